@@ -1,0 +1,2 @@
+//! Stateless firewall rules and their compiled classifier
+#![forbid(unsafe_code)]

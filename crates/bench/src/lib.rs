@@ -1,0 +1,2 @@
+//! Traffic generator, RFC 2544 searches and reports
+#![forbid(unsafe_code)]

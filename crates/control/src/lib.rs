@@ -1,0 +1,2 @@
+//! Configuration, control plane and API of tern
+#![forbid(unsafe_code)]

@@ -1,0 +1,95 @@
+//! CPU intrinsics behind safe functions. This is the one place where tern
+//! calls `core::arch`; every other crate uses these wrappers.
+//!
+//! On targets other than x86_64 the functions fall back to portable code
+//! (a monotonic clock instead of the TSC, no prefetch).
+#![deny(unsafe_code)]
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Reads the time-stamp counter (cycles on an invariant-TSC machine).
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    {
+        // SAFETY: RDTSC has no memory effects and exists on every x86_64 CPU.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        fallback_epoch().elapsed().as_nanos() as u64
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn fallback_epoch() -> Instant {
+    static E: OnceLock<Instant> = OnceLock::new();
+    *E.get_or_init(Instant::now)
+}
+
+/// Hints the CPU to fetch the cache line holding `r` for reading.
+#[inline(always)]
+pub fn prefetch<T: ?Sized>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    {
+        // SAFETY: PREFETCHT0 never faults and never changes memory; SSE is
+        // part of the x86_64 baseline, so the target feature is present.
+        unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>((r as *const T).cast::<i8>()) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = r;
+    }
+}
+
+/// Hints the CPU to fetch the line at `index` of `slice`, if it exists.
+#[inline(always)]
+pub fn prefetch_index<T>(slice: &[T], index: usize) {
+    if let Some(r) = slice.get(index) {
+        prefetch(r);
+    }
+}
+
+/// TSC ticks per nanosecond, calibrated once against the monotonic clock.
+pub fn tsc_per_ns() -> f64 {
+    static F: OnceLock<f64> = OnceLock::new();
+    *F.get_or_init(|| {
+        let t0 = Instant::now();
+        let c0 = rdtsc();
+        std::thread::sleep(Duration::from_millis(20));
+        let c1 = rdtsc();
+        let ns = t0.elapsed().as_nanos() as f64;
+        let f = (c1.wrapping_sub(c0)) as f64 / ns;
+        if f.is_finite() && f > 0.0 { f } else { 1.0 }
+    })
+}
+
+/// Converts TSC ticks to nanoseconds.
+pub fn tsc_to_ns(ticks: u64) -> f64 {
+    ticks as f64 / tsc_per_ns()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_advances_and_calibrates() {
+        let a = rdtsc();
+        let f = tsc_per_ns();
+        let b = rdtsc();
+        assert!(b > a);
+        assert!(f > 0.01 && f < 100.0, "implausible TSC rate {f} ticks/ns");
+    }
+
+    #[test]
+    fn prefetch_out_of_range_is_harmless() {
+        let v = [1u32, 2, 3];
+        prefetch_index(&v, 1);
+        prefetch_index(&v, 100);
+        prefetch(&v[0]);
+    }
+}

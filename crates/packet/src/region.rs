@@ -1,0 +1,101 @@
+//! The memory region behind a pool. All unsafe code of this crate is here.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::ptr::NonNull;
+
+/// An anonymous, page-aligned, zero-filled memory mapping of `frames`
+/// frames of `frame_size` bytes each.
+pub(crate) struct Region {
+    base: NonNull<u8>,
+    len: usize,
+    frame_size: usize,
+    frames: usize,
+}
+
+// SAFETY: the region is plain memory owned by this value; moving it to
+// another thread moves ownership (the pool is used by one worker at a time).
+unsafe impl Send for Region {}
+
+impl Region {
+    pub(crate) fn new(frames: usize, frame_size: usize, hugepages: bool) -> io::Result<Region> {
+        let len = frames
+            .checked_mul(frame_size)
+            .filter(|l| *l > 0)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty or oversized pool"))?;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        if hugepages {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // SAFETY: an anonymous mapping with no address hint touches no
+        // existing memory; the result is checked for MAP_FAILED below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Region { base, len, frame_size, frames })
+    }
+
+    pub(crate) fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Base address and length, for registering the region as an AF_XDP UMEM.
+    pub(crate) fn raw(&self) -> (*mut u8, usize) {
+        (self.base.as_ptr(), self.len)
+    }
+
+    /// The whole frame `idx`.
+    #[inline]
+    pub(crate) fn frame(&self, idx: usize) -> &[u8] {
+        assert!(idx < self.frames, "frame index {idx} out of range");
+        // SAFETY: idx < frames, so [idx*frame_size, (idx+1)*frame_size) lies
+        // inside the mapping, which lives as long as `self`. Shared access
+        // through &self cannot alias a &mut handed out by `frame_mut`.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(idx * self.frame_size), self.frame_size) }
+    }
+
+    /// The whole frame `idx`, writable.
+    #[inline]
+    pub(crate) fn frame_mut(&mut self, idx: usize) -> &mut [u8] {
+        assert!(idx < self.frames, "frame index {idx} out of range");
+        // SAFETY: as in `frame`; &mut self guarantees no other slice of the
+        // region is alive.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(idx * self.frame_size), self.frame_size) }
+    }
+
+    /// Two different frames at once (copying between packets).
+    pub(crate) fn frame_pair_mut(&mut self, a: usize, b: usize) -> (&mut [u8], &mut [u8]) {
+        assert!(a < self.frames && b < self.frames && a != b, "bad frame pair {a},{b}");
+        let fs = self.frame_size;
+        let base = self.base.as_ptr();
+        // SAFETY: a != b and both are in range, so the two slices are
+        // disjoint parts of the mapping; &mut self excludes other borrows.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(base.add(a * fs), fs),
+                std::slice::from_raw_parts_mut(base.add(b * fs), fs),
+            )
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: base/len describe exactly the mapping created in `new`,
+        // and no slice into it outlives `self`.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
