@@ -1,0 +1,1 @@
+//! AF_XDP driver and the XDP programs tern attaches.
