@@ -5,7 +5,7 @@
 //! thread only.
 
 use crate::{PacketPool, PktIdx};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 /// What a transmit call did with the packets it was given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub trait Port: Send {
 
     /// A descriptor that becomes readable when packets arrive, for idle
     /// workers that sleep in poll(2). `None`: the worker must spin.
-    fn wait_fd(&self) -> Option<RawFd> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }
 
