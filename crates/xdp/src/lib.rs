@@ -1,1 +1,60 @@
 //! AF_XDP driver and the XDP programs tern attaches.
+//!
+//! - [`Umem`]: a worker's [`tern_packet::PacketPool`] registered as one
+//!   AF_XDP UMEM, shared by all of that worker's ports, so packets are pool
+//!   frame indices and forwarding between ports copies nothing.
+//! - [`XskPort`]: one AF_XDP socket on one (device, queue), implementing
+//!   [`tern_packet::Port`]; zero-copy where the driver allows, copy mode
+//!   otherwise; need_wakeup; preferred busy polling ([`BusyPoll`]).
+//! - [`SteeringProgram`]: the XDP program (`bpf/steer.c`) that sends transit
+//!   packets to the XSK of their receive queue and passes packets for the
+//!   router itself and control protocols to Linux.
+//!
+//! A worker opens one port per (device, queue) it owns:
+//! ```no_run
+//! # use tern_xdp::*; use tern_packet::*;
+//! let mut pool = PacketPool::new(PoolConfig::default())?;
+//! let umem = Umem::new(&pool)?;
+//! let mut steer = SteeringProgram::attach("eth0", SteerOptions::default())?;
+//! steer.add_local("192.0.2.1".parse()?)?;
+//! let port = XskPort::open(&umem, &XskConfig::new("eth0", 0), &mut pool)?;
+//! steer.register(&port)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! An [`XdpError::Unavailable`] from any of these means AF_XDP cannot be
+//! used here (permission, kernel, driver): fall back to AF_PACKET and log
+//! the error's message.
+//!
+//! Unsafe code is confined to `sys.rs` (system calls) and `ring.rs` (ring
+//! memory), each block with a `// SAFETY:` comment.
+#![deny(unsafe_code)]
+
+mod busy;
+mod error;
+mod netlink;
+mod port;
+mod ring;
+mod steer;
+mod sys;
+mod umem;
+
+pub use busy::{BusyPoll, BusyPollState, NapiTuning, tune_napi_for_busy_poll};
+pub use error::{Unavailable, XdpError};
+pub use netlink::AttachMode;
+pub use port::{BindMode, CloseReport, XskConfig, XskPort};
+pub use steer::{
+    STEER_PROG_NAME, SinkProgram, SteerOptions, SteeringProgram, Verdicts, attached, remove_stale,
+};
+pub use sys::{XskKernelStats, enter_netns, thread_cpu_ns};
+pub use umem::{Umem, XDP_PACKET_HEADROOM};
+
+/// Receive queues of a device (for opening one port per queue), from
+/// /sys/class/net/DEV/queues (run under `ip netns exec` for another
+/// namespace).
+pub fn rx_queue_count(ifname: &str) -> std::io::Result<u32> {
+    let n = std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("rx-")))
+        .count();
+    Ok(n as u32)
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0 OR MIT
+//
+// tern's XDP steering program.
+//
+// Runs on every receive queue of a port. Transit packets go to the AF_XDP
+// socket (XSK) of the queue they arrived on; packets for the router itself
+// and the control protocols Linux must see go up the kernel stack
+// (XDP_PASS), so Linux keeps working on the same interface. Userspace
+// (crates/xdp/src/steer.rs) fills the maps; the indices of `verdicts` must
+// match `Verdict` there.
+//
+// Nothing is ever dropped here: when in doubt a packet goes to the kernel.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_QUEUES 256
+#define MAX_LOCAL_ADDRS 1024
+
+// Config flags (index 0 of `config`).
+// ARP and IPv6 neighbour discovery go to tern (standalone mode) instead of
+// Linux (Linux control-plane mode).
+#define CFG_NEIGH_TO_TERN (1u << 0)
+// Pass everything to Linux (steering paused, e.g. while tern restarts).
+#define CFG_PASS_ALL (1u << 1)
+
+enum verdict {
+	V_REDIRECT = 0,       // transit packet sent to the queue's XSK
+	V_REDIRECT_NEIGH = 1, // ARP/ND sent to tern (standalone mode)
+	V_PASS_LOCAL = 2,     // addressed to one of the router's addresses
+	V_PASS_NEIGH = 3,     // ARP/ND passed to Linux (control-plane mode)
+	V_PASS_MCAST = 4,     // link-layer or IP multicast/broadcast control traffic
+	V_PASS_NO_XSK = 5,    // no socket on this queue: passed to Linux
+	V_PASS_OTHER = 6,     // not IP/ARP, truncated, or steering paused
+	V_MAX = 7,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} tern_xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_LOCAL_ADDRS);
+	__type(key, __u32); // IPv4 address, network byte order
+	__type(value, __u8);
+} tern_local4 SEC(".maps");
+
+struct in6_key {
+	__u8 b[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_LOCAL_ADDRS);
+	__type(key, struct in6_key);
+	__type(value, __u8);
+} tern_local6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tern_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, V_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} tern_verdicts SEC(".maps");
+
+static __always_inline int count(__u32 v, int action)
+{
+	__u64 *c = bpf_map_lookup_elem(&tern_verdicts, &v);
+	if (c)
+		*c += 1; // per-CPU slot: no atomic needed
+	return action;
+}
+
+static __always_inline int to_xsk(struct xdp_md *ctx, __u32 v)
+{
+	// The flags argument is the action when the queue has no socket.
+	int act = bpf_redirect_map(&tern_xsks, ctx->rx_queue_index, XDP_PASS);
+	if (act == XDP_REDIRECT)
+		return count(v, act);
+	return count(V_PASS_NO_XSK, XDP_PASS);
+}
+
+struct vlan_hdr {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct ipv4_min {
+	__u8 ver_ihl;
+	__u8 tos;
+	__be16 tot_len;
+	__be16 id;
+	__be16 frag;
+	__u8 ttl;
+	__u8 proto;
+	__be16 csum;
+	__be32 saddr;
+	__be32 daddr;
+};
+
+struct ipv6_min {
+	__be32 vtc_flow;
+	__be16 payload_len;
+	__u8 nexthdr;
+	__u8 hop_limit;
+	__u8 saddr[16];
+	__u8 daddr[16];
+};
+
+// RFC 4861 section 4: Router Solicitation 133 .. Redirect 137.
+#define ICMPV6_ND_FIRST 133
+#define ICMPV6_ND_LAST 137
+#define IPPROTO_ICMPV6_ 58
+
+SEC("xdp")
+int tern_steer(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	__u32 cfg = 0;
+	__u32 *cfgp = bpf_map_lookup_elem(&tern_config, &zero);
+	if (cfgp)
+		cfg = *cfgp;
+	if (cfg & CFG_PASS_ALL)
+		return count(V_PASS_OTHER, XDP_PASS);
+
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return count(V_PASS_OTHER, XDP_PASS);
+	__u16 proto = eth->h_proto;
+	void *l3 = eth + 1;
+	// One 802.1Q or 802.1ad tag: tern's VLAN sub-interfaces live behind it.
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+		struct vlan_hdr *vh = l3;
+		if ((void *)(vh + 1) > end)
+			return count(V_PASS_OTHER, XDP_PASS);
+		proto = vh->proto;
+		l3 = vh + 1;
+	}
+
+	if (proto == bpf_htons(ETH_P_ARP)) {
+		if (cfg & CFG_NEIGH_TO_TERN)
+			return to_xsk(ctx, V_REDIRECT_NEIGH);
+		return count(V_PASS_NEIGH, XDP_PASS);
+	}
+
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct ipv4_min *ip = l3;
+		if ((void *)(ip + 1) > end)
+			return count(V_PASS_OTHER, XDP_PASS);
+		__u32 dst = ip->daddr;
+		if (bpf_map_lookup_elem(&tern_local4, &dst))
+			return count(V_PASS_LOCAL, XDP_PASS);
+		// 224.0.0.0/4 multicast (OSPF, VRRP, IGMP...) and limited broadcast:
+		// control traffic, never forwarded by tern.
+		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
+			return count(V_PASS_MCAST, XDP_PASS);
+		return to_xsk(ctx, V_REDIRECT);
+	}
+
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6_min *ip6 = l3;
+		if ((void *)(ip6 + 1) > end)
+			return count(V_PASS_OTHER, XDP_PASS);
+		// Neighbour discovery first: RFC 4861 messages carry no extension
+		// headers in practice and go to multicast or to our own addresses.
+		if (ip6->nexthdr == IPPROTO_ICMPV6_) {
+			__u8 *type = (__u8 *)(ip6 + 1);
+			if ((void *)(type + 1) > end)
+				return count(V_PASS_OTHER, XDP_PASS);
+			if (*type >= ICMPV6_ND_FIRST && *type <= ICMPV6_ND_LAST) {
+				if (cfg & CFG_NEIGH_TO_TERN)
+					return to_xsk(ctx, V_REDIRECT_NEIGH);
+				return count(V_PASS_NEIGH, XDP_PASS);
+			}
+		}
+		struct in6_key key;
+		__builtin_memcpy(key.b, ip6->daddr, 16);
+		if (bpf_map_lookup_elem(&tern_local6, &key))
+			return count(V_PASS_LOCAL, XDP_PASS);
+		// ff00::/8 multicast (OSPFv3, MLD, DHCPv6...).
+		if (ip6->daddr[0] == 0xff)
+			return count(V_PASS_MCAST, XDP_PASS);
+		return to_xsk(ctx, V_REDIRECT);
+	}
+
+	return count(V_PASS_OTHER, XDP_PASS);
+}
+
+char _license[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,282 @@
+//! Preferred busy polling: the worker's thread runs the receive NAPI
+//! context of its queue itself, so the kernel's softirq does not compete
+//! with it for the core.
+//!
+//! Measured on this machine kind (2 vCPUs, veth, Linux 6.18; issue 5): a
+//! busy-polling forwarder sharing its core with the kernel's receive thread
+//! collapses unless it really drives the NAPI. On NICs that link queues to
+//! NAPI contexts the XSK learns a NAPI id and plain busy polling on the XSK
+//! (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, then
+//! recvfrom/sendto each loop) engages. veth registers no queue-to-NAPI link,
+//! so the XSK's SO_INCOMING_NAPI_ID stays 0 and those options do nothing.
+//! What worked there: a helper UDP socket on the device learns the NAPI id
+//! from a few packets the XDP program passes up (anything sent to the probe
+//! port, default 9 "discard", at one of the router's addresses), then
+//! `recv(MSG_DONTWAIT)` on it each loop busy-polls that NAPI, which runs the
+//! XDP program and fills the XSK. Device settings complete it (see
+//! [`tune_napi_for_busy_poll`]): threaded NAPI off, napi_defer_hard_irqs
+//! 1000, gro_flush_timeout 5 ms (with 2/200 us ksoftirqd takes the NAPI back
+//! and the rate halves), and TSO off on the egress veth.
+
+use crate::sys;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// Busy-polling policy of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BusyPoll {
+    /// The worker spins and drives the queue's NAPI where that engages
+    /// ([`crate::XskPort::wait_fd`] then returns `None`).
+    #[default]
+    On,
+    /// Interrupt-driven: the kernel's softirq fills the rings and an idle
+    /// worker can sleep in poll(2) on the port's descriptor.
+    Off,
+}
+
+/// What busy polling is doing now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyPollState {
+    /// Policy off.
+    Off,
+    /// Waiting to learn a NAPI id (from received packets on the XSK, or
+    /// from probe packets on the helper socket).
+    Learning,
+    /// Busy polling through the XSK itself.
+    Socket { napi_id: u32 },
+    /// Busy polling through the helper UDP socket's borrowed NAPI id.
+    Helper { napi_id: u32 },
+    /// The socket options were refused (no CAP_NET_ADMIN, old kernel).
+    Unavailable,
+}
+
+/// Busy-poll socket settings measured on this machine kind.
+const BUSY_POLL_USECS: i32 = 50;
+const BUSY_POLL_BUDGET: i32 = 64;
+/// Service calls between two NAPI-id checks while learning.
+const LEARN_EVERY: u32 = 256;
+
+fn set_busy_opts(fd: RawFd) -> io::Result<()> {
+    sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_PREFER_BUSY_POLL, 1)?;
+    sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_BUSY_POLL, BUSY_POLL_USECS)?;
+    sys::setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        sys::SO_BUSY_POLL_BUDGET,
+        BUSY_POLL_BUDGET,
+    )
+}
+
+fn napi_id(fd: RawFd) -> u32 {
+    sys::getsockopt_int(fd, libc::SOL_SOCKET, sys::SO_INCOMING_NAPI_ID).map_or(0, |v| v as u32)
+}
+
+/// A UDP socket bound to `port` on device `ifname` (dual-stack when IPv6 is
+/// available), non-blocking, with busy-poll options set.
+fn helper_socket(ifname: &str, port: u16) -> io::Result<OwnedFd> {
+    let (fd, v6) = match sys::udp_socket(true) {
+        Ok(fd) => (fd, true),
+        Err(_) => (sys::udp_socket(false)?, false),
+    };
+    let raw = fd.as_raw_fd();
+    if v6 {
+        sys::setsockopt_int(raw, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    }
+    // Several queues of one device each have a helper on the same port.
+    sys::setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    sys::setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    sys::setsockopt_bytes(
+        raw,
+        libc::SOL_SOCKET,
+        libc::SO_BINDTODEVICE,
+        ifname.as_bytes(),
+    )?;
+    sys::bind_udp_any(raw, v6, port)?;
+    set_busy_opts(raw)?;
+    Ok(fd)
+}
+
+/// The per-port busy-poll machinery.
+pub(crate) struct BusyPoller {
+    state: BusyPollState,
+    xsk: RawFd,
+    helper: Option<OwnedFd>,
+    countdown: u32,
+}
+
+impl BusyPoller {
+    pub(crate) fn new(
+        policy: BusyPoll,
+        xsk: RawFd,
+        ifname: &str,
+        probe_port: Option<u16>,
+    ) -> BusyPoller {
+        let mut bp = BusyPoller {
+            state: BusyPollState::Off,
+            xsk,
+            helper: None,
+            countdown: 0,
+        };
+        if policy == BusyPoll::Off {
+            return bp;
+        }
+        if let Err(e) = set_busy_opts(xsk) {
+            log::warn!("{ifname}: busy polling unavailable, socket options refused: {e}");
+            bp.state = BusyPollState::Unavailable;
+            return bp;
+        }
+        if let Some(port) = probe_port {
+            match helper_socket(ifname, port) {
+                Ok(fd) => bp.helper = Some(fd),
+                Err(e) => {
+                    log::info!("{ifname}: no busy-poll helper socket on UDP port {port}: {e}")
+                }
+            }
+        }
+        bp.state = BusyPollState::Learning;
+        bp
+    }
+
+    pub(crate) fn state(&self) -> BusyPollState {
+        self.state
+    }
+
+    /// True while the worker should spin rather than sleep.
+    pub(crate) fn engaged(&self) -> bool {
+        matches!(
+            self.state,
+            BusyPollState::Socket { .. } | BusyPollState::Helper { .. }
+        )
+    }
+
+    /// One busy-poll round, before reading the rx ring. Returns false when
+    /// busy polling is not engaged (the caller then wakes the kernel only
+    /// if the fill ring asks for it).
+    #[inline]
+    pub(crate) fn poll(&mut self) -> bool {
+        match self.state {
+            BusyPollState::Socket { .. } => {
+                let _ = sys::recv_dontwait(self.xsk, &mut []);
+                true
+            }
+            BusyPollState::Helper { .. } => {
+                if let Some(h) = &self.helper {
+                    // Reads (and discards) a probe datagram if one is there;
+                    // either way the kernel polls the borrowed NAPI first.
+                    let mut buf = [0u8; 64];
+                    let _ = sys::recv_dontwait(h.as_raw_fd(), &mut buf);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Housekeeping once per worker loop: while learning, check every
+    /// LEARN_EVERY calls whether a NAPI id is known yet.
+    pub(crate) fn service(&mut self, name: &str) {
+        if self.state != BusyPollState::Learning {
+            return;
+        }
+        self.countdown = self.countdown.saturating_sub(1);
+        if self.countdown > 0 {
+            return;
+        }
+        self.countdown = LEARN_EVERY;
+        // A zero-copy XSK marks its NAPI id on its first receive call.
+        let _ = sys::recv_dontwait(self.xsk, &mut []);
+        let id = napi_id(self.xsk);
+        if id != 0 {
+            log::info!("{name}: busy polling on the XSK (NAPI {id})");
+            self.state = BusyPollState::Socket { napi_id: id };
+            self.helper = None;
+            return;
+        }
+        if let Some(h) = &self.helper {
+            let raw = h.as_raw_fd();
+            let mut buf = [0u8; 64];
+            // Drain probe packets so that they do not pile up.
+            while sys::recv_dontwait(raw, &mut buf).is_ok() {}
+            let id = napi_id(raw);
+            if id != 0 {
+                log::info!(
+                    "{name}: busy polling through the helper socket's NAPI {id} (queue has no NAPI link)"
+                );
+                self.state = BusyPollState::Helper { napi_id: id };
+            }
+        }
+    }
+}
+
+/// Previous NAPI settings of a device, restored by [`NapiTuning::restore`].
+#[derive(Debug)]
+pub struct NapiTuning {
+    ifname: String,
+    previous: Vec<(&'static str, String)>,
+}
+
+const TUNING: [(&str, &str); 3] = [
+    ("threaded", "0"),
+    ("napi_defer_hard_irqs", "1000"),
+    ("gro_flush_timeout", "5000000"),
+];
+
+/// Applies the device settings busy polling needs on the receive device
+/// (threaded NAPI off, napi_defer_hard_irqs=1000, gro_flush_timeout=5 ms)
+/// through /sys/class/net (which shows the namespace of the process that
+/// mounted it: run under `ip netns exec`). Returns the previous values.
+pub fn tune_napi_for_busy_poll(ifname: &str) -> io::Result<NapiTuning> {
+    if ifname.contains('/') || ifname.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad interface name {ifname:?}"),
+        ));
+    }
+    let mut t = NapiTuning {
+        ifname: ifname.to_string(),
+        previous: Vec::new(),
+    };
+    for (key, val) in TUNING {
+        let path = format!("/sys/class/net/{ifname}/{key}");
+        let old = match fs::read_to_string(&path) {
+            Ok(s) => s.trim().to_string(),
+            // Old kernels lack `threaded`; nothing to turn off then.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && key == "threaded" => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{path}: {e}"))),
+        };
+        fs::write(&path, val).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+        t.previous.push((key, old));
+    }
+    Ok(t)
+}
+
+impl NapiTuning {
+    /// Puts the previous values back.
+    pub fn restore(self) -> io::Result<()> {
+        for (key, old) in self.previous.iter().rev() {
+            fs::write(format!("/sys/class/net/{}/{key}", self.ifname), old)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_policy_never_engages() {
+        let mut bp = BusyPoller::new(BusyPoll::Off, -1, "lo", None);
+        assert_eq!(bp.state(), BusyPollState::Off);
+        assert!(!bp.poll());
+        bp.service("lo");
+        assert!(!bp.engaged());
+    }
+
+    #[test]
+    fn tuning_refuses_path_tricks() {
+        assert!(tune_napi_for_busy_poll("../x").is_err());
+        assert!(tune_napi_for_busy_poll("").is_err());
+    }
+}
