@@ -1,0 +1,520 @@
+//! Behaviour of the RIB and the writer/reader pair as a whole.
+
+use std::net::IpAddr;
+
+use crate::*;
+
+fn p(s: &str) -> Prefix {
+    s.parse().expect("test prefix")
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("test address")
+}
+
+fn v4(s: &str) -> u32 {
+    match ip(s) {
+        IpAddr::V4(a) => a.into(),
+        IpAddr::V6(_) => panic!("not v4"),
+    }
+}
+
+fn v6(s: &str) -> u128 {
+    match ip(s) {
+        IpAddr::V6(a) => a.into(),
+        IpAddr::V4(_) => panic!("not v6"),
+    }
+}
+
+fn fib() -> (FibWriter, FibReader) {
+    let cfg = FibConfig {
+        v4_nodes: 1 << 12,
+        v4_leaves: 1 << 16,
+        v6_nodes: 1 << 12,
+        v6_leaves: 1 << 16,
+        ..Default::default()
+    };
+    new(cfg, tern_rcu::Domain::new())
+}
+
+const A: RouteAttrs = RouteAttrs {
+    distance: None,
+    metric: 0,
+};
+
+fn via(gw: &str, ifindex: Option<u16>) -> RouteTarget {
+    RouteTarget::Via {
+        gw: ip(gw),
+        ifindex,
+    }
+}
+
+#[test]
+fn best_route_by_distance_falls_back_on_delete() {
+    let (mut w, r) = fib();
+    let net = p("198.51.100.0/24");
+    w.add_route(Source::Kernel, net, via("10.0.0.1", Some(1)), A)
+        .expect("kernel");
+    w.add_route(Source::Static, net, via("10.0.0.2", Some(2)), A)
+        .expect("static");
+    w.add_route(Source::Neighbor, net, RouteTarget::Blackhole, A)
+        .expect("neighbor");
+    let dst = v4("198.51.100.7");
+    assert_eq!(
+        r.nexthop(r.lookup_v4(dst)).ifindex,
+        2,
+        "static (1) beats kernel (100)"
+    );
+    w.del_route(Source::Static, net).expect("del static");
+    assert_eq!(
+        r.nexthop(r.lookup_v4(dst)).ifindex,
+        1,
+        "falls back to kernel"
+    );
+    w.del_route(Source::Kernel, net).expect("del kernel");
+    assert_eq!(
+        r.nexthop(r.lookup_v4(dst)).kind,
+        NhKind::Blackhole,
+        "then to the neighbor source (250)"
+    );
+    w.del_route(Source::Neighbor, net).expect("del last");
+    assert_eq!(r.lookup_v4(dst), NH_NONE);
+    assert_eq!(
+        w.del_route(Source::Neighbor, net),
+        Err(FibError::NotFound {
+            source: Source::Neighbor,
+            prefix: net
+        })
+    );
+    assert_eq!(w.stats().rib_entries, 0);
+    assert_eq!(w.stats().nexthops, 0, "every next hop released");
+}
+
+#[test]
+fn explicit_distance_metric_and_source_order() {
+    let (mut w, r) = fib();
+    let net = p("2001:db8:1::/48");
+    let dst = v6("2001:db8:1::9");
+    w.add_route(Source::Static, net, via("fe80::1", Some(1)), A)
+        .expect("static");
+    // FPM carries zebra's distance: 0 beats static's default 1.
+    w.add_route(
+        Source::Fpm,
+        net,
+        via("fe80::2", Some(2)),
+        RouteAttrs {
+            distance: Some(0),
+            metric: 0,
+        },
+    )
+    .expect("fpm");
+    assert_eq!(r.nexthop(r.lookup_v6(dst)).ifindex, 2);
+    // Same distance: the lower metric wins.
+    w.add_route(
+        Source::Fpm,
+        net,
+        via("fe80::2", Some(2)),
+        RouteAttrs {
+            distance: Some(1),
+            metric: 10,
+        },
+    )
+    .expect("fpm2");
+    assert_eq!(
+        r.nexthop(r.lookup_v6(dst)).ifindex,
+        1,
+        "static (1, 0) beats fpm (1, 10)"
+    );
+    // Same distance and metric: source order (Static before Fpm).
+    w.add_route(
+        Source::Fpm,
+        net,
+        via("fe80::2", Some(2)),
+        RouteAttrs {
+            distance: Some(1),
+            metric: 0,
+        },
+    )
+    .expect("fpm3");
+    assert_eq!(r.nexthop(r.lookup_v6(dst)).ifindex, 1);
+    let details: Vec<RouteDetail> = w.routes().collect();
+    assert_eq!(details.len(), 2);
+    assert_eq!(details.iter().filter(|d| d.best).count(), 1);
+    assert!(details.iter().any(|d| d.best && d.source == Source::Static));
+}
+
+#[test]
+fn kernel_distance_is_configurable() {
+    let cfg = FibConfig {
+        kernel_distance: 0,
+        v4_nodes: 64,
+        v4_leaves: 1024,
+        v6_nodes: 64,
+        v6_leaves: 1024,
+        ..Default::default()
+    };
+    let (mut w, r) = new(cfg, tern_rcu::Domain::new());
+    let net = p("10.0.0.0/8");
+    w.add_route(Source::Static, net, via("192.0.2.1", Some(1)), A)
+        .expect("static");
+    w.add_route(Source::Kernel, net, via("192.0.2.2", Some(2)), A)
+        .expect("kernel");
+    assert_eq!(
+        r.nexthop(r.lookup_v4(v4("10.1.1.1"))).ifindex,
+        2,
+        "kernel at distance 0 wins"
+    );
+}
+
+#[test]
+fn via_resolves_through_connected_and_waits_when_it_cannot() {
+    let (mut w, r) = fib();
+    let dst = v4("203.0.113.5");
+    w.add_route(
+        Source::Static,
+        p("203.0.113.0/24"),
+        via("192.0.2.1", None),
+        A,
+    )
+    .expect("unresolved add is fine");
+    assert_eq!(
+        r.lookup_v4(dst),
+        NH_NONE,
+        "inactive until the gateway is reachable"
+    );
+    let d = w.routes().next().expect("kept in the RIB");
+    assert!(!d.active && !d.best);
+    w.add_route(
+        Source::Connected,
+        p("192.0.2.0/24"),
+        RouteTarget::Connected { ifindex: 7 },
+        A,
+    )
+    .expect("conn");
+    let nh = r.nexthop(r.lookup_v4(dst));
+    assert_eq!(
+        (nh.kind, nh.ifindex, nh.gw),
+        (NhKind::Unicast, 7, ip("192.0.2.1"))
+    );
+    assert_eq!(r.nexthop(r.lookup_v4(v4("192.0.2.99"))).kind, NhKind::Glean);
+    // A longer connected subnet on another interface takes over.
+    w.add_route(
+        Source::Connected,
+        p("192.0.2.0/25"),
+        RouteTarget::Connected { ifindex: 8 },
+        A,
+    )
+    .expect("conn2");
+    assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 8);
+    w.del_route(Source::Connected, p("192.0.2.0/25"))
+        .expect("del conn2");
+    assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 7);
+    w.del_route(Source::Connected, p("192.0.2.0/24"))
+        .expect("del conn");
+    assert_eq!(r.lookup_v4(dst), NH_NONE, "inactive again");
+    // With an ifindex the gateway is used as given.
+    w.add_route(
+        Source::Api,
+        p("203.0.113.0/24"),
+        via("198.51.100.1", Some(3)),
+        A,
+    )
+    .expect("api");
+    assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 3);
+}
+
+#[test]
+fn target_kinds_and_family_checks() {
+    let (mut w, r) = fib();
+    let cases = [
+        ("10.1.0.0/16", RouteTarget::Blackhole, NhKind::Blackhole),
+        ("10.2.0.0/16", RouteTarget::Unreachable, NhKind::Unreachable),
+        ("10.3.0.0/16", RouteTarget::Prohibit, NhKind::Prohibit),
+        (
+            "10.4.0.1/32",
+            RouteTarget::Local { ifindex: 4 },
+            NhKind::Local,
+        ),
+    ];
+    for (net, t, kind) in cases {
+        w.add_route(Source::Config, p(net), t, A).expect(net);
+        assert_eq!(
+            r.nexthop(r.lookup_v4(v4(&net[..net.len() - 3]) | 1)).kind,
+            kind,
+            "{net}"
+        );
+    }
+    assert_eq!(r.nexthop(r.lookup_v4(v4("10.4.0.1"))).ifindex, 4);
+    let bad = w.add_route(
+        Source::Config,
+        p("10.5.0.0/16"),
+        via("2001:db8::1", None),
+        A,
+    );
+    assert!(matches!(bad, Err(FibError::FamilyMismatch { .. })));
+    assert_eq!(
+        w.add_route(
+            Source::Config,
+            p("10.5.0.0/16"),
+            RouteTarget::Ecmp(vec![]),
+            A
+        ),
+        Err(FibError::EmptyEcmp)
+    );
+    assert_eq!(w.stats().errors, 2);
+}
+
+#[test]
+fn neighbor_macs_and_host_routes() {
+    let (mut w, r) = fib();
+    w.add_route(
+        Source::Connected,
+        p("192.0.2.0/24"),
+        RouteTarget::Connected { ifindex: 2 },
+        A,
+    )
+    .expect("conn");
+    w.add_route(Source::Static, p("0.0.0.0/0"), via("192.0.2.1", None), A)
+        .expect("default");
+    let gw_nh = r.lookup_v4(v4("8.8.8.8"));
+    assert_eq!(r.nexthop(gw_nh).mac, None);
+    let mac = [2, 0, 0, 0, 0, 1];
+    w.set_neighbor(2, ip("192.0.2.1"), Some(mac));
+    assert_eq!(r.nexthop(gw_nh).mac, Some(mac), "updated in place, same id");
+    assert_eq!(r.lookup_v4(v4("8.8.8.8")), gw_nh);
+    let host = r.nexthop(r.lookup_v4(v4("192.0.2.1")));
+    assert_eq!(
+        (host.kind, host.mac),
+        (NhKind::Unicast, Some(mac)),
+        "host route to the neighbour"
+    );
+    assert_eq!(
+        w.route_get(ip("192.0.2.1")).map(|d| d.source),
+        Some(Source::Neighbor)
+    );
+    // A neighbour outside any connected subnet of its interface: MAC only.
+    w.set_neighbor(3, ip("192.0.2.50"), Some(mac));
+    assert_eq!(r.nexthop(r.lookup_v4(v4("192.0.2.50"))).kind, NhKind::Glean);
+    w.set_neighbor(2, ip("192.0.2.1"), None);
+    assert_eq!(r.nexthop(gw_nh).mac, None);
+    assert_eq!(
+        r.nexthop(r.lookup_v4(v4("192.0.2.1"))).kind,
+        NhKind::Glean,
+        "host route removed"
+    );
+    // Resolved before the subnet exists: the host route follows the subnet.
+    w.set_neighbor(5, ip("2001:db8::5"), Some(mac));
+    assert_eq!(w.route_get(ip("2001:db8::5")), None);
+    w.add_route(
+        Source::Connected,
+        p("2001:db8::/64"),
+        RouteTarget::Connected { ifindex: 5 },
+        A,
+    )
+    .expect("conn6");
+    assert_eq!(r.nexthop(r.lookup_v6(v6("2001:db8::5"))).mac, Some(mac));
+    w.del_route(Source::Connected, p("2001:db8::/64"))
+        .expect("del conn6");
+    assert_eq!(r.lookup_v6(v6("2001:db8::5")), NH_NONE);
+}
+
+#[test]
+fn resync_sweeps_what_was_not_re_added() {
+    let (mut w, r) = fib();
+    for i in 0..10u32 {
+        let net = Prefix::v4((0x0a00_0000 | (i << 16)).into(), 16).expect("net");
+        w.add_route(Source::Kernel, net, via("192.0.2.1", Some(1)), A)
+            .expect("add");
+    }
+    w.add_route(
+        Source::Static,
+        p("10.3.0.0/16"),
+        via("192.0.2.9", Some(9)),
+        A,
+    )
+    .expect("static");
+    w.begin_resync(Source::Kernel);
+    for i in [1u32, 3, 5] {
+        let net = Prefix::v4((0x0a00_0000 | (i << 16)).into(), 16).expect("net");
+        w.add_route(Source::Kernel, net, via("192.0.2.1", Some(1)), A)
+            .expect("re-add");
+    }
+    w.add_route(
+        Source::Kernel,
+        p("10.200.0.0/16"),
+        via("192.0.2.1", Some(1)),
+        A,
+    )
+    .expect("new");
+    assert_eq!(w.end_resync(Source::Kernel), 7);
+    assert_ne!(r.lookup_v4(v4("10.1.0.1")), NH_NONE);
+    assert_ne!(r.lookup_v4(v4("10.200.0.1")), NH_NONE);
+    assert_eq!(r.lookup_v4(v4("10.2.0.1")), NH_NONE);
+    assert_eq!(
+        r.nexthop(r.lookup_v4(v4("10.3.0.1"))).ifindex,
+        9,
+        "other sources untouched"
+    );
+    assert_eq!(w.end_resync(Source::Kernel), 0, "nothing left to sweep");
+}
+
+#[test]
+fn ecmp_spreads_flows_over_members() {
+    let (mut w, r) = fib();
+    w.add_route(
+        Source::Connected,
+        p("192.0.2.0/24"),
+        RouteTarget::Connected { ifindex: 2 },
+        A,
+    )
+    .expect("conn");
+    let members: Vec<(IpAddr, Option<u16>)> = vec![
+        (ip("192.0.2.1"), None),
+        (ip("192.0.2.2"), None),
+        (ip("192.0.2.3"), None),
+        (ip("10.9.9.9"), None),
+    ];
+    w.add_route(
+        Source::Static,
+        p("0.0.0.0/0"),
+        RouteTarget::Ecmp(members),
+        A,
+    )
+    .expect("ecmp");
+    let g = r.lookup_v4(v4("1.1.1.1"));
+    assert_eq!(r.nexthop(g).kind, NhKind::Ecmp);
+    let mut count = std::collections::HashMap::new();
+    for h in 0..30_000u32 {
+        let m = r.ecmp_pick(g, h.wrapping_mul(0x9e37_79b9));
+        let nh = r.nexthop(m);
+        assert_eq!(nh.kind, NhKind::Unicast);
+        *count.entry(nh.gw).or_insert(0) += 1;
+    }
+    assert_eq!(count.len(), 3, "the unresolvable member is left out");
+    assert!(count.values().all(|&c| c > 9_000), "{count:?}");
+    let d = w.route_get(ip("1.1.1.1")).expect("route");
+    assert_eq!(d.nexthops.len(), 3);
+    assert_eq!(w.stats().ecmp_groups, 1);
+}
+
+#[test]
+fn apply_reports_errors_and_applies_the_rest() {
+    let (mut w, r) = fib();
+    let ops = vec![
+        RouteOp::Add(Source::Api, p("10.0.0.0/8"), RouteTarget::Blackhole, A),
+        RouteOp::Del(Source::Api, p("11.0.0.0/8")),
+        RouteOp::Add(Source::Api, p("12.0.0.0/8"), via("::1", None), A),
+        RouteOp::Add(Source::Api, p("2001:db8::/32"), RouteTarget::Prohibit, A),
+    ];
+    let rep = w.apply(ops);
+    assert_eq!((rep.applied, rep.failed), (2, 2));
+    assert_eq!(
+        rep.errors.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(
+        r.nexthop(r.lookup_v4(v4("10.1.2.3"))).kind,
+        NhKind::Blackhole
+    );
+    assert_eq!(
+        r.nexthop(r.lookup_v6(v6("2001:db8::1"))).kind,
+        NhKind::Prohibit
+    );
+    let s = w.stats();
+    assert_eq!((s.v4_routes, s.v6_routes), (1, 1));
+}
+
+#[test]
+fn route_get_finds_the_longest_installed_prefix() {
+    let (mut w, _r) = fib();
+    w.add_route(Source::Static, p("10.0.0.0/8"), RouteTarget::Blackhole, A)
+        .expect("a");
+    w.add_route(Source::Static, p("10.1.0.0/16"), via("192.0.2.1", None), A)
+        .expect("inactive");
+    let d = w.route_get(ip("10.1.2.3")).expect("some route");
+    assert_eq!(d.prefix, p("10.0.0.0/8"), "inactive routes are skipped");
+    assert!(d.best && d.active);
+    assert_eq!(w.route_get(ip("11.0.0.1")), None);
+}
+
+#[test]
+fn unknown_ids_are_none() {
+    let (_w, r) = fib();
+    assert_eq!(r.nexthop(NH_NONE).kind, NhKind::None);
+    assert_eq!(r.nexthop(12345).kind, NhKind::None);
+    assert_eq!(r.nexthop(u32::MAX).kind, NhKind::None);
+    assert_eq!(r.ecmp_pick(u32::MAX, 1), u32::MAX);
+}
+
+#[test]
+fn readers_never_see_an_unknown_next_hop_while_the_writer_churns() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let domain = tern_rcu::Domain::new();
+    let (mut w, r) = new(FibConfig::default(), domain.clone());
+    w.add_route(
+        Source::Connected,
+        p("192.0.2.0/24"),
+        RouteTarget::Connected { ifindex: 1 },
+        A,
+    )
+    .expect("conn");
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let r = r.clone();
+        let stop = Arc::clone(&stop);
+        let qs = domain.register();
+        std::thread::spawn(move || {
+            let mut seen = 0u64;
+            let mut out = [0; 64];
+            let mut x = 0x1234_5678u32;
+            while !stop.load(Ordering::Relaxed) {
+                let dst: Vec<u32> = (0..64)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        0x0a00_0000 | (x & 0x00ff_ffff)
+                    })
+                    .collect();
+                r.lookup_v4_batch(&dst, &mut out);
+                for &id in &out {
+                    let nh = r.nexthop(r.ecmp_pick(id, x));
+                    if id != NH_NONE {
+                        assert_ne!(nh.kind, NhKind::None, "id {id} from a lookup must be known");
+                        seen += 1;
+                    }
+                }
+                qs.quiescent();
+            }
+            seen
+        })
+    };
+    let mut x = 99u32;
+    for round in 0..3000u32 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let len = 8 + (x % 17) as u8;
+        let net = Prefix::new_truncated(IpAddr::V4((0x0a00_0000 | (x & 0x00ff_ffff)).into()), len)
+            .expect("net");
+        let gw = IpAddr::V4((0xc000_0200 | (round % 200 + 1)).into());
+        if x & 3 == 0 {
+            let _ = w.del_route(Source::Static, net);
+        } else {
+            let t = if x & 4 == 0 {
+                RouteTarget::Via { gw, ifindex: None }
+            } else {
+                RouteTarget::Ecmp(vec![
+                    (gw, None),
+                    (IpAddr::V4((0xc000_0200 | (round % 7 + 1)).into()), Some(3)),
+                ])
+            };
+            w.add_route(Source::Static, net, t, A).expect("add");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let seen = reader.join().expect("reader thread");
+    assert!(seen > 0, "the reader did look things up");
+    assert!(w.stats().nexthops < 1000, "next hops are recycled");
+}

@@ -1,0 +1,644 @@
+//! The control-thread side: the RIB (every route of every source) and the
+//! code that keeps the FIB equal to the best active route of each prefix.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use rustc_hash::FxBuildHasher;
+
+use crate::lpm::LpmWriter;
+use crate::nexthop::NhAlloc;
+use crate::prefix::Prefix;
+use crate::reader::Shared;
+use crate::reclaim::{Garbage, Reclaimer};
+use crate::types::{
+    ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs,
+    RouteDetail, RouteOp, RouteTarget, Source,
+};
+
+/// One route of one source.
+#[derive(Clone, Debug)]
+struct RibEntry {
+    source: Source,
+    target: RouteTarget,
+    distance: u8,
+    metric: u32,
+    /// The resolved next hop (holds one reference); NH_NONE = inactive.
+    nh: NhId,
+    /// The source's resync epoch when the route was last added.
+    epoch: u32,
+}
+
+impl RibEntry {
+    /// Best route: lowest (distance, metric), ties broken by source order.
+    fn rank(&self) -> (u8, u32, Source) {
+        (self.distance, self.metric, self.source)
+    }
+}
+
+/// All routes of one prefix.
+#[derive(Default)]
+struct RibSlot {
+    entries: Vec<RibEntry>,
+    /// What the FIB holds for this prefix (NH_NONE: not installed).
+    installed: NhId,
+    /// The interface if this prefix is a connected subnet (used to resolve
+    /// gateways and to decide on neighbour host routes).
+    connected: Option<u16>,
+}
+
+impl RibSlot {
+    fn best_index(&self) -> Option<usize> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.nh != NH_NONE)
+            .min_by_key(|(_, e)| e.rank())
+            .map(|(i, _)| i)
+    }
+}
+
+/// The single writer of a FIB. Every call publishes its effect before it
+/// returns: a lookup started afterwards sees it.
+pub struct FibWriter {
+    shared: Arc<Shared>,
+    cfg: FibConfig,
+    rib: HashMap<Prefix, RibSlot, FxBuildHasher>,
+    nh: NhAlloc,
+    v4: LpmWriter,
+    v6: LpmWriter,
+    reclaim: Reclaimer,
+    /// Connected subnets (prefix, ifindex), longest first.
+    connected: Vec<(Prefix, u16)>,
+    /// Routes whose gateway is resolved through the connected routes, by
+    /// gateway, so a connected change re-resolves only those.
+    via_deps: HashMap<IpAddr, HashSet<(Prefix, Source), FxBuildHasher>, FxBuildHasher>,
+    epochs: [u32; 8],
+    stats: FibStats,
+    reclaimed: Vec<Garbage>,
+}
+
+fn unspecified(p: &Prefix) -> IpAddr {
+    if p.is_v4() {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    }
+}
+
+fn same_family(p: &Prefix, gw: &IpAddr) -> bool {
+    p.is_v4() == gw.is_ipv4()
+}
+
+impl FibWriter {
+    pub(crate) fn new(cfg: FibConfig, shared: Arc<Shared>) -> FibWriter {
+        let reclaim = Reclaimer::new(shared.domain.clone());
+        FibWriter {
+            shared,
+            cfg,
+            rib: HashMap::default(),
+            nh: NhAlloc::new(),
+            v4: LpmWriter::new(),
+            v6: LpmWriter::new(),
+            reclaim,
+            connected: Vec::new(),
+            via_deps: HashMap::default(),
+            epochs: [0; 8],
+            stats: FibStats::default(),
+            reclaimed: Vec::new(),
+        }
+    }
+
+    /// Adds or replaces the route of source `s` for prefix `p`.
+    pub fn add_route(
+        &mut self,
+        s: Source,
+        p: Prefix,
+        t: RouteTarget,
+        a: RouteAttrs,
+    ) -> Result<(), FibError> {
+        let r = self.add_inner(s, p, t, a);
+        self.count(&r);
+        let c = self.commit();
+        r.and(c)
+    }
+
+    /// Removes the route of source `s` for prefix `p`; the next best route
+    /// of another source (if any) takes over.
+    pub fn del_route(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
+        let r = self.del_inner(s, p);
+        self.count(&r);
+        let c = self.commit();
+        r.and(c)
+    }
+
+    /// Applies a batch and publishes it once. Invalid operations are listed
+    /// in the report; the valid ones are applied. A failure to publish
+    /// (a full table) is reported at index `ops.len()`.
+    pub fn apply(&mut self, ops: impl IntoIterator<Item = RouteOp>) -> ApplyReport {
+        let mut rep = ApplyReport::default();
+        let mut n = 0;
+        for (i, op) in ops.into_iter().enumerate() {
+            n = i + 1;
+            let r = match op {
+                RouteOp::Add(s, p, t, a) => self.add_inner(s, p, t, a),
+                RouteOp::Del(s, p) => self.del_inner(s, p),
+            };
+            self.count(&r);
+            match r {
+                Ok(()) => rep.applied += 1,
+                Err(e) => {
+                    rep.failed += 1;
+                    rep.errors.push((i, e));
+                }
+            }
+        }
+        if let Err(e) = self.commit() {
+            rep.errors.push((n, e));
+        }
+        rep
+    }
+
+    /// Marks every route of `s`; routes not re-added before
+    /// [`FibWriter::end_resync`] are removed then (mark and sweep, as
+    /// VPP linux-cp and FRR do after a reconnect).
+    pub fn begin_resync(&mut self, s: Source) {
+        let e = &mut self.epochs[s.index()];
+        *e = e.wrapping_add(1);
+    }
+
+    /// Removes the routes of `s` not re-added since `begin_resync(s)`;
+    /// returns how many.
+    pub fn end_resync(&mut self, s: Source) -> usize {
+        let epoch = self.epochs[s.index()];
+        let stale: Vec<Prefix> = self
+            .rib
+            .iter()
+            .filter(|(_, slot)| {
+                slot.entries
+                    .iter()
+                    .any(|e| e.source == s && e.epoch != epoch)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        let mut n = 0;
+        for p in stale {
+            if self.del_inner(s, p).is_ok() {
+                n += 1;
+                self.stats.dels += 1;
+            }
+        }
+        let _ = self.commit();
+        n
+    }
+
+    /// Records a neighbour (ARP/ND). `Some(mac)`: the Unicast next hop
+    /// (ifindex, ip) gets the MAC in place, and if `ip` is inside a
+    /// connected subnet of `ifindex` a host route (Source::Neighbor) to it
+    /// is installed. `None`: the MAC is cleared and the host route removed.
+    pub fn set_neighbor(&mut self, ifindex: u16, ip: IpAddr, mac: Option<[u8; 6]>) {
+        self.nh.set_neighbor(&self.shared.nh, ifindex, ip, mac);
+        self.sync_neighbor_route(ifindex, ip, mac.is_some());
+        if self.commit().is_err() {
+            self.stats.errors += 1;
+        }
+    }
+
+    /// The route `tern route get` shows: the best route of the longest
+    /// installed prefix containing `addr`.
+    pub fn route_get(&self, addr: IpAddr) -> Option<RouteDetail> {
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        (0..=max).rev().find_map(|len| {
+            let p = Prefix::new_truncated(addr, len)?;
+            let slot = self.rib.get(&p)?;
+            if slot.installed == NH_NONE {
+                return None;
+            }
+            let i = slot.best_index()?;
+            slot.entries.get(i).map(|e| self.detail(p, e, true))
+        })
+    }
+
+    /// Every RIB entry in prefix order, the best of each prefix flagged.
+    pub fn routes(&self) -> impl Iterator<Item = RouteDetail> + '_ {
+        let mut keys: Vec<Prefix> = self.rib.keys().copied().collect();
+        keys.sort_unstable();
+        keys.into_iter().flat_map(move |p| {
+            let slot = self.rib.get(&p);
+            let best = slot.and_then(RibSlot::best_index);
+            let mut v: Vec<RouteDetail> = slot
+                .map(|s| {
+                    s.entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| self.detail(p, e, Some(i) == best))
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort_by_key(|d| (d.distance, d.metric, d.source));
+            v
+        })
+    }
+
+    pub fn stats(&self) -> FibStats {
+        let mut s = self.stats.clone();
+        s.v4_routes = self.v4.len();
+        s.v6_routes = self.v6.len();
+        s.rib_entries = self.rib.values().map(|s| s.entries.len()).sum();
+        s.nexthops = self.nh.live();
+        s.ecmp_groups = self.nh.groups();
+        s.v4_bytes = self.v4.used_bytes();
+        s.v6_bytes = self.v6.used_bytes();
+        s.nexthop_bytes = self.nh.used_bytes();
+        s.fib_bytes = s.v4_bytes + s.v6_bytes + s.nexthop_bytes;
+        s.pending_reclaim = self.reclaim.pending();
+        s
+    }
+
+    /// The configuration this FIB was created with.
+    pub fn config(&self) -> &FibConfig {
+        &self.cfg
+    }
+
+    fn count(&mut self, r: &Result<(), FibError>) {
+        if r.is_err() {
+            self.stats.errors += 1;
+        }
+    }
+
+    fn detail(&self, prefix: Prefix, e: &RibEntry, best: bool) -> RouteDetail {
+        let members = self.nh.members(e.nh);
+        let nexthops: Vec<NextHop> = if e.nh == NH_NONE {
+            Vec::new()
+        } else if members.is_empty() {
+            vec![self.shared.nh.get(e.nh)]
+        } else {
+            members.iter().map(|&m| self.shared.nh.get(m)).collect()
+        };
+        RouteDetail {
+            prefix,
+            source: e.source,
+            distance: e.distance,
+            metric: e.metric,
+            target: e.target.clone(),
+            best,
+            active: e.nh != NH_NONE,
+            nh: e.nh,
+            nexthops,
+        }
+    }
+
+    fn validate(&self, p: &Prefix, t: &RouteTarget) -> Result<(), FibError> {
+        match t {
+            RouteTarget::Via { gw, .. } if !same_family(p, gw) => Err(FibError::FamilyMismatch {
+                prefix: *p,
+                gw: *gw,
+            }),
+            RouteTarget::Ecmp(m) if m.is_empty() => Err(FibError::EmptyEcmp),
+            RouteTarget::Ecmp(m) if m.len() > self.cfg.max_ecmp_paths => {
+                Err(FibError::TooManyPaths {
+                    paths: m.len(),
+                    max: self.cfg.max_ecmp_paths,
+                })
+            }
+            RouteTarget::Ecmp(m) => match m.iter().find(|(gw, _)| !same_family(p, gw)) {
+                Some((gw, _)) => Err(FibError::FamilyMismatch {
+                    prefix: *p,
+                    gw: *gw,
+                }),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    fn distance(&self, s: Source, a: &RouteAttrs) -> u8 {
+        a.distance.unwrap_or(if s == Source::Kernel {
+            self.cfg.kernel_distance
+        } else {
+            s.default_distance()
+        })
+    }
+
+    fn add_inner(
+        &mut self,
+        s: Source,
+        p: Prefix,
+        t: RouteTarget,
+        a: RouteAttrs,
+    ) -> Result<(), FibError> {
+        self.validate(&p, &t)?;
+        let distance = self.distance(s, &a);
+        let epoch = self.epochs[s.index()];
+        if let Some(e) = self
+            .rib
+            .get_mut(&p)
+            .and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s))
+            && e.target == t
+            && e.distance == distance
+            && e.metric == a.metric
+        {
+            // Re-adding the same route (a resync, a repeated config) only
+            // refreshes its mark.
+            e.epoch = epoch;
+            self.stats.adds += 1;
+            return Ok(());
+        }
+        let nh = self.resolve(&p, &t)?;
+        self.add_deps(p, s, &t);
+        let entry = RibEntry {
+            source: s,
+            target: t,
+            distance,
+            metric: a.metric,
+            nh,
+            epoch,
+        };
+        let slot = self.rib.entry(p).or_default();
+        let old = match slot.entries.iter_mut().find(|e| e.source == s) {
+            Some(e) => Some(std::mem::replace(e, entry)),
+            None => {
+                slot.entries.push(entry);
+                None
+            }
+        };
+        if let Some(old) = old {
+            self.nh.release(old.nh, self.reclaim.limbo());
+            self.drop_deps(p, s, &old.target);
+            // The new target may share gateways with the old one.
+            if let Some(e) = self
+                .rib
+                .get(&p)
+                .and_then(|slot| slot.entries.iter().find(|e| e.source == s))
+            {
+                let t = e.target.clone();
+                self.add_deps(p, s, &t);
+            }
+        }
+        self.stats.adds += 1;
+        self.refresh_prefix(p);
+        Ok(())
+    }
+
+    fn del_inner(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
+        let not_found = FibError::NotFound {
+            source: s,
+            prefix: p,
+        };
+        let slot = self.rib.get_mut(&p).ok_or_else(|| not_found.clone())?;
+        let pos = slot
+            .entries
+            .iter()
+            .position(|e| e.source == s)
+            .ok_or(not_found)?;
+        let e = slot.entries.swap_remove(pos);
+        self.nh.release(e.nh, self.reclaim.limbo());
+        self.drop_deps(p, s, &e.target);
+        self.stats.dels += 1;
+        self.refresh_prefix(p);
+        Ok(())
+    }
+
+    /// Recomputes the best route and the connected role of `p` and pushes
+    /// any change to the FIB and to dependent routes.
+    fn refresh_prefix(&mut self, p: Prefix) {
+        let Some(slot) = self.rib.get_mut(&p) else {
+            return;
+        };
+        let best = slot
+            .best_index()
+            .and_then(|i| slot.entries.get(i))
+            .map_or(NH_NONE, |e| e.nh);
+        let conn = slot
+            .entries
+            .iter()
+            .filter_map(|e| match e.target {
+                RouteTarget::Connected { ifindex } => Some((e.rank(), ifindex)),
+                _ => None,
+            })
+            .min()
+            .map(|(_, i)| i);
+        let old_best = std::mem::replace(&mut slot.installed, best);
+        let old_conn = std::mem::replace(&mut slot.connected, conn);
+        if slot.entries.is_empty() {
+            self.rib.remove(&p);
+        }
+        if best != old_best {
+            self.stats.fib_updates += 1;
+            let lpm = if p.is_v4() {
+                &mut self.v4
+            } else {
+                &mut self.v6
+            };
+            if best == NH_NONE {
+                lpm.remove(p.bits128(), p.len());
+            } else {
+                lpm.set(p.bits128(), p.len(), best);
+            }
+        }
+        if conn != old_conn {
+            self.connected_changed(p, conn);
+        }
+    }
+
+    fn connected_changed(&mut self, p: Prefix, conn: Option<u16>) {
+        self.connected.retain(|(c, _)| *c != p);
+        if let Some(i) = conn {
+            self.connected.push((p, i));
+            self.connected
+                .sort_by_key(|(c, _)| std::cmp::Reverse(c.len()));
+        }
+        let affected: Vec<(Prefix, Source)> = self
+            .via_deps
+            .iter()
+            .filter(|(gw, _)| p.contains(**gw))
+            .flat_map(|(_, set)| set.iter().copied())
+            .collect();
+        for (q, s) in affected {
+            self.reresolve(q, s);
+        }
+        let neighbors: Vec<(u16, IpAddr)> = self
+            .nh
+            .neighbors()
+            .filter(|(_, ip)| p.contains(*ip))
+            .collect();
+        for (ifindex, ip) in neighbors {
+            self.sync_neighbor_route(ifindex, ip, true);
+        }
+    }
+
+    fn reresolve(&mut self, q: Prefix, s: Source) {
+        let Some(target) = self
+            .rib
+            .get(&q)
+            .and_then(|slot| slot.entries.iter().find(|e| e.source == s))
+            .map(|e| e.target.clone())
+        else {
+            return;
+        };
+        let new = match self.resolve(&q, &target) {
+            Ok(nh) => nh,
+            Err(_) => {
+                self.stats.errors += 1;
+                NH_NONE
+            }
+        };
+        let Some(e) = self
+            .rib
+            .get_mut(&q)
+            .and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s))
+        else {
+            return;
+        };
+        let old = std::mem::replace(&mut e.nh, new);
+        self.nh.release(old, self.reclaim.limbo());
+        if old != new {
+            self.refresh_prefix(q);
+        }
+    }
+
+    /// Installs or removes the Source::Neighbor host route of a neighbour
+    /// so that it exists exactly when the neighbour is resolved and inside
+    /// a connected subnet of its interface.
+    fn sync_neighbor_route(&mut self, ifindex: u16, ip: IpAddr, resolved: bool) {
+        let host = Prefix::host(ip);
+        let target = RouteTarget::Via {
+            gw: ip,
+            ifindex: Some(ifindex),
+        };
+        let want = resolved
+            && self
+                .connected
+                .iter()
+                .any(|(c, i)| *i == ifindex && c.contains(ip));
+        let have = self
+            .rib
+            .get(&host)
+            .and_then(|slot| slot.entries.iter().find(|e| e.source == Source::Neighbor))
+            .map(|e| e.target.clone());
+        match (want, have) {
+            (true, Some(t)) if t == target => {}
+            (true, _) => {
+                if self
+                    .add_inner(Source::Neighbor, host, target, RouteAttrs::default())
+                    .is_err()
+                {
+                    self.stats.errors += 1;
+                }
+            }
+            (false, Some(t)) if t == target => {
+                let _ = self.del_inner(Source::Neighbor, host);
+            }
+            (false, _) => {}
+        }
+    }
+
+    fn conn_lookup(&self, gw: IpAddr) -> Option<u16> {
+        self.connected
+            .iter()
+            .find(|(c, _)| c.contains(gw))
+            .map(|(_, i)| *i)
+    }
+
+    fn resolve_gw(&mut self, gw: IpAddr, ifindex: Option<u16>) -> Result<NhId, FibError> {
+        match ifindex.or_else(|| self.conn_lookup(gw)) {
+            Some(i) => self.nh.acquire(&self.shared.nh, NhKind::Unicast, i, gw),
+            None => Ok(NH_NONE),
+        }
+    }
+
+    /// Turns a target into a next-hop id, taking one reference on it.
+    fn resolve(&mut self, p: &Prefix, t: &RouteTarget) -> Result<NhId, FibError> {
+        let table = &self.shared.nh;
+        let unspec = unspecified(p);
+        match t {
+            RouteTarget::Via { gw, ifindex } => self.resolve_gw(*gw, *ifindex),
+            RouteTarget::Connected { ifindex } => {
+                self.nh.acquire(table, NhKind::Glean, *ifindex, unspec)
+            }
+            RouteTarget::Local { ifindex } => {
+                self.nh.acquire(table, NhKind::Local, *ifindex, unspec)
+            }
+            RouteTarget::Blackhole => self.nh.acquire(table, NhKind::Blackhole, 0, unspec),
+            RouteTarget::Unreachable => self.nh.acquire(table, NhKind::Unreachable, 0, unspec),
+            RouteTarget::Prohibit => self.nh.acquire(table, NhKind::Prohibit, 0, unspec),
+            RouteTarget::Ecmp(members) => {
+                let mut ids = Vec::with_capacity(members.len());
+                for (gw, ifindex) in members {
+                    match self.resolve_gw(*gw, *ifindex) {
+                        Ok(NH_NONE) => {}
+                        Ok(id) => ids.push(id),
+                        Err(e) => {
+                            for id in ids {
+                                self.nh.release(id, self.reclaim.limbo());
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+                match ids.len() {
+                    0 => Ok(NH_NONE),
+                    1 => Ok(ids[0]),
+                    _ => self
+                        .nh
+                        .acquire_group(&self.shared.nh, ids, self.reclaim.limbo()),
+                }
+            }
+        }
+    }
+
+    fn gws_to_resolve(t: &RouteTarget) -> Vec<IpAddr> {
+        match t {
+            RouteTarget::Via { gw, ifindex: None } => vec![*gw],
+            RouteTarget::Ecmp(m) => m
+                .iter()
+                .filter(|(_, i)| i.is_none())
+                .map(|(gw, _)| *gw)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn add_deps(&mut self, p: Prefix, s: Source, t: &RouteTarget) {
+        for gw in Self::gws_to_resolve(t) {
+            self.via_deps.entry(gw).or_default().insert((p, s));
+        }
+    }
+
+    fn drop_deps(&mut self, p: Prefix, s: Source, t: &RouteTarget) {
+        for gw in Self::gws_to_resolve(t) {
+            if let Some(set) = self.via_deps.get_mut(&gw) {
+                set.remove(&(p, s));
+                if set.is_empty() {
+                    self.via_deps.remove(&gw);
+                }
+            }
+        }
+    }
+
+    /// Publishes pending FIB changes, starts the grace period for what they
+    /// unlinked, and recycles what older grace periods freed.
+    fn commit(&mut self) -> Result<(), FibError> {
+        let limbo = self.reclaim.limbo();
+        let r4 = self.v4.commit(&self.shared.v4, limbo);
+        let r6 = self.v6.commit(&self.shared.v6, limbo);
+        self.reclaim.seal();
+        let mut done = std::mem::take(&mut self.reclaimed);
+        self.reclaim.collect(&mut done);
+        for g in done.drain(..) {
+            match g {
+                Garbage::Nh(id) => self.nh.reuse_id(id),
+                Garbage::Members { base, count } => self.nh.reuse_members(base, count),
+                Garbage::Nodes { v6: false, .. } | Garbage::Leaves { v6: false, .. } => {
+                    self.v4.reuse(g)
+                }
+                Garbage::Nodes { v6: true, .. } | Garbage::Leaves { v6: true, .. } => {
+                    self.v6.reuse(g)
+                }
+            }
+        }
+        self.reclaimed = done;
+        r4.and(r6)
+    }
+}
