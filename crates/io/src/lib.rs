@@ -6,6 +6,9 @@
 //! nothing allocates per packet on the forwarding path.
 //!
 //! * [`AfPacketPort`]: any Linux interface, through mmap'd TPACKET rings.
+//! * [`PcapRxPort`] / [`PcapTxPort`]: replay and record capture files;
+//!   [`PcapWriter`] / [`PcapReader`] for captures without a pool.
+//! * [`TapPort`]: a TAP device, to hand exception traffic to Linux.
 //! * [`MemPort`]: memory queues, connected pairs and a traffic generator
 //!   (tests, the engine benchmark).
 //! * [`netdev`]: interface facts and settings (index, MAC, MTU, flags,
@@ -21,13 +24,20 @@ mod csum;
 mod error;
 mod mem;
 pub mod netdev;
+mod pcap;
 mod sys;
+mod tap;
 
 pub use afpacket::{
     AfPacketConfig, AfPacketPort, AfPacketStats, Fanout, FanoutMode, TpacketVersion, TxMode,
 };
 pub use error::{Error, Result};
 pub use mem::{DEFAULT_QUEUE_FRAMES, MemHandle, MemPort};
+pub use pcap::{
+    LINKTYPE_ETHERNET, MAX_RECORD_LEN, PcapError, PcapHeader, PcapReader, PcapRxPort, PcapTxPort,
+    PcapWriter, RecordHeader, Timestamps, TsPrecision,
+};
+pub use tap::TapPort;
 
 use std::os::fd::BorrowedFd;
 

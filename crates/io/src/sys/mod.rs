@@ -11,7 +11,6 @@ pub(crate) mod netns;
 pub(crate) mod poll;
 pub(crate) mod ring;
 pub(crate) mod socket;
-#[allow(dead_code)] // TapPort lands next
 pub(crate) mod tun;
 
 use std::io;
