@@ -39,7 +39,9 @@ mod field;
 
 pub mod arp;
 pub mod checksum;
+pub mod esp;
 pub mod ethernet;
+pub mod gre;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ip;
@@ -47,12 +49,15 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6ext;
 pub mod ndisc;
+pub mod tcp;
 pub mod udp;
 pub mod vlan;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use checksum::IpPair;
+pub use esp::{EspPacket, EspRepr};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+pub use gre::{GrePacket, GreRepr};
 pub use icmpv4::{Icmpv4Packet, Icmpv4Repr, Icmpv4Type};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, Icmpv6Type};
 pub use ip::IpProtocol;
@@ -60,6 +65,7 @@ pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use ipv6ext::{Ipv6ExtHeader, Ipv6ExtWalk, Ipv6FragmentHeader, Ipv6FragmentRepr};
 pub use ndisc::{NdOption, NdOptions, NdiscRepr, PrefixInfo};
+pub use tcp::{TcpFlags, TcpOption, TcpOptions, TcpPacket, TcpRepr};
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag, VlanWalk};
 
