@@ -44,6 +44,7 @@ pub use netlink::AttachMode;
 pub use port::{BindMode, CloseReport, XskConfig, XskPort};
 pub use steer::{
     STEER_PROG_NAME, SinkProgram, SteerOptions, SteeringProgram, Verdicts, attached, remove_stale,
+    sink_object, steer_object,
 };
 pub use sys::{XskKernelStats, enter_netns, thread_cpu_ns};
 pub use umem::{Umem, XDP_PACKET_HEADROOM};

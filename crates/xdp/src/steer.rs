@@ -19,6 +19,16 @@ use std::net::IpAddr;
 static STEER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer.o"));
 static SINK_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sink.o"));
 
+/// The compiled steering program (ELF), for tools that attach it themselves.
+pub fn steer_object() -> &'static [u8] {
+    STEER_OBJ
+}
+
+/// The compiled counting sink (ELF).
+pub fn sink_object() -> &'static [u8] {
+    SINK_OBJ
+}
+
 /// Name of the steering program in the kernel (what [`remove_stale`] looks
 /// for).
 pub const STEER_PROG_NAME: &str = "tern_steer";
