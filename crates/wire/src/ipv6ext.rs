@@ -41,9 +41,9 @@ pub struct Ipv6ExtWalk {
     pub header_count: u8,
     /// A hop-by-hop options header was present (always first).
     pub hop_by_hop: bool,
-    /// Offset of the routing header, if any.
+    /// Offset of the (first) routing header, if any.
     pub routing_offset: Option<usize>,
-    /// Offset of the fragment header, if any.
+    /// Offset of the (first) fragment header, if any.
     pub fragment_offset: Option<usize>,
     /// The packet is a fragment with a non-zero offset: what follows the
     /// fragment header is the middle of the original payload, not an
@@ -109,7 +109,10 @@ pub fn walk(next_header: IpProtocol, data: &[u8]) -> Result<Ipv6ExtWalk> {
         let len = match nh {
             IpProtocol::IPV6_FRAG => {
                 let frag = Ipv6FragmentHeader::new_checked(rest)?;
-                walk.fragment_offset = Some(off);
+                // A second fragment header is odd (RFC 8200 section 4.1:
+                // each header "should occur at most once"); report the
+                // first, which is the one reassembly starts from.
+                walk.fragment_offset.get_or_insert(off);
                 if frag.frag_offset() != 0 {
                     walk.header_count += 1;
                     walk.later_fragment = true;
@@ -135,7 +138,7 @@ pub fn walk(next_header: IpProtocol, data: &[u8]) -> Result<Ipv6ExtWalk> {
                     }
                     walk.hop_by_hop = true;
                 } else if nh == IpProtocol::IPV6_ROUTE {
-                    walk.routing_offset = Some(off);
+                    walk.routing_offset.get_or_insert(off);
                 }
                 let ext = Ipv6ExtHeader::new_checked(rest)?;
                 nh = ext.next_header();
