@@ -279,6 +279,51 @@ fn tx_accounting_holds_under_pressure() {
     assert_eq!(p.available(), p.capacity() as usize);
 }
 
+/// Frames the kernel refuses (a runt, one longer than the MTU) are dropped
+/// and counted, and never stall the frames after them, in either mode.
+#[test]
+fn refused_frames_do_not_stall_transmit() {
+    let Some(ns) = Netns::new() else { return };
+    for tx_mode in [TxMode::Sendmmsg, TxMode::Ring] {
+        let mut ca = AfPacketConfig::new("va");
+        ca.tx_mode = tx_mode;
+        let mut a = open(&ns, ca);
+        let mut b = open(&ns, AfPacketConfig::new("vb"));
+        let (mut pa, mut pb) = (pool(), pool());
+        let dst = b.mac();
+        let mut frames = vec![
+            test_frame(dst, 1, 100),
+            vec![0u8; 10],
+            test_frame(dst, 2, 1600),
+        ];
+        frames.extend((3..10).map(|i| test_frame(dst, i, 100)));
+        let pkts: Vec<_> = frames
+            .iter()
+            .map(|f| pa.alloc_from(f).expect("buf"))
+            .collect();
+        let o = a.tx_burst(&mut pa, &pkts);
+        assert_eq!(o.sent + o.dropped, frames.len());
+        // A second burst after the refused ones must still go out.
+        let later = [pa.alloc_from(&test_frame(dst, 10, 100)).expect("buf")];
+        a.tx_burst(&mut pa, &later);
+        let got = recv_until(&mut b, &mut pb, 9, WAIT, is_test_frame);
+        let ids: Vec<u32> = got.iter().filter_map(|f| frame_id(f)).collect();
+        assert_eq!(ids, [1, 3, 4, 5, 6, 7, 8, 9, 10], "{tx_mode:?}");
+        if tx_mode == TxMode::Sendmmsg {
+            assert_eq!(
+                o.dropped, 2,
+                "runt and over-MTU frames are reported dropped"
+            );
+        } else {
+            assert_eq!(
+                o.dropped, 1,
+                "the runt is dropped before the ring; the kernel skips the long one"
+            );
+        }
+        assert_eq!(pa.available(), pa.capacity() as usize);
+    }
+}
+
 #[test]
 fn opening_a_missing_interface_names_it() {
     let e = AfPacketPort::open("tio-missing0").expect_err("no such interface");

@@ -294,6 +294,13 @@ impl AfPacketPort {
             sol(b, libc::PACKET_IGNORE_OUTGOING, 1)
                 .context(|| what("PACKET_IGNORE_OUTGOING (Linux 4.20+)"))?;
         }
+        if cfg.tx_mode == TxMode::Ring {
+            // Without PACKET_LOSS a frame the kernel finds malformed (longer
+            // than the MTU) stays in the TX ring marked WRONG_FORMAT and
+            // blocks every later one; with it, the kernel skips it. (Must be
+            // set before the rings exist.)
+            sol(b, libc::PACKET_LOSS, 1).context(|| what("PACKET_LOSS"))?;
+        }
         let rx_frames = cfg.block_count * (cfg.block_size / cfg.frame_size);
         match cfg.version {
             TpacketVersion::V2 => {
@@ -505,6 +512,8 @@ impl Port for AfPacketPort {
     }
 
     fn service(&mut self, _pool: &mut PacketPool) {
+        self.tx
+            .service(self.fd.as_fd(), &mut self.stats, &mut self.detail);
         // The kernel keeps 32-bit drop counters: read them well before they
         // could wrap, without a system call per loop.
         self.service_calls = self.service_calls.wrapping_add(1);

@@ -30,6 +30,8 @@ pub(super) enum TxPath {
         len_off: usize,
         /// Offset of `tp_status` (0 for V2, 20 for V3).
         status_off: usize,
+        /// The last kick failed: frames may still wait in the ring.
+        kick_pending: bool,
     },
 }
 
@@ -47,6 +49,21 @@ impl TxPath {
             data_off,
             len_off,
             status_off,
+            kick_pending: false,
+        }
+    }
+
+    /// Retries a failed kick so frames do not wait for the next burst.
+    pub(super) fn service(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        stats: &mut PortStats,
+        detail: &mut AfPacketStats,
+    ) {
+        if let TxPath::Ring { kick_pending, .. } = self
+            && *kick_pending
+        {
+            *kick_pending = !kick(fd, stats, detail);
         }
     }
 
@@ -69,12 +86,15 @@ impl TxPath {
                 data_off,
                 len_off,
                 status_off,
+                kick_pending,
             } => {
                 let mut queued = 0;
                 for &p in pkts {
                     let data = pool.data(p);
-                    if data.len() + *data_off > *frame_size {
-                        continue; // cannot fit a slot: dropped
+                    // Shorter than an Ethernet header or longer than a slot:
+                    // the kernel would refuse it; drop it here.
+                    if data.len() < 14 || data.len() + *data_off > *frame_size {
+                        continue;
                     }
                     let slot = *base + *cur * *frame_size;
                     match ring.load_status(slot + *status_off) {
@@ -90,9 +110,8 @@ impl TxPath {
                         }
                     }
                     let len = (data.len() as u32).to_ne_bytes();
-                    // V3 requires tp_next_offset (offset 0) to be zero; in V2
-                    // offset 0 is the status, written last anyway.
-                    let ok = ring.write(slot, &[0; 4])
+                    // V3 requires tp_next_offset (offset 0) to be zero.
+                    let ok = (*status_off == 0 || ring.write(slot, &[0; 4]))
                         && ring.write(slot + *len_off, &len)
                         && ring.write(slot + *data_off, data);
                     if !ok {
@@ -104,21 +123,35 @@ impl TxPath {
                     *cur = if *cur + 1 == *frames { 0 } else { *cur + 1 };
                     queued += 1;
                 }
-                if queued > 0 {
-                    // Frames the kernel cannot take now stay marked and go
-                    // with the next kick; only a failing kick is counted.
-                    match socket::kick(fd) {
-                        Ok(_) => {}
-                        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => detail.tx_enobufs += 1,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => detail.tx_eagain += 1,
-                        Err(_) => stats.errors += 1,
-                    }
+                if queued > 0 || *kick_pending {
+                    *kick_pending = !kick(fd, stats, detail);
                 }
                 TxOutcome {
                     sent: queued,
                     dropped: pkts.len() - queued,
                 }
             }
+        }
+    }
+}
+
+/// Asks the kernel to send the frames marked in the TX ring. A frame the
+/// device refuses (ENOBUFS) is marked for sending again by the kernel and
+/// goes with the next kick. Returns false when the kick failed.
+fn kick(fd: BorrowedFd<'_>, stats: &mut PortStats, detail: &mut AfPacketStats) -> bool {
+    match socket::kick(fd) {
+        Ok(_) => true,
+        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+            detail.tx_enobufs += 1;
+            false
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            detail.tx_eagain += 1;
+            false
+        }
+        Err(_) => {
+            stats.errors += 1;
+            false
         }
     }
 }
