@@ -16,8 +16,8 @@
 #![deny(unsafe_code)]
 
 mod meta;
-mod port;
 mod pool;
+mod port;
 mod region;
 
 pub use meta::{Meta, flags};

@@ -56,7 +56,10 @@ pub struct PacketPool {
 impl PacketPool {
     pub fn new(cfg: PoolConfig) -> Result<PacketPool, PoolError> {
         if !cfg.frame_size.is_power_of_two() || !(1024..=65536).contains(&cfg.frame_size) {
-            return Err(PoolError::BadConfig(format!("frame size {} is not a power of two in 1024..=65536", cfg.frame_size)));
+            return Err(PoolError::BadConfig(format!(
+                "frame size {} is not a power of two in 1024..=65536",
+                cfg.frame_size
+            )));
         }
         if u32::from(cfg.headroom) + 256 > cfg.frame_size {
             return Err(PoolError::BadConfig(format!(

@@ -29,16 +29,7 @@ impl Region {
         }
         // SAFETY: an anonymous mapping with no address hint touches no
         // existing memory; the result is checked for MAP_FAILED below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -82,10 +73,7 @@ impl Region {
         // SAFETY: a != b and both are in range, so the two slices are
         // disjoint parts of the mapping; &mut self excludes other borrows.
         unsafe {
-            (
-                std::slice::from_raw_parts_mut(base.add(a * fs), fs),
-                std::slice::from_raw_parts_mut(base.add(b * fs), fs),
-            )
+            (std::slice::from_raw_parts_mut(base.add(a * fs), fs), std::slice::from_raw_parts_mut(base.add(b * fs), fs))
         }
     }
 }

@@ -22,12 +22,7 @@ impl<T> Clone for Published<T> {
 
 impl<T> Published<T> {
     pub fn new(value: T) -> Self {
-        Published {
-            cell: Arc::new(Cell {
-                generation: AtomicU64::new(1),
-                current: Mutex::new(Arc::new(value)),
-            }),
-        }
+        Published { cell: Arc::new(Cell { generation: AtomicU64::new(1), current: Mutex::new(Arc::new(value)) }) }
     }
 
     /// Replaces the published value. Workers see it at their next refresh;

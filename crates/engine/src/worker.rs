@@ -1,0 +1,364 @@
+//! The worker loop: poll ports, run the graph to completion, transmit.
+
+use crate::clock;
+use crate::graph::{Env, Graph, GraphInfo, NodeId};
+use crate::stats::{WorkerStats, batch_bucket};
+use crate::trace::{TraceShared, Tracer};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use tern_packet::{MAX_BATCH, PacketPool, PktIdx, Port, flags};
+
+/// What a worker does when a loop found no packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdlePolicy {
+    /// Keep polling the ports (busy polling; lowest latency, a full core).
+    Spin,
+    /// After `spins` empty loops, sleep in poll(2) on the ports' descriptors
+    /// for at most `timeout_ms`.
+    Sleep { spins: u32, timeout_ms: u32 },
+}
+
+impl Default for IdlePolicy {
+    fn default() -> Self {
+        IdlePolicy::Sleep { spins: 256, timeout_ms: 10 }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    pub id: u16,
+    /// CPU to pin the thread to.
+    pub cpu: Option<usize>,
+    pub idle: IdlePolicy,
+    /// The node received packets enter (normally "ethernet-input").
+    pub input_node: NodeId,
+}
+
+/// A port and the tern interface its packets arrive on. A worker's port
+/// number k must be the same interface in every worker: nodes queue packets
+/// for transmission on `Cx::tx[k]`.
+pub struct PortBinding {
+    pub port: Box<dyn Port>,
+    pub ifindex: u16,
+}
+
+/// Wakes a worker sleeping in poll(2).
+pub struct Waker {
+    fd: OwnedFd,
+}
+
+impl Waker {
+    fn new() -> std::io::Result<Waker> {
+        let fd =
+            rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK | rustix::event::EventfdFlags::CLOEXEC)?;
+        Ok(Waker { fd })
+    }
+
+    pub fn wake(&self) {
+        // A full counter (EAGAIN) means a wake-up is already pending.
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+
+    fn clear(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&self.fd, &mut b);
+    }
+}
+
+/// What the control side shares with a running worker.
+pub struct WorkerShared {
+    pub id: u16,
+    pub stats: WorkerStats,
+    pub graph: Arc<GraphInfo>,
+    pub port_names: Vec<String>,
+    pub port_ifindex: Vec<u16>,
+    pub trace: Arc<TraceShared>,
+    stop: AtomicBool,
+    waker: Waker,
+}
+
+impl WorkerShared {
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.waker.wake();
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// A forwarding worker: one thread, one graph, one pool, its ports.
+pub struct Worker {
+    cfg: WorkerConfig,
+    graph: Graph,
+    pool: PacketPool,
+    ports: Vec<PortBinding>,
+    tx: Vec<Vec<PktIdx>>,
+    tracer: Tracer,
+    shared: Arc<WorkerShared>,
+    rcu: Option<tern_rcu::Reader>,
+    idle_loops: u32,
+    started_ns: u64,
+}
+
+/// A running worker thread.
+pub struct WorkerHandle {
+    pub shared: Arc<WorkerShared>,
+    join: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    /// Asks the worker to stop and waits for it.
+    pub fn stop(mut self) {
+        self.shared.request_stop();
+        if let Some(j) = self.join.take()
+            && j.join().is_err()
+        {
+            log::error!("worker {} panicked", self.shared.id);
+        }
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        if let Some(j) = self.join.take() {
+            self.shared.request_stop();
+            let _ = j.join();
+        }
+    }
+}
+
+impl Worker {
+    pub fn new(
+        cfg: WorkerConfig,
+        graph: Graph,
+        pool: PacketPool,
+        ports: Vec<PortBinding>,
+        trace: Arc<TraceShared>,
+        rcu: Option<tern_rcu::Reader>,
+    ) -> std::io::Result<Worker> {
+        let stats = WorkerStats::new(graph.node_count(), graph.error_count(), ports.len());
+        let shared = Arc::new(WorkerShared {
+            id: cfg.id,
+            stats,
+            graph: Arc::clone(graph.info()),
+            port_names: ports.iter().map(|b| b.port.name().to_string()).collect(),
+            port_ifindex: ports.iter().map(|b| b.ifindex).collect(),
+            trace: Arc::clone(&trace),
+            stop: AtomicBool::new(false),
+            waker: Waker::new()?,
+        });
+        let tx = (0..ports.len()).map(|_| Vec::with_capacity(2 * MAX_BATCH)).collect();
+        Ok(Worker {
+            tracer: Tracer::new(trace, cfg.id),
+            cfg,
+            graph,
+            pool,
+            ports,
+            tx,
+            shared,
+            rcu,
+            idle_loops: 0,
+            started_ns: clock::now_ns(),
+        })
+    }
+
+    pub fn shared(&self) -> &Arc<WorkerShared> {
+        &self.shared
+    }
+
+    pub fn pool(&self) -> &PacketPool {
+        &self.pool
+    }
+
+    pub fn pool_mut(&mut self) -> &mut PacketPool {
+        &mut self.pool
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    pub fn ports_mut(&mut self) -> &mut [PortBinding] {
+        &mut self.ports
+    }
+
+    /// Starts the worker on its own thread.
+    pub fn spawn(self) -> std::io::Result<WorkerHandle> {
+        let shared = Arc::clone(&self.shared);
+        let name = format!("tern-w{}", self.cfg.id);
+        let join = std::thread::Builder::new().name(name).spawn(move || self.run())?;
+        Ok(WorkerHandle { shared, join: Some(join) })
+    }
+
+    /// Runs until asked to stop, on the calling thread.
+    pub fn run(mut self) {
+        if let Some(cpu) = self.cfg.cpu {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(cpu);
+            if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+                log::warn!("worker {}: cannot pin to cpu {cpu}: {e}", self.cfg.id);
+            }
+        }
+        log::info!("worker {} started with {} port(s)", self.cfg.id, self.ports.len());
+        while !self.shared.stopping() {
+            let n = self.run_once();
+            if n == 0 && self.graph.pending() == 0 {
+                self.idle();
+            } else {
+                self.idle_loops = 0;
+            }
+        }
+        self.graph.flush_all(&mut self.pool);
+        for q in &mut self.tx {
+            self.pool.free_all(q);
+            q.clear();
+        }
+        log::info!("worker {} stopped", self.cfg.id);
+    }
+
+    /// One loop: poll nodes, receive from every port, run the graph,
+    /// transmit. Returns the number of packets received.
+    pub fn run_once(&mut self) -> usize {
+        let now_ns = clock::now_ns();
+        if let Some(r) = &self.rcu {
+            r.quiescent();
+        }
+        let stats = &self.shared.stats;
+        {
+            let mut env = Env {
+                pool: &mut self.pool,
+                stats,
+                tx: &mut self.tx,
+                tracer: &mut self.tracer,
+                now_ns,
+                worker: self.cfg.id,
+            };
+            self.graph.poll(&mut env);
+        }
+        let input = self.cfg.input_node;
+        let mut total = 0;
+        let armed = self.tracer.armed();
+        for (k, b) in self.ports.iter_mut().enumerate() {
+            let q = self.graph.input_mut(input);
+            let start = q.len();
+            let n = b.port.rx_burst(&mut self.pool, q, MAX_BATCH);
+            if n == 0 {
+                continue;
+            }
+            let mut bytes = 0u64;
+            for &p in &q[start..] {
+                let m = self.pool.meta_mut(p);
+                m.rx_if = b.ifindex;
+                bytes += u64::from(m.len);
+            }
+            if armed {
+                for &p in &q[start..] {
+                    self.tracer.start(&mut self.pool, p, b.ifindex, now_ns);
+                }
+            }
+            let pc = &stats.ports[k];
+            pc.rx_packets.add(n as u64);
+            pc.rx_bytes.add(bytes);
+            total += n;
+        }
+        if total > 0 {
+            stats.looping.busy_loops.add(1);
+            stats.looping.batch_hist[batch_bucket(total)].add(1);
+        }
+        if total > 0 || self.graph.pending() > 0 {
+            let mut env = Env {
+                pool: &mut self.pool,
+                stats,
+                tx: &mut self.tx,
+                tracer: &mut self.tracer,
+                now_ns,
+                worker: self.cfg.id,
+            };
+            self.graph.run(&mut env);
+        }
+        self.flush_tx();
+        let stats = &self.shared.stats;
+        for (k, b) in self.ports.iter_mut().enumerate() {
+            b.port.service(&mut self.pool);
+            if total > 0 || self.idle_loops == 0 {
+                let s = b.port.stats();
+                let pc = &stats.ports[k];
+                pc.drv_rx_dropped.set(s.rx_dropped);
+                pc.drv_errors.set(s.errors);
+            }
+        }
+        stats.looping.loops.add(1);
+        stats.looping.uptime_ns.set(now_ns.saturating_sub(self.started_ns));
+        total
+    }
+
+    fn flush_tx(&mut self) {
+        let stats = &self.shared.stats;
+        for (k, q) in self.tx.iter_mut().enumerate() {
+            if q.is_empty() {
+                continue;
+            }
+            let mut bytes = 0u64;
+            for &p in q.iter() {
+                let m = self.pool.meta(p);
+                bytes += u64::from(m.len);
+                if m.flags & flags::TRACED != 0 {
+                    let slot = m.trace;
+                    self.tracer.finish(slot, format!("tx {}", self.shared.port_names[k]));
+                }
+            }
+            let out = self.ports[k].port.tx_burst(&mut self.pool, q);
+            let pc = &stats.ports[k];
+            pc.tx_packets.add(out.sent as u64);
+            pc.tx_dropped.add(out.dropped as u64);
+            // Bytes are exact when nothing was refused; otherwise the
+            // driver's own counters are the reference.
+            if out.dropped == 0 {
+                pc.tx_bytes.add(bytes);
+            }
+            q.clear();
+        }
+    }
+
+    fn idle(&mut self) {
+        let IdlePolicy::Sleep { spins, timeout_ms } = self.cfg.idle else {
+            std::hint::spin_loop();
+            return;
+        };
+        self.idle_loops += 1;
+        if self.idle_loops < spins {
+            std::hint::spin_loop();
+            return;
+        }
+        let t0 = clock::now_ns();
+        if let Some(r) = &self.rcu {
+            r.offline();
+        }
+        {
+            let mut fds: Vec<PollFd<'_>> = self
+                .ports
+                .iter()
+                .filter_map(|b| b.port.wait_fd())
+                .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+                .collect();
+            fds.push(PollFd::new(&self.shared.waker.fd, PollFlags::IN));
+            let ts =
+                Timespec { tv_sec: i64::from(timeout_ms / 1000), tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000 };
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+        }
+        self.shared.waker.clear();
+        if let Some(r) = &self.rcu {
+            r.online();
+        }
+        self.shared.stats.looping.idle_ns.add(clock::now_ns().saturating_sub(t0));
+    }
+}
