@@ -66,6 +66,8 @@ impl Node for Tx {
     }
 }
 
+type Sent = Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
+
 #[derive(Default)]
 struct VecPort {
     rx: VecDeque<Vec<u8>>,
@@ -123,7 +125,7 @@ fn builder_rejects_bad_graphs() {
     assert!(matches!(b.build(), Err(GraphError::DuplicateNode("a"))));
 }
 
-fn worker_with(frames: Vec<Vec<u8>>) -> (Worker, Arc<std::sync::Mutex<Vec<Vec<u8>>>>, Arc<TraceShared>) {
+fn worker_with(frames: Vec<Vec<u8>>) -> (Worker, Sent, Arc<TraceShared>) {
     let g = graph();
     let input = g.node_id("split").expect("split");
     let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
