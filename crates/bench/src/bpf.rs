@@ -1,0 +1,353 @@
+//! Loading and driving the two XDP programs (bpf/gen.bpf.c, bpf/sink.bpf.c).
+//!
+//! Map values are exchanged as byte arrays laid out like the C structs of
+//! bpf/common.h (little endian, natural alignment), which keeps this crate
+//! free of unsafe code: aya implements `Pod` for `[u8; N]`.
+
+use std::time::Duration;
+
+use aya::Ebpf;
+use aya::maps::{Array, MapData};
+use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
+
+use crate::account::RxStream;
+use crate::error::{BenchError, Result};
+use crate::traffic::{FlowSpec, HDR_MAX, MAX_SLOTS, MAX_STREAMS, Slot};
+
+static GEN_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
+static SINK_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
+
+const SLOT_SIZE: usize = HDR_MAX + 8;
+const STREAM_CFG_SIZE: usize = 32;
+const GEN_CFG_SIZE: usize = 8 + MAX_STREAMS * STREAM_CFG_SIZE;
+const GEN_STATE_SIZE: usize = 8 + MAX_STREAMS * 8 + MAX_STREAMS * 4;
+/// `struct rx_stream`: 8 counters, max_seq + started, window, histogram.
+pub(crate) const RX_STREAM_SIZE: usize = 8 * 8 + 8 + 16 * 8 + crate::account::LAT_BUCKETS * 8;
+const RX_MISC_SIZE: usize = 16;
+
+/// `struct xdp_md` as BPF_PROG_TEST_RUN's ctx_in: data 0, data_end the
+/// frame's length (the kernel insists), ingress_ifindex the device.
+fn xdp_md(ifindex: u32, len: usize) -> [u8; 24] {
+    let mut ctx = [0u8; 24];
+    ctx[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+    ctx[12..16].copy_from_slice(&ifindex.to_le_bytes());
+    ctx
+}
+
+fn bpf_err(what: &str, e: impl std::error::Error) -> BenchError {
+    let mut msg = format!("{what}: {e}");
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    BenchError::Bpf(msg)
+}
+
+fn load(obj: &[u8], prog: &str) -> Result<Ebpf> {
+    let mut ebpf = Ebpf::load(obj).map_err(|e| bpf_err("load object", e))?;
+    let p: &mut Xdp = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| BenchError::Bpf(format!("no program {prog}")))?
+        .try_into()
+        .map_err(|e| bpf_err(prog, e))?;
+    p.load().map_err(|e| bpf_err(&format!("verifier rejected {prog}"), e))?;
+    Ok(ebpf)
+}
+
+fn array<'a, const N: usize>(ebpf: &'a mut Ebpf, name: &str) -> Result<Array<&'a mut MapData, [u8; N]>> {
+    let map = ebpf
+        .map_mut(name)
+        .ok_or_else(|| BenchError::Bpf(format!("no map {name}")))?;
+    Array::try_from(map).map_err(|e| bpf_err(name, e))
+}
+
+fn slot_bytes(s: &Slot) -> [u8; SLOT_SIZE] {
+    let mut b = [0u8; SLOT_SIZE];
+    b[..HDR_MAX].copy_from_slice(&s.hdr);
+    b[HDR_MAX..HDR_MAX + 2].copy_from_slice(&s.frame_len.to_le_bytes());
+    b[HDR_MAX + 2..HDR_MAX + 4].copy_from_slice(&s.l3_off.to_le_bytes());
+    b[HDR_MAX + 4] = u8::from(s.ipv6);
+    b[HDR_MAX + 5] = s.stream;
+    b
+}
+
+fn cfg_bytes(n_slots: usize, flows: &[FlowSpec]) -> [u8; GEN_CFG_SIZE] {
+    let mut b = [0u8; GEN_CFG_SIZE];
+    // n_slots <= MAX_SLOTS, checked by the caller.
+    b[0..4].copy_from_slice(&(n_slots as u32).to_le_bytes());
+    for (i, f) in flows.iter().take(MAX_STREAMS).enumerate() {
+        let o = 8 + i * STREAM_CFG_SIZE;
+        let c = &mut b[o..o + STREAM_CFG_SIZE];
+        c[0..4].copy_from_slice(&f.src_count.max(1).to_le_bytes());
+        c[4..8].copy_from_slice(&f.src_stride.to_le_bytes());
+        c[8..12].copy_from_slice(&f.dst_count.max(1).to_le_bytes());
+        c[12..16].copy_from_slice(&f.dst_stride.to_le_bytes());
+        c[16..18].copy_from_slice(&f.sport_base.to_le_bytes());
+        c[18..20].copy_from_slice(&f.sport_count.max(1).to_le_bytes());
+        c[20..22].copy_from_slice(&f.dport_base.to_le_bytes());
+        c[22..24].copy_from_slice(&f.dport_count.max(1).to_le_bytes());
+        c[24..28].copy_from_slice(&u32::from(f.random).to_le_bytes());
+    }
+    b
+}
+
+fn le_u64(b: &[u8], off: usize) -> u64 {
+    b.get(off..off + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+        .unwrap_or(0)
+}
+
+fn le_u32(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes)
+        .unwrap_or(0)
+}
+
+/// What the generator program has done since its last reset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GenCounters {
+    /// Frames built and sent.
+    pub sent: u64,
+    /// Frames sent per stream (the next sequence number of each).
+    pub per_stream: Vec<u64>,
+}
+
+/// The loaded generator program.
+pub struct Generator {
+    ebpf: Ebpf,
+    n_streams: usize,
+}
+
+impl Generator {
+    /// Loads the generator program (needs CAP_BPF / root).
+    pub fn load() -> Result<Self> {
+        Ok(Generator {
+            ebpf: load(GEN_OBJ, "tern_gen")?,
+            n_streams: 0,
+        })
+    }
+
+    /// Installs the cycle of slots and the flow settings, and resets the
+    /// counters.
+    pub fn configure(&mut self, slots: &[Slot], flows: &[FlowSpec]) -> Result<()> {
+        if slots.is_empty() || slots.len() > MAX_SLOTS || flows.is_empty() || flows.len() > MAX_STREAMS {
+            return Err(BenchError::Config(format!(
+                "{} slots / {} streams do not fit the generator",
+                slots.len(),
+                flows.len()
+            )));
+        }
+        {
+            let mut m = array::<SLOT_SIZE>(&mut self.ebpf, "gen_slots")?;
+            for (i, s) in slots.iter().enumerate() {
+                m.set(i as u32, slot_bytes(s), 0)
+                    .map_err(|e| bpf_err("write gen_slots", e))?;
+            }
+        }
+        let mut m = array::<GEN_CFG_SIZE>(&mut self.ebpf, "gen_config")?;
+        m.set(0, cfg_bytes(slots.len(), flows), 0)
+            .map_err(|e| bpf_err("write gen_config", e))?;
+        self.n_streams = flows.len();
+        self.reset()
+    }
+
+    /// Zeroes the frame counter and every stream's sequence number.
+    pub fn reset(&mut self) -> Result<()> {
+        let mut m = array::<GEN_STATE_SIZE>(&mut self.ebpf, "gen_state")?;
+        m.set(0, [0u8; GEN_STATE_SIZE], 0)
+            .map_err(|e| bpf_err("reset gen_state", e))
+    }
+
+    /// Reads the counters.
+    pub fn counters(&mut self) -> Result<GenCounters> {
+        let n = self.n_streams;
+        let m = array::<GEN_STATE_SIZE>(&mut self.ebpf, "gen_state")?;
+        let b = m.get(&0, 0).map_err(|e| bpf_err("read gen_state", e))?;
+        let seq_off = 8 + MAX_STREAMS * 8;
+        Ok(GenCounters {
+            sent: le_u64(&b, 0),
+            per_stream: (0..n).map(|i| u64::from(le_u32(&b, seq_off + 4 * i))).collect(),
+        })
+    }
+
+    fn prog(&self) -> Result<&Xdp> {
+        self.ebpf
+            .program("tern_gen")
+            .ok_or_else(|| BenchError::Bpf("no program tern_gen".into()))?
+            .try_into()
+            .map_err(|e| bpf_err("tern_gen", e))
+    }
+
+    /// Sends `count` frames out of interface `ifindex` of the calling
+    /// thread's network namespace (BPF_PROG_TEST_RUN with live frames),
+    /// flushing every `batch` frames. `buf` is the zeroed page image, at
+    /// least as long as the longest frame of the cycle. Blocks until done.
+    pub fn send(&self, ifindex: u32, buf: &[u8], count: u32, batch: u32) -> Result<Duration> {
+        let ctx = xdp_md(ifindex, buf.len());
+        let opts = TestRunOptions {
+            data_in: Some(buf),
+            ctx_in: Some(&ctx),
+            repeat: count,
+            attrs: TestRunAttrs::new().xdp_live_frames(batch.clamp(1, 256)),
+            ..TestRunOptions::new()
+        };
+        self.prog()?
+            .test_run(opts)
+            .map(|r| r.duration)
+            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN (live frames)", e))
+    }
+
+    /// Runs the program once on `buf` without sending, returning its
+    /// verdict and the frame it built (for tests).
+    pub fn build_one(&self, buf: &[u8]) -> Result<(u32, Vec<u8>)> {
+        let mut out = vec![0u8; buf.len().max(HDR_MAX) + 256];
+        let opts = TestRunOptions {
+            data_in: Some(buf),
+            data_out: Some(&mut out),
+            repeat: 1,
+            ..TestRunOptions::new()
+        };
+        let r = self
+            .prog()?
+            .test_run(opts)
+            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))?;
+        out.truncate(r.data_size_out as usize);
+        Ok((r.return_value, out))
+    }
+}
+
+/// The XDP return code XDP_TX.
+pub const XDP_TX: u32 = 3;
+/// The XDP return code XDP_DROP.
+pub const XDP_DROP: u32 = 1;
+/// The XDP return code XDP_PASS.
+pub const XDP_PASS: u32 = 2;
+
+/// The loaded sink (receiver) program.
+pub struct Sink {
+    ebpf: Ebpf,
+    attached: Option<aya::programs::xdp::XdpLinkId>,
+}
+
+/// Counters of frames the sink did not count for a stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkMisc {
+    /// Frames without a signature, handed to the kernel (ARP, ND, ...).
+    pub passed: u64,
+    /// Frames with a signature and a stream id out of range.
+    pub bad_stream: u64,
+}
+
+impl Sink {
+    /// Loads the sink program (needs CAP_BPF / root).
+    pub fn load() -> Result<Self> {
+        Ok(Sink {
+            ebpf: load(SINK_OBJ, "tern_sink")?,
+            attached: None,
+        })
+    }
+
+    fn prog_mut(&mut self) -> Result<&mut Xdp> {
+        self.ebpf
+            .program_mut("tern_sink")
+            .ok_or_else(|| BenchError::Bpf("no program tern_sink".into()))?
+            .try_into()
+            .map_err(|e| bpf_err("tern_sink", e))
+    }
+
+    /// Attaches the program (native mode) to device `dev` of the calling
+    /// thread's namespace; detaches it from wherever it was before.
+    pub fn attach(&mut self, dev: &str) -> Result<()> {
+        self.detach()?;
+        let id = self
+            .prog_mut()?
+            .attach(dev, XdpMode::Driver)
+            .map_err(|e| bpf_err(&format!("attach sink to {dev}"), e))?;
+        self.attached = Some(id);
+        Ok(())
+    }
+
+    /// Detaches the program if attached.
+    pub fn detach(&mut self) -> Result<()> {
+        if let Some(id) = self.attached.take() {
+            self.prog_mut()?
+                .detach(id)
+                .map_err(|e| bpf_err("detach sink", e))?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes every stream's counters.
+    pub fn reset(&mut self) -> Result<()> {
+        {
+            let mut m = array::<RX_STREAM_SIZE>(&mut self.ebpf, "rx_streams")?;
+            for i in 0..MAX_STREAMS as u32 {
+                m.set(i, [0u8; RX_STREAM_SIZE], 0)
+                    .map_err(|e| bpf_err("reset rx_streams", e))?;
+            }
+        }
+        let mut m = array::<RX_MISC_SIZE>(&mut self.ebpf, "rx_misc")?;
+        m.set(0, [0u8; RX_MISC_SIZE], 0)
+            .map_err(|e| bpf_err("reset rx_misc", e))
+    }
+
+    /// Reads the first `n` streams' counters.
+    pub fn streams(&mut self, n: usize) -> Result<Vec<RxStream>> {
+        let m = array::<RX_STREAM_SIZE>(&mut self.ebpf, "rx_streams")?;
+        (0..n.min(MAX_STREAMS) as u32)
+            .map(|i| {
+                m.get(&i, 0)
+                    .map(|b| RxStream::from_bytes(&b))
+                    .map_err(|e| bpf_err("read rx_streams", e))
+            })
+            .collect()
+    }
+
+    /// Reads the counters of frames not counted for a stream.
+    pub fn misc(&mut self) -> Result<SinkMisc> {
+        let m = array::<RX_MISC_SIZE>(&mut self.ebpf, "rx_misc")?;
+        let b = m.get(&0, 0).map_err(|e| bpf_err("read rx_misc", e))?;
+        Ok(SinkMisc {
+            passed: le_u64(&b, 0),
+            bad_stream: le_u64(&b, 8),
+        })
+    }
+
+    /// Runs the program on one frame without a device (for tests),
+    /// returning its verdict.
+    pub fn feed(&self, frame: &[u8]) -> Result<u32> {
+        let p: &Xdp = self
+            .ebpf
+            .program("tern_sink")
+            .ok_or_else(|| BenchError::Bpf("no program tern_sink".into()))?
+            .try_into()
+            .map_err(|e| bpf_err("tern_sink", e))?;
+        let mut out = vec![0u8; frame.len() + 256];
+        let opts = TestRunOptions {
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            repeat: 1,
+            ..TestRunOptions::new()
+        };
+        p.test_run(opts)
+            .map(|r| r.return_value)
+            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.detach();
+    }
+}
+
+pub(crate) fn rx_le_u64(b: &[u8], off: usize) -> u64 {
+    le_u64(b, off)
+}
+
+pub(crate) fn rx_le_u32(b: &[u8], off: usize) -> u32 {
+    le_u32(b, off)
+}

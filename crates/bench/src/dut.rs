@@ -1,0 +1,478 @@
+//! Devices under test: how each is set up inside its namespace.
+//!
+//! Each DUT forwards from `tb-in` to `tb-out` in its own namespace (see
+//! [`crate::topology`]). What a scenario asks of the DUT (firewall rules,
+//! a full routing table, GRE encapsulation, VLAN) is in [`DutNeeds`]; a DUT
+//! that cannot do it says so ([`Setup::NotSupported`]) instead of running
+//! something else under the same name.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use crate::error::{BenchError, Result};
+use crate::netns::{Netns, fmt_mac, have_program};
+use crate::topology::{
+    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, GEN_V4, SINK_V4,
+    SINK_V6, TEST_NET_V4, TEST_NET_V6,
+};
+
+/// A kind of device under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DutKind {
+    /// tern itself (`tern run --config FILE`).
+    Tern,
+    /// Linux kernel forwarding (ip_forward=1).
+    Linux,
+    /// Linux with the 50 nftables rules of the 100GE test (VyOS-like).
+    LinuxNft,
+    /// DPDK testpmd, MAC forwarding over af_packet vdevs (no routing).
+    Testpmd,
+}
+
+impl DutKind {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DutKind::Tern => "tern",
+            DutKind::Linux => "linux",
+            DutKind::LinuxNft => "linux-nft",
+            DutKind::Testpmd => "testpmd",
+        }
+    }
+}
+
+/// The firewall a scenario asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Firewall {
+    /// No rules.
+    None,
+    /// 50 rules `drop src 1.1.N.1`, N = 1..50, default accept (100GE test).
+    Drop50,
+    /// The same 50 drop rules, then accept the generator's subnet,
+    /// default drop (the 100GE drop test).
+    Drop50DefaultDeny,
+}
+
+/// What the scenario asks of every DUT.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DutNeeds {
+    /// Firewall rules.
+    pub firewall: Firewall,
+    /// A routing table file to load ("prefix" per line, optionally gzip).
+    pub route_file: Option<PathBuf>,
+    /// Encapsulate every forwarded packet in GRE to the sink.
+    pub gre: bool,
+    /// Frames arrive tagged with this VLAN id.
+    pub vlan: Option<u16>,
+}
+
+/// Where the DUT is to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    /// CPU for the DUT's forwarding (worker thread or NAPI thread).
+    pub dut_cpu: usize,
+}
+
+/// The outcome of setting up a DUT.
+pub enum Setup {
+    /// Forwarding; dropping the handle stops it.
+    Running(DutHandle),
+    /// The DUT cannot do what the scenario asks; the reason is reported.
+    NotSupported(String),
+}
+
+/// A running DUT: a child process (tern, testpmd) or nothing (kernel).
+pub struct DutHandle {
+    child: Option<Child>,
+    log: Option<PathBuf>,
+    /// What was configured, for the report.
+    pub description: String,
+}
+
+impl DutHandle {
+    /// Fails with the DUT's log if its process has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.child {
+            if let Ok(Some(status)) = c.try_wait() {
+                return Err(BenchError::Dut(format!(
+                    "process exited ({status}); log:\n{}",
+                    self.log_tail()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The last lines of the DUT's log, if it has one.
+    pub fn log_tail(&self) -> String {
+        let Some(p) = &self.log else {
+            return String::new();
+        };
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for DutHandle {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The 50 source hosts of the 100GE test's rules: 1.1.N.1, N = 1..50.
+pub fn rule_sources() -> impl Iterator<Item = String> {
+    (1..=50).map(|n| format!("1.1.{n}.1"))
+}
+
+/// Sets up `kind` in the chain's DUT namespace.
+pub fn setup(
+    kind: DutKind,
+    chain: &Chain,
+    needs: &DutNeeds,
+    place: Placement,
+    tern_bin: Option<&Path>,
+    work_dir: &Path,
+) -> Result<Setup> {
+    let dut = chain
+        .dut
+        .as_ref()
+        .ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
+    match kind {
+        DutKind::Linux | DutKind::LinuxNft => setup_linux(kind, chain, dut, needs, place, work_dir),
+        DutKind::Tern => setup_tern(chain, dut, needs, place, tern_bin, work_dir),
+        DutKind::Testpmd => setup_testpmd(chain, dut, needs, place, work_dir),
+    }
+}
+
+fn setup_linux(
+    kind: DutKind,
+    chain: &Chain,
+    dut: &Netns,
+    needs: &DutNeeds,
+    place: Placement,
+    work_dir: &Path,
+) -> Result<Setup> {
+    if kind == DutKind::Linux && needs.firewall != Firewall::None {
+        // Plain Linux forwards without rules; the scenario's rules are
+        // what linux-nft measures. Reported, not silently skipped.
+    }
+    chain.address_dut()?;
+    for (k, v) in [
+        ("net.ipv4.ip_forward", "1"),
+        ("net.ipv6.conf.all.forwarding", "1"),
+        ("net.ipv4.conf.all.rp_filter", "0"),
+        ("net.ipv4.conf.default.rp_filter", "0"),
+        (&format!("net.ipv4.conf.{DUT_IN}.rp_filter"), "0"),
+    ] {
+        dut.sysctl(k, v)?;
+    }
+    let sink_mac = fmt_mac(&chain.sink_link.mac);
+    // Static neighbours: the sink is a tester, not a host to resolve.
+    dut.ip(&["neigh", "replace", &SINK_V4.to_string(), "lladdr", &sink_mac, "dev", DUT_OUT, "nud", "permanent"])?;
+    dut.ip(&["-6", "neigh", "replace", &SINK_V6.to_string(), "lladdr", &sink_mac, "dev", DUT_OUT, "nud", "permanent"])?;
+    let mut description = String::from("ip_forward=1");
+    if let Some(v) = needs.vlan {
+        let sub = format!("{DUT_IN}.{v}");
+        if let Err(e) = dut.ip(&["link", "add", "link", DUT_IN, "name", &sub, "type", "vlan", "id", &v.to_string()]) {
+            return Ok(Setup::NotSupported(format!("802.1Q VLAN devices unavailable in this kernel ({e})")));
+        }
+        dut.ip(&["link", "set", &sub, "up"])?;
+        description.push_str(&format!(", vlan {v} on {DUT_IN}"));
+    }
+    if needs.gre {
+        let r = dut.ip(&[
+            "link", "add", "gre0", "type", "gre", "local", &DUT_OUT_V4.to_string(), "remote",
+            &SINK_V4.to_string(),
+        ]);
+        if let Err(e) = r {
+            return Ok(Setup::NotSupported(format!(
+                "GRE tunnels unavailable in this kernel (no ip_gre module): {e}"
+            )));
+        }
+        dut.ip(&["link", "set", "gre0", "up"])?;
+        dut.ip(&["addr", "add", "192.168.255.1/30", "dev", "gre0"])?;
+        dut.ip(&["route", "add", TEST_NET_V4, "dev", "gre0"])?;
+        description.push_str(", routes via gre0 to 10.10.2.2");
+    } else {
+        dut.ip(&["route", "add", TEST_NET_V4, "via", &SINK_V4.to_string()])?;
+        dut.ip(&["-6", "route", "add", TEST_NET_V6, "via", &SINK_V6.to_string()])?;
+    }
+    if let Some(file) = &needs.route_file {
+        let (n4, n6) = load_linux_routes(dut, file, work_dir)?;
+        description.push_str(&format!(", {n4} IPv4 + {n6} IPv6 routes from {}", file.display()));
+    }
+    if kind == DutKind::LinuxNft {
+        let rules = nft_ruleset(needs.firewall);
+        let path = work_dir.join(format!("{}-nft.conf", dut.name()));
+        write_file(&path, &rules)?;
+        dut.exec("nft", &["-f", &path.to_string_lossy()])?;
+        description.push_str(match needs.firewall {
+            Firewall::None => ", nftables forward chain without rules",
+            Firewall::Drop50 => ", nftables: 50 rules `ip saddr 1.1.N.1 drop` in forward, policy accept",
+            Firewall::Drop50DefaultDeny => {
+                ", nftables: 50 drop rules + accept 10.10.1.0/24 in forward, policy drop"
+            }
+        });
+    } else if needs.firewall != Firewall::None {
+        if needs.firewall == Firewall::Drop50DefaultDeny {
+            return Ok(Setup::NotSupported(
+                "the drop test needs a firewall: see linux-nft".into(),
+            ));
+        }
+        description.push_str(", no firewall (the rules are linux-nft's)");
+    }
+    // A veth delivers to its peer through NAPI only when GRO or XDP is on;
+    // GRO on, then the NAPI poll in a thread pinned to the DUT's CPU.
+    dut.exec("ethtool", &["-K", DUT_IN, "gro", "on"])?;
+    dut.thread_napi(DUT_IN, place.dut_cpu)?;
+    description.push_str(&format!(", {DUT_IN} NAPI thread on cpu {}", place.dut_cpu));
+    Ok(Setup::Running(DutHandle {
+        child: None,
+        log: None,
+        description,
+    }))
+}
+
+/// The nftables ruleset of the 100GE test, VyOS-like: one rule per
+/// blocked source host in the forward hook.
+pub fn nft_ruleset(fw: Firewall) -> String {
+    let policy = if fw == Firewall::Drop50DefaultDeny { "drop" } else { "accept" };
+    let mut s = String::from("table inet tbench {\n  chain forward {\n");
+    let _ = writeln!(s, "    type filter hook forward priority 0; policy {policy};");
+    if fw != Firewall::None {
+        for src in rule_sources() {
+            let _ = writeln!(s, "    ip saddr {src} drop");
+        }
+    }
+    if fw == Firewall::Drop50DefaultDeny {
+        let _ = writeln!(s, "    ip saddr 10.10.1.0/24 accept");
+    }
+    s.push_str("  }\n}\n");
+    s
+}
+
+/// Reads a route file: one prefix per line, optionally followed by a next
+/// hop; `#` comments and blank lines skipped; gzip if named `.gz`.
+pub fn read_route_file(path: &Path) -> Result<Vec<String>> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).map_err(|e| BenchError::io(format!("open {}", path.display()), e))?;
+    let mut text = String::new();
+    let res = if path.extension().is_some_and(|e| e == "gz") {
+        flate2::read::GzDecoder::new(f).read_to_string(&mut text)
+    } else {
+        std::io::BufReader::new(f).read_to_string(&mut text)
+    };
+    res.map_err(|e| BenchError::io(format!("read {}", path.display()), e))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+fn load_linux_routes(dut: &Netns, file: &Path, work_dir: &Path) -> Result<(usize, usize)> {
+    let prefixes = read_route_file(file)?;
+    let mut batch = String::with_capacity(prefixes.len() * 40);
+    let (mut n4, mut n6) = (0, 0);
+    for p in &prefixes {
+        if p.contains(':') {
+            let _ = writeln!(batch, "-6 route replace {p} via {SINK_V6}");
+            n6 += 1;
+        } else {
+            let _ = writeln!(batch, "route replace {p} via {SINK_V4}");
+            n4 += 1;
+        }
+    }
+    let path = work_dir.join(format!("{}-routes.batch", dut.name()));
+    write_file(&path, &batch)?;
+    // -force: a line the kernel refuses (e.g. a martian) does not stop the rest.
+    match dut.ip(&["-force", "-batch", &path.to_string_lossy()]) {
+        Ok(_) => {}
+        Err(BenchError::Command { .. }) => {} // some lines refused; counted below
+        Err(e) => return Err(e),
+    }
+    let installed = dut.ip(&["route", "show"]).map(|s| s.lines().count()).unwrap_or(0);
+    if installed < n4 / 2 {
+        return Err(BenchError::Dut(format!(
+            "only {installed} of {n4} IPv4 routes from {} installed",
+            file.display()
+        )));
+    }
+    Ok((n4, n6))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| BenchError::io(format!("create {}", path.display()), e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| BenchError::io(format!("write {}", path.display()), e))
+}
+
+/// tern's TOML configuration for a scenario.
+pub fn tern_config(needs: &DutNeeds, dut_cpu: usize) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# written by tern bench rfc2544\n[dataplane]\nworkers = 1\ncpus = [{dut_cpu}]\n");
+    let acl = match needs.firewall {
+        Firewall::None => None,
+        _ => Some("FW50"),
+    };
+    let _ = writeln!(s, "[[interface]]\nname = \"in0\"\ndevice = \"{DUT_IN}\"");
+    let _ = writeln!(s, "addresses = [\"{DUT_IN_V4}/24\", \"{DUT_IN_V6}/64\"]\ndriver = \"auto\"");
+    if let Some(a) = acl {
+        let _ = writeln!(s, "acl_in = \"{a}\"");
+    }
+    let _ = writeln!(s, "\n[[interface]]\nname = \"out0\"\ndevice = \"{DUT_OUT}\"");
+    let _ = writeln!(s, "addresses = [\"{DUT_OUT_V4}/24\", \"{DUT_OUT_V6}/64\"]\ndriver = \"auto\"\n");
+    if needs.gre {
+        let _ = writeln!(
+            s,
+            "[[tunnel]]\nname = \"gre0\"\ntype = \"gre\"\nlocal = \"{DUT_OUT_V4}\"\nremote = \"{SINK_V4}\"\naddresses = [\"192.168.255.1/30\"]\n"
+        );
+        let _ = writeln!(s, "[[route]]\nprefix = \"{TEST_NET_V4}\"\nvia = \"192.168.255.2\"\n");
+    } else {
+        let _ = writeln!(s, "[[route]]\nprefix = \"{TEST_NET_V4}\"\nvia = \"{SINK_V4}\"\n");
+    }
+    let _ = writeln!(s, "[[route]]\nprefix = \"{TEST_NET_V6}\"\nvia = \"{SINK_V6}\"\n");
+    if let Some(f) = &needs.route_file {
+        let _ = writeln!(s, "[[route_file]]\npath = \"{}\"\nvia = \"{SINK_V4}\"\n", f.display());
+    }
+    if let Some(a) = acl {
+        let default = if needs.firewall == Firewall::Drop50DefaultDeny { "drop" } else { "accept" };
+        let _ = writeln!(s, "[[acl]]\nname = \"{a}\"\ndefault = \"{default}\"\n");
+        for src in rule_sources() {
+            let _ = writeln!(s, "[[acl.rule]]\naction = \"drop\"\nsrc = \"{src}/32\"\n");
+        }
+        if needs.firewall == Firewall::Drop50DefaultDeny {
+            let _ = writeln!(s, "[[acl.rule]]\naction = \"accept\"\nsrc = \"{}/24\"\n", GEN_V4);
+        }
+    }
+    s
+}
+
+fn setup_tern(
+    _chain: &Chain,
+    dut: &Netns,
+    needs: &DutNeeds,
+    place: Placement,
+    tern_bin: Option<&Path>,
+    work_dir: &Path,
+) -> Result<Setup> {
+    let bin = match tern_bin {
+        Some(b) => b.to_path_buf(),
+        None => return Ok(Setup::NotSupported("no tern binary: pass --tern-bin PATH".into())),
+    };
+    if !bin.is_file() {
+        return Err(BenchError::Config(format!("--tern-bin {}: not a file", bin.display())));
+    }
+    let cfg = tern_config(needs, place.dut_cpu);
+    let cfg_path = work_dir.join(format!("{}-tern.toml", dut.name()));
+    write_file(&cfg_path, &cfg)?;
+    let log = work_dir.join(format!("{}-tern.log", dut.name()));
+    let log_f = std::fs::File::create(&log).map_err(|e| BenchError::io(format!("create {}", log.display()), e))?;
+    let log_err = log_f
+        .try_clone()
+        .map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", dut.name()])
+        .arg(&bin)
+        .args(["run", "--config"])
+        .arg(&cfg_path)
+        .stdin(Stdio::null())
+        .stdout(log_f)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| BenchError::Command {
+            cmd: format!("ip netns exec {} {} run --config {}", dut.name(), bin.display(), cfg_path.display()),
+            detail: e.to_string(),
+        })?;
+    Ok(Setup::Running(DutHandle {
+        child: Some(child),
+        log: Some(log),
+        description: format!(
+            "{} run --config {} (1 worker on cpu {})",
+            bin.display(),
+            cfg_path.display(),
+            place.dut_cpu
+        ),
+    }))
+}
+
+fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement, work_dir: &Path) -> Result<Setup> {
+    if !have_program("dpdk-testpmd") {
+        return Ok(Setup::NotSupported("dpdk-testpmd not installed (apt-get install dpdk)".into()));
+    }
+    if needs.firewall != Firewall::None || needs.gre || needs.route_file.is_some() {
+        return Ok(Setup::NotSupported(
+            "testpmd forwards by MAC only: no firewall, routes or GRE".into(),
+        ));
+    }
+    let sink_mac = fmt_mac(&chain.sink_link.mac);
+    let log = work_dir.join(format!("{}-testpmd.log", dut.name()));
+    let log_f = std::fs::File::create(&log).map_err(|e| BenchError::io(format!("create {}", log.display()), e))?;
+    let log_err = log_f
+        .try_clone()
+        .map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
+    // testpmd wants a main lcore besides the forwarding one; the main one idles.
+    let main_lcore = usize::from(place.dut_cpu == 0);
+    let lcores = format!("{main_lcore},{}", place.dut_cpu);
+    let args = vec![
+        "netns".to_string(),
+        "exec".into(),
+        dut.name().into(),
+        "dpdk-testpmd".into(),
+        "--no-huge".into(),
+        "-m".into(),
+        "512".into(),
+        "--no-pci".into(),
+        "--in-memory".into(),
+        "-l".into(),
+        lcores,
+        format!("--vdev=net_af_packet0,iface={DUT_IN}"),
+        format!("--vdev=net_af_packet1,iface={DUT_OUT}"),
+        "--".into(),
+        "--forward-mode=mac".into(),
+        format!("--eth-peer=1,{sink_mac}"),
+        "--auto-start".into(),
+        "--stats-period=1".into(),
+    ];
+    let child = Command::new("ip")
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(log_f)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| BenchError::Command {
+            cmd: format!("ip {}", args.join(" ")),
+            detail: e.to_string(),
+        })?;
+    Ok(Setup::Running(DutHandle {
+        child: Some(child),
+        log: Some(log),
+        description: format!("dpdk-testpmd mac forwarding over af_packet vdevs, lcore {}", place.dut_cpu),
+    }))
+}

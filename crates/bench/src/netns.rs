@@ -1,0 +1,253 @@
+//! Network namespaces, veth pairs and the commands that configure them.
+//!
+//! Everything is done with iproute2 (`ip`), `ethtool`, `nft` and `sysctl`
+//! run as child processes, so a failure prints the exact command the user
+//! can rerun by hand. Namespaces delete themselves when dropped, which also
+//! destroys their veths, so a failed run leaves nothing behind.
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+
+use nix::sched::{CloneFlags, CpuSet, sched_setaffinity, setns};
+use nix::unistd::Pid;
+
+use crate::error::{BenchError, Result};
+
+/// Runs a command, returns its stdout, or an error quoting it and its stderr.
+pub fn run_cmd(program: &str, args: &[&str]) -> Result<String> {
+    let cmd_line = || format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| BenchError::Command {
+            cmd: cmd_line(),
+            detail: format!("cannot start: {e}"),
+        })?;
+    if !out.status.success() {
+        return Err(BenchError::Command {
+            cmd: cmd_line(),
+            detail: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether a program can be found on PATH (for optional DUTs and tools).
+pub fn have_program(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// A network namespace owned by this run; deleted on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates the namespace `name` (which must not exist yet) with its
+    /// loopback up.
+    pub fn create(name: &str) -> Result<Self> {
+        run_cmd("ip", &["netns", "add", name])?;
+        let ns = Netns {
+            name: name.to_string(),
+        };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The namespace's name (as `ip netns` knows it).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip -n NAME args...`
+    pub fn ip(&self, args: &[&str]) -> Result<String> {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        run_cmd("ip", &all)
+    }
+
+    /// Runs a program inside the namespace (`ip netns exec`), which also
+    /// mounts the namespace's own /sys for it.
+    pub fn exec(&self, program: &str, args: &[&str]) -> Result<String> {
+        let mut all = vec!["netns", "exec", self.name.as_str(), program];
+        all.extend_from_slice(args);
+        run_cmd("ip", &all)
+    }
+
+    /// Sets a sysctl inside the namespace.
+    pub fn sysctl(&self, key: &str, value: &str) -> Result<()> {
+        self.exec("sysctl", &["-q", "-w", &format!("{key}={value}")])
+            .map(|_| ())
+    }
+
+    /// Moves the calling thread into this namespace. Only the calling
+    /// thread changes: use it in a thread spawned for the purpose.
+    pub fn enter_current_thread(&self) -> Result<()> {
+        let path = format!("/run/netns/{}", self.name);
+        let f = File::open(&path).map_err(|e| BenchError::io(format!("open {path}"), e))?;
+        setns(&f, CloneFlags::CLONE_NEWNET)
+            .map_err(|e| BenchError::Dut(format!("setns into {}: {e}", self.name)))
+    }
+
+    /// The index and MAC address of a device in this namespace.
+    pub fn link_info(&self, dev: &str) -> Result<LinkInfo> {
+        let out = self.ip(&["-j", "link", "show", "dev", dev])?;
+        parse_link_json(&out).ok_or_else(|| {
+            BenchError::Dut(format!("no ifindex/address for {dev} in {}", self.name))
+        })
+    }
+
+    /// Switches a device's NAPI to a kernel thread (`threaded` in sysfs)
+    /// and pins that thread to `cpu`. Without this the receive processing
+    /// of a veth runs in softirq on whichever CPU sent to it, which puts
+    /// the device under test on the generator's CPU and hides its cost.
+    pub fn thread_napi(&self, dev: &str, cpu: usize) -> Result<()> {
+        let before = napi_threads();
+        self.exec(
+            "sh",
+            &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
+        )?;
+        let new: Vec<i32> = napi_threads()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if new.is_empty() {
+            return Err(BenchError::Dut(format!(
+                "no NAPI thread appeared for {dev} in {} (is GRO or XDP enabled on it?)",
+                self.name
+            )));
+        }
+        for pid in new {
+            pin(pid, cpu)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Best effort: the namespace may already be gone.
+        let _ = run_cmd("ip", &["netns", "del", &self.name]);
+    }
+}
+
+/// What the kernel says about a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// The device's index inside its namespace.
+    pub ifindex: u32,
+    /// Its MAC address.
+    pub mac: [u8; 6],
+}
+
+fn parse_link_json(out: &str) -> Option<LinkInfo> {
+    let v: serde_json::Value = serde_json::from_str(out).ok()?;
+    let l = v.as_array()?.first()?;
+    let ifindex = u32::try_from(l.get("ifindex")?.as_u64()?).ok()?;
+    let mac = parse_mac(l.get("address")?.as_str()?)?;
+    Some(LinkInfo { ifindex, mac })
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+/// Formats a MAC the way iproute2 does.
+pub fn fmt_mac(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Creates a veth pair with one end in each namespace, both up.
+pub fn veth_pair(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
+    run_cmd(
+        "ip",
+        &[
+            "link", "add", a_dev, "netns", a.name(), "type", "veth", "peer", "name", b_dev,
+            "netns", b.name(),
+        ],
+    )?;
+    a.ip(&["link", "set", a_dev, "up"])?;
+    b.ip(&["link", "set", b_dev, "up"])?;
+    Ok(())
+}
+
+/// Pins a thread (or process) to one CPU.
+pub fn pin(pid: i32, cpu: usize) -> Result<()> {
+    let mut set = CpuSet::new();
+    set.set(cpu)
+        .map_err(|e| BenchError::Config(format!("cpu {cpu}: {e}")))?;
+    sched_setaffinity(Pid::from_raw(pid), &set)
+        .map_err(|e| BenchError::Dut(format!("pin pid {pid} to cpu {cpu}: {e}")))
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> Result<()> {
+    pin(0, cpu)
+}
+
+/// Number of CPUs this process may run on.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Pids of the kernel's NAPI threads (their comm starts with `napi/`).
+fn napi_threads() -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|c| c.starts_with("napi/"))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_round_trip() {
+        let m = parse_mac("02:ab:00:10:ff:09");
+        assert_eq!(m, Some([0x02, 0xab, 0x00, 0x10, 0xff, 0x09]));
+        assert_eq!(fmt_mac(&[0x02, 0xab, 0, 0x10, 0xff, 9]), "02:ab:00:10:ff:09");
+        assert_eq!(parse_mac("02:ab:00:10:ff"), None);
+        assert_eq!(parse_mac("02:ab:00:10:ff:09:01"), None);
+        assert_eq!(parse_mac("zz:ab:00:10:ff:09"), None);
+    }
+
+    #[test]
+    fn link_json() {
+        let j = r#"[{"ifindex":7,"ifname":"x","address":"02:00:00:00:00:01"}]"#;
+        assert_eq!(
+            parse_link_json(j),
+            Some(LinkInfo {
+                ifindex: 7,
+                mac: [2, 0, 0, 0, 0, 1]
+            })
+        );
+        assert_eq!(parse_link_json("[]"), None);
+    }
+}

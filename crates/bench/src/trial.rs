@@ -1,0 +1,249 @@
+//! One trial: send at a rate for a fixed time, wait for the last frames,
+//! read what the sink counted.
+//!
+//! The offered rate is held by a token bucket over batches: at time t the
+//! generator may have sent `rate * t` frames; whenever that allows a batch
+//! it sends one (BPF_PROG_TEST_RUN, live frames), otherwise it sleeps. When
+//! the machine cannot keep up the bucket fills and batches grow up to the
+//! generator's own limit; the rate actually achieved is measured and
+//! reported beside the rate asked for.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::account::StreamResult;
+use crate::bpf::{Generator, Sink};
+use crate::error::{BenchError, Result};
+use crate::netns::{Netns, pin_current_thread};
+use crate::traffic::{StreamSpec, TrafficProfile};
+
+/// Timing of trials.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrialTiming {
+    /// Sending time of one trial (RFC 2544 section 24 says 60 s; shorter
+    /// trials trade precision for time).
+    pub duration: Duration,
+    /// Longest wait for frames still in flight after the last one is sent
+    /// (RFC 2544 section 23: about two seconds).
+    pub drain: Duration,
+    /// CPU the generator thread runs on.
+    pub gen_cpu: usize,
+}
+
+/// The measured outcome of one trial.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrialOutcome {
+    /// Rate asked for, frames/s.
+    pub target_pps: f64,
+    /// Rate achieved by the generator, frames/s.
+    pub offered_pps: f64,
+    /// Sending time actually taken, s.
+    pub seconds: f64,
+    /// Frames sent in the streams that count.
+    pub sent: u64,
+    /// Of those, frames lost.
+    pub lost: u64,
+    /// Per stream detail.
+    pub streams: Vec<StreamResult>,
+}
+
+impl TrialOutcome {
+    /// Lost / sent over the counted streams (0 when nothing was sent).
+    pub fn loss_ratio(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.sent as f64
+        }
+    }
+
+    /// Frames/s the DUT forwarded in the counted streams.
+    pub fn forwarded_pps(&self) -> f64 {
+        if self.seconds <= 0.0 || self.sent == 0 {
+            return 0.0;
+        }
+        let fwd = self.sent.saturating_sub(self.lost) as f64;
+        self.offered_pps * fwd / self.sent as f64
+    }
+}
+
+/// Something that runs a trial at a rate: the real chain, or a simulated
+/// DUT in tests.
+pub trait TrialRunner {
+    /// Runs one trial at `rate_pps` frames/s.
+    fn trial(&mut self, rate_pps: f64) -> Result<TrialOutcome>;
+}
+
+/// The generator and sink bound to one chain.
+pub struct Tester<'a> {
+    /// Generator program, configured with the profile's slots.
+    pub generator: &'a mut Generator,
+    /// Sink program, attached to the chain's sink.
+    pub sink: &'a mut Sink,
+    /// Namespace the generator sends from.
+    pub gen_ns: &'a Netns,
+    /// Index of the generator's device in it.
+    pub gen_ifindex: u32,
+    /// The traffic.
+    pub profile: &'a TrafficProfile,
+    /// Timing.
+    pub timing: TrialTiming,
+}
+
+/// Frames per BPF_PROG_TEST_RUN call when the bucket allows it: at most
+/// one call's worth of frames is sent back to back. 64 frames is what a
+/// NIC's interrupt moderation would batch anyway.
+const MIN_CALL: u64 = 64;
+/// Upper bound per call, so a late generator catches up in bounded steps.
+const MAX_CALL: u64 = 1 << 16;
+/// Frames per xdp_do_flush inside a call (the kernel caps it at 256).
+const FLUSH_BATCH: u32 = 64;
+
+impl Tester<'_> {
+    fn streams(&self) -> &[StreamSpec] {
+        &self.profile.streams
+    }
+
+    /// Sends at `rate_pps` for `duration` from the generator namespace,
+    /// returning (frames sent, seconds).
+    fn generate(&mut self, rate_pps: f64, duration: Duration) -> Result<(u64, f64)> {
+        let total = (rate_pps * duration.as_secs_f64()).round() as u64;
+        let buf = vec![0u8; self.profile.max_frame_len()];
+        let generator = &*self.generator;
+        let ns = self.gen_ns;
+        let ifindex = self.gen_ifindex;
+        let cpu = self.timing.gen_cpu;
+        std::thread::scope(|s| {
+            s.spawn(move || -> Result<(u64, f64)> {
+                ns.enter_current_thread()?;
+                pin_current_thread(cpu)?;
+                let start = Instant::now();
+                let deadline = duration.mul_f64(1.01) + Duration::from_millis(5);
+                let mut sent = 0u64;
+                while sent < total {
+                    let t = start.elapsed();
+                    if t > deadline {
+                        break; // the generator could not keep up
+                    }
+                    let due = ((rate_pps * t.as_secs_f64()) as u64).min(total);
+                    let want = due.saturating_sub(sent);
+                    let rest = total - sent;
+                    if want < MIN_CALL.min(rest) {
+                        // Sleep until the bucket holds a batch.
+                        let at = (sent + MIN_CALL.min(rest)) as f64 / rate_pps;
+                        let wait = at - t.as_secs_f64();
+                        if wait > 0.000_2 {
+                            std::thread::sleep(Duration::from_secs_f64(wait - 0.000_1));
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                        continue;
+                    }
+                    let n = want.min(MAX_CALL);
+                    // n <= 65536
+                    generator.send(ifindex, &buf, n as u32, FLUSH_BATCH)?;
+                    sent += n;
+                }
+                Ok((sent, start.elapsed().as_secs_f64()))
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("generator thread panicked".into()))?
+        })
+    }
+
+    /// Waits until every counted frame has arrived, nothing has arrived
+    /// for 100 ms, or the drain time is over.
+    fn drain(&mut self, sent_counted: u64) -> Result<()> {
+        let n = self.streams().len();
+        let start = Instant::now();
+        let mut last = u64::MAX;
+        let mut last_change = Instant::now();
+        while start.elapsed() < self.timing.drain {
+            let rx = self.sink.streams(n)?;
+            let got: u64 = rx
+                .iter()
+                .zip(self.streams())
+                .filter(|(_, s)| s.counted)
+                .map(|(r, _)| r.received.saturating_sub(r.dup))
+                .sum();
+            if got >= sent_counted {
+                return Ok(());
+            }
+            if got != last {
+                last = got;
+                last_change = Instant::now();
+            } else if last_change.elapsed() > Duration::from_millis(100) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Runs one trial of `duration`.
+    pub fn trial_for(&mut self, rate_pps: f64, duration: Duration) -> Result<TrialOutcome> {
+        if !(rate_pps.is_finite() && rate_pps > 0.0) {
+            return Err(BenchError::Config(format!("rate {rate_pps} frames/s")));
+        }
+        self.generator.reset()?;
+        self.sink.reset()?;
+        let (_, seconds) = self.generate(rate_pps, duration)?;
+        let counters = self.generator.counters()?;
+        let counted_sent: u64 = counters
+            .per_stream
+            .iter()
+            .zip(self.streams())
+            .filter(|(_, s)| s.counted)
+            .map(|(n, _)| *n)
+            .sum();
+        self.drain(counted_sent)?;
+        let rx = self.sink.streams(self.streams().len())?;
+        let streams: Vec<StreamResult> = self
+            .streams()
+            .iter()
+            .zip(&rx)
+            .zip(&counters.per_stream)
+            .map(|((spec, r), &sent)| StreamResult::new(&spec.label, spec.counted, sent, r))
+            .collect();
+        let (sent, lost) = streams
+            .iter()
+            .filter(|s| s.counted)
+            .fold((0, 0), |(a, b), s| (a + s.sent, b + s.lost));
+        Ok(TrialOutcome {
+            target_pps: rate_pps,
+            offered_pps: if seconds > 0.0 { counters.sent as f64 / seconds } else { 0.0 },
+            seconds,
+            sent,
+            lost,
+            streams,
+        })
+    }
+
+    /// Sends a little traffic until the sink sees it (the DUT has
+    /// resolved its neighbours and is forwarding), RFC 2544 section 23's
+    /// learning frames. Fails after `timeout`.
+    pub fn warm_up(&mut self, timeout: Duration, mut alive: impl FnMut() -> Result<()>) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            alive()?;
+            let o = self.trial_for(20_000.0, Duration::from_millis(100))?;
+            if o.sent > 0 && o.lost < o.sent {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(BenchError::Dut(format!(
+                    "nothing forwarded after {:.0} s of learning traffic",
+                    timeout.as_secs_f64()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl TrialRunner for Tester<'_> {
+    fn trial(&mut self, rate_pps: f64) -> Result<TrialOutcome> {
+        self.trial_for(rate_pps, self.timing.duration)
+    }
+}
