@@ -77,9 +77,7 @@ fn parse() -> Result<Opts, String> {
             "--seconds" => o.seconds = val()?.parse().map_err(|e| format!("--seconds: {e}"))?,
             "--size" => o.size = val()?.parse().map_err(|e| format!("--size: {e}"))?,
             "--samples" => o.samples = val()?.parse().map_err(|e| format!("--samples: {e}"))?,
-            "--interval-us" => {
-                o.interval_us = val()?.parse().map_err(|e| format!("--interval-us: {e}"))?
-            }
+            "--interval-us" => o.interval_us = val()?.parse().map_err(|e| format!("--interval-us: {e}"))?,
             "--spin" => o.spin = true,
             "--blocks" => o.blocks = Some(val()?.parse().map_err(|e| format!("--blocks: {e}"))?),
             "-h" | "--help" => return Err("see the header of examples/afpacket_rate.rs".into()),
@@ -136,27 +134,16 @@ impl Drop for Lab {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
     }
 }
 
 fn pool() -> Result<PacketPool, String> {
-    PacketPool::new(PoolConfig {
-        frames: 8192,
-        ..PoolConfig::default()
-    })
-    .map_err(|e| e.to_string())
+    PacketPool::new(PoolConfig { frames: 8192, ..PoolConfig::default() }).map_err(|e| e.to_string())
 }
 
 /// An Ethernet/IPv4/UDP frame of `size` bytes to `dst`.
@@ -164,14 +151,9 @@ fn template(dst: [u8; 6], size: usize) -> Vec<u8> {
     let mut f = dst.to_vec();
     f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
     let ip_len = (size - 14) as u16;
-    let mut ip = vec![
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 19, 0, 1,
-    ];
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 19, 0, 1];
     ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    let mut s: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
+    let mut s: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
     while s > 0xffff {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -241,11 +223,7 @@ fn rate(lab: &Lab, o: &Opts, v: TpacketVersion, t: TxMode) -> Result<(), String>
         offered as f64 / secs / 1e6,
         sent as f64 / secs / 1e6,
         got as f64 / secs / 1e6,
-        if sent > 0 {
-            got as f64 * 100.0 / sent as f64
-        } else {
-            0.0
-        },
+        if sent > 0 { got as f64 * 100.0 / sent as f64 } else { 0.0 },
         sa.tx_dropped,
         db.kernel_drops,
     );
@@ -339,17 +317,10 @@ fn main() -> ExitCode {
         }
     };
     let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "veth pair in namespace {}, {}-byte frames, {cpus} CPUs",
-        lab.ns, o.size
-    );
+    println!("veth pair in namespace {}, {}-byte frames, {cpus} CPUs", lab.ns, o.size);
     for &v in &o.rx {
         for &t in &o.tx {
-            let r = if o.latency {
-                latency(&lab, &o, v, t)
-            } else {
-                rate(&lab, &o, v, t)
-            };
+            let r = if o.latency { latency(&lab, &o, v, t) } else { rate(&lab, &o, v, t) };
             if let Err(e) = r {
                 eprintln!("afpacket_rate: {}: {e}", label(v, t));
                 return ExitCode::FAILURE;

@@ -68,8 +68,7 @@ pub(crate) fn complete(frame: &mut [u8]) -> bool {
                 return false;
             };
             let ihl = usize::from(vihl & 0x0f) * 4;
-            let (Some(total), Some(frag), Some(&proto)) = (be16(ip, 2), be16(ip, 6), ip.get(9))
-            else {
+            let (Some(total), Some(frag), Some(&proto)) = (be16(ip, 2), be16(ip, 6), ip.get(9)) else {
                 return false;
             };
             let total = usize::from(total);
@@ -149,9 +148,7 @@ pub(crate) mod tests {
     pub(crate) fn udp4(payload: &[u8], csum: u16) -> Vec<u8> {
         let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
         let total = (20 + 8 + payload.len()) as u16;
-        let mut ip = vec![
-            0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-        ];
+        let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         let hc = !fold(sum(&ip, 0));
         ip[10..12].copy_from_slice(&hc.to_be_bytes());
@@ -206,9 +203,7 @@ pub(crate) mod tests {
         ip.extend_from_slice(&src);
         ip.extend_from_slice(&dst);
         f.extend_from_slice(&ip);
-        let tcp = [
-            0x03, 0xe8, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0xab, 0xcd, 0, 0,
-        ];
+        let tcp = [0x03, 0xe8, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0xab, 0xcd, 0, 0];
         f.extend_from_slice(&tcp);
         assert!(complete(&mut f));
         // Independent check: sum of pseudo-header and segment folds to all ones.

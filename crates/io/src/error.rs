@@ -14,18 +14,12 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(what: impl Into<String>, source: io::Error) -> Error {
-        Error {
-            what: what.into(),
-            source,
-        }
+        Error { what: what.into(), source }
     }
 
     /// An error that is not an OS error (bad argument, bad file format).
     pub(crate) fn invalid(what: impl Into<String>, why: impl Into<String>) -> Error {
-        Error::new(
-            what,
-            io::Error::new(io::ErrorKind::InvalidInput, why.into()),
-        )
+        Error::new(what, io::Error::new(io::ErrorKind::InvalidInput, why.into()))
     }
 
     pub fn kind(&self) -> io::ErrorKind {
@@ -82,10 +76,7 @@ mod tests {
     fn display_names_the_operation_and_keeps_errno() {
         let r: io::Result<()> = Err(io::Error::from_raw_os_error(libc::ENODEV));
         let e = r.context(|| "AF_PACKET on nosuch0: bind").unwrap_err();
-        assert!(
-            e.to_string().starts_with("AF_PACKET on nosuch0: bind: "),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("AF_PACKET on nosuch0: bind: "), "{e}");
         assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
         let back: io::Error = e.into();
         assert!(back.to_string().contains("nosuch0"));

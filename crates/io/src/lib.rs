@@ -28,14 +28,12 @@ mod pcap;
 mod sys;
 mod tap;
 
-pub use afpacket::{
-    AfPacketConfig, AfPacketPort, AfPacketStats, Fanout, FanoutMode, TpacketVersion, TxMode,
-};
+pub use afpacket::{AfPacketConfig, AfPacketPort, AfPacketStats, Fanout, FanoutMode, TpacketVersion, TxMode};
 pub use error::{Error, Result};
 pub use mem::{DEFAULT_QUEUE_FRAMES, MemHandle, MemPort};
 pub use pcap::{
-    LINKTYPE_ETHERNET, MAX_RECORD_LEN, PcapError, PcapHeader, PcapReader, PcapRxPort, PcapTxPort,
-    PcapWriter, RecordHeader, Timestamps, TsPrecision,
+    LINKTYPE_ETHERNET, MAX_RECORD_LEN, PcapError, PcapHeader, PcapReader, PcapRxPort, PcapTxPort, PcapWriter,
+    RecordHeader, Timestamps, TsPrecision,
 };
 pub use tap::TapPort;
 

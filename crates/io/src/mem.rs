@@ -36,11 +36,7 @@ struct Queue {
 
 impl Queue {
     fn new() -> Arc<Mutex<Queue>> {
-        Arc::new(Mutex::new(Queue {
-            frames: VecDeque::new(),
-            spare: Vec::new(),
-            capacity: DEFAULT_QUEUE_FRAMES,
-        }))
+        Arc::new(Mutex::new(Queue { frames: VecDeque::new(), spare: Vec::new(), capacity: DEFAULT_QUEUE_FRAMES }))
     }
 
     /// Appends a copy of `frame`; false when the queue is full.
@@ -103,10 +99,7 @@ impl MemPort {
         MemPort {
             name: name.into(),
             rx: Rx::Queue(Queue::new()),
-            tx: Tx::Queue {
-                q: Queue::new(),
-                peer: false,
-            },
+            tx: Tx::Queue { q: Queue::new(), peer: false },
             stats: PortStats::default(),
         }
     }
@@ -117,10 +110,7 @@ impl MemPort {
         let pa = MemPort {
             name: a.into(),
             rx: Rx::Queue(ba.clone()),
-            tx: Tx::Queue {
-                q: ab.clone(),
-                peer: true,
-            },
+            tx: Tx::Queue { q: ab.clone(), peer: true },
             stats: PortStats::default(),
         };
         let pb = MemPort {
@@ -136,11 +126,7 @@ impl MemPort {
     /// (cycling), `count` packets in all (`None`: endless). Transmitted
     /// packets are counted and freed. `None` when `templates` is empty, a
     /// template is empty or longer than 65535 bytes.
-    pub fn generator<T: AsRef<[u8]>>(
-        name: impl Into<String>,
-        templates: &[T],
-        count: Option<u64>,
-    ) -> Option<MemPort> {
+    pub fn generator<T: AsRef<[u8]>>(name: impl Into<String>, templates: &[T], count: Option<u64>) -> Option<MemPort> {
         if templates.is_empty() {
             return None;
         }
@@ -156,12 +142,7 @@ impl MemPort {
         }
         Some(MemPort {
             name: name.into(),
-            rx: Rx::Gen(Generator {
-                bytes,
-                frames,
-                next: 0,
-                remaining: count,
-            }),
+            rx: Rx::Gen(Generator { bytes, frames, next: 0, remaining: count }),
             tx: Tx::Count,
             stats: PortStats::default(),
         })
@@ -206,9 +187,7 @@ impl MemPort {
     pub fn pending_rx(&self) -> usize {
         match &self.rx {
             Rx::Queue(q) => lock(q).frames.len(),
-            Rx::Gen(g) => g
-                .remaining
-                .map_or(usize::MAX, |r| usize::try_from(r).unwrap_or(usize::MAX)),
+            Rx::Gen(g) => g.remaining.map_or(usize::MAX, |r| usize::try_from(r).unwrap_or(usize::MAX)),
         }
     }
 
@@ -227,13 +206,7 @@ impl MemPort {
         }
     }
 
-    fn rx_queue(
-        &mut self,
-        q: &Mutex<Queue>,
-        pool: &mut PacketPool,
-        out: &mut Vec<PktIdx>,
-        max: usize,
-    ) -> usize {
+    fn rx_queue(&mut self, q: &Mutex<Queue>, pool: &mut PacketPool, out: &mut Vec<PktIdx>, max: usize) -> usize {
         let room = (pool.frame_size() - u32::from(pool.headroom())) as usize;
         let mut q = lock(q);
         let mut n = 0;
@@ -269,13 +242,7 @@ impl MemPort {
 
 /// Generates up to `max` packets; a free function so it can borrow the
 /// generator and the stats of one port at once.
-fn rx_gen(
-    g: &mut Generator,
-    stats: &mut PortStats,
-    pool: &mut PacketPool,
-    out: &mut Vec<PktIdx>,
-    max: usize,
-) -> usize {
+fn rx_gen(g: &mut Generator, stats: &mut PortStats, pool: &mut PacketPool, out: &mut Vec<PktIdx>, max: usize) -> usize {
     let room = (pool.frame_size() - u32::from(pool.headroom())) as usize;
     let want = match g.remaining {
         Some(r) => max.min(usize::try_from(r).unwrap_or(usize::MAX)),
@@ -289,11 +256,7 @@ fn rx_gen(
             // would count a frame longer than its buffers.
             stats.rx_dropped += 1;
         } else {
-            let Some(idx) = g
-                .bytes
-                .get(start..start + len)
-                .and_then(|b| pool.alloc_from(b))
-            else {
+            let Some(idx) = g.bytes.get(start..start + len).and_then(|b| pool.alloc_from(b)) else {
                 break; // no buffer: generate the rest next time
             };
             out.push(idx);
@@ -394,11 +357,7 @@ mod tests {
     use tern_packet::PoolConfig;
 
     fn pool(frames: u32) -> PacketPool {
-        PacketPool::new(PoolConfig {
-            frames,
-            ..PoolConfig::default()
-        })
-        .expect("pool")
+        PacketPool::new(PoolConfig { frames, ..PoolConfig::default() }).expect("pool")
     }
 
     #[test]
@@ -468,13 +427,7 @@ mod tests {
         let a = p.alloc_from(b"abc").expect("buf");
         let b = p.alloc_from(b"de").expect("buf");
         let o = port.tx_burst(&mut p, &[a, b]);
-        assert_eq!(
-            o,
-            TxOutcome {
-                sent: 2,
-                dropped: 0
-            }
-        );
+        assert_eq!(o, TxOutcome { sent: 2, dropped: 0 });
         assert_eq!(p.available(), 4);
         assert_eq!(port.take_sent(), vec![b"abc".to_vec(), b"de".to_vec()]);
         assert!(port.take_sent().is_empty());
@@ -489,13 +442,7 @@ mod tests {
         port.set_queue_capacity(2);
         let pkts: Vec<_> = (0..5u8).map(|i| p.alloc_from(&[i]).expect("buf")).collect();
         let o = port.tx_burst(&mut p, &pkts);
-        assert_eq!(
-            o,
-            TxOutcome {
-                sent: 2,
-                dropped: 3
-            }
-        );
+        assert_eq!(o, TxOutcome { sent: 2, dropped: 3 });
         assert_eq!(p.available(), 8);
         assert_eq!(port.stats().tx_dropped, 3);
         assert_eq!(port.take_sent(), vec![vec![0], vec![1]]);
@@ -522,16 +469,12 @@ mod tests {
     #[test]
     fn generator_cycles_templates_and_stops_after_count() {
         let mut p = pool(64);
-        let mut g =
-            MemPort::generator("gen", &[vec![1u8; 64], vec![2u8; 60]], Some(5)).expect("gen");
+        let mut g = MemPort::generator("gen", &[vec![1u8; 64], vec![2u8; 60]], Some(5)).expect("gen");
         let mut out = Vec::new();
         assert_eq!(g.rx_burst(&mut p, &mut out, 3), 3);
         assert_eq!(g.rx_burst(&mut p, &mut out, 8), 2);
         assert_eq!(g.rx_burst(&mut p, &mut out, 8), 0);
-        let firsts: Vec<(u8, usize)> = out
-            .iter()
-            .map(|&i| (p.data(i)[0], p.data(i).len()))
-            .collect();
+        let firsts: Vec<(u8, usize)> = out.iter().map(|&i| (p.data(i)[0], p.data(i).len())).collect();
         assert_eq!(firsts, [(1, 64), (2, 60), (1, 64), (2, 60), (1, 64)]);
         assert_eq!(g.stats().rx_bytes, 64 * 3 + 60 * 2);
         let o = g.tx_burst(&mut p, &out);
@@ -546,11 +489,7 @@ mod tests {
         let mut g = MemPort::generator("gen", &[[0u8; 64]], None).expect("gen");
         let mut out = Vec::new();
         assert_eq!(g.rx_burst(&mut p, &mut out, 4), 4);
-        assert_eq!(
-            g.rx_burst(&mut p, &mut out, 256),
-            6,
-            "limited by free buffers"
-        );
+        assert_eq!(g.rx_burst(&mut p, &mut out, 256), 6, "limited by free buffers");
         assert!(!g.inject(&[1]));
     }
 
@@ -577,19 +516,12 @@ mod tests {
         let mut p = pool(8);
         let mut port = MemPort::new("m0");
         let h = port.handle();
-        std::thread::spawn(move || assert!(h.inject(b"from afar")))
-            .join()
-            .expect("thread");
+        std::thread::spawn(move || assert!(h.inject(b"from afar"))).join().expect("thread");
         let mut out = Vec::new();
         assert_eq!(port.rx_burst(&mut p, &mut out, 8), 1);
         port.tx_burst(&mut p, &out);
         let h = port.handle();
         assert_eq!(h.sent_len(), 1);
-        assert_eq!(
-            std::thread::spawn(move || h.take_sent())
-                .join()
-                .expect("thread"),
-            vec![b"from afar".to_vec()]
-        );
+        assert_eq!(std::thread::spawn(move || h.take_sent()).join().expect("thread"), vec![b"from afar".to_vec()]);
     }
 }

@@ -36,16 +36,12 @@ pub fn ifindex(name: &str) -> Result<u32> {
 
 /// MAC address of `name`.
 pub fn mac(name: &str) -> Result<[u8; 6]> {
-    sys::ifreq::hwaddr(name)
-        .map(|(m, _)| m)
-        .context(|| format!("interface {name}: get MAC address"))
+    sys::ifreq::hwaddr(name).map(|(m, _)| m).context(|| format!("interface {name}: get MAC address"))
 }
 
 /// Link type of `name` (ARPHRD_*: [`ARPHRD_ETHER`], [`ARPHRD_LOOPBACK`], ...).
 pub fn link_type(name: &str) -> Result<u16> {
-    sys::ifreq::hwaddr(name)
-        .map(|(_, t)| t)
-        .context(|| format!("interface {name}: get link type"))
+    sys::ifreq::hwaddr(name).map(|(_, t)| t).context(|| format!("interface {name}: get link type"))
 }
 
 /// MTU of `name` (L3 payload bytes, the Ethernet header not included).
@@ -97,8 +93,84 @@ pub fn set_up(name: &str, up: bool) -> Result<()> {
 pub fn set_promisc(name: &str, on: bool) -> Result<()> {
     let b = libc::IFF_PROMISC as u16;
     let (set, clear) = if on { (b, 0) } else { (0, b) };
-    sys::ifreq::change_flags(name, set, clear)
-        .context(|| format!("interface {name}: set promiscuous {on}"))
+    sys::ifreq::change_flags(name, set, clear).context(|| format!("interface {name}: set promiscuous {on}"))
+}
+
+/// Offloads that change the frames a packet socket sees or sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offload {
+    /// Generic receive offload: the kernel merges TCP segments into
+    /// frames far larger than the MTU before packet sockets see them.
+    Gro,
+    /// Large receive offload (the NIC merges; same effect as GRO).
+    Lro,
+    /// TCP segmentation offload: the local stack hands the device (and a
+    /// veth hands its peer) frames larger than the MTU.
+    Tso,
+    /// Generic segmentation offload (the software fallback of TSO).
+    Gso,
+    /// Transmit checksum offload: locally sent frames leave with their
+    /// transport checksum unfinished across a veth.
+    TxChecksum,
+}
+
+impl Offload {
+    fn cmds(self) -> (u32, u32) {
+        use crate::sys::ethtool::*;
+        match self {
+            Offload::Gro => (ETHTOOL_GGRO, ETHTOOL_SGRO),
+            Offload::Lro => (ETHTOOL_GFLAGS, ETHTOOL_SFLAGS),
+            Offload::Tso => (ETHTOOL_GTSO, ETHTOOL_STSO),
+            Offload::Gso => (ETHTOOL_GGSO, ETHTOOL_SGSO),
+            Offload::TxChecksum => (ETHTOOL_GTXCSUM, ETHTOOL_STXCSUM),
+        }
+    }
+}
+
+/// Whether `offload` is on for `name`.
+pub fn offload(name: &str, offload: Offload) -> Result<bool> {
+    let (get, _) = offload.cmds();
+    let v = crate::sys::ethtool::value(name, get, 0).context(|| format!("interface {name}: get {offload:?}"))?;
+    Ok(match offload {
+        Offload::Lro => v & crate::sys::ethtool::ETH_FLAG_LRO != 0,
+        _ => v != 0,
+    })
+}
+
+/// Turns `offload` on or off for `name`. Turning off something the
+/// device does not support succeeds when it is already off.
+pub fn set_offload(name: &str, offload: Offload, on: bool) -> Result<()> {
+    use crate::sys::ethtool::{ETH_FLAG_LRO, value};
+    let (get, set) = offload.cmds();
+    let what = || format!("interface {name}: set {offload:?} {}", if on { "on" } else { "off" });
+    let data = match offload {
+        Offload::Lro => {
+            let flags = value(name, get, 0).context(what)?;
+            if on { flags | ETH_FLAG_LRO } else { flags & !ETH_FLAG_LRO }
+        }
+        _ => u32::from(on),
+    };
+    match value(name, set, data) {
+        Ok(_) => Ok(()),
+        // Devices without an offload may refuse to set it, even to off.
+        Err(_) if !on && matches!(self::offload(name, offload), Ok(false)) => Ok(()),
+        Err(e) => Err(Error::new(what(), e)),
+    }
+}
+
+/// Turns off every offload that makes frames larger than the MTU (GRO,
+/// LRO, TSO, GSO) on an interface tern takes over, so AF_PACKET sees and
+/// sends wire-sized frames. Returns the first failure after trying all.
+pub fn disable_large_frame_offloads(name: &str) -> Result<()> {
+    let mut first = Ok(());
+    for o in [Offload::Gro, Offload::Lro, Offload::Tso, Offload::Gso] {
+        if let Err(e) = set_offload(name, o, false)
+            && first.is_ok()
+        {
+            first = Err(e);
+        }
+    }
+    first
 }
 
 /// RFC 2863 operational state as the kernel reports it.
@@ -140,17 +212,12 @@ pub struct IfAddr {
 /// included).
 pub fn addresses(name: &str) -> Result<Vec<IfAddr>> {
     check_name(name)?;
-    let v =
-        sys::ifaddrs::addresses(name).context(|| format!("interface {name}: list addresses"))?;
-    Ok(v.into_iter()
-        .map(|(addr, prefix_len)| IfAddr { addr, prefix_len })
-        .collect())
+    let v = sys::ifaddrs::addresses(name).context(|| format!("interface {name}: list addresses"))?;
+    Ok(v.into_iter().map(|(addr, prefix_len)| IfAddr { addr, prefix_len }).collect())
 }
 
 fn check_name(name: &str) -> Result<()> {
-    sys::ifreq::ifreq_named(name)
-        .map(drop)
-        .context(|| "interface name")
+    sys::ifreq::ifreq_named(name).map(drop).context(|| "interface name")
 }
 
 /// The file of a setting under `/proc/sys/net`, from a path relative to it
@@ -160,10 +227,7 @@ fn check_name(name: &str) -> Result<()> {
 fn sysctl_path(rel: &str) -> Result<PathBuf> {
     let p = Path::new(rel);
     if rel.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(Error::invalid(
-            format!("sysctl net/{rel}"),
-            "expected a relative path below /proc/sys/net",
-        ));
+        return Err(Error::invalid(format!("sysctl net/{rel}"), "expected a relative path below /proc/sys/net"));
     }
     Ok(Path::new("/proc/sys/net").join(p))
 }
@@ -171,9 +235,7 @@ fn sysctl_path(rel: &str) -> Result<PathBuf> {
 /// Reads `/proc/sys/net/<rel>`, trimmed.
 pub fn sysctl_read(rel: &str) -> Result<String> {
     let p = sysctl_path(rel)?;
-    fs::read_to_string(&p)
-        .map(|s| s.trim().to_string())
-        .context(|| format!("read {}", p.display()))
+    fs::read_to_string(&p).map(|s| s.trim().to_string()).context(|| format!("read {}", p.display()))
 }
 
 /// Writes `value` to `/proc/sys/net/<rel>`.
@@ -243,10 +305,7 @@ impl Drop for KernelQuiet {
 /// what was already changed and is returned.
 pub fn quiet_kernel(ifname: &str) -> Result<KernelQuiet> {
     check_name(ifname)?;
-    let mut g = KernelQuiet {
-        ifname: ifname.to_string(),
-        saved: Vec::new(),
-    };
+    let mut g = KernelQuiet { ifname: ifname.to_string(), saved: Vec::new() };
     let settings = [
         (format!("ipv4/conf/{ifname}/forwarding"), "0"),
         (format!("ipv4/conf/{ifname}/arp_ignore"), "8"),
@@ -271,13 +330,8 @@ pub fn quiet_kernel(ifname: &str) -> Result<KernelQuiet> {
 /// `/proc/PID/ns/net`). Sockets this thread creates afterwards belong to
 /// that namespace for their whole life, whichever thread uses them.
 pub fn enter_netns(name: &str) -> Result<()> {
-    let path = if name.contains('/') {
-        PathBuf::from(name)
-    } else {
-        Path::new("/run/netns").join(name)
-    };
-    let f =
-        fs::File::open(&path).context(|| format!("open network namespace {}", path.display()))?;
+    let path = if name.contains('/') { PathBuf::from(name) } else { Path::new("/run/netns").join(name) };
+    let f = fs::File::open(&path).context(|| format!("open network namespace {}", path.display()))?;
     sys::netns::enter(&f).context(|| format!("enter network namespace {}", path.display()))
 }
 
@@ -293,6 +347,10 @@ mod tests {
         assert!(mtu("lo").expect("lo") >= 1500);
         let f = flags("lo").expect("lo");
         assert!(f.loopback);
+        // Loopback has no carrier notion: the kernel reports "unknown".
+        if std::path::Path::new("/sys/class/net/lo").exists() {
+            assert_eq!(operstate("lo").expect("lo"), OperState::Unknown);
+        }
     }
 
     #[test]
@@ -317,13 +375,7 @@ mod tests {
             sysctl_path("ipv4/conf/eth0.100/forwarding").expect("ok"),
             Path::new("/proc/sys/net/ipv4/conf/eth0.100/forwarding")
         );
-        for bad in [
-            "",
-            "/etc/passwd",
-            "../kernel/hostname",
-            "ipv4/../../kernel",
-            "./ipv4",
-        ] {
+        for bad in ["", "/etc/passwd", "../kernel/hostname", "ipv4/../../kernel", "./ipv4"] {
             assert!(sysctl_path(bad).is_err(), "{bad:?}");
         }
     }
@@ -337,10 +389,6 @@ mod tests {
     #[test]
     fn loopback_has_its_addresses() {
         let a = addresses("lo").expect("lo");
-        assert!(
-            a.iter()
-                .any(|x| x.addr == IpAddr::from([127, 0, 0, 1]) && x.prefix_len == 8),
-            "{a:?}"
-        );
+        assert!(a.iter().any(|x| x.addr == IpAddr::from([127, 0, 0, 1]) && x.prefix_len == 8), "{a:?}");
     }
 }

@@ -60,18 +60,12 @@ impl fmt::Display for PcapError {
         match self {
             PcapError::Io(e) => write!(f, "{e}"),
             PcapError::BadMagic(m) => write!(f, "not a pcap file (magic number {m:#010x})"),
-            PcapError::Pcapng => write!(
-                f,
-                "pcapng is not supported; convert with `editcap -F pcap IN OUT`"
-            ),
+            PcapError::Pcapng => write!(f, "pcapng is not supported; convert with `editcap -F pcap IN OUT`"),
             PcapError::BadVersion(a, b) => write!(f, "unsupported pcap version {a}.{b}"),
             PcapError::LinkType(t) => {
                 write!(f, "link type {t} is not Ethernet ({LINKTYPE_ETHERNET})")
             }
-            PcapError::RecordTooLong(n) => write!(
-                f,
-                "record of {n} bytes exceeds {MAX_RECORD_LEN}: corrupt file"
-            ),
+            PcapError::RecordTooLong(n) => write!(f, "record of {n} bytes exceeds {MAX_RECORD_LEN}: corrupt file"),
             PcapError::Truncated => write!(f, "file ends inside a record"),
         }
     }
@@ -88,11 +82,7 @@ impl std::error::Error for PcapError {
 
 impl From<io::Error> for PcapError {
     fn from(e: io::Error) -> PcapError {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            PcapError::Truncated
-        } else {
-            PcapError::Io(e)
-        }
+        if e.kind() == io::ErrorKind::UnexpectedEof { PcapError::Truncated } else { PcapError::Io(e) }
     }
 }
 
@@ -119,38 +109,22 @@ impl PcapHeader {
             (_, MAGIC_MICRO) => (TsPrecision::Micro, false),
             (_, MAGIC_NANO) => (TsPrecision::Nano, false),
             _ => {
-                return Err(PcapError::BadMagic(u32::from_be_bytes([
-                    b[0], b[1], b[2], b[3],
-                ])));
+                return Err(PcapError::BadMagic(u32::from_be_bytes([b[0], b[1], b[2], b[3]])));
             }
         };
         let swapped = file_le != cfg!(target_endian = "little");
         let u16_at = |i: usize| {
-            if file_le {
-                u16::from_le_bytes([b[i], b[i + 1]])
-            } else {
-                u16::from_be_bytes([b[i], b[i + 1]])
-            }
+            if file_le { u16::from_le_bytes([b[i], b[i + 1]]) } else { u16::from_be_bytes([b[i], b[i + 1]]) }
         };
         let u32_at = |i: usize| {
             let a = [b[i], b[i + 1], b[i + 2], b[i + 3]];
-            if file_le {
-                u32::from_le_bytes(a)
-            } else {
-                u32::from_be_bytes(a)
-            }
+            if file_le { u32::from_le_bytes(a) } else { u32::from_be_bytes(a) }
         };
         let version = (u16_at(4), u16_at(6));
         if version.0 != 2 {
             return Err(PcapError::BadVersion(version.0, version.1));
         }
-        Ok(PcapHeader {
-            precision,
-            swapped,
-            version,
-            snaplen: u32_at(16),
-            linktype: u32_at(20),
-        })
+        Ok(PcapHeader { precision, swapped, version, snaplen: u32_at(16), linktype: u32_at(20) })
     }
 
     fn file_le(&self) -> bool {
@@ -173,11 +147,7 @@ impl RecordHeader {
     pub fn parse(b: &[u8; 16], h: &PcapHeader) -> Result<RecordHeader, PcapError> {
         let f = |i: usize| {
             let a = [b[i], b[i + 1], b[i + 2], b[i + 3]];
-            if h.file_le() {
-                u32::from_le_bytes(a)
-            } else {
-                u32::from_be_bytes(a)
-            }
+            if h.file_le() { u32::from_le_bytes(a) } else { u32::from_be_bytes(a) }
         };
         let (sec, frac, incl_len, orig_len) = (f(0), f(4), f(8), f(12));
         if incl_len > MAX_RECORD_LEN {
@@ -189,11 +159,7 @@ impl RecordHeader {
         };
         // A fraction of a second or more (bad writers) carries into seconds.
         let ts = Duration::from_secs(u64::from(sec)) + Duration::from_nanos(nanos);
-        Ok(RecordHeader {
-            ts,
-            incl_len,
-            orig_len,
-        })
+        Ok(RecordHeader { ts, incl_len, orig_len })
     }
 }
 
@@ -254,21 +220,13 @@ impl<R: Read> PcapReader<R> {
 
     /// Reads a record's bytes into `buf` (its length is the record's).
     pub fn read_data(&mut self, buf: &mut [u8]) -> Result<(), PcapError> {
-        if buf.is_empty() || read_full_or_eof(&mut self.r, buf)? {
-            Ok(())
-        } else {
-            Err(PcapError::Truncated)
-        }
+        if buf.is_empty() || read_full_or_eof(&mut self.r, buf)? { Ok(()) } else { Err(PcapError::Truncated) }
     }
 
     /// Skips `n` bytes of record data.
     pub fn skip_data(&mut self, n: u32) -> Result<(), PcapError> {
         let copied = io::copy(&mut (&mut self.r).take(u64::from(n)), &mut io::sink())?;
-        if copied == u64::from(n) {
-            Ok(())
-        } else {
-            Err(PcapError::Truncated)
-        }
+        if copied == u64::from(n) { Ok(()) } else { Err(PcapError::Truncated) }
     }
 
     /// The next record into `buf` (replacing its contents); `None` at the
@@ -294,10 +252,7 @@ pub struct PcapWriter<W: Write> {
 impl PcapWriter<BufWriter<File>> {
     /// Creates (truncates) `path`.
     pub fn create(path: impl AsRef<Path>, precision: TsPrecision) -> io::Result<Self> {
-        PcapWriter::new(
-            BufWriter::with_capacity(1 << 16, File::create(path)?),
-            precision,
-        )
+        PcapWriter::new(BufWriter::with_capacity(1 << 16, File::create(path)?), precision)
     }
 }
 
@@ -326,12 +281,7 @@ impl<W: Write> PcapWriter<W> {
 
     /// Appends a frame stamped with the current time.
     pub fn write_frame_now(&mut self, frame: &[u8]) -> io::Result<()> {
-        self.write_frame(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default(),
-            frame,
-        )
+        self.write_frame(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default(), frame)
     }
 
     /// Appends `data`, the first bytes of a frame of `orig_len` bytes.
@@ -339,12 +289,7 @@ impl<W: Write> PcapWriter<W> {
         let incl = u32::try_from(data.len())
             .ok()
             .filter(|&n| n <= MAX_RECORD_LEN)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "record longer than 262144 bytes",
-                )
-            })?;
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "record longer than 262144 bytes"))?;
         let orig = u32::try_from(orig_len.max(data.len())).unwrap_or(u32::MAX);
         // Seconds wrap after 2106 in this format; saturate instead.
         let sec = u32::try_from(ts.as_secs()).unwrap_or(u32::MAX);
@@ -396,10 +341,7 @@ impl PcapRxPort<BufReader<File>> {
     /// Opens an Ethernet capture.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, PcapError> {
         let p = path.as_ref();
-        PcapRxPort::from_reader(
-            p.display().to_string(),
-            BufReader::with_capacity(1 << 16, File::open(p)?),
-        )
+        PcapRxPort::from_reader(p.display().to_string(), BufReader::with_capacity(1 << 16, File::open(p)?))
     }
 }
 
@@ -495,10 +437,7 @@ impl<R: Read + Send> Port for PcapRxPort<R> {
         // A capture being read cannot be written to.
         pool.free_all(pkts);
         self.stats.tx_dropped += pkts.len() as u64;
-        TxOutcome {
-            sent: 0,
-            dropped: pkts.len(),
-        }
+        TxOutcome { sent: 0, dropped: pkts.len() }
     }
 
     fn stats(&self) -> PortStats {
@@ -534,22 +473,13 @@ impl PcapTxPort<BufWriter<File>> {
     /// Creates (truncates) `path`, microsecond timestamps from the wall clock.
     pub fn create(path: impl AsRef<Path>) -> io::Result<Self> {
         let p = path.as_ref();
-        Ok(PcapTxPort::from_writer(
-            p.display().to_string(),
-            PcapWriter::create(p, TsPrecision::Micro)?,
-        ))
+        Ok(PcapTxPort::from_writer(p.display().to_string(), PcapWriter::create(p, TsPrecision::Micro)?))
     }
 }
 
 impl<W: Write + Send> PcapTxPort<W> {
     pub fn from_writer(name: impl Into<String>, writer: PcapWriter<W>) -> Self {
-        PcapTxPort {
-            name: name.into(),
-            writer,
-            timestamps: Timestamps::Wall,
-            error: None,
-            stats: PortStats::default(),
-        }
+        PcapTxPort { name: name.into(), writer, timestamps: Timestamps::Wall, error: None, stats: PortStats::default() }
     }
 
     pub fn set_timestamps(&mut self, t: Timestamps) {
@@ -585,9 +515,7 @@ impl<W: Write + Send> Port for PcapTxPort<W> {
 
     fn tx_burst(&mut self, pool: &mut PacketPool, pkts: &[PktIdx]) -> TxOutcome {
         let ts = match self.timestamps {
-            Timestamps::Wall => SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default(),
+            Timestamps::Wall => SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default(),
             Timestamps::Fixed(t) => t,
         };
         let mut sent = 0;
@@ -625,11 +553,7 @@ mod tests {
     use tern_packet::PoolConfig;
 
     fn pool(frames: u32) -> PacketPool {
-        PacketPool::new(PoolConfig {
-            frames,
-            ..PoolConfig::default()
-        })
-        .expect("pool")
+        PacketPool::new(PoolConfig { frames, ..PoolConfig::default() }).expect("pool")
     }
 
     fn capture(precision: TsPrecision, frames: &[(Duration, Vec<u8>)]) -> Vec<u8> {
@@ -646,10 +570,7 @@ mod tests {
             (Duration::new(1_700_000_000, 123_456_789), vec![1u8; 60]),
             (Duration::new(1_700_000_001, 0), vec![2u8; 1514]),
         ];
-        for (prec, want_frac) in [
-            (TsPrecision::Micro, 123_456_000),
-            (TsPrecision::Nano, 123_456_789),
-        ] {
+        for (prec, want_frac) in [(TsPrecision::Micro, 123_456_000), (TsPrecision::Nano, 123_456_789)] {
             let bytes = capture(prec, &frames);
             let mut r = PcapReader::new(Cursor::new(bytes)).expect("header");
             assert_eq!(r.header().precision, prec);
@@ -669,10 +590,7 @@ mod tests {
     /// order, one 4-byte record.
     #[test]
     fn reads_the_other_byte_order() {
-        let mut b = vec![
-            0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0,
-            1,
-        ];
+        let mut b = vec![0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 1];
         b.extend_from_slice(&[0, 0, 0, 10, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 4, 9, 8, 7, 6]);
         let mut r = PcapReader::new(Cursor::new(b)).expect("header");
         assert_eq!(r.header().swapped, cfg!(target_endian = "little"));
@@ -685,39 +603,19 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_read() {
-        assert!(matches!(
-            PcapReader::new(Cursor::new(vec![0u8; 10])),
-            Err(PcapError::Truncated)
-        ));
-        assert!(matches!(
-            PcapReader::new(Cursor::new(vec![0u8; 24])),
-            Err(PcapError::BadMagic(0))
-        ));
-        let ng = [0x0a, 0x0d, 0x0d, 0x0a]
-            .iter()
-            .copied()
-            .chain([0u8; 20])
-            .collect::<Vec<_>>();
-        assert!(matches!(
-            PcapReader::new(Cursor::new(ng)),
-            Err(PcapError::Pcapng)
-        ));
+        assert!(matches!(PcapReader::new(Cursor::new(vec![0u8; 10])), Err(PcapError::Truncated)));
+        assert!(matches!(PcapReader::new(Cursor::new(vec![0u8; 24])), Err(PcapError::BadMagic(0))));
+        let ng = [0x0a, 0x0d, 0x0d, 0x0a].iter().copied().chain([0u8; 20]).collect::<Vec<_>>();
+        assert!(matches!(PcapReader::new(Cursor::new(ng)), Err(PcapError::Pcapng)));
         let mut raw_ip = capture(TsPrecision::Micro, &[]);
         raw_ip[20..24].copy_from_slice(&101u32.to_ne_bytes());
-        assert!(matches!(
-            PcapRxPort::from_reader("x", Cursor::new(raw_ip)),
-            Err(PcapError::LinkType(101))
-        ));
+        assert!(matches!(PcapRxPort::from_reader("x", Cursor::new(raw_ip)), Err(PcapError::LinkType(101))));
     }
 
     #[test]
     fn rx_port_delivers_frames_then_ends() {
-        let frames: Vec<_> = (0..5u8)
-            .map(|i| (Duration::ZERO, vec![i; 64 + usize::from(i)]))
-            .collect();
-        let mut port =
-            PcapRxPort::from_reader("t", Cursor::new(capture(TsPrecision::Nano, &frames)))
-                .expect("open");
+        let frames: Vec<_> = (0..5u8).map(|i| (Duration::ZERO, vec![i; 64 + usize::from(i)])).collect();
+        let mut port = PcapRxPort::from_reader("t", Cursor::new(capture(TsPrecision::Nano, &frames))).expect("open");
         let mut p = pool(16);
         let mut out = Vec::new();
         assert_eq!(port.rx_burst(&mut p, &mut out, 3), 3);
@@ -736,9 +634,7 @@ mod tests {
     #[test]
     fn rx_port_keeps_a_record_when_the_pool_is_empty() {
         let frames: Vec<_> = (0..3u8).map(|i| (Duration::ZERO, vec![i; 60])).collect();
-        let mut port =
-            PcapRxPort::from_reader("t", Cursor::new(capture(TsPrecision::Micro, &frames)))
-                .expect("open");
+        let mut port = PcapRxPort::from_reader("t", Cursor::new(capture(TsPrecision::Micro, &frames))).expect("open");
         let mut p = pool(2);
         let mut out = Vec::new();
         assert_eq!(port.rx_burst(&mut p, &mut out, 8), 2);
@@ -750,10 +646,7 @@ mod tests {
 
     #[test]
     fn rx_port_drops_oversized_and_counts_truncation() {
-        let frames = vec![
-            (Duration::ZERO, vec![1u8; 1900]),
-            (Duration::ZERO, vec![2u8; 100]),
-        ];
+        let frames = vec![(Duration::ZERO, vec![1u8; 1900]), (Duration::ZERO, vec![2u8; 100])];
         let mut bytes = capture(TsPrecision::Micro, &frames);
         bytes.truncate(bytes.len() - 10); // the last record is cut short
         let mut port = PcapRxPort::from_reader("t", Cursor::new(bytes)).expect("open");
@@ -773,29 +666,13 @@ mod tests {
         let w = PcapWriter::new(Vec::new(), TsPrecision::Micro).expect("header");
         let mut port = PcapTxPort::from_writer("out", w);
         port.set_timestamps(Timestamps::Fixed(Duration::from_secs(42)));
-        let pkts = [
-            p.alloc_from(b"first").expect("buf"),
-            p.alloc_from(b"second").expect("buf"),
-        ];
-        assert_eq!(
-            port.tx_burst(&mut p, &pkts),
-            TxOutcome {
-                sent: 2,
-                dropped: 0
-            }
-        );
+        let pkts = [p.alloc_from(b"first").expect("buf"), p.alloc_from(b"second").expect("buf")];
+        assert_eq!(port.tx_burst(&mut p, &pkts), TxOutcome { sent: 2, dropped: 0 });
         assert_eq!(p.available(), 8);
-        let bytes = port
-            .into_writer()
-            .expect("flush")
-            .into_inner()
-            .expect("inner");
+        let bytes = port.into_writer().expect("flush").into_inner().expect("inner");
         let mut r = PcapReader::new(Cursor::new(bytes)).expect("header");
         let mut buf = Vec::new();
-        assert_eq!(
-            r.next_record(&mut buf).expect("ok").expect("rec").ts,
-            Duration::from_secs(42)
-        );
+        assert_eq!(r.next_record(&mut buf).expect("ok").expect("rec").ts, Duration::from_secs(42));
         assert_eq!(buf, b"first");
         r.next_record(&mut buf).expect("ok").expect("rec");
         assert_eq!(buf, b"second");
@@ -822,39 +699,16 @@ mod tests {
     #[test]
     fn tx_port_stops_and_counts_on_write_error() {
         let mut p = pool(8);
-        let w = PcapWriter::new(
-            Full {
-                ok: 24 + 16 + 60 + 10,
-            },
-            TsPrecision::Micro,
-        )
-        .expect("header");
+        let w = PcapWriter::new(Full { ok: 24 + 16 + 60 + 10 }, TsPrecision::Micro).expect("header");
         let mut port = PcapTxPort::from_writer("full", w);
-        let pkts: Vec<_> = (0..3)
-            .map(|_| p.alloc_from(&[0u8; 60]).expect("buf"))
-            .collect();
-        assert_eq!(
-            port.tx_burst(&mut p, &pkts),
-            TxOutcome {
-                sent: 1,
-                dropped: 2
-            }
-        );
+        let pkts: Vec<_> = (0..3).map(|_| p.alloc_from(&[0u8; 60]).expect("buf")).collect();
+        assert_eq!(port.tx_burst(&mut p, &pkts), TxOutcome { sent: 1, dropped: 2 });
         let more = [p.alloc_from(&[0u8; 60]).expect("buf")];
-        assert_eq!(
-            port.tx_burst(&mut p, &more),
-            TxOutcome {
-                sent: 0,
-                dropped: 1
-            }
-        );
+        assert_eq!(port.tx_burst(&mut p, &more), TxOutcome { sent: 0, dropped: 1 });
         assert_eq!(p.available(), 8);
         let s = port.stats();
         assert_eq!((s.tx_packets, s.tx_dropped, s.errors), (1, 3, 1));
-        assert_eq!(
-            port.error().and_then(io::Error::raw_os_error),
-            Some(libc::ENOSPC)
-        );
+        assert_eq!(port.error().and_then(io::Error::raw_os_error), Some(libc::ENOSPC));
     }
 
     #[test]
@@ -863,10 +717,7 @@ mod tests {
         bytes[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_ne_bytes());
         let mut r = PcapReader::new(Cursor::new(bytes)).expect("header");
         let mut buf = Vec::new();
-        assert!(matches!(
-            r.next_record(&mut buf),
-            Err(PcapError::RecordTooLong(u32::MAX))
-        ));
+        assert!(matches!(r.next_record(&mut buf), Err(PcapError::RecordTooLong(u32::MAX))));
     }
 
     proptest! {

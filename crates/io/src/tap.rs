@@ -32,14 +32,8 @@ impl TapPort {
     /// lives as long as the port unless made persistent elsewhere. It is
     /// created down: see [`crate::netdev::set_up`].
     pub fn open(name: &str) -> Result<TapPort> {
-        let (file, actual) =
-            sys::tun::open_tap(name).context(|| format!("TAP {name}: open /dev/net/tun"))?;
-        Ok(TapPort {
-            name: actual,
-            file,
-            stats: PortStats::default(),
-            oversize: 0,
-        })
+        let (file, actual) = sys::tun::open_tap(name).context(|| format!("TAP {name}: open /dev/net/tun"))?;
+        Ok(TapPort { name: actual, file, stats: PortStats::default(), oversize: 0 })
     }
 
     /// The device's name (the kernel's, when a `%d` pattern was given).
@@ -69,9 +63,7 @@ impl Port for TapPort {
         while n < max {
             let Some(idx) = pool.alloc() else { break };
             let r = match pool.frame_mut(idx).get_mut(head..) {
-                Some(buf) => self
-                    .file
-                    .read_vectored(&mut [IoSliceMut::new(buf), IoSliceMut::new(&mut extra)]),
+                Some(buf) => self.file.read_vectored(&mut [IoSliceMut::new(buf), IoSliceMut::new(&mut extra)]),
                 None => Err(io::Error::from(io::ErrorKind::InvalidInput)),
             };
             match r {

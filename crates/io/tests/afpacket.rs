@@ -30,42 +30,20 @@ fn frames_cross_a_veth_intact_in_every_mode() {
             let mut b = open(&ns, cb);
             let (mut pa, mut pb) = (pool(), pool());
             let dst = b.mac();
-            let frames: Vec<Vec<u8>> = (0..300u32)
-                .map(|i| test_frame(dst, i, if i % 2 == 0 { 1514 } else { 60 }))
-                .collect();
-            assert_eq!(
-                send_all(&mut a, &mut pa, &frames),
-                frames.len(),
-                "{version:?}/{tx_mode:?}"
-            );
+            let frames: Vec<Vec<u8>> =
+                (0..300u32).map(|i| test_frame(dst, i, if i % 2 == 0 { 1514 } else { 60 })).collect();
+            assert_eq!(send_all(&mut a, &mut pa, &frames), frames.len(), "{version:?}/{tx_mode:?}");
             let got = recv_until(&mut b, &mut pb, frames.len(), WAIT, is_test_frame);
-            assert_eq!(
-                got.len(),
-                frames.len(),
-                "{version:?}/{tx_mode:?}: all frames arrive"
-            );
-            assert!(
-                got == frames,
-                "{version:?}/{tx_mode:?}: same bytes, same order"
-            );
+            assert_eq!(got.len(), frames.len(), "{version:?}/{tx_mode:?}: all frames arrive");
+            assert!(got == frames, "{version:?}/{tx_mode:?}: same bytes, same order");
             let (sa, sb) = (a.stats(), b.stats());
             assert_eq!(sa.tx_packets, 300);
-            assert_eq!(
-                sa.tx_bytes,
-                frames.iter().map(|f| f.len() as u64).sum::<u64>()
-            );
+            assert_eq!(sa.tx_bytes, frames.iter().map(|f| f.len() as u64).sum::<u64>());
             assert_eq!(sa.tx_dropped, 0);
             assert!(sb.rx_packets >= 300);
             assert_eq!(sb.rx_dropped, 0);
-            assert_eq!(
-                pa.available(),
-                pa.capacity() as usize,
-                "tx frees every buffer"
-            );
-            assert!(
-                drain(&mut a, &mut pa, is_test_frame).is_empty(),
-                "a port never receives what it sent"
-            );
+            assert_eq!(pa.available(), pa.capacity() as usize, "tx frees every buffer");
+            assert!(drain(&mut a, &mut pa, is_test_frame).is_empty(), "a port never receives what it sent");
         }
     }
 }
@@ -88,32 +66,18 @@ fn ignore_outgoing_hides_departing_frames() {
     let (mut p, mut pp) = (pool(), pool());
     let frames: Vec<Vec<u8>> = (0..20).map(|i| test_frame([0xff; 6], i, 100)).collect();
     assert_eq!(send_all(&mut sender, &mut p, &frames), 20);
-    assert_eq!(
-        recv_until(&mut peer, &mut pp, 20, WAIT, is_test_frame).len(),
-        20,
-        "frames left va"
-    );
+    assert_eq!(recv_until(&mut peer, &mut pp, 20, WAIT, is_test_frame).len(), 20, "frames left va");
     // Taps deliver a departing frame to every socket in one pass, so once
     // `seer` has all of them `quiet` had its chance at each.
-    assert_eq!(
-        recv_until(&mut seer, &mut p, 20, WAIT, is_test_frame).len(),
-        20,
-        "control sees outgoing frames"
-    );
-    assert!(
-        drain(&mut quiet, &mut p, is_test_frame).is_empty(),
-        "ignore_outgoing port saw its interface's departures"
-    );
+    assert_eq!(recv_until(&mut seer, &mut p, 20, WAIT, is_test_frame).len(), 20, "control sees outgoing frames");
+    assert!(drain(&mut quiet, &mut p, is_test_frame).is_empty(), "ignore_outgoing port saw its interface's departures");
 }
 
 /// Hash fanout splits flows between two sockets and loses none.
 #[test]
 fn fanout_spreads_flows_over_two_sockets() {
     let Some(ns) = Netns::new() else { return };
-    let fan = Fanout {
-        group: (std::process::id() & 0xffff) as u16,
-        mode: FanoutMode::Hash,
-    };
+    let fan = Fanout { group: (std::process::id() & 0xffff) as u16, mode: FanoutMode::Hash };
     let mut c = AfPacketConfig::new("vb");
     c.fanout = Some(fan);
     let mut b1 = open(&ns, c.clone());
@@ -185,11 +149,7 @@ fn ring_overflow_is_reported_as_rx_dropped() {
     let dst = b.mac();
     let frames: Vec<Vec<u8>> = (0..200).map(|i| test_frame(dst, i, 64)).collect();
     assert_eq!(send_all(&mut a, &mut p, &frames), 200);
-    assert!(
-        eventually(WAIT, || b.stats().rx_dropped >= 200 - 32),
-        "kernel drops not reported: {:?}",
-        b.stats()
-    );
+    assert!(eventually(WAIT, || b.stats().rx_dropped >= 200 - 32), "kernel drops not reported: {:?}", b.stats());
     let got = drain(&mut b, &mut p, is_test_frame);
     assert_eq!(got.len(), 32, "the ring held 32 frames");
     assert_eq!(b.stats().rx_dropped, 168);
@@ -211,9 +171,7 @@ fn vlan_tags_are_restored() {
         tagged.extend_from_slice(&[0x81, 0x00, 0x20, 0x64]); // PCP 1, VID 100
         tagged.extend_from_slice(&plain[12..]);
         assert_eq!(send_all(&mut a, &mut p, std::slice::from_ref(&tagged)), 1);
-        let got = recv_until(&mut b, &mut p, 1, WAIT, |f| {
-            f.get(16..18) == Some(&[0x88, 0xb5][..])
-        });
+        let got = recv_until(&mut b, &mut p, 1, WAIT, |f| f.get(16..18) == Some(&[0x88, 0xb5][..]));
         assert_eq!(got, vec![tagged], "{version:?}");
         assert_eq!(b.detail_stats().vlan_restored, 1);
     }
@@ -226,11 +184,7 @@ fn local_udp_checksums_are_completed() {
     let Some(ns) = Netns::new() else { return };
     ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "va"]);
     let vb_mac = netdev_mac(&ns, "vb");
-    let mac_s = vb_mac
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
+    let mac_s = vb_mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
     ns.ip(&["neigh", "add", "10.77.0.2", "lladdr", &mac_s, "dev", "va"]);
     let mut fixing = open(&ns, AfPacketConfig::new("vb"));
     let mut c = AfPacketConfig::new("vb");
@@ -238,8 +192,7 @@ fn local_udp_checksums_are_completed() {
     let mut raw = open(&ns, c);
     ns.in_ns(|| {
         let s = std::net::UdpSocket::bind("10.77.0.1:0").expect("bind");
-        s.send_to(b"checksum me, please", "10.77.0.2:9")
-            .expect("send");
+        s.send_to(b"checksum me, please", "10.77.0.2:9").expect("send");
     });
     let mut p = pool();
     let is_udp = |f: &[u8]| f.get(12..14) == Some(&[0x08, 0x00][..]) && f.get(23) == Some(&17);
@@ -248,10 +201,7 @@ fn local_udp_checksums_are_completed() {
     assert_eq!(fixed.len(), 1);
     assert!(udp4_checksum_ok(&fixed[0]), "completed checksum verifies");
     assert_eq!(fixing.detail_stats().csum_completed, 1);
-    assert!(
-        !udp4_checksum_ok(&unfixed[0]),
-        "without completion the veth frame carries a partial checksum"
-    );
+    assert!(!udp4_checksum_ok(&unfixed[0]), "without completion the veth frame carries a partial checksum");
 }
 
 /// sent + dropped always equals what was given, even when the socket
@@ -270,12 +220,7 @@ fn tx_accounting_holds_under_pressure() {
         total += 256;
     }
     let s = a.stats();
-    assert_eq!(
-        s.tx_packets + s.tx_dropped,
-        total,
-        "{s:?} {:?}",
-        a.detail_stats()
-    );
+    assert_eq!(s.tx_packets + s.tx_dropped, total, "{s:?} {:?}", a.detail_stats());
     assert_eq!(p.available(), p.capacity() as usize);
 }
 
@@ -291,16 +236,9 @@ fn refused_frames_do_not_stall_transmit() {
         let mut b = open(&ns, AfPacketConfig::new("vb"));
         let (mut pa, mut pb) = (pool(), pool());
         let dst = b.mac();
-        let mut frames = vec![
-            test_frame(dst, 1, 100),
-            vec![0u8; 10],
-            test_frame(dst, 2, 1600),
-        ];
+        let mut frames = vec![test_frame(dst, 1, 100), vec![0u8; 10], test_frame(dst, 2, 1600)];
         frames.extend((3..10).map(|i| test_frame(dst, i, 100)));
-        let pkts: Vec<_> = frames
-            .iter()
-            .map(|f| pa.alloc_from(f).expect("buf"))
-            .collect();
+        let pkts: Vec<_> = frames.iter().map(|f| pa.alloc_from(f).expect("buf")).collect();
         let o = a.tx_burst(&mut pa, &pkts);
         assert_eq!(o.sent + o.dropped, frames.len());
         // A second burst after the refused ones must still go out.
@@ -310,15 +248,9 @@ fn refused_frames_do_not_stall_transmit() {
         let ids: Vec<u32> = got.iter().filter_map(|f| frame_id(f)).collect();
         assert_eq!(ids, [1, 3, 4, 5, 6, 7, 8, 9, 10], "{tx_mode:?}");
         if tx_mode == TxMode::Sendmmsg {
-            assert_eq!(
-                o.dropped, 2,
-                "runt and over-MTU frames are reported dropped"
-            );
+            assert_eq!(o.dropped, 2, "runt and over-MTU frames are reported dropped");
         } else {
-            assert_eq!(
-                o.dropped, 1,
-                "the runt is dropped before the ring; the kernel skips the long one"
-            );
+            assert_eq!(o.dropped, 1, "the runt is dropped before the ring; the kernel skips the long one");
         }
         assert_eq!(pa.available(), pa.capacity() as usize);
     }
@@ -340,9 +272,7 @@ fn udp_frame(dst: [u8; 6], sport: u16) -> Vec<u8> {
     let mut f = dst.to_vec();
     f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
     let payload = [0u8; 18];
-    let mut ip = vec![
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-    ];
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
     ip[2..4].copy_from_slice(&(20 + 8 + payload.len() as u16).to_be_bytes());
     let c = !fold(sum(&ip, 0));
     ip[10..12].copy_from_slice(&c.to_be_bytes());

@@ -52,8 +52,7 @@ fn tshark_reads_ours_and_we_read_tsharks() {
     let frames = frames();
     let mut w = PcapWriter::create(&ours.0, TsPrecision::Micro).expect("create");
     for (i, f) in frames.iter().enumerate() {
-        w.write_frame(Duration::new(1_700_000_000 + i as u64, 250_000_000), f)
-            .expect("write");
+        w.write_frame(Duration::new(1_700_000_000 + i as u64, 250_000_000), f).expect("write");
     }
     w.into_inner().expect("flush");
 
@@ -63,11 +62,7 @@ fn tshark_reads_ours_and_we_read_tsharks() {
         .args(["-T", "fields", "-e", "frame.len", "-e", "frame.time_epoch"])
         .output()
         .expect("run tshark");
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let rows: Vec<(usize, String)> = text
         .lines()
@@ -80,10 +75,7 @@ fn tshark_reads_ours_and_we_read_tsharks() {
     assert_eq!(rows.len(), frames.len());
     for (i, (len, t)) in rows.iter().enumerate() {
         assert_eq!(*len, frames[i].len());
-        assert!(
-            t.starts_with(&format!("{}.25", 1_700_000_000 + i)),
-            "frame {i}: time {t}"
-        );
+        assert!(t.starts_with(&format!("{}.25", 1_700_000_000 + i)), "frame {i}: time {t}");
     }
 
     let st = Command::new("tshark")
@@ -118,11 +110,7 @@ fn replay_then_record_is_byte_identical() {
     }
     w.into_inner().expect("flush");
 
-    let mut pool = PacketPool::new(PoolConfig {
-        frames: 64,
-        ..PoolConfig::default()
-    })
-    .expect("pool");
+    let mut pool = PacketPool::new(PoolConfig { frames: 64, ..PoolConfig::default() }).expect("pool");
     let mut rx = PcapRxPort::open(&src.0).expect("open");
     let mut tx = PcapTxPort::create(&dst.0).expect("create");
     tx.set_timestamps(Timestamps::Fixed(Duration::from_secs(7)));
@@ -136,20 +124,9 @@ fn replay_then_record_is_byte_identical() {
     assert!(rx.error().is_none());
     tx.flush().expect("flush");
     drop(tx);
-    assert_eq!(
-        std::fs::read(&src.0).expect("src"),
-        std::fs::read(&dst.0).expect("dst")
-    );
+    assert_eq!(std::fs::read(&src.0).expect("src"), std::fs::read(&dst.0).expect("dst"));
     if tool("capinfos") {
-        let out = Command::new("capinfos")
-            .args(["-c", "-M"])
-            .arg(&dst.0)
-            .output()
-            .expect("capinfos");
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("50"),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let out = Command::new("capinfos").args(["-c", "-M"]).arg(&dst.0).output().expect("capinfos");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("50"), "{}", String::from_utf8_lossy(&out.stdout));
     }
 }

@@ -35,11 +35,7 @@ fn tap_exchanges_frames_with_the_kernel() {
         tap
     });
     let name = tap.ifname().to_string();
-    let mac_s = PEER_MAC
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
+    let mac_s = PEER_MAC.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
     ns.ip(&["addr", "add", "10.88.0.1/24", "dev", &name]);
     ns.ip(&["neigh", "add", "10.88.0.2", "lladdr", &mac_s, "dev", &name]);
     let tap_mac = ns.in_ns({
@@ -64,21 +60,11 @@ fn tap_exchanges_frames_with_the_kernel() {
         s.set_read_timeout(Some(WAIT)).expect("timeout");
         s
     });
-    let frame = udp4_frame(
-        tap_mac,
-        PEER_MAC,
-        [10, 88, 0, 2],
-        [10, 88, 0, 1],
-        5000,
-        4001,
-        b"from the router",
-    );
+    let frame = udp4_frame(tap_mac, PEER_MAC, [10, 88, 0, 2], [10, 88, 0, 1], 5000, 4001, b"from the router");
     let pkt = p.alloc_from(&frame).expect("buf");
     assert_eq!(tap.tx_burst(&mut p, &[pkt]).sent, 1);
     let mut buf = [0u8; 64];
-    let (n, from) = listener
-        .recv_from(&mut buf)
-        .expect("kernel received the frame");
+    let (n, from) = listener.recv_from(&mut buf).expect("kernel received the frame");
     assert_eq!(&buf[..n], b"from the router");
     assert_eq!(from.to_string(), "10.88.0.2:5000");
     let s = tap.stats();
@@ -100,11 +86,7 @@ fn tap_drops_oversized_frames() {
         tap
     });
     let name = tap.ifname().to_string();
-    let mac_s = PEER_MAC
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
+    let mac_s = PEER_MAC.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
     ns.ip(&["addr", "add", "10.89.0.1/24", "dev", &name]);
     ns.ip(&["neigh", "add", "10.89.0.2", "lladdr", &mac_s, "dev", &name]);
     ns.in_ns(|| {

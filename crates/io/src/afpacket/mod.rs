@@ -160,27 +160,13 @@ impl AfPacketConfig {
     fn validate(&self) -> std::result::Result<(), String> {
         let page = 4096;
         if !self.block_size.is_power_of_two() || self.block_size < page {
-            return Err(format!(
-                "block_size {} is not a power of two of at least {page}",
-                self.block_size
-            ));
+            return Err(format!("block_size {} is not a power of two of at least {page}", self.block_size));
         }
-        if !self.frame_size.is_power_of_two()
-            || self.frame_size < 2048
-            || self.frame_size > self.block_size
-        {
-            return Err(format!(
-                "frame_size {} is not a power of two in 2048..=block_size",
-                self.frame_size
-            ));
+        if !self.frame_size.is_power_of_two() || self.frame_size < 2048 || self.frame_size > self.block_size {
+            return Err(format!("frame_size {} is not a power of two in 2048..=block_size", self.frame_size));
         }
-        if self.block_count == 0
-            || u64::from(self.block_count) * u64::from(self.block_size) > 1 << 30
-        {
-            return Err(format!(
-                "{} blocks of {} bytes: need 1 block up to 1 GiB",
-                self.block_count, self.block_size
-            ));
+        if self.block_count == 0 || u64::from(self.block_count) * u64::from(self.block_size) > 1 << 30 {
+            return Err(format!("{} blocks of {} bytes: need 1 block up to 1 GiB", self.block_count, self.block_size));
         }
         if self.version == TpacketVersion::V3 && self.block_timeout_ms == 0 {
             return Err("block_timeout_ms must be at least 1 (0 lets the kernel pick one from the link speed)".into());
@@ -246,10 +232,7 @@ pub struct AfPacketPort {
 
 impl std::fmt::Debug for AfPacketPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AfPacketPort")
-            .field("name", &self.name)
-            .field("ifindex", &self.ifindex)
-            .finish_non_exhaustive()
+        f.debug_struct("AfPacketPort").field("name", &self.name).field("ifindex", &self.ifindex).finish_non_exhaustive()
     }
 }
 
@@ -267,15 +250,11 @@ impl AfPacketPort {
     pub fn open_with(cfg: &AfPacketConfig) -> Result<AfPacketPort> {
         let ifn = &cfg.ifname;
         let what = |op: &str| format!("AF_PACKET on {ifn}: {op}");
-        cfg.validate()
-            .map_err(|e| Error::invalid(what("configuration"), e))?;
+        cfg.validate().map_err(|e| Error::invalid(what("configuration"), e))?;
         let ifindex = netdev::ifindex(ifn)?;
         let (mac, hwtype) = crate::sys::ifreq::hwaddr(ifn).context(|| what("get link type"))?;
         if hwtype != netdev::ARPHRD_ETHER && hwtype != netdev::ARPHRD_LOOPBACK {
-            return Err(Error::invalid(
-                what("link type"),
-                format!("ARPHRD {hwtype} is not Ethernet"),
-            ));
+            return Err(Error::invalid(what("link type"), format!("ARPHRD {hwtype} is not Ethernet")));
         }
 
         // Protocol 0: the socket receives nothing until bound, so nothing
@@ -291,8 +270,7 @@ impl AfPacketPort {
             sol(b, libc::PACKET_QDISC_BYPASS, 1).context(|| what("PACKET_QDISC_BYPASS"))?;
         }
         if cfg.ignore_outgoing {
-            sol(b, libc::PACKET_IGNORE_OUTGOING, 1)
-                .context(|| what("PACKET_IGNORE_OUTGOING (Linux 4.20+)"))?;
+            sol(b, libc::PACKET_IGNORE_OUTGOING, 1).context(|| what("PACKET_IGNORE_OUTGOING (Linux 4.20+)"))?;
         }
         if cfg.tx_mode == TxMode::Ring {
             // Without PACKET_LOSS a frame the kernel finds malformed (longer
@@ -352,9 +330,7 @@ impl AfPacketPort {
                     };
                     socket::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req2)
                 }
-                TpacketVersion::V3 => {
-                    socket::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)
-                }
+                TpacketVersion::V3 => socket::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req),
             };
             r.context(|| what("PACKET_TX_RING"))?;
             tx_bytes = blocks as usize * cfg.block_size as usize;
@@ -363,20 +339,15 @@ impl AfPacketPort {
             // SO_SNDBUFFORCE passes the rmem/wmem_max cap when privileged;
             // plain SO_SNDBUF is the unprivileged best effort.
             if socket::setsockopt(b, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sz).is_err() {
-                socket::setsockopt(b, libc::SOL_SOCKET, libc::SO_SNDBUF, &sz)
-                    .context(|| what("SO_SNDBUF"))?;
+                socket::setsockopt(b, libc::SOL_SOCKET, libc::SO_SNDBUF, &sz).context(|| what("SO_SNDBUF"))?;
             }
         }
         let ring = MmapRing::map(b, rx_bytes + tx_bytes).context(|| what("mmap ring"))?;
         socket::bind_packet(b, ifindex, ETH_P_ALL).context(|| what("bind"))?;
 
         let member = |kind: libc::c_int| {
-            let mreq = libc::packet_mreq {
-                mr_ifindex: ifindex as i32,
-                mr_type: kind as u16,
-                mr_alen: 0,
-                mr_address: [0; 8],
-            };
+            let mreq =
+                libc::packet_mreq { mr_ifindex: ifindex as i32, mr_type: kind as u16, mr_alen: 0, mr_address: [0; 8] };
             socket::setsockopt(b, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
         };
         if cfg.promisc {
@@ -395,24 +366,13 @@ impl AfPacketPort {
             // No PACKET_FANOUT_FLAG_DEFRAG: a router forwards fragments as
             // they are; it must not make the kernel reassemble them.
             let arg = (u32::from(f.group) | (mode << 16)) as libc::c_int;
-            sol(b, libc::PACKET_FANOUT, arg)
-                .context(|| what(&format!("join fanout group {}", f.group)))?;
+            sol(b, libc::PACKET_FANOUT, arg).context(|| what(&format!("join fanout group {}", f.group)))?;
         }
 
-        let rx = RxRing::new(
-            cfg.version,
-            cfg.block_size as usize,
-            cfg.block_count as usize,
-            cfg.frame_size as usize,
-        );
+        let rx = RxRing::new(cfg.version, cfg.block_size as usize, cfg.block_count as usize, cfg.frame_size as usize);
         let tx = match cfg.tx_mode {
             TxMode::Sendmmsg => TxPath::Mmsg(MmsgScratch::new(MAX_BATCH)),
-            TxMode::Ring => TxPath::ring(
-                cfg.version,
-                rx_bytes,
-                cfg.frame_size as usize,
-                cfg.tx_ring_frames as usize,
-            ),
+            TxMode::Ring => TxPath::ring(cfg.version, rx_bytes, cfg.frame_size as usize, cfg.tx_ring_frames as usize),
         };
         Ok(AfPacketPort {
             name: ifn.clone(),
@@ -443,34 +403,19 @@ impl AfPacketPort {
     /// Driver-specific counters.
     pub fn detail_stats(&self) -> AfPacketStats {
         self.read_kernel_drops();
-        AfPacketStats {
-            kernel_drops: self.kernel_drops.get(),
-            ..self.detail
-        }
+        AfPacketStats { kernel_drops: self.kernel_drops.get(), ..self.detail }
     }
 
     /// Sends one frame directly (no pool): tests and rare slow paths.
     pub fn send_raw(&self, frame: &[u8]) -> Result<()> {
-        socket::send(self.fd.as_fd(), frame)
-            .map(drop)
-            .context(|| format!("AF_PACKET on {}: send", self.name))
+        socket::send(self.fd.as_fd(), frame).map(drop).context(|| format!("AF_PACKET on {}: send", self.name))
     }
 
     /// Adds the kernel's drop count since the last read (the read resets it).
     fn read_kernel_drops(&self) {
-        let init = libc::tpacket_stats_v3 {
-            tp_packets: 0,
-            tp_drops: 0,
-            tp_freeze_q_cnt: 0,
-        };
-        if let Ok(s) = socket::getsockopt(
-            self.fd.as_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-            init,
-        ) {
-            self.kernel_drops
-                .set(self.kernel_drops.get() + u64::from(s.tp_drops));
+        let init = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+        if let Ok(s) = socket::getsockopt(self.fd.as_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS, init) {
+            self.kernel_drops.set(self.kernel_drops.get() + u64::from(s.tp_drops));
         }
     }
 }
@@ -481,30 +426,12 @@ impl Port for AfPacketPort {
     }
 
     fn rx_burst(&mut self, pool: &mut PacketPool, out: &mut Vec<PktIdx>, max: usize) -> usize {
-        let opts = rx::Fixups {
-            checksums: self.complete_checksums,
-            vlan: self.restore_vlan,
-        };
-        self.rx.burst(
-            &self.ring,
-            pool,
-            out,
-            max,
-            opts,
-            &mut self.stats,
-            &mut self.detail,
-        )
+        let opts = rx::Fixups { checksums: self.complete_checksums, vlan: self.restore_vlan };
+        self.rx.burst(&self.ring, pool, out, max, opts, &mut self.stats, &mut self.detail)
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, pkts: &[PktIdx]) -> TxOutcome {
-        let o = self.tx.burst(
-            self.fd.as_fd(),
-            &self.ring,
-            pool,
-            pkts,
-            &mut self.stats,
-            &mut self.detail,
-        );
+        let o = self.tx.burst(self.fd.as_fd(), &self.ring, pool, pkts, &mut self.stats, &mut self.detail);
         pool.free_all(pkts);
         self.stats.tx_packets += o.sent as u64;
         self.stats.tx_dropped += o.dropped as u64;
@@ -512,8 +439,7 @@ impl Port for AfPacketPort {
     }
 
     fn service(&mut self, _pool: &mut PacketPool) {
-        self.tx
-            .service(self.fd.as_fd(), &mut self.stats, &mut self.detail);
+        self.tx.service(self.fd.as_fd(), &mut self.stats, &mut self.detail);
         // The kernel keeps 32-bit drop counters: read them well before they
         // could wrap, without a system call per loop.
         self.service_calls = self.service_calls.wrapping_add(1);
@@ -528,9 +454,6 @@ impl Port for AfPacketPort {
 
     fn stats(&self) -> PortStats {
         self.read_kernel_drops();
-        PortStats {
-            rx_dropped: self.stats.rx_dropped + self.kernel_drops.get(),
-            ..self.stats
-        }
+        PortStats { rx_dropped: self.stats.rx_dropped + self.kernel_drops.get(), ..self.stats }
     }
 }

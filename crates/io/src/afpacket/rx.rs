@@ -50,13 +50,11 @@ enum Take {
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
-    b.get(at..at + 2)
-        .map_or(0, |s| u16::from_ne_bytes([s[0], s[1]]))
+    b.get(at..at + 2).map_or(0, |s| u16::from_ne_bytes([s[0], s[1]]))
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .map_or(0, |s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    b.get(at..at + 4).map_or(0, |s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 /// Copies a frame into a new pool buffer, restoring its VLAN tag and
@@ -76,10 +74,7 @@ fn take(
         stats.rx_dropped += 1;
         return Take::Dropped;
     }
-    if f.data
-        .checked_add(f.snaplen)
-        .is_none_or(|end| end > f.limit)
-    {
+    if f.data.checked_add(f.snaplen).is_none_or(|end| end > f.limit) {
         stats.errors += 1;
         stats.rx_dropped += 1;
         return Take::Dropped;
@@ -97,11 +92,8 @@ fn take(
     };
     let copied = match pool.frame_mut(idx).get_mut(head..head + total) {
         Some(buf) if tagged => {
-            let tpid = if f.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && f.vlan_tpid != 0 {
-                f.vlan_tpid
-            } else {
-                0x8100
-            };
+            let tpid =
+                if f.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && f.vlan_tpid != 0 { f.vlan_tpid } else { 0x8100 };
             let (macs, rest) = buf.split_at_mut(12);
             let (tag, payload) = rest.split_at_mut(4);
             tag[..2].copy_from_slice(&tpid.to_be_bytes());
@@ -153,26 +145,10 @@ pub(super) enum RxRing {
 }
 
 impl RxRing {
-    pub(super) fn new(
-        v: TpacketVersion,
-        block_size: usize,
-        blocks: usize,
-        frame_size: usize,
-    ) -> RxRing {
+    pub(super) fn new(v: TpacketVersion, block_size: usize, blocks: usize, frame_size: usize) -> RxRing {
         match v {
-            TpacketVersion::V2 => RxRing::V2 {
-                frame_size,
-                frames: blocks * (block_size / frame_size),
-                cur: 0,
-            },
-            TpacketVersion::V3 => RxRing::V3 {
-                block_size,
-                blocks,
-                cur: 0,
-                left: 0,
-                next: 0,
-                open: false,
-            },
+            TpacketVersion::V2 => RxRing::V2 { frame_size, frames: blocks * (block_size / frame_size), cur: 0 },
+            TpacketVersion::V3 => RxRing::V3 { block_size, blocks, cur: 0, left: 0, next: 0, open: false },
         }
     }
 
@@ -188,11 +164,7 @@ impl RxRing {
         detail: &mut AfPacketStats,
     ) -> usize {
         match self {
-            RxRing::V2 {
-                frame_size,
-                frames,
-                cur,
-            } => {
+            RxRing::V2 { frame_size, frames, cur } => {
                 let (fs, nf) = (*frame_size, *frames);
                 let mut n = 0;
                 // At most one lap per call, however many frames are dropped.
@@ -226,14 +198,7 @@ impl RxRing {
                 }
                 n
             }
-            RxRing::V3 {
-                block_size,
-                blocks,
-                cur,
-                left,
-                next,
-                open,
-            } => {
+            RxRing::V3 { block_size, blocks, cur, left, next, open } => {
                 let (bs, nb) = (*block_size, *blocks);
                 let mut n = 0;
                 let mut released = 0;

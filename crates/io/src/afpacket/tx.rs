@@ -41,25 +41,11 @@ impl TxPath {
             TpacketVersion::V2 => (32, 4, 0),
             TpacketVersion::V3 => (48, 16, 20),
         };
-        TxPath::Ring {
-            base,
-            frame_size,
-            frames,
-            cur: 0,
-            data_off,
-            len_off,
-            status_off,
-            kick_pending: false,
-        }
+        TxPath::Ring { base, frame_size, frames, cur: 0, data_off, len_off, status_off, kick_pending: false }
     }
 
     /// Retries a failed kick so frames do not wait for the next burst.
-    pub(super) fn service(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        stats: &mut PortStats,
-        detail: &mut AfPacketStats,
-    ) {
+    pub(super) fn service(&mut self, fd: BorrowedFd<'_>, stats: &mut PortStats, detail: &mut AfPacketStats) {
         if let TxPath::Ring { kick_pending, .. } = self
             && *kick_pending
         {
@@ -78,16 +64,7 @@ impl TxPath {
     ) -> TxOutcome {
         match self {
             TxPath::Mmsg(scratch) => mmsg(scratch, fd, pool, pkts, stats, detail),
-            TxPath::Ring {
-                base,
-                frame_size,
-                frames,
-                cur,
-                data_off,
-                len_off,
-                status_off,
-                kick_pending,
-            } => {
+            TxPath::Ring { base, frame_size, frames, cur, data_off, len_off, status_off, kick_pending } => {
                 let mut queued = 0;
                 for &p in pkts {
                     let data = pool.data(p);
@@ -126,10 +103,7 @@ impl TxPath {
                 if queued > 0 || *kick_pending {
                     *kick_pending = !kick(fd, stats, detail);
                 }
-                TxOutcome {
-                    sent: queued,
-                    dropped: pkts.len() - queued,
-                }
+                TxOutcome { sent: queued, dropped: pkts.len() - queued }
             }
         }
     }
@@ -204,8 +178,5 @@ fn mmsg(
             }
         }
     }
-    TxOutcome {
-        sent,
-        dropped: pkts.len() - sent,
-    }
+    TxOutcome { sent, dropped: pkts.len() - sent }
 }

@@ -37,12 +37,7 @@ pub(crate) fn addresses(ifname: &str) -> io::Result<Vec<(IpAddr, u8)>> {
                     let plen = if ifa.ifa_netmask.is_null() {
                         32
                     } else {
-                        u32::from_be(
-                            (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
-                                .sin_addr
-                                .s_addr,
-                        )
-                        .count_ones() as u8
+                        u32::from_be((*ifa.ifa_netmask.cast::<libc::sockaddr_in>()).sin_addr.s_addr).count_ones() as u8
                     };
                     out.push((IpAddr::V4(ip), plen));
                 }
@@ -52,9 +47,7 @@ pub(crate) fn addresses(ifname: &str) -> io::Result<Vec<(IpAddr, u8)>> {
                     let plen = if ifa.ifa_netmask.is_null() {
                         128
                     } else {
-                        let m = (*ifa.ifa_netmask.cast::<libc::sockaddr_in6>())
-                            .sin6_addr
-                            .s6_addr;
+                        let m = (*ifa.ifa_netmask.cast::<libc::sockaddr_in6>()).sin6_addr.s6_addr;
                         m.iter().map(|b| b.count_ones()).sum::<u32>() as u8
                     };
                     out.push((IpAddr::V6(ip), plen));

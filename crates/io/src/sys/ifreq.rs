@@ -10,15 +10,8 @@ use std::os::fd::AsRawFd;
 /// (empty, too long, or with a NUL or '/').
 pub(crate) fn ifreq_named(name: &str) -> io::Result<libc::ifreq> {
     let b = name.as_bytes();
-    if b.is_empty()
-        || b.len() >= libc::IFNAMSIZ
-        || b.iter()
-            .any(|&c| c == 0 || c == b'/' || c.is_ascii_whitespace())
-    {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid interface name {name:?}"),
-        ));
+    if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.iter().any(|&c| c == 0 || c == b'/' || c.is_ascii_whitespace()) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("invalid interface name {name:?}")));
     }
     // SAFETY: ifreq is a C struct of integers and a union of plain data; all
     // zero bytes is a valid value.
@@ -66,8 +59,7 @@ pub(crate) fn mtu(name: &str) -> io::Result<u32> {
 
 pub(crate) fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
     let mut r = ifreq_named(name)?;
-    r.ifr_ifru.ifru_mtu =
-        i32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    r.ifr_ifru.ifru_mtu = i32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     ioctl(libc::SIOCSIFMTU, &mut r)
 }
 

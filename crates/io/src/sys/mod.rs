@@ -5,6 +5,7 @@
 //! is only touched through bounds-checked copies and atomic status words.
 #![allow(unsafe_code)]
 
+pub(crate) mod ethtool;
 pub(crate) mod ifaddrs;
 pub(crate) mod ifreq;
 pub(crate) mod netns;
@@ -17,9 +18,5 @@ use std::io;
 
 /// Turns a `-1` return into the thread's errno.
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
 }

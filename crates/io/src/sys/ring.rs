@@ -44,8 +44,7 @@ impl MmapRing {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let base =
-            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(MmapRing { base, len })
     }
 
@@ -70,9 +69,7 @@ impl MmapRing {
     /// after every read of it has completed. False when out of range.
     #[inline]
     pub(crate) fn store_status(&self, off: usize, v: u32) -> bool {
-        self.atomic(off)
-            .map(|a| a.store(v, Ordering::Release))
-            .is_some()
+        self.atomic(off).map(|a| a.store(v, Ordering::Release)).is_some()
     }
 
     /// Copies `dst.len()` bytes at `off` out of the ring. False (and nothing
@@ -85,9 +82,7 @@ impl MmapRing {
         // SAFETY: the source range is inside the mapping; `dst` is a distinct
         // Rust buffer. Callers only read slots whose status they loaded as
         // user-owned, so the kernel is not writing them concurrently.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(self.base.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
         true
     }
 
@@ -100,9 +95,7 @@ impl MmapRing {
         // SAFETY: the destination range is inside the mapping; callers only
         // write slots they own (status says so), and the status store that
         // hands the slot to the kernel comes after (Release).
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(off), src.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(off), src.len()) };
         true
     }
 }

@@ -19,13 +19,8 @@ impl SockOpt for libc::tpacket_stats_v3 {}
 /// non-blocking, close-on-exec.
 pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers; the result is checked.
-    let fd = cvt(unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
+    let fd =
+        cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `fd` is a descriptor socket(2) just created; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -33,11 +28,10 @@ pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
 /// A datagram socket used only as a handle for interface ioctls.
 pub(crate) fn ioctl_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers; the result is checked.
-    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
-        .or_else(|_| {
-            // SAFETY: as above; a kernel without IPv4 still has AF_PACKET.
-            cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
-        })?;
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }).or_else(|_| {
+        // SAFETY: as above; a kernel without IPv4 still has AF_PACKET.
+        cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
+    })?;
     // SAFETY: `fd` was just created and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -51,13 +45,7 @@ pub(crate) fn setsockopt<T: SockOpt>(
     // SAFETY: `val` points to size_of::<T>() readable bytes of plain data
     // (SockOpt); the kernel only reads them during the call.
     cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
+        libc::setsockopt(fd.as_raw_fd(), level, name, (val as *const T).cast(), size_of::<T>() as libc::socklen_t)
     })
     .map(drop)
 }
@@ -74,15 +62,7 @@ pub(crate) fn getsockopt<T: SockOpt>(
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `val` is a valid, writable T of `len` bytes; any byte pattern
     // is a valid T (SockOpt), and the kernel writes at most `len` bytes.
-    cvt(unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&mut val as *mut T).cast(),
-            &mut len,
-        )
-    })?;
+    cvt(unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, (&mut val as *mut T).cast(), &mut len) })?;
     Ok(val)
 }
 
@@ -109,29 +89,14 @@ pub(crate) fn bind_packet(fd: BorrowedFd<'_>, ifindex: u32, protocol: u16) -> io
 pub(crate) fn kick(fd: BorrowedFd<'_>) -> io::Result<usize> {
     // SAFETY: a zero-length send with a null buffer reads no memory.
     let r = unsafe { libc::send(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
 
 /// Sends one frame (no ring, no batching); used by tests and slow paths.
 pub(crate) fn send(fd: BorrowedFd<'_>, frame: &[u8]) -> io::Result<usize> {
     // SAFETY: `frame` is readable for its length during the call.
-    let r = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            frame.as_ptr().cast(),
-            frame.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    let r = unsafe { libc::send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), libc::MSG_DONTWAIT) };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
 
 /// Reusable message headers for sendmmsg(2). Pointers in them are rebuilt
@@ -150,29 +115,18 @@ unsafe impl Send for MmsgScratch {}
 
 impl MmsgScratch {
     pub(crate) fn new(cap: usize) -> MmsgScratch {
-        MmsgScratch {
-            iov: Vec::with_capacity(cap),
-            hdr: Vec::with_capacity(cap),
-            cap,
-        }
+        MmsgScratch { iov: Vec::with_capacity(cap), hdr: Vec::with_capacity(cap), cap }
     }
 
     /// Sends up to `cap` frames from `frames` with one sendmmsg(2), without
     /// blocking. Returns how many the kernel took (it stops at the first
     /// frame it refuses; the error of a refusal after the first frame is
     /// only seen on the next call, starting at that frame).
-    pub(crate) fn send<'a>(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        frames: impl Iterator<Item = &'a [u8]>,
-    ) -> io::Result<usize> {
+    pub(crate) fn send<'a>(&mut self, fd: BorrowedFd<'_>, frames: impl Iterator<Item = &'a [u8]>) -> io::Result<usize> {
         self.iov.clear();
         self.hdr.clear();
         for f in frames.take(self.cap) {
-            self.iov.push(libc::iovec {
-                iov_base: f.as_ptr() as *mut libc::c_void,
-                iov_len: f.len(),
-            });
+            self.iov.push(libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() });
         }
         if self.iov.is_empty() {
             return Ok(0);
@@ -191,17 +145,8 @@ impl MmsgScratch {
         // outlives this call; the kernel only reads the frames and writes
         // each header's msg_len.
         let r = unsafe {
-            libc::sendmmsg(
-                fd.as_raw_fd(),
-                self.hdr.as_mut_ptr(),
-                self.hdr.len() as libc::c_uint,
-                libc::MSG_DONTWAIT,
-            )
+            libc::sendmmsg(fd.as_raw_fd(), self.hdr.as_mut_ptr(), self.hdr.len() as libc::c_uint, libc::MSG_DONTWAIT)
         };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r as usize)
-        }
+        if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
     }
 }

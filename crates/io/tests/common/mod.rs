@@ -23,18 +23,11 @@ pub struct Netns {
 }
 
 fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{cmd}: {e}"))?;
+    let out = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{cmd} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(format!("{cmd} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
     }
 }
 
@@ -45,11 +38,7 @@ impl Netns {
         // Only root (CAP_SYS_ADMIN, CAP_NET_RAW) can run these tests.
         let root = std::fs::read_to_string("/proc/self/status")
             .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("Uid:"))
-                    .map(|l| l.split_whitespace().nth(2) == Some("0"))
-            })
+            .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
             .unwrap_or(false);
         if !root {
             eprintln!("SKIP: namespace tests need root");
@@ -59,19 +48,12 @@ impl Netns {
             eprintln!("SKIP: the `ip` command (iproute2) is not installed");
             return None;
         }
-        let name = format!(
-            "tio-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("tio-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         run("ip", &["netns", "add", &name]).expect("create namespace");
         let ns = Netns { name };
         ns.ip(&["link", "add", "va", "type", "veth", "peer", "name", "vb"]);
         ns.in_ns(|| {
-            for k in [
-                "ipv6/conf/all/disable_ipv6",
-                "ipv6/conf/default/disable_ipv6",
-            ] {
+            for k in ["ipv6/conf/all/disable_ipv6", "ipv6/conf/default/disable_ipv6"] {
                 let _ = netdev::sysctl_write(k, "1");
             }
             for i in ["va", "vb"] {
@@ -113,21 +95,12 @@ impl Drop for Netns {
 }
 
 pub fn pool() -> PacketPool {
-    PacketPool::new(PoolConfig {
-        frames: 4096,
-        ..PoolConfig::default()
-    })
-    .expect("pool")
+    PacketPool::new(PoolConfig { frames: 4096, ..PoolConfig::default() }).expect("pool")
 }
 
 /// A pool of 8 KiB buffers, for sending jumbo frames.
 pub fn big_pool() -> PacketPool {
-    PacketPool::new(PoolConfig {
-        frames: 256,
-        frame_size: 8192,
-        ..PoolConfig::default()
-    })
-    .expect("pool")
+    PacketPool::new(PoolConfig { frames: 256, frame_size: 8192, ..PoolConfig::default() }).expect("pool")
 }
 
 /// A test frame of `len` bytes (at least 20): destination `dst`, source
@@ -159,16 +132,9 @@ pub fn frame_id(f: &[u8]) -> Option<u32> {
 pub fn send_all(port: &mut dyn Port, pool: &mut PacketPool, frames: &[Vec<u8>]) -> usize {
     let mut sent = 0;
     for chunk in frames.chunks(256) {
-        let pkts: Vec<PktIdx> = chunk
-            .iter()
-            .map(|f| pool.alloc_from(f).expect("buffer"))
-            .collect();
+        let pkts: Vec<PktIdx> = chunk.iter().map(|f| pool.alloc_from(f).expect("buffer")).collect();
         let o = port.tx_burst(pool, &pkts);
-        assert_eq!(
-            o.sent + o.dropped,
-            pkts.len(),
-            "every packet is sent or dropped"
-        );
+        assert_eq!(o.sent + o.dropped, pkts.len(), "every packet is sent or dropped");
         sent += o.sent;
     }
     sent
@@ -215,11 +181,7 @@ pub fn recv_until(
 }
 
 /// Drains whatever is ready now (no waiting); returns the kept frames.
-pub fn drain(
-    port: &mut dyn Port,
-    pool: &mut PacketPool,
-    keep: impl Fn(&[u8]) -> bool,
-) -> Vec<Vec<u8>> {
+pub fn drain(port: &mut dyn Port, pool: &mut PacketPool, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     let mut buf = Vec::new();
     loop {
