@@ -20,11 +20,7 @@ pub struct Verdict {
 
 impl Verdict {
     pub(crate) const fn new(action: Action, rule: Option<u32>, counts: u32) -> Self {
-        Verdict {
-            action,
-            rule,
-            counts,
-        }
+        Verdict { action, rule, counts }
     }
     /// Whether count-only rules matched (then [`Classifier::count_hits`] or
     /// [`crate::RuleCounters::record`] reports them).
@@ -56,10 +52,7 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions {
-            table_budget: 1 << 20,
-            linear: false,
-        }
+        CompileOptions { table_budget: 1 << 20, linear: false }
     }
 }
 
@@ -95,10 +88,7 @@ pub struct Classifier {
 
 /// Compiles a rule set; `ifindex` maps interface names to tern interface
 /// indices (an unknown name is an error).
-pub fn compile(
-    set: &RuleSet,
-    ifindex: &dyn Fn(&str) -> Option<u16>,
-) -> Result<Classifier, AclError> {
+pub fn compile(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>) -> Result<Classifier, AclError> {
     compile_with(set, ifindex, &CompileOptions::default())
 }
 
@@ -196,16 +186,9 @@ impl Classifier {
     pub fn stats(&self) -> ClassifierStats {
         let s = |p: &Program| match p {
             Program::Engine(e) => e.stats(),
-            Program::Linear(r) => EngineStats {
-                mode: "linear",
-                rules: r.len(),
-                ..Default::default()
-            },
+            Program::Linear(r) => EngineStats { mode: "linear", rules: r.len(), ..Default::default() },
         };
-        ClassifierStats {
-            v4: s(&self.v4),
-            v6: s(&self.v6),
-        }
+        ClassifierStats { v4: s(&self.v4), v6: s(&self.v6) }
     }
 }
 

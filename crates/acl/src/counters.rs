@@ -28,11 +28,7 @@ pub struct RuleCounters {
 impl RuleCounters {
     /// Counters for a rule set of `rules` rules.
     pub fn new(rules: usize) -> Self {
-        RuleCounters {
-            cells: (0..=rules)
-                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-                .collect(),
-        }
+        RuleCounters { cells: (0..=rules).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect() }
     }
 
     /// Counters sized for a compiled classifier.
@@ -80,10 +76,7 @@ impl RuleCounters {
     }
 
     fn read(&self, i: usize) -> Hits {
-        self.cells.get(i).map_or(Hits::default(), |[p, b]| Hits {
-            packets: p.load(Relaxed),
-            bytes: b.load(Relaxed),
-        })
+        self.cells.get(i).map_or(Hits::default(), |[p, b]| Hits { packets: p.load(Relaxed), bytes: b.load(Relaxed) })
     }
 
     /// All slots: rules in order, then the default.
@@ -121,29 +114,11 @@ mod tests {
         a.add(None, 10);
         b.add(Some(1), 1);
         b.add(Some(7), 1); // out of range: ignored, never a panic
-        assert_eq!(
-            a.rule(1),
-            Hits {
-                packets: 2,
-                bytes: 160
-            }
-        );
-        assert_eq!(
-            a.default_hits(),
-            Hits {
-                packets: 1,
-                bytes: 10
-            }
-        );
+        assert_eq!(a.rule(1), Hits { packets: 2, bytes: 160 });
+        assert_eq!(a.default_hits(), Hits { packets: 1, bytes: 10 });
         let s = RuleCounters::sum([&a, &b]);
         assert_eq!(s.len(), 4);
-        assert_eq!(
-            s[1],
-            Hits {
-                packets: 3,
-                bytes: 161
-            }
-        );
+        assert_eq!(s[1], Hits { packets: 3, bytes: 161 });
         assert_eq!(s[3].packets, 1);
     }
 

@@ -43,22 +43,11 @@ pub struct PacketKey {
 impl PacketKey {
     /// An IPv4 packet of protocol `proto` without transport fields.
     pub fn v4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> Self {
-        PacketKey {
-            src: u32::from(src) as u128,
-            dst: u32::from(dst) as u128,
-            proto,
-            ..Default::default()
-        }
+        PacketKey { src: u32::from(src) as u128, dst: u32::from(dst) as u128, proto, ..Default::default() }
     }
     /// An IPv6 packet of upper-layer protocol `proto` without transport fields.
     pub fn v6(src: Ipv6Addr, dst: Ipv6Addr, proto: u8) -> Self {
-        PacketKey {
-            src: src.into(),
-            dst: dst.into(),
-            is_v6: true,
-            proto,
-            ..Default::default()
-        }
+        PacketKey { src: src.into(), dst: dst.into(), is_v6: true, proto, ..Default::default() }
     }
     /// Sets the ports and marks the transport header valid.
     pub fn with_ports(mut self, sport: u16, dport: u16) -> Self {
@@ -90,20 +79,12 @@ impl PacketKey {
     /// The source address in its family's integer space.
     #[inline(always)]
     pub fn src_bits(&self) -> u128 {
-        if self.is_v6 {
-            self.src
-        } else {
-            self.src as u32 as u128
-        }
+        if self.is_v6 { self.src } else { self.src as u32 as u128 }
     }
     /// The destination address in its family's integer space.
     #[inline(always)]
     pub fn dst_bits(&self) -> u128 {
-        if self.is_v6 {
-            self.dst
-        } else {
-            self.dst as u32 as u128
-        }
+        if self.is_v6 { self.dst } else { self.dst as u32 as u128 }
     }
     /// Whether `sport`/`dport` are meaningful.
     #[inline(always)]
@@ -128,20 +109,13 @@ mod tests {
 
     #[test]
     fn transport_fields_follow_protocol_and_validity() {
-        let k = PacketKey::v4(Ipv4Addr::new(1, 2, 3, 4), Ipv4Addr::new(5, 6, 7, 8), 17)
-            .with_ports(1, 2);
+        let k = PacketKey::v4(Ipv4Addr::new(1, 2, 3, 4), Ipv4Addr::new(5, 6, 7, 8), 17).with_ports(1, 2);
         assert!(k.has_ports() && !k.has_icmp() && !k.has_tcp_flags());
-        let frag = PacketKey {
-            l4_valid: false,
-            ..k
-        };
+        let frag = PacketKey { l4_valid: false, ..k };
         assert!(!frag.has_ports());
         let icmp = PacketKey::v4(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, 1).with_icmp(8, 0);
         assert!(icmp.has_icmp() && !icmp.has_ports());
-        let dirty = PacketKey {
-            src: 0xdead_0000_0000_0102_0304,
-            ..k
-        };
+        let dirty = PacketKey { src: 0xdead_0000_0000_0102_0304, ..k };
         assert_eq!(dirty.src_bits(), 0x0102_0304);
     }
 }

@@ -25,15 +25,18 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod bits;
 mod classifier;
 mod counters;
 mod engine;
+mod imap;
 mod key;
 pub mod linear;
 mod lower;
 pub mod names;
 mod rule;
 pub mod scenario;
+pub mod synth;
 pub mod value;
 
 pub use classifier::{Classifier, ClassifierStats, CompileOptions, Verdict, compile, compile_with};
@@ -41,7 +44,7 @@ pub use counters::{Hits, RuleCounters};
 pub use engine::EngineStats;
 pub use key::PacketKey;
 pub use rule::{
-    AclDocument, AclError, Action, Family, MAX_RULES, PORT_PROTOCOLS, ParseError, Rule, RuleAction,
-    RuleSet, parse_toml, validate_all,
+    AclDocument, AclError, Action, Family, MAX_RULES, PORT_PROTOCOLS, ParseError, Rule, RuleAction, RuleSet,
+    parse_toml, validate_all,
 };
 pub use scenario::{scenario_50_drop_rules, scenario_drop_test};

@@ -19,11 +19,7 @@ pub struct LinearVerdict {
 
 /// Evaluates `set` on `key`; `ifindex` resolves interface names (a name it
 /// does not know never matches).
-pub fn evaluate(
-    set: &RuleSet,
-    ifindex: &dyn Fn(&str) -> Option<u16>,
-    key: &PacketKey,
-) -> LinearVerdict {
+pub fn evaluate(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, key: &PacketKey) -> LinearVerdict {
     let mut counted = Vec::new();
     for (i, r) in set.rules.iter().enumerate() {
         if !rule_matches(r, ifindex, key) {
@@ -31,20 +27,12 @@ pub fn evaluate(
         }
         match r.action.terminal() {
             Some(action) => {
-                return LinearVerdict {
-                    action,
-                    rule: Some(i as u32),
-                    counted,
-                };
+                return LinearVerdict { action, rule: Some(i as u32), counted };
             }
             None => counted.push(i as u32),
         }
     }
-    LinearVerdict {
-        action: set.default,
-        rule: None,
-        counted,
-    }
+    LinearVerdict { action: set.default, rule: None, counted }
 }
 
 fn any<T>(l: &Option<List<T>>, f: impl Fn(&T) -> bool) -> bool {
@@ -74,11 +62,7 @@ pub fn rule_matches(r: &Rule, ifindex: &dyn Fn(&str) -> Option<u16>, key: &Packe
             p.is_v6() == key.is_v6 && lo <= a && a <= hi
         })
     };
-    let (src, dst) = if key.is_v6 {
-        (key.src, key.dst)
-    } else {
-        (key.src as u32 as u128, key.dst as u32 as u128)
-    };
+    let (src, dst) = if key.is_v6 { (key.src, key.dst) } else { (key.src as u32 as u128, key.dst as u32 as u128) };
     if !addr_ok(&r.src, src) || !addr_ok(&r.dst, dst) {
         return false;
     }
@@ -88,9 +72,7 @@ pub fn rule_matches(r: &Rule, ifindex: &dyn Fn(&str) -> Option<u16>, key: &Packe
     // Implicit protocol of the transport keys.
     let ports_ok = key.l4_valid && matches!(key.proto, 6 | 17 | 33 | 132 | 136);
     let ports_rule = r.sport.is_some() || r.dport.is_some();
-    if ports_rule
-        && !(ports_ok && num(&r.sport, key.sport as u32) && num(&r.dport, key.dport as u32))
-    {
+    if ports_rule && !(ports_ok && num(&r.sport, key.sport as u32) && num(&r.dport, key.dport as u32)) {
         return false;
     }
     let icmp4 = r.icmp_type.is_some() || r.icmp_code.is_some();
@@ -109,13 +91,10 @@ pub fn rule_matches(r: &Rule, ifindex: &dyn Fn(&str) -> Option<u16>, key: &Packe
     if icmp6 && !icmp6_ok {
         return false;
     }
-    if r.tcp_flags.is_some()
-        && !(key.l4_valid && key.proto == 6 && any(&r.tcp_flags, |f| f.matches(key.tcp_flags)))
-    {
+    if r.tcp_flags.is_some() && !(key.l4_valid && key.proto == 6 && any(&r.tcp_flags, |f| f.matches(key.tcp_flags))) {
         return false;
     }
-    let if_ok =
-        |l: &Option<List<crate::value::IfName>>, idx: u16| any(l, |n| ifindex(&n.0) == Some(idx));
+    let if_ok = |l: &Option<List<crate::value::IfName>>, idx: u16| any(l, |n| ifindex(&n.0) == Some(idx));
     if !if_ok(&r.iif, key.in_if) || !if_ok(&r.oif, key.out_if) {
         return false;
     }
@@ -124,9 +103,7 @@ pub fn rule_matches(r: &Rule, ifindex: &dyn Fn(&str) -> Option<u16>, key: &Packe
 
 /// True if the action of rule `i` is count-only.
 pub fn is_count(set: &RuleSet, i: u32) -> bool {
-    set.rules
-        .get(i as usize)
-        .is_some_and(|r| r.action == RuleAction::Count)
+    set.rules.get(i as usize).is_some_and(|r| r.action == RuleAction::Count)
 }
 
 #[cfg(test)]
@@ -161,43 +138,17 @@ src = "10.0.0.0/8"
         )
         .unwrap();
         let s = &sets[0];
-        let k = PacketKey::v4(Ipv4Addr::new(10, 1, 1, 1), Ipv4Addr::new(1, 1, 1, 1), 17)
-            .with_ports(9, 53);
-        assert_eq!(
-            evaluate(s, &no_ifs, &k),
-            LinearVerdict {
-                action: Action::Accept,
-                rule: Some(1),
-                counted: vec![0]
-            }
-        );
+        let k = PacketKey::v4(Ipv4Addr::new(10, 1, 1, 1), Ipv4Addr::new(1, 1, 1, 1), 17).with_ports(9, 53);
+        assert_eq!(evaluate(s, &no_ifs, &k), LinearVerdict { action: Action::Accept, rule: Some(1), counted: vec![0] });
         let k2 = PacketKey { dport: 54, ..k };
         assert_eq!(
             evaluate(s, &no_ifs, &k2),
-            LinearVerdict {
-                action: Action::Drop,
-                rule: Some(3),
-                counted: vec![0, 2]
-            }
+            LinearVerdict { action: Action::Drop, rule: Some(3), counted: vec![0, 2] }
         );
-        let k3 = PacketKey {
-            src: u32::from(Ipv4Addr::new(11, 0, 0, 1)) as u128,
-            proto: 6,
-            ..k2
-        };
-        assert_eq!(
-            evaluate(s, &no_ifs, &k3),
-            LinearVerdict {
-                action: Action::Drop,
-                rule: None,
-                counted: vec![2]
-            }
-        );
+        let k3 = PacketKey { src: u32::from(Ipv4Addr::new(11, 0, 0, 1)) as u128, proto: 6, ..k2 };
+        assert_eq!(evaluate(s, &no_ifs, &k3), LinearVerdict { action: Action::Drop, rule: None, counted: vec![2] });
         // A fragment: the port rule cannot match.
-        let frag = PacketKey {
-            l4_valid: false,
-            ..k
-        };
+        let frag = PacketKey { l4_valid: false, ..k };
         assert_eq!(evaluate(s, &no_ifs, &frag).rule, Some(3));
     }
 }

@@ -68,14 +68,9 @@ impl Field {
 
     pub(crate) fn max(self, v6: bool) -> u128 {
         let b = self.bits(v6);
-        if b >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << b) - 1
-        }
+        if b >= 128 { u128::MAX } else { (1u128 << b) - 1 }
     }
 
-    #[allow(dead_code)]
     pub(crate) fn name(self) -> &'static str {
         match self {
             Field::Src => "src",
@@ -158,7 +153,6 @@ pub(crate) struct LRule {
 
 impl LRule {
     /// Bit `f` set when the rule constrains field `f`.
-    #[allow(dead_code)]
     pub(crate) fn mask(&self) -> u16 {
         let mut m = 0;
         for (i, c) in self.conds.iter().enumerate() {
@@ -200,25 +194,16 @@ fn ranges<K: RangeKind>(l: &Option<List<NumRange<K>>>) -> Option<Vec<(u128, u128
 where
     NumRange<K>: Item,
 {
-    l.as_ref()
-        .map(|l| normalize(l.iter().map(|r| (r.lo as u128, r.hi as u128)).collect()))
+    l.as_ref().map(|l| normalize(l.iter().map(|r| (r.lo as u128, r.hi as u128)).collect()))
 }
 
 /// `Some(v)` unless `v` covers the whole domain `0..=max`.
 fn unless_full(v: Vec<(u128, u128)>, max: u128) -> Option<Vec<(u128, u128)>> {
-    if v.len() == 1 && v[0] == (0, max) {
-        None
-    } else {
-        Some(v)
-    }
+    if v.len() == 1 && v[0] == (0, max) { None } else { Some(v) }
 }
 
 /// Lowers every rule of `set` that can match packets of the given family.
-pub(crate) fn lower(
-    set: &RuleSet,
-    ifindex: &dyn Fn(&str) -> Option<u16>,
-    v6: bool,
-) -> Result<Vec<LRule>, AclError> {
+pub(crate) fn lower(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) -> Result<Vec<LRule>, AclError> {
     let mut out = Vec::new();
     for (i, r) in set.rules.iter().enumerate() {
         if let Some(l) = lower_rule(set, i, r, ifindex, v6)? {
@@ -243,12 +228,7 @@ fn lower_rule(
             let mut v = Vec::new();
             for n in l.iter() {
                 let idx = ifindex(&n.0).ok_or_else(|| {
-                    AclError::new(
-                        &set.name,
-                        Some(i),
-                        Some(key),
-                        format!("unknown interface {:?}", n.0),
-                    )
+                    AclError::new(&set.name, Some(i), Some(key), format!("unknown interface {:?}", n.0))
                 })?;
                 v.push((idx as u128, idx as u128));
             }
@@ -259,14 +239,7 @@ fn lower_rule(
         return Ok(None);
     }
     let addr = |l: &Option<List<crate::value::Prefix>>| {
-        l.as_ref().map(|l| {
-            normalize(
-                l.iter()
-                    .filter(|p| p.is_v6() == v6)
-                    .map(|p| p.range())
-                    .collect(),
-            )
-        })
+        l.as_ref().map(|l| normalize(l.iter().filter(|p| p.is_v6() == v6).map(|p| p.range()).collect()))
     };
     conds[Field::Src as usize] = addr(&r.src).and_then(|v| unless_full(v, Field::Src.max(v6)));
     conds[Field::Dst as usize] = addr(&r.dst).and_then(|v| unless_full(v, Field::Dst.max(v6)));
@@ -277,10 +250,7 @@ fn lower_rule(
     let ports = r.sport.is_some() || r.dport.is_some();
     let mut protos: Vec<(u128, u128)> = Vec::new();
     for p in 0..=255u8 {
-        let listed = r
-            .proto
-            .as_ref()
-            .is_none_or(|l| l.iter().any(|x| x.contains(p as u32)));
+        let listed = r.proto.as_ref().is_none_or(|l| l.iter().any(|x| x.contains(p as u32)));
         let ok = listed
             && (!ports || PORT_PROTOCOLS.contains(&p))
             && (r.tcp_flags.is_none() || p == 6)
@@ -323,19 +293,12 @@ fn lower_rule(
         conds[Field::Icmp as usize] = Some(normalize(v));
     }
     if let Some(l) = &r.tcp_flags {
-        let v = (0..=255u8)
-            .filter(|&f| l.iter().any(|p| p.matches(f)))
-            .map(|f| (f as u128, f as u128))
-            .collect();
+        let v = (0..=255u8).filter(|&f| l.iter().any(|p| p.matches(f))).map(|f| (f as u128, f as u128)).collect();
         conds[Field::TcpFlags as usize] = Some(normalize(v));
     }
     conds[Field::Vlan as usize] = ranges(&r.vlan);
     conds[Field::Dscp as usize] = ranges(&r.dscp);
-    Ok(Some(LRule {
-        idx: i as u32,
-        action: r.action,
-        conds,
-    }))
+    Ok(Some(LRule { idx: i as u32, action: r.action, conds }))
 }
 
 #[cfg(test)]
@@ -344,14 +307,8 @@ mod tests {
 
     #[test]
     fn normalize_merges_adjacent_and_overlapping() {
-        assert_eq!(
-            normalize(vec![(5, 9), (0, 3), (4, 4), (20, 30), (25, 26)]),
-            vec![(0, 9), (20, 30)]
-        );
-        assert_eq!(
-            normalize(vec![(0, u128::MAX), (3, 4)]),
-            vec![(0, u128::MAX)]
-        );
+        assert_eq!(normalize(vec![(5, 9), (0, 3), (4, 4), (20, 30), (25, 26)]), vec![(0, 9), (20, 30)]);
+        assert_eq!(normalize(vec![(0, u128::MAX), (3, 4)]), vec![(0, u128::MAX)]);
     }
 
     #[test]
@@ -361,10 +318,7 @@ mod tests {
         )
         .unwrap();
         let l = lower(&sets[0], &|_| None, false).unwrap();
-        assert_eq!(
-            l[0].conds[Field::Icmp as usize],
-            Some(vec![(0x303, 0x303), (0x803, 0x803)])
-        );
+        assert_eq!(l[0].conds[Field::Icmp as usize], Some(vec![(0x303, 0x303), (0x803, 0x803)]));
         assert_eq!(l[0].conds[Field::Proto as usize], Some(vec![(1, 1)]));
     }
 }

@@ -143,10 +143,7 @@ pub const TCP_FLAGS: &[(&str, u8)] = &[
 
 /// Looks a name up (case-insensitive).
 pub fn lookup(table: &[(&str, u8)], name: &str) -> Option<u8> {
-    table
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|&(_, v)| v)
+    table.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|&(_, v)| v)
 }
 
 /// The first (canonical) name of a value, if it has one.

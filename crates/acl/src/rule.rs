@@ -7,8 +7,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::value::{
-    DscpRange, IcmpCodeRange, IcmpTypeRange, Icmpv6CodeRange, Icmpv6TypeRange, IfName, List,
-    PortRange, Prefix, ProtoRange, TcpFlags, VlanRange,
+    DscpRange, IcmpCodeRange, IcmpTypeRange, Icmpv6CodeRange, Icmpv6TypeRange, IfName, List, PortRange, Prefix,
+    ProtoRange, TcpFlags, VlanRange,
 };
 
 /// What happens to a packet: the verdict of a terminal rule or the default
@@ -142,8 +142,7 @@ impl Rule {
             Some(Family::Ipv6) => v6,
             None => true,
         };
-        let list_ok =
-            |l: &Option<List<Prefix>>| l.as_ref().is_none_or(|l| l.iter().any(|p| p.is_v6() == v6));
+        let list_ok = |l: &Option<List<Prefix>>| l.as_ref().is_none_or(|l| l.iter().any(|p| p.is_v6() == v6));
         fam_ok && list_ok(&self.src) && list_ok(&self.dst)
     }
 }
@@ -165,18 +164,8 @@ pub struct AclError {
 }
 
 impl AclError {
-    pub(crate) fn new(
-        set: &str,
-        rule: Option<usize>,
-        key: Option<&'static str>,
-        message: impl Into<String>,
-    ) -> Self {
-        AclError {
-            set: set.to_string(),
-            rule,
-            key,
-            message: message.into(),
-        }
+    pub(crate) fn new(set: &str, rule: Option<usize>, key: Option<&'static str>, message: impl Into<String>) -> Self {
+        AclError { set: set.to_string(), rule, key, message: message.into() }
     }
 }
 
@@ -246,12 +235,7 @@ pub fn validate_all(sets: &[RuleSet]) -> Result<(), AclError> {
     for (i, s) in sets.iter().enumerate() {
         s.validate()?;
         if sets[..i].iter().any(|o| o.name == s.name) {
-            return Err(AclError::new(
-                &s.name,
-                None,
-                Some("name"),
-                "another [[acl]] has the same name",
-            ));
+            return Err(AclError::new(&s.name, None, Some("name"), "another [[acl]] has the same name"));
         }
     }
     Ok(())
@@ -260,11 +244,7 @@ pub fn validate_all(sets: &[RuleSet]) -> Result<(), AclError> {
 impl RuleSet {
     /// A rule set with no rules.
     pub fn new(name: impl Into<String>, default: Action) -> Self {
-        RuleSet {
-            name: name.into(),
-            default,
-            rules: Vec::new(),
-        }
+        RuleSet { name: name.into(), default, rules: Vec::new() }
     }
 
     /// Checks what deserialisation cannot: non-empty names and lists, and
@@ -273,22 +253,14 @@ impl RuleSet {
     /// [`crate::compile`], which knows the interfaces.
     pub fn validate(&self) -> Result<(), AclError> {
         if self.name.trim().is_empty() {
-            return Err(AclError::new(
-                &self.name,
-                None,
-                Some("name"),
-                "the rule set name is empty",
-            ));
+            return Err(AclError::new(&self.name, None, Some("name"), "the rule set name is empty"));
         }
         if self.rules.len() > MAX_RULES {
             return Err(AclError::new(
                 &self.name,
                 None,
                 Some("rule"),
-                format!(
-                    "{} rules; at most {MAX_RULES} are supported",
-                    self.rules.len()
-                ),
+                format!("{} rules; at most {MAX_RULES} are supported", self.rules.len()),
             ));
         }
         for (i, r) in self.rules.iter().enumerate() {
@@ -330,15 +302,15 @@ fn validate_rule(set: &str, i: usize, r: &Rule) -> Result<(), AclError> {
 
     if !r.allows_family(false) && !r.allows_family(true) {
         let key = if r.dst.is_some() { "dst" } else { "src" };
-        return err(key, "no address family is allowed by family, src and dst together: the rule could never match".into());
+        return err(
+            key,
+            "no address family is allowed by family, src and dst together: the rule could never match".into(),
+        );
     }
     let icmp4 = r.icmp_type.is_some() || r.icmp_code.is_some();
     let icmp6 = r.icmpv6_type.is_some() || r.icmpv6_code.is_some();
     if icmp4 && icmp6 {
-        return err(
-            "icmpv6_type",
-            "a rule cannot match both ICMP and ICMPv6 fields".into(),
-        );
+        return err("icmpv6_type", "a rule cannot match both ICMP and ICMPv6 fields".into());
     }
     let ports = r.sport.is_some() || r.dport.is_some();
     type Check<'a> = (bool, &'static str, &'a dyn Fn(u32) -> bool, &'a str);
@@ -350,34 +322,11 @@ fn validate_rule(set: &str, i: usize, r: &Rule) -> Result<(), AclError> {
             "a protocol with ports (tcp, udp, sctp, udplite, dccp)",
         ),
         (r.tcp_flags.is_some(), "tcp_flags", &|p| p == 6, "tcp"),
-        (
-            icmp4,
-            if r.icmp_type.is_some() {
-                "icmp_type"
-            } else {
-                "icmp_code"
-            },
-            &|p| p == 1,
-            "icmp",
-        ),
-        (
-            icmp6,
-            if r.icmpv6_type.is_some() {
-                "icmpv6_type"
-            } else {
-                "icmpv6_code"
-            },
-            &|p| p == 58,
-            "icmpv6",
-        ),
+        (icmp4, if r.icmp_type.is_some() { "icmp_type" } else { "icmp_code" }, &|p| p == 1, "icmp"),
+        (icmp6, if r.icmpv6_type.is_some() { "icmpv6_type" } else { "icmpv6_code" }, &|p| p == 58, "icmpv6"),
     ];
-    let mut allowed: Vec<bool> = (0..=255u32)
-        .map(|p| {
-            r.proto
-                .as_ref()
-                .is_none_or(|l| l.iter().any(|x| x.contains(p)))
-        })
-        .collect();
+    let mut allowed: Vec<bool> =
+        (0..=255u32).map(|p| r.proto.as_ref().is_none_or(|l| l.iter().any(|x| x.contains(p)))).collect();
     for (present, key, ok, needs) in checks {
         if !present {
             continue;
@@ -388,9 +337,7 @@ fn validate_rule(set: &str, i: usize, r: &Rule) -> Result<(), AclError> {
         if !allowed.iter().any(|&a| a) {
             return err(
                 key,
-                format!(
-                    "needs {needs}, which the rule's proto (and other keys) exclude: the rule could never match"
-                ),
+                format!("needs {needs}, which the rule's proto (and other keys) exclude: the rule could never match"),
             );
         }
     }
@@ -444,13 +391,8 @@ comment = "new TCP connections"
     #[test]
     fn validation_names_set_rule_and_key() {
         let bad = EXAMPLE.replace("proto = \"udp\"", "proto = \"icmp\"");
-        let ParseError::Invalid(e) = parse_toml(&bad).unwrap_err() else {
-            panic!("expected a validation error")
-        };
-        assert_eq!(
-            (e.set.as_str(), e.rule, e.key),
-            ("TEST_IN", Some(0), Some("dport"))
-        );
+        let ParseError::Invalid(e) = parse_toml(&bad).unwrap_err() else { panic!("expected a validation error") };
+        assert_eq!((e.set.as_str(), e.rule, e.key), ("TEST_IN", Some(0), Some("dport")));
         assert!(e.to_string().contains("the 1st [[acl.rule]]"), "{e}");
 
         let mut r = Rule::new(RuleAction::Drop);
@@ -476,9 +418,7 @@ comment = "new TCP connections"
     #[test]
     fn duplicate_names_are_refused() {
         let two = format!("{EXAMPLE}\n[[acl]]\nname = \"TEST_IN\"\ndefault = \"drop\"\n");
-        let ParseError::Invalid(e) = parse_toml(&two).unwrap_err() else {
-            panic!("expected a validation error")
-        };
+        let ParseError::Invalid(e) = parse_toml(&two).unwrap_err() else { panic!("expected a validation error") };
         assert_eq!(e.key, Some("name"));
     }
 }

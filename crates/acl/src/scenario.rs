@@ -15,9 +15,7 @@ pub fn scenario_50_drop_rules() -> RuleSet {
     let mut s = RuleSet::new("TEST_IN", Action::Accept);
     for n in 1..=50u8 {
         let mut r = Rule::new(RuleAction::Drop);
-        r.src = Some(List::one(
-            Prefix::new([1, 1, n, 1].into(), 32).unwrap_or_else(|_| unreachable!()),
-        ));
+        r.src = Some(List::one(Prefix::new([1, 1, n, 1].into(), 32).unwrap_or_else(|_| unreachable!())));
         s.rules.push(r);
     }
     s
@@ -43,9 +41,7 @@ pub fn drop_test_ranges() -> Vec<(u16, u16)> {
 
 /// Whether [`scenario_drop_test`] accepts a UDP packet to `dport`.
 pub fn drop_test_accepts(dport: u16) -> bool {
-    drop_test_ranges()
-        .iter()
-        .any(|&(lo, hi)| lo <= dport && dport <= hi)
+    drop_test_ranges().iter().any(|&(lo, hi)| lo <= dport && dport <= hi)
 }
 
 /// The DDoS drop test: default drop, 50 rules `accept udp dport LO-HI`
@@ -57,12 +53,8 @@ pub fn scenario_drop_test() -> RuleSet {
     let mut s = RuleSet::new("DROP_TEST", Action::Drop);
     for (lo, hi) in drop_test_ranges() {
         let mut r = Rule::new(RuleAction::Accept);
-        r.proto = Some(List::one(
-            ProtoRange::from_int(17).unwrap_or_else(|_| unreachable!()),
-        ));
-        r.dport = Some(List::one(
-            PortRange::new(lo as u32, hi as u32).unwrap_or_else(|| unreachable!()),
-        ));
+        r.proto = Some(List::one(ProtoRange::from_int(17).unwrap_or_else(|_| unreachable!())));
+        r.dport = Some(List::one(PortRange::new(lo as u32, hi as u32).unwrap_or_else(|| unreachable!())));
         s.rules.push(r);
     }
     s
@@ -83,9 +75,7 @@ mod tests {
         assert_eq!(r.last().map(|x| x.1 as u32 + 656), Some(65536));
         // Evenly spread: every 4096-port window is close to half accepted.
         for w in 0..16u32 {
-            let n = (w * 4096..(w + 1) * 4096)
-                .filter(|&p| drop_test_accepts(p as u16))
-                .count();
+            let n = (w * 4096..(w + 1) * 4096).filter(|&p| drop_test_accepts(p as u16)).count();
             assert!((1900..=2200).contains(&n), "window {w}: {n}");
         }
     }
@@ -95,10 +85,7 @@ mod tests {
         let s = scenario_50_drop_rules();
         s.validate().unwrap();
         assert_eq!(s.rules.len(), 50);
-        assert_eq!(
-            s.rules[49].src.as_ref().unwrap().0[0].to_string(),
-            "1.1.50.1/32"
-        );
+        assert_eq!(s.rules[49].src.as_ref().unwrap().0[0].to_string(), "1.1.50.1/32");
         assert_eq!(s.default, Action::Accept);
     }
 }

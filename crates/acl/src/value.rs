@@ -32,10 +32,7 @@ pub trait Item: Sized + Clone + fmt::Debug + PartialEq {
     fn from_text(s: &str) -> Result<Self, String>;
     /// Parses an integer form.
     fn from_int(v: i64) -> Result<Self, String> {
-        Err(format!(
-            "expected a string ({}), found the integer {v}",
-            Self::WHAT
-        ))
+        Err(format!("expected a string ({}), found the integer {v}", Self::WHAT))
     }
     /// The TOML scalar that reads back as this element.
     fn to_scalar(&self) -> Scalar;
@@ -173,9 +170,7 @@ impl Prefix {
         let (lo, _) = p.range();
         if lo != p.bits() {
             let net = Prefix::from_bits(lo, addr.is_ipv6(), len);
-            return Err(format!(
-                "{addr}/{len} has host bits set (did you mean {net}?)"
-            ));
+            return Err(format!("{addr}/{len} has host bits set (did you mean {net}?)"));
         }
         Ok(p)
     }
@@ -189,11 +184,7 @@ impl Prefix {
     }
 
     pub(crate) fn from_bits(bits: u128, v6: bool, len: u8) -> Self {
-        let addr = if v6 {
-            IpAddr::V6(bits.into())
-        } else {
-            IpAddr::V4((bits as u32).into())
-        };
+        let addr = if v6 { IpAddr::V6(bits.into()) } else { IpAddr::V4((bits as u32).into()) };
         Prefix { addr, len }
     }
 
@@ -220,11 +211,7 @@ impl Prefix {
     pub fn range(&self) -> (u128, u128) {
         let width = if self.is_v6() { 128u32 } else { 32 };
         let host = width - self.len as u32;
-        let span: u128 = if host >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << host) - 1
-        };
+        let span: u128 = if host >= 128 { u128::MAX } else { (1u128 << host) - 1 };
         let lo = self.bits() & !span;
         (lo, lo | span)
     }
@@ -244,13 +231,9 @@ impl FromStr for Prefix {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("{s:?} is not an IPv4/IPv6 address or prefix"))?;
+        let addr: IpAddr = a.parse().map_err(|_| format!("{s:?} is not an IPv4/IPv6 address or prefix"))?;
         let len = match l {
-            Some(l) => l
-                .parse::<u8>()
-                .map_err(|_| format!("bad prefix length in {s:?}"))?,
+            Some(l) => l.parse::<u8>().map_err(|_| format!("bad prefix length in {s:?}"))?,
             None => {
                 if addr.is_ipv6() {
                     128
@@ -294,11 +277,7 @@ pub struct NumRange<K> {
 impl<K: RangeKind> NumRange<K> {
     /// A range; `None` if `lo > hi` or beyond the kind's maximum.
     pub fn new(lo: u32, hi: u32) -> Option<Self> {
-        (lo <= hi && hi <= K::MAX).then_some(NumRange {
-            lo,
-            hi,
-            _k: PhantomData,
-        })
+        (lo <= hi && hi <= K::MAX).then_some(NumRange { lo, hi, _k: PhantomData })
     }
     /// A single value.
     pub fn single(v: u32) -> Option<Self> {
@@ -313,11 +292,7 @@ impl<K: RangeKind> NumRange<K> {
         let s = s.trim();
         if let Ok(v) = s.parse::<u32>() {
             if v > K::MAX {
-                return Err(format!(
-                    "{v} is larger than {} (the largest {})",
-                    K::MAX,
-                    K::WHAT
-                ));
+                return Err(format!("{v} is larger than {} (the largest {})", K::MAX, K::WHAT));
             }
             return Ok(v);
         }
@@ -327,9 +302,7 @@ impl<K: RangeKind> NumRange<K> {
         {
             return Ok(v);
         }
-        names::lookup(K::NAMES, s)
-            .map(u32::from)
-            .ok_or_else(|| format!("{s:?} is not a {}", K::WHAT))
+        names::lookup(K::NAMES, s).map(u32::from).ok_or_else(|| format!("{s:?} is not a {}", K::WHAT))
     }
 }
 
@@ -353,18 +326,13 @@ impl<K: RangeKind> Item for NumRange<K> {
     fn from_text(s: &str) -> Result<Self, String> {
         let s = s.trim();
         if let Ok(v) = Self::parse_one(s) {
-            return Ok(NumRange {
-                lo: v,
-                hi: v,
-                _k: PhantomData,
-            });
+            return Ok(NumRange { lo: v, hi: v, _k: PhantomData });
         }
         // Names contain dashes ("echo-request"), so try every split point.
         for (i, _) in s.match_indices('-') {
             let (a, b) = (&s[..i], &s[i + 1..]);
             if let (Ok(lo), Ok(hi)) = (Self::parse_one(a), Self::parse_one(b)) {
-                return Self::new(lo, hi)
-                    .ok_or_else(|| format!("range {s:?} is empty (start > end)"));
+                return Self::new(lo, hi).ok_or_else(|| format!("range {s:?} is empty (start > end)"));
             }
         }
         Err(match Self::parse_one(s) {
@@ -373,17 +341,11 @@ impl<K: RangeKind> Item for NumRange<K> {
         })
     }
     fn from_int(v: i64) -> Result<Self, String> {
-        u32::try_from(v)
-            .ok()
-            .and_then(Self::single)
-            .ok_or_else(|| format!("{v} is not a {} (0-{})", K::WHAT, K::MAX))
+        u32::try_from(v).ok().and_then(Self::single).ok_or_else(|| format!("{v} is not a {} (0-{})", K::WHAT, K::MAX))
     }
     fn to_scalar(&self) -> Scalar {
         if self.lo == self.hi {
-            match u8::try_from(self.lo)
-                .ok()
-                .and_then(|v| names::name_of(K::NAMES, v))
-            {
+            match u8::try_from(self.lo).ok().and_then(|v| names::name_of(K::NAMES, v)) {
                 Some(n) => Scalar::Str(n.to_string()),
                 None => Scalar::Int(self.lo as i64),
             }
@@ -454,10 +416,7 @@ pub struct TcpFlags {
 
 impl TcpFlags {
     pub fn new(mask: u8, value: u8) -> Self {
-        TcpFlags {
-            mask,
-            value: value & mask,
-        }
+        TcpFlags { mask, value: value & mask }
     }
     pub fn matches(&self, flags: u8) -> bool {
         flags & self.mask == self.value
@@ -494,9 +453,7 @@ impl Item for TcpFlags {
                 None => (false, tok),
             };
             let bit = names::lookup(names::TCP_FLAGS, name).ok_or_else(|| {
-                format!(
-                    "{name:?} is not a TCP flag (fin, syn, rst, psh, ack, urg, ece, cwr) in {s:?}"
-                )
+                format!("{name:?} is not a TCP flag (fin, syn, rst, psh, ack, urg, ece, cwr) in {s:?}")
             })?;
             if mask & bit != 0 {
                 return Err(format!("flag {name:?} appears twice in {s:?}"));
@@ -557,10 +514,7 @@ mod tests {
         assert_eq!(v4z.range(), (0, u32::MAX as u128));
         assert!("1.2.3.4/33".parse::<Prefix>().is_err());
         assert!("nonsense".parse::<Prefix>().is_err());
-        assert_eq!(
-            Prefix::new_truncating("10.1.2.3".parse().unwrap(), 8).to_string(),
-            "10.0.0.0/8"
-        );
+        assert_eq!(Prefix::new_truncating("10.1.2.3".parse().unwrap(), 8).to_string(), "10.0.0.0/8");
     }
 
     #[test]
@@ -574,14 +528,8 @@ mod tests {
         assert_eq!((t.lo, t.hi), (8, 8));
         let t = IcmpTypeRange::from_text("echo-reply-echo-request").unwrap();
         assert_eq!((t.lo, t.hi), (0, 8));
-        assert_eq!(
-            ProtoRange::from_text("tcp").unwrap().to_scalar(),
-            Scalar::Str("tcp".into())
-        );
-        assert_eq!(
-            PortRange::from_int(80).unwrap().to_scalar(),
-            Scalar::Int(80)
-        );
+        assert_eq!(ProtoRange::from_text("tcp").unwrap().to_scalar(), Scalar::Str("tcp".into()));
+        assert_eq!(PortRange::from_int(80).unwrap().to_scalar(), Scalar::Int(80));
         assert!(VlanRange::from_int(4096).is_err());
         assert_eq!(DscpRange::from_text("ef").unwrap().lo, 46);
     }
@@ -609,10 +557,7 @@ mod tests {
         let s = toml::to_string(&t).unwrap();
         let back: T = toml::from_str(&s).unwrap();
         assert_eq!(back.a, t.a);
-        let e = toml::from_str::<T>("a = \"x\"\nb = \"1.1.1.1\"")
-            .err()
-            .unwrap()
-            .to_string();
+        let e = toml::from_str::<T>("a = \"x\"\nb = \"1.1.1.1\"").err().unwrap().to_string();
         assert!(e.contains("line 1"), "{e}");
     }
 }
