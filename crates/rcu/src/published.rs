@@ -77,8 +77,9 @@ impl<T> Snapshot<T> {
         true
     }
 
+    /// The cached value (also reachable through `Deref`).
     #[inline]
-    pub fn get(&self) -> &T {
+    pub fn current(&self) -> &T {
         &self.value
     }
 
