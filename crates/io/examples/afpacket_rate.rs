@@ -11,6 +11,7 @@
 //!   --interval-us N       latency: gap between frames (default 1000)
 //!   --spin                latency: the receiver spins instead of sleeping in poll(2)
 //!   --blocks N            receive ring blocks of 64 KiB (default: the driver's default)
+//!   --repeat N            run every combination N times, interleaved (default 1)
 //! ```
 //!
 //! Needs root: it creates a namespace `tio-rate-<pid>` holding a veth
@@ -40,6 +41,7 @@ struct Opts {
     interval_us: u64,
     spin: bool,
     blocks: Option<u32>,
+    repeat: usize,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -53,6 +55,7 @@ fn parse() -> Result<Opts, String> {
         interval_us: 1000,
         spin: false,
         blocks: None,
+        repeat: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -79,6 +82,7 @@ fn parse() -> Result<Opts, String> {
             "--samples" => o.samples = val()?.parse().map_err(|e| format!("--samples: {e}"))?,
             "--interval-us" => o.interval_us = val()?.parse().map_err(|e| format!("--interval-us: {e}"))?,
             "--spin" => o.spin = true,
+            "--repeat" => o.repeat = val()?.parse().map_err(|e| format!("--repeat: {e}"))?,
             "--blocks" => o.blocks = Some(val()?.parse().map_err(|e| format!("--blocks: {e}"))?),
             "-h" | "--help" => return Err("see the header of examples/afpacket_rate.rs".into()),
             x => return Err(format!("unknown argument {x}")),
@@ -318,12 +322,14 @@ fn main() -> ExitCode {
     };
     let cpus = thread::available_parallelism().map_or(1, |n| n.get());
     println!("veth pair in namespace {}, {}-byte frames, {cpus} CPUs", lab.ns, o.size);
-    for &v in &o.rx {
-        for &t in &o.tx {
-            let r = if o.latency { latency(&lab, &o, v, t) } else { rate(&lab, &o, v, t) };
-            if let Err(e) = r {
-                eprintln!("afpacket_rate: {}: {e}", label(v, t));
-                return ExitCode::FAILURE;
+    for _ in 0..o.repeat {
+        for &v in &o.rx {
+            for &t in &o.tx {
+                let r = if o.latency { latency(&lab, &o, v, t) } else { rate(&lab, &o, v, t) };
+                if let Err(e) = r {
+                    eprintln!("afpacket_rate: {}: {e}", label(v, t));
+                    return ExitCode::FAILURE;
+                }
             }
         }
     }

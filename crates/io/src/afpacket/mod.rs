@@ -55,6 +55,15 @@ use tx::TxPath;
 const ETH_P_ALL: u16 = 0x0003;
 
 /// Ring format for receive.
+///
+/// V2 is the default: a frame is visible the moment the kernel wrote it,
+/// while V3 holds it until its block fills or times out. Measured with
+/// `examples/afpacket_rate.rs latency` (veth, one frame per ms, receiver
+/// sleeping in poll(2), Linux 6.18, 2 shared vCPUs): V2 p50 21 us / p99
+/// 53 us, V3 (1 ms block timeout) p50 638 us / p99 4.1 ms. Throughput was
+/// equal within noise once the V2 ring has as many slots as the V3 ring
+/// holds small frames; V3 packs small frames denser, so a V2 ring needs
+/// more memory for the same burst tolerance (hence 8 MiB by default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TpacketVersion {
     /// Fixed-size slots, each handed back individually. A frame is visible
@@ -104,7 +113,8 @@ pub struct AfPacketConfig {
     pub version: TpacketVersion,
     /// Bytes per ring block: a power of two, at least one page. Default 64 KiB.
     pub block_size: u32,
-    /// Blocks in the receive ring. Default 64 (4 MiB with the default block).
+    /// Blocks in the receive ring. Default 128 (8 MiB with the default
+    /// block: 4096 V2 slots, about 4 ms of traffic at 1 Mpps).
     pub block_count: u32,
     /// V2 slot size (and TX ring slot size): a power of two from 2048 up to
     /// `block_size`; a V2 slot holds frames up to this size minus 66 bytes.
@@ -141,7 +151,7 @@ impl AfPacketConfig {
             ifname: ifname.into(),
             version: TpacketVersion::V2,
             block_size: 1 << 16,
-            block_count: 64,
+            block_count: 128,
             frame_size: 2048,
             block_timeout_ms: 1,
             tx_mode: TxMode::Sendmmsg,
