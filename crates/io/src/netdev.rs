@@ -60,7 +60,10 @@ pub struct LinkFlags {
     pub up: bool,
     /// Operationally up: running and carrier present (IFF_RUNNING).
     pub running: bool,
+    /// Promiscuous as set by the administrator ([`set_promisc`]); packet
+    /// socket memberships raise a separate count that this does not show.
     pub promisc: bool,
+    /// All-multicast as set by the administrator (same remark).
     pub allmulti: bool,
     pub loopback: bool,
 }

@@ -256,6 +256,35 @@ fn refused_frames_do_not_stall_transmit() {
     }
 }
 
+/// Promiscuous and all-multicast memberships hold while the port is open
+/// and end with it.
+#[test]
+fn memberships_last_as_long_as_the_port() {
+    let Some(ns) = Netns::new() else { return };
+    // SIOCGIFFLAGS shows only the administrator's flags; the counts that
+    // memberships raise are in `ip -d link`.
+    let counts = || {
+        let out = std::process::Command::new("ip")
+            .args(["-n", &ns.name, "-d", "link", "show", "va"])
+            .output()
+            .expect("ip link");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let count = |key: &str| -> u32 {
+            let mut it = text.split_whitespace().skip_while(|w| *w != key);
+            it.nth(1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {key} in {text}"))
+        };
+        (count("promiscuity"), count("allmulti"))
+    };
+    assert_eq!(counts(), (0, 0));
+    let mut c = AfPacketConfig::new("va");
+    c.promisc = true;
+    c.allmulti = true;
+    let port = open(&ns, c);
+    assert_eq!(counts(), (1, 1), "promiscuous and all-multicast while open");
+    drop(port);
+    assert_eq!(counts(), (0, 0), "memberships end with the socket");
+}
+
 #[test]
 fn opening_a_missing_interface_names_it() {
     let e = AfPacketPort::open("tio-missing0").expect_err("no such interface");

@@ -98,6 +98,8 @@ pub enum FanoutMode {
 
 /// Join a fanout group: every socket of the group (same `group` id on the
 /// same interface, in one network namespace) gets a share of the traffic.
+/// Group ids are per network namespace and a group is bound to one
+/// interface, so use one id per interface (its ifindex, say).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fanout {
     pub group: u16,
