@@ -418,6 +418,17 @@ impl AfPacketPort {
         AfPacketStats { kernel_drops: self.kernel_drops.get(), ..self.detail }
     }
 
+    /// Takes the socket's pending error (SO_ERROR), e.g. ENETDOWN after the
+    /// interface went down: a worker whose `wait_fd` keeps polling readable
+    /// with nothing to receive should look here.
+    pub fn take_error(&self) -> Option<std::io::Error> {
+        match socket::getsockopt(self.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR, 0 as libc::c_int) {
+            Ok(0) => None,
+            Ok(e) => Some(std::io::Error::from_raw_os_error(e)),
+            Err(e) => Some(e),
+        }
+    }
+
     /// Sends one frame directly (no pool): tests and rare slow paths.
     pub fn send_raw(&self, frame: &[u8]) -> Result<()> {
         socket::send(self.fd.as_fd(), frame).map(drop).context(|| format!("AF_PACKET on {}: send", self.name))

@@ -49,7 +49,7 @@ impl TxPath {
         if let TxPath::Ring { kick_pending, .. } = self
             && *kick_pending
         {
-            *kick_pending = !kick(fd, stats, detail);
+            *kick_pending = kick(fd, stats, detail);
         }
     }
 
@@ -101,7 +101,7 @@ impl TxPath {
                     queued += 1;
                 }
                 if queued > 0 || *kick_pending {
-                    *kick_pending = !kick(fd, stats, detail);
+                    *kick_pending = kick(fd, stats, detail);
                 }
                 TxOutcome { sent: queued, dropped: pkts.len() - queued }
             }
@@ -110,18 +110,20 @@ impl TxPath {
 }
 
 /// Asks the kernel to send the frames marked in the TX ring. A frame the
-/// device refuses (ENOBUFS) is marked for sending again by the kernel and
-/// goes with the next kick. Returns false when the kick failed.
+/// device refuses for now (ENOBUFS, EAGAIN) is marked for sending again by
+/// the kernel and goes with the next kick: returns true when such a retry
+/// is worth it. Other errors (interface down or gone) are counted and not
+/// retried until the next burst.
 fn kick(fd: BorrowedFd<'_>, stats: &mut PortStats, detail: &mut AfPacketStats) -> bool {
     match socket::kick(fd) {
-        Ok(_) => true,
+        Ok(_) => false,
         Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
             detail.tx_enobufs += 1;
-            false
+            true
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             detail.tx_eagain += 1;
-            false
+            true
         }
         Err(_) => {
             stats.errors += 1;
