@@ -7,7 +7,8 @@
 //!
 //! * [`AfPacketPort`]: any Linux interface, through mmap'd TPACKET rings.
 //! * [`PcapRxPort`] / [`PcapTxPort`]: replay and record capture files;
-//!   [`PcapWriter`] / [`PcapReader`] for captures without a pool.
+//!   [`PcapWriter`] / [`PcapReader`] for captures without a pool;
+//!   [`CapturePort`] records what any other port receives and sends.
 //! * [`TapPort`]: a TAP device, to hand exception traffic to Linux.
 //! * [`MemPort`]: memory queues, connected pairs and a traffic generator
 //!   (tests, the engine benchmark).
@@ -20,6 +21,7 @@
 #![deny(unsafe_code)]
 
 mod afpacket;
+mod capture;
 mod csum;
 mod error;
 mod mem;
@@ -29,6 +31,7 @@ mod sys;
 mod tap;
 
 pub use afpacket::{AfPacketConfig, AfPacketPort, AfPacketStats, Fanout, FanoutMode, TpacketVersion, TxMode};
+pub use capture::{CaptureDir, CapturePort};
 pub use error::{Error, Result};
 pub use mem::{DEFAULT_QUEUE_FRAMES, MemHandle, MemPort};
 pub use pcap::{
