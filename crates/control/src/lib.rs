@@ -1,2 +1,7 @@
-//! Configuration, control plane and API of tern
+//! tern's control plane: the configuration, the router that assembles
+//! workers, ports, the FIB and the nodes, and the neighbour table.
 #![forbid(unsafe_code)]
+
+pub mod config;
+pub mod neighbor;
+pub mod router;

@@ -1,1 +1,64 @@
+//! tern's forwarding nodes and the graph they form.
+//!
+//! ```text
+//!  control-inject ─────────────────────────────────────────────┐
+//!  rx ─> ethernet-input ─┬─> arp-input ──────────────────────────┤
+//!                        ├─> ip4-input ─> ip4-lookup ─┬─> ip4-rewrite ─┬─> interface-output ─> tx
+//!                        │                            ├─> ip4-local    ├─> ip4-glean (ARP)
+//!                        │                            └─> ip4-icmp-error <┘
+//!                        └─> ip6-input ─> ip6-lookup ─┬─> ip6-rewrite ─┬─> interface-output
+//!                                  └─> ip6-local (ND) ├─> ...          └─> ip6-glean (NS)
+//!                                                     └─> ip6-icmp-error
+//! ```
+//! Every node documents itself (synopsis, next nodes, counters) in its
+//! module. Nodes read shared state through [`state::Shared`]: the interface
+//! table and parameters (snapshots refreshed once per batch) and the FIB
+//! (lock-free reader); they report learned neighbours through a queue.
 #![forbid(unsafe_code)]
+
+pub mod arp;
+pub mod eth;
+pub mod icmp;
+pub mod ip4;
+pub mod ip6;
+pub mod neighbor;
+pub mod output;
+pub mod state;
+pub mod util;
+
+use crossbeam_queue::ArrayQueue;
+use state::{Inject, Shared};
+use std::sync::Arc;
+use tern_engine::{Graph, GraphBuilder, GraphError, NodeId};
+
+/// A worker's graph and the node its received packets enter.
+pub struct BuiltGraph {
+    pub graph: Graph,
+    pub input: NodeId,
+}
+
+/// Builds the forwarding graph of one worker.
+pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<BuiltGraph, GraphError> {
+    let ifs = || shared.ifaces.snapshot();
+    let mut b = GraphBuilder::new();
+    b.add(output::ControlInject::new(inject));
+    b.add(eth::EthernetInput::new(ifs()));
+    b.add(arp::ArpInput::new(shared));
+    b.add(ip4::Ip4Input);
+    b.add(ip6::Ip6Input::new(ifs()));
+    b.add(ip4::Ip4Local);
+    b.add(ip6::Ip6Local::new(shared));
+    b.add(ip4::Ip4Lookup::new(shared.fib.clone()));
+    b.add(ip6::Ip6Lookup::new(shared.fib.clone()));
+    b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs()));
+    b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs()));
+    b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));
+    b.add(icmp::Ip6IcmpError::new(ifs(), shared.params.snapshot()));
+    b.add(neighbor::Glean::new(shared, false));
+    b.add(neighbor::Glean::new(shared, true));
+    b.add(output::InterfaceOutput::new(ifs()));
+    let graph = b.build()?;
+    let input =
+        graph.node_id("ethernet-input").ok_or(GraphError::UnknownNext { node: "rx", next: "ethernet-input" })?;
+    Ok(BuiltGraph { graph, input })
+}

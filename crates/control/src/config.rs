@@ -1,0 +1,796 @@
+//! tern's configuration file (TOML).
+//!
+//! Loading is all-or-nothing: the text is deserialized with unknown keys
+//! refused, then validated as a whole (addresses parse, names are unique,
+//! references resolve, VLAN ids and MTUs are in range). Every error names
+//! the file, the line and the key, e.g.
+//! `tern.toml:7:13: interface[1].addresses[0]: invalid address "10.0.0.300/24"`.
+//! A configuration that fails validation starts nothing.
+//!
+//! The reference with a complete example is docs/CONFIG.md.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use tern_fib::Prefix;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub dataplane: Dataplane,
+    #[serde(default)]
+    pub neighbor: NeighborCfg,
+    #[serde(default, rename = "interface")]
+    pub interfaces: Vec<InterfaceCfg>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteCfg>,
+    #[serde(default, rename = "route_file")]
+    pub route_files: Vec<RouteFileCfg>,
+    #[serde(default)]
+    pub acl: Vec<tern_acl::RuleSet>,
+    #[serde(default)]
+    pub api: ApiCfg,
+    #[serde(default)]
+    pub metrics: MetricsCfg,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Dataplane {
+    /// Forwarding worker threads.
+    pub workers: u16,
+    /// CPUs to pin workers to (worker i on cpus[i]).
+    pub cpus: Vec<usize>,
+    /// Packet buffers per worker.
+    pub pool_frames: u32,
+    /// "sleep" (poll(2) when idle) or "spin" (busy polling).
+    pub idle: IdleMode,
+    /// ICMP errors per second per worker, and burst.
+    pub icmp_rate: u32,
+    pub icmp_burst: u32,
+}
+
+impl Default for Dataplane {
+    fn default() -> Self {
+        Dataplane {
+            workers: 1,
+            cpus: Vec::new(),
+            pool_frames: 16384,
+            idle: IdleMode::Sleep,
+            icmp_rate: 1000,
+            icmp_burst: 100,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdleMode {
+    Sleep,
+    Spin,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NeighborCfg {
+    /// How long a confirmed neighbour is used without re-probing (ms).
+    pub reachable_ms: u64,
+    /// Interval between probes and between resolution requests (ms).
+    pub retry_ms: u64,
+    /// Unanswered probes/requests before giving up.
+    pub probes: u32,
+    /// Packets held per unresolved neighbour, and in total per worker.
+    pub queue_per_dest: usize,
+    pub queue_total: usize,
+}
+
+impl Default for NeighborCfg {
+    fn default() -> Self {
+        NeighborCfg { reachable_ms: 30_000, retry_ms: 1000, probes: 3, queue_per_dest: 16, queue_total: 1024 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// The fastest driver that works on the device.
+    #[default]
+    Auto,
+    Afpacket,
+    Afxdp,
+    /// In-memory port (tests and demos; no Linux device).
+    Memory,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceCfg {
+    /// tern's name for the interface.
+    pub name: String,
+    /// The Linux device tern drives (physical interfaces).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// For a VLAN sub-interface: the parent interface and the VLAN id.
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub vlan: Option<u16>,
+    /// Addresses with prefix length, IPv4 and IPv6.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// IP MTU (default: the device's).
+    #[serde(default)]
+    pub mtu: Option<u16>,
+    /// MAC address override (default: the device's).
+    #[serde(default)]
+    pub mac: Option<String>,
+    #[serde(default)]
+    pub driver: Driver,
+    #[serde(default = "yes")]
+    pub up: bool,
+    /// Rule set names applied to packets received / sent here.
+    #[serde(default)]
+    pub acl_in: Option<String>,
+    #[serde(default)]
+    pub acl_out: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteType {
+    #[default]
+    Unicast,
+    Blackhole,
+    Unreachable,
+    Prohibit,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteCfg {
+    pub prefix: String,
+    #[serde(default)]
+    pub via: Option<String>,
+    #[serde(default)]
+    pub interface: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: RouteType,
+    #[serde(default)]
+    pub distance: Option<u8>,
+    #[serde(default)]
+    pub metric: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteFileCfg {
+    /// A file of "prefix [via]" lines (.gz accepted); relative paths are
+    /// relative to the configuration file.
+    pub path: String,
+    /// Next hop for lines without one.
+    #[serde(default)]
+    pub via: Option<String>,
+    #[serde(default)]
+    pub via6: Option<String>,
+    #[serde(default)]
+    pub interface: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiCfg {
+    pub socket: String,
+    /// Unix group allowed to use the socket (mode 0660); root only if unset.
+    pub group: Option<String>,
+}
+
+impl Default for ApiCfg {
+    fn default() -> Self {
+        ApiCfg { socket: "/run/tern/tern.sock".into(), group: None }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsCfg {
+    /// Address of the Prometheus endpoint; empty disables it.
+    pub listen: String,
+}
+
+impl Default for MetricsCfg {
+    fn default() -> Self {
+        MetricsCfg { listen: "127.0.0.1:9456".into() }
+    }
+}
+
+/// A configuration error with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// Dotted key path, e.g. `interface[1].addresses[0]`.
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+            if let Some(c) = self.column {
+                write!(f, ":{c}")?;
+            }
+        }
+        write!(f, ": ")?;
+        if let Some(k) = &self.key {
+            write!(f, "{k}: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One step of a key path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn path_string(path: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// A validation problem at a key path.
+struct Problem {
+    path: Vec<Seg>,
+    message: String,
+}
+
+fn k(s: &str) -> Seg {
+    Seg::Key(s.to_string())
+}
+
+/// Finds the 1-based line and column of a key path in TOML text.
+pub fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
+    enum At<'a> {
+        Item(&'a toml_edit::Item),
+        Table(&'a toml_edit::Table),
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut at = At::Item(doc.as_item());
+    let mut span = None;
+    for seg in path {
+        at = match (at, seg) {
+            (At::Item(it), Seg::Key(key)) => {
+                let (kk, v) = it.as_table_like()?.get_key_value(key)?;
+                span = kk.span().or_else(|| v.span()).or(span);
+                At::Item(v)
+            }
+            (At::Table(t), Seg::Key(key)) => {
+                let (kk, v) = t.get_key_value(key)?;
+                span = kk.span().or_else(|| v.span()).or(span);
+                At::Item(v)
+            }
+            (At::Item(it), Seg::Index(i)) => {
+                if let Some(aot) = it.as_array_of_tables() {
+                    let t = aot.get(*i)?;
+                    span = t.span().or(span);
+                    At::Table(t)
+                } else {
+                    let v = it.as_array()?.get(*i)?;
+                    span = v.span().or(span);
+                    break;
+                }
+            }
+            (At::Table(_), Seg::Index(_)) => break,
+        };
+    }
+    span.map(|s| line_col(text, s.start))
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, col)
+}
+
+/// An interface after validation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IfacePlan {
+    pub name: String,
+    pub kind: IfacePlanKind,
+    pub v4: Vec<tern_nodes::state::V4Net>,
+    pub v6: Vec<tern_nodes::state::V6Net>,
+    pub mtu: Option<u16>,
+    pub mac: Option<[u8; 6]>,
+    pub up: bool,
+    pub acl_in: Option<String>,
+    pub acl_out: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IfacePlanKind {
+    /// A device driven through a port; the port number is the interface's
+    /// position among physical interfaces.
+    Port { device: Option<String>, driver: Driver },
+    /// A VLAN sub-interface of the interface at `parent` (an index into the
+    /// plan's interface list).
+    Vlan { parent: usize, vid: u16 },
+}
+
+/// A route file to load, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteFilePlan {
+    pub path: PathBuf,
+    pub via: Option<IpAddr>,
+    pub via6: Option<IpAddr>,
+    pub ifindex: Option<u16>,
+}
+
+/// A static route, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoutePlan {
+    pub prefix: Prefix,
+    pub target: tern_fib::RouteTarget,
+    pub attrs: tern_fib::RouteAttrs,
+}
+
+/// A configuration that passed validation, in the form the router applies.
+/// Physical interfaces come first (interface index = port number), then
+/// VLAN sub-interfaces, each group in file order.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub config: Config,
+    pub ifaces: Vec<IfacePlan>,
+    pub routes: Vec<RoutePlan>,
+    pub route_files: Vec<RouteFilePlan>,
+    pub acls: Vec<tern_acl::RuleSet>,
+}
+
+impl Plan {
+    pub fn iface_index(&self, name: &str) -> Option<u16> {
+        self.ifaces.iter().position(|i| i.name == name).map(|i| i as u16)
+    }
+
+    pub fn ports(&self) -> usize {
+        self.ifaces.iter().filter(|i| matches!(i.kind, IfacePlanKind::Port { .. })).count()
+    }
+}
+
+/// Reads and validates a configuration file.
+pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        key: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse(&text, &path.display().to_string(), &base)
+}
+
+/// Parses and validates configuration text. `file` names it in errors;
+/// relative route-file paths are resolved against `base`.
+pub fn parse(text: &str, file: &str, base: &Path) -> Result<Plan, ConfigError> {
+    let config: Config = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map(|s| line_col(text, s.start)).unzip();
+        ConfigError { file: file.to_string(), line, column, key: None, message: e.message().to_string() }
+    })?;
+    validate(config, base).map_err(|p| {
+        let (line, column) = locate(text, &p.path).unzip();
+        ConfigError { file: file.to_string(), line, column, key: Some(path_string(&p.path)), message: p.message }
+    })
+}
+
+fn bad(path: Vec<Seg>, message: impl Into<String>) -> Problem {
+    Problem { path, message: message.into() }
+}
+
+/// Parses "address/len" for an interface address.
+pub fn parse_if_addr(s: &str) -> Result<IpAddr, String> {
+    let (a, _) = s.split_once('/').ok_or_else(|| format!("{s:?} needs a prefix length (e.g. 10.0.0.1/24)"))?;
+    a.parse::<IpAddr>().map_err(|_| format!("invalid address {s:?}"))
+}
+
+fn if_addr(s: &str) -> Result<(IpAddr, u8), String> {
+    let addr = parse_if_addr(s)?;
+    let len_s = s.split_once('/').map(|(_, l)| l).unwrap_or_default();
+    let len: u8 = len_s.parse().map_err(|_| format!("invalid prefix length in {s:?}"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(format!("prefix length {len} too long for {addr}"));
+    }
+    if addr.is_unspecified() || addr.is_multicast() || addr.is_loopback() {
+        return Err(format!("{addr} cannot be an interface address"));
+    }
+    Ok((addr, len))
+}
+
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let mut mac = [0u8; 6];
+    if parts.len() != 6 {
+        return Err(format!("invalid MAC address {s:?}"));
+    }
+    for (m, p) in mac.iter_mut().zip(&parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| format!("invalid MAC address {s:?}"))?;
+    }
+    if mac[0] & 1 != 0 || mac == [0; 6] {
+        return Err(format!("{s} is not a unicast MAC address"));
+    }
+    Ok(mac)
+}
+
+fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
+    let d = &config.dataplane;
+    if d.workers == 0 || d.workers > 64 {
+        return Err(bad(vec![k("dataplane"), k("workers")], format!("{} workers: need 1..=64", d.workers)));
+    }
+    if !(1024..=1 << 20).contains(&d.pool_frames) {
+        return Err(bad(vec![k("dataplane"), k("pool_frames")], format!("{}: need 1024..=1048576", d.pool_frames)));
+    }
+    if !d.cpus.is_empty() && d.cpus.len() < usize::from(d.workers) {
+        return Err(bad(vec![k("dataplane"), k("cpus")], "give one CPU per worker, or none"));
+    }
+    let n = &config.neighbor;
+    if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 {
+        return Err(bad(vec![k("neighbor")], "retry_ms, probes, queue_per_dest and queue_total must be positive"));
+    }
+    if !config.metrics.listen.is_empty() && config.metrics.listen.parse::<std::net::SocketAddr>().is_err() {
+        return Err(bad(vec![k("metrics"), k("listen")], format!("{:?} is not address:port", config.metrics.listen)));
+    }
+    if config.api.socket.is_empty() {
+        return Err(bad(vec![k("api"), k("socket")], "empty socket path"));
+    }
+    if let Err(e) = tern_acl::validate_all(&config.acl) {
+        let i = config.acl.iter().position(|s| s.name == e.set).unwrap_or(0);
+        let mut path = vec![k("acl"), Seg::Index(i)];
+        if let Some(r) = e.rule {
+            path.push(k("rule"));
+            path.push(Seg::Index(r));
+        }
+        if let Some(key) = e.key {
+            path.push(k(key));
+        }
+        return Err(bad(path, e.message));
+    }
+    let acl_names: HashSet<&str> = config.acl.iter().map(|s| s.name.as_str()).collect();
+
+    // Interfaces: physical first, then VLANs, keeping file order.
+    let mut names = HashSet::new();
+    let mut devices = HashSet::new();
+    let mut order: Vec<usize> = Vec::new();
+    for (i, c) in config.interfaces.iter().enumerate() {
+        let p = |key: &str| vec![k("interface"), Seg::Index(i), k(key)];
+        if c.name.is_empty() || c.name.len() > 32 || c.name.contains(char::is_whitespace) {
+            return Err(bad(p("name"), format!("{:?}: names are 1-32 characters without spaces", c.name)));
+        }
+        if !names.insert(c.name.as_str()) {
+            return Err(bad(p("name"), format!("interface {:?} defined twice", c.name)));
+        }
+        match (&c.device, &c.parent, c.vlan) {
+            (_, None, None) => {
+                if let Some(dev) = &c.device
+                    && !devices.insert(dev.as_str())
+                {
+                    return Err(bad(p("device"), format!("device {dev:?} used by two interfaces")));
+                }
+                if c.device.is_none() && c.driver != Driver::Memory {
+                    return Err(bad(p("device"), "a physical interface needs a device (or driver = \"memory\")"));
+                }
+                order.push(i);
+            }
+            (None, Some(_), Some(v)) => {
+                if !(1..=4094).contains(&v) {
+                    return Err(bad(p("vlan"), format!("VLAN id {v}: need 1..=4094")));
+                }
+            }
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(bad(p("device"), "an interface has either a device or a parent and vlan, not both"));
+            }
+            _ => return Err(bad(p("vlan"), "a VLAN sub-interface needs both parent and vlan")),
+        }
+    }
+    let phys = order.len();
+    for (i, c) in config.interfaces.iter().enumerate() {
+        if c.parent.is_some() {
+            order.push(i);
+        }
+    }
+    let mut ifaces: Vec<IfacePlan> = Vec::new();
+    let mut all_addrs: HashSet<IpAddr> = HashSet::new();
+    let mut vlan_seen = HashSet::new();
+    for (pos, &i) in order.iter().enumerate() {
+        let c = &config.interfaces[i];
+        let p = |key: &str| vec![k("interface"), Seg::Index(i), k(key)];
+        let kind = if pos < phys {
+            IfacePlanKind::Port { device: c.device.clone(), driver: c.driver }
+        } else {
+            let parent_name = c.parent.as_deref().unwrap_or_default();
+            let parent = order[..phys]
+                .iter()
+                .position(|&j| config.interfaces[j].name == parent_name)
+                .ok_or_else(|| bad(p("parent"), format!("no physical interface named {parent_name:?}")))?;
+            let vid = c.vlan.unwrap_or_default();
+            if !vlan_seen.insert((parent, vid)) {
+                return Err(bad(p("vlan"), format!("VLAN {vid} defined twice on {parent_name}")));
+            }
+            if c.mac.is_some() {
+                return Err(bad(p("mac"), "a VLAN sub-interface uses its parent's MAC"));
+            }
+            IfacePlanKind::Vlan { parent, vid }
+        };
+        let mut v4 = Vec::new();
+        let mut v6 = Vec::new();
+        for (j, a) in c.addresses.iter().enumerate() {
+            let ap = vec![k("interface"), Seg::Index(i), k("addresses"), Seg::Index(j)];
+            let (addr, len) = if_addr(a).map_err(|m| bad(ap.clone(), m))?;
+            if !all_addrs.insert(addr) {
+                return Err(bad(ap, format!("address {addr} configured twice")));
+            }
+            match addr {
+                IpAddr::V4(a) => v4.push(tern_nodes::state::V4Net { addr: a, len }),
+                IpAddr::V6(a) => {
+                    if tern_nodes::state::is_link_local(a) {
+                        return Err(bad(ap, "link-local addresses are derived from the MAC; configure global ones"));
+                    }
+                    v6.push(tern_nodes::state::V6Net { addr: a, len })
+                }
+            }
+        }
+        if let Some(mtu) = c.mtu {
+            if !(68..=9216).contains(&mtu) {
+                return Err(bad(p("mtu"), format!("MTU {mtu}: need 68..=9216")));
+            }
+            if !v6.is_empty() && mtu < 1280 {
+                return Err(bad(p("mtu"), format!("MTU {mtu} is below the IPv6 minimum of 1280")));
+            }
+        }
+        let mac = match &c.mac {
+            Some(m) => Some(parse_mac(m).map_err(|e| bad(p("mac"), e))?),
+            None => None,
+        };
+        if c.driver == Driver::Memory && mac.is_none() && c.parent.is_none() {
+            return Err(bad(p("mac"), "a memory interface needs a mac"));
+        }
+        for (key, acl) in [("acl_in", &c.acl_in), ("acl_out", &c.acl_out)] {
+            if let Some(a) = acl
+                && !acl_names.contains(a.as_str())
+            {
+                return Err(bad(p(key), format!("no [[acl]] named {a:?}")));
+            }
+        }
+        ifaces.push(IfacePlan {
+            name: c.name.clone(),
+            kind,
+            v4,
+            v6,
+            mtu: c.mtu,
+            mac,
+            up: c.up,
+            acl_in: c.acl_in.clone(),
+            acl_out: c.acl_out.clone(),
+        });
+    }
+    let index_of = |name: &str| ifaces.iter().position(|i| i.name == name).map(|i| i as u16);
+
+    let mut routes = Vec::new();
+    for (i, r) in config.routes.iter().enumerate() {
+        let p = |key: &str| vec![k("route"), Seg::Index(i), k(key)];
+        let prefix: Prefix = r.prefix.parse().map_err(|e| bad(p("prefix"), format!("{e}")))?;
+        let via = match &r.via {
+            Some(v) => Some(v.parse::<IpAddr>().map_err(|_| bad(p("via"), format!("invalid address {v:?}")))?),
+            None => None,
+        };
+        if let Some(v) = via
+            && v.is_ipv4() != matches!(prefix, Prefix::V4 { .. })
+        {
+            return Err(bad(p("via"), format!("next hop {v} is not of the prefix's address family")));
+        }
+        let ifindex = match &r.interface {
+            Some(n) => Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {n:?}")))?),
+            None => None,
+        };
+        let target = match (r.kind, via, ifindex) {
+            (RouteType::Unicast, Some(gw), ifindex) => tern_fib::RouteTarget::Via { gw, ifindex },
+            (RouteType::Unicast, None, Some(ifindex)) => tern_fib::RouteTarget::Connected { ifindex },
+            (RouteType::Unicast, None, None) => return Err(bad(p("via"), "a unicast route needs via or interface")),
+            (t, None, None) => match t {
+                RouteType::Blackhole => tern_fib::RouteTarget::Blackhole,
+                RouteType::Unreachable => tern_fib::RouteTarget::Unreachable,
+                _ => tern_fib::RouteTarget::Prohibit,
+            },
+            (_, _, _) => {
+                return Err(bad(p("type"), "blackhole, unreachable and prohibit routes take no via or interface"));
+            }
+        };
+        routes.push(RoutePlan {
+            prefix,
+            target,
+            attrs: tern_fib::RouteAttrs { distance: r.distance, metric: r.metric },
+        });
+    }
+    let mut route_files = Vec::new();
+    for (i, f) in config.route_files.iter().enumerate() {
+        let p = |key: &str| vec![k("route_file"), Seg::Index(i), k(key)];
+        let parse_via = |v: &Option<String>, key: &str, want_v4: bool| -> Result<Option<IpAddr>, Problem> {
+            match v {
+                None => Ok(None),
+                Some(s) => {
+                    let a = s.parse::<IpAddr>().map_err(|_| bad(p(key), format!("invalid address {s:?}")))?;
+                    if a.is_ipv4() != want_v4 {
+                        return Err(bad(p(key), format!("{a} is not an IPv{} address", if want_v4 { 4 } else { 6 })));
+                    }
+                    Ok(Some(a))
+                }
+            }
+        };
+        let via = parse_via(&f.via, "via", true)?;
+        let via6 = parse_via(&f.via6, "via6", false)?;
+        let ifindex = match &f.interface {
+            Some(n) => Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {n:?}")))?),
+            None => None,
+        };
+        let path = PathBuf::from(&f.path);
+        let path = if path.is_relative() { base.join(path) } else { path };
+        route_files.push(RouteFilePlan { path, via, via6, ifindex });
+    }
+    let acls = config.acl.clone();
+    Ok(Plan { config, ifaces, routes, route_files, acls })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[dataplane]
+workers = 1
+
+[[interface]]
+name = "lan0"
+device = "veth0"
+addresses = ["10.0.1.1/24", "2001:db8:1::1/64"]
+
+[[interface]]
+name = "lan0.100"
+parent = "lan0"
+vlan = 100
+addresses = ["10.0.100.1/24"]
+
+[[interface]]
+name = "wan0"
+device = "veth1"
+addresses = ["10.0.2.1/24"]
+mtu = 1400
+
+[[route]]
+prefix = "0.0.0.0/0"
+via = "10.0.2.254"
+
+[[route]]
+prefix = "192.0.2.0/24"
+type = "blackhole"
+"#;
+
+    fn err(text: &str) -> ConfigError {
+        parse(text, "t.toml", Path::new("/etc/tern")).expect_err("must fail")
+    }
+
+    /// 1-based line of the first occurrence of `needle`.
+    fn line_of(text: &str, needle: &str) -> usize {
+        let at = text.find(needle).expect("needle in text");
+        text[..at].matches('\n').count() + 1
+    }
+
+    #[test]
+    fn good_config_orders_ports_before_vlans() {
+        let plan = parse(GOOD, "t.toml", Path::new("/etc")).expect("valid");
+        let names: Vec<_> = plan.ifaces.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["lan0", "wan0", "lan0.100"]);
+        assert_eq!(plan.ports(), 2);
+        assert_eq!(plan.ifaces[2].kind, IfacePlanKind::Vlan { parent: 0, vid: 100 });
+        assert_eq!(plan.routes.len(), 2);
+        assert_eq!(plan.routes[1].target, tern_fib::RouteTarget::Blackhole);
+        assert_eq!(plan.ifaces[1].mtu, Some(1400));
+    }
+
+    #[test]
+    fn bad_address_names_line_and_key() {
+        let text = GOOD.replace("10.0.100.1/24", "10.0.100.300/24");
+        let e = err(&text);
+        assert_eq!(e.key.as_deref(), Some("interface[1].addresses[0]"));
+        let line = line_of(&text, "10.0.100.300");
+        assert_eq!(e.line, Some(line), "{e}");
+        assert!(e.to_string().starts_with(&format!("t.toml:{line}:")), "{e}");
+        assert!(e.message.contains("10.0.100.300"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_line() {
+        let text = GOOD.replace("mtu = 1400", "mtuu = 1400");
+        let e = err(&text);
+        assert!(e.message.contains("mtuu"), "{e}");
+        assert_eq!(e.line, Some(line_of(&text, "mtuu")), "{e}");
+    }
+
+    #[test]
+    fn references_must_resolve() {
+        assert!(err(&GOOD.replace("parent = \"lan0\"", "parent = \"lan9\"")).message.contains("lan9"));
+        let text = format!("{GOOD}\n[[route]]\nprefix = \"10.9.0.0/16\"\ninterface = \"nope\"\n");
+        let e = err(&text);
+        assert_eq!(e.key.as_deref(), Some("route[2].interface"));
+        assert_eq!(e.line, Some(line_of(&text, "interface = \"nope")), "{e}");
+        assert!(err(&GOOD.replace("vlan = 100", "vlan = 4095")).message.contains("4095"));
+    }
+
+    #[test]
+    fn semantic_errors() {
+        let e = err(&GOOD.replace("10.0.2.254", "2001:db8::1"));
+        assert_eq!(e.key.as_deref(), Some("route[0].via"));
+        let e = err(&GOOD.replace("192.0.2.0/24", "192.0.2.1/24"));
+        assert_eq!(e.key.as_deref(), Some("route[1].prefix"));
+        let e = err(&GOOD.replace("\"10.0.2.1/24\"", "\"10.0.1.1/24\""));
+        assert!(e.message.contains("twice"), "{e}");
+        let e = err(&GOOD.replace("device = \"veth1\"", "device = \"veth0\""));
+        assert!(e.message.contains("two interfaces"), "{e}");
+        let e = err(&GOOD.replace("mtu = 1400", "mtu = 40"));
+        assert_eq!(e.key.as_deref(), Some("interface[2].mtu"));
+        let e = err(&GOOD.replace("workers = 1", "workers = 0"));
+        assert_eq!(e.line, Some(line_of(GOOD, "workers")));
+    }
+
+    #[test]
+    fn acl_errors_point_into_the_rule() {
+        let text = format!(
+            "{GOOD}\n[[acl]]\nname = \"F\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nsrc = \"1.1.1.1/32\"\n[[acl.rule]]\naction = \"drop\"\ndport = \"99999\"\n"
+        );
+        let e = err(&text);
+        assert_eq!(e.line, Some(line_of(&text, "dport")), "{e}");
+        assert!(e.message.contains("99999"), "{e}");
+        let text = text.replace("dport = \"99999\"", "dport = \"80\"\nproto = \"icmp\"");
+        let e = err(&text);
+        assert!(e.key.as_deref().is_some_and(|k| k.starts_with("acl[0].rule[1]")), "{e}");
+        let e = err(&GOOD.replace("addresses = [\"10.0.2.1/24\"]", "addresses = [\"10.0.2.1/24\"]\nacl_in = \"NOPE\""));
+        assert_eq!(e.key.as_deref(), Some("interface[2].acl_in"));
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for t in [
+            "",
+            "[[interface]]",
+            "[dataplane]\nworkers = \"x\"",
+            "[[route]]\nprefix=1",
+            "\u{0}\u{1}",
+            "[[interface]]\nname=\"a\"\nparent=\"a\"\nvlan=1",
+        ] {
+            let _ = parse(t, "t", Path::new("."));
+        }
+    }
+}

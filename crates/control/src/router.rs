@@ -1,0 +1,449 @@
+//! The router: configuration applied to a running data plane.
+//!
+//! [`Router::start`] builds everything from a validated [`Plan`] (FIB with
+//! connected, local and static routes and route files; the interface
+//! table; one worker per configured thread with its own pool, ports and
+//! graph) or fails without leaving anything running. The control thread
+//! then calls [`Router::poll`] in a loop: it drains what workers learned
+//! (neighbours), ages the neighbour table and publishes changes.
+
+use crate::config::{Driver, IdleMode, IfacePlan, IfacePlanKind, Plan};
+use crate::neighbor::NeighborTable;
+use crossbeam_queue::ArrayQueue;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, WorkerHandle, WorkerShared};
+use tern_fib::{FibConfig, FibWriter, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
+use tern_nodes::state::{Event, IfKind, IfTable, Iface, Inject, Params, Shared, link_local_from_mac};
+use tern_packet::{PacketPool, PoolConfig, Port};
+
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+fn err(s: impl Into<String>) -> StartError {
+    StartError(s.into())
+}
+
+/// What the router changes on the host and must undo on shutdown.
+struct HostState {
+    quiet: Vec<tern_io::netdev::KernelQuiet>,
+}
+
+pub struct Router {
+    plan: Plan,
+    fib: FibWriter,
+    shared: Shared,
+    workers: Vec<WorkerHandle>,
+    injects: Vec<Arc<ArrayQueue<Inject>>>,
+    neigh: NeighborTable,
+    trace: Arc<TraceShared>,
+    /// Memory ports' handles by interface name, one per worker.
+    mem: HashMap<String, Vec<MemHandle>>,
+    host: HostState,
+    last_tick_ns: u64,
+    started_ns: u64,
+}
+
+/// Device facts the router needs for a port interface.
+struct DeviceInfo {
+    mac: [u8; 6],
+    mtu: u16,
+}
+
+fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
+    let IfacePlanKind::Port { device, driver } = &plan.kind else {
+        return Err(err(format!("interface {}: not a port", plan.name)));
+    };
+    if *driver == Driver::Memory {
+        let mac = plan.mac.ok_or_else(|| err(format!("interface {}: memory interfaces need a mac", plan.name)))?;
+        return Ok(DeviceInfo { mac, mtu: plan.mtu.unwrap_or(1500) });
+    }
+    let dev = device.as_deref().unwrap_or_default();
+    let what = |e: tern_io::Error| err(format!("interface {}: device {dev}: {e}", plan.name));
+    let mac = match plan.mac {
+        Some(m) => m,
+        None => tern_io::netdev::mac(dev).map_err(what)?,
+    };
+    let mtu = match plan.mtu {
+        Some(m) => m,
+        None => u16::try_from(tern_io::netdev::mtu(dev).map_err(what)?).unwrap_or(u16::MAX).min(9216),
+    };
+    Ok(DeviceInfo { mac, mtu })
+}
+
+/// Builds the interface table of a plan.
+fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
+    let mut ifs = Vec::new();
+    for (i, p) in plan.ifaces.iter().enumerate() {
+        let (kind, port, mac, mtu, parent_up) = match p.kind {
+            IfacePlanKind::Port { .. } => (IfKind::Port, i as u16, devs[i].mac, devs[i].mtu, true),
+            IfacePlanKind::Vlan { parent, vid } => (
+                IfKind::Vlan { parent: parent as u16, vid },
+                parent as u16,
+                devs[parent].mac,
+                p.mtu.unwrap_or(devs[parent].mtu),
+                plan.ifaces[parent].up,
+            ),
+        };
+        ifs.push(Iface {
+            index: i as u16,
+            name: p.name.clone(),
+            kind,
+            port,
+            mac,
+            mtu: p.mtu.unwrap_or(mtu),
+            up: p.up && parent_up,
+            v4: p.v4.clone(),
+            v6: p.v6.clone(),
+            v6_ll: link_local_from_mac(mac),
+        });
+    }
+    IfTable::new(ifs)
+}
+
+/// The routes an interface's addresses imply: the connected subnet, the
+/// address itself (local), and the directed broadcast (dropped).
+fn interface_routes(index: u16, iface: &IfacePlan) -> Vec<RouteOp> {
+    let mut ops = Vec::new();
+    for n in &iface.v4 {
+        let net = Prefix::V4 { addr: std::net::Ipv4Addr::from(u32::from(n.addr) & n.mask()), len: n.len };
+        ops.push(RouteOp::Add(
+            Source::Connected,
+            net,
+            RouteTarget::Connected { ifindex: index },
+            RouteAttrs::default(),
+        ));
+        ops.push(RouteOp::Add(
+            Source::Local,
+            Prefix::V4 { addr: n.addr, len: 32 },
+            RouteTarget::Local { ifindex: index },
+            RouteAttrs::default(),
+        ));
+        if let Some(b) = n.broadcast() {
+            ops.push(RouteOp::Add(
+                Source::Local,
+                Prefix::V4 { addr: b, len: 32 },
+                RouteTarget::Blackhole,
+                RouteAttrs::default(),
+            ));
+        }
+    }
+    for n in &iface.v6 {
+        let net = Prefix::V6 { addr: std::net::Ipv6Addr::from(u128::from(n.addr) & n.mask()), len: n.len };
+        ops.push(RouteOp::Add(
+            Source::Connected,
+            net,
+            RouteTarget::Connected { ifindex: index },
+            RouteAttrs::default(),
+        ));
+        ops.push(RouteOp::Add(
+            Source::Local,
+            Prefix::V6 { addr: n.addr, len: 128 },
+            RouteTarget::Local { ifindex: index },
+            RouteAttrs::default(),
+        ));
+    }
+    ops
+}
+
+fn apply_all(fib: &mut FibWriter, ops: Vec<RouteOp>, what: &str) -> Result<usize, StartError> {
+    let n = ops.len();
+    let report = fib.apply(ops);
+    if let Some((i, e)) = report.errors.first() {
+        return Err(err(format!("{what}: route {} of {n}: {e}", i + 1)));
+    }
+    Ok(report.applied)
+}
+
+/// Loads a route file into FIB operations (source `config`).
+fn route_file_ops(rf: &crate::config::RouteFilePlan) -> Result<Vec<RouteOp>, StartError> {
+    let what = rf.path.display().to_string();
+    let entries = tern_fib::routefile::load(&rf.path).map_err(|e| err(format!("{what}: {e}")))?;
+    let mut ops = Vec::with_capacity(entries.len());
+    for (prefix, via) in entries {
+        let v4 = matches!(prefix, Prefix::V4 { .. });
+        let gw = match via {
+            Some(g) => Some(g),
+            None if v4 => rf.via,
+            None => rf.via6,
+        };
+        let target = match (gw, rf.ifindex) {
+            (Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
+            (None, Some(ifindex)) => RouteTarget::Connected { ifindex },
+            (None, None) => {
+                return Err(err(format!(
+                    "{what}: {prefix} has no next hop and the route_file gives no {}",
+                    if v4 { "via" } else { "via6" }
+                )));
+            }
+        };
+        ops.push(RouteOp::Add(Source::Config, prefix, target, RouteAttrs::default()));
+    }
+    Ok(ops)
+}
+
+fn params_of(plan: &Plan) -> Params {
+    let d = &plan.config.dataplane;
+    let n = &plan.config.neighbor;
+    Params {
+        icmp_rate: d.icmp_rate,
+        icmp_burst: d.icmp_burst,
+        neigh_queue_per_dest: n.queue_per_dest,
+        neigh_queue_total: n.queue_total,
+        neigh_retry_ns: n.retry_ms * 1_000_000,
+        neigh_max_tries: n.probes,
+    }
+}
+
+impl Router {
+    /// Builds and starts the data plane. On error nothing keeps running
+    /// and host settings are restored.
+    pub fn start(plan: Plan) -> Result<Router, StartError> {
+        let started_ns = tern_engine::clock::now_ns();
+        let domain = tern_rcu::Domain::new();
+        let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
+
+        let ports: Vec<&IfacePlan> =
+            plan.ifaces.iter().filter(|i| matches!(i.kind, IfacePlanKind::Port { .. })).collect();
+        let devs: Vec<DeviceInfo> = ports.iter().map(|p| device_info(p)).collect::<Result<_, _>>()?;
+
+        for (i, iface) in plan.ifaces.iter().enumerate() {
+            apply_all(&mut fib, interface_routes(i as u16, iface), &format!("interface {}", iface.name))?;
+        }
+        let statics: Vec<RouteOp> =
+            plan.routes.iter().map(|r| RouteOp::Add(Source::Static, r.prefix, r.target.clone(), r.attrs)).collect();
+        apply_all(&mut fib, statics, "static routes")?;
+        for rf in &plan.route_files {
+            let t0 = std::time::Instant::now();
+            let ops = route_file_ops(rf)?;
+            let n = apply_all(&mut fib, ops, &rf.path.display().to_string())?;
+            log::info!("loaded {n} routes from {} in {:.2?}", rf.path.display(), t0.elapsed());
+        }
+
+        let iftable = build_iftable(&plan, &devs);
+        let shared = Shared::new(iftable.clone(), reader);
+        shared.params.publish(params_of(&plan));
+
+        let mut host = HostState { quiet: Vec::new() };
+        for p in &ports {
+            if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
+                && *driver != Driver::Memory
+            {
+                take_over(dev, p.up, &mut host)?;
+            }
+        }
+
+        let workers_n = plan.config.dataplane.workers;
+        let trace = TraceShared::new();
+        let mut mem: HashMap<String, Vec<MemHandle>> = HashMap::new();
+        let mut injects = Vec::new();
+        let mut workers = Vec::new();
+        let fanout_base = (std::process::id() as u16).wrapping_mul(17);
+        for w in 0..workers_n {
+            let pool =
+                PacketPool::new(PoolConfig { frames: plan.config.dataplane.pool_frames, ..PoolConfig::default() })
+                    .map_err(|e| err(format!("worker {w}: {e}")))?;
+            let mut bindings = Vec::new();
+            for (i, p) in ports.iter().enumerate() {
+                let IfacePlanKind::Port { device, driver } = &p.kind else { continue };
+                let port: Box<dyn Port> = match (driver, device) {
+                    (Driver::Memory, _) => {
+                        let mp = MemPort::new(format!("{}/{w}", p.name));
+                        mem.entry(p.name.clone()).or_default().push(mp.handle());
+                        Box::new(mp)
+                    }
+                    (_, Some(dev)) => {
+                        let mut cfg = AfPacketConfig::new(dev.clone());
+                        if workers_n > 1 {
+                            cfg.fanout =
+                                Some(Fanout { group: fanout_base.wrapping_add(i as u16), mode: FanoutMode::Hash });
+                        }
+                        cfg.allmulti = true;
+                        let port = AfPacketPort::open_with(&cfg)
+                            .map_err(|e| err(format!("interface {}: device {dev}: {e}", p.name)))?;
+                        Box::new(port)
+                    }
+                    (_, None) => return Err(err(format!("interface {}: no device", p.name))),
+                };
+                bindings.push(PortBinding { port, ifindex: i as u16 });
+            }
+            let inject = Arc::new(ArrayQueue::new(1024));
+            let built =
+                tern_nodes::build_graph(&shared, Arc::clone(&inject)).map_err(|e| err(format!("graph: {e}")))?;
+            let idle = match plan.config.dataplane.idle {
+                IdleMode::Sleep => IdlePolicy::default(),
+                IdleMode::Spin => IdlePolicy::Spin,
+            };
+            let cfg = WorkerConfig {
+                id: w,
+                cpu: plan.config.dataplane.cpus.get(usize::from(w)).copied(),
+                idle,
+                input_node: built.input,
+            };
+            let worker = Worker::new(cfg, built.graph, pool, bindings, Arc::clone(&trace), Some(domain.register()))
+                .map_err(|e| err(format!("worker {w}: {e}")))?;
+            workers.push(worker.spawn().map_err(|e| err(format!("worker {w}: {e}")))?);
+            injects.push(inject);
+        }
+        log::info!("{} interface(s), {} worker(s) running", plan.ifaces.len(), workers.len());
+        Ok(Router {
+            plan,
+            fib,
+            shared,
+            workers,
+            injects,
+            neigh: NeighborTable::default(),
+            trace,
+            mem,
+            host,
+            last_tick_ns: 0,
+            started_ns,
+        })
+    }
+
+    /// One round of control work. Returns true if it did something.
+    pub fn poll(&mut self) -> bool {
+        let now = tern_engine::clock::now_ns();
+        let mut changed = false;
+        let mut did = false;
+        while let Some(ev) = self.shared.events.pop() {
+            did = true;
+            match ev {
+                Event::Neighbor { ifindex, ip, mac, create } => {
+                    changed |= self.neigh.learn(ifindex, ip, mac, create, now, &mut self.fib);
+                }
+            }
+        }
+        if now.saturating_sub(self.last_tick_ns) >= 100_000_000 {
+            self.last_tick_ns = now;
+            let ifs = self.shared.ifaces.load();
+            let injects = &self.injects;
+            let workers = &self.workers;
+            changed |= self.neigh.tick(now, &self.plan.config.neighbor, &ifs, &mut self.fib, &mut |inj| {
+                if let Some(q) = injects.first()
+                    && q.push(inj).is_ok()
+                    && let Some(w) = workers.first()
+                {
+                    w.shared.wake();
+                }
+            });
+        }
+        if changed {
+            self.shared.bump_neigh_gen();
+            for w in &self.workers {
+                w.shared.wake();
+            }
+        }
+        did || changed
+    }
+
+    /// Runs the control loop until `stop` is set.
+    pub fn run(&mut self, stop: &std::sync::atomic::AtomicBool) {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if !self.poll() {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+
+    /// Stops the workers and restores host settings.
+    pub fn shutdown(self) {
+        for w in self.workers {
+            w.stop();
+        }
+        for q in self.host.quiet {
+            let name = q.ifname().to_string();
+            if let Err(e) = q.restore() {
+                log::warn!("restoring kernel settings of {name}: {e}");
+            }
+        }
+        log::info!("stopped");
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    pub fn fib(&self) -> &FibWriter {
+        &self.fib
+    }
+    pub fn fib_mut(&mut self) -> &mut FibWriter {
+        &mut self.fib
+    }
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+    pub fn trace(&self) -> &Arc<TraceShared> {
+        &self.trace
+    }
+    pub fn workers(&self) -> Vec<Arc<WorkerShared>> {
+        self.workers.iter().map(|w| Arc::clone(&w.shared)).collect()
+    }
+    pub fn neighbors(&self) -> &NeighborTable {
+        &self.neigh
+    }
+    pub fn uptime_ns(&self) -> u64 {
+        tern_engine::clock::now_ns().saturating_sub(self.started_ns)
+    }
+    /// Handles of a memory interface's ports (one per worker).
+    pub fn mem_ports(&self, iface: &str) -> Option<&[MemHandle]> {
+        self.mem.get(iface).map(Vec::as_slice)
+    }
+    pub fn iftable(&self) -> Arc<IfTable> {
+        self.shared.ifaces.load()
+    }
+    /// Totals of every worker's counters.
+    pub fn stats(&self) -> tern_engine::stats::StatsSnapshot {
+        let mut total = tern_engine::stats::StatsSnapshot::default();
+        for w in &self.workers {
+            total.accumulate(&w.shared.stats.snapshot());
+        }
+        total
+    }
+    /// Sum of one named counter over all workers.
+    pub fn counter(&self, node: &str, error: &str) -> u64 {
+        self.workers
+            .iter()
+            .filter_map(|w| {
+                let id = w.shared.graph.error_id(node, error)?;
+                w.shared.stats.errors.get(usize::from(id)).map(tern_engine::Counter::get)
+            })
+            .sum()
+    }
+    /// The address family-matching route lookup for `tern route get`.
+    pub fn route_get(&self, addr: IpAddr) -> Option<tern_fib::RouteDetail> {
+        self.fib.route_get(addr)
+    }
+}
+
+/// Prepares a Linux device for tern: link up, no large-frame offloads (so
+/// AF_PACKET sees wire-sized frames), and the kernel told not to forward
+/// or answer on it.
+fn take_over(dev: &str, up: bool, host: &mut HostState) -> Result<(), StartError> {
+    let what = |e: tern_io::Error| err(format!("device {dev}: {e}"));
+    tern_io::netdev::ifindex(dev).map_err(what)?;
+    if up {
+        tern_io::netdev::set_up(dev, true).map_err(what)?;
+    }
+    if let Err(e) = tern_io::netdev::disable_large_frame_offloads(dev) {
+        log::warn!("device {dev}: cannot turn off offloads: {e}");
+    }
+    host.quiet.push(tern_io::netdev::quiet_kernel(dev).map_err(what)?);
+    match tern_io::netdev::addresses(dev) {
+        Ok(a) if !a.is_empty() => {
+            log::warn!("device {dev}: the kernel still holds addresses on it; tern owns forwarding there now")
+        }
+        _ => {}
+    }
+    Ok(())
+}

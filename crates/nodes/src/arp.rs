@@ -1,0 +1,113 @@
+//! `arp-input`: ARP (RFC 826) for tern's own IPv4 addresses.
+//!
+//! Answers requests for our addresses in place, and reports every sender
+//! worth learning to the control thread (which owns the neighbour table):
+//! a request addressed to us or any reply creates an entry, a gratuitous
+//! announcement only refreshes one (RFC 826 "merge" rule).
+//!
+//! Next nodes: `interface-output` (replies), `drop`.
+//! Counters: [`ARP_ERRORS`].
+
+use crate::state::{Event, IfTable, Shared};
+use crate::util::*;
+use std::net::{IpAddr, Ipv4Addr};
+use tern_engine::{Cx, ErrorDesc, Node};
+use tern_packet::PktIdx;
+use tern_rcu::Snapshot;
+
+pub struct ArpInput {
+    ifs: Snapshot<IfTable>,
+    shared: Shared,
+}
+
+impl ArpInput {
+    pub fn new(shared: &Shared) -> Self {
+        ArpInput { ifs: shared.ifaces.snapshot(), shared: shared.clone() }
+    }
+}
+
+const A_MALFORMED: u16 = 0;
+const A_BAD_SENDER: u16 = 1;
+const A_NOT_OURS: u16 = 2;
+const A_REPLY: u16 = 3;
+const A_REPLY_SENT: u16 = 4;
+const A_NO_IF: u16 = 5;
+const A_EVENTS_FULL: u16 = 6;
+const A_BAD_OP: u16 = 7;
+
+pub const ARP_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("malformed", "not Ethernet/IPv4 ARP, or truncated"),
+    ErrorDesc::drop("bad-sender", "sender hardware address is multicast/broadcast"),
+    ErrorDesc::drop("request-not-ours", "request for an address that is not ours"),
+    ErrorDesc::drop("reply-received", "replies consumed (learned)"),
+    ErrorDesc::info("reply-sent", "requests for our addresses answered"),
+    ErrorDesc::drop("no-interface", "received on an unknown interface"),
+    ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
+    ErrorDesc::drop("bad-operation", "ARP operation other than request or reply"),
+];
+
+const NEXT_OUTPUT: u16 = 1;
+
+impl Node for ArpInput {
+    fn name(&self) -> &'static str {
+        "arp-input"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "interface-output"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        ARP_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        for (i, &p) in pkts.iter().enumerate() {
+            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p);
+        }
+    }
+}
+
+fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
+    let (m, d) = cx.pool.pkt_mut(p);
+    let l3off = m.l3_off as usize;
+    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, A_NO_IF) };
+    let Some(a) = d.get_mut(l3off..l3off + 28) else { return cx.drop(p, A_MALFORMED) };
+    if be16(a, 0) != 1 || be16(a, 2) != ETH_P_IPV4 || a[4] != 6 || a[5] != 4 {
+        return cx.drop(p, A_MALFORMED);
+    }
+    let op = be16(a, 6);
+    if op != 1 && op != 2 {
+        return cx.drop(p, A_BAD_OP);
+    }
+    let mut sha = [0u8; 6];
+    sha.copy_from_slice(&a[8..14]);
+    if sha[0] & 1 != 0 {
+        return cx.drop(p, A_BAD_SENDER);
+    }
+    let spa = Ipv4Addr::new(a[14], a[15], a[16], a[17]);
+    let tpa = Ipv4Addr::new(a[24], a[25], a[26], a[27]);
+    let ours = iface.has_v4(tpa);
+    let mut events_full = false;
+    if !spa.is_unspecified() && iface.v4_on_link(spa) && !iface.has_v4(spa) {
+        let ev = Event::Neighbor { ifindex: iface.index, ip: IpAddr::V4(spa), mac: sha, create: ours || op == 2 };
+        events_full = shared.events.push(ev).is_err();
+    }
+    if op == 2 || !ours {
+        if events_full {
+            cx.count(A_EVENTS_FULL, 1);
+        }
+        return cx.drop(p, if op == 2 { A_REPLY } else { A_NOT_OURS });
+    }
+    // Reply in place (RFC 826: swap, fill in our hardware address).
+    put16(a, 6, 2);
+    a[18..24].copy_from_slice(&sha);
+    a[24..28].copy_from_slice(&spa.octets());
+    a[8..14].copy_from_slice(&iface.mac);
+    a[14..18].copy_from_slice(&tpa.octets());
+    write_l2(d, sha, iface, ETH_P_ARP);
+    m.tx_if = iface.index;
+    if events_full {
+        cx.count(A_EVENTS_FULL, 1);
+    }
+    cx.count(A_REPLY_SENT, 1);
+    NEXT_OUTPUT
+}

@@ -1,0 +1,119 @@
+//! `ethernet-input`: the first node every received frame enters.
+//!
+//! Synopsis: checks the destination MAC against the receiving interface
+//! (own unicast, broadcast, multicast), strips 802.1Q tags into the
+//! sub-interface they belong to, and dispatches by EtherType.
+//!
+//! Next nodes: `ip4-input`, `ip6-input`, `arp-input`, `drop`.
+//! Counters: see [`ERRORS`]. Config: interface MACs, VLAN sub-interfaces.
+//! Example: a frame to 02:00:00:00:00:01 (tern's MAC) with EtherType
+//! 0x0800 leaves for `ip4-input` with `l3_off = 14`.
+
+use crate::state::{IfTable, NO_IF};
+use crate::util::*;
+use tern_engine::{Cx, ErrorDesc, Node};
+use tern_packet::{PktIdx, flags};
+use tern_rcu::Snapshot;
+
+const NEXT_IP4: u16 = 1;
+const NEXT_IP6: u16 = 2;
+const NEXT_ARP: u16 = 3;
+
+const E_TOO_SHORT: u16 = 0;
+const E_NO_IF: u16 = 1;
+const E_IF_DOWN: u16 = 2;
+const E_NOT_FOR_US: u16 = 3;
+const E_UNKNOWN_ETHERTYPE: u16 = 4;
+const E_UNKNOWN_VLAN: u16 = 5;
+const E_TAGGED_ON_SUB: u16 = 6;
+
+pub const ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("too-short", "frame shorter than its Ethernet header"),
+    ErrorDesc::drop("no-interface", "received on an interface tern does not know"),
+    ErrorDesc::drop("interface-down", "received on an administratively down interface"),
+    ErrorDesc::drop("not-for-us", "unicast to another MAC address"),
+    ErrorDesc::drop("unknown-ethertype", "EtherType tern does not handle"),
+    ErrorDesc::drop("unknown-vlan", "802.1Q tag with no matching sub-interface"),
+    ErrorDesc::drop("nested-vlan", "a second 802.1Q tag (QinQ is not configured)"),
+];
+
+pub struct EthernetInput {
+    ifs: Snapshot<IfTable>,
+}
+
+impl EthernetInput {
+    pub fn new(ifs: Snapshot<IfTable>) -> Self {
+        EthernetInput { ifs }
+    }
+}
+
+impl Node for EthernetInput {
+    fn name(&self) -> &'static str {
+        "ethernet-input"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip4-input", "ip6-input", "arp-input"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        ERRORS
+    }
+
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        let ifs = self.ifs.current();
+        for (i, &p) in pkts.iter().enumerate() {
+            next[i] = classify(cx, ifs, p);
+        }
+    }
+}
+
+#[inline(always)]
+fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
+    let (m, d) = cx.pool.pkt(p);
+    if d.len() < 14 {
+        return cx.drop(p, E_TOO_SHORT);
+    }
+    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, E_NO_IF) };
+    if d[0..6] != iface.mac {
+        if d[0] & 1 == 0 {
+            return cx.drop(p, E_NOT_FOR_US);
+        }
+        m.flags |= flags::L2_MULTI;
+    }
+    let mut et = be16(d, 12);
+    let mut l3 = 14u16;
+    let mut rx_if = m.rx_if;
+    if et == ETH_P_8021Q || et == ETH_P_8021AD {
+        if d.len() < 18 {
+            return cx.drop(p, E_TOO_SHORT);
+        }
+        let vid = be16(d, 14) & 0x0fff;
+        et = be16(d, 16);
+        if et == ETH_P_8021Q || et == ETH_P_8021AD {
+            return cx.drop(p, E_TAGGED_ON_SUB);
+        }
+        match ifs.vlan_if(iface.port, vid) {
+            Some(sub) if sub != NO_IF => {
+                rx_if = sub;
+                m.vlan = vid;
+            }
+            _ => return cx.drop(p, E_UNKNOWN_VLAN),
+        }
+        l3 = 18;
+    }
+    let up = if rx_if == m.rx_if { iface.up } else { ifs.get(rx_if).is_some_and(|s| s.up) && iface.up };
+    if !up {
+        return cx.drop(p, E_IF_DOWN);
+    }
+    m.rx_if = rx_if;
+    m.l3_off = l3;
+    match et {
+        ETH_P_IPV4 => NEXT_IP4,
+        ETH_P_IPV6 => {
+            m.flags |= flags::IPV6;
+            NEXT_IP6
+        }
+        ETH_P_ARP => NEXT_ARP,
+        _ => cx.drop(p, E_UNKNOWN_ETHERTYPE),
+    }
+}

@@ -1,0 +1,436 @@
+//! IPv4 forwarding nodes: `ip4-input`, `ip4-lookup`, `ip4-rewrite`,
+//! `ip4-local`.
+
+use crate::state::IfTable;
+use crate::util::*;
+use tern_engine::{Cx, ErrorDesc, Node};
+use tern_fib::{FibReader, NextHop, NhId, NhKind};
+use tern_packet::{MAX_BATCH, PktIdx, flags};
+use tern_rcu::Snapshot;
+use tern_wire::checksum;
+
+/// ICMP type/code (and MTU) a node asks `ip4-icmp-error` to send, packed
+/// into `Meta::aux`.
+#[inline]
+pub fn icmp_aux(ty: u8, code: u8, mtu: u16) -> u32 {
+    u32::from(mtu) << 16 | u32::from(ty) << 8 | u32::from(code)
+}
+
+pub const ICMP_DEST_UNREACH: u8 = 3;
+pub const ICMP_TIME_EXCEEDED: u8 = 11;
+pub const UNREACH_NET: u8 = 0;
+pub const UNREACH_HOST: u8 = 1;
+pub const UNREACH_PROTOCOL: u8 = 2;
+pub const UNREACH_PORT: u8 = 3;
+pub const UNREACH_FRAG_NEEDED: u8 = 4;
+pub const UNREACH_ADMIN: u8 = 13;
+
+// ---------------------------------------------------------------- ip4-input
+
+/// `ip4-input`: validates an IPv4 header (RFC 1812 5.2.2: version, header
+/// length, total length against the frame, checksum) and drops martian
+/// sources; trims Ethernet padding.
+///
+/// Next nodes: `ip4-lookup`, `drop`. Counters: [`IP4_INPUT_ERRORS`].
+pub struct Ip4Input;
+
+const I_TOO_SHORT: u16 = 0;
+const I_BAD_VERSION: u16 = 1;
+const I_BAD_HDR_LEN: u16 = 2;
+const I_BAD_LEN: u16 = 3;
+const I_TRUNCATED: u16 = 4;
+const I_BAD_CSUM: u16 = 5;
+const I_MARTIAN_SRC: u16 = 6;
+const I_MULTICAST: u16 = 7;
+const I_BROADCAST: u16 = 8;
+
+pub const IP4_INPUT_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("too-short", "shorter than an IPv4 header"),
+    ErrorDesc::drop("bad-version", "IP version is not 4"),
+    ErrorDesc::drop("bad-header-length", "IHL below 5 or beyond the frame"),
+    ErrorDesc::drop("bad-length", "total length smaller than the header"),
+    ErrorDesc::drop("truncated", "total length beyond the frame"),
+    ErrorDesc::drop("bad-checksum", "header checksum does not verify"),
+    ErrorDesc::drop("martian-source", "source is multicast, broadcast, loopback or 0/8"),
+    ErrorDesc::drop("multicast", "multicast destination (no multicast routing)"),
+    ErrorDesc::drop("broadcast", "limited broadcast destination"),
+];
+
+impl Node for Ip4Input {
+    fn name(&self) -> &'static str {
+        "ip4-input"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip4-lookup"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP4_INPUT_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        for (i, &p) in pkts.iter().enumerate() {
+            next[i] = ip4_validate(cx, p);
+        }
+    }
+}
+
+#[inline(always)]
+fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
+    let (m, d) = cx.pool.pkt(p);
+    let l3off = m.l3_off as usize;
+    let Some(l3) = d.get(l3off..) else { return cx.drop(p, I_TOO_SHORT) };
+    if l3.len() < 20 {
+        return cx.drop(p, I_TOO_SHORT);
+    }
+    if l3[0] >> 4 != 4 {
+        return cx.drop(p, I_BAD_VERSION);
+    }
+    let ihl = usize::from(l3[0] & 0x0f) * 4;
+    if ihl < 20 || ihl > l3.len() {
+        return cx.drop(p, I_BAD_HDR_LEN);
+    }
+    let tot = usize::from(be16(l3, 2));
+    if tot < ihl {
+        return cx.drop(p, I_BAD_LEN);
+    }
+    if tot > l3.len() {
+        return cx.drop(p, I_TRUNCATED);
+    }
+    if checksum::data(&l3[..ihl]) != 0xffff {
+        return cx.drop(p, I_BAD_CSUM);
+    }
+    let src = be32(l3, 12);
+    let dst = be32(l3, 16);
+    let src_top = (src >> 24) as u8;
+    if src_top >= 224 || src_top == 127 || src_top == 0 {
+        return cx.drop(p, I_MARTIAN_SRC);
+    }
+    let dst_top = (dst >> 24) as u8;
+    if dst == u32::MAX {
+        return cx.drop(p, I_BROADCAST);
+    }
+    if (224..240).contains(&dst_top) {
+        return cx.drop(p, I_MULTICAST);
+    }
+    m.flags |= flags::L3_CSUM_OK;
+    let want = l3off + tot;
+    if want < d.len() {
+        cx.pool.set_len(p, want);
+    }
+    1
+}
+
+// --------------------------------------------------------------- ip4-lookup
+
+/// `ip4-lookup`: longest-prefix match of the destination in the FIB; the
+/// chosen next hop goes into `Meta::nh` so later nodes never look up again.
+///
+/// Next nodes: `ip4-rewrite` (unicast, connected), `ip4-local` (our
+/// address), `ip4-icmp-error` (no route, unreachable, prohibited), `drop`
+/// (blackhole). Counters: [`IP4_LOOKUP_ERRORS`].
+pub struct Ip4Lookup {
+    fib: FibReader,
+    dst: [u32; MAX_BATCH],
+    nh: [NhId; MAX_BATCH],
+}
+
+impl Ip4Lookup {
+    pub fn new(fib: FibReader) -> Self {
+        Ip4Lookup { fib, dst: [0; MAX_BATCH], nh: [0; MAX_BATCH] }
+    }
+}
+
+const L_BLACKHOLE: u16 = 0;
+const L_NO_ROUTE: u16 = 1;
+const L_UNREACHABLE: u16 = 2;
+const L_PROHIBITED: u16 = 3;
+
+pub const IP4_LOOKUP_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("blackhole", "route to a blackhole"),
+    ErrorDesc::info("no-route", "no route to the destination (ICMP net unreachable)"),
+    ErrorDesc::info("unreachable", "unreachable route (ICMP host unreachable)"),
+    ErrorDesc::info("prohibited", "prohibit route (ICMP administratively prohibited)"),
+];
+
+const LK_REWRITE: u16 = 1;
+const LK_LOCAL: u16 = 2;
+const LK_ICMP: u16 = 3;
+
+impl Node for Ip4Lookup {
+    fn name(&self) -> &'static str {
+        "ip4-lookup"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip4-rewrite", "ip4-local", "ip4-icmp-error"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP4_LOOKUP_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        let n = pkts.len();
+        for (k, &p) in pkts.iter().enumerate() {
+            let m = cx.pool.meta(p);
+            let d = cx.pool.data(p);
+            self.dst[k] = be32(d, m.l3_off as usize + 16);
+        }
+        self.fib.lookup_v4_batch(&self.dst[..n], &mut self.nh[..n]);
+        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
+        for (k, &p) in pkts.iter().enumerate() {
+            let mut id = self.nh[k];
+            if cache.0 != id {
+                cache = (id, self.fib.nexthop(id));
+            }
+            let mut kind = cache.1.kind;
+            if kind == NhKind::Ecmp {
+                let m = cx.pool.meta(p);
+                let l3 = &cx.pool.data(p)[m.l3_off as usize..];
+                let h = flow_hash(u128::from(be32(l3, 12)), u128::from(self.dst[k]), l3[9], v4_ports(l3));
+                id = self.fib.ecmp_pick(id, h);
+                kind = self.fib.nexthop(id).kind;
+                cx.pool.meta_mut(p).hash = h;
+            }
+            let m = cx.pool.meta_mut(p);
+            m.nh = id;
+            next[k] = match kind {
+                NhKind::Unicast | NhKind::Glean => LK_REWRITE,
+                NhKind::Local => LK_LOCAL,
+                NhKind::Blackhole => cx.drop(p, L_BLACKHOLE),
+                NhKind::Unreachable => {
+                    m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_HOST, 0);
+                    cx.count(L_UNREACHABLE, 1);
+                    LK_ICMP
+                }
+                NhKind::Prohibit => {
+                    m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_ADMIN, 0);
+                    cx.count(L_PROHIBITED, 1);
+                    LK_ICMP
+                }
+                NhKind::None | NhKind::Ecmp => {
+                    m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_NET, 0);
+                    cx.count(L_NO_ROUTE, 1);
+                    LK_ICMP
+                }
+            };
+            if cx.traced(p) {
+                let nh = self.fib.nexthop(id);
+                cx.trace_note(p, || {
+                    format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac)
+                });
+            }
+        }
+    }
+}
+
+// -------------------------------------------------------------- ip4-rewrite
+
+/// `ip4-rewrite`: the forwarding decision made concrete: TTL check and
+/// decrement with the incremental checksum update of RFC 1624, MTU check
+/// (ICMP "fragmentation needed" when DF is set), and the new Ethernet
+/// header from the next hop's MAC and the egress interface.
+///
+/// Next nodes: `interface-output`, `ip4-glean` (MAC not resolved yet),
+/// `ip4-icmp-error` (TTL expired, too big), `drop`.
+/// Counters: [`IP4_REWRITE_ERRORS`].
+pub struct Ip4Rewrite {
+    fib: FibReader,
+    ifs: Snapshot<IfTable>,
+}
+
+impl Ip4Rewrite {
+    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>) -> Self {
+        Ip4Rewrite { fib, ifs }
+    }
+}
+
+const R_NO_IF: u16 = 0;
+const R_IF_DOWN: u16 = 1;
+const R_TTL: u16 = 2;
+const R_TOO_BIG: u16 = 3;
+const R_FRAG: u16 = 4;
+const R_HEADROOM: u16 = 5;
+const R_BAD_NH: u16 = 6;
+
+pub const IP4_REWRITE_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("no-interface", "next hop on an unknown interface"),
+    ErrorDesc::drop("interface-down", "egress interface is down"),
+    ErrorDesc::info("ttl-expired", "TTL reached 0 (ICMP time exceeded)"),
+    ErrorDesc::info("too-big-df", "larger than the egress MTU with DF set (ICMP fragmentation needed)"),
+    ErrorDesc::drop(
+        "fragmentation-unsupported",
+        "larger than the egress MTU without DF (fragmentation not implemented)",
+    ),
+    ErrorDesc::drop("no-headroom", "no room for the link-layer header"),
+    ErrorDesc::drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
+];
+
+const RW_OUTPUT: u16 = 1;
+const RW_GLEAN: u16 = 2;
+const RW_ICMP: u16 = 3;
+
+impl Node for Ip4Rewrite {
+    fn name(&self) -> &'static str {
+        "ip4-rewrite"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "interface-output", "ip4-glean", "ip4-icmp-error"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP4_REWRITE_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        let ifs = self.ifs.current();
+        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
+        for (i, &p) in pkts.iter().enumerate() {
+            let id = cx.pool.meta(p).nh;
+            if cache.0 != id {
+                cache = (id, self.fib.nexthop(id));
+            }
+            let nh = cache.1;
+            next[i] = rewrite4(cx, ifs, p, &nh);
+        }
+    }
+}
+
+#[inline(always)]
+fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
+    let Some(out) = ifs.get(nh.ifindex) else { return cx.drop(p, R_NO_IF) };
+    if !out.up {
+        return cx.drop(p, R_IF_DOWN);
+    }
+    if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
+        return cx.drop(p, R_BAD_NH);
+    }
+    let (m, d) = cx.pool.pkt_mut(p);
+    let l3 = m.l3_off as usize;
+    let local = m.flags & flags::LOCAL_ORIGIN != 0;
+    let ttl = d[l3 + 8];
+    if !local && ttl <= 1 {
+        m.aux = icmp_aux(ICMP_TIME_EXCEEDED, 0, 0);
+        cx.count(R_TTL, 1);
+        return RW_ICMP;
+    }
+    let tot = be16(d, l3 + 2);
+    if tot > out.mtu {
+        if d[l3 + 6] & 0x40 != 0 {
+            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_FRAG_NEEDED, out.mtu);
+            cx.count(R_TOO_BIG, 1);
+            return RW_ICMP;
+        }
+        return cx.drop(p, R_FRAG);
+    }
+    // Errors above need no link-layer address; only now resolve it.
+    let Some(mac) = nh.mac.filter(|_| nh.kind == NhKind::Unicast) else { return RW_GLEAN };
+    if !local {
+        let proto = d[l3 + 9];
+        let old = u16::from_be_bytes([ttl, proto]);
+        let new = u16::from_be_bytes([ttl - 1, proto]);
+        d[l3 + 8] = ttl - 1;
+        let c = checksum::update(be16(d, l3 + 10), old, new);
+        put16(d, l3 + 10, c);
+    }
+    let l2 = out.l2_len();
+    if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
+        return cx.drop(p, R_HEADROOM);
+    }
+    let (m, d) = cx.pool.pkt_mut(p);
+    write_l2(d, mac, out, ETH_P_IPV4);
+    m.tx_if = nh.ifindex;
+    RW_OUTPUT
+}
+
+// ---------------------------------------------------------------- ip4-local
+
+/// `ip4-local`: packets addressed to one of tern's own addresses. Answers
+/// ICMP echo requests (RFC 792, RFC 1812 4.3.3.6) and answers UDP and other
+/// protocols it does not serve with ICMP unreachable (port, protocol), as a
+/// host would (RFC 1122 3.2.2.1).
+///
+/// Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`, `drop`.
+/// Counters: [`IP4_LOCAL_ERRORS`].
+pub struct Ip4Local;
+
+const LO_FRAGMENT: u16 = 0;
+const LO_BAD_ICMP: u16 = 1;
+const LO_ECHO: u16 = 2;
+const LO_ICMP_OTHER: u16 = 3;
+const LO_TCP: u16 = 4;
+const LO_UDP: u16 = 5;
+const LO_PROTO: u16 = 6;
+
+pub const IP4_LOCAL_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("fragment", "fragment addressed to the router (no reassembly)"),
+    ErrorDesc::drop("bad-icmp", "ICMP message too short or with a bad checksum"),
+    ErrorDesc::info("echo-reply-sent", "echo requests answered"),
+    ErrorDesc::drop("icmp-consumed", "ICMP message for the router other than echo request"),
+    ErrorDesc::drop("tcp-to-router", "TCP segment for the router (no local service)"),
+    ErrorDesc::info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
+    ErrorDesc::info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
+];
+
+const LOC_LOOKUP: u16 = 1;
+const LOC_ICMP: u16 = 2;
+
+impl Node for Ip4Local {
+    fn name(&self) -> &'static str {
+        "ip4-local"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip4-lookup", "ip4-icmp-error"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP4_LOCAL_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        for (i, &p) in pkts.iter().enumerate() {
+            next[i] = local4(cx, p);
+        }
+    }
+}
+
+fn local4(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
+    let (m, d) = cx.pool.pkt_mut(p);
+    let l3off = m.l3_off as usize;
+    let l3 = &mut d[l3off..];
+    let ihl = usize::from(l3[0] & 0x0f) * 4;
+    if be16(l3, 6) & 0x3fff != 0 {
+        return cx.drop(p, LO_FRAGMENT);
+    }
+    match l3[9] {
+        1 => {
+            let icmp_len = l3.len() - ihl;
+            if icmp_len < 8 || checksum::data(&l3[ihl..]) != 0xffff {
+                return cx.drop(p, LO_BAD_ICMP);
+            }
+            if l3[ihl] != 8 || l3[ihl + 1] != 0 {
+                return cx.drop(p, LO_ICMP_OTHER);
+            }
+            // Echo reply in place: type 8 -> 0, swap addresses, fresh TTL.
+            l3[ihl] = 0;
+            let c = checksum::update(be16(l3, ihl + 2), 0x0800, 0x0000);
+            put16(l3, ihl + 2, c);
+            let mut src = [0u8; 4];
+            src.copy_from_slice(&l3[12..16]);
+            l3.copy_within(16..20, 12);
+            l3[16..20].copy_from_slice(&src);
+            l3[8] = 64;
+            l3[10] = 0;
+            l3[11] = 0;
+            let c = !checksum::data(&l3[..ihl]);
+            put16(l3, 10, c);
+            m.flags |= flags::LOCAL_ORIGIN;
+            cx.count(LO_ECHO, 1);
+            LOC_LOOKUP
+        }
+        6 => cx.drop(p, LO_TCP),
+        17 => {
+            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
+            cx.count(LO_UDP, 1);
+            LOC_ICMP
+        }
+        _ => {
+            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PROTOCOL, 0);
+            cx.count(LO_PROTO, 1);
+            LOC_ICMP
+        }
+    }
+}

@@ -1,0 +1,621 @@
+//! IPv6 forwarding nodes: `ip6-input`, `ip6-lookup`, `ip6-rewrite`,
+//! `ip6-local` (echo, Neighbour Discovery).
+
+use crate::ip4::icmp_aux;
+use crate::state::{Event, IfTable, Iface, Shared, is_link_local};
+use crate::util::*;
+use std::net::{IpAddr, Ipv6Addr};
+use tern_engine::{Cx, ErrorDesc, Node};
+use tern_fib::{FibReader, NextHop, NhId, NhKind};
+use tern_packet::{MAX_BATCH, PktIdx, flags};
+use tern_rcu::Snapshot;
+use tern_wire::{IpProtocol, checksum, ipv6ext};
+
+pub const ICMP6_DEST_UNREACH: u8 = 1;
+pub const ICMP6_PACKET_TOO_BIG: u8 = 2;
+pub const ICMP6_TIME_EXCEEDED: u8 = 3;
+pub const ICMP6_PARAM_PROBLEM: u8 = 4;
+pub const U6_NO_ROUTE: u8 = 0;
+pub const U6_ADMIN: u8 = 1;
+pub const U6_BEYOND_SCOPE: u8 = 2;
+pub const U6_ADDR: u8 = 3;
+pub const U6_PORT: u8 = 4;
+pub const U6_REJECT: u8 = 6;
+
+fn addr(d: &[u8], at: usize) -> Ipv6Addr {
+    Ipv6Addr::from(be128(d, at))
+}
+
+// ---------------------------------------------------------------- ip6-input
+
+/// `ip6-input`: validates the fixed IPv6 header (RFC 8200 section 3:
+/// version, payload length against the frame), drops martians, trims
+/// padding, and sends link-scoped traffic for tern (ND, link-local) straight
+/// to `ip6-local`: link-local destinations are never forwarded (RFC 4291
+/// section 2.5.6).
+///
+/// Next nodes: `ip6-lookup`, `ip6-local`, `drop`. Counters: [`IP6_INPUT_ERRORS`].
+pub struct Ip6Input {
+    ifs: Snapshot<IfTable>,
+}
+
+impl Ip6Input {
+    pub fn new(ifs: Snapshot<IfTable>) -> Self {
+        Ip6Input { ifs }
+    }
+}
+
+const I6_TOO_SHORT: u16 = 0;
+const I6_BAD_VERSION: u16 = 1;
+const I6_TRUNCATED: u16 = 2;
+const I6_MARTIAN_SRC: u16 = 3;
+const I6_BAD_DST: u16 = 4;
+const I6_MULTICAST: u16 = 5;
+const I6_LINK_LOCAL: u16 = 6;
+
+pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("too-short", "shorter than an IPv6 header"),
+    ErrorDesc::drop("bad-version", "IP version is not 6"),
+    ErrorDesc::drop("truncated", "payload length beyond the frame"),
+    ErrorDesc::drop("martian-source", "multicast or loopback source"),
+    ErrorDesc::drop("bad-destination", "unspecified or loopback destination"),
+    ErrorDesc::drop("multicast", "multicast group tern does not listen to"),
+    ErrorDesc::drop("link-local-not-ours", "link-local destination that is not tern's"),
+];
+
+const I6_LOOKUP: u16 = 1;
+const I6_LOCAL: u16 = 2;
+
+impl Node for Ip6Input {
+    fn name(&self) -> &'static str {
+        "ip6-input"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip6-lookup", "ip6-local"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP6_INPUT_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        let ifs = self.ifs.current();
+        for (i, &p) in pkts.iter().enumerate() {
+            next[i] = validate6(cx, ifs, p);
+        }
+    }
+}
+
+#[inline(always)]
+fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
+    let (m, d) = cx.pool.pkt(p);
+    let l3off = m.l3_off as usize;
+    let Some(l3) = d.get(l3off..) else { return cx.drop(p, I6_TOO_SHORT) };
+    if l3.len() < 40 {
+        return cx.drop(p, I6_TOO_SHORT);
+    }
+    if l3[0] >> 4 != 6 {
+        return cx.drop(p, I6_BAD_VERSION);
+    }
+    let total = 40 + usize::from(be16(l3, 4));
+    if total > l3.len() {
+        return cx.drop(p, I6_TRUNCATED);
+    }
+    let src = be128(l3, 8);
+    let dst = be128(l3, 24);
+    if src >> 120 == 0xff || src == 1 {
+        return cx.drop(p, I6_MARTIAN_SRC);
+    }
+    if dst == 0 || dst == 1 {
+        return cx.drop(p, I6_BAD_DST);
+    }
+    let next = if dst >> 120 == 0xff {
+        // Link-scope all-nodes, all-routers and solicited-node groups.
+        let is_all =
+            dst == 0xff02_0000_0000_0000_0000_0000_0000_0001 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002;
+        let is_sol = dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff; // ff02::1:ff00:0/104
+        if !(is_all || is_sol) {
+            return cx.drop(p, I6_MULTICAST);
+        }
+        I6_LOCAL
+    } else if is_link_local(Ipv6Addr::from(dst)) {
+        match ifs.get(m.rx_if) {
+            Some(i) if u128::from(i.v6_ll) == dst => I6_LOCAL,
+            _ => return cx.drop(p, I6_LINK_LOCAL),
+        }
+    } else {
+        I6_LOOKUP
+    };
+    let want = l3off + total;
+    if want < d.len() {
+        cx.pool.set_len(p, want);
+    }
+    next
+}
+
+// --------------------------------------------------------------- ip6-lookup
+
+/// `ip6-lookup`: longest-prefix match of the IPv6 destination.
+///
+/// Next nodes: `ip6-rewrite`, `ip6-local`, `ip6-icmp-error`, `drop`.
+/// Counters: [`IP6_LOOKUP_ERRORS`].
+pub struct Ip6Lookup {
+    fib: FibReader,
+    dst: Vec<u128>,
+    nh: Vec<NhId>,
+}
+
+impl Ip6Lookup {
+    pub fn new(fib: FibReader) -> Self {
+        Ip6Lookup { fib, dst: vec![0; MAX_BATCH], nh: vec![0; MAX_BATCH] }
+    }
+}
+
+pub const IP6_LOOKUP_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("blackhole", "route to a blackhole"),
+    ErrorDesc::info("no-route", "no route to the destination (ICMPv6 no route)"),
+    ErrorDesc::info("unreachable", "unreachable route (ICMPv6 address unreachable)"),
+    ErrorDesc::info("prohibited", "prohibit route (ICMPv6 administratively prohibited)"),
+];
+
+impl Node for Ip6Lookup {
+    fn name(&self) -> &'static str {
+        "ip6-lookup"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip6-rewrite", "ip6-local", "ip6-icmp-error"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP6_LOOKUP_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        let n = pkts.len();
+        for (k, &p) in pkts.iter().enumerate() {
+            let off = cx.pool.meta(p).l3_off as usize;
+            self.dst[k] = be128(cx.pool.data(p), off + 24);
+        }
+        self.fib.lookup_v6_batch(&self.dst[..n], &mut self.nh[..n]);
+        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
+        for (k, &p) in pkts.iter().enumerate() {
+            let mut id = self.nh[k];
+            if cache.0 != id {
+                cache = (id, self.fib.nexthop(id));
+            }
+            let mut kind = cache.1.kind;
+            if kind == NhKind::Ecmp {
+                let off = cx.pool.meta(p).l3_off as usize;
+                let l3 = &cx.pool.data(p)[off..];
+                let ports = if matches!(l3[6], 6 | 17) && l3.len() >= 44 { be32(l3, 40) } else { 0 };
+                let flow = u32::from_be_bytes([0, l3[1] & 0x0f, l3[2], l3[3]]);
+                let h = flow_hash(be128(l3, 8), self.dst[k], l3[6], ports ^ flow);
+                id = self.fib.ecmp_pick(id, h);
+                kind = self.fib.nexthop(id).kind;
+                cx.pool.meta_mut(p).hash = h;
+            }
+            let m = cx.pool.meta_mut(p);
+            m.nh = id;
+            next[k] = match kind {
+                NhKind::Unicast | NhKind::Glean => 1,
+                NhKind::Local => 2,
+                NhKind::Blackhole => cx.drop(p, 0),
+                NhKind::Unreachable => {
+                    m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADDR, 0);
+                    cx.count(2, 1);
+                    3
+                }
+                NhKind::Prohibit => {
+                    m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADMIN, 0);
+                    cx.count(3, 1);
+                    3
+                }
+                NhKind::None | NhKind::Ecmp => {
+                    m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_NO_ROUTE, 0);
+                    cx.count(1, 1);
+                    3
+                }
+            };
+            if cx.traced(p) {
+                let nh = self.fib.nexthop(id);
+                cx.trace_note(p, || {
+                    format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac)
+                });
+            }
+        }
+    }
+}
+
+// -------------------------------------------------------------- ip6-rewrite
+
+/// `ip6-rewrite`: hop limit check and decrement, MTU check (ICMPv6 Packet
+/// Too Big: IPv6 routers never fragment, RFC 8200 section 5), Ethernet
+/// header. Packets with a link-local source are not forwarded off their
+/// link (RFC 4291 2.5.6; ICMPv6 "beyond scope of source address").
+///
+/// Next nodes: `interface-output`, `ip6-glean`, `ip6-icmp-error`, `drop`.
+/// Counters: [`IP6_REWRITE_ERRORS`].
+pub struct Ip6Rewrite {
+    fib: FibReader,
+    ifs: Snapshot<IfTable>,
+}
+
+impl Ip6Rewrite {
+    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>) -> Self {
+        Ip6Rewrite { fib, ifs }
+    }
+}
+
+pub const IP6_REWRITE_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("no-interface", "next hop on an unknown interface"),
+    ErrorDesc::drop("interface-down", "egress interface is down"),
+    ErrorDesc::info("hop-limit-expired", "hop limit reached 0 (ICMPv6 time exceeded)"),
+    ErrorDesc::info("too-big", "larger than the egress MTU (ICMPv6 packet too big)"),
+    ErrorDesc::info("link-local-source", "link-local source cannot leave its link (ICMPv6 beyond scope)"),
+    ErrorDesc::drop("no-headroom", "no room for the link-layer header"),
+    ErrorDesc::drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
+];
+
+impl Node for Ip6Rewrite {
+    fn name(&self) -> &'static str {
+        "ip6-rewrite"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "interface-output", "ip6-glean", "ip6-icmp-error"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP6_REWRITE_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        let ifs = self.ifs.current();
+        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
+        for (i, &p) in pkts.iter().enumerate() {
+            let id = cx.pool.meta(p).nh;
+            if cache.0 != id {
+                cache = (id, self.fib.nexthop(id));
+            }
+            let nh = cache.1;
+            next[i] = rewrite6(cx, ifs, p, &nh);
+        }
+    }
+}
+
+#[inline(always)]
+fn rewrite6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
+    let Some(out) = ifs.get(nh.ifindex) else { return cx.drop(p, 0) };
+    if !out.up {
+        return cx.drop(p, 1);
+    }
+    if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
+        return cx.drop(p, 6);
+    }
+    let (m, d) = cx.pool.pkt_mut(p);
+    let l3 = m.l3_off as usize;
+    let local = m.flags & flags::LOCAL_ORIGIN != 0;
+    let hop = d[l3 + 7];
+    if !local && hop <= 1 {
+        m.aux = icmp_aux(ICMP6_TIME_EXCEEDED, 0, 0);
+        cx.count(2, 1);
+        return 3;
+    }
+    if !local && d[l3 + 8] == 0xfe && d[l3 + 9] & 0xc0 == 0x80 {
+        m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_BEYOND_SCOPE, 0);
+        cx.count(4, 1);
+        return 3;
+    }
+    let total = 40 + be16(d, l3 + 4);
+    if total > out.mtu {
+        m.aux = icmp_aux(ICMP6_PACKET_TOO_BIG, 0, out.mtu);
+        cx.count(3, 1);
+        return 3;
+    }
+    // Errors above need no link-layer address; only now resolve it.
+    let Some(mac) = nh.mac.filter(|_| nh.kind == NhKind::Unicast) else { return 2 };
+    if !local {
+        d[l3 + 7] = hop - 1;
+    }
+    let l2 = out.l2_len();
+    if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
+        return cx.drop(p, 5);
+    }
+    let (m, d) = cx.pool.pkt_mut(p);
+    write_l2(d, mac, out, ETH_P_IPV6);
+    m.tx_if = nh.ifindex;
+    1
+}
+
+// ---------------------------------------------------------------- ip6-local
+
+/// `ip6-local`: IPv6 packets for tern itself: echo requests (RFC 4443 4.1),
+/// Neighbour Discovery (RFC 4861: answers solicitations for its addresses,
+/// learns from solicitations and advertisements, validating hop limit 255
+/// and code 0 as section 7.1.1/7.1.2 require), and ICMPv6 port unreachable
+/// for UDP it does not serve.
+///
+/// Next nodes: `ip6-lookup` (echo replies to global addresses),
+/// `interface-output` (ND answers and replies to link-local sources, sent
+/// straight back on the link), `ip6-icmp-error`, `drop`.
+/// Counters: [`IP6_LOCAL_ERRORS`].
+pub struct Ip6Local {
+    ifs: Snapshot<IfTable>,
+    shared: Shared,
+}
+
+impl Ip6Local {
+    pub fn new(shared: &Shared) -> Self {
+        Ip6Local { ifs: shared.ifaces.snapshot(), shared: shared.clone() }
+    }
+}
+
+const LO6_BAD_EXT: u16 = 0;
+const LO6_FRAGMENT: u16 = 1;
+const LO6_BAD_ICMP: u16 = 2;
+const LO6_ECHO: u16 = 3;
+const LO6_MCAST_ECHO: u16 = 4;
+const LO6_NS_ANSWERED: u16 = 5;
+const LO6_NS_OTHER: u16 = 6;
+const LO6_NA: u16 = 7;
+const LO6_BAD_ND: u16 = 8;
+const LO6_ND_IGNORED: u16 = 9;
+const LO6_ICMP_OTHER: u16 = 10;
+const LO6_TCP: u16 = 11;
+const LO6_UDP: u16 = 12;
+const LO6_PROTO: u16 = 13;
+const LO6_EVENTS_FULL: u16 = 14;
+const LO6_NO_IF: u16 = 15;
+
+pub const IP6_LOCAL_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("bad-extension-header", "extension header chain malformed or too long"),
+    ErrorDesc::drop("fragment", "fragment addressed to the router (no reassembly)"),
+    ErrorDesc::drop("bad-icmp", "ICMPv6 message too short or with a bad checksum"),
+    ErrorDesc::info("echo-reply-sent", "echo requests answered"),
+    ErrorDesc::drop("multicast-echo", "echo request to a multicast group (not answered)"),
+    ErrorDesc::info("ns-answered", "neighbour solicitations for our addresses answered"),
+    ErrorDesc::drop("ns-not-ours", "neighbour solicitation for an address that is not ours"),
+    ErrorDesc::drop("na-received", "neighbour advertisements consumed (learned)"),
+    ErrorDesc::drop("bad-nd", "ND message failing RFC 4861 validation"),
+    ErrorDesc::drop("nd-ignored", "router solicitation/advertisement or redirect (not handled)"),
+    ErrorDesc::drop("icmp-consumed", "ICMPv6 for the router other than echo request and ND"),
+    ErrorDesc::drop("tcp-to-router", "TCP segment for the router (no local service)"),
+    ErrorDesc::info("udp-port-unreachable", "UDP datagram for the router (ICMPv6 port unreachable)"),
+    ErrorDesc::drop("protocol-unhandled", "other upper-layer protocol for the router"),
+    ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
+    ErrorDesc::drop("no-interface", "received on an unknown interface"),
+];
+
+const LO6_NEXT_LOOKUP: u16 = 1;
+const LO6_NEXT_OUTPUT: u16 = 2;
+const LO6_NEXT_ICMP: u16 = 3;
+
+impl Node for Ip6Local {
+    fn name(&self) -> &'static str {
+        "ip6-local"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "ip6-lookup", "interface-output", "ip6-icmp-error"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        IP6_LOCAL_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        for (i, &p) in pkts.iter().enumerate() {
+            let ifs = self.ifs.current();
+            next[i] = local6(cx, ifs, &self.shared, p);
+        }
+    }
+}
+
+fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
+    let m = *cx.pool.meta(p);
+    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, LO6_NO_IF) };
+    let l3off = m.l3_off as usize;
+    let d = cx.pool.data(p);
+    let l3 = &d[l3off..];
+    let walk = match ipv6ext::walk(IpProtocol(l3[6]), &l3[40..]) {
+        Ok(w) => w,
+        Err(_) => return cx.drop(p, LO6_BAD_EXT),
+    };
+    if walk.fragment_offset.is_some() {
+        return cx.drop(p, LO6_FRAGMENT);
+    }
+    let up = 40 + walk.upper_offset;
+    let src = addr(l3, 8);
+    let dst = addr(l3, 24);
+    let l2_src = if l3off >= 12 { <[u8; 6]>::try_from(&d[6..12]).unwrap_or(BROADCAST_MAC) } else { BROADCAST_MAC };
+    match walk.upper_protocol {
+        IpProtocol::ICMPV6 => {}
+        IpProtocol::UDP => {
+            cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
+            cx.count(LO6_UDP, 1);
+            return LO6_NEXT_ICMP;
+        }
+        IpProtocol::TCP => return cx.drop(p, LO6_TCP),
+        _ => return cx.drop(p, LO6_PROTO),
+    }
+    let icmp = &l3[up..];
+    if icmp.len() < 8 {
+        return cx.drop(p, LO6_BAD_ICMP);
+    }
+    let pseudo = checksum::pseudo_header_v6(src, dst, IpProtocol::ICMPV6, icmp.len() as u32);
+    if checksum::add(pseudo, checksum::data(icmp)) != 0xffff {
+        return cx.drop(p, LO6_BAD_ICMP);
+    }
+    let (ty, code, hop) = (icmp[0], icmp[1], l3[7]);
+    match ty {
+        128 => {
+            if dst.segments()[0] >> 8 == 0xff {
+                return cx.drop(p, LO6_MCAST_ECHO);
+            }
+            echo_reply6(cx, iface, p, up, l2_src)
+        }
+        135 | 136 => {
+            if hop != 255 || code != 0 || icmp.len() < 24 {
+                return cx.drop(p, LO6_BAD_ND);
+            }
+            let target = addr(icmp, 8);
+            if target.segments()[0] >> 8 == 0xff {
+                return cx.drop(p, LO6_BAD_ND);
+            }
+            let opt_ll = nd_lladdr(&icmp[24..], if ty == 135 { 1 } else { 2 });
+            let Some(opt_ll) = opt_ll else { return cx.drop(p, LO6_BAD_ND) };
+            if ty == 136 {
+                // RFC 4861 7.1.2: solicited NA must not go to multicast.
+                let solicited = icmp[4] & 0x40 != 0;
+                if solicited && dst.segments()[0] >> 8 == 0xff {
+                    return cx.drop(p, LO6_BAD_ND);
+                }
+                if let Some(mac) = opt_ll
+                    && shared
+                        .events
+                        .push(Event::Neighbor { ifindex: iface.index, ip: IpAddr::V6(target), mac, create: solicited })
+                        .is_err()
+                {
+                    cx.count(LO6_EVENTS_FULL, 1);
+                }
+                return cx.drop(p, LO6_NA);
+            }
+            let dad = src.is_unspecified();
+            if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
+                return cx.drop(p, LO6_BAD_ND);
+            }
+            if !iface.has_v6(target) {
+                return cx.drop(p, LO6_NS_OTHER);
+            }
+            if !dad
+                && let Some(mac) = opt_ll
+                && shared
+                    .events
+                    .push(Event::Neighbor { ifindex: iface.index, ip: IpAddr::V6(src), mac, create: true })
+                    .is_err()
+            {
+                cx.count(LO6_EVENTS_FULL, 1);
+            }
+            let (to_ip, to_mac) = if dad {
+                (Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1), [0x33, 0x33, 0, 0, 0, 1])
+            } else {
+                (src, opt_ll.unwrap_or(l2_src))
+            };
+            build_na(cx, iface, p, target, to_ip, to_mac, !dad);
+            cx.count(LO6_NS_ANSWERED, 1);
+            LO6_NEXT_OUTPUT
+        }
+        133 | 134 | 137 => cx.drop(p, LO6_ND_IGNORED),
+        _ => cx.drop(p, LO6_ICMP_OTHER),
+    }
+}
+
+/// The link-layer address option of type `want` in an ND options area.
+/// `None`: options malformed; `Some(None)`: absent.
+fn nd_lladdr(mut opts: &[u8], want: u8) -> Option<Option<[u8; 6]>> {
+    let mut found = None;
+    for _ in 0..tern_wire::ndisc::MAX_ND_OPTIONS {
+        if opts.is_empty() {
+            return Some(found);
+        }
+        if opts.len() < 2 {
+            return None;
+        }
+        let len = usize::from(opts[1]) * 8;
+        if len == 0 || len > opts.len() {
+            return None;
+        }
+        if opts[0] == want && len >= 8 {
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(&opts[2..8]);
+            found = Some(mac);
+        }
+        opts = &opts[len..];
+    }
+    None
+}
+
+/// Turns the echo request in `p` into its reply (type 129, addresses
+/// swapped, any extension headers removed).
+fn echo_reply6(cx: &mut Cx<'_>, iface: &Iface, p: PktIdx, up: usize, l2_src: [u8; 6]) -> u16 {
+    let l3off = cx.pool.meta(p).l3_off as usize;
+    let total = cx.pool.data(p).len() - l3off;
+    let icmp_len = total - up;
+    {
+        let d = cx.pool.data_mut(p);
+        let l3 = &mut d[l3off..];
+        if up != 40 {
+            l3.copy_within(up..total, 40);
+            l3[6] = 58;
+        }
+        put16(l3, 4, icmp_len as u16);
+        let mut src = [0u8; 16];
+        src.copy_from_slice(&l3[8..24]);
+        l3.copy_within(24..40, 8);
+        l3[24..40].copy_from_slice(&src);
+        l3[7] = 64;
+        l3[40] = 129;
+        // The pseudo-header sums the same two addresses, so only the type
+        // word changes (RFC 1624).
+        let c = checksum::update(be16(l3, 42), u16::from_be_bytes([128, l3[41]]), u16::from_be_bytes([129, l3[41]]));
+        put16(l3, 42, c);
+    }
+    cx.pool.set_len(p, l3off + 40 + icmp_len);
+    let m = cx.pool.meta_mut(p);
+    m.flags |= flags::LOCAL_ORIGIN;
+    cx.count(LO6_ECHO, 1);
+    let dst = Ipv6Addr::from(be128(cx.pool.data(p), l3off + 24));
+    if is_link_local(dst) {
+        // No route exists for link-local destinations: answer on the link.
+        return send_on_link(cx, iface, p, l2_src);
+    }
+    LO6_NEXT_LOOKUP
+}
+
+/// Sends `p` (L3 ready) back out of `iface` to `mac`.
+fn send_on_link(cx: &mut Cx<'_>, iface: &Iface, p: PktIdx, mac: [u8; 6]) -> u16 {
+    if !set_l2_len(cx.pool, p, iface.l2_len()) {
+        return cx.drop(p, LO6_BAD_ICMP);
+    }
+    let (m, d) = cx.pool.pkt_mut(p);
+    write_l2(d, mac, iface, ETH_P_IPV6);
+    m.tx_if = iface.index;
+    LO6_NEXT_OUTPUT
+}
+
+/// Rewrites `p` into a neighbour advertisement for `target` (RFC 4861
+/// 7.2.4): router flag, solicited flag as asked, override, target
+/// link-layer address option.
+fn build_na(
+    cx: &mut Cx<'_>,
+    iface: &Iface,
+    p: PktIdx,
+    target: Ipv6Addr,
+    to_ip: Ipv6Addr,
+    to_mac: [u8; 6],
+    solicited: bool,
+) {
+    let l3off = cx.pool.meta(p).l3_off as usize;
+    cx.pool.set_len(p, l3off + 72);
+    {
+        let d = cx.pool.data_mut(p);
+        let l3 = &mut d[l3off..l3off + 72];
+        l3[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 32, 58, 255]);
+        l3[8..24].copy_from_slice(&target.octets());
+        l3[24..40].copy_from_slice(&to_ip.octets());
+        let icmp = &mut l3[40..];
+        icmp[0] = 136;
+        icmp[1] = 0;
+        icmp[2] = 0;
+        icmp[3] = 0;
+        icmp[4] = 0x80 | if solicited { 0x40 } else { 0 } | 0x20;
+        icmp[5..8].fill(0);
+        icmp[8..24].copy_from_slice(&target.octets());
+        icmp[24] = 2;
+        icmp[25] = 1;
+        icmp[26..32].copy_from_slice(&iface.mac);
+        let pseudo = checksum::pseudo_header_v6(target, to_ip, IpProtocol::ICMPV6, 32);
+        let c = !checksum::add(pseudo, checksum::data(icmp));
+        put16(icmp, 2, c);
+    }
+    cx.pool.meta_mut(p).flags |= flags::LOCAL_ORIGIN;
+    if !set_l2_len(cx.pool, p, iface.l2_len()) {
+        return;
+    }
+    let (m, d) = cx.pool.pkt_mut(p);
+    write_l2(d, to_mac, iface, ETH_P_IPV6);
+    m.tx_if = iface.index;
+}

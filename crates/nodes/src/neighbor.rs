@@ -1,0 +1,307 @@
+//! `ip4-glean` and `ip6-glean`: packets whose next hop has no link-layer
+//! address yet.
+//!
+//! A packet waits in a bounded per-destination queue while the node sends
+//! ARP requests (RFC 826) or neighbour solicitations (RFC 4861 7.2.2) at
+//! most once per retry interval. The control thread owns the neighbour
+//! table: when an answer arrives it installs the MAC and bumps a generation
+//! counter; this node then sends everything it holds back to the lookup.
+//! After `neigh_max_tries` unanswered requests the waiting packets are
+//! dropped and counted, and the destination is left alone for one retry
+//! interval.
+//!
+//! Next nodes: `ip4-lookup` / `ip6-lookup` (released packets), `drop`.
+//! Counters: [`GLEAN_ERRORS`].
+
+use crate::state::{IfTable, Iface, Params, Shared};
+use crate::util::*;
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tern_engine::{Cx, Emit, ErrorDesc, NEXT_TAKEN, Node};
+use tern_fib::{FibReader, NhKind};
+use tern_packet::PktIdx;
+use tern_rcu::Snapshot;
+use tern_wire::{IpProtocol, checksum};
+
+const G_QUEUE_FULL: u16 = 0;
+const G_TIMEOUT: u16 = 1;
+const G_FAILED: u16 = 2;
+const G_REQUEST: u16 = 3;
+const G_NO_BUFFER: u16 = 4;
+const G_NO_SOURCE: u16 = 5;
+const G_BAD_NH: u16 = 6;
+const G_RELEASED: u16 = 7;
+
+pub const GLEAN_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("queue-full", "too many packets waiting for address resolution"),
+    ErrorDesc::drop("resolution-timeout", "neighbour did not answer; waiting packets dropped"),
+    ErrorDesc::drop("resolution-failed", "neighbour recently failed to answer"),
+    ErrorDesc::info("request-sent", "ARP requests / neighbour solicitations sent"),
+    ErrorDesc::info("no-buffer", "no buffer to build a request"),
+    ErrorDesc::info("no-source-address", "no address on the interface to ask from"),
+    ErrorDesc::drop("bad-nexthop", "next hop is not resolvable"),
+    ErrorDesc::info("released", "packets sent on after resolution"),
+];
+
+const NEXT_LOOKUP: u16 = 1;
+
+/// How often held packets are checked for timeouts.
+const SWEEP_NS: u64 = 50_000_000;
+
+type Key = (u16, u128);
+
+struct Request {
+    last_ns: u64,
+    tries: u32,
+}
+
+/// The glean node of one address family.
+pub struct Glean {
+    v6: bool,
+    fib: FibReader,
+    ifs: Snapshot<IfTable>,
+    params: Snapshot<Params>,
+    neigh_gen: Arc<AtomicU64>,
+    seen_gen: u64,
+    waiting: HashMap<Key, VecDeque<PktIdx>>,
+    total: usize,
+    requests: HashMap<Key, Request>,
+    last_sweep_ns: u64,
+}
+
+impl Glean {
+    pub fn new(shared: &Shared, v6: bool) -> Self {
+        Glean {
+            v6,
+            fib: shared.fib.clone(),
+            ifs: shared.ifaces.snapshot(),
+            params: shared.params.snapshot(),
+            neigh_gen: Arc::clone(&shared.neigh_gen),
+            seen_gen: shared.neigh_gen.load(Ordering::Acquire),
+            waiting: HashMap::new(),
+            total: 0,
+            requests: HashMap::new(),
+            last_sweep_ns: 0,
+        }
+    }
+
+    /// Number of packets held.
+    pub fn held(&self) -> usize {
+        self.total
+    }
+
+    fn target(&self, cx: &Cx<'_>, p: PktIdx) -> Option<Key> {
+        let nh = self.fib.nexthop(cx.pool.meta(p).nh);
+        let ip = match nh.kind {
+            NhKind::Unicast => match nh.gw {
+                std::net::IpAddr::V4(a) => u128::from(u32::from(a)),
+                std::net::IpAddr::V6(a) => u128::from(a),
+            },
+            NhKind::Glean => {
+                let m = cx.pool.meta(p);
+                let d = cx.pool.data(p);
+                let l3 = m.l3_off as usize;
+                if self.v6 { be128(d, l3 + 24) } else { u128::from(be32(d, l3 + 16)) }
+            }
+            _ => return None,
+        };
+        Some((nh.ifindex, ip))
+    }
+
+    fn send_request(&self, cx: &mut Cx<'_>, key: Key) {
+        let Some(iface) = self.ifs.current().get(key.0) else { return };
+        let frame: Option<Vec<u8>> = if self.v6 {
+            ns_frame(iface, Ipv6Addr::from(key.1))
+        } else {
+            let target = Ipv4Addr::from(key.1 as u32);
+            iface.v4_source_for(target).map(|src| arp_request_frame(iface, src, target))
+        };
+        let Some(frame) = frame else {
+            cx.count(G_NO_SOURCE, 1);
+            return;
+        };
+        let Some(p) = cx.pool.alloc_from(&frame) else {
+            cx.count(G_NO_BUFFER, 1);
+            return;
+        };
+        match cx.tx.get_mut(iface.port as usize) {
+            Some(q) => {
+                q.push(p);
+                cx.count(G_REQUEST, 1);
+            }
+            None => cx.pool.free(p),
+        }
+    }
+}
+
+impl Node for Glean {
+    fn name(&self) -> &'static str {
+        if self.v6 { "ip6-glean" } else { "ip4-glean" }
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        if self.v6 { &["drop", "ip6-lookup"] } else { &["drop", "ip4-lookup"] }
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        GLEAN_ERRORS
+    }
+    fn wants_poll(&self) -> bool {
+        true
+    }
+
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        self.params.refresh();
+        let now = cx.now_ns;
+        let (retry, per_dest, total_max, max_tries) = (
+            self.params.neigh_retry_ns,
+            self.params.neigh_queue_per_dest,
+            self.params.neigh_queue_total,
+            self.params.neigh_max_tries,
+        );
+        for (i, &p) in pkts.iter().enumerate() {
+            let Some(key) = self.target(cx, p) else {
+                next[i] = cx.drop(p, G_BAD_NH);
+                continue;
+            };
+            let req = self.requests.entry(key).or_insert(Request { last_ns: 0, tries: 0 });
+            if req.tries >= max_tries {
+                if now.saturating_sub(req.last_ns) < retry {
+                    next[i] = cx.drop(p, G_FAILED);
+                    continue;
+                }
+                req.tries = 0;
+            }
+            let q = self.waiting.entry(key).or_default();
+            if q.len() >= per_dest || self.total >= total_max {
+                next[i] = cx.drop(p, G_QUEUE_FULL);
+                continue;
+            }
+            q.push_back(p);
+            self.total += 1;
+            next[i] = NEXT_TAKEN;
+            let send = req.last_ns == 0 || now.saturating_sub(req.last_ns) >= retry;
+            if send {
+                req.last_ns = now;
+                req.tries += 1;
+            }
+            cx.trace_note(p, || format!("waiting for {} on interface {}", fmt_ip(self.v6, key.1), key.0));
+            if send {
+                self.send_request(cx, key);
+            }
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Cx<'_>, emit: &mut Emit) {
+        let g = self.neigh_gen.load(Ordering::Acquire);
+        if g != self.seen_gen {
+            self.seen_gen = g;
+            let mut released = 0;
+            for (_, q) in self.waiting.drain() {
+                for p in q {
+                    emit.push(p, NEXT_LOOKUP);
+                    released += 1;
+                }
+            }
+            self.total = 0;
+            cx.count(G_RELEASED, released);
+        }
+        let now = cx.now_ns;
+        if now.saturating_sub(self.last_sweep_ns) < SWEEP_NS {
+            return;
+        }
+        self.last_sweep_ns = now;
+        self.ifs.refresh();
+        self.params.refresh();
+        let (retry, max_tries) = (self.params.neigh_retry_ns, self.params.neigh_max_tries);
+        let keys: Vec<Key> = self.waiting.keys().copied().collect();
+        for key in keys {
+            let Some(req) = self.requests.get_mut(&key) else { continue };
+            if now.saturating_sub(req.last_ns) < retry {
+                continue;
+            }
+            if req.tries >= max_tries {
+                req.last_ns = now;
+                if let Some(q) = self.waiting.remove(&key) {
+                    self.total -= q.len();
+                    for p in q {
+                        emit.push(p, cx.drop(p, G_TIMEOUT));
+                    }
+                }
+            } else {
+                req.last_ns = now;
+                req.tries += 1;
+                self.send_request(cx, key);
+            }
+        }
+        self.waiting.retain(|_, q| !q.is_empty());
+        // Forget old request state so the map stays small.
+        let waiting = &self.waiting;
+        self.requests.retain(|k, r| waiting.contains_key(k) || now.saturating_sub(r.last_ns) < 10 * retry);
+    }
+}
+
+fn fmt_ip(v6: bool, ip: u128) -> String {
+    if v6 { Ipv6Addr::from(ip).to_string() } else { Ipv4Addr::from(ip as u32).to_string() }
+}
+
+/// A broadcast ARP request for `target` (RFC 826), padded to 60 bytes.
+pub fn arp_request_frame(iface: &Iface, src: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let l2 = iface.l2_len();
+    let mut f = vec![0u8; (l2 + 28).max(60)];
+    write_l2(&mut f, BROADCAST_MAC, iface, ETH_P_ARP);
+    let a = &mut f[l2..];
+    a[..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    a[8..14].copy_from_slice(&iface.mac);
+    a[14..18].copy_from_slice(&src.octets());
+    a[24..28].copy_from_slice(&target.octets());
+    f
+}
+
+/// A unicast ARP request (a probe that refreshes a known neighbour).
+pub fn arp_probe_frame(iface: &Iface, src: Ipv4Addr, target: Ipv4Addr, mac: [u8; 6]) -> Vec<u8> {
+    let mut f = arp_request_frame(iface, src, target);
+    f[..6].copy_from_slice(&mac);
+    f
+}
+
+/// A neighbour solicitation for `target` (RFC 4861 4.3, 7.2.2): to its
+/// solicited-node group, hop limit 255, with our link-layer address.
+/// `None` when the interface has no usable source address.
+pub fn ns_frame(iface: &Iface, target: Ipv6Addr) -> Option<Vec<u8>> {
+    ns_frame_to(iface, target, None)
+}
+
+/// A neighbour solicitation sent to `mac`/`target` directly (unicast probe)
+/// or, with `None`, to the solicited-node group.
+pub fn ns_frame_to(iface: &Iface, target: Ipv6Addr, unicast: Option<[u8; 6]>) -> Option<Vec<u8>> {
+    let src = iface.v6_source_for(target);
+    if src.is_unspecified() {
+        return None;
+    }
+    let t = target.octets();
+    let (dst_ip, dst_mac) = match unicast {
+        Some(mac) => (target, mac),
+        None => (
+            Ipv6Addr::from([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15]]),
+            [0x33, 0x33, 0xff, t[13], t[14], t[15]],
+        ),
+    };
+    let l2 = iface.l2_len();
+    let mut f = vec![0u8; l2 + 40 + 32];
+    write_l2(&mut f, dst_mac, iface, ETH_P_IPV6);
+    let l3 = &mut f[l2..];
+    l3[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 32, 58, 255]);
+    l3[8..24].copy_from_slice(&src.octets());
+    l3[24..40].copy_from_slice(&dst_ip.octets());
+    let icmp = &mut l3[40..];
+    icmp[0] = 135;
+    icmp[8..24].copy_from_slice(&t);
+    icmp[24] = 1;
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&iface.mac);
+    let c = !checksum::add(checksum::pseudo_header_v6(src, dst_ip, IpProtocol::ICMPV6, 32), checksum::data(icmp));
+    put16(icmp, 2, c);
+    Some(f)
+}

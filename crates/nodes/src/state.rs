@@ -1,0 +1,305 @@
+//! What the control thread publishes to the forwarding nodes, and what the
+//! nodes report back.
+
+use crossbeam_queue::ArrayQueue;
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tern_fib::FibReader;
+use tern_rcu::Published;
+
+/// No interface / no sub-interface.
+pub const NO_IF: u16 = u16::MAX;
+
+/// An IPv4 address with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct V4Net {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+impl V4Net {
+    pub fn mask(&self) -> u32 {
+        if self.len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.len.min(32))) }
+    }
+    pub fn contains(&self, a: Ipv4Addr) -> bool {
+        (u32::from(a) ^ u32::from(self.addr)) & self.mask() == 0
+    }
+    /// The directed broadcast address (none for /31 and /32).
+    pub fn broadcast(&self) -> Option<Ipv4Addr> {
+        (self.len < 31).then(|| Ipv4Addr::from(u32::from(self.addr) | !self.mask()))
+    }
+}
+
+/// An IPv6 address with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct V6Net {
+    pub addr: Ipv6Addr,
+    pub len: u8,
+}
+
+impl V6Net {
+    pub fn mask(&self) -> u128 {
+        if self.len == 0 { 0 } else { u128::MAX << (128 - u32::from(self.len.min(128))) }
+    }
+    pub fn contains(&self, a: Ipv6Addr) -> bool {
+        (u128::from(a) ^ u128::from(self.addr)) & self.mask() == 0
+    }
+}
+
+/// What kind of interface.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IfKind {
+    /// A device tern drives through a port.
+    Port,
+    /// An 802.1Q sub-interface of `parent`.
+    Vlan { parent: u16, vid: u16 },
+}
+
+/// One interface as the nodes see it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Iface {
+    pub index: u16,
+    pub name: String,
+    pub kind: IfKind,
+    /// Port number (index into the worker's transmit queues) that carries
+    /// this interface's frames; for a VLAN, the parent's port.
+    pub port: u16,
+    pub mac: [u8; 6],
+    /// IP MTU.
+    pub mtu: u16,
+    pub up: bool,
+    pub v4: Vec<V4Net>,
+    pub v6: Vec<V6Net>,
+    /// The link-local address (fe80::/64 + EUI-64 of the MAC).
+    pub v6_ll: Ipv6Addr,
+}
+
+impl Iface {
+    pub fn has_v4(&self, a: Ipv4Addr) -> bool {
+        self.v4.iter().any(|n| n.addr == a)
+    }
+    pub fn has_v6(&self, a: Ipv6Addr) -> bool {
+        a == self.v6_ll || self.v6.iter().any(|n| n.addr == a)
+    }
+    /// The source address to use towards `dst` on this interface: one in
+    /// the same subnet, else the first.
+    pub fn v4_source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        self.v4.iter().find(|n| n.contains(dst)).or(self.v4.first()).map(|n| n.addr)
+    }
+    pub fn v6_source_for(&self, dst: Ipv6Addr) -> Ipv6Addr {
+        if is_link_local(dst) {
+            return self.v6_ll;
+        }
+        self.v6.iter().find(|n| n.contains(dst)).or(self.v6.first()).map_or(self.v6_ll, |n| n.addr)
+    }
+    /// Whether `a` lies in one of this interface's IPv4 subnets.
+    pub fn v4_on_link(&self, a: Ipv4Addr) -> bool {
+        self.v4.iter().any(|n| n.contains(a))
+    }
+    pub fn v6_on_link(&self, a: Ipv6Addr) -> bool {
+        is_link_local(a) || self.v6.iter().any(|n| n.contains(a))
+    }
+    /// Bytes of link-layer header this interface puts in front of L3.
+    pub fn l2_len(&self) -> usize {
+        match self.kind {
+            IfKind::Port => 14,
+            IfKind::Vlan { .. } => 18,
+        }
+    }
+    pub fn vlan(&self) -> Option<u16> {
+        match self.kind {
+            IfKind::Vlan { vid, .. } => Some(vid),
+            IfKind::Port => None,
+        }
+    }
+}
+
+pub fn is_link_local(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// The EUI-64 link-local address of a MAC (RFC 4291 appendix A).
+pub fn link_local_from_mac(mac: [u8; 6]) -> Ipv6Addr {
+    let mut b = [0u8; 16];
+    b[0] = 0xfe;
+    b[1] = 0x80;
+    b[8] = mac[0] ^ 0x02;
+    b[9] = mac[1];
+    b[10] = mac[2];
+    b[11] = 0xff;
+    b[12] = 0xfe;
+    b[13] = mac[3];
+    b[14] = mac[4];
+    b[15] = mac[5];
+    Ipv6Addr::from(b)
+}
+
+/// All interfaces, indexed by interface index, plus the VLAN demux table.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IfTable {
+    pub ifs: Vec<Iface>,
+    /// `vlans[port]` maps a VLAN id to the sub-interface index (NO_IF: none).
+    #[serde(skip)]
+    pub vlans: Vec<Vec<u16>>,
+}
+
+impl IfTable {
+    /// Builds the table and its VLAN index from a list of interfaces whose
+    /// `index` equals their position.
+    pub fn new(ifs: Vec<Iface>) -> IfTable {
+        let ports = ifs.iter().map(|i| i.port as usize + 1).max().unwrap_or(0);
+        let mut vlans: Vec<Vec<u16>> = vec![Vec::new(); ports];
+        for i in &ifs {
+            if let IfKind::Vlan { vid, .. } = i.kind
+                && let Some(v) = vlans.get_mut(i.port as usize)
+            {
+                if v.is_empty() {
+                    *v = vec![NO_IF; 4096];
+                }
+                if let Some(slot) = v.get_mut(vid as usize) {
+                    *slot = i.index;
+                }
+            }
+        }
+        IfTable { ifs, vlans }
+    }
+
+    #[inline]
+    pub fn get(&self, index: u16) -> Option<&Iface> {
+        self.ifs.get(index as usize)
+    }
+
+    /// The sub-interface of `port` for VLAN `vid`.
+    #[inline]
+    pub fn vlan_if(&self, port: u16, vid: u16) -> Option<u16> {
+        let v = *self.vlans.get(port as usize)?.get(vid as usize)?;
+        (v != NO_IF).then_some(v)
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Iface> {
+        self.ifs.iter().find(|i| i.name == name)
+    }
+}
+
+/// Knobs of the forwarding nodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Params {
+    /// ICMP errors each worker may send per second (token bucket rate).
+    pub icmp_rate: u32,
+    /// Burst of the ICMP token bucket.
+    pub icmp_burst: u32,
+    /// Packets held per unresolved neighbour.
+    pub neigh_queue_per_dest: usize,
+    /// Packets held for all unresolved neighbours of a worker.
+    pub neigh_queue_total: usize,
+    /// Interval between ARP/ND requests for one neighbour.
+    pub neigh_retry_ns: u64,
+    /// Requests before giving up on a neighbour and dropping what waits.
+    pub neigh_max_tries: u32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            icmp_rate: 1000,
+            icmp_burst: 100,
+            neigh_queue_per_dest: 16,
+            neigh_queue_total: 1024,
+            neigh_retry_ns: 1_000_000_000,
+            neigh_max_tries: 3,
+        }
+    }
+}
+
+/// What workers tell the control thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A neighbour's link-layer address was seen (ARP request or reply to
+    /// us, NS/NA). `create`: make an entry if none exists (the sender talks
+    /// to us or answered us, RFC 826 / RFC 4861 7.2.5); otherwise only
+    /// refresh an existing one.
+    Neighbor { ifindex: u16, ip: IpAddr, mac: [u8; 6], create: bool },
+}
+
+/// A frame the control thread asks a worker to send (ARP/ND probes).
+#[derive(Clone, Debug)]
+pub struct Inject {
+    pub ifindex: u16,
+    pub frame: Vec<u8>,
+}
+
+/// Everything the nodes share with the control thread.
+#[derive(Clone)]
+pub struct Shared {
+    pub ifaces: Published<IfTable>,
+    pub params: Published<Params>,
+    pub fib: FibReader,
+    pub events: Arc<ArrayQueue<Event>>,
+    /// Bumped by the control thread whenever a neighbour resolves, so
+    /// packets waiting for resolution are retried at once.
+    pub neigh_gen: Arc<AtomicU64>,
+}
+
+impl Shared {
+    pub fn new(ifaces: IfTable, fib: FibReader) -> Shared {
+        Shared {
+            ifaces: Published::new(ifaces),
+            params: Published::new(Params::default()),
+            fib,
+            events: Arc::new(ArrayQueue::new(4096)),
+            neigh_gen: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    pub fn bump_neigh_gen(&self) {
+        self.neigh_gen.fetch_add(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eui64_link_local() {
+        let ll = link_local_from_mac([0x02, 0x00, 0x00, 0xaa, 0xbb, 0xcc]);
+        assert_eq!(ll, "fe80::ff:feaa:bbcc".parse::<Ipv6Addr>().expect("addr"));
+        assert!(is_link_local(ll));
+    }
+
+    #[test]
+    fn nets() {
+        let n = V4Net { addr: Ipv4Addr::new(10, 0, 1, 1), len: 24 };
+        assert!(n.contains(Ipv4Addr::new(10, 0, 1, 200)));
+        assert!(!n.contains(Ipv4Addr::new(10, 0, 2, 1)));
+        assert_eq!(n.broadcast(), Some(Ipv4Addr::new(10, 0, 1, 255)));
+        assert_eq!(V4Net { addr: Ipv4Addr::new(10, 0, 1, 1), len: 31 }.broadcast(), None);
+        assert_eq!(V4Net { addr: Ipv4Addr::UNSPECIFIED, len: 0 }.mask(), 0);
+        let n6 = V6Net { addr: "2001:db8::1".parse().expect("a"), len: 64 };
+        assert!(n6.contains("2001:db8::ffff".parse().expect("a")));
+    }
+
+    #[test]
+    fn vlan_index() {
+        let base = Iface {
+            index: 0,
+            name: "p0".into(),
+            kind: IfKind::Port,
+            port: 0,
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            up: true,
+            v4: vec![],
+            v6: vec![],
+            v6_ll: link_local_from_mac([2, 0, 0, 0, 0, 1]),
+        };
+        let sub = Iface { index: 1, name: "p0.100".into(), kind: IfKind::Vlan { parent: 0, vid: 100 }, ..base.clone() };
+        let t = IfTable::new(vec![base, sub]);
+        assert_eq!(t.vlan_if(0, 100), Some(1));
+        assert_eq!(t.vlan_if(0, 101), None);
+        assert_eq!(t.vlan_if(5, 100), None);
+    }
+}

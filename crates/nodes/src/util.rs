@@ -1,0 +1,164 @@
+//! Small helpers shared by the nodes.
+
+use crate::state::Iface;
+use tern_packet::{PacketPool, PktIdx};
+
+#[inline(always)]
+pub fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+#[inline(always)]
+pub fn be32(d: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+}
+
+#[inline(always)]
+pub fn be128(d: &[u8], at: usize) -> u128 {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[at..at + 16]);
+    u128::from_be_bytes(b)
+}
+
+#[inline(always)]
+pub fn put16(d: &mut [u8], at: usize, v: u16) {
+    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+pub const ETH_P_IPV4: u16 = 0x0800;
+pub const ETH_P_ARP: u16 = 0x0806;
+pub const ETH_P_IPV6: u16 = 0x86dd;
+pub const ETH_P_8021Q: u16 = 0x8100;
+pub const ETH_P_8021AD: u16 = 0x88a8;
+pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+
+/// Moves the start of the packet's data so that exactly `l2_len` bytes
+/// precede its L3 header (prepending into the headroom or trimming), and
+/// sets `l3_off` accordingly. False if the headroom cannot hold it.
+#[inline]
+pub fn set_l2_len(pool: &mut PacketPool, p: PktIdx, l2_len: usize) -> bool {
+    let l3 = pool.meta(p).l3_off as usize;
+    let ok = if l3 > l2_len {
+        pool.advance(p, l3 - l2_len)
+    } else if l3 < l2_len {
+        pool.prepend(p, l2_len - l3).is_some()
+    } else {
+        true
+    };
+    if ok {
+        pool.meta_mut(p).l3_off = l2_len as u16;
+    }
+    ok
+}
+
+/// Writes the Ethernet (and 802.1Q) header of `out` in front of L3: the
+/// data must already start `out.l2_len()` bytes before L3.
+#[inline]
+pub fn write_l2(d: &mut [u8], dst: [u8; 6], out: &Iface, ethertype: u16) {
+    d[0..6].copy_from_slice(&dst);
+    d[6..12].copy_from_slice(&out.mac);
+    match out.vlan() {
+        None => put16(d, 12, ethertype),
+        Some(vid) => {
+            put16(d, 12, ETH_P_8021Q);
+            put16(d, 14, vid & 0x0fff);
+            put16(d, 16, ethertype);
+        }
+    }
+}
+
+/// A 32-bit flow hash of the addresses, protocol and ports (for ECMP).
+#[inline]
+pub fn flow_hash(src: u128, dst: u128, proto: u8, ports: u32) -> u32 {
+    let mut h = (src as u64) ^ ((src >> 64) as u64).rotate_left(17);
+    h ^= ((dst as u64) ^ ((dst >> 64) as u64).rotate_left(31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= (u64::from(proto) << 32 | u64::from(ports)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 32;
+    h as u32
+}
+
+/// The transport ports of an IPv4 packet at `l3` (0 when absent).
+#[inline]
+pub fn v4_ports(l3: &[u8]) -> u32 {
+    let ihl = usize::from(l3[0] & 0x0f) * 4;
+    let frag = be16(l3, 6) & 0x1fff != 0;
+    match l3[9] {
+        6 | 17 | 132 if !frag && l3.len() >= ihl + 4 => be32(l3, ihl),
+        _ => 0,
+    }
+}
+
+/// A token bucket (ICMP error rate limit), per worker.
+pub struct TokenBucket {
+    rate_per_s: u64,
+    burst: u64,
+    /// Tokens scaled by 1e9 (token-nanoseconds).
+    level: u64,
+    last_ns: u64,
+}
+
+impl TokenBucket {
+    pub fn new(rate_per_s: u32, burst: u32) -> TokenBucket {
+        let burst = u64::from(burst.max(1));
+        TokenBucket { rate_per_s: u64::from(rate_per_s), burst, level: burst * 1_000_000_000, last_ns: 0 }
+    }
+
+    pub fn configure(&mut self, rate_per_s: u32, burst: u32) {
+        self.rate_per_s = u64::from(rate_per_s);
+        self.burst = u64::from(burst.max(1));
+        self.level = self.level.min(self.burst * 1_000_000_000);
+    }
+
+    /// Takes one token if there is one.
+    pub fn take(&mut self, now_ns: u64) -> bool {
+        let dt = now_ns.saturating_sub(self.last_ns);
+        self.last_ns = now_ns;
+        self.level = (self.level + dt.saturating_mul(self.rate_per_s)).min(self.burst * 1_000_000_000);
+        if self.level >= 1_000_000_000 {
+            self.level -= 1_000_000_000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_packet::PoolConfig;
+
+    #[test]
+    fn bucket_limits_rate_and_burst() {
+        let mut b = TokenBucket::new(10, 5);
+        let taken = (0..20).filter(|_| b.take(1)).count();
+        assert_eq!(taken, 5, "burst");
+        // 100 ms later: one more token.
+        assert!(b.take(100_000_001));
+        assert!(!b.take(100_000_002));
+    }
+
+    #[test]
+    fn l2_len_moves_data_start() {
+        let mut pool = PacketPool::new(PoolConfig { frames: 2, ..PoolConfig::default() }).expect("pool");
+        let p = pool.alloc_from(&[0u8; 60]).expect("buf");
+        pool.meta_mut(p).l3_off = 14;
+        assert!(set_l2_len(&mut pool, p, 18));
+        assert_eq!(pool.data(p).len(), 64);
+        assert_eq!(pool.meta(p).l3_off, 18);
+        assert!(set_l2_len(&mut pool, p, 14));
+        assert_eq!(pool.data(p).len(), 60);
+        assert!(set_l2_len(&mut pool, p, 0));
+        assert_eq!(pool.data(p).len(), 46);
+    }
+
+    #[test]
+    fn hash_spreads() {
+        let a = flow_hash(1, 2, 17, 0x1234_5678);
+        let b = flow_hash(1, 2, 17, 0x1234_5679);
+        assert_ne!(a, b);
+        assert_eq!(a, flow_hash(1, 2, 17, 0x1234_5678));
+    }
+}
