@@ -22,6 +22,9 @@
 //! given to [`new`].
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "bench")]
+pub mod bench;
+mod changes;
 mod lpm;
 mod nexthop;
 mod prefix;
@@ -36,12 +39,13 @@ mod tests;
 
 use std::sync::Arc;
 
+pub use changes::{FibChanges, RawFib, RawTrie};
 pub use lpm::naive::NaiveLpm;
 pub use prefix::{Prefix, PrefixError};
 pub use reader::FibReader;
 pub use types::{
-    ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs,
-    RouteDetail, RouteOp, RouteTarget, Source,
+    ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
+    RouteTarget, Source,
 };
 pub use writer::FibWriter;
 
@@ -49,13 +53,11 @@ pub use writer::FibWriter;
 /// clone for each worker. Workers register with `domain`.
 pub fn new(cfg: FibConfig, domain: tern_rcu::Domain) -> (FibWriter, FibReader) {
     let shared = Arc::new(reader::Shared {
-        nh: nexthop::NhTable::new(cfg.max_nexthops.max(2), cfg.max_ecmp_members),
-        v4: lpm::LpmReader::new(),
-        v6: lpm::LpmReader::new(),
+        nh: nexthop::NhTable::new(cfg.max_nexthops.clamp(2, lpm::multibit::CHILD - 1), cfg.max_ecmp_members),
+        v4: lpm::V4Arrays::new(cfg.v4_nodes),
+        v6: lpm::V6Arrays::new(cfg.v6_nodes),
         domain,
     });
-    let reader = FibReader {
-        shared: Arc::clone(&shared),
-    };
+    let reader = FibReader { shared: Arc::clone(&shared) };
     (FibWriter::new(cfg, shared), reader)
 }

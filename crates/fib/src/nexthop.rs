@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use rustc_hash::FxBuildHasher;
 
+use crate::changes::DirtyBits;
 use crate::reclaim::Garbage;
 use crate::types::{FibError, NH_NONE, NextHop, NhId, NhKind};
 
@@ -67,9 +68,7 @@ impl NhTable {
 
     #[inline]
     fn word(&self, id: NhId, w: usize) -> u64 {
-        self.words
-            .get(id as usize * WORDS + w)
-            .map_or(0, |a| a.load(Ordering::Acquire))
+        self.words.get(id as usize * WORDS + w).map_or(0, |a| a.load(Ordering::Acquire))
     }
 
     /// Any id: unknown or free ids read as kind `None`.
@@ -88,17 +87,8 @@ impl NhTable {
         } else {
             IpAddr::V4(Ipv4Addr::from(lo as u32))
         };
-        let mac = if kind == NhKind::Unicast {
-            unpack_mac(self.word(id, 1))
-        } else {
-            None
-        };
-        NextHop {
-            kind,
-            ifindex,
-            gw,
-            mac,
-        }
+        let mac = if kind == NhKind::Unicast { unpack_mac(self.word(id, 1)) } else { None };
+        NextHop { kind, ifindex, gw, mac }
     }
 
     /// The member of an ECMP group for a flow hash; the id itself otherwise.
@@ -112,9 +102,7 @@ impl NhTable {
         let base = self.word(id, 1);
         // Multiply-shift maps the hash onto 0..count without a division.
         let i = base + ((u64::from(hash) * count) >> 32);
-        self.members
-            .get(i as usize)
-            .map_or(NH_NONE, |m| m.load(Ordering::Acquire))
+        self.members.get(i as usize).map_or(NH_NONE, |m| m.load(Ordering::Acquire))
     }
 
     fn write(&self, id: NhId, words: [u64; WORDS]) {
@@ -173,6 +161,8 @@ pub(crate) struct NhAlloc {
     neighbors: HashMap<(u16, IpAddr), [u8; 6], FxBuildHasher>,
     live: usize,
     groups: usize,
+    dirty_ids: DirtyBits,
+    dirty_members: DirtyBits,
 }
 
 impl NhAlloc {
@@ -187,6 +177,8 @@ impl NhAlloc {
             neighbors: HashMap::default(),
             live: 0,
             groups: 0,
+            dirty_ids: DirtyBits::default(),
+            dirty_members: DirtyBits::default(),
         }
     }
 
@@ -225,20 +217,9 @@ impl NhAlloc {
                 (1, (v >> 64) as u64, v as u64)
             }
         };
-        let mac = if kind == NhKind::Unicast {
-            self.neighbors.get(&(ifindex, gw)).copied()
-        } else {
-            None
-        };
-        table.write(
-            id,
-            [
-                u64::from(kind.to_u8()) | (u64::from(ifindex) << 8) | (v6 << 24),
-                pack_mac(mac),
-                hi,
-                lo,
-            ],
-        );
+        let mac = if kind == NhKind::Unicast { self.neighbors.get(&(ifindex, gw)).copied() } else { None };
+        table.write(id, [u64::from(kind.to_u8()) | (u64::from(ifindex) << 8) | (v6 << 24), pack_mac(mac), hi, lo]);
+        self.dirty_ids.mark(id as usize);
         let slot = self.slot_mut(id);
         slot.refs = 1;
         slot.key = Some(key.clone());
@@ -293,17 +274,10 @@ impl NhAlloc {
         for (i, &m) in members.iter().enumerate() {
             if let Some(a) = table.members.get(base as usize + i) {
                 a.store(m, Ordering::Release);
+                self.dirty_members.mark(base as usize + i);
             }
         }
-        table.write(
-            id,
-            [
-                u64::from(NhKind::Ecmp.to_u8()) | (u64::from(count) << 32),
-                u64::from(base),
-                0,
-                0,
-            ],
-        );
+        table.write(id, [u64::from(NhKind::Ecmp.to_u8()) | (u64::from(count) << 32), u64::from(base), 0, 0]);
         let slot = self.slot_mut(id);
         slot.refs = 1;
         slot.key = Some(key.clone());
@@ -362,13 +336,7 @@ impl NhAlloc {
 
     /// Records (or forgets) a neighbour's MAC and updates the Unicast next
     /// hop (ifindex, ip) in place if it exists.
-    pub(crate) fn set_neighbor(
-        &mut self,
-        table: &NhTable,
-        ifindex: u16,
-        ip: IpAddr,
-        mac: Option<[u8; 6]>,
-    ) {
+    pub(crate) fn set_neighbor(&mut self, table: &NhTable, ifindex: u16, ip: IpAddr, mac: Option<[u8; 6]>) {
         match mac {
             Some(m) => {
                 self.neighbors.insert((ifindex, ip), m);
@@ -377,13 +345,10 @@ impl NhAlloc {
                 self.neighbors.remove(&(ifindex, ip));
             }
         }
-        let key = NhKey::Single {
-            kind: NhKind::Unicast,
-            ifindex,
-            gw: ip,
-        };
+        let key = NhKey::Single { kind: NhKind::Unicast, ifindex, gw: ip };
         if let Some(&id) = self.index.get(&key) {
             table.set_mac(id, mac);
+            self.dirty_ids.mark(id as usize);
         }
     }
 
@@ -397,6 +362,11 @@ impl NhAlloc {
             Some(NhKey::Group(m)) => m,
             _ => &[],
         }
+    }
+
+    /// (next-hop ids, ECMP member slots) written since the last call.
+    pub(crate) fn take_changes(&mut self) -> (Vec<std::ops::Range<u32>>, Vec<std::ops::Range<u32>>) {
+        (self.dirty_ids.take(), self.dirty_members.take())
     }
 
     pub(crate) fn live(&self) -> usize {
@@ -426,27 +396,13 @@ mod tests {
         let t = NhTable::new(16, 16);
         let mut a = NhAlloc::new();
         let mut g = Vec::new();
-        let x = a
-            .acquire(&t, NhKind::Unicast, 3, v4("10.0.0.1"))
-            .expect("x");
-        let y = a
-            .acquire(&t, NhKind::Unicast, 3, v4("10.0.0.1"))
-            .expect("y");
-        let z = a
-            .acquire(&t, NhKind::Unicast, 4, v4("10.0.0.1"))
-            .expect("z");
+        let x = a.acquire(&t, NhKind::Unicast, 3, v4("10.0.0.1")).expect("x");
+        let y = a.acquire(&t, NhKind::Unicast, 3, v4("10.0.0.1")).expect("y");
+        let z = a.acquire(&t, NhKind::Unicast, 4, v4("10.0.0.1")).expect("z");
         assert_eq!(x, y);
         assert_ne!(x, z);
         assert_ne!(x, NH_NONE);
-        assert_eq!(
-            t.get(x),
-            NextHop {
-                kind: NhKind::Unicast,
-                ifindex: 3,
-                gw: v4("10.0.0.1"),
-                mac: None
-            }
-        );
+        assert_eq!(t.get(x), NextHop { kind: NhKind::Unicast, ifindex: 3, gw: v4("10.0.0.1"), mac: None });
         a.release(x, &mut g);
         assert!(g.is_empty(), "one reference left");
         a.release(y, &mut g);
@@ -469,11 +425,7 @@ mod tests {
         assert_eq!(t.get(x).mac, None);
         a.set_neighbor(&t, 2, gw, Some([9; 6]));
         let y = a.acquire(&t, NhKind::Unicast, 2, gw).expect("y");
-        assert_eq!(
-            t.get(y).mac,
-            Some([9; 6]),
-            "a next hop created after ARP starts resolved"
-        );
+        assert_eq!(t.get(y).mac, Some([9; 6]), "a next hop created after ARP starts resolved");
     }
 
     #[test]
@@ -483,13 +435,9 @@ mod tests {
         assert_eq!(t.get(0), NextHop::NONE);
         assert_eq!(t.get(u32::MAX), NextHop::NONE);
         assert_eq!(t.ecmp_pick(u32::MAX, 7), u32::MAX);
-        a.acquire(&t, NhKind::Blackhole, 0, v4("0.0.0.0"))
-            .expect("1");
+        a.acquire(&t, NhKind::Blackhole, 0, v4("0.0.0.0")).expect("1");
         a.acquire(&t, NhKind::Local, 0, v4("0.0.0.0")).expect("2");
-        assert_eq!(
-            a.acquire(&t, NhKind::Glean, 0, v4("0.0.0.0")),
-            Err(FibError::Full("next-hop table"))
-        );
+        assert_eq!(a.acquire(&t, NhKind::Glean, 0, v4("0.0.0.0")), Err(FibError::Full("next-hop table")));
     }
 
     #[test]
@@ -497,12 +445,8 @@ mod tests {
         let t = NhTable::new(16, 16);
         let mut a = NhAlloc::new();
         let mut g = Vec::new();
-        let m: Vec<NhId> = (1..=4)
-            .map(|i| {
-                a.acquire(&t, NhKind::Unicast, i, v4("10.0.0.1"))
-                    .expect("member")
-            })
-            .collect();
+        let m: Vec<NhId> =
+            (1..=4).map(|i| a.acquire(&t, NhKind::Unicast, i, v4("10.0.0.1")).expect("member")).collect();
         let grp = a.acquire_group(&t, m.clone(), &mut g).expect("group");
         assert_eq!(t.get(grp).kind, NhKind::Ecmp);
         let mut hits = [0u32; 4];
@@ -526,10 +470,7 @@ mod tests {
         a.release(grp, &mut g);
         a.release(grp, &mut g);
         assert!(g.contains(&Garbage::Nh(grp)));
-        assert!(
-            g.iter()
-                .any(|x| matches!(x, Garbage::Members { count: 4, .. }))
-        );
+        assert!(g.iter().any(|x| matches!(x, Garbage::Members { count: 4, .. })));
         assert_eq!(a.live(), 0, "members freed with their group");
     }
 }

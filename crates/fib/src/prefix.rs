@@ -39,21 +39,13 @@ impl std::error::Error for PrefixError {}
 /// The mask of the `len` leading bits of a 32-bit word (len 0..=32).
 #[inline]
 pub(crate) fn mask32(len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        u32::MAX << (32 - u32::from(len.min(32)))
-    }
+    if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) }
 }
 
 /// The mask of the `len` leading bits of a 128-bit word (len 0..=128).
 #[inline]
 pub(crate) fn mask128(len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - u32::from(len.min(128)))
-    }
+    if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) }
 }
 
 impl Prefix {
@@ -71,14 +63,8 @@ impl Prefix {
     /// `None` if `len` is too long for the family.
     pub fn new_truncated(addr: IpAddr, len: u8) -> Option<Prefix> {
         match addr {
-            IpAddr::V4(a) if len <= 32 => Some(Prefix::V4 {
-                addr: Ipv4Addr::from(u32::from(a) & mask32(len)),
-                len,
-            }),
-            IpAddr::V6(a) if len <= 128 => Some(Prefix::V6 {
-                addr: Ipv6Addr::from(u128::from(a) & mask128(len)),
-                len,
-            }),
+            IpAddr::V4(a) if len <= 32 => Some(Prefix::V4 { addr: Ipv4Addr::from(u32::from(a) & mask32(len)), len }),
+            IpAddr::V6(a) if len <= 128 => Some(Prefix::V6 { addr: Ipv6Addr::from(u128::from(a) & mask128(len)), len }),
             _ => None,
         }
     }
@@ -136,12 +122,8 @@ impl Prefix {
     /// True if `addr` is of the same family and inside the prefix.
     pub fn contains(&self, addr: IpAddr) -> bool {
         match (*self, addr) {
-            (Prefix::V4 { addr: p, len }, IpAddr::V4(a)) => {
-                (u32::from(a) ^ u32::from(p)) & mask32(len) == 0
-            }
-            (Prefix::V6 { addr: p, len }, IpAddr::V6(a)) => {
-                (u128::from(a) ^ u128::from(p)) & mask128(len) == 0
-            }
+            (Prefix::V4 { addr: p, len }, IpAddr::V4(a)) => (u32::from(a) ^ u32::from(p)) & mask32(len) == 0,
+            (Prefix::V6 { addr: p, len }, IpAddr::V6(a)) => (u128::from(a) ^ u128::from(p)) & mask128(len) == 0,
             _ => false,
         }
     }
@@ -174,20 +156,13 @@ impl FromStr for Prefix {
     /// prefix (say /32 or /128 explicitly); host bits set is an error so a
     /// typo such as "10.1.0.0/8" is caught rather than silently widened.
     fn from_str(s: &str) -> Result<Prefix, PrefixError> {
-        let (a, l) = s
-            .split_once('/')
-            .ok_or_else(|| PrefixError::BadAddress(s.to_string()))?;
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| PrefixError::BadAddress(s.to_string()))?;
+        let (a, l) = s.split_once('/').ok_or_else(|| PrefixError::BadAddress(s.to_string()))?;
+        let addr: IpAddr = a.parse().map_err(|_| PrefixError::BadAddress(s.to_string()))?;
         if l.is_empty() || l.len() > 3 || !l.bytes().all(|b| b.is_ascii_digit()) {
             return Err(PrefixError::BadLength(s.to_string()));
         }
-        let len: u8 = l
-            .parse()
-            .map_err(|_| PrefixError::BadLength(s.to_string()))?;
-        let p = Prefix::new_truncated(addr, len)
-            .ok_or_else(|| PrefixError::BadLength(s.to_string()))?;
+        let len: u8 = l.parse().map_err(|_| PrefixError::BadLength(s.to_string()))?;
+        let p = Prefix::new_truncated(addr, len).ok_or_else(|| PrefixError::BadLength(s.to_string()))?;
         if p.addr() != addr {
             return Err(PrefixError::HostBitsSet(s.to_string()));
         }
@@ -209,14 +184,7 @@ mod tests {
 
     #[test]
     fn parses_and_displays_both_families() {
-        for s in [
-            "10.0.0.0/8",
-            "0.0.0.0/0",
-            "1.2.3.4/32",
-            "2001:db8::/32",
-            "::/0",
-            "2001:db8::1/128",
-        ] {
+        for s in ["10.0.0.0/8", "0.0.0.0/0", "1.2.3.4/32", "2001:db8::/32", "::/0", "2001:db8::1/128"] {
             let p: Prefix = s.parse().expect(s);
             assert_eq!(p.to_string(), s);
         }
@@ -230,38 +198,14 @@ mod tests {
 
     #[test]
     fn refuses_bad_prefixes() {
-        assert!(matches!(
-            "10.1.0.0/8".parse::<Prefix>(),
-            Err(PrefixError::HostBitsSet(_))
-        ));
-        assert!(matches!(
-            "10.0.0.0/33".parse::<Prefix>(),
-            Err(PrefixError::BadLength(_))
-        ));
-        assert!(matches!(
-            "2001:db8::/129".parse::<Prefix>(),
-            Err(PrefixError::BadLength(_))
-        ));
-        assert!(matches!(
-            "10.0.0.0/".parse::<Prefix>(),
-            Err(PrefixError::BadLength(_))
-        ));
-        assert!(matches!(
-            "10.0.0.0/+8".parse::<Prefix>(),
-            Err(PrefixError::BadLength(_))
-        ));
-        assert!(matches!(
-            "10.0.0.0".parse::<Prefix>(),
-            Err(PrefixError::BadAddress(_))
-        ));
-        assert!(matches!(
-            "10.0.0/8".parse::<Prefix>(),
-            Err(PrefixError::BadAddress(_))
-        ));
-        assert!(matches!(
-            "2001:db8::1/64".parse::<Prefix>(),
-            Err(PrefixError::HostBitsSet(_))
-        ));
+        assert!(matches!("10.1.0.0/8".parse::<Prefix>(), Err(PrefixError::HostBitsSet(_))));
+        assert!(matches!("10.0.0.0/33".parse::<Prefix>(), Err(PrefixError::BadLength(_))));
+        assert!(matches!("2001:db8::/129".parse::<Prefix>(), Err(PrefixError::BadLength(_))));
+        assert!(matches!("10.0.0.0/".parse::<Prefix>(), Err(PrefixError::BadLength(_))));
+        assert!(matches!("10.0.0.0/+8".parse::<Prefix>(), Err(PrefixError::BadLength(_))));
+        assert!(matches!("10.0.0.0".parse::<Prefix>(), Err(PrefixError::BadAddress(_))));
+        assert!(matches!("10.0.0/8".parse::<Prefix>(), Err(PrefixError::BadAddress(_))));
+        assert!(matches!("2001:db8::1/64".parse::<Prefix>(), Err(PrefixError::HostBitsSet(_))));
     }
 
     #[test]
@@ -271,10 +215,7 @@ mod tests {
         assert!(a.covers(&b));
         assert!(!b.covers(&a));
         assert!(a.covers(&a));
-        assert_eq!(
-            b.parent().map(|p| p.to_string()),
-            Some("10.0.0.0/15".to_string())
-        );
+        assert_eq!(b.parent().map(|p| p.to_string()), Some("10.0.0.0/15".to_string()));
         let d: Prefix = "0.0.0.0/0".parse().expect("d");
         assert_eq!(d.parent(), None);
         assert!(d.covers(&a));

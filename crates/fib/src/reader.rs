@@ -4,15 +4,20 @@ use std::sync::Arc;
 
 use tern_rcu::Domain;
 
-use crate::lpm::LpmReader;
+use crate::changes::{RawFib, RawTrie};
+use crate::lpm::multibit::CHILD;
+use crate::lpm::{V4_STRIDE, V4_TOP, V4Arrays, V6_STRIDE, V6_TOP, V6Arrays};
 use crate::nexthop::NhTable;
 use crate::types::{NextHop, NhId};
+
+/// Batched v4 lookups convert keys in chunks of this many.
+const BATCH: usize = 64;
 
 /// What the writer and all readers share.
 pub(crate) struct Shared {
     pub(crate) nh: NhTable,
-    pub(crate) v4: LpmReader,
-    pub(crate) v6: LpmReader,
+    pub(crate) v4: V4Arrays,
+    pub(crate) v6: V6Arrays,
     pub(crate) domain: Domain,
 }
 
@@ -36,15 +41,24 @@ impl FibReader {
     /// Longest-prefix match of an IPv4 destination (host byte order).
     #[inline]
     pub fn lookup_v4(&self, dst: u32) -> NhId {
-        self.shared.v4.lookup(u128::from(dst) << 96)
+        self.shared.v4.lookup(u64::from(dst) << 32)
     }
 
     /// Many lookups at once; `out[i]` gets the result for `dst[i]` (the
     /// shorter of the two slices bounds the work).
     #[inline]
     pub fn lookup_v4_batch(&self, dst: &[u32], out: &mut [NhId]) {
-        for (d, o) in dst.iter().zip(out.iter_mut()) {
-            *o = self.lookup_v4(*d);
+        let n = dst.len().min(out.len()).min(BATCH);
+        if n == dst.len().min(out.len()) {
+            let mut keys = [0u64; BATCH];
+            for (k, d) in keys.iter_mut().zip(dst) {
+                *k = u64::from(*d) << 32;
+            }
+            self.shared.v4.lookup_batch(&keys[..n], out);
+        } else {
+            for (dc, oc) in dst.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+                self.lookup_v4_batch(dc, oc);
+            }
         }
     }
 
@@ -56,9 +70,7 @@ impl FibReader {
 
     #[inline]
     pub fn lookup_v6_batch(&self, dst: &[u128], out: &mut [NhId]) {
-        for (d, o) in dst.iter().zip(out.iter_mut()) {
-            *o = self.lookup_v6(*d);
-        }
+        self.shared.v6.lookup_batch(dst, out);
     }
 
     /// The next hop behind an id; unknown ids read as kind `None`.
@@ -74,14 +86,17 @@ impl FibReader {
         self.shared.nh.ecmp_pick(id, hash)
     }
 
-    /// The raw next-hop entries (4 words each, layout in `nexthop.rs`) and
-    /// ECMP member ids, for mirroring into BPF array maps.
-    pub fn raw_nexthops(
-        &self,
-    ) -> (
-        &[std::sync::atomic::AtomicU64],
-        &[std::sync::atomic::AtomicU32],
-    ) {
-        (self.shared.nh.raw_words(), self.shared.nh.raw_members())
+    /// Every array lookups read, for mirroring into BPF array maps (see
+    /// [`crate::FibWriter::take_changes`] for what changed).
+    pub fn raw(&self) -> RawFib<'_> {
+        let (t4, n4) = self.shared.v4.raw();
+        let (t6, n6) = self.shared.v6.raw();
+        let (nexthops, ecmp_members) = (self.shared.nh.raw_words(), self.shared.nh.raw_members());
+        RawFib {
+            v4: RawTrie { top: t4, nodes: n4, top_bits: V4_TOP, stride: V4_STRIDE, child_flag: CHILD },
+            v6: RawTrie { top: t6, nodes: n6, top_bits: V6_TOP, stride: V6_STRIDE, child_flag: CHILD },
+            nexthops,
+            ecmp_members,
+        }
     }
 }

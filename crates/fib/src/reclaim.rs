@@ -15,7 +15,6 @@ use crate::types::NhId;
 
 /// Something to give back once no reader can see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // trie blocks are recycled once the trie lands
 pub(crate) enum Garbage {
     Nh(NhId),
     Members {
@@ -28,7 +27,8 @@ pub(crate) enum Garbage {
         base: u32,
         count: u32,
     },
-    /// A block of trie leaves.
+    /// A block of trie leaves (poptrie only).
+    #[cfg_attr(not(any(test, feature = "bench")), allow(dead_code))]
     Leaves {
         v6: bool,
         base: u32,
@@ -44,11 +44,7 @@ pub(crate) struct Reclaimer {
 
 impl Reclaimer {
     pub(crate) fn new(domain: Domain) -> Reclaimer {
-        Reclaimer {
-            domain,
-            limbo: Vec::new(),
-            waiting: VecDeque::new(),
-        }
+        Reclaimer { domain, limbo: Vec::new(), waiting: VecDeque::new() }
     }
 
     /// Where callers put what they unlinked during the current operation.
@@ -63,8 +59,7 @@ impl Reclaimer {
             return;
         }
         let token = self.domain.start_grace();
-        self.waiting
-            .push_back((token, std::mem::take(&mut self.limbo)));
+        self.waiting.push_back((token, std::mem::take(&mut self.limbo)));
     }
 
     /// Everything whose grace period has elapsed, oldest first.

@@ -22,11 +22,7 @@ use crate::prefix::Prefix;
 #[derive(Debug)]
 pub enum RouteFileError {
     /// A line that is not `prefix [[via] gateway]`.
-    Syntax {
-        line: usize,
-        text: String,
-        reason: String,
-    },
+    Syntax { line: usize, text: String, reason: String },
     /// Reading or decompressing failed.
     Io { line: usize, error: io::Error },
 }
@@ -60,9 +56,7 @@ pub fn parse_line(line: &str) -> Result<Option<(Prefix, Option<IpAddr>)>, String
     let Some(first) = words.next() else {
         return Ok(None);
     };
-    let prefix: Prefix = first
-        .parse()
-        .map_err(|e: crate::prefix::PrefixError| e.to_string())?;
+    let prefix: Prefix = first.parse().map_err(|e: crate::prefix::PrefixError| e.to_string())?;
     let mut gw_word = words.next();
     if gw_word == Some("via") {
         gw_word = words.next();
@@ -103,11 +97,7 @@ pub fn parse(mut r: impl BufRead) -> Result<Vec<(Prefix, Option<IpAddr>)>, Route
             Ok(Some(route)) => out.push(route),
             Ok(None) => {}
             Err(reason) => {
-                return Err(RouteFileError::Syntax {
-                    line,
-                    text: buf.trim_end().to_string(),
-                    reason,
-                });
+                return Err(RouteFileError::Syntax { line, text: buf.trim_end().to_string(), reason });
             }
         }
     }
@@ -119,10 +109,7 @@ pub fn open(path: impl AsRef<Path>) -> io::Result<Box<dyn BufRead + Send>> {
     let mut f = BufReader::with_capacity(1 << 16, File::open(path)?);
     let gz = f.fill_buf()?.starts_with(&[0x1f, 0x8b]);
     Ok(if gz {
-        Box::new(BufReader::with_capacity(
-            1 << 16,
-            flate2::bufread::MultiGzDecoder::new(f),
-        ))
+        Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(f)))
     } else {
         Box::new(f)
     })
@@ -180,8 +167,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("tmp dir");
         let path = dir.join("routes.txt");
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        enc.write_all(b"10.0.0.0/8\n2001:db8::/32\n")
-            .expect("gz write");
+        enc.write_all(b"10.0.0.0/8\n2001:db8::/32\n").expect("gz write");
         std::fs::write(&path, enc.finish().expect("gz finish")).expect("write");
         let r = load(&path).expect("load gz");
         assert_eq!(r.len(), 2);

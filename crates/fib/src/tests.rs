@@ -37,55 +37,28 @@ fn fib() -> (FibWriter, FibReader) {
     new(cfg, tern_rcu::Domain::new())
 }
 
-const A: RouteAttrs = RouteAttrs {
-    distance: None,
-    metric: 0,
-};
+const A: RouteAttrs = RouteAttrs { distance: None, metric: 0 };
 
 fn via(gw: &str, ifindex: Option<u16>) -> RouteTarget {
-    RouteTarget::Via {
-        gw: ip(gw),
-        ifindex,
-    }
+    RouteTarget::Via { gw: ip(gw), ifindex }
 }
 
 #[test]
 fn best_route_by_distance_falls_back_on_delete() {
     let (mut w, r) = fib();
     let net = p("198.51.100.0/24");
-    w.add_route(Source::Kernel, net, via("10.0.0.1", Some(1)), A)
-        .expect("kernel");
-    w.add_route(Source::Static, net, via("10.0.0.2", Some(2)), A)
-        .expect("static");
-    w.add_route(Source::Neighbor, net, RouteTarget::Blackhole, A)
-        .expect("neighbor");
+    w.add_route(Source::Kernel, net, via("10.0.0.1", Some(1)), A).expect("kernel");
+    w.add_route(Source::Static, net, via("10.0.0.2", Some(2)), A).expect("static");
+    w.add_route(Source::Neighbor, net, RouteTarget::Blackhole, A).expect("neighbor");
     let dst = v4("198.51.100.7");
-    assert_eq!(
-        r.nexthop(r.lookup_v4(dst)).ifindex,
-        2,
-        "static (1) beats kernel (100)"
-    );
+    assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 2, "static (1) beats kernel (100)");
     w.del_route(Source::Static, net).expect("del static");
-    assert_eq!(
-        r.nexthop(r.lookup_v4(dst)).ifindex,
-        1,
-        "falls back to kernel"
-    );
+    assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 1, "falls back to kernel");
     w.del_route(Source::Kernel, net).expect("del kernel");
-    assert_eq!(
-        r.nexthop(r.lookup_v4(dst)).kind,
-        NhKind::Blackhole,
-        "then to the neighbor source (250)"
-    );
+    assert_eq!(r.nexthop(r.lookup_v4(dst)).kind, NhKind::Blackhole, "then to the neighbor source (250)");
     w.del_route(Source::Neighbor, net).expect("del last");
     assert_eq!(r.lookup_v4(dst), NH_NONE);
-    assert_eq!(
-        w.del_route(Source::Neighbor, net),
-        Err(FibError::NotFound {
-            source: Source::Neighbor,
-            prefix: net
-        })
-    );
+    assert_eq!(w.del_route(Source::Neighbor, net), Err(FibError::NotFound { source: Source::Neighbor, prefix: net }));
     assert_eq!(w.stats().rib_entries, 0);
     assert_eq!(w.stats().nexthops, 0, "every next hop released");
 }
@@ -95,47 +68,15 @@ fn explicit_distance_metric_and_source_order() {
     let (mut w, r) = fib();
     let net = p("2001:db8:1::/48");
     let dst = v6("2001:db8:1::9");
-    w.add_route(Source::Static, net, via("fe80::1", Some(1)), A)
-        .expect("static");
+    w.add_route(Source::Static, net, via("fe80::1", Some(1)), A).expect("static");
     // FPM carries zebra's distance: 0 beats static's default 1.
-    w.add_route(
-        Source::Fpm,
-        net,
-        via("fe80::2", Some(2)),
-        RouteAttrs {
-            distance: Some(0),
-            metric: 0,
-        },
-    )
-    .expect("fpm");
+    w.add_route(Source::Fpm, net, via("fe80::2", Some(2)), RouteAttrs { distance: Some(0), metric: 0 }).expect("fpm");
     assert_eq!(r.nexthop(r.lookup_v6(dst)).ifindex, 2);
     // Same distance: the lower metric wins.
-    w.add_route(
-        Source::Fpm,
-        net,
-        via("fe80::2", Some(2)),
-        RouteAttrs {
-            distance: Some(1),
-            metric: 10,
-        },
-    )
-    .expect("fpm2");
-    assert_eq!(
-        r.nexthop(r.lookup_v6(dst)).ifindex,
-        1,
-        "static (1, 0) beats fpm (1, 10)"
-    );
+    w.add_route(Source::Fpm, net, via("fe80::2", Some(2)), RouteAttrs { distance: Some(1), metric: 10 }).expect("fpm2");
+    assert_eq!(r.nexthop(r.lookup_v6(dst)).ifindex, 1, "static (1, 0) beats fpm (1, 10)");
     // Same distance and metric: source order (Static before Fpm).
-    w.add_route(
-        Source::Fpm,
-        net,
-        via("fe80::2", Some(2)),
-        RouteAttrs {
-            distance: Some(1),
-            metric: 0,
-        },
-    )
-    .expect("fpm3");
+    w.add_route(Source::Fpm, net, via("fe80::2", Some(2)), RouteAttrs { distance: Some(1), metric: 0 }).expect("fpm3");
     assert_eq!(r.nexthop(r.lookup_v6(dst)).ifindex, 1);
     let details: Vec<RouteDetail> = w.routes().collect();
     assert_eq!(details.len(), 2);
@@ -155,71 +96,32 @@ fn kernel_distance_is_configurable() {
     };
     let (mut w, r) = new(cfg, tern_rcu::Domain::new());
     let net = p("10.0.0.0/8");
-    w.add_route(Source::Static, net, via("192.0.2.1", Some(1)), A)
-        .expect("static");
-    w.add_route(Source::Kernel, net, via("192.0.2.2", Some(2)), A)
-        .expect("kernel");
-    assert_eq!(
-        r.nexthop(r.lookup_v4(v4("10.1.1.1"))).ifindex,
-        2,
-        "kernel at distance 0 wins"
-    );
+    w.add_route(Source::Static, net, via("192.0.2.1", Some(1)), A).expect("static");
+    w.add_route(Source::Kernel, net, via("192.0.2.2", Some(2)), A).expect("kernel");
+    assert_eq!(r.nexthop(r.lookup_v4(v4("10.1.1.1"))).ifindex, 2, "kernel at distance 0 wins");
 }
 
 #[test]
 fn via_resolves_through_connected_and_waits_when_it_cannot() {
     let (mut w, r) = fib();
     let dst = v4("203.0.113.5");
-    w.add_route(
-        Source::Static,
-        p("203.0.113.0/24"),
-        via("192.0.2.1", None),
-        A,
-    )
-    .expect("unresolved add is fine");
-    assert_eq!(
-        r.lookup_v4(dst),
-        NH_NONE,
-        "inactive until the gateway is reachable"
-    );
+    w.add_route(Source::Static, p("203.0.113.0/24"), via("192.0.2.1", None), A).expect("unresolved add is fine");
+    assert_eq!(r.lookup_v4(dst), NH_NONE, "inactive until the gateway is reachable");
     let d = w.routes().next().expect("kept in the RIB");
     assert!(!d.active && !d.best);
-    w.add_route(
-        Source::Connected,
-        p("192.0.2.0/24"),
-        RouteTarget::Connected { ifindex: 7 },
-        A,
-    )
-    .expect("conn");
+    w.add_route(Source::Connected, p("192.0.2.0/24"), RouteTarget::Connected { ifindex: 7 }, A).expect("conn");
     let nh = r.nexthop(r.lookup_v4(dst));
-    assert_eq!(
-        (nh.kind, nh.ifindex, nh.gw),
-        (NhKind::Unicast, 7, ip("192.0.2.1"))
-    );
+    assert_eq!((nh.kind, nh.ifindex, nh.gw), (NhKind::Unicast, 7, ip("192.0.2.1")));
     assert_eq!(r.nexthop(r.lookup_v4(v4("192.0.2.99"))).kind, NhKind::Glean);
     // A longer connected subnet on another interface takes over.
-    w.add_route(
-        Source::Connected,
-        p("192.0.2.0/25"),
-        RouteTarget::Connected { ifindex: 8 },
-        A,
-    )
-    .expect("conn2");
+    w.add_route(Source::Connected, p("192.0.2.0/25"), RouteTarget::Connected { ifindex: 8 }, A).expect("conn2");
     assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 8);
-    w.del_route(Source::Connected, p("192.0.2.0/25"))
-        .expect("del conn2");
+    w.del_route(Source::Connected, p("192.0.2.0/25")).expect("del conn2");
     assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 7);
-    w.del_route(Source::Connected, p("192.0.2.0/24"))
-        .expect("del conn");
+    w.del_route(Source::Connected, p("192.0.2.0/24")).expect("del conn");
     assert_eq!(r.lookup_v4(dst), NH_NONE, "inactive again");
     // With an ifindex the gateway is used as given.
-    w.add_route(
-        Source::Api,
-        p("203.0.113.0/24"),
-        via("198.51.100.1", Some(3)),
-        A,
-    )
-    .expect("api");
+    w.add_route(Source::Api, p("203.0.113.0/24"), via("198.51.100.1", Some(3)), A).expect("api");
     assert_eq!(r.nexthop(r.lookup_v4(dst)).ifindex, 3);
 }
 
@@ -230,52 +132,24 @@ fn target_kinds_and_family_checks() {
         ("10.1.0.0/16", RouteTarget::Blackhole, NhKind::Blackhole),
         ("10.2.0.0/16", RouteTarget::Unreachable, NhKind::Unreachable),
         ("10.3.0.0/16", RouteTarget::Prohibit, NhKind::Prohibit),
-        (
-            "10.4.0.1/32",
-            RouteTarget::Local { ifindex: 4 },
-            NhKind::Local,
-        ),
+        ("10.4.0.1/32", RouteTarget::Local { ifindex: 4 }, NhKind::Local),
     ];
     for (net, t, kind) in cases {
         w.add_route(Source::Config, p(net), t, A).expect(net);
-        assert_eq!(
-            r.nexthop(r.lookup_v4(v4(&net[..net.len() - 3]) | 1)).kind,
-            kind,
-            "{net}"
-        );
+        assert_eq!(r.nexthop(r.lookup_v4(v4(&net[..net.len() - 3]) | 1)).kind, kind, "{net}");
     }
     assert_eq!(r.nexthop(r.lookup_v4(v4("10.4.0.1"))).ifindex, 4);
-    let bad = w.add_route(
-        Source::Config,
-        p("10.5.0.0/16"),
-        via("2001:db8::1", None),
-        A,
-    );
+    let bad = w.add_route(Source::Config, p("10.5.0.0/16"), via("2001:db8::1", None), A);
     assert!(matches!(bad, Err(FibError::FamilyMismatch { .. })));
-    assert_eq!(
-        w.add_route(
-            Source::Config,
-            p("10.5.0.0/16"),
-            RouteTarget::Ecmp(vec![]),
-            A
-        ),
-        Err(FibError::EmptyEcmp)
-    );
+    assert_eq!(w.add_route(Source::Config, p("10.5.0.0/16"), RouteTarget::Ecmp(vec![]), A), Err(FibError::EmptyEcmp));
     assert_eq!(w.stats().errors, 2);
 }
 
 #[test]
 fn neighbor_macs_and_host_routes() {
     let (mut w, r) = fib();
-    w.add_route(
-        Source::Connected,
-        p("192.0.2.0/24"),
-        RouteTarget::Connected { ifindex: 2 },
-        A,
-    )
-    .expect("conn");
-    w.add_route(Source::Static, p("0.0.0.0/0"), via("192.0.2.1", None), A)
-        .expect("default");
+    w.add_route(Source::Connected, p("192.0.2.0/24"), RouteTarget::Connected { ifindex: 2 }, A).expect("conn");
+    w.add_route(Source::Static, p("0.0.0.0/0"), via("192.0.2.1", None), A).expect("default");
     let gw_nh = r.lookup_v4(v4("8.8.8.8"));
     assert_eq!(r.nexthop(gw_nh).mac, None);
     let mac = [2, 0, 0, 0, 0, 1];
@@ -283,38 +157,20 @@ fn neighbor_macs_and_host_routes() {
     assert_eq!(r.nexthop(gw_nh).mac, Some(mac), "updated in place, same id");
     assert_eq!(r.lookup_v4(v4("8.8.8.8")), gw_nh);
     let host = r.nexthop(r.lookup_v4(v4("192.0.2.1")));
-    assert_eq!(
-        (host.kind, host.mac),
-        (NhKind::Unicast, Some(mac)),
-        "host route to the neighbour"
-    );
-    assert_eq!(
-        w.route_get(ip("192.0.2.1")).map(|d| d.source),
-        Some(Source::Neighbor)
-    );
+    assert_eq!((host.kind, host.mac), (NhKind::Unicast, Some(mac)), "host route to the neighbour");
+    assert_eq!(w.route_get(ip("192.0.2.1")).map(|d| d.source), Some(Source::Neighbor));
     // A neighbour outside any connected subnet of its interface: MAC only.
     w.set_neighbor(3, ip("192.0.2.50"), Some(mac));
     assert_eq!(r.nexthop(r.lookup_v4(v4("192.0.2.50"))).kind, NhKind::Glean);
     w.set_neighbor(2, ip("192.0.2.1"), None);
     assert_eq!(r.nexthop(gw_nh).mac, None);
-    assert_eq!(
-        r.nexthop(r.lookup_v4(v4("192.0.2.1"))).kind,
-        NhKind::Glean,
-        "host route removed"
-    );
+    assert_eq!(r.nexthop(r.lookup_v4(v4("192.0.2.1"))).kind, NhKind::Glean, "host route removed");
     // Resolved before the subnet exists: the host route follows the subnet.
     w.set_neighbor(5, ip("2001:db8::5"), Some(mac));
     assert_eq!(w.route_get(ip("2001:db8::5")), None);
-    w.add_route(
-        Source::Connected,
-        p("2001:db8::/64"),
-        RouteTarget::Connected { ifindex: 5 },
-        A,
-    )
-    .expect("conn6");
+    w.add_route(Source::Connected, p("2001:db8::/64"), RouteTarget::Connected { ifindex: 5 }, A).expect("conn6");
     assert_eq!(r.nexthop(r.lookup_v6(v6("2001:db8::5"))).mac, Some(mac));
-    w.del_route(Source::Connected, p("2001:db8::/64"))
-        .expect("del conn6");
+    w.del_route(Source::Connected, p("2001:db8::/64")).expect("del conn6");
     assert_eq!(r.lookup_v6(v6("2001:db8::5")), NH_NONE);
 }
 
@@ -323,64 +179,30 @@ fn resync_sweeps_what_was_not_re_added() {
     let (mut w, r) = fib();
     for i in 0..10u32 {
         let net = Prefix::v4((0x0a00_0000 | (i << 16)).into(), 16).expect("net");
-        w.add_route(Source::Kernel, net, via("192.0.2.1", Some(1)), A)
-            .expect("add");
+        w.add_route(Source::Kernel, net, via("192.0.2.1", Some(1)), A).expect("add");
     }
-    w.add_route(
-        Source::Static,
-        p("10.3.0.0/16"),
-        via("192.0.2.9", Some(9)),
-        A,
-    )
-    .expect("static");
+    w.add_route(Source::Static, p("10.3.0.0/16"), via("192.0.2.9", Some(9)), A).expect("static");
     w.begin_resync(Source::Kernel);
     for i in [1u32, 3, 5] {
         let net = Prefix::v4((0x0a00_0000 | (i << 16)).into(), 16).expect("net");
-        w.add_route(Source::Kernel, net, via("192.0.2.1", Some(1)), A)
-            .expect("re-add");
+        w.add_route(Source::Kernel, net, via("192.0.2.1", Some(1)), A).expect("re-add");
     }
-    w.add_route(
-        Source::Kernel,
-        p("10.200.0.0/16"),
-        via("192.0.2.1", Some(1)),
-        A,
-    )
-    .expect("new");
+    w.add_route(Source::Kernel, p("10.200.0.0/16"), via("192.0.2.1", Some(1)), A).expect("new");
     assert_eq!(w.end_resync(Source::Kernel), 7);
     assert_ne!(r.lookup_v4(v4("10.1.0.1")), NH_NONE);
     assert_ne!(r.lookup_v4(v4("10.200.0.1")), NH_NONE);
     assert_eq!(r.lookup_v4(v4("10.2.0.1")), NH_NONE);
-    assert_eq!(
-        r.nexthop(r.lookup_v4(v4("10.3.0.1"))).ifindex,
-        9,
-        "other sources untouched"
-    );
+    assert_eq!(r.nexthop(r.lookup_v4(v4("10.3.0.1"))).ifindex, 9, "other sources untouched");
     assert_eq!(w.end_resync(Source::Kernel), 0, "nothing left to sweep");
 }
 
 #[test]
 fn ecmp_spreads_flows_over_members() {
     let (mut w, r) = fib();
-    w.add_route(
-        Source::Connected,
-        p("192.0.2.0/24"),
-        RouteTarget::Connected { ifindex: 2 },
-        A,
-    )
-    .expect("conn");
-    let members: Vec<(IpAddr, Option<u16>)> = vec![
-        (ip("192.0.2.1"), None),
-        (ip("192.0.2.2"), None),
-        (ip("192.0.2.3"), None),
-        (ip("10.9.9.9"), None),
-    ];
-    w.add_route(
-        Source::Static,
-        p("0.0.0.0/0"),
-        RouteTarget::Ecmp(members),
-        A,
-    )
-    .expect("ecmp");
+    w.add_route(Source::Connected, p("192.0.2.0/24"), RouteTarget::Connected { ifindex: 2 }, A).expect("conn");
+    let members: Vec<(IpAddr, Option<u16>)> =
+        vec![(ip("192.0.2.1"), None), (ip("192.0.2.2"), None), (ip("192.0.2.3"), None), (ip("10.9.9.9"), None)];
+    w.add_route(Source::Static, p("0.0.0.0/0"), RouteTarget::Ecmp(members), A).expect("ecmp");
     let g = r.lookup_v4(v4("1.1.1.1"));
     assert_eq!(r.nexthop(g).kind, NhKind::Ecmp);
     let mut count = std::collections::HashMap::new();
@@ -408,18 +230,9 @@ fn apply_reports_errors_and_applies_the_rest() {
     ];
     let rep = w.apply(ops);
     assert_eq!((rep.applied, rep.failed), (2, 2));
-    assert_eq!(
-        rep.errors.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
-        vec![1, 2]
-    );
-    assert_eq!(
-        r.nexthop(r.lookup_v4(v4("10.1.2.3"))).kind,
-        NhKind::Blackhole
-    );
-    assert_eq!(
-        r.nexthop(r.lookup_v6(v6("2001:db8::1"))).kind,
-        NhKind::Prohibit
-    );
+    assert_eq!(rep.errors.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(r.nexthop(r.lookup_v4(v4("10.1.2.3"))).kind, NhKind::Blackhole);
+    assert_eq!(r.nexthop(r.lookup_v6(v6("2001:db8::1"))).kind, NhKind::Prohibit);
     let s = w.stats();
     assert_eq!((s.v4_routes, s.v6_routes), (1, 1));
 }
@@ -427,10 +240,8 @@ fn apply_reports_errors_and_applies_the_rest() {
 #[test]
 fn route_get_finds_the_longest_installed_prefix() {
     let (mut w, _r) = fib();
-    w.add_route(Source::Static, p("10.0.0.0/8"), RouteTarget::Blackhole, A)
-        .expect("a");
-    w.add_route(Source::Static, p("10.1.0.0/16"), via("192.0.2.1", None), A)
-        .expect("inactive");
+    w.add_route(Source::Static, p("10.0.0.0/8"), RouteTarget::Blackhole, A).expect("a");
+    w.add_route(Source::Static, p("10.1.0.0/16"), via("192.0.2.1", None), A).expect("inactive");
     let d = w.route_get(ip("10.1.2.3")).expect("some route");
     assert_eq!(d.prefix, p("10.0.0.0/8"), "inactive routes are skipped");
     assert!(d.best && d.active);
@@ -452,13 +263,7 @@ fn readers_never_see_an_unknown_next_hop_while_the_writer_churns() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let domain = tern_rcu::Domain::new();
     let (mut w, r) = new(FibConfig::default(), domain.clone());
-    w.add_route(
-        Source::Connected,
-        p("192.0.2.0/24"),
-        RouteTarget::Connected { ifindex: 1 },
-        A,
-    )
-    .expect("conn");
+    w.add_route(Source::Connected, p("192.0.2.0/24"), RouteTarget::Connected { ifindex: 1 }, A).expect("conn");
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let r = r.clone();
@@ -496,8 +301,7 @@ fn readers_never_see_an_unknown_next_hop_while_the_writer_churns() {
         x ^= x >> 17;
         x ^= x << 5;
         let len = 8 + (x % 17) as u8;
-        let net = Prefix::new_truncated(IpAddr::V4((0x0a00_0000 | (x & 0x00ff_ffff)).into()), len)
-            .expect("net");
+        let net = Prefix::new_truncated(IpAddr::V4((0x0a00_0000 | (x & 0x00ff_ffff)).into()), len).expect("net");
         let gw = IpAddr::V4((0xc000_0200 | (round % 200 + 1)).into());
         if x & 3 == 0 {
             let _ = w.del_route(Source::Static, net);
@@ -505,10 +309,7 @@ fn readers_never_see_an_unknown_next_hop_while_the_writer_churns() {
             let t = if x & 4 == 0 {
                 RouteTarget::Via { gw, ifindex: None }
             } else {
-                RouteTarget::Ecmp(vec![
-                    (gw, None),
-                    (IpAddr::V4((0xc000_0200 | (round % 7 + 1)).into()), Some(3)),
-                ])
+                RouteTarget::Ecmp(vec![(gw, None), (IpAddr::V4((0xc000_0200 | (round % 7 + 1)).into()), Some(3))])
             };
             w.add_route(Source::Static, net, t, A).expect("add");
         }
@@ -517,4 +318,41 @@ fn readers_never_see_an_unknown_next_hop_while_the_writer_churns() {
     let seen = reader.join().expect("reader thread");
     assert!(seen > 0, "the reader did look things up");
     assert!(w.stats().nexthops < 1000, "next hops are recycled");
+}
+
+/// A lookup done by hand over the raw arrays, the way a BPF program
+/// mirroring them would.
+fn raw_lookup_v4(raw: &RawTrie<'_>, dst: u32) -> NhId {
+    use std::sync::atomic::Ordering::Acquire;
+    let mut e = raw.top[(dst >> (32 - raw.top_bits)) as usize].load(Acquire);
+    let mut off = raw.top_bits;
+    while e & raw.child_flag != 0 {
+        let chunk = ((u64::from(dst) << 32) << off >> (64 - raw.stride)) as usize;
+        e = raw.nodes[(((e & !raw.child_flag) as usize) << raw.stride) | chunk].load(Acquire);
+        off += raw.stride;
+    }
+    e
+}
+
+#[test]
+fn raw_views_and_changes_describe_the_lookup() {
+    let (mut w, r) = fib();
+    let _ = w.take_changes();
+    w.add_route(Source::Static, p("10.0.0.0/8"), via("192.0.2.1", Some(1)), A).expect("a");
+    w.add_route(Source::Static, p("10.1.2.128/25"), via("192.0.2.2", Some(1)), A).expect("b");
+    let ch = w.take_changes();
+    assert_eq!(ch.nexthops.len(), 1, "two adjacent next-hop ids: {:?}", ch.nexthops);
+    assert_eq!(ch.v4_top.iter().map(|r| r.len()).sum::<usize>(), 1 << 10, "a /8 covers 2^10 top entries");
+    assert!(!ch.v4_blocks.is_empty(), "the /25 needed blocks");
+    assert!(ch.v6_top.is_empty() && ch.v6_blocks.is_empty());
+    let raw = r.raw();
+    for dst in [v4("10.1.2.200"), v4("10.1.2.1"), v4("10.200.0.1"), v4("11.0.0.1")] {
+        assert_eq!(raw_lookup_v4(&raw.v4, dst), r.lookup_v4(dst));
+    }
+    let id = r.lookup_v4(v4("10.1.2.200"));
+    let word = raw.nexthops[id as usize * 4 + 3].load(std::sync::atomic::Ordering::Acquire);
+    assert_eq!(word as u32, v4("192.0.2.2"), "gateway in word 3");
+    w.set_neighbor(1, ip("192.0.2.2"), Some([1; 6]));
+    assert_eq!(w.take_changes().nexthops, vec![id..id + 1], "a MAC update touches one entry");
+    assert_eq!(w.take_changes(), FibChanges::default());
 }

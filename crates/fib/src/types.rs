@@ -78,12 +78,8 @@ pub struct NextHop {
 
 impl NextHop {
     /// What `nexthop()` returns for NH_NONE and for unknown ids.
-    pub const NONE: NextHop = NextHop {
-        kind: NhKind::None,
-        ifindex: 0,
-        gw: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        mac: None,
-    };
+    pub const NONE: NextHop =
+        NextHop { kind: NhKind::None, ifindex: 0, gw: IpAddr::V4(Ipv4Addr::UNSPECIFIED), mac: None };
 }
 
 /// Who installed a route. The declaration order breaks ties between routes
@@ -271,6 +267,9 @@ pub struct FibStats {
     pub v4_bytes: usize,
     pub v6_bytes: usize,
     pub nexthop_bytes: usize,
+    /// The writer's own bookkeeping: RIB entries and trie metadata
+    /// (estimated from capacities).
+    pub writer_bytes: usize,
     /// Update counters since start.
     pub adds: u64,
     pub dels: u64,

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
 
-use crate::lpm::LpmWriter;
+use crate::changes::FibChanges;
+use crate::lpm::{V4Writer, V6Writer};
 use crate::nexthop::NhAlloc;
 use crate::prefix::Prefix;
 use crate::reader::Shared;
 use crate::reclaim::{Garbage, Reclaimer};
 use crate::types::{
-    ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs,
-    RouteDetail, RouteOp, RouteTarget, Source,
+    ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
+    RouteTarget, Source,
 };
 
 /// One route of one source.
@@ -50,12 +51,7 @@ struct RibSlot {
 
 impl RibSlot {
     fn best_index(&self) -> Option<usize> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.nh != NH_NONE)
-            .min_by_key(|(_, e)| e.rank())
-            .map(|(i, _)| i)
+        self.entries.iter().enumerate().filter(|(_, e)| e.nh != NH_NONE).min_by_key(|(_, e)| e.rank()).map(|(i, _)| i)
     }
 }
 
@@ -66,8 +62,8 @@ pub struct FibWriter {
     cfg: FibConfig,
     rib: HashMap<Prefix, RibSlot, FxBuildHasher>,
     nh: NhAlloc,
-    v4: LpmWriter,
-    v6: LpmWriter,
+    v4: V4Writer,
+    v6: V6Writer,
     reclaim: Reclaimer,
     /// Connected subnets (prefix, ifindex), longest first.
     connected: Vec<(Prefix, u16)>,
@@ -80,11 +76,7 @@ pub struct FibWriter {
 }
 
 fn unspecified(p: &Prefix) -> IpAddr {
-    if p.is_v4() {
-        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-    } else {
-        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-    }
+    if p.is_v4() { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { IpAddr::V6(Ipv6Addr::UNSPECIFIED) }
 }
 
 fn same_family(p: &Prefix, gw: &IpAddr) -> bool {
@@ -94,13 +86,15 @@ fn same_family(p: &Prefix, gw: &IpAddr) -> bool {
 impl FibWriter {
     pub(crate) fn new(cfg: FibConfig, shared: Arc<Shared>) -> FibWriter {
         let reclaim = Reclaimer::new(shared.domain.clone());
+        let v4 = V4Writer::new(false, &shared.v4);
+        let v6 = V6Writer::new(true, &shared.v6);
         FibWriter {
             shared,
             cfg,
             rib: HashMap::default(),
             nh: NhAlloc::new(),
-            v4: LpmWriter::new(),
-            v6: LpmWriter::new(),
+            v4,
+            v6,
             reclaim,
             connected: Vec::new(),
             via_deps: HashMap::default(),
@@ -111,13 +105,7 @@ impl FibWriter {
     }
 
     /// Adds or replaces the route of source `s` for prefix `p`.
-    pub fn add_route(
-        &mut self,
-        s: Source,
-        p: Prefix,
-        t: RouteTarget,
-        a: RouteAttrs,
-    ) -> Result<(), FibError> {
+    pub fn add_route(&mut self, s: Source, p: Prefix, t: RouteTarget, a: RouteAttrs) -> Result<(), FibError> {
         let r = self.add_inner(s, p, t, a);
         self.count(&r);
         let c = self.commit();
@@ -175,11 +163,7 @@ impl FibWriter {
         let stale: Vec<Prefix> = self
             .rib
             .iter()
-            .filter(|(_, slot)| {
-                slot.entries
-                    .iter()
-                    .any(|e| e.source == s && e.epoch != epoch)
-            })
+            .filter(|(_, slot)| slot.entries.iter().any(|e| e.source == s && e.epoch != epoch))
             .map(|(p, _)| *p)
             .collect();
         let mut n = 0;
@@ -228,13 +212,7 @@ impl FibWriter {
             let slot = self.rib.get(&p);
             let best = slot.and_then(RibSlot::best_index);
             let mut v: Vec<RouteDetail> = slot
-                .map(|s| {
-                    s.entries
-                        .iter()
-                        .enumerate()
-                        .map(|(i, e)| self.detail(p, e, Some(i) == best))
-                        .collect()
-                })
+                .map(|s| s.entries.iter().enumerate().map(|(i, e)| self.detail(p, e, Some(i) == best)).collect())
                 .unwrap_or_default();
             v.sort_by_key(|d| (d.distance, d.metric, d.source));
             v
@@ -252,13 +230,30 @@ impl FibWriter {
         s.v6_bytes = self.v6.used_bytes();
         s.nexthop_bytes = self.nh.used_bytes();
         s.fib_bytes = s.v4_bytes + s.v6_bytes + s.nexthop_bytes;
+        s.writer_bytes = self.v4.writer_bytes() + self.v6.writer_bytes() + self.rib_bytes();
         s.pending_reclaim = self.reclaim.pending();
         s
+    }
+
+    /// Which array elements were written since the previous call (for a
+    /// mirror such as the XDP lane's BPF maps; see [`crate::RawFib`]).
+    pub fn take_changes(&mut self) -> FibChanges {
+        let (nexthops, ecmp_members) = self.nh.take_changes();
+        let (v4_top, v4_blocks) = self.v4.take_changes();
+        let (v6_top, v6_blocks) = self.v6.take_changes();
+        FibChanges { nexthops, ecmp_members, v4_blocks, v4_top, v6_blocks, v6_top }
     }
 
     /// The configuration this FIB was created with.
     pub fn config(&self) -> &FibConfig {
         &self.cfg
+    }
+
+    /// Estimated bytes of the RIB map and its entries.
+    fn rib_bytes(&self) -> usize {
+        let bucket = std::mem::size_of::<(Prefix, RibSlot)>() + 1;
+        self.rib.capacity() * bucket
+            + self.rib.values().map(|s| s.entries.capacity() * std::mem::size_of::<RibEntry>()).sum::<usize>()
     }
 
     fn count(&mut self, r: &Result<(), FibError>) {
@@ -291,22 +286,13 @@ impl FibWriter {
 
     fn validate(&self, p: &Prefix, t: &RouteTarget) -> Result<(), FibError> {
         match t {
-            RouteTarget::Via { gw, .. } if !same_family(p, gw) => Err(FibError::FamilyMismatch {
-                prefix: *p,
-                gw: *gw,
-            }),
+            RouteTarget::Via { gw, .. } if !same_family(p, gw) => Err(FibError::FamilyMismatch { prefix: *p, gw: *gw }),
             RouteTarget::Ecmp(m) if m.is_empty() => Err(FibError::EmptyEcmp),
             RouteTarget::Ecmp(m) if m.len() > self.cfg.max_ecmp_paths => {
-                Err(FibError::TooManyPaths {
-                    paths: m.len(),
-                    max: self.cfg.max_ecmp_paths,
-                })
+                Err(FibError::TooManyPaths { paths: m.len(), max: self.cfg.max_ecmp_paths })
             }
             RouteTarget::Ecmp(m) => match m.iter().find(|(gw, _)| !same_family(p, gw)) {
-                Some((gw, _)) => Err(FibError::FamilyMismatch {
-                    prefix: *p,
-                    gw: *gw,
-                }),
+                Some((gw, _)) => Err(FibError::FamilyMismatch { prefix: *p, gw: *gw }),
                 None => Ok(()),
             },
             _ => Ok(()),
@@ -314,27 +300,14 @@ impl FibWriter {
     }
 
     fn distance(&self, s: Source, a: &RouteAttrs) -> u8 {
-        a.distance.unwrap_or(if s == Source::Kernel {
-            self.cfg.kernel_distance
-        } else {
-            s.default_distance()
-        })
+        a.distance.unwrap_or(if s == Source::Kernel { self.cfg.kernel_distance } else { s.default_distance() })
     }
 
-    fn add_inner(
-        &mut self,
-        s: Source,
-        p: Prefix,
-        t: RouteTarget,
-        a: RouteAttrs,
-    ) -> Result<(), FibError> {
+    fn add_inner(&mut self, s: Source, p: Prefix, t: RouteTarget, a: RouteAttrs) -> Result<(), FibError> {
         self.validate(&p, &t)?;
         let distance = self.distance(s, &a);
         let epoch = self.epochs[s.index()];
-        if let Some(e) = self
-            .rib
-            .get_mut(&p)
-            .and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s))
+        if let Some(e) = self.rib.get_mut(&p).and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s))
             && e.target == t
             && e.distance == distance
             && e.metric == a.metric
@@ -347,14 +320,7 @@ impl FibWriter {
         }
         let nh = self.resolve(&p, &t)?;
         self.add_deps(p, s, &t);
-        let entry = RibEntry {
-            source: s,
-            target: t,
-            distance,
-            metric: a.metric,
-            nh,
-            epoch,
-        };
+        let entry = RibEntry { source: s, target: t, distance, metric: a.metric, nh, epoch };
         let slot = self.rib.entry(p).or_default();
         let old = match slot.entries.iter_mut().find(|e| e.source == s) {
             Some(e) => Some(std::mem::replace(e, entry)),
@@ -367,11 +333,7 @@ impl FibWriter {
             self.nh.release(old.nh, self.reclaim.limbo());
             self.drop_deps(p, s, &old.target);
             // The new target may share gateways with the old one.
-            if let Some(e) = self
-                .rib
-                .get(&p)
-                .and_then(|slot| slot.entries.iter().find(|e| e.source == s))
-            {
+            if let Some(e) = self.rib.get(&p).and_then(|slot| slot.entries.iter().find(|e| e.source == s)) {
                 let t = e.target.clone();
                 self.add_deps(p, s, &t);
             }
@@ -382,16 +344,9 @@ impl FibWriter {
     }
 
     fn del_inner(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
-        let not_found = FibError::NotFound {
-            source: s,
-            prefix: p,
-        };
+        let not_found = FibError::NotFound { source: s, prefix: p };
         let slot = self.rib.get_mut(&p).ok_or_else(|| not_found.clone())?;
-        let pos = slot
-            .entries
-            .iter()
-            .position(|e| e.source == s)
-            .ok_or(not_found)?;
+        let pos = slot.entries.iter().position(|e| e.source == s).ok_or(not_found)?;
         let e = slot.entries.swap_remove(pos);
         self.nh.release(e.nh, self.reclaim.limbo());
         self.drop_deps(p, s, &e.target);
@@ -406,10 +361,7 @@ impl FibWriter {
         let Some(slot) = self.rib.get_mut(&p) else {
             return;
         };
-        let best = slot
-            .best_index()
-            .and_then(|i| slot.entries.get(i))
-            .map_or(NH_NONE, |e| e.nh);
+        let best = slot.best_index().and_then(|i| slot.entries.get(i)).map_or(NH_NONE, |e| e.nh);
         let conn = slot
             .entries
             .iter()
@@ -426,15 +378,26 @@ impl FibWriter {
         }
         if best != old_best {
             self.stats.fib_updates += 1;
-            let lpm = if p.is_v4() {
-                &mut self.v4
-            } else {
-                &mut self.v6
+            let (bits, len) = (p.bits128(), p.len());
+            let r = match (p.is_v4(), best) {
+                (true, NH_NONE) => {
+                    self.v4.remove(&self.shared.v4, bits, len);
+                    Ok(())
+                }
+                (false, NH_NONE) => {
+                    self.v6.remove(&self.shared.v6, bits, len);
+                    Ok(())
+                }
+                (true, nh) => self.v4.set(&self.shared.v4, bits, len, nh),
+                (false, nh) => self.v6.set(&self.shared.v6, bits, len, nh),
             };
-            if best == NH_NONE {
-                lpm.remove(p.bits128(), p.len());
-            } else {
-                lpm.set(p.bits128(), p.len(), best);
+            if r.is_err() {
+                // Not installed (a full trie): record it, so the next
+                // change of this prefix tries again.
+                self.stats.errors += 1;
+                if let Some(slot) = self.rib.get_mut(&p) {
+                    slot.installed = NH_NONE;
+                }
             }
         }
         if conn != old_conn {
@@ -446,34 +409,22 @@ impl FibWriter {
         self.connected.retain(|(c, _)| *c != p);
         if let Some(i) = conn {
             self.connected.push((p, i));
-            self.connected
-                .sort_by_key(|(c, _)| std::cmp::Reverse(c.len()));
+            self.connected.sort_by_key(|(c, _)| std::cmp::Reverse(c.len()));
         }
-        let affected: Vec<(Prefix, Source)> = self
-            .via_deps
-            .iter()
-            .filter(|(gw, _)| p.contains(**gw))
-            .flat_map(|(_, set)| set.iter().copied())
-            .collect();
+        let affected: Vec<(Prefix, Source)> =
+            self.via_deps.iter().filter(|(gw, _)| p.contains(**gw)).flat_map(|(_, set)| set.iter().copied()).collect();
         for (q, s) in affected {
             self.reresolve(q, s);
         }
-        let neighbors: Vec<(u16, IpAddr)> = self
-            .nh
-            .neighbors()
-            .filter(|(_, ip)| p.contains(*ip))
-            .collect();
+        let neighbors: Vec<(u16, IpAddr)> = self.nh.neighbors().filter(|(_, ip)| p.contains(*ip)).collect();
         for (ifindex, ip) in neighbors {
             self.sync_neighbor_route(ifindex, ip, true);
         }
     }
 
     fn reresolve(&mut self, q: Prefix, s: Source) {
-        let Some(target) = self
-            .rib
-            .get(&q)
-            .and_then(|slot| slot.entries.iter().find(|e| e.source == s))
-            .map(|e| e.target.clone())
+        let Some(target) =
+            self.rib.get(&q).and_then(|slot| slot.entries.iter().find(|e| e.source == s)).map(|e| e.target.clone())
         else {
             return;
         };
@@ -484,11 +435,7 @@ impl FibWriter {
                 NH_NONE
             }
         };
-        let Some(e) = self
-            .rib
-            .get_mut(&q)
-            .and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s))
-        else {
+        let Some(e) = self.rib.get_mut(&q).and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s)) else {
             return;
         };
         let old = std::mem::replace(&mut e.nh, new);
@@ -503,15 +450,8 @@ impl FibWriter {
     /// a connected subnet of its interface.
     fn sync_neighbor_route(&mut self, ifindex: u16, ip: IpAddr, resolved: bool) {
         let host = Prefix::host(ip);
-        let target = RouteTarget::Via {
-            gw: ip,
-            ifindex: Some(ifindex),
-        };
-        let want = resolved
-            && self
-                .connected
-                .iter()
-                .any(|(c, i)| *i == ifindex && c.contains(ip));
+        let target = RouteTarget::Via { gw: ip, ifindex: Some(ifindex) };
+        let want = resolved && self.connected.iter().any(|(c, i)| *i == ifindex && c.contains(ip));
         let have = self
             .rib
             .get(&host)
@@ -520,10 +460,7 @@ impl FibWriter {
         match (want, have) {
             (true, Some(t)) if t == target => {}
             (true, _) => {
-                if self
-                    .add_inner(Source::Neighbor, host, target, RouteAttrs::default())
-                    .is_err()
-                {
+                if self.add_inner(Source::Neighbor, host, target, RouteAttrs::default()).is_err() {
                     self.stats.errors += 1;
                 }
             }
@@ -535,10 +472,7 @@ impl FibWriter {
     }
 
     fn conn_lookup(&self, gw: IpAddr) -> Option<u16> {
-        self.connected
-            .iter()
-            .find(|(c, _)| c.contains(gw))
-            .map(|(_, i)| *i)
+        self.connected.iter().find(|(c, _)| c.contains(gw)).map(|(_, i)| *i)
     }
 
     fn resolve_gw(&mut self, gw: IpAddr, ifindex: Option<u16>) -> Result<NhId, FibError> {
@@ -554,12 +488,8 @@ impl FibWriter {
         let unspec = unspecified(p);
         match t {
             RouteTarget::Via { gw, ifindex } => self.resolve_gw(*gw, *ifindex),
-            RouteTarget::Connected { ifindex } => {
-                self.nh.acquire(table, NhKind::Glean, *ifindex, unspec)
-            }
-            RouteTarget::Local { ifindex } => {
-                self.nh.acquire(table, NhKind::Local, *ifindex, unspec)
-            }
+            RouteTarget::Connected { ifindex } => self.nh.acquire(table, NhKind::Glean, *ifindex, unspec),
+            RouteTarget::Local { ifindex } => self.nh.acquire(table, NhKind::Local, *ifindex, unspec),
             RouteTarget::Blackhole => self.nh.acquire(table, NhKind::Blackhole, 0, unspec),
             RouteTarget::Unreachable => self.nh.acquire(table, NhKind::Unreachable, 0, unspec),
             RouteTarget::Prohibit => self.nh.acquire(table, NhKind::Prohibit, 0, unspec),
@@ -580,9 +510,7 @@ impl FibWriter {
                 match ids.len() {
                     0 => Ok(NH_NONE),
                     1 => Ok(ids[0]),
-                    _ => self
-                        .nh
-                        .acquire_group(&self.shared.nh, ids, self.reclaim.limbo()),
+                    _ => self.nh.acquire_group(&self.shared.nh, ids, self.reclaim.limbo()),
                 }
             }
         }
@@ -591,11 +519,7 @@ impl FibWriter {
     fn gws_to_resolve(t: &RouteTarget) -> Vec<IpAddr> {
         match t {
             RouteTarget::Via { gw, ifindex: None } => vec![*gw],
-            RouteTarget::Ecmp(m) => m
-                .iter()
-                .filter(|(_, i)| i.is_none())
-                .map(|(gw, _)| *gw)
-                .collect(),
+            RouteTarget::Ecmp(m) => m.iter().filter(|(_, i)| i.is_none()).map(|(gw, _)| *gw).collect(),
             _ => Vec::new(),
         }
     }
@@ -621,8 +545,8 @@ impl FibWriter {
     /// unlinked, and recycles what older grace periods freed.
     fn commit(&mut self) -> Result<(), FibError> {
         let limbo = self.reclaim.limbo();
-        let r4 = self.v4.commit(&self.shared.v4, limbo);
-        let r6 = self.v6.commit(&self.shared.v6, limbo);
+        self.v4.commit(limbo);
+        self.v6.commit(limbo);
         self.reclaim.seal();
         let mut done = std::mem::take(&mut self.reclaimed);
         self.reclaim.collect(&mut done);
@@ -630,15 +554,11 @@ impl FibWriter {
             match g {
                 Garbage::Nh(id) => self.nh.reuse_id(id),
                 Garbage::Members { base, count } => self.nh.reuse_members(base, count),
-                Garbage::Nodes { v6: false, .. } | Garbage::Leaves { v6: false, .. } => {
-                    self.v4.reuse(g)
-                }
-                Garbage::Nodes { v6: true, .. } | Garbage::Leaves { v6: true, .. } => {
-                    self.v6.reuse(g)
-                }
+                Garbage::Nodes { v6: false, .. } | Garbage::Leaves { v6: false, .. } => self.v4.reuse(g),
+                Garbage::Nodes { v6: true, .. } | Garbage::Leaves { v6: true, .. } => self.v6.reuse(g),
             }
         }
         self.reclaimed = done;
-        r4.and(r6)
+        Ok(())
     }
 }

@@ -1,78 +1,28 @@
-//! Longest-prefix-match structures. Keys are left-aligned in a u128 (IPv4
-//! in the top 32 bits) on the writer side, so one code path serves both
-//! families.
+//! Longest-prefix-match structures. On the writer side keys are
+//! left-aligned in a u128 (IPv4 in the top 32 bits) so one code path serves
+//! both families.
 
+pub mod multibit;
 pub mod naive;
+/// The measured alternative (see `multibit.rs` for why it is not used).
+#[cfg(any(test, feature = "bench"))]
+pub mod poptrie;
 
-use std::sync::Arc;
+#[cfg(test)]
+mod multibit_tests;
+#[cfg(test)]
+mod poptrie_tests;
 
-use arc_swap::ArcSwap;
+use multibit::{MultibitArrays, MultibitWriter};
 
-use crate::reclaim::Garbage;
-use crate::types::{FibError, NhId};
-use naive::NaiveLpm;
+/// IPv4: 18 bits of direct index (1 MiB), then blocks of 64 entries.
+pub const V4_TOP: u32 = 18;
+pub const V4_STRIDE: u32 = 6;
+/// IPv6: same shape.
+pub const V6_TOP: u32 = 18;
+pub const V6_STRIDE: u32 = 6;
 
-/// Interim implementation: an immutable table swapped as a whole.
-pub(crate) struct LpmReader {
-    cur: ArcSwap<NaiveLpm>,
-}
-
-impl LpmReader {
-    pub(crate) fn new() -> LpmReader {
-        LpmReader {
-            cur: ArcSwap::from_pointee(NaiveLpm::new()),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn lookup(&self, key: u128) -> NhId {
-        self.cur.load().lookup(key)
-    }
-}
-
-pub(crate) struct LpmWriter {
-    master: NaiveLpm,
-    dirty: bool,
-}
-
-impl LpmWriter {
-    pub(crate) fn new() -> LpmWriter {
-        LpmWriter {
-            master: NaiveLpm::new(),
-            dirty: false,
-        }
-    }
-
-    pub(crate) fn set(&mut self, bits: u128, len: u8, nh: NhId) {
-        self.master.insert(bits, len, nh);
-        self.dirty = true;
-    }
-
-    pub(crate) fn remove(&mut self, bits: u128, len: u8) {
-        self.master.remove(bits, len);
-        self.dirty = true;
-    }
-
-    /// Publishes every change since the last commit.
-    pub(crate) fn commit(
-        &mut self,
-        r: &LpmReader,
-        _garbage: &mut Vec<Garbage>,
-    ) -> Result<(), FibError> {
-        if self.dirty {
-            r.cur.store(Arc::new(self.master.clone()));
-            self.dirty = false;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn reuse(&mut self, _g: Garbage) {}
-
-    pub(crate) fn used_bytes(&self) -> usize {
-        self.master.len() * 24
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.master.len()
-    }
-}
+pub(crate) type V4Arrays = MultibitArrays<V4_TOP, V4_STRIDE>;
+pub(crate) type V4Writer = MultibitWriter<V4_TOP, V4_STRIDE>;
+pub(crate) type V6Arrays = MultibitArrays<V6_TOP, V6_STRIDE>;
+pub(crate) type V6Writer = MultibitWriter<V6_TOP, V6_STRIDE>;

@@ -19,10 +19,7 @@ pub struct NaiveLpm {
 
 impl NaiveLpm {
     pub fn new() -> NaiveLpm {
-        NaiveLpm {
-            by_len: (0..=128).map(|_| HashMap::default()).collect(),
-            lens: Vec::new(),
-        }
+        NaiveLpm { by_len: (0..=128).map(|_| HashMap::default()).collect(), lens: Vec::new() }
     }
 
     pub fn insert(&mut self, bits: u128, len: u8, nh: NhId) {
@@ -46,20 +43,13 @@ impl NaiveLpm {
     }
 
     pub fn get(&self, bits: u128, len: u8) -> Option<NhId> {
-        self.by_len
-            .get(usize::from(len))?
-            .get(&(bits & mask128(len)))
-            .copied()
+        self.by_len.get(usize::from(len))?.get(&(bits & mask128(len))).copied()
     }
 
     /// The longest match: (length, next hop).
     pub fn lookup_len(&self, key: u128) -> Option<(u8, NhId)> {
         for &l in &self.lens {
-            if let Some(nh) = self
-                .by_len
-                .get(usize::from(l))
-                .and_then(|m| m.get(&(key & mask128(l))))
-            {
+            if let Some(nh) = self.by_len.get(usize::from(l)).and_then(|m| m.get(&(key & mask128(l)))) {
                 return Some((l, *nh));
             }
         }

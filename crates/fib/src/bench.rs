@@ -1,0 +1,744 @@
+//! `tern bench fib --table FILE [--json]`: load time, memory, lookup rate,
+//! update rate and forwarding gaps of this FIB on a real table, next to
+//! references measured in the same run: a well-known crate trie
+//! (`prefix-trie`, a tree bitmap), a plain DIR-24-8 (the other IPv4
+//! candidate), and the Linux kernel FIB in a throwaway network namespace.
+//!
+//! Method (all on one core unless said):
+//! * Next hops: the table has none, so each prefix gets one of
+//!   `gateways` gateways (hash of the prefix) on one connected subnet,
+//!   as a BGP table learned from a few peers would.
+//! * Load: every route as `RouteOp::Add(Source::Fpm, ..)` through
+//!   `FibWriter::apply` in batches of 10,000 (zebra's FPM batching order of
+//!   magnitude); the time includes the RIB, next-hop resolution, the trie
+//!   and publication.
+//! * Lookups: 2^20 pre-generated addresses, looped over; "covered" draws a
+//!   prefix uniformly then random host bits; "zipf" draws prefixes with a
+//!   Zipf(1.0) popularity over a random order (a skewed, realistic mix);
+//!   "random" is uniform over the whole address space (IPv4 only).
+//!   "single" calls `lookup_v4` in a loop (the CPU still overlaps
+//!   independent lookups); "batch" calls `lookup_v4_batch` 64 at a time.
+//! * Updates: `churn` random routes deleted one call each, then re-added
+//!   one call each (every call publishes), then the same as batches of
+//!   1,000 mixed deletes and adds through `apply`.
+//! * Forwarding gap: during the load and during the churn, another thread
+//!   runs batches of 64 lookups and announces a quiescent state after each;
+//!   the gap is the longest time between two completed batches. On a
+//!   shared 2-core machine the scheduler also shows up in this figure.
+//! * Kernel: `ip -batch` of `route add blackhole P` in a new netns (load
+//!   time, and the trie size from /proc/net/fib_triestat); per-lookup cost
+//!   is `ip -batch` of `route get A`, so it includes a netlink round trip
+//!   per lookup and is an upper bound of the kernel's FIB lookup alone.
+
+use std::fmt;
+use std::hint::black_box;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::prefix::Prefix;
+use crate::{FibConfig, FibReader, NH_NONE, NhId, RouteAttrs, RouteOp, RouteTarget, Source};
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchOpts {
+    /// Route file (`prefix [via]` per line, gzip allowed).
+    pub table: PathBuf,
+    /// Lookups per lookup figure.
+    pub lookups: usize,
+    /// Routes deleted and re-added for the update figures.
+    pub churn: usize,
+    /// Distinct gateways the prefixes are spread over.
+    pub gateways: u32,
+    /// Measure the Linux kernel in a netns (needs root and `ip`).
+    pub kernel: bool,
+    /// Measure the crate trie and DIR-24-8 references.
+    pub references: bool,
+    pub seed: u64,
+}
+
+impl Default for BenchOpts {
+    fn default() -> Self {
+        BenchOpts {
+            table: PathBuf::from("../shared/data/full-table-2025.txt.gz"),
+            lookups: 30_000_000,
+            churn: 100_000,
+            gateways: 16,
+            kernel: true,
+            references: true,
+            seed: 0x7e57_f1b0,
+        }
+    }
+}
+
+/// One lookup-rate figure.
+#[derive(Clone, Debug, Serialize)]
+pub struct LookupFigure {
+    /// "tern", "prefix-trie", "dir-24-8".
+    pub structure: String,
+    /// "covered", "zipf", "random".
+    pub pattern: String,
+    /// "single" or "batch64".
+    pub mode: String,
+    pub mlookups_per_s: f64,
+    pub ns_per_lookup: f64,
+}
+
+/// The kernel reference.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelFigures {
+    pub load_s: f64,
+    pub routes_per_s: f64,
+    /// `route get` through `ip -batch`, syscall and netlink included.
+    pub route_get_us: f64,
+    /// From /proc/net/fib_triestat (IPv4 only).
+    pub trie_bytes: Option<usize>,
+}
+
+/// Figures of one address family.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FamilyReport {
+    pub family: String,
+    pub prefixes: usize,
+    pub load_s: f64,
+    pub load_routes_per_s: f64,
+    /// Lookup structures readers use (trie arrays in use).
+    pub fib_bytes: usize,
+    /// Next-hop table in use.
+    pub nexthop_bytes: usize,
+    /// Growth of the process's resident memory over the load (RIB, writer
+    /// shadow and FIB together).
+    pub rss_growth_bytes: usize,
+    pub lookups: Vec<LookupFigure>,
+    pub inserts_per_s: f64,
+    pub deletes_per_s: f64,
+    pub batch_updates_per_s: f64,
+    pub max_gap_load_us: f64,
+    pub max_gap_churn_us: f64,
+    pub reader_batches: u64,
+    pub reference_load_s: Option<f64>,
+    /// Sizes of the alternative structures measured.
+    pub alternatives: Vec<String>,
+    pub kernel: Option<KernelFigures>,
+    pub kernel_error: Option<String>,
+}
+
+/// Everything `tern bench fib` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub table: String,
+    pub cpu: String,
+    pub parse_s: f64,
+    pub v4: FamilyReport,
+    pub v6: FamilyReport,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+
+    fn u128(&mut self) -> u128 {
+        (u128::from(self.next()) << 64) | u128::from(self.next())
+    }
+}
+
+fn hash_prefix(p: &Prefix) -> u64 {
+    let b = p.bits128();
+    let x = (b >> 64) as u64 ^ (b as u64) ^ u64::from(p.len()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 17
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// On-CPU time of the calling thread (from schedstat, in ns), so lookup
+/// rates are per CPU-second even when other processes share the core.
+fn cpu_now() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
+
+/// Runs `f` and returns the CPU time it took (wall time if schedstat is
+/// unavailable).
+fn timed(f: impl FnOnce()) -> Duration {
+    let (c0, w0) = (cpu_now(), Instant::now());
+    f();
+    let (c, w) = (cpu_now().saturating_sub(c0), w0.elapsed());
+    if c.is_zero() { w } else { c }
+}
+
+fn time_single<K: Copy>(keys: &[K], rounds: usize, f: impl Fn(K) -> NhId) -> Duration {
+    timed(|| {
+        let mut acc = 0u32;
+        for _ in 0..rounds {
+            for &k in keys {
+                acc = acc.wrapping_add(f(k));
+            }
+        }
+        black_box(acc);
+    })
+}
+
+fn time_batch<K: Copy>(keys: &[K], rounds: usize, f: impl Fn(&[K], &mut [NhId])) -> Duration {
+    timed(|| {
+        let mut acc = 0u32;
+        let mut out = [0u32; 64];
+        for _ in 0..rounds {
+            for c in keys.chunks(64) {
+                f(c, &mut out);
+                acc = acc.wrapping_add(out[0]).wrapping_add(out[63]);
+            }
+        }
+        black_box(acc);
+    })
+}
+
+fn rss_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|x| x.parse::<usize>().ok()))
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// Runs the whole benchmark.
+pub fn run(opts: &BenchOpts) -> Result<BenchReport, String> {
+    let t = Instant::now();
+    let routes = crate::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
+    let parse_s = t.elapsed().as_secs_f64();
+    let (v4, v6): (Vec<Prefix>, Vec<Prefix>) = routes.iter().map(|(p, _)| *p).partition(Prefix::is_v4);
+    if v4.is_empty() && v6.is_empty() {
+        return Err(format!("{}: no routes", opts.table.display()));
+    }
+    Ok(BenchReport {
+        table: opts.table.display().to_string(),
+        cpu: cpu_model(),
+        parse_s,
+        v4: run_family(opts, &v4, false),
+        v6: run_family(opts, &v6, true),
+    })
+}
+
+/// Addresses for one pattern, left-aligned u128.
+fn addresses(prefixes: &[Prefix], pattern: &str, n: usize, rng: &mut Rng, v6: bool) -> Vec<u128> {
+    let width = if v6 { 128 } else { 32 };
+    let inside = |p: &Prefix, rng: &mut Rng| {
+        let host = !crate::prefix::mask128(p.len()) & crate::prefix::mask128(width);
+        p.bits128() | (rng.u128() & host)
+    };
+    match pattern {
+        "covered" => (0..n).map(|_| inside(&prefixes[rng.below(prefixes.len())], rng)).collect(),
+        "zipf" => {
+            let mut order: Vec<usize> = (0..prefixes.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i + 1));
+            }
+            let mut cdf = Vec::with_capacity(prefixes.len());
+            let mut acc = 0.0f64;
+            for r in 0..prefixes.len() {
+                acc += 1.0 / (r as f64 + 1.0);
+                cdf.push(acc);
+            }
+            (0..n)
+                .map(|_| {
+                    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * acc;
+                    let r = cdf.partition_point(|&c| c < u).min(prefixes.len() - 1);
+                    inside(&prefixes[order[r]], rng)
+                })
+                .collect()
+        }
+        _ => (0..n).map(|_| rng.u128() & crate::prefix::mask128(width)).collect(),
+    }
+}
+
+fn figure(structure: &str, pattern: &str, mode: &str, n: usize, d: Duration) -> LookupFigure {
+    let s = d.as_secs_f64().max(1e-9);
+    LookupFigure {
+        structure: structure.to_string(),
+        pattern: pattern.to_string(),
+        mode: mode.to_string(),
+        mlookups_per_s: n as f64 / s / 1e6,
+        ns_per_lookup: s * 1e9 / n as f64,
+    }
+}
+
+/// A reader thread doing batched lookups; returns (longest gap, batches).
+fn gap_reader(
+    r: FibReader,
+    keys: Arc<Vec<u128>>,
+    v6: bool,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(Duration, u64)> {
+    std::thread::spawn(move || {
+        let qs = r.domain().register();
+        let k4: Vec<u32> = keys.iter().map(|k| (k >> 96) as u32).collect();
+        let mut out = [0u32; 64];
+        let mut last = Instant::now();
+        let mut max = Duration::ZERO;
+        let mut batches = 0u64;
+        let mut i = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let start = (i * 64) % keys.len().saturating_sub(64).max(1);
+            if v6 {
+                r.lookup_v6_batch(&keys[start..(start + 64).min(keys.len())], &mut out);
+            } else {
+                r.lookup_v4_batch(&k4[start..(start + 64).min(k4.len())], &mut out);
+            }
+            black_box(&out);
+            qs.quiescent();
+            let now = Instant::now();
+            max = max.max(now - last);
+            last = now;
+            batches += 1;
+            i += 1;
+        }
+        (max, batches)
+    })
+}
+
+fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
+    let mut rep = FamilyReport {
+        family: if v6 { "ipv6" } else { "ipv4" }.to_string(),
+        prefixes: prefixes.len(),
+        ..Default::default()
+    };
+    if prefixes.is_empty() {
+        return rep;
+    }
+    let mut rng = Rng(opts.seed | 1);
+    let (subnet, gw_of): (Prefix, Box<dyn Fn(u32) -> IpAddr>) = if v6 {
+        (
+            Prefix::V6 { addr: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0), len: 64 },
+            Box::new(|k| IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, k as u16 + 1))),
+        )
+    } else {
+        (
+            Prefix::V4 { addr: Ipv4Addr::new(100, 64, 0, 0), len: 24 },
+            Box::new(|k| IpAddr::V4(Ipv4Addr::new(100, 64, 0, k as u8 + 1))),
+        )
+    };
+    let gateways = opts.gateways.clamp(1, 250);
+    let target =
+        |p: &Prefix| RouteTarget::Via { gw: gw_of((hash_prefix(p) % u64::from(gateways)) as u32), ifindex: Some(1) };
+    let domain = tern_rcu::Domain::new();
+    let rss0 = rss_bytes();
+    let (mut w, r) = crate::new(FibConfig::default(), domain);
+    let _ = w.add_route(Source::Connected, subnet, RouteTarget::Connected { ifindex: 1 }, RouteAttrs::default());
+    let covered = Arc::new(addresses(prefixes, "covered", 1 << 20, &mut rng, v6));
+
+    // Load, with a reader measuring the gap.
+    let batches: Vec<Vec<RouteOp>> = prefixes
+        .chunks(10_000)
+        .map(|c| c.iter().map(|p| RouteOp::Add(Source::Fpm, *p, target(p), RouteAttrs::default())).collect())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = gap_reader(r.clone(), Arc::clone(&covered), v6, Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    for b in batches {
+        let rep = w.apply(b);
+        debug_assert_eq!(rep.failed, 0);
+    }
+    rep.load_s = t.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let (gap, n) = reader.join().unwrap_or_default();
+    rep.max_gap_load_us = gap.as_secs_f64() * 1e6;
+    rep.reader_batches = n;
+    rep.load_routes_per_s = prefixes.len() as f64 / rep.load_s.max(1e-9);
+    rep.rss_growth_bytes = rss_bytes().saturating_sub(rss0);
+    let st = w.stats();
+    rep.fib_bytes = if v6 { st.v6_bytes } else { st.v4_bytes };
+    rep.nexthop_bytes = st.nexthop_bytes;
+
+    // Lookups.
+    let mut patterns = vec![("covered", Arc::clone(&covered))];
+    patterns.push(("zipf", Arc::new(addresses(prefixes, "zipf", 1 << 20, &mut rng, v6))));
+    if !v6 {
+        patterns.push(("random", Arc::new(addresses(prefixes, "random", 1 << 20, &mut rng, v6))));
+    }
+    for (name, keys) in &patterns {
+        let rounds = opts.lookups.div_ceil(keys.len()).max(1);
+        let n = rounds * keys.len();
+        if v6 {
+            time_single(keys, 1, |k| r.lookup_v6(k));
+            let d = time_single(keys, rounds, |k| r.lookup_v6(k));
+            rep.lookups.push(figure("tern", name, "single", n, d));
+            let d = time_batch(keys, rounds, |k, o| r.lookup_v6_batch(k, o));
+            rep.lookups.push(figure("tern", name, "batch64", n, d));
+        } else {
+            let k4: Vec<u32> = keys.iter().map(|k| (k >> 96) as u32).collect();
+            time_single(&k4, 1, |k| r.lookup_v4(k));
+            let d = time_single(&k4, rounds, |k| r.lookup_v4(k));
+            rep.lookups.push(figure("tern", name, "single", n, d));
+            let d = time_batch(&k4, rounds, |k, o| r.lookup_v4_batch(k, o));
+            rep.lookups.push(figure("tern", name, "batch64", n, d));
+        }
+    }
+
+    if opts.references {
+        references(opts, prefixes, v6, &patterns, &mut rep);
+    }
+
+    // Updates: single deletes, single adds, then batches.
+    let mut picks: Vec<Prefix> =
+        (0..opts.churn.min(prefixes.len())).map(|_| prefixes[rng.below(prefixes.len())]).collect();
+    picks.sort_unstable();
+    picks.dedup();
+    for i in (1..picks.len()).rev() {
+        picks.swap(i, rng.below(i + 1));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = gap_reader(r.clone(), Arc::clone(&covered), v6, Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    for p in &picks {
+        let _ = w.del_route(Source::Fpm, *p);
+    }
+    rep.deletes_per_s = picks.len() as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    let t = Instant::now();
+    for p in &picks {
+        let _ = w.add_route(Source::Fpm, *p, target(p), RouteAttrs::default());
+    }
+    rep.inserts_per_s = picks.len() as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    let ops: Vec<Vec<RouteOp>> = picks
+        .chunks(500)
+        .map(|c| {
+            let mut v: Vec<RouteOp> = c.iter().map(|p| RouteOp::Del(Source::Fpm, *p)).collect();
+            v.extend(c.iter().map(|p| RouteOp::Add(Source::Fpm, *p, target(p), RouteAttrs::default())));
+            v
+        })
+        .collect();
+    let nops: usize = ops.iter().map(Vec::len).sum();
+    let t = Instant::now();
+    for b in ops {
+        w.apply(b);
+    }
+    rep.batch_updates_per_s = nops as f64 / t.elapsed().as_secs_f64().max(1e-9);
+    stop.store(true, Ordering::Relaxed);
+    let (gap, n) = reader.join().unwrap_or_default();
+    rep.max_gap_churn_us = gap.as_secs_f64() * 1e6;
+    rep.reader_batches += n;
+    debug_assert_eq!(if v6 { w.stats().v6_routes } else { w.stats().v4_routes }, prefixes.len());
+
+    if opts.kernel {
+        match kernel(prefixes, v6, &mut rng) {
+            Ok(k) => rep.kernel = Some(k),
+            Err(e) => rep.kernel_error = Some(e),
+        }
+    }
+    rep
+}
+
+fn references(
+    opts: &BenchOpts,
+    prefixes: &[Prefix],
+    v6: bool,
+    patterns: &[(&str, Arc<Vec<u128>>)],
+    rep: &mut FamilyReport,
+) {
+    use crate::lpm::multibit::{MultibitArrays, MultibitWriter};
+    use crate::lpm::poptrie::{TrieArrays, TrieWriter};
+    use prefix_trie::PrefixMap;
+    let nh = |p: &Prefix| (hash_prefix(p) % u64::from(opts.gateways.max(1))) as NhId + 1;
+    // The other shapes and structures, built from the same prefixes.
+    let pop = TrieArrays::new(1 << 20, 1 << 23);
+    let mut popw = TrieWriter::new(v6, &pop);
+    let mb = MultibitArrays::<16, 8>::new(1 << 17);
+    let mut mbw = MultibitWriter::<16, 8>::new(v6, &mb);
+    let mb6 = MultibitArrays::<20, 6>::new(1 << 19);
+    let mut mb6w = MultibitWriter::<20, 6>::new(v6, &mb6);
+    for p in prefixes {
+        popw.set(p.bits128(), p.len(), nh(p));
+        let _ = mbw.set(&mb, p.bits128(), p.len(), nh(p));
+        let _ = mb6w.set(&mb6, p.bits128(), p.len(), nh(p));
+    }
+    let mut g = Vec::new();
+    let _ = popw.commit(&pop, &mut g);
+    rep.alternatives.push(format!("poptrie (18 + 6-bit nodes): {:.1} MiB", mib(popw.used_bytes())));
+    rep.alternatives.push(format!("multibit 16/8: {:.1} MiB", mib(mbw.used_bytes())));
+    rep.alternatives.push(format!("multibit 20/6: {:.1} MiB", mib(mb6w.used_bytes())));
+    let t = Instant::now();
+    let mut pm4: PrefixMap<ipnet::Ipv4Net, NhId> = PrefixMap::new();
+    let mut pm6: PrefixMap<ipnet::Ipv6Net, NhId> = PrefixMap::new();
+    for p in prefixes {
+        match *p {
+            Prefix::V4 { addr, len } => {
+                if let Ok(n) = ipnet::Ipv4Net::new(addr, len) {
+                    pm4.insert(n, nh(p));
+                }
+            }
+            Prefix::V6 { addr, len } => {
+                if let Ok(n) = ipnet::Ipv6Net::new(addr, len) {
+                    pm6.insert(n, nh(p));
+                }
+            }
+        }
+    }
+    rep.reference_load_s = Some(t.elapsed().as_secs_f64());
+    let dir = (!v6).then(|| Dir24::build(prefixes, opts.gateways));
+    if let Some(d) = &dir {
+        rep.alternatives.push(format!("dir-24-8: {:.1} MiB", mib((d.tbl24.len() + d.tbl8.len()) * 4)));
+    }
+    for (name, keys) in patterns {
+        let rounds = opts.lookups.div_ceil(keys.len()).max(1) / 2 + 1;
+        let n = rounds * keys.len();
+        let mut push = |s: &str, mode: &str, d: Duration| rep.lookups.push(figure(s, name, mode, n, d));
+        if v6 {
+            let nets: Vec<ipnet::Ipv6Net> = keys.iter().map(|&k| ipnet::Ipv6Net::from(Ipv6Addr::from(k))).collect();
+            push("prefix-trie", "single", time_single(&nets, rounds, |n| pm6.get_lpm(&n).map_or(NH_NONE, |(_, v)| *v)));
+            push("poptrie", "single", time_single(keys, rounds, |k| pop.lookup(k)));
+            push("poptrie", "batch64", time_batch(keys, rounds, |k, o| pop.lookup_batch(k, o)));
+            push("mbit-16/8", "single", time_single(keys, rounds, |k| mb.lookup(k)));
+            push("mbit-16/8", "batch64", time_batch(keys, rounds, |k, o| mb.lookup_batch(k, o)));
+            push("mbit-20/6", "single", time_single(keys, rounds, |k| mb6.lookup(k)));
+            push("mbit-20/6", "batch64", time_batch(keys, rounds, |k, o| mb6.lookup_batch(k, o)));
+        } else {
+            let k64: Vec<u64> = keys.iter().map(|k| (k >> 64) as u64).collect();
+            let k4: Vec<u32> = keys.iter().map(|k| (k >> 96) as u32).collect();
+            let nets: Vec<ipnet::Ipv4Net> = k4.iter().map(|&k| ipnet::Ipv4Net::from(Ipv4Addr::from(k))).collect();
+            push("prefix-trie", "single", time_single(&nets, rounds, |n| pm4.get_lpm(&n).map_or(NH_NONE, |(_, v)| *v)));
+            push("poptrie", "single", time_single(&k64, rounds, |k| pop.lookup(k)));
+            push("poptrie", "batch64", time_batch(&k64, rounds, |k, o| pop.lookup_batch(k, o)));
+            push("mbit-16/8", "single", time_single(&k64, rounds, |k| mb.lookup(k)));
+            push("mbit-16/8", "batch64", time_batch(&k64, rounds, |k, o| mb.lookup_batch(k, o)));
+            push("mbit-20/6", "single", time_single(&k64, rounds, |k| mb6.lookup(k)));
+            push("mbit-20/6", "batch64", time_batch(&k64, rounds, |k, o| mb6.lookup_batch(k, o)));
+            if let Some(d) = &dir {
+                push("dir-24-8", "single", time_single(&k4, rounds, |k| d.lookup1(k)));
+                push("dir-24-8", "batch64", time_batch(&k4, rounds, |k, o| d.lookup(k, o)));
+            }
+        }
+    }
+}
+
+/// The classic DIR-24-8 (u32 entries: 64 MiB + 1 KiB groups), built
+/// statically; only here as the other IPv4 candidate.
+struct Dir24 {
+    tbl24: Vec<u32>,
+    tbl8: Vec<u32>,
+}
+
+impl Dir24 {
+    const GROUP: u32 = 1 << 31;
+
+    fn build(prefixes: &[Prefix], gateways: u32) -> Dir24 {
+        let mut sorted: Vec<Prefix> = prefixes.to_vec();
+        sorted.sort_by_key(Prefix::len);
+        let mut d = Dir24 { tbl24: vec![0; 1 << 24], tbl8: Vec::new() };
+        for p in sorted {
+            let nh = (hash_prefix(&p) % u64::from(gateways.max(1))) as u32 + 1;
+            let a = (p.bits128() >> 96) as u32;
+            let len = u32::from(p.len());
+            if len <= 24 {
+                let start = (a >> 8) as usize;
+                for e in &mut d.tbl24[start..start + (1 << (24 - len))] {
+                    *e = nh;
+                }
+                continue;
+            }
+            let i = (a >> 8) as usize;
+            if d.tbl24[i] & Self::GROUP == 0 {
+                let g = (d.tbl8.len() / 256) as u32;
+                let fill = d.tbl24[i];
+                d.tbl8.extend(std::iter::repeat_n(fill, 256));
+                d.tbl24[i] = Self::GROUP | g;
+            }
+            let g = (d.tbl24[i] & !Self::GROUP) as usize * 256;
+            let start = g + (a & 0xff) as usize;
+            for e in &mut d.tbl8[start..start + (1 << (32 - len))] {
+                *e = nh;
+            }
+        }
+        d
+    }
+
+    #[inline(always)]
+    fn lookup1(&self, a: u32) -> u32 {
+        let e = self.tbl24[(a >> 8) as usize];
+        if e & Self::GROUP == 0 { e } else { self.tbl8[(e & !Self::GROUP) as usize * 256 + (a & 0xff) as usize] }
+    }
+
+    /// A batch with the tbl24 entries prefetched 16 ahead.
+    fn lookup(&self, keys: &[u32], out: &mut [u32]) {
+        for &k in keys.iter().take(16) {
+            tern_intrin::prefetch_index(&self.tbl24, (k >> 8) as usize);
+        }
+        for (i, (o, &k)) in out.iter_mut().zip(keys).enumerate() {
+            if let Some(a) = keys.get(i + 16) {
+                tern_intrin::prefetch_index(&self.tbl24, (a >> 8) as usize);
+            }
+            *o = self.lookup1(k);
+        }
+    }
+}
+
+/// Loads the table into the kernel in a throwaway netns and times it.
+fn kernel(prefixes: &[Prefix], v6: bool, rng: &mut Rng) -> Result<KernelFigures, String> {
+    let ns = format!("tfib-{}-{}", std::process::id(), if v6 { 6 } else { 4 });
+    let run = |args: &[&str]| -> Result<(), String> {
+        let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    };
+    run(&["netns", "add", &ns])?;
+    let result = (|| {
+        let dir = std::env::temp_dir().join(&ns);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let batch = dir.join("routes.batch");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&batch).map_err(|e| e.to_string())?);
+        for p in prefixes {
+            writeln!(f, "route add blackhole {p}").map_err(|e| e.to_string())?;
+        }
+        f.flush().map_err(|e| e.to_string())?;
+        drop(f);
+        let fam = if v6 { "-6" } else { "-4" };
+        let path = batch.display().to_string();
+        let t = Instant::now();
+        run(&["-n", &ns, fam, "-batch", &path])?;
+        let load_s = t.elapsed().as_secs_f64();
+        let gets = dir.join("gets.batch");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&gets).map_err(|e| e.to_string())?);
+        let keys = addresses(prefixes, "covered", 20_000, rng, v6);
+        for k in &keys {
+            let a: IpAddr =
+                if v6 { IpAddr::V6(Ipv6Addr::from(*k)) } else { IpAddr::V4(Ipv4Addr::from((k >> 96) as u32)) };
+            writeln!(f, "route get {a}").map_err(|e| e.to_string())?;
+        }
+        f.flush().map_err(|e| e.to_string())?;
+        drop(f);
+        let path = gets.display().to_string();
+        let t = Instant::now();
+        let out = Command::new("ip").args(["-n", &ns, fam, "-batch", &path]).output().map_err(|e| e.to_string())?;
+        let get_s = t.elapsed().as_secs_f64();
+        if !out.status.success() {
+            return Err(format!("ip route get: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        let trie_bytes = if v6 {
+            None
+        } else {
+            Command::new("ip").args(["netns", "exec", &ns, "cat", "/proc/net/fib_triestat"]).output().ok().and_then(
+                |o| {
+                    let s = String::from_utf8_lossy(&o.stdout).to_string();
+                    s.lines()
+                        .find_map(|l| {
+                            l.trim()
+                                .strip_prefix("Total size:")
+                                .map(|x| x.trim().trim_end_matches("kB").trim().to_string())
+                        })
+                        .and_then(|kb| kb.parse::<usize>().ok())
+                        .map(|kb| kb * 1024)
+                },
+            )
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(KernelFigures {
+            load_s,
+            routes_per_s: prefixes.len() as f64 / load_s.max(1e-9),
+            route_get_us: get_s * 1e6 / keys.len() as f64,
+            trie_bytes,
+        })
+    })();
+    let _ = run(&["netns", "del", &ns]);
+    result
+}
+
+fn mib(b: usize) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+impl fmt::Display for FamilyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let goal_l = if self.family == "ipv4" { 150.0 } else { 50.0 };
+        writeln!(f, "{}: {} prefixes", self.family, self.prefixes)?;
+        writeln!(
+            f,
+            "  load        {:.3} s ({:.2} M routes/s; goal <= 0.5 s for the whole table)",
+            self.load_s,
+            self.load_routes_per_s / 1e6
+        )?;
+        writeln!(
+            f,
+            "  memory      FIB {:.1} MiB + next hops {:.2} MiB; process RSS grew {:.1} MiB (RIB + shadow + FIB; goal FIB <= 128 MiB)",
+            mib(self.fib_bytes),
+            mib(self.nexthop_bytes),
+            mib(self.rss_growth_bytes)
+        )?;
+        writeln!(f, "  lookups     (M lookups/s on one core, ns/lookup; goal >= {goal_l} M/s)")?;
+        writeln!(f, "    {:<12} {:<8} {:<8} {:>9} {:>8}", "structure", "pattern", "mode", "M/s", "ns")?;
+        for l in &self.lookups {
+            writeln!(
+                f,
+                "    {:<12} {:<8} {:<8} {:>9.1} {:>8.2}",
+                l.structure, l.pattern, l.mode, l.mlookups_per_s, l.ns_per_lookup
+            )?;
+        }
+        writeln!(
+            f,
+            "  updates     {:.2} M inserts/s, {:.2} M deletes/s (one call each); {:.2} M ops/s in batches of 1000 (goal >= 2 M/s)",
+            self.inserts_per_s / 1e6,
+            self.deletes_per_s / 1e6,
+            self.batch_updates_per_s / 1e6
+        )?;
+        writeln!(
+            f,
+            "  fwd gap     max {:.0} us during load, {:.0} us during churn ({} reader batches; goal < 1000 us)",
+            self.max_gap_load_us, self.max_gap_churn_us, self.reader_batches
+        )?;
+        if let Some(s) = self.reference_load_s {
+            writeln!(f, "  prefix-trie load {s:.3} s")?;
+        }
+        if !self.alternatives.is_empty() {
+            writeln!(f, "  sizes       {}", self.alternatives.join("; "))?;
+        }
+        match (&self.kernel, &self.kernel_error) {
+            (Some(k), _) => writeln!(
+                f,
+                "  linux       load {:.2} s ({:.2} M routes/s, ip -batch blackhole routes){}; route get {:.1} us/lookup (ip -batch, includes netlink round trip)",
+                k.load_s,
+                k.routes_per_s / 1e6,
+                k.trie_bytes.map(|b| format!(", trie {:.1} MiB", mib(b))).unwrap_or_default(),
+                k.route_get_us
+            )?,
+            (None, Some(e)) => writeln!(f, "  linux       not measured: {e}")?,
+            (None, None) => {}
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "tern bench fib: {} (parsed in {:.2} s)", self.table, self.parse_s)?;
+        writeln!(f, "cpu: {}", self.cpu)?;
+        write!(f, "{}{}", self.v4, self.v6)
+    }
+}

@@ -1,0 +1,93 @@
+//! Which parts of the reader arrays changed, for mirrors (the XDP lane
+//! copies the arrays into BPF array maps and only wants what changed).
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// One bit per array element written since the last `take`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DirtyBits(Vec<u64>);
+
+impl DirtyBits {
+    #[inline]
+    pub(crate) fn mark(&mut self, i: usize) {
+        let w = i / 64;
+        if w >= self.0.len() {
+            self.0.resize(w + 1, 0);
+        }
+        self.0[w] |= 1 << (i % 64);
+    }
+
+    /// The marked elements as sorted, merged half-open ranges; clears.
+    pub(crate) fn take(&mut self) -> Vec<Range<u32>> {
+        let mut out: Vec<Range<u32>> = Vec::new();
+        for (w, word) in self.0.iter().enumerate() {
+            let mut x = *word;
+            while x != 0 {
+                let i = (w * 64) as u32 + x.trailing_zeros();
+                x &= x - 1;
+                match out.last_mut() {
+                    Some(r) if r.end == i => r.end = i + 1,
+                    _ => out.push(i..i + 1),
+                }
+            }
+        }
+        self.0.clear();
+        out
+    }
+}
+
+/// What changed since the previous [`crate::FibWriter::take_changes`], as
+/// index ranges into the arrays of [`RawFib`]. A mirror copies, in this
+/// order, next hops and ECMP members, then trie blocks, then top entries,
+/// so that what a mirrored entry points to is always there first (the
+/// same order the writer publishes in).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FibChanges {
+    pub nexthops: Vec<Range<u32>>,
+    pub ecmp_members: Vec<Range<u32>>,
+    /// Trie blocks (each `1 << stride` entries of `nodes`).
+    pub v4_blocks: Vec<Range<u32>>,
+    pub v4_top: Vec<Range<u32>>,
+    pub v6_blocks: Vec<Range<u32>>,
+    pub v6_top: Vec<Range<u32>>,
+}
+
+/// One family's trie as flat arrays: see `lpm/multibit.rs` for the layout.
+#[derive(Clone, Copy)]
+pub struct RawTrie<'a> {
+    /// `1 << top_bits` entries.
+    pub top: &'a [AtomicU32],
+    /// Blocks of `1 << stride` entries.
+    pub nodes: &'a [AtomicU32],
+    pub top_bits: u32,
+    pub stride: u32,
+    /// Entries with this bit point to block `entry & !child_flag`; others
+    /// are next-hop ids.
+    pub child_flag: u32,
+}
+
+/// Every array readers use, read-only.
+#[derive(Clone, Copy)]
+pub struct RawFib<'a> {
+    pub v4: RawTrie<'a>,
+    pub v6: RawTrie<'a>,
+    /// Next hops: 4 words each (layout in `nexthop.rs`).
+    pub nexthops: &'a [AtomicU64],
+    pub ecmp_members: &'a [AtomicU32],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_clear() {
+        let mut d = DirtyBits::default();
+        for i in [5, 3, 4, 64, 65, 200] {
+            d.mark(i);
+        }
+        assert_eq!(d.take(), vec![3..6, 64..66, 200..201]);
+        assert_eq!(d.take(), vec![]);
+    }
+}

@@ -1,0 +1,606 @@
+//! The lookup structure the workers use: a leaf-pushed multibit trie of
+//! flat `u32` arrays, updated in place (DIR-24-8 generalised; DPDK's
+//! rte_lpm update scheme).
+//!
+//! # Layout (what readers and a BPF mirror see)
+//! * `top`: 2^`TOP` entries indexed by the first `TOP` address bits.
+//! * `nodes`: blocks of 2^`STRIDE` entries; each block consumes `STRIDE`
+//!   more address bits.
+//!
+//! An entry with bit 31 clear is a leaf: the next-hop id itself (NH_NONE =
+//! no route). With bit 31 set, bits 0..31 are the number of the child block
+//! (entries `block << STRIDE ..`). A lookup is one load per level:
+//!
+//! ```text
+//! e = top[key >> (W - TOP)]; off = TOP
+//! while e & CHILD { e = nodes[(e & !CHILD) << STRIDE | key bits off..off+STRIDE]; off += STRIDE }
+//! return e
+//! ```
+//!
+//! # Why this structure (measured, see `bench.rs` and docs/PERFORMANCE.md)
+//! A poptrie (`poptrie.rs`, kept as the measured alternative) is 3-4x
+//! smaller but needs two dependent cache misses at its last level (node,
+//! then leaf) and a popcount per level, which the baseline x86-64 target
+//! (and BPF) lacks. This trie needs one load per level, fits the full IPv4
+//! table in ~18 MiB (L3-resident, where DIR-24-8's 64 MiB goes to DRAM),
+//! and updates without copying: every change is a store of one entry.
+//!
+//! # Updates
+//! The writer keeps, per slot, the length (+1) of the prefix that set it
+//! (the "depth"), per node the prefixes that end inside it and the value
+//! it inherits from its parent slot. Adding a prefix overwrites the slots
+//! it covers whose depth is not longer, recursing into child blocks;
+//! removing one puts back the longest shorter prefix covering it. A new
+//! child block is filled before the parent entry that points to it is
+//! stored (release); a block no longer reachable is reused only after a
+//! grace period. Each entry a reader loads is therefore either the old or
+//! the new value for its address; no lookup ever sees a half-built block.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rustc_hash::FxBuildHasher;
+
+use crate::changes::DirtyBits;
+use crate::reclaim::Garbage;
+use crate::types::{FibError, NH_NONE, NhId};
+
+/// Flag of an entry that points to a child block.
+pub const CHILD: u32 = 1 << 31;
+
+/// How a key is cut. IPv4 keys are left-aligned in a u64, IPv6 keys are the
+/// u128 itself.
+pub trait Key: Copy {
+    const BITS: u32;
+    fn top(self, bits: u32) -> usize;
+    /// `stride` bits at `off` (bits past the end of the key read as zero).
+    fn chunk(self, off: u32, stride: u32) -> usize;
+}
+
+impl Key for u64 {
+    const BITS: u32 = 32;
+    #[inline(always)]
+    fn top(self, bits: u32) -> usize {
+        (self >> (64 - bits)) as usize
+    }
+    #[inline(always)]
+    fn chunk(self, off: u32, stride: u32) -> usize {
+        (self.wrapping_shl(off) >> (64 - stride)) as usize
+    }
+}
+
+impl Key for u128 {
+    const BITS: u32 = 128;
+    #[inline(always)]
+    fn top(self, bits: u32) -> usize {
+        (self >> (128 - bits)) as usize
+    }
+    #[inline(always)]
+    fn chunk(self, off: u32, stride: u32) -> usize {
+        (self.wrapping_shl(off) >> (128 - stride)) as usize
+    }
+}
+
+/// The reader-visible arrays.
+pub struct MultibitArrays<const TOP: u32, const STRIDE: u32> {
+    top: Box<[AtomicU32]>,
+    nodes: Box<[AtomicU32]>,
+}
+
+/// Lanes in flight in a batched lookup.
+const LANES: usize = 16;
+
+impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
+    /// Room for `max_nodes` blocks (memory is touched only when used).
+    pub fn new(max_nodes: u32) -> Self {
+        MultibitArrays {
+            top: bytemuck::allocation::zeroed_slice_box(1 << TOP),
+            nodes: bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, CHILD - 1) as usize) << STRIDE),
+        }
+    }
+
+    pub fn node_capacity(&self) -> u32 {
+        (self.nodes.len() >> STRIDE) as u32
+    }
+
+    #[inline(always)]
+    pub fn lookup<K: Key>(&self, key: K) -> NhId {
+        let mut e = self.top.get(key.top(TOP)).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+        let mut off = TOP;
+        while e & CHILD != 0 && off < K::BITS {
+            let i = (((e & !CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE);
+            e = self.nodes.get(i).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+            off += STRIDE;
+        }
+        if e & CHILD != 0 { NH_NONE } else { e }
+    }
+
+    /// Lookups in lanes of 16: every lane's next entry is prefetched before
+    /// any of them is loaded, so 16 cache misses overlap instead of each
+    /// lookup waiting for its own chain.
+    #[inline]
+    pub fn lookup_batch<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
+        let n = keys.len().min(out.len());
+        let (keys, out) = (&keys[..n], &mut out[..n]);
+        for (kc, oc) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            let mut idx = [0usize; LANES];
+            for (i, k) in idx.iter_mut().zip(kc) {
+                *i = k.top(TOP);
+                tern_intrin::prefetch_index(&self.top, *i);
+            }
+            let mut e = [0u32; LANES];
+            let mut pending = false;
+            for ((e, i), k) in e.iter_mut().zip(&idx).zip(kc) {
+                *e = self.top.get(*i).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                let _ = k;
+                pending |= *e & CHILD != 0;
+            }
+            let mut off = TOP;
+            while pending && off < K::BITS {
+                for ((e, i), k) in e.iter().zip(idx.iter_mut()).zip(kc) {
+                    if e & CHILD != 0 {
+                        *i = (((e & !CHILD) as usize) << STRIDE) | k.chunk(off, STRIDE);
+                        tern_intrin::prefetch_index(&self.nodes, *i);
+                    }
+                }
+                pending = false;
+                for (e, i) in e.iter_mut().zip(&idx) {
+                    if *e & CHILD != 0 {
+                        *e = self.nodes.get(*i).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                        pending |= *e & CHILD != 0;
+                    }
+                }
+                off += STRIDE;
+            }
+            for (o, e) in oc.iter_mut().zip(e) {
+                *o = if e & CHILD != 0 { NH_NONE } else { e };
+            }
+        }
+    }
+
+    /// The raw arrays (top, nodes), for mirroring into BPF array maps.
+    pub fn raw(&self) -> (&[AtomicU32], &[AtomicU32]) {
+        (&self.top, &self.nodes)
+    }
+
+    fn top_entry(&self, i: usize) -> u32 {
+        self.top.get(i).map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    fn set_top(&self, i: usize, v: u32) {
+        if let Some(a) = self.top.get(i) {
+            a.store(v, Ordering::Release);
+        }
+    }
+
+    fn entry(&self, node: u32, s: usize) -> u32 {
+        self.nodes.get(((node as usize) << STRIDE) | s).map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    fn set_entry(&self, node: u32, s: usize, v: u32, o: Ordering) {
+        if let Some(a) = self.nodes.get(((node as usize) << STRIDE) | s) {
+            a.store(v, o);
+        }
+    }
+}
+
+/// Writer-side facts about one block.
+struct NodeMeta {
+    /// Per slot: length + 1 of the prefix that set it (0: none).
+    depth: Box<[u8]>,
+    /// Prefixes ending in this block: (own index, next hop), sorted. The own
+    /// index of relative length r (1..=STRIDE) at chunk c is
+    /// `2^r - 2 + (c >> (STRIDE - r))`.
+    own: Vec<(u16, NhId)>,
+    /// What the parent slot holds for this block's range, and its depth.
+    inh: NhId,
+    inh_depth: u8,
+    /// Bit offset of this block's chunk.
+    off: u8,
+    /// Child blocks.
+    kids: u16,
+}
+
+/// The writer side of one family's trie.
+pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
+    v6: bool,
+    width: u32,
+    top_depth: Vec<u8>,
+    /// Prefixes of length <= TOP: (len << 32 | leading bits) -> next hop.
+    top_own: HashMap<u64, NhId, FxBuildHasher>,
+    meta: Vec<Option<NodeMeta>>,
+    free: Vec<u32>,
+    next: u32,
+    cap: u32,
+    count: usize,
+    garbage: Vec<Garbage>,
+    /// Change tracking for mirrors: one bit per top entry / per block.
+    dirty_top: DirtyBits,
+    dirty_nodes: DirtyBits,
+}
+
+/// The bits of `bits` (left-aligned) at `off`, `stride` wide.
+#[inline]
+fn chunk128(bits: u128, off: u32, stride: u32) -> usize {
+    (bits.wrapping_shl(off) >> (128 - stride)) as usize
+}
+
+impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
+    const SLOTS: usize = 1 << STRIDE;
+
+    pub fn new(v6: bool, arrays: &MultibitArrays<TOP, STRIDE>) -> Self {
+        MultibitWriter {
+            v6,
+            width: if v6 { 128 } else { 32 },
+            top_depth: vec![0; 1 << TOP],
+            top_own: HashMap::default(),
+            meta: Vec::new(),
+            free: Vec::new(),
+            next: 0,
+            cap: arrays.node_capacity(),
+            count: 0,
+            garbage: Vec::new(),
+            dirty_top: DirtyBits::default(),
+            dirty_nodes: DirtyBits::default(),
+        }
+    }
+
+    /// Prefixes installed.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Blocks in use (allocated, not on the free list).
+    pub fn nodes_in_use(&self) -> u32 {
+        self.next - self.free.len() as u32
+    }
+
+    /// Bytes of the reader arrays in use.
+    pub fn used_bytes(&self) -> usize {
+        (4usize << TOP) + ((self.nodes_in_use() as usize) << STRIDE) * 4
+    }
+
+    /// Bytes of the writer's bookkeeping.
+    pub fn writer_bytes(&self) -> usize {
+        self.meta.capacity() * std::mem::size_of::<Option<NodeMeta>>()
+            + self.meta.iter().flatten().map(|m| m.depth.len() + m.own.capacity() * 8).sum::<usize>()
+            + self.top_depth.len()
+            + self.top_own.capacity() * 17
+    }
+
+    /// Which parts of the arrays were written since the last call.
+    /// (top entries, blocks) written since the last call.
+    pub fn take_changes(&mut self) -> (Vec<std::ops::Range<u32>>, Vec<std::ops::Range<u32>>) {
+        (self.dirty_top.take(), self.dirty_nodes.take())
+    }
+
+    fn top_key(bits: u128, len: u32) -> u64 {
+        (u64::from(len) << 32) | if len == 0 { 0 } else { (bits >> (128 - len)) as u64 }
+    }
+
+    fn own_index(rl: u32, c: usize) -> u16 {
+        ((1usize << rl) - 2 + (c >> (STRIDE - rl))) as u16
+    }
+
+    fn m(&self, n: u32) -> Option<&NodeMeta> {
+        self.meta.get(n as usize).and_then(Option::as_ref)
+    }
+
+    fn m_mut(&mut self, n: u32) -> Option<&mut NodeMeta> {
+        self.meta.get_mut(n as usize).and_then(Option::as_mut)
+    }
+
+    /// Blocks that can still be created.
+    fn room(&self) -> u64 {
+        u64::from(self.cap - self.next) + self.free.len() as u64
+    }
+
+    /// A new block under a slot holding (`inh`, `inh_depth`), filled with
+    /// that value; the caller publishes it.
+    fn new_block(&mut self, a: &MultibitArrays<TOP, STRIDE>, off: u32, inh: NhId, inh_depth: u8) -> Option<u32> {
+        let n = match self.free.pop() {
+            Some(n) => n,
+            None if self.next < self.cap => {
+                self.next += 1;
+                self.next - 1
+            }
+            None => return None,
+        };
+        for s in 0..Self::SLOTS {
+            a.set_entry(n, s, inh, Ordering::Relaxed);
+        }
+        let meta = NodeMeta {
+            depth: vec![inh_depth; Self::SLOTS].into_boxed_slice(),
+            own: Vec::new(),
+            inh,
+            inh_depth,
+            off: off as u8,
+            kids: 0,
+        };
+        if self.meta.len() <= n as usize {
+            self.meta.resize_with(n as usize + 1, || None);
+        }
+        self.meta[n as usize] = Some(meta);
+        self.dirty_nodes.mark(n as usize);
+        Some(n)
+    }
+
+    /// Pushes (`nh`, `d`) into block `n` whose parent slot took it: every
+    /// slot set by a prefix no longer than `d` takes it.
+    fn paint(&mut self, a: &MultibitArrays<TOP, STRIDE>, n: u32, nh: NhId, d: u8) {
+        let mut kids = Vec::new();
+        let Some(m) = self.m_mut(n) else { return };
+        m.inh = nh;
+        m.inh_depth = d;
+        let mut touched = false;
+        for s in 0..Self::SLOTS {
+            if m.depth[s] <= d {
+                m.depth[s] = d;
+                let e = a.entry(n, s);
+                if e & CHILD != 0 {
+                    kids.push(e & !CHILD);
+                } else if e != nh {
+                    a.set_entry(n, s, nh, Ordering::Release);
+                    touched = true;
+                }
+            }
+        }
+        if touched {
+            self.dirty_nodes.mark(n as usize);
+        }
+        for k in kids {
+            self.paint(a, k, nh, d);
+        }
+    }
+
+    /// Block `n`'s parent slot lost the prefix of depth `d` and now holds
+    /// (`nh`, `nd`): the slots `d` had set take that.
+    fn replace(&mut self, a: &MultibitArrays<TOP, STRIDE>, n: u32, d: u8, nh: NhId, nd: u8) {
+        let mut kids = Vec::new();
+        let Some(m) = self.m_mut(n) else { return };
+        m.inh = nh;
+        m.inh_depth = nd;
+        let mut touched = false;
+        for s in 0..Self::SLOTS {
+            if m.depth[s] == d {
+                m.depth[s] = nd;
+                let e = a.entry(n, s);
+                if e & CHILD != 0 {
+                    kids.push(e & !CHILD);
+                } else {
+                    a.set_entry(n, s, nh, Ordering::Release);
+                    touched = true;
+                }
+            }
+        }
+        if touched {
+            self.dirty_nodes.mark(n as usize);
+        }
+        for k in kids {
+            self.replace(a, k, d, nh, nd);
+        }
+    }
+
+    /// Installs or changes a prefix (`bits` left-aligned, host bits clear).
+    /// Fails only when the blocks it needs do not fit; then nothing changed.
+    pub fn set(&mut self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8, nh: NhId) -> Result<(), FibError> {
+        let len = u32::from(len).min(self.width);
+        let d = (len + 1) as u8;
+        let nh = nh & !CHILD;
+        let t = (bits >> (128 - TOP)) as usize;
+        if len <= TOP {
+            if self.top_own.insert(Self::top_key(bits, len), nh).is_none() {
+                self.count += 1;
+            }
+            for i in t..t + (1usize << (TOP - len)) {
+                if self.top_depth[i] <= d {
+                    self.top_depth[i] = d;
+                    let e = a.top_entry(i);
+                    if e & CHILD != 0 {
+                        self.paint(a, e & !CHILD, nh, d);
+                    } else if e != nh {
+                        a.set_top(i, nh);
+                        self.dirty_top.mark(i);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        // Enough room for every block on the way down, checked first so a
+        // failure leaves nothing half-done.
+        if self.room() < u64::from((len - TOP).div_ceil(STRIDE)) {
+            return Err(FibError::Full(if self.v6 { "IPv6 trie" } else { "IPv4 trie" }));
+        }
+        let mut e = a.top_entry(t);
+        let mut n = if e & CHILD != 0 {
+            e & !CHILD
+        } else {
+            let c = self.new_block(a, TOP, e, self.top_depth[t]).unwrap_or(0);
+            a.set_top(t, CHILD | c);
+            self.dirty_top.mark(t);
+            c
+        };
+        loop {
+            let Some(m) = self.m(n) else { return Ok(()) };
+            let off = u32::from(m.off);
+            let c = chunk128(bits, off, STRIDE);
+            if len <= off + STRIDE {
+                let rl = len - off;
+                let oi = Self::own_index(rl, c);
+                let Some(m) = self.m_mut(n) else { return Ok(()) };
+                match m.own.binary_search_by_key(&oi, |x| x.0) {
+                    Ok(p) => m.own[p].1 = nh,
+                    Err(p) => {
+                        m.own.insert(p, (oi, nh));
+                        self.count += 1;
+                    }
+                }
+                let mut kids = Vec::new();
+                let Some(m) = self.m_mut(n) else { return Ok(()) };
+                let mut touched = false;
+                for s in c..c + (1usize << (STRIDE - rl)) {
+                    if m.depth[s] <= d {
+                        m.depth[s] = d;
+                        e = a.entry(n, s);
+                        if e & CHILD != 0 {
+                            kids.push(e & !CHILD);
+                        } else if e != nh {
+                            a.set_entry(n, s, nh, Ordering::Release);
+                            touched = true;
+                        }
+                    }
+                }
+                if touched {
+                    self.dirty_nodes.mark(n as usize);
+                }
+                for k in kids {
+                    self.paint(a, k, nh, d);
+                }
+                return Ok(());
+            }
+            e = a.entry(n, c);
+            n = if e & CHILD != 0 {
+                e & !CHILD
+            } else {
+                let slot_depth = self.m(n).map_or(0, |m| m.depth[c]);
+                let k = self.new_block(a, off + STRIDE, e, slot_depth).unwrap_or(0);
+                a.set_entry(n, c, CHILD | k, Ordering::Release);
+                self.dirty_nodes.mark(n as usize);
+                if let Some(m) = self.m_mut(n) {
+                    m.kids += 1;
+                }
+                k
+            };
+        }
+    }
+
+    /// Removes a prefix; the longest shorter prefix covering it takes over.
+    /// Blocks left without prefixes or children are unlinked and recycled
+    /// after a grace period.
+    pub fn remove(&mut self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8) {
+        let len = u32::from(len).min(self.width);
+        let d = (len + 1) as u8;
+        let t = (bits >> (128 - TOP)) as usize;
+        if len <= TOP {
+            if self.top_own.remove(&Self::top_key(bits, len)).is_none() {
+                return;
+            }
+            self.count -= 1;
+            let (fnh, fd) = (0..len)
+                .rev()
+                .find_map(|l| {
+                    let k = Self::top_key(bits & crate::prefix::mask128(l as u8), l);
+                    self.top_own.get(&k).map(|&nh| (nh, (l + 1) as u8))
+                })
+                .unwrap_or((NH_NONE, 0));
+            for i in t..t + (1usize << (TOP - len)) {
+                if self.top_depth[i] == d {
+                    self.top_depth[i] = fd;
+                    let e = a.top_entry(i);
+                    if e & CHILD != 0 {
+                        self.replace(a, e & !CHILD, d, fnh, fd);
+                    } else {
+                        a.set_top(i, fnh);
+                        self.dirty_top.mark(i);
+                    }
+                }
+            }
+            return;
+        }
+        let e = a.top_entry(t);
+        if e & CHILD == 0 {
+            return;
+        }
+        let mut n = e & !CHILD;
+        // (block, chunk of the slot that leads to the next block)
+        let mut path: Vec<(u32, usize)> = Vec::with_capacity(20);
+        loop {
+            let Some(m) = self.m(n) else { return };
+            let off = u32::from(m.off);
+            let c = chunk128(bits, off, STRIDE);
+            if len <= off + STRIDE {
+                let rl = len - off;
+                let oi = Self::own_index(rl, c);
+                let Some(m) = self.meta.get_mut(n as usize).and_then(Option::as_mut) else { return };
+                let Ok(p) = m.own.binary_search_by_key(&oi, |x| x.0) else { return };
+                m.own.remove(p);
+                self.count -= 1;
+                // The longest own prefix of this block covering the removed
+                // one, else what the block inherits.
+                let (fnh, fd) = (1..rl)
+                    .rev()
+                    .find_map(|r| {
+                        let oi = Self::own_index(r, c);
+                        m.own.binary_search_by_key(&oi, |x| x.0).ok().map(|p| (m.own[p].1, (off + r + 1) as u8))
+                    })
+                    .unwrap_or((m.inh, m.inh_depth));
+                let mut kids = Vec::new();
+                let mut touched = false;
+                for s in c..c + (1usize << (STRIDE - rl)) {
+                    if m.depth[s] == d {
+                        m.depth[s] = fd;
+                        let e = a.entry(n, s);
+                        if e & CHILD != 0 {
+                            kids.push(e & !CHILD);
+                        } else {
+                            a.set_entry(n, s, fnh, Ordering::Release);
+                            touched = true;
+                        }
+                    }
+                }
+                if touched {
+                    self.dirty_nodes.mark(n as usize);
+                }
+                for k in kids {
+                    self.replace(a, k, d, fnh, fd);
+                }
+                break;
+            }
+            let e = a.entry(n, c);
+            if e & CHILD == 0 {
+                return;
+            }
+            path.push((n, c));
+            n = e & !CHILD;
+        }
+        // Unlink blocks left empty, bottom-up: the parent slot gets back
+        // the value the block inherited.
+        loop {
+            let Some(m) = self.m(n) else { return };
+            if !m.own.is_empty() || m.kids > 0 {
+                return;
+            }
+            let inh = m.inh;
+            self.meta[n as usize] = None;
+            self.garbage.push(Garbage::Nodes { v6: self.v6, base: n, count: 1 });
+            match path.pop() {
+                Some((p, c)) => {
+                    a.set_entry(p, c, inh, Ordering::Release);
+                    self.dirty_nodes.mark(p as usize);
+                    if let Some(pm) = self.m_mut(p) {
+                        pm.kids -= 1;
+                    }
+                    n = p;
+                }
+                None => {
+                    a.set_top(t, inh);
+                    self.dirty_top.mark(t);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hands the blocks unlinked since the last call to the reclaimer (the
+    /// stores that unlinked them are already visible).
+    pub fn commit(&mut self, garbage: &mut Vec<Garbage>) {
+        garbage.append(&mut self.garbage);
+    }
+
+    /// A grace period has covered this block: it can be reused.
+    pub fn reuse(&mut self, g: Garbage) {
+        if let Garbage::Nodes { base, .. } = g {
+            self.free.push(base);
+        }
+    }
+}
