@@ -261,8 +261,8 @@ mod tests {
 
     /// who-has 192.168.1.1 tell 192.168.1.10 (52:54:00:12:34:56).
     const REQUEST: [u8; 28] = [
-        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0xc0,
-        0xa8, 0x01, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x01,
+        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0xc0, 0xa8, 0x01, 0x0a,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x01,
     ];
 
     fn request_repr() -> ArpRepr {
@@ -286,33 +286,22 @@ mod tests {
     #[test]
     fn emit_request() {
         let mut buf = [0xaau8; 28];
-        request_repr()
-            .emit(&mut ArpPacket::new_unchecked(&mut buf[..]))
-            .unwrap();
+        request_repr().emit(&mut ArpPacket::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, REQUEST);
         let mut short = [0u8; 27];
-        assert_eq!(
-            request_repr().emit(&mut ArpPacket::new_unchecked(&mut short[..])),
-            Err(Error::Truncated)
-        );
+        assert_eq!(request_repr().emit(&mut ArpPacket::new_unchecked(&mut short[..])), Err(Error::Truncated));
     }
 
     #[test]
     fn padded_frame_is_accepted() {
         let mut buf = REQUEST.to_vec();
         buf.resize(46, 0);
-        assert_eq!(
-            ArpRepr::parse(&ArpPacket::new_checked(&buf[..]).unwrap()),
-            Ok(request_repr())
-        );
+        assert_eq!(ArpRepr::parse(&ArpPacket::new_checked(&buf[..]).unwrap()), Ok(request_repr()));
     }
 
     #[test]
     fn truncated() {
-        assert_eq!(
-            ArpPacket::new_checked(&REQUEST[..27]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(ArpPacket::new_checked(&REQUEST[..27]), Err(Error::Truncated));
         // Lengths that announce more than the buffer holds.
         let mut buf = REQUEST;
         buf[4] = 16;

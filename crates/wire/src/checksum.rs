@@ -131,10 +131,9 @@ impl IpPair {
     #[inline]
     pub fn pseudo_header(&self, protocol: IpProtocol, length: u32) -> u16 {
         match *self {
-            IpPair::V4 { src, dst } => add(
-                pseudo_header_v4(src, dst, protocol, (length & 0xffff) as u16),
-                (length >> 16) as u16,
-            ),
+            IpPair::V4 { src, dst } => {
+                add(pseudo_header_v4(src, dst, protocol, (length & 0xffff) as u16), (length >> 16) as u16)
+            }
             IpPair::V6 { src, dst } => pseudo_header_v6(src, dst, protocol, length),
         }
     }
@@ -188,18 +187,15 @@ mod tests {
     #[test]
     fn rfc1071_example() {
         // RFC 1071 section 3: bytes 00 01 f2 03 f4 f5 f6 f7 sum to ddf2.
-        assert_eq!(
-            data(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
-            0xddf2
-        );
+        assert_eq!(data(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0xddf2);
     }
 
     #[test]
     fn ipv4_header_checksum_of_a_real_header() {
         // 45 00 00 73 00 00 40 00 40 11 [b8 61] c0 a8 00 01 c0 a8 00 c7
         let mut hdr = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
         ];
         assert_eq!(!data(&hdr), 0xb861);
         hdr[10] = 0xb8;
@@ -222,14 +218,8 @@ mod tests {
         bytes.extend_from_slice(&src.octets());
         bytes.extend_from_slice(&dst.octets());
         bytes.extend_from_slice(&[0, 17, 0x01, 0x2c]);
-        assert_eq!(
-            pseudo_header_v4(src, dst, IpProtocol::UDP, 300),
-            naive(&bytes)
-        );
-        assert_eq!(
-            IpPair::V4 { src, dst }.pseudo_header(IpProtocol::UDP, 300),
-            naive(&bytes)
-        );
+        assert_eq!(pseudo_header_v4(src, dst, IpProtocol::UDP, 300), naive(&bytes));
+        assert_eq!(IpPair::V4 { src, dst }.pseudo_header(IpProtocol::UDP, 300), naive(&bytes));
 
         let src6: Ipv6Addr = "2001:db8::1".parse().unwrap();
         let dst6: Ipv6Addr = "fe80::1234:5678:9abc:def0".parse().unwrap();
@@ -238,10 +228,7 @@ mod tests {
         bytes.extend_from_slice(&dst6.octets());
         bytes.extend_from_slice(&70_000u32.to_be_bytes());
         bytes.extend_from_slice(&[0, 0, 0, 58]);
-        assert_eq!(
-            pseudo_header_v6(src6, dst6, IpProtocol::ICMPV6, 70_000),
-            naive(&bytes)
-        );
+        assert_eq!(pseudo_header_v6(src6, dst6, IpProtocol::ICMPV6, 70_000), naive(&bytes));
     }
 
     proptest! {

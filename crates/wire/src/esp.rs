@@ -102,10 +102,7 @@ impl EspRepr {
         if packet.spi() == 0 {
             return Err(Error::Malformed);
         }
-        Ok(EspRepr {
-            spi: packet.spi(),
-            seq_number: packet.seq_number(),
-        })
+        Ok(EspRepr { spi: packet.spi(), seq_number: packet.seq_number() })
     }
 
     #[inline]
@@ -131,9 +128,7 @@ mod tests {
     use super::*;
 
     /// SPI 0x1000, sequence 1, then 8 bytes of IV.
-    const ESP: [u8; 16] = [
-        0, 0, 0x10, 0, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4,
-    ];
+    const ESP: [u8; 16] = [0, 0, 0x10, 0, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
 
     #[test]
     fn parse_and_emit() {
@@ -141,17 +136,10 @@ mod tests {
         assert_eq!((p.spi(), p.seq_number()), (0x1000, 1));
         assert_eq!(p.payload().len(), 8);
         let repr = EspRepr::parse(&p).unwrap();
-        assert_eq!(
-            repr,
-            EspRepr {
-                spi: 0x1000,
-                seq_number: 1
-            }
-        );
+        assert_eq!(repr, EspRepr { spi: 0x1000, seq_number: 1 });
         let mut buf = ESP;
         buf[..8].fill(0);
-        repr.emit(&mut EspPacket::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut EspPacket::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, ESP);
     }
 
@@ -160,18 +148,9 @@ mod tests {
         assert_eq!(EspPacket::new_checked(&ESP[..7]), Err(Error::Truncated));
         let mut b = ESP;
         b[2] = 0;
-        assert_eq!(
-            EspRepr::parse(&EspPacket::new_unchecked(&b[..])),
-            Err(Error::Malformed)
-        );
+        assert_eq!(EspRepr::parse(&EspPacket::new_unchecked(&b[..])), Err(Error::Malformed));
         let mut buf = [0u8; 8];
-        let zero = EspRepr {
-            spi: 0,
-            seq_number: 1,
-        };
-        assert_eq!(
-            zero.emit(&mut EspPacket::new_unchecked(&mut buf[..])),
-            Err(Error::Malformed)
-        );
+        let zero = EspRepr { spi: 0, seq_number: 1 };
+        assert_eq!(zero.emit(&mut EspPacket::new_unchecked(&mut buf[..])), Err(Error::Malformed));
     }
 }

@@ -129,11 +129,7 @@ impl EthernetAddress {
 impl fmt::Display for EthernetAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
 
@@ -214,11 +210,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Ensures the buffer holds the 14-byte header, so no getter panics.
     #[inline]
     pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
+        if self.buffer.as_ref().len() < HEADER_LEN { Err(Error::Truncated) } else { Ok(()) }
     }
 
     #[inline]
@@ -294,11 +286,7 @@ impl EthernetRepr {
     /// values included: the caller decides what it forwards.
     pub fn parse<T: AsRef<[u8]>>(frame: &EthernetFrame<T>) -> Result<EthernetRepr> {
         frame.check_len()?;
-        Ok(EthernetRepr {
-            src_addr: frame.src_addr(),
-            dst_addr: frame.dst_addr(),
-            ethertype: frame.ethertype(),
-        })
+        Ok(EthernetRepr { src_addr: frame.src_addr(), dst_addr: frame.dst_addr(), ethertype: frame.ethertype() })
     }
 
     #[inline]
@@ -321,35 +309,22 @@ mod tests {
     use super::*;
 
     /// Ethernet header of an ARP request (broadcast) from 52:54:00:12:34:56.
-    const FRAME: [u8; 16] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x06, 0xaa,
-        0xbb,
-    ];
+    const FRAME: [u8; 16] =
+        [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x06, 0xaa, 0xbb];
 
     #[test]
     fn parse_header() {
         let frame = EthernetFrame::new_checked(&FRAME[..]).unwrap();
         assert_eq!(frame.dst_addr(), EthernetAddress::BROADCAST);
-        assert_eq!(
-            frame.src_addr(),
-            EthernetAddress([0x52, 0x54, 0, 0x12, 0x34, 0x56])
-        );
+        assert_eq!(frame.src_addr(), EthernetAddress([0x52, 0x54, 0, 0x12, 0x34, 0x56]));
         assert_eq!(frame.ethertype(), EtherType::ARP);
         assert_eq!(frame.payload(), &[0xaa, 0xbb]);
     }
 
     #[test]
     fn truncated() {
-        assert_eq!(
-            EthernetFrame::new_checked(&FRAME[..13]).unwrap_err(),
-            Error::Truncated
-        );
-        assert!(
-            EthernetFrame::new_checked(&FRAME[..14])
-                .unwrap()
-                .payload()
-                .is_empty()
-        );
+        assert_eq!(EthernetFrame::new_checked(&FRAME[..13]).unwrap_err(), Error::Truncated);
+        assert!(EthernetFrame::new_checked(&FRAME[..14]).unwrap().payload().is_empty());
     }
 
     #[test]
@@ -361,10 +336,7 @@ mod tests {
         frame.payload_mut().copy_from_slice(&[0xaa, 0xbb]);
         assert_eq!(buf, FRAME);
         let mut short = [0u8; 10];
-        assert_eq!(
-            repr.emit(&mut EthernetFrame::new_unchecked(&mut short[..])),
-            Err(Error::Truncated)
-        );
+        assert_eq!(repr.emit(&mut EthernetFrame::new_unchecked(&mut short[..])), Err(Error::Truncated));
     }
 
     #[test]

@@ -136,9 +136,7 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
     pub fn header_len(&self) -> usize {
         let w = self.flags_version();
         BASE_HEADER_LEN
-            + 4 * (usize::from(w & flag::C != 0)
-                + usize::from(w & flag::K != 0)
-                + usize::from(w & flag::S != 0))
+            + 4 * (usize::from(w & flag::C != 0) + usize::from(w & flag::K != 0) + usize::from(w & flag::S != 0))
     }
 
     #[inline]
@@ -154,22 +152,19 @@ impl<T: AsRef<[u8]>> GrePacket<T> {
     /// The checksum field, when present.
     #[inline]
     pub fn checksum(&self) -> Option<u16> {
-        self.checksum_present()
-            .then(|| read_u16(self.buffer.as_ref(), BASE_HEADER_LEN))
+        self.checksum_present().then(|| read_u16(self.buffer.as_ref(), BASE_HEADER_LEN))
     }
 
     /// The key (RFC 2890 section 2.1), when present.
     #[inline]
     pub fn key(&self) -> Option<u32> {
-        self.key_present()
-            .then(|| read_u32(self.buffer.as_ref(), self.key_offset()))
+        self.key_present().then(|| read_u32(self.buffer.as_ref(), self.key_offset()))
     }
 
     /// The sequence number (RFC 2890 section 2.2), when present.
     #[inline]
     pub fn seq_number(&self) -> Option<u32> {
-        self.seq_present()
-            .then(|| read_u32(self.buffer.as_ref(), self.seq_offset()))
+        self.seq_present().then(|| read_u32(self.buffer.as_ref(), self.seq_offset()))
     }
 
     #[inline]
@@ -202,11 +197,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> GrePacket<T> {
     #[inline]
     pub fn set_checksum(&mut self, value: u16) {
         if self.checksum_present() {
-            write_u32(
-                self.buffer.as_mut(),
-                BASE_HEADER_LEN,
-                u32::from(value) << 16,
-            );
+            write_u32(self.buffer.as_mut(), BASE_HEADER_LEN, u32::from(value) << 16);
         }
     }
 
@@ -297,11 +288,7 @@ impl GreRepr {
         }
         let word = if self.checksum { flag::C } else { 0 }
             | if self.key.is_some() { flag::K } else { 0 }
-            | if self.seq_number.is_some() {
-                flag::S
-            } else {
-                0
-            };
+            | if self.seq_number.is_some() { flag::S } else { 0 };
         packet.set_flags_version(word);
         packet.set_protocol_type(self.protocol_type);
         if let Some(key) = self.key {
@@ -320,14 +307,12 @@ mod tests {
     use super::*;
 
     /// GRE with key 0x2a carrying an IPv4 header (first bytes).
-    const WITH_KEY: [u8; 12] = [
-        0x20, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x2a, 0x45, 0x00, 0x00, 0x14,
-    ];
+    const WITH_KEY: [u8; 12] = [0x20, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x2a, 0x45, 0x00, 0x00, 0x14];
 
     /// GRE with checksum, key 1, sequence 7, carrying 4 bytes of IPv6.
     const ALL: [u8; 20] = [
-        0xb0, 0x00, 0x86, 0xdd, 0x69, 0x19, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
-        0x07, 0x60, 0x00, 0x00, 0x00,
+        0xb0, 0x00, 0x86, 0xdd, 0x69, 0x19, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x07, 0x60, 0x00,
+        0x00, 0x00,
     ];
 
     #[test]
@@ -341,19 +326,10 @@ mod tests {
         assert_eq!(p.protocol_type(), EtherType::IPV4);
         assert_eq!(p.payload(), &[0x45, 0, 0, 0x14]);
         let repr = GreRepr::parse(&p, ChecksumMode::Verify).unwrap();
-        assert_eq!(
-            repr,
-            GreRepr {
-                protocol_type: EtherType::IPV4,
-                checksum: false,
-                key: Some(42),
-                seq_number: None
-            }
-        );
+        assert_eq!(repr, GreRepr { protocol_type: EtherType::IPV4, checksum: false, key: Some(42), seq_number: None });
         let mut buf = [0xffu8; 12];
         buf[8..].copy_from_slice(&WITH_KEY[8..]);
-        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, WITH_KEY);
     }
 
@@ -361,45 +337,28 @@ mod tests {
     fn parse_with_everything() {
         let p = GrePacket::new_checked(&ALL[..]).unwrap();
         assert_eq!(p.header_len(), 16);
-        assert_eq!(
-            (p.checksum(), p.key(), p.seq_number()),
-            (Some(0x6919), Some(1), Some(7))
-        );
+        assert_eq!((p.checksum(), p.key(), p.seq_number()), (Some(0x6919), Some(1), Some(7)));
         assert!(p.verify_checksum());
         let repr = GreRepr::parse(&p, ChecksumMode::Verify).unwrap();
         let mut buf = [0u8; 20];
         buf[16..].copy_from_slice(&ALL[16..]);
-        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, ALL);
         let mut bad = ALL;
         bad[19] = 1;
-        assert_eq!(
-            GreRepr::parse(&GrePacket::new_unchecked(&bad[..]), ChecksumMode::Verify),
-            Err(Error::BadChecksum)
-        );
+        assert_eq!(GreRepr::parse(&GrePacket::new_unchecked(&bad[..]), ChecksumMode::Verify), Err(Error::BadChecksum));
     }
 
     #[test]
     fn check_len_cases() {
-        assert_eq!(
-            GrePacket::new_checked(&WITH_KEY[..3]),
-            Err(Error::Truncated)
-        );
-        assert_eq!(
-            GrePacket::new_checked(&WITH_KEY[..7]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(GrePacket::new_checked(&WITH_KEY[..3]), Err(Error::Truncated));
+        assert_eq!(GrePacket::new_checked(&WITH_KEY[..7]), Err(Error::Truncated));
         assert_eq!(GrePacket::new_checked(&ALL[..15]), Err(Error::Truncated));
         // Routing present (bit 1), strict source route (bit 4), recursion (bit 5).
         for bits in [0x40u8, 0x08, 0x04] {
             let mut b = WITH_KEY;
             b[0] |= bits;
-            assert_eq!(
-                GrePacket::new_checked(&b[..]),
-                Err(Error::Malformed),
-                "{bits:#x}"
-            );
+            assert_eq!(GrePacket::new_checked(&b[..]), Err(Error::Malformed), "{bits:#x}");
         }
         // Version 1 (PPTP).
         let mut b = WITH_KEY;
@@ -416,16 +375,10 @@ mod tests {
 
     #[test]
     fn minimal_header_and_setters() {
-        let repr = GreRepr {
-            protocol_type: PROTOCOL_TEB,
-            checksum: false,
-            key: None,
-            seq_number: None,
-        };
+        let repr = GreRepr { protocol_type: PROTOCOL_TEB, checksum: false, key: None, seq_number: None };
         assert_eq!(repr.buffer_len(), 4);
         let mut buf = [0xffu8; 4];
-        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, [0, 0, 0x65, 0x58]);
         // Setters of absent fields do nothing.
         let mut p = GrePacket::new_unchecked(&mut buf[..]);
@@ -434,13 +387,7 @@ mod tests {
         p.set_checksum(3);
         assert_eq!(buf, [0, 0, 0x65, 0x58]);
         let mut short = [0u8; 7];
-        let keyed = GreRepr {
-            key: Some(1),
-            ..repr
-        };
-        assert_eq!(
-            keyed.emit(&mut GrePacket::new_unchecked(&mut short[..])),
-            Err(Error::Truncated)
-        );
+        let keyed = GreRepr { key: Some(1), ..repr };
+        assert_eq!(keyed.emit(&mut GrePacket::new_unchecked(&mut short[..])), Err(Error::Truncated));
     }
 }

@@ -296,35 +296,20 @@ impl<'a> Icmpv4Repr<'a> {
         if checksum.verify() && !packet.verify_checksum() {
             return Err(Error::BadChecksum);
         }
-        let data = packet
-            .buffer
-            .as_ref()
-            .get(field::DATA..)
-            .ok_or(Error::Truncated)?;
+        let data = packet.buffer.as_ref().get(field::DATA..).ok_or(Error::Truncated)?;
         let code = packet.msg_code();
         Ok(match (packet.msg_type(), code) {
-            (Icmpv4Type::ECHO_REQUEST, 0) => Icmpv4Repr::EchoRequest {
-                ident: packet.echo_ident(),
-                seq_no: packet.echo_seq_no(),
-                data,
-            },
-            (Icmpv4Type::ECHO_REPLY, 0) => Icmpv4Repr::EchoReply {
-                ident: packet.echo_ident(),
-                seq_no: packet.echo_seq_no(),
-                data,
-            },
-            (Icmpv4Type::DST_UNREACHABLE, _) => Icmpv4Repr::DstUnreachable {
-                code,
-                next_hop_mtu: packet.next_hop_mtu(),
-                data,
-            },
+            (Icmpv4Type::ECHO_REQUEST, 0) => {
+                Icmpv4Repr::EchoRequest { ident: packet.echo_ident(), seq_no: packet.echo_seq_no(), data }
+            }
+            (Icmpv4Type::ECHO_REPLY, 0) => {
+                Icmpv4Repr::EchoReply { ident: packet.echo_ident(), seq_no: packet.echo_seq_no(), data }
+            }
+            (Icmpv4Type::DST_UNREACHABLE, _) => {
+                Icmpv4Repr::DstUnreachable { code, next_hop_mtu: packet.next_hop_mtu(), data }
+            }
             (Icmpv4Type::TIME_EXCEEDED, _) => Icmpv4Repr::TimeExceeded { code, data },
-            (msg_type, _) => Icmpv4Repr::Other {
-                msg_type,
-                code,
-                rest_of_header: packet.rest_of_header(),
-                data,
-            },
+            (msg_type, _) => Icmpv4Repr::Other { msg_type, code, rest_of_header: packet.rest_of_header(), data },
         })
     }
 
@@ -355,26 +340,17 @@ impl<'a> Icmpv4Repr<'a> {
         };
         dst.copy_from_slice(data);
         let (msg_type, code, rest) = match *self {
-            Icmpv4Repr::EchoRequest { ident, seq_no, .. } => (
-                Icmpv4Type::ECHO_REQUEST,
-                0,
-                (u32::from(ident) << 16) | u32::from(seq_no),
-            ),
-            Icmpv4Repr::EchoReply { ident, seq_no, .. } => (
-                Icmpv4Type::ECHO_REPLY,
-                0,
-                (u32::from(ident) << 16) | u32::from(seq_no),
-            ),
-            Icmpv4Repr::DstUnreachable {
-                code, next_hop_mtu, ..
-            } => (Icmpv4Type::DST_UNREACHABLE, code, u32::from(next_hop_mtu)),
+            Icmpv4Repr::EchoRequest { ident, seq_no, .. } => {
+                (Icmpv4Type::ECHO_REQUEST, 0, (u32::from(ident) << 16) | u32::from(seq_no))
+            }
+            Icmpv4Repr::EchoReply { ident, seq_no, .. } => {
+                (Icmpv4Type::ECHO_REPLY, 0, (u32::from(ident) << 16) | u32::from(seq_no))
+            }
+            Icmpv4Repr::DstUnreachable { code, next_hop_mtu, .. } => {
+                (Icmpv4Type::DST_UNREACHABLE, code, u32::from(next_hop_mtu))
+            }
             Icmpv4Repr::TimeExceeded { code, .. } => (Icmpv4Type::TIME_EXCEEDED, code, 0),
-            Icmpv4Repr::Other {
-                msg_type,
-                code,
-                rest_of_header,
-                ..
-            } => (msg_type, code, rest_of_header),
+            Icmpv4Repr::Other { msg_type, code, rest_of_header, .. } => (msg_type, code, rest_of_header),
         };
         packet.set_msg_type(msg_type);
         packet.set_msg_code(code);
@@ -389,17 +365,14 @@ mod tests {
     use super::*;
 
     /// Echo request ident 0x1234 seq 1, data "abcdefgh".
-    const ECHO: [u8; 16] = [
-        0x08, 0x00, 0x54, 0x35, 0x12, 0x34, 0x00, 0x01, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67,
-        0x68,
-    ];
+    const ECHO: [u8; 16] =
+        [0x08, 0x00, 0x54, 0x35, 0x12, 0x34, 0x00, 0x01, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68];
 
     /// Fragmentation needed (MTU 1400) quoting a UDP datagram's IP header
     /// and first 8 bytes.
     const FRAG_NEEDED: [u8; 36] = [
-        0x03, 0x04, 0xbb, 0xd0, 0x00, 0x00, 0x05, 0x78, 0x45, 0x00, 0x05, 0xdc, 0x00, 0x01, 0x40,
-        0x00, 0x3f, 0x11, 0x12, 0x34, 0x0a, 0x00, 0x00, 0x01, 0xcb, 0x00, 0x71, 0x09, 0x13, 0x88,
-        0x00, 0x35, 0x05, 0xc8, 0x00, 0x00,
+        0x03, 0x04, 0xbb, 0xd0, 0x00, 0x00, 0x05, 0x78, 0x45, 0x00, 0x05, 0xdc, 0x00, 0x01, 0x40, 0x00, 0x3f, 0x11,
+        0x12, 0x34, 0x0a, 0x00, 0x00, 0x01, 0xcb, 0x00, 0x71, 0x09, 0x13, 0x88, 0x00, 0x35, 0x05, 0xc8, 0x00, 0x00,
     ];
 
     #[test]
@@ -410,31 +383,19 @@ mod tests {
         assert_eq!((p.echo_ident(), p.echo_seq_no()), (0x1234, 1));
         assert_eq!(
             Icmpv4Repr::parse(&p, ChecksumMode::Verify),
-            Ok(Icmpv4Repr::EchoRequest {
-                ident: 0x1234,
-                seq_no: 1,
-                data: b"abcdefgh"
-            })
+            Ok(Icmpv4Repr::EchoRequest { ident: 0x1234, seq_no: 1, data: b"abcdefgh" })
         );
     }
 
     #[test]
     fn emit_echo() {
-        let repr = Icmpv4Repr::EchoRequest {
-            ident: 0x1234,
-            seq_no: 1,
-            data: b"abcdefgh",
-        };
+        let repr = Icmpv4Repr::EchoRequest { ident: 0x1234, seq_no: 1, data: b"abcdefgh" };
         assert_eq!(repr.buffer_len(), 16);
         let mut buf = [0u8; 16];
-        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, ECHO);
         let mut short = [0u8; 15];
-        assert_eq!(
-            repr.emit(&mut Icmpv4Packet::new_unchecked(&mut short[..])),
-            Err(Error::Truncated)
-        );
+        assert_eq!(repr.emit(&mut Icmpv4Packet::new_unchecked(&mut short[..])), Err(Error::Truncated));
     }
 
     #[test]
@@ -453,8 +414,7 @@ mod tests {
             }
         );
         let mut buf = [0u8; 36];
-        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, FRAG_NEEDED);
     }
 
@@ -463,10 +423,7 @@ mod tests {
         let mut b = ECHO;
         b[9] ^= 0x20;
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(
-            Icmpv4Repr::parse(&p, ChecksumMode::Verify),
-            Err(Error::BadChecksum)
-        );
+        assert_eq!(Icmpv4Repr::parse(&p, ChecksumMode::Verify), Err(Error::BadChecksum));
         assert!(Icmpv4Repr::parse(&p, ChecksumMode::Ignore).is_ok());
         assert_eq!(Icmpv4Packet::new_checked(&ECHO[..7]), Err(Error::Truncated));
     }
@@ -480,30 +437,22 @@ mod tests {
             rest_of_header: u32::from(core::net::Ipv4Addr::new(10, 0, 0, 1)),
             data: &[1, 2, 3, 4],
         };
-        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..])).unwrap();
         let p = Icmpv4Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&p, ChecksumMode::Verify), Ok(repr));
         // An echo with a non-zero code is not an echo.
         let mut b = ECHO;
         b[1] = 1;
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
-        assert!(matches!(
-            Icmpv4Repr::parse(&p, ChecksumMode::Ignore),
-            Ok(Icmpv4Repr::Other { code: 1, .. })
-        ));
+        assert!(matches!(Icmpv4Repr::parse(&p, ChecksumMode::Ignore), Ok(Icmpv4Repr::Other { code: 1, .. })));
     }
 
     #[test]
     fn time_exceeded_round_trip() {
         let quote = &FRAG_NEEDED[8..];
-        let repr = Icmpv4Repr::TimeExceeded {
-            code: time_exceeded::TTL_EXCEEDED,
-            data: quote,
-        };
+        let repr = Icmpv4Repr::TimeExceeded { code: time_exceeded::TTL_EXCEEDED, data: quote };
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf[..8], [11, 0, buf[2], buf[3], 0, 0, 0, 0]);
         let p = Icmpv4Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(Icmpv4Repr::parse(&p, ChecksumMode::Verify), Ok(repr));

@@ -350,40 +350,20 @@ impl<'a> Icmpv6Repr<'a> {
         if msg_type.is_ndisc() {
             return NdiscRepr::parse(packet).map(Icmpv6Repr::Ndisc);
         }
-        let data = packet
-            .buffer
-            .as_ref()
-            .get(field::DATA..)
-            .ok_or(Error::Truncated)?;
+        let data = packet.buffer.as_ref().get(field::DATA..).ok_or(Error::Truncated)?;
         let code = packet.msg_code();
         Ok(match (msg_type, code) {
-            (Icmpv6Type::ECHO_REQUEST, 0) => Icmpv6Repr::EchoRequest {
-                ident: packet.echo_ident(),
-                seq_no: packet.echo_seq_no(),
-                data,
-            },
-            (Icmpv6Type::ECHO_REPLY, 0) => Icmpv6Repr::EchoReply {
-                ident: packet.echo_ident(),
-                seq_no: packet.echo_seq_no(),
-                data,
-            },
+            (Icmpv6Type::ECHO_REQUEST, 0) => {
+                Icmpv6Repr::EchoRequest { ident: packet.echo_ident(), seq_no: packet.echo_seq_no(), data }
+            }
+            (Icmpv6Type::ECHO_REPLY, 0) => {
+                Icmpv6Repr::EchoReply { ident: packet.echo_ident(), seq_no: packet.echo_seq_no(), data }
+            }
             (Icmpv6Type::DST_UNREACHABLE, _) => Icmpv6Repr::DstUnreachable { code, data },
-            (Icmpv6Type::PACKET_TOO_BIG, _) => Icmpv6Repr::PacketTooBig {
-                mtu: packet.mtu(),
-                data,
-            },
+            (Icmpv6Type::PACKET_TOO_BIG, _) => Icmpv6Repr::PacketTooBig { mtu: packet.mtu(), data },
             (Icmpv6Type::TIME_EXCEEDED, _) => Icmpv6Repr::TimeExceeded { code, data },
-            (Icmpv6Type::PARAM_PROBLEM, _) => Icmpv6Repr::ParamProblem {
-                code,
-                pointer: packet.pointer(),
-                data,
-            },
-            _ => Icmpv6Repr::Other {
-                msg_type,
-                code,
-                rest_of_header: packet.rest_of_header(),
-                data,
-            },
+            (Icmpv6Type::PARAM_PROBLEM, _) => Icmpv6Repr::ParamProblem { code, pointer: packet.pointer(), data },
+            _ => Icmpv6Repr::Other { msg_type, code, rest_of_header: packet.rest_of_header(), data },
         })
     }
 
@@ -420,38 +400,15 @@ impl<'a> Icmpv6Repr<'a> {
                 packet.fill_checksum(src, dst);
                 return Ok(());
             }
-            Icmpv6Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => (Icmpv6Type::ECHO_REQUEST, 0, echo(ident, seq_no), data),
-            Icmpv6Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => (Icmpv6Type::ECHO_REPLY, 0, echo(ident, seq_no), data),
-            Icmpv6Repr::DstUnreachable { code, data } => {
-                (Icmpv6Type::DST_UNREACHABLE, code, 0, data)
-            }
+            Icmpv6Repr::EchoRequest { ident, seq_no, data } => (Icmpv6Type::ECHO_REQUEST, 0, echo(ident, seq_no), data),
+            Icmpv6Repr::EchoReply { ident, seq_no, data } => (Icmpv6Type::ECHO_REPLY, 0, echo(ident, seq_no), data),
+            Icmpv6Repr::DstUnreachable { code, data } => (Icmpv6Type::DST_UNREACHABLE, code, 0, data),
             Icmpv6Repr::PacketTooBig { mtu, data } => (Icmpv6Type::PACKET_TOO_BIG, 0, mtu, data),
             Icmpv6Repr::TimeExceeded { code, data } => (Icmpv6Type::TIME_EXCEEDED, code, 0, data),
-            Icmpv6Repr::ParamProblem {
-                code,
-                pointer,
-                data,
-            } => (Icmpv6Type::PARAM_PROBLEM, code, pointer, data),
-            Icmpv6Repr::Other {
-                msg_type,
-                code,
-                rest_of_header,
-                data,
-            } => (msg_type, code, rest_of_header, data),
+            Icmpv6Repr::ParamProblem { code, pointer, data } => (Icmpv6Type::PARAM_PROBLEM, code, pointer, data),
+            Icmpv6Repr::Other { msg_type, code, rest_of_header, data } => (msg_type, code, rest_of_header, data),
         };
-        let Some(dst_data) = packet
-            .buffer
-            .as_mut()
-            .get_mut(field::DATA..HEADER_LEN + data.len())
-        else {
+        let Some(dst_data) = packet.buffer.as_mut().get_mut(field::DATA..HEADER_LEN + data.len()) else {
             return Err(Error::Truncated);
         };
         dst_data.copy_from_slice(data);
@@ -472,17 +429,15 @@ mod tests {
     }
 
     /// Echo request ident 0x77 seq 3 "ping", 2001:db8::1 -> 2001:db8::2.
-    const ECHO: [u8; 12] = [
-        0x80, 0x00, 0x44, 0xf9, 0x00, 0x77, 0x00, 0x03, 0x70, 0x69, 0x6e, 0x67,
-    ];
+    const ECHO: [u8; 12] = [0x80, 0x00, 0x44, 0xf9, 0x00, 0x77, 0x00, 0x03, 0x70, 0x69, 0x6e, 0x67];
 
     /// Packet too big (MTU 1280) from 2001:db8::fe to 2001:db8::1 quoting a
     /// UDP packet's header and 8 bytes.
     const PTB: [u8; 56] = [
-        0x02, 0x00, 0x27, 0xf2, 0x00, 0x00, 0x05, 0x00, 0x60, 0x00, 0x00, 0x00, 0x05, 0x78, 0x11,
-        0x3f, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x09, 0x9c, 0x40, 0x00, 0x35, 0x05, 0x78, 0x00, 0x00,
+        0x02, 0x00, 0x27, 0xf2, 0x00, 0x00, 0x05, 0x00, 0x60, 0x00, 0x00, 0x00, 0x05, 0x78, 0x11, 0x3f, 0x20, 0x01,
+        0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8,
+        0x00, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x09, 0x9c, 0x40, 0x00, 0x35, 0x05, 0x78,
+        0x00, 0x00,
     ];
 
     #[test]
@@ -492,17 +447,9 @@ mod tests {
         assert!(p.verify_checksum(src, dst));
         assert!(!p.verify_checksum(dst, a("2001:db8::3")));
         let repr = Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify).unwrap();
-        assert_eq!(
-            repr,
-            Icmpv6Repr::EchoRequest {
-                ident: 0x77,
-                seq_no: 3,
-                data: b"ping"
-            }
-        );
+        assert_eq!(repr, Icmpv6Repr::EchoRequest { ident: 0x77, seq_no: 3, data: b"ping" });
         let mut buf = [0u8; 12];
-        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst)
-            .unwrap();
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst).unwrap();
         assert_eq!(buf, ECHO);
     }
 
@@ -513,16 +460,9 @@ mod tests {
         assert!(p.msg_type().is_error());
         assert_eq!(p.mtu(), 1280);
         let repr = Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify).unwrap();
-        assert_eq!(
-            repr,
-            Icmpv6Repr::PacketTooBig {
-                mtu: 1280,
-                data: &PTB[8..]
-            }
-        );
+        assert_eq!(repr, Icmpv6Repr::PacketTooBig { mtu: 1280, data: &PTB[8..] });
         let mut buf = [0u8; 56];
-        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst)
-            .unwrap();
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst).unwrap();
         assert_eq!(buf, PTB);
     }
 
@@ -530,34 +470,15 @@ mod tests {
     fn errors_round_trip() {
         let (src, dst) = (a("fe80::1"), a("fe80::2"));
         for repr in [
-            Icmpv6Repr::DstUnreachable {
-                code: dst_unreachable::ADMIN_PROHIBITED,
-                data: &[1, 2, 3],
-            },
-            Icmpv6Repr::TimeExceeded {
-                code: time_exceeded::HOP_LIMIT_EXCEEDED,
-                data: &[],
-            },
-            Icmpv6Repr::ParamProblem {
-                code: param_problem::UNRECOGNIZED_NEXT_HEADER,
-                pointer: 6,
-                data: &[9; 40],
-            },
-            Icmpv6Repr::Other {
-                msg_type: Icmpv6Type::MLD_QUERY,
-                code: 0,
-                rest_of_header: 0x1000_0000,
-                data: &[0; 16],
-            },
+            Icmpv6Repr::DstUnreachable { code: dst_unreachable::ADMIN_PROHIBITED, data: &[1, 2, 3] },
+            Icmpv6Repr::TimeExceeded { code: time_exceeded::HOP_LIMIT_EXCEEDED, data: &[] },
+            Icmpv6Repr::ParamProblem { code: param_problem::UNRECOGNIZED_NEXT_HEADER, pointer: 6, data: &[9; 40] },
+            Icmpv6Repr::Other { msg_type: Icmpv6Type::MLD_QUERY, code: 0, rest_of_header: 0x1000_0000, data: &[0; 16] },
         ] {
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst)
-                .unwrap();
+            repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst).unwrap();
             let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
-            assert_eq!(
-                Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify),
-                Ok(repr)
-            );
+            assert_eq!(Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify), Ok(repr));
         }
     }
 
@@ -572,21 +493,11 @@ mod tests {
         let mut b = ECHO;
         b[8] = b'P';
         let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(
-            Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify),
-            Err(Error::BadChecksum)
-        );
+        assert_eq!(Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify), Err(Error::BadChecksum));
         assert!(Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Ignore).is_ok());
-        let repr = Icmpv6Repr::EchoReply {
-            ident: 1,
-            seq_no: 2,
-            data: &[0; 10],
-        };
+        let repr = Icmpv6Repr::EchoReply { ident: 1, seq_no: 2, data: &[0; 10] };
         let mut short = [0u8; 17];
-        assert_eq!(
-            repr.emit(&mut Icmpv6Packet::new_unchecked(&mut short[..]), src, dst),
-            Err(Error::Truncated)
-        );
+        assert_eq!(repr.emit(&mut Icmpv6Packet::new_unchecked(&mut short[..]), src, dst), Err(Error::Truncated));
         assert_eq!(MAX_ERROR_QUOTE, 1232);
     }
 }

@@ -414,10 +414,7 @@ impl Ipv4Repr {
     /// reserved flag is set (RFC 791: "must be zero");
     /// [`Error::BadChecksum`] if `checksum` is `Verify` and the header
     /// checksum fails.
-    pub fn parse<T: AsRef<[u8]>>(
-        packet: &Ipv4Packet<T>,
-        checksum: ChecksumMode,
-    ) -> Result<Ipv4Repr> {
+    pub fn parse<T: AsRef<[u8]>>(packet: &Ipv4Packet<T>, checksum: ChecksumMode) -> Result<Ipv4Repr> {
         packet.check_len()?;
         if packet.version() != 4 || packet.reserved_flag() {
             return Err(Error::Malformed);
@@ -454,11 +451,7 @@ impl Ipv4Repr {
             return Err(Error::Truncated);
         }
         let total = usize::from(self.payload_len) + HEADER_LEN;
-        if total > usize::from(u16::MAX)
-            || self.dscp > 63
-            || self.ecn > 3
-            || !self.frag_offset.is_multiple_of(8)
-        {
+        if total > usize::from(u16::MAX) || self.dscp > 63 || self.ecn > 3 || !self.frag_offset.is_multiple_of(8) {
             return Err(Error::Malformed);
         }
         packet.set_version(4);
@@ -487,16 +480,15 @@ mod tests {
 
     /// ICMP echo request 192.168.1.10 -> 8.8.8.8, DF, TTL 64.
     const ECHO: [u8; 36] = [
-        0x45, 0x00, 0x00, 0x24, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x01, 0x4c, 0xd1, 0xc0, 0xa8, 0x01,
-        0x0a, 0x08, 0x08, 0x08, 0x08, 0x08, 0x00, 0x54, 0x35, 0x12, 0x34, 0x00, 0x01, 0x61, 0x62,
-        0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
+        0x45, 0x00, 0x00, 0x24, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x01, 0x4c, 0xd1, 0xc0, 0xa8, 0x01, 0x0a, 0x08, 0x08,
+        0x08, 0x08, 0x08, 0x00, 0x54, 0x35, 0x12, 0x34, 0x00, 0x01, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68,
     ];
 
     /// UDP 10.0.0.1 -> 10.0.0.2 with a record-route option (IHL 7), TTL 1.
     const WITH_OPTIONS: [u8; 38] = [
-        0x47, 0x00, 0x00, 0x26, 0x00, 0x01, 0x00, 0x00, 0x01, 0x11, 0x98, 0xbd, 0x0a, 0x00, 0x00,
-        0x01, 0x0a, 0x00, 0x00, 0x02, 0x07, 0x07, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x14, 0xe9,
-        0x00, 0x35, 0x00, 0x0a, 0x6e, 0x50, 0x68, 0x69,
+        0x47, 0x00, 0x00, 0x26, 0x00, 0x01, 0x00, 0x00, 0x01, 0x11, 0x98, 0xbd, 0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00,
+        0x00, 0x02, 0x07, 0x07, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x14, 0xe9, 0x00, 0x35, 0x00, 0x0a, 0x6e, 0x50,
+        0x68, 0x69,
     ];
 
     fn echo_repr() -> Ipv4Repr {
@@ -536,9 +528,7 @@ mod tests {
     fn emit_echo_header() {
         let mut buf = ECHO;
         buf[..20].fill(0);
-        echo_repr()
-            .emit(&mut Ipv4Packet::new_unchecked(&mut buf[..]))
-            .unwrap();
+        echo_repr().emit(&mut Ipv4Packet::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, ECHO);
     }
 
@@ -581,36 +571,24 @@ mod tests {
         b[3] = 37;
         assert_eq!(Ipv4Packet::new_checked(&b[..]), Err(Error::Truncated));
         // Options announced, header in the buffer, total length too short.
-        assert_eq!(
-            Ipv4Packet::new_checked(&WITH_OPTIONS[..27]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(Ipv4Packet::new_checked(&WITH_OPTIONS[..27]), Err(Error::Truncated));
     }
 
     #[test]
     fn repr_rejects() {
         let mut b = ECHO;
         b[0] = 0x65;
-        assert_eq!(
-            Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&b[..]), ChecksumMode::Ignore),
-            Err(Error::Malformed)
-        );
+        assert_eq!(Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&b[..]), ChecksumMode::Ignore), Err(Error::Malformed));
         let mut b = ECHO;
         b[11] ^= 1;
         let p = Ipv4Packet::new_unchecked(&b[..]);
-        assert_eq!(
-            Ipv4Repr::parse(&p, ChecksumMode::Verify),
-            Err(Error::BadChecksum)
-        );
+        assert_eq!(Ipv4Repr::parse(&p, ChecksumMode::Verify), Err(Error::BadChecksum));
         assert!(Ipv4Repr::parse(&p, ChecksumMode::Ignore).is_ok());
         // Reserved flag.
         let mut p = Ipv4Packet::new_unchecked(ECHO);
         p.set_flags_frag_word(0x8000);
         p.fill_checksum();
-        assert_eq!(
-            Ipv4Repr::parse(&p, ChecksumMode::Verify),
-            Err(Error::Malformed)
-        );
+        assert_eq!(Ipv4Repr::parse(&p, ChecksumMode::Verify), Err(Error::Malformed));
     }
 
     #[test]
@@ -618,30 +596,15 @@ mod tests {
         let mut buf = [0u8; 20];
         let mut p = Ipv4Packet::new_unchecked(&mut buf[..]);
         for bad in [
-            Ipv4Repr {
-                payload_len: 65516,
-                ..echo_repr()
-            },
-            Ipv4Repr {
-                dscp: 64,
-                ..echo_repr()
-            },
-            Ipv4Repr {
-                ecn: 4,
-                ..echo_repr()
-            },
-            Ipv4Repr {
-                frag_offset: 12,
-                ..echo_repr()
-            },
+            Ipv4Repr { payload_len: 65516, ..echo_repr() },
+            Ipv4Repr { dscp: 64, ..echo_repr() },
+            Ipv4Repr { ecn: 4, ..echo_repr() },
+            Ipv4Repr { frag_offset: 12, ..echo_repr() },
         ] {
             assert_eq!(bad.emit(&mut p), Err(Error::Malformed));
         }
         let mut short = [0u8; 19];
-        assert_eq!(
-            echo_repr().emit(&mut Ipv4Packet::new_unchecked(&mut short[..])),
-            Err(Error::Truncated)
-        );
+        assert_eq!(echo_repr().emit(&mut Ipv4Packet::new_unchecked(&mut short[..])), Err(Error::Truncated));
     }
 
     #[test]

@@ -169,22 +169,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn set_traffic_class(&mut self, value: u8) {
         let w = read_u16(self.buffer.as_ref(), field::VER_TC_FLOW) & 0xf00f;
-        write_u16(
-            self.buffer.as_mut(),
-            field::VER_TC_FLOW,
-            w | (u16::from(value) << 4),
-        );
+        write_u16(self.buffer.as_mut(), field::VER_TC_FLOW, w | (u16::from(value) << 4));
     }
 
     /// Sets the flow label (the low 20 bits of `value`).
     #[inline]
     pub fn set_flow_label(&mut self, value: u32) {
         let w = read_u32(self.buffer.as_ref(), field::VER_TC_FLOW) & 0xfff0_0000;
-        write_u32(
-            self.buffer.as_mut(),
-            field::VER_TC_FLOW,
-            w | (value & 0x000f_ffff),
-        );
+        write_u32(self.buffer.as_mut(), field::VER_TC_FLOW, w | (value & 0x000f_ffff));
     }
 
     #[inline]
@@ -215,14 +207,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
 
     #[inline]
     pub fn set_src_addr(&mut self, value: Ipv6Addr) {
-        self.buffer.as_mut()[field::SRC_ADDR..field::SRC_ADDR + 16]
-            .copy_from_slice(&value.octets());
+        self.buffer.as_mut()[field::SRC_ADDR..field::SRC_ADDR + 16].copy_from_slice(&value.octets());
     }
 
     #[inline]
     pub fn set_dst_addr(&mut self, value: Ipv6Addr) {
-        self.buffer.as_mut()[field::DST_ADDR..field::DST_ADDR + 16]
-            .copy_from_slice(&value.octets());
+        self.buffer.as_mut()[field::DST_ADDR..field::DST_ADDR + 16].copy_from_slice(&value.octets());
     }
 
     #[inline]
@@ -307,10 +297,9 @@ mod tests {
 
     /// UDP 2001:db8::1.40000 -> 2001:db8::2.53, "query".
     const UDP6: [u8; 53] = [
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x0d, 0x11, 0x40, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x9c, 0x40, 0x00, 0x35, 0x00,
-        0x0d, 0xb8, 0x01, 0x71, 0x75, 0x65, 0x72, 0x79,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x0d, 0x11, 0x40, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x02, 0x9c, 0x40, 0x00, 0x35, 0x00, 0x0d, 0xb8, 0x01, 0x71, 0x75, 0x65, 0x72, 0x79,
     ];
 
     fn repr() -> Ipv6Repr {
@@ -343,9 +332,7 @@ mod tests {
     fn emit_udp6_header() {
         let mut buf = UDP6;
         buf[..40].fill(0xee);
-        repr()
-            .emit(&mut Ipv6Packet::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr().emit(&mut Ipv6Packet::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, UDP6);
     }
 
@@ -361,10 +348,7 @@ mod tests {
         assert_eq!(p.flow_label(), 0x12345);
         p.set_flow_label(0xfff_ffff);
         assert_eq!(p.traffic_class(), 0xb9);
-        let r = Ipv6Repr {
-            flow_label: 1 << 20,
-            ..repr()
-        };
+        let r = Ipv6Repr { flow_label: 1 << 20, ..repr() };
         assert_eq!(r.emit(&mut p), Err(Error::Malformed));
     }
 
@@ -374,23 +358,14 @@ mod tests {
         assert_eq!(Ipv6Packet::new_checked(&UDP6[..52]), Err(Error::Truncated));
         let mut padded = UDP6.to_vec();
         padded.push(0);
-        assert_eq!(
-            Ipv6Packet::new_checked(&padded[..])
-                .unwrap()
-                .payload()
-                .len(),
-            13
-        );
+        assert_eq!(Ipv6Packet::new_checked(&padded[..]).unwrap().payload().len(), 13);
     }
 
     #[test]
     fn version_checked_by_repr() {
         let mut b = UDP6;
         b[0] = 0x40;
-        assert_eq!(
-            Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&b[..])),
-            Err(Error::Malformed)
-        );
+        assert_eq!(Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&b[..])), Err(Error::Malformed));
     }
 
     #[test]

@@ -312,10 +312,7 @@ impl<'a> Iterator for Ipv6Options<'a> {
             (1, _) => Ipv6Option::PadN(len),
             (5, &[a, b]) => Ipv6Option::RouterAlert(u16::from_be_bytes([a, b])),
             (0xc2, &[a, b, c, d]) => Ipv6Option::Jumbo(u32::from_be_bytes([a, b, c, d])),
-            _ => Ipv6Option::Unknown {
-                option_type,
-                data: value,
-            },
+            _ => Ipv6Option::Unknown { option_type, data: value },
         }))
     }
 }
@@ -439,20 +436,13 @@ impl Ipv6FragmentRepr {
 
     /// Writes the header; [`Error::Malformed`] if the offset is not a
     /// multiple of 8.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        header: &mut Ipv6FragmentHeader<T>,
-    ) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, header: &mut Ipv6FragmentHeader<T>) -> Result<()> {
         header.check_len()?;
         if !self.frag_offset.is_multiple_of(8) {
             return Err(Error::Malformed);
         }
         header.set_next_header(self.next_header);
-        write_u16(
-            header.buffer.as_mut(),
-            2,
-            self.frag_offset | u16::from(self.more_frags),
-        );
+        write_u16(header.buffer.as_mut(), 2, self.frag_offset | u16::from(self.more_frags));
         header.set_ident(self.ident);
         Ok(())
     }
@@ -538,11 +528,10 @@ mod tests {
     /// UDP to ff02::16 with hop-by-hop (router alert) + fragment (offset 0, M)
     /// headers.
     const HBH_FRAG: [u8; 72] = [
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x16, 0x2c, 0x00, 0x05, 0x02, 0x00,
-        0x00, 0x01, 0x00, 0x11, 0x00, 0x00, 0x01, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x00, 0x02,
-        0x00, 0x10, 0xf1, 0x16, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x16, 0x2c, 0x00, 0x05, 0x02, 0x00, 0x00, 0x01, 0x00, 0x11, 0x00, 0x00, 0x01, 0xde, 0xad,
+        0xbe, 0xef, 0x00, 0x01, 0x00, 0x02, 0x00, 0x10, 0xf1, 0x16, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78,
     ];
 
     #[test]
@@ -560,25 +549,16 @@ mod tests {
         let hbh = Ipv6ExtHeader::new_checked(&HBH_FRAG[40..]).unwrap();
         assert_eq!(hbh.header_len(), 8);
         let opts: Vec<_> = hbh.options().collect();
-        assert_eq!(
-            opts,
-            vec![Ok(Ipv6Option::RouterAlert(0)), Ok(Ipv6Option::PadN(0))]
-        );
+        assert_eq!(opts, vec![Ok(Ipv6Option::RouterAlert(0)), Ok(Ipv6Option::PadN(0))]);
 
         let frag = Ipv6FragmentHeader::new_checked(&HBH_FRAG[48..]).unwrap();
         let repr = Ipv6FragmentRepr::parse(&frag).unwrap();
         assert_eq!(
             repr,
-            Ipv6FragmentRepr {
-                next_header: IpProtocol::UDP,
-                frag_offset: 0,
-                more_frags: true,
-                ident: 0xdead_beef
-            }
+            Ipv6FragmentRepr { next_header: IpProtocol::UDP, frag_offset: 0, more_frags: true, ident: 0xdead_beef }
         );
         let mut buf = [0xffu8; 8];
-        repr.emit(&mut Ipv6FragmentHeader::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut Ipv6FragmentHeader::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, HBH_FRAG[48..56]);
     }
 
@@ -587,9 +567,7 @@ mod tests {
         let mut b = HBH_FRAG;
         // Offset 1480 bytes (185 units), M = 0.
         b[50..52].copy_from_slice(&(185u16 << 3).to_be_bytes());
-        let w = Ipv6Packet::new_unchecked(&b[..])
-            .walk_ext_headers()
-            .unwrap();
+        let w = Ipv6Packet::new_unchecked(&b[..]).walk_ext_headers().unwrap();
         assert!(w.later_fragment && !w.has_upper_header());
         assert_eq!(w.upper_protocol, IpProtocol::UDP);
         assert_eq!(w.upper_offset, 56);
@@ -636,10 +614,7 @@ mod tests {
         assert_eq!((w.upper_protocol, w.upper_offset), (IpProtocol::ESP, 8));
         assert!(!w.has_upper_header());
         let w = walk(IpProtocol::IPV6_NO_NEXT, &[]).unwrap();
-        assert_eq!(
-            (w.upper_protocol, w.upper_offset, w.header_count),
-            (IpProtocol::IPV6_NO_NEXT, 0, 0)
-        );
+        assert_eq!((w.upper_protocol, w.upper_offset, w.header_count), (IpProtocol::IPV6_NO_NEXT, 0, 0));
         assert!(!w.has_upper_header());
     }
 
@@ -647,27 +622,15 @@ mod tests {
     fn walk_errors() {
         // Truncated generic header, and one whose length runs past the data.
         assert_eq!(walk(IpProtocol::HOP_BY_HOP, &[17]), Err(Error::Truncated));
-        assert_eq!(
-            walk(IpProtocol::HOP_BY_HOP, &generic(17, 1)[..12]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(walk(IpProtocol::HOP_BY_HOP, &generic(17, 1)[..12]), Err(Error::Truncated));
         // Chain ends exactly at the end of the data with an ext header due.
-        assert_eq!(
-            walk(IpProtocol::HOP_BY_HOP, &generic(60, 0)),
-            Err(Error::Truncated)
-        );
+        assert_eq!(walk(IpProtocol::HOP_BY_HOP, &generic(60, 0)), Err(Error::Truncated));
         // Truncated fragment header.
-        assert_eq!(
-            walk(IpProtocol::IPV6_FRAG, &[17, 0, 0, 0]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(walk(IpProtocol::IPV6_FRAG, &[17, 0, 0, 0]), Err(Error::Truncated));
         // Hop-by-hop after another header.
         let mut data = generic(0, 0);
         data.extend_from_slice(&generic(17, 0));
-        assert_eq!(
-            walk(IpProtocol::IPV6_DEST_OPTS, &data),
-            Err(Error::Malformed)
-        );
+        assert_eq!(walk(IpProtocol::IPV6_DEST_OPTS, &data), Err(Error::Malformed));
         // AH too short, and AH not a multiple of 8 bytes (len 1 -> 12 bytes).
         let mut ah = vec![6u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         assert_eq!(walk(IpProtocol::AH, &ah), Err(Error::Malformed));
@@ -678,10 +641,7 @@ mod tests {
         for _ in 0..MAX_EXT_HEADERS {
             data.extend_from_slice(&generic(60, 0));
         }
-        assert_eq!(
-            walk(IpProtocol::IPV6_DEST_OPTS, &data),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(walk(IpProtocol::IPV6_DEST_OPTS, &data), Err(Error::Unsupported));
         // Exactly the bound is fine.
         let last = data.len() - 8;
         data[last] = 17;
@@ -700,10 +660,7 @@ mod tests {
                 Ok(Ipv6Option::Pad1),
                 Ok(Ipv6Option::PadN(2)),
                 Ok(Ipv6Option::Jumbo(65536)),
-                Ok(Ipv6Option::Unknown {
-                    option_type: 0x3e,
-                    data: &[9]
-                }),
+                Ok(Ipv6Option::Unknown { option_type: 0x3e, data: &[9] }),
                 Err(Error::Truncated),
             ]
         );

@@ -81,9 +81,7 @@ impl<'a> NdOption<'a> {
     /// Bytes this option takes on the wire (a multiple of 8).
     pub fn buffer_len(&self) -> usize {
         match self {
-            NdOption::SourceLinkLayerAddr(_)
-            | NdOption::TargetLinkLayerAddr(_)
-            | NdOption::Mtu(_) => 8,
+            NdOption::SourceLinkLayerAddr(_) | NdOption::TargetLinkLayerAddr(_) | NdOption::Mtu(_) => 8,
             NdOption::PrefixInformation(_) => 32,
             NdOption::RedirectedHeader(data) => (8 + data.len()).next_multiple_of(8),
             NdOption::Unknown { data, .. } => (2 + data.len()).next_multiple_of(8),
@@ -145,9 +143,7 @@ impl<'a> NdOption<'a> {
             if units != 1 {
                 return Err(Error::Malformed);
             }
-            get_array(option, 2)
-                .map(EthernetAddress)
-                .ok_or(Error::Truncated)
+            get_array(option, 2).map(EthernetAddress).ok_or(Error::Truncated)
         };
         Ok(match kind {
             option_type::SOURCE_LL_ADDR => NdOption::SourceLinkLayerAddr(lladdr()?),
@@ -162,35 +158,20 @@ impl<'a> NdOption<'a> {
                     prefix_len: option.get(2).copied().ok_or(Error::Truncated)?,
                     on_link: flags & 0x80 != 0,
                     autonomous: flags & 0x40 != 0,
-                    valid_lifetime: get_array(option, 4)
-                        .map(u32::from_be_bytes)
-                        .ok_or(Error::Truncated)?,
-                    preferred_lifetime: get_array(option, 8)
-                        .map(u32::from_be_bytes)
-                        .ok_or(Error::Truncated)?,
-                    prefix: get_array::<16>(option, 16)
-                        .map(Ipv6Addr::from)
-                        .ok_or(Error::Truncated)?,
+                    valid_lifetime: get_array(option, 4).map(u32::from_be_bytes).ok_or(Error::Truncated)?,
+                    preferred_lifetime: get_array(option, 8).map(u32::from_be_bytes).ok_or(Error::Truncated)?,
+                    prefix: get_array::<16>(option, 16).map(Ipv6Addr::from).ok_or(Error::Truncated)?,
                 })
             }
-            option_type::REDIRECTED_HEADER => {
-                NdOption::RedirectedHeader(option.get(8..).ok_or(Error::Truncated)?)
-            }
+            option_type::REDIRECTED_HEADER => NdOption::RedirectedHeader(option.get(8..).ok_or(Error::Truncated)?),
             option_type::MTU => {
                 // RFC 4861 section 4.6.4: length 1.
                 if units != 1 {
                     return Err(Error::Malformed);
                 }
-                NdOption::Mtu(
-                    get_array(option, 4)
-                        .map(u32::from_be_bytes)
-                        .ok_or(Error::Truncated)?,
-                )
+                NdOption::Mtu(get_array(option, 4).map(u32::from_be_bytes).ok_or(Error::Truncated)?)
             }
-            option_type => NdOption::Unknown {
-                option_type,
-                data: rest.get(1..).ok_or(Error::Truncated)?,
-            },
+            option_type => NdOption::Unknown { option_type, data: rest.get(1..).ok_or(Error::Truncated)? },
         })
     }
 }
@@ -324,9 +305,7 @@ mod field {
 }
 
 fn addr_at(buf: &[u8], at: usize) -> Result<Ipv6Addr> {
-    get_array::<16>(buf, at)
-        .map(Ipv6Addr::from)
-        .ok_or(Error::Truncated)
+    get_array::<16>(buf, at).map(Ipv6Addr::from).ok_or(Error::Truncated)
 }
 
 /// The first link-layer address option of `kind` in `options`, after
@@ -382,9 +361,7 @@ impl<'a> NdiscRepr<'a> {
                     reachable_time: get_array(buf, field::RA_REACHABLE)
                         .map(u32::from_be_bytes)
                         .ok_or(Error::Truncated)?,
-                    retrans_time: get_array(buf, field::RA_RETRANS)
-                        .map(u32::from_be_bytes)
-                        .ok_or(Error::Truncated)?,
+                    retrans_time: get_array(buf, field::RA_RETRANS).map(u32::from_be_bytes).ok_or(Error::Truncated)?,
                     options,
                 }
             }
@@ -395,10 +372,7 @@ impl<'a> NdiscRepr<'a> {
                 }
                 NdiscRepr::NeighborSolicit {
                     target_addr,
-                    lladdr: find_lladdr(
-                        options_at(field::NS_OPTIONS)?,
-                        option_type::SOURCE_LL_ADDR,
-                    )?,
+                    lladdr: find_lladdr(options_at(field::NS_OPTIONS)?, option_type::SOURCE_LL_ADDR)?,
                 }
             }
             Icmpv6Type::NEIGHBOR_ADVERT => {
@@ -412,10 +386,7 @@ impl<'a> NdiscRepr<'a> {
                     solicited: flags & na_flags::SOLICITED != 0,
                     override_: flags & na_flags::OVERRIDE != 0,
                     target_addr,
-                    lladdr: find_lladdr(
-                        options_at(field::NS_OPTIONS)?,
-                        option_type::TARGET_LL_ADDR,
-                    )?,
+                    lladdr: find_lladdr(options_at(field::NS_OPTIONS)?, option_type::TARGET_LL_ADDR)?,
                 }
             }
             _ => {
@@ -425,11 +396,7 @@ impl<'a> NdiscRepr<'a> {
                 }
                 let options = options_at(field::REDIRECT_OPTIONS)?;
                 NdOptions::validate(options)?;
-                NdiscRepr::Redirect {
-                    target_addr: addr_at(buf, field::TARGET)?,
-                    dest_addr,
-                    options,
-                }
+                NdiscRepr::Redirect { target_addr: addr_at(buf, field::TARGET)?, dest_addr, options }
             }
         })
     }
@@ -450,12 +417,8 @@ impl<'a> NdiscRepr<'a> {
         match self {
             NdiscRepr::RouterSolicit { lladdr }
             | NdiscRepr::NeighborSolicit { lladdr, .. }
-            | NdiscRepr::NeighborAdvert { lladdr, .. } => {
-                fixed + if lladdr.is_some() { 8 } else { 0 }
-            }
-            NdiscRepr::RouterAdvert { options, .. } | NdiscRepr::Redirect { options, .. } => {
-                fixed + options.len()
-            }
+            | NdiscRepr::NeighborAdvert { lladdr, .. } => fixed + if lladdr.is_some() { 8 } else { 0 },
+            NdiscRepr::RouterAdvert { options, .. } | NdiscRepr::Redirect { options, .. } => fixed + options.len(),
         }
     }
 
@@ -475,14 +438,7 @@ impl<'a> NdiscRepr<'a> {
                     NdOption::SourceLinkLayerAddr(mac).emit(&mut buf[fixed..])?;
                 }
             }
-            NdiscRepr::RouterAdvert {
-                hop_limit,
-                flags,
-                router_lifetime,
-                reachable_time,
-                retrans_time,
-                options,
-            } => {
+            NdiscRepr::RouterAdvert { hop_limit, flags, router_lifetime, reachable_time, retrans_time, options } => {
                 buf[field::RA_HOP_LIMIT] = hop_limit;
                 buf[field::RA_FLAGS] = flags;
                 write_u16(buf, field::RA_LIFETIME, router_lifetime);
@@ -490,22 +446,13 @@ impl<'a> NdiscRepr<'a> {
                 write_u32(buf, field::RA_RETRANS, retrans_time);
                 buf[fixed..].copy_from_slice(options);
             }
-            NdiscRepr::NeighborSolicit {
-                target_addr,
-                lladdr,
-            } => {
+            NdiscRepr::NeighborSolicit { target_addr, lladdr } => {
                 buf[field::TARGET..field::TARGET + 16].copy_from_slice(&target_addr.octets());
                 if let Some(mac) = lladdr {
                     NdOption::SourceLinkLayerAddr(mac).emit(&mut buf[fixed..])?;
                 }
             }
-            NdiscRepr::NeighborAdvert {
-                router,
-                solicited,
-                override_,
-                target_addr,
-                lladdr,
-            } => {
+            NdiscRepr::NeighborAdvert { router, solicited, override_, target_addr, lladdr } => {
                 buf[field::NA_FLAGS] = if router { na_flags::ROUTER } else { 0 }
                     | if solicited { na_flags::SOLICITED } else { 0 }
                     | if override_ { na_flags::OVERRIDE } else { 0 };
@@ -514,14 +461,9 @@ impl<'a> NdiscRepr<'a> {
                     NdOption::TargetLinkLayerAddr(mac).emit(&mut buf[fixed..])?;
                 }
             }
-            NdiscRepr::Redirect {
-                target_addr,
-                dest_addr,
-                options,
-            } => {
+            NdiscRepr::Redirect { target_addr, dest_addr, options } => {
                 buf[field::TARGET..field::TARGET + 16].copy_from_slice(&target_addr.octets());
-                buf[field::REDIRECT_DEST..field::REDIRECT_DEST + 16]
-                    .copy_from_slice(&dest_addr.octets());
+                buf[field::REDIRECT_DEST..field::REDIRECT_DEST + 16].copy_from_slice(&dest_addr.octets());
                 buf[fixed..].copy_from_slice(options);
             }
         }
@@ -542,9 +484,8 @@ mod tests {
     /// NS for 2001:db8::1 from fe80::5054:ff:fe12:3456 to ff02::1:ff00:1
     /// with a source link-layer address option 52:54:00:12:34:56.
     const NS: [u8; 32] = [
-        0x87, 0x00, 0x42, 0xea, 0x00, 0x00, 0x00, 0x00, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x01, 0x52, 0x54, 0x00, 0x12,
-        0x34, 0x56,
+        0x87, 0x00, 0x42, 0xea, 0x00, 0x00, 0x00, 0x00, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x01, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56,
     ];
     const NS_SRC: &str = "fe80::5054:ff:fe12:3456";
     const NS_DST: &str = "ff02::1:ff00:1";
@@ -552,11 +493,10 @@ mod tests {
     /// RA from fe80::1 to ff02::1: hop limit 64, O flag, lifetime 1800,
     /// options SLLA 02:00:00:00:00:01, MTU 1500, prefix 2001:db8:1::/64 LA.
     const RA: [u8; 64] = [
-        0x86, 0x00, 0xed, 0xa0, 0x40, 0x48, 0x07, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x00, 0x00, 0x00, 0x00,
-        0x05, 0xdc, 0x03, 0x04, 0x40, 0xc0, 0x00, 0x27, 0x8d, 0x00, 0x00, 0x09, 0x3a, 0x80, 0x00,
-        0x00, 0x00, 0x00, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00,
+        0x86, 0x00, 0xed, 0xa0, 0x40, 0x48, 0x07, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x00, 0x00, 0x00, 0x00, 0x05, 0xdc, 0x03, 0x04, 0x40, 0xc0,
+        0x00, 0x27, 0x8d, 0x00, 0x00, 0x09, 0x3a, 0x80, 0x00, 0x00, 0x00, 0x00, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     ];
 
     #[test]
@@ -570,13 +510,7 @@ mod tests {
         };
         assert_eq!(repr, Icmpv6Repr::Ndisc(expected));
         let mut buf = [0xffu8; 32];
-        Icmpv6Repr::Ndisc(expected)
-            .emit(
-                &mut Icmpv6Packet::new_unchecked(&mut buf[..]),
-                a(NS_SRC),
-                a(NS_DST),
-            )
-            .unwrap();
+        Icmpv6Repr::Ndisc(expected).emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), a(NS_SRC), a(NS_DST)).unwrap();
         assert_eq!(buf, NS);
     }
 
@@ -596,18 +530,13 @@ mod tests {
         else {
             panic!("not an RA: {repr:?}");
         };
-        assert_eq!(
-            (hop_limit, flags, router_lifetime),
-            (64, ra_flags::OTHER | 0x08, 1800)
-        );
+        assert_eq!((hop_limit, flags, router_lifetime), (64, ra_flags::OTHER | 0x08, 1800));
         assert_eq!((reachable_time, retrans_time), (0, 0));
         let opts: Vec<_> = NdOptions::new(options).collect();
         assert_eq!(
             opts,
             vec![
-                Ok(NdOption::SourceLinkLayerAddr(EthernetAddress([
-                    2, 0, 0, 0, 0, 1
-                ]))),
+                Ok(NdOption::SourceLinkLayerAddr(EthernetAddress([2, 0, 0, 0, 0, 1]))),
                 Ok(NdOption::Mtu(1500)),
                 Ok(NdOption::PrefixInformation(PrefixInfo {
                     prefix_len: 64,
@@ -627,8 +556,7 @@ mod tests {
         }
         assert_eq!(&again[..at], options);
         let mut buf = [0u8; 64];
-        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst)
-            .unwrap();
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst).unwrap();
         assert_eq!(buf, RA);
     }
 
@@ -639,33 +567,18 @@ mod tests {
         b[25] = 0;
         let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(NdiscRepr::parse(&p), Err(Error::Malformed));
-        assert_eq!(
-            NdOptions::validate(&[1, 0, 0, 0, 0, 0, 0, 0]),
-            Err(Error::Malformed)
-        );
+        assert_eq!(NdOptions::validate(&[1, 0, 0, 0, 0, 0, 0, 0]), Err(Error::Malformed));
     }
 
     #[test]
     fn option_errors() {
         // Runs past the end.
-        assert_eq!(
-            NdOptions::validate(&[1, 2, 0, 0, 0, 0, 0, 0]),
-            Err(Error::Truncated)
-        );
+        assert_eq!(NdOptions::validate(&[1, 2, 0, 0, 0, 0, 0, 0]), Err(Error::Truncated));
         assert_eq!(NdOptions::validate(&[1]), Err(Error::Truncated));
         // Fixed-length options with the wrong length.
-        assert_eq!(
-            NdOptions::validate(&[5, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
-            Err(Error::Malformed)
-        );
-        assert_eq!(
-            NdOptions::validate(&[3, 1, 64, 0xc0, 0, 0, 0, 0]),
-            Err(Error::Malformed)
-        );
-        assert_eq!(
-            NdOptions::validate(&[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
-            Err(Error::Malformed)
-        );
+        assert_eq!(NdOptions::validate(&[5, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(Error::Malformed));
+        assert_eq!(NdOptions::validate(&[3, 1, 64, 0xc0, 0, 0, 0, 0]), Err(Error::Malformed));
+        assert_eq!(NdOptions::validate(&[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(Error::Malformed));
         // Bound on the number of options.
         let many = vec![[99u8, 1, 0, 0, 0, 0, 0, 0]; MAX_ND_OPTIONS + 1].concat();
         assert_eq!(NdOptions::validate(&many), Err(Error::Unsupported));
@@ -681,42 +594,21 @@ mod tests {
         let mut b = NS.to_vec();
         b.extend_from_slice(&[14, 1, 1, 2, 3, 4, 5, 6]); // nonce option
         let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
-        assert!(matches!(
-            NdiscRepr::parse(&p),
-            Ok(NdiscRepr::NeighborSolicit {
-                lladdr: Some(_),
-                ..
-            })
-        ));
+        assert!(matches!(NdiscRepr::parse(&p), Ok(NdiscRepr::NeighborSolicit { lladdr: Some(_), .. })));
         let opts: Vec<_> = NdOptions::new(&b[24..]).collect();
-        assert_eq!(
-            opts[1],
-            Ok(NdOption::Unknown {
-                option_type: 14,
-                data: &[1, 2, 3, 4, 5, 6]
-            })
-        );
+        assert_eq!(opts[1], Ok(NdOption::Unknown { option_type: 14, data: &[1, 2, 3, 4, 5, 6] }));
     }
 
     #[test]
     fn message_checks() {
         let mut b = NS;
         b[1] = 1;
-        assert_eq!(
-            NdiscRepr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()),
-            Err(Error::Malformed)
-        );
+        assert_eq!(NdiscRepr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()), Err(Error::Malformed));
         let mut b = NS;
         b[8] = 0xff; // multicast target
-        assert_eq!(
-            NdiscRepr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()),
-            Err(Error::Malformed)
-        );
+        assert_eq!(NdiscRepr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()), Err(Error::Malformed));
         let echo = [128u8, 0, 0, 0, 0, 0, 0, 0];
-        assert_eq!(
-            NdiscRepr::parse(&Icmpv6Packet::new_checked(&echo[..]).unwrap()),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(NdiscRepr::parse(&Icmpv6Packet::new_checked(&echo[..]).unwrap()), Err(Error::Unsupported));
     }
 
     #[test]
@@ -724,17 +616,11 @@ mod tests {
         let (src, dst) = (a("fe80::1"), a("fe80::2"));
         let redirected = [0x60u8; 16];
         let mut opts = [0u8; 32];
-        let n = NdOption::TargetLinkLayerAddr(EthernetAddress([2, 0, 0, 0, 0, 9]))
-            .emit(&mut opts)
-            .unwrap();
-        let m = NdOption::RedirectedHeader(&redirected)
-            .emit(&mut opts[n..])
-            .unwrap();
+        let n = NdOption::TargetLinkLayerAddr(EthernetAddress([2, 0, 0, 0, 0, 9])).emit(&mut opts).unwrap();
+        let m = NdOption::RedirectedHeader(&redirected).emit(&mut opts[n..]).unwrap();
         for repr in [
             NdiscRepr::RouterSolicit { lladdr: None },
-            NdiscRepr::RouterSolicit {
-                lladdr: Some(EthernetAddress([2, 0, 0, 0, 0, 7])),
-            },
+            NdiscRepr::RouterSolicit { lladdr: Some(EthernetAddress([2, 0, 0, 0, 0, 7])) },
             NdiscRepr::NeighborAdvert {
                 router: true,
                 solicited: true,
@@ -742,21 +628,12 @@ mod tests {
                 target_addr: a("2001:db8::5"),
                 lladdr: Some(EthernetAddress([2, 0, 0, 0, 0, 5])),
             },
-            NdiscRepr::Redirect {
-                target_addr: a("fe80::9"),
-                dest_addr: a("2001:db8::99"),
-                options: &opts[..n + m],
-            },
+            NdiscRepr::Redirect { target_addr: a("fe80::9"), dest_addr: a("2001:db8::99"), options: &opts[..n + m] },
         ] {
             let mut buf = vec![0u8; repr.buffer_len()];
-            Icmpv6Repr::Ndisc(repr)
-                .emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst)
-                .unwrap();
+            Icmpv6Repr::Ndisc(repr).emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), src, dst).unwrap();
             let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
-            assert_eq!(
-                Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify),
-                Ok(Icmpv6Repr::Ndisc(repr))
-            );
+            assert_eq!(Icmpv6Repr::parse(&p, src, dst, ChecksumMode::Verify), Ok(Icmpv6Repr::Ndisc(repr)));
         }
     }
 }

@@ -371,11 +371,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         new[at - first..at - first + 2].copy_from_slice(&max.to_be_bytes());
         let mut c = self.checksum();
         for i in (0..window.len()).step_by(2) {
-            c = checksum::update(
-                c,
-                u16::from_be_bytes([old[i], old[i + 1]]),
-                u16::from_be_bytes([new[i], new[i + 1]]),
-            );
+            c = checksum::update(c, u16::from_be_bytes([old[i], old[i + 1]]), u16::from_be_bytes([new[i], new[i + 1]]));
         }
         write_u16(self.buffer.as_mut(), at, max);
         self.set_checksum(c);
@@ -473,9 +469,7 @@ impl<'a> Iterator for TcpOptions<'a> {
             (option_kind::MSS, &[a, b]) => TcpOption::MaxSegmentSize(u16::from_be_bytes([a, b])),
             (option_kind::WINDOW_SCALE, &[s]) => TcpOption::WindowScale(s),
             (option_kind::SACK_PERMITTED, &[]) => TcpOption::SackPermitted,
-            (option_kind::SACK, blocks) if !blocks.is_empty() && blocks.len() % 8 == 0 => {
-                TcpOption::Sack(blocks)
-            }
+            (option_kind::SACK, blocks) if !blocks.is_empty() && blocks.len() % 8 == 0 => TcpOption::Sack(blocks),
             (option_kind::TIMESTAMPS, &[a, b, c, d, e, f, g, h]) => TcpOption::Timestamps {
                 value: u32::from_be_bytes([a, b, c, d]),
                 echo_reply: u32::from_be_bytes([e, f, g, h]),
@@ -529,9 +523,7 @@ impl<'a> TcpRepr<'a> {
         }
         let buf: &'a [u8] = packet.buffer.as_ref();
         let header_len = usize::from(packet.header_len());
-        let options = buf
-            .get(field::OPTIONS..header_len)
-            .ok_or(Error::Truncated)?;
+        let options = buf.get(field::OPTIONS..header_len).ok_or(Error::Truncated)?;
         for option in TcpOptions::new(options) {
             option?;
         }
@@ -564,11 +556,7 @@ impl<'a> TcpRepr<'a> {
     /// payload must be in place; the view should span exactly
     /// `buffer_len()` bytes). [`Error::Malformed`] if the options exceed 40
     /// bytes, [`Error::Truncated`] if the buffer is short.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        packet: &mut TcpPacket<T>,
-        ip: &IpPair,
-    ) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut TcpPacket<T>, ip: &IpPair) -> Result<()> {
         let header_len = self.header_len();
         if header_len > MAX_HEADER_LEN {
             return Err(Error::Malformed);
@@ -600,16 +588,13 @@ mod tests {
     /// SYN 192.168.1.10.54321 -> 93.184.216.34.443 with MSS 1460, SACK
     /// permitted, timestamps, NOP, window scale 7 (what Linux sends).
     const SYN: [u8; 40] = [
-        0xd4, 0x31, 0x01, 0xbb, 0x12, 0x34, 0x56, 0x78, 0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0xfa,
-        0xf0, 0x34, 0xa7, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x01,
-        0xe2, 0x40, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x07,
+        0xd4, 0x31, 0x01, 0xbb, 0x12, 0x34, 0x56, 0x78, 0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0xfa, 0xf0, 0x34, 0xa7,
+        0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x01, 0xe2, 0x40, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0x03, 0x03, 0x07,
     ];
 
     fn ip() -> IpPair {
-        IpPair::V4 {
-            src: Ipv4Addr::new(192, 168, 1, 10),
-            dst: Ipv4Addr::new(93, 184, 216, 34),
-        }
+        IpPair::V4 { src: Ipv4Addr::new(192, 168, 1, 10), dst: Ipv4Addr::new(93, 184, 216, 34) }
     }
 
     fn syn() -> Vec<u8> {
@@ -644,10 +629,7 @@ mod tests {
             vec![
                 Ok(TcpOption::MaxSegmentSize(1460)),
                 Ok(TcpOption::SackPermitted),
-                Ok(TcpOption::Timestamps {
-                    value: 123_456,
-                    echo_reply: 0
-                }),
+                Ok(TcpOption::Timestamps { value: 123_456, echo_reply: 0 }),
                 Ok(TcpOption::NoOperation),
                 Ok(TcpOption::WindowScale(7)),
             ]
@@ -656,8 +638,7 @@ mod tests {
         assert_eq!(repr.options, &SYN[20..]);
         assert_eq!(repr.payload_len, 0);
         let mut out = [0u8; 40];
-        repr.emit(&mut TcpPacket::new_unchecked(&mut out[..]), &ip())
-            .unwrap();
+        repr.emit(&mut TcpPacket::new_unchecked(&mut out[..]), &ip()).unwrap();
         assert_eq!(&out[..], &b[..]);
     }
 
@@ -675,49 +656,29 @@ mod tests {
         let mut b = syn();
         b[30] ^= 1;
         let p = TcpPacket::new_checked(&b[..]).unwrap();
-        assert_eq!(
-            TcpRepr::parse(&p, &ip(), ChecksumMode::Verify),
-            Err(Error::BadChecksum)
-        );
+        assert_eq!(TcpRepr::parse(&p, &ip(), ChecksumMode::Verify), Err(Error::BadChecksum));
         // A bad option length.
         let mut b = SYN;
         b[21] = 3;
         let p = TcpPacket::new_checked(&b[..]).unwrap();
-        assert_eq!(
-            TcpRepr::parse(&p, &ip(), ChecksumMode::Ignore),
-            Err(Error::Malformed)
-        );
+        assert_eq!(TcpRepr::parse(&p, &ip(), ChecksumMode::Ignore), Err(Error::Malformed));
         let mut b = SYN;
         b[0] = 0;
         b[1] = 0;
         let p = TcpPacket::new_checked(&b[..]).unwrap();
-        assert_eq!(
-            TcpRepr::parse(&p, &ip(), ChecksumMode::Ignore),
-            Err(Error::Malformed)
-        );
+        assert_eq!(TcpRepr::parse(&p, &ip(), ChecksumMode::Ignore), Err(Error::Malformed));
         let too_long = TcpRepr {
             options: &[1; 41],
-            ..TcpRepr::parse(
-                &TcpPacket::new_unchecked(&SYN[..]),
-                &ip(),
-                ChecksumMode::Ignore,
-            )
-            .unwrap()
+            ..TcpRepr::parse(&TcpPacket::new_unchecked(&SYN[..]), &ip(), ChecksumMode::Ignore).unwrap()
         };
         let mut out = [0u8; 80];
-        assert_eq!(
-            too_long.emit(&mut TcpPacket::new_unchecked(&mut out[..]), &ip()),
-            Err(Error::Malformed)
-        );
+        assert_eq!(too_long.emit(&mut TcpPacket::new_unchecked(&mut out[..]), &ip()), Err(Error::Malformed));
     }
 
     #[test]
     fn options_iterator_edges() {
         let all: Vec<_> = TcpOptions::new(&[1, 0, 9, 9]).collect();
-        assert_eq!(
-            all,
-            vec![Ok(TcpOption::NoOperation), Ok(TcpOption::EndOfList)]
-        );
+        assert_eq!(all, vec![Ok(TcpOption::NoOperation), Ok(TcpOption::EndOfList)]);
         let all: Vec<_> = TcpOptions::new(&[2, 4, 5]).collect();
         assert_eq!(all, vec![Err(Error::Truncated)]);
         let all: Vec<_> = TcpOptions::new(&[99, 1, 1]).collect();
@@ -725,13 +686,7 @@ mod tests {
         let all: Vec<_> = TcpOptions::new(&[99, 3, 7, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2]).collect();
         assert_eq!(
             all,
-            vec![
-                Ok(TcpOption::Unknown {
-                    kind: 99,
-                    data: &[7]
-                }),
-                Ok(TcpOption::Sack(&[0, 0, 0, 1, 0, 0, 0, 2])),
-            ]
+            vec![Ok(TcpOption::Unknown { kind: 99, data: &[7] }), Ok(TcpOption::Sack(&[0, 0, 0, 1, 0, 0, 0, 2])),]
         );
         assert_eq!(TcpOptions::new(&[2]).next(), Some(Err(Error::Truncated)));
     }
@@ -742,10 +697,7 @@ mod tests {
         let mut p = TcpPacket::new_unchecked(&mut b[..]);
         assert!(p.clamp_mss(1400));
         assert!(p.verify_checksum(&ip()));
-        assert_eq!(
-            TcpOptions::new(p.options()).next(),
-            Some(Ok(TcpOption::MaxSegmentSize(1400)))
-        );
+        assert_eq!(TcpOptions::new(p.options()).next(), Some(Ok(TcpOption::MaxSegmentSize(1400))));
         assert!(!p.clamp_mss(1400), "already small enough");
 
         // MSS at an odd offset: NOP, MSS, NOP, NOP, NOP.

@@ -182,11 +182,7 @@ impl UdpRepr {
     /// leaves it unassigned; IANA reserves it);
     /// [`Error::BadChecksum`] as [`UdpPacket::verify_checksum`] says when
     /// `checksum` is `Verify`.
-    pub fn parse<T: AsRef<[u8]>>(
-        packet: &UdpPacket<T>,
-        ip: &IpPair,
-        checksum: ChecksumMode,
-    ) -> Result<UdpRepr> {
+    pub fn parse<T: AsRef<[u8]>>(packet: &UdpPacket<T>, ip: &IpPair, checksum: ChecksumMode) -> Result<UdpRepr> {
         packet.check_len()?;
         if packet.dst_port() == 0 {
             return Err(Error::Malformed);
@@ -210,10 +206,7 @@ impl UdpRepr {
     /// Writes ports and length and clears the checksum: for callers that
     /// write the payload afterwards and then call
     /// [`UdpPacket::fill_checksum`]. Only the 8 header bytes must fit.
-    pub fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        packet: &mut UdpPacket<T>,
-    ) -> Result<()> {
+    pub fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut UdpPacket<T>) -> Result<()> {
         if packet.buffer.as_ref().len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
@@ -230,11 +223,7 @@ impl UdpRepr {
     /// Writes the header and the checksum over the payload already in the
     /// buffer (as when encapsulating). [`Error::Truncated`] if the buffer
     /// is shorter than `buffer_len()`.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
-        &self,
-        packet: &mut UdpPacket<T>,
-        ip: &IpPair,
-    ) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut UdpPacket<T>, ip: &IpPair) -> Result<()> {
         if packet.buffer.as_ref().len() < self.buffer_len() {
             return Err(Error::Truncated);
         }
@@ -250,24 +239,16 @@ mod tests {
     use core::net::{Ipv4Addr, Ipv6Addr};
 
     /// 2001:db8::1.40000 -> 2001:db8::2.53, "query".
-    const UDP6: [u8; 13] = [
-        0x9c, 0x40, 0x00, 0x35, 0x00, 0x0d, 0xb8, 0x01, 0x71, 0x75, 0x65, 0x72, 0x79,
-    ];
+    const UDP6: [u8; 13] = [0x9c, 0x40, 0x00, 0x35, 0x00, 0x0d, 0xb8, 0x01, 0x71, 0x75, 0x65, 0x72, 0x79];
     /// 10.0.0.1.5353 -> 10.0.0.2.53, "hi".
     const UDP4: [u8; 10] = [0x14, 0xe9, 0x00, 0x35, 0x00, 0x0a, 0x6e, 0x50, 0x68, 0x69];
 
     fn v6() -> IpPair {
-        IpPair::V6 {
-            src: "2001:db8::1".parse::<Ipv6Addr>().unwrap(),
-            dst: "2001:db8::2".parse::<Ipv6Addr>().unwrap(),
-        }
+        IpPair::V6 { src: "2001:db8::1".parse::<Ipv6Addr>().unwrap(), dst: "2001:db8::2".parse::<Ipv6Addr>().unwrap() }
     }
 
     fn v4() -> IpPair {
-        IpPair::V4 {
-            src: Ipv4Addr::new(10, 0, 0, 1),
-            dst: Ipv4Addr::new(10, 0, 0, 2),
-        }
+        IpPair::V4 { src: Ipv4Addr::new(10, 0, 0, 1), dst: Ipv4Addr::new(10, 0, 0, 2) }
     }
 
     #[test]
@@ -278,11 +259,7 @@ mod tests {
         assert!(p.verify_checksum(&v6()));
         assert_eq!(
             UdpRepr::parse(&p, &v6(), ChecksumMode::Verify),
-            Ok(UdpRepr {
-                src_port: 40000,
-                dst_port: 53,
-                payload_len: 5
-            })
+            Ok(UdpRepr { src_port: 40000, dst_port: 53, payload_len: 5 })
         );
         let p = UdpPacket::new_checked(&UDP4[..]).unwrap();
         assert!(p.verify_checksum(&v4()));
@@ -291,21 +268,13 @@ mod tests {
 
     #[test]
     fn emit_matches_capture() {
-        let repr = UdpRepr {
-            src_port: 40000,
-            dst_port: 53,
-            payload_len: 5,
-        };
+        let repr = UdpRepr { src_port: 40000, dst_port: 53, payload_len: 5 };
         let mut buf = [0u8; 13];
         buf[8..].copy_from_slice(b"query");
-        repr.emit(&mut UdpPacket::new_unchecked(&mut buf[..]), &v6())
-            .unwrap();
+        repr.emit(&mut UdpPacket::new_unchecked(&mut buf[..]), &v6()).unwrap();
         assert_eq!(buf, UDP6);
         let mut short = [0u8; 12];
-        assert_eq!(
-            repr.emit(&mut UdpPacket::new_unchecked(&mut short[..]), &v6()),
-            Err(Error::Truncated)
-        );
+        assert_eq!(repr.emit(&mut UdpPacket::new_unchecked(&mut short[..]), &v6()), Err(Error::Truncated));
     }
 
     #[test]
@@ -316,10 +285,7 @@ mod tests {
         let p = UdpPacket::new_checked(&b[..]).unwrap();
         assert!(p.verify_checksum(&v4()), "IPv4: zero means no checksum");
         assert!(!p.verify_checksum(&v6()), "IPv6: zero checksum is invalid");
-        assert_eq!(
-            UdpRepr::parse(&p, &v6(), ChecksumMode::Verify),
-            Err(Error::BadChecksum)
-        );
+        assert_eq!(UdpRepr::parse(&p, &v6(), ChecksumMode::Verify), Err(Error::BadChecksum));
     }
 
     #[test]
@@ -327,15 +293,9 @@ mod tests {
         // Choose the payload so that the sum is 0xffff and the checksum 0.
         let ip = v4();
         let mut buf = [0u8; 10];
-        let repr = UdpRepr {
-            src_port: 1,
-            dst_port: 2,
-            payload_len: 2,
-        };
-        repr.emit_header(&mut UdpPacket::new_unchecked(&mut buf[..]))
-            .unwrap();
-        let partial =
-            checksum::combine(&[ip.pseudo_header(IpProtocol::UDP, 10), checksum::data(&buf)]);
+        let repr = UdpRepr { src_port: 1, dst_port: 2, payload_len: 2 };
+        repr.emit_header(&mut UdpPacket::new_unchecked(&mut buf[..])).unwrap();
+        let partial = checksum::combine(&[ip.pseudo_header(IpProtocol::UDP, 10), checksum::data(&buf)]);
         buf[8..10].copy_from_slice(&(!partial).to_be_bytes());
         let mut p = UdpPacket::new_unchecked(&mut buf[..]);
         p.fill_checksum(&ip);
@@ -352,19 +312,12 @@ mod tests {
         assert_eq!(UdpPacket::new_checked(&b[..]), Err(Error::Malformed));
         let mut padded = UDP4.to_vec();
         padded.push(0xee);
-        assert_eq!(
-            UdpPacket::new_checked(&padded[..]).unwrap().payload(),
-            b"hi"
-        );
+        assert_eq!(UdpPacket::new_checked(&padded[..]).unwrap().payload(), b"hi");
         let mut b = UDP4;
         b[2] = 0;
         b[3] = 0;
         assert_eq!(
-            UdpRepr::parse(
-                &UdpPacket::new_unchecked(&b[..]),
-                &v4(),
-                ChecksumMode::Ignore
-            ),
+            UdpRepr::parse(&UdpPacket::new_unchecked(&b[..]), &v4(), ChecksumMode::Ignore),
             Err(Error::Malformed)
         );
     }

@@ -53,11 +53,7 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     /// Ensures the buffer holds the 4-byte TCI + EtherType.
     #[inline]
     pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
+        if self.buffer.as_ref().len() < HEADER_LEN { Err(Error::Truncated) } else { Ok(()) }
     }
 
     #[inline]
@@ -161,12 +157,7 @@ impl VlanRepr {
         if tag.vid() == 0x0fff {
             return Err(Error::Malformed);
         }
-        Ok(VlanRepr {
-            pcp: tag.pcp(),
-            dei: tag.dei(),
-            vid: tag.vid(),
-            ethertype: tag.ethertype(),
-        })
+        Ok(VlanRepr { pcp: tag.pcp(), dei: tag.dei(), vid: tag.vid(), ethertype: tag.ethertype() })
     }
 
     #[inline]
@@ -243,12 +234,8 @@ pub fn walk_tags(frame: &[u8]) -> Result<VlanWalk> {
     if frame.len() < ethernet::HEADER_LEN {
         return Err(Error::Truncated);
     }
-    let mut walk = VlanWalk {
-        vids: [0; 2],
-        count: 0,
-        ethertype: EtherType(read_u16(frame, 12)),
-        l3_offset: ethernet::HEADER_LEN,
-    };
+    let mut walk =
+        VlanWalk { vids: [0; 2], count: 0, ethertype: EtherType(read_u16(frame, 12)), l3_offset: ethernet::HEADER_LEN };
     if !walk.ethertype.is_vlan_tpid() {
         return Ok(walk);
     }
@@ -311,31 +298,16 @@ mod tests {
 
     #[test]
     fn repr_round_trip_and_limits() {
-        let repr = VlanRepr {
-            pcp: 3,
-            dei: false,
-            vid: 4094,
-            ethertype: EtherType::IPV6,
-        };
+        let repr = VlanRepr { pcp: 3, dei: false, vid: 4094, ethertype: EtherType::IPV6 };
         let mut buf = [0u8; 4];
-        repr.emit(&mut VlanTag::new_unchecked(&mut buf[..]))
-            .unwrap();
+        repr.emit(&mut VlanTag::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, [0x6f, 0xfe, 0x86, 0xdd]);
         assert_eq!(VlanRepr::parse(&VlanTag::new_unchecked(&buf[..])), Ok(repr));
         let bad = VlanRepr { vid: 4095, ..repr };
-        assert_eq!(
-            bad.emit(&mut VlanTag::new_unchecked(&mut buf[..])),
-            Err(Error::Malformed)
-        );
+        assert_eq!(bad.emit(&mut VlanTag::new_unchecked(&mut buf[..])), Err(Error::Malformed));
         let bad = VlanRepr { pcp: 8, ..repr };
-        assert_eq!(
-            bad.emit(&mut VlanTag::new_unchecked(&mut buf[..])),
-            Err(Error::Malformed)
-        );
-        assert_eq!(
-            VlanRepr::parse(&VlanTag::new_unchecked(&[0x0f, 0xff, 8, 0][..])),
-            Err(Error::Malformed)
-        );
+        assert_eq!(bad.emit(&mut VlanTag::new_unchecked(&mut buf[..])), Err(Error::Malformed));
+        assert_eq!(VlanRepr::parse(&VlanTag::new_unchecked(&[0x0f, 0xff, 8, 0][..])), Err(Error::Malformed));
     }
 
     #[test]
@@ -377,31 +349,18 @@ mod tests {
     fn walk_errors() {
         assert_eq!(walk_tags(&MACS), Err(Error::Truncated));
         // Tag cut short.
-        assert_eq!(
-            walk_tags(&frame(&[0x81, 0x00, 0x00])),
-            Err(Error::Truncated)
-        );
-        assert_eq!(
-            walk_tags(&frame(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x00])),
-            Err(Error::Truncated)
-        );
+        assert_eq!(walk_tags(&frame(&[0x81, 0x00, 0x00])), Err(Error::Truncated));
+        assert_eq!(walk_tags(&frame(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x00])), Err(Error::Truncated));
         // S-tag inside a C-tag.
         assert_eq!(
-            walk_tags(&frame(&[
-                0x81, 0x00, 0x00, 0x64, 0x88, 0xa8, 0x00, 0x01, 0x08, 0x00
-            ])),
+            walk_tags(&frame(&[0x81, 0x00, 0x00, 0x64, 0x88, 0xa8, 0x00, 0x01, 0x08, 0x00])),
             Err(Error::Malformed)
         );
         // Reserved VID.
-        assert_eq!(
-            walk_tags(&frame(&[0x81, 0x00, 0x0f, 0xff, 0x08, 0x00])),
-            Err(Error::Malformed)
-        );
+        assert_eq!(walk_tags(&frame(&[0x81, 0x00, 0x0f, 0xff, 0x08, 0x00])), Err(Error::Malformed));
         // Three tags.
         assert_eq!(
-            walk_tags(&frame(&[
-                0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x81, 0x00, 0, 3, 0x08, 0x00
-            ])),
+            walk_tags(&frame(&[0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x81, 0x00, 0, 3, 0x08, 0x00])),
             Err(Error::Unsupported)
         );
     }

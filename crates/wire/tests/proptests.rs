@@ -23,23 +23,11 @@ use tern_wire::*;
 // ---------------------------------------------------------------------------
 // Seeds.
 
-const TARGETS: [&str; 10] = [
-    "ethernet_vlan",
-    "arp",
-    "ipv4",
-    "ipv6_ext",
-    "icmpv4",
-    "icmpv6_nd",
-    "udp",
-    "tcp",
-    "gre",
-    "esp",
-];
+const TARGETS: [&str; 10] =
+    ["ethernet_vlan", "arp", "ipv4", "ipv6_ext", "icmpv4", "icmpv6_nd", "udp", "tcp", "gre", "esp"];
 
 fn seeds(target: &str) -> Vec<Vec<u8>> {
-    let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "fuzz", "corpus", target]
-        .iter()
-        .collect();
+    let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "fuzz", "corpus", target].iter().collect();
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("seed corpus {}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -68,10 +56,7 @@ fn exercise_fn(target: &str) -> fn(&[u8]) {
 
 #[test]
 fn every_seed_parses_and_verifies() {
-    let v4 = IpPair::V4 {
-        src: SRC4,
-        dst: DST4,
-    };
+    let v4 = IpPair::V4 { src: SRC4, dst: DST4 };
     for target in TARGETS {
         for (i, seed) in seeds(target).iter().enumerate() {
             let s = &seed[..];
@@ -79,43 +64,21 @@ fn every_seed_parses_and_verifies() {
                 "ethernet_vlan" => {
                     let walk = vlan::walk_tags(s).unwrap();
                     EthernetRepr::parse(&EthernetFrame::new_checked(s).unwrap()).is_ok()
-                        && [EtherType::IPV4, EtherType::IPV6, EtherType::ARP]
-                            .contains(&walk.ethertype)
+                        && [EtherType::IPV4, EtherType::IPV6, EtherType::ARP].contains(&walk.ethertype)
                 }
                 "arp" => ArpRepr::parse(&ArpPacket::new_checked(s).unwrap()).is_ok(),
-                "ipv4" => {
-                    Ipv4Repr::parse(&Ipv4Packet::new_checked(s).unwrap(), ChecksumMode::Verify)
-                        .is_ok()
-                }
+                "ipv4" => Ipv4Repr::parse(&Ipv4Packet::new_checked(s).unwrap(), ChecksumMode::Verify).is_ok(),
                 "ipv6_ext" => {
                     let p = Ipv6Packet::new_checked(s).unwrap();
                     Ipv6Repr::parse(&p).is_ok() && p.walk_ext_headers().is_ok()
                 }
-                "icmpv4" => {
-                    Icmpv4Repr::parse(&Icmpv4Packet::new_checked(s).unwrap(), ChecksumMode::Verify)
-                        .is_ok()
+                "icmpv4" => Icmpv4Repr::parse(&Icmpv4Packet::new_checked(s).unwrap(), ChecksumMode::Verify).is_ok(),
+                "icmpv6_nd" => {
+                    Icmpv6Repr::parse(&Icmpv6Packet::new_checked(s).unwrap(), SRC6, DST6, ChecksumMode::Verify).is_ok()
                 }
-                "icmpv6_nd" => Icmpv6Repr::parse(
-                    &Icmpv6Packet::new_checked(s).unwrap(),
-                    SRC6,
-                    DST6,
-                    ChecksumMode::Verify,
-                )
-                .is_ok(),
-                "udp" => UdpRepr::parse(
-                    &UdpPacket::new_checked(s).unwrap(),
-                    &v4,
-                    ChecksumMode::Verify,
-                )
-                .is_ok(),
-                "tcp" => TcpRepr::parse(
-                    &TcpPacket::new_checked(s).unwrap(),
-                    &v4,
-                    ChecksumMode::Verify,
-                )
-                .is_ok(),
-                "gre" => GreRepr::parse(&GrePacket::new_checked(s).unwrap(), ChecksumMode::Verify)
-                    .is_ok(),
+                "udp" => UdpRepr::parse(&UdpPacket::new_checked(s).unwrap(), &v4, ChecksumMode::Verify).is_ok(),
+                "tcp" => TcpRepr::parse(&TcpPacket::new_checked(s).unwrap(), &v4, ChecksumMode::Verify).is_ok(),
+                "gre" => GreRepr::parse(&GrePacket::new_checked(s).unwrap(), ChecksumMode::Verify).is_ok(),
                 "esp" => EspRepr::parse(&EspPacket::new_checked(s).unwrap()).is_ok(),
                 _ => unreachable!(),
             };
@@ -211,26 +174,16 @@ fn nd_option() -> impl Strategy<Value = (u8, Vec<u8>, PrefixInfo, EthernetAddres
     (
         0u8..6,
         (0usize..3).prop_flat_map(|n| vec(any::<u8>(), n * 8..=n * 8)),
-        (
-            any::<u8>(),
-            any::<bool>(),
-            any::<bool>(),
-            any::<u32>(),
-            any::<u32>(),
-            v6(),
-        )
-            .prop_map(
-                |(prefix_len, on_link, autonomous, valid_lifetime, preferred_lifetime, prefix)| {
-                    PrefixInfo {
-                        prefix_len,
-                        on_link,
-                        autonomous,
-                        valid_lifetime,
-                        preferred_lifetime,
-                        prefix,
-                    }
-                },
-            ),
+        (any::<u8>(), any::<bool>(), any::<bool>(), any::<u32>(), any::<u32>(), v6()).prop_map(
+            |(prefix_len, on_link, autonomous, valid_lifetime, preferred_lifetime, prefix)| PrefixInfo {
+                prefix_len,
+                on_link,
+                autonomous,
+                valid_lifetime,
+                preferred_lifetime,
+                prefix,
+            },
+        ),
         mac(),
         any::<u32>(),
     )
@@ -246,10 +199,7 @@ fn build_nd_option<'a>(parts: &'a (u8, Vec<u8>, PrefixInfo, EthernetAddress, u32
         2 => NdOption::PrefixInformation(*prefix),
         3 => NdOption::RedirectedHeader(data),
         4 => NdOption::Mtu(*mtu),
-        _ => NdOption::Unknown {
-            option_type: 200,
-            data: &[1, 2, 3, 4, 5, 6],
-        },
+        _ => NdOption::Unknown { option_type: 200, data: &[1, 2, 3, 4, 5, 6] },
     }
 }
 

@@ -25,41 +25,18 @@ pub const SRC6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 pub const DST6: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 2);
 
 pub fn pairs() -> [IpPair; 2] {
-    [
-        IpPair::V4 {
-            src: SRC4,
-            dst: DST4,
-        },
-        IpPair::V6 {
-            src: SRC6,
-            dst: DST6,
-        },
-    ]
+    [IpPair::V4 { src: SRC4, dst: DST4 }, IpPair::V6 { src: SRC6, dst: DST6 }]
 }
 
 pub fn ethernet_vlan(data: &[u8]) {
     if let Ok(frame) = EthernetFrame::new_checked(data) {
-        black_box((
-            frame.dst_addr(),
-            frame.src_addr(),
-            frame.ethertype(),
-            frame.payload(),
-        ));
+        black_box((frame.dst_addr(), frame.src_addr(), frame.ethertype(), frame.payload()));
         let dst = frame.dst_addr();
-        black_box((
-            dst.is_broadcast(),
-            dst.is_multicast(),
-            dst.is_unicast(),
-            dst.is_local(),
-        ));
+        black_box((dst.is_broadcast(), dst.is_multicast(), dst.is_unicast(), dst.is_local()));
         let repr = EthernetRepr::parse(&frame).expect("checked frame parses");
         let mut buf = [0u8; 14];
-        repr.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]))
-            .expect("emit");
-        assert_eq!(
-            EthernetRepr::parse(&EthernetFrame::new_unchecked(&buf[..])),
-            Ok(repr)
-        );
+        repr.emit(&mut EthernetFrame::new_unchecked(&mut buf[..])).expect("emit");
+        assert_eq!(EthernetRepr::parse(&EthernetFrame::new_unchecked(&buf[..])), Ok(repr));
         assert_eq!(&buf[..], &data[..14]);
     }
     match vlan::walk_tags(data) {
@@ -75,18 +52,10 @@ pub fn ethernet_vlan(data: &[u8]) {
     }
     let tag_bytes = data.get(14..).unwrap_or(data);
     if let Ok(tag) = VlanTag::new_checked(tag_bytes) {
-        black_box((
-            tag.tci(),
-            tag.pcp(),
-            tag.dei(),
-            tag.vid(),
-            tag.ethertype(),
-            tag.payload(),
-        ));
+        black_box((tag.tci(), tag.pcp(), tag.dei(), tag.vid(), tag.ethertype(), tag.payload()));
         if let Ok(repr) = VlanRepr::parse(&tag) {
             let mut buf = [0u8; 4];
-            repr.emit(&mut VlanTag::new_unchecked(&mut buf[..]))
-                .expect("emit");
+            repr.emit(&mut VlanTag::new_unchecked(&mut buf[..])).expect("emit");
             assert_eq!(VlanRepr::parse(&VlanTag::new_unchecked(&buf[..])), Ok(repr));
         }
     }
@@ -104,20 +73,11 @@ pub fn arp(data: &[u8]) {
         p.operation(),
         p.is_ethernet_ipv4(),
     ));
-    black_box((
-        p.source_hardware_addr(),
-        p.source_protocol_addr(),
-        p.target_hardware_addr(),
-        p.target_protocol_addr(),
-    ));
+    black_box((p.source_hardware_addr(), p.source_protocol_addr(), p.target_hardware_addr(), p.target_protocol_addr()));
     if let Ok(repr) = ArpRepr::parse(&p) {
         let mut buf = [0u8; 28];
-        repr.emit(&mut ArpPacket::new_unchecked(&mut buf[..]))
-            .expect("emit");
-        assert_eq!(
-            ArpRepr::parse(&ArpPacket::new_checked(&buf[..]).expect("28 bytes")),
-            Ok(repr)
-        );
+        repr.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).expect("emit");
+        assert_eq!(ArpRepr::parse(&ArpPacket::new_checked(&buf[..]).expect("28 bytes")), Ok(repr));
         assert_eq!(&buf[..], &data[..28]);
     }
 }
@@ -126,45 +86,17 @@ pub fn ipv4(data: &[u8]) {
     let Ok(p) = Ipv4Packet::new_checked(data) else {
         return;
     };
-    black_box((
-        p.version(),
-        p.header_len(),
-        p.dscp(),
-        p.ecn(),
-        p.tos(),
-        p.total_len(),
-    ));
-    black_box((
-        p.ident(),
-        p.flags_frag_word(),
-        p.reserved_flag(),
-        p.dont_frag(),
-        p.more_frags(),
-    ));
-    black_box((
-        p.frag_offset(),
-        p.is_fragment(),
-        p.ttl(),
-        p.protocol(),
-        p.checksum(),
-    ));
-    black_box((
-        p.src_addr(),
-        p.dst_addr(),
-        p.src_addr_u32(),
-        p.dst_addr_u32(),
-    ));
+    black_box((p.version(), p.header_len(), p.dscp(), p.ecn(), p.tos(), p.total_len()));
+    black_box((p.ident(), p.flags_frag_word(), p.reserved_flag(), p.dont_frag(), p.more_frags()));
+    black_box((p.frag_offset(), p.is_fragment(), p.ttl(), p.protocol(), p.checksum()));
+    black_box((p.src_addr(), p.dst_addr(), p.src_addr_u32(), p.dst_addr_u32()));
     black_box((p.options(), p.payload()));
     let valid = p.verify_checksum();
     let mut copy = Ipv4Packet::new_unchecked(data.to_vec());
     let before = copy.ttl();
     let after = copy.decrement_ttl();
     assert_eq!(after, before.saturating_sub(1));
-    assert_eq!(
-        copy.verify_checksum(),
-        valid,
-        "decrement_ttl keeps the checksum's validity"
-    );
+    assert_eq!(copy.verify_checksum(), valid, "decrement_ttl keeps the checksum's validity");
 
     if let Ok(repr) = Ipv4Repr::parse(&p, ChecksumMode::Ignore) {
         assert_eq!(usize::from(repr.payload_len), p.payload().len());
@@ -180,20 +112,8 @@ pub fn ipv4(data: &[u8]) {
 
 pub fn ipv6_ext(data: &[u8]) {
     if let Ok(p) = Ipv6Packet::new_checked(data) {
-        black_box((
-            p.version(),
-            p.traffic_class(),
-            p.dscp(),
-            p.ecn(),
-            p.flow_label(),
-        ));
-        black_box((
-            p.payload_len(),
-            p.next_header(),
-            p.hop_limit(),
-            p.src_addr(),
-            p.dst_addr(),
-        ));
+        black_box((p.version(), p.traffic_class(), p.dscp(), p.ecn(), p.flow_label()));
+        black_box((p.payload_len(), p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr()));
         black_box((p.dst_addr_u128(), p.payload()));
         if let Ok(walk) = p.walk_ext_headers() {
             assert!(walk.upper_offset >= 40);
@@ -204,12 +124,8 @@ pub fn ipv6_ext(data: &[u8]) {
         }
         if let Ok(repr) = Ipv6Repr::parse(&p) {
             let mut buf = vec![0u8; 40 + usize::from(repr.payload_len)];
-            repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..]))
-                .expect("emit");
-            assert_eq!(
-                Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&buf[..])),
-                Ok(repr)
-            );
+            repr.emit(&mut Ipv6Packet::new_unchecked(&mut buf[..])).expect("emit");
+            assert_eq!(Ipv6Repr::parse(&Ipv6Packet::new_unchecked(&buf[..])), Ok(repr));
             assert_eq!(&buf[..40], &data[..40]);
         }
     }
@@ -219,42 +135,20 @@ pub fn ipv6_ext(data: &[u8]) {
             assert!(walk.upper_offset <= rest.len());
         }
         if let Ok(h) = Ipv6ExtHeader::new_checked(rest) {
-            black_box((
-                h.next_header(),
-                h.header_len(),
-                h.data(),
-                h.routing_type(),
-                h.segments_left(),
-            ));
+            black_box((h.next_header(), h.header_len(), h.data(), h.routing_type(), h.segments_left()));
             for option in h.options().take(4096) {
                 black_box(option.ok());
             }
         }
         if let Ok(h) = Ipv6FragmentHeader::new_checked(rest) {
-            black_box((
-                h.next_header(),
-                h.frag_offset(),
-                h.more_frags(),
-                h.ident(),
-                h.payload(),
-            ));
+            black_box((h.next_header(), h.frag_offset(), h.more_frags(), h.ident(), h.payload()));
             let repr = Ipv6FragmentRepr::parse(&h).expect("checked header parses");
             let mut buf = [0u8; 8];
-            repr.emit(&mut Ipv6FragmentHeader::new_unchecked(&mut buf[..]))
-                .expect("emit");
-            assert_eq!(
-                Ipv6FragmentRepr::parse(&Ipv6FragmentHeader::new_unchecked(&buf[..])),
-                Ok(repr)
-            );
+            repr.emit(&mut Ipv6FragmentHeader::new_unchecked(&mut buf[..])).expect("emit");
+            assert_eq!(Ipv6FragmentRepr::parse(&Ipv6FragmentHeader::new_unchecked(&buf[..])), Ok(repr));
         }
         if let Ok(h) = AuthHeader::new_checked(rest) {
-            black_box((
-                h.next_header(),
-                h.header_len(),
-                h.spi(),
-                h.seq_number(),
-                h.icv(),
-            ));
+            black_box((h.next_header(), h.header_len(), h.spi(), h.seq_number(), h.icv()));
         }
     }
 }
@@ -263,26 +157,13 @@ pub fn icmpv4(data: &[u8]) {
     let Ok(p) = Icmpv4Packet::new_checked(data) else {
         return;
     };
-    black_box((
-        p.msg_type(),
-        p.msg_code(),
-        p.checksum(),
-        p.rest_of_header(),
-        p.echo_ident(),
-    ));
-    black_box((
-        p.echo_seq_no(),
-        p.next_hop_mtu(),
-        p.pointer(),
-        p.data(),
-        p.verify_checksum(),
-    ));
+    black_box((p.msg_type(), p.msg_code(), p.checksum(), p.rest_of_header(), p.echo_ident()));
+    black_box((p.echo_seq_no(), p.next_hop_mtu(), p.pointer(), p.data(), p.verify_checksum()));
     black_box(p.msg_type().is_error());
     if let Ok(repr) = Icmpv4Repr::parse(&p, ChecksumMode::Ignore) {
         assert_eq!(repr.buffer_len(), data.len());
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..]))
-            .expect("emit");
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut buf[..])).expect("emit");
         let out = Icmpv4Packet::new_checked(&buf[..]).expect("emitted message is checked");
         assert_eq!(Icmpv4Repr::parse(&out, ChecksumMode::Verify), Ok(repr));
     }
@@ -292,20 +173,8 @@ pub fn icmpv6_nd(data: &[u8]) {
     let Ok(p) = Icmpv6Packet::new_checked(data) else {
         return;
     };
-    black_box((
-        p.msg_type(),
-        p.msg_code(),
-        p.checksum(),
-        p.rest_of_header(),
-        p.echo_ident(),
-    ));
-    black_box((
-        p.echo_seq_no(),
-        p.mtu(),
-        p.pointer(),
-        p.data(),
-        p.verify_checksum(SRC6, DST6),
-    ));
+    black_box((p.msg_type(), p.msg_code(), p.checksum(), p.rest_of_header(), p.echo_ident()));
+    black_box((p.echo_seq_no(), p.mtu(), p.pointer(), p.data(), p.verify_checksum(SRC6, DST6)));
     black_box((p.msg_type().is_error(), p.msg_type().is_ndisc()));
     let options_at = p.msg_type().header_len();
     // Each option that parses must survive emit -> parse; the walk stops
@@ -319,13 +188,9 @@ pub fn icmpv6_nd(data: &[u8]) {
     }
     if let Ok(repr) = Icmpv6Repr::parse(&p, SRC6, DST6, ChecksumMode::Ignore) {
         let mut buf = vec![0u8; repr.buffer_len()];
-        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), SRC6, DST6)
-            .expect("emit");
+        repr.emit(&mut Icmpv6Packet::new_unchecked(&mut buf[..]), SRC6, DST6).expect("emit");
         let out = Icmpv6Packet::new_checked(&buf[..]).expect("emitted message is checked");
-        assert_eq!(
-            Icmpv6Repr::parse(&out, SRC6, DST6, ChecksumMode::Verify),
-            Ok(repr)
-        );
+        assert_eq!(Icmpv6Repr::parse(&out, SRC6, DST6, ChecksumMode::Verify), Ok(repr));
     }
 }
 
@@ -333,21 +198,13 @@ pub fn udp(data: &[u8]) {
     let Ok(p) = UdpPacket::new_checked(data) else {
         return;
     };
-    black_box((
-        p.src_port(),
-        p.dst_port(),
-        p.len(),
-        p.is_empty(),
-        p.checksum(),
-        p.payload(),
-    ));
+    black_box((p.src_port(), p.dst_port(), p.len(), p.is_empty(), p.checksum(), p.payload()));
     for ip in pairs() {
         black_box(p.verify_checksum(&ip));
         if let Ok(repr) = UdpRepr::parse(&p, &ip, ChecksumMode::Ignore) {
             let mut buf = vec![0u8; repr.buffer_len()];
             buf[8..].copy_from_slice(p.payload());
-            repr.emit(&mut UdpPacket::new_unchecked(&mut buf[..]), &ip)
-                .expect("emit");
+            repr.emit(&mut UdpPacket::new_unchecked(&mut buf[..]), &ip).expect("emit");
             let out = UdpPacket::new_checked(&buf[..]).expect("emitted datagram is checked");
             assert_eq!(UdpRepr::parse(&out, &ip, ChecksumMode::Verify), Ok(repr));
         }
@@ -358,32 +215,9 @@ pub fn tcp(data: &[u8]) {
     let Ok(p) = TcpPacket::new_checked(data) else {
         return;
     };
-    black_box((
-        p.src_port(),
-        p.dst_port(),
-        p.seq_number(),
-        p.ack_number(),
-        p.header_len(),
-    ));
-    black_box((
-        p.options_len(),
-        p.flags(),
-        p.fin(),
-        p.syn(),
-        p.rst(),
-        p.psh(),
-        p.ack(),
-        p.urg(),
-    ));
-    black_box((
-        p.ece(),
-        p.cwr(),
-        p.window_len(),
-        p.checksum(),
-        p.urgent_at(),
-        p.options(),
-        p.payload(),
-    ));
+    black_box((p.src_port(), p.dst_port(), p.seq_number(), p.ack_number(), p.header_len()));
+    black_box((p.options_len(), p.flags(), p.fin(), p.syn(), p.rst(), p.psh(), p.ack(), p.urg()));
+    black_box((p.ece(), p.cwr(), p.window_len(), p.checksum(), p.urgent_at(), p.options(), p.payload()));
     for option in TcpOptions::new(p.options()) {
         black_box(option.ok());
     }
@@ -391,18 +225,13 @@ pub fn tcp(data: &[u8]) {
         let valid = p.verify_checksum(&ip);
         let mut copy = TcpPacket::new_unchecked(data.to_vec());
         if copy.clamp_mss(536) {
-            assert_eq!(
-                copy.verify_checksum(&ip),
-                valid,
-                "clamp_mss keeps the checksum's validity"
-            );
+            assert_eq!(copy.verify_checksum(&ip), valid, "clamp_mss keeps the checksum's validity");
         }
         if let Ok(repr) = TcpRepr::parse(&p, &ip, ChecksumMode::Ignore) {
             let mut buf = vec![0u8; repr.buffer_len()];
             let header_len = repr.header_len();
             buf[header_len..].copy_from_slice(p.payload());
-            repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), &ip)
-                .expect("emit");
+            repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), &ip).expect("emit");
             let out = TcpPacket::new_checked(&buf[..]).expect("emitted segment is checked");
             assert_eq!(TcpRepr::parse(&out, &ip, ChecksumMode::Verify), Ok(repr));
         }
@@ -413,25 +242,13 @@ pub fn gre(data: &[u8]) {
     let Ok(p) = GrePacket::new_checked(data) else {
         return;
     };
-    black_box((
-        p.flags_version(),
-        p.checksum_present(),
-        p.key_present(),
-        p.seq_present(),
-    ));
-    black_box((
-        p.reserved0(),
-        p.version(),
-        p.protocol_type(),
-        p.header_len(),
-        p.checksum(),
-    ));
+    black_box((p.flags_version(), p.checksum_present(), p.key_present(), p.seq_present()));
+    black_box((p.reserved0(), p.version(), p.protocol_type(), p.header_len(), p.checksum()));
     black_box((p.key(), p.seq_number(), p.payload(), p.verify_checksum()));
     if let Ok(repr) = GreRepr::parse(&p, ChecksumMode::Ignore) {
         let mut buf = vec![0u8; repr.buffer_len() + p.payload().len()];
         buf[repr.buffer_len()..].copy_from_slice(p.payload());
-        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..]))
-            .expect("emit");
+        repr.emit(&mut GrePacket::new_unchecked(&mut buf[..])).expect("emit");
         let out = GrePacket::new_checked(&buf[..]).expect("emitted header is checked");
         assert_eq!(GreRepr::parse(&out, ChecksumMode::Verify), Ok(repr));
     }
@@ -444,12 +261,8 @@ pub fn esp(data: &[u8]) {
     black_box((p.spi(), p.seq_number(), p.payload()));
     if let Ok(repr) = EspRepr::parse(&p) {
         let mut buf = [0u8; 8];
-        repr.emit(&mut EspPacket::new_unchecked(&mut buf[..]))
-            .expect("emit");
-        assert_eq!(
-            EspRepr::parse(&EspPacket::new_unchecked(&buf[..])),
-            Ok(repr)
-        );
+        repr.emit(&mut EspPacket::new_unchecked(&mut buf[..])).expect("emit");
+        assert_eq!(EspRepr::parse(&EspPacket::new_unchecked(&buf[..])), Ok(repr));
     }
 }
 
