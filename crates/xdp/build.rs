@@ -5,7 +5,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["steer", "sink"];
+const PROGRAMS: &[&str] = &["steer", "sink", "gen"];
 const INSTALL_HINT: &str = "apt-get install -y clang llvm libbpf-dev";
 
 fn main() {
@@ -21,9 +21,7 @@ fn main() {
         println!("cargo:rerun-if-changed={src}");
         let obj = out.join(format!("{name}.o"));
         let status = Command::new(&clang)
-            .args([
-                "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-c", &src, "-o",
-            ])
+            .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-c", &src, "-o"])
             .arg(&obj)
             .arg(format!("-I{multiarch}"))
             .status();

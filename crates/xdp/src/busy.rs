@@ -14,9 +14,17 @@
 //! port, default 9 "discard", at one of the router's addresses), then
 //! `recv(MSG_DONTWAIT)` on it each loop busy-polls that NAPI, which runs the
 //! XDP program and fills the XSK. Device settings complete it (see
-//! [`tune_napi_for_busy_poll`]): threaded NAPI off, napi_defer_hard_irqs
-//! 1000, gro_flush_timeout 5 ms (with 2/200 us ksoftirqd takes the NAPI back
-//! and the rate halves), and TSO off on the egress veth.
+//! [`tune_napi_for_busy_poll`]; the port applies them once busy polling
+//! engages and restores them when closed): threaded NAPI off,
+//! napi_defer_hard_irqs 1000, gro_flush_timeout 5 ms (with 2/200 us
+//! ksoftirqd takes the NAPI back and the rate halves), and TSO off on the
+//! egress veth (that one is the operator's).
+//!
+//! Scheduling matters as much: the worker must keep polling. If it is
+//! descheduled for longer than gro_flush_timeout the kernel's softirq takes
+//! the NAPI; under SCHED_FIFO the worker starves ksoftirqd, which then holds
+//! the NAPI the worker wants (measured: the busy poll call returns at once
+//! and the queue is serviced only now and then).
 
 use crate::sys;
 use std::fs;
@@ -60,12 +68,7 @@ const LEARN_EVERY: u32 = 256;
 fn set_busy_opts(fd: RawFd) -> io::Result<()> {
     sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_PREFER_BUSY_POLL, 1)?;
     sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_BUSY_POLL, BUSY_POLL_USECS)?;
-    sys::setsockopt_int(
-        fd,
-        libc::SOL_SOCKET,
-        sys::SO_BUSY_POLL_BUDGET,
-        BUSY_POLL_BUDGET,
-    )
+    sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_BUSY_POLL_BUDGET, BUSY_POLL_BUDGET)
 }
 
 fn napi_id(fd: RawFd) -> u32 {
@@ -86,12 +89,7 @@ fn helper_socket(ifname: &str, port: u16) -> io::Result<OwnedFd> {
     // Several queues of one device each have a helper on the same port.
     sys::setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     sys::setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-    sys::setsockopt_bytes(
-        raw,
-        libc::SOL_SOCKET,
-        libc::SO_BINDTODEVICE,
-        ifname.as_bytes(),
-    )?;
+    sys::setsockopt_bytes(raw, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, ifname.as_bytes())?;
     sys::bind_udp_any(raw, v6, port)?;
     set_busy_opts(raw)?;
     Ok(fd)
@@ -103,20 +101,20 @@ pub(crate) struct BusyPoller {
     xsk: RawFd,
     helper: Option<OwnedFd>,
     countdown: u32,
+    /// Device to tune once busy polling engages (see [`Self::engage`]).
+    tune: Option<String>,
+    tuning: Option<NapiTuning>,
 }
 
 impl BusyPoller {
-    pub(crate) fn new(
-        policy: BusyPoll,
-        xsk: RawFd,
-        ifname: &str,
-        probe_port: Option<u16>,
-    ) -> BusyPoller {
+    pub(crate) fn new(policy: BusyPoll, xsk: RawFd, ifname: &str, probe_port: Option<u16>, tune: bool) -> BusyPoller {
         let mut bp = BusyPoller {
             state: BusyPollState::Off,
             xsk,
             helper: None,
             countdown: 0,
+            tune: tune.then(|| ifname.to_string()),
+            tuning: None,
         };
         if policy == BusyPoll::Off {
             return bp;
@@ -144,10 +142,7 @@ impl BusyPoller {
 
     /// True while the worker should spin rather than sleep.
     pub(crate) fn engaged(&self) -> bool {
-        matches!(
-            self.state,
-            BusyPollState::Socket { .. } | BusyPollState::Helper { .. }
-        )
+        matches!(self.state, BusyPollState::Socket { .. } | BusyPollState::Helper { .. })
     }
 
     /// One busy-poll round, before reading the rx ring. Returns false when
@@ -189,8 +184,8 @@ impl BusyPoller {
         let id = napi_id(self.xsk);
         if id != 0 {
             log::info!("{name}: busy polling on the XSK (NAPI {id})");
-            self.state = BusyPollState::Socket { napi_id: id };
             self.helper = None;
+            self.engage(name, BusyPollState::Socket { napi_id: id });
             return;
         }
         if let Some(h) = &self.helper {
@@ -200,11 +195,34 @@ impl BusyPoller {
             while sys::recv_dontwait(raw, &mut buf).is_ok() {}
             let id = napi_id(raw);
             if id != 0 {
-                log::info!(
-                    "{name}: busy polling through the helper socket's NAPI {id} (queue has no NAPI link)"
-                );
-                self.state = BusyPollState::Helper { napi_id: id };
+                log::info!("{name}: busy polling through the helper socket's NAPI {id} (queue has no NAPI link)");
+                self.engage(name, BusyPollState::Helper { napi_id: id });
             }
+        }
+    }
+
+    /// Switches to an engaged state and only then applies the device NAPI
+    /// settings: with napi_defer_hard_irqs set and nobody busy polling, a
+    /// veth's queue is serviced only by the gro_flush_timeout watchdog (a
+    /// few hundred packets per 5 ms), which would also starve the probe
+    /// packets we learn the NAPI id from.
+    fn engage(&mut self, name: &str, state: BusyPollState) {
+        self.state = state;
+        if let Some(ifname) = self.tune.take() {
+            match tune_napi_for_busy_poll(&ifname) {
+                Ok(t) => self.tuning = Some(t),
+                Err(e) => log::warn!("{name}: NAPI settings for busy polling not applied: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for BusyPoller {
+    fn drop(&mut self) {
+        if let Some(t) = self.tuning.take()
+            && let Err(e) = t.restore()
+        {
+            log::warn!("cannot restore NAPI settings: {e}");
         }
     }
 }
@@ -216,11 +234,8 @@ pub struct NapiTuning {
     previous: Vec<(&'static str, String)>,
 }
 
-const TUNING: [(&str, &str); 3] = [
-    ("threaded", "0"),
-    ("napi_defer_hard_irqs", "1000"),
-    ("gro_flush_timeout", "5000000"),
-];
+const TUNING: [(&str, &str); 3] =
+    [("threaded", "0"), ("napi_defer_hard_irqs", "1000"), ("gro_flush_timeout", "5000000")];
 
 /// Applies the device settings busy polling needs on the receive device
 /// (threaded NAPI off, napi_defer_hard_irqs=1000, gro_flush_timeout=5 ms)
@@ -228,15 +243,9 @@ const TUNING: [(&str, &str); 3] = [
 /// mounted it: run under `ip netns exec`). Returns the previous values.
 pub fn tune_napi_for_busy_poll(ifname: &str) -> io::Result<NapiTuning> {
     if ifname.contains('/') || ifname.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad interface name {ifname:?}"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name {ifname:?}")));
     }
-    let mut t = NapiTuning {
-        ifname: ifname.to_string(),
-        previous: Vec::new(),
-    };
+    let mut t = NapiTuning { ifname: ifname.to_string(), previous: Vec::new() };
     for (key, val) in TUNING {
         let path = format!("/sys/class/net/{ifname}/{key}");
         let old = match fs::read_to_string(&path) {
@@ -245,8 +254,13 @@ pub fn tune_napi_for_busy_poll(ifname: &str) -> io::Result<NapiTuning> {
             Err(e) if e.kind() == io::ErrorKind::NotFound && key == "threaded" => continue,
             Err(e) => return Err(io::Error::new(e.kind(), format!("{path}: {e}"))),
         };
-        fs::write(&path, val).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
-        t.previous.push((key, old));
+        match fs::write(&path, val) {
+            Ok(()) => t.previous.push((key, old)),
+            // A device without NAPI contexts yet (veth before XDP or GRO is
+            // on) refuses `threaded`; it is off then.
+            Err(e) if key == "threaded" && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{path}: {e}"))),
+        }
     }
     Ok(t)
 }
@@ -267,7 +281,7 @@ mod tests {
 
     #[test]
     fn off_policy_never_engages() {
-        let mut bp = BusyPoller::new(BusyPoll::Off, -1, "lo", None);
+        let mut bp = BusyPoller::new(BusyPoll::Off, -1, "lo", None, true);
         assert_eq!(bp.state(), BusyPollState::Off);
         assert!(!bp.poll());
         bp.service("lo");

@@ -34,11 +34,7 @@ impl fmt::Display for Unavailable {
 pub enum XdpError {
     /// AF_XDP cannot be used: fall back to AF_PACKET. `detail` says what
     /// failed and how to fix it.
-    Unavailable {
-        why: Unavailable,
-        detail: String,
-        source: Option<io::Error>,
-    },
+    Unavailable { why: Unavailable, detail: String, source: Option<io::Error> },
     /// A bad configuration (ring size, frame size, queue count).
     Config(String),
     /// A system call failed for another reason.
@@ -66,22 +62,14 @@ impl XdpError {
                 Unavailable::KernelTooOld,
                 "the kernel lacks AF_XDP sockets (CONFIG_XDP_SOCKETS, Linux 5.4 or newer needed)",
             )),
-            Some(libc::EOPNOTSUPP) => Some((
-                Unavailable::NoDriverSupport,
-                "the driver does not support this AF_XDP mode",
-            )),
-            Some(libc::ENODEV) => Some((
-                Unavailable::NoSuchInterface,
-                "the interface is gone or down",
-            )),
+            Some(libc::EOPNOTSUPP) => {
+                Some((Unavailable::NoDriverSupport, "the driver does not support this AF_XDP mode"))
+            }
+            Some(libc::ENODEV) => Some((Unavailable::NoSuchInterface, "the interface is gone or down")),
             _ => None,
         };
         match why {
-            Some((why, hint)) => XdpError::Unavailable {
-                why,
-                detail: format!("{what}: {hint}"),
-                source: Some(source),
-            },
+            Some((why, hint)) => XdpError::Unavailable { why, detail: format!("{what}: {hint}"), source: Some(source) },
             None => XdpError::Io { what, source },
         }
     }
@@ -90,11 +78,7 @@ impl XdpError {
 impl fmt::Display for XdpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            XdpError::Unavailable {
-                why,
-                detail,
-                source,
-            } => {
+            XdpError::Unavailable { why, detail, source } => {
                 write!(f, "AF_XDP unavailable ({why}): {detail}")?;
                 if let Some(e) = source {
                     write!(f, " ({e})")?;
@@ -111,10 +95,7 @@ impl fmt::Display for XdpError {
 impl std::error::Error for XdpError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            XdpError::Unavailable {
-                source: Some(e), ..
-            }
-            | XdpError::Io { source: e, .. } => Some(e),
+            XdpError::Unavailable { source: Some(e), .. } | XdpError::Io { source: e, .. } => Some(e),
             _ => None,
         }
     }
@@ -126,28 +107,13 @@ mod tests {
 
     #[test]
     fn errnos_that_mean_fall_back_are_unavailable() {
-        let e = XdpError::from_errno(
-            "socket(AF_XDP)",
-            io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
-        );
+        let e = XdpError::from_errno("socket(AF_XDP)", io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
         assert!(e.is_unavailable());
         assert!(e.to_string().contains("kernel too old"), "{e}");
         let e = XdpError::from_errno("bind", io::Error::from_raw_os_error(libc::EPERM));
-        assert!(matches!(
-            e,
-            XdpError::Unavailable {
-                why: Unavailable::NoPermission,
-                ..
-            }
-        ));
+        assert!(matches!(e, XdpError::Unavailable { why: Unavailable::NoPermission, .. }));
         let e = XdpError::from_errno("bind", io::Error::from_raw_os_error(libc::EOPNOTSUPP));
-        assert!(matches!(
-            e,
-            XdpError::Unavailable {
-                why: Unavailable::NoDriverSupport,
-                ..
-            }
-        ));
+        assert!(matches!(e, XdpError::Unavailable { why: Unavailable::NoDriverSupport, .. }));
     }
 
     #[test]

@@ -43,10 +43,10 @@ pub use error::{Unavailable, XdpError};
 pub use netlink::AttachMode;
 pub use port::{BindMode, CloseReport, XskConfig, XskPort};
 pub use steer::{
-    STEER_PROG_NAME, SinkProgram, SteerOptions, SteeringProgram, Verdicts, attached, remove_stale,
+    LiveFrameGenerator, STEER_PROG_NAME, SinkProgram, SteerOptions, SteeringProgram, Verdicts, attached, remove_stale,
     sink_object, steer_object,
 };
-pub use sys::{XskKernelStats, enter_netns, thread_cpu_ns};
+pub use sys::{XskKernelStats, enter_netns, pin_thread_to_cpu, thread_cpu_ns};
 pub use umem::{Umem, XDP_PACKET_HEADROOM};
 
 /// Receive queues of a device (for opening one port per queue), from

@@ -147,16 +147,9 @@ fn check_ack(reply: &[u8]) -> io::Result<()> {
     if ty != Some(NLMSG_ERROR) {
         return Err(io::Error::other("unexpected netlink reply"));
     }
-    let err = reply
-        .get(16..20)
-        .and_then(u32_of)
-        .map(|e| e as i32)
-        .ok_or_else(|| io::Error::other("short netlink ack"))?;
-    if err == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(-err))
-    }
+    let err =
+        reply.get(16..20).and_then(u32_of).map(|e| e as i32).ok_or_else(|| io::Error::other("short netlink ack"))?;
+    if err == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(-err)) }
 }
 
 /// The XDP programs attached to interface `ifindex`.
@@ -220,10 +213,7 @@ mod tests {
         attr(&mut m, IFLA_XDP | NLA_F_NESTED, &nest);
         finish(&mut m);
         let att = parse_link(&m).expect("parses");
-        assert_eq!(
-            att.programs,
-            vec![(AttachMode::Driver, 11), (AttachMode::Skb, 12)]
-        );
+        assert_eq!(att.programs, vec![(AttachMode::Driver, 11), (AttachMode::Skb, 12)]);
         assert!(parse_link(&m[..20]).is_none());
     }
 }

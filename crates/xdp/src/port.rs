@@ -48,9 +48,14 @@ pub struct XskConfig {
     /// (the kernel refuses mode flags on shared sockets).
     pub mode: BindMode,
     pub busy_poll: BusyPoll,
-    /// UDP port of the busy-poll helper socket (see [`crate::busy`]);
+    /// UDP port of the busy-poll helper socket (see [`crate::BusyPoll`]);
     /// `None`: no helper.
     pub napi_probe_port: Option<u16>,
+    /// Apply the device NAPI settings busy polling needs
+    /// ([`crate::tune_napi_for_busy_poll`]) once it engages, and restore
+    /// them when the port closes. Through /sys/class/net, so the process
+    /// must see the device's namespace there.
+    pub tune_napi: bool,
 }
 
 impl XskConfig {
@@ -65,6 +70,7 @@ impl XskConfig {
             mode: BindMode::Auto,
             busy_poll: BusyPoll::On,
             napi_probe_port: Some(9),
+            tune_napi: true,
         }
     }
 }
@@ -114,9 +120,7 @@ pub struct XskPort {
 
 fn ring_size_ok(what: &str, n: u32) -> Result<(), XdpError> {
     if !n.is_power_of_two() || !(64..=1 << 16).contains(&n) {
-        return Err(XdpError::Config(format!(
-            "{what} ring size {n}: need a power of two in 64..=65536"
-        )));
+        return Err(XdpError::Config(format!("{what} ring size {n}: need a power of two in 64..=65536")));
     }
     Ok(())
 }
@@ -137,18 +141,13 @@ impl XskPort {
     /// An [`XdpError::Unavailable`] error means AF_XDP cannot be used here
     /// (permission, kernel, driver): fall back to AF_PACKET and log it.
     pub fn open(umem: &Umem, cfg: &XskConfig, pool: &mut PacketPool) -> Result<XskPort, XdpError> {
-        for (what, n) in [
-            ("rx", cfg.rx_size),
-            ("tx", cfg.tx_size),
-            ("fill", cfg.fill_size),
-            ("completion", cfg.comp_size),
-        ] {
+        for (what, n) in
+            [("rx", cfg.rx_size), ("tx", cfg.tx_size), ("fill", cfg.fill_size), ("completion", cfg.comp_size)]
+        {
             ring_size_ok(what, n)?;
         }
         if !umem.matches(pool) {
-            return Err(XdpError::Config(
-                "the pool is not the one the UMEM was registered from".into(),
-            ));
+            return Err(XdpError::Config("the pool is not the one the UMEM was registered from".into()));
         }
         let name = format!("{}/{}", cfg.ifname, cfg.queue);
         let ifindex = sys::if_index(&cfg.ifname).map_err(|e| XdpError::Unavailable {
@@ -170,40 +169,21 @@ impl XskPort {
         // Every socket on its own device queue needs its own fill and
         // completion rings, the shared ones included (Linux 5.10+).
         so(sys::XDP_UMEM_FILL_RING, cfg.fill_size, "XDP_UMEM_FILL_RING")?;
-        so(
-            sys::XDP_UMEM_COMPLETION_RING,
-            cfg.comp_size,
-            "XDP_UMEM_COMPLETION_RING",
-        )?;
+        so(sys::XDP_UMEM_COMPLETION_RING, cfg.comp_size, "XDP_UMEM_COMPLETION_RING")?;
         so(sys::XDP_RX_RING, cfg.rx_size, "XDP_RX_RING")?;
         so(sys::XDP_TX_RING, cfg.tx_size, "XDP_TX_RING")?;
-        let off = sys::mmap_offsets(raw)
-            .map_err(|e| XdpError::from_errno(format!("{name}: XDP_MMAP_OFFSETS"), e))?;
+        let off = sys::mmap_offsets(raw).map_err(|e| XdpError::from_errno(format!("{name}: XDP_MMAP_OFFSETS"), e))?;
         let map_err = |what: &str| {
             let name = name.clone();
             let what = what.to_string();
             move |e| XdpError::from_errno(format!("{name}: mmap {what} ring"), e)
         };
-        let rx = Ring::map(raw, &off.rx, cfg.rx_size, sys::XDP_PGOFF_RX_RING, false)
-            .map_err(map_err("rx"))?;
-        let tx = Ring::map(raw, &off.tx, cfg.tx_size, sys::XDP_PGOFF_TX_RING, true)
-            .map_err(map_err("tx"))?;
-        let fill = Ring::map(
-            raw,
-            &off.fr,
-            cfg.fill_size,
-            sys::XDP_UMEM_PGOFF_FILL_RING,
-            true,
-        )
-        .map_err(map_err("fill"))?;
-        let comp = Ring::map(
-            raw,
-            &off.cr,
-            cfg.comp_size,
-            sys::XDP_UMEM_PGOFF_COMPLETION_RING,
-            false,
-        )
-        .map_err(map_err("completion"))?;
+        let rx = Ring::map(raw, &off.rx, cfg.rx_size, sys::XDP_PGOFF_RX_RING, false).map_err(map_err("rx"))?;
+        let tx = Ring::map(raw, &off.tx, cfg.tx_size, sys::XDP_PGOFF_TX_RING, true).map_err(map_err("tx"))?;
+        let fill =
+            Ring::map(raw, &off.fr, cfg.fill_size, sys::XDP_UMEM_PGOFF_FILL_RING, true).map_err(map_err("fill"))?;
+        let comp = Ring::map(raw, &off.cr, cfg.comp_size, sys::XDP_UMEM_PGOFF_COMPLETION_RING, false)
+            .map_err(map_err("completion"))?;
 
         match via {
             Some(via) => sys::bind_xsk(raw, ifindex, cfg.queue, sys::XDP_SHARED_UMEM, Some(via))
@@ -211,35 +191,15 @@ impl XskPort {
             None => {
                 let need_wakeup = sys::XDP_USE_NEED_WAKEUP;
                 match cfg.mode {
-                    BindMode::Copy => {
-                        sys::bind_xsk(raw, ifindex, cfg.queue, sys::XDP_COPY | need_wakeup, None)
-                            .map_err(|e| bind_error(&name, "copy mode", e))?
-                    }
-                    BindMode::ZeroCopy => sys::bind_xsk(
-                        raw,
-                        ifindex,
-                        cfg.queue,
-                        sys::XDP_ZEROCOPY | need_wakeup,
-                        None,
-                    )
-                    .map_err(|e| bind_error(&name, "zero-copy mode", e))?,
+                    BindMode::Copy => sys::bind_xsk(raw, ifindex, cfg.queue, sys::XDP_COPY | need_wakeup, None)
+                        .map_err(|e| bind_error(&name, "copy mode", e))?,
+                    BindMode::ZeroCopy => sys::bind_xsk(raw, ifindex, cfg.queue, sys::XDP_ZEROCOPY | need_wakeup, None)
+                        .map_err(|e| bind_error(&name, "zero-copy mode", e))?,
                     BindMode::Auto => {
-                        if let Err(e) = sys::bind_xsk(
-                            raw,
-                            ifindex,
-                            cfg.queue,
-                            sys::XDP_ZEROCOPY | need_wakeup,
-                            None,
-                        ) {
+                        if let Err(e) = sys::bind_xsk(raw, ifindex, cfg.queue, sys::XDP_ZEROCOPY | need_wakeup, None) {
                             log::info!("{name}: zero-copy refused ({e}), using copy mode");
-                            sys::bind_xsk(
-                                raw,
-                                ifindex,
-                                cfg.queue,
-                                sys::XDP_COPY | need_wakeup,
-                                None,
-                            )
-                            .map_err(|e| bind_error(&name, "copy mode", e))?;
+                            sys::bind_xsk(raw, ifindex, cfg.queue, sys::XDP_COPY | need_wakeup, None)
+                                .map_err(|e| bind_error(&name, "copy mode", e))?;
                         }
                     }
                 }
@@ -252,13 +212,8 @@ impl XskPort {
         // Linux 6.17+: let one copy-mode sendto turn a whole burst into skbs
         // (32 otherwise). Older kernels refuse the option; we then just kick
         // more than once.
-        let _ = sys::setsockopt_int(
-            raw,
-            sys::SOL_XDP,
-            sys::XDP_MAX_TX_SKB_BUDGET,
-            cfg.tx_size.min(512) as i32,
-        );
-        let busy = BusyPoller::new(cfg.busy_poll, raw, &cfg.ifname, cfg.napi_probe_port);
+        let _ = sys::setsockopt_int(raw, sys::SOL_XDP, sys::XDP_MAX_TX_SKB_BUDGET, cfg.tx_size.min(512) as i32);
+        let busy = BusyPoller::new(cfg.busy_poll, raw, &cfg.ifname, cfg.napi_probe_port, cfg.tune_napi);
         let frames = umem.frames() as usize;
         let mut port = XskPort {
             name,
@@ -282,11 +237,7 @@ impl XskPort {
             fill_starved: 0,
         };
         port.refill(pool);
-        log::info!(
-            "{}: AF_XDP {} mode",
-            port.name,
-            if zero_copy { "zero-copy" } else { "copy" }
-        );
+        log::info!("{}: AF_XDP {} mode", port.name, if zero_copy { "zero-copy" } else { "copy" });
         Ok(port)
     }
 
@@ -429,11 +380,7 @@ impl XskPort {
     pub fn close(mut self, pool: &mut PacketPool) -> CloseReport {
         let mut report = CloseReport::default();
         if !self.umem.matches(pool) {
-            log::error!(
-                "{}: closed with a foreign pool; {} frames not returned",
-                self.name,
-                self.lent_count
-            );
+            log::error!("{}: closed with a foreign pool; {} frames not returned", self.name, self.lent_count);
             report.abandoned = self.lent_count;
             return report;
         }
@@ -497,11 +444,7 @@ impl Drop for XskPort {
     fn drop(&mut self) {
         self.umem.remove_bound(self.umem_id);
         if self.lent_count > 0 && !self.name.is_empty() {
-            log::debug!(
-                "{}: dropped without close; {} frames stay lent",
-                self.name,
-                self.lent_count
-            );
+            log::debug!("{}: dropped without close; {} frames stay lent", self.name, self.lent_count);
         }
     }
 }
@@ -539,11 +482,7 @@ impl Port for XskPort {
                 self.stats.rx_dropped += 1;
                 continue;
             }
-            *pool.meta_mut(idx) = Meta {
-                off,
-                len: d.len as u16,
-                ..Meta::default()
-            };
+            *pool.meta_mut(idx) = Meta { off, len: d.len as u16, ..Meta::default() };
             out.push(idx);
             self.stats.rx_bytes += u64::from(d.len);
             got += 1;
@@ -559,10 +498,7 @@ impl Port for XskPort {
             pool.free_all(pkts);
             self.stats.errors += 1;
             self.stats.tx_dropped += pkts.len() as u64;
-            return TxOutcome {
-                sent: 0,
-                dropped: pkts.len(),
-            };
+            return TxOutcome { sent: 0, dropped: pkts.len() };
         }
         self.reclaim(pool);
         let want = pkts.len().min(u32::MAX as usize) as u32;
@@ -578,11 +514,7 @@ impl Port for XskPort {
             if ok && n < free {
                 self.tx.prod_write(
                     n,
-                    XdpDesc {
-                        addr: pool.frame_addr(idx) + u64::from(m.off),
-                        len: u32::from(m.len),
-                        options: 0,
-                    },
+                    XdpDesc { addr: pool.frame_addr(idx) + u64::from(m.off), len: u32::from(m.len), options: 0 },
                 );
                 self.lend(idx);
                 n += 1;
@@ -618,11 +550,7 @@ impl Port for XskPort {
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        if self.busy.engaged() {
-            None
-        } else {
-            Some(self.fd.as_fd())
-        }
+        if self.busy.engaged() { None } else { Some(self.fd.as_fd()) }
     }
 
     fn stats(&self) -> PortStats {

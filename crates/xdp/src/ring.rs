@@ -67,25 +67,14 @@ unsafe impl<T: Copy> Send for Ring<T> {}
 impl<T: Copy> Ring<T> {
     /// Maps the ring of `size` entries that the kernel created for `fd` at
     /// page offset `pgoff`, laid out as `off` says.
-    pub(crate) fn map(
-        fd: RawFd,
-        off: &RingOffset,
-        size: u32,
-        pgoff: i64,
-        producer_side: bool,
-    ) -> io::Result<Ring<T>> {
+    pub(crate) fn map(fd: RawFd, off: &RingOffset, size: u32, pgoff: i64, producer_side: bool) -> io::Result<Ring<T>> {
         if !size.is_power_of_two() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("ring size {size} is not a power of two"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("ring size {size} is not a power of two")));
         }
         let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
         for o in [off.producer, off.consumer, off.flags] {
             if o as usize + 4 > off.desc as usize || !o.is_multiple_of(4) {
-                return Err(io::Error::other(format!(
-                    "kernel reported an unexpected ring layout {off:?}"
-                )));
+                return Err(io::Error::other(format!("kernel reported an unexpected ring layout {off:?}")));
             }
         }
         let base = sys::mmap_socket(fd, len, pgoff)?;
@@ -102,17 +91,8 @@ impl<T: Copy> Ring<T> {
                 base.add(off.desc as usize) as *mut T,
             )
         };
-        let mut ring = Ring {
-            _map: map,
-            producer,
-            consumer,
-            flags,
-            descs,
-            mask: size - 1,
-            size,
-            cached_prod: 0,
-            cached_cons: 0,
-        };
+        let mut ring =
+            Ring { _map: map, producer, consumer, flags, descs, mask: size - 1, size, cached_prod: 0, cached_cons: 0 };
         ring.cached_prod = ring.prod().load(Ordering::Relaxed);
         ring.cached_cons = ring.cons().load(Ordering::Relaxed);
         if producer_side {
@@ -178,8 +158,7 @@ impl<T: Copy> Ring<T> {
 
     /// Entries published but not yet consumed by the kernel.
     pub(crate) fn prod_outstanding(&self) -> u32 {
-        self.cached_prod
-            .wrapping_sub(self.cons().load(Ordering::Acquire))
+        self.cached_prod.wrapping_sub(self.cons().load(Ordering::Acquire))
     }
 
     // ---- consumer side (rx, completion) ----

@@ -17,6 +17,7 @@ use aya::{Ebpf, EbpfLoader};
 use std::net::IpAddr;
 
 static STEER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer.o"));
+static GEN_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gen.o"));
 static SINK_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sink.o"));
 
 /// The compiled steering program (ELF), for tools that attach it themselves.
@@ -71,10 +72,7 @@ pub struct SteerOptions {
 
 impl Default for SteerOptions {
     fn default() -> Self {
-        SteerOptions {
-            neigh_to_tern: false,
-            allow_generic: true,
-        }
+        SteerOptions { neigh_to_tern: false, allow_generic: true }
     }
 }
 
@@ -110,9 +108,7 @@ fn load_and_attach(
         .try_into()
         .map_err(|e| prog_err("program type", e))?;
     p.load().map_err(|e| match &e {
-        aya::programs::ProgramError::LoadError { io_error, .. }
-            if io_error.raw_os_error() == Some(libc::EPERM) =>
-        {
+        aya::programs::ProgramError::LoadError { io_error, .. } if io_error.raw_os_error() == Some(libc::EPERM) => {
             XdpError::Unavailable {
                 why: Unavailable::NoPermission,
                 detail: format!("loading {prog} needs CAP_BPF (or root)"),
@@ -124,9 +120,7 @@ fn load_and_attach(
     match p.attach_to_if_index(ifindex, XdpMode::Driver) {
         Ok(_) => Ok((ebpf, AttachMode::Driver)),
         Err(e) if allow_generic => {
-            log::warn!(
-                "{ifname}: native XDP refused ({e}); attaching {prog} in generic (skb) mode, which is slower"
-            );
+            log::warn!("{ifname}: native XDP refused ({e}); attaching {prog} in generic (skb) mode, which is slower");
             let p: &mut Xdp = ebpf
                 .program_mut(prog)
                 .ok_or_else(|| prog_err("object", format!("no program {prog}")))?
@@ -151,9 +145,7 @@ fn take<T: TryFrom<aya::maps::Map>>(ebpf: &mut Ebpf, name: &str) -> Result<T, Xd
 where
     T::Error: std::fmt::Display,
 {
-    let m = ebpf
-        .take_map(name)
-        .ok_or_else(|| prog_err("object", format!("no map {name}")))?;
+    let m = ebpf.take_map(name).ok_or_else(|| prog_err("object", format!("no map {name}")))?;
     T::try_from(m).map_err(|e| prog_err(name, e))
 }
 
@@ -185,13 +177,7 @@ impl SteeringProgram {
     /// as a logged fallback if allowed).
     pub fn attach(ifname: &str, opts: SteerOptions) -> Result<SteeringProgram, XdpError> {
         let ifindex = ifindex_of(ifname)?;
-        let (mut ebpf, mode) = load_and_attach(
-            STEER_OBJ,
-            STEER_PROG_NAME,
-            ifname,
-            ifindex,
-            opts.allow_generic,
-        )?;
+        let (mut ebpf, mode) = load_and_attach(STEER_OBJ, STEER_PROG_NAME, ifname, ifindex, opts.allow_generic)?;
         let mut sp = SteeringProgram {
             xsks: take(&mut ebpf, "tern_xsks")?,
             local4: take(&mut ebpf, "tern_local4")?,
@@ -218,14 +204,8 @@ impl SteeringProgram {
     }
 
     fn set_flag(&mut self, flag: u32, on: bool) -> Result<(), XdpError> {
-        let cfg = if on {
-            self.cfg | flag
-        } else {
-            self.cfg & !flag
-        };
-        self.config
-            .set(0, cfg, 0)
-            .map_err(|e| prog_err("tern_config", e))?;
+        let cfg = if on { self.cfg | flag } else { self.cfg & !flag };
+        self.config.set(0, cfg, 0).map_err(|e| prog_err("tern_config", e))?;
         self.cfg = cfg;
         Ok(())
     }
@@ -243,15 +223,9 @@ impl SteeringProgram {
     /// Steers queue `port.queue()` of this device to `port`.
     pub fn register(&mut self, port: &XskPort) -> Result<(), XdpError> {
         if port.ifindex() != self.ifindex {
-            return Err(XdpError::Config(format!(
-                "port {} is not on {}",
-                port.name(),
-                self.ifname
-            )));
+            return Err(XdpError::Config(format!("port {} is not on {}", port.name(), self.ifname)));
         }
-        self.xsks
-            .set(port.queue(), port.socket_fd(), 0)
-            .map_err(|e| prog_err("tern_xsks", e))
+        self.xsks.set(port.queue(), port.socket_fd(), 0).map_err(|e| prog_err("tern_xsks", e))
     }
 
     /// Stops steering queue `queue` (its packets then go to Linux).
@@ -281,30 +255,11 @@ impl SteeringProgram {
     pub fn verdicts(&self) -> Result<Verdicts, XdpError> {
         let mut v = [0u64; N_VERDICTS as usize];
         for (i, slot) in (0..N_VERDICTS).zip(v.iter_mut()) {
-            let per_cpu = self
-                .verdicts
-                .get(&i, 0)
-                .map_err(|e| prog_err("tern_verdicts", e))?;
+            let per_cpu = self.verdicts.get(&i, 0).map_err(|e| prog_err("tern_verdicts", e))?;
             *slot = per_cpu.iter().sum();
         }
-        let [
-            redirect,
-            redirect_neigh,
-            pass_local,
-            pass_neigh,
-            pass_mcast,
-            pass_no_xsk,
-            pass_other,
-        ] = v;
-        Ok(Verdicts {
-            redirect,
-            redirect_neigh,
-            pass_local,
-            pass_neigh,
-            pass_mcast,
-            pass_no_xsk,
-            pass_other,
-        })
+        let [redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other] = v;
+        Ok(Verdicts { redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other })
     }
 }
 
@@ -319,31 +274,73 @@ impl SinkProgram {
     pub fn attach(ifname: &str) -> Result<SinkProgram, XdpError> {
         let ifindex = ifindex_of(ifname)?;
         let (mut ebpf, _) = load_and_attach(SINK_OBJ, SINK_PROG_NAME, ifname, ifindex, true)?;
-        Ok(SinkProgram {
-            counts: take(&mut ebpf, "tern_sink_count")?,
-            _ebpf: ebpf,
-        })
+        Ok(SinkProgram { counts: take(&mut ebpf, "tern_sink_count")?, _ebpf: ebpf })
     }
 
     /// (packets, bytes) counted so far.
     pub fn count(&self) -> Result<(u64, u64), XdpError> {
         let get = |k: u32| -> Result<u64, XdpError> {
-            Ok(self
-                .counts
-                .get(&k, 0)
-                .map_err(|e| prog_err("tern_sink_count", e))?
-                .iter()
-                .sum())
+            Ok(self.counts.get(&k, 0).map_err(|e| prog_err("tern_sink_count", e))?.iter().sum())
         };
         Ok((get(0)?, get(1)?))
+    }
+}
+
+/// A traffic generator for measurements (`bpf/gen.c`): transmits a frame
+/// out of a device many times per system call through BPF_PROG_TEST_RUN
+/// live frames (Linux 5.18+). On veth the peer needs NAPI (an XDP program
+/// or GRO on), or the frames are dropped.
+pub struct LiveFrameGenerator {
+    frame: Array<MapData, [u8; GEN_FRAME_LEN]>,
+    current: [u8; GEN_FRAME_LEN],
+    ebpf: Ebpf,
+    ifindex: u32,
+}
+
+/// Length of the generator's frames (64 bytes on the wire with the FCS).
+pub const GEN_FRAME_LEN: usize = 60;
+
+impl LiveFrameGenerator {
+    pub fn new(ifname: &str) -> Result<LiveFrameGenerator, XdpError> {
+        let ifindex = ifindex_of(ifname)?;
+        let mut ebpf = EbpfLoader::new().load(GEN_OBJ).map_err(|e| prog_err("loading gen.o", format!("{e:?}")))?;
+        let p: &mut Xdp = ebpf
+            .program_mut("tern_gen")
+            .ok_or_else(|| prog_err("object", "no program tern_gen"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        p.load().map_err(|e| prog_err("verifier", format!("{e:?}")))?;
+        let frame = take(&mut ebpf, "tern_gen_frame")?;
+        Ok(LiveFrameGenerator { frame, current: [0; GEN_FRAME_LEN], ebpf, ifindex })
+    }
+
+    /// Sends `frame` (exactly [`GEN_FRAME_LEN`] bytes) `repeat` times (one
+    /// system call, plus a map update when the frame changed).
+    pub fn send(&mut self, frame: &[u8], repeat: u32) -> Result<(), XdpError> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let f: [u8; GEN_FRAME_LEN] = frame.try_into().map_err(|_| {
+            XdpError::Config(format!("generator frames are {GEN_FRAME_LEN} bytes, not {}", frame.len()))
+        })?;
+        if f != self.current {
+            self.frame.set(0, f, 0).map_err(|e| prog_err("tern_gen_frame", e))?;
+            self.current = f;
+        }
+        let p: &Xdp = self
+            .ebpf
+            .program("tern_gen")
+            .ok_or_else(|| prog_err("object", "no program tern_gen"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        let fd = p.fd().map_err(|e| prog_err("program fd", e))?;
+        sys::xdp_live_frames(fd.as_fd().as_raw_fd(), self.ifindex, frame, repeat)
+            .map_err(|e| XdpError::from_errno("BPF_PROG_TEST_RUN (live frames, Linux 5.18+)", e))
     }
 }
 
 /// The XDP programs attached to `ifname`: (mode, program id, name).
 pub fn attached(ifname: &str) -> Result<Vec<(AttachMode, u32, String)>, XdpError> {
     let ifindex = ifindex_of(ifname)?;
-    let att = netlink::query(ifindex)
-        .map_err(|e| XdpError::from_errno(format!("{ifname}: RTM_GETLINK"), e))?;
+    let att = netlink::query(ifindex).map_err(|e| XdpError::from_errno(format!("{ifname}: RTM_GETLINK"), e))?;
     let names: Vec<(u32, String)> = aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .map(|p| (p.id(), p.name_as_str().unwrap_or("").to_string()))
@@ -352,11 +349,7 @@ pub fn attached(ifname: &str) -> Result<Vec<(AttachMode, u32, String)>, XdpError
         .programs
         .into_iter()
         .map(|(mode, id)| {
-            let name = names
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map(|(_, n)| n.clone())
-                .unwrap_or_default();
+            let name = names.iter().find(|(i, _)| *i == id).map(|(_, n)| n.clone()).unwrap_or_default();
             (mode, id, name)
         })
         .collect())

@@ -93,11 +93,7 @@ pub struct XskKernelStats {
 }
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
 }
 
 fn own(fd: libc::c_int) -> io::Result<OwnedFd> {
@@ -117,48 +113,23 @@ pub(crate) fn xsk_socket() -> io::Result<OwnedFd> {
 pub(crate) fn udp_socket(v6: bool) -> io::Result<OwnedFd> {
     let domain = if v6 { libc::AF_INET6 } else { libc::AF_INET };
     // SAFETY: socket(2) takes no pointers.
-    own(unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    })
+    own(unsafe { libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) })
 }
 
 /// A new rtnetlink socket.
 pub(crate) fn netlink_route_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers.
-    own(unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    })
+    own(unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) })
 }
 
 fn setsockopt_raw<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
     // SAFETY: `val` points to a live, initialised T of exactly the length
     // passed; the kernel only reads it.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
+    cvt(unsafe { libc::setsockopt(fd, level, name, (val as *const T).cast(), size_of::<T>() as libc::socklen_t) })
+        .map(drop)
 }
 
-pub(crate) fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    val: libc::c_int,
-) -> io::Result<()> {
+pub(crate) fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> io::Result<()> {
     setsockopt_raw(fd, level, name, &val)
 }
 
@@ -166,33 +137,15 @@ pub(crate) fn setsockopt_umem_reg(fd: RawFd, reg: &UmemReg) -> io::Result<()> {
     setsockopt_raw(fd, SOL_XDP, XDP_UMEM_REG, reg)
 }
 
-pub(crate) fn setsockopt_bytes(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    val: &[u8],
-) -> io::Result<()> {
+pub(crate) fn setsockopt_bytes(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &[u8]) -> io::Result<()> {
     // SAFETY: the slice is live and its length is passed with it.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            val.as_ptr().cast(),
-            val.len() as libc::socklen_t,
-        )
-    })
-    .map(drop)
+    cvt(unsafe { libc::setsockopt(fd, level, name, val.as_ptr().cast(), val.len() as libc::socklen_t) }).map(drop)
 }
 
 /// getsockopt into a `T` that is valid for any bit pattern (plain integers
 /// and the repr(C) integer structs above). Returns the value and the length
 /// the kernel wrote.
-fn getsockopt_raw<T: Default>(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-) -> io::Result<(T, usize)> {
+fn getsockopt_raw<T: Default>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<(T, usize)> {
     let mut val = T::default();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `val` is a live T of `len` bytes that the kernel may fill in;
@@ -202,11 +155,7 @@ fn getsockopt_raw<T: Default>(
     Ok((val, len as usize))
 }
 
-pub(crate) fn getsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-) -> io::Result<libc::c_int> {
+pub(crate) fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
     getsockopt_raw::<libc::c_int>(fd, level, name).map(|(v, _)| v)
 }
 
@@ -246,11 +195,7 @@ pub(crate) fn bind_xsk(
     sa.sxdp_shared_umem_fd = shared_umem_fd.map_or(0, |f| f as u32);
     // SAFETY: `sa` is a live sockaddr_xdp and its exact size is passed.
     cvt(unsafe {
-        libc::bind(
-            fd,
-            (&sa as *const libc::sockaddr_xdp).cast(),
-            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
+        libc::bind(fd, (&sa as *const libc::sockaddr_xdp).cast(), size_of::<libc::sockaddr_xdp>() as libc::socklen_t)
     })
     .map(drop)
 }
@@ -292,54 +237,29 @@ pub(crate) fn recv_dontwait(fd: RawFd, buf: &mut [u8]) -> Result<usize, i32> {
             std::ptr::null_mut(),
         )
     };
-    if r < 0 {
-        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    } else {
-        Ok(r as usize)
-    }
+    if r < 0 { Err(io::Error::last_os_error().raw_os_error().unwrap_or(0)) } else { Ok(r as usize) }
 }
 
 /// Kicks the kernel to transmit what is in the XSK tx ring.
 pub(crate) fn send_kick(fd: RawFd) -> Result<(), i32> {
     // SAFETY: a zero-length send with no buffer and no address: the kernel
     // reads nothing from userspace memory.
-    let r = unsafe {
-        libc::sendto(
-            fd,
-            std::ptr::null(),
-            0,
-            libc::MSG_DONTWAIT,
-            std::ptr::null(),
-            0,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    } else {
-        Ok(())
-    }
+    let r = unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    if r < 0 { Err(io::Error::last_os_error().raw_os_error().unwrap_or(0)) } else { Ok(()) }
 }
 
 /// Sends one datagram on a connected-less socket bound elsewhere (netlink).
 pub(crate) fn send_bytes(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live slice of the given length; read only.
     let r = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
 
 /// Blocking receive of one datagram (netlink replies).
 pub(crate) fn recv_bytes(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live writable slice of the given length.
     let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as usize) }
 }
 
 /// Binds a UDP socket to the wildcard address and `port`.
@@ -365,11 +285,7 @@ pub(crate) fn bind_udp_any(fd: RawFd, v6: bool, port: u16) -> io::Result<()> {
         sa.sin_port = port.to_be();
         // SAFETY: `sa` is live and its exact size is passed.
         cvt(unsafe {
-            libc::bind(
-                fd,
-                (&sa as *const libc::sockaddr_in).cast(),
-                size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
+            libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), size_of::<libc::sockaddr_in>() as libc::socklen_t)
         })
         .map(drop)
     }
@@ -377,24 +293,16 @@ pub(crate) fn bind_udp_any(fd: RawFd, v6: bool, port: u16) -> io::Result<()> {
 
 /// Interface index of `name` in the calling thread's network namespace.
 pub(crate) fn if_index(name: &str) -> io::Result<u32> {
-    let c = CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
+    let c =
+        CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(idx)
-    }
+    if idx == 0 { Err(io::Error::last_os_error()) } else { Ok(idx) }
 }
 
 /// Waits up to `timeout_ms` for `fd` to become readable. True if it did.
 pub(crate) fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     // SAFETY: one live pollfd, count 1.
     let n = cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })?;
     Ok(n > 0)
@@ -419,4 +327,78 @@ pub fn thread_cpu_ns() -> u64 {
     }
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Pins the calling thread to `cpu` (measurements).
+pub fn pin_thread_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu} out of range")));
+    }
+    // SAFETY: cpu < CPU_SETSIZE, checked above; `set` is a live cpu_set_t.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 is the
+    // calling thread.
+    cvt(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }).map(drop)
+}
+
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// The `test` member of `union bpf_attr` (BPF_PROG_TEST_RUN).
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
+/// `struct xdp_md` as a test-run context.
+#[repr(C)]
+#[derive(Default)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// Runs XDP program `prog_fd` `repeat` times on `frame` in live-frames
+/// mode: its XDP_TX really transmits out of `ifindex`.
+pub(crate) fn xdp_live_frames(prog_fd: RawFd, ifindex: u32, frame: &[u8], repeat: u32) -> io::Result<()> {
+    let ctx = XdpMd { data_end: frame.len() as u32, ingress_ifindex: ifindex, ..XdpMd::default() };
+    let attr = TestRunAttr {
+        prog_fd: prog_fd as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat,
+        ctx_size_in: size_of::<XdpMd>() as u32,
+        ctx_in: (&ctx as *const XdpMd) as u64,
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        ..TestRunAttr::default()
+    };
+    // SAFETY: `attr` is a fully initialised bpf_attr prefix of the size
+    // passed; the pointers in it (frame, ctx) are live for the call and
+    // only read by the kernel (no output buffers in live mode).
+    let r = unsafe {
+        libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &attr as *const TestRunAttr, size_of::<TestRunAttr>())
+    };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }

@@ -58,9 +58,7 @@ impl Umem {
     pub fn new(pool: &PacketPool) -> Result<Umem, XdpError> {
         let fs = pool.frame_size();
         if fs != 2048 && fs != 4096 {
-            return Err(XdpError::Config(format!(
-                "AF_XDP needs 2048- or 4096-byte frames, the pool has {fs}"
-            )));
+            return Err(XdpError::Config(format!("AF_XDP needs 2048- or 4096-byte frames, the pool has {fs}")));
         }
         let (base, len) = pool.raw_region();
         // The kernel puts data at XDP_PACKET_HEADROOM + UMEM headroom; ask for
@@ -92,18 +90,14 @@ impl Umem {
             flags: 0,
             tx_metadata_len: 0,
         };
-        sys::setsockopt_umem_reg(fd.as_raw_fd(), &reg)
-            .map_err(|e| XdpError::from_errno("XDP_UMEM_REG", e))?;
+        sys::setsockopt_umem_reg(fd.as_raw_fd(), &reg).map_err(|e| XdpError::from_errno("XDP_UMEM_REG", e))?;
         Ok(fd)
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Sockets> {
         // A panic while holding the lock leaves the lists consistent (every
         // update is a single push/remove), so a poisoned lock is usable.
-        self.shared
-            .sockets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.shared.sockets.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Picks how the next port joins; the caller keeps `guard` until its
@@ -144,8 +138,7 @@ impl Umem {
     /// True if `pool` is the pool this UMEM was registered from.
     #[inline]
     pub fn matches(&self, pool: &PacketPool) -> bool {
-        pool.raw_region().0 as usize == self.shared.base
-            && pool.frame_size() == self.shared.frame_size
+        pool.raw_region().0 as usize == self.shared.base && pool.frame_size() == self.shared.frame_size
     }
 
     pub fn frame_size(&self) -> u32 {

@@ -12,26 +12,18 @@ use tern_packet::{PacketPool, PoolConfig, Port};
 use tern_xdp::*;
 
 fn pool(frames: u32) -> PacketPool {
-    PacketPool::new(PoolConfig {
-        frames,
-        ..PoolConfig::default()
-    })
-    .expect("pool")
+    PacketPool::new(PoolConfig { frames, ..PoolConfig::default() }).expect("pool")
 }
 
 fn cfg(ifname: &str, queue: u32) -> XskConfig {
-    XskConfig {
-        busy_poll: BusyPoll::Off,
-        ..XskConfig::new(ifname, queue)
-    }
+    XskConfig { busy_poll: BusyPoll::Off, ..XskConfig::new(ifname, queue) }
 }
 
 /// Sends `n` UDP datagrams from `src_port` to `dst`, payload `tag-<i>`.
 fn send_udp(dst: SocketAddr, src_port: u16, tag: &str, n: usize) {
     let s = UdpSocket::bind(("0.0.0.0", src_port)).expect("bind sender");
     for i in 0..n {
-        s.send_to(format!("{tag}-{i}").as_bytes(), dst)
-            .expect("send");
+        s.send_to(format!("{tag}-{i}").as_bytes(), dst).expect("send");
     }
 }
 
@@ -53,8 +45,7 @@ fn transit_packets_reach_the_xsk_with_their_bytes() {
         steer.register(&port).expect("register");
         assert_eq!(pool.available() + port.frames_lent(), start);
 
-        rig.gen_ns
-            .run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4100, "xdp-rx", 50));
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4100, "xdp-rx", 50));
         let mut frames = Vec::new();
         let mut batch = Vec::with_capacity(64);
         let mut seen = Vec::new();
@@ -63,19 +54,12 @@ fn transit_packets_reach_the_xsk_with_their_bytes() {
             port.rx_burst(&mut pool, &mut batch, 64);
             for &i in &batch {
                 let data = pool.data(i).to_vec();
-                assert_eq!(
-                    u32::from(pool.meta(i).off),
-                    umem.rx_data_offset(),
-                    "data starts after the XDP headroom"
-                );
+                assert_eq!(u32::from(pool.meta(i).off), umem.rx_data_offset(), "data starts after the XDP headroom");
                 frames.push(data);
                 pool.free(i);
             }
             port.service(&mut pool);
-            seen = frames
-                .iter()
-                .filter_map(|f| udp_payload(f).map(|p| p.3.to_vec()))
-                .collect();
+            seen = frames.iter().filter_map(|f| udp_payload(f).map(|p| p.3.to_vec())).collect();
             seen.len() >= 50
         });
         let v = steer.verdicts().expect("verdicts");
@@ -91,9 +75,7 @@ fn transit_packets_reach_the_xsk_with_their_bytes() {
         seen
     });
     let got: BTreeSet<Vec<u8>> = got.into_iter().collect();
-    let want: BTreeSet<Vec<u8>> = (0..50)
-        .map(|i| format!("xdp-rx-{i}").into_bytes())
-        .collect();
+    let want: BTreeSet<Vec<u8>> = (0..50).map(|i| format!("xdp-rx-{i}").into_bytes()).collect();
     assert_eq!(got, want);
     assert_eq!(pool.available(), start, "every frame is back in the pool");
 }
@@ -112,8 +94,7 @@ fn local_traffic_and_arp_still_reach_linux() {
         let mut port = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
         steer.register(&port).expect("register");
         assert!(
-            rig.gen_ns
-                .exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.1.1"]),
+            rig.gen_ns.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.1.1"]),
             "ping to the router's own address"
         );
         let v = steer.verdicts().expect("verdicts");
@@ -134,20 +115,14 @@ fn neighbour_discovery_goes_to_tern_in_standalone_mode() {
     let rig = Rig2::new(1);
     let mut pool = pool(4096);
     rig.rtr.run(|| {
-        let opts = SteerOptions {
-            neigh_to_tern: true,
-            ..SteerOptions::default()
-        };
+        let opts = SteerOptions { neigh_to_tern: true, ..SteerOptions::default() };
         let mut steer = SteeringProgram::attach("r0", opts).expect("attach");
         let umem = Umem::new(&pool).expect("umem");
         let mut port = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
         steer.register(&port).expect("register");
         // Nobody answers ARP now (tern would): the ping fails, its ARP
         // requests reach the XSK.
-        assert!(
-            !rig.gen_ns
-                .exec(&["ping", "-c", "1", "-W", "1", "10.77.1.1"])
-        );
+        assert!(!rig.gen_ns.exec(&["ping", "-c", "1", "-W", "1", "10.77.1.1"]));
         let mut batch = Vec::new();
         let mut arp = 0;
         wait_until(Duration::from_secs(3), || {
@@ -175,24 +150,14 @@ fn tx_frames_arrive_at_the_peer() {
     let rig = Rig2::new(1);
     let mut pool = pool(4096);
     let start = pool.available();
-    let rx = rig
-        .gen_ns
-        .run(|| UdpSocket::bind((G0_IP, 7777)).expect("bind receiver"));
-    rx.set_read_timeout(Some(Duration::from_secs(3)))
-        .expect("timeout");
+    let rx = rig.gen_ns.run(|| UdpSocket::bind((G0_IP, 7777)).expect("bind receiver"));
+    rx.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
     rig.rtr.run(|| {
         let umem = Umem::new(&pool).expect("umem");
         let mut port = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
         let pkts: Vec<u32> = (0..100)
             .map(|i| {
-                let f = udp_frame(
-                    mac(MAC_R0),
-                    mac(MAC_G0),
-                    R0_IP,
-                    G0_IP,
-                    7777,
-                    format!("xdp-tx-{i}").as_bytes(),
-                );
+                let f = udp_frame(mac(MAC_R0), mac(MAC_G0), R0_IP, G0_IP, 7777, format!("xdp-tx-{i}").as_bytes());
                 pool.alloc_from(&f).expect("frame")
             })
             .collect();
@@ -216,9 +181,7 @@ fn tx_frames_arrive_at_the_peer() {
         let n = rx.recv(&mut buf).expect("datagram from the XSK");
         got.insert(buf[..n].to_vec());
     }
-    let want: BTreeSet<Vec<u8>> = (0..100)
-        .map(|i| format!("xdp-tx-{i}").into_bytes())
-        .collect();
+    let want: BTreeSet<Vec<u8>> = (0..100).map(|i| format!("xdp-tx-{i}").into_bytes()).collect();
     assert_eq!(got, want);
     assert_eq!(pool.available(), start);
 }
@@ -246,12 +209,7 @@ fn invalid_tx_frames_are_dropped_not_leaked() {
 }
 
 /// rx on r0, rewrite MACs, tx on r1 (same UMEM), until `stop`.
-fn forward(
-    a: &mut XskPort,
-    b: &mut XskPort,
-    pool: &mut PacketPool,
-    stop: &AtomicBool,
-) -> (u64, usize) {
+fn forward(a: &mut XskPort, b: &mut XskPort, pool: &mut PacketPool, stop: &AtomicBool) -> (u64, usize) {
     let mut batch = Vec::with_capacity(64);
     let mut fwd = 0;
     let mut min_avail = usize::MAX;
@@ -283,11 +241,8 @@ fn two_ports_share_a_umem_forward_thousands_and_leak_nothing() {
     let rig = Rig3::new();
     let mut pool = pool(4096);
     let start = pool.available();
-    let sink = rig
-        .sink
-        .run(|| UdpSocket::bind((S0_IP, 6000)).expect("sink"));
-    sink.set_read_timeout(Some(Duration::from_millis(100)))
-        .expect("timeout");
+    let sink = rig.sink.run(|| UdpSocket::bind((S0_IP, 6000)).expect("sink"));
+    sink.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
     let received = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let ready = AtomicBool::new(false);
@@ -331,17 +286,14 @@ fn two_ports_share_a_umem_forward_thousands_and_leak_nothing() {
                 }
                 // Window of 50: keeps the test about accounting, not
                 // about how much a veth drops under overload.
-                if !wait_until(Duration::from_secs(2), || {
-                    received.load(Ordering::Relaxed) >= sent
-                }) && received.load(Ordering::Relaxed) == 0
+                if !wait_until(Duration::from_secs(2), || received.load(Ordering::Relaxed) >= sent)
+                    && received.load(Ordering::Relaxed) == 0
                 {
                     break;
                 }
             }
         });
-        wait_until(Duration::from_secs(5), || {
-            received.load(Ordering::Relaxed) >= N
-        });
+        wait_until(Duration::from_secs(5), || received.load(Ordering::Relaxed) >= N);
         stop.store(true, Ordering::Relaxed);
         let _ = sink_thread.join();
         fwd.join().expect("forwarder")
@@ -350,11 +302,7 @@ fn two_ports_share_a_umem_forward_thousands_and_leak_nothing() {
     assert!(got >= N * 99 / 100, "sink got {got} of {N}");
     assert!(fwd >= got, "forwarded {fwd}, sink {got}");
     assert!(lent_while_running < start, "frames were lent while running");
-    assert_eq!(
-        pool.available(),
-        start,
-        "no frame leaked after {fwd} packets"
-    );
+    assert_eq!(pool.available(), start, "no frame leaked after {fwd} packets");
 }
 
 #[test]
@@ -369,9 +317,8 @@ fn one_socket_per_queue_on_a_multiqueue_veth() {
         let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
         steer.add_local(IpAddr::V4(R0_IP)).expect("local");
         let umem = Umem::new(&pool).expect("umem");
-        let mut ports: Vec<XskPort> = (0..2)
-            .map(|q| XskPort::open(&umem, &cfg("r0", q), &mut pool).expect("open queue"))
-            .collect();
+        let mut ports: Vec<XskPort> =
+            (0..2).map(|q| XskPort::open(&umem, &cfg("r0", q), &mut pool).expect("open queue")).collect();
         for p in &ports {
             steer.register(p).expect("register");
         }
@@ -379,12 +326,7 @@ fn one_socket_per_queue_on_a_multiqueue_veth() {
         // by flow hash.
         rig.gen_ns.run(|| {
             for f in 0..64u16 {
-                send_udp(
-                    SocketAddr::new(S0_IP.into(), 5000),
-                    4300 + f,
-                    &format!("q{f}"),
-                    4,
-                );
+                send_udp(SocketAddr::new(S0_IP.into(), 5000), 4300 + f, &format!("q{f}"), 4);
             }
         });
         let mut counts = [0usize; 2];
@@ -405,20 +347,13 @@ fn one_socket_per_queue_on_a_multiqueue_veth() {
             }
             payloads.len() >= 256
         });
-        assert_eq!(
-            payloads.len(),
-            256,
-            "every datagram reached one of the queues' sockets"
-        );
+        assert_eq!(payloads.len(), 256, "every datagram reached one of the queues' sockets");
         for p in ports.drain(..) {
             p.close(&mut pool);
         }
         counts
     });
-    assert!(
-        per_queue[0] > 0 && per_queue[1] > 0,
-        "both queues steered: {per_queue:?}"
-    );
+    assert!(per_queue[0] > 0 && per_queue[1] > 0, "both queues steered: {per_queue:?}");
     assert_eq!(pool.available(), start);
 }
 
@@ -433,17 +368,13 @@ fn busy_polling_engages_through_the_helper_socket() {
         let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
         steer.add_local(IpAddr::V4(R0_IP)).expect("local");
         let umem = Umem::new(&pool).expect("umem");
-        let c = XskConfig {
-            busy_poll: BusyPoll::On,
-            ..XskConfig::new("r0", 0)
-        };
+        let c = XskConfig { busy_poll: BusyPoll::On, ..XskConfig::new("r0", 0) };
         let mut port = XskPort::open(&umem, &c, &mut pool).expect("open");
         steer.register(&port).expect("register");
         assert_eq!(port.busy_poll_state(), BusyPollState::Learning);
         assert!(port.wait_fd().is_some(), "not spinning before it engages");
         // Probe packets to the discard port at the router's address.
-        rig.gen_ns
-            .run(|| send_udp(SocketAddr::new(R0_IP.into(), 9), 4400, "probe", 5));
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(R0_IP.into(), 9), 4400, "probe", 5));
         assert!(
             wait_until(Duration::from_secs(3), || {
                 port.service(&mut pool);
@@ -452,26 +383,16 @@ fn busy_polling_engages_through_the_helper_socket() {
             "learned a NAPI id"
         );
         let state = port.busy_poll_state();
-        assert!(
-            matches!(
-                state,
-                BusyPollState::Helper { .. } | BusyPollState::Socket { .. }
-            ),
-            "{state:?}"
-        );
+        assert!(matches!(state, BusyPollState::Helper { .. } | BusyPollState::Socket { .. }), "{state:?}");
         assert!(port.wait_fd().is_none(), "spins once busy polling engaged");
         // Traffic still flows with the worker driving the NAPI.
-        rig.gen_ns
-            .run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4401, "busy", 20));
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4401, "busy", 20));
         let mut n = 0;
         let mut batch = Vec::new();
         assert!(wait_until(Duration::from_secs(3), || {
             batch.clear();
             port.rx_burst(&mut pool, &mut batch, 64);
-            n += batch
-                .iter()
-                .filter(|&&i| udp_payload(pool.data(i)).is_some_and(|p| p.2 == 5000))
-                .count();
+            n += batch.iter().filter(|&&i| udp_payload(pool.data(i)).is_some_and(|p| p.2 == 5000)).count();
             pool.free_all(&batch);
             n >= 20
         }));
@@ -492,44 +413,18 @@ fn stale_program_is_found_and_removed() {
     std::fs::write(&steer_o, steer_object()).expect("write object");
     std::fs::write(&sink_o, sink_object()).expect("write object");
     // Attached by netlink from another process, as a crashed loader leaves it.
-    rig.rtr.ip(&[
-        "link",
-        "set",
-        "dev",
-        "r0",
-        "xdpgeneric",
-        "obj",
-        steer_o.to_str().unwrap_or(""),
-        "sec",
-        "xdp",
-    ]);
-    rig.gen_ns.ip(&[
-        "link",
-        "set",
-        "dev",
-        "g0",
-        "xdpgeneric",
-        "obj",
-        sink_o.to_str().unwrap_or(""),
-        "sec",
-        "xdp",
-    ]);
+    rig.rtr.ip(&["link", "set", "dev", "r0", "xdpgeneric", "obj", steer_o.to_str().unwrap_or(""), "sec", "xdp"]);
+    rig.gen_ns.ip(&["link", "set", "dev", "g0", "xdpgeneric", "obj", sink_o.to_str().unwrap_or(""), "sec", "xdp"]);
     rig.rtr.run(|| {
         let att = attached("r0").expect("query");
         assert_eq!(att.len(), 1, "{att:?}");
-        assert_eq!(
-            (att[0].0, att[0].2.as_str()),
-            (AttachMode::Skb, STEER_PROG_NAME)
-        );
+        assert_eq!((att[0].0, att[0].2.as_str()), (AttachMode::Skb, STEER_PROG_NAME));
         let removed = remove_stale("r0", false).expect("remove");
         assert_eq!(removed, vec![att[0].1]);
         assert!(attached("r0").expect("query").is_empty());
     });
     rig.gen_ns.run(|| {
-        assert!(
-            remove_stale("g0", false).expect("remove").is_empty(),
-            "not tern's: left alone"
-        );
+        assert!(remove_stale("g0", false).expect("remove").is_empty(), "not tern's: left alone");
         assert_eq!(attached("g0").expect("query").len(), 1);
         assert_eq!(remove_stale("g0", true).expect("remove").len(), 1);
         assert!(attached("g0").expect("query").is_empty());
@@ -545,37 +440,16 @@ fn attach_and_open_on_a_missing_interface_say_why() {
     let ns = Netns::new("x");
     let pool = pool(1024);
     ns.run(|| {
-        let e = SteeringProgram::attach("nonexistent0", SteerOptions::default())
-            .err()
-            .expect("error");
+        let e = SteeringProgram::attach("nonexistent0", SteerOptions::default()).err().expect("error");
         assert!(e.is_unavailable(), "{e}");
         assert!(e.to_string().contains("nonexistent0"), "{e}");
-        let mut p2 = PacketPool::new(PoolConfig {
-            frames: 1024,
-            ..PoolConfig::default()
-        })
-        .expect("pool");
+        let mut p2 = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
         let umem = Umem::new(&p2).expect("umem");
-        let e = XskPort::open(&umem, &cfg("nonexistent0", 0), &mut p2)
+        let e = XskPort::open(&umem, &cfg("nonexistent0", 0), &mut p2).err().expect("error");
+        assert!(matches!(e, XdpError::Unavailable { why: Unavailable::NoSuchInterface, .. }), "{e}");
+        let e = XskPort::open(&umem, &cfg("lo", 0), &mut PacketPool::new(PoolConfig::default()).expect("pool"))
             .err()
-            .expect("error");
-        assert!(
-            matches!(
-                e,
-                XdpError::Unavailable {
-                    why: Unavailable::NoSuchInterface,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        let e = XskPort::open(
-            &umem,
-            &cfg("lo", 0),
-            &mut PacketPool::new(PoolConfig::default()).expect("pool"),
-        )
-        .err()
-        .expect("foreign pool refused");
+            .expect("foreign pool refused");
         assert!(matches!(e, XdpError::Config(_)), "{e}");
     });
     drop(pool);

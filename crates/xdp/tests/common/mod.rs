@@ -21,11 +21,7 @@ pub fn privileged() -> bool {
     // SAFETY-free check: root owns /proc/self/ns/net's namespace tools.
     let root = std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
         .unwrap_or(false);
     if !root {
         eprintln!("skipped: AF_XDP netns tests need root");
@@ -34,22 +30,12 @@ pub fn privileged() -> bool {
 }
 
 pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 pub fn sh_ok(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new(args[0]).args(&args[1..]).output().is_ok_and(|o| o.status.success())
 }
 
 /// A network namespace, deleted on drop.
@@ -60,12 +46,7 @@ pub struct Netns {
 
 impl Netns {
     pub fn new(role: &str) -> Netns {
-        let name = format!(
-            "txdp{}-{}{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed),
-            role
-        );
+        let name = format!("txdp{}-{}{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed), role);
         sh(&["ip", "netns", "add", &name]);
         let file = File::open(format!("/var/run/netns/{name}")).expect("netns file");
         sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
@@ -111,9 +92,7 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
 }
 
@@ -122,10 +101,7 @@ pub fn mac(last: u8) -> [u8; 6] {
 }
 
 fn mac_str(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// A veth pair `a` (in `na`, MAC mac(ma)) <-> `b` (in `nb`, MAC mac(mb)),
@@ -209,15 +185,7 @@ impl Rig3 {
         sink.ip(&["route", "add", "10.77.1.0/24", "via", "10.77.2.1"]);
         // The forwarder under test answers no ARP: give both ends static
         // neighbours for the router.
-        sink.ip(&[
-            "neigh",
-            "add",
-            "10.77.2.1",
-            "lladdr",
-            &mac_str(mac(MAC_R1)),
-            "dev",
-            "s0",
-        ]);
+        sink.ip(&["neigh", "add", "10.77.2.1", "lladdr", &mac_str(mac(MAC_R1)), "dev", "s0"]);
         Rig3 { gen_ns, rtr, sink }
     }
 }
@@ -273,10 +241,7 @@ pub fn udp_frame(
     ip[2..4].copy_from_slice(&total.to_be_bytes());
     ip.extend_from_slice(&src.octets());
     ip.extend_from_slice(&dst.octets());
-    let mut sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
+    let mut sum: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
