@@ -12,6 +12,7 @@ use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
 
 use crate::account::RxStream;
 use crate::error::{BenchError, Result};
+use crate::netns::Netns;
 use crate::traffic::{FlowSpec, HDR_MAX, MAX_SLOTS, MAX_STREAMS, Slot};
 
 static GEN_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
@@ -119,6 +120,8 @@ pub struct GenCounters {
 pub struct Generator {
     ebpf: Ebpf,
     n_streams: usize,
+    /// Where the program is kept attached (see [`Generator::anchor`]).
+    anchor: Option<(aya::programs::xdp::XdpLinkId, Netns)>,
 }
 
 impl Generator {
@@ -127,7 +130,43 @@ impl Generator {
         Ok(Generator {
             ebpf: load(GEN_OBJ, "tern_gen")?,
             n_streams: 0,
+            anchor: None,
         })
+    }
+
+    /// Keeps the program attached (generic mode) to a veth that carries
+    /// no traffic, in a namespace of its own named `ns_name`.
+    ///
+    /// Why: BPF_PROG_TEST_RUN adds an XDP program to the kernel's XDP
+    /// dispatcher before running it and removes it after, and each change
+    /// of the dispatcher waits for an RCU grace period: milliseconds per
+    /// call, which capped the generator at a few kpps with small batches.
+    /// A program that stays attached somewhere stays in the dispatcher,
+    /// and the test run only takes a reference.
+    pub fn anchor(&mut self, ns_name: &str) -> Result<()> {
+        let ns = Netns::create(ns_name)?;
+        crate::netns::veth_pair(&ns, "tb-anchor0", &ns, "tb-anchor1")?;
+        ns.ip(&["link", "set", "tb-anchor0", "down"])?;
+        let prog = self.prog_mut()?;
+        let id = std::thread::scope(|s| {
+            s.spawn(|| -> Result<_> {
+                ns.enter_current_thread()?;
+                prog.attach("tb-anchor0", XdpMode::Skb)
+                    .map_err(|e| bpf_err("attach generator to its anchor", e))
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("anchor thread panicked".into()))?
+        })?;
+        self.anchor = Some((id, ns));
+        Ok(())
+    }
+
+    fn prog_mut(&mut self) -> Result<&mut Xdp> {
+        self.ebpf
+            .program_mut("tern_gen")
+            .ok_or_else(|| BenchError::Bpf("no program tern_gen".into()))?
+            .try_into()
+            .map_err(|e| bpf_err("tern_gen", e))
     }
 
     /// Installs the cycle of slots and the flow settings, and resets the
@@ -219,6 +258,17 @@ impl Generator {
     }
 }
 
+impl Drop for Generator {
+    fn drop(&mut self) {
+        if let Some((id, ns)) = self.anchor.take() {
+            if let Ok(p) = self.prog_mut() {
+                let _ = p.detach(id);
+            }
+            drop(ns);
+        }
+    }
+}
+
 /// The XDP return code XDP_TX.
 pub const XDP_TX: u32 = 3;
 /// The XDP return code XDP_DROP.
@@ -261,7 +311,8 @@ impl Sink {
     /// Attaches the program (native mode) to device `dev` of the calling
     /// thread's namespace; detaches it from wherever it was before.
     pub fn attach(&mut self, dev: &str) -> Result<()> {
-        self.detach()?;
+        // The previous device may be gone with its namespace: nothing to undo.
+        let _ = self.detach();
         let id = self
             .prog_mut()?
             .attach(dev, XdpMode::Driver)

@@ -78,6 +78,8 @@ pub struct DutNeeds {
 pub struct Placement {
     /// CPU for the DUT's forwarding (worker thread or NAPI thread).
     pub dut_cpu: usize,
+    /// SCHED_FIFO priority for the DUT's data path (0: normal).
+    pub rt_priority: u8,
 }
 
 /// The outcome of setting up a DUT.
@@ -140,6 +142,20 @@ impl Drop for DutHandle {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// `ip`, run under SCHED_FIFO one below the NAPI threads' priority: the
+/// DUT's threads then get their CPU back from other work on the machine,
+/// while the kernel's receive processing still preempts them as an
+/// interrupt would.
+fn rt_command(priority: u8) -> Command {
+    if priority > 0 {
+        let mut c = Command::new("chrt");
+        c.args(["-f", &priority.to_string(), "ip"]);
+        c
+    } else {
+        Command::new("ip")
     }
 }
 
@@ -248,7 +264,7 @@ fn setup_linux(
     // A veth delivers to its peer through NAPI only when GRO or XDP is on;
     // GRO on, then the NAPI poll in a thread pinned to the DUT's CPU.
     dut.exec("ethtool", &["-K", DUT_IN, "gro", "on"])?;
-    dut.thread_napi(DUT_IN, place.dut_cpu)?;
+    dut.thread_napi(DUT_IN, place.dut_cpu, place.rt_priority)?;
     description.push_str(&format!(", {DUT_IN} NAPI thread on cpu {}", place.dut_cpu));
     Ok(Setup::Running(DutHandle {
         child: None,
@@ -397,7 +413,7 @@ fn setup_tern(
     let log_err = log_f
         .try_clone()
         .map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
-    let child = Command::new("ip")
+    let child = rt_command(place.rt_priority)
         .args(["netns", "exec", dut.name()])
         .arg(&bin)
         .args(["run", "--config"])
@@ -460,7 +476,7 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         "--auto-start".into(),
         "--stats-period=1".into(),
     ];
-    let child = Command::new("ip")
+    let child = rt_command(place.rt_priority)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(log_f)

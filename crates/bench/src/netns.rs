@@ -109,7 +109,7 @@ impl Netns {
     /// and pins that thread to `cpu`. Without this the receive processing
     /// of a veth runs in softirq on whichever CPU sent to it, which puts
     /// the device under test on the generator's CPU and hides its cost.
-    pub fn thread_napi(&self, dev: &str, cpu: usize) -> Result<()> {
+    pub fn thread_napi(&self, dev: &str, cpu: usize, rt_priority: u8) -> Result<()> {
         let before = napi_threads();
         self.exec(
             "sh",
@@ -127,6 +127,10 @@ impl Netns {
         }
         for pid in new {
             pin(pid, cpu)?;
+            // One above the generator and the DUT's threads: receive
+            // processing preempts them, as an interrupt would, and a
+            // generator sharing the CPU cannot overflow the ring it fills.
+            set_fifo(pid, rt_priority.saturating_add(1).min(99), false)?;
         }
         Ok(())
     }
@@ -195,6 +199,28 @@ pub fn pin(pid: i32, cpu: usize) -> Result<()> {
         .map_err(|e| BenchError::Config(format!("cpu {cpu}: {e}")))?;
     sched_setaffinity(Pid::from_raw(pid), &set)
         .map_err(|e| BenchError::Dut(format!("pin pid {pid} to cpu {cpu}: {e}")))
+}
+
+/// Gives a thread (or with `all`, every thread of a process) the
+/// real-time policy SCHED_FIFO at `priority` (`chrt`), so the data path
+/// of the generator, sink and DUT is not time-shared with whatever else
+/// runs on the machine. Priority 0 leaves the thread as it is.
+pub fn set_fifo(pid: i32, priority: u8, all: bool) -> Result<()> {
+    if priority == 0 {
+        return Ok(());
+    }
+    let (p, id) = (priority.to_string(), pid.to_string());
+    let mut args = vec!["-f"];
+    if all {
+        args.push("-a");
+    }
+    args.extend(["-p", p.as_str(), id.as_str()]);
+    run_cmd("chrt", &args).map(|_| ())
+}
+
+/// The calling thread's id, for [`set_fifo`].
+pub fn current_tid() -> i32 {
+    nix::unistd::gettid().as_raw()
 }
 
 /// Pins the calling thread to one CPU.

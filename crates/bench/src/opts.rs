@@ -1,0 +1,93 @@
+//! Command-line options of `tern bench rfc2544` (clap derive; the `tern`
+//! binary flattens them into its subcommand).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::dut::DutKind;
+use crate::scenario::ScenarioName;
+
+/// RFC 2544 throughput and frame-loss tests against tern and Linux.
+#[derive(Debug, Clone, Args)]
+pub struct Rfc2544Opts {
+    /// Scenario preset.
+    #[arg(long, value_enum, default_value = "single-flow-50fw")]
+    pub scenario: ScenarioName,
+
+    /// Devices under test, comma separated, measured one after the other
+    /// with the same traffic.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tern,linux,linux-nft")]
+    pub dut: Vec<DutKind>,
+
+    /// The tern binary to test (default: this program when it is tern).
+    #[arg(long)]
+    pub tern_bin: Option<PathBuf>,
+
+    /// Offered loads of the frame-loss test in Mpps, comma separated
+    /// (default: 10, 25, 50, 75 and 100 % of the generator's ceiling).
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Vec<f64>,
+
+    /// Frame sizes instead of the scenario's: 64..1518, 78v6.., imix1/2/3.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<String>,
+
+    /// Tag every frame with this 802.1Q VLAN id.
+    #[arg(long)]
+    pub vlan: Option<u16>,
+
+    /// Length of one trial in seconds (RFC 2544 asks for 60).
+    #[arg(long, default_value_t = 10.0)]
+    pub trial_secs: f64,
+
+    /// Longest wait for in-flight frames after a trial, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub drain_secs: f64,
+
+    /// Search goal width, as a fraction of the highest rate.
+    #[arg(long, default_value_t = 0.01)]
+    pub goal_width: f64,
+
+    /// Highest rate to search or offer, Mpps (default: the ceiling).
+    #[arg(long)]
+    pub max_mpps: Option<f64>,
+
+    /// Skip the NDR/PDR searches (frame-loss test only).
+    #[arg(long)]
+    pub no_search: bool,
+
+    /// CPU of the generator thread.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+
+    /// CPU of the DUT (its worker, or the kernel's NAPI thread).
+    #[arg(long, default_value_t = 1)]
+    pub dut_cpu: usize,
+
+    /// CPU of the sink's NAPI thread.
+    #[arg(long, default_value_t = 0)]
+    pub sink_cpu: usize,
+
+    /// SCHED_FIFO priority of the generator and the DUT process (NAPI
+    /// threads get one more), so other work on the machine does not share
+    /// their CPUs (0: normal scheduling).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=98))]
+    pub rt_priority: u8,
+
+    /// Routing table for 900k-routes-50fw (one prefix per line, .gz ok).
+    #[arg(long)]
+    pub route_file: Option<PathBuf>,
+
+    /// Print the report as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the HTML report here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+
+    /// Directory for DUT configs and logs (default: a new one in /tmp).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}

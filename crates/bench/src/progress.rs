@@ -1,0 +1,77 @@
+//! Progress of a long run, and a bar that draws it on stderr.
+
+use std::io::Write as _;
+use std::time::Instant;
+
+/// What the runner reports while it works.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Starting work on a DUT ("direct" is the ceiling).
+    Dut {
+        /// DUT name.
+        name: String,
+    },
+    /// A DUT could not be measured.
+    Skipped {
+        /// DUT name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A trial finished.
+    Trial {
+        /// DUT name.
+        dut: String,
+        /// Frame size label.
+        size: String,
+        /// "loss" (frame-loss test) or "search".
+        phase: &'static str,
+        /// Rate asked for, Mpps.
+        target_mpps: f64,
+        /// Rate achieved, Mpps.
+        offered_mpps: f64,
+        /// Loss, %.
+        loss_pct: f64,
+        /// Trials done so far in the run.
+        done: usize,
+        /// Estimated trials in the whole run.
+        estimate: usize,
+    },
+}
+
+/// Draws [`Progress`] as a one-line bar on stderr.
+pub struct StderrBar {
+    start: Instant,
+}
+
+impl Default for StderrBar {
+    fn default() -> Self {
+        StderrBar { start: Instant::now() }
+    }
+}
+
+impl StderrBar {
+    /// Draws one event.
+    pub fn draw(&mut self, p: &Progress) {
+        let mut err = std::io::stderr().lock();
+        let _ = match p {
+            Progress::Dut { name } => writeln!(err, "\r\x1b[K== {name}"),
+            Progress::Skipped { name, reason } => writeln!(err, "\r\x1b[K== {name}: {reason}"),
+            Progress::Trial { dut, size, phase, target_mpps, offered_mpps, loss_pct, done, estimate } => {
+                let est = (*estimate).max(*done).max(1);
+                let width = 30;
+                let filled = width * done / est;
+                let secs = self.start.elapsed().as_secs();
+                write!(
+                    err,
+                    "\r\x1b[K[{}{}] {done}/~{est} {:>3}:{:02} {dut} {size} {phase} {target_mpps:.3}->{offered_mpps:.3} Mpps loss {loss_pct:.3}%",
+                    "#".repeat(filled),
+                    ".".repeat(width - filled),
+                    secs / 60,
+                    secs % 60,
+                )
+            }
+        };
+        let _ = err.flush();
+    }
+}

@@ -1,0 +1,312 @@
+//! The report: every figure with the conditions it was measured under,
+//! printed as the 100GE comparison's table (loss % per DUT per offered
+//! load, plus NDR and PDR), serialised to JSON, or written as HTML.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::account::Latency;
+use crate::search::Bound;
+use crate::trial::TrialOutcome;
+
+/// Conditions of the run, written into every report (STYLE.md: state
+/// packet size, flows, rules, routes, cores, and the peer measured in the
+/// same run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Conditions {
+    /// The command or options that produced the report.
+    pub command: String,
+    /// Seconds since the Unix epoch at the start.
+    pub started_unix: u64,
+    /// `uname -r`.
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// CPUs available.
+    pub cpus: usize,
+    /// CPU of the generator thread.
+    pub gen_cpu: usize,
+    /// CPU of the DUT (its worker, or its ingress NAPI thread).
+    pub dut_cpu: usize,
+    /// CPU of the sink's NAPI thread.
+    pub sink_cpu: usize,
+    /// SCHED_FIFO priority of the data-path threads (0: normal).
+    pub rt_priority: u8,
+    /// Trial length, s.
+    pub trial_secs: f64,
+    /// Longest wait for in-flight frames after a trial, s.
+    pub drain_secs: f64,
+    /// Search goal width, relative to the highest rate.
+    pub goal_width: f64,
+    /// PDR loss ratio.
+    pub pdr_loss: f64,
+    /// How frames are generated.
+    pub generator: String,
+    /// How frames are counted.
+    pub receiver: String,
+    /// The traffic: streams and flows.
+    pub traffic: Vec<String>,
+    /// 802.1Q tag on every frame.
+    pub vlan: Option<u16>,
+    /// What every DUT was asked to do (rules, routes, tunnel).
+    pub dut_config: String,
+    /// Load average when the run started (other work on the machine skews figures).
+    pub loadavg: String,
+}
+
+/// One point of the frame-loss test.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadPoint {
+    /// Rate asked for, Mpps.
+    pub target_mpps: f64,
+    /// Rate the generator achieved, Mpps.
+    pub offered_mpps: f64,
+    /// Loss of the counted streams, %.
+    pub loss_pct: f64,
+    /// Frames of counted streams sent.
+    pub sent: u64,
+    /// Of those, lost.
+    pub lost: u64,
+    /// Reordered frames (all streams).
+    pub reordered: u64,
+    /// Duplicated frames (all streams).
+    pub duplicated: u64,
+    /// Frames of streams meant to be dropped that came through.
+    pub leaked: u64,
+    /// Latency of the first counted stream.
+    pub latency: Option<Latency>,
+}
+
+impl LoadPoint {
+    /// Summarises a trial.
+    pub fn from_trial(t: &TrialOutcome) -> Self {
+        LoadPoint {
+            target_mpps: t.target_pps / 1e6,
+            offered_mpps: t.offered_pps / 1e6,
+            loss_pct: t.loss_ratio() * 100.0,
+            sent: t.sent,
+            lost: t.lost,
+            reordered: t.streams.iter().map(|s| s.reordered).sum(),
+            duplicated: t.streams.iter().map(|s| s.duplicated).sum(),
+            leaked: t.streams.iter().filter(|s| !s.counted).map(|s| s.received).sum(),
+            latency: t.streams.iter().find(|s| s.counted).and_then(|s| s.latency),
+        }
+    }
+
+    /// Whether the generator fell more than 2 % short of the target.
+    pub fn short(&self) -> bool {
+        self.offered_mpps < self.target_mpps * 0.98
+    }
+}
+
+/// A search target's answer, in Mpps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RateReport {
+    /// Highest rate meeting the target, Mpps.
+    pub mpps: f64,
+    /// Lowest rate missing it, Mpps (`None`: met at the highest rate tried).
+    pub upper_mpps: Option<f64>,
+    /// Loss at `mpps`, %.
+    pub loss_pct: f64,
+}
+
+impl From<&Bound> for RateReport {
+    fn from(b: &Bound) -> Self {
+        RateReport {
+            mpps: b.lower_pps / 1e6,
+            upper_mpps: b.upper_pps.map(|u| u / 1e6),
+            loss_pct: b.loss_at_lower * 100.0,
+        }
+    }
+}
+
+/// Results of one DUT at one frame size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeReport {
+    /// Frame size label ("64", "imix1").
+    pub size: String,
+    /// Frame-loss test.
+    pub frame_loss: Vec<LoadPoint>,
+    /// No drop rate.
+    pub ndr: Option<RateReport>,
+    /// Partial drop rate.
+    pub pdr: Option<RateReport>,
+    /// Trials the search ran.
+    pub search_trials: usize,
+}
+
+/// How a DUT's run went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DutStatus {
+    /// Measured.
+    Ok,
+    /// The DUT cannot run the scenario (reason in `message`).
+    NotSupported,
+    /// Setup or measurement failed (error in `message`).
+    Failed,
+}
+
+/// One DUT's results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DutReport {
+    /// DUT name ("linux", "direct" for the ceiling).
+    pub name: String,
+    /// How it was set up.
+    pub description: String,
+    /// Outcome.
+    pub status: DutStatus,
+    /// Why it is not supported or what failed.
+    pub message: Option<String>,
+    /// Per frame size.
+    pub sizes: Vec<SizeReport>,
+}
+
+impl DutReport {
+    /// A DUT that produced no figures.
+    pub fn without_results(name: &str, status: DutStatus, message: String) -> Self {
+        DutReport {
+            name: name.into(),
+            description: String::new(),
+            status,
+            message: Some(message),
+            sizes: Vec::new(),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// What the scenario is.
+    pub description: String,
+    /// Measurement conditions.
+    pub conditions: Conditions,
+    /// Generator straight into the sink, no router: the ceiling every
+    /// other figure is bounded by.
+    pub ceiling: DutReport,
+    /// The DUTs, in the order asked.
+    pub duts: Vec<DutReport>,
+}
+
+fn cell(p: &LoadPoint) -> String {
+    let mut s = if p.loss_pct == 0.0 {
+        "0".to_string()
+    } else if p.loss_pct < 0.1 {
+        format!("{:.3}", p.loss_pct)
+    } else {
+        format!("{:.1}", p.loss_pct)
+    };
+    if p.short() {
+        s.push('*');
+    }
+    s
+}
+
+fn rate(r: &Option<RateReport>) -> String {
+    match r {
+        None => "-".into(),
+        Some(r) if r.upper_mpps.is_none() => format!(">={:.3}", r.mpps),
+        Some(r) => format!("{:.3}", r.mpps),
+    }
+}
+
+impl Report {
+    /// Frame size labels in the order measured.
+    pub fn size_labels(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for d in std::iter::once(&self.ceiling).chain(&self.duts) {
+            for s in &d.sizes {
+                if !v.contains(&s.size) {
+                    v.push(s.size.clone());
+                }
+            }
+        }
+        v
+    }
+
+    /// All DUT reports, ceiling first.
+    pub fn all(&self) -> impl Iterator<Item = &DutReport> {
+        std::iter::once(&self.ceiling).chain(&self.duts)
+    }
+
+    /// The serialised report.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.conditions;
+        writeln!(f, "RFC 2544: {} - {}", self.scenario, self.description)?;
+        writeln!(
+            f,
+            "trials {:.0} s, generator cpu {}, DUT cpu {}, sink cpu {}, {} ({}), load {}",
+            c.trial_secs, c.gen_cpu, c.dut_cpu, c.sink_cpu, c.cpu_model, c.kernel, c.loadavg
+        )?;
+        for size in self.size_labels() {
+            writeln!(f)?;
+            writeln!(f, "frame size {size}: loss % of counted frames at offered load (Mpps)")?;
+            // Loads from the ceiling (every DUT ran the same list).
+            let loads: Vec<f64> = self
+                .all()
+                .flat_map(|d| d.sizes.iter().filter(|s| s.size == size))
+                .next()
+                .map(|s| s.frame_loss.iter().map(|p| p.target_mpps).collect())
+                .unwrap_or_default();
+            let name_w = self.all().map(|d| d.name.len()).max().unwrap_or(4).max(16);
+            write!(f, "| {:<name_w$} |", "DUT")?;
+            for l in &loads {
+                write!(f, " {:>7.3} |", l)?;
+            }
+            writeln!(f, " {:>9} | {:>9} |", "NDR Mpps", "PDR Mpps")?;
+            write!(f, "|{}|", "-".repeat(name_w + 2))?;
+            for _ in &loads {
+                write!(f, "{}|", "-".repeat(9))?;
+            }
+            writeln!(f, "{}|{}|", "-".repeat(11), "-".repeat(11))?;
+            for d in self.all() {
+                let label = if d.name == "direct" { "direct (ceiling)".to_string() } else { d.name.clone() };
+                match (&d.status, d.sizes.iter().find(|s| s.size == size)) {
+                    (DutStatus::Ok, Some(s)) => {
+                        write!(f, "| {label:<name_w$} |")?;
+                        for i in 0..loads.len() {
+                            let v = s.frame_loss.get(i).map(cell).unwrap_or_else(|| "-".into());
+                            write!(f, " {v:>7} |")?;
+                        }
+                        writeln!(f, " {:>9} | {:>9} |", rate(&s.ndr), rate(&s.pdr))?;
+                    }
+                    (status, _) => {
+                        let what = match status {
+                            DutStatus::NotSupported => "not supported",
+                            DutStatus::Failed => "failed",
+                            DutStatus::Ok => "no result",
+                        };
+                        writeln!(
+                            f,
+                            "| {label:<name_w$} | {what}: {}",
+                            d.message.as_deref().unwrap_or("")
+                        )?;
+                    }
+                }
+            }
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "NDR: highest rate with zero loss; PDR: loss <= {:.1} %; >= : no loss up to the \
+             generator's limit; * : the generator reached less than 98 % of the load asked.",
+            c.pdr_loss * 100.0
+        )?;
+        for d in self.all() {
+            if !d.description.is_empty() {
+                writeln!(f, "{}: {}", d.name, d.description)?;
+            }
+        }
+        Ok(())
+    }
+}

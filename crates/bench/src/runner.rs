@@ -1,0 +1,414 @@
+//! The whole run: the ceiling chain, then every DUT, each at every frame
+//! size, with the same traffic; the report at the end.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::bpf::{Generator, Sink};
+use crate::dut::{self, DutKind, Placement, Setup};
+use crate::error::{BenchError, Result};
+use crate::netns::{Netns, cpu_count, have_program};
+use crate::opts::Rfc2544Opts;
+use crate::progress::Progress;
+use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, Report, SizeReport};
+use crate::scenario::Scenario;
+use crate::search::{SearchParams, frame_loss, ndr_pdr};
+use crate::topology::{Chain, SINK_DEV, DUT_IN};
+use crate::traffic::{FrameSize, StreamSpec, TrafficProfile};
+use crate::trial::{Tester, TrialOutcome, TrialTiming};
+
+/// Fractions of the ceiling used as frame-loss loads by default (the
+/// 6WIND validation steps the load in quarters; 10 % shows the low end).
+const DEFAULT_LOAD_FRACTIONS: [f64; 5] = [0.1, 0.25, 0.5, 0.75, 1.0];
+/// Rate asked of the generator to find its ceiling: more than it can do.
+const FLAT_OUT_PPS: f64 = 50e6;
+/// Trials a search takes, roughly, for the progress estimate.
+const SEARCH_TRIALS_ESTIMATE: usize = 12;
+
+/// The scenario with the options' overrides applied.
+pub fn scenario_for(opts: &Rfc2544Opts) -> Result<Scenario> {
+    let mut s = opts.scenario.expand(opts.route_file.clone());
+    if !opts.sizes.is_empty() {
+        s.sizes = opts.sizes.iter().map(|x| FrameSize::parse(x)).collect::<Result<_>>()?;
+    }
+    s.needs.vlan = opts.vlan;
+    Ok(s)
+}
+
+fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(BenchError::Config(
+            "needs root: it creates network namespaces and loads XDP programs".into(),
+        ));
+    }
+    let n = cpu_count();
+    for (what, c) in [("--gen-cpu", opts.gen_cpu), ("--dut-cpu", opts.dut_cpu), ("--sink-cpu", opts.sink_cpu)] {
+        if c >= n {
+            return Err(BenchError::Config(format!("{what} {c}: this machine has CPUs 0..{}", n - 1)));
+        }
+    }
+    if !(opts.trial_secs > 0.0 && opts.trial_secs <= 3600.0) {
+        return Err(BenchError::Config(format!("--trial-secs {}: need 0 < s <= 3600", opts.trial_secs)));
+    }
+    if !(opts.drain_secs >= 0.0 && opts.drain_secs <= 60.0) {
+        return Err(BenchError::Config(format!("--drain-secs {}: need 0..60", opts.drain_secs)));
+    }
+    if !(opts.goal_width > 0.0 && opts.goal_width < 1.0) {
+        return Err(BenchError::Config(format!("--goal-width {}: need 0 < w < 1", opts.goal_width)));
+    }
+    if let Some(l) = opts.loads.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
+        return Err(BenchError::Config(format!("--loads: {l} Mpps is not a rate")));
+    }
+    if let Some(m) = opts.max_mpps {
+        if !(m.is_finite() && m > 0.0) {
+            return Err(BenchError::Config(format!("--max-mpps {m}: not a rate")));
+        }
+    }
+    if opts.dut.is_empty() {
+        return Err(BenchError::Config("--dut: name at least one".into()));
+    }
+    for tool in ["ip", "ethtool", "sysctl"] {
+        if !have_program(tool) {
+            return Err(BenchError::Config(format!(
+                "`{tool}` not found: apt-get install -y iproute2 ethtool procps"
+            )));
+        }
+    }
+    if opts.dut.contains(&DutKind::LinuxNft) && !have_program("nft") {
+        return Err(BenchError::Config("linux-nft needs `nft`: apt-get install -y nftables".into()));
+    }
+    if let Some(f) = &scenario.needs.route_file {
+        if !f.is_file() {
+            return Err(BenchError::Config(format!(
+                "route file {} not found (--route-file PATH)",
+                f.display()
+            )));
+        }
+    }
+    // Every size must build (e.g. 64 B IPv6 is refused here, not mid-run).
+    for size in &scenario.sizes {
+        profile(scenario, *size, [0; 6], [0; 6]).slots()?;
+    }
+    Ok(())
+}
+
+fn profile(s: &Scenario, size: FrameSize, src_mac: [u8; 6], dst_mac: [u8; 6]) -> TrafficProfile {
+    TrafficProfile {
+        streams: s.streams.clone(),
+        size,
+        vlan: s.needs.vlan,
+        src_mac,
+        dst_mac,
+    }
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn cpu_model() -> String {
+    read_trim("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn describe_stream(s: &StreamSpec) -> String {
+    let f = &s.flows;
+    format!(
+        "{} ({}): {} src x{} (stride {}) -> {} x{} (stride {}), udp ports {}+{} -> {}+{}, {} flows, {}",
+        s.label,
+        if s.counted { "counted" } else { "must be dropped" },
+        s.src4,
+        f.src_count,
+        f.src_stride,
+        s.dst4,
+        f.dst_count,
+        f.dst_stride,
+        f.sport_base,
+        f.sport_count,
+        f.dport_base,
+        f.dport_count,
+        f.flows(),
+        if f.random { "random" } else { "sequential" }
+    )
+}
+
+fn describe_needs(s: &Scenario) -> String {
+    let mut v = vec![format!("firewall {:?}", s.needs.firewall)];
+    if let Some(f) = &s.needs.route_file {
+        v.push(format!("routes from {}", f.display()));
+    }
+    if s.needs.gre {
+        v.push("GRE encapsulation to 10.10.2.2".into());
+    }
+    v.join(", ")
+}
+
+struct Ctx<'a> {
+    opts: &'a Rfc2544Opts,
+    scenario: &'a Scenario,
+    generator: Generator,
+    sink: Sink,
+    work_dir: PathBuf,
+    tern_bin: Option<PathBuf>,
+    /// Highest rate the generator achieved per frame size on the direct chain.
+    ceiling_pps: Vec<f64>,
+    done: usize,
+    estimate: usize,
+}
+
+fn attach_sink(sink: &mut Sink, ns: &Netns) -> Result<()> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ns.enter_current_thread()?;
+            sink.attach(SINK_DEV)
+        })
+        .join()
+        .map_err(|_| BenchError::Bpf("sink attach thread panicked".into()))?
+    })
+}
+
+impl Ctx<'_> {
+    fn timing(&self) -> TrialTiming {
+        TrialTiming {
+            duration: Duration::from_secs_f64(self.opts.trial_secs),
+            drain: Duration::from_secs_f64(self.opts.drain_secs),
+            gen_cpu: self.opts.gen_cpu,
+            rt_priority: self.opts.rt_priority,
+        }
+    }
+
+    /// Measures one chain; `kind` None is the direct (ceiling) chain.
+    fn measure(
+        &mut self,
+        index: usize,
+        kind: Option<DutKind>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<DutReport> {
+        let name = kind.map_or("direct", DutKind::name).to_string();
+        let prefix = format!("tb{}-{index}", std::process::id());
+        let chain = Chain::build(&prefix, kind.is_some())?;
+        attach_sink(&mut self.sink, &chain.sink)?;
+        chain.sink.thread_napi(SINK_DEV, self.opts.sink_cpu, self.opts.rt_priority)?;
+        let mut description = format!("sink NAPI thread on cpu {}", self.opts.sink_cpu);
+        let mut handle = None;
+        if let Some(k) = kind {
+            let place = Placement {
+                dut_cpu: self.opts.dut_cpu,
+                rt_priority: self.opts.rt_priority,
+            };
+            match dut::setup(k, &chain, &self.scenario.needs, place, self.tern_bin.as_deref(), &self.work_dir)? {
+                Setup::NotSupported(reason) => {
+                    return Ok(DutReport::without_results(&name, DutStatus::NotSupported, reason));
+                }
+                Setup::Running(h) => {
+                    description = format!("{}; {description}", h.description);
+                    handle = Some(h);
+                }
+            }
+        } else {
+            description = format!("generator veth straight into the sink's veth, no router; {description}");
+        }
+        let mut sizes = Vec::new();
+        let timing = self.timing();
+        for (size_idx, size) in self.scenario.sizes.clone().into_iter().enumerate() {
+            let prof = profile(self.scenario, size, chain.gen_link.mac, chain.first_hop.mac);
+            let slots = prof.slots()?;
+            let flows: Vec<_> = prof.streams.iter().map(|s| s.flows).collect();
+            self.generator.configure(&slots, &flows)?;
+            let label = size.label();
+            let mut tester = Tester {
+                generator: &mut self.generator,
+                sink: &mut self.sink,
+                gen_ns: &chain.gen_ns,
+                gen_ifindex: chain.gen_link.ifindex,
+                profile: &prof,
+                timing,
+            };
+            if size_idx == 0 {
+                let wait = if kind == Some(DutKind::Tern) || kind == Some(DutKind::Testpmd) { 30 } else { 5 };
+                let r = tester.warm_up(Duration::from_secs(wait), || match &mut handle {
+                    Some(h) => h.check_alive(),
+                    None => Ok(()),
+                });
+                if let Err(e) = r {
+                    let log = handle.as_ref().map(|h| h.log_tail()).unwrap_or_default();
+                    let msg = if log.is_empty() { e.to_string() } else { format!("{e}; log: {log}") };
+                    return Ok(DutReport { description, ..DutReport::without_results(&name, DutStatus::Failed, msg) });
+                }
+                if kind == Some(DutKind::Tern) {
+                    // Like the kernel DUTs: the ingress NAPI (where AF_XDP
+                    // copies frames in) on the DUT's CPU, if tern left it softirq.
+                    if let Some(d) = &chain.dut {
+                        if d.thread_napi(DUT_IN, self.opts.dut_cpu, self.opts.rt_priority).is_ok() {
+                            description.push_str(&format!("; {DUT_IN} NAPI thread on cpu {}", self.opts.dut_cpu));
+                        }
+                    }
+                }
+            }
+            let estimate = self.estimate;
+            let done = &mut self.done;
+            let mut emit = |phase: &'static str, o: &TrialOutcome| {
+                *done += 1;
+                progress(Progress::Trial {
+                    dut: name.clone(),
+                    size: label.clone(),
+                    phase,
+                    target_mpps: o.target_pps / 1e6,
+                    offered_mpps: o.offered_pps / 1e6,
+                    loss_pct: o.loss_ratio() * 100.0,
+                    done: *done,
+                    estimate,
+                });
+            };
+            let mut search_result = None;
+            let mut loss_points = Vec::new();
+            if kind.is_none() {
+                // Ceiling first: its first trial, flat out, is the top rate.
+                let top = self.opts.max_mpps.map_or(FLAT_OUT_PPS, |m| m * 1e6);
+                if self.opts.no_search {
+                    let o = tester.trial_for(top, timing.duration)?;
+                    emit("max", &o);
+                    self.ceiling_pps.push(o.offered_pps);
+                } else {
+                    let p = SearchParams::new(top, self.opts.goal_width);
+                    let r = ndr_pdr(&mut tester, &p, &mut |o, _, _| emit("search", o))?;
+                    self.ceiling_pps.push(r.trials.first().map_or(top, |t| t.offered_pps));
+                    search_result = Some(r);
+                }
+            }
+            let loads: Vec<f64> = if !self.opts.loads.is_empty() {
+                self.opts.loads.iter().map(|m| m * 1e6).collect()
+            } else {
+                let top = self.ceiling_pps.get(size_idx).copied().unwrap_or(FLAT_OUT_PPS);
+                let top = self.opts.max_mpps.map_or(top, |m| (m * 1e6).min(top));
+                DEFAULT_LOAD_FRACTIONS.iter().map(|f| (top * f).round()).collect()
+            };
+            let mut tester = Tester {
+                generator: &mut self.generator,
+                sink: &mut self.sink,
+                gen_ns: &chain.gen_ns,
+                gen_ifindex: chain.gen_link.ifindex,
+                profile: &prof,
+                timing,
+            };
+            for o in frame_loss(&mut tester, &loads, &mut |o| emit("loss", o))? {
+                loss_points.push(LoadPoint::from_trial(&o));
+            }
+            if kind.is_some() && !self.opts.no_search {
+                let top = self.ceiling_pps.get(size_idx).copied().unwrap_or(FLAT_OUT_PPS);
+                let top = self.opts.max_mpps.map_or(top, |m| (m * 1e6).min(top));
+                let p = SearchParams::new(top, self.opts.goal_width);
+                search_result = Some(ndr_pdr(&mut tester, &p, &mut |o, _, _| emit("search", o))?);
+            }
+            if let Some(h) = &mut handle {
+                h.check_alive()?;
+            }
+            sizes.push(SizeReport {
+                size: label.clone(),
+                frame_loss: loss_points,
+                ndr: search_result.as_ref().map(|r| RateReport::from(&r.ndr)),
+                pdr: search_result.as_ref().map(|r| RateReport::from(&r.pdr)),
+                search_trials: search_result.as_ref().map_or(0, |r| r.trials.len()),
+            });
+        }
+        let _ = self.sink.detach();
+        drop(handle);
+        Ok(DutReport {
+            name,
+            description,
+            status: DutStatus::Ok,
+            message: None,
+            sizes,
+        })
+    }
+}
+
+/// Runs the RFC 2544 tests of `opts` and returns the report. `progress`
+/// hears about every DUT and trial (see [`crate::progress::StderrBar`]).
+pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Report> {
+    let scenario = scenario_for(opts)?;
+    validate(opts, &scenario)?;
+    let work_dir = match &opts.work_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("tern-bench-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&work_dir).map_err(|e| BenchError::io(format!("create {}", work_dir.display()), e))?;
+    let tern_bin = opts.tern_bin.clone().or_else(|| {
+        let exe = std::env::current_exe().ok()?;
+        (exe.file_name()? == "tern").then_some(exe)
+    });
+    let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let conditions = Conditions {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        started_unix,
+        kernel: read_trim("/proc/sys/kernel/osrelease"),
+        cpu_model: cpu_model(),
+        cpus: cpu_count(),
+        gen_cpu: opts.gen_cpu,
+        dut_cpu: opts.dut_cpu,
+        sink_cpu: opts.sink_cpu,
+        rt_priority: opts.rt_priority,
+        trial_secs: opts.trial_secs,
+        drain_secs: opts.drain_secs,
+        goal_width: opts.goal_width,
+        pdr_loss: 0.005,
+        generator: "XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, \
+                    token bucket over batches of >= 64 frames, flushed every 64"
+            .into(),
+        receiver: "XDP program on the sink's veth: per-stream counters, 1024-frame sequence \
+                   window, latency histogram; frames dropped after counting"
+            .into(),
+        traffic: scenario.streams.iter().map(describe_stream).collect(),
+        vlan: opts.vlan,
+        dut_config: describe_needs(&scenario),
+        loadavg: read_trim("/proc/loadavg"),
+    };
+    let per_chain = scenario.sizes.len()
+        * (if opts.loads.is_empty() { DEFAULT_LOAD_FRACTIONS.len() } else { opts.loads.len() }
+            + if opts.no_search { 1 } else { SEARCH_TRIALS_ESTIMATE });
+    let mut ctx = Ctx {
+        opts,
+        scenario: &scenario,
+        generator: Generator::load()?,
+        sink: Sink::load()?,
+        work_dir,
+        tern_bin,
+        ceiling_pps: Vec::new(),
+        done: 0,
+        estimate: per_chain * (opts.dut.len() + 1),
+    };
+    ctx.generator.anchor(&format!("tb{}-anchor", std::process::id()))?;
+    progress(Progress::Dut { name: "direct".into() });
+    let ceiling = ctx.measure(0, None, progress)?;
+    let mut duts = Vec::new();
+    let mut seen = Vec::new();
+    for (i, &k) in opts.dut.iter().enumerate() {
+        if seen.contains(&k) {
+            continue;
+        }
+        seen.push(k);
+        progress(Progress::Dut { name: k.name().into() });
+        let r = match ctx.measure(i + 1, Some(k), progress) {
+            Ok(r) => r,
+            Err(e) => DutReport::without_results(k.name(), DutStatus::Failed, e.to_string()),
+        };
+        if r.status != DutStatus::Ok {
+            progress(Progress::Skipped {
+                name: r.name.clone(),
+                reason: r.message.clone().unwrap_or_default(),
+            });
+        }
+        duts.push(r);
+    }
+    Ok(Report {
+        scenario: format!("{:?}", opts.scenario),
+        description: scenario.description.clone(),
+        conditions,
+        ceiling,
+        duts,
+    })
+}

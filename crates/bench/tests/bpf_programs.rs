@@ -1,0 +1,170 @@
+//! The XDP programs checked against their Rust references: the generator
+//! must emit exactly `TrafficProfile::frame` (the frames tshark approves
+//! in pcap_tshark.rs), and the sink must count crafted sequences exactly
+//! like `RxStream::record`. Both run through BPF_PROG_TEST_RUN without a
+//! device; needs root.
+
+mod common;
+
+use tern_bench::account::RxStream;
+use tern_bench::bpf::{Generator, Sink, XDP_DROP, XDP_PASS, XDP_TX};
+use tern_bench::traffic::{FlowSpec, FrameSize, Signature, checksum};
+
+fn anchored_generator() -> Generator {
+    let mut g = Generator::load().expect("load generator");
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    g.anchor(&format!("tbt{}-{n}-anchor", std::process::id())).expect("anchor");
+    g
+}
+
+#[test]
+fn generator_matches_the_reference_frames() {
+    if !common::privileged() {
+        return;
+    }
+    let mut g = anchored_generator();
+    for (name, p) in common::profiles() {
+        let slots = p.slots().expect("slots");
+        let flows: Vec<_> = p.streams.iter().map(|s| s.flows).collect();
+        g.configure(&slots, &flows).expect("configure");
+        let buf = vec![0u8; p.max_frame_len()];
+        let n = (2 * slots.len()).min(60) as u64;
+        for i in 0..n {
+            let (verdict, out) = g.build_one(&buf).expect("run");
+            assert_eq!(verdict, XDP_TX, "{name} frame {i}");
+            let l4 = if p.vlan.is_some() { 18 } else { 14 } + if out.get(if p.vlan.is_some() { 18 } else { 14 }).is_some_and(|b| b >> 4 == 6) { 40 } else { 20 };
+            let sig = Signature::parse(&out[l4 + 8..]).expect("signature");
+            let want = p.frame(i, sig.timestamp).expect("reference");
+            assert_eq!(out, want, "{name} frame {i} differs from the reference");
+        }
+        let c = g.counters().expect("counters");
+        assert_eq!(c.sent, n, "{name}: frames counted");
+        assert_eq!(c.per_stream.iter().sum::<u64>(), n, "{name}: per stream");
+    }
+}
+
+#[test]
+fn generator_random_flows_stay_in_range_with_valid_checksums() {
+    if !common::privileged() {
+        return;
+    }
+    let mut g = anchored_generator();
+    let flows = FlowSpec { random: true, ..common::SOME_FLOWS };
+    let p = common::profile(vec![common::stream("a", true, flows)], FrameSize::Fixed { size: 64, ipv6: false }, None);
+    g.configure(&p.slots().expect("slots"), &[flows]).expect("configure");
+    let buf = vec![0u8; p.max_frame_len()];
+    let mut dsts = std::collections::BTreeSet::new();
+    for i in 0..200u32 {
+        let (_, f) = g.build_one(&buf).expect("run");
+        assert_eq!(f.len(), 60);
+        let ip = &f[14..34];
+        assert_eq!(checksum(&[ip]), 0, "frame {i}: IPv4 header checksum");
+        let udp = &f[34..];
+        let mut pseudo = ip[12..20].to_vec();
+        pseudo.extend_from_slice(&[0, 17, 0, udp.len() as u8]);
+        assert_eq!(checksum(&[&pseudo, udp]), 0, "frame {i}: UDP checksum");
+        let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+        let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        let base_src = u32::from(std::net::Ipv4Addr::new(10, 10, 1, 2));
+        assert!((src - base_src) % 256 == 0 && (src - base_src) / 256 < 3, "frame {i}: src");
+        let base_dst = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 1));
+        assert!(dst - base_dst < 5, "frame {i}: dst");
+        dsts.insert(dst);
+        let sport = u16::from_be_bytes([udp[0], udp[1]]);
+        let dport = u16::from_be_bytes([udp[2], udp[3]]);
+        assert!((5000..5002).contains(&sport) && (7000..7003).contains(&dport));
+        let sig = Signature::parse(&udp[8..]).expect("signature");
+        assert_eq!(sig.seq, i);
+    }
+    // 200 random draws over 5 destinations: all seen (fails with p < 1e-18).
+    assert_eq!(dsts.len(), 5);
+}
+
+fn frame_with_seq(seq: u32) -> Vec<u8> {
+    let p = common::profile(vec![common::stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 64, ipv6: false }, None);
+    let mut f = p.frame(0, 0).expect("frame");
+    f[42 + 4..42 + 8].copy_from_slice(&seq.to_be_bytes());
+    f
+}
+
+fn gre_wrap(inner_frame: &[u8]) -> Vec<u8> {
+    let inner_ip = &inner_frame[14..];
+    let mut f = inner_frame[..12].to_vec();
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 4 + inner_ip.len()) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 10, 10, 2, 1, 10, 10, 2, 2];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let c = checksum(&[&ip]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0, 0, 0x08, 0x00]); // RFC 2784: no flags, IPv4
+    f.extend_from_slice(inner_ip);
+    f
+}
+
+#[test]
+fn sink_counts_like_the_reference() {
+    if !common::privileged() {
+        return;
+    }
+    let mut sink = Sink::load().expect("load sink");
+    let sequences: Vec<(&str, Vec<u32>)> = vec![
+        ("in order", (0..300).collect()),
+        ("gaps", (0..300).filter(|q| q % 7 != 0).collect()),
+        ("swaps", (0..300).map(|q| if q % 2 == 0 { q + 1 } else { q - 1 }).collect()),
+        ("dups", vec![0, 1, 1, 2, 3, 2, 3, 3, 4, 9, 5, 9]),
+        ("late", (1..1500).chain([0, 1000, 1400, 1499]).collect()),
+        ("jump", (0..100).chain([1124, 1100, 1123, 50]).collect()),
+        ("wrap", (0..200u32).map(|i| (u32::MAX - 99).wrapping_add(i)).collect()),
+    ];
+    for (name, seqs) in sequences {
+        sink.reset().expect("reset");
+        let mut want = RxStream::default();
+        for (k, &q) in seqs.iter().enumerate() {
+            let f = frame_with_seq(q);
+            // Every third frame arrives inside GRE (the tunnel scenario).
+            let f = if k % 3 == 2 { gre_wrap(&f) } else { f };
+            assert_eq!(sink.feed(&f).expect("feed"), XDP_DROP, "{name}: counted frames are dropped");
+            want.record(q, 0, f.len() as u64);
+        }
+        let got = &sink.streams(1).expect("read")[0];
+        assert_eq!(got.received, want.received, "{name}: received");
+        assert_eq!(got.bytes, want.bytes, "{name}: bytes");
+        assert_eq!(got.dup, want.dup, "{name}: duplicates");
+        assert_eq!(got.reordered, want.reordered, "{name}: reordered");
+        assert_eq!(got.late, want.late, "{name}: late");
+        assert_eq!(got.max_seq, want.max_seq, "{name}: highest sequence");
+        assert_eq!(got.window, want.window, "{name}: window");
+        assert_eq!(got.hist.iter().sum::<u64>(), got.received, "{name}: histogram total");
+        assert!(got.lat_min <= got.lat_max);
+    }
+}
+
+#[test]
+fn sink_passes_foreign_frames_and_counts_bad_streams() {
+    if !common::privileged() {
+        return;
+    }
+    let mut sink = Sink::load().expect("load sink");
+    sink.reset().expect("reset");
+    // An ARP request: the kernel must see it.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0u8; 28]);
+    assert_eq!(sink.feed(&arp).expect("feed"), XDP_PASS);
+    // A UDP frame whose magic is wrong.
+    let mut f = frame_with_seq(1);
+    f[42] = b'x';
+    assert_eq!(sink.feed(&f).expect("feed"), XDP_PASS);
+    // A truncated frame.
+    assert_eq!(sink.feed(&frame_with_seq(1)[..40]).expect("feed"), XDP_PASS);
+    // Stream id out of range: dropped and counted apart.
+    let mut f = frame_with_seq(1);
+    f[42 + 2] = 200;
+    assert_eq!(sink.feed(&f).expect("feed"), XDP_DROP);
+    let misc = sink.misc().expect("misc");
+    assert_eq!(misc.passed, 3);
+    assert_eq!(misc.bad_stream, 1);
+    assert!(sink.streams(16).expect("read").iter().all(|s| s.received == 0));
+}
