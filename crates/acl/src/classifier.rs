@@ -144,21 +144,23 @@ impl Classifier {
     /// the shorter of the two). Faster per packet than [`Self::classify`]
     /// because lookups of several packets are in flight at once.
     pub fn classify_batch(&self, keys: &[PacketKey], out: &mut [Verdict]) {
-        let mixed = keys.iter().any(|k| k.is_v6) && keys.iter().any(|k| !k.is_v6);
-        if mixed {
-            for (k, o) in keys.iter().zip(out.iter_mut()) {
-                *o = self.classify(k);
-            }
-            return;
-        }
-        let v6 = keys.first().is_some_and(|k| k.is_v6);
-        match if v6 { &self.v6 } else { &self.v4 } {
-            Program::Engine(e) => e.classify_batch(keys, out),
-            Program::Linear(r) => {
-                for (k, o) in keys.iter().zip(out.iter_mut()) {
-                    *o = linear(r, self.default, k);
+        let n = keys.len().min(out.len());
+        let (keys, out) = (&keys[..n], &mut out[..n]);
+        // Runs of one family go to that family's program in one call.
+        let mut start = 0;
+        while start < n {
+            let v6 = keys[start].is_v6;
+            let end = keys[start..].iter().position(|k| k.is_v6 != v6).map_or(n, |p| start + p);
+            let (k, o) = (&keys[start..end], &mut out[start..end]);
+            match if v6 { &self.v6 } else { &self.v4 } {
+                Program::Engine(e) => e.classify_batch(k, o),
+                Program::Linear(r) => {
+                    for (k, o) in k.iter().zip(o.iter_mut()) {
+                        *o = linear(r, self.default, k);
+                    }
                 }
             }
+            start = end;
         }
     }
 

@@ -76,11 +76,32 @@ impl Lookup {
             FieldMap::Wide(m) => m.lookup(self.field.value(key)),
         }
     }
-    #[inline(always)]
-    fn prefetch(&self, key: &PacketKey) {
+    /// Classes of a group of packets; the dispatch on the field happens
+    /// once per group, the loops are monomorphic.
+    fn batch(&self, keys: &[PacketKey], out: &mut [u32; GROUP]) {
+        let n = keys.len().min(GROUP);
+        macro_rules! each {
+            ($m:expr, $get:expr) => {
+                for i in 0..n {
+                    out[i] = $m.lookup($get(&keys[i]));
+                }
+            };
+        }
         match &self.map {
-            FieldMap::Narrow(m) => m.prefetch(self.field.value32(key)),
-            FieldMap::Wide(m) => m.prefetch(self.field.value(key)),
+            FieldMap::Wide(m) => match self.field {
+                Field::Src => each!(m, |k: &PacketKey| k.src),
+                _ => each!(m, |k: &PacketKey| k.dst),
+            },
+            FieldMap::Narrow(m) => match self.field {
+                Field::Src => each!(m, |k: &PacketKey| k.src as u32),
+                Field::Dst => each!(m, |k: &PacketKey| k.dst as u32),
+                Field::Proto => each!(m, |k: &PacketKey| k.proto as u32),
+                Field::InIf => each!(m, |k: &PacketKey| k.in_if as u32),
+                Field::OutIf => each!(m, |k: &PacketKey| k.out_if as u32),
+                Field::Vlan => each!(m, |k: &PacketKey| k.vlan as u32),
+                Field::Dscp => each!(m, |k: &PacketKey| k.dscp as u32),
+                f => each!(m, |k: &PacketKey| f.value32(k)),
+            },
         }
     }
 }
@@ -122,11 +143,16 @@ enum Tail {
 /// Most slots (lookups + steps) a program can have.
 const MAX_SLOTS: usize = 2 * NF;
 
+/// Packets classified together by [`Engine::classify_batch`].
+const GROUP: usize = 32;
+
 pub(crate) struct Engine {
     default: Action,
     lookups: Vec<Lookup>,
     steps: Vec<Step>,
     tail: Tail,
+    /// Length - 1 of the verdict table (a power of two) in table mode.
+    vmask: usize,
     stats: EngineStats,
 }
 
@@ -305,7 +331,11 @@ impl Engine {
             }
         };
         stats.memory_bytes = mem;
-        Engine { default, lookups, steps, tail, stats }
+        let vmask = match &tail {
+            Tail::Table { verdicts, .. } => verdicts.len().saturating_sub(1),
+            Tail::Candidates { .. } => 0,
+        };
+        Engine { default, lookups, steps, tail, vmask, stats }
     }
 
     /// Runs the lookups and steps; returns the tail class.
@@ -360,17 +390,57 @@ impl Engine {
         }
     }
 
-    /// Batch classification: the first lookup of the packet a few places
-    /// ahead is prefetched so its root entry is in cache when reached.
+    /// Batch classification, field by field over groups of [`GROUP`]
+    /// packets: each inner loop does one independent lookup per packet, so
+    /// the CPU keeps several packets' memory accesses in flight (the
+    /// per-packet path waits for each dependent load in turn). The slot
+    /// array is sized for the program (const generic) so no time goes to
+    /// zeroing unused slots.
     pub(crate) fn classify_batch(&self, keys: &[PacketKey], out: &mut [Verdict]) {
-        const AHEAD: usize = 4;
-        for (i, (k, o)) in keys.iter().zip(out.iter_mut()).enumerate() {
-            if let Some(next) = keys.get(i + AHEAD) {
-                for l in &self.lookups {
-                    l.prefetch(next);
+        match self.lookups.len() + self.steps.len() {
+            0 | 1 => self.batch_n::<1>(keys, out),
+            2 => self.batch_n::<2>(keys, out),
+            3 => self.batch_n::<3>(keys, out),
+            4 => self.batch_n::<4>(keys, out),
+            5..=8 => self.batch_n::<8>(keys, out),
+            9..=14 => self.batch_n::<14>(keys, out),
+            _ => self.batch_n::<MAX_SLOTS>(keys, out),
+        }
+    }
+
+    fn batch_n<const S: usize>(&self, keys: &[PacketKey], out: &mut [Verdict]) {
+        let nl = self.lookups.len();
+        let last = if self.steps.is_empty() { nl.saturating_sub(1) } else { nl + self.steps.len() - 1 };
+        for (kc, oc) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            let mut slots = [[0u32; GROUP]; S];
+            for (l, s) in self.lookups.iter().zip(slots.iter_mut()) {
+                l.batch(kc, s);
+            }
+            for (i, st) in self.steps.iter().enumerate() {
+                let (Some(a), Some(b)) = (slots.get(st.a).copied(), slots.get(st.b).copied()) else { continue };
+                let Some(o) = slots.get_mut(nl + i) else { continue };
+                for ((o, &a), &b) in o.iter_mut().zip(a.iter()).zip(b.iter()).take(kc.len()) {
+                    *o = st.table.get(a as usize * st.nb + b as usize).copied().unwrap_or(0);
                 }
             }
-            *o = self.classify(k);
+            let fin = slots.get(last).copied().unwrap_or([0; GROUP]);
+            match &self.tail {
+                Tail::Table { verdicts, .. } => {
+                    let n = kc.len().min(oc.len()).min(GROUP);
+                    for i in 0..n {
+                        // Class ids come from our own tables and are < len;
+                        // the fallback only guards against a compiler bug.
+                        // In range: the table is padded to a power of two
+                        // and `vmask` is its length - 1.
+                        oc[i] = verdicts[fin[i] as usize & self.vmask];
+                    }
+                }
+                Tail::Candidates { .. } => {
+                    for ((o, k), &c) in oc.iter_mut().zip(kc).zip(fin.iter()) {
+                        *o = self.tail_verdict(c, k);
+                    }
+                }
+            }
         }
     }
 
@@ -544,7 +614,12 @@ fn table_tail(ctx: &Ctx, classes: &[Bits], default: Action) -> Tail {
                 None => Verdict::new(default, None, counts),
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // Pad to a power of two so the batch path can index with a mask.
+    let mut verdicts = verdicts;
+    let len = verdicts.len().next_power_of_two();
+    verdicts.resize(len, Verdict::new(default, None, 0));
+    let verdicts = verdicts.into_boxed_slice();
     Tail::Table { verdicts, count_lists: lists }
 }
 

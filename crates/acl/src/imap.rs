@@ -1,16 +1,20 @@
 //! `IntervalMap`: maps a field value to the class of the elementary
 //! interval containing it. A multibit trie (a direct root table, then 8-bit
-//! strides) whose entries are a class, a child node, or a small sorted
-//! bucket of at most [`BUCKET`] boundaries scanned without branches. Nodes are
-//! only made where more than [`BUCKET`] boundaries fall in one entry, so the
-//! memory stays proportional to the number of boundaries (a plain trie
-//! would spend a 1 KiB node per /32 host below a /24), and identical nodes
-//! are shared.
+//! strides) whose entries are a class, a child node, or a bucket of at most
+//! [`BUCKET`] sorted boundaries scanned without branches. Nodes are only
+//! made where more than [`BUCKET`] boundaries fall in one entry, so memory
+//! stays proportional to the number of boundaries (a plain trie would spend
+//! a 1 KiB node per /32 host below a /24), and identical nodes are shared.
+//!
+//! A bucket is fixed-size and cache-line aligned (7 `u32` boundaries and 8
+//! classes fill one 64-byte line): unused boundaries are `T::MAX` and
+//! unused classes repeat the last one, so the scan is a fixed, unrolled
+//! count of `bound <= v` with no length to load.
 
 use std::collections::HashMap;
 
 /// Most boundaries a bucket holds before a node is made instead.
-pub(crate) const BUCKET: usize = 8;
+pub(crate) const BUCKET: usize = 7;
 
 const TAG_SHIFT: u32 = 30;
 const PAYLOAD: u32 = (1 << TAG_SHIFT) - 1;
@@ -19,13 +23,15 @@ const TAG_BUCKET: u32 = 1;
 const TAG_LEAF: u32 = 2;
 
 /// An unsigned key type (`u32` for most fields, `u128` for IPv6 addresses).
-pub(crate) trait Key: Copy + Ord + std::hash::Hash + std::fmt::Debug {
+pub(crate) trait Key: Copy + Ord + std::hash::Hash + std::fmt::Debug + Default {
+    const MAX: Self;
     fn from_u128(v: u128) -> Self;
     /// `(self >> shift) & mask` as an index.
     fn chunk(self, shift: u32, mask: u32) -> usize;
 }
 
 impl Key for u32 {
+    const MAX: Self = u32::MAX;
     #[inline(always)]
     fn from_u128(v: u128) -> Self {
         v as u32
@@ -37,6 +43,7 @@ impl Key for u32 {
 }
 
 impl Key for u128 {
+    const MAX: Self = u128::MAX;
     #[inline(always)]
     fn from_u128(v: u128) -> Self {
         v
@@ -47,10 +54,13 @@ impl Key for u128 {
     }
 }
 
+/// A bucket: boundaries (ascending, padded with `T::MAX`) and the class of
+/// each gap (padded with the last class).
 #[derive(Clone, Copy, Debug)]
-struct Bucket {
-    start: u32,
-    n: u32,
+#[repr(C, align(64))]
+struct Bucket<T> {
+    bounds: [T; BUCKET],
+    classes: [u32; BUCKET + 1],
 }
 
 #[derive(Debug)]
@@ -59,9 +69,7 @@ pub(crate) struct IntervalMap<T> {
     root_mask: u32,
     root: Box<[u32]>,
     nodes: Box<[u32]>,
-    buckets: Box<[Bucket]>,
-    bounds: Box<[T]>,
-    classes: Box<[u32]>,
+    buckets: Box<[Bucket<T>]>,
 }
 
 impl<T: Key> IntervalMap<T> {
@@ -81,15 +89,7 @@ impl<T: Key> IntervalMap<T> {
             16
         };
         let root_shift = bits - root_bits;
-        let mut b = Builder {
-            starts,
-            cls,
-            nodes: Vec::new(),
-            dedup: HashMap::new(),
-            buckets: Vec::new(),
-            bounds: Vec::new(),
-            classes: Vec::new(),
-        };
+        let mut b = Builder { starts, cls, nodes: Vec::new(), dedup: HashMap::new(), buckets: Vec::new() };
         let span = |shift: u32| -> u128 { if shift >= 128 { u128::MAX } else { (1u128 << shift) - 1 } };
         let root: Box<[u32]> = (0..1u128 << root_bits)
             .map(|j| {
@@ -103,8 +103,6 @@ impl<T: Key> IntervalMap<T> {
             root,
             nodes: b.nodes.into(),
             buckets: b.buckets.into(),
-            bounds: b.bounds.into_iter().map(T::from_u128).collect(),
-            classes: b.classes.into(),
         }
     }
 
@@ -125,49 +123,32 @@ impl<T: Key> IntervalMap<T> {
                         .copied()
                         .unwrap_or(TAG_LEAF << TAG_SHIFT);
                 }
-                _ => return self.bucket(payload, v),
+                _ => {
+                    let Some(b) = self.buckets.get(payload as usize) else { return 0 };
+                    let mut c = 0usize;
+                    for &x in &b.bounds {
+                        c += (v >= x) as usize;
+                    }
+                    return b.classes[c & BUCKET];
+                }
             }
         }
     }
 
-    #[inline(always)]
-    fn bucket(&self, idx: u32, v: T) -> u32 {
-        let Some(b) = self.buckets.get(idx as usize) else {
-            return 0;
-        };
-        let start = b.start as usize;
-        let bounds = self.bounds.get(start..start + b.n as usize).unwrap_or(&[]);
-        let mut c = 0usize;
-        for &x in bounds {
-            c += (v >= x) as usize;
-        }
-        self.classes.get(start + idx as usize + c).copied().unwrap_or(0)
-    }
-
-    /// Prefetches the root entry for `v` (the first access of a lookup).
-    #[inline(always)]
-    pub(crate) fn prefetch(&self, v: T) {
-        tern_intrin::prefetch_index(&self.root, v.chunk(self.root_shift, self.root_mask));
-    }
-
     pub(crate) fn memory_bytes(&self) -> usize {
-        (self.root.len() + self.nodes.len() + self.classes.len()) * 4
-            + self.buckets.len() * std::mem::size_of::<Bucket>()
-            + self.bounds.len() * std::mem::size_of::<T>()
+        (self.root.len() + self.nodes.len()) * 4 + self.buckets.len() * std::mem::size_of::<Bucket<T>>()
     }
 }
 
-struct Builder<'a> {
+struct Builder<'a, T> {
     starts: &'a [u128],
     cls: &'a [u32],
     nodes: Vec<u32>,
     dedup: HashMap<Vec<u32>, u32>,
-    buckets: Vec<Bucket>,
-    bounds: Vec<u128>,
-    classes: Vec<u32>,
+    buckets: Vec<Bucket<T>>,
 }
 
-impl Builder<'_> {
+impl<T: Key> Builder<'_, T> {
     /// Index of the elementary interval containing `v`.
     fn find(&self, v: u128) -> usize {
         self.starts.partition_point(|&s| s <= v).saturating_sub(1)
@@ -180,14 +161,16 @@ impl Builder<'_> {
         if i == j || shift == 0 {
             return TAG_LEAF << TAG_SHIFT | cls(i);
         }
-        if j - i <= BUCKET {
-            let idx = self.buckets.len() as u32;
-            let start = self.bounds.len() as u32;
-            self.bounds.extend_from_slice(&self.starts[i + 1..=j]);
-            let c: Vec<u32> = (i..=j).map(cls).collect();
-            self.classes.extend(c);
-            self.buckets.push(Bucket { start, n: (j - i) as u32 });
-            return TAG_BUCKET << TAG_SHIFT | idx;
+        if j - i <= BUCKET && self.buckets.len() < PAYLOAD as usize {
+            let mut b = Bucket { bounds: [T::MAX; BUCKET], classes: [cls(j); BUCKET + 1] };
+            for (k, s) in self.starts[i + 1..=j].iter().enumerate() {
+                b.bounds[k] = T::from_u128(*s);
+            }
+            for k in i..j {
+                b.classes[k - i] = cls(k);
+            }
+            self.buckets.push(b);
+            return TAG_BUCKET << TAG_SHIFT | (self.buckets.len() - 1) as u32;
         }
         let cshift = shift.saturating_sub(8);
         let step: u128 = 1u128 << cshift;

@@ -275,7 +275,8 @@ impl Gen {
 /// rules are IPv6 (the rest IPv4). Default policy drop if `seed` is even.
 pub fn rules(n: usize, seed: u64, profile: Profile, v6_pct: u64) -> RuleSet {
     let mut g = Gen::new(seed, profile, v6_pct);
-    let mut s = RuleSet::new(format!("SYNTH_{seed}"), if seed.is_multiple_of(2) { Action::Drop } else { Action::Accept });
+    let mut s =
+        RuleSet::new(format!("SYNTH_{seed}"), if seed.is_multiple_of(2) { Action::Drop } else { Action::Accept });
     for _ in 0..n {
         let r = g.rule();
         s.rules.push(r);
