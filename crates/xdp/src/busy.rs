@@ -245,6 +245,7 @@ pub fn tune_napi_for_busy_poll(ifname: &str) -> io::Result<NapiTuning> {
     if ifname.contains('/') || ifname.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name {ifname:?}")));
     }
+    sysfs_is_ours(ifname)?;
     let mut t = NapiTuning { ifname: ifname.to_string(), previous: Vec::new() };
     for (key, val) in TUNING {
         let path = format!("/sys/class/net/{ifname}/{key}");
@@ -263,6 +264,23 @@ pub fn tune_napi_for_busy_poll(ifname: &str) -> io::Result<NapiTuning> {
         }
     }
     Ok(t)
+}
+
+/// Refuses when /sys/class/net/IFNAME is not the device of that name in the
+/// calling thread's namespace (sysfs shows the namespace of whoever mounted
+/// it; a thread that entered another namespace would tune a stranger's
+/// device). Index and MAC address must both match.
+fn sysfs_is_ours(ifname: &str) -> io::Result<()> {
+    let read = |key: &str| fs::read_to_string(format!("/sys/class/net/{ifname}/{key}")).map(|s| s.trim().to_string());
+    let idx = sys::if_index(ifname)?;
+    let mac = sys::if_hwaddr(ifname)?;
+    let mac = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+    if read("ifindex")? != idx.to_string() || read("address")? != mac {
+        return Err(io::Error::other(format!(
+            "/sys/class/net/{ifname} belongs to another network namespace than this thread's"
+        )));
+    }
+    Ok(())
 }
 
 impl NapiTuning {
@@ -286,6 +304,13 @@ mod tests {
         assert!(!bp.poll());
         bp.service("lo");
         assert!(!bp.engaged());
+    }
+
+    #[test]
+    fn sysfs_check_accepts_our_own_device_and_refuses_a_missing_one() {
+        // Loopback exists in every namespace with index 1.
+        assert!(sysfs_is_ours("lo").is_ok());
+        assert!(sysfs_is_ours("tern-no-such0").is_err());
     }
 
     #[test]

@@ -59,3 +59,33 @@ pub fn rx_queue_count(ifname: &str) -> std::io::Result<u32> {
         .count();
     Ok(n as u32)
 }
+
+/// The receive queues worker `worker` of `workers` owns on a device with
+/// `queues` queues: one socket per (device, queue), queues dealt round
+/// robin, so that no queue is shared and no lock is needed on the fast path.
+/// Each worker opens its ports on its own [`Umem`] (its own pool); the
+/// device's [`SteeringProgram`] (one per device, owned by the control side)
+/// registers every worker's ports.
+pub fn worker_queues(queues: u32, workers: u32, worker: u32) -> Vec<u32> {
+    if workers == 0 {
+        return Vec::new();
+    }
+    (0..queues).filter(|q| q % workers == worker).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queues_are_dealt_round_robin_without_overlap() {
+        assert_eq!(worker_queues(4, 2, 0), vec![0, 2]);
+        assert_eq!(worker_queues(4, 2, 1), vec![1, 3]);
+        assert_eq!(worker_queues(1, 2, 1), Vec::<u32>::new());
+        assert!(worker_queues(4, 0, 0).is_empty());
+        let all: Vec<u32> = (0..3).flat_map(|w| worker_queues(8, 3, w)).collect();
+        let mut sorted = all.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..8).collect::<Vec<_>>(), "every queue exactly once");
+    }
+}

@@ -402,3 +402,28 @@ pub(crate) fn xdp_live_frames(prog_fd: RawFd, ifindex: u32, frame: &[u8], repeat
     };
     if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
+
+/// Hardware address of interface `name` in the calling thread's network
+/// namespace (SIOCGIFHWADDR).
+pub(crate) fn if_hwaddr(name: &str) -> io::Result<[u8; 6]> {
+    let fd = udp_socket(false)?;
+    // SAFETY: ifreq is plain integers and arrays; all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= ifr.ifr_name.len() || bytes.contains(&0) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name {name:?}")));
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: `ifr` is a live ifreq with a NUL-terminated name (checked
+    // above); SIOCGIFHWADDR writes only inside it.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) })?;
+    // SAFETY: SIOCGIFHWADDR filled the ifru_hwaddr member of the union.
+    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(mac)
+}

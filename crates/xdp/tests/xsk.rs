@@ -16,7 +16,7 @@ fn pool(frames: u32) -> PacketPool {
 }
 
 fn cfg(ifname: &str, queue: u32) -> XskConfig {
-    XskConfig { busy_poll: BusyPoll::Off, ..XskConfig::new(ifname, queue) }
+    XskConfig { busy_poll: BusyPoll::Off, tune_napi: false, ..XskConfig::new(ifname, queue) }
 }
 
 /// Sends `n` UDP datagrams from `src_port` to `dst`, payload `tag-<i>`.
@@ -368,6 +368,8 @@ fn busy_polling_engages_through_the_helper_socket() {
         let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
         steer.add_local(IpAddr::V4(R0_IP)).expect("local");
         let umem = Umem::new(&pool).expect("umem");
+        // tune_napi stays on: /sys/class/net here shows the root namespace,
+        // and the port must notice and leave that device alone.
         let c = XskConfig { busy_poll: BusyPoll::On, ..XskConfig::new("r0", 0) };
         let mut port = XskPort::open(&umem, &c, &mut pool).expect("open");
         steer.register(&port).expect("register");
