@@ -33,6 +33,10 @@ fn bench_checksum(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("data", len), &buf, |b, buf| b.iter(|| checksum::data(black_box(buf))));
         group.bench_with_input(BenchmarkId::new("naive", len), &buf, |b, buf| b.iter(|| naive_sum(black_box(buf))));
     }
+    let header: Vec<u8> = (0..20u8).collect();
+    let header: &[u8; 20] = header.first_chunk().unwrap();
+    group.throughput(Throughput::Bytes(20));
+    group.bench_function("header20", |b| b.iter(|| checksum::header20(black_box(header))));
     group.finish();
 }
 

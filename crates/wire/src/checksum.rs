@@ -62,6 +62,19 @@ pub fn data(data: &[u8]) -> u16 {
     u16::from_be_bytes(fold(acc).to_ne_bytes())
 }
 
+/// [`data`] for exactly 20 bytes, an IPv4 header without options: five
+/// 32-bit native-order words summed in 64 bits, then folded. Same result as
+/// `data(header)`, fewer branches on the forwarding path.
+#[inline]
+pub fn header20(header: &[u8; 20]) -> u16 {
+    let (words, _) = header.as_chunks::<4>();
+    let mut acc = 0u64;
+    for word in words {
+        acc += u64::from(u32::from_ne_bytes(*word));
+    }
+    u16::from_be_bytes(fold(acc).to_ne_bytes())
+}
+
 #[inline(always)]
 fn first8(s: &[u8]) -> [u8; 8] {
     let mut w = [0u8; 8];
@@ -232,6 +245,11 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn header20_matches_data(header in any::<[u8; 20]>()) {
+            prop_assert_eq!(header20(&header), data(&header));
+        }
+
         #[test]
         fn fast_sum_matches_naive(buf in proptest::collection::vec(any::<u8>(), 0..300), skip in 0usize..8) {
             // Also at unaligned starts.

@@ -237,8 +237,14 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// over the header, checksum included, is all ones.
     #[inline]
     pub fn verify_checksum(&self) -> bool {
+        let buf = self.buffer.as_ref();
         let header_len = usize::from(self.header_len());
-        checksum::data(&self.buffer.as_ref()[..header_len]) == 0xffff
+        match buf.first_chunk::<HEADER_LEN>() {
+            // The common case, without options: five 32-bit adds (2.3 ns
+            // against 4-5 ns for the general sum, examples/hotpath.rs).
+            Some(header) if header_len == HEADER_LEN => checksum::header20(header) == 0xffff,
+            _ => checksum::data(&buf[..header_len]) == 0xffff,
+        }
     }
 
     /// The option bytes (between the fixed header and IHL * 4).

@@ -231,32 +231,46 @@ impl VlanWalk {
 /// not checked. Bounded: at most three EtherType reads.
 #[inline]
 pub fn walk_tags(frame: &[u8]) -> Result<VlanWalk> {
+    // Straight-line rather than a loop over tags: this runs on every
+    // received frame, and the common untagged case is one load and two
+    // compares. The loop version took 12.6 ns (untagged) and 13.5 ns (QinQ)
+    // per call returning the whole walk; this one 1.5 and 3.5 ns
+    // (`cargo run --release -p tern-wire --example hotpath`, Xeon 2.8 GHz,
+    // minimum of 2000 runs on a loaded machine).
+    const VID_RESERVED: u16 = 0x0fff;
     if frame.len() < ethernet::HEADER_LEN {
         return Err(Error::Truncated);
     }
-    let mut walk =
-        VlanWalk { vids: [0; 2], count: 0, ethertype: EtherType(read_u16(frame, 12)), l3_offset: ethernet::HEADER_LEN };
-    if !walk.ethertype.is_vlan_tpid() {
-        return Ok(walk);
+    let ethertype = EtherType(read_u16(frame, 12));
+    if !ethertype.is_vlan_tpid() {
+        return Ok(VlanWalk { vids: [0; 2], count: 0, ethertype, l3_offset: ethernet::HEADER_LEN });
     }
-    for i in 0..2 {
-        let at = walk.l3_offset;
-        let tag = VlanTag::new_checked(frame.get(at..).ok_or(Error::Truncated)?)?;
-        let vid = tag.vid();
-        if vid == 0x0fff {
-            return Err(Error::Malformed);
-        }
-        walk.vids[i] = vid;
-        walk.count += 1;
-        walk.ethertype = tag.ethertype();
-        walk.l3_offset = at + HEADER_LEN;
-        match walk.ethertype {
-            EtherType::QINQ => return Err(Error::Malformed),
-            EtherType::VLAN => {}
-            _ => return Ok(walk),
-        }
+    if frame.len() < ethernet::HEADER_LEN + HEADER_LEN {
+        return Err(Error::Truncated);
     }
-    Err(Error::Unsupported)
+    let outer = read_u16(frame, 14) & 0x0fff;
+    let ethertype = EtherType(read_u16(frame, 16));
+    if outer == VID_RESERVED {
+        return Err(Error::Malformed);
+    }
+    match ethertype {
+        EtherType::QINQ => return Err(Error::Malformed),
+        EtherType::VLAN => {}
+        _ => return Ok(VlanWalk { vids: [outer, 0], count: 1, ethertype, l3_offset: 18 }),
+    }
+    if frame.len() < ethernet::HEADER_LEN + 2 * HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    let inner = read_u16(frame, 18) & 0x0fff;
+    let ethertype = EtherType(read_u16(frame, 20));
+    if inner == VID_RESERVED {
+        return Err(Error::Malformed);
+    }
+    match ethertype {
+        EtherType::QINQ => Err(Error::Malformed),
+        EtherType::VLAN => Err(Error::Unsupported),
+        _ => Ok(VlanWalk { vids: [outer, inner], count: 2, ethertype, l3_offset: 22 }),
+    }
 }
 
 #[cfg(test)]
