@@ -57,9 +57,7 @@ fn load(obj: &[u8], prog: &str) -> Result<Ebpf> {
 }
 
 fn array<'a, const N: usize>(ebpf: &'a mut Ebpf, name: &str) -> Result<Array<&'a mut MapData, [u8; N]>> {
-    let map = ebpf
-        .map_mut(name)
-        .ok_or_else(|| BenchError::Bpf(format!("no map {name}")))?;
+    let map = ebpf.map_mut(name).ok_or_else(|| BenchError::Bpf(format!("no map {name}")))?;
     Array::try_from(map).map_err(|e| bpf_err(name, e))
 }
 
@@ -94,17 +92,11 @@ fn cfg_bytes(n_slots: usize, flows: &[FlowSpec]) -> [u8; GEN_CFG_SIZE] {
 }
 
 fn le_u64(b: &[u8], off: usize) -> u64 {
-    b.get(off..off + 8)
-        .and_then(|s| s.try_into().ok())
-        .map(u64::from_le_bytes)
-        .unwrap_or(0)
+    b.get(off..off + 8).and_then(|s| s.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0)
 }
 
 fn le_u32(b: &[u8], off: usize) -> u32 {
-    b.get(off..off + 4)
-        .and_then(|s| s.try_into().ok())
-        .map(u32::from_le_bytes)
-        .unwrap_or(0)
+    b.get(off..off + 4).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes).unwrap_or(0)
 }
 
 /// What the generator program has done since its last reset.
@@ -127,11 +119,7 @@ pub struct Generator {
 impl Generator {
     /// Loads the generator program (needs CAP_BPF / root).
     pub fn load() -> Result<Self> {
-        Ok(Generator {
-            ebpf: load(GEN_OBJ, "tern_gen")?,
-            n_streams: 0,
-            anchor: None,
-        })
+        Ok(Generator { ebpf: load(GEN_OBJ, "tern_gen")?, n_streams: 0, anchor: None })
     }
 
     /// Keeps the program attached (generic mode) to a veth that carries
@@ -151,8 +139,7 @@ impl Generator {
         let id = std::thread::scope(|s| {
             s.spawn(|| -> Result<_> {
                 ns.enter_current_thread()?;
-                prog.attach("tb-anchor0", XdpMode::Skb)
-                    .map_err(|e| bpf_err("attach generator to its anchor", e))
+                prog.attach("tb-anchor0", XdpMode::Skb).map_err(|e| bpf_err("attach generator to its anchor", e))
             })
             .join()
             .map_err(|_| BenchError::Bpf("anchor thread panicked".into()))?
@@ -182,13 +169,11 @@ impl Generator {
         {
             let mut m = array::<SLOT_SIZE>(&mut self.ebpf, "gen_slots")?;
             for (i, s) in slots.iter().enumerate() {
-                m.set(i as u32, slot_bytes(s), 0)
-                    .map_err(|e| bpf_err("write gen_slots", e))?;
+                m.set(i as u32, slot_bytes(s), 0).map_err(|e| bpf_err("write gen_slots", e))?;
             }
         }
         let mut m = array::<GEN_CFG_SIZE>(&mut self.ebpf, "gen_config")?;
-        m.set(0, cfg_bytes(slots.len(), flows), 0)
-            .map_err(|e| bpf_err("write gen_config", e))?;
+        m.set(0, cfg_bytes(slots.len(), flows), 0).map_err(|e| bpf_err("write gen_config", e))?;
         self.n_streams = flows.len();
         self.reset()
     }
@@ -196,8 +181,7 @@ impl Generator {
     /// Zeroes the frame counter and every stream's sequence number.
     pub fn reset(&mut self) -> Result<()> {
         let mut m = array::<GEN_STATE_SIZE>(&mut self.ebpf, "gen_state")?;
-        m.set(0, [0u8; GEN_STATE_SIZE], 0)
-            .map_err(|e| bpf_err("reset gen_state", e))
+        m.set(0, [0u8; GEN_STATE_SIZE], 0).map_err(|e| bpf_err("reset gen_state", e))
     }
 
     /// Reads the counters.
@@ -233,26 +217,15 @@ impl Generator {
             attrs: TestRunAttrs::new().xdp_live_frames(batch.clamp(1, 256)),
             ..TestRunOptions::new()
         };
-        self.prog()?
-            .test_run(opts)
-            .map(|r| r.duration)
-            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN (live frames)", e))
+        self.prog()?.test_run(opts).map(|r| r.duration).map_err(|e| bpf_err("BPF_PROG_TEST_RUN (live frames)", e))
     }
 
     /// Runs the program once on `buf` without sending, returning its
     /// verdict and the frame it built (for tests).
     pub fn build_one(&self, buf: &[u8]) -> Result<(u32, Vec<u8>)> {
         let mut out = vec![0u8; buf.len().max(HDR_MAX) + 256];
-        let opts = TestRunOptions {
-            data_in: Some(buf),
-            data_out: Some(&mut out),
-            repeat: 1,
-            ..TestRunOptions::new()
-        };
-        let r = self
-            .prog()?
-            .test_run(opts)
-            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))?;
+        let opts = TestRunOptions { data_in: Some(buf), data_out: Some(&mut out), repeat: 1, ..TestRunOptions::new() };
+        let r = self.prog()?.test_run(opts).map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))?;
         out.truncate(r.data_size_out as usize);
         Ok((r.return_value, out))
     }
@@ -294,10 +267,7 @@ pub struct SinkMisc {
 impl Sink {
     /// Loads the sink program (needs CAP_BPF / root).
     pub fn load() -> Result<Self> {
-        Ok(Sink {
-            ebpf: load(SINK_OBJ, "tern_sink")?,
-            attached: None,
-        })
+        Ok(Sink { ebpf: load(SINK_OBJ, "tern_sink")?, attached: None })
     }
 
     fn prog_mut(&mut self) -> Result<&mut Xdp> {
@@ -313,10 +283,8 @@ impl Sink {
     pub fn attach(&mut self, dev: &str) -> Result<()> {
         // The previous device may be gone with its namespace: nothing to undo.
         let _ = self.detach();
-        let id = self
-            .prog_mut()?
-            .attach(dev, XdpMode::Driver)
-            .map_err(|e| bpf_err(&format!("attach sink to {dev}"), e))?;
+        let id =
+            self.prog_mut()?.attach(dev, XdpMode::Driver).map_err(|e| bpf_err(&format!("attach sink to {dev}"), e))?;
         self.attached = Some(id);
         Ok(())
     }
@@ -324,9 +292,7 @@ impl Sink {
     /// Detaches the program if attached.
     pub fn detach(&mut self) -> Result<()> {
         if let Some(id) = self.attached.take() {
-            self.prog_mut()?
-                .detach(id)
-                .map_err(|e| bpf_err("detach sink", e))?;
+            self.prog_mut()?.detach(id).map_err(|e| bpf_err("detach sink", e))?;
         }
         Ok(())
     }
@@ -336,24 +302,18 @@ impl Sink {
         {
             let mut m = array::<RX_STREAM_SIZE>(&mut self.ebpf, "rx_streams")?;
             for i in 0..MAX_STREAMS as u32 {
-                m.set(i, [0u8; RX_STREAM_SIZE], 0)
-                    .map_err(|e| bpf_err("reset rx_streams", e))?;
+                m.set(i, [0u8; RX_STREAM_SIZE], 0).map_err(|e| bpf_err("reset rx_streams", e))?;
             }
         }
         let mut m = array::<RX_MISC_SIZE>(&mut self.ebpf, "rx_misc")?;
-        m.set(0, [0u8; RX_MISC_SIZE], 0)
-            .map_err(|e| bpf_err("reset rx_misc", e))
+        m.set(0, [0u8; RX_MISC_SIZE], 0).map_err(|e| bpf_err("reset rx_misc", e))
     }
 
     /// Reads the first `n` streams' counters.
     pub fn streams(&mut self, n: usize) -> Result<Vec<RxStream>> {
         let m = array::<RX_STREAM_SIZE>(&mut self.ebpf, "rx_streams")?;
         (0..n.min(MAX_STREAMS) as u32)
-            .map(|i| {
-                m.get(&i, 0)
-                    .map(|b| RxStream::from_bytes(&b))
-                    .map_err(|e| bpf_err("read rx_streams", e))
-            })
+            .map(|i| m.get(&i, 0).map(|b| RxStream::from_bytes(&b)).map_err(|e| bpf_err("read rx_streams", e)))
             .collect()
     }
 
@@ -361,10 +321,7 @@ impl Sink {
     pub fn misc(&mut self) -> Result<SinkMisc> {
         let m = array::<RX_MISC_SIZE>(&mut self.ebpf, "rx_misc")?;
         let b = m.get(&0, 0).map_err(|e| bpf_err("read rx_misc", e))?;
-        Ok(SinkMisc {
-            passed: le_u64(&b, 0),
-            bad_stream: le_u64(&b, 8),
-        })
+        Ok(SinkMisc { passed: le_u64(&b, 0), bad_stream: le_u64(&b, 8) })
     }
 
     /// Runs the program on one frame without a device (for tests),
@@ -377,15 +334,9 @@ impl Sink {
             .try_into()
             .map_err(|e| bpf_err("tern_sink", e))?;
         let mut out = vec![0u8; frame.len() + 256];
-        let opts = TestRunOptions {
-            data_in: Some(frame),
-            data_out: Some(&mut out),
-            repeat: 1,
-            ..TestRunOptions::new()
-        };
-        p.test_run(opts)
-            .map(|r| r.return_value)
-            .map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))
+        let opts =
+            TestRunOptions { data_in: Some(frame), data_out: Some(&mut out), repeat: 1, ..TestRunOptions::new() };
+        p.test_run(opts).map(|r| r.return_value).map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))
     }
 }
 

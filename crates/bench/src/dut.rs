@@ -18,8 +18,8 @@ use serde::Serialize;
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, fmt_mac, have_program};
 use crate::topology::{
-    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, GEN_V4, SINK_V4,
-    SINK_V6, TEST_NET_V4, TEST_NET_V6,
+    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, GEN_V4, SINK_V4, SINK_V6, TEST_NET_V4,
+    TEST_NET_V6,
 };
 
 /// A kind of device under test.
@@ -101,13 +101,10 @@ pub struct DutHandle {
 impl DutHandle {
     /// Fails with the DUT's log if its process has exited.
     pub fn check_alive(&mut self) -> Result<()> {
-        if let Some(c) = &mut self.child {
-            if let Ok(Some(status)) = c.try_wait() {
-                return Err(BenchError::Dut(format!(
-                    "process exited ({status}); log:\n{}",
-                    self.log_tail()
-                )));
-            }
+        if let Some(c) = &mut self.child
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            return Err(BenchError::Dut(format!("process exited ({status}); log:\n{}", self.log_tail())));
         }
         Ok(())
     }
@@ -127,10 +124,7 @@ impl Drop for DutHandle {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             if let Ok(pid) = i32::try_from(c.id()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
             }
             let deadline = Instant::now() + Duration::from_secs(3);
             while Instant::now() < deadline {
@@ -173,10 +167,7 @@ pub fn setup(
     tern_bin: Option<&Path>,
     work_dir: &Path,
 ) -> Result<Setup> {
-    let dut = chain
-        .dut
-        .as_ref()
-        .ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
+    let dut = chain.dut.as_ref().ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
     match kind {
         DutKind::Linux | DutKind::LinuxNft => setup_linux(kind, chain, dut, needs, place, work_dir),
         DutKind::Tern => setup_tern(chain, dut, needs, place, tern_bin, work_dir),
@@ -221,13 +212,18 @@ fn setup_linux(
     }
     if needs.gre {
         let r = dut.ip(&[
-            "link", "add", "gre0", "type", "gre", "local", &DUT_OUT_V4.to_string(), "remote",
+            "link",
+            "add",
+            "gre0",
+            "type",
+            "gre",
+            "local",
+            &DUT_OUT_V4.to_string(),
+            "remote",
             &SINK_V4.to_string(),
         ]);
         if let Err(e) = r {
-            return Ok(Setup::NotSupported(format!(
-                "GRE tunnels unavailable in this kernel (no ip_gre module): {e}"
-            )));
+            return Ok(Setup::NotSupported(format!("GRE tunnels unavailable in this kernel (no ip_gre module): {e}")));
         }
         dut.ip(&["link", "set", "gre0", "up"])?;
         dut.ip(&["addr", "add", "192.168.255.1/30", "dev", "gre0"])?;
@@ -249,15 +245,11 @@ fn setup_linux(
         description.push_str(match needs.firewall {
             Firewall::None => ", nftables forward chain without rules",
             Firewall::Drop50 => ", nftables: 50 rules `ip saddr 1.1.N.1 drop` in forward, policy accept",
-            Firewall::Drop50DefaultDeny => {
-                ", nftables: 50 drop rules + accept 10.10.1.0/24 in forward, policy drop"
-            }
+            Firewall::Drop50DefaultDeny => ", nftables: 50 drop rules + accept 10.10.1.0/24 in forward, policy drop",
         });
     } else if needs.firewall != Firewall::None {
         if needs.firewall == Firewall::Drop50DefaultDeny {
-            return Ok(Setup::NotSupported(
-                "the drop test needs a firewall: see linux-nft".into(),
-            ));
+            return Ok(Setup::NotSupported("the drop test needs a firewall: see linux-nft".into()));
         }
         description.push_str(", no firewall (the rules are linux-nft's)");
     }
@@ -266,11 +258,7 @@ fn setup_linux(
     dut.exec("ethtool", &["-K", DUT_IN, "gro", "on"])?;
     dut.thread_napi(DUT_IN, place.dut_cpu, place.rt_priority)?;
     description.push_str(&format!(", {DUT_IN} NAPI thread on cpu {}", place.dut_cpu));
-    Ok(Setup::Running(DutHandle {
-        child: None,
-        log: None,
-        description,
-    }))
+    Ok(Setup::Running(DutHandle { child: None, log: None, description }))
 }
 
 /// The nftables ruleset of the 100GE test, VyOS-like: one rule per
@@ -335,18 +323,14 @@ fn load_linux_routes(dut: &Netns, file: &Path, work_dir: &Path) -> Result<(usize
     }
     let installed = dut.ip(&["route", "show"]).map(|s| s.lines().count()).unwrap_or(0);
     if installed < n4 / 2 {
-        return Err(BenchError::Dut(format!(
-            "only {installed} of {n4} IPv4 routes from {} installed",
-            file.display()
-        )));
+        return Err(BenchError::Dut(format!("only {installed} of {n4} IPv4 routes from {} installed", file.display())));
     }
     Ok((n4, n6))
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
     let mut f = std::fs::File::create(path).map_err(|e| BenchError::io(format!("create {}", path.display()), e))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| BenchError::io(format!("write {}", path.display()), e))
+    f.write_all(text.as_bytes()).map_err(|e| BenchError::io(format!("write {}", path.display()), e))
 }
 
 /// tern's TOML configuration for a scenario.
@@ -410,9 +394,7 @@ fn setup_tern(
     write_file(&cfg_path, &cfg)?;
     let log = work_dir.join(format!("{}-tern.log", dut.name()));
     let log_f = std::fs::File::create(&log).map_err(|e| BenchError::io(format!("create {}", log.display()), e))?;
-    let log_err = log_f
-        .try_clone()
-        .map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
+    let log_err = log_f.try_clone().map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
     let child = rt_command(place.rt_priority)
         .args(["netns", "exec", dut.name()])
         .arg(&bin)
@@ -443,16 +425,12 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         return Ok(Setup::NotSupported("dpdk-testpmd not installed (apt-get install dpdk)".into()));
     }
     if needs.firewall != Firewall::None || needs.gre || needs.route_file.is_some() {
-        return Ok(Setup::NotSupported(
-            "testpmd forwards by MAC only: no firewall, routes or GRE".into(),
-        ));
+        return Ok(Setup::NotSupported("testpmd forwards by MAC only: no firewall, routes or GRE".into()));
     }
     let sink_mac = fmt_mac(&chain.sink_link.mac);
     let log = work_dir.join(format!("{}-testpmd.log", dut.name()));
     let log_f = std::fs::File::create(&log).map_err(|e| BenchError::io(format!("create {}", log.display()), e))?;
-    let log_err = log_f
-        .try_clone()
-        .map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
+    let log_err = log_f.try_clone().map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
     // testpmd wants a main lcore besides the forwarding one; the main one idles.
     let main_lcore = usize::from(place.dut_cpu == 0);
     let lcores = format!("{main_lcore},{}", place.dut_cpu);
@@ -482,10 +460,7 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         .stdout(log_f)
         .stderr(log_err)
         .spawn()
-        .map_err(|e| BenchError::Command {
-            cmd: format!("ip {}", args.join(" ")),
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| BenchError::Command { cmd: format!("ip {}", args.join(" ")), detail: e.to_string() })?;
     Ok(Setup::Running(DutHandle {
         child: Some(child),
         log: Some(log),

@@ -30,10 +30,7 @@ pub enum BenchError {
 
 impl BenchError {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
-        BenchError::Io {
-            what: what.into(),
-            source,
-        }
+        BenchError::Io { what: what.into(), source }
     }
 }
 

@@ -60,11 +60,32 @@ fn loss_chart(out: &mut String, r: &Report, size: &str) {
         let y = t + ph - ph * f64::from(i) / 4.0;
         let x = l + pw * f64::from(i) / 4.0;
         let _ = writeln!(out, "<line x1=\"{l}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>", l + pw);
-        let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}%</text>", l - 4.0, y + 4.0, i * 25);
-        let _ = writeln!(out, "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{:.2}</text>", t + ph + 14.0, xmax * f64::from(i) / 4.0);
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}%</text>",
+            l - 4.0,
+            y + 4.0,
+            i * 25
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{:.2}</text>",
+            t + ph + 14.0,
+            xmax * f64::from(i) / 4.0
+        );
     }
-    let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">offered load (Mpps)</text>", l + pw / 2.0, h - 6.0);
-    let _ = writeln!(out, "<text x=\"12\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1})\">loss (%)</text>", t + ph / 2.0, t + ph / 2.0);
+    let _ = writeln!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">offered load (Mpps)</text>",
+        l + pw / 2.0,
+        h - 6.0
+    );
+    let _ = writeln!(
+        out,
+        "<text x=\"12\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1})\">loss (%)</text>",
+        t + ph / 2.0,
+        t + ph / 2.0
+    );
     let mut legend = 0;
     for (i, d) in r.all().enumerate() {
         let Some(s) = d.sizes.iter().find(|s| s.size == size) else { continue };
@@ -78,13 +99,23 @@ fn loss_chart(out: &mut String, r: &Report, size: &str) {
             .map(|p| (l + pw * (p.offered_mpps / xmax).min(1.0), t + ph - ph * (p.loss_pct / 100.0).clamp(0.0, 1.0)))
             .collect();
         let poly: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-        let _ = writeln!(out, "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>", poly.join(" "));
+        let _ = writeln!(
+            out,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+            poly.join(" ")
+        );
         for (x, y) in &pts {
             let _ = writeln!(out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{color}\"/>");
         }
         let ly = t + 14.0 + 18.0 * f64::from(legend);
-        let _ = writeln!(out, "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{color}\"/>", l + pw + 12.0, ly - 10.0);
-        let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{ly:.1}\" font-size=\"12\">{}</text>", l + pw + 30.0, esc(&d.name));
+        let _ = writeln!(
+            out,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{color}\"/>",
+            l + pw + 12.0,
+            ly - 10.0
+        );
+        let _ =
+            writeln!(out, "<text x=\"{:.1}\" y=\"{ly:.1}\" font-size=\"12\">{}</text>", l + pw + 30.0, esc(&d.name));
         legend += 1;
     }
     out.push_str("</svg>\n");
@@ -111,15 +142,35 @@ fn rate_chart(out: &mut String, r: &Report, size: &str) {
     for (k, (i, d, ndr, pdr)) in rows.iter().enumerate() {
         let y = 10.0 + k as f64 * (2.0 * bar + 12.0);
         let color = COLORS[i % COLORS.len()];
-        let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"end\">{}</text>", l - 6.0, y + bar + 4.0, esc(&d.name));
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"end\">{}</text>",
+            l - 6.0,
+            y + bar + 4.0,
+            esc(&d.name)
+        );
         for (j, (v, label, op)) in [(ndr, "NDR", "1"), (pdr, "PDR", "0.5")].iter().enumerate() {
             let yy = y + j as f64 * bar;
             let bw = pw * (**v / xmax).clamp(0.0, 1.0);
-            let _ = writeln!(out, "<rect x=\"{l}\" y=\"{yy:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"{color}\" fill-opacity=\"{op}\"/>", bar - 1.0);
-            let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{label} {v:.3}</text>", l + bw + 4.0, yy + bar - 2.0);
+            let _ = writeln!(
+                out,
+                "<rect x=\"{l}\" y=\"{yy:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"{color}\" fill-opacity=\"{op}\"/>",
+                bar - 1.0
+            );
+            let _ = writeln!(
+                out,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{label} {v:.3}</text>",
+                l + bw + 4.0,
+                yy + bar - 2.0
+            );
         }
     }
-    let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">Mpps (scale 0..{xmax})</text>", l + pw / 2.0, h - 4.0);
+    let _ = writeln!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">Mpps (scale 0..{xmax})</text>",
+        l + pw / 2.0,
+        h - 4.0
+    );
     out.push_str("</svg>\n");
 }
 
@@ -139,7 +190,10 @@ pub fn render(r: &Report) -> String {
         ("pinning", format!("generator cpu {}, DUT cpu {}, sink NAPI cpu {}", c.gen_cpu, c.dut_cpu, c.sink_cpu)),
         ("load average at start", c.loadavg.clone()),
         ("trial", format!("{} s, drain up to {} s", c.trial_secs, c.drain_secs)),
-        ("search", format!("NDR (0 loss) and PDR (<= {} %) to {} % of the top rate", c.pdr_loss * 100.0, c.goal_width * 100.0)),
+        (
+            "search",
+            format!("NDR (0 loss) and PDR (<= {} %) to {} % of the top rate", c.pdr_loss * 100.0, c.goal_width * 100.0),
+        ),
         ("generator", c.generator.clone()),
         ("receiver", c.receiver.clone()),
         ("traffic", c.traffic.join("; ")),
@@ -156,7 +210,13 @@ pub fn render(r: &Report) -> String {
             DutStatus::NotSupported => format!("not supported: {}", d.message.as_deref().unwrap_or("")),
             DutStatus::Failed => format!("failed: {}", d.message.as_deref().unwrap_or("")),
         };
-        let _ = writeln!(o, "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>", esc(&d.name), esc(&status), esc(&d.description));
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(&d.name),
+            esc(&status),
+            esc(&d.description)
+        );
     }
     o.push_str("</table>\n");
     for size in r.size_labels() {
@@ -181,7 +241,11 @@ pub fn render(r: &Report) -> String {
             let _ = write!(o, "<tr><td class=\"l\">{}</td>", esc(&d.name));
             for p in &s.frame_loss {
                 let star = if p.short() { "*" } else { "" };
-                let _ = write!(o, "<td title=\"offered {:.3} Mpps, {} sent, {} lost\">{:.3}{star}</td>", p.offered_mpps, p.sent, p.lost, p.loss_pct);
+                let _ = write!(
+                    o,
+                    "<td title=\"offered {:.3} Mpps, {} sent, {} lost\">{:.3}{star}</td>",
+                    p.offered_mpps, p.sent, p.lost, p.loss_pct
+                );
             }
             let f = |x: &Option<crate::report::RateReport>| x.map_or("-".into(), |x| format!("{:.3}", x.mpps));
             let lat = s
@@ -202,5 +266,165 @@ impl Report {
     pub fn write_html(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         std::fs::write(path, render(self)).map_err(|e| BenchError::io(format!("write {}", path.display()), e))
+    }
+}
+
+/// Checks that a page is well formed: every element closed in order
+/// (void and self-closed elements aside), attributes quoted, entities
+/// known. A small checker for the pages [`render`] writes, so tests can
+/// fail on a broken report without a browser.
+pub fn check_well_formed(page: &str) -> std::result::Result<(), String> {
+    const VOID: [&str; 4] = ["meta", "br", "hr", "img"];
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = page;
+    while let Some(i) = rest.find(['<', '&']) {
+        let (before, at) = rest.split_at(i);
+        let _ = before;
+        if at.starts_with('&') {
+            let end = at.find(';').ok_or("unterminated entity")?;
+            let ent = &at[1..end];
+            if !["amp", "lt", "gt", "quot", "#39"].contains(&ent) {
+                return Err(format!("unknown entity &{ent};"));
+            }
+            rest = &at[end + 1..];
+            continue;
+        }
+        let end = at.find('>').ok_or("unterminated tag")?;
+        let tag = &at[1..end];
+        rest = &at[end + 1..];
+        if tag.starts_with('!') {
+            continue; // doctype
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            let open = stack.pop().ok_or_else(|| format!("</{name}> closes nothing"))?;
+            if open != name.trim() {
+                return Err(format!("</{name}> closes <{open}>"));
+            }
+            continue;
+        }
+        if tag.matches('"').count() % 2 != 0 {
+            return Err(format!("unbalanced quotes in <{tag}>"));
+        }
+        let name = tag.split_whitespace().next().unwrap_or("").trim_end_matches('/').to_string();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(format!("bad tag <{tag}>"));
+        }
+        if tag.ends_with('/') || VOID.contains(&name.as_str()) {
+            continue;
+        }
+        if name == "style" {
+            let close = rest.find("</style>").ok_or("unterminated <style>")?;
+            rest = &rest[close + "</style>".len()..];
+            continue;
+        }
+        stack.push(name);
+    }
+    match stack.pop() {
+        None => Ok(()),
+        Some(open) => Err(format!("<{open}> never closed")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, SizeReport};
+
+    fn sample() -> Report {
+        let point = |t: f64, loss: f64| LoadPoint {
+            target_mpps: t,
+            offered_mpps: t * 0.99,
+            loss_pct: loss,
+            sent: 1000,
+            lost: (loss * 10.0) as u64,
+            reordered: 0,
+            duplicated: 0,
+            leaked: 0,
+            latency: None,
+        };
+        let size = |loss: f64| SizeReport {
+            size: "64".into(),
+            frame_loss: vec![point(0.5, 0.0), point(1.0, loss), point(2.0, 2.0 * loss)],
+            ndr: Some(RateReport { mpps: 0.9, upper_mpps: Some(0.95), loss_pct: 0.0 }),
+            pdr: Some(RateReport { mpps: 1.0, upper_mpps: None, loss_pct: 0.3 }),
+            search_trials: 7,
+        };
+        Report {
+            scenario: "drop-test".into(),
+            description: "a <test> & \"quotes\"".into(),
+            conditions: Conditions {
+                command: "tern bench rfc2544 --dut <x>".into(),
+                started_unix: 0,
+                kernel: "6.18".into(),
+                cpu_model: "cpu".into(),
+                cpus: 2,
+                gen_cpu: 0,
+                dut_cpu: 1,
+                sink_cpu: 0,
+                rt_priority: 50,
+                trial_secs: 1.0,
+                drain_secs: 0.5,
+                goal_width: 0.01,
+                pdr_loss: 0.005,
+                generator: "xdp".into(),
+                receiver: "xdp".into(),
+                traffic: vec!["legit".into()],
+                vlan: None,
+                dut_config: "fw".into(),
+                loadavg: "0.1".into(),
+            },
+            ceiling: DutReport {
+                name: "direct".into(),
+                description: "d".into(),
+                status: DutStatus::Ok,
+                message: None,
+                sizes: vec![size(0.0)],
+            },
+            duts: vec![
+                DutReport {
+                    name: "linux-nft".into(),
+                    description: "nft's 50 rules".into(),
+                    status: DutStatus::Ok,
+                    message: None,
+                    sizes: vec![size(12.5)],
+                },
+                DutReport::without_results("tern", DutStatus::Failed, "no <binary>".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn page_is_well_formed_and_escaped() {
+        let page = render(&sample());
+        check_well_formed(&page).expect("well formed");
+        assert!(page.contains("a &lt;test&gt; &amp; &quot;quotes&quot;"));
+        assert!(!page.contains("<binary>"));
+        // One loss chart and one rate chart per frame size.
+        assert_eq!(page.matches("<svg").count(), 2);
+        // A polyline per measured DUT (ceiling, linux-nft), none for the failed one.
+        assert_eq!(page.matches("<polyline").count(), 2);
+        assert!(page.contains("failed: no &lt;binary&gt;"));
+    }
+
+    #[test]
+    fn checker_catches_breakage() {
+        assert!(check_well_formed("<p><b>x</p></b>").is_err());
+        assert!(check_well_formed("<p>x").is_err());
+        assert!(check_well_formed("<p a=\"x>y</p>").is_err());
+        assert!(check_well_formed("<p>&nbsp;</p>").is_err());
+        assert!(check_well_formed("<p><meta charset=\"utf-8\"><rect/></p>").is_ok());
+    }
+
+    #[test]
+    fn table_shows_every_dut() {
+        let text = sample().to_string();
+        assert!(text.contains("| direct (ceiling)"));
+        assert!(text.contains("| linux-nft"));
+        assert!(text.contains("| tern             | failed: no <binary>"));
+        assert!(text.contains("12.5"));
+        assert!(text.contains(">=1.000"), "PDR met at the top rate: {text}");
+        let json: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
+        assert_eq!(json["duts"][0]["sizes"][0]["frame_loss"][1]["loss_pct"], 12.5);
+        assert_eq!(json["duts"][1]["status"], "failed");
     }
 }

@@ -20,18 +20,11 @@ pub fn run_cmd(program: &str, args: &[&str]) -> Result<String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| BenchError::Command {
-            cmd: cmd_line(),
-            detail: format!("cannot start: {e}"),
-        })?;
+        .map_err(|e| BenchError::Command { cmd: cmd_line(), detail: format!("cannot start: {e}") })?;
     if !out.status.success() {
         return Err(BenchError::Command {
             cmd: cmd_line(),
-            detail: format!(
-                "{}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
+            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -55,9 +48,7 @@ impl Netns {
     /// loopback up.
     pub fn create(name: &str) -> Result<Self> {
         run_cmd("ip", &["netns", "add", name])?;
-        let ns = Netns {
-            name: name.to_string(),
-        };
+        let ns = Netns { name: name.to_string() };
         ns.ip(&["link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -84,8 +75,7 @@ impl Netns {
 
     /// Sets a sysctl inside the namespace.
     pub fn sysctl(&self, key: &str, value: &str) -> Result<()> {
-        self.exec("sysctl", &["-q", "-w", &format!("{key}={value}")])
-            .map(|_| ())
+        self.exec("sysctl", &["-q", "-w", &format!("{key}={value}")]).map(|_| ())
     }
 
     /// Moves the calling thread into this namespace. Only the calling
@@ -93,16 +83,13 @@ impl Netns {
     pub fn enter_current_thread(&self) -> Result<()> {
         let path = format!("/run/netns/{}", self.name);
         let f = File::open(&path).map_err(|e| BenchError::io(format!("open {path}"), e))?;
-        setns(&f, CloneFlags::CLONE_NEWNET)
-            .map_err(|e| BenchError::Dut(format!("setns into {}: {e}", self.name)))
+        setns(&f, CloneFlags::CLONE_NEWNET).map_err(|e| BenchError::Dut(format!("setns into {}: {e}", self.name)))
     }
 
     /// The index and MAC address of a device in this namespace.
     pub fn link_info(&self, dev: &str) -> Result<LinkInfo> {
         let out = self.ip(&["-j", "link", "show", "dev", dev])?;
-        parse_link_json(&out).ok_or_else(|| {
-            BenchError::Dut(format!("no ifindex/address for {dev} in {}", self.name))
-        })
+        parse_link_json(&out).ok_or_else(|| BenchError::Dut(format!("no ifindex/address for {dev} in {}", self.name)))
     }
 
     /// Switches a device's NAPI to a kernel thread (`threaded` in sysfs)
@@ -111,14 +98,8 @@ impl Netns {
     /// the device under test on the generator's CPU and hides its cost.
     pub fn thread_napi(&self, dev: &str, cpu: usize, rt_priority: u8) -> Result<()> {
         let before = napi_threads();
-        self.exec(
-            "sh",
-            &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
-        )?;
-        let new: Vec<i32> = napi_threads()
-            .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
+        self.exec("sh", &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")])?;
+        let new: Vec<i32> = napi_threads().into_iter().filter(|p| !before.contains(p)).collect();
         if new.is_empty() {
             return Err(BenchError::Dut(format!(
                 "no NAPI thread appeared for {dev} in {} (is GRO or XDP enabled on it?)",
@@ -172,20 +153,14 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 
 /// Formats a MAC the way iproute2 does.
 pub fn fmt_mac(mac: &[u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 /// Creates a veth pair with one end in each namespace, both up.
 pub fn veth_pair(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
     run_cmd(
         "ip",
-        &[
-            "link", "add", a_dev, "netns", a.name(), "type", "veth", "peer", "name", b_dev,
-            "netns", b.name(),
-        ],
+        &["link", "add", a_dev, "netns", a.name(), "type", "veth", "peer", "name", b_dev, "netns", b.name()],
     )?;
     a.ip(&["link", "set", a_dev, "up"])?;
     b.ip(&["link", "set", b_dev, "up"])?;
@@ -195,10 +170,8 @@ pub fn veth_pair(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
 /// Pins a thread (or process) to one CPU.
 pub fn pin(pid: i32, cpu: usize) -> Result<()> {
     let mut set = CpuSet::new();
-    set.set(cpu)
-        .map_err(|e| BenchError::Config(format!("cpu {cpu}: {e}")))?;
-    sched_setaffinity(Pid::from_raw(pid), &set)
-        .map_err(|e| BenchError::Dut(format!("pin pid {pid} to cpu {cpu}: {e}")))
+    set.set(cpu).map_err(|e| BenchError::Config(format!("cpu {cpu}: {e}")))?;
+    sched_setaffinity(Pid::from_raw(pid), &set).map_err(|e| BenchError::Dut(format!("pin pid {pid} to cpu {cpu}: {e}")))
 }
 
 /// Gives a thread (or with `all`, every thread of a process) the
@@ -230,9 +203,7 @@ pub fn pin_current_thread(cpu: usize) -> Result<()> {
 
 /// Number of CPUs this process may run on.
 pub fn cpu_count() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// Pids of the kernel's NAPI threads (their comm starts with `napi/`).
@@ -243,9 +214,7 @@ fn napi_threads() -> Vec<i32> {
     dir.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|c| c.starts_with("napi/"))
-                .unwrap_or(false)
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.starts_with("napi/")).unwrap_or(false)
         })
         .collect()
 }
@@ -267,13 +236,7 @@ mod tests {
     #[test]
     fn link_json() {
         let j = r#"[{"ifindex":7,"ifname":"x","address":"02:00:00:00:00:01"}]"#;
-        assert_eq!(
-            parse_link_json(j),
-            Some(LinkInfo {
-                ifindex: 7,
-                mac: [2, 0, 0, 0, 0, 1]
-            })
-        );
+        assert_eq!(parse_link_json(j), Some(LinkInfo { ifindex: 7, mac: [2, 0, 0, 0, 0, 1] }));
         assert_eq!(parse_link_json("[]"), None);
     }
 }

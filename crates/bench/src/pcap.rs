@@ -28,15 +28,12 @@ pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) -> Result<()> {
         out.extend_from_slice(f);
     }
     let mut file = std::fs::File::create(path).map_err(|e| BenchError::io(format!("create {}", path.display()), e))?;
-    file.write_all(&out)
-        .map_err(|e| BenchError::io(format!("write {}", path.display()), e))
+    file.write_all(&out).map_err(|e| BenchError::io(format!("write {}", path.display()), e))
 }
 
 /// Writes the first `n` frames of `profile` (sequential flows, transmit
 /// time = frame number) to a pcap file.
 pub fn write_profile_pcap(path: &Path, profile: &TrafficProfile, n: u64) -> Result<()> {
-    let frames = (0..n)
-        .map(|i| profile.frame(i, u32::try_from(i).unwrap_or(u32::MAX)))
-        .collect::<Result<Vec<_>>>()?;
+    let frames = (0..n).map(|i| profile.frame(i, u32::try_from(i).unwrap_or(u32::MAX))).collect::<Result<Vec<_>>>()?;
     write_pcap(path, &frames)
 }

@@ -166,13 +166,7 @@ pub struct DutReport {
 impl DutReport {
     /// A DUT that produced no figures.
     pub fn without_results(name: &str, status: DutStatus, message: String) -> Self {
-        DutReport {
-            name: name.into(),
-            description: String::new(),
-            status,
-            message: Some(message),
-            sizes: Vec::new(),
-        }
+        DutReport { name: name.into(), description: String::new(), status, message: Some(message), sizes: Vec::new() }
     }
 }
 
@@ -286,11 +280,7 @@ impl fmt::Display for Report {
                             DutStatus::Failed => "failed",
                             DutStatus::Ok => "no result",
                         };
-                        writeln!(
-                            f,
-                            "| {label:<name_w$} | {what}: {}",
-                            d.message.as_deref().unwrap_or("")
-                        )?;
+                        writeln!(f, "| {label:<name_w$} | {what}: {}", d.message.as_deref().unwrap_or(""))?;
                     }
                 }
             }

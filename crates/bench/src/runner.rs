@@ -2,6 +2,7 @@
 //! size, with the same traffic; the report at the end.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::bpf::{Generator, Sink};
@@ -13,7 +14,7 @@ use crate::progress::Progress;
 use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, Report, SizeReport};
 use crate::scenario::Scenario;
 use crate::search::{SearchParams, frame_loss, ndr_pdr};
-use crate::topology::{Chain, SINK_DEV, DUT_IN};
+use crate::topology::{Chain, DUT_IN, SINK_DEV};
 use crate::traffic::{FrameSize, StreamSpec, TrafficProfile};
 use crate::trial::{Tester, TrialOutcome, TrialTiming};
 
@@ -37,9 +38,7 @@ pub fn scenario_for(opts: &Rfc2544Opts) -> Result<Scenario> {
 
 fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
-        return Err(BenchError::Config(
-            "needs root: it creates network namespaces and loads XDP programs".into(),
-        ));
+        return Err(BenchError::Config("needs root: it creates network namespaces and loads XDP programs".into()));
     }
     let n = cpu_count();
     for (what, c) in [("--gen-cpu", opts.gen_cpu), ("--dut-cpu", opts.dut_cpu), ("--sink-cpu", opts.sink_cpu)] {
@@ -59,31 +58,26 @@ fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
     if let Some(l) = opts.loads.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
         return Err(BenchError::Config(format!("--loads: {l} Mpps is not a rate")));
     }
-    if let Some(m) = opts.max_mpps {
-        if !(m.is_finite() && m > 0.0) {
-            return Err(BenchError::Config(format!("--max-mpps {m}: not a rate")));
-        }
+    if let Some(m) = opts.max_mpps
+        && !(m.is_finite() && m > 0.0)
+    {
+        return Err(BenchError::Config(format!("--max-mpps {m}: not a rate")));
     }
     if opts.dut.is_empty() {
         return Err(BenchError::Config("--dut: name at least one".into()));
     }
     for tool in ["ip", "ethtool", "sysctl"] {
         if !have_program(tool) {
-            return Err(BenchError::Config(format!(
-                "`{tool}` not found: apt-get install -y iproute2 ethtool procps"
-            )));
+            return Err(BenchError::Config(format!("`{tool}` not found: apt-get install -y iproute2 ethtool procps")));
         }
     }
     if opts.dut.contains(&DutKind::LinuxNft) && !have_program("nft") {
         return Err(BenchError::Config("linux-nft needs `nft`: apt-get install -y nftables".into()));
     }
-    if let Some(f) = &scenario.needs.route_file {
-        if !f.is_file() {
-            return Err(BenchError::Config(format!(
-                "route file {} not found (--route-file PATH)",
-                f.display()
-            )));
-        }
+    if let Some(f) = &scenario.needs.route_file
+        && !f.is_file()
+    {
+        return Err(BenchError::Config(format!("route file {} not found (--route-file PATH)", f.display())));
     }
     // Every size must build (e.g. 64 B IPv6 is refused here, not mid-run).
     for size in &scenario.sizes {
@@ -93,13 +87,7 @@ fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
 }
 
 fn profile(s: &Scenario, size: FrameSize, src_mac: [u8; 6], dst_mac: [u8; 6]) -> TrafficProfile {
-    TrafficProfile {
-        streams: s.streams.clone(),
-        size,
-        vlan: s.needs.vlan,
-        src_mac,
-        dst_mac,
-    }
+    TrafficProfile { streams: s.streams.clone(), size, vlan: s.needs.vlan, src_mac, dst_mac }
 }
 
 fn read_trim(path: &str) -> String {
@@ -154,6 +142,8 @@ struct Ctx<'a> {
     sink: Sink,
     work_dir: PathBuf,
     tern_bin: Option<PathBuf>,
+    /// Start of the names of this run's namespaces: unique per process and run.
+    prefix: String,
     /// Highest rate the generator achieved per frame size on the direct chain.
     ceiling_pps: Vec<f64>,
     done: usize,
@@ -189,17 +179,14 @@ impl Ctx<'_> {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<DutReport> {
         let name = kind.map_or("direct", DutKind::name).to_string();
-        let prefix = format!("tb{}-{index}", std::process::id());
+        let prefix = format!("{}-{index}", self.prefix);
         let chain = Chain::build(&prefix, kind.is_some())?;
         attach_sink(&mut self.sink, &chain.sink)?;
         chain.sink.thread_napi(SINK_DEV, self.opts.sink_cpu, self.opts.rt_priority)?;
         let mut description = format!("sink NAPI thread on cpu {}", self.opts.sink_cpu);
         let mut handle = None;
         if let Some(k) = kind {
-            let place = Placement {
-                dut_cpu: self.opts.dut_cpu,
-                rt_priority: self.opts.rt_priority,
-            };
+            let place = Placement { dut_cpu: self.opts.dut_cpu, rt_priority: self.opts.rt_priority };
             match dut::setup(k, &chain, &self.scenario.needs, place, self.tern_bin.as_deref(), &self.work_dir)? {
                 Setup::NotSupported(reason) => {
                     return Ok(DutReport::without_results(&name, DutStatus::NotSupported, reason));
@@ -242,10 +229,10 @@ impl Ctx<'_> {
                 if kind == Some(DutKind::Tern) {
                     // Like the kernel DUTs: the ingress NAPI (where AF_XDP
                     // copies frames in) on the DUT's CPU, if tern left it softirq.
-                    if let Some(d) = &chain.dut {
-                        if d.thread_napi(DUT_IN, self.opts.dut_cpu, self.opts.rt_priority).is_ok() {
-                            description.push_str(&format!("; {DUT_IN} NAPI thread on cpu {}", self.opts.dut_cpu));
-                        }
+                    if let Some(d) = &chain.dut
+                        && d.thread_napi(DUT_IN, self.opts.dut_cpu, self.opts.rt_priority).is_ok()
+                    {
+                        description.push_str(&format!("; {DUT_IN} NAPI thread on cpu {}", self.opts.dut_cpu));
                     }
                 }
             }
@@ -317,15 +304,12 @@ impl Ctx<'_> {
         }
         let _ = self.sink.detach();
         drop(handle);
-        Ok(DutReport {
-            name,
-            description,
-            status: DutStatus::Ok,
-            message: None,
-            sizes,
-        })
+        Ok(DutReport { name, description, status: DutStatus::Ok, message: None, sizes })
     }
 }
+
+/// Runs started in this process, to name their namespaces apart.
+static RUNS: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs the RFC 2544 tests of `opts` and returns the report. `progress`
 /// hears about every DUT and trial (see [`crate::progress::StderrBar`]).
@@ -377,11 +361,12 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         sink: Sink::load()?,
         work_dir,
         tern_bin,
+        prefix: format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed)),
         ceiling_pps: Vec::new(),
         done: 0,
         estimate: per_chain * (opts.dut.len() + 1),
     };
-    ctx.generator.anchor(&format!("tb{}-anchor", std::process::id()))?;
+    ctx.generator.anchor(&format!("{}-anchor", ctx.prefix))?;
     progress(Progress::Dut { name: "direct".into() });
     let ceiling = ctx.measure(0, None, progress)?;
     let mut duts = Vec::new();
@@ -397,10 +382,7 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             Err(e) => DutReport::without_results(k.name(), DutStatus::Failed, e.to_string()),
         };
         if r.status != DutStatus::Ok {
-            progress(Progress::Skipped {
-                name: r.name.clone(),
-                reason: r.message.clone().unwrap_or_default(),
-            });
+            progress(Progress::Skipped { name: r.name.clone(), reason: r.message.clone().unwrap_or_default() });
         }
         duts.push(r);
     }

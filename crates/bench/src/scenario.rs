@@ -59,15 +59,7 @@ const DST4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const DST6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
 
 fn stream(label: &str, counted: bool, flows: FlowSpec) -> StreamSpec {
-    StreamSpec {
-        label: label.into(),
-        counted,
-        src4: GEN_V4,
-        dst4: DST4,
-        src6: GEN_V6,
-        dst6: DST6,
-        flows,
-    }
+    StreamSpec { label: label.into(), counted, src4: GEN_V4, dst4: DST4, src6: GEN_V6, dst6: DST6, flows }
 }
 
 /// Random ports over 1024..=65023 (the 100GE test's "random ports").
@@ -87,20 +79,9 @@ impl ScenarioName {
     /// Expands the preset.
     pub fn expand(self, route_file: Option<PathBuf>) -> Scenario {
         let v4_64 = vec![FrameSize::Fixed { size: 64, ipv6: false }];
-        let plain = DutNeeds {
-            firewall: Firewall::None,
-            route_file: None,
-            gre: false,
-            vlan: None,
-        };
-        let fw50 = DutNeeds {
-            firewall: Firewall::Drop50,
-            ..plain.clone()
-        };
-        let dsts254 = FlowSpec {
-            dst_count: 254,
-            ..FlowSpec::SINGLE
-        };
+        let plain = DutNeeds { firewall: Firewall::None, route_file: None, gre: false, vlan: None };
+        let fw50 = DutNeeds { firewall: Firewall::Drop50, ..plain.clone() };
+        let dsts254 = FlowSpec { dst_count: 254, ..FlowSpec::SINGLE };
         match self {
             ScenarioName::SingleFlow50fw => Scenario {
                 name: self,
@@ -116,14 +97,7 @@ impl ScenarioName {
                 description: "random destinations in 198.18.0.0/24 and random ports, 50 firewall \
                               rules, every packet GRE-encapsulated to 10.10.2.2"
                     .into(),
-                streams: vec![stream(
-                    "legit",
-                    true,
-                    FlowSpec {
-                        dst_count: 254,
-                        ..RANDOM_PORTS
-                    },
-                )],
+                streams: vec![stream("legit", true, FlowSpec { dst_count: 254, ..RANDOM_PORTS })],
                 sizes: v4_64,
                 needs: DutNeeds { gre: true, ..fw50 },
             },
@@ -132,19 +106,9 @@ impl ScenarioName {
                 description: "254 destinations, random ports, 50 firewall rules, the full \
                               Internet table loaded (901,899 IPv4 + 160,147 IPv6 prefixes)"
                     .into(),
-                streams: vec![stream(
-                    "legit",
-                    true,
-                    FlowSpec {
-                        dst_count: 254,
-                        ..RANDOM_PORTS
-                    },
-                )],
+                streams: vec![stream("legit", true, FlowSpec { dst_count: 254, ..RANDOM_PORTS })],
                 sizes: v4_64,
-                needs: DutNeeds {
-                    route_file: Some(route_file.unwrap_or_else(|| DEFAULT_ROUTE_FILE.into())),
-                    ..fw50
-                },
+                needs: DutNeeds { route_file: Some(route_file.unwrap_or_else(|| DEFAULT_ROUTE_FILE.into())), ..fw50 },
             },
             ScenarioName::DropTest => Scenario {
                 name: self,
@@ -156,22 +120,11 @@ impl ScenarioName {
                     stream("legit", true, RANDOM_PORTS),
                     StreamSpec {
                         src4: Ipv4Addr::new(1, 1, 1, 1),
-                        ..stream(
-                            "blocked",
-                            false,
-                            FlowSpec {
-                                src_count: 50,
-                                src_stride: 256,
-                                ..RANDOM_PORTS
-                            },
-                        )
+                        ..stream("blocked", false, FlowSpec { src_count: 50, src_stride: 256, ..RANDOM_PORTS })
                     },
                 ],
                 sizes: v4_64,
-                needs: DutNeeds {
-                    firewall: Firewall::Drop50DefaultDeny,
-                    ..plain
-                },
+                needs: DutNeeds { firewall: Firewall::Drop50DefaultDeny, ..plain },
             },
             ScenarioName::FrameSizes => Scenario {
                 name: self,
@@ -191,11 +144,7 @@ impl ScenarioName {
                               254 destinations, L3 forwarding without rules"
                     .into(),
                 streams: vec![stream("legit", true, dsts254)],
-                sizes: vec![
-                    FrameSize::Imix(Imix::Imix1),
-                    FrameSize::Imix(Imix::Imix2),
-                    FrameSize::Imix(Imix::Imix3),
-                ],
+                sizes: vec![FrameSize::Imix(Imix::Imix1), FrameSize::Imix(Imix::Imix2), FrameSize::Imix(Imix::Imix3)],
                 needs: plain,
             },
         }

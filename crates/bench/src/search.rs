@@ -127,12 +127,12 @@ pub fn ndr_pdr(
     // Start at the top; then at what the DUT forwarded there (MLRsearch's
     // first two steps), which lands near PDR for a DUT with a hard limit.
     run(p.max_pps, &mut trials)?;
-    if let Some(first) = trials.first() {
-        if first.loss_ratio() > 0.0 {
-            let fwd = first.forwarded_pps().max(p.min_pps);
-            if fwd < first.offered_pps * 0.99 {
-                run(fwd, &mut trials)?;
-            }
+    if let Some(first) = trials.first()
+        && first.loss_ratio() > 0.0
+    {
+        let fwd = first.forwarded_pps().max(p.min_pps);
+        if fwd < first.offered_pps * 0.99 {
+            run(fwd, &mut trials)?;
         }
     }
     while trials.len() < p.max_trials {
@@ -150,11 +150,7 @@ pub fn ndr_pdr(
         };
         run(next, &mut trials)?;
     }
-    Ok(SearchResult {
-        ndr: bound(&trials, 0.0),
-        pdr: bound(&trials, p.pdr_loss),
-        trials,
-    })
+    Ok(SearchResult { ndr: bound(&trials, 0.0), pdr: bound(&trials, p.pdr_loss), trials })
 }
 
 /// The frame-loss test: one trial at each offered load, in order.
@@ -195,16 +191,8 @@ pub struct SimulatedDut {
 impl SimulatedDut {
     /// The exact loss ratio at `rate`.
     pub fn loss_at(&self, rate: f64) -> f64 {
-        let hard = if rate > self.capacity_pps {
-            1.0 - self.capacity_pps / rate
-        } else {
-            0.0
-        };
-        let soft = if rate > self.knee_pps {
-            (rate - self.knee_pps) * self.knee_slope
-        } else {
-            0.0
-        };
+        let hard = if rate > self.capacity_pps { 1.0 - self.capacity_pps / rate } else { 0.0 };
+        let soft = if rate > self.knee_pps { (rate - self.knee_pps) * self.knee_slope } else { 0.0 };
         (hard + soft).min(1.0)
     }
 }

@@ -87,22 +87,14 @@ impl Chain {
         addr(&sink, SINK_DEV, &SINK_V4.to_string(), &SINK_V6.to_string())?;
         // The sink answers ARP/ND for its address (its XDP program passes
         // them) and needs a way back for them.
-        sink.ip(&["route", "add", "10.10.1.0/24", "via", &DUT_OUT_V4.to_string()])
-            .ok();
+        sink.ip(&["route", "add", "10.10.1.0/24", "via", &DUT_OUT_V4.to_string()]).ok();
         let gen_link = gen_ns.link_info(GEN_DEV)?;
         let sink_link = sink.link_info(SINK_DEV)?;
         let first_hop = match &dut {
             Some(d) => d.link_info(DUT_IN)?,
             None => sink_link,
         };
-        Ok(Chain {
-            gen_ns,
-            dut,
-            sink,
-            gen_link,
-            sink_link,
-            first_hop,
-        })
+        Ok(Chain { gen_ns, dut, sink, gen_link, sink_link, first_hop })
     }
 
     /// Gives the DUT's devices their addresses (for the kernel DUTs; tern

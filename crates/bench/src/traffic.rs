@@ -294,15 +294,12 @@ impl TrafficProfile {
     /// Checks the profile and expands it into the cycle of slots.
     pub fn slots(&self) -> Result<Vec<Slot>> {
         if self.streams.is_empty() || self.streams.len() > MAX_STREAMS {
-            return Err(BenchError::Config(format!(
-                "{} streams: need 1..={MAX_STREAMS}",
-                self.streams.len()
-            )));
+            return Err(BenchError::Config(format!("{} streams: need 1..={MAX_STREAMS}", self.streams.len())));
         }
-        if let Some(v) = self.vlan {
-            if v == 0 || v > 4094 {
-                return Err(BenchError::Config(format!("VLAN id {v}: need 1..=4094")));
-            }
+        if let Some(v) = self.vlan
+            && (v == 0 || v > 4094)
+        {
+            return Err(BenchError::Config(format!("VLAN id {v}: need 1..=4094")));
         }
         let cycle = self.size.cycle();
         let n = cycle.len() * self.streams.len();
@@ -325,13 +322,7 @@ impl TrafficProfile {
     /// Largest frame of the cycle without FCS: the size of the buffer the
     /// generator hands the kernel (at least HDR_MAX).
     pub fn max_frame_len(&self) -> usize {
-        self.size
-            .cycle()
-            .iter()
-            .map(|e| usize::from(e.0).saturating_sub(FCS_LEN))
-            .max()
-            .unwrap_or(0)
-            .max(HDR_MAX)
+        self.size.cycle().iter().map(|e| usize::from(e.0).saturating_sub(FCS_LEN)).max().unwrap_or(0).max(HDR_MAX)
     }
 
     /// The n-th frame the generator sends in sequential flow mode, with
@@ -370,10 +361,7 @@ impl TrafficProfile {
         timestamp: u32,
         (si, di, spi, dpi): (u32, u32, u16, u16),
     ) -> Result<Slot> {
-        let st = self
-            .streams
-            .get(stream)
-            .ok_or_else(|| BenchError::Config(format!("no stream {stream}")))?;
+        let st = self.streams.get(stream).ok_or_else(|| BenchError::Config(format!("no stream {stream}")))?;
         let f = &st.flows;
         let l3 = if self.vlan.is_some() { 18 } else { 14 };
         let ip_len = if ipv6 { 40 } else { 20 };
@@ -430,11 +418,7 @@ impl TrafficProfile {
         h[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
         h[l4 + 4..l4 + 6].copy_from_slice(&udp_len16.to_be_bytes());
         // Stream ids are below MAX_STREAMS (16).
-        let sig = Signature {
-            stream: stream as u8,
-            seq,
-            timestamp,
-        };
+        let sig = Signature { stream: stream as u8, seq, timestamp };
         h[l4 + 8..l4 + 8 + SIG_LEN].copy_from_slice(&sig.to_bytes());
         // RFC 768 pseudo-header; the payload after the signature is zero.
         let mut pseudo = Vec::with_capacity(40);
@@ -452,13 +436,7 @@ impl TrafficProfile {
             c = 0xffff;
         }
         h[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
-        Ok(Slot {
-            hdr: h,
-            frame_len: frame_len as u16,
-            l3_off: l3 as u16,
-            ipv6,
-            stream: stream as u8,
-        })
+        Ok(Slot { hdr: h, frame_len: frame_len as u16, l3_off: l3 as u16, ipv6, stream: stream as u8 })
     }
 }
 

@@ -54,11 +54,7 @@ pub struct TrialOutcome {
 impl TrialOutcome {
     /// Lost / sent over the counted streams (0 when nothing was sent).
     pub fn loss_ratio(&self) -> f64 {
-        if self.sent == 0 {
-            0.0
-        } else {
-            self.lost as f64 / self.sent as f64
-        }
+        if self.sent == 0 { 0.0 } else { self.lost as f64 / self.sent as f64 }
     }
 
     /// Frames/s the DUT forwarded in the counted streams.
@@ -230,13 +226,8 @@ impl Tester<'_> {
         self.sink.reset()?;
         let (_, seconds) = self.generate(rate_pps, duration)?;
         let counters = self.generator.counters()?;
-        let counted_sent: u64 = counters
-            .per_stream
-            .iter()
-            .zip(self.streams())
-            .filter(|(_, s)| s.counted)
-            .map(|(n, _)| *n)
-            .sum();
+        let counted_sent: u64 =
+            counters.per_stream.iter().zip(self.streams()).filter(|(_, s)| s.counted).map(|(n, _)| *n).sum();
         self.drain(counted_sent)?;
         let rx = self.sink.streams(self.streams().len())?;
         let streams: Vec<StreamResult> = self
@@ -246,10 +237,7 @@ impl Tester<'_> {
             .zip(&counters.per_stream)
             .map(|((spec, r), &sent)| StreamResult::new(&spec.label, spec.counted, sent, r))
             .collect();
-        let (sent, lost) = streams
-            .iter()
-            .filter(|s| s.counted)
-            .fold((0, 0), |(a, b), s| (a + s.sent, b + s.lost));
+        let (sent, lost) = streams.iter().filter(|s| s.counted).fold((0, 0), |(a, b), s| (a + s.sent, b + s.lost));
         Ok(TrialOutcome {
             target_pps: rate_pps,
             offered_pps: if seconds > 0.0 { counters.sent as f64 / seconds } else { 0.0 },

@@ -33,7 +33,8 @@ fn generator_matches_the_reference_frames() {
         for i in 0..n {
             let (verdict, out) = g.build_one(&buf).expect("run");
             assert_eq!(verdict, XDP_TX, "{name} frame {i}");
-            let l4 = if p.vlan.is_some() { 18 } else { 14 } + if out.get(if p.vlan.is_some() { 18 } else { 14 }).is_some_and(|b| b >> 4 == 6) { 40 } else { 20 };
+            let l4 = if p.vlan.is_some() { 18 } else { 14 }
+                + if out.get(if p.vlan.is_some() { 18 } else { 14 }).is_some_and(|b| b >> 4 == 6) { 40 } else { 20 };
             let sig = Signature::parse(&out[l4 + 8..]).expect("signature");
             let want = p.frame(i, sig.timestamp).expect("reference");
             assert_eq!(out, want, "{name} frame {i} differs from the reference");
@@ -82,7 +83,11 @@ fn generator_random_flows_stay_in_range_with_valid_checksums() {
 }
 
 fn frame_with_seq(seq: u32) -> Vec<u8> {
-    let p = common::profile(vec![common::stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 64, ipv6: false }, None);
+    let p = common::profile(
+        vec![common::stream("a", true, FlowSpec::SINGLE)],
+        FrameSize::Fixed { size: 64, ipv6: false },
+        None,
+    );
     let mut f = p.frame(0, 0).expect("frame");
     f[42 + 4..42 + 8].copy_from_slice(&seq.to_be_bytes());
     f

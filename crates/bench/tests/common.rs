@@ -9,11 +9,7 @@ use tern_bench::traffic::{FlowSpec, FrameSize, StreamSpec, TrafficProfile};
 pub fn privileged() -> bool {
     let root = std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
         .unwrap_or(false);
     if !root {
         eprintln!("not root: this test needs CAP_NET_ADMIN and CAP_BPF");
@@ -34,13 +30,7 @@ pub fn stream(label: &str, counted: bool, flows: FlowSpec) -> StreamSpec {
 }
 
 pub fn profile(streams: Vec<StreamSpec>, size: FrameSize, vlan: Option<u16>) -> TrafficProfile {
-    TrafficProfile {
-        streams,
-        size,
-        vlan,
-        src_mac: [0x02, 0, 0, 0, 0, 0x01],
-        dst_mac: [0x02, 0, 0, 0, 0, 0x02],
-    }
+    TrafficProfile { streams, size, vlan, src_mac: [0x02, 0, 0, 0, 0, 0x01], dst_mac: [0x02, 0, 0, 0, 0, 0x02] }
 }
 
 /// A few flows: 3 sources (stride 256), 5 destinations, 2 x 3 ports.
@@ -61,10 +51,19 @@ pub fn profiles() -> Vec<(&'static str, TrafficProfile)> {
     use tern_bench::traffic::Imix;
     vec![
         ("v4-64", profile(vec![stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 64, ipv6: false }, None)),
-        ("v4-1518-flows", profile(vec![stream("a", true, SOME_FLOWS)], FrameSize::Fixed { size: 1518, ipv6: false }, None)),
+        (
+            "v4-1518-flows",
+            profile(vec![stream("a", true, SOME_FLOWS)], FrameSize::Fixed { size: 1518, ipv6: false }, None),
+        ),
         ("v6-78", profile(vec![stream("a", true, SOME_FLOWS)], FrameSize::Fixed { size: 78, ipv6: true }, None)),
-        ("v4-64-vlan", profile(vec![stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 64, ipv6: false }, Some(101))),
-        ("v6-1522-vlan", profile(vec![stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 1522, ipv6: true }, Some(4094))),
+        (
+            "v4-64-vlan",
+            profile(vec![stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 64, ipv6: false }, Some(101)),
+        ),
+        (
+            "v6-1522-vlan",
+            profile(vec![stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size: 1522, ipv6: true }, Some(4094)),
+        ),
         ("imix1-vlan", profile(vec![stream("a", true, SOME_FLOWS)], FrameSize::Imix(Imix::Imix1), Some(7))),
         ("imix2", profile(vec![stream("a", true, SOME_FLOWS)], FrameSize::Imix(Imix::Imix2), None)),
         // 78-byte IPv6 frames have no room for a tag (checked in traffic.rs).

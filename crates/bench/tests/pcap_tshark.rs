@@ -28,12 +28,36 @@ fn tshark(path: &std::path::Path) -> Vec<Row> {
         .args(["-n", "-r"])
         .arg(path)
         .args([
-            "-o", "ip.check_checksum:TRUE",
-            "-o", "udp.check_checksum:TRUE",
-            "-T", "fields", "-E", "separator=;",
-            "-e", "frame.len", "-e", "vlan.id", "-e", "ip.checksum.status",
-            "-e", "udp.checksum.status", "-e", "ip.src", "-e", "ipv6.src", "-e", "ip.dst",
-            "-e", "ipv6.dst", "-e", "udp.srcport", "-e", "udp.dstport", "-e", "udp.payload",
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-T",
+            "fields",
+            "-E",
+            "separator=;",
+            "-e",
+            "frame.len",
+            "-e",
+            "vlan.id",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "udp.checksum.status",
+            "-e",
+            "ip.src",
+            "-e",
+            "ipv6.src",
+            "-e",
+            "ip.dst",
+            "-e",
+            "ipv6.dst",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "udp.payload",
         ])
         .output()
         .unwrap_or_else(|e| panic!("cannot run tshark ({e}): apt-get install -y tshark"));
@@ -44,9 +68,8 @@ fn tshark(path: &std::path::Path) -> Vec<Row> {
             let f: Vec<&str> = l.split(';').collect();
             assert_eq!(f.len(), 11, "tshark line {l}");
             let hex = f[10].replace(':', "");
-            let payload = (0..hex.len() / 2)
-                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
-                .collect();
+            let payload =
+                (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0)).collect();
             Row {
                 len: f[0].parse().unwrap_or(0),
                 vlan: f[1].parse().ok(),
@@ -107,9 +130,12 @@ fn templates_decode_with_valid_checksums() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An IMIX, its (frame size, count) per cycle, and the cycle length.
+type ImixCase = (Imix, &'static [(usize, usize)], usize);
+
 #[test]
 fn imix_proportions_are_exact_over_a_cycle() {
-    let cases: [(Imix, &[(usize, usize)], usize); 3] = [
+    let cases: [ImixCase; 3] = [
         (Imix::Imix1, &[(64, 11), (594, 5), (1518, 4)], 20),
         (Imix::Imix3, &[(78, 58), (496, 3), (594, 24), (1518, 15)], 100),
         (Imix::Imix2, &[(64, 55), (594, 25 + 24), (1518, 20 + 15), (78, 58), (496, 3)], 200),

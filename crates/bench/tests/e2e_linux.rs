@@ -1,0 +1,116 @@
+//! A short real run: generator, Linux DUTs and sink in namespaces, the
+//! drop test (so linux-nft's rules are exercised and plain Linux must say
+//! "not supported"), then IPv4 and IPv6 through plain Linux. Trials are a
+//! fraction of a second; nothing here asserts a speed. Needs root,
+//! iproute2, ethtool and nftables.
+
+mod common;
+
+use clap::Parser;
+use tern_bench::report::DutStatus;
+use tern_bench::{Rfc2544Opts, html};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    opts: Rfc2544Opts,
+}
+
+fn run(args: &[&str]) -> tern_bench::Report {
+    let cli = Cli::parse_from(std::iter::once("rfc2544").chain(args.iter().copied()));
+    let mut events = 0;
+    let r = tern_bench::run(&cli.opts, &mut |_| events += 1).expect("run");
+    assert!(events > 0, "no progress reported");
+    r
+}
+
+#[test]
+fn drop_test_against_linux_and_nftables() {
+    if !common::privileged() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tern-bench-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let html_path = dir.join("report.html");
+    let r = run(&[
+        "--scenario",
+        "drop-test",
+        "--dut",
+        "linux,linux-nft,tern",
+        "--trial-secs",
+        "0.4",
+        "--drain-secs",
+        "0.3",
+        "--loads",
+        "0.01,0.03",
+        "--max-mpps",
+        "0.05",
+        "--goal-width",
+        "0.3",
+        "--work-dir",
+        dir.to_str().unwrap_or("/tmp"),
+    ]);
+    assert_eq!(r.ceiling.status, DutStatus::Ok, "{:?}", r.ceiling.message);
+    let by_name = |n: &str| r.duts.iter().find(|d| d.name == n).unwrap_or_else(|| panic!("no {n}"));
+    assert_eq!(by_name("linux").status, DutStatus::NotSupported);
+    // Without --tern-bin (and not running as tern) tern is reported, not run.
+    assert_eq!(by_name("tern").status, DutStatus::NotSupported);
+    let nft = by_name("linux-nft");
+    assert_eq!(nft.status, DutStatus::Ok, "{:?}", nft.message);
+    assert_eq!(nft.sizes.len(), 1);
+    let s = &nft.sizes[0];
+    assert_eq!(s.frame_loss.len(), 2);
+    for p in &s.frame_loss {
+        assert!(p.sent > 0 && p.offered_mpps > 0.0);
+        // The blocked half never reaches the sink: the rules work and the
+        // sink tells the streams apart.
+        assert_eq!(p.leaked, 0, "blocked frames forwarded at {} Mpps", p.target_mpps);
+        assert!(p.lost < p.sent, "nothing of the legitimate half arrived");
+    }
+    assert!(s.ndr.is_some() && s.pdr.is_some() && s.search_trials >= 1);
+    // The ceiling sees both halves: nothing is blocked without a router.
+    let direct = &r.ceiling.sizes[0].frame_loss;
+    assert!(direct.iter().all(|p| p.leaked > 0));
+
+    let text = r.to_string();
+    assert!(text.contains("linux-nft") && text.contains("not supported"));
+    r.write_html(&html_path).expect("html");
+    let page = std::fs::read_to_string(&html_path).expect("read html");
+    html::check_well_formed(&page).expect("well-formed HTML");
+    assert!(page.contains("linux-nft"));
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).expect("json");
+    assert_eq!(json["duts"].as_array().map(Vec::len), Some(3));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ipv4_and_ipv6_through_linux() {
+    if !common::privileged() {
+        return;
+    }
+    let r = run(&[
+        "--scenario",
+        "frame-sizes",
+        "--sizes",
+        "64,78v6",
+        "--dut",
+        "linux",
+        "--trial-secs",
+        "0.3",
+        "--drain-secs",
+        "0.3",
+        "--loads",
+        "0.02",
+        "--no-search",
+    ]);
+    let linux = &r.duts[0];
+    assert_eq!(linux.status, DutStatus::Ok, "{:?}", linux.message);
+    let labels: Vec<&str> = linux.sizes.iter().map(|s| s.size.as_str()).collect();
+    assert_eq!(labels, ["64", "78v6"]);
+    for s in &linux.sizes {
+        let p = &s.frame_loss[0];
+        assert!(p.sent > 0 && p.lost < p.sent, "{}: nothing forwarded", s.size);
+        assert!(p.latency.is_some(), "{}: no latency", s.size);
+        assert_eq!(p.duplicated, 0, "{}: duplicates from a router", s.size);
+    }
+}
