@@ -6,6 +6,25 @@
 //! small `XxxRepr` holding the fields that matter, with `parse`,
 //! `buffer_len` and `emit`.
 //!
+//! | module | protocol |
+//! |---|---|
+//! | [`ethernet`], [`vlan`] | Ethernet II, 802.1Q / 802.1ad tags and the tag walker |
+//! | [`arp`] | ARP for IPv4 over Ethernet (RFC 826) |
+//! | [`ipv4`] | IPv4 (RFC 791) with options, checksum, fragments, DSCP/ECN |
+//! | [`ipv6`], [`ipv6ext`] | IPv6 (RFC 8200) and the bounded extension-header walker |
+//! | [`icmpv4`], [`icmpv6`], [`ndisc`] | ICMP (RFC 792), ICMPv6 (RFC 4443), Neighbour Discovery (RFC 4861) |
+//! | [`udp`], [`tcp`] | UDP (RFC 768), TCP (RFC 9293) with options and MSS clamping |
+//! | [`gre`], [`esp`] | GRE (RFC 2784, RFC 2890), ESP header (RFC 4303) |
+//! | [`checksum`] | RFC 1071 sum, pseudo-headers, RFC 1624 incremental update |
+//! | [`ip`] | IP protocol numbers |
+//!
+//! # Speed
+//!
+//! Getters are `#[inline]` reads at fixed offsets: after the caller's one
+//! length check, `Ipv4Packet::new_unchecked(buf).dst_addr_u32()` compiles to
+//! a load and a `bswap`. Per-packet figures of the forwarding-path calls:
+//! `cargo run --release -p tern-wire --example hotpath`.
+//!
 //! # Panic rules
 //!
 //! Only two things in this crate may panic, and both are opt-in:
