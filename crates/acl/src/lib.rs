@@ -34,6 +34,7 @@ mod key;
 pub mod linear;
 mod lower;
 pub mod names;
+pub mod nft;
 mod rule;
 pub mod scenario;
 pub mod synth;
