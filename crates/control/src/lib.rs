@@ -3,5 +3,6 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod engine_bench;
 pub mod neighbor;
 pub mod router;

@@ -1,0 +1,500 @@
+//! `tern lab`: a three-namespace topology on this machine, tern routing
+//! between two hosts, and the checks a newcomer wants to see.
+//!
+//! ```text
+//!   host1 (10.0.1.2, 2001:db8:1::2)         host2 (10.0.2.2, 2001:db8:2::2)
+//!      eth0 ──veth── lan0 [tern] wan0 ──veth── eth0
+//!                 10.0.1.1        10.0.2.1
+//! ```
+//! The router namespace's kernel holds no addresses and does not forward:
+//! every routed packet, ARP and ND answer, and ICMP error comes from tern.
+
+use crate::netns::{Netns, is_root, remove_stale, veth};
+use clap::Args;
+use serde::Serialize;
+use std::net::UdpSocket;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tern_control::router::Router;
+
+#[derive(Args)]
+pub struct LabArgs {
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// After the checks, keep tern running (until Ctrl-C) and leave the
+    /// namespaces up afterwards; `tern lab --cleanup` removes them.
+    #[arg(long)]
+    keep: bool,
+    /// Remove namespaces left by earlier labs and exit.
+    #[arg(long)]
+    cleanup: bool,
+    /// UDP packets in the stream check.
+    #[arg(long, default_value_t = 100_000)]
+    packets: u64,
+    /// Use this configuration instead of the built-in one (device names
+    /// lan0 and wan0 in the router namespace).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+}
+
+/// The built-in configuration of the lab's router.
+pub const DEFAULT_CONFIG: &str = r#"# tern lab: host1 - tern - host2
+[dataplane]
+workers = 1
+
+[[interface]]
+name = "lan0"
+device = "lan0"
+addresses = ["10.0.1.1/24", "2001:db8:1::1/64"]
+
+[[interface]]
+name = "wan0"
+device = "wan0"
+addresses = ["10.0.2.1/24", "2001:db8:2::1/64"]
+
+# Something routed beyond host2, to show static routes.
+[[route]]
+prefix = "198.51.100.0/24"
+via = "10.0.2.2"
+"#;
+
+const PREFIX: &str = "tern-lab-";
+
+type CheckFn<'a> = Box<dyn Fn() -> Result<String, String> + 'a>;
+
+#[derive(Serialize)]
+struct Check {
+    name: String,
+    ok: bool,
+    detail: String,
+}
+
+#[derive(Serialize, Default)]
+struct PortLine {
+    interface: String,
+    rx_packets: u64,
+    tx_packets: u64,
+    tx_dropped: u64,
+}
+
+#[derive(Serialize)]
+struct NodeLine {
+    node: String,
+    packets: u64,
+    ns_per_packet: f64,
+}
+
+#[derive(Serialize, Default)]
+struct Report {
+    ok: bool,
+    namespaces: Vec<String>,
+    checks: Vec<Check>,
+    ports: Vec<PortLine>,
+    nodes: Vec<NodeLine>,
+    /// Counters with a non-zero value (drops and events), "node/name".
+    counters: Vec<(String, u64)>,
+}
+
+pub fn run(a: LabArgs) -> Result<ExitCode, String> {
+    if !is_root() {
+        return Err("tern lab creates network namespaces and needs root (try sudo)".into());
+    }
+    for tool in ["ip", "ping"] {
+        if crate::netns::cmd(tool, &["-V"]).is_err() {
+            return Err(format!("{tool} not found: install iproute2 and iputils-ping"));
+        }
+    }
+    let removed = remove_stale(PREFIX);
+    if a.cleanup {
+        println!("removed {removed} stale lab namespace(s)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("signal handler: {e}"))?;
+    }
+    let config_text = match &a.config {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        None => DEFAULT_CONFIG.to_string(),
+    };
+    let plan = tern_control::config::parse(&config_text, "lab config", std::path::Path::new("."))
+        .map_err(|e| e.to_string())?;
+
+    let pid = std::process::id();
+    let mut h1 = Netns::create(&format!("{PREFIX}{pid}-h1"))?;
+    let mut r = Netns::create(&format!("{PREFIX}{pid}-r"))?;
+    let mut h2 = Netns::create(&format!("{PREFIX}{pid}-h2"))?;
+    build_topology(&h1, &r, &h2)?;
+    if !a.json {
+        eprintln!("lab: namespaces {} - {} - {} ready; starting tern", h1.name, r.name, h2.name);
+    }
+
+    // tern runs in this process, on threads inside the router namespace.
+    let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+    let r_name = r.name.clone();
+    let stop_router = Arc::new(AtomicBool::new(false));
+    let stop_r = Arc::clone(&stop_router);
+    let router_thread = std::thread::Builder::new()
+        .name("tern-control".into())
+        .spawn(move || {
+            if let Err(e) = tern_io::netdev::enter_netns(&r_name) {
+                let _ = tx.send(Msg::Failed(format!("enter {r_name}: {e}")));
+                return;
+            }
+            match Router::start(plan) {
+                Ok(mut router) => {
+                    let _ = tx.send(Msg::Started);
+                    router.run(&stop_r);
+                    let report = collect(&router);
+                    router.shutdown();
+                    let _ = tx.send(Msg::Report(report));
+                }
+                Err(e) => {
+                    let _ = tx.send(Msg::Failed(format!("tern did not start: {e}")));
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    match rx.recv() {
+        Ok(Msg::Started) => {}
+        Ok(Msg::Failed(e)) => return Err(e),
+        _ => return Err("the router thread stopped".into()),
+    }
+
+    let mut checks = Vec::new();
+    let mut step = |name: &str, r: Result<String, String>| {
+        let ok = r.is_ok();
+        let detail = r.unwrap_or_else(|e| e);
+        if !a.json {
+            eprintln!("{} {name}: {detail}", if ok { "  ok  " } else { " FAIL " });
+        }
+        checks.push(Check { name: name.into(), ok, detail });
+    };
+    let checks_list: Vec<(&str, CheckFn<'_>)> = vec![
+        ("ping host1 -> host2 (IPv4)", Box::new(|| ping(&h1, &["-c", "3", "-i", "0.2", "-W", "2", "10.0.2.2"]))),
+        ("ping host2 -> host1 (IPv4)", Box::new(|| ping(&h2, &["-c", "3", "-i", "0.2", "-W", "2", "10.0.1.2"]))),
+        (
+            "ping host1 -> host2 (IPv6)",
+            Box::new(|| ping(&h1, &["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:2::2"])),
+        ),
+        (
+            "ping host2 -> host1 (IPv6)",
+            Box::new(|| ping(&h2, &["-6", "-c", "3", "-i", "0.2", "-W", "2", "2001:db8:1::2"])),
+        ),
+        (
+            "ping tern's own addresses",
+            Box::new(|| {
+                ping(&h1, &["-c", "1", "-W", "2", "10.0.2.1"])?;
+                ping(&h1, &["-6", "-c", "1", "-W", "2", "2001:db8:1::1"])
+            }),
+        ),
+        (
+            "TTL 1 -> time exceeded from tern",
+            Box::new(|| {
+                expect_icmp(
+                    &h1,
+                    &["-c", "1", "-t", "1", "-W", "2", "10.0.2.2"],
+                    "From 10.0.1.1",
+                    "Time to live exceeded",
+                )
+            }),
+        ),
+        (
+            "hop limit 1 -> time exceeded from tern (IPv6)",
+            Box::new(|| {
+                expect_icmp(
+                    &h1,
+                    &["-6", "-c", "1", "-t", "1", "-W", "2", "2001:db8:2::2"],
+                    "From 2001:db8:1::1",
+                    "Time exceeded",
+                )
+            }),
+        ),
+        (
+            "unrouted destination -> unreachable from tern",
+            Box::new(|| expect_icmp(&h1, &["-c", "1", "-W", "2", "203.0.113.9"], "From 10.0.1.1", "Unreachable")),
+        ),
+    ];
+    for (name, f) in &checks_list {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        step(name, f());
+    }
+    if !stop.load(Ordering::Relaxed) {
+        step(&format!("UDP stream of {} packets host1 -> host2", a.packets), udp_stream(&h1, &h2, a.packets, &stop));
+    }
+    drop(checks_list);
+
+    if a.keep && !stop.load(Ordering::Relaxed) {
+        eprintln!(
+            "lab: tern keeps running; try `ip netns exec {} ping 10.0.2.2`. Ctrl-C stops tern and leaves the namespaces; `tern lab --cleanup` removes them.",
+            h1.name
+        );
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        h1.keep();
+        r.keep();
+        h2.keep();
+    }
+    stop_router.store(true, Ordering::Relaxed);
+    let mut report = match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Msg::Report(r)) => r,
+        _ => Report::default(),
+    };
+    let _ = router_thread.join();
+    report.namespaces = vec![h1.name.clone(), r.name.clone(), h2.name.clone()];
+    let interrupted = stop.load(Ordering::Relaxed) && !a.keep;
+    report.ok = !interrupted && !checks.is_empty() && checks.iter().all(|c| c.ok) && checks.len() == 9;
+    report.checks = checks;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    } else {
+        print_summary(&report, interrupted);
+    }
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
+    for h in [h1, h2] {
+        h.sysctl("net.ipv6.conf.all.accept_dad", "0")?;
+        h.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
+    }
+    r.sysctl("net.ipv4.ip_forward", "0")?;
+    r.sysctl("net.ipv6.conf.all.forwarding", "0")?;
+    veth(h1, "eth0", r, "lan0")?;
+    veth(h2, "eth0", r, "wan0")?;
+    for (h, n) in [(h1, 1), (h2, 2)] {
+        h.ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"])?;
+        h.ip(&["-6", "addr", "add", &format!("2001:db8:{n}::2/64"), "dev", "eth0", "nodad"])?;
+        h.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")])?;
+        h.ip(&["-6", "route", "add", "default", "via", &format!("2001:db8:{n}::1")])?;
+    }
+    Ok(())
+}
+
+fn ping(ns: &Netns, args: &[&str]) -> Result<String, String> {
+    let mut v = vec!["ping"];
+    v.extend_from_slice(args);
+    let out = ns.exec(&v)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text.lines().find(|l| l.contains("packets transmitted")).unwrap_or("").trim().to_string();
+    let rtt = text.lines().find(|l| l.starts_with("rtt")).unwrap_or("").trim().to_string();
+    if out.status.success() && summary.contains(" 0% packet loss") {
+        Ok(format!("{summary}; {rtt}"))
+    } else {
+        Err(format!("{summary} {}", String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+fn expect_icmp(ns: &Netns, args: &[&str], from: &str, what: &str) -> Result<String, String> {
+    let mut v = vec!["ping"];
+    v.extend_from_slice(args);
+    let out = ns.exec(&v)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.lines().find(|l| l.contains(from) && l.contains(what)) {
+        Some(l) => Ok(l.trim().to_string()),
+        None => Err(format!("no \"{what}\" {from}: {}", text.trim().replace('\n', " | "))),
+    }
+}
+
+/// Sends `n` numbered UDP datagrams from host1 to host2 at a steady pace
+/// and counts, at host2, how many distinct ones arrived.
+fn udp_stream(h1: &Netns, h2: &Netns, n: u64, stop: &AtomicBool) -> Result<String, String> {
+    let received = Arc::new(AtomicU64::new(0));
+    let dups = Arc::new(AtomicU64::new(0));
+    let ready = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let rx_thread = {
+        let (received, dups, ready, done) =
+            (Arc::clone(&received), Arc::clone(&dups), Arc::clone(&ready), Arc::clone(&done));
+        let ns = h2.name.clone();
+        std::thread::spawn(move || -> Result<(), String> {
+            tern_io::netdev::enter_netns(&ns).map_err(|e| e.to_string())?;
+            let sock = UdpSocket::bind("10.0.2.2:9000").map_err(|e| e.to_string())?;
+            // Room for bursts while this thread waits for a CPU (the lab
+            // shares the machine with tern's worker and the sender).
+            if rustix::net::sockopt::set_socket_recv_buffer_size_force(&sock, 32 << 20).is_err() {
+                let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&sock, 32 << 20);
+            }
+            sock.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
+            let mut seen = vec![false; n as usize];
+            ready.store(true, Ordering::Release);
+            let mut buf = [0u8; 2048];
+            let mut idle_since = None;
+            loop {
+                match sock.recv(&mut buf) {
+                    Ok(len) if len >= 8 => {
+                        idle_since = None;
+                        let seq = u64::from_be_bytes(buf[..8].try_into().unwrap_or_default());
+                        match seen.get_mut(seq as usize) {
+                            Some(s) if !*s => {
+                                *s = true;
+                                received.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Some(_) => {
+                                dups.fetch_add(1, Ordering::Relaxed);
+                            }
+                            None => {}
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        if done.load(Ordering::Acquire) {
+                            let since = *idle_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() > Duration::from_millis(500) || received.load(Ordering::Relaxed) == n {
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ready.load(Ordering::Acquire) {
+        if Instant::now() > deadline {
+            return Err("receiver did not start".into());
+        }
+        std::thread::yield_now();
+    }
+    let ns = h1.name.clone();
+    let sent = std::thread::scope(|s| {
+        s.spawn(|| -> Result<u64, String> {
+            tern_io::netdev::enter_netns(&ns).map_err(|e| e.to_string())?;
+            let sock = UdpSocket::bind("10.0.1.2:0").map_err(|e| e.to_string())?;
+            sock.connect("10.0.2.2:9000").map_err(|e| e.to_string())?;
+            let mut payload = [0u8; 18];
+            let t0 = Instant::now();
+            // 100k packets per second: paced in bursts of 100 every ms.
+            let mut sent = 0u64;
+            while sent < n && !stop.load(Ordering::Relaxed) {
+                let due = t0 + Duration::from_micros(sent * 10);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                for _ in 0..100.min(n - sent) {
+                    payload[..8].copy_from_slice(&sent.to_be_bytes());
+                    let mut tries = 0;
+                    while let Err(e) = sock.send(&payload) {
+                        // ENOBUFS: the local queue is full; retry.
+                        tries += 1;
+                        if tries > 1000 {
+                            return Err(format!("send: {e}"));
+                        }
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    sent += 1;
+                }
+            }
+            Ok(sent)
+        })
+        .join()
+        .map_err(|_| "sender panicked".to_string())?
+    });
+    done.store(true, Ordering::Release);
+    let rx_res = rx_thread.join().map_err(|_| "receiver panicked".to_string())?;
+    let sent = sent?;
+    rx_res?;
+    let got = received.load(Ordering::Relaxed);
+    let d = dups.load(Ordering::Relaxed);
+    let msg = format!("sent {sent}, received {got} at host2, lost {}, duplicated {d}", sent.saturating_sub(got));
+    if got == sent && d == 0 && sent == n { Ok(msg) } else { Err(msg) }
+}
+
+enum Msg {
+    Started,
+    Failed(String),
+    Report(Report),
+}
+
+/// tern's counters at the end of the lab.
+fn collect(router: &Router) -> Report {
+    let stats = router.stats();
+    let workers = router.workers();
+    let Some(w) = workers.first() else { return Report::default() };
+    let tsc = tern_intrin::tsc_per_ns();
+    let ifs = router.iftable();
+    let mut ports: Vec<PortLine> = Vec::new();
+    for wk in &workers {
+        let s = wk.stats.snapshot();
+        for (k, p) in s.ports.iter().enumerate() {
+            let name = wk.port_ifindex.get(k).and_then(|&i| ifs.get(i)).map_or("?".to_string(), |i| i.name.clone());
+            match ports.iter_mut().find(|l| l.interface == name) {
+                Some(l) => {
+                    l.rx_packets += p.rx_packets;
+                    l.tx_packets += p.tx_packets;
+                    l.tx_dropped += p.tx_dropped;
+                }
+                None => ports.push(PortLine {
+                    interface: name,
+                    rx_packets: p.rx_packets,
+                    tx_packets: p.tx_packets,
+                    tx_dropped: p.tx_dropped,
+                }),
+            }
+        }
+    }
+    let nodes = w
+        .graph
+        .nodes
+        .iter()
+        .zip(&stats.nodes)
+        .filter(|(_, n)| n[1] > 0)
+        .map(|(d, n)| NodeLine {
+            node: d.name.to_string(),
+            packets: n[1],
+            ns_per_packet: n[2] as f64 / tsc / n[1] as f64,
+        })
+        .collect();
+    let counters = w
+        .graph
+        .errors
+        .iter()
+        .zip(&stats.errors)
+        .filter(|(_, n)| **n > 0)
+        .map(|(e, n)| (format!("{}/{}", e.node, e.name), *n))
+        .collect();
+    Report { ports, nodes, counters, ..Report::default() }
+}
+
+fn print_summary(r: &Report, interrupted: bool) {
+    println!();
+    println!(
+        "tern lab: {}",
+        if r.ok {
+            "every check passed"
+        } else if interrupted {
+            "interrupted"
+        } else {
+            "SOME CHECKS FAILED"
+        }
+    );
+    println!();
+    println!("{:<50} result", "check");
+    for c in &r.checks {
+        println!("{:<50} {}", c.name, if c.ok { "ok" } else { "FAILED" });
+    }
+    println!();
+    println!("{:<10} {:>12} {:>12} {:>10}", "interface", "rx packets", "tx packets", "tx drops");
+    for p in &r.ports {
+        println!("{:<10} {:>12} {:>12} {:>10}", p.interface, p.rx_packets, p.tx_packets, p.tx_dropped);
+    }
+    println!();
+    println!("{:<18} {:>10} {:>10}", "node", "packets", "ns/packet");
+    for n in &r.nodes {
+        println!("{:<18} {:>10} {:>10.1}", n.node, n.packets, n.ns_per_packet);
+    }
+    if !r.counters.is_empty() {
+        println!();
+        println!("counters (drops and events):");
+        for (name, n) in &r.counters {
+            println!("  {name:<40} {n}");
+        }
+    }
+}
