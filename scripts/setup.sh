@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what tern's build and tests need on a fresh Debian 12 machine,
+# skipping what is already there. Safe to run again.
+set -euo pipefail
+
+pkgs=(
+  build-essential pkg-config       # C toolchain for BPF loaders and build scripts
+  clang llvm libbpf-dev libelf-dev # BPF programs are C built with clang
+  iproute2 iputils-ping ethtool    # network namespaces, veths, ping
+  tshark python3-scapy nftables    # real peers and dissectors for tests
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: installing Rust (rustup, stable)"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  # shellcheck disable=SC1091
+  . "$HOME/.cargo/env"
+fi
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+# bpffs for pinned maps (AF_XDP / XDP tests).
+if ! mountpoint -q /sys/fs/bpf 2>/dev/null; then
+  mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+fi
+echo "setup: ok"
