@@ -35,6 +35,9 @@ pub struct Config {
     pub api: ApiCfg,
     #[serde(default)]
     pub metrics: MetricsCfg,
+    /// Linux as the control plane (kernel mirror, FPM for FRR).
+    #[serde(default)]
+    pub linux: crate::linux::LinuxCfg,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,5 +4,7 @@
 
 pub mod config;
 pub mod engine_bench;
+pub mod linux;
 pub mod neighbor;
 pub mod router;
+pub mod source;

@@ -9,6 +9,7 @@
 
 use crate::config::{Driver, IdleMode, IfacePlan, IfacePlanKind, Plan};
 use crate::neighbor::NeighborTable;
+use crate::source::{ControlSource, SourceCx};
 use crossbeam_queue::ArrayQueue;
 use std::collections::HashMap;
 use std::fmt;
@@ -36,23 +37,25 @@ fn err(s: impl Into<String>) -> StartError {
 }
 
 /// What the router changes on the host and must undo on shutdown.
-struct HostState {
-    quiet: Vec<tern_io::netdev::KernelQuiet>,
+pub(crate) struct HostState {
+    pub(crate) quiet: Vec<tern_io::netdev::KernelQuiet>,
 }
 
 pub struct Router {
-    plan: Plan,
-    fib: FibWriter,
-    shared: Shared,
-    workers: Vec<WorkerHandle>,
-    injects: Vec<Arc<ArrayQueue<Inject>>>,
-    neigh: NeighborTable,
-    trace: Arc<TraceShared>,
+    pub(crate) plan: Plan,
+    pub(crate) fib: FibWriter,
+    pub(crate) shared: Shared,
+    pub(crate) workers: Vec<WorkerHandle>,
+    pub(crate) injects: Vec<Arc<ArrayQueue<Inject>>>,
+    pub(crate) neigh: NeighborTable,
+    pub(crate) trace: Arc<TraceShared>,
     /// Memory ports' handles by interface name, one per worker.
-    mem: HashMap<String, Vec<MemHandle>>,
-    host: HostState,
-    last_tick_ns: u64,
-    started_ns: u64,
+    pub(crate) mem: HashMap<String, Vec<MemHandle>>,
+    pub(crate) host: HostState,
+    /// Control-plane sources (kernel mirror, FPM server).
+    pub(crate) sources: Vec<Box<dyn ControlSource>>,
+    pub(crate) last_tick_ns: u64,
+    pub(crate) started_ns: u64,
 }
 
 /// Device facts the router needs for a port interface.
@@ -297,6 +300,7 @@ impl Router {
             injects.push(inject);
         }
         log::info!("{} interface(s), {} worker(s) running", plan.ifaces.len(), workers.len());
+        let sources = crate::linux::sources(&plan).map_err(err)?;
         Ok(Router {
             plan,
             fib,
@@ -307,6 +311,7 @@ impl Router {
             trace,
             mem,
             host,
+            sources,
             last_tick_ns: 0,
             started_ns,
         })
@@ -338,6 +343,13 @@ impl Router {
                     w.shared.wake();
                 }
             });
+        }
+        if !self.sources.is_empty() {
+            let ifs = self.shared.ifaces.load();
+            let mut cx = SourceCx { fib: &mut self.fib, neigh: &mut self.neigh, ifs: &ifs, now_ns: now };
+            for s in &mut self.sources {
+                changed |= s.poll(&mut cx);
+            }
         }
         if changed {
             self.shared.bump_neigh_gen();

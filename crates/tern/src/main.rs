@@ -2,6 +2,7 @@
 //! the API) the operator's CLI.
 #![forbid(unsafe_code)]
 
+mod bench_cmd;
 mod lab;
 mod netns;
 
@@ -31,7 +32,7 @@ enum Cmd {
     Lab(lab::LabArgs),
     /// Benchmarks.
     #[command(subcommand)]
-    Bench(BenchCmd),
+    Bench(bench_cmd::BenchCmd),
     /// Configuration files.
     #[command(subcommand)]
     Config(ConfigCmd),
@@ -42,58 +43,6 @@ struct RunArgs {
     /// The configuration file (TOML; see docs/CONFIG.md).
     #[arg(short, long)]
     config: PathBuf,
-}
-
-#[derive(Subcommand)]
-enum BenchCmd {
-    /// The full forwarding graph on memory ports, one worker on one core.
-    Engine(EngineArgs),
-    /// FIB load, lookup, update and gap figures for a route table, against
-    /// references (a crate trie, the Linux kernel).
-    Fib(FibArgs),
-}
-
-#[derive(Args)]
-struct EngineArgs {
-    /// Measured seconds (after 1 s of warm-up).
-    #[arg(long, default_value_t = 5.0)]
-    seconds: f64,
-    /// Distinct flows (destination addresses).
-    #[arg(long, default_value_t = 1)]
-    flows: u32,
-    /// Frame size on the wire, with FCS (64..=1518).
-    #[arg(long, default_value_t = 64)]
-    size: usize,
-    /// Load this route table and send to random covered destinations.
-    #[arg(long)]
-    routes: Option<PathBuf>,
-    /// Pin to this CPU.
-    #[arg(long)]
-    cpu: Option<usize>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args)]
-struct FibArgs {
-    /// Route table, one prefix per line (.gz accepted).
-    #[arg(long, default_value = "../shared/data/full-table-2025.txt.gz")]
-    table: PathBuf,
-    /// Lookups per figure.
-    #[arg(long, default_value_t = 20_000_000)]
-    lookups: usize,
-    /// Routes deleted and re-added for the update-rate figures.
-    #[arg(long, default_value_t = 200_000)]
-    churn: usize,
-    /// Skip the Linux kernel reference.
-    #[arg(long)]
-    no_kernel: bool,
-    /// Skip the crate-trie reference.
-    #[arg(long)]
-    no_references: bool,
-    #[arg(long)]
-    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -108,8 +57,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run(a),
         Cmd::Lab(a) => lab::run(a),
-        Cmd::Bench(BenchCmd::Engine(a)) => bench_engine(a),
-        Cmd::Bench(BenchCmd::Fib(a)) => bench_fib(a),
+        Cmd::Bench(b) => bench_cmd::run(b),
         Cmd::Config(ConfigCmd::Check { file }) => config_check(&file),
     };
     match r {
@@ -121,7 +69,7 @@ fn main() -> ExitCode {
     }
 }
 
-type Res = Result<ExitCode, String>;
+pub type Res = Result<ExitCode, String>;
 
 fn run(a: RunArgs) -> Res {
     let plan = tern_control::config::load(&a.config).map_err(|e| e.to_string())?;
@@ -151,41 +99,3 @@ fn config_check(file: &std::path::Path) -> Res {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench_engine(a: EngineArgs) -> Res {
-    if !(64..=1518).contains(&a.size) {
-        return Err(format!("--size {}: need 64..=1518", a.size));
-    }
-    let opts = tern_control::engine_bench::EngineBenchOpts {
-        seconds: a.seconds,
-        flows: a.flows,
-        frame_len: a.size - 4,
-        routes: a.routes,
-        cpu: a.cpu,
-    };
-    let mut report = tern_control::engine_bench::run(&opts)?;
-    report.command = std::env::args().collect::<Vec<_>>().join(" ");
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
-    } else {
-        print!("{report}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn bench_fib(a: FibArgs) -> Res {
-    let opts = tern_fib::bench::BenchOpts {
-        table: a.table,
-        lookups: a.lookups,
-        churn: a.churn,
-        kernel: !a.no_kernel,
-        references: !a.no_references,
-        ..tern_fib::bench::BenchOpts::default()
-    };
-    let report = tern_fib::bench::run(&opts)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
-    } else {
-        print!("{report}");
-    }
-    Ok(ExitCode::SUCCESS)
-}

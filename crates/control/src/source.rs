@@ -1,0 +1,24 @@
+//! Control-plane sources outside tern: something that feeds the RIB or the
+//! neighbour table from elsewhere (the Linux kernel over netlink, FRR's
+//! zebra over FPM). The router polls each source every control-loop round.
+
+use crate::neighbor::NeighborTable;
+use tern_fib::FibWriter;
+use tern_nodes::state::IfTable;
+
+/// What a source may touch while it runs.
+pub struct SourceCx<'a> {
+    pub fib: &'a mut FibWriter,
+    pub neigh: &'a mut NeighborTable,
+    pub ifs: &'a IfTable,
+    pub now_ns: u64,
+}
+
+/// A control-plane source. Sources own their routes (their `Source` in the
+/// RIB) and resynchronise by mark-and-sweep.
+pub trait ControlSource: Send {
+    fn name(&self) -> &str;
+    /// One round of work; must not block. Returns true if it changed
+    /// anything (the router then tells the workers).
+    fn poll(&mut self, cx: &mut SourceCx<'_>) -> bool;
+}
