@@ -5,9 +5,10 @@ use crate::graph::{Env, Graph, GraphInfo, NodeId};
 use crate::stats::{WorkerStats, batch_bucket};
 use crate::trace::{TraceShared, Tracer};
 use rustix::event::{PollFd, PollFlags, Timespec};
+use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use tern_packet::{MAX_BATCH, PacketPool, PktIdx, Port, flags};
 
@@ -68,6 +69,114 @@ impl Waker {
     }
 }
 
+/// Which way a captured frame went through its port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureDir {
+    Rx,
+    Tx,
+}
+
+/// A copy of one frame taken by a [`CaptureTap`].
+#[derive(Clone, Debug)]
+pub struct CapturedFrame {
+    /// [`clock::now_ns`] of the worker loop that saw it.
+    pub t_ns: u64,
+    /// The worker's port number.
+    pub port: u16,
+    pub dir: CaptureDir,
+    /// Length on the wire; `data` may be shorter (snap length).
+    pub orig_len: u32,
+    pub data: Vec<u8>,
+}
+
+/// Frames a worker copies for `tern capture`: the rx and/or tx frames of
+/// one port, into a bounded queue the control thread drains.
+///
+/// Zero cost when off: the worker reads one relaxed flag per loop; only
+/// while a capture runs does it copy frames (one lock per port per batch).
+/// A full queue drops the copy (counted), never the packet.
+pub struct CaptureTap {
+    on: AtomicBool,
+    /// The worker's port number to copy.
+    port: AtomicU32,
+    /// Bit 0: received frames, bit 1: transmitted frames.
+    dirs: AtomicU32,
+    snaplen: AtomicU32,
+    capacity: usize,
+    queue: Mutex<VecDeque<CapturedFrame>>,
+    /// Copies not taken because the queue was full.
+    pub dropped: AtomicU64,
+}
+
+/// [`CaptureTap::start`] direction bits.
+pub const CAPTURE_RX: u32 = 1;
+pub const CAPTURE_TX: u32 = 2;
+
+impl CaptureTap {
+    fn new(capacity: usize) -> CaptureTap {
+        CaptureTap {
+            on: AtomicBool::new(false),
+            port: AtomicU32::new(u32::MAX),
+            dirs: AtomicU32::new(0),
+            snaplen: AtomicU32::new(u32::MAX),
+            capacity,
+            queue: Mutex::new(VecDeque::new()),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts copying the frames of port number `port` in the directions
+    /// `dirs` (`CAPTURE_RX | CAPTURE_TX`), at most `snaplen` bytes each.
+    pub fn start(&self, port: u16, dirs: u32, snaplen: u32) {
+        self.port.store(u32::from(port), Ordering::Relaxed);
+        self.dirs.store(dirs, Ordering::Relaxed);
+        self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Stops copying; frames already queued stay until taken.
+    pub fn stop(&self) {
+        self.on.store(false, Ordering::Release);
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Takes every queued copy, oldest first.
+    pub fn take(&self) -> Vec<CapturedFrame> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect()
+    }
+
+    /// The directions wanted for port `k`, or 0.
+    #[inline]
+    fn wants(&self, k: usize) -> u32 {
+        if self.port.load(Ordering::Relaxed) as usize == k { self.dirs.load(Ordering::Relaxed) } else { 0 }
+    }
+
+    fn copy(&self, pool: &PacketPool, pkts: &[PktIdx], port: usize, dir: CaptureDir, t_ns: u64) {
+        let snap = self.snaplen.load(Ordering::Relaxed) as usize;
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        for &p in pkts {
+            if q.len() >= self.capacity {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let data = pool.data(p);
+            q.push_back(CapturedFrame {
+                t_ns,
+                port: port as u16,
+                dir,
+                orig_len: data.len() as u32,
+                data: data[..data.len().min(snap)].to_vec(),
+            });
+        }
+    }
+}
+
+/// Copies a capture tap queues before dropping new ones.
+const CAPTURE_QUEUE: usize = 65536;
+
 /// What the control side shares with a running worker.
 pub struct WorkerShared {
     pub id: u16,
@@ -76,6 +185,8 @@ pub struct WorkerShared {
     pub port_names: Vec<String>,
     pub port_ifindex: Vec<u16>,
     pub trace: Arc<TraceShared>,
+    /// `tern capture`'s hook on this worker's ports.
+    pub capture: CaptureTap,
     stop: AtomicBool,
     waker: Waker,
 }
@@ -153,6 +264,7 @@ impl Worker {
             port_names: ports.iter().map(|b| b.port.name().to_string()).collect(),
             port_ifindex: ports.iter().map(|b| b.ifindex).collect(),
             trace: Arc::clone(&trace),
+            capture: CaptureTap::new(CAPTURE_QUEUE),
             stop: AtomicBool::new(false),
             waker: Waker::new()?,
         });
@@ -247,6 +359,7 @@ impl Worker {
         let input = self.cfg.input_node;
         let mut total = 0;
         let armed = self.tracer.armed();
+        let capture = self.shared.capture.is_on();
         for (k, b) in self.ports.iter_mut().enumerate() {
             let q = self.graph.input_mut(input);
             let start = q.len();
@@ -264,6 +377,9 @@ impl Worker {
                 for &p in &q[start..] {
                     self.tracer.start(&mut self.pool, p, b.ifindex, now_ns);
                 }
+            }
+            if capture && self.shared.capture.wants(k) & CAPTURE_RX != 0 {
+                self.shared.capture.copy(&self.pool, &q[start..], k, CaptureDir::Rx, now_ns);
             }
             let pc = &stats.ports[k];
             pc.rx_packets.add(n as u64);
@@ -285,7 +401,7 @@ impl Worker {
             };
             self.graph.run(&mut env);
         }
-        self.flush_tx();
+        self.flush_tx(capture, now_ns);
         let stats = &self.shared.stats;
         for (k, b) in self.ports.iter_mut().enumerate() {
             b.port.service(&mut self.pool);
@@ -301,11 +417,14 @@ impl Worker {
         total
     }
 
-    fn flush_tx(&mut self) {
+    fn flush_tx(&mut self, capture: bool, now_ns: u64) {
         let stats = &self.shared.stats;
         for (k, q) in self.tx.iter_mut().enumerate() {
             if q.is_empty() {
                 continue;
+            }
+            if capture && self.shared.capture.wants(k) & CAPTURE_TX != 0 {
+                self.shared.capture.copy(&self.pool, q, k, CaptureDir::Tx, now_ns);
             }
             let mut bytes = 0u64;
             for &p in q.iter() {
@@ -360,5 +479,137 @@ impl Worker {
             r.online();
         }
         self.shared.stats.looping.idle_ns.add(clock::now_ns().saturating_sub(t0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Cx, GraphBuilder, NEXT_TAKEN, Node};
+    use tern_packet::{PoolConfig, PortStats, TxOutcome};
+
+    /// Sends every packet back out of port 0 with its first byte incremented.
+    struct Echo;
+    impl Node for Echo {
+        fn name(&self) -> &'static str {
+            "echo"
+        }
+        fn nexts(&self) -> &'static [&'static str] {
+            &["drop"]
+        }
+        fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+            for &p in pkts {
+                if let Some(b) = cx.pool.data_mut(p).first_mut() {
+                    *b = b.wrapping_add(1);
+                }
+            }
+            cx.tx[0].extend_from_slice(pkts);
+            next.fill(NEXT_TAKEN);
+        }
+    }
+
+    #[derive(Default)]
+    struct QueuePort {
+        rx: VecDeque<Vec<u8>>,
+    }
+    impl Port for QueuePort {
+        fn name(&self) -> &str {
+            "q0"
+        }
+        fn rx_burst(&mut self, pool: &mut PacketPool, out: &mut Vec<PktIdx>, max: usize) -> usize {
+            let mut n = 0;
+            while n < max {
+                let Some(f) = self.rx.pop_front() else { break };
+                let Some(p) = pool.alloc_from(&f) else { break };
+                out.push(p);
+                n += 1;
+            }
+            n
+        }
+        fn tx_burst(&mut self, pool: &mut PacketPool, pkts: &[PktIdx]) -> TxOutcome {
+            for &p in pkts {
+                pool.free(p);
+            }
+            TxOutcome { sent: pkts.len(), dropped: 0 }
+        }
+        fn stats(&self) -> PortStats {
+            PortStats::default()
+        }
+    }
+
+    fn worker(frames: &[&[u8]]) -> Worker {
+        let mut b = GraphBuilder::new();
+        b.add(Echo);
+        let g = b.build().expect("graph");
+        let input = g.node_id("echo").expect("echo");
+        let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let port = QueuePort { rx: frames.iter().map(|f| f.to_vec()).collect() };
+        Worker::new(
+            WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: input },
+            g,
+            pool,
+            vec![PortBinding { port: Box::new(port), ifindex: 0 }],
+            TraceShared::new(),
+            None,
+        )
+        .expect("worker")
+    }
+
+    #[test]
+    fn capture_is_off_until_started_and_copies_rx_and_tx_frames() {
+        let mut w = worker(&[&[1, 2, 3], &[5, 6, 7, 8]]);
+        w.run_once();
+        assert!(w.shared().capture.take().is_empty(), "nothing copied while off");
+
+        let mut w = worker(&[&[1, 2, 3], &[5, 6, 7, 8]]);
+        w.shared().capture.start(0, CAPTURE_RX | CAPTURE_TX, 2);
+        w.run_once();
+        let got = w.shared().capture.take();
+        let seen: Vec<_> = got.iter().map(|f| (f.dir, f.orig_len, f.data.clone())).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (CaptureDir::Rx, 3, vec![1, 2]),
+                (CaptureDir::Rx, 4, vec![5, 6]),
+                (CaptureDir::Tx, 3, vec![2, 2]),
+                (CaptureDir::Tx, 4, vec![6, 6]),
+            ],
+            "rx as received, tx as sent, cut at the snap length"
+        );
+    }
+
+    #[test]
+    fn capture_of_another_port_or_direction_copies_nothing() {
+        let mut w = worker(&[&[1]]);
+        w.shared().capture.start(1, CAPTURE_RX | CAPTURE_TX, 100);
+        w.run_once();
+        assert!(w.shared().capture.take().is_empty());
+        let mut w = worker(&[&[1]]);
+        w.shared().capture.start(0, CAPTURE_TX, 100);
+        w.run_once();
+        let got = w.shared().capture.take();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].dir, CaptureDir::Tx);
+        w.shared().capture.stop();
+        assert!(!w.shared().capture.is_on());
+    }
+
+    #[test]
+    fn a_full_capture_queue_drops_copies_not_packets() {
+        let tap = CaptureTap::new(4);
+        tap.start(0, CAPTURE_RX, 64);
+        let mut pool = PacketPool::new(PoolConfig { frames: 64, ..PoolConfig::default() }).expect("pool");
+        let pkts: Vec<_> = (0..10u8).map(|i| pool.alloc_from(&[i]).expect("buf")).collect();
+        tap.copy(&pool, &pkts, 0, CaptureDir::Rx, 1);
+        assert_eq!(tap.take().iter().map(|f| f.data[0]).collect::<Vec<_>>(), vec![0, 1, 2, 3], "oldest kept");
+        assert_eq!(tap.dropped.load(Ordering::Relaxed), 6);
+        assert_eq!(pool.data(pkts[9]), &[9], "the packets themselves are untouched");
+
+        let frames: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i]).collect();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let mut w = worker(&refs);
+        w.shared().capture.start(0, CAPTURE_RX | CAPTURE_TX, 64);
+        w.run_once();
+        assert_eq!(w.shared().stats.ports[0].tx_packets.get(), 10, "forwarding unaffected by capture");
     }
 }
