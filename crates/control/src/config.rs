@@ -25,6 +25,8 @@ pub struct Config {
     pub neighbor: NeighborCfg,
     #[serde(default, rename = "interface")]
     pub interfaces: Vec<InterfaceCfg>,
+    #[serde(default, rename = "tunnel")]
+    pub tunnels: Vec<TunnelCfg>,
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteCfg>,
     #[serde(default, rename = "route_file")]
@@ -143,6 +145,47 @@ pub struct InterfaceCfg {
 
 fn yes() -> bool {
     true
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TunnelType {
+    #[default]
+    Gre,
+}
+
+/// A tunnel interface (`[[tunnel]]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelCfg {
+    pub name: String,
+    #[serde(default, rename = "type")]
+    pub kind: TunnelType,
+    /// Outer source: one of the router's addresses.
+    pub local: String,
+    /// Outer destination: the far end.
+    pub remote: String,
+    /// GRE key (RFC 2890); both ends must agree.
+    #[serde(default)]
+    pub key: Option<u32>,
+    /// Outer TTL / hop limit.
+    #[serde(default = "default_ttl")]
+    pub ttl: u8,
+    /// Inner MTU (default: 1500 minus the encapsulation overhead).
+    #[serde(default)]
+    pub mtu: Option<u16>,
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default = "yes")]
+    pub up: bool,
+    #[serde(default)]
+    pub acl_in: Option<String>,
+    #[serde(default)]
+    pub acl_out: Option<String>,
+}
+
+fn default_ttl() -> u8 {
+    64
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -343,6 +386,8 @@ pub enum IfacePlanKind {
     /// A VLAN sub-interface of the interface at `parent` (an index into the
     /// plan's interface list).
     Vlan { parent: usize, vid: u16 },
+    /// A GRE tunnel.
+    Gre { local: IpAddr, remote: IpAddr, key: Option<u32>, ttl: u8 },
 }
 
 /// A route file to load, resolved.
@@ -364,7 +409,7 @@ pub struct RoutePlan {
 
 /// A configuration that passed validation, in the form the router applies.
 /// Physical interfaces come first (interface index = port number), then
-/// VLAN sub-interfaces, each group in file order.
+/// VLAN sub-interfaces, then tunnels, each group in file order.
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub config: Config,
@@ -598,6 +643,70 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             up: c.up,
             acl_in: c.acl_in.clone(),
             acl_out: c.acl_out.clone(),
+        });
+    }
+    for (i, t) in config.tunnels.iter().enumerate() {
+        let p = |key: &str| vec![k("tunnel"), Seg::Index(i), k(key)];
+        if t.name.is_empty() || t.name.len() > 32 || t.name.contains(char::is_whitespace) {
+            return Err(bad(p("name"), format!("{:?}: names are 1-32 characters without spaces", t.name)));
+        }
+        if ifaces.iter().any(|f| f.name == t.name) {
+            return Err(bad(p("name"), format!("{:?} is already an interface name", t.name)));
+        }
+        let local = t.local.parse::<IpAddr>().map_err(|_| bad(p("local"), format!("invalid address {:?}", t.local)))?;
+        let remote =
+            t.remote.parse::<IpAddr>().map_err(|_| bad(p("remote"), format!("invalid address {:?}", t.remote)))?;
+        if local.is_ipv4() != remote.is_ipv4() {
+            return Err(bad(p("remote"), "local and remote must be of one address family"));
+        }
+        if remote.is_unspecified() || remote.is_multicast() || remote.is_loopback() {
+            return Err(bad(p("remote"), format!("{remote} cannot be a tunnel endpoint")));
+        }
+        if t.ttl == 0 {
+            return Err(bad(p("ttl"), "TTL 0 would never leave the router"));
+        }
+        if config.tunnels[..i].iter().any(|o| {
+            o.local.parse::<IpAddr>().ok() == Some(local)
+                && o.remote.parse::<IpAddr>().ok() == Some(remote)
+                && o.key == t.key
+        }) {
+            return Err(bad(p("remote"), "two tunnels with the same local, remote and key"));
+        }
+        let mut v4 = Vec::new();
+        let mut v6 = Vec::new();
+        for (j, a) in t.addresses.iter().enumerate() {
+            let ap = vec![k("tunnel"), Seg::Index(i), k("addresses"), Seg::Index(j)];
+            let (addr, len) = if_addr(a).map_err(|m| bad(ap.clone(), m))?;
+            if !all_addrs.insert(addr) {
+                return Err(bad(ap, format!("address {addr} configured twice")));
+            }
+            match addr {
+                IpAddr::V4(a) => v4.push(tern_nodes::state::V4Net { addr: a, len }),
+                IpAddr::V6(a) => v6.push(tern_nodes::state::V6Net { addr: a, len }),
+            }
+        }
+        if let Some(mtu) = t.mtu
+            && !(68..=9000).contains(&mtu)
+        {
+            return Err(bad(p("mtu"), format!("MTU {mtu}: need 68..=9000")));
+        }
+        for (key, acl) in [("acl_in", &t.acl_in), ("acl_out", &t.acl_out)] {
+            if let Some(a) = acl
+                && !acl_names.contains(a.as_str())
+            {
+                return Err(bad(p(key), format!("no [[acl]] named {a:?}")));
+            }
+        }
+        ifaces.push(IfacePlan {
+            name: t.name.clone(),
+            kind: IfacePlanKind::Gre { local, remote, key: t.key, ttl: t.ttl },
+            v4,
+            v6,
+            mtu: t.mtu,
+            mac: None,
+            up: t.up,
+            acl_in: t.acl_in.clone(),
+            acl_out: t.acl_out.clone(),
         });
     }
     let index_of = |name: &str| ifaces.iter().position(|i| i.name == name).map(|i| i as u16);

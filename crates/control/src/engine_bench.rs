@@ -116,6 +116,8 @@ fn iface(index: u16, name: &str, mac: [u8; 6], addr: Ipv4Addr) -> Iface {
         v4: vec![V4Net { addr, len: 24 }],
         v6: vec![],
         v6_ll: link_local_from_mac(mac),
+        acl_in: None,
+        acl_out: None,
     }
 }
 

@@ -195,6 +195,8 @@ mod tests {
             v4: vec![V4Net { addr: "10.0.0.1".parse().expect("a"), len: 24 }],
             v6: vec![],
             v6_ll: link_local_from_mac(mac),
+            acl_in: None,
+            acl_out: None,
         }]);
         (w, r, ifs)
     }

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, WorkerHandle, WorkerShared};
 use tern_fib::{FibConfig, FibWriter, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
 use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
-use tern_nodes::state::{Event, IfKind, IfTable, Iface, Inject, Params, Shared, link_local_from_mac};
+use tern_nodes::state::{
+    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, Inject, NO_IF, Params, Shared, link_local_from_mac,
+};
 use tern_packet::{PacketPool, PoolConfig, Port};
 
 #[derive(Debug)]
@@ -59,7 +61,7 @@ pub struct Router {
 }
 
 /// Device facts the router needs for a port interface.
-struct DeviceInfo {
+pub(crate) struct DeviceInfo {
     mac: [u8; 6],
     mtu: u16,
 }
@@ -86,7 +88,10 @@ fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
 }
 
 /// Builds the interface table of a plan.
-fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
+pub(crate) fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
+    let acl_index = |name: &Option<String>| {
+        name.as_ref().and_then(|n| plan.acls.iter().position(|a| &a.name == n)).map(|i| i as u16)
+    };
     let mut ifs = Vec::new();
     for (i, p) in plan.ifaces.iter().enumerate() {
         let (kind, port, mac, mtu, parent_up) = match p.kind {
@@ -95,9 +100,16 @@ fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
                 IfKind::Vlan { parent: parent as u16, vid },
                 parent as u16,
                 devs[parent].mac,
-                p.mtu.unwrap_or(devs[parent].mtu),
+                devs[parent].mtu,
                 plan.ifaces[parent].up,
             ),
+            IfacePlanKind::Gre { local, remote, key, ttl } => {
+                let t = GreTunnel { local, remote, key, ttl };
+                // A locally administered MAC only to derive the tunnel's
+                // link-local address; tunnels carry no link layer.
+                let mac = [0x02, 0x67, 0x72, 0x65, (i >> 8) as u8, i as u8];
+                (IfKind::Gre(t), NO_IF, mac, (1500 - t.overhead()) as u16, true)
+            }
         };
         ifs.push(Iface {
             index: i as u16,
@@ -110,9 +122,23 @@ fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
             v4: p.v4.clone(),
             v6: p.v6.clone(),
             v6_ll: link_local_from_mac(mac),
+            acl_in: acl_index(&p.acl_in),
+            acl_out: acl_index(&p.acl_out),
         });
     }
     IfTable::new(ifs)
+}
+
+/// Compiles every rule set of a plan, with hit counters for `workers`.
+pub(crate) fn compile_acls(plan: &Plan, workers: usize) -> Result<AclTable, StartError> {
+    let mut sets = Vec::new();
+    for set in &plan.acls {
+        let classifier = tern_acl::compile(set, &|name| plan.iface_index(name))
+            .map_err(|e| err(format!("acl {}: {e}", set.name)))?;
+        let counters = (0..workers).map(|_| tern_acl::RuleCounters::for_classifier(&classifier)).collect();
+        sets.push(AclSet { name: set.name.clone(), classifier, counters });
+    }
+    Ok(AclTable { sets })
 }
 
 /// The routes an interface's addresses imply: the connected subnet, the
@@ -235,8 +261,10 @@ impl Router {
         }
 
         let iftable = build_iftable(&plan, &devs);
+        let acls = compile_acls(&plan, usize::from(plan.config.dataplane.workers))?;
         let shared = Shared::new(iftable.clone(), reader);
         shared.params.publish(params_of(&plan));
+        shared.acls.publish(acls);
 
         let mut host = HostState { quiet: Vec::new() };
         for p in &ports {

@@ -31,8 +31,17 @@ pub const UNREACH_ADMIN: u8 = 13;
 /// length, total length against the frame, checksum) and drops martian
 /// sources; trims Ethernet padding.
 ///
-/// Next nodes: `ip4-lookup`, `drop`. Counters: [`IP4_INPUT_ERRORS`].
-pub struct Ip4Input;
+/// Next nodes: `ip4-lookup`, `ip4-acl-in` (when the receiving interface has
+/// an input rule set), `drop`. Counters: [`IP4_INPUT_ERRORS`].
+pub struct Ip4Input {
+    ifs: Snapshot<IfTable>,
+}
+
+impl Ip4Input {
+    pub fn new(ifs: Snapshot<IfTable>) -> Self {
+        Ip4Input { ifs }
+    }
+}
 
 const I_TOO_SHORT: u16 = 0;
 const I_BAD_VERSION: u16 = 1;
@@ -61,14 +70,17 @@ impl Node for Ip4Input {
         "ip4-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup"]
+        &["drop", "ip4-lookup", "ip4-acl-in"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP4_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        let ifs = self.ifs.current();
         for (i, &p) in pkts.iter().enumerate() {
-            next[i] = ip4_validate(cx, p);
+            let n = ip4_validate(cx, p);
+            next[i] = if n == 1 && ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some()) { 2 } else { n };
         }
     }
 }
@@ -227,8 +239,13 @@ impl Node for Ip4Lookup {
 /// (ICMP "fragmentation needed" when DF is set), and the new Ethernet
 /// header from the next hop's MAC and the egress interface.
 ///
+/// A packet whose egress interface is a GRE tunnel gets the same TTL and
+/// MTU treatment (against the tunnel's MTU) and goes to `gre-encap` with
+/// no link-layer header.
+///
 /// Next nodes: `interface-output`, `ip4-glean` (MAC not resolved yet),
-/// `ip4-icmp-error` (TTL expired, too big), `drop`.
+/// `ip4-icmp-error` (TTL expired, too big), `gre-encap`, `ip4-acl-out`
+/// (egress interface with an output rule set), `drop`.
 /// Counters: [`IP4_REWRITE_ERRORS`].
 pub struct Ip4Rewrite {
     fib: FibReader,
@@ -265,13 +282,15 @@ pub const IP4_REWRITE_ERRORS: &[ErrorDesc] = &[
 const RW_OUTPUT: u16 = 1;
 const RW_GLEAN: u16 = 2;
 const RW_ICMP: u16 = 3;
+const RW_GRE: u16 = 4;
+const RW_ACL_OUT: u16 = 5;
 
 impl Node for Ip4Rewrite {
     fn name(&self) -> &'static str {
         "ip4-rewrite"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output", "ip4-glean", "ip4-icmp-error"]
+        &["drop", "interface-output", "ip4-glean", "ip4-icmp-error", "gre-encap", "ip4-acl-out"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP4_REWRITE_ERRORS
@@ -300,6 +319,7 @@ fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
     if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
         return cx.drop(p, R_BAD_NH);
     }
+    let tunnel = out.gre().is_some();
     let (m, d) = cx.pool.pkt_mut(p);
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
@@ -319,7 +339,10 @@ fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
         return cx.drop(p, R_FRAG);
     }
     // Errors above need no link-layer address; only now resolve it.
-    let Some(mac) = nh.mac.filter(|_| nh.kind == NhKind::Unicast) else { return RW_GLEAN };
+    let mac = nh.mac.filter(|_| nh.kind == NhKind::Unicast);
+    if mac.is_none() && !tunnel {
+        return RW_GLEAN;
+    }
     if !local {
         let proto = d[l3 + 9];
         let old = u16::from_be_bytes([ttl, proto]);
@@ -333,9 +356,12 @@ fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
         return cx.drop(p, R_HEADROOM);
     }
     let (m, d) = cx.pool.pkt_mut(p);
-    write_l2(d, mac, out, ETH_P_IPV4);
     m.tx_if = nh.ifindex;
-    RW_OUTPUT
+    if tunnel {
+        return RW_GRE;
+    }
+    write_l2(d, mac.unwrap_or(BROADCAST_MAC), out, ETH_P_IPV4);
+    if out.acl_out.is_some() { RW_ACL_OUT } else { RW_OUTPUT }
 }
 
 // ---------------------------------------------------------------- ip4-local
@@ -345,8 +371,11 @@ fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
 /// protocols it does not serve with ICMP unreachable (port, protocol), as a
 /// host would (RFC 1122 3.2.2.1).
 ///
-/// Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`, `drop`.
-/// Counters: [`IP4_LOCAL_ERRORS`].
+/// GRE packets go to `gre-input`, which decapsulates those of configured
+/// tunnels.
+///
+/// Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
+/// `gre-input`, `drop`. Counters: [`IP4_LOCAL_ERRORS`].
 pub struct Ip4Local;
 
 const LO_FRAGMENT: u16 = 0;
@@ -369,13 +398,14 @@ pub const IP4_LOCAL_ERRORS: &[ErrorDesc] = &[
 
 const LOC_LOOKUP: u16 = 1;
 const LOC_ICMP: u16 = 2;
+const LOC_GRE: u16 = 3;
 
 impl Node for Ip4Local {
     fn name(&self) -> &'static str {
         "ip4-local"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip4-icmp-error"]
+        &["drop", "ip4-lookup", "ip4-icmp-error", "gre-input"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP4_LOCAL_ERRORS
@@ -422,6 +452,7 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
             LOC_LOOKUP
         }
         6 => cx.drop(p, LO_TCP),
+        47 => LOC_GRE,
         17 => {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
             cx.count(LO_UDP, 1);

@@ -34,7 +34,8 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 /// to `ip6-local`: link-local destinations are never forwarded (RFC 4291
 /// section 2.5.6).
 ///
-/// Next nodes: `ip6-lookup`, `ip6-local`, `drop`. Counters: [`IP6_INPUT_ERRORS`].
+/// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in`, `drop`.
+/// Counters: [`IP6_INPUT_ERRORS`].
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
 }
@@ -71,7 +72,7 @@ impl Node for Ip6Input {
         "ip6-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "ip6-local"]
+        &["drop", "ip6-lookup", "ip6-local", "ip6-acl-in"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP6_INPUT_ERRORS
@@ -80,7 +81,12 @@ impl Node for Ip6Input {
         self.ifs.refresh();
         let ifs = self.ifs.current();
         for (i, &p) in pkts.iter().enumerate() {
-            next[i] = validate6(cx, ifs, p);
+            let n = validate6(cx, ifs, p);
+            next[i] = if n == I6_LOOKUP && ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some()) {
+                3
+            } else {
+                n
+            };
         }
     }
 }
@@ -230,8 +236,10 @@ impl Node for Ip6Lookup {
 /// header. Packets with a link-local source are not forwarded off their
 /// link (RFC 4291 2.5.6; ICMPv6 "beyond scope of source address").
 ///
-/// Next nodes: `interface-output`, `ip6-glean`, `ip6-icmp-error`, `drop`.
-/// Counters: [`IP6_REWRITE_ERRORS`].
+/// Tunnel egress interfaces go to `gre-encap` (see `ip4-rewrite`).
+///
+/// Next nodes: `interface-output`, `ip6-glean`, `ip6-icmp-error`,
+/// `gre-encap`, `ip6-acl-out`, `drop`. Counters: [`IP6_REWRITE_ERRORS`].
 pub struct Ip6Rewrite {
     fib: FibReader,
     ifs: Snapshot<IfTable>,
@@ -258,7 +266,7 @@ impl Node for Ip6Rewrite {
         "ip6-rewrite"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output", "ip6-glean", "ip6-icmp-error"]
+        &["drop", "interface-output", "ip6-glean", "ip6-icmp-error", "gre-encap", "ip6-acl-out"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP6_REWRITE_ERRORS
@@ -287,6 +295,7 @@ fn rewrite6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
     if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
         return cx.drop(p, 6);
     }
+    let tunnel = out.gre().is_some();
     let (m, d) = cx.pool.pkt_mut(p);
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
@@ -308,7 +317,10 @@ fn rewrite6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
         return 3;
     }
     // Errors above need no link-layer address; only now resolve it.
-    let Some(mac) = nh.mac.filter(|_| nh.kind == NhKind::Unicast) else { return 2 };
+    let mac = nh.mac.filter(|_| nh.kind == NhKind::Unicast);
+    if mac.is_none() && !tunnel {
+        return 2;
+    }
     if !local {
         d[l3 + 7] = hop - 1;
     }
@@ -317,9 +329,12 @@ fn rewrite6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
         return cx.drop(p, 5);
     }
     let (m, d) = cx.pool.pkt_mut(p);
-    write_l2(d, mac, out, ETH_P_IPV6);
     m.tx_if = nh.ifindex;
-    1
+    if tunnel {
+        return 4;
+    }
+    write_l2(d, mac.unwrap_or(BROADCAST_MAC), out, ETH_P_IPV6);
+    if out.acl_out.is_some() { 5 } else { 1 }
 }
 
 // ---------------------------------------------------------------- ip6-local
@@ -390,7 +405,7 @@ impl Node for Ip6Local {
         "ip6-local"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "interface-output", "ip6-icmp-error"]
+        &["drop", "ip6-lookup", "interface-output", "ip6-icmp-error", "gre-input"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP6_LOCAL_ERRORS
@@ -429,6 +444,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
             return LO6_NEXT_ICMP;
         }
         IpProtocol::TCP => return cx.drop(p, LO6_TCP),
+        IpProtocol::GRE => return 4,
         _ => return cx.drop(p, LO6_PROTO),
     }
     let icmp = &l3[up..];

@@ -16,8 +16,10 @@
 //! (lock-free reader); they report learned neighbours through a queue.
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod arp;
 pub mod eth;
+pub mod gre;
 pub mod icmp;
 pub mod ip4;
 pub mod ip6;
@@ -44,14 +46,20 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(output::ControlInject::new(inject));
     b.add(eth::EthernetInput::new(ifs()));
     b.add(arp::ArpInput::new(shared));
-    b.add(ip4::Ip4Input);
+    b.add(ip4::Ip4Input::new(ifs()));
     b.add(ip6::Ip6Input::new(ifs()));
+    b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, false));
+    b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, false));
     b.add(ip4::Ip4Local);
     b.add(ip6::Ip6Local::new(shared));
+    b.add(gre::GreInput::new(ifs()));
     b.add(ip4::Ip4Lookup::new(shared.fib.clone()));
     b.add(ip6::Ip6Lookup::new(shared.fib.clone()));
     b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs()));
     b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs()));
+    b.add(gre::GreEncap::new(ifs()));
+    b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
+    b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));
     b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));
     b.add(icmp::Ip6IcmpError::new(ifs(), shared.params.snapshot()));
     b.add(neighbor::Glean::new(shared, false));

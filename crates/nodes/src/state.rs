@@ -56,6 +56,27 @@ pub enum IfKind {
     Port,
     /// An 802.1Q sub-interface of `parent`.
     Vlan { parent: u16, vid: u16 },
+    /// A GRE tunnel (RFC 2784, key per RFC 2890): packets routed to it are
+    /// encapsulated and routed again towards `remote`.
+    Gre(GreTunnel),
+}
+
+/// The endpoints and options of a GRE tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GreTunnel {
+    pub local: IpAddr,
+    pub remote: IpAddr,
+    pub key: Option<u32>,
+    /// TTL / hop limit of the outer header.
+    pub ttl: u8,
+}
+
+impl GreTunnel {
+    /// Bytes the encapsulation adds (outer IP header + GRE header).
+    pub fn overhead(&self) -> usize {
+        let outer = if self.remote.is_ipv4() { 20 } else { 40 };
+        outer + 4 + if self.key.is_some() { 4 } else { 0 }
+    }
 }
 
 /// One interface as the nodes see it.
@@ -75,6 +96,10 @@ pub struct Iface {
     pub v6: Vec<V6Net>,
     /// The link-local address (fe80::/64 + EUI-64 of the MAC).
     pub v6_ll: Ipv6Addr,
+    /// Rule sets applied to packets received here / sent here (indexes
+    /// into [`AclTable::sets`]).
+    pub acl_in: Option<u16>,
+    pub acl_out: Option<u16>,
 }
 
 impl Iface {
@@ -107,12 +132,19 @@ impl Iface {
         match self.kind {
             IfKind::Port => 14,
             IfKind::Vlan { .. } => 18,
+            IfKind::Gre(_) => 0,
         }
     }
     pub fn vlan(&self) -> Option<u16> {
         match self.kind {
             IfKind::Vlan { vid, .. } => Some(vid),
-            IfKind::Port => None,
+            _ => None,
+        }
+    }
+    pub fn gre(&self) -> Option<&GreTunnel> {
+        match &self.kind {
+            IfKind::Gre(t) => Some(t),
+            _ => None,
         }
     }
 }
@@ -144,13 +176,17 @@ pub struct IfTable {
     /// `vlans[port]` maps a VLAN id to the sub-interface index (NO_IF: none).
     #[serde(skip)]
     pub vlans: Vec<Vec<u16>>,
+    /// Indexes of GRE tunnel interfaces.
+    #[serde(skip)]
+    pub tunnels: Vec<u16>,
 }
 
 impl IfTable {
     /// Builds the table and its VLAN index from a list of interfaces whose
     /// `index` equals their position.
     pub fn new(ifs: Vec<Iface>) -> IfTable {
-        let ports = ifs.iter().map(|i| i.port as usize + 1).max().unwrap_or(0);
+        let ports = ifs.iter().filter(|i| i.port != NO_IF).map(|i| i.port as usize + 1).max().unwrap_or(0);
+        let tunnels = ifs.iter().filter(|i| i.gre().is_some()).map(|i| i.index).collect();
         let mut vlans: Vec<Vec<u16>> = vec![Vec::new(); ports];
         for i in &ifs {
             if let IfKind::Vlan { vid, .. } = i.kind
@@ -164,7 +200,16 @@ impl IfTable {
                 }
             }
         }
-        IfTable { ifs, vlans }
+        IfTable { ifs, vlans, tunnels }
+    }
+
+    /// The GRE tunnel a packet from `remote` to `local` with `key` belongs
+    /// to (RFC 2890: the key must match, absent on both sides or equal).
+    pub fn gre_tunnel(&self, local: IpAddr, remote: IpAddr, key: Option<u32>) -> Option<&Iface> {
+        self.tunnels
+            .iter()
+            .filter_map(|&i| self.get(i))
+            .find(|i| i.gre().is_some_and(|t| t.local == local && t.remote == remote && t.key == key))
     }
 
     #[inline]
@@ -181,6 +226,27 @@ impl IfTable {
 
     pub fn by_name(&self, name: &str) -> Option<&Iface> {
         self.ifs.iter().find(|i| i.name == name)
+    }
+}
+
+/// One compiled firewall rule set with its per-worker hit counters.
+pub struct AclSet {
+    pub name: String,
+    pub classifier: tern_acl::Classifier,
+    /// One per worker; worker w is the only writer of `counters[w]`.
+    pub counters: Vec<tern_acl::RuleCounters>,
+}
+
+/// Every compiled rule set, published as a whole (a change recompiles and
+/// swaps atomically; counters restart with the new table).
+#[derive(Default)]
+pub struct AclTable {
+    pub sets: Vec<AclSet>,
+}
+
+impl AclTable {
+    pub fn get(&self, i: u16) -> Option<&AclSet> {
+        self.sets.get(usize::from(i))
     }
 }
 
@@ -235,6 +301,7 @@ pub struct Inject {
 #[derive(Clone)]
 pub struct Shared {
     pub ifaces: Published<IfTable>,
+    pub acls: Published<AclTable>,
     pub params: Published<Params>,
     pub fib: FibReader,
     pub events: Arc<ArrayQueue<Event>>,
@@ -247,6 +314,7 @@ impl Shared {
     pub fn new(ifaces: IfTable, fib: FibReader) -> Shared {
         Shared {
             ifaces: Published::new(ifaces),
+            acls: Published::new(AclTable::default()),
             params: Published::new(Params::default()),
             fib,
             events: Arc::new(ArrayQueue::new(4096)),
@@ -295,6 +363,8 @@ mod tests {
             v4: vec![],
             v6: vec![],
             v6_ll: link_local_from_mac([2, 0, 0, 0, 0, 1]),
+            acl_in: None,
+            acl_out: None,
         };
         let sub = Iface { index: 1, name: "p0.100".into(), kind: IfKind::Vlan { parent: 0, vid: 100 }, ..base.clone() };
         let t = IfTable::new(vec![base, sub]);

@@ -49,6 +49,9 @@ pub mod flags {
     pub const L2_MULTI: u16 = 1 << 4;
     /// The packet was decapsulated from a tunnel.
     pub const DECAP: u16 = 1 << 5;
+    /// The packet was encapsulated into a tunnel (guards against a tunnel
+    /// whose outer packet routes into a tunnel again).
+    pub const ENCAP: u16 = 1 << 6;
 }
 
 const _: () = assert!(std::mem::size_of::<Meta>() == 32);
