@@ -45,6 +45,10 @@ pub struct CompileOptions {
     /// Largest cross-product table (entries) the compiler may build; beyond
     /// it the last stage checks a short candidate list instead.
     pub table_budget: usize,
+    /// Rule sets (per address family) of at most this many rules (and at
+    /// most 256) use bitmap mode: per-field rule bitmaps ANDed, no
+    /// cross-product tables.
+    pub bitmap_rules: usize,
     /// Build the reference linear scan instead of the decomposition
     /// classifier (for benchmarks and tests).
     pub linear: bool,
@@ -52,7 +56,7 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { table_budget: 1 << 20, linear: false }
+        CompileOptions { table_budget: 1 << 20, bitmap_rules: 256, linear: false }
     }
 }
 

@@ -153,7 +153,46 @@ pub(crate) struct Engine {
     tail: Tail,
     /// Length - 1 of the verdict table (a power of two) in table mode.
     vmask: usize,
+    /// Small rule sets: per-field rule bitmaps ANDed instead of tables.
+    bitmap: Option<BitTail>,
     stats: EngineStats,
+}
+
+/// Bitmap mode (at most [`BITMAP_WORDS`] x 64 rules): each field's class
+/// has the bitmap of rules it allows; the packet's rules are the AND over
+/// its fields, the decision is the lowest terminal bit. No cross-product
+/// chain: the field lookups are independent and run in parallel.
+struct BitTail {
+    /// Per lookup: class -> rule bitmap.
+    masks: Vec<Box<[[u64; BITMAP_WORDS]]>>,
+    terminal: [u64; BITMAP_WORDS],
+    count: [u64; BITMAP_WORDS],
+    /// Per rule position: its verdict (terminal rules) and global index.
+    verdicts: Box<[Verdict]>,
+    idx: Box<[u32]>,
+    words: usize,
+}
+
+const BITMAP_WORDS: usize = 4;
+
+impl BitTail {
+    #[inline(always)]
+    fn decide<const W: usize>(&self, acc: &[u64; W], default: Action) -> Verdict {
+        let mut below_counts = false;
+        for w in 0..W {
+            let t = acc[w] & self.terminal[w];
+            let c = acc[w] & self.count[w];
+            if t != 0 {
+                let bit = t.trailing_zeros();
+                let i = w * 64 + bit as usize;
+                below_counts |= c & ((1u64 << bit) - 1) != 0;
+                let v = self.verdicts.get(i).copied().unwrap_or(Verdict::new(default, None, 0));
+                return Verdict::new(v.action, v.rule, if below_counts { COUNTS_DYNAMIC } else { 0 });
+            }
+            below_counts |= c != 0;
+        }
+        Verdict::new(default, None, if below_counts { COUNTS_DYNAMIC } else { 0 })
+    }
 }
 
 /// How a chunk's classes are computed at run time.
@@ -228,6 +267,10 @@ impl Engine {
             };
             let b = Bits::from_words(all).cut(&ctx.stop_set(0), words);
             chunks.push(Chunk { mask: 0, classes: vec![b], recipe: Recipe::Field(usize::MAX) });
+        }
+
+        if m <= opts.bitmap_rules.min(BITMAP_WORDS * 64) && !fields.is_empty() {
+            return Self::build_bitmap(&ctx, v6, default, fields, chunks, stats);
         }
 
         // Phase 1..: combine the cheapest pair while it fits the budget.
@@ -335,7 +378,94 @@ impl Engine {
             Tail::Table { verdicts, .. } => verdicts.len().saturating_sub(1),
             Tail::Candidates { .. } => 0,
         };
-        Engine { default, lookups, steps, tail, vmask, stats }
+        Engine { default, lookups, steps, tail, vmask, bitmap: None, stats }
+    }
+
+    fn build_bitmap(
+        ctx: &Ctx,
+        v6: bool,
+        default: Action,
+        fields: Vec<(Field, Vec<u128>, Vec<u32>)>,
+        chunks: Vec<Chunk>,
+        mut stats: EngineStats,
+    ) -> Self {
+        let bit = |i: usize, w: &mut [u64; BITMAP_WORDS]| {
+            if let Some(x) = w.get_mut(i / 64) {
+                *x |= 1 << (i % 64);
+            }
+        };
+        let mut lookups = Vec::new();
+        let mut masks = Vec::new();
+        for ((f, starts, cls), chunk) in fields.iter().zip(&chunks) {
+            let map = if v6 && matches!(f, Field::Src | Field::Dst) {
+                FieldMap::Wide(IntervalMap::build(f.bits(v6), starts, cls))
+            } else {
+                FieldMap::Narrow(IntervalMap::build(f.bits(v6), starts, cls))
+            };
+            lookups.push(Lookup { field: *f, map });
+            let m: Box<[[u64; BITMAP_WORDS]]> = chunk
+                .classes
+                .iter()
+                .map(|b| {
+                    let mut w = [0u64; BITMAP_WORDS];
+                    b.for_each(|i| bit(i as usize, &mut w));
+                    w
+                })
+                .collect();
+            masks.push(m);
+        }
+        let (mut terminal, mut count) = ([0u64; BITMAP_WORDS], [0u64; BITMAP_WORDS]);
+        for (i, r) in ctx.rules.iter().enumerate() {
+            bit(i, if r.action == RuleAction::Count { &mut count } else { &mut terminal });
+        }
+        let verdicts =
+            ctx.rules.iter().map(|r| Verdict::new(r.action.terminal().unwrap_or(default), Some(r.idx), 0)).collect();
+        let idx = ctx.rules.iter().map(|r| r.idx).collect();
+        stats.mode = "bitmap";
+        let mut mem = masks.iter().map(|m| m.len() * 32).sum::<usize>();
+        for l in &lookups {
+            mem += match &l.map {
+                FieldMap::Narrow(m) => m.memory_bytes(),
+                FieldMap::Wide(m) => m.memory_bytes(),
+            };
+        }
+        stats.memory_bytes = mem;
+        let words = ctx.rules.len().div_ceil(64).max(1);
+        let bitmap = Some(BitTail { masks, terminal, count, verdicts, idx, words });
+        let tail = Tail::Table { verdicts: Box::new([]), count_lists: vec![Box::new([])] };
+        Engine { default, lookups, steps: Vec::new(), tail, vmask: 0, bitmap, stats }
+    }
+
+    #[inline(always)]
+    fn bitmap_acc<const W: usize>(&self, b: &BitTail, key: &PacketKey) -> [u64; W] {
+        let mut acc = [!0u64; W];
+        for (l, m) in self.lookups.iter().zip(&b.masks) {
+            let row = m.get(l.class(key) as usize).copied().unwrap_or([0; BITMAP_WORDS]);
+            for w in 0..W {
+                acc[w] &= row[w];
+            }
+        }
+        acc
+    }
+
+    fn bitmap_batch<const W: usize>(&self, b: &BitTail, keys: &[PacketKey], out: &mut [Verdict]) {
+        for (kc, oc) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            let n = kc.len().min(oc.len()).min(GROUP);
+            let mut acc = [[!0u64; W]; GROUP];
+            let mut cls = [0u32; GROUP];
+            for (l, m) in self.lookups.iter().zip(&b.masks) {
+                l.batch(kc, &mut cls);
+                for i in 0..n {
+                    let row = m.get(cls[i] as usize).copied().unwrap_or([0; BITMAP_WORDS]);
+                    for w in 0..W {
+                        acc[i][w] &= row[w];
+                    }
+                }
+            }
+            for i in 0..n {
+                oc[i] = b.decide::<W>(&acc[i], self.default);
+            }
+        }
     }
 
     /// Runs the lookups and steps; returns the tail class.
@@ -360,6 +490,13 @@ impl Engine {
 
     #[inline]
     pub(crate) fn classify(&self, key: &PacketKey) -> Verdict {
+        if let Some(b) = &self.bitmap {
+            return match b.words {
+                1 => b.decide::<1>(&self.bitmap_acc::<1>(b, key), self.default),
+                2 => b.decide::<2>(&self.bitmap_acc::<2>(b, key), self.default),
+                _ => b.decide::<4>(&self.bitmap_acc::<4>(b, key), self.default),
+            };
+        }
         let c = self.final_class(key);
         self.tail_verdict(c, key)
     }
@@ -397,6 +534,13 @@ impl Engine {
     /// array is sized for the program (const generic) so no time goes to
     /// zeroing unused slots.
     pub(crate) fn classify_batch(&self, keys: &[PacketKey], out: &mut [Verdict]) {
+        if let Some(b) = &self.bitmap {
+            return match b.words {
+                1 => self.bitmap_batch::<1>(b, keys, out),
+                2 => self.bitmap_batch::<2>(b, keys, out),
+                _ => self.bitmap_batch::<4>(b, keys, out),
+            };
+        }
         match self.lookups.len() + self.steps.len() {
             0 | 1 => self.batch_n::<1>(keys, out),
             2 => self.batch_n::<2>(keys, out),
@@ -445,6 +589,23 @@ impl Engine {
     }
 
     pub(crate) fn count_hits(&self, key: &PacketKey, v: &Verdict, f: &mut dyn FnMut(u32)) {
+        if let Some(b) = &self.bitmap {
+            let acc = self.bitmap_acc::<BITMAP_WORDS>(b, key);
+            for (w, &a) in acc.iter().enumerate() {
+                let mut x = a & (b.count[w] | b.terminal[w]);
+                while x != 0 {
+                    let i = w * 64 + x.trailing_zeros() as usize;
+                    x &= x - 1;
+                    if b.terminal[w] >> (i % 64) & 1 == 1 {
+                        return;
+                    }
+                    if let Some(&g) = b.idx.get(i) {
+                        f(g);
+                    }
+                }
+            }
+            return;
+        }
         match &self.tail {
             Tail::Table { count_lists, .. } => {
                 if let Some(l) = count_lists.get(v.counts as usize) {

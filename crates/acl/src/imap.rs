@@ -26,7 +26,8 @@ const TAG_LEAF: u32 = 2;
 pub(crate) trait Key: Copy + Ord + std::hash::Hash + std::fmt::Debug + Default {
     const MAX: Self;
     fn from_u128(v: u128) -> Self;
-    /// `(self >> shift) & mask` as an index.
+    /// `(self >> shift) & mask` as an index (`shift` is always below the
+    /// width: the trie never descends past the last byte).
     fn chunk(self, shift: u32, mask: u32) -> usize;
 }
 
@@ -38,7 +39,7 @@ impl Key for u32 {
     }
     #[inline(always)]
     fn chunk(self, shift: u32, mask: u32) -> usize {
-        (self.checked_shr(shift).unwrap_or(0) & mask) as usize
+        (self.wrapping_shr(shift) & mask) as usize
     }
 }
 
@@ -50,7 +51,7 @@ impl Key for u128 {
     }
     #[inline(always)]
     fn chunk(self, shift: u32, mask: u32) -> usize {
-        (self.checked_shr(shift).unwrap_or(0) as u32 & mask) as usize
+        (self.wrapping_shr(shift) as u32 & mask) as usize
     }
 }
 
@@ -125,10 +126,11 @@ impl<T: Key> IntervalMap<T> {
                 }
                 _ => {
                     let Some(b) = self.buckets.get(payload as usize) else { return 0 };
-                    let mut c = 0usize;
-                    for &x in &b.bounds {
-                        c += (v >= x) as usize;
-                    }
+                    // Branchless binary search: number of bounds <= v.
+                    let bd = &b.bounds;
+                    let mut c = ((v >= bd[3]) as usize) << 2;
+                    c += ((v >= bd[c + 1]) as usize) << 1;
+                    c += (v >= bd[c]) as usize;
                     return b.classes[c & BUCKET];
                 }
             }

@@ -3,8 +3,6 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::rule::PORT_PROTOCOLS;
-
 /// The fields of one packet the classifier looks at.
 ///
 /// Addresses: an IPv6 address is its 128-bit big-endian value; an IPv4
@@ -86,10 +84,10 @@ impl PacketKey {
     pub fn dst_bits(&self) -> u128 {
         if self.is_v6 { self.dst } else { self.dst as u32 as u128 }
     }
-    /// Whether `sport`/`dport` are meaningful.
+    /// Whether `sport`/`dport` are meaningful ([`crate::PORT_PROTOCOLS`]).
     #[inline(always)]
     pub fn has_ports(&self) -> bool {
-        self.l4_valid && PORT_PROTOCOLS.contains(&self.proto)
+        self.l4_valid && matches!(self.proto, 6 | 17 | 33 | 132 | 136)
     }
     /// Whether `icmp_type`/`icmp_code` are meaningful.
     #[inline(always)]

@@ -2,8 +2,8 @@
 //! evaluator, on random rule sets (overlapping ranges, IPv4/IPv6 mixes,
 //! count-only rules, wildcard-heavy and specific-heavy sets, up to thousands
 //! of rules) and random packets biased to rule boundaries. Both compiler
-//! modes are covered: the full cross-product ("table") and, with a tiny
-//! table budget, the candidate-list tail.
+//! modes are covered: bitmap (small sets), the full cross-product
+//! ("table") and, with a tiny table budget, the candidate-list tail.
 
 use proptest::prelude::*;
 use tern_acl::synth::{self, Profile};
@@ -28,7 +28,8 @@ fn check(set: &RuleSet, keys: &[PacketKey], opts: &CompileOptions) -> Result<(),
 
 fn both_modes(set: &RuleSet, keys: &[PacketKey]) -> Result<(), TestCaseError> {
     check(set, keys, &CompileOptions::default())?;
-    check(set, keys, &CompileOptions { table_budget: 64, ..Default::default() })?;
+    check(set, keys, &CompileOptions { bitmap_rules: 0, ..Default::default() })?;
+    check(set, keys, &CompileOptions { bitmap_rules: 0, table_budget: 64, ..Default::default() })?;
     check(set, keys, &CompileOptions { linear: true, ..Default::default() })
 }
 
@@ -72,6 +73,8 @@ proptest! {
         let keys = synth::packets(&set, 600, seed ^ 2);
         check(&set, &keys, &CompileOptions::default())?;
         check(&set, &keys, &CompileOptions { table_budget: 4096, ..Default::default() })?;
+        let small = tern_acl::RuleSet { rules: set.rules[..200].to_vec(), ..set.clone() };
+        check(&small, &keys, &CompileOptions::default())?;
     }
 }
 
