@@ -179,9 +179,9 @@ impl BitTail {
     #[inline(always)]
     fn decide<const W: usize>(&self, acc: &[u64; W], default: Action) -> Verdict {
         let mut below_counts = false;
-        for w in 0..W {
-            let t = acc[w] & self.terminal[w];
-            let c = acc[w] & self.count[w];
+        for (w, (&a, (&term, &cnt))) in acc.iter().zip(self.terminal.iter().zip(&self.count)).enumerate() {
+            let t = a & term;
+            let c = a & cnt;
             if t != 0 {
                 let bit = t.trailing_zeros();
                 let i = w * 64 + bit as usize;
