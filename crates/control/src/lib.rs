@@ -2,9 +2,14 @@
 //! workers, ports, the FIB and the nodes, and the neighbour table.
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod commands;
 pub mod config;
 pub mod engine_bench;
 pub mod linux;
+pub mod live;
+pub mod metrics;
 pub mod neighbor;
+pub mod reload;
 pub mod router;
 pub mod source;

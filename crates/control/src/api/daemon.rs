@@ -1,0 +1,118 @@
+//! The daemon's control loop: each round it polls the router (neighbours,
+//! sources), runs the API requests that arrived, moves captured frames,
+//! publishes the facts the metrics endpoint shows, and applies a reload
+//! when SIGHUP asked for one.
+
+use super::server::ApiServer;
+use crate::commands::{self, OpsState};
+use crate::metrics::{ControlFacts, MetricsServer, MetricsSource};
+use crate::router::Router;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tern_rcu::Published;
+
+/// How the daemon runs beside the router.
+#[derive(Clone, Debug, Default)]
+pub struct DaemonOptions {
+    /// The configuration file `config reload` and SIGHUP read.
+    pub config_path: Option<PathBuf>,
+    /// Override the configuration's `[api] socket` (tests).
+    pub socket: Option<PathBuf>,
+    /// Override the configuration's `[metrics] listen` ("" disables).
+    pub metrics: Option<String>,
+}
+
+pub struct Daemon {
+    api: ApiServer,
+    metrics: Option<MetricsServer>,
+    facts: Published<ControlFacts>,
+    last_facts_ns: u64,
+    pub state: OpsState,
+}
+
+impl Daemon {
+    /// Opens the API socket and the metrics endpoint of a started router.
+    pub fn start(router: &Router, opts: DaemonOptions) -> Result<Daemon, String> {
+        let cfg = &router.plan().config;
+        let socket = opts.socket.unwrap_or_else(|| PathBuf::from(&cfg.api.socket));
+        let api = ApiServer::bind(&socket, cfg.api.group.as_deref()).map_err(|e| format!("API socket: {e}"))?;
+        let facts = Published::new(ControlFacts::default());
+        let listen = opts.metrics.unwrap_or_else(|| cfg.metrics.listen.clone());
+        let metrics = if listen.is_empty() {
+            None
+        } else {
+            let src = MetricsSource {
+                workers: router.workers(),
+                ifaces: router.shared().ifaces.clone(),
+                facts: facts.clone(),
+            };
+            Some(MetricsServer::start(&listen, src).map_err(|e| e.to_string())?)
+        };
+        let mut d = Daemon { api, metrics, facts, last_facts_ns: 0, state: OpsState::new(opts.config_path) };
+        d.publish_facts(router);
+        Ok(d)
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        self.api.path()
+    }
+
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
+    }
+
+    fn publish_facts(&mut self, router: &Router) {
+        let st = &self.state;
+        let acl_hits =
+            router.plan().acls.iter().filter_map(|s| Some((s.name.clone(), router.acl_hits(&s.name)?))).collect();
+        self.facts.publish(ControlFacts {
+            fib: commands::route_summary(router),
+            neighbors: router.neighbors().len(),
+            api_requests: st.requests,
+            api_errors: st.request_errors,
+            reloads_ok: st.reloads_ok,
+            reloads_failed: st.reloads_failed,
+            uptime_ns: router.uptime_ns(),
+            trace_remaining: router.trace().remaining(),
+            acl_hits,
+        });
+        self.last_facts_ns = tern_engine::clock::now_ns();
+    }
+
+    /// One round of the daemon's own work. Returns true if it did some.
+    pub fn poll(&mut self, router: &mut Router) -> bool {
+        let mut did = self.api.poll(router, &mut self.state);
+        did |= self.state.poll(router);
+        let now = tern_engine::clock::now_ns();
+        // Facts at most every 200 ms, and at once after a request changed
+        // something.
+        if did || now.saturating_sub(self.last_facts_ns) >= 200_000_000 {
+            self.publish_facts(router);
+        }
+        did
+    }
+
+    /// SIGHUP: reload the configuration file, logging the outcome.
+    pub fn reload(&mut self, router: &mut Router) {
+        match commands::config_reload(router, &mut self.state) {
+            Ok(r) if r.changes.is_empty() => log::info!("SIGHUP: configuration unchanged"),
+            Ok(r) => log::info!("SIGHUP: {} change(s) applied", r.changes.len()),
+            Err(_) => {} // config_reload logged why
+        }
+        self.publish_facts(router);
+    }
+
+    /// Runs the control loop until `stop`; `hup` asks for a reload.
+    pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, hup: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            if hup.swap(false, Ordering::Relaxed) {
+                self.reload(router);
+            }
+            let busy = router.poll() | self.poll(router);
+            if !busy {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! The control API's wire protocol, version 1.
+//!
+//! One JSON object per line in each direction over a unix stream socket.
+//! A request names its protocol version, an optional id the answer
+//! repeats, an operation and its arguments:
+//!
+//! ```text
+//! {"version":1,"id":7,"op":"route_add","args":{"prefix":"10.9.0.0/16","via":"10.0.2.2"}}
+//! {"version":1,"id":7,"ok":true,"result":{"kind":"done","data":{"message":"added 10.9.0.0/16"}}}
+//! {"version":1,"id":8,"ok":false,"error":{"code":"not_found","message":"no interface named \"lan9\""}}
+//! ```
+//!
+//! Decoding never trusts the peer: a line longer than [`MAX_REQUEST_BYTES`],
+//! malformed JSON, a missing or unknown version, an unknown operation,
+//! unknown or mistyped arguments each get an error answer naming the
+//! problem; nothing a peer sends can panic the daemon (fuzzed by
+//! `crates/control/fuzz`, target `api_decode`).
+
+use super::types::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The protocol version this build speaks.
+pub const VERSION: u32 = 1;
+
+/// Longest request line accepted (the largest real request, a rule set
+/// or a long batch of routes, is far smaller).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// What went wrong, for programs; the message is for people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request could not be decoded (JSON, envelope, operation, arguments).
+    BadRequest,
+    /// The request names a protocol version this daemon does not speak.
+    UnsupportedVersion,
+    /// The arguments decode but do not make sense (a bad address, a route
+    /// of the wrong family...). Nothing was changed.
+    Invalid,
+    /// A named thing (interface, route, capture...) does not exist.
+    NotFound,
+    /// The change is valid but cannot be applied to a running router
+    /// (e.g. a new worker count); nothing was changed.
+    Refused,
+    /// The daemon is overloaded (too many connections or queued requests).
+    Busy,
+    /// Something failed inside tern (a bug, or a resource exhausted).
+    Internal,
+}
+
+/// An error answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { code, message: message.into() }
+    }
+    pub fn bad_request(m: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::BadRequest, m)
+    }
+    pub fn invalid(m: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::Invalid, m)
+    }
+    pub fn not_found(m: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::NotFound, m)
+    }
+    pub fn refused(m: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::Refused, m)
+    }
+    pub fn internal(m: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::Internal, m)
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// Every operation, with its arguments. On the wire: `"op"` is the
+/// variant name in snake_case and `"args"` the fields (may be omitted when
+/// every field is optional).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "args", rename_all = "snake_case")]
+pub enum Command {
+    /// Liveness check; answers `done` with the daemon's version.
+    Ping {},
+    /// Version, uptime, sizes.
+    Status {},
+    InterfaceList {},
+    /// Administrative state and MTU of an interface.
+    InterfaceSet(InterfaceSetArgs),
+    AddressList(AddressListArgs),
+    AddressAdd(AddressArgs),
+    AddressDel(AddressArgs),
+    RouteList(RouteListArgs),
+    /// The route a packet to `address` takes.
+    RouteGet(RouteGetArgs),
+    RouteAdd(RouteAddArgs),
+    RouteDel(RouteDelArgs),
+    RouteSummary {},
+    NeighborList {},
+    /// Per node, per error, per interface counters (since the last
+    /// `stats_clear` when `since_clear`).
+    StatsShow(StatsShowArgs),
+    /// Sets the baseline `stats_show` subtracts (metrics are not affected).
+    StatsClear {},
+    WorkerList {},
+    GraphShow {},
+    /// The graph in Graphviz dot syntax.
+    GraphDot {},
+    AclList(AclListArgs),
+    /// Replaces (or adds) a rule set and recompiles, atomically.
+    AclSet(AclSetArgs),
+    /// Traces the next `count` packets (clearing earlier results).
+    TraceStart(TraceStartArgs),
+    TraceShow {},
+    TraceClear {},
+    TraceStop {},
+    CaptureStart(CaptureStartArgs),
+    /// Takes the frames captured so far.
+    CaptureRead(CaptureIdArgs),
+    CaptureStop(CaptureIdArgs),
+    /// Re-reads the daemon's configuration file and applies the difference.
+    ConfigReload {},
+    /// The running configuration as TOML.
+    ConfigShow {},
+}
+
+impl Command {
+    /// The operation's name on the wire.
+    pub fn op(&self) -> String {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(m)) => m.get("op").and_then(Value::as_str).unwrap_or("?").to_string(),
+            _ => "?".into(),
+        }
+    }
+
+    /// Whether the command changes the router (for logs and counters).
+    pub fn changes_state(&self) -> bool {
+        matches!(
+            self,
+            Command::InterfaceSet(_)
+                | Command::AddressAdd(_)
+                | Command::AddressDel(_)
+                | Command::RouteAdd(_)
+                | Command::RouteDel(_)
+                | Command::AclSet(_)
+                | Command::ConfigReload {}
+        )
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceSetArgs {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddressListArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddressArgs {
+    pub interface: String,
+    /// "10.0.0.1/24" or "2001:db8::1/64".
+    pub address: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteListArgs {
+    /// Only routes inside this prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Only routes of this source ("static", "api", "connected"...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteGetArgs {
+    pub address: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteAddArgs {
+    pub prefix: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// "unicast" (default), "blackhole", "unreachable", "prohibit".
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distance: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteDelArgs {
+    pub prefix: String,
+    /// Whose route: "api" (default) or "static".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsShowArgs {
+    /// Subtract the counters saved by the last `stats_clear`.
+    #[serde(default)]
+    pub since_clear: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclListArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclSetArgs {
+    pub set: tern_acl::RuleSet,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceStartArgs {
+    pub count: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureStartArgs {
+    /// An interface name.
+    pub target: String,
+    /// "rx", "tx" or "both" (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    /// Stop after this many frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Bytes kept of each frame (default 65535).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snaplen: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureIdArgs {
+    pub id: u64,
+}
+
+/// A decoded request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub id: Option<u64>,
+    pub cmd: Command,
+}
+
+/// Every answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum Reply {
+    Done { message: String },
+    Status(StatusInfo),
+    Interfaces(Vec<InterfaceInfo>),
+    Addresses(Vec<AddressInfo>),
+    Routes(RouteList),
+    Route(Option<RouteInfo>),
+    FibSummary(FibSummary),
+    Neighbors(Vec<NeighborEntry>),
+    Stats(StatsReport),
+    Workers(Vec<WorkerInfo>),
+    Graph(GraphView),
+    Text { text: String },
+    Acls(Vec<AclView>),
+    Trace(TraceView),
+    Capture(CaptureBatch),
+    Reload(ReloadReport),
+}
+
+impl Reply {
+    pub fn done(m: impl Into<String>) -> Reply {
+        Reply::Done { message: m.into() }
+    }
+}
+
+/// An answer as it travels.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Reply>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
+impl Response {
+    pub fn new(id: Option<u64>, outcome: Result<Reply, ApiError>) -> Response {
+        match outcome {
+            Ok(r) => Response { version: VERSION, id, ok: true, result: Some(r), error: None },
+            Err(e) => Response { version: VERSION, id, ok: false, result: None, error: Some(e) },
+        }
+    }
+
+    /// The outcome, checking the envelope is consistent.
+    pub fn into_outcome(self) -> Result<Reply, ApiError> {
+        match (self.ok, self.result, self.error) {
+            (true, Some(r), _) => Ok(r),
+            (false, _, Some(e)) => Err(e),
+            _ => Err(ApiError::internal("malformed answer from tern (neither result nor error)")),
+        }
+    }
+}
+
+/// One line to send for a request.
+pub fn encode_request(id: Option<u64>, cmd: &Command) -> String {
+    let mut m = match serde_json::to_value(cmd) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    m.insert("version".into(), Value::from(VERSION));
+    if let Some(id) = id {
+        m.insert("id".into(), Value::from(id));
+    }
+    let mut s = Value::Object(m).to_string();
+    s.push('\n');
+    s
+}
+
+/// One line to send for an answer.
+pub fn encode_response(r: &Response) -> String {
+    let mut s = serde_json::to_string(r).unwrap_or_else(|e| {
+        // Only a non-string map key or a failing Serialize impl gets here;
+        // the peer still gets a well-formed error line.
+        format!(
+            "{{\"version\":{VERSION},\"ok\":false,\"error\":{{\"code\":\"internal\",\"message\":{}}}}}",
+            Value::from(format!("cannot encode the answer: {e}"))
+        )
+    });
+    s.push('\n');
+    s
+}
+
+/// The request id, if the line is an object carrying a usable one (so
+/// that even a rejected request's error repeats its id).
+pub fn peek_id(line: &[u8]) -> Option<u64> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    v.get("id")?.as_u64()
+}
+
+/// Decodes one request line (without its newline).
+pub fn decode_request(line: &[u8]) -> Result<Request, ApiError> {
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "request of {} bytes is longer than the limit of {MAX_REQUEST_BYTES}",
+            line.len()
+        )));
+    }
+    let v: Value = serde_json::from_slice(line).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let Value::Object(mut m) = v else {
+        return Err(ApiError::bad_request("a request is a JSON object"));
+    };
+    match m.remove("version") {
+        None => {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedVersion,
+                format!("the request has no \"version\" (this tern speaks protocol version {VERSION})"),
+            ));
+        }
+        Some(v) if v.as_u64() == Some(u64::from(VERSION)) => {}
+        Some(v) => {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedVersion,
+                format!("protocol version {v} is not supported (this tern speaks version {VERSION})"),
+            ));
+        }
+    }
+    let id = match m.remove("id") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().ok_or_else(|| ApiError::bad_request("\"id\" must be a non-negative integer"))?),
+    };
+    let op = match m.remove("op") {
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(ApiError::bad_request("\"op\" must be a string")),
+        None => return Err(ApiError::bad_request("the request has no \"op\"")),
+    };
+    let args = m.remove("args").unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(k) = m.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "unknown key {k:?} in the request (expected version, id, op, args)"
+        )));
+    }
+    if !args.is_object() {
+        return Err(ApiError::bad_request(format!("\"args\" of {op:?} must be an object")));
+    }
+    let mut inner = Map::new();
+    inner.insert("op".into(), Value::String(op.clone()));
+    inner.insert("args".into(), args);
+    let cmd: Command = serde_json::from_value(Value::Object(inner)).map_err(|e| {
+        let msg = e.to_string();
+        if msg.starts_with("unknown variant") {
+            ApiError::bad_request(format!("unknown op {op:?}: {}", msg.trim_start_matches("unknown variant ")))
+        } else {
+            ApiError::bad_request(format!("{op}: {msg}"))
+        }
+    })?;
+    Ok(Request { id, cmd })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(s: &str) -> Result<Request, ApiError> {
+        decode_request(s.as_bytes())
+    }
+
+    #[test]
+    fn round_trip_of_every_kind_of_command() {
+        let cmds = vec![
+            Command::Ping {},
+            Command::InterfaceSet(InterfaceSetArgs { name: "lan0".into(), up: Some(false), mtu: None }),
+            Command::RouteAdd(RouteAddArgs {
+                prefix: "10.9.0.0/16".into(),
+                via: Some("10.0.2.2".into()),
+                metric: Some(5),
+                ..RouteAddArgs::default()
+            }),
+            Command::TraceStart(TraceStartArgs { count: 10 }),
+            Command::CaptureRead(CaptureIdArgs { id: 3 }),
+            Command::ConfigReload {},
+        ];
+        for (i, c) in cmds.into_iter().enumerate() {
+            let line = encode_request(Some(i as u64), &c);
+            assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "one line: {line}");
+            let r = dec(line.trim_end()).expect("decodes");
+            assert_eq!(r, Request { id: Some(i as u64), cmd: c });
+        }
+    }
+
+    #[test]
+    fn args_may_be_omitted_when_all_optional() {
+        let r = dec(r#"{"version":1,"op":"route_list"}"#).expect("ok");
+        assert_eq!(r.cmd, Command::RouteList(RouteListArgs::default()));
+        assert_eq!(dec(r#"{"version":1,"op":"ping"}"#).expect("ok").cmd, Command::Ping {});
+        assert_eq!(dec(r#"{"version":1,"op":"ping","args":{}}"#).expect("ok").cmd, Command::Ping {});
+    }
+
+    #[test]
+    fn versions_are_checked() {
+        let e = dec(r#"{"op":"ping"}"#).expect_err("no version");
+        assert_eq!(e.code, ErrorCode::UnsupportedVersion);
+        let e = dec(r#"{"version":2,"op":"ping"}"#).expect_err("v2");
+        assert_eq!(e.code, ErrorCode::UnsupportedVersion);
+        assert!(e.message.contains("version 2") && e.message.contains("version 1"), "{e}");
+        assert_eq!(dec(r#"{"version":"1","op":"ping"}"#).expect_err("string").code, ErrorCode::UnsupportedVersion);
+    }
+
+    #[test]
+    fn malformed_requests_get_clear_errors() {
+        let cases = [
+            ("", "malformed JSON"),
+            ("{", "malformed JSON"),
+            ("[1,2]", "JSON object"),
+            (r#"{"version":1}"#, "no \"op\""),
+            (r#"{"version":1,"op":7}"#, "must be a string"),
+            (r#"{"version":1,"op":"fly"}"#, "unknown op \"fly\""),
+            (r#"{"version":1,"op":"ping","extra":1}"#, "unknown key \"extra\""),
+            (r#"{"version":1,"op":"route_get","args":[]}"#, "must be an object"),
+            (r#"{"version":1,"op":"route_get","args":{}}"#, "missing field `address`"),
+            (r#"{"version":1,"op":"route_get","args":{"address":"1.2.3.4","x":1}}"#, "unknown field `x`"),
+            (r#"{"version":1,"op":"trace_start","args":{"count":-1}}"#, "trace_start"),
+            (r#"{"version":1,"id":-3,"op":"ping"}"#, "\"id\""),
+        ];
+        for (text, want) in cases {
+            let e = dec(text).expect_err(text);
+            assert_eq!(e.code, ErrorCode::BadRequest, "{text}: {e}");
+            assert!(e.message.contains(want), "{text}: {e:?} should mention {want:?}");
+        }
+        let long = vec![b' '; MAX_REQUEST_BYTES + 1];
+        assert!(decode_request(&long).expect_err("long").message.contains("longer than"));
+    }
+
+    #[test]
+    fn responses_round_trip_and_ids_are_kept() {
+        let r = Response::new(Some(9), Err(ApiError::not_found("no interface named \"x\"")));
+        let line = encode_response(&r);
+        let back: Response = serde_json::from_str(line.trim_end()).expect("json");
+        assert_eq!(back.id, Some(9));
+        assert_eq!(back.into_outcome().expect_err("error").code, ErrorCode::NotFound);
+        let r = Response::new(None, Ok(Reply::done("ok")));
+        let back: Response = serde_json::from_str(encode_response(&r).trim_end()).expect("json");
+        assert_eq!(back.into_outcome().expect("ok"), Reply::done("ok"));
+        assert_eq!(peek_id(br#"{"id":5,"version":9}"#), Some(5));
+        assert_eq!(peek_id(b"garbage"), None);
+    }
+
+    #[test]
+    fn op_names() {
+        assert_eq!(Command::RouteSummary {}.op(), "route_summary");
+        assert_eq!(Command::AddressAdd(AddressArgs::default()).op(), "address_add");
+    }
+}

@@ -1,0 +1,247 @@
+//! The API server: a listener thread accepts connections on the unix
+//! socket, one thread per connection reads and decodes request lines, and
+//! decoded requests wait in a bounded queue until the control thread runs
+//! them between rounds ([`ApiServer::poll`]). Decoding, slow peers and
+//! malformed input never touch the control thread; a peer can only make
+//! it run well-formed commands, one at a time.
+
+use super::proto::*;
+use crate::commands::{self, OpsState};
+use crate::router::Router;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Connections served at once; more are answered `busy` and closed.
+pub const MAX_CONNECTIONS: usize = 32;
+/// Requests waiting for the control thread; more are answered `busy`.
+const QUEUE: usize = 256;
+/// How long a connection waits for the control thread's answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Requests the control thread runs per round before it forwards again.
+const PER_ROUND: usize = 64;
+
+struct Job {
+    req: Request,
+    reply: SyncSender<Response>,
+}
+
+/// The daemon's end of the API socket.
+pub struct ApiServer {
+    path: PathBuf,
+    jobs: Receiver<Job>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Resolves a group name (or number) through /etc/group.
+pub fn group_id(group: &str) -> io::Result<u32> {
+    if let Ok(n) = group.parse::<u32>() {
+        return Ok(n);
+    }
+    let text = std::fs::read_to_string("/etc/group")?;
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let gid = f.nth(1)?.parse::<u32>().ok()?;
+            (name == group).then_some(gid)
+        })
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no group named {group:?} in /etc/group")))
+}
+
+/// Binds the socket: creates the directory, refuses to take over a socket
+/// another process still answers on, replaces a stale one, and restricts
+/// it to root (mode 0600) or root and `group` (mode 0660).
+fn bind(path: &Path, group: Option<&str>) -> io::Result<UnixListener> {
+    let what = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let gid = group.map(group_id).transpose()?;
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).map_err(what)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{}: another tern is listening there", path.display()),
+                ));
+            }
+            std::fs::remove_file(path).map_err(what)?;
+        }
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{}: exists and is not a socket", path.display()),
+            ));
+        }
+        Err(_) => {}
+    }
+    // Until the mode is set below, the umask applies: connecting needs
+    // write permission, which the usual umask (022) gives nobody but root.
+    let l = UnixListener::bind(path).map_err(what)?;
+    let mode = if gid.is_some() { 0o660 } else { 0o600 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(what)?;
+    if let Some(g) = gid {
+        std::os::unix::fs::chown(path, None, Some(g)).map_err(what)?;
+    }
+    Ok(l)
+}
+
+impl ApiServer {
+    /// Listens on `path`.
+    pub fn bind(path: impl Into<PathBuf>, group: Option<&str>) -> io::Result<ApiServer> {
+        let path = path.into();
+        let listener = bind(&path, group)?;
+        let (tx, jobs) = mpsc::sync_channel::<Job>(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let thread =
+            std::thread::Builder::new().name("tern-api".into()).spawn(move || accept_loop(listener, tx, stop2))?;
+        log::info!("API listening on {}", path.display());
+        Ok(ApiServer { path, jobs, stop, thread: Some(thread) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs the requests that arrived (at most a round's worth). Returns
+    /// true if it ran any.
+    pub fn poll(&mut self, router: &mut Router, st: &mut OpsState) -> bool {
+        let mut n = 0;
+        while n < PER_ROUND {
+            let Ok(job) = self.jobs.try_recv() else { break };
+            let out = commands::execute(router, st, job.req.cmd);
+            // The connection may have gone: nothing to do then.
+            let _ = job.reply.try_send(Response::new(job.req.id, out));
+            n += 1;
+        }
+        n > 0
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept() so the thread sees the flag.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn accept_loop(listener: UnixListener, tx: SyncSender<Job>, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(mut stream) = conn else { continue };
+        if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            let e = ApiError::new(ErrorCode::Busy, format!("{MAX_CONNECTIONS} connections already open; try again"));
+            let _ = stream.write_all(encode_response(&Response::new(None, Err(e))).as_bytes());
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let (tx, active2) = (tx.clone(), Arc::clone(&active));
+        let spawned = std::thread::Builder::new().name("tern-api-conn".into()).spawn(move || {
+            serve(stream, &tx);
+            active2.fetch_sub(1, Ordering::Relaxed);
+        });
+        if spawned.is_err() {
+            active.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Reads one line of at most `MAX_REQUEST_BYTES`; Ok(None) at end of
+/// stream, Err(true) for an over-long line (the connection is closed: the
+/// rest of the line cannot be trusted to be a request boundary).
+fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>) -> Result<Option<()>, bool> {
+    buf.clear();
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(false),
+        };
+        if chunk.is_empty() {
+            return Ok(if buf.is_empty() { None } else { Some(()) });
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        buf.extend_from_slice(&chunk[..take]);
+        r.consume(take);
+        if buf.len() > MAX_REQUEST_BYTES + 1 {
+            return Err(true);
+        }
+        if done {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Some(()));
+        }
+    }
+}
+
+fn serve(stream: UnixStream, tx: &SyncSender<Job>) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    let Ok(mut out) = stream.try_clone() else { return };
+    let mut r = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        let resp = match read_line(&mut r, &mut line) {
+            Ok(None) | Err(false) => return,
+            Err(true) => {
+                let e = ApiError::bad_request(format!("request longer than {MAX_REQUEST_BYTES} bytes; closing"));
+                let _ = out.write_all(encode_response(&Response::new(None, Err(e))).as_bytes());
+                return;
+            }
+            Ok(Some(())) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Some(())) => match decode_request(&line) {
+                Err(e) => Response::new(peek_id(&line), Err(e)),
+                Ok(req) => run(req, tx),
+            },
+        };
+        if out.write_all(encode_response(&resp).as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Hands a request to the control thread and waits for its answer.
+fn run(req: Request, tx: &SyncSender<Job>) -> Response {
+    let id = req.id;
+    let (rtx, rrx) = mpsc::sync_channel(1);
+    match tx.try_send(Job { req, reply: rtx }) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_)) => {
+            return Response::new(id, Err(ApiError::new(ErrorCode::Busy, "too many requests queued; try again")));
+        }
+        Err(TrySendError::Disconnected(_)) => {
+            return Response::new(id, Err(ApiError::internal("tern is shutting down")));
+        }
+    }
+    rrx.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(|_| {
+        Response::new(
+            id,
+            Err(ApiError::internal(format!("tern's control loop did not answer within {}s", ANSWER_TIMEOUT.as_secs()))),
+        )
+    })
+}

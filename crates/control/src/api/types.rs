@@ -1,0 +1,347 @@
+//! What the API answers with: plain data, independent of tern's internal
+//! types so the protocol stays stable while the internals change.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusInfo {
+    /// tern's version (Cargo package version).
+    pub version: String,
+    pub protocol: u32,
+    pub uptime_ms: u64,
+    pub workers: usize,
+    pub interfaces: usize,
+    pub neighbors: usize,
+    /// The configuration file `config_reload` reads.
+    pub config: Option<String>,
+    pub fib: FibSummary,
+}
+
+/// Counters of a port, summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Packets the driver refused to transmit (ring full...).
+    pub tx_dropped: u64,
+    /// Packets the driver could not deliver to tern (kernel ring drops...).
+    pub driver_rx_dropped: u64,
+    pub driver_errors: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceInfo {
+    pub index: u16,
+    pub name: String,
+    /// "port", "vlan" or "gre".
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    pub mac: String,
+    pub mtu: u16,
+    /// Configured state ("interface set NAME up/down").
+    pub admin_up: bool,
+    /// Forwarding state: admin up and, for a VLAN, its parent up.
+    pub up: bool,
+    /// "10.0.1.1/24", "2001:db8:1::1/64".
+    pub addresses: Vec<String>,
+    pub link_local: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl_in: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl_out: Option<String>,
+    /// Ports only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<PortCounters>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressInfo {
+    pub interface: String,
+    pub address: String,
+    /// "inet" or "inet6".
+    pub family: String,
+    /// "global" or "link".
+    pub scope: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextHopInfo {
+    /// "unicast", "glean" (connected: resolve the destination), "local",
+    /// "blackhole", "unreachable", "prohibit", "ecmp", "none".
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// The neighbour's MAC once resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteInfo {
+    pub prefix: String,
+    pub source: String,
+    pub distance: u8,
+    pub metric: u32,
+    /// "via", "connected", "local", "blackhole", "unreachable",
+    /// "prohibit", "ecmp".
+    pub kind: String,
+    /// Gateways of a "via" or "ecmp" route.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// This entry is the one the FIB uses for its prefix.
+    pub best: bool,
+    /// The target resolved (an inactive route waits for its gateway).
+    pub active: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nexthops: Vec<NextHopInfo>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteList {
+    pub routes: Vec<RouteInfo>,
+    /// Routes left out by the limit.
+    pub truncated: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FibSummary {
+    pub v4_routes: usize,
+    pub v6_routes: usize,
+    pub rib_entries: usize,
+    pub nexthops: usize,
+    pub ecmp_groups: usize,
+    pub fib_bytes: usize,
+    pub adds: u64,
+    pub dels: u64,
+    pub errors: u64,
+    pub fib_updates: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighborEntry {
+    pub interface: String,
+    pub ip: String,
+    pub mac: String,
+    /// "reachable" or "probe".
+    pub state: String,
+    pub age_ms: u64,
+}
+
+/// One node's line of `tern stats show` (VPP's `show runtime`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub node: String,
+    pub calls: u64,
+    pub packets: u64,
+    /// Packets per call: the batch size the node saw.
+    pub packets_per_call: f64,
+    pub cycles: u64,
+    pub cycles_per_packet: f64,
+    pub ns_per_packet: f64,
+}
+
+/// A drop reason or event counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorStat {
+    pub node: String,
+    pub name: String,
+    /// "drop" or "info".
+    pub kind: String,
+    pub help: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceCounters {
+    pub interface: String,
+    pub counters: PortCounters,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatsReport {
+    /// Counters since this many milliseconds (uptime, or since `stats clear`).
+    pub interval_ms: u64,
+    pub nodes: Vec<NodeStats>,
+    pub errors: Vec<ErrorStat>,
+    pub interfaces: Vec<InterfaceCounters>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchBucket {
+    /// Packets per busy loop in [min, max].
+    pub min: u64,
+    pub max: u64,
+    pub loops: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub id: u16,
+    pub ports: Vec<String>,
+    pub uptime_ms: u64,
+    pub loops: u64,
+    /// Loops that received at least one packet.
+    pub busy_loops: u64,
+    /// Time asleep in poll(2) waiting for packets.
+    pub idle_ms: u64,
+    /// Share of the time not asleep, in percent (a spinning worker is
+    /// always 100: see `busy_loops_pct`).
+    pub load_pct: f64,
+    pub idle_pct: f64,
+    /// Share of loops that found packets, in percent.
+    pub busy_loops_pct: f64,
+    pub rx_packets: u64,
+    /// Packets per busy loop.
+    pub avg_batch: f64,
+    pub batch_hist: Vec<BatchBucket>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphNode {
+    pub name: String,
+    pub nexts: Vec<String>,
+    /// Counters the node declares ("name" only).
+    pub errors: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphView {
+    pub nodes: Vec<GraphNode>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclRuleView {
+    pub index: usize,
+    pub action: String,
+    /// The rule's match keys, as in the configuration.
+    pub matches: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclView {
+    pub name: String,
+    pub default: String,
+    pub interfaces_in: Vec<String>,
+    pub interfaces_out: Vec<String>,
+    pub rules: Vec<AclRuleView>,
+    /// Packets decided by the default policy.
+    pub default_packets: u64,
+    pub default_bytes: u64,
+    /// False while the data plane has no firewall node to count hits.
+    pub counting: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceHopView {
+    pub node: String,
+    pub next: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    pub seq: u64,
+    pub worker: u16,
+    pub interface: String,
+    pub len: usize,
+    /// Milliseconds since the trace was started.
+    pub at_ms: f64,
+    /// A one-line decode of the packet as it arrived.
+    pub summary: String,
+    /// The first bytes as they arrived, in hex.
+    pub head: String,
+    pub hops: Vec<TraceHopView>,
+    /// "tx <port>", "drop: <node>/<reason>" or "held".
+    pub fate: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceView {
+    /// Packets still to be marked.
+    pub remaining: u32,
+    pub packets: Vec<TraceEntry>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapturedFrameView {
+    /// Wall-clock time, nanoseconds since the Unix epoch.
+    pub unix_ns: u64,
+    /// "rx" or "tx".
+    pub dir: String,
+    pub interface: String,
+    pub orig_len: u32,
+    /// The captured bytes in hex.
+    pub data: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureBatch {
+    pub id: u64,
+    pub frames: Vec<CapturedFrameView>,
+    /// The capture finished (count reached or stopped) and every frame
+    /// has been read.
+    pub done: bool,
+    /// Frames delivered so far, this batch included.
+    pub captured: u64,
+    /// Copies lost because a queue was full (the packets were not).
+    pub dropped: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadReport {
+    /// One line per applied change ("route 10.9.0.0/16 added").
+    pub changes: Vec<String>,
+}
+
+/// Lowercase hex of bytes.
+pub fn to_hex(b: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for &x in b {
+        s.push(D[usize::from(x >> 4)] as char);
+        s.push(D[usize::from(x & 15)] as char);
+    }
+    s
+}
+
+/// Bytes of a hex string; None when it is not hex.
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if b.len() % 2 != 0 {
+        return None;
+    }
+    let val = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    b.chunks(2).map(|p| Some(val(*p.first()?)? << 4 | val(*p.get(1)?)?)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip() {
+        let b: Vec<u8> = (0..=255).collect();
+        assert_eq!(from_hex(&to_hex(&b)), Some(b));
+        assert_eq!(to_hex(&[0x0a, 0xff]), "0aff");
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+}

@@ -1,0 +1,1038 @@
+//! The command core: one function per operation, shared by the API
+//! server, the CLI (through the API) and the configuration reload (VPP's
+//! rule: the CLI and the API call the same function).
+//!
+//! Each function validates its arguments before changing anything and
+//! answers with the plain data types of [`crate::api::types`].
+
+use crate::api::types::*;
+use crate::api::*;
+use crate::router::Router;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tern_engine::WorkerShared;
+use tern_engine::stats::{BATCH_BUCKETS, StatsSnapshot};
+use tern_engine::worker::{CAPTURE_RX, CAPTURE_TX, CaptureDir};
+use tern_fib::{NhKind, Prefix, RouteAttrs, RouteDetail, RouteTarget, Source};
+use tern_nodes::state::{IfKind, IfTable};
+
+/// Frames a capture buffers for a client that does not read them.
+const CAPTURE_BUFFER: usize = 100_000;
+/// A capture nobody read for this long is stopped (its client is gone).
+const CAPTURE_IDLE: Duration = Duration::from_secs(10);
+
+/// What the command core keeps between commands (beside the router).
+#[derive(Default)]
+pub struct OpsState {
+    /// The file `config_reload` reads.
+    pub config_path: Option<PathBuf>,
+    /// Counters saved by `stats_clear`, per worker, and when.
+    baseline: Option<(u64, Vec<StatsSnapshot>)>,
+    trace_started_ns: u64,
+    capture: Option<CaptureSession>,
+    next_capture_id: u64,
+    /// Requests executed, and failed.
+    pub requests: u64,
+    pub request_errors: u64,
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+}
+
+struct CaptureSession {
+    id: u64,
+    iface: String,
+    /// The worker port number of the interface.
+    port: u16,
+    limit: Option<u64>,
+    /// Frames handed to the client or buffered for it.
+    taken: u64,
+    delivered: u64,
+    buffer: VecDeque<CapturedFrameView>,
+    running: bool,
+    dropped: u64,
+    last_read: Instant,
+    /// Clock offsets: monotonic ns at start and wall-clock ns at start.
+    mono0: u64,
+    wall0: u64,
+}
+
+impl OpsState {
+    pub fn new(config_path: Option<PathBuf>) -> OpsState {
+        OpsState { config_path, next_capture_id: 1, ..OpsState::default() }
+    }
+
+    /// Background work between commands: moves captured frames from the
+    /// workers to the capture's buffer and stops abandoned captures.
+    pub fn poll(&mut self, router: &Router) -> bool {
+        let Some(c) = &mut self.capture else { return false };
+        if c.last_read.elapsed() > CAPTURE_IDLE {
+            log::info!("capture {} on {}: nobody reads it any more; stopped", c.id, c.iface);
+            stop_taps(router);
+            self.capture = None;
+            return true;
+        }
+        if !c.running {
+            return false;
+        }
+        let mut frames = Vec::new();
+        for w in &router.workers {
+            frames.extend(w.shared.capture.take());
+        }
+        if frames.is_empty() {
+            return false;
+        }
+        frames.sort_by_key(|f| f.t_ns);
+        for f in frames {
+            if c.limit.is_some_and(|l| c.taken >= l) {
+                break;
+            }
+            if c.buffer.len() >= CAPTURE_BUFFER {
+                c.dropped += 1;
+                continue;
+            }
+            c.taken += 1;
+            c.buffer.push_back(CapturedFrameView {
+                unix_ns: c.wall0.saturating_add(f.t_ns.saturating_sub(c.mono0)),
+                dir: if f.dir == CaptureDir::Rx { "rx" } else { "tx" }.into(),
+                interface: c.iface.clone(),
+                orig_len: f.orig_len,
+                data: to_hex(&f.data),
+            });
+        }
+        if c.limit.is_some_and(|l| c.taken >= l) {
+            stop_taps(router);
+            c.running = false;
+        }
+        true
+    }
+}
+
+fn stop_taps(router: &Router) {
+    for w in &router.workers {
+        w.shared.capture.stop();
+        w.shared.capture.take();
+    }
+}
+
+/// Runs one command.
+pub fn execute(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Reply, ApiError> {
+    st.requests += 1;
+    let changes = cmd.changes_state();
+    let op = if changes { cmd.op() } else { String::new() };
+    let r = dispatch(router, st, cmd);
+    match &r {
+        Err(e) => {
+            st.request_errors += 1;
+            if changes {
+                log::warn!("api {op}: refused: {e}");
+            }
+        }
+        Ok(Reply::Done { message }) if changes => log::info!("api {op}: {message}"),
+        _ => {}
+    }
+    r
+}
+
+fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Reply, ApiError> {
+    Ok(match cmd {
+        Command::Ping {} => Reply::done(format!("tern {} (protocol {VERSION})", env!("CARGO_PKG_VERSION"))),
+        Command::Status {} => Reply::Status(status(router, st)),
+        Command::InterfaceList {} => Reply::Interfaces(interface_list(router)),
+        Command::InterfaceSet(a) => Reply::done(interface_set(router, &a)?),
+        Command::AddressList(a) => Reply::Addresses(address_list(router, a.interface.as_deref())?),
+        Command::AddressAdd(a) => Reply::done(address_add(router, &a.interface, &a.address)?),
+        Command::AddressDel(a) => Reply::done(address_del(router, &a.interface, &a.address)?),
+        Command::RouteList(a) => Reply::Routes(route_list(router, &a)?),
+        Command::RouteGet(a) => Reply::Route(route_get(router, &a.address)?),
+        Command::RouteAdd(a) => Reply::done(route_add(router, &a)?),
+        Command::RouteDel(a) => Reply::done(route_del(router, &a.prefix, a.source.as_deref())?),
+        Command::RouteSummary {} => Reply::FibSummary(route_summary(router)),
+        Command::NeighborList {} => Reply::Neighbors(neighbor_list(router)),
+        Command::StatsShow(a) => Reply::Stats(stats_show(router, st, a.since_clear)),
+        Command::StatsClear {} => {
+            st.baseline = Some((
+                tern_engine::clock::now_ns(),
+                router.workers.iter().map(|w| w.shared.stats.snapshot()).collect(),
+            ));
+            Reply::done("counters cleared for `stats show` (metrics keep counting)")
+        }
+        Command::WorkerList {} => Reply::Workers(worker_infos(&router.workers())),
+        Command::GraphShow {} => Reply::Graph(graph_show(router)),
+        Command::GraphDot {} => Reply::Text { text: graph_dot(router) },
+        Command::AclList(a) => Reply::Acls(acl_list(router, a.name.as_deref())?),
+        Command::AclSet(a) => Reply::done(acl_set(router, a.set)?),
+        Command::TraceStart(a) => Reply::done(trace_start(router, st, a.count)?),
+        Command::TraceShow {} => Reply::Trace(trace_show(router, st)),
+        Command::TraceClear {} => {
+            router.trace.clear();
+            Reply::done("trace results cleared")
+        }
+        Command::TraceStop {} => {
+            router.trace.arm(0);
+            Reply::done("trace stopped")
+        }
+        Command::CaptureStart(a) => Reply::Capture(capture_start(router, st, &a)?),
+        Command::CaptureRead(a) => Reply::Capture(capture_read(st, a.id)?),
+        Command::CaptureStop(a) => Reply::Capture(capture_stop(router, st, a.id)?),
+        Command::ConfigReload {} => Reply::Reload(config_reload(router, st)?),
+        Command::ConfigShow {} => Reply::Text { text: config_show(router)? },
+    })
+}
+
+fn ifname(ifs: &IfTable, index: u16) -> String {
+    ifs.get(index).map_or_else(|| format!("if{index}"), |i| i.name.clone())
+}
+
+pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
+    StatusInfo {
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol: VERSION,
+        uptime_ms: router.uptime_ns() / 1_000_000,
+        workers: router.workers.len(),
+        interfaces: router.plan.ifaces.len(),
+        neighbors: router.neigh.len(),
+        config: st.config_path.as_ref().map(|p| p.display().to_string()),
+        fib: route_summary(router),
+    }
+}
+
+/// Per-port counters summed over workers, by interface index.
+pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters> {
+    let mut m: HashMap<u16, PortCounters> = HashMap::new();
+    for w in workers {
+        for (k, p) in w.stats.ports.iter().enumerate() {
+            let Some(&ifindex) = w.port_ifindex.get(k) else { continue };
+            let c = m.entry(ifindex).or_default();
+            c.rx_packets += p.rx_packets.get();
+            c.rx_bytes += p.rx_bytes.get();
+            c.tx_packets += p.tx_packets.get();
+            c.tx_bytes += p.tx_bytes.get();
+            c.tx_dropped += p.tx_dropped.get();
+            c.driver_rx_dropped += p.drv_rx_dropped.get();
+            c.driver_errors += p.drv_errors.get();
+        }
+    }
+    m
+}
+
+pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
+    let ifs = router.iftable();
+    let counters = port_counters(&router.workers());
+    let acl_name = |i: Option<&String>| i.cloned();
+    router
+        .plan
+        .ifaces
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let idx = i as u16;
+            let live = ifs.get(idx);
+            let (kind, parent, vlan, device, driver) = match &p.kind {
+                crate::config::IfacePlanKind::Port { device, driver } => {
+                    ("port", None, None, device.clone(), Some(format!("{driver:?}").to_lowercase()))
+                }
+                crate::config::IfacePlanKind::Vlan { parent, vid } => {
+                    ("vlan", router.plan.ifaces.get(*parent).map(|pp| pp.name.clone()), Some(*vid), None, None)
+                }
+                #[allow(unreachable_patterns)]
+                _ => ("gre", None, None, None, None),
+            };
+            InterfaceInfo {
+                index: idx,
+                name: p.name.clone(),
+                kind: kind.into(),
+                parent,
+                vlan,
+                device,
+                driver,
+                mac: live.map(|l| crate::neighbor::fmt_mac(l.mac)).unwrap_or_default(),
+                mtu: live.map_or(0, |l| l.mtu),
+                admin_up: p.up,
+                up: live.is_some_and(|l| l.up),
+                addresses: p
+                    .v4
+                    .iter()
+                    .map(|n| format!("{}/{}", n.addr, n.len))
+                    .chain(p.v6.iter().map(|n| format!("{}/{}", n.addr, n.len)))
+                    .collect(),
+                link_local: live.map(|l| l.v6_ll.to_string()).unwrap_or_default(),
+                acl_in: acl_name(p.acl_in.as_ref()),
+                acl_out: acl_name(p.acl_out.as_ref()),
+                counters: if kind == "port" { Some(counters.get(&idx).cloned().unwrap_or_default()) } else { None },
+            }
+        })
+        .collect()
+}
+
+fn parse_on_off(name: &str, r: &mut Router, up: bool) -> Result<String, ApiError> {
+    let i = r.iface_by_name(name)?;
+    Ok(if r.set_interface_up(i, up)? {
+        format!("{name} is {}", if up { "up" } else { "down" })
+    } else {
+        format!("{name} was already {}", if up { "up" } else { "down" })
+    })
+}
+
+pub fn interface_set(router: &mut Router, a: &InterfaceSetArgs) -> Result<String, ApiError> {
+    let i = router.iface_by_name(&a.name)?;
+    if a.up.is_none() && a.mtu.is_none() {
+        return Err(ApiError::invalid("nothing to set: give up/down or an MTU"));
+    }
+    let mut said = Vec::new();
+    if let Some(mtu) = a.mtu {
+        // Checked before the state changes, so an invalid MTU changes nothing.
+        router.set_interface_mtu(i, mtu)?;
+        said.push(format!("{} mtu {mtu}", a.name));
+    }
+    if let Some(up) = a.up {
+        said.push(parse_on_off(&a.name, router, up)?);
+    }
+    router.sync_config_iface(i);
+    Ok(said.join("; "))
+}
+
+pub fn address_list(router: &Router, iface: Option<&str>) -> Result<Vec<AddressInfo>, ApiError> {
+    if let Some(n) = iface {
+        router.iface_by_name(n)?;
+    }
+    let ifs = router.iftable();
+    let mut out = Vec::new();
+    for f in ifs.ifs.iter().filter(|f| iface.is_none_or(|n| n == f.name)) {
+        for n in &f.v4 {
+            out.push(AddressInfo {
+                interface: f.name.clone(),
+                address: format!("{}/{}", n.addr, n.len),
+                family: "inet".into(),
+                scope: "global".into(),
+            });
+        }
+        for n in &f.v6 {
+            out.push(AddressInfo {
+                interface: f.name.clone(),
+                address: format!("{}/{}", n.addr, n.len),
+                family: "inet6".into(),
+                scope: "global".into(),
+            });
+        }
+        if !matches!(f.kind, IfKind::Port | IfKind::Vlan { .. }) {
+            continue;
+        }
+        out.push(AddressInfo {
+            interface: f.name.clone(),
+            address: format!("{}/64", f.v6_ll),
+            family: "inet6".into(),
+            scope: "link".into(),
+        });
+    }
+    Ok(out)
+}
+
+pub fn address_add(router: &mut Router, iface: &str, address: &str) -> Result<String, ApiError> {
+    let i = router.iface_by_name(iface)?;
+    let a = crate::live::parse_if_addr(address)?;
+    let p = &router.plan.ifaces[usize::from(i)];
+    let (mut v4, mut v6) = (p.v4.clone(), p.v6.clone());
+    if p.v4.iter().any(|n| std::net::IpAddr::V4(n.addr) == a.addr())
+        || p.v6.iter().any(|n| std::net::IpAddr::V6(n.addr) == a.addr())
+    {
+        return Err(ApiError::invalid(format!("{iface} already has {}", a.addr())));
+    }
+    match a {
+        crate::live::IfAddr::V4(n) => v4.push(n),
+        crate::live::IfAddr::V6(n) => v6.push(n),
+    }
+    router.set_interface_addresses(i, v4, v6)?;
+    router.sync_config_iface(i);
+    Ok(format!("{a} added to {iface}"))
+}
+
+pub fn address_del(router: &mut Router, iface: &str, address: &str) -> Result<String, ApiError> {
+    let i = router.iface_by_name(iface)?;
+    // "10.0.0.1/24" or just "10.0.0.1".
+    let addr: IpAddr = address
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .map_err(|_| ApiError::invalid(format!("invalid address {address:?}")))?;
+    let p = &router.plan.ifaces[usize::from(i)];
+    let v4: Vec<_> = p.v4.iter().filter(|n| IpAddr::V4(n.addr) != addr).copied().collect();
+    let v6: Vec<_> = p.v6.iter().filter(|n| IpAddr::V6(n.addr) != addr).copied().collect();
+    if v4.len() == p.v4.len() && v6.len() == p.v6.len() {
+        return Err(ApiError::not_found(format!("{iface} has no address {addr}")));
+    }
+    router.set_interface_addresses(i, v4, v6)?;
+    router.sync_config_iface(i);
+    Ok(format!("{addr} removed from {iface}"))
+}
+
+fn nh_kind(k: NhKind) -> &'static str {
+    match k {
+        NhKind::None => "none",
+        NhKind::Unicast => "unicast",
+        NhKind::Glean => "glean",
+        NhKind::Local => "local",
+        NhKind::Blackhole => "blackhole",
+        NhKind::Unreachable => "unreachable",
+        NhKind::Prohibit => "prohibit",
+        NhKind::Ecmp => "ecmp",
+    }
+}
+
+pub fn route_view(d: &RouteDetail, ifs: &IfTable) -> RouteInfo {
+    let (kind, via, interface) = match &d.target {
+        RouteTarget::Via { gw, ifindex } => ("via", vec![gw.to_string()], ifindex.map(|i| ifname(ifs, i))),
+        RouteTarget::Connected { ifindex } => ("connected", Vec::new(), Some(ifname(ifs, *ifindex))),
+        RouteTarget::Local { ifindex } => ("local", Vec::new(), Some(ifname(ifs, *ifindex))),
+        RouteTarget::Blackhole => ("blackhole", Vec::new(), None),
+        RouteTarget::Unreachable => ("unreachable", Vec::new(), None),
+        RouteTarget::Prohibit => ("prohibit", Vec::new(), None),
+        RouteTarget::Ecmp(m) => ("ecmp", m.iter().map(|(g, _)| g.to_string()).collect(), None),
+    };
+    RouteInfo {
+        prefix: d.prefix.to_string(),
+        source: d.source.to_string(),
+        distance: d.distance,
+        metric: d.metric,
+        kind: kind.into(),
+        via,
+        interface,
+        best: d.best,
+        active: d.active,
+        nexthops: d
+            .nexthops
+            .iter()
+            .map(|n| NextHopInfo {
+                kind: nh_kind(n.kind).into(),
+                interface: matches!(n.kind, NhKind::Unicast | NhKind::Glean | NhKind::Local)
+                    .then(|| ifname(ifs, n.ifindex)),
+                gateway: (n.kind == NhKind::Unicast).then(|| n.gw.to_string()),
+                mac: n.mac.map(crate::neighbor::fmt_mac),
+            })
+            .collect(),
+    }
+}
+
+pub fn parse_source(s: &str) -> Result<Source, ApiError> {
+    Source::ALL.into_iter().find(|x| x.to_string() == s).ok_or_else(|| {
+        let all: Vec<String> = Source::ALL.iter().map(ToString::to_string).collect();
+        ApiError::invalid(format!("unknown route source {s:?} (one of {})", all.join(", ")))
+    })
+}
+
+fn parse_prefix(s: &str) -> Result<Prefix, ApiError> {
+    s.parse::<Prefix>().map_err(|e| ApiError::invalid(format!("{s:?}: {e}")))
+}
+
+pub fn route_list(router: &Router, a: &RouteListArgs) -> Result<RouteList, ApiError> {
+    let within = a.prefix.as_deref().map(parse_prefix).transpose()?;
+    let source = a.source.as_deref().map(parse_source).transpose()?;
+    let limit = a.limit.unwrap_or(usize::MAX);
+    let ifs = router.iftable();
+    let mut out = RouteList::default();
+    for d in router.fib.routes() {
+        if within.is_some_and(|w| !w.covers(&d.prefix)) || source.is_some_and(|s| s != d.source) {
+            continue;
+        }
+        if out.routes.len() >= limit {
+            out.truncated += 1;
+            continue;
+        }
+        out.routes.push(route_view(&d, &ifs));
+    }
+    Ok(out)
+}
+
+pub fn route_get(router: &Router, address: &str) -> Result<Option<RouteInfo>, ApiError> {
+    let addr: IpAddr = address.parse().map_err(|_| ApiError::invalid(format!("invalid address {address:?}")))?;
+    let ifs = router.iftable();
+    Ok(router.route_get(addr).map(|d| route_view(&d, &ifs)))
+}
+
+/// Resolves route arguments into a FIB route (the config's rules).
+pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTarget, RouteAttrs), ApiError> {
+    let prefix = parse_prefix(&a.prefix)?;
+    let via = match &a.via {
+        Some(v) => Some(v.parse::<IpAddr>().map_err(|_| ApiError::invalid(format!("invalid address {v:?}")))?),
+        None => None,
+    };
+    if let Some(v) = via
+        && v.is_ipv4() != prefix.is_v4()
+    {
+        return Err(ApiError::invalid(format!("next hop {v} is not of the prefix's address family")));
+    }
+    let ifindex = a.interface.as_deref().map(|n| router.iface_by_name(n)).transpose()?;
+    let kind = a.kind.as_deref().unwrap_or("unicast");
+    let target = match (kind, via, ifindex) {
+        ("unicast", Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
+        ("unicast", None, Some(ifindex)) => RouteTarget::Connected { ifindex },
+        ("unicast", None, None) => return Err(ApiError::invalid("a unicast route needs via or interface")),
+        ("blackhole" | "unreachable" | "prohibit", None, None) => match kind {
+            "blackhole" => RouteTarget::Blackhole,
+            "unreachable" => RouteTarget::Unreachable,
+            _ => RouteTarget::Prohibit,
+        },
+        ("blackhole" | "unreachable" | "prohibit", _, _) => {
+            return Err(ApiError::invalid(format!("a {kind} route takes no via or interface")));
+        }
+        (k, _, _) => {
+            return Err(ApiError::invalid(format!(
+                "unknown route type {k:?} (unicast, blackhole, unreachable, prohibit)"
+            )));
+        }
+    };
+    Ok((prefix, target, RouteAttrs { distance: a.distance, metric: a.metric.unwrap_or(0) }))
+}
+
+/// Adds a route of source `api` (replacing the api route of that prefix).
+pub fn route_add(router: &mut Router, a: &RouteAddArgs) -> Result<String, ApiError> {
+    let (prefix, target, attrs) = route_spec(router, a)?;
+    router.add_route(Source::Api, prefix, target, attrs)?;
+    let best = router.fib.route_get(prefix.addr()).filter(|d| d.prefix == prefix);
+    Ok(match best {
+        None => format!("added {prefix} (inactive: its gateway is not reachable yet)"),
+        Some(d) if d.source != Source::Api => {
+            format!("added {prefix} (not used: the {} route of distance {} wins)", d.source, d.distance)
+        }
+        Some(_) => format!("added {prefix}"),
+    })
+}
+
+/// Removes a route; `source` is "api" (default) or "static".
+pub fn route_del(router: &mut Router, prefix: &str, source: Option<&str>) -> Result<String, ApiError> {
+    let prefix = parse_prefix(prefix)?;
+    let source = source.map(parse_source).transpose()?.unwrap_or(Source::Api);
+    if !matches!(source, Source::Api | Source::Static) {
+        return Err(ApiError::refused(format!(
+            "{source} routes belong to their source (interfaces, route files, the kernel); only api and static routes are removed here"
+        )));
+    }
+    if let Err(e) = router.del_route(source, prefix) {
+        if source == Source::Api && router.plan.routes.iter().any(|r| r.prefix == prefix) {
+            return Err(ApiError::not_found(format!(
+                "no api route for {prefix}; the configuration's static route stays unless you say `source static`"
+            )));
+        }
+        return Err(e);
+    }
+    if source == Source::Static {
+        router.forget_static_route(prefix);
+    }
+    Ok(format!("removed {source} route {prefix}"))
+}
+
+pub fn route_summary(router: &Router) -> FibSummary {
+    let s = router.fib.stats();
+    FibSummary {
+        v4_routes: s.v4_routes,
+        v6_routes: s.v6_routes,
+        rib_entries: s.rib_entries,
+        nexthops: s.nexthops,
+        ecmp_groups: s.ecmp_groups,
+        fib_bytes: s.fib_bytes,
+        adds: s.adds,
+        dels: s.dels,
+        errors: s.errors,
+        fib_updates: s.fib_updates,
+    }
+}
+
+pub fn neighbor_list(router: &Router) -> Vec<NeighborEntry> {
+    let ifs = router.iftable();
+    router
+        .neigh
+        .list(tern_engine::clock::now_ns())
+        .into_iter()
+        .map(|n| NeighborEntry {
+            interface: ifname(&ifs, n.ifindex),
+            ip: n.ip.to_string(),
+            mac: n.mac,
+            state: format!("{:?}", n.state).to_lowercase(),
+            age_ms: n.age_ms,
+        })
+        .collect()
+}
+
+/// Per-node figures over all workers, minus `base` when given.
+pub fn node_stats(workers: &[Arc<WorkerShared>], base: Option<&[StatsSnapshot]>) -> Vec<NodeStats> {
+    let Some(w0) = workers.first() else { return Vec::new() };
+    let tsc = tern_intrin::tsc_per_ns();
+    let mut sums: Vec<[u64; 3]> = vec![[0; 3]; w0.graph.nodes.len()];
+    for (wi, w) in workers.iter().enumerate() {
+        let b = base.and_then(|b| b.get(wi));
+        for (i, n) in w.stats.nodes.iter().enumerate() {
+            let Some(s) = sums.get_mut(i) else { continue };
+            let old = b.and_then(|b| b.nodes.get(i)).copied().unwrap_or([0; 3]);
+            s[0] += n.calls.get().saturating_sub(old[0]);
+            s[1] += n.packets.get().saturating_sub(old[1]);
+            s[2] += n.clocks.get().saturating_sub(old[2]);
+        }
+    }
+    w0.graph
+        .nodes
+        .iter()
+        .zip(sums)
+        .map(|(d, [calls, packets, cycles])| {
+            let per = |x: f64| if packets > 0 { x / packets as f64 } else { 0.0 };
+            NodeStats {
+                node: d.name.into(),
+                calls,
+                packets,
+                packets_per_call: if calls > 0 { packets as f64 / calls as f64 } else { 0.0 },
+                cycles,
+                cycles_per_packet: per(cycles as f64),
+                ns_per_packet: per(cycles as f64 / tsc),
+            }
+        })
+        .collect()
+}
+
+/// Every drop reason and event counter over all workers.
+pub fn error_stats(workers: &[Arc<WorkerShared>], base: Option<&[StatsSnapshot]>) -> Vec<ErrorStat> {
+    let Some(w0) = workers.first() else { return Vec::new() };
+    let mut sums = vec![0u64; w0.graph.errors.len()];
+    for (wi, w) in workers.iter().enumerate() {
+        let b = base.and_then(|b| b.get(wi));
+        for (i, c) in w.stats.errors.iter().enumerate() {
+            if let Some(s) = sums.get_mut(i) {
+                *s += c.get().saturating_sub(b.and_then(|b| b.errors.get(i)).copied().unwrap_or(0));
+            }
+        }
+    }
+    w0.graph
+        .errors
+        .iter()
+        .zip(sums)
+        .map(|(e, count)| ErrorStat {
+            node: e.node.into(),
+            name: e.name.into(),
+            kind: format!("{:?}", e.kind).to_lowercase(),
+            help: e.help.into(),
+            count,
+        })
+        .collect()
+}
+
+pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsReport {
+    let workers = router.workers();
+    let base = if since_clear { st.baseline.as_ref() } else { None };
+    let base_snap = base.map(|(_, b)| b.as_slice());
+    let now = tern_engine::clock::now_ns();
+    let ifs = router.iftable();
+    let mut interfaces: Vec<InterfaceCounters> = port_counters(&workers)
+        .into_iter()
+        .map(|(i, c)| InterfaceCounters { interface: ifname(&ifs, i), counters: c })
+        .collect();
+    interfaces.sort_by(|a, b| a.interface.cmp(&b.interface));
+    if let Some(b) = base_snap {
+        // Per-port baselines: subtract each worker's saved port counters.
+        let mut old: HashMap<String, PortCounters> = HashMap::new();
+        for (w, snap) in workers.iter().zip(b) {
+            for (k, p) in snap.ports.iter().enumerate() {
+                let Some(&i) = w.port_ifindex.get(k) else { continue };
+                let c = old.entry(ifname(&ifs, i)).or_default();
+                c.rx_packets += p.rx_packets;
+                c.rx_bytes += p.rx_bytes;
+                c.tx_packets += p.tx_packets;
+                c.tx_bytes += p.tx_bytes;
+                c.tx_dropped += p.tx_dropped;
+                c.driver_rx_dropped += p.drv_rx_dropped;
+                c.driver_errors += p.drv_errors;
+            }
+        }
+        for l in &mut interfaces {
+            if let Some(o) = old.get(&l.interface) {
+                let c = &mut l.counters;
+                c.rx_packets = c.rx_packets.saturating_sub(o.rx_packets);
+                c.rx_bytes = c.rx_bytes.saturating_sub(o.rx_bytes);
+                c.tx_packets = c.tx_packets.saturating_sub(o.tx_packets);
+                c.tx_bytes = c.tx_bytes.saturating_sub(o.tx_bytes);
+                c.tx_dropped = c.tx_dropped.saturating_sub(o.tx_dropped);
+                c.driver_rx_dropped = c.driver_rx_dropped.saturating_sub(o.driver_rx_dropped);
+                c.driver_errors = c.driver_errors.saturating_sub(o.driver_errors);
+            }
+        }
+    }
+    StatsReport {
+        interval_ms: match base {
+            Some((t, _)) => now.saturating_sub(*t) / 1_000_000,
+            None => router.uptime_ns() / 1_000_000,
+        },
+        nodes: node_stats(&workers, base_snap),
+        errors: error_stats(&workers, base_snap),
+        interfaces,
+    }
+}
+
+pub fn worker_infos(workers: &[Arc<WorkerShared>]) -> Vec<WorkerInfo> {
+    workers
+        .iter()
+        .map(|w| {
+            let s = w.stats.snapshot();
+            let rx: u64 = s.ports.iter().map(|p| p.rx_packets).sum();
+            let pct = |a: u64, b: u64| if b > 0 { 100.0 * a as f64 / b as f64 } else { 0.0 };
+            let idle_pct = pct(s.idle_ns.min(s.uptime_ns), s.uptime_ns);
+            WorkerInfo {
+                id: w.id,
+                ports: w.port_names.clone(),
+                uptime_ms: s.uptime_ns / 1_000_000,
+                loops: s.loops,
+                busy_loops: s.busy_loops,
+                idle_ms: s.idle_ns / 1_000_000,
+                load_pct: if s.uptime_ns > 0 { 100.0 - idle_pct } else { 0.0 },
+                idle_pct,
+                busy_loops_pct: pct(s.busy_loops, s.loops),
+                rx_packets: rx,
+                avg_batch: if s.busy_loops > 0 { rx as f64 / s.busy_loops as f64 } else { 0.0 },
+                batch_hist: (0..BATCH_BUCKETS)
+                    .map(|b| BatchBucket {
+                        min: 1 << b,
+                        max: if b + 1 == BATCH_BUCKETS { u64::MAX } else { (1 << (b + 1)) - 1 },
+                        loops: s.batch_hist[b],
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+pub fn graph_show(router: &Router) -> GraphView {
+    let Some(w) = router.workers.first() else { return GraphView::default() };
+    let g = &w.shared.graph;
+    GraphView {
+        nodes: g
+            .nodes
+            .iter()
+            .map(|n| GraphNode {
+                name: n.name.into(),
+                nexts: n.nexts.iter().map(|s| (*s).into()).collect(),
+                errors: g.errors.iter().filter(|e| e.node == n.name).map(|e| e.name.into()).collect(),
+            })
+            .collect(),
+    }
+}
+
+pub fn graph_dot(router: &Router) -> String {
+    router.workers.first().map(|w| w.shared.graph.to_dot()).unwrap_or_default()
+}
+
+pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, ApiError> {
+    if let Some(n) = name
+        && !router.plan.acls.iter().any(|s| s.name == n)
+    {
+        return Err(ApiError::not_found(format!("no rule set named {n:?}")));
+    }
+    let out = router
+        .plan
+        .acls
+        .iter()
+        .filter(|s| name.is_none_or(|n| n == s.name))
+        .map(|s| {
+            let bound = |f: &dyn Fn(&crate::config::IfacePlan) -> Option<&String>| {
+                router.plan.ifaces.iter().filter(|i| f(i) == Some(&s.name)).map(|i| i.name.clone()).collect()
+            };
+            let hits = router.acl_hits(&s.name);
+            let rules = s
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let mut v = match toml::Value::try_from(r) {
+                        Ok(toml::Value::Table(t)) => t,
+                        _ => toml::map::Map::new(),
+                    };
+                    v.remove("action");
+                    let comment = v.remove("comment").and_then(|c| c.as_str().map(String::from));
+                    let matches = v.iter().map(|(k, val)| format!("{k} {val}")).collect::<Vec<_>>().join(" ");
+                    let h = hits.as_ref().and_then(|h| h.get(i)).copied().unwrap_or_default();
+                    AclRuleView {
+                        index: i,
+                        action: format!("{:?}", r.action).to_lowercase(),
+                        matches: if matches.is_empty() { "any".into() } else { matches },
+                        comment,
+                        packets: h.0,
+                        bytes: h.1,
+                    }
+                })
+                .collect();
+            let d = hits.as_ref().and_then(|h| h.get(s.rules.len())).copied().unwrap_or_default();
+            AclView {
+                name: s.name.clone(),
+                default: format!("{:?}", s.default).to_lowercase(),
+                interfaces_in: bound(&|i| i.acl_in.as_ref()),
+                interfaces_out: bound(&|i| i.acl_out.as_ref()),
+                rules,
+                default_packets: d.0,
+                default_bytes: d.1,
+                counting: hits.is_some(),
+            }
+        })
+        .collect();
+    Ok(out)
+}
+
+pub fn acl_set(router: &mut Router, set: tern_acl::RuleSet) -> Result<String, ApiError> {
+    router.replace_rule_set(set)
+}
+
+pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result<String, ApiError> {
+    if count == 0 || count > 10_000 {
+        return Err(ApiError::invalid(format!("trace {count} packets: need 1..=10000")));
+    }
+    router.trace.clear();
+    st.trace_started_ns = tern_engine::clock::now_ns();
+    router.trace.arm(count);
+    Ok(format!("tracing the next {count} packets; `tern trace show` prints them"))
+}
+
+pub fn trace_show(router: &Router, st: &OpsState) -> TraceView {
+    let ifs = router.iftable();
+    let mut recs = router.trace.peek();
+    recs.sort_by_key(|r| r.seq);
+    TraceView {
+        remaining: router.trace.remaining(),
+        packets: recs
+            .into_iter()
+            .map(|r| TraceEntry {
+                seq: r.seq,
+                worker: r.worker,
+                interface: ifname(&ifs, r.rx_if),
+                len: r.len,
+                at_ms: r.t_ns.saturating_sub(st.trace_started_ns) as f64 / 1e6,
+                summary: summarize(&r.head),
+                head: to_hex(&r.head),
+                hops: r
+                    .hops
+                    .into_iter()
+                    .map(|h| TraceHopView { node: h.node.into(), next: h.next.into(), notes: h.notes })
+                    .collect(),
+                fate: r.fate,
+            })
+            .collect(),
+    }
+}
+
+/// A one-line decode of a frame's first bytes (Ethernet, 802.1Q, ARP,
+/// IPv4, IPv6 and the transport ports), for trace listings.
+pub fn summarize(f: &[u8]) -> String {
+    let mac = |o: usize| f.get(o..o + 6).map(|m| crate::neighbor::fmt_mac([m[0], m[1], m[2], m[3], m[4], m[5]]));
+    let be16 = |o: usize| f.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    let (Some(dst), Some(src), Some(mut et)) = (mac(0), mac(6), be16(12)) else {
+        return format!("{} bytes (runt)", f.len());
+    };
+    let mut off = 14;
+    let mut s = format!("{src} > {dst}");
+    while et == 0x8100 || et == 0x88a8 {
+        let (Some(tci), Some(inner)) = (be16(off), be16(off + 2)) else { return s };
+        s.push_str(&format!(" vlan {}", tci & 0x0fff));
+        et = inner;
+        off += 4;
+    }
+    let l4 = |proto: u8, at: usize| -> String {
+        match proto {
+            6 | 17 => match (be16(at), be16(at + 2)) {
+                (Some(a), Some(b)) => format!(" {} {a} > {b}", if proto == 6 { "tcp" } else { "udp" }),
+                _ => String::new(),
+            },
+            1 | 58 => f.get(at..at + 2).map_or(String::new(), |t| {
+                format!(" icmp{} type {} code {}", if proto == 58 { "6" } else { "" }, t[0], t[1])
+            }),
+            47 => " gre".into(),
+            50 => " esp".into(),
+            p => format!(" proto {p}"),
+        }
+    };
+    match et {
+        0x0800 => {
+            let Some(h) = f.get(off..off + 20) else { return s + " ipv4 (truncated)" };
+            let ihl = usize::from(h[0] & 15) * 4;
+            let a = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+            let b = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+            format!("{s} ipv4 {a} > {b} ttl {}{}", h[8], l4(h[9], off + ihl))
+        }
+        0x86dd => {
+            let Some(h) = f.get(off..off + 40) else { return s + " ipv6 (truncated)" };
+            let mut a = [0u8; 16];
+            let mut b = [0u8; 16];
+            a.copy_from_slice(&h[8..24]);
+            b.copy_from_slice(&h[24..40]);
+            format!(
+                "{s} ipv6 {} > {} hlim {}{}",
+                std::net::Ipv6Addr::from(a),
+                std::net::Ipv6Addr::from(b),
+                h[7],
+                l4(h[6], off + 40)
+            )
+        }
+        0x0806 => {
+            let Some(h) = f.get(off..off + 28) else { return s + " arp (truncated)" };
+            let spa = std::net::Ipv4Addr::new(h[14], h[15], h[16], h[17]);
+            let tpa = std::net::Ipv4Addr::new(h[24], h[25], h[26], h[27]);
+            match h[7] {
+                1 => format!("{s} arp who-has {tpa} tell {spa}"),
+                2 => format!("{s} arp reply {spa} is-at {}", mac(off + 8).unwrap_or_default()),
+                op => format!("{s} arp op {op}"),
+            }
+        }
+        et => format!("{s} ethertype 0x{et:04x}"),
+    }
+}
+
+pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArgs) -> Result<CaptureBatch, ApiError> {
+    if let Some(c) = &st.capture {
+        return Err(ApiError::refused(format!(
+            "capture {} on {} is running; one capture at a time (stop it, or wait {}s for it to expire)",
+            c.id,
+            c.iface,
+            CAPTURE_IDLE.as_secs()
+        )));
+    }
+    let ifindex = router.plan.iface_index(&a.target).ok_or_else(|| {
+        if router.workers.first().is_some_and(|w| w.shared.graph.node_id(&a.target).is_some()) {
+            ApiError::refused(format!(
+                "{:?} is a node; capturing at a node needs the engine's node hook, not there yet: capture an interface",
+                a.target
+            ))
+        } else {
+            ApiError::not_found(format!("no interface named {:?}", a.target))
+        }
+    })?;
+    let port =
+        router.workers.first().and_then(|w| w.shared.port_ifindex.iter().position(|&i| i == ifindex)).ok_or_else(
+            || ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target)),
+        )?;
+    let dirs = match a.direction.as_deref().unwrap_or("both") {
+        "rx" | "in" => CAPTURE_RX,
+        "tx" | "out" => CAPTURE_TX,
+        "both" => CAPTURE_RX | CAPTURE_TX,
+        d => return Err(ApiError::invalid(format!("direction {d:?}: rx, tx or both"))),
+    };
+    if a.count == Some(0) {
+        return Err(ApiError::invalid("count 0 captures nothing"));
+    }
+    let snaplen = a.snaplen.unwrap_or(65535).clamp(14, 65535);
+    let id = st.next_capture_id.max(1);
+    st.next_capture_id = id + 1;
+    for w in &router.workers {
+        w.shared.capture.take();
+        w.shared.capture.start(port as u16, dirs, snaplen);
+    }
+    let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    st.capture = Some(CaptureSession {
+        id,
+        iface: a.target.clone(),
+        port: port as u16,
+        limit: a.count,
+        taken: 0,
+        delivered: 0,
+        buffer: VecDeque::new(),
+        running: true,
+        dropped: 0,
+        last_read: Instant::now(),
+        mono0: tern_engine::clock::now_ns(),
+        wall0,
+    });
+    log::info!("capture {id} started on {} (port {port})", a.target);
+    Ok(CaptureBatch { id, ..CaptureBatch::default() })
+}
+
+fn session(st: &mut OpsState, id: u64) -> Result<&mut CaptureSession, ApiError> {
+    match &mut st.capture {
+        Some(c) if c.id == id => Ok(c),
+        _ => Err(ApiError::not_found(format!("no capture {id} (finished, stopped or expired)"))),
+    }
+}
+
+fn batch_of(c: &mut CaptureSession, router_dropped: u64) -> CaptureBatch {
+    c.last_read = Instant::now();
+    let frames: Vec<_> = c.buffer.drain(..c.buffer.len().min(4096)).collect();
+    c.delivered += frames.len() as u64;
+    CaptureBatch {
+        id: c.id,
+        done: !c.running && c.buffer.is_empty(),
+        captured: c.delivered,
+        dropped: c.dropped + router_dropped,
+        frames,
+    }
+}
+
+pub fn capture_read(st: &mut OpsState, id: u64) -> Result<CaptureBatch, ApiError> {
+    let c = session(st, id)?;
+    let b = batch_of(c, 0);
+    if b.done {
+        st.capture = None;
+    }
+    Ok(b)
+}
+
+/// Stops a capture; the answer carries the frames not yet read.
+pub fn capture_stop(router: &Router, st: &mut OpsState, id: u64) -> Result<CaptureBatch, ApiError> {
+    session(st, id)?;
+    st.poll(router);
+    let c = session(st, id)?;
+    c.running = false;
+    let port = c.port;
+    let lost: u64 =
+        router.workers.iter().map(|w| w.shared.capture.dropped.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    stop_taps(router);
+    let mut b = batch_of(c, lost);
+    b.done = true;
+    log::info!("capture {id} stopped after {} frames (port {port})", b.captured);
+    st.capture = None;
+    Ok(b)
+}
+
+pub fn config_reload(router: &mut Router, st: &mut OpsState) -> Result<ReloadReport, ApiError> {
+    let Some(path) = st.config_path.clone() else {
+        return Err(ApiError::refused("this tern was started without a configuration file"));
+    };
+    let r = crate::reload::reload(router, &path);
+    match &r {
+        Ok(rep) => {
+            st.reloads_ok += 1;
+            log::info!("config reload: {} change(s) applied", rep.changes.len());
+            for c in &rep.changes {
+                log::info!("config reload: {c}");
+            }
+        }
+        Err(e) => {
+            st.reloads_failed += 1;
+            log::warn!("config reload refused, the running configuration stays: {e}");
+        }
+    }
+    r
+}
+
+pub fn config_show(router: &Router) -> Result<String, ApiError> {
+    toml::to_string(&router.plan.config).map_err(|e| ApiError::internal(format!("cannot print the configuration: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_of_common_frames() {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[
+            8, 6, 0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1,
+        ]);
+        assert_eq!(summarize(&f), "02:00:00:00:00:01 > ff:ff:ff:ff:ff:ff arp who-has 10.0.0.1 tell 10.0.0.2");
+        let mut g = f[..12].to_vec();
+        g.extend_from_slice(&[
+            0x81, 0, 0, 100, 8, 0, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1,
+        ]);
+        g.extend_from_slice(&[0x30, 0x39, 0, 53, 0, 8, 0, 0]);
+        assert!(
+            summarize(&g).ends_with("vlan 100 ipv4 10.0.0.2 > 10.0.0.1 ttl 64 udp 12345 > 53"),
+            "{}",
+            summarize(&g)
+        );
+        assert_eq!(summarize(&[1, 2, 3]), "3 bytes (runt)");
+        assert!(summarize(&g[..20]).ends_with("ipv4 (truncated)"));
+    }
+}

@@ -1,0 +1,431 @@
+//! Live changes to a running router: interface state, addresses, routes,
+//! route files and node parameters, each validated before anything
+//! changes and applied so that readers never see half of it (the FIB
+//! publishes each route atomically; the interface table is replaced
+//! whole).
+//!
+//! These are the primitives; [`crate::commands`] resolves names and
+//! arguments for the CLI and API, and [`crate::reload`] diffs a new
+//! configuration file into calls of these.
+
+use crate::api::{ApiError, ErrorCode};
+use crate::config::{IfacePlan, IfacePlanKind, RouteFilePlan};
+use crate::router::Router;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use tern_fib::{FibError, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+use tern_nodes::state::{IfTable, Params, V4Net, V6Net, is_link_local};
+
+/// An interface address with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IfAddr {
+    V4(V4Net),
+    V6(V6Net),
+}
+
+impl IfAddr {
+    pub fn addr(&self) -> IpAddr {
+        match self {
+            IfAddr::V4(n) => IpAddr::V4(n.addr),
+            IfAddr::V6(n) => IpAddr::V6(n.addr),
+        }
+    }
+    pub fn len(&self) -> u8 {
+        match self {
+            IfAddr::V4(n) => n.len,
+            IfAddr::V6(n) => n.len,
+        }
+    }
+    /// The connected subnet.
+    pub fn subnet(&self) -> Prefix {
+        match self {
+            IfAddr::V4(n) => Prefix::V4 { addr: std::net::Ipv4Addr::from(u32::from(n.addr) & n.mask()), len: n.len },
+            IfAddr::V6(n) => Prefix::V6 { addr: std::net::Ipv6Addr::from(u128::from(n.addr) & n.mask()), len: n.len },
+        }
+    }
+}
+
+impl std::fmt::Display for IfAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr(), self.len())
+    }
+}
+
+/// Parses "address/len" with the rules of the configuration file.
+pub fn parse_if_addr(s: &str) -> Result<IfAddr, ApiError> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| ApiError::invalid(format!("{s:?} needs a prefix length (e.g. 10.0.0.1/24)")))?;
+    let addr: IpAddr = a.parse().map_err(|_| ApiError::invalid(format!("invalid address {a:?}")))?;
+    let len: u8 = l.parse().map_err(|_| ApiError::invalid(format!("invalid prefix length in {s:?}")))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(ApiError::invalid(format!("prefix length {len} too long for {addr}")));
+    }
+    if addr.is_unspecified() || addr.is_multicast() || addr.is_loopback() {
+        return Err(ApiError::invalid(format!("{addr} cannot be an interface address")));
+    }
+    Ok(match addr {
+        IpAddr::V4(a) => IfAddr::V4(V4Net { addr: a, len }),
+        IpAddr::V6(a) => {
+            if is_link_local(a) {
+                return Err(ApiError::invalid("link-local addresses are derived from the MAC; add global ones"));
+            }
+            IfAddr::V6(V6Net { addr: a, len })
+        }
+    })
+}
+
+/// The routes an interface's addresses imply: the connected subnet, the
+/// address itself (local) and, for IPv4, the directed broadcast (dropped).
+/// The same set `Router::start` installs.
+pub fn address_routes(index: u16, v4: &[V4Net], v6: &[V6Net]) -> Vec<(Source, Prefix, RouteTarget)> {
+    let mut out = Vec::new();
+    for n in v4 {
+        out.push((Source::Connected, IfAddr::V4(*n).subnet(), RouteTarget::Connected { ifindex: index }));
+        out.push((Source::Local, Prefix::V4 { addr: n.addr, len: 32 }, RouteTarget::Local { ifindex: index }));
+        if let Some(b) = n.broadcast() {
+            out.push((Source::Local, Prefix::V4 { addr: b, len: 32 }, RouteTarget::Blackhole));
+        }
+    }
+    for n in v6 {
+        out.push((Source::Connected, IfAddr::V6(*n).subnet(), RouteTarget::Connected { ifindex: index }));
+        out.push((Source::Local, Prefix::V6 { addr: n.addr, len: 128 }, RouteTarget::Local { ifindex: index }));
+    }
+    out
+}
+
+fn fib_err(e: FibError) -> ApiError {
+    match e {
+        FibError::NotFound { .. } => ApiError::not_found(e.to_string()),
+        FibError::Full(_) => ApiError::internal(e.to_string()),
+        _ => ApiError::invalid(e.to_string()),
+    }
+}
+
+/// The node parameters `current` becomes under configuration `cfg`: the
+/// configuration's knobs replaced, anything else kept.
+pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params {
+    let d = &cfg.dataplane;
+    let n = &cfg.neighbor;
+    let mut p = current.clone();
+    p.icmp_rate = d.icmp_rate;
+    p.icmp_burst = d.icmp_burst;
+    p.neigh_queue_per_dest = n.queue_per_dest;
+    p.neigh_queue_total = n.queue_total;
+    p.neigh_retry_ns = n.retry_ms * 1_000_000;
+    p.neigh_max_tries = n.probes;
+    p
+}
+
+/// Loads a route file into FIB operations of source `config`.
+pub(crate) fn route_file_ops(rf: &RouteFilePlan) -> Result<Vec<RouteOp>, String> {
+    let what = rf.path.display().to_string();
+    let entries = tern_fib::routefile::load(&rf.path).map_err(|e| format!("{what}: {e}"))?;
+    let mut ops = Vec::with_capacity(entries.len());
+    for (prefix, via) in entries {
+        let v4 = matches!(prefix, Prefix::V4 { .. });
+        let gw = via.or(if v4 { rf.via } else { rf.via6 });
+        let target = match (gw, rf.ifindex) {
+            (Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
+            (None, Some(ifindex)) => RouteTarget::Connected { ifindex },
+            (None, None) => {
+                return Err(format!(
+                    "{what}: {prefix} has no next hop and the route_file gives no {}",
+                    if v4 { "via" } else { "via6" }
+                ));
+            }
+        };
+        ops.push(RouteOp::Add(Source::Config, prefix, target, RouteAttrs::default()));
+    }
+    Ok(ops)
+}
+
+impl Router {
+    /// The plan's interface at `index`.
+    fn iface_plan(&self, index: u16) -> Result<&IfacePlan, ApiError> {
+        self.plan.ifaces.get(usize::from(index)).ok_or_else(|| ApiError::not_found(format!("no interface {index}")))
+    }
+
+    /// Index of an interface by name.
+    pub fn iface_by_name(&self, name: &str) -> Result<u16, ApiError> {
+        self.plan.iface_index(name).ok_or_else(|| ApiError::not_found(format!("no interface named {name:?}")))
+    }
+
+    /// Publishes a new interface table where the interfaces in `changed`
+    /// take their state from the plan (admin state, addresses, MTU); a
+    /// VLAN's forwarding state also follows its parent's.
+    fn publish_ifaces(&mut self) {
+        let old = self.shared.ifaces.load();
+        let mut ifs = old.ifs.clone();
+        for (i, f) in ifs.iter_mut().enumerate() {
+            let Some(p) = self.plan.ifaces.get(i) else { continue };
+            let parent_up = match p.kind {
+                IfacePlanKind::Vlan { parent, .. } => self.plan.ifaces.get(parent).is_none_or(|pp| pp.up),
+                _ => true,
+            };
+            f.up = p.up && parent_up;
+            f.v4 = p.v4.clone();
+            f.v6 = p.v6.clone();
+            if let Some(m) = p.mtu {
+                f.mtu = m;
+            }
+        }
+        self.shared.ifaces.publish(IfTable::new(ifs));
+        for w in &self.workers {
+            w.shared.wake();
+        }
+    }
+
+    /// Sets an interface administratively up or down. Packets received on
+    /// a down interface, or routed out of one, are dropped and counted; its
+    /// neighbours are forgotten. Returns whether anything changed.
+    pub fn set_interface_up(&mut self, index: u16, up: bool) -> Result<bool, ApiError> {
+        let p = self.iface_plan(index)?;
+        if p.up == up {
+            return Ok(false);
+        }
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index)) {
+            p.up = up;
+        }
+        self.publish_ifaces();
+        if !up {
+            let mut flushed = self.neigh.flush_interface(index, &mut self.fib);
+            let children: Vec<u16> = self
+                .plan
+                .ifaces
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| matches!(c.kind, IfacePlanKind::Vlan { parent, .. } if parent == usize::from(index)))
+                .map(|(i, _)| i as u16)
+                .collect();
+            for c in children {
+                flushed |= self.neigh.flush_interface(c, &mut self.fib);
+            }
+            if flushed {
+                self.shared.bump_neigh_gen();
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sets an interface's IP MTU (68..=9216; 1280 at least with IPv6).
+    pub fn set_interface_mtu(&mut self, index: u16, mtu: u16) -> Result<bool, ApiError> {
+        let p = self.iface_plan(index)?;
+        if !(68..=9216).contains(&mtu) {
+            return Err(ApiError::invalid(format!("MTU {mtu}: need 68..=9216")));
+        }
+        if !p.v6.is_empty() && mtu < 1280 {
+            return Err(ApiError::invalid(format!("MTU {mtu} is below the IPv6 minimum of 1280")));
+        }
+        if p.mtu == Some(mtu) {
+            return Ok(false);
+        }
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index)) {
+            p.mtu = Some(mtu);
+        }
+        self.publish_ifaces();
+        Ok(true)
+    }
+
+    /// Replaces an interface's addresses, adding and removing only the
+    /// routes that differ. Validates first: on error nothing changed.
+    pub fn set_interface_addresses(&mut self, index: u16, v4: Vec<V4Net>, v6: Vec<V6Net>) -> Result<bool, ApiError> {
+        let p = self.iface_plan(index)?;
+        if p.v4 == v4 && p.v6 == v6 {
+            return Ok(false);
+        }
+        // Unique addresses across interfaces, and no subnet shared with
+        // another interface (connected routes are keyed by prefix).
+        let mine: Vec<IfAddr> = v4.iter().map(|n| IfAddr::V4(*n)).chain(v6.iter().map(|n| IfAddr::V6(*n))).collect();
+        for (i, a) in mine.iter().enumerate() {
+            if mine[..i].iter().any(|b| b.addr() == a.addr()) {
+                return Err(ApiError::invalid(format!("address {} given twice", a.addr())));
+            }
+        }
+        for (j, other) in self.plan.ifaces.iter().enumerate() {
+            if j == usize::from(index) {
+                continue;
+            }
+            let theirs = other.v4.iter().map(|n| IfAddr::V4(*n)).chain(other.v6.iter().map(|n| IfAddr::V6(*n)));
+            for t in theirs {
+                for a in &mine {
+                    if a.addr() == t.addr() {
+                        return Err(ApiError::invalid(format!("address {} is already on {}", a.addr(), other.name)));
+                    }
+                    if a.subnet() == t.subnet() {
+                        return Err(ApiError::invalid(format!(
+                            "subnet {} is already connected on {}",
+                            a.subnet(),
+                            other.name
+                        )));
+                    }
+                }
+            }
+        }
+        if !v6.is_empty() && p.mtu.is_some_and(|m| m < 1280) {
+            return Err(ApiError::invalid("the interface's MTU is below the IPv6 minimum of 1280"));
+        }
+        let old: HashMap<(Source, Prefix), RouteTarget> =
+            address_routes(index, &p.v4, &p.v6).into_iter().map(|(s, pf, t)| ((s, pf), t)).collect();
+        let new: HashMap<(Source, Prefix), RouteTarget> =
+            address_routes(index, &v4, &v6).into_iter().map(|(s, pf, t)| ((s, pf), t)).collect();
+        let adds: Vec<RouteOp> = new
+            .iter()
+            .filter(|(k, t)| old.get(k) != Some(t))
+            .map(|(&(s, pf), t)| RouteOp::Add(s, pf, t.clone(), RouteAttrs::default()))
+            .collect();
+        let dels: Vec<(Source, Prefix)> = old.keys().filter(|k| !new.contains_key(k)).copied().collect();
+        // Adds first (the new address answers as soon as it is published),
+        // undone if one fails; then the interface table; then the deletes.
+        let mut done = Vec::new();
+        for op in adds {
+            let RouteOp::Add(s, pf, t, a) = op else { continue };
+            if let Err(e) = self.fib.add_route(s, pf, t, a) {
+                for (s, pf) in done.into_iter().rev() {
+                    self.restore_route(&old, s, pf);
+                }
+                return Err(fib_err(e));
+            }
+            done.push((s, pf));
+        }
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index)) {
+            p.v4 = v4;
+            p.v6 = v6;
+        }
+        self.publish_ifaces();
+        for (s, pf) in dels {
+            if let Err(e) = self.fib.del_route(s, pf) {
+                log::warn!("removing {s} route {pf}: {e}");
+            }
+        }
+        Ok(true)
+    }
+
+    /// Undoes an add: the previous route for the key, or none.
+    fn restore_route(&mut self, old: &HashMap<(Source, Prefix), RouteTarget>, s: Source, pf: Prefix) {
+        let r = match old.get(&(s, pf)) {
+            Some(t) => self.fib.add_route(s, pf, t.clone(), RouteAttrs::default()),
+            None => self.fib.del_route(s, pf),
+        };
+        if let Err(e) = r {
+            log::error!("undoing {s} route {pf}: {e}");
+        }
+    }
+
+    /// Adds (or replaces) a route of `source`.
+    pub fn add_route(
+        &mut self,
+        source: Source,
+        prefix: Prefix,
+        target: RouteTarget,
+        attrs: RouteAttrs,
+    ) -> Result<(), ApiError> {
+        for ifindex in target_ifindexes(&target) {
+            self.iface_plan(ifindex)?;
+        }
+        self.fib.add_route(source, prefix, target, attrs).map_err(fib_err)
+    }
+
+    /// Removes the route of `source` for `prefix`.
+    pub fn del_route(&mut self, source: Source, prefix: Prefix) -> Result<(), ApiError> {
+        self.fib.del_route(source, prefix).map_err(fib_err)
+    }
+
+    /// Reloads every route file (mark and sweep of the `config` source):
+    /// all files are read first; if one fails nothing changes.
+    pub fn reload_route_files(&mut self, files: &[RouteFilePlan]) -> Result<usize, ApiError> {
+        let mut all = Vec::new();
+        for rf in files {
+            all.extend(route_file_ops(rf).map_err(ApiError::invalid)?);
+        }
+        let n = all.len();
+        self.fib.begin_resync(Source::Config);
+        let report = self.fib.apply(all);
+        let removed = self.fib.end_resync(Source::Config);
+        if let Some((i, e)) = report.errors.first() {
+            return Err(ApiError::new(ErrorCode::Internal, format!("route file route {}: {e}", i + 1)));
+        }
+        log::info!("route files: {n} routes loaded, {removed} stale removed");
+        Ok(n)
+    }
+
+    /// Publishes node parameters (ICMP rate, neighbour queues) from the
+    /// plan's configuration.
+    pub fn publish_params(&mut self) {
+        let p = params_of(&self.shared.params.load(), &self.plan.config);
+        self.shared.params.publish(p);
+    }
+}
+
+impl Router {
+    /// Mirrors an interface's live state (admin state, MTU, addresses)
+    /// into the running configuration `config show` prints.
+    pub(crate) fn sync_config_iface(&mut self, index: u16) {
+        let Some(p) = self.plan.ifaces.get(usize::from(index)) else { return };
+        let addrs: Vec<String> =
+            p.v4.iter()
+                .map(|n| format!("{}/{}", n.addr, n.len))
+                .chain(p.v6.iter().map(|n| format!("{}/{}", n.addr, n.len)))
+                .collect();
+        if let Some(c) = self.plan.config.interfaces.iter_mut().find(|c| c.name == p.name) {
+            c.up = p.up;
+            c.mtu = p.mtu;
+            c.addresses = addrs;
+        }
+    }
+
+    /// Forgets a static route removed live, so a reload diffs against
+    /// what runs.
+    pub(crate) fn forget_static_route(&mut self, prefix: Prefix) {
+        self.plan.routes.retain(|r| r.prefix != prefix);
+        self.plan.config.routes.retain(|r| r.prefix.parse::<Prefix>().ok() != Some(prefix));
+    }
+
+    /// Hit counters of a rule set summed over workers, one (packets, bytes)
+    /// per rule then the default policy; None while the data plane does
+    /// not count.
+    pub fn acl_hits(&self, _name: &str) -> Option<Vec<(u64, u64)>> {
+        None
+    }
+
+    /// Replaces or adds a rule set.
+    pub fn replace_rule_set(&mut self, set: tern_acl::RuleSet) -> Result<String, ApiError> {
+        set.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+        Err(ApiError::refused("rule sets cannot change live until the firewall node runs"))
+    }
+}
+
+/// Interfaces a route target names.
+pub(crate) fn target_ifindexes(t: &RouteTarget) -> Vec<u16> {
+    match t {
+        RouteTarget::Via { ifindex: Some(i), .. } | RouteTarget::Connected { ifindex: i } => vec![*i],
+        RouteTarget::Local { ifindex } => vec![*ifindex],
+        RouteTarget::Ecmp(m) => m.iter().filter_map(|(_, i)| *i).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_addresses_parse_like_the_config() {
+        assert_eq!(parse_if_addr("10.0.0.1/24").expect("ok").to_string(), "10.0.0.1/24");
+        assert_eq!(parse_if_addr("10.0.0.1/24").expect("ok").subnet().to_string(), "10.0.0.0/24");
+        for bad in ["10.0.0.1", "10.0.0.1/33", "224.0.0.1/4", "fe80::1/64", "127.0.0.1/8", "x/1", "1.2.3.4/x"] {
+            assert!(parse_if_addr(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn implied_routes() {
+        let v4 = [V4Net { addr: "10.0.0.1".parse().expect("a"), len: 24 }];
+        let r = address_routes(3, &v4, &[]);
+        let s: Vec<String> = r.iter().map(|(s, p, _)| format!("{s} {p}")).collect();
+        assert_eq!(s, ["connected 10.0.0.0/24", "local 10.0.0.1/32", "local 10.0.0.255/32"]);
+        let v4 = [V4Net { addr: "10.0.0.1".parse().expect("a"), len: 31 }];
+        assert_eq!(address_routes(3, &v4, &[]).len(), 2, "no broadcast on a /31");
+    }
+}

@@ -1,0 +1,344 @@
+//! `tern config reload` and SIGHUP: read the configuration file again,
+//! validate it whole, diff it against the running plan and apply only the
+//! differences (Snabb's reconfiguration by diff).
+//!
+//! Nothing changes unless the whole new file is valid and every
+//! difference can be applied live. A difference that cannot (the worker
+//! count, a device, a MAC, the API socket...) refuses the reload with the
+//! file, line and key that caused it, and the running configuration stays.
+
+use crate::api::types::ReloadReport;
+use crate::api::{ApiError, ErrorCode};
+use crate::config::{self, Plan, Seg};
+use crate::router::Router;
+use std::collections::HashMap;
+use std::path::Path;
+use tern_fib::{Prefix, RouteAttrs, RouteTarget, Source};
+
+/// One live change, decided before anything is applied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Params,
+    InterfaceUp { index: u16, up: bool },
+    InterfaceMtu { index: u16, mtu: u16 },
+    Addresses { index: u16 },
+    RouteDel { prefix: Prefix },
+    RouteAdd { prefix: Prefix, target: RouteTarget, attrs: RouteAttrs },
+    RouteFiles,
+}
+
+/// A refused difference: what and where.
+struct Refusal {
+    path: Vec<Seg>,
+    message: String,
+}
+
+fn key(s: &str) -> Seg {
+    Seg::Key(s.into())
+}
+
+fn refuse(path: Vec<Seg>, message: impl Into<String>) -> Refusal {
+    Refusal { path, message: message.into() }
+}
+
+/// The differences between the running plan and a new one.
+fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
+    let (od, nd) = (&old.config.dataplane, &new.config.dataplane);
+    let restart = |what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+        format!("{what} cannot change while tern runs ({a:?} -> {b:?}); restart tern to apply it")
+    };
+    let dp = |f: &str| vec![key("dataplane"), key(f)];
+    if od.workers != nd.workers {
+        return Err(refuse(dp("workers"), restart("the worker count", &od.workers, &nd.workers)));
+    }
+    if od.cpus != nd.cpus {
+        return Err(refuse(dp("cpus"), restart("worker CPUs", &od.cpus, &nd.cpus)));
+    }
+    if od.pool_frames != nd.pool_frames {
+        return Err(refuse(dp("pool_frames"), restart("the pool size", &od.pool_frames, &nd.pool_frames)));
+    }
+    if od.idle != nd.idle {
+        return Err(refuse(dp("idle"), restart("the idle mode", &od.idle, &nd.idle)));
+    }
+    if old.config.api != new.config.api {
+        return Err(refuse(vec![key("api")], restart("the API socket", &old.config.api, &new.config.api)));
+    }
+    if old.config.metrics != new.config.metrics {
+        return Err(refuse(
+            vec![key("metrics"), key("listen")],
+            restart("the metrics address", &old.config.metrics.listen, &new.config.metrics.listen),
+        ));
+    }
+    if old.config.linux != new.config.linux {
+        return Err(refuse(vec![key("linux")], "the [linux] section cannot change while tern runs; restart tern"));
+    }
+    if old.acls != new.acls {
+        let i = new.acls.iter().position(|s| !old.acls.contains(s)).unwrap_or(0);
+        return Err(refuse(
+            vec![key("acl"), Seg::Index(i)],
+            "rule sets cannot change live until the firewall node runs; restart tern",
+        ));
+    }
+
+    let mut changes = Vec::new();
+    if od.icmp_rate != nd.icmp_rate || od.icmp_burst != nd.icmp_burst || old.config.neighbor != new.config.neighbor {
+        changes.push(Change::Params);
+    }
+
+    // Interfaces: same names in the same order (indexes are what the FIB
+    // and the workers' ports refer to), same kinds and devices.
+    let file_pos = |name: &str| new.config.interfaces.iter().position(|c| c.name == name);
+    let ipath = |name: &str, k: &str| match file_pos(name) {
+        Some(i) => vec![key("interface"), Seg::Index(i), key(k)],
+        None => vec![key("interface")],
+    };
+    for (i, (o, n)) in old.ifaces.iter().zip(&new.ifaces).enumerate() {
+        if o.name != n.name {
+            return Err(refuse(
+                ipath(&n.name, "name"),
+                format!(
+                    "interface {} replaces {} (adding, removing or reordering interfaces needs a restart)",
+                    n.name, o.name
+                ),
+            ));
+        }
+        if o.kind != n.kind {
+            return Err(refuse(
+                ipath(&n.name, "device"),
+                format!("interface {}: its device, driver, parent or VLAN changed; restart tern to apply it", n.name),
+            ));
+        }
+        if o.mac != n.mac {
+            return Err(refuse(
+                ipath(&n.name, "mac"),
+                format!("interface {}: the MAC cannot change while tern runs", n.name),
+            ));
+        }
+        if o.acl_in != n.acl_in || o.acl_out != n.acl_out {
+            return Err(refuse(
+                ipath(&n.name, if o.acl_in != n.acl_in { "acl_in" } else { "acl_out" }),
+                format!("interface {}: rule set bindings cannot change live until the firewall node runs", n.name),
+            ));
+        }
+        let index = i as u16;
+        match (o.mtu, n.mtu) {
+            (a, b) if a == b => {}
+            (_, Some(mtu)) => changes.push(Change::InterfaceMtu { index, mtu }),
+            (Some(_), None) | (None, None) => {
+                return Err(refuse(
+                    ipath(&n.name, "mtu"),
+                    format!("interface {}: going back to the device's MTU needs a restart; give the MTU", n.name),
+                ));
+            }
+        }
+        if o.v4 != n.v4 || o.v6 != n.v6 {
+            changes.push(Change::Addresses { index });
+        }
+        if o.up != n.up {
+            changes.push(Change::InterfaceUp { index, up: n.up });
+        }
+    }
+    if old.ifaces.len() != new.ifaces.len() {
+        let extra = new.ifaces.get(old.ifaces.len()).or(old.ifaces.get(new.ifaces.len()));
+        let name = extra.map(|e| e.name.clone()).unwrap_or_default();
+        return Err(refuse(
+            ipath(&name, "name"),
+            format!("interface {name} added or removed: adding or removing interfaces needs a restart"),
+        ));
+    }
+
+    // Static routes, keyed like the RIB: (static, prefix); the last of
+    // duplicates wins, as at start.
+    let om: HashMap<Prefix, (&RouteTarget, RouteAttrs)> =
+        old.routes.iter().map(|r| (r.prefix, (&r.target, r.attrs))).collect();
+    let nm: HashMap<Prefix, (&RouteTarget, RouteAttrs)> =
+        new.routes.iter().map(|r| (r.prefix, (&r.target, r.attrs))).collect();
+    let mut dels: Vec<Prefix> = om.keys().filter(|p| !nm.contains_key(p)).copied().collect();
+    dels.sort();
+    changes.extend(dels.into_iter().map(|prefix| Change::RouteDel { prefix }));
+    let mut adds: Vec<Change> = nm
+        .iter()
+        .filter(|(p, v)| om.get(p) != Some(v))
+        .map(|(p, (t, a))| Change::RouteAdd { prefix: *p, target: (*t).clone(), attrs: *a })
+        .collect();
+    adds.sort_by_key(|c| match c {
+        Change::RouteAdd { prefix, .. } => Some(*prefix),
+        _ => None,
+    });
+    changes.extend(adds);
+    if old.route_files != new.route_files {
+        changes.push(Change::RouteFiles);
+    }
+    Ok(changes)
+}
+
+/// Reloads `path` into the running router.
+pub fn reload(router: &mut Router, path: &Path) -> Result<ReloadReport, ApiError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ApiError::invalid(format!("{file}: cannot read: {e}")))?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let new = config::parse(&text, &file, &base).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let changes = diff(&router.plan, &new).map_err(|r| {
+        let at = config::locate(&text, &r.path).map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
+        let k = path_string(&r.path);
+        ApiError::new(ErrorCode::Refused, format!("{file}{at}: {k}: {}", r.message))
+    })?;
+    apply(router, new, changes)
+}
+
+fn path_string(path: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// Applies decided changes; the new plan becomes the running one.
+fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadReport, ApiError> {
+    let mut report = ReloadReport::default();
+    // Route files are read before anything changes: a missing file refuses
+    // the whole reload.
+    if changes.contains(&Change::RouteFiles) {
+        for rf in &new.route_files {
+            crate::live::route_file_ops(rf).map_err(ApiError::invalid)?;
+        }
+    }
+    // Addresses are checked as a whole too, since one interface's new
+    // address may be another's old one.
+    let name = |i: u16| new.ifaces.get(usize::from(i)).map(|f| f.name.clone()).unwrap_or_default();
+    // Remove vanished addresses everywhere first, then add new ones.
+    let addr_changes: Vec<u16> =
+        changes.iter().filter_map(|c| if let Change::Addresses { index } = c { Some(*index) } else { None }).collect();
+    for &i in &addr_changes {
+        let (Some(o), Some(n)) = (router.plan.ifaces.get(usize::from(i)), new.ifaces.get(usize::from(i))) else {
+            continue;
+        };
+        let v4: Vec<_> = o.v4.iter().filter(|a| n.v4.contains(a)).copied().collect();
+        let v6: Vec<_> = o.v6.iter().filter(|a| n.v6.contains(a)).copied().collect();
+        router.set_interface_addresses(i, v4, v6)?;
+    }
+    // MTUs before new addresses: an IPv6 address needs an MTU of 1280.
+    for c in &changes {
+        if let Change::InterfaceMtu { index, mtu } = c {
+            router.set_interface_mtu(*index, *mtu)?;
+            report.changes.push(format!("interface {}: mtu {mtu}", name(*index)));
+        }
+    }
+    for &i in &addr_changes {
+        let Some(n) = new.ifaces.get(usize::from(i)) else { continue };
+        router.set_interface_addresses(i, n.v4.clone(), n.v6.clone())?;
+        report.changes.push(format!("interface {}: addresses {}", name(i), addr_list(n)));
+    }
+    for c in &changes {
+        match c {
+            Change::Params => {
+                router.plan.config.dataplane.icmp_rate = new.config.dataplane.icmp_rate;
+                router.plan.config.dataplane.icmp_burst = new.config.dataplane.icmp_burst;
+                router.plan.config.neighbor = new.config.neighbor.clone();
+                router.publish_params();
+                report.changes.push("dataplane ICMP rate and neighbour settings updated".into());
+            }
+            Change::InterfaceMtu { .. } | Change::Addresses { .. } => {}
+            Change::InterfaceUp { index, up } => {
+                router.set_interface_up(*index, *up)?;
+                report.changes.push(format!("interface {}: {}", name(*index), if *up { "up" } else { "down" }));
+            }
+            Change::RouteDel { prefix } => {
+                router.del_route(Source::Static, *prefix)?;
+                report.changes.push(format!("route {prefix} removed"));
+            }
+            Change::RouteAdd { prefix, target, attrs } => {
+                router.add_route(Source::Static, *prefix, target.clone(), *attrs)?;
+                report.changes.push(format!("route {prefix} added or changed"));
+            }
+            Change::RouteFiles => {
+                let n = router.reload_route_files(&new.route_files)?;
+                report.changes.push(format!("route files reloaded ({n} routes)"));
+            }
+        }
+    }
+    router.plan = new;
+    Ok(report)
+}
+
+fn addr_list(p: &crate::config::IfacePlan) -> String {
+    let v: Vec<String> =
+        p.v4.iter()
+            .map(|n| format!("{}/{}", n.addr, n.len))
+            .chain(p.v6.iter().map(|n| format!("{}/{}", n.addr, n.len)))
+            .collect();
+    if v.is_empty() { "none".into() } else { v.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[[interface]]
+name = "lan"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+addresses = ["10.0.1.1/24"]
+
+[[interface]]
+name = "wan"
+driver = "memory"
+mac = "02:00:00:00:02:01"
+addresses = ["10.0.2.1/24"]
+
+[[route]]
+prefix = "198.18.0.0/15"
+via = "10.0.2.2"
+"#;
+
+    fn plan(t: &str) -> Plan {
+        config::parse(t, "t.toml", Path::new(".")).expect("valid")
+    }
+
+    #[test]
+    fn same_file_no_changes() {
+        assert_eq!(diff(&plan(BASE), &plan(BASE)).ok(), Some(vec![]));
+    }
+
+    #[test]
+    fn live_differences_are_listed() {
+        let new =
+            BASE.replace("10.0.2.2\"", "10.0.2.3\"").replace("\"10.0.1.1/24\"", "\"10.0.1.1/24\", \"10.0.9.1/24\"")
+                + "\n[[route]]\nprefix = \"192.0.2.0/24\"\ntype = \"blackhole\"\n";
+        let new =
+            new.replacen("addresses = [\"10.0.2.1/24\"]", "addresses = [\"10.0.2.1/24\"]\nup = false\nmtu = 1400", 1);
+        let c = diff(&plan(BASE), &plan(&new)).ok().expect("live");
+        assert!(c.contains(&Change::Addresses { index: 0 }), "{c:?}");
+        assert!(c.contains(&Change::InterfaceUp { index: 1, up: false }), "{c:?}");
+        assert!(c.contains(&Change::InterfaceMtu { index: 1, mtu: 1400 }), "{c:?}");
+        assert_eq!(c.iter().filter(|c| matches!(c, Change::RouteAdd { .. })).count(), 2, "{c:?}");
+        assert!(!c.iter().any(|c| matches!(c, Change::RouteDel { .. })), "a changed route is replaced: {c:?}");
+    }
+
+    #[test]
+    fn restart_only_differences_are_refused_with_their_key() {
+        for (edit, want) in [
+            (BASE.to_string() + "\n[dataplane]\nworkers = 2\n", "dataplane.workers"),
+            (BASE.replace("02:00:00:00:02:01", "02:00:00:00:02:02"), "interface[1].mac"),
+            (BASE.replace("name = \"wan\"", "name = \"wan2\""), "interface[1].name"),
+            (BASE.to_string() + "\n[metrics]\nlisten = \"127.0.0.1:1\"\n", "metrics.listen"),
+            (
+                BASE.to_string() + "\n[[interface]]\nname = \"x\"\ndriver = \"memory\"\nmac = \"02:00:00:00:03:01\"\n",
+                "interface[2].name",
+            ),
+        ] {
+            let r = diff(&plan(BASE), &plan(&edit)).err().expect("refused");
+            assert_eq!(path_string(&r.path), want, "{}", r.message);
+        }
+    }
+}
