@@ -41,6 +41,8 @@ fn err(s: impl Into<String>) -> StartError {
 /// What the router changes on the host and must undo on shutdown.
 pub(crate) struct HostState {
     pub(crate) quiet: Vec<tern_io::netdev::KernelQuiet>,
+    /// Linux mode's device settings (restored when dropped).
+    pub(crate) linux: Vec<crate::linux::host::SysctlGuard>,
 }
 
 pub struct Router {
@@ -232,6 +234,7 @@ fn params_of(plan: &Plan) -> Params {
         neigh_queue_total: n.queue_total,
         neigh_retry_ns: n.retry_ms * 1_000_000,
         neigh_max_tries: n.probes,
+        linux_owns_local: plan.config.linux.linux_mode(),
     }
 }
 
@@ -266,13 +269,17 @@ impl Router {
         shared.params.publish(params_of(&plan));
         shared.acls.publish(acls);
 
-        let mut host = HostState { quiet: Vec::new() };
+        let mut host = HostState { quiet: Vec::new(), linux: Vec::new() };
+        let linux_mode = plan.config.linux.linux_mode();
         for p in &ports {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
                 && *driver != Driver::Memory
             {
-                take_over(dev, p.up, &mut host)?;
+                take_over(dev, p.up, &mut host, linux_mode)?;
             }
+        }
+        if linux_mode && !host.linux.is_empty() {
+            host.linux.push(crate::linux::host::ipv6_forwarding_off().map_err(err)?);
         }
 
         let workers_n = plan.config.dataplane.workers;
@@ -374,7 +381,13 @@ impl Router {
         }
         if !self.sources.is_empty() {
             let ifs = self.shared.ifaces.load();
-            let mut cx = SourceCx { fib: &mut self.fib, neigh: &mut self.neigh, ifs: &ifs, now_ns: now };
+            let mut cx = SourceCx {
+                fib: &mut self.fib,
+                neigh: &mut self.neigh,
+                ifs: &ifs,
+                ifaces: &self.shared.ifaces,
+                now_ns: now,
+            };
             for s in &mut self.sources {
                 changed |= s.poll(&mut cx);
             }
@@ -468,8 +481,9 @@ impl Router {
 
 /// Prepares a Linux device for tern: link up, no large-frame offloads (so
 /// AF_PACKET sees wire-sized frames), and the kernel told not to forward
-/// or answer on it.
-fn take_over(dev: &str, up: bool, host: &mut HostState) -> Result<(), StartError> {
+/// or answer on it (standalone mode), or not forward while Linux keeps
+/// its addresses and answers for them (Linux mode, `crate::linux::host`).
+fn take_over(dev: &str, up: bool, host: &mut HostState, linux_mode: bool) -> Result<(), StartError> {
     let what = |e: tern_io::Error| err(format!("device {dev}: {e}"));
     tern_io::netdev::ifindex(dev).map_err(what)?;
     if up {
@@ -477,6 +491,10 @@ fn take_over(dev: &str, up: bool, host: &mut HostState) -> Result<(), StartError
     }
     if let Err(e) = tern_io::netdev::disable_large_frame_offloads(dev) {
         log::warn!("device {dev}: cannot turn off offloads: {e}");
+    }
+    if linux_mode {
+        host.linux.push(crate::linux::host::take_over(dev).map_err(|e| err(format!("device {dev}: {e}")))?);
+        return Ok(());
     }
     host.quiet.push(tern_io::netdev::quiet_kernel(dev).map_err(what)?);
     match tern_io::netdev::addresses(dev) {

@@ -5,12 +5,18 @@
 use crate::neighbor::NeighborTable;
 use tern_fib::FibWriter;
 use tern_nodes::state::IfTable;
+use tern_rcu::Published;
 
 /// What a source may touch while it runs.
 pub struct SourceCx<'a> {
     pub fib: &'a mut FibWriter,
     pub neigh: &'a mut NeighborTable,
+    /// The interface table as published when the round began.
     pub ifs: &'a IfTable,
+    /// Where a source publishes a changed interface table (the kernel
+    /// mirror: addresses added with `ip addr`, link state in Linux mode).
+    /// Build it from `ifs` and publish once per round.
+    pub ifaces: &'a Published<IfTable>,
     pub now_ns: u64,
 }
 
@@ -21,4 +27,8 @@ pub trait ControlSource: Send {
     /// One round of work; must not block. Returns true if it changed
     /// anything (the router then tells the workers).
     fn poll(&mut self, cx: &mut SourceCx<'_>) -> bool;
+    /// Counters and state for `tern` status output and tests.
+    fn status(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }

@@ -5,6 +5,9 @@
 //! a request addressed to us or any reply creates an entry, a gratuitous
 //! announcement only refreshes one (RFC 826 "merge" rule).
 //!
+//! In Linux mode (`Params::linux_owns_local`) the kernel answers requests
+//! for the router's addresses (it sees every frame); tern only learns.
+//!
 //! Next nodes: `interface-output` (replies), `drop`.
 //! Counters: [`ARP_ERRORS`].
 
@@ -17,12 +20,13 @@ use tern_rcu::Snapshot;
 
 pub struct ArpInput {
     ifs: Snapshot<IfTable>,
+    params: Snapshot<crate::state::Params>,
     shared: Shared,
 }
 
 impl ArpInput {
     pub fn new(shared: &Shared) -> Self {
-        ArpInput { ifs: shared.ifaces.snapshot(), shared: shared.clone() }
+        ArpInput { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot(), shared: shared.clone() }
     }
 }
 
@@ -34,6 +38,7 @@ const A_REPLY_SENT: u16 = 4;
 const A_NO_IF: u16 = 5;
 const A_EVENTS_FULL: u16 = 6;
 const A_BAD_OP: u16 = 7;
+const A_LINUX: u16 = 8;
 
 pub const ARP_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("malformed", "not Ethernet/IPv4 ARP, or truncated"),
@@ -44,6 +49,7 @@ pub const ARP_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("no-interface", "received on an unknown interface"),
     ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
     ErrorDesc::drop("bad-operation", "ARP operation other than request or reply"),
+    ErrorDesc::drop("left-to-linux", "request for our address in Linux mode: the kernel answers it"),
 ];
 
 const NEXT_OUTPUT: u16 = 1;
@@ -60,13 +66,15 @@ impl Node for ArpInput {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
+        self.params.refresh();
+        let linux = self.params.current().linux_owns_local;
         for (i, &p) in pkts.iter().enumerate() {
-            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p);
+            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p, linux);
         }
     }
 }
 
-fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
+fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, A_NO_IF) };
@@ -96,6 +104,13 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
             cx.count(A_EVENTS_FULL, 1);
         }
         return cx.drop(p, if op == 2 { A_REPLY } else { A_NOT_OURS });
+    }
+    if linux {
+        // Linux mode: the kernel saw the same request and answers it.
+        if events_full {
+            cx.count(A_EVENTS_FULL, 1);
+        }
+        return cx.drop(p, A_LINUX);
     }
     // Reply in place (RFC 826: swap, fill in our hardware address).
     put16(a, 6, 2);

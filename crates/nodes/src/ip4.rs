@@ -374,9 +374,22 @@ fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
 /// GRE packets go to `gre-input`, which decapsulates those of configured
 /// tunnels.
 ///
+/// In Linux mode (`Params::linux_owns_local`) the kernel received its own
+/// copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
+/// copy, counted as `left-to-linux`, so nothing is answered twice. GRE of
+/// tern's own tunnels is still decapsulated here.
+///
 /// Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
 /// `gre-input`, `drop`. Counters: [`IP4_LOCAL_ERRORS`].
-pub struct Ip4Local;
+pub struct Ip4Local {
+    params: Snapshot<crate::state::Params>,
+}
+
+impl Ip4Local {
+    pub fn new(shared: &crate::state::Shared) -> Self {
+        Ip4Local { params: shared.params.snapshot() }
+    }
+}
 
 const LO_FRAGMENT: u16 = 0;
 const LO_BAD_ICMP: u16 = 1;
@@ -385,6 +398,7 @@ const LO_ICMP_OTHER: u16 = 3;
 const LO_TCP: u16 = 4;
 const LO_UDP: u16 = 5;
 const LO_PROTO: u16 = 6;
+const LO_LINUX: u16 = 7;
 
 pub const IP4_LOCAL_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("fragment", "fragment addressed to the router (no reassembly)"),
@@ -394,6 +408,7 @@ pub const IP4_LOCAL_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("tcp-to-router", "TCP segment for the router (no local service)"),
     ErrorDesc::info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
     ErrorDesc::info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
+    ErrorDesc::drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
 ];
 
 const LOC_LOOKUP: u16 = 1;
@@ -411,17 +426,22 @@ impl Node for Ip4Local {
         IP4_LOCAL_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.params.refresh();
+        let linux = self.params.current().linux_owns_local;
         for (i, &p) in pkts.iter().enumerate() {
-            next[i] = local4(cx, p);
+            next[i] = local4(cx, p, linux);
         }
     }
 }
 
-fn local4(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
+fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
     let l3 = &mut d[l3off..];
     let ihl = usize::from(l3[0] & 0x0f) * 4;
+    if linux && l3[9] != 47 {
+        return cx.drop(p, LO_LINUX);
+    }
     if be16(l3, 6) & 0x3fff != 0 {
         return cx.drop(p, LO_FRAGMENT);
     }

@@ -345,18 +345,24 @@ fn rewrite6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
 /// and code 0 as section 7.1.1/7.1.2 require), and ICMPv6 port unreachable
 /// for UDP it does not serve.
 ///
+/// In Linux mode (`Params::linux_owns_local`) the kernel answers echo,
+/// solicitations and everything else for the router (it saw the frame
+/// too); tern only learns neighbours from ND and counts the rest as
+/// `left-to-linux`.
+///
 /// Next nodes: `ip6-lookup` (echo replies to global addresses),
 /// `interface-output` (ND answers and replies to link-local sources, sent
 /// straight back on the link), `ip6-icmp-error`, `drop`.
 /// Counters: [`IP6_LOCAL_ERRORS`].
 pub struct Ip6Local {
     ifs: Snapshot<IfTable>,
+    params: Snapshot<crate::state::Params>,
     shared: Shared,
 }
 
 impl Ip6Local {
     pub fn new(shared: &Shared) -> Self {
-        Ip6Local { ifs: shared.ifaces.snapshot(), shared: shared.clone() }
+        Ip6Local { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot(), shared: shared.clone() }
     }
 }
 
@@ -376,6 +382,7 @@ const LO6_UDP: u16 = 12;
 const LO6_PROTO: u16 = 13;
 const LO6_EVENTS_FULL: u16 = 14;
 const LO6_NO_IF: u16 = 15;
+const LO6_LINUX: u16 = 16;
 
 pub const IP6_LOCAL_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("bad-extension-header", "extension header chain malformed or too long"),
@@ -394,6 +401,7 @@ pub const IP6_LOCAL_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("protocol-unhandled", "other upper-layer protocol for the router"),
     ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
     ErrorDesc::drop("no-interface", "received on an unknown interface"),
+    ErrorDesc::drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
 ];
 
 const LO6_NEXT_LOOKUP: u16 = 1;
@@ -412,14 +420,16 @@ impl Node for Ip6Local {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
+        self.params.refresh();
+        let linux = self.params.current().linux_owns_local;
         for (i, &p) in pkts.iter().enumerate() {
             let ifs = self.ifs.current();
-            next[i] = local6(cx, ifs, &self.shared, p);
+            next[i] = local6(cx, ifs, &self.shared, p, linux);
         }
     }
 }
 
-fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
+fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool) -> u16 {
     let m = *cx.pool.meta(p);
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, LO6_NO_IF) };
     let l3off = m.l3_off as usize;
@@ -438,13 +448,14 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
     let l2_src = if l3off >= 12 { <[u8; 6]>::try_from(&d[6..12]).unwrap_or(BROADCAST_MAC) } else { BROADCAST_MAC };
     match walk.upper_protocol {
         IpProtocol::ICMPV6 => {}
+        IpProtocol::GRE => return 4,
+        _ if linux => return cx.drop(p, LO6_LINUX),
         IpProtocol::UDP => {
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
             cx.count(LO6_UDP, 1);
             return LO6_NEXT_ICMP;
         }
         IpProtocol::TCP => return cx.drop(p, LO6_TCP),
-        IpProtocol::GRE => return 4,
         _ => return cx.drop(p, LO6_PROTO),
     }
     let icmp = &l3[up..];
@@ -458,6 +469,9 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
     let (ty, code, hop) = (icmp[0], icmp[1], l3[7]);
     match ty {
         128 => {
+            if linux {
+                return cx.drop(p, LO6_LINUX);
+            }
             if dst.segments()[0] >> 8 == 0xff {
                 return cx.drop(p, LO6_MCAST_ECHO);
             }
@@ -504,6 +518,10 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx) -> u16 {
                     .is_err()
             {
                 cx.count(LO6_EVENTS_FULL, 1);
+            }
+            if linux {
+                // The kernel answers the solicitation for its address.
+                return cx.drop(p, LO6_LINUX);
             }
             let (to_ip, to_mac) = if dad {
                 (Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1), [0x33, 0x33, 0, 0, 0, 1])

@@ -50,7 +50,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(ip6::Ip6Input::new(ifs()));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, false));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, false));
-    b.add(ip4::Ip4Local);
+    b.add(ip4::Ip4Local::new(shared));
     b.add(ip6::Ip6Local::new(shared));
     b.add(gre::GreInput::new(ifs()));
     b.add(ip4::Ip4Lookup::new(shared.fib.clone()));

@@ -265,6 +265,11 @@ pub struct Params {
     pub neigh_retry_ns: u64,
     /// Requests before giving up on a neighbour and dropping what waits.
     pub neigh_max_tries: u32,
+    /// Linux mode: the kernel owns the router's addresses and, seeing every
+    /// frame, answers ARP/ND, ping and everything else addressed to them;
+    /// tern stays silent for that traffic (no duplicate replies) and only
+    /// learns neighbours from it.
+    pub linux_owns_local: bool,
 }
 
 impl Default for Params {
@@ -276,6 +281,7 @@ impl Default for Params {
             neigh_queue_total: 1024,
             neigh_retry_ns: 1_000_000_000,
             neigh_max_tries: 3,
+            linux_owns_local: false,
         }
     }
 }

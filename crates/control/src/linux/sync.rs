@@ -1,0 +1,504 @@
+//! Route messages to RIB operations, shared by the kernel mirror and the
+//! FPM server: one [`RouteSync`] per source turns `RTM_NEWROUTE`,
+//! `RTM_DELROUTE` and next-hop-object messages into [`RouteOp`]s of its
+//! [`Source`].
+//!
+//! What is installed: routes of the configured table (main by default),
+//! of type unicast, blackhole, unreachable or prohibit, whose next hops
+//! leave through an interface tern drives. Everything else is ignored and
+//! counted by reason ([`SyncCounters`]), so `routes present in the kernel
+//! but missing in the data plane` always has an answer.
+//!
+//! Next-hop objects (`ip nexthop`, zebra's `fpm use-next-hop-groups`) are
+//! kept in a table; a route naming one (`RTA_NH_ID`) is resolved through
+//! it, and when an object changes every route using it is re-resolved.
+//!
+//! The kernel may hold several routes for one prefix with different
+//! metrics (`ip route add ... metric N`); the RIB keeps one route per
+//! source and prefix, so with `track_metrics` the lowest-metric one is
+//! installed and the others wait behind it.
+
+use super::nl::{self, NexthopMsg, RouteMsg};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use tern_fib::{Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+
+/// Kernel interface index -> tern interface index, for the devices tern
+/// drives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IfMap {
+    by_kernel: HashMap<u32, u16>,
+}
+
+impl IfMap {
+    pub fn insert(&mut self, kernel: u32, tern: u16) {
+        self.by_kernel.retain(|_, t| *t != tern);
+        self.by_kernel.insert(kernel, tern);
+    }
+    pub fn remove_kernel(&mut self, kernel: u32) {
+        self.by_kernel.remove(&kernel);
+    }
+    pub fn get(&self, kernel: u32) -> Option<u16> {
+        self.by_kernel.get(&kernel).copied()
+    }
+    /// The kernel index of a tern interface.
+    pub fn kernel_of(&self, tern: u16) -> Option<u32> {
+        self.by_kernel.iter().find(|(_, t)| **t == tern).map(|(k, _)| *k)
+    }
+    pub fn len(&self) -> usize {
+        self.by_kernel.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.by_kernel.is_empty()
+    }
+}
+
+/// Why route messages were not installed, and what was done.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SyncCounters {
+    /// Route messages decoded (new and delete).
+    pub route_msgs: u64,
+    pub nexthop_msgs: u64,
+    /// Operations handed to the RIB.
+    pub adds: u64,
+    pub dels: u64,
+    /// Routes of another table (VRFs, policy routing).
+    pub ignored_table: u64,
+    /// Local, broadcast, multicast, anycast, throw, NAT routes and cached
+    /// clones.
+    pub ignored_type: u64,
+    /// Source-specific routes (IPv6 `from`), which tern cannot express.
+    pub ignored_source_specific: u64,
+    /// No next hop through an interface tern drives.
+    pub ignored_foreign_if: u64,
+    /// An IPv4 route through an IPv6 next hop (RFC 5549): not supported.
+    pub ignored_family: u64,
+    /// A route naming a next-hop object tern has not seen.
+    pub unknown_nexthop: u64,
+    /// Routes of a protocol the configuration leaves to another source.
+    pub ignored_protocol: u64,
+    /// Messages that failed to decode.
+    pub malformed: u64,
+    /// Next-hop objects known now.
+    pub nexthop_objects: u64,
+    /// Routes re-resolved because their next-hop object changed.
+    pub reresolved: u64,
+}
+
+/// A next-hop object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Nhg {
+    /// One next hop: gateway (or directly connected) through a kernel
+    /// interface.
+    One {
+        gw: Option<IpAddr>,
+        oif: Option<u32>,
+    },
+    Blackhole,
+    /// (member id, weight).
+    Group(Vec<(u32, u32)>),
+}
+
+/// What a route asks for, before interface mapping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Want {
+    Target(RouteTarget),
+    Nh(u32),
+}
+
+/// The result of translating one route message.
+enum Translated {
+    Op(RouteOp),
+    Skip,
+}
+
+pub struct RouteSync {
+    source: Source,
+    table: u32,
+    track_metrics: bool,
+    /// Protocols (rtm_protocol) whose routes this source ignores.
+    skip_protocols: Vec<u8>,
+    nhgs: FxHashMap<u32, Nhg>,
+    /// Routes naming a next-hop object: prefix -> (object id, metric).
+    by_nh: FxHashMap<Prefix, (u32, u32)>,
+    /// With `track_metrics`: every route per prefix, (metric, want),
+    /// lowest metric first (it is the installed one).
+    multi: FxHashMap<Prefix, Vec<(u32, Want)>>,
+    pub counters: SyncCounters,
+}
+
+fn unspecified(family: u8) -> IpAddr {
+    if family == nl::AF_INET {
+        IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+    }
+}
+
+impl RouteSync {
+    pub fn new(source: Source, table: u32, track_metrics: bool) -> Self {
+        RouteSync {
+            source,
+            table,
+            track_metrics,
+            skip_protocols: Vec::new(),
+            nhgs: FxHashMap::default(),
+            by_nh: FxHashMap::default(),
+            multi: FxHashMap::default(),
+            counters: SyncCounters::default(),
+        }
+    }
+
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    pub fn set_skip_protocols(&mut self, p: Vec<u8>) {
+        self.skip_protocols = p;
+    }
+
+    /// Forgets everything learned (before a resync: the peer sends it all
+    /// again; the RIB side is marked and swept by the caller).
+    pub fn clear(&mut self) {
+        self.nhgs.clear();
+        self.by_nh.clear();
+        self.multi.clear();
+        self.counters.nexthop_objects = 0;
+    }
+
+    /// Prefixes currently tracked as routed through next-hop objects.
+    pub fn nh_routes(&self) -> usize {
+        self.by_nh.len()
+    }
+
+    /// RTM_NEWROUTE / RTM_DELROUTE.
+    pub fn route(&mut self, new: bool, payload: &[u8], ifs: &IfMap, out: &mut Vec<RouteOp>) {
+        self.counters.route_msgs += 1;
+        let r = match RouteMsg::parse(payload) {
+            Ok(r) => r,
+            Err(_) => {
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        if let Translated::Op(op) = self.translate(new, &r, ifs) {
+            self.push(op, out);
+        }
+    }
+
+    fn push(&mut self, op: RouteOp, out: &mut Vec<RouteOp>) {
+        match op {
+            RouteOp::Add(..) => self.counters.adds += 1,
+            RouteOp::Del(..) => self.counters.dels += 1,
+        }
+        out.push(op);
+    }
+
+    fn translate(&mut self, new: bool, r: &RouteMsg<'_>, ifs: &IfMap) -> Translated {
+        let c = &mut self.counters;
+        if r.table != self.table {
+            c.ignored_table += 1;
+            return Translated::Skip;
+        }
+        if r.flags & nl::RTM_F_CLONED != 0
+            || !matches!(r.kind, nl::RTN_UNICAST | nl::RTN_BLACKHOLE | nl::RTN_UNREACHABLE | nl::RTN_PROHIBIT)
+        {
+            c.ignored_type += 1;
+            return Translated::Skip;
+        }
+        if r.src_len != 0 {
+            c.ignored_source_specific += 1;
+            return Translated::Skip;
+        }
+        if self.skip_protocols.contains(&r.protocol) {
+            c.ignored_protocol += 1;
+            return Translated::Skip;
+        }
+        let Some(prefix) = Prefix::new_truncated(r.dst.unwrap_or(unspecified(r.family)), r.dst_len) else {
+            c.malformed += 1;
+            return Translated::Skip;
+        };
+        if !new {
+            return self.delete(prefix, r.priority, ifs);
+        }
+        let want = match r.kind {
+            nl::RTN_BLACKHOLE => Want::Target(RouteTarget::Blackhole),
+            nl::RTN_UNREACHABLE => Want::Target(RouteTarget::Unreachable),
+            nl::RTN_PROHIBIT => Want::Target(RouteTarget::Prohibit),
+            _ => match r.nh_id {
+                // Prefer the object when we know it (the kernel also
+                // expands it in compat mode; zebra does not).
+                Some(id) if self.nhgs.contains_key(&id) => Want::Nh(id),
+                Some(_) if r.oif.is_none() && r.multipath.is_none() => {
+                    c.unknown_nexthop += 1;
+                    return Translated::Skip;
+                }
+                _ => match self.direct_target(&prefix, r, ifs) {
+                    Ok(t) => Want::Target(t),
+                    Err(()) => return self.drop_existing(prefix, r.priority, ifs),
+                },
+            },
+        };
+        self.install(prefix, r.priority, want, ifs)
+    }
+
+    /// A route that now cannot be installed: if an older version of it is
+    /// installed, it must go (the kernel replaced it).
+    fn drop_existing(&mut self, prefix: Prefix, metric: u32, ifs: &IfMap) -> Translated {
+        // Without metric tracking the RIB is the only record: ask it to
+        // drop the prefix (a route it never had is not an error there).
+        let known = !self.track_metrics || self.multi.get(&prefix).is_some_and(|v| v.iter().any(|(m, _)| *m == metric));
+        if known { self.delete(prefix, metric, ifs) } else { Translated::Skip }
+    }
+
+    fn direct_target(&mut self, prefix: &Prefix, r: &RouteMsg<'_>, ifs: &IfMap) -> Result<RouteTarget, ()> {
+        let c = &mut self.counters;
+        if r.multipath.is_none() {
+            let t = match (r.gateway, r.oif) {
+                (gw, Some(oif)) => match ifs.get(oif) {
+                    Some(i) => match gw {
+                        Some(gw) => RouteTarget::Via { gw, ifindex: Some(i) },
+                        None => RouteTarget::Connected { ifindex: i },
+                    },
+                    None => {
+                        c.ignored_foreign_if += 1;
+                        return Err(());
+                    }
+                },
+                (Some(gw), None) => RouteTarget::Via { gw, ifindex: None },
+                (None, None) => {
+                    c.malformed += 1;
+                    return Err(());
+                }
+            };
+            if let RouteTarget::Via { gw, .. } = t
+                && gw.is_ipv4() != prefix.is_v4()
+            {
+                c.ignored_family += 1;
+                return Err(());
+            }
+            return Ok(t);
+        }
+        let mut members = Vec::new();
+        let mut foreign = false;
+        for p in r.paths() {
+            let Ok(p) = p else {
+                c.malformed += 1;
+                return Err(());
+            };
+            if p.flags & (nl::RTNH_F_DEAD | nl::RTNH_F_LINKDOWN) != 0 {
+                continue;
+            }
+            let Some(i) = ifs.get(p.ifindex) else {
+                foreign = true;
+                continue;
+            };
+            match p.gateway {
+                Some(gw) if gw.is_ipv4() == prefix.is_v4() => members.push((gw, Some(i))),
+                Some(_) => {}
+                None if members.is_empty() => return Ok(RouteTarget::Connected { ifindex: i }),
+                None => {}
+            }
+        }
+        match members.len() {
+            0 => {
+                if foreign {
+                    c.ignored_foreign_if += 1;
+                } else {
+                    c.ignored_family += 1;
+                }
+                Err(())
+            }
+            1 => Ok(RouteTarget::Via { gw: members[0].0, ifindex: members[0].1 }),
+            _ => {
+                members.sort();
+                members.dedup();
+                Ok(RouteTarget::Ecmp(members))
+            }
+        }
+    }
+
+    /// The target of a next-hop object, or None when it leaves through no
+    /// interface tern drives.
+    fn resolve_nh(&self, id: u32, prefix: &Prefix, ifs: &IfMap) -> Option<RouteTarget> {
+        let one = |gw: Option<IpAddr>, oif: Option<u32>| -> Option<(Option<IpAddr>, Option<u16>)> {
+            let i = match oif {
+                Some(o) => Some(ifs.get(o)?),
+                None => None,
+            };
+            if let Some(g) = gw
+                && g.is_ipv4() != prefix.is_v4()
+            {
+                return None;
+            }
+            Some((gw, i))
+        };
+        match self.nhgs.get(&id)? {
+            Nhg::Blackhole => Some(RouteTarget::Blackhole),
+            Nhg::One { gw, oif } => match one(*gw, *oif)? {
+                (Some(gw), ifindex) => Some(RouteTarget::Via { gw, ifindex }),
+                (None, Some(ifindex)) => Some(RouteTarget::Connected { ifindex }),
+                (None, None) => None,
+            },
+            Nhg::Group(members) => {
+                let mut v = Vec::new();
+                for (m, _w) in members {
+                    if let Some(Nhg::One { gw: Some(gw), oif }) = self.nhgs.get(m)
+                        && let Some((Some(gw), i)) = one(Some(*gw), *oif)
+                    {
+                        v.push((gw, i));
+                    }
+                }
+                v.sort();
+                v.dedup();
+                match v.len() {
+                    0 => None,
+                    1 => Some(RouteTarget::Via { gw: v[0].0, ifindex: v[0].1 }),
+                    _ => Some(RouteTarget::Ecmp(v)),
+                }
+            }
+        }
+    }
+
+    fn target_of(&mut self, prefix: &Prefix, want: &Want, ifs: &IfMap) -> Option<RouteTarget> {
+        match want {
+            Want::Target(t) => Some(t.clone()),
+            Want::Nh(id) => {
+                let t = self.resolve_nh(*id, prefix, ifs);
+                if t.is_none() {
+                    self.counters.ignored_foreign_if += 1;
+                }
+                t
+            }
+        }
+    }
+
+    fn add_op(&self, prefix: Prefix, target: RouteTarget, metric: u32) -> RouteOp {
+        RouteOp::Add(self.source, prefix, target, RouteAttrs { distance: None, metric })
+    }
+
+    fn install(&mut self, prefix: Prefix, metric: u32, want: Want, ifs: &IfMap) -> Translated {
+        let target = self.target_of(&prefix, &want, ifs);
+        if !self.track_metrics {
+            match &want {
+                Want::Nh(id) => {
+                    self.by_nh.insert(prefix, (*id, metric));
+                }
+                Want::Target(_) => {
+                    self.by_nh.remove(&prefix);
+                }
+            }
+            return match target {
+                Some(t) => Translated::Op(self.add_op(prefix, t, metric)),
+                // A route through an object with no usable next hop:
+                // remove an older version (the RIB forgives a missing one).
+                None => Translated::Op(RouteOp::Del(self.source, prefix)),
+            };
+        }
+        let v = self.multi.entry(prefix).or_default();
+        match v.iter_mut().find(|(m, _)| *m == metric) {
+            Some(slot) => slot.1 = want.clone(),
+            None => {
+                v.push((metric, want.clone()));
+                v.sort_by_key(|(m, _)| *m);
+            }
+        }
+        if let Want::Nh(id) = want {
+            self.by_nh.insert(prefix, (id, metric));
+        }
+        let best = v.first().map(|(m, _)| *m);
+        if best != Some(metric) {
+            // A worse route waits behind the installed one.
+            return Translated::Skip;
+        }
+        match target {
+            Some(t) => Translated::Op(self.add_op(prefix, t, metric)),
+            None => Translated::Op(RouteOp::Del(self.source, prefix)),
+        }
+    }
+
+    fn delete(&mut self, prefix: Prefix, metric: u32, ifs: &IfMap) -> Translated {
+        if !self.track_metrics {
+            self.by_nh.remove(&prefix);
+            return Translated::Op(RouteOp::Del(self.source, prefix));
+        }
+        let Some(v) = self.multi.get_mut(&prefix) else {
+            // Never installed (ignored when added).
+            return Translated::Skip;
+        };
+        let Some(pos) = v.iter().position(|(m, _)| *m == metric) else { return Translated::Skip };
+        v.remove(pos);
+        if self.by_nh.get(&prefix).is_some_and(|(_, m)| *m == metric) {
+            self.by_nh.remove(&prefix);
+        }
+        if pos != 0 {
+            return Translated::Skip;
+        }
+        match v.first().cloned() {
+            None => {
+                self.multi.remove(&prefix);
+                Translated::Op(RouteOp::Del(self.source, prefix))
+            }
+            Some((m, want)) => {
+                if let Want::Nh(id) = want {
+                    self.by_nh.insert(prefix, (id, m));
+                }
+                // The route that waited behind the deleted one takes over.
+                match self.target_of(&prefix, &want, ifs) {
+                    Some(t) => Translated::Op(self.add_op(prefix, t, m)),
+                    None => Translated::Op(RouteOp::Del(self.source, prefix)),
+                }
+            }
+        }
+    }
+
+    /// RTM_NEWNEXTHOP / RTM_DELNEXTHOP. Routes using a changed object (or
+    /// a group containing it) are re-resolved.
+    pub fn nexthop(&mut self, new: bool, payload: &[u8], ifs: &IfMap, out: &mut Vec<RouteOp>) {
+        self.counters.nexthop_msgs += 1;
+        let n = match NexthopMsg::parse(payload) {
+            Ok(n) => n,
+            Err(_) => {
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        let nhg = if n.group.is_some() {
+            Nhg::Group(n.group().collect())
+        } else if n.blackhole {
+            Nhg::Blackhole
+        } else {
+            Nhg::One { gw: n.gateway, oif: n.oif }
+        };
+        let changed = if new {
+            self.nhgs.insert(n.id, nhg.clone()).is_some_and(|old| old != nhg)
+        } else {
+            self.nhgs.remove(&n.id).is_some()
+        };
+        self.counters.nexthop_objects = self.nhgs.len() as u64;
+        if !changed {
+            return;
+        }
+        // Affected objects: this one and every group containing it.
+        let mut ids = vec![n.id];
+        for (gid, g) in &self.nhgs {
+            if let Nhg::Group(m) = g
+                && m.iter().any(|(id, _)| *id == n.id)
+            {
+                ids.push(*gid);
+            }
+        }
+        let affected: Vec<(Prefix, u32, u32)> =
+            self.by_nh.iter().filter(|(_, (id, _))| ids.contains(id)).map(|(p, (id, m))| (*p, *id, *m)).collect();
+        for (p, id, m) in affected {
+            self.counters.reresolved += 1;
+            let op = match self.resolve_nh(id, &p, ifs) {
+                Some(t) => self.add_op(p, t, m),
+                None => RouteOp::Del(self.source, p),
+            };
+            self.push(op, out);
+        }
+    }
+}
