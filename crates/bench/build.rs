@@ -5,7 +5,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: [&str; 2] = ["gen", "sink"];
+const PROGRAMS: [&str; 3] = ["gen", "sink", "pass"];
 const HINT: &str = "tern-bench needs clang to build its XDP programs: apt-get install -y clang llvm libbpf-dev";
 
 fn main() {

@@ -17,6 +17,7 @@ use crate::traffic::{FlowSpec, HDR_MAX, MAX_SLOTS, MAX_STREAMS, Slot};
 
 static GEN_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
 static SINK_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
+static PASS_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pass.bpf.o"));
 
 const SLOT_SIZE: usize = HDR_MAX + 8;
 const STREAM_CFG_SIZE: usize = 32;
@@ -352,4 +353,46 @@ pub(crate) fn rx_le_u64(b: &[u8], off: usize) -> u64 {
 
 pub(crate) fn rx_le_u32(b: &[u8], off: usize) -> u32 {
     le_u32(b, off)
+}
+
+/// An XDP program that passes every frame, attached to a DUT's ingress
+/// veth only to give it the NAPI context XDP-redirected frames need (see
+/// bpf/pass.bpf.c). Detached on drop.
+pub struct PassProgram {
+    ebpf: Ebpf,
+    attached: Option<aya::programs::xdp::XdpLinkId>,
+}
+
+impl PassProgram {
+    /// Loads the program and attaches it (native mode) to `dev` in `ns`.
+    pub fn attach(ns: &Netns, dev: &str) -> Result<Self> {
+        let mut ebpf = load(PASS_OBJ, "tern_pass")?;
+        let id = {
+            let p: &mut Xdp = ebpf
+                .program_mut("tern_pass")
+                .ok_or_else(|| BenchError::Bpf("no program tern_pass".into()))?
+                .try_into()
+                .map_err(|e| bpf_err("tern_pass", e))?;
+            std::thread::scope(|s| {
+                s.spawn(|| -> Result<_> {
+                    ns.enter_current_thread()?;
+                    p.attach(dev, XdpMode::Driver).map_err(|e| bpf_err(&format!("attach pass program to {dev}"), e))
+                })
+                .join()
+                .map_err(|_| BenchError::Bpf("pass attach thread panicked".into()))?
+            })?
+        };
+        Ok(PassProgram { ebpf, attached: Some(id) })
+    }
+}
+
+impl Drop for PassProgram {
+    fn drop(&mut self) {
+        if let Some(id) = self.attached.take() {
+            let p: Option<&mut Xdp> = self.ebpf.program_mut("tern_pass").and_then(|p| p.try_into().ok());
+            if let Some(p) = p {
+                let _ = p.detach(id);
+            }
+        }
+    }
 }

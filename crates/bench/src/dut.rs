@@ -183,10 +183,6 @@ fn setup_linux(
     place: Placement,
     work_dir: &Path,
 ) -> Result<Setup> {
-    if kind == DutKind::Linux && needs.firewall != Firewall::None {
-        // Plain Linux forwards without rules; the scenario's rules are
-        // what linux-nft measures. Reported, not silently skipped.
-    }
     chain.address_dut()?;
     for (k, v) in [
         ("net.ipv4.ip_forward", "1"),
@@ -253,12 +249,19 @@ fn setup_linux(
         }
         description.push_str(", no firewall (the rules are linux-nft's)");
     }
-    // A veth delivers to its peer through NAPI only when GRO or XDP is on;
-    // GRO on, then the NAPI poll in a thread pinned to the DUT's CPU.
-    dut.exec("ethtool", &["-K", DUT_IN, "gro", "on"])?;
-    dut.thread_napi(DUT_IN, place.dut_cpu, place.rt_priority)?;
+    prepare_ingress(dut, place)?;
     description.push_str(&format!(", {DUT_IN} NAPI thread on cpu {}", place.dut_cpu));
     Ok(Setup::Running(DutHandle { child: None, log: None, description }))
+}
+
+/// Readies the DUT's ingress veth for the generator. Frames sent by XDP
+/// reach a veth's peer only through its NAPI, which exists only when GRO or
+/// an XDP program is on: GRO on, then the NAPI poll in a kernel thread
+/// pinned to the DUT's CPU (as a NIC's interrupt would be), for every DUT
+/// alike.
+fn prepare_ingress(dut: &Netns, place: Placement) -> Result<()> {
+    dut.exec("ethtool", &["-K", DUT_IN, "gro", "on"])?;
+    dut.thread_napi(DUT_IN, place.dut_cpu, place.rt_priority)
 }
 
 /// The nftables ruleset of the 100GE test, VyOS-like: one rule per
@@ -359,7 +362,7 @@ pub fn tern_config(needs: &DutNeeds, dut_cpu: usize) -> String {
     }
     let _ = writeln!(s, "[[route]]\nprefix = \"{TEST_NET_V6}\"\nvia = \"{SINK_V6}\"\n");
     if let Some(f) = &needs.route_file {
-        let _ = writeln!(s, "[[route_file]]\npath = \"{}\"\nvia = \"{SINK_V4}\"\n", f.display());
+        let _ = writeln!(s, "[[route_file]]\npath = \"{}\"\nvia = \"{SINK_V4}\"\nvia6 = \"{SINK_V6}\"\n", f.display());
     }
     if let Some(a) = acl {
         let default = if needs.firewall == Firewall::Drop50DefaultDeny { "drop" } else { "accept" };
@@ -389,6 +392,11 @@ fn setup_tern(
     if !bin.is_file() {
         return Err(BenchError::Config(format!("--tern-bin {}: not a file", bin.display())));
     }
+    // tern owns the devices: the kernel of the DUT namespace must not
+    // forward behind its back.
+    dut.sysctl("net.ipv4.ip_forward", "0")?;
+    dut.sysctl("net.ipv6.conf.all.forwarding", "0")?;
+    prepare_ingress(dut, place)?;
     let cfg = tern_config(needs, place.dut_cpu);
     let cfg_path = work_dir.join(format!("{}-tern.toml", dut.name()));
     write_file(&cfg_path, &cfg)?;
@@ -412,9 +420,10 @@ fn setup_tern(
         child: Some(child),
         log: Some(log),
         description: format!(
-            "{} run --config {} (1 worker on cpu {})",
+            "{} run --config {} (1 worker on cpu {}), {DUT_IN} NAPI thread on cpu {}",
             bin.display(),
             cfg_path.display(),
+            place.dut_cpu,
             place.dut_cpu
         ),
     }))
@@ -428,6 +437,7 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         return Ok(Setup::NotSupported("testpmd forwards by MAC only: no firewall, routes or GRE".into()));
     }
     let sink_mac = fmt_mac(&chain.sink_link.mac);
+    prepare_ingress(dut, place)?;
     let log = work_dir.join(format!("{}-testpmd.log", dut.name()));
     let log_f = std::fs::File::create(&log).map_err(|e| BenchError::io(format!("create {}", log.display()), e))?;
     let log_err = log_f.try_clone().map_err(|e| BenchError::io(format!("dup {}", log.display()), e))?;
@@ -466,4 +476,67 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         log: Some(log),
         description: format!("dpdk-testpmd mac forwarding over af_packet vdevs, lcore {}", place.dut_cpu),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needs(firewall: Firewall, gre: bool, routes: bool) -> DutNeeds {
+        DutNeeds { firewall, route_file: routes.then(|| PathBuf::from("/data/table.txt.gz")), gre, vlan: None }
+    }
+
+    #[test]
+    fn tern_config_is_valid_toml_with_the_scenario() {
+        let t: toml::Value = toml::from_str(&tern_config(&needs(Firewall::Drop50, false, true), 1)).expect("toml");
+        assert_eq!(t["dataplane"]["cpus"][0].as_integer(), Some(1));
+        let ifs = t["interface"].as_array().expect("interfaces");
+        assert_eq!(ifs.len(), 2);
+        assert_eq!(ifs[0]["device"].as_str(), Some(DUT_IN));
+        assert_eq!(ifs[0]["acl_in"].as_str(), Some("FW50"));
+        let acl = &t["acl"][0];
+        assert_eq!(acl["default"].as_str(), Some("accept"));
+        let rules = acl["rule"].as_array().expect("rules");
+        assert_eq!(rules.len(), 50);
+        assert_eq!(rules[49]["src"].as_str(), Some("1.1.50.1/32"));
+        assert_eq!(t["route_file"][0]["via"].as_str(), Some("10.10.2.2"));
+        assert_eq!(t["route_file"][0]["via6"].as_str(), Some("2001:db8:10:2::2"));
+        assert!(t.get("tunnel").is_none());
+
+        let t: toml::Value =
+            toml::from_str(&tern_config(&needs(Firewall::Drop50DefaultDeny, true, false), 0)).expect("toml");
+        assert_eq!(t["acl"][0]["default"].as_str(), Some("drop"));
+        let rules = t["acl"][0]["rule"].as_array().expect("rules");
+        assert_eq!(rules.len(), 51);
+        assert_eq!(rules[50]["action"].as_str(), Some("accept"));
+        assert_eq!(t["tunnel"][0]["remote"].as_str(), Some("10.10.2.2"));
+        assert_eq!(t["route"][0]["via"].as_str(), Some("192.168.255.2"));
+
+        let t: toml::Value = toml::from_str(&tern_config(&needs(Firewall::None, false, false), 1)).expect("toml");
+        assert!(t.get("acl").is_none());
+        assert!(t["interface"][0].get("acl_in").is_none());
+    }
+
+    #[test]
+    fn nft_ruleset_has_the_100ge_rules() {
+        let r = nft_ruleset(Firewall::Drop50);
+        assert_eq!(r.matches(" drop\n").count(), 50);
+        assert!(r.contains("ip saddr 1.1.1.1 drop") && r.contains("ip saddr 1.1.50.1 drop"));
+        assert!(r.contains("policy accept;"));
+        let r = nft_ruleset(Firewall::Drop50DefaultDeny);
+        assert!(r.contains("policy drop;"));
+        assert!(r.find("1.1.50.1 drop").unwrap_or(usize::MAX) < r.find("10.10.1.0/24 accept").unwrap_or(0));
+        assert_eq!(nft_ruleset(Firewall::None).matches("saddr").count(), 0);
+    }
+
+    #[test]
+    fn route_file_lines() {
+        let dir = std::env::temp_dir().join(format!("tb-routes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let p = dir.join("r.txt");
+        std::fs::write(&p, "# comment\n1.0.0.0/24\n\n2001:db8::/32 via x\n  10.0.0.0/8  \n").expect("write");
+        assert_eq!(read_route_file(&p).expect("read"), ["1.0.0.0/24", "2001:db8::/32", "10.0.0.0/8"]);
+        assert!(read_route_file(&dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -97,6 +97,9 @@ impl Netns {
     /// of a veth runs in softirq on whichever CPU sent to it, which puts
     /// the device under test on the generator's CPU and hides its cost.
     pub fn thread_napi(&self, dev: &str, cpu: usize, rt_priority: u8) -> Result<()> {
+        // Off first: a NAPI context created while the device was already
+        // threaded got its thread before we could see it appear.
+        self.exec("sh", &["-c", &format!("echo 0 > /sys/class/net/{dev}/threaded")])?;
         let before = napi_threads();
         self.exec("sh", &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")])?;
         let new: Vec<i32> = napi_threads().into_iter().filter(|p| !before.contains(p)).collect();
@@ -114,6 +117,19 @@ impl Netns {
             set_fifo(pid, rt_priority.saturating_add(1).min(99), false)?;
         }
         Ok(())
+    }
+}
+
+impl Netns {
+    /// Whether a veth here can take frames redirected by XDP: it has a NAPI
+    /// context when it has an XDP program or GRO on.
+    pub fn has_rx_napi(&self, dev: &str) -> Result<bool> {
+        let link = self.ip(&["-j", "link", "show", "dev", dev])?;
+        if link.contains("\"xdp\"") {
+            return Ok(true);
+        }
+        let features = self.exec("ethtool", &["-k", dev])?;
+        Ok(features.lines().any(|l| l.trim() == "generic-receive-offload: on"))
     }
 }
 

@@ -53,6 +53,12 @@ pub struct Rfc2544Opts {
     #[arg(long)]
     pub max_mpps: Option<f64>,
 
+    /// Depth of the generator's token bucket in microseconds: the longest
+    /// burst it sends at its own speed after falling behind. Deeper reaches
+    /// higher rates with fewer system calls but is burstier.
+    #[arg(long, default_value_t = 500.0)]
+    pub bucket_us: f64,
+
     /// Skip the NDR/PDR searches (frame-loss test only).
     #[arg(long)]
     pub no_search: bool,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::bpf::{Generator, Sink};
+use crate::bpf::{Generator, PassProgram, Sink};
 use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, cpu_count, have_program};
@@ -54,6 +54,9 @@ fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
     }
     if !(opts.goal_width > 0.0 && opts.goal_width < 1.0) {
         return Err(BenchError::Config(format!("--goal-width {}: need 0 < w < 1", opts.goal_width)));
+    }
+    if !(opts.bucket_us >= 1.0 && opts.bucket_us <= 100_000.0) {
+        return Err(BenchError::Config(format!("--bucket-us {}: need 1..100000", opts.bucket_us)));
     }
     if let Some(l) = opts.loads.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
         return Err(BenchError::Config(format!("--loads: {l} Mpps is not a rate")));
@@ -168,6 +171,7 @@ impl Ctx<'_> {
             drain: Duration::from_secs_f64(self.opts.drain_secs),
             gen_cpu: self.opts.gen_cpu,
             rt_priority: self.opts.rt_priority,
+            bucket_secs: self.opts.bucket_us * 1e-6,
         }
     }
 
@@ -201,6 +205,8 @@ impl Ctx<'_> {
         }
         let mut sizes = Vec::new();
         let timing = self.timing();
+        let mut pass: Option<PassProgram> = None;
+        let mut pass_note = false;
         for (size_idx, size) in self.scenario.sizes.clone().into_iter().enumerate() {
             let prof = profile(self.scenario, size, chain.gen_link.mac, chain.first_hop.mac);
             let slots = prof.slots()?;
@@ -217,18 +223,42 @@ impl Ctx<'_> {
             };
             if size_idx == 0 {
                 let wait = if kind == Some(DutKind::Tern) || kind == Some(DutKind::Testpmd) { 30 } else { 5 };
-                let r = tester.warm_up(Duration::from_secs(wait), || match &mut handle {
-                    Some(h) => h.check_alive(),
-                    None => Ok(()),
+                let (dut_cpu, rt) = (self.opts.dut_cpu, self.opts.rt_priority);
+                let r = tester.warm_up(Duration::from_secs(wait), || {
+                    if let Some(h) = &mut handle {
+                        h.check_alive()?;
+                    }
+                    // A DUT that turned GRO off and attached no XDP program
+                    // (tern on AF_PACKET) left its ingress veth without the
+                    // NAPI context XDP-redirected frames need.
+                    if let (Some(d), None) = (&chain.dut, &pass)
+                        && !d.has_rx_napi(DUT_IN)?
+                    {
+                        pass = Some(PassProgram::attach(d, DUT_IN)?);
+                        d.thread_napi(DUT_IN, dut_cpu, rt)?;
+                        pass_note = true;
+                    }
+                    Ok(())
                 });
                 if let Err(e) = r {
+                    if let Some(secs) = std::env::var("TERN_BENCH_KEEP_FAILED").ok().and_then(|s| s.parse().ok()) {
+                        // Debugging aid: leave the chain up for inspection.
+                        eprintln!("\n{name} failed ({e}); namespaces {prefix}-* kept for {secs} s");
+                        std::thread::sleep(Duration::from_secs(secs));
+                    }
                     let log = handle.as_ref().map(|h| h.log_tail()).unwrap_or_default();
                     let msg = if log.is_empty() { e.to_string() } else { format!("{e}; log: {log}") };
                     return Ok(DutReport { description, ..DutReport::without_results(&name, DutStatus::Failed, msg) });
                 }
+                if pass_note {
+                    description.push_str(&format!(
+                        "; XDP_PASS program on {DUT_IN} (the DUT turned GRO off, and a veth takes \
+                         XDP-redirected frames only with GRO or XDP on)"
+                    ));
+                }
                 if kind == Some(DutKind::Tern) {
-                    // Like the kernel DUTs: the ingress NAPI (where AF_XDP
-                    // copies frames in) on the DUT's CPU, if tern left it softirq.
+                    // If attaching its XDP program gave the ingress veth a new
+                    // NAPI context, thread and pin it like the first one.
                     if let Some(d) = &chain.dut
                         && d.thread_napi(DUT_IN, self.opts.dut_cpu, self.opts.rt_priority).is_ok()
                     {
@@ -304,6 +334,7 @@ impl Ctx<'_> {
         }
         let _ = self.sink.detach();
         drop(handle);
+        drop(pass);
         Ok(DutReport { name, description, status: DutStatus::Ok, message: None, sizes })
     }
 }
@@ -340,9 +371,11 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         drain_secs: opts.drain_secs,
         goal_width: opts.goal_width,
         pdr_loss: 0.005,
-        generator: "XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, \
-                    token bucket over batches of >= 64 frames, flushed every 64"
-            .into(),
+        generator: format!(
+            "XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES; token bucket \
+             {} us deep (64..2048 frames), batches of >= 64 frames flushed every 64",
+            opts.bucket_us
+        ),
         receiver: "XDP program on the sink's veth: per-stream counters, 1024-frame sequence \
                    window, latency histogram; frames dropped after counting"
             .into(),

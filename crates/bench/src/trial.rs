@@ -32,6 +32,8 @@ pub struct TrialTiming {
     pub gen_cpu: usize,
     /// SCHED_FIFO priority of the generator thread (0: normal scheduling).
     pub rt_priority: u8,
+    /// Depth of the token bucket, in seconds of tokens.
+    pub bucket_secs: f64,
 }
 
 /// The measured outcome of one trial.
@@ -96,18 +98,19 @@ pub struct Tester<'a> {
 const MIN_CALL: u64 = 64;
 /// Largest bucket depth (frames).
 const MAX_DEPTH: u64 = 2048;
-/// Bucket depth in time: tokens older than this are dropped.
-const DEPTH_SECS: f64 = 250e-6;
 
 /// The generator sleeps only when the next batch is further away than this.
 const SLEEP_ABOVE_SECS: f64 = 1e-3;
 
-/// Depth of the token bucket at `rate_pps`: a generator delayed (by the
-/// scheduler, or the hypervisor) loses the tokens beyond it instead of
-/// catching up with a burst that no real sender would emit and that would
-/// overflow the DUT's receive ring. The rate achieved is reported.
-fn bucket_depth(rate_pps: f64) -> u64 {
-    ((rate_pps * DEPTH_SECS) as u64).clamp(MIN_CALL, MAX_DEPTH)
+/// Depth of the token bucket at `rate_pps` for a depth of `secs`: a
+/// generator delayed (by the scheduler, or the hypervisor) loses the tokens
+/// beyond it instead of catching up with a burst that no real sender would
+/// emit and that would overflow the DUT's receive ring. The rate achieved
+/// is reported. Deeper buckets mean fewer, longer BPF_PROG_TEST_RUN calls
+/// (each sets up a page pool: about 20 us) and so a higher top rate, at
+/// the price of burstier traffic.
+pub fn bucket_depth(rate_pps: f64, secs: f64) -> u64 {
+    ((rate_pps * secs) as u64).clamp(MIN_CALL, MAX_DEPTH)
 }
 
 /// Frames per xdp_do_flush inside a call (the kernel caps it at 256).
@@ -128,6 +131,7 @@ impl Tester<'_> {
         let ifindex = self.gen_ifindex;
         let cpu = self.timing.gen_cpu;
         let rt = self.timing.rt_priority;
+        let bucket_secs = self.timing.bucket_secs;
         std::thread::scope(|s| {
             s.spawn(move || -> Result<(u64, f64)> {
                 ns.enter_current_thread()?;
@@ -135,7 +139,7 @@ impl Tester<'_> {
                 set_fifo(current_tid(), rt, false)?;
                 let start = Instant::now();
                 let deadline = duration.mul_f64(1.01) + Duration::from_millis(5);
-                let depth = bucket_depth(rate_pps);
+                let depth = bucket_depth(rate_pps, bucket_secs);
                 let mut sent = 0u64;
                 // Frames whose tokens were dropped while the generator was late.
                 let mut dropped_tokens = 0u64;
