@@ -502,3 +502,186 @@ impl RouteSync {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linux::nl::{NexthopSpec, NlBuilder, NlMessages, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_NEWROUTE, RouteSpec};
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+    fn pfx(s: &str) -> Prefix {
+        s.parse().expect("prefix")
+    }
+    fn ifs() -> IfMap {
+        let mut m = IfMap::default();
+        m.insert(7, 0);
+        m.insert(8, 1);
+        m
+    }
+
+    /// Feeds every message of `b` to `s`, returning the operations.
+    fn feed(s: &mut RouteSync, b: &NlBuilder) -> Vec<RouteOp> {
+        let mut out = Vec::new();
+        for m in NlMessages::new(&b.buf) {
+            let m = m.expect("message");
+            match m.ty {
+                RTM_NEWROUTE | RTM_DELROUTE => s.route(m.ty == RTM_NEWROUTE, m.payload, &ifs(), &mut out),
+                _ => s.nexthop(m.ty == RTM_NEWNEXTHOP, m.payload, &ifs(), &mut out),
+            }
+        }
+        out
+    }
+
+    fn add(p: &str, t: RouteTarget, metric: u32, s: Source) -> RouteOp {
+        RouteOp::Add(s, pfx(p), t, RouteAttrs { distance: None, metric })
+    }
+
+    #[test]
+    fn unicast_routes_map_interfaces_and_filter() {
+        let mut s = RouteSync::new(Source::Fpm, nl::RT_TABLE_MAIN, false);
+        let mut b = NlBuilder::new();
+        b.route(RTM_NEWROUTE, 1, &RouteSpec::unicast(ip("10.1.0.0"), 16, vec![(Some(ip("10.0.0.2")), 7)]));
+        b.route(RTM_NEWROUTE, 2, &RouteSpec::unicast(ip("10.9.0.0"), 16, vec![(Some(ip("192.0.2.1")), 99)]));
+        let mut other = RouteSpec::unicast(ip("10.2.0.0"), 16, vec![(Some(ip("10.0.0.2")), 7)]);
+        other.table = 100;
+        b.route(RTM_NEWROUTE, 3, &other);
+        let mut local = RouteSpec::unicast(ip("10.0.0.1"), 32, vec![(None, 7)]);
+        local.kind = nl::RTN_LOCAL;
+        b.route(RTM_NEWROUTE, 4, &local);
+        let mut bh = RouteSpec::unicast(ip("192.0.2.0"), 24, vec![]);
+        bh.kind = nl::RTN_BLACKHOLE;
+        b.route(RTM_NEWROUTE, 5, &bh);
+        b.route(RTM_NEWROUTE, 6, &RouteSpec::unicast(ip("10.3.0.0"), 16, vec![(Some(ip("fe80::1")), 7)]));
+        b.route(RTM_NEWROUTE, 7, &RouteSpec::unicast(ip("10.0.0.0"), 24, vec![(None, 8)]));
+        b.route(RTM_DELROUTE, 8, &RouteSpec::unicast(ip("10.1.0.0"), 16, vec![(Some(ip("10.0.0.2")), 7)]));
+        let ops = feed(&mut s, &b);
+        let via = RouteTarget::Via { gw: ip("10.0.0.2"), ifindex: Some(0) };
+        assert_eq!(
+            ops,
+            vec![
+                add("10.1.0.0/16", via, 20, Source::Fpm),
+                // Through a device tern does not drive: an older version
+                // must go, so a delete (harmless when absent).
+                RouteOp::Del(Source::Fpm, pfx("10.9.0.0/16")),
+                add("192.0.2.0/24", RouteTarget::Blackhole, 20, Source::Fpm),
+                RouteOp::Del(Source::Fpm, pfx("10.3.0.0/16")),
+                add("10.0.0.0/24", RouteTarget::Connected { ifindex: 1 }, 20, Source::Fpm),
+                RouteOp::Del(Source::Fpm, pfx("10.1.0.0/16")),
+            ]
+        );
+        let c = &s.counters;
+        assert_eq!((c.ignored_foreign_if, c.ignored_table, c.ignored_type, c.ignored_family), (1, 1, 1, 1));
+        assert_eq!(c.route_msgs, 8);
+    }
+
+    #[test]
+    fn multipath_becomes_ecmp_without_foreign_or_dead_members() {
+        let mut s = RouteSync::new(Source::Kernel, nl::RT_TABLE_MAIN, true);
+        let mut b = NlBuilder::new();
+        b.route(
+            RTM_NEWROUTE,
+            1,
+            &RouteSpec::unicast(
+                ip("2001:db8::"),
+                32,
+                vec![(Some(ip("fe80::2")), 8), (Some(ip("fe80::1")), 7), (Some(ip("fe80::3")), 55)],
+            ),
+        );
+        let ops = feed(&mut s, &b);
+        let t = RouteTarget::Ecmp(vec![(ip("fe80::1"), Some(0)), (ip("fe80::2"), Some(1))]);
+        assert_eq!(ops, vec![add("2001:db8::/32", t, 20, Source::Kernel)]);
+    }
+
+    #[test]
+    fn next_hop_groups_resolve_and_follow_changes() {
+        let mut s = RouteSync::new(Source::Fpm, nl::RT_TABLE_MAIN, false);
+        let mut b = NlBuilder::new();
+        let nh = |id, gw: &str, oif| NexthopSpec { id, gateway: Some(ip(gw)), oif: Some(oif), ..Default::default() };
+        b.nexthop(RTM_NEWNEXTHOP, 1, &nh(1, "10.0.0.2", 7));
+        b.nexthop(RTM_NEWNEXTHOP, 2, &nh(2, "10.0.1.2", 8));
+        b.nexthop(RTM_NEWNEXTHOP, 3, &NexthopSpec { id: 10, group: vec![(1, 1), (2, 1)], ..Default::default() });
+        let mut r = RouteSpec::unicast(ip("198.51.100.0"), 24, vec![]);
+        r.nh_id = Some(10);
+        b.route(RTM_NEWROUTE, 4, &r);
+        let mut r1 = RouteSpec::unicast(ip("203.0.113.0"), 24, vec![]);
+        r1.nh_id = Some(1);
+        b.route(RTM_NEWROUTE, 5, &r1);
+        let mut unknown = RouteSpec::unicast(ip("203.0.114.0"), 24, vec![]);
+        unknown.nh_id = Some(77);
+        b.route(RTM_NEWROUTE, 6, &unknown);
+        let ops = feed(&mut s, &b);
+        let ecmp = RouteTarget::Ecmp(vec![(ip("10.0.0.2"), Some(0)), (ip("10.0.1.2"), Some(1))]);
+        let one = RouteTarget::Via { gw: ip("10.0.0.2"), ifindex: Some(0) };
+        assert_eq!(
+            ops,
+            vec![add("198.51.100.0/24", ecmp, 20, Source::Fpm), add("203.0.113.0/24", one, 20, Source::Fpm)]
+        );
+        assert_eq!(s.counters.unknown_nexthop, 1);
+        assert_eq!(s.nh_routes(), 2);
+
+        // Member 1 moves to another gateway: both routes using it follow.
+        let mut b = NlBuilder::new();
+        b.nexthop(RTM_NEWNEXTHOP, 7, &nh(1, "10.0.0.3", 7));
+        let mut ops = feed(&mut s, &b);
+        ops.sort_by_key(|o| format!("{o:?}"));
+        let ecmp = RouteTarget::Ecmp(vec![(ip("10.0.0.3"), Some(0)), (ip("10.0.1.2"), Some(1))]);
+        let one = RouteTarget::Via { gw: ip("10.0.0.3"), ifindex: Some(0) };
+        assert_eq!(
+            ops,
+            vec![add("198.51.100.0/24", ecmp, 20, Source::Fpm), add("203.0.113.0/24", one, 20, Source::Fpm)]
+        );
+        // The same object again changes nothing.
+        assert!(feed(&mut s, &b).is_empty());
+    }
+
+    #[test]
+    fn kernel_metrics_keep_the_best_and_fall_back() {
+        let mut s = RouteSync::new(Source::Kernel, nl::RT_TABLE_MAIN, true);
+        let route = |gw: &str, metric| {
+            let mut r = RouteSpec::unicast(ip("10.5.0.0"), 16, vec![(Some(ip(gw)), 7)]);
+            r.priority = metric;
+            r
+        };
+        let via = |gw: &str| RouteTarget::Via { gw: ip(gw), ifindex: Some(0) };
+        let mut b = NlBuilder::new();
+        b.route(RTM_NEWROUTE, 1, &route("10.0.0.2", 200));
+        b.route(RTM_NEWROUTE, 2, &route("10.0.0.3", 100));
+        b.route(RTM_NEWROUTE, 3, &route("10.0.0.4", 300));
+        assert_eq!(
+            feed(&mut s, &b),
+            vec![
+                add("10.5.0.0/16", via("10.0.0.2"), 200, Source::Kernel),
+                add("10.5.0.0/16", via("10.0.0.3"), 100, Source::Kernel)
+            ],
+            "the worse route waits"
+        );
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 4, &route("10.0.0.4", 300));
+        assert!(feed(&mut s, &b).is_empty(), "deleting a waiting route changes nothing");
+        b.route(RTM_DELROUTE, 5, &route("10.0.0.3", 100));
+        assert_eq!(feed(&mut s, &b), vec![add("10.5.0.0/16", via("10.0.0.2"), 200, Source::Kernel)]);
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 6, &route("10.0.0.2", 200));
+        assert_eq!(feed(&mut s, &b), vec![RouteOp::Del(Source::Kernel, pfx("10.5.0.0/16"))]);
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 7, &route("10.0.0.2", 200));
+        assert!(feed(&mut s, &b).is_empty(), "unknown route: nothing to delete");
+    }
+
+    #[test]
+    fn skipped_protocols_and_malformed_messages_are_counted() {
+        let mut s = RouteSync::new(Source::Kernel, nl::RT_TABLE_MAIN, true);
+        s.set_skip_protocols(vec![186]);
+        let mut b = NlBuilder::new();
+        b.route(RTM_NEWROUTE, 1, &RouteSpec::unicast(ip("10.1.0.0"), 16, vec![(Some(ip("10.0.0.2")), 7)]));
+        assert!(feed(&mut s, &b).is_empty());
+        assert_eq!(s.counters.ignored_protocol, 1);
+        let mut out = Vec::new();
+        s.route(true, &[1, 2, 3], &ifs(), &mut out);
+        s.nexthop(true, &[0; 8], &ifs(), &mut out);
+        assert!(out.is_empty());
+        assert_eq!(s.counters.malformed, 2);
+    }
+}
