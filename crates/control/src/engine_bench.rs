@@ -16,27 +16,76 @@ use std::time::{Duration, Instant};
 use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
 use tern_io::MemPort;
-use tern_nodes::state::{IfKind, IfTable, Iface, Shared, V4Net, link_local_from_mac};
+use tern_nodes::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, Shared, V4Net, link_local_from_mac};
 use tern_packet::{PacketPool, PoolConfig};
+
+/// A named setup from SCENARIOS.md (the 100GE comparison), measured next
+/// to plain forwarding in the same run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// One flow, no firewall, a handful of routes.
+    Plain,
+    /// One destination, one port pair; 50 drop rules (src 1.1.N.1), default accept.
+    SingleFlow50fw,
+    /// Random destinations in one /24, many ports; 50 rules; every packet
+    /// GRE-encapsulated to a static tunnel remote.
+    GreMultiFlow,
+    /// 254 destinations inside the full table's prefixes, random ports;
+    /// 50 rules; the full table loaded.
+    Routes900k50fw,
+    /// One destination, random ports; default deny, 50 rules accepting half.
+    DropTest,
+    /// Like single-flow-50fw with 10,000 synthetic ClassBench-like rules
+    /// that the traffic does not match.
+    Acl10k,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 6] = [
+        Scenario::Plain,
+        Scenario::SingleFlow50fw,
+        Scenario::GreMultiFlow,
+        Scenario::Routes900k50fw,
+        Scenario::DropTest,
+        Scenario::Acl10k,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Plain => "plain",
+            Scenario::SingleFlow50fw => "single-flow-50fw",
+            Scenario::GreMultiFlow => "gre-multi-flow",
+            Scenario::Routes900k50fw => "900k-routes-50fw",
+            Scenario::DropTest => "drop-test",
+            Scenario::Acl10k => "acl-10k",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct EngineBenchOpts {
-    /// Measured seconds (after one second of warm-up).
+    /// Measured seconds per setup (after one second of warm-up).
     pub seconds: f64,
-    /// Distinct flows (destination addresses) cycled through.
+    /// Distinct flows for the plain setup.
     pub flows: u32,
     /// Ethernet frame size without FCS (60 = a 64-byte frame on the wire).
     pub frame_len: usize,
-    /// Load this route table (one prefix per line) and send to random
-    /// destinations inside its IPv4 prefixes.
+    /// Route table for `--routes` and the 900k scenario.
     pub routes: Option<PathBuf>,
     /// Pin the measuring thread to this CPU.
     pub cpu: Option<usize>,
+    /// Scenarios to measure after the plain baseline (empty: plain only).
+    pub scenarios: Vec<Scenario>,
 }
 
 impl Default for EngineBenchOpts {
     fn default() -> Self {
-        EngineBenchOpts { seconds: 5.0, flows: 1, frame_len: 60, routes: None, cpu: None }
+        EngineBenchOpts { seconds: 5.0, flows: 1, frame_len: 60, routes: None, cpu: None, scenarios: Vec::new() }
     }
 }
 
@@ -50,51 +99,79 @@ pub struct NodeRow {
     pub ns_per_packet: f64,
 }
 
+/// One measured setup.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    pub scenario: Scenario,
+    pub flows: usize,
+    pub routes_v4: usize,
+    pub acl_rules: usize,
+    pub seconds: f64,
+    /// Packets received and processed (forwarded or dropped by design).
+    pub packets: u64,
+    pub forwarded: u64,
+    pub mpps: f64,
+    pub ns_per_packet: f64,
+    /// This setup's ns/packet over plain forwarding's, same run.
+    pub cost_vs_plain: f64,
+    pub nodes: Vec<NodeRow>,
+    /// Drop counters other than the firewall's intended ones.
+    pub drops: Vec<(String, u64)>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineBenchReport {
     pub command: String,
     pub frame_len: usize,
-    pub flows: u32,
-    pub routes_v4: usize,
     pub cpu: Option<usize>,
-    pub seconds: f64,
-    pub packets: u64,
-    pub mpps: f64,
-    pub ns_per_packet: f64,
     pub tsc_ghz: f64,
-    pub nodes: Vec<NodeRow>,
-    /// Non-zero drop counters (a correct run has none).
-    pub drops: Vec<(String, u64)>,
+    pub runs: Vec<Run>,
 }
 
 impl fmt::Display for EngineBenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "engine: {:.2} Mpps, {:.1} ns/packet ({} packets in {:.2} s; {}-byte frames, {} flow(s), {} IPv4 routes, 1 worker{})",
-            self.mpps,
-            self.ns_per_packet,
-            self.packets,
-            self.seconds,
+            "tern bench engine: {}-byte frames, 1 worker{}, memory ports (rx copies each frame into a buffer)",
             self.frame_len + 4,
-            self.flows,
-            self.routes_v4,
             self.cpu.map(|c| format!(" on cpu {c}")).unwrap_or_default()
         )?;
         writeln!(
             f,
-            "{:<18} {:>12} {:>14} {:>10} {:>12} {:>10}",
-            "node", "calls", "packets", "pkts/call", "clocks/pkt", "ns/pkt"
+            "{:<18} {:>7} {:>9} {:>6} {:>9} {:>8} {:>10}",
+            "scenario", "flows", "routes", "rules", "Mpps", "ns/pkt", "vs plain"
         )?;
-        for n in &self.nodes {
+        for r in &self.runs {
             writeln!(
                 f,
-                "{:<18} {:>12} {:>14} {:>10.1} {:>12.1} {:>10.2}",
-                n.name, n.calls, n.packets, n.packets_per_call, n.clocks_per_packet, n.ns_per_packet
+                "{:<18} {:>7} {:>9} {:>6} {:>9.2} {:>8.1} {:>9.2}x",
+                r.scenario.name(),
+                r.flows,
+                r.routes_v4,
+                r.acl_rules,
+                r.mpps,
+                r.ns_per_packet,
+                r.cost_vs_plain
             )?;
         }
-        for (name, n) in &self.drops {
-            writeln!(f, "DROP {name}: {n}")?;
+        for r in &self.runs {
+            writeln!(f)?;
+            writeln!(f, "{}: per node", r.scenario.name())?;
+            writeln!(
+                f,
+                "  {:<18} {:>12} {:>14} {:>10} {:>12} {:>10}",
+                "node", "calls", "packets", "pkts/call", "clocks/pkt", "ns/pkt"
+            )?;
+            for n in &r.nodes {
+                writeln!(
+                    f,
+                    "  {:<18} {:>12} {:>14} {:>10.1} {:>12.1} {:>10.2}",
+                    n.name, n.calls, n.packets, n.packets_per_call, n.clocks_per_packet, n.ns_per_packet
+                )?;
+            }
+            for (name, n) in &r.drops {
+                writeln!(f, "  DROP {name}: {n}")?;
+            }
         }
         Ok(())
     }
@@ -156,52 +233,168 @@ impl Rng {
     }
 }
 
-pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
-    if opts.flows == 0 || !(42..=1514).contains(&opts.frame_len) || opts.seconds <= 0.0 {
-        return Err("need flows >= 1, frame length 42..=1514 (without FCS) and seconds > 0".into());
+/// What one setup needs.
+struct Setup {
+    scenario: Scenario,
+    frames: Vec<Vec<u8>>,
+    routes: Vec<(u32, u8)>,
+    acl: Option<tern_acl::RuleSet>,
+    gre: bool,
+}
+
+fn load_v4_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>, String> {
+    let entries = tern_fib::routefile::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|(p, _)| match p {
+            Prefix::V4 { addr, len } => Some((u32::from(addr), len)),
+            Prefix::V6 { .. } => None,
+        })
+        .collect())
+}
+
+/// Random addresses inside random prefixes of `routes`, avoiding the
+/// bench's own networks and special ranges.
+fn covered_destinations(routes: &[(u32, u8)], n: usize, rng: &mut Rng) -> Vec<Ipv4Addr> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n && !routes.is_empty() {
+        let (a, len) = routes[(rng.next() % routes.len() as u64) as usize];
+        let host = if len >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> len) };
+        let d = Ipv4Addr::from(a | host);
+        let o = d.octets()[0];
+        if o != 10 && o != 127 && o != 0 && !d.is_multicast() && !d.is_broadcast() && o < 224 {
+            out.push(d);
+        }
     }
-    if let Some(cpu) = opts.cpu {
-        let mut set = rustix_cpuset(cpu);
-        pin(&mut set)?;
-    }
+    out
+}
+
+fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>>) -> Result<Setup, String> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let src = Ipv4Addr::new(10, 0, 1, 2);
+    let len = opts.frame_len;
+    let frame = |dst: Ipv4Addr, sport: u16, dport: u16| udp_frame(MAC_IN, src, dst, sport, dport, len);
+    let fifty = Some(tern_acl::scenario_50_drop_rules());
+    Ok(match sc {
+        Scenario::Plain => {
+            let routes = match &opts.routes {
+                Some(p) => load_v4_routes(p)?,
+                None => Vec::new(),
+            };
+            let frames = if routes.is_empty() {
+                (0..opts.flows)
+                    .map(|i| {
+                        frame(
+                            Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 1)) + (i % 131_000)),
+                            1024 + (i % 50000) as u16,
+                            5001,
+                        )
+                    })
+                    .collect()
+            } else {
+                covered_destinations(&routes, opts.flows as usize, &mut rng)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, d)| frame(d, 1024 + (i % 50000) as u16, 5001))
+                    .collect()
+            };
+            Setup { scenario: sc, frames, routes, acl: None, gre: false }
+        }
+        Scenario::SingleFlow50fw => Setup {
+            scenario: sc,
+            frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
+            routes: Vec::new(),
+            acl: fifty,
+            gre: false,
+        },
+        Scenario::GreMultiFlow => Setup {
+            scenario: sc,
+            frames: (0..1024)
+                .map(|_| {
+                    frame(
+                        Ipv4Addr::new(198, 18, 5, (rng.next() % 254 + 1) as u8),
+                        (rng.next() % 60000 + 1024) as u16,
+                        (rng.next() % 60000 + 1024) as u16,
+                    )
+                })
+                .collect(),
+            routes: Vec::new(),
+            acl: fifty,
+            gre: true,
+        },
+        Scenario::Routes900k50fw => {
+            if table.is_none() {
+                let p = opts.routes.clone().unwrap_or_else(|| PathBuf::from("../shared/data/full-table-2025.txt.gz"));
+                *table = Some(load_v4_routes(&p)?);
+            }
+            let routes = table.clone().unwrap_or_default();
+            let dsts = covered_destinations(&routes, 254, &mut rng);
+            let frames = (0..1024)
+                .map(|i| {
+                    frame(
+                        dsts[i % dsts.len().max(1)],
+                        (rng.next() % 60000 + 1024) as u16,
+                        (rng.next() % 60000 + 1024) as u16,
+                    )
+                })
+                .collect();
+            Setup { scenario: sc, frames, routes, acl: fifty, gre: false }
+        }
+        Scenario::DropTest => Setup {
+            scenario: sc,
+            frames: (0..1024)
+                .map(|_| frame(Ipv4Addr::new(198, 18, 0, 1), 1024, (rng.next() & 0xffff) as u16))
+                .collect(),
+            routes: Vec::new(),
+            acl: Some(tern_acl::scenario_drop_test()),
+            gre: false,
+        },
+        Scenario::Acl10k => {
+            let mut set = tern_acl::synth::classbench(10_000, 7, false);
+            set.default = tern_acl::Action::Accept;
+            // The bench traffic must pass: refuse rules that would drop it.
+            let probe =
+                tern_acl::PacketKey::v4(src, Ipv4Addr::new(198, 18, 0, 1), 17).with_ports(1024, 5001).with_ifs(0, 0);
+            let first = tern_acl::linear::evaluate(&set, &tern_acl::synth::ifindex, &probe);
+            if first.action == tern_acl::Action::Drop {
+                set.rules.retain(|r| r.action != tern_acl::RuleAction::Drop);
+            }
+            Setup {
+                scenario: sc,
+                frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
+                routes: Vec::new(),
+                acl: Some(set),
+                gre: false,
+            }
+        }
+    })
+}
+
+fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let domain = tern_rcu::Domain::new();
     let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
     let gw: IpAddr = "10.0.2.2".parse().map_err(|_| "gw")?;
+    let p = |s: &str| s.parse::<Prefix>().map_err(|e| e.to_string());
+    let bench_net = if su.gre { RouteTarget::Connected { ifindex: 2 } } else { RouteTarget::Via { gw, ifindex: None } };
     let mut ops = vec![
         RouteOp::Add(
             Source::Connected,
-            "10.0.1.0/24".parse().map_err(|_| "p")?,
+            p("10.0.1.0/24")?,
             RouteTarget::Connected { ifindex: 0 },
             RouteAttrs::default(),
         ),
         RouteOp::Add(
             Source::Connected,
-            "10.0.2.0/24".parse().map_err(|_| "p")?,
+            p("10.0.2.0/24")?,
             RouteTarget::Connected { ifindex: 1 },
             RouteAttrs::default(),
         ),
-        RouteOp::Add(
-            Source::Static,
-            "198.18.0.0/15".parse().map_err(|_| "p")?,
-            RouteTarget::Via { gw, ifindex: None },
-            RouteAttrs::default(),
-        ),
+        RouteOp::Add(Source::Local, p("10.0.2.1/32")?, RouteTarget::Local { ifindex: 1 }, RouteAttrs::default()),
+        RouteOp::Add(Source::Static, p("198.18.0.0/15")?, bench_net, RouteAttrs::default()),
     ];
-    let mut v4_prefixes: Vec<(u32, u8)> = Vec::new();
-    if let Some(path) = &opts.routes {
-        let entries = tern_fib::routefile::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for (p, _) in entries {
-            if let Prefix::V4 { addr, len } = p {
-                // Keep the test networks reachable through their own routes.
-                v4_prefixes.push((u32::from(addr), len));
-                ops.push(RouteOp::Add(
-                    Source::Config,
-                    p,
-                    RouteTarget::Via { gw, ifindex: None },
-                    RouteAttrs::default(),
-                ));
-            }
-        }
+    for &(a, len) in &su.routes {
+        let prefix = Prefix::V4 { addr: Ipv4Addr::from(a), len };
+        ops.push(RouteOp::Add(Source::Config, prefix, RouteTarget::Via { gw, ifindex: None }, RouteAttrs::default()));
     }
     let report = fib.apply(ops);
     if report.failed > 0 {
@@ -209,36 +402,39 @@ pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
     }
     fib.set_neighbor(1, gw, Some(MAC_GW));
 
-    let ifs = IfTable::new(vec![
-        iface(0, "in0", MAC_IN, "10.0.1.1".parse().map_err(|_| "a")?),
-        iface(1, "out0", MAC_OUT, "10.0.2.1".parse().map_err(|_| "a")?),
-    ]);
-    let shared = Shared::new(ifs, reader.clone());
+    let mut in0 = iface(0, "in0", MAC_IN, "10.0.1.1".parse().map_err(|_| "a")?);
+    let out0 = iface(1, "out0", MAC_OUT, "10.0.2.1".parse().map_err(|_| "a")?);
+    let mut ifs = vec![];
+    let mut acl_table = AclTable::default();
+    let mut acl_rules = 0;
+    if let Some(set) = &su.acl {
+        let names = |n: &str| match n {
+            "in0" => Some(0),
+            "out0" => Some(1),
+            other => tern_acl::synth::ifindex(other),
+        };
+        let classifier = tern_acl::compile(set, &names).map_err(|e| e.to_string())?;
+        acl_rules = classifier.rule_count();
+        let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+        acl_table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
+        in0.acl_in = Some(0);
+    }
+    ifs.push(in0);
+    ifs.push(out0);
+    if su.gre {
+        let t = GreTunnel { local: "10.0.2.1".parse().map_err(|_| "a")?, remote: gw, key: None, ttl: 64 };
+        let mut g = iface(2, "gre0", [2, 0x67, 0x72, 0x65, 0, 2], "192.168.255.1".parse().map_err(|_| "a")?);
+        g.kind = IfKind::Gre(t);
+        g.port = tern_nodes::state::NO_IF;
+        g.mtu = 1476;
+        ifs.push(g);
+    }
+    let shared = Shared::new(IfTable::new(ifs), reader);
+    shared.acls.publish(acl_table);
 
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let frames: Vec<Vec<u8>> = (0..opts.flows)
-        .map(|i| {
-            let dst = if v4_prefixes.is_empty() {
-                Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 1)) + (i % 131_000))
-            } else {
-                // A random address inside a random prefix of the table,
-                // avoiding the local test networks.
-                loop {
-                    let (a, len) = v4_prefixes[(rng.next() % v4_prefixes.len() as u64) as usize];
-                    let host = if len >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> len) };
-                    let d = Ipv4Addr::from(a | host);
-                    if d.octets()[0] != 10 && !d.is_multicast() && d.octets()[0] != 127 && d.octets()[0] != 0 {
-                        break d;
-                    }
-                }
-            };
-            udp_frame(MAC_IN, Ipv4Addr::new(10, 0, 1, 2), dst, 1024 + (i % 50000) as u16, 5001, opts.frame_len)
-        })
-        .collect();
-    let source = MemPort::generator("gen", &frames, None).ok_or("no templates")?;
+    let source = MemPort::generator("gen", &su.frames, None).ok_or("no templates")?;
     let mut sink = MemPort::new("sink");
     sink.count_tx_only();
-
     let inject = Arc::new(crossbeam_queue::ArrayQueue::new(16));
     let built = tern_nodes::build_graph(&shared, inject).map_err(|e| e.to_string())?;
     let pool = PacketPool::new(PoolConfig { frames: 8192, ..PoolConfig::default() }).map_err(|e| e.to_string())?;
@@ -270,7 +466,8 @@ pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
     }
     let secs = t0.elapsed().as_secs_f64();
     let after = shared_w.stats.snapshot();
-    let packets = after.ports[1].tx_packets - before.ports[1].tx_packets;
+    let packets = after.ports[0].rx_packets - before.ports[0].rx_packets;
+    let forwarded = after.ports[1].tx_packets - before.ports[1].tx_packets;
     let info = &shared_w.graph;
     let mut nodes = Vec::new();
     for (i, n) in info.nodes.iter().enumerate() {
@@ -293,22 +490,54 @@ pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
         .errors
         .iter()
         .zip(after.errors.iter().zip(&before.errors))
-        .filter(|(e, (a, b))| e.kind == tern_engine::ErrorKind::Drop && *a > *b)
+        .filter(|(e, (a, b))| {
+            e.kind == tern_engine::ErrorKind::Drop && *a > *b && !(e.node.contains("acl") && e.name == "denied")
+        })
         .map(|(e, (a, b))| (format!("{}/{}", e.node, e.name), a - b))
         .collect();
+    Ok(Run {
+        scenario: su.scenario,
+        flows: su.frames.len(),
+        routes_v4: su.routes.len() + 4,
+        acl_rules,
+        seconds: secs,
+        packets,
+        forwarded,
+        mpps: packets as f64 / secs / 1e6,
+        ns_per_packet: secs * 1e9 / packets.max(1) as f64,
+        cost_vs_plain: 1.0,
+        nodes,
+        drops,
+    })
+}
+
+pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
+    if opts.flows == 0 || !(42..=1514).contains(&opts.frame_len) || opts.seconds <= 0.0 {
+        return Err("need flows >= 1, frame length 42..=1514 (without FCS) and seconds > 0".into());
+    }
+    if let Some(cpu) = opts.cpu {
+        let mut set = rustix_cpuset(cpu);
+        pin(&mut set)?;
+    }
+    let mut table = None;
+    let mut runs = Vec::new();
+    let plain = measure(&setup(Scenario::Plain, opts, &mut table)?, opts)?;
+    let base = plain.ns_per_packet;
+    runs.push(plain);
+    for &sc in &opts.scenarios {
+        if sc == Scenario::Plain {
+            continue;
+        }
+        let mut r = measure(&setup(sc, opts, &mut table)?, opts)?;
+        r.cost_vs_plain = r.ns_per_packet / base;
+        runs.push(r);
+    }
     Ok(EngineBenchReport {
         command: String::new(),
         frame_len: opts.frame_len,
-        flows: opts.flows,
-        routes_v4: v4_prefixes.len() + 3,
         cpu: opts.cpu,
-        seconds: secs,
-        packets,
-        mpps: packets as f64 / secs / 1e6,
-        ns_per_packet: secs * 1e9 / packets.max(1) as f64,
-        tsc_ghz: tsc,
-        nodes,
-        drops,
+        tsc_ghz: tern_intrin::tsc_per_ns(),
+        runs,
     })
 }
 

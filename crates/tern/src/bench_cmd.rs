@@ -26,9 +26,15 @@ pub struct EngineArgs {
     /// Frame size on the wire, with FCS (64..=1518).
     #[arg(long, default_value_t = 64)]
     size: usize,
-    /// Load this route table and send to random covered destinations.
+    /// Load this route table and send to random covered destinations (and
+    /// use it for the 900k-routes-50fw scenario).
     #[arg(long)]
     routes: Option<PathBuf>,
+    /// Scenarios to measure after plain forwarding, comma-separated, or
+    /// "all": single-flow-50fw, gre-multi-flow, 900k-routes-50fw,
+    /// drop-test, acl-10k.
+    #[arg(long, value_delimiter = ',')]
+    scenario: Vec<String>,
     /// Pin to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
@@ -69,12 +75,25 @@ fn bench_engine(a: EngineArgs) -> Res {
     if !(64..=1518).contains(&a.size) {
         return Err(format!("--size {}: need 64..=1518", a.size));
     }
+    use tern_control::engine_bench::Scenario;
+    let mut scenarios = Vec::new();
+    for s in &a.scenario {
+        if s == "all" {
+            scenarios.extend(Scenario::ALL);
+            continue;
+        }
+        scenarios.push(Scenario::parse(s).ok_or_else(|| {
+            let names: Vec<_> = Scenario::ALL.iter().map(|s| s.name()).collect();
+            format!("unknown scenario {s:?}; known: {}", names.join(", "))
+        })?);
+    }
     let opts = tern_control::engine_bench::EngineBenchOpts {
         seconds: a.seconds,
         flows: a.flows,
         frame_len: a.size - 4,
         routes: a.routes,
         cpu: a.cpu,
+        scenarios,
     };
     let mut report = tern_control::engine_bench::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
