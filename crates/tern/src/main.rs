@@ -5,22 +5,41 @@
 mod bench_cmd;
 mod lab;
 mod netns;
+mod ops;
 
 use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// tern: a software router fast path for Linux.
+///
+/// `tern run` starts the router; the other commands talk to a running
+/// one over its API socket. `tern` alone opens an interactive shell;
+/// `tern -f FILE` runs the commands in FILE. docs/CLI.md lists every
+/// command with an example.
 #[derive(Parser)]
-#[command(name = "tern", version, about, long_about = None, propagate_version = true)]
+#[command(name = "tern", version, about, propagate_version = true, args_conflicts_with_subcommands = true)]
 struct Cli {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
     #[arg(long, global = true, default_value = "info")]
     log: String,
+    /// The running tern's API socket.
+    #[arg(long, global = true, env = "TERN_SOCKET", default_value = "/run/tern/tern.sock")]
+    socket: PathBuf,
+    /// Print answers as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Run the commands in FILE, one per line ("-": standard input).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// With -f: stop at the first command that fails.
+    #[arg(short = 'e', long = "stop-on-error", requires = "file")]
+    stop_on_error: bool,
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
 }
 
 #[derive(Subcommand)]
@@ -33,9 +52,8 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
-    /// Configuration files.
-    #[command(subcommand)]
-    Config(ConfigCmd),
+    #[command(flatten)]
+    Op(ops::cli::OpCmd),
 }
 
 #[derive(Args)]
@@ -45,25 +63,29 @@ struct RunArgs {
     config: PathBuf,
 }
 
-#[derive(Subcommand)]
-enum ConfigCmd {
-    /// Validate a configuration file and print what it defines.
-    Check { file: PathBuf },
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log)).init();
+    let mut ctx = ops::Ctx::new(cli.socket.clone(), cli.json);
     let r = match cli.cmd {
-        Cmd::Run(a) => run(a),
-        Cmd::Lab(a) => lab::run(a),
-        Cmd::Bench(b) => bench_cmd::run(b),
-        Cmd::Config(ConfigCmd::Check { file }) => config_check(&file),
+        Some(Cmd::Run(a)) => run(a),
+        Some(Cmd::Lab(a)) => lab::run(a),
+        Some(Cmd::Bench(b)) => bench_cmd::run(b),
+        Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),
+        Some(Cmd::Op(op)) => ops::execute(&mut ctx, &op, cli.json).map(|out| {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }),
+        None => match &cli.file {
+            Some(f) => ops::shell::batch(&mut ctx, f, cli.stop_on_error),
+            None if std::io::stdin().is_terminal() => ops::shell::interactive(&mut ctx),
+            None => ops::shell::batch(&mut ctx, std::path::Path::new("-"), cli.stop_on_error),
+        },
     };
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tern: {e}");
+            eprintln!("tern: {}", e.trim_end());
             ExitCode::FAILURE
         }
     }
@@ -71,31 +93,52 @@ fn main() -> ExitCode {
 
 pub type Res = Result<ExitCode, String>;
 
+/// Tells systemd (Type=notify) that tern is ready or stopping; nothing
+/// when not started by systemd.
+fn sd_notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else { return };
+    let bytes = path.as_encoded_bytes();
+    let r = if let Some(name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name).and_then(|a| sock.send_to_addr(state.as_bytes(), &a))
+    } else {
+        sock.send_to(state.as_bytes(), &path)
+    };
+    if let Err(e) = r {
+        log::warn!("sd_notify {state}: {e}");
+    }
+}
+
 fn run(a: RunArgs) -> Res {
     let plan = tern_control::config::load(&a.config).map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("signal handler: {e}"))?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .map_err(|e| format!("signal handler: {e}"))?;
     let mut router = tern_control::router::Router::start(plan).map_err(|e| e.to_string())?;
-    log::info!("tern running (config {}); Ctrl-C or SIGTERM stops it", a.config.display());
-    router.run(&stop);
+    let config_path = std::fs::canonicalize(&a.config).unwrap_or_else(|_| a.config.clone());
+    let opts = tern_control::api::daemon::DaemonOptions { config_path: Some(config_path), ..Default::default() };
+    let mut daemon = match tern_control::api::daemon::Daemon::start(&router, opts) {
+        Ok(d) => d,
+        Err(e) => {
+            router.shutdown();
+            return Err(e);
+        }
+    };
+    log::info!(
+        "tern running (config {}, API {}); SIGHUP reloads, Ctrl-C or SIGTERM stops",
+        a.config.display(),
+        daemon.socket().display()
+    );
+    sd_notify("READY=1");
+    daemon.run(&mut router, &stop, &hup);
+    sd_notify("STOPPING=1");
     log::info!("shutting down");
+    drop(daemon);
     router.shutdown();
     Ok(ExitCode::SUCCESS)
 }
-
-fn config_check(file: &std::path::Path) -> Res {
-    let plan = tern_control::config::load(file).map_err(|e| e.to_string())?;
-    println!(
-        "{}: ok: {} interface(s), {} static route(s), {} route file(s), {} ACL rule set(s), {} worker(s)",
-        file.display(),
-        plan.ifaces.len(),
-        plan.routes.len(),
-        plan.route_files.len(),
-        plan.acls.len(),
-        plan.config.dataplane.workers
-    );
-    Ok(ExitCode::SUCCESS)
-}
-

@@ -1,0 +1,236 @@
+//! The operator's commands, `tern <noun> <verb>`, as clap definitions.
+//! The same definitions parse one-shot command lines, shell lines and
+//! batch files.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Nouns of the CLI. Each talks to a running tern over its API socket,
+/// except `config check`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum OpCmd {
+    /// Version, uptime, interface/worker counts, FIB size.
+    Status,
+    /// Interfaces: state, addresses, MTU, counters; set up/down/mtu.
+    #[command(
+        visible_alias = "iface",
+        after_help = "Examples:\n  tern interface show\n  tern interface set lan0 down\n  tern interface set wan0 up mtu 1400"
+    )]
+    Interface(NounArgs<InterfaceCmd>),
+    /// IPv4/IPv6 addresses of interfaces (with their connected routes).
+    #[command(
+        visible_alias = "addr",
+        after_help = "Examples:\n  tern address show lan0\n  tern address add 10.0.9.1/24 dev lan0\n  tern address del 10.0.9.1/24 dev lan0"
+    )]
+    Address(NounArgs<AddressCmd>),
+    /// Routes: show the RIB, get the route to an address, add and delete.
+    #[command(
+        after_help = "Examples:\n  tern route show\n  tern route get 198.51.100.7\n  tern route add 203.0.113.0/24 via 10.0.2.2\n  tern route add 192.0.2.0/24 blackhole\n  tern route del 203.0.113.0/24\n  tern route summary"
+    )]
+    Route(NounArgs<RouteCmd>),
+    /// ARP and ND neighbours.
+    #[command(visible_aliases = ["neighbour", "neigh"])]
+    Neighbor(NounArgs<ShowOnly>),
+    /// Per node (calls, packets, packets/call, cycles and ns per packet),
+    /// per interface and per drop reason counters.
+    #[command(after_help = "Examples:\n  tern stats show\n  tern stats show errors --all\n  tern stats clear")]
+    Stats(NounArgs<StatsCmd>),
+    /// Worker threads: load, idle time, batch sizes.
+    Worker(NounArgs<ShowOnly>),
+    /// The forwarding graph: nodes and their next nodes.
+    #[command(after_help = "Examples:\n  tern graph show\n  tern graph dot | dot -Tsvg > graph.svg")]
+    Graph(NounArgs<GraphCmd>),
+    /// Firewall rule sets with per-rule hit counters.
+    Acl(NounArgs<AclCmd>),
+    /// Packet traces: the path and decisions of the next N packets.
+    #[command(after_help = "Examples:\n  tern trace start 10\n  tern trace show\n  tern trace clear")]
+    Trace(NounArgs<TraceCmd>),
+    /// Write an interface's frames to a pcap file (tshark/wireshark read it).
+    #[command(
+        after_help = "Examples:\n  tern capture lan0 -w lan0.pcap -c 100\n  tern capture wan0 --direction tx -w - | tshark -r -"
+    )]
+    Capture(CaptureArgs),
+    /// Configuration: check a file, reload the running one, show it.
+    #[command(
+        after_help = "Examples:\n  tern config check /etc/tern/tern.toml\n  tern config reload\n  tern config show"
+    )]
+    Config(NounArgs<ConfigCmd>),
+    /// An interactive shell with completion and history.
+    Shell,
+}
+
+/// A noun's verb; the noun alone means `show`.
+#[derive(Args, Debug, Clone)]
+pub struct NounArgs<T: Subcommand> {
+    #[command(subcommand)]
+    pub verb: Option<T>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ShowOnly {
+    /// Show them.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum InterfaceCmd {
+    /// Show all interfaces, or one.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show { name: Option<String> },
+    /// Change an interface: `up`, `down`, `mtu N` (in any combination).
+    Set {
+        name: String,
+        /// up | down | mtu N
+        #[arg(required = true, num_args = 1..)]
+        settings: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum AddressCmd {
+    /// Show the addresses of all interfaces, or of one.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show { interface: Option<String> },
+    /// Add ADDRESS/LEN to an interface: `ADDRESS/LEN dev IFACE`.
+    Add {
+        /// ADDRESS/LEN dev IFACE
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+    /// Remove an address: `ADDRESS[/LEN] dev IFACE`.
+    #[command(visible_alias = "delete")]
+    Del {
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum RouteCmd {
+    /// Show routes (every source; `*` marks the one in use).
+    #[command(visible_aliases = ["list", "ls"])]
+    Show {
+        /// Only routes inside this prefix.
+        prefix: Option<String>,
+        /// Only routes of this source (connected, local, static, config,
+        /// kernel, fpm, api, neighbor).
+        #[arg(long)]
+        source: Option<String>,
+        /// At most this many routes.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// The route a packet to ADDRESS takes, and its next hop.
+    Get { address: String },
+    /// Add a route: `PREFIX via GW [dev IFACE] [distance N] [metric N]`,
+    /// `PREFIX dev IFACE`, or `PREFIX blackhole|unreachable|prohibit`.
+    Add {
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+    },
+    /// Remove a route added over the API: `PREFIX [source api|static]`.
+    #[command(visible_alias = "delete")]
+    Del {
+        prefix: String,
+        #[arg(num_args = 0..)]
+        words: Vec<String>,
+    },
+    /// FIB sizes and update counters.
+    Summary,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum StatsPart {
+    All,
+    Nodes,
+    Interfaces,
+    Errors,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum StatsCmd {
+    /// Show counters (since `stats clear`, if it ran).
+    #[command(visible_aliases = ["list", "ls"])]
+    Show {
+        #[arg(value_enum, default_value = "all")]
+        part: StatsPart,
+        /// Include nodes and counters that are zero.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Start `stats show` from zero (metrics keep counting).
+    Clear,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum GraphCmd {
+    /// Nodes and their next nodes.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show,
+    /// The graph in Graphviz dot syntax.
+    Dot,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum AclCmd {
+    /// Rule sets, their rules and hit counters.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show { name: Option<String> },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TraceCmd {
+    /// Trace the next N packets (earlier results are cleared).
+    Start { count: u32 },
+    /// Show the traced packets.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show,
+    /// Forget the traced packets.
+    Clear,
+    /// Stop marking packets.
+    Stop,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CaptureArgs {
+    /// The interface to capture.
+    pub target: String,
+    /// The pcap file to write ("-": standard output).
+    #[arg(short = 'w', long = "write")]
+    pub file: PathBuf,
+    /// Stop after this many frames.
+    #[arg(short = 'c', long)]
+    pub count: Option<u64>,
+    /// rx, tx or both.
+    #[arg(long, default_value = "both")]
+    pub direction: String,
+    /// Bytes kept of each frame.
+    #[arg(short = 's', long, default_value_t = 65535)]
+    pub snaplen: u32,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ConfigCmd {
+    /// Validate a configuration file and print what it defines (no daemon needed).
+    Check { file: PathBuf },
+    /// Re-read the running tern's configuration file and apply the
+    /// differences live (changes that need a restart are refused).
+    Reload,
+    /// The running configuration, live changes included.
+    Show,
+}
+
+/// A line of the interactive shell or of a batch file.
+#[derive(Parser, Debug)]
+#[command(name = "tern", no_binary_name = true, disable_version_flag = true)]
+pub struct Line {
+    /// Print JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub cmd: OpCmd,
+}

@@ -1,0 +1,238 @@
+//! The operator's CLI: `tern <noun> <verb>` one-shot, the interactive
+//! shell and batch files, all over the running daemon's API socket.
+
+pub mod capture;
+pub mod cli;
+pub mod render;
+pub mod shell;
+
+use cli::*;
+use std::path::PathBuf;
+use tern_control::api::client::{CallError, Client};
+use tern_control::api::*;
+
+/// Where and how to talk to tern.
+pub struct Ctx {
+    pub socket: PathBuf,
+    pub json: bool,
+    client: Option<Client>,
+}
+
+impl Ctx {
+    pub fn new(socket: PathBuf, json: bool) -> Ctx {
+        Ctx { socket, json, client: None }
+    }
+
+    /// Calls tern, connecting on first use (and again after a broken
+    /// connection, e.g. a restarted daemon).
+    pub fn call(&mut self, cmd: &Command) -> Result<Reply, String> {
+        if self.client.is_none() {
+            self.client = Some(Client::connect(&self.socket).map_err(|e| e.to_string())?);
+        }
+        let Some(c) = self.client.as_mut() else { return Err("not connected".into()) };
+        match c.call(cmd) {
+            Ok(r) => Ok(r),
+            Err(CallError::Api(e)) => Err(e.message),
+            Err(e @ CallError::Io(_)) => {
+                self.client = None;
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+/// Words after a keyword: `dev lan0` -> Some("lan0").
+fn keyword<'a>(words: &'a [String], key: &str) -> Result<Option<&'a str>, String> {
+    match words.iter().position(|w| w == key) {
+        None => Ok(None),
+        Some(i) => words.get(i + 1).map(|s| Some(s.as_str())).ok_or_else(|| format!("`{key}` needs a value")),
+    }
+}
+
+/// `ADDRESS/LEN dev IFACE` (or `IFACE ADDRESS/LEN`).
+fn address_args(words: &[String]) -> Result<AddressArgs, String> {
+    if let Some(dev) = keyword(words, "dev")? {
+        let addr = words.iter().find(|w| w.contains(['.', ':'])).ok_or("give the address, e.g. 10.0.9.1/24")?;
+        let known = |w: &String| w == "dev" || w == dev || w == addr;
+        if let Some(x) = words.iter().find(|w| !known(w)) {
+            return Err(format!("unexpected {x:?}"));
+        }
+        return Ok(AddressArgs { interface: dev.into(), address: addr.clone() });
+    }
+    match words {
+        [a, b] if b.contains(['.', ':']) => Ok(AddressArgs { interface: a.clone(), address: b.clone() }),
+        _ => Err("usage: ADDRESS/LEN dev IFACE".into()),
+    }
+}
+
+/// `PREFIX via GW [dev IFACE] [distance N] [metric N]` and friends.
+pub fn route_add_args(words: &[String]) -> Result<RouteAddArgs, String> {
+    let mut it = words.iter();
+    let prefix = it.next().ok_or("give the prefix")?.clone();
+    let mut a = RouteAddArgs { prefix, ..RouteAddArgs::default() };
+    while let Some(w) = it.next() {
+        let mut val = || it.next().cloned().ok_or_else(|| format!("`{w}` needs a value"));
+        match w.as_str() {
+            "via" => a.via = Some(val()?),
+            "dev" => a.interface = Some(val()?),
+            "distance" => a.distance = Some(val()?.parse().map_err(|_| "distance: 0..=255")?),
+            "metric" => a.metric = Some(val()?.parse().map_err(|_| "metric: a number")?),
+            "blackhole" | "unreachable" | "prohibit" | "unicast" => a.kind = Some(w.clone()),
+            _ => {
+                return Err(format!("unexpected {w:?} (via, dev, distance, metric, blackhole, unreachable, prohibit)"));
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The API request of a command line (None: handled locally).
+pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
+    Ok(Some(match cmd {
+        OpCmd::Status => Command::Status {},
+        OpCmd::Interface(n) => match &n.verb {
+            None | Some(InterfaceCmd::Show { name: None }) => Command::InterfaceList {},
+            Some(InterfaceCmd::Show { name: Some(_) }) => Command::InterfaceList {},
+            Some(InterfaceCmd::Set { name, settings }) => {
+                let mut a = InterfaceSetArgs { name: name.clone(), ..InterfaceSetArgs::default() };
+                let mut it = settings.iter();
+                while let Some(s) = it.next() {
+                    match s.as_str() {
+                        "up" => a.up = Some(true),
+                        "down" => a.up = Some(false),
+                        "mtu" => {
+                            let v = it.next().ok_or("`mtu` needs a value")?;
+                            a.mtu = Some(v.parse().map_err(|_| format!("mtu {v:?}: a number 68..=9216"))?);
+                        }
+                        x => return Err(format!("unexpected {x:?} (up, down, mtu N)")),
+                    }
+                }
+                Command::InterfaceSet(a)
+            }
+        },
+        OpCmd::Address(n) => match &n.verb {
+            None => Command::AddressList(AddressListArgs::default()),
+            Some(AddressCmd::Show { interface }) => {
+                Command::AddressList(AddressListArgs { interface: interface.clone() })
+            }
+            Some(AddressCmd::Add { words }) => Command::AddressAdd(address_args(words)?),
+            Some(AddressCmd::Del { words }) => Command::AddressDel(address_args(words)?),
+        },
+        OpCmd::Route(n) => match &n.verb {
+            None => Command::RouteList(RouteListArgs::default()),
+            Some(RouteCmd::Show { prefix, source, limit }) => {
+                Command::RouteList(RouteListArgs { prefix: prefix.clone(), source: source.clone(), limit: *limit })
+            }
+            Some(RouteCmd::Get { address }) => Command::RouteGet(RouteGetArgs { address: address.clone() }),
+            Some(RouteCmd::Add { words }) => Command::RouteAdd(route_add_args(words)?),
+            Some(RouteCmd::Del { prefix, words }) => {
+                let source = keyword(words, "source")?.map(String::from);
+                if words.len() != if source.is_some() { 2 } else { 0 } {
+                    return Err("usage: route del PREFIX [source api|static]".into());
+                }
+                Command::RouteDel(RouteDelArgs { prefix: prefix.clone(), source })
+            }
+            Some(RouteCmd::Summary) => Command::RouteSummary {},
+        },
+        OpCmd::Neighbor(_) => Command::NeighborList {},
+        OpCmd::Stats(n) => match &n.verb {
+            Some(StatsCmd::Clear) => Command::StatsClear {},
+            _ => Command::StatsShow(StatsShowArgs { since_clear: true }),
+        },
+        OpCmd::Worker(_) => Command::WorkerList {},
+        OpCmd::Graph(n) => match &n.verb {
+            Some(GraphCmd::Dot) => Command::GraphDot {},
+            _ => Command::GraphShow {},
+        },
+        OpCmd::Acl(n) => match &n.verb {
+            Some(AclCmd::Show { name }) => Command::AclList(AclListArgs { name: name.clone() }),
+            None => Command::AclList(AclListArgs::default()),
+        },
+        OpCmd::Trace(n) => match &n.verb {
+            Some(TraceCmd::Start { count }) => Command::TraceStart(TraceStartArgs { count: *count }),
+            None | Some(TraceCmd::Show) => Command::TraceShow {},
+            Some(TraceCmd::Clear) => Command::TraceClear {},
+            Some(TraceCmd::Stop) => Command::TraceStop {},
+        },
+        OpCmd::Config(n) => match &n.verb {
+            Some(ConfigCmd::Reload) => Command::ConfigReload {},
+            None | Some(ConfigCmd::Show) => Command::ConfigShow {},
+            Some(ConfigCmd::Check { .. }) => return Ok(None),
+        },
+        OpCmd::Capture(_) | OpCmd::Shell => return Ok(None),
+    }))
+}
+
+/// Runs one operator command and returns what to print.
+pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String> {
+    match cmd {
+        OpCmd::Config(NounArgs { verb: Some(ConfigCmd::Check { file }) }) => return config_check(file),
+        OpCmd::Capture(a) => return capture::run(ctx, a),
+        OpCmd::Shell => return Err("already in the shell".into()),
+        _ => {}
+    }
+    let Some(req) = request(cmd)? else { return Ok(String::new()) };
+    let reply = ctx.call(&req)?;
+    if json || ctx.json {
+        return render::json(&reply);
+    }
+    Ok(render::human(cmd, &reply))
+}
+
+fn config_check(file: &std::path::Path) -> Result<String, String> {
+    let plan = tern_control::config::load(file).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{}: ok: {} interface(s), {} static route(s), {} route file(s), {} ACL rule set(s), {} worker(s)\n",
+        file.display(),
+        plan.ifaces.len(),
+        plan.routes.len(),
+        plan.route_files.len(),
+        plan.acls.len(),
+        plan.config.dataplane.workers
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn route_words() {
+        let a = route_add_args(&w("10.9.0.0/16 via 10.0.2.2 dev wan0 metric 5")).expect("ok");
+        assert_eq!(a.via.as_deref(), Some("10.0.2.2"));
+        assert_eq!(a.interface.as_deref(), Some("wan0"));
+        assert_eq!(a.metric, Some(5));
+        assert_eq!(route_add_args(&w("192.0.2.0/24 blackhole")).expect("ok").kind.as_deref(), Some("blackhole"));
+        assert!(route_add_args(&w("10.0.0.0/8 via")).is_err());
+        assert!(route_add_args(&w("10.0.0.0/8 gateway 1.2.3.4")).is_err());
+    }
+
+    #[test]
+    fn address_words() {
+        let a = address_args(&w("10.0.9.1/24 dev lan0")).expect("ok");
+        assert_eq!((a.interface.as_str(), a.address.as_str()), ("lan0", "10.0.9.1/24"));
+        let a = address_args(&w("lan0 2001:db8::1/64")).expect("ok");
+        assert_eq!(a.interface, "lan0");
+        assert!(address_args(&w("10.0.9.1/24 dev")).is_err());
+        assert!(address_args(&w("10.0.9.1/24 on lan0")).is_err());
+    }
+
+    #[test]
+    fn every_noun_alone_means_show() {
+        use clap::Parser;
+        for noun in ["interface", "address", "route", "neighbor", "stats", "worker", "graph", "acl", "trace", "config"]
+        {
+            let l = Line::try_parse_from([noun]).expect(noun);
+            assert!(request(&l.cmd).expect("request").is_some(), "{noun}");
+        }
+        let l = Line::try_parse_from(["interface", "set", "lan0", "down", "mtu", "1400"]).expect("parse");
+        match request(&l.cmd).expect("ok") {
+            Some(Command::InterfaceSet(a)) => assert_eq!((a.up, a.mtu), (Some(false), Some(1400))),
+            other => panic!("{other:?}"),
+        }
+    }
+}

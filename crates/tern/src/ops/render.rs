@@ -1,0 +1,454 @@
+//! How answers look: aligned tables for people, JSON for programs.
+
+use super::cli::*;
+use std::fmt::Write as _;
+use tern_control::api::Reply;
+use tern_control::api::types::*;
+
+/// The answer's data as pretty JSON.
+pub fn json(reply: &Reply) -> Result<String, String> {
+    let v = serde_json::to_value(reply).map_err(|e| e.to_string())?;
+    let data = v.get("data").cloned().unwrap_or(serde_json::Value::Null);
+    let mut s = serde_json::to_string_pretty(&data).map_err(|e| e.to_string())?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// A plain text table: columns padded to their widest cell; the columns
+/// listed in `right` are right-aligned (numbers).
+pub fn table(head: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if let Some(x) = w.get_mut(i) {
+                *x = (*x).max(c.chars().count());
+            }
+        }
+    }
+    let mut s = String::new();
+    let line = |s: &mut String, cells: &mut dyn Iterator<Item = String>| {
+        let mut l = String::new();
+        for (i, c) in cells.enumerate() {
+            let width = w.get(i).copied().unwrap_or(0);
+            if i > 0 {
+                l.push_str("  ");
+            }
+            if right.contains(&i) {
+                let _ = write!(l, "{c:>width$}");
+            } else {
+                let _ = write!(l, "{c:<width$}");
+            }
+        }
+        s.push_str(l.trim_end());
+        s.push('\n');
+    };
+    line(&mut s, &mut head.iter().map(|h| h.to_string()));
+    for r in rows {
+        line(&mut s, &mut r.iter().cloned());
+    }
+    s
+}
+
+fn f1(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+/// The human form of an answer to `cmd`.
+pub fn human(cmd: &OpCmd, reply: &Reply) -> String {
+    match reply {
+        Reply::Done { message } => format!("{message}\n"),
+        Reply::Text { text } => {
+            let mut t = text.clone();
+            if !t.ends_with('\n') {
+                t.push('\n');
+            }
+            t
+        }
+        Reply::Status(s) => status(s),
+        Reply::Interfaces(v) => {
+            let only = match cmd {
+                OpCmd::Interface(NounArgs { verb: Some(InterfaceCmd::Show { name: Some(n) }) }) => Some(n.as_str()),
+                _ => None,
+            };
+            let v: Vec<_> = v.iter().filter(|i| only.is_none_or(|n| n == i.name)).collect();
+            if v.is_empty() {
+                return format!("no interface named {:?}\n", only.unwrap_or_default());
+            }
+            interfaces(&v)
+        }
+        Reply::Addresses(v) => table(
+            &["interface", "family", "address", "scope"],
+            &v.iter()
+                .map(|a| vec![a.interface.clone(), a.family.clone(), a.address.clone(), a.scope.clone()])
+                .collect::<Vec<_>>(),
+            &[],
+        ),
+        Reply::Routes(r) => routes(r),
+        Reply::Route(r) => route_get(cmd, r.as_ref()),
+        Reply::FibSummary(f) => fib(f),
+        Reply::Neighbors(v) => table(
+            &["interface", "address", "mac", "state", "age"],
+            &v.iter()
+                .map(|n| {
+                    vec![
+                        n.interface.clone(),
+                        n.ip.clone(),
+                        n.mac.clone(),
+                        n.state.clone(),
+                        format!("{:.1}s", n.age_ms as f64 / 1e3),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+            &[4],
+        ),
+        Reply::Stats(s) => {
+            let (part, all) = match cmd {
+                OpCmd::Stats(NounArgs { verb: Some(StatsCmd::Show { part, all }) }) => (*part, *all),
+                _ => (StatsPart::All, false),
+            };
+            stats(s, part, all)
+        }
+        Reply::Workers(v) => workers(v),
+        Reply::Graph(g) => {
+            let mut s = String::new();
+            for n in &g.nodes {
+                let _ = writeln!(s, "{:<18} -> {}", n.name, n.nexts.join(", "));
+            }
+            s
+        }
+        Reply::Acls(v) => acls(v),
+        Reply::Trace(t) => trace(t),
+        Reply::Capture(c) => format!("capture {}: {} frames\n", c.id, c.captured),
+        Reply::Reload(r) => {
+            if r.changes.is_empty() {
+                "configuration reloaded: no changes\n".into()
+            } else {
+                let mut s = format!("configuration reloaded: {} change(s)\n", r.changes.len());
+                for c in &r.changes {
+                    let _ = writeln!(s, "  {c}");
+                }
+                s
+            }
+        }
+    }
+}
+
+fn status(s: &StatusInfo) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "tern {} (API protocol {})", s.version, s.protocol);
+    let _ = writeln!(o, "uptime      {:.1}s", s.uptime_ms as f64 / 1e3);
+    let _ = writeln!(o, "config      {}", s.config.as_deref().unwrap_or("(none)"));
+    let _ = writeln!(o, "workers     {}", s.workers);
+    let _ = writeln!(o, "interfaces  {}", s.interfaces);
+    let _ = writeln!(
+        o,
+        "routes      {} IPv4, {} IPv6 ({} RIB entries)",
+        s.fib.v4_routes, s.fib.v6_routes, s.fib.rib_entries
+    );
+    let _ = writeln!(o, "neighbors   {}", s.neighbors);
+    o
+}
+
+fn interfaces(v: &[&InterfaceInfo]) -> String {
+    let mut s = String::new();
+    for i in v {
+        let state = match (i.admin_up, i.up) {
+            (true, true) => "up",
+            (false, _) => "down",
+            (true, false) => "down (parent down)",
+        };
+        let what = match i.kind.as_str() {
+            "vlan" => format!("vlan {} on {}", i.vlan.unwrap_or_default(), i.parent.as_deref().unwrap_or("?")),
+            "port" => format!(
+                "port {}{}",
+                i.driver.as_deref().unwrap_or(""),
+                i.device.as_ref().map(|d| format!(" device {d}")).unwrap_or_default()
+            ),
+            k => k.to_string(),
+        };
+        let _ = writeln!(s, "{} (index {}): {what}, {state}, mtu {}, mac {}", i.name, i.index, i.mtu, i.mac);
+        for a in &i.addresses {
+            let _ = writeln!(s, "    {} {a}", if a.contains(':') { "inet6" } else { "inet" });
+        }
+        let _ = writeln!(s, "    inet6 {}/64 (link)", i.link_local);
+        if let Some(a) = &i.acl_in {
+            let _ = writeln!(s, "    acl in {a}");
+        }
+        if let Some(a) = &i.acl_out {
+            let _ = writeln!(s, "    acl out {a}");
+        }
+        if let Some(c) = &i.counters {
+            let _ = writeln!(
+                s,
+                "    rx {} packets {} bytes, driver drops {}, errors {}",
+                c.rx_packets, c.rx_bytes, c.driver_rx_dropped, c.driver_errors
+            );
+            let _ = writeln!(s, "    tx {} packets {} bytes, refused {}", c.tx_packets, c.tx_bytes, c.tx_dropped);
+        }
+    }
+    s
+}
+
+fn target(r: &RouteInfo) -> String {
+    let dev = r.interface.as_ref().map(|d| format!(" dev {d}")).unwrap_or_default();
+    match r.kind.as_str() {
+        "via" => format!("via {}{dev}", r.via.join(",")),
+        "connected" => format!("connected{dev}"),
+        "local" => format!("local{dev}"),
+        "ecmp" => format!("ecmp via {}", r.via.join(", ")),
+        k => k.to_string(),
+    }
+}
+
+fn routes(r: &RouteList) -> String {
+    let rows: Vec<Vec<String>> = r
+        .routes
+        .iter()
+        .map(|x| {
+            vec![
+                if x.best {
+                    "*".into()
+                } else if !x.active {
+                    "!".into()
+                } else {
+                    " ".into()
+                },
+                x.prefix.clone(),
+                target(x),
+                x.source.clone(),
+                format!("{}/{}", x.distance, x.metric),
+            ]
+        })
+        .collect();
+    let mut s = table(&["", "prefix", "target", "source", "dist/metric"], &rows, &[]);
+    if r.truncated > 0 {
+        let _ = writeln!(s, "... {} more (raise --limit)", r.truncated);
+    }
+    s.push_str("* in use, ! inactive (gateway not reachable)\n");
+    s
+}
+
+fn route_get(cmd: &OpCmd, r: Option<&RouteInfo>) -> String {
+    let addr = match cmd {
+        OpCmd::Route(NounArgs { verb: Some(RouteCmd::Get { address }) }) => address.clone(),
+        _ => String::new(),
+    };
+    let Some(r) = r else { return format!("{addr}: no route (packets to it are answered with ICMP unreachable)\n") };
+    let mut s =
+        format!("{addr} {} (route {} {} distance {} metric {})\n", target(r), r.prefix, r.source, r.distance, r.metric);
+    for n in &r.nexthops {
+        let mut l = format!("    next hop: {}", n.kind);
+        if let Some(g) = &n.gateway {
+            let _ = write!(l, " {g}");
+        }
+        if let Some(d) = &n.interface {
+            let _ = write!(l, " dev {d}");
+        }
+        match (&n.mac, n.kind.as_str()) {
+            (Some(m), _) => {
+                let _ = write!(l, " lladdr {m}");
+            }
+            (None, "unicast") => l.push_str(" (not resolved yet)"),
+            (None, "glean") => l.push_str(" (resolves the destination itself)"),
+            _ => {}
+        }
+        s.push_str(&l);
+        s.push('\n');
+    }
+    s
+}
+
+fn fib(f: &FibSummary) -> String {
+    format!(
+        "IPv4 prefixes     {}\nIPv6 prefixes     {}\nRIB entries       {}\nnext hops         {} ({} ECMP groups)\nlookup memory     {:.1} MiB\nadds/dels/errors  {}/{}/{}\nFIB updates       {}\n",
+        f.v4_routes,
+        f.v6_routes,
+        f.rib_entries,
+        f.nexthops,
+        f.ecmp_groups,
+        f.fib_bytes as f64 / (1 << 20) as f64,
+        f.adds,
+        f.dels,
+        f.errors,
+        f.fib_updates
+    )
+}
+
+fn stats(s: &StatsReport, part: StatsPart, all: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "over the last {:.1}s", s.interval_ms as f64 / 1e3);
+    if matches!(part, StatsPart::All | StatsPart::Nodes) {
+        let rows: Vec<Vec<String>> = s
+            .nodes
+            .iter()
+            .filter(|n| all || n.packets > 0)
+            .map(|n| {
+                vec![
+                    n.node.clone(),
+                    n.calls.to_string(),
+                    n.packets.to_string(),
+                    f1(n.packets_per_call),
+                    f1(n.cycles_per_packet),
+                    f1(n.ns_per_packet),
+                ]
+            })
+            .collect();
+        o.push('\n');
+        o.push_str(&table(&["node", "calls", "packets", "pkts/call", "cycles/pkt", "ns/pkt"], &rows, &[1, 2, 3, 4, 5]));
+    }
+    if matches!(part, StatsPart::All | StatsPart::Interfaces) {
+        let rows: Vec<Vec<String>> = s
+            .interfaces
+            .iter()
+            .map(|i| {
+                let c = &i.counters;
+                vec![
+                    i.interface.clone(),
+                    c.rx_packets.to_string(),
+                    c.rx_bytes.to_string(),
+                    c.tx_packets.to_string(),
+                    c.tx_bytes.to_string(),
+                    c.tx_dropped.to_string(),
+                    c.driver_rx_dropped.to_string(),
+                ]
+            })
+            .collect();
+        o.push('\n');
+        o.push_str(&table(
+            &["interface", "rx packets", "rx bytes", "tx packets", "tx bytes", "tx refused", "driver drops"],
+            &rows,
+            &[1, 2, 3, 4, 5, 6],
+        ));
+    }
+    if matches!(part, StatsPart::All | StatsPart::Errors) {
+        let rows: Vec<Vec<String>> = s
+            .errors
+            .iter()
+            .filter(|e| all || e.count > 0)
+            .map(|e| vec![e.count.to_string(), format!("{}/{}", e.node, e.name), e.kind.clone(), e.help.clone()])
+            .collect();
+        o.push('\n');
+        if rows.is_empty() {
+            o.push_str("no drops or events counted\n");
+        } else {
+            o.push_str(&table(&["count", "counter", "kind", "meaning"], &rows, &[0]));
+        }
+    }
+    o
+}
+
+fn workers(v: &[WorkerInfo]) -> String {
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|w| {
+            vec![
+                w.id.to_string(),
+                f1(w.load_pct),
+                f1(w.idle_pct),
+                f1(w.busy_loops_pct),
+                w.rx_packets.to_string(),
+                f1(w.avg_batch),
+                w.loops.to_string(),
+                w.ports.join(","),
+            ]
+        })
+        .collect();
+    let mut s = table(
+        &["worker", "load%", "idle%", "busy-loops%", "rx packets", "avg batch", "loops", "ports"],
+        &rows,
+        &[1, 2, 3, 4, 5, 6],
+    );
+    for w in v {
+        let _ = writeln!(s, "\nworker {} packets per busy loop:", w.id);
+        let max = w.batch_hist.iter().map(|b| b.loops).max().unwrap_or(0).max(1);
+        for b in &w.batch_hist {
+            let range = if b.max == u64::MAX { format!("{}+", b.min) } else { format!("{}-{}", b.min, b.max) };
+            let bar = "#".repeat(((b.loops * 40).div_ceil(max)) as usize);
+            let _ = writeln!(s, "  {range:>8} {:>12} {bar}", b.loops);
+        }
+    }
+    s
+}
+
+fn acls(v: &[AclView]) -> String {
+    if v.is_empty() {
+        return "no rule sets configured\n".into();
+    }
+    let mut s = String::new();
+    for a in v {
+        let _ = writeln!(
+            s,
+            "rule set {} (default {}; in: {}; out: {}){}",
+            a.name,
+            a.default,
+            if a.interfaces_in.is_empty() { "-".into() } else { a.interfaces_in.join(",") },
+            if a.interfaces_out.is_empty() { "-".into() } else { a.interfaces_out.join(",") },
+            if a.counting { "" } else { " [not counting: no firewall node]" }
+        );
+        let mut rows: Vec<Vec<String>> = a
+            .rules
+            .iter()
+            .map(|r| {
+                vec![
+                    r.index.to_string(),
+                    r.action.clone(),
+                    r.packets.to_string(),
+                    r.bytes.to_string(),
+                    match &r.comment {
+                        Some(c) => format!("{}  # {c}", r.matches),
+                        None => r.matches.clone(),
+                    },
+                ]
+            })
+            .collect();
+        rows.push(vec![
+            "-".into(),
+            a.default.clone(),
+            a.default_packets.to_string(),
+            a.default_bytes.to_string(),
+            "default".into(),
+        ]);
+        for l in table(&["#", "action", "packets", "bytes", "match"], &rows, &[2, 3]).lines() {
+            let _ = writeln!(s, "  {l}");
+        }
+    }
+    s
+}
+
+fn trace(t: &TraceView) -> String {
+    let mut s = String::new();
+    if t.packets.is_empty() {
+        let _ = writeln!(s, "no packets traced yet ({} to go)", t.remaining);
+        return s;
+    }
+    for p in &t.packets {
+        let _ = writeln!(
+            s,
+            "packet {} worker {} rx {} {} bytes at +{:.3} ms",
+            p.seq, p.worker, p.interface, p.len, p.at_ms
+        );
+        let _ = writeln!(s, "  {}", p.summary);
+        for h in &p.hops {
+            let _ = writeln!(s, "  {:<18} -> {}", h.node, h.next);
+            for n in &h.notes {
+                let _ = writeln!(s, "  {:<18}    {n}", "");
+            }
+        }
+        let _ = writeln!(s, "  {}\n", p.fate);
+    }
+    if t.remaining > 0 {
+        let _ = writeln!(s, "({} more packets to trace)", t.remaining);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["a", "num"], &[vec!["xx".into(), "5".into()], vec!["y".into(), "123".into()]], &[1]);
+        assert_eq!(t, "a   num\nxx    5\ny   123\n");
+    }
+}
