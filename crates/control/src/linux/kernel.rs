@@ -89,6 +89,8 @@ pub struct KernelStatus {
 }
 
 const DUMPS: [u16; 5] = [nl::RTM_GETLINK, nl::RTM_GETADDR, nl::RTM_GETNEIGH, nl::RTM_GETNEXTHOP, nl::RTM_GETROUTE];
+/// The step where the route part (next-hop objects, then routes) begins.
+const ROUTE_DUMPS: usize = 3;
 
 pub struct KernelMirror {
     cfg: KernelConfig,
@@ -101,12 +103,20 @@ pub struct KernelMirror {
     next_dump: Option<usize>,
     in_flight: Option<(usize, u32)>,
     interrupted: bool,
+    /// Dump again from this step once the dump in flight ends (an overrun:
+    /// from the start; an address or link change the kernel follows with
+    /// silent route flushes: the routes).
+    want_resync: Option<usize>,
+    /// When the dump in flight was requested or last answered.
+    in_flight_ns: u64,
     sync_started_ns: u64,
     seq: u32,
     /// Addresses this mirror added: (tern interface, address, length).
     learned: HashSet<(u16, IpAddr, u8)>,
     /// Addresses seen during the current address dump (for the sweep).
     seen_addrs: Option<HashSet<(u16, IpAddr, u8)>>,
+    /// Last known up state of each kernel device seen.
+    link_up: std::collections::HashMap<u32, bool>,
     ops: Vec<RouteOp>,
     buf: Vec<u8>,
     counters: KernelCounters,
@@ -155,10 +165,13 @@ impl KernelMirror {
             next_dump: Some(0),
             in_flight: None,
             interrupted: false,
+            want_resync: None,
+            in_flight_ns: 0,
             sync_started_ns: 0,
             seq: 1,
             learned: HashSet::new(),
             seen_addrs: None,
+            link_up: std::collections::HashMap::new(),
             ops: Vec::new(),
             buf: vec![0; 1 << 20],
             counters: KernelCounters::default(),
@@ -217,16 +230,25 @@ impl KernelMirror {
         }
     }
 
-    fn start_resync(&mut self, now: u64) {
-        self.next_dump = Some(0);
-        self.in_flight = None;
-        self.interrupted = false;
-        self.sync_started_ns = now;
+    /// Asks for the dumps from step `from` on, after the one in flight.
+    fn schedule_resync(&mut self, from: usize) {
+        self.want_resync = Some(self.want_resync.map_or(from, |w| w.min(from)));
     }
 
     fn request_next_dump(&mut self, cx: &mut SourceCx<'_>) {
         if self.in_flight.is_some() {
-            return;
+            // A dump whose end never came (it should not happen; never
+            // wait forever on it).
+            if cx.now_ns.saturating_sub(self.in_flight_ns) < 5_000_000_000 {
+                return;
+            }
+            log::warn!("kernel: dump {:?} unanswered for 5 s; asking again", self.in_flight);
+            self.in_flight = None;
+        }
+        if let Some(from) = self.want_resync.take() {
+            self.next_dump = Some(self.next_dump.map_or(from, |n| n.min(from)));
+            self.interrupted = false;
+            self.sync_started_ns = cx.now_ns;
         }
         let Some(i) = self.next_dump else { return };
         let Some(&ty) = DUMPS.get(i) else { return };
@@ -248,6 +270,7 @@ impl KernelMirror {
         match self.sock.send(&b.buf) {
             Ok(()) => {
                 self.in_flight = Some((i, seq));
+                self.in_flight_ns = cx.now_ns;
                 self.counters.dumps += 1;
             }
             Err(e) => log::warn!("kernel: dump request failed: {e}"),
@@ -258,6 +281,11 @@ impl KernelMirror {
     /// lacks, e.g. next-hop objects before Linux 5.3).
     fn dump_done(&mut self, cx: &mut SourceCx<'_>, ifs: &mut Option<IfTable>) {
         let Some((i, _)) = self.in_flight.take() else { return };
+        if self.want_resync.is_some() {
+            // Superseded: request_next_dump starts over.
+            self.interrupted = false;
+            return;
+        }
         if self.interrupted {
             self.interrupted = false;
             self.counters.dumps_interrupted += 1;
@@ -313,6 +341,15 @@ impl KernelMirror {
         }
         if by_name.is_some() && self.ifs.get(l.index) != Some(tern) {
             self.ifs.insert(l.index, tern);
+            // A device (re)appeared: its routes and addresses may have
+            // arrived before the mapping did.
+            self.schedule_resync(1);
+        }
+        let up = l.is_up();
+        if self.link_up.insert(l.index, up).is_some_and(|was| was != up) {
+            // The kernel flushes (or marks) routes through a device that
+            // goes down without telling anyone: dump them again.
+            self.schedule_resync(ROUTE_DUMPS);
         }
         if self.cfg.linux_mode {
             self.set_link(tern, l.is_up(), l.mtu, cx, ifs);
@@ -369,6 +406,9 @@ impl KernelMirror {
             }
             self.add_address(tern, a.addr, a.prefix_len, cx, ifs)
         } else {
+            // Removing an address makes the kernel flush routes through it
+            // silently (IPv4 sends no RTM_DELROUTE for them).
+            self.schedule_resync(ROUTE_DUMPS);
             self.del_address(tern, a.addr, a.prefix_len, cx, ifs)
         }
     }
@@ -507,7 +547,10 @@ impl KernelMirror {
                 nl::NLMSG_DONE if ours => self.dump_done(cx, ifs),
                 nl::NLMSG_ERROR => {
                     let code = m.error_code().unwrap_or(0);
-                    if ours {
+                    if ours && code == -16 {
+                        // EBUSY: an abandoned dump still runs; ask again.
+                        self.in_flight = None;
+                    } else if ours {
                         // A dump the kernel does not support (no next-hop
                         // objects on old kernels): skip it.
                         log::debug!("kernel: dump error {code}");
@@ -570,7 +613,7 @@ impl ControlSource for KernelMirror {
                     self.counters.overruns += 1;
                     log::warn!("kernel: netlink overrun (tern fell behind); resynchronising");
                     self.flush(cx);
-                    self.start_resync(cx.now_ns);
+                    self.schedule_resync(0);
                     self.request_next_dump(cx);
                     did = true;
                 }
