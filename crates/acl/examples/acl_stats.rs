@@ -1,8 +1,9 @@
 //! Prints compile time, memory and shape of the classifier for synthetic
-//! ClassBench-like rule sets: `cargo run --release -p tern-acl --example acl_stats [N...]`.
+//! ClassBench-like rule sets: `cargo run --release -p tern-acl --example acl_stats [N...]`
+//! (`ACL_BUDGET=entries` overrides the cross-product table budget).
 use std::time::Instant;
 use tern_acl::synth;
-use tern_acl::{compile, linear};
+use tern_acl::{CompileOptions, compile_with, linear};
 
 fn main() {
     let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -11,7 +12,12 @@ fn main() {
         for &n in &sizes {
             let set = synth::classbench(n, 42, v6);
             let t = Instant::now();
-            let c = compile(&set, &synth::ifindex).expect("compiles");
+            let budget = std::env::var("ACL_BUDGET")
+                .ok()
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(CompileOptions::default().table_budget);
+            let c = compile_with(&set, &synth::ifindex, &CompileOptions { table_budget: budget, ..Default::default() })
+                .expect("compiles");
             let dt = t.elapsed();
             let keys = synth::packets(&set, 2000, 9);
             let mut rules_hit = std::collections::HashSet::new();

@@ -56,7 +56,7 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { table_budget: 1 << 20, bitmap_rules: 256, linear: false }
+        CompileOptions { table_budget: 1 << 22, bitmap_rules: 256, linear: false }
     }
 }
 

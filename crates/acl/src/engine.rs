@@ -116,7 +116,10 @@ struct Step {
 /// A residual condition of a candidate rule: `field` in one of
 /// `intervals[start..start + n]`.
 struct Check {
-    field: Field,
+    /// The first (usually only) interval, inline.
+    lo: u128,
+    hi: u128,
+    field: u8,
     start: u32,
     n: u32,
 }
@@ -273,13 +276,21 @@ impl Engine {
             return Self::build_bitmap(&ctx, v6, default, fields, chunks, stats);
         }
 
-        // Phase 1..: combine the cheapest pair while it fits the budget.
+        // Phase 1: combine the cheapest pair while its table is small
+        // (cheap, and it shrinks the many small fields into one chunk).
+        // Phase 2: grow the chunk with the shortest candidate lists, the one
+        // the tail will read, with its cheapest partner while the table
+        // fits the budget, so every large table built serves the tail.
+        let small = (opts.table_budget / 16).max(1);
+        let mean = |c: &Chunk| c.classes.iter().map(Bits::count).sum::<usize>() as f64 / c.classes.len().max(1) as f64;
         while chunks.len() > 1 {
             let mut best: Option<(usize, usize, usize)> = None;
+            let focus = chunks.iter().enumerate().min_by(|x, y| mean(x.1).total_cmp(&mean(y.1))).map_or(0, |x| x.0);
             for i in 0..chunks.len() {
                 for j in i + 1..chunks.len() {
                     let p = chunks[i].classes.len().saturating_mul(chunks[j].classes.len());
-                    if p <= opts.table_budget && best.is_none_or(|(_, _, bp)| p < bp) {
+                    let fits = p <= small || ((i == focus || j == focus) && p <= opts.table_budget);
+                    if fits && best.is_none_or(|(_, _, bp)| p < bp) {
                         best = Some((i, j, p));
                     }
                 }
@@ -312,8 +323,6 @@ impl Engine {
         let tail_chunk = if chunks.len() == 1 {
             chunks.swap_remove(0)
         } else {
-            let mean =
-                |c: &Chunk| c.classes.iter().map(Bits::count).sum::<usize>() as f64 / c.classes.len().max(1) as f64;
             let (k, _) =
                 chunks.iter().enumerate().min_by(|x, y| mean(x.1).total_cmp(&mean(y.1))).unwrap_or((0, &chunks[0]));
             chunks.swap_remove(k)
@@ -640,7 +649,13 @@ impl Engine {
 fn cand_matches(c: &Cand, checks: &[Check], intervals: &[(u128, u128)], key: &PacketKey) -> bool {
     let (start, n) = c.checks;
     for ch in checks.get(start as usize..(start + n) as usize).unwrap_or(&[]) {
-        let v = ch.field.value(key);
+        let v = crate::lower::FIELDS.get(ch.field as usize).map_or(0, |f| f.value(key));
+        if ch.lo <= v && v <= ch.hi {
+            continue;
+        }
+        if ch.n <= 1 {
+            return false;
+        }
         let iv = intervals.get(ch.start as usize..(ch.start + ch.n) as usize).unwrap_or(&[]);
         if !iv.iter().any(|&(lo, hi)| lo <= v && v <= hi) {
             return false;
@@ -797,7 +812,8 @@ fn cand_tail(ctx: &Ctx, mask: u16, classes: &[Bits], stats: &mut EngineStats) ->
                     continue;
                 }
                 if let Some(iv) = &r.conds[f as usize] {
-                    checks.push(Check { field: f, start: intervals.len() as u32, n: iv.len() as u32 });
+                    let (lo, hi) = iv.first().copied().unwrap_or((1, 0));
+                    checks.push(Check { lo, hi, field: f as u8, start: intervals.len() as u32, n: iv.len() as u32 });
                     intervals.extend_from_slice(iv);
                 }
             }
