@@ -882,14 +882,6 @@ pub fn summarize(f: &[u8]) -> String {
 }
 
 pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArgs) -> Result<CaptureBatch, ApiError> {
-    if let Some(c) = &st.capture {
-        return Err(ApiError::refused(format!(
-            "capture {} on {} is running; one capture at a time (stop it, or wait {}s for it to expire)",
-            c.id,
-            c.iface,
-            CAPTURE_IDLE.as_secs()
-        )));
-    }
     let ifindex = router.plan.iface_index(&a.target).ok_or_else(|| {
         if router.workers.first().is_some_and(|w| w.shared.graph.node_id(&a.target).is_some()) {
             ApiError::refused(format!(
@@ -913,6 +905,15 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     if a.count == Some(0) {
         return Err(ApiError::invalid("count 0 captures nothing"));
     }
+    if let Some(c) = &st.capture {
+        return Err(ApiError::refused(format!(
+            "capture {} on {} is running; one capture at a time (stop it, or wait {}s for it to expire)",
+            c.id,
+            c.iface,
+            CAPTURE_IDLE.as_secs()
+        )));
+    }
+
     let snaplen = a.snaplen.unwrap_or(65535).clamp(14, 65535);
     let id = st.next_capture_id.max(1);
     st.next_capture_id = id + 1;

@@ -30,7 +30,7 @@ impl IfAddr {
             IfAddr::V6(n) => IpAddr::V6(n.addr),
         }
     }
-    pub fn len(&self) -> u8 {
+    pub fn prefix_len(&self) -> u8 {
         match self {
             IfAddr::V4(n) => n.len,
             IfAddr::V6(n) => n.len,
@@ -47,7 +47,7 @@ impl IfAddr {
 
 impl std::fmt::Display for IfAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr(), self.len())
+        write!(f, "{}/{}", self.addr(), self.prefix_len())
     }
 }
 

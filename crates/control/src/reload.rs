@@ -337,7 +337,7 @@ via = "10.0.2.2"
                 "interface[2].name",
             ),
         ] {
-            let r = diff(&plan(BASE), &plan(&edit)).err().expect("refused");
+            let r = diff(&plan(BASE), &plan(&edit)).expect_err("refused");
             assert_eq!(path_string(&r.path), want, "{}", r.message);
         }
     }

@@ -325,7 +325,7 @@ pub fn to_hex(b: &[u8]) -> String {
 /// Bytes of a hex string; None when it is not hex.
 pub fn from_hex(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     let val = |c: u8| (c as char).to_digit(16).map(|d| d as u8);

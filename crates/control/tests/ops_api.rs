@@ -1,0 +1,319 @@
+//! The operator's API against a running router on memory ports: the
+//! daemon loop runs on its own thread exactly as `tern run` drives it, and
+//! the test talks to it through the unix socket like the CLI does.
+
+mod common;
+mod ops;
+
+use common::pkt::*;
+use ops::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tern_control::api::client::{CallError, Client};
+use tern_control::api::types::*;
+use tern_control::api::*;
+
+fn done(r: Result<Reply, CallError>) -> String {
+    match r {
+        Ok(Reply::Done { message }) => message,
+        other => panic!("expected done, got {other:?}"),
+    }
+}
+
+fn api_err(r: Result<Reply, CallError>) -> ApiError {
+    match r {
+        Err(CallError::Api(e)) => e,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn route_get(c: &mut Client, a: &str) -> Option<RouteInfo> {
+    match c.call(&Command::RouteGet(RouteGetArgs { address: a.into() })) {
+        Ok(Reply::Route(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn counter(c: &mut Client, node: &str, name: &str) -> u64 {
+    match c.call(&Command::StatsShow(StatsShowArgs::default())) {
+        Ok(Reply::Stats(s)) => s.errors.iter().find(|e| e.node == node && e.name == name).map_or(0, |e| e.count),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn routes_added_got_and_deleted_live() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    assert!(done(c.call(&Command::Ping {})).contains("protocol 1"));
+
+    // Before: 203.0.113.7 has no route.
+    assert_eq!(route_get(&mut c, "203.0.113.7"), None);
+    let m = done(c.call(&Command::RouteAdd(RouteAddArgs {
+        prefix: "203.0.113.0/24".into(),
+        via: Some("10.0.2.2".into()),
+        ..RouteAddArgs::default()
+    })));
+    assert_eq!(m, "added 203.0.113.0/24");
+    let r = route_get(&mut c, "203.0.113.7").expect("route");
+    assert_eq!((r.prefix.as_str(), r.source.as_str(), r.kind.as_str()), ("203.0.113.0/24", "api", "via"));
+    assert_eq!(r.via, ["10.0.2.2"]);
+    assert_eq!(r.nexthops[0].interface.as_deref(), Some("wan"), "resolved through the connected route");
+
+    // It forwards: traffic to it asks for host B, then goes out.
+    assert!(t.lan.inject(&udp_to("203.0.113.7")));
+    t.answer_arp_for_b();
+    let out = Running::recv(&t.wan, 1);
+    let v = parse_v4(&out[0]).expect("forwarded");
+    assert_eq!((v.dst, v.dst_mac, v.ttl), (a4("203.0.113.7"), HOST_B, 63));
+
+    // Invalid routes change nothing and say why.
+    let e = api_err(c.call(&Command::RouteAdd(RouteAddArgs {
+        prefix: "203.0.113.0/24".into(),
+        via: Some("2001:db8::1".into()),
+        ..RouteAddArgs::default()
+    })));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert!(e.message.contains("family"), "{e:?}");
+    let e = api_err(c.call(&Command::RouteAdd(RouteAddArgs {
+        prefix: "10.1.0.0/16".into(),
+        interface: Some("nope".into()),
+        ..RouteAddArgs::default()
+    })));
+    assert_eq!(e.code, ErrorCode::NotFound);
+
+    // The config's route is not the API's to delete unless asked.
+    let e = api_err(c.call(&Command::RouteDel(RouteDelArgs { prefix: "198.18.0.0/15".into(), source: None })));
+    assert!(e.message.contains("source static"), "{e:?}");
+    done(c.call(&Command::RouteDel(RouteDelArgs { prefix: "203.0.113.0/24".into(), source: None })));
+    assert_eq!(route_get(&mut c, "203.0.113.7"), None);
+    assert!(t.lan.inject(&udp_to("203.0.113.7")));
+    wait_for("no-route drop", || counter(&mut c, "ip4-lookup", "no-route") >= 1);
+
+    // Listing with filters.
+    let Ok(Reply::Routes(l)) =
+        c.call(&Command::RouteList(RouteListArgs { source: Some("connected".into()), ..RouteListArgs::default() }))
+    else {
+        panic!("routes")
+    };
+    let p: Vec<_> = l.routes.iter().map(|r| r.prefix.as_str()).collect();
+    assert_eq!(p, ["10.0.1.0/24", "10.0.2.0/24"]);
+}
+
+#[test]
+fn interface_down_stops_forwarding_and_up_restores_it() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    t.answer_arp_for_b();
+    assert_eq!(Running::recv(&t.wan, 1).len(), 1);
+
+    done(c.call(&Command::InterfaceSet(InterfaceSetArgs { name: "wan".into(), up: Some(false), mtu: None })));
+    let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
+    let wan = ifs.iter().find(|i| i.name == "wan").expect("wan");
+    assert!(!wan.admin_up && !wan.up);
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    wait_for("dropped at the down interface", || {
+        let Ok(Reply::Stats(s)) = c.call(&Command::StatsShow(StatsShowArgs::default())) else { return false };
+        s.errors.iter().any(|e| e.count > 0 && e.name.contains("down"))
+    });
+    assert!(
+        t.wan.take_sent().iter().all(|f| parse_v4(f).is_none_or(|v| v.dst != a4("198.18.0.9"))),
+        "nothing forwarded while down"
+    );
+
+    done(c.call(&Command::InterfaceSet(InterfaceSetArgs { name: "wan".into(), up: Some(true), mtu: Some(1400) })));
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    // Its neighbours were flushed when it went down: ARP again.
+    t.answer_arp_for_b();
+    let f = Running::recv(&t.wan, 1);
+    assert!(f.iter().any(|f| parse_v4(f).is_some_and(|v| v.dst == a4("198.18.0.9"))), "forwards again");
+    let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
+    assert_eq!(ifs.iter().find(|i| i.name == "wan").map(|i| (i.up, i.mtu)), Some((true, 1400)));
+
+    let e = api_err(c.call(&Command::InterfaceSet(InterfaceSetArgs {
+        name: "wan".into(),
+        up: Some(false),
+        mtu: Some(20),
+    })));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
+    assert!(ifs.iter().find(|i| i.name == "wan").is_some_and(|i| i.up), "an invalid MTU changed nothing");
+}
+
+#[test]
+fn addresses_bring_their_routes_live() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    done(c.call(&Command::AddressAdd(AddressArgs { interface: "lan".into(), address: "10.0.9.1/24".into() })));
+    let r = route_get(&mut c, "10.0.9.1").expect("local route");
+    assert_eq!((r.kind.as_str(), r.interface.as_deref()), ("local", Some("lan")));
+    assert_eq!(route_get(&mut c, "10.0.9.77").expect("connected").kind, "connected");
+    // tern answers ARP for its new address.
+    assert!(t.lan.inject(&eth([0xff; 6], HOST_A, 0x0806, &arp(1, HOST_A, a4("10.0.9.2"), [0; 6], a4("10.0.9.1")))));
+    let reply = Running::recv(&t.lan, 1);
+    assert_eq!(&reply[0][14 + 6..14 + 8], &[0, 2], "ARP reply");
+    assert_eq!(&reply[0][14 + 14..14 + 18], &[10, 0, 9, 1]);
+
+    let e =
+        api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.9.5/24".into() })));
+    assert!(e.message.contains("already connected on lan"), "{e:?}");
+    let e =
+        api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.9.1/32".into() })));
+    assert!(e.message.contains("already on lan"), "{e:?}");
+
+    done(c.call(&Command::AddressDel(AddressArgs { interface: "lan".into(), address: "10.0.9.1/24".into() })));
+    assert_eq!(route_get(&mut c, "10.0.9.77"), None, "connected route gone with its address");
+    let Ok(Reply::Addresses(a)) = c.call(&Command::AddressList(AddressListArgs { interface: Some("lan".into()) }))
+    else {
+        panic!("addresses")
+    };
+    let global: Vec<_> = a.iter().filter(|a| a.scope == "global").map(|a| a.address.as_str()).collect();
+    assert_eq!(global, ["10.0.1.1/24"]);
+    // The running configuration follows.
+    let Ok(Reply::Text { text }) = c.call(&Command::ConfigShow {}) else { panic!("config") };
+    assert!(text.contains("10.0.1.1/24") && !text.contains("10.0.9.1"), "{text}");
+}
+
+#[test]
+fn trace_and_capture_over_the_api() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    done(c.call(&Command::TraceStart(TraceStartArgs { count: 1 })));
+    let Ok(Reply::Capture(start)) = c.call(&Command::CaptureStart(CaptureStartArgs {
+        target: "lan".into(),
+        direction: None,
+        count: Some(2),
+        snaplen: None,
+    })) else {
+        panic!("capture")
+    };
+    let e = api_err(c.call(&Command::CaptureStart(CaptureStartArgs { target: "wan".into(), ..Default::default() })));
+    assert_eq!(e.code, ErrorCode::Refused, "one capture at a time");
+    let e =
+        api_err(c.call(&Command::CaptureStart(CaptureStartArgs { target: "ip4-lookup".into(), ..Default::default() })));
+    assert!(e.message.contains("node"), "{e:?}");
+
+    // A ping to tern: traced, captured in (request) and out (reply).
+    let echo = ipv4(a4("10.0.1.2"), a4("10.0.1.1"), 1, 64, &icmp_echo(8, 7, 1, b"trace me"));
+    let req = eth(TERN_LAN, HOST_A, 0x0800, &echo);
+    assert!(t.lan.inject(&eth([0xff; 6], HOST_A, 0x0806, &arp(1, HOST_A, a4("10.0.1.2"), [0; 6], a4("10.0.1.1")))));
+    let mut frames = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut sent_ping = false;
+    loop {
+        let Ok(Reply::Capture(b)) = c.call(&Command::CaptureRead(CaptureIdArgs { id: start.id })) else {
+            panic!("read")
+        };
+        frames.extend(b.frames);
+        if b.done {
+            break;
+        }
+        if !sent_ping && !t.lan.take_sent().is_empty() {
+            // ARP answered: now the ping (captured frames 3 and 4 would
+            // exceed the count of 2, so the capture is the ARP exchange).
+            assert!(t.lan.inject(&req));
+            sent_ping = true;
+        }
+        assert!(Instant::now() < deadline, "capture did not finish: {frames:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames.iter().map(|f| f.dir.as_str()).collect::<Vec<_>>(), ["rx", "tx"]);
+    let first = from_hex(&frames[0].data).expect("hex");
+    assert_eq!(&first[12..14], &[8, 6], "the ARP request as received");
+    assert!(frames[0].unix_ns > 1_600_000_000_000_000_000, "wall-clock time stamps");
+    let e = api_err(c.call(&Command::CaptureRead(CaptureIdArgs { id: start.id })));
+    assert_eq!(e.code, ErrorCode::NotFound, "finished captures are gone");
+
+    wait_for("trace record", || matches!(c.call(&Command::TraceShow {}), Ok(Reply::Trace(t)) if !t.packets.is_empty()));
+    let Ok(Reply::Trace(tr)) = c.call(&Command::TraceShow {}) else { panic!("trace") };
+    let p = &tr.packets[0];
+    assert_eq!(p.interface, "lan");
+    assert!(p.summary.contains("arp who-has 10.0.1.1 tell 10.0.1.2"), "{}", p.summary);
+    assert_eq!(p.hops.first().map(|h| h.node.as_str()), Some("ethernet-input"));
+    assert!(p.fate.starts_with("tx"), "{}", p.fate);
+    done(c.call(&Command::TraceClear {}));
+    assert!(matches!(c.call(&Command::TraceShow {}), Ok(Reply::Trace(t)) if t.packets.is_empty()));
+}
+
+#[test]
+fn reload_applies_differences_and_refuses_bad_files() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    let path = t.config_path();
+    let reload = |c: &mut Client| c.call(&Command::ConfigReload {});
+
+    // Unchanged file: nothing to do.
+    assert!(matches!(reload(&mut c), Ok(Reply::Reload(r)) if r.changes.is_empty()));
+
+    // A new route, a moved route, an address and a down interface.
+    let v2 = CONFIG_TEXT
+        .replace("198.18.0.0/15", "198.19.0.0/16")
+        .replace("[\"10.0.1.1/24\"]", "[\"10.0.1.1/24\", \"10.0.7.1/24\"]")
+        + "\n[[route]]\nprefix = \"192.0.2.0/24\"\ntype = \"blackhole\"\n";
+    std::fs::write(&path, &v2).expect("write");
+    let Ok(Reply::Reload(r)) = reload(&mut c) else { panic!("reload") };
+    assert!(r.changes.iter().any(|l| l.contains("198.18.0.0/15 removed")), "{r:?}");
+    assert!(r.changes.iter().any(|l| l.contains("192.0.2.0/24")), "{r:?}");
+    assert!(r.changes.iter().any(|l| l.contains("10.0.7.1/24")), "{r:?}");
+    assert_eq!(route_get(&mut c, "192.0.2.1").map(|r| r.kind), Some("blackhole".into()));
+    assert_eq!(route_get(&mut c, "198.18.1.1"), None);
+    assert_eq!(route_get(&mut c, "10.0.7.1").map(|r| r.kind), Some("local".into()));
+
+    // A syntax error: refused with file and line; nothing changes.
+    let broken = v2.replace("type = \"blackhole\"", "type = blackhole");
+    std::fs::write(&path, &broken).expect("write");
+    let e = api_err(reload(&mut c));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    let line = broken[..broken.find("type = blackhole").expect("edit")].matches('\n').count() + 1;
+    assert!(e.message.starts_with(&format!("{}:{line}:", path.display())), "names file and line {line}: {e:?}");
+    // A semantic error names the key.
+    std::fs::write(&path, v2.replace("10.0.7.1/24", "10.0.7.300/24")).expect("write");
+    let e = api_err(reload(&mut c));
+    assert!(e.message.contains("interface[0].addresses[1]"), "{e:?}");
+    // A change that needs a restart is refused with its key and line.
+    std::fs::write(&path, v2.replace("icmp_rate = 100000", "workers = 2\nicmp_rate = 100000")).expect("write");
+    let e = api_err(reload(&mut c));
+    assert_eq!(e.code, ErrorCode::Refused);
+    assert!(e.message.contains("dataplane.workers") && e.message.contains("restart"), "{e:?}");
+    // Still the v2 state.
+    assert_eq!(route_get(&mut c, "192.0.2.1").map(|r| r.kind), Some("blackhole".into()));
+    let Ok(Reply::Status(s)) = c.call(&Command::Status {}) else { panic!("status") };
+    assert_eq!(s.workers, 1);
+}
+
+#[test]
+fn garbage_on_the_socket_gets_errors_and_the_server_keeps_serving() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    for line in [
+        &b"not json\n"[..],
+        b"{\"version\":7,\"id\":4,\"op\":\"ping\"}\n",
+        b"\xff\xfe\n",
+        b"[]\n",
+        b"{\"version\":1,\"op\":\"route_add\",\"args\":{\"prefix\":1}}\n",
+    ] {
+        let r = c.call_raw(line).expect("an answer");
+        assert!(!r.ok, "{line:?}");
+        assert!(r.error.is_some_and(|e| !e.message.is_empty()));
+    }
+    let r = c.call_raw(b"{\"version\":7,\"id\":4,\"op\":\"ping\"}\n").expect("answer");
+    assert_eq!(r.id, Some(4), "the id of a refused request is repeated");
+    // An over-long line closes that connection only.
+    let mut big = vec![b'x'; MAX_REQUEST_BYTES + 10];
+    big.push(b'\n');
+    let r = c.call_raw(&big).expect("answer");
+    assert!(r.error.is_some_and(|e| e.message.contains("longer")));
+    let mut c2 = t.client();
+    assert!(done(c2.call(&Command::Ping {})).contains("tern"));
+    assert!(Path::new(&t.socket).exists());
+}
