@@ -18,8 +18,7 @@ use serde::Serialize;
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, fmt_mac, have_program};
 use crate::topology::{
-    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, GEN_V4, SINK_V4, SINK_V6, TEST_NET_V4,
-    TEST_NET_V6,
+    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, SINK_V4, SINK_V6, TEST_NET_V4, TEST_NET_V6,
 };
 
 /// A kind of device under test.
@@ -153,6 +152,9 @@ fn rt_command(priority: u8) -> Command {
     }
 }
 
+/// The generator's subnet: the drop test's accept rule.
+pub const GEN_NET_V4: &str = "10.10.1.0/24";
+
 /// The 50 source hosts of the 100GE test's rules: 1.1.N.1, N = 1..50.
 pub fn rule_sources() -> impl Iterator<Item = String> {
     (1..=50).map(|n| format!("1.1.{n}.1"))
@@ -276,7 +278,7 @@ pub fn nft_ruleset(fw: Firewall) -> String {
         }
     }
     if fw == Firewall::Drop50DefaultDeny {
-        let _ = writeln!(s, "    ip saddr 10.10.1.0/24 accept");
+        let _ = writeln!(s, "    ip saddr {GEN_NET_V4} accept");
     }
     s.push_str("  }\n}\n");
     s
@@ -371,7 +373,7 @@ pub fn tern_config(needs: &DutNeeds, dut_cpu: usize) -> String {
             let _ = writeln!(s, "[[acl.rule]]\naction = \"drop\"\nsrc = \"{src}/32\"\n");
         }
         if needs.firewall == Firewall::Drop50DefaultDeny {
-            let _ = writeln!(s, "[[acl.rule]]\naction = \"accept\"\nsrc = \"{}/24\"\n", GEN_V4);
+            let _ = writeln!(s, "[[acl.rule]]\naction = \"accept\"\nsrc = \"{GEN_NET_V4}\"\n");
         }
     }
     s
@@ -431,7 +433,7 @@ fn setup_tern(
 
 fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement, work_dir: &Path) -> Result<Setup> {
     if !have_program("dpdk-testpmd") {
-        return Ok(Setup::NotSupported("dpdk-testpmd not installed (apt-get install dpdk)".into()));
+        return Ok(Setup::NotSupported("dpdk-testpmd not installed (apt-get install dpdk-dev)".into()));
     }
     if needs.firewall != Firewall::None || needs.gre || needs.route_file.is_some() {
         return Ok(Setup::NotSupported("testpmd forwards by MAC only: no firewall, routes or GRE".into()));
@@ -453,13 +455,17 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         "-m".into(),
         "512".into(),
         "--no-pci".into(),
-        "--in-memory".into(),
+        // No shared runtime files: nothing left behind, no clash with
+        // another DPDK process (--in-memory conflicts with --no-huge).
+        "--no-shconf".into(),
         "-l".into(),
         lcores,
         format!("--vdev=net_af_packet0,iface={DUT_IN}"),
         format!("--vdev=net_af_packet1,iface={DUT_OUT}"),
         "--".into(),
         "--forward-mode=mac".into(),
+        // The default pool (155k mbufs) does not fit in --no-huge memory.
+        "--total-num-mbufs=16384".into(),
         format!("--eth-peer=1,{sink_mac}"),
         "--auto-start".into(),
         "--stats-period=1".into(),
@@ -509,6 +515,7 @@ mod tests {
         let rules = t["acl"][0]["rule"].as_array().expect("rules");
         assert_eq!(rules.len(), 51);
         assert_eq!(rules[50]["action"].as_str(), Some("accept"));
+        assert_eq!(rules[50]["src"].as_str(), Some("10.10.1.0/24"));
         assert_eq!(t["tunnel"][0]["remote"].as_str(), Some("10.10.2.2"));
         assert_eq!(t["route"][0]["via"].as_str(), Some("192.168.255.2"));
 

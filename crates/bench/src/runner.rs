@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use clap::ValueEnum;
+
 use crate::bpf::{Generator, PassProgram, Sink};
 use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
@@ -420,7 +422,10 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         duts.push(r);
     }
     Ok(Report {
-        scenario: format!("{:?}", opts.scenario),
+        scenario: opts
+            .scenario
+            .to_possible_value()
+            .map_or_else(|| format!("{:?}", opts.scenario), |v| v.get_name().to_string()),
         description: scenario.description.clone(),
         conditions,
         ceiling,
