@@ -477,6 +477,10 @@ impl Router {
     pub fn route_get(&self, addr: IpAddr) -> Option<tern_fib::RouteDetail> {
         self.fib.route_get(addr)
     }
+    /// Each control-plane source's name and status (kernel mirror, FPM).
+    pub fn source_status(&self) -> Vec<(String, serde_json::Value)> {
+        self.sources.iter().map(|s| (s.name().to_string(), s.status())).collect()
+    }
 }
 
 /// Prepares a Linux device for tern: link up, no large-frame offloads (so
