@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod commands;
+pub mod afxdp;
 pub mod config;
 pub mod engine_bench;
 pub mod linux;

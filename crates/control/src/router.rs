@@ -40,6 +40,7 @@ fn err(s: impl Into<String>) -> StartError {
 
 /// What the router changes on the host and must undo on shutdown.
 pub(crate) struct HostState {
+    pub(crate) xdp: crate::afxdp::XdpDevices,
     pub(crate) quiet: Vec<tern_io::netdev::KernelQuiet>,
     /// Linux mode's device settings (restored when dropped).
     pub(crate) linux: Vec<crate::linux::host::SysctlGuard>,
@@ -269,7 +270,7 @@ impl Router {
         shared.params.publish(params_of(&plan));
         shared.acls.publish(acls);
 
-        let mut host = HostState { quiet: Vec::new(), linux: Vec::new() };
+        let mut host = HostState { xdp: Default::default(), quiet: Vec::new(), linux: Vec::new() };
         let linux_mode = plan.config.linux.linux_mode();
         for p in &ports {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
@@ -292,6 +293,8 @@ impl Router {
             let pool =
                 PacketPool::new(PoolConfig { frames: plan.config.dataplane.pool_frames, ..PoolConfig::default() })
                     .map_err(|e| err(format!("worker {w}: {e}")))?;
+            let mut pool = pool;
+            let mut umem = None;
             let mut bindings = Vec::new();
             for (i, p) in ports.iter().enumerate() {
                 let IfacePlanKind::Port { device, driver } = &p.kind else { continue };
@@ -301,17 +304,24 @@ impl Router {
                         mem.entry(p.name.clone()).or_default().push(mp.handle());
                         Box::new(mp)
                     }
-                    (_, Some(dev)) => {
-                        let mut cfg = AfPacketConfig::new(dev.clone());
-                        if workers_n > 1 {
-                            cfg.fanout =
-                                Some(Fanout { group: fanout_base.wrapping_add(i as u16), mode: FanoutMode::Hash });
+                    (_, Some(dev)) => match host
+                        .xdp
+                        .open(dev, *driver, w, workers_n, plan.config.dataplane.idle, linux_mode, &mut pool, &mut umem)
+                        .map_err(|e| err(format!("interface {}: {e}", p.name)))?
+                    {
+                        crate::afxdp::Choice::AfXdp(x) => x,
+                        crate::afxdp::Choice::AfPacket => {
+                            let mut cfg = AfPacketConfig::new(dev.clone());
+                            if workers_n > 1 {
+                                cfg.fanout =
+                                    Some(Fanout { group: fanout_base.wrapping_add(i as u16), mode: FanoutMode::Hash });
+                            }
+                            cfg.allmulti = true;
+                            let port = AfPacketPort::open_with(&cfg)
+                                .map_err(|e| err(format!("interface {}: device {dev}: {e}", p.name)))?;
+                            Box::new(port)
                         }
-                        cfg.allmulti = true;
-                        let port = AfPacketPort::open_with(&cfg)
-                            .map_err(|e| err(format!("interface {}: device {dev}: {e}", p.name)))?;
-                        Box::new(port)
-                    }
+                    },
                     (_, None) => return Err(err(format!("interface {}: no device", p.name))),
                 };
                 bindings.push(PortBinding { port, ifindex: i as u16 });

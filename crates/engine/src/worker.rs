@@ -210,8 +210,10 @@ impl WorkerShared {
 pub struct Worker {
     cfg: WorkerConfig,
     graph: Graph,
-    pool: PacketPool,
+    // Ports before the pool: fields drop in order, and a port (an AF_XDP
+    // socket over the pool's region) must go before the region.
     ports: Vec<PortBinding>,
+    pool: PacketPool,
     tx: Vec<Vec<PktIdx>>,
     tracer: Tracer,
     shared: Arc<WorkerShared>,

@@ -102,9 +102,9 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
     if !is_root() {
         return Err("tern lab creates network namespaces and needs root (try sudo)".into());
     }
-    for tool in ["ip", "ping"] {
-        if crate::netns::cmd(tool, &["-V"]).is_err() {
-            return Err(format!("{tool} not found: install iproute2 and iputils-ping"));
+    for tool in ["ip", "ping", "ethtool"] {
+        if crate::netns::cmd(tool, &["--version"]).is_err() && crate::netns::cmd(tool, &["-V"]).is_err() {
+            return Err(format!("{tool} not found: install iproute2, iputils-ping and ethtool (scripts/setup.sh)"));
         }
     }
     let removed = remove_stale(PREFIX);
@@ -269,6 +269,17 @@ fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
     veth(h1, "eth0", r, "lan0")?;
     veth(h2, "eth0", r, "wan0")?;
     for (h, n) in [(h1, 1), (h2, 2)] {
+        // A host's stack leaves transport checksums to the veth (offload);
+        // a real NIC would fill them in, AF_XDP sees them unfinished. Make
+        // the hosts send finished packets, as hosts on a wire do.
+        let out = h.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
+        if !out.status.success() {
+            return Err(format!(
+                "ethtool -K eth0 tx off in {}: {}",
+                h.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
         h.ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"])?;
         h.ip(&["-6", "addr", "add", &format!("2001:db8:{n}::2/64"), "dev", "eth0", "nodad"])?;
         h.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")])?;

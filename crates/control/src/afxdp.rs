@@ -1,0 +1,124 @@
+//! Opening AF_XDP ports for the router, with the automatic fallback to
+//! AF_PACKET.
+//!
+//! For a device on `driver = "auto"` or `"afxdp"` the router attaches
+//! tern's XDP steering program once, then opens one AF_XDP socket per
+//! worker on receive queue `worker` (each worker's pool is its UMEM). When
+//! AF_XDP cannot be used (no permission, kernel or driver support, fewer
+//! queues than workers) an `auto` device falls back to AF_PACKET with a log
+//! line saying why; an `afxdp` device fails the start instead.
+
+use crate::config::{Driver, IdleMode};
+use std::collections::HashMap;
+use tern_packet::PacketPool;
+use tern_xdp::{BusyPoll, SteerOptions, SteeringProgram, Umem, XskConfig, XskPort};
+
+/// The XDP programs the router attached, by device (detached on drop).
+#[derive(Default)]
+pub struct XdpDevices {
+    progs: HashMap<String, SteeringProgram>,
+    /// Devices that fell back to AF_PACKET, with the reason.
+    pub fallback: HashMap<String, String>,
+}
+
+/// What to open for one device in one worker.
+pub enum Choice {
+    AfXdp(Box<XskPort>),
+    AfPacket,
+}
+
+impl XdpDevices {
+    /// Opens the AF_XDP port of worker `w` on `dev`, or says to use
+    /// AF_PACKET. `umem` is created on first use for the worker's pool.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        &mut self,
+        dev: &str,
+        driver: Driver,
+        w: u16,
+        workers: u16,
+        idle: IdleMode,
+        linux_mode: bool,
+        pool: &mut PacketPool,
+        umem: &mut Option<Umem>,
+    ) -> Result<Choice, String> {
+        if driver == Driver::Afpacket || self.fallback.contains_key(dev) {
+            return Ok(Choice::AfPacket);
+        }
+        match self.try_open(dev, w, workers, idle, linux_mode, pool, umem) {
+            Ok(port) => Ok(Choice::AfXdp(Box::new(port))),
+            Err((why, unavailable)) => {
+                if driver == Driver::Afxdp || !unavailable {
+                    return Err(format!("device {dev}: AF_XDP: {why}"));
+                }
+                log::warn!("device {dev}: AF_XDP unavailable ({why}); using AF_PACKET");
+                self.progs.remove(dev);
+                self.fallback.insert(dev.to_string(), why);
+                Ok(Choice::AfPacket)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn try_open(
+        &mut self,
+        dev: &str,
+        w: u16,
+        workers: u16,
+        idle: IdleMode,
+        linux_mode: bool,
+        pool: &mut PacketPool,
+        umem: &mut Option<Umem>,
+    ) -> Result<XskPort, (String, bool)> {
+        // sysfs shows the namespace it was mounted in; a thread that entered
+        // another namespace with setns(2) (tern lab) cannot count there and
+        // assumes one queue (binding to a queue that does not exist fails
+        // and falls back cleanly).
+        let queues = tern_xdp::rx_queue_count(dev).unwrap_or(1);
+        if queues < u32::from(workers) {
+            return Err((format!("{queues} receive queue(s) for {workers} workers"), true));
+        }
+        if queues > u32::from(workers) {
+            log::warn!("device {dev}: {queues} queues, {workers} worker(s): queues above {workers} are not served");
+        }
+        if !self.progs.contains_key(dev) {
+            let opts = SteerOptions { neigh_to_tern: !linux_mode, allow_generic: true };
+            let prog = SteeringProgram::attach(dev, opts).map_err(|e| (e.to_string(), e.is_unavailable()))?;
+            self.progs.insert(dev.to_string(), prog);
+        }
+        if umem.is_none() {
+            *umem = Some(Umem::new(pool).map_err(|e| (e.to_string(), e.is_unavailable()))?);
+        }
+        let Some(u) = umem.as_ref() else { return Err(("no UMEM".into(), false)) };
+        let mut cfg = XskConfig::new(dev, u32::from(w));
+        let spin = idle == IdleMode::Spin;
+        cfg.busy_poll = if spin { BusyPoll::On } else { BusyPoll::Off };
+        cfg.tune_napi = spin;
+        if !spin {
+            cfg.napi_probe_port = None;
+        }
+        let port = XskPort::open(u, &cfg, pool).map_err(|e| (e.to_string(), e.is_unavailable()))?;
+        if let Some(prog) = self.progs.get_mut(dev) {
+            prog.register(&port).map_err(|e| (e.to_string(), false))?;
+        }
+        log::info!(
+            "device {dev}: worker {w} on AF_XDP queue {w} ({}{})",
+            if port.is_zero_copy() { "zero-copy" } else { "copy mode" },
+            if spin { ", busy polling" } else { "" }
+        );
+        Ok(port)
+    }
+
+    /// Adds an address the kernel must keep receiving (Linux mode).
+    pub fn add_local(&mut self, addr: std::net::IpAddr) {
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.add_local(addr) {
+                log::warn!("device {dev}: cannot steer {addr} to Linux: {e}");
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.progs.is_empty()
+    }
+}
