@@ -3,6 +3,10 @@
 fn main() {
     let mut opts = tern_fib::bench::BenchOpts::default();
     let mut json = false;
+    if std::env::args().any(|a| a == "--micro") {
+        micro(&std::env::args().nth(1).unwrap_or_default());
+        return;
+    }
     if std::env::args().any(|a| a == "--load-only") {
         load_only(&std::env::args().nth(1).unwrap_or_default());
         return;
@@ -73,6 +77,36 @@ fn load_only(path: &str) {
         t.elapsed().as_secs_f64(),
         w.stats()
     );
+    // Single-call churn on 100K routes (each call publishes).
+    let mut picks: Vec<_> = routes.iter().step_by(10).map(|(p, _)| *p).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..picks.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        picks.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let (t, c) = (std::time::Instant::now(), cpu());
+    for p in &picks {
+        let _ = w.del_route(Source::Fpm, *p);
+    }
+    println!(
+        "{} single deletes: {:.3} s wall, {:.3} s cpu",
+        picks.len(),
+        t.elapsed().as_secs_f64(),
+        (cpu() - c) as f64 / 1e9
+    );
+    let (t, c) = (std::time::Instant::now(), cpu());
+    for p in &picks {
+        let gw = if p.is_v4() { gw4 } else { gw6 };
+        let _ = w.add_route(Source::Fpm, *p, RouteTarget::Via { gw, ifindex: Some(1) }, RouteAttrs::default());
+    }
+    println!(
+        "{} single adds: {:.3} s wall, {:.3} s cpu",
+        picks.len(),
+        t.elapsed().as_secs_f64(),
+        (cpu() - c) as f64 / 1e9
+    );
     let (t, c) = (std::time::Instant::now(), cpu());
     let ops: Vec<RouteOp> = routes.iter().map(|(p, _)| RouteOp::Del(Source::Fpm, *p)).collect();
     w.apply(ops);
@@ -82,4 +116,104 @@ fn load_only(path: &str) {
         (cpu() - c) as f64 / 1e9,
         w.stats()
     );
+}
+
+/// Lookup rates for hot (few prefixes) and cold (all prefixes) keys.
+fn micro(path: &str) {
+    use tern_fib::{RouteAttrs, RouteOp, RouteTarget, Source};
+    let Ok(routes) = tern_fib::routefile::load(path) else { return };
+    let (mut w, r) = tern_fib::new(tern_fib::FibConfig::default(), tern_rcu::Domain::new());
+    let gw4: std::net::IpAddr = "100.64.0.1".parse().unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    let gw6: std::net::IpAddr = "fd00::1".parse().unwrap_or(std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST));
+    w.apply(routes.iter().map(|(p, _)| {
+        RouteOp::Add(
+            Source::Fpm,
+            *p,
+            RouteTarget::Via { gw: if p.is_v4() { gw4 } else { gw6 }, ifindex: Some(1) },
+            RouteAttrs::default(),
+        )
+    }));
+    let cpu = || {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let v6: Vec<(u128, u8)> = routes
+        .iter()
+        .filter_map(|(p, _)| match p.addr() {
+            std::net::IpAddr::V6(a) => Some((u128::from(a), p.len())),
+            _ => None,
+        })
+        .collect();
+    let v4: Vec<(u32, u8)> = routes
+        .iter()
+        .filter_map(|(p, _)| match p.addr() {
+            std::net::IpAddr::V4(a) => Some((u32::from(a), p.len())),
+            _ => None,
+        })
+        .collect();
+    for hot in [64usize, 1 << 30] {
+        let k6: Vec<u128> = (0..1 << 20)
+            .map(|_| {
+                let (a, l) = v6[(rnd() as usize % v6.len()) % hot.min(v6.len())];
+                a | ((u128::from(rnd()) << 64 | u128::from(rnd())) & (u128::MAX.checked_shr(u32::from(l)).unwrap_or(0)))
+            })
+            .collect();
+        let k4: Vec<u32> = (0..1 << 20)
+            .map(|_| {
+                let (a, l) = v4[(rnd() as usize % v4.len()) % hot.min(v4.len())];
+                a | (rnd() as u32 & u32::MAX.checked_shr(u32::from(l)).unwrap_or(0))
+            })
+            .collect();
+        let mut out = [0u32; 64];
+        let mut acc = 0u32;
+        for rep in 0..2 {
+            let c = cpu();
+            for _ in 0..10 {
+                for &k in &k6 {
+                    acc = acc.wrapping_add(r.lookup_v6(k));
+                }
+            }
+            let s6 = (cpu() - c) as f64 / 1e9;
+            let c = cpu();
+            for _ in 0..10 {
+                for ch in k6.chunks(64) {
+                    r.lookup_v6_batch(ch, &mut out);
+                    acc = acc.wrapping_add(out[5]);
+                }
+            }
+            let b6 = (cpu() - c) as f64 / 1e9;
+            let c = cpu();
+            for _ in 0..10 {
+                for &k in &k4 {
+                    acc = acc.wrapping_add(r.lookup_v4(k));
+                }
+            }
+            let s4 = (cpu() - c) as f64 / 1e9;
+            let c = cpu();
+            for _ in 0..10 {
+                for ch in k4.chunks(64) {
+                    r.lookup_v4_batch(ch, &mut out);
+                    acc = acc.wrapping_add(out[5]);
+                }
+            }
+            let b4 = (cpu() - c) as f64 / 1e9;
+            let m = 10.0 * (1 << 20) as f64 / 1e6;
+            println!(
+                "hot={hot} rep={rep}: v6 single {:.1} M/s batch {:.1} M/s | v4 single {:.1} batch {:.1} ({acc})",
+                m / s6,
+                m / b6,
+                m / s4,
+                m / b4
+            );
+        }
+    }
 }

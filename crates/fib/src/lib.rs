@@ -30,6 +30,7 @@ mod nexthop;
 mod prefix;
 mod reader;
 mod reclaim;
+mod rib;
 pub mod routefile;
 mod types;
 mod writer;

@@ -342,7 +342,8 @@ fn raw_views_and_changes_describe_the_lookup() {
     w.add_route(Source::Static, p("10.1.2.128/25"), via("192.0.2.2", Some(1)), A).expect("b");
     let ch = w.take_changes();
     assert_eq!(ch.nexthops.len(), 1, "two adjacent next-hop ids: {:?}", ch.nexthops);
-    assert_eq!(ch.v4_top.iter().map(|r| r.len()).sum::<usize>(), 1 << 10, "a /8 covers 2^10 top entries");
+    let top_bits = r.raw().v4.top_bits;
+    assert_eq!(ch.v4_top.iter().map(|r| r.len()).sum::<usize>(), 1 << (top_bits - 8), "the top entries of a /8");
     assert!(!ch.v4_blocks.is_empty(), "the /25 needed blocks");
     assert!(ch.v6_top.is_empty() && ch.v6_blocks.is_empty());
     let raw = r.raw();

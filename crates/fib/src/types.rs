@@ -293,7 +293,10 @@ pub struct FibConfig {
     pub max_ecmp_paths: usize,
     /// Distance of `Source::Kernel` routes that carry none.
     pub kernel_distance: u8,
-    /// Trie nodes / leaves reserved for IPv4 and IPv6.
+    /// Trie blocks reserved for IPv4 (256 entries each, beyond the 2^24
+    /// direct entries; the full table uses ~1,000) and IPv6 (256 entries
+    /// each; the full table uses ~38,000). `*_leaves` is unused (kept for
+    /// compatibility with the first API draft).
     pub v4_nodes: u32,
     pub v4_leaves: u32,
     pub v6_nodes: u32,
@@ -307,10 +310,10 @@ impl Default for FibConfig {
             max_ecmp_members: 1 << 16,
             max_ecmp_paths: 64,
             kernel_distance: 100,
-            v4_nodes: 1 << 20,
-            v4_leaves: 1 << 23,
-            v6_nodes: 1 << 20,
-            v6_leaves: 1 << 23,
+            v4_nodes: 1 << 16,
+            v4_leaves: 0,
+            v6_nodes: 1 << 18,
+            v6_leaves: 0,
         }
     }
 }

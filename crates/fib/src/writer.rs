@@ -13,46 +13,53 @@ use crate::nexthop::NhAlloc;
 use crate::prefix::Prefix;
 use crate::reader::Shared;
 use crate::reclaim::{Garbage, Reclaimer};
+use crate::rib::{Rib, RibEntry, RibSlot, Targets};
 use crate::types::{
     ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
     RouteTarget, Source,
 };
 
-/// One route of one source.
-#[derive(Clone, Debug)]
-struct RibEntry {
-    source: Source,
-    target: RouteTarget,
-    distance: u8,
-    metric: u32,
-    /// The resolved next hop (holds one reference); NH_NONE = inactive.
-    nh: NhId,
-    /// The source's resync epoch when the route was last added.
-    epoch: u32,
+/// What recomputing a prefix's best route found.
+struct Settle {
+    old_best: NhId,
+    best: NhId,
+    old_conn: Option<u16>,
+    conn: Option<u16>,
+    /// No route left: the caller removes the slot.
+    empty: bool,
 }
 
-impl RibEntry {
-    /// Best route: lowest (distance, metric), ties broken by source order.
-    fn rank(&self) -> (u8, u32, Source) {
-        (self.distance, self.metric, self.source)
+/// Recomputes the best route and the connected role of a slot.
+fn settle(slot: &mut RibSlot, targets: &Targets) -> Settle {
+    let best = slot.best_index().and_then(|i| slot.entries.as_slice().get(i)).map_or(NH_NONE, |e| e.nh);
+    let conn = slot
+        .entries
+        .as_slice()
+        .iter()
+        .filter_map(|e| match targets.get(e.target) {
+            Some(RouteTarget::Connected { ifindex }) => Some((e.rank(), *ifindex)),
+            _ => None,
+        })
+        .min()
+        .map(|(_, i)| i);
+    Settle {
+        old_best: std::mem::replace(&mut slot.installed, best),
+        best,
+        old_conn: std::mem::replace(&mut slot.connected, conn),
+        conn,
+        empty: slot.entries.is_empty(),
     }
 }
 
-/// All routes of one prefix.
-#[derive(Default)]
-struct RibSlot {
-    entries: Vec<RibEntry>,
-    /// What the FIB holds for this prefix (NH_NONE: not installed).
-    installed: NhId,
-    /// The interface if this prefix is a connected subnet (used to resolve
-    /// gateways and to decide on neighbour host routes).
-    connected: Option<u16>,
-}
-
-impl RibSlot {
-    fn best_index(&self) -> Option<usize> {
-        self.entries.iter().enumerate().filter(|(_, e)| e.nh != NH_NONE).min_by_key(|(_, e)| e.rank()).map(|(i, _)| i)
-    }
+/// What the FIB holds for a prefix given as trie bits (for the trie to
+/// find what replaces a deleted prefix).
+fn installed(rib: &Rib, bits: u128, len: u8, v4: bool) -> Option<NhId> {
+    let p = if v4 {
+        Prefix::V4 { addr: Ipv4Addr::from((bits >> 96) as u32), len }
+    } else {
+        Prefix::V6 { addr: Ipv6Addr::from(bits), len }
+    };
+    rib.get(&p).map(|s| s.installed).filter(|&nh| nh != NH_NONE)
 }
 
 /// The single writer of a FIB. Every call publishes its effect before it
@@ -60,7 +67,9 @@ impl RibSlot {
 pub struct FibWriter {
     shared: Arc<Shared>,
     cfg: FibConfig,
-    rib: HashMap<Prefix, RibSlot, FxBuildHasher>,
+    rib: Rib,
+    targets: Targets,
+    rib_entries: usize,
     nh: NhAlloc,
     v4: V4Writer,
     v6: V6Writer,
@@ -91,7 +100,9 @@ impl FibWriter {
         FibWriter {
             shared,
             cfg,
-            rib: HashMap::default(),
+            rib: Rib::default(),
+            targets: Targets::default(),
+            rib_entries: 0,
             nh: NhAlloc::new(),
             v4,
             v6,
@@ -163,8 +174,8 @@ impl FibWriter {
         let stale: Vec<Prefix> = self
             .rib
             .iter()
-            .filter(|(_, slot)| slot.entries.iter().any(|e| e.source == s && e.epoch != epoch))
-            .map(|(p, _)| *p)
+            .filter(|(_, slot)| slot.entries.as_slice().iter().any(|e| e.source == s && e.epoch != epoch))
+            .map(|(p, _)| p)
             .collect();
         let mut n = 0;
         for p in stale {
@@ -200,19 +211,21 @@ impl FibWriter {
                 return None;
             }
             let i = slot.best_index()?;
-            slot.entries.get(i).map(|e| self.detail(p, e, true))
+            slot.entries.as_slice().get(i).map(|e| self.detail(p, e, true))
         })
     }
 
     /// Every RIB entry in prefix order, the best of each prefix flagged.
     pub fn routes(&self) -> impl Iterator<Item = RouteDetail> + '_ {
-        let mut keys: Vec<Prefix> = self.rib.keys().copied().collect();
+        let mut keys: Vec<Prefix> = self.rib.iter().map(|(p, _)| p).collect();
         keys.sort_unstable();
         keys.into_iter().flat_map(move |p| {
             let slot = self.rib.get(&p);
             let best = slot.and_then(RibSlot::best_index);
             let mut v: Vec<RouteDetail> = slot
-                .map(|s| s.entries.iter().enumerate().map(|(i, e)| self.detail(p, e, Some(i) == best)).collect())
+                .map(|s| {
+                    s.entries.as_slice().iter().enumerate().map(|(i, e)| self.detail(p, e, Some(i) == best)).collect()
+                })
                 .unwrap_or_default();
             v.sort_by_key(|d| (d.distance, d.metric, d.source));
             v
@@ -223,7 +236,7 @@ impl FibWriter {
         let mut s = self.stats.clone();
         s.v4_routes = self.v4.len();
         s.v6_routes = self.v6.len();
-        s.rib_entries = self.rib.values().map(|s| s.entries.len()).sum();
+        s.rib_entries = self.rib_entries;
         s.nexthops = self.nh.live();
         s.ecmp_groups = self.nh.groups();
         s.v4_bytes = self.v4.used_bytes();
@@ -249,11 +262,9 @@ impl FibWriter {
         &self.cfg
     }
 
-    /// Estimated bytes of the RIB map and its entries.
+    /// Estimated bytes of the RIB and its interned targets.
     fn rib_bytes(&self) -> usize {
-        let bucket = std::mem::size_of::<(Prefix, RibSlot)>() + 1;
-        self.rib.capacity() * bucket
-            + self.rib.values().map(|s| s.entries.capacity() * std::mem::size_of::<RibEntry>()).sum::<usize>()
+        self.rib.bytes() + self.targets.len() * 2 * std::mem::size_of::<RouteTarget>()
     }
 
     fn count(&mut self, r: &Result<(), FibError>) {
@@ -276,7 +287,7 @@ impl FibWriter {
             source: e.source,
             distance: e.distance,
             metric: e.metric,
-            target: e.target.clone(),
+            target: self.targets.get(e.target).cloned().unwrap_or(RouteTarget::Blackhole),
             best,
             active: e.nh != NH_NONE,
             nh: e.nh,
@@ -307,51 +318,65 @@ impl FibWriter {
         self.validate(&p, &t)?;
         let distance = self.distance(s, &a);
         let epoch = self.epochs[s.index()];
-        if let Some(e) = self.rib.get_mut(&p).and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s))
-            && e.target == t
-            && e.distance == distance
-            && e.metric == a.metric
-        {
-            // Re-adding the same route (a resync, a repeated config) only
-            // refreshes its mark.
-            e.epoch = epoch;
-            self.stats.adds += 1;
-            return Ok(());
-        }
         let nh = self.resolve(&p, &t)?;
-        self.add_deps(p, s, &t);
-        let entry = RibEntry { source: s, target: t, distance, metric: a.metric, nh, epoch };
-        let slot = self.rib.entry(p).or_default();
-        let old = match slot.entries.iter_mut().find(|e| e.source == s) {
+        let gws = Self::needs_resolution(&t);
+        let target = self.targets.intern(t);
+        // One lookup of the prefix for the whole operation: the RIB is
+        // ~1M entries, its first touch is a cache miss.
+        let slot = self.rib.slot(&p);
+        let entry = RibEntry { source: s, target, distance, metric: a.metric, nh, epoch };
+        let old = match slot.find_mut(s) {
+            Some(e) if e.target == target && e.distance == distance && e.metric == a.metric => {
+                // Re-adding the same route (a resync, a repeated config)
+                // only refreshes its mark.
+                e.epoch = epoch;
+                self.nh.release(nh, self.reclaim.limbo());
+                self.targets.release(target);
+                self.stats.adds += 1;
+                return Ok(());
+            }
             Some(e) => Some(std::mem::replace(e, entry)),
             None => {
                 slot.entries.push(entry);
                 None
             }
         };
-        if let Some(old) = old {
-            self.nh.release(old.nh, self.reclaim.limbo());
-            self.drop_deps(p, s, &old.target);
-            // The new target may share gateways with the old one.
-            if let Some(e) = self.rib.get(&p).and_then(|slot| slot.entries.iter().find(|e| e.source == s)) {
-                let t = e.target.clone();
-                self.add_deps(p, s, &t);
+        let st = settle(slot, &self.targets);
+        match old {
+            Some(old) => {
+                self.nh.release(old.nh, self.reclaim.limbo());
+                if let Some(t) = self.targets.get(old.target).filter(|t| Self::needs_resolution(t)).cloned() {
+                    self.drop_deps(p, s, &t);
+                }
+                self.targets.release(old.target);
             }
+            None => self.rib_entries += 1,
+        }
+        if gws && let Some(t) = self.targets.get(target).cloned() {
+            self.add_deps(p, s, &t);
         }
         self.stats.adds += 1;
-        self.refresh_prefix(p);
+        self.apply_settle(p, st);
         Ok(())
     }
 
     fn del_inner(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
         let not_found = FibError::NotFound { source: s, prefix: p };
         let slot = self.rib.get_mut(&p).ok_or_else(|| not_found.clone())?;
-        let pos = slot.entries.iter().position(|e| e.source == s).ok_or(not_found)?;
-        let e = slot.entries.swap_remove(pos);
+        let pos = slot.entries.as_slice().iter().position(|e| e.source == s).ok_or(not_found.clone())?;
+        let e = slot.entries.remove(pos).ok_or(not_found)?;
+        let st = settle(slot, &self.targets);
+        if st.empty {
+            self.rib.remove(&p);
+        }
+        self.rib_entries -= 1;
         self.nh.release(e.nh, self.reclaim.limbo());
-        self.drop_deps(p, s, &e.target);
+        if let Some(t) = self.targets.get(e.target).filter(|t| Self::needs_resolution(t)).cloned() {
+            self.drop_deps(p, s, &t);
+        }
+        self.targets.release(e.target);
         self.stats.dels += 1;
-        self.refresh_prefix(p);
+        self.apply_settle(p, st);
         Ok(())
     }
 
@@ -361,31 +386,27 @@ impl FibWriter {
         let Some(slot) = self.rib.get_mut(&p) else {
             return;
         };
-        let best = slot.best_index().and_then(|i| slot.entries.get(i)).map_or(NH_NONE, |e| e.nh);
-        let conn = slot
-            .entries
-            .iter()
-            .filter_map(|e| match e.target {
-                RouteTarget::Connected { ifindex } => Some((e.rank(), ifindex)),
-                _ => None,
-            })
-            .min()
-            .map(|(_, i)| i);
-        let old_best = std::mem::replace(&mut slot.installed, best);
-        let old_conn = std::mem::replace(&mut slot.connected, conn);
-        if slot.entries.is_empty() {
+        let st = settle(slot, &self.targets);
+        if st.empty {
             self.rib.remove(&p);
         }
-        if best != old_best {
+        self.apply_settle(p, st);
+    }
+
+    /// Pushes what `settle` found to the FIB and to dependent routes.
+    fn apply_settle(&mut self, p: Prefix, st: Settle) {
+        if st.best != st.old_best {
             self.stats.fib_updates += 1;
             let (bits, len) = (p.bits128(), p.len());
-            let r = match (p.is_v4(), best) {
+            let r = match (p.is_v4(), st.best) {
                 (true, NH_NONE) => {
-                    self.v4.remove(&self.shared.v4, bits, len);
+                    let rib = &self.rib;
+                    self.v4.remove(&self.shared.v4, bits, len, |b, l| installed(rib, b, l, true));
                     Ok(())
                 }
                 (false, NH_NONE) => {
-                    self.v6.remove(&self.shared.v6, bits, len);
+                    let rib = &self.rib;
+                    self.v6.remove(&self.shared.v6, bits, len, |b, l| installed(rib, b, l, false));
                     Ok(())
                 }
                 (true, nh) => self.v4.set(&self.shared.v4, bits, len, nh),
@@ -400,8 +421,8 @@ impl FibWriter {
                 }
             }
         }
-        if conn != old_conn {
-            self.connected_changed(p, conn);
+        if st.conn != st.old_conn {
+            self.connected_changed(p, st.conn);
         }
     }
 
@@ -424,7 +445,7 @@ impl FibWriter {
 
     fn reresolve(&mut self, q: Prefix, s: Source) {
         let Some(target) =
-            self.rib.get(&q).and_then(|slot| slot.entries.iter().find(|e| e.source == s)).map(|e| e.target.clone())
+            self.rib.get(&q).and_then(|slot| slot.find(s)).and_then(|e| self.targets.get(e.target)).cloned()
         else {
             return;
         };
@@ -435,7 +456,7 @@ impl FibWriter {
                 NH_NONE
             }
         };
-        let Some(e) = self.rib.get_mut(&q).and_then(|slot| slot.entries.iter_mut().find(|e| e.source == s)) else {
+        let Some(e) = self.rib.get_mut(&q).and_then(|slot| slot.find_mut(s)) else {
             return;
         };
         let old = std::mem::replace(&mut e.nh, new);
@@ -455,8 +476,9 @@ impl FibWriter {
         let have = self
             .rib
             .get(&host)
-            .and_then(|slot| slot.entries.iter().find(|e| e.source == Source::Neighbor))
-            .map(|e| e.target.clone());
+            .and_then(|slot| slot.find(Source::Neighbor))
+            .and_then(|e| self.targets.get(e.target))
+            .cloned();
         match (want, have) {
             (true, Some(t)) if t == target => {}
             (true, _) => {
@@ -513,6 +535,15 @@ impl FibWriter {
                     _ => self.nh.acquire_group(&self.shared.nh, ids, self.reclaim.limbo()),
                 }
             }
+        }
+    }
+
+    /// True if some gateway of `t` is resolved through connected routes.
+    fn needs_resolution(t: &RouteTarget) -> bool {
+        match t {
+            RouteTarget::Via { ifindex, .. } => ifindex.is_none(),
+            RouteTarget::Ecmp(m) => m.iter().any(|(_, i)| i.is_none()),
+            _ => false,
         }
     }
 

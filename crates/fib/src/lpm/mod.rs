@@ -15,12 +15,18 @@ mod poptrie_tests;
 
 use multibit::{MultibitArrays, MultibitWriter};
 
-/// IPv4: 18 bits of direct index (1 MiB), then blocks of 64 entries.
-pub const V4_TOP: u32 = 18;
-pub const V4_STRIDE: u32 = 6;
-/// IPv6: same shape.
-pub const V6_TOP: u32 = 18;
-pub const V6_STRIDE: u32 = 6;
+/// IPv4: DIR-24-8, 24 bits of direct index (64 MiB), then blocks of 256
+/// entries. Measured fastest by far on the full table: a /24 or shorter
+/// (99.9% of the table) is one load whose child test is almost never taken,
+/// so the CPU overlaps many lookups even without batching. (18-bit direct
+/// index + 64-entry blocks: 17 MiB but an unpredictable branch per lookup.)
+pub const V4_TOP: u32 = 24;
+pub const V4_STRIDE: u32 = 8;
+/// IPv6: 16 bits of direct index (256 KiB), then blocks of 256 entries: a
+/// /48 is 4 blocks deep instead of 5 with 6-bit blocks (measured ~30%
+/// faster on the full table, for 37 MiB instead of 18 MiB).
+pub const V6_TOP: u32 = 16;
+pub const V6_STRIDE: u32 = 8;
 
 pub(crate) type V4Arrays = MultibitArrays<V4_TOP, V4_STRIDE>;
 pub(crate) type V4Writer = MultibitWriter<V4_TOP, V4_STRIDE>;

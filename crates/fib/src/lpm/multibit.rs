@@ -36,10 +36,7 @@
 //! grace period. Each entry a reader loads is therefore either the old or
 //! the new value for its address; no lookup ever sees a half-built block.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-
-use rustc_hash::FxBuildHasher;
 
 use crate::changes::DirtyBits;
 use crate::reclaim::Garbage;
@@ -52,6 +49,14 @@ pub const CHILD: u32 = 1 << 31;
 /// u128 itself.
 pub trait Key: Copy {
     const BITS: u32;
+    /// Levels (top = 0) the batched lookup prefetches ahead, and how many
+    /// keys ahead each stage runs.
+    const PREFETCH_LEVELS: usize;
+    const PREFETCH_DISTANCE: usize;
+    /// Batches use AMAC lanes (deep tries: IPv6) rather than the pipeline
+    /// (shallow tries: IPv4, where the pipeline also stays fast on
+    /// cache-hot keys).
+    const AMAC: bool;
     fn top(self, bits: u32) -> usize;
     /// `stride` bits at `off` (bits past the end of the key read as zero).
     fn chunk(self, off: u32, stride: u32) -> usize;
@@ -59,6 +64,9 @@ pub trait Key: Copy {
 
 impl Key for u64 {
     const BITS: u32 = 32;
+    const PREFETCH_LEVELS: usize = 2;
+    const PREFETCH_DISTANCE: usize = 8;
+    const AMAC: bool = false;
     #[inline(always)]
     fn top(self, bits: u32) -> usize {
         (self >> (64 - bits)) as usize
@@ -71,6 +79,9 @@ impl Key for u64 {
 
 impl Key for u128 {
     const BITS: u32 = 128;
+    const PREFETCH_LEVELS: usize = 4;
+    const PREFETCH_DISTANCE: usize = 4;
+    const AMAC: bool = true;
     #[inline(always)]
     fn top(self, bits: u32) -> usize {
         (self >> (128 - bits)) as usize
@@ -86,9 +97,6 @@ pub struct MultibitArrays<const TOP: u32, const STRIDE: u32> {
     top: Box<[AtomicU32]>,
     nodes: Box<[AtomicU32]>,
 }
-
-/// Lanes in flight in a batched lookup.
-const LANES: usize = 16;
 
 impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
     /// Room for `max_nodes` blocks (memory is touched only when used).
@@ -115,47 +123,122 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         if e & CHILD != 0 { NH_NONE } else { e }
     }
 
-    /// Lookups in lanes of 16: every lane's next entry is prefetched before
-    /// any of them is loaded, so 16 cache misses overlap instead of each
-    /// lookup waiting for its own chain.
+    /// Many lookups with their cache misses overlapped, by the method that
+    /// measured best for the key's family (`Key::AMAC`).
     #[inline]
     pub fn lookup_batch<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
+        if K::AMAC { self.lookup_batch_amac(keys, out) } else { self.lookup_batch_pipelined(keys, out) }
+    }
+
+    /// Lookups with software pipelining: while key `i` is looked up, the
+    /// entries keys `i + D`, `i + 2D`, ... will need at the deeper and
+    /// shallower levels are being prefetched, so several cache misses are
+    /// in flight instead of each lookup waiting on its own chain. Prefetch
+    /// addresses are computed without branches on the (unpredictable)
+    /// leaf-or-child bit.
+    #[inline]
+    pub fn lookup_batch_pipelined<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
         let n = keys.len().min(out.len());
         let (keys, out) = (&keys[..n], &mut out[..n]);
-        for (kc, oc) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
-            let mut idx = [0usize; LANES];
-            for (i, k) in idx.iter_mut().zip(kc) {
-                *i = k.top(TOP);
-                tern_intrin::prefetch_index(&self.top, *i);
+        let stages = K::PREFETCH_LEVELS;
+        let d = K::PREFETCH_DISTANCE;
+        // Warm-up: the first keys get their earlier stages now.
+        for (j, k) in keys.iter().enumerate().take(stages * d) {
+            let level = stages - 1 - (j / d).min(stages - 1);
+            self.prefetch_level(*k, level);
+        }
+        for (i, (o, k)) in out.iter_mut().zip(keys).enumerate() {
+            for s in 1..=stages {
+                if let Some(k) = keys.get(i + s * d) {
+                    self.prefetch_level(*k, stages - s);
+                }
             }
-            let mut e = [0u32; LANES];
-            let mut pending = false;
-            for ((e, i), k) in e.iter_mut().zip(&idx).zip(kc) {
-                *e = self.top.get(*i).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
-                let _ = k;
-                pending |= *e & CHILD != 0;
+            *o = self.lookup(*k);
+        }
+    }
+
+    /// Lookups interleaved over 16 lanes (AMAC: asynchronous memory access
+    /// chaining). Each lane holds one lookup in progress; a step loads the
+    /// entry the lane prefetched on its previous step, then either
+    /// prefetches the next level's entry or, on a leaf, stores the result
+    /// and starts the next key. Up to 16 cache misses are in flight and a
+    /// lane never waits for the others, whatever the prefix lengths.
+    #[inline]
+    pub fn lookup_batch_amac<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
+        const W: usize = 16;
+        const DONE: usize = usize::MAX;
+        let n = keys.len().min(out.len());
+        if n < W {
+            for (o, k) in out.iter_mut().zip(keys) {
+                *o = self.lookup(*k);
             }
-            let mut off = TOP;
-            while pending && off < K::BITS {
-                for ((e, i), k) in e.iter().zip(idx.iter_mut()).zip(kc) {
-                    if e & CHILD != 0 {
-                        *i = (((e & !CHILD) as usize) << STRIDE) | k.chunk(off, STRIDE);
-                        tern_intrin::prefetch_index(&self.nodes, *i);
+            return;
+        }
+        // (array index, chunk offset for the next level, key position, in top)
+        let mut lanes = [(0usize, 0u32, 0usize, true); W];
+        for (pos, l) in lanes.iter_mut().enumerate() {
+            let t = keys[pos].top(TOP);
+            tern_intrin::prefetch_index(&self.top, t);
+            *l = (t, TOP, pos, true);
+        }
+        let mut next = W;
+        let mut active = W;
+        while active > 0 {
+            for l in lanes.iter_mut() {
+                if l.2 == DONE {
+                    continue;
+                }
+                let arr = if l.3 { &self.top } else { &self.nodes };
+                let e = arr.get(l.0).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                if e & CHILD != 0 && l.1 < K::BITS {
+                    let Some(k) = keys.get(l.2) else { continue };
+                    l.0 = (((e & !CHILD) as usize) << STRIDE) | k.chunk(l.1, STRIDE);
+                    l.1 += STRIDE;
+                    l.3 = false;
+                    tern_intrin::prefetch_index(&self.nodes, l.0);
+                    continue;
+                }
+                if let Some(o) = out.get_mut(l.2) {
+                    *o = if e & CHILD != 0 { NH_NONE } else { e };
+                }
+                match keys.get(next).filter(|_| next < n) {
+                    Some(k) => {
+                        let t = k.top(TOP);
+                        tern_intrin::prefetch_index(&self.top, t);
+                        *l = (t, TOP, next, true);
+                        next += 1;
+                    }
+                    None => {
+                        l.2 = DONE;
+                        active -= 1;
                     }
                 }
-                pending = false;
-                for (e, i) in e.iter_mut().zip(&idx) {
-                    if *e & CHILD != 0 {
-                        *e = self.nodes.get(*i).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
-                        pending |= *e & CHILD != 0;
-                    }
-                }
-                off += STRIDE;
-            }
-            for (o, e) in oc.iter_mut().zip(e) {
-                *o = if e & CHILD != 0 { NH_NONE } else { e };
             }
         }
+    }
+
+    /// Prefetches the entry `key` needs at `level` (0 = top), walking the
+    /// levels above it (already cached by earlier stages).
+    #[inline(always)]
+    fn prefetch_level<K: Key>(&self, key: K, level: usize) {
+        let t = key.top(TOP);
+        if level == 0 {
+            tern_intrin::prefetch_index(&self.top, t);
+            return;
+        }
+        let mut e = self.top.get(t).map_or(0, |a| a.load(Ordering::Relaxed));
+        let mut off = TOP;
+        let mut i = 0usize;
+        for l in 1..=level {
+            // A leaf maps to block 0: a harmless, already cached address.
+            let child = ((e >> 31) as usize).wrapping_neg();
+            i = ((((e & !CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE)) & child;
+            if l < level {
+                e = self.nodes.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
+                off += STRIDE;
+            }
+        }
+        tern_intrin::prefetch_index(&self.nodes, i);
     }
 
     /// The raw arrays (top, nodes), for mirroring into BPF array maps.
@@ -206,8 +289,11 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     v6: bool,
     width: u32,
     top_depth: Vec<u8>,
-    /// Prefixes of length <= TOP: (len << 32 | leading bits) -> next hop.
-    top_own: HashMap<u64, NhId, FxBuildHasher>,
+    /// Per length l <= TOP, one bit per l-bit prefix: which exist. A delete
+    /// finds the length of the prefix that takes over by testing these
+    /// (small, mostly cached); the caller, who keeps every prefix anyway
+    /// (the RIB), supplies its next hop.
+    present: Vec<Vec<u64>>,
     meta: Vec<Option<NodeMeta>>,
     free: Vec<u32>,
     next: u32,
@@ -233,7 +319,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             v6,
             width: if v6 { 128 } else { 32 },
             top_depth: vec![0; 1 << TOP],
-            top_own: HashMap::default(),
+            present: (0..=TOP).map(|l| vec![0u64; (1usize << l).div_ceil(64)]).collect(),
             meta: Vec::new(),
             free: Vec::new(),
             next: 0,
@@ -265,7 +351,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         self.meta.capacity() * std::mem::size_of::<Option<NodeMeta>>()
             + self.meta.iter().flatten().map(|m| m.depth.len() + m.own.capacity() * 8).sum::<usize>()
             + self.top_depth.len()
-            + self.top_own.capacity() * 17
+            + self.present.iter().map(|v| v.len() * 8).sum::<usize>()
     }
 
     /// Which parts of the arrays were written since the last call.
@@ -274,8 +360,20 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         (self.dirty_top.take(), self.dirty_nodes.take())
     }
 
-    fn top_key(bits: u128, len: u32) -> u64 {
-        (u64::from(len) << 32) | if len == 0 { 0 } else { (bits >> (128 - len)) as u64 }
+    fn set_present(&mut self, bits: u128, len: u32, on: bool) {
+        let i = if len == 0 { 0 } else { (bits >> (128 - len)) as usize };
+        if let Some(w) = self.present.get_mut(len as usize).and_then(|v| v.get_mut(i / 64)) {
+            if on {
+                *w |= 1 << (i % 64);
+            } else {
+                *w &= !(1 << (i % 64));
+            }
+        }
+    }
+
+    fn is_present(&self, bits: u128, len: u32) -> bool {
+        let i = if len == 0 { 0 } else { (bits >> (128 - len)) as usize };
+        self.present.get(len as usize).and_then(|v| v.get(i / 64)).is_some_and(|w| (w >> (i % 64)) & 1 != 0)
     }
 
     fn own_index(rl: u32, c: usize) -> u16 {
@@ -389,8 +487,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let nh = nh & !CHILD;
         let t = (bits >> (128 - TOP)) as usize;
         if len <= TOP {
-            if self.top_own.insert(Self::top_key(bits, len), nh).is_none() {
+            if !self.is_present(bits, len) {
                 self.count += 1;
+                self.set_present(bits, len, true);
             }
             for i in t..t + (1usize << (TOP - len)) {
                 if self.top_depth[i] <= d {
@@ -474,23 +573,31 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         }
     }
 
-    /// Removes a prefix; the longest shorter prefix covering it takes over.
-    /// Blocks left without prefixes or children are unlinked and recycled
-    /// after a grace period.
-    pub fn remove(&mut self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8) {
+    /// Removes a prefix; the longest shorter prefix covering it takes over
+    /// (`next_hop_of(bits, len)` gives the next hop of an installed prefix
+    /// of length <= TOP). Blocks left without prefixes or children are
+    /// unlinked and recycled after a grace period.
+    pub fn remove(
+        &mut self,
+        a: &MultibitArrays<TOP, STRIDE>,
+        bits: u128,
+        len: u8,
+        next_hop_of: impl Fn(u128, u8) -> Option<NhId>,
+    ) {
         let len = u32::from(len).min(self.width);
         let d = (len + 1) as u8;
         let t = (bits >> (128 - TOP)) as usize;
         if len <= TOP {
-            if self.top_own.remove(&Self::top_key(bits, len)).is_none() {
+            if !self.is_present(bits, len) {
                 return;
             }
             self.count -= 1;
+            self.set_present(bits, len, false);
             let (fnh, fd) = (0..len)
                 .rev()
-                .find_map(|l| {
-                    let k = Self::top_key(bits & crate::prefix::mask128(l as u8), l);
-                    self.top_own.get(&k).map(|&nh| (nh, (l + 1) as u8))
+                .find(|&l| self.is_present(bits, l))
+                .and_then(|l| {
+                    next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8).map(|nh| (nh & !CHILD, (l + 1) as u8))
                 })
                 .unwrap_or((NH_NONE, 0));
             for i in t..t + (1usize << (TOP - len)) {

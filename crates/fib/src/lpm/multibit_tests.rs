@@ -18,6 +18,7 @@ struct Harness<const T: u32, const S: u32> {
 
 type H = Harness<18, 6>;
 type H8 = Harness<16, 8>;
+type H24 = Harness<24, 8>;
 
 impl<const T: u32, const S: u32> Harness<T, S> {
     fn new(v6: bool) -> Self {
@@ -38,8 +39,9 @@ impl<const T: u32, const S: u32> Harness<T, S> {
 
     fn remove(&mut self, bits: u128, len: u8) {
         let bits = bits & mask128(len);
-        self.w.remove(&self.a, bits, len);
         self.naive.remove(bits, len);
+        let naive = &self.naive;
+        self.w.remove(&self.a, bits, len, |b, l| naive.get(b, l));
     }
 
     /// Commits and recycles garbage at once (no reader is registered).
@@ -106,8 +108,13 @@ fn random_prefix(rng: &mut u64, v6: bool) -> (u128, u8) {
         1..=4 => 16 + (r >> 16) as u8 % 10,
         _ => (r >> 16) as u8 % (width + 1),
     };
+    // Debug builds skip the shortest prefixes: with a 24-bit direct index
+    // each one rewrites millions of entries, which takes seconds unoptimised
+    // (`default_route_and_host_routes` still covers /0 and /1, and release
+    // builds cover every length).
+    let len = len.max(if cfg!(debug_assertions) { 9 } else { 0 }).min(width);
     let noise = (u128::from(next(rng)) << 64 | u128::from(next(rng))) >> ((r >> 24) % 40 + 8);
-    ((base ^ noise) & mask128(len), len.min(width))
+    ((base ^ noise) & mask128(len), len)
 }
 
 fn random_table<const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commit_every: usize) {
@@ -150,7 +157,7 @@ fn random_table<const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commi
 fn random_v4_tables_match_the_reference() {
     for seed in 1..if cfg!(debug_assertions) { 2 } else { 6 } {
         random_table::<18, 6>(false, seed * 7919, 3000, 97);
-        random_table::<16, 8>(false, seed * 7919, 3000, 97);
+        random_table::<24, 8>(false, seed * 7919, 3000, 97);
     }
 }
 
@@ -213,24 +220,29 @@ proptest! {
         let pool: Vec<(u128, u8)> = (0..40).map(|_| random_prefix(&mut rng, v6)).collect();
         let mut h = H::new(v6);
         let mut h8 = H8::new(v6);
+        let mut h24 = H24::new(v6);
         for op in ops {
             match op {
                 Op::Set(i, nh) => {
                     h.set(pool[i].0, pool[i].1, nh);
                     h8.set(pool[i].0, pool[i].1, nh);
+                    h24.set(pool[i].0, pool[i].1, nh);
                 }
                 Op::Del(i) => {
                     h.remove(pool[i].0, pool[i].1);
                     h8.remove(pool[i].0, pool[i].1);
+                    h24.remove(pool[i].0, pool[i].1);
                 }
                 Op::Commit => {
                     h.commit();
                     h8.commit();
+                    h24.commit();
                 }
             }
             // Updates are visible at once, no commit needed.
             h.check_around(&pool, &mut rng);
             h8.check_around(&pool, &mut rng);
+            h24.check_around(&pool, &mut rng);
         }
         h.commit();
         h.check_around(&pool, &mut rng);
