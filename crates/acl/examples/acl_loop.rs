@@ -1,9 +1,10 @@
 //! Runs one classification workload in a loop, for `perf stat`:
 //! `perf stat -e instructions:u,cycles:u target/release/examples/acl_loop 50fw batch`
 //! Workloads: 50fw, drop, cb4-N, cb6-N (ClassBench-like, N rules); mode single|batch.
+//! `ACL_BITMAP_RULES=0` turns bitmap mode off.
 use std::hint::black_box;
 use std::net::Ipv4Addr;
-use tern_acl::{PacketKey, Verdict, compile, synth};
+use tern_acl::{CompileOptions, PacketKey, Verdict, compile_with, synth};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -26,7 +27,11 @@ fn main() {
             (set, keys)
         }
     };
-    let c = compile(&set, &synth::ifindex).expect("compiles");
+    let mut opts = CompileOptions::default();
+    if let Some(b) = std::env::var("ACL_BITMAP_RULES").ok().and_then(|b| b.parse().ok()) {
+        opts.bitmap_rules = b;
+    }
+    let c = compile_with(&set, &synth::ifindex, &opts).expect("compiles");
     let mut out = vec![Verdict::default(); 256];
     let t = std::time::Instant::now();
     for _ in 0..iters {
