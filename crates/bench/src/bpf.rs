@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use aya::Ebpf;
 use aya::maps::{Array, MapData};
-use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
+use aya::programs::{ProgramError, TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
+use aya::sys::SyscallError;
 
 use crate::account::RxStream;
 use crate::error::{BenchError, Result};
@@ -26,6 +27,10 @@ const GEN_STATE_SIZE: usize = 8 + MAX_STREAMS * 8 + MAX_STREAMS * 4;
 /// `struct rx_stream`: 8 counters, max_seq + started, window, histogram.
 pub(crate) const RX_STREAM_SIZE: usize = 8 * 8 + 8 + 16 * 8 + crate::account::LAT_BUCKETS * 8;
 const RX_MISC_SIZE: usize = 16;
+/// errno ENOSPC.
+const ENOSPC: i32 = 28;
+/// How many 5 ms waits a send makes for page pool ids (4 s).
+const ENOSPC_RETRIES: u32 = 800;
 
 /// `struct xdp_md` as BPF_PROG_TEST_RUN's ctx_in: data 0, data_end the
 /// frame's length (the kernel insists), ingress_ifindex the device.
@@ -211,14 +216,31 @@ impl Generator {
     /// least as long as the longest frame of the cycle. Blocks until done.
     pub fn send(&self, ifindex: u32, buf: &[u8], count: u32, batch: u32) -> Result<Duration> {
         let ctx = xdp_md(ifindex, buf.len());
-        let opts = TestRunOptions {
-            data_in: Some(buf),
-            ctx_in: Some(&ctx),
-            repeat: count,
-            attrs: TestRunAttrs::new().xdp_live_frames(batch.clamp(1, 256)),
-            ..TestRunOptions::new()
-        };
-        self.prog()?.test_run(opts).map(|r| r.duration).map_err(|e| bpf_err("BPF_PROG_TEST_RUN (live frames)", e))
+        let prog = self.prog()?;
+        let mut waited = 0;
+        loop {
+            let opts = TestRunOptions {
+                data_in: Some(buf),
+                ctx_in: Some(&ctx),
+                repeat: count,
+                attrs: TestRunAttrs::new().xdp_live_frames(batch.clamp(1, 256)),
+                ..TestRunOptions::new()
+            };
+            match prog.test_run(opts) {
+                Ok(r) => return Ok(r.duration),
+                // Each live-frames run registers a page pool under a memory
+                // model id (at most 65534 exist); a pool lives until every
+                // frame it sent is freed, so a burst of short runs can use
+                // them all up for a moment (ENOSPC). Wait for them to come back.
+                Err(ProgramError::SyscallError(SyscallError { io_error, .. }))
+                    if io_error.raw_os_error() == Some(ENOSPC) && waited < ENOSPC_RETRIES =>
+                {
+                    waited += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(bpf_err("BPF_PROG_TEST_RUN (live frames)", e)),
+            }
+        }
     }
 
     /// Runs the program once on `buf` without sending, returning its

@@ -341,6 +341,7 @@ mod tests {
             duplicated: 0,
             leaked: 0,
             latency: None,
+            streams: Vec::new(),
         };
         let size = |loss: f64| SizeReport {
             size: "64".into(),

@@ -8,6 +8,15 @@ use clap::Args;
 use crate::dut::DutKind;
 use crate::scenario::ScenarioName;
 
+/// How the flow fields of successive frames are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FlowMode {
+    /// Walk every combination in order (destination port fastest).
+    Sequential,
+    /// Draw every field at random.
+    Random,
+}
+
 /// RFC 2544 throughput and frame-loss tests against tern and Linux.
 #[derive(Debug, Clone, Args)]
 pub struct Rfc2544Opts {
@@ -32,6 +41,24 @@ pub struct Rfc2544Opts {
     /// Frame sizes instead of the scenario's: 64..1518, 78v6.., imix1/2/3.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Vec<String>,
+
+    /// Destination addresses per stream, consecutive from 198.18.0.1
+    /// (overrides the scenario's flows).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub dst_count: Option<u32>,
+
+    /// Source addresses of the legitimate streams, consecutive from
+    /// 10.10.1.2 (they must stay inside 10.10.1.0/24 for the drop test).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=250))]
+    pub src_count: Option<u32>,
+
+    /// UDP source ports and destination ports per stream, each from 1024.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64000))]
+    pub ports: Option<u16>,
+
+    /// How flows vary from frame to frame.
+    #[arg(long, value_enum)]
+    pub flow_mode: Option<FlowMode>,
 
     /// Tag every frame with this 802.1Q VLAN id.
     #[arg(long)]

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::account::Latency;
+use crate::account::{Latency, StreamResult};
 use crate::search::Bound;
 use crate::trial::TrialOutcome;
 
@@ -76,6 +76,8 @@ pub struct LoadPoint {
     pub leaked: u64,
     /// Latency of the first counted stream.
     pub latency: Option<Latency>,
+    /// Every stream's detail (received, lost, reordered, duplicated, latency).
+    pub streams: Vec<StreamResult>,
 }
 
 impl LoadPoint {
@@ -91,6 +93,7 @@ impl LoadPoint {
             duplicated: t.streams.iter().map(|s| s.duplicated).sum(),
             leaked: t.streams.iter().filter(|s| !s.counted).map(|s| s.received).sum(),
             latency: t.streams.iter().find(|s| s.counted).and_then(|s| s.latency),
+            streams: t.streams.clone(),
         }
     }
 
@@ -280,7 +283,9 @@ impl fmt::Display for Report {
                             DutStatus::Failed => "failed",
                             DutStatus::Ok => "no result",
                         };
-                        writeln!(f, "| {label:<name_w$} | {what}: {}", d.message.as_deref().unwrap_or(""))?;
+                        // First line only: logs are in the JSON and HTML reports.
+                        let msg = d.message.as_deref().unwrap_or("").lines().next().unwrap_or("");
+                        writeln!(f, "| {label:<name_w$} | {what}: {msg}")?;
                     }
                 }
             }

@@ -11,7 +11,7 @@ use crate::bpf::{Generator, PassProgram, Sink};
 use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, cpu_count, have_program};
-use crate::opts::Rfc2544Opts;
+use crate::opts::{FlowMode, Rfc2544Opts};
 use crate::progress::Progress;
 use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, Report, SizeReport};
 use crate::scenario::Scenario;
@@ -35,6 +35,23 @@ pub fn scenario_for(opts: &Rfc2544Opts) -> Result<Scenario> {
         s.sizes = opts.sizes.iter().map(|x| FrameSize::parse(x)).collect::<Result<_>>()?;
     }
     s.needs.vlan = opts.vlan;
+    for st in &mut s.streams {
+        let f = &mut st.flows;
+        if let Some(n) = opts.dst_count {
+            f.dst_count = n;
+            f.dst_stride = 1;
+        }
+        if let (Some(n), true) = (opts.src_count, st.counted) {
+            f.src_count = n;
+            f.src_stride = 1;
+        }
+        if let Some(n) = opts.ports {
+            (f.sport_base, f.sport_count, f.dport_base, f.dport_count) = (1024, n, 1024, n);
+        }
+        if let Some(m) = opts.flow_mode {
+            f.random = m == FlowMode::Random;
+        }
+    }
     Ok(s)
 }
 

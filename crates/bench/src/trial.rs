@@ -96,6 +96,17 @@ pub struct Tester<'a> {
 /// the bucket holds this many frames (64 is what a NIC's interrupt
 /// moderation batches anyway).
 const MIN_CALL: u64 = 64;
+/// Most calls per second. Each live-frames call registers a page pool
+/// under one of 65534 memory model ids, freed an RCU grace period after
+/// the pool's last frame comes back; on a loaded machine grace periods
+/// are slow and thousands of calls a second ran out of ids (ENOSPC). So
+/// at high rates batches grow instead: rate / MAX_CALLS_PER_SEC frames.
+const MAX_CALLS_PER_SEC: f64 = 2000.0;
+
+/// Smallest batch at `rate_pps`.
+fn min_call(rate_pps: f64) -> u64 {
+    ((rate_pps / MAX_CALLS_PER_SEC) as u64).clamp(MIN_CALL, MAX_DEPTH)
+}
 /// Largest bucket depth (frames).
 const MAX_DEPTH: u64 = 2048;
 
@@ -139,7 +150,8 @@ impl Tester<'_> {
                 set_fifo(current_tid(), rt, false)?;
                 let start = Instant::now();
                 let deadline = duration.mul_f64(1.01) + Duration::from_millis(5);
-                let depth = bucket_depth(rate_pps, bucket_secs);
+                let depth = bucket_depth(rate_pps, bucket_secs).max(min_call(rate_pps));
+                let min_batch = min_call(rate_pps);
                 let mut sent = 0u64;
                 // Frames whose tokens were dropped while the generator was late.
                 let mut dropped_tokens = 0u64;
@@ -159,7 +171,7 @@ impl Tester<'_> {
                         break;
                     }
                     let rest = total - consumed;
-                    let batch = MIN_CALL.min(rest);
+                    let batch = min_batch.min(rest);
                     if want < batch {
                         // Wait until the bucket holds a batch: sleep only when
                         // far ahead, since a wake-up can be late by more than
