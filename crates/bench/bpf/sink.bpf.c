@@ -26,6 +26,7 @@ struct {
 struct rx_misc {
 	__u64 passed;     /* not ours: handed to the kernel */
 	__u64 bad_stream; /* our magic, stream id out of range */
+	__u64 in_gre;     /* counted frames that arrived inside GRE */
 };
 
 struct {
@@ -124,6 +125,7 @@ int tern_sink(struct xdp_md *ctx)
 	}
 
 	__u8 l4 = 0;
+	int gre = 0;
 	for (int depth = 0; depth < 2; depth++) {
 		if (proto == bpf_htons(ETH_P_IP)) {
 			if (p + 20 > (__u8 *)end)
@@ -152,6 +154,7 @@ int tern_sink(struct xdp_md *ctx)
 		if (p + 4 > (__u8 *)end)
 			goto pass;
 		__u8 f = p[0];
+		gre = 1;
 		__builtin_memcpy(&proto, p + 2, 2);
 		p += 4 + ((f & 0x80) ? 4 : 0) + ((f & 0x20) ? 4 : 0) + ((f & 0x10) ? 4 : 0);
 	}
@@ -189,6 +192,8 @@ int tern_sink(struct xdp_md *ctx)
 	__u32 b = lat_bucket(lat);
 	s->hist[b & (LAT_BUCKETS - 1)]++;
 	track(s, seq);
+	if (gre)
+		misc->in_gre++;
 	return XDP_DROP;
 pass:
 	misc->passed++;

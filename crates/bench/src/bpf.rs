@@ -26,7 +26,7 @@ const GEN_CFG_SIZE: usize = 8 + MAX_STREAMS * STREAM_CFG_SIZE;
 const GEN_STATE_SIZE: usize = 8 + MAX_STREAMS * 8 + MAX_STREAMS * 4;
 /// `struct rx_stream`: 8 counters, max_seq + started, window, histogram.
 pub(crate) const RX_STREAM_SIZE: usize = 8 * 8 + 8 + 16 * 8 + crate::account::LAT_BUCKETS * 8;
-const RX_MISC_SIZE: usize = 16;
+const RX_MISC_SIZE: usize = 24;
 /// errno ENOSPC.
 const ENOSPC: i32 = 28;
 /// How many 5 ms waits a send makes for page pool ids (4 s).
@@ -285,6 +285,8 @@ pub struct SinkMisc {
     pub passed: u64,
     /// Frames with a signature and a stream id out of range.
     pub bad_stream: u64,
+    /// Counted frames that arrived inside a GRE header.
+    pub in_gre: u64,
 }
 
 impl Sink {
@@ -344,7 +346,7 @@ impl Sink {
     pub fn misc(&mut self) -> Result<SinkMisc> {
         let m = array::<RX_MISC_SIZE>(&mut self.ebpf, "rx_misc")?;
         let b = m.get(&0, 0).map_err(|e| bpf_err("read rx_misc", e))?;
-        Ok(SinkMisc { passed: le_u64(&b, 0), bad_stream: le_u64(&b, 8) })
+        Ok(SinkMisc { passed: le_u64(&b, 0), bad_stream: le_u64(&b, 8), in_gre: le_u64(&b, 16) })
     }
 
     /// Runs the program on one frame without a device (for tests),

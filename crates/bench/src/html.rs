@@ -342,6 +342,7 @@ mod tests {
             leaked: 0,
             latency: None,
             streams: Vec::new(),
+            in_gre: 0,
         };
         let size = |loss: f64| SizeReport {
             size: "64".into(),

@@ -78,6 +78,9 @@ pub struct LoadPoint {
     pub latency: Option<Latency>,
     /// Every stream's detail (received, lost, reordered, duplicated, latency).
     pub streams: Vec<StreamResult>,
+    /// Frames received inside GRE (the tunnel scenario checks the DUT
+    /// really encapsulated).
+    pub in_gre: u64,
 }
 
 impl LoadPoint {
@@ -94,6 +97,7 @@ impl LoadPoint {
             leaked: t.streams.iter().filter(|s| !s.counted).map(|s| s.received).sum(),
             latency: t.streams.iter().find(|s| s.counted).and_then(|s| s.latency),
             streams: t.streams.clone(),
+            in_gre: t.in_gre,
         }
     }
 

@@ -343,6 +343,15 @@ impl Ctx<'_> {
             if let Some(h) = &mut handle {
                 h.check_alive()?;
             }
+            if kind.is_some() && self.scenario.needs.gre {
+                // The tunnel scenario counts only if the DUT encapsulated.
+                let received: u64 = loss_points.iter().flat_map(|p| &p.streams).map(|s| s.received).sum();
+                let in_gre: u64 = loss_points.iter().map(|p| p.in_gre).sum();
+                description.push_str(&format!(
+                    "; {label}: {in_gre} of {received} frames received arrived GRE-encapsulated{}",
+                    if in_gre < received { " (the DUT did NOT encapsulate them all)" } else { "" }
+                ));
+            }
             sizes.push(SizeReport {
                 size: label.clone(),
                 frame_loss: loss_points,

@@ -210,6 +210,7 @@ impl TrialRunner for SimulatedDut {
             sent,
             lost: lost.min(sent),
             streams: Vec::new(),
+            in_gre: 0,
         })
     }
 }
@@ -288,6 +289,7 @@ mod tests {
             sent: 1000,
             lost,
             streams: vec![],
+            in_gre: 0,
         };
         let t = vec![mk(4e6, 10), mk(2e6, 0), mk(3e6, 1), mk(3.5e6, 0)];
         let b = bound(&t, 0.0);

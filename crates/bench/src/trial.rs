@@ -51,6 +51,8 @@ pub struct TrialOutcome {
     pub lost: u64,
     /// Per stream detail.
     pub streams: Vec<StreamResult>,
+    /// Frames counted at the sink that arrived GRE-encapsulated.
+    pub in_gre: u64,
 }
 
 impl TrialOutcome {
@@ -246,6 +248,7 @@ impl Tester<'_> {
             counters.per_stream.iter().zip(self.streams()).filter(|(_, s)| s.counted).map(|(n, _)| *n).sum();
         self.drain(counted_sent)?;
         let rx = self.sink.streams(self.streams().len())?;
+        let in_gre = self.sink.misc()?.in_gre;
         let streams: Vec<StreamResult> = self
             .streams()
             .iter()
@@ -261,6 +264,7 @@ impl Tester<'_> {
             sent,
             lost,
             streams,
+            in_gre,
         })
     }
 

@@ -142,6 +142,8 @@ fn sink_counts_like_the_reference() {
         assert_eq!(got.max_seq, want.max_seq, "{name}: highest sequence");
         assert_eq!(got.window, want.window, "{name}: window");
         assert_eq!(got.hist.iter().sum::<u64>(), got.received, "{name}: histogram total");
+        let gre = (0..seqs.len()).filter(|k| k % 3 == 2).count() as u64;
+        assert_eq!(sink.misc().expect("misc").in_gre, gre, "{name}: frames inside GRE");
         assert!(got.lat_min <= got.lat_max);
     }
 }
@@ -171,5 +173,6 @@ fn sink_passes_foreign_frames_and_counts_bad_streams() {
     let misc = sink.misc().expect("misc");
     assert_eq!(misc.passed, 3);
     assert_eq!(misc.bad_stream, 1);
+    assert_eq!(misc.in_gre, 0);
     assert!(sink.streams(16).expect("read").iter().all(|s| s.received == 0));
 }
