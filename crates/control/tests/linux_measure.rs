@@ -1,0 +1,319 @@
+//! Measurements for docs/PERFORMANCE.md (issue 8), not tests: every one is
+//! `#[ignore]` and prints its figures. Run in release mode:
+//!
+//! ```text
+//! cargo test --release -p tern-control --test linux_measure -- --ignored --nocapture --test-threads 1
+//! ```
+//!
+//! * `fpm_ingest_full_table`: the real table (901,899 IPv4 + 160,147 IPv6
+//!   prefixes from ../shared/data/full-table-2025.txt.gz), encoded as zebra
+//!   encodes it (one FPM frame per route naming a next-hop group), streamed
+//!   over TCP into the FPM server and the RIB/FIB: routes/s from the first
+//!   byte to the last route in the FIB, and the control thread's CPU time.
+//! * `fpm_decode_only`: the same stream through the decoder and route
+//!   translation without the FIB, to see where the time goes.
+//! * `netlink_dump_full_table`: the IPv4 table in a kernel (a throwaway
+//!   namespace) dumped into the kernel mirror: routes/s.
+//!
+//! The machine is shared and noisy: each figure is the median of several
+//! runs (`TERN_RUNS`, default 3).
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tern_control::linux::fpm::{FpmConfig, FpmServer, frame};
+use tern_control::linux::nl::{NexthopSpec, NlBuilder, NlMessages, RTM_NEWNEXTHOP, RTM_NEWROUTE, RouteSpec};
+use tern_control::linux::sync::{IfMap, RouteSync};
+use tern_control::neighbor::NeighborTable;
+use tern_control::source::{ControlSource, SourceCx};
+use tern_fib::{FibConfig, FibWriter, Prefix, RouteAttrs, RouteTarget, Source};
+use tern_nodes::state::IfTable;
+use tern_rcu::Published;
+
+fn table() -> Option<Vec<Prefix>> {
+    let path = std::env::var("TERN_FULL_TABLE").unwrap_or_else(|_| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/full-table-2025.txt.gz").display().to_string()
+    });
+    match tern_fib::routefile::load(&path) {
+        Ok(v) => Some(v.into_iter().map(|(p, _)| p).collect()),
+        Err(e) => {
+            eprintln!("skipped: {path}: {e}");
+            None
+        }
+    }
+}
+
+fn runs() -> usize {
+    std::env::var("TERN_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(3)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// CPU time of the calling thread (user + system), from /proc.
+fn thread_cpu() -> Duration {
+    let s = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let after = s.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<u64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    // Fields after the command: state(skipped: not a number) ppid pgrp ...;
+    // utime and stime are fields 14 and 15 of stat, i.e. 11 and 12 here.
+    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// The stream zebra would send: four next-hop objects (two per family)
+/// and one route frame per prefix, alternating between them.
+fn fpm_stream(prefixes: &[Prefix]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefixes.len() * 56);
+    let nhs = [(1, "10.0.0.2", 7), (2, "10.0.1.2", 8), (3, "fe80::2", 7), (4, "fe80::3", 8)];
+    for (id, gw, oif) in nhs {
+        let mut b = NlBuilder::new();
+        b.nexthop(
+            RTM_NEWNEXTHOP,
+            0,
+            &NexthopSpec { id, gateway: Some(gw.parse().expect("gw")), oif: Some(oif), ..Default::default() },
+        );
+        out.extend(frame(&b.buf));
+    }
+    let mut b = NlBuilder::new();
+    for (i, p) in prefixes.iter().enumerate() {
+        b.buf.clear();
+        let mut r = RouteSpec::unicast(p.addr(), p.len(), vec![]);
+        r.nh_id = Some(if p.is_v4() { 1 } else { 3 } + (i as u32 & 1));
+        b.route(RTM_NEWROUTE, 0, &r);
+        out.extend(frame(&b.buf));
+    }
+    out
+}
+
+fn if_map() -> IfMap {
+    let mut m = IfMap::default();
+    m.insert(7, 0);
+    m.insert(8, 1);
+    m
+}
+
+fn new_fib() -> FibWriter {
+    let (mut fib, _reader) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
+    for (p, i) in [("10.0.0.0/24", 0), ("10.0.1.0/24", 1)] {
+        fib.add_route(
+            Source::Connected,
+            p.parse().expect("p"),
+            RouteTarget::Connected { ifindex: i },
+            RouteAttrs::default(),
+        )
+        .expect("connected");
+    }
+    fib
+}
+
+#[test]
+#[ignore]
+fn fpm_ingest_full_table() {
+    let Some(prefixes) = table() else { return };
+    let stream = std::sync::Arc::new(fpm_stream(&prefixes));
+    let n = prefixes.len();
+    eprintln!("{n} prefixes, {} MB of FPM frames", stream.len() >> 20);
+    let mut rates = Vec::new();
+    let mut cpus = Vec::new();
+    let mut polls_max = Vec::new();
+    for run in 0..runs() {
+        let cfg = FpmConfig {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            table: 254,
+            resync_quiet_ns: 60_000_000_000,
+            stale_ns: 600_000_000_000,
+            budget_ns: 5_000_000,
+            batch: 8192,
+        };
+        let mut server = FpmServer::bind(cfg, if_map()).expect("bind");
+        let mut fib = new_fib();
+        let mut neigh = NeighborTable::default();
+        let ifaces = Published::new(IfTable::default());
+        let addr = server.local_addr().expect("addr");
+        let s = std::sync::Arc::clone(&stream);
+        let writer = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).expect("connect");
+            c.write_all(&s).expect("write");
+            c
+        });
+        let mut t0 = None;
+        let cpu0 = thread_cpu();
+        let mut longest = Duration::ZERO;
+        loop {
+            let ifs = ifaces.load();
+            let mut cx = SourceCx {
+                fib: &mut fib,
+                neigh: &mut neigh,
+                ifs: &ifs,
+                ifaces: &ifaces,
+                now_ns: tern_engine::clock::now_ns(),
+            };
+            let p0 = Instant::now();
+            let did = server.poll(&mut cx);
+            longest = longest.max(p0.elapsed());
+            if did && t0.is_none() {
+                t0 = Some(p0);
+            }
+            if server.status().routes.adds >= n as u64 {
+                break;
+            }
+            if !did {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let took = t0.map(|t| t.elapsed()).unwrap_or_default();
+        let cpu = thread_cpu().saturating_sub(cpu0);
+        let st = fib.stats();
+        assert_eq!(st.v4_routes + st.v6_routes, n + 2, "every prefix in the FIB");
+        let rate = n as f64 / took.as_secs_f64();
+        eprintln!(
+            "run {run}: {n} routes in {took:.3?} wall = {:.2} M routes/s; control thread CPU {cpu:.2?} = {:.2} M routes per CPU-second; longest poll (wall, includes preemption) {longest:.2?}",
+            rate / 1e6,
+            n as f64 / cpu.as_secs_f64().max(0.01) / 1e6
+        );
+        rates.push(rate);
+        cpus.push(cpu.as_secs_f64());
+        polls_max.push(longest.as_secs_f64() * 1e3);
+        drop(writer.join());
+    }
+    let cpu = median(cpus);
+    eprintln!(
+        "FPM ingest, full table ({n} routes): wall median {:.2} M routes/s ({:.2} s); control thread CPU median {cpu:.2} s = {:.2} M routes per CPU-second; longest poll median {:.1} ms",
+        median(rates.clone()) / 1e6,
+        n as f64 / median(rates),
+        n as f64 / cpu.max(0.01) / 1e6,
+        median(polls_max)
+    );
+}
+
+#[test]
+#[ignore]
+fn fpm_decode_only() {
+    let Some(prefixes) = table() else { return };
+    let stream = fpm_stream(&prefixes);
+    let mut rates = Vec::new();
+    for _ in 0..runs() {
+        let mut sync = RouteSync::new(Source::Fpm, 254, false);
+        let ifs = if_map();
+        let mut ops = Vec::with_capacity(8192);
+        let t0 = Instant::now();
+        let cpu0 = thread_cpu();
+        let mut at = 0;
+        let mut n = 0u64;
+        while let Some(h) = stream.get(at..at + 4) {
+            let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+            for m in NlMessages::new(&stream[at + 4..at + len]).flatten() {
+                if m.ty == RTM_NEWROUTE {
+                    sync.route(true, m.payload, &ifs, &mut ops);
+                } else {
+                    sync.nexthop(true, m.payload, &ifs, &mut ops);
+                }
+            }
+            at += len;
+            if ops.len() >= 8192 {
+                n += ops.len() as u64;
+                ops.clear();
+            }
+        }
+        n += ops.len() as u64;
+        let took = t0.elapsed();
+        let cpu = thread_cpu().saturating_sub(cpu0).max(Duration::from_millis(10));
+        rates.push(n as f64 / cpu.as_secs_f64());
+        eprintln!("decode+translate: {n} routes in {took:.3?} wall, {cpu:.2?} CPU");
+    }
+    eprintln!("FPM decode + translate only: median {:.2} M routes per CPU-second", median(rates) / 1e6);
+}
+
+fn sh(args: &[&str]) -> bool {
+    std::process::Command::new(args[0]).args(&args[1..]).status().is_ok_and(|s| s.success())
+}
+
+#[test]
+#[ignore]
+fn netlink_dump_full_table() {
+    use tern_control::linux::kernel::{Driven, KernelConfig, KernelMirror};
+    let Some(prefixes) = table() else { return };
+    let v4: Vec<Prefix> = prefixes.into_iter().filter(Prefix::is_v4).collect();
+    let ns = format!("tlinux-{}-m", std::process::id());
+    let _ = sh(&["ip", "netns", "del", &ns]);
+    assert!(sh(&["ip", "netns", "add", &ns]), "needs root");
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = sh(&["ip", "netns", "del", &self.0]);
+        }
+    }
+    let _del = Del(ns.clone());
+    assert!(sh(&["ip", "-n", &ns, "link", "add", "kd0", "type", "veth", "peer", "name", "kp0"]));
+    assert!(sh(&["ip", "-n", &ns, "link", "set", "kd0", "up"]));
+    assert!(sh(&["ip", "-n", &ns, "link", "set", "kp0", "up"]));
+    assert!(sh(&["ip", "-n", &ns, "addr", "add", "10.0.0.1/24", "dev", "kd0"]));
+    let mut batch = String::with_capacity(v4.len() * 40);
+    for p in &v4 {
+        batch.push_str(&format!("route add {p} via 10.0.0.2 dev kd0 proto bgp\n"));
+    }
+    let file = std::env::temp_dir().join(format!("{ns}.batch"));
+    std::fs::write(&file, batch).expect("batch");
+    let t0 = Instant::now();
+    assert!(sh(&["ip", "-n", &ns, "-batch", &file.display().to_string()]), "ip -batch");
+    let _ = std::fs::remove_file(&file);
+    let kernel_load = t0.elapsed();
+    eprintln!("kernel: {} routes added by ip -batch in {kernel_load:.2?}", v4.len());
+
+    tern_io::netdev::enter_netns(&ns).expect("netns");
+    let mut rates = Vec::new();
+    let mut cpus = Vec::new();
+    for run in 0..runs() {
+        let cfg = KernelConfig {
+            linux_mode: false,
+            table: 254,
+            skip_protocols: vec![],
+            rcvbuf: 64 << 20,
+            budget_ns: 5_000_000,
+            batch: 8192,
+        };
+        let mut m = KernelMirror::open(cfg, vec![Driven { tern: 0, device: "kd0".into(), v4: vec![], v6: vec![] }])
+            .expect("mirror");
+        let (mut fib, _r) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
+        let mut neigh = NeighborTable::default();
+        let ifaces = Published::new(IfTable::default());
+        let t0 = Instant::now();
+        let cpu0 = thread_cpu();
+        while !m.synced() {
+            let ifs = ifaces.load();
+            let mut cx = SourceCx {
+                fib: &mut fib,
+                neigh: &mut neigh,
+                ifs: &ifs,
+                ifaces: &ifaces,
+                now_ns: tern_engine::clock::now_ns(),
+            };
+            if !m.poll(&mut cx) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        let took = t0.elapsed();
+        let cpu = thread_cpu().saturating_sub(cpu0);
+        let n = m.status().routes.adds;
+        assert!(n >= v4.len() as u64, "{n} of {}", v4.len());
+        let rate = n as f64 / took.as_secs_f64();
+        eprintln!(
+            "run {run}: kernel dump of {n} routes into the FIB in {took:.3?} wall = {:.2} M routes/s; control thread CPU {cpu:.2?} = {:.2} M routes per CPU-second",
+            rate / 1e6,
+            n as f64 / cpu.as_secs_f64().max(0.01) / 1e6
+        );
+        rates.push(rate);
+        cpus.push(cpu.as_secs_f64());
+    }
+    let cpu = median(cpus);
+    eprintln!(
+        "netlink (kernel mirror) dump, {} IPv4 routes: wall median {:.2} M routes/s; CPU median {cpu:.2} s = {:.2} M routes per CPU-second",
+        v4.len(),
+        median(rates) / 1e6,
+        v4.len() as f64 / cpu.max(0.01) / 1e6
+    );
+}
