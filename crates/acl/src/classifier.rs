@@ -208,6 +208,12 @@ impl std::fmt::Debug for Classifier {
     }
 }
 
+// Workers share one classifier through `Arc` (RCU publication).
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Classifier>();
+};
+
 fn linear(rules: &[LRule], default: Action, key: &PacketKey) -> Verdict {
     let mut counted = 0;
     for r in rules {

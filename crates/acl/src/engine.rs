@@ -35,8 +35,8 @@
 //!
 //! | rules | v4 instr/pkt batch (single) | v4 ns batch | v6 instr/pkt batch (single) | mode |
 //! |---|---|---|---|---|
-//! | 100GE `50fw`, one flow | 50 (87) | 6.1 | | table, 1 field |
-//! | drop test (50 port ranges) | 123 (207) | 15 | | table, 2 fields |
+//! | 100GE `50fw`, one flow | 50 (87) | 3.0 | | table, 1 field |
+//! | drop test (50 port ranges) | 123 (207) | 7.3 | | table, 2 fields |
 //! | 1 | 248 (327) | 25 | 183 (261) | bitmap, 4 fields |
 //! | 50 | 347 (418) | 36 | 499 (574) | bitmap, 6 fields |
 //! | 1,000 | 203 (354) | 26 | 365 (523) | candidates, mean list 1.5 |
