@@ -275,15 +275,6 @@ impl Ctx<'_> {
                          XDP-redirected frames only with GRO or XDP on)"
                     ));
                 }
-                if kind == Some(DutKind::Tern) {
-                    // If attaching its XDP program gave the ingress veth a new
-                    // NAPI context, thread and pin it like the first one.
-                    if let Some(d) = &chain.dut
-                        && d.thread_napi(DUT_IN, self.opts.dut_cpu, self.opts.rt_priority).is_ok()
-                    {
-                        description.push_str(&format!("; {DUT_IN} NAPI thread on cpu {}", self.opts.dut_cpu));
-                    }
-                }
             }
             let estimate = self.estimate;
             let done = &mut self.done;
@@ -446,6 +437,11 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             progress(Progress::Skipped { name: r.name.clone(), reason: r.message.clone().unwrap_or_default() });
         }
         duts.push(r);
+    }
+    // A work directory we made ourselves goes away unless a DUT failed
+    // (its config and log are the first thing to look at then).
+    if opts.work_dir.is_none() && duts.iter().all(|d| d.status != DutStatus::Failed) {
+        let _ = std::fs::remove_dir_all(&ctx.work_dir);
     }
     Ok(Report {
         scenario: opts
