@@ -187,7 +187,13 @@ pub fn render(r: &Report) -> String {
         ("command", c.command.clone()),
         ("kernel", c.kernel.clone()),
         ("CPU", format!("{} ({} CPUs)", c.cpu_model, c.cpus)),
-        ("pinning", format!("generator cpu {}, DUT cpu {}, sink NAPI cpu {}", c.gen_cpu, c.dut_cpu, c.sink_cpu)),
+        (
+            "pinning",
+            format!(
+                "generator cpu {}, DUT cpu {}, sink NAPI cpu {}; SCHED_FIFO {} (NAPI threads +1, 0 = off)",
+                c.gen_cpu, c.dut_cpu, c.sink_cpu, c.rt_priority
+            ),
+        ),
         ("load average at start", c.loadavg.clone()),
         ("trial", format!("{} s, drain up to {} s", c.trial_secs, c.drain_secs)),
         (

@@ -246,8 +246,8 @@ impl fmt::Display for Report {
         writeln!(f, "RFC 2544: {} - {}", self.scenario, self.description)?;
         writeln!(
             f,
-            "trials {:.0} s, generator cpu {}, DUT cpu {}, sink cpu {}, {} ({}), load {}",
-            c.trial_secs, c.gen_cpu, c.dut_cpu, c.sink_cpu, c.cpu_model, c.kernel, c.loadavg
+            "trials {} s, generator cpu {}, DUT cpu {}, sink cpu {}, SCHED_FIFO {}, {} ({}), load {}",
+            c.trial_secs, c.gen_cpu, c.dut_cpu, c.sink_cpu, c.rt_priority, c.cpu_model, c.kernel, c.loadavg
         )?;
         for size in self.size_labels() {
             writeln!(f)?;

@@ -439,8 +439,11 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         duts.push(r);
     }
     // A work directory we made ourselves goes away unless a DUT failed
-    // (its config and log are the first thing to look at then).
-    if opts.work_dir.is_none() && duts.iter().all(|d| d.status != DutStatus::Failed) {
+    // (its config and log are the first thing to look at then) or a report
+    // names a config file in it (tern's).
+    let keep =
+        duts.iter().any(|d| d.status == DutStatus::Failed || d.description.contains(&*ctx.work_dir.to_string_lossy()));
+    if opts.work_dir.is_none() && !keep {
         let _ = std::fs::remove_dir_all(&ctx.work_dir);
     }
     Ok(Report {
