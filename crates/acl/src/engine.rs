@@ -33,14 +33,14 @@
 //! `examples/acl_cycles` on the 2-vCPU Xeon @ 2.8 GHz test VM while other
 //! builds kept its load average near 10 (so an upper bound):
 //!
-//! | rules | v4 instr/pkt batch (single) | v4 ns batch | v6 instr/pkt batch (single) | mode |
+//! | rules | v4 instr/pkt batch (single) | v4 ns batch | v6 instr/pkt batch | mode |
 //! |---|---|---|---|---|
 //! | 100GE `50fw`, one flow | 50 (87) | 3.0 | | table, 1 field |
-//! | drop test (50 port ranges) | 123 (207) | 7.3 | | table, 2 fields |
-//! | 1 | 248 (327) | 25 | 183 (261) | bitmap, 4 fields |
-//! | 50 | 347 (418) | 36 | 499 (574) | bitmap, 6 fields |
-//! | 1,000 | 203 (354) | 26 | 365 (523) | candidates, mean list 1.5 |
-//! | 10,000 | 444 (622) | 55-72 | (724) | candidates, mean list 5.2 |
+//! | drop test (50 port ranges) | 113 (234) | 7.3 | | table, 2 fields |
+//! | 1 | 243 (340) | 25 | 171 | bitmap, 4 fields |
+//! | 50 | 328 (437) | 36 | 480 | bitmap, 6 fields |
+//! | 1,000 | 205 (358) | 26 | 369 | candidates, mean list 1.5 |
+//! | 10,000 | 446 (594) | 55-72 | 538 | candidates, mean list 5.2 |
 //!
 //! The linear reference scan costs 384 ns for the 50 rules and grows
 //! linearly (about 36 us per packet at 1,000 rules). Choices this measured:
@@ -122,7 +122,10 @@ impl Lookup {
                 Field::OutIf => each!(m, |k: &PacketKey| k.out_if as u32),
                 Field::Vlan => each!(m, |k: &PacketKey| k.vlan as u32),
                 Field::Dscp => each!(m, |k: &PacketKey| k.dscp as u32),
-                f => each!(m, |k: &PacketKey| f.value32(k)),
+                Field::Sport => each!(m, |k: &PacketKey| Field::Sport.value32(k)),
+                Field::Dport => each!(m, |k: &PacketKey| Field::Dport.value32(k)),
+                Field::Icmp => each!(m, |k: &PacketKey| Field::Icmp.value32(k)),
+                Field::TcpFlags => each!(m, |k: &PacketKey| Field::TcpFlags.value32(k)),
             },
         }
     }

@@ -71,6 +71,8 @@ pub(crate) struct IntervalMap<T> {
     root: Box<[u32]>,
     nodes: Box<[u32]>,
     buckets: Box<[Bucket<T>]>,
+    /// Every root entry is a class (small fields): one load, no walk.
+    flat: bool,
 }
 
 impl<T: Key> IntervalMap<T> {
@@ -98,12 +100,14 @@ impl<T: Key> IntervalMap<T> {
                 b.entry(lo, lo | span(root_shift), root_shift)
             })
             .collect();
+        let flat = b.nodes.is_empty() && b.buckets.is_empty();
         IntervalMap {
             root_shift,
             root_mask: (1u32 << root_bits) - 1,
             root,
             nodes: b.nodes.into(),
             buckets: b.buckets.into(),
+            flat,
         }
     }
 
@@ -111,6 +115,9 @@ impl<T: Key> IntervalMap<T> {
     #[inline(always)]
     pub(crate) fn lookup(&self, v: T) -> u32 {
         let mut e = self.root.get(v.chunk(self.root_shift, self.root_mask)).copied().unwrap_or(TAG_LEAF << TAG_SHIFT);
+        if self.flat {
+            return e & PAYLOAD;
+        }
         let mut shift = self.root_shift;
         loop {
             let payload = e & PAYLOAD;
