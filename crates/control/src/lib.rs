@@ -2,9 +2,9 @@
 //! workers, ports, the FIB and the nodes, and the neighbour table.
 #![forbid(unsafe_code)]
 
+pub mod afxdp;
 pub mod api;
 pub mod commands;
-pub mod afxdp;
 pub mod config;
 pub mod engine_bench;
 pub mod linux;
