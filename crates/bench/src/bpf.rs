@@ -29,6 +29,8 @@ pub(crate) const RX_STREAM_SIZE: usize = 8 * 8 + 8 + 16 * 8 + crate::account::LA
 const RX_MISC_SIZE: usize = 24;
 /// errno ENOSPC.
 const ENOSPC: i32 = 28;
+/// errno ENOMEM.
+const ENOMEM: i32 = 12;
 /// How many 5 ms waits a send makes for page pool ids (4 s).
 const ENOSPC_RETRIES: u32 = 800;
 
@@ -231,9 +233,11 @@ impl Generator {
                 // Each live-frames run registers a page pool under a memory
                 // model id (at most 65534 exist); a pool lives until every
                 // frame it sent is freed, so a burst of short runs can use
-                // them all up for a moment (ENOSPC). Wait for them to come back.
+                // them all up for a moment (ENOSPC); the same backlog of
+                // pools was seen to fail allocations (ENOMEM) with most of
+                // the memory free. Wait for them to come back.
                 Err(ProgramError::SyscallError(SyscallError { io_error, .. }))
-                    if io_error.raw_os_error() == Some(ENOSPC) && waited < ENOSPC_RETRIES =>
+                    if matches!(io_error.raw_os_error(), Some(ENOSPC | ENOMEM)) && waited < ENOSPC_RETRIES =>
                 {
                     waited += 1;
                     std::thread::sleep(Duration::from_millis(5));

@@ -1,4 +1,21 @@
-//! Traffic generator, RFC 2544 searches and reports
+//! tern's RFC 2544 tester: an XDP traffic generator and receiver, the
+//! NDR/PDR searches and the frame-loss test, DUTs in network namespaces
+//! (tern, Linux, Linux + nftables, DPDK testpmd), and reports (table,
+//! JSON, HTML with SVG charts). See README.md for the design and figures.
+//!
+//! The `tern` binary exposes it as `tern bench rfc2544`:
+//!
+//! ```no_run
+//! # fn demo(opts: &tern_bench::Rfc2544Opts) -> tern_bench::Result<()> {
+//! let mut bar = tern_bench::StderrBar::default();
+//! let report = tern_bench::run(opts, &mut |p| bar.draw(&p))?;
+//! if opts.json { println!("{}", report.to_json()) } else { println!("{report}") }
+//! if let Some(path) = &opts.html { report.write_html(path)? }
+//! # Ok(()) }
+//! ```
+//!
+//! No unsafe code: maps are exchanged as byte arrays, namespaces and CPU
+//! affinity go through `nix`, BPF through `aya`.
 #![forbid(unsafe_code)]
 
 pub mod account;
