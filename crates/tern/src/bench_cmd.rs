@@ -13,6 +13,10 @@ pub enum BenchCmd {
     /// FIB load, lookup, update and gap figures for a route table, against
     /// references (a crate trie, the Linux kernel).
     Fib(FibArgs),
+    /// RFC 2544 throughput (NDR/PDR) and frame-loss tests of tern against
+    /// Linux, Linux + nftables and DPDK testpmd, in network namespaces on
+    /// this machine; prints the table, writes JSON and an HTML report.
+    Rfc2544(tern_bench::Rfc2544Opts),
 }
 
 #[derive(Args)]
@@ -68,6 +72,7 @@ pub fn run(b: BenchCmd) -> Res {
     match b {
         BenchCmd::Engine(a) => bench_engine(a),
         BenchCmd::Fib(a) => bench_fib(a),
+        BenchCmd::Rfc2544(o) => bench_rfc2544(&o),
     }
 }
 
@@ -119,6 +124,21 @@ fn bench_fib(a: FibArgs) -> Res {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {
         print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_rfc2544(opts: &tern_bench::Rfc2544Opts) -> Res {
+    let mut bar = tern_bench::StderrBar::default();
+    let report = tern_bench::run(opts, &mut |p| bar.draw(&p)).map_err(|e| e.to_string())?;
+    if opts.json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+    }
+    if let Some(path) = &opts.html {
+        report.write_html(path).map_err(|e| e.to_string())?;
+        eprintln!("report written to {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
