@@ -17,9 +17,45 @@
 //! Writers and readers: one [`FibWriter`] lives on the control thread; any
 //! number of [`FibReader`] clones live on workers. When a writer call
 //! returns, every lookup started afterwards sees its effect; a lookup racing
-//! with it sees the old or the new result, never a mix. Memory a reader may
-//! still see is reused only after a grace period of the [`tern_rcu::Domain`]
-//! given to [`new`].
+//! with it sees the old or the new result for its address, never a mix.
+//! Memory a reader may still see is reused only after a grace period of the
+//! [`tern_rcu::Domain`] given to [`new`]; the writer never waits for one.
+//!
+//! # Structure
+//! * RIB (`rib.rs`, `writer.rs`): every route of every source; the best
+//!   active one per prefix (lowest distance, metric, then source order)
+//!   drives the FIB; gateways without an interface resolve through the
+//!   connected routes and re-resolve when those change.
+//! * IPv4 FIB: DIR-24-8 (a 2^24-entry direct array plus 256-entry blocks),
+//!   IPv6 FIB: a 16-bit direct array plus 256-entry blocks; both flat `u32`
+//!   arrays updated in place (`lpm/multibit.rs`), exposed read-only through
+//!   [`FibReader::raw`] with [`FibWriter::take_changes`] for BPF mirrors.
+//! * Next hops (`nexthop.rs`): a flat table of 32-byte entries, shared and
+//!   reference-counted, the MAC updated in place by ARP/ND; ECMP groups
+//!   pick a member by flow hash.
+//!
+//! # Measured (`tern bench fib`, see `bench.rs` for the method)
+//! On the shared full table (901,899 IPv4 + 160,147 IPv6 prefixes), Xeon
+//! @ 2.8 GHz (Ice Lake, KVM, 2 vCPUs shared with other builds: load average
+//! 5-12, so figures are per CPU-second and vary by ~2x between runs):
+//!
+//! | | IPv4 | IPv6 |
+//! |---|---|---|
+//! | load (writer CPU) | 0.55-0.70 s | 0.12-0.16 s |
+//! | FIB memory | 64.4 MiB | 37.5 MiB |
+//! | lookups, covered prefixes, single / batch | 43-50 / 39-53 M/s | 8-11 / 14-18 M/s |
+//! | lookups, Zipf mix, single / batch | 65-66 / 49-76 M/s | 13-17 / 16-18 M/s |
+//! | lookups, cache-hot keys, single | 360-660 M/s | 60-80 M/s |
+//! | updates, one call each (insert / delete) | 1.1 / 0.75-0.9 M/s | 0.6 / 0.5 M/s |
+//! | prefix-trie 0.10 (covered, single) | 3-5 M/s | 2.7-3.4 M/s |
+//! | Linux (ip -batch load; `ip route get`) | 21-37 s; 10-12 us | 3.4-4.9 s; 30-41 us |
+//!
+//! Candidates measured on the same keys: a poptrie (5 MiB, 15-34 M/s on
+//! covered IPv4 keys: two dependent misses at the last level and a
+//! software popcount), 18/6 and 16/8 multibit tries (17 and 25 MiB, 40-85
+//! M/s), a static DIR-24-8 (58-106 M/s: the bound for ours). Cold lookups
+//! are bound by cache and TLB misses in the 64 MiB array; huge pages (THP
+//! `always`, or an `madvise` helper in tern-intrin) are the next step.
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "bench")]

@@ -357,3 +357,11 @@ fn raw_views_and_changes_describe_the_lookup() {
     assert_eq!(w.take_changes().nexthops, vec![id..id + 1], "a MAC update touches one entry");
     assert_eq!(w.take_changes(), FibChanges::default());
 }
+
+#[test]
+fn handles_cross_threads() {
+    fn reader<T: Send + Sync + Clone>() {}
+    fn writer<T: Send>() {}
+    reader::<FibReader>();
+    writer::<FibWriter>();
+}

@@ -64,8 +64,8 @@ pub trait Key: Copy {
 
 impl Key for u64 {
     const BITS: u32 = 32;
-    const PREFETCH_LEVELS: usize = 2;
-    const PREFETCH_DISTANCE: usize = 8;
+    const PREFETCH_LEVELS: usize = 1;
+    const PREFETCH_DISTANCE: usize = 16;
     const AMAC: bool = false;
     #[inline(always)]
     fn top(self, bits: u32) -> usize {
