@@ -43,12 +43,12 @@
 //! |---|---|---|
 //! | load (writer CPU) | 0.55-0.70 s | 0.12-0.16 s |
 //! | FIB memory | 64.4 MiB | 37.5 MiB |
-//! | lookups, covered prefixes, single / batch | 43-50 / 39-53 M/s | 8-11 / 14-18 M/s |
-//! | lookups, Zipf mix, single / batch | 65-66 / 49-76 M/s | 13-17 / 16-18 M/s |
-//! | lookups, cache-hot keys, single | 360-660 M/s | 60-80 M/s |
-//! | updates, one call each (insert / delete) | 1.1 / 0.75-0.9 M/s | 0.6 / 0.5 M/s |
-//! | prefix-trie 0.10 (covered, single) | 3-5 M/s | 2.7-3.4 M/s |
-//! | Linux (ip -batch load; `ip route get`) | 21-37 s; 10-12 us | 3.4-4.9 s; 30-41 us |
+//! | lookups, covered prefixes, single / batch | 43-58 / 39-59 M/s | 8-11 / 14-16 M/s |
+//! | lookups, Zipf mix, single / batch | 65-70 / 49-87 M/s | 13-20 / 16-18 M/s |
+//! | lookups, cache-hot keys, single / batch | 360-660 / 360-520 M/s | 60-80 / 26-40 M/s |
+//! | updates, one call each (insert / delete) | 1.1-1.4 / 0.75-0.92 M/s | 0.6 / 0.5 M/s |
+//! | prefix-trie 0.10 (covered, single) | 3-5 M/s | 2.7-4.2 M/s |
+//! | Linux (ip -batch load; `ip route get`) | 21-37 s; 10-13 us | 2.4-4.9 s; 18-41 us |
 //!
 //! Candidates measured on the same keys: a poptrie (5 MiB, 15-34 M/s on
 //! covered IPv4 keys: two dependent misses at the last level and a
