@@ -31,6 +31,9 @@ pub struct Config {
     pub routes: Vec<RouteCfg>,
     #[serde(default, rename = "route_file")]
     pub route_files: Vec<RouteFileCfg>,
+    /// Static (permanent) neighbours: never probed, never aged.
+    #[serde(default, rename = "neighbor_entry")]
+    pub static_neighbors: Vec<StaticNeighborCfg>,
     #[serde(default)]
     pub acl: Vec<tern_acl::RuleSet>,
     #[serde(default)]
@@ -212,6 +215,15 @@ pub struct RouteCfg {
     pub distance: Option<u8>,
     #[serde(default)]
     pub metric: u32,
+}
+
+/// A permanent neighbour (`[[neighbor_entry]]`), like `ip neigh add ... permanent`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticNeighborCfg {
+    pub interface: String,
+    pub address: String,
+    pub mac: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -417,6 +429,8 @@ pub struct Plan {
     pub routes: Vec<RoutePlan>,
     pub route_files: Vec<RouteFilePlan>,
     pub acls: Vec<tern_acl::RuleSet>,
+    /// Permanent neighbours: (interface index, address, MAC).
+    pub static_neighbors: Vec<(u16, IpAddr, [u8; 6])>,
 }
 
 impl Plan {
@@ -773,7 +787,16 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         route_files.push(RouteFilePlan { path, via, via6, ifindex });
     }
     let acls = config.acl.clone();
-    Ok(Plan { config, ifaces, routes, route_files, acls })
+    let mut static_neighbors = Vec::new();
+    for (i, n) in config.static_neighbors.iter().enumerate() {
+        let p = |key: &str| vec![k("neighbor_entry"), Seg::Index(i), k(key)];
+        let ifindex =
+            index_of(&n.interface).ok_or_else(|| bad(p("interface"), format!("no interface named {:?}", n.interface)))?;
+        let ip = n.address.parse::<IpAddr>().map_err(|_| bad(p("address"), format!("invalid address {:?}", n.address)))?;
+        let mac = parse_mac(&n.mac).map_err(|e| bad(p("mac"), e))?;
+        static_neighbors.push((ifindex, ip, mac));
+    }
+    Ok(Plan { config, ifaces, routes, route_files, acls, static_neighbors })
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use tern_nodes::state::{IfTable, Inject};
 pub enum NeighState {
     Reachable,
     Probe,
+    /// Configured; never probed or aged.
+    Permanent,
 }
 
 #[derive(Clone, Debug)]
@@ -52,6 +54,15 @@ pub fn fmt_mac(m: [u8; 6]) -> String {
 }
 
 impl NeighborTable {
+    /// Installs a permanent neighbour (configuration).
+    pub fn add_permanent(&mut self, ifindex: u16, ip: IpAddr, mac: [u8; 6], fib: &mut FibWriter) {
+        self.entries.insert(
+            (ifindex, ip),
+            Entry { mac, state: NeighState::Permanent, confirmed_ns: 0, probes: 0, last_probe_ns: 0 },
+        );
+        fib.set_neighbor(ifindex, ip, Some(mac));
+    }
+
     /// Applies something a worker saw. Returns true when the FIB changed.
     pub fn learn(
         &mut self,
@@ -63,6 +74,7 @@ impl NeighborTable {
         fib: &mut FibWriter,
     ) -> bool {
         match self.entries.get_mut(&(ifindex, ip)) {
+            Some(e) if e.state == NeighState::Permanent => false,
             Some(e) => {
                 let changed = e.mac != mac;
                 e.mac = mac;
@@ -100,7 +112,7 @@ impl NeighborTable {
         let retry = cfg.retry_ms * 1_000_000;
         let mut dead = Vec::new();
         for (&(ifindex, ip), e) in self.entries.iter_mut() {
-            if now_ns.saturating_sub(e.confirmed_ns) < reachable {
+            if e.state == NeighState::Permanent || now_ns.saturating_sub(e.confirmed_ns) < reachable {
                 continue;
             }
             if now_ns.saturating_sub(e.last_probe_ns) < retry {

@@ -44,6 +44,8 @@ pub(crate) struct HostState {
     pub(crate) quiet: Vec<tern_io::netdev::KernelQuiet>,
     /// Linux mode's device settings (restored when dropped).
     pub(crate) linux: Vec<crate::linux::host::SysctlGuard>,
+    /// Linux mode with AF_XDP: addresses the steering program passes up.
+    pub(crate) steer: crate::linux::host::LocalSteering,
 }
 
 pub struct Router {
@@ -270,7 +272,8 @@ impl Router {
         shared.params.publish(params_of(&plan));
         shared.acls.publish(acls);
 
-        let mut host = HostState { xdp: Default::default(), quiet: Vec::new(), linux: Vec::new() };
+        let mut host =
+            HostState { xdp: Default::default(), quiet: Vec::new(), linux: Vec::new(), steer: Default::default() };
         let linux_mode = plan.config.linux.linux_mode();
         for p in &ports {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
@@ -280,7 +283,8 @@ impl Router {
             }
         }
         if linux_mode && !host.linux.is_empty() {
-            host.linux.push(crate::linux::host::ipv6_forwarding_off().map_err(err)?);
+            let all = crate::linux::host::ipv6_forwarding_off(&host.linux).map_err(err)?;
+            host.linux.push(all);
         }
 
         let workers_n = plan.config.dataplane.workers;
@@ -345,6 +349,10 @@ impl Router {
             injects.push(inject);
         }
         log::info!("{} interface(s), {} worker(s) running", plan.ifaces.len(), workers.len());
+        let mut neigh = NeighborTable::default();
+        for &(ifindex, ip, mac) in &plan.static_neighbors {
+            neigh.add_permanent(ifindex, ip, mac, &mut fib);
+        }
         let sources = crate::linux::sources(&plan).map_err(err)?;
         Ok(Router {
             plan,
@@ -352,7 +360,7 @@ impl Router {
             shared,
             workers,
             injects,
-            neigh: NeighborTable::default(),
+            neigh,
             trace,
             mem,
             host,
@@ -401,6 +409,12 @@ impl Router {
             for s in &mut self.sources {
                 changed |= s.poll(&mut cx);
             }
+        }
+        if self.plan.config.linux.linux_mode() && !self.host.xdp.is_empty() {
+            // The kernel keeps the router's own traffic: its addresses
+            // (also those `ip addr` adds later) pass the XDP program.
+            let HostState { xdp, steer, .. } = &mut self.host;
+            steer.sync(&self.shared.ifaces, |a| xdp.add_local(a));
         }
         if changed {
             self.shared.bump_neigh_gen();

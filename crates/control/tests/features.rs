@@ -453,7 +453,7 @@ fn scapy_built_gre_is_decapsulated() {
         p = Ether(dst='02:00:00:00:02:01', src='02:00:00:00:02:02')/IP(src='10.0.2.2', dst='10.0.2.1', ttl=30)/\
         GRE(key_present=1, key=7, chksum_present=1)/IP(src='10.9.0.5', dst='10.0.1.2', ttl=20)/UDP(sport=9, dport=7)/b'from scapy'\n\
         sys.stdout.write(bytes(p).hex())\n";
-    let Ok(out) = std::process::Command::new("python3").args(["-c", script]).output() else {
+    let Ok(out) = std::process::Command::new("/usr/bin/python3").args(["-c", script]).output() else {
         eprintln!("SKIP: python3 not found");
         return;
     };
