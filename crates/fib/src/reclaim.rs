@@ -53,9 +53,12 @@ impl Reclaimer {
     }
 
     /// Call after the unlinking stores were published: starts the grace
-    /// period covering everything in limbo.
+    /// period covering everything in limbo, unless one is still running (at
+    /// most one at a time: a later start only makes the wait safer, and it
+    /// bounds the tokens kept when a reader is slow to pass a quiescent
+    /// state, and the calls into the domain during churn).
     pub(crate) fn seal(&mut self) {
-        if self.limbo.is_empty() {
+        if self.limbo.is_empty() || !self.waiting.is_empty() {
             return;
         }
         let token = self.domain.start_grace();
@@ -102,5 +105,27 @@ mod tests {
         rc.collect(&mut out);
         assert_eq!(out.len(), 2, "an offline reader holds nothing up");
         assert_eq!(rc.pending(), 0);
+    }
+
+    #[test]
+    fn one_grace_period_at_a_time() {
+        let d = Domain::new();
+        let r = d.register();
+        let mut rc = Reclaimer::new(d.clone());
+        let mut out = Vec::new();
+        rc.limbo().push(Garbage::Nh(1));
+        rc.seal();
+        rc.limbo().push(Garbage::Nh(2));
+        rc.seal();
+        assert_eq!(rc.waiting.len(), 1, "the second batch waits in limbo");
+        r.quiescent();
+        rc.collect(&mut out);
+        assert_eq!(out, vec![Garbage::Nh(1)]);
+        rc.seal();
+        rc.collect(&mut out);
+        assert_eq!(out.len(), 1, "the second batch needs its own grace period");
+        r.quiescent();
+        rc.collect(&mut out);
+        assert_eq!(out, vec![Garbage::Nh(1), Garbage::Nh(2)]);
     }
 }

@@ -578,9 +578,9 @@ impl FibWriter {
         let limbo = self.reclaim.limbo();
         self.v4.commit(limbo);
         self.v6.commit(limbo);
-        self.reclaim.seal();
         let mut done = std::mem::take(&mut self.reclaimed);
         self.reclaim.collect(&mut done);
+        self.reclaim.seal();
         for g in done.drain(..) {
             match g {
                 Garbage::Nh(id) => self.nh.reuse_id(id),
