@@ -19,6 +19,9 @@
 #   lab.sh daemons PREFIX          start bird (i1, i2) and FRR (r, o2)
 #   lab.sh vtysh PREFIX NS CMD     run a vtysh command in r or o2
 #   lab.sh birdc PREFIX NS CMD     run a birdc command in i1 or i2
+#   lab.sh restart-frr PREFIX      restart r's zebra, bgpd and ospfd (as
+#                                  `systemctl restart frr` does); zebra
+#                                  reconnects to tern's FPM and resends
 #   lab.sh down PREFIX             stop the daemons, remove the namespaces
 # State lives in /tmp/PREFIX (configs, pid files, sockets, logs).
 #
@@ -229,8 +232,23 @@ down() {
     rm -rf "$D"
 }
 
+restart_frr() {
+    local dir=$D/r pid
+    for d in ospfd bgpd zebra; do
+        pid=$(cat "$dir/$d.pid")
+        kill "$pid"
+        for _ in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -9 "$pid" 2>/dev/null || true
+    done
+    frr_start r bgpd ospfd
+}
+
 case $cmd in
 net) net ;;
+restart-frr) restart_frr ;;
 routes) routes "$@" ;;
 daemons) daemons ;;
 vtysh) inns "$3" vtysh --vty_socket "$D/$3" -c "$4" ;;

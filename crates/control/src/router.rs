@@ -383,7 +383,10 @@ impl Router {
                 }
             }
         }
-        if now.saturating_sub(self.last_tick_ns) >= 100_000_000 {
+        // In Linux mode the kernel owns neighbour state (the kernel mirror
+        // follows it); tern's own aging would probe, and under AF_XDP never
+        // see the answers, which go to the kernel.
+        if now.saturating_sub(self.last_tick_ns) >= 100_000_000 && !self.plan.config.linux.linux_mode() {
             self.last_tick_ns = now;
             let ifs = self.shared.ifaces.load();
             let injects = &self.injects;

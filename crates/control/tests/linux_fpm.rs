@@ -52,6 +52,7 @@ impl Rig {
             listen: "127.0.0.1:0".parse().expect("addr"),
             table: 254,
             resync_quiet_ns: quiet_ms * 1_000_000,
+            resync_hold_ns: 0,
             stale_ns: stale_ms * 1_000_000,
             budget_ns: 5_000_000,
             batch: 8192,

@@ -11,7 +11,8 @@
 //!
 //! Needs root, iproute2, frr and bird2 (`apt-get install -y frr bird2`);
 //! skipped with a message otherwise. `TERN_FRR_ROUTES=N4,N6` sizes the
-//! table (default 2000,200; 0 = all).
+//! table (default 2000,200; 0 = all); `TERN_FRR_DRIVER` picks the driver
+//! (default auto: AF_XDP where it works, else AF_PACKET).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -100,18 +101,22 @@ pool_frames = 4096
 [[interface]]
 name = "src"
 device = "rsrc"
+driver = "{d}"
 
 [[interface]]
 name = "i1"
 device = "ri1"
+driver = "{d}"
 
 [[interface]]
 name = "i2"
 device = "ri2"
+driver = "{d}"
 
 [[interface]]
 name = "o2"
 device = "ro2"
+driver = "{d}"
 
 [api]
 socket = "/tmp/{p}/tern.sock"
@@ -124,7 +129,8 @@ mode = "linux"
 fpm_listen = "127.0.0.1:2620"
 fpm_resync_quiet_ms = 500
 "#,
-        p = lab.prefix
+        p = lab.prefix,
+        d = std::env::var("TERN_FRR_DRIVER").unwrap_or_else(|_| "auto".into())
     )
 }
 
@@ -218,7 +224,9 @@ fn frr_bgp_ospf_and_failover_through_tern() {
     assert!(ok && !out.contains("DUP"), "ping to the router itself: {out}");
     assert_eq!(r.counter("arp-input", "reply-sent"), 0, "tern answered ARP for the kernel");
     assert_eq!(r.counter("ip4-local", "echo-reply-sent"), 0, "tern answered ping for the kernel");
-    assert!(r.counter("ip4-local", "left-to-linux") > 0, "BGP/ping for the router reached tern's local node");
+    // With AF_PACKET tern sees (and leaves) its copy of the router's own
+    // traffic; with AF_XDP the steering program passes it up untouched.
+    eprintln!("ip4-local left-to-linux: {}", r.counter("ip4-local", "left-to-linux"));
 
     // OSPF across a tern-driven device: adjacency, route, traffic.
     until(&mut r, 60, "the OSPF route", |r| gw(r, "10.255.2.1").is_some_and(|(s, _)| s == Source::Fpm));
@@ -264,7 +272,166 @@ fn frr_bgp_ospf_and_failover_through_tern() {
     lab.sh(&["birdc", "i1", "enable up4"]);
     let t = until(&mut r, 60, "the return", |r| gw(r, "203.0.113.1").is_some_and(|(_, g)| g.to_string() == "10.2.0.2"));
     eprintln!("re-advertisement to return in tern: {t:.2?}");
+
+    // FRR restarts: tern keeps forwarding on the routes it has, takes the
+    // table zebra resends and sweeps what zebra no longer has.
+    let resyncs = |r: &Router| {
+        r.source_status()
+            .iter()
+            .find(|(n, _)| n == "fpm")
+            .and_then(|(_, s)| s.pointer("/fpm/resyncs").and_then(serde_json::Value::as_u64))
+            .unwrap_or(0)
+    };
+    let before = resyncs(&r);
+    lab.sh(&["restart-frr"]);
+    let (ok, out) = while_polling(&mut r, || lab.ping("src", "203.0.113.1"));
+    assert!(ok, "forwarding continues while FRR restarts: {out}");
+    until(&mut r, 120, "the resync after FRR's restart", |r| resyncs(r) > before);
+    until(&mut r, 120, "the routes after FRR's restart", |r| {
+        gw(r, "203.0.113.1") == Some((Source::Fpm, "10.2.0.2".parse().expect("a")))
+            && gw(r, "10.255.2.1").is_some_and(|(s, _)| s == Source::Fpm)
+    });
+    let (ok, out) = while_polling(&mut r, || lab.ping("src", "203.0.113.1"));
+    assert!(
+        ok,
+        "ping after FRR's restart: {out}\n{}\n{:?}\n{:?}",
+        counters(&r),
+        r.route_get("203.0.113.1".parse().expect("a")),
+        r.route_get("10.1.0.2".parse().expect("a"))
+    );
     let fpm = r.source_status();
     eprintln!("sources: {fpm:?}");
+    r.shutdown();
+}
+
+/// CPU time of the calling thread (user + system), from /proc (10 ms ticks).
+fn thread_cpu() -> Duration {
+    // After the command's closing parenthesis: state, ppid, pgrp, session,
+    // tty_nr, tpgid, flags, minflt, cminflt, majflt, cmajflt, utime, stime
+    // (clock ticks of 10 ms). tpgid is -1 without a terminal: keep every
+    // field, numeric or not, so the positions hold.
+    let s = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let after = s.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((field(11) + field(12)) * 10)
+}
+
+/// The first address of every IPv4 prefix bird announces.
+fn announced_v4(lab: &Lab) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/tmp/{}/routes4.conf", lab.prefix)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|p| p.parse::<tern_fib::Prefix>().ok())
+        .filter_map(|p| match p.addr() {
+            IpAddr::V4(a) => Some(u32::from(a)),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
+}
+
+/// Polls the router until every address in `addrs` resolves to gateway
+/// `gw` in the FIB; the addresses already there are dropped from the
+/// list as it goes, so each is looked up about once.
+fn until_all_on(r: &mut Router, addrs: &[u32], gw: &str, secs: u64) -> Duration {
+    let gw: IpAddr = gw.parse().expect("gw");
+    let mut left: Vec<u32> = addrs.to_vec();
+    let t0 = Instant::now();
+    loop {
+        for _ in 0..50 {
+            if !r.poll() {
+                break;
+            }
+        }
+        let fib = r.shared().fib.clone();
+        left.retain(|&a| fib.nexthop(fib.lookup_v4(a)).gw != gw);
+        if left.is_empty() {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(secs), "{} of {} prefixes not on {gw}", left.len(), addrs.len());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The full table through FRR into tern, and 6WIND's convergence test.
+/// `TERN_FRR_ROUTES=N4,N6` (default 0,0 = the whole table). Run in release:
+/// `cargo test --release -p tern-control --test linux_frr -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn frr_full_table_measure() {
+    let Some(lab) = Lab::new() else { return };
+    let sizes = std::env::var("TERN_FRR_ROUTES").unwrap_or_else(|_| "0,0".into());
+    let (n4, n6) = sizes.split_once(',').unwrap_or(("0", "0"));
+    lab.sh(&["net"]);
+    eprintln!("{}", lab.sh(&["routes", n4, n6]).trim());
+    let v4 = announced_v4(&lab);
+    let text6 = std::fs::read_to_string(format!("/tmp/{}/routes6.conf", lab.prefix)).unwrap_or_default();
+    let want = (v4.len() + text6.lines().count()) as u64;
+
+    tern_io::netdev::enter_netns(&lab.ns("r")).expect("enter the router namespace");
+    let plan = tern_control::config::parse(&config(&lab), "linux_frr.toml", Path::new("/tmp")).expect("config");
+    let mut r = Router::start(plan.clone()).expect("tern starts");
+    let t_start = Instant::now();
+    lab.sh(&["daemons"]);
+
+    // First BGP route to the last prefix in tern, with a ping stream
+    // through tern meanwhile (stalls show as RTT outliers or loss).
+    let first = until(&mut r, 600, "the first BGP route", |r| fpm_routes(r) > 0);
+    let cpu0 = thread_cpu();
+    until(&mut r, 600, "the probe's route", |r| gw(r, "203.0.113.1").is_some());
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &lab.ns("src"), "ping", "-q", "-i", "0.002", "-w", "600", "203.0.113.1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ping");
+    let t_first = Instant::now();
+    let all = until(&mut r, 1200, "every prefix", |r| fpm_routes(r) >= want);
+    let cpu = thread_cpu().saturating_sub(cpu0);
+    let _ = Command::new("kill").args(["-INT", &ping.id().to_string()]).status();
+    let out = ping.wait_with_output().expect("ping output");
+    let pings = String::from_utf8_lossy(&out.stdout);
+    eprintln!(
+        "{want} prefixes: first in tern {first:.2?} after the daemons started, all {:.2?} later ({:.0} routes/s from first to last); control thread CPU {cpu:.2?}",
+        all,
+        want as f64 / all.as_secs_f64()
+    );
+    eprintln!("ping through tern during the ingest: {}", pings.lines().rev().take(2).collect::<Vec<_>>().join(" | "));
+    let _ = t_first;
+    eprintln!("sources: {:?}", r.source_status());
+
+    // 6WIND's method: withdraw on the primary, traffic moves to the
+    // secondary; re-advertise, time until all traffic is back.
+    lab.sh(&["birdc", "i1", "disable up4"]);
+    let away = until_all_on(&mut r, &v4, "10.3.0.2", 600);
+    eprintln!("withdrawal on the primary: all {} IPv4 prefixes on the secondary after {away:.2?}", v4.len());
+    lab.sh(&["birdc", "i1", "enable up4"]);
+    let back = until_all_on(&mut r, &v4, "10.2.0.2", 600);
+    eprintln!("re-advertisement: all {} IPv4 prefixes back on the primary after {back:.2?}", v4.len());
+
+    // zebra already has the table: restart tern, zebra reconnects and
+    // resends it all.
+    r.shutdown();
+    let mut r = Router::start(plan).expect("tern restarts");
+    until(&mut r, 600, "the resync", |r| {
+        r.source_status()
+            .iter()
+            .find(|(n, _)| n == "fpm")
+            .and_then(|(_, s)| s.pointer("/fpm/resyncs").and_then(serde_json::Value::as_u64))
+            .unwrap_or(0)
+            >= 1
+    });
+    let fpm = r.source_status();
+    let ns = fpm
+        .iter()
+        .find(|(n, _)| n == "fpm")
+        .and_then(|(_, s)| s.pointer("/fpm/last_resync_ns").and_then(serde_json::Value::as_u64))
+        .unwrap_or(0);
+    eprintln!(
+        "zebra to tern after a tern restart: {} routes from the FPM connection to the last route in {:.2} s ({:.2} M routes/s); {:?}",
+        fpm_routes(&r),
+        ns as f64 / 1e9,
+        fpm_routes(&r) as f64 / (ns as f64 / 1e9).max(1e-9) / 1e6,
+        t_start.elapsed()
+    );
     r.shutdown();
 }

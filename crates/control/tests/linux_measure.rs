@@ -55,13 +55,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// CPU time of the calling thread (user + system), from /proc.
 fn thread_cpu() -> Duration {
+    // After the command's closing parenthesis: state, ppid, pgrp, session,
+    // tty_nr, tpgid, flags, minflt, cminflt, majflt, cmajflt, utime, stime
+    // (clock ticks of 10 ms). tpgid is -1 without a terminal: keep every
+    // field, numeric or not, so the positions hold.
     let s = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
     let after = s.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let f: Vec<u64> = after.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-    // Fields after the command: state(skipped: not a number) ppid pgrp ...;
-    // utime and stime are fields 14 and 15 of stat, i.e. 11 and 12 here.
-    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((field(11) + field(12)) * 10)
 }
 
 /// The stream zebra would send: four next-hop objects (two per family)
@@ -125,6 +127,7 @@ fn fpm_ingest_full_table() {
             listen: "127.0.0.1:0".parse().expect("addr"),
             table: 254,
             resync_quiet_ns: 60_000_000_000,
+            resync_hold_ns: 0,
             stale_ns: 600_000_000_000,
             budget_ns: 5_000_000,
             batch: 8192,

@@ -13,9 +13,12 @@
 //! Restarts: on every new connection zebra resends everything it has. The
 //! server then marks every `fpm` route (`begin_resync`), takes what zebra
 //! sends, and once the connection has been quiet for `fpm_resync_quiet_ms`
-//! removes whatever zebra did not resend (`end_resync`): no stale route
-//! survives a zebra restart, and none disappears while zebra is merely
-//! reconnecting. If zebra stays away for `fpm_stale_ms`, its routes go.
+//! removes whatever zebra did not resend (`end_resync`), but never sooner
+//! than `fpm_resync_hold_ms` after the connection (a restarted zebra
+//! connects at once, while bgpd and ospfd reconnect to zebra and resend
+//! their routes seconds later): no stale route survives a zebra restart,
+//! and none disappears while zebra is merely reconnecting. If zebra stays
+//! away for `fpm_stale_ms`, its routes go.
 //!
 //! Acknowledgements: the server sends nothing back. zebra's
 //! `dplane_fpm_nl` reports success for what it queued, not for what the
@@ -91,6 +94,9 @@ pub struct FpmConfig {
     pub listen: SocketAddr,
     pub table: u32,
     pub resync_quiet_ns: u64,
+    /// A resync never ends sooner than this after the connection: a
+    /// restarted zebra connects first and hears from bgpd/ospfd later.
+    pub resync_hold_ns: u64,
     pub stale_ns: u64,
     /// Work per `poll` before yielding to the control loop.
     pub budget_ns: u64,
@@ -418,6 +424,7 @@ impl ControlSource for FpmServer {
         let now = cx.now_ns;
         if let Some((t0, last)) = self.resync
             && now.saturating_sub(last) >= self.cfg.resync_quiet_ns
+            && now.saturating_sub(t0) >= self.cfg.resync_hold_ns
             && self.conn.is_some()
         {
             self.flush(cx);

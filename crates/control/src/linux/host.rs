@@ -14,11 +14,18 @@
 //! * `ipv6/conf/DEV/disable_ipv6 = 0`: IPv6 stays on for ND, OSPFv3, BGP.
 //! * `ipv6/conf/DEV/accept_ra = 0`: a router does not configure itself
 //!   from router advertisements.
+//! * `ipv4/conf/DEV/arp_accept = 2`, `ipv6/conf/DEV/accept_untracked_na =
+//!   2`: answers to tern's own ARP/ND requests create kernel neighbour
+//!   entries (same subnet only). With AF_XDP those answers reach only the
+//!   kernel (ARP/ND pass to Linux in this mode); the kernel mirror then
+//!   hands the neighbour to tern.
 //! * `ipv6/conf/all/forwarding = 0` when it is 1: IPv6 forwarding is not a
 //!   per-device switch in Linux (the `all` value decides for every input
 //!   device; since Linux 6.17 `force_forwarding` can enable single devices
 //!   again). This changes every device of the namespace; it is logged, and
-//!   restored on exit.
+//!   restored on exit. The driven devices then get `ipv6/conf/DEV/
+//!   forwarding = 1` back, which no longer forwards but keeps them router
+//!   interfaces for ND (RFC 9131: untracked NAs create entries only there).
 //!
 //! Every value is restored, in reverse order, when the guard is dropped.
 
@@ -28,6 +35,8 @@ use tern_io::netdev::{sysctl_read, sysctl_write};
 #[derive(Debug, Default)]
 pub struct SysctlGuard {
     pub what: String,
+    /// The device, for a device's guard.
+    pub dev: Option<String>,
     saved: Vec<(String, String)>,
 }
 
@@ -68,21 +77,82 @@ impl Drop for SysctlGuard {
 
 /// Prepares `dev` for Linux mode (see the module documentation).
 pub fn take_over(dev: &str) -> Result<SysctlGuard, String> {
-    let mut g = SysctlGuard { what: format!("device {dev}"), saved: Vec::new() };
+    let mut g = SysctlGuard { what: format!("device {dev}"), dev: Some(dev.to_string()), saved: Vec::new() };
     g.set(&format!("ipv4/conf/{dev}/forwarding"), "0")?;
     g.set(&format!("ipv6/conf/{dev}/disable_ipv6"), "0")?;
     g.set(&format!("ipv6/conf/{dev}/accept_ra"), "0")?;
+    // tern resolves next hops with its own ARP/ND requests; with AF_XDP
+    // the answers go to the kernel, which must keep them (in the same
+    // subnet only) so the kernel mirror can hand them to tern.
+    g.set(&format!("ipv4/conf/{dev}/arp_accept"), "2")?;
+    if g.set(&format!("ipv6/conf/{dev}/accept_untracked_na"), "2").is_err() {
+        log::info!(
+            "device {dev}: no accept_untracked_na (Linux < 5.18): tern learns IPv6 neighbours the kernel resolved itself only"
+        );
+    }
     Ok(g)
 }
 
-/// Stops kernel IPv6 forwarding in this namespace if it is on.
-pub fn ipv6_forwarding_off() -> Result<SysctlGuard, String> {
-    let mut g = SysctlGuard { what: "ipv6/conf/all".into(), saved: Vec::new() };
+/// Stops kernel IPv6 forwarding in this namespace if it is on, then marks
+/// the devices of `taken` as router interfaces again (per-device
+/// `forwarding = 1` no longer forwards once `all` is 0, but keeps the
+/// device a router for ND: RFC 9131 untracked NAs are accepted only there).
+pub fn ipv6_forwarding_off(taken: &[SysctlGuard]) -> Result<SysctlGuard, String> {
+    let mut g = SysctlGuard { what: "ipv6/conf/all".into(), dev: None, saved: Vec::new() };
     if sysctl_read("ipv6/conf/all/forwarding").is_ok_and(|v| v == "1") {
         log::warn!(
             "linux mode: turning kernel IPv6 forwarding off in this namespace (net.ipv6.conf.all.forwarding=0) so transit IPv6 is forwarded once, by tern; restored on exit"
         );
         g.set("ipv6/conf/all/forwarding", "0")?;
     }
+    for t in taken {
+        if let Some(dev) = &t.dev {
+            g.set(&format!("ipv6/conf/{dev}/forwarding"), "1")?;
+        }
+    }
     Ok(g)
+}
+
+/// Linux mode with AF_XDP: the steering program passes packets for the
+/// router's own addresses to the kernel (XDP_PASS), and those addresses
+/// change at run time (`ip addr add`, seen by the kernel mirror). This
+/// keeps the program's address set a superset of the interface table's:
+/// new addresses are added as they appear. (Removed ones stay: traffic to
+/// them then reaches the kernel, which drops what it no longer owns.)
+#[derive(Debug, Default)]
+pub struct LocalSteering {
+    generation: Option<u64>,
+    steered: std::collections::HashSet<std::net::IpAddr>,
+}
+
+impl LocalSteering {
+    /// Calls `add` for every address of `ifaces` not steered yet; cheap
+    /// when the table did not change.
+    pub fn sync(
+        &mut self,
+        ifaces: &tern_rcu::Published<tern_nodes::state::IfTable>,
+        mut add: impl FnMut(std::net::IpAddr),
+    ) -> usize {
+        let generation = ifaces.generation();
+        if self.generation == Some(generation) {
+            return 0;
+        }
+        self.generation = Some(generation);
+        let t = ifaces.load();
+        let mut n = 0;
+        for i in &t.ifs {
+            let addrs =
+                i.v4.iter()
+                    .map(|a| std::net::IpAddr::V4(a.addr))
+                    .chain(i.v6.iter().map(|a| std::net::IpAddr::V6(a.addr)))
+                    .chain(std::iter::once(std::net::IpAddr::V6(i.v6_ll)));
+            for a in addrs {
+                if self.steered.insert(a) {
+                    add(a);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
 }

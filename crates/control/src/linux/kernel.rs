@@ -7,8 +7,11 @@
 //! * Addresses: `ip addr add` on a driven device makes the address tern's
 //!   (interface address, connected and local routes), `ip addr del`
 //!   removes it. Addresses from tern's own configuration are never removed.
-//! * Neighbours: entries the kernel confirmed (REACHABLE, PERMANENT,
-//!   NOARP) are learned into tern's neighbour table.
+//! * Neighbours: entries the kernel has a link-layer address for
+//!   (REACHABLE, STALE, DELAY, PROBE, PERMANENT, NOARP) are learned into
+//!   tern's neighbour table. In Linux mode the kernel owns neighbour state:
+//!   tern does not age its entries (the router skips its probing), a
+//!   FAILED entry removes the MAC, a garbage-collected one is kept.
 //! * Routes and next-hop objects of the main table, as source `kernel`
 //!   (see [`super::sync`] for what is installed and what is counted).
 //!
@@ -71,6 +74,8 @@ pub struct KernelCounters {
     pub addrs_added: u64,
     pub addrs_removed: u64,
     pub neigh_learned: u64,
+    /// Linux mode: neighbours the kernel failed to resolve, removed.
+    pub neigh_failed: u64,
     pub neigh_ignored: u64,
     pub del_unknown: u64,
     pub fib_errors: u64,
@@ -491,17 +496,33 @@ impl KernelMirror {
             return false;
         };
         let (Some(tern), Some(ip)) = (self.ifs.get(n.index), n.dst) else { return false };
-        let confirmed = n.state & (nl::NUD_REACHABLE | nl::NUD_PERMANENT | nl::NUD_NOARP) != 0;
+        // Any state with a link-layer address: REACHABLE, PERMANENT, NOARP,
+        // and STALE/DELAY/PROBE (the kernel re-confirms those itself, and
+        // answers to tern's own probes land there under AF_XDP).
+        let confirmed = n.state & (nl::NUD_INCOMPLETE | nl::NUD_FAILED) == 0 && n.state != 0;
         match n.lladdr {
             Some(mac) if new && confirmed && mac[0] & 1 == 0 && mac != [0; 6] => {
                 self.counters.neigh_learned += 1;
                 // The routes must exist before the neighbour's host route.
                 self.flush(cx);
-                cx.neigh.learn(tern, ip, mac, true, cx.now_ns, cx.fib)
+                let changed = cx.neigh.learn(tern, ip, mac, true, cx.now_ns, cx.fib);
+                if self.cfg.linux_mode && !changed {
+                    // The kernel owns neighbours here: make sure the FIB
+                    // has this one even if tern's table thought so (it is
+                    // idempotent).
+                    cx.fib.set_neighbor(tern, ip, Some(mac));
+                }
+                true
+            }
+            _ if self.cfg.linux_mode && new && n.state & nl::NUD_FAILED != 0 => {
+                // The kernel could not resolve it: neither can tern.
+                self.counters.neigh_failed += 1;
+                cx.fib.set_neighbor(tern, ip, None);
+                true
             }
             _ => {
-                // Unresolved, failed or deleted in the kernel: tern keeps
-                // its own entry and its own probing decides.
+                // Unresolved or deleted (garbage-collected while tern may
+                // still forward to it) in the kernel: tern keeps what it has.
                 self.counters.neigh_ignored += 1;
                 false
             }

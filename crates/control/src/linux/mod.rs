@@ -58,6 +58,9 @@ pub struct LinuxCfg {
     /// After zebra (re)connects: quiet time after which routes it did not
     /// resend are removed.
     pub fpm_resync_quiet_ms: u64,
+    /// ... but not sooner than this after the connection (a restarted
+    /// zebra hears from bgpd and ospfd again only seconds later).
+    pub fpm_resync_hold_ms: u64,
     /// Routes of a disconnected zebra are kept this long.
     pub fpm_stale_ms: u64,
     /// Kernel routes of these protocol numbers are ignored by the mirror.
@@ -78,6 +81,7 @@ impl Default for LinuxCfg {
             table: nl::RT_TABLE_MAIN,
             fpm_listen: String::new(),
             fpm_resync_quiet_ms: 1000,
+            fpm_resync_hold_ms: 10_000,
             fpm_stale_ms: 120_000,
             kernel_skip_protocols: None,
             netlink_rcvbuf: 64 << 20,
@@ -173,6 +177,7 @@ pub fn sources(plan: &Plan) -> Result<Vec<Box<dyn ControlSource>>, String> {
             listen,
             table: cfg.table,
             resync_quiet_ns: cfg.fpm_resync_quiet_ms * 1_000_000,
+            resync_hold_ns: cfg.fpm_resync_hold_ms * 1_000_000,
             stale_ns: cfg.fpm_stale_ms * 1_000_000,
             budget_ns,
             batch: 8192,
