@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 /// `tern -f FILE` runs the commands in FILE. docs/CLI.md lists every
 /// command with an example.
 #[derive(Parser)]
-#[command(name = "tern", version, about, propagate_version = true, args_conflicts_with_subcommands = true)]
+#[command(name = "tern", version, about, propagate_version = true)]
 struct Cli {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
     #[arg(long, global = true, default_value = "info")]
@@ -67,6 +67,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log)).init();
     let mut ctx = ops::Ctx::new(cli.socket.clone(), cli.json);
+    if cli.file.is_some() && cli.cmd.is_some() {
+        eprintln!("tern: -f FILE runs the commands in FILE; give no command with it");
+        return ExitCode::FAILURE;
+    }
     let r = match cli.cmd {
         Some(Cmd::Run(a)) => run(a),
         Some(Cmd::Lab(a)) => lab::run(a),
