@@ -181,6 +181,14 @@ fn fpm_routes(r: &Router) -> u64 {
         .unwrap_or(0)
 }
 
+fn fpm_frames(r: &Router) -> u64 {
+    r.source_status()
+        .iter()
+        .find(|(n, _)| n == "fpm")
+        .and_then(|(_, s)| s.pointer("/fpm/frames").and_then(serde_json::Value::as_u64))
+        .unwrap_or(0)
+}
+
 /// Polls the router on this thread while `f` runs a command elsewhere.
 fn while_polling<T: Send>(r: &mut Router, f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| {
@@ -333,13 +341,15 @@ fn announced_v4(lab: &Lab) -> Vec<u32> {
 /// Polls the router until every address in `addrs` resolves to gateway
 /// `gw` in the FIB; the addresses already there are dropped from the
 /// list as it goes, so each is looked up about once.
-fn until_all_on(r: &mut Router, addrs: &[u32], gw: &str, secs: u64) -> Duration {
+fn until_all_on(r: &mut Router, addrs: &[u32], gw: &str, secs: u64, mut each: impl FnMut(&Router)) -> Duration {
     let gw: IpAddr = gw.parse().expect("gw");
     let mut left: Vec<u32> = addrs.to_vec();
     let t0 = Instant::now();
     loop {
         for _ in 0..50 {
-            if !r.poll() {
+            let did = r.poll();
+            each(r);
+            if !did {
                 break;
             }
         }
@@ -377,6 +387,7 @@ fn frr_full_table_measure() {
     // First BGP route to the last prefix in tern, with a ping stream
     // through tern meanwhile (stalls show as RTT outliers or loss).
     let first = until(&mut r, 600, "the first BGP route", |r| fpm_routes(r) > 0);
+    let t_first = Instant::now();
     let cpu0 = thread_cpu();
     until(&mut r, 600, "the probe's route", |r| gw(r, "203.0.113.1").is_some());
     let ping = Command::new("ip")
@@ -384,34 +395,51 @@ fn frr_full_table_measure() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("ping");
-    let t_first = Instant::now();
-    let all = until(&mut r, 1200, "every prefix", |r| fpm_routes(r) >= want);
+    until(&mut r, 1200, "every prefix", |r| fpm_routes(r) >= want);
+    let all = t_first.elapsed();
     let cpu = thread_cpu().saturating_sub(cpu0);
     let _ = Command::new("kill").args(["-INT", &ping.id().to_string()]).status();
     let out = ping.wait_with_output().expect("ping output");
     let pings = String::from_utf8_lossy(&out.stdout);
     eprintln!(
-        "{want} prefixes: first in tern {first:.2?} after the daemons started, all {:.2?} later ({:.0} routes/s from first to last); control thread CPU {cpu:.2?}",
-        all,
+        "{want} prefixes: first in tern {first:.2?} after the daemons started, the last {all:.2?} after the first ({:.0} routes/s); tern control thread CPU {cpu:.2?} meanwhile",
         want as f64 / all.as_secs_f64()
     );
     eprintln!("ping through tern during the ingest: {}", pings.lines().rev().take(2).collect::<Vec<_>>().join(" | "));
-    let _ = t_first;
     eprintln!("sources: {:?}", r.source_status());
 
     // 6WIND's method: withdraw on the primary, traffic moves to the
-    // secondary; re-advertise, time until all traffic is back.
-    lab.sh(&["birdc", "i1", "disable up4"]);
-    let away = until_all_on(&mut r, &v4, "10.3.0.2", 600);
-    eprintln!("withdrawal on the primary: all {} IPv4 prefixes on the secondary after {away:.2?}", v4.len());
-    lab.sh(&["birdc", "i1", "enable up4"]);
-    let back = until_all_on(&mut r, &v4, "10.2.0.2", 600);
-    eprintln!("re-advertisement: all {} IPv4 prefixes back on the primary after {back:.2?}", v4.len());
+    // secondary; re-advertise, time until all traffic is back. Also when
+    // FPM messages started and stopped arriving, and tern's CPU: what of
+    // the time is tern's.
+    for (what, cmd, to) in [
+        ("withdrawal on the primary: all on the secondary", "disable up4", "10.3.0.2"),
+        ("re-advertisement: all back on the primary", "enable up4", "10.2.0.2"),
+    ] {
+        let frames0 = fpm_frames(&r);
+        let cpu0 = thread_cpu();
+        let t0 = Instant::now();
+        lab.sh(&["birdc", "i1", cmd]);
+        let mut first_msg = None;
+        let took = until_all_on(&mut r, &v4, to, 900, |r| {
+            if first_msg.is_none() && fpm_frames(r) != frames0 {
+                first_msg = Some(t0.elapsed());
+            }
+        });
+        let cpu = thread_cpu().saturating_sub(cpu0);
+        eprintln!(
+            "{what}: {} IPv4 prefixes after {took:.2?}; first FPM message after {:.2?}, {} FPM frames; tern control thread CPU {cpu:.2?}",
+            v4.len(),
+            first_msg.unwrap_or_default(),
+            fpm_frames(&r) - frames0
+        );
+    }
 
     // zebra already has the table: restart tern, zebra reconnects and
     // resends it all.
     r.shutdown();
     let mut r = Router::start(plan).expect("tern restarts");
+    let cpu0 = thread_cpu();
     until(&mut r, 600, "the resync", |r| {
         r.source_status()
             .iter()
@@ -420,6 +448,7 @@ fn frr_full_table_measure() {
             .unwrap_or(0)
             >= 1
     });
+    let cpu = thread_cpu().saturating_sub(cpu0);
     let fpm = r.source_status();
     let ns = fpm
         .iter()
@@ -427,11 +456,11 @@ fn frr_full_table_measure() {
         .and_then(|(_, s)| s.pointer("/fpm/last_resync_ns").and_then(serde_json::Value::as_u64))
         .unwrap_or(0);
     eprintln!(
-        "zebra to tern after a tern restart: {} routes from the FPM connection to the last route in {:.2} s ({:.2} M routes/s); {:?}",
+        "zebra to tern after a tern restart: {} routes from the FPM connection to the last route in {:.2} s ({:.2} M routes/s); tern control thread CPU {cpu:.2?} (includes start and the kernel dump)",
         fpm_routes(&r),
         ns as f64 / 1e9,
         fpm_routes(&r) as f64 / (ns as f64 / 1e9).max(1e-9) / 1e6,
-        t_start.elapsed()
     );
+    eprintln!("total {:.2?}", t_start.elapsed());
     r.shutdown();
 }

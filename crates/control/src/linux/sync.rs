@@ -121,13 +121,24 @@ pub struct RouteSync {
     /// Protocols (rtm_protocol) whose routes this source ignores.
     skip_protocols: Vec<u8>,
     nhgs: FxHashMap<u32, Nhg>,
-    /// Routes naming a next-hop object: prefix -> (object id, metric).
-    by_nh: FxHashMap<Prefix, (u32, u32)>,
+    /// Without `track_metrics`: which routes name which next-hop object,
+    /// as a log of (prefix, object id or 0 for "none any more", metric),
+    /// newest last. Appending is cheap where a map insert per route would
+    /// cost a cache miss on a full table; the log is compacted when it has
+    /// grown fourfold, and read (latest entry per prefix) only when an
+    /// object changes. (With `track_metrics`, `multi` holds the same facts.)
+    nh_log: Vec<(Prefix, u32, u32)>,
+    nh_log_compact_at: usize,
     /// With `track_metrics`: every route per prefix, (metric, want),
     /// lowest metric first (it is the installed one).
     multi: FxHashMap<Prefix, Vec<(u32, Want)>>,
     pub counters: SyncCounters,
 }
+
+/// The log of routes through next-hop objects is compacted at four times
+/// its live size, but not below this (a full table loads without any
+/// compaction; churn compacts rarely).
+const NH_LOG_MIN: usize = 1 << 22;
 
 fn unspecified(family: u8) -> IpAddr {
     if family == nl::AF_INET {
@@ -145,7 +156,8 @@ impl RouteSync {
             track_metrics,
             skip_protocols: Vec::new(),
             nhgs: FxHashMap::default(),
-            by_nh: FxHashMap::default(),
+            nh_log: Vec::new(),
+            nh_log_compact_at: NH_LOG_MIN,
             multi: FxHashMap::default(),
             counters: SyncCounters::default(),
         }
@@ -163,14 +175,43 @@ impl RouteSync {
     /// again; the RIB side is marked and swept by the caller).
     pub fn clear(&mut self) {
         self.nhgs.clear();
-        self.by_nh.clear();
+        self.nh_log.clear();
+        self.nh_log_compact_at = NH_LOG_MIN;
         self.multi.clear();
         self.counters.nexthop_objects = 0;
     }
 
     /// Prefixes currently tracked as routed through next-hop objects.
     pub fn nh_routes(&self) -> usize {
-        self.by_nh.len()
+        if self.track_metrics {
+            return self.multi.values().filter(|v| matches!(v.first(), Some((_, Want::Nh(_))))).count();
+        }
+        self.latest_nh().len()
+    }
+
+    fn log_nh(&mut self, prefix: Prefix, id: u32, metric: u32) {
+        if id == 0 && self.nh_log.is_empty() {
+            return;
+        }
+        self.nh_log.push((prefix, id, metric));
+        if self.nh_log.len() >= self.nh_log_compact_at {
+            let live = self.latest_nh();
+            self.nh_log = live.into_iter().map(|(p, (id, m))| (p, id, m)).collect();
+            self.nh_log_compact_at = (self.nh_log.len() * 4).max(NH_LOG_MIN);
+        }
+    }
+
+    /// The latest next-hop object of each prefix that names one.
+    fn latest_nh(&self) -> FxHashMap<Prefix, (u32, u32)> {
+        let mut m = FxHashMap::default();
+        for &(p, id, metric) in &self.nh_log {
+            if id == 0 {
+                m.remove(&p);
+            } else {
+                m.insert(p, (id, metric));
+            }
+        }
+        m
     }
 
     /// RTM_NEWROUTE / RTM_DELROUTE.
@@ -383,12 +424,8 @@ impl RouteSync {
         let target = self.target_of(&prefix, &want, ifs);
         if !self.track_metrics {
             match &want {
-                Want::Nh(id) => {
-                    self.by_nh.insert(prefix, (*id, metric));
-                }
-                Want::Target(_) => {
-                    self.by_nh.remove(&prefix);
-                }
+                Want::Nh(id) => self.log_nh(prefix, *id, metric),
+                Want::Target(_) => self.log_nh(prefix, 0, 0),
             }
             return match target {
                 Some(t) => Translated::Op(self.add_op(prefix, t, metric)),
@@ -405,9 +442,6 @@ impl RouteSync {
                 v.sort_by_key(|(m, _)| *m);
             }
         }
-        if let Want::Nh(id) = want {
-            self.by_nh.insert(prefix, (id, metric));
-        }
         let best = v.first().map(|(m, _)| *m);
         if best != Some(metric) {
             // A worse route waits behind the installed one.
@@ -421,7 +455,7 @@ impl RouteSync {
 
     fn delete(&mut self, prefix: Prefix, metric: u32, ifs: &IfMap) -> Translated {
         if !self.track_metrics {
-            self.by_nh.remove(&prefix);
+            self.log_nh(prefix, 0, 0);
             return Translated::Op(RouteOp::Del(self.source, prefix));
         }
         let Some(v) = self.multi.get_mut(&prefix) else {
@@ -430,9 +464,6 @@ impl RouteSync {
         };
         let Some(pos) = v.iter().position(|(m, _)| *m == metric) else { return Translated::Skip };
         v.remove(pos);
-        if self.by_nh.get(&prefix).is_some_and(|(_, m)| *m == metric) {
-            self.by_nh.remove(&prefix);
-        }
         if pos != 0 {
             return Translated::Skip;
         }
@@ -442,9 +473,6 @@ impl RouteSync {
                 Translated::Op(RouteOp::Del(self.source, prefix))
             }
             Some((m, want)) => {
-                if let Want::Nh(id) = want {
-                    self.by_nh.insert(prefix, (id, m));
-                }
                 // The route that waited behind the deleted one takes over.
                 match self.target_of(&prefix, &want, ifs) {
                     Some(t) => Translated::Op(self.add_op(prefix, t, m)),
@@ -490,8 +518,21 @@ impl RouteSync {
                 ids.push(*gid);
             }
         }
-        let affected: Vec<(Prefix, u32, u32)> =
-            self.by_nh.iter().filter(|(_, (id, _))| ids.contains(id)).map(|(p, (id, m))| (*p, *id, *m)).collect();
+        let affected: Vec<(Prefix, u32, u32)> = if self.track_metrics {
+            self.multi
+                .iter()
+                .filter_map(|(p, v)| match v.first() {
+                    Some((m, Want::Nh(id))) if ids.contains(id) => Some((*p, *id, *m)),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            // Reading the log compacts it too.
+            let latest = self.latest_nh();
+            self.nh_log = latest.iter().map(|(p, (id, m))| (*p, *id, *m)).collect();
+            self.nh_log_compact_at = (self.nh_log.len() * 4).max(NH_LOG_MIN);
+            self.nh_log.iter().filter(|(_, id, _)| ids.contains(id)).copied().collect()
+        };
         for (p, id, m) in affected {
             self.counters.reresolved += 1;
             let op = match self.resolve_nh(id, &p, ifs) {
