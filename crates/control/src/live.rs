@@ -170,6 +170,11 @@ impl Router {
             if let Some(m) = p.mtu {
                 f.mtu = m;
             }
+            let acl = |n: &Option<String>| {
+                n.as_ref().and_then(|n| self.plan.acls.iter().position(|a| &a.name == n)).map(|i| i as u16)
+            };
+            f.acl_in = acl(&p.acl_in);
+            f.acl_out = acl(&p.acl_out);
         }
         self.shared.ifaces.publish(IfTable::new(ifs));
         for w in &self.workers {
@@ -383,16 +388,78 @@ impl Router {
     }
 
     /// Hit counters of a rule set summed over workers, one (packets, bytes)
-    /// per rule then the default policy; None while the data plane does
-    /// not count.
-    pub fn acl_hits(&self, _name: &str) -> Option<Vec<(u64, u64)>> {
-        None
+    /// per rule then the default policy.
+    pub fn acl_hits(&self, name: &str) -> Option<Vec<(u64, u64)>> {
+        let t = self.shared.acls.load();
+        let set = t.sets.iter().find(|s| s.name == name)?;
+        Some(tern_acl::RuleCounters::sum(&set.counters).into_iter().map(|h| (h.packets, h.bytes)).collect())
     }
 
-    /// Replaces or adds a rule set.
+    /// Compiles `sets` and publishes them as the running rule sets, then
+    /// the interface bindings. Sets keep their positions (interfaces refer
+    /// to sets by position), so only replacing in place and appending are
+    /// live; removing or reordering needs a restart. Compiles everything
+    /// before publishing: on error nothing changed. Hit counters restart.
+    pub(crate) fn publish_rule_sets(&mut self, sets: Vec<tern_acl::RuleSet>) -> Result<(), ApiError> {
+        let old: Vec<&str> = self.plan.acls.iter().map(|s| s.name.as_str()).collect();
+        let new: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+        if new.len() < old.len() || new[..old.len()] != old[..] {
+            return Err(ApiError::refused(format!(
+                "rule sets {old:?} would become {new:?}: removing or reordering rule sets needs a restart (replacing and appending are live)"
+            )));
+        }
+        tern_acl::validate_all(&sets).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let mut p = self.plan.clone();
+        p.acls = sets;
+        let table = crate::router::compile_acls(&p, self.workers.len()).map_err(|e| ApiError::invalid(e.0))?;
+        self.shared.acls.publish(table);
+        self.plan.config.acl = p.acls.clone();
+        self.plan.acls = p.acls;
+        self.publish_ifaces();
+        Ok(())
+    }
+
+    /// Replaces the rule set of the same name, or adds it.
     pub fn replace_rule_set(&mut self, set: tern_acl::RuleSet) -> Result<String, ApiError> {
-        set.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
-        Err(ApiError::refused("rule sets cannot change live until the firewall node runs"))
+        let mut sets = self.plan.acls.clone();
+        let name = set.name.clone();
+        let n = set.rules.len();
+        let verb = match sets.iter_mut().find(|s| s.name == name) {
+            Some(s) => {
+                *s = set;
+                "replaced"
+            }
+            None => {
+                sets.push(set);
+                "added"
+            }
+        };
+        self.publish_rule_sets(sets)?;
+        Ok(format!("rule set {name} {verb} ({n} rules, counters restart)"))
+    }
+
+    /// Binds rule sets to an interface (None: unbind).
+    pub fn set_interface_acls(
+        &mut self,
+        index: u16,
+        acl_in: Option<String>,
+        acl_out: Option<String>,
+    ) -> Result<bool, ApiError> {
+        let p = self.iface_plan(index)?;
+        for n in [&acl_in, &acl_out].into_iter().flatten() {
+            if !self.plan.acls.iter().any(|s| &s.name == n) {
+                return Err(ApiError::not_found(format!("no rule set named {n:?}")));
+            }
+        }
+        if p.acl_in == acl_in && p.acl_out == acl_out {
+            return Ok(false);
+        }
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index)) {
+            p.acl_in = acl_in;
+            p.acl_out = acl_out;
+        }
+        self.publish_ifaces();
+        Ok(true)
     }
 }
 

@@ -19,12 +19,31 @@ use tern_fib::{Prefix, RouteAttrs, RouteTarget, Source};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     Params,
-    InterfaceUp { index: u16, up: bool },
-    InterfaceMtu { index: u16, mtu: u16 },
-    Addresses { index: u16 },
-    RouteDel { prefix: Prefix },
-    RouteAdd { prefix: Prefix, target: RouteTarget, attrs: RouteAttrs },
+    InterfaceUp {
+        index: u16,
+        up: bool,
+    },
+    InterfaceMtu {
+        index: u16,
+        mtu: u16,
+    },
+    Addresses {
+        index: u16,
+    },
+    RouteDel {
+        prefix: Prefix,
+    },
+    RouteAdd {
+        prefix: Prefix,
+        target: RouteTarget,
+        attrs: RouteAttrs,
+    },
     RouteFiles,
+    /// Rule sets changed (replaced in place or appended).
+    Acls,
+    AclBinding {
+        index: u16,
+    },
 }
 
 /// A refused difference: what and where.
@@ -72,15 +91,19 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
     if old.config.linux != new.config.linux {
         return Err(refuse(vec![key("linux")], "the [linux] section cannot change while tern runs; restart tern"));
     }
+    let mut changes = Vec::new();
     if old.acls != new.acls {
-        let i = new.acls.iter().position(|s| !old.acls.contains(s)).unwrap_or(0);
-        return Err(refuse(
-            vec![key("acl"), Seg::Index(i)],
-            "rule sets cannot change live until the firewall node runs; restart tern",
-        ));
+        let kept = old.acls.len() <= new.acls.len() && old.acls.iter().zip(&new.acls).all(|(a, b)| a.name == b.name);
+        if !kept {
+            let i = old.acls.iter().zip(&new.acls).position(|(a, b)| a.name != b.name).unwrap_or(new.acls.len());
+            return Err(refuse(
+                vec![key("acl"), Seg::Index(i)],
+                "removing or reordering rule sets needs a restart (changing rules and appending sets are live)",
+            ));
+        }
+        changes.push(Change::Acls);
     }
 
-    let mut changes = Vec::new();
     if od.icmp_rate != nd.icmp_rate || od.icmp_burst != nd.icmp_burst || old.config.neighbor != new.config.neighbor {
         changes.push(Change::Params);
     }
@@ -114,13 +137,10 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
                 format!("interface {}: the MAC cannot change while tern runs", n.name),
             ));
         }
-        if o.acl_in != n.acl_in || o.acl_out != n.acl_out {
-            return Err(refuse(
-                ipath(&n.name, if o.acl_in != n.acl_in { "acl_in" } else { "acl_out" }),
-                format!("interface {}: rule set bindings cannot change live until the firewall node runs", n.name),
-            ));
-        }
         let index = i as u16;
+        if o.acl_in != n.acl_in || o.acl_out != n.acl_out {
+            changes.push(Change::AclBinding { index });
+        }
         match (o.mtu, n.mtu) {
             (a, b) if a == b => {}
             (_, Some(mtu)) => changes.push(Change::InterfaceMtu { index, mtu }),
@@ -246,6 +266,20 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
                 router.plan.config.neighbor = new.config.neighbor.clone();
                 router.publish_params();
                 report.changes.push("dataplane ICMP rate and neighbour settings updated".into());
+            }
+            Change::Acls => {
+                router.publish_rule_sets(new.acls.clone())?;
+                report.changes.push(format!("rule sets recompiled ({} sets, counters restart)", new.acls.len()));
+            }
+            Change::AclBinding { index } => {
+                let Some(n) = new.ifaces.get(usize::from(*index)) else { continue };
+                router.set_interface_acls(*index, n.acl_in.clone(), n.acl_out.clone())?;
+                report.changes.push(format!(
+                    "interface {}: acl in {}, out {}",
+                    name(*index),
+                    n.acl_in.as_deref().unwrap_or("-"),
+                    n.acl_out.as_deref().unwrap_or("-")
+                ));
             }
             Change::InterfaceMtu { .. } | Change::Addresses { .. } => {}
             Change::InterfaceUp { index, up } => {

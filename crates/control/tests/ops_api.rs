@@ -317,3 +317,46 @@ fn garbage_on_the_socket_gets_errors_and_the_server_keeps_serving() {
     assert!(done(c2.call(&Command::Ping {})).contains("tern"));
     assert!(Path::new(&t.socket).exists());
 }
+
+#[test]
+fn rule_sets_count_hits_and_change_live() {
+    let cfg = CONFIG_TEXT.replace("addresses = [\"10.0.1.1/24\"]", "addresses = [\"10.0.1.1/24\"]\nacl_in = \"EDGE\"")
+        + "\n[[acl]]\nname = \"EDGE\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = \"5678\"\ncomment = \"no 5678\"\n";
+    let t = Running::start(&cfg, false);
+    let mut c = t.client();
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    let hits = |c: &mut Client| match c.call(&Command::AclList(AclListArgs::default())) {
+        Ok(Reply::Acls(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    wait_for("a hit on rule 0", || hits(&mut c)[0].rules[0].packets == 1);
+    let v = hits(&mut c);
+    assert!(v[0].counting);
+    assert_eq!(v[0].interfaces_in, ["lan"]);
+    assert_eq!(v[0].rules[0].comment.as_deref(), Some("no 5678"));
+    assert!(v[0].rules[0].matches.contains("5678"), "{:?}", v[0].rules[0]);
+    assert!(t.wan.take_sent().is_empty(), "dropped: no ARP for the next hop");
+
+    // Replace the rule live: 5678 passes now.
+    let set: tern_acl::RuleSet = serde_json::from_value(serde_json::json!({
+        "name": "EDGE", "default": "accept", "rule": [{"action": "drop", "proto": "udp", "dport": "9999"}]
+    }))
+    .expect("rule set");
+    assert!(done(c.call(&Command::AclSet(AclSetArgs { set }))).contains("replaced"));
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    t.answer_arp_for_b();
+    assert!(Running::recv(&t.wan, 1).iter().any(|f| parse_v4(f).is_some_and(|v| v.dst == a4("198.18.0.9"))));
+    wait_for("default hit", || hits(&mut c)[0].default_packets >= 1);
+
+    // Reload: unbinding is live; removing the set needs a restart.
+    std::fs::write(t.config_path(), cfg.replace("\nacl_in = \"EDGE\"", "")).expect("write");
+    let Ok(Reply::Reload(r)) = c.call(&Command::ConfigReload {}) else { panic!("reload") };
+    assert!(r.changes.iter().any(|l| l.contains("acl in -")), "{r:?}");
+    assert!(hits(&mut c)[0].interfaces_in.is_empty());
+    let no_set = cfg.replace("\nacl_in = \"EDGE\"", "");
+    let no_set = &no_set[..no_set.find("\n[[acl]]").expect("acl")];
+    std::fs::write(t.config_path(), no_set).expect("write");
+    let e = api_err(c.call(&Command::ConfigReload {}));
+    assert_eq!(e.code, ErrorCode::Refused);
+    assert!(e.message.contains("restart"), "{e:?}");
+}

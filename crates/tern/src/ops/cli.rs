@@ -40,7 +40,8 @@ pub enum OpCmd {
     /// The forwarding graph: nodes and their next nodes.
     #[command(after_help = "Examples:\n  tern graph show\n  tern graph dot | dot -Tsvg > graph.svg")]
     Graph(NounArgs<GraphCmd>),
-    /// Firewall rule sets with per-rule hit counters.
+    /// Firewall rule sets with per-rule hit counters; load new rules live.
+    #[command(after_help = "Examples:\n  tern acl show\n  tern acl load edge.toml")]
     Acl(NounArgs<AclCmd>),
     /// Packet traces: the path and decisions of the next N packets.
     #[command(after_help = "Examples:\n  tern trace start 10\n  tern trace show\n  tern trace clear")]
@@ -177,6 +178,9 @@ pub enum AclCmd {
     /// Rule sets, their rules and hit counters.
     #[command(visible_aliases = ["list", "ls"])]
     Show { name: Option<String> },
+    /// Load `[[acl]]` rule sets from a TOML file: each replaces the running
+    /// set of its name (compiled and swapped atomically) or is added.
+    Load { file: PathBuf },
 }
 
 #[derive(Subcommand, Debug, Clone)]

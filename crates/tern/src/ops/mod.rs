@@ -146,6 +146,7 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
         },
         OpCmd::Acl(n) => match &n.verb {
             Some(AclCmd::Show { name }) => Command::AclList(AclListArgs { name: name.clone() }),
+            Some(AclCmd::Load { .. }) => return Ok(None),
             None => Command::AclList(AclListArgs::default()),
         },
         OpCmd::Trace(n) => match &n.verb {
@@ -168,6 +169,7 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
     match cmd {
         OpCmd::Config(NounArgs { verb: Some(ConfigCmd::Check { file }) }) => return config_check(file),
         OpCmd::Capture(a) => return capture::run(ctx, a),
+        OpCmd::Acl(NounArgs { verb: Some(AclCmd::Load { file }) }) => return acl_load(ctx, file),
         OpCmd::Shell => return Err("already in the shell".into()),
         _ => {}
     }
@@ -177,6 +179,26 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
         return render::json(&reply);
     }
     Ok(render::human(cmd, &reply))
+}
+
+/// Sends each rule set of a TOML file (`[[acl]]` tables) to tern.
+fn acl_load(ctx: &mut Ctx, file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let sets = tern_acl::parse_toml(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    if sets.is_empty() {
+        return Err(format!("{}: no [[acl]] rule sets", file.display()));
+    }
+    let mut out = String::new();
+    for set in sets {
+        match ctx.call(&Command::AclSet(AclSetArgs { set }))? {
+            Reply::Done { message } => {
+                out.push_str(&message);
+                out.push('\n');
+            }
+            other => return Err(format!("unexpected answer {other:?}")),
+        }
+    }
+    Ok(out)
 }
 
 fn config_check(file: &std::path::Path) -> Result<String, String> {
