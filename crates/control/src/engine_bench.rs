@@ -81,11 +81,22 @@ pub struct EngineBenchOpts {
     pub cpu: Option<usize>,
     /// Scenarios to measure after the plain baseline (empty: plain only).
     pub scenarios: Vec<Scenario>,
+    /// Measure a fixed number of packets instead of `seconds` (for
+    /// instruction counts under callgrind: `--packets 1000000`).
+    pub packets: Option<u64>,
 }
 
 impl Default for EngineBenchOpts {
     fn default() -> Self {
-        EngineBenchOpts { seconds: 5.0, flows: 1, frame_len: 60, routes: None, cpu: None, scenarios: Vec::new() }
+        EngineBenchOpts {
+            seconds: 5.0,
+            flows: 1,
+            frame_len: 60,
+            routes: None,
+            cpu: None,
+            scenarios: Vec::new(),
+            packets: None,
+        }
     }
 }
 
@@ -451,17 +462,28 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let shared_w = Arc::clone(worker.shared());
     let tsc = tern_intrin::tsc_per_ns();
     let warm = Instant::now();
-    while warm.elapsed() < Duration::from_secs(1) {
+    let warm_for = if opts.packets.is_some() { Duration::ZERO } else { Duration::from_secs(1) };
+    while warm.elapsed() < warm_for {
         for _ in 0..64 {
             worker.run_once();
         }
     }
     let before = shared_w.stats.snapshot();
     let t0 = Instant::now();
-    let limit = Duration::from_secs_f64(opts.seconds);
-    while t0.elapsed() < limit {
-        for _ in 0..256 {
-            worker.run_once();
+    match opts.packets {
+        Some(n) => {
+            let start = before.ports[0].rx_packets;
+            while shared_w.stats.ports[0].rx_packets.get() - start < n {
+                worker.run_once();
+            }
+        }
+        None => {
+            let limit = Duration::from_secs_f64(opts.seconds);
+            while t0.elapsed() < limit {
+                for _ in 0..256 {
+                    worker.run_once();
+                }
+            }
         }
     }
     let secs = t0.elapsed().as_secs_f64();

@@ -42,6 +42,10 @@ pub struct EngineArgs {
     /// Pin to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Measure exactly this many packets per setup instead of --seconds
+    /// (for instruction counts: valgrind --tool=callgrind tern bench engine --packets 1000000).
+    #[arg(long)]
+    packets: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -99,6 +103,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         routes: a.routes,
         cpu: a.cpu,
         scenarios,
+        packets: a.packets,
     };
     let mut report = tern_control::engine_bench::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");

@@ -101,10 +101,14 @@ pub struct MultibitArrays<const TOP: u32, const STRIDE: u32> {
 impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
     /// Room for `max_nodes` blocks (memory is touched only when used).
     pub fn new(max_nodes: u32) -> Self {
-        MultibitArrays {
-            top: bytemuck::allocation::zeroed_slice_box(1 << TOP),
-            nodes: bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, CHILD - 1) as usize) << STRIDE),
-        }
+        let top: Box<[AtomicU32]> = bytemuck::allocation::zeroed_slice_box(1 << TOP);
+        let nodes: Box<[AtomicU32]> =
+            bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, CHILD - 1) as usize) << STRIDE);
+        // Random lookups over 64 MiB miss the TLB on nearly every access
+        // with 4 KiB pages; ask for huge pages before the memory is touched.
+        tern_intrin::advise_hugepages(&top);
+        tern_intrin::advise_hugepages(&nodes);
+        MultibitArrays { top, nodes }
     }
 
     pub fn node_capacity(&self) -> u32 {
