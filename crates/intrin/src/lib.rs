@@ -72,36 +72,6 @@ pub fn tsc_to_ns(ticks: u64) -> f64 {
     ticks as f64 / tsc_per_ns()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tsc_advances_and_calibrates() {
-        let a = rdtsc();
-        let f = tsc_per_ns();
-        let b = rdtsc();
-        assert!(b > a);
-        assert!(f > 0.01 && f < 100.0, "implausible TSC rate {f} ticks/ns");
-    }
-
-    #[test]
-    fn hugepage_advice_is_harmless() {
-        let v = vec![0u32; 4 << 20];
-        let _ = advise_hugepages(&v);
-        assert!(!advise_hugepages(&v[..10]), "too small to hold a huge page");
-        assert!(v.iter().all(|&x| x == 0));
-    }
-
-    #[test]
-    fn prefetch_out_of_range_is_harmless() {
-        let v = [1u32, 2, 3];
-        prefetch_index(&v, 1);
-        prefetch_index(&v, 100);
-        prefetch(&v[0]);
-    }
-}
-
 /// Asks the kernel to back the memory of `s` with transparent huge pages
 /// (`madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of it). Large lookup
 /// tables (the FIB's 64 MiB IPv4 array) take a TLB miss on almost every
@@ -129,5 +99,35 @@ pub fn advise_hugepages<T>(s: &[T]) -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_advances_and_calibrates() {
+        let a = rdtsc();
+        let f = tsc_per_ns();
+        let b = rdtsc();
+        assert!(b > a);
+        assert!(f > 0.01 && f < 100.0, "implausible TSC rate {f} ticks/ns");
+    }
+
+    #[test]
+    fn hugepage_advice_is_harmless() {
+        let v = vec![0u32; 4 << 20];
+        let _ = advise_hugepages(&v);
+        assert!(!advise_hugepages(&v[..10]), "too small to hold a huge page");
+        assert!(v.iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn prefetch_out_of_range_is_harmless() {
+        let v = [1u32, 2, 3];
+        prefetch_index(&v, 1);
+        prefetch_index(&v, 100);
+        prefetch(&v[0]);
     }
 }
