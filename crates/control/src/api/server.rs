@@ -245,3 +245,41 @@ fn run(req: Request, tx: &SyncSender<Job>) -> Response {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tern-api-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn socket_is_private_and_replaces_only_stale_sockets() {
+        let dir = scratch("bind");
+        let path = dir.join("run/tern.sock");
+        let l = bind(&path, None).expect("bind creates the directory");
+        let mode = std::fs::metadata(&path).expect("socket").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "root only without a group");
+        let e = bind(&path, None).expect_err("a live socket is not taken over");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        drop(l);
+        let l = bind(&path, Some("0")).expect("a stale socket is replaced");
+        assert_eq!(std::fs::metadata(&path).expect("socket").permissions().mode() & 0o777, 0o660);
+        drop(l);
+        let file = dir.join("plain");
+        std::fs::write(&file, b"x").expect("file");
+        assert_eq!(bind(&file, None).expect_err("not a socket").kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&file).expect("kept"), b"x", "a regular file is never removed");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn groups_by_name_or_number() {
+        assert_eq!(group_id("0").expect("number"), 0);
+        assert_eq!(group_id("root").expect("root is in /etc/group"), 0);
+        assert!(group_id("no-such-group-tern").is_err());
+    }
+}
