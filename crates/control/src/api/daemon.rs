@@ -110,8 +110,9 @@ impl Daemon {
                 self.reload(router);
             }
             let busy = router.poll() | self.poll(router);
-            if !busy {
-                std::thread::sleep(Duration::from_millis(2));
+            // Idle: pause 2 ms, but wake for an API request.
+            if !busy && self.api.wait(router, &mut self.state, Duration::from_millis(2)) {
+                self.publish_facts(router);
             }
         }
     }

@@ -122,12 +122,29 @@ impl ApiServer {
         let mut n = 0;
         while n < PER_ROUND {
             let Ok(job) = self.jobs.try_recv() else { break };
-            let out = commands::execute(router, st, job.req.cmd);
-            // The connection may have gone: nothing to do then.
-            let _ = job.reply.try_send(Response::new(job.req.id, out));
+            Self::answer(router, st, job);
             n += 1;
         }
         n > 0
+    }
+
+    /// An idle control loop's pause: waits at most `timeout` for a request
+    /// and runs it at once (so a request does not wait out the pause).
+    pub fn wait(&mut self, router: &mut Router, st: &mut OpsState, timeout: Duration) -> bool {
+        match self.jobs.recv_timeout(timeout) {
+            Ok(job) => {
+                Self::answer(router, st, job);
+                self.poll(router, st);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn answer(router: &mut Router, st: &mut OpsState, job: Job) {
+        let out = commands::execute(router, st, job.req.cmd);
+        // The connection may have gone: nothing to do then.
+        let _ = job.reply.try_send(Response::new(job.req.id, out));
     }
 }
 
