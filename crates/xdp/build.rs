@@ -5,7 +5,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["steer", "sink", "gen"];
+const PROGRAMS: &[&str] = &["steer", "sink", "gen", "lane"];
 const INSTALL_HINT: &str = "apt-get install -y clang llvm libbpf-dev";
 
 fn main() {
@@ -16,6 +16,12 @@ fn main() {
     // does not search for -target bpf.
     let multiarch = format!("/usr/include/{arch}-linux-gnu");
     println!("cargo:rerun-if-env-changed=TERN_CLANG");
+    // Headers the programs include (bpf/lane.h).
+    for e in std::fs::read_dir("bpf").into_iter().flatten().flatten() {
+        if e.path().extension().is_some_and(|x| x == "h") {
+            println!("cargo:rerun-if-changed={}", e.path().display());
+        }
+    }
     for name in PROGRAMS {
         let src = format!("bpf/{name}.c");
         println!("cargo:rerun-if-changed={src}");

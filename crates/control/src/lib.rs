@@ -14,3 +14,4 @@ pub mod neighbor;
 pub mod reload;
 pub mod router;
 pub mod source;
+pub mod xdplane;

@@ -31,6 +31,7 @@
 
 mod busy;
 mod error;
+pub mod lane;
 mod netlink;
 mod port;
 mod ring;

@@ -1,0 +1,228 @@
+//! The XDP lane in the router: one control plane for both lanes.
+//!
+//! tern's tables are compiled into the lane program's maps (crates/xdp
+//! `lane`) at start and on every change: the FIB by mirroring tern-fib's
+//! own arrays (every change [`FibWriter::take_changes`] reports, entry by
+//! entry, atomically as the workers see them), and the interface table
+//! (MACs, MTUs, VLANs, GRE tunnels, rule-set bindings) and the rule sets
+//! as one double-buffered generation, flipped with one store. The router
+//! calls [`XdpLane::sync`] from its control loop, so whatever changed the
+//! tables (configuration, API, kernel mirror, FPM, neighbours) reaches the
+//! lane within one loop.
+//!
+//! Devices on the lane run `bpf/lane.c` instead of the steering program;
+//! tern's workers still open their AF_XDP sockets there, and the lane hands
+//! them what it does not finish itself (ICMP errors, unresolved neighbours,
+//! packets for the router, ...). Counters of both lanes add up under the
+//! same names ([`XdpLane::counter`]).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use tern_acl::RuleSet;
+use tern_fib::FibWriter;
+use tern_nodes::state::{IfKind, IfTable, NO_IF, Shared};
+use tern_xdp::lane::{
+    CounterValue, FibCapacity, LaneConfig, LaneGre, LaneIf, LaneIfKind, LanePortStats, LaneProgram, LaneTables,
+    MirrorStats, compile_acl,
+};
+use tern_xdp::{AttachMode, XdpError, XskPort};
+
+/// The lane's view of tern's interface table and rule sets. `on_lane(port)`
+/// says whether frames may leave by `port` from the lane (its device is
+/// attached); packets routed elsewhere go to userspace.
+pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> bool) -> LaneTables {
+    let mut t = LaneTables::default();
+    for f in &ifs.ifs {
+        let kind = match &f.kind {
+            IfKind::Port => LaneIfKind::Port,
+            IfKind::Vlan { vid, .. } => LaneIfKind::Vlan(*vid),
+            IfKind::Gre(g) => LaneIfKind::Gre(LaneGre { local: g.local, remote: g.remote, key: g.key, ttl: g.ttl }),
+        };
+        t.ifs.push(LaneIf {
+            index: f.index,
+            kind,
+            up: f.up,
+            port: f.port,
+            tx: f.port != NO_IF && on_lane(f.port),
+            mac: f.mac,
+            mtu: f.mtu,
+            acl_in: f.acl_in,
+            acl_out: f.acl_out,
+            v6_ll: f.v6_ll.octets(),
+        });
+    }
+    for (port, vids) in ifs.vlans.iter().enumerate() {
+        for (vid, &sub) in vids.iter().enumerate() {
+            if sub != NO_IF {
+                t.vlans.push((port as u16, vid as u16, sub));
+            }
+        }
+    }
+    let index = |name: &str| ifs.by_name(name).map(|i| i.index);
+    t.acls = acls.iter().map(|s| compile_acl(s, &index)).collect();
+    t
+}
+
+/// The lane program attached to the router's devices.
+pub struct XdpLane {
+    prog: LaneProgram,
+    acls: Vec<RuleSet>,
+    ifs_gen: u64,
+    acls_gen: u64,
+    /// Ports whose device runs the lane (frames may leave by them).
+    on_lane: Vec<bool>,
+    /// Device name -> port.
+    devices: HashMap<String, u16>,
+    dirty: bool,
+}
+
+impl XdpLane {
+    /// Loads the lane and fills it from the router's tables: the FIB is
+    /// mirrored from now on (its RCU domain gains a reader for the
+    /// mirror), interfaces and rule sets are published.
+    pub fn start(
+        shared: &Shared,
+        fib: &mut FibWriter,
+        acls: &[RuleSet],
+        linux_mode: bool,
+        capacity: FibCapacity,
+    ) -> Result<XdpLane, XdpError> {
+        let cfg = LaneConfig { fib: capacity, neigh_to_tern: !linux_mode, linux_mode };
+        let mut prog = LaneProgram::load(&cfg)?;
+        // Everything up to now is copied whole; later changes one by one.
+        let _ = fib.take_changes();
+        prog.attach_fib(&shared.fib.raw(), Some(shared.fib.domain().register()))?;
+        let mut lane = XdpLane {
+            prog,
+            acls: acls.to_vec(),
+            ifs_gen: shared.ifaces.generation(),
+            acls_gen: shared.acls.generation(),
+            on_lane: Vec::new(),
+            devices: HashMap::new(),
+            dirty: true,
+        };
+        lane.publish(shared)?;
+        Ok(lane)
+    }
+
+    /// Puts device `dev` (tern port `port`, whose interface index is the
+    /// port number) on the lane: natively, or in generic mode only if
+    /// `allow_generic`.
+    pub fn attach(&mut self, dev: &str, port: u16, allow_generic: bool) -> Result<AttachMode, XdpError> {
+        let kif = tern_xdp::lane::device_ifindex(dev)?;
+        self.prog.add_port(port, port, kif)?;
+        let mode = match self.prog.attach(dev, port, allow_generic) {
+            Ok(m) => m,
+            Err(e) => {
+                self.prog.remove_port(port, kif);
+                return Err(e);
+            }
+        };
+        let i = usize::from(port);
+        if self.on_lane.len() <= i {
+            self.on_lane.resize(i + 1, false);
+        }
+        self.on_lane[i] = true;
+        self.devices.insert(dev.to_string(), port);
+        self.dirty = true;
+        Ok(mode)
+    }
+
+    /// Whether `dev` runs the lane.
+    pub fn has_device(&self, dev: &str) -> bool {
+        self.devices.contains_key(dev)
+    }
+
+    /// The port of a lane device.
+    pub fn device_port(&self, dev: &str) -> Option<u16> {
+        self.devices.get(dev).copied()
+    }
+
+    /// Punts of `port`'s queue `xsk.queue()` go to this worker socket.
+    pub fn register_xsk(&mut self, port: u16, xsk: &XskPort) -> Result<(), XdpError> {
+        self.prog.register_xsk(port, xsk.queue(), xsk.socket_fd())
+    }
+
+    /// An address Linux keeps (Linux mode).
+    pub fn add_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
+        self.prog.add_local(addr)
+    }
+
+    /// Writes the interface table and rule sets as a new generation.
+    pub fn publish(&mut self, shared: &Shared) -> Result<(), XdpError> {
+        let ifs = shared.ifaces.load();
+        let on = &self.on_lane;
+        let t = lane_tables(&ifs, &self.acls, &|p| on.get(usize::from(p)).copied().unwrap_or(false));
+        for (i, a) in t.acls.iter().enumerate() {
+            for (fam, f) in [("IPv4", &a.v4), ("IPv6", &a.v6)] {
+                if let Some(why) = &f.not_compiled {
+                    log::warn!("XDP lane: rule set {} ({i}) {fam}: {why}; its packets go to userspace", a.name);
+                }
+            }
+        }
+        if &t != self.prog.tables() {
+            self.prog.publish(&t)?;
+        }
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Brings the lane up to date: FIB changes always, interfaces and rule
+    /// sets when they changed. Called from the router's control loop.
+    pub fn sync(&mut self, fib: &mut FibWriter, shared: &Shared, acls: &[RuleSet]) {
+        let ch = fib.take_changes();
+        self.prog.sync_fib(&shared.fib.raw(), &ch);
+        let (ig, ag) = (shared.ifaces.generation(), shared.acls.generation());
+        if ig != self.ifs_gen || ag != self.acls_gen || acls != self.acls.as_slice() {
+            self.ifs_gen = ig;
+            self.acls_gen = ag;
+            self.acls = acls.to_vec();
+            self.dirty = true;
+        }
+        if self.dirty
+            && let Err(e) = self.publish(shared)
+        {
+            log::warn!("XDP lane: publishing tables: {e}");
+        }
+    }
+
+    pub fn program(&self) -> &LaneProgram {
+        &self.prog
+    }
+
+    pub fn program_mut(&mut self) -> &mut LaneProgram {
+        &mut self.prog
+    }
+
+    /// A counter of the lane by the userspace name (0 if unknown).
+    pub fn counter(&self, node: &str, error: &str) -> u64 {
+        self.prog.counter(node, error)
+    }
+
+    /// All counters of the lane.
+    pub fn counters(&self) -> Vec<CounterValue> {
+        self.prog.counters().unwrap_or_default()
+    }
+
+    /// What the lane received and sent on `port`.
+    pub fn port_stats(&self, port: u16) -> LanePortStats {
+        self.prog.port_stats(port).unwrap_or_default()
+    }
+
+    /// Rule hits of rule set `set` counted by the lane (per rule, then the
+    /// default), to add to the workers' `RuleCounters`.
+    pub fn acl_hits(&self, set: usize) -> Vec<(u64, u64)> {
+        self.prog.acl_hits(set).unwrap_or_default()
+    }
+
+    pub fn mirror_stats(&mut self) -> MirrorStats {
+        self.prog.fib_mirror().map(|m| m.stats()).unwrap_or_default()
+    }
+
+    /// (device, port, attach mode) of every device on the lane.
+    pub fn devices(&self) -> Vec<(String, u16, Option<AttachMode>)> {
+        let mut v: Vec<_> = self.devices.iter().map(|(d, &p)| (d.clone(), p, self.prog.attach_mode(p))).collect();
+        v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        v
+    }
+}

@@ -1,0 +1,1441 @@
+// SPDX-License-Identifier: Apache-2.0 OR MIT
+//
+// tern's XDP lane: the common case of tern's forwarding graph, run in the
+// driver's receive hook.
+//
+// A frame first meets the steering program's rules (bpf/steer.c, same
+// order and same verdicts): ARP/ND go to tern or Linux, traffic for the
+// router's addresses (Linux mode) and multicast go to Linux, anything that
+// is not IP goes to Linux. What steer.c would hand to tern's userspace
+// engine is then processed here exactly as the userspace nodes do
+// (crates/nodes: ethernet-input, ip4-input/ip6-input, ip4-acl-in,
+// ip4-lookup, ip4-rewrite, gre-input, gre-encap, ip4-acl-out, ...), on the
+// same tables: the FIB arrays are tern-fib's own arrays mirrored into
+// array maps, the interface table and the ACL classifier are compiled by
+// crates/xdp/src/lane. Each packet ends in one of:
+//
+//   forwarded   rewritten here and sent with bpf_redirect_map (devmap)
+//   dropped     counted under the userspace node's own counter name
+//   punted      to the AF_XDP socket of its receive queue, unmodified: tern's
+//               userspace engine handles it (ICMP errors, unresolved next
+//               hops, TTL expiry, packets for the router, IPv4 options, ...)
+//   passed      to Linux (XDP_PASS), as the steering program does
+//
+// The lane never guesses: whatever it cannot decide exactly as userspace
+// would (a rule set it could not compile, an entry beyond a map's
+// capacity, an egress port not on the lane) is punted. Decisions are made
+// before the packet is touched, and counters (ACL hits included) are
+// committed only when the lane itself forwards or drops, so a punted
+// packet is counted once, by userspace.
+//
+// Double-buffered tables (interfaces, VLANs, tunnels, ACLs) are read from
+// the half named by lane_cfg.gen, loaded once per packet: a packet sees
+// one generation of them. The FIB arrays are updated entry by entry with
+// single stores, as userspace's are (crates/fib: a lookup sees the old or
+// the new entry, never a mix).
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lane.h"
+
+// ------------------------------------------------------------------ maps
+
+struct lane_block {
+	__u32 e[LANE_BLOCK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lane_cfg);
+} lane_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct lane_rx);
+} lane_rx SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * LANE_MAX_IFS);
+	__type(key, __u32);
+	__type(value, struct lane_if);
+} lane_ifs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * LANE_MAX_PORTS * 4096);
+	__type(key, __u32);
+	__type(value, __u16);
+} lane_vlans SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2 * LANE_MAX_TUNNELS);
+	__type(key, struct lane_tun_key);
+	__type(value, __u16);
+} lane_tunnels SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); // IPv4 address, network byte order
+	__type(value, __u8);
+} lane_local4 SEC(".maps");
+
+struct in6_key {
+	__u8 b[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct in6_key);
+	__type(value, __u8);
+} lane_local6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * LANE_MAX_SETS * 2);
+	__type(key, __u32);
+	__type(value, struct lane_acl_set);
+} lane_acl_sets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * LANE_MAX_SETS * 2 * LANE_NF);
+	__type(key, __u32);
+	__type(value, struct lane_acl_field);
+} lane_acl_fields SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * LANE_MAX_SETS * 2 * (LANE_ACL_RULES + 1));
+	__type(key, __u32);
+	__type(value, struct lane_hits);
+} lane_acl_hits SEC(".maps");
+
+// The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
+// mmap'ed map is the same flat u32 array (see lane/fib.rs). Sizes of the
+// node, next-hop and member maps are set by the loader.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 16); // 2^24 entries: DIR-24-8's direct index
+	__type(key, __u32);
+	__type(value, struct lane_block);
+} lane_v4_top SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 12);
+	__type(key, __u32);
+	__type(value, struct lane_block);
+} lane_v4_nodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 8); // 2^16 entries
+	__type(key, __u32);
+	__type(value, struct lane_block);
+} lane_v6_top SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 14);
+	__type(key, __u32);
+	__type(value, struct lane_block);
+} lane_v6_nodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u32);
+	__type(value, struct lane_nh);
+} lane_nh SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 << 8);
+	__type(key, __u32);
+	__type(value, struct lane_block);
+} lane_ecmp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, LANE_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} lane_tx SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, LANE_MAX_PORTS * LANE_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} lane_xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lane_ctr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LANE_MAX_PORTS * 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} lane_port_stats SEC(".maps");
+
+// The outer IPv4 identification of GRE packets (gre-encap's `ident`).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lane_ident SEC(".maps");
+
+// ------------------------------------------------------------ helpers
+
+#define ETH_P_8021Q_ 0x8100
+#define ETH_P_8021AD_ 0x88a8
+#define IPPROTO_GRE_ 47
+#define IPPROTO_ICMPV6_ 58
+
+#define GRE_C 0x8000
+#define GRE_K 0x2000
+#define GRE_S 0x1000
+
+// Where a packet goes.
+enum { V_NONE = 0, V_FWD, V_DROP, V_PUNT, V_PASS };
+
+#define MAX_HITS 8
+
+// x &= m, hidden from the optimizer (which knows the mask changes nothing
+// after a bounds check) so that the verifier sees the bound.
+#define MASK(x, m)                                 \
+	do {                                       \
+		asm volatile("" : "+r"(x));        \
+		(x) &= (m);                        \
+	} while (0)
+#define L3_MAX 80 // the deepest L3 header the lane reads (VLAN + IPv6 + GRE)
+
+// The classifier key (crates/acl/src/key.rs), as field values
+// (crates/acl/src/lower.rs Field::value).
+struct acl_key {
+	__u64 src_hi, src_lo, dst_hi, dst_lo;
+	__u32 v[LANE_NF];
+	__u32 bytes;
+};
+
+// The next hop of `id` after the ECMP choice: kind, ifindex, MAC word.
+struct nh_out {
+	__u32 id;
+	__u32 kind;
+	__u32 ifindex;
+	__u64 mac;
+};
+
+// Everything the decision phase learns; the packet is only written once
+// the verdict is known.
+struct st {
+	__u32 gen;
+	__u32 flags;
+	__u32 verdict;
+	__u32 reason; // counter id of a drop, punt or pass
+	__u16 rx_if;  // tern interface (after VLAN demux or decapsulation)
+	__u16 port;   // receiving port
+	__u16 vlan;   // 802.1Q id of the received frame (0: none)
+	__u8 decap;   // decapsulated a GRE packet
+	__u8 encap;   // encapsulated into GRE
+	__u8 multi;   // frame came to a multicast/broadcast MAC
+	__u8 inner_v6; // decapsulated: family of the inner header
+	__u8 pad[2];
+	__u32 inner;   // decapsulated: offset of the inner header
+	__u32 limit;   // end of the outer packet (its total length)
+	// The L3 header that is kept and forwarded.
+	__u32 l3off; // from the start of the received frame
+	__u32 tot;   // its total length
+	__u8 v6;
+	__u8 dec_ttl;
+	// Egress.
+	__u8 l2len; // 14 or 18
+	__u8 pad2;
+	__u16 tx_port;
+	__u16 tx_vid;
+	__u32 frame_len; // bytes sent
+	__u8 dmac[6];
+	__u8 smac[6];
+	// Encapsulation (encap != 0).
+	__u8 o_v6;
+	__u8 o_gre_len; // 4 or 8
+	__u8 o_ttl;
+	__u8 o_has_key;
+	__u32 o_key;
+	__u8 o_src[16];
+	__u8 o_dst[16];
+	__u32 hits;
+	__u32 hit_slot[MAX_HITS];
+	__u32 hit_bytes[MAX_HITS];
+	struct nh_out nh;  // the kept header's next hop
+	struct acl_key k;  // the kept header's ACL key
+};
+
+// The per-packet decision state: too big for the 512-byte BPF stack.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct st);
+} lane_scratch SEC(".maps");
+
+static __always_inline void ctr_add(__u32 id, __u64 n)
+{
+	__u64 *c = bpf_map_lookup_elem(&lane_ctr, &id);
+	if (c)
+		*c += n; // per-CPU slot: no atomic needed
+}
+
+static __always_inline void port_add(__u32 port, __u32 what, __u64 n)
+{
+	__u32 k = port * 4 + what;
+	__u64 *c = bpf_map_lookup_elem(&lane_port_stats, &k);
+	if (c)
+		*c += n;
+}
+
+static __always_inline int done(struct st *s, __u32 verdict, __u32 reason)
+{
+	s->verdict = verdict;
+	s->reason = reason;
+	return 1;
+}
+
+#define DROP(c) done(s, V_DROP, C_##c)
+#define PUNT(c) done(s, V_PUNT, C_##c)
+#define PASS(c) done(s, V_PASS, C_##c)
+
+static __always_inline __u16 rd16(const __u8 *p)
+{
+	return ((__u16)p[0] << 8) | p[1];
+}
+
+static __always_inline __u32 rd32(const __u8 *p)
+{
+	return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) | p[3];
+}
+
+static __always_inline __u64 rd64(const __u8 *p)
+{
+	return ((__u64)rd32(p) << 32) | rd32(p + 4);
+}
+
+static __always_inline void wr16(__u8 *p, __u16 v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+static __always_inline const struct lane_if *get_if(struct st *s, __u32 idx)
+{
+	if (idx >= LANE_MAX_IFS)
+		return 0;
+	__u32 k = s->gen * LANE_MAX_IFS + idx;
+	const struct lane_if *f = bpf_map_lookup_elem(&lane_ifs, &k);
+	if (!f || !(f->flags & LIF_EXISTS))
+		return 0;
+	return f;
+}
+
+// One's complement 16-bit addition with end-around carry
+// (tern_wire::checksum::add).
+static __always_inline __u32 csum_add16(__u32 a, __u32 b)
+{
+	__u32 x = a + b;
+	return ((x & 0xffff) + (x >> 16)) & 0xffff;
+}
+
+// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') (tern_wire::checksum::update).
+static __always_inline __u16 csum_update(__u16 c, __u16 old, __u16 new)
+{
+	return ~csum_add16(csum_add16(~c & 0xffff, ~old & 0xffff), new) & 0xffff;
+}
+
+// Sum of the ten 16-bit words of an IPv4 header without options.
+static __always_inline __u32 csum20(const __u8 *p)
+{
+	__u32 s = 0;
+#pragma unroll
+	for (int i = 0; i < 20; i += 2)
+		s += rd16(p + i);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return s;
+}
+
+// crates/nodes/src/util.rs flow_hash, on 128-bit addresses as (hi, lo).
+static __always_inline __u64 rotl64(__u64 x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+static __always_inline __u32 flow_hash(__u64 src_hi, __u64 src_lo, __u64 dst_hi, __u64 dst_lo, __u8 proto,
+				       __u32 ports)
+{
+	__u64 h = src_lo ^ rotl64(src_hi, 17);
+	h ^= (dst_lo ^ rotl64(dst_hi, 31)) * 0x9e3779b97f4a7c15ull;
+	h ^= (((__u64)proto << 32) | ports) * 0xc2b2ae3d27d4eb4full;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (__u32)h;
+}
+
+// Branch-free unsigned a < b on 64 bits (Hacker's Delight 2-12): keeps
+// the verifier from exploring both sides of every step of a search.
+static __always_inline __u64 lt64(__u64 a, __u64 b)
+{
+	return ((~a & b) | (~(a ^ b) & (a - b))) >> 63;
+}
+
+static __always_inline __u64 nz64(__u64 x)
+{
+	return (x | -x) >> 63;
+}
+
+// Index of the only set bit of x (population count of the bits below it).
+static __always_inline __u32 bit_index(__u64 x)
+{
+	__u64 v = x - 1;
+	v = v - ((v >> 1) & 0x5555555555555555ull);
+	v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);
+	v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (v * 0x0101010101010101ull) >> 56;
+}
+
+// ------------------------------------------------------------------ ACL
+
+#define F_SRC 0
+#define F_DST 1
+#define F_PROTO 2
+#define F_SPORT 3
+#define F_DPORT 4
+#define F_ICMP 5
+#define F_TCP 6
+#define F_IIF 7
+#define F_OIF 8
+#define F_VLAN 9
+#define F_DSCP 10
+#define ABSENT16 (1u << 16)
+#define ABSENT8 (1u << 8)
+
+// The rules of field `f` matching value (hi, lo): the interval holding it,
+// by binary search over the interval starts.
+__noinline __u64 acl_field(__u32 k, __u64 hi, __u64 lo)
+{
+	const struct lane_acl_field *t = bpf_map_lookup_elem(&lane_acl_fields, &k);
+	if (!t)
+		return 0;
+	__u32 at = 0;
+	__u32 len = t->n;
+	if (len > LANE_ACL_INTERVALS)
+		len = LANE_ACL_INTERVALS;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		__u32 half = len >> 1;
+		__u32 mid = (at + half) & (LANE_ACL_INTERVALS - 1);
+		__u64 shi = t->hi[mid], slo = t->lo[mid];
+		// start <= value  <=>  !(value < start)
+		__u64 lt = lt64(hi, shi) | ((1 - nz64(hi ^ shi)) & lt64(lo, slo));
+		__u32 take = 1 - (__u32)lt;
+		at = at + take * half;
+		len = half + take * (len & 1);
+	}
+	return t->bits[at & (LANE_ACL_INTERVALS - 1)];
+}
+
+static __always_inline int add_hit(struct st *s, __u32 slot, __u32 bytes)
+{
+	__u32 i = s->hits;
+	if (i >= MAX_HITS)
+		return -1;
+	s->hit_slot[i & (MAX_HITS - 1)] = slot;
+	s->hit_bytes[i & (MAX_HITS - 1)] = bytes;
+	s->hits = i + 1;
+	return 0;
+}
+
+// Classifies with rule set `set`: 0 accept, 1 drop, -1 punt (set not
+// compiled for the lane, or too many hits to record).
+__noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k)
+{
+	if (!s || !k || set >= LANE_MAX_SETS)
+		return -1;
+	__u32 base = (s->gen * LANE_MAX_SETS + set) * 2 + (v6 ? 1 : 0);
+	const struct lane_acl_set *h = bpf_map_lookup_elem(&lane_acl_sets, &base);
+	if (!h || !(h->flags & LACL_OK))
+		return -1;
+	__u64 m = h->all;
+	__u32 fields = h->fields;
+	if (fields & (1u << F_SRC))
+		m &= acl_field(base * LANE_NF + F_SRC, k->src_hi, k->src_lo);
+	if (fields & (1u << F_DST))
+		m &= acl_field(base * LANE_NF + F_DST, k->dst_hi, k->dst_lo);
+#pragma unroll
+	for (int f = F_PROTO; f < LANE_NF; f++) {
+		if (fields & (1u << f))
+			m &= acl_field(base * LANE_NF + f, 0, k->v[f]);
+	}
+	__u64 first = m & h->terminal;
+	first &= -first;
+	__u32 slot0 = base * (LANE_ACL_RULES + 1);
+	int verdict;
+	__u64 below;
+	if (first) {
+		if (add_hit(s, slot0 + bit_index(first), k->bytes))
+			return -1;
+		verdict = (h->drop & first) ? 1 : 0;
+		below = first - 1;
+	} else {
+		if (add_hit(s, slot0 + LANE_ACL_RULES, k->bytes))
+			return -1;
+		verdict = h->default_drop ? 1 : 0;
+		below = ~0ull;
+	}
+	// Count-only rules matched before the deciding one.
+	__u64 counted = m & h->count & below;
+#pragma unroll
+	for (int i = 0; i < MAX_HITS; i++) {
+		if (!counted)
+			break;
+		__u64 b = counted & -counted;
+		if (add_hit(s, slot0 + bit_index(b), k->bytes))
+			return -1;
+		counted &= counted - 1;
+	}
+	if (counted)
+		return -1;
+	return verdict;
+}
+
+static __always_inline int is_port_proto(__u8 p)
+{
+	return p == 6 || p == 17 || p == 33 || p == 132 || p == 136;
+}
+
+// Transport fields of the key (crates/nodes/src/acl.rs l4_fields): `l4`
+// has `len` readable bytes.
+static __always_inline void acl_l4(struct acl_key *k, __u8 proto, const __u8 *l4, __u32 len, void *end)
+{
+	__u32 sport = ABSENT16, dport = ABSENT16, icmp = ABSENT16, tcp = ABSENT8;
+	if (is_port_proto(proto) && len >= 4 && (void *)(l4 + 4) <= end) {
+		int valid = 1;
+		if (proto == 6) {
+			if (len >= 14 && (void *)(l4 + 14) <= end)
+				tcp = l4[13];
+			else
+				valid = 0;
+		}
+		if (valid) {
+			sport = rd16(l4);
+			dport = rd16(l4 + 2);
+		}
+	} else if ((proto == 1 || proto == 58) && len >= 2 && (void *)(l4 + 2) <= end) {
+		icmp = ((__u32)l4[0] << 8) | l4[1];
+	}
+	k->v[F_SPORT] = sport;
+	k->v[F_DPORT] = dport;
+	k->v[F_ICMP] = icmp;
+	k->v[F_TCP] = tcp;
+}
+
+// ------------------------------------------------------------------ FIB
+
+#define FIB_MISS 0xffffffffu // an entry beyond the lane's maps: punt
+
+static __always_inline __u32 fib_v4(__u32 dst)
+{
+	__u32 k = dst >> 16;
+	const struct lane_block *b = bpf_map_lookup_elem(&lane_v4_top, &k);
+	if (!b)
+		return FIB_MISS;
+	__u32 e = b->e[(dst >> 8) & 0xff];
+	if (!(e & FIB_CHILD))
+		return e;
+	k = e & ~FIB_CHILD;
+	b = bpf_map_lookup_elem(&lane_v4_nodes, &k);
+	if (!b)
+		return FIB_MISS; // a block beyond the lane's capacity
+	e = b->e[dst & 0xff];
+	return (e & FIB_CHILD) ? 0 : e;
+}
+
+// 16 bits of direct index, then one byte per level (at most 14).
+__noinline __u32 fib_v6(__u64 hi, __u64 lo)
+{
+	__u32 k = hi >> 56;
+	const struct lane_block *b = bpf_map_lookup_elem(&lane_v6_top, &k);
+	if (!b)
+		return FIB_MISS;
+	__u32 e = b->e[(hi >> 48) & 0xff];
+	for (int i = 2; i < 16; i++) {
+		if (!(e & FIB_CHILD))
+			return e;
+		k = e & ~FIB_CHILD;
+		b = bpf_map_lookup_elem(&lane_v6_nodes, &k);
+		if (!b)
+			return FIB_MISS;
+		__u64 w = i < 8 ? hi : lo;
+		__u32 sh = (7 - (i & 7)) * 8;
+		e = b->e[(w >> sh) & 0xff];
+	}
+	return (e & FIB_CHILD) ? 0 : e;
+}
+
+static __always_inline int nh_get(__u32 id, __u32 hash, struct nh_out *o)
+{
+	const struct lane_nh *n = bpf_map_lookup_elem(&lane_nh, &id);
+	if (!n)
+		return -1;
+	__u64 meta = n->meta;
+	if ((meta & 0xff) == NH_KIND_ECMP) {
+		__u64 count = meta >> 32;
+		__u64 i = n->mac + (((__u64)hash * count) >> 32);
+		__u32 blk = i >> 8;
+		const struct lane_block *m = bpf_map_lookup_elem(&lane_ecmp, &blk);
+		if (!m)
+			return -1;
+		id = m->e[i & 0xff];
+		n = bpf_map_lookup_elem(&lane_nh, &id);
+		if (!n)
+			return -1;
+		meta = n->meta;
+	}
+	o->id = id;
+	o->kind = meta & 0xff;
+	o->ifindex = (meta >> 8) & 0xffff;
+	o->mac = n->mac;
+	return 0;
+}
+
+// ---------------------------------------------------------- egress side
+
+// ip4-acl-out / ip6-acl-out on interface `out`, for the kept header (or
+// the outer header when encapsulating): returns 0 to continue, 1 done.
+static __always_inline int acl_out(struct st *s, const struct lane_if *out, __u32 tx_if, struct acl_key *k,
+				   __u32 v6)
+{
+	if (out->acl_out == LANE_NO_SET)
+		return 0;
+	k->v[F_IIF] = s->rx_if;
+	k->v[F_OIF] = tx_if;
+	k->bytes = s->frame_len;
+	int r = acl_eval(s, out->acl_out, v6, k);
+	if (r < 0)
+		return PUNT(PUNT_ACL);
+	if (r == 1)
+		return v6 ? DROP(ACL6_OUT_DENIED) : DROP(ACL4_OUT_DENIED);
+	return 0;
+}
+
+// The L2 of an egress interface: data for the final header.
+static __always_inline int set_l2(struct st *s, const struct lane_if *out, __u64 mac)
+{
+	if (!(out->flags & LIF_TX))
+		return PUNT(PUNT_EGRESS);
+	s->tx_port = out->port;
+	s->tx_vid = out->kind == LIF_VLAN ? (out->vid & 0x0fff) : 0;
+	s->l2len = out->kind == LIF_VLAN ? 18 : 14;
+	__builtin_memcpy(s->dmac, &mac, 6);
+	__builtin_memcpy(s->smac, out->mac, 6);
+	return 0;
+}
+
+// The outer packet of GRE tunnel `tif`, routed like a packet tern
+// originated (gre-encap -> ip4-lookup/ip6-lookup -> rewrite with
+// LOCAL_ORIGIN: no TTL work; ENCAP set: a tunnel again is recursion).
+__noinline int encap(struct st *s, __u32 tif)
+{
+	if (!s)
+		return 1;
+	if (s->encap)
+		return DROP(GRE_RECURSION);
+	const struct lane_if *t = get_if(s, tif);
+	if (!t || t->kind != LIF_GRE)
+		return DROP(GRE_NOT_TUNNEL);
+	s->encap = 1;
+	s->o_v6 = t->gre_v6;
+	s->o_has_key = t->gre_has_key;
+	s->o_key = t->gre_key;
+	s->o_ttl = t->gre_ttl;
+	s->o_gre_len = t->gre_has_key ? 8 : 4;
+	__builtin_memcpy(s->o_src, t->gre_local, 16);
+	__builtin_memcpy(s->o_dst, t->gre_remote, 16);
+	__u32 outer_tot = (s->o_v6 ? 40 : 20) + s->o_gre_len + s->tot;
+
+	struct acl_key k = {};
+	__u32 id, hash;
+	if (s->o_v6) {
+		k.src_hi = rd64(s->o_src);
+		k.src_lo = rd64(s->o_src + 8);
+		k.dst_hi = rd64(s->o_dst);
+		k.dst_lo = rd64(s->o_dst + 8);
+		id = fib_v6(k.dst_hi, k.dst_lo);
+		hash = flow_hash(k.src_hi, k.src_lo, k.dst_hi, k.dst_lo, IPPROTO_GRE_, 0);
+	} else {
+		k.src_lo = rd32(s->o_src);
+		k.dst_lo = rd32(s->o_dst);
+		id = fib_v4(k.dst_lo);
+		hash = flow_hash(0, k.src_lo, 0, k.dst_lo, IPPROTO_GRE_, 0);
+	}
+	struct nh_out nh;
+	if (id == FIB_MISS || nh_get(id, hash, &nh))
+		return PUNT(PUNT_FIB);
+	switch (nh.kind) {
+	case NH_KIND_UNICAST:
+	case NH_KIND_GLEAN:
+		break;
+	case NH_KIND_LOCAL:
+		return PUNT(PUNT_LOCAL);
+	case NH_KIND_BLACKHOLE:
+		return s->o_v6 ? DROP(IP6_BLACKHOLE) : DROP(IP4_BLACKHOLE);
+	default:
+		return PUNT(PUNT_NO_ROUTE);
+	}
+	const struct lane_if *out = get_if(s, nh.ifindex);
+	if (!out)
+		return s->o_v6 ? DROP(RW6_NO_IF) : DROP(RW4_NO_IF);
+	if (!(out->flags & LIF_UP))
+		return s->o_v6 ? DROP(RW6_IF_DOWN) : DROP(RW4_IF_DOWN);
+	if (outer_tot > out->mtu)
+		// The outer IPv4 header has DF clear: userspace would fragment,
+		// which it does not implement; IPv6 needs ICMPv6 too big.
+		return s->o_v6 ? PUNT(PUNT_TOO_BIG) : DROP(RW4_FRAG);
+	if (out->kind == LIF_GRE)
+		return DROP(GRE_RECURSION);
+	if (nh.kind != NH_KIND_UNICAST || !(nh.mac & NH_MAC_VALID))
+		return PUNT(PUNT_UNRESOLVED);
+	if (set_l2(s, out, nh.mac))
+		return 1;
+	s->frame_len = s->l2len + outer_tot;
+	k.v[F_PROTO] = IPPROTO_GRE_;
+	k.v[F_SPORT] = ABSENT16;
+	k.v[F_DPORT] = ABSENT16;
+	k.v[F_ICMP] = ABSENT16;
+	k.v[F_TCP] = ABSENT8;
+	if (acl_out(s, out, nh.ifindex, &k, s->o_v6))
+		return 1;
+	return done(s, V_FWD, C_FORWARDED);
+}
+
+// ip4-rewrite / ip6-rewrite for the kept header (s->l3off, s->nh, s->k;
+// never locally originated).
+__noinline int rewrite(struct xdp_md *ctx, struct st *s)
+{
+	if (!ctx || !s)
+		return 1;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 off = s->l3off;
+	if (off > L3_MAX)
+		return PUNT(PUNT_OTHER);
+	MASK(off, 0x7f); // for the verifier: the bound above, as a mask
+	const __u8 *ip = data + off;
+	if ((void *)(ip + 40) > end && (void *)(ip + 20) > end)
+		return PUNT(PUNT_OTHER);
+	__u32 v6 = s->v6;
+	const struct lane_if *out = get_if(s, s->nh.ifindex);
+	if (!out)
+		return v6 ? DROP(RW6_NO_IF) : DROP(RW4_NO_IF);
+	if (!(out->flags & LIF_UP))
+		return v6 ? DROP(RW6_IF_DOWN) : DROP(RW4_IF_DOWN);
+	if (s->nh.kind != NH_KIND_UNICAST && s->nh.kind != NH_KIND_GLEAN)
+		return v6 ? DROP(RW6_BAD_NH) : DROP(RW4_BAD_NH);
+	int tunnel = out->kind == LIF_GRE;
+	if (v6) {
+		if ((void *)(ip + 40) > end)
+			return PUNT(PUNT_OTHER);
+		if (ip[7] <= 1)
+			return PUNT(PUNT_TTL);
+		// RFC 4291 2.5.6: a link-local source cannot leave its link.
+		if (ip[8] == 0xfe && (ip[9] & 0xc0) == 0x80)
+			return PUNT(PUNT_SCOPE);
+		if (s->tot > out->mtu)
+			return PUNT(PUNT_TOO_BIG);
+	} else {
+		if ((void *)(ip + 20) > end)
+			return PUNT(PUNT_OTHER);
+		if (ip[8] <= 1)
+			return PUNT(PUNT_TTL);
+		if (s->tot > out->mtu) {
+			if (ip[6] & 0x40)
+				return PUNT(PUNT_TOO_BIG);
+			return DROP(RW4_FRAG);
+		}
+	}
+	int resolved = s->nh.kind == NH_KIND_UNICAST && (s->nh.mac & NH_MAC_VALID);
+	if (!resolved && !tunnel)
+		return PUNT(PUNT_UNRESOLVED);
+	s->dec_ttl = 1;
+	if (tunnel)
+		return encap(s, s->nh.ifindex);
+	if (set_l2(s, out, s->nh.mac))
+		return 1;
+	s->frame_len = s->l2len + s->tot;
+	if (acl_out(s, out, s->nh.ifindex, &s->k, v6))
+		return 1;
+	return done(s, V_FWD, C_FORWARDED);
+}
+
+// ------------------------------------------------------------ ingress
+
+// gre-input for a GRE packet to one of the router's addresses: the outer
+// header (family `v6`, total length s->tot) is at `off`. On success the
+// packet continues as received on the tunnel, with its inner header at
+// s->inner (family s->inner_v6); returns 0 then, 1 when decided.
+__noinline int gre_in(struct xdp_md *ctx, struct st *s, __u32 v6, __u32 off)
+{
+	if (!ctx || !s)
+		return 1;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (off > L3_MAX)
+		return PUNT(PUNT_OTHER);
+	MASK(off, 0x7f); // for the verifier: the bound above, as a mask
+	const __u8 *ip = data + off;
+	int linux = s->flags & LCFG_LINUX_MODE;
+	__u32 hdr = v6 ? 40 : 20;
+	struct lane_tun_key tk = {};
+	tk.gen = s->gen;
+	tk.v6 = v6 ? 1 : 0;
+	// Local = outer destination, remote = outer source.
+	if ((void *)(ip + 20) > end)
+		return PUNT(PUNT_OTHER);
+	if (v6) {
+		if ((void *)(ip + 40) > end)
+			return PUNT(PUNT_OTHER);
+		__builtin_memcpy(tk.local, ip + 24, 16);
+		__builtin_memcpy(tk.remote, ip + 8, 16);
+	} else {
+		__builtin_memcpy(tk.local, ip + 16, 4);
+		__builtin_memcpy(tk.remote, ip + 12, 4);
+	}
+	const __u8 *g = ip + hdr;
+	__u32 glen = s->tot - hdr;
+	if (glen < 4 || (void *)(g + 4) > end)
+		return linux ? PASS(PASS_LOCAL) : DROP(GRE_BAD_HEADER);
+	__u16 fl = rd16(g);
+	// RFC 2784 2.5: discard with bits 1-5 set or a version other than 0.
+	if (fl & (0x4000 | 0x0800 | 0x0400 | 0x0007))
+		return linux ? PASS(PASS_LOCAL) : DROP(GRE_BAD_HEADER);
+	if (fl & GRE_C)
+		return PUNT(PUNT_GRE); // checksum: userspace verifies it
+	__u32 hlen = 4;
+	if (fl & GRE_K) {
+		if (glen < 8 || (void *)(g + 8) > end)
+			return linux ? PASS(PASS_LOCAL) : DROP(GRE_BAD_HEADER);
+		tk.has_key = 1;
+		tk.key = rd32(g + 4);
+		hlen = 8;
+	}
+	if (fl & GRE_S)
+		hlen += 4;
+	if (glen < hlen)
+		return linux ? PASS(PASS_LOCAL) : DROP(GRE_BAD_HEADER);
+	__u16 proto = rd16(g + 2);
+	if (proto == ETH_P_IP)
+		s->inner_v6 = 0;
+	else if (proto == ETH_P_IPV6)
+		s->inner_v6 = 1;
+	else
+		return linux ? PASS(PASS_LOCAL) : DROP(GRE_BAD_PAYLOAD);
+	__u16 *t = bpf_map_lookup_elem(&lane_tunnels, &tk);
+	if (!t)
+		return linux ? PASS(PASS_LOCAL) : DROP(GRE_NO_TUNNEL);
+	__u16 tif = *t;
+	const struct lane_if *tf = get_if(s, tif);
+	if (!tf)
+		return linux ? PASS(PASS_LOCAL) : DROP(GRE_NO_TUNNEL);
+	if (!(tf->flags & LIF_UP))
+		return DROP(GRE_TUNNEL_DOWN);
+	s->decap = 1;
+	s->rx_if = tif;
+	s->vlan = 0;
+	s->multi = 0;
+	s->inner = off + hdr + hlen;
+	return 0;
+}
+
+static __always_inline void absent_l4(struct acl_key *k)
+{
+	k->v[F_SPORT] = ABSENT16;
+	k->v[F_DPORT] = ABSENT16;
+	k->v[F_ICMP] = ABSENT16;
+	k->v[F_TCP] = ABSENT8;
+}
+
+// IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
+static __always_inline int is_ext(__u8 nh)
+{
+	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60;
+}
+
+// ip4-input, ip4-acl-in, ip4-lookup and what follows, for the header at
+// `off`. `wire`: the outer header of the received frame (steer.c's checks
+// ran); otherwise a decapsulated inner header. Returns 1 when decided, 0
+// when the packet was decapsulated and continues at s->inner.
+__noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
+{
+	if (!ctx || !s)
+		return 1;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (off > L3_MAX)
+		return PUNT(PUNT_OTHER);
+	MASK(off, 0x7f); // for the verifier: the bound above, as a mask
+	const __u8 *ip = data + off;
+	// A decapsulated packet ends where its outer packet did (the outer
+	// ip4-input/ip6-input trimmed the frame there).
+	__u32 l3len = end - (void *)ip;
+	if (!wire && s->limit - off < l3len)
+		l3len = s->limit - off;
+	if (l3len < 20 || (void *)(ip + 20) > end)
+		return DROP(IP4_TOO_SHORT);
+	if ((ip[0] >> 4) != 4)
+		return DROP(IP4_BAD_VERSION);
+	__u32 ihl = (ip[0] & 0x0f) * 4;
+	if (ihl < 20 || ihl > l3len)
+		return DROP(IP4_BAD_HDR_LEN);
+	__u32 tot = rd16(ip + 2);
+	if (tot < ihl)
+		return DROP(IP4_BAD_LEN);
+	if (tot > l3len)
+		return DROP(IP4_TRUNCATED);
+	if (ihl != 20)
+		return PUNT(PUNT_OPTIONS);
+	if (csum20(ip) != 0xffff)
+		return DROP(IP4_BAD_CSUM);
+	__u32 src = rd32(ip + 12);
+	__u32 dst = rd32(ip + 16);
+	__u8 src_top = src >> 24;
+	if (src_top >= 224 || src_top == 127 || src_top == 0)
+		return DROP(IP4_MARTIAN);
+	if (dst == 0xffffffff)
+		return DROP(IP4_BROADCAST);
+	if ((dst >> 28) == 0xe)
+		return DROP(IP4_MULTICAST);
+	s->l3off = off;
+	s->tot = tot;
+	s->limit = off + tot;
+	s->v6 = 0;
+
+	// The ACL key (crates/nodes/src/acl.rs key_v4).
+	struct acl_key *k = &s->k;
+	__u8 proto = ip[9];
+	__u16 frag = rd16(ip + 6);
+	k->src_hi = 0;
+	k->dst_hi = 0;
+	k->src_lo = src;
+	k->dst_lo = dst;
+	k->v[F_PROTO] = proto;
+	k->v[F_DSCP] = ip[1] >> 2;
+	k->v[F_VLAN] = s->vlan;
+	k->v[F_IIF] = s->rx_if;
+	k->v[F_OIF] = 0;
+	if ((frag & 0x1fff) == 0)
+		acl_l4(k, proto, ip + 20, tot - 20, end);
+	else
+		absent_l4(k);
+	const struct lane_if *rxf = get_if(s, s->rx_if);
+	if (!rxf)
+		return PUNT(PUNT_OTHER);
+	if (rxf->acl_in != LANE_NO_SET) {
+		// The frame after ip4-input trimmed it: L2 (if any) + tot.
+		k->bytes = (s->decap ? 0 : off) + tot;
+		int r = acl_eval(s, rxf->acl_in, 0, k);
+		if (r < 0)
+			return PUNT(PUNT_ACL);
+		if (r == 1)
+			return DROP(ACL4_IN_DENIED);
+	}
+
+	__u32 id = fib_v4(dst);
+	if (id == FIB_MISS)
+		return PUNT(PUNT_FIB);
+	__u32 ports = 0;
+	if ((proto == 6 || proto == 17 || proto == 132) && (frag & 0x1fff) == 0 && tot >= 24 &&
+	    (void *)(ip + 24) <= end)
+		ports = rd32(ip + 20);
+	if (nh_get(id, flow_hash(0, src, 0, dst, proto, ports), &s->nh))
+		return PUNT(PUNT_FIB);
+	switch (s->nh.kind) {
+	case NH_KIND_UNICAST:
+	case NH_KIND_GLEAN:
+		return rewrite(ctx, s);
+	case NH_KIND_LOCAL:
+		break;
+	case NH_KIND_BLACKHOLE:
+		return DROP(IP4_BLACKHOLE);
+	default:
+		return PUNT(PUNT_NO_ROUTE);
+	}
+	// ip4-local: only GRE of tern's tunnels is handled here.
+	if (proto != IPPROTO_GRE_)
+		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
+	if (!wire)
+		return PUNT(PUNT_GRE); // GRE in GRE: userspace
+	if (frag & 0x3fff)
+		return PUNT(PUNT_FRAGMENT);
+	return gre_in(ctx, s, 0, off);
+}
+
+// ip6-input, ip6-acl-in, ip6-lookup and what follows (see ip4).
+__noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
+{
+	if (!ctx || !s)
+		return 1;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (off > L3_MAX)
+		return PUNT(PUNT_OTHER);
+	MASK(off, 0x7f); // for the verifier: the bound above, as a mask
+	const __u8 *ip = data + off;
+	__u32 l3len = end - (void *)ip;
+	if (!wire && s->limit - off < l3len)
+		l3len = s->limit - off;
+	if (l3len < 40 || (void *)(ip + 40) > end)
+		return DROP(IP6_TOO_SHORT);
+	if ((ip[0] >> 4) != 6)
+		return DROP(IP6_BAD_VERSION);
+	__u32 tot = 40 + rd16(ip + 4);
+	if (tot > l3len)
+		return DROP(IP6_TRUNCATED);
+	__u64 src_hi = rd64(ip + 8), src_lo = rd64(ip + 16);
+	__u64 dst_hi = rd64(ip + 24), dst_lo = rd64(ip + 32);
+	if ((src_hi >> 56) == 0xff || (src_hi == 0 && src_lo == 1))
+		return DROP(IP6_MARTIAN);
+	if (dst_hi == 0 && (dst_lo == 0 || dst_lo == 1))
+		return DROP(IP6_BAD_DST);
+	if ((dst_hi >> 56) == 0xff) {
+		// Link-scope all-nodes, all-routers and solicited-node groups are
+		// tern's (ip6-local); other groups are dropped.
+		int all = dst_hi == 0xff02000000000000ull && (dst_lo == 1 || dst_lo == 2);
+		int sol = dst_hi == 0xff02000000000000ull && (dst_lo >> 24) == 0x00000001ff;
+		if (!(all || sol))
+			return DROP(IP6_MULTICAST);
+		return PUNT(PUNT_LOCAL);
+	}
+	if ((dst_hi >> 54) == (0xfe80ull >> 6)) {
+		const struct lane_if *rxf = get_if(s, s->rx_if);
+		if (rxf && rd64(rxf->v6_ll) == dst_hi && rd64(rxf->v6_ll + 8) == dst_lo)
+			return PUNT(PUNT_LOCAL);
+		return DROP(IP6_LINK_LOCAL);
+	}
+	s->l3off = off;
+	s->tot = tot;
+	s->limit = off + tot;
+	s->v6 = 1;
+
+	// The ACL key (crates/nodes/src/acl.rs key_v6), when no extension
+	// header has to be walked to find the upper layer.
+	struct acl_key *k = &s->k;
+	__u8 proto = ip[6];
+	int key_ok = !is_ext(proto);
+	k->src_hi = src_hi;
+	k->src_lo = src_lo;
+	k->dst_hi = dst_hi;
+	k->dst_lo = dst_lo;
+	k->v[F_PROTO] = proto;
+	k->v[F_DSCP] = ((rd16(ip) >> 4) & 0xff) >> 2;
+	k->v[F_VLAN] = s->vlan;
+	k->v[F_IIF] = s->rx_if;
+	k->v[F_OIF] = 0;
+	if (key_ok && proto != 50 && proto != 59)
+		acl_l4(k, proto, ip + 40, tot - 40, end);
+	else
+		absent_l4(k);
+	const struct lane_if *rxf = get_if(s, s->rx_if);
+	if (!rxf)
+		return PUNT(PUNT_OTHER);
+	if (rxf->acl_in != LANE_NO_SET) {
+		if (!key_ok)
+			return PUNT(PUNT_OPTIONS);
+		k->bytes = (s->decap ? 0 : off) + tot;
+		int r = acl_eval(s, rxf->acl_in, 1, k);
+		if (r < 0)
+			return PUNT(PUNT_ACL);
+		if (r == 1)
+			return DROP(ACL6_IN_DENIED);
+	}
+
+	__u32 id = fib_v6(dst_hi, dst_lo);
+	if (id == FIB_MISS)
+		return PUNT(PUNT_FIB);
+	__u32 ports = 0;
+	if ((proto == 6 || proto == 17) && tot >= 44 && (void *)(ip + 44) <= end)
+		ports = rd32(ip + 40);
+	__u32 flow = rd32(ip) & 0x000fffff;
+	if (nh_get(id, flow_hash(src_hi, src_lo, dst_hi, dst_lo, proto, ports ^ flow), &s->nh))
+		return PUNT(PUNT_FIB);
+	switch (s->nh.kind) {
+	case NH_KIND_UNICAST:
+	case NH_KIND_GLEAN:
+		if (!key_ok) {
+			// An output rule set would need the extension headers walked.
+			const struct lane_if *o = get_if(s, s->nh.ifindex);
+			if (o && o->acl_out != LANE_NO_SET && o->kind != LIF_GRE)
+				return PUNT(PUNT_OPTIONS);
+		}
+		return rewrite(ctx, s);
+	case NH_KIND_LOCAL:
+		break;
+	case NH_KIND_BLACKHOLE:
+		return DROP(IP6_BLACKHOLE);
+	default:
+		return PUNT(PUNT_NO_ROUTE);
+	}
+	if (proto != IPPROTO_GRE_)
+		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
+	if (!wire)
+		return PUNT(PUNT_GRE);
+	return gre_in(ctx, s, 1, off);
+}
+
+// ------------------------------------------------------- applying it
+
+static __always_inline void commit_counters(struct st *s)
+{
+	__u32 n = s->hits;
+	for (__u32 i = 0; i < MAX_HITS && i < n; i++) {
+		__u32 slot = s->hit_slot[i & (MAX_HITS - 1)];
+		struct lane_hits *h = bpf_map_lookup_elem(&lane_acl_hits, &slot);
+		if (h) {
+			h->packets += 1;
+			h->bytes += s->hit_bytes[i & (MAX_HITS - 1)];
+		}
+	}
+	if (s->decap)
+		ctr_add(C_GRE_DECAPSULATED, 1);
+	if (s->encap)
+		ctr_add(C_GRE_ENCAPSULATED, 1);
+}
+
+// Rewrites the frame as decided: [L2][outer IP + GRE][kept L3 with its
+// TTL/hop limit decremented, trimmed to its total length]. Returns 0 when
+// done, -1 when nothing was changed (the head could not move), -2 when the
+// frame is half written.
+__noinline int transmit(struct xdp_md *ctx, struct st *s)
+{
+	if (!ctx || !s)
+		return -1;
+	__u32 outer = s->encap ? (s->o_v6 ? 40 : 20) + s->o_gre_len : 0;
+	__u32 front = s->l2len + outer;
+	if (front > 18 + 48)
+		return -1;
+	int delta = (int)s->l3off - (int)front;
+	if (bpf_xdp_adjust_head(ctx, delta))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 want = front + s->tot;
+	__u32 have = end - data;
+	if (have > want) {
+		if (bpf_xdp_adjust_tail(ctx, -(int)(have - want)))
+			return -2;
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+	}
+	__u8 *p = data;
+	if (s->dec_ttl) {
+		__u8 *ip = p + front;
+		if (s->v6) {
+			if ((void *)(ip + 40) > end)
+				return -2;
+			ip[7] -= 1;
+		} else {
+			if ((void *)(ip + 20) > end)
+				return -2;
+			__u8 ttl = ip[8];
+			__u16 old = ((__u16)ttl << 8) | ip[9];
+			__u16 new = ((__u16)(__u8)(ttl - 1) << 8) | ip[9];
+			ip[8] = ttl - 1;
+			wr16(ip + 10, csum_update(rd16(ip + 10), old, new));
+		}
+	}
+	// Ethernet (+ 802.1Q).
+	if ((void *)(p + 18) > end)
+		return -2;
+	__builtin_memcpy(p, s->dmac, 6);
+	__builtin_memcpy(p + 6, s->smac, 6);
+	__u16 et = (s->encap ? s->o_v6 : s->v6) ? ETH_P_IPV6 : ETH_P_IP;
+	__u8 *o = p + 14;
+	if (s->tx_vid) {
+		wr16(p + 12, ETH_P_8021Q_);
+		wr16(p + 14, s->tx_vid);
+		wr16(p + 16, et);
+		o = p + 18;
+	} else {
+		wr16(p + 12, et);
+	}
+	if (!s->encap)
+		return 0;
+	__u32 inner_len = s->tot;
+	__u8 *g;
+	if (s->o_v6) {
+		if ((void *)(o + 40) > end)
+			return -2;
+		o[0] = 0x60;
+		o[1] = 0;
+		o[2] = 0;
+		o[3] = 0;
+		wr16(o + 4, s->o_gre_len + inner_len);
+		o[6] = IPPROTO_GRE_;
+		o[7] = s->o_ttl;
+		__builtin_memcpy(o + 8, s->o_src, 16);
+		__builtin_memcpy(o + 24, s->o_dst, 16);
+		g = o + 40;
+	} else {
+		if ((void *)(o + 20) > end)
+			return -2;
+		__u32 z = 0;
+		__u32 *id = bpf_map_lookup_elem(&lane_ident, &z);
+		__u16 ident = 0;
+		if (id) {
+			*id += 1;
+			ident = *id;
+		}
+		o[0] = 0x45;
+		o[1] = 0;
+		wr16(o + 2, 20 + s->o_gre_len + inner_len);
+		wr16(o + 4, ident);
+		wr16(o + 6, 0);
+		o[8] = s->o_ttl;
+		o[9] = IPPROTO_GRE_;
+		wr16(o + 10, 0);
+		__builtin_memcpy(o + 12, s->o_src, 4);
+		__builtin_memcpy(o + 16, s->o_dst, 4);
+		wr16(o + 10, ~csum20(o) & 0xffff);
+		g = o + 20;
+	}
+	if ((void *)(g + 4) > end)
+		return -2;
+	wr16(g, s->o_has_key ? GRE_K : 0);
+	wr16(g + 2, s->v6 ? ETH_P_IPV6 : ETH_P_IP);
+	if (s->o_has_key) {
+		if ((void *)(g + 8) > end)
+			return -2;
+		g[4] = s->o_key >> 24;
+		g[5] = s->o_key >> 16;
+		g[6] = s->o_key >> 8;
+		g[7] = s->o_key;
+	}
+	return 0;
+}
+
+static __always_inline int to_xsk(struct xdp_md *ctx, struct st *s, __u32 reason)
+{
+	ctr_add(reason, 1);
+	__u32 q = ctx->rx_queue_index;
+	if (q >= LANE_MAX_QUEUES)
+		goto pass;
+	__u32 k = s->port * LANE_MAX_QUEUES + q;
+	int act = bpf_redirect_map(&lane_xsks, k, XDP_PASS);
+	if (act == XDP_REDIRECT)
+		return act;
+pass:
+	ctr_add(C_PASS_NO_XSK, 1);
+	return XDP_PASS;
+}
+
+static __always_inline int pass(__u32 reason)
+{
+	ctr_add(reason, 1);
+	return XDP_PASS;
+}
+
+// RFC 4861 section 4: Router Solicitation 133 .. Redirect 137.
+#define ND_FIRST 133
+#define ND_LAST 137
+
+SEC("xdp")
+int tern_lane(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	const struct lane_cfg *cfg = bpf_map_lookup_elem(&lane_cfg, &zero);
+	if (!cfg || (cfg->flags & LCFG_PASS_ALL))
+		return pass(C_PASS_NOT_LANE);
+	__u32 kif = ctx->ingress_ifindex;
+	__u32 rk = kif & 0xffff;
+	const struct lane_rx *rx = bpf_map_lookup_elem(&lane_rx, &rk);
+	if (!rx || rx->kifindex != kif || rx->port >= LANE_MAX_PORTS)
+		return pass(C_PASS_NOT_LANE);
+
+	struct st *s = bpf_map_lookup_elem(&lane_scratch, &zero);
+	if (!s)
+		return pass(C_PASS_NOT_LANE);
+	// Only what the decision reads before writing it.
+	s->verdict = V_NONE;
+	s->reason = 0;
+	s->vlan = 0;
+	s->decap = 0;
+	s->encap = 0;
+	s->multi = 0;
+	s->dec_ttl = 0;
+	s->hits = 0;
+	s->gen = cfg->gen & 1;
+	s->flags = cfg->flags;
+	s->port = rx->port;
+	s->rx_if = rx->ifindex;
+	port_add(s->port, PS_RX_PACKETS, 1);
+	port_add(s->port, PS_RX_BYTES, end - data);
+
+	// ---- steer.c's rules, in its order.
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return pass(C_PASS_OTHER);
+	__u16 proto = eth->h_proto;
+	__u32 l3 = 14;
+	int tagged = 0;
+	__u16 vid = 0;
+	if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
+		__u8 *vh = data + 14;
+		if ((void *)(vh + 4) > end)
+			return pass(C_PASS_OTHER);
+		vid = rd16(vh) & 0x0fff;
+		proto = *(__u16 *)(vh + 2);
+		l3 = 18;
+		tagged = 1;
+	}
+	if (proto == bpf_htons(ETH_P_ARP)) {
+		if (s->flags & LCFG_NEIGH_TO_TERN)
+			return to_xsk(ctx, s, C_PUNT_NEIGH);
+		return pass(C_PASS_NEIGH);
+	}
+	int v6;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		__u8 *ip = data + l3;
+		if ((void *)(ip + 20) > end)
+			return pass(C_PASS_OTHER);
+		__u32 dst;
+		__builtin_memcpy(&dst, ip + 16, 4);
+		// Packets for the router's addresses in Linux mode: Linux's, except
+		// GRE, which may belong to one of tern's tunnels.
+		if (ip[9] != IPPROTO_GRE_ && bpf_map_lookup_elem(&lane_local4, &dst))
+			return pass(C_PASS_LOCAL);
+		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
+			return pass(C_PASS_MCAST);
+		v6 = 0;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		__u8 *ip = data + l3;
+		if ((void *)(ip + 40) > end)
+			return pass(C_PASS_OTHER);
+		if (ip[6] == IPPROTO_ICMPV6_) {
+			if ((void *)(ip + 41) > end)
+				return pass(C_PASS_OTHER);
+			__u8 type = ip[40];
+			if (type >= ND_FIRST && type <= ND_LAST) {
+				if (s->flags & LCFG_NEIGH_TO_TERN)
+					return to_xsk(ctx, s, C_PUNT_NEIGH);
+				return pass(C_PASS_NEIGH);
+			}
+		}
+		struct in6_key key;
+		__builtin_memcpy(key.b, ip + 24, 16);
+		if (ip[6] != IPPROTO_GRE_ && bpf_map_lookup_elem(&lane_local6, &key))
+			return pass(C_PASS_LOCAL);
+		if (ip[24] == 0xff)
+			return pass(C_PASS_MCAST);
+		v6 = 1;
+	} else {
+		return pass(C_PASS_OTHER);
+	}
+
+	// ---- ethernet-input.
+	int r = 1;
+	const struct lane_if *port_if = get_if(s, s->rx_if);
+	if (!port_if) {
+		DROP(ETH_NO_IF);
+		goto decided;
+	}
+	const __u8 *mac = port_if->mac;
+	if ((eth->h_dest[0] ^ mac[0]) | (eth->h_dest[1] ^ mac[1]) | (eth->h_dest[2] ^ mac[2]) |
+	    (eth->h_dest[3] ^ mac[3]) | (eth->h_dest[4] ^ mac[4]) | (eth->h_dest[5] ^ mac[5])) {
+		if (!(eth->h_dest[0] & 1)) {
+			DROP(ETH_NOT_FOR_US);
+			goto decided;
+		}
+		s->multi = 1;
+	}
+	int up = port_if->flags & LIF_UP;
+	if (tagged) {
+		__u32 vk = (s->gen * LANE_MAX_PORTS + port_if->port) * 4096 + vid;
+		// Entries hold the sub-interface index + 1 (0: none).
+		__u16 *sub = port_if->port < LANE_MAX_PORTS ? bpf_map_lookup_elem(&lane_vlans, &vk) : 0;
+		if (!sub || *sub == 0) {
+			DROP(ETH_UNKNOWN_VLAN);
+			goto decided;
+		}
+		__u16 sub_if = *sub - 1;
+		const struct lane_if *sf = get_if(s, sub_if);
+		up = up && sf && (sf->flags & LIF_UP);
+		s->rx_if = sub_if;
+		s->vlan = vid;
+	}
+	if (!up) {
+		DROP(ETH_IF_DOWN);
+		goto decided;
+	}
+
+	// ---- IP, and once more for a decapsulated packet.
+	r = v6 ? ip6(ctx, s, l3, 1) : ip4(ctx, s, l3, 1);
+	if (r == 0) {
+		__u32 a = s->inner;
+		r = s->inner_v6 ? ip6(ctx, s, a, 0) : ip4(ctx, s, a, 0);
+		if (r == 0)
+			PUNT(PUNT_GRE);
+	}
+
+decided:
+	switch (s->verdict) {
+	case V_FWD:
+		r = transmit(ctx, s);
+		if (r == -1)
+			return to_xsk(ctx, s, C_PUNT_OTHER);
+		if (r)
+			// The frame is half rewritten: never hand it on.
+			return XDP_ABORTED;
+		commit_counters(s);
+		ctr_add(C_FORWARDED, 1);
+		port_add(s->tx_port, PS_TX_PACKETS, 1);
+		port_add(s->tx_port, PS_TX_BYTES, s->frame_len);
+		return bpf_redirect_map(&lane_tx, s->tx_port, 0);
+	case V_DROP:
+		commit_counters(s);
+		ctr_add(s->reason, 1);
+		return XDP_DROP;
+	case V_PASS:
+		return pass(s->reason);
+	case V_PUNT:
+		return to_xsk(ctx, s, s->reason);
+	default:
+		return to_xsk(ctx, s, C_PUNT_OTHER);
+	}
+}
+
+char _license[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0 OR MIT
+//
+// The XDP lane's shared definitions: map value layouts and counters.
+//
+// crates/xdp/src/lane/layout.rs encodes the same layouts (sizes are
+// checked on both sides); crates/xdp/src/lane/counters.rs reads the
+// LANE_COUNTER lines of this file to name the counters, so a counter added
+// here is named in Rust without a second list.
+
+#ifndef TERN_LANE_H
+#define TERN_LANE_H
+
+#include <linux/types.h>
+
+// Capacities. Rust: lane/layout.rs (same names).
+#define LANE_MAX_PORTS 32     // tern ports (physical interfaces)
+#define LANE_MAX_QUEUES 64    // receive queues per port (XSK map)
+#define LANE_MAX_IFS 4096     // tern interfaces (ports, VLANs, tunnels)
+#define LANE_MAX_SETS 64      // ACL rule sets
+#define LANE_ACL_RULES 64     // lowered rules per set and family (bits)
+#define LANE_ACL_INTERVALS 128 // intervals per field
+#define LANE_NF 11            // ACL fields (crates/acl/src/lower.rs order)
+#define LANE_BLOCK 256        // u32 entries per FIB map element
+#define LANE_MAX_TUNNELS 1024
+
+// lane_cfg.flags
+#define LCFG_NEIGH_TO_TERN (1u << 0) // ARP/ND to tern's XSK, else to Linux
+#define LCFG_PASS_ALL (1u << 1)      // lane paused: everything to Linux
+#define LCFG_LINUX_MODE (1u << 2)    // Linux owns the router's addresses
+
+struct lane_cfg {
+	__u32 gen; // which half of the double-buffered tables is live (0/1)
+	__u32 flags;
+};
+
+// Receive side: kernel ifindex -> tern port (array indexed by the low 16
+// bits of the kernel ifindex; `kifindex` must match).
+struct lane_rx {
+	__u32 kifindex;
+	__u16 ifindex; // tern interface index of the port
+	__u16 port;    // tern port number (XSK and devmap keys)
+};
+
+// lane_if.flags
+#define LIF_EXISTS (1u << 0)
+#define LIF_UP (1u << 1)
+#define LIF_TX (1u << 2) // its carrier port is in the lane's devmap
+
+// lane_if.kind
+#define LIF_PORT 0
+#define LIF_VLAN 1
+#define LIF_GRE 2
+
+#define LANE_NO_SET 0xffff
+#define LANE_NO_IF 0xffff
+
+// VLAN demux (lane_vlans): (gen * LANE_MAX_PORTS + port) * 4096 + VID ->
+// sub-interface index + 1, 0 for none (what a fresh array map holds).
+
+// One tern interface, keyed by gen * LANE_MAX_IFS + tern ifindex.
+struct lane_if {
+	__u8 flags;
+	__u8 kind;
+	__u16 port; // carrier port (devmap key); LANE_NO_IF for tunnels
+	__u16 vid;
+	__u16 mtu; // IP MTU
+	__u8 mac[6];
+	__u16 acl_in; // rule set index or LANE_NO_SET
+	__u16 acl_out;
+	__u16 pad;
+	__u8 v6_ll[16]; // link-local address (ip6-input's link-local check)
+	__u8 gre_v6;    // outer family of a tunnel
+	__u8 gre_has_key;
+	__u8 gre_ttl;
+	__u8 pad2;
+	__u32 gre_key; // host order
+	__u8 gre_local[16]; // IPv4: first 4 bytes
+	__u8 gre_remote[16];
+};
+_Static_assert(sizeof(struct lane_if) == 76, "lane_if layout");
+
+// GRE decapsulation: (gen, family, key, endpoints) -> tunnel ifindex.
+struct lane_tun_key {
+	__u8 gen;
+	__u8 v6;
+	__u8 has_key;
+	__u8 pad;
+	__u32 key;
+	__u8 local[16];
+	__u8 remote[16];
+};
+_Static_assert(sizeof(struct lane_tun_key) == 40, "lane_tun_key layout");
+
+// ACL: one header per (gen, set, family) ...
+#define LACL_OK (1u << 0) // compiled exactly; otherwise packets go to userspace
+
+struct lane_acl_set {
+	__u32 flags;
+	__u32 fields; // bit f: some rule constrains field f
+	__u64 all;    // one bit per lowered rule, in rule order
+	__u64 terminal;
+	__u64 drop;
+	__u64 count;
+	__u32 default_drop;
+	__u32 nrules;
+};
+_Static_assert(sizeof(struct lane_acl_set) == 48, "lane_acl_set layout");
+
+// ... and one interval table per (gen, set, family, field): the field's
+// domain cut into `n` intervals starting at (hi, lo), each with the rules
+// that match there.
+struct lane_acl_field {
+	__u32 n;
+	__u32 pad;
+	__u64 lo[LANE_ACL_INTERVALS];
+	__u64 hi[LANE_ACL_INTERVALS];
+	__u64 bits[LANE_ACL_INTERVALS];
+};
+_Static_assert(sizeof(struct lane_acl_field) == 8 + 3 * 8 * LANE_ACL_INTERVALS, "lane_acl_field layout");
+
+struct lane_hits {
+	__u64 packets;
+	__u64 bytes;
+};
+
+// FIB next hop: words 0 and 1 of tern-fib's next-hop entry, verbatim
+// (crates/fib/src/nexthop.rs).
+struct lane_nh {
+	__u64 meta; // kind | ifindex << 8 | v6 << 24 | ECMP count << 32
+	__u64 mac;  // MAC (6 bytes, memory order) | valid << 48; ECMP: first member
+};
+
+#define NH_KIND_NONE 0
+#define NH_KIND_UNICAST 1
+#define NH_KIND_GLEAN 2
+#define NH_KIND_LOCAL 3
+#define NH_KIND_BLACKHOLE 4
+#define NH_KIND_UNREACHABLE 5
+#define NH_KIND_PROHIBIT 6
+#define NH_KIND_ECMP 7
+#define NH_MAC_VALID (1ull << 48)
+#define FIB_CHILD 0x80000000u
+
+// Per-port packet counters (per CPU), keyed by port * 4 + PS_*.
+#define PS_RX_PACKETS 0
+#define PS_RX_BYTES 1
+#define PS_TX_PACKETS 2
+#define PS_TX_BYTES 3
+
+// Counters: LANE_COUNTER(id, node, error, kind). The node/error names are
+// the userspace nodes' (so both lanes add up under one name); the
+// "xdp-lane" ones say where a packet went. kind: drop (a dropped packet),
+// info (counted, packet continues), punt (to tern's userspace engine),
+// pass (to Linux), fwd (sent by the lane).
+#define LANE_COUNTERS(X)                                                                       \
+	X(FORWARDED, "xdp-lane", "forwarded", fwd)                                             \
+	X(PUNT_NEIGH, "xdp-lane", "punt-neighbor", punt)                                       \
+	X(PUNT_LOCAL, "xdp-lane", "punt-local", punt)                                          \
+	X(PUNT_NO_ROUTE, "xdp-lane", "punt-icmp-route", punt)                                  \
+	X(PUNT_TTL, "xdp-lane", "punt-ttl", punt)                                              \
+	X(PUNT_TOO_BIG, "xdp-lane", "punt-too-big", punt)                                      \
+	X(PUNT_SCOPE, "xdp-lane", "punt-scope", punt)                                          \
+	X(PUNT_UNRESOLVED, "xdp-lane", "punt-unresolved", punt)                                \
+	X(PUNT_OPTIONS, "xdp-lane", "punt-options", punt)                                      \
+	X(PUNT_FRAGMENT, "xdp-lane", "punt-fragment", punt)                                    \
+	X(PUNT_GRE, "xdp-lane", "punt-gre", punt)                                              \
+	X(PUNT_ACL, "xdp-lane", "punt-acl", punt)                                              \
+	X(PUNT_FIB, "xdp-lane", "punt-fib", punt)                                              \
+	X(PUNT_EGRESS, "xdp-lane", "punt-egress", punt)                                        \
+	X(PUNT_OTHER, "xdp-lane", "punt-other", punt)                                          \
+	X(PASS_LOCAL, "xdp-lane", "pass-local", pass)                                          \
+	X(PASS_NEIGH, "xdp-lane", "pass-neighbor", pass)                                       \
+	X(PASS_MCAST, "xdp-lane", "pass-multicast", pass)                                      \
+	X(PASS_OTHER, "xdp-lane", "pass-other", pass)                                          \
+	X(PASS_NOT_LANE, "xdp-lane", "pass-not-lane", pass)                                    \
+	X(PASS_NO_XSK, "xdp-lane", "pass-no-xsk", pass)                                        \
+	X(ETH_NO_IF, "ethernet-input", "no-interface", drop)                                   \
+	X(ETH_IF_DOWN, "ethernet-input", "interface-down", drop)                               \
+	X(ETH_NOT_FOR_US, "ethernet-input", "not-for-us", drop)                                \
+	X(ETH_UNKNOWN_VLAN, "ethernet-input", "unknown-vlan", drop)                            \
+	X(IP4_TOO_SHORT, "ip4-input", "too-short", drop)                                       \
+	X(IP4_BAD_VERSION, "ip4-input", "bad-version", drop)                                   \
+	X(IP4_BAD_HDR_LEN, "ip4-input", "bad-header-length", drop)                             \
+	X(IP4_BAD_LEN, "ip4-input", "bad-length", drop)                                        \
+	X(IP4_TRUNCATED, "ip4-input", "truncated", drop)                                       \
+	X(IP4_BAD_CSUM, "ip4-input", "bad-checksum", drop)                                     \
+	X(IP4_MARTIAN, "ip4-input", "martian-source", drop)                                    \
+	X(IP4_MULTICAST, "ip4-input", "multicast", drop)                                       \
+	X(IP4_BROADCAST, "ip4-input", "broadcast", drop)                                       \
+	X(IP6_TOO_SHORT, "ip6-input", "too-short", drop)                                       \
+	X(IP6_BAD_VERSION, "ip6-input", "bad-version", drop)                                   \
+	X(IP6_TRUNCATED, "ip6-input", "truncated", drop)                                       \
+	X(IP6_MARTIAN, "ip6-input", "martian-source", drop)                                    \
+	X(IP6_BAD_DST, "ip6-input", "bad-destination", drop)                                   \
+	X(IP6_MULTICAST, "ip6-input", "multicast", drop)                                       \
+	X(IP6_LINK_LOCAL, "ip6-input", "link-local-not-ours", drop)                            \
+	X(ACL4_IN_DENIED, "ip4-acl-in", "denied", drop)                                        \
+	X(ACL6_IN_DENIED, "ip6-acl-in", "denied", drop)                                        \
+	X(ACL4_OUT_DENIED, "ip4-acl-out", "denied", drop)                                      \
+	X(ACL6_OUT_DENIED, "ip6-acl-out", "denied", drop)                                      \
+	X(IP4_BLACKHOLE, "ip4-lookup", "blackhole", drop)                                      \
+	X(IP6_BLACKHOLE, "ip6-lookup", "blackhole", drop)                                      \
+	X(RW4_NO_IF, "ip4-rewrite", "no-interface", drop)                                      \
+	X(RW4_IF_DOWN, "ip4-rewrite", "interface-down", drop)                                  \
+	X(RW4_FRAG, "ip4-rewrite", "fragmentation-unsupported", drop)                          \
+	X(RW4_HEADROOM, "ip4-rewrite", "no-headroom", drop)                                    \
+	X(RW4_BAD_NH, "ip4-rewrite", "bad-nexthop", drop)                                      \
+	X(RW6_NO_IF, "ip6-rewrite", "no-interface", drop)                                      \
+	X(RW6_IF_DOWN, "ip6-rewrite", "interface-down", drop)                                  \
+	X(RW6_HEADROOM, "ip6-rewrite", "no-headroom", drop)                                    \
+	X(RW6_BAD_NH, "ip6-rewrite", "bad-nexthop", drop)                                      \
+	X(GRE_ENCAPSULATED, "gre-encap", "encapsulated", info)                                 \
+	X(GRE_RECURSION, "gre-encap", "recursive-encapsulation", drop)                         \
+	X(GRE_NOT_TUNNEL, "gre-encap", "not-a-tunnel", drop)                                   \
+	X(GRE_DECAPSULATED, "gre-input", "decapsulated", info)                                 \
+	X(GRE_BAD_HEADER, "gre-input", "bad-header", drop)                                     \
+	X(GRE_BAD_PAYLOAD, "gre-input", "unsupported-payload", drop)                           \
+	X(GRE_NO_TUNNEL, "gre-input", "no-tunnel", drop)                                       \
+	X(GRE_TUNNEL_DOWN, "gre-input", "tunnel-down", drop)
+
+#define LANE_COUNTER_ID(id, node, err, kind) C_##id,
+enum lane_counter { LANE_COUNTERS(LANE_COUNTER_ID) C_MAX };
+#undef LANE_COUNTER_ID
+
+#endif

@@ -1,0 +1,295 @@
+//! The lane's map value layouts, encoded byte for byte as `bpf/lane.h`
+//! declares them (the C side asserts the same sizes with
+//! `_Static_assert`). Values are built in native byte order, as the
+//! program reads them; addresses and GRE keys are stored as the C comments
+//! say.
+
+use std::net::IpAddr;
+
+/// Capacities, as `bpf/lane.h` defines them.
+pub const MAX_PORTS: u16 = 32;
+pub const MAX_QUEUES: u32 = 64;
+pub const MAX_IFS: u16 = 4096;
+pub const MAX_SETS: usize = 64;
+pub const ACL_RULES: usize = 64;
+pub const ACL_INTERVALS: usize = 128;
+pub const NF: usize = 11;
+pub const BLOCK: usize = 256;
+#[cfg(test)]
+pub const MAX_TUNNELS: u32 = 1024;
+pub const NO_SET: u16 = 0xffff;
+pub const NO_IF: u16 = 0xffff;
+
+pub(crate) const LCFG_NEIGH_TO_TERN: u32 = 1 << 0;
+pub(crate) const LCFG_PASS_ALL: u32 = 1 << 1;
+pub(crate) const LCFG_LINUX_MODE: u32 = 1 << 2;
+
+const LIF_EXISTS: u8 = 1 << 0;
+const LIF_UP: u8 = 1 << 1;
+const LIF_TX: u8 = 1 << 2;
+
+pub(crate) const LACL_OK: u32 = 1 << 0;
+
+pub(crate) const IF_SIZE: usize = 76;
+pub(crate) const TUN_KEY_SIZE: usize = 40;
+pub(crate) const ACL_SET_SIZE: usize = 48;
+pub(crate) const ACL_FIELD_SIZE: usize = 8 + 3 * 8 * ACL_INTERVALS;
+
+/// What kind of interface, as the lane sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneIfKind {
+    Port,
+    /// An 802.1Q sub-interface with this VLAN id.
+    Vlan(u16),
+    Gre(LaneGre),
+}
+
+/// A GRE tunnel's encapsulation (RFC 2784, key per RFC 2890).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneGre {
+    pub local: IpAddr,
+    pub remote: IpAddr,
+    pub key: Option<u32>,
+    pub ttl: u8,
+}
+
+/// One tern interface in the lane's interface table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneIf {
+    /// tern interface index (the table's key).
+    pub index: u16,
+    pub kind: LaneIfKind,
+    pub up: bool,
+    /// The carrier port (devmap key); [`NO_IF`] for tunnels.
+    pub port: u16,
+    /// The carrier port is attached to the lane (frames can leave by it).
+    pub tx: bool,
+    pub mac: [u8; 6],
+    /// IP MTU.
+    pub mtu: u16,
+    /// Rule set indices (positions in the rule-set list).
+    pub acl_in: Option<u16>,
+    pub acl_out: Option<u16>,
+    /// The link-local address (fe80::/64 + EUI-64).
+    pub v6_ll: [u8; 16],
+}
+
+fn put16(b: &mut [u8], at: usize, v: u16) {
+    if let Some(s) = b.get_mut(at..at + 2) {
+        s.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    if let Some(s) = b.get_mut(at..at + 4) {
+        s.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+fn put64(b: &mut [u8], at: usize, v: u64) {
+    if let Some(s) = b.get_mut(at..at + 8) {
+        s.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+fn put_bytes(b: &mut [u8], at: usize, v: &[u8]) {
+    if let Some(s) = b.get_mut(at..at + v.len()) {
+        s.copy_from_slice(v);
+    }
+}
+
+/// An address as the lane stores it: 16 bytes, IPv4 in the first 4.
+pub(crate) fn addr16(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(a) => {
+            let mut b = [0u8; 16];
+            b[..4].copy_from_slice(&a.octets());
+            b
+        }
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
+impl LaneIf {
+    /// `struct lane_if`.
+    pub(crate) fn encode(&self) -> [u8; IF_SIZE] {
+        let mut b = [0u8; IF_SIZE];
+        let mut flags = LIF_EXISTS;
+        if self.up {
+            flags |= LIF_UP;
+        }
+        if self.tx {
+            flags |= LIF_TX;
+        }
+        b[0] = flags;
+        let (kind, vid) = match self.kind {
+            LaneIfKind::Port => (0u8, 0u16),
+            LaneIfKind::Vlan(v) => (1, v),
+            LaneIfKind::Gre(_) => (2, 0),
+        };
+        b[1] = kind;
+        put16(&mut b, 2, self.port);
+        put16(&mut b, 4, vid);
+        put16(&mut b, 6, self.mtu);
+        put_bytes(&mut b, 8, &self.mac);
+        put16(&mut b, 14, self.acl_in.unwrap_or(NO_SET));
+        put16(&mut b, 16, self.acl_out.unwrap_or(NO_SET));
+        put_bytes(&mut b, 20, &self.v6_ll);
+        if let LaneIfKind::Gre(g) = self.kind {
+            b[36] = u8::from(g.remote.is_ipv6());
+            b[37] = u8::from(g.key.is_some());
+            b[38] = g.ttl;
+            put32(&mut b, 40, g.key.unwrap_or(0));
+            put_bytes(&mut b, 44, &addr16(g.local));
+            put_bytes(&mut b, 60, &addr16(g.remote));
+        }
+        b
+    }
+}
+
+/// `struct lane_cfg`.
+pub(crate) fn encode_cfg(gen_: u32, flags: u32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    put32(&mut b, 0, gen_);
+    put32(&mut b, 4, flags);
+    b
+}
+
+/// `struct lane_rx`.
+pub(crate) fn encode_rx(kifindex: u32, ifindex: u16, port: u16) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    put32(&mut b, 0, kifindex);
+    put16(&mut b, 4, ifindex);
+    put16(&mut b, 6, port);
+    b
+}
+
+/// `struct lane_tun_key`: GRE packets from `remote` to `local` with `key`
+/// belong to the tunnel stored under it.
+pub(crate) fn encode_tun_key(gen_: u32, g: &LaneGre) -> [u8; TUN_KEY_SIZE] {
+    let mut b = [0u8; TUN_KEY_SIZE];
+    b[0] = gen_ as u8;
+    b[1] = u8::from(g.remote.is_ipv6());
+    b[2] = u8::from(g.key.is_some());
+    // The program reads the key from the packet in host order.
+    put32(&mut b, 4, g.key.unwrap_or(0));
+    put_bytes(&mut b, 8, &addr16(g.local));
+    put_bytes(&mut b, 24, &addr16(g.remote));
+    b
+}
+
+/// `struct lane_acl_set` for one family of one rule set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AclSetHdr {
+    pub ok: bool,
+    pub fields: u32,
+    pub all: u64,
+    pub terminal: u64,
+    pub drop: u64,
+    pub count: u64,
+    pub default_drop: bool,
+    pub nrules: u32,
+}
+
+impl AclSetHdr {
+    pub(crate) fn encode(&self) -> [u8; ACL_SET_SIZE] {
+        let mut b = [0u8; ACL_SET_SIZE];
+        put32(&mut b, 0, if self.ok { LACL_OK } else { 0 });
+        put32(&mut b, 4, self.fields);
+        put64(&mut b, 8, self.all);
+        put64(&mut b, 16, self.terminal);
+        put64(&mut b, 24, self.drop);
+        put64(&mut b, 32, self.count);
+        put32(&mut b, 40, u32::from(self.default_drop));
+        put32(&mut b, 44, self.nrules);
+        b
+    }
+}
+
+/// `struct lane_acl_field`: interval starts (as 128-bit values) and the
+/// rule bits of each interval.
+pub(crate) fn encode_acl_field(starts: &[u128], bits: &[u64]) -> [u8; ACL_FIELD_SIZE] {
+    let mut b = [0u8; ACL_FIELD_SIZE];
+    let n = starts.len().min(bits.len()).min(ACL_INTERVALS);
+    put32(&mut b, 0, n as u32);
+    for (i, (s, m)) in starts.iter().zip(bits).take(n).enumerate() {
+        put64(&mut b, 8 + 8 * i, *s as u64);
+        put64(&mut b, 8 + 8 * ACL_INTERVALS + 8 * i, (*s >> 64) as u64);
+        put64(&mut b, 8 + 16 * ACL_INTERVALS + 8 * i, *m);
+    }
+    b
+}
+
+/// Keys of the per-family tables of rule set `set` in half `gen_`.
+pub(crate) fn acl_base(gen_: u32, set: usize, v6: bool) -> u32 {
+    ((gen_ as usize * MAX_SETS + set) * 2 + usize::from(v6)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes `bpf/lane.h` asserts, read from the header itself.
+    #[test]
+    fn sizes_match_the_c_header() {
+        let h = include_str!("../../bpf/lane.h");
+        for (what, size) in [
+            ("sizeof(struct lane_if) == ", IF_SIZE),
+            ("sizeof(struct lane_tun_key) == ", TUN_KEY_SIZE),
+            ("sizeof(struct lane_acl_set) == ", ACL_SET_SIZE),
+        ] {
+            let at = h.find(what).unwrap_or_else(|| panic!("{what} not asserted in lane.h"));
+            let n: usize =
+                h[at + what.len()..].split(',').next().and_then(|s| s.trim().parse().ok()).expect("a number");
+            assert_eq!(n, size, "{what}");
+        }
+        for (name, v) in [
+            ("LANE_MAX_PORTS", u64::from(MAX_PORTS)),
+            ("LANE_MAX_QUEUES", u64::from(MAX_QUEUES)),
+            ("LANE_MAX_IFS", u64::from(MAX_IFS)),
+            ("LANE_MAX_SETS", MAX_SETS as u64),
+            ("LANE_ACL_RULES", ACL_RULES as u64),
+            ("LANE_ACL_INTERVALS", ACL_INTERVALS as u64),
+            ("LANE_NF", NF as u64),
+            ("LANE_BLOCK", BLOCK as u64),
+            ("LANE_MAX_TUNNELS", u64::from(MAX_TUNNELS)),
+        ] {
+            let pat = format!("#define {name} ");
+            let at = h.find(&pat).unwrap_or_else(|| panic!("{name} missing"));
+            let n: u64 = h[at + pat.len()..].split_whitespace().next().and_then(|s| s.parse().ok()).expect("a number");
+            assert_eq!(n, v, "{name}");
+        }
+    }
+
+    #[test]
+    fn interface_encoding_puts_fields_where_c_reads_them() {
+        let f = LaneIf {
+            index: 3,
+            kind: LaneIfKind::Gre(LaneGre {
+                local: "10.0.0.1".parse().expect("a"),
+                remote: "10.0.0.2".parse().expect("a"),
+                key: Some(0x0102_0304),
+                ttl: 64,
+            }),
+            up: true,
+            port: NO_IF,
+            tx: false,
+            mac: [2, 0, 0, 0, 0, 9],
+            mtu: 1476,
+            acl_in: Some(5),
+            acl_out: None,
+            v6_ll: [0xfe; 16],
+        };
+        let b = f.encode();
+        assert_eq!(b[0], LIF_EXISTS | LIF_UP);
+        assert_eq!(b[1], 2);
+        assert_eq!(u16::from_ne_bytes([b[6], b[7]]), 1476);
+        assert_eq!(&b[8..14], &[2, 0, 0, 0, 0, 9]);
+        assert_eq!(u16::from_ne_bytes([b[14], b[15]]), 5);
+        assert_eq!(u16::from_ne_bytes([b[16], b[17]]), NO_SET);
+        assert_eq!((b[36], b[37], b[38]), (0, 1, 64));
+        assert_eq!(u32::from_ne_bytes([b[40], b[41], b[42], b[43]]), 0x0102_0304);
+        assert_eq!(&b[44..48], &[10, 0, 0, 1]);
+        assert_eq!(&b[60..64], &[10, 0, 0, 2]);
+    }
+}

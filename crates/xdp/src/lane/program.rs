@@ -1,0 +1,645 @@
+//! Loading the lane program (`bpf/lane.c`), attaching it to devices, and
+//! writing its tables.
+//!
+//! One [`LaneProgram`] serves every device on the lane: the maps are
+//! shared, so a packet received on one device can be redirected out of any
+//! other (the devmap is keyed by tern port, the XSK map by port and
+//! queue).
+//!
+//! Tables other than the FIB are double-buffered: [`LaneProgram::publish`]
+//! writes the half the program does not read, flips `lane_cfg.gen` with one
+//! store, and waits for a kernel RCU grace period before that half may be
+//! written again, so that a packet sees one generation of interfaces,
+//! VLANs, tunnels and rule sets, never a mix.
+
+use super::acl::LaneAcl;
+use super::counters::{CounterValue, LanePortStats, counters};
+use super::fib::{FibCapacity, FibMaps, FibMirror};
+use super::layout::*;
+use super::shm::{MappedArray, grace_period_available, kernel_grace_period};
+use crate::error::{Unavailable, XdpError};
+use crate::netlink::AttachMode;
+use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, PerCpuValues, XskMap};
+use aya::programs::{Xdp, XdpMode, xdp::XdpLinkId};
+use aya::{Ebpf, EbpfLoader};
+use std::collections::HashMap as StdMap;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
+
+static LANE_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/lane.o"));
+
+/// Name of the lane program in the kernel.
+pub const LANE_PROG_NAME: &str = "tern_lane";
+
+/// The compiled lane program (ELF), for tools that load it themselves.
+pub fn lane_object() -> &'static [u8] {
+    LANE_OBJ
+}
+
+/// How to load the lane.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneConfig {
+    pub fib: FibCapacity,
+    /// ARP and ND go to tern's XSK (standalone) instead of Linux.
+    pub neigh_to_tern: bool,
+    /// Linux owns the router's addresses (their traffic goes to Linux).
+    pub linux_mode: bool,
+}
+
+impl Default for LaneConfig {
+    fn default() -> Self {
+        LaneConfig { fib: FibCapacity::default(), neigh_to_tern: true, linux_mode: false }
+    }
+}
+
+/// Everything except the FIB, as one generation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LaneTables {
+    /// Interfaces by tern index (sparse is fine).
+    pub ifs: Vec<LaneIf>,
+    /// (port, VLAN id) -> sub-interface index.
+    pub vlans: Vec<(u16, u16, u16)>,
+    /// Rule sets, indexed as the interfaces' `acl_in`/`acl_out`.
+    pub acls: Vec<LaneAcl>,
+}
+
+/// What one half of the double buffer holds (to clear it before reuse).
+#[derive(Default)]
+struct Half {
+    ifs: Vec<u16>,
+    vlans: Vec<u32>,
+    tunnels: Vec<[u8; TUN_KEY_SIZE]>,
+    sets: usize,
+}
+
+/// ACL hit counters: the program counts per (half, set, family, bit); a
+/// rule set's totals survive flips that do not change it.
+#[derive(Default)]
+struct HitAccount {
+    /// Per set: per family, per slot (bit; the last is the default).
+    acc: Vec<[Vec<[u64; 2]>; 2]>,
+    /// Values of each half's slots when the half became live.
+    baseline: [Vec<[Vec<[u64; 2]>; 2]>; 2],
+}
+
+const SLOTS: usize = ACL_RULES + 1;
+
+struct Attached {
+    ifname: String,
+    link: Option<XdpLinkId>,
+    mode: Option<AttachMode>,
+}
+
+/// The lane program, its maps and the devices it is attached to.
+/// Detached from every device on drop.
+pub struct LaneProgram {
+    cfg_map: Array<MapData, [u8; 8]>,
+    rx: Array<MapData, [u8; 8]>,
+    ifs: Array<MapData, [u8; IF_SIZE]>,
+    vlans: Array<MapData, u16>,
+    tunnels: HashMap<MapData, [u8; TUN_KEY_SIZE], u16>,
+    local4: HashMap<MapData, u32, u8>,
+    local6: HashMap<MapData, u128, u8>,
+    acl_sets: Array<MapData, [u8; ACL_SET_SIZE]>,
+    acl_fields: Array<MapData, [u8; ACL_FIELD_SIZE]>,
+    acl_hits: PerCpuArray<MapData, [u64; 2]>,
+    ctr: PerCpuArray<MapData, u64>,
+    port_stats: PerCpuArray<MapData, u64>,
+    tx: DevMap<MapData>,
+    xsks: XskMap<MapData>,
+    mirror: Option<FibMirror>,
+    fib_maps: Option<FibMaps>,
+    gen_: u32,
+    flags: u32,
+    halves: [Half; 2],
+    hits: HitAccount,
+    tables: LaneTables,
+    /// By tern port.
+    ports: StdMap<u16, Attached>,
+    // Last: dropping it detaches the program (after the maps are released).
+    ebpf: Ebpf,
+}
+
+fn prog_err(what: &str, e: impl std::fmt::Display) -> XdpError {
+    XdpError::Program(format!("XDP lane: {what}: {e}"))
+}
+
+fn take<T: TryFrom<aya::maps::Map>>(ebpf: &mut Ebpf, name: &str) -> Result<T, XdpError>
+where
+    T::Error: std::fmt::Display,
+{
+    let m = ebpf.take_map(name).ok_or_else(|| prog_err("object", format!("no map {name}")))?;
+    T::try_from(m).map_err(|e| prog_err(name, e))
+}
+
+fn take_mapped(ebpf: &mut Ebpf, name: &str, len: usize) -> Result<(MappedArray, MapData), XdpError> {
+    let m = ebpf.take_map(name).ok_or_else(|| prog_err("object", format!("no map {name}")))?;
+    let aya::maps::Map::Array(data) = m else { return Err(prog_err(name, "not an array map")) };
+    let mapped = MappedArray::map(data.fd().as_fd(), len).map_err(|e| prog_err(&format!("mmap {name}"), e))?;
+    Ok((mapped, data))
+}
+
+impl LaneProgram {
+    /// Loads the program and creates its maps (nothing is attached yet).
+    /// Fails with [`XdpError::Unavailable`] when this kernel or process
+    /// cannot run it.
+    pub fn load(cfg: &LaneConfig) -> Result<LaneProgram, XdpError> {
+        if !grace_period_available() {
+            return Err(XdpError::Unavailable {
+                why: Unavailable::KernelTooOld,
+                detail: "membarrier(MEMBARRIER_CMD_GLOBAL) is unavailable (nohz_full kernel?): the XDP lane cannot \
+                         update its FIB safely"
+                    .into(),
+                source: None,
+            });
+        }
+        let c = cfg.fib;
+        let blocks = |n: u32| n.clamp(1, 1 << 24);
+        let members = c.ecmp_members.div_ceil(BLOCK as u32).max(1);
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("lane_v4_nodes", blocks(c.v4_blocks))
+            .map_max_entries("lane_v6_nodes", blocks(c.v6_blocks))
+            .map_max_entries("lane_nh", c.nexthops.max(2))
+            .map_max_entries("lane_ecmp", members)
+            .load(LANE_OBJ)
+            .map_err(|e| {
+                let perm = matches!(&e, aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
+                    if matches!(io_error.raw_os_error(), Some(libc::EPERM)));
+                if perm {
+                    XdpError::Unavailable {
+                        why: Unavailable::NoPermission,
+                        detail: "creating BPF maps needs CAP_BPF (or root)".into(),
+                        source: None,
+                    }
+                } else {
+                    prog_err("loading the BPF object", format!("{e:?}"))
+                }
+            })?;
+        let p: &mut Xdp = ebpf
+            .program_mut(LANE_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        p.load().map_err(|e| match &e {
+            aya::programs::ProgramError::LoadError { io_error, .. } if io_error.raw_os_error() == Some(libc::EPERM) => {
+                XdpError::Unavailable {
+                    why: Unavailable::NoPermission,
+                    detail: "loading the XDP lane needs CAP_BPF (or root)".into(),
+                    source: None,
+                }
+            }
+            _ => XdpError::Unavailable {
+                why: Unavailable::KernelTooOld,
+                detail: format!("the kernel refused the XDP lane program: {e:?}"),
+                source: None,
+            },
+        })?;
+        let blk = BLOCK * 4;
+        let (v4_top, _) = take_mapped(&mut ebpf, "lane_v4_top", (1 << 16) * blk)?;
+        let (v4_nodes, _) = take_mapped(&mut ebpf, "lane_v4_nodes", blocks(c.v4_blocks) as usize * blk)?;
+        let (v6_top, _) = take_mapped(&mut ebpf, "lane_v6_top", (1 << 8) * blk)?;
+        let (v6_nodes, _) = take_mapped(&mut ebpf, "lane_v6_nodes", blocks(c.v6_blocks) as usize * blk)?;
+        let (nh, _) = take_mapped(&mut ebpf, "lane_nh", c.nexthops.max(2) as usize * 16)?;
+        let (ecmp, _) = take_mapped(&mut ebpf, "lane_ecmp", members as usize * blk)?;
+        let mut lp = LaneProgram {
+            cfg_map: take(&mut ebpf, "lane_cfg")?,
+            rx: take(&mut ebpf, "lane_rx")?,
+            ifs: take(&mut ebpf, "lane_ifs")?,
+            vlans: take(&mut ebpf, "lane_vlans")?,
+            tunnels: take(&mut ebpf, "lane_tunnels")?,
+            local4: take(&mut ebpf, "lane_local4")?,
+            local6: take(&mut ebpf, "lane_local6")?,
+            acl_sets: take(&mut ebpf, "lane_acl_sets")?,
+            acl_fields: take(&mut ebpf, "lane_acl_fields")?,
+            acl_hits: take(&mut ebpf, "lane_acl_hits")?,
+            ctr: take(&mut ebpf, "lane_ctr")?,
+            port_stats: take(&mut ebpf, "lane_port_stats")?,
+            tx: take(&mut ebpf, "lane_tx")?,
+            xsks: take(&mut ebpf, "lane_xsks")?,
+            mirror: None,
+            fib_maps: Some(FibMaps { v4_top, v4_nodes, v6_top, v6_nodes, nh, ecmp }),
+            gen_: 0,
+            flags: 0,
+            halves: Default::default(),
+            hits: HitAccount::default(),
+            tables: LaneTables::default(),
+            ports: StdMap::new(),
+            ebpf,
+        };
+        let mut flags = 0;
+        if cfg.neigh_to_tern {
+            flags |= LCFG_NEIGH_TO_TERN;
+        }
+        if cfg.linux_mode {
+            flags |= LCFG_LINUX_MODE;
+        }
+        lp.flags = flags;
+        lp.write_cfg()?;
+        Ok(lp)
+    }
+
+    fn write_cfg(&mut self) -> Result<(), XdpError> {
+        self.cfg_map.set(0, encode_cfg(self.gen_, self.flags), 0).map_err(|e| prog_err("lane_cfg", e))
+    }
+
+    fn set_flag(&mut self, flag: u32, on: bool) -> Result<(), XdpError> {
+        self.flags = if on { self.flags | flag } else { self.flags & !flag };
+        self.write_cfg()
+    }
+
+    /// ARP/ND to tern (standalone) or to Linux (Linux mode).
+    pub fn set_neigh_to_tern(&mut self, on: bool) -> Result<(), XdpError> {
+        self.set_flag(LCFG_NEIGH_TO_TERN, on)
+    }
+
+    /// Pass everything to Linux (the lane paused).
+    pub fn set_pass_all(&mut self, on: bool) -> Result<(), XdpError> {
+        self.set_flag(LCFG_PASS_ALL, on)
+    }
+
+    /// Starts mirroring a FIB: copies all of it now; later changes go
+    /// through [`LaneProgram::sync_fib`]. `reader` is registered in the
+    /// FIB's RCU domain (see [`FibMirror`]).
+    pub fn attach_fib(&mut self, raw: &tern_fib::RawFib<'_>, reader: Option<tern_rcu::Reader>) -> Result<(), XdpError> {
+        FibMirror::check_layout(raw).map_err(XdpError::Config)?;
+        let maps = self.fib_maps.take().ok_or_else(|| XdpError::Config("the lane mirrors one FIB".into()))?;
+        let mut m = FibMirror::new(maps, reader);
+        m.full_sync(raw);
+        self.mirror = Some(m);
+        Ok(())
+    }
+
+    /// Copies FIB changes (from `FibWriter::take_changes`).
+    pub fn sync_fib(&mut self, raw: &tern_fib::RawFib<'_>, changes: &tern_fib::FibChanges) {
+        if let Some(m) = &mut self.mirror {
+            m.sync(raw, changes);
+        }
+    }
+
+    /// The FIB mirror (statistics, grace-period tuning).
+    pub fn fib_mirror(&mut self) -> Option<&mut FibMirror> {
+        self.mirror.as_mut()
+    }
+
+    /// Declares tern port `port` (tern interface `ifindex`) on kernel device
+    /// `kifindex`: packets it receives are the lane's, and the lane may send
+    /// out of it. Does not attach the program (see [`LaneProgram::attach`]).
+    pub fn add_port(&mut self, port: u16, ifindex: u16, kifindex: u32) -> Result<(), XdpError> {
+        if port >= MAX_PORTS {
+            return Err(XdpError::Config(format!("port {port}: the XDP lane has {MAX_PORTS} ports")));
+        }
+        self.rx.set(kifindex & 0xffff, encode_rx(kifindex, ifindex, port), 0).map_err(|e| prog_err("lane_rx", e))?;
+        self.tx.set(u32::from(port), kifindex, None, 0).map_err(|e| prog_err("lane_tx", e))?;
+        self.ports.entry(port).or_insert(Attached { ifname: String::new(), link: None, mode: None });
+        Ok(())
+    }
+
+    /// Forgets port `port` on kernel device `kifindex` (its packets pass to
+    /// Linux untouched).
+    pub fn remove_port(&mut self, port: u16, kifindex: u32) {
+        let _ = self.rx.set(kifindex & 0xffff, [0u8; 8], 0);
+        self.ports.remove(&port);
+    }
+
+    /// Attaches the program to `ifname` (tern port `port`, which
+    /// [`LaneProgram::add_port`] declared) in native mode, or in generic
+    /// mode if `allow_generic` and the driver refuses.
+    pub fn attach(&mut self, ifname: &str, port: u16, allow_generic: bool) -> Result<AttachMode, XdpError> {
+        let kifindex = crate::sys::if_index(ifname).map_err(|e| XdpError::Unavailable {
+            why: Unavailable::NoSuchInterface,
+            detail: format!("interface {ifname}"),
+            source: Some(e),
+        })?;
+        let p: &mut Xdp = self
+            .ebpf
+            .program_mut(LANE_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        let (link, mode) = match p.attach_to_if_index(kifindex, XdpMode::Driver) {
+            Ok(l) => (l, AttachMode::Driver),
+            Err(e) if allow_generic => {
+                log::warn!("{ifname}: native XDP refused ({e}); XDP lane in generic (skb) mode, which is slower");
+                let l = p.attach_to_if_index(kifindex, XdpMode::Skb).map_err(|e| XdpError::Unavailable {
+                    why: Unavailable::NoDriverSupport,
+                    detail: format!("{ifname}: cannot attach XDP in native or generic mode ({e})"),
+                    source: None,
+                })?;
+                (l, AttachMode::Skb)
+            }
+            Err(e) => {
+                return Err(XdpError::Unavailable {
+                    why: Unavailable::NoDriverSupport,
+                    detail: format!("{ifname}: native XDP refused ({e})"),
+                    source: None,
+                });
+            }
+        };
+        let a = self.ports.entry(port).or_insert(Attached { ifname: String::new(), link: None, mode: None });
+        a.ifname = ifname.to_string();
+        a.link = Some(link);
+        a.mode = Some(mode);
+        log::info!("{ifname}: XDP lane attached in {mode:?} mode (port {port})");
+        Ok(mode)
+    }
+
+    /// Detaches the program from port `port`'s device.
+    pub fn detach(&mut self, port: u16) -> Result<(), XdpError> {
+        let Some(a) = self.ports.get_mut(&port) else { return Ok(()) };
+        let Some(link) = a.link.take() else { return Ok(()) };
+        let p: &mut Xdp = self
+            .ebpf
+            .program_mut(LANE_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        p.detach(link).map_err(|e| prog_err("detach", e))?;
+        log::info!("{}: XDP lane detached", a.ifname);
+        Ok(())
+    }
+
+    /// The attach mode of port `port`, if attached.
+    pub fn attach_mode(&self, port: u16) -> Option<AttachMode> {
+        self.ports.get(&port).and_then(|a| a.mode)
+    }
+
+    /// Punts of port `port`'s receive queue `queue` go to the AF_XDP socket
+    /// `fd` (tern's userspace engine).
+    pub fn register_xsk(&mut self, port: u16, queue: u32, fd: impl AsRawFd) -> Result<(), XdpError> {
+        if port >= MAX_PORTS || queue >= MAX_QUEUES {
+            return Err(XdpError::Config(format!("port {port} queue {queue} beyond the XDP lane's XSK map")));
+        }
+        self.xsks.set(u32::from(port) * MAX_QUEUES + queue, fd, 0).map_err(|e| prog_err("lane_xsks", e))
+    }
+
+    /// An address of the router whose traffic Linux keeps (Linux mode).
+    pub fn add_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
+        match addr {
+            IpAddr::V4(a) => self.local4.insert(u32::from_ne_bytes(a.octets()), 1, 0),
+            IpAddr::V6(a) => self.local6.insert(u128::from_ne_bytes(a.octets()), 1, 0),
+        }
+        .map_err(|e| prog_err("local address maps", e))
+    }
+
+    pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
+        match addr {
+            IpAddr::V4(a) => self.local4.remove(&u32::from_ne_bytes(a.octets())),
+            IpAddr::V6(a) => self.local6.remove(&u128::from_ne_bytes(a.octets())),
+        }
+        .map_err(|e| prog_err("local address maps", e))
+    }
+
+    /// The tables the program reads now.
+    pub fn tables(&self) -> &LaneTables {
+        &self.tables
+    }
+
+    /// Makes `t` the program's tables: writes the idle half, flips, and
+    /// waits until no packet can still be reading the old half.
+    pub fn publish(&mut self, t: &LaneTables) -> Result<(), XdpError> {
+        let g = 1 - self.gen_;
+        self.write_half(g, t)?;
+        // Hit counters of the half about to go live, as they stand.
+        let nsets = t.acls.len().min(MAX_SETS);
+        let base_new = self.read_hits(g, nsets)?;
+        let acl_changed = self.tables.acls != t.acls;
+        self.gen_ = g;
+        self.write_cfg()?;
+        kernel_grace_period().map_err(|e| XdpError::Io { what: "membarrier".into(), source: e })?;
+        // The old half is idle now: fold its counts into the totals.
+        let old = 1 - g;
+        let prev_sets = self.tables.acls.len().min(MAX_SETS);
+        let now_old = self.read_hits(old, prev_sets)?;
+        if acl_changed {
+            // New rule sets: counters restart, as userspace's do.
+            self.hits.acc = vec![Default::default(); nsets];
+        } else {
+            fold(&mut self.hits.acc, &now_old, &self.hits.baseline[old as usize]);
+        }
+        self.hits.baseline[g as usize] = base_new;
+        self.tables = t.clone();
+        Ok(())
+    }
+
+    fn write_half(&mut self, g: u32, t: &LaneTables) -> Result<(), XdpError> {
+        let half = std::mem::take(&mut self.halves[g as usize]);
+        let base_if = g * u32::from(MAX_IFS);
+        let mut written = Vec::new();
+        for f in &t.ifs {
+            if f.index >= MAX_IFS {
+                continue;
+            }
+            self.ifs.set(base_if + u32::from(f.index), f.encode(), 0).map_err(|e| prog_err("lane_ifs", e))?;
+            written.push(f.index);
+        }
+        for i in half.ifs.iter().filter(|i| !written.contains(i)) {
+            self.ifs.set(base_if + u32::from(*i), [0u8; IF_SIZE], 0).map_err(|e| prog_err("lane_ifs", e))?;
+        }
+        let base_vlan = g * u32::from(MAX_PORTS) * 4096;
+        for k in &half.vlans {
+            self.vlans.set(*k, 0, 0).map_err(|e| prog_err("lane_vlans", e))?;
+        }
+        let mut vlans = Vec::new();
+        for &(port, vid, sub) in &t.vlans {
+            if port >= MAX_PORTS || vid > 4095 {
+                continue;
+            }
+            let k = base_vlan + u32::from(port) * 4096 + u32::from(vid);
+            if sub >= MAX_IFS {
+                continue;
+            }
+            // Stored + 1: a fresh map's zeroes mean "no sub-interface".
+            self.vlans.set(k, sub + 1, 0).map_err(|e| prog_err("lane_vlans", e))?;
+            vlans.push(k);
+        }
+        for k in &half.tunnels {
+            let _ = self.tunnels.remove(k);
+        }
+        let mut tunnels = Vec::new();
+        for f in &t.ifs {
+            if let LaneIfKind::Gre(gre) = f.kind {
+                let k = encode_tun_key(g, &gre);
+                // userspace takes the first matching tunnel
+                if tunnels.contains(&k) {
+                    continue;
+                }
+                self.tunnels.insert(k, f.index, 0).map_err(|e| prog_err("lane_tunnels", e))?;
+                tunnels.push(k);
+            }
+        }
+        let nsets = t.acls.len().min(MAX_SETS);
+        for (i, a) in t.acls.iter().take(MAX_SETS).enumerate() {
+            for (v6, fam) in [(false, &a.v4), (true, &a.v6)] {
+                let base = acl_base(g, i, v6);
+                for ft in &fam.fields {
+                    self.acl_fields
+                        .set(base * NF as u32 + ft.field as u32, encode_acl_field(&ft.starts, &ft.bits), 0)
+                        .map_err(|e| prog_err("lane_acl_fields", e))?;
+                }
+                self.acl_sets.set(base, fam.hdr.encode(), 0).map_err(|e| prog_err("lane_acl_sets", e))?;
+            }
+        }
+        for i in nsets..half.sets {
+            for v6 in [false, true] {
+                self.acl_sets
+                    .set(acl_base(g, i, v6), AclSetHdr::default().encode(), 0)
+                    .map_err(|e| prog_err("lane_acl_sets", e))?;
+            }
+        }
+        self.halves[g as usize] = Half { ifs: written, vlans, tunnels, sets: nsets };
+        Ok(())
+    }
+
+    /// Per set (first `nsets`), per family, per slot: packets and bytes
+    /// summed over CPUs, in half `g`.
+    fn read_hits(&self, g: u32, nsets: usize) -> Result<Vec<[Vec<[u64; 2]>; 2]>, XdpError> {
+        let mut out = Vec::with_capacity(nsets);
+        for set in 0..nsets {
+            let mut fams: [Vec<[u64; 2]>; 2] = Default::default();
+            for (v6, slots) in fams.iter_mut().enumerate() {
+                let base = acl_base(g, set, v6 == 1) as usize * SLOTS;
+                for s in 0..SLOTS {
+                    let v: PerCpuValues<[u64; 2]> =
+                        self.acl_hits.get(&((base + s) as u32), 0).map_err(|e| prog_err("lane_acl_hits", e))?;
+                    slots.push(v.iter().fold([0u64; 2], |a, x| [a[0].wrapping_add(x[0]), a[1].wrapping_add(x[1])]));
+                }
+            }
+            out.push(fams);
+        }
+        Ok(out)
+    }
+
+    /// Hits of rule set `set` counted by the lane: one (packets, bytes) per
+    /// rule, then the default policy's, as `tern_acl::RuleCounters`
+    /// snapshots them.
+    pub fn acl_hits(&self, set: usize) -> Result<Vec<(u64, u64)>, XdpError> {
+        let Some(acl) = self.tables.acls.get(set).filter(|_| set < MAX_SETS) else { return Ok(Vec::new()) };
+        let now = self.read_hits(self.gen_, set + 1)?;
+        let mut total = vec![(0u64, 0u64); acl.rule_count + 1];
+        for (v6, fam) in [(false, &acl.v4), (true, &acl.v6)] {
+            let f = usize::from(v6);
+            for s in 0..SLOTS {
+                let cur = now.get(set).map_or([0; 2], |x| x[f].get(s).copied().unwrap_or([0; 2]));
+                let base = self.hits.baseline[self.gen_ as usize]
+                    .get(set)
+                    .map_or([0; 2], |x| x[f].get(s).copied().unwrap_or([0; 2]));
+                let acc = self.hits.acc.get(set).map_or([0; 2], |x| x[f].get(s).copied().unwrap_or([0; 2]));
+                let p = acc[0].wrapping_add(cur[0].wrapping_sub(base[0]));
+                let b = acc[1].wrapping_add(cur[1].wrapping_sub(base[1]));
+                if p == 0 && b == 0 {
+                    continue;
+                }
+                let i = if s == ACL_RULES {
+                    acl.rule_count
+                } else {
+                    fam.slot_rule(s).map_or(acl.rule_count, |r| r as usize)
+                };
+                if let Some(t) = total.get_mut(i) {
+                    t.0 = t.0.wrapping_add(p);
+                    t.1 = t.1.wrapping_add(b);
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Every counter, summed over CPUs.
+    pub fn counters(&self) -> Result<Vec<CounterValue>, XdpError> {
+        let mut out = Vec::new();
+        for d in counters() {
+            let v: PerCpuValues<u64> = self.ctr.get(&d.index, 0).map_err(|e| prog_err("lane_ctr", e))?;
+            out.push(CounterValue { desc: d, value: v.iter().sum() });
+        }
+        Ok(out)
+    }
+
+    /// One counter by name (0 if unknown).
+    pub fn counter(&self, node: &str, error: &str) -> u64 {
+        let Some(d) = super::counters::counter(node, error) else { return 0 };
+        self.ctr.get(&d.index, 0).map(|v| v.iter().sum()).unwrap_or(0)
+    }
+
+    /// Packets the lane received and sent on tern port `port`.
+    pub fn port_stats(&self, port: u16) -> Result<LanePortStats, XdpError> {
+        let get = |w: u32| -> Result<u64, XdpError> {
+            let v: PerCpuValues<u64> =
+                self.port_stats.get(&(u32::from(port) * 4 + w), 0).map_err(|e| prog_err("lane_port_stats", e))?;
+            Ok(v.iter().sum())
+        };
+        if port >= MAX_PORTS {
+            return Ok(LanePortStats::default());
+        }
+        Ok(LanePortStats { rx_packets: get(0)?, rx_bytes: get(1)?, tx_packets: get(2)?, tx_bytes: get(3)? })
+    }
+
+    /// Runs the program once on `frame` as received on kernel device
+    /// `kifindex`, queue `queue` (BPF_PROG_TEST_RUN; nothing is sent).
+    /// Returns the XDP action and the frame as the program left it.
+    pub fn test_run(&self, frame: &[u8], kifindex: u32, queue: u32) -> Result<(u32, Vec<u8>), XdpError> {
+        use aya::programs::{TestRun, TestRunOptions};
+        let p: &Xdp = self
+            .ebpf
+            .program(LANE_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
+        // rx_queue_index, egress_ifindex.
+        let mut ctx = [0u8; 24];
+        ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
+        ctx[12..16].copy_from_slice(&kifindex.to_ne_bytes());
+        ctx[16..20].copy_from_slice(&queue.to_ne_bytes());
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut ctx_out = [0u8; 24];
+        let r = p
+            .test_run(TestRunOptions {
+                data_in: Some(frame),
+                data_out: Some(&mut out),
+                ctx_in: Some(&ctx),
+                ctx_out: Some(&mut ctx_out),
+                ..TestRunOptions::default()
+            })
+            .map_err(|e| prog_err("BPF_PROG_TEST_RUN", format!("{e:?}")))?;
+        out.truncate(r.data_size_out as usize);
+        Ok((r.return_value, out))
+    }
+
+    /// The program's file descriptor (e.g. for `bpftool`).
+    pub fn program_fd(&self) -> Option<std::os::fd::RawFd> {
+        let p: &Xdp = self.ebpf.program(LANE_PROG_NAME)?.try_into().ok()?;
+        p.fd().ok().map(|f| f.as_fd().as_raw_fd())
+    }
+}
+
+fn fold(acc: &mut Vec<[Vec<[u64; 2]>; 2]>, now: &[[Vec<[u64; 2]>; 2]], base: &[[Vec<[u64; 2]>; 2]]) {
+    if acc.len() < now.len() {
+        acc.resize(now.len(), Default::default());
+    }
+    for (set, fams) in now.iter().enumerate() {
+        for f in 0..2 {
+            let Some(a) = acc.get_mut(set) else { continue };
+            if a[f].len() < SLOTS {
+                a[f].resize(SLOTS, [0; 2]);
+            }
+            for s in 0..SLOTS {
+                let cur = fams[f].get(s).copied().unwrap_or([0; 2]);
+                let b = base.get(set).and_then(|x| x[f].get(s)).copied().unwrap_or([0; 2]);
+                if let Some(slot) = a[f].get_mut(s) {
+                    slot[0] = slot[0].wrapping_add(cur[0].wrapping_sub(b[0]));
+                    slot[1] = slot[1].wrapping_add(cur[1].wrapping_sub(b[1]));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for LaneProgram {
+    fn drop(&mut self) {
+        let ports: Vec<u16> = self.ports.keys().copied().collect();
+        for p in ports {
+            if let Err(e) = self.detach(p) {
+                log::warn!("XDP lane: {e}");
+            }
+        }
+    }
+}
