@@ -19,6 +19,10 @@ pub struct XdpDevices {
     progs: HashMap<String, SteeringProgram>,
     /// Devices that fell back to AF_PACKET, with the reason.
     pub fallback: HashMap<String, String>,
+    /// The XDP lane, when devices run it (crates/control/src/xdplane.rs):
+    /// those get no steering program; their worker sockets take the
+    /// lane's punts.
+    pub lane: Option<crate::xdplane::XdpLane>,
 }
 
 /// What to open for one device in one worker.
@@ -81,7 +85,8 @@ impl XdpDevices {
         if queues > u32::from(workers) {
             log::warn!("device {dev}: {queues} queues, {workers} worker(s): queues above {workers} are not served");
         }
-        if !self.progs.contains_key(dev) {
+        let lane_port = self.lane.as_ref().and_then(|l| l.device_port(dev));
+        if lane_port.is_none() && !self.progs.contains_key(dev) {
             let opts = SteerOptions { neigh_to_tern: !linux_mode, allow_generic: true };
             let prog = SteeringProgram::attach(dev, opts).map_err(|e| (e.to_string(), e.is_unavailable()))?;
             self.progs.insert(dev.to_string(), prog);
@@ -101,6 +106,9 @@ impl XdpDevices {
         if let Some(prog) = self.progs.get_mut(dev) {
             prog.register(&port).map_err(|e| (e.to_string(), false))?;
         }
+        if let (Some(lp), Some(lane)) = (lane_port, self.lane.as_mut()) {
+            lane.register_xsk(lp, &port).map_err(|e| (e.to_string(), false))?;
+        }
         log::info!(
             "device {dev}: worker {w} on AF_XDP queue {w} ({}{})",
             if port.is_zero_copy() { "zero-copy" } else { "copy mode" },
@@ -116,9 +124,14 @@ impl XdpDevices {
                 log::warn!("device {dev}: cannot steer {addr} to Linux: {e}");
             }
         }
+        if let Some(l) = &mut self.lane
+            && let Err(e) = l.add_local(addr)
+        {
+            log::warn!("XDP lane: cannot pass {addr} to Linux: {e}");
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.progs.is_empty()
+        self.progs.is_empty() && self.lane.is_none()
     }
 }

@@ -104,11 +104,16 @@ impl Default for NeighborCfg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Driver {
-    /// The fastest driver that works on the device.
+    /// The fastest driver that works on the device: the XDP lane where its
+    /// program attaches natively, else AF_XDP, else AF_PACKET.
     #[default]
     Auto,
     Afpacket,
     Afxdp,
+    /// The XDP lane (crates/control/src/xdplane.rs): the common case is
+    /// forwarded in the driver's XDP hook, the rest by the workers over
+    /// AF_XDP on the same device.
+    Xdp,
     /// In-memory port (tests and demos; no Linux device).
     Memory,
 }
@@ -137,6 +142,11 @@ pub struct InterfaceCfg {
     pub mac: Option<String>,
     #[serde(default)]
     pub driver: Driver,
+    /// The lane that forwards this interface's traffic: "xdp" (in the
+    /// kernel's XDP hook, exceptions to the workers), "afxdp" or
+    /// "afpacket" (the workers). The same as `driver`; give one of them.
+    #[serde(default)]
+    pub lane: Option<Lane>,
     #[serde(default = "yes")]
     pub up: bool,
     /// Rule set names applied to packets received / sent here.
@@ -144,6 +154,25 @@ pub struct InterfaceCfg {
     pub acl_in: Option<String>,
     #[serde(default)]
     pub acl_out: Option<String>,
+}
+
+/// `lane = "xdp" | "afxdp" | "afpacket"` of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    Xdp,
+    Afxdp,
+    Afpacket,
+}
+
+impl Lane {
+    pub fn driver(self) -> Driver {
+        match self {
+            Lane::Xdp => Driver::Xdp,
+            Lane::Afxdp => Driver::Afxdp,
+            Lane::Afpacket => Driver::Afpacket,
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -591,7 +620,13 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         let c = &config.interfaces[i];
         let p = |key: &str| vec![k("interface"), Seg::Index(i), k(key)];
         let kind = if pos < phys {
-            IfacePlanKind::Port { device: c.device.clone(), driver: c.driver }
+            let driver = match (c.lane, c.driver) {
+                (None, d) => d,
+                (Some(l), Driver::Auto) => l.driver(),
+                (Some(l), d) if l.driver() == d => d,
+                (Some(_), _) => return Err(bad(p("lane"), "give either lane or driver, not both")),
+            };
+            IfacePlanKind::Port { device: c.device.clone(), driver }
         } else {
             let parent_name = c.parent.as_deref().unwrap_or_default();
             let parent = order[..phys]

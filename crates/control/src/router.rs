@@ -286,6 +286,9 @@ impl Router {
             let all = crate::linux::host::ipv6_forwarding_off(&host.linux).map_err(err)?;
             host.linux.push(all);
         }
+        // The XDP lane on the devices that take it (before the workers open
+        // their sockets there: those take the lane's punts).
+        host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
 
         let workers_n = plan.config.dataplane.workers;
         let trace = TraceShared::new();
@@ -413,6 +416,9 @@ impl Router {
                 changed |= s.poll(&mut cx);
             }
         }
+        if let Some(lane) = &mut self.host.xdp.lane {
+            lane.sync(&mut self.fib, &self.shared, &self.plan.acls);
+        }
         if self.plan.config.linux.linux_mode() && !self.host.xdp.is_empty() {
             // The kernel keeps the router's own traffic: its addresses
             // (also those `ip addr` adds later) pass the XDP program.
@@ -482,23 +488,47 @@ impl Router {
     pub fn iftable(&self) -> Arc<IfTable> {
         self.shared.ifaces.load()
     }
-    /// Totals of every worker's counters.
+    /// Totals of every worker's counters, and of the XDP lane's under the
+    /// same names (drops, encapsulations, port packets).
     pub fn stats(&self) -> tern_engine::stats::StatsSnapshot {
         let mut total = tern_engine::stats::StatsSnapshot::default();
         for w in &self.workers {
             total.accumulate(&w.shared.stats.snapshot());
         }
+        if let (Some(lane), Some(w)) = (&self.host.xdp.lane, self.workers.first()) {
+            for c in lane.counters() {
+                if let Some(id) = w.shared.graph.error_id(c.desc.node, c.desc.error)
+                    && let Some(e) = total.errors.get_mut(usize::from(id))
+                {
+                    *e += c.value;
+                }
+            }
+            for (p, &ifindex) in total.ports.iter_mut().zip(w.shared.port_ifindex.iter()) {
+                let l = lane.port_stats(ifindex);
+                p.rx_packets += l.rx_packets;
+                p.rx_bytes += l.rx_bytes;
+                p.tx_packets += l.tx_packets;
+                p.tx_bytes += l.tx_bytes;
+            }
+        }
         total
     }
-    /// Sum of one named counter over all workers.
+
+    /// The XDP lane, when devices run it.
+    pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
+        self.host.xdp.lane.as_ref()
+    }
+    /// Sum of one named counter over all workers and the XDP lane.
     pub fn counter(&self, node: &str, error: &str) -> u64 {
-        self.workers
+        let lane = self.host.xdp.lane.as_ref().map_or(0, |l| l.counter(node, error));
+        lane + self
+            .workers
             .iter()
             .filter_map(|w| {
                 let id = w.shared.graph.error_id(node, error)?;
                 w.shared.stats.errors.get(usize::from(id)).map(tern_engine::Counter::get)
             })
-            .sum()
+            .sum::<u64>()
     }
     /// The address family-matching route lookup for `tern route get`.
     pub fn route_get(&self, addr: IpAddr) -> Option<tern_fib::RouteDetail> {

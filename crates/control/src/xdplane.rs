@@ -16,6 +16,7 @@
 //! packets for the router, ...). Counters of both lanes add up under the
 //! same names ([`XdpLane::counter`]).
 
+use crate::config::{Driver, IfacePlanKind, Plan};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use tern_acl::RuleSet;
@@ -225,4 +226,69 @@ impl XdpLane {
         v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         v
     }
+}
+
+/// Starts the lane for the router's devices on `driver = "xdp"` (or `lane
+/// = "xdp"`): an error if it cannot run there; and on `auto` where it
+/// works: the driver has a native XDP hook and can send redirected frames
+/// (`ndo-xmit`; a veth only while its peer takes XDP frames). Devices left
+/// out use AF_XDP (or AF_PACKET) as before. `None` when no device runs it.
+pub(crate) fn start_for_router(
+    plan: &Plan,
+    shared: &Shared,
+    fib: &mut FibWriter,
+    linux_mode: bool,
+) -> Result<Option<XdpLane>, String> {
+    let cands: Vec<(u16, String, Driver)> = plan
+        .ifaces
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match &p.kind {
+            IfacePlanKind::Port { device: Some(d), driver: dr @ (Driver::Auto | Driver::Xdp) } => {
+                Some((i as u16, d.clone(), *dr))
+            }
+            _ => None,
+        })
+        .collect();
+    if cands.is_empty() {
+        return Ok(None);
+    }
+    let must = cands.iter().any(|c| c.2 == Driver::Xdp);
+    let mut lane = match XdpLane::start(shared, fib, &plan.acls, linux_mode, FibCapacity::default()) {
+        Ok(l) => l,
+        Err(e) if !must => {
+            log::info!("XDP lane unavailable ({e}); devices use AF_XDP");
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("XDP lane: {e}")),
+    };
+    use tern_xdp::lane::features::{XDP_ACT_BASIC, XDP_ACT_NDO_XMIT, XDP_ACT_REDIRECT};
+    for (port, dev, driver) in &cands {
+        let explicit = *driver == Driver::Xdp;
+        let feats =
+            tern_xdp::lane::device_ifindex(dev).ok().and_then(|k| tern_xdp::lane::features::xdp_features(k).ok());
+        let need = XDP_ACT_BASIC | XDP_ACT_REDIRECT | XDP_ACT_NDO_XMIT;
+        if let Some(f) = feats
+            && f & need != need
+        {
+            let why = format!(
+                "driver XDP features {f:#x} lack a native hook or ndo-xmit (a veth needs XDP or GRO on its peer)"
+            );
+            if !explicit {
+                log::info!("device {dev}: not on the XDP lane: {why}; using AF_XDP");
+                continue;
+            }
+            log::warn!("device {dev}: {why}; frames the lane sends out of it may be lost");
+        }
+        match lane.attach(dev, *port, explicit) {
+            Ok(mode) => log::info!("device {dev}: on the XDP lane ({mode:?} mode)"),
+            Err(e) if explicit => return Err(format!("device {dev}: XDP lane: {e}")),
+            Err(e) => log::info!("device {dev}: XDP lane unavailable ({e}); using AF_XDP"),
+        }
+    }
+    if lane.devices.is_empty() {
+        return Ok(None);
+    }
+    lane.publish(shared).map_err(|e| format!("XDP lane: {e}"))?;
+    Ok(Some(lane))
 }

@@ -1302,8 +1302,9 @@ int tern_lane(struct xdp_md *ctx)
 	s->flags = cfg->flags;
 	s->port = rx->port;
 	s->rx_if = rx->ifindex;
-	port_add(s->port, PS_RX_PACKETS, 1);
-	port_add(s->port, PS_RX_BYTES, end - data);
+	// Received bytes are counted once the lane keeps the packet
+	// (forwarded or dropped): punted ones are counted by userspace.
+	__u32 rx_bytes = end - data;
 
 	// ---- steer.c's rules, in its order.
 	struct ethhdr *eth = data;
@@ -1422,12 +1423,16 @@ decided:
 			return XDP_ABORTED;
 		commit_counters(s);
 		ctr_add(C_FORWARDED, 1);
+		port_add(s->port, PS_RX_PACKETS, 1);
+		port_add(s->port, PS_RX_BYTES, rx_bytes);
 		port_add(s->tx_port, PS_TX_PACKETS, 1);
 		port_add(s->tx_port, PS_TX_BYTES, s->frame_len);
 		return bpf_redirect_map(&lane_tx, s->tx_port, 0);
 	case V_DROP:
 		commit_counters(s);
 		ctr_add(s->reason, 1);
+		port_add(s->port, PS_RX_PACKETS, 1);
+		port_add(s->port, PS_RX_BYTES, rx_bytes);
 		return XDP_DROP;
 	case V_PASS:
 		return pass(s->reason);

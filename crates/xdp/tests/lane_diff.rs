@@ -525,13 +525,9 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
             let inner = udp4("10.9.9.9", r.pick(&dsts), ttl, 3, 4, b"tun");
             ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(None, 0x0800, &inner))
         }
-        4 | 5 => udp6(
-            r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5"]),
-            r.pick(&dsts6),
-            ttl,
-            1,
-            r.below(65536) as u16,
-        ),
+        4 | 5 => {
+            udp6(r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5"]), r.pick(&dsts6), ttl, 1, r.below(65536) as u16)
+        }
         6 => {
             let inner = udp6("2001:db8:77::1", r.pick(&dsts6), ttl, 3, 4);
             ipv6(v6("2001:db8:2::2"), v6("2001:db8:2::1"), 47, 64, &gre(Some(42), 0x86dd, &inner))

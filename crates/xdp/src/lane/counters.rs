@@ -77,6 +77,8 @@ pub struct CounterValue {
 /// Packets and bytes one port received and sent through the lane.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LanePortStats {
+    /// Received and kept by the lane (forwarded or dropped there); what it
+    /// hands to userspace or Linux is counted there.
     pub rx_packets: u64,
     pub rx_bytes: u64,
     /// Forwarded by the lane out of this port.

@@ -55,7 +55,8 @@ impl Default for FibCapacity {
 pub struct MirrorStats {
     /// Entries written (next-hop words, members, trie entries).
     pub entries: u64,
-    /// Entries not copied because they lie beyond the maps' capacity.
+    /// Changed entries not copied because they lie beyond the maps'
+    /// capacity (packets needing them go to userspace).
     pub beyond_capacity: u64,
     /// Kernel grace periods waited for.
     pub grace_periods: u64,
@@ -143,10 +144,13 @@ impl FibMirror {
     pub fn full_sync(&mut self, raw: &RawFib<'_>) {
         let st = &mut self.stats;
         let m = &self.maps;
-        copy_nexthops(m, raw, 0, raw.nexthops.len() / 4, st);
-        copy32(m.ecmp.u32s(), raw.ecmp_members, 0, raw.ecmp_members.len(), st);
-        copy32(m.v4_nodes.u32s(), raw.v4.nodes, 0, raw.v4.nodes.len(), st);
-        copy32(m.v6_nodes.u32s(), raw.v6.nodes, 0, raw.v6.nodes.len(), st);
+        // tern-fib reserves far more than it uses; copy what fits (a
+        // trie entry pointing beyond the maps makes the program punt).
+        let fit = |d: usize, s: usize| d.min(s);
+        copy_nexthops(m, raw, 0, fit(m.nh.u64s().len() / 2, raw.nexthops.len() / 4), st);
+        copy32(m.ecmp.u32s(), raw.ecmp_members, 0, fit(m.ecmp.u32s().len(), raw.ecmp_members.len()), st);
+        copy32(m.v4_nodes.u32s(), raw.v4.nodes, 0, fit(m.v4_nodes.u32s().len(), raw.v4.nodes.len()), st);
+        copy32(m.v6_nodes.u32s(), raw.v6.nodes, 0, fit(m.v6_nodes.u32s().len(), raw.v6.nodes.len()), st);
         copy32(m.v4_top.u32s(), raw.v4.top, 0, raw.v4.top.len(), st);
         copy32(m.v6_top.u32s(), raw.v6.top, 0, raw.v6.top.len(), st);
         self.pending = true;

@@ -18,6 +18,7 @@
 
 mod acl;
 pub mod counters;
+pub mod features;
 mod fib;
 mod layout;
 mod program;

@@ -5,8 +5,9 @@
 //! `MEMBARRIER_CMD_GLOBAL`), after which no XDP program still runs with a
 //! value it read before.
 //!
-//! All unsafe code of the lane is in this file, each block with its
-//! `// SAFETY:` comment.
+//! Also the generic netlink socket the XDP-feature query uses. All unsafe
+//! code of the lane is in this file, each block with its `// SAFETY:`
+//! comment.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -80,6 +81,19 @@ impl Drop for MappedArray {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }
     }
+}
+
+/// A generic netlink socket (the `netdev` family's XDP features).
+pub(crate) fn genl_socket() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) takes no pointers.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_GENERIC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by a successful socket(2) call and is
+    // owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 const MEMBARRIER_CMD_QUERY: libc::c_long = 0;

@@ -1,0 +1,281 @@
+//! The XDP lane inside the router, on real veths: a host pings and sends
+//! UDP through tern; the lane forwards in the kernel once tern's userspace
+//! engine (which gets the ARP/ND the lane punts) has resolved the
+//! neighbours; what the lane cannot finish (packets for the router, TTL
+//! expiry) is answered by userspace; counters of both lanes add up; and
+//! `lane` / `driver` pick the lane per interface. Needs root (namespaces,
+//! BPF); prints "skipped" otherwise.
+
+mod lane_util;
+
+use lane_util::privileged;
+use std::fs::File;
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+use tern_control::config;
+use tern_control::router::Router;
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+struct Ns {
+    name: String,
+    file: File,
+}
+
+impl Ns {
+    fn new(role: &str) -> Ns {
+        let name = format!("tlane{}-{}{role}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        lane_util::sh(&["ip", "netns", "add", &name]);
+        let file = File::open(format!("/var/run/netns/{name}")).expect("netns");
+        lane_util::sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        Ns { name, file }
+    }
+    fn sh(&self, args: &[&str]) {
+        let mut v = vec!["ip", "netns", "exec", &self.name];
+        v.extend_from_slice(args);
+        lane_util::sh(&v);
+    }
+    fn ok(&self, args: &[&str]) -> bool {
+        Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().is_ok_and(|o| o.status.success())
+    }
+    fn enter(&self) {
+        tern_xdp::enter_netns(&self.file).expect("setns");
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+/// host a (10.0.1.2) -- r0 [tern] r1 -- host b (10.0.2.2). `gro_on_hosts`:
+/// the hosts' veth ends take XDP frames (needed to redirect into them).
+struct Rig {
+    a: Ns,
+    r: Ns,
+    b: Ns,
+}
+
+impl Rig {
+    fn new(gro_on_hosts: bool) -> Rig {
+        let (a, r, b) = (Ns::new("a"), Ns::new("r"), Ns::new("b"));
+        lane_util::sh(&[
+            "ip", "-n", &r.name, "link", "add", "r0", "type", "veth", "peer", "name", "a0", "netns", &a.name,
+        ]);
+        lane_util::sh(&[
+            "ip", "-n", &r.name, "link", "add", "r1", "type", "veth", "peer", "name", "b0", "netns", &b.name,
+        ]);
+        for (ns, dev, addr, gw, addr6, gw6) in [
+            (&a, "a0", "10.0.1.2/24", "10.0.1.1", "2001:db8:1::2/64", "2001:db8:1::1"),
+            (&b, "b0", "10.0.2.2/24", "10.0.2.1", "2001:db8:2::2/64", "2001:db8:2::1"),
+        ] {
+            ns.sh(&["ip", "addr", "add", addr, "dev", dev]);
+            ns.sh(&["ip", "-6", "addr", "add", addr6, "dev", dev, "nodad"]);
+            ns.sh(&["ip", "link", "set", dev, "up"]);
+            ns.sh(&["ip", "route", "add", "default", "via", gw]);
+            ns.sh(&["ip", "-6", "route", "add", "default", "via", gw6]);
+            ns.sh(&["ethtool", "-K", dev, "gro", if gro_on_hosts { "on" } else { "off" }]);
+            // A veth's checksum offload leaves UDP checksums to be filled
+            // in later; a frame redirected by XDP never gets them.
+            ns.sh(&["ethtool", "-K", dev, "tx", "off"]);
+        }
+        r.sh(&["ip", "link", "set", "r0", "up"]);
+        r.sh(&["ip", "link", "set", "r1", "up"]);
+        Rig { a, r, b }
+    }
+}
+
+fn cfg(driver_line: &str) -> String {
+    format!(
+        r#"
+[dataplane]
+workers = 1
+
+[[interface]]
+name = "in0"
+device = "r0"
+{driver_line}
+addresses = ["10.0.1.1/24", "2001:db8:1::1/64"]
+
+[[interface]]
+name = "out0"
+device = "r1"
+{driver_line}
+addresses = ["10.0.2.1/24", "2001:db8:2::1/64"]
+"#
+    )
+}
+
+/// Runs the router in `rig.r` (its control loop on this thread's helper)
+/// while `f` drives traffic; returns what `f` returns and the router's
+/// view through `check`.
+fn with_router<T: Send>(
+    rig: &Rig,
+    text: &str,
+    f: impl FnOnce(&Rig) -> T + Send,
+    check: impl FnOnce(&Router, &T) + Send,
+) {
+    let plan = config::parse(text, "lane.toml", Path::new(".")).expect("config");
+    let stop = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let router_thread = s.spawn(|| {
+            rig.r.enter();
+            let mut router = Router::start(plan).expect("router starts");
+            ready.store(true, Ordering::Release);
+            while !stop.load(Ordering::Acquire) {
+                if !router.poll() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            router
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "router start");
+            assert!(!router_thread.is_finished(), "router thread died");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let out = f(rig);
+        stop.store(true, Ordering::Release);
+        let router = router_thread.join().expect("router thread");
+        check(&router, &out);
+        router.shutdown();
+    });
+}
+
+/// Sends `n` datagrams from host a to host b and returns how many arrived.
+fn udp_through(rig: &Rig, n: usize) -> usize {
+    std::thread::scope(|s| {
+        let rx = s.spawn(|| {
+            rig.b.enter();
+            let sock = UdpSocket::bind("10.0.2.2:7000").expect("bind b");
+            sock.set_read_timeout(Some(Duration::from_millis(1500))).expect("timeout");
+            let mut buf = [0u8; 64];
+            let mut got = 0;
+            while sock.recv(&mut buf).is_ok() {
+                got += 1;
+                if got == n {
+                    break;
+                }
+            }
+            got
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let tx = s.spawn(|| {
+            rig.a.enter();
+            let sock = UdpSocket::bind("10.0.1.2:0").expect("bind a");
+            for i in 0..n {
+                sock.send_to(format!("lane-{i}").as_bytes(), "10.0.2.2:7000").expect("send");
+                if i % 64 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        tx.join().expect("sender");
+        rx.join().expect("receiver")
+    })
+}
+
+#[test]
+fn hosts_talk_through_the_lane_and_userspace_answers_the_rest() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    with_router(
+        &rig,
+        &cfg("lane = \"xdp\""),
+        |rig| {
+            // The first ping needs tern's ARP on both sides (userspace).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
+                assert!(Instant::now() < deadline, "ping through tern");
+            }
+            assert!(rig.a.ok(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.2.2"]), "pings forwarded");
+            assert!(rig.a.ok(&["ping", "-c", "1", "-W", "2", "10.0.1.1"]), "tern answers for itself");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !rig.a.ok(&["ping", "-6", "-c", "1", "-W", "1", "2001:db8:2::2"]) {
+                assert!(Instant::now() < deadline, "IPv6 ping through tern");
+            }
+            // TTL 1: time exceeded comes from userspace (tracepath-like).
+            let te = rig.a.ok(&["sh", "-c", "ping -c 1 -t 1 -W 2 10.0.2.2 2>&1 | grep -qi 'exceeded'"]);
+            (udp_through(rig, 2000), te)
+        },
+        |router, (got, te)| {
+            assert!(*te, "ICMP time exceeded for TTL 1");
+            assert!(*got >= 1900, "UDP through the lane: {got} of 2000");
+            let lane = router.xdp_lane().expect("lane running");
+            assert_eq!(lane.devices().len(), 2);
+            let fwd = router.counter("xdp-lane", "forwarded");
+            assert!(fwd >= *got as u64, "the lane forwarded them: {fwd}");
+            assert!(router.counter("xdp-lane", "punt-neighbor") > 0, "ARP went to tern");
+            assert!(router.counter("xdp-lane", "punt-ttl") >= 1);
+            assert!(router.counter("ip4-local", "echo-reply-sent") >= 1, "userspace answered the ping to tern");
+            let out = lane.port_stats(1);
+            assert!(out.tx_packets >= *got as u64, "sent out of port 1 by the lane: {out:?}");
+            assert_eq!(
+                lane.port_stats(0).rx_packets,
+                fwd - lane.port_stats(1).rx_packets,
+                "received = forwarded (no drops here)"
+            );
+        },
+    );
+}
+
+#[test]
+fn auto_takes_the_lane_only_where_redirects_work() {
+    if !privileged() {
+        return;
+    }
+    // GRO off on the hosts' ends: a veth cannot take redirected frames, so
+    // `auto` uses AF_XDP there (and traffic still flows).
+    let rig = Rig::new(false);
+    with_router(
+        &rig,
+        &cfg(""),
+        |rig| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
+                assert!(Instant::now() < deadline, "ping through tern");
+            }
+        },
+        |router, _| {
+            assert!(router.xdp_lane().is_none(), "no device on the lane");
+        },
+    );
+    let rig = Rig::new(true);
+    with_router(
+        &rig,
+        &cfg(""),
+        |_| (),
+        |router, _| {
+            assert_eq!(router.xdp_lane().map(|l| l.devices().len()), Some(2), "auto picks the lane");
+        },
+    );
+    let rig = Rig::new(true);
+    with_router(
+        &rig,
+        &cfg("lane = \"afxdp\""),
+        |_| (),
+        |router, _| {
+            assert!(router.xdp_lane().is_none(), "lane = afxdp keeps the userspace lane");
+        },
+    );
+}
+
+#[test]
+fn lane_and_driver_keys() {
+    let ok = config::parse(&cfg("lane = \"xdp\""), "t.toml", Path::new(".")).expect("lane xdp");
+    assert!(matches!(ok.ifaces[0].kind, config::IfacePlanKind::Port { driver: config::Driver::Xdp, .. }));
+    let e = config::parse(&cfg("lane = \"xdp\"\ndriver = \"afpacket\""), "t.toml", Path::new("."))
+        .expect_err("both keys disagree");
+    assert!(e.to_string().contains("lane"), "{e}");
+    assert!(config::parse(&cfg("lane = \"bpf\""), "t.toml", Path::new(".")).is_err(), "unknown lane");
+    let same = config::parse(&cfg("lane = \"afxdp\"\ndriver = \"afxdp\""), "t.toml", Path::new(".")).expect("agree");
+    assert!(matches!(same.ifaces[1].kind, config::IfacePlanKind::Port { driver: config::Driver::Afxdp, .. }));
+}
