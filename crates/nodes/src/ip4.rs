@@ -107,7 +107,11 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
     if tot > l3.len() {
         return cx.drop(p, I_TRUNCATED);
     }
-    if checksum::data(&l3[..ihl]) != 0xffff {
+    let sum = match l3.first_chunk::<20>() {
+        Some(h) if ihl == 20 => checksum::header20(h),
+        _ => checksum::data(&l3[..ihl]),
+    };
+    if sum != 0xffff {
         return cx.drop(p, I_BAD_CSUM);
     }
     let src = be32(l3, 12);
@@ -298,70 +302,70 @@ impl Node for Ip4Rewrite {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let ifs = self.ifs.current();
-        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
+        // Consecutive packets mostly share a next hop: work out its
+        // adjacency once.
+        let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, ETH_P_IPV4));
         for (i, &p) in pkts.iter().enumerate() {
             let id = cx.pool.meta(p).nh;
             if cache.0 != id {
-                cache = (id, self.fib.nexthop(id));
+                cache = (id, Adj::new(ifs, &self.fib.nexthop(id), ETH_P_IPV4));
             }
-            let nh = cache.1;
-            next[i] = rewrite4(cx, ifs, p, &nh);
+            next[i] = rewrite4(cx, p, &cache.1);
         }
     }
 }
 
 #[inline(always)]
-fn rewrite4(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
-    let Some(out) = ifs.get(nh.ifindex) else { return cx.drop(p, R_NO_IF) };
-    if !out.up {
-        return cx.drop(p, R_IF_DOWN);
+fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
+    match a.state {
+        AdjState::Ready | AdjState::Unresolved | AdjState::Tunnel => {}
+        AdjState::NoInterface => return cx.drop(p, R_NO_IF),
+        AdjState::InterfaceDown => return cx.drop(p, R_IF_DOWN),
+        AdjState::NotForwardable => return cx.drop(p, R_BAD_NH),
     }
-    if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
-        return cx.drop(p, R_BAD_NH);
-    }
-    let tunnel = out.gre().is_some();
     let (m, d) = cx.pool.pkt_mut(p);
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
-    let ttl = d[l3 + 8];
+    let Some(ip) = d.get_mut(l3..l3 + 20) else { return cx.drop(p, R_HEADROOM) };
+    let ttl = ip[8];
     if !local && ttl <= 1 {
         m.aux = icmp_aux(ICMP_TIME_EXCEEDED, 0, 0);
         cx.count(R_TTL, 1);
         return RW_ICMP;
     }
-    let tot = be16(d, l3 + 2);
-    if tot > out.mtu {
-        if d[l3 + 6] & 0x40 != 0 {
-            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_FRAG_NEEDED, out.mtu);
+    let tot = be16(ip, 2);
+    if tot > a.mtu {
+        if ip[6] & 0x40 != 0 {
+            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_FRAG_NEEDED, a.mtu);
             cx.count(R_TOO_BIG, 1);
             return RW_ICMP;
         }
         return cx.drop(p, R_FRAG);
     }
     // Errors above need no link-layer address; only now resolve it.
-    let mac = nh.mac.filter(|_| nh.kind == NhKind::Unicast);
-    if mac.is_none() && !tunnel {
+    if a.state == AdjState::Unresolved {
         return RW_GLEAN;
     }
     if !local {
-        let proto = d[l3 + 9];
-        let old = u16::from_be_bytes([ttl, proto]);
-        let new = u16::from_be_bytes([ttl - 1, proto]);
-        d[l3 + 8] = ttl - 1;
-        let c = checksum::update(be16(d, l3 + 10), old, new);
-        put16(d, l3 + 10, c);
+        // RFC 1624: only the TTL/protocol word changes.
+        let old = u16::from_be_bytes([ttl, ip[9]]);
+        ip[8] = ttl - 1;
+        let c = checksum::update(be16(ip, 10), old, old - 0x0100);
+        put16(ip, 10, c);
     }
-    let l2 = out.l2_len();
+    let l2 = a.l2_len;
+    m.tx_if = a.ifindex;
     if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
         return cx.drop(p, R_HEADROOM);
     }
-    let (m, d) = cx.pool.pkt_mut(p);
-    m.tx_if = nh.ifindex;
-    if tunnel {
+    if a.state == AdjState::Tunnel {
         return RW_GRE;
     }
-    write_l2(d, mac.unwrap_or(BROADCAST_MAC), out, ETH_P_IPV4);
-    if out.acl_out.is_some() { RW_ACL_OUT } else { RW_OUTPUT }
+    let d = cx.pool.data_mut(p);
+    if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
+        h.copy_from_slice(src);
+    }
+    if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT }
 }
 
 // ---------------------------------------------------------------- ip4-local

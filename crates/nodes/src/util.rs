@@ -53,7 +53,7 @@ pub fn set_l2_len(pool: &mut PacketPool, p: PktIdx, l2_len: usize) -> bool {
 
 /// Writes the Ethernet (and 802.1Q) header of `out` in front of L3: the
 /// data must already start `out.l2_len()` bytes before L3.
-#[inline]
+#[inline(always)]
 pub fn write_l2(d: &mut [u8], dst: [u8; 6], out: &Iface, ethertype: u16) {
     d[0..6].copy_from_slice(&dst);
     d[6..12].copy_from_slice(&out.mac);
@@ -160,5 +160,61 @@ mod tests {
         let b = flow_hash(1, 2, 17, 0x1234_5679);
         assert_ne!(a, b);
         assert_eq!(a, flow_hash(1, 2, 17, 0x1234_5678));
+    }
+}
+
+/// What rewriting towards one next hop takes, worked out once per batch
+/// per next hop (VPP's adjacency "rewrite string"): the egress interface's
+/// state and MTU, and the whole link-layer header, prebuilt.
+#[derive(Clone, Copy, Debug)]
+pub struct Adj {
+    pub state: AdjState,
+    pub ifindex: u16,
+    pub mtu: u16,
+    /// Link-layer header length (0 for tunnels, 14, or 18 with 802.1Q).
+    pub l2_len: usize,
+    pub hdr: [u8; 18],
+    /// The egress interface has an output rule set.
+    pub acl_out: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdjState {
+    /// Ready: write `hdr` and send.
+    Ready,
+    /// The neighbour's MAC is not known yet.
+    Unresolved,
+    /// A GRE tunnel: no link-layer header, encapsulate.
+    Tunnel,
+    NoInterface,
+    InterfaceDown,
+    /// The next hop is not something to forward to.
+    NotForwardable,
+}
+
+impl Adj {
+    pub fn new(ifs: &crate::state::IfTable, nh: &tern_fib::NextHop, ethertype: u16) -> Adj {
+        let mut a =
+            Adj { state: AdjState::NoInterface, ifindex: nh.ifindex, mtu: 0, l2_len: 14, hdr: [0; 18], acl_out: false };
+        let Some(out) = ifs.get(nh.ifindex) else { return a };
+        a.mtu = out.mtu;
+        a.acl_out = out.acl_out.is_some();
+        a.l2_len = out.l2_len();
+        a.state = if !out.up {
+            AdjState::InterfaceDown
+        } else if !matches!(nh.kind, tern_fib::NhKind::Unicast | tern_fib::NhKind::Glean) {
+            AdjState::NotForwardable
+        } else if out.gre().is_some() {
+            AdjState::Tunnel
+        } else {
+            match nh.mac.filter(|_| nh.kind == tern_fib::NhKind::Unicast) {
+                Some(mac) => {
+                    write_l2(&mut a.hdr, mac, out, ethertype);
+                    AdjState::Ready
+                }
+                None => AdjState::Unresolved,
+            }
+        };
+        a
     }
 }
