@@ -274,67 +274,66 @@ impl Node for Ip6Rewrite {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let ifs = self.ifs.current();
-        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
+        let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, ETH_P_IPV6));
         for (i, &p) in pkts.iter().enumerate() {
             let id = cx.pool.meta(p).nh;
             if cache.0 != id {
-                cache = (id, self.fib.nexthop(id));
+                cache = (id, Adj::new(ifs, &self.fib.nexthop(id), ETH_P_IPV6));
             }
-            let nh = cache.1;
-            next[i] = rewrite6(cx, ifs, p, &nh);
+            next[i] = rewrite6(cx, p, &cache.1);
         }
     }
 }
 
 #[inline(always)]
-fn rewrite6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, nh: &NextHop) -> u16 {
-    let Some(out) = ifs.get(nh.ifindex) else { return cx.drop(p, 0) };
-    if !out.up {
-        return cx.drop(p, 1);
+fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
+    match a.state {
+        AdjState::Ready | AdjState::Unresolved | AdjState::Tunnel => {}
+        AdjState::NoInterface => return cx.drop(p, 0),
+        AdjState::InterfaceDown => return cx.drop(p, 1),
+        AdjState::NotForwardable => return cx.drop(p, 6),
     }
-    if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
-        return cx.drop(p, 6);
-    }
-    let tunnel = out.gre().is_some();
     let (m, d) = cx.pool.pkt_mut(p);
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
-    let hop = d[l3 + 7];
+    let Some(ip) = d.get_mut(l3..l3 + 40) else { return cx.drop(p, 5) };
+    let hop = ip[7];
     if !local && hop <= 1 {
         m.aux = icmp_aux(ICMP6_TIME_EXCEEDED, 0, 0);
         cx.count(2, 1);
         return 3;
     }
-    if !local && d[l3 + 8] == 0xfe && d[l3 + 9] & 0xc0 == 0x80 {
+    if !local && ip[8] == 0xfe && ip[9] & 0xc0 == 0x80 {
         m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_BEYOND_SCOPE, 0);
         cx.count(4, 1);
         return 3;
     }
-    let total = 40 + be16(d, l3 + 4);
-    if total > out.mtu {
-        m.aux = icmp_aux(ICMP6_PACKET_TOO_BIG, 0, out.mtu);
+    let total = 40 + be16(ip, 4);
+    if total > a.mtu {
+        m.aux = icmp_aux(ICMP6_PACKET_TOO_BIG, 0, a.mtu);
         cx.count(3, 1);
         return 3;
     }
     // Errors above need no link-layer address; only now resolve it.
-    let mac = nh.mac.filter(|_| nh.kind == NhKind::Unicast);
-    if mac.is_none() && !tunnel {
+    if a.state == AdjState::Unresolved {
         return 2;
     }
     if !local {
-        d[l3 + 7] = hop - 1;
+        ip[7] = hop - 1;
     }
-    let l2 = out.l2_len();
+    let l2 = a.l2_len;
+    m.tx_if = a.ifindex;
     if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
         return cx.drop(p, 5);
     }
-    let (m, d) = cx.pool.pkt_mut(p);
-    m.tx_if = nh.ifindex;
-    if tunnel {
+    if a.state == AdjState::Tunnel {
         return 4;
     }
-    write_l2(d, mac.unwrap_or(BROADCAST_MAC), out, ETH_P_IPV6);
-    if out.acl_out.is_some() { 5 } else { 1 }
+    let d = cx.pool.data_mut(p);
+    if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
+        h.copy_from_slice(src);
+    }
+    if a.acl_out { 5 } else { 1 }
 }
 
 // ---------------------------------------------------------------- ip6-local
