@@ -366,6 +366,18 @@ impl MemHandle {
         self.rx.as_ref().is_some_and(|q| lock(q).push(frame))
     }
 
+    /// Queues several frames at once: the port receives all of them or,
+    /// when they do not all fit, none (returns false). A worker polling
+    /// meanwhile sees them together, which makes batching reproducible.
+    pub fn inject_all<T: AsRef<[u8]>>(&self, frames: &[T]) -> bool {
+        let Some(q) = self.rx.as_ref() else { return false };
+        let mut q = lock(q);
+        if q.frames.len() + frames.len() > q.capacity {
+            return false;
+        }
+        frames.iter().all(|f| q.push(f.as_ref()))
+    }
+
     /// Frames the port transmitted and nobody took yet, oldest first.
     pub fn take_sent(&self) -> Vec<Vec<u8>> {
         match &self.sent {
