@@ -75,6 +75,7 @@ pub struct XdpLane {
     /// Device name -> port.
     devices: HashMap<String, u16>,
     dirty: bool,
+    last_check: std::time::Instant,
 }
 
 impl XdpLane {
@@ -101,6 +102,7 @@ impl XdpLane {
             on_lane: Vec::new(),
             devices: HashMap::new(),
             dirty: true,
+            last_check: std::time::Instant::now(),
         };
         lane.publish(shared)?;
         Ok(lane)
@@ -108,7 +110,9 @@ impl XdpLane {
 
     /// Puts device `dev` (tern port `port`, whose interface index is the
     /// port number) on the lane: natively, or in generic mode only if
-    /// `allow_generic`.
+    /// `allow_generic`. Frames leave by it from the lane while it can take
+    /// redirected frames (see [`XdpLane::sync`]); until then packets routed
+    /// there go through userspace.
     pub fn attach(&mut self, dev: &str, port: u16, allow_generic: bool) -> Result<AttachMode, XdpError> {
         let kif = tern_xdp::lane::device_ifindex(dev)?;
         self.prog.add_port(port, port, kif)?;
@@ -123,10 +127,36 @@ impl XdpLane {
         if self.on_lane.len() <= i {
             self.on_lane.resize(i + 1, false);
         }
-        self.on_lane[i] = true;
+        self.on_lane[i] = can_send(dev);
+        if !self.on_lane[i] {
+            log::info!(
+                "device {dev}: the XDP lane receives here; its driver cannot take redirected frames now (a veth \
+                 needs XDP or GRO on its peer), so packets routed out of it go through userspace"
+            );
+        }
         self.devices.insert(dev.to_string(), port);
         self.dirty = true;
         Ok(mode)
+    }
+
+    /// Re-reads which lane devices can take redirected frames (a veth's
+    /// peer may have gained or lost its XDP program); true if it changed.
+    fn recheck_senders(&mut self) -> bool {
+        let mut changed = false;
+        for (dev, &port) in &self.devices {
+            let ok = can_send(dev);
+            if let Some(slot) = self.on_lane.get_mut(usize::from(port))
+                && *slot != ok
+            {
+                log::info!(
+                    "device {dev}: the XDP lane {} send out of it",
+                    if ok { "can now" } else { "can no longer" }
+                );
+                *slot = ok;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Whether `dev` runs the lane.
@@ -173,6 +203,10 @@ impl XdpLane {
     pub fn sync(&mut self, fib: &mut FibWriter, shared: &Shared, acls: &[RuleSet]) {
         let ch = fib.take_changes();
         self.prog.sync_fib(&shared.fib.raw(), &ch);
+        if self.last_check.elapsed() >= std::time::Duration::from_secs(1) {
+            self.last_check = std::time::Instant::now();
+            self.dirty |= self.recheck_senders();
+        }
         let (ig, ag) = (shared.ifaces.generation(), shared.acls.generation());
         if ig != self.ifs_gen || ag != self.acls_gen || acls != self.acls.as_slice() {
             self.ifs_gen = ig;
@@ -216,6 +250,11 @@ impl XdpLane {
         self.prog.acl_hits(set).unwrap_or_default()
     }
 
+    /// [`XdpLane::acl_hits`] of the rule set named `name`.
+    pub fn acl_hits_by_name(&self, name: &str) -> Option<Vec<(u64, u64)>> {
+        self.acls.iter().position(|s| s.name == name).map(|i| self.acl_hits(i))
+    }
+
     pub fn mirror_stats(&mut self) -> MirrorStats {
         self.prog.fib_mirror().map(|m| m.stats()).unwrap_or_default()
     }
@@ -229,10 +268,12 @@ impl XdpLane {
 }
 
 /// Starts the lane for the router's devices on `driver = "xdp"` (or `lane
-/// = "xdp"`): an error if it cannot run there; and on `auto` where it
-/// works: the driver has a native XDP hook and can send redirected frames
-/// (`ndo-xmit`; a veth only while its peer takes XDP frames). Devices left
-/// out use AF_XDP (or AF_PACKET) as before. `None` when no device runs it.
+/// = "xdp"`): an error if it cannot run there; and on `auto` where the
+/// driver has a native XDP hook. Frames leave from the lane by devices
+/// that can take redirected frames (`ndo-xmit`; a veth only while its peer
+/// takes XDP frames); packets routed to others go through userspace.
+/// Devices left out use AF_XDP (or AF_PACKET) as before. `None` when no
+/// device runs it.
 pub(crate) fn start_for_router(
     plan: &Plan,
     shared: &Shared,
@@ -262,23 +303,17 @@ pub(crate) fn start_for_router(
         }
         Err(e) => return Err(format!("XDP lane: {e}")),
     };
-    use tern_xdp::lane::features::{XDP_ACT_BASIC, XDP_ACT_NDO_XMIT, XDP_ACT_REDIRECT};
+    use tern_xdp::lane::features::{XDP_ACT_BASIC, XDP_ACT_REDIRECT, xdp_features};
     for (port, dev, driver) in &cands {
         let explicit = *driver == Driver::Xdp;
-        let feats =
-            tern_xdp::lane::device_ifindex(dev).ok().and_then(|k| tern_xdp::lane::features::xdp_features(k).ok());
-        let need = XDP_ACT_BASIC | XDP_ACT_REDIRECT | XDP_ACT_NDO_XMIT;
+        let feats = tern_xdp::lane::device_ifindex(dev).ok().and_then(|k| xdp_features(k).ok());
+        let need = XDP_ACT_BASIC | XDP_ACT_REDIRECT;
         if let Some(f) = feats
             && f & need != need
+            && !explicit
         {
-            let why = format!(
-                "driver XDP features {f:#x} lack a native hook or ndo-xmit (a veth needs XDP or GRO on its peer)"
-            );
-            if !explicit {
-                log::info!("device {dev}: not on the XDP lane: {why}; using AF_XDP");
-                continue;
-            }
-            log::warn!("device {dev}: {why}; frames the lane sends out of it may be lost");
+            log::info!("device {dev}: not on the XDP lane: no native XDP hook (features {f:#x}); using AF_XDP");
+            continue;
         }
         match lane.attach(dev, *port, explicit) {
             Ok(mode) => log::info!("device {dev}: on the XDP lane ({mode:?} mode)"),
@@ -291,4 +326,15 @@ pub(crate) fn start_for_router(
     }
     lane.publish(shared).map_err(|e| format!("XDP lane: {e}"))?;
     Ok(Some(lane))
+}
+
+/// Whether frames redirected by XDP can leave by `dev` (its driver
+/// advertises `ndo-xmit`). Kernels without the query (before 6.3) are
+/// trusted.
+fn can_send(dev: &str) -> bool {
+    use tern_xdp::lane::features::{XDP_ACT_NDO_XMIT, xdp_features};
+    match tern_xdp::lane::device_ifindex(dev).map(xdp_features) {
+        Ok(Ok(f)) => f & XDP_ACT_NDO_XMIT != 0,
+        _ => true,
+    }
 }

@@ -228,12 +228,12 @@ fn hosts_talk_through_the_lane_and_userspace_answers_the_rest() {
 }
 
 #[test]
-fn auto_takes_the_lane_only_where_redirects_work() {
+fn auto_takes_the_lane_and_sends_only_where_redirects_work() {
     if !privileged() {
         return;
     }
-    // GRO off on the hosts' ends: a veth cannot take redirected frames, so
-    // `auto` uses AF_XDP there (and traffic still flows).
+    // GRO off on the hosts' ends: the veths cannot take redirected frames;
+    // the lane receives, and what it would send goes through userspace.
     let rig = Rig::new(false);
     with_router(
         &rig,
@@ -243,9 +243,13 @@ fn auto_takes_the_lane_only_where_redirects_work() {
             while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
                 assert!(Instant::now() < deadline, "ping through tern");
             }
+            udp_through(rig, 200)
         },
-        |router, _| {
-            assert!(router.xdp_lane().is_none(), "no device on the lane");
+        |router, got| {
+            assert_eq!(router.xdp_lane().map(|l| l.devices().len()), Some(2), "auto receives on the lane");
+            assert!(*got >= 190, "traffic flows through userspace: {got}");
+            assert_eq!(router.counter("xdp-lane", "forwarded"), 0, "nothing sent by the lane");
+            assert!(router.counter("xdp-lane", "punt-egress") >= *got as u64);
         },
     );
     let rig = Rig::new(true);

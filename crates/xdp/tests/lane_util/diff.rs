@@ -72,8 +72,16 @@ pub fn build(ifs: IfTable, ports: u16, fib: &tern_fib::FibReader, acls: &[RuleSe
         let counters = vec![tern_acl::RuleCounters::for_classifier(&c)];
         sets.push(AclSet { name: s.name.clone(), classifier: c, counters });
     }
-    let shared = Shared::new(ifs.clone(), fib.clone());
+    let shared = Shared::new(ifs, fib.clone());
     shared.acls.publish(AclTable { sets });
+    from_shared(shared, ports, acls, linux_mode)
+}
+
+/// Both lanes over tables a router (or the caller) already built: the
+/// engine runs the graph on `shared` on this thread (worker id 0, whose
+/// rule counters it uses), the lane gets the same FIB, interfaces and
+/// rule sets.
+pub fn from_shared(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: bool) -> Diff {
     shared.params.publish(Params {
         icmp_rate: 1_000_000,
         icmp_burst: 1_000_000,
@@ -101,7 +109,8 @@ pub fn build(ifs: IfTable, ports: u16, fib: &tern_fib::FibReader, acls: &[RuleSe
         linux_mode,
     };
     let mut lane = LaneProgram::load(&lcfg).expect("lane loads (root, kernel with BPF)");
-    lane.attach_fib(&fib.raw(), None).expect("fib mirror");
+    lane.attach_fib(&shared.fib.raw(), None).expect("fib mirror");
+    let ifs = shared.ifaces.load();
     let tables = tern_control::xdplane::lane_tables(&ifs, acls, &|p| p < ports);
     lane.publish(&tables).expect("publish");
     let mut kif = Vec::new();

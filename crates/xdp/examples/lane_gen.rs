@@ -1,0 +1,76 @@
+//! The traffic of the 100GE scenarios, flat out, for the XDP lane rig
+//! (`scripts/lane_rig.sh`): tern-bench's XDP generator (varying flows in
+//! the program, BPF_PROG_TEST_RUN live frames) sending one scenario's
+//! streams out of a device, as fast as it can, for a while.
+//!
+//! ```text
+//! lane_gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
+//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64]
+//! ```
+//! Prints `gen pkts=N seconds=S mpps=M` (frames offered, not delivered).
+
+use clap::ValueEnum;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tern_bench::bpf::Generator;
+use tern_bench::scenario::ScenarioName;
+use tern_bench::traffic::TrafficProfile;
+
+fn arg<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == key).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
+fn mac(s: &str) -> Result<[u8; 6], String> {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|p| u8::from_str_radix(p, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("MAC {s}: {e}"))?;
+    v.try_into().map_err(|_| format!("MAC {s}: need 6 bytes"))
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let dev = arg(args, "--dev").ok_or("--dev missing")?;
+    let name = arg(args, "--scenario").unwrap_or("single-flow-50fw");
+    let sc = ScenarioName::from_str(name, true).map_err(|e| format!("--scenario {name}: {e}"))?;
+    let dst_mac = mac(arg(args, "--dst-mac").ok_or("--dst-mac missing")?)?;
+    let src_mac = mac(arg(args, "--src-mac").ok_or("--src-mac missing")?)?;
+    let num = |k: &str, d: f64| arg(args, k).map_or(Ok(d), |s| s.parse::<f64>().map_err(|e| format!("{k}: {e}")));
+    let secs = Duration::from_secs_f64(num("--seconds", 8.0)?);
+    let chunk = num("--chunk", 16384.0)? as u32;
+    let batch = num("--batch", 64.0)? as u32;
+    if let Some(cpu) = arg(args, "--cpu") {
+        let cpu = cpu.parse::<usize>().map_err(|e| format!("--cpu: {e}"))?;
+        tern_xdp::pin_thread_to_cpu(cpu).map_err(|e| format!("pin to cpu {cpu}: {e}"))?;
+    }
+    let scenario = sc.expand(None);
+    let size = *scenario.sizes.first().ok_or("scenario without frame sizes")?;
+    let profile = TrafficProfile { streams: scenario.streams.clone(), size, vlan: None, src_mac, dst_mac };
+    let slots = profile.slots().map_err(|e| e.to_string())?;
+    let flows: Vec<_> = scenario.streams.iter().map(|s| s.flows).collect();
+    let mut g = Generator::load().map_err(|e| e.to_string())?;
+    g.anchor(&format!("tlanegen{}", std::process::id())).map_err(|e| e.to_string())?;
+    g.configure(&slots, &flows).map_err(|e| e.to_string())?;
+    let ifindex = tern_xdp::lane::device_ifindex(dev).map_err(|e| e.to_string())?;
+    let buf = vec![0u8; profile.max_frame_len()];
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while t0.elapsed() < secs {
+        g.send(ifindex, &buf, chunk, batch).map_err(|e| e.to_string())?;
+        sent += u64::from(chunk);
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    println!("gen pkts={sent} seconds={dt:.3} mpps={:.3}", sent as f64 / dt / 1e6);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lane_gen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# The XDP lane against its peers on the 3-namespace veth rig (the rig of
+# xsk_rig.sh, with the addresses of tern-bench's topology):
+#
+#   gen ns  [g0] ---- [r0]  router ns  [r1] ---- [s0]  sink ns
+#   10.10.1.2       10.10.1.1       10.10.2.1       10.10.2.2
+#
+# Traffic: the 100GE scenarios of tern-bench (examples/lane_gen.rs:
+# tern-bench's XDP generator, BPF_PROG_TEST_RUN live frames, flows varied in
+# the program), 64-byte frames, flat out. The sink counts with an XDP
+# program (xsk_fwd sink). CPU 0: generator and sink; CPU 1: the router.
+#
+# Cases (the router):
+#   lane    tern run, lane = "xdp" (the XDP lane; worker idle = sleep)
+#   user    tern run, lane = "afxdp", idle = "spin" (the userspace lane,
+#           busy polling, its worker on CPU 1)
+#   kfwd    in-kernel XDP forwarding with bpf_fib_lookup
+#           (scripts/lane_kfwd.bpf.c; kernel addresses, routes, neighbour);
+#           no firewall, no GRE (no ip_gre module here): "n/a" for gre
+#   linux   kernel forwarding (ip_forward=1), no firewall; "n/a" for gre
+#
+# Scenarios: single-flow-50fw, gre-multi-flow, 900k-routes-50fw, drop-test
+# (tern: the 50 rules `drop src 1.1.N.1`; drop-test: + accept 10.10.1.0/24,
+# default drop; 900k: the full table from ../shared/data; gre: every packet
+# encapsulated to 10.10.2.2). The sink counts what arrives, so in the drop
+# test the forwarded (legitimate) half.
+#
+# Router CPU ns/packet = CPU time in the window of the router's threads
+# (r0's and r1's NAPI kthreads, pinned to CPU 1; tern's process) plus
+# softirq time on CPU 1, per packet counted at the sink. Medians of RUNS.
+#
+# Usage: sudo crates/xdp/scripts/lane_rig.sh [RUNS] [SCENARIO...]
+#   env: CASES ("lane user kfwd linux"), WARMUP (s, 2), MEASURE (s, 5),
+#        TERN (binary; default: cargo build --release -p tern), LANE_GEN and
+#        XSK_FWD (default: cargo build --release --example ...),
+#        ROUTES (full table, default /work/shared/data/full-table-2025.txt.gz)
+# Needs: root, iproute2 with libbpf, ethtool, clang, Linux 5.18+.
+set -euo pipefail
+
+RUNS=${1:-3}
+shift || true
+SCENARIOS=("$@")
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(single-flow-50fw gre-multi-flow 900k-routes-50fw drop-test)
+read -r -a CASES <<<"${CASES:-lane user kfwd linux}"
+WARMUP=${WARMUP:-2}
+MEASURE=${MEASURE:-5}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+ROUTES=${ROUTES:-/work/shared/data/full-table-2025.txt.gz}
+TGT=${CARGO_TARGET_DIR:-$ROOT/target}
+if [ -z "${TERN:-}" ]; then
+	(cd "$ROOT" && cargo build -q --release -p tern)
+	TERN="$TGT/release/tern"
+fi
+if [ -z "${LANE_GEN:-}" ] || [ -z "${XSK_FWD:-}" ]; then
+	(cd "$ROOT" && cargo build -q --release -p tern-xdp --example lane_gen --example xsk_fwd)
+	LANE_GEN=${LANE_GEN:-$TGT/release/examples/lane_gen}
+	XSK_FWD=${XSK_FWD:-$TGT/release/examples/xsk_fwd}
+fi
+WORK=$(mktemp -d /tmp/lane_rig.XXXXXX)
+clang -O2 -g -Wall -target bpf -I"/usr/include/$(uname -m)-linux-gnu" -c "$HERE/lane_kfwd.bpf.c" -o "$WORK/kfwd.o"
+
+ID=$(($$ % 10000))
+GEN=tlanerig$ID-gen RTR=tlanerig$ID-rtr SNK=tlanerig$ID-snk
+# Names unique on the machine: NAPI kthreads are named after them.
+G0=k${ID}g0 R0=k${ID}r0 R1=k${ID}r1 S0=k${ID}s0
+MAC_G0=02:00:00:00:00:11 MAC_R0=02:00:00:00:00:10 MAC_R1=02:00:00:00:00:20 MAC_S0=02:00:00:00:00:21
+PIDS=()
+
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	for n in $GEN $RTR $SNK; do ip netns del "$n" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+calc() { awk "BEGIN { print $1 }"; }
+
+setup() {
+	for n in $GEN $RTR $SNK; do ip netns add "$n"; ip -n "$n" link set lo up; done
+	ip -n $RTR link add $R0 address $MAC_R0 type veth peer name $G0 address $MAC_G0 netns $GEN
+	ip -n $RTR link add $R1 address $MAC_R1 type veth peer name $S0 address $MAC_S0 netns $SNK
+	for d in $R0 $R1; do ip -n $RTR link set $d up; done
+	ip -n $GEN link set $G0 up
+	ip -n $SNK link set $S0 up
+	ip -n $GEN addr add 10.10.1.2/24 dev $G0
+	ip -n $SNK addr add 10.10.2.2/24 dev $S0
+	nsx $GEN ethtool -K $G0 tx off >/dev/null
+}
+
+napi_threaded() { nsx "$1" sh -c "echo 1 > /sys/class/net/$2/threaded"; }
+napi_pids() { pgrep -f "napi/$1-" || true; }
+pin_napi() { for p in $(napi_pids "$1"); do taskset -pc "$2" "$p" >/dev/null; done; }
+ticks() { local t=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+sirq1() { awk '/^cpu1 / {print $8}' /proc/stat; }
+field() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" "$2" | head -1; }
+
+tern_config() { # $1 = scenario, $2 = case, $3 = work dir
+	local sc=$1 c=$2 lane idle
+	if [ "$c" = lane ]; then lane=xdp idle=sleep; else lane=afxdp idle=spin; fi
+	cat <<-EOF
+		[dataplane]
+		workers = 1
+		cpus = [1]
+		idle = "$idle"
+
+		[api]
+		socket = "$3/tern.sock"
+
+		[[interface]]
+		name = "in0"
+		device = "$R0"
+		lane = "$lane"
+		addresses = ["10.10.1.1/24", "2001:db8:10:1::1/64"]
+	EOF
+	echo 'acl_in = "FW50"'
+	cat <<-EOF
+
+		[[interface]]
+		name = "out0"
+		device = "$R1"
+		lane = "$lane"
+		addresses = ["10.10.2.1/24", "2001:db8:10:2::1/64"]
+
+		[[neighbor_entry]]
+		interface = "out0"
+		address = "10.10.2.2"
+		mac = "$MAC_S0"
+
+	EOF
+	if [ "$sc" = gre-multi-flow ]; then
+		printf '[[tunnel]]\nname = "gre0"\nlocal = "10.10.2.1"\nremote = "10.10.2.2"\naddresses = ["192.168.255.1/30"]\n\n'
+		printf '[[route]]\nprefix = "198.18.0.0/15"\nvia = "192.168.255.2"\n\n'
+	else
+		printf '[[route]]\nprefix = "198.18.0.0/15"\nvia = "10.10.2.2"\n\n'
+	fi
+	if [ "$sc" = 900k-routes-50fw ]; then
+		printf '[[route_file]]\npath = "%s"\nvia = "10.10.2.2"\nvia6 = "2001:db8:10:2::2"\n\n' "$ROUTES"
+	fi
+	local def=accept
+	[ "$sc" = drop-test ] && def=drop
+	printf '[[acl]]\nname = "FW50"\ndefault = "%s"\n\n' $def
+	for n in $(seq 1 50); do printf '[[acl.rule]]\naction = "drop"\nsrc = "1.1.%d.1/32"\n\n' "$n"; done
+	[ "$sc" = drop-test ] && printf '[[acl.rule]]\naction = "accept"\nsrc = "10.10.1.0/24"\n\n'
+	true
+}
+
+kernel_routes() { # $1 = scenario
+	nsx $RTR ip addr add 10.10.1.1/24 dev $R0
+	nsx $RTR ip addr add 10.10.2.1/24 dev $R1
+	nsx $RTR ip neigh replace 10.10.2.2 lladdr $MAC_S0 dev $R1 nud permanent
+	nsx $RTR ip route add 198.18.0.0/15 via 10.10.2.2
+	if [ "$1" = 900k-routes-50fw ]; then
+		zcat -f "$ROUTES" | awk '!/:/ && NF { print "route replace " $1 " via 10.10.2.2" }' >"$WORK/routes.batch"
+		nsx $RTR ip -force -batch "$WORK/routes.batch" 2>/dev/null || true
+	fi
+	nsx $RTR sysctl -qw net.ipv4.ip_forward=1
+}
+
+one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt gen_mpps"
+	local sc=$1 c=$2 out hz start tpid=""
+	hz=$(getconf CLK_TCK)
+	out=$(mktemp -d "$WORK/run.XXXX")
+	if [ "$sc" = gre-multi-flow ] && { [ "$c" = kfwd ] || [ "$c" = linux ]; }; then
+		echo "$sc $c n/a n/a n/a"
+		return
+	fi
+	start=3
+	[ "$sc" = 900k-routes-50fw ] && start=25
+	# The sink first: r1 can take redirected frames once s0 runs XDP.
+	nsx $SNK taskset -c 0 "$XSK_FWD" sink --dev $S0 --warmup "$(calc "$start + $WARMUP + 0.5")" \
+		--seconds "$MEASURE" >"$out/sink" 2>"$out/sink.err" &
+	local sinkpid=$!; PIDS+=("$sinkpid")
+	for _ in $(seq 50); do
+		nsx $SNK sh -c "echo 1 > /sys/class/net/$S0/threaded" 2>/dev/null && [ -n "$(napi_pids $S0)" ] && break
+		sleep 0.1
+	done
+	pin_napi $S0 0
+	local t_start=$SECONDS
+	case $c in
+	lane | user)
+		tern_config "$sc" "$c" "$out" >"$out/tern.toml"
+		nsx $RTR taskset -c 1 "$TERN" run --config "$out/tern.toml" >"$out/tern.log" 2>&1 &
+		tpid=$!; PIDS+=("$tpid")
+		;;
+	kfwd)
+		kernel_routes "$sc"
+		nsx $RTR ip link set dev $R0 xdpdrv obj "$WORK/kfwd.o" sec xdp
+		nsx $RTR ip link set dev $R1 xdpdrv obj "$WORK/kfwd.o" sec xdp
+		;;
+	linux)
+		kernel_routes "$sc"
+		nsx $RTR ethtool -K $R0 gro on >/dev/null # NAPI for the generator's frames
+		;;
+	esac
+	# Threaded NAPI of the router's devices on CPU 1 (veth NAPI exists once
+	# XDP or GRO is on; tern turns these on when it attaches).
+	sleep 1
+	for d in $R0 $R1; do napi_threaded $RTR $d 2>/dev/null || true; pin_napi $d 1; done
+	local waited=$((SECONDS - t_start))
+	[ $waited -lt $start ] && sleep $((start - waited))
+	for d in $R0 $R1; do napi_threaded $RTR $d 2>/dev/null || true; pin_napi $d 1; done
+	nsx $GEN taskset -c 0 "$LANE_GEN" --dev $G0 --scenario "$sc" --dst-mac $MAC_R0 --src-mac $MAC_G0 \
+		--cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" >"$out/gen" 2>"$out/gen.err" &
+	PIDS+=("$!")
+	sleep "$(calc "$WARMUP + 0.5")"
+	local napi t0 s0 t1 s1 p0 p1
+	napi=$( { napi_pids $R0; napi_pids $R1; } | tr '\n' ' ')
+	# shellcheck disable=SC2086
+	t0=$(ticks $napi); s0=$(sirq1); p0=0
+	[ -n "$tpid" ] && p0=$(ticks "$tpid")
+	sleep "$MEASURE"
+	# shellcheck disable=SC2086
+	t1=$(ticks $napi); s1=$(sirq1); p1=0
+	[ -n "$tpid" ] && p1=$(ticks "$tpid")
+	wait "$sinkpid" || { cat "$out/sink.err" >&2; }
+	sleep 1.5
+	if [ -n "$tpid" ]; then
+		kill -INT "$tpid" 2>/dev/null || true
+		wait "$tpid" 2>/dev/null || true
+	fi
+	wait 2>/dev/null || true
+	PIDS=()
+	local pkts
+	pkts=$(field pkts "$out/sink")
+	if [ "${pkts:-0}" = 0 ] || [ -n "${VERBOSE:-}" ]; then
+		echo "--- $sc $c: sink counted ${pkts:-0}; logs:" >&2
+		tail -20 "$out/tern.log" >&2 2>/dev/null || true
+		cat "$out/gen.err" "$out/sink.err" >&2 2>/dev/null || true
+	fi
+	local ns
+	ns=$(echo "$t0 $t1 $s0 $s1 $p0 $p1 ${pkts:-0} $hz" |
+		awk '{ ticks = ($2 - $1) + ($4 - $3) + ($6 - $5); printf "%.0f", ticks * 1e9 / $8 / ($7 > 0 ? $7 : 1) }')
+	echo "$sc $c $(field mpps "$out/sink") $ns $(field mpps "$out/gen") load=$(cut -d' ' -f1 /proc/loadavg)"
+}
+
+echo "# scenario case sink_mpps router_ns_per_pkt gen_offered_mpps"
+for r in $(seq "$RUNS"); do
+	for sc in "${SCENARIOS[@]}"; do
+		for c in "${CASES[@]}"; do
+			setup
+			one_run "$sc" "$c"
+			for n in $GEN $RTR $SNK; do ip netns del "$n"; done
+		done
+	done
+done | tee /dev/stderr | awk '
+	!/^#/ && $3 != "n/a" { k = $1 " " $2; n[k]++; m[k, n[k]] = $3; ns[k, n[k]] = $4 }
+	!/^#/ && $3 == "n/a" { na[$1 " " $2] = 1 }
+	function med(a, k, cnt,   i, j, t, v) {
+		for (i = 1; i <= cnt; i++) v[i] = a[k, i]
+		for (i = 1; i <= cnt; i++) for (j = i + 1; j <= cnt; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+		return v[int((cnt + 1) / 2)]
+	}
+	END { print "# medians: scenario case sink_mpps router_ns_per_pkt runs"
+	      for (k in n) print k, med(m, k, n[k]), med(ns, k, n[k]), n[k]
+	      for (k in na) print k, "n/a n/a 0" }' 2>&1
