@@ -181,6 +181,12 @@ pub enum AclCmd {
     /// Load `[[acl]]` rule sets from a TOML file: each replaces the running
     /// set of its name (compiled and swapped atomically) or is added.
     Load { file: PathBuf },
+    /// Translate an nftables ruleset (the JSON of `nft -j list ruleset`,
+    /// `-` for stdin) into tern `[[acl]]` rule sets, printed as TOML. Only the
+    /// stateless subset is accepted; anything else is refused naming the
+    /// table, chain, rule handle and expression. Needs no running tern.
+    #[command(name = "import-nft")]
+    ImportNft { file: PathBuf },
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -146,7 +146,7 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
         },
         OpCmd::Acl(n) => match &n.verb {
             Some(AclCmd::Show { name }) => Command::AclList(AclListArgs { name: name.clone() }),
-            Some(AclCmd::Load { .. }) => return Ok(None),
+            Some(AclCmd::Load { .. } | AclCmd::ImportNft { .. }) => return Ok(None),
             None => Command::AclList(AclListArgs::default()),
         },
         OpCmd::Trace(n) => match &n.verb {
@@ -170,6 +170,7 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
         OpCmd::Config(NounArgs { verb: Some(ConfigCmd::Check { file }) }) => return config_check(file),
         OpCmd::Capture(a) => return capture::run(ctx, a),
         OpCmd::Acl(NounArgs { verb: Some(AclCmd::Load { file }) }) => return acl_load(ctx, file),
+        OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file }) }) => return acl_import_nft(file),
         OpCmd::Shell => return Err("already in the shell".into()),
         _ => {}
     }
@@ -199,6 +200,19 @@ fn acl_load(ctx: &mut Ctx, file: &std::path::Path) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// `tern acl import-nft FILE`: nftables JSON to tern TOML, locally.
+fn acl_import_nft(file: &std::path::Path) -> Result<String, String> {
+    let text = if file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
+    };
+    let import = tern_acl::nft::import(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(import.to_string())
 }
 
 fn config_check(file: &std::path::Path) -> Result<String, String> {
