@@ -882,20 +882,27 @@ pub fn summarize(f: &[u8]) -> String {
 }
 
 pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArgs) -> Result<CaptureBatch, ApiError> {
-    let ifindex = router.plan.iface_index(&a.target).ok_or_else(|| {
-        if router.workers.first().is_some_and(|w| w.shared.graph.node_id(&a.target).is_some()) {
-            ApiError::refused(format!(
-                "{:?} is a node; capturing at a node needs the engine's node hook, not there yet: capture an interface",
-                a.target
-            ))
-        } else {
-            ApiError::not_found(format!("no interface named {:?}", a.target))
+    // An interface (its port's rx/tx frames) or a graph node (the packets
+    // entering it).
+    let node = match router.plan.iface_index(&a.target) {
+        Some(_) => None,
+        None => Some(
+            router
+                .workers
+                .first()
+                .and_then(|w| w.shared.graph.node_id(&a.target))
+                .ok_or_else(|| ApiError::not_found(format!("no interface or node named {:?}", a.target)))?,
+        ),
+    };
+    let port = match node {
+        Some(_) => usize::from(u16::MAX),
+        None => {
+            let ifindex = router.plan.iface_index(&a.target).unwrap_or_default();
+            router.workers.first().and_then(|w| w.shared.port_ifindex.iter().position(|&i| i == ifindex)).ok_or_else(
+                || ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target)),
+            )?
         }
-    })?;
-    let port =
-        router.workers.first().and_then(|w| w.shared.port_ifindex.iter().position(|&i| i == ifindex)).ok_or_else(
-            || ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target)),
-        )?;
+    };
     let dirs = match a.direction.as_deref().unwrap_or("both") {
         "rx" | "in" => CAPTURE_RX,
         "tx" | "out" => CAPTURE_TX,
@@ -919,7 +926,10 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     st.next_capture_id = id + 1;
     for w in &router.workers {
         w.shared.capture.take();
-        w.shared.capture.start(port as u16, dirs, snaplen);
+        match node {
+            Some(n) => w.shared.capture.start_node(n, snaplen),
+            None => w.shared.capture.start(port as u16, dirs, snaplen),
+        }
     }
     let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     st.capture = Some(CaptureSession {

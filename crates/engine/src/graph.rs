@@ -188,6 +188,8 @@ pub struct Env<'a> {
     pub tracer: &'a mut Tracer,
     pub now_ns: u64,
     pub worker: u16,
+    /// A running `tern capture NODE`: the node and the tap to copy into.
+    pub capture_node: Option<(NodeId, &'a crate::worker::CaptureTap)>,
 }
 
 /// A built graph, owned by one worker.
@@ -306,6 +308,11 @@ impl Graph {
         let Some(node) = self.nodes[id].as_mut() else {
             return;
         };
+        if let Some((nid, tap)) = env.capture_node
+            && usize::from(nid) == id
+        {
+            tap.copy(env.pool, pkts, usize::from(u16::MAX), crate::worker::CaptureDir::Rx, env.now_ns);
+        }
         self.next_scratch[..n].fill(NEXT_DROP);
         let t0 = tern_intrin::rdtsc();
         {

@@ -101,6 +101,8 @@ pub struct CaptureTap {
     port: AtomicU32,
     /// Bit 0: received frames, bit 1: transmitted frames.
     dirs: AtomicU32,
+    /// Graph node whose input packets to copy (u32::MAX: none).
+    node: AtomicU32,
     snaplen: AtomicU32,
     capacity: usize,
     queue: Mutex<VecDeque<CapturedFrame>>,
@@ -118,6 +120,7 @@ impl CaptureTap {
             on: AtomicBool::new(false),
             port: AtomicU32::new(u32::MAX),
             dirs: AtomicU32::new(0),
+            node: AtomicU32::new(u32::MAX),
             snaplen: AtomicU32::new(u32::MAX),
             capacity,
             queue: Mutex::new(VecDeque::new()),
@@ -128,15 +131,38 @@ impl CaptureTap {
     /// Starts copying the frames of port number `port` in the directions
     /// `dirs` (`CAPTURE_RX | CAPTURE_TX`), at most `snaplen` bytes each.
     pub fn start(&self, port: u16, dirs: u32, snaplen: u32) {
+        self.node.store(u32::MAX, Ordering::Relaxed);
         self.port.store(u32::from(port), Ordering::Relaxed);
         self.dirs.store(dirs, Ordering::Relaxed);
         self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
         self.on.store(true, Ordering::Release);
     }
 
+    /// Starts copying the packets entering graph node `node` (as the node
+    /// sees them: from the link-layer header, or from the IP header for
+    /// packets inside tunnels), at most `snaplen` bytes each. Copies carry
+    /// port number `u16::MAX`.
+    pub fn start_node(&self, node: u16, snaplen: u32) {
+        self.port.store(u32::MAX, Ordering::Relaxed);
+        self.dirs.store(0, Ordering::Relaxed);
+        self.node.store(u32::from(node), Ordering::Relaxed);
+        self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// The node being captured, if a node capture runs.
+    #[inline]
+    pub(crate) fn node(&self) -> Option<u16> {
+        match self.node.load(Ordering::Relaxed) {
+            u32::MAX => None,
+            n => Some(n as u16),
+        }
+    }
+
     /// Stops copying; frames already queued stay until taken.
     pub fn stop(&self) {
         self.on.store(false, Ordering::Release);
+        self.node.store(u32::MAX, Ordering::Relaxed);
     }
 
     pub fn is_on(&self) -> bool {
@@ -154,7 +180,7 @@ impl CaptureTap {
         if self.port.load(Ordering::Relaxed) as usize == k { self.dirs.load(Ordering::Relaxed) } else { 0 }
     }
 
-    fn copy(&self, pool: &PacketPool, pkts: &[PktIdx], port: usize, dir: CaptureDir, t_ns: u64) {
+    pub(crate) fn copy(&self, pool: &PacketPool, pkts: &[PktIdx], port: usize, dir: CaptureDir, t_ns: u64) {
         let snap = self.snaplen.load(Ordering::Relaxed) as usize;
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         for &p in pkts {
@@ -355,6 +381,7 @@ impl Worker {
                 tracer: &mut self.tracer,
                 now_ns,
                 worker: self.cfg.id,
+                capture_node: None,
             };
             self.graph.poll(&mut env);
         }
@@ -400,6 +427,11 @@ impl Worker {
                 tracer: &mut self.tracer,
                 now_ns,
                 worker: self.cfg.id,
+                capture_node: if capture {
+                    self.shared.capture.node().map(|n| (n, &self.shared.capture))
+                } else {
+                    None
+                },
             };
             self.graph.run(&mut env);
         }

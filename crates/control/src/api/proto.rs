@@ -260,7 +260,8 @@ pub struct TraceStartArgs {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaptureStartArgs {
-    /// An interface name.
+    /// An interface name (its port's frames) or a graph node name (the
+    /// packets entering that node).
     pub target: String,
     /// "rx", "tx" or "both" (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
