@@ -31,6 +31,8 @@ pub struct OpsState {
     pub config_path: Option<PathBuf>,
     /// Counters saved by `stats_clear`, per worker, and when.
     baseline: Option<(u64, Vec<StatsSnapshot>)>,
+    /// The XDP lane's counters and port counters at `stats_clear`.
+    lane_baseline: LaneCounts,
     trace_started_ns: u64,
     capture: Option<CaptureSession>,
     next_capture_id: u64,
@@ -157,6 +159,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
                 tern_engine::clock::now_ns(),
                 router.workers.iter().map(|w| w.shared.stats.snapshot()).collect(),
             ));
+            st.lane_baseline = lane_counts(router);
             Reply::done("counters cleared for `stats show` (metrics keep counting)")
         }
         Command::WorkerList {} => Reply::Workers(worker_infos(&router.workers())),
@@ -218,9 +221,64 @@ pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters
     m
 }
 
+/// What the XDP lane counted itself (it forwards and drops without the
+/// workers seeing the packets): counters by (node, counter) and packets by
+/// tern interface index. Empty when no device runs the lane.
+#[derive(Clone, Debug, Default)]
+pub struct LaneCounts {
+    pub errors: HashMap<(&'static str, &'static str), u64>,
+    pub ports: HashMap<u16, PortCounters>,
+}
+
+pub fn lane_counts(router: &Router) -> LaneCounts {
+    let mut out = LaneCounts::default();
+    let Some(lane) = router.xdp_lane() else { return out };
+    for c in lane.counters() {
+        *out.errors.entry((c.desc.node, c.desc.error)).or_default() += c.value;
+    }
+    for w in router.workers() {
+        for &ifindex in &w.port_ifindex {
+            if out.ports.contains_key(&ifindex) {
+                continue;
+            }
+            let l = lane.port_stats(ifindex);
+            out.ports.insert(
+                ifindex,
+                PortCounters {
+                    rx_packets: l.rx_packets,
+                    rx_bytes: l.rx_bytes,
+                    tx_packets: l.tx_packets,
+                    tx_bytes: l.tx_bytes,
+                    ..PortCounters::default()
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Adds the lane's port counters (minus `base`) to the workers'.
+pub fn add_lane_ports(m: &mut HashMap<u16, PortCounters>, lane: &LaneCounts, base: Option<&LaneCounts>) {
+    for (i, l) in &lane.ports {
+        let b = base.and_then(|b| b.ports.get(i)).cloned().unwrap_or_default();
+        let c = m.entry(*i).or_default();
+        c.rx_packets += l.rx_packets.saturating_sub(b.rx_packets);
+        c.rx_bytes += l.rx_bytes.saturating_sub(b.rx_bytes);
+        c.tx_packets += l.tx_packets.saturating_sub(b.tx_packets);
+        c.tx_bytes += l.tx_bytes.saturating_sub(b.tx_bytes);
+    }
+}
+
+/// The workers' port counters plus what the XDP lane forwarded itself.
+pub fn port_counters_with_lane(router: &Router) -> HashMap<u16, PortCounters> {
+    let mut m = port_counters(&router.workers());
+    add_lane_ports(&mut m, &lane_counts(router), None);
+    m
+}
+
 pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
     let ifs = router.iftable();
-    let counters = port_counters(&router.workers());
+    let counters = port_counters_with_lane(router);
     let acl_name = |i: Option<&String>| i.cloned();
     router
         .plan
@@ -622,7 +680,13 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
     let base_snap = base.map(|(_, b)| b.as_slice());
     let now = tern_engine::clock::now_ns();
     let ifs = router.iftable();
-    let mut interfaces: Vec<InterfaceCounters> = port_counters(&workers)
+    let lane = lane_counts(router);
+    let lane_base = if since_clear && base.is_some() { Some(&st.lane_baseline) } else { None };
+    let mut ports = port_counters(&workers);
+    if base.is_none() {
+        add_lane_ports(&mut ports, &lane, None);
+    }
+    let mut interfaces: Vec<InterfaceCounters> = ports
         .into_iter()
         .map(|(i, c)| InterfaceCounters { interface: ifname(&ifs, i), counters: c })
         .collect();
@@ -655,6 +719,26 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
                 c.driver_errors = c.driver_errors.saturating_sub(o.driver_errors);
             }
         }
+        // The lane's share since the clear.
+        let mut extra = HashMap::new();
+        add_lane_ports(&mut extra, &lane, lane_base);
+        let extra: HashMap<String, PortCounters> = extra.into_iter().map(|(i, c)| (ifname(&ifs, i), c)).collect();
+        for l in &mut interfaces {
+            if let Some(e) = extra.get(&l.interface) {
+                let c = &mut l.counters;
+                c.rx_packets += e.rx_packets;
+                c.rx_bytes += e.rx_bytes;
+                c.tx_packets += e.tx_packets;
+                c.tx_bytes += e.tx_bytes;
+            }
+        }
+    }
+    let mut errors = error_stats(&workers, base_snap);
+    for e in &mut errors {
+        let key = (e.node.as_str(), e.name.as_str());
+        let now = lane.errors.iter().find(|(k, _)| **k == key).map_or(0, |(_, v)| *v);
+        let old = lane_base.and_then(|b| b.errors.iter().find(|(k, _)| **k == key)).map_or(0, |(_, v)| *v);
+        e.count += now.saturating_sub(old);
     }
     StatsReport {
         interval_ms: match base {
@@ -662,7 +746,7 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
             None => router.uptime_ns() / 1_000_000,
         },
         nodes: node_stats(&workers, base_snap),
-        errors: error_stats(&workers, base_snap),
+        errors,
         interfaces,
     }
 }

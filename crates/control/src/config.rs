@@ -825,9 +825,10 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let mut static_neighbors = Vec::new();
     for (i, n) in config.static_neighbors.iter().enumerate() {
         let p = |key: &str| vec![k("neighbor_entry"), Seg::Index(i), k(key)];
-        let ifindex =
-            index_of(&n.interface).ok_or_else(|| bad(p("interface"), format!("no interface named {:?}", n.interface)))?;
-        let ip = n.address.parse::<IpAddr>().map_err(|_| bad(p("address"), format!("invalid address {:?}", n.address)))?;
+        let ifindex = index_of(&n.interface)
+            .ok_or_else(|| bad(p("interface"), format!("no interface named {:?}", n.interface)))?;
+        let ip =
+            n.address.parse::<IpAddr>().map_err(|_| bad(p("address"), format!("invalid address {:?}", n.address)))?;
         let mac = parse_mac(&n.mac).map_err(|e| bad(p("mac"), e))?;
         static_neighbors.push((ifindex, ip, mac));
     }

@@ -35,6 +35,8 @@ pub struct ControlFacts {
     pub trace_remaining: u32,
     /// Rule sets with per-rule (packets, bytes), rules then the default.
     pub acl_hits: Vec<(String, Vec<(u64, u64)>)>,
+    /// What the XDP lane counted itself (empty without the lane).
+    pub lane: crate::commands::LaneCounts,
 }
 
 /// Everything the endpoint reads.
@@ -132,10 +134,25 @@ pub fn render(src: &MetricsSource) -> String {
                 );
             }
         }
+        // What the XDP lane dropped or counted itself, as worker "xdp-lane".
+        let lane = &facts.lane;
+        if !lane.errors.is_empty()
+            && let Some(w) = ws.first()
+        {
+            for e in error_stats(std::slice::from_ref(w), None) {
+                let v = lane.errors.iter().find(|(k, _)| k.0 == e.node && k.1 == e.name).map_or(0, |(_, v)| *v);
+                f.sample(
+                    "tern_node_errors_total",
+                    &[("node", &e.node), ("error", &e.name), ("kind", &e.kind), ("worker", "xdp-lane")],
+                    v,
+                );
+            }
+        }
     }
 
     // Per interface (ports), summed over workers.
-    let pc = port_counters(ws);
+    let mut pc = port_counters(ws);
+    crate::commands::add_lane_ports(&mut pc, &facts.lane, None);
     let mut ports: Vec<_> = pc.iter().map(|(i, c)| (ifname(&ifs, *i), c.clone())).collect();
     ports.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, help, get) in [

@@ -76,6 +76,7 @@ impl Daemon {
             uptime_ns: router.uptime_ns(),
             trace_remaining: router.trace().remaining(),
             acl_hits,
+            lane: commands::lane_counts(router),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
     }
