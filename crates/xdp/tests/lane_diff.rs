@@ -618,3 +618,35 @@ fn route_changes_reach_the_lane_in_place() {
         assert_eq!(d.run(LAN, &f), Punt("xdp-lane/punt-icmp-route".into()));
     });
 }
+
+#[test]
+fn linux_mode_leaves_the_routers_traffic_to_linux() {
+    if !privileged() {
+        return;
+    }
+    let ns = Netns::with_veths(3);
+    ns.run(|| {
+        use Verdict::*;
+        let (_w, r) = fib();
+        let mut d = build(interfaces(), 3, &r, &rule_sets(), true);
+        d.lane.add_local(IpAddr::V4(v4("10.0.1.1"))).expect("local");
+        // Linux answers ARP, ND and everything for the router's addresses.
+        assert_eq!(d.run(LAN, &eth([0xff; 6], HOST_A, 0x0806, &[0u8; 28])), Pass("xdp-lane/pass-neighbor".into()));
+        assert_eq!(
+            d.run(LAN, &lan_frame(udp4("10.0.1.2", "10.0.1.1", 64, 1, 2, b"x"))),
+            Pass("xdp-lane/pass-local".into())
+        );
+        assert_eq!(
+            d.run(WAN, &eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 1, 2, b"x"))),
+            Pass("xdp-lane/pass-local".into())
+        );
+        // Transit and tern's own tunnels stay tern's.
+        assert_eq!(d.run(LAN, &lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"x"))), Forward(WAN));
+        let inner = udp4("10.9.9.9", "10.0.1.2", 30, 7, 8, b"t");
+        let outer = ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(None, 0x0800, &inner));
+        assert_eq!(d.run(WAN, &eth(R_WAN, HOST_B, 0x0800, &outer)), Forward(LAN));
+        // GRE that is not one of tern's tunnels: Linux's.
+        let other = ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(Some(99), 0x0800, &inner));
+        assert_eq!(d.run(WAN, &eth(R_WAN, HOST_B, 0x0800, &other)), Pass("xdp-lane/pass-local".into()));
+    });
+}

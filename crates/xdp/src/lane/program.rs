@@ -604,6 +604,32 @@ impl LaneProgram {
         Ok((r.return_value, out))
     }
 
+    /// Runs the program `repeat` times on `frame` (BPF_PROG_TEST_RUN: the
+    /// kernel times the loop) and returns the last action and the average
+    /// time of one run. The runs share the buffer: the frame a run leaves
+    /// is the next run's input.
+    pub fn test_run_timed(
+        &self,
+        frame: &[u8],
+        kifindex: u32,
+        repeat: u32,
+    ) -> Result<(u32, std::time::Duration), XdpError> {
+        use aya::programs::{TestRun, TestRunOptions};
+        let p: &Xdp = self
+            .ebpf
+            .program(LANE_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        let mut ctx = [0u8; 24];
+        ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
+        ctx[12..16].copy_from_slice(&kifindex.to_ne_bytes());
+        let r = p
+            .test_run(TestRunOptions { data_in: Some(frame), ctx_in: Some(&ctx), repeat, ..TestRunOptions::default() })
+            .map_err(|e| prog_err("BPF_PROG_TEST_RUN", format!("{e:?}")))?;
+        Ok((r.return_value, r.duration))
+    }
+
     /// The program's file descriptor (e.g. for `bpftool`).
     pub fn program_fd(&self) -> Option<std::os::fd::RawFd> {
         let p: &Xdp = self.ebpf.program(LANE_PROG_NAME)?.try_into().ok()?;
