@@ -686,10 +686,8 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
     if base.is_none() {
         add_lane_ports(&mut ports, &lane, None);
     }
-    let mut interfaces: Vec<InterfaceCounters> = ports
-        .into_iter()
-        .map(|(i, c)| InterfaceCounters { interface: ifname(&ifs, i), counters: c })
-        .collect();
+    let mut interfaces: Vec<InterfaceCounters> =
+        ports.into_iter().map(|(i, c)| InterfaceCounters { interface: ifname(&ifs, i), counters: c }).collect();
     interfaces.sort_by(|a, b| a.interface.cmp(&b.interface));
     if let Some(b) = base_snap {
         // Per-port baselines: subtract each worker's saved port counters.
