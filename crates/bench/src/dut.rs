@@ -25,8 +25,15 @@ use crate::topology::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DutKind {
-    /// tern itself (`tern run --config FILE`).
+    /// tern itself (`tern run --config FILE`), driver "auto" (the XDP
+    /// lane where it attaches, else AF_XDP, else AF_PACKET).
     Tern,
+    /// tern with lane = "xdp" (forwarding in the driver's XDP hook).
+    TernXdp,
+    /// tern with lane = "afxdp" (the userspace engine over AF_XDP).
+    TernAfxdp,
+    /// tern with lane = "afpacket" (the userspace engine over AF_PACKET).
+    TernAfpacket,
     /// Linux kernel forwarding (ip_forward=1).
     Linux,
     /// Linux with the 50 nftables rules of the 100GE test (VyOS-like).
@@ -36,10 +43,24 @@ pub enum DutKind {
 }
 
 impl DutKind {
+    /// tern's `driver` for this DUT (None: not tern).
+    pub fn tern_driver(self) -> Option<&'static str> {
+        match self {
+            DutKind::Tern => Some("auto"),
+            DutKind::TernXdp => Some("xdp"),
+            DutKind::TernAfxdp => Some("afxdp"),
+            DutKind::TernAfpacket => Some("afpacket"),
+            _ => None,
+        }
+    }
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             DutKind::Tern => "tern",
+            DutKind::TernXdp => "tern-xdp",
+            DutKind::TernAfxdp => "tern-afxdp",
+            DutKind::TernAfpacket => "tern-afpacket",
             DutKind::Linux => "linux",
             DutKind::LinuxNft => "linux-nft",
             DutKind::Testpmd => "testpmd",
@@ -172,7 +193,9 @@ pub fn setup(
     let dut = chain.dut.as_ref().ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
     match kind {
         DutKind::Linux | DutKind::LinuxNft => setup_linux(kind, chain, dut, needs, place, work_dir),
-        DutKind::Tern => setup_tern(chain, dut, needs, place, tern_bin, work_dir),
+        DutKind::Tern | DutKind::TernXdp | DutKind::TernAfxdp | DutKind::TernAfpacket => {
+            setup_tern(chain, dut, needs, place, tern_bin, work_dir, kind.tern_driver().unwrap_or("auto"))
+        }
         DutKind::Testpmd => setup_testpmd(chain, dut, needs, place, work_dir),
     }
 }
@@ -339,7 +362,7 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 }
 
 /// tern's TOML configuration for a scenario.
-pub fn tern_config(needs: &DutNeeds, dut_cpu: usize) -> String {
+pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# written by tern bench rfc2544\n[dataplane]\nworkers = 1\ncpus = [{dut_cpu}]\n");
     let acl = match needs.firewall {
@@ -347,12 +370,12 @@ pub fn tern_config(needs: &DutNeeds, dut_cpu: usize) -> String {
         _ => Some("FW50"),
     };
     let _ = writeln!(s, "[[interface]]\nname = \"in0\"\ndevice = \"{DUT_IN}\"");
-    let _ = writeln!(s, "addresses = [\"{DUT_IN_V4}/24\", \"{DUT_IN_V6}/64\"]\ndriver = \"auto\"");
+    let _ = writeln!(s, "addresses = [\"{DUT_IN_V4}/24\", \"{DUT_IN_V6}/64\"]\ndriver = \"{driver}\"");
     if let Some(a) = acl {
         let _ = writeln!(s, "acl_in = \"{a}\"");
     }
     let _ = writeln!(s, "\n[[interface]]\nname = \"out0\"\ndevice = \"{DUT_OUT}\"");
-    let _ = writeln!(s, "addresses = [\"{DUT_OUT_V4}/24\", \"{DUT_OUT_V6}/64\"]\ndriver = \"auto\"\n");
+    let _ = writeln!(s, "addresses = [\"{DUT_OUT_V4}/24\", \"{DUT_OUT_V6}/64\"]\ndriver = \"{driver}\"\n");
     if needs.gre {
         let _ = writeln!(
             s,
@@ -386,6 +409,7 @@ fn setup_tern(
     place: Placement,
     tern_bin: Option<&Path>,
     work_dir: &Path,
+    driver: &str,
 ) -> Result<Setup> {
     let bin = match tern_bin {
         Some(b) => b.to_path_buf(),
@@ -399,7 +423,7 @@ fn setup_tern(
     dut.sysctl("net.ipv4.ip_forward", "0")?;
     dut.sysctl("net.ipv6.conf.all.forwarding", "0")?;
     prepare_ingress(dut, place)?;
-    let cfg = tern_config(needs, place.dut_cpu);
+    let cfg = tern_config(needs, place.dut_cpu, driver);
     let cfg_path = work_dir.join(format!("{}-tern.toml", dut.name()));
     write_file(&cfg_path, &cfg)?;
     let log = work_dir.join(format!("{}-tern.log", dut.name()));
@@ -494,7 +518,8 @@ mod tests {
 
     #[test]
     fn tern_config_is_valid_toml_with_the_scenario() {
-        let t: toml::Value = toml::from_str(&tern_config(&needs(Firewall::Drop50, false, true), 1)).expect("toml");
+        let t: toml::Value =
+            toml::from_str(&tern_config(&needs(Firewall::Drop50, false, true), 1, "auto")).expect("toml");
         assert_eq!(t["dataplane"]["cpus"][0].as_integer(), Some(1));
         let ifs = t["interface"].as_array().expect("interfaces");
         assert_eq!(ifs.len(), 2);
@@ -510,7 +535,7 @@ mod tests {
         assert!(t.get("tunnel").is_none());
 
         let t: toml::Value =
-            toml::from_str(&tern_config(&needs(Firewall::Drop50DefaultDeny, true, false), 0)).expect("toml");
+            toml::from_str(&tern_config(&needs(Firewall::Drop50DefaultDeny, true, false), 0, "afxdp")).expect("toml");
         assert_eq!(t["acl"][0]["default"].as_str(), Some("drop"));
         let rules = t["acl"][0]["rule"].as_array().expect("rules");
         assert_eq!(rules.len(), 51);
@@ -519,7 +544,8 @@ mod tests {
         assert_eq!(t["tunnel"][0]["remote"].as_str(), Some("10.10.2.2"));
         assert_eq!(t["route"][0]["via"].as_str(), Some("192.168.255.2"));
 
-        let t: toml::Value = toml::from_str(&tern_config(&needs(Firewall::None, false, false), 1)).expect("toml");
+        let t: toml::Value =
+            toml::from_str(&tern_config(&needs(Firewall::None, false, false), 1, "afpacket")).expect("toml");
         assert!(t.get("acl").is_none());
         assert!(t["interface"][0].get("acl_in").is_none());
     }
