@@ -198,9 +198,15 @@ fn trace_and_capture_over_the_api() {
     };
     let e = api_err(c.call(&Command::CaptureStart(CaptureStartArgs { target: "wan".into(), ..Default::default() })));
     assert_eq!(e.code, ErrorCode::Refused, "one capture at a time");
+    // A node capture is a capture too: refused while the interface's runs.
     let e =
         api_err(c.call(&Command::CaptureStart(CaptureStartArgs { target: "ip4-lookup".into(), ..Default::default() })));
-    assert!(e.message.contains("node"), "{e:?}");
+    assert_eq!(e.code, ErrorCode::Refused, "{e:?}");
+    assert!(e.message.contains("one capture at a time"), "{e:?}");
+    let e = api_err(
+        c.call(&Command::CaptureStart(CaptureStartArgs { target: "no-such-node".into(), ..Default::default() })),
+    );
+    assert!(e.message.contains("no-such-node"), "{e:?}");
 
     // A ping to tern: traced, captured in (request) and out (reply).
     let echo = ipv4(a4("10.0.1.2"), a4("10.0.1.1"), 1, 64, &icmp_echo(8, 7, 1, b"trace me"));
