@@ -46,7 +46,7 @@ WARMUP=${WARMUP:-2}
 MEASURE=${MEASURE:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-ROUTES=${ROUTES:-/work/shared/data/full-table-2025.txt.gz}
+ROUTES=${ROUTES:-$ROOT/../shared/data/full-table-2025.txt.gz}
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 if [ -z "${TERN:-}" ]; then
 	(cd "$ROOT" && cargo build -q --release -p tern)
