@@ -442,6 +442,28 @@ fn setup_tern(
             cmd: format!("ip netns exec {} {} run --config {}", dut.name(), bin.display(), cfg_path.display()),
             detail: e.to_string(),
         })?;
+    let mut child = child;
+    // Wait until tern has attached to its devices and says it runs: the
+    // warm-up's checks of the ingress device (XDP attached? GRO?) must see
+    // tern's choice, not the moment before it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if std::fs::read_to_string(&log).is_ok_and(|t| t.contains("tern running")) {
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: String =
+                tail.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("; ");
+            return Err(BenchError::Dut(format!("tern exited at start ({status}): {tail}")));
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(BenchError::Dut(format!("tern did not start within 120 s (log {})", log.display())));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     Ok(Setup::Running(DutHandle {
         child: Some(child),
         log: Some(log),
