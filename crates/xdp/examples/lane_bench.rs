@@ -170,7 +170,12 @@ fn bench(routes: Option<&str>, calls: usize) -> Result<(), String> {
         }
         let via = if c.gre { "192.168.255.2" } else { "10.10.2.2" };
         add(&mut w, "198.18.0.0/15", RouteTarget::Via { gw: via.parse().map_err(|_| "addr")?, ifindex: None })?;
-        w.set_neighbor(1, sink, Some([2, 0, 0, 0, 0, 0x21]));
+        // The next hop's MAC is in0's own: a run leaves its output as the
+        // next run's input, and the rewritten frame must still be for the
+        // router (otherwise every run after the first times the
+        // not-for-us drop). TTL 255 lasts the 250 runs.
+        let next_hop_mac = if c.gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
+        w.set_neighbor(1, sink, Some(next_hop_mac));
         let acl_in = c.acl.as_ref().map(|_| 0u16);
         let t = GreTunnel { local: "10.10.2.1".parse().map_err(|_| "a")?, remote: sink, key: None, ttl: 64 };
         let ifs = IfTable::new(vec![
