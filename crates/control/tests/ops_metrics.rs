@@ -100,8 +100,11 @@ fn metrics_scraped_every_second_under_load_are_monotonic_and_match_the_traffic()
     let deadline = Instant::now() + Duration::from_secs(20);
     let m = loop {
         let m = scrape(addr);
+        // A scrape reads port and node counters one after the other while
+        // the worker may be between them: wait for both to settle.
         if get(&m, "tern_interface_rx_packets_total{interface=\"lan\"}") as u64 == lan_rx
             && get(&m, "tern_interface_tx_packets_total{interface=\"wan\"}") as u64 == 2 + sent
+            && get(&m, "tern_node_packets_total{node=\"ip4-input\",worker=\"0\"}") as u64 >= lan_rx
         {
             break m;
         }
