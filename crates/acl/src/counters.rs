@@ -45,10 +45,18 @@ impl RuleCounters {
     /// Only the owning worker may call this (single writer).
     #[inline]
     pub fn add(&self, rule: Option<u32>, bytes: u32) {
+        self.add_n(rule, 1, u64::from(bytes));
+    }
+
+    /// Adds `packets` packets of `bytes` bytes in all to `rule` (`None`:
+    /// the default policy): one update for a run of packets that met the
+    /// same rule. Only the owning worker may call this (single writer).
+    #[inline]
+    pub fn add_n(&self, rule: Option<u32>, packets: u64, bytes: u64) {
         let i = rule.map_or(self.cells.len() - 1, |r| r as usize);
         if let Some([p, b]) = self.cells.get(i) {
-            p.store(p.load(Relaxed).wrapping_add(1), Relaxed);
-            b.store(b.load(Relaxed).wrapping_add(bytes as u64), Relaxed);
+            p.store(p.load(Relaxed).wrapping_add(packets), Relaxed);
+            b.store(b.load(Relaxed).wrapping_add(bytes), Relaxed);
         }
     }
 
@@ -56,9 +64,16 @@ impl RuleCounters {
     /// every count-only rule it matched before.
     #[inline]
     pub fn record(&self, c: &Classifier, key: &PacketKey, v: &Verdict, bytes: u32) {
-        self.add(v.rule, bytes);
+        self.record_n(c, key, v, 1, u64::from(bytes));
+    }
+
+    /// [`Self::record`] for `packets` packets of the same key (and so the
+    /// same verdict) totalling `bytes` bytes.
+    #[inline]
+    pub fn record_n(&self, c: &Classifier, key: &PacketKey, v: &Verdict, packets: u64, bytes: u64) {
+        self.add_n(v.rule, packets, bytes);
         if v.counted() {
-            c.count_hits(key, v, |r| self.add(Some(r), bytes));
+            c.count_hits(key, v, |r| self.add_n(Some(r), packets, bytes));
         }
     }
 
@@ -120,6 +135,8 @@ mod tests {
         assert_eq!(s.len(), 4);
         assert_eq!(s[1], Hits { packets: 3, bytes: 161 });
         assert_eq!(s[3].packets, 1);
+        a.add_n(Some(2), 3, 180);
+        assert_eq!(a.rule(2), Hits { packets: 3, bytes: 180 });
     }
 
     #[test]

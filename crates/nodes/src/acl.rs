@@ -17,7 +17,7 @@ use crate::state::{AclTable, IfTable};
 use crate::util::*;
 use tern_acl::{Action, PacketKey, Verdict};
 use tern_engine::{Cx, ErrorDesc, Node};
-use tern_packet::{MAX_BATCH, PktIdx};
+use tern_packet::{MAX_BATCH, PacketPool, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, ipv6ext};
 
@@ -34,9 +34,18 @@ pub struct AclNode {
     out: bool,
     ifs: Snapshot<IfTable>,
     acls: Snapshot<AclTable>,
+    runs: Runs,
+}
+
+/// A batch cut into runs of consecutive packets with one key (one flow,
+/// mostly): per run, the key, its rule set, its verdict, the run's first
+/// packet and its bytes; `starts` has one more entry, the batch length.
+struct Runs {
     keys: Vec<PacketKey>,
     sets: Vec<u16>,
     verdicts: Vec<Verdict>,
+    starts: Vec<usize>,
+    bytes: Vec<u64>,
 }
 
 impl AclNode {
@@ -46,12 +55,20 @@ impl AclNode {
             out,
             ifs,
             acls,
-            keys: vec![PacketKey::default(); MAX_BATCH],
-            sets: vec![0; MAX_BATCH],
-            verdicts: vec![Verdict::default(); MAX_BATCH],
+            runs: Runs {
+                keys: vec![PacketKey::default(); MAX_BATCH],
+                sets: vec![0; MAX_BATCH],
+                verdicts: vec![Verdict::default(); MAX_BATCH],
+                starts: vec![0; MAX_BATCH + 1],
+                bytes: vec![0; MAX_BATCH],
+            },
         }
     }
 }
+
+/// No rule set: the packet's interface lost its binding or names a set
+/// that does not exist.
+const NO_SET: u16 = u16::MAX;
 
 impl Node for AclNode {
     fn name(&self) -> &'static str {
@@ -73,60 +90,203 @@ impl Node for AclNode {
         ACL_ERRORS
     }
 
+    /// Three passes. Keys: the batch is cut into runs of consecutive
+    /// packets with one key; a packet whose key-relevant header bytes and
+    /// interfaces equal its predecessor's ([`FlowSig`]) joins the run
+    /// without building its key. Classification: one key per run.
+    /// Verdicts and rule counters: per run.
+    ///
+    /// Measured (callgrind, instructions per packet of `tern bench engine
+    /// --packets 1000000`, over plain forwarding): single-flow-50fw 338 when
+    /// every packet's key was built, classified and counted, 103 with runs;
+    /// acl-10k 568 and 106. Traffic of all-different flows gains nothing
+    /// (gre-multi-flow +6, drop-test +35 of 961).
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.acls.refresh();
         let ifs = self.ifs.current();
-        let n = pkts.len();
-        let mut same = true;
-        for (i, &p) in pkts.iter().enumerate() {
-            let m = cx.pool.meta(p);
-            let ifindex = if self.out { m.tx_if } else { m.rx_if };
-            let set = ifs.get(ifindex).and_then(|f| if self.out { f.acl_out } else { f.acl_in }).unwrap_or(u16::MAX);
-            self.sets[i] = set;
-            same &= set == self.sets[0];
-            let d = cx.pool.data(p);
-            let l3 = &d[m.l3_off as usize..];
-            let mut k = if self.v6 { key_v6(l3) } else { key_v4(l3) };
-            k.in_if = m.rx_if;
-            k.out_if = if self.out { m.tx_if } else { 0 };
-            k.vlan = m.vlan;
-            self.keys[i] = k;
-        }
         let acls = self.acls.current();
-        if same {
-            match acls.get(self.sets[0]) {
-                Some(set) => set.classifier.classify_batch(&self.keys[..n], &mut self.verdicts[..n]),
+        let n = pkts.len().min(MAX_BATCH).min(next.len());
+        let (pkts, next) = (&pkts[..n], &mut next[..n]);
+        let r = &mut self.runs;
+        let (nk, same_set, traced) = match (self.v6, self.out) {
+            (false, false) => r.gather::<false, false>(cx.pool, ifs, pkts),
+            (true, false) => r.gather::<true, false>(cx.pool, ifs, pkts),
+            (false, true) => r.gather::<false, true>(cx.pool, ifs, pkts),
+            (true, true) => r.gather::<true, true>(cx.pool, ifs, pkts),
+        };
+        if nk == 0 {
+            return;
+        }
+
+        let (keys, sets, verdicts) = (&r.keys[..nk], &r.sets[..nk], &mut r.verdicts[..nk]);
+        if same_set {
+            match acls.get(sets[0]) {
+                Some(set) => set.classifier.classify_batch(keys, verdicts),
                 None => {
-                    for (i, &p) in pkts.iter().enumerate() {
-                        next[i] = cx.drop(p, E_NO_SET);
+                    for (o, &p) in next.iter_mut().zip(pkts) {
+                        *o = cx.drop(p, E_NO_SET);
                     }
                     return;
                 }
             }
         } else {
-            for i in 0..n {
-                if let Some(set) = acls.get(self.sets[i]) {
-                    self.verdicts[i] = set.classifier.classify(&self.keys[i]);
+            for ((k, &s), v) in keys.iter().zip(sets).zip(verdicts.iter_mut()) {
+                if let Some(set) = acls.get(s) {
+                    *v = set.classifier.classify(k);
                 }
             }
         }
+        r.apply(cx, acls, nk, same_set, pkts, next);
+        if traced {
+            r.trace(cx, acls, nk, pkts);
+        }
+    }
+}
+
+impl Runs {
+    /// Cuts `pkts` into runs and fills their keys, sets and bytes; returns
+    /// the number of runs, whether they all have one rule set, and whether
+    /// a packet is traced. Specialised per family and direction: the loop
+    /// runs per packet and has no register to spare.
+    #[inline(never)]
+    fn gather<const V6: bool, const OUT: bool>(
+        &mut self,
+        pool: &mut PacketPool,
+        ifs: &IfTable,
+        pkts: &[PktIdx],
+    ) -> (usize, bool, bool) {
+        let n = pkts.len().min(MAX_BATCH);
+        let (keys, sets) = (&mut self.keys[..n], &mut self.sets[..n]);
+        let (starts, bytes) = (&mut self.starts[..=n], &mut self.bytes[..n]);
+        let mut nk = 0usize;
+        let mut last_sig = FlowSig::NONE;
+        let mut run_bytes = 0u64;
+        let mut cached: Option<(u16, u16)> = None;
+        let mut same_set = true;
+        let mut traced = false;
+        for (i, &p) in pkts.iter().enumerate().take(n) {
+            let (m, d) = pool.pkt(p);
+            traced |= m.flags & flags::TRACED != 0;
+            let len = u64::from(m.len);
+            let (rx_if, vlan) = (m.rx_if, m.vlan);
+            let out_if = if OUT { m.tx_if } else { 0 };
+            let l3 = d.get(usize::from(m.l3_off)..).unwrap_or_default();
+            let sig = if V6 { FlowSig::NONE } else { FlowSig::v4(l3, rx_if, out_if, vlan) };
+            if sig.same_flow(&last_sig) {
+                run_bytes += len;
+                continue;
+            }
+            last_sig = sig;
+            let ifindex = if OUT { out_if } else { rx_if };
+            let set = match cached {
+                Some((i, s)) if i == ifindex => s,
+                _ => {
+                    let s = ifs.get(ifindex).and_then(|f| if OUT { f.acl_out } else { f.acl_in }).unwrap_or(NO_SET);
+                    cached = Some((ifindex, s));
+                    s
+                }
+            };
+            let k = if sig.valid() {
+                sig.key()
+            } else {
+                let mut k = if V6 { key_v6(l3) } else { key_v4(l3) };
+                k.in_if = rx_if;
+                k.out_if = out_if;
+                k.vlan = vlan;
+                // Without a signature the key itself tells a run apart
+                // (IPv6, IPv4 options); with one, a different signature is
+                // taken as a different key (at worst a run cut in two).
+                if nk > 0 && sets[nk - 1] == set && keys[nk - 1] == k {
+                    run_bytes += len;
+                    continue;
+                }
+                k
+            };
+            if nk > 0 {
+                bytes[nk - 1] = run_bytes;
+            }
+            run_bytes = len;
+            keys[nk] = k;
+            sets[nk] = set;
+            starts[nk] = i;
+            same_set &= set == sets[0];
+            nk += 1;
+        }
+        if nk > 0 {
+            bytes[nk - 1] = run_bytes;
+            starts[nk] = n;
+        }
+        (nk, same_set, traced)
+    }
+
+    /// Next nodes and rule counters of the runs' packets, from the
+    /// verdicts.
+    fn apply(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, same_set: bool, pkts: &[PktIdx], next: &mut [u16]) {
         let worker = usize::from(cx.worker);
-        for (i, &p) in pkts.iter().enumerate() {
-            let Some(set) = acls.get(self.sets[i]) else {
-                next[i] = cx.drop(p, E_NO_SET);
+        let one_set = if same_set { self.sets.first().and_then(|&s| acls.get(s)) } else { None };
+        let runs = self.keys.iter().zip(&self.verdicts).zip(self.bytes.iter()).zip(self.starts.windows(2)).take(nk);
+        if let Some(set) = one_set {
+            // One rule set (the usual case): accept by default, then drop
+            // the denied runs; runs decided by the same rule (the default,
+            // mostly) are counted in one update.
+            next.fill(1);
+            let counters = set.counters.get(worker);
+            let mut acc: (Option<u32>, u64, u64) = (None, 0, 0);
+            for (((key, v), &b), w) in runs {
+                let (start, end) = (w[0], w[1]);
+                let packets = (end - start) as u64;
+                if let Some(c) = counters {
+                    if v.counted() {
+                        c.record_n(&set.classifier, key, v, packets, b);
+                    } else if v.rule == acc.0 {
+                        acc.1 += packets;
+                        acc.2 += b;
+                    } else {
+                        c.add_n(acc.0, acc.1, acc.2);
+                        acc = (v.rule, packets, b);
+                    }
+                }
+                if v.action == Action::Drop {
+                    for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                        *o = cx.drop(p, E_DENIED);
+                    }
+                }
+            }
+            if let Some(c) = counters
+                && acc.1 != 0
+            {
+                c.add_n(acc.0, acc.1, acc.2);
+            }
+            return;
+        }
+        for ((((key, v), &b), w), &s) in runs.zip(&self.sets) {
+            let (start, end) = (w[0], w[1]);
+            let Some(set) = acls.get(s) else {
+                for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                    *o = cx.drop(p, E_NO_SET);
+                }
                 continue;
             };
-            let v = self.verdicts[i];
             if let Some(c) = set.counters.get(worker) {
-                c.record(&set.classifier, &self.keys[i], &v, u32::from(cx.pool.meta(p).len));
+                c.record_n(&set.classifier, key, v, (end - start) as u64, b);
             }
-            next[i] = match v.action {
-                Action::Accept => 1,
-                Action::Drop => cx.drop(p, E_DENIED),
-            };
-            if cx.traced(p) {
-                let name = set.name.clone();
+            for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                *o = match v.action {
+                    Action::Accept => 1,
+                    Action::Drop => cx.drop(p, E_DENIED),
+                };
+            }
+        }
+    }
+
+    /// Trace notes of the traced packets: the rule set and what decided.
+    #[cold]
+    fn trace(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, pkts: &[PktIdx]) {
+        for ((v, &s), w) in self.verdicts.iter().zip(&self.sets).zip(self.starts.windows(2)).take(nk) {
+            let Some(set) = acls.get(s) else { continue };
+            let (v, name) = (*v, &set.name);
+            for &p in pkts.iter().take(w[1]).skip(w[0]) {
                 cx.trace_note(p, || {
                     format!(
                         "acl {name}: {:?} by {}",
@@ -139,18 +299,108 @@ impl Node for AclNode {
     }
 }
 
-/// The classifier key of an IPv4 packet (L3 at the start of `l3`).
+/// The header bytes and interfaces an IPv4 packet's key is made of, read
+/// as three words and compared as a whole: two packets with equal
+/// signatures have equal keys. Only for headers without options followed
+/// by at least 14 transport bytes, so that every transport field the key
+/// reads is present (shorter packets and options take the full path).
+#[derive(Clone, Copy)]
+struct FlowSig {
+    /// Bytes 0-1 (version, IHL, DSCP/ECN) and 6-7 (flags, fragment offset).
+    a: u64,
+    /// Byte 9 (protocol), bytes 12-15 (source).
+    b: u64,
+    /// Bytes 16-23: destination, first transport word (ports, ICMP type
+    /// and code).
+    c: u64,
+    /// TCP flags (TCP only), interfaces and VLAN; bit 63: no signature.
+    d: u64,
+}
+
+impl FlowSig {
+    /// No signature: the packet takes the full path.
+    const NONE: FlowSig = FlowSig { a: 0, b: 0, c: 0, d: 1 << 63 };
+
+    #[inline(always)]
+    fn v4(l3: &[u8], rx_if: u16, out_if: u16, vlan: u16) -> FlowSig {
+        let Some(h) = l3.first_chunk::<34>() else { return FlowSig::NONE };
+        let word = |at: usize| {
+            u64::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3], h[at + 4], h[at + 5], h[at + 6], h[at + 7]])
+        };
+        let flags = if h[9] == 6 { h[33] } else { 0 };
+        let d = u64::from(flags) | u64::from(rx_if) << 8 | u64::from(out_if) << 24 | u64::from(vlan) << 40;
+        FlowSig {
+            a: word(0) & 0xffff_0000_0000_ffff,
+            b: word(8) & 0xffff_ffff_0000_ff00,
+            c: word(16),
+            d: if h[0] == 0x45 { d } else { FlowSig::NONE.d },
+        }
+    }
+
+    /// The key of the packets with this signature: what [`key_v4`] reads
+    /// from their headers, plus the interfaces and VLAN.
+    #[inline(always)]
+    fn key(&self) -> PacketKey {
+        // Byte `i` of a word is header byte `8 * word + i` (little endian).
+        let byte = |w: u64, i: u32| (w >> (8 * i)) as u8;
+        let (a, b, c) = (self.a, self.b, self.c);
+        let proto = byte(b, 1);
+        let mut k = PacketKey {
+            src: u128::from(((b >> 32) as u32).swap_bytes()),
+            dst: u128::from((c as u32).swap_bytes()),
+            proto,
+            dscp: byte(a, 1) >> 2,
+            in_if: (self.d >> 8) as u16,
+            out_if: (self.d >> 24) as u16,
+            vlan: (self.d >> 40) as u16,
+            ..PacketKey::default()
+        };
+        if u16::from_be_bytes([byte(a, 6), byte(a, 7)]) & 0x1fff == 0 {
+            match proto {
+                6 | 17 | 33 | 132 | 136 => {
+                    k.sport = u16::from_be_bytes([byte(c, 4), byte(c, 5)]);
+                    k.dport = u16::from_be_bytes([byte(c, 6), byte(c, 7)]);
+                    k.tcp_flags = if proto == 6 { self.d as u8 } else { 0 };
+                    k.l4_valid = true;
+                }
+                1 | 58 => {
+                    k.icmp_type = byte(c, 4);
+                    k.icmp_code = byte(c, 5);
+                    k.l4_valid = true;
+                }
+                _ => {}
+            }
+        }
+        k
+    }
+
+    #[inline(always)]
+    fn valid(&self) -> bool {
+        self.d & 1 << 63 == 0
+    }
+
+    /// Whether both have a signature and it is the same.
+    #[inline(always)]
+    fn same_flow(&self, o: &FlowSig) -> bool {
+        (self.a ^ o.a) | (self.b ^ o.b) | (self.c ^ o.c) | (self.d ^ o.d) | (self.d & 1 << 63) == 0
+    }
+}
+
+/// The classifier key of an IPv4 packet (L3 at the start of `l3`; a
+/// header shorter than 20 bytes, which `ip4-input` never lets through,
+/// gives the key of an all-zero header).
 pub fn key_v4(l3: &[u8]) -> PacketKey {
-    let ihl = usize::from(l3[0] & 0x0f) * 4;
-    let proto = l3[9];
+    let Some(h) = l3.first_chunk::<20>() else { return PacketKey::default() };
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    let proto = h[9];
     let mut k = PacketKey {
-        src: u128::from(be32(l3, 12)),
-        dst: u128::from(be32(l3, 16)),
+        src: u128::from(u32::from_be_bytes([h[12], h[13], h[14], h[15]])),
+        dst: u128::from(u32::from_be_bytes([h[16], h[17], h[18], h[19]])),
         proto,
-        dscp: l3[1] >> 2,
+        dscp: h[1] >> 2,
         ..PacketKey::default()
     };
-    let first_fragment = be16(l3, 6) & 0x1fff == 0;
+    let first_fragment = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
     if first_fragment {
         l4_fields(&mut k, proto, l3.get(ihl..).unwrap_or_default());
     }
@@ -197,5 +447,273 @@ fn l4_fields(k: &mut PacketKey, proto: u8, l4: &[u8]) {
             k.l4_valid = true;
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{AclSet, IfKind, Iface, link_local_from_mac};
+    use tern_engine::graph::Env;
+    use tern_engine::trace::Tracer;
+    use tern_engine::{GraphBuilder, NEXT_TAKEN, TraceShared, WorkerStats};
+    use tern_packet::PoolConfig;
+    use tern_rcu::Published;
+
+    /// Takes what the firewall accepts, in order.
+    struct Sink(&'static str);
+    impl Node for Sink {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn nexts(&self) -> &'static [&'static str] {
+            &["drop"]
+        }
+        fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+            cx.tx[0].extend_from_slice(pkts);
+            next.fill(NEXT_TAKEN);
+        }
+    }
+
+    fn iface(index: u16, set: Option<u16>) -> Iface {
+        let mac = [2, 0, 0, 0, 0, index as u8];
+        Iface {
+            index,
+            name: format!("if{index}"),
+            kind: IfKind::Port,
+            port: index,
+            mac,
+            mtu: 1500,
+            up: true,
+            v4: vec![],
+            v6: vec![],
+            v6_ll: link_local_from_mac(mac),
+            acl_in: set,
+            acl_out: set,
+        }
+    }
+
+    /// Batches of a few flows in runs (and options, fragments, short
+    /// transport headers, TCP flags, ICMP, three interfaces: two rule sets
+    /// and a missing one) give the same next nodes, drop reasons and rule
+    /// counters as classifying and counting one packet at a time.
+    #[test]
+    fn runs_decide_and_count_like_one_packet_at_a_time() {
+        for out in [false, true] {
+            // All interfaces mixed in a batch, then one rule set at a time.
+            for only in [None, Some(0), Some(1)] {
+                runs_case(out, only);
+            }
+        }
+    }
+
+    fn runs_case(out: bool, only: Option<u16>) {
+        let sets = tern_acl::parse_toml(
+            r#"
+[[acl]]
+name = "A"
+default = "accept"
+[[acl.rule]]
+action = "count"
+proto = "udp"
+[[acl.rule]]
+action = "accept"
+dport = [53, "1000-2000"]
+[[acl.rule]]
+action = "count"
+src = "192.0.2.0/28"
+[[acl.rule]]
+action = "drop"
+src = "10.0.0.0/8"
+[[acl.rule]]
+action = "drop"
+proto = "icmp"
+icmp_type = 8
+
+[[acl]]
+name = "B"
+default = "drop"
+[[acl.rule]]
+action = "accept"
+proto = "tcp"
+[[acl.rule]]
+action = "count"
+dport = "0-100"
+"#,
+        )
+        .expect("rules");
+        let mut table = AclTable::default();
+        for set in &sets {
+            let classifier = tern_acl::compile(set, &|_| None).expect("compile");
+            let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+            table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
+        }
+        let acls = Published::new(table);
+        let ifs = Published::new(IfTable::new(vec![iface(0, Some(0)), iface(1, Some(1)), iface(2, Some(7))]));
+        let mut b = GraphBuilder::new();
+        let acl_id = b.add(AclNode::new(ifs.snapshot(), acls.snapshot(), false, out));
+        b.add(Sink(if out { "interface-output" } else { "ip4-lookup" }));
+        let mut graph = b.build().expect("graph");
+        let info = graph.info().clone();
+        let node = if out { "ip4-acl-out" } else { "ip4-acl-in" };
+        let denied = info.error_id(node, "denied").expect("denied") as usize;
+        let no_set = info.error_id(node, "no-rule-set").expect("no-rule-set") as usize;
+
+        // Flow templates: (interface, L3 bytes).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut flows: Vec<(u16, Vec<u8>)> = Vec::new();
+        for f in 0..40 {
+            let proto = [17u8, 6, 1, 47][f % 4];
+            let ihl = if f % 7 == 3 { 6 } else { 5 };
+            let len = match f % 9 {
+                4 => ihl * 4 + 2,
+                5 => ihl * 4 + 10,
+                _ => ihl * 4 + 30,
+            };
+            let mut h = vec![0u8; len];
+            h[0] = 0x40 | ihl as u8;
+            h[1] = (rnd() as u8) & 0xfc;
+            h[9] = proto;
+            let src = if f % 3 == 0 { [10, 1, 2, 3] } else { [192, 0, 2, f as u8] };
+            h[12..16].copy_from_slice(&src);
+            h[16..20].copy_from_slice(&[198, 18, 0, 1]);
+            if f % 11 == 6 {
+                h[6] = 0x00;
+                h[7] = 0x10; // a later fragment
+            }
+            let l4 = ihl * 4;
+            let dport: u16 = [53, 1500, 80, 9999, 7][f % 5];
+            for (i, b) in h.iter_mut().enumerate().skip(l4) {
+                *b = rnd() as u8;
+                if i == l4 + 2 || i == l4 + 3 {
+                    *b = dport.to_be_bytes()[i - l4 - 2];
+                }
+            }
+            if proto == 1 {
+                h[l4] = if f % 2 == 0 { 8 } else { 0 };
+            }
+            flows.push((only.unwrap_or((f % 3) as u16), h));
+        }
+
+        let mut pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let mut pkts = Vec::new();
+        while pkts.len() < 700 {
+            let (ifindex, l3) = &flows[rnd() as usize % flows.len()];
+            let run = 1 + rnd() as usize % 6;
+            for _ in 0..run {
+                let mut frame = vec![0u8; 14];
+                frame.extend_from_slice(l3);
+                // Bytes outside the key vary within a flow.
+                frame[14 + 8] = rnd() as u8;
+                frame[14 + 10] = rnd() as u8;
+                let p = pool.alloc_from(&frame).expect("buffer");
+                let m = pool.meta_mut(p);
+                m.l3_off = 14;
+                if out {
+                    m.tx_if = *ifindex;
+                    m.rx_if = 3;
+                } else {
+                    m.rx_if = *ifindex;
+                }
+                pkts.push(p);
+            }
+        }
+
+        // The reference: one packet at a time, as the node did before runs.
+        let table = acls.load();
+        let reference: Vec<tern_acl::RuleCounters> =
+            table.sets.iter().map(|s| tern_acl::RuleCounters::for_classifier(&s.classifier)).collect();
+        let (mut want_pass, mut want_denied, mut want_no_set) = (Vec::new(), 0u64, 0u64);
+        for &p in &pkts {
+            let m = *pool.meta(p);
+            let mut k = key_v4(&pool.data(p)[14..]);
+            k.in_if = m.rx_if;
+            k.out_if = if out { m.tx_if } else { 0 };
+            let ifindex = if out { m.tx_if } else { m.rx_if };
+            let Some(s) = [Some(0u16), Some(1), Some(7)][usize::from(ifindex)].filter(|&s| s < 2) else {
+                want_no_set += 1;
+                continue;
+            };
+            let set = &table.sets[usize::from(s)];
+            let v = set.classifier.classify(&k);
+            reference[usize::from(s)].record(&set.classifier, &k, &v, u32::from(m.len));
+            match v.action {
+                tern_acl::Action::Accept => want_pass.push(p),
+                tern_acl::Action::Drop => want_denied += 1,
+            }
+        }
+
+        let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), 1);
+        let mut tx = vec![Vec::new()];
+        let mut tracer = Tracer::new(TraceShared::new(), 0);
+        graph.input_mut(acl_id).extend_from_slice(&pkts);
+        let mut env = Env {
+            pool: &mut pool,
+            stats: &stats,
+            tx: &mut tx,
+            tracer: &mut tracer,
+            now_ns: 0,
+            worker: 0,
+            capture_node: None,
+        };
+        graph.run(&mut env);
+
+        assert!(want_denied > 20 && want_pass.len() > 100, "a varied mix");
+        assert_eq!(want_no_set > 20, only.is_none());
+        assert_eq!(tx[0], want_pass, "accepted packets, in order");
+        assert_eq!(stats.errors[denied].get(), want_denied);
+        assert_eq!(stats.errors[no_set].get(), want_no_set);
+        for (set, r) in table.sets.iter().zip(&reference) {
+            assert_eq!(set.counters[0].snapshot(), r.snapshot(), "rule counters of {}", set.name);
+        }
+    }
+
+    /// The signature's key is [`key_v4`]'s, for headers of every protocol,
+    /// fragment state, DSCP and interface.
+    #[test]
+    fn signature_key_is_the_header_key() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let protos = [1u8, 6, 17, 33, 47, 58, 132, 136, 255];
+        for _ in 0..20_000 {
+            let mut h = [0u8; 40];
+            for b in h.iter_mut() {
+                *b = rnd() as u8;
+            }
+            h[0] = 0x45;
+            h[9] = protos[rnd() as usize % protos.len()];
+            if rnd() % 2 == 0 {
+                h[6] &= 0xe0;
+                h[7] = 0;
+            }
+            let len = 34 + rnd() as usize % 7;
+            let (rx_if, out_if, vlan) = (rnd() as u16, rnd() as u16, rnd() as u16 & 0x0fff);
+            let sig = FlowSig::v4(&h[..len], rx_if, out_if, vlan);
+            assert!(sig.valid());
+            let mut want = key_v4(&h[..len]);
+            want.in_if = rx_if;
+            want.out_if = out_if;
+            want.vlan = vlan;
+            assert_eq!(sig.key(), want, "header {h:02x?}");
+            let mut other = h;
+            other[8] ^= 0xff; // TTL
+            other[10] ^= 0x55; // checksum
+            other[2] ^= 0x01; // total length
+            assert!(FlowSig::v4(&other[..len], rx_if, out_if, vlan).same_flow(&sig));
+        }
+        assert!(!FlowSig::v4(&[0x46; 40], 0, 0, 0).valid());
+        assert!(!FlowSig::v4(&[0x45; 33], 0, 0, 0).valid());
+        assert!(!FlowSig::NONE.same_flow(&FlowSig::NONE));
     }
 }
