@@ -98,9 +98,9 @@ impl Node for AclNode {
     ///
     /// Measured (callgrind, instructions per packet of `tern bench engine
     /// --packets 1000000`, over plain forwarding): single-flow-50fw 338 when
-    /// every packet's key was built, classified and counted, 103 with runs;
-    /// acl-10k 568 and 106. Traffic of all-different flows gains nothing
-    /// (gre-multi-flow +6, drop-test +35 of 961).
+    /// every packet's key was built, classified and counted, 91 with runs;
+    /// acl-10k 568 and 94. Traffic of all-different flows gains nothing
+    /// (gre-multi-flow +12 of 1475, drop-test +41 of 961).
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.acls.refresh();
@@ -144,80 +144,110 @@ impl Node for AclNode {
     }
 }
 
+/// The state of [`Runs::gather`] that opening a run changes.
+struct Gather {
+    nk: usize,
+    /// The last interface looked up and its rule set.
+    cached: Option<(u16, u16)>,
+    same_set: bool,
+    run_bytes: u64,
+}
+
 impl Runs {
     /// Cuts `pkts` into runs and fills their keys, sets and bytes; returns
     /// the number of runs, whether they all have one rule set, and whether
-    /// a packet is traced. Specialised per family and direction: the loop
-    /// runs per packet and has no register to spare.
+    /// a packet is traced. Specialised per family and direction. The loop
+    /// keeps only what a packet joining the current run needs (its
+    /// signature against the run's); opening a run is out of line.
     #[inline(never)]
     fn gather<const V6: bool, const OUT: bool>(
         &mut self,
-        pool: &mut PacketPool,
+        pool: &PacketPool,
         ifs: &IfTable,
         pkts: &[PktIdx],
     ) -> (usize, bool, bool) {
         let n = pkts.len().min(MAX_BATCH);
-        let (keys, sets) = (&mut self.keys[..n], &mut self.sets[..n]);
-        let (starts, bytes) = (&mut self.starts[..=n], &mut self.bytes[..n]);
-        let mut nk = 0usize;
+        let mut g = Gather { nk: 0, cached: None, same_set: true, run_bytes: 0 };
         let mut last_sig = FlowSig::NONE;
-        let mut run_bytes = 0u64;
-        let mut cached: Option<(u16, u16)> = None;
-        let mut same_set = true;
-        let mut traced = false;
+        let mut flags_seen = 0u16;
         for (i, &p) in pkts.iter().enumerate().take(n) {
-            let (m, d) = pool.pkt(p);
-            traced |= m.flags & flags::TRACED != 0;
-            let len = u64::from(m.len);
-            let (rx_if, vlan) = (m.rx_if, m.vlan);
+            let m = pool.meta(p);
+            flags_seen |= m.flags;
+            let len = m.len;
             let out_if = if OUT { m.tx_if } else { 0 };
-            let l3 = d.get(usize::from(m.l3_off)..).unwrap_or_default();
-            let sig = if V6 { FlowSig::NONE } else { FlowSig::v4(l3, rx_if, out_if, vlan) };
+            let l3_off = usize::from(m.l3_off);
+            // The header in place, without slicing the data: the signature
+            // needs 34 bytes of L3 within the packet's length.
+            let sig = match pool.frame(p).get(usize::from(m.off) + l3_off..) {
+                Some(l3) if !V6 && l3_off + 34 <= usize::from(len) => FlowSig::v4(l3, m.rx_if, out_if, m.vlan),
+                _ => FlowSig::NONE,
+            };
             if sig.same_flow(&last_sig) {
-                run_bytes += len;
+                g.run_bytes += u64::from(len);
                 continue;
             }
             last_sig = sig;
-            let ifindex = if OUT { out_if } else { rx_if };
-            let set = match cached {
-                Some((i, s)) if i == ifindex => s,
-                _ => {
-                    let s = ifs.get(ifindex).and_then(|f| if OUT { f.acl_out } else { f.acl_in }).unwrap_or(NO_SET);
-                    cached = Some((ifindex, s));
-                    s
-                }
-            };
-            let k = if sig.valid() {
-                sig.key()
-            } else {
-                let mut k = if V6 { key_v6(l3) } else { key_v4(l3) };
-                k.in_if = rx_if;
-                k.out_if = out_if;
-                k.vlan = vlan;
-                // Without a signature the key itself tells a run apart
-                // (IPv6, IPv4 options); with one, a different signature is
-                // taken as a different key (at worst a run cut in two).
-                if nk > 0 && sets[nk - 1] == set && keys[nk - 1] == k {
-                    run_bytes += len;
-                    continue;
-                }
-                k
-            };
-            if nk > 0 {
-                bytes[nk - 1] = run_bytes;
+            self.open::<V6, OUT>(&mut g, pool, ifs, i, p, sig);
+        }
+        if g.nk > 0 {
+            self.bytes[g.nk - 1] = g.run_bytes;
+            self.starts[g.nk] = n;
+        }
+        (g.nk, g.same_set, flags_seen & flags::TRACED != 0)
+    }
+
+    /// Packet `i` (`p`) differs from the current run: it opens a run,
+    /// unless (without a signature) its key is the run's.
+    #[inline(never)]
+    fn open<const V6: bool, const OUT: bool>(
+        &mut self,
+        g: &mut Gather,
+        pool: &PacketPool,
+        ifs: &IfTable,
+        i: usize,
+        p: PktIdx,
+        sig: FlowSig,
+    ) {
+        let m = pool.meta(p);
+        let len = u64::from(m.len);
+        let (rx_if, vlan) = (m.rx_if, m.vlan);
+        let out_if = if OUT { m.tx_if } else { 0 };
+        let ifindex = if OUT { out_if } else { rx_if };
+        let set = match g.cached {
+            Some((i, s)) if i == ifindex => s,
+            _ => {
+                let s = ifs.get(ifindex).and_then(|f| if OUT { f.acl_out } else { f.acl_in }).unwrap_or(NO_SET);
+                g.cached = Some((ifindex, s));
+                s
             }
-            run_bytes = len;
-            keys[nk] = k;
-            sets[nk] = set;
-            starts[nk] = i;
-            same_set &= set == sets[0];
-            nk += 1;
-        }
+        };
+        let nk = g.nk;
+        let k = if sig.valid() {
+            sig.key()
+        } else {
+            let l3 = pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
+            let mut k = if V6 { key_v6(l3) } else { key_v4(l3) };
+            k.in_if = rx_if;
+            k.out_if = out_if;
+            k.vlan = vlan;
+            // Without a signature the key itself tells a run apart (IPv6,
+            // IPv4 options); with one, a different signature is taken as a
+            // different key (at worst a run cut in two).
+            if nk > 0 && self.sets[nk - 1] == set && self.keys[nk - 1] == k {
+                g.run_bytes += len;
+                return;
+            }
+            k
+        };
         if nk > 0 {
-            bytes[nk - 1] = run_bytes;
-            starts[nk] = n;
+            self.bytes[nk - 1] = g.run_bytes;
         }
-        (nk, same_set, traced)
+        g.run_bytes = len;
+        self.keys[nk] = k;
+        self.sets[nk] = set;
+        self.starts[nk] = i;
+        g.same_set &= set == self.sets[0];
+        g.nk = nk + 1;
     }
 
     /// Next nodes and rule counters of the runs' packets, from the
