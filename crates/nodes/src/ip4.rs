@@ -78,9 +78,24 @@ impl Node for Ip4Input {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let ifs = self.ifs.current();
-        for (i, &p) in pkts.iter().enumerate() {
+        // Whether the last receiving interface has an input rule set.
+        let mut acl_in: Option<(u16, bool)> = None;
+        for (o, &p) in next.iter_mut().zip(pkts) {
             let n = ip4_validate(cx, p);
-            next[i] = if n == 1 && ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some()) { 2 } else { n };
+            *o = if n == 1 {
+                let rx = cx.pool.meta(p).rx_if;
+                let acl = match acl_in {
+                    Some((i, a)) if i == rx => a,
+                    _ => {
+                        let a = ifs.get(rx).is_some_and(|f| f.acl_in.is_some());
+                        acl_in = Some((rx, a));
+                        a
+                    }
+                };
+                if acl { 2 } else { 1 }
+            } else {
+                n
+            };
         }
     }
 }
@@ -355,17 +370,45 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     }
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;
-    if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
+    let next = if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT };
+    if l2 == l3 {
+        // The data already starts `l2` bytes before L3 (the usual case):
+        // nothing moves and the slice in hand is still the packet's.
+        if a.state == AdjState::Tunnel {
+            return RW_GRE;
+        }
+        write_hdr(d, a, l2);
+        return next;
+    }
+    if !set_l2_len(cx.pool, p, l2) {
         return cx.drop(p, R_HEADROOM);
     }
     if a.state == AdjState::Tunnel {
         return RW_GRE;
     }
-    let d = cx.pool.data_mut(p);
-    if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
-        h.copy_from_slice(src);
+    write_hdr(cx.pool.data_mut(p), a, l2);
+    next
+}
+
+/// Writes the adjacency's `l2`-byte link-layer header at the start of `d`.
+#[inline(always)]
+fn write_hdr(d: &mut [u8], a: &Adj, l2: usize) {
+    // The untagged header as a fixed-size copy (a length known only at
+    // run time is a call to memcpy per packet).
+    if l2 == 14 {
+        if let (Some(h), Some(src)) = (d.first_chunk_mut::<14>(), a.hdr.first_chunk::<14>()) {
+            *h = *src;
+        }
+    } else if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
+        copy_l2(h, src);
     }
-    if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT }
+}
+
+/// A link-layer header of any length (802.1Q): out of line, so that the
+/// compiler does not fold the fixed-size untagged copy into this call.
+#[inline(never)]
+pub(crate) fn copy_l2(h: &mut [u8], src: &[u8]) {
+    h.copy_from_slice(src);
 }
 
 // ---------------------------------------------------------------- ip4-local

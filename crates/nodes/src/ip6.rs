@@ -330,8 +330,14 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
         return 4;
     }
     let d = cx.pool.data_mut(p);
-    if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
-        h.copy_from_slice(src);
+    // The untagged header as a fixed-size copy (a length known only at
+    // run time is a call to memcpy per packet).
+    if l2 == 14 {
+        if let (Some(h), Some(src)) = (d.first_chunk_mut::<14>(), a.hdr.first_chunk::<14>()) {
+            *h = *src;
+        }
+    } else if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
+        crate::ip4::copy_l2(h, src);
     }
     if a.acl_out { 5 } else { 1 }
 }
