@@ -572,23 +572,22 @@ impl LaneProgram {
         Ok(LanePortStats { rx_packets: get(0)?, rx_bytes: get(1)?, tx_packets: get(2)?, tx_bytes: get(3)? })
     }
 
+    /// The loaded lane program.
+    fn xdp_program(&self) -> Result<&Xdp, XdpError> {
+        self.ebpf
+            .program(LANE_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))
+    }
+
     /// Runs the program once on `frame` as received on kernel device
     /// `kifindex`, queue `queue` (BPF_PROG_TEST_RUN; nothing is sent).
     /// Returns the XDP action and the frame as the program left it.
     pub fn test_run(&self, frame: &[u8], kifindex: u32, queue: u32) -> Result<(u32, Vec<u8>), XdpError> {
         use aya::programs::{TestRun, TestRunOptions};
-        let p: &Xdp = self
-            .ebpf
-            .program(LANE_PROG_NAME)
-            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
-        // struct xdp_md: data, data_end, data_meta, ingress_ifindex,
-        // rx_queue_index, egress_ifindex.
-        let mut ctx = [0u8; 24];
-        ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
-        ctx[12..16].copy_from_slice(&kifindex.to_ne_bytes());
-        ctx[16..20].copy_from_slice(&queue.to_ne_bytes());
+        let p = self.xdp_program()?;
+        let ctx = xdp_md(frame.len(), kifindex, queue);
         let mut out = vec![0u8; frame.len() + 256];
         let mut ctx_out = [0u8; 24];
         let r = p
@@ -615,15 +614,8 @@ impl LaneProgram {
         repeat: u32,
     ) -> Result<(u32, std::time::Duration), XdpError> {
         use aya::programs::{TestRun, TestRunOptions};
-        let p: &Xdp = self
-            .ebpf
-            .program(LANE_PROG_NAME)
-            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
-        let mut ctx = [0u8; 24];
-        ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
-        ctx[12..16].copy_from_slice(&kifindex.to_ne_bytes());
+        let p = self.xdp_program()?;
+        let ctx = xdp_md(frame.len(), kifindex, 0);
         let r = p
             .test_run(TestRunOptions { data_in: Some(frame), ctx_in: Some(&ctx), repeat, ..TestRunOptions::default() })
             .map_err(|e| prog_err("BPF_PROG_TEST_RUN", format!("{e:?}")))?;
@@ -668,4 +660,15 @@ impl Drop for LaneProgram {
             }
         }
     }
+}
+
+/// A `struct xdp_md` for BPF_PROG_TEST_RUN (data, data_end, data_meta,
+/// ingress_ifindex, rx_queue_index, egress_ifindex): a frame of `len`
+/// bytes received on kernel device `kifindex`, queue `queue`.
+fn xdp_md(len: usize, kifindex: u32, queue: u32) -> [u8; 24] {
+    let mut ctx = [0u8; 24];
+    ctx[4..8].copy_from_slice(&(len as u32).to_ne_bytes());
+    ctx[12..16].copy_from_slice(&kifindex.to_ne_bytes());
+    ctx[16..20].copy_from_slice(&queue.to_ne_bytes());
+    ctx
 }
