@@ -22,6 +22,6 @@ step "release build"
 cargo build --release -p tern
 
 step "tern lab (release)"
-./target/release/tern lab
+"${CARGO_TARGET_DIR:-target}/release/tern" lab
 
 step "all tests passed"
