@@ -27,17 +27,20 @@ pub enum Scenario {
     /// One flow, no firewall, a handful of routes.
     Plain,
     /// One destination, one port pair; 50 drop rules (src 1.1.N.1), default accept.
+    #[serde(rename = "single-flow-50fw")]
     SingleFlow50fw,
     /// Random destinations in one /24, many ports; 50 rules; every packet
     /// GRE-encapsulated to a static tunnel remote.
     GreMultiFlow,
     /// 254 destinations inside the full table's prefixes, random ports;
     /// 50 rules; the full table loaded.
+    #[serde(rename = "900k-routes-50fw")]
     Routes900k50fw,
     /// One destination, random ports; default deny, 50 rules accepting half.
     DropTest,
     /// Like single-flow-50fw with 10,000 synthetic ClassBench-like rules
     /// that the traffic does not match.
+    #[serde(rename = "acl-10k")]
     Acl10k,
 }
 
@@ -571,4 +574,17 @@ fn rustix_cpuset(cpu: usize) -> rustix::thread::CpuSet {
 
 fn pin(set: &mut rustix::thread::CpuSet) -> Result<(), String> {
     rustix::thread::sched_setaffinity(None, set).map_err(|e| format!("cannot pin to the CPU: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scenario;
+
+    /// The JSON report names scenarios as the command line does.
+    #[test]
+    fn json_names_are_the_command_line_names() {
+        for s in Scenario::ALL {
+            assert_eq!(serde_json::to_value(s).expect("json"), serde_json::Value::String(s.name().into()));
+        }
+    }
 }
