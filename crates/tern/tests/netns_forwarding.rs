@@ -15,24 +15,10 @@ use std::time::{Duration, Instant};
 use tern_io::AfPacketPort;
 use tern_packet::{PacketPool, PoolConfig, Port};
 
+mod common;
+use common::{is_root, must, sh};
+
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
-}
-
-fn sh(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"))
-}
-
-fn must(prog: &str, args: &[&str]) -> String {
-    let o = sh(prog, args);
-    assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn skip_reason() -> Option<&'static str> {
     if !is_root() {
@@ -54,19 +40,7 @@ struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            let _ = sh("kill", &["-TERM", &d.id().to_string()]);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && matches!(d.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = d.kill();
-            let _ = d.wait();
-        }
-        for n in &self.ns {
-            let _ = sh("ip", &["netns", "del", n]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        common::tear_down(&mut self.daemon, &self.ns, &self.dir, Duration::from_secs(10));
     }
 }
 

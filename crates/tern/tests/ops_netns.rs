@@ -12,29 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
+mod common;
+use common::{is_root, must, sh};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
-}
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 fn have(prog: &str) -> bool {
     // `--version` (tshark's -V would start a live capture).
     let flag = if prog == "ip" { "-V" } else { "--version" };
     Command::new(prog).arg(flag).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-}
-
-fn sh(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"))
-}
-
-fn must(prog: &str, args: &[&str]) -> String {
-    let o = sh(prog, args);
-    assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Namespaces, the daemon and the scratch directory, removed on drop
@@ -47,19 +33,7 @@ struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            let _ = sh("kill", &["-TERM", &d.id().to_string()]);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline && matches!(d.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = d.kill();
-            let _ = d.wait();
-        }
-        for n in &self.ns {
-            let _ = sh("ip", &["netns", "del", n]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        common::tear_down(&mut self.daemon, &self.ns, &self.dir, Duration::from_secs(5));
     }
 }
 
