@@ -101,6 +101,35 @@ impl std::error::Error for XdpError {
     }
 }
 
+/// The error of loading a BPF object: EPERM creating its maps means the
+/// process lacks CAP_BPF (unavailable, so callers fall back); anything else
+/// is a program error, prefixed with `who`.
+pub(crate) fn object_load_error(who: &str, e: &aya::EbpfError) -> XdpError {
+    let perm = matches!(e, aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
+        if matches!(io_error.raw_os_error(), Some(libc::EPERM)));
+    if perm {
+        XdpError::Unavailable {
+            why: Unavailable::NoPermission,
+            detail: "creating BPF maps needs CAP_BPF (or root)".into(),
+            source: None,
+        }
+    } else {
+        XdpError::Program(format!("{who}loading the BPF object: {e:?}"))
+    }
+}
+
+/// The XDP program `name` of a loaded object.
+pub(crate) fn xdp_program_mut<'a>(
+    ebpf: &'a mut aya::Ebpf,
+    who: &str,
+    name: &str,
+) -> Result<&'a mut aya::programs::Xdp, XdpError> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| XdpError::Program(format!("{who}object: no program {name}")))?
+        .try_into()
+        .map_err(|e| XdpError::Program(format!("{who}program type: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,24 +89,8 @@ fn load_and_attach(
     ifindex: u32,
     allow_generic: bool,
 ) -> Result<(Ebpf, AttachMode), XdpError> {
-    let mut ebpf = EbpfLoader::new().load(obj).map_err(|e| {
-        let perm = matches!(&e, aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
-            if matches!(io_error.raw_os_error(), Some(libc::EPERM)));
-        if perm {
-            XdpError::Unavailable {
-                why: Unavailable::NoPermission,
-                detail: "creating BPF maps needs CAP_BPF (or root)".into(),
-                source: None,
-            }
-        } else {
-            prog_err("loading the BPF object", format!("{e:?}"))
-        }
-    })?;
-    let p: &mut Xdp = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| prog_err("object", format!("no program {prog}")))?
-        .try_into()
-        .map_err(|e| prog_err("program type", e))?;
+    let mut ebpf = EbpfLoader::new().load(obj).map_err(|e| crate::error::object_load_error("", &e))?;
+    let p = crate::error::xdp_program_mut(&mut ebpf, "", prog)?;
     p.load().map_err(|e| match &e {
         aya::programs::ProgramError::LoadError { io_error, .. } if io_error.raw_os_error() == Some(libc::EPERM) => {
             XdpError::Unavailable {
@@ -121,11 +105,7 @@ fn load_and_attach(
         Ok(_) => Ok((ebpf, AttachMode::Driver)),
         Err(e) if allow_generic => {
             log::warn!("{ifname}: native XDP refused ({e}); attaching {prog} in generic (skb) mode, which is slower");
-            let p: &mut Xdp = ebpf
-                .program_mut(prog)
-                .ok_or_else(|| prog_err("object", format!("no program {prog}")))?
-                .try_into()
-                .map_err(|e| prog_err("program type", e))?;
+            let p = crate::error::xdp_program_mut(&mut ebpf, "", prog)?;
             p.attach_to_if_index(ifindex, XdpMode::Skb).map_err(|e| XdpError::Unavailable {
                 why: Unavailable::NoDriverSupport,
                 detail: format!("{ifname}: cannot attach XDP in native or generic mode ({e}); if a stale program is attached, run `tern-xdp detach {ifname}`"),

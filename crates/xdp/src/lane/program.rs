@@ -162,24 +162,8 @@ impl LaneProgram {
             .map_max_entries("lane_nh", c.nexthops.max(2))
             .map_max_entries("lane_ecmp", members)
             .load(LANE_OBJ)
-            .map_err(|e| {
-                let perm = matches!(&e, aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
-                    if matches!(io_error.raw_os_error(), Some(libc::EPERM)));
-                if perm {
-                    XdpError::Unavailable {
-                        why: Unavailable::NoPermission,
-                        detail: "creating BPF maps needs CAP_BPF (or root)".into(),
-                        source: None,
-                    }
-                } else {
-                    prog_err("loading the BPF object", format!("{e:?}"))
-                }
-            })?;
-        let p: &mut Xdp = ebpf
-            .program_mut(LANE_PROG_NAME)
-            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
+            .map_err(|e| crate::error::object_load_error("XDP lane: ", &e))?;
+        let p: &mut Xdp = crate::error::xdp_program_mut(&mut ebpf, "XDP lane: ", LANE_PROG_NAME)?;
         p.load().map_err(|e| match &e {
             aya::programs::ProgramError::LoadError { io_error, .. } if io_error.raw_os_error() == Some(libc::EPERM) => {
                 XdpError::Unavailable {
@@ -310,12 +294,7 @@ impl LaneProgram {
             detail: format!("interface {ifname}"),
             source: Some(e),
         })?;
-        let p: &mut Xdp = self
-            .ebpf
-            .program_mut(LANE_PROG_NAME)
-            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
+        let p = crate::error::xdp_program_mut(&mut self.ebpf, "XDP lane: ", LANE_PROG_NAME)?;
         let (link, mode) = match p.attach_to_if_index(kifindex, XdpMode::Driver) {
             Ok(l) => (l, AttachMode::Driver),
             Err(e) if allow_generic => {
@@ -347,12 +326,7 @@ impl LaneProgram {
     pub fn detach(&mut self, port: u16) -> Result<(), XdpError> {
         let Some(a) = self.ports.get_mut(&port) else { return Ok(()) };
         let Some(link) = a.link.take() else { return Ok(()) };
-        let p: &mut Xdp = self
-            .ebpf
-            .program_mut(LANE_PROG_NAME)
-            .ok_or_else(|| prog_err("object", "no program tern_lane"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
+        let p = crate::error::xdp_program_mut(&mut self.ebpf, "XDP lane: ", LANE_PROG_NAME)?;
         p.detach(link).map_err(|e| prog_err("detach", e))?;
         log::info!("{}: XDP lane detached", a.ifname);
         Ok(())
