@@ -44,6 +44,7 @@ pub use classifier::{Classifier, ClassifierStats, CompileOptions, Verdict, compi
 pub use counters::{Hits, RuleCounters};
 pub use engine::EngineStats;
 pub use key::PacketKey;
+pub use lower::{LRule as LoweredRule, NF as FIELD_COUNT, field_max, field_value, lower as lower_rules};
 pub use rule::{
     AclDocument, AclError, Action, Family, MAX_RULES, PORT_PROTOCOLS, ParseError, Rule, RuleAction, RuleSet,
     parse_toml, validate_all,

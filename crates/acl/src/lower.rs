@@ -28,7 +28,7 @@ pub(crate) enum Field {
     Dscp,
 }
 
-pub(crate) const NF: usize = 11;
+pub const NF: usize = 11;
 pub(crate) const FIELDS: [Field; NF] = [
     Field::Src,
     Field::Dst,
@@ -143,7 +143,7 @@ impl Field {
 
 /// A rule lowered for one address family.
 #[derive(Clone, Debug)]
-pub(crate) struct LRule {
+pub struct LRule {
     /// Index of the rule in its rule set.
     pub idx: u32,
     pub action: RuleAction,
@@ -175,6 +175,17 @@ impl LRule {
 }
 
 /// Sorts and merges overlapping or adjacent intervals.
+/// Largest value of field `f`'s domain (fields in [`LRule::conds`] order).
+pub fn field_max(f: usize, v6: bool) -> u128 {
+    FIELDS.get(f).map_or(0, |x| x.max(v6))
+}
+
+/// The value of field `f` of a packet key, as [`LRule::conds`] intervals
+/// are matched against (absent ports, ICMP or TCP flags above the domain).
+pub fn field_value(k: &PacketKey, f: usize) -> u128 {
+    FIELDS.get(f).map_or(0, |x| x.value(k))
+}
+
 pub(crate) fn normalize(mut v: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
     v.sort_unstable();
     let mut out: Vec<(u128, u128)> = Vec::with_capacity(v.len());
@@ -202,8 +213,10 @@ fn unless_full(v: Vec<(u128, u128)>, max: u128) -> Option<Vec<(u128, u128)>> {
     if v.len() == 1 && v[0] == (0, max) { None } else { Some(v) }
 }
 
-/// Lowers every rule of `set` that can match packets of the given family.
-pub(crate) fn lower(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) -> Result<Vec<LRule>, AclError> {
+/// Lowers every rule of `set` that can match packets of the given family
+/// (to per-field intervals: the input of the classifier here and of the
+/// XDP lane's classifier).
+pub fn lower(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) -> Result<Vec<LRule>, AclError> {
     let mut out = Vec::new();
     for (i, r) in set.rules.iter().enumerate() {
         if let Some(l) = lower_rule(set, i, r, ifindex, v6)? {

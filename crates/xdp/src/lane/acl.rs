@@ -1,7 +1,7 @@
 //! The firewall classifier compiled for the lane.
 //!
-//! Each rule set is lowered per address family exactly as `tern-acl`
-//! lowers it (`crates/acl/src/lower.rs`: per field, the values a rule
+//! Each rule set is lowered per address family by `tern-acl` itself
+//! (`tern_acl::lower_rules`: per field, the values a rule
 //! accepts as disjoint intervals, transport fields with an extra "absent"
 //! value), then laid out as the lane's bitmap classifier: per field, the
 //! field's domain cut into elementary intervals, each carrying the bitmap
@@ -15,198 +15,19 @@
 //! the lane never gives a verdict userspace would not give.
 
 use super::layout::{ACL_INTERVALS, ACL_RULES, AclSetHdr, NF};
-use tern_acl::value::{Item, List, NumRange, RangeKind};
-use tern_acl::{Action, PORT_PROTOCOLS, PacketKey, Rule, RuleAction, RuleSet};
+use tern_acl::{Action, PacketKey, RuleAction, RuleSet};
 
-/// Field numbers, in `tern-acl`'s order (`lower.rs` `Field`).
-pub(crate) const F_SRC: usize = 0;
-pub(crate) const F_DST: usize = 1;
-pub(crate) const F_PROTO: usize = 2;
-pub(crate) const F_SPORT: usize = 3;
-pub(crate) const F_DPORT: usize = 4;
-pub(crate) const F_ICMP: usize = 5;
-pub(crate) const F_TCP: usize = 6;
-pub(crate) const F_IIF: usize = 7;
-pub(crate) const F_OIF: usize = 8;
-pub(crate) const F_VLAN: usize = 9;
-pub(crate) const F_DSCP: usize = 10;
+// The lane's field tables are tern-acl's fields, in its order.
+const _: () = assert!(NF == tern_acl::FIELD_COUNT);
 
-const ABSENT16: u128 = 1 << 16;
-const ABSENT8: u128 = 1 << 8;
-
-/// Largest value of each field's domain (`lower.rs` `Field::bits`).
+/// Largest value of field `f`'s domain.
 fn field_max(f: usize, v6: bool) -> u128 {
-    match f {
-        F_SRC | F_DST => {
-            if v6 {
-                u128::MAX
-            } else {
-                u128::from(u32::MAX)
-            }
-        }
-        F_PROTO | F_DSCP => 255,
-        F_SPORT | F_DPORT | F_ICMP => (1 << 17) - 1,
-        F_TCP => (1 << 9) - 1,
-        _ => 0xffff,
-    }
+    tern_acl::field_max(f, v6)
 }
 
-/// A field's value for a key (`lower.rs` `Field::value`).
+/// A field's value for a key, as the rule intervals are matched.
 pub(crate) fn field_value(k: &PacketKey, f: usize) -> u128 {
-    match f {
-        F_SRC => k.src_bits(),
-        F_DST => k.dst_bits(),
-        F_PROTO => u128::from(k.proto),
-        F_SPORT => {
-            if k.has_ports() {
-                u128::from(k.sport)
-            } else {
-                ABSENT16
-            }
-        }
-        F_DPORT => {
-            if k.has_ports() {
-                u128::from(k.dport)
-            } else {
-                ABSENT16
-            }
-        }
-        F_ICMP => {
-            if k.has_icmp() {
-                u128::from(k.icmp_type) << 8 | u128::from(k.icmp_code)
-            } else {
-                ABSENT16
-            }
-        }
-        F_TCP => {
-            if k.has_tcp_flags() {
-                u128::from(k.tcp_flags)
-            } else {
-                ABSENT8
-            }
-        }
-        F_IIF => u128::from(k.in_if),
-        F_OIF => u128::from(k.out_if),
-        F_VLAN => u128::from(k.vlan),
-        _ => u128::from(k.dscp),
-    }
-}
-
-type Intervals = Vec<(u128, u128)>;
-
-fn normalize(mut v: Intervals) -> Intervals {
-    v.sort_unstable();
-    let mut out: Intervals = Vec::with_capacity(v.len());
-    for (lo, hi) in v {
-        if let Some(last) = out.last_mut()
-            && lo <= last.1.saturating_add(1)
-        {
-            last.1 = last.1.max(hi);
-            continue;
-        }
-        out.push((lo, hi));
-    }
-    out
-}
-
-fn ranges<K: RangeKind>(l: &Option<List<NumRange<K>>>) -> Option<Intervals>
-where
-    NumRange<K>: Item,
-{
-    l.as_ref().map(|l| normalize(l.iter().map(|r| (u128::from(r.lo), u128::from(r.hi))).collect()))
-}
-
-fn unless_full(v: Intervals, max: u128) -> Option<Intervals> {
-    if v.len() == 1 && v.first() == Some(&(0, max)) { None } else { Some(v) }
-}
-
-/// One rule lowered for one family.
-#[derive(Clone, Debug)]
-struct Lowered {
-    idx: u32,
-    action: RuleAction,
-    conds: [Option<Intervals>; NF],
-}
-
-/// `lower.rs` `lower_rule`, field for field.
-fn lower_rule(
-    r: &Rule,
-    idx: usize,
-    ifindex: &dyn Fn(&str) -> Option<u16>,
-    v6: bool,
-) -> Result<Option<Lowered>, String> {
-    let mut conds: [Option<Intervals>; NF] = Default::default();
-    for (list, field, key) in [(&r.iif, F_IIF, "iif"), (&r.oif, F_OIF, "oif")] {
-        if let Some(l) = list {
-            let mut v = Vec::new();
-            for n in l.iter() {
-                let i = ifindex(&n.0).ok_or_else(|| format!("rule {idx}: {key}: unknown interface {:?}", n.0))?;
-                v.push((u128::from(i), u128::from(i)));
-            }
-            conds[field] = Some(normalize(v));
-        }
-    }
-    if !r.allows_family(v6) {
-        return Ok(None);
-    }
-    let addr = |l: &Option<List<tern_acl::value::Prefix>>| {
-        l.as_ref().map(|l| normalize(l.iter().filter(|p| p.is_v6() == v6).map(|p| p.range()).collect()))
-    };
-    conds[F_SRC] = addr(&r.src).and_then(|v| unless_full(v, field_max(F_SRC, v6)));
-    conds[F_DST] = addr(&r.dst).and_then(|v| unless_full(v, field_max(F_DST, v6)));
-    let icmp4 = r.icmp_type.is_some() || r.icmp_code.is_some();
-    let icmp6 = r.icmpv6_type.is_some() || r.icmpv6_code.is_some();
-    let ports = r.sport.is_some() || r.dport.is_some();
-    let mut protos = Vec::new();
-    for p in 0..=255u8 {
-        let listed = r.proto.as_ref().is_none_or(|l| l.iter().any(|x| x.contains(u32::from(p))));
-        let ok = listed
-            && (!ports || PORT_PROTOCOLS.contains(&p))
-            && (r.tcp_flags.is_none() || p == 6)
-            && (!icmp4 || p == 1)
-            && (!icmp6 || p == 58);
-        if ok {
-            protos.push((u128::from(p), u128::from(p)));
-        }
-    }
-    let protos = normalize(protos);
-    if protos.is_empty() {
-        return Ok(None);
-    }
-    conds[F_PROTO] = unless_full(protos, 255);
-    conds[F_SPORT] = ranges(&r.sport);
-    conds[F_DPORT] = ranges(&r.dport);
-    let icmp = if icmp4 {
-        Some((ranges(&r.icmp_type), ranges(&r.icmp_code)))
-    } else if icmp6 {
-        Some((ranges(&r.icmpv6_type), ranges(&r.icmpv6_code)))
-    } else {
-        None
-    };
-    if let Some((types, codes)) = icmp {
-        let types = types.unwrap_or_else(|| vec![(0, 255)]);
-        let mut v = Vec::new();
-        for &(a, b) in &types {
-            match &codes {
-                None => v.push((a << 8, b << 8 | 0xff)),
-                Some(cs) => {
-                    for t in a..=b {
-                        for &(c, d) in cs {
-                            v.push((t << 8 | c, t << 8 | d));
-                        }
-                    }
-                }
-            }
-        }
-        conds[F_ICMP] = Some(normalize(v));
-    }
-    if let Some(l) = &r.tcp_flags {
-        let v = (0..=255u8).filter(|&f| l.iter().any(|p| p.matches(f))).map(|f| (u128::from(f), u128::from(f)));
-        conds[F_TCP] = Some(normalize(v.collect()));
-    }
-    conds[F_VLAN] = ranges(&r.vlan);
-    conds[F_DSCP] = ranges(&r.dscp);
-    Ok(Some(Lowered { idx: idx as u32, action: r.action, conds }))
+    tern_acl::field_value(k, f)
 }
 
 /// One field's interval table: `starts[i]..starts[i+1]` carry `bits[i]`.
@@ -259,14 +80,10 @@ pub struct LaneVerdict {
 }
 
 fn build_family(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) -> LaneAclFamily {
-    let mut rules = Vec::new();
-    for (i, r) in set.rules.iter().enumerate() {
-        match lower_rule(r, i, ifindex, v6) {
-            Ok(Some(l)) => rules.push(l),
-            Ok(None) => {}
-            Err(e) => return LaneAclFamily { not_compiled: Some(e), ..Default::default() },
-        }
-    }
+    let rules = match tern_acl::lower_rules(set, ifindex, v6) {
+        Ok(l) => l,
+        Err(e) => return LaneAclFamily { not_compiled: Some(e.to_string()), ..Default::default() },
+    };
     if rules.len() > ACL_RULES {
         return LaneAclFamily {
             not_compiled: Some(format!("{} rules for this family (the lane holds {ACL_RULES})", rules.len())),
@@ -387,7 +204,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::net::{IpAddr, Ipv4Addr};
-    use tern_acl::value::{PortRange, Prefix, ProtoRange};
+    use tern_acl::Rule;
+    use tern_acl::value::{List, PortRange, Prefix, ProtoRange};
 
     fn no_ifs(_: &str) -> Option<u16> {
         None
