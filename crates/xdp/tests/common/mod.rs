@@ -18,15 +18,19 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 /// True when the tests can create namespaces and load BPF (root). Tests
 /// print why and return early otherwise.
 pub fn privileged() -> bool {
-    // SAFETY-free check: root owns /proc/self/ns/net's namespace tools.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false);
+    let root = is_root();
     if !root {
         eprintln!("skipped: AF_XDP netns tests need root");
     }
     root
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
 }
 
 pub fn sh(args: &[&str]) {

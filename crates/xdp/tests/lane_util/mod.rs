@@ -12,22 +12,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+#[path = "../common/mod.rs"]
+mod common;
+pub use common::sh;
+
 /// True when the tests can create namespaces and load BPF (root). Tests
 /// print why and return early otherwise.
 pub fn privileged() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false);
+    let root = common::is_root();
     if !root {
         eprintln!("skipped: XDP lane tests need root (BPF maps, namespaces)");
     }
     root
-}
-
-pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A network namespace with `n` veth pairs `l0`/`p0` ... (all inside it,
