@@ -182,7 +182,10 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	case $c in
 	lane | user)
 		tern_config "$sc" "$c" "$out" >"$out/tern.toml"
-		nsx $RTR taskset -c 1 "$TERN" run --config "$out/tern.toml" >"$out/tern.log" 2>&1 &
+		# Not through the nsx function: `&` on a function forks a subshell,
+		# $! would be that shell, and a non-interactive shell's background
+		# jobs ignore SIGINT, so tern never heard the stop and `wait` hung.
+		ip netns exec "$RTR" taskset -c 1 "$TERN" run --config "$out/tern.toml" >"$out/tern.log" 2>&1 &
 		tpid=$!; PIDS+=("$tpid")
 		;;
 	kfwd)
@@ -218,7 +221,7 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	wait "$sinkpid" || { cat "$out/sink.err" >&2; }
 	sleep 1.5
 	if [ -n "$tpid" ]; then
-		kill -INT "$tpid" 2>/dev/null || true
+		kill -TERM "$tpid" 2>/dev/null || true
 		wait "$tpid" 2>/dev/null || true
 	fi
 	wait 2>/dev/null || true
