@@ -300,8 +300,12 @@ impl Router {
             host.linux.push(all);
         }
         // The XDP lane on the devices that take it (before the workers open
-        // their sockets there: those take the lane's punts).
-        host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
+        // their sockets there: those take the lane's punts). Not with
+        // TAPs: its program would pass the router's traffic to the
+        // device's own stack, where the kernel is silenced.
+        if !tap {
+            host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
+        }
 
         let trace = TraceShared::new();
         let mut mem: HashMap<String, Vec<MemHandle>> = HashMap::new();

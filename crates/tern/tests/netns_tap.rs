@@ -273,6 +273,10 @@ fn run(workers: u16) {
         || (lab.has_addr(&r, "tern-lan0", "10.0.1.1") && lab.has_addr(&r, "tern-lan0", "2001:db8:1::1")).then_some(()),
     );
     assert!(!lab.has_addr(&r, "lan0", "10.0.1.1"), "the driven device itself holds no address");
+    // wan0's driver is auto: AF_PACKET here, and no XDP program (it would
+    // pass the router's traffic to wan0's own, silenced, stack).
+    let link = must("ip", &["-n", &r, "-j", "link", "show", "wan0"]);
+    assert!(!link.contains("\"xdp\""), "an XDP program on wan0: {link}");
 
     // Ping to the router's addresses: ARP/ND and echo answered by Linux,
     // through the TAP; tern answers nothing itself.
