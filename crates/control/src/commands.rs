@@ -202,13 +202,52 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
     }
 }
 
-/// Per-port counters summed over workers, by interface index.
+/// Whether port `k` of a worker is not its interface's own (a TAP of the
+/// exception path, whose frames are the kernel's).
+fn side_port(w: &WorkerShared, k: usize) -> bool {
+    w.port_input.get(k).is_some_and(Option::is_some)
+}
+
+/// The name `tern stats` lists port `k` of a worker under: its
+/// interface's, or for a TAP the TAP device's.
+fn port_key(w: &WorkerShared, k: usize, ifs: &IfTable) -> Option<String> {
+    if side_port(w, k) {
+        return w.port_names.get(k).cloned();
+    }
+    w.port_ifindex.get(k).map(|&i| ifname(ifs, i))
+}
+
+/// Per-port counters summed over workers, by interface index (an
+/// interface's own ports; TAPs are in [`tap_counters`]).
 pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters> {
     let mut m: HashMap<u16, PortCounters> = HashMap::new();
     for w in workers {
         for (k, p) in w.stats.ports.iter().enumerate() {
             let Some(&ifindex) = w.port_ifindex.get(k) else { continue };
+            if side_port(w, k) {
+                continue;
+            }
             let c = m.entry(ifindex).or_default();
+            c.rx_packets += p.rx_packets.get();
+            c.rx_bytes += p.rx_bytes.get();
+            c.tx_packets += p.tx_packets.get();
+            c.tx_bytes += p.tx_bytes.get();
+            c.tx_dropped += p.tx_dropped.get();
+            c.driver_rx_dropped += p.drv_rx_dropped.get();
+            c.driver_errors += p.drv_errors.get();
+        }
+    }
+    m
+}
+
+/// The TAP exception path's ports summed over workers, by TAP device:
+/// rx is what Linux sent, tx what tern punted to it.
+pub fn tap_counters(workers: &[Arc<WorkerShared>]) -> HashMap<String, PortCounters> {
+    let mut m: HashMap<String, PortCounters> = HashMap::new();
+    for w in workers {
+        for (k, p) in w.stats.ports.iter().enumerate() {
+            let (true, Some(name)) = (side_port(w, k), w.port_names.get(k)) else { continue };
+            let c = m.entry(name.clone()).or_default();
             c.rx_packets += p.rx_packets.get();
             c.rx_bytes += p.rx_bytes.get();
             c.tx_packets += p.tx_packets.get();
@@ -688,14 +727,15 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
     }
     let mut interfaces: Vec<InterfaceCounters> =
         ports.into_iter().map(|(i, c)| InterfaceCounters { interface: ifname(&ifs, i), counters: c }).collect();
+    interfaces.extend(tap_counters(&workers).into_iter().map(|(n, c)| InterfaceCounters { interface: n, counters: c }));
     interfaces.sort_by(|a, b| a.interface.cmp(&b.interface));
     if let Some(b) = base_snap {
         // Per-port baselines: subtract each worker's saved port counters.
         let mut old: HashMap<String, PortCounters> = HashMap::new();
         for (w, snap) in workers.iter().zip(b) {
             for (k, p) in snap.ports.iter().enumerate() {
-                let Some(&i) = w.port_ifindex.get(k) else { continue };
-                let c = old.entry(ifname(&ifs, i)).or_default();
+                let Some(key) = port_key(w, k, &ifs) else { continue };
+                let c = old.entry(key).or_default();
                 c.rx_packets += p.rx_packets;
                 c.rx_bytes += p.rx_bytes;
                 c.tx_packets += p.tx_packets;

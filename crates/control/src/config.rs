@@ -571,6 +571,13 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         return Err(bad(path, e.message));
     }
     let acl_names: HashSet<&str> = config.acl.iter().map(|s| s.name.as_str()).collect();
+    let tap = config.linux.exception == crate::linux::Exception::Tap;
+    if tap && !config.linux.linux_mode() {
+        return Err(bad(
+            vec![k("linux"), k("exception")],
+            "exception = \"tap\" hands the router's own traffic to Linux: it needs mode = \"linux\"",
+        ));
+    }
 
     // Interfaces: physical first, then VLANs, keeping file order.
     let mut names = HashSet::new();
@@ -626,6 +633,21 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
                 (Some(l), d) if l.driver() == d => d,
                 (Some(_), _) => return Err(bad(p("lane"), "give either lane or driver, not both")),
             };
+            if tap && matches!(driver, Driver::Afxdp | Driver::Xdp) {
+                return Err(bad(
+                    p(if c.lane.is_some() { "lane" } else { "driver" }),
+                    "with [linux] exception = \"tap\" the XDP program would still pass the router's traffic to the device's own stack: use driver \"afpacket\", \"memory\" or \"auto\" (which then means afpacket)",
+                ));
+            }
+            let tap_dev = crate::linux::tap_name(&c.name);
+            if tap && tap_dev.len() >= 16 {
+                return Err(bad(
+                    p("name"),
+                    format!(
+                        "the TAP device {tap_dev:?} would be longer than Linux's 15 characters: shorten the interface name"
+                    ),
+                ));
+            }
             IfacePlanKind::Port { device: c.device.clone(), driver }
         } else {
             let parent_name = c.parent.as_deref().unwrap_or_default();
@@ -949,6 +971,28 @@ type = "blackhole"
         assert!(e.key.as_deref().is_some_and(|k| k.starts_with("acl[0].rule[1]")), "{e}");
         let e = err(&GOOD.replace("addresses = [\"10.0.2.1/24\"]", "addresses = [\"10.0.2.1/24\"]\nacl_in = \"NOPE\""));
         assert_eq!(e.key.as_deref(), Some("interface[2].acl_in"));
+    }
+
+    #[test]
+    fn tap_exception_combinations() {
+        let tap = "\n[linux]\nmode = \"linux\"\nexception = \"tap\"\n";
+        let plan = parse(&format!("{GOOD}{tap}"), "t.toml", Path::new("/etc")).expect("valid");
+        assert!(plan.config.linux.tap_exception());
+        assert_eq!(crate::linux::driven(&plan)[0].device, "tern-lan0", "the kernel's side is the TAP");
+        let text = format!("{GOOD}\n[linux]\nexception = \"tap\"\n");
+        let e = err(&text);
+        assert_eq!(e.key.as_deref(), Some("linux.exception"), "{e}");
+        assert_eq!(e.line, Some(line_of(&text, "exception")), "{e}");
+        let text = format!("{}{tap}", GOOD.replace("device = \"veth1\"", "device = \"veth1\"\ndriver = \"afxdp\""));
+        let e = err(&text);
+        assert_eq!(e.key.as_deref(), Some("interface[2].driver"), "{e}");
+        let e = err(&format!("{}{tap}", GOOD.replace("device = \"veth1\"", "device = \"veth1\"\nlane = \"xdp\"")));
+        assert_eq!(e.key.as_deref(), Some("interface[2].lane"), "{e}");
+        let e = err(&format!("{}{tap}", GOOD.replace("\"wan0\"", "\"wan0-uplink\"")));
+        assert_eq!(e.key.as_deref(), Some("interface[2].name"), "{e}");
+        assert!(e.message.contains("tern-wan0-uplink"), "{e}");
+        let e = err(&format!("{GOOD}\n[linux]\nmode = \"linux\"\nexception = \"tun\"\n"));
+        assert!(e.message.contains("tun"), "{e}");
     }
 
     #[test]

@@ -456,7 +456,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: built.input },
         built.graph,
         pool,
-        vec![PortBinding { port: Box::new(source), ifindex: 0 }, PortBinding { port: Box::new(sink), ifindex: 1 }],
+        vec![PortBinding::new(Box::new(source), 0), PortBinding::new(Box::new(sink), 1)],
         TraceShared::new(),
         Some(domain.register()),
     )

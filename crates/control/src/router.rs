@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, WorkerHandle, WorkerShared};
 use tern_fib::{FibConfig, FibWriter, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
-use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
+use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort, TapPort};
 use tern_nodes::state::{
     AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, Inject, NO_IF, Params, Shared, link_local_from_mac,
 };
@@ -238,6 +238,8 @@ fn params_of(plan: &Plan) -> Params {
         neigh_retry_ns: n.retry_ms * 1_000_000,
         neigh_max_tries: n.probes,
         linux_owns_local: plan.config.linux.linux_mode(),
+        // Set by `Router::start` once the TAPs exist.
+        tap_ports: Vec::new(),
     }
 }
 
@@ -275,22 +277,36 @@ impl Router {
         let mut host =
             HostState { xdp: Default::default(), quiet: Vec::new(), linux: Vec::new(), steer: Default::default() };
         let linux_mode = plan.config.linux.linux_mode();
+        // The TAP exception path: tern owns the devices (the kernel is
+        // silenced there as in standalone mode) and the kernel's side of
+        // each port is its TAP.
+        let tap = plan.config.linux.tap_exception();
         for p in &ports {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
                 && *driver != Driver::Memory
             {
-                take_over(dev, p.up, &mut host, linux_mode)?;
+                take_over(dev, p.up, &mut host, linux_mode && !tap)?;
             }
+        }
+        let workers_n = plan.config.dataplane.workers;
+        let mut taps = if tap { open_taps(&ports, &devs, workers_n, &mut host)? } else { Vec::new() };
+        if tap {
+            let mut params = params_of(&plan);
+            params.tap_ports = (0..ports.len()).map(|k| (ports.len() + k) as u16).collect();
+            shared.params.publish(params);
         }
         if linux_mode && !host.linux.is_empty() {
             let all = crate::linux::host::ipv6_forwarding_off(&host.linux).map_err(err)?;
             host.linux.push(all);
         }
         // The XDP lane on the devices that take it (before the workers open
-        // their sockets there: those take the lane's punts).
-        host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
+        // their sockets there: those take the lane's punts). Not with
+        // TAPs: its program would pass the router's traffic to the
+        // device's own stack, where the kernel is silenced.
+        if !tap {
+            host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
+        }
 
-        let workers_n = plan.config.dataplane.workers;
         let trace = TraceShared::new();
         let mut mem: HashMap<String, Vec<MemHandle>> = HashMap::new();
         let mut injects = Vec::new();
@@ -303,8 +319,14 @@ impl Router {
             let mut pool = pool;
             let mut umem = None;
             let mut bindings = Vec::new();
+            let inject = Arc::new(ArrayQueue::new(1024));
+            let built =
+                tern_nodes::build_graph(&shared, Arc::clone(&inject)).map_err(|e| err(format!("graph: {e}")))?;
             for (i, p) in ports.iter().enumerate() {
                 let IfacePlanKind::Port { device, driver } = &p.kind else { continue };
+                // AF_XDP would pass the router's traffic to the device's
+                // own stack: with TAPs, auto means AF_PACKET.
+                let driver = if tap && *driver == Driver::Auto { &Driver::Afpacket } else { driver };
                 let port: Box<dyn Port> = match (driver, device) {
                     (Driver::Memory, _) => {
                         let mp = MemPort::new(format!("{}/{w}", p.name));
@@ -331,11 +353,17 @@ impl Router {
                     },
                     (_, None) => return Err(err(format!("interface {}: no device", p.name))),
                 };
-                bindings.push(PortBinding { port, ifindex: i as u16 });
+                bindings.push(PortBinding::new(port, i as u16));
             }
-            let inject = Arc::new(ArrayQueue::new(1024));
-            let built =
-                tern_nodes::build_graph(&shared, Arc::clone(&inject)).map_err(|e| err(format!("graph: {e}")))?;
+            if tap {
+                // Port number ports.len() + k: the TAP of port k, whose
+                // frames (the kernel's) enter `tap-input`.
+                let tap_input = built.graph.node_id("tap-input").ok_or_else(|| err("graph: no tap-input node"))?;
+                for (k, queues) in taps.iter_mut().enumerate() {
+                    let q = queues.pop().ok_or_else(|| err(format!("worker {w}: no TAP queue left")))?;
+                    bindings.push(PortBinding { input: Some(tap_input), ..PortBinding::new(Box::new(q), k as u16) });
+                }
+            }
             let idle = match plan.config.dataplane.idle {
                 IdleMode::Sleep => IdlePolicy::default(),
                 IdleMode::Spin => IdlePolicy::Spin,
@@ -503,7 +531,12 @@ impl Router {
                     *e += c.value;
                 }
             }
-            for (p, &ifindex) in total.ports.iter_mut().zip(w.shared.port_ifindex.iter()) {
+            for ((p, &ifindex), input) in
+                total.ports.iter_mut().zip(w.shared.port_ifindex.iter()).zip(w.shared.port_input.iter())
+            {
+                if input.is_some() {
+                    continue;
+                }
                 let l = lane.port_stats(ifindex);
                 p.rx_packets += l.rx_packets;
                 p.rx_bytes += l.rx_bytes;
@@ -538,6 +571,31 @@ impl Router {
     pub fn source_status(&self) -> Vec<(String, serde_json::Value)> {
         self.sources.iter().map(|s| (s.name().to_string(), s.status())).collect()
     }
+}
+
+/// Creates the TAP device of each port (`tern-<interface>`, one queue per
+/// worker) with the interface's MAC and MTU, up as the interface is, and
+/// prepares it for Linux mode (`crate::linux::host::take_over`). Returns
+/// the queues by port.
+fn open_taps(
+    ports: &[&IfacePlan],
+    devs: &[DeviceInfo],
+    workers: u16,
+    host: &mut HostState,
+) -> Result<Vec<Vec<TapPort>>, StartError> {
+    let mut out = Vec::new();
+    for (p, d) in ports.iter().zip(devs) {
+        let name = crate::linux::tap_name(&p.name);
+        let what = |e: tern_io::Error| err(format!("interface {}: TAP {name}: {e}", p.name));
+        let queues = (0..workers).map(|_| TapPort::open_queue(&name).map_err(what)).collect::<Result<Vec<_>, _>>()?;
+        tern_io::netdev::set_mac(&name, d.mac).map_err(what)?;
+        tern_io::netdev::set_mtu(&name, u32::from(d.mtu)).map_err(what)?;
+        host.linux.push(crate::linux::host::take_over(&name).map_err(|e| err(format!("TAP {name}: {e}")))?);
+        tern_io::netdev::set_up(&name, p.up).map_err(what)?;
+        log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
+        out.push(queues);
+    }
+    Ok(out)
 }
 
 /// Prepares a Linux device for tern: link up, no large-frame offloads (so

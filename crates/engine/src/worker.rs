@@ -44,6 +44,17 @@ pub struct WorkerConfig {
 pub struct PortBinding {
     pub port: Box<dyn Port>,
     pub ifindex: u16,
+    /// The node this port's packets enter, when not the worker's
+    /// `input_node` (a TAP carrying the kernel's frames of interface
+    /// `ifindex` enters `tap-input`, not `ethernet-input`).
+    pub input: Option<NodeId>,
+}
+
+impl PortBinding {
+    /// A port whose packets enter the worker's input node.
+    pub fn new(port: Box<dyn Port>, ifindex: u16) -> PortBinding {
+        PortBinding { port, ifindex, input: None }
+    }
 }
 
 /// Wakes a worker sleeping in poll(2).
@@ -210,6 +221,9 @@ pub struct WorkerShared {
     pub graph: Arc<GraphInfo>,
     pub port_names: Vec<String>,
     pub port_ifindex: Vec<u16>,
+    /// The input node of each port that does not enter the worker's
+    /// (`PortBinding::input`); such ports are not the interface's own.
+    pub port_input: Vec<Option<NodeId>>,
     pub trace: Arc<TraceShared>,
     /// `tern capture`'s hook on this worker's ports.
     pub capture: CaptureTap,
@@ -291,6 +305,7 @@ impl Worker {
             graph: Arc::clone(graph.info()),
             port_names: ports.iter().map(|b| b.port.name().to_string()).collect(),
             port_ifindex: ports.iter().map(|b| b.ifindex).collect(),
+            port_input: ports.iter().map(|b| b.input).collect(),
             trace: Arc::clone(&trace),
             capture: CaptureTap::new(CAPTURE_QUEUE),
             stop: AtomicBool::new(false),
@@ -390,7 +405,7 @@ impl Worker {
         let armed = self.tracer.armed();
         let capture = self.shared.capture.is_on();
         for (k, b) in self.ports.iter_mut().enumerate() {
-            let q = self.graph.input_mut(input);
+            let q = self.graph.input_mut(b.input.unwrap_or(input));
             let start = q.len();
             let n = b.port.rx_burst(&mut self.pool, q, MAX_BATCH);
             if n == 0 {
@@ -582,7 +597,7 @@ mod tests {
             WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: input },
             g,
             pool,
-            vec![PortBinding { port: Box::new(port), ifindex: 0 }],
+            vec![PortBinding::new(Box::new(port), 0)],
             TraceShared::new(),
             None,
         )
@@ -645,5 +660,52 @@ mod tests {
         w.shared().capture.start(0, CAPTURE_RX | CAPTURE_TX, 64);
         w.run_once();
         assert_eq!(w.shared().stats.ports[0].tx_packets.get(), 10, "forwarding unaffected by capture");
+    }
+
+    /// Sends every packet out of port 1 unchanged.
+    struct ToPort1;
+    impl Node for ToPort1 {
+        fn name(&self) -> &'static str {
+            "to-port1"
+        }
+        fn nexts(&self) -> &'static [&'static str] {
+            &["drop"]
+        }
+        fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+            cx.tx[1].extend_from_slice(pkts);
+            next.fill(NEXT_TAKEN);
+        }
+    }
+
+    #[test]
+    fn a_port_with_its_own_input_node_enters_there() {
+        let mut b = GraphBuilder::new();
+        b.add(Echo);
+        b.add(ToPort1);
+        let g = b.build().expect("graph");
+        let echo = g.node_id("echo").expect("echo");
+        let side = g.node_id("to-port1").expect("to-port1");
+        let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let main = QueuePort { rx: [vec![1u8]].into() };
+        let other = QueuePort { rx: [vec![7u8], vec![8u8]].into() };
+        let mut w = Worker::new(
+            WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: echo },
+            g,
+            pool,
+            vec![
+                PortBinding::new(Box::new(main), 0),
+                PortBinding { input: Some(side), ..PortBinding::new(Box::new(other), 0) },
+            ],
+            TraceShared::new(),
+            None,
+        )
+        .expect("worker");
+        assert_eq!(w.shared().port_input, vec![None, Some(side)]);
+        w.shared().capture.start(1, CAPTURE_TX, 64);
+        assert_eq!(w.run_once(), 3);
+        let ports = &w.shared().stats.ports;
+        assert_eq!((ports[0].tx_packets.get(), ports[1].tx_packets.get()), (1, 2));
+        let sent: Vec<_> = w.shared().capture.take().into_iter().map(|f| f.data).collect();
+        assert_eq!(sent, vec![vec![7], vec![8]], "the side port's packets went through to-port1 only, unchanged");
     }
 }

@@ -136,7 +136,7 @@ fn worker_with(frames: Vec<Vec<u8>>) -> (Worker, Sent, Arc<TraceShared>) {
         WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: input },
         g,
         pool,
-        vec![PortBinding { port: Box::new(port), ifindex: 3 }],
+        vec![PortBinding::new(Box::new(port), 3)],
         Arc::clone(&trace),
         None,
     )

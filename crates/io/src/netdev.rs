@@ -39,6 +39,12 @@ pub fn mac(name: &str) -> Result<[u8; 6]> {
     sys::ifreq::hwaddr(name).map(|(m, _)| m).context(|| format!("interface {name}: get MAC address"))
 }
 
+/// Sets the MAC address of `name` (an Ethernet device; most drivers want
+/// it down, a TAP device takes it up or down).
+pub fn set_mac(name: &str, mac: [u8; 6]) -> Result<()> {
+    sys::ifreq::set_hwaddr(name, mac).context(|| format!("interface {name}: set MAC address"))
+}
+
 /// Link type of `name` (ARPHRD_*: [`ARPHRD_ETHER`], [`ARPHRD_LOOPBACK`], ...).
 pub fn link_type(name: &str) -> Result<u16> {
     sys::ifreq::hwaddr(name).map(|(_, t)| t).context(|| format!("interface {name}: get link type"))

@@ -32,7 +32,18 @@ impl TapPort {
     /// lives as long as the port unless made persistent elsewhere. It is
     /// created down: see [`crate::netdev::set_up`].
     pub fn open(name: &str) -> Result<TapPort> {
-        let (file, actual) = sys::tun::open_tap(name).context(|| format!("TAP {name}: open /dev/net/tun"))?;
+        let (file, actual) = sys::tun::open_tap(name, false).context(|| format!("TAP {name}: open /dev/net/tun"))?;
+        Ok(TapPort { name: actual, file, stats: PortStats::default(), oversize: 0 })
+    }
+
+    /// Opens one queue of the multi-queue TAP device `name`, creating the
+    /// device with the first: each worker opens its own queue, writes the
+    /// frames it hands to the kernel there, and reads the share of the
+    /// kernel's frames the device spreads to it (by flow). Every queue of a
+    /// device must be opened this way.
+    pub fn open_queue(name: &str) -> Result<TapPort> {
+        let (file, actual) =
+            sys::tun::open_tap(name, true).context(|| format!("TAP {name}: open /dev/net/tun (multi-queue)"))?;
         Ok(TapPort { name: actual, file, stats: PortStats::default(), oversize: 0 })
     }
 

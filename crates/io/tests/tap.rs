@@ -144,3 +144,20 @@ fn udp4_frame(
     f.extend_from_slice(&udp);
     f
 }
+
+/// A multi-queue TAP takes one queue per opener; the MAC can be set to the
+/// one of the interface it stands for.
+#[test]
+fn multi_queue_tap_with_a_set_mac() {
+    let Some(ns) = Netns::new() else { return };
+    let mac = [0x02, 0x54, 0x45, 0x52, 0x4e, 0x01];
+    let (a, b) = ns.in_ns(move || {
+        let a = TapPort::open_queue("tmq0").expect("first queue");
+        let b = TapPort::open_queue("tmq0").expect("second queue");
+        assert!(TapPort::open("tmq0").is_err(), "a single-queue open of a multi-queue device is refused");
+        netdev::set_mac("tmq0", mac).expect("set MAC");
+        assert_eq!(netdev::mac("tmq0").expect("mac"), mac);
+        (a, b)
+    });
+    assert_eq!((a.ifname(), b.ifname()), ("tmq0", "tmq0"));
+}

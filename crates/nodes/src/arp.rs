@@ -7,8 +7,11 @@
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel answers requests
 //! for the router's addresses (it sees every frame); tern only learns.
+//! With the TAP exception path (`Params::punt_to_tap`) the kernel sees
+//! nothing by itself: requests for the router's addresses and replies to
+//! them (answers to the kernel's own requests) go to `linux-punt`.
 //!
-//! Next nodes: `interface-output` (replies), `drop`.
+//! Next nodes: `interface-output` (replies), `linux-punt`, `drop`.
 //! Counters: [`ARP_ERRORS`].
 
 use crate::state::{Event, IfTable, Shared};
@@ -53,13 +56,14 @@ pub const ARP_ERRORS: &[ErrorDesc] = &[
 ];
 
 const NEXT_OUTPUT: u16 = 1;
+const NEXT_PUNT: u16 = 2;
 
 impl Node for ArpInput {
     fn name(&self) -> &'static str {
         "arp-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output"]
+        &["drop", "interface-output", "linux-punt"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         ARP_ERRORS
@@ -67,14 +71,15 @@ impl Node for ArpInput {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.params.refresh();
-        let linux = self.params.current().linux_owns_local;
+        let params = self.params.current();
+        let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
         for (i, &p) in pkts.iter().enumerate() {
-            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p, linux);
+            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt);
         }
     }
 }
 
-fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool) -> u16 {
+fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, A_NO_IF) };
@@ -99,17 +104,20 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
         let ev = Event::Neighbor { ifindex: iface.index, ip: IpAddr::V4(spa), mac: sha, create: ours || op == 2 };
         events_full = shared.events.push(ev).is_err();
     }
-    if op == 2 || !ours {
+    // (`punt` implies `linux`.)
+    if op == 2 || !ours || linux {
         if events_full {
             cx.count(A_EVENTS_FULL, 1);
         }
-        return cx.drop(p, if op == 2 { A_REPLY } else { A_NOT_OURS });
-    }
-    if linux {
+        if punt && ours {
+            // TAP exception path: the kernel answers requests for its
+            // addresses and waits for the replies to its own.
+            return NEXT_PUNT;
+        }
+        if op == 2 || !ours {
+            return cx.drop(p, if op == 2 { A_REPLY } else { A_NOT_OURS });
+        }
         // Linux mode: the kernel saw the same request and answers it.
-        if events_full {
-            cx.count(A_EVENTS_FULL, 1);
-        }
         return cx.drop(p, A_LINUX);
     }
     // Reply in place (RFC 826: swap, fill in our hardware address).

@@ -29,17 +29,20 @@ pub const UNREACH_ADMIN: u8 = 13;
 
 /// `ip4-input`: validates an IPv4 header (RFC 1812 5.2.2: version, header
 /// length, total length against the frame, checksum) and drops martian
-/// sources; trims Ethernet padding.
+/// sources; trims Ethernet padding. Multicast and limited broadcast are
+/// not routed: dropped, or with the TAP exception path of Linux mode
+/// (`Params::punt_to_tap`) handed to Linux (OSPF hellos, DHCP).
 ///
 /// Next nodes: `ip4-lookup`, `ip4-acl-in` (when the receiving interface has
-/// an input rule set), `drop`. Counters: [`IP4_INPUT_ERRORS`].
+/// an input rule set), `linux-punt`, `drop`. Counters: [`IP4_INPUT_ERRORS`].
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
+    params: Snapshot<crate::state::Params>,
 }
 
 impl Ip4Input {
-    pub fn new(ifs: Snapshot<IfTable>) -> Self {
-        Ip4Input { ifs }
+    pub fn new(shared: &crate::state::Shared) -> Self {
+        Ip4Input { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot() }
     }
 }
 
@@ -70,18 +73,20 @@ impl Node for Ip4Input {
         "ip4-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip4-acl-in"]
+        &["drop", "ip4-lookup", "ip4-acl-in", "linux-punt"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP4_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
+        self.params.refresh();
         let ifs = self.ifs.current();
+        let punt = self.params.current().punt_to_tap();
         // Whether the last receiving interface has an input rule set.
         let mut acl_in: Option<(u16, bool)> = None;
         for (o, &p) in next.iter_mut().zip(pkts) {
-            let n = ip4_validate(cx, p);
+            let n = ip4_validate(cx, p, punt);
             *o = if n == 1 {
                 let rx = cx.pool.meta(p).rx_if;
                 let acl = match acl_in {
@@ -101,7 +106,7 @@ impl Node for Ip4Input {
 }
 
 #[inline(always)]
-fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
+fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, I_TOO_SHORT) };
@@ -136,10 +141,11 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
         return cx.drop(p, I_MARTIAN_SRC);
     }
     let dst_top = (dst >> 24) as u8;
-    if dst == u32::MAX {
+    let group = (224..240).contains(&dst_top);
+    if !punt && dst == u32::MAX {
         return cx.drop(p, I_BROADCAST);
     }
-    if (224..240).contains(&dst_top) {
+    if !punt && group {
         return cx.drop(p, I_MULTICAST);
     }
     m.flags |= flags::L3_CSUM_OK;
@@ -147,8 +153,10 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx) -> u16 {
     if want < d.len() {
         cx.pool.set_len(p, want);
     }
-    1
+    if group || dst == u32::MAX { I_NEXT_PUNT } else { 1 }
 }
+
+const I_NEXT_PUNT: u16 = 3;
 
 // --------------------------------------------------------------- ip4-lookup
 
@@ -424,10 +432,12 @@ pub(crate) fn copy_l2(h: &mut [u8], src: &[u8]) {
 /// In Linux mode (`Params::linux_owns_local`) the kernel received its own
 /// copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
 /// copy, counted as `left-to-linux`, so nothing is answered twice. GRE of
-/// tern's own tunnels is still decapsulated here.
+/// tern's own tunnels is still decapsulated here. With the TAP exception
+/// path (`Params::punt_to_tap`) the kernel has no copy: the packet goes
+/// to `linux-punt` instead.
 ///
 /// Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
-/// `gre-input`, `drop`. Counters: [`IP4_LOCAL_ERRORS`].
+/// `gre-input`, `linux-punt`, `drop`. Counters: [`IP4_LOCAL_ERRORS`].
 pub struct Ip4Local {
     params: Snapshot<crate::state::Params>,
 }
@@ -461,33 +471,35 @@ pub const IP4_LOCAL_ERRORS: &[ErrorDesc] = &[
 const LOC_LOOKUP: u16 = 1;
 const LOC_ICMP: u16 = 2;
 const LOC_GRE: u16 = 3;
+const LOC_PUNT: u16 = 4;
 
 impl Node for Ip4Local {
     fn name(&self) -> &'static str {
         "ip4-local"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip4-icmp-error", "gre-input"]
+        &["drop", "ip4-lookup", "ip4-icmp-error", "gre-input", "linux-punt"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP4_LOCAL_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.params.refresh();
-        let linux = self.params.current().linux_owns_local;
+        let params = self.params.current();
+        let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
         for (i, &p) in pkts.iter().enumerate() {
-            next[i] = local4(cx, p, linux);
+            next[i] = local4(cx, p, linux, punt);
         }
     }
 }
 
-fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool) -> u16 {
+fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
     let l3 = &mut d[l3off..];
     let ihl = usize::from(l3[0] & 0x0f) * 4;
     if linux && l3[9] != 47 {
-        return cx.drop(p, LO_LINUX);
+        return if punt { LOC_PUNT } else { cx.drop(p, LO_LINUX) };
     }
     if be16(l3, 6) & 0x3fff != 0 {
         return cx.drop(p, LO_FRAGMENT);

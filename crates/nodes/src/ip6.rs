@@ -5,7 +5,7 @@ use crate::ip4::icmp_aux;
 use crate::state::{Event, IfTable, Iface, Shared, is_link_local};
 use crate::util::*;
 use std::net::{IpAddr, Ipv6Addr};
-use tern_engine::{Cx, ErrorDesc, Node};
+use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NextHop, NhId, NhKind};
 use tern_packet::{MAX_BATCH, PktIdx, flags};
 use tern_rcu::Snapshot;
@@ -32,17 +32,20 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 /// version, payload length against the frame), drops martians, trims
 /// padding, and sends link-scoped traffic for tern (ND, link-local) straight
 /// to `ip6-local`: link-local destinations are never forwarded (RFC 4291
-/// section 2.5.6).
+/// section 2.5.6). Multicast groups tern does not listen to are dropped,
+/// or with the TAP exception path of Linux mode (`Params::punt_to_tap`)
+/// handed to Linux (OSPFv3, MLD).
 ///
-/// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in`, `drop`.
-/// Counters: [`IP6_INPUT_ERRORS`].
+/// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in`, `linux-punt`,
+/// `drop`. Counters: [`IP6_INPUT_ERRORS`].
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
+    params: Snapshot<crate::state::Params>,
 }
 
 impl Ip6Input {
-    pub fn new(ifs: Snapshot<IfTable>) -> Self {
-        Ip6Input { ifs }
+    pub fn new(shared: &Shared) -> Self {
+        Ip6Input { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot() }
     }
 }
 
@@ -66,22 +69,25 @@ pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
 
 const I6_LOOKUP: u16 = 1;
 const I6_LOCAL: u16 = 2;
+const I6_PUNT: u16 = 4;
 
 impl Node for Ip6Input {
     fn name(&self) -> &'static str {
         "ip6-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "ip6-local", "ip6-acl-in"]
+        &["drop", "ip6-lookup", "ip6-local", "ip6-acl-in", "linux-punt"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP6_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
+        self.params.refresh();
         let ifs = self.ifs.current();
+        let punt = self.params.current().punt_to_tap();
         for (i, &p) in pkts.iter().enumerate() {
-            let n = validate6(cx, ifs, p);
+            let n = validate6(cx, ifs, p, punt);
             next[i] = if n == I6_LOOKUP && ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some()) {
                 3
             } else {
@@ -92,7 +98,7 @@ impl Node for Ip6Input {
 }
 
 #[inline(always)]
-fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
+fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, I6_TOO_SHORT) };
@@ -119,10 +125,13 @@ fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
         let is_all =
             dst == 0xff02_0000_0000_0000_0000_0000_0000_0001 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002;
         let is_sol = dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff; // ff02::1:ff00:0/104
-        if !(is_all || is_sol) {
+        if is_all || is_sol {
+            I6_LOCAL
+        } else if punt {
+            I6_PUNT
+        } else {
             return cx.drop(p, I6_MULTICAST);
         }
-        I6_LOCAL
     } else if is_link_local(Ipv6Addr::from(dst)) {
         match ifs.get(m.rx_if) {
             Some(i) if u128::from(i.v6_ll) == dst => I6_LOCAL,
@@ -353,11 +362,15 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
 /// In Linux mode (`Params::linux_owns_local`) the kernel answers echo,
 /// solicitations and everything else for the router (it saw the frame
 /// too); tern only learns neighbours from ND and counts the rest as
-/// `left-to-linux`.
+/// `left-to-linux`. With the TAP exception path (`Params::punt_to_tap`)
+/// the kernel has no copy: what it owns goes to `linux-punt` (echo,
+/// solicitations for its addresses, advertisements after tern learned from
+/// them, router discovery, other ICMPv6, other protocols, fragments).
 ///
 /// Next nodes: `ip6-lookup` (echo replies to global addresses),
 /// `interface-output` (ND answers and replies to link-local sources, sent
-/// straight back on the link), `ip6-icmp-error`, `drop`.
+/// straight back on the link), `ip6-icmp-error`, `gre-input`,
+/// `linux-punt`, `drop`.
 /// Counters: [`IP6_LOCAL_ERRORS`].
 pub struct Ip6Local {
     ifs: Snapshot<IfTable>,
@@ -412,13 +425,14 @@ pub const IP6_LOCAL_ERRORS: &[ErrorDesc] = &[
 const LO6_NEXT_LOOKUP: u16 = 1;
 const LO6_NEXT_OUTPUT: u16 = 2;
 const LO6_NEXT_ICMP: u16 = 3;
+const LO6_NEXT_PUNT: u16 = 5;
 
 impl Node for Ip6Local {
     fn name(&self) -> &'static str {
         "ip6-local"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "interface-output", "ip6-icmp-error", "gre-input"]
+        &["drop", "ip6-lookup", "interface-output", "ip6-icmp-error", "gre-input", "linux-punt"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP6_LOCAL_ERRORS
@@ -426,7 +440,14 @@ impl Node for Ip6Local {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.params.refresh();
-        let linux = self.params.current().linux_owns_local;
+        let params = self.params.current();
+        let linux = if params.punt_to_tap() {
+            Linux::Punt
+        } else if params.linux_owns_local {
+            Linux::HasCopy
+        } else {
+            Linux::No
+        };
         for (i, &p) in pkts.iter().enumerate() {
             let ifs = self.ifs.current();
             next[i] = local6(cx, ifs, &self.shared, p, linux);
@@ -434,7 +455,30 @@ impl Node for Ip6Local {
     }
 }
 
-fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool) -> u16 {
+/// Who answers for the router in `ip6-local`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Linux {
+    /// tern (standalone mode).
+    No,
+    /// Linux, which saw the frame itself.
+    HasCopy,
+    /// Linux, through the TAP exception path.
+    Punt,
+}
+
+impl Linux {
+    /// What becomes of a packet Linux answers: punted, or dropped as
+    /// left to Linux; `None` in standalone mode.
+    fn leave(self, cx: &mut Cx<'_>, p: PktIdx) -> Option<u16> {
+        match self {
+            Linux::No => None,
+            Linux::HasCopy => Some(cx.drop(p, LO6_LINUX)),
+            Linux::Punt => Some(LO6_NEXT_PUNT),
+        }
+    }
+}
+
+fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Linux) -> u16 {
     let m = *cx.pool.meta(p);
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, LO6_NO_IF) };
     let l3off = m.l3_off as usize;
@@ -445,7 +489,8 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: boo
         Err(_) => return cx.drop(p, LO6_BAD_EXT),
     };
     if walk.fragment_offset.is_some() {
-        return cx.drop(p, LO6_FRAGMENT);
+        // Linux reassembles what it is given.
+        return if linux == Linux::Punt { LO6_NEXT_PUNT } else { cx.drop(p, LO6_FRAGMENT) };
     }
     let up = 40 + walk.upper_offset;
     let src = addr(l3, 8);
@@ -454,7 +499,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: boo
     match walk.upper_protocol {
         IpProtocol::ICMPV6 => {}
         IpProtocol::GRE => return 4,
-        _ if linux => return cx.drop(p, LO6_LINUX),
+        _ if linux != Linux::No => return linux.leave(cx, p).unwrap_or(NEXT_DROP),
         IpProtocol::UDP => {
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
             cx.count(LO6_UDP, 1);
@@ -474,8 +519,8 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: boo
     let (ty, code, hop) = (icmp[0], icmp[1], l3[7]);
     match ty {
         128 => {
-            if linux {
-                return cx.drop(p, LO6_LINUX);
+            if let Some(n) = linux.leave(cx, p) {
+                return n;
             }
             if dst.segments()[0] >> 8 == 0xff {
                 return cx.drop(p, LO6_MCAST_ECHO);
@@ -506,7 +551,8 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: boo
                 {
                     cx.count(LO6_EVENTS_FULL, 1);
                 }
-                return cx.drop(p, LO6_NA);
+                // The kernel's own solicitations wait for these.
+                return if linux == Linux::Punt { LO6_NEXT_PUNT } else { cx.drop(p, LO6_NA) };
             }
             let dad = src.is_unspecified();
             if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
@@ -524,9 +570,9 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: boo
             {
                 cx.count(LO6_EVENTS_FULL, 1);
             }
-            if linux {
+            if let Some(n) = linux.leave(cx, p) {
                 // The kernel answers the solicitation for its address.
-                return cx.drop(p, LO6_LINUX);
+                return n;
             }
             let (to_ip, to_mac) = if dad {
                 (Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1), [0x33, 0x33, 0, 0, 0, 1])
@@ -537,6 +583,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: boo
             cx.count(LO6_NS_ANSWERED, 1);
             LO6_NEXT_OUTPUT
         }
+        _ if linux == Linux::Punt => LO6_NEXT_PUNT,
         133 | 134 | 137 => cx.drop(p, LO6_ND_IGNORED),
         _ => cx.drop(p, LO6_ICMP_OTHER),
     }

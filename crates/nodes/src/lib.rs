@@ -9,6 +9,9 @@
 //!                        └─> ip6-input ─> ip6-lookup ─┬─> ip6-rewrite ─┬─> interface-output
 //!                                  └─> ip6-local (ND) ├─> ...          └─> ip6-glean (NS)
 //!                                                     └─> ip6-icmp-error
+//!  Linux mode, TAP exception path: arp-input, ip4/ip6-input (multicast),
+//!  ip4/ip6-local ─> linux-punt ─> the interface's TAP;
+//!  TAP rx ─> tap-input ─> interface-output
 //! ```
 //! Every node documents itself (synopsis, next nodes, counters) in its
 //! module. Nodes read shared state through [`state::Shared`]: the interface
@@ -23,6 +26,7 @@ pub mod gre;
 pub mod icmp;
 pub mod ip4;
 pub mod ip6;
+pub mod linux;
 pub mod neighbor;
 pub mod output;
 pub mod state;
@@ -44,10 +48,11 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     let ifs = || shared.ifaces.snapshot();
     let mut b = GraphBuilder::new();
     b.add(output::ControlInject::new(inject));
+    b.add(linux::TapInput::new(ifs()));
     b.add(eth::EthernetInput::new(ifs()));
     b.add(arp::ArpInput::new(shared));
-    b.add(ip4::Ip4Input::new(ifs()));
-    b.add(ip6::Ip6Input::new(ifs()));
+    b.add(ip4::Ip4Input::new(shared));
+    b.add(ip6::Ip6Input::new(shared));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, false));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, false));
     b.add(ip4::Ip4Local::new(shared));
@@ -64,6 +69,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(icmp::Ip6IcmpError::new(ifs(), shared.params.snapshot()));
     b.add(neighbor::Glean::new(shared, false));
     b.add(neighbor::Glean::new(shared, true));
+    b.add(linux::LinuxPunt::new(shared));
     b.add(output::InterfaceOutput::new(ifs()));
     let graph = b.build()?;
     let input =

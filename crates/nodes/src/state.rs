@@ -270,6 +270,21 @@ pub struct Params {
     /// tern stays silent for that traffic (no duplicate replies) and only
     /// learns neighbours from it.
     pub linux_owns_local: bool,
+    /// Linux mode with the TAP exception path (`[linux] exception =
+    /// "tap"`): the kernel does not see the devices' frames; what it owns
+    /// goes to `linux-punt` instead of being left to it. Indexed by port
+    /// number: the port number of the TAP carrying that port's exceptions
+    /// ([`NO_IF`]: none). Empty: the kernel sees the frames itself.
+    pub tap_ports: Vec<u16>,
+}
+
+impl Params {
+    /// Whether what Linux owns is punted into TAPs (else the kernel got
+    /// its own copy, and tern drops its one as `left-to-linux`).
+    #[inline]
+    pub fn punt_to_tap(&self) -> bool {
+        self.linux_owns_local && !self.tap_ports.is_empty()
+    }
 }
 
 impl Default for Params {
@@ -282,6 +297,7 @@ impl Default for Params {
             neigh_retry_ns: 1_000_000_000,
             neigh_max_tries: 3,
             linux_owns_local: false,
+            tap_ports: Vec::new(),
         }
     }
 }

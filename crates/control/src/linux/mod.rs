@@ -42,11 +42,36 @@ pub enum LinuxMode {
     Linux,
 }
 
+/// How the router's own traffic reaches Linux in Linux mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exception {
+    /// The kernel sees the devices' frames itself: AF_PACKET taps every
+    /// frame, the AF_XDP steering program passes the router's (XDP_PASS).
+    /// The kernel keeps its addresses on the devices.
+    #[default]
+    Kernel,
+    /// tern owns the devices (the kernel is silenced on them as in
+    /// standalone mode); each port gets a TAP device `tern-<interface>`
+    /// with the interface's MAC, where the kernel keeps the addresses.
+    /// What Linux owns is punted into the TAP, and what Linux writes to it
+    /// leaves the interface unchanged.
+    Tap,
+}
+
+/// The kernel name of the TAP device of tern interface `name`.
+pub fn tap_name(name: &str) -> String {
+    format!("tern-{name}")
+}
+
 /// `[linux]` configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinuxCfg {
     pub mode: LinuxMode,
+    /// How the router's own traffic reaches Linux (Linux mode): "kernel"
+    /// (the kernel sees the devices' frames) or "tap".
+    pub exception: Exception,
     /// Mirror the kernel (routes, addresses, neighbours of the driven
     /// devices). Default: on in Linux mode, off in standalone mode.
     pub kernel: Option<bool>,
@@ -77,6 +102,7 @@ impl Default for LinuxCfg {
     fn default() -> Self {
         LinuxCfg {
             mode: LinuxMode::Standalone,
+            exception: Exception::Kernel,
             kernel: None,
             table: nl::RT_TABLE_MAIN,
             fpm_listen: String::new(),
@@ -100,6 +126,10 @@ impl LinuxCfg {
     pub fn linux_mode(&self) -> bool {
         self.mode == LinuxMode::Linux
     }
+    /// Linux mode with the TAP exception path.
+    pub fn tap_exception(&self) -> bool {
+        self.linux_mode() && self.exception == Exception::Tap
+    }
     pub fn kernel_enabled(&self) -> bool {
         self.kernel.unwrap_or(self.linux_mode())
     }
@@ -118,14 +148,18 @@ impl LinuxCfg {
 }
 
 /// The tern interfaces backed by a kernel device, with that device's
-/// name: ports by their `device`, VLAN sub-interfaces by their tern name
-/// (a kernel VLAN device of the same name).
+/// name: ports by their `device` (with the TAP exception path, by their
+/// TAP, where the kernel keeps the interface's addresses), VLAN
+/// sub-interfaces by their tern name (a kernel VLAN device of the same
+/// name).
 pub fn driven(plan: &Plan) -> Vec<kernel::Driven> {
+    let tap = plan.config.linux.tap_exception();
     plan.ifaces
         .iter()
         .enumerate()
         .filter_map(|(i, p)| {
             let device = match &p.kind {
+                IfacePlanKind::Port { .. } if tap => tap_name(&p.name),
                 IfacePlanKind::Port { device: Some(d), driver } if *driver != Driver::Memory => d.clone(),
                 IfacePlanKind::Vlan { .. } => p.name.clone(),
                 _ => return None,

@@ -63,6 +63,17 @@ pub(crate) fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
     ioctl(libc::SIOCSIFMTU, &mut r)
 }
 
+/// Sets the Ethernet hardware address.
+pub(crate) fn set_hwaddr(name: &str, mac: [u8; 6]) -> io::Result<()> {
+    let mut r = ifreq_named(name)?;
+    let mut sa = libc::sockaddr { sa_family: libc::ARPHRD_ETHER, sa_data: [0; 14] };
+    for (d, &s) in sa.sa_data.iter_mut().zip(mac.iter()) {
+        *d = s as libc::c_char;
+    }
+    r.ifr_ifru.ifru_hwaddr = sa;
+    ioctl(libc::SIOCSIFHWADDR, &mut r)
+}
+
 /// The 16 interface flags SIOCGIFFLAGS reports (IFF_UP, IFF_RUNNING, ...).
 pub(crate) fn flags(name: &str) -> io::Result<u16> {
     let mut r = ifreq_named(name)?;

@@ -98,7 +98,7 @@ pub fn from_shared(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: boo
     for p in 0..ports {
         let mp = MemPort::new(format!("m{p}"));
         mem.push(mp.handle());
-        bindings.push(PortBinding { port: Box::new(mp), ifindex: p });
+        bindings.push(PortBinding::new(Box::new(mp), p));
     }
     let cfg = WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::default(), input_node: built.input };
     let worker = Worker::new(cfg, built.graph, pool, bindings, TraceShared::new(), None).expect("worker");

@@ -1,0 +1,108 @@
+//! The TAP exception path on a memory port: a device the kernel never sees
+//! at all. The kernel's side is the TAP `tern-lan`, in a throwaway network
+//! namespace; frames injected into the memory port for the router reach
+//! Linux through it, and Linux's answers come out of the memory port.
+//!
+//! Needs root and iproute2; skipped (with a message) otherwise.
+
+mod common;
+
+use common::pkt::*;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tern_control::config;
+use tern_control::router::Router;
+
+const TERN: [u8; 6] = [0x02, 0, 0, 0, 1, 1];
+const HOST: [u8; 6] = [0x02, 0, 0, 0, 1, 0xaa];
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+struct Ns(String);
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// Drives the control loop until `iface` sent a frame `want` accepts.
+fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        router.poll();
+        if let Some(f) = router.mem_ports(iface).expect("iface")[0].take_sent().into_iter().find(|f| want(f)) {
+            return f;
+        }
+        assert!(Instant::now() < deadline, "no such frame from {iface}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_memory_port_reaches_linux_through_its_tap() {
+    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return;
+    }
+    let ns = Ns(format!("tlinuxtap-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a network namespace");
+        return;
+    }
+    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let cfg = r#"
+[[interface]]
+name = "lan"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+addresses = ["10.0.1.1/24"]
+
+[linux]
+mode = "linux"
+exception = "tap"
+"#;
+    let plan = config::parse(cfg, "t.toml", Path::new(".")).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    assert_eq!(tern_io::netdev::mac("tern-lan").expect("the TAP exists"), TERN);
+    let (ours, host) = (Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 2));
+    // The kernel mirror gives the kernel the configured address on the TAP.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tern_io::netdev::addresses("tern-lan").expect("addresses").iter().any(|a| a.addr == ours) {
+        router.poll();
+        assert!(Instant::now() < deadline, "10.0.1.1 never reached tern-lan");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // ARP for the router's address: Linux answers, with the TAP's (the
+    // interface's) MAC.
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    assert!(port.inject(&eth([0xff; 6], HOST, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
+    let reply = await_frame(&mut router, "lan", |f| f.get(12..14) == Some(&[8, 6]) && f.get(20..22) == Some(&[0, 2]));
+    assert_eq!(&reply[0..6], &HOST);
+    assert_eq!(&reply[22..28], &TERN, "sender hardware address");
+    assert_eq!(&reply[28..32], &ours.octets(), "sender protocol address");
+
+    // Ping: the echo reply is Linux's.
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    assert!(port.inject(&eth(TERN, HOST, 0x0800, &ipv4(host, ours, 1, 64, &icmp_echo(8, 7, 1, b"via the tap")))));
+    let reply = await_frame(&mut router, "lan", |f| parse_v4(f).is_some_and(|v| v.proto == 1 && v.l4[0] == 0));
+    let v = parse_v4(&reply).expect("ipv4");
+    assert_eq!((v.src, v.dst, v.dst_mac, v.src_mac), (ours, host, HOST, TERN));
+    assert!(v.header_ok);
+    assert!(v.l4.ends_with(b"via the tap"));
+
+    assert!(router.counter("linux-punt", "punted") >= 2);
+    assert!(router.counter("tap-input", "from-linux") >= 2);
+    assert_eq!(router.counter("arp-input", "reply-sent"), 0);
+    assert_eq!(router.counter("ip4-local", "echo-reply-sent"), 0);
+    router.shutdown();
+}

@@ -1,0 +1,359 @@
+//! The TAP exception path of Linux mode: `linux-punt` and `tap-input`.
+//!
+//! With `[linux] exception = "tap"` the kernel does not see the frames of
+//! the devices tern drives; each port has a TAP device instead (the
+//! kernel's side of the interface: same MAC, the addresses, what `ip
+//! addr`, FRR and ssh use), and the worker polls one queue of it like any
+//! other port (`Params::tap_ports` maps a port to its TAP's port number).
+//!
+//! * `linux-punt`: what Linux owns (ARP and ND for the router's addresses
+//!   and the answers to its own requests, ping, BGP, OSPF, SSH, anything
+//!   addressed to the router, multicast tern does not route) goes into the
+//!   TAP of the port it arrived on, as it arrived (Ethernet header and
+//!   any 802.1Q tag included).
+//! * `tap-input`: frames the kernel writes to a TAP leave the interface it
+//!   stands for unchanged (`PortBinding::input` makes the TAP's frames
+//!   enter here, with `rx_if` the interface).
+//!
+//! Next nodes: `linux-punt`: `drop` (packets are queued on the TAP);
+//! `tap-input`: `interface-output`, `drop`.
+//! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`].
+
+use crate::state::{IfKind, IfTable, NO_IF, Params, Shared};
+use tern_engine::{Cx, ErrorDesc, NEXT_TAKEN, Node};
+use tern_packet::{PktIdx, flags};
+use tern_rcu::Snapshot;
+
+/// `linux-punt`: hands a packet for the router to Linux through the TAP
+/// of the port it was received on.
+pub struct LinuxPunt {
+    ifs: Snapshot<IfTable>,
+    params: Snapshot<Params>,
+}
+
+impl LinuxPunt {
+    pub fn new(shared: &Shared) -> Self {
+        LinuxPunt { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot() }
+    }
+}
+
+const P_PUNTED: u16 = 0;
+const P_NO_IF: u16 = 1;
+const P_NO_TAP: u16 = 2;
+
+pub const PUNT_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::info("punted", "frames for the router handed to Linux through the interface's TAP"),
+    ErrorDesc::drop("no-interface", "received on an unknown interface"),
+    ErrorDesc::drop("no-tap", "for the router, but the receiving interface has no TAP (a tunnel)"),
+];
+
+impl Node for LinuxPunt {
+    fn name(&self) -> &'static str {
+        "linux-punt"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        PUNT_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        self.params.refresh();
+        let ifs = self.ifs.current();
+        let taps = &self.params.current().tap_ports;
+        let mut punted = 0;
+        for (i, &p) in pkts.iter().enumerate() {
+            let Some(iface) = ifs.get(cx.pool.meta(p).rx_if) else {
+                next[i] = cx.drop(p, P_NO_IF);
+                continue;
+            };
+            // Tunnels carry no link layer: their packets cannot enter a TAP.
+            let tap = match iface.kind {
+                IfKind::Gre(_) => NO_IF,
+                _ => taps.get(usize::from(iface.port)).copied().unwrap_or(NO_IF),
+            };
+            match cx.tx.get_mut(usize::from(tap)) {
+                Some(q) if tap != NO_IF => {
+                    q.push(p);
+                    punted += 1;
+                    next[i] = NEXT_TAKEN;
+                }
+                _ => next[i] = cx.drop(p, P_NO_TAP),
+            }
+        }
+        if punted > 0 {
+            cx.count(P_PUNTED, punted);
+        }
+    }
+}
+
+/// `tap-input`: frames Linux sent through an interface's TAP, sent out of
+/// that interface unchanged.
+pub struct TapInput {
+    ifs: Snapshot<IfTable>,
+}
+
+impl TapInput {
+    pub fn new(ifs: Snapshot<IfTable>) -> Self {
+        TapInput { ifs }
+    }
+}
+
+const T_FROM_LINUX: u16 = 0;
+const T_TOO_SHORT: u16 = 1;
+const T_NO_IF: u16 = 2;
+
+pub const TAP_INPUT_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::info("from-linux", "frames Linux sent through a TAP, passed to the interface"),
+    ErrorDesc::drop("too-short", "frame shorter than an Ethernet header"),
+    ErrorDesc::drop("no-interface", "the TAP's interface is unknown"),
+];
+
+const T_NEXT_OUTPUT: u16 = 1;
+
+impl Node for TapInput {
+    fn name(&self) -> &'static str {
+        "tap-input"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "interface-output"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        TAP_INPUT_ERRORS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        let ifs = self.ifs.current();
+        let mut passed = 0;
+        for (i, &p) in pkts.iter().enumerate() {
+            let (m, d) = cx.pool.pkt_mut(p);
+            if d.len() < 14 {
+                next[i] = cx.drop(p, T_TOO_SHORT);
+                continue;
+            }
+            if ifs.get(m.rx_if).is_none() {
+                next[i] = cx.drop(p, T_NO_IF);
+                continue;
+            }
+            m.tx_if = m.rx_if;
+            m.flags |= flags::LOCAL_ORIGIN;
+            passed += 1;
+            next[i] = T_NEXT_OUTPUT;
+        }
+        if passed > 0 {
+            cx.count(T_FROM_LINUX, passed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{GreTunnel, Iface, V4Net, link_local_from_mac};
+    use crossbeam_queue::ArrayQueue;
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+    use tern_engine::graph::Env;
+    use tern_engine::trace::Tracer;
+    use tern_engine::{TraceShared, WorkerStats};
+    use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+    use tern_packet::{PacketPool, PoolConfig};
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const HOST: [u8; 6] = [2, 0, 0, 0, 0, 0xaa];
+    const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
+    const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+
+    fn iface(index: u16, kind: IfKind, port: u16) -> Iface {
+        Iface {
+            index,
+            name: format!("if{index}"),
+            kind,
+            port,
+            mac: MAC,
+            mtu: 1500,
+            up: true,
+            v4: if index == 0 { vec![V4Net { addr: OURS, len: 24 }] } else { vec![] },
+            v6: vec![],
+            v6_ll: link_local_from_mac(MAC),
+            acl_in: None,
+            acl_out: None,
+        }
+    }
+
+    /// A worker's graph over two ports and a GRE tunnel, with OURS local
+    /// on port 0; `taps`: `Params::tap_ports`.
+    struct Rig {
+        shared: Shared,
+        graph: tern_engine::Graph,
+        pool: PacketPool,
+        stats: WorkerStats,
+        _fib: tern_fib::FibWriter,
+    }
+
+    impl Rig {
+        fn new(taps: Vec<u16>) -> Rig {
+            let (mut fib, reader) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
+            let local = Prefix::V4 { addr: OURS, len: 32 };
+            let report = fib.apply([RouteOp::Add(
+                Source::Local,
+                local,
+                RouteTarget::Local { ifindex: 0 },
+                RouteAttrs::default(),
+            )]);
+            assert!(report.errors.is_empty());
+            let gre = GreTunnel { local: OURS.into(), remote: PEER.into(), key: None, ttl: 64 };
+            let ifs = IfTable::new(vec![
+                iface(0, IfKind::Port, 0),
+                iface(1, IfKind::Port, 1),
+                iface(2, IfKind::Gre(gre), NO_IF),
+            ]);
+            let shared = Shared::new(ifs, reader);
+            shared.params.publish(Params { linux_owns_local: true, tap_ports: taps, ..Params::default() });
+            let graph = crate::build_graph(&shared, Arc::new(ArrayQueue::new(4))).expect("graph").graph;
+            let stats = WorkerStats::new(graph.node_count(), graph.error_count(), 4);
+            let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+            Rig { shared, graph, pool, stats, _fib: fib }
+        }
+
+        /// Runs `frame`, received on interface `rx_if`, into node `node`;
+        /// returns the transmit queues' frames.
+        fn run(&mut self, node: &str, rx_if: u16, frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
+            let p = self.pool.alloc_from(frame).expect("buffer");
+            self.pool.meta_mut(p).rx_if = rx_if;
+            let id = self.graph.node_id(node).expect("node");
+            self.graph.input_mut(id).push(p);
+            let mut tx = vec![Vec::new(); 4];
+            let mut tracer = Tracer::new(TraceShared::new(), 0);
+            let mut env = Env {
+                pool: &mut self.pool,
+                stats: &self.stats,
+                tx: &mut tx,
+                tracer: &mut tracer,
+                now_ns: 0,
+                worker: 0,
+                capture_node: None,
+            };
+            self.graph.run(&mut env);
+            let out = tx.iter().map(|q| q.iter().map(|&p| self.pool.data(p).to_vec()).collect()).collect();
+            for q in &tx {
+                self.pool.free_all(q);
+            }
+            out
+        }
+
+        fn count(&self, node: &str, name: &str) -> u64 {
+            let id = self.graph.info().error_id(node, name).expect("counter");
+            self.stats.errors[usize::from(id)].get()
+        }
+    }
+
+    fn eth(dst: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&HOST);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    fn arp(op: u16, tpa: Ipv4Addr) -> Vec<u8> {
+        let mut a = vec![0, 1, 8, 0, 6, 4];
+        a.extend_from_slice(&op.to_be_bytes());
+        a.extend_from_slice(&HOST);
+        a.extend_from_slice(&PEER.octets());
+        a.extend_from_slice(&if op == 2 { MAC } else { [0; 6] });
+        a.extend_from_slice(&tpa.octets());
+        eth(if op == 1 { [0xff; 6] } else { MAC }, 0x0806, &a)
+    }
+
+    fn ipv4(dst: Ipv4Addr, proto: u8, payload: &[u8]) -> Vec<u8> {
+        let mut h = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0];
+        h[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+        h.extend_from_slice(&PEER.octets());
+        h.extend_from_slice(&dst.octets());
+        let c = !tern_wire::checksum::data(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h.extend_from_slice(payload);
+        let dst_mac = if dst.is_multicast() { [0x01, 0, 0x5e, 0, 0, 5] } else { MAC };
+        eth(dst_mac, 0x0800, &h)
+    }
+
+    fn echo() -> Vec<u8> {
+        let mut icmp = vec![8, 0, 0, 0, 0, 1, 0, 1, b'p', b'i', b'n', b'g'];
+        let c = !tern_wire::checksum::data(&icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        icmp
+    }
+
+    /// Only `queue` got a frame, and it is `frame`, unchanged.
+    fn only_in(out: &[Vec<Vec<u8>>], queue: usize, frame: &[u8]) {
+        for (q, frames) in out.iter().enumerate() {
+            if q == queue {
+                assert_eq!(frames.as_slice(), [frame.to_vec()], "queue {q}");
+            } else {
+                assert!(frames.is_empty(), "queue {q}: {frames:02x?}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_linux_owns_goes_into_the_taps_unchanged() {
+        let mut rig = Rig::new(vec![2, 3]);
+        for frame in [
+            arp(1, OURS),                                    // request for our address
+            arp(2, OURS),                                    // answer to the kernel's request
+            ipv4(OURS, 1, &echo()),                          // ping
+            ipv4(OURS, 6, &[0; 20]),                         // TCP (BGP, SSH)
+            ipv4(OURS, 17, &[0; 8]),                         // UDP
+            ipv4(Ipv4Addr::new(224, 0, 0, 5), 89, &[0; 24]), // OSPF hello
+        ] {
+            only_in(&rig.run("ethernet-input", 0, &frame), 2, &frame);
+        }
+        assert_eq!(rig.count("linux-punt", "punted"), 6);
+        assert_eq!(rig.count("arp-input", "reply-sent"), 0);
+        assert_eq!(rig.count("ip4-local", "echo-reply-sent"), 0);
+        assert_eq!(rig.count("ip4-local", "left-to-linux"), 0);
+        assert!(rig.shared.events.pop().is_some(), "ARP still teaches tern the neighbour");
+
+        // Not Linux's: an ARP request for another address.
+        let out = rig.run("ethernet-input", 0, &arp(1, Ipv4Addr::new(10, 0, 1, 9)));
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(rig.count("arp-input", "request-not-ours"), 1);
+
+        // A tunnel has no TAP: counted, not lost.
+        let inner = ipv4(OURS, 6, &[0; 20]);
+        let out = rig.run("ip4-local", 2, &inner[14..]);
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(rig.count("linux-punt", "no-tap"), 1);
+    }
+
+    #[test]
+    fn what_linux_writes_to_a_tap_leaves_its_interface_unchanged() {
+        let mut rig = Rig::new(vec![2, 3]);
+        let reply = arp(2, PEER);
+        only_in(&rig.run("tap-input", 1, &reply), 1, &reply);
+        assert_eq!(rig.count("tap-input", "from-linux"), 1);
+        let out = rig.run("tap-input", 1, &reply[..10]);
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(rig.count("tap-input", "too-short"), 1);
+        let out = rig.run("tap-input", 7, &reply);
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(rig.count("tap-input", "no-interface"), 1);
+    }
+
+    #[test]
+    fn without_taps_the_kernel_keeps_its_own_copy() {
+        let mut rig = Rig::new(Vec::new());
+        for frame in [arp(1, OURS), ipv4(OURS, 6, &[0; 20])] {
+            assert!(rig.run("ethernet-input", 0, &frame).iter().all(Vec::is_empty));
+        }
+        assert_eq!(rig.count("arp-input", "left-to-linux"), 1);
+        assert_eq!(rig.count("ip4-local", "left-to-linux"), 1);
+        assert!(
+            rig.run("ethernet-input", 0, &ipv4(Ipv4Addr::new(224, 0, 0, 5), 89, &[0; 24])).iter().all(Vec::is_empty)
+        );
+        assert_eq!(rig.count("ip4-input", "multicast"), 1);
+        assert_eq!(rig.count("linux-punt", "punted"), 0);
+    }
+}
