@@ -18,6 +18,23 @@ impl DirtyBits {
         self.0[w] |= 1 << (i % 64);
     }
 
+    /// Marks `lo..hi` a word at a time (the writer rewrites runs of up to
+    /// 2^24 top entries for one short prefix).
+    pub(crate) fn mark_range(&mut self, lo: usize, hi: usize) {
+        if lo >= hi {
+            return;
+        }
+        let (wl, wh) = (lo / 64, (hi - 1) / 64);
+        if wh >= self.0.len() {
+            self.0.resize(wh + 1, 0);
+        }
+        for (w, word) in self.0.iter_mut().enumerate().take(wh + 1).skip(wl) {
+            let from = if w == wl { lo % 64 } else { 0 };
+            let to = if w == wh { (hi - 1) % 64 + 1 } else { 64 };
+            *word |= (u64::MAX >> (64 - (to - from))) << from;
+        }
+    }
+
     /// The marked elements as sorted, merged half-open ranges; clears.
     pub(crate) fn take(&mut self) -> Vec<Range<u32>> {
         let mut out: Vec<Range<u32>> = Vec::new();
@@ -89,5 +106,25 @@ mod tests {
         }
         assert_eq!(d.take(), vec![3..6, 64..66, 200..201]);
         assert_eq!(d.take(), vec![]);
+    }
+
+    #[test]
+    fn mark_range_equals_marking_each() {
+        let mut x = 0x9e37_79b9_u64;
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let lo = (x % 300) as usize;
+            let hi = lo + (x >> 20) as usize % 200;
+            let (mut a, mut b) = (DirtyBits::default(), DirtyBits::default());
+            a.mark(7);
+            b.mark(7);
+            a.mark_range(lo, hi);
+            for i in lo..hi {
+                b.mark(i);
+            }
+            assert_eq!(a.take(), b.take(), "{lo}..{hi}");
+        }
     }
 }

@@ -10,9 +10,6 @@ use crate::lpm::{V4_STRIDE, V4_TOP, V4Arrays, V6_STRIDE, V6_TOP, V6Arrays};
 use crate::nexthop::NhTable;
 use crate::types::{NextHop, NhId};
 
-/// Batched v4 lookups convert keys in chunks of this many.
-const BATCH: usize = 64;
-
 /// What the writer and all readers share.
 pub(crate) struct Shared {
     pub(crate) nh: NhTable,
@@ -45,20 +42,12 @@ impl FibReader {
     }
 
     /// Many lookups at once; `out[i]` gets the result for `dst[i]` (the
-    /// shorter of the two slices bounds the work).
+    /// shorter of the two slices bounds the work). On IPv4 this is the loop
+    /// of single lookups (see `Key::PREFETCH_LEVELS` for why).
     #[inline]
     pub fn lookup_v4_batch(&self, dst: &[u32], out: &mut [NhId]) {
-        let n = dst.len().min(out.len()).min(BATCH);
-        if n == dst.len().min(out.len()) {
-            let mut keys = [0u64; BATCH];
-            for (k, d) in keys.iter_mut().zip(dst) {
-                *k = u64::from(*d) << 32;
-            }
-            self.shared.v4.lookup_batch(&keys[..n], out);
-        } else {
-            for (dc, oc) in dst.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-                self.lookup_v4_batch(dc, oc);
-            }
+        for (o, d) in out.iter_mut().zip(dst) {
+            *o = self.shared.v4.lookup(u64::from(*d) << 32);
         }
     }
 

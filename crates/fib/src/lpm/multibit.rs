@@ -64,7 +64,12 @@ pub trait Key: Copy {
 
 impl Key for u64 {
     const BITS: u32 = 32;
-    const PREFETCH_LEVELS: usize = 1;
+    // None: a batch is the plain loop of single lookups. Their top loads
+    // are independent, so the CPU already overlaps them; prefetching the
+    // top entry 16 keys ahead (2-14%) and a branchless two-level walk
+    // (10-28%) both measured slower than the plain loop on covered, Zipf
+    // and uniformly random addresses of the full table (2026-11-22).
+    const PREFETCH_LEVELS: usize = 0;
     const PREFETCH_DISTANCE: usize = 16;
     const AMAC: bool = false;
     #[inline(always)]
@@ -380,6 +385,47 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         self.present.get(len as usize).and_then(|v| v.get(i / 64)).is_some_and(|w| (w >> (i % 64)) & 1 != 0)
     }
 
+    /// The top entries of a prefix of length `len <= TOP` at `t`: each one
+    /// whose depth passes `take` gets depth `d` and, if it is a leaf, the
+    /// value `nh`; returns the child blocks met instead (the caller pushes
+    /// the change into them). One pass over the two slices: a short prefix
+    /// covers up to 2^TOP entries, and this loop is most of a full-table
+    /// load. The dirty range is the span from the first to the last entry
+    /// stored (it may include entries left as they were).
+    fn write_top(
+        &mut self,
+        a: &MultibitArrays<TOP, STRIDE>,
+        t: usize,
+        len: u32,
+        take: impl Fn(u8) -> bool,
+        d: u8,
+        nh: NhId,
+    ) -> Vec<u32> {
+        let span = 1usize << (TOP - len);
+        let mut kids = Vec::new();
+        let (Some(depths), Some(cells)) = (self.top_depth.get_mut(t..t + span), a.top.get(t..t + span)) else {
+            return kids;
+        };
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for (i, (depth, cell)) in depths.iter_mut().zip(cells).enumerate() {
+            if take(*depth) {
+                *depth = d;
+                let e = cell.load(Ordering::Relaxed);
+                if e & CHILD != 0 {
+                    kids.push(e & !CHILD);
+                } else if e != nh {
+                    cell.store(nh, Ordering::Release);
+                    lo = lo.min(i);
+                    hi = i + 1;
+                }
+            }
+        }
+        if lo < hi {
+            self.dirty_top.mark_range(t + lo, t + hi);
+        }
+        kids
+    }
+
     fn own_index(rl: u32, c: usize) -> u16 {
         ((1usize << rl) - 2 + (c >> (STRIDE - rl))) as u16
     }
@@ -495,17 +541,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 self.count += 1;
                 self.set_present(bits, len, true);
             }
-            for i in t..t + (1usize << (TOP - len)) {
-                if self.top_depth[i] <= d {
-                    self.top_depth[i] = d;
-                    let e = a.top_entry(i);
-                    if e & CHILD != 0 {
-                        self.paint(a, e & !CHILD, nh, d);
-                    } else if e != nh {
-                        a.set_top(i, nh);
-                        self.dirty_top.mark(i);
-                    }
-                }
+            let kids = self.write_top(a, t, len, |depth| depth <= d, d, nh);
+            for k in kids {
+                self.paint(a, k, nh, d);
             }
             return Ok(());
         }
@@ -604,17 +642,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                     next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8).map(|nh| (nh & !CHILD, (l + 1) as u8))
                 })
                 .unwrap_or((NH_NONE, 0));
-            for i in t..t + (1usize << (TOP - len)) {
-                if self.top_depth[i] == d {
-                    self.top_depth[i] = fd;
-                    let e = a.top_entry(i);
-                    if e & CHILD != 0 {
-                        self.replace(a, e & !CHILD, d, fnh, fd);
-                    } else {
-                        a.set_top(i, fnh);
-                        self.dirty_top.mark(i);
-                    }
-                }
+            let kids = self.write_top(a, t, len, |depth| depth == d, fd, fnh);
+            for k in kids {
+                self.replace(a, k, d, fnh, fd);
             }
             return;
         }

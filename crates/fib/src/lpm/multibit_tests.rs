@@ -86,6 +86,35 @@ impl<const T: u32, const S: u32> Harness<T, S> {
     }
 }
 
+impl<const T: u32, const S: u32> Harness<T, S> {
+    /// Batched lookups of keys at every depth (inside, at and next to the
+    /// prefixes, plus random ones), in batches of odd sizes that span
+    /// several 64-key chunks: each result equals the reference.
+    fn check_batch(&self, prefixes: &[(u128, u8)], rng: &mut u64) {
+        let width = u32::from(self.width());
+        let mut keys: Vec<u128> = Vec::new();
+        for &(bits, len) in prefixes {
+            let host = !mask128(len) & mask128(self.width());
+            keys.push(bits | (u128::from(next(rng)) << 64 | u128::from(next(rng))) & host);
+            keys.push(bits.wrapping_sub(1u128 << (128 - width)) & mask128(self.width()));
+            keys.push(u128::from(next(rng)) << 64 & mask128(self.width()));
+        }
+        for size in [1usize, 3, 63, 64, 65, 200, keys.len()] {
+            for chunk in keys.chunks(size) {
+                let want: Vec<NhId> = chunk.iter().map(|&k| self.naive.lookup(k)).collect();
+                let mut got = vec![u32::MAX; chunk.len()];
+                if self.v6 {
+                    self.a.lookup_batch(chunk, &mut got);
+                } else {
+                    let k: Vec<u64> = chunk.iter().map(|&k| (k >> 64) as u64).collect();
+                    self.a.lookup_batch(&k, &mut got);
+                }
+                assert_eq!(got, want, "batch of {size}");
+            }
+        }
+    }
+}
+
 fn next(x: &mut u64) -> u64 {
     *x ^= *x << 13;
     *x ^= *x >> 7;
@@ -136,6 +165,7 @@ fn random_table<const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commi
         let k = u128::from(next(&mut rng)) << 64 | u128::from(next(&mut rng));
         h.check(k);
     }
+    h.check_batch(&ps, &mut rng);
     // Delete half, check, delete the rest: everything is recycled.
     for (i, &(b, l)) in ps.iter().enumerate() {
         if i % 2 == 0 {
@@ -248,4 +278,35 @@ proptest! {
         h.check_around(&pool, &mut rng);
         h8.check_around(&pool, &mut rng);
     }
+}
+
+/// IPv6 prefixes of every length 0..=128 nested under one another, looked
+/// up one by one and in batches, then removed in a scrambled order.
+#[test]
+fn v6_every_length_single_and_batched() {
+    let mut rng = 0x5eed_u64;
+    let mut h = H8::new(true);
+    let base = u128::from(next(&mut rng)) << 64 | u128::from(next(&mut rng));
+    let ps: Vec<(u128, u8)> = (0..=128u8).map(|l| (base & mask128(l), l)).collect();
+    for (i, &(b, l)) in ps.iter().enumerate() {
+        h.set(b, l, i as NhId + 1);
+    }
+    h.commit();
+    h.check_around(&ps, &mut rng);
+    h.check_batch(&ps, &mut rng);
+    let mut order: Vec<usize> = (0..ps.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, (next(&mut rng) % (i as u64 + 1)) as usize);
+    }
+    for (n, &i) in order.iter().enumerate() {
+        h.remove(ps[i].0, ps[i].1);
+        if n % 16 == 0 {
+            h.commit();
+            h.check_around(&ps, &mut rng);
+            h.check_batch(&ps, &mut rng);
+        }
+    }
+    h.commit();
+    h.check_batch(&ps, &mut rng);
+    assert_eq!(h.w.nodes_in_use(), 0);
 }
