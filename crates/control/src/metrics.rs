@@ -154,6 +154,9 @@ pub fn render(src: &MetricsSource) -> String {
     let mut pc = port_counters(ws);
     crate::commands::add_lane_ports(&mut pc, &facts.lane, None);
     let mut ports: Vec<_> = pc.iter().map(|(i, c)| (ifname(&ifs, *i), c.clone())).collect();
+    // The TAP exception path's devices count apart from their interface
+    // (rx: what Linux sent, tx: what tern punted to Linux), as in `tern stats`.
+    ports.extend(crate::commands::tap_counters(ws));
     ports.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, help, get) in [
         (

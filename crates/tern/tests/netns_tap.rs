@@ -127,7 +127,7 @@ exception = "tap"
 socket = "{}"
 
 [metrics]
-listen = ""
+listen = "127.0.0.1:9456"
 "#,
             self.socket()
         );
@@ -211,6 +211,29 @@ listen = ""
 }
 
 /// The first object in `v` (searched depth first) that `pred` accepts.
+/// A /metrics scrape from inside the router's namespace (the server
+/// listens on its loopback).
+fn scrape_in(ns: &str) -> String {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        tern_io::netdev::enter_netns(&ns).expect("enter netns");
+        let mut s = TcpStream::connect("127.0.0.1:9456").expect("metrics");
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").expect("request");
+        let mut body = String::new();
+        s.read_to_string(&mut body).expect("answer");
+        body
+    })
+    .join()
+    .expect("scrape thread")
+}
+
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn find<'a>(
     v: &'a serde_json::Value,
     pred: &dyn Fn(&serde_json::Map<String, serde_json::Value>) -> bool,
@@ -298,6 +321,13 @@ fn run(workers: u16) {
     let from_linux = lab.counter("tap-input", "from-linux");
     assert!(punted >= 4, "ARP request, echo request, NS, echo request: {punted} punted\n{}", lab.log());
     assert!(from_linux >= 4, "ARP reply, echo reply, NA, echo reply: {from_linux} from Linux");
+    // /metrics counts the TAP apart from its interface: tx is what tern
+    // punted to Linux, rx what Linux sent.
+    let text = scrape_in(&r);
+    let tap_tx = metric(&text, "tern_interface_tx_packets_total{interface=\"tern-lan0\"}");
+    let tap_rx = metric(&text, "tern_interface_rx_packets_total{interface=\"tern-lan0\"}");
+    assert!(tap_tx >= 4, "tern-lan0 tx {tap_tx} in /metrics:\n{text}");
+    assert!(tap_rx >= 4, "tern-lan0 rx {tap_rx} in /metrics");
     assert!(lab.port_counter("tern-lan0", "tx_packets").unwrap_or(0) >= 4, "the TAP's counters in tern stats");
     assert!(lab.port_counter("tern-lan0", "rx_packets").unwrap_or(0) >= 4);
 
