@@ -201,11 +201,12 @@ impl Node for GreEncap {
         let mut cache: Option<Encap> = None;
         for (i, &p) in pkts.iter().enumerate() {
             let tx_if = cx.pool.meta(p).tx_if;
-            let e = match cache {
+            // By reference: the template is not copied per packet.
+            let e = match &mut cache {
                 Some(e) if e.tx_if == tx_if => e,
-                _ => *cache.insert(Encap::new(ifs, &self.fib, tx_if)),
+                c => c.insert(Encap::new(ifs, &self.fib, tx_if)),
             };
-            next[i] = encap(cx, p, &e, &mut self.ident);
+            next[i] = encap(cx, p, e, &mut self.ident);
             if next[i] != 0 {
                 encapped += 1;
             }
