@@ -32,6 +32,9 @@ pub enum Scenario {
     /// Random destinations in one /24, many ports; 50 rules; every packet
     /// GRE-encapsulated to a static tunnel remote.
     GreMultiFlow,
+    /// Plain forwarding's one flow, no firewall, routed into the GRE
+    /// tunnel: the cost of encapsulation alone against plain.
+    Gre,
     /// 254 destinations inside the full table's prefixes, random ports;
     /// 50 rules; the full table loaded.
     #[serde(rename = "900k-routes-50fw")]
@@ -45,9 +48,10 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Plain,
         Scenario::SingleFlow50fw,
+        Scenario::Gre,
         Scenario::GreMultiFlow,
         Scenario::Routes900k50fw,
         Scenario::DropTest,
@@ -59,6 +63,7 @@ impl Scenario {
             Scenario::Plain => "plain",
             Scenario::SingleFlow50fw => "single-flow-50fw",
             Scenario::GreMultiFlow => "gre-multi-flow",
+            Scenario::Gre => "gre",
             Scenario::Routes900k50fw => "900k-routes-50fw",
             Scenario::DropTest => "drop-test",
             Scenario::Acl10k => "acl-10k",
@@ -336,6 +341,13 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: fifty,
             gre: true,
         },
+        Scenario::Gre => Setup {
+            scenario: sc,
+            frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
+            routes: Vec::new(),
+            acl: None,
+            gre: true,
+        },
         Scenario::Routes900k50fw => {
             if table.is_none() {
                 let p = opts.routes.clone().unwrap_or_else(|| PathBuf::from("../shared/data/full-table-2025.txt.gz"));
@@ -578,7 +590,7 @@ fn pin(set: &mut rustix::thread::CpuSet) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::Scenario;
+    use super::{EngineBenchOpts, Scenario, measure, setup};
 
     /// The JSON report names scenarios as the command line does.
     #[test]
@@ -586,5 +598,23 @@ mod tests {
         for s in Scenario::ALL {
             assert_eq!(serde_json::to_value(s).expect("json"), serde_json::Value::String(s.name().into()));
         }
+    }
+
+    /// Plain forwarding and the tunnel scenarios forward every packet they
+    /// receive (nothing dropped on the way), and the tunnel scenarios
+    /// encapsulate each of them once.
+    #[test]
+    fn scenarios_forward_every_packet() {
+        let opts = EngineBenchOpts { packets: Some(5000), ..EngineBenchOpts::default() };
+        for sc in [Scenario::Plain, Scenario::Gre, Scenario::GreMultiFlow] {
+            let run = measure(&setup(sc, &opts, &mut None).expect("setup"), &opts).expect("run");
+            assert!(run.packets >= 5000, "{}: {} packets", sc.name(), run.packets);
+            assert_eq!(run.forwarded, run.packets, "{}: all forwarded", sc.name());
+            assert!(run.drops.is_empty(), "{}: drops {:?}", sc.name(), run.drops);
+            let encapsulated = run.nodes.iter().find(|n| n.name == "gre-encap").map_or(0, |n| n.packets);
+            let want = if sc == Scenario::Plain { 0 } else { run.packets };
+            assert_eq!(encapsulated, want, "{}: encapsulated", sc.name());
+        }
+        assert_eq!(setup(Scenario::Gre, &opts, &mut None).expect("setup").frames.len(), 1, "one flow");
     }
 }

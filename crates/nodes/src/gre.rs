@@ -12,13 +12,15 @@
 //! remote, outer destination = local, same key) loses its outer headers
 //! and enters `ip4-input`/`ip6-input` as received on the tunnel interface.
 //!
-//! Next nodes: `ip4-lookup`, `ip6-lookup` (encap), `ip4-input`,
-//! `ip6-input` (decap), `drop`. Counters: [`GRE_ERRORS`].
+//! Next nodes: `ip4-lookup`, `ip6-lookup`, `interface-output`,
+//! `ip4-acl-out` (encap), `ip4-input`, `ip6-input` (decap), `drop`.
+//! Counters: [`GRE_ERRORS`].
 
-use crate::state::IfTable;
+use crate::state::{GreTunnel, IfTable};
 use crate::util::*;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use tern_engine::{Cx, ErrorDesc, Node};
+use tern_fib::{FibReader, NhId, NhKind};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::checksum;
@@ -55,14 +57,130 @@ const GRE_K: u16 = 0x2000;
 const GRE_S: u16 = 0x1000;
 
 /// `gre-encap`.
+///
+/// Per batch and tunnel the node works out the encapsulation once
+/// ([`Encap`]): the outer IPv4 and GRE headers as a template with the sum
+/// of the outer header's constant words, and, when the tunnel's remote is
+/// routed through a resolved neighbour on a plain interface, that route's
+/// adjacency. A packet then gets the link-layer, outer IPv4 and GRE
+/// headers in one go (fixed-size copies, the checksum from the template's
+/// sum plus the two words that vary: total length and identification) and
+/// goes straight to `interface-output` (or `ip4-acl-out`): the same bytes,
+/// next hop and counters as routing the outer packet through `ip4-lookup`
+/// and `ip4-rewrite` again, without the second pass. Everything else (IPv6
+/// outer headers, an unresolved or ECMP route to the remote, a remote
+/// routed into a tunnel, too big for the egress MTU, a traced packet)
+/// takes that second pass.
 pub struct GreEncap {
     ifs: Snapshot<IfTable>,
+    fib: FibReader,
     ident: u16,
 }
 
 impl GreEncap {
-    pub fn new(ifs: Snapshot<IfTable>) -> Self {
-        GreEncap { ifs, ident: 0 }
+    pub fn new(ifs: Snapshot<IfTable>, fib: FibReader) -> Self {
+        GreEncap { ifs, fib, ident: 0 }
+    }
+}
+
+const NEXT_OUTPUT: u16 = 3;
+const NEXT_ACL_OUT: u16 = 4;
+
+/// A tunnel's encapsulation, worked out once per batch.
+#[derive(Clone, Copy)]
+struct Encap {
+    /// The tunnel interface (`tx_if` of the packets it serves).
+    tx_if: u16,
+    tunnel: Option<GreTunnel>,
+    /// GRE header length (4, 8 with a key) and outer + GRE length.
+    gre_len: usize,
+    hdr: usize,
+    /// The outer IPv4 header with total length, identification and
+    /// checksum zero (IPv4 tunnels).
+    ip: [u8; 20],
+    /// The 16-bit big-endian words of `ip`, summed (not folded).
+    ip_sum: u32,
+    /// The GRE key word.
+    key: [u8; 4],
+    /// The outer packet's route when it needs no second pass.
+    fast: Option<(NhId, Adj)>,
+}
+
+impl Encap {
+    fn new(ifs: &IfTable, fib: &FibReader, tx_if: u16) -> Encap {
+        let tunnel = ifs.get(tx_if).and_then(|f| f.gre().copied());
+        let mut e = Encap { tx_if, tunnel, gre_len: 4, hdr: 24, ip: [0; 20], ip_sum: 0, key: [0; 4], fast: None };
+        let Some(t) = tunnel else { return e };
+        e.gre_len = if t.key.is_some() { 8 } else { 4 };
+        e.hdr = t.overhead();
+        e.key = t.key.unwrap_or(0).to_be_bytes();
+        if let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.local, t.remote) {
+            e.ip = outer_v4_template(src, dst, t.ttl);
+            e.ip_sum = template_sum(&e.ip);
+            let id = fib.lookup_v4(u32::from(dst));
+            let nh = fib.nexthop(id);
+            if nh.kind == NhKind::Unicast {
+                let adj = Adj::new(ifs, &nh, ETH_P_IPV4);
+                if adj.state == AdjState::Ready {
+                    e.fast = Some((id, adj));
+                }
+            }
+        }
+        e
+    }
+}
+
+/// The outer IPv4 header of a tunnel, total length, identification and
+/// checksum left zero.
+fn outer_v4_template(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> [u8; 20] {
+    let mut o = [0u8; 20];
+    o[0] = 0x45;
+    o[8] = ttl;
+    o[9] = 47;
+    o[12..16].copy_from_slice(&src.octets());
+    o[16..20].copy_from_slice(&dst.octets());
+    o
+}
+
+/// The sum of a header's 16-bit big-endian words, unfolded.
+fn template_sum(h: &[u8; 20]) -> u32 {
+    h.as_chunks::<2>().0.iter().map(|w| u32::from(u16::from_be_bytes(*w))).sum()
+}
+
+/// The header checksum of a template whose total length and
+/// identification are now `len` and `ident` (RFC 1071: the template's sum
+/// plus the two words, folded and complemented).
+#[inline(always)]
+fn outer_v4_checksum(sum: u32, len: u16, ident: u16) -> u16 {
+    let s = sum + u32::from(len) + u32::from(ident);
+    let s = (s & 0xffff) + (s >> 16);
+    !(((s & 0xffff) + (s >> 16)) as u16)
+}
+
+/// Writes the outer IPv4 header (template, length, identification,
+/// checksum) and the GRE header at the start of `d`.
+#[inline(always)]
+fn write_outer_v4(d: &mut [u8], e: &Encap, inner_v6: bool, len: u16, ident: u16) {
+    if let Some(o) = d.first_chunk_mut::<20>() {
+        *o = e.ip;
+        o[2..4].copy_from_slice(&len.to_be_bytes());
+        o[4..6].copy_from_slice(&ident.to_be_bytes());
+        o[10..12].copy_from_slice(&outer_v4_checksum(e.ip_sum, len, ident).to_be_bytes());
+    }
+    write_gre(&mut d[20..], e, inner_v6);
+}
+
+/// Writes the GRE header (flags, protocol, key) at the start of `g`.
+#[inline(always)]
+fn write_gre(g: &mut [u8], e: &Encap, inner_v6: bool) {
+    let proto = if inner_v6 { ETH_P_IPV6 } else { ETH_P_IPV4 };
+    let keyed = e.gre_len == 8;
+    if let Some(w) = g.first_chunk_mut::<4>() {
+        let fl = if keyed { GRE_K } else { 0 };
+        *w = (u32::from(fl) << 16 | u32::from(proto)).to_be_bytes();
+    }
+    if keyed && let Some(k) = g.get_mut(4..8).and_then(|k| k.first_chunk_mut::<4>()) {
+        *k = e.key;
     }
 }
 
@@ -71,87 +189,101 @@ impl Node for GreEncap {
         "gre-encap"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip6-lookup"]
+        &["drop", "ip4-lookup", "ip6-lookup", "interface-output", "ip4-acl-out"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         GRE_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
+        let ifs = self.ifs.current();
         let mut encapped = 0;
+        let mut cache: Option<Encap> = None;
         for (i, &p) in pkts.iter().enumerate() {
-            let m = *cx.pool.meta(p);
-            let Some(t) = self.ifs.current().get(m.tx_if).and_then(|f| f.gre().copied()) else {
-                next[i] = cx.drop(p, E_NOT_TUNNEL);
-                continue;
+            let tx_if = cx.pool.meta(p).tx_if;
+            // By reference: the template is not copied per packet.
+            let e = match &mut cache {
+                Some(e) if e.tx_if == tx_if => e,
+                c => c.insert(Encap::new(ifs, &self.fib, tx_if)),
             };
-            if m.flags & flags::ENCAP != 0 {
-                next[i] = cx.drop(p, E_RECURSION);
-                continue;
+            next[i] = encap(cx, p, e, &mut self.ident);
+            if next[i] != 0 {
+                encapped += 1;
             }
-            let inner_len = usize::from(m.len) - usize::from(m.l3_off);
-            let inner_v6 = cx.pool.data(p).get(usize::from(m.l3_off)).is_some_and(|b| b >> 4 == 6);
-            let gre_len = if t.key.is_some() { 8 } else { 4 };
-            let outer_len = if t.remote.is_ipv4() { 20 } else { 40 };
-            let hdr = outer_len + gre_len;
-            // Data must start exactly at the outer header.
-            let l3 = usize::from(m.l3_off);
-            let ok = if l3 >= hdr { cx.pool.advance(p, l3 - hdr) } else { cx.pool.prepend(p, hdr - l3).is_some() };
-            if !ok {
-                next[i] = cx.drop(p, E_HEADROOM);
-                continue;
-            }
-            self.ident = self.ident.wrapping_add(1);
-            let d = cx.pool.data_mut(p);
-            let g = &mut d[outer_len..outer_len + gre_len];
-            put16(g, 0, if t.key.is_some() { GRE_K } else { 0 });
-            put16(g, 2, if inner_v6 { ETH_P_IPV6 } else { ETH_P_IPV4 });
-            if let Some(key) = t.key {
-                g[4..8].copy_from_slice(&key.to_be_bytes());
-            }
-            match (t.local, t.remote) {
-                (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                    let o = &mut d[..20];
-                    o[0] = 0x45;
-                    o[1] = 0;
-                    put16(o, 2, (20 + gre_len + inner_len) as u16);
-                    put16(o, 4, self.ident);
-                    put16(o, 6, 0);
-                    o[8] = t.ttl;
-                    o[9] = 47;
-                    put16(o, 10, 0);
-                    o[12..16].copy_from_slice(&src.octets());
-                    o[16..20].copy_from_slice(&dst.octets());
-                    let c = !checksum::data(o);
-                    put16(o, 10, c);
-                    next[i] = NEXT_IP4;
-                }
-                (IpAddr::V6(src), IpAddr::V6(dst)) => {
-                    let o = &mut d[..40];
-                    o[..4].copy_from_slice(&[0x60, 0, 0, 0]);
-                    put16(o, 4, (gre_len + inner_len) as u16);
-                    o[6] = 47;
-                    o[7] = t.ttl;
-                    o[8..24].copy_from_slice(&src.octets());
-                    o[24..40].copy_from_slice(&dst.octets());
-                    next[i] = NEXT_IP6;
-                }
-                _ => {
-                    next[i] = cx.drop(p, E_NOT_TUNNEL);
-                    continue;
-                }
-            }
-            let mm = cx.pool.meta_mut(p);
-            mm.l3_off = 0;
-            mm.vlan = 0;
-            mm.flags = (mm.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
-            if !t.remote.is_ipv4() {
-                mm.flags |= flags::IPV6;
-            }
-            encapped += 1;
         }
         cx.count(E_ENCAP, encapped);
     }
+}
+
+/// Encapsulates one packet; `ident` is the worker's outer IPv4
+/// identification sequence.
+#[inline(always)]
+fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
+    let m = *cx.pool.meta(p);
+    let Some(t) = e.tunnel else { return cx.drop(p, E_NOT_TUNNEL) };
+    if m.flags & flags::ENCAP != 0 {
+        return cx.drop(p, E_RECURSION);
+    }
+    let l3 = usize::from(m.l3_off);
+    let inner_len = usize::from(m.len) - l3;
+    let inner_v6 = cx.pool.data(p).get(l3).is_some_and(|b| b >> 4 == 6);
+    let hdr = e.hdr;
+    if let Some((nh, adj)) = &e.fast {
+        let outer_len = hdr + inner_len;
+        let l2 = adj.l2_len;
+        // Data must start exactly at the link-layer header.
+        let need = l2 + hdr;
+        if m.flags & flags::TRACED == 0
+            && outer_len <= usize::from(adj.mtu)
+            && (if l3 >= need { cx.pool.advance(p, l3 - need) } else { cx.pool.prepend(p, need - l3).is_some() })
+        {
+            *ident = ident.wrapping_add(1);
+            let (mm, d) = cx.pool.pkt_mut(p);
+            crate::ip4::write_hdr(d, adj, l2);
+            if let Some(o) = d.get_mut(l2..) {
+                write_outer_v4(o, e, inner_v6, outer_len as u16, *ident);
+            }
+            mm.l3_off = l2 as u16;
+            mm.vlan = 0;
+            mm.tx_if = adj.ifindex;
+            mm.nh = *nh;
+            mm.flags = (mm.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
+            return if adj.acl_out { NEXT_ACL_OUT } else { NEXT_OUTPUT };
+        }
+    }
+    // Data must start exactly at the outer header.
+    let ok = if l3 >= hdr { cx.pool.advance(p, l3 - hdr) } else { cx.pool.prepend(p, hdr - l3).is_some() };
+    if !ok {
+        return cx.drop(p, E_HEADROOM);
+    }
+    *ident = ident.wrapping_add(1);
+    let d = cx.pool.data_mut(p);
+    let next = match (t.local, t.remote) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => {
+            write_outer_v4(d, e, inner_v6, (hdr + inner_len) as u16, *ident);
+            NEXT_IP4
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            let o = &mut d[..40];
+            o[..4].copy_from_slice(&[0x60, 0, 0, 0]);
+            put16(o, 4, (e.gre_len + inner_len) as u16);
+            o[6] = 47;
+            o[7] = t.ttl;
+            o[8..24].copy_from_slice(&src.octets());
+            o[24..40].copy_from_slice(&dst.octets());
+            write_gre(&mut d[40..], e, inner_v6);
+            NEXT_IP6
+        }
+        _ => return cx.drop(p, E_NOT_TUNNEL),
+    };
+    let mm = cx.pool.meta_mut(p);
+    mm.l3_off = 0;
+    mm.vlan = 0;
+    mm.flags = (mm.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
+    if next == NEXT_IP6 {
+        mm.flags |= flags::IPV6;
+    }
+    next
 }
 
 /// `gre-input`.
@@ -268,5 +400,245 @@ impl GreInput {
             mm.flags |= flags::IPV6;
         }
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{AclSet, AclTable, IfKind, Iface, NO_IF, Shared, V4Net, link_local_from_mac};
+    use std::sync::Arc;
+    use tern_engine::TraceShared;
+    use tern_engine::graph::Env;
+    use tern_engine::trace::Tracer;
+    use tern_engine::{WorkerStats, graph::Graph};
+    use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+    use tern_packet::{PacketPool, PoolConfig};
+
+    fn rng(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// The checksum from the template's sum is the one computed over the
+    /// whole header, for random endpoints, TTLs, lengths and ids.
+    #[test]
+    fn template_checksum_is_the_recomputed_one() {
+        let mut r = rng(0x2545_f491_4f6c_dd1d);
+        for _ in 0..200_000 {
+            let (src, dst) = (Ipv4Addr::from(r() as u32), Ipv4Addr::from(r() as u32));
+            let t = outer_v4_template(src, dst, r() as u8);
+            let (len, ident) = (r() as u16, r() as u16);
+            let mut h = t;
+            put16(&mut h, 2, len);
+            put16(&mut h, 4, ident);
+            assert_eq!(outer_v4_checksum(template_sum(&t), len, ident), !checksum::data(&h), "{h:02x?}");
+        }
+        // The extremes of the sum.
+        let t = outer_v4_template(Ipv4Addr::BROADCAST, Ipv4Addr::BROADCAST, 255);
+        for (len, ident) in [(0, 0), (0xffff, 0xffff), (0xffff, 0), (1, 0xfffe)] {
+            let mut h = t;
+            put16(&mut h, 2, len);
+            put16(&mut h, 4, ident);
+            assert_eq!(outer_v4_checksum(template_sum(&t), len, ident), !checksum::data(&h));
+        }
+    }
+
+    const MAC_LAN: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const MAC_WAN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const MAC_PEER: [u8; 6] = [2, 0, 0, 0, 0, 3];
+
+    fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], addr: &str) -> Iface {
+        Iface {
+            index,
+            name: name.into(),
+            kind,
+            port,
+            mac,
+            mtu: 1500,
+            up: true,
+            v4: vec![V4Net { addr: addr.parse().expect("addr"), len: 24 }],
+            v6: vec![],
+            v6_ll: link_local_from_mac(mac),
+            acl_in: None,
+            acl_out: None,
+        }
+    }
+
+    /// A router: lan (port 0), wan (port 1, or VLAN 7 on it), gre0 to
+    /// 10.0.2.2 over the wan; 198.18.0.0/15 routed into the tunnel.
+    fn router(key: Option<u32>, vlan: bool, acl_out: bool) -> (Graph, tern_engine::NodeId, Shared) {
+        let domain = tern_rcu::Domain::new();
+        let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain);
+        let p = |s: &str| s.parse::<Prefix>().expect("prefix");
+        let wan = if vlan { 3 } else { 1 };
+        let gw: IpAddr = "10.0.2.2".parse().expect("gw");
+        let report = fib.apply(vec![
+            RouteOp::Add(
+                Source::Connected,
+                p("10.0.1.0/24"),
+                RouteTarget::Connected { ifindex: 0 },
+                RouteAttrs::default(),
+            ),
+            RouteOp::Add(
+                Source::Connected,
+                p("10.0.2.0/24"),
+                RouteTarget::Connected { ifindex: wan },
+                RouteAttrs::default(),
+            ),
+            RouteOp::Add(
+                Source::Static,
+                p("198.18.0.0/15"),
+                RouteTarget::Connected { ifindex: 2 },
+                RouteAttrs::default(),
+            ),
+        ]);
+        assert_eq!(report.failed, 0);
+        fib.set_neighbor(wan, gw, Some(MAC_PEER));
+        let t = GreTunnel { local: "10.0.2.1".parse().expect("a"), remote: gw, key, ttl: 64 };
+        let mut ifs = vec![
+            iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1"),
+            iface(1, "wan", IfKind::Port, 1, MAC_WAN, if vlan { "10.0.3.1" } else { "10.0.2.1" }),
+            iface(2, "gre0", IfKind::Gre(t), NO_IF, [2, 0x67, 0x72, 0x65, 0, 2], "192.168.255.1"),
+        ];
+        ifs[2].mtu = 1476;
+        if vlan {
+            ifs.push(iface(3, "wan.7", IfKind::Vlan { parent: 1, vid: 7 }, 1, MAC_WAN, "10.0.2.1"));
+        }
+        let shared = Shared::new(IfTable::new(ifs.clone()), reader);
+        if acl_out {
+            let set = tern_acl::parse_toml(
+                "[[acl]]\nname = \"O\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"tcp\"\n",
+            )
+            .expect("rules")
+            .remove(0);
+            let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
+            let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+            let mut table = AclTable::default();
+            table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
+            shared.acls.publish(table);
+            ifs[usize::from(wan)].acl_out = Some(0);
+            shared.ifaces.publish(IfTable::new(ifs));
+        }
+        let built = crate::build_graph(&shared, Arc::new(crossbeam_queue::ArrayQueue::new(4))).expect("graph");
+        (built.graph, built.input, shared)
+    }
+
+    /// Frames of random lengths to random destinations in the tunnel's
+    /// prefix, UDP and TCP, DF set or not, a few of the tunnel's MTU (too
+    /// big for the wan once encapsulated with a key).
+    fn frames(seed: u64) -> Vec<Vec<u8>> {
+        let mut r = rng(seed);
+        (0..300)
+            .map(|i| {
+                let len = if i % 50 == 7 { 1490 } else { 42 + r() as usize % 600 };
+                let mut f = vec![0u8; len];
+                f[0..6].copy_from_slice(&MAC_LAN);
+                f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+                f[12..14].copy_from_slice(&[8, 0]);
+                let ip = &mut f[14..];
+                ip[0] = 0x45;
+                put16(ip, 2, (len - 14) as u16);
+                ip[6] = if i % 3 == 0 { 0x40 } else { 0 };
+                ip[8] = 2 + r() as u8 % 100;
+                ip[9] = if i % 4 == 0 { 6 } else { 17 };
+                ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
+                ip[16..20].copy_from_slice(&[198, 18 + (r() % 2) as u8, r() as u8, r() as u8]);
+                let c = !checksum::data(&ip[..20]);
+                put16(ip, 10, c);
+                for b in ip[20..].iter_mut() {
+                    *b = r() as u8;
+                }
+                f
+            })
+            .collect()
+    }
+
+    /// Frames sent per port, error counters, metadata of the sent packets.
+    type Outcome = (Vec<Vec<Vec<u8>>>, Vec<u64>, Vec<String>);
+
+    /// What came out of each port and the error counters, after running
+    /// `frames` through the graph in batches (every packet marked traced
+    /// when `traced`: the encapsulation then takes the second pass through
+    /// `ip4-lookup` and `ip4-rewrite`).
+    fn run(key: Option<u32>, vlan: bool, acl_out: bool, traced: bool) -> Outcome {
+        let (mut graph, input, _shared) = router(key, vlan, acl_out);
+        let info = graph.info().clone();
+        let mut pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), 2);
+        let mut tracer = Tracer::new(TraceShared::new(), 0);
+        let mut out = vec![Vec::new(), Vec::new()];
+        let mut metas = Vec::new();
+        for chunk in frames(0x9e37_79b9_7f4a_7c15).chunks(100) {
+            let mut tx = vec![Vec::new(), Vec::new()];
+            for f in chunk {
+                let p = pool.alloc_from(f).expect("buffer");
+                let m = pool.meta_mut(p);
+                m.rx_if = 0;
+                if traced {
+                    m.flags |= flags::TRACED;
+                }
+                graph.input_mut(input).push(p);
+            }
+            let mut env = Env {
+                pool: &mut pool,
+                stats: &stats,
+                tx: &mut tx,
+                tracer: &mut tracer,
+                now_ns: 0,
+                worker: 0,
+                capture_node: None,
+            };
+            graph.run(&mut env);
+            for (port, q) in tx.iter().enumerate() {
+                for &p in q {
+                    let m = *pool.meta(p);
+                    metas.push(format!(
+                        "port {port} tx_if {} nh {} l3 {} vlan {} flags {:#x}",
+                        m.tx_if,
+                        m.nh,
+                        m.l3_off,
+                        m.vlan,
+                        m.flags & !flags::TRACED
+                    ));
+                    out[port].push(pool.data(p).to_vec());
+                    pool.free(p);
+                }
+            }
+        }
+        let errors = stats.errors.iter().map(|c| c.get()).collect();
+        (out, errors, metas)
+    }
+
+    /// The encapsulation without a second pass through the outer route
+    /// gives what the second pass gives: the same frames (link-layer,
+    /// outer, GRE headers, identification sequence), metadata and
+    /// counters, for tunnels with and without a key, out of a plain and a
+    /// VLAN interface, with and without an output rule set.
+    #[test]
+    fn direct_encapsulation_is_the_second_pass() {
+        for key in [None, Some(0x0102_0304)] {
+            for vlan in [false, true] {
+                for acl_out in [false, true] {
+                    let fast = run(key, vlan, acl_out, false);
+                    let slow = run(key, vlan, acl_out, true);
+                    let case = format!("key {key:?} vlan {vlan} acl_out {acl_out}");
+                    assert!(fast.0[1].len() > 200, "{case}: most encapsulated and sent");
+                    assert!(fast.0[0].is_empty(), "{case}");
+                    assert_eq!(fast.0, slow.0, "{case}: frames");
+                    assert_eq!(fast.1, slow.1, "{case}: counters");
+                    assert_eq!(fast.2, slow.2, "{case}: metadata");
+                    for f in &fast.0[1] {
+                        let l2 = if vlan { 18 } else { 14 };
+                        assert_eq!(checksum::data(&f[l2..l2 + 20]), 0xffff, "{case}: outer checksum");
+                        assert_eq!(f[0..6], MAC_PEER);
+                    }
+                }
+            }
+        }
     }
 }

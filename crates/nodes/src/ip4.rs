@@ -400,7 +400,7 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
 
 /// Writes the adjacency's `l2`-byte link-layer header at the start of `d`.
 #[inline(always)]
-fn write_hdr(d: &mut [u8], a: &Adj, l2: usize) {
+pub(crate) fn write_hdr(d: &mut [u8], a: &Adj, l2: usize) {
     // The untagged header as a fixed-size copy (a length known only at
     // run time is a call to memcpy per packet).
     if l2 == 14 {

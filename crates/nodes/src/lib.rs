@@ -62,7 +62,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(ip6::Ip6Lookup::new(shared.fib.clone()));
     b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs()));
     b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs()));
-    b.add(gre::GreEncap::new(ifs()));
+    b.add(gre::GreEncap::new(ifs(), shared.fib.clone()));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));
     b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));

@@ -35,7 +35,7 @@ pub struct EngineArgs {
     #[arg(long)]
     routes: Option<PathBuf>,
     /// Scenarios to measure after plain forwarding, comma-separated, or
-    /// "all": single-flow-50fw, gre-multi-flow, 900k-routes-50fw,
+    /// "all": single-flow-50fw, gre, gre-multi-flow, 900k-routes-50fw,
     /// drop-test, acl-10k.
     #[arg(long, value_delimiter = ',')]
     scenario: Vec<String>,
