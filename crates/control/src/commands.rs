@@ -217,6 +217,17 @@ fn port_key(w: &WorkerShared, k: usize, ifs: &IfTable) -> Option<String> {
     w.port_ifindex.get(k).map(|&i| ifname(ifs, i))
 }
 
+/// Adds one worker's port counters to a sum.
+fn add_port(c: &mut PortCounters, p: &tern_engine::stats::PortCounters) {
+    c.rx_packets += p.rx_packets.get();
+    c.rx_bytes += p.rx_bytes.get();
+    c.tx_packets += p.tx_packets.get();
+    c.tx_bytes += p.tx_bytes.get();
+    c.tx_dropped += p.tx_dropped.get();
+    c.driver_rx_dropped += p.drv_rx_dropped.get();
+    c.driver_errors += p.drv_errors.get();
+}
+
 /// Per-port counters summed over workers, by interface index (an
 /// interface's own ports; TAPs are in [`tap_counters`]).
 pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters> {
@@ -227,14 +238,7 @@ pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters
             if side_port(w, k) {
                 continue;
             }
-            let c = m.entry(ifindex).or_default();
-            c.rx_packets += p.rx_packets.get();
-            c.rx_bytes += p.rx_bytes.get();
-            c.tx_packets += p.tx_packets.get();
-            c.tx_bytes += p.tx_bytes.get();
-            c.tx_dropped += p.tx_dropped.get();
-            c.driver_rx_dropped += p.drv_rx_dropped.get();
-            c.driver_errors += p.drv_errors.get();
+            add_port(m.entry(ifindex).or_default(), p);
         }
     }
     m
@@ -247,14 +251,7 @@ pub fn tap_counters(workers: &[Arc<WorkerShared>]) -> HashMap<String, PortCounte
     for w in workers {
         for (k, p) in w.stats.ports.iter().enumerate() {
             let (true, Some(name)) = (side_port(w, k), w.port_names.get(k)) else { continue };
-            let c = m.entry(name.clone()).or_default();
-            c.rx_packets += p.rx_packets.get();
-            c.rx_bytes += p.rx_bytes.get();
-            c.tx_packets += p.tx_packets.get();
-            c.tx_bytes += p.tx_bytes.get();
-            c.tx_dropped += p.tx_dropped.get();
-            c.driver_rx_dropped += p.drv_rx_dropped.get();
-            c.driver_errors += p.drv_errors.get();
+            add_port(m.entry(name.clone()).or_default(), p);
         }
     }
     m

@@ -16,7 +16,7 @@ use tern_io::AfPacketPort;
 use tern_packet::{PacketPool, PoolConfig, Port};
 
 mod common;
-use common::{is_root, must, sh};
+use common::{is_root, must, sh, two_hosts};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -51,31 +51,11 @@ impl Lab {
         let dir = std::env::temp_dir().join(&base);
         let _ = std::fs::create_dir_all(&dir);
         let lab = Lab { ns, dir, daemon: None };
-        for n in &lab.ns {
-            must("ip", &["netns", "add", n]);
-            must("ip", &["-n", n, "link", "set", "lo", "up"]);
-        }
-        let (h1, r, h2) = (&lab.ns[0], &lab.ns[1], &lab.ns[2]);
-        must("ip", &["link", "add", "eth0", "netns", h1, "type", "veth", "peer", "name", "lan0", "netns", r]);
-        must("ip", &["link", "add", "eth0", "netns", h2, "type", "veth", "peer", "name", "wan0", "netns", r]);
-        for (h, n) in [(h1, 1), (h2, 2)] {
-            lab.exec_ok(h, &["sysctl", "-q", "-w", "net.ipv6.conf.all.accept_dad=0"]);
-            lab.exec_ok(h, &["ethtool", "-K", "eth0", "tx", "off"]);
-            must("ip", &["-n", h, "link", "set", "eth0", "up"]);
-            must("ip", &["-n", h, "addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
-            must("ip", &["-n", h, "-6", "addr", "add", &format!("2001:db8:{n}::2/64"), "dev", "eth0", "nodad"]);
-            must("ip", &["-n", h, "route", "add", "default", "via", &format!("10.0.{n}.1")]);
-            must("ip", &["-n", h, "-6", "route", "add", "default", "via", &format!("2001:db8:{n}::1")]);
-        }
+        two_hosts(&lab.ns);
+        let r = &lab.ns[1];
         must("ip", &["-n", r, "link", "set", "lan0", "up"]);
         must("ip", &["-n", r, "link", "set", "wan0", "up"]);
         lab
-    }
-
-    fn exec_ok(&self, ns: &str, args: &[&str]) -> String {
-        let mut v = vec!["netns", "exec", ns];
-        v.extend_from_slice(args);
-        must("ip", &v)
     }
 
     fn socket(&self) -> String {

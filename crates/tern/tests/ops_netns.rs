@@ -7,13 +7,12 @@
 //! Needs root (network namespaces), iproute2 and ping; tshark for the
 //! capture check. Without them the test says why and passes.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_root, must, sh};
+use common::{is_root, metric, must, scrape_in, sh};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -113,27 +112,6 @@ listen = "127.0.0.1:9456"
 {extra}"#,
         dir.join("tern.sock").display()
     )
-}
-
-fn scrape_in(ns: &str) -> String {
-    let ns = ns.to_string();
-    std::thread::spawn(move || {
-        tern_io::netdev::enter_netns(&ns).expect("enter netns");
-        let mut s = std::net::TcpStream::connect("127.0.0.1:9456").expect("metrics");
-        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").expect("request");
-        let mut body = String::new();
-        s.read_to_string(&mut body).expect("answer");
-        body
-    })
-    .join()
-    .expect("scrape thread")
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in the scrape"))
 }
 
 #[test]
