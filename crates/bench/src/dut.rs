@@ -40,6 +40,9 @@ pub enum DutKind {
     LinuxNft,
     /// DPDK testpmd, MAC forwarding over af_packet vdevs (no routing).
     Testpmd,
+    /// DPDK testpmd, MAC forwarding over af_xdp vdevs (no routing): DPDK's
+    /// own AF_XDP driver, the userspace peer of tern's AF_XDP lane.
+    TestpmdAfxdp,
 }
 
 impl DutKind {
@@ -64,7 +67,13 @@ impl DutKind {
             DutKind::Linux => "linux",
             DutKind::LinuxNft => "linux-nft",
             DutKind::Testpmd => "testpmd",
+            DutKind::TestpmdAfxdp => "testpmd-afxdp",
         }
+    }
+
+    /// DPDK testpmd, over either vdev.
+    pub fn is_testpmd(self) -> bool {
+        matches!(self, DutKind::Testpmd | DutKind::TestpmdAfxdp)
     }
 }
 
@@ -196,7 +205,8 @@ pub fn setup(
         DutKind::Tern | DutKind::TernXdp | DutKind::TernAfxdp | DutKind::TernAfpacket => {
             setup_tern(chain, dut, needs, place, tern_bin, work_dir, kind.tern_driver().unwrap_or("auto"))
         }
-        DutKind::Testpmd => setup_testpmd(chain, dut, needs, place, work_dir),
+        DutKind::Testpmd => setup_testpmd(chain, dut, needs, place, work_dir, "af_packet"),
+        DutKind::TestpmdAfxdp => setup_testpmd(chain, dut, needs, place, work_dir, "af_xdp"),
     }
 }
 
@@ -477,7 +487,16 @@ fn setup_tern(
     }))
 }
 
-fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement, work_dir: &Path) -> Result<Setup> {
+/// testpmd in MAC forwarding mode over two `vdev` ("af_packet" or
+/// "af_xdp") ports, one queue each.
+fn setup_testpmd(
+    chain: &Chain,
+    dut: &Netns,
+    needs: &DutNeeds,
+    place: Placement,
+    work_dir: &Path,
+    vdev: &str,
+) -> Result<Setup> {
     if !have_program("dpdk-testpmd") {
         return Ok(Setup::NotSupported("dpdk-testpmd not installed (apt-get install dpdk-dev)".into()));
     }
@@ -506,8 +525,8 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
         "--no-shconf".into(),
         "-l".into(),
         lcores,
-        format!("--vdev=net_af_packet0,iface={DUT_IN}"),
-        format!("--vdev=net_af_packet1,iface={DUT_OUT}"),
+        format!("--vdev=net_{vdev}0,iface={DUT_IN}"),
+        format!("--vdev=net_{vdev}1,iface={DUT_OUT}"),
         "--".into(),
         "--forward-mode=mac".into(),
         // The default pool (155k mbufs) does not fit in --no-huge memory.
@@ -526,7 +545,7 @@ fn setup_testpmd(chain: &Chain, dut: &Netns, needs: &DutNeeds, place: Placement,
     Ok(Setup::Running(DutHandle {
         child: Some(child),
         log: Some(log),
-        description: format!("dpdk-testpmd mac forwarding over af_packet vdevs, lcore {}", place.dut_cpu),
+        description: format!("dpdk-testpmd mac forwarding over {vdev} vdevs, lcore {}", place.dut_cpu),
     }))
 }
 

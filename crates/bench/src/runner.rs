@@ -241,11 +241,7 @@ impl Ctx<'_> {
                 timing,
             };
             if size_idx == 0 {
-                let wait = if kind.is_some_and(|k| k.tern_driver().is_some()) || kind == Some(DutKind::Testpmd) {
-                    30
-                } else {
-                    5
-                };
+                let wait = if kind.is_some_and(|k| k.tern_driver().is_some() || k.is_testpmd()) { 30 } else { 5 };
                 let (dut_cpu, rt) = (self.opts.dut_cpu, self.opts.rt_priority);
                 let r = tester.warm_up(Duration::from_secs(wait), || {
                     if let Some(h) = &mut handle {

@@ -92,6 +92,9 @@ pub struct EngineBenchOpts {
     /// Measure a fixed number of packets instead of `seconds` (for
     /// instruction counts under callgrind: `--packets 1000000`).
     pub packets: Option<u64>,
+    /// Workers, each on its own CPU with its own memory ports, sharing
+    /// the tables (1: the classic one-core figure).
+    pub workers: usize,
 }
 
 impl Default for EngineBenchOpts {
@@ -104,6 +107,7 @@ impl Default for EngineBenchOpts {
             cpu: None,
             scenarios: Vec::new(),
             packets: None,
+            workers: 1,
         }
     }
 }
@@ -125,11 +129,16 @@ pub struct Run {
     pub flows: usize,
     pub routes_v4: usize,
     pub acl_rules: usize,
+    /// Workers that measured together; the packet counts are their sum.
+    pub workers: usize,
+    /// Each worker's own rate (Mpps).
+    pub per_worker_mpps: Vec<f64>,
     pub seconds: f64,
     /// Packets received and processed (forwarded or dropped by design).
     pub packets: u64,
     pub forwarded: u64,
     pub mpps: f64,
+    /// CPU time per packet: wall time x workers / packets.
     pub ns_per_packet: f64,
     /// This setup's ns/packet over plain forwarding's, same run.
     pub cost_vs_plain: f64,
@@ -143,6 +152,7 @@ pub struct EngineBenchReport {
     pub command: String,
     pub frame_len: usize,
     pub cpu: Option<usize>,
+    pub workers: usize,
     pub tsc_ghz: f64,
     pub runs: Vec<Run>,
 }
@@ -151,9 +161,11 @@ impl fmt::Display for EngineBenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "tern bench engine: {}-byte frames, 1 worker{}, memory ports (rx copies each frame into a buffer)",
+            "tern bench engine: {}-byte frames, {} worker{}{}, memory ports (rx copies each frame into a buffer)",
             self.frame_len + 4,
-            self.cpu.map(|c| format!(" on cpu {c}")).unwrap_or_default()
+            self.workers,
+            if self.workers == 1 { "" } else { "s" },
+            self.cpu.map(|c| format!(" from cpu {c}")).unwrap_or_default()
         )?;
         writeln!(
             f,
@@ -172,6 +184,12 @@ impl fmt::Display for EngineBenchReport {
                 r.ns_per_packet,
                 r.cost_vs_plain
             )?;
+        }
+        if self.workers > 1 {
+            for r in &self.runs {
+                let each: Vec<String> = r.per_worker_mpps.iter().map(|m| format!("{m:.2}")).collect();
+                writeln!(f, "{:<18} Mpps per worker: {}", r.scenario.name(), each.join(", "))?;
+            }
         }
         for r in &self.runs {
             writeln!(f)?;
@@ -458,22 +476,91 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let shared = Shared::new(IfTable::new(ifs), reader);
     shared.acls.publish(acl_table);
 
-    let source = MemPort::generator("gen", &su.frames, None).ok_or("no templates")?;
-    let mut sink = MemPort::new("sink");
-    sink.count_tx_only();
-    let inject = Arc::new(crossbeam_queue::ArrayQueue::new(16));
-    let built = tern_nodes::build_graph(&shared, inject).map_err(|e| e.to_string())?;
-    let pool = PacketPool::new(PoolConfig { frames: 8192, ..PoolConfig::default() }).map_err(|e| e.to_string())?;
-    let mut worker = Worker::new(
-        WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: built.input },
-        built.graph,
-        pool,
-        vec![PortBinding::new(Box::new(source), 0), PortBinding::new(Box::new(sink), 1)],
-        TraceShared::new(),
-        Some(domain.register()),
-    )
-    .map_err(|e| e.to_string())?;
+    let workers = opts.workers.max(1);
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let first_cpu = opts.cpu.unwrap_or(0);
+    let start = std::sync::Barrier::new(workers);
+    // One worker per thread, each with its own memory ports, packet pool
+    // and graph, sharing the tables (interfaces, ACLs, FIB) as the
+    // router's workers do. Worker 0 runs on the calling thread (already
+    // pinned by `run`), the others on CPUs after it.
+    let outcome: Vec<Result<WorkerOutcome, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers)
+            .map(|i| {
+                let (shared, domain, start) = (&shared, &domain, &start);
+                scope.spawn(move || {
+                    let mut set = rustix_cpuset((first_cpu + i) % ncpu);
+                    pin(&mut set)?;
+                    run_worker(su, opts, shared, domain, start)
+                })
+            })
+            .collect();
+        let mut all = vec![run_worker(su, opts, &shared, &domain, &start)];
+        all.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("worker thread panicked".into()))));
+        all
+    });
+    let outcome = outcome.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let secs = outcome.iter().map(|o| o.secs).fold(0.0, f64::max);
+    let packets: u64 = outcome.iter().map(|o| o.packets).sum();
+    let forwarded: u64 = outcome.iter().map(|o| o.forwarded).sum();
+    let per_worker_mpps = outcome.iter().map(|o| o.packets as f64 / o.secs / 1e6).collect();
+    let (nodes, drops) = (outcome[0].nodes.clone(), outcome[0].drops.clone());
+    Ok(Run {
+        scenario: su.scenario,
+        flows: su.frames.len(),
+        routes_v4: su.routes.len() + 4,
+        acl_rules,
+        workers,
+        per_worker_mpps,
+        seconds: secs,
+        packets,
+        forwarded,
+        mpps: packets as f64 / secs / 1e6,
+        ns_per_packet: secs * 1e9 * workers as f64 / packets.max(1) as f64,
+        cost_vs_plain: 1.0,
+        nodes,
+        drops,
+    })
+}
 
+/// What one worker measured.
+struct WorkerOutcome {
+    secs: f64,
+    packets: u64,
+    forwarded: u64,
+    nodes: Vec<NodeRow>,
+    drops: Vec<(String, u64)>,
+}
+
+/// Builds a worker on the calling thread over its own memory ports, waits
+/// for the others at `start`, warms up and measures.
+fn run_worker(
+    su: &Setup,
+    opts: &EngineBenchOpts,
+    shared: &Shared,
+    domain: &tern_rcu::Domain,
+    start: &std::sync::Barrier,
+) -> Result<WorkerOutcome, String> {
+    let built = (|| {
+        let source = MemPort::generator("gen", &su.frames, None).ok_or("no templates")?;
+        let mut sink = MemPort::new("sink");
+        sink.count_tx_only();
+        let inject = Arc::new(crossbeam_queue::ArrayQueue::new(16));
+        let built = tern_nodes::build_graph(shared, inject).map_err(|e| e.to_string())?;
+        let pool = PacketPool::new(PoolConfig { frames: 8192, ..PoolConfig::default() }).map_err(|e| e.to_string())?;
+        Worker::new(
+            WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: built.input },
+            built.graph,
+            pool,
+            vec![PortBinding::new(Box::new(source), 0), PortBinding::new(Box::new(sink), 1)],
+            TraceShared::new(),
+            Some(domain.register()),
+        )
+        .map_err(|e| e.to_string())
+    })();
+    // Every worker reaches the barrier, built or not, so none waits forever.
+    start.wait();
+    let mut worker = built?;
     let shared_w = Arc::clone(worker.shared());
     let tsc = tern_intrin::tsc_per_ns();
     let warm = Instant::now();
@@ -532,20 +619,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         })
         .map(|(e, (a, b))| (format!("{}/{}", e.node, e.name), a - b))
         .collect();
-    Ok(Run {
-        scenario: su.scenario,
-        flows: su.frames.len(),
-        routes_v4: su.routes.len() + 4,
-        acl_rules,
-        seconds: secs,
-        packets,
-        forwarded,
-        mpps: packets as f64 / secs / 1e6,
-        ns_per_packet: secs * 1e9 / packets.max(1) as f64,
-        cost_vs_plain: 1.0,
-        nodes,
-        drops,
-    })
+    Ok(WorkerOutcome { secs, packets, forwarded, nodes, drops })
 }
 
 pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
@@ -573,6 +647,7 @@ pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
         command: String::new(),
         frame_len: opts.frame_len,
         cpu: opts.cpu,
+        workers: opts.workers.max(1),
         tsc_ghz: tern_intrin::tsc_per_ns(),
         runs,
     })
@@ -616,5 +691,21 @@ mod tests {
             assert_eq!(encapsulated, want, "{}: encapsulated", sc.name());
         }
         assert_eq!(setup(Scenario::Gre, &opts, &mut None).expect("setup").frames.len(), 1, "one flow");
+    }
+
+    /// Two workers share the tables and each forwards every packet of its
+    /// own ports; the report sums them and keeps each worker's rate.
+    #[test]
+    fn two_workers_each_forward_their_packets() {
+        let opts = EngineBenchOpts { packets: Some(3000), workers: 2, ..EngineBenchOpts::default() };
+        for sc in [Scenario::Plain, Scenario::SingleFlow50fw] {
+            let run = measure(&setup(sc, &opts, &mut None).expect("setup"), &opts).expect("run");
+            assert_eq!(run.workers, 2);
+            assert_eq!(run.per_worker_mpps.len(), 2);
+            assert!(run.per_worker_mpps.iter().all(|&m| m > 0.0), "{:?}", run.per_worker_mpps);
+            assert!(run.packets >= 6000, "{}: {} packets", sc.name(), run.packets);
+            assert_eq!(run.forwarded, run.packets, "{}: all forwarded", sc.name());
+            assert!(run.drops.is_empty(), "{}: drops {:?}", sc.name(), run.drops);
+        }
     }
 }

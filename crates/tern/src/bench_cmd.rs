@@ -46,6 +46,10 @@ pub struct EngineArgs {
     /// (for instruction counts: valgrind --tool=callgrind tern bench engine --packets 1000000).
     #[arg(long)]
     packets: Option<u64>,
+    /// Workers, each pinned to its own CPU (from --cpu, default 0, upwards) with its own memory ports;
+    /// the tables are shared as in the router. Mpps is their sum.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    workers: u16,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -104,6 +108,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         cpu: a.cpu,
         scenarios,
         packets: a.packets,
+        workers: usize::from(a.workers),
     };
     let mut report = tern_control::engine_bench::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
