@@ -286,6 +286,9 @@ impl Router {
                 && *driver != Driver::Memory
             {
                 take_over(dev, p.up, &mut host, linux_mode && !tap)?;
+                if tap {
+                    host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
+                }
             }
         }
         let workers_n = plan.config.dataplane.workers;
