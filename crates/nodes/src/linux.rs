@@ -15,14 +15,90 @@
 //!   stands for unchanged (`PortBinding::input` makes the TAP's frames
 //!   enter here, with `rx_if` the interface).
 //!
+//! * `ip4-punt-acl`, `ip6-punt-acl`: multicast and broadcast that
+//!   `ip4-input`/`ip6-input` punt (OSPF hellos, DHCP, OSPFv3) never reach
+//!   `ip4-acl-in`/`ip6-acl-in`, which sit before the lookup; when the
+//!   receiving interface has an input rule set they pass it here first,
+//!   so a rule that drops OSPF from a source drops it before Linux sees
+//!   it. (Unicast for the router already passed the input rule set.)
+//!
 //! Next nodes: `linux-punt`: `drop` (packets are queued on the TAP);
-//! `tap-input`: `interface-output`, `drop`.
-//! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`].
+//! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`/`ip6-punt-acl`:
+//! `linux-punt`, `drop`.
+//! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`], [`PUNT_ACL_ERRORS`]
+//! (and the rule set's per-rule hits).
 
-use crate::state::{IfKind, IfTable, NO_IF, Params, Shared};
+use crate::state::{AclTable, IfKind, IfTable, NO_IF, Params, Shared};
+use tern_acl::Action;
 use tern_engine::{Cx, ErrorDesc, NEXT_TAKEN, Node};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
+
+/// `ip4-punt-acl` / `ip6-punt-acl`: the receiving interface's input rule
+/// set, for the multicast and broadcast `ip4-input`/`ip6-input` hand to
+/// Linux. Packets come here only from interfaces with `acl_in`.
+pub struct PuntAcl {
+    v6: bool,
+    ifs: Snapshot<IfTable>,
+    acls: Snapshot<AclTable>,
+}
+
+impl PuntAcl {
+    pub fn new(shared: &Shared, v6: bool) -> Self {
+        PuntAcl { v6, ifs: shared.ifaces.snapshot(), acls: shared.acls.snapshot() }
+    }
+}
+
+const A_DENIED: u16 = 0;
+const A_NO_SET: u16 = 1;
+const A_TOO_SHORT: u16 = 2;
+const A_NEXT_PUNT: u16 = 1;
+
+pub const PUNT_ACL_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("denied", "multicast or broadcast for Linux dropped by the input rule set"),
+    ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
+    ErrorDesc::drop("too-short", "shorter than the IP header the key needs"),
+];
+
+impl Node for PuntAcl {
+    fn name(&self) -> &'static str {
+        if self.v6 { "ip6-punt-acl" } else { "ip4-punt-acl" }
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "linux-punt"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        PUNT_ACL_ERRORS
+    }
+    /// One packet at a time: control-plane multicast is a trickle.
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        self.acls.refresh();
+        let (ifs, acls) = (self.ifs.current(), self.acls.current());
+        let worker = usize::from(cx.worker);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let m = cx.pool.meta(p);
+            let (rx_if, vlan, len) = (m.rx_if, m.vlan, m.len);
+            let Some(set) = ifs.get(rx_if).and_then(|f| f.acl_in).and_then(|s| acls.get(s)) else {
+                *o = cx.drop(p, A_NO_SET);
+                continue;
+            };
+            let l3 = cx.pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
+            if l3.len() < if self.v6 { 40 } else { 20 } {
+                *o = cx.drop(p, A_TOO_SHORT);
+                continue;
+            }
+            let mut key = if self.v6 { crate::acl::key_v6(l3) } else { crate::acl::key_v4(l3) };
+            key.in_if = rx_if;
+            key.vlan = vlan;
+            let v = set.classifier.classify(&key);
+            if let Some(c) = set.counters.get(worker) {
+                c.record(&set.classifier, &key, &v, u32::from(len));
+            }
+            *o = if v.action == Action::Drop { cx.drop(p, A_DENIED) } else { A_NEXT_PUNT };
+        }
+    }
+}
 
 /// `linux-punt`: hands a packet for the router to Linux through the TAP
 /// of the port it was received on.
@@ -340,6 +416,60 @@ mod tests {
         let out = rig.run("tap-input", 7, &reply);
         assert!(out.iter().all(Vec::is_empty));
         assert_eq!(rig.count("tap-input", "no-interface"), 1);
+    }
+
+    /// Binds a rule set to interface 0's input: OSPF from PEER and OSPFv3
+    /// from fe80::2 dropped, everything else accepted.
+    fn bind_input_rules(rig: &Rig) {
+        let set = tern_acl::parse_toml(&format!(
+            "[[acl]]\nname = \"I\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"{PEER}/32\"\n\
+             [[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"fe80::2/128\"\n"
+        ))
+        .expect("rules")
+        .remove(0);
+        let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
+        let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+        let mut table = crate::state::AclTable::default();
+        table.sets.push(crate::state::AclSet { name: set.name.clone(), classifier, counters });
+        rig.shared.acls.publish(table);
+        let mut ifs = rig.shared.ifaces.load().ifs.clone();
+        ifs[0].acl_in = Some(0);
+        rig.shared.ifaces.publish(IfTable::new(ifs));
+    }
+
+    #[test]
+    fn punted_multicast_and_broadcast_pass_the_input_rule_set() {
+        let mut rig = Rig::new(vec![2, 3]);
+        bind_input_rules(&rig);
+        let hello = ipv4(Ipv4Addr::new(224, 0, 0, 5), 89, &[0; 24]);
+        assert!(rig.run("ethernet-input", 0, &hello).iter().all(Vec::is_empty), "Linux never sees it");
+        assert_eq!(rig.count("ip4-punt-acl", "denied"), 1);
+        assert_eq!(rig.count("linux-punt", "punted"), 0);
+        let hits = rig.shared.acls.load().sets[0].counters[0].rule(0);
+        assert_eq!(hits.packets, 1, "counted on the rule that dropped it");
+
+        // What the rules accept still reaches Linux: broadcast (DHCP), and
+        // OSPF on an interface without rules.
+        let mut dhcp = ipv4(Ipv4Addr::BROADCAST, 17, &[0, 68, 0, 67, 0, 8, 0, 0]);
+        dhcp[..6].copy_from_slice(&[0xff; 6]);
+        only_in(&rig.run("ethernet-input", 0, &dhcp), 2, &dhcp);
+        only_in(&rig.run("ethernet-input", 1, &hello), 3, &hello);
+        assert_eq!(rig.count("linux-punt", "punted"), 2);
+        assert_eq!(rig.count("ip4-punt-acl", "denied"), 1);
+
+        // IPv6 multicast tern does not listen to (OSPFv3 to ff02::5): from
+        // the source the rules name dropped, from another punted.
+        let ospf3 = |src: u8| {
+            let mut h = vec![0x60, 0, 0, 0, 0, 8, 89, 1];
+            h.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, src]);
+            h.extend_from_slice(&[0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
+            h.extend_from_slice(&[0; 8]);
+            eth([0x33, 0x33, 0, 0, 0, 5], 0x86dd, &h)
+        };
+        assert!(rig.run("ethernet-input", 0, &ospf3(2)).iter().all(Vec::is_empty));
+        assert_eq!(rig.count("ip6-punt-acl", "denied"), 1);
+        only_in(&rig.run("ethernet-input", 0, &ospf3(3)), 2, &ospf3(3));
+        assert_eq!(rig.count("linux-punt", "punted"), 3);
     }
 
     #[test]
