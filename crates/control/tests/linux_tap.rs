@@ -202,3 +202,90 @@ exception = "tap"
     }
     router.shutdown();
 }
+
+/// What `tern config reload` (and the API) changes on an interface
+/// reaches its TAP: admin state (a VLAN sub-interface's TAP goes down with
+/// its parent) and MTU. Interfaces cannot be added or removed while tern
+/// runs (the workers' ports are fixed): such a reload is refused, and no
+/// TAP appears or goes.
+#[test]
+fn reloads_reach_the_taps() {
+    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return;
+    }
+    let ns = Ns(format!("tlinuxtapr-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a network namespace");
+        return;
+    }
+    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let dir = std::env::temp_dir().join(&ns.0);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tern.toml");
+    let cfg = |lan: &str, extra: &str| {
+        format!(
+            r#"
+[[interface]]
+name = "lan"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+addresses = ["10.0.1.1/24"]
+{lan}
+[[interface]]
+name = "lan.7"
+parent = "lan"
+vlan = 7
+addresses = ["10.0.7.1/24"]
+{extra}
+[linux]
+mode = "linux"
+exception = "tap"
+"#
+        )
+    };
+    std::fs::write(&path, cfg("", "")).expect("config");
+    let plan = config::parse(&cfg("", ""), "tern.toml", &dir).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    let up = |tap: &str| tern_io::netdev::flags(tap).expect("the TAP exists").up;
+    let settle = |router: &mut Router| {
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            router.poll();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    settle(&mut router);
+    assert!(up("tern-lan") && up("tern-lan.7"));
+
+    let reload = |router: &mut Router, text: &str| {
+        std::fs::write(&path, text).expect("config");
+        tern_control::reload::reload(router, &path)
+    };
+    reload(&mut router, &cfg("up = false", "")).expect("reload: lan down");
+    settle(&mut router);
+    assert!(!up("tern-lan"), "the TAP went down with its interface");
+    assert!(!up("tern-lan.7"), "a sub-interface's TAP goes down with its parent");
+    let ifs = router.iftable();
+    assert!(!ifs.ifs[0].up && !ifs.ifs[1].up, "the kernel mirror agrees with tern");
+
+    reload(&mut router, &cfg("mtu = 1400", "")).expect("reload: lan up, MTU 1400");
+    settle(&mut router);
+    assert!(up("tern-lan") && up("tern-lan.7"));
+    assert_eq!(tern_io::netdev::mtu("tern-lan").expect("mtu"), 1400);
+    assert_eq!(router.iftable().ifs[0].mtu, 1400);
+    assert!(router.iftable().ifs[0].up);
+
+    let added = "\n[[interface]]\nname = \"lan2\"\ndriver = \"memory\"\nmac = \"02:00:00:00:02:01\"\n";
+    let e = reload(&mut router, &cfg("mtu = 1400", added)).expect_err("adding an interface needs a restart");
+    assert!(e.message.contains("restart"), "{}", e.message);
+    assert!(tern_io::netdev::ifindex("tern-lan2").is_err(), "no TAP for a refused interface");
+    let only_lan = cfg("mtu = 1400", "").replace("name = \"lan.7\"\nparent = \"lan\"\nvlan = 7\n", "");
+    let only_lan = only_lan.replace("[[interface]]\naddresses = [\"10.0.7.1/24\"]\n", "");
+    assert!(!only_lan.contains("lan.7"), "{only_lan}");
+    reload(&mut router, &only_lan).expect_err("removing an interface needs a restart");
+    assert!(up("tern-lan.7"), "the refused reload left the TAP alone");
+    router.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
