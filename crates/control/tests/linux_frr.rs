@@ -469,6 +469,28 @@ fn frr_ospf_and_bgp_through_the_tap_exception_path() {
     ] {
         assert_eq!(r.counter(node, name), 0, "{node}/{name}\n{}", counters(&r));
     }
+
+    // An input rule set on o2 dropping OSPF from o2's address drops the
+    // hellos before Linux sees them (multicast is punted ahead of the
+    // lookup, where ip4-acl-in sits): ospfd on r loses the adjacency.
+    let set = tern_acl::parse_toml(
+        "[[acl]]\nname = \"no-ospf\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"10.4.0.2/32\"\n",
+    )
+    .expect("rules")
+    .remove(0);
+    r.replace_rule_set(set).expect("rule set");
+    let o2_index = r.plan().iface_index("o2").expect("o2");
+    r.set_interface_acls(o2_index, Some("no-ospf".into()), None).expect("bind");
+    let t0 = Instant::now();
+    loop {
+        let nbr = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show ip ospf neighbor"]));
+        if !nbr.contains("10.4.0.2") || !nbr.contains("Full") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the adjacency survived the rule: {nbr}");
+        while_polling(&mut r, || std::thread::sleep(Duration::from_millis(200)));
+    }
+    assert!(r.counter("ip4-punt-acl", "denied") > 0, "{}", counters(&r));
     eprintln!("{}", counters(&r));
     r.shutdown();
 }
