@@ -30,6 +30,8 @@
 # exception path. r's addresses are not put on its veths (tern owns them;
 # its configuration gives the addresses to the TAPs tern-src, tern-i1,
 # tern-i2, tern-o2), and ospfd's interface is tern-o2 instead of ro2.
+# r and o2 also run ospf6d (OSPFv3 over the link-local addresses; o2
+# announces fd00:255:2::1/64 from its loopback).
 #
 # Needs: iproute2, frr, bird2 (apt-get install -y frr bird2).
 set -euo pipefail
@@ -83,6 +85,9 @@ net() {
     fi
     addr o2 o2 10.4.0.2/24
     addr o2 lo 10.255.2.1/24
+    if [ $TAP = yes ]; then
+        addr o2 lo fd00:255:2::1/64
+    fi
     inns src ip route add default via 10.1.0.1
     inns src ip -6 route add default via fd00:1::1
     for n in i1 i2; do
@@ -224,8 +229,27 @@ router ospf
  network 10.4.0.0/24 area 0
  network 10.255.2.0/24 area 0
 EOF
-    frr_start r bgpd ospfd
-    frr_start o2 ospfd
+    if [ $TAP = yes ]; then
+        for n in r o2; do
+            local id=10.4.0.1 dev=tern-o2
+            [ $n = o2 ] && id=10.4.0.2 dev=o2
+            cat >"$D/$n/ospf6d.conf" <<EOF
+hostname $n
+interface $dev
+ ipv6 ospf6 area 0.0.0.0
+ ipv6 ospf6 hello-interval 1
+ ipv6 ospf6 dead-interval 4
+router ospf6
+ ospf6 router-id $id
+ redistribute connected
+EOF
+        done
+        frr_start r bgpd ospfd ospf6d
+        frr_start o2 ospfd ospf6d
+    else
+        frr_start r bgpd ospfd
+        frr_start o2 ospfd
+    fi
 }
 
 stop_pids() {

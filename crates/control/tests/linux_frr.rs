@@ -389,8 +389,8 @@ fn ports(r: &Router, iface: &str) -> (tern_control::api::types::PortCounters, te
 
 /// The TAP exception path with real daemons: tern owns r's four devices,
 /// FRR on r uses the TAPs (tern-src, tern-i1, tern-i2, tern-o2). ospfd
-/// forms an adjacency with o2 (its multicast hellos are punted into
-/// tern-o2, and what it writes there leaves through ro2), bgpd holds eBGP
+/// and ospf6d form adjacencies with o2 (their multicast hellos are punted
+/// into tern-o2, and what they write there leaves through ro2), bgpd holds eBGP
 /// sessions (IPv4 and IPv6) with the bird injectors, the routes they learn
 /// reach tern over FPM, and tern forwards the transit to them (its port
 /// counters say so; the kernel never sees transit in this mode).
@@ -423,6 +423,13 @@ fn frr_ospf_and_bgp_through_the_tap_exception_path() {
         let nbr = while_polling(&mut r, || lab.sh(&["vtysh", ns, "show ip ospf neighbor"]));
         assert!(nbr.contains("Full"), "{ns}: {nbr}");
     }
+    // OSPFv3 the same way: ff02::5 punted into tern-o2, the route to o2's
+    // IPv6 loopback (through o2's link-local address) in tern.
+    until(&mut r, 90, "the OSPFv3 route", |r| gw(r, "fd00:255:2::1").is_some_and(|(s, _)| s == Source::Fpm));
+    for ns in ["r", "o2"] {
+        let nbr = while_polling(&mut r, || lab.sh(&["vtysh", ns, "show ipv6 ospf6 neighbor"]));
+        assert!(nbr.contains("Full"), "{ns}: {nbr}");
+    }
     let (o2, o2_tap) = ports(&r, "o2");
     assert!(o2_tap.tx_packets > 0 && o2_tap.rx_packets > 0, "tern-o2 carried nothing: {o2_tap:?}");
     assert!(o2.tx_packets >= o2_tap.rx_packets, "what Linux wrote to tern-o2 left through ro2: {o2:?} {o2_tap:?}");
@@ -443,12 +450,16 @@ fn frr_ospf_and_bgp_through_the_tap_exception_path() {
     // requests leave through i1's and o2's devices, counted by tern), and
     // answered.
     let t0 = Instant::now();
-    while !lab.exec("o2", &["ip", "route", "get", "10.1.0.2"]).1.contains("via 10.4.0.1") {
-        assert!(t0.elapsed() < Duration::from_secs(60), "o2 never learned the route back to src");
+    while !lab.exec("o2", &["ip", "route", "get", "10.1.0.2"]).1.contains("via 10.4.0.1")
+        || !lab.exec("o2", &["ip", "-6", "route", "get", "fd00:1::2"]).1.contains("via fe80:")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "o2 never learned the routes back to src");
         while_polling(&mut r, || std::thread::sleep(Duration::from_millis(100)));
     }
     let punted = r.counter("linux-punt", "punted");
-    for (dst, iface) in [("203.0.113.1", "i1"), ("2001:db8:113::1", "i1"), ("10.255.2.1", "o2")] {
+    for (dst, iface) in
+        [("203.0.113.1", "i1"), ("2001:db8:113::1", "i1"), ("10.255.2.1", "o2"), ("fd00:255:2::1", "o2")]
+    {
         let (before, _) = ports(&r, iface);
         let (ok, out) = while_polling(&mut r, || lab.exec("src", &["ping", "-c", "20", "-i", "0.01", "-W", "2", dst]));
         assert!(ok && out.contains(" 0% packet loss"), "ping {dst} through tern: {out}\n{}", counters(&r));
@@ -470,11 +481,14 @@ fn frr_ospf_and_bgp_through_the_tap_exception_path() {
         assert_eq!(r.counter(node, name), 0, "{node}/{name}\n{}", counters(&r));
     }
 
-    // An input rule set on o2 dropping OSPF from o2's address drops the
+    // An input rule set on o2 dropping OSPF from o2's addresses drops the
     // hellos before Linux sees them (multicast is punted ahead of the
-    // lookup, where ip4-acl-in sits): ospfd on r loses the adjacency.
+    // lookup, where ip4-acl-in and ip6-acl-in sit): ospfd and ospf6d on r
+    // lose their adjacencies.
     let set = tern_acl::parse_toml(
-        "[[acl]]\nname = \"no-ospf\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"10.4.0.2/32\"\n",
+        "[[acl]]\nname = \"no-ospf\"\ndefault = \"accept\"\n\
+         [[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"10.4.0.2/32\"\n\
+         [[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"fe80::/10\"\n",
     )
     .expect("rules")
     .remove(0);
@@ -483,14 +497,16 @@ fn frr_ospf_and_bgp_through_the_tap_exception_path() {
     r.set_interface_acls(o2_index, Some("no-ospf".into()), None).expect("bind");
     let t0 = Instant::now();
     loop {
-        let nbr = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show ip ospf neighbor"]));
-        if !nbr.contains("10.4.0.2") || !nbr.contains("Full") {
+        let v4 = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show ip ospf neighbor"]));
+        let v6 = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show ipv6 ospf6 neighbor"]));
+        if !v4.contains("Full") && !v6.contains("Full") {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "the adjacency survived the rule: {nbr}");
+        assert!(t0.elapsed() < Duration::from_secs(30), "an adjacency survived the rules: {v4}\n{v6}");
         while_polling(&mut r, || std::thread::sleep(Duration::from_millis(200)));
     }
     assert!(r.counter("ip4-punt-acl", "denied") > 0, "{}", counters(&r));
+    assert!(r.counter("ip6-punt-acl", "denied") > 0, "{}", counters(&r));
     eprintln!("{}", counters(&r));
     r.shutdown();
 }
