@@ -15,7 +15,8 @@
 # Usage (root):
 #   lab.sh net  PREFIX             namespaces, links, addresses
 #   lab.sh routes PREFIX N4 N6     route files for bird: the first N4 IPv4 and
-#                                  N6 IPv6 prefixes of the full table (0 = all)
+#                                  N6 IPv6 prefixes of the full table (0 = all,
+#                                  N4 = -1: only the test destinations)
 #   lab.sh daemons PREFIX          start bird (i1, i2) and FRR (r, o2)
 #   lab.sh vtysh PREFIX NS CMD     run a vtysh command in r or o2
 #   lab.sh birdc PREFIX NS CMD     run a birdc command in i1 or i2
@@ -25,6 +26,13 @@
 #   lab.sh down PREFIX             stop the daemons, remove the namespaces
 # State lives in /tmp/PREFIX (configs, pid files, sockets, logs).
 #
+# TERN_LAB_EXCEPTION=tap (for net and daemons): the lab for tern's TAP
+# exception path. r's addresses are not put on its veths (tern owns them;
+# its configuration gives the addresses to the TAPs tern-src, tern-i1,
+# tern-i2, tern-o2), and ospfd's interface is tern-o2 instead of ro2.
+# r and o2 also run ospf6d (OSPFv3 over the link-local addresses; o2
+# announces fd00:255:2::1/64 from its loopback).
+#
 # Needs: iproute2, frr, bird2 (apt-get install -y frr bird2).
 set -euo pipefail
 
@@ -33,6 +41,8 @@ P=${2:?prefix}
 D=/tmp/$P
 TABLE=${TERN_FULL_TABLE:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/full-table-2025.txt.gz}
 FRR=/usr/lib/frr
+TAP=no
+[ "${TERN_LAB_EXCEPTION:-kernel}" = tap ] && TAP=yes
 
 ns() { echo "${P}$1"; }
 inns() { local n; n=$(ns "$1"); shift; ip netns exec "$n" "$@"; }
@@ -65,14 +75,19 @@ net() {
     link r ri2 i2 i2
     link r ro2 o2 o2
     addr src src0 10.1.0.2/24 fd00:1::2/64
-    addr r rsrc 10.1.0.1/24 fd00:1::1/64
-    addr r ri1 10.2.0.1/24 fd00:2::1/64
     addr i1 i1 10.2.0.2/24 fd00:2::2/64
-    addr r ri2 10.3.0.1/24 fd00:3::1/64
     addr i2 i2 10.3.0.2/24 fd00:3::2/64
-    addr r ro2 10.4.0.1/24
+    if [ $TAP = no ]; then
+        addr r rsrc 10.1.0.1/24 fd00:1::1/64
+        addr r ri1 10.2.0.1/24 fd00:2::1/64
+        addr r ri2 10.3.0.1/24 fd00:3::1/64
+        addr r ro2 10.4.0.1/24
+    fi
     addr o2 o2 10.4.0.2/24
     addr o2 lo 10.255.2.1/24
+    if [ $TAP = yes ]; then
+        addr o2 lo fd00:255:2::1/64
+    fi
     inns src ip route add default via 10.1.0.1
     inns src ip -6 route add default via fd00:1::1
     for n in i1 i2; do
@@ -94,13 +109,21 @@ routes() {
     local n4=${3:-1000} n6=${4:-100}
     mkdir -p "$D"
     # Always cover the test destinations (203.0.113.0/24, 2001:db8:113::/48).
+    # Without the table file (N4 = N6 = -1 asks for none): the test
+    # destinations only.
+    local table=$TABLE
+    [ -f "$table" ] && [ "$n4" != -1 ] || table=/dev/null
     {
         echo "route 203.0.113.0/24 via 10.2.0.1;"
-        zcat "$TABLE" | tr -d '\r' | awk -v n="$n4" '!/:/ && $1 != "203.0.113.0/24" { if (n == 0 || c < n) { print "route " $1 " via 10.2.0.1;"; c++ } }'
+        if [ "$table" != /dev/null ]; then
+            zcat "$table" | tr -d '\r' | awk -v n="$n4" '!/:/ && $1 != "203.0.113.0/24" { if (n == 0 || c < n) { print "route " $1 " via 10.2.0.1;"; c++ } }'
+        fi
     } >"$D/routes4.conf"
     {
         echo "route 2001:db8:113::/48 via fd00:2::1;"
-        zcat "$TABLE" | tr -d '\r' | awk -v n="$n6" '/:/ { if (n == 0 || c < n) { print "route " $1 " via fd00:2::1;"; c++ } }'
+        if [ "$table" != /dev/null ]; then
+            zcat "$table" | tr -d '\r' | awk -v n="$n6" '/:/ { if (n == 0 || c < n) { print "route " $1 " via fd00:2::1;"; c++ } }'
+        fi
     } >"$D/routes6.conf"
     wc -l "$D/routes4.conf" "$D/routes6.conf"
 }
@@ -181,9 +204,11 @@ router bgp 65000
   neighbor fd00:3::2 activate
  exit-address-family
 EOF
+    local ro2=ro2
+    [ $TAP = yes ] && ro2=tern-o2
     cat >"$D/r/ospfd.conf" <<EOF
 hostname r
-interface ro2
+interface $ro2
  ip ospf hello-interval 1
  ip ospf dead-interval 4
 router ospf
@@ -204,8 +229,27 @@ router ospf
  network 10.4.0.0/24 area 0
  network 10.255.2.0/24 area 0
 EOF
-    frr_start r bgpd ospfd
-    frr_start o2 ospfd
+    if [ $TAP = yes ]; then
+        for n in r o2; do
+            local id=10.4.0.1 dev=tern-o2
+            [ $n = o2 ] && id=10.4.0.2 dev=o2
+            cat >"$D/$n/ospf6d.conf" <<EOF
+hostname $n
+interface $dev
+ ipv6 ospf6 area 0.0.0.0
+ ipv6 ospf6 hello-interval 1
+ ipv6 ospf6 dead-interval 4
+router ospf6
+ ospf6 router-id $id
+ redistribute connected
+EOF
+        done
+        frr_start r bgpd ospfd ospf6d
+        frr_start o2 ospfd ospf6d
+    else
+        frr_start r bgpd ospfd
+        frr_start o2 ospfd
+    fi
 }
 
 stop_pids() {

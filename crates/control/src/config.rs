@@ -639,15 +639,6 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
                     "with [linux] exception = \"tap\" the XDP program would still pass the router's traffic to the device's own stack: use driver \"afpacket\", \"memory\" or \"auto\" (which then means afpacket)",
                 ));
             }
-            let tap_dev = crate::linux::tap_name(&c.name);
-            if tap && tap_dev.len() >= 16 {
-                return Err(bad(
-                    p("name"),
-                    format!(
-                        "the TAP device {tap_dev:?} would be longer than Linux's 15 characters: shorten the interface name"
-                    ),
-                ));
-            }
             IfacePlanKind::Port { device: c.device.clone(), driver }
         } else {
             let parent_name = c.parent.as_deref().unwrap_or_default();
@@ -664,6 +655,16 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             }
             IfacePlanKind::Vlan { parent, vid }
         };
+        // Ports and VLAN sub-interfaces each get a TAP `tern-<name>`.
+        let tap_dev = crate::linux::tap_name(&c.name);
+        if tap && tap_dev.len() >= 16 {
+            return Err(bad(
+                p("name"),
+                format!(
+                    "the TAP device {tap_dev:?} would be longer than Linux's 15 characters: shorten the interface name to 10 characters"
+                ),
+            ));
+        }
         let mut v4 = Vec::new();
         let mut v6 = Vec::new();
         for (j, a) in c.addresses.iter().enumerate() {
@@ -978,7 +979,9 @@ type = "blackhole"
         let tap = "\n[linux]\nmode = \"linux\"\nexception = \"tap\"\n";
         let plan = parse(&format!("{GOOD}{tap}"), "t.toml", Path::new("/etc")).expect("valid");
         assert!(plan.config.linux.tap_exception());
-        assert_eq!(crate::linux::driven(&plan)[0].device, "tern-lan0", "the kernel's side is the TAP");
+        let driven = crate::linux::driven(&plan);
+        assert_eq!(driven[0].device, "tern-lan0", "the kernel's side is the TAP");
+        assert_eq!(driven[2].device, "tern-lan0.100", "a VLAN sub-interface has its own TAP");
         let text = format!("{GOOD}\n[linux]\nexception = \"tap\"\n");
         let e = err(&text);
         assert_eq!(e.key.as_deref(), Some("linux.exception"), "{e}");
@@ -991,6 +994,9 @@ type = "blackhole"
         let e = err(&format!("{}{tap}", GOOD.replace("\"wan0\"", "\"wan0-uplink\"")));
         assert_eq!(e.key.as_deref(), Some("interface[2].name"), "{e}");
         assert!(e.message.contains("tern-wan0-uplink"), "{e}");
+        let e = err(&format!("{}{tap}", GOOD.replace("\"lan0.100\"", "\"lan0.vlan100\"")));
+        assert_eq!(e.key.as_deref(), Some("interface[1].name"), "{e}");
+        assert!(e.message.contains("tern-lan0.vlan100") && e.message.contains("15 characters"), "{e}");
         let e = err(&format!("{GOOD}\n[linux]\nmode = \"linux\"\nexception = \"tun\"\n"));
         assert!(e.message.contains("tun"), "{e}");
     }

@@ -194,6 +194,7 @@ impl Router {
             p.up = up;
         }
         self.publish_ifaces();
+        self.sync_tap_links();
         if !up {
             let mut flushed = self.neigh.flush_interface(index, &mut self.fib);
             let children: Vec<u16> = self
@@ -230,7 +231,40 @@ impl Router {
             p.mtu = Some(mtu);
         }
         self.publish_ifaces();
+        if let Some(tap) = self.tap_of(index) {
+            // The kernel's side of the interface follows (and the kernel
+            // mirror, which follows the TAP's MTU, agrees).
+            if let Err(e) = tern_io::netdev::set_mtu(&tap, u32::from(mtu)) {
+                log::warn!("TAP {tap}: MTU {mtu}: {e}");
+            }
+        }
         Ok(true)
+    }
+
+    /// The TAP of interface `index` with the TAP exception path (ports and
+    /// VLAN sub-interfaces have one).
+    fn tap_of(&self, index: u16) -> Option<String> {
+        let p = self.plan.ifaces.get(usize::from(index))?;
+        let has = matches!(p.kind, IfacePlanKind::Port { .. } | IfacePlanKind::Vlan { .. });
+        (self.plan.config.linux.tap_exception() && has).then(|| crate::linux::tap_name(&p.name))
+    }
+
+    /// With the TAP exception path: each TAP's link is up as its
+    /// interface is (a VLAN sub-interface's also needs its parent up), so
+    /// Linux and its daemons see what tern does. The kernel mirror then
+    /// reports the same state back.
+    fn sync_tap_links(&self) {
+        for (i, p) in self.plan.ifaces.iter().enumerate() {
+            let Some(tap) = self.tap_of(i as u16) else { continue };
+            let up = p.up
+                && match p.kind {
+                    IfacePlanKind::Vlan { parent, .. } => self.plan.ifaces.get(parent).is_some_and(|pp| pp.up),
+                    _ => true,
+                };
+            if let Err(e) = tern_io::netdev::set_up(&tap, up) {
+                log::warn!("TAP {tap}: set {}: {e}", if up { "up" } else { "down" });
+            }
+        }
     }
 
     /// Replaces an interface's addresses, adding and removing only the

@@ -286,13 +286,20 @@ impl Router {
                 && *driver != Driver::Memory
             {
                 take_over(dev, p.up, &mut host, linux_mode && !tap)?;
+                if tap {
+                    host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
+                }
             }
         }
         let workers_n = plan.config.dataplane.workers;
-        let mut taps = if tap { open_taps(&ports, &devs, workers_n, &mut host)? } else { Vec::new() };
+        let mut taps = if tap { open_taps(&plan, &devs, workers_n, &mut host)? } else { Vec::new() };
         if tap {
+            // The TAPs are the worker's ports after the interfaces' own.
             let mut params = params_of(&plan);
-            params.tap_ports = (0..ports.len()).map(|k| (ports.len() + k) as u16).collect();
+            params.tap_ports = vec![NO_IF; plan.ifaces.len()];
+            for (k, (ifindex, _)) in taps.iter().enumerate() {
+                params.tap_ports[usize::from(*ifindex)] = (ports.len() + k) as u16;
+            }
             shared.params.publish(params);
         }
         if linux_mode && !host.linux.is_empty() {
@@ -356,12 +363,12 @@ impl Router {
                 bindings.push(PortBinding::new(port, i as u16));
             }
             if tap {
-                // Port number ports.len() + k: the TAP of port k, whose
-                // frames (the kernel's) enter `tap-input`.
+                // Port number ports.len() + k: the k-th TAP, whose frames
+                // (the kernel's) enter `tap-input` as its interface's.
                 let tap_input = built.graph.node_id("tap-input").ok_or_else(|| err("graph: no tap-input node"))?;
-                for (k, queues) in taps.iter_mut().enumerate() {
+                for (ifindex, queues) in taps.iter_mut() {
                     let q = queues.pop().ok_or_else(|| err(format!("worker {w}: no TAP queue left")))?;
-                    bindings.push(PortBinding { input: Some(tap_input), ..PortBinding::new(Box::new(q), k as u16) });
+                    bindings.push(PortBinding { input: Some(tap_input), ..PortBinding::new(Box::new(q), *ifindex) });
                 }
             }
             let idle = match plan.config.dataplane.idle {
@@ -573,27 +580,36 @@ impl Router {
     }
 }
 
-/// Creates the TAP device of each port (`tern-<interface>`, one queue per
-/// worker) with the interface's MAC and MTU, up as the interface is, and
-/// prepares it for Linux mode (`crate::linux::host::take_over`). Returns
-/// the queues by port.
+/// Creates the TAP device of each port and VLAN sub-interface
+/// (`tern-<interface>`, one queue per worker) with the interface's MAC and
+/// MTU, up as the interface is, and prepares it for Linux mode
+/// (`crate::linux::host::take_over`). Returns the queues by interface
+/// index.
 fn open_taps(
-    ports: &[&IfacePlan],
+    plan: &Plan,
     devs: &[DeviceInfo],
     workers: u16,
     host: &mut HostState,
-) -> Result<Vec<Vec<TapPort>>, StartError> {
+) -> Result<Vec<(u16, Vec<TapPort>)>, StartError> {
     let mut out = Vec::new();
-    for (p, d) in ports.iter().zip(devs) {
+    for (i, p) in plan.ifaces.iter().enumerate() {
+        let (dev, up) = match p.kind {
+            IfacePlanKind::Port { .. } => (devs.get(i), p.up),
+            IfacePlanKind::Vlan { parent, .. } => {
+                (devs.get(parent), p.up && plan.ifaces.get(parent).is_some_and(|pp| pp.up))
+            }
+            IfacePlanKind::Gre { .. } => continue,
+        };
+        let d = dev.ok_or_else(|| err(format!("interface {}: no device facts", p.name)))?;
         let name = crate::linux::tap_name(&p.name);
         let what = |e: tern_io::Error| err(format!("interface {}: TAP {name}: {e}", p.name));
         let queues = (0..workers).map(|_| TapPort::open_queue(&name).map_err(what)).collect::<Result<Vec<_>, _>>()?;
         tern_io::netdev::set_mac(&name, d.mac).map_err(what)?;
-        tern_io::netdev::set_mtu(&name, u32::from(d.mtu)).map_err(what)?;
+        tern_io::netdev::set_mtu(&name, u32::from(p.mtu.unwrap_or(d.mtu))).map_err(what)?;
         host.linux.push(crate::linux::host::take_over(&name).map_err(|e| err(format!("TAP {name}: {e}")))?);
-        tern_io::netdev::set_up(&name, p.up).map_err(what)?;
+        tern_io::netdev::set_up(&name, up).map_err(what)?;
         log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
-        out.push(queues);
+        out.push((i as u16, queues));
     }
     Ok(out)
 }

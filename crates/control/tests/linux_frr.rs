@@ -34,10 +34,20 @@ fn is_root() -> bool {
 
 struct Lab {
     prefix: String,
+    /// `TERN_LAB_EXCEPTION` for lab.sh: "kernel" or "tap".
+    exception: &'static str,
+    /// One lab at a time: two would fight over the machine's two cores.
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Lab {
     fn new() -> Option<Lab> {
+        Lab::with_exception("kernel")
+    }
+
+    fn with_exception(exception: &'static str) -> Option<Lab> {
         if !is_root() {
             eprintln!("skipped: needs root");
             return None;
@@ -48,7 +58,9 @@ impl Lab {
                 return None;
             }
         }
-        let lab = Lab { prefix: format!("tlx{}-", std::process::id() % 100_000) };
+        let one = ONE_LAB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tag = if exception == "tap" { "t" } else { "" };
+        let lab = Lab { prefix: format!("tlx{}{tag}-", std::process::id() % 100_000), exception, _one: one };
         lab.sh(&["down"]);
         Some(lab)
     }
@@ -56,7 +68,12 @@ impl Lab {
     fn sh(&self, args: &[&str]) -> String {
         let mut a = vec![args[0], self.prefix.as_str()];
         a.extend_from_slice(&args[1..]);
-        let out = Command::new("bash").arg(script()).args(&a).output().expect("run lab.sh");
+        let out = Command::new("bash")
+            .arg(script())
+            .args(&a)
+            .env("TERN_LAB_EXCEPTION", self.exception)
+            .output()
+            .expect("run lab.sh");
         assert!(
             out.status.success() || args[0] == "down",
             "lab.sh {args:?}: {}{}",
@@ -309,6 +326,188 @@ fn frr_bgp_ospf_and_failover_through_tern() {
     );
     let fpm = r.source_status();
     eprintln!("sources: {fpm:?}");
+    r.shutdown();
+}
+
+fn tap_config(lab: &Lab) -> String {
+    format!(
+        r#"
+[dataplane]
+workers = 1
+pool_frames = 4096
+
+[[interface]]
+name = "src"
+device = "rsrc"
+driver = "afpacket"
+addresses = ["10.1.0.1/24", "fd00:1::1/64"]
+
+[[interface]]
+name = "i1"
+device = "ri1"
+driver = "afpacket"
+addresses = ["10.2.0.1/24", "fd00:2::1/64"]
+
+[[interface]]
+name = "i2"
+device = "ri2"
+driver = "afpacket"
+addresses = ["10.3.0.1/24", "fd00:3::1/64"]
+
+[[interface]]
+name = "o2"
+device = "ro2"
+driver = "afpacket"
+addresses = ["10.4.0.1/24"]
+
+[api]
+socket = "/tmp/{p}/tern.sock"
+
+[metrics]
+listen = ""
+
+[linux]
+mode = "linux"
+exception = "tap"
+fpm_listen = "127.0.0.1:2620"
+fpm_resync_quiet_ms = 500
+"#,
+        p = lab.prefix,
+    )
+}
+
+/// Port counters of tern interface `iface` (its device) and of its TAP.
+fn ports(r: &Router, iface: &str) -> (tern_control::api::types::PortCounters, tern_control::api::types::PortCounters) {
+    let workers = r.workers();
+    let index = r.plan().iface_index(iface).expect("interface");
+    let dev = tern_control::commands::port_counters(&workers).remove(&index).unwrap_or_default();
+    let tap = tern_control::commands::tap_counters(&workers)
+        .remove(&tern_control::linux::tap_name(iface))
+        .unwrap_or_default();
+    (dev, tap)
+}
+
+/// The TAP exception path with real daemons: tern owns r's four devices,
+/// FRR on r uses the TAPs (tern-src, tern-i1, tern-i2, tern-o2). ospfd
+/// and ospf6d form adjacencies with o2 (their multicast hellos are punted
+/// into tern-o2, and what they write there leaves through ro2), bgpd holds eBGP
+/// sessions (IPv4 and IPv6) with the bird injectors, the routes they learn
+/// reach tern over FPM, and tern forwards the transit to them (its port
+/// counters say so; the kernel never sees transit in this mode).
+#[test]
+fn frr_ospf_and_bgp_through_the_tap_exception_path() {
+    let Some(lab) = Lab::with_exception("tap") else { return };
+    if std::fs::metadata("/dev/net/tun").is_err() {
+        eprintln!("skipped: needs /dev/net/tun");
+        return;
+    }
+    lab.sh(&["net"]);
+    lab.sh(&["routes", "-1", "-1"]);
+
+    tern_io::netdev::enter_netns(&lab.ns("r")).expect("enter the router namespace");
+    let plan = tern_control::config::parse(&tap_config(&lab), "linux_frr_tap.toml", Path::new("/tmp")).expect("config");
+    let mut r = Router::start(plan).expect("tern starts");
+    // The kernel's side of each interface is its TAP, with the addresses
+    // tern's configuration gives it; the veths hold none.
+    let (ok, addrs) = lab.exec("r", &["ip", "-br", "addr", "show", "dev", "tern-o2"]);
+    assert!(ok && addrs.contains("10.4.0.1/24"), "tern-o2: {addrs}");
+    let (_, addrs) = lab.exec("r", &["ip", "-br", "addr", "show", "dev", "ro2"]);
+    assert!(!addrs.contains("10.4.0.1"), "ro2 holds tern's address: {addrs}");
+    while_polling(&mut r, || lab.sh(&["daemons"]));
+
+    // OSPF: a full adjacency on both sides (each saw the other's hellos:
+    // 224.0.0.5 punted into tern-o2, ospfd's hellos out of ro2), and the
+    // route to o2's loopback in tern, from zebra over FPM, through o2.
+    until(&mut r, 90, "the OSPF route", |r| gw(r, "10.255.2.1") == Some((Source::Fpm, "10.4.0.2".parse().expect("a"))));
+    for ns in ["r", "o2"] {
+        let nbr = while_polling(&mut r, || lab.sh(&["vtysh", ns, "show ip ospf neighbor"]));
+        assert!(nbr.contains("Full"), "{ns}: {nbr}");
+    }
+    // OSPFv3 the same way: ff02::5 punted into tern-o2, the route to o2's
+    // IPv6 loopback (through o2's link-local address) in tern.
+    until(&mut r, 90, "the OSPFv3 route", |r| gw(r, "fd00:255:2::1").is_some_and(|(s, _)| s == Source::Fpm));
+    for ns in ["r", "o2"] {
+        let nbr = while_polling(&mut r, || lab.sh(&["vtysh", ns, "show ipv6 ospf6 neighbor"]));
+        assert!(nbr.contains("Full"), "{ns}: {nbr}");
+    }
+    let (o2, o2_tap) = ports(&r, "o2");
+    assert!(o2_tap.tx_packets > 0 && o2_tap.rx_packets > 0, "tern-o2 carried nothing: {o2_tap:?}");
+    assert!(o2.tx_packets >= o2_tap.rx_packets, "what Linux wrote to tern-o2 left through ro2: {o2:?} {o2_tap:?}");
+    assert_eq!(r.counter("ip4-input", "multicast"), 0, "multicast dropped instead of punted");
+
+    // BGP: IPv4 and IPv6 sessions over tern-i1 and tern-i2, the primary's
+    // routes in tern.
+    // (The IPv6 next hop is the peer's link-local address or its global
+    // one, as bgpd chooses.)
+    until(&mut r, 90, "BGP routes over FPM", |r| {
+        gw(r, "203.0.113.1") == Some((Source::Fpm, "10.2.0.2".parse().expect("a")))
+            && gw(r, "2001:db8:113::1").is_some_and(|(s, _)| s == Source::Fpm)
+    });
+    let bgp = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show bgp summary"]));
+    eprintln!("{bgp}");
+
+    // Transit to the learned prefixes: forwarded by tern (the echo
+    // requests leave through i1's and o2's devices, counted by tern), and
+    // answered.
+    let t0 = Instant::now();
+    while !lab.exec("o2", &["ip", "route", "get", "10.1.0.2"]).1.contains("via 10.4.0.1")
+        || !lab.exec("o2", &["ip", "-6", "route", "get", "fd00:1::2"]).1.contains("via fe80:")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "o2 never learned the routes back to src");
+        while_polling(&mut r, || std::thread::sleep(Duration::from_millis(100)));
+    }
+    let punted = r.counter("linux-punt", "punted");
+    for (dst, iface) in
+        [("203.0.113.1", "i1"), ("2001:db8:113::1", "i1"), ("10.255.2.1", "o2"), ("fd00:255:2::1", "o2")]
+    {
+        let (before, _) = ports(&r, iface);
+        let (ok, out) = while_polling(&mut r, || lab.exec("src", &["ping", "-c", "20", "-i", "0.01", "-W", "2", dst]));
+        assert!(ok && out.contains(" 0% packet loss"), "ping {dst} through tern: {out}\n{}", counters(&r));
+        let (after, _) = ports(&r, iface);
+        assert!(after.tx_packets >= before.tx_packets + 20, "{dst}: tern sent {before:?} -> {after:?} on {iface}");
+        assert!(after.rx_packets >= before.rx_packets + 20, "{dst}: the replies came back through {iface}");
+    }
+    // The router's own address: Linux answers through tern-src, tern
+    // never answers itself.
+    let (ok, out) = while_polling(&mut r, || lab.ping("src", "10.1.0.1"));
+    assert!(ok && !out.contains("DUP"), "ping to the router itself: {out}");
+    assert!(r.counter("linux-punt", "punted") > punted, "the pings to the router went through the TAP");
+    for (node, name) in [
+        ("arp-input", "reply-sent"),
+        ("ip4-local", "echo-reply-sent"),
+        ("ip4-local", "left-to-linux"),
+        ("linux-punt", "no-tap"),
+    ] {
+        assert_eq!(r.counter(node, name), 0, "{node}/{name}\n{}", counters(&r));
+    }
+
+    // An input rule set on o2 dropping OSPF from o2's addresses drops the
+    // hellos before Linux sees them (multicast is punted ahead of the
+    // lookup, where ip4-acl-in and ip6-acl-in sit): ospfd and ospf6d on r
+    // lose their adjacencies.
+    let set = tern_acl::parse_toml(
+        "[[acl]]\nname = \"no-ospf\"\ndefault = \"accept\"\n\
+         [[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"10.4.0.2/32\"\n\
+         [[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"fe80::/10\"\n",
+    )
+    .expect("rules")
+    .remove(0);
+    r.replace_rule_set(set).expect("rule set");
+    let o2_index = r.plan().iface_index("o2").expect("o2");
+    r.set_interface_acls(o2_index, Some("no-ospf".into()), None).expect("bind");
+    let t0 = Instant::now();
+    loop {
+        let v4 = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show ip ospf neighbor"]));
+        let v6 = while_polling(&mut r, || lab.sh(&["vtysh", "r", "show ipv6 ospf6 neighbor"]));
+        if !v4.contains("Full") && !v6.contains("Full") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "an adjacency survived the rules: {v4}\n{v6}");
+        while_polling(&mut r, || std::thread::sleep(Duration::from_millis(200)));
+    }
+    assert!(r.counter("ip4-punt-acl", "denied") > 0, "{}", counters(&r));
+    assert!(r.counter("ip6-punt-acl", "denied") > 0, "{}", counters(&r));
+    eprintln!("{}", counters(&r));
     r.shutdown();
 }
 

@@ -106,3 +106,186 @@ exception = "tap"
     assert_eq!(router.counter("ip4-local", "echo-reply-sent"), 0);
     router.shutdown();
 }
+
+/// The frame without its 802.1Q tag when it carries VLAN `vid`.
+fn untag(f: &[u8], vid: u16) -> Option<Vec<u8>> {
+    if f.get(12..16)? != [0x81, 0x00, (vid >> 8) as u8, vid as u8] {
+        return None;
+    }
+    Some([&f[..12], &f[16..]].concat())
+}
+
+/// A VLAN sub-interface has its own TAP (`tern-lan.7`), where Linux sees
+/// plain Ethernet with the sub-interface's address: tern strips the tag of
+/// what it punts there and tags what Linux sends back (no kernel VLAN
+/// device involved).
+#[test]
+fn a_vlan_sub_interface_reaches_linux_through_its_own_untagged_tap() {
+    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return;
+    }
+    let ns = Ns(format!("tlinuxtapv-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a network namespace");
+        return;
+    }
+    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let cfg = r#"
+[[interface]]
+name = "lan"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+addresses = ["10.0.1.1/24"]
+
+[[interface]]
+name = "lan.7"
+parent = "lan"
+vlan = 7
+addresses = ["10.0.7.1/24"]
+
+[linux]
+mode = "linux"
+exception = "tap"
+"#;
+    let plan = config::parse(cfg, "t.toml", Path::new(".")).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    assert_eq!(tern_io::netdev::mac("tern-lan.7").expect("the sub-interface's TAP exists"), TERN);
+    let (ours, host) = (Ipv4Addr::new(10, 0, 7, 1), Ipv4Addr::new(10, 0, 7, 2));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tern_io::netdev::addresses("tern-lan.7").expect("addresses").iter().any(|a| a.addr == ours) {
+        router.poll();
+        assert!(Instant::now() < deadline, "10.0.7.1 never reached tern-lan.7");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let on_parent = tern_io::netdev::addresses("tern-lan").expect("addresses");
+    assert!(!on_parent.iter().any(|a| a.addr == ours), "the parent's TAP holds the VLAN's address");
+
+    // ARP on VLAN 7: Linux answers on tern-lan.7, the answer leaves lan
+    // tagged.
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    assert!(port.inject(&eth_vlan([0xff; 6], HOST, 7, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
+    let reply = await_frame(&mut router, "lan", |f| {
+        untag(f, 7).is_some_and(|u| u.get(12..14) == Some(&[8, 6]) && u.get(20..22) == Some(&[0, 2]))
+    });
+    let reply = untag(&reply, 7).expect("tagged");
+    assert_eq!(&reply[22..28], &TERN, "sender hardware address");
+    assert_eq!(&reply[28..32], &ours.octets(), "sender protocol address");
+
+    // Ping on VLAN 7: Linux's echo reply, tagged.
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    let echo = ipv4(host, ours, 1, 64, &icmp_echo(8, 7, 1, b"via the vlan's tap"));
+    assert!(port.inject(&eth_vlan(TERN, HOST, 7, 0x0800, &echo)));
+    let reply = await_frame(&mut router, "lan", |f| {
+        untag(f, 7).and_then(|u| parse_v4(&u)).is_some_and(|v| v.proto == 1 && v.l4[0] == 0)
+    });
+    let v = parse_v4(&untag(&reply, 7).expect("tagged")).expect("ipv4");
+    assert_eq!((v.src, v.dst, v.dst_mac, v.src_mac), (ours, host, HOST, TERN));
+    assert!(v.header_ok && v.l4.ends_with(b"via the vlan's tap"));
+
+    // The VLAN's address is not the parent's: untagged ARP for it goes
+    // nowhere near Linux.
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    let before = router.counter("linux-punt", "punted");
+    assert!(port.inject(&eth([0xff; 6], HOST, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
+    let deadline = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        router.poll();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(router.counter("linux-punt", "punted"), before);
+    assert!(before >= 2);
+    assert!(router.counter("tap-input", "from-linux") >= 2);
+    for (node, name) in [("linux-punt", "not-tagged"), ("linux-punt", "no-tap"), ("tap-input", "no-headroom")] {
+        assert_eq!(router.counter(node, name), 0, "{node}/{name}");
+    }
+    router.shutdown();
+}
+
+/// What `tern config reload` (and the API) changes on an interface
+/// reaches its TAP: admin state (a VLAN sub-interface's TAP goes down with
+/// its parent) and MTU. Interfaces cannot be added or removed while tern
+/// runs (the workers' ports are fixed): such a reload is refused, and no
+/// TAP appears or goes.
+#[test]
+fn reloads_reach_the_taps() {
+    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return;
+    }
+    let ns = Ns(format!("tlinuxtapr-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a network namespace");
+        return;
+    }
+    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let dir = std::env::temp_dir().join(&ns.0);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tern.toml");
+    let cfg = |lan: &str, extra: &str| {
+        format!(
+            r#"
+[[interface]]
+name = "lan"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+addresses = ["10.0.1.1/24"]
+{lan}
+[[interface]]
+name = "lan.7"
+parent = "lan"
+vlan = 7
+addresses = ["10.0.7.1/24"]
+{extra}
+[linux]
+mode = "linux"
+exception = "tap"
+"#
+        )
+    };
+    std::fs::write(&path, cfg("", "")).expect("config");
+    let plan = config::parse(&cfg("", ""), "tern.toml", &dir).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    let up = |tap: &str| tern_io::netdev::flags(tap).expect("the TAP exists").up;
+    let settle = |router: &mut Router| {
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            router.poll();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    settle(&mut router);
+    assert!(up("tern-lan") && up("tern-lan.7"));
+
+    let reload = |router: &mut Router, text: &str| {
+        std::fs::write(&path, text).expect("config");
+        tern_control::reload::reload(router, &path)
+    };
+    reload(&mut router, &cfg("up = false", "")).expect("reload: lan down");
+    settle(&mut router);
+    assert!(!up("tern-lan"), "the TAP went down with its interface");
+    assert!(!up("tern-lan.7"), "a sub-interface's TAP goes down with its parent");
+    let ifs = router.iftable();
+    assert!(!ifs.ifs[0].up && !ifs.ifs[1].up, "the kernel mirror agrees with tern");
+
+    reload(&mut router, &cfg("mtu = 1400", "")).expect("reload: lan up, MTU 1400");
+    settle(&mut router);
+    assert!(up("tern-lan") && up("tern-lan.7"));
+    assert_eq!(tern_io::netdev::mtu("tern-lan").expect("mtu"), 1400);
+    assert_eq!(router.iftable().ifs[0].mtu, 1400);
+    assert!(router.iftable().ifs[0].up);
+
+    let added = "\n[[interface]]\nname = \"lan2\"\ndriver = \"memory\"\nmac = \"02:00:00:00:02:01\"\n";
+    let e = reload(&mut router, &cfg("mtu = 1400", added)).expect_err("adding an interface needs a restart");
+    assert!(e.message.contains("restart"), "{}", e.message);
+    assert!(tern_io::netdev::ifindex("tern-lan2").is_err(), "no TAP for a refused interface");
+    let only_lan = cfg("mtu = 1400", "").replace("name = \"lan.7\"\nparent = \"lan\"\nvlan = 7\n", "");
+    let only_lan = only_lan.replace("[[interface]]\naddresses = [\"10.0.7.1/24\"]\n", "");
+    assert!(!only_lan.contains("lan.7"), "{only_lan}");
+    reload(&mut router, &only_lan).expect_err("removing an interface needs a restart");
+    assert!(up("tern-lan.7"), "the refused reload left the TAP alone");
+    router.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -31,10 +31,12 @@ pub const UNREACH_ADMIN: u8 = 13;
 /// length, total length against the frame, checksum) and drops martian
 /// sources; trims Ethernet padding. Multicast and limited broadcast are
 /// not routed: dropped, or with the TAP exception path of Linux mode
-/// (`Params::punt_to_tap`) handed to Linux (OSPF hellos, DHCP).
+/// (`Params::punt_to_tap`) handed to Linux (OSPF hellos, DHCP), through
+/// `ip4-punt-acl` when the receiving interface has an input rule set.
 ///
 /// Next nodes: `ip4-lookup`, `ip4-acl-in` (when the receiving interface has
-/// an input rule set), `linux-punt`, `drop`. Counters: [`IP4_INPUT_ERRORS`].
+/// an input rule set), `linux-punt`, `ip4-punt-acl`, `drop`. Counters:
+/// [`IP4_INPUT_ERRORS`].
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
@@ -73,7 +75,7 @@ impl Node for Ip4Input {
         "ip4-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip4-acl-in", "linux-punt"]
+        &["drop", "ip4-lookup", "ip4-acl-in", "linux-punt", "ip4-punt-acl"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP4_INPUT_ERRORS
@@ -87,7 +89,7 @@ impl Node for Ip4Input {
         let mut acl_in: Option<(u16, bool)> = None;
         for (o, &p) in next.iter_mut().zip(pkts) {
             let n = ip4_validate(cx, p, punt);
-            *o = if n == 1 {
+            *o = if n == 1 || n == I_NEXT_PUNT {
                 let rx = cx.pool.meta(p).rx_if;
                 let acl = match acl_in {
                     Some((i, a)) if i == rx => a,
@@ -97,7 +99,11 @@ impl Node for Ip4Input {
                         a
                     }
                 };
-                if acl { 2 } else { 1 }
+                match (acl, n) {
+                    (false, n) => n,
+                    (true, 1) => 2,
+                    (true, _) => I_NEXT_PUNT_ACL,
+                }
             } else {
                 n
             };
@@ -157,6 +163,7 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
 }
 
 const I_NEXT_PUNT: u16 = 3;
+const I_NEXT_PUNT_ACL: u16 = 4;
 
 // --------------------------------------------------------------- ip4-lookup
 

@@ -34,10 +34,11 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 /// to `ip6-local`: link-local destinations are never forwarded (RFC 4291
 /// section 2.5.6). Multicast groups tern does not listen to are dropped,
 /// or with the TAP exception path of Linux mode (`Params::punt_to_tap`)
-/// handed to Linux (OSPFv3, MLD).
+/// handed to Linux (OSPFv3, MLD), through `ip6-punt-acl` when the
+/// receiving interface has an input rule set.
 ///
 /// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in`, `linux-punt`,
-/// `drop`. Counters: [`IP6_INPUT_ERRORS`].
+/// `ip6-punt-acl`, `drop`. Counters: [`IP6_INPUT_ERRORS`].
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
@@ -70,13 +71,14 @@ pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
 const I6_LOOKUP: u16 = 1;
 const I6_LOCAL: u16 = 2;
 const I6_PUNT: u16 = 4;
+const I6_PUNT_ACL: u16 = 5;
 
 impl Node for Ip6Input {
     fn name(&self) -> &'static str {
         "ip6-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "ip6-local", "ip6-acl-in", "linux-punt"]
+        &["drop", "ip6-lookup", "ip6-local", "ip6-acl-in", "linux-punt", "ip6-punt-acl"]
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         IP6_INPUT_ERRORS
@@ -88,10 +90,11 @@ impl Node for Ip6Input {
         let punt = self.params.current().punt_to_tap();
         for (i, &p) in pkts.iter().enumerate() {
             let n = validate6(cx, ifs, p, punt);
-            next[i] = if n == I6_LOOKUP && ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some()) {
-                3
-            } else {
-                n
+            let acl = |cx: &Cx<'_>| ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some());
+            next[i] = match n {
+                I6_LOOKUP if acl(cx) => 3,
+                I6_PUNT if acl(cx) => I6_PUNT_ACL,
+                n => n,
             };
         }
     }

@@ -9,8 +9,9 @@
 //!                        └─> ip6-input ─> ip6-lookup ─┬─> ip6-rewrite ─┬─> interface-output
 //!                                  └─> ip6-local (ND) ├─> ...          └─> ip6-glean (NS)
 //!                                                     └─> ip6-icmp-error
-//!  Linux mode, TAP exception path: arp-input, ip4/ip6-input (multicast),
-//!  ip4/ip6-local ─> linux-punt ─> the interface's TAP;
+//!  Linux mode, TAP exception path: arp-input, ip4/ip6-input (multicast,
+//!  through ip4/ip6-punt-acl with an input rule set), ip4/ip6-local
+//!  ─> linux-punt ─> the interface's TAP;
 //!  TAP rx ─> tap-input ─> interface-output
 //! ```
 //! Every node documents itself (synopsis, next nodes, counters) in its
@@ -69,6 +70,8 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(icmp::Ip6IcmpError::new(ifs(), shared.params.snapshot()));
     b.add(neighbor::Glean::new(shared, false));
     b.add(neighbor::Glean::new(shared, true));
+    b.add(linux::PuntAcl::new(shared, false));
+    b.add(linux::PuntAcl::new(shared, true));
     b.add(linux::LinuxPunt::new(shared));
     b.add(output::InterfaceOutput::new(ifs()));
     let graph = b.build()?;

@@ -9,20 +9,98 @@
 //! * `linux-punt`: what Linux owns (ARP and ND for the router's addresses
 //!   and the answers to its own requests, ping, BGP, OSPF, SSH, anything
 //!   addressed to the router, multicast tern does not route) goes into the
-//!   TAP of the port it arrived on, as it arrived (Ethernet header and
-//!   any 802.1Q tag included).
+//!   TAP of the interface it arrived on, as it arrived; a VLAN
+//!   sub-interface has its own TAP, which gets the frame without its
+//!   802.1Q tag (Linux sees the sub-interface as a plain Ethernet link).
 //! * `tap-input`: frames the kernel writes to a TAP leave the interface it
 //!   stands for unchanged (`PortBinding::input` makes the TAP's frames
-//!   enter here, with `rx_if` the interface).
+//!   enter here, with `rx_if` the interface); on a VLAN sub-interface's
+//!   TAP they get the sub-interface's 802.1Q tag first.
+//!
+//! * `ip4-punt-acl`, `ip6-punt-acl`: multicast and broadcast that
+//!   `ip4-input`/`ip6-input` punt (OSPF hellos, DHCP, OSPFv3) never reach
+//!   `ip4-acl-in`/`ip6-acl-in`, which sit before the lookup; when the
+//!   receiving interface has an input rule set they pass it here first,
+//!   so a rule that drops OSPF from a source drops it before Linux sees
+//!   it. (Unicast for the router already passed the input rule set.)
 //!
 //! Next nodes: `linux-punt`: `drop` (packets are queued on the TAP);
-//! `tap-input`: `interface-output`, `drop`.
-//! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`].
+//! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`/`ip6-punt-acl`:
+//! `linux-punt`, `drop`.
+//! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`], [`PUNT_ACL_ERRORS`]
+//! (and the rule set's per-rule hits).
 
-use crate::state::{IfKind, IfTable, NO_IF, Params, Shared};
+use crate::state::{AclTable, IfKind, IfTable, NO_IF, Params, Shared};
+use tern_acl::Action;
 use tern_engine::{Cx, ErrorDesc, NEXT_TAKEN, Node};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
+
+/// `ip4-punt-acl` / `ip6-punt-acl`: the receiving interface's input rule
+/// set, for the multicast and broadcast `ip4-input`/`ip6-input` hand to
+/// Linux. Packets come here only from interfaces with `acl_in`.
+pub struct PuntAcl {
+    v6: bool,
+    ifs: Snapshot<IfTable>,
+    acls: Snapshot<AclTable>,
+}
+
+impl PuntAcl {
+    pub fn new(shared: &Shared, v6: bool) -> Self {
+        PuntAcl { v6, ifs: shared.ifaces.snapshot(), acls: shared.acls.snapshot() }
+    }
+}
+
+const A_DENIED: u16 = 0;
+const A_NO_SET: u16 = 1;
+const A_TOO_SHORT: u16 = 2;
+const A_NEXT_PUNT: u16 = 1;
+
+pub const PUNT_ACL_ERRORS: &[ErrorDesc] = &[
+    ErrorDesc::drop("denied", "multicast or broadcast for Linux dropped by the input rule set"),
+    ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
+    ErrorDesc::drop("too-short", "shorter than the IP header the key needs"),
+];
+
+impl Node for PuntAcl {
+    fn name(&self) -> &'static str {
+        if self.v6 { "ip6-punt-acl" } else { "ip4-punt-acl" }
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        &["drop", "linux-punt"]
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        PUNT_ACL_ERRORS
+    }
+    /// One packet at a time: control-plane multicast is a trickle.
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        self.acls.refresh();
+        let (ifs, acls) = (self.ifs.current(), self.acls.current());
+        let worker = usize::from(cx.worker);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let m = cx.pool.meta(p);
+            let (rx_if, vlan, len) = (m.rx_if, m.vlan, m.len);
+            let Some(set) = ifs.get(rx_if).and_then(|f| f.acl_in).and_then(|s| acls.get(s)) else {
+                *o = cx.drop(p, A_NO_SET);
+                continue;
+            };
+            let l3 = cx.pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
+            if l3.len() < if self.v6 { 40 } else { 20 } {
+                *o = cx.drop(p, A_TOO_SHORT);
+                continue;
+            }
+            let mut key = if self.v6 { crate::acl::key_v6(l3) } else { crate::acl::key_v4(l3) };
+            key.in_if = rx_if;
+            key.vlan = vlan;
+            let v = set.classifier.classify(&key);
+            if let Some(c) = set.counters.get(worker) {
+                c.record(&set.classifier, &key, &v, u32::from(len));
+            }
+            *o = if v.action == Action::Drop { cx.drop(p, A_DENIED) } else { A_NEXT_PUNT };
+        }
+    }
+}
 
 /// `linux-punt`: hands a packet for the router to Linux through the TAP
 /// of the port it was received on.
@@ -40,12 +118,40 @@ impl LinuxPunt {
 const P_PUNTED: u16 = 0;
 const P_NO_IF: u16 = 1;
 const P_NO_TAP: u16 = 2;
+const P_NOT_TAGGED: u16 = 3;
 
 pub const PUNT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::info("punted", "frames for the router handed to Linux through the interface's TAP"),
     ErrorDesc::drop("no-interface", "received on an unknown interface"),
     ErrorDesc::drop("no-tap", "for the router, but the receiving interface has no TAP (a tunnel)"),
+    ErrorDesc::drop("not-tagged", "received on a VLAN sub-interface without an 802.1Q header to strip"),
 ];
+
+/// Removes the 802.1Q header of a frame received on a VLAN
+/// sub-interface: the MAC addresses move up over the tag. False (nothing
+/// changed) when the frame carries no tag.
+fn strip_tag(pool: &mut tern_packet::PacketPool, p: PktIdx) -> bool {
+    let d = pool.data_mut(p);
+    if d.len() < 18 || !matches!([d[12], d[13]], [0x81, 0x00] | [0x88, 0xa8]) {
+        return false;
+    }
+    d.copy_within(0..12, 4);
+    pool.advance(p, 4);
+    let m = pool.meta_mut(p);
+    m.l3_off = m.l3_off.saturating_sub(4);
+    true
+}
+
+/// Puts the 802.1Q header of VLAN `vid` into a frame Linux sent untagged
+/// through a sub-interface's TAP. False (nothing changed) without the
+/// headroom.
+fn push_tag(pool: &mut tern_packet::PacketPool, p: PktIdx, vid: u16) -> bool {
+    let Some(d) = pool.prepend(p, 4) else { return false };
+    d.copy_within(4..16, 0);
+    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    d[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+    true
+}
 
 impl Node for LinuxPunt {
     fn name(&self) -> &'static str {
@@ -71,15 +177,20 @@ impl Node for LinuxPunt {
             // Tunnels carry no link layer: their packets cannot enter a TAP.
             let tap = match iface.kind {
                 IfKind::Gre(_) => NO_IF,
-                _ => taps.get(usize::from(iface.port)).copied().unwrap_or(NO_IF),
+                _ => taps.get(usize::from(iface.index)).copied().unwrap_or(NO_IF),
             };
-            match cx.tx.get_mut(usize::from(tap)) {
-                Some(q) if tap != NO_IF => {
-                    q.push(p);
-                    punted += 1;
-                    next[i] = NEXT_TAKEN;
-                }
-                _ => next[i] = cx.drop(p, P_NO_TAP),
+            if tap == NO_IF || usize::from(tap) >= cx.tx.len() {
+                next[i] = cx.drop(p, P_NO_TAP);
+                continue;
+            }
+            if matches!(iface.kind, IfKind::Vlan { .. }) && !strip_tag(cx.pool, p) {
+                next[i] = cx.drop(p, P_NOT_TAGGED);
+                continue;
+            }
+            if let Some(q) = cx.tx.get_mut(usize::from(tap)) {
+                q.push(p);
+                punted += 1;
+                next[i] = NEXT_TAKEN;
             }
         }
         if punted > 0 {
@@ -103,11 +214,13 @@ impl TapInput {
 const T_FROM_LINUX: u16 = 0;
 const T_TOO_SHORT: u16 = 1;
 const T_NO_IF: u16 = 2;
+const T_NO_HEADROOM: u16 = 3;
 
 pub const TAP_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::info("from-linux", "frames Linux sent through a TAP, passed to the interface"),
     ErrorDesc::drop("too-short", "frame shorter than an Ethernet header"),
     ErrorDesc::drop("no-interface", "the TAP's interface is unknown"),
+    ErrorDesc::drop("no-headroom", "no room in front of the frame for the sub-interface's 802.1Q tag"),
 ];
 
 const T_NEXT_OUTPUT: u16 = 1;
@@ -132,10 +245,17 @@ impl Node for TapInput {
                 next[i] = cx.drop(p, T_TOO_SHORT);
                 continue;
             }
-            if ifs.get(m.rx_if).is_none() {
+            let Some(iface) = ifs.get(m.rx_if) else {
                 next[i] = cx.drop(p, T_NO_IF);
                 continue;
+            };
+            if let IfKind::Vlan { vid, .. } = iface.kind
+                && !push_tag(cx.pool, p, vid)
+            {
+                next[i] = cx.drop(p, T_NO_HEADROOM);
+                continue;
             }
+            let m = cx.pool.meta_mut(p);
             m.tx_if = m.rx_if;
             m.flags |= flags::LOCAL_ORIGIN;
             passed += 1;
@@ -164,6 +284,8 @@ mod tests {
     const HOST: [u8; 6] = [2, 0, 0, 0, 0, 0xaa];
     const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
     const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+    /// The address of VLAN 100 on port 0 (interface 3).
+    const OURS_VLAN: Ipv4Addr = Ipv4Addr::new(10, 0, 100, 1);
 
     fn iface(index: u16, kind: IfKind, port: u16) -> Iface {
         Iface {
@@ -182,8 +304,9 @@ mod tests {
         }
     }
 
-    /// A worker's graph over two ports and a GRE tunnel, with OURS local
-    /// on port 0; `taps`: `Params::tap_ports`.
+    /// A worker's graph over two ports, a GRE tunnel and VLAN 100 on port
+    /// 0, with OURS local on port 0 and OURS_VLAN on the VLAN; `taps`:
+    /// `Params::tap_ports`. Five transmit queues.
     struct Rig {
         shared: Shared,
         graph: tern_engine::Graph,
@@ -195,24 +318,29 @@ mod tests {
     impl Rig {
         fn new(taps: Vec<u16>) -> Rig {
             let (mut fib, reader) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
-            let local = Prefix::V4 { addr: OURS, len: 32 };
-            let report = fib.apply([RouteOp::Add(
-                Source::Local,
-                local,
-                RouteTarget::Local { ifindex: 0 },
-                RouteAttrs::default(),
-            )]);
+            let local = |addr, ifindex| {
+                RouteOp::Add(
+                    Source::Local,
+                    Prefix::V4 { addr, len: 32 },
+                    RouteTarget::Local { ifindex },
+                    RouteAttrs::default(),
+                )
+            };
+            let report = fib.apply([local(OURS, 0), local(OURS_VLAN, 3)]);
             assert!(report.errors.is_empty());
             let gre = GreTunnel { local: OURS.into(), remote: PEER.into(), key: None, ttl: 64 };
+            let mut vlan = iface(3, IfKind::Vlan { parent: 0, vid: 100 }, 0);
+            vlan.v4 = vec![V4Net { addr: OURS_VLAN, len: 24 }];
             let ifs = IfTable::new(vec![
                 iface(0, IfKind::Port, 0),
                 iface(1, IfKind::Port, 1),
                 iface(2, IfKind::Gre(gre), NO_IF),
+                vlan,
             ]);
             let shared = Shared::new(ifs, reader);
             shared.params.publish(Params { linux_owns_local: true, tap_ports: taps, ..Params::default() });
             let graph = crate::build_graph(&shared, Arc::new(ArrayQueue::new(4))).expect("graph").graph;
-            let stats = WorkerStats::new(graph.node_count(), graph.error_count(), 4);
+            let stats = WorkerStats::new(graph.node_count(), graph.error_count(), 5);
             let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
             Rig { shared, graph, pool, stats, _fib: fib }
         }
@@ -224,7 +352,7 @@ mod tests {
             self.pool.meta_mut(p).rx_if = rx_if;
             let id = self.graph.node_id(node).expect("node");
             self.graph.input_mut(id).push(p);
-            let mut tx = vec![Vec::new(); 4];
+            let mut tx = vec![Vec::new(); 5];
             let mut tracer = Tracer::new(TraceShared::new(), 0);
             let mut env = Env {
                 pool: &mut self.pool,
@@ -340,6 +468,94 @@ mod tests {
         let out = rig.run("tap-input", 7, &reply);
         assert!(out.iter().all(Vec::is_empty));
         assert_eq!(rig.count("tap-input", "no-interface"), 1);
+    }
+
+    /// Binds a rule set to interface 0's input: OSPF from PEER and OSPFv3
+    /// from fe80::2 dropped, everything else accepted.
+    fn bind_input_rules(rig: &Rig) {
+        let set = tern_acl::parse_toml(&format!(
+            "[[acl]]\nname = \"I\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"{PEER}/32\"\n\
+             [[acl.rule]]\naction = \"drop\"\nproto = \"ospf\"\nsrc = \"fe80::2/128\"\n"
+        ))
+        .expect("rules")
+        .remove(0);
+        let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
+        let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+        let mut table = crate::state::AclTable::default();
+        table.sets.push(crate::state::AclSet { name: set.name.clone(), classifier, counters });
+        rig.shared.acls.publish(table);
+        let mut ifs = rig.shared.ifaces.load().ifs.clone();
+        ifs[0].acl_in = Some(0);
+        rig.shared.ifaces.publish(IfTable::new(ifs));
+    }
+
+    #[test]
+    fn punted_multicast_and_broadcast_pass_the_input_rule_set() {
+        let mut rig = Rig::new(vec![2, 3]);
+        bind_input_rules(&rig);
+        let hello = ipv4(Ipv4Addr::new(224, 0, 0, 5), 89, &[0; 24]);
+        assert!(rig.run("ethernet-input", 0, &hello).iter().all(Vec::is_empty), "Linux never sees it");
+        assert_eq!(rig.count("ip4-punt-acl", "denied"), 1);
+        assert_eq!(rig.count("linux-punt", "punted"), 0);
+        let hits = rig.shared.acls.load().sets[0].counters[0].rule(0);
+        assert_eq!(hits.packets, 1, "counted on the rule that dropped it");
+
+        // What the rules accept still reaches Linux: broadcast (DHCP), and
+        // OSPF on an interface without rules.
+        let mut dhcp = ipv4(Ipv4Addr::BROADCAST, 17, &[0, 68, 0, 67, 0, 8, 0, 0]);
+        dhcp[..6].copy_from_slice(&[0xff; 6]);
+        only_in(&rig.run("ethernet-input", 0, &dhcp), 2, &dhcp);
+        only_in(&rig.run("ethernet-input", 1, &hello), 3, &hello);
+        assert_eq!(rig.count("linux-punt", "punted"), 2);
+        assert_eq!(rig.count("ip4-punt-acl", "denied"), 1);
+
+        // IPv6 multicast tern does not listen to (OSPFv3 to ff02::5): from
+        // the source the rules name dropped, from another punted.
+        let ospf3 = |src: u8| {
+            let mut h = vec![0x60, 0, 0, 0, 0, 8, 89, 1];
+            h.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, src]);
+            h.extend_from_slice(&[0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
+            h.extend_from_slice(&[0; 8]);
+            eth([0x33, 0x33, 0, 0, 0, 5], 0x86dd, &h)
+        };
+        assert!(rig.run("ethernet-input", 0, &ospf3(2)).iter().all(Vec::is_empty));
+        assert_eq!(rig.count("ip6-punt-acl", "denied"), 1);
+        only_in(&rig.run("ethernet-input", 0, &ospf3(3)), 2, &ospf3(3));
+        assert_eq!(rig.count("linux-punt", "punted"), 3);
+    }
+
+    /// `frame` with an 802.1Q tag of `vid` after the MAC addresses.
+    fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+        let mut f = frame[..12].to_vec();
+        f.extend_from_slice(&[0x81, 0x00]);
+        f.extend_from_slice(&vid.to_be_bytes());
+        f.extend_from_slice(&frame[12..]);
+        f
+    }
+
+    #[test]
+    fn a_vlan_sub_interface_has_its_own_untagged_tap() {
+        // Interface 3 (VLAN 100 on port 0): TAP on port 4.
+        let mut rig = Rig::new(vec![2, 3, NO_IF, 4]);
+        for frame in [arp(1, OURS_VLAN), ipv4(OURS_VLAN, 1, &echo()), ipv4(OURS_VLAN, 6, &[0; 20])] {
+            only_in(&rig.run("ethernet-input", 0, &tagged(&frame, 100)), 4, &frame);
+        }
+        assert_eq!(rig.count("linux-punt", "punted"), 3);
+        // Untagged traffic of the parent still goes to the parent's TAP.
+        let frame = ipv4(OURS, 1, &echo());
+        only_in(&rig.run("ethernet-input", 0, &frame), 2, &frame);
+
+        // What Linux writes to the sub-interface's TAP leaves the parent's
+        // port tagged.
+        let reply = arp(2, PEER);
+        only_in(&rig.run("tap-input", 3, &reply), 0, &tagged(&reply, 100));
+        assert_eq!(rig.count("tap-input", "from-linux"), 1);
+
+        // Without a TAP of its own (tap_ports too short) a sub-interface's
+        // packet is counted, not sent to the parent's TAP.
+        let mut rig = Rig::new(vec![2, 3]);
+        assert!(rig.run("ethernet-input", 0, &tagged(&arp(1, OURS_VLAN), 100)).iter().all(Vec::is_empty));
+        assert_eq!(rig.count("linux-punt", "no-tap"), 1);
     }
 
     #[test]

@@ -272,9 +272,11 @@ pub struct Params {
     pub linux_owns_local: bool,
     /// Linux mode with the TAP exception path (`[linux] exception =
     /// "tap"`): the kernel does not see the devices' frames; what it owns
-    /// goes to `linux-punt` instead of being left to it. Indexed by port
-    /// number: the port number of the TAP carrying that port's exceptions
-    /// ([`NO_IF`]: none). Empty: the kernel sees the frames itself.
+    /// goes to `linux-punt` instead of being left to it. Indexed by
+    /// interface index (ports and VLAN sub-interfaces each have their
+    /// own TAP): the worker's port number of the TAP carrying that
+    /// interface's exceptions ([`NO_IF`] or beyond the end: none). Empty:
+    /// the kernel sees the frames itself.
     pub tap_ports: Vec<u16>,
 }
 

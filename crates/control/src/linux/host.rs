@@ -93,6 +93,29 @@ pub fn take_over(dev: &str) -> Result<SysctlGuard, String> {
     Ok(g)
 }
 
+/// The TAP exception path: the kernel must not take the router's own
+/// traffic from the driven device `dev` itself. Silenced as in standalone
+/// mode it still would: its addresses are on the TAPs, and Linux accepts a
+/// packet for any of its addresses on any device (the weak host model), so
+/// a ping to the router arriving on `dev` would be answered twice (by
+/// Linux from `dev`'s frame and from the copy tern punts into the TAP), a
+/// BGP segment seen twice. Strict reverse-path filtering
+/// (`ipv4/conf/DEV/rp_filter = 1`) drops every IPv4 packet there: `dev`
+/// has no address and no route, so no source is reachable through it. The
+/// effective value is the larger of `all` and the device's: with
+/// `all/rp_filter = 2` (loose) the filter lets them through, which is
+/// logged. (IPv6 is off on the device.)
+pub fn no_local_delivery(dev: &str) -> Result<SysctlGuard, String> {
+    let mut g = SysctlGuard { what: format!("device {dev}"), dev: None, saved: Vec::new() };
+    g.set(&format!("ipv4/conf/{dev}/rp_filter"), "1")?;
+    if sysctl_read("ipv4/conf/all/rp_filter").is_ok_and(|v| v == "2") {
+        log::warn!(
+            "device {dev}: net.ipv4.conf.all.rp_filter=2 (loose) overrides the strict filter tern sets: the kernel may answer the router's own IPv4 traffic arriving on {dev} besides the TAP (duplicate replies); set it to 0 or 1"
+        );
+    }
+    Ok(g)
+}
+
 /// Stops kernel IPv6 forwarding in this namespace if it is on, then marks
 /// the devices of `taken` as router interfaces again (per-device
 /// `forwarding = 1` no longer forwards once `all` is 0, but keeps the

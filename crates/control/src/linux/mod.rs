@@ -148,10 +148,9 @@ impl LinuxCfg {
 }
 
 /// The tern interfaces backed by a kernel device, with that device's
-/// name: ports by their `device` (with the TAP exception path, by their
-/// TAP, where the kernel keeps the interface's addresses), VLAN
-/// sub-interfaces by their tern name (a kernel VLAN device of the same
-/// name).
+/// name: ports by their `device`, VLAN sub-interfaces by their tern name
+/// (a kernel VLAN device of the same name); with the TAP exception path
+/// both by their TAP, where the kernel keeps the interface's addresses.
 pub fn driven(plan: &Plan) -> Vec<kernel::Driven> {
     let tap = plan.config.linux.tap_exception();
     plan.ifaces
@@ -159,7 +158,7 @@ pub fn driven(plan: &Plan) -> Vec<kernel::Driven> {
         .enumerate()
         .filter_map(|(i, p)| {
             let device = match &p.kind {
-                IfacePlanKind::Port { .. } if tap => tap_name(&p.name),
+                IfacePlanKind::Port { .. } | IfacePlanKind::Vlan { .. } if tap => tap_name(&p.name),
                 IfacePlanKind::Port { device: Some(d), driver } if *driver != Driver::Memory => d.clone(),
                 IfacePlanKind::Vlan { .. } => p.name.clone(),
                 _ => return None,
