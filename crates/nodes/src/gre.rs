@@ -217,19 +217,21 @@ fn direct_run<const L2: usize, const N: usize>(
         if outer_len > mtu || start < N {
             break;
         }
-        let Some((h, inner)) = frame.get_mut(start - N..).and_then(|f| f.split_first_chunk_mut::<N>()) else {
+        // The prefix and the inner header's first byte: one range check.
+        let Some((h, inner)) = frame.get_mut(start - N..=start).and_then(|f| f.split_first_chunk_mut::<N>()) else {
             break;
         };
-        let inner_v6 = inner.first().is_some_and(|b| b >> 4 == 6);
+        let proto = match inner.first() {
+            Some(b) if b >> 4 == 6 => ETH_P_IPV6,
+            _ => ETH_P_IPV4,
+        };
         id = id.wrapping_add(1);
         *h = *prefix;
         let ip = &mut h[L2..];
         ip[2..4].copy_from_slice(&(outer_len as u16).to_be_bytes());
         ip[4..6].copy_from_slice(&id.to_be_bytes());
         ip[10..12].copy_from_slice(&outer_v4_checksum(e.ip_sum, outer_len as u16, id).to_be_bytes());
-        if inner_v6 {
-            ip[22..24].copy_from_slice(&ETH_P_IPV6.to_be_bytes());
-        }
+        ip[22..24].copy_from_slice(&proto.to_be_bytes());
         m.off = (start - N) as u16;
         m.len = (N + inner_len) as u16;
         m.l3_off = L2 as u16;
