@@ -2,10 +2,11 @@
 //! over IPv4 or IPv6, carrying IPv4 or IPv6.
 //!
 //! Encapsulation: the rewrite nodes send a packet whose egress interface is
-//! a tunnel here with its data starting at the inner L3 header (TTL already
+//! a tunnel here with its inner L3 header at `Meta::l3_off` (TTL already
 //! decremented, MTU already checked against the tunnel's MTU). This node
-//! prepends the GRE and outer IP headers into the headroom (no copy of the
-//! payload) and routes the result like a packet tern originated.
+//! writes the GRE and outer IP headers in front of it, over the link-layer
+//! header it arrived with and into the headroom (no copy of the payload),
+//! and routes the result like a packet tern originated.
 //!
 //! Decapsulation: `ip4-local`/`ip6-local` send GRE packets addressed to us
 //! here; a packet that belongs to a configured tunnel (outer source =
@@ -62,15 +63,20 @@ const GRE_S: u16 = 0x1000;
 /// ([`Encap`]): the outer IPv4 and GRE headers as a template with the sum
 /// of the outer header's constant words, and, when the tunnel's remote is
 /// routed through a resolved neighbour on a plain interface, that route's
-/// adjacency. A packet then gets the link-layer, outer IPv4 and GRE
-/// headers in one go (fixed-size copies, the checksum from the template's
-/// sum plus the two words that vary: total length and identification) and
-/// goes straight to `interface-output` (or `ip4-acl-out`): the same bytes,
-/// next hop and counters as routing the outer packet through `ip4-lookup`
-/// and `ip4-rewrite` again, without the second pass. Everything else (IPv6
-/// outer headers, an unresolved or ECMP route to the remote, a remote
-/// routed into a tunnel, too big for the egress MTU, a traced packet)
-/// takes that second pass.
+/// adjacency with the link-layer, outer IPv4 and GRE headers assembled
+/// into one prefix ([`Direct`]). A run of packets into such a tunnel then
+/// gets the prefix as one fixed-size copy, the checksum from the
+/// template's sum plus the two words that vary (total length and
+/// identification), and goes straight to `interface-output` (or
+/// `ip4-acl-out`): the same bytes, next hop and counters as routing the
+/// outer packet through `ip4-lookup` and `ip4-rewrite` again, without the
+/// second pass. Everything else (IPv6 outer headers, an unresolved or ECMP
+/// route to the remote, a remote routed into a tunnel, too big for the
+/// egress MTU, a traced packet) takes that second pass.
+///
+/// The inner packet is found at `Meta::l3_off` (whatever precedes it is
+/// overwritten or dropped), so the rewrite nodes need not trim the
+/// link-layer header they received it with.
 pub struct GreEncap {
     ifs: Snapshot<IfTable>,
     fib: FibReader,
@@ -103,13 +109,37 @@ struct Encap {
     /// The GRE key word.
     key: [u8; 4],
     /// The outer packet's route when it needs no second pass.
-    fast: Option<(NhId, Adj)>,
+    direct: Option<Direct>,
+}
+
+/// The longest prefix a direct encapsulation writes: 802.1Q, outer IPv4,
+/// GRE with a key.
+const MAX_PREFIX: usize = 18 + 20 + 8;
+
+/// An IPv4 tunnel's encapsulation when the route to its remote is a
+/// resolved neighbour on a plain or VLAN interface: the outer packet's
+/// next hop, egress interface and MTU, and everything written in front of
+/// the inner packet.
+#[derive(Clone, Copy)]
+struct Direct {
+    nh: NhId,
+    out_if: u16,
+    mtu: u16,
+    /// `interface-output`, or `ip4-acl-out` when the egress interface has
+    /// an output rule set.
+    next: u16,
+    /// Link-layer header length (14, 18).
+    l2: usize,
+    /// Link-layer header, outer IPv4 header (total length, identification
+    /// and checksum zero) and GRE header (protocol IPv4): `l2 +
+    /// Encap::hdr` bytes used.
+    prefix: [u8; MAX_PREFIX],
 }
 
 impl Encap {
     fn new(ifs: &IfTable, fib: &FibReader, tx_if: u16) -> Encap {
         let tunnel = ifs.get(tx_if).and_then(|f| f.gre().copied());
-        let mut e = Encap { tx_if, tunnel, gre_len: 4, hdr: 24, ip: [0; 20], ip_sum: 0, key: [0; 4], fast: None };
+        let mut e = Encap { tx_if, tunnel, gre_len: 4, hdr: 24, ip: [0; 20], ip_sum: 0, key: [0; 4], direct: None };
         let Some(t) = tunnel else { return e };
         e.gre_len = if t.key.is_some() { 8 } else { 4 };
         e.hdr = t.overhead();
@@ -121,13 +151,99 @@ impl Encap {
             let nh = fib.nexthop(id);
             if nh.kind == NhKind::Unicast {
                 let adj = Adj::new(ifs, &nh, ETH_P_IPV4);
-                if adj.state == AdjState::Ready {
-                    e.fast = Some((id, adj));
+                let l2 = adj.l2_len;
+                if adj.state == AdjState::Ready && l2 + e.hdr <= MAX_PREFIX {
+                    let mut prefix = [0u8; MAX_PREFIX];
+                    prefix[..l2].copy_from_slice(&adj.hdr[..l2]);
+                    prefix[l2..l2 + 20].copy_from_slice(&e.ip);
+                    write_gre(&mut prefix[l2 + 20..], &e, false);
+                    let next = if adj.acl_out { NEXT_ACL_OUT } else { NEXT_OUTPUT };
+                    e.direct = Some(Direct { nh: id, out_if: adj.ifindex, mtu: adj.mtu, next, l2, prefix });
                 }
             }
         }
         e
     }
+
+    /// Encapsulates directly the packets at the start of `pkts` that are
+    /// for this tunnel and may be (see [`direct_run`]); how many.
+    #[inline(always)]
+    fn direct_run(&self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], ident: &mut u16) -> usize {
+        let Some(d) = &self.direct else { return 0 };
+        // One loop per prefix layout, so that every copy and offset in it
+        // has a size known at compile time.
+        match (d.l2, self.gre_len) {
+            (14, 4) => direct_run::<14, 38>(cx, self, d, pkts, next, ident),
+            (14, 8) => direct_run::<14, 42>(cx, self, d, pkts, next, ident),
+            (18, 4) => direct_run::<18, 42>(cx, self, d, pkts, next, ident),
+            (18, 8) => direct_run::<18, 46>(cx, self, d, pkts, next, ident),
+            _ => 0,
+        }
+    }
+}
+
+/// The direct encapsulation of `e` (link-layer header of `L2` bytes, `N`
+/// bytes of prefix in all) for the leading packets of `pkts` whose `tx_if`
+/// is the tunnel, which are neither traced nor encapsulated already, whose
+/// outer packet fits the egress MTU and whose frame has room in front of
+/// the inner header; stops at the first other packet and says how many it
+/// did. Each gets the prefix, its outer total length, identification (the
+/// worker's sequence, `ident`) and checksum, and the GRE protocol of its
+/// inner header; its data then starts at the prefix.
+#[inline(never)]
+fn direct_run<const L2: usize, const N: usize>(
+    cx: &mut Cx<'_>,
+    e: &Encap,
+    d: &Direct,
+    pkts: &[PktIdx],
+    next: &mut [u16],
+    ident: &mut u16,
+) -> usize {
+    let Some(prefix) = d.prefix.first_chunk::<N>() else { return 0 };
+    let mtu = usize::from(d.mtu);
+    let mut id = *ident;
+    let mut done = 0;
+    for (&p, o) in pkts.iter().zip(next.iter_mut()) {
+        let (m, frame) = cx.pool.meta_frame_mut(p);
+        if m.tx_if != e.tx_if || m.flags & (flags::TRACED | flags::ENCAP) != 0 {
+            break;
+        }
+        let l3 = usize::from(m.l3_off);
+        let Some(inner_len) = usize::from(m.len).checked_sub(l3) else { break };
+        let outer_len = N - L2 + inner_len;
+        // Where the inner header is in the frame; the prefix goes right
+        // in front of it.
+        let start = usize::from(m.off) + l3;
+        if outer_len > mtu || start < N {
+            break;
+        }
+        // The prefix and the inner header's first byte: one range check.
+        let Some((h, inner)) = frame.get_mut(start - N..=start).and_then(|f| f.split_first_chunk_mut::<N>()) else {
+            break;
+        };
+        let proto = match inner.first() {
+            Some(b) if b >> 4 == 6 => ETH_P_IPV6,
+            _ => ETH_P_IPV4,
+        };
+        id = id.wrapping_add(1);
+        *h = *prefix;
+        let ip = &mut h[L2..];
+        ip[2..4].copy_from_slice(&(outer_len as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&id.to_be_bytes());
+        ip[10..12].copy_from_slice(&outer_v4_checksum(e.ip_sum, outer_len as u16, id).to_be_bytes());
+        ip[22..24].copy_from_slice(&proto.to_be_bytes());
+        m.off = (start - N) as u16;
+        m.len = (N + inner_len) as u16;
+        m.l3_off = L2 as u16;
+        m.vlan = 0;
+        m.tx_if = d.out_if;
+        m.nh = d.nh;
+        m.flags = (m.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
+        *o = d.next;
+        done += 1;
+    }
+    *ident = id;
+    done
 }
 
 /// The outer IPv4 header of a tunnel, total length, identification and
@@ -199,25 +315,33 @@ impl Node for GreEncap {
         let ifs = self.ifs.current();
         let mut encapped = 0;
         let mut cache: Option<Encap> = None;
-        for (i, &p) in pkts.iter().enumerate() {
+        let mut i = 0;
+        while let Some(&p) = pkts.get(i) {
             let tx_if = cx.pool.meta(p).tx_if;
             // By reference: the template is not copied per packet.
             let e = match &mut cache {
                 Some(e) if e.tx_if == tx_if => e,
                 c => c.insert(Encap::new(ifs, &self.fib, tx_if)),
             };
+            let done = e.direct_run(cx, &pkts[i..], &mut next[i..], &mut self.ident);
+            if done > 0 {
+                encapped += done as u64;
+                i += done;
+                continue;
+            }
             next[i] = encap(cx, p, e, &mut self.ident);
             if next[i] != 0 {
                 encapped += 1;
             }
+            i += 1;
         }
         cx.count(E_ENCAP, encapped);
     }
 }
 
-/// Encapsulates one packet; `ident` is the worker's outer IPv4
-/// identification sequence.
-#[inline(always)]
+/// Encapsulates one packet for a second pass through the outer route;
+/// `ident` is the worker's outer IPv4 identification sequence.
+#[inline(never)]
 fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
     let m = *cx.pool.meta(p);
     let Some(t) = e.tunnel else { return cx.drop(p, E_NOT_TUNNEL) };
@@ -228,29 +352,8 @@ fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
     let inner_len = usize::from(m.len) - l3;
     let inner_v6 = cx.pool.data(p).get(l3).is_some_and(|b| b >> 4 == 6);
     let hdr = e.hdr;
-    if let Some((nh, adj)) = &e.fast {
-        let outer_len = hdr + inner_len;
-        let l2 = adj.l2_len;
-        // Data must start exactly at the link-layer header.
-        let need = l2 + hdr;
-        if m.flags & flags::TRACED == 0
-            && outer_len <= usize::from(adj.mtu)
-            && (if l3 >= need { cx.pool.advance(p, l3 - need) } else { cx.pool.prepend(p, need - l3).is_some() })
-        {
-            *ident = ident.wrapping_add(1);
-            let (mm, d) = cx.pool.pkt_mut(p);
-            crate::ip4::write_hdr(d, adj, l2);
-            if let Some(o) = d.get_mut(l2..) {
-                write_outer_v4(o, e, inner_v6, outer_len as u16, *ident);
-            }
-            mm.l3_off = l2 as u16;
-            mm.vlan = 0;
-            mm.tx_if = adj.ifindex;
-            mm.nh = *nh;
-            mm.flags = (mm.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
-            return if adj.acl_out { NEXT_ACL_OUT } else { NEXT_OUTPUT };
-        }
-    }
+    // The direct encapsulation ([`direct_run`]) did not take this packet:
+    // the outer packet goes through ip4-lookup or ip6-lookup.
     // Data must start exactly at the outer header.
     let ok = if l3 >= hdr { cx.pool.advance(p, l3 - hdr) } else { cx.pool.prepend(p, hdr - l3).is_some() };
     if !ok {
@@ -496,6 +599,12 @@ mod tests {
                 RouteTarget::Connected { ifindex: 2 },
                 RouteAttrs::default(),
             ),
+            RouteOp::Add(
+                Source::Static,
+                p("2001:db8:18::/48"),
+                RouteTarget::Connected { ifindex: 2 },
+                RouteAttrs::default(),
+            ),
         ]);
         assert_eq!(report.failed, 0);
         fib.set_neighbor(wan, gw, Some(MAC_PEER));
@@ -529,13 +638,16 @@ mod tests {
     }
 
     /// Frames of random lengths to random destinations in the tunnel's
-    /// prefix, UDP and TCP, DF set or not, a few of the tunnel's MTU (too
-    /// big for the wan once encapsulated with a key).
+    /// prefixes, UDP and TCP, DF set or not, a few of the tunnel's MTU (too
+    /// big for the wan once encapsulated with a key), one in five IPv6.
     fn frames(seed: u64) -> Vec<Vec<u8>> {
         let mut r = rng(seed);
         (0..300)
             .map(|i| {
                 let len = if i % 50 == 7 { 1490 } else { 42 + r() as usize % 600 };
+                if i % 5 == 1 {
+                    return frame6(len.max(62), &mut r);
+                }
                 let mut f = vec![0u8; len];
                 f[0..6].copy_from_slice(&MAC_LAN);
                 f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
@@ -558,28 +670,49 @@ mod tests {
             .collect()
     }
 
+    /// An IPv6 UDP frame of `len` bytes into the tunnel's IPv6 prefix.
+    fn frame6(len: usize, r: &mut impl FnMut() -> u64) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        f[0..6].copy_from_slice(&MAC_LAN);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let ip = &mut f[14..];
+        ip[0] = 0x60;
+        put16(ip, 4, (len - 14 - 40) as u16);
+        ip[6] = 17;
+        ip[7] = 2 + r() as u8 % 100;
+        ip[8..24].copy_from_slice(&"2001:db8:1::2".parse::<std::net::Ipv6Addr>().expect("src").octets());
+        let dst = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x18, r() as u16, 0, 0, 0, r() as u16);
+        ip[24..40].copy_from_slice(&dst.octets());
+        for b in ip[40..].iter_mut() {
+            *b = r() as u8;
+        }
+        f
+    }
+
     /// Frames sent per port, error counters, metadata of the sent packets.
     type Outcome = (Vec<Vec<Vec<u8>>>, Vec<u64>, Vec<String>);
 
     /// What came out of each port and the error counters, after running
-    /// `frames` through the graph in batches (every packet marked traced
-    /// when `traced`: the encapsulation then takes the second pass through
+    /// `frames` through the graph in batches from a pool with `headroom`
+    /// bytes in front of each frame (packet `i` marked traced when
+    /// `traced(i)`: its encapsulation then takes the second pass through
     /// `ip4-lookup` and `ip4-rewrite`).
-    fn run(key: Option<u32>, vlan: bool, acl_out: bool, traced: bool) -> Outcome {
+    fn run(key: Option<u32>, vlan: bool, acl_out: bool, headroom: u16, traced: fn(usize) -> bool) -> Outcome {
         let (mut graph, input, _shared) = router(key, vlan, acl_out);
         let info = graph.info().clone();
-        let mut pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let mut pool = PacketPool::new(PoolConfig { frames: 1024, headroom, ..PoolConfig::default() }).expect("pool");
         let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), 2);
         let mut tracer = Tracer::new(TraceShared::new(), 0);
         let mut out = vec![Vec::new(), Vec::new()];
         let mut metas = Vec::new();
-        for chunk in frames(0x9e37_79b9_7f4a_7c15).chunks(100) {
+        for (c, chunk) in frames(0x9e37_79b9_7f4a_7c15).chunks(100).enumerate() {
             let mut tx = vec![Vec::new(), Vec::new()];
-            for f in chunk {
+            for (i, f) in chunk.iter().enumerate() {
                 let p = pool.alloc_from(f).expect("buffer");
                 let m = pool.meta_mut(p);
                 m.rx_if = 0;
-                if traced {
+                if traced(c * 100 + i) {
                     m.flags |= flags::TRACED;
                 }
                 graph.input_mut(input).push(p);
@@ -617,25 +750,57 @@ mod tests {
     /// The encapsulation without a second pass through the outer route
     /// gives what the second pass gives: the same frames (link-layer,
     /// outer, GRE headers, identification sequence), metadata and
-    /// counters, for tunnels with and without a key, out of a plain and a
-    /// VLAN interface, with and without an output rule set.
+    /// counters, for IPv4 and IPv6 inside tunnels with and without a key,
+    /// out of a plain and a VLAN interface, with and without an output
+    /// rule set, with every packet untraced or every seventh traced
+    /// (direct runs broken up; the traced packets then leave after the
+    /// others, so the order is not compared), and with a headroom too small for the
+    /// direct encapsulation (the second pass then drops the packets for
+    /// want of room as it did before).
     #[test]
     fn direct_encapsulation_is_the_second_pass() {
+        let default_headroom = PoolConfig::default().headroom;
+        type Traced = fn(usize) -> bool;
+        let patterns: [(&str, Traced); 2] = [("none", |_| false), ("every 7th", |i| i % 7 == 3)];
         for key in [None, Some(0x0102_0304)] {
             for vlan in [false, true] {
                 for acl_out in [false, true] {
-                    let fast = run(key, vlan, acl_out, false);
-                    let slow = run(key, vlan, acl_out, true);
-                    let case = format!("key {key:?} vlan {vlan} acl_out {acl_out}");
-                    assert!(fast.0[1].len() > 200, "{case}: most encapsulated and sent");
-                    assert!(fast.0[0].is_empty(), "{case}");
-                    assert_eq!(fast.0, slow.0, "{case}: frames");
-                    assert_eq!(fast.1, slow.1, "{case}: counters");
-                    assert_eq!(fast.2, slow.2, "{case}: metadata");
-                    for f in &fast.0[1] {
-                        let l2 = if vlan { 18 } else { 14 };
-                        assert_eq!(checksum::data(&f[l2..l2 + 20]), 0xffff, "{case}: outer checksum");
-                        assert_eq!(f[0..6], MAC_PEER);
+                    for headroom in [default_headroom, 20] {
+                        let slow = run(key, vlan, acl_out, headroom, |_| true);
+                        for (name, traced) in patterns {
+                            let mut fast = run(key, vlan, acl_out, headroom, traced);
+                            let mut slow = slow.clone();
+                            if name != "none" {
+                                for o in [&mut fast, &mut slow] {
+                                    o.0.iter_mut().for_each(|q| q.sort());
+                                    o.2.sort();
+                                }
+                            }
+                            let case =
+                                format!("key {key:?} vlan {vlan} acl_out {acl_out} headroom {headroom} traced {name}");
+                            if headroom == default_headroom {
+                                assert!(fast.0[1].len() > 200, "{case}: most encapsulated and sent");
+                            } else {
+                                assert!(fast.0[1].is_empty(), "{case}: no room for the headers");
+                            }
+                            assert!(fast.0[0].is_empty(), "{case}");
+                            assert_eq!(fast.0, slow.0, "{case}: frames");
+                            assert_eq!(fast.1, slow.1, "{case}: counters");
+                            assert_eq!(fast.2, slow.2, "{case}: metadata");
+                            for f in &fast.0[1] {
+                                let l2 = if vlan { 18 } else { 14 };
+                                assert_eq!(checksum::data(&f[l2..l2 + 20]), 0xffff, "{case}: outer checksum");
+                                assert_eq!(f[0..6], MAC_PEER);
+                                let proto = be16(f, l2 + 22);
+                                let inner = f[l2 + 20 + if key.is_some() { 8 } else { 4 }] >> 4;
+                                assert_eq!((proto, inner), if inner == 6 { (ETH_P_IPV6, 6) } else { (ETH_P_IPV4, 4) });
+                            }
+                            if headroom == default_headroom {
+                                let v6 =
+                                    fast.0[1].iter().filter(|f| be16(f, if vlan { 18 } else { 14 } + 22) == ETH_P_IPV6);
+                                assert!(v6.count() > 40, "{case}: IPv6 inside");
+                            }
+                        }
                     }
                 }
             }

@@ -274,8 +274,9 @@ impl Node for Ip4Lookup {
 /// header from the next hop's MAC and the egress interface.
 ///
 /// A packet whose egress interface is a GRE tunnel gets the same TTL and
-/// MTU treatment (against the tunnel's MTU) and goes to `gre-encap` with
-/// no link-layer header.
+/// MTU treatment (against the tunnel's MTU) and goes to `gre-encap` as it
+/// is otherwise: `gre-encap` writes its headers in front of `l3_off`, over
+/// the link-layer header the packet arrived with.
 ///
 /// Next nodes: `interface-output`, `ip4-glean` (MAC not resolved yet),
 /// `ip4-icmp-error` (TTL expired, too big), `gre-encap`, `ip4-acl-out`
@@ -385,21 +386,18 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     }
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;
+    if a.state == AdjState::Tunnel {
+        return RW_GRE;
+    }
     let next = if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT };
     if l2 == l3 {
         // The data already starts `l2` bytes before L3 (the usual case):
         // nothing moves and the slice in hand is still the packet's.
-        if a.state == AdjState::Tunnel {
-            return RW_GRE;
-        }
         write_hdr(d, a, l2);
         return next;
     }
     if !set_l2_len(cx.pool, p, l2) {
         return cx.drop(p, R_HEADROOM);
-    }
-    if a.state == AdjState::Tunnel {
-        return RW_GRE;
     }
     write_hdr(cx.pool.data_mut(p), a, l2);
     next

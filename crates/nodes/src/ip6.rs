@@ -335,11 +335,12 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     }
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;
-    if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
-        return cx.drop(p, 5);
-    }
+    // gre-encap writes its headers in front of `l3_off` itself.
     if a.state == AdjState::Tunnel {
         return 4;
+    }
+    if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
+        return cx.drop(p, 5);
     }
     let d = cx.pool.data_mut(p);
     // The untagged header as a fixed-size copy (a length known only at

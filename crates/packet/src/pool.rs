@@ -225,6 +225,14 @@ impl PacketPool {
         (m, &self.region.frame(idx as usize)[off..off + len])
     }
 
+    /// Metadata and the whole frame (headroom included), both writable: for
+    /// a node that writes headers in front of the data and then moves the
+    /// data's start itself (`Meta::off`, `Meta::len`), with one index check.
+    #[inline]
+    pub fn meta_frame_mut(&mut self, idx: PktIdx) -> (&mut Meta, &mut [u8]) {
+        (&mut self.meta[idx as usize], self.region.frame_mut(idx as usize))
+    }
+
     /// The whole frame (headroom included), for drivers.
     #[inline]
     pub fn frame_mut(&mut self, idx: PktIdx) -> &mut [u8] {
@@ -341,6 +349,19 @@ mod tests {
         assert!(p.advance(i, 4));
         assert_eq!(p.data(i), &[1, 2, 3]);
         assert!(!p.advance(i, 4));
+    }
+
+    #[test]
+    fn meta_frame_writes_in_front_and_moves_the_start() {
+        let mut p = pool(2);
+        let i = p.alloc_from(&[1, 2, 3]).expect("buf");
+        let (m, f) = p.meta_frame_mut(i);
+        assert_eq!(f.len(), DEFAULT_FRAME_SIZE as usize, "the whole frame");
+        let off = usize::from(m.off);
+        f[off - 2..off].copy_from_slice(&[7, 8]);
+        m.off -= 2;
+        m.len += 2;
+        assert_eq!(p.data(i), &[7, 8, 1, 2, 3]);
     }
 
     #[test]
