@@ -257,6 +257,23 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         self.nodes.get(((node as usize) << STRIDE) | s).map_or(0, |a| a.load(Ordering::Relaxed))
     }
 
+    /// The entries of block `node` (empty if beyond the array).
+    fn block(&self, node: u32) -> &[AtomicU32] {
+        let base = (node as usize) << STRIDE;
+        self.nodes.get(base..base + (1 << STRIDE)).unwrap_or_default()
+    }
+
+    /// Sets every entry of an unpublished block (one pass over its slice,
+    /// not a bounds check per entry: most of a new block's cost).
+    fn fill_block(&self, node: u32, v: u32) {
+        let base = (node as usize) << STRIDE;
+        if let Some(block) = self.nodes.get(base..base + (1 << STRIDE)) {
+            for a in block {
+                a.store(v, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn set_entry(&self, node: u32, s: usize, v: u32, o: Ordering) {
         if let Some(a) = self.nodes.get(((node as usize) << STRIDE) | s) {
             a.store(v, o);
@@ -286,11 +303,16 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     v6: bool,
     width: u32,
     top_depth: Vec<u8>,
-    /// Per length l <= TOP, one bit per l-bit prefix: which exist. A delete
-    /// finds the length of the prefix that takes over by testing these
-    /// (small, mostly cached); the caller, who keeps every prefix anyway
-    /// (the RIB), supplies its next hop.
-    present: Vec<Vec<u64>>,
+    /// Which prefixes of length <= TOP exist, one bit each. A delete
+    /// finds the length of the prefix that takes over by testing these,
+    /// from its own length down (the caller, who keeps every prefix anyway
+    /// (the RIB), supplies its next hop). The bits are grouped so that one
+    /// 64-byte line holds the 510 prefixes of lengths 8b+1..=8b+8 under one
+    /// prefix of length 8b ("band" b): the search touches one line per 8
+    /// lengths instead of one array per length (up to 24 lines for an
+    /// IPv4 /24, 3 now).
+    present: Vec<Vec<[u64; 8]>>,
+    present0: bool,
     meta: Vec<Option<NodeMeta>>,
     free: Vec<u32>,
     next: u32,
@@ -316,7 +338,8 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             v6,
             width: if v6 { 128 } else { 32 },
             top_depth: vec![0; 1 << TOP],
-            present: (0..=TOP).map(|l| vec![0u64; (1usize << l).div_ceil(64)]).collect(),
+            present: (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect(),
+            present0: false,
             meta: Vec::new(),
             free: Vec::new(),
             next: 0,
@@ -348,7 +371,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         self.meta.capacity() * std::mem::size_of::<Option<NodeMeta>>()
             + self.meta.iter().flatten().map(|m| m.depth.len() + m.own.capacity() * 8).sum::<usize>()
             + self.top_depth.len()
-            + self.present.iter().map(|v| v.len() * 8).sum::<usize>()
+            + self.present.iter().map(|v| v.len() * 64).sum::<usize>()
     }
 
     /// Which parts of the arrays were written since the last call.
@@ -357,9 +380,49 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         (self.dirty_top.take(), self.dirty_nodes.take())
     }
 
+    /// Band, line and bit of the prefix (`bits`, `1 <= len <= TOP`).
+    fn present_bit(bits: u128, len: u32) -> (usize, usize, usize) {
+        let b = (len - 1) / 8;
+        let k = len - 8 * b;
+        let root = if b == 0 { 0 } else { (bits >> (128 - 8 * b)) as usize };
+        let q = ((bits << (8 * b)) >> (128 - k)) as usize;
+        let i = (1usize << k) - 2 + q;
+        (b as usize, root, i)
+    }
+
+    /// The length of the longest present prefix shorter than `len` that
+    /// covers `bits`: per band one line and one shift of the key, then a
+    /// few bit tests.
+    fn covering_len(&self, bits: u128, len: u32) -> Option<u32> {
+        if len == 0 {
+            return None;
+        }
+        for b in (0..=(len - 1) / 8).rev() {
+            // Relative lengths 1..=kmax of band b are shorter than `len`.
+            let kmax = (len - 1 - 8 * b).min(8);
+            if kmax == 0 {
+                continue;
+            }
+            let root = if b == 0 { 0 } else { (bits >> (128 - 8 * b)) as usize };
+            let Some(line) = self.present.get(b as usize).and_then(|v| v.get(root)) else { continue };
+            let x = ((bits << (8 * b)) >> 120) as usize;
+            for k in (1..=kmax).rev() {
+                let i = (1usize << k) - 2 + (x >> (8 - k));
+                if line.get(i / 64).is_some_and(|w| (w >> (i % 64)) & 1 != 0) {
+                    return Some(8 * b + k);
+                }
+            }
+        }
+        self.present0.then_some(0)
+    }
+
     fn set_present(&mut self, bits: u128, len: u32, on: bool) {
-        let i = if len == 0 { 0 } else { (bits >> (128 - len)) as usize };
-        if let Some(w) = self.present.get_mut(len as usize).and_then(|v| v.get_mut(i / 64)) {
+        if len == 0 {
+            self.present0 = on;
+            return;
+        }
+        let (b, root, i) = Self::present_bit(bits, len);
+        if let Some(w) = self.present.get_mut(b).and_then(|v| v.get_mut(root)).and_then(|l| l.get_mut(i / 64)) {
             if on {
                 *w |= 1 << (i % 64);
             } else {
@@ -369,8 +432,15 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     }
 
     fn is_present(&self, bits: u128, len: u32) -> bool {
-        let i = if len == 0 { 0 } else { (bits >> (128 - len)) as usize };
-        self.present.get(len as usize).and_then(|v| v.get(i / 64)).is_some_and(|w| (w >> (i % 64)) & 1 != 0)
+        if len == 0 {
+            return self.present0;
+        }
+        let (b, root, i) = Self::present_bit(bits, len);
+        self.present
+            .get(b)
+            .and_then(|v| v.get(root))
+            .and_then(|l| l.get(i / 64))
+            .is_some_and(|w| (w >> (i % 64)) & 1 != 0)
     }
 
     /// The top entries of a prefix of length `len <= TOP` at `t`: each one
@@ -442,9 +512,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             }
             None => return None,
         };
-        for s in 0..Self::SLOTS {
-            a.set_entry(n, s, inh, Ordering::Relaxed);
-        }
+        a.fill_block(n, inh);
         let meta = NodeMeta {
             depth: vec![inh_depth; Self::SLOTS].into_boxed_slice(),
             own: Vec::new(),
@@ -469,14 +537,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         m.inh = nh;
         m.inh_depth = d;
         let mut touched = false;
-        for s in 0..Self::SLOTS {
-            if m.depth[s] <= d {
-                m.depth[s] = d;
-                let e = a.entry(n, s);
+        for (depth, cell) in m.depth.iter_mut().zip(a.block(n)) {
+            if *depth <= d {
+                *depth = d;
+                let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
                     kids.push(e & !CHILD);
                 } else if e != nh {
-                    a.set_entry(n, s, nh, Ordering::Release);
+                    cell.store(nh, Ordering::Release);
                     touched = true;
                 }
             }
@@ -497,14 +565,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         m.inh = nh;
         m.inh_depth = nd;
         let mut touched = false;
-        for s in 0..Self::SLOTS {
-            if m.depth[s] == d {
-                m.depth[s] = nd;
-                let e = a.entry(n, s);
+        for (depth, cell) in m.depth.iter_mut().zip(a.block(n)) {
+            if *depth == d {
+                *depth = nd;
+                let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
                     kids.push(e & !CHILD);
                 } else {
-                    a.set_entry(n, s, nh, Ordering::Release);
+                    cell.store(nh, Ordering::Release);
                     touched = true;
                 }
             }
@@ -623,9 +691,8 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             }
             self.count -= 1;
             self.set_present(bits, len, false);
-            let (fnh, fd) = (0..len)
-                .rev()
-                .find(|&l| self.is_present(bits, l))
+            let (fnh, fd) = self
+                .covering_len(bits, len)
                 .and_then(|l| {
                     next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8).map(|nh| (nh & !CHILD, (l + 1) as u8))
                 })
