@@ -18,7 +18,9 @@
 //!   Zipf(1.0) popularity over a random order (a skewed, realistic mix);
 //!   "random" is uniform over the whole address space (IPv4 only).
 //!   "single" calls `lookup_v4` in a loop (the CPU still overlaps
-//!   independent lookups); "batch" calls `lookup_v4_batch` 64 at a time.
+//!   independent lookups); "batch64" / "batch256" call `lookup_v4_batch`
+//!   (`lookup_v6_batch`) 64 / 256 at a time (256: the engine's largest
+//!   batch).
 //! * Updates: `churn` random routes deleted one call each, then re-added
 //!   one call each (every call publishes), then the same as batches of
 //!   1,000 mixed deletes and adds through `apply`; per CPU-second.
@@ -91,7 +93,7 @@ pub struct LookupFigure {
     pub structure: String,
     /// "covered", "zipf", "random".
     pub pattern: String,
-    /// "single" or "batch64".
+    /// "single", "batch64" or "batch256".
     pub mode: String,
     pub mlookups_per_s: f64,
     pub ns_per_lookup: f64,
@@ -226,13 +228,19 @@ fn time_single<K: Copy>(keys: &[K], rounds: usize, f: impl Fn(K) -> NhId) -> Dur
 }
 
 fn time_batch<K: Copy>(keys: &[K], rounds: usize, f: impl Fn(&[K], &mut [NhId])) -> Duration {
+    time_batch_of::<K, 64>(keys, rounds, f)
+}
+
+/// Batches of `B` keys (64: the figures' "batch64"; 256: the engine's
+/// largest batch, `tern_packet::MAX_BATCH`).
+fn time_batch_of<K: Copy, const B: usize>(keys: &[K], rounds: usize, f: impl Fn(&[K], &mut [NhId])) -> Duration {
     timed(|| {
         let mut acc = 0u32;
-        let mut out = [0u32; 64];
+        let mut out = [0u32; B];
         for _ in 0..rounds {
-            for c in keys.chunks(64) {
+            for c in keys.chunks(B) {
                 f(c, &mut out);
-                acc = acc.wrapping_add(out[0]).wrapping_add(out[63]);
+                acc = acc.wrapping_add(out[0]).wrapping_add(out[B - 1]);
             }
         }
         black_box(acc);
@@ -434,6 +442,8 @@ fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
             rep.lookups.push(figure("tern", name, "single", n, d));
             let d = time_batch(keys, rounds, |k, o| r.lookup_v6_batch(k, o));
             rep.lookups.push(figure("tern", name, "batch64", n, d));
+            let d = time_batch_of::<_, 256>(keys, rounds, |k, o| r.lookup_v6_batch(k, o));
+            rep.lookups.push(figure("tern", name, "batch256", n, d));
         } else {
             let k4: Vec<u32> = keys.iter().map(|k| (k >> 96) as u32).collect();
             time_single(&k4, 1, |k| r.lookup_v4(k));
@@ -441,6 +451,8 @@ fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
             rep.lookups.push(figure("tern", name, "single", n, d));
             let d = time_batch(&k4, rounds, |k, o| r.lookup_v4_batch(k, o));
             rep.lookups.push(figure("tern", name, "batch64", n, d));
+            let d = time_batch_of::<_, 256>(&k4, rounds, |k, o| r.lookup_v4_batch(k, o));
+            rep.lookups.push(figure("tern", name, "batch256", n, d));
         }
     }
 

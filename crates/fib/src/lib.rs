@@ -50,6 +50,11 @@
 //! | prefix-trie 0.10 (covered, single) | 3-5 M/s | 2.7-4.2 M/s |
 //! | Linux (ip -batch load; `ip route get`) | 21-37 s; 10-13 us | 2.4-4.9 s; 18-41 us |
 //!
+//! The IPv6 batch figures above are of the earlier AMAC lanes; batches now
+//! walk level-synchronously with prefetches (`lookup_v6_batch`): 34-46 M/s
+//! covered and 41-56 M/s Zipf at load 4-6, 1.7-2.1x the AMAC lanes in the
+//! same runs (docs/PERFORMANCE.md).
+//!
 //! Candidates measured on the same keys: a poptrie (5 MiB, 15-34 M/s on
 //! covered IPv4 keys: two dependent misses at the last level and a
 //! software popcount), 18/6 and 16/8 multibit tries (17 and 25 MiB, 40-85

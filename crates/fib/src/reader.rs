@@ -43,7 +43,7 @@ impl FibReader {
 
     /// Many lookups at once; `out[i]` gets the result for `dst[i]` (the
     /// shorter of the two slices bounds the work). On IPv4 this is the loop
-    /// of single lookups (see `Key::PREFETCH_LEVELS` for why).
+    /// of single lookups (see `Key::LEVELS` for why).
     #[inline]
     pub fn lookup_v4_batch(&self, dst: &[u32], out: &mut [NhId]) {
         for (o, d) in out.iter_mut().zip(dst) {
@@ -57,6 +57,8 @@ impl FibReader {
         self.shared.v6.lookup(dst)
     }
 
+    /// Many IPv6 lookups at once, walked level by level with their cache
+    /// misses overlapped (`MultibitArrays::lookup_batch_levels`).
     #[inline]
     pub fn lookup_v6_batch(&self, dst: &[u128], out: &mut [NhId]) {
         self.shared.v6.lookup_batch(dst, out);

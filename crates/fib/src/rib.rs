@@ -9,8 +9,6 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use rustc_hash::FxBuildHasher;
-
 use crate::prefix::Prefix;
 use crate::types::{NH_NONE, NhId, RouteTarget, Source};
 
@@ -254,7 +252,7 @@ impl Rib {
 #[derive(Default)]
 pub(crate) struct Targets {
     list: Vec<Option<(RouteTarget, u32)>>,
-    index: HashMap<RouteTarget, TargetId, FxBuildHasher>,
+    index: HashMap<RouteTarget, TargetId, KeyBuild>,
     free: Vec<TargetId>,
 }
 

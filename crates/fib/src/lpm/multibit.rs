@@ -49,32 +49,35 @@ pub const CHILD: u32 = 1 << 31;
 /// u128 itself.
 pub trait Key: Copy {
     const BITS: u32;
-    /// Levels (top = 0) the batched lookup prefetches ahead, and how many
-    /// keys ahead each stage runs.
-    const PREFETCH_LEVELS: usize;
-    const PREFETCH_DISTANCE: usize;
-    /// Batches use AMAC lanes (deep tries: IPv6) rather than the pipeline
-    /// (shallow tries: IPv4, where the pipeline also stays fast on
-    /// cache-hot keys).
-    const AMAC: bool;
+    /// Batches walk level-synchronously (`lookup_batch_levels`: deep tries,
+    /// IPv6) rather than through the pipeline (shallow tries: IPv4, where
+    /// the plain loop measured fastest).
+    const LEVELS: bool;
     fn top(self, bits: u32) -> usize;
+    /// The key's bytes, most significant first (zero past its width).
+    fn bytes(self) -> [u8; 16];
     /// `stride` bits at `off` (bits past the end of the key read as zero).
     fn chunk(self, off: u32, stride: u32) -> usize;
 }
 
 impl Key for u64 {
     const BITS: u32 = 32;
-    // None: a batch is the plain loop of single lookups. Their top loads
-    // are independent, so the CPU already overlaps them; prefetching the
-    // top entry 16 keys ahead (2-14%) and a branchless two-level walk
-    // (10-28%) both measured slower than the plain loop on covered, Zipf
-    // and uniformly random addresses of the full table (2026-11-22).
-    const PREFETCH_LEVELS: usize = 0;
-    const PREFETCH_DISTANCE: usize = 16;
-    const AMAC: bool = false;
+    // A batch is the plain loop of single lookups. Their top loads are
+    // independent, so the CPU already overlaps them; prefetching the top
+    // entry 16 keys ahead (2-14%) and a branchless two-level walk (10-28%)
+    // both measured slower than the plain loop on covered, Zipf and
+    // uniformly random addresses of the full table (2026-11-22); the
+    // level-synchronous walk of IPv6 with a prefetch pass over the top
+    // entries measured no faster than the plain loop (within the noise of
+    // one run at load 7: 58-61 against 59-65 M/s on random addresses).
+    const LEVELS: bool = false;
     #[inline(always)]
     fn top(self, bits: u32) -> usize {
         (self >> (64 - bits)) as usize
+    }
+    #[inline(always)]
+    fn bytes(self) -> [u8; 16] {
+        (u128::from(self) << 64).to_be_bytes()
     }
     #[inline(always)]
     fn chunk(self, off: u32, stride: u32) -> usize {
@@ -84,12 +87,14 @@ impl Key for u64 {
 
 impl Key for u128 {
     const BITS: u32 = 128;
-    const PREFETCH_LEVELS: usize = 4;
-    const PREFETCH_DISTANCE: usize = 4;
-    const AMAC: bool = true;
+    const LEVELS: bool = true;
     #[inline(always)]
     fn top(self, bits: u32) -> usize {
         (self >> (128 - bits)) as usize
+    }
+    #[inline(always)]
+    fn bytes(self) -> [u8; 16] {
+        self.to_be_bytes()
     }
     #[inline(always)]
     fn chunk(self, off: u32, stride: u32) -> usize {
@@ -133,121 +138,104 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
     }
 
     /// Many lookups with their cache misses overlapped, by the method that
-    /// measured best for the key's family (`Key::AMAC`).
+    /// measured best for the key's family (`Key::LEVELS`).
     #[inline]
     pub fn lookup_batch<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
-        if K::AMAC { self.lookup_batch_amac(keys, out) } else { self.lookup_batch_pipelined(keys, out) }
+        if !K::LEVELS || keys.len() < 4 {
+            self.lookup_batch_plain(keys, out)
+        } else if keys.len() <= 64 {
+            // Smaller per-call arrays to clear for the common small batch.
+            self.lookup_batch_levels::<K, 64>(keys, out)
+        } else {
+            self.lookup_batch_levels::<K, 256>(keys, out)
+        }
     }
 
-    /// Lookups with software pipelining: while key `i` is looked up, the
-    /// entries keys `i + D`, `i + 2D`, ... will need at the deeper and
-    /// shallower levels are being prefetched, so several cache misses are
-    /// in flight instead of each lookup waiting on its own chain. Prefetch
-    /// addresses are computed without branches on the (unpredictable)
-    /// leaf-or-child bit.
+    /// The loop of single lookups (their top loads are independent, so
+    /// the CPU overlaps them by itself).
     #[inline]
-    pub fn lookup_batch_pipelined<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
-        let n = keys.len().min(out.len());
-        let (keys, out) = (&keys[..n], &mut out[..n]);
-        let stages = K::PREFETCH_LEVELS;
-        let d = K::PREFETCH_DISTANCE;
-        // Warm-up: the first keys get their earlier stages now.
-        for (j, k) in keys.iter().enumerate().take(stages * d) {
-            let level = stages - 1 - (j / d).min(stages - 1);
-            self.prefetch_level(*k, level);
-        }
-        for (i, (o, k)) in out.iter_mut().zip(keys).enumerate() {
-            for s in 1..=stages {
-                if let Some(k) = keys.get(i + s * d) {
-                    self.prefetch_level(*k, stages - s);
-                }
-            }
+    pub fn lookup_batch_plain<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
+        for (o, k) in out.iter_mut().zip(keys) {
             *o = self.lookup(*k);
         }
     }
 
-    /// Lookups interleaved over 16 lanes (AMAC: asynchronous memory access
-    /// chaining). Each lane holds one lookup in progress; a step loads the
-    /// entry the lane prefetched on its previous step, then either
-    /// prefetches the next level's entry or, on a leaf, stores the result
-    /// and starts the next key. Up to 16 cache misses are in flight and a
-    /// lane never waits for the others, whatever the prefix lengths.
+    /// Lookups walked level-synchronously in groups of `G` (software
+    /// pipelining across lookups): one pass per trie level over the
+    /// lookups still in a child block loads the entry the previous pass
+    /// prefetched, computes the index of the next one and prefetches it.
+    /// All of a group's misses at one level are in flight together, and
+    /// each has a whole pass to arrive before it is used; a lookup that
+    /// reached a leaf drops out of the list without a branch.
+    ///
+    /// Measured on the full IPv6 table (`fib_bench TABLE --no-kernel`,
+    /// 2026-11-22, see docs/PERFORMANCE.md): about twice the rate of the
+    /// AMAC lanes it replaced and 3x single lookups on covered and Zipf
+    /// addresses; slower than single lookups only when every entry is
+    /// already in L1 (64 hot prefixes), where the CPU overlaps single
+    /// lookups by itself.
     #[inline]
-    pub fn lookup_batch_amac<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
-        const W: usize = 16;
-        const DONE: usize = usize::MAX;
-        let n = keys.len().min(out.len());
-        if n < W {
-            for (o, k) in out.iter_mut().zip(keys) {
-                *o = self.lookup(*k);
+    pub fn lookup_batch_levels<K: Key, const G: usize>(&self, keys: &[K], out: &mut [NhId]) {
+        const { assert!(G.is_power_of_two() && G <= 256) };
+        // Byte-aligned chunks (tern's 24/8 and 16/8 shapes) are read from
+        // the key's bytes; other shapes shift the key.
+        let bytewise = STRIDE == 8 && TOP.is_multiple_of(8);
+        // Indices into the per-group arrays are masked with `G - 1` (they
+        // are below G anyway), which spares the bounds checks.
+        let g = G - 1;
+        let levels = K::BITS.saturating_sub(TOP).div_ceil(STRIDE) as usize;
+        let first = (TOP / 8) as usize;
+        for (kc, oc) in keys.chunks(G).zip(out.chunks_mut(G)) {
+            // Per lookup: its entry so far, and its key's bytes (the
+            // chunk of level l, 0 = the first block, is byte TOP / 8 + l).
+            let mut e = [0u32; G];
+            let mut kb = [[0u8; 16]; G];
+            // The lookups still in a child block: the index of the entry
+            // each needs next, shifted left by 8, with its position.
+            let mut pend = [0usize; G];
+            let mut m = 0usize;
+            for (i, k) in kc.iter().enumerate() {
+                let x = self.top.get(k.top(TOP)).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                let c = if bytewise {
+                    let b = k.bytes();
+                    kb[i & g] = b;
+                    usize::from(b[first & 15])
+                } else {
+                    k.chunk(TOP, STRIDE)
+                };
+                let child = x >> 31;
+                // A leaf gets index 0: a harmless, cached line.
+                let ix = ((((x & !CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
+                tern_intrin::prefetch_index(&self.nodes, ix);
+                e[i & g] = x;
+                pend[m & g] = ix << 8 | (i & g);
+                m += child as usize;
             }
-            return;
-        }
-        // (array index, chunk offset for the next level, key position, in top)
-        let mut lanes = [(0usize, 0u32, 0usize, true); W];
-        for (pos, l) in lanes.iter_mut().enumerate() {
-            let t = keys[pos].top(TOP);
-            tern_intrin::prefetch_index(&self.top, t);
-            *l = (t, TOP, pos, true);
-        }
-        let mut next = W;
-        let mut active = W;
-        while active > 0 {
-            for l in lanes.iter_mut() {
-                if l.2 == DONE {
-                    continue;
+            let mut level = 1;
+            while m > 0 && level <= levels {
+                let byte = (first + level) & 15;
+                let off = TOP + level as u32 * STRIDE;
+                let mut m2 = 0usize;
+                for j in 0..m {
+                    let p = pend[j & g];
+                    let i = p & g;
+                    let x = self.nodes.get(p >> 8).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                    let c =
+                        if bytewise { usize::from(kb[i][byte]) } else { kc.get(i).map_or(0, |k| k.chunk(off, STRIDE)) };
+                    let child = x >> 31;
+                    let ix = ((((x & !CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
+                    tern_intrin::prefetch_index(&self.nodes, ix);
+                    e[i] = x;
+                    pend[m2 & g] = ix << 8 | i;
+                    m2 += child as usize;
                 }
-                let arr = if l.3 { &self.top } else { &self.nodes };
-                let e = arr.get(l.0).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
-                if e & CHILD != 0 && l.1 < K::BITS {
-                    let Some(k) = keys.get(l.2) else { continue };
-                    l.0 = (((e & !CHILD) as usize) << STRIDE) | k.chunk(l.1, STRIDE);
-                    l.1 += STRIDE;
-                    l.3 = false;
-                    tern_intrin::prefetch_index(&self.nodes, l.0);
-                    continue;
-                }
-                if let Some(o) = out.get_mut(l.2) {
-                    *o = if e & CHILD != 0 { NH_NONE } else { e };
-                }
-                match keys.get(next).filter(|_| next < n) {
-                    Some(k) => {
-                        let t = k.top(TOP);
-                        tern_intrin::prefetch_index(&self.top, t);
-                        *l = (t, TOP, next, true);
-                        next += 1;
-                    }
-                    None => {
-                        l.2 = DONE;
-                        active -= 1;
-                    }
-                }
+                m = m2;
+                level += 1;
             }
-        }
-    }
-
-    /// Prefetches the entry `key` needs at `level` (0 = top), walking the
-    /// levels above it (already cached by earlier stages).
-    #[inline(always)]
-    fn prefetch_level<K: Key>(&self, key: K, level: usize) {
-        let t = key.top(TOP);
-        if level == 0 {
-            tern_intrin::prefetch_index(&self.top, t);
-            return;
-        }
-        let mut e = self.top.get(t).map_or(0, |a| a.load(Ordering::Relaxed));
-        let mut off = TOP;
-        let mut i = 0usize;
-        for l in 1..=level {
-            // A leaf maps to block 0: a harmless, already cached address.
-            let child = ((e >> 31) as usize).wrapping_neg();
-            i = ((((e & !CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE)) & child;
-            if l < level {
-                e = self.nodes.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
-                off += STRIDE;
+            for (o, x) in oc.iter_mut().zip(&e) {
+                *o = if x & CHILD != 0 { NH_NONE } else { *x };
             }
         }
-        tern_intrin::prefetch_index(&self.nodes, i);
     }
 
     /// The raw arrays (top, nodes), for mirroring into BPF array maps.
@@ -267,6 +255,23 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
 
     fn entry(&self, node: u32, s: usize) -> u32 {
         self.nodes.get(((node as usize) << STRIDE) | s).map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// The entries of block `node` (empty if beyond the array).
+    fn block(&self, node: u32) -> &[AtomicU32] {
+        let base = (node as usize) << STRIDE;
+        self.nodes.get(base..base + (1 << STRIDE)).unwrap_or_default()
+    }
+
+    /// Sets every entry of an unpublished block (one pass over its slice,
+    /// not a bounds check per entry: most of a new block's cost).
+    fn fill_block(&self, node: u32, v: u32) {
+        let base = (node as usize) << STRIDE;
+        if let Some(block) = self.nodes.get(base..base + (1 << STRIDE)) {
+            for a in block {
+                a.store(v, Ordering::Relaxed);
+            }
+        }
     }
 
     fn set_entry(&self, node: u32, s: usize, v: u32, o: Ordering) {
@@ -298,11 +303,16 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     v6: bool,
     width: u32,
     top_depth: Vec<u8>,
-    /// Per length l <= TOP, one bit per l-bit prefix: which exist. A delete
-    /// finds the length of the prefix that takes over by testing these
-    /// (small, mostly cached); the caller, who keeps every prefix anyway
-    /// (the RIB), supplies its next hop.
-    present: Vec<Vec<u64>>,
+    /// Which prefixes of length <= TOP exist, one bit each. A delete
+    /// finds the length of the prefix that takes over by testing these,
+    /// from its own length down (the caller, who keeps every prefix anyway
+    /// (the RIB), supplies its next hop). The bits are grouped so that one
+    /// 64-byte line holds the 510 prefixes of lengths 8b+1..=8b+8 under one
+    /// prefix of length 8b ("band" b): the search touches one line per 8
+    /// lengths instead of one array per length (up to 24 lines for an
+    /// IPv4 /24, 3 now).
+    present: Vec<Vec<[u64; 8]>>,
+    present0: bool,
     meta: Vec<Option<NodeMeta>>,
     free: Vec<u32>,
     next: u32,
@@ -328,7 +338,8 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             v6,
             width: if v6 { 128 } else { 32 },
             top_depth: vec![0; 1 << TOP],
-            present: (0..=TOP).map(|l| vec![0u64; (1usize << l).div_ceil(64)]).collect(),
+            present: (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect(),
+            present0: false,
             meta: Vec::new(),
             free: Vec::new(),
             next: 0,
@@ -360,7 +371,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         self.meta.capacity() * std::mem::size_of::<Option<NodeMeta>>()
             + self.meta.iter().flatten().map(|m| m.depth.len() + m.own.capacity() * 8).sum::<usize>()
             + self.top_depth.len()
-            + self.present.iter().map(|v| v.len() * 8).sum::<usize>()
+            + self.present.iter().map(|v| v.len() * 64).sum::<usize>()
     }
 
     /// Which parts of the arrays were written since the last call.
@@ -369,9 +380,49 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         (self.dirty_top.take(), self.dirty_nodes.take())
     }
 
+    /// Band, line and bit of the prefix (`bits`, `1 <= len <= TOP`).
+    fn present_bit(bits: u128, len: u32) -> (usize, usize, usize) {
+        let b = (len - 1) / 8;
+        let k = len - 8 * b;
+        let root = if b == 0 { 0 } else { (bits >> (128 - 8 * b)) as usize };
+        let q = ((bits << (8 * b)) >> (128 - k)) as usize;
+        let i = (1usize << k) - 2 + q;
+        (b as usize, root, i)
+    }
+
+    /// The length of the longest present prefix shorter than `len` that
+    /// covers `bits`: per band one line and one shift of the key, then a
+    /// few bit tests.
+    fn covering_len(&self, bits: u128, len: u32) -> Option<u32> {
+        if len == 0 {
+            return None;
+        }
+        for b in (0..=(len - 1) / 8).rev() {
+            // Relative lengths 1..=kmax of band b are shorter than `len`.
+            let kmax = (len - 1 - 8 * b).min(8);
+            if kmax == 0 {
+                continue;
+            }
+            let root = if b == 0 { 0 } else { (bits >> (128 - 8 * b)) as usize };
+            let Some(line) = self.present.get(b as usize).and_then(|v| v.get(root)) else { continue };
+            let x = ((bits << (8 * b)) >> 120) as usize;
+            for k in (1..=kmax).rev() {
+                let i = (1usize << k) - 2 + (x >> (8 - k));
+                if line.get(i / 64).is_some_and(|w| (w >> (i % 64)) & 1 != 0) {
+                    return Some(8 * b + k);
+                }
+            }
+        }
+        self.present0.then_some(0)
+    }
+
     fn set_present(&mut self, bits: u128, len: u32, on: bool) {
-        let i = if len == 0 { 0 } else { (bits >> (128 - len)) as usize };
-        if let Some(w) = self.present.get_mut(len as usize).and_then(|v| v.get_mut(i / 64)) {
+        if len == 0 {
+            self.present0 = on;
+            return;
+        }
+        let (b, root, i) = Self::present_bit(bits, len);
+        if let Some(w) = self.present.get_mut(b).and_then(|v| v.get_mut(root)).and_then(|l| l.get_mut(i / 64)) {
             if on {
                 *w |= 1 << (i % 64);
             } else {
@@ -381,8 +432,15 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     }
 
     fn is_present(&self, bits: u128, len: u32) -> bool {
-        let i = if len == 0 { 0 } else { (bits >> (128 - len)) as usize };
-        self.present.get(len as usize).and_then(|v| v.get(i / 64)).is_some_and(|w| (w >> (i % 64)) & 1 != 0)
+        if len == 0 {
+            return self.present0;
+        }
+        let (b, root, i) = Self::present_bit(bits, len);
+        self.present
+            .get(b)
+            .and_then(|v| v.get(root))
+            .and_then(|l| l.get(i / 64))
+            .is_some_and(|w| (w >> (i % 64)) & 1 != 0)
     }
 
     /// The top entries of a prefix of length `len <= TOP` at `t`: each one
@@ -454,9 +512,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             }
             None => return None,
         };
-        for s in 0..Self::SLOTS {
-            a.set_entry(n, s, inh, Ordering::Relaxed);
-        }
+        a.fill_block(n, inh);
         let meta = NodeMeta {
             depth: vec![inh_depth; Self::SLOTS].into_boxed_slice(),
             own: Vec::new(),
@@ -481,14 +537,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         m.inh = nh;
         m.inh_depth = d;
         let mut touched = false;
-        for s in 0..Self::SLOTS {
-            if m.depth[s] <= d {
-                m.depth[s] = d;
-                let e = a.entry(n, s);
+        for (depth, cell) in m.depth.iter_mut().zip(a.block(n)) {
+            if *depth <= d {
+                *depth = d;
+                let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
                     kids.push(e & !CHILD);
                 } else if e != nh {
-                    a.set_entry(n, s, nh, Ordering::Release);
+                    cell.store(nh, Ordering::Release);
                     touched = true;
                 }
             }
@@ -509,14 +565,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         m.inh = nh;
         m.inh_depth = nd;
         let mut touched = false;
-        for s in 0..Self::SLOTS {
-            if m.depth[s] == d {
-                m.depth[s] = nd;
-                let e = a.entry(n, s);
+        for (depth, cell) in m.depth.iter_mut().zip(a.block(n)) {
+            if *depth == d {
+                *depth = nd;
+                let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
                     kids.push(e & !CHILD);
                 } else {
-                    a.set_entry(n, s, nh, Ordering::Release);
+                    cell.store(nh, Ordering::Release);
                     touched = true;
                 }
             }
@@ -635,9 +691,8 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             }
             self.count -= 1;
             self.set_present(bits, len, false);
-            let (fnh, fd) = (0..len)
-                .rev()
-                .find(|&l| self.is_present(bits, l))
+            let (fnh, fd) = self
+                .covering_len(bits, len)
                 .and_then(|l| {
                     next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8).map(|nh| (nh & !CHILD, (l + 1) as u8))
                 })

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::multibit::{MultibitArrays, MultibitWriter};
+use super::multibit::{Key, MultibitArrays, MultibitWriter};
 use super::naive::NaiveLpm;
 use crate::prefix::mask128;
 use crate::reclaim::Garbage;
@@ -89,7 +89,9 @@ impl<const T: u32, const S: u32> Harness<T, S> {
 impl<const T: u32, const S: u32> Harness<T, S> {
     /// Batched lookups of keys at every depth (inside, at and next to the
     /// prefixes, plus random ones), in batches of odd sizes that span
-    /// several 64-key chunks: each result equals the reference.
+    /// several groups, through every batched path (the dispatching one,
+    /// the level-synchronous walk with groups of 16, 64 and 256, the plain
+    /// loop): each result equals the reference.
     fn check_batch(&self, prefixes: &[(u128, u8)], rng: &mut u64) {
         let width = u32::from(self.width());
         let mut keys: Vec<u128> = Vec::new();
@@ -98,19 +100,48 @@ impl<const T: u32, const S: u32> Harness<T, S> {
             keys.push(bits | (u128::from(next(rng)) << 64 | u128::from(next(rng))) & host);
             keys.push(bits.wrapping_sub(1u128 << (128 - width)) & mask128(self.width()));
             keys.push(u128::from(next(rng)) << 64 & mask128(self.width()));
+            keys.push(bits | host);
         }
-        for size in [1usize, 3, 63, 64, 65, 200, keys.len()] {
+        for size in [1usize, 3, 4, 5, 16, 63, 64, 65, 200, 255, 256, 257, 700, keys.len().max(1)] {
             for chunk in keys.chunks(size) {
                 let want: Vec<NhId> = chunk.iter().map(|&k| self.naive.lookup(k)).collect();
-                let mut got = vec![u32::MAX; chunk.len()];
                 if self.v6 {
-                    self.a.lookup_batch(chunk, &mut got);
+                    self.check_paths(chunk, &want, size);
                 } else {
                     let k: Vec<u64> = chunk.iter().map(|&k| (k >> 64) as u64).collect();
-                    self.a.lookup_batch(&k, &mut got);
+                    self.check_paths(&k, &want, size);
                 }
-                assert_eq!(got, want, "batch of {size}");
             }
+        }
+        // A result slice shorter than the keys bounds the work; an empty
+        // batch does nothing.
+        if let Some(first) = keys.first() {
+            let k = [*first; 70];
+            let mut got = [u32::MAX; 66];
+            if self.v6 {
+                self.a.lookup_batch(&k, &mut got);
+            } else {
+                self.a.lookup_batch(&k.map(|k| (k >> 64) as u64), &mut got);
+            }
+            assert!(got.iter().all(|&g| g == self.naive.lookup(*first)));
+        }
+        self.a.lookup_batch::<u128>(&[], &mut []);
+        self.a.lookup_batch::<u64>(&[], &mut [0; 4]);
+    }
+
+    fn check_paths<K: Key>(&self, keys: &[K], want: &[NhId], size: usize) {
+        type Path<'a, K> = (&'static str, &'a dyn Fn(&[K], &mut [NhId]));
+        let paths: [Path<'_, K>; 5] = [
+            ("dispatch", &|k, o| self.a.lookup_batch(k, o)),
+            ("levels/16", &|k, o| self.a.lookup_batch_levels::<K, 16>(k, o)),
+            ("levels/64", &|k, o| self.a.lookup_batch_levels::<K, 64>(k, o)),
+            ("levels/256", &|k, o| self.a.lookup_batch_levels::<K, 256>(k, o)),
+            ("plain", &|k, o| self.a.lookup_batch_plain(k, o)),
+        ];
+        for (name, f) in paths {
+            let mut got = vec![u32::MAX; keys.len()];
+            f(keys, &mut got);
+            assert_eq!(got, want, "{name}, batch of {size} (shape {T}/{S})");
         }
     }
 }
@@ -174,11 +205,14 @@ fn random_table<const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commi
     }
     h.commit();
     h.check_around(&ps, &mut rng);
+    h.check_batch(&ps, &mut rng);
     for &(b, l) in &ps {
         h.remove(b, l);
     }
     h.commit();
     h.check_around(&ps, &mut rng);
+    // The empty table: every batched path says "no route".
+    h.check_batch(&ps, &mut rng);
     assert_eq!(h.w.len(), 0);
     assert_eq!(h.w.nodes_in_use(), 0, "every block back on the free list");
 }
@@ -309,4 +343,32 @@ fn v6_every_length_single_and_batched() {
     h.commit();
     h.check_batch(&ps, &mut rng);
     assert_eq!(h.w.nodes_in_use(), 0);
+}
+
+/// tern's own shapes (24/8 for IPv4, 16/8 for IPv6), every batched path:
+/// the empty table, the default route, host routes at both ends of the
+/// address space, a /1, and deletes between batches.
+#[test]
+fn edges_batched_on_tern_shapes() {
+    fn run<const T: u32, const S: u32>(v6: bool) {
+        let mut rng = 0xed9e_u64;
+        let mut h = Harness::<T, S>::new(v6);
+        let w = h.width();
+        let ps: Vec<(u128, u8)> = vec![(0, 0), (mask128(w), w), (0, w), (1u128 << 127, 1), (0x2001_0db8u128 << 96, 32)];
+        h.check_batch(&ps, &mut rng);
+        h.set(0, 0, 1);
+        h.check_batch(&ps, &mut rng);
+        for (i, &(b, l)) in ps.iter().enumerate().skip(1) {
+            h.set(b, l, i as NhId + 1);
+            h.check_batch(&ps, &mut rng);
+        }
+        for &(b, l) in &ps {
+            h.remove(b, l);
+            h.commit();
+            h.check_batch(&ps, &mut rng);
+        }
+        assert_eq!(h.w.nodes_in_use(), 0);
+    }
+    run::<24, 8>(false);
+    run::<16, 8>(true);
 }
