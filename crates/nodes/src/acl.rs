@@ -103,7 +103,7 @@ impl Node for AclNode {
     /// every packet's key was built, classified and counted, 91 with runs,
     /// 62 with `follow` (of which ~56 are `follow`'s loop: the meta and
     /// frame bounds checks, five header loads, interfaces, VLAN);
-    /// acl-10k 568, 94 and 63. Traffic of all-different flows gains
+    /// acl-10k 568, 94 and 65. Traffic of all-different flows gains
     /// nothing: drop-test 961, 984 with runs, 976 with `follow` (on a
     /// plain forwarding of 684, 657 and 641 instructions).
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
