@@ -348,9 +348,11 @@ impl Graph {
                 }
             }
         }
-        // Most batches go to one next node: move them in one copy.
+        // Most batches go to one next node: move them in one copy. (The
+        // test has no early exit, so that it is vectorised: ~0.2 instead
+        // of ~4 instructions per packet.)
         let first = next[0];
-        if next.iter().all(|&x| x == first) {
+        if next.iter().fold(0, |acc, &x| acc | (x ^ first)) == 0 {
             if first == NEXT_TAKEN {
                 return;
             }

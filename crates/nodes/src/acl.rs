@@ -17,7 +17,7 @@ use crate::state::{AclTable, IfTable};
 use crate::util::*;
 use tern_acl::{Action, PacketKey, Verdict};
 use tern_engine::{Cx, ErrorDesc, Node};
-use tern_packet::{MAX_BATCH, PacketPool, PktIdx, flags};
+use tern_packet::{MAX_BATCH, Meta, PacketPool, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, ipv6ext};
 
@@ -93,15 +93,19 @@ impl Node for AclNode {
     /// Three passes. Keys: the batch is cut into runs of consecutive
     /// packets with one key; a packet whose key-relevant header bytes and
     /// interfaces equal its predecessor's ([`FlowSig`]) joins the run
-    /// without building its key. Classification: one key per run.
-    /// Verdicts and rule counters: per run.
+    /// without building its key, and once a run has two packets the rest
+    /// are compared in place against its words ([`FlowSig::follow`]).
+    /// Classification: one key per run. Verdicts and rule counters: per
+    /// run.
     ///
     /// Measured (callgrind, instructions per packet of `tern bench engine
     /// --packets 1000000`, over plain forwarding): single-flow-50fw 338 when
-    /// every packet's key was built, classified and counted, 91 with runs;
-    /// acl-10k 568 and 94. Traffic of all-different flows gains nothing:
-    /// gre-multi-flow 1475 before, 1486 after, drop-test 961 and 984 (with
-    /// plain forwarding itself 684 before, 657 after).
+    /// every packet's key was built, classified and counted, 91 with runs,
+    /// 62 with `follow` (of which ~56 are `follow`'s loop: the meta and
+    /// frame bounds checks, five header loads, interfaces, VLAN);
+    /// acl-10k 568, 94 and 65. Traffic of all-different flows gains
+    /// nothing: drop-test 961, 984 with runs, 976 with `follow` (on a
+    /// plain forwarding of 684, 657 and 641 instructions).
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.acls.refresh();
@@ -169,26 +173,24 @@ impl Runs {
     ) -> (usize, bool, bool) {
         let n = pkts.len().min(MAX_BATCH);
         let mut g = Gather { nk: 0, cached: None, same_set: true, run_bytes: 0 };
-        let mut last_sig = FlowSig::NONE;
         let mut flags_seen = 0u16;
-        for (i, &p) in pkts.iter().enumerate().take(n) {
+        let pkts = &pkts[..n];
+        let mut last_sig = FlowSig::NONE;
+        let mut i = 0;
+        while let Some(&p) = pkts.get(i) {
             let m = pool.meta(p);
             flags_seen |= m.flags;
-            let len = m.len;
-            let out_if = if OUT { m.tx_if } else { 0 };
-            let l3_off = usize::from(m.l3_off);
-            // The header in place, without slicing the data: the signature
-            // needs 34 bytes of L3 within the packet's length.
-            let sig = match pool.frame(p).get(usize::from(m.off) + l3_off..) {
-                Some(l3) if !V6 && l3_off + 34 <= usize::from(len) => FlowSig::v4(l3, m.rx_if, out_if, m.vlan),
-                _ => FlowSig::NONE,
-            };
+            let sig = if V6 { FlowSig::NONE } else { FlowSig::of(pool, p, m, OUT) };
+            i += 1;
             if sig.same_flow(&last_sig) {
-                g.run_bytes += u64::from(len);
+                // A run goes on: follow it without building signatures.
+                let (joined, bytes) = sig.follow::<OUT>(pool, pkts.get(i..).unwrap_or_default());
+                g.run_bytes += u64::from(m.len) + bytes;
+                i += joined;
                 continue;
             }
             last_sig = sig;
-            self.open::<V6, OUT>(&mut g, pool, ifs, i, p, sig);
+            self.open::<V6, OUT>(&mut g, pool, ifs, i - 1, p, sig);
         }
         if g.nk > 0 {
             self.bytes[g.nk - 1] = g.run_bytes;
@@ -330,6 +332,16 @@ impl Runs {
     }
 }
 
+/// [`FlowSig`]'s masks of header words 0 and 1.
+const MASK_W0: u64 = 0xffff_0000_0000_ffff;
+const MASK_W1: u64 = 0xffff_ffff_0000_ff00;
+
+/// A header's little-endian word at byte `at`.
+#[inline(always)]
+fn word(h: &[u8; 34], at: usize) -> u64 {
+    u64::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3], h[at + 4], h[at + 5], h[at + 6], h[at + 7]])
+}
+
 /// The header bytes and interfaces an IPv4 packet's key is made of, read
 /// as three words and compared as a whole: two packets with equal
 /// signatures have equal keys. Only for headers without options followed
@@ -352,18 +364,63 @@ impl FlowSig {
     /// No signature: the packet takes the full path.
     const NONE: FlowSig = FlowSig { a: 0, b: 0, c: 0, d: 1 << 63 };
 
+    /// The signature of packet `p` (`m`, IPv4), read in place without
+    /// slicing the data: it needs 34 bytes of L3 within the packet's length.
+    #[inline(always)]
+    fn of(pool: &PacketPool, p: PktIdx, m: &Meta, out: bool) -> FlowSig {
+        let out_if = if out { m.tx_if } else { 0 };
+        let l3_off = usize::from(m.l3_off);
+        match pool.frame(p).get(usize::from(m.off) + l3_off..) {
+            Some(l3) if l3_off + 34 <= usize::from(m.len) => FlowSig::v4(l3, m.rx_if, out_if, m.vlan),
+            _ => FlowSig::NONE,
+        }
+    }
+
+    /// How many of `pkts` continue the run of signature `self` (valid),
+    /// and their bytes; a traced packet ends the run, so that the caller
+    /// sees its flags. The run's words stay in registers and each packet
+    /// is compared where it lies, without building its signature: the
+    /// masked words against the run's (whose version and header length,
+    /// 0x45, are among them), then interfaces, VLAN and (TCP) flags.
+    #[inline(never)]
+    fn follow<const OUT: bool>(&self, pool: &PacketPool, pkts: &[PktIdx]) -> (usize, u64) {
+        let (a, b, c, d) = (self.a, self.b, self.c, self.d);
+        // The flags byte counts for TCP only.
+        let d_mask = if (b >> 8) as u8 == 6 { !0 } else { !0xff };
+        let mut bytes = 0u64;
+        for (j, &p) in pkts.iter().enumerate() {
+            let m = pool.meta(p);
+            let l3_off = usize::from(m.l3_off);
+            let h = match pool.frame(p).get(usize::from(m.off) + l3_off..) {
+                Some(l3) if l3_off + 34 <= usize::from(m.len) => l3.first_chunk::<34>(),
+                _ => None,
+            };
+            let Some(h) = h else { return (j, bytes) };
+            let out_if = if OUT { m.tx_if } else { 0 };
+            let pd = u64::from(h[33]) | u64::from(m.rx_if) << 8 | u64::from(out_if) << 24 | u64::from(m.vlan) << 40;
+            // XOR before masking: the words are loaded whole.
+            let x = (word(h, 0) ^ a) & MASK_W0
+                | (word(h, 8) ^ b) & MASK_W1
+                | word(h, 16) ^ c
+                | (pd ^ d) & d_mask
+                | u64::from(m.flags & flags::TRACED);
+            if x != 0 {
+                return (j, bytes);
+            }
+            bytes += u64::from(m.len);
+        }
+        (pkts.len(), bytes)
+    }
+
     #[inline(always)]
     fn v4(l3: &[u8], rx_if: u16, out_if: u16, vlan: u16) -> FlowSig {
         let Some(h) = l3.first_chunk::<34>() else { return FlowSig::NONE };
-        let word = |at: usize| {
-            u64::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3], h[at + 4], h[at + 5], h[at + 6], h[at + 7]])
-        };
         let flags = if h[9] == 6 { h[33] } else { 0 };
         let d = u64::from(flags) | u64::from(rx_if) << 8 | u64::from(out_if) << 24 | u64::from(vlan) << 40;
         FlowSig {
-            a: word(0) & 0xffff_0000_0000_ffff,
-            b: word(8) & 0xffff_ffff_0000_ff00,
-            c: word(16),
+            a: word(h, 0) & MASK_W0,
+            b: word(h, 8) & MASK_W1,
+            c: word(h, 16),
             d: if h[0] == 0x45 { d } else { FlowSig::NONE.d },
         }
     }
@@ -702,6 +759,73 @@ dport = "0-100"
         assert_eq!(stats.errors[no_set].get(), want_no_set);
         for (set, r) in table.sets.iter().zip(&reference) {
             assert_eq!(set.counters[0].snapshot(), r.snapshot(), "rule counters of {}", set.name);
+        }
+    }
+
+    /// A run followed without signatures ([`FlowSig::follow`]) ends at the
+    /// first packet that differs in any byte or field the key is made of
+    /// (and at a traced packet), and goes on over bytes outside the key.
+    #[test]
+    fn follow_stops_at_every_key_field() {
+        let mut pool = PacketPool::new(PoolConfig { frames: 64, ..PoolConfig::default() }).expect("pool");
+        for proto in [6u8, 17, 1] {
+            let mut h = [0u8; 14 + 40];
+            h[14] = 0x45;
+            h[14 + 1] = 0x28;
+            h[14 + 9] = proto;
+            h[14 + 12..14 + 24].copy_from_slice(&[192, 0, 2, 1, 198, 18, 0, 1, 0x04, 0xd2, 0x00, 0x35]);
+            h[14 + 33] = 0x12;
+            let alloc = |pool: &mut PacketPool, h: &[u8], rx: u16, tx: u16, vlan: u16, fl: u16| {
+                let p = pool.alloc_from(h).expect("buffer");
+                let m = pool.meta_mut(p);
+                (m.l3_off, m.rx_if, m.tx_if, m.vlan, m.flags) = (14, rx, tx, vlan, fl);
+                p
+            };
+            for out in [false, true] {
+                let head = alloc(&mut pool, &h, 1, 2, 3, 0);
+                let sig = FlowSig::of(&pool, head, pool.meta(head), out);
+                assert!(sig.valid());
+                let follow = |pool: &PacketPool, p| {
+                    let r = if out { sig.follow::<true>(pool, &[p]) } else { sig.follow::<false>(pool, &[p]) };
+                    r.0 == 1
+                };
+                // Outside the key: total length, identification, TTL,
+                // checksum, payload (and byte 33 unless TCP).
+                for at in [2usize, 3, 4, 5, 8, 10, 11, 24, 30, 33, 39] {
+                    let mut o = h;
+                    o[14 + at] ^= 0x5a;
+                    let p = alloc(&mut pool, &o, 1, 2, 3, 0);
+                    assert_eq!(follow(&pool, p), at != 33 || proto != 6, "proto {proto} byte {at}");
+                    pool.free(p);
+                }
+                // In the key: version/IHL, DSCP/ECN, flags/fragment offset,
+                // protocol, addresses, ports or ICMP type/code.
+                for at in [0usize, 1, 6, 7, 9, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23] {
+                    let mut o = h;
+                    o[14 + at] ^= 0x01;
+                    let p = alloc(&mut pool, &o, 1, 2, 3, 0);
+                    assert!(!follow(&pool, p), "proto {proto} byte {at}");
+                    pool.free(p);
+                }
+                // Interfaces (the output one only for output sets), VLAN,
+                // tracing, and a header shorter than the signature's.
+                for (rx, tx, vlan, fl, joins) in [
+                    (1, 2, 3, 0, true),
+                    (9, 2, 3, 0, false),
+                    (1, 9, 3, 0, !out),
+                    (1, 2, 9, 0, false),
+                    (1, 2, 3, flags::TRACED, false),
+                    (1, 2, 3, flags::L3_CSUM_OK, true),
+                ] {
+                    let p = alloc(&mut pool, &h, rx, tx, vlan, fl);
+                    assert_eq!(follow(&pool, p), joins, "proto {proto} ifs {rx} {tx} {vlan} {fl}");
+                    pool.free(p);
+                }
+                let p = alloc(&mut pool, &h[..14 + 33], 1, 2, 3, 0);
+                assert!(!follow(&pool, p));
+                pool.free(p);
+                pool.free(head);
+            }
         }
     }
 
