@@ -547,7 +547,8 @@ fn run_worker(
         sink.count_tx_only();
         let inject = Arc::new(crossbeam_queue::ArrayQueue::new(16));
         let built = tern_nodes::build_graph(shared, inject).map_err(|e| e.to_string())?;
-        let pool = PacketPool::new(PoolConfig { frames: 8192, ..PoolConfig::default() }).map_err(|e| e.to_string())?;
+        let pool = PacketPool::new(PoolConfig { frames: 8192, pad_frames: true, ..PoolConfig::default() })
+            .map_err(|e| e.to_string())?;
         Worker::new(
             WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: built.input },
             built.graph,

@@ -319,10 +319,22 @@ impl Router {
         let mut injects = Vec::new();
         let mut workers = Vec::new();
         let fanout_base = (std::process::id() as u16).wrapping_mul(17);
+        // Pools pad their frames (spread over the L1 cache's sets) unless a
+        // port may open an AF_XDP socket, whose UMEM is the pool and needs
+        // frames at multiples of their size.
+        let pad_frames = ports.iter().all(|p| match &p.kind {
+            IfacePlanKind::Port { driver, .. } => {
+                matches!(driver, Driver::Memory | Driver::Afpacket) || (tap && *driver == Driver::Auto)
+            }
+            _ => true,
+        });
         for w in 0..workers_n {
-            let pool =
-                PacketPool::new(PoolConfig { frames: plan.config.dataplane.pool_frames, ..PoolConfig::default() })
-                    .map_err(|e| err(format!("worker {w}: {e}")))?;
+            let pool = PacketPool::new(PoolConfig {
+                frames: plan.config.dataplane.pool_frames,
+                pad_frames,
+                ..PoolConfig::default()
+            })
+            .map_err(|e| err(format!("worker {w}: {e}")))?;
             let mut pool = pool;
             let mut umem = None;
             let mut bindings = Vec::new();

@@ -21,7 +21,7 @@ mod port;
 mod region;
 
 pub use meta::{Meta, flags};
-pub use pool::{PacketPool, PoolConfig, PoolError};
+pub use pool::{FRAME_PAD, PacketPool, PoolConfig, PoolError};
 pub use port::{Port, PortStats, TxOutcome};
 
 /// Largest number of packets a node processes in one call.

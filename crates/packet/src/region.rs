@@ -5,11 +5,13 @@ use std::io;
 use std::ptr::NonNull;
 
 /// An anonymous, page-aligned, zero-filled memory mapping of `frames`
-/// frames of `frame_size` bytes each.
+/// frames of `frame_size` bytes each, `stride` bytes apart (`frame_size`,
+/// or more to spread frames over the cache's sets).
 pub(crate) struct Region {
     base: NonNull<u8>,
     len: usize,
     frame_size: usize,
+    stride: usize,
     frames: usize,
 }
 
@@ -18,9 +20,12 @@ pub(crate) struct Region {
 unsafe impl Send for Region {}
 
 impl Region {
-    pub(crate) fn new(frames: usize, frame_size: usize, hugepages: bool) -> io::Result<Region> {
+    pub(crate) fn new(frames: usize, frame_size: usize, stride: usize, hugepages: bool) -> io::Result<Region> {
+        if stride < frame_size {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "frame stride below the frame size"));
+        }
         let len = frames
-            .checked_mul(frame_size)
+            .checked_mul(stride)
             .filter(|l| *l > 0)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty or oversized pool"))?;
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
@@ -34,11 +39,15 @@ impl Region {
             return Err(io::Error::last_os_error());
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(Region { base, len, frame_size, frames })
+        Ok(Region { base, len, frame_size, stride, frames })
     }
 
     pub(crate) fn frames(&self) -> usize {
         self.frames
+    }
+
+    pub(crate) fn stride(&self) -> usize {
+        self.stride
     }
 
     /// Base address and length, for registering the region as an AF_XDP UMEM.
@@ -50,10 +59,10 @@ impl Region {
     #[inline]
     pub(crate) fn frame(&self, idx: usize) -> &[u8] {
         assert!(idx < self.frames, "frame index {idx} out of range");
-        // SAFETY: idx < frames, so [idx*frame_size, (idx+1)*frame_size) lies
-        // inside the mapping, which lives as long as `self`. Shared access
+        // SAFETY: idx < frames and frame_size <= stride, so
+        // [idx*stride, idx*stride + frame_size) lies inside the mapping, which lives as long as `self`. Shared access
         // through &self cannot alias a &mut handed out by `frame_mut`.
-        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(idx * self.frame_size), self.frame_size) }
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(idx * self.stride), self.frame_size) }
     }
 
     /// The whole frame `idx`, writable.
@@ -62,18 +71,18 @@ impl Region {
         assert!(idx < self.frames, "frame index {idx} out of range");
         // SAFETY: as in `frame`; &mut self guarantees no other slice of the
         // region is alive.
-        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(idx * self.frame_size), self.frame_size) }
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(idx * self.stride), self.frame_size) }
     }
 
     /// Two different frames at once (copying between packets).
     pub(crate) fn frame_pair_mut(&mut self, a: usize, b: usize) -> (&mut [u8], &mut [u8]) {
         assert!(a < self.frames && b < self.frames && a != b, "bad frame pair {a},{b}");
-        let fs = self.frame_size;
+        let (fs, st) = (self.frame_size, self.stride);
         let base = self.base.as_ptr();
-        // SAFETY: a != b and both are in range, so the two slices are
-        // disjoint parts of the mapping; &mut self excludes other borrows.
+        // SAFETY: a != b, both are in range and fs <= st, so the two
+        // slices are disjoint parts of the mapping; &mut self excludes other borrows.
         unsafe {
-            (std::slice::from_raw_parts_mut(base.add(a * fs), fs), std::slice::from_raw_parts_mut(base.add(b * fs), fs))
+            (std::slice::from_raw_parts_mut(base.add(a * st), fs), std::slice::from_raw_parts_mut(base.add(b * st), fs))
         }
     }
 }

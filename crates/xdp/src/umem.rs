@@ -60,6 +60,12 @@ impl Umem {
         if fs != 2048 && fs != 4096 {
             return Err(XdpError::Config(format!("AF_XDP needs 2048- or 4096-byte frames, the pool has {fs}")));
         }
+        if pool.frame_stride() != fs {
+            return Err(XdpError::Config(format!(
+                "AF_XDP needs frames at multiples of their size; the pool's are {} bytes apart (padded)",
+                pool.frame_stride()
+            )));
+        }
         let (base, len) = pool.raw_region();
         // The kernel puts data at XDP_PACKET_HEADROOM + UMEM headroom; ask for
         // the rest of the pool's headroom so that received data starts where
@@ -152,5 +158,23 @@ impl Umem {
     /// Offset of received data in a frame.
     pub fn rx_data_offset(&self) -> u32 {
         XDP_PACKET_HEADROOM + self.shared.headroom
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_packet::PoolConfig;
+
+    /// A padded pool cannot be a UMEM: the refusal comes before any socket
+    /// is made, with the reason.
+    #[test]
+    fn a_padded_pool_is_refused() {
+        let pool = PacketPool::new(PoolConfig { frames: 64, pad_frames: true, ..PoolConfig::default() }).expect("pool");
+        match Umem::new(&pool) {
+            Err(XdpError::Config(m)) => assert!(m.contains("padded"), "{m}"),
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("a padded pool was taken as a UMEM"),
+        }
     }
 }
