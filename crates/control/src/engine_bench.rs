@@ -95,6 +95,10 @@ pub struct EngineBenchOpts {
     /// Workers, each on its own CPU with its own memory ports, sharing
     /// the tables (1: the classic one-core figure).
     pub workers: usize,
+    /// Pad the pool's frames by a cache line (the router's layout where no
+    /// AF_XDP socket shares the pool); false: frames at 2048-byte strides,
+    /// the AF_XDP UMEM layout.
+    pub pad_frames: bool,
 }
 
 impl Default for EngineBenchOpts {
@@ -108,6 +112,7 @@ impl Default for EngineBenchOpts {
             scenarios: Vec::new(),
             packets: None,
             workers: 1,
+            pad_frames: true,
         }
     }
 }
@@ -547,7 +552,7 @@ fn run_worker(
         sink.count_tx_only();
         let inject = Arc::new(crossbeam_queue::ArrayQueue::new(16));
         let built = tern_nodes::build_graph(shared, inject).map_err(|e| e.to_string())?;
-        let pool = PacketPool::new(PoolConfig { frames: 8192, pad_frames: true, ..PoolConfig::default() })
+        let pool = PacketPool::new(PoolConfig { frames: 8192, pad_frames: opts.pad_frames, ..PoolConfig::default() })
             .map_err(|e| e.to_string())?;
         Worker::new(
             WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: built.input },

@@ -50,6 +50,9 @@ pub struct EngineArgs {
     /// the tables are shared as in the router. Mpps is their sum.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     workers: u16,
+    /// Frames at 2048-byte strides (the AF_XDP UMEM layout) instead of padded by a cache line.
+    #[arg(long)]
+    unpadded_pool: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -109,6 +112,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         scenarios,
         packets: a.packets,
         workers: usize::from(a.workers),
+        pad_frames: !a.unpadded_pool,
     };
     let mut report = tern_control::engine_bench::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
