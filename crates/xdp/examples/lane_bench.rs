@@ -5,7 +5,7 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS]
+//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--only SUBSTRING]
 //! ```
 //! `--acl-cache 0` turns the lane's ACL verdict cache off (every packet
 //! classified: the cost of a cache miss, minus the cache's own work).
@@ -93,7 +93,13 @@ struct Case {
     repeat: u32,
 }
 
-fn run(routes: Option<&str>, calls: usize, rounds: usize, acl_cache_buckets: u32) -> Result<(), String> {
+fn run(
+    routes: Option<&str>,
+    calls: usize,
+    rounds: usize,
+    acl_cache_buckets: u32,
+    only: Option<&str>,
+) -> Result<(), String> {
     let ns = format!("tlanebench{}", std::process::id());
     sh(&["ip", "netns", "add", &ns])?;
     let r = (|| {
@@ -101,13 +107,19 @@ fn run(routes: Option<&str>, calls: usize, rounds: usize, acl_cache_buckets: u32
         sh(&["ip", "-n", &ns, "link", "add", "l1", "type", "veth", "peer", "name", "p1"])?;
         let f = std::fs::File::open(format!("/var/run/netns/{ns}")).map_err(|e| e.to_string())?;
         tern_xdp::enter_netns(&f).map_err(|e| e.to_string())?;
-        bench(routes, calls, rounds, acl_cache_buckets)
+        bench(routes, calls, rounds, acl_cache_buckets, only)
     })();
     let _ = sh(&["ip", "netns", "del", &ns]);
     r
 }
 
-fn bench(routes: Option<&str>, calls: usize, rounds: usize, acl_cache_buckets: u32) -> Result<(), String> {
+fn bench(
+    routes: Option<&str>,
+    calls: usize,
+    rounds: usize,
+    acl_cache_buckets: u32,
+    only: Option<&str>,
+) -> Result<(), String> {
     let gen_src = Ipv4Addr::new(10, 10, 1, 2);
     let single = vec![frame(gen_src, Ipv4Addr::new(198, 18, 0, 1), 1024, 1024)];
     let multi: Vec<Vec<u8>> = (0..254u32)
@@ -153,6 +165,7 @@ fn bench(routes: Option<&str>, calls: usize, rounds: usize, acl_cache_buckets: u
     let kif0 = tern_xdp::lane::device_ifindex("l0").map_err(|e| e.to_string())?;
     let kif1 = tern_xdp::lane::device_ifindex("l1").map_err(|e| e.to_string())?;
     println!("# case ns_per_packet verdict (median of {calls} calls x 250 runs or 1 run; BPF_PROG_TEST_RUN)");
+    cases.retain(|c| only.is_none_or(|o| c.name.contains(o)));
     let shared: Vec<&Case> = cases.iter().filter(|c| !c.gre && !c.name.starts_with("900k")).collect();
     let v = |verdict| match verdict {
         1 => "drop",
@@ -317,7 +330,8 @@ fn main() -> ExitCode {
     let calls = get("--calls").and_then(|s| s.parse().ok()).unwrap_or(2000);
     let acl_cache = get("--acl-cache").and_then(|s| s.parse().ok()).unwrap_or(tern_xdp::lane::ACL_CACHE_BUCKETS);
     let rounds = get("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5usize).max(1);
-    match run(routes.as_deref(), calls, rounds, acl_cache) {
+    let only = get("--only");
+    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lane_bench: {e}");
