@@ -620,7 +620,6 @@ __noinline int acl_cache_find(struct st *s, __u32 base, __u32 fields, struct acl
 		// registers: the frame must stay small.
 		asm volatile("" ::: "memory");
 		if (acl_centry_is(e, &s->ck, s->epoch)) {
-			b->mru = w;
 			s->c_decide = e->decide;
 			s->c_verdict = e->verdict;
 			s->c_counted = e->counted;
@@ -631,7 +630,8 @@ __noinline int acl_cache_find(struct st *s, __u32 base, __u32 fields, struct acl
 }
 
 // Stores a classification of s->ck in its bucket (s->ck_idx): in an entry
-// of an older epoch, else in the way not used last. The epoch is cleared
+// of an older epoch, else in the way not filled last (first in, first
+// out: a hit does not write the bucket, whose line may be cold). The epoch is cleared
 // first and set last, so a half-written entry never looks valid.
 __noinline int acl_cache_fill(struct st *s, __u32 decide, __u32 verdict, __u64 counted)
 {

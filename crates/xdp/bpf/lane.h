@@ -146,7 +146,7 @@ _Static_assert(sizeof(struct lane_acl_centry) == 96, "lane_acl_centry layout");
 
 struct lane_acl_cbucket {
 	struct lane_acl_centry way[LANE_ACL_CACHE_WAYS];
-	__u32 mru; // the way hit or filled last
+	__u32 mru; // the way filled last (a hit writes nothing: one cache line less)
 	__u32 pad;
 };
 _Static_assert(sizeof(struct lane_acl_cbucket) == 200, "lane_acl_cbucket layout");
