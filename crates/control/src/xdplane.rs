@@ -89,7 +89,7 @@ impl XdpLane {
         linux_mode: bool,
         capacity: FibCapacity,
     ) -> Result<XdpLane, XdpError> {
-        let cfg = LaneConfig { fib: capacity, neigh_to_tern: !linux_mode, linux_mode };
+        let cfg = LaneConfig { fib: capacity, neigh_to_tern: !linux_mode, linux_mode, ..LaneConfig::default() };
         let mut prog = LaneProgram::load(&cfg)?;
         // Everything up to now is copied whole; later changes one by one.
         let _ = fib.take_changes();

@@ -122,6 +122,18 @@ struct {
 	__type(value, struct lane_hits);
 } lane_acl_hits SEC(".maps");
 
+// The ACL verdict cache (lane.h); the loader sets its size and this mask
+// (buckets - 1; 0 with lane_acl_cache_on = 0 turns it off).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LANE_ACL_CACHE_BUCKETS);
+	__type(key, __u32);
+	__type(value, struct lane_acl_cbucket);
+} lane_acl_cache SEC(".maps");
+
+const volatile __u32 lane_acl_cache_mask = LANE_ACL_CACHE_BUCKETS - 1;
+const volatile __u32 lane_acl_cache_on = 1;
+
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
 // mmap'ed map is the same flat u32 array (see lane/fib.rs). Sizes of the
 // node, next-hop and member maps are set by the loader.
@@ -242,6 +254,18 @@ struct acl_key {
 	__u32 bytes;
 };
 
+// The cache key: `k` with the fields the rule set does not constrain
+// zeroed (they cannot change its verdict), and the set's table index + 1.
+union acl_ckey {
+	struct {
+		__u64 a[4];
+		__u32 v[LANE_NF];
+		__u32 base1;
+	};
+	__u64 w[LANE_ACL_CKEY];
+};
+_Static_assert(sizeof(union acl_ckey) == 8 * LANE_ACL_CKEY, "acl_ckey layout");
+
 // The next hop of `id` after the ECMP choice: kind, ifindex, MAC word.
 struct nh_out {
 	__u32 id;
@@ -253,7 +277,8 @@ struct nh_out {
 // Everything the decision phase learns; the packet is only written once
 // the verdict is known.
 struct st {
-	__u32 gen;
+	__u32 gen;   // half of the double-buffered tables (lane_cfg.gen & 1)
+	__u32 epoch; // lane_cfg.gen: tags ACL verdict cache entries
 	__u32 flags;
 	__u32 verdict;
 	__u32 reason; // counter id of a drop, punt or pass
@@ -293,6 +318,11 @@ struct st {
 	__u32 hit_bytes[MAX_HITS];
 	struct nh_out nh;  // the kept header's next hop
 	struct acl_key k;  // the kept header's ACL key
+	union acl_ckey ck; // acl_eval's verdict cache key (off the stack)
+	__u32 ck_idx;      // and its bucket
+	__u32 c_decide;    // a cache hit's classification (acl_cache_find)
+	__u32 c_verdict;
+	__u64 c_counted;
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -444,7 +474,7 @@ static __always_inline __u32 bit_index(__u64 x)
 #define ABSENT8 (1u << 8)
 
 // The rules of field `f` matching value (hi, lo): the interval holding it,
-// by binary search over the interval starts.
+// by binary search over the interval starts (128-bit: IPv6 addresses).
 __noinline __u64 acl_field(__u32 k, __u64 hi, __u64 lo)
 {
 	const struct lane_acl_field *t = bpf_map_lookup_elem(&lane_acl_fields, &k);
@@ -468,6 +498,30 @@ __noinline __u64 acl_field(__u32 k, __u64 hi, __u64 lo)
 	return t->bits[at & (LANE_ACL_INTERVALS - 1)];
 }
 
+// acl_field for a field whose values and interval starts all fit in 64
+// bits (IPv4 addresses, every other field): one compare per step, half
+// the instructions. A function of its own (not a flag of acl_field) to
+// keep each frame small.
+__noinline __u64 acl_field64(__u32 k, __u64 v)
+{
+	const struct lane_acl_field *t = bpf_map_lookup_elem(&lane_acl_fields, &k);
+	if (!t)
+		return 0;
+	__u32 at = 0;
+	__u32 len = t->n;
+	if (len > LANE_ACL_INTERVALS)
+		len = LANE_ACL_INTERVALS;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		__u32 half = len >> 1;
+		__u32 mid = (at + half) & (LANE_ACL_INTERVALS - 1);
+		__u32 take = 1 - (__u32)lt64(v, t->lo[mid]);
+		at = at + take * half;
+		len = half + take * (len & 1);
+	}
+	return t->bits[at & (LANE_ACL_INTERVALS - 1)];
+}
+
 static __always_inline int add_hit(struct st *s, __u32 slot, __u32 bytes)
 {
 	__u32 i = s->hits;
@@ -479,8 +533,144 @@ static __always_inline int add_hit(struct st *s, __u32 slot, __u32 bytes)
 	return 0;
 }
 
+// Records the hits of a classification: the deciding rule's slot
+// (`decide`, LANE_ACL_RULES for the default policy) and the count-only
+// rules in `counted`. -1 when they do not fit in the packet's hit list.
+static __always_inline int acl_record(struct st *s, __u32 slot0, __u32 decide, __u64 counted, __u32 bytes)
+{
+	if (add_hit(s, slot0 + (decide > LANE_ACL_RULES ? LANE_ACL_RULES : decide), bytes))
+		return -1;
+#pragma unroll
+	for (int i = 0; i < MAX_HITS; i++) {
+		if (!counted)
+			break;
+		__u64 b = counted & -counted;
+		if (add_hit(s, slot0 + bit_index(b), bytes))
+			return -1;
+		counted &= counted - 1;
+	}
+	if (counted)
+		return -1;
+	return 0;
+}
+
+// Independent multiplies (they pipeline), one final mix: collisions only
+// cost a classification, since a hit compares the whole key.
+static __always_inline __u64 acl_ckey_hash(const union acl_ckey *c)
+{
+	__u64 x = c->w[0] * 0x9e3779b97f4a7c15ull;
+	x ^= c->w[1] * 0xc2b2ae3d27d4eb4full;
+	x ^= c->w[2] * 0x165667b19e3779f9ull;
+	x ^= c->w[3] * 0xd6e8feb86659fd93ull;
+	x ^= c->w[4] * 0xbf58476d1ce4e5b9ull;
+	x ^= c->w[5] * 0x94d049bb133111ebull;
+	x ^= c->w[6] * 0xff51afd7ed558ccdull;
+	x ^= c->w[7] * 0xc4ceb9fe1a85ec53ull;
+	x ^= c->w[8] * 0x2545f4914f6cdd1dull;
+	x ^= c->w[9] * 0x9e3779b97f4a7c15ull;
+	x ^= x >> 32;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 29);
+}
+
+// 1 when entry `e` holds key `c` computed under `epoch` (branch-free).
+static __always_inline int acl_centry_is(const struct lane_acl_centry *e, const union acl_ckey *c, __u32 epoch)
+{
+	__u64 d = e->epoch ^ epoch;
+#pragma unroll
+	for (int i = 0; i < LANE_ACL_CKEY; i++)
+		d |= e->key[i] ^ c->w[i];
+	return d == 0;
+}
+
+// Looks key `k` up in the verdict cache under rule set table `base`
+// (whose constrained fields are `fields`): 1 on a hit, with the entry's
+// classification in s->c_decide, c_counted, c_verdict; 0 on a miss. Leaves
+// the cache key in s->ck and its bucket in s->ck_idx for acl_cache_fill.
+// A global function of its own, like acl_field, with a small frame: the
+// deepest call chain is close to the 512-byte stack limit.
+__noinline int acl_cache_find(struct st *s, __u32 base, __u32 fields, struct acl_key *k)
+{
+	if (!s || !k)
+		return 0;
+	union acl_ckey *c = &s->ck;
+	__u64 ms = -(__u64)((fields >> F_SRC) & 1);
+	__u64 md = -(__u64)((fields >> F_DST) & 1);
+	c->a[0] = k->src_hi & ms;
+	c->a[1] = k->src_lo & ms;
+	c->a[2] = k->dst_hi & md;
+	c->a[3] = k->dst_lo & md;
+	c->v[F_SRC] = 0;
+	c->v[F_DST] = 0;
+#pragma unroll
+	for (int f = F_PROTO; f < LANE_NF; f++)
+		c->v[f] = k->v[f] & -((fields >> f) & 1);
+	c->base1 = base + 1;
+	if (!lane_acl_cache_on)
+		return 0;
+	__u32 idx = (__u32)acl_ckey_hash(c) & lane_acl_cache_mask;
+	s->ck_idx = idx;
+	struct lane_acl_cbucket *b = bpf_map_lookup_elem(&lane_acl_cache, &idx);
+	if (!b)
+		return 0;
+#pragma unroll
+	for (int w = 0; w < LANE_ACL_CACHE_WAYS; w++) {
+		const struct lane_acl_centry *e = &b->way[w];
+		// Reload the key per way rather than keep it in (spilled)
+		// registers: the frame must stay small.
+		asm volatile("" ::: "memory");
+		if (acl_centry_is(e, &s->ck, s->epoch)) {
+			s->c_decide = e->decide;
+			s->c_verdict = e->verdict;
+			s->c_counted = e->counted;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+// Stores a classification of s->ck in its bucket (s->ck_idx): in an entry
+// of an older epoch, else in the way not filled last (first in, first
+// out: a hit does not write the bucket, whose line may be cold). The epoch is cleared
+// first and set last, so a half-written entry never looks valid.
+__noinline int acl_cache_fill(struct st *s, __u32 decide, __u32 verdict, __u64 counted)
+{
+	if (!s || !lane_acl_cache_on)
+		return 0;
+	__u32 idx = s->ck_idx;
+	struct lane_acl_cbucket *b = bpf_map_lookup_elem(&lane_acl_cache, &idx);
+	if (!b)
+		return 0;
+	__u32 epoch = s->epoch;
+	__u32 victim = 1 - (b->mru & 1);
+	if (b->way[0].epoch != epoch)
+		victim = 0;
+	else if (b->way[1].epoch != epoch)
+		victim = 1;
+	struct lane_acl_centry *e = &b->way[victim & 1];
+	e->epoch = ~epoch;
+	asm volatile("" ::: "memory");
+#pragma unroll
+	for (int i = 0; i < LANE_ACL_CKEY; i++)
+		e->key[i] = s->ck.w[i];
+	e->counted = counted;
+	e->decide = decide;
+	e->verdict = verdict;
+	asm volatile("" ::: "memory");
+	e->epoch = epoch;
+	b->mru = victim;
+	return 0;
+}
+
 // Classifies with rule set `set`: 0 accept, 1 drop, -1 punt (set not
 // compiled for the lane, or too many hits to record).
+//
+// A key seen before under the same lane_cfg.gen is answered from the
+// per-CPU verdict cache: same verdict, same hits (the cached deciding rule
+// and count-only rules are counted again). Every publication changes
+// lane_cfg.gen, and a packet reads it once with the half of the tables it
+// then uses, so an entry only ever answers for the tables it was computed
+// on.
 __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k)
 {
 	if (!s || !k || set >= LANE_MAX_SETS)
@@ -489,45 +679,43 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k)
 	const struct lane_acl_set *h = bpf_map_lookup_elem(&lane_acl_sets, &base);
 	if (!h || !(h->flags & LACL_OK))
 		return -1;
-	__u64 m = h->all;
 	__u32 fields = h->fields;
+	if (acl_cache_find(s, base, fields, k)) {
+		if (acl_record(s, base * (LANE_ACL_RULES + 1), s->c_decide, s->c_counted, k->bytes))
+			return -1;
+		return s->c_verdict;
+	}
+
+	__u64 m = h->all;
+	// IPv4 tables (even `base`) hold 32-bit address starts.
 	if (fields & (1u << F_SRC))
-		m &= acl_field(base * LANE_NF + F_SRC, k->src_hi, k->src_lo);
+		m &= (base & 1) ? acl_field(base * LANE_NF + F_SRC, k->src_hi, k->src_lo)
+				: acl_field64(base * LANE_NF + F_SRC, k->src_lo);
 	if (fields & (1u << F_DST))
-		m &= acl_field(base * LANE_NF + F_DST, k->dst_hi, k->dst_lo);
+		m &= (base & 1) ? acl_field(base * LANE_NF + F_DST, k->dst_hi, k->dst_lo)
+				: acl_field64(base * LANE_NF + F_DST, k->dst_lo);
 #pragma unroll
 	for (int f = F_PROTO; f < LANE_NF; f++) {
 		if (fields & (1u << f))
-			m &= acl_field(base * LANE_NF + f, 0, k->v[f]);
+			m &= acl_field64(base * LANE_NF + f, k->v[f]);
 	}
 	__u64 first = m & h->terminal;
 	first &= -first;
-	__u32 slot0 = base * (LANE_ACL_RULES + 1);
-	int verdict;
+	__u32 decide, verdict;
 	__u64 below;
 	if (first) {
-		if (add_hit(s, slot0 + bit_index(first), k->bytes))
-			return -1;
+		decide = bit_index(first);
 		verdict = (h->drop & first) ? 1 : 0;
 		below = first - 1;
 	} else {
-		if (add_hit(s, slot0 + LANE_ACL_RULES, k->bytes))
-			return -1;
+		decide = LANE_ACL_RULES;
 		verdict = h->default_drop ? 1 : 0;
 		below = ~0ull;
 	}
 	// Count-only rules matched before the deciding one.
 	__u64 counted = m & h->count & below;
-#pragma unroll
-	for (int i = 0; i < MAX_HITS; i++) {
-		if (!counted)
-			break;
-		__u64 b = counted & -counted;
-		if (add_hit(s, slot0 + bit_index(b), k->bytes))
-			return -1;
-		counted &= counted - 1;
-	}
-	if (counted)
+	acl_cache_fill(s, decide, verdict, counted);
+	if (acl_record(s, base * (LANE_ACL_RULES + 1), decide, counted, k->bytes))
 		return -1;
 	return verdict;
 }
@@ -1298,7 +1486,11 @@ int tern_lane(struct xdp_md *ctx)
 	s->multi = 0;
 	s->dec_ttl = 0;
 	s->hits = 0;
-	s->gen = cfg->gen & 1;
+	// One load: the half and the cache epoch must come from the same
+	// publication.
+	__u32 cfg_gen = *(volatile const __u32 *)&cfg->gen;
+	s->gen = cfg_gen & 1;
+	s->epoch = cfg_gen;
 	s->flags = cfg->flags;
 	s->port = rx->port;
 	s->rx_if = rx->ifindex;

@@ -29,7 +29,10 @@
 #define LCFG_LINUX_MODE (1u << 2)    // Linux owns the router's addresses
 
 struct lane_cfg {
-	__u32 gen; // which half of the double-buffered tables is live (0/1)
+	// Publication sequence: bit 0 says which half of the double-buffered
+	// tables is live; the whole word tags ACL verdict cache entries, so one
+	// store swaps the tables and retires every cached verdict.
+	__u32 gen;
 	__u32 flags;
 };
 
@@ -117,6 +120,36 @@ struct lane_acl_field {
 	__u64 bits[LANE_ACL_INTERVALS];
 };
 _Static_assert(sizeof(struct lane_acl_field) == 8 + 3 * 8 * LANE_ACL_INTERVALS, "lane_acl_field layout");
+
+// ACL verdict cache (lane_acl_cache, per CPU): buckets of
+// LANE_ACL_CACHE_WAYS entries, indexed by a hash of the classifier key.
+// An entry holds the key with the fields its rule set does not constrain
+// zeroed, plus the rule set's table index + 1 (so a zeroed entry matches
+// nothing), the lane_cfg.gen it was computed under, and what the
+// classifier decided; a hit replays exactly the rule hits the classifier
+// would have recorded. The loader may shrink the map (tests force
+// collisions with one bucket); the program reads the index mask from
+// lane_acl_cache_mask.
+#define LANE_ACL_CACHE_BUCKETS 1024
+#define LANE_ACL_CACHE_WAYS 2
+#define LANE_ACL_CKEY 10 // u64 words: 4 address words, LANE_NF u32 fields, set + 1
+
+struct lane_acl_centry {
+	__u64 key[LANE_ACL_CKEY];
+	__u64 counted; // count-only rules matched below the deciding one
+	__u32 epoch;   // lane_cfg.gen it was computed under
+	__u8 decide;   // bit of the deciding rule; LANE_ACL_RULES: the default
+	__u8 verdict;  // 0 accept, 1 drop
+	__u8 pad[2];
+};
+_Static_assert(sizeof(struct lane_acl_centry) == 96, "lane_acl_centry layout");
+
+struct lane_acl_cbucket {
+	struct lane_acl_centry way[LANE_ACL_CACHE_WAYS];
+	__u32 mru; // the way filled last (a hit writes nothing: one cache line less)
+	__u32 pad;
+};
+_Static_assert(sizeof(struct lane_acl_cbucket) == 200, "lane_acl_cbucket layout");
 
 struct lane_hits {
 	__u64 packets;

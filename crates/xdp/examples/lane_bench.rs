@@ -5,20 +5,28 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000]
+//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--only SUBSTRING]
 //! ```
+//! `--acl-cache 0` turns the lane's ACL verdict cache off (every packet
+//! classified: the cost of a cache miss, minus the cache's own work).
 //! Runs in a throwaway namespace (`tlanebench<pid>`, two veths for the
 //! ports). Prints one line per case: ns per packet (median over calls of
 //! the kernel's average of 250 runs on one frame, so lookups are cache-hot;
-//! GRE: one run per call, which adds the kernel's timer overhead) and the
-//! verdict.
+//! "1 run/call" cases and GRE: one run per call, which adds the kernel's
+//! timer overhead, the same for each such case; the 1024-flow cases take
+//! the frames in turn, so each flow comes back after 1023 others) and the
+//! verdict. The cases on the plain FIB run interleaved (blocks of 64 calls),
+//! each on its own program (every flow run once, untimed, first), so the
+//! machine's load changes hit them alike; a case with rules also gets the
+//! median of its per-call differences to the same case without rules, and
+//! every line the range of the medians of `--rounds` consecutive slices.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, ExitCode};
 use tern_acl::{Action, RuleSet};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteTarget, Source};
 use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, link_local_from_mac};
-use tern_xdp::lane::{FibCapacity, LaneConfig, LaneProgram};
+use tern_xdp::lane::{LaneConfig, LaneProgram};
 
 const R0: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
 const R1: [u8; 6] = [2, 0, 0, 0, 0, 0x20];
@@ -79,9 +87,19 @@ struct Case {
     acl: Option<RuleSet>,
     gre: bool,
     frames: Vec<Vec<u8>>,
+    /// Runs per call: 250 on one frame (cache-hot), or 1 per call over the
+    /// frames in turn (each flow's tables as cold as 1024 flows make them;
+    /// includes the kernel's timer overhead, the same for every such case).
+    repeat: u32,
 }
 
-fn run(routes: Option<&str>, calls: usize) -> Result<(), String> {
+fn run(
+    routes: Option<&str>,
+    calls: usize,
+    rounds: usize,
+    acl_cache_buckets: u32,
+    only: Option<&str>,
+) -> Result<(), String> {
     let ns = format!("tlanebench{}", std::process::id());
     sh(&["ip", "netns", "add", &ns])?;
     let r = (|| {
@@ -89,17 +107,28 @@ fn run(routes: Option<&str>, calls: usize) -> Result<(), String> {
         sh(&["ip", "-n", &ns, "link", "add", "l1", "type", "veth", "peer", "name", "p1"])?;
         let f = std::fs::File::open(format!("/var/run/netns/{ns}")).map_err(|e| e.to_string())?;
         tern_xdp::enter_netns(&f).map_err(|e| e.to_string())?;
-        bench(routes, calls)
+        bench(routes, calls, rounds, acl_cache_buckets, only)
     })();
     let _ = sh(&["ip", "netns", "del", &ns]);
     r
 }
 
-fn bench(routes: Option<&str>, calls: usize) -> Result<(), String> {
+fn bench(
+    routes: Option<&str>,
+    calls: usize,
+    rounds: usize,
+    acl_cache_buckets: u32,
+    only: Option<&str>,
+) -> Result<(), String> {
     let gen_src = Ipv4Addr::new(10, 10, 1, 2);
     let single = vec![frame(gen_src, Ipv4Addr::new(198, 18, 0, 1), 1024, 1024)];
     let multi: Vec<Vec<u8>> = (0..254u32)
         .map(|i| frame(gen_src, Ipv4Addr::from(0xc612_0000 + i + 1), 1024 + i as u16 * 97, 4000 + i as u16))
+        .collect();
+    // 1024 flows whose ACL keys all differ (1024 sources), to 1024
+    // destinations: the classifier sees 1024 distinct keys.
+    let flows1024: Vec<Vec<u8>> = (0..1024u32)
+        .map(|i| frame(Ipv4Addr::from(0x0a0b_0000 + i + 1), Ipv4Addr::from(0xc612_0000 + i + 1), 1024 + i as u16, 4000))
         .collect();
     let mut drop_test = tern_acl::scenario_50_drop_rules();
     drop_test.name = "DROP".into();
@@ -112,114 +141,186 @@ fn bench(routes: Option<&str>, calls: usize) -> Result<(), String> {
     let blocked: Vec<Vec<u8>> = (1..=50u8)
         .map(|n| frame(Ipv4Addr::new(1, 1, n, 1), Ipv4Addr::new(198, 18, 0, 1), 1024 + u16::from(n), 2000))
         .collect();
+    let fw50 = || Some(tern_acl::scenario_50_drop_rules());
     let mut cases = vec![
-        Case { name: "plain forwarding, no rules", acl: None, gre: false, frames: single.clone() },
+        Case { name: "plain forwarding, no rules", acl: None, gre: false, frames: single.clone(), repeat: 250 },
+        Case { name: "single-flow-50fw", acl: fw50(), gre: false, frames: single.clone(), repeat: 250 },
         Case {
-            name: "single-flow-50fw",
-            acl: Some(tern_acl::scenario_50_drop_rules()),
+            name: "drop-test, legitimate half",
+            acl: Some(drop_test.clone()),
             gre: false,
-            frames: single.clone(),
-        },
-        Case { name: "drop-test, legitimate half", acl: Some(drop_test.clone()), gre: false, frames: multi.clone() },
-        Case { name: "drop-test, blocked half", acl: Some(drop_test), gre: false, frames: blocked },
-        Case {
-            name: "gre-multi-flow",
-            acl: Some(tern_acl::scenario_50_drop_rules()),
-            gre: true,
             frames: multi.clone(),
+            repeat: 250,
         },
+        Case { name: "drop-test, blocked half", acl: Some(drop_test), gre: false, frames: blocked, repeat: 250 },
+        Case { name: "gre-multi-flow", acl: fw50(), gre: true, frames: multi.clone(), repeat: 1 },
+        Case { name: "no rules, 1 flow, 1 run/call", acl: None, gre: false, frames: single.clone(), repeat: 1 },
+        Case { name: "50fw, 1 flow, 1 run/call", acl: fw50(), gre: false, frames: single.clone(), repeat: 1 },
+        Case { name: "no rules, 1024 flows, 1 run/call", acl: None, gre: false, frames: flows1024.clone(), repeat: 1 },
+        Case { name: "50fw, 1024 flows, 1 run/call", acl: fw50(), gre: false, frames: flows1024, repeat: 1 },
     ];
     if routes.is_some() {
-        cases.push(Case {
-            name: "900k-routes-50fw",
-            acl: Some(tern_acl::scenario_50_drop_rules()),
-            gre: false,
-            frames: multi.clone(),
-        });
+        cases.push(Case { name: "900k-routes-50fw", acl: fw50(), gre: false, frames: multi.clone(), repeat: 250 });
     }
     let kif0 = tern_xdp::lane::device_ifindex("l0").map_err(|e| e.to_string())?;
     let kif1 = tern_xdp::lane::device_ifindex("l1").map_err(|e| e.to_string())?;
-    println!("# case ns_per_packet verdict (median of {calls} calls x 250 runs; BPF_PROG_TEST_RUN)");
-    for c in cases {
-        let full = c.name.starts_with("900k");
-        let (mut w, reader) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
-        let add = |w: &mut tern_fib::FibWriter, p: &str, t: RouteTarget| {
-            w.add_route(Source::Static, p.parse::<Prefix>().map_err(|e| e.to_string())?, t, RouteAttrs::default())
-                .map_err(|e| e.to_string())
-        };
-        add(&mut w, "10.10.1.0/24", RouteTarget::Connected { ifindex: 0 })?;
-        add(&mut w, "10.10.2.0/24", RouteTarget::Connected { ifindex: 1 })?;
-        add(&mut w, "192.168.255.0/30", RouteTarget::Connected { ifindex: 2 })?;
-        let sink: IpAddr = "10.10.2.2".parse().map_err(|_| "addr")?;
-        if full {
-            let path = routes.unwrap_or_default();
-            let entries = tern_fib::routefile::load(std::path::Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
-            let ops: Vec<_> = entries
-                .into_iter()
-                .filter(|(p, _)| p.is_v4())
-                .map(|(p, _)| {
-                    tern_fib::RouteOp::Add(
-                        Source::Config,
-                        p,
-                        RouteTarget::Via { gw: sink, ifindex: None },
-                        RouteAttrs::default(),
-                    )
-                })
-                .collect();
-            w.apply(ops);
+    println!("# case ns_per_packet verdict (median of {calls} calls x 250 runs or 1 run; BPF_PROG_TEST_RUN)");
+    cases.retain(|c| only.is_none_or(|o| c.name.contains(o)));
+    let shared: Vec<&Case> = cases.iter().filter(|c| !c.gre && !c.name.starts_with("900k")).collect();
+    let v = |verdict| match verdict {
+        1 => "drop",
+        2 => "pass/punt",
+        4 => "redirect",
+        _ => "?",
+    };
+    // The cases on the plain FIB run interleaved, in blocks of calls, each
+    // on its own program: a change of the machine's load hits them alike, and
+    // a case's cost over its reference (no rules, same runs per call and
+    // flows) is the median of the per-call differences.
+    {
+        let mut lanes = Vec::new();
+        for c in &shared {
+            let (mut lane, w, r) = setup(routes, false, false, acl_cache_buckets, kif0, kif1)?;
+            lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
+            // Untimed: every flow once (its verdict cached, if cached).
+            for f in &c.frames {
+                lane.test_run_timed(f, kif0, 1).map_err(|e| e.to_string())?;
+            }
+            lanes.push((lane, w, r));
         }
-        let via = if c.gre { "192.168.255.2" } else { "10.10.2.2" };
-        add(&mut w, "198.18.0.0/15", RouteTarget::Via { gw: via.parse().map_err(|_| "addr")?, ifindex: None })?;
-        // The next hop's MAC is in0's own: a run leaves its output as the
-        // next run's input, and the rewritten frame must still be for the
-        // router (otherwise every run after the first times the
-        // not-for-us drop). TTL 255 lasts the 250 runs.
-        let next_hop_mac = if c.gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
-        w.set_neighbor(1, sink, Some(next_hop_mac));
-        let acl_in = c.acl.as_ref().map(|_| 0u16);
-        let t = GreTunnel { local: "10.10.2.1".parse().map_err(|_| "a")?, remote: sink, key: None, ttl: 64 };
-        let ifs = IfTable::new(vec![
-            iface(0, "in0", IfKind::Port, 0, R0, V4Net { addr: Ipv4Addr::new(10, 10, 1, 1), len: 24 }, acl_in),
-            iface(1, "out0", IfKind::Port, 1, R1, V4Net { addr: Ipv4Addr::new(10, 10, 2, 1), len: 24 }, None),
-            iface(
-                2,
-                "gre0",
-                IfKind::Gre(t),
-                NO_IF,
-                [2, 0, 0, 0, 0, 0x30],
-                V4Net { addr: Ipv4Addr::new(192, 168, 255, 1), len: 30 },
-                None,
-            ),
-        ]);
-        let acls: Vec<RuleSet> = c.acl.into_iter().collect();
-        let cfg = LaneConfig { fib: FibCapacity::default(), neigh_to_tern: true, linux_mode: false };
-        let mut lane = LaneProgram::load(&cfg).map_err(|e| e.to_string())?;
-        lane.attach_fib(&reader.raw(), None).map_err(|e| e.to_string())?;
-        lane.publish(&tern_control::xdplane::lane_tables(&ifs, &acls, &|_| true)).map_err(|e| e.to_string())?;
-        lane.add_port(0, 0, kif0).map_err(|e| e.to_string())?;
-        lane.add_port(1, 1, kif1).map_err(|e| e.to_string())?;
+        let mut ns: Vec<Vec<u128>> = vec![Vec::with_capacity(calls); shared.len()];
+        let mut verdicts = vec![0u32; shared.len()];
+        // Blocks of calls per program: switching programs every call would
+        // time cold caches (a program's first run after another's).
+        const BLOCK_CALLS: usize = 64;
+        for block in (0..calls).step_by(BLOCK_CALLS) {
+            for (i, c) in shared.iter().enumerate() {
+                for j in block..(block + BLOCK_CALLS).min(calls) {
+                    let f = &c.frames[j % c.frames.len()];
+                    let (act, per) = lanes[i].0.test_run_timed(f, kif0, c.repeat).map_err(|e| e.to_string())?;
+                    verdicts[i] = act;
+                    ns[i].push(per.as_nanos());
+                }
+            }
+        }
+        let median = |v: &mut Vec<i128>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        for (i, c) in shared.iter().enumerate() {
+            let mut all: Vec<i128> = ns[i].iter().map(|&x| x as i128).collect();
+            let med = median(&mut all);
+            // Spread: the medians of `rounds` consecutive slices of the calls.
+            let slice = calls.div_ceil(rounds).max(1);
+            let mut parts: Vec<i128> =
+                ns[i].chunks(slice).map(|ch| median(&mut ch.iter().map(|&x| x as i128).collect())).collect();
+            parts.sort_unstable();
+            let (lo, hi) = (parts.first().copied().unwrap_or(0), parts.last().copied().unwrap_or(0));
+            let reference =
+                shared.iter().position(|r| r.acl.is_none() && r.repeat == c.repeat && r.frames.len() == c.frames.len());
+            let over = match reference {
+                Some(r) if r != i => {
+                    let mut d: Vec<i128> = ns[i].iter().zip(&ns[r]).map(|(&a, &b)| a as i128 - b as i128).collect();
+                    format!("  {:+} ns over \"{}\"", median(&mut d), shared[r].name)
+                }
+                _ => String::new(),
+            };
+            println!("{:<34} {med:>5} ns  {}  (slices {lo}-{hi}){over}", c.name, v(verdicts[i]));
+        }
+    }
+    for c in cases.iter().filter(|c| c.gre || c.name.starts_with("900k")) {
+        let full = c.name.starts_with("900k");
+        let (mut lane, _w, _r) = setup(routes, full, c.gre, acl_cache_buckets, kif0, kif1)?;
+        lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
         let mut ns: Vec<u128> = Vec::with_capacity(calls);
         let mut verdict = 0;
         for i in 0..calls {
             let f = &c.frames[i % c.frames.len()];
             // A run leaves its output as the next run's input: encapsulating
             // twice would time something else, so GRE runs once per call.
-            let repeat = if c.gre { 1 } else { 250 };
-            let (act, per) = lane.test_run_timed(f, kif0, repeat).map_err(|e| e.to_string())?;
+            let (act, per) = lane.test_run_timed(f, kif0, c.repeat).map_err(|e| e.to_string())?;
             verdict = act;
             ns.push(per.as_nanos());
         }
         ns.sort_unstable();
         let med = ns.get(ns.len() / 2).copied().unwrap_or(0);
-        let v = match verdict {
-            1 => "drop",
-            2 => "pass/punt",
-            4 => "redirect",
-            _ => "?",
-        };
-        println!("{:<28} {med:>5} ns  {v}", c.name);
+        println!("{:<34} {med:>5} ns  {}", c.name, v(verdict));
     }
     Ok(())
+}
+
+/// The interfaces (in0 with rule set `acl` on input, out0, gre0) and rule sets.
+fn tables(acl: Option<&RuleSet>) -> Result<tern_xdp::lane::LaneTables, String> {
+    let acl_in = acl.map(|_| 0u16);
+    let sink: IpAddr = "10.10.2.2".parse().map_err(|_| "addr")?;
+    let t = GreTunnel { local: "10.10.2.1".parse().map_err(|_| "a")?, remote: sink, key: None, ttl: 64 };
+    let ifs = IfTable::new(vec![
+        iface(0, "in0", IfKind::Port, 0, R0, V4Net { addr: Ipv4Addr::new(10, 10, 1, 1), len: 24 }, acl_in),
+        iface(1, "out0", IfKind::Port, 1, R1, V4Net { addr: Ipv4Addr::new(10, 10, 2, 1), len: 24 }, None),
+        iface(
+            2,
+            "gre0",
+            IfKind::Gre(t),
+            NO_IF,
+            [2, 0, 0, 0, 0, 0x30],
+            V4Net { addr: Ipv4Addr::new(192, 168, 255, 1), len: 30 },
+            None,
+        ),
+    ]);
+    let acls: Vec<RuleSet> = acl.cloned().into_iter().collect();
+    Ok(tern_control::xdplane::lane_tables(&ifs, &acls, &|_| true))
+}
+
+/// A lane program on the scenario's FIB (the full table if `full`; the
+/// benchmark's destinations via the GRE tunnel if `gre`), ports declared.
+fn setup(
+    routes: Option<&str>,
+    full: bool,
+    gre: bool,
+    acl_cache_buckets: u32,
+    kif0: u32,
+    kif1: u32,
+) -> Result<(LaneProgram, tern_fib::FibWriter, tern_fib::FibReader), String> {
+    let (mut w, reader) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
+    let add = |w: &mut tern_fib::FibWriter, p: &str, t: RouteTarget| {
+        w.add_route(Source::Static, p.parse::<Prefix>().map_err(|e| e.to_string())?, t, RouteAttrs::default())
+            .map_err(|e| e.to_string())
+    };
+    add(&mut w, "10.10.1.0/24", RouteTarget::Connected { ifindex: 0 })?;
+    add(&mut w, "10.10.2.0/24", RouteTarget::Connected { ifindex: 1 })?;
+    add(&mut w, "192.168.255.0/30", RouteTarget::Connected { ifindex: 2 })?;
+    let sink: IpAddr = "10.10.2.2".parse().map_err(|_| "addr")?;
+    if full {
+        let path = routes.unwrap_or_default();
+        let entries = tern_fib::routefile::load(std::path::Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
+        let ops: Vec<_> = entries
+            .into_iter()
+            .filter(|(p, _)| p.is_v4())
+            .map(|(p, _)| {
+                tern_fib::RouteOp::Add(
+                    Source::Config,
+                    p,
+                    RouteTarget::Via { gw: sink, ifindex: None },
+                    RouteAttrs::default(),
+                )
+            })
+            .collect();
+        w.apply(ops);
+    }
+    let via = if gre { "192.168.255.2" } else { "10.10.2.2" };
+    add(&mut w, "198.18.0.0/15", RouteTarget::Via { gw: via.parse().map_err(|_| "addr")?, ifindex: None })?;
+    // The next hop's MAC is in0's own: a run leaves its output as the
+    // next run's input, and the rewritten frame must still be for the
+    // router (otherwise every run after the first times the
+    // not-for-us drop). TTL 255 lasts the 250 runs.
+    let next_hop_mac = if gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
+    w.set_neighbor(1, sink, Some(next_hop_mac));
+    let cfg = LaneConfig { acl_cache_buckets, ..LaneConfig::default() };
+    let mut lane = LaneProgram::load(&cfg).map_err(|e| e.to_string())?;
+    lane.attach_fib(&reader.raw(), None).map_err(|e| e.to_string())?;
+    lane.add_port(0, 0, kif0).map_err(|e| e.to_string())?;
+    lane.add_port(1, 1, kif1).map_err(|e| e.to_string())?;
+    Ok((lane, w, reader))
 }
 
 fn main() -> ExitCode {
@@ -227,7 +328,10 @@ fn main() -> ExitCode {
     let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
     let routes = get("--routes");
     let calls = get("--calls").and_then(|s| s.parse().ok()).unwrap_or(2000);
-    match run(routes.as_deref(), calls) {
+    let acl_cache = get("--acl-cache").and_then(|s| s.parse().ok()).unwrap_or(tern_xdp::lane::ACL_CACHE_BUCKETS);
+    let rounds = get("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5usize).max(1);
+    let only = get("--only");
+    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lane_bench: {e}");

@@ -9,7 +9,7 @@
 
 mod lane_util;
 
-use lane_util::diff::{Diff, Verdict, build};
+use lane_util::diff::{Diff, Verdict, build, build_with_cache};
 use lane_util::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tern_acl::{Action, Rule, RuleAction, RuleSet};
@@ -648,5 +648,317 @@ fn linux_mode_leaves_the_routers_traffic_to_linux() {
         // GRE that is not one of tern's tunnels: Linux's.
         let other = ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(Some(99), 0x0800, &inner));
         assert_eq!(d.run(WAN, &eth(R_WAN, HOST_B, 0x0800, &other)), Pass("xdp-lane/pass-local".into()));
+    });
+}
+
+// ---------------------------------------------------------------- the ACL verdict cache
+
+/// Rule sets for the verdict cache: set 0 (`CIN`, on lan and lan.100
+/// input) has a rule on every key field, so that two flows differing in
+/// one field get different verdicts; count-only rules before them (one
+/// matching everything) check that hits are counted on every packet,
+/// cached or not. Set 1 (`COUT`, wan output) keys on iif and oif, set 2 is
+/// the drop test.
+fn cache_rule_sets(extra_dport_drop: Option<u16>) -> Vec<RuleSet> {
+    let mut text = String::from(
+        r#"
+[[acl]]
+name = "CIN"
+default = "accept"
+[[acl.rule]]
+action = "count"
+proto = "udp"
+dport = 53
+[[acl.rule]]
+action = "count"
+[[acl.rule]]
+action = "drop"
+src = ["10.0.1.66/32", "2001:db8:1::66/128"]
+[[acl.rule]]
+action = "drop"
+dst = ["198.18.0.66/32", "2001:db8:ff::66/128"]
+[[acl.rule]]
+action = "drop"
+proto = "udp"
+sport = 6666
+[[acl.rule]]
+action = "drop"
+proto = "tcp"
+dport = 23
+[[acl.rule]]
+action = "drop"
+tcp_flags = "syn,!ack"
+dport = 80
+[[acl.rule]]
+action = "drop"
+icmp_type = 8
+[[acl.rule]]
+action = "drop"
+icmpv6_type = 128
+[[acl.rule]]
+action = "drop"
+dscp = 46
+[[acl.rule]]
+action = "drop"
+proto = "udp"
+vlan = 100
+dport = 9
+"#,
+    );
+    if let Some(p) = extra_dport_drop {
+        text.push_str(&format!("[[acl.rule]]\naction = \"drop\"\nproto = \"udp\"\ndport = {p}\n"));
+    }
+    text.push_str(
+        r#"
+[[acl]]
+name = "COUT"
+default = "accept"
+[[acl.rule]]
+action = "count"
+oif = "wan"
+[[acl.rule]]
+action = "drop"
+proto = "udp"
+iif = "lan.100"
+dport = 7
+"#,
+    );
+    let mut sets = tern_acl::parse_toml(&text).expect("rule sets");
+    sets.push(tern_acl::scenario_drop_test());
+    sets
+}
+
+/// The lab's interfaces with CIN also on lan.100 (`lan_in`: lan's input
+/// rule set).
+fn cache_interfaces(lan_in: Option<u16>) -> IfTable {
+    let mut ifs = interfaces().ifs.clone();
+    for f in &mut ifs {
+        if f.index == LAN {
+            f.acl_in = lan_in;
+        }
+        if f.index == VLAN100 {
+            f.acl_in = Some(0);
+        }
+    }
+    IfTable::new(ifs)
+}
+
+fn with_cache_lab(buckets: u32, f: impl FnOnce(&mut Diff, &mut FibWriter) + Send) {
+    if !privileged() {
+        return;
+    }
+    let ns = Netns::with_veths(3);
+    ns.run(|| {
+        let (mut w, r) = fib();
+        let mut d = build_with_cache(cache_interfaces(Some(0)), 3, &r, &cache_rule_sets(None), false, buckets);
+        f(&mut d, &mut w);
+    });
+}
+
+fn with_dscp(mut l3: Vec<u8>, dscp: u8) -> Vec<u8> {
+    if l3[0] >> 4 == 4 {
+        l3[1] = dscp << 2;
+        fix_csum(&mut l3, 0);
+    } else {
+        let tc = dscp << 2;
+        l3[0] = 0x60 | (tc >> 4);
+        l3[1] = (tc << 4) | (l3[1] & 0x0f);
+    }
+    l3
+}
+
+/// Pairs of frames (received on lan) whose ACL keys differ in one field
+/// and whose verdicts differ, IPv4 and IPv6.
+fn one_field_pairs() -> Vec<(&'static str, Vec<u8>, Vec<u8>)> {
+    let icmp4 = |t: u8| ipv4(v4("10.0.1.2"), v4("198.18.0.1"), 1, 64, &[t, 0, 0, 0, 0, 1, 0, 1]);
+    let icmp6 = |t: u8| ipv6(v6("2001:db8:1::2"), v6("2001:db8:ff::1"), 58, 64, &[t, 0, 0, 0, 0, 1, 0, 1]);
+    let tcp4 = |dport: u16, flags: u8| ipv4(v4("10.0.1.2"), v4("198.18.0.1"), 6, 64, &tcp(1000, dport, flags));
+    let tcp6 = |dport: u16, flags: u8| ipv6(v6("2001:db8:1::2"), v6("2001:db8:ff::1"), 6, 64, &tcp(1000, dport, flags));
+    let u4 = |src: &str, dst: &str, sport: u16, dport: u16| udp4(src, dst, 64, sport, dport, b"c");
+    let u6 = |src: &str, dst: &str, sport: u16, dport: u16| udp6(src, dst, 64, sport, dport);
+    let (syn, synack) = (0x02, 0x12);
+    let v4p = |what, a: Vec<u8>, b: Vec<u8>| (what, lan_frame(a), lan_frame(b));
+    let v6p = |what, a: Vec<u8>, b: Vec<u8>| (what, lan6(a), lan6(b));
+    vec![
+        v4p("v4 src", u4("10.0.1.66", "198.18.0.1", 1, 2), u4("10.0.1.67", "198.18.0.1", 1, 2)),
+        v4p("v4 dst", u4("10.0.1.2", "198.18.0.66", 1, 2), u4("10.0.1.2", "198.18.0.67", 1, 2)),
+        v4p("v4 sport", u4("10.0.1.2", "198.18.0.1", 6666, 2), u4("10.0.1.2", "198.18.0.1", 6667, 2)),
+        v4p("v4 dport", tcp4(23, synack), tcp4(24, synack)),
+        v4p("v4 proto", tcp4(23, synack), u4("10.0.1.2", "198.18.0.1", 1000, 23)),
+        v4p("v4 tcp flags", tcp4(80, syn), tcp4(80, synack)),
+        v4p("v4 icmp type", icmp4(8), icmp4(0)),
+        v4p(
+            "v4 dscp",
+            with_dscp(u4("10.0.1.2", "198.18.0.1", 1, 2), 46),
+            with_dscp(u4("10.0.1.2", "198.18.0.1", 1, 2), 45),
+        ),
+        v6p("v6 src", u6("2001:db8:1::66", "2001:db8:ff::1", 1, 2), u6("2001:db8:1::67", "2001:db8:ff::1", 1, 2)),
+        v6p("v6 dst", u6("2001:db8:1::2", "2001:db8:ff::66", 1, 2), u6("2001:db8:1::2", "2001:db8:ff::67", 1, 2)),
+        v6p("v6 sport", u6("2001:db8:1::2", "2001:db8:ff::1", 6666, 2), u6("2001:db8:1::2", "2001:db8:ff::1", 6667, 2)),
+        v6p("v6 dport", tcp6(23, synack), tcp6(24, synack)),
+        v6p("v6 proto", tcp6(23, synack), u6("2001:db8:1::2", "2001:db8:ff::1", 1000, 23)),
+        v6p("v6 tcp flags", tcp6(80, syn), tcp6(80, synack)),
+        v6p("v6 icmpv6 type", icmp6(128), icmp6(129)),
+        v6p(
+            "v6 dscp",
+            with_dscp(u6("2001:db8:1::2", "2001:db8:ff::1", 1, 2), 46),
+            with_dscp(u6("2001:db8:1::2", "2001:db8:ff::1", 1, 2), 45),
+        ),
+        // The VLAN and the input interface go together (lan.100 is VLAN 100).
+        (
+            "vlan (and iif)",
+            eth_vlan(R_LAN, HOST_V, 100, 0x0800, &u4("10.0.100.5", "198.18.0.1", 1, 9)),
+            lan_frame(u4("10.0.100.5", "198.18.0.1", 1, 9)),
+        ),
+        (
+            "iif on output (and vlan)",
+            eth_vlan(R_LAN, HOST_V, 100, 0x0800, &u4("10.0.100.5", "198.18.0.1", 1, 7)),
+            lan_frame(u4("10.0.100.5", "198.18.0.1", 1, 7)),
+        ),
+    ]
+}
+
+/// Every pair, interleaved a b a b ...: each packet must match userspace
+/// (verdict, frame, counters, hits) and the two verdicts must differ.
+fn interleave_pairs(d: &mut Diff) {
+    for (what, a, b) in one_field_pairs() {
+        let (va, vb) = (d.run(LAN, &a), d.run(LAN, &b));
+        assert_ne!(va, vb, "{what}: the pair must get different verdicts");
+        for _ in 0..4 {
+            assert_eq!(d.run(LAN, &a), va, "{what}: a again");
+            assert_eq!(d.run(LAN, &b), vb, "{what}: b again");
+        }
+    }
+}
+
+#[test]
+fn cached_verdicts_count_every_hit() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        use Verdict::*;
+        // One flow 100 times, dropped by rule 2: rule 1 (count all) and
+        // rule 2 count 100 packets each, in the lane as in userspace.
+        let dropped = lan_frame(udp4("10.0.1.66", "198.18.0.1", 64, 1, 53, b"x"));
+        for _ in 0..100 {
+            assert_eq!(d.run(LAN, &dropped), Drop("ip4-acl-in/denied".into()));
+        }
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+        let len = dropped.len() as u64;
+        assert_eq!(lane[0], (100, 100 * len), "count rule udp/53");
+        assert_eq!(lane[1], (100, 100 * len), "count rule for everything");
+        assert_eq!(lane[2], (100, 100 * len), "deciding rule");
+        assert!(lane[3..].iter().all(|h| *h == (0, 0)), "{lane:?}");
+        // One accepted flow 100 times: the default's slot, and the
+        // output rule set's count rule on wan.
+        let fwd = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"y"));
+        for _ in 0..100 {
+            assert_eq!(d.run(LAN, &fwd), Forward(WAN));
+        }
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+        assert_eq!(lane[1].0, 200);
+        assert_eq!(lane.last().copied(), Some((100, 100 * fwd.len() as u64)), "default policy");
+        let (lane, engine) = d.hits(1);
+        assert_eq!(lane, engine);
+        assert_eq!(lane[0].0, 100, "count rule on oif wan");
+        assert_eq!(lane.last().map(|h| h.0), Some(100), "COUT default");
+    });
+}
+
+#[test]
+fn keys_differing_in_one_field_stay_apart_in_the_cache() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        interleave_pairs(d);
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+    });
+}
+
+#[test]
+fn colliding_keys_share_one_bucket_correctly() {
+    // One bucket of two entries: every key collides with every other, the
+    // pairs thrash it and each packet must still be classified exactly.
+    with_cache_lab(1, |d, _| {
+        interleave_pairs(d);
+        // Three flows with three different outcomes in turn, v4 and v6.
+        let flows = [
+            lan_frame(udp4("10.0.1.66", "198.18.0.1", 64, 1, 2, b"z")),
+            lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 53, b"z")),
+            lan6(udp6("2001:db8:1::2", "2001:db8:ff::66", 64, 1, 2)),
+            lan6(udp6("2001:db8:1::2", "2001:db8:ff::1", 64, 1, 2)),
+        ];
+        for _ in 0..10 {
+            for f in &flows {
+                d.run(LAN, f);
+            }
+        }
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+    });
+    // And with the cache off, the same.
+    with_cache_lab(0, |d, _| interleave_pairs(d));
+}
+
+#[test]
+fn a_rule_or_binding_swap_takes_effect_on_the_next_packet() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        use Verdict::*;
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 5000, b"s"));
+        let denied = || Drop("ip4-acl-in/denied".into());
+        for _ in 0..5 {
+            assert_eq!(d.run(LAN, &f), Forward(WAN));
+        }
+        // A rule dropping the flow: the next packet is dropped.
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(Some(5000)));
+        assert_eq!(d.run(LAN, &f), denied());
+        assert_eq!(d.run(LAN, &f), denied());
+        // And removed again.
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(None));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        // A flip that changes nothing keeps the verdicts.
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(None));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        // lan bound to the drop test (UDP 5000 is in a dropped range), then
+        // to nothing, then back.
+        d.republish(cache_interfaces(Some(2)), &cache_rule_sets(None));
+        assert_eq!(d.run(LAN, &f), denied());
+        d.republish(cache_interfaces(None), &cache_rule_sets(None));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(Some(5000)));
+        assert_eq!(d.run(LAN, &f), denied());
+        // The same tables at other positions: lan's set moves from 0 to 1.
+        let mut sets = cache_rule_sets(None);
+        sets.swap(0, 1);
+        let mut ifs = cache_interfaces(Some(1)).ifs.clone();
+        for i in &mut ifs {
+            if i.index == VLAN100 {
+                i.acl_in = Some(1);
+            }
+            if i.index == WAN {
+                i.acl_out = Some(0);
+            }
+        }
+        d.republish(IfTable::new(ifs), &sets);
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        interleave_pairs(d);
+    });
+}
+
+#[test]
+fn the_publication_sequence_wraps_without_stale_verdicts() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        use Verdict::*;
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 5000, b"w"));
+        // Live half 1 after the first publication: continue from 2^32 - 1.
+        d.lane.set_publish_seq(u32::MAX).expect("seq");
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(Some(5000)));
+        // Sequence 0: the flow is cached as dropped under tag 0.
+        assert_eq!(d.run(LAN, &f), Drop("ip4-acl-in/denied".into()));
+        // Back to 2^32 - 1 without touching the flow's entry, then wrap to 0
+        // again with rules that accept it: tag 0 must not answer.
+        d.lane.set_publish_seq(u32::MAX - 1).expect("seq");
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(None));
+        d.republish(cache_interfaces(Some(0)), &cache_rule_sets(None));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
     });
 }

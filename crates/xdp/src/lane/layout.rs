@@ -15,6 +15,8 @@ pub const ACL_RULES: usize = 64;
 pub const ACL_INTERVALS: usize = 128;
 pub const NF: usize = 11;
 pub const BLOCK: usize = 256;
+/// Default buckets of the ACL verdict cache (per CPU, 2 entries each).
+pub const ACL_CACHE_BUCKETS: u32 = 1024;
 #[cfg(test)]
 pub const MAX_TUNNELS: u32 = 1024;
 pub const NO_SET: u16 = 0xffff;
@@ -34,6 +36,7 @@ pub(crate) const IF_SIZE: usize = 76;
 pub(crate) const TUN_KEY_SIZE: usize = 40;
 pub(crate) const ACL_SET_SIZE: usize = 48;
 pub(crate) const ACL_FIELD_SIZE: usize = 8 + 3 * 8 * ACL_INTERVALS;
+pub(crate) const ACL_CBUCKET_SIZE: usize = 200;
 
 /// What kind of interface, as the lane sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,6 +240,7 @@ mod tests {
             ("sizeof(struct lane_if) == ", IF_SIZE),
             ("sizeof(struct lane_tun_key) == ", TUN_KEY_SIZE),
             ("sizeof(struct lane_acl_set) == ", ACL_SET_SIZE),
+            ("sizeof(struct lane_acl_cbucket) == ", ACL_CBUCKET_SIZE),
         ] {
             let at = h.find(what).unwrap_or_else(|| panic!("{what} not asserted in lane.h"));
             let n: usize =
@@ -253,6 +257,7 @@ mod tests {
             ("LANE_NF", NF as u64),
             ("LANE_BLOCK", BLOCK as u64),
             ("LANE_MAX_TUNNELS", u64::from(MAX_TUNNELS)),
+            ("LANE_ACL_CACHE_BUCKETS", u64::from(ACL_CACHE_BUCKETS)),
         ] {
             let pat = format!("#define {name} ");
             let at = h.find(&pat).unwrap_or_else(|| panic!("{name} missing"));

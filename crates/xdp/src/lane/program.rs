@@ -10,7 +10,11 @@
 //! writes the half the program does not read, flips `lane_cfg.gen` with one
 //! store, and waits for a kernel RCU grace period before that half may be
 //! written again, so that a packet sees one generation of interfaces,
-//! VLANs, tunnels and rule sets, never a mix.
+//! VLANs, tunnels and rule sets, never a mix. `lane_cfg.gen` is a
+//! publication sequence (bit 0 names the live half) and tags the entries of
+//! the program's ACL verdict cache, so the same store retires every cached
+//! verdict: a packet reads `gen` once and can only take a cached verdict
+//! computed on the tables it uses.
 
 use super::acl::LaneAcl;
 use super::counters::{CounterValue, LanePortStats, counters};
@@ -44,11 +48,19 @@ pub struct LaneConfig {
     pub neigh_to_tern: bool,
     /// Linux owns the router's addresses (their traffic goes to Linux).
     pub linux_mode: bool,
+    /// Buckets (2 entries each, per CPU) of the ACL verdict cache, rounded
+    /// up to a power of two; 0 turns the cache off.
+    pub acl_cache_buckets: u32,
 }
 
 impl Default for LaneConfig {
     fn default() -> Self {
-        LaneConfig { fib: FibCapacity::default(), neigh_to_tern: true, linux_mode: false }
+        LaneConfig {
+            fib: FibCapacity::default(),
+            neigh_to_tern: true,
+            linux_mode: false,
+            acl_cache_buckets: ACL_CACHE_BUCKETS,
+        }
     }
 }
 
@@ -103,12 +115,17 @@ pub struct LaneProgram {
     acl_sets: Array<MapData, [u8; ACL_SET_SIZE]>,
     acl_fields: Array<MapData, [u8; ACL_FIELD_SIZE]>,
     acl_hits: PerCpuArray<MapData, [u64; 2]>,
+    acl_cache: PerCpuArray<MapData, [u8; ACL_CBUCKET_SIZE]>,
+    /// Buckets of `acl_cache` (the map's size).
+    acl_cache_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
     port_stats: PerCpuArray<MapData, u64>,
     tx: DevMap<MapData>,
     xsks: XskMap<MapData>,
     mirror: Option<FibMirror>,
     fib_maps: Option<FibMaps>,
+    /// Publications so far (`lane_cfg.gen`); the live half is `seq & 1`.
+    seq: u32,
     gen_: u32,
     flags: u32,
     halves: [Half; 2],
@@ -156,7 +173,13 @@ impl LaneProgram {
         let c = cfg.fib;
         let blocks = |n: u32| n.clamp(1, 1 << 24);
         let members = c.ecmp_members.div_ceil(BLOCK as u32).max(1);
+        let cache_on = u32::from(cfg.acl_cache_buckets > 0);
+        let cache_buckets = cfg.acl_cache_buckets.clamp(1, 1 << 20).next_power_of_two();
+        let cache_mask = cache_buckets - 1;
         let mut ebpf = EbpfLoader::new()
+            .map_max_entries("lane_acl_cache", cache_buckets)
+            .override_global("lane_acl_cache_mask", &cache_mask, true)
+            .override_global("lane_acl_cache_on", &cache_on, true)
             .map_max_entries("lane_v4_nodes", blocks(c.v4_blocks))
             .map_max_entries("lane_v6_nodes", blocks(c.v6_blocks))
             .map_max_entries("lane_nh", c.nexthops.max(2))
@@ -196,12 +219,15 @@ impl LaneProgram {
             acl_sets: take(&mut ebpf, "lane_acl_sets")?,
             acl_fields: take(&mut ebpf, "lane_acl_fields")?,
             acl_hits: take(&mut ebpf, "lane_acl_hits")?,
+            acl_cache: take(&mut ebpf, "lane_acl_cache")?,
+            acl_cache_buckets: cache_buckets,
             ctr: take(&mut ebpf, "lane_ctr")?,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
             tx: take(&mut ebpf, "lane_tx")?,
             xsks: take(&mut ebpf, "lane_xsks")?,
             mirror: None,
             fib_maps: Some(FibMaps { v4_top, v4_nodes, v6_top, v6_nodes, nh, ecmp }),
+            seq: 0,
             gen_: 0,
             flags: 0,
             halves: Default::default(),
@@ -223,7 +249,7 @@ impl LaneProgram {
     }
 
     fn write_cfg(&mut self) -> Result<(), XdpError> {
-        self.cfg_map.set(0, encode_cfg(self.gen_, self.flags), 0).map_err(|e| prog_err("lane_cfg", e))
+        self.cfg_map.set(0, encode_cfg(self.seq, self.flags), 0).map_err(|e| prog_err("lane_cfg", e))
     }
 
     fn set_flag(&mut self, flag: u32, on: bool) -> Result<(), XdpError> {
@@ -371,12 +397,21 @@ impl LaneProgram {
     /// Makes `t` the program's tables: writes the idle half, flips, and
     /// waits until no packet can still be reading the old half.
     pub fn publish(&mut self, t: &LaneTables) -> Result<(), XdpError> {
-        let g = 1 - self.gen_;
+        let seq = self.seq.wrapping_add(1);
+        let g = seq & 1;
         self.write_half(g, t)?;
         // Hit counters of the half about to go live, as they stand.
         let nsets = t.acls.len().min(MAX_SETS);
         let base_new = self.read_hits(g, nsets)?;
         let acl_changed = self.tables.acls != t.acls;
+        if seq == 0 {
+            // The sequence wrapped: the cache may hold entries tagged with
+            // the coming value 2^32 publications ago. Packets running now
+            // carry the current value and cannot match what they write.
+            self.clear_acl_cache()?;
+        }
+        // One store: the new half and the new cache epoch together.
+        self.seq = seq;
         self.gen_ = g;
         self.write_cfg()?;
         kernel_grace_period().map_err(|e| XdpError::Io { what: "membarrier".into(), source: e })?;
@@ -393,6 +428,28 @@ impl LaneProgram {
         self.hits.baseline[g as usize] = base_new;
         self.tables = t.clone();
         Ok(())
+    }
+
+    /// Zeroes every ACL verdict cache entry (a zeroed entry matches no key).
+    fn clear_acl_cache(&mut self) -> Result<(), XdpError> {
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+        for i in 0..self.acl_cache_buckets {
+            let zero = PerCpuValues::try_from(vec![[0u8; ACL_CBUCKET_SIZE]; cpus])
+                .map_err(|e| prog_err("lane_acl_cache", e))?;
+            self.acl_cache.set(i, zero, 0).map_err(|e| prog_err("lane_acl_cache", e))?;
+        }
+        Ok(())
+    }
+
+    /// Test hook: the publication sequence continues from `seq` (to exercise
+    /// its wrap without 2^32 publications).
+    #[doc(hidden)]
+    pub fn set_publish_seq(&mut self, seq: u32) -> Result<(), XdpError> {
+        if seq & 1 != self.gen_ {
+            return Err(XdpError::Config("the sequence must keep the live half".into()));
+        }
+        self.seq = seq;
+        self.write_cfg()
     }
 
     fn write_half(&mut self, g: u32, t: &LaneTables) -> Result<(), XdpError> {

@@ -24,12 +24,15 @@ use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig};
 use tern_io::{MemHandle, MemPort};
 use tern_nodes::state::{AclSet, AclTable, IfTable, Params, Shared};
 use tern_packet::{PacketPool, PoolConfig};
-use tern_xdp::lane::{CounterKind, FibCapacity, LaneConfig, LaneProgram, counters};
+use tern_xdp::lane::{ACL_CACHE_BUCKETS, CounterKind, FibCapacity, LaneConfig, LaneProgram, counters};
 
 pub const XDP_ABORTED: u32 = 0;
 pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
 pub const XDP_REDIRECT: u32 = 4;
+
+/// Hit counters of one rule set: (packets, bytes) per rule, then the default.
+pub type Hits = Vec<(u64, u64)>;
 
 /// Where a packet went.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,15 +69,33 @@ pub struct Diff {
 /// `l0`, `l1`, ... of the current namespace), the FIB behind `fib`, and
 /// `acls`. `linux_mode` as tern's `[linux]` section.
 pub fn build(ifs: IfTable, ports: u16, fib: &tern_fib::FibReader, acls: &[RuleSet], linux_mode: bool) -> Diff {
+    build_with_cache(ifs, ports, fib, acls, linux_mode, ACL_CACHE_BUCKETS)
+}
+
+/// [`build`] with an ACL verdict cache of `buckets` buckets (0: none).
+pub fn build_with_cache(
+    ifs: IfTable,
+    ports: u16,
+    fib: &tern_fib::FibReader,
+    acls: &[RuleSet],
+    linux_mode: bool,
+    buckets: u32,
+) -> Diff {
+    let table = engine_acls(&ifs, acls);
+    let shared = Shared::new(ifs, fib.clone());
+    shared.acls.publish(table);
+    from_shared_with_cache(shared, ports, acls, linux_mode, buckets)
+}
+
+/// The rule sets compiled for the engine (counters for worker 0).
+fn engine_acls(ifs: &IfTable, acls: &[RuleSet]) -> AclTable {
     let mut sets = Vec::new();
     for s in acls {
         let c = tern_acl::compile(s, &|n| ifs.by_name(n).map(|i| i.index)).expect("rule set compiles");
         let counters = vec![tern_acl::RuleCounters::for_classifier(&c)];
         sets.push(AclSet { name: s.name.clone(), classifier: c, counters });
     }
-    let shared = Shared::new(ifs, fib.clone());
-    shared.acls.publish(AclTable { sets });
-    from_shared(shared, ports, acls, linux_mode)
+    AclTable { sets }
 }
 
 /// Both lanes over tables a router (or the caller) already built: the
@@ -82,6 +103,10 @@ pub fn build(ifs: IfTable, ports: u16, fib: &tern_fib::FibReader, acls: &[RuleSe
 /// rule counters it uses), the lane gets the same FIB, interfaces and
 /// rule sets.
 pub fn from_shared(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: bool) -> Diff {
+    from_shared_with_cache(shared, ports, acls, linux_mode, ACL_CACHE_BUCKETS)
+}
+
+fn from_shared_with_cache(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: bool, buckets: u32) -> Diff {
     shared.params.publish(Params {
         icmp_rate: 1_000_000,
         icmp_burst: 1_000_000,
@@ -107,6 +132,7 @@ pub fn from_shared(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: boo
         fib: FibCapacity { v4_blocks: 1 << 10, v6_blocks: 1 << 12, nexthops: 1 << 12, ecmp_members: 1 << 10 },
         neigh_to_tern: !linux_mode,
         linux_mode,
+        acl_cache_buckets: buckets,
     };
     let mut lane = LaneProgram::load(&lcfg).expect("lane loads (root, kernel with BPF)");
     lane.attach_fib(&shared.fib.raw(), None).expect("fib mirror");
@@ -156,6 +182,25 @@ pub fn normalize_gre_ident(f: &mut [u8]) {
 }
 
 impl Diff {
+    /// Replaces the interfaces and rule sets on both sides (as the router
+    /// publishes a configuration change): the engine's next batch and the
+    /// lane's next packet use the new ones.
+    pub fn republish(&mut self, ifs: IfTable, acls: &[RuleSet]) {
+        assert_eq!(acls.len(), self.sets, "the harness compares a fixed number of rule sets");
+        self.shared.acls.publish(engine_acls(&ifs, acls));
+        let ports = self.mem.len() as u16;
+        let tables = tern_control::xdplane::lane_tables(&ifs, acls, &|p| p < ports);
+        self.shared.ifaces.publish(ifs);
+        self.lane.publish(&tables).expect("publish");
+    }
+
+    /// Rule hits of set `set` in the lane and in the engine (per rule, then
+    /// the default), as counted since the rule set was last replaced.
+    pub fn hits(&self, set: usize) -> (Hits, Hits) {
+        let engine = self.engine_hits().get(set).cloned().unwrap_or_default();
+        (self.lane.acl_hits(set).expect("hits"), engine)
+    }
+
     fn engine_counters(&self) -> BTreeMap<String, u64> {
         let sh = self.worker.shared();
         let s = sh.stats.snapshot();
