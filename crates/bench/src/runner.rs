@@ -35,6 +35,14 @@ pub fn scenario_for(opts: &Rfc2544Opts) -> Result<Scenario> {
         s.sizes = opts.sizes.iter().map(|x| FrameSize::parse(x)).collect::<Result<_>>()?;
     }
     s.needs.vlan = opts.vlan;
+    // tern reads the file relative to its config, which is written to the
+    // work directory: a path relative to where the tester runs must be
+    // made absolute here.
+    if let Some(f) = &mut s.needs.route_file
+        && f.is_relative()
+    {
+        *f = std::path::absolute(&*f).map_err(|e| BenchError::io(format!("route file {}", f.display()), e))?;
+    }
     for st in &mut s.streams {
         let f = &mut st.flows;
         if let Some(n) = opts.dst_count {
@@ -456,4 +464,30 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         ceiling,
         duts,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        opts: Rfc2544Opts,
+    }
+
+    /// A relative --route-file reaches the DUTs as an absolute path: tern
+    /// reads it relative to its config in the work directory, not to where
+    /// the tester was started.
+    #[test]
+    fn a_relative_route_file_is_made_absolute() {
+        let cli = Cli::try_parse_from(["t", "--scenario", "900k-routes-50fw", "--route-file", "../data/table.txt.gz"])
+            .expect("options");
+        let s = scenario_for(&cli.opts).expect("scenario");
+        let f = s.needs.route_file.expect("a route file");
+        assert!(f.is_absolute(), "{}", f.display());
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(f, cwd.join("../data/table.txt.gz"));
+    }
 }
