@@ -234,6 +234,14 @@ impl Ctx<'_> {
         let timing = self.timing();
         let mut pass: Option<PassProgram> = None;
         let mut pass_note = false;
+        // tern attaches its XDP program to the ingress veth after the
+        // chain set up the veth's NAPI thread, and the attach gives the
+        // veth a new NAPI context whose thread is neither pinned nor
+        // SCHED_FIFO: the XDP lane then ran at normal priority beside the
+        // DUT's SCHED_FIFO threads (tern's control thread loading a full
+        // table) and lost frames at any rate. Once tern runs, the ingress
+        // NAPI is set up again.
+        let mut napi_again = kind.is_some_and(|k| k.tern_driver().is_some());
         for (size_idx, size) in self.scenario.sizes.clone().into_iter().enumerate() {
             let prof = profile(self.scenario, size, chain.gen_link.mac, chain.first_hop.mac);
             let slots = prof.slots()?;
@@ -264,6 +272,13 @@ impl Ctx<'_> {
                         pass = Some(PassProgram::attach(d, DUT_IN)?);
                         d.thread_napi(DUT_IN, dut_cpu, rt)?;
                         pass_note = true;
+                        napi_again = false;
+                    }
+                    if let (Some(d), true) = (&chain.dut, napi_again)
+                        && d.has_rx_napi(DUT_IN)?
+                    {
+                        d.thread_napi(DUT_IN, dut_cpu, rt)?;
+                        napi_again = false;
                     }
                     Ok(())
                 });
