@@ -33,6 +33,23 @@ impl Drop for Ns {
     }
 }
 
+/// Moves this test thread into a fresh namespace named `prefix-PID`, or
+/// None (with the reason printed) where the test cannot run.
+fn enter_fresh_netns(prefix: &str) -> Option<Ns> {
+    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return None;
+    }
+    let ns = Ns(format!("{prefix}-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a network namespace");
+        return None;
+    }
+    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    Some(ns)
+}
+
 /// Drives the control loop until `iface` sent a frame `want` accepts.
 fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -48,17 +65,7 @@ fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -
 
 #[test]
 fn a_memory_port_reaches_linux_through_its_tap() {
-    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
-        eprintln!("skipped: needs root and /dev/net/tun");
-        return;
-    }
-    let ns = Ns(format!("tlinuxtap-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
-    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot create a network namespace");
-        return;
-    }
-    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let Some(_ns) = enter_fresh_netns("tlinuxtap") else { return };
     let cfg = r#"
 [[interface]]
 name = "lan"
@@ -121,17 +128,7 @@ fn untag(f: &[u8], vid: u16) -> Option<Vec<u8>> {
 /// device involved).
 #[test]
 fn a_vlan_sub_interface_reaches_linux_through_its_own_untagged_tap() {
-    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
-        eprintln!("skipped: needs root and /dev/net/tun");
-        return;
-    }
-    let ns = Ns(format!("tlinuxtapv-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
-    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot create a network namespace");
-        return;
-    }
-    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let Some(_ns) = enter_fresh_netns("tlinuxtapv") else { return };
     let cfg = r#"
 [[interface]]
 name = "lan"
@@ -210,17 +207,7 @@ exception = "tap"
 /// TAP appears or goes.
 #[test]
 fn reloads_reach_the_taps() {
-    if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
-        eprintln!("skipped: needs root and /dev/net/tun");
-        return;
-    }
-    let ns = Ns(format!("tlinuxtapr-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
-    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot create a network namespace");
-        return;
-    }
-    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let Some(ns) = enter_fresh_netns("tlinuxtapr") else { return };
     let dir = std::env::temp_dir().join(&ns.0);
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tern.toml");

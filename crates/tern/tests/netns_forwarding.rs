@@ -8,7 +8,7 @@
 //! Needs root, iproute2, ping and ethtool; says why and passes without.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,50 +16,21 @@ use tern_io::AfPacketPort;
 use tern_packet::{PacketPool, PoolConfig, Port};
 
 mod common;
-use common::{is_root, must, sh, two_hosts};
+use common::{Lab, must, sh};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 fn skip_reason() -> Option<&'static str> {
-    if !is_root() {
-        return Some("needs root");
-    }
-    for (p, a) in [("ip", "-V"), ("ping", "-V"), ("ethtool", "--version")] {
-        if Command::new(p).arg(a).stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-            return Some("needs iproute2, iputils-ping and ethtool");
-        }
-    }
-    None
-}
-
-struct Lab {
-    ns: [String; 3],
-    dir: PathBuf,
-    daemon: Option<Child>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        common::tear_down(&mut self.daemon, &self.ns, &self.dir, Duration::from_secs(10));
-    }
+    common::lab_missing()
 }
 
 impl Lab {
     fn new(tag: &str) -> Lab {
-        let base = format!("tnf{}{tag}", std::process::id());
-        let ns = [format!("{base}h1"), format!("{base}r"), format!("{base}h2")];
-        let dir = std::env::temp_dir().join(&base);
-        let _ = std::fs::create_dir_all(&dir);
-        let lab = Lab { ns, dir, daemon: None };
-        two_hosts(&lab.ns);
+        let lab = Lab::two_hosts(&format!("tnf{}{tag}", std::process::id()));
         let r = &lab.ns[1];
         must("ip", &["-n", r, "link", "set", "lan0", "up"]);
         must("ip", &["-n", r, "link", "set", "wan0", "up"]);
         lab
-    }
-
-    fn socket(&self) -> String {
-        self.dir.join("tern.sock").display().to_string()
     }
 
     /// Starts `tern run` in the router namespace with `extra` config.

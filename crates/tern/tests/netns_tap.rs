@@ -13,40 +13,22 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_root, metric, must, netns_exec, scrape_in, sh, two_hosts};
+use common::{Lab, metric, must, netns_exec, scrape_in, sh};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 fn skip_reason() -> Option<&'static str> {
-    if !is_root() {
-        return Some("needs root");
-    }
-    for (p, a) in [("ip", "-V"), ("ping", "-V"), ("ethtool", "--version")] {
-        if Command::new(p).arg(a).stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-            return Some("needs iproute2, iputils-ping and ethtool");
-        }
+    if let Some(why) = common::lab_missing() {
+        return Some(why);
     }
     if std::fs::metadata("/dev/net/tun").is_err() {
         return Some("needs /dev/net/tun");
     }
     None
-}
-
-struct Lab {
-    ns: [String; 3],
-    dir: PathBuf,
-    daemon: Option<Child>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        common::tear_down(&mut self.daemon, &self.ns, &self.dir, Duration::from_secs(10));
-    }
 }
 
 /// Polls `f` until it returns `Some`, or fails with `what` after `secs`.
@@ -63,14 +45,9 @@ fn wait_for<T>(secs: u64, what: impl Fn() -> String, mut f: impl FnMut() -> Opti
 
 impl Lab {
     fn new(tag: &str) -> Lab {
-        let base = format!("ttap{}{tag}", std::process::id());
-        let ns = [format!("{base}h1"), format!("{base}r"), format!("{base}h2")];
-        let dir = std::env::temp_dir().join(&base);
-        let _ = std::fs::create_dir_all(&dir);
-        let lab = Lab { ns, dir, daemon: None };
         // Full checksums in the hosts' frames matter here too: the
         // router's kernel checks the TCP segments tern hands it.
-        two_hosts(&lab.ns);
+        let lab = Lab::two_hosts(&format!("ttap{}{tag}", std::process::id()));
         let r = &lab.ns[1];
         // The router's kernel: no DAD wait for the addresses tern gives it.
         lab.exec_ok(r, &["sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0"]);
@@ -80,10 +57,6 @@ impl Lab {
 
     fn exec_ok(&self, ns: &str, args: &[&str]) -> String {
         netns_exec(ns, args)
-    }
-
-    fn socket(&self) -> String {
-        self.dir.join("tern.sock").display().to_string()
     }
 
     fn start(&mut self, workers: u16) {

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::path::Path;
-use std::process::{Child, Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn is_root() -> bool {
@@ -97,4 +97,48 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in the scrape"))
+}
+
+/// Why a two-host lab cannot run here (not root, a tool missing), if so.
+pub fn lab_missing() -> Option<&'static str> {
+    if !is_root() {
+        return Some("needs root");
+    }
+    for (p, a) in [("ip", "-V"), ("ping", "-V"), ("ethtool", "--version")] {
+        if Command::new(p).arg(a).stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            return Some("needs iproute2, iputils-ping and ethtool");
+        }
+    }
+    None
+}
+
+/// The [`two_hosts`] topology in namespaces `{base}h1`, `{base}r`,
+/// `{base}h2`, a work directory, and the `tern` daemon once started; all
+/// torn down on drop.
+pub struct Lab {
+    pub ns: [String; 3],
+    pub dir: PathBuf,
+    pub daemon: Option<Child>,
+}
+
+impl Lab {
+    pub fn two_hosts(base: &str) -> Lab {
+        let ns = [format!("{base}h1"), format!("{base}r"), format!("{base}h2")];
+        let dir = std::env::temp_dir().join(base);
+        let _ = std::fs::create_dir_all(&dir);
+        let lab = Lab { ns, dir, daemon: None };
+        two_hosts(&lab.ns);
+        lab
+    }
+
+    /// The control socket of the daemon started in the work directory.
+    pub fn socket(&self) -> String {
+        self.dir.join("tern.sock").display().to_string()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        tear_down(&mut self.daemon, &self.ns, &self.dir, Duration::from_secs(10));
+    }
 }
