@@ -1,9 +1,14 @@
-//! CPU intrinsics behind safe functions. This is the one place where tern
-//! calls `core::arch`; every other crate uses these wrappers.
+//! CPU intrinsics behind safe functions (TSC, prefetch, the SIMD
+//! comparisons of [`Bytes16`]). This is the one place where tern calls
+//! `core::arch`; every other crate uses these wrappers.
 //!
 //! On targets other than x86_64 the functions fall back to portable code
 //! (a monotonic clock instead of the TSC, no prefetch).
 #![deny(unsafe_code)]
+
+mod simd;
+
+pub use simd::Bytes16;
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
