@@ -670,7 +670,8 @@ mod tests {
 
     /// Batches of a few flows in runs (and options, fragments, short
     /// transport headers, TCP flags, ICMP, three interfaces: two rule sets
-    /// and a missing one) give the same next nodes, drop reasons and rule
+    /// and a missing one; lengths and L3 offsets varying within a flow)
+    /// give the same next nodes, drop reasons and rule
     /// counters as classifying and counting one packet at a time.
     #[test]
     fn runs_decide_and_count_like_one_packet_at_a_time() {
@@ -782,16 +783,19 @@ dport = "0-100"
             let (ifindex, l3) = &flows[rnd() as usize % flows.len()];
             let run = 1 + rnd() as usize % 6;
             for _ in 0..run {
-                let mut frame = vec![0u8; 14];
+                // The link-layer header's length (so the L3 offset) varies
+                // within a flow now and then (a VLAN tag).
+                let l2 = if rnd() % 8 == 0 { 18 } else { 14 };
+                let mut frame = vec![0u8; l2];
                 frame.extend_from_slice(l3);
                 // Bytes outside the key vary within a flow.
-                frame[14 + 8] = rnd() as u8;
-                frame[14 + 10] = rnd() as u8;
+                frame[l2 + 8] = rnd() as u8;
+                frame[l2 + 10] = rnd() as u8;
                 // So do the lengths (bytes after the IPv4 total length).
                 frame.resize(frame.len() + rnd() as usize % 3, 0);
                 let p = pool.alloc_from(&frame).expect("buffer");
                 let m = pool.meta_mut(p);
-                m.l3_off = 14;
+                m.l3_off = l2 as u16;
                 if out {
                     m.tx_if = *ifindex;
                     m.rx_if = 3;
@@ -809,7 +813,7 @@ dport = "0-100"
         let (mut want_pass, mut want_denied, mut want_no_set) = (Vec::new(), 0u64, 0u64);
         for &p in &pkts {
             let m = *pool.meta(p);
-            let mut k = key_v4(&pool.data(p)[14..]);
+            let mut k = key_v4(&pool.data(p)[usize::from(m.l3_off)..]);
             k.in_if = m.rx_if;
             k.out_if = if out { m.tx_if } else { 0 };
             let ifindex = if out { m.tx_if } else { m.rx_if };
