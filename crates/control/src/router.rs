@@ -550,13 +550,9 @@ impl Router {
                     *e += c.value;
                 }
             }
-            for ((p, &ifindex), input) in
-                total.ports.iter_mut().zip(w.shared.port_ifindex.iter()).zip(w.shared.port_input.iter())
-            {
-                if input.is_some() {
-                    continue;
-                }
-                let l = lane.port_stats(ifindex);
+            for (p, slot) in total.ports.iter_mut().zip(w.shared.ports()) {
+                let Some(slot) = slot.filter(|s| s.input.is_none()) else { continue };
+                let l = lane.port_stats(slot.ifindex);
                 p.rx_packets += l.rx_packets;
                 p.rx_bytes += l.rx_bytes;
                 p.tx_packets += l.tx_packets;
