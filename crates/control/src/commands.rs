@@ -13,9 +13,9 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_engine::{PortSlot, WorkerShared};
 use tern_engine::stats::{BATCH_BUCKETS, StatsSnapshot};
 use tern_engine::worker::{CAPTURE_RX, CAPTURE_TX, CaptureDir};
+use tern_engine::{PortSlot, WorkerShared};
 use tern_fib::{NhKind, Prefix, RouteAttrs, RouteDetail, RouteTarget, Source};
 use tern_nodes::state::{IfKind, IfTable};
 
@@ -195,7 +195,7 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         protocol: VERSION,
         uptime_ms: router.uptime_ns() / 1_000_000,
         workers: router.workers.len(),
-        interfaces: router.plan.ifaces.len(),
+        interfaces: router.plan.live_ifaces().count(),
         neighbors: router.neigh.len(),
         config: st.config_path.as_ref().map(|p| p.display().to_string()),
         fib: route_summary(router),
@@ -324,11 +324,8 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
     let acl_name = |i: Option<&String>| i.cloned();
     router
         .plan
-        .ifaces
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let idx = i as u16;
+        .live_ifaces()
+        .map(|(idx, p)| {
             let live = ifs.get(idx);
             let (kind, parent, vlan, device, driver) = match &p.kind {
                 crate::config::IfacePlanKind::Port { device, driver } => {
@@ -400,7 +397,7 @@ pub fn address_list(router: &Router, iface: Option<&str>) -> Result<Vec<AddressI
     }
     let ifs = router.iftable();
     let mut out = Vec::new();
-    for f in ifs.ifs.iter().filter(|f| iface.is_none_or(|n| n == f.name)) {
+    for f in ifs.ifs.iter().filter(|f| !f.is_removed() && iface.is_none_or(|n| n == f.name)) {
         for n in &f.v4 {
             out.push(AddressInfo {
                 interface: f.name.clone(),
@@ -1028,7 +1025,10 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
                 .workers
                 .first()
                 .and_then(|w| {
-                    w.shared.ports().iter().position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
+                    w.shared
+                        .ports()
+                        .iter()
+                        .position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
                 })
                 .ok_or_else(|| {
                     ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))

@@ -160,6 +160,9 @@ impl Router {
         let mut ifs = old.ifs.clone();
         for (i, f) in ifs.iter_mut().enumerate() {
             let Some(p) = self.plan.ifaces.get(i) else { continue };
+            if p.kind == IfacePlanKind::Removed || f.is_removed() {
+                continue;
+            }
             let parent_up = match p.kind {
                 IfacePlanKind::Vlan { parent, .. } => self.plan.ifaces.get(parent).is_none_or(|pp| pp.up),
                 _ => true,

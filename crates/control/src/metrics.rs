@@ -181,13 +181,13 @@ pub fn render(src: &MetricsSource) -> String {
     {
         let mut f =
             family(&mut s, "tern_interface_up", "gauge", "1 when the interface forwards (admin up, parent up).");
-        for i in &ifs.ifs {
+        for i in ifs.ifs.iter().filter(|i| !i.is_removed()) {
             f.sample("tern_interface_up", &[("interface", &i.name)], u8::from(i.up));
         }
     }
     {
         let mut f = family(&mut s, "tern_interface_mtu_bytes", "gauge", "IP MTU of the interface.");
-        for i in &ifs.ifs {
+        for i in ifs.ifs.iter().filter(|i| !i.is_removed()) {
             f.sample("tern_interface_mtu_bytes", &[("interface", &i.name)], i.mtu);
         }
     }

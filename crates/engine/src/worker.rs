@@ -560,11 +560,11 @@ impl Worker {
 
     /// Applies the port changes the control thread asked for.
     fn apply_port_changes(&mut self) {
-        let changes = {
-            let mut q = self.shared.port_changes.lock().unwrap_or_else(PoisonError::into_inner);
-            self.shared.port_changes_pending.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *q)
-        };
+        // The queue stays locked until every change is applied, so that
+        // `port_changes_pending` turns false only once old ports are closed
+        // (a TAP device goes away with its last queue).
+        let mut queue = self.shared.port_changes.lock().unwrap_or_else(PoisonError::into_inner);
+        let changes = std::mem::take(&mut *queue);
         let stats = &self.shared.stats;
         let mut slots = self.shared.slots.lock().unwrap_or_else(PoisonError::into_inner);
         for change in changes {
@@ -622,6 +622,9 @@ impl Worker {
         slots.truncate(open);
         self.ports.truncate(open);
         self.names.truncate(open);
+        drop(slots);
+        self.shared.port_changes_pending.store(false, Ordering::Release);
+        drop(queue);
     }
 
     fn flush_tx(&mut self, capture: bool, now_ns: u64) {

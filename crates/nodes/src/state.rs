@@ -59,6 +59,11 @@ pub enum IfKind {
     /// A GRE tunnel (RFC 2784, key per RFC 2890): packets routed to it are
     /// encapsulated and routed again towards `remote`.
     Gre(GreTunnel),
+    /// The index of a sub-interface or tunnel a reload removed: kept so
+    /// that the other interfaces keep their indexes (the FIB, next hops
+    /// and ports refer to them) until tern restarts. Down, no port, no
+    /// name; a later reload may give the index to a new interface.
+    Removed,
 }
 
 /// The endpoints and options of a GRE tunnel.
@@ -132,7 +137,7 @@ impl Iface {
         match self.kind {
             IfKind::Port => 14,
             IfKind::Vlan { .. } => 18,
-            IfKind::Gre(_) => 0,
+            IfKind::Gre(_) | IfKind::Removed => 0,
         }
     }
     pub fn vlan(&self) -> Option<u16> {
@@ -140,6 +145,26 @@ impl Iface {
             IfKind::Vlan { vid, .. } => Some(vid),
             _ => None,
         }
+    }
+    /// The placeholder of a removed interface (see [`IfKind::Removed`]).
+    pub fn removed(index: u16) -> Iface {
+        Iface {
+            index,
+            name: String::new(),
+            kind: IfKind::Removed,
+            port: NO_IF,
+            mac: [0; 6],
+            mtu: 0,
+            up: false,
+            v4: Vec::new(),
+            v6: Vec::new(),
+            v6_ll: Ipv6Addr::UNSPECIFIED,
+            acl_in: None,
+            acl_out: None,
+        }
+    }
+    pub fn is_removed(&self) -> bool {
+        self.kind == IfKind::Removed
     }
     pub fn gre(&self) -> Option<&GreTunnel> {
         match &self.kind {
@@ -225,7 +250,7 @@ impl IfTable {
     }
 
     pub fn by_name(&self, name: &str) -> Option<&Iface> {
-        self.ifs.iter().find(|i| i.name == name)
+        self.ifs.iter().find(|i| i.name == name && !i.is_removed())
     }
 }
 
