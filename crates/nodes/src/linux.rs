@@ -22,11 +22,19 @@
 //!   `ip4-acl-in`/`ip6-acl-in`, which sit before the lookup; when the
 //!   receiving interface has an input rule set they pass it here first,
 //!   so a rule that drops OSPF from a source drops it before Linux sees
-//!   it. (Unicast for the router already passed the input rule set.)
+//!   it. The same holds for what `ip6-input` sends straight to
+//!   `ip6-local` (Neighbor Discovery to the all-nodes, all-routers and
+//!   solicited-node groups, anything to tern's link-local address): it
+//!   passes the rule set here, then goes on to `ip6-local` (which answers,
+//!   learns, or punts it to Linux), so a rule dropping ICMPv6 from a
+//!   source drops its solicitations and advertisements too, counted on
+//!   the rule. (Unicast for the router already passed the input rule
+//!   set.) A rule set that drops by default must therefore accept ND
+//!   (ICMPv6 types 135 and 136) for IPv6 to work on the interface.
 //!
 //! Next nodes: `linux-punt`: `drop` (packets are queued on the TAP);
-//! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`/`ip6-punt-acl`:
-//! `linux-punt`, `drop`.
+//! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`: `linux-punt`,
+//! `drop`; `ip6-punt-acl`: `linux-punt`, `ip6-local`, `drop`.
 //! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`], [`PUNT_ACL_ERRORS`]
 //! (and the rule set's per-rule hits).
 
@@ -55,9 +63,25 @@ const A_DENIED: u16 = 0;
 const A_NO_SET: u16 = 1;
 const A_TOO_SHORT: u16 = 2;
 const A_NEXT_PUNT: u16 = 1;
+const A_NEXT_LOCAL6: u16 = 2;
+
+/// Whether `ip6-input` sent this IPv6 packet to `ip6-local` rather than
+/// punting it: to the link-scope all-nodes, all-routers or a
+/// solicited-node group, or not multicast (tern's link-local address).
+fn for_ip6_local(l3: &[u8]) -> bool {
+    let dst = l3.get(24..40).and_then(|b| <[u8; 16]>::try_from(b).ok()).map_or(0, u128::from_be_bytes);
+    if dst >> 120 != 0xff {
+        return true;
+    }
+    let is_all = dst == 0xff02_0000_0000_0000_0000_0000_0000_0001 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002;
+    is_all || dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff
+}
 
 pub const PUNT_ACL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("denied", "multicast or broadcast for Linux dropped by the input rule set"),
+    ErrorDesc::drop(
+        "denied",
+        "multicast, broadcast or link-local traffic for the router dropped by the input rule set",
+    ),
     ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
     ErrorDesc::drop("too-short", "shorter than the IP header the key needs"),
 ];
@@ -67,7 +91,7 @@ impl Node for PuntAcl {
         if self.v6 { "ip6-punt-acl" } else { "ip4-punt-acl" }
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "linux-punt"]
+        if self.v6 { &["drop", "linux-punt", "ip6-local"] } else { &["drop", "linux-punt"] }
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         PUNT_ACL_ERRORS
@@ -97,7 +121,13 @@ impl Node for PuntAcl {
             if let Some(c) = set.counters.get(worker) {
                 c.record(&set.classifier, &key, &v, u32::from(len));
             }
-            *o = if v.action == Action::Drop { cx.drop(p, A_DENIED) } else { A_NEXT_PUNT };
+            *o = if v.action == Action::Drop {
+                cx.drop(p, A_DENIED)
+            } else if self.v6 && for_ip6_local(l3) {
+                A_NEXT_LOCAL6
+            } else {
+                A_NEXT_PUNT
+            };
         }
     }
 }
