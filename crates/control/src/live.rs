@@ -115,6 +115,8 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
     p.neigh_queue_total = n.queue_total;
     p.neigh_retry_ns = n.retry_ms * 1_000_000;
     p.neigh_max_tries = n.probes;
+    p.punt_rate = cfg.linux.punt_rate;
+    p.punt_burst = cfg.linux.punt_burst;
     p
 }
 

@@ -201,7 +201,7 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
             restart("the metrics address", &old.config.metrics.listen, &new.config.metrics.listen),
         ));
     }
-    if old.config.linux != new.config.linux {
+    if old.config.linux.with_live_of(&new.config.linux) != new.config.linux {
         return Err(refuse(vec![key("linux")], "the [linux] section cannot change while tern runs; restart tern"));
     }
     let mut changes = Vec::new();
@@ -217,7 +217,11 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
         changes.push(Change::Acls);
     }
 
-    if od.icmp_rate != nd.icmp_rate || od.icmp_burst != nd.icmp_burst || old.config.neighbor != new.config.neighbor {
+    if od.icmp_rate != nd.icmp_rate
+        || od.icmp_burst != nd.icmp_burst
+        || old.config.neighbor != new.config.neighbor
+        || old.config.linux != new.config.linux
+    {
         changes.push(Change::Params);
     }
 
@@ -424,8 +428,9 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
                 router.plan.config.dataplane.icmp_rate = new.config.dataplane.icmp_rate;
                 router.plan.config.dataplane.icmp_burst = new.config.dataplane.icmp_burst;
                 router.plan.config.neighbor = new.config.neighbor.clone();
+                router.plan.config.linux = new.config.linux.clone();
                 router.publish_params();
-                report.changes.push("dataplane ICMP rate and neighbour settings updated".into());
+                report.changes.push("dataplane ICMP rate, punt rate and neighbour settings updated".into());
             }
             Change::Acls => {
                 router.publish_rule_sets(new.acls.clone())?;
@@ -588,5 +593,17 @@ via = "10.0.2.2"
         );
         // The same file again: no change.
         assert_eq!(diff(&newer, &align(&newer, newer.clone())).ok(), Some(vec![]));
+    }
+
+    #[test]
+    fn the_punt_policer_is_live_the_rest_of_linux_is_not() {
+        let linux = |extra: &str| format!("{BASE}\n[linux]\nmode = \"linux\"\nexception = \"tap\"\n{extra}");
+        let old = plan(&linux(""));
+        assert_eq!(old.config.linux.punt_rate, 10_000);
+        assert_eq!(old.config.linux.punt_burst, 1_000);
+        let c = diff(&old, &plan(&linux("punt_rate = 50\npunt_burst = 5\n"))).expect("live");
+        assert_eq!(c, vec![Change::Params]);
+        let r = diff(&old, &plan(&linux("punt_rate = 50\ntable = 7\n"))).expect_err("refused");
+        assert_eq!(path_string(&r.path), "linux");
     }
 }

@@ -253,6 +253,8 @@ fn params_of(plan: &Plan) -> Params {
         linux_owns_local: plan.config.linux.linux_mode(),
         // Set by `Router::start` once the TAPs exist.
         tap_ports: Vec::new(),
+        punt_rate: plan.config.linux.punt_rate,
+        punt_burst: plan.config.linux.punt_burst,
     }
 }
 

@@ -275,6 +275,11 @@ impl AclTable {
     }
 }
 
+/// Default of [`Params::punt_rate`] (packets per second).
+pub const DEFAULT_PUNT_RATE: u32 = 10_000;
+/// Default of [`Params::punt_burst`] (packets).
+pub const DEFAULT_PUNT_BURST: u32 = 1_000;
+
 /// Knobs of the forwarding nodes.
 #[derive(Clone, Debug, Serialize)]
 pub struct Params {
@@ -303,6 +308,12 @@ pub struct Params {
     /// interface's exceptions ([`NO_IF`] or beyond the end: none). Empty:
     /// the kernel sees the frames itself.
     pub tap_ports: Vec<u16>,
+    /// What `linux-punt` hands to each TAP per second, per worker (token
+    /// bucket rate; 0: unlimited). The excess is dropped as
+    /// `linux-punt/policed`.
+    pub punt_rate: u32,
+    /// Burst of that token bucket.
+    pub punt_burst: u32,
 }
 
 impl Params {
@@ -325,6 +336,8 @@ impl Default for Params {
             neigh_max_tries: 3,
             linux_owns_local: false,
             tap_ports: Vec::new(),
+            punt_rate: DEFAULT_PUNT_RATE,
+            punt_burst: DEFAULT_PUNT_BURST,
         }
     }
 }
