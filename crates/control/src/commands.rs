@@ -817,6 +817,17 @@ pub fn worker_infos(workers: &[Arc<WorkerShared>]) -> Vec<WorkerInfo> {
                         loops: s.batch_hist[b],
                     })
                     .collect(),
+                loop_gaps: {
+                    let (hist, _) = w.gaps.snapshot();
+                    hist.iter()
+                        .enumerate()
+                        .map(|(b, &loops)| GapBucket {
+                            below_us: tern_engine::GAP_BOUNDS_NS.get(b).map(|ns| ns / 1000),
+                            loops,
+                        })
+                        .collect()
+                },
+                max_loop_gap_us: w.gaps.max_ns.get() as f64 / 1e3,
             }
         })
         .collect()

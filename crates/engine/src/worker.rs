@@ -2,7 +2,7 @@
 
 use crate::clock;
 use crate::graph::{Env, Graph, GraphInfo, NodeId};
-use crate::stats::{WorkerStats, batch_bucket};
+use crate::stats::{Counter, WorkerStats, batch_bucket};
 use crate::trace::{TraceShared, Tracer};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use std::collections::VecDeque;
@@ -214,6 +214,47 @@ impl CaptureTap {
 /// Copies a capture tap queues before dropping new ones.
 const CAPTURE_QUEUE: usize = 65536;
 
+/// Upper bounds (exclusive) of the [`LoopGaps`] buckets, in nanoseconds;
+/// the last bucket has none.
+pub const GAP_BOUNDS_NS: [u64; GAP_BUCKETS - 1] = [10_000, 100_000, 1_000_000, 10_000_000];
+pub const GAP_BUCKETS: usize = 5;
+
+/// How long a worker went between two polls of its ports: from one loop's
+/// start to the next's, not counting time asleep in poll(2) (an idle
+/// worker is woken by its ports). A gap is the time a received packet can
+/// wait before the worker looks: its own batch's work, and whatever took
+/// the CPU from it (a preempting thread, the hypervisor, a page fault).
+/// One subtraction and two relaxed stores per loop (the loop's clock
+/// reading is already taken).
+#[derive(Debug, Default)]
+pub struct LoopGaps {
+    /// Gaps below 10 us, 100 us, 1 ms, 10 ms, and the rest.
+    pub hist: [Counter; GAP_BUCKETS],
+    /// The longest gap seen (nanoseconds).
+    pub max_ns: Counter,
+}
+
+impl LoopGaps {
+    /// The bucket of a gap of `ns`.
+    #[inline]
+    pub fn bucket(ns: u64) -> usize {
+        GAP_BOUNDS_NS.iter().position(|&b| ns < b).unwrap_or(GAP_BUCKETS - 1)
+    }
+
+    #[inline]
+    fn record(&self, ns: u64) {
+        self.hist[Self::bucket(ns)].add(1);
+        if ns > self.max_ns.get() {
+            self.max_ns.set(ns);
+        }
+    }
+
+    /// The counts, and the longest gap.
+    pub fn snapshot(&self) -> ([u64; GAP_BUCKETS], u64) {
+        (std::array::from_fn(|i| self.hist[i].get()), self.max_ns.get())
+    }
+}
+
 /// What the control side knows of one open port of a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortSlot {
@@ -259,6 +300,8 @@ pub struct WorkerShared {
     pub trace: Arc<TraceShared>,
     /// `tern capture`'s hook on this worker's ports.
     pub capture: CaptureTap,
+    /// The gaps between the worker's polls of its ports.
+    pub gaps: LoopGaps,
     stop: AtomicBool,
     waker: Waker,
 }
@@ -330,6 +373,9 @@ pub struct Worker {
     rcu: Option<tern_rcu::Reader>,
     idle_loops: u32,
     started_ns: u64,
+    /// When the ports were last polled, or the worker woke from poll(2)
+    /// (0: not yet).
+    last_poll_ns: u64,
 }
 
 /// A running worker thread.
@@ -395,6 +441,7 @@ impl Worker {
             port_changes_pending: AtomicBool::new(false),
             trace: Arc::clone(&trace),
             capture: CaptureTap::new(CAPTURE_QUEUE),
+            gaps: LoopGaps::default(),
             stop: AtomicBool::new(false),
             waker: Waker::new()?,
         });
@@ -412,6 +459,7 @@ impl Worker {
             rcu,
             idle_loops: 0,
             started_ns: clock::now_ns(),
+            last_poll_ns: 0,
         })
     }
 
@@ -473,6 +521,10 @@ impl Worker {
     /// transmit. Returns the number of packets received.
     pub fn run_once(&mut self) -> usize {
         let now_ns = clock::now_ns();
+        if self.last_poll_ns != 0 {
+            self.shared.gaps.record(now_ns.saturating_sub(self.last_poll_ns));
+        }
+        self.last_poll_ns = now_ns;
         if let Some(r) = &self.rcu {
             r.quiescent();
         }
@@ -693,7 +745,10 @@ impl Worker {
         if let Some(r) = &self.rcu {
             r.online();
         }
-        self.shared.stats.looping.idle_ns.add(clock::now_ns().saturating_sub(t0));
+        let woke = clock::now_ns();
+        self.shared.stats.looping.idle_ns.add(woke.saturating_sub(t0));
+        // Asleep is not a stall: the next gap starts now.
+        self.last_poll_ns = woke;
     }
 }
 
@@ -939,5 +994,26 @@ mod tests {
         w.run_once();
         assert_eq!(w.shared().ports(), vec![w.shared().ports()[0].clone()], "a closed last port is gone");
         assert!(w.shared().change_port(PortChange::Close { slot: 3 }).is_err(), "beyond the spares");
+    }
+
+    #[test]
+    fn loop_gaps_fall_in_their_buckets() {
+        for (ns, b) in [(0, 0), (9_999, 0), (10_000, 1), (99_999, 1), (500_000, 2), (1_000_000, 3), (10_000_000, 4)] {
+            assert_eq!(LoopGaps::bucket(ns), b, "{ns} ns");
+        }
+        let g = LoopGaps::default();
+        for ns in [5_000, 50_000, 2_000_000, 20_000_000, 3_000] {
+            g.record(ns);
+        }
+        assert_eq!(g.snapshot(), ([2, 1, 0, 1, 1], 20_000_000));
+
+        // A running worker records one gap per loop after the first.
+        let mut w = worker(&[&[1]]);
+        for _ in 0..3 {
+            w.run_once();
+        }
+        let (hist, max) = w.shared().gaps.snapshot();
+        assert_eq!(hist.iter().sum::<u64>(), 2);
+        assert!(max > 0);
     }
 }
