@@ -13,9 +13,9 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tern_engine::WorkerShared;
 use tern_engine::stats::{BATCH_BUCKETS, StatsSnapshot};
 use tern_engine::worker::{CAPTURE_RX, CAPTURE_TX, CaptureDir};
+use tern_engine::{PortSlot, WorkerShared};
 use tern_fib::{NhKind, Prefix, RouteAttrs, RouteDetail, RouteTarget, Source};
 use tern_nodes::state::{IfKind, IfTable};
 
@@ -195,7 +195,7 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         protocol: VERSION,
         uptime_ms: router.uptime_ns() / 1_000_000,
         workers: router.workers.len(),
-        interfaces: router.plan.ifaces.len(),
+        interfaces: router.plan.live_ifaces().count(),
         neighbors: router.neigh.len(),
         config: st.config_path.as_ref().map(|p| p.display().to_string()),
         fib: route_summary(router),
@@ -204,17 +204,19 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
 
 /// Whether port `k` of a worker is not its interface's own (a TAP of the
 /// exception path, whose frames are the kernel's).
-fn side_port(w: &WorkerShared, k: usize) -> bool {
-    w.port_input.get(k).is_some_and(Option::is_some)
+fn side_port(slot: &PortSlot) -> bool {
+    slot.input.is_some()
 }
 
 /// The name `tern stats` lists port `k` of a worker under: its
-/// interface's, or for a TAP the TAP device's.
-fn port_key(w: &WorkerShared, k: usize, ifs: &IfTable) -> Option<String> {
-    if side_port(w, k) {
-        return w.port_names.get(k).cloned();
+/// interface's, or for a TAP the TAP device's. None for a port number not
+/// open (a TAP removed by a reload: its counters are gone with it).
+fn port_key(slots: &[Option<PortSlot>], k: usize, ifs: &IfTable) -> Option<String> {
+    let slot = slots.get(k)?.as_ref()?;
+    if side_port(slot) {
+        return Some(slot.name.clone());
     }
-    w.port_ifindex.get(k).map(|&i| ifname(ifs, i))
+    Some(ifname(ifs, slot.ifindex))
 }
 
 /// Adds one worker's port counters to a sum.
@@ -233,12 +235,13 @@ fn add_port(c: &mut PortCounters, p: &tern_engine::stats::PortCounters) {
 pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters> {
     let mut m: HashMap<u16, PortCounters> = HashMap::new();
     for w in workers {
+        let slots = w.ports();
         for (k, p) in w.stats.ports.iter().enumerate() {
-            let Some(&ifindex) = w.port_ifindex.get(k) else { continue };
-            if side_port(w, k) {
+            let Some(Some(slot)) = slots.get(k) else { continue };
+            if side_port(slot) {
                 continue;
             }
-            add_port(m.entry(ifindex).or_default(), p);
+            add_port(m.entry(slot.ifindex).or_default(), p);
         }
     }
     m
@@ -249,9 +252,12 @@ pub fn port_counters(workers: &[Arc<WorkerShared>]) -> HashMap<u16, PortCounters
 pub fn tap_counters(workers: &[Arc<WorkerShared>]) -> HashMap<String, PortCounters> {
     let mut m: HashMap<String, PortCounters> = HashMap::new();
     for w in workers {
+        let slots = w.ports();
         for (k, p) in w.stats.ports.iter().enumerate() {
-            let (true, Some(name)) = (side_port(w, k), w.port_names.get(k)) else { continue };
-            add_port(m.entry(name.clone()).or_default(), p);
+            let Some(Some(slot)) = slots.get(k) else { continue };
+            if side_port(slot) {
+                add_port(m.entry(slot.name.clone()).or_default(), p);
+            }
         }
     }
     m
@@ -273,7 +279,7 @@ pub fn lane_counts(router: &Router) -> LaneCounts {
         *out.errors.entry((c.desc.node, c.desc.error)).or_default() += c.value;
     }
     for w in router.workers() {
-        for &ifindex in &w.port_ifindex {
+        for ifindex in w.ports().into_iter().flatten().map(|s| s.ifindex) {
             if out.ports.contains_key(&ifindex) {
                 continue;
             }
@@ -318,11 +324,8 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
     let acl_name = |i: Option<&String>| i.cloned();
     router
         .plan
-        .ifaces
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let idx = i as u16;
+        .live_ifaces()
+        .map(|(idx, p)| {
             let live = ifs.get(idx);
             let (kind, parent, vlan, device, driver) = match &p.kind {
                 crate::config::IfacePlanKind::Port { device, driver } => {
@@ -394,7 +397,7 @@ pub fn address_list(router: &Router, iface: Option<&str>) -> Result<Vec<AddressI
     }
     let ifs = router.iftable();
     let mut out = Vec::new();
-    for f in ifs.ifs.iter().filter(|f| iface.is_none_or(|n| n == f.name)) {
+    for f in ifs.ifs.iter().filter(|f| !f.is_removed() && iface.is_none_or(|n| n == f.name)) {
         for n in &f.v4 {
             out.push(AddressInfo {
                 interface: f.name.clone(),
@@ -730,8 +733,9 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
         // Per-port baselines: subtract each worker's saved port counters.
         let mut old: HashMap<String, PortCounters> = HashMap::new();
         for (w, snap) in workers.iter().zip(b) {
+            let slots = w.ports();
             for (k, p) in snap.ports.iter().enumerate() {
-                let Some(key) = port_key(w, k, &ifs) else { continue };
+                let Some(key) = port_key(&slots, k, &ifs) else { continue };
                 let c = old.entry(key).or_default();
                 c.rx_packets += p.rx_packets;
                 c.rx_bytes += p.rx_bytes;
@@ -796,7 +800,7 @@ pub fn worker_infos(workers: &[Arc<WorkerShared>]) -> Vec<WorkerInfo> {
             let idle_pct = pct(s.idle_ns.min(s.uptime_ns), s.uptime_ns);
             WorkerInfo {
                 id: w.id,
-                ports: w.port_names.clone(),
+                ports: w.ports().into_iter().flatten().map(|s| s.name).collect(),
                 uptime_ms: s.uptime_ns / 1_000_000,
                 loops: s.loops,
                 busy_loops: s.busy_loops,
@@ -813,6 +817,17 @@ pub fn worker_infos(workers: &[Arc<WorkerShared>]) -> Vec<WorkerInfo> {
                         loops: s.batch_hist[b],
                     })
                     .collect(),
+                loop_gaps: {
+                    let (hist, _) = w.gaps.snapshot();
+                    hist.iter()
+                        .enumerate()
+                        .map(|(b, &loops)| GapBucket {
+                            below_us: tern_engine::GAP_BOUNDS_NS.get(b).map(|ns| ns / 1000),
+                            loops,
+                        })
+                        .collect()
+                },
+                max_loop_gap_us: w.gaps.max_ns.get() as f64 / 1e3,
             }
         })
         .collect()
@@ -1017,9 +1032,18 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
         Some(_) => usize::from(u16::MAX),
         None => {
             let ifindex = router.plan.iface_index(&a.target).unwrap_or_default();
-            router.workers.first().and_then(|w| w.shared.port_ifindex.iter().position(|&i| i == ifindex)).ok_or_else(
-                || ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target)),
-            )?
+            router
+                .workers
+                .first()
+                .and_then(|w| {
+                    w.shared
+                        .ports()
+                        .iter()
+                        .position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
+                })
+                .ok_or_else(|| {
+                    ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))
+                })?
         }
     };
     let dirs = match a.direction.as_deref().unwrap_or("both") {

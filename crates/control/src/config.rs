@@ -429,6 +429,9 @@ pub enum IfacePlanKind {
     Vlan { parent: usize, vid: u16 },
     /// A GRE tunnel.
     Gre { local: IpAddr, remote: IpAddr, key: Option<u32>, ttl: u8 },
+    /// The index of a sub-interface or tunnel a reload removed (never
+    /// produced by [`parse`]; see `crate::reload`). Its name is empty.
+    Removed,
 }
 
 /// A route file to load, resolved.
@@ -464,7 +467,13 @@ pub struct Plan {
 
 impl Plan {
     pub fn iface_index(&self, name: &str) -> Option<u16> {
-        self.ifaces.iter().position(|i| i.name == name).map(|i| i as u16)
+        self.ifaces.iter().position(|i| i.name == name && i.kind != IfacePlanKind::Removed).map(|i| i as u16)
+    }
+
+    /// Interfaces the configuration names (not the indexes of removed
+    /// ones).
+    pub fn live_ifaces(&self) -> impl Iterator<Item = (u16, &IfacePlan)> {
+        self.ifaces.iter().enumerate().filter(|(_, p)| p.kind != IfacePlanKind::Removed).map(|(i, p)| (i as u16, p))
     }
 
     pub fn ports(&self) -> usize {

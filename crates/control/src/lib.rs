@@ -7,6 +7,7 @@ pub mod api;
 pub mod commands;
 pub mod config;
 pub mod engine_bench;
+pub mod ifset;
 pub mod linux;
 pub mod live;
 pub mod metrics;

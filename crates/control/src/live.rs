@@ -115,6 +115,8 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
     p.neigh_queue_total = n.queue_total;
     p.neigh_retry_ns = n.retry_ms * 1_000_000;
     p.neigh_max_tries = n.probes;
+    p.punt_rate = cfg.linux.punt_rate;
+    p.punt_burst = cfg.linux.punt_burst;
     p
 }
 
@@ -160,6 +162,9 @@ impl Router {
         let mut ifs = old.ifs.clone();
         for (i, f) in ifs.iter_mut().enumerate() {
             let Some(p) = self.plan.ifaces.get(i) else { continue };
+            if p.kind == IfacePlanKind::Removed || f.is_removed() {
+                continue;
+            }
             let parent_up = match p.kind {
                 IfacePlanKind::Vlan { parent, .. } => self.plan.ifaces.get(parent).is_none_or(|pp| pp.up),
                 _ => true,

@@ -181,13 +181,13 @@ pub fn render(src: &MetricsSource) -> String {
     {
         let mut f =
             family(&mut s, "tern_interface_up", "gauge", "1 when the interface forwards (admin up, parent up).");
-        for i in &ifs.ifs {
+        for i in ifs.ifs.iter().filter(|i| !i.is_removed()) {
             f.sample("tern_interface_up", &[("interface", &i.name)], u8::from(i.up));
         }
     }
     {
         let mut f = family(&mut s, "tern_interface_mtu_bytes", "gauge", "IP MTU of the interface.");
-        for i in &ifs.ifs {
+        for i in ifs.ifs.iter().filter(|i| !i.is_removed()) {
             f.sample("tern_interface_mtu_bytes", &[("interface", &i.name)], i.mtu);
         }
     }
@@ -226,6 +226,33 @@ pub fn render(src: &MetricsSource) -> String {
             f.sample(&format!("{name}_bucket"), &[("worker", &wid), ("le", "+Inf")], cum);
             f.sample(&format!("{name}_sum"), &[("worker", &wid)], w.rx_packets);
             f.sample(&format!("{name}_count"), &[("worker", &wid)], cum);
+        }
+    }
+    {
+        let name = "tern_worker_loop_gap_seconds";
+        let mut f = family(
+            &mut s,
+            name,
+            "histogram",
+            "Time between two polls of the worker's ports, sleep excluded (forwarding stalls).",
+        );
+        for w in &infos {
+            let wid = w.id.to_string();
+            let mut cum = 0u64;
+            for b in &w.loop_gaps {
+                cum += b.loops;
+                if let Some(us) = b.below_us {
+                    let le = format!("{}", us as f64 / 1e6);
+                    f.sample(&format!("{name}_bucket"), &[("worker", &wid), ("le", &le)], cum);
+                }
+            }
+            f.sample(&format!("{name}_bucket"), &[("worker", &wid), ("le", "+Inf")], cum);
+            f.sample(&format!("{name}_count"), &[("worker", &wid)], cum);
+        }
+        let name = "tern_worker_loop_gap_max_seconds";
+        let mut f = family(&mut s, name, "gauge", "The longest time between two polls of the worker's ports.");
+        for w in &infos {
+            f.sample(name, &[("worker", &w.id.to_string())], w.max_loop_gap_us / 1e6);
         }
     }
     {

@@ -6,10 +6,17 @@
 //! difference can be applied live. A difference that cannot (the worker
 //! count, a device, a MAC, the API socket...) refuses the reload with the
 //! file, line and key that caused it, and the running configuration stays.
+//!
+//! VLAN sub-interfaces and GRE tunnels come and go live. Interface indexes
+//! are what the FIB, next hops, ports and counters refer to, so they stay
+//! put while tern runs: [`align`] gives each interface of the new file the
+//! index it has now, a new one the index of one removed earlier or the
+//! next free one, and leaves a placeholder (`IfacePlanKind::Removed`) at
+//! the index of one removed. Physical interfaces still need a restart.
 
 use crate::api::types::ReloadReport;
 use crate::api::{ApiError, ErrorCode};
-use crate::config::{self, Plan, Seg};
+use crate::config::{self, IfacePlan, IfacePlanKind, Plan, Seg};
 use crate::router::Router;
 use std::collections::HashMap;
 use std::path::Path;
@@ -44,9 +51,18 @@ pub enum Change {
     AclBinding {
         index: u16,
     },
+    /// A sub-interface or tunnel the new file adds, at this index.
+    IfaceAdd {
+        index: u16,
+    },
+    /// A sub-interface or tunnel the new file no longer has.
+    IfaceRemove {
+        index: u16,
+    },
 }
 
 /// A refused difference: what and where.
+#[derive(Debug)]
 struct Refusal {
     path: Vec<Seg>,
     message: String,
@@ -58,6 +74,103 @@ fn key(s: &str) -> Seg {
 
 fn refuse(path: Vec<Seg>, message: impl Into<String>) -> Refusal {
     Refusal { path, message: message.into() }
+}
+
+fn logical(k: &IfacePlanKind) -> bool {
+    matches!(k, IfacePlanKind::Vlan { .. } | IfacePlanKind::Gre { .. })
+}
+
+/// Renumbers the interfaces of `new` (as [`config::parse`] numbered them:
+/// ports, then VLANs, then tunnels) so that every interface `old` has
+/// keeps its index; a new one takes the index of one removed by an
+/// earlier reload, or the next after the end; one removed now leaves a
+/// placeholder. Every index in `new` (routes, route files, static
+/// neighbours, VLAN parents) follows. When the physical interfaces
+/// differ, `new` is returned as it is and [`diff`] refuses it.
+fn align(old: &Plan, mut new: Plan) -> Plan {
+    let ports = |p: &Plan| -> Vec<String> {
+        p.ifaces.iter().filter(|i| matches!(i.kind, IfacePlanKind::Port { .. })).map(|i| i.name.clone()).collect()
+    };
+    let nports = ports(old).len();
+    if ports(old) != ports(&new) || old.ifaces[..nports].iter().any(|i| !matches!(i.kind, IfacePlanKind::Port { .. })) {
+        return new;
+    }
+    let mut slots: Vec<Option<IfacePlan>> = vec![None; old.ifaces.len()];
+    // new position -> final index
+    let mut map: Vec<u16> = vec![0; new.ifaces.len()];
+    let mut added = Vec::new();
+    for (j, n) in std::mem::take(&mut new.ifaces).into_iter().enumerate() {
+        let at = if j < nports {
+            Some(j)
+        } else {
+            old.ifaces.iter().position(|o| o.name == n.name && o.kind != IfacePlanKind::Removed)
+        };
+        match at {
+            Some(i) => {
+                map[j] = i as u16;
+                slots[i] = Some(n);
+            }
+            None => added.push((j, n)),
+        }
+    }
+    for (j, n) in added {
+        let free =
+            (nports..old.ifaces.len()).find(|&i| slots[i].is_none() && old.ifaces[i].kind == IfacePlanKind::Removed);
+        let i = free.unwrap_or_else(|| {
+            slots.push(None);
+            slots.len() - 1
+        });
+        map[j] = i as u16;
+        slots[i] = Some(n);
+    }
+    let remap = |i: u16| map.get(usize::from(i)).copied().unwrap_or(i);
+    new.ifaces = slots
+        .into_iter()
+        .map(|s| {
+            s.unwrap_or_else(|| IfacePlan {
+                name: String::new(),
+                kind: IfacePlanKind::Removed,
+                v4: Vec::new(),
+                v6: Vec::new(),
+                mtu: None,
+                mac: None,
+                up: false,
+                acl_in: None,
+                acl_out: None,
+            })
+        })
+        .collect();
+    for f in &mut new.ifaces {
+        if let IfacePlanKind::Vlan { parent, .. } = &mut f.kind {
+            *parent = usize::from(remap(*parent as u16));
+        }
+    }
+    for r in &mut new.routes {
+        remap_target(&mut r.target, &remap);
+    }
+    for rf in &mut new.route_files {
+        rf.ifindex = rf.ifindex.map(remap);
+    }
+    for n in &mut new.static_neighbors {
+        n.0 = remap(n.0);
+    }
+    new
+}
+
+fn remap_target(t: &mut RouteTarget, remap: &dyn Fn(u16) -> u16) {
+    match t {
+        RouteTarget::Via { ifindex: Some(i), .. }
+        | RouteTarget::Connected { ifindex: i }
+        | RouteTarget::Local { ifindex: i } => *i = remap(*i),
+        RouteTarget::Ecmp(m) => {
+            for (_, i) in m.iter_mut() {
+                if let Some(i) = i {
+                    *i = remap(*i);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The differences between the running plan and a new one.
@@ -88,7 +201,7 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
             restart("the metrics address", &old.config.metrics.listen, &new.config.metrics.listen),
         ));
     }
-    if old.config.linux != new.config.linux {
+    if old.config.linux.with_live_of(&new.config.linux) != new.config.linux {
         return Err(refuse(vec![key("linux")], "the [linux] section cannot change while tern runs; restart tern"));
     }
     let mut changes = Vec::new();
@@ -104,7 +217,11 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
         changes.push(Change::Acls);
     }
 
-    if od.icmp_rate != nd.icmp_rate || od.icmp_burst != nd.icmp_burst || old.config.neighbor != new.config.neighbor {
+    if od.icmp_rate != nd.icmp_rate
+        || od.icmp_burst != nd.icmp_burst
+        || old.config.neighbor != new.config.neighbor
+        || old.config.linux != new.config.linux
+    {
         changes.push(Change::Params);
     }
 
@@ -116,11 +233,24 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
         None => vec![key("interface")],
     };
     for (i, (o, n)) in old.ifaces.iter().zip(&new.ifaces).enumerate() {
+        let index = i as u16;
+        match (&o.kind, &n.kind) {
+            (IfacePlanKind::Removed, IfacePlanKind::Removed) => continue,
+            (IfacePlanKind::Removed, k) if logical(k) => {
+                changes.push(Change::IfaceAdd { index });
+                continue;
+            }
+            (k, IfacePlanKind::Removed) if logical(k) => {
+                changes.push(Change::IfaceRemove { index });
+                continue;
+            }
+            _ => {}
+        }
         if o.name != n.name {
             return Err(refuse(
                 ipath(&n.name, "name"),
                 format!(
-                    "interface {} replaces {} (adding, removing or reordering interfaces needs a restart)",
+                    "interface {} replaces {} (adding, removing or reordering physical interfaces needs a restart; VLAN sub-interfaces and tunnels are live)",
                     n.name, o.name
                 ),
             ));
@@ -128,7 +258,10 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
         if o.kind != n.kind {
             return Err(refuse(
                 ipath(&n.name, "device"),
-                format!("interface {}: its device, driver, parent or VLAN changed; restart tern to apply it", n.name),
+                format!(
+                    "interface {}: its device, driver, parent, VLAN or tunnel endpoints changed; restart tern, or remove it in one reload and add it back in another",
+                    n.name
+                ),
             ));
         }
         if o.mac != n.mac {
@@ -137,7 +270,6 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
                 format!("interface {}: the MAC cannot change while tern runs", n.name),
             ));
         }
-        let index = i as u16;
         if o.acl_in != n.acl_in || o.acl_out != n.acl_out {
             changes.push(Change::AclBinding { index });
         }
@@ -158,12 +290,25 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
             changes.push(Change::InterfaceUp { index, up: n.up });
         }
     }
-    if old.ifaces.len() != new.ifaces.len() {
-        let extra = new.ifaces.get(old.ifaces.len()).or(old.ifaces.get(new.ifaces.len()));
-        let name = extra.map(|e| e.name.clone()).unwrap_or_default();
+    for (i, n) in new.ifaces.iter().enumerate().skip(old.ifaces.len()) {
+        if !logical(&n.kind) {
+            return Err(refuse(
+                ipath(&n.name, "name"),
+                format!(
+                    "interface {} added or removed: adding or removing physical interfaces needs a restart (VLAN sub-interfaces and tunnels are live)",
+                    n.name
+                ),
+            ));
+        }
+        changes.push(Change::IfaceAdd { index: i as u16 });
+    }
+    if old.ifaces.len() > new.ifaces.len() {
+        let name = old.ifaces.get(new.ifaces.len()).map(|e| e.name.clone()).unwrap_or_default();
         return Err(refuse(
-            ipath(&name, "name"),
-            format!("interface {name} added or removed: adding or removing interfaces needs a restart"),
+            vec![key("interface")],
+            format!(
+                "interface {name} removed: adding or removing physical interfaces needs a restart (VLAN sub-interfaces and tunnels are live)"
+            ),
         ));
     }
 
@@ -198,6 +343,7 @@ pub fn reload(router: &mut Router, path: &Path) -> Result<ReloadReport, ApiError
     let text = std::fs::read_to_string(path).map_err(|e| ApiError::invalid(format!("{file}: cannot read: {e}")))?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let new = config::parse(&text, &file, &base).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let new = align(&router.plan, new);
     let changes = diff(&router.plan, &new).map_err(|r| {
         let at = config::locate(&text, &r.path).map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
         let k = path_string(&r.path);
@@ -232,6 +378,24 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
             crate::live::route_file_ops(rf).map_err(ApiError::invalid)?;
         }
     }
+    // Interfaces added and removed: checked (and new TAPs opened) before
+    // anything changes; removed first (an address may move from a removed
+    // interface to another), added last (a new one may take an address
+    // another gives up).
+    let added: Vec<u16> =
+        changes.iter().filter_map(|c| if let Change::IfaceAdd { index } = c { Some(*index) } else { None }).collect();
+    let removed: Vec<u16> = changes
+        .iter()
+        .filter_map(|c| if let Change::IfaceRemove { index } = c { Some(*index) } else { None })
+        .collect();
+    let prepared = router.prepare_interfaces(&new, &added, &removed)?;
+    for &i in &removed {
+        let what = router.remove_interface(i);
+        report.changes.push(what);
+    }
+    if !removed.is_empty() {
+        router.wait_port_changes();
+    }
     // Addresses are checked as a whole too, since one interface's new
     // address may be another's old one.
     let name = |i: u16| new.ifaces.get(usize::from(i)).map(|f| f.name.clone()).unwrap_or_default();
@@ -264,8 +428,9 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
                 router.plan.config.dataplane.icmp_rate = new.config.dataplane.icmp_rate;
                 router.plan.config.dataplane.icmp_burst = new.config.dataplane.icmp_burst;
                 router.plan.config.neighbor = new.config.neighbor.clone();
+                router.plan.config.linux = new.config.linux.clone();
                 router.publish_params();
-                report.changes.push("dataplane ICMP rate and neighbour settings updated".into());
+                report.changes.push("dataplane ICMP rate, punt rate and neighbour settings updated".into());
             }
             Change::Acls => {
                 router.publish_rule_sets(new.acls.clone())?;
@@ -281,13 +446,21 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
                     n.acl_out.as_deref().unwrap_or("-")
                 ));
             }
-            Change::InterfaceMtu { .. } | Change::Addresses { .. } => {}
+            Change::InterfaceMtu { .. }
+            | Change::Addresses { .. }
+            | Change::IfaceAdd { .. }
+            | Change::IfaceRemove { .. } => {}
             Change::InterfaceUp { index, up } => {
                 router.set_interface_up(*index, *up)?;
                 report.changes.push(format!("interface {}: {}", name(*index), if *up { "up" } else { "down" }));
             }
             Change::RouteDel { prefix } => {
-                router.del_route(Source::Static, *prefix)?;
+                match router.del_route(Source::Static, *prefix) {
+                    Ok(()) => {}
+                    // Withdrawn already with the interface it named.
+                    Err(e) if e.code == ErrorCode::NotFound && !removed.is_empty() => {}
+                    Err(e) => return Err(e),
+                }
                 report.changes.push(format!("route {prefix} removed"));
             }
             Change::RouteAdd { prefix, target, attrs } => {
@@ -300,7 +473,15 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
             }
         }
     }
+    for add in prepared {
+        let what = router.add_interface(&new, add)?;
+        report.changes.push(what);
+    }
+    let interfaces_changed = !added.is_empty() || !removed.is_empty();
     router.plan = new;
+    if interfaces_changed {
+        router.sources_follow_interfaces();
+    }
     Ok(report)
 }
 
@@ -351,7 +532,7 @@ via = "10.0.2.2"
                 + "\n[[route]]\nprefix = \"192.0.2.0/24\"\ntype = \"blackhole\"\n";
         let new =
             new.replacen("addresses = [\"10.0.2.1/24\"]", "addresses = [\"10.0.2.1/24\"]\nup = false\nmtu = 1400", 1);
-        let c = diff(&plan(BASE), &plan(&new)).ok().expect("live");
+        let c = diff(&plan(BASE), &plan(&new)).expect("live");
         assert!(c.contains(&Change::Addresses { index: 0 }), "{c:?}");
         assert!(c.contains(&Change::InterfaceUp { index: 1, up: false }), "{c:?}");
         assert!(c.contains(&Change::InterfaceMtu { index: 1, mtu: 1400 }), "{c:?}");
@@ -370,9 +551,59 @@ via = "10.0.2.2"
                 BASE.to_string() + "\n[[interface]]\nname = \"x\"\ndriver = \"memory\"\nmac = \"02:00:00:00:03:01\"\n",
                 "interface[2].name",
             ),
+            (BASE.to_string() + &VLAN.replace("vlan = 7", "vlan = 8"), "interface[2].device"),
         ] {
-            let r = diff(&plan(BASE), &plan(&edit)).expect_err("refused");
+            let old = if edit.contains("vlan = 8") { plan(&(BASE.to_string() + VLAN)) } else { plan(BASE) };
+            let r = diff(&old, &align(&old, plan(&edit))).expect_err("refused");
             assert_eq!(path_string(&r.path), want, "{}", r.message);
         }
+    }
+
+    const VLAN: &str = "\n[[interface]]\nname = \"lan.7\"\nparent = \"lan\"\nvlan = 7\n";
+    const VLAN9: &str =
+        "\n[[interface]]\nname = \"lan.9\"\nparent = \"lan\"\nvlan = 9\naddresses = [\"10.0.9.1/24\"]\n";
+    const ROUTE9: &str = "\n[[route]]\nprefix = \"10.99.0.0/16\"\nvia = \"10.0.9.2\"\ninterface = \"lan.9\"\n";
+
+    fn names(p: &Plan) -> Vec<&str> {
+        p.ifaces.iter().map(|i| i.name.as_str()).collect()
+    }
+
+    #[test]
+    fn removed_interfaces_leave_their_index_and_the_rest_is_renumbered() {
+        let old = plan(&(BASE.to_string() + VLAN + VLAN9));
+        assert_eq!(names(&old), ["lan", "wan", "lan.7", "lan.9"]);
+        // lan.7 goes: the file now numbers lan.9 as 2; aligned it stays 3,
+        // and the route naming it follows.
+        let new = align(&old, plan(&(BASE.to_string() + VLAN9 + ROUTE9)));
+        assert_eq!(names(&new), ["lan", "wan", "", "lan.9"]);
+        assert_eq!(new.ifaces[2].kind, IfacePlanKind::Removed);
+        let r = new.routes.iter().find(|r| r.prefix.to_string() == "10.99.0.0/16").expect("route");
+        assert_eq!(r.target, RouteTarget::Via { gw: "10.0.9.2".parse().expect("a"), ifindex: Some(3) });
+        let c = diff(&old, &new).expect("live");
+        assert!(c.contains(&Change::IfaceRemove { index: 2 }), "{c:?}");
+        assert!(!c.iter().any(|c| matches!(c, Change::IfaceAdd { .. } | Change::Addresses { .. })), "{c:?}");
+        // A new one takes the freed index next time; another goes at the end.
+        let newer = align(&new, plan(&(BASE.to_string() + VLAN9 + &VLAN.replace('7', "5") + &VLAN.replace('7', "6"))));
+        assert_eq!(names(&newer), ["lan", "wan", "lan.5", "lan.9", "lan.6"]);
+        assert_eq!(newer.ifaces[2].kind, IfacePlanKind::Vlan { parent: 0, vid: 5 });
+        let c = diff(&new, &newer).expect("live");
+        assert_eq!(
+            c.iter().filter(|c| matches!(c, Change::IfaceAdd { .. })).cloned().collect::<Vec<_>>(),
+            [Change::IfaceAdd { index: 2 }, Change::IfaceAdd { index: 4 }]
+        );
+        // The same file again: no change.
+        assert_eq!(diff(&newer, &align(&newer, newer.clone())).ok(), Some(vec![]));
+    }
+
+    #[test]
+    fn the_punt_policer_is_live_the_rest_of_linux_is_not() {
+        let linux = |extra: &str| format!("{BASE}\n[linux]\nmode = \"linux\"\nexception = \"tap\"\n{extra}");
+        let old = plan(&linux(""));
+        assert_eq!(old.config.linux.punt_rate, 10_000);
+        assert_eq!(old.config.linux.punt_burst, 1_000);
+        let c = diff(&old, &plan(&linux("punt_rate = 50\npunt_burst = 5\n"))).expect("live");
+        assert_eq!(c, vec![Change::Params]);
+        let r = diff(&old, &plan(&linux("punt_rate = 50\ntable = 7\n"))).expect_err("refused");
+        assert_eq!(path_string(&r.path), "linux");
     }
 }

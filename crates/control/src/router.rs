@@ -63,9 +63,17 @@ pub struct Router {
     pub(crate) sources: Vec<Box<dyn ControlSource>>,
     pub(crate) last_tick_ns: u64,
     pub(crate) started_ns: u64,
+    /// Each port's device MAC and MTU (a sub-interface added by a reload
+    /// takes its parent's).
+    pub(crate) devs: Vec<DeviceInfo>,
 }
 
+/// Port numbers each worker keeps for the TAPs of sub-interfaces a
+/// reload adds (TAP exception path): more additions need a restart.
+pub const SPARE_TAP_PORTS: usize = 64;
+
 /// Device facts the router needs for a port interface.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct DeviceInfo {
     mac: [u8; 6],
     mtu: u16,
@@ -94,44 +102,49 @@ fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
 
 /// Builds the interface table of a plan.
 pub(crate) fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
+    IfTable::new((0..plan.ifaces.len()).map(|i| iface_of(plan, i, devs)).collect())
+}
+
+/// Interface `i` of a plan as the nodes see it (`devs`: the ports' device
+/// facts, by port index).
+pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
     let acl_index = |name: &Option<String>| {
         name.as_ref().and_then(|n| plan.acls.iter().position(|a| &a.name == n)).map(|i| i as u16)
     };
-    let mut ifs = Vec::new();
-    for (i, p) in plan.ifaces.iter().enumerate() {
-        let (kind, port, mac, mtu, parent_up) = match p.kind {
-            IfacePlanKind::Port { .. } => (IfKind::Port, i as u16, devs[i].mac, devs[i].mtu, true),
-            IfacePlanKind::Vlan { parent, vid } => (
-                IfKind::Vlan { parent: parent as u16, vid },
-                parent as u16,
-                devs[parent].mac,
-                devs[parent].mtu,
-                plan.ifaces[parent].up,
-            ),
-            IfacePlanKind::Gre { local, remote, key, ttl } => {
-                let t = GreTunnel { local, remote, key, ttl };
-                // A locally administered MAC only to derive the tunnel's
-                // link-local address; tunnels carry no link layer.
-                let mac = [0x02, 0x67, 0x72, 0x65, (i >> 8) as u8, i as u8];
-                (IfKind::Gre(t), NO_IF, mac, (1500 - t.overhead()) as u16, true)
-            }
-        };
-        ifs.push(Iface {
-            index: i as u16,
-            name: p.name.clone(),
-            kind,
-            port,
-            mac,
-            mtu: p.mtu.unwrap_or(mtu),
-            up: p.up && parent_up,
-            v4: p.v4.clone(),
-            v6: p.v6.clone(),
-            v6_ll: link_local_from_mac(mac),
-            acl_in: acl_index(&p.acl_in),
-            acl_out: acl_index(&p.acl_out),
-        });
+    let Some(p) = plan.ifaces.get(i) else { return Iface::removed(i as u16) };
+    let dev = |k: usize| devs.get(k).copied().unwrap_or(DeviceInfo { mac: [0; 6], mtu: 1500 });
+    let (kind, port, mac, mtu, parent_up) = match p.kind {
+        IfacePlanKind::Removed => return Iface::removed(i as u16),
+        IfacePlanKind::Port { .. } => (IfKind::Port, i as u16, dev(i).mac, dev(i).mtu, true),
+        IfacePlanKind::Vlan { parent, vid } => (
+            IfKind::Vlan { parent: parent as u16, vid },
+            parent as u16,
+            dev(parent).mac,
+            dev(parent).mtu,
+            plan.ifaces.get(parent).is_some_and(|pp| pp.up),
+        ),
+        IfacePlanKind::Gre { local, remote, key, ttl } => {
+            let t = GreTunnel { local, remote, key, ttl };
+            // A locally administered MAC only to derive the tunnel's
+            // link-local address; tunnels carry no link layer.
+            let mac = [0x02, 0x67, 0x72, 0x65, (i >> 8) as u8, i as u8];
+            (IfKind::Gre(t), NO_IF, mac, (1500 - t.overhead()) as u16, true)
+        }
+    };
+    Iface {
+        index: i as u16,
+        name: p.name.clone(),
+        kind,
+        port,
+        mac,
+        mtu: p.mtu.unwrap_or(mtu),
+        up: p.up && parent_up,
+        v4: p.v4.clone(),
+        v6: p.v6.clone(),
+        v6_ll: link_local_from_mac(mac),
+        acl_in: acl_index(&p.acl_in),
+        acl_out: acl_index(&p.acl_out),
     }
-    IfTable::new(ifs)
 }
 
 /// Compiles every rule set of a plan, with hit counters for `workers`.
@@ -240,6 +253,8 @@ fn params_of(plan: &Plan) -> Params {
         linux_owns_local: plan.config.linux.linux_mode(),
         // Set by `Router::start` once the TAPs exist.
         tap_ports: Vec::new(),
+        punt_rate: plan.config.linux.punt_rate,
+        punt_burst: plan.config.linux.punt_burst,
     }
 }
 
@@ -393,8 +408,17 @@ impl Router {
                 idle,
                 input_node: built.input,
             };
-            let worker = Worker::new(cfg, built.graph, pool, bindings, Arc::clone(&trace), Some(domain.register()))
-                .map_err(|e| err(format!("worker {w}: {e}")))?;
+            let spare = if tap { SPARE_TAP_PORTS } else { 0 };
+            let worker = Worker::with_spare_ports(
+                cfg,
+                built.graph,
+                pool,
+                bindings,
+                Arc::clone(&trace),
+                Some(domain.register()),
+                spare,
+            )
+            .map_err(|e| err(format!("worker {w}: {e}")))?;
             workers.push(worker.spawn().map_err(|e| err(format!("worker {w}: {e}")))?);
             injects.push(inject);
         }
@@ -417,6 +441,7 @@ impl Router {
             sources,
             last_tick_ns: 0,
             started_ns,
+            devs,
         })
     }
 
@@ -550,13 +575,9 @@ impl Router {
                     *e += c.value;
                 }
             }
-            for ((p, &ifindex), input) in
-                total.ports.iter_mut().zip(w.shared.port_ifindex.iter()).zip(w.shared.port_input.iter())
-            {
-                if input.is_some() {
-                    continue;
-                }
-                let l = lane.port_stats(ifindex);
+            for (p, slot) in total.ports.iter_mut().zip(w.shared.ports()) {
+                let Some(slot) = slot.filter(|s| s.input.is_none()) else { continue };
+                let l = lane.port_stats(slot.ifindex);
                 p.rx_packets += l.rx_packets;
                 p.rx_bytes += l.rx_bytes;
                 p.tx_packets += l.tx_packets;
@@ -593,10 +614,7 @@ impl Router {
 }
 
 /// Creates the TAP device of each port and VLAN sub-interface
-/// (`tern-<interface>`, one queue per worker) with the interface's MAC and
-/// MTU, up as the interface is, and prepares it for Linux mode
-/// (`crate::linux::host::take_over`). Returns the queues by interface
-/// index.
+/// ([`open_tap`]). Returns the queues by interface index.
 fn open_taps(
     plan: &Plan,
     devs: &[DeviceInfo],
@@ -604,26 +622,44 @@ fn open_taps(
     host: &mut HostState,
 ) -> Result<Vec<(u16, Vec<TapPort>)>, StartError> {
     let mut out = Vec::new();
-    for (i, p) in plan.ifaces.iter().enumerate() {
-        let (dev, up) = match p.kind {
-            IfacePlanKind::Port { .. } => (devs.get(i), p.up),
-            IfacePlanKind::Vlan { parent, .. } => {
-                (devs.get(parent), p.up && plan.ifaces.get(parent).is_some_and(|pp| pp.up))
-            }
-            IfacePlanKind::Gre { .. } => continue,
-        };
-        let d = dev.ok_or_else(|| err(format!("interface {}: no device facts", p.name)))?;
-        let name = crate::linux::tap_name(&p.name);
-        let what = |e: tern_io::Error| err(format!("interface {}: TAP {name}: {e}", p.name));
-        let queues = (0..workers).map(|_| TapPort::open_queue(&name).map_err(what)).collect::<Result<Vec<_>, _>>()?;
-        tern_io::netdev::set_mac(&name, d.mac).map_err(what)?;
-        tern_io::netdev::set_mtu(&name, u32::from(p.mtu.unwrap_or(d.mtu))).map_err(what)?;
-        host.linux.push(crate::linux::host::take_over(&name).map_err(|e| err(format!("TAP {name}: {e}")))?);
-        tern_io::netdev::set_up(&name, up).map_err(what)?;
-        log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
+    for i in 0..plan.ifaces.len() {
+        let Some(queues) = open_tap(plan, i, devs, workers, host)? else { continue };
         out.push((i as u16, queues));
     }
     Ok(out)
+}
+
+/// Creates the TAP device of port or VLAN sub-interface `i` of `plan`
+/// (`tern-<interface>`, one queue per worker) with the interface's MAC
+/// and MTU, up as the interface is, and prepares it for Linux mode
+/// (`crate::linux::host::take_over`, whose guard goes to `host`). None for
+/// interfaces without a TAP (tunnels). The device goes away when its
+/// queues are closed.
+pub(crate) fn open_tap(
+    plan: &Plan,
+    i: usize,
+    devs: &[DeviceInfo],
+    workers: u16,
+    host: &mut HostState,
+) -> Result<Option<Vec<TapPort>>, StartError> {
+    let Some(p) = plan.ifaces.get(i) else { return Ok(None) };
+    let (dev, up) = match p.kind {
+        IfacePlanKind::Port { .. } => (devs.get(i), p.up),
+        IfacePlanKind::Vlan { parent, .. } => {
+            (devs.get(parent), p.up && plan.ifaces.get(parent).is_some_and(|pp| pp.up))
+        }
+        IfacePlanKind::Gre { .. } | IfacePlanKind::Removed => return Ok(None),
+    };
+    let d = dev.ok_or_else(|| err(format!("interface {}: no device facts", p.name)))?;
+    let name = crate::linux::tap_name(&p.name);
+    let what = |e: tern_io::Error| err(format!("interface {}: TAP {name}: {e}", p.name));
+    let queues = (0..workers).map(|_| TapPort::open_queue(&name).map_err(what)).collect::<Result<Vec<_>, _>>()?;
+    tern_io::netdev::set_mac(&name, d.mac).map_err(what)?;
+    tern_io::netdev::set_mtu(&name, u32::from(p.mtu.unwrap_or(d.mtu))).map_err(what)?;
+    host.linux.push(crate::linux::host::take_over(&name).map_err(|e| err(format!("TAP {name}: {e}")))?);
+    tern_io::netdev::set_up(&name, up).map_err(what)?;
+    log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
+    Ok(Some(queues))
 }
 
 /// Prepares a Linux device for tern: link up, no large-frame offloads (so

@@ -31,4 +31,8 @@ pub trait ControlSource: Send {
     fn status(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// A reload added or removed interfaces: `driven` is the new list of
+    /// tern interfaces backed by a kernel device (`crate::linux::driven`).
+    /// Sources that map kernel devices to tern interfaces follow it.
+    fn set_driven(&mut self, _driven: Vec<crate::linux::kernel::Driven>) {}
 }

@@ -35,7 +35,8 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
     let mut t = LaneTables::default();
     for f in &ifs.ifs {
         let kind = match &f.kind {
-            IfKind::Port => LaneIfKind::Port,
+            // A removed interface's index: down, no port, nothing reaches it.
+            IfKind::Port | IfKind::Removed => LaneIfKind::Port,
             IfKind::Vlan { vid, .. } => LaneIfKind::Vlan(*vid),
             IfKind::Gre(g) => LaneIfKind::Gre(LaneGre { local: g.local, remote: g.remote, key: g.key, ttl: g.ttl }),
         };

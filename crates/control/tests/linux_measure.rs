@@ -14,9 +14,18 @@
 //!   translation without the FIB, to see where the time goes.
 //! * `netlink_dump_full_table`: the IPv4 table in a kernel (a throwaway
 //!   namespace) dumped into the kernel mirror: routes/s.
+//! * `fpm_ingest_worker_stalls`: a forwarding worker (SCHED_FIFO, pinned to
+//!   CPU 1, forwarding 64-byte frames to 1024 destinations of the table
+//!   from a memory generator flat out) while the control thread (pinned to
+//!   CPU 0) ingests the full table over FPM into the FIB the worker reads:
+//!   the worker's loop-gap histogram, its time on CPU and the CPUs' steal
+//!   time over the ingest, against the same worker for 2 s afterwards (the
+//!   table installed, the control thread asleep).
 //!
 //! The machine is shared and noisy: each figure is the median of several
 //! runs (`TERN_RUNS`, default 3).
+
+mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -319,4 +328,251 @@ fn netlink_dump_full_table() {
         median(rates) / 1e6,
         v4.len() as f64 / cpu.max(0.01) / 1e6
     );
+}
+
+/// Steal time of each CPU so far, in clock ticks (10 ms), from /proc/stat.
+fn steal_ticks() -> Vec<u64> {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    s.lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| l.split_whitespace().nth(8).and_then(|v| v.parse().ok()).unwrap_or(0))
+        .collect()
+}
+
+/// The kernel thread id of the calling thread.
+fn own_tid() -> String {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_default()
+}
+
+/// The kernel thread id of this process's thread named `name`.
+fn tid_of(name: &str) -> Option<String> {
+    std::fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|e| {
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        (comm.trim() == name).then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+fn run_cmd(args: &[&str]) -> bool {
+    std::process::Command::new(args[0]).args(&args[1..]).status().is_ok_and(|s| s.success())
+}
+
+/// One phase's figures.
+struct Phase {
+    secs: f64,
+    gaps: [u64; tern_engine::GAP_BUCKETS],
+    max_gap_us: f64,
+    steal_ms: Vec<u64>,
+    rx: u64,
+    /// The worker thread's time on its CPU (schedstat).
+    on_cpu_ms: u64,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = &self.gaps;
+        write!(
+            f,
+            "{:.2} s, {:.2} Mpps received, worker on CPU {} ms; gaps <10us {} <100us {} <1ms {} <10ms {} >=10ms {}; longest {:.0} us; steal ms per CPU {:?}",
+            self.secs,
+            self.rx as f64 / self.secs / 1e6,
+            self.on_cpu_ms,
+            g[0],
+            g[1],
+            g[2],
+            g[3],
+            g[4],
+            self.max_gap_us,
+            self.steal_ms
+        )
+    }
+}
+
+#[test]
+#[ignore]
+fn fpm_ingest_worker_stalls() {
+    use common::pkt::{eth, ipv4, udp4};
+    use crossbeam_queue::ArrayQueue;
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+    use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig};
+    use tern_io::MemPort;
+    use tern_nodes::state::{IfKind, Iface, Shared, V4Net, link_local_from_mac};
+    use tern_packet::{PacketPool, PoolConfig};
+
+    let Some(prefixes) = table() else { return };
+    let stream = Arc::new(fpm_stream(&prefixes));
+    let n = prefixes.len();
+    if std::thread::available_parallelism().map_or(0, |p| p.get()) < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    // This thread (the control thread) and what it spawns on CPU 0.
+    if !run_cmd(&["taskset", "-p", "-c", "0", &own_tid()]) {
+        eprintln!("skipped: taskset failed");
+        return;
+    }
+    let domain = tern_rcu::Domain::new();
+    let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
+    let mac = |i: u8| [2, 0, 0, 0, i, 1];
+    let iface = |i: u16, addr: Ipv4Addr| Iface {
+        index: i,
+        name: format!("p{i}"),
+        kind: IfKind::Port,
+        port: i,
+        mac: mac(i as u8),
+        mtu: 1500,
+        up: true,
+        v4: vec![V4Net { addr, len: 24 }],
+        v6: vec![],
+        v6_ll: link_local_from_mac(mac(i as u8)),
+        acl_in: None,
+        acl_out: None,
+    };
+    let shared = Shared::new(
+        IfTable::new(vec![iface(0, Ipv4Addr::new(10, 0, 0, 1)), iface(1, Ipv4Addr::new(10, 0, 1, 1))]),
+        reader,
+    );
+    for (p, i) in [("10.0.0.0/24", 0), ("10.0.1.0/24", 1)] {
+        fib.add_route(
+            Source::Connected,
+            p.parse().expect("p"),
+            RouteTarget::Connected { ifindex: i },
+            RouteAttrs::default(),
+        )
+        .expect("connected");
+    }
+    for (i, gw) in [(0, "10.0.0.2"), (1, "10.0.1.2"), (0, "fe80::2"), (1, "fe80::3")] {
+        fib.set_neighbor(i, gw.parse().expect("gw"), Some([2, 0, 0, 0, 9, i as u8]));
+    }
+    // 64-byte frames to 1024 destinations spread over the table's IPv4
+    // prefixes (no route until the ingest brings it: dropped as no-route).
+    let v4: Vec<&Prefix> = prefixes.iter().filter(|p| p.is_v4()).collect();
+    let templates: Vec<Vec<u8>> = (0..1024)
+        .map(|k| {
+            let p = v4[k * v4.len() / 1024];
+            let std::net::IpAddr::V4(a) = p.addr() else { unreachable!("v4") };
+            let dst = Ipv4Addr::from(u32::from(a) | 1);
+            let src = Ipv4Addr::new(10, 0, 0, 2);
+            eth(mac(0), [2, 0, 0, 0, 9, 0], 0x0800, &ipv4(src, dst, 17, 64, &udp4(src, dst, 1024, 9, &[0; 18])))
+        })
+        .collect();
+
+    // A worker over `shared` until `stop`, then its figures.
+    let run_worker = |what: &str, body: &mut dyn FnMut() -> f64| -> Phase {
+        let built = tern_nodes::build_graph(&shared, Arc::new(ArrayQueue::new(16))).expect("graph");
+        let pool = PacketPool::new(PoolConfig { frames: 8192, ..PoolConfig::default() }).expect("pool");
+        let generator = MemPort::generator("gen", &templates, None).expect("generator");
+        let mut sink = MemPort::new("sink");
+        sink.count_tx_only();
+        let w = Worker::new(
+            WorkerConfig { id: 0, cpu: Some(1), idle: IdlePolicy::Spin, input_node: built.input },
+            built.graph,
+            pool,
+            vec![PortBinding::new(Box::new(generator), 0), PortBinding::new(Box::new(sink), 1)],
+            TraceShared::new(),
+            Some(domain.register()),
+        )
+        .expect("worker");
+        let h = w.spawn().expect("spawn");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let tid = loop {
+            if let Some(t) = tid_of("tern-w0") {
+                break t;
+            }
+            assert!(Instant::now() < deadline, "no worker thread");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let fifo = run_cmd(&["chrt", "-f", "-p", "50", &tid]);
+        // Let it settle (pinning, caches), then measure from here.
+        std::thread::sleep(Duration::from_millis(200));
+        let (g0, _) = h.shared.gaps.snapshot();
+        let rx0 = h.shared.stats.ports[0].rx_packets.get();
+        let steal0 = steal_ticks();
+        let oncpu = || -> u64 {
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+                .unwrap_or(0)
+        };
+        let loops0 = h.shared.stats.looping.loops.get();
+        let cpu0 = oncpu();
+        let secs = body();
+        let loops = h.shared.stats.looping.loops.get() - loops0;
+        let on_cpu_ms = (oncpu() - cpu0) / 1_000_000;
+        if loops == 0 {
+            eprintln!("  the worker made no loop in this phase");
+        }
+        let (g1, max) = h.shared.gaps.snapshot();
+        let rx = h.shared.stats.ports[0].rx_packets.get() - rx0;
+        let steal_ms = steal_ticks().iter().zip(&steal0).map(|(a, b)| (a - b) * 10).collect();
+        h.stop();
+        let phase = Phase {
+            secs,
+            gaps: std::array::from_fn(|i| g1[i] - g0[i]),
+            max_gap_us: max as f64 / 1e3,
+            steal_ms,
+            rx,
+            on_cpu_ms,
+        };
+        eprintln!("{what} (worker SCHED_FIFO: {fifo}): {phase}");
+        phase
+    };
+
+    for run in 0..runs() {
+        let cfg = FpmConfig {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            table: 254,
+            resync_quiet_ns: 60_000_000_000,
+            resync_hold_ns: 0,
+            stale_ns: 600_000_000_000,
+            budget_ns: 5_000_000,
+            batch: 8192,
+        };
+        let mut server = FpmServer::bind(cfg, if_map()).expect("bind");
+        let mut neigh = NeighborTable::default();
+        let ifaces = shared.ifaces.clone();
+        let s = Arc::clone(&stream);
+        let fib_ref = &mut fib;
+        run_worker(&format!("run {run}: full-table FPM ingest ({n} routes)"), &mut || {
+            let addr = server.local_addr().expect("addr");
+            let s = Arc::clone(&s);
+            let t0 = Instant::now();
+            let writer = std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).expect("connect");
+                c.write_all(&s).expect("write");
+                c
+            });
+            loop {
+                let ifs = ifaces.load();
+                let mut cx = SourceCx {
+                    fib: &mut *fib_ref,
+                    neigh: &mut neigh,
+                    ifs: &ifs,
+                    ifaces: &ifaces,
+                    now_ns: tern_engine::clock::now_ns(),
+                };
+                let did = server.poll(&mut cx);
+                if server.status().routes.adds >= n as u64 {
+                    break;
+                }
+                if !did {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            drop(writer.join());
+            secs
+        });
+        // The same worker, the table installed, the control thread idle.
+        run_worker(&format!("run {run}: table installed, no ingest"), &mut || {
+            std::thread::sleep(Duration::from_secs(2));
+            2.0
+        });
+        // Withdraw everything for the next run (the FIB starts empty).
+        fib.begin_resync(Source::Fpm);
+        fib.end_resync(Source::Fpm);
+    }
 }

@@ -202,9 +202,9 @@ exception = "tap"
 
 /// What `tern config reload` (and the API) changes on an interface
 /// reaches its TAP: admin state (a VLAN sub-interface's TAP goes down with
-/// its parent) and MTU. Interfaces cannot be added or removed while tern
-/// runs (the workers' ports are fixed): such a reload is refused, and no
-/// TAP appears or goes.
+/// its parent) and MTU. A physical interface cannot be added while tern
+/// runs: such a reload is refused, and no TAP appears; a sub-interface
+/// removed takes its TAP with it.
 #[test]
 fn reloads_reach_the_taps() {
     let Some(ns) = enter_fresh_netns("tlinuxtapr") else { return };
@@ -268,11 +268,81 @@ exception = "tap"
     let e = reload(&mut router, &cfg("mtu = 1400", added)).expect_err("adding an interface needs a restart");
     assert!(e.message.contains("restart"), "{}", e.message);
     assert!(tern_io::netdev::ifindex("tern-lan2").is_err(), "no TAP for a refused interface");
+    assert!(up("tern-lan.7"), "the refused reload left the other TAPs alone");
     let only_lan = cfg("mtu = 1400", "").replace("name = \"lan.7\"\nparent = \"lan\"\nvlan = 7\n", "");
     let only_lan = only_lan.replace("[[interface]]\naddresses = [\"10.0.7.1/24\"]\n", "");
     assert!(!only_lan.contains("lan.7"), "{only_lan}");
-    reload(&mut router, &only_lan).expect_err("removing an interface needs a restart");
-    assert!(up("tern-lan.7"), "the refused reload left the TAP alone");
+    let r = reload(&mut router, &only_lan).expect("removing a sub-interface is live");
+    assert!(r.changes.iter().any(|c| c.contains("TAP tern-lan.7 deleted")), "{:?}", r.changes);
+    assert!(tern_io::netdev::ifindex("tern-lan.7").is_err(), "the removed sub-interface's TAP is gone");
+    assert!(up("tern-lan"));
+    router.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A VLAN sub-interface added by a reload gets its TAP at once (with the
+/// parent's MAC and the sub-interface's address in Linux), Linux answers
+/// on the new VLAN through it; removed, the TAP goes and the VLAN's frames
+/// are dropped as unknown VLAN.
+#[test]
+fn a_vlan_added_live_gets_its_tap_and_loses_it_when_removed() {
+    let Some(ns) = enter_fresh_netns("tlinuxtapa") else { return };
+    let dir = std::env::temp_dir().join(&ns.0);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tern.toml");
+    let base = r#"
+[[interface]]
+name = "lan"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+addresses = ["10.0.1.1/24"]
+
+[linux]
+mode = "linux"
+exception = "tap"
+"#;
+    let vlan = "\n[[interface]]\nname = \"lan.7\"\nparent = \"lan\"\nvlan = 7\naddresses = [\"10.0.7.1/24\"]\n";
+    let plan = config::parse(base, "tern.toml", &dir).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    assert!(tern_io::netdev::ifindex("tern-lan.7").is_err());
+    let reload = |router: &mut Router, text: &str| {
+        std::fs::write(&path, text).expect("config");
+        tern_control::reload::reload(router, &path)
+    };
+    let r = reload(&mut router, &format!("{base}{vlan}")).expect("adding a sub-interface is live");
+    assert!(r.changes.iter().any(|c| c == "interface lan.7 added with TAP tern-lan.7"), "{:?}", r.changes);
+    assert_eq!(tern_io::netdev::mac("tern-lan.7").expect("the new TAP exists"), TERN);
+    let (ours, host) = (Ipv4Addr::new(10, 0, 7, 1), Ipv4Addr::new(10, 0, 7, 2));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tern_io::netdev::addresses("tern-lan.7").expect("addresses").iter().any(|a| a.addr == ours) {
+        router.poll();
+        assert!(Instant::now() < deadline, "10.0.7.1 never reached tern-lan.7");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    assert!(port.inject(&eth_vlan([0xff; 6], HOST, 7, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
+    let reply = await_frame(&mut router, "lan", |f| {
+        untag(f, 7).is_some_and(|u| u.get(12..14) == Some(&[8, 6]) && u.get(20..22) == Some(&[0, 2]))
+    });
+    let reply = untag(&reply, 7).expect("tagged");
+    assert_eq!(&reply[28..32], &ours.octets(), "Linux answered for the new sub-interface's address");
+    assert_eq!(router.counter("linux-punt", "no-tap"), 0);
+
+    let r = reload(&mut router, base).expect("removing it is live");
+    assert!(r.changes.iter().any(|c| c.contains("TAP tern-lan.7 deleted")), "{:?}", r.changes);
+    assert!(tern_io::netdev::ifindex("tern-lan.7").is_err(), "the TAP is gone");
+    let unknown = router.counter("ethernet-input", "unknown-vlan");
+    let port = &router.mem_ports("lan").expect("lan")[0];
+    assert!(port.inject(&eth_vlan([0xff; 6], HOST, 7, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while router.counter("ethernet-input", "unknown-vlan") == unknown {
+        router.poll();
+        assert!(Instant::now() < deadline, "VLAN 7 not counted as unknown");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = tern_control::commands::tap_counters(&router.workers());
+    assert!(!stats.contains_key("tern-lan.7"), "the removed TAP's counters are gone: {:?}", stats.keys());
+    assert!(stats.contains_key("tern-lan"));
     router.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -131,6 +131,15 @@ fn metrics_scraped_every_second_under_load_are_monotonic_and_match_the_traffic()
         lan_rx + 1,
         "every received packet (+ARP reply)"
     );
+    // Loop gaps: one per loop but the first, in cumulative buckets.
+    let gaps = get(&m, "tern_worker_loop_gap_seconds_count{worker=\"0\"}");
+    assert!(gaps > 0.0 && gaps <= get(&m, "tern_worker_loops_total{worker=\"0\"}"), "{gaps}");
+    assert!(
+        get(&m, "tern_worker_loop_gap_seconds_bucket{worker=\"0\",le=\"0.00001\"}")
+            <= get(&m, "tern_worker_loop_gap_seconds_bucket{worker=\"0\",le=\"0.01\"}")
+    );
+    assert_eq!(get(&m, "tern_worker_loop_gap_seconds_bucket{worker=\"0\",le=\"+Inf\"}"), gaps);
+    assert!(get(&m, "tern_worker_loop_gap_max_seconds{worker=\"0\"}") > 0.0);
     assert_eq!(
         get(&m, "tern_fib_routes{family=\"ipv4\"}") as u64,
         2 * 3 + 1 + 1,

@@ -28,4 +28,7 @@ pub use node::{Cx, Emit, ErrorDesc, ErrorKind, NEXT_DROP, NEXT_TAKEN, Node};
 pub use stats::{Counter, WorkerStats};
 pub use tern_packet::{MAX_BATCH, PktIdx};
 pub use trace::{TraceHop, TraceRecord, TraceShared};
-pub use worker::{IdlePolicy, PortBinding, Worker, WorkerConfig, WorkerHandle, WorkerShared};
+pub use worker::{
+    GAP_BOUNDS_NS, GAP_BUCKETS, IdlePolicy, LoopGaps, PortBinding, PortChange, PortSlot, Worker, WorkerConfig,
+    WorkerHandle, WorkerShared,
+};

@@ -2,7 +2,7 @@
 
 use crate::clock;
 use crate::graph::{Env, Graph, GraphInfo, NodeId};
-use crate::stats::{WorkerStats, batch_bucket};
+use crate::stats::{Counter, WorkerStats, batch_bucket};
 use crate::trace::{TraceShared, Tracer};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use std::collections::VecDeque;
@@ -214,24 +214,132 @@ impl CaptureTap {
 /// Copies a capture tap queues before dropping new ones.
 const CAPTURE_QUEUE: usize = 65536;
 
+/// Upper bounds (exclusive) of the [`LoopGaps`] buckets, in nanoseconds;
+/// the last bucket has none.
+pub const GAP_BOUNDS_NS: [u64; GAP_BUCKETS - 1] = [10_000, 100_000, 1_000_000, 10_000_000];
+pub const GAP_BUCKETS: usize = 5;
+
+/// How long a worker went between two polls of its ports: from one loop's
+/// start to the next's, not counting time asleep in poll(2) (an idle
+/// worker is woken by its ports). A gap is the time a received packet can
+/// wait before the worker looks: its own batch's work, and whatever took
+/// the CPU from it (a preempting thread, the hypervisor, a page fault).
+/// One subtraction and two relaxed stores per loop (the loop's clock
+/// reading is already taken).
+#[derive(Debug, Default)]
+pub struct LoopGaps {
+    /// Gaps below 10 us, 100 us, 1 ms, 10 ms, and the rest.
+    pub hist: [Counter; GAP_BUCKETS],
+    /// The longest gap seen (nanoseconds).
+    pub max_ns: Counter,
+}
+
+impl LoopGaps {
+    /// The bucket of a gap of `ns`.
+    #[inline]
+    pub fn bucket(ns: u64) -> usize {
+        GAP_BOUNDS_NS.iter().position(|&b| ns < b).unwrap_or(GAP_BUCKETS - 1)
+    }
+
+    #[inline]
+    fn record(&self, ns: u64) {
+        self.hist[Self::bucket(ns)].add(1);
+        if ns > self.max_ns.get() {
+            self.max_ns.set(ns);
+        }
+    }
+
+    /// The counts, and the longest gap.
+    pub fn snapshot(&self) -> ([u64; GAP_BUCKETS], u64) {
+        (std::array::from_fn(|i| self.hist[i].get()), self.max_ns.get())
+    }
+}
+
+/// What the control side knows of one open port of a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSlot {
+    pub name: String,
+    pub ifindex: u16,
+    /// The input node when not the worker's (`PortBinding::input`); such
+    /// ports are not the interface's own.
+    pub input: Option<NodeId>,
+}
+
+impl PortSlot {
+    fn of(b: &PortBinding) -> PortSlot {
+        PortSlot { name: b.port.name().to_string(), ifindex: b.ifindex, input: b.input }
+    }
+}
+
+/// A change of a running worker's ports, asked for by the control thread
+/// ([`WorkerShared::change_port`]) and applied by the worker between two
+/// loops. Port numbers are the same in every worker, so the control thread
+/// chooses them.
+pub enum PortChange {
+    /// Port number `slot` becomes `binding` (a port already there is
+    /// closed). Its counters restart from zero.
+    Open { slot: usize, binding: PortBinding },
+    /// Port number `slot` is closed: nothing is received there any more,
+    /// and what nodes still queue for it is dropped (counted as the
+    /// port's `tx_dropped`).
+    Close { slot: usize },
+}
+
 /// What the control side shares with a running worker.
 pub struct WorkerShared {
     pub id: u16,
     pub stats: WorkerStats,
     pub graph: Arc<GraphInfo>,
-    pub port_names: Vec<String>,
-    pub port_ifindex: Vec<u16>,
-    /// The input node of each port that does not enter the worker's
-    /// (`PortBinding::input`); such ports are not the interface's own.
-    pub port_input: Vec<Option<NodeId>>,
+    /// Each port number's port (None: a number not open, or closed live).
+    /// Written by the worker when it applies a [`PortChange`].
+    slots: Mutex<Vec<Option<PortSlot>>>,
+    /// Changes the worker has yet to apply, and whether there are any (one
+    /// relaxed load per loop when there are none).
+    port_changes: Mutex<Vec<PortChange>>,
+    port_changes_pending: AtomicBool,
     pub trace: Arc<TraceShared>,
     /// `tern capture`'s hook on this worker's ports.
     pub capture: CaptureTap,
+    /// The gaps between the worker's polls of its ports.
+    pub gaps: LoopGaps,
     stop: AtomicBool,
     waker: Waker,
 }
 
 impl WorkerShared {
+    /// The worker's ports by port number (`stats.ports` has the same
+    /// numbering; numbers beyond the end and closed ones are None).
+    pub fn ports(&self) -> Vec<Option<PortSlot>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// How many port numbers the worker has counters for (open ports plus
+    /// the spares given to [`Worker::with_spare_ports`]).
+    pub fn port_capacity(&self) -> usize {
+        self.stats.ports.len()
+    }
+
+    /// Asks the worker to change its ports before its next loop (it is
+    /// woken). A slot beyond [`WorkerShared::port_capacity`] is refused
+    /// here: the caller keeps the binding.
+    pub fn change_port(&self, change: PortChange) -> Result<(), PortChange> {
+        let slot = match &change {
+            PortChange::Open { slot, .. } | PortChange::Close { slot } => *slot,
+        };
+        if slot >= self.port_capacity() {
+            return Err(change);
+        }
+        self.port_changes.lock().unwrap_or_else(PoisonError::into_inner).push(change);
+        self.port_changes_pending.store(true, Ordering::Release);
+        self.waker.wake();
+        Ok(())
+    }
+
+    /// Whether port changes wait for the worker to apply them.
+    pub fn port_changes_pending(&self) -> bool {
+        self.port_changes_pending.load(Ordering::Acquire)
+    }
+
     pub fn wake(&self) {
         self.waker.wake();
     }
@@ -254,12 +362,20 @@ pub struct Worker {
     // socket over the pool's region) must go before the region.
     ports: Vec<PortBinding>,
     pool: PacketPool,
+    /// One queue per port number, spares included (nodes may queue for a
+    /// port the worker has not opened yet; [`Worker::flush_tx`] drops
+    /// that).
     tx: Vec<Vec<PktIdx>>,
+    /// Port names for traces, by port number.
+    names: Vec<String>,
     tracer: Tracer,
     shared: Arc<WorkerShared>,
     rcu: Option<tern_rcu::Reader>,
     idle_loops: u32,
     started_ns: u64,
+    /// When the ports were last polled, or the worker woke from poll(2)
+    /// (0: not yet).
+    last_poll_ns: u64,
 }
 
 /// A running worker thread.
@@ -298,21 +414,41 @@ impl Worker {
         trace: Arc<TraceShared>,
         rcu: Option<tern_rcu::Reader>,
     ) -> std::io::Result<Worker> {
-        let stats = WorkerStats::new(graph.node_count(), graph.error_count(), ports.len());
+        Worker::with_spare_ports(cfg, graph, pool, ports, trace, rcu, 0)
+    }
+
+    /// A worker with counters and transmit queues for `spare` port
+    /// numbers after its ports, which the control thread may open while
+    /// it runs ([`WorkerShared::change_port`]; the TAPs of interfaces
+    /// added by a reload).
+    pub fn with_spare_ports(
+        cfg: WorkerConfig,
+        graph: Graph,
+        pool: PacketPool,
+        ports: Vec<PortBinding>,
+        trace: Arc<TraceShared>,
+        rcu: Option<tern_rcu::Reader>,
+        spare: usize,
+    ) -> std::io::Result<Worker> {
+        let capacity = ports.len() + spare;
+        let stats = WorkerStats::new(graph.node_count(), graph.error_count(), capacity);
         let shared = Arc::new(WorkerShared {
             id: cfg.id,
             stats,
             graph: Arc::clone(graph.info()),
-            port_names: ports.iter().map(|b| b.port.name().to_string()).collect(),
-            port_ifindex: ports.iter().map(|b| b.ifindex).collect(),
-            port_input: ports.iter().map(|b| b.input).collect(),
+            slots: Mutex::new(ports.iter().map(|b| Some(PortSlot::of(b))).collect()),
+            port_changes: Mutex::new(Vec::new()),
+            port_changes_pending: AtomicBool::new(false),
             trace: Arc::clone(&trace),
             capture: CaptureTap::new(CAPTURE_QUEUE),
+            gaps: LoopGaps::default(),
             stop: AtomicBool::new(false),
             waker: Waker::new()?,
         });
-        let tx = (0..ports.len()).map(|_| Vec::with_capacity(2 * MAX_BATCH)).collect();
+        let tx = (0..capacity).map(|k| Vec::with_capacity(if k < ports.len() { 2 * MAX_BATCH } else { 0 })).collect();
+        let names = ports.iter().map(|b| b.port.name().to_string()).collect();
         Ok(Worker {
+            names,
             tracer: Tracer::new(trace, cfg.id),
             cfg,
             graph,
@@ -323,6 +459,7 @@ impl Worker {
             rcu,
             idle_loops: 0,
             started_ns: clock::now_ns(),
+            last_poll_ns: 0,
         })
     }
 
@@ -384,8 +521,15 @@ impl Worker {
     /// transmit. Returns the number of packets received.
     pub fn run_once(&mut self) -> usize {
         let now_ns = clock::now_ns();
+        if self.last_poll_ns != 0 {
+            self.shared.gaps.record(now_ns.saturating_sub(self.last_poll_ns));
+        }
+        self.last_poll_ns = now_ns;
         if let Some(r) = &self.rcu {
             r.quiescent();
+        }
+        if self.shared.port_changes_pending.load(Ordering::Relaxed) {
+            self.apply_port_changes();
         }
         let stats = &self.shared.stats;
         {
@@ -466,6 +610,75 @@ impl Worker {
         total
     }
 
+    /// Applies the port changes the control thread asked for.
+    fn apply_port_changes(&mut self) {
+        // The queue stays locked until every change is applied, so that
+        // `port_changes_pending` turns false only once old ports are closed
+        // (a TAP device goes away with its last queue).
+        let mut queue = self.shared.port_changes.lock().unwrap_or_else(PoisonError::into_inner);
+        let changes = std::mem::take(&mut *queue);
+        let stats = &self.shared.stats;
+        let mut slots = self.shared.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        for change in changes {
+            let (slot, binding) = match change {
+                PortChange::Open { slot, binding } => (slot, Some(binding)),
+                PortChange::Close { slot } => (slot, None),
+            };
+            let Some(pc) = stats.ports.get(slot) else { continue };
+            // Packets still queued for the old port leave with it.
+            if slot < self.ports.len() {
+                let q = &mut self.tx[slot];
+                if !q.is_empty() {
+                    let out = self.ports[slot].port.tx_burst(&mut self.pool, q);
+                    pc.tx_packets.add(out.sent as u64);
+                    pc.tx_dropped.add(out.dropped as u64);
+                    q.clear();
+                }
+            }
+            while self.ports.len() <= slot {
+                self.ports.push(PortBinding::new(Box::new(ClosedPort), 0));
+                self.names.push(String::new());
+            }
+            while slots.len() <= slot {
+                slots.push(None);
+            }
+            for c in [
+                &pc.rx_packets,
+                &pc.rx_bytes,
+                &pc.tx_packets,
+                &pc.tx_bytes,
+                &pc.tx_dropped,
+                &pc.drv_rx_dropped,
+                &pc.drv_errors,
+            ] {
+                c.set(0);
+            }
+            match binding {
+                Some(b) => {
+                    slots[slot] = Some(PortSlot::of(&b));
+                    self.names[slot] = b.port.name().to_string();
+                    if self.tx[slot].capacity() == 0 {
+                        self.tx[slot].reserve(2 * MAX_BATCH);
+                    }
+                    self.ports[slot] = b;
+                }
+                None => {
+                    slots[slot] = None;
+                    self.names[slot] = String::new();
+                    self.ports[slot] = PortBinding::new(Box::new(ClosedPort), 0);
+                }
+            }
+        }
+        // Closed ports at the end are not polled at all.
+        let open = slots.iter().rposition(Option::is_some).map_or(0, |k| k + 1);
+        slots.truncate(open);
+        self.ports.truncate(open);
+        self.names.truncate(open);
+        drop(slots);
+        self.shared.port_changes_pending.store(false, Ordering::Release);
+        drop(queue);
+    }
+
     fn flush_tx(&mut self, capture: bool, now_ns: u64) {
         let stats = &self.shared.stats;
         for (k, q) in self.tx.iter_mut().enumerate() {
@@ -481,11 +694,16 @@ impl Worker {
                 bytes += u64::from(m.len);
                 if m.flags & flags::TRACED != 0 {
                     let slot = m.trace;
-                    self.tracer.finish(slot, format!("tx {}", self.shared.port_names[k]));
+                    let name = self.names.get(k).map_or("(closed)", String::as_str);
+                    self.tracer.finish(slot, format!("tx {name}"));
                 }
             }
-            let out = self.ports[k].port.tx_burst(&mut self.pool, q);
-            let pc = &stats.ports[k];
+            let out = match self.ports.get_mut(k) {
+                Some(b) => b.port.tx_burst(&mut self.pool, q),
+                // A port number not open (yet, or any more).
+                None => ClosedPort.tx_burst(&mut self.pool, q),
+            };
+            let Some(pc) = stats.ports.get(k) else { continue };
             pc.tx_packets.add(out.sent as u64);
             pc.tx_dropped.add(out.dropped as u64);
             // Bytes are exact when nothing was refused; otherwise the
@@ -527,7 +745,32 @@ impl Worker {
         if let Some(r) = &self.rcu {
             r.online();
         }
-        self.shared.stats.looping.idle_ns.add(clock::now_ns().saturating_sub(t0));
+        let woke = clock::now_ns();
+        self.shared.stats.looping.idle_ns.add(woke.saturating_sub(t0));
+        // Asleep is not a stall: the next gap starts now.
+        self.last_poll_ns = woke;
+    }
+}
+
+/// A port number with nothing behind it: receives nothing, drops what
+/// is sent (the port's `tx_dropped`).
+struct ClosedPort;
+
+impl Port for ClosedPort {
+    fn name(&self) -> &str {
+        "(closed)"
+    }
+    fn rx_burst(&mut self, _pool: &mut PacketPool, _out: &mut Vec<PktIdx>, _max: usize) -> usize {
+        0
+    }
+    fn tx_burst(&mut self, pool: &mut PacketPool, pkts: &[PktIdx]) -> tern_packet::TxOutcome {
+        for &p in pkts {
+            pool.free(p);
+        }
+        tern_packet::TxOutcome { sent: 0, dropped: pkts.len() }
+    }
+    fn stats(&self) -> tern_packet::PortStats {
+        tern_packet::PortStats::default()
     }
 }
 
@@ -700,12 +943,77 @@ mod tests {
             None,
         )
         .expect("worker");
-        assert_eq!(w.shared().port_input, vec![None, Some(side)]);
+        let inputs: Vec<_> = w.shared().ports().into_iter().map(|s| s.and_then(|s| s.input)).collect();
+        assert_eq!(inputs, vec![None, Some(side)]);
         w.shared().capture.start(1, CAPTURE_TX, 64);
         assert_eq!(w.run_once(), 3);
         let ports = &w.shared().stats.ports;
         assert_eq!((ports[0].tx_packets.get(), ports[1].tx_packets.get()), (1, 2));
         let sent: Vec<_> = w.shared().capture.take().into_iter().map(|f| f.data).collect();
         assert_eq!(sent, vec![vec![7], vec![8]], "the side port's packets went through to-port1 only, unchanged");
+    }
+
+    #[test]
+    fn ports_open_and_close_while_the_worker_runs() {
+        let mut b = GraphBuilder::new();
+        b.add(ToPort1);
+        let g = b.build().expect("graph");
+        let input = g.node_id("to-port1").expect("node");
+        let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let main = QueuePort { rx: [vec![1u8], vec![2u8]].into() };
+        let mut w = Worker::with_spare_ports(
+            WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Spin, input_node: input },
+            g,
+            pool,
+            vec![PortBinding::new(Box::new(main), 0)],
+            TraceShared::new(),
+            None,
+            2,
+        )
+        .expect("worker");
+        assert_eq!(w.shared().port_capacity(), 3);
+        // Port 1 is not open: what is queued for it is dropped, counted.
+        assert_eq!(w.run_once(), 2);
+        assert_eq!(w.shared().stats.ports[1].tx_dropped.get(), 2);
+        assert_eq!(w.pool().available(), 1024, "nothing leaked");
+
+        let side = QueuePort { rx: [vec![9u8]].into() };
+        w.shared()
+            .change_port(PortChange::Open { slot: 1, binding: PortBinding::new(Box::new(side), 7) })
+            .map_err(|_| "refused")
+            .expect("slot 1 exists");
+        assert!(w.shared().port_changes_pending());
+        assert_eq!(w.run_once(), 1, "the new port is polled from the next loop");
+        let ports = w.shared().ports();
+        assert_eq!(ports.len(), 2);
+        assert_eq!(ports[1].as_ref().map(|s| s.ifindex), Some(7));
+        let pc = &w.shared().stats.ports[1];
+        assert_eq!((pc.rx_packets.get(), pc.tx_packets.get(), pc.tx_dropped.get()), (1, 1, 0), "counters restarted");
+
+        w.shared().change_port(PortChange::Close { slot: 1 }).map_err(|_| "refused").expect("slot 1 exists");
+        w.run_once();
+        assert_eq!(w.shared().ports(), vec![w.shared().ports()[0].clone()], "a closed last port is gone");
+        assert!(w.shared().change_port(PortChange::Close { slot: 3 }).is_err(), "beyond the spares");
+    }
+
+    #[test]
+    fn loop_gaps_fall_in_their_buckets() {
+        for (ns, b) in [(0, 0), (9_999, 0), (10_000, 1), (99_999, 1), (500_000, 2), (1_000_000, 3), (10_000_000, 4)] {
+            assert_eq!(LoopGaps::bucket(ns), b, "{ns} ns");
+        }
+        let g = LoopGaps::default();
+        for ns in [5_000, 50_000, 2_000_000, 20_000_000, 3_000] {
+            g.record(ns);
+        }
+        assert_eq!(g.snapshot(), ([2, 1, 0, 1, 1], 20_000_000));
+
+        // A running worker records one gap per loop after the first.
+        let mut w = worker(&[&[1]]);
+        for _ in 0..3 {
+            w.run_once();
+        }
+        let (hist, max) = w.shared().gaps.snapshot();
+        assert_eq!(hist.iter().sum::<u64>(), 2);
+        assert!(max > 0);
     }
 }

@@ -30,8 +30,9 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 
 /// `ip6-input`: validates the fixed IPv6 header (RFC 8200 section 3:
 /// version, payload length against the frame), drops martians, trims
-/// padding, and sends link-scoped traffic for tern (ND, link-local) straight
-/// to `ip6-local`: link-local destinations are never forwarded (RFC 4291
+/// padding, and sends link-scoped traffic for tern (ND, link-local) to
+/// `ip6-local` (through `ip6-punt-acl` when the receiving interface has an
+/// input rule set): link-local destinations are never forwarded (RFC 4291
 /// section 2.5.6). Multicast groups tern does not listen to are dropped,
 /// or with the TAP exception path of Linux mode (`Params::punt_to_tap`)
 /// handed to Linux (OSPFv3, MLD), through `ip6-punt-acl` when the
@@ -93,7 +94,9 @@ impl Node for Ip6Input {
             let acl = |cx: &Cx<'_>| ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some());
             next[i] = match n {
                 I6_LOOKUP if acl(cx) => 3,
-                I6_PUNT if acl(cx) => I6_PUNT_ACL,
+                // Link-scoped traffic for tern (ND, link-local) passes the
+                // input rule set too, in `ip6-punt-acl`.
+                I6_PUNT | I6_LOCAL if acl(cx) => I6_PUNT_ACL,
                 n => n,
             };
         }

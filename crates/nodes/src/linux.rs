@@ -22,15 +22,24 @@
 //!   `ip4-acl-in`/`ip6-acl-in`, which sit before the lookup; when the
 //!   receiving interface has an input rule set they pass it here first,
 //!   so a rule that drops OSPF from a source drops it before Linux sees
-//!   it. (Unicast for the router already passed the input rule set.)
+//!   it. The same holds for what `ip6-input` sends straight to
+//!   `ip6-local` (Neighbor Discovery to the all-nodes, all-routers and
+//!   solicited-node groups, anything to tern's link-local address): it
+//!   passes the rule set here, then goes on to `ip6-local` (which answers,
+//!   learns, or punts it to Linux), so a rule dropping ICMPv6 from a
+//!   source drops its solicitations and advertisements too, counted on
+//!   the rule. (Unicast for the router already passed the input rule
+//!   set.) A rule set that drops by default must therefore accept ND
+//!   (ICMPv6 types 135 and 136) for IPv6 to work on the interface.
 //!
 //! Next nodes: `linux-punt`: `drop` (packets are queued on the TAP);
-//! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`/`ip6-punt-acl`:
-//! `linux-punt`, `drop`.
+//! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`: `linux-punt`,
+//! `drop`; `ip6-punt-acl`: `linux-punt`, `ip6-local`, `drop`.
 //! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`], [`PUNT_ACL_ERRORS`]
 //! (and the rule set's per-rule hits).
 
 use crate::state::{AclTable, IfKind, IfTable, NO_IF, Params, Shared};
+use crate::util::TokenBucket;
 use tern_acl::Action;
 use tern_engine::{Cx, ErrorDesc, NEXT_TAKEN, Node};
 use tern_packet::{PktIdx, flags};
@@ -55,9 +64,25 @@ const A_DENIED: u16 = 0;
 const A_NO_SET: u16 = 1;
 const A_TOO_SHORT: u16 = 2;
 const A_NEXT_PUNT: u16 = 1;
+const A_NEXT_LOCAL6: u16 = 2;
+
+/// Whether `ip6-input` sent this IPv6 packet to `ip6-local` rather than
+/// punting it: to the link-scope all-nodes, all-routers or a
+/// solicited-node group, or not multicast (tern's link-local address).
+fn for_ip6_local(l3: &[u8]) -> bool {
+    let dst = l3.get(24..40).and_then(|b| <[u8; 16]>::try_from(b).ok()).map_or(0, u128::from_be_bytes);
+    if dst >> 120 != 0xff {
+        return true;
+    }
+    let is_all = dst == 0xff02_0000_0000_0000_0000_0000_0000_0001 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002;
+    is_all || dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff
+}
 
 pub const PUNT_ACL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("denied", "multicast or broadcast for Linux dropped by the input rule set"),
+    ErrorDesc::drop(
+        "denied",
+        "multicast, broadcast or link-local traffic for the router dropped by the input rule set",
+    ),
     ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
     ErrorDesc::drop("too-short", "shorter than the IP header the key needs"),
 ];
@@ -67,7 +92,7 @@ impl Node for PuntAcl {
         if self.v6 { "ip6-punt-acl" } else { "ip4-punt-acl" }
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "linux-punt"]
+        if self.v6 { &["drop", "linux-punt", "ip6-local"] } else { &["drop", "linux-punt"] }
     }
     fn errors(&self) -> &'static [ErrorDesc] {
         PUNT_ACL_ERRORS
@@ -97,34 +122,68 @@ impl Node for PuntAcl {
             if let Some(c) = set.counters.get(worker) {
                 c.record(&set.classifier, &key, &v, u32::from(len));
             }
-            *o = if v.action == Action::Drop { cx.drop(p, A_DENIED) } else { A_NEXT_PUNT };
+            *o = if v.action == Action::Drop {
+                cx.drop(p, A_DENIED)
+            } else if self.v6 && for_ip6_local(l3) {
+                A_NEXT_LOCAL6
+            } else {
+                A_NEXT_PUNT
+            };
         }
     }
 }
 
 /// `linux-punt`: hands a packet for the router to Linux through the TAP
-/// of the port it was received on.
+/// of the port it was received on, within the exception path's rate: a
+/// token bucket per interface (per worker) of `Params::punt_rate` packets
+/// per second and `Params::punt_burst` packets, so a flood of ARP, pings
+/// or multicast at the router cannot take the workers' time or Linux's
+/// (the excess is dropped as `policed`; transit never passes here).
 pub struct LinuxPunt {
     ifs: Snapshot<IfTable>,
     params: Snapshot<Params>,
+    /// By interface index; made on first use.
+    buckets: Vec<TokenBucket>,
+    /// The (rate, burst) the buckets were made with.
+    policy: (u32, u32),
 }
 
 impl LinuxPunt {
     pub fn new(shared: &Shared) -> Self {
-        LinuxPunt { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot() }
+        LinuxPunt {
+            ifs: shared.ifaces.snapshot(),
+            params: shared.params.snapshot(),
+            buckets: Vec::new(),
+            policy: (0, 0),
+        }
     }
+}
+
+/// Takes a token of interface `ifindex`'s bucket at `now_ns` (policy
+/// `(rate, burst)`, rate 0: unlimited).
+fn admit(buckets: &mut Vec<TokenBucket>, (rate, burst): (u32, u32), ifindex: u16, now_ns: u64) -> bool {
+    if rate == 0 {
+        return true;
+    }
+    let i = usize::from(ifindex);
+    if buckets.len() <= i {
+        buckets.resize_with(i + 1, || TokenBucket::new(rate, burst));
+    }
+    buckets[i].take(now_ns)
 }
 
 const P_PUNTED: u16 = 0;
 const P_NO_IF: u16 = 1;
 const P_NO_TAP: u16 = 2;
 const P_NOT_TAGGED: u16 = 3;
+const P_POLICED: u16 = 4;
 
 pub const PUNT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::info("punted", "frames for the router handed to Linux through the interface's TAP"),
     ErrorDesc::drop("no-interface", "received on an unknown interface"),
     ErrorDesc::drop("no-tap", "for the router, but the receiving interface has no TAP (a tunnel)"),
     ErrorDesc::drop("not-tagged", "received on a VLAN sub-interface without an 802.1Q header to strip"),
+    ErrorDesc::drop("policed", "over the exception path's rate ([linux] punt_rate, punt_burst)"),
 ];
 
 /// Removes the 802.1Q header of a frame received on a VLAN
@@ -164,10 +223,18 @@ impl Node for LinuxPunt {
         PUNT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        self.ifs.refresh();
-        self.params.refresh();
-        let ifs = self.ifs.current();
-        let taps = &self.params.current().tap_ports;
+        let LinuxPunt { ifs, params, buckets, policy } = self;
+        ifs.refresh();
+        params.refresh();
+        let params = params.current();
+        if (params.punt_rate, params.punt_burst) != *policy {
+            *policy = (params.punt_rate, params.punt_burst);
+            for b in buckets.iter_mut() {
+                b.configure(policy.0, policy.1);
+            }
+        }
+        let taps = &params.tap_ports;
+        let ifs = ifs.current();
         let mut punted = 0;
         for (i, &p) in pkts.iter().enumerate() {
             let Some(iface) = ifs.get(cx.pool.meta(p).rx_if) else {
@@ -181,6 +248,10 @@ impl Node for LinuxPunt {
             };
             if tap == NO_IF || usize::from(tap) >= cx.tx.len() {
                 next[i] = cx.drop(p, P_NO_TAP);
+                continue;
+            }
+            if !admit(buckets, *policy, iface.index, cx.now_ns) {
+                next[i] = cx.drop(p, P_POLICED);
                 continue;
             }
             if matches!(iface.kind, IfKind::Vlan { .. }) && !strip_tag(cx.pool, p) {
@@ -312,7 +383,7 @@ mod tests {
         graph: tern_engine::Graph,
         pool: PacketPool,
         stats: WorkerStats,
-        _fib: tern_fib::FibWriter,
+        fib: tern_fib::FibWriter,
     }
 
     impl Rig {
@@ -342,16 +413,24 @@ mod tests {
             let graph = crate::build_graph(&shared, Arc::new(ArrayQueue::new(4))).expect("graph").graph;
             let stats = WorkerStats::new(graph.node_count(), graph.error_count(), 5);
             let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
-            Rig { shared, graph, pool, stats, _fib: fib }
+            Rig { shared, graph, pool, stats, fib }
         }
 
         /// Runs `frame`, received on interface `rx_if`, into node `node`;
         /// returns the transmit queues' frames.
         fn run(&mut self, node: &str, rx_if: u16, frame: &[u8]) -> Vec<Vec<Vec<u8>>> {
-            let p = self.pool.alloc_from(frame).expect("buffer");
-            self.pool.meta_mut(p).rx_if = rx_if;
+            self.run_at(node, rx_if, &[frame.to_vec()], 0)
+        }
+
+        /// Runs `frames` as one batch at clock `now_ns` (the worker loop's
+        /// time, which the nodes' token buckets read).
+        fn run_at(&mut self, node: &str, rx_if: u16, frames: &[Vec<u8>], now_ns: u64) -> Vec<Vec<Vec<u8>>> {
             let id = self.graph.node_id(node).expect("node");
-            self.graph.input_mut(id).push(p);
+            for frame in frames {
+                let p = self.pool.alloc_from(frame).expect("buffer");
+                self.pool.meta_mut(p).rx_if = rx_if;
+                self.graph.input_mut(id).push(p);
+            }
             let mut tx = vec![Vec::new(); 5];
             let mut tracer = Tracer::new(TraceShared::new(), 0);
             let mut env = Env {
@@ -359,7 +438,7 @@ mod tests {
                 stats: &self.stats,
                 tx: &mut tx,
                 tracer: &mut tracer,
-                now_ns: 0,
+                now_ns,
                 worker: 0,
                 capture_node: None,
             };
@@ -571,5 +650,77 @@ mod tests {
         );
         assert_eq!(rig.count("ip4-input", "multicast"), 1);
         assert_eq!(rig.count("linux-punt", "punted"), 0);
+    }
+
+    /// The exception path's policer: a flood of punts at one interface is
+    /// cut to its burst plus its rate over the flood's duration (clock
+    /// given to the node, not read), each interface has its own bucket,
+    /// transit in the same batches is untouched, and rate 0 is unlimited.
+    #[test]
+    fn punts_are_policed_per_interface_and_transit_is_not() {
+        let mut rig = Rig::new(vec![2, 3, NO_IF, 4]);
+        rig.shared.params.publish(Params {
+            linux_owns_local: true,
+            tap_ports: vec![2, 3, NO_IF, 4],
+            punt_rate: 100,
+            punt_burst: 10,
+            ..Params::default()
+        });
+        // Transit: 198.51.100.0/24 via a resolved neighbour on port 1.
+        let gw = Ipv4Addr::new(10, 0, 2, 2);
+        let report = rig.fib.apply([
+            RouteOp::Add(
+                Source::Connected,
+                Prefix::V4 { addr: Ipv4Addr::new(10, 0, 2, 0), len: 24 },
+                RouteTarget::Connected { ifindex: 1 },
+                RouteAttrs::default(),
+            ),
+            RouteOp::Add(
+                Source::Static,
+                Prefix::V4 { addr: Ipv4Addr::new(198, 51, 100, 0), len: 24 },
+                RouteTarget::Via { gw: gw.into(), ifindex: Some(1) },
+                RouteAttrs::default(),
+            ),
+        ]);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        rig.fib.set_neighbor(1, gw.into(), Some([2, 0, 0, 0, 2, 0xbb]));
+        let ping = ipv4(OURS, 1, &echo());
+        let transit = ipv4(Ipv4Addr::new(198, 51, 100, 7), 17, &[0; 8]);
+        let mut batch: Vec<Vec<u8>> = vec![ping.clone(); 20];
+        batch.extend(std::iter::repeat_n(transit, 5));
+
+        // 2000 pings/s for a second (a batch of 20 every 10 ms) against
+        // 100/s with a burst of 10: the burst, then one per 10 ms.
+        let t0 = 5_000_000_000u64;
+        let (mut punted, mut forwarded) = (0, 0);
+        for k in 0..100u64 {
+            let out = rig.run_at("ethernet-input", 0, &batch, t0 + k * 10_000_000);
+            punted += out[2].len();
+            forwarded += out[1].len();
+        }
+        assert_eq!(punted, 10 + 99, "burst + rate x 0.99 s");
+        assert_eq!(rig.count("linux-punt", "policed"), 2000 - 109);
+        assert_eq!(rig.count("linux-punt", "punted"), 109);
+        assert_eq!(forwarded, 500, "transit is not policed");
+
+        // The VLAN's bucket is its own: full while the parent's is empty.
+        let t1 = t0 + 99 * 10_000_000;
+        let tagged_pings = vec![tagged(&ipv4(OURS_VLAN, 1, &echo()), 100); 20];
+        let out = rig.run_at("ethernet-input", 0, &tagged_pings, t1);
+        assert_eq!(out[4].len(), 10, "the VLAN's burst");
+        assert!(
+            rig.run_at("ethernet-input", 0, std::slice::from_ref(&ping), t1)[2].is_empty(),
+            "the parent's bucket is empty"
+        );
+
+        // Rate 0: unlimited.
+        rig.shared.params.publish(Params {
+            linux_owns_local: true,
+            tap_ports: vec![2, 3, NO_IF, 4],
+            punt_rate: 0,
+            ..Params::default()
+        });
+        let out = rig.run_at("ethernet-input", 0, &vec![ping; 200], t1);
+        assert_eq!(out[2].len(), 200);
     }
 }

@@ -59,6 +59,11 @@ pub enum IfKind {
     /// A GRE tunnel (RFC 2784, key per RFC 2890): packets routed to it are
     /// encapsulated and routed again towards `remote`.
     Gre(GreTunnel),
+    /// The index of a sub-interface or tunnel a reload removed: kept so
+    /// that the other interfaces keep their indexes (the FIB, next hops
+    /// and ports refer to them) until tern restarts. Down, no port, no
+    /// name; a later reload may give the index to a new interface.
+    Removed,
 }
 
 /// The endpoints and options of a GRE tunnel.
@@ -132,7 +137,7 @@ impl Iface {
         match self.kind {
             IfKind::Port => 14,
             IfKind::Vlan { .. } => 18,
-            IfKind::Gre(_) => 0,
+            IfKind::Gre(_) | IfKind::Removed => 0,
         }
     }
     pub fn vlan(&self) -> Option<u16> {
@@ -140,6 +145,26 @@ impl Iface {
             IfKind::Vlan { vid, .. } => Some(vid),
             _ => None,
         }
+    }
+    /// The placeholder of a removed interface (see [`IfKind::Removed`]).
+    pub fn removed(index: u16) -> Iface {
+        Iface {
+            index,
+            name: String::new(),
+            kind: IfKind::Removed,
+            port: NO_IF,
+            mac: [0; 6],
+            mtu: 0,
+            up: false,
+            v4: Vec::new(),
+            v6: Vec::new(),
+            v6_ll: Ipv6Addr::UNSPECIFIED,
+            acl_in: None,
+            acl_out: None,
+        }
+    }
+    pub fn is_removed(&self) -> bool {
+        self.kind == IfKind::Removed
     }
     pub fn gre(&self) -> Option<&GreTunnel> {
         match &self.kind {
@@ -225,7 +250,7 @@ impl IfTable {
     }
 
     pub fn by_name(&self, name: &str) -> Option<&Iface> {
-        self.ifs.iter().find(|i| i.name == name)
+        self.ifs.iter().find(|i| i.name == name && !i.is_removed())
     }
 }
 
@@ -249,6 +274,11 @@ impl AclTable {
         self.sets.get(usize::from(i))
     }
 }
+
+/// Default of [`Params::punt_rate`] (packets per second).
+pub const DEFAULT_PUNT_RATE: u32 = 10_000;
+/// Default of [`Params::punt_burst`] (packets).
+pub const DEFAULT_PUNT_BURST: u32 = 1_000;
 
 /// Knobs of the forwarding nodes.
 #[derive(Clone, Debug, Serialize)]
@@ -278,6 +308,12 @@ pub struct Params {
     /// interface's exceptions ([`NO_IF`] or beyond the end: none). Empty:
     /// the kernel sees the frames itself.
     pub tap_ports: Vec<u16>,
+    /// What `linux-punt` hands to each TAP per second, per worker (token
+    /// bucket rate; 0: unlimited). The excess is dropped as
+    /// `linux-punt/policed`.
+    pub punt_rate: u32,
+    /// Burst of that token bucket.
+    pub punt_burst: u32,
 }
 
 impl Params {
@@ -300,6 +336,8 @@ impl Default for Params {
             neigh_max_tries: 3,
             linux_owns_local: false,
             tap_ports: Vec::new(),
+            punt_rate: DEFAULT_PUNT_RATE,
+            punt_burst: DEFAULT_PUNT_BURST,
         }
     }
 }

@@ -187,6 +187,15 @@ pub struct BatchBucket {
     pub loops: u64,
 }
 
+/// One bucket of a worker's loop-gap histogram (`tern_engine::LoopGaps`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GapBucket {
+    /// Gaps below this many microseconds (None: the last bucket, 10 ms and
+    /// more).
+    pub below_us: Option<u64>,
+    pub loops: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerInfo {
     pub id: u16,
@@ -207,6 +216,13 @@ pub struct WorkerInfo {
     /// Packets per busy loop.
     pub avg_batch: f64,
     pub batch_hist: Vec<BatchBucket>,
+    /// Time between two polls of the worker's ports, not counting sleep:
+    /// how long a packet could wait (stalls).
+    #[serde(default)]
+    pub loop_gaps: Vec<GapBucket>,
+    /// The longest such gap, in microseconds.
+    #[serde(default)]
+    pub max_loop_gap_us: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -455,6 +455,14 @@ impl ControlSource for FpmServer {
     fn status(&self) -> serde_json::Value {
         serde_json::to_value(self.status()).unwrap_or_default()
     }
+
+    /// Maps the devices a reload added or removed at once (routes zebra
+    /// sends for them from now on map; a removed device's routes were
+    /// withdrawn by the router).
+    fn set_driven(&mut self, driven: Vec<super::kernel::Driven>) {
+        self.ifs = super::resolve_if_map(&driven);
+        self.resolver = Some(Box::new(move || super::resolve_if_map(&driven)));
+    }
 }
 
 /// Runs any bytes through everything a peer can reach: FPM framing, the

@@ -658,4 +658,22 @@ impl ControlSource for KernelMirror {
     fn status(&self) -> serde_json::Value {
         serde_json::to_value(self.status()).unwrap_or_default()
     }
+
+    /// Maps the new devices and dumps everything again: the links,
+    /// addresses, neighbours and routes of an added device become tern's,
+    /// and those of a removed one are swept (mark and sweep).
+    fn set_driven(&mut self, driven: Vec<Driven>) {
+        let mut ifs = IfMap::default();
+        for d in &driven {
+            if let Ok(k) = tern_io::netdev::ifindex(&d.device) {
+                ifs.insert(k, d.tern);
+            }
+        }
+        self.driven = driven;
+        self.ifs = ifs;
+        if self.cfg.linux_mode {
+            self.push_config_addresses();
+        }
+        self.schedule_resync(0);
+    }
 }

@@ -96,6 +96,11 @@ pub struct LinuxCfg {
     pub netlink_rcvbuf: usize,
     /// Control-loop time each source may use per round (microseconds).
     pub poll_budget_us: u64,
+    /// The TAP exception path's policer: packets per second each worker
+    /// hands to one interface's TAP (0: unlimited), and its burst. The
+    /// excess is dropped as `linux-punt/policed`. Live on reload.
+    pub punt_rate: u32,
+    pub punt_burst: u32,
 }
 
 impl Default for LinuxCfg {
@@ -112,6 +117,8 @@ impl Default for LinuxCfg {
             kernel_skip_protocols: None,
             netlink_rcvbuf: 64 << 20,
             poll_budget_us: 5000,
+            punt_rate: tern_nodes::state::DEFAULT_PUNT_RATE,
+            punt_burst: tern_nodes::state::DEFAULT_PUNT_BURST,
         }
     }
 }
@@ -129,6 +136,11 @@ impl LinuxCfg {
     /// Linux mode with the TAP exception path.
     pub fn tap_exception(&self) -> bool {
         self.linux_mode() && self.exception == Exception::Tap
+    }
+    /// The settings a reload may change live (the policer), as they are
+    /// in `other`, the rest as here.
+    pub fn with_live_of(&self, other: &LinuxCfg) -> LinuxCfg {
+        LinuxCfg { punt_rate: other.punt_rate, punt_burst: other.punt_burst, ..self.clone() }
     }
     pub fn kernel_enabled(&self) -> bool {
         self.kernel.unwrap_or(self.linux_mode())

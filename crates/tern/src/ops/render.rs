@@ -366,6 +366,24 @@ fn workers(v: &[WorkerInfo]) -> String {
             let bar = "#".repeat(((b.loops * 40).div_ceil(max)) as usize);
             let _ = writeln!(s, "  {range:>8} {:>12} {bar}", b.loops);
         }
+        if !w.loop_gaps.is_empty() {
+            let _ = writeln!(
+                s,
+                "worker {} time between polls (stalls; sleep excluded), longest {:.1} us:",
+                w.id, w.max_loop_gap_us
+            );
+            let max = w.loop_gaps.iter().map(|b| b.loops).max().unwrap_or(0).max(1);
+            let mut from = 0;
+            for b in &w.loop_gaps {
+                let range = match b.below_us {
+                    Some(us) => format!("{}-{} us", from, us),
+                    None => format!(">= {from} us"),
+                };
+                from = b.below_us.unwrap_or(from);
+                let bar = "#".repeat(((b.loops * 40).div_ceil(max)) as usize);
+                let _ = writeln!(s, "  {range:>14} {:>12} {bar}", b.loops);
+            }
+        }
     }
     s
 }
