@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod graph;
 pub mod node;
+pub mod rt;
 pub mod stats;
 pub mod trace;
 pub mod worker;

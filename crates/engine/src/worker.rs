@@ -500,6 +500,9 @@ impl Worker {
                 log::warn!("worker {}: cannot pin to cpu {cpu}: {e}", self.cfg.id);
             }
         }
+        if let Some(w) = crate::rt::current_thread_warning() {
+            log::warn!("worker {} {w}", self.cfg.id);
+        }
         log::info!("worker {} started with {} port(s)", self.cfg.id, self.ports.len());
         while !self.shared.stopping() {
             let n = self.run_once();
