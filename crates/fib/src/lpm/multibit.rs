@@ -118,6 +118,20 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         // with 4 KiB pages; ask for huge pages before the memory is touched.
         tern_intrin::advise_hugepages(&top);
         tern_intrin::advise_hugepages(&nodes);
+        // Readers read every top entry from the start, the writer writes
+        // them later: left lazily allocated, a reader's first load maps
+        // the shared zero page and the writer's first store then replaces
+        // that mapping, which costs a TLB shootdown (an interrupt) on every
+        // CPU running this process (see `touch_pages`). Writing every page
+        // now, before any reader exists, spares that and the readers' page
+        // faults (64 MiB for IPv4, resident anyway once a full table is
+        // loaded). Blocks need no such care: readers only reach a block
+        // after the writer filled it.
+        for page in top.chunks(4096 / std::mem::size_of::<AtomicU32>()) {
+            if let Some(a) = page.first() {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
         MultibitArrays { top, nodes }
     }
 
@@ -333,6 +347,24 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     dirty_nodes: DirtyBits,
 }
 
+/// Writes every 4 KiB page of a freshly zeroed allocation. The allocator
+/// hands out large zeroed blocks as untouched pages, and the writer reads
+/// its bookkeeping before writing it: that first read maps the shared zero
+/// page, and the write after it replaces the mapping, which the kernel
+/// follows with a TLB shootdown, an interrupt on every CPU running this
+/// process, forwarding workers included (4,129 on the gap reader's CPU
+/// during a full IPv4 load, for the 16 MiB of top depths; `tern bench
+/// fib`, 2026-11-23). Written first, the pages are allocated by ordinary
+/// faults of the writer's own, which interrupt no one else.
+fn touch_pages<T: Copy + Default>(v: &mut [T]) {
+    let v = std::hint::black_box(v);
+    for page in v.chunks_mut((4096 / std::mem::size_of::<T>().max(1)).max(1)) {
+        if let Some(x) = page.first_mut() {
+            *x = T::default();
+        }
+    }
+}
+
 /// The bits of `bits` (left-aligned) at `off`, `stride` wide.
 #[inline]
 fn chunk128(bits: u128, off: u32, stride: u32) -> usize {
@@ -345,11 +377,18 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     const OWN_WORDS: usize = (2usize << STRIDE).div_ceil(64);
 
     pub fn new(v6: bool, arrays: &MultibitArrays<TOP, STRIDE>) -> Self {
+        let mut top_depth = vec![0; 1 << TOP];
+        touch_pages(&mut top_depth);
+        let mut present: Vec<Vec<[u64; 8]>> =
+            (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect();
+        for band in &mut present {
+            touch_pages(band);
+        }
         MultibitWriter {
             v6,
             width: if v6 { 128 } else { 32 },
-            top_depth: vec![0; 1 << TOP],
-            present: (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect(),
+            top_depth,
+            present,
             present0: false,
             meta: Vec::new(),
             depth: Vec::new(),
