@@ -13,7 +13,7 @@ use crate::nexthop::NhAlloc;
 use crate::prefix::Prefix;
 use crate::reader::Shared;
 use crate::reclaim::{Garbage, Reclaimer};
-use crate::rib::{Rib, RibEntry, RibSlot, Targets};
+use crate::rib::{Rib, RibEntry, RibSlot, TargetId, Targets};
 use crate::types::{
     ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
     RouteTarget, Source,
@@ -318,9 +318,33 @@ impl FibWriter {
         self.validate(&p, &t)?;
         let distance = self.distance(s, &a);
         let epoch = self.epochs[s.index()];
-        let nh = self.resolve(&p, &t)?;
         let gws = Self::needs_resolution(&t);
         let target = self.targets.intern(t);
+        let nh = match self.targets.cached_nh(target) {
+            NH_NONE => {
+                let t = self.targets.get(target).cloned().unwrap_or(RouteTarget::Blackhole);
+                match self.resolve(&p, &t) {
+                    Ok(nh) => {
+                        // A gateway with its interface resolves to the same
+                        // next hop whatever else changes: keep it (with a
+                        // reference of its own) for the next route to it.
+                        if nh != NH_NONE && matches!(t, RouteTarget::Via { ifindex: Some(_), .. }) {
+                            self.nh.add_ref(nh);
+                            self.targets.cache_nh(target, nh);
+                        }
+                        nh
+                    }
+                    Err(e) => {
+                        self.release_target(target);
+                        return Err(e);
+                    }
+                }
+            }
+            nh => {
+                self.nh.add_ref(nh);
+                nh
+            }
+        };
         // One lookup of the prefix for the whole operation: the RIB is
         // ~1M entries, its first touch is a cache miss.
         let slot = self.rib.slot(&p);
@@ -331,7 +355,7 @@ impl FibWriter {
                 // only refreshes its mark.
                 e.epoch = epoch;
                 self.nh.release(nh, self.reclaim.limbo());
-                self.targets.release(target);
+                self.release_target(target);
                 self.stats.adds += 1;
                 return Ok(());
             }
@@ -348,7 +372,7 @@ impl FibWriter {
                 if let Some(t) = self.targets.get(old.target).filter(|t| Self::needs_resolution(t)).cloned() {
                     self.drop_deps(p, s, &t);
                 }
-                self.targets.release(old.target);
+                self.release_target(old.target);
             }
             None => self.rib_entries += 1,
         }
@@ -374,10 +398,17 @@ impl FibWriter {
         if let Some(t) = self.targets.get(e.target).filter(|t| Self::needs_resolution(t)).cloned() {
             self.drop_deps(p, s, &t);
         }
-        self.targets.release(e.target);
+        self.release_target(e.target);
         self.stats.dels += 1;
         self.apply_settle(p, st);
         Ok(())
+    }
+
+    /// Drops a reference on a target, and the target's cached next hop
+    /// with its last one.
+    fn release_target(&mut self, id: TargetId) {
+        let nh = self.targets.release(id);
+        self.nh.release(nh, self.reclaim.limbo());
     }
 
     /// Recomputes the best route and the connected role of `p` and pushes
