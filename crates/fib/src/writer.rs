@@ -314,8 +314,19 @@ impl FibWriter {
         a.distance.unwrap_or(if s == Source::Kernel { self.cfg.kernel_distance } else { s.default_distance() })
     }
 
+    /// Starts loading the trie lines an update of `p` touches, so they
+    /// arrive while the RIB's hash table misses.
+    fn prefetch(&self, p: &Prefix) {
+        if p.is_v4() {
+            self.v4.prefetch(&self.shared.v4, p.bits128(), p.len());
+        } else {
+            self.v6.prefetch(&self.shared.v6, p.bits128(), p.len());
+        }
+    }
+
     fn add_inner(&mut self, s: Source, p: Prefix, t: RouteTarget, a: RouteAttrs) -> Result<(), FibError> {
         self.validate(&p, &t)?;
+        self.prefetch(&p);
         let distance = self.distance(s, &a);
         let epoch = self.epochs[s.index()];
         let gws = Self::needs_resolution(&t);
@@ -386,6 +397,7 @@ impl FibWriter {
 
     fn del_inner(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
         let not_found = FibError::NotFound { source: s, prefix: p };
+        self.prefetch(&p);
         let slot = self.rib.get_mut(&p).ok_or_else(|| not_found.clone())?;
         let pos = slot.entries.as_slice().iter().position(|e| e.source == s).ok_or(not_found.clone())?;
         let e = slot.entries.remove(pos).ok_or(not_found)?;
