@@ -640,6 +640,9 @@ fn gap_reader(
 /// reader on its own CPU measures the gaps between its batches.
 fn measure_gap(opts: &BenchOpts, r: &FibReader, keys: &Arc<Vec<u128>>, v6: bool, work: impl FnOnce()) -> GapFigures {
     let cpus = opts.gap_cpus;
+    // Pinned for the interval only: the other figures keep the scheduler's
+    // placement, as before.
+    let affinity = rustix::thread::sched_getaffinity(None).ok();
     let mut note = None;
     if let Some((_, w)) = cpus
         && let Err(e) = pin_thread(w)
@@ -661,6 +664,9 @@ fn measure_gap(opts: &BenchOpts, r: &FibReader, keys: &Arc<Vec<u128>>, v6: bool,
     work();
     stop.store(true, Ordering::Relaxed);
     let mut g = reader.join().unwrap_or_default();
+    if let Some(set) = affinity {
+        let _ = rustix::thread::sched_setaffinity(None, &set);
+    }
     if let Some(n) = note {
         g.note = Some(g.note.map_or(n.clone(), |x| format!("{x}; {n}")));
     }
