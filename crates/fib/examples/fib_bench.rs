@@ -7,6 +7,13 @@ fn main() {
         micro(&std::env::args().nth(1).unwrap_or_default());
         return;
     }
+    if let Some(i) = std::env::args().position(|a| a == "--updates") {
+        let args: Vec<String> = std::env::args().collect();
+        let fam = args.get(i + 1).map_or("v4", String::as_str);
+        let n = args.get(i + 2).and_then(|x| x.parse().ok()).unwrap_or(100_000);
+        updates(&args.get(1).cloned().unwrap_or_default(), fam == "v6", n);
+        return;
+    }
     if std::env::args().any(|a| a == "--load-only") {
         load_only(&std::env::args().nth(1).unwrap_or_default());
         return;
@@ -115,6 +122,77 @@ fn load_only(path: &str) {
         t.elapsed().as_secs_f64(),
         (cpu() - c) as f64 / 1e9,
         w.stats()
+    );
+}
+
+/// One family's table loaded, then `n` random routes deleted one call
+/// each, re-added one call each, then deleted and re-added in batches of
+/// 1000 (500 + 500), as `tern bench fib` measures updates. For callgrind:
+/// the instructions of `n` minus those of `n = 0` are the updates' own.
+fn updates(path: &str, v6: bool, n: usize) {
+    use tern_fib::{Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+    let Ok(routes) = tern_fib::routefile::load(path) else {
+        eprintln!("cannot load {path}");
+        return;
+    };
+    let prefixes: Vec<Prefix> = routes.iter().map(|(p, _)| *p).filter(|p| p.is_v6() == v6).collect();
+    let (mut w, _r) = tern_fib::new(tern_fib::FibConfig::default(), tern_rcu::Domain::new());
+    let gw = |p: &Prefix| {
+        // The gateway from a cheap hash of the prefix (as `tern bench fib`).
+        let b = match p.addr() {
+            std::net::IpAddr::V4(a) => u128::from(u32::from(a)),
+            std::net::IpAddr::V6(a) => u128::from(a),
+        };
+        let h = ((b >> 64) as u64 ^ b as u64 ^ u64::from(p.len())).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        let k = ((h >> 40) % 16) as u8 + 1;
+        let gw = if v6 {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, u16::from(k)))
+        } else {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(100, 64, 0, k))
+        };
+        RouteTarget::Via { gw, ifindex: Some(1) }
+    };
+    for c in prefixes.chunks(10_000) {
+        w.apply(c.iter().map(|p| RouteOp::Add(Source::Fpm, *p, gw(p), RouteAttrs::default())));
+    }
+    let mut picks: Vec<Prefix> = prefixes.iter().step_by((prefixes.len() / n.max(1)).max(1)).copied().collect();
+    picks.truncate(n);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..picks.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        picks.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let cpu = || {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    let rate = |c0: u64| picks.len() as f64 / ((cpu() - c0) as f64 / 1e9).max(1e-9) / 1e6;
+    let c = cpu();
+    for p in &picks {
+        let _ = w.del_route(Source::Fpm, *p);
+    }
+    let del = rate(c);
+    let c = cpu();
+    for p in &picks {
+        let _ = w.add_route(Source::Fpm, *p, gw(p), RouteAttrs::default());
+    }
+    let add = rate(c);
+    let c = cpu();
+    for ch in picks.chunks(500) {
+        let mut v: Vec<RouteOp> = ch.iter().map(|p| RouteOp::Del(Source::Fpm, *p)).collect();
+        v.extend(ch.iter().map(|p| RouteOp::Add(Source::Fpm, *p, gw(p), RouteAttrs::default())));
+        w.apply(v);
+    }
+    let batch = 2.0 * rate(c);
+    println!(
+        "{} {} routes, {} picks: {del:.2} M deletes/s, {add:.2} M inserts/s, {batch:.2} M ops/s batched (per CPU-second)",
+        if v6 { "v6" } else { "v4" },
+        prefixes.len(),
+        picks.len()
     );
 }
 

@@ -25,11 +25,18 @@
 //!   one call each (every call publishes), then the same as batches of
 //!   1,000 mixed deletes and adds through `apply`; per CPU-second.
 //! * Forwarding gap: another thread runs batches of 64 lookups and
-//!   announces a quiescent state after each; the gap is the longest time
-//!   between two completed batches, first with the writer idle (what the
-//!   scheduler and other processes cause alone), then during a second full
-//!   load and during the churn. Readers never wait for the writer, so a gap
-//!   above the idle one is cache interference, not blocking.
+//!   announces a quiescent state after each; a gap is the time between two
+//!   completed batches, recorded in a histogram (p99, p99.9, max, and
+//!   counts under 10 us / 100 us / 1 ms / 10 ms / above), first with the
+//!   writer idle (what the scheduler, the hypervisor and other processes
+//!   cause alone), then during a second full load and during the churn.
+//!   The reader is pinned to one CPU and runs at SCHED_FIFO (`chrt`; a
+//!   note says when that was refused), the writer is pinned to another;
+//!   over each interval the reader's involuntary context switches and
+//!   minor faults (/proc/thread-self) and the steal time of its CPU
+//!   (/proc/stat) are recorded beside the gaps, so that a long gap can be
+//!   told apart as the VM's (stolen time, preemption) or tern's. Readers
+//!   never wait for the writer.
 //! * Rates are per CPU-second of the measuring thread
 //!   (/proc/thread-self/schedstat), so a busy machine slows them through
 //!   shared caches but not through time slicing; the load average at the
@@ -70,6 +77,11 @@ pub struct BenchOpts {
     /// Measure the crate trie and DIR-24-8 references.
     pub references: bool,
     pub seed: u64,
+    /// CPUs for the forwarding-gap reader and the writer (None: the last
+    /// two CPUs the process may use, if there are two).
+    pub gap_cpus: Option<(usize, usize)>,
+    /// SCHED_FIFO priority of the gap reader (0: normal scheduling).
+    pub gap_fifo: u8,
 }
 
 impl Default for BenchOpts {
@@ -82,6 +94,8 @@ impl Default for BenchOpts {
             kernel: true,
             references: true,
             seed: 0x7e57_f1b0,
+            gap_cpus: None,
+            gap_fifo: 50,
         }
     }
 }
@@ -140,11 +154,205 @@ pub struct FamilyReport {
     pub max_gap_load_us: f64,
     pub max_gap_churn_us: f64,
     pub reader_batches: u64,
+    /// The gaps in full: writer idle, loading the table, churning.
+    pub gap_idle: GapFigures,
+    pub gap_load: GapFigures,
+    pub gap_churn: GapFigures,
     pub reference_load_s: Option<f64>,
     /// Sizes of the alternative structures measured.
     pub alternatives: Vec<String>,
     pub kernel: Option<KernelFigures>,
     pub kernel_error: Option<String>,
+}
+
+/// What the forwarding-gap reader saw over one interval.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GapFigures {
+    pub batches: u64,
+    pub max_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    /// Gaps under 10 us, 100 us, 1 ms, 10 ms, and the rest.
+    pub buckets: [u64; 5],
+    /// Gaps of 100 us or more, and how many of them the reader was
+    /// switched out for (its involuntary context switches went up: the
+    /// scheduler's doing, such as the RT throttle handing the CPU to
+    /// other processes); the others are stolen time, interrupts, or tern.
+    pub long_gaps: u64,
+    pub long_gaps_preempted: u64,
+    /// Whether the longest gap was one the reader was switched out for.
+    pub max_preempted: bool,
+    /// Gaps of 1 ms or more the reader was not switched out for: their
+    /// number and total time, to hold against `steal_ms` (time the
+    /// hypervisor did not run this vCPU: the guest sees no switch).
+    pub unpreempted_ms_gaps: u64,
+    pub unpreempted_ms_total: f64,
+    /// The reader's involuntary context switches over the interval (it was
+    /// preempted: by a higher priority, or time-sliced if not SCHED_FIFO).
+    pub nonvoluntary_switches: u64,
+    /// The reader's minor page faults over the interval.
+    pub minor_faults: u64,
+    /// Interrupts on the reader's CPU over the interval (/proc/interrupts),
+    /// all of them and the TLB shootdowns among them (another CPU of this
+    /// process unmapped or changed memory: freeing, page migration).
+    pub interrupts: u64,
+    pub tlb_shootdowns: u64,
+    /// Time the hypervisor ran something else on the reader's CPU (all
+    /// CPUs if the reader was not pinned), /proc/stat's `steal`.
+    pub steal_ms: f64,
+    pub seconds: f64,
+    /// The reader's CPU, and whether it ran at SCHED_FIFO.
+    pub cpu: Option<usize>,
+    pub fifo: bool,
+    /// Why the reader was not pinned or not SCHED_FIFO.
+    pub note: Option<String>,
+}
+
+/// Gaps in a log-linear histogram: 8 sub-buckets per power of two of
+/// nanoseconds (12 % resolution, which the percentiles inherit).
+struct GapHist {
+    counts: Vec<u64>,
+    max: u64,
+    n: u64,
+}
+
+impl GapHist {
+    const SUB: u32 = 3;
+
+    fn new() -> GapHist {
+        GapHist { counts: vec![0; 64 << Self::SUB], max: 0, n: 0 }
+    }
+
+    fn index(ns: u64) -> usize {
+        let ns = ns.max(1);
+        let e = 63 - ns.leading_zeros();
+        let sub = if e >= Self::SUB { (ns >> (e - Self::SUB)) & ((1 << Self::SUB) - 1) } else { 0 };
+        ((e as usize) << Self::SUB) | sub as usize
+    }
+
+    /// The upper bound of bucket `i`.
+    fn upper(i: usize) -> u64 {
+        let (e, sub) = ((i >> Self::SUB) as u32, (i & ((1 << Self::SUB) - 1)) as u64);
+        if e < Self::SUB {
+            return 1u64 << (e + 1);
+        }
+        let step = 1u64 << (e - Self::SUB);
+        (1u64 << e) + (sub + 1) * step
+    }
+
+    fn record(&mut self, ns: u64) {
+        if let Some(c) = self.counts.get_mut(Self::index(ns)) {
+            *c += 1;
+        }
+        self.max = self.max.max(ns);
+        self.n += 1;
+    }
+
+    /// The gap below which a fraction `q` of the gaps fall (bucket upper
+    /// bound, capped at the largest gap seen).
+    fn quantile(&self, q: f64) -> u64 {
+        let want = (q * self.n as f64).ceil() as u64;
+        let mut acc = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= want && *c > 0 {
+                return Self::upper(i).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+/// One field of /proc/thread-self/status (`nonvoluntary_ctxt_switches`).
+fn thread_status(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':').and_then(|v| v.trim().parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// The calling thread's minor faults (/proc/thread-self/stat, field 10).
+fn thread_minflt() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/stat")
+        .ok()
+        .and_then(|s| {
+            // The command name may hold spaces: count fields after its ')'.
+            let rest = s.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(7).and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Steal time of `cpu` (or of all CPUs), in ms (/proc/stat, USER_HZ ticks
+/// of 10 ms on Linux).
+fn steal_ms(cpu: Option<usize>) -> f64 {
+    let name = cpu.map_or_else(|| "cpu".to_string(), |c| format!("cpu{c}"));
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next()? == name).then(|| w.nth(7).and_then(|v| v.parse::<f64>().ok()))?
+            })
+        })
+        .map_or(0.0, |ticks| ticks * 10.0)
+}
+
+/// Interrupts so far on `cpu`: (all, TLB shootdowns).
+fn cpu_interrupts(cpu: Option<usize>) -> (u64, u64) {
+    let Some(cpu) = cpu else { return (0, 0) };
+    let Ok(s) = std::fs::read_to_string("/proc/interrupts") else { return (0, 0) };
+    let mut lines = s.lines();
+    let Some(col) = lines.next().and_then(|h| h.split_whitespace().position(|c| c == format!("CPU{cpu}"))) else {
+        return (0, 0);
+    };
+    let (mut all, mut tlb) = (0, 0);
+    for l in lines {
+        let mut w = l.split_whitespace();
+        let name = w.next().unwrap_or("");
+        let n: u64 = w.nth(col).and_then(|v| v.parse().ok()).unwrap_or(0);
+        all += n;
+        if name == "TLB:" {
+            tlb = n;
+        }
+    }
+    (all, tlb)
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_thread(cpu: usize) -> Result<(), String> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("cannot pin to cpu {cpu}: {e}"))
+}
+
+/// Puts the calling thread at SCHED_FIFO `prio` (through `chrt`, as the
+/// RFC 2544 tester does: no unsafe code here).
+fn fifo_thread(prio: u8) -> Result<(), String> {
+    let tid = rustix::thread::gettid().as_raw_nonzero().get().to_string();
+    let out =
+        Command::new("chrt").args(["-f", "-p", &prio.to_string(), &tid]).output().map_err(|e| format!("chrt: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("chrt -f {prio}: {}", String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// The CPUs for the gap reader and the writer: the last two the process
+/// may run on.
+fn gap_cpus(opts: &BenchOpts) -> Option<(usize, usize)> {
+    if opts.gap_cpus.is_some() {
+        return opts.gap_cpus;
+    }
+    let set = rustix::thread::sched_getaffinity(None).ok()?;
+    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
+    match cpus.as_slice() {
+        [.., w, r] => Some((*r, *w)),
+        _ => None,
+    }
 }
 
 /// Everything `tern bench fib` prints.
@@ -263,6 +471,9 @@ pub fn run(opts: &BenchOpts) -> Result<BenchReport, String> {
     if v4.is_empty() && v6.is_empty() {
         return Err(format!("{}: no routes", opts.table.display()));
     }
+    // The gap reader's and the writer's CPUs, chosen before the writer
+    // (this thread) is pinned to its own.
+    let opts = &BenchOpts { gap_cpus: gap_cpus(opts), ..opts.clone() };
     Ok(BenchReport {
         table: opts.table.display().to_string(),
         cpu: cpu_model(),
@@ -316,21 +527,50 @@ fn figure(structure: &str, pattern: &str, mode: &str, n: usize, d: Duration) -> 
     }
 }
 
-/// A reader thread doing batched lookups; returns (longest gap, batches).
+/// A reader thread doing batched lookups until `stop`; returns what it
+/// saw. It pins itself to `cpu` and asks for SCHED_FIFO `fifo` first.
 fn gap_reader(
     r: FibReader,
     keys: Arc<Vec<u128>>,
     v6: bool,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<(Duration, u64)> {
+    ready: Arc<std::sync::Barrier>,
+    cpu: Option<usize>,
+    fifo: u8,
+) -> std::thread::JoinHandle<GapFigures> {
     std::thread::spawn(move || {
+        let mut notes = Vec::new();
+        let pinned = match cpu.map(pin_thread) {
+            Some(Ok(())) => cpu,
+            Some(Err(e)) => {
+                notes.push(e);
+                None
+            }
+            None => {
+                notes.push("one CPU only: reader not pinned".to_string());
+                None
+            }
+        };
+        let is_fifo = fifo > 0
+            && match fifo_thread(fifo) {
+                Ok(()) => true,
+                Err(e) => {
+                    notes.push(e);
+                    false
+                }
+            };
         let qs = r.domain().register();
-        let k4: Vec<u32> = keys.iter().map(|k| (k >> 96) as u32).collect();
         let mut out = [0u32; 64];
-        let mut last = Instant::now();
-        let mut max = Duration::ZERO;
-        let mut batches = 0u64;
+        let mut hist = GapHist::new();
+        let k4: Vec<u32> = keys.iter().map(|k| (k >> 96) as u32).collect();
+        ready.wait();
+        let (nv0, mf0, st0) = (thread_status("nonvoluntary_ctxt_switches"), thread_minflt(), steal_ms(pinned));
+        let irq0 = cpu_interrupts(pinned);
+        let t0 = Instant::now();
+        let mut last = t0;
         let mut i = 0usize;
+        let (mut long, mut preempted, mut max_preempted, mut nv) = (0u64, 0u64, false, nv0);
+        let (mut unpre, mut unpre_ns) = (0u64, 0u64);
         while !stop.load(Ordering::Relaxed) {
             let start = (i * 64) % keys.len().saturating_sub(64).max(1);
             if v6 {
@@ -340,14 +580,97 @@ fn gap_reader(
             }
             black_box(&out);
             qs.quiescent();
-            let now = Instant::now();
-            max = max.max(now - last);
+            let mut now = Instant::now();
+            let gap = (now - last).as_nanos() as u64;
+            hist.record(gap);
+            if gap >= 100_000 {
+                // Was the reader switched out meanwhile? (Reading /proc
+                // takes microseconds: the next gap starts after it.)
+                long += 1;
+                let x = thread_status("nonvoluntary_ctxt_switches");
+                let switched = x > nv;
+                nv = x;
+                preempted += u64::from(switched);
+                if !switched && gap >= 1_000_000 {
+                    unpre += 1;
+                    unpre_ns += gap;
+                }
+                if gap >= hist.max {
+                    max_preempted = switched;
+                }
+                now = Instant::now();
+            }
             last = now;
-            batches += 1;
             i += 1;
         }
-        (max, batches)
+        let seconds = t0.elapsed().as_secs_f64();
+        let irq = cpu_interrupts(pinned);
+        let us = |ns: u64| ns as f64 / 1e3;
+        let mut buckets = [0u64; 5];
+        for (b, c) in hist.counts.iter().enumerate() {
+            let upper = GapHist::upper(b);
+            let k = [10_000u64, 100_000, 1_000_000, 10_000_000].iter().position(|&lim| upper <= lim).unwrap_or(4);
+            buckets[k] += c;
+        }
+        GapFigures {
+            batches: hist.n,
+            max_us: us(hist.max),
+            p99_us: us(hist.quantile(0.99)),
+            p999_us: us(hist.quantile(0.999)),
+            buckets,
+            long_gaps: long,
+            long_gaps_preempted: preempted,
+            max_preempted,
+            unpreempted_ms_gaps: unpre,
+            unpreempted_ms_total: unpre_ns as f64 / 1e6,
+            nonvoluntary_switches: thread_status("nonvoluntary_ctxt_switches").saturating_sub(nv0),
+            minor_faults: thread_minflt().saturating_sub(mf0),
+            interrupts: irq.0.saturating_sub(irq0.0),
+            tlb_shootdowns: irq.1.saturating_sub(irq0.1),
+            steal_ms: steal_ms(pinned) - st0,
+            seconds,
+            cpu: pinned,
+            fifo: is_fifo,
+            note: (!notes.is_empty()).then(|| notes.join("; ")),
+        }
     })
+}
+
+/// Runs `work` on the calling thread (pinned to the writer's CPU) while a
+/// reader on its own CPU measures the gaps between its batches.
+fn measure_gap(opts: &BenchOpts, r: &FibReader, keys: &Arc<Vec<u128>>, v6: bool, work: impl FnOnce()) -> GapFigures {
+    let cpus = opts.gap_cpus;
+    // Pinned for the interval only: the other figures keep the scheduler's
+    // placement, as before.
+    let affinity = rustix::thread::sched_getaffinity(None).ok();
+    let mut note = None;
+    if let Some((_, w)) = cpus
+        && let Err(e) = pin_thread(w)
+    {
+        note = Some(format!("writer: {e}"));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(std::sync::Barrier::new(2));
+    let reader = gap_reader(
+        r.clone(),
+        Arc::clone(keys),
+        v6,
+        Arc::clone(&stop),
+        Arc::clone(&ready),
+        cpus.map(|c| c.0),
+        opts.gap_fifo,
+    );
+    ready.wait();
+    work();
+    stop.store(true, Ordering::Relaxed);
+    let mut g = reader.join().unwrap_or_default();
+    if let Some(set) = affinity {
+        let _ = rustix::thread::sched_setaffinity(None, &set);
+    }
+    if let Some(n) = note {
+        g.note = Some(g.note.map_or(n.clone(), |x| format!("{x}; {n}")));
+    }
+    g
 }
 
 fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
@@ -410,22 +733,17 @@ fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
     // the same reader with the writer idle, for the gaps the scheduler and
     // the other processes cause on their own.
     let (mut w, r) = fresh();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = gap_reader(r.clone(), Arc::clone(&covered), v6, Arc::clone(&stop));
-    std::thread::sleep(Duration::from_secs_f64(rep.load_s.clamp(0.5, 3.0)));
-    stop.store(true, Ordering::Relaxed);
-    rep.max_gap_idle_us = reader.join().unwrap_or_default().0.as_secs_f64() * 1e6;
+    let idle_s = rep.load_s.clamp(1.0, 3.0);
+    rep.gap_idle = measure_gap(opts, &r, &covered, v6, || std::thread::sleep(Duration::from_secs_f64(idle_s)));
     let ops = batches();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = gap_reader(r.clone(), Arc::clone(&covered), v6, Arc::clone(&stop));
-    std::thread::sleep(Duration::from_millis(20));
-    for b in ops {
-        w.apply(b);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let (gap, n) = reader.join().unwrap_or_default();
-    rep.max_gap_load_us = gap.as_secs_f64() * 1e6;
-    rep.reader_batches = n;
+    rep.gap_load = measure_gap(opts, &r, &covered, v6, || {
+        for b in ops {
+            w.apply(b);
+        }
+    });
+    rep.max_gap_idle_us = rep.gap_idle.max_us;
+    rep.max_gap_load_us = rep.gap_load.max_us;
+    rep.reader_batches = rep.gap_idle.batches + rep.gap_load.batches;
 
     // Lookups.
     let mut patterns = vec![("covered", Arc::clone(&covered))];
@@ -500,21 +818,22 @@ fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
     });
     rep.batch_updates_per_s = per_s(2 * picks.len(), d);
 
-    // The same churn with a reader measuring the gap.
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = gap_reader(r.clone(), Arc::clone(&covered), v6, Arc::clone(&stop));
-    std::thread::sleep(Duration::from_millis(20));
-    for p in &picks {
-        let _ = w.del_route(Source::Fpm, *p);
-        let _ = w.add_route(Source::Fpm, *p, target(p), RouteAttrs::default());
-    }
-    for b in churn_ops() {
-        w.apply(b);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let (gap, n) = reader.join().unwrap_or_default();
-    rep.max_gap_churn_us = gap.as_secs_f64() * 1e6;
-    rep.reader_batches += n;
+    // The same churn with a reader measuring the gap, repeated for at
+    // least a second (single calls, then batches).
+    rep.gap_churn = measure_gap(opts, &r, &covered, v6, || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(1) {
+            for p in &picks {
+                let _ = w.del_route(Source::Fpm, *p);
+                let _ = w.add_route(Source::Fpm, *p, target(p), RouteAttrs::default());
+            }
+            for b in churn_ops() {
+                w.apply(b);
+            }
+        }
+    });
+    rep.max_gap_churn_us = rep.gap_churn.max_us;
+    rep.reader_batches += rep.gap_churn.batches;
 
     if opts.kernel {
         match kernel(prefixes, v6, &mut rng) {
@@ -827,11 +1146,10 @@ impl fmt::Display for FamilyReport {
             self.deletes_per_s / 1e6,
             self.batch_updates_per_s / 1e6
         )?;
-        writeln!(
-            f,
-            "  fwd gap     max {:.0} us during load, {:.0} us during churn, {:.0} us with the writer idle ({} reader batches; goal < 1000 us)",
-            self.max_gap_load_us, self.max_gap_churn_us, self.max_gap_idle_us, self.reader_batches
-        )?;
+        writeln!(f, "  fwd gap     (goal < 1000 us; gaps between the reader's 64-lookup batches)")?;
+        for (what, g) in [("writer idle", &self.gap_idle), ("full load", &self.gap_load), ("churn", &self.gap_churn)] {
+            writeln!(f, "    {what:<12} {g}")?;
+        }
         if let Some(s) = self.reference_load_s {
             writeln!(f, "  prefix-trie load {s:.3} s")?;
         }
@@ -854,11 +1172,78 @@ impl fmt::Display for FamilyReport {
     }
 }
 
+impl fmt::Display for GapFigures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b, c, d, e] = self.buckets;
+        write!(
+            f,
+            "max {:.0} us{}, p99.9 {:.1} us, p99 {:.1} us; <10us {a}, <100us {b}, <1ms {c}, <10ms {d}, >=10ms {e} \
+             ({} batches, {:.1} s; {} gaps >= 100 us, {} of them preempted; {} not preempted >= 1 ms, \
+             {:.1} ms in all); reader cpu {}{}: {} involuntary \
+             switches, {} minor faults, {} interrupts ({} TLB shootdowns), cpu steal {:.0} ms",
+            self.max_us,
+            if self.max_preempted { " (preempted)" } else { "" },
+            self.p999_us,
+            self.p99_us,
+            self.batches,
+            self.seconds,
+            self.long_gaps,
+            self.long_gaps_preempted,
+            self.unpreempted_ms_gaps,
+            self.unpreempted_ms_total,
+            self.cpu.map_or("any".to_string(), |c| c.to_string()),
+            if self.fifo { " SCHED_FIFO" } else { "" },
+            self.nonvoluntary_switches,
+            self.minor_faults,
+            self.interrupts,
+            self.tlb_shootdowns,
+            self.steal_ms
+        )?;
+        if let Some(n) = &self.note {
+            write!(f, " (note: {n})")?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "tern bench fib: {} (parsed in {:.2} s)", self.table, self.parse_s)?;
         writeln!(f, "cpu: {}; load average at start: {}", self.cpu, self.loadavg)?;
         writeln!(f, "(lookup and update rates are per CPU-second of the measuring thread)")?;
         write!(f, "{}{}", self.v4, self.v6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GapHist;
+
+    #[test]
+    fn gap_histogram_buckets_bound_their_values() {
+        for ns in [1u64, 2, 7, 8, 9, 15, 16, 17, 1000, 1023, 1024, 99_999, 1 << 40] {
+            let i = GapHist::index(ns);
+            assert!(GapHist::upper(i) >= ns, "{ns} above its bucket's bound");
+            assert!(i == 0 || GapHist::upper(i - 1) <= ns, "{ns} belongs to an earlier bucket");
+            // Below 8 ns the buckets are powers of two (no gap is that short).
+            assert!(ns < 8 || GapHist::upper(i) <= ns + ns / 8 + 1, "{ns}: bucket wider than 12.5 %");
+        }
+    }
+
+    #[test]
+    fn gap_quantiles_follow_the_samples() {
+        let mut h = GapHist::new();
+        for _ in 0..990 {
+            h.record(1_000);
+        }
+        for _ in 0..9 {
+            h.record(50_000);
+        }
+        h.record(5_000_000);
+        assert!((1_000..=1_125).contains(&h.quantile(0.99)));
+        assert!((50_000..=56_250).contains(&h.quantile(0.999)));
+        assert_eq!(h.quantile(1.0), 5_000_000);
+        assert_eq!(h.max, 5_000_000);
+        assert_eq!(h.n, 1000);
     }
 }

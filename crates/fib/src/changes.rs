@@ -28,9 +28,11 @@ impl DirtyBits {
         if wh >= self.0.len() {
             self.0.resize(wh + 1, 0);
         }
-        for (w, word) in self.0.iter_mut().enumerate().take(wh + 1).skip(wl) {
-            let from = if w == wl { lo % 64 } else { 0 };
-            let to = if w == wh { (hi - 1) % 64 + 1 } else { 64 };
+        let Some(words) = self.0.get_mut(wl..=wh) else { return };
+        let last = words.len() - 1;
+        for (k, word) in words.iter_mut().enumerate() {
+            let from = if k == 0 { lo % 64 } else { 0 };
+            let to = if k == last { (hi - 1) % 64 + 1 } else { 64 };
             *word |= (u64::MAX >> (64 - (to - from))) << from;
         }
     }

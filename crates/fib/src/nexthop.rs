@@ -298,6 +298,14 @@ impl NhAlloc {
         &mut self.slots[i]
     }
 
+    /// Takes one more reference on a live next hop (one the caller already
+    /// holds a reference on).
+    pub(crate) fn add_ref(&mut self, id: NhId) {
+        if id != NH_NONE && (id as usize) < self.slots.len() {
+            self.slot_mut(id).refs += 1;
+        }
+    }
+
     /// Drops a reference. The last one unlinks the entry; its slot (and a
     /// group's member block) go to `garbage`, to be reused after a grace
     /// period.

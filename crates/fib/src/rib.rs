@@ -248,20 +248,31 @@ impl Rib {
     }
 }
 
-/// Interned route targets with reference counts.
+/// Interned route targets with reference counts, and for a target whose
+/// next hop depends on nothing else (a gateway with its interface given,
+/// what BGP routes over FPM and the kernel carry), that next hop, holding
+/// one reference of its own: adding a route to a known target then takes a
+/// reference on it without hashing the next hop's key again.
 #[derive(Default)]
 pub(crate) struct Targets {
-    list: Vec<Option<(RouteTarget, u32)>>,
+    list: Vec<Option<Interned>>,
     index: HashMap<RouteTarget, TargetId, KeyBuild>,
     free: Vec<TargetId>,
+}
+
+struct Interned {
+    target: RouteTarget,
+    refs: u32,
+    /// The resolved next hop, NH_NONE if not cached.
+    nh: NhId,
 }
 
 impl Targets {
     /// The id of `t`, with one more reference.
     pub(crate) fn intern(&mut self, t: RouteTarget) -> TargetId {
         if let Some(&id) = self.index.get(&t) {
-            if let Some(Some((_, refs))) = self.list.get_mut(id as usize) {
-                *refs += 1;
+            if let Some(Some(x)) = self.list.get_mut(id as usize) {
+                x.refs += 1;
             }
             return id;
         }
@@ -274,25 +285,42 @@ impl Targets {
         };
         self.index.insert(t.clone(), id);
         if let Some(slot) = self.list.get_mut(id as usize) {
-            *slot = Some((t, 1));
+            *slot = Some(Interned { target: t, refs: 1, nh: NH_NONE });
         }
         id
     }
 
     pub(crate) fn get(&self, id: TargetId) -> Option<&RouteTarget> {
-        self.list.get(id as usize).and_then(Option::as_ref).map(|(t, _)| t)
+        self.list.get(id as usize).and_then(Option::as_ref).map(|x| &x.target)
     }
 
-    pub(crate) fn release(&mut self, id: TargetId) {
-        let Some(slot) = self.list.get_mut(id as usize) else { return };
-        let Some((_, refs)) = slot.as_mut() else { return };
-        *refs -= 1;
-        if *refs == 0
-            && let Some((t, _)) = slot.take()
-        {
-            self.index.remove(&t);
-            self.free.push(id);
+    /// The next hop cached for `id` (NH_NONE: none).
+    pub(crate) fn cached_nh(&self, id: TargetId) -> NhId {
+        self.list.get(id as usize).and_then(Option::as_ref).map_or(NH_NONE, |x| x.nh)
+    }
+
+    /// Caches `nh` for `id`; the caller gives the cache one reference.
+    pub(crate) fn cache_nh(&mut self, id: TargetId, nh: NhId) {
+        if let Some(Some(x)) = self.list.get_mut(id as usize) {
+            x.nh = nh;
         }
+    }
+
+    /// Drops a reference; returns the cached next hop whose reference the
+    /// caller must drop when this was the target's last one (else NH_NONE).
+    #[must_use]
+    pub(crate) fn release(&mut self, id: TargetId) -> NhId {
+        let Some(slot) = self.list.get_mut(id as usize) else { return NH_NONE };
+        let Some(x) = slot.as_mut() else { return NH_NONE };
+        x.refs -= 1;
+        if x.refs == 0
+            && let Some(x) = slot.take()
+        {
+            self.index.remove(&x.target);
+            self.free.push(id);
+            return x.nh;
+        }
+        NH_NONE
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -357,9 +385,11 @@ mod tests {
         let c = t.intern(RouteTarget::Prohibit);
         assert_eq!(a, b);
         assert_ne!(a, c);
-        t.release(a);
+        assert_eq!(t.release(a), NH_NONE);
         assert_eq!(t.get(a), Some(&RouteTarget::Blackhole));
-        t.release(b);
+        t.cache_nh(a, 7);
+        assert_eq!(t.cached_nh(b), 7);
+        assert_eq!(t.release(b), 7, "the last reference hands back the cached next hop");
         assert_eq!(t.get(a), None);
         assert_eq!(t.len(), 1);
         let d = t.intern(RouteTarget::Unreachable);

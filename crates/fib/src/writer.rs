@@ -13,7 +13,7 @@ use crate::nexthop::NhAlloc;
 use crate::prefix::Prefix;
 use crate::reader::Shared;
 use crate::reclaim::{Garbage, Reclaimer};
-use crate::rib::{Rib, RibEntry, RibSlot, Targets};
+use crate::rib::{Rib, RibEntry, RibSlot, TargetId, Targets};
 use crate::types::{
     ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
     RouteTarget, Source,
@@ -314,13 +314,48 @@ impl FibWriter {
         a.distance.unwrap_or(if s == Source::Kernel { self.cfg.kernel_distance } else { s.default_distance() })
     }
 
+    /// Starts loading the trie lines an update of `p` touches, so they
+    /// arrive while the RIB's hash table misses.
+    fn prefetch(&self, p: &Prefix) {
+        if p.is_v4() {
+            self.v4.prefetch(&self.shared.v4, p.bits128(), p.len());
+        } else {
+            self.v6.prefetch(&self.shared.v6, p.bits128(), p.len());
+        }
+    }
+
     fn add_inner(&mut self, s: Source, p: Prefix, t: RouteTarget, a: RouteAttrs) -> Result<(), FibError> {
         self.validate(&p, &t)?;
+        self.prefetch(&p);
         let distance = self.distance(s, &a);
         let epoch = self.epochs[s.index()];
-        let nh = self.resolve(&p, &t)?;
         let gws = Self::needs_resolution(&t);
         let target = self.targets.intern(t);
+        let nh = match self.targets.cached_nh(target) {
+            NH_NONE => {
+                let t = self.targets.get(target).cloned().unwrap_or(RouteTarget::Blackhole);
+                match self.resolve(&p, &t) {
+                    Ok(nh) => {
+                        // A gateway with its interface resolves to the same
+                        // next hop whatever else changes: keep it (with a
+                        // reference of its own) for the next route to it.
+                        if nh != NH_NONE && matches!(t, RouteTarget::Via { ifindex: Some(_), .. }) {
+                            self.nh.add_ref(nh);
+                            self.targets.cache_nh(target, nh);
+                        }
+                        nh
+                    }
+                    Err(e) => {
+                        self.release_target(target);
+                        return Err(e);
+                    }
+                }
+            }
+            nh => {
+                self.nh.add_ref(nh);
+                nh
+            }
+        };
         // One lookup of the prefix for the whole operation: the RIB is
         // ~1M entries, its first touch is a cache miss.
         let slot = self.rib.slot(&p);
@@ -331,7 +366,7 @@ impl FibWriter {
                 // only refreshes its mark.
                 e.epoch = epoch;
                 self.nh.release(nh, self.reclaim.limbo());
-                self.targets.release(target);
+                self.release_target(target);
                 self.stats.adds += 1;
                 return Ok(());
             }
@@ -348,7 +383,7 @@ impl FibWriter {
                 if let Some(t) = self.targets.get(old.target).filter(|t| Self::needs_resolution(t)).cloned() {
                     self.drop_deps(p, s, &t);
                 }
-                self.targets.release(old.target);
+                self.release_target(old.target);
             }
             None => self.rib_entries += 1,
         }
@@ -362,6 +397,7 @@ impl FibWriter {
 
     fn del_inner(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
         let not_found = FibError::NotFound { source: s, prefix: p };
+        self.prefetch(&p);
         let slot = self.rib.get_mut(&p).ok_or_else(|| not_found.clone())?;
         let pos = slot.entries.as_slice().iter().position(|e| e.source == s).ok_or(not_found.clone())?;
         let e = slot.entries.remove(pos).ok_or(not_found)?;
@@ -374,10 +410,17 @@ impl FibWriter {
         if let Some(t) = self.targets.get(e.target).filter(|t| Self::needs_resolution(t)).cloned() {
             self.drop_deps(p, s, &t);
         }
-        self.targets.release(e.target);
+        self.release_target(e.target);
         self.stats.dels += 1;
         self.apply_settle(p, st);
         Ok(())
+    }
+
+    /// Drops a reference on a target, and the target's cached next hop
+    /// with its last one.
+    fn release_target(&mut self, id: TargetId) {
+        let nh = self.targets.release(id);
+        self.nh.release(nh, self.reclaim.limbo());
     }
 
     /// Recomputes the best route and the connected role of `p` and pushes

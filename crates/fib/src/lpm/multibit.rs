@@ -118,6 +118,20 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         // with 4 KiB pages; ask for huge pages before the memory is touched.
         tern_intrin::advise_hugepages(&top);
         tern_intrin::advise_hugepages(&nodes);
+        // Readers read every top entry from the start, the writer writes
+        // them later: left lazily allocated, a reader's first load maps
+        // the shared zero page and the writer's first store then replaces
+        // that mapping, which costs a TLB shootdown (an interrupt) on every
+        // CPU running this process (see `touch_pages`). Writing every page
+        // now, before any reader exists, spares that and the readers' page
+        // faults (64 MiB for IPv4, resident anyway once a full table is
+        // loaded). Blocks need no such care: readers only reach a block
+        // after the writer filled it.
+        for page in top.chunks(4096 / std::mem::size_of::<AtomicU32>()) {
+            if let Some(a) = page.first() {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
         MultibitArrays { top, nodes }
     }
 
@@ -257,12 +271,6 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         self.nodes.get(((node as usize) << STRIDE) | s).map_or(0, |a| a.load(Ordering::Relaxed))
     }
 
-    /// The entries of block `node` (empty if beyond the array).
-    fn block(&self, node: u32) -> &[AtomicU32] {
-        let base = (node as usize) << STRIDE;
-        self.nodes.get(base..base + (1 << STRIDE)).unwrap_or_default()
-    }
-
     /// Sets every entry of an unpublished block (one pass over its slice,
     /// not a bounds check per entry: most of a new block's cost).
     fn fill_block(&self, node: u32, v: u32) {
@@ -281,14 +289,10 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
     }
 }
 
-/// Writer-side facts about one block.
+/// Writer-side facts about one block (its per-slot depths and its own
+/// prefixes live in the writer's flat arrays, indexed by block number).
+#[derive(Clone, Copy)]
 struct NodeMeta {
-    /// Per slot: length + 1 of the prefix that set it (0: none).
-    depth: Box<[u8]>,
-    /// Prefixes ending in this block: (own index, next hop), sorted. The own
-    /// index of relative length r (1..=STRIDE) at chunk c is
-    /// `2^r - 2 + (c >> (STRIDE - r))`.
-    own: Vec<(u16, NhId)>,
     /// What the parent slot holds for this block's range, and its depth.
     inh: NhId,
     inh_depth: u8,
@@ -296,32 +300,69 @@ struct NodeMeta {
     off: u8,
     /// Child blocks.
     kids: u16,
+    /// Prefixes ending in this block.
+    owns: u16,
 }
 
 /// The writer side of one family's trie.
+///
+/// Per block the writer keeps, in flat arrays indexed by the block number
+/// (no allocation per block, one address computation instead of a pointer
+/// to follow: an update touches a few cold blocks and each pointer chased
+/// is another cache miss): `depth`, per slot the length + 1 of the prefix
+/// that set it (0: none), and `own`, one bit per prefix ending inside the
+/// block (own index `2^r - 2 + (c >> (STRIDE - r))` for relative length
+/// r in 1..=STRIDE at chunk c). The next hops of those prefixes are not
+/// kept: the caller holds every prefix anyway (the RIB) and supplies the
+/// next hop of the one prefix a delete needs (`remove`'s `next_hop_of`).
 pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     v6: bool,
     width: u32,
     top_depth: Vec<u8>,
     /// Which prefixes of length <= TOP exist, one bit each. A delete
     /// finds the length of the prefix that takes over by testing these,
-    /// from its own length down (the caller, who keeps every prefix anyway
-    /// (the RIB), supplies its next hop). The bits are grouped so that one
-    /// 64-byte line holds the 510 prefixes of lengths 8b+1..=8b+8 under one
-    /// prefix of length 8b ("band" b): the search touches one line per 8
-    /// lengths instead of one array per length (up to 24 lines for an
-    /// IPv4 /24, 3 now).
+    /// from its own length down (the caller supplies its next hop). The
+    /// bits are grouped so that one 64-byte line holds the 510 prefixes of
+    /// lengths 8b+1..=8b+8 under one prefix of length 8b ("band" b): the
+    /// search touches one line per 8 lengths instead of one array per
+    /// length (up to 24 lines for an IPv4 /24, 3 now).
     present: Vec<Vec<[u64; 8]>>,
     present0: bool,
     meta: Vec<Option<NodeMeta>>,
+    /// `1 << STRIDE` depths per block.
+    depth: Vec<u8>,
+    /// `OWN_WORDS` words of own-prefix bits per block.
+    own: Vec<u64>,
     free: Vec<u32>,
     next: u32,
     cap: u32,
     count: usize,
     garbage: Vec<Garbage>,
+    /// Scratch space, kept to spare an allocation per update: the blocks
+    /// still to visit by `paint`/`replace`, and `remove`'s path down.
+    stack: Vec<u32>,
+    path: Vec<(u32, usize)>,
     /// Change tracking for mirrors: one bit per top entry / per block.
     dirty_top: DirtyBits,
     dirty_nodes: DirtyBits,
+}
+
+/// Writes every 4 KiB page of a freshly zeroed allocation. The allocator
+/// hands out large zeroed blocks as untouched pages, and the writer reads
+/// its bookkeeping before writing it: that first read maps the shared zero
+/// page, and the write after it replaces the mapping, which the kernel
+/// follows with a TLB shootdown, an interrupt on every CPU running this
+/// process, forwarding workers included (4,129 on the gap reader's CPU
+/// during a full IPv4 load, for the 16 MiB of top depths; `tern bench
+/// fib`, 2026-11-23). Written first, the pages are allocated by ordinary
+/// faults of the writer's own, which interrupt no one else.
+fn touch_pages<T: Copy + Default>(v: &mut [T]) {
+    let v = std::hint::black_box(v);
+    for page in v.chunks_mut((4096 / std::mem::size_of::<T>().max(1)).max(1)) {
+        if let Some(x) = page.first_mut() {
+            *x = T::default();
+        }
+    }
 }
 
 /// The bits of `bits` (left-aligned) at `off`, `stride` wide.
@@ -332,20 +373,33 @@ fn chunk128(bits: u128, off: u32, stride: u32) -> usize {
 
 impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     const SLOTS: usize = 1 << STRIDE;
+    /// Words of own-prefix bits per block (2^(STRIDE+1) - 2 prefixes).
+    const OWN_WORDS: usize = (2usize << STRIDE).div_ceil(64);
 
     pub fn new(v6: bool, arrays: &MultibitArrays<TOP, STRIDE>) -> Self {
+        let mut top_depth = vec![0; 1 << TOP];
+        touch_pages(&mut top_depth);
+        let mut present: Vec<Vec<[u64; 8]>> =
+            (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect();
+        for band in &mut present {
+            touch_pages(band);
+        }
         MultibitWriter {
             v6,
             width: if v6 { 128 } else { 32 },
-            top_depth: vec![0; 1 << TOP],
-            present: (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect(),
+            top_depth,
+            present,
             present0: false,
             meta: Vec::new(),
+            depth: Vec::new(),
+            own: Vec::new(),
             free: Vec::new(),
             next: 0,
             cap: arrays.node_capacity(),
             count: 0,
             garbage: Vec::new(),
+            stack: Vec::new(),
+            path: Vec::new(),
             dirty_top: DirtyBits::default(),
             dirty_nodes: DirtyBits::default(),
         }
@@ -369,9 +423,32 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// Bytes of the writer's bookkeeping.
     pub fn writer_bytes(&self) -> usize {
         self.meta.capacity() * std::mem::size_of::<Option<NodeMeta>>()
-            + self.meta.iter().flatten().map(|m| m.depth.len() + m.own.capacity() * 8).sum::<usize>()
+            + self.depth.capacity()
+            + self.own.capacity() * 8
             + self.top_depth.len()
             + self.present.iter().map(|v| v.len() * 64).sum::<usize>()
+    }
+
+    /// Starts loading what an update of (`bits`, `len`) will touch first:
+    /// the top entry and its depth and, for a prefix of length <= TOP, the
+    /// lines of present bits a delete searches. The caller issues this
+    /// before its own cache misses (the RIB's hash table), so that the
+    /// trie's arrive meanwhile instead of after: on a full IPv4 table each
+    /// is a miss of its own (64 MiB of top entries, 16 MiB of depths).
+    #[inline]
+    pub fn prefetch(&self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8) {
+        let t = (bits >> (128 - TOP)) as usize;
+        tern_intrin::prefetch_index(&a.top, t);
+        tern_intrin::prefetch_index(&self.top_depth, t);
+        let len = u32::from(len);
+        if (1..=TOP).contains(&len) {
+            for b in 1..=(len - 1) / 8 {
+                let root = (bits >> (128 - 8 * b)) as usize;
+                if let Some(v) = self.present.get(b as usize) {
+                    tern_intrin::prefetch_index(v, root);
+                }
+            }
+        }
     }
 
     /// Which parts of the arrays were written since the last call.
@@ -484,8 +561,24 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         kids
     }
 
-    fn own_index(rl: u32, c: usize) -> u16 {
-        ((1usize << rl) - 2 + (c >> (STRIDE - rl))) as u16
+    fn own_index(rl: u32, c: usize) -> usize {
+        (1usize << rl) - 2 + (c >> (STRIDE - rl))
+    }
+
+    fn own_bit(&self, n: u32, oi: usize) -> bool {
+        self.own.get(n as usize * Self::OWN_WORDS + oi / 64).is_some_and(|w| (w >> (oi % 64)) & 1 != 0)
+    }
+
+    /// Sets or clears an own-prefix bit; returns whether it was set before.
+    fn flip_own(&mut self, n: u32, oi: usize, on: bool) -> bool {
+        let Some(w) = self.own.get_mut(n as usize * Self::OWN_WORDS + oi / 64) else { return false };
+        let was = (*w >> (oi % 64)) & 1 != 0;
+        if on {
+            *w |= 1 << (oi % 64);
+        } else {
+            *w &= !(1 << (oi % 64));
+        }
+        was
     }
 
     fn m(&self, n: u32) -> Option<&NodeMeta> {
@@ -494,6 +587,12 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
 
     fn m_mut(&mut self, n: u32) -> Option<&mut NodeMeta> {
         self.meta.get_mut(n as usize).and_then(Option::as_mut)
+    }
+
+    /// The depths of block `n`'s slots.
+    fn depths(&mut self, n: u32) -> &mut [u8] {
+        let base = (n as usize) << STRIDE;
+        self.depth.get_mut(base..base + Self::SLOTS).unwrap_or_default()
     }
 
     /// Blocks that can still be created.
@@ -513,36 +612,48 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             None => return None,
         };
         a.fill_block(n, inh);
-        let meta = NodeMeta {
-            depth: vec![inh_depth; Self::SLOTS].into_boxed_slice(),
-            own: Vec::new(),
-            inh,
-            inh_depth,
-            off: off as u8,
-            kids: 0,
-        };
-        if self.meta.len() <= n as usize {
-            self.meta.resize_with(n as usize + 1, || None);
+        let i = n as usize;
+        if self.meta.len() <= i {
+            self.meta.resize(i + 1, None);
+            self.depth.resize((i + 1) << STRIDE, 0);
+            self.own.resize((i + 1) * Self::OWN_WORDS, 0);
         }
-        self.meta[n as usize] = Some(meta);
-        self.dirty_nodes.mark(n as usize);
+        self.meta[i] = Some(NodeMeta { inh, inh_depth, off: off as u8, kids: 0, owns: 0 });
+        self.depths(n).fill(inh_depth);
+        if let Some(w) = self.own.get_mut(i * Self::OWN_WORDS..(i + 1) * Self::OWN_WORDS) {
+            w.fill(0);
+        }
+        self.dirty_nodes.mark(i);
         Some(n)
     }
 
-    /// Pushes (`nh`, `d`) into block `n` whose parent slot took it: every
-    /// slot set by a prefix no longer than `d` takes it.
-    fn paint(&mut self, a: &MultibitArrays<TOP, STRIDE>, n: u32, nh: NhId, d: u8) {
-        let mut kids = Vec::new();
-        let Some(m) = self.m_mut(n) else { return };
-        m.inh = nh;
-        m.inh_depth = d;
+    /// Rewrites slots `c0..c1` of block `n`: each whose depth passes
+    /// `take` gets depth `nd` and, if it is a leaf, the value `nh` (when
+    /// `keep_same`, a leaf already holding `nh` is not stored again).
+    /// Child blocks met instead are pushed on `self.stack`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_slots(
+        &mut self,
+        a: &MultibitArrays<TOP, STRIDE>,
+        n: u32,
+        c0: usize,
+        c1: usize,
+        take: impl Fn(u8) -> bool,
+        nd: u8,
+        nh: NhId,
+    ) {
+        let base = (n as usize) << STRIDE;
+        let (Some(depths), Some(cells)) = (self.depth.get_mut(base + c0..base + c1), a.nodes.get(base + c0..base + c1))
+        else {
+            return;
+        };
         let mut touched = false;
-        for (depth, cell) in m.depth.iter_mut().zip(a.block(n)) {
-            if *depth <= d {
-                *depth = d;
+        for (depth, cell) in depths.iter_mut().zip(cells) {
+            if take(*depth) {
+                *depth = nd;
                 let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
-                    kids.push(e & !CHILD);
+                    self.stack.push(e & !CHILD);
                 } else if e != nh {
                     cell.store(nh, Ordering::Release);
                     touched = true;
@@ -552,36 +663,30 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         if touched {
             self.dirty_nodes.mark(n as usize);
         }
-        for k in kids {
-            self.paint(a, k, nh, d);
+    }
+
+    /// Pushes (`nh`, `d`) into the blocks on `self.stack` (and their
+    /// children) whose parent slots took it: every slot set by a prefix no
+    /// longer than `d` takes it. The order blocks are visited in does not
+    /// matter to readers: every store is of one entry's final value.
+    fn paint(&mut self, a: &MultibitArrays<TOP, STRIDE>, nh: NhId, d: u8) {
+        while let Some(n) = self.stack.pop() {
+            let Some(m) = self.m_mut(n) else { continue };
+            m.inh = nh;
+            m.inh_depth = d;
+            self.write_slots(a, n, 0, Self::SLOTS, |depth| depth <= d, d, nh);
         }
     }
 
-    /// Block `n`'s parent slot lost the prefix of depth `d` and now holds
-    /// (`nh`, `nd`): the slots `d` had set take that.
-    fn replace(&mut self, a: &MultibitArrays<TOP, STRIDE>, n: u32, d: u8, nh: NhId, nd: u8) {
-        let mut kids = Vec::new();
-        let Some(m) = self.m_mut(n) else { return };
-        m.inh = nh;
-        m.inh_depth = nd;
-        let mut touched = false;
-        for (depth, cell) in m.depth.iter_mut().zip(a.block(n)) {
-            if *depth == d {
-                *depth = nd;
-                let e = cell.load(Ordering::Relaxed);
-                if e & CHILD != 0 {
-                    kids.push(e & !CHILD);
-                } else {
-                    cell.store(nh, Ordering::Release);
-                    touched = true;
-                }
-            }
-        }
-        if touched {
-            self.dirty_nodes.mark(n as usize);
-        }
-        for k in kids {
-            self.replace(a, k, d, nh, nd);
+    /// The blocks on `self.stack` lost, from their parent slots, the
+    /// prefix of depth `d`, which now hold (`nh`, `nd`): the slots `d` had
+    /// set take that.
+    fn replace(&mut self, a: &MultibitArrays<TOP, STRIDE>, d: u8, nh: NhId, nd: u8) {
+        while let Some(n) = self.stack.pop() {
+            let Some(m) = self.m_mut(n) else { continue };
+            m.inh = nh;
+            m.inh_depth = nd;
+            self.write_slots(a, n, 0, Self::SLOTS, |depth| depth == d, nd, nh);
         }
     }
 
@@ -592,15 +697,15 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let d = (len + 1) as u8;
         let nh = nh & !CHILD;
         let t = (bits >> (128 - TOP)) as usize;
+        self.stack.clear();
         if len <= TOP {
             if !self.is_present(bits, len) {
                 self.count += 1;
                 self.set_present(bits, len, true);
             }
             let kids = self.write_top(a, t, len, |depth| depth <= d, d, nh);
-            for k in kids {
-                self.paint(a, k, nh, d);
-            }
+            self.stack.extend(kids);
+            self.paint(a, nh, d);
             return Ok(());
         }
         // Enough room for every block on the way down, checked first so a
@@ -608,7 +713,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         if self.room() < u64::from((len - TOP).div_ceil(STRIDE)) {
             return Err(FibError::Full(if self.v6 { "IPv6 trie" } else { "IPv4 trie" }));
         }
-        let mut e = a.top_entry(t);
+        let e = a.top_entry(t);
         let mut n = if e & CHILD != 0 {
             e & !CHILD
         } else {
@@ -623,43 +728,21 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             let c = chunk128(bits, off, STRIDE);
             if len <= off + STRIDE {
                 let rl = len - off;
-                let oi = Self::own_index(rl, c);
-                let Some(m) = self.m_mut(n) else { return Ok(()) };
-                match m.own.binary_search_by_key(&oi, |x| x.0) {
-                    Ok(p) => m.own[p].1 = nh,
-                    Err(p) => {
-                        m.own.insert(p, (oi, nh));
-                        self.count += 1;
+                if !self.flip_own(n, Self::own_index(rl, c), true) {
+                    self.count += 1;
+                    if let Some(m) = self.m_mut(n) {
+                        m.owns += 1;
                     }
                 }
-                let mut kids = Vec::new();
-                let Some(m) = self.m_mut(n) else { return Ok(()) };
-                let mut touched = false;
-                for s in c..c + (1usize << (STRIDE - rl)) {
-                    if m.depth[s] <= d {
-                        m.depth[s] = d;
-                        e = a.entry(n, s);
-                        if e & CHILD != 0 {
-                            kids.push(e & !CHILD);
-                        } else if e != nh {
-                            a.set_entry(n, s, nh, Ordering::Release);
-                            touched = true;
-                        }
-                    }
-                }
-                if touched {
-                    self.dirty_nodes.mark(n as usize);
-                }
-                for k in kids {
-                    self.paint(a, k, nh, d);
-                }
+                self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth <= d, d, nh);
+                self.paint(a, nh, d);
                 return Ok(());
             }
-            e = a.entry(n, c);
+            let e = a.entry(n, c);
             n = if e & CHILD != 0 {
                 e & !CHILD
             } else {
-                let slot_depth = self.m(n).map_or(0, |m| m.depth[c]);
+                let slot_depth = self.depth.get(((n as usize) << STRIDE) | c).copied().unwrap_or(0);
                 let k = self.new_block(a, off + STRIDE, e, slot_depth).unwrap_or(0);
                 a.set_entry(n, c, CHILD | k, Ordering::Release);
                 self.dirty_nodes.mark(n as usize);
@@ -672,9 +755,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     }
 
     /// Removes a prefix; the longest shorter prefix covering it takes over
-    /// (`next_hop_of(bits, len)` gives the next hop of an installed prefix
-    /// of length <= TOP). Blocks left without prefixes or children are
-    /// unlinked and recycled after a grace period.
+    /// (`next_hop_of(bits, len)` gives the next hop of an installed
+    /// prefix, which the trie does not keep). Blocks left without prefixes
+    /// or children are unlinked and recycled after a grace period.
     pub fn remove(
         &mut self,
         a: &MultibitArrays<TOP, STRIDE>,
@@ -685,6 +768,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let len = u32::from(len).min(self.width);
         let d = (len + 1) as u8;
         let t = (bits >> (128 - TOP)) as usize;
+        self.stack.clear();
         if len <= TOP {
             if !self.is_present(bits, len) {
                 return;
@@ -698,9 +782,8 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 })
                 .unwrap_or((NH_NONE, 0));
             let kids = self.write_top(a, t, len, |depth| depth == d, fd, fnh);
-            for k in kids {
-                self.replace(a, k, d, fnh, fd);
-            }
+            self.stack.extend(kids);
+            self.replace(a, d, fnh, fd);
             return;
         }
         let e = a.top_entry(t);
@@ -709,61 +792,55 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         }
         let mut n = e & !CHILD;
         // (block, chunk of the slot that leads to the next block)
-        let mut path: Vec<(u32, usize)> = Vec::with_capacity(20);
-        loop {
-            let Some(m) = self.m(n) else { return };
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        while let Some(&m) = self.m(n) {
             let off = u32::from(m.off);
             let c = chunk128(bits, off, STRIDE);
             if len <= off + STRIDE {
                 let rl = len - off;
-                let oi = Self::own_index(rl, c);
-                let Some(m) = self.meta.get_mut(n as usize).and_then(Option::as_mut) else { return };
-                let Ok(p) = m.own.binary_search_by_key(&oi, |x| x.0) else { return };
-                m.own.remove(p);
+                if !self.flip_own(n, Self::own_index(rl, c), false) {
+                    break;
+                }
+                let (inh, inh_depth) = (m.inh, m.inh_depth);
+                if let Some(m) = self.m_mut(n) {
+                    m.owns -= 1;
+                }
                 self.count -= 1;
                 // The longest own prefix of this block covering the removed
                 // one, else what the block inherits.
                 let (fnh, fd) = (1..rl)
                     .rev()
                     .find_map(|r| {
-                        let oi = Self::own_index(r, c);
-                        m.own.binary_search_by_key(&oi, |x| x.0).ok().map(|p| (m.own[p].1, (off + r + 1) as u8))
-                    })
-                    .unwrap_or((m.inh, m.inh_depth));
-                let mut kids = Vec::new();
-                let mut touched = false;
-                for s in c..c + (1usize << (STRIDE - rl)) {
-                    if m.depth[s] == d {
-                        m.depth[s] = fd;
-                        let e = a.entry(n, s);
-                        if e & CHILD != 0 {
-                            kids.push(e & !CHILD);
-                        } else {
-                            a.set_entry(n, s, fnh, Ordering::Release);
-                            touched = true;
+                        if !self.own_bit(n, Self::own_index(r, c)) {
+                            return None;
                         }
-                    }
-                }
-                if touched {
-                    self.dirty_nodes.mark(n as usize);
-                }
-                for k in kids {
-                    self.replace(a, k, d, fnh, fd);
-                }
+                        let l = (off + r) as u8;
+                        next_hop_of(bits & crate::prefix::mask128(l), l).map(|nh| (nh & !CHILD, l + 1))
+                    })
+                    .unwrap_or((inh, inh_depth));
+                self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
+                self.replace(a, d, fnh, fd);
+                self.unlink_empty(a, t, n, &mut path);
                 break;
             }
             let e = a.entry(n, c);
             if e & CHILD == 0 {
-                return;
+                break;
             }
             path.push((n, c));
             n = e & !CHILD;
         }
-        // Unlink blocks left empty, bottom-up: the parent slot gets back
-        // the value the block inherited.
+        self.path = path;
+    }
+
+    /// Unlinks block `n` and then its ancestors on `path` while they hold
+    /// neither prefixes nor children, bottom-up: the parent slot gets back
+    /// the value the block inherited.
+    fn unlink_empty(&mut self, a: &MultibitArrays<TOP, STRIDE>, t: usize, mut n: u32, path: &mut Vec<(u32, usize)>) {
         loop {
             let Some(m) = self.m(n) else { return };
-            if !m.own.is_empty() || m.kids > 0 {
+            if m.owns > 0 || m.kids > 0 {
                 return;
             }
             let inh = m.inh;
