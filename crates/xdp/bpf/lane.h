@@ -106,50 +106,89 @@ struct lane_acl_set {
 	__u64 count;
 	__u32 default_drop;
 	__u32 nrules;
+	// The verdict cache's key masks: the bits of the constrained fields
+	// in the two packed key words (LANE_CK_*).
+	__u64 cmask[2];
 };
-_Static_assert(sizeof(struct lane_acl_set) == 48, "lane_acl_set layout");
+_Static_assert(sizeof(struct lane_acl_set) == 64, "lane_acl_set layout");
 
 // ... and one interval table per (gen, set, family, field): the field's
 // domain cut into `n` intervals starting at (hi, lo), each with the rules
-// that match there.
+// that match there. Starts beyond `n` hold LANE_ACL_PAD in `lo`, and
+// `top[j]` repeats lo[8 j] (top[0] is 0): the two levels of acl_field64's
+// search (the 16 blocks of 8 starts, then the 8 starts of one block), in
+// one cache line pair for the first level.
+#define LANE_ACL_TOP (LANE_ACL_INTERVALS / 8)
+#define LANE_ACL_PAD (1ull << 62) // above every value of a 64-bit-searched field
+
 struct lane_acl_field {
 	__u32 n;
 	__u32 pad;
+	__u64 top[LANE_ACL_TOP];
 	__u64 lo[LANE_ACL_INTERVALS];
 	__u64 hi[LANE_ACL_INTERVALS];
 	__u64 bits[LANE_ACL_INTERVALS];
 };
-_Static_assert(sizeof(struct lane_acl_field) == 8 + 3 * 8 * LANE_ACL_INTERVALS, "lane_acl_field layout");
+_Static_assert(sizeof(struct lane_acl_field) == 8 + 8 * LANE_ACL_TOP + 3 * 8 * LANE_ACL_INTERVALS,
+	       "lane_acl_field layout");
 
-// ACL verdict cache (lane_acl_cache, per CPU): buckets of
-// LANE_ACL_CACHE_WAYS entries, indexed by a hash of the classifier key.
-// An entry holds the key with the fields its rule set does not constrain
-// zeroed, plus the rule set's table index + 1 (so a zeroed entry matches
-// nothing), the lane_cfg.gen it was computed under, and what the
+// ACL verdict cache (lane_acl_cache): per CPU, buckets of
+// LANE_ACL_CACHE_WAYS entries of one cache line each, indexed by a hash of
+// the classifier key. The map is a plain array, page-aligned
+// (BPF_F_MMAPABLE), holding one slice of buckets per possible CPU (the
+// program indexes it with its CPU number), so entries are line-aligned and
+// a lookup is inlined by the verifier, no helper call. An entry holds the
+// key with the fields its rule set does not constrain zeroed, the
+// addresses as they are and the other fields packed into two words
+// (acl_ckey_pack), plus the rule set's table index + 1 (so a zeroed entry
+// matches nothing), the lane_cfg.gen it was computed under, and what the
 // classifier decided; a hit replays exactly the rule hits the classifier
-// would have recorded. The loader may shrink the map (tests force
+// would have recorded. The loader sets the buckets per CPU (tests force
 // collisions with one bucket); the program reads the index mask from
 // lane_acl_cache_mask.
+// Where acl_ckey_pack puts each non-address field in the two packed key
+// words: bit position (word * 64 + shift) and width. Every field value
+// fits its width by construction (ports, ICMP type/code: 16 bits or
+// ABSENT16; TCP flags: 8 bits or ABSENT8; the VLAN id 12 bits; DSCP 6).
+// Rust: lane/layout.rs CKEY_FIELDS (checked against these lines).
+#define LANE_CK_SPORT_AT 0
+#define LANE_CK_SPORT_BITS 17
+#define LANE_CK_DPORT_AT 17
+#define LANE_CK_DPORT_BITS 17
+#define LANE_CK_ICMP_AT 34
+#define LANE_CK_ICMP_BITS 17
+#define LANE_CK_TCP_AT 51
+#define LANE_CK_TCP_BITS 9
+#define LANE_CK_PROTO_AT 64
+#define LANE_CK_PROTO_BITS 8
+#define LANE_CK_IIF_AT 72
+#define LANE_CK_IIF_BITS 16
+#define LANE_CK_OIF_AT 88
+#define LANE_CK_OIF_BITS 16
+#define LANE_CK_VLAN_AT 104
+#define LANE_CK_VLAN_BITS 12
+#define LANE_CK_DSCP_AT 116
+#define LANE_CK_DSCP_BITS 6
 #define LANE_ACL_CACHE_BUCKETS 1024
 #define LANE_ACL_CACHE_WAYS 2
-#define LANE_ACL_CKEY 10 // u64 words: 4 address words, LANE_NF u32 fields, set + 1
+#define LANE_ACL_CKEY 6 // u64 key words: 4 address words, 2 of packed fields
 
 struct lane_acl_centry {
 	__u64 key[LANE_ACL_CKEY];
 	__u64 counted; // count-only rules matched below the deciding one
 	__u32 epoch;   // lane_cfg.gen it was computed under
+	__u16 base1;   // the rule set's table index + 1
 	__u8 decide;   // bit of the deciding rule; LANE_ACL_RULES: the default
 	__u8 verdict;  // 0 accept, 1 drop
-	__u8 pad[2];
 };
-_Static_assert(sizeof(struct lane_acl_centry) == 96, "lane_acl_centry layout");
+_Static_assert(sizeof(struct lane_acl_centry) == 64, "lane_acl_centry layout");
 
+// Way 0 holds the entry filled last: a fill moves way 0 to way 1 (first in,
+// first out; a hit writes nothing, its line may be cold).
 struct lane_acl_cbucket {
 	struct lane_acl_centry way[LANE_ACL_CACHE_WAYS];
-	__u32 mru; // the way filled last (a hit writes nothing: one cache line less)
-	__u32 pad;
 };
-_Static_assert(sizeof(struct lane_acl_cbucket) == 200, "lane_acl_cbucket layout");
+_Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout");
 
 struct lane_hits {
 	__u64 packets;

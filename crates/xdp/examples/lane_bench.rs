@@ -20,6 +20,8 @@
 //! machine's load changes hit them alike; a case with rules also gets the
 //! median of its per-call differences to the same case without rules, and
 //! every line the range of the medians of `--rounds` consecutive slices.
+//! The 65536-flow cases (65536 distinct ACL keys, more than the verdict
+//! cache holds) use as many of their flows as there are calls.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, ExitCode};
@@ -130,6 +132,12 @@ fn bench(
     let flows1024: Vec<Vec<u8>> = (0..1024u32)
         .map(|i| frame(Ipv4Addr::from(0x0a0b_0000 + i + 1), Ipv4Addr::from(0xc612_0000 + i + 1), 1024 + i as u16, 4000))
         .collect();
+    // 65536 distinct keys: far more than the verdict cache holds (2048
+    // entries per CPU by default), each flow back after 65535 others (run
+    // with --calls 65536 or more to see them all).
+    let flows65536: Vec<Vec<u8>> = (0..65536u32)
+        .map(|i| frame(Ipv4Addr::from(0x0a40_0000 + i + 1), Ipv4Addr::from(0xc612_0000 + i + 1), 1024, 4000))
+        .collect();
     let mut drop_test = tern_acl::scenario_50_drop_rules();
     drop_test.name = "DROP".into();
     drop_test.default = Action::Drop;
@@ -158,6 +166,14 @@ fn bench(
         Case { name: "50fw, 1 flow, 1 run/call", acl: fw50(), gre: false, frames: single.clone(), repeat: 1 },
         Case { name: "no rules, 1024 flows, 1 run/call", acl: None, gre: false, frames: flows1024.clone(), repeat: 1 },
         Case { name: "50fw, 1024 flows, 1 run/call", acl: fw50(), gre: false, frames: flows1024, repeat: 1 },
+        Case {
+            name: "no rules, 65536 flows, 1 run/call",
+            acl: None,
+            gre: false,
+            frames: flows65536.clone(),
+            repeat: 1,
+        },
+        Case { name: "50fw, 65536 flows, 1 run/call", acl: fw50(), gre: false, frames: flows65536, repeat: 1 },
     ];
     if routes.is_some() {
         cases.push(Case { name: "900k-routes-50fw", acl: fw50(), gre: false, frames: multi.clone(), repeat: 250 });

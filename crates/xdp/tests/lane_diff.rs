@@ -962,3 +962,74 @@ fn the_publication_sequence_wraps_without_stale_verdicts() {
         assert_eq!(d.run(LAN, &f), Forward(WAN));
     });
 }
+
+/// Flows whose keys differ (the source port, which set 0 constrains):
+/// UDP to `dport_of(i)`, IPv4 or IPv6 by `i`.
+fn distinct_key_flows(n: u16, dport_of: impl Fn(u16) -> u16) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let sport = 10_000 + i;
+            if i % 4 == 3 {
+                lan6(udp6("2001:db8:1::2", "2001:db8:ff::1", 64, sport, dport_of(i)))
+            } else {
+                lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, sport, dport_of(i), b"k"))
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_swap_never_serves_a_stale_verdict_of_many_cached_keys() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        use Verdict::*;
+        // 256 keys, all accepted and cached (each seen twice), half of
+        // them to UDP 5000.
+        let flows = distinct_key_flows(256, |i| if i % 2 == 0 { 5000 } else { 5001 });
+        for _ in 0..2 {
+            for f in &flows {
+                assert!(matches!(d.run(LAN, f), Forward(_)));
+            }
+        }
+        // A rule dropping UDP 5000: the very next packet of every even
+        // flow is dropped, every odd one still forwarded; and back.
+        for (extra, even_dropped) in [(Some(5000), true), (None, false), (Some(5000), true)] {
+            d.republish(cache_interfaces(Some(0)), &cache_rule_sets(extra));
+            for (i, f) in flows.iter().enumerate() {
+                let v = d.run(LAN, f);
+                if i % 2 == 0 && even_dropped {
+                    assert!(matches!(v, Drop(_)), "flow {i}: {v:?}");
+                } else {
+                    assert!(matches!(v, Forward(_)), "flow {i}: {v:?}");
+                }
+            }
+        }
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+    });
+}
+
+#[test]
+fn churn_of_1024_keys_counts_as_the_engine() {
+    // 1024 distinct keys (a count-only rule on a quarter of them, a drop
+    // on a few) three times over: a cache of 4 buckets thrashes, and after
+    // a few misses the lane stops probing it on most packets; the default
+    // cache holds them all. Either way every counter matches userspace.
+    for buckets in [4, tern_xdp::lane::ACL_CACHE_BUCKETS] {
+        with_cache_lab(buckets, |d, _| {
+            let mut flows = distinct_key_flows(1024, |i| if i % 8 < 2 { 53 } else { 2000 + i });
+            // Every 64th flow to a dropped destination.
+            for (i, f) in flows.iter_mut().enumerate().filter(|(i, _)| i % 64 == 6) {
+                *f = lan_frame(udp4("10.0.1.2", "198.18.0.66", 64, 10_000 + i as u16, 2000, b"k"));
+            }
+            for _ in 0..3 {
+                for f in &flows {
+                    d.run(LAN, f);
+                }
+            }
+            let (lane, engine) = d.hits(0);
+            assert_eq!(lane, engine, "{buckets} buckets");
+            assert_eq!(lane[0].0, 3 * 256, "count rule udp/53 ({buckets} buckets)");
+            assert_eq!(lane[3].0, 3 * 16, "drop dst rule ({buckets} buckets)");
+        });
+    }
+}

@@ -34,9 +34,38 @@ pub(crate) const LACL_OK: u32 = 1 << 0;
 
 pub(crate) const IF_SIZE: usize = 76;
 pub(crate) const TUN_KEY_SIZE: usize = 40;
-pub(crate) const ACL_SET_SIZE: usize = 48;
-pub(crate) const ACL_FIELD_SIZE: usize = 8 + 3 * 8 * ACL_INTERVALS;
-pub(crate) const ACL_CBUCKET_SIZE: usize = 200;
+pub(crate) const ACL_SET_SIZE: usize = 64;
+/// First-level starts of a field table (`LANE_ACL_TOP`).
+pub(crate) const ACL_TOP: usize = ACL_INTERVALS / 8;
+/// The low word of a start beyond a table's intervals (`LANE_ACL_PAD`).
+pub(crate) const ACL_PAD: u64 = 1 << 62;
+pub(crate) const ACL_FIELD_SIZE: usize = 8 + 8 * ACL_TOP + 3 * 8 * ACL_INTERVALS;
+pub(crate) const ACL_CBUCKET_SIZE: usize = 128;
+
+/// Where the verdict cache packs each non-address field (`LANE_CK_*` in
+/// `bpf/lane.h`): field index, bit position in the two packed words, width.
+pub(crate) const CKEY_FIELDS: [(usize, &str, u32, u32); 9] = [
+    (3, "SPORT", 0, 17),
+    (4, "DPORT", 17, 17),
+    (5, "ICMP", 34, 17),
+    (6, "TCP", 51, 9),
+    (2, "PROTO", 64, 8),
+    (7, "IIF", 72, 16),
+    (8, "OIF", 88, 16),
+    (9, "VLAN", 104, 12),
+    (10, "DSCP", 116, 6),
+];
+
+/// The packed key words' bits of the fields in `fields` (bit f: field f).
+pub(crate) fn ckey_masks(fields: u32) -> [u64; 2] {
+    let mut m = [0u64; 2];
+    for &(f, _, at, bits) in &CKEY_FIELDS {
+        if fields & (1 << f) != 0 {
+            m[at as usize / 64] |= ((1u64 << bits) - 1) << (at % 64);
+        }
+    }
+    m
+}
 
 /// What kind of interface, as the lane sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,20 +234,34 @@ impl AclSetHdr {
         put64(&mut b, 32, self.count);
         put32(&mut b, 40, u32::from(self.default_drop));
         put32(&mut b, 44, self.nrules);
+        let [m0, m1] = ckey_masks(self.fields);
+        put64(&mut b, 48, m0);
+        put64(&mut b, 56, m1);
         b
     }
 }
 
-/// `struct lane_acl_field`: interval starts (as 128-bit values) and the
-/// rule bits of each interval.
+/// `struct lane_acl_field`: interval starts (as 128-bit values), the rule
+/// bits of each interval, the low words of the starts beyond `n` padded
+/// with [`ACL_PAD`], and every 8th low word repeated in `top` (the first
+/// level of the program's two-level search, `acl_field32`).
 pub(crate) fn encode_acl_field(starts: &[u128], bits: &[u64]) -> [u8; ACL_FIELD_SIZE] {
     let mut b = [0u8; ACL_FIELD_SIZE];
     let n = starts.len().min(bits.len()).min(ACL_INTERVALS);
     put32(&mut b, 0, n as u32);
+    let lo_at = 8 + 8 * ACL_TOP;
+    let hi_at = lo_at + 8 * ACL_INTERVALS;
+    let bits_at = hi_at + 8 * ACL_INTERVALS;
+    let lo = |i: usize| if i < n { starts[i] as u64 } else { ACL_PAD };
+    for j in 1..ACL_TOP {
+        put64(&mut b, 8 + 8 * j, lo(8 * j));
+    }
+    for i in 0..ACL_INTERVALS {
+        put64(&mut b, lo_at + 8 * i, lo(i));
+    }
     for (i, (s, m)) in starts.iter().zip(bits).take(n).enumerate() {
-        put64(&mut b, 8 + 8 * i, *s as u64);
-        put64(&mut b, 8 + 8 * ACL_INTERVALS + 8 * i, (*s >> 64) as u64);
-        put64(&mut b, 8 + 16 * ACL_INTERVALS + 8 * i, *m);
+        put64(&mut b, hi_at + 8 * i, (*s >> 64) as u64);
+        put64(&mut b, bits_at + 8 * i, *m);
     }
     b
 }
@@ -259,10 +302,77 @@ mod tests {
             ("LANE_MAX_TUNNELS", u64::from(MAX_TUNNELS)),
             ("LANE_ACL_CACHE_BUCKETS", u64::from(ACL_CACHE_BUCKETS)),
         ] {
-            let pat = format!("#define {name} ");
-            let at = h.find(&pat).unwrap_or_else(|| panic!("{name} missing"));
-            let n: u64 = h[at + pat.len()..].split_whitespace().next().and_then(|s| s.parse().ok()).expect("a number");
-            assert_eq!(n, v, "{name}");
+            assert_eq!(define(h, name), v, "{name}");
+        }
+        for &(_, name, at, bits) in &CKEY_FIELDS {
+            assert_eq!(define(h, &format!("LANE_CK_{name}_AT")), u64::from(at), "{name}");
+            assert_eq!(define(h, &format!("LANE_CK_{name}_BITS")), u64::from(bits), "{name}");
+        }
+    }
+
+    fn define(h: &str, name: &str) -> u64 {
+        let pat = format!("#define {name} ");
+        let at = h.find(&pat).unwrap_or_else(|| panic!("{name} missing"));
+        h[at + pat.len()..].split_whitespace().next().and_then(|s| s.parse().ok()).expect("a number")
+    }
+
+    /// The packed fields do not overlap, stay within their words, and
+    /// name every field but the addresses once.
+    #[test]
+    fn packed_cache_key_fields_are_disjoint() {
+        let all = ckey_masks(u32::MAX);
+        let total: u32 = CKEY_FIELDS.iter().map(|f| f.3).sum();
+        assert_eq!(all[0].count_ones() + all[1].count_ones(), total, "overlap");
+        for &(_, name, at, bits) in &CKEY_FIELDS {
+            assert!(at % 64 + bits <= 64, "{name} crosses a word");
+        }
+        let mut fs: Vec<usize> = CKEY_FIELDS.iter().map(|f| f.0).collect();
+        fs.sort_unstable();
+        assert_eq!(fs, (2..NF).collect::<Vec<_>>());
+        assert_eq!(ckey_masks(0b11), [0, 0], "addresses are not packed");
+    }
+
+    /// The program's two-level search (`acl_field32`), run on the encoded
+    /// bytes: for random interval tables and values it finds the interval
+    /// the reference lookup finds.
+    #[test]
+    fn two_level_search_finds_the_interval_of_the_reference() {
+        let word = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let search = |b: &[u8], v: u32| -> u64 {
+            let v = u64::from(v);
+            let lo_at = 8 + 8 * ACL_TOP;
+            let above: u64 = (1..ACL_TOP).map(|j| v.wrapping_sub(word(b, 8 + 8 * j)) >> 63).sum();
+            let at = ((ACL_TOP as u64 - 1 - above) & (ACL_TOP as u64 - 1)) as usize * 8;
+            let above: u64 = (1..8).map(|i| v.wrapping_sub(word(b, lo_at + 8 * (at + i))) >> 63).sum();
+            let at = (at + 7 - above as usize) & (ACL_INTERVALS - 1);
+            word(b, lo_at + 16 * ACL_INTERVALS + 8 * at)
+        };
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..400 {
+            let n = 1 + (next() as usize % ACL_INTERVALS);
+            let span = if round % 2 == 0 { u64::from(u32::MAX) } else { 300 };
+            let mut starts: Vec<u128> = (1..n).map(|_| u128::from(next() % span)).collect();
+            starts.push(0);
+            starts.sort_unstable();
+            starts.dedup();
+            let bits: Vec<u64> = (0..starts.len()).map(|_| next()).collect();
+            let t = super::super::acl::FieldTable { field: 2, starts: starts.clone(), bits: bits.clone() };
+            let b = encode_acl_field(&starts, &bits);
+            let mut probes: Vec<u32> = (0..64).map(|_| (next() % span) as u32).collect();
+            for &s in &starts {
+                let s = s as u32;
+                probes.extend([s, s.saturating_sub(1), s.saturating_add(1)]);
+            }
+            probes.push(u32::MAX);
+            for v in probes {
+                assert_eq!(search(&b, v), t.lookup(u128::from(v)), "n {} value {v}", starts.len());
+            }
         }
     }
 

@@ -115,8 +115,8 @@ pub struct LaneProgram {
     acl_sets: Array<MapData, [u8; ACL_SET_SIZE]>,
     acl_fields: Array<MapData, [u8; ACL_FIELD_SIZE]>,
     acl_hits: PerCpuArray<MapData, [u64; 2]>,
-    acl_cache: PerCpuArray<MapData, [u8; ACL_CBUCKET_SIZE]>,
-    /// Buckets of `acl_cache` (the map's size).
+    acl_cache: Array<MapData, [u8; ACL_CBUCKET_SIZE]>,
+    /// Buckets of `acl_cache` (per CPU times the possible CPUs: the map's size).
     acl_cache_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
     port_stats: PerCpuArray<MapData, u64>,
@@ -174,8 +174,15 @@ impl LaneProgram {
         let blocks = |n: u32| n.clamp(1, 1 << 24);
         let members = c.ecmp_members.div_ceil(BLOCK as u32).max(1);
         let cache_on = u32::from(cfg.acl_cache_buckets > 0);
-        let cache_buckets = cfg.acl_cache_buckets.clamp(1, 1 << 20).next_power_of_two();
-        let cache_mask = cache_buckets - 1;
+        let per_cpu = cfg.acl_cache_buckets.clamp(1, 1 << 20).next_power_of_two();
+        let cache_mask = per_cpu - 1;
+        // One slice of buckets per possible CPU (the program indexes its own).
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+        let cache_buckets = u32::try_from(cpus)
+            .ok()
+            .and_then(|c| c.checked_mul(per_cpu))
+            .filter(|&n| n.checked_mul(ACL_CBUCKET_SIZE as u32).is_some())
+            .ok_or_else(|| prog_err("lane_acl_cache", format!("{per_cpu} buckets x {cpus} CPUs is too large")))?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("lane_acl_cache", cache_buckets)
             .override_global("lane_acl_cache_mask", &cache_mask, true)
@@ -432,11 +439,8 @@ impl LaneProgram {
 
     /// Zeroes every ACL verdict cache entry (a zeroed entry matches no key).
     fn clear_acl_cache(&mut self) -> Result<(), XdpError> {
-        let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
         for i in 0..self.acl_cache_buckets {
-            let zero = PerCpuValues::try_from(vec![[0u8; ACL_CBUCKET_SIZE]; cpus])
-                .map_err(|e| prog_err("lane_acl_cache", e))?;
-            self.acl_cache.set(i, zero, 0).map_err(|e| prog_err("lane_acl_cache", e))?;
+            self.acl_cache.set(i, [0u8; ACL_CBUCKET_SIZE], 0).map_err(|e| prog_err("lane_acl_cache", e))?;
         }
         Ok(())
     }
