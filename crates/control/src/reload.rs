@@ -124,22 +124,7 @@ fn align(old: &Plan, mut new: Plan) -> Plan {
         slots[i] = Some(n);
     }
     let remap = |i: u16| map.get(usize::from(i)).copied().unwrap_or(i);
-    new.ifaces = slots
-        .into_iter()
-        .map(|s| {
-            s.unwrap_or_else(|| IfacePlan {
-                name: String::new(),
-                kind: IfacePlanKind::Removed,
-                v4: Vec::new(),
-                v6: Vec::new(),
-                mtu: None,
-                mac: None,
-                up: false,
-                acl_in: None,
-                acl_out: None,
-            })
-        })
-        .collect();
+    new.ifaces = slots.into_iter().map(|s| s.unwrap_or_else(crate::ifset::removed_plan)).collect();
     for f in &mut new.ifaces {
         if let IfacePlanKind::Vlan { parent, .. } = &mut f.kind {
             *parent = usize::from(remap(*parent as u16));

@@ -63,10 +63,8 @@ fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -
     }
 }
 
-#[test]
-fn a_memory_port_reaches_linux_through_its_tap() {
-    let Some(_ns) = enter_fresh_netns("tlinuxtap") else { return };
-    let cfg = r#"
+/// One memory port, "lan", with Linux owning the exceptions through a TAP.
+const LAN_TAP: &str = r#"
 [[interface]]
 name = "lan"
 driver = "memory"
@@ -77,6 +75,11 @@ addresses = ["10.0.1.1/24"]
 mode = "linux"
 exception = "tap"
 "#;
+
+#[test]
+fn a_memory_port_reaches_linux_through_its_tap() {
+    let Some(_ns) = enter_fresh_netns("tlinuxtap") else { return };
+    let cfg = LAN_TAP;
     let plan = config::parse(cfg, "t.toml", Path::new(".")).expect("config");
     let mut router = Router::start(plan).expect("router");
     assert_eq!(tern_io::netdev::mac("tern-lan").expect("the TAP exists"), TERN);
@@ -290,17 +293,7 @@ fn a_vlan_added_live_gets_its_tap_and_loses_it_when_removed() {
     let dir = std::env::temp_dir().join(&ns.0);
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tern.toml");
-    let base = r#"
-[[interface]]
-name = "lan"
-driver = "memory"
-mac = "02:00:00:00:01:01"
-addresses = ["10.0.1.1/24"]
-
-[linux]
-mode = "linux"
-exception = "tap"
-"#;
+    let base = LAN_TAP;
     let vlan = "\n[[interface]]\nname = \"lan.7\"\nparent = \"lan\"\nvlan = 7\naddresses = [\"10.0.7.1/24\"]\n";
     let plan = config::parse(base, "tern.toml", &dir).expect("config");
     let mut router = Router::start(plan).expect("router");
