@@ -50,6 +50,17 @@ fn enter_fresh_netns(prefix: &str) -> Option<Ns> {
     Some(ns)
 }
 
+/// Drives the control loop until the kernel mirror has given `tap` the
+/// address `addr`.
+fn await_tap_address(router: &mut Router, tap: &str, addr: Ipv4Addr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tern_io::netdev::addresses(tap).expect("addresses").iter().any(|a| a.addr == addr) {
+        router.poll();
+        assert!(Instant::now() < deadline, "{addr} never reached {tap}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Drives the control loop until `iface` sent a frame `want` accepts.
 fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -85,12 +96,7 @@ fn a_memory_port_reaches_linux_through_its_tap() {
     assert_eq!(tern_io::netdev::mac("tern-lan").expect("the TAP exists"), TERN);
     let (ours, host) = (Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 2));
     // The kernel mirror gives the kernel the configured address on the TAP.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !tern_io::netdev::addresses("tern-lan").expect("addresses").iter().any(|a| a.addr == ours) {
-        router.poll();
-        assert!(Instant::now() < deadline, "10.0.1.1 never reached tern-lan");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    await_tap_address(&mut router, "tern-lan", ours);
 
     // ARP for the router's address: Linux answers, with the TAP's (the
     // interface's) MAC.
@@ -153,12 +159,7 @@ exception = "tap"
     let mut router = Router::start(plan).expect("router");
     assert_eq!(tern_io::netdev::mac("tern-lan.7").expect("the sub-interface's TAP exists"), TERN);
     let (ours, host) = (Ipv4Addr::new(10, 0, 7, 1), Ipv4Addr::new(10, 0, 7, 2));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !tern_io::netdev::addresses("tern-lan.7").expect("addresses").iter().any(|a| a.addr == ours) {
-        router.poll();
-        assert!(Instant::now() < deadline, "10.0.7.1 never reached tern-lan.7");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    await_tap_address(&mut router, "tern-lan.7", ours);
     let on_parent = tern_io::netdev::addresses("tern-lan").expect("addresses");
     assert!(!on_parent.iter().any(|a| a.addr == ours), "the parent's TAP holds the VLAN's address");
 
@@ -306,12 +307,7 @@ fn a_vlan_added_live_gets_its_tap_and_loses_it_when_removed() {
     assert!(r.changes.iter().any(|c| c == "interface lan.7 added with TAP tern-lan.7"), "{:?}", r.changes);
     assert_eq!(tern_io::netdev::mac("tern-lan.7").expect("the new TAP exists"), TERN);
     let (ours, host) = (Ipv4Addr::new(10, 0, 7, 1), Ipv4Addr::new(10, 0, 7, 2));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !tern_io::netdev::addresses("tern-lan.7").expect("addresses").iter().any(|a| a.addr == ours) {
-        router.poll();
-        assert!(Instant::now() < deadline, "10.0.7.1 never reached tern-lan.7");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    await_tap_address(&mut router, "tern-lan.7", ours);
     let port = &router.mem_ports("lan").expect("lan")[0];
     assert!(port.inject(&eth_vlan([0xff; 6], HOST, 7, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
     let reply = await_frame(&mut router, "lan", |f| {
