@@ -18,7 +18,8 @@ use serde::Serialize;
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, fmt_mac, have_program};
 use crate::topology::{
-    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, SINK_V4, SINK_V6, TEST_NET_V4, TEST_NET_V6,
+    Chain, DUT_IN, DUT_IN_V4, DUT_IN_V6, DUT_OUT, DUT_OUT_V4, DUT_OUT_V6, GEN_DEV, GEN_V4, SINK_V4, SINK_V6,
+    TEST_NET_V4, TEST_NET_V6,
 };
 
 /// A kind of device under test.
@@ -32,6 +33,12 @@ pub enum DutKind {
     TernXdp,
     /// tern with lane = "afxdp" (the userspace engine over AF_XDP).
     TernAfxdp,
+    /// tern on AF_XDP with a spinning worker that busy-polls the ingress
+    /// NAPI (`idle = "spin"`). A veth links no NAPI to its queues, so the
+    /// tester teaches tern's helper socket the NAPI id with a few UDP
+    /// broadcasts to port 9 from the generator's namespace, and waits for
+    /// tern to say busy polling engaged.
+    TernAfxdpBusy,
     /// tern with lane = "afpacket" (the userspace engine over AF_PACKET).
     TernAfpacket,
     /// Linux kernel forwarding (ip_forward=1).
@@ -51,7 +58,7 @@ impl DutKind {
         match self {
             DutKind::Tern => Some("auto"),
             DutKind::TernXdp => Some("xdp"),
-            DutKind::TernAfxdp => Some("afxdp"),
+            DutKind::TernAfxdp | DutKind::TernAfxdpBusy => Some("afxdp"),
             DutKind::TernAfpacket => Some("afpacket"),
             _ => None,
         }
@@ -63,12 +70,18 @@ impl DutKind {
             DutKind::Tern => "tern",
             DutKind::TernXdp => "tern-xdp",
             DutKind::TernAfxdp => "tern-afxdp",
+            DutKind::TernAfxdpBusy => "tern-afxdp-busy",
             DutKind::TernAfpacket => "tern-afpacket",
             DutKind::Linux => "linux",
             DutKind::LinuxNft => "linux-nft",
             DutKind::Testpmd => "testpmd",
             DutKind::TestpmdAfxdp => "testpmd-afxdp",
         }
+    }
+
+    /// tern with a busy-polling worker (see [`DutKind::TernAfxdpBusy`]).
+    pub fn busy_polls(self) -> bool {
+        self == DutKind::TernAfxdpBusy
     }
 
     /// DPDK testpmd, over either vdev.
@@ -202,8 +215,9 @@ pub fn setup(
     let dut = chain.dut.as_ref().ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
     match kind {
         DutKind::Linux | DutKind::LinuxNft => setup_linux(kind, chain, dut, needs, place, work_dir),
-        DutKind::Tern | DutKind::TernXdp | DutKind::TernAfxdp | DutKind::TernAfpacket => {
-            setup_tern(chain, dut, needs, place, tern_bin, work_dir, kind.tern_driver().unwrap_or("auto"))
+        DutKind::Tern | DutKind::TernXdp | DutKind::TernAfxdp | DutKind::TernAfxdpBusy | DutKind::TernAfpacket => {
+            let driver = kind.tern_driver().unwrap_or("auto");
+            setup_tern(chain, dut, needs, place, tern_bin, work_dir, driver, kind.busy_polls())
         }
         DutKind::Testpmd => setup_testpmd(chain, dut, needs, place, work_dir, "af_packet"),
         DutKind::TestpmdAfxdp => setup_testpmd(chain, dut, needs, place, work_dir, "af_xdp"),
@@ -372,9 +386,10 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 }
 
 /// tern's TOML configuration for a scenario.
-pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str) -> String {
+pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str, spin: bool) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# written by tern bench rfc2544\n[dataplane]\nworkers = 1\ncpus = [{dut_cpu}]\n");
+    let _ = writeln!(s, "# written by tern bench rfc2544\n[dataplane]\nworkers = 1\ncpus = [{dut_cpu}]");
+    let _ = writeln!(s, "idle = \"{}\"\n", if spin { "spin" } else { "sleep" });
     let acl = match needs.firewall {
         Firewall::None => None,
         _ => Some("FW50"),
@@ -412,14 +427,16 @@ pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str) -> String {
     s
 }
 
+#[allow(clippy::too_many_arguments)]
 fn setup_tern(
-    _chain: &Chain,
+    chain: &Chain,
     dut: &Netns,
     needs: &DutNeeds,
     place: Placement,
     tern_bin: Option<&Path>,
     work_dir: &Path,
     driver: &str,
+    busy: bool,
 ) -> Result<Setup> {
     let bin = match tern_bin {
         Some(b) => b.to_path_buf(),
@@ -433,7 +450,7 @@ fn setup_tern(
     dut.sysctl("net.ipv4.ip_forward", "0")?;
     dut.sysctl("net.ipv6.conf.all.forwarding", "0")?;
     prepare_ingress(dut, place)?;
-    let cfg = tern_config(needs, place.dut_cpu, driver);
+    let cfg = tern_config(needs, place.dut_cpu, driver, busy);
     let cfg_path = work_dir.join(format!("{}-tern.toml", dut.name()));
     write_file(&cfg_path, &cfg)?;
     let log = work_dir.join(format!("{}-tern.log", dut.name()));
@@ -474,17 +491,68 @@ fn setup_tern(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    Ok(Setup::Running(DutHandle {
-        child: Some(child),
-        log: Some(log),
-        description: format!(
+    let description = if busy {
+        if let Err(e) = teach_napi_id(chain, &log, Duration::from_secs(10)) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        format!(
+            "{} run --config {} (1 worker on cpu {}, idle = spin), busy polling the {DUT_IN} NAPI",
+            bin.display(),
+            cfg_path.display(),
+            place.dut_cpu
+        )
+    } else {
+        format!(
             "{} run --config {} (1 worker on cpu {}), {DUT_IN} NAPI thread on cpu {}",
             bin.display(),
             cfg_path.display(),
             place.dut_cpu,
             place.dut_cpu
-        ),
-    }))
+        )
+    };
+    Ok(Setup::Running(DutHandle { child: Some(child), log: Some(log), description }))
+}
+
+/// What tern logs once a port busy-polls (crates/xdp/src/busy.rs).
+const BUSY_ENGAGED: [&str; 2] = ["busy polling through the helper socket", "busy polling on the XSK"];
+
+/// Sends UDP datagrams to 255.255.255.255:9 from the generator's namespace
+/// until tern's log says busy polling engaged. A veth links no NAPI to its
+/// queues, so the XSK never learns one; tern's helper socket on the ingress
+/// device learns it from these (its XDP program passes limited broadcast to
+/// the kernel). Checksum offload goes off on the generator's device first: a
+/// partial checksum would not survive the veth's XDP path.
+fn teach_napi_id(chain: &Chain, log: &Path, within: Duration) -> Result<()> {
+    chain.gen_ns.exec("ethtool", &["-K", GEN_DEV, "tx", "off"])?;
+    // setns changes the calling thread only: probe from a thread of our own.
+    std::thread::scope(|scope| {
+        let probe = scope.spawn(|| -> Result<()> {
+            chain.gen_ns.enter_current_thread()?;
+            let sock = std::net::UdpSocket::bind((GEN_V4, 0)).map_err(|e| BenchError::io("probe socket", e))?;
+            sock.set_broadcast(true).map_err(|e| BenchError::io("SO_BROADCAST", e))?;
+            let deadline = Instant::now() + within;
+            loop {
+                sock.send_to(b"tern napi probe", (std::net::Ipv4Addr::BROADCAST, 9))
+                    .map_err(|e| BenchError::io("send a NAPI probe", e))?;
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                if BUSY_ENGAGED.iter().any(|m| text.contains(m)) {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    return Err(BenchError::Dut(format!(
+                        "tern did not start busy polling within {} s of UDP probes (log {})",
+                        within.as_secs(),
+                        log.display()
+                    )));
+                }
+                // Pacing of the probes; the condition is the log line above.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        probe.join().map_err(|_| BenchError::Dut("NAPI probe thread panicked".into()))?
+    })
 }
 
 /// testpmd in MAC forwarding mode over two `vdev` ("af_packet" or
@@ -560,8 +628,9 @@ mod tests {
     #[test]
     fn tern_config_is_valid_toml_with_the_scenario() {
         let t: toml::Value =
-            toml::from_str(&tern_config(&needs(Firewall::Drop50, false, true), 1, "auto")).expect("toml");
+            toml::from_str(&tern_config(&needs(Firewall::Drop50, false, true), 1, "auto", false)).expect("toml");
         assert_eq!(t["dataplane"]["cpus"][0].as_integer(), Some(1));
+        assert_eq!(t["dataplane"]["idle"].as_str(), Some("sleep"));
         let ifs = t["interface"].as_array().expect("interfaces");
         assert_eq!(ifs.len(), 2);
         assert_eq!(ifs[0]["device"].as_str(), Some(DUT_IN));
@@ -576,7 +645,9 @@ mod tests {
         assert!(t.get("tunnel").is_none());
 
         let t: toml::Value =
-            toml::from_str(&tern_config(&needs(Firewall::Drop50DefaultDeny, true, false), 0, "afxdp")).expect("toml");
+            toml::from_str(&tern_config(&needs(Firewall::Drop50DefaultDeny, true, false), 0, "afxdp", true))
+                .expect("toml");
+        assert_eq!(t["dataplane"]["idle"].as_str(), Some("spin"));
         assert_eq!(t["acl"][0]["default"].as_str(), Some("drop"));
         let rules = t["acl"][0]["rule"].as_array().expect("rules");
         assert_eq!(rules.len(), 51);
@@ -586,7 +657,7 @@ mod tests {
         assert_eq!(t["route"][0]["via"].as_str(), Some("192.168.255.2"));
 
         let t: toml::Value =
-            toml::from_str(&tern_config(&needs(Firewall::None, false, false), 1, "afpacket")).expect("toml");
+            toml::from_str(&tern_config(&needs(Firewall::None, false, false), 1, "afpacket", false)).expect("toml");
         assert!(t.get("acl").is_none());
         assert!(t["interface"][0].get("acl_in").is_none());
     }

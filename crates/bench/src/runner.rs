@@ -241,7 +241,9 @@ impl Ctx<'_> {
         // DUT's SCHED_FIFO threads (tern's control thread loading a full
         // table) and lost frames at any rate. Once tern runs, the ingress
         // NAPI is set up again.
-        let mut napi_again = kind.is_some_and(|k| k.tern_driver().is_some());
+        // Not for a busy-polling tern: it turned the ingress NAPI's thread
+        // off to drive that NAPI from its worker.
+        let mut napi_again = kind.is_some_and(|k| k.tern_driver().is_some() && !k.busy_polls());
         for (size_idx, size) in self.scenario.sizes.clone().into_iter().enumerate() {
             let prof = profile(self.scenario, size, chain.gen_link.mac, chain.first_hop.mac);
             let slots = prof.slots()?;
