@@ -517,6 +517,21 @@ impl Worker {
             self.pool.free_all(q);
             q.clear();
         }
+        // What each port's driver counted over the run, kernel ring drops
+        // included: where frames were lost shows without the API.
+        for b in &self.ports {
+            let s = b.port.stats();
+            log::info!(
+                "worker {}: {}: rx {} (dropped {}), tx {} (dropped {}), errors {}",
+                self.cfg.id,
+                b.port.name(),
+                s.rx_packets,
+                s.rx_dropped,
+                s.tx_packets,
+                s.tx_dropped,
+                s.errors
+            );
+        }
         log::info!("worker {} stopped", self.cfg.id);
     }
 
