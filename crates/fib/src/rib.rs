@@ -371,7 +371,14 @@ impl<K: CellKey> PrefixMap<K> {
     fn grow(&mut self) {
         let n = (self.cells.len() * 2).max(16);
         let empty = Cell { key: K::EMPTY, slot: RibSlot::default() };
-        let old = std::mem::replace(&mut self.cells, vec![empty; n]);
+        // Every update touches a random cell of a table of tens of MiB:
+        // with 4 KiB pages, a TLB miss each time. Huge pages are asked for
+        // before the cells are first written (the allocation is untouched
+        // until then), as for the trie's arrays.
+        let mut cells = Vec::with_capacity(n);
+        tern_intrin::advise_hugepages(cells.spare_capacity_mut());
+        cells.resize(n, empty);
+        let old = std::mem::replace(&mut self.cells, cells);
         let mask = n - 1;
         for c in old.into_iter().filter(|c| c.key != K::EMPTY) {
             let mut i = c.key.hash() as usize & mask;

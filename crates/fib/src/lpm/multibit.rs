@@ -401,11 +401,16 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     const OWN_WORDS: usize = (2usize << STRIDE).div_ceil(64);
 
     pub fn new(v6: bool, arrays: &MultibitArrays<TOP, STRIDE>) -> Self {
+        // Huge pages for the writer's large arrays too (16 MiB of IPv4 top
+        // depths, 4 MiB of present bits: a random line of each per update),
+        // asked for before `touch_pages` first writes them.
         let mut top_depth = vec![0; 1 << TOP];
+        tern_intrin::advise_hugepages(&top_depth);
         touch_pages(&mut top_depth);
         let mut present: Vec<Vec<[u64; 8]>> =
             (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect();
         for band in &mut present {
+            tern_intrin::advise_hugepages(band);
             touch_pages(band);
         }
         MultibitWriter {
