@@ -354,8 +354,9 @@ impl FibWriter {
         a.distance.unwrap_or(if s == Source::Kernel { self.cfg.kernel_distance } else { s.default_distance() })
     }
 
-    /// Starts loading the trie lines an update of `p` touches, so they
-    /// arrive while the RIB's hash table misses.
+    /// Starts loading the lines an update of `p` touches first: its RIB
+    /// cell and the trie's top-level lines, so that their misses overlap
+    /// (a single call) or arrive before the update (a batch, `apply`).
     fn prefetch(&self, p: &Prefix) {
         self.rib.prefetch(p);
         if p.is_v4() {
