@@ -18,6 +18,12 @@ impl DirtyBits {
         self.0[w] |= 1 << (i % 64);
     }
 
+    /// Starts loading the word of bit `i`.
+    #[inline]
+    pub(crate) fn prefetch(&self, i: usize) {
+        tern_intrin::prefetch_index(&self.0, i / 64);
+    }
+
     /// Marks `lo..hi` a word at a time (the writer rewrites runs of up to
     /// 2^24 top entries for one short prefix).
     pub(crate) fn mark_range(&mut self, lo: usize, hi: usize) {

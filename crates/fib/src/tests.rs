@@ -417,6 +417,11 @@ mod writer_against_reference {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Operations go one call each (`add_route`, `del_route`) or into
+        /// batches of 1-24 (`apply`, which prefetches several operations
+        /// ahead: a batch may add, delete and re-add one prefix inside its
+        /// window); the reference is updated in order, and batches are
+        /// applied before every check and every single call.
         #[test]
         fn interleaved_routes_match_the_reference(v6 in any::<bool>(), seed in any::<u64>(), n in 50usize..300) {
             let (mut w, r) = fib();
@@ -424,15 +429,25 @@ mod writer_against_reference {
             let mut rng = seed | 1;
             let mut live: Vec<Prefix> = Vec::new();
             let width = if v6 { 128 } else { 32 };
+            let mut batch: Vec<RouteOp> = Vec::new();
+            let mut batch_max = 1 + next(&mut rng) as usize % 24;
+            let flush = |w: &mut FibWriter, batch: &mut Vec<RouteOp>| {
+                if !batch.is_empty() {
+                    let rep = w.apply(std::mem::take(batch));
+                    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+                }
+            };
             for i in 0..n {
                 let op = next(&mut rng) % 8;
+                let batched = !next(&mut rng).is_multiple_of(3);
                 if op < 5 || live.is_empty() {
                     let q = prefix(&mut rng, v6);
                     let k = next(&mut rng) % 6;
                     let t = RouteTarget::Via { gw: gw(v6, k), ifindex: Some(1) };
-                    if op == 4 {
-                        w.apply([RouteOp::Add(Source::Fpm, q, t, A)]);
+                    if batched {
+                        batch.push(RouteOp::Add(Source::Fpm, q, t, A));
                     } else {
+                        flush(&mut w, &mut batch);
                         w.add_route(Source::Fpm, q, t, A).expect("room");
                     }
                     naive.insert(q.bits128(), q.len(), k as NhId + 1);
@@ -440,15 +455,21 @@ mod writer_against_reference {
                 } else {
                     let q = live.swap_remove(next(&mut rng) as usize % live.len());
                     if naive.remove(q.bits128(), q.len()).is_some() {
-                        if op == 7 {
-                            w.apply([RouteOp::Del(Source::Fpm, q)]);
+                        if batched {
+                            batch.push(RouteOp::Del(Source::Fpm, q));
                         } else {
+                            flush(&mut w, &mut batch);
                             w.del_route(Source::Fpm, q).expect("present");
                         }
                     }
                     live.retain(|x| *x != q);
                 }
+                if batch.len() >= batch_max {
+                    flush(&mut w, &mut batch);
+                    batch_max = 1 + next(&mut rng) as usize % 24;
+                }
                 if i % 16 == 0 {
+                    flush(&mut w, &mut batch);
                     for q in &live {
                         let host = !mask128(q.len()) & mask128(width);
                         check(&r, &naive, q.bits128(), v6);
@@ -457,6 +478,7 @@ mod writer_against_reference {
                     }
                 }
             }
+            flush(&mut w, &mut batch);
             for q in &live {
                 check(&r, &naive, q.bits128(), v6);
             }

@@ -186,6 +186,15 @@ pub enum RouteOp {
     Del(Source, Prefix),
 }
 
+impl RouteOp {
+    /// The prefix the operation changes.
+    pub fn prefix(&self) -> &Prefix {
+        match self {
+            RouteOp::Add(_, p, _, _) | RouteOp::Del(_, p) => p,
+        }
+    }
+}
+
 /// Why a route operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FibError {

@@ -347,6 +347,30 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     dirty_nodes: DirtyBits,
 }
 
+/// Where a walk ahead of an update (`MultibitWriter::walk_step`) is: at
+/// the top entry (`off` 0), or at block `node` whose chunk starts at `off`.
+#[derive(Clone, Copy, Default)]
+pub struct Walk {
+    node: u32,
+    off: u32,
+    done: bool,
+}
+
+impl Walk {
+    /// The walk for a prefix of `len` bits: none (done) when the prefix
+    /// ends in the top level (all of IPv4 up to /24).
+    #[inline]
+    pub fn new<const TOP4: u32, const TOP6: u32>(v4: bool, len: u8) -> Walk {
+        let top = if v4 { TOP4 } else { TOP6 };
+        Walk { node: 0, off: 0, done: u32::from(len) <= top }
+    }
+
+    #[inline]
+    pub fn done(&self) -> bool {
+        self.done
+    }
+}
+
 /// Writes every 4 KiB page of a freshly zeroed allocation. The allocator
 /// hands out large zeroed blocks as untouched pages, and the writer reads
 /// its bookkeeping before writing it: that first read maps the shared zero
@@ -377,11 +401,16 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     const OWN_WORDS: usize = (2usize << STRIDE).div_ceil(64);
 
     pub fn new(v6: bool, arrays: &MultibitArrays<TOP, STRIDE>) -> Self {
+        // Huge pages for the writer's large arrays too (16 MiB of IPv4 top
+        // depths, 4 MiB of present bits: a random line of each per update),
+        // asked for before `touch_pages` first writes them.
         let mut top_depth = vec![0; 1 << TOP];
+        tern_intrin::advise_hugepages(&top_depth);
         touch_pages(&mut top_depth);
         let mut present: Vec<Vec<[u64; 8]>> =
             (0..TOP.div_ceil(8)).map(|b| vec![[0u64; 8]; 1usize << (8 * b)]).collect();
         for band in &mut present {
+            tern_intrin::advise_hugepages(band);
             touch_pages(band);
         }
         MultibitWriter {
@@ -440,15 +469,60 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let t = (bits >> (128 - TOP)) as usize;
         tern_intrin::prefetch_index(&a.top, t);
         tern_intrin::prefetch_index(&self.top_depth, t);
+        self.dirty_top.prefetch(t);
         let len = u32::from(len);
         if (1..=TOP).contains(&len) {
+            // TOP <= 64 (both families): the roots are in the key's top
+            // 64 bits, so u64 shifts do (a u128 shift by a variable is a
+            // dozen instructions).
+            const { assert!(TOP <= 64) };
+            let hi = (bits >> 64) as u64;
             for b in 1..=(len - 1) / 8 {
-                let root = (bits >> (128 - 8 * b)) as usize;
-                if let Some(v) = self.present.get(b as usize) {
-                    tern_intrin::prefetch_index(v, root);
+                if let Some(band) = self.present.get(b as usize) {
+                    tern_intrin::prefetch_index(band, (hi >> (64 - 8 * b)) as usize);
                 }
             }
         }
+    }
+
+    /// One step of a walk down the trie ahead of an update of (`bits`,
+    /// `len`), which a batch (`FibWriter::apply`) takes for each operation
+    /// in its window once per operation applied: reads the entry the
+    /// previous step prefetched (the top entry: `prefetch`) and, if it
+    /// leads to a child block, prefetches that block's entry on the path,
+    /// its writer-side facts (meta, depths, and own-prefix bits when the
+    /// prefix ends there). A deep IPv6 prefix (a /48 is four blocks down)
+    /// thus has its blocks loaded one level per step, overlapped with the
+    /// operations applied meanwhile, instead of one miss after another
+    /// when it is applied. Only a hint: operations applied in between may
+    /// change the path, and the update itself walks it again.
+    #[inline]
+    pub fn walk_step(&self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8, w: &mut Walk) {
+        let len = u32::from(len);
+        let ends_here = if w.off == 0 { len <= TOP } else { len <= w.off + STRIDE };
+        if w.done || ends_here {
+            w.done = true;
+            return;
+        }
+        let (e, off) = if w.off == 0 {
+            (a.top_entry((bits >> (128 - TOP)) as usize), TOP)
+        } else {
+            (a.entry(w.node, chunk128(bits, w.off, STRIDE)), w.off + STRIDE)
+        };
+        if e & CHILD == 0 {
+            w.done = true;
+            return;
+        }
+        let n = e & !CHILD;
+        let slot = ((n as usize) << STRIDE) | chunk128(bits, off, STRIDE);
+        tern_intrin::prefetch_index(&a.nodes, slot);
+        tern_intrin::prefetch_index(&self.meta, n as usize);
+        tern_intrin::prefetch_index(&self.depth, slot);
+        if len <= off + STRIDE {
+            tern_intrin::prefetch_index(&self.own, n as usize * Self::OWN_WORDS);
+        }
+        w.node = n;
+        w.off = off;
     }
 
     /// Which parts of the arrays were written since the last call.
