@@ -186,7 +186,8 @@ impl RibSlot {
 pub(crate) trait CellKey: Copy + Eq {
     /// The key of an empty cell (a length no prefix has).
     const EMPTY: Self;
-    fn hash(&self) -> u64;
+    /// The key's hash under the table's `seed`.
+    fn hash(&self, seed: u64) -> u64;
 }
 
 /// An IPv4 key: address << 8 | length.
@@ -195,8 +196,8 @@ type K4 = u64;
 impl CellKey for K4 {
     const EMPTY: K4 = u64::MAX;
     #[inline]
-    fn hash(&self) -> u64 {
-        fmix64(*self)
+    fn hash(&self, seed: u64) -> u64 {
+        fmix64(*self ^ seed)
     }
 }
 
@@ -210,8 +211,8 @@ struct K6 {
 impl CellKey for K6 {
     const EMPTY: K6 = K6 { hi: u64::MAX, lo: u64::MAX, len: u8::MAX };
     #[inline]
-    fn hash(&self) -> u64 {
-        fmix64(self.hi ^ self.lo.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(self.len))
+    fn hash(&self, seed: u64) -> u64 {
+        fmix64(self.hi ^ seed ^ self.lo.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(self.len))
     }
 }
 
@@ -263,14 +264,21 @@ const _: () = assert!(std::mem::size_of::<Cell<K4>>() == 32 && std::mem::size_of
 /// walks stay short (a full IPv4 table: 2^21 cells of 32 bytes, 64 MiB,
 /// against hashbrown's 2^20 buckets of 41, 41 MiB; IPv6 2^19 cells of 64
 /// bytes, 32 MiB, against 2^18 of 57, 14.6 MiB).
+///
+/// The hash is keyed with a seed drawn per table (from std's `RandomState`,
+/// which the OS seeds): prefixes come from peers, and a BGP peer that knew
+/// the hash could announce prefixes that all land in one run and make every
+/// update walk it.
 pub(crate) struct PrefixMap<K> {
     cells: Vec<Cell<K>>,
     len: usize,
+    seed: u64,
 }
 
 impl<K: CellKey> Default for PrefixMap<K> {
     fn default() -> Self {
-        PrefixMap { cells: Vec::new(), len: 0 }
+        use std::hash::{BuildHasher, RandomState};
+        PrefixMap { cells: Vec::new(), len: 0, seed: RandomState::new().hash_one(0x7465_726e_u64) }
     }
 }
 
@@ -287,7 +295,7 @@ impl<K: CellKey> PrefixMap<K> {
         if self.cells.is_empty() {
             return None;
         }
-        let mut i = k.hash() as usize & mask;
+        let mut i = k.hash(self.seed) as usize & mask;
         loop {
             let c = self.cells.get(i)?;
             if c.key == *k {
@@ -303,7 +311,7 @@ impl<K: CellKey> PrefixMap<K> {
     /// Starts loading the lines a lookup of `k` reads first.
     #[inline]
     pub(crate) fn prefetch(&self, k: &K) {
-        let i = k.hash() as usize & self.mask();
+        let i = k.hash(self.seed) as usize & self.mask();
         tern_intrin::prefetch_index(&self.cells, i);
     }
 
@@ -323,7 +331,7 @@ impl<K: CellKey> PrefixMap<K> {
             self.grow();
         }
         let mask = self.mask();
-        let mut i = k.hash() as usize & mask;
+        let mut i = k.hash(self.seed) as usize & mask;
         while let Some(key) = self.cells.get(i).map(|c| c.key) {
             if key == k {
                 break;
@@ -360,7 +368,7 @@ impl<K: CellKey> PrefixMap<K> {
             if key == K::EMPTY {
                 return;
             }
-            let home = key.hash() as usize & mask;
+            let home = key.hash(self.seed) as usize & mask;
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
                 self.cells.swap(hole, j);
                 hole = j;
@@ -381,7 +389,7 @@ impl<K: CellKey> PrefixMap<K> {
         let old = std::mem::replace(&mut self.cells, cells);
         let mask = n - 1;
         for c in old.into_iter().filter(|c| c.key != K::EMPTY) {
-            let mut i = c.key.hash() as usize & mask;
+            let mut i = c.key.hash(self.seed) as usize & mask;
             while self.cells.get(i).is_some_and(|x| x.key != K::EMPTY) {
                 i = (i + 1) & mask;
             }
@@ -630,13 +638,31 @@ mod tests {
     }
 
     #[test]
+    fn prefix_maps_hash_with_their_own_seeds() {
+        // Keys chosen to share one home cell under one table's seed (what a
+        // peer that knew an unkeyed hash could announce) scatter in another.
+        let a: PrefixMap<K4> = PrefixMap::default();
+        let b: PrefixMap<K4> = PrefixMap::default();
+        assert_ne!(a.seed, b.seed);
+        let mask = (1usize << 16) - 1;
+        let home = |m: &PrefixMap<K4>, k: u64| k.hash(m.seed) as usize & mask;
+        let target = home(&a, 24);
+        let chosen: Vec<u64> = (0..u64::MAX).map(|i| i << 8 | 24).filter(|k| home(&a, *k) == target).take(64).collect();
+        assert_eq!(chosen.len(), 64);
+        let mut homes: Vec<usize> = chosen.iter().map(|k| home(&b, *k)).collect();
+        homes.sort_unstable();
+        homes.dedup();
+        assert!(homes.len() > 56, "only {} distinct homes under the other seed", homes.len());
+    }
+
+    #[test]
     fn prefix_map_shifts_back_across_the_end() {
         // Keys whose home is the table's last cell: their run wraps to the
         // start, and removing the first must pull the others back.
         let mut m: PrefixMap<K4> = PrefixMap::default();
         m.entry(0).installed = 1;
         let last = m.mask();
-        let keys: Vec<u64> = (1..100_000u64).filter(|k| k.hash() as usize & last == last).take(3).collect();
+        let keys: Vec<u64> = (1..100_000u64).filter(|k| k.hash(m.seed) as usize & last == last).take(3).collect();
         assert_eq!(keys.len(), 3);
         for (i, k) in keys.iter().enumerate() {
             m.entry(*k).installed = i as NhId + 10;
