@@ -112,6 +112,9 @@ pub struct LaneProgram {
     tunnels: HashMap<MapData, [u8; TUN_KEY_SIZE], u16>,
     local4: HashMap<MapData, u32, u8>,
     local6: HashMap<MapData, u128, u8>,
+    /// The addresses in `local4` / `local6` (LCFG_LOCAL4/6 say whether
+    /// there are any, so that the program skips the lookup otherwise).
+    locals: std::collections::HashSet<IpAddr>,
     acl_sets: Array<MapData, [u8; ACL_SET_SIZE]>,
     acl_fields: Array<MapData, [u8; ACL_FIELD_SIZE]>,
     acl_hits: PerCpuArray<MapData, [u64; 2]>,
@@ -119,7 +122,7 @@ pub struct LaneProgram {
     /// Buckets of `acl_cache` (per CPU times the possible CPUs: the map's size).
     acl_cache_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
-    port_stats: PerCpuArray<MapData, u64>,
+    port_stats: PerCpuArray<MapData, [u64; 4]>,
     tx: DevMap<MapData>,
     xsks: XskMap<MapData>,
     mirror: Option<FibMirror>,
@@ -147,6 +150,11 @@ where
 {
     let m = ebpf.take_map(name).ok_or_else(|| prog_err("object", format!("no map {name}")))?;
     T::try_from(m).map_err(|e| prog_err(name, e))
+}
+
+/// The `lane_cfg.flags` bit saying the family's local address map is in use.
+fn local_flag(addr: IpAddr) -> u32 {
+    if addr.is_ipv4() { LCFG_LOCAL4 } else { LCFG_LOCAL6 }
 }
 
 fn take_mapped(ebpf: &mut Ebpf, name: &str, len: usize) -> Result<(MappedArray, MapData), XdpError> {
@@ -223,6 +231,7 @@ impl LaneProgram {
             tunnels: take(&mut ebpf, "lane_tunnels")?,
             local4: take(&mut ebpf, "lane_local4")?,
             local6: take(&mut ebpf, "lane_local6")?,
+            locals: Default::default(),
             acl_sets: take(&mut ebpf, "lane_acl_sets")?,
             acl_fields: take(&mut ebpf, "lane_acl_fields")?,
             acl_hits: take(&mut ebpf, "lane_acl_hits")?,
@@ -381,11 +390,16 @@ impl LaneProgram {
 
     /// An address of the router whose traffic Linux keeps (Linux mode).
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
+        // The flag first: a packet that sees it before the address only
+        // looks up and misses, as it would without the flag.
+        self.set_flag(local_flag(addr), true)?;
         match addr {
             IpAddr::V4(a) => self.local4.insert(u32::from_ne_bytes(a.octets()), 1, 0),
             IpAddr::V6(a) => self.local6.insert(u128::from_ne_bytes(a.octets()), 1, 0),
         }
-        .map_err(|e| prog_err("local address maps", e))
+        .map_err(|e| prog_err("local address maps", e))?;
+        self.locals.insert(addr);
+        Ok(())
     }
 
     pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
@@ -393,7 +407,13 @@ impl LaneProgram {
             IpAddr::V4(a) => self.local4.remove(&u32::from_ne_bytes(a.octets())),
             IpAddr::V6(a) => self.local6.remove(&u128::from_ne_bytes(a.octets())),
         }
-        .map_err(|e| prog_err("local address maps", e))
+        .map_err(|e| prog_err("local address maps", e))?;
+        self.locals.remove(&addr);
+        // The flag last, once the family's map is empty.
+        if !self.locals.iter().any(|l| l.is_ipv4() == addr.is_ipv4()) {
+            self.set_flag(local_flag(addr), false)?;
+        }
+        Ok(())
     }
 
     /// The tables the program reads now.
@@ -596,15 +616,13 @@ impl LaneProgram {
 
     /// Packets the lane received and sent on tern port `port`.
     pub fn port_stats(&self, port: u16) -> Result<LanePortStats, XdpError> {
-        let get = |w: u32| -> Result<u64, XdpError> {
-            let v: PerCpuValues<u64> =
-                self.port_stats.get(&(u32::from(port) * 4 + w), 0).map_err(|e| prog_err("lane_port_stats", e))?;
-            Ok(v.iter().sum())
-        };
         if port >= MAX_PORTS {
             return Ok(LanePortStats::default());
         }
-        Ok(LanePortStats { rx_packets: get(0)?, rx_bytes: get(1)?, tx_packets: get(2)?, tx_bytes: get(3)? })
+        let v: PerCpuValues<[u64; 4]> =
+            self.port_stats.get(&u32::from(port), 0).map_err(|e| prog_err("lane_port_stats", e))?;
+        let sum = |w: usize| v.iter().fold(0u64, |a, c| a.wrapping_add(c[w]));
+        Ok(LanePortStats { rx_packets: sum(0), rx_bytes: sum(1), tx_packets: sum(2), tx_bytes: sum(3) })
     }
 
     /// The loaded lane program.
