@@ -169,6 +169,15 @@ impl LaneProgram {
     /// Fails with [`XdpError::Unavailable`] when this kernel or process
     /// cannot run it.
     pub fn load(cfg: &LaneConfig) -> Result<LaneProgram, XdpError> {
+        Self::load_object(cfg, LANE_OBJ)
+    }
+
+    /// [`LaneProgram::load`] with another build of `bpf/lane.c` (an ELF
+    /// object with the same maps and layouts): for benchmarks that time
+    /// variants of the program side by side (`examples/lane_bench.rs
+    /// --object`).
+    #[doc(hidden)]
+    pub fn load_object(cfg: &LaneConfig, object: &[u8]) -> Result<LaneProgram, XdpError> {
         if !grace_period_available() {
             return Err(XdpError::Unavailable {
                 why: Unavailable::KernelTooOld,
@@ -199,7 +208,7 @@ impl LaneProgram {
             .map_max_entries("lane_v6_nodes", blocks(c.v6_blocks))
             .map_max_entries("lane_nh", c.nexthops.max(2))
             .map_max_entries("lane_ecmp", members)
-            .load(LANE_OBJ)
+            .load(object)
             .map_err(|e| crate::error::object_load_error("XDP lane: ", &e))?;
         let p: &mut Xdp = crate::error::xdp_program_mut(&mut ebpf, "XDP lane: ", LANE_PROG_NAME)?;
         p.load().map_err(|e| match &e {
