@@ -210,9 +210,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LANE_MAX_PORTS * 4);
+	__uint(max_entries, LANE_MAX_PORTS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct lane_port_stats);
 } lane_port_stats SEC(".maps");
 
 // The outer IPv4 identification of GRE packets (gre-encap's `ident`).
@@ -280,13 +280,13 @@ struct st {
 	__u32 verdict;
 	__u32 reason; // counter id of a drop, punt or pass
 	__u16 rx_if;  // tern interface (after VLAN demux or decapsulation)
+	__u16 acl_in; // its input rule set (lane_if.acl_in), read with it
 	__u16 port;   // receiving port
 	__u16 vlan;   // 802.1Q id of the received frame (0: none)
 	__u8 decap;   // decapsulated a GRE packet
 	__u8 encap;   // encapsulated into GRE
 	__u8 multi;   // frame came to a multicast/broadcast MAC
 	__u8 inner_v6; // decapsulated: family of the inner header
-	__u8 pad[2];
 	__u32 inner;   // decapsulated: offset of the inner header
 	__u32 limit;   // end of the outer packet (its total length)
 	// The L3 header that is kept and forwarded.
@@ -342,12 +342,22 @@ static __always_inline void ctr_add(__u32 id, __u64 n)
 		*c += n; // per-CPU slot: no atomic needed
 }
 
-static __always_inline void port_add(__u32 port, __u32 what, __u64 n)
+static __always_inline void port_rx(__u32 port, __u64 bytes)
 {
-	__u32 k = port * 4 + what;
-	__u64 *c = bpf_map_lookup_elem(&lane_port_stats, &k);
-	if (c)
-		*c += n;
+	struct lane_port_stats *c = bpf_map_lookup_elem(&lane_port_stats, &port);
+	if (c) {
+		c->rx_packets += 1;
+		c->rx_bytes += bytes;
+	}
+}
+
+static __always_inline void port_tx(__u32 port, __u64 bytes)
+{
+	struct lane_port_stats *c = bpf_map_lookup_elem(&lane_port_stats, &port);
+	if (c) {
+		c->tx_packets += 1;
+		c->tx_bytes += bytes;
+	}
 }
 
 static __always_inline int done(struct st *s, __u32 verdict, __u32 reason)
@@ -361,19 +371,37 @@ static __always_inline int done(struct st *s, __u32 verdict, __u32 reason)
 #define PUNT(c) done(s, V_PUNT, C_##c)
 #define PASS(c) done(s, V_PASS, C_##c)
 
+// Big-endian reads with one load (and a byte swap) instead of one load
+// per byte: packet and map value pointers may be unaligned here, which the
+// verifier accepts where unaligned access is efficient (x86, arm64; the
+// lane's targets) and the JIT emits as plain loads.
 static __always_inline __u16 rd16(const __u8 *p)
 {
-	return ((__u16)p[0] << 8) | p[1];
+	return bpf_ntohs(*(const __u16 *)p);
 }
 
 static __always_inline __u32 rd32(const __u8 *p)
 {
-	return ((__u32)p[0] << 24) | ((__u32)p[1] << 16) | ((__u32)p[2] << 8) | p[3];
+	return bpf_ntohl(*(const __u32 *)p);
 }
 
 static __always_inline __u64 rd64(const __u8 *p)
 {
-	return ((__u64)rd32(p) << 32) | rd32(p + 4);
+	return __builtin_bswap64(*(const __u64 *)p);
+}
+
+// Copies a MAC address with two loads and two stores (unaligned, as
+// rd16/rd32), instead of six of each.
+static __always_inline void cp6(__u8 *d, const __u8 *p)
+{
+	*(__u32 *)d = *(const __u32 *)p;
+	*(__u16 *)(d + 4) = *(const __u16 *)(p + 4);
+}
+
+// Non-zero when the MAC addresses at `a` and `b` differ.
+static __always_inline __u32 mac_ne(const __u8 *a, const __u8 *b)
+{
+	return (*(const __u32 *)a ^ *(const __u32 *)b) | (*(const __u16 *)(a + 4) ^ *(const __u16 *)(b + 4));
 }
 
 static __always_inline void wr16(__u8 *p, __u16 v)
@@ -407,16 +435,26 @@ static __always_inline __u16 csum_update(__u16 c, __u16 old, __u16 new)
 	return ~csum_add16(csum_add16(~c & 0xffff, ~old & 0xffff), new) & 0xffff;
 }
 
-// Sum of the ten 16-bit words of an IPv4 header without options.
-static __always_inline __u32 csum20(const __u8 *p)
+// Sum of the ten 16-bit words of an IPv4 header without options, folded
+// to 16 bits, in the header's byte order (rd16 of it for the value): five
+// 32-bit loads summed in 64 bits, then folded; a one's complement sum
+// does not depend on the byte order it is taken in, only its result is
+// byte-swapped, so the "== 0xffff" check needs no swap.
+static __always_inline __u32 csum20_ne(const __u8 *p)
 {
-	__u32 s = 0;
-#pragma unroll
-	for (int i = 0; i < 20; i += 2)
-		s += rd16(p + i);
+	const __u32 *w = (const __u32 *)p;
+	__u64 s = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	return s;
+}
+
+// The same sum with the header's words read as big-endian numbers.
+static __always_inline __u32 csum20(const __u8 *p)
+{
+	return bpf_ntohs((__u16)csum20_ne(p));
 }
 
 // crates/nodes/src/util.rs flow_hash, on 128-bit addresses as (hi, lo).
@@ -583,17 +621,16 @@ static __always_inline void acl_ckey_pack(struct acl_ckey *c, const struct acl_k
 }
 #undef CK
 
-// Independent multiplies (they pipeline), one final mix: collisions only
-// cost a classification, since a hit compares the whole key.
+// Collisions only cost a classification, since a hit compares the whole
+// key: the six words and the table are folded with rotations into two
+// (an IPv4 address pair into one word's halves), two independent
+// multiplies (they pipeline) and one final mix, three multiplies in all
+// (eight before, one per word).
 static __always_inline __u64 acl_ckey_hash(const struct acl_ckey *c, __u32 base1)
 {
-	__u64 x = c->w[0] * 0x9e3779b97f4a7c15ull;
-	x ^= c->w[1] * 0xc2b2ae3d27d4eb4full;
-	x ^= c->w[2] * 0x165667b19e3779f9ull;
-	x ^= c->w[3] * 0xd6e8feb86659fd93ull;
-	x ^= c->w[4] * 0xbf58476d1ce4e5b9ull;
-	x ^= c->w[5] * 0x94d049bb133111ebull;
-	x ^= (__u64)base1 * 0xff51afd7ed558ccdull;
+	__u64 a = c->w[1] ^ rotl64(c->w[3], 32) ^ c->w[4];
+	__u64 b = c->w[0] ^ rotl64(c->w[2], 32) ^ c->w[5] ^ ((__u64)base1 << 55);
+	__u64 x = a * 0x9e3779b97f4a7c15ull + b * 0xc2b2ae3d27d4eb4full;
 	x ^= x >> 32;
 	x *= 0xbf58476d1ce4e5b9ull;
 	return x ^ (x >> 29);
@@ -845,25 +882,39 @@ __noinline __u32 fib_v6(__u64 hi, __u64 lo)
 	return (e & FIB_CHILD) ? 0 : e;
 }
 
-static __always_inline int nh_get(__u32 id, __u32 hash, struct nh_out *o)
+// The next hop `id` (o->kind etc.): 0 done, 1 when it is an ECMP group
+// (nh_ecmp then picks the member with the flow's hash, which only ECMP
+// needs computed), -1 beyond the maps.
+static __always_inline int nh_get(__u32 id, struct nh_out *o)
 {
 	const struct lane_nh *n = bpf_map_lookup_elem(&lane_nh, &id);
 	if (!n)
 		return -1;
 	__u64 meta = n->meta;
-	if ((meta & 0xff) == NH_KIND_ECMP) {
-		__u64 count = meta >> 32;
-		__u64 i = n->mac + (((__u64)hash * count) >> 32);
-		__u32 blk = i >> 8;
-		const struct lane_block *m = bpf_map_lookup_elem(&lane_ecmp, &blk);
-		if (!m)
-			return -1;
-		id = m->e[i & 0xff];
-		n = bpf_map_lookup_elem(&lane_nh, &id);
-		if (!n)
-			return -1;
-		meta = n->meta;
-	}
+	o->id = id;
+	o->kind = meta & 0xff;
+	o->ifindex = (meta >> 8) & 0xffff;
+	o->mac = n->mac;
+	return o->kind == NH_KIND_ECMP;
+}
+
+// The member of ECMP group o->id for a flow of hash `hash`: 0, or -1.
+static __always_inline int nh_ecmp(struct nh_out *o, __u32 hash)
+{
+	const struct lane_nh *n = bpf_map_lookup_elem(&lane_nh, &o->id);
+	if (!n)
+		return -1;
+	__u64 count = n->meta >> 32;
+	__u64 i = n->mac + (((__u64)hash * count) >> 32);
+	__u32 blk = i >> 8;
+	const struct lane_block *m = bpf_map_lookup_elem(&lane_ecmp, &blk);
+	if (!m)
+		return -1;
+	__u32 id = m->e[i & 0xff];
+	n = bpf_map_lookup_elem(&lane_nh, &id);
+	if (!n)
+		return -1;
+	__u64 meta = n->meta;
 	o->id = id;
 	o->kind = meta & 0xff;
 	o->ifindex = (meta >> 8) & 0xffff;
@@ -899,8 +950,8 @@ static __always_inline int set_l2(struct st *s, const struct lane_if *out, __u64
 	s->tx_port = out->port;
 	s->tx_vid = out->kind == LIF_VLAN ? (out->vid & 0x0fff) : 0;
 	s->l2len = out->kind == LIF_VLAN ? 18 : 14;
-	__builtin_memcpy(s->dmac, &mac, 6);
-	__builtin_memcpy(s->smac, out->mac, 6);
+	cp6(s->dmac, (const __u8 *)&mac);
+	cp6(s->smac, out->mac);
 	return 0;
 }
 
@@ -927,22 +978,25 @@ __noinline int encap(struct st *s, __u32 tif)
 	__u32 outer_tot = (s->o_v6 ? 40 : 20) + s->o_gre_len + s->tot;
 
 	struct acl_key k = {};
-	__u32 id, hash;
+	__u32 id;
 	if (s->o_v6) {
 		k.src_hi = rd64(s->o_src);
 		k.src_lo = rd64(s->o_src + 8);
 		k.dst_hi = rd64(s->o_dst);
 		k.dst_lo = rd64(s->o_dst + 8);
 		id = fib_v6(k.dst_hi, k.dst_lo);
-		hash = flow_hash(k.src_hi, k.src_lo, k.dst_hi, k.dst_lo, IPPROTO_GRE_, 0);
 	} else {
 		k.src_lo = rd32(s->o_src);
 		k.dst_lo = rd32(s->o_dst);
 		id = fib_v4(k.dst_lo);
-		hash = flow_hash(0, k.src_lo, 0, k.dst_lo, IPPROTO_GRE_, 0);
 	}
 	struct nh_out nh;
-	if (id == FIB_MISS || nh_get(id, hash, &nh))
+	if (id == FIB_MISS)
+		return PUNT(PUNT_FIB);
+	int e = nh_get(id, &nh);
+	if (e > 0)
+		e = nh_ecmp(&nh, flow_hash(k.src_hi, k.src_lo, k.dst_hi, k.dst_lo, IPPROTO_GRE_, 0));
+	if (e)
 		return PUNT(PUNT_FIB);
 	switch (nh.kind) {
 	case NH_KIND_UNICAST:
@@ -1113,6 +1167,7 @@ __noinline int gre_in(struct xdp_md *ctx, struct st *s, __u32 v6, __u32 off)
 		return DROP(GRE_TUNNEL_DOWN);
 	s->decap = 1;
 	s->rx_if = tif;
+	s->acl_in = tf->acl_in;
 	s->vlan = 0;
 	s->multi = 0;
 	s->inner = off + hdr + hlen;
@@ -1166,7 +1221,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return DROP(IP4_TRUNCATED);
 	if (ihl != 20)
 		return PUNT(PUNT_OPTIONS);
-	if (csum20(ip) != 0xffff)
+	if (csum20_ne(ip) != 0xffff)
 		return DROP(IP4_BAD_CSUM);
 	__u32 src = rd32(ip + 12);
 	__u32 dst = rd32(ip + 16);
@@ -1199,13 +1254,10 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		acl_l4(k, proto, ip + 20, tot - 20, end);
 	else
 		absent_l4(k);
-	const struct lane_if *rxf = get_if(s, s->rx_if);
-	if (!rxf)
-		return PUNT(PUNT_OTHER);
-	if (rxf->acl_in != LANE_NO_SET) {
+	if (s->acl_in != LANE_NO_SET) {
 		// The frame after ip4-input trimmed it: L2 (if any) + tot.
 		k->bytes = (s->decap ? 0 : off) + tot;
-		int r = acl_eval(s, rxf->acl_in, 0, k);
+		int r = acl_eval(s, s->acl_in, 0, k);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
 		if (r == 1)
@@ -1215,11 +1267,15 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	__u32 id = fib_v4(dst);
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
-	__u32 ports = 0;
-	if ((proto == 6 || proto == 17 || proto == 132) && (frag & 0x1fff) == 0 && tot >= 24 &&
-	    (void *)(ip + 24) <= end)
-		ports = rd32(ip + 20);
-	if (nh_get(id, flow_hash(0, src, 0, dst, proto, ports), &s->nh))
+	int e = nh_get(id, &s->nh);
+	if (e > 0) {
+		__u32 ports = 0;
+		if ((proto == 6 || proto == 17 || proto == 132) && (frag & 0x1fff) == 0 && tot >= 24 &&
+		    (void *)(ip + 24) <= end)
+			ports = rd32(ip + 20);
+		e = nh_ecmp(&s->nh, flow_hash(0, src, 0, dst, proto, ports));
+	}
+	if (e)
 		return PUNT(PUNT_FIB);
 	switch (s->nh.kind) {
 	case NH_KIND_UNICAST:
@@ -1307,14 +1363,11 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		acl_l4(k, proto, ip + 40, tot - 40, end);
 	else
 		absent_l4(k);
-	const struct lane_if *rxf = get_if(s, s->rx_if);
-	if (!rxf)
-		return PUNT(PUNT_OTHER);
-	if (rxf->acl_in != LANE_NO_SET) {
+	if (s->acl_in != LANE_NO_SET) {
 		if (!key_ok)
 			return PUNT(PUNT_OPTIONS);
 		k->bytes = (s->decap ? 0 : off) + tot;
-		int r = acl_eval(s, rxf->acl_in, 1, k);
+		int r = acl_eval(s, s->acl_in, 1, k);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
 		if (r == 1)
@@ -1324,11 +1377,15 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	__u32 id = fib_v6(dst_hi, dst_lo);
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
-	__u32 ports = 0;
-	if ((proto == 6 || proto == 17) && tot >= 44 && (void *)(ip + 44) <= end)
-		ports = rd32(ip + 40);
-	__u32 flow = rd32(ip) & 0x000fffff;
-	if (nh_get(id, flow_hash(src_hi, src_lo, dst_hi, dst_lo, proto, ports ^ flow), &s->nh))
+	int e = nh_get(id, &s->nh);
+	if (e > 0) {
+		__u32 ports = 0;
+		if ((proto == 6 || proto == 17) && tot >= 44 && (void *)(ip + 44) <= end)
+			ports = rd32(ip + 40);
+		__u32 flow = rd32(ip) & 0x000fffff;
+		e = nh_ecmp(&s->nh, flow_hash(src_hi, src_lo, dst_hi, dst_lo, proto, ports ^ flow));
+	}
+	if (e)
 		return PUNT(PUNT_FIB);
 	switch (s->nh.kind) {
 	case NH_KIND_UNICAST:
@@ -1386,7 +1443,9 @@ __noinline int transmit(struct xdp_md *ctx, struct st *s)
 	if (front > 18 + 48)
 		return -1;
 	int delta = (int)s->l3off - (int)front;
-	if (bpf_xdp_adjust_head(ctx, delta))
+	// The common case (same L2 length in and out, no tunnel) keeps the
+	// head where it is: no helper call.
+	if (delta && bpf_xdp_adjust_head(ctx, delta))
 		return -1;
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -1418,8 +1477,8 @@ __noinline int transmit(struct xdp_md *ctx, struct st *s)
 	// Ethernet (+ 802.1Q).
 	if ((void *)(p + 18) > end)
 		return -2;
-	__builtin_memcpy(p, s->dmac, 6);
-	__builtin_memcpy(p + 6, s->smac, 6);
+	cp6(p, s->dmac);
+	cp6(p + 6, s->smac);
 	__u16 et = (s->encap ? s->o_v6 : s->v6) ? ETH_P_IPV6 : ETH_P_IP;
 	__u8 *o = p + 14;
 	if (s->tx_vid) {
@@ -1580,7 +1639,7 @@ int tern_lane(struct xdp_md *ctx)
 		__builtin_memcpy(&dst, ip + 16, 4);
 		// Packets for the router's addresses in Linux mode: Linux's, except
 		// GRE, which may belong to one of tern's tunnels.
-		if (ip[9] != IPPROTO_GRE_ && bpf_map_lookup_elem(&lane_local4, &dst))
+		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) && bpf_map_lookup_elem(&lane_local4, &dst))
 			return pass(C_PASS_LOCAL);
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
 			return pass(C_PASS_MCAST);
@@ -1599,10 +1658,12 @@ int tern_lane(struct xdp_md *ctx)
 				return pass(C_PASS_NEIGH);
 			}
 		}
-		struct in6_key key;
-		__builtin_memcpy(key.b, ip + 24, 16);
-		if (ip[6] != IPPROTO_GRE_ && bpf_map_lookup_elem(&lane_local6, &key))
-			return pass(C_PASS_LOCAL);
+		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6)) {
+			struct in6_key key;
+			__builtin_memcpy(key.b, ip + 24, 16);
+			if (bpf_map_lookup_elem(&lane_local6, &key))
+				return pass(C_PASS_LOCAL);
+		}
 		if (ip[24] == 0xff)
 			return pass(C_PASS_MCAST);
 		v6 = 1;
@@ -1618,8 +1679,7 @@ int tern_lane(struct xdp_md *ctx)
 		goto decided;
 	}
 	const __u8 *mac = port_if->mac;
-	if ((eth->h_dest[0] ^ mac[0]) | (eth->h_dest[1] ^ mac[1]) | (eth->h_dest[2] ^ mac[2]) |
-	    (eth->h_dest[3] ^ mac[3]) | (eth->h_dest[4] ^ mac[4]) | (eth->h_dest[5] ^ mac[5])) {
+	if (mac_ne(eth->h_dest, mac)) {
 		if (!(eth->h_dest[0] & 1)) {
 			DROP(ETH_NOT_FOR_US);
 			goto decided;
@@ -1627,6 +1687,7 @@ int tern_lane(struct xdp_md *ctx)
 		s->multi = 1;
 	}
 	int up = port_if->flags & LIF_UP;
+	s->acl_in = port_if->acl_in;
 	if (tagged) {
 		__u32 vk = (s->gen * LANE_MAX_PORTS + port_if->port) * 4096 + vid;
 		// Entries hold the sub-interface index + 1 (0: none).
@@ -1638,6 +1699,8 @@ int tern_lane(struct xdp_md *ctx)
 		__u16 sub_if = *sub - 1;
 		const struct lane_if *sf = get_if(s, sub_if);
 		up = up && sf && (sf->flags & LIF_UP);
+		if (sf)
+			s->acl_in = sf->acl_in;
 		s->rx_if = sub_if;
 		s->vlan = vid;
 	}
@@ -1666,16 +1729,13 @@ decided:
 			return XDP_ABORTED;
 		commit_counters(s);
 		ctr_add(C_FORWARDED, 1);
-		port_add(s->port, PS_RX_PACKETS, 1);
-		port_add(s->port, PS_RX_BYTES, rx_bytes);
-		port_add(s->tx_port, PS_TX_PACKETS, 1);
-		port_add(s->tx_port, PS_TX_BYTES, s->frame_len);
+		port_rx(s->port, rx_bytes);
+		port_tx(s->tx_port, s->frame_len);
 		return bpf_redirect_map(&lane_tx, s->tx_port, 0);
 	case V_DROP:
 		commit_counters(s);
 		ctr_add(s->reason, 1);
-		port_add(s->port, PS_RX_PACKETS, 1);
-		port_add(s->port, PS_RX_BYTES, rx_bytes);
+		port_rx(s->port, rx_bytes);
 		return XDP_DROP;
 	case V_PASS:
 		return pass(s->reason);

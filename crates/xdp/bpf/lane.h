@@ -27,6 +27,12 @@
 #define LCFG_NEIGH_TO_TERN (1u << 0) // ARP/ND to tern's XSK, else to Linux
 #define LCFG_PASS_ALL (1u << 1)      // lane paused: everything to Linux
 #define LCFG_LINUX_MODE (1u << 2)    // Linux owns the router's addresses
+// lane_local4 / lane_local6 may hold an address (the loader sets the flag
+// before the first insert and clears it once the map is empty): without
+// it a packet skips the hash lookup, which tern's own control plane, which
+// adds none, never needs.
+#define LCFG_LOCAL4 (1u << 3)
+#define LCFG_LOCAL6 (1u << 4)
 
 struct lane_cfg {
 	// Publication sequence: bit 0 says which half of the double-buffered
@@ -213,11 +219,14 @@ struct lane_nh {
 #define NH_MAC_VALID (1ull << 48)
 #define FIB_CHILD 0x80000000u
 
-// Per-port packet counters (per CPU), keyed by port * 4 + PS_*.
-#define PS_RX_PACKETS 0
-#define PS_RX_BYTES 1
-#define PS_TX_PACKETS 2
-#define PS_TX_BYTES 3
+// Per-port packet counters (per CPU), keyed by port: one value (one map
+// lookup, one cache line) per port and packet side.
+struct lane_port_stats {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+};
 
 // Counters: LANE_COUNTER(id, node, error, kind). The node/error names are
 // the userspace nodes' (so both lanes add up under one name); the

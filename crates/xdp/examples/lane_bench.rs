@@ -5,7 +5,7 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--only SUBSTRING]
+//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--only SUBSTRING] [--object LANE.O ...]
 //! ```
 //! `--acl-cache 0` turns the lane's ACL verdict cache off (every packet
 //! classified: the cost of a cache miss, minus the cache's own work).
@@ -22,6 +22,12 @@
 //! every line the range of the medians of `--rounds` consecutive slices.
 //! The 65536-flow cases (65536 distinct ACL keys, more than the verdict
 //! cache holds) use as many of their flows as there are calls.
+//!
+//! `--object PATH` (repeatable) times other builds of `bpf/lane.c` (same
+//! maps and layouts; `clang -O2 -g -target bpf -c lane.c`) instead of the
+//! built-in one: every interleaved case runs once per object, named
+//! `case @file`, so variants of the program are compared in the same
+//! blocks of calls; the GRE and full-table cases use the first object.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Command, ExitCode};
@@ -95,12 +101,17 @@ struct Case {
     repeat: u32,
 }
 
+/// A build of the lane program to time: a label and its ELF object (None:
+/// the built-in one).
+type Object = (String, Option<Vec<u8>>);
+
 fn run(
     routes: Option<&str>,
     calls: usize,
     rounds: usize,
     acl_cache_buckets: u32,
     only: Option<&str>,
+    objects: &[Object],
 ) -> Result<(), String> {
     let ns = format!("tlanebench{}", std::process::id());
     sh(&["ip", "netns", "add", &ns])?;
@@ -109,7 +120,7 @@ fn run(
         sh(&["ip", "-n", &ns, "link", "add", "l1", "type", "veth", "peer", "name", "p1"])?;
         let f = std::fs::File::open(format!("/var/run/netns/{ns}")).map_err(|e| e.to_string())?;
         tern_xdp::enter_netns(&f).map_err(|e| e.to_string())?;
-        bench(routes, calls, rounds, acl_cache_buckets, only)
+        bench(routes, calls, rounds, acl_cache_buckets, only, objects)
     })();
     let _ = sh(&["ip", "netns", "del", &ns]);
     r
@@ -121,6 +132,7 @@ fn bench(
     rounds: usize,
     acl_cache_buckets: u32,
     only: Option<&str>,
+    objects: &[Object],
 ) -> Result<(), String> {
     let gen_src = Ipv4Addr::new(10, 10, 1, 2);
     let single = vec![frame(gen_src, Ipv4Addr::new(198, 18, 0, 1), 1024, 1024)];
@@ -182,7 +194,19 @@ fn bench(
     let kif1 = tern_xdp::lane::device_ifindex("l1").map_err(|e| e.to_string())?;
     println!("# case ns_per_packet verdict (median of {calls} calls x 250 runs or 1 run; BPF_PROG_TEST_RUN)");
     cases.retain(|c| only.is_none_or(|o| c.name.contains(o)));
-    let shared: Vec<&Case> = cases.iter().filter(|c| !c.gre && !c.name.starts_with("900k")).collect();
+    // Every interleaved case once per object.
+    let shared: Vec<(&Case, usize)> = cases
+        .iter()
+        .filter(|c| !c.gre && !c.name.starts_with("900k"))
+        .flat_map(|c| (0..objects.len()).map(move |o| (c, o)))
+        .collect();
+    let label = |c: &Case, o: usize| {
+        if objects.len() > 1 || objects[o].1.is_some() {
+            format!("{} @{}", c.name, objects[o].0)
+        } else {
+            c.name.to_string()
+        }
+    };
     let v = |verdict| match verdict {
         1 => "drop",
         2 => "pass/punt",
@@ -195,8 +219,8 @@ fn bench(
     // flows) is the median of the per-call differences.
     {
         let mut lanes = Vec::new();
-        for c in &shared {
-            let (mut lane, w, r) = setup(routes, false, false, acl_cache_buckets, kif0, kif1)?;
+        for &(c, o) in &shared {
+            let (mut lane, w, r) = setup(routes, false, false, acl_cache_buckets, kif0, kif1, &objects[o])?;
             lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
             // Untimed: every flow once (its verdict cached, if cached).
             for f in &c.frames {
@@ -210,7 +234,7 @@ fn bench(
         // time cold caches (a program's first run after another's).
         const BLOCK_CALLS: usize = 64;
         for block in (0..calls).step_by(BLOCK_CALLS) {
-            for (i, c) in shared.iter().enumerate() {
+            for (i, &(c, _)) in shared.iter().enumerate() {
                 for j in block..(block + BLOCK_CALLS).min(calls) {
                     let f = &c.frames[j % c.frames.len()];
                     let (act, per) = lanes[i].0.test_run_timed(f, kif0, c.repeat).map_err(|e| e.to_string())?;
@@ -223,7 +247,7 @@ fn bench(
             v.sort_unstable();
             v.get(v.len() / 2).copied().unwrap_or(0)
         };
-        for (i, c) in shared.iter().enumerate() {
+        for (i, &(c, o)) in shared.iter().enumerate() {
             let mut all: Vec<i128> = ns[i].iter().map(|&x| x as i128).collect();
             let med = median(&mut all);
             // Spread: the medians of `rounds` consecutive slices of the calls.
@@ -232,21 +256,22 @@ fn bench(
                 ns[i].chunks(slice).map(|ch| median(&mut ch.iter().map(|&x| x as i128).collect())).collect();
             parts.sort_unstable();
             let (lo, hi) = (parts.first().copied().unwrap_or(0), parts.last().copied().unwrap_or(0));
-            let reference =
-                shared.iter().position(|r| r.acl.is_none() && r.repeat == c.repeat && r.frames.len() == c.frames.len());
+            let reference = shared.iter().position(|&(r, ro)| {
+                ro == o && r.acl.is_none() && r.repeat == c.repeat && r.frames.len() == c.frames.len()
+            });
             let over = match reference {
                 Some(r) if r != i => {
                     let mut d: Vec<i128> = ns[i].iter().zip(&ns[r]).map(|(&a, &b)| a as i128 - b as i128).collect();
-                    format!("  {:+} ns over \"{}\"", median(&mut d), shared[r].name)
+                    format!("  {:+} ns over \"{}\"", median(&mut d), label(shared[r].0, shared[r].1))
                 }
                 _ => String::new(),
             };
-            println!("{:<34} {med:>5} ns  {}  (slices {lo}-{hi}){over}", c.name, v(verdicts[i]));
+            println!("{:<34} {med:>5} ns  {}  (slices {lo}-{hi}){over}", label(c, o), v(verdicts[i]));
         }
     }
     for c in cases.iter().filter(|c| c.gre || c.name.starts_with("900k")) {
         let full = c.name.starts_with("900k");
-        let (mut lane, _w, _r) = setup(routes, full, c.gre, acl_cache_buckets, kif0, kif1)?;
+        let (mut lane, _w, _r) = setup(routes, full, c.gre, acl_cache_buckets, kif0, kif1, &objects[0])?;
         lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
         let mut ns: Vec<u128> = Vec::with_capacity(calls);
         let mut verdict = 0;
@@ -296,6 +321,7 @@ fn setup(
     acl_cache_buckets: u32,
     kif0: u32,
     kif1: u32,
+    object: &Object,
 ) -> Result<(LaneProgram, tern_fib::FibWriter, tern_fib::FibReader), String> {
     let (mut w, reader) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
     let add = |w: &mut tern_fib::FibWriter, p: &str, t: RouteTarget| {
@@ -332,7 +358,11 @@ fn setup(
     let next_hop_mac = if gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
     w.set_neighbor(1, sink, Some(next_hop_mac));
     let cfg = LaneConfig { acl_cache_buckets, ..LaneConfig::default() };
-    let mut lane = LaneProgram::load(&cfg).map_err(|e| e.to_string())?;
+    let mut lane = match &object.1 {
+        Some(obj) => LaneProgram::load_object(&cfg, obj),
+        None => LaneProgram::load(&cfg),
+    }
+    .map_err(|e| format!("{}: {e}", object.0))?;
     lane.attach_fib(&reader.raw(), None).map_err(|e| e.to_string())?;
     lane.add_port(0, 0, kif0).map_err(|e| e.to_string())?;
     lane.add_port(1, 1, kif1).map_err(|e| e.to_string())?;
@@ -347,7 +377,30 @@ fn main() -> ExitCode {
     let acl_cache = get("--acl-cache").and_then(|s| s.parse().ok()).unwrap_or(tern_xdp::lane::ACL_CACHE_BUCKETS);
     let rounds = get("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5usize).max(1);
     let only = get("--only");
-    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref()) {
+    let mut objects: Vec<Object> = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if a != "--object" {
+            continue;
+        }
+        let Some(path) = args.get(i + 1) else {
+            eprintln!("lane_bench: --object needs a path");
+            return ExitCode::FAILURE;
+        };
+        match std::fs::read(path) {
+            Ok(obj) => {
+                let name = std::path::Path::new(path).file_name().map_or(path.clone(), |n| n.to_string_lossy().into());
+                objects.push((name, Some(obj)));
+            }
+            Err(e) => {
+                eprintln!("lane_bench: {path}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if objects.is_empty() {
+        objects.push(("built-in".into(), None));
+    }
+    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref(), &objects) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lane_bench: {e}");

@@ -253,7 +253,7 @@ for r in $(seq "$RUNS"); do
 			for n in $GEN $RTR $SNK; do ip netns del "$n"; done
 		done
 	done
-done | tee /dev/stderr | awk '
+done | tee -a /dev/stderr | awk '
 	!/^#/ && $3 != "n/a" { k = $1 " " $2; n[k]++; m[k, n[k]] = $3; ns[k, n[k]] = $4 }
 	!/^#/ && $3 == "n/a" { na[$1 " " $2] = 1 }
 	function med(a, k, cnt,   i, j, t, v) {

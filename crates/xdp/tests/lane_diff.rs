@@ -651,6 +651,51 @@ fn linux_mode_leaves_the_routers_traffic_to_linux() {
     });
 }
 
+/// The lane looks a destination up in its local address maps only while
+/// they hold an address of the family (lane_cfg's LCFG_LOCAL4/6, which
+/// add_local sets and the last remove_local clears): a frame for a local
+/// address that ip4-input/ip6-input would drop tells the two apart.
+#[test]
+fn local_addresses_are_looked_up_only_while_there_are_some() {
+    if !privileged() {
+        return;
+    }
+    let ns = Netns::with_veths(3);
+    ns.run(|| {
+        let (_w, r) = fib();
+        let mut d = build(interfaces(), 3, &r, &rule_sets(), true);
+        let kif = d.kif[usize::from(LAN)];
+        let pass_local = |d: &Diff| d.lane.counter("xdp-lane", "pass-local");
+        // A bad IPv4 header checksum, to a local address.
+        let mut bad4 = lan_frame(udp4("10.0.1.2", "10.0.1.1", 64, 1, 2, b"x"));
+        bad4[24] ^= 0xff;
+        // IPv6 from a multicast source (a martian), to a local address.
+        let bad6 = lan6(udp6("ff02::5", "2001:db8:1::1", 64, 1, 2));
+        let run = |d: &mut Diff, f: &[u8]| d.lane.test_run(f, kif, 0).expect("test run").0;
+        const DROP: u32 = 1;
+        const PASS: u32 = 2;
+        assert_eq!(run(&mut d, &bad4), DROP);
+        assert_eq!(run(&mut d, &bad6), DROP);
+        let p0 = pass_local(&d);
+        d.lane.add_local(IpAddr::V4(v4("10.0.1.1"))).expect("local");
+        assert_eq!(run(&mut d, &bad4), PASS);
+        assert_eq!(pass_local(&d), p0 + 1);
+        // The other family's map is still empty: not looked up.
+        assert_eq!(run(&mut d, &bad6), DROP);
+        d.lane.add_local(IpAddr::V6("2001:db8:1::1".parse().expect("a"))).expect("local");
+        d.lane.add_local(IpAddr::V6("2001:db8:1::77".parse().expect("a"))).expect("local");
+        assert_eq!(run(&mut d, &bad6), PASS);
+        d.lane.remove_local(IpAddr::V6("2001:db8:1::77".parse().expect("a"))).expect("remove");
+        assert_eq!(run(&mut d, &bad6), PASS, "one IPv6 address is left");
+        d.lane.remove_local(IpAddr::V6("2001:db8:1::1".parse().expect("a"))).expect("remove");
+        assert_eq!(run(&mut d, &bad6), DROP);
+        assert_eq!(run(&mut d, &bad4), PASS);
+        d.lane.remove_local(IpAddr::V4(v4("10.0.1.1"))).expect("remove");
+        assert_eq!(run(&mut d, &bad4), DROP);
+        assert_eq!(pass_local(&d), p0 + 4);
+    });
+}
+
 // ---------------------------------------------------------------- the ACL verdict cache
 
 /// Rule sets for the verdict cache: set 0 (`CIN`, on lan and lan.100

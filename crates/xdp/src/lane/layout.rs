@@ -25,6 +25,8 @@ pub const NO_IF: u16 = 0xffff;
 pub(crate) const LCFG_NEIGH_TO_TERN: u32 = 1 << 0;
 pub(crate) const LCFG_PASS_ALL: u32 = 1 << 1;
 pub(crate) const LCFG_LINUX_MODE: u32 = 1 << 2;
+pub(crate) const LCFG_LOCAL4: u32 = 1 << 3;
+pub(crate) const LCFG_LOCAL6: u32 = 1 << 4;
 
 const LIF_EXISTS: u8 = 1 << 0;
 const LIF_UP: u8 = 1 << 1;

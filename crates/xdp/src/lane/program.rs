@@ -112,6 +112,9 @@ pub struct LaneProgram {
     tunnels: HashMap<MapData, [u8; TUN_KEY_SIZE], u16>,
     local4: HashMap<MapData, u32, u8>,
     local6: HashMap<MapData, u128, u8>,
+    /// The addresses in `local4` / `local6` (LCFG_LOCAL4/6 say whether
+    /// there are any, so that the program skips the lookup otherwise).
+    locals: std::collections::HashSet<IpAddr>,
     acl_sets: Array<MapData, [u8; ACL_SET_SIZE]>,
     acl_fields: Array<MapData, [u8; ACL_FIELD_SIZE]>,
     acl_hits: PerCpuArray<MapData, [u64; 2]>,
@@ -119,7 +122,7 @@ pub struct LaneProgram {
     /// Buckets of `acl_cache` (per CPU times the possible CPUs: the map's size).
     acl_cache_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
-    port_stats: PerCpuArray<MapData, u64>,
+    port_stats: PerCpuArray<MapData, [u64; 4]>,
     tx: DevMap<MapData>,
     xsks: XskMap<MapData>,
     mirror: Option<FibMirror>,
@@ -149,6 +152,11 @@ where
     T::try_from(m).map_err(|e| prog_err(name, e))
 }
 
+/// The `lane_cfg.flags` bit saying the family's local address map is in use.
+fn local_flag(addr: IpAddr) -> u32 {
+    if addr.is_ipv4() { LCFG_LOCAL4 } else { LCFG_LOCAL6 }
+}
+
 fn take_mapped(ebpf: &mut Ebpf, name: &str, len: usize) -> Result<(MappedArray, MapData), XdpError> {
     let m = ebpf.take_map(name).ok_or_else(|| prog_err("object", format!("no map {name}")))?;
     let aya::maps::Map::Array(data) = m else { return Err(prog_err(name, "not an array map")) };
@@ -161,6 +169,15 @@ impl LaneProgram {
     /// Fails with [`XdpError::Unavailable`] when this kernel or process
     /// cannot run it.
     pub fn load(cfg: &LaneConfig) -> Result<LaneProgram, XdpError> {
+        Self::load_object(cfg, LANE_OBJ)
+    }
+
+    /// [`LaneProgram::load`] with another build of `bpf/lane.c` (an ELF
+    /// object with the same maps and layouts): for benchmarks that time
+    /// variants of the program side by side (`examples/lane_bench.rs
+    /// --object`).
+    #[doc(hidden)]
+    pub fn load_object(cfg: &LaneConfig, object: &[u8]) -> Result<LaneProgram, XdpError> {
         if !grace_period_available() {
             return Err(XdpError::Unavailable {
                 why: Unavailable::KernelTooOld,
@@ -191,7 +208,7 @@ impl LaneProgram {
             .map_max_entries("lane_v6_nodes", blocks(c.v6_blocks))
             .map_max_entries("lane_nh", c.nexthops.max(2))
             .map_max_entries("lane_ecmp", members)
-            .load(LANE_OBJ)
+            .load(object)
             .map_err(|e| crate::error::object_load_error("XDP lane: ", &e))?;
         let p: &mut Xdp = crate::error::xdp_program_mut(&mut ebpf, "XDP lane: ", LANE_PROG_NAME)?;
         p.load().map_err(|e| match &e {
@@ -223,6 +240,7 @@ impl LaneProgram {
             tunnels: take(&mut ebpf, "lane_tunnels")?,
             local4: take(&mut ebpf, "lane_local4")?,
             local6: take(&mut ebpf, "lane_local6")?,
+            locals: Default::default(),
             acl_sets: take(&mut ebpf, "lane_acl_sets")?,
             acl_fields: take(&mut ebpf, "lane_acl_fields")?,
             acl_hits: take(&mut ebpf, "lane_acl_hits")?,
@@ -381,11 +399,16 @@ impl LaneProgram {
 
     /// An address of the router whose traffic Linux keeps (Linux mode).
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
+        // The flag first: a packet that sees it before the address only
+        // looks up and misses, as it would without the flag.
+        self.set_flag(local_flag(addr), true)?;
         match addr {
             IpAddr::V4(a) => self.local4.insert(u32::from_ne_bytes(a.octets()), 1, 0),
             IpAddr::V6(a) => self.local6.insert(u128::from_ne_bytes(a.octets()), 1, 0),
         }
-        .map_err(|e| prog_err("local address maps", e))
+        .map_err(|e| prog_err("local address maps", e))?;
+        self.locals.insert(addr);
+        Ok(())
     }
 
     pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
@@ -393,7 +416,13 @@ impl LaneProgram {
             IpAddr::V4(a) => self.local4.remove(&u32::from_ne_bytes(a.octets())),
             IpAddr::V6(a) => self.local6.remove(&u128::from_ne_bytes(a.octets())),
         }
-        .map_err(|e| prog_err("local address maps", e))
+        .map_err(|e| prog_err("local address maps", e))?;
+        self.locals.remove(&addr);
+        // The flag last, once the family's map is empty.
+        if !self.locals.iter().any(|l| l.is_ipv4() == addr.is_ipv4()) {
+            self.set_flag(local_flag(addr), false)?;
+        }
+        Ok(())
     }
 
     /// The tables the program reads now.
@@ -596,15 +625,13 @@ impl LaneProgram {
 
     /// Packets the lane received and sent on tern port `port`.
     pub fn port_stats(&self, port: u16) -> Result<LanePortStats, XdpError> {
-        let get = |w: u32| -> Result<u64, XdpError> {
-            let v: PerCpuValues<u64> =
-                self.port_stats.get(&(u32::from(port) * 4 + w), 0).map_err(|e| prog_err("lane_port_stats", e))?;
-            Ok(v.iter().sum())
-        };
         if port >= MAX_PORTS {
             return Ok(LanePortStats::default());
         }
-        Ok(LanePortStats { rx_packets: get(0)?, rx_bytes: get(1)?, tx_packets: get(2)?, tx_bytes: get(3)? })
+        let v: PerCpuValues<[u64; 4]> =
+            self.port_stats.get(&u32::from(port), 0).map_err(|e| prog_err("lane_port_stats", e))?;
+        let sum = |w: usize| v.iter().fold(0u64, |a, c| a.wrapping_add(c[w]));
+        Ok(LanePortStats { rx_packets: sum(0), rx_bytes: sum(1), tx_packets: sum(2), tx_bytes: sum(3) })
     }
 
     /// The loaded lane program.
