@@ -619,16 +619,24 @@ fn route_changes_reach_the_lane_in_place() {
     });
 }
 
-#[test]
-fn linux_mode_leaves_the_routers_traffic_to_linux() {
+/// Runs `f` with the lane of [`interfaces`] and [`rule_sets`] built in
+/// Linux control-plane mode, inside fresh namespaces (root only).
+fn with_linux_mode_lane(f: impl FnOnce(&mut Diff) + Send) {
     if !privileged() {
         return;
     }
     let ns = Netns::with_veths(3);
     ns.run(|| {
-        use Verdict::*;
         let (_w, r) = fib();
         let mut d = build(interfaces(), 3, &r, &rule_sets(), true);
+        f(&mut d);
+    });
+}
+
+#[test]
+fn linux_mode_leaves_the_routers_traffic_to_linux() {
+    with_linux_mode_lane(|d| {
+        use Verdict::*;
         d.lane.add_local(IpAddr::V4(v4("10.0.1.1"))).expect("local");
         // Linux answers ARP, ND and everything for the router's addresses.
         assert_eq!(d.run(LAN, &eth([0xff; 6], HOST_A, 0x0806, &[0u8; 28])), Pass("xdp-lane/pass-neighbor".into()));
@@ -657,13 +665,7 @@ fn linux_mode_leaves_the_routers_traffic_to_linux() {
 /// address that ip4-input/ip6-input would drop tells the two apart.
 #[test]
 fn local_addresses_are_looked_up_only_while_there_are_some() {
-    if !privileged() {
-        return;
-    }
-    let ns = Netns::with_veths(3);
-    ns.run(|| {
-        let (_w, r) = fib();
-        let mut d = build(interfaces(), 3, &r, &rule_sets(), true);
+    with_linux_mode_lane(|d| {
         let kif = d.kif[usize::from(LAN)];
         let pass_local = |d: &Diff| d.lane.counter("xdp-lane", "pass-local");
         // A bad IPv4 header checksum, to a local address.
@@ -674,25 +676,25 @@ fn local_addresses_are_looked_up_only_while_there_are_some() {
         let run = |d: &mut Diff, f: &[u8]| d.lane.test_run(f, kif, 0).expect("test run").0;
         const DROP: u32 = 1;
         const PASS: u32 = 2;
-        assert_eq!(run(&mut d, &bad4), DROP);
-        assert_eq!(run(&mut d, &bad6), DROP);
-        let p0 = pass_local(&d);
+        assert_eq!(run(d, &bad4), DROP);
+        assert_eq!(run(d, &bad6), DROP);
+        let p0 = pass_local(d);
         d.lane.add_local(IpAddr::V4(v4("10.0.1.1"))).expect("local");
-        assert_eq!(run(&mut d, &bad4), PASS);
-        assert_eq!(pass_local(&d), p0 + 1);
+        assert_eq!(run(d, &bad4), PASS);
+        assert_eq!(pass_local(d), p0 + 1);
         // The other family's map is still empty: not looked up.
-        assert_eq!(run(&mut d, &bad6), DROP);
+        assert_eq!(run(d, &bad6), DROP);
         d.lane.add_local(IpAddr::V6("2001:db8:1::1".parse().expect("a"))).expect("local");
         d.lane.add_local(IpAddr::V6("2001:db8:1::77".parse().expect("a"))).expect("local");
-        assert_eq!(run(&mut d, &bad6), PASS);
+        assert_eq!(run(d, &bad6), PASS);
         d.lane.remove_local(IpAddr::V6("2001:db8:1::77".parse().expect("a"))).expect("remove");
-        assert_eq!(run(&mut d, &bad6), PASS, "one IPv6 address is left");
+        assert_eq!(run(d, &bad6), PASS, "one IPv6 address is left");
         d.lane.remove_local(IpAddr::V6("2001:db8:1::1".parse().expect("a"))).expect("remove");
-        assert_eq!(run(&mut d, &bad6), DROP);
-        assert_eq!(run(&mut d, &bad4), PASS);
+        assert_eq!(run(d, &bad6), DROP);
+        assert_eq!(run(d, &bad4), PASS);
         d.lane.remove_local(IpAddr::V4(v4("10.0.1.1"))).expect("remove");
-        assert_eq!(run(&mut d, &bad4), DROP);
-        assert_eq!(pass_local(&d), p0 + 4);
+        assert_eq!(run(d, &bad4), DROP);
+        assert_eq!(pass_local(d), p0 + 4);
     });
 }
 
