@@ -10,19 +10,7 @@ use tern_control::api::{CaptureIdArgs, CaptureStartArgs, Command, Reply};
 use tern_control::commands::{OpsState, execute};
 use tern_control::router::Router;
 
-const CONFIG: &str = r#"
-[[interface]]
-name = "lan"
-driver = "memory"
-mac = "02:00:00:00:01:01"
-addresses = ["10.0.1.1/24"]
-
-[[interface]]
-name = "wan"
-driver = "memory"
-mac = "02:00:00:00:02:01"
-addresses = ["10.0.2.1/24"]
-"#;
+const CONFIG: &str = common::LAN_WAN;
 
 #[test]
 fn node_capture_copies_what_enters_the_node() {

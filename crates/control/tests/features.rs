@@ -64,13 +64,7 @@ fn counters(r: &Router) -> String {
 }
 
 fn until(r: &mut Router, what: &str, f: impl Fn(&Router) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f(r) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        if !r.poll() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
+    common::poll_until(r, what, f)
 }
 
 /// Answers tern's ARP request for `ip` on `iface` with `mac`.

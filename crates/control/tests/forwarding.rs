@@ -103,13 +103,7 @@ impl Lab {
 
     /// Drives the control loop until `f` holds.
     fn until(&mut self, what: &str, f: impl Fn(&Router) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !f(&self.router) {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            if !self.router.poll() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+        common::poll_until(&mut self.router, what, f)
     }
 
     fn resolve_b(&mut self) {

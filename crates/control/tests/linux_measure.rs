@@ -100,6 +100,20 @@ fn fpm_stream(prefixes: &[Prefix]) -> Vec<u8> {
     out
 }
 
+/// The FPM server of the ingest measurements: no resync or staleness
+/// timers firing during a run, 5 ms of work per poll, batches of 8192.
+fn fpm_config() -> FpmConfig {
+    FpmConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        table: 254,
+        resync_quiet_ns: 60_000_000_000,
+        resync_hold_ns: 0,
+        stale_ns: 600_000_000_000,
+        budget_ns: 5_000_000,
+        batch: 8192,
+    }
+}
+
 fn if_map() -> IfMap {
     let mut m = IfMap::default();
     m.insert(7, 0);
@@ -132,16 +146,7 @@ fn fpm_ingest_full_table() {
     let mut cpus = Vec::new();
     let mut polls_max = Vec::new();
     for run in 0..runs() {
-        let cfg = FpmConfig {
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            table: 254,
-            resync_quiet_ns: 60_000_000_000,
-            resync_hold_ns: 0,
-            stale_ns: 600_000_000_000,
-            budget_ns: 5_000_000,
-            batch: 8192,
-        };
-        let mut server = FpmServer::bind(cfg, if_map()).expect("bind");
+        let mut server = FpmServer::bind(fpm_config(), if_map()).expect("bind");
         let mut fib = new_fib();
         let mut neigh = NeighborTable::default();
         let ifaces = Published::new(IfTable::default());
@@ -522,16 +527,7 @@ fn fpm_ingest_worker_stalls() {
     };
 
     for run in 0..runs() {
-        let cfg = FpmConfig {
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            table: 254,
-            resync_quiet_ns: 60_000_000_000,
-            resync_hold_ns: 0,
-            stale_ns: 600_000_000_000,
-            budget_ns: 5_000_000,
-            batch: 8192,
-        };
-        let mut server = FpmServer::bind(cfg, if_map()).expect("bind");
+        let mut server = FpmServer::bind(fpm_config(), if_map()).expect("bind");
         let mut neigh = NeighborTable::default();
         let ifaces = shared.ifaces.clone();
         let s = Arc::clone(&stream);

@@ -49,13 +49,7 @@ fn ns(src: Ipv6Addr, mac: [u8; 6]) -> Vec<u8> {
 
 /// Drives the control loop until `f` holds.
 fn until(router: &mut Router, what: &str, f: impl Fn(&Router) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !f(router) {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        if !router.poll() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
+    common::poll_until(router, what, f)
 }
 
 fn is_na_to(f: &[u8], mac: [u8; 6]) -> bool {

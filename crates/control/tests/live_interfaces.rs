@@ -14,19 +14,7 @@ use tern_control::router::Router;
 const TERN_LAN: [u8; 6] = [0x02, 0, 0, 0, 1, 1];
 const HOST_A: [u8; 6] = [0x02, 0, 0, 0, 1, 0xaa];
 
-const BASE: &str = r#"
-[[interface]]
-name = "lan"
-driver = "memory"
-mac = "02:00:00:00:01:01"
-addresses = ["10.0.1.1/24"]
-
-[[interface]]
-name = "wan"
-driver = "memory"
-mac = "02:00:00:00:02:01"
-addresses = ["10.0.2.1/24"]
-"#;
+const BASE: &str = common::LAN_WAN;
 
 const VLAN100: &str = r#"
 [[interface]]
@@ -79,13 +67,7 @@ impl Lab {
 
     /// Drives the control loop until `f` holds.
     fn until(&mut self, what: &str, f: impl Fn(&Router) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !f(&self.router) {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            if !self.router.poll() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+        common::poll_until(&mut self.router, what, f)
     }
 
     fn take_lan(&self) -> Vec<Vec<u8>> {

@@ -86,13 +86,7 @@ fn load_only(path: &str) {
     );
     // Single-call churn on 100K routes (each call publishes).
     let mut picks: Vec<_> = routes.iter().step_by(10).map(|(p, _)| *p).collect();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for i in (1..picks.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        picks.swap(i, (x % (i as u64 + 1)) as usize);
-    }
+    shuffle(&mut picks);
     let (t, c) = (std::time::Instant::now(), cpu());
     for p in &picks {
         let _ = w.del_route(Source::Fpm, *p);
@@ -157,13 +151,7 @@ fn updates(path: &str, v6: bool, n: usize) {
     }
     let mut picks: Vec<Prefix> = prefixes.iter().step_by((prefixes.len() / n.max(1)).max(1)).copied().collect();
     picks.truncate(n);
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for i in (1..picks.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        picks.swap(i, (x % (i as u64 + 1)) as usize);
-    }
+    shuffle(&mut picks);
     let cpu = || {
         std::fs::read_to_string("/proc/thread-self/schedstat")
             .ok()
@@ -293,5 +281,16 @@ fn micro(path: &str) {
                 m / b4
             );
         }
+    }
+}
+
+/// Fisher-Yates with a fixed xorshift: the same order in every run.
+fn shuffle<T>(v: &mut [T]) {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
     }
 }
