@@ -97,11 +97,9 @@ impl XdpDevices {
         let Some(u) = umem.as_ref() else { return Err(("no UMEM".into(), false)) };
         let mut cfg = XskConfig::new(dev, u32::from(w));
         let spin = idle == IdleMode::Spin;
-        cfg.busy_poll = if spin { BusyPoll::On } else { BusyPoll::Off };
-        cfg.tune_napi = spin;
-        if !spin {
-            cfg.napi_probe_port = None;
-        }
+        // Busy polling wherever it engages: always for a spinning worker,
+        // while traffic flows for one that sleeps when idle.
+        cfg.busy_poll = if spin { BusyPoll::On } else { BusyPoll::Adaptive };
         let port = XskPort::open(u, &cfg, pool).map_err(|e| (e.to_string(), e.is_unavailable()))?;
         if let Some(prog) = self.progs.get_mut(dev) {
             prog.register(&port).map_err(|e| (e.to_string(), false))?;
@@ -112,7 +110,7 @@ impl XdpDevices {
         log::info!(
             "device {dev}: worker {w} on AF_XDP queue {w} ({}{})",
             if port.is_zero_copy() { "zero-copy" } else { "copy mode" },
-            if spin { ", busy polling" } else { "" }
+            if spin { ", busy polling" } else { ", busy polling while traffic flows" }
         );
         Ok(port)
     }

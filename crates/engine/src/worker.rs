@@ -764,6 +764,9 @@ impl Worker {
         let t0 = clock::now_ns();
         // What the drivers counted is current while the worker sleeps.
         self.refresh_driver_stats(t0);
+        for b in &mut self.ports {
+            b.port.prepare_sleep();
+        }
         if let Some(r) = &self.rcu {
             r.offline();
         }

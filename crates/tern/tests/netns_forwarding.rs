@@ -358,6 +358,75 @@ fn crafted_frames_over_the_default_driver() {
     crafted("auto", "x");
 }
 
+/// Busy polling is on by default where it engages: with the default idle =
+/// "sleep", once UDP datagrams to port 9 taught tern the ingress veth's NAPI
+/// id, the worker busy-polls while traffic flows (the device then carries
+/// tern's busy-poll NAPI settings), hands the NAPI back to the kernel when
+/// it goes to sleep (the settings as they were), and forwards what comes
+/// after the quiet spell.
+#[test]
+fn busy_polling_follows_the_traffic_by_default() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::new("b");
+    lab.start("afxdp", "");
+    lab.ping_ok(0, &["10.0.2.2"]);
+    let defer =
+        || common::netns_exec(&lab.ns[1], &["cat", "/sys/class/net/lan0/napi_defer_hard_irqs"]).trim().to_string();
+    let quiet = defer();
+    assert_ne!(quiet, "1000", "not tuned before busy polling engages");
+    let engaged = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let h1 = lab.ns[0].clone();
+        let (engaged, stop) = (&engaged, &stop);
+        let sender = s.spawn(move || {
+            tern_io::netdev::enter_netns(&h1).expect("netns");
+            let sock = std::net::UdpSocket::bind(("10.0.1.2", 0)).expect("bind");
+            sock.set_broadcast(true).expect("SO_BROADCAST");
+            while !engaged.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                let _ = sock.send_to(b"napi probe", (std::net::Ipv4Addr::BROADCAST, 9));
+                // Pacing; the main thread watches the log.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            while !stop.load(Ordering::Relaxed) {
+                let _ = sock.send_to(b"flood", ("10.0.2.2", 5000));
+            }
+        });
+        let wait = |what: &str, cond: &mut dyn FnMut() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !cond() {
+                if Instant::now() > deadline {
+                    stop.store(true, Ordering::Relaxed);
+                    panic!("{what}; tern log:\n{}", lab.log());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        wait("busy polling never engaged", &mut || lab.log().contains("busy polling through the helper socket"));
+        engaged.store(true, Ordering::Relaxed);
+        wait("never busy-polling under the flood", &mut || defer() == "1000");
+        stop.store(true, Ordering::Relaxed);
+        sender.join().expect("sender");
+    });
+    let parked = || defer() == quiet;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !parked() {
+        assert!(Instant::now() < deadline, "the idle worker kept the NAPI; tern log:\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Parked: the kernel drives the queue again and wakes the worker.
+    let h1 = Raw::open(&lab.ns[0], "eth0", b"TERNQUIET");
+    let h2 = Raw::open(&lab.ns[2], "eth0", b"TERNQUIET");
+    let (tern_lan, h1_mac) = (lab.mac(&lab.ns[1], "lan0"), lab.mac(&lab.ns[0], "eth0"));
+    for _ in 0..20 {
+        h1.send(eth(tern_lan, h1_mac, 0x0800, &ipv4_udp([10, 0, 1, 2], [10, 0, 2, 2], 64, b"TERNQUIET")));
+    }
+    h2.wait(20, "packets after the quiet spell at host2");
+}
+
 /// The full Internet table loaded; traffic to 254 destinations and to
 /// random destinations inside the table's prefixes arrives at host2 (the
 /// table's next hop).

@@ -20,6 +20,16 @@
 //! ksoftirqd takes the NAPI back and the rate halves), and TSO off on the
 //! egress veth (that one is the operator's).
 //!
+//! [`BusyPoll::Adaptive`] (the default for workers that sleep when idle)
+//! busy-polls only while traffic flows: before the worker sleeps the port
+//! *parks* (puts the device's NAPI settings back and lets one last busy
+//! poll hand the NAPI to the kernel's softirq, so the XSK's descriptor
+//! wakes the sleeping worker as in interrupt mode), and it *unparks* (the
+//! settings again, busy polling again) once [`UNPARK_AFTER`] packets came
+//! in since the worker woke. Sparse traffic stays interrupt-driven. Linux
+//! 6.13's IRQ suspension does the same inside epoll_wait, but needs the
+//! NAPI id on an epoll item, which a veth's XSK never has.
+//!
 //! Scheduling matters as much: the worker must keep polling. If it is
 //! descheduled for longer than gro_flush_timeout the kernel's softirq takes
 //! the NAPI; under SCHED_FIFO the worker starves ksoftirqd, which then holds
@@ -38,6 +48,9 @@ pub enum BusyPoll {
     /// ([`crate::XskPort::wait_fd`] then returns `None`).
     #[default]
     On,
+    /// Busy polling while traffic flows; interrupt-driven while the worker
+    /// sleeps (see the module docs): for workers that sleep when idle.
+    Adaptive,
     /// Interrupt-driven: the kernel's softirq fills the rings and an idle
     /// worker can sleep in poll(2) on the port's descriptor.
     Off,
@@ -64,6 +77,9 @@ const BUSY_POLL_USECS: i32 = 50;
 const BUSY_POLL_BUDGET: i32 = 64;
 /// Service calls between two NAPI-id checks while learning.
 const LEARN_EVERY: u32 = 256;
+/// Packets received after an adaptive port's worker woke before busy
+/// polling resumes (the receive queue is then busy enough to be worth it).
+pub const UNPARK_AFTER: u32 = 256;
 
 fn set_busy_opts(fd: RawFd) -> io::Result<()> {
     sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_PREFER_BUSY_POLL, 1)?;
@@ -104,6 +120,11 @@ pub(crate) struct BusyPoller {
     /// Device to tune once busy polling engages (see [`Self::engage`]).
     tune: Option<String>,
     tuning: Option<NapiTuning>,
+    adaptive: bool,
+    /// Adaptive and the worker went to sleep: the kernel has the NAPI.
+    parked: bool,
+    /// Packets received since the parked worker woke.
+    woke_pkts: u32,
 }
 
 impl BusyPoller {
@@ -115,6 +136,9 @@ impl BusyPoller {
             countdown: 0,
             tune: tune.then(|| ifname.to_string()),
             tuning: None,
+            adaptive: policy == BusyPoll::Adaptive,
+            parked: false,
+            woke_pkts: 0,
         };
         if policy == BusyPoll::Off {
             return bp;
@@ -140,20 +164,68 @@ impl BusyPoller {
         self.state
     }
 
-    /// True while the worker should spin rather than sleep.
+    /// True once a NAPI id is known and busy polling set up.
     pub(crate) fn engaged(&self) -> bool {
         matches!(self.state, BusyPollState::Socket { .. } | BusyPollState::Helper { .. })
     }
 
-    /// One busy-poll round, before reading the rx ring. Returns false when
-    /// busy polling is not engaged (the caller then wakes the kernel only
-    /// if the fill ring asks for it).
+    /// True while the worker should spin rather than sleep: engaged and
+    /// not parked.
+    pub(crate) fn spinning(&self) -> bool {
+        self.engaged() && !self.parked
+    }
+
+    /// True while an adaptive port has handed its NAPI back to the kernel.
+    pub(crate) fn parked(&self) -> bool {
+        self.parked
+    }
+
+    /// The worker is about to sleep. An adaptive, engaged port parks: the
+    /// device's NAPI settings go back to what they were and one last busy
+    /// poll (which, without deferral, ends by re-enabling the queue's
+    /// interrupt) hands the NAPI to the kernel. A port still learning
+    /// checks for a NAPI id now rather than after LEARN_EVERY loops, which
+    /// a sleeping worker takes long to run.
+    pub(crate) fn park(&mut self, name: &str) {
+        if self.state == BusyPollState::Learning {
+            self.countdown = 0;
+            self.service(name);
+        }
+        if !self.adaptive || !self.engaged() || self.parked {
+            return;
+        }
+        if let Some(t) = &self.tuning
+            && let Err(e) = t.restore_previous()
+        {
+            log::warn!("{name}: cannot put the NAPI settings back before sleeping: {e}");
+        }
+        self.busy_poll_once();
+        self.parked = true;
+        self.woke_pkts = 0;
+    }
+
+    /// Packets the port just received. A parked port unparks once
+    /// [`UNPARK_AFTER`] came in since the worker woke.
     #[inline]
-    pub(crate) fn poll(&mut self) -> bool {
+    pub(crate) fn note_rx(&mut self, name: &str, n: usize) {
+        if !self.parked {
+            return;
+        }
+        self.woke_pkts = self.woke_pkts.saturating_add(n as u32);
+        if self.woke_pkts >= UNPARK_AFTER {
+            if let Some(t) = &self.tuning
+                && let Err(e) = t.apply()
+            {
+                log::warn!("{name}: cannot apply the NAPI settings for busy polling: {e}");
+            }
+            self.parked = false;
+        }
+    }
+
+    fn busy_poll_once(&self) {
         match self.state {
             BusyPollState::Socket { .. } => {
                 let _ = sys::recv_dontwait(self.xsk, &mut []);
-                true
             }
             BusyPollState::Helper { .. } => {
                 if let Some(h) = &self.helper {
@@ -162,10 +234,21 @@ impl BusyPoller {
                     let mut buf = [0u8; 64];
                     let _ = sys::recv_dontwait(h.as_raw_fd(), &mut buf);
                 }
-                true
             }
-            _ => false,
+            _ => {}
         }
+    }
+
+    /// One busy-poll round, before reading the rx ring. Returns false when
+    /// busy polling is not engaged (the caller then wakes the kernel only
+    /// if the fill ring asks for it).
+    #[inline]
+    pub(crate) fn poll(&mut self) -> bool {
+        if !self.spinning() {
+            return false;
+        }
+        self.busy_poll_once();
+        true
     }
 
     /// Housekeeping once per worker loop: while learning, check every
@@ -286,8 +369,24 @@ fn sysfs_is_ours(ifname: &str) -> io::Result<()> {
 impl NapiTuning {
     /// Puts the previous values back.
     pub fn restore(self) -> io::Result<()> {
+        self.restore_previous()
+    }
+
+    /// Puts the previous values back and keeps them for [`Self::apply`].
+    pub fn restore_previous(&self) -> io::Result<()> {
         for (key, old) in self.previous.iter().rev() {
             fs::write(format!("/sys/class/net/{}/{key}", self.ifname), old)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the busy-polling values again (after
+    /// [`Self::restore_previous`]), the keys that were changed first.
+    pub fn apply(&self) -> io::Result<()> {
+        for (key, _) in &self.previous {
+            if let Some((_, val)) = TUNING.iter().find(|(k, _)| k == key) {
+                fs::write(format!("/sys/class/net/{}/{key}", self.ifname), val)?;
+            }
         }
         Ok(())
     }

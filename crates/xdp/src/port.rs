@@ -357,6 +357,11 @@ impl XskPort {
     pub fn busy_poll_state(&self) -> BusyPollState {
         self.busy.state()
     }
+    /// An adaptive port whose worker slept: the kernel drives the NAPI
+    /// until enough traffic comes back.
+    pub fn busy_poll_parked(&self) -> bool {
+        self.busy.parked()
+    }
     /// Refills that found the pool empty (the pool is too small for the
     /// rings and batches of its ports).
     pub fn fill_starved(&self) -> u64 {
@@ -488,6 +493,7 @@ impl Port for XskPort {
             got += 1;
         }
         self.rx.cons_release(n);
+        self.busy.note_rx(&self.name, got);
         self.stats.rx_packets += got as u64;
         got
     }
@@ -549,8 +555,13 @@ impl Port for XskPort {
         self.busy.service(name);
     }
 
+    fn prepare_sleep(&mut self) {
+        let name = &self.name;
+        self.busy.park(name);
+    }
+
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        if self.busy.engaged() { None } else { Some(self.fd.as_fd()) }
+        if self.busy.spinning() { None } else { Some(self.fd.as_fd()) }
     }
 
     fn stats(&self) -> PortStats {

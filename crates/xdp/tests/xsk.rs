@@ -357,6 +357,47 @@ fn one_socket_per_queue_on_a_multiqueue_veth() {
     assert_eq!(pool.available(), start);
 }
 
+/// Opens r0/0 with `policy`, teaches its helper socket the NAPI id with
+/// probes to the discard port at the router's address, and checks that
+/// busy polling engaged.
+fn engaged_port(rig: &Rig2, pool: &mut PacketPool, policy: BusyPoll) -> (SteeringProgram, XskPort) {
+    let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
+    steer.add_local(IpAddr::V4(R0_IP)).expect("local");
+    let umem = Umem::new(pool).expect("umem");
+    // tune_napi stays on: /sys/class/net here shows the root namespace,
+    // and the port must notice and leave that device alone.
+    let c = XskConfig { busy_poll: policy, ..XskConfig::new("r0", 0) };
+    let mut port = XskPort::open(&umem, &c, pool).expect("open");
+    steer.register(&port).expect("register");
+    assert_eq!(port.busy_poll_state(), BusyPollState::Learning);
+    assert!(port.wait_fd().is_some(), "not spinning before it engages");
+    rig.gen_ns.run(|| send_udp(SocketAddr::new(R0_IP.into(), 9), 4400, "probe", 5));
+    assert!(
+        wait_until(Duration::from_secs(3), || {
+            port.service(pool);
+            !matches!(port.busy_poll_state(), BusyPollState::Learning)
+        }),
+        "learned a NAPI id"
+    );
+    let state = port.busy_poll_state();
+    assert!(matches!(state, BusyPollState::Helper { .. } | BusyPollState::Socket { .. }), "{state:?}");
+    assert!(port.wait_fd().is_none(), "spins once busy polling engaged");
+    (steer, port)
+}
+
+/// Receives on `port` until `want` datagrams to UDP port `dport` arrived.
+fn receive_udp(port: &mut XskPort, pool: &mut PacketPool, dport: u16, want: usize) -> bool {
+    let mut n = 0;
+    let mut batch = Vec::new();
+    wait_until(Duration::from_secs(3), || {
+        batch.clear();
+        port.rx_burst(pool, &mut batch, 64);
+        n += batch.iter().filter(|&&i| udp_payload(pool.data(i)).is_some_and(|p| p.2 == dport)).count();
+        pool.free_all(&batch);
+        n >= want
+    })
+}
+
 #[test]
 fn busy_polling_engages_through_the_helper_socket() {
     if !privileged() {
@@ -365,39 +406,46 @@ fn busy_polling_engages_through_the_helper_socket() {
     let rig = Rig2::new(1);
     let mut pool = pool(4096);
     rig.rtr.run(|| {
-        let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
-        steer.add_local(IpAddr::V4(R0_IP)).expect("local");
-        let umem = Umem::new(&pool).expect("umem");
-        // tune_napi stays on: /sys/class/net here shows the root namespace,
-        // and the port must notice and leave that device alone.
-        let c = XskConfig { busy_poll: BusyPoll::On, ..XskConfig::new("r0", 0) };
-        let mut port = XskPort::open(&umem, &c, &mut pool).expect("open");
-        steer.register(&port).expect("register");
-        assert_eq!(port.busy_poll_state(), BusyPollState::Learning);
-        assert!(port.wait_fd().is_some(), "not spinning before it engages");
-        // Probe packets to the discard port at the router's address.
-        rig.gen_ns.run(|| send_udp(SocketAddr::new(R0_IP.into(), 9), 4400, "probe", 5));
-        assert!(
-            wait_until(Duration::from_secs(3), || {
-                port.service(&mut pool);
-                !matches!(port.busy_poll_state(), BusyPollState::Learning)
-            }),
-            "learned a NAPI id"
-        );
-        let state = port.busy_poll_state();
-        assert!(matches!(state, BusyPollState::Helper { .. } | BusyPollState::Socket { .. }), "{state:?}");
-        assert!(port.wait_fd().is_none(), "spins once busy polling engaged");
+        let (_steer, mut port) = engaged_port(&rig, &mut pool, BusyPoll::On);
         // Traffic still flows with the worker driving the NAPI.
         rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4401, "busy", 20));
-        let mut n = 0;
-        let mut batch = Vec::new();
-        assert!(wait_until(Duration::from_secs(3), || {
-            batch.clear();
-            port.rx_burst(&mut pool, &mut batch, 64);
-            n += batch.iter().filter(|&&i| udp_payload(pool.data(i)).is_some_and(|p| p.2 == 5000)).count();
-            pool.free_all(&batch);
-            n >= 20
-        }));
+        assert!(receive_udp(&mut port, &mut pool, 5000, 20));
+        // A spinning port never parks.
+        port.prepare_sleep();
+        assert!(!port.busy_poll_parked());
+        port.close(&mut pool);
+    });
+}
+
+#[test]
+fn adaptive_busy_polling_parks_while_the_worker_sleeps() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig2::new(1);
+    let mut pool = pool(4096);
+    rig.rtr.run(|| {
+        let (_steer, mut port) = engaged_port(&rig, &mut pool, BusyPoll::Adaptive);
+        port.prepare_sleep();
+        assert!(port.busy_poll_parked());
+        // Parked, the kernel's softirq delivers: the XSK turns readable
+        // without anyone busy polling, as in interrupt mode.
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4402, "parked", 20));
+        {
+            let fd = port.wait_fd().expect("a parked port can be slept on");
+            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+            let limit = rustix::event::Timespec { tv_sec: 3, tv_nsec: 0 };
+            let ready = rustix::event::poll(&mut fds, Some(&limit)).expect("poll");
+            assert_eq!(ready, 1, "the sleeping worker is woken");
+        }
+        assert!(receive_udp(&mut port, &mut pool, 5000, 20));
+        assert!(port.busy_poll_parked(), "a few packets do not bring busy polling back");
+        // A busy queue does.
+        let more = UNPARK_AFTER as usize;
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5001), 4403, "busy", more));
+        assert!(receive_udp(&mut port, &mut pool, 5001, more));
+        assert!(!port.busy_poll_parked(), "unparked after {more} packets");
+        assert!(port.wait_fd().is_none(), "spinning again");
         port.close(&mut pool);
     });
 }
