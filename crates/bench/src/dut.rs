@@ -39,6 +39,11 @@ pub enum DutKind {
     /// broadcasts to port 9 from the generator's namespace, and waits for
     /// tern to say busy polling engaged.
     TernAfxdpBusy,
+    /// tern on AF_XDP with its default idle = "sleep" and busy polling
+    /// while traffic flows: taught the NAPI id as tern-afxdp-busy, the
+    /// worker busy-polls under load and hands the NAPI back to the kernel
+    /// when it sleeps.
+    TernAfxdpAdaptive,
     /// tern with lane = "afpacket" (the userspace engine over AF_PACKET).
     TernAfpacket,
     /// Linux kernel forwarding (ip_forward=1).
@@ -58,7 +63,7 @@ impl DutKind {
         match self {
             DutKind::Tern => Some("auto"),
             DutKind::TernXdp => Some("xdp"),
-            DutKind::TernAfxdp | DutKind::TernAfxdpBusy => Some("afxdp"),
+            DutKind::TernAfxdp | DutKind::TernAfxdpBusy | DutKind::TernAfxdpAdaptive => Some("afxdp"),
             DutKind::TernAfpacket => Some("afpacket"),
             _ => None,
         }
@@ -71,6 +76,7 @@ impl DutKind {
             DutKind::TernXdp => "tern-xdp",
             DutKind::TernAfxdp => "tern-afxdp",
             DutKind::TernAfxdpBusy => "tern-afxdp-busy",
+            DutKind::TernAfxdpAdaptive => "tern-afxdp-adaptive",
             DutKind::TernAfpacket => "tern-afpacket",
             DutKind::Linux => "linux",
             DutKind::LinuxNft => "linux-nft",
@@ -79,8 +85,15 @@ impl DutKind {
         }
     }
 
-    /// tern with a busy-polling worker (see [`DutKind::TernAfxdpBusy`]).
+    /// tern with a worker that busy-polls (see [`DutKind::TernAfxdpBusy`]
+    /// and [`DutKind::TernAfxdpAdaptive`]): taught the ingress NAPI id, at
+    /// normal priority, the ingress NAPI left to tern.
     pub fn busy_polls(self) -> bool {
+        matches!(self, DutKind::TernAfxdpBusy | DutKind::TernAfxdpAdaptive)
+    }
+
+    /// tern with idle = "spin".
+    pub fn spins(self) -> bool {
         self == DutKind::TernAfxdpBusy
     }
 
@@ -215,10 +228,12 @@ pub fn setup(
     let dut = chain.dut.as_ref().ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
     match kind {
         DutKind::Linux | DutKind::LinuxNft => setup_linux(kind, chain, dut, needs, place, work_dir),
-        DutKind::Tern | DutKind::TernXdp | DutKind::TernAfxdp | DutKind::TernAfxdpBusy | DutKind::TernAfpacket => {
-            let driver = kind.tern_driver().unwrap_or("auto");
-            setup_tern(chain, dut, needs, place, tern_bin, work_dir, driver, kind.busy_polls())
-        }
+        DutKind::Tern
+        | DutKind::TernXdp
+        | DutKind::TernAfxdp
+        | DutKind::TernAfxdpBusy
+        | DutKind::TernAfxdpAdaptive
+        | DutKind::TernAfpacket => setup_tern(chain, dut, needs, place, tern_bin, work_dir, kind),
         DutKind::Testpmd => setup_testpmd(chain, dut, needs, place, work_dir, "af_packet"),
         DutKind::TestpmdAfxdp => setup_testpmd(chain, dut, needs, place, work_dir, "af_xdp"),
     }
@@ -427,7 +442,6 @@ pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str, spin: bool) -
     s
 }
 
-#[allow(clippy::too_many_arguments)]
 fn setup_tern(
     chain: &Chain,
     dut: &Netns,
@@ -435,9 +449,10 @@ fn setup_tern(
     place: Placement,
     tern_bin: Option<&Path>,
     work_dir: &Path,
-    driver: &str,
-    busy: bool,
+    kind: DutKind,
 ) -> Result<Setup> {
+    let driver = kind.tern_driver().unwrap_or("auto");
+    let busy = kind.busy_polls();
     let bin = match tern_bin {
         Some(b) => b.to_path_buf(),
         None => return Ok(Setup::NotSupported("no tern binary: pass --tern-bin PATH".into())),
@@ -450,7 +465,7 @@ fn setup_tern(
     dut.sysctl("net.ipv4.ip_forward", "0")?;
     dut.sysctl("net.ipv6.conf.all.forwarding", "0")?;
     prepare_ingress(dut, place)?;
-    let cfg = tern_config(needs, place.dut_cpu, driver, busy);
+    let cfg = tern_config(needs, place.dut_cpu, driver, kind.spins());
     let cfg_path = work_dir.join(format!("{}-tern.toml", dut.name()));
     write_file(&cfg_path, &cfg)?;
     let log = work_dir.join(format!("{}-tern.log", dut.name()));
@@ -504,10 +519,12 @@ fn setup_tern(
             return Err(e);
         }
         format!(
-            "{} run --config {} (1 worker on cpu {}, idle = spin, normal priority), busy polling the {DUT_IN} NAPI",
+            "{} run --config {} (1 worker on cpu {}, idle = {}, normal priority), busy polling the {DUT_IN} NAPI{}",
             bin.display(),
             cfg_path.display(),
-            place.dut_cpu
+            place.dut_cpu,
+            if kind.spins() { "spin" } else { "sleep" },
+            if kind.spins() { "" } else { " while traffic flows" }
         )
     } else {
         format!(

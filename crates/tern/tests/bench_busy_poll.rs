@@ -1,8 +1,9 @@
 //! The RFC 2544 tester driving the real `tern run` on AF_XDP with a
-//! busy-polling worker (`--dut tern-afxdp-busy`): the tester teaches tern's
-//! helper socket the ingress NAPI id with UDP broadcasts from the
-//! generator's namespace, and refuses the DUT if busy polling does not
-//! engage. Short trials at a low rate; nothing here asserts a speed.
+//! busy-polling worker (`--dut tern-afxdp-busy`, and the default worker
+//! that busy-polls while traffic flows, `tern-afxdp-adaptive`): the tester
+//! teaches tern's helper socket the ingress NAPI id with UDP broadcasts
+//! from the generator's namespace, and refuses the DUT if busy polling
+//! does not engage. Short trials at a low rate; nothing here asserts a speed.
 
 mod common;
 
@@ -18,7 +19,8 @@ fn tester_runs_tern_with_busy_polling_engaged() {
     std::fs::create_dir_all(&dir).expect("dir");
     let bin = env!("CARGO_BIN_EXE_tern");
     let out = Command::new(bin)
-        .args(["bench", "rfc2544", "--scenario", "single-flow-50fw", "--dut", "tern-afxdp-busy", "--tern-bin", bin])
+        .args(["bench", "rfc2544", "--scenario", "single-flow-50fw", "--tern-bin", bin])
+        .args(["--dut", "tern-afxdp-busy,tern-afxdp-adaptive"])
         .args(["--trial-secs", "0.5", "--drain-secs", "0.3", "--loads", "0.01", "--max-mpps", "0.05", "--no-search"])
         .args(["--json", "--work-dir"])
         .arg(&dir)
@@ -26,21 +28,30 @@ fn tester_runs_tern_with_busy_polling_engaged() {
         .expect("run tern bench");
     assert!(out.status.success(), "tester failed: {}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
-    let dut = &json["duts"][0];
-    assert_eq!(dut["name"], "tern-afxdp-busy");
-    assert_eq!(dut["status"], "ok", "{}", dut["message"]);
-    assert!(dut["description"].as_str().is_some_and(|d| d.contains("idle = spin")), "{}", dut["description"]);
-    let point = &dut["sizes"][0]["frame_loss"][0];
-    let sent = point["sent"].as_u64().expect("sent");
-    let received = point["streams"][0]["received"].as_u64().expect("received");
-    assert!(sent > 0 && received > 0, "sent {sent}, received {received}");
-    // tern said which way it busy-polls: through the helper socket on a veth.
-    let logs: String = std::fs::read_dir(&dir)
+    // The spinning worker, then the default one that sleeps when idle.
+    for (k, (name, idle)) in
+        [("tern-afxdp-busy", "idle = spin"), ("tern-afxdp-adaptive", "idle = sleep")].into_iter().enumerate()
+    {
+        let dut = &json["duts"][k];
+        assert_eq!(dut["name"], name);
+        assert_eq!(dut["status"], "ok", "{}", dut["message"]);
+        assert!(dut["description"].as_str().is_some_and(|d| d.contains(idle)), "{}", dut["description"]);
+        let point = &dut["sizes"][0]["frame_loss"][0];
+        let sent = point["sent"].as_u64().expect("sent");
+        let received = point["streams"][0]["received"].as_u64().expect("received");
+        assert!(sent > 0 && received > 0, "{name}: sent {sent}, received {received}");
+    }
+    // tern said which way it busy-polls: through the helper socket on a
+    // veth, in both runs.
+    let logs: Vec<String> = std::fs::read_dir(&dir)
         .expect("work dir")
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().ends_with("-tern.log"))
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
         .collect();
-    assert!(logs.contains("busy polling through the helper socket's NAPI"), "tern log: {logs}");
+    assert_eq!(logs.len(), 2, "one log per DUT");
+    for log in &logs {
+        assert!(log.contains("busy polling through the helper socket's NAPI"), "tern log: {log}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
