@@ -191,7 +191,13 @@ impl BusyPoller {
             self.countdown = 0;
             self.service(name);
         }
-        if !self.adaptive || !self.engaged() || self.parked {
+        if self.parked {
+            // Counted afresh each time: only a burst within one waking
+            // spell brings busy polling back.
+            self.woke_pkts = 0;
+            return;
+        }
+        if !self.adaptive || !self.engaged() {
             return;
         }
         if let Some(t) = &self.tuning

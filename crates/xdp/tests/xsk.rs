@@ -440,10 +440,18 @@ fn adaptive_busy_polling_parks_while_the_worker_sleeps() {
         }
         assert!(receive_udp(&mut port, &mut pool, 5000, 20));
         assert!(port.busy_poll_parked(), "a few packets do not bring busy polling back");
+        // The worker sleeps again: the count starts afresh, so these (with
+        // the 20 above, past the threshold) do not unpark either.
+        port.prepare_sleep();
+        let most = UNPARK_AFTER as usize - 16;
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5001), 4403, "sparse", most));
+        assert!(receive_udp(&mut port, &mut pool, 5001, most));
+        assert!(port.busy_poll_parked(), "{most} packets within one waking spell");
         // A busy queue does.
+        port.prepare_sleep();
         let more = UNPARK_AFTER as usize;
-        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5001), 4403, "busy", more));
-        assert!(receive_udp(&mut port, &mut pool, 5001, more));
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5002), 4404, "busy", more));
+        assert!(receive_udp(&mut port, &mut pool, 5002, more));
         assert!(!port.busy_poll_parked(), "unparked after {more} packets");
         assert!(port.wait_fd().is_none(), "spinning again");
         port.close(&mut pool);
