@@ -389,6 +389,26 @@ fn touch_pages<T: Copy + Default>(v: &mut [T]) {
     }
 }
 
+/// The next hop of the prefix that set the entries of depth `d` among
+/// `cells` (the whole range of that prefix; `depths` beside them), from
+/// one of its leaves in the 64-byte line of entries around `at`. A removal
+/// looks there before asking the RIB, whose cell for the covering prefix
+/// is a dependent cache miss on a large table. `None` when the line holds
+/// no leaf of that prefix (only longer prefixes, or its entries there lead
+/// to child blocks: taking the next hop a block inherits instead found no
+/// more on the full table, 2026-11-23).
+#[inline]
+fn leaf_near(depths: &[u8], cells: &[AtomicU32], at: usize, d: u8) -> Option<NhId> {
+    const LINE: usize = 64 / std::mem::size_of::<AtomicU32>();
+    let lo = at & !(LINE - 1);
+    let hi = (lo + LINE).min(cells.len());
+    let (depths, cells) = (depths.get(lo..hi)?, cells.get(lo..hi)?);
+    depths.iter().zip(cells).find_map(|(&x, cell)| {
+        let e = cell.load(Ordering::Relaxed);
+        (x == d && e & CHILD == 0).then_some(e)
+    })
+}
+
 /// The bits of `bits` (left-aligned) at `off`, `stride` wide.
 #[inline]
 fn chunk128(bits: u128, off: u32, stride: u32) -> usize {
@@ -837,7 +857,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         a: &MultibitArrays<TOP, STRIDE>,
         bits: u128,
         len: u8,
-        next_hop_of: impl Fn(u128, u8) -> Option<NhId>,
+        mut next_hop_of: impl FnMut(u128, u8) -> Option<NhId>,
     ) {
         let len = u32::from(len).min(self.width);
         let d = (len + 1) as u8;
@@ -849,10 +869,21 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             }
             self.count -= 1;
             self.set_present(bits, len, false);
+            // The prefix that takes over: its length from the present
+            // bits, its next hop from a top entry it sets next to the
+            // removed prefix's (lines the update loaded anyway), else from
+            // the caller (the RIB: a cache miss of its own).
             let (fnh, fd) = self
                 .covering_len(bits, len)
                 .and_then(|l| {
-                    next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8).map(|nh| (nh & !CHILD, (l + 1) as u8))
+                    let cd = (l + 1) as u8;
+                    let span = 1usize << (TOP - l);
+                    let c0 = t & !(span - 1);
+                    let cells = a.top.get(c0..c0 + span).unwrap_or_default();
+                    let depths = self.top_depth.get(c0..c0 + span).unwrap_or_default();
+                    leaf_near(depths, cells, t - c0, cd)
+                        .or_else(|| next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8))
+                        .map(|nh| (nh & !CHILD, cd))
                 })
                 .unwrap_or((NH_NONE, 0));
             let kids = self.write_top(a, t, len, |depth| depth == d, fd, fnh);
@@ -882,7 +913,10 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 }
                 self.count -= 1;
                 // The longest own prefix of this block covering the removed
-                // one, else what the block inherits.
+                // one,
+                // else what the block inherits. Its next hop as above: from
+                // a slot it sets next to the removed prefix's, else the
+                // caller's.
                 let (fnh, fd) = (1..rl)
                     .rev()
                     .find_map(|r| {
@@ -890,7 +924,13 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                             return None;
                         }
                         let l = (off + r) as u8;
-                        next_hop_of(bits & crate::prefix::mask128(l), l).map(|nh| (nh & !CHILD, l + 1))
+                        let span = 1usize << (STRIDE - r);
+                        let c0 = ((n as usize) << STRIDE) | (c & !(span - 1));
+                        let cells = a.nodes.get(c0..c0 + span).unwrap_or_default();
+                        let depths = self.depth.get(c0..c0 + span).unwrap_or_default();
+                        leaf_near(depths, cells, c & (span - 1), l + 1)
+                            .or_else(|| next_hop_of(bits & crate::prefix::mask128(l), l))
+                            .map(|nh| (nh & !CHILD, l + 1))
                     })
                     .unwrap_or((inh, inh_depth));
                 self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
