@@ -742,21 +742,69 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             return;
         };
         let mut touched = false;
+        // Eight slots at a time where their depths are one value (a run
+        // set by one prefix: under a changed short prefix nearly every
+        // slot of a block inherits it): one test of the eight depths, a
+        // run not taken skipped, a run of leaves taken rewritten without
+        // a test per slot. Other runs go slot by slot.
+        let mut d8 = depths.chunks_exact_mut(8);
+        let mut c8 = cells.chunks_exact(8);
+        for (ds, cs) in (&mut d8).zip(&mut c8) {
+            let x = ds.first().copied().unwrap_or(0);
+            // (Depths are at most 129: no run of 8 reads as all 0xff.)
+            let w = <[u8; 8]>::try_from(&*ds).map_or(u64::MAX, u64::from_ne_bytes);
+            if w == u64::from(x) * 0x0101_0101_0101_0101 {
+                if !take(x) {
+                    continue;
+                }
+                let (mut any, mut diff) = (0, 0);
+                for c in cs {
+                    let e = c.load(Ordering::Relaxed);
+                    any |= e;
+                    diff |= e ^ nh;
+                }
+                if any & CHILD == 0 {
+                    ds.fill(nd);
+                    if diff != 0 {
+                        for c in cs {
+                            c.store(nh, Ordering::Release);
+                        }
+                        touched = true;
+                    }
+                    continue;
+                }
+            }
+            touched |= Self::write_each(&mut self.stack, ds, cs, &take, nd, nh);
+        }
+        touched |= Self::write_each(&mut self.stack, d8.into_remainder(), c8.remainder(), &take, nd, nh);
+        if touched {
+            self.dirty_nodes.mark(n as usize);
+        }
+    }
+
+    /// `write_slots` slot by slot; returns whether an entry was stored.
+    fn write_each(
+        stack: &mut Vec<u32>,
+        depths: &mut [u8],
+        cells: &[AtomicU32],
+        take: &impl Fn(u8) -> bool,
+        nd: u8,
+        nh: NhId,
+    ) -> bool {
+        let mut touched = false;
         for (depth, cell) in depths.iter_mut().zip(cells) {
             if take(*depth) {
                 *depth = nd;
                 let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
-                    self.stack.push(e & !CHILD);
+                    stack.push(e & !CHILD);
                 } else if e != nh {
                     cell.store(nh, Ordering::Release);
                     touched = true;
                 }
             }
         }
-        if touched {
-            self.dirty_nodes.mark(n as usize);
-        }
+        touched
     }
 
     /// Pushes (`nh`, `d`) into the blocks on `self.stack` (and their

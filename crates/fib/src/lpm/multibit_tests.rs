@@ -430,3 +430,56 @@ fn removal_takes_the_covering_next_hop_from_the_trie() {
     assert_eq!(h.asked, 1);
     h.check_around(&[(base, 20), (base | (5 << 104), 24), (base | (6 << 104), 24)], &mut 1);
 }
+
+/// Changes of a short prefix rewrite the blocks under it eight slots at a
+/// time where the eight share a depth: runs of leaves, runs holding a
+/// child block, runs split between prefixes, and runs of a longer prefix
+/// (skipped) each end up as the reference says, through sets, next-hop
+/// changes and removals of the covering prefixes in either order.
+#[test]
+fn rewrites_of_runs_under_a_short_prefix() {
+    let mut h = H8::new(true);
+    let top = 0x2001_0db8u128 << 96;
+    // Under the /32 block (off 32): a /40 with a child block (a /48 in
+    // slot 3), a /37 covering slots 8..16, a /36 over slots 16..32 with a
+    // /38 inside it, and single /40s at slots 33 and 37 (runs split).
+    let inner = [
+        (top | 3 << 88 | 5 << 80, 48),
+        (top | 8 << 88, 37),
+        (top | 16 << 88, 36),
+        (top | 20 << 88, 38),
+        (top | 33 << 88, 40),
+        (top | 37 << 88, 40),
+        (top | 200 << 88 | 7 << 80, 56),
+    ];
+    for (i, &(b, l)) in inner.iter().enumerate() {
+        h.set(b, l, 100 + i as NhId);
+    }
+    let mut all: Vec<(u128, u8)> = inner.to_vec();
+    all.extend([(top, 32), (top, 24), (top & mask128(16), 16)]);
+    let mut rng = 7;
+    let mut check = |h: &H8| {
+        for s in 0..256u128 {
+            h.check(top | s << 88);
+            h.check(top | s << 88 | 5 << 80);
+            h.check(top | s << 88 | 7 << 80 | 0xff);
+        }
+        h.check_around(&all, &mut rng);
+    };
+    for (cover, len) in [(top, 32u8), (top, 24), (top & mask128(16), 16)] {
+        h.set(cover, len, 1);
+        check(&h);
+        h.set(cover, len, 2);
+        check(&h);
+    }
+    h.remove(top, 24);
+    check(&h);
+    h.remove(top, 32);
+    check(&h);
+    h.set(top, 32, 3);
+    h.remove(top & mask128(16), 16);
+    check(&h);
+    h.remove(top | 16 << 88, 36);
+    h.remove(top, 32);
+    check(&h);
+}
