@@ -38,6 +38,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::blockdir::BlockDir;
 use crate::changes::DirtyBits;
 use crate::reclaim::Garbage;
 use crate::types::{FibError, NH_NONE, NhId};
@@ -334,6 +335,8 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     /// `OWN_WORDS` words of own-prefix bits per block.
     own: Vec<u64>,
     free: Vec<u32>,
+    /// Every block in use by its offset and path (`blockdir.rs`).
+    dir: BlockDir,
     next: u32,
     cap: u32,
     count: usize,
@@ -443,6 +446,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             depth: Vec::new(),
             own: Vec::new(),
             free: Vec::new(),
+            dir: BlockDir::default(),
             next: 0,
             cap: arrays.node_capacity(),
             count: 0,
@@ -454,9 +458,21 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         }
     }
 
+    /// The offset of the block a prefix of `len > TOP` bits ends in.
+    #[inline]
+    fn last_off(len: u32) -> u32 {
+        TOP + STRIDE * ((len - TOP - 1) / STRIDE)
+    }
+
     /// Prefixes installed.
     pub fn len(&self) -> usize {
         self.count
+    }
+
+    /// Blocks the directory holds (every block linked in the trie).
+    #[cfg(test)]
+    pub(crate) fn dir_len(&self) -> usize {
+        self.dir.len()
     }
 
     /// Blocks in use (allocated, not on the free list).
@@ -476,6 +492,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             + self.own.capacity() * 8
             + self.top_depth.len()
             + self.present.iter().map(|v| v.len() * 64).sum::<usize>()
+            + self.dir.bytes()
     }
 
     /// Starts loading what an update of (`bits`, `len`) will touch first:
@@ -491,6 +508,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         tern_intrin::prefetch_index(&self.top_depth, t);
         self.dirty_top.prefetch(t);
         let len = u32::from(len);
+        if len > TOP.min(self.width) {
+            self.dir.prefetch(bits, Self::last_off(len.min(self.width)));
+        }
         if (1..=TOP).contains(&len) {
             // TOP <= 64 (both families): the roots are in the key's top
             // 64 bits, so u64 shifts do (a u128 shift by a variable is a
@@ -521,6 +541,20 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let len = u32::from(len);
         let ends_here = if w.off == 0 { len <= TOP } else { len <= w.off + STRIDE };
         if w.done || ends_here {
+            w.done = true;
+            return;
+        }
+        if w.off == 0
+            && let Some(n) = self.dir.find(bits, Self::last_off(len.min(self.width)))
+        {
+            // The block the prefix ends in, from the directory (its line
+            // prefetched with the top entry): no walk down.
+            let off = Self::last_off(len.min(self.width));
+            let slot = ((n as usize) << STRIDE) | chunk128(bits, off, STRIDE);
+            tern_intrin::prefetch_index(&a.nodes, slot);
+            tern_intrin::prefetch_index(&self.meta, n as usize);
+            tern_intrin::prefetch_index(&self.depth, slot);
+            tern_intrin::prefetch_index(&self.own, n as usize * Self::OWN_WORDS);
             w.done = true;
             return;
         }
@@ -696,7 +730,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
 
     /// A new block under a slot holding (`inh`, `inh_depth`), filled with
     /// that value; the caller publishes it.
-    fn new_block(&mut self, a: &MultibitArrays<TOP, STRIDE>, off: u32, inh: NhId, inh_depth: u8) -> Option<u32> {
+    fn new_block(
+        &mut self,
+        a: &MultibitArrays<TOP, STRIDE>,
+        bits: u128,
+        off: u32,
+        inh: NhId,
+        inh_depth: u8,
+    ) -> Option<u32> {
         let n = match self.free.pop() {
             Some(n) => n,
             None if self.next < self.cap => {
@@ -718,6 +759,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             w.fill(0);
         }
         self.dirty_nodes.mark(i);
+        self.dir.insert(bits, off, n);
         Some(n)
     }
 
@@ -855,11 +897,16 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         if self.room() < u64::from((len - TOP).div_ceil(STRIDE)) {
             return Err(FibError::Full(if self.v6 { "IPv6 trie" } else { "IPv4 trie" }));
         }
+        // The block the prefix ends in, if it exists (one probe, no walk
+        // down: its ancestors exist too); else the walk from the top,
+        // which creates the blocks missing.
         let e = a.top_entry(t);
-        let mut n = if e & CHILD != 0 {
+        let mut n = if let Some(n) = self.dir.find(bits, Self::last_off(len)) {
+            n
+        } else if e & CHILD != 0 {
             e & !CHILD
         } else {
-            let c = self.new_block(a, TOP, e, self.top_depth[t]).unwrap_or(0);
+            let c = self.new_block(a, bits, TOP, e, self.top_depth[t]).unwrap_or(0);
             a.set_top(t, CHILD | c);
             self.dirty_top.mark(t);
             c
@@ -885,7 +932,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 e & !CHILD
             } else {
                 let slot_depth = self.depth.get(((n as usize) << STRIDE) | c).copied().unwrap_or(0);
-                let k = self.new_block(a, off + STRIDE, e, slot_depth).unwrap_or(0);
+                let k = self.new_block(a, bits, off + STRIDE, e, slot_depth).unwrap_or(0);
                 a.set_entry(n, c, CHILD | k, Ordering::Release);
                 self.dirty_nodes.mark(n as usize);
                 if let Some(m) = self.m_mut(n) {
@@ -939,73 +986,81 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             self.replace(a, d, fnh, fd);
             return;
         }
-        let e = a.top_entry(t);
-        if e & CHILD == 0 {
+        // The block the prefix ends in, from the directory: none, and the
+        // prefix is not installed.
+        let Some(n) = self.dir.find(bits, Self::last_off(len)) else { return };
+        let Some(&m) = self.m(n) else { return };
+        let off = u32::from(m.off);
+        let c = chunk128(bits, off, STRIDE);
+        let rl = len - off;
+        if !self.flip_own(n, Self::own_index(rl, c), false) {
             return;
         }
-        let mut n = e & !CHILD;
-        // (block, chunk of the slot that leads to the next block)
-        let mut path = std::mem::take(&mut self.path);
-        path.clear();
-        while let Some(&m) = self.m(n) {
-            let off = u32::from(m.off);
-            let c = chunk128(bits, off, STRIDE);
-            if len <= off + STRIDE {
-                let rl = len - off;
-                if !self.flip_own(n, Self::own_index(rl, c), false) {
-                    break;
-                }
-                let (inh, inh_depth) = (m.inh, m.inh_depth);
-                if let Some(m) = self.m_mut(n) {
-                    m.owns -= 1;
-                }
-                self.count -= 1;
-                // The longest own prefix of this block covering the removed
-                // one,
-                // else what the block inherits. Its next hop as above: from
-                // a slot it sets next to the removed prefix's, else the
-                // caller's.
-                let (fnh, fd) = (1..rl)
-                    .rev()
-                    .find_map(|r| {
-                        if !self.own_bit(n, Self::own_index(r, c)) {
-                            return None;
-                        }
-                        let l = (off + r) as u8;
-                        let span = 1usize << (STRIDE - r);
-                        let c0 = ((n as usize) << STRIDE) | (c & !(span - 1));
-                        let cells = a.nodes.get(c0..c0 + span).unwrap_or_default();
-                        let depths = self.depth.get(c0..c0 + span).unwrap_or_default();
-                        leaf_near(depths, cells, c & (span - 1), l + 1)
-                            .or_else(|| next_hop_of(bits & crate::prefix::mask128(l), l))
-                            .map(|nh| (nh & !CHILD, l + 1))
-                    })
-                    .unwrap_or((inh, inh_depth));
-                self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
-                self.replace(a, d, fnh, fd);
-                self.unlink_empty(a, t, n, &mut path);
-                break;
-            }
-            let e = a.entry(n, c);
-            if e & CHILD == 0 {
-                break;
-            }
-            path.push((n, c));
-            n = e & !CHILD;
+        let (inh, inh_depth) = (m.inh, m.inh_depth);
+        if let Some(m) = self.m_mut(n) {
+            m.owns -= 1;
         }
-        self.path = path;
+        self.count -= 1;
+        // The longest own prefix of this block covering the removed one,
+        // else what the block inherits. Its next hop as above: from a slot
+        // it sets next to the removed prefix's, else the caller's.
+        let (fnh, fd) = (1..rl)
+            .rev()
+            .find_map(|r| {
+                if !self.own_bit(n, Self::own_index(r, c)) {
+                    return None;
+                }
+                let l = (off + r) as u8;
+                let span = 1usize << (STRIDE - r);
+                let c0 = ((n as usize) << STRIDE) | (c & !(span - 1));
+                let cells = a.nodes.get(c0..c0 + span).unwrap_or_default();
+                let depths = self.depth.get(c0..c0 + span).unwrap_or_default();
+                leaf_near(depths, cells, c & (span - 1), l + 1)
+                    .or_else(|| next_hop_of(bits & crate::prefix::mask128(l), l))
+                    .map(|nh| (nh & !CHILD, l + 1))
+            })
+            .unwrap_or((inh, inh_depth));
+        self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
+        self.replace(a, d, fnh, fd);
+        if self.m(n).is_some_and(|m| m.owns == 0 && m.kids == 0) {
+            // The block is left empty: the path down to it (block, chunk of
+            // the slot that leads on), for unlinking it and the ancestors
+            // it leaves empty.
+            let mut path = std::mem::take(&mut self.path);
+            path.clear();
+            let mut e = a.top_entry(t);
+            while e & CHILD != 0 && e & !CHILD != n {
+                let p = e & !CHILD;
+                let Some(pm) = self.m(p) else { break };
+                let pc = chunk128(bits, u32::from(pm.off), STRIDE);
+                path.push((p, pc));
+                e = a.entry(p, pc);
+            }
+            if e & CHILD != 0 {
+                self.unlink_empty(a, t, bits, n, &mut path);
+            }
+            self.path = path;
+        }
     }
 
     /// Unlinks block `n` and then its ancestors on `path` while they hold
     /// neither prefixes nor children, bottom-up: the parent slot gets back
     /// the value the block inherited.
-    fn unlink_empty(&mut self, a: &MultibitArrays<TOP, STRIDE>, t: usize, mut n: u32, path: &mut Vec<(u32, usize)>) {
+    fn unlink_empty(
+        &mut self,
+        a: &MultibitArrays<TOP, STRIDE>,
+        t: usize,
+        bits: u128,
+        mut n: u32,
+        path: &mut Vec<(u32, usize)>,
+    ) {
         loop {
             let Some(m) = self.m(n) else { return };
             if m.owns > 0 || m.kids > 0 {
                 return;
             }
             let inh = m.inh;
+            self.dir.remove(bits, u32::from(m.off));
             self.meta[n as usize] = None;
             self.garbage.push(Garbage::Nodes { v6: self.v6, base: n, count: 1 });
             match path.pop() {

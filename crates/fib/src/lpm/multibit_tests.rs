@@ -58,6 +58,8 @@ impl<const T: u32, const S: u32> Harness<T, S> {
         for x in g {
             self.w.reuse(x);
         }
+        // Every block in use is in the directory, and nothing else.
+        assert_eq!(self.w.dir_len(), self.w.nodes_in_use() as usize);
     }
 
     fn lookup(&self, key: u128) -> NhId {
