@@ -342,9 +342,8 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     count: usize,
     garbage: Vec<Garbage>,
     /// Scratch space, kept to spare an allocation per update: the blocks
-    /// still to visit by `paint`/`replace`, and `remove`'s path down.
+    /// still to visit by `paint`/`replace`.
     stack: Vec<u32>,
-    path: Vec<(u32, usize)>,
     /// Change tracking for mirrors: one bit per top entry / per block.
     dirty_top: DirtyBits,
     dirty_nodes: DirtyBits,
@@ -452,7 +451,6 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             count: 0,
             garbage: Vec::new(),
             stack: Vec::new(),
-            path: Vec::new(),
             dirty_top: DirtyBits::default(),
             dirty_nodes: DirtyBits::default(),
         }
@@ -1022,62 +1020,36 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             .unwrap_or((inh, inh_depth));
         self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
         self.replace(a, d, fnh, fd);
-        if self.m(n).is_some_and(|m| m.owns == 0 && m.kids == 0) {
-            // The block is left empty: the path down to it (block, chunk of
-            // the slot that leads on), for unlinking it and the ancestors
-            // it leaves empty.
-            let mut path = std::mem::take(&mut self.path);
-            path.clear();
-            let mut e = a.top_entry(t);
-            while e & CHILD != 0 && e & !CHILD != n {
-                let p = e & !CHILD;
-                let Some(pm) = self.m(p) else { break };
-                let pc = chunk128(bits, u32::from(pm.off), STRIDE);
-                path.push((p, pc));
-                e = a.entry(p, pc);
-            }
-            if e & CHILD != 0 {
-                self.unlink_empty(a, t, bits, n, &mut path);
-            }
-            self.path = path;
-        }
+        self.unlink_empty(a, t, bits, n);
     }
 
-    /// Unlinks block `n` and then its ancestors on `path` while they hold
-    /// neither prefixes nor children, bottom-up: the parent slot gets back
-    /// the value the block inherited.
-    fn unlink_empty(
-        &mut self,
-        a: &MultibitArrays<TOP, STRIDE>,
-        t: usize,
-        bits: u128,
-        mut n: u32,
-        path: &mut Vec<(u32, usize)>,
-    ) {
+    /// Unlinks block `n` and then its ancestors while they hold neither
+    /// prefixes nor children, bottom-up: the parent slot gets back the
+    /// value the block inherited. Each parent is found in the directory
+    /// (`bits` is a prefix below them all): no walk down from the top.
+    fn unlink_empty(&mut self, a: &MultibitArrays<TOP, STRIDE>, t: usize, bits: u128, mut n: u32) {
         loop {
             let Some(m) = self.m(n) else { return };
             if m.owns > 0 || m.kids > 0 {
                 return;
             }
-            let inh = m.inh;
-            self.dir.remove(bits, u32::from(m.off));
+            let (inh, off) = (m.inh, u32::from(m.off));
+            self.dir.remove(bits, off);
             self.meta[n as usize] = None;
             self.garbage.push(Garbage::Nodes { v6: self.v6, base: n, count: 1 });
-            match path.pop() {
-                Some((p, c)) => {
-                    a.set_entry(p, c, inh, Ordering::Release);
-                    self.dirty_nodes.mark(p as usize);
-                    if let Some(pm) = self.m_mut(p) {
-                        pm.kids -= 1;
-                    }
-                    n = p;
-                }
-                None => {
-                    a.set_top(t, inh);
-                    self.dirty_top.mark(t);
-                    return;
-                }
+            if off <= TOP {
+                a.set_top(t, inh);
+                self.dirty_top.mark(t);
+                return;
             }
+            let Some(p) = self.dir.find(bits, off - STRIDE) else { return };
+            let c = chunk128(bits, off - STRIDE, STRIDE);
+            a.set_entry(p, c, inh, Ordering::Release);
+            self.dirty_nodes.mark(p as usize);
+            if let Some(pm) = self.m_mut(p) {
+                pm.kids -= 1;
+            }
+            n = p;
         }
     }
 
