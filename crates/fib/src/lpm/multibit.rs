@@ -28,9 +28,11 @@
 //! # Updates
 //! The writer keeps, per slot, the length (+1) of the prefix that set it
 //! (the "depth"), per node the prefixes that end inside it and the value
-//! it inherits from its parent slot. Adding a prefix overwrites the slots
-//! it covers whose depth is not longer, recursing into child blocks;
-//! removing one puts back the longest shorter prefix covering it. A new
+//! it inherits from its parent slot, and a directory of the blocks by
+//! path (`blockdir.rs`: the block a prefix ends in in one probe, not one
+//! miss per level). Adding a prefix overwrites the slots it covers whose
+//! depth is not longer, recursing into child blocks; removing one puts
+//! back the longest shorter prefix covering it. A new
 //! child block is filled before the parent entry that points to it is
 //! stored (release); a block no longer reachable is reused only after a
 //! grace period. Each entry a reader loads is therefore either the old or
