@@ -125,7 +125,7 @@ impl FibWriter {
 
     /// Adds or replaces the route of source `s` for prefix `p`.
     pub fn add_route(&mut self, s: Source, p: Prefix, t: RouteTarget, a: RouteAttrs) -> Result<(), FibError> {
-        self.prefetch(&p);
+        self.prefetch_single(&p);
         let r = self.add_inner(s, p, t, a);
         self.count(&r);
         let c = self.commit();
@@ -135,7 +135,7 @@ impl FibWriter {
     /// Removes the route of source `s` for prefix `p`; the next best route
     /// of another source (if any) takes over.
     pub fn del_route(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
-        self.prefetch(&p);
+        self.prefetch_single(&p);
         let r = self.del_inner(s, p);
         self.count(&r);
         let c = self.commit();
@@ -363,6 +363,19 @@ impl FibWriter {
             self.v4.prefetch(&self.shared.v4, p.bits128(), p.len());
         } else {
             self.v6.prefetch(&self.shared.v6, p.bits128(), p.len());
+        }
+    }
+
+    /// `prefetch` for a single call, and then one step of the trie walk
+    /// (`walk_step`): the block the prefix ends in, found in the trie's
+    /// block directory (whose line the first prefetch loads together with
+    /// the RIB cell), has its lines loaded while the RIB's part of the
+    /// update runs instead of after it.
+    fn prefetch_single(&self, p: &Prefix) {
+        self.prefetch(p);
+        let mut w = Walk::new::<V4_TOP, V6_TOP>(p.is_v4(), p.len());
+        if !w.done() {
+            self.walk_step(p, &mut w);
         }
     }
 

@@ -2,6 +2,7 @@
 //! left-aligned in a u128 (IPv4 in the top 32 bits) so one code path serves
 //! both families.
 
+mod blockdir;
 pub mod multibit;
 pub mod naive;
 /// The measured alternative (see `multibit.rs` for why it is not used).

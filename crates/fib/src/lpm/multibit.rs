@@ -28,9 +28,11 @@
 //! # Updates
 //! The writer keeps, per slot, the length (+1) of the prefix that set it
 //! (the "depth"), per node the prefixes that end inside it and the value
-//! it inherits from its parent slot. Adding a prefix overwrites the slots
-//! it covers whose depth is not longer, recursing into child blocks;
-//! removing one puts back the longest shorter prefix covering it. A new
+//! it inherits from its parent slot, and a directory of the blocks by
+//! path (`blockdir.rs`: the block a prefix ends in in one probe, not one
+//! miss per level). Adding a prefix overwrites the slots it covers whose
+//! depth is not longer, recursing into child blocks; removing one puts
+//! back the longest shorter prefix covering it. A new
 //! child block is filled before the parent entry that points to it is
 //! stored (release); a block no longer reachable is reused only after a
 //! grace period. Each entry a reader loads is therefore either the old or
@@ -38,6 +40,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::blockdir::BlockDir;
 use crate::changes::DirtyBits;
 use crate::reclaim::Garbage;
 use crate::types::{FibError, NH_NONE, NhId};
@@ -334,14 +337,15 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     /// `OWN_WORDS` words of own-prefix bits per block.
     own: Vec<u64>,
     free: Vec<u32>,
+    /// Every block in use by its offset and path (`blockdir.rs`).
+    dir: BlockDir,
     next: u32,
     cap: u32,
     count: usize,
     garbage: Vec<Garbage>,
     /// Scratch space, kept to spare an allocation per update: the blocks
-    /// still to visit by `paint`/`replace`, and `remove`'s path down.
+    /// still to visit by `paint`/`replace`.
     stack: Vec<u32>,
-    path: Vec<(u32, usize)>,
     /// Change tracking for mirrors: one bit per top entry / per block.
     dirty_top: DirtyBits,
     dirty_nodes: DirtyBits,
@@ -389,6 +393,26 @@ fn touch_pages<T: Copy + Default>(v: &mut [T]) {
     }
 }
 
+/// The next hop of the prefix that set the entries of depth `d` among
+/// `cells` (the whole range of that prefix; `depths` beside them), from
+/// one of its leaves in the 64-byte line of entries around `at`. A removal
+/// looks there before asking the RIB, whose cell for the covering prefix
+/// is a dependent cache miss on a large table. `None` when the line holds
+/// no leaf of that prefix (only longer prefixes, or its entries there lead
+/// to child blocks: taking the next hop a block inherits instead found no
+/// more on the full table, 2026-11-23).
+#[inline]
+fn leaf_near(depths: &[u8], cells: &[AtomicU32], at: usize, d: u8) -> Option<NhId> {
+    const LINE: usize = 64 / std::mem::size_of::<AtomicU32>();
+    let lo = at & !(LINE - 1);
+    let hi = (lo + LINE).min(cells.len());
+    let (depths, cells) = (depths.get(lo..hi)?, cells.get(lo..hi)?);
+    depths.iter().zip(cells).find_map(|(&x, cell)| {
+        let e = cell.load(Ordering::Relaxed);
+        (x == d && e & CHILD == 0).then_some(e)
+    })
+}
+
 /// The bits of `bits` (left-aligned) at `off`, `stride` wide.
 #[inline]
 fn chunk128(bits: u128, off: u32, stride: u32) -> usize {
@@ -423,20 +447,32 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             depth: Vec::new(),
             own: Vec::new(),
             free: Vec::new(),
+            dir: BlockDir::default(),
             next: 0,
             cap: arrays.node_capacity(),
             count: 0,
             garbage: Vec::new(),
             stack: Vec::new(),
-            path: Vec::new(),
             dirty_top: DirtyBits::default(),
             dirty_nodes: DirtyBits::default(),
         }
     }
 
+    /// The offset of the block a prefix of `len > TOP` bits ends in.
+    #[inline]
+    fn last_off(len: u32) -> u32 {
+        TOP + STRIDE * ((len - TOP - 1) / STRIDE)
+    }
+
     /// Prefixes installed.
     pub fn len(&self) -> usize {
         self.count
+    }
+
+    /// Blocks the directory holds (every block linked in the trie).
+    #[cfg(test)]
+    pub(crate) fn dir_len(&self) -> usize {
+        self.dir.len()
     }
 
     /// Blocks in use (allocated, not on the free list).
@@ -456,6 +492,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             + self.own.capacity() * 8
             + self.top_depth.len()
             + self.present.iter().map(|v| v.len() * 64).sum::<usize>()
+            + self.dir.bytes()
     }
 
     /// Starts loading what an update of (`bits`, `len`) will touch first:
@@ -471,6 +508,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         tern_intrin::prefetch_index(&self.top_depth, t);
         self.dirty_top.prefetch(t);
         let len = u32::from(len);
+        if len > TOP.min(self.width) {
+            self.dir.prefetch(bits, Self::last_off(len.min(self.width)));
+        }
         if (1..=TOP).contains(&len) {
             // TOP <= 64 (both families): the roots are in the key's top
             // 64 bits, so u64 shifts do (a u128 shift by a variable is a
@@ -501,6 +541,20 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let len = u32::from(len);
         let ends_here = if w.off == 0 { len <= TOP } else { len <= w.off + STRIDE };
         if w.done || ends_here {
+            w.done = true;
+            return;
+        }
+        if w.off == 0
+            && let Some(n) = self.dir.find(bits, Self::last_off(len.min(self.width)))
+        {
+            // The block the prefix ends in, from the directory (its line
+            // prefetched with the top entry): no walk down.
+            let off = Self::last_off(len.min(self.width));
+            let slot = ((n as usize) << STRIDE) | chunk128(bits, off, STRIDE);
+            tern_intrin::prefetch_index(&a.nodes, slot);
+            tern_intrin::prefetch_index(&self.meta, n as usize);
+            tern_intrin::prefetch_index(&self.depth, slot);
+            tern_intrin::prefetch_index(&self.own, n as usize * Self::OWN_WORDS);
             w.done = true;
             return;
         }
@@ -676,7 +730,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
 
     /// A new block under a slot holding (`inh`, `inh_depth`), filled with
     /// that value; the caller publishes it.
-    fn new_block(&mut self, a: &MultibitArrays<TOP, STRIDE>, off: u32, inh: NhId, inh_depth: u8) -> Option<u32> {
+    fn new_block(
+        &mut self,
+        a: &MultibitArrays<TOP, STRIDE>,
+        bits: u128,
+        off: u32,
+        inh: NhId,
+        inh_depth: u8,
+    ) -> Option<u32> {
         let n = match self.free.pop() {
             Some(n) => n,
             None if self.next < self.cap => {
@@ -698,6 +759,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             w.fill(0);
         }
         self.dirty_nodes.mark(i);
+        self.dir.insert(bits, off, n);
         Some(n)
     }
 
@@ -722,21 +784,69 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             return;
         };
         let mut touched = false;
+        // Eight slots at a time where their depths are one value (a run
+        // set by one prefix: under a changed short prefix nearly every
+        // slot of a block inherits it): one test of the eight depths, a
+        // run not taken skipped, a run of leaves taken rewritten without
+        // a test per slot. Other runs go slot by slot.
+        let mut d8 = depths.chunks_exact_mut(8);
+        let mut c8 = cells.chunks_exact(8);
+        for (ds, cs) in (&mut d8).zip(&mut c8) {
+            let x = ds.first().copied().unwrap_or(0);
+            // (Depths are at most 129: no run of 8 reads as all 0xff.)
+            let w = <[u8; 8]>::try_from(&*ds).map_or(u64::MAX, u64::from_ne_bytes);
+            if w == u64::from(x) * 0x0101_0101_0101_0101 {
+                if !take(x) {
+                    continue;
+                }
+                let (mut any, mut diff) = (0, 0);
+                for c in cs {
+                    let e = c.load(Ordering::Relaxed);
+                    any |= e;
+                    diff |= e ^ nh;
+                }
+                if any & CHILD == 0 {
+                    ds.fill(nd);
+                    if diff != 0 {
+                        for c in cs {
+                            c.store(nh, Ordering::Release);
+                        }
+                        touched = true;
+                    }
+                    continue;
+                }
+            }
+            touched |= Self::write_each(&mut self.stack, ds, cs, &take, nd, nh);
+        }
+        touched |= Self::write_each(&mut self.stack, d8.into_remainder(), c8.remainder(), &take, nd, nh);
+        if touched {
+            self.dirty_nodes.mark(n as usize);
+        }
+    }
+
+    /// `write_slots` slot by slot; returns whether an entry was stored.
+    fn write_each(
+        stack: &mut Vec<u32>,
+        depths: &mut [u8],
+        cells: &[AtomicU32],
+        take: &impl Fn(u8) -> bool,
+        nd: u8,
+        nh: NhId,
+    ) -> bool {
+        let mut touched = false;
         for (depth, cell) in depths.iter_mut().zip(cells) {
             if take(*depth) {
                 *depth = nd;
                 let e = cell.load(Ordering::Relaxed);
                 if e & CHILD != 0 {
-                    self.stack.push(e & !CHILD);
+                    stack.push(e & !CHILD);
                 } else if e != nh {
                     cell.store(nh, Ordering::Release);
                     touched = true;
                 }
             }
         }
-        if touched {
-            self.dirty_nodes.mark(n as usize);
-        }
+        touched
     }
 
     /// Pushes (`nh`, `d`) into the blocks on `self.stack` (and their
@@ -787,11 +897,16 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         if self.room() < u64::from((len - TOP).div_ceil(STRIDE)) {
             return Err(FibError::Full(if self.v6 { "IPv6 trie" } else { "IPv4 trie" }));
         }
+        // The block the prefix ends in, if it exists (one probe, no walk
+        // down: its ancestors exist too); else the walk from the top,
+        // which creates the blocks missing.
         let e = a.top_entry(t);
-        let mut n = if e & CHILD != 0 {
+        let mut n = if let Some(n) = self.dir.find(bits, Self::last_off(len)) {
+            n
+        } else if e & CHILD != 0 {
             e & !CHILD
         } else {
-            let c = self.new_block(a, TOP, e, self.top_depth[t]).unwrap_or(0);
+            let c = self.new_block(a, bits, TOP, e, self.top_depth[t]).unwrap_or(0);
             a.set_top(t, CHILD | c);
             self.dirty_top.mark(t);
             c
@@ -817,7 +932,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 e & !CHILD
             } else {
                 let slot_depth = self.depth.get(((n as usize) << STRIDE) | c).copied().unwrap_or(0);
-                let k = self.new_block(a, off + STRIDE, e, slot_depth).unwrap_or(0);
+                let k = self.new_block(a, bits, off + STRIDE, e, slot_depth).unwrap_or(0);
                 a.set_entry(n, c, CHILD | k, Ordering::Release);
                 self.dirty_nodes.mark(n as usize);
                 if let Some(m) = self.m_mut(n) {
@@ -837,7 +952,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         a: &MultibitArrays<TOP, STRIDE>,
         bits: u128,
         len: u8,
-        next_hop_of: impl Fn(u128, u8) -> Option<NhId>,
+        mut next_hop_of: impl FnMut(u128, u8) -> Option<NhId>,
     ) {
         let len = u32::from(len).min(self.width);
         let d = (len + 1) as u8;
@@ -849,10 +964,21 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             }
             self.count -= 1;
             self.set_present(bits, len, false);
+            // The prefix that takes over: its length from the present
+            // bits, its next hop from a top entry it sets next to the
+            // removed prefix's (lines the update loaded anyway), else from
+            // the caller (the RIB: a cache miss of its own).
             let (fnh, fd) = self
                 .covering_len(bits, len)
                 .and_then(|l| {
-                    next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8).map(|nh| (nh & !CHILD, (l + 1) as u8))
+                    let cd = (l + 1) as u8;
+                    let span = 1usize << (TOP - l);
+                    let c0 = t & !(span - 1);
+                    let cells = a.top.get(c0..c0 + span).unwrap_or_default();
+                    let depths = self.top_depth.get(c0..c0 + span).unwrap_or_default();
+                    leaf_near(depths, cells, t - c0, cd)
+                        .or_else(|| next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8))
+                        .map(|nh| (nh & !CHILD, cd))
                 })
                 .unwrap_or((NH_NONE, 0));
             let kids = self.write_top(a, t, len, |depth| depth == d, fd, fnh);
@@ -860,81 +986,72 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             self.replace(a, d, fnh, fd);
             return;
         }
-        let e = a.top_entry(t);
-        if e & CHILD == 0 {
+        // The block the prefix ends in, from the directory: none, and the
+        // prefix is not installed.
+        let Some(n) = self.dir.find(bits, Self::last_off(len)) else { return };
+        let Some(&m) = self.m(n) else { return };
+        let off = u32::from(m.off);
+        let c = chunk128(bits, off, STRIDE);
+        let rl = len - off;
+        if !self.flip_own(n, Self::own_index(rl, c), false) {
             return;
         }
-        let mut n = e & !CHILD;
-        // (block, chunk of the slot that leads to the next block)
-        let mut path = std::mem::take(&mut self.path);
-        path.clear();
-        while let Some(&m) = self.m(n) {
-            let off = u32::from(m.off);
-            let c = chunk128(bits, off, STRIDE);
-            if len <= off + STRIDE {
-                let rl = len - off;
-                if !self.flip_own(n, Self::own_index(rl, c), false) {
-                    break;
-                }
-                let (inh, inh_depth) = (m.inh, m.inh_depth);
-                if let Some(m) = self.m_mut(n) {
-                    m.owns -= 1;
-                }
-                self.count -= 1;
-                // The longest own prefix of this block covering the removed
-                // one, else what the block inherits.
-                let (fnh, fd) = (1..rl)
-                    .rev()
-                    .find_map(|r| {
-                        if !self.own_bit(n, Self::own_index(r, c)) {
-                            return None;
-                        }
-                        let l = (off + r) as u8;
-                        next_hop_of(bits & crate::prefix::mask128(l), l).map(|nh| (nh & !CHILD, l + 1))
-                    })
-                    .unwrap_or((inh, inh_depth));
-                self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
-                self.replace(a, d, fnh, fd);
-                self.unlink_empty(a, t, n, &mut path);
-                break;
-            }
-            let e = a.entry(n, c);
-            if e & CHILD == 0 {
-                break;
-            }
-            path.push((n, c));
-            n = e & !CHILD;
+        let (inh, inh_depth) = (m.inh, m.inh_depth);
+        if let Some(m) = self.m_mut(n) {
+            m.owns -= 1;
         }
-        self.path = path;
+        self.count -= 1;
+        // The longest own prefix of this block covering the removed one,
+        // else what the block inherits. Its next hop as above: from a slot
+        // it sets next to the removed prefix's, else the caller's.
+        let (fnh, fd) = (1..rl)
+            .rev()
+            .find_map(|r| {
+                if !self.own_bit(n, Self::own_index(r, c)) {
+                    return None;
+                }
+                let l = (off + r) as u8;
+                let span = 1usize << (STRIDE - r);
+                let c0 = ((n as usize) << STRIDE) | (c & !(span - 1));
+                let cells = a.nodes.get(c0..c0 + span).unwrap_or_default();
+                let depths = self.depth.get(c0..c0 + span).unwrap_or_default();
+                leaf_near(depths, cells, c & (span - 1), l + 1)
+                    .or_else(|| next_hop_of(bits & crate::prefix::mask128(l), l))
+                    .map(|nh| (nh & !CHILD, l + 1))
+            })
+            .unwrap_or((inh, inh_depth));
+        self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
+        self.replace(a, d, fnh, fd);
+        self.unlink_empty(a, t, bits, n);
     }
 
-    /// Unlinks block `n` and then its ancestors on `path` while they hold
-    /// neither prefixes nor children, bottom-up: the parent slot gets back
-    /// the value the block inherited.
-    fn unlink_empty(&mut self, a: &MultibitArrays<TOP, STRIDE>, t: usize, mut n: u32, path: &mut Vec<(u32, usize)>) {
+    /// Unlinks block `n` and then its ancestors while they hold neither
+    /// prefixes nor children, bottom-up: the parent slot gets back the
+    /// value the block inherited. Each parent is found in the directory
+    /// (`bits` is a prefix below them all): no walk down from the top.
+    fn unlink_empty(&mut self, a: &MultibitArrays<TOP, STRIDE>, t: usize, bits: u128, mut n: u32) {
         loop {
             let Some(m) = self.m(n) else { return };
             if m.owns > 0 || m.kids > 0 {
                 return;
             }
-            let inh = m.inh;
+            let (inh, off) = (m.inh, u32::from(m.off));
+            self.dir.remove(bits, off);
             self.meta[n as usize] = None;
             self.garbage.push(Garbage::Nodes { v6: self.v6, base: n, count: 1 });
-            match path.pop() {
-                Some((p, c)) => {
-                    a.set_entry(p, c, inh, Ordering::Release);
-                    self.dirty_nodes.mark(p as usize);
-                    if let Some(pm) = self.m_mut(p) {
-                        pm.kids -= 1;
-                    }
-                    n = p;
-                }
-                None => {
-                    a.set_top(t, inh);
-                    self.dirty_top.mark(t);
-                    return;
-                }
+            if off <= TOP {
+                a.set_top(t, inh);
+                self.dirty_top.mark(t);
+                return;
             }
+            let Some(p) = self.dir.find(bits, off - STRIDE) else { return };
+            let c = chunk128(bits, off - STRIDE, STRIDE);
+            a.set_entry(p, c, inh, Ordering::Release);
+            self.dirty_nodes.mark(p as usize);
+            if let Some(pm) = self.m_mut(p) {
+                pm.kids -= 1;
+            }
+            n = p;
         }
     }
 

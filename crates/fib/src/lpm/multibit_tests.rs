@@ -14,6 +14,8 @@ struct Harness<const T: u32, const S: u32> {
     w: MultibitWriter<T, S>,
     naive: NaiveLpm,
     v6: bool,
+    /// Next hops of covering prefixes the writer asked for.
+    asked: usize,
 }
 
 type H = Harness<18, 6>;
@@ -24,7 +26,7 @@ impl<const T: u32, const S: u32> Harness<T, S> {
     fn new(v6: bool) -> Self {
         let a = MultibitArrays::new(1 << 14);
         let w = MultibitWriter::new(v6, &a);
-        Harness { a, w, naive: NaiveLpm::new(), v6 }
+        Harness { a, w, naive: NaiveLpm::new(), v6, asked: 0 }
     }
 
     fn width(&self) -> u8 {
@@ -41,7 +43,12 @@ impl<const T: u32, const S: u32> Harness<T, S> {
         let bits = bits & mask128(len);
         self.naive.remove(bits, len);
         let naive = &self.naive;
-        self.w.remove(&self.a, bits, len, |b, l| naive.get(b, l));
+        let mut asked = 0;
+        self.w.remove(&self.a, bits, len, |b, l| {
+            asked += 1;
+            naive.get(b, l)
+        });
+        self.asked += asked;
     }
 
     /// Commits and recycles garbage at once (no reader is registered).
@@ -51,6 +58,8 @@ impl<const T: u32, const S: u32> Harness<T, S> {
         for x in g {
             self.w.reuse(x);
         }
+        // Every block in use is in the directory, and nothing else.
+        assert_eq!(self.w.dir_len(), self.w.nodes_in_use() as usize);
     }
 
     fn lookup(&self, key: u128) -> NhId {
@@ -371,4 +380,108 @@ fn edges_batched_on_tern_shapes() {
     }
     run::<24, 8>(false);
     run::<16, 8>(true);
+}
+
+/// A removal finds the next hop of the prefix that takes over in the
+/// trie's own entries next to the removed prefix (top level and inside a
+/// block) and asks the caller only when none of them is a leaf it set;
+/// the result is the reference's either way.
+#[test]
+fn removal_takes_the_covering_next_hop_from_the_trie() {
+    // IPv4 shape 24/8: a /16 over a /24 (top level), a /26 over a /30 (in
+    // a block).
+    let mut h = H24::new(false);
+    let ps = [(0x0a01_0000u128 << 96, 16), (0x0a01_0500 << 96, 24), (0x0a01_0640 << 96, 26), (0x0a01_0650 << 96, 30)];
+    for (i, &(b, l)) in ps.iter().enumerate() {
+        h.set(b, l, i as NhId + 1);
+    }
+    h.remove(ps[1].0, ps[1].1);
+    h.remove(ps[3].0, ps[3].1);
+    assert_eq!(h.asked, 0);
+    h.check_around(&ps, &mut 1);
+    // IPv6 shape 16/8: a /8 over a /16, a /20 over a /24.
+    let mut h = H8::new(true);
+    let ps = [(0x2000u128 << 120, 8), (0x2001 << 112, 16), (0x2001_0000 << 96, 20), (0x2001_0b00 << 96, 24)];
+    for (i, &(b, l)) in ps.iter().enumerate() {
+        h.set(b, l, i as NhId + 1);
+    }
+    h.remove(ps[1].0, ps[1].1);
+    h.remove(ps[3].0, ps[3].1);
+    assert_eq!(h.asked, 0);
+    h.check_around(&ps, &mut 1);
+    // Every entry the covering /20 sets in the line of the removed /24
+    // leads to a block: the caller is asked.
+    let mut h = H24::new(false);
+    let base = 0x0a01_0000u128 << 96;
+    h.set(base, 20, 3);
+    for i in 0..16u128 {
+        h.set(base | (i << 104) | (1 << 96), 32, 4);
+    }
+    h.set(base | (5 << 104), 24, 5);
+    h.remove(base | (5 << 104), 24);
+    assert_eq!(h.asked, 1);
+    h.check_around(&[(base, 20), (base | (5 << 104), 24), (base | (6 << 104) | (1 << 96), 32)], &mut 1);
+    // The line of the removed /24 is all longer prefixes but its own: the
+    // caller is asked.
+    let mut h = H24::new(false);
+    h.set(base, 20, 3);
+    for i in 0..16u128 {
+        h.set(base | (i << 104), 24, 10 + i as NhId);
+    }
+    h.remove(base | (5 << 104), 24);
+    assert_eq!(h.asked, 1);
+    h.check_around(&[(base, 20), (base | (5 << 104), 24), (base | (6 << 104), 24)], &mut 1);
+}
+
+/// Changes of a short prefix rewrite the blocks under it eight slots at a
+/// time where the eight share a depth: runs of leaves, runs holding a
+/// child block, runs split between prefixes, and runs of a longer prefix
+/// (skipped) each end up as the reference says, through sets, next-hop
+/// changes and removals of the covering prefixes in either order.
+#[test]
+fn rewrites_of_runs_under_a_short_prefix() {
+    let mut h = H8::new(true);
+    let top = 0x2001_0db8u128 << 96;
+    // Under the /32 block (off 32): a /40 with a child block (a /48 in
+    // slot 3), a /37 covering slots 8..16, a /36 over slots 16..32 with a
+    // /38 inside it, and single /40s at slots 33 and 37 (runs split).
+    let inner = [
+        (top | 3 << 88 | 5 << 80, 48),
+        (top | 8 << 88, 37),
+        (top | 16 << 88, 36),
+        (top | 20 << 88, 38),
+        (top | 33 << 88, 40),
+        (top | 37 << 88, 40),
+        (top | 200 << 88 | 7 << 80, 56),
+    ];
+    for (i, &(b, l)) in inner.iter().enumerate() {
+        h.set(b, l, 100 + i as NhId);
+    }
+    let mut all: Vec<(u128, u8)> = inner.to_vec();
+    all.extend([(top, 32), (top, 24), (top & mask128(16), 16)]);
+    let mut rng = 7;
+    let mut check = |h: &H8| {
+        for s in 0..256u128 {
+            h.check(top | s << 88);
+            h.check(top | s << 88 | 5 << 80);
+            h.check(top | s << 88 | 7 << 80 | 0xff);
+        }
+        h.check_around(&all, &mut rng);
+    };
+    for (cover, len) in [(top, 32u8), (top, 24), (top & mask128(16), 16)] {
+        h.set(cover, len, 1);
+        check(&h);
+        h.set(cover, len, 2);
+        check(&h);
+    }
+    h.remove(top, 24);
+    check(&h);
+    h.remove(top, 32);
+    check(&h);
+    h.set(top, 32, 3);
+    h.remove(top & mask128(16), 16);
+    check(&h);
+    h.remove(top | 16 << 88, 36);
+    h.remove(top, 32);
+    check(&h);
 }
