@@ -69,6 +69,7 @@
 #[cfg(feature = "bench")]
 pub mod bench;
 mod changes;
+mod keyhash;
 mod lpm;
 mod nexthop;
 mod prefix;

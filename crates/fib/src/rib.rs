@@ -197,7 +197,7 @@ impl CellKey for K4 {
     const EMPTY: K4 = u64::MAX;
     #[inline]
     fn hash(&self, seed: u64) -> u64 {
-        fmix64(*self ^ seed)
+        crate::keyhash::hash64(*self, seed)
     }
 }
 
@@ -212,19 +212,8 @@ impl CellKey for K6 {
     const EMPTY: K6 = K6 { hi: u64::MAX, lo: u64::MAX, len: u8::MAX };
     #[inline]
     fn hash(&self, seed: u64) -> u64 {
-        fmix64(self.hi ^ seed ^ self.lo.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(self.len))
+        crate::keyhash::hash128(self.hi, self.lo, self.len, seed)
     }
-}
-
-/// murmur3's 64-bit finaliser: every key bit moves every hash bit (the
-/// table takes the low bits).
-#[inline]
-fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
 }
 
 fn k4(addr: Ipv4Addr, len: u8) -> u64 {
@@ -277,8 +266,7 @@ pub(crate) struct PrefixMap<K> {
 
 impl<K: CellKey> Default for PrefixMap<K> {
     fn default() -> Self {
-        use std::hash::{BuildHasher, RandomState};
-        PrefixMap { cells: Vec::new(), len: 0, seed: RandomState::new().hash_one(0x7465_726e_u64) }
+        PrefixMap { cells: Vec::new(), len: 0, seed: crate::keyhash::new_seed(0x7465_726e) }
     }
 }
 

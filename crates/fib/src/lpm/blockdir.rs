@@ -32,25 +32,14 @@ pub(crate) struct BlockDir {
 
 impl Default for BlockDir {
     fn default() -> Self {
-        use std::hash::{BuildHasher, RandomState};
-        BlockDir { cells: Vec::new(), len: 0, seed: RandomState::new().hash_one(0x626c_6f63_6b73_u64) }
+        BlockDir { cells: Vec::new(), len: 0, seed: crate::keyhash::new_seed(0x626c_6f63_6b73) }
     }
-}
-
-/// murmur3's 64-bit finaliser.
-#[inline]
-fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
 }
 
 impl BlockDir {
     #[inline]
     fn home(&self, hi: u64, lo: u64, off: u8) -> usize {
-        let h = fmix64(hi ^ self.seed ^ lo.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(off));
+        let h = crate::keyhash::hash128(hi, lo, off, self.seed);
         h as usize & self.cells.len().wrapping_sub(1)
     }
 
