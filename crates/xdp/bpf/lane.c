@@ -343,6 +343,7 @@ struct st {
 	// the cache's recent miss rate and the bypass sampler (acl_cache_find).
 	__u32 c_miss; // moving average, 1/16 per probe, 65536 = every probe missed
 	__u32 c_rng;
+	__u32 m_miss; // the same for the memo (acl_eval)
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -706,6 +707,18 @@ static __always_inline int acl_centry_is(const struct lane_acl_centry *e, const 
 // cannot fool it), which keeps the estimate and the entries alive until
 // the traffic comes back to flows it holds.
 #define ACL_CACHE_BYPASS_AT 40960 // 5/8
+// The same for the memo: a miss costs its compare and its rewrite (about
+// half what a hit saves), so with many flows interleaved on a CPU it is
+// looked at on one packet in 16 only.
+#define ACL_MEMO_BYPASS_AT 49152 // 3/4
+
+// This CPU's pseudo-random sampler for the bypasses.
+static __always_inline __u32 acl_rng(struct st *s)
+{
+	__u32 r = s->c_rng * 1664525 + 1013904223; // Numerical Recipes' LCG
+	s->c_rng = r;
+	return r;
+}
 
 // Looks key `k` up in the verdict cache under rule set table `base`
 // (header `h`): 1 on a hit, with the entry's classification in
@@ -720,12 +733,8 @@ __noinline int acl_cache_find(struct st *s, const struct lane_acl_set *h, __u32 
 		return 0;
 	s->c_fill = 0;
 	__u32 miss = s->c_miss;
-	if (miss > ACL_CACHE_BYPASS_AT) {
-		__u32 r = s->c_rng * 1664525 + 1013904223; // Numerical Recipes' LCG
-		s->c_rng = r;
-		if (r >> 28)
-			return 0;
-	}
+	if (miss > ACL_CACHE_BYPASS_AT && (acl_rng(s) >> 28))
+		return 0;
 	struct acl_ckey *c = &s->ck;
 	acl_ckey_pack(c, k, h);
 	__u32 base1 = base + 1;
@@ -810,7 +819,9 @@ __noinline int acl_cache_fill(struct st *s, __u32 base, __u32 decide, __u32 verd
 // classification in direction `out` (0 input, 1 output rule sets) with
 // the key as the packet had it (unmasked), tagged the same way; a packet
 // of the same flow under the same publication takes its verdict with one
-// compare: no rule set header, hash or bucket.
+// compare: no rule set header, hash or bucket. When most packets miss
+// it (many flows interleaved on this CPU), it is looked at, and so
+// rewritten, on one packet in 16 only (ACL_MEMO_BYPASS_AT).
 __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __u32 out)
 {
 	if (!s || !k || set >= LANE_MAX_SETS)
@@ -819,14 +830,21 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 	__u32 slot0 = base * (LANE_ACL_RULES + 1);
 	__u64 tag = s->epoch | (__u64)(base + 1) << 32;
 	__u32 dir = out ? 1 : 0;
-	struct lane_acl_centry *memo = lane_acl_cache_on ? bpf_map_lookup_elem(&lane_acl_memo, &dir) : 0;
+	struct lane_acl_centry *memo = 0;
+	__u32 mmiss = s->m_miss;
+	if (lane_acl_cache_on && (mmiss <= ACL_MEMO_BYPASS_AT || !(acl_rng(s) >> 28)))
+		memo = bpf_map_lookup_elem(&lane_acl_memo, &dir);
 	__u32 decide, verdict;
 	__u64 counted;
-	if (memo && acl_centry_is(memo, k->w, tag, v6)) {
-		decide = memo->decide;
-		verdict = memo->verdict;
-		counted = memo->counted;
-		goto record;
+	if (memo) {
+		if (acl_centry_is(memo, k->w, tag, v6)) {
+			s->m_miss = mmiss - (mmiss >> 4);
+			decide = memo->decide;
+			verdict = memo->verdict;
+			counted = memo->counted;
+			goto record;
+		}
+		s->m_miss = mmiss + ((65536 - mmiss) >> 4);
 	}
 	const struct lane_acl_set *h = bpf_map_lookup_elem(&lane_acl_sets, &base);
 	if (!h || !(h->flags & LACL_OK))
@@ -1480,8 +1498,9 @@ static __always_inline void commit_counters(struct st *s)
 // Rewrites the frame as decided: [L2][outer IP + GRE][kept L3 with its
 // TTL/hop limit decremented, trimmed to its total length]. Returns 0 when
 // done, -1 when nothing was changed (the head could not move), -2 when the
-// frame is half written.
-__noinline int transmit(struct xdp_md *ctx, struct st *s)
+// frame is half written. Inlined in its one caller (a call less per
+// forwarded packet).
+static __always_inline int transmit(struct xdp_md *ctx, struct st *s)
 {
 	if (!ctx || !s)
 		return -1;
