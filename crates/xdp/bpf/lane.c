@@ -133,6 +133,17 @@ struct {
 	__type(value, struct lane_acl_cbucket);
 } lane_acl_cache SEC(".maps");
 
+// The verdict cache's memo: per CPU and direction (input, output rule
+// sets), the last classification (acl_eval), an entry whose key is the
+// packet's, unmasked. The loader zeroes it with the cache when the
+// publication sequence wraps.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct lane_acl_centry);
+} lane_acl_memo SEC(".maps");
+
 const volatile __u32 lane_acl_cache_mask = LANE_ACL_CACHE_BUCKETS - 1;
 const volatile __u32 lane_acl_cache_on = 1;
 
@@ -248,17 +259,24 @@ enum { V_NONE = 0, V_FWD, V_DROP, V_PUNT, V_PASS };
 	} while (0)
 #define L3_MAX 80 // the deepest L3 header the lane reads (VLAN + IPv6 + GRE)
 
-// The classifier key (crates/acl/src/key.rs), as field values
-// (crates/acl/src/lower.rs Field::value).
+// The classifier key (crates/acl/src/key.rs; field values as
+// crates/acl/src/lower.rs Field::value), in the verdict cache's layout,
+// built where the packet is parsed: the addresses in four words (K_*;
+// IPv4: the low words, the high ones zero), the other nine fields packed
+// into two (LANE_CK_*; acl_key_field reads one back for the classifier).
+#define K_SRC_HI 0
+#define K_SRC_LO 1
+#define K_DST_HI 2
+#define K_DST_LO 3
+#define K_P0 4 // ports, ICMP type/code, TCP flags
+#define K_P1 5 // protocol, interfaces, VLAN, DSCP
 struct acl_key {
-	__u64 src_hi, src_lo, dst_hi, dst_lo;
-	__u32 v[LANE_NF];
+	__u64 w[LANE_ACL_CKEY];
 	__u32 bytes;
 };
 
 // The verdict cache key: `k` with the fields the rule set does not
-// constrain zeroed (they cannot change its verdict), the addresses as they
-// are, the other fields packed (acl_ckey_pack).
+// constrain zeroed (they cannot change its verdict).
 struct acl_ckey {
 	__u64 w[LANE_ACL_CKEY];
 };
@@ -325,6 +343,7 @@ struct st {
 	// the cache's recent miss rate and the bypass sampler (acl_cache_find).
 	__u32 c_miss; // moving average, 1/16 per probe, 65536 = every probe missed
 	__u32 c_rng;
+	__u32 m_miss; // the same for the memo (acl_eval)
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -600,26 +619,54 @@ static __always_inline int acl_record(struct st *s, __u32 slot0, __u32 decide, _
 	return 0;
 }
 
-// The non-address fields packed into two words (LANE_CK_*), masked to
-// the ones the rule set constrains.
+// Bits of the packed key words (LANE_CK_*): a field's value placed
+// (CK), its mask (CKM), read back (CKG).
 #define CK(f, x) ((__u64)(x) << (LANE_CK_##f##_AT & 63))
+#define CKM(f) CK(f, (1ull << LANE_CK_##f##_BITS) - 1)
+#define CKG(k, f)                                                                 \
+	((__u32)((k)->w[K_P0 + LANE_CK_##f##_AT / 64] >> (LANE_CK_##f##_AT & 63)) & \
+	 ((1u << LANE_CK_##f##_BITS) - 1))
+// The transport fields when there are none (or they are not read).
+#define CK_NO_L4 (CK(SPORT, ABSENT16) | CK(DPORT, ABSENT16) | CK(ICMP, ABSENT16) | CK(TCP, ABSENT8))
+
+// The value of non-address field `f` of `k` (constant after unrolling).
+static __always_inline __u32 acl_key_field(const struct acl_key *k, int f)
+{
+	switch (f) {
+	case F_PROTO:
+		return CKG(k, PROTO);
+	case F_SPORT:
+		return CKG(k, SPORT);
+	case F_DPORT:
+		return CKG(k, DPORT);
+	case F_ICMP:
+		return CKG(k, ICMP);
+	case F_TCP:
+		return CKG(k, TCP);
+	case F_IIF:
+		return CKG(k, IIF);
+	case F_OIF:
+		return CKG(k, OIF);
+	case F_VLAN:
+		return CKG(k, VLAN);
+	default:
+		return CKG(k, DSCP);
+	}
+}
+
+// The cache key: the key masked to the fields the rule set constrains.
 static __always_inline void acl_ckey_pack(struct acl_ckey *c, const struct acl_key *k,
 					  const struct lane_acl_set *h)
 {
 	__u64 ms = -(__u64)((h->fields >> F_SRC) & 1);
 	__u64 md = -(__u64)((h->fields >> F_DST) & 1);
-	c->w[0] = k->src_hi & ms;
-	c->w[1] = k->src_lo & ms;
-	c->w[2] = k->dst_hi & md;
-	c->w[3] = k->dst_lo & md;
-	c->w[4] = (CK(SPORT, k->v[F_SPORT]) | CK(DPORT, k->v[F_DPORT]) | CK(ICMP, k->v[F_ICMP]) |
-		   CK(TCP, k->v[F_TCP])) &
-		  h->cmask[0];
-	c->w[5] = (CK(PROTO, k->v[F_PROTO]) | CK(IIF, k->v[F_IIF]) | CK(OIF, k->v[F_OIF]) |
-		   CK(VLAN, k->v[F_VLAN]) | CK(DSCP, k->v[F_DSCP])) &
-		  h->cmask[1];
+	c->w[K_SRC_HI] = k->w[K_SRC_HI] & ms;
+	c->w[K_SRC_LO] = k->w[K_SRC_LO] & ms;
+	c->w[K_DST_HI] = k->w[K_DST_HI] & md;
+	c->w[K_DST_LO] = k->w[K_DST_LO] & md;
+	c->w[K_P0] = k->w[K_P0] & h->cmask[0];
+	c->w[K_P1] = k->w[K_P1] & h->cmask[1];
 }
-#undef CK
 
 // Collisions only cost a classification, since a hit compares the whole
 // key: the six words and the table are folded with rotations into two
@@ -640,14 +687,17 @@ static __always_inline __u64 acl_ckey_hash(const struct acl_ckey *c, __u32 base1
 #define CENTRY_TAG(e) (*(const __u64 *)&(e)->epoch)
 #define CENTRY_TAG_MASK 0xffffffffffffull
 
-// 1 when entry `e` holds key `c` of rule set table `base1` - 1, computed
-// under the epoch in `tag` (branch-free).
-static __always_inline int acl_centry_is(const struct lane_acl_centry *e, const struct acl_ckey *c, __u64 tag)
+// 1 when entry `e` holds key words `w` of rule set table `base1` - 1,
+// computed under the epoch in `tag` (branch-free but for the family). An
+// IPv4 table's entries (`v6` 0; the tag says the family) and keys have
+// zero high address words: only four key words are compared.
+static __always_inline int acl_centry_is(const struct lane_acl_centry *e, const __u64 *w, __u64 tag, __u32 v6)
 {
 	__u64 d = (CENTRY_TAG(e) ^ tag) & CENTRY_TAG_MASK;
-#pragma unroll
-	for (int i = 0; i < LANE_ACL_CKEY; i++)
-		d |= e->key[i] ^ c->w[i];
+	d |= (e->key[K_SRC_LO] ^ w[K_SRC_LO]) | (e->key[K_DST_LO] ^ w[K_DST_LO]);
+	d |= (e->key[K_P0] ^ w[K_P0]) | (e->key[K_P1] ^ w[K_P1]);
+	if (v6)
+		d |= (e->key[K_SRC_HI] ^ w[K_SRC_HI]) | (e->key[K_DST_HI] ^ w[K_DST_HI]);
 	return d == 0;
 }
 
@@ -657,6 +707,18 @@ static __always_inline int acl_centry_is(const struct lane_acl_centry *e, const 
 // cannot fool it), which keeps the estimate and the entries alive until
 // the traffic comes back to flows it holds.
 #define ACL_CACHE_BYPASS_AT 40960 // 5/8
+// The same for the memo: a miss costs its compare and its rewrite (about
+// half what a hit saves), so with many flows interleaved on a CPU it is
+// looked at on one packet in 16 only.
+#define ACL_MEMO_BYPASS_AT 49152 // 3/4
+
+// This CPU's pseudo-random sampler for the bypasses.
+static __always_inline __u32 acl_rng(struct st *s)
+{
+	__u32 r = s->c_rng * 1664525 + 1013904223; // Numerical Recipes' LCG
+	s->c_rng = r;
+	return r;
+}
 
 // Looks key `k` up in the verdict cache under rule set table `base`
 // (header `h`): 1 on a hit, with the entry's classification in
@@ -670,15 +732,9 @@ __noinline int acl_cache_find(struct st *s, const struct lane_acl_set *h, __u32 
 	if (!s || !h || !k)
 		return 0;
 	s->c_fill = 0;
-	if (!lane_acl_cache_on)
-		return 0;
 	__u32 miss = s->c_miss;
-	if (miss > ACL_CACHE_BYPASS_AT) {
-		__u32 r = s->c_rng * 1664525 + 1013904223; // Numerical Recipes' LCG
-		s->c_rng = r;
-		if (r >> 28)
-			return 0;
-	}
+	if (miss > ACL_CACHE_BYPASS_AT && (acl_rng(s) >> 28))
+		return 0;
 	struct acl_ckey *c = &s->ck;
 	acl_ckey_pack(c, k, h);
 	__u32 base1 = base + 1;
@@ -688,13 +744,14 @@ __noinline int acl_cache_find(struct st *s, const struct lane_acl_set *h, __u32 
 	if (!b)
 		return 0;
 	__u64 tag = s->epoch | (__u64)base1 << 32;
+	__u32 v6 = base & 1;
 #pragma unroll
 	for (int w = 0; w < LANE_ACL_CACHE_WAYS; w++) {
 		const struct lane_acl_centry *e = &b->way[w];
 		// Reload the key per way rather than keep it in (spilled)
 		// registers: the frame must stay small.
 		asm volatile("" ::: "memory");
-		if (acl_centry_is(e, &s->ck, tag)) {
+		if (acl_centry_is(e, s->ck.w, tag, v6)) {
 			s->c_decide = e->decide;
 			s->c_verdict = e->verdict;
 			s->c_counted = e->counted;
@@ -758,52 +815,90 @@ __noinline int acl_cache_fill(struct st *s, __u32 base, __u32 decide, __u32 verd
 // and count-only rules are counted again). Every publication changes
 // lane_cfg.gen, and a packet reads it once with the half of the tables it
 // then uses, so an entry only ever answers for the tables it was computed
-// on.
-__noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k)
+// on. Before the cache, the memo (lane_acl_memo): this CPU's last
+// classification in direction `out` (0 input, 1 output rule sets) with
+// the key as the packet had it (unmasked), tagged the same way; a packet
+// of the same flow under the same publication takes its verdict with one
+// compare: no rule set header, hash or bucket. When most packets miss
+// it (many flows interleaved on this CPU), it is looked at, and so
+// rewritten, on one packet in 16 only (ACL_MEMO_BYPASS_AT).
+__noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __u32 out)
 {
 	if (!s || !k || set >= LANE_MAX_SETS)
 		return -1;
 	__u32 base = (s->gen * LANE_MAX_SETS + set) * 2 + (v6 ? 1 : 0);
+	__u32 slot0 = base * (LANE_ACL_RULES + 1);
+	__u64 tag = s->epoch | (__u64)(base + 1) << 32;
+	__u32 dir = out ? 1 : 0;
+	struct lane_acl_centry *memo = 0;
+	__u32 mmiss = s->m_miss;
+	if (lane_acl_cache_on && (mmiss <= ACL_MEMO_BYPASS_AT || !(acl_rng(s) >> 28)))
+		memo = bpf_map_lookup_elem(&lane_acl_memo, &dir);
+	__u32 decide, verdict;
+	__u64 counted;
+	if (memo) {
+		if (acl_centry_is(memo, k->w, tag, v6)) {
+			s->m_miss = mmiss - (mmiss >> 4);
+			decide = memo->decide;
+			verdict = memo->verdict;
+			counted = memo->counted;
+			goto record;
+		}
+		s->m_miss = mmiss + ((65536 - mmiss) >> 4);
+	}
 	const struct lane_acl_set *h = bpf_map_lookup_elem(&lane_acl_sets, &base);
 	if (!h || !(h->flags & LACL_OK))
 		return -1;
-	__u32 fields = h->fields;
-	if (acl_cache_find(s, h, base, k)) {
-		if (acl_record(s, base * (LANE_ACL_RULES + 1), s->c_decide, s->c_counted, k->bytes))
-			return -1;
-		return s->c_verdict;
-	}
-
-	__u64 m = h->all;
-	// IPv4 tables (even `base`) hold 32-bit address starts.
-	if (fields & (1u << F_SRC))
-		m &= (base & 1) ? acl_field(base * LANE_NF + F_SRC, k->src_hi, k->src_lo)
-				: acl_field32(base * LANE_NF + F_SRC, k->src_lo);
-	if (fields & (1u << F_DST))
-		m &= (base & 1) ? acl_field(base * LANE_NF + F_DST, k->dst_hi, k->dst_lo)
-				: acl_field32(base * LANE_NF + F_DST, k->dst_lo);
-#pragma unroll
-	for (int f = F_PROTO; f < LANE_NF; f++) {
-		if (fields & (1u << f))
-			m &= acl_field32(base * LANE_NF + f, k->v[f]);
-	}
-	__u64 first = m & h->terminal;
-	first &= -first;
-	__u32 decide, verdict;
-	__u64 below;
-	if (first) {
-		decide = bit_index(first);
-		verdict = (h->drop & first) ? 1 : 0;
-		below = first - 1;
+	if (lane_acl_cache_on && acl_cache_find(s, h, base, k)) {
+		decide = s->c_decide;
+		verdict = s->c_verdict;
+		counted = s->c_counted;
 	} else {
-		decide = LANE_ACL_RULES;
-		verdict = h->default_drop ? 1 : 0;
-		below = ~0ull;
+		__u32 fields = h->fields;
+		__u64 m = h->all;
+		// IPv4 tables (even `base`) hold 32-bit address starts.
+		if (fields & (1u << F_SRC))
+			m &= (base & 1) ? acl_field(base * LANE_NF + F_SRC, k->w[K_SRC_HI], k->w[K_SRC_LO])
+					: acl_field32(base * LANE_NF + F_SRC, k->w[K_SRC_LO]);
+		if (fields & (1u << F_DST))
+			m &= (base & 1) ? acl_field(base * LANE_NF + F_DST, k->w[K_DST_HI], k->w[K_DST_LO])
+					: acl_field32(base * LANE_NF + F_DST, k->w[K_DST_LO]);
+#pragma unroll
+		for (int f = F_PROTO; f < LANE_NF; f++) {
+			if (fields & (1u << f))
+				m &= acl_field32(base * LANE_NF + f, acl_key_field(k, f));
+		}
+		__u64 first = m & h->terminal;
+		first &= -first;
+		__u64 below;
+		if (first) {
+			decide = bit_index(first);
+			verdict = (h->drop & first) ? 1 : 0;
+			below = first - 1;
+		} else {
+			decide = LANE_ACL_RULES;
+			verdict = h->default_drop ? 1 : 0;
+			below = ~0ull;
+		}
+		// Count-only rules matched before the deciding one.
+		counted = m & h->count & below;
+		acl_cache_fill(s, base, decide, verdict, counted);
 	}
-	// Count-only rules matched before the deciding one.
-	__u64 counted = m & h->count & below;
-	acl_cache_fill(s, base, decide, verdict, counted);
-	if (acl_record(s, base * (LANE_ACL_RULES + 1), decide, counted, k->bytes))
+	if (memo) {
+		// One CPU's: no other writer but the loader's clear at a wrap
+		// of the sequence (program.rs), which cannot make a stale tag
+		// current (as for the cache).
+#pragma unroll
+		for (int i = 0; i < LANE_ACL_CKEY; i++)
+			memo->key[i] = k->w[i];
+		memo->counted = counted;
+		memo->epoch = s->epoch;
+		memo->base1 = base + 1;
+		memo->decide = decide;
+		memo->verdict = verdict;
+	}
+record:
+	if (acl_record(s, slot0, decide, counted, k->bytes))
 		return -1;
 	return verdict;
 }
@@ -813,30 +908,23 @@ static __always_inline int is_port_proto(__u8 p)
 	return p == 6 || p == 17 || p == 33 || p == 132 || p == 136;
 }
 
-// Transport fields of the key (crates/nodes/src/acl.rs l4_fields): `l4`
-// has `len` readable bytes.
-static __always_inline void acl_l4(struct acl_key *k, __u8 proto, const __u8 *l4, __u32 len, void *end)
+// Transport fields of the key (crates/nodes/src/acl.rs l4_fields), packed
+// (word K_P0): `l4` has `len` readable bytes.
+static __always_inline __u64 acl_l4(__u8 proto, const __u8 *l4, __u32 len, void *end)
 {
-	__u32 sport = ABSENT16, dport = ABSENT16, icmp = ABSENT16, tcp = ABSENT8;
 	if (is_port_proto(proto) && len >= 4 && (void *)(l4 + 4) <= end) {
-		int valid = 1;
+		__u64 tcp = ABSENT8;
 		if (proto == 6) {
 			if (len >= 14 && (void *)(l4 + 14) <= end)
 				tcp = l4[13];
 			else
-				valid = 0;
+				return CK_NO_L4;
 		}
-		if (valid) {
-			sport = rd16(l4);
-			dport = rd16(l4 + 2);
-		}
-	} else if ((proto == 1 || proto == 58) && len >= 2 && (void *)(l4 + 2) <= end) {
-		icmp = ((__u32)l4[0] << 8) | l4[1];
+		return CK(SPORT, rd16(l4)) | CK(DPORT, rd16(l4 + 2)) | CK(ICMP, ABSENT16) | CK(TCP, tcp);
 	}
-	k->v[F_SPORT] = sport;
-	k->v[F_DPORT] = dport;
-	k->v[F_ICMP] = icmp;
-	k->v[F_TCP] = tcp;
+	if ((proto == 1 || proto == 58) && len >= 2 && (void *)(l4 + 2) <= end)
+		return CK(SPORT, ABSENT16) | CK(DPORT, ABSENT16) | CK(ICMP, rd16(l4)) | CK(TCP, ABSENT8);
+	return CK_NO_L4;
 }
 
 // ------------------------------------------------------------------ FIB
@@ -931,10 +1019,9 @@ static __always_inline int acl_out(struct st *s, const struct lane_if *out, __u3
 {
 	if (out->acl_out == LANE_NO_SET)
 		return 0;
-	k->v[F_IIF] = s->rx_if;
-	k->v[F_OIF] = tx_if;
+	k->w[K_P1] = (k->w[K_P1] & ~(CKM(IIF) | CKM(OIF))) | CK(IIF, s->rx_if) | CK(OIF, tx_if);
 	k->bytes = s->frame_len;
-	int r = acl_eval(s, out->acl_out, v6, k);
+	int r = acl_eval(s, out->acl_out, v6, k, 1);
 	if (r < 0)
 		return PUNT(PUNT_ACL);
 	if (r == 1)
@@ -980,22 +1067,22 @@ __noinline int encap(struct st *s, __u32 tif)
 	struct acl_key k = {};
 	__u32 id;
 	if (s->o_v6) {
-		k.src_hi = rd64(s->o_src);
-		k.src_lo = rd64(s->o_src + 8);
-		k.dst_hi = rd64(s->o_dst);
-		k.dst_lo = rd64(s->o_dst + 8);
-		id = fib_v6(k.dst_hi, k.dst_lo);
+		k.w[K_SRC_HI] = rd64(s->o_src);
+		k.w[K_SRC_LO] = rd64(s->o_src + 8);
+		k.w[K_DST_HI] = rd64(s->o_dst);
+		k.w[K_DST_LO] = rd64(s->o_dst + 8);
+		id = fib_v6(k.w[K_DST_HI], k.w[K_DST_LO]);
 	} else {
-		k.src_lo = rd32(s->o_src);
-		k.dst_lo = rd32(s->o_dst);
-		id = fib_v4(k.dst_lo);
+		k.w[K_SRC_LO] = rd32(s->o_src);
+		k.w[K_DST_LO] = rd32(s->o_dst);
+		id = fib_v4(k.w[K_DST_LO]);
 	}
 	struct nh_out nh;
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
 	int e = nh_get(id, &nh);
 	if (e > 0)
-		e = nh_ecmp(&nh, flow_hash(k.src_hi, k.src_lo, k.dst_hi, k.dst_lo, IPPROTO_GRE_, 0));
+		e = nh_ecmp(&nh, flow_hash(k.w[K_SRC_HI], k.w[K_SRC_LO], k.w[K_DST_HI], k.w[K_DST_LO], IPPROTO_GRE_, 0));
 	if (e)
 		return PUNT(PUNT_FIB);
 	switch (nh.kind) {
@@ -1025,11 +1112,9 @@ __noinline int encap(struct st *s, __u32 tif)
 	if (set_l2(s, out, nh.mac))
 		return 1;
 	s->frame_len = s->l2len + outer_tot;
-	k.v[F_PROTO] = IPPROTO_GRE_;
-	k.v[F_SPORT] = ABSENT16;
-	k.v[F_DPORT] = ABSENT16;
-	k.v[F_ICMP] = ABSENT16;
-	k.v[F_TCP] = ABSENT8;
+	// No VLAN, DSCP 0; acl_out sets the interfaces.
+	k.w[K_P0] = CK_NO_L4;
+	k.w[K_P1] = CK(PROTO, IPPROTO_GRE_);
 	if (acl_out(s, out, nh.ifindex, &k, s->o_v6))
 		return 1;
 	return done(s, V_FWD, C_FORWARDED);
@@ -1174,14 +1259,6 @@ __noinline int gre_in(struct xdp_md *ctx, struct st *s, __u32 v6, __u32 off)
 	return 0;
 }
 
-static __always_inline void absent_l4(struct acl_key *k)
-{
-	k->v[F_SPORT] = ABSENT16;
-	k->v[F_DPORT] = ABSENT16;
-	k->v[F_ICMP] = ABSENT16;
-	k->v[F_TCP] = ABSENT8;
-}
-
 // IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
 static __always_inline int is_ext(__u8 nh)
 {
@@ -1241,23 +1318,17 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	struct acl_key *k = &s->k;
 	__u8 proto = ip[9];
 	__u16 frag = rd16(ip + 6);
-	k->src_hi = 0;
-	k->dst_hi = 0;
-	k->src_lo = src;
-	k->dst_lo = dst;
-	k->v[F_PROTO] = proto;
-	k->v[F_DSCP] = ip[1] >> 2;
-	k->v[F_VLAN] = s->vlan;
-	k->v[F_IIF] = s->rx_if;
-	k->v[F_OIF] = 0;
-	if ((frag & 0x1fff) == 0)
-		acl_l4(k, proto, ip + 20, tot - 20, end);
-	else
-		absent_l4(k);
+	k->w[K_SRC_HI] = 0;
+	k->w[K_DST_HI] = 0;
+	k->w[K_SRC_LO] = src;
+	k->w[K_DST_LO] = dst;
+	k->w[K_P0] = (frag & 0x1fff) == 0 ? acl_l4(proto, ip + 20, tot - 20, end) : CK_NO_L4;
+	// No output interface yet (acl_out sets it).
+	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) | CK(DSCP, ip[1] >> 2);
 	if (s->acl_in != LANE_NO_SET) {
 		// The frame after ip4-input trimmed it: L2 (if any) + tot.
 		k->bytes = (s->decap ? 0 : off) + tot;
-		int r = acl_eval(s, s->acl_in, 0, k);
+		int r = acl_eval(s, s->acl_in, 0, k, 0);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
 		if (r == 1)
@@ -1350,24 +1421,18 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	struct acl_key *k = &s->k;
 	__u8 proto = ip[6];
 	int key_ok = !is_ext(proto);
-	k->src_hi = src_hi;
-	k->src_lo = src_lo;
-	k->dst_hi = dst_hi;
-	k->dst_lo = dst_lo;
-	k->v[F_PROTO] = proto;
-	k->v[F_DSCP] = ((rd16(ip) >> 4) & 0xff) >> 2;
-	k->v[F_VLAN] = s->vlan;
-	k->v[F_IIF] = s->rx_if;
-	k->v[F_OIF] = 0;
-	if (key_ok && proto != 50 && proto != 59)
-		acl_l4(k, proto, ip + 40, tot - 40, end);
-	else
-		absent_l4(k);
+	k->w[K_SRC_HI] = src_hi;
+	k->w[K_SRC_LO] = src_lo;
+	k->w[K_DST_HI] = dst_hi;
+	k->w[K_DST_LO] = dst_lo;
+	k->w[K_P0] = key_ok && proto != 50 && proto != 59 ? acl_l4(proto, ip + 40, tot - 40, end) : CK_NO_L4;
+	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) |
+		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
 	if (s->acl_in != LANE_NO_SET) {
 		if (!key_ok)
 			return PUNT(PUNT_OPTIONS);
 		k->bytes = (s->decap ? 0 : off) + tot;
-		int r = acl_eval(s, s->acl_in, 1, k);
+		int r = acl_eval(s, s->acl_in, 1, k, 0);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
 		if (r == 1)
@@ -1433,8 +1498,9 @@ static __always_inline void commit_counters(struct st *s)
 // Rewrites the frame as decided: [L2][outer IP + GRE][kept L3 with its
 // TTL/hop limit decremented, trimmed to its total length]. Returns 0 when
 // done, -1 when nothing was changed (the head could not move), -2 when the
-// frame is half written.
-__noinline int transmit(struct xdp_md *ctx, struct st *s)
+// frame is half written. Inlined in its one caller (a call less per
+// forwarded packet).
+static __always_inline int transmit(struct xdp_md *ctx, struct st *s)
 {
 	if (!ctx || !s)
 		return -1;

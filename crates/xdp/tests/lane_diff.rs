@@ -796,6 +796,8 @@ fn with_cache_lab(buckets: u32, f: impl FnOnce(&mut Diff, &mut FibWriter) + Send
     }
     let ns = Netns::with_veths(3);
     ns.run(|| {
+        // One CPU's cache and memo see every packet.
+        pin_to_cpu0();
         let (mut w, r) = fib();
         let mut d = build_with_cache(cache_interfaces(Some(0)), 3, &r, &cache_rule_sets(None), false, buckets);
         f(&mut d, &mut w);
@@ -841,6 +843,18 @@ fn one_field_pairs() -> Vec<(&'static str, Vec<u8>, Vec<u8>)> {
         ),
         v6p("v6 src", u6("2001:db8:1::66", "2001:db8:ff::1", 1, 2), u6("2001:db8:1::67", "2001:db8:ff::1", 1, 2)),
         v6p("v6 dst", u6("2001:db8:1::2", "2001:db8:ff::66", 1, 2), u6("2001:db8:1::2", "2001:db8:ff::67", 1, 2)),
+        // Keys differing only in an address's high word (the memo and the
+        // cache compare those words for IPv6 only).
+        v6p(
+            "v6 src high word",
+            u6("2001:db8:1::66", "2001:db8:ff::1", 1, 2),
+            u6("2001:db9:1::66", "2001:db8:ff::1", 1, 2),
+        ),
+        v6p(
+            "v6 dst high word",
+            u6("2001:db8:1::2", "2001:db8:ff::66", 1, 2),
+            u6("2001:db8:1::2", "2001:db8:ff:1::66", 1, 2),
+        ),
         v6p("v6 sport", u6("2001:db8:1::2", "2001:db8:ff::1", 6666, 2), u6("2001:db8:1::2", "2001:db8:ff::1", 6667, 2)),
         v6p("v6 dport", tcp6(23, synack), tcp6(24, synack)),
         v6p("v6 proto", tcp6(23, synack), u6("2001:db8:1::2", "2001:db8:ff::1", 1000, 23)),
@@ -918,6 +932,38 @@ fn keys_differing_in_one_field_stay_apart_in_the_cache() {
         interleave_pairs(d);
         let (lane, engine) = d.hits(0);
         assert_eq!(lane, engine);
+    });
+}
+
+/// Each pair as a a b b a a ...: the second packet of each run is answered
+/// by the memo (the CPU's last classification), the first by the cache
+/// or the classifier, and the memo must not answer for the other key.
+#[test]
+fn the_last_flow_memo_answers_only_its_own_key() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        for (what, a, b) in one_field_pairs() {
+            let (va, vb) = (d.run(LAN, &a), d.run(LAN, &b));
+            assert_ne!(va, vb, "{what}: the pair must get different verdicts");
+            for _ in 0..3 {
+                for (f, v) in [(&a, &va), (&b, &vb)] {
+                    assert_eq!(&d.run(LAN, f), v, "{what}: first of a run");
+                    assert_eq!(&d.run(LAN, f), v, "{what}: second of a run (the memo)");
+                }
+            }
+        }
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+        let (lane, engine) = d.hits(1);
+        assert_eq!(lane, engine);
+    });
+    // With the cache off (and so the memo) too.
+    with_cache_lab(0, |d, _| {
+        for (what, a, b) in one_field_pairs() {
+            let (va, vb) = (d.run(LAN, &a), d.run(LAN, &b));
+            assert_ne!(va, vb, "{what}");
+            assert_eq!(d.run(LAN, &a), va, "{what}");
+            assert_eq!(d.run(LAN, &a), va, "{what}");
+        }
     });
 }
 

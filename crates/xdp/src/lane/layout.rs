@@ -43,6 +43,8 @@ pub(crate) const ACL_TOP: usize = ACL_INTERVALS / 8;
 pub(crate) const ACL_PAD: u64 = 1 << 62;
 pub(crate) const ACL_FIELD_SIZE: usize = 8 + 8 * ACL_TOP + 3 * 8 * ACL_INTERVALS;
 pub(crate) const ACL_CBUCKET_SIZE: usize = 128;
+/// One verdict cache entry (`struct lane_acl_centry`), also the memo's value.
+pub(crate) const ACL_CENTRY_SIZE: usize = 64;
 
 /// Where the verdict cache packs each non-address field (`LANE_CK_*` in
 /// `bpf/lane.h`): field index, bit position in the two packed words, width.
@@ -286,6 +288,7 @@ mod tests {
             ("sizeof(struct lane_tun_key) == ", TUN_KEY_SIZE),
             ("sizeof(struct lane_acl_set) == ", ACL_SET_SIZE),
             ("sizeof(struct lane_acl_cbucket) == ", ACL_CBUCKET_SIZE),
+            ("sizeof(struct lane_acl_centry) == ", ACL_CENTRY_SIZE),
         ] {
             let at = h.find(what).unwrap_or_else(|| panic!("{what} not asserted in lane.h"));
             let n: usize =

@@ -119,6 +119,10 @@ pub struct LaneProgram {
     acl_fields: Array<MapData, [u8; ACL_FIELD_SIZE]>,
     acl_hits: PerCpuArray<MapData, [u64; 2]>,
     acl_cache: Array<MapData, [u8; ACL_CBUCKET_SIZE]>,
+    /// The cache's per-CPU memo of the last classification (one entry;
+    /// absent from builds of the program older than it, which
+    /// `load_object` may load).
+    acl_memo: Option<PerCpuArray<MapData, [u8; ACL_CENTRY_SIZE]>>,
     /// Buckets of `acl_cache` (per CPU times the possible CPUs: the map's size).
     acl_cache_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
@@ -246,6 +250,10 @@ impl LaneProgram {
             acl_hits: take(&mut ebpf, "lane_acl_hits")?,
             acl_cache: take(&mut ebpf, "lane_acl_cache")?,
             acl_cache_buckets: cache_buckets,
+            acl_memo: match ebpf.take_map("lane_acl_memo") {
+                Some(m) => Some(PerCpuArray::try_from(m).map_err(|e| prog_err("lane_acl_memo", e))?),
+                None => None,
+            },
             ctr: take(&mut ebpf, "lane_ctr")?,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
             tx: take(&mut ebpf, "lane_tx")?,
@@ -466,10 +474,20 @@ impl LaneProgram {
         Ok(())
     }
 
-    /// Zeroes every ACL verdict cache entry (a zeroed entry matches no key).
+    /// Zeroes every ACL verdict cache entry and every CPU's memo (a zeroed
+    /// entry matches no key).
     fn clear_acl_cache(&mut self) -> Result<(), XdpError> {
         for i in 0..self.acl_cache_buckets {
             self.acl_cache.set(i, [0u8; ACL_CBUCKET_SIZE], 0).map_err(|e| prog_err("lane_acl_cache", e))?;
+        }
+        if let Some(memo) = &mut self.acl_memo {
+            let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+            // One entry per direction (input, output rule sets).
+            for dir in 0..2 {
+                let zero = PerCpuValues::try_from(vec![[0u8; ACL_CENTRY_SIZE]; cpus])
+                    .map_err(|e| prog_err("lane_acl_memo", e))?;
+                memo.set(dir, zero, 0).map_err(|e| prog_err("lane_acl_memo", e))?;
+            }
         }
         Ok(())
     }

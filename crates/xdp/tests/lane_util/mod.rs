@@ -68,6 +68,17 @@ impl Netns {
     }
 }
 
+/// Keeps the calling thread on CPU 0 from now on (`taskset` on its thread
+/// id), so that the lane's per-CPU state (the ACL verdict cache and its
+/// memo) sees every packet the thread runs through it, as one CPU's
+/// traffic does: without it the tests' packets spread over the CPUs by
+/// chance and a check of that state may pass without exercising it.
+pub fn pin_to_cpu0() {
+    let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    let tid = me.file_name().and_then(|t| t.to_str()).expect("thread id").to_string();
+    sh(&["taskset", "-p", "-c", "0", &tid]);
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
