@@ -761,12 +761,18 @@ impl Worker {
             std::hint::spin_loop();
             return;
         }
+        // A port that busy-polls may want the worker to keep polling.
+        let mut ready = true;
+        for b in &mut self.ports {
+            ready &= b.port.prepare_sleep();
+        }
+        if !ready {
+            std::hint::spin_loop();
+            return;
+        }
         let t0 = clock::now_ns();
         // What the drivers counted is current while the worker sleeps.
         self.refresh_driver_stats(t0);
-        for b in &mut self.ports {
-            b.port.prepare_sleep();
-        }
         if let Some(r) = &self.rcu {
             r.offline();
         }

@@ -50,9 +50,12 @@ pub trait Port: Send {
     /// receive rings, wake the kernel). Called once per worker loop.
     fn service(&mut self, _pool: &mut PacketPool) {}
 
-    /// The worker is about to sleep in poll(2) on [`Self::wait_fd`]: a port
-    /// that busy-polls hands its queue back to interrupts here.
-    fn prepare_sleep(&mut self) {}
+    /// The worker wants to sleep in poll(2) on [`Self::wait_fd`]: a port
+    /// that busy-polls hands its queue back to interrupts here, or returns
+    /// false while it would rather keep polling (the worker then spins on).
+    fn prepare_sleep(&mut self) -> bool {
+        true
+    }
 
     /// A descriptor that becomes readable when packets arrive, for idle
     /// workers that sleep in poll(2). `None`: the worker must spin.

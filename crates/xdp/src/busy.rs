@@ -40,6 +40,7 @@ use crate::sys;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
 /// Busy-polling policy of a port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,6 +81,9 @@ const LEARN_EVERY: u32 = 256;
 /// Packets received after an adaptive port's worker woke before busy
 /// polling resumes (the receive queue is then busy enough to be worth it).
 pub const UNPARK_AFTER: u32 = 256;
+/// How long an adaptive port's queue must be quiet before its worker may
+/// sleep (see [`BusyPoller::park`]).
+pub const PARK_AFTER: Duration = Duration::from_millis(2);
 
 fn set_busy_opts(fd: RawFd) -> io::Result<()> {
     sys::setsockopt_int(fd, libc::SOL_SOCKET, sys::SO_PREFER_BUSY_POLL, 1)?;
@@ -125,6 +129,10 @@ pub(crate) struct BusyPoller {
     parked: bool,
     /// Packets received since the parked worker woke.
     woke_pkts: u32,
+    /// Unparked: packets came in since the last [`Self::park`] call, and
+    /// since when the queue has been quiet.
+    saw_rx: bool,
+    quiet_since: Instant,
 }
 
 impl BusyPoller {
@@ -139,6 +147,8 @@ impl BusyPoller {
             adaptive: policy == BusyPoll::Adaptive,
             parked: false,
             woke_pkts: 0,
+            saw_rx: false,
+            quiet_since: Instant::now(),
         };
         if policy == BusyPoll::Off {
             return bp;
@@ -180,13 +190,19 @@ impl BusyPoller {
         self.parked
     }
 
-    /// The worker is about to sleep. An adaptive, engaged port parks: the
-    /// device's NAPI settings go back to what they were and one last busy
-    /// poll (which, without deferral, ends by re-enabling the queue's
-    /// interrupt) hands the NAPI to the kernel. A port still learning
-    /// checks for a NAPI id now rather than after LEARN_EVERY loops, which
-    /// a sleeping worker takes long to run.
-    pub(crate) fn park(&mut self, name: &str) {
+    /// The worker wants to sleep; false: not yet, keep polling. An
+    /// adaptive, engaged port parks once its queue has been quiet for
+    /// [`PARK_AFTER`]: the device's deferral settings go back to what they
+    /// were (threaded NAPI stays off: a receive thread on the worker's core
+    /// would take it from the worker) and one last busy poll (which,
+    /// without deferral, ends by re-enabling the queue's interrupt) hands
+    /// the NAPI to the kernel. Sooner, a sleeping worker would leave the
+    /// NAPI to the deferral watchdog (gro_flush_timeout), and traffic in
+    /// bursts (as from a NIC's interrupt moderation) would park and unpark
+    /// it at every gap. A port still learning checks for a NAPI id now
+    /// rather than after LEARN_EVERY loops, which a sleeping worker takes
+    /// long to run.
+    pub(crate) fn park(&mut self, name: &str) -> bool {
         if self.state == BusyPollState::Learning {
             self.countdown = 0;
             self.service(name);
@@ -195,19 +211,27 @@ impl BusyPoller {
             // Counted afresh each time: only a burst within one waking
             // spell brings busy polling back.
             self.woke_pkts = 0;
-            return;
+            return true;
         }
         if !self.adaptive || !self.engaged() {
-            return;
+            return true;
+        }
+        let now = Instant::now();
+        if std::mem::take(&mut self.saw_rx) {
+            self.quiet_since = now;
+        }
+        if now.duration_since(self.quiet_since) < PARK_AFTER {
+            return false;
         }
         if let Some(t) = &self.tuning
-            && let Err(e) = t.restore_previous()
+            && let Err(e) = t.restore_deferral()
         {
             log::warn!("{name}: cannot put the NAPI settings back before sleeping: {e}");
         }
         self.busy_poll_once();
         self.parked = true;
         self.woke_pkts = 0;
+        true
     }
 
     /// Packets the port just received. A parked port unparks once
@@ -215,16 +239,18 @@ impl BusyPoller {
     #[inline]
     pub(crate) fn note_rx(&mut self, name: &str, n: usize) {
         if !self.parked {
+            self.saw_rx |= n > 0;
             return;
         }
         self.woke_pkts = self.woke_pkts.saturating_add(n as u32);
         if self.woke_pkts >= UNPARK_AFTER {
             if let Some(t) = &self.tuning
-                && let Err(e) = t.apply()
+                && let Err(e) = t.apply_deferral()
             {
                 log::warn!("{name}: cannot apply the NAPI settings for busy polling: {e}");
             }
             self.parked = false;
+            self.saw_rx = true;
         }
     }
 
@@ -378,7 +404,7 @@ impl NapiTuning {
         self.restore_previous()
     }
 
-    /// Puts the previous values back and keeps them for [`Self::apply`].
+    /// Puts the previous values back.
     pub fn restore_previous(&self) -> io::Result<()> {
         for (key, old) in self.previous.iter().rev() {
             fs::write(format!("/sys/class/net/{}/{key}", self.ifname), old)?;
@@ -386,10 +412,20 @@ impl NapiTuning {
         Ok(())
     }
 
-    /// Applies the busy-polling values again (after
-    /// [`Self::restore_previous`]), the keys that were changed first.
-    pub fn apply(&self) -> io::Result<()> {
-        for (key, _) in &self.previous {
+    /// Puts the previous deferral values back (napi_defer_hard_irqs,
+    /// gro_flush_timeout) and leaves threaded NAPI off: the queue is
+    /// interrupt-driven again, in softirq.
+    pub fn restore_deferral(&self) -> io::Result<()> {
+        for (key, old) in self.previous.iter().rev().filter(|(k, _)| *k != "threaded") {
+            fs::write(format!("/sys/class/net/{}/{key}", self.ifname), old)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the busy-polling deferral values again (after
+    /// [`Self::restore_deferral`]).
+    pub fn apply_deferral(&self) -> io::Result<()> {
+        for (key, _) in self.previous.iter().filter(|(k, _)| *k != "threaded") {
             if let Some((_, val)) = TUNING.iter().find(|(k, _)| k == key) {
                 fs::write(format!("/sys/class/net/{}/{key}", self.ifname), val)?;
             }

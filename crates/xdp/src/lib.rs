@@ -39,7 +39,7 @@ mod steer;
 mod sys;
 mod umem;
 
-pub use busy::{BusyPoll, BusyPollState, NapiTuning, UNPARK_AFTER, tune_napi_for_busy_poll};
+pub use busy::{BusyPoll, BusyPollState, NapiTuning, PARK_AFTER, UNPARK_AFTER, tune_napi_for_busy_poll};
 pub use error::{Unavailable, XdpError};
 pub use netlink::AttachMode;
 pub use port::{BindMode, CloseReport, XskConfig, XskPort};

@@ -555,9 +555,9 @@ impl Port for XskPort {
         self.busy.service(name);
     }
 
-    fn prepare_sleep(&mut self) {
+    fn prepare_sleep(&mut self) -> bool {
         let name = &self.name;
-        self.busy.park(name);
+        self.busy.park(name)
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -426,7 +426,8 @@ fn adaptive_busy_polling_parks_while_the_worker_sleeps() {
     let mut pool = pool(4096);
     rig.rtr.run(|| {
         let (_steer, mut port) = engaged_port(&rig, &mut pool, BusyPoll::Adaptive);
-        port.prepare_sleep();
+        // It parks once its queue has been quiet for PARK_AFTER.
+        assert!(wait_until(Duration::from_secs(3), || port.prepare_sleep()), "parks when quiet");
         assert!(port.busy_poll_parked());
         // Parked, the kernel's softirq delivers: the XSK turns readable
         // without anyone busy polling, as in interrupt mode.
@@ -454,6 +455,8 @@ fn adaptive_busy_polling_parks_while_the_worker_sleeps() {
         assert!(receive_udp(&mut port, &mut pool, 5002, more));
         assert!(!port.busy_poll_parked(), "unparked after {more} packets");
         assert!(port.wait_fd().is_none(), "spinning again");
+        assert!(!port.prepare_sleep(), "a queue busy a moment ago keeps the worker polling");
+        assert!(!port.busy_poll_parked());
         port.close(&mut pool);
     });
 }
