@@ -13,7 +13,10 @@
 # Cases (the router):
 #   lane    tern run, lane = "xdp" (the XDP lane; worker idle = sleep)
 #   user    tern run, lane = "afxdp", idle = "spin" (the userspace lane,
-#           busy polling, its worker on CPU 1)
+#           busy polling, its worker on CPU 1). A veth links no NAPI to
+#           its queues: the script teaches tern's helper socket the NAPI id
+#           with UDP broadcasts to port 9 from the generator's namespace
+#           (python3) and leaves r0's NAPI unthreaded (tern drives it).
 #   kfwd    in-kernel XDP forwarding with bpf_fib_lookup
 #           (scripts/lane_kfwd.bpf.c; kernel addresses, routes, neighbour);
 #           no firewall, no GRE (no ip_gre module here): "n/a" for gre
@@ -33,7 +36,9 @@
 #   env: CASES ("lane user kfwd linux"), WARMUP (s, 2), MEASURE (s, 5),
 #        TERN (binary; default: cargo build --release -p tern), LANE_GEN and
 #        XSK_FWD (default: cargo build --release --example ...),
-#        ROUTES (full table, default /work/shared/data/full-table-2025.txt.gz)
+#        ROUTES (full table, default /work/shared/data/full-table-2025.txt.gz),
+#        PERF (a path prefix: `perf record -g` of tern over the measuring
+#        window into PREFIX.CASE.data)
 # Needs: root, iproute2 with libbpf, ethtool, clang, Linux 5.18+.
 set -euo pipefail
 
@@ -194,6 +199,21 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 		# jobs ignore SIGINT, so tern never heard the stop and `wait` hung.
 		ip netns exec "$RTR" taskset -c 1 "$TERN" run --config "$out/tern.toml" >"$out/tern.log" 2>&1 &
 		tpid=$!; PIDS+=("$tpid")
+		if [ "$c" = user ]; then
+			for _ in $(seq 100); do
+				nsx $GEN python3 -c "
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b'$G0')
+for _ in range(8):
+    s.sendto(b'tern napi probe', ('255.255.255.255', 9))" 2>/dev/null || true
+				grep -q "busy polling through\|busy polling on the XSK" "$out/tern.log" && break
+				sleep 0.1
+			done
+			grep -q "busy polling through\|busy polling on the XSK" "$out/tern.log" ||
+				echo "--- $sc $c: busy polling did not engage" >&2
+		fi
 		;;
 	kfwd)
 		nsx $RTR ip link set dev $R0 xdpdrv obj "$WORK/kfwd.o" sec xdp
@@ -206,10 +226,18 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	# Threaded NAPI of the router's devices on CPU 1 (veth NAPI exists once
 	# XDP or GRO is on; tern turns these on when it attaches).
 	sleep 1
-	for d in $R0 $R1; do napi_threaded $RTR $d 2>/dev/null || true; pin_napi $d 1; done
+	for d in $R0 $R1; do
+		[ "$c" = user ] && [ "$d" = "$R0" ] && continue # tern busy-polls it
+		napi_threaded $RTR $d 2>/dev/null || true
+		pin_napi $d 1
+	done
 	local waited=$((SECONDS - t_start))
 	[ $waited -lt $start ] && sleep $((start - waited))
-	for d in $R0 $R1; do napi_threaded $RTR $d 2>/dev/null || true; pin_napi $d 1; done
+	for d in $R0 $R1; do
+		[ "$c" = user ] && [ "$d" = "$R0" ] && continue # tern busy-polls it
+		napi_threaded $RTR $d 2>/dev/null || true
+		pin_napi $d 1
+	done
 	nsx $GEN taskset -c 0 "$LANE_GEN" --dev $G0 --scenario "$sc" --dst-mac $MAC_R0 --src-mac $MAC_G0 \
 		--cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" >"$out/gen" 2>"$out/gen.err" &
 	PIDS+=("$!")
@@ -219,7 +247,11 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	# shellcheck disable=SC2086
 	t0=$(ticks $napi); s0=$(sirq1); p0=0
 	[ -n "$tpid" ] && p0=$(ticks "$tpid")
-	sleep "$MEASURE"
+	if [ -n "${PERF:-}" ] && [ -n "$tpid" ]; then
+		perf record -F 2999 -g -p "$tpid" -o "$PERF.$c.data" -- sleep "$MEASURE" >/dev/null 2>&1
+	else
+		sleep "$MEASURE"
+	fi
 	# shellcheck disable=SC2086
 	t1=$(ticks $napi); s1=$(sirq1); p1=0
 	[ -n "$tpid" ] && p1=$(ticks "$tpid")
