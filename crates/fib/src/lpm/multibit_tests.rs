@@ -388,27 +388,28 @@ fn edges_batched_on_tern_shapes() {
 /// the result is the reference's either way.
 #[test]
 fn removal_takes_the_covering_next_hop_from_the_trie() {
+    // Sets the four prefixes, removes the second and the fourth (each
+    // under the one before it): the trie answers, the caller is not asked.
+    fn remove_under_covers<const T: u32, const S: u32>(mut h: Harness<T, S>, ps: [(u128, u8); 4]) {
+        for (i, &(b, l)) in ps.iter().enumerate() {
+            h.set(b, l, i as NhId + 1);
+        }
+        h.remove(ps[1].0, ps[1].1);
+        h.remove(ps[3].0, ps[3].1);
+        assert_eq!(h.asked, 0);
+        h.check_around(&ps, &mut 1);
+    }
     // IPv4 shape 24/8: a /16 over a /24 (top level), a /26 over a /30 (in
     // a block).
-    let mut h = H24::new(false);
-    let ps = [(0x0a01_0000u128 << 96, 16), (0x0a01_0500 << 96, 24), (0x0a01_0640 << 96, 26), (0x0a01_0650 << 96, 30)];
-    for (i, &(b, l)) in ps.iter().enumerate() {
-        h.set(b, l, i as NhId + 1);
-    }
-    h.remove(ps[1].0, ps[1].1);
-    h.remove(ps[3].0, ps[3].1);
-    assert_eq!(h.asked, 0);
-    h.check_around(&ps, &mut 1);
+    remove_under_covers(
+        H24::new(false),
+        [(0x0a01_0000u128 << 96, 16), (0x0a01_0500 << 96, 24), (0x0a01_0640 << 96, 26), (0x0a01_0650 << 96, 30)],
+    );
     // IPv6 shape 16/8: a /8 over a /16, a /20 over a /24.
-    let mut h = H8::new(true);
-    let ps = [(0x2000u128 << 120, 8), (0x2001 << 112, 16), (0x2001_0000 << 96, 20), (0x2001_0b00 << 96, 24)];
-    for (i, &(b, l)) in ps.iter().enumerate() {
-        h.set(b, l, i as NhId + 1);
-    }
-    h.remove(ps[1].0, ps[1].1);
-    h.remove(ps[3].0, ps[3].1);
-    assert_eq!(h.asked, 0);
-    h.check_around(&ps, &mut 1);
+    remove_under_covers(
+        H8::new(true),
+        [(0x2000u128 << 120, 8), (0x2001 << 112, 16), (0x2001_0000 << 96, 20), (0x2001_0b00 << 96, 24)],
+    );
     // Every entry the covering /20 sets in the line of the removed /24
     // leads to a block: the caller is asked.
     let mut h = H24::new(false);
