@@ -285,7 +285,13 @@ for r in $(seq "$RUNS"); do
 			for n in $GEN $RTR $SNK; do ip netns del "$n"; done
 		done
 	done
-done | tee -a /dev/stderr | awk '
+done | while IFS= read -r line; do
+	# Each run's line on stderr too, through the shell's own descriptor:
+	# `tee -a /dev/stderr` reopened the file, and with stdout and stderr
+	# redirected to one file its writes and the medians overwrote each other.
+	printf '%s\n' "$line" >&2
+	printf '%s\n' "$line"
+done | awk '
 	!/^#/ && $3 != "n/a" { k = $1 " " $2; n[k]++; m[k, n[k]] = $3; ns[k, n[k]] = $4 }
 	!/^#/ && $3 == "n/a" { na[$1 " " $2] = 1 }
 	function med(a, k, cnt,   i, j, t, v) {
