@@ -78,6 +78,8 @@ const BUSY_POLL_USECS: i32 = 50;
 const BUSY_POLL_BUDGET: i32 = 64;
 /// Service calls between two NAPI-id checks while learning.
 const LEARN_EVERY: u32 = 256;
+/// Shortest time between two NAPI-id checks a worker going to sleep makes.
+const LEARN_SLEEPING: Duration = Duration::from_millis(10);
 /// Packets received after an adaptive port's worker woke before busy
 /// polling resumes (the receive queue is then busy enough to be worth it).
 pub const UNPARK_AFTER: u32 = 256;
@@ -121,6 +123,8 @@ pub(crate) struct BusyPoller {
     xsk: RawFd,
     helper: Option<OwnedFd>,
     countdown: u32,
+    /// When a learning port last checked for a NAPI id.
+    learn_checked: Instant,
     /// Device to tune once busy polling engages (see [`Self::engage`]).
     tune: Option<String>,
     tuning: Option<NapiTuning>,
@@ -142,6 +146,7 @@ impl BusyPoller {
             xsk,
             helper: None,
             countdown: 0,
+            learn_checked: Instant::now(),
             tune: tune.then(|| ifname.to_string()),
             tuning: None,
             adaptive: policy == BusyPoll::Adaptive,
@@ -199,11 +204,13 @@ impl BusyPoller {
     /// the NAPI to the kernel. Sooner, a sleeping worker would leave the
     /// NAPI to the deferral watchdog (gro_flush_timeout), and traffic in
     /// bursts (as from a NIC's interrupt moderation) would park and unpark
-    /// it at every gap. A port still learning checks for a NAPI id now
-    /// rather than after LEARN_EVERY loops, which a sleeping worker takes
-    /// long to run.
+    /// it at every gap. A port still learning checks for a NAPI id here
+    /// (at most every LEARN_SLEEPING) rather than after LEARN_EVERY loops,
+    /// which a sleeping worker takes long to run.
     pub(crate) fn park(&mut self, name: &str) -> bool {
-        if self.state == BusyPollState::Learning {
+        // At most every LEARN_SLEEPING: while another port keeps the
+        // worker polling, this is called on every empty loop.
+        if self.state == BusyPollState::Learning && self.learn_checked.elapsed() >= LEARN_SLEEPING {
             self.countdown = 0;
             self.service(name);
         }
@@ -294,6 +301,7 @@ impl BusyPoller {
             return;
         }
         self.countdown = LEARN_EVERY;
+        self.learn_checked = Instant::now();
         // A zero-copy XSK marks its NAPI id on its first receive call.
         let _ = sys::recv_dontwait(self.xsk, &mut []);
         let id = napi_id(self.xsk);
