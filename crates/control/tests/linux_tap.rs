@@ -69,9 +69,32 @@ fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -
         if let Some(f) = router.mem_ports(iface).expect("iface")[0].take_sent().into_iter().find(|f| want(f)) {
             return f;
         }
-        assert!(Instant::now() < deadline, "no such frame from {iface}");
+        assert!(Instant::now() < deadline, "no such frame from {iface}; {}", diagnosis(router));
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// What a failed wait reports: every non-zero error and info counter, each
+/// TAP's port counters and Linux's view of the TAPs (ARP table, links).
+fn diagnosis(router: &Router) -> String {
+    let counters: Vec<String> = tern_control::commands::error_stats(&router.workers(), None)
+        .into_iter()
+        .filter(|e| e.count > 0)
+        .map(|e| format!("{}/{} {}", e.node, e.name, e.count))
+        .collect();
+    let taps = tern_control::commands::tap_counters(&router.workers());
+    let ip = |args: &[&str]| {
+        Command::new("ip")
+            .args(args)
+            .output()
+            .map_or_else(|e| e.to_string(), |o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    format!(
+        "counters: {counters:?}\nTAPs: {taps:?}\nip link: {}\nip neigh: {}\nip addr: {}",
+        ip(&["-s", "link"]),
+        ip(&["neigh"]),
+        ip(&["addr"])
+    )
 }
 
 /// One memory port, "lan", with Linux owning the exceptions through a TAP.
