@@ -58,6 +58,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::lpm::multibit::Entry;
 use crate::prefix::Prefix;
 use crate::{FibConfig, FibReader, NH_NONE, NhId, RouteAttrs, RouteOp, RouteTarget, Source};
 
@@ -856,8 +857,8 @@ fn alt_multibit<const T: u32, const S: u32>(
 ) {
     use crate::lpm::multibit::{MultibitArrays, MultibitWriter};
     let name = format!("mbit-{T}/{S}");
-    let a = MultibitArrays::<T, S>::new(1 << 20);
-    let mut w = MultibitWriter::<T, S>::new(v6, &a);
+    let a = MultibitArrays::<AtomicU32, T, S>::new(1 << 20);
+    let mut w = MultibitWriter::<AtomicU32, T, S>::new(v6, &a);
     for p in prefixes {
         let _ = w.set(&a, p.bits128(), p.len(), nh(p));
     }
@@ -1215,12 +1216,14 @@ impl fmt::Display for BenchReport {
     }
 }
 
-/// Entry width experiment (`fib_bench TABLE --width`): the IPv4 table as
-/// tern's FIB builds it, copied into a flat DIR-24-8 of `u32` entries and
-/// one of `u16` entries (bit 15 = child block), each looked up on the same
-/// covered, Zipf and random keys, alternating A B B A so that drift in the
-/// machine's load falls on both; every measurement is printed, then the
-/// median per variant.
+/// Entry width experiment (`fib_bench TABLE --width [ROUNDS]`): the IPv4
+/// table as tern's FIB builds it, copied into a flat DIR-24-8 of `u32`
+/// entries (bit 31 = child block: tern's layout until 2026-11-23) and one
+/// of `u16` entries (bit 15), each looked up beside tern itself on the same
+/// covered, Zipf and random keys, singly and in batches of 256 (a plain
+/// loop, or with the top entries prefetched 16 / 32 keys ahead), in
+/// alternating order (A B .. B A) so that drift in the machine's load
+/// falls on all; every measurement is printed, then the median of each.
 pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String, String> {
     use std::fmt::Write as _;
     use std::sync::atomic::AtomicU16;
@@ -1246,7 +1249,7 @@ pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String,
         .v4
         .top
         .iter()
-        .map(|e| e.load(Ordering::Relaxed))
+        .map(|e| e.get(Ordering::Relaxed))
         .fold(0u32, |m, e| if e & raw.v4.child_flag != 0 { m.max((e & !raw.v4.child_flag) + 1) } else { m });
     let blocks = raw.v4.nodes.get(..(used as usize) << 8).unwrap_or_default();
     let f32 = Flat::<AtomicU32>::copy(raw.v4.top, blocks, raw.v4.child_flag)?;
@@ -1270,17 +1273,16 @@ pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String,
         let rounds = opts.lookups.div_ceil(keys.len()).max(1);
         let n = rounds * keys.len();
         let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9) / 1e6;
-        let a: [(&str, &dyn Fn() -> Duration); 10] = [
-            ("tern u32 single", &|| time_single(&keys, rounds, |k| r.lookup_v4(k))),
-            ("tern u32 batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| r.lookup_v4_batch(k, o))),
+        let a: [(&str, &dyn Fn() -> Duration); 9] = [
+            ("tern single", &|| time_single(&keys, rounds, |k| r.lookup_v4(k))),
+            ("tern batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| r.lookup_v4_batch(k, o))),
+            ("flat u32 single", &|| time_single(&keys, rounds, |k| f32.lookup(k))),
             ("flat u32 batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f32.batch(k, o))),
             ("flat u32 batch256 pf32", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f32.batch_pf::<32>(k, o))),
-            ("flat u32 batch256 pf16", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f32.batch_pf::<16>(k, o))),
             ("flat u16 single", &|| time_single(&keys, rounds, |k| f16.lookup(k))),
             ("flat u16 batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch(k, o))),
             ("flat u16 batch256 pf16", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch_pf::<16>(k, o))),
             ("flat u16 batch256 pf32", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch_pf::<32>(k, o))),
-            ("flat u16 batch256 pf64", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch_pf::<64>(k, o))),
         ];
         let mut got: Vec<Vec<f64>> = vec![Vec::new(); a.len()];
         // Warm both arrays' pages and TLB once.
@@ -1306,55 +1308,26 @@ pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String,
     Ok(out)
 }
 
-/// An entry width for `Flat`.
-trait FlatEntry: Sync + bytemuck::Zeroable {
-    const CHILD: u32;
-    fn get(&self) -> u32;
-    fn set(&self, v: u32);
-}
-
-impl FlatEntry for AtomicU32 {
-    const CHILD: u32 = 1 << 31;
-    #[inline(always)]
-    fn get(&self) -> u32 {
-        self.load(Ordering::Acquire)
-    }
-    fn set(&self, v: u32) {
-        self.store(v, Ordering::Relaxed)
-    }
-}
-
-impl FlatEntry for std::sync::atomic::AtomicU16 {
-    const CHILD: u32 = 1 << 15;
-    #[inline(always)]
-    fn get(&self) -> u32 {
-        u32::from(self.load(Ordering::Acquire))
-    }
-    fn set(&self, v: u32) {
-        self.store(v as u16, Ordering::Relaxed)
-    }
-}
-
 /// A copy of tern's IPv4 DIR-24-8 with entries of another width.
 struct Flat<E> {
     top: Box<[E]>,
     nodes: Box<[E]>,
 }
 
-impl<E: FlatEntry> Flat<E> {
+impl<E: Entry> Flat<E> {
     /// Copies tern's arrays (huge pages asked for before the copy touches
     /// them, as tern does).
-    fn copy(top: &[AtomicU32], nodes: &[AtomicU32], child: u32) -> Result<Self, String> {
-        let fill = |src: &[AtomicU32]| -> Result<Box<[E]>, String> {
+    fn copy<S: Entry>(top: &[S], nodes: &[S], child: u32) -> Result<Self, String> {
+        let fill = |src: &[S]| -> Result<Box<[E]>, String> {
             let dst: Box<[E]> = bytemuck::allocation::zeroed_slice_box(src.len());
             tern_intrin::advise_hugepages(&dst);
             for (d, a) in dst.iter().zip(src) {
-                let e = a.load(Ordering::Relaxed);
+                let e = a.get(Ordering::Relaxed);
                 let (c, v) = if e & child != 0 { (E::CHILD, e & !child) } else { (0, e) };
                 if v >= E::CHILD {
                     return Err(format!("entry {e:#x} does not fit"));
                 }
-                d.set(c | v);
+                d.put(c | v, Ordering::Relaxed);
             }
             Ok(dst)
         };
@@ -1363,12 +1336,12 @@ impl<E: FlatEntry> Flat<E> {
 
     #[inline(always)]
     fn lookup(&self, a: u32) -> u32 {
-        let e = self.top.get((a >> 8) as usize).map_or(0, E::get);
+        let e = self.top.get((a >> 8) as usize).map_or(0, |x| x.get(Ordering::Acquire));
         if e & E::CHILD == 0 {
             return e;
         }
         let i = (((e & !E::CHILD) as usize) << 8) | (a & 0xff) as usize;
-        self.nodes.get(i).map_or(0, E::get)
+        self.nodes.get(i).map_or(0, |x| x.get(Ordering::Acquire))
     }
 
     fn batch(&self, keys: &[u32], out: &mut [u32]) {
