@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32};
 
 use multibit::{MultibitArrays, MultibitWriter};
 
-/// IPv4: DIR-24-8, 24 bits of direct index (64 MiB), then blocks of 256
+/// IPv4: DIR-24-8, 24 bits of direct index (32 MiB of u16 entries), then blocks of 256
 /// entries. Measured fastest by far on the full table: a /24 or shorter
 /// (99.9% of the table) is one load whose child test is almost never taken,
 /// so the CPU overlaps many lookups even without batching. (18-bit direct

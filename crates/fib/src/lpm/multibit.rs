@@ -159,7 +159,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
         let top: Box<[E]> = bytemuck::allocation::zeroed_slice_box(1 << TOP);
         // Block numbers 0..E::CHILD fit an entry.
         let nodes: Box<[E]> = bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, E::CHILD) as usize) << STRIDE);
-        // Random lookups over 64 MiB miss the TLB on nearly every access
+        // Random lookups over 32-64 MiB miss the TLB on nearly every access
         // with 4 KiB pages; ask for huge pages before the memory is touched.
         tern_intrin::advise_hugepages(&top);
         tern_intrin::advise_hugepages(&nodes);
@@ -169,7 +169,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
         // that mapping, which costs a TLB shootdown (an interrupt) on every
         // CPU running this process (see `touch_pages`). Writing every page
         // now, before any reader exists, spares that and the readers' page
-        // faults (64 MiB for IPv4, resident anyway once a full table is
+        // faults (32 MiB for IPv4, resident anyway once a full table is
         // loaded). Blocks need no such care: readers only reach a block
         // after the writer filled it.
         for page in top.chunks(4096 / std::mem::size_of::<E>()) {
@@ -574,7 +574,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
     /// lines of present bits a delete searches. The caller issues this
     /// before its own cache misses (the RIB's hash table), so that the
     /// trie's arrive meanwhile instead of after: on a full IPv4 table each
-    /// is a miss of its own (64 MiB of top entries, 16 MiB of depths).
+    /// is a miss of its own (32 MiB of IPv4 top entries, 16 MiB of depths).
     #[inline]
     pub fn prefetch(&self, a: &MultibitArrays<E, TOP, STRIDE>, bits: u128, len: u8) {
         let t = (bits >> (128 - TOP)) as usize;
