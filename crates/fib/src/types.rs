@@ -207,7 +207,9 @@ pub enum FibError {
     /// More ECMP members than `FibConfig::max_ecmp_paths`.
     TooManyPaths { paths: usize, max: usize },
     /// A fixed-size table (named) is full; the route is in the RIB but not
-    /// (yet) in the FIB. Raise the capacity in `FibConfig`.
+    /// (yet) in the FIB. Raise the capacity in `FibConfig`; for "IPv4
+    /// next-hop id space (15 bits)", fewer next hops alive at once (see
+    /// `FibConfig::max_nexthops`).
     Full(&'static str),
 }
 
