@@ -154,8 +154,8 @@ const volatile __u32 lane_acl_cache_on = 1;
 
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
 // mmap'ed map is the same flat array (u16 entries for IPv4, u32 for IPv6;
-// see lane/fib.rs). Sizes of the
-// node, next-hop and member maps are set by the loader.
+// see lane/fib.rs). Sizes of the node, next-hop and member maps are set by
+// the loader.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
