@@ -3,6 +3,16 @@
 fn main() {
     let mut opts = tern_fib::bench::BenchOpts::default();
     let mut json = false;
+    if let Some(i) = std::env::args().position(|a| a == "--width") {
+        opts.table = std::env::args().nth(1).unwrap_or_default().into();
+        opts.lookups = 20_000_000;
+        let alternations = std::env::args().nth(i + 1).and_then(|x| x.parse().ok()).unwrap_or(4);
+        match tern_fib::bench::width_experiment(&opts, alternations) {
+            Ok(s) => print!("{s}"),
+            Err(e) => eprintln!("fib bench: {e}"),
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--micro") {
         micro(&std::env::args().nth(1).unwrap_or_default());
         return;

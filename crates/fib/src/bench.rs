@@ -53,11 +53,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::lpm::multibit::Entry;
 use crate::prefix::Prefix;
 use crate::{FibConfig, FibReader, NH_NONE, NhId, RouteAttrs, RouteOp, RouteTarget, Source};
 
@@ -856,8 +857,8 @@ fn alt_multibit<const T: u32, const S: u32>(
 ) {
     use crate::lpm::multibit::{MultibitArrays, MultibitWriter};
     let name = format!("mbit-{T}/{S}");
-    let a = MultibitArrays::<T, S>::new(1 << 20);
-    let mut w = MultibitWriter::<T, S>::new(v6, &a);
+    let a = MultibitArrays::<AtomicU32, T, S>::new(1 << 20);
+    let mut w = MultibitWriter::<AtomicU32, T, S>::new(v6, &a);
     for p in prefixes {
         let _ = w.set(&a, p.bits128(), p.len(), nh(p));
     }
@@ -1212,6 +1213,153 @@ impl fmt::Display for BenchReport {
         writeln!(f, "cpu: {}; load average at start: {}", self.cpu, self.loadavg)?;
         writeln!(f, "(lookup and update rates are per CPU-second of the measuring thread)")?;
         write!(f, "{}{}", self.v4, self.v6)
+    }
+}
+
+/// Entry width experiment (`fib_bench TABLE --width [ROUNDS]`): the IPv4
+/// table as tern's FIB builds it, copied into a flat DIR-24-8 of `u32`
+/// entries (bit 31 = child block: tern's layout until 2026-11-23) and one
+/// of `u16` entries (bit 15), each looked up beside tern itself on the same
+/// covered, Zipf and random keys, singly and in batches of 256 (a plain
+/// loop, or with the top entries prefetched 16 / 32 keys ahead), in
+/// alternating order (A B .. B A) so that drift in the machine's load
+/// falls on all; every measurement is printed, then the median of each.
+pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String, String> {
+    use std::fmt::Write as _;
+    use std::sync::atomic::AtomicU16;
+    let routes = crate::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
+    let prefixes: Vec<Prefix> = routes.iter().map(|(p, _)| *p).filter(Prefix::is_v4).collect();
+    let (mut w, r) = crate::new(FibConfig::default(), tern_rcu::Domain::new());
+    let subnet = Prefix::V4 { addr: Ipv4Addr::new(100, 64, 0, 0), len: 24 };
+    let _ = w.add_route(Source::Connected, subnet, RouteTarget::Connected { ifindex: 1 }, RouteAttrs::default());
+    let gateways = opts.gateways.clamp(1, 250);
+    for c in prefixes.chunks(10_000) {
+        w.apply(
+            c.iter()
+                .map(|p| {
+                    let k = (hash_prefix(p) % u64::from(gateways)) as u8 + 1;
+                    let gw = IpAddr::V4(Ipv4Addr::new(100, 64, 0, k));
+                    RouteOp::Add(Source::Fpm, *p, RouteTarget::Via { gw, ifindex: Some(1) }, RouteAttrs::default())
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    let raw = r.raw();
+    let used = raw
+        .v4
+        .top
+        .iter()
+        .map(|e| e.get(Ordering::Relaxed))
+        .fold(0u32, |m, e| if e & raw.v4.child_flag != 0 { m.max((e & !raw.v4.child_flag) + 1) } else { m });
+    let blocks = raw.v4.nodes.get(..(used as usize) << 8).unwrap_or_default();
+    let f32 = Flat::<AtomicU32>::copy(raw.v4.top, blocks, raw.v4.child_flag)?;
+    let f16 = Flat::<AtomicU16>::copy(raw.v4.top, blocks, raw.v4.child_flag)?;
+    let mut rng = Rng(opts.seed | 1);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} prefixes, {used} blocks; load {}",
+        prefixes.len(),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    for pat in ["covered", "zipf", "random"] {
+        let keys: Vec<u32> =
+            addresses(&prefixes, pat, 1 << 20, &mut rng, false).iter().map(|k| (k >> 96) as u32).collect();
+        let wrong = keys.iter().filter(|&&k| f16.lookup(k) != r.lookup_v4(k) || f32.lookup(k) != r.lookup_v4(k));
+        let wrong = wrong.count();
+        if wrong > 0 {
+            return Err(format!("{pat}: {wrong} lookups of the copies differ from tern's"));
+        }
+        let rounds = opts.lookups.div_ceil(keys.len()).max(1);
+        let n = rounds * keys.len();
+        let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9) / 1e6;
+        let a: [(&str, &dyn Fn() -> Duration); 9] = [
+            ("tern single", &|| time_single(&keys, rounds, |k| r.lookup_v4(k))),
+            ("tern batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| r.lookup_v4_batch(k, o))),
+            ("flat u32 single", &|| time_single(&keys, rounds, |k| f32.lookup(k))),
+            ("flat u32 batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f32.batch(k, o))),
+            ("flat u32 batch256 pf32", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f32.batch_pf::<32>(k, o))),
+            ("flat u16 single", &|| time_single(&keys, rounds, |k| f16.lookup(k))),
+            ("flat u16 batch256", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch(k, o))),
+            ("flat u16 batch256 pf16", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch_pf::<16>(k, o))),
+            ("flat u16 batch256 pf32", &|| time_batch_of::<_, 256>(&keys, rounds, |k, o| f16.batch_pf::<32>(k, o))),
+        ];
+        let mut got: Vec<Vec<f64>> = vec![Vec::new(); a.len()];
+        // Warm both arrays' pages and TLB once.
+        for (_, f) in &a {
+            black_box(f());
+        }
+        for round in 0..alternations {
+            let order: Vec<usize> = if round % 2 == 0 { (0..a.len()).collect() } else { (0..a.len()).rev().collect() };
+            for i in order {
+                if let (Some((_, f)), Some(g)) = (a.get(i), got.get_mut(i)) {
+                    g.push(rate(f()));
+                }
+            }
+        }
+        for ((name, _), g) in a.iter().zip(&mut got) {
+            let each: Vec<String> = g.iter().map(|x| format!("{x:.0}")).collect();
+            g.sort_by(f64::total_cmp);
+            let med = g.get(g.len() / 2).copied().unwrap_or(0.0);
+            let _ = writeln!(out, "{pat:8} {name:24} median {med:6.1} M/s  [{}]", each.join(" "));
+        }
+    }
+    let _ = writeln!(out, "load {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
+    Ok(out)
+}
+
+/// A copy of tern's IPv4 DIR-24-8 with entries of another width.
+struct Flat<E> {
+    top: Box<[E]>,
+    nodes: Box<[E]>,
+}
+
+impl<E: Entry> Flat<E> {
+    /// Copies tern's arrays (huge pages asked for before the copy touches
+    /// them, as tern does).
+    fn copy<S: Entry>(top: &[S], nodes: &[S], child: u32) -> Result<Self, String> {
+        let fill = |src: &[S]| -> Result<Box<[E]>, String> {
+            let dst: Box<[E]> = bytemuck::allocation::zeroed_slice_box(src.len());
+            tern_intrin::advise_hugepages(&dst);
+            for (d, a) in dst.iter().zip(src) {
+                let e = a.get(Ordering::Relaxed);
+                let (c, v) = if e & child != 0 { (E::CHILD, e & !child) } else { (0, e) };
+                if v >= E::CHILD {
+                    return Err(format!("entry {e:#x} does not fit"));
+                }
+                d.put(c | v, Ordering::Relaxed);
+            }
+            Ok(dst)
+        };
+        Ok(Flat { top: fill(top)?, nodes: fill(nodes)? })
+    }
+
+    #[inline(always)]
+    fn lookup(&self, a: u32) -> u32 {
+        let e = self.top.get((a >> 8) as usize).map_or(0, |x| x.get(Ordering::Acquire));
+        if e & E::CHILD == 0 {
+            return e;
+        }
+        let i = (((e & !E::CHILD) as usize) << 8) | (a & 0xff) as usize;
+        self.nodes.get(i).map_or(0, |x| x.get(Ordering::Acquire))
+    }
+
+    fn batch(&self, keys: &[u32], out: &mut [u32]) {
+        for (o, &k) in out.iter_mut().zip(keys) {
+            *o = self.lookup(k);
+        }
+    }
+
+    fn batch_pf<const D: usize>(&self, keys: &[u32], out: &mut [u32]) {
+        for &k in keys.iter().take(D) {
+            tern_intrin::prefetch_index(&self.top, (k >> 8) as usize);
+        }
+        for (i, (o, &k)) in out.iter_mut().zip(keys).enumerate() {
+            if let Some(a) = keys.get(i + D) {
+                tern_intrin::prefetch_index(&self.top, (a >> 8) as usize);
+            }
+            *o = self.lookup(k);
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! copies the arrays into BPF array maps and only wants what changed).
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
 
 /// One bit per array element written since the last `take`.
 #[derive(Clone, Debug, Default)]
@@ -78,13 +78,13 @@ pub struct FibChanges {
     pub v6_top: Vec<Range<u32>>,
 }
 
-/// One family's trie as flat arrays: see `lpm/multibit.rs` for the layout.
-#[derive(Clone, Copy)]
-pub struct RawTrie<'a> {
+/// One family's trie as flat arrays of entries `E` (`AtomicU16` for IPv4,
+/// `AtomicU32` for IPv6): see `lpm/multibit.rs` for the layout.
+pub struct RawTrie<'a, E = AtomicU32> {
     /// `1 << top_bits` entries.
-    pub top: &'a [AtomicU32],
+    pub top: &'a [E],
     /// Blocks of `1 << stride` entries.
-    pub nodes: &'a [AtomicU32],
+    pub nodes: &'a [E],
     pub top_bits: u32,
     pub stride: u32,
     /// Entries with this bit point to block `entry & !child_flag`; others
@@ -92,11 +92,20 @@ pub struct RawTrie<'a> {
     pub child_flag: u32,
 }
 
+impl<E> Clone for RawTrie<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for RawTrie<'_, E> {}
+
 /// Every array readers use, read-only.
 #[derive(Clone, Copy)]
 pub struct RawFib<'a> {
-    pub v4: RawTrie<'a>,
-    pub v6: RawTrie<'a>,
+    /// IPv4 entries are 16 bits: `child_flag` is bit 15.
+    pub v4: RawTrie<'a, AtomicU16>,
+    pub v6: RawTrie<'a, AtomicU32>,
     /// Next hops: 4 words each (layout in `nexthop.rs`).
     pub nexthops: &'a [AtomicU64],
     pub ecmp_members: &'a [AtomicU32],

@@ -29,41 +29,27 @@
 //!   their routes through an open-addressed table whose cells hold the
 //!   routes inline (one cache line per lookup, prefetchable: `rib.rs`);
 //!   a batch ([`FibWriter::apply`]) prefetches eight operations ahead.
-//! * IPv4 FIB: DIR-24-8 (a 2^24-entry direct array plus 256-entry blocks),
-//!   IPv6 FIB: a 16-bit direct array plus 256-entry blocks; both flat `u32`
-//!   arrays updated in place (`lpm/multibit.rs`), exposed read-only through
-//!   [`FibReader::raw`] with [`FibWriter::take_changes`] for BPF mirrors.
+//! * IPv4 FIB: DIR-24-8 (a 2^24-entry direct array plus 256-entry blocks)
+//!   of 16-bit entries (32 MiB; next-hop ids below 2^15, see
+//!   [`FibConfig::max_nexthops`]); IPv6 FIB: a 16-bit direct array plus
+//!   256-entry blocks of 32-bit entries; both flat arrays updated in place
+//!   (`lpm/multibit.rs`), exposed read-only through [`FibReader::raw`]
+//!   with [`FibWriter::take_changes`] for BPF mirrors.
 //! * Next hops (`nexthop.rs`): a flat table of 32-byte entries, shared and
 //!   reference-counted, the MAC updated in place by ARP/ND; ECMP groups
 //!   pick a member by flow hash.
 //!
-//! # Measured (`tern bench fib`, see `bench.rs` for the method)
-//! On the shared full table (901,899 IPv4 + 160,147 IPv6 prefixes), Xeon
-//! @ 2.8 GHz (Ice Lake, KVM, 2 vCPUs shared with other builds: load average
-//! 5-12, so figures are per CPU-second and vary by ~2x between runs):
-//!
-//! | | IPv4 | IPv6 |
-//! |---|---|---|
-//! | load (writer CPU) | 0.55-0.70 s | 0.12-0.16 s |
-//! | FIB memory | 64.4 MiB | 37.5 MiB |
-//! | lookups, covered prefixes, single / batch | 43-58 / 39-59 M/s | 8-11 / 14-16 M/s |
-//! | lookups, Zipf mix, single / batch | 65-70 / 49-87 M/s | 13-20 / 16-18 M/s |
-//! | lookups, cache-hot keys, single / batch | 360-660 / 360-520 M/s | 60-80 / 26-40 M/s |
-//! | updates, one call each (insert / delete) | 1.1-1.4 / 0.75-0.92 M/s | 0.6 / 0.5 M/s |
-//! | prefix-trie 0.10 (covered, single) | 3-5 M/s | 2.7-4.2 M/s |
-//! | Linux (ip -batch load; `ip route get`) | 21-37 s; 10-13 us | 2.4-4.9 s; 18-41 us |
-//!
-//! The IPv6 batch figures above are of the earlier AMAC lanes; batches now
-//! walk level-synchronously with prefetches (`lookup_v6_batch`): 34-46 M/s
-//! covered and 41-56 M/s Zipf at load 4-6, 1.7-2.1x the AMAC lanes in the
-//! same runs (docs/PERFORMANCE.md).
-//!
-//! Candidates measured on the same keys: a poptrie (5 MiB, 15-34 M/s on
-//! covered IPv4 keys: two dependent misses at the last level and a
-//! software popcount), 18/6 and 16/8 multibit tries (17 and 25 MiB, 40-85
-//! M/s), a static DIR-24-8 (58-106 M/s: the bound for ours). Cold lookups
-//! are bound by cache and TLB misses in the 64 MiB array; huge pages (THP
-//! `always`, or an `madvise` helper in tern-intrin) are the next step.
+//! # Measured
+//! `tern bench fib` (`bench.rs` gives the method); the figures, with the
+//! commands, the machine's load and the alternatives measured on the same
+//! keys, are in docs/PERFORMANCE.md ("FIB: the full Internet table" and
+//! the subsections after it). The latest (2026-11-23, full table: 901,899
+//! IPv4 + 160,147 IPv6 prefixes, one core of a 2-vCPU Ice Lake VM at load
+//! 0.6-2.8, medians of 3 runs): IPv4 lookups 166 M/s on covered addresses
+//! in batches of 256 (84 M/s single), 243 M/s on a Zipf mix; IPv6 38 M/s
+//! covered in batches of 256; IPv4 loaded in 0.25 s of CPU; 2.7 M IPv4
+//! inserts/s one call each; reader arrays 32.2 MiB (IPv4) + 37.5 MiB
+//! (IPv6).
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "bench")]

@@ -16,7 +16,8 @@
 //! after a grace period), so a reader sees a consistent entry. ECMP members
 //! are a second flat array of `AtomicU32` ids.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -157,7 +158,10 @@ pub(crate) struct NhAlloc {
     /// worth of groups on the full IPv6 table; callgrind, 2026-11-22).
     index: HashMap<NhKey, NhId, KeyBuild>,
     slots: Vec<Slot>,
-    free: Vec<NhId>,
+    /// Ids freed (after their grace period), lowest first: ids stay as
+    /// small as the number of next hops alive at once allows, which IPv4's
+    /// 16-bit trie entries need (ids below 2^15, `FibConfig`).
+    free: BinaryHeap<Reverse<NhId>>,
     next: u32,
     members_free: HashMap<u32, Vec<u32>, FxBuildHasher>,
     members_next: u32,
@@ -174,7 +178,7 @@ impl NhAlloc {
         NhAlloc {
             index: HashMap::default(),
             slots: vec![Slot::default()],
-            free: Vec::new(),
+            free: BinaryHeap::new(),
             next: 1,
             members_free: HashMap::default(),
             members_next: 0,
@@ -187,7 +191,7 @@ impl NhAlloc {
     }
 
     fn alloc_id(&mut self, table: &NhTable) -> Result<NhId, FibError> {
-        if let Some(id) = self.free.pop() {
+        if let Some(Reverse(id)) = self.free.pop() {
             return Ok(id);
         }
         if self.next >= table.capacity() {
@@ -339,7 +343,7 @@ impl NhAlloc {
 
     /// Called once a grace period covered these.
     pub(crate) fn reuse_id(&mut self, id: NhId) {
-        self.free.push(id);
+        self.free.push(Reverse(id));
     }
 
     pub(crate) fn reuse_members(&mut self, base: u32, count: u32) {
@@ -438,6 +442,26 @@ mod tests {
         a.set_neighbor(&t, 2, gw, Some([9; 6]));
         let y = a.acquire(&t, NhKind::Unicast, 2, gw).expect("y");
         assert_eq!(t.get(y).mac, Some([9; 6]), "a next hop created after ARP starts resolved");
+    }
+
+    #[test]
+    fn freed_ids_are_reused_lowest_first() {
+        let t = NhTable::new(16, 16);
+        let mut a = NhAlloc::new();
+        let mut g = Vec::new();
+        let ids: Vec<NhId> = (1..=5).map(|i| a.acquire(&t, NhKind::Unicast, i, v4("10.0.0.1")).expect("id")).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4, 5]);
+        for id in [2, 4, 1] {
+            a.release(id, &mut g);
+        }
+        for x in g.drain(..) {
+            if let Garbage::Nh(id) = x {
+                a.reuse_id(id);
+            }
+        }
+        let again: Vec<NhId> =
+            (6..=9).map(|i| a.acquire(&t, NhKind::Unicast, i, v4("10.0.0.1")).expect("id")).collect();
+        assert_eq!(again, vec![1, 2, 4, 6], "the lowest free id first, then a new one");
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use tern_rcu::Domain;
 
 use crate::changes::{RawFib, RawTrie};
-use crate::lpm::multibit::CHILD;
-use crate::lpm::{V4_STRIDE, V4_TOP, V4Arrays, V6_STRIDE, V6_TOP, V6Arrays};
+use crate::lpm::multibit::Entry;
+use crate::lpm::{V4_STRIDE, V4_TOP, V4Arrays, V4Entry, V6_STRIDE, V6_TOP, V6Arrays, V6Entry};
 use crate::nexthop::NhTable;
 use crate::types::{NextHop, NhId};
 
@@ -43,12 +43,11 @@ impl FibReader {
 
     /// Many lookups at once; `out[i]` gets the result for `dst[i]` (the
     /// shorter of the two slices bounds the work). On IPv4 this is the loop
-    /// of single lookups (see `Key::LEVELS` for why).
+    /// of single lookups with each top entry prefetched 32 lookups ahead
+    /// (`MultibitArrays::lookup_batch_ahead`).
     #[inline]
     pub fn lookup_v4_batch(&self, dst: &[u32], out: &mut [NhId]) {
-        for (o, d) in out.iter_mut().zip(dst) {
-            *o = self.shared.v4.lookup(u64::from(*d) << 32);
-        }
+        self.shared.v4.lookup_batch_ahead(dst, |d| u64::from(d) << 32, out);
     }
 
     /// Longest-prefix match of an IPv6 destination.
@@ -84,8 +83,8 @@ impl FibReader {
         let (t6, n6) = self.shared.v6.raw();
         let (nexthops, ecmp_members) = (self.shared.nh.raw_words(), self.shared.nh.raw_members());
         RawFib {
-            v4: RawTrie { top: t4, nodes: n4, top_bits: V4_TOP, stride: V4_STRIDE, child_flag: CHILD },
-            v6: RawTrie { top: t6, nodes: n6, top_bits: V6_TOP, stride: V6_STRIDE, child_flag: CHILD },
+            v4: RawTrie { top: t4, nodes: n4, top_bits: V4_TOP, stride: V4_STRIDE, child_flag: V4Entry::CHILD },
+            v6: RawTrie { top: t6, nodes: n6, top_bits: V6_TOP, stride: V6_STRIDE, child_flag: V6Entry::CHILD },
             nexthops,
             ecmp_members,
         }

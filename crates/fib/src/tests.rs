@@ -322,13 +322,13 @@ fn readers_never_see_an_unknown_next_hop_while_the_writer_churns() {
 
 /// A lookup done by hand over the raw arrays, the way a BPF program
 /// mirroring them would.
-fn raw_lookup_v4(raw: &RawTrie<'_>, dst: u32) -> NhId {
+fn raw_lookup_v4(raw: &RawTrie<'_, std::sync::atomic::AtomicU16>, dst: u32) -> NhId {
     use std::sync::atomic::Ordering::Acquire;
-    let mut e = raw.top[(dst >> (32 - raw.top_bits)) as usize].load(Acquire);
+    let mut e = u32::from(raw.top[(dst >> (32 - raw.top_bits)) as usize].load(Acquire));
     let mut off = raw.top_bits;
     while e & raw.child_flag != 0 {
         let chunk = ((u64::from(dst) << 32) << off >> (64 - raw.stride)) as usize;
-        e = raw.nodes[(((e & !raw.child_flag) as usize) << raw.stride) | chunk].load(Acquire);
+        e = u32::from(raw.nodes[(((e & !raw.child_flag) as usize) << raw.stride) | chunk].load(Acquire));
         off += raw.stride;
     }
     e
@@ -356,6 +356,56 @@ fn raw_views_and_changes_describe_the_lookup() {
     w.set_neighbor(1, ip("192.0.2.2"), Some([1; 6]));
     assert_eq!(w.take_changes().nexthops, vec![id..id + 1], "a MAC update touches one entry");
     assert_eq!(w.take_changes(), FibChanges::default());
+}
+
+/// IPv4 trie entries are 16 bits: a route whose next hop got an id of 2^15
+/// or more is refused with an error, stays in the RIB uninstalled, and
+/// leaves nothing stale in the FIB; IPv6 takes such ids.
+#[test]
+fn ipv4_next_hop_ids_past_15_bits_are_refused_cleanly() {
+    let (mut w, r) = fib();
+    // 32,767 next hops alive (ids 1..=32767), each of an IPv6 route.
+    let ops: Vec<RouteOp> = (1..=32767u32)
+        .map(|i| {
+            let q =
+                Prefix::V6 { addr: std::net::Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(i) << 64), len: 64 };
+            let gw = IpAddr::V6(std::net::Ipv6Addr::from(0xfe80_u128 << 112 | u128::from(i)));
+            RouteOp::Add(Source::Static, q, RouteTarget::Via { gw, ifindex: Some(1) }, A)
+        })
+        .collect();
+    assert!(w.apply(ops).errors.is_empty());
+    assert_eq!(w.stats().nexthops, 32767);
+    let wide = Err(FibError::Full("IPv4 next-hop id space (15 bits)"));
+    assert_eq!(w.add_route(Source::Static, p("10.0.0.0/8"), via("192.0.2.1", Some(1)), A), wide, "id 32768");
+    assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE, "not installed");
+    assert!(w.routes().any(|d| d.prefix == p("10.0.0.0/8")), "kept in the RIB");
+    assert!(w.route_get(ip("10.1.2.3")).is_none(), "the RIB knows it is not installed");
+    // Ids 7 and 8 freed (the lowest free id is taken first), two routes on
+    // them, then the longer one moved to a wide id.
+    for i in [7u128, 8] {
+        let q = Prefix::V6 { addr: std::net::Ipv6Addr::from(0x2001_0db8_u128 << 96 | i << 64), len: 64 };
+        w.del_route(Source::Static, q).expect("del v6");
+    }
+    w.del_route(Source::Static, p("10.0.0.0/8")).expect("del, and ids 7 and 8 are free after their grace period");
+    w.add_route(Source::Static, p("10.0.0.0/8"), RouteTarget::Blackhole, A).expect("id 7");
+    w.add_route(Source::Static, p("10.1.0.0/16"), RouteTarget::Prohibit, A).expect("id 8");
+    assert_eq!((r.lookup_v4(v4("10.2.0.1")), r.lookup_v4(v4("10.1.2.3"))), (7, 8));
+    let errors = w.stats().errors;
+    assert_eq!(w.add_route(Source::Static, p("10.1.0.0/16"), via("192.0.2.9", Some(1)), A), wide);
+    assert_eq!(w.stats().errors, errors + 1);
+    let d = w.routes().find(|d| d.prefix == p("10.1.0.0/16")).expect("kept in the RIB");
+    assert!(d.nh >= 1 << 15);
+    assert!(w.route_get(ip("10.1.2.3")).is_some_and(|g| g.prefix == p("10.0.0.0/8")), "the RIB: not installed");
+    assert_eq!(r.lookup_v4(v4("10.1.2.3")), 7, "the /8 answers: the /16's old next hop is gone");
+    // IPv6 routes take the wide ids.
+    let q6 = p("2001:db8:ffff::/48");
+    w.add_route(Source::Static, q6, via("fe80::ffff:1", Some(1)), A).expect("v6");
+    assert!(r.lookup_v6(v6("2001:db8:ffff::1")) >= 1 << 15);
+    // Deleting the /8 leaves nothing of either prefix behind.
+    w.del_route(Source::Static, p("10.0.0.0/8")).expect("del /8");
+    assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE);
+    w.del_route(Source::Static, p("10.1.0.0/16")).expect("del /16");
+    assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE);
 }
 
 #[test]

@@ -207,7 +207,9 @@ pub enum FibError {
     /// More ECMP members than `FibConfig::max_ecmp_paths`.
     TooManyPaths { paths: usize, max: usize },
     /// A fixed-size table (named) is full; the route is in the RIB but not
-    /// (yet) in the FIB. Raise the capacity in `FibConfig`.
+    /// (yet) in the FIB. Raise the capacity in `FibConfig`; for "IPv4
+    /// next-hop id space (15 bits)", fewer next hops alive at once (see
+    /// `FibConfig::max_nexthops`).
     Full(&'static str),
 }
 
@@ -294,7 +296,12 @@ pub struct FibStats {
 /// creation); memory is reserved virtually and touched only when used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FibConfig {
-    /// Next-hop table entries (ECMP groups included).
+    /// Next-hop table entries (ECMP groups included). IPv4 routes can only
+    /// use ids below 2^15 (the IPv4 trie's entries are 16 bits): ids are
+    /// handed out lowest free first, so that holds while fewer than 32,767
+    /// next hops are alive at once; an IPv4 route whose next hop got a
+    /// larger id stays in the RIB, not installed, and its `add_route`
+    /// fails with `FibError::Full("IPv4 next-hop id space (15 bits)")`.
     pub max_nexthops: u32,
     /// ECMP member slots, all groups together.
     pub max_ecmp_members: u32,
@@ -303,8 +310,9 @@ pub struct FibConfig {
     /// Distance of `Source::Kernel` routes that carry none.
     pub kernel_distance: u8,
     /// Trie blocks reserved for IPv4 (256 entries each, beyond the 2^24
-    /// direct entries; the full table uses ~1,000) and IPv6 (256 entries
-    /// each; the full table uses ~38,000). `*_leaves` is unused (kept for
+    /// direct entries; the full table uses ~450; at most 2^15, the block
+    /// numbers a 16-bit entry holds) and IPv6 (256 entries each; the full
+    /// table uses ~38,000). `*_leaves` is unused (kept for
     /// compatibility with the first API draft).
     pub v4_nodes: u32,
     pub v4_leaves: u32,

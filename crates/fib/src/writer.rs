@@ -453,8 +453,9 @@ impl FibWriter {
             self.add_deps(p, s, &t);
         }
         self.stats.adds += 1;
-        self.apply_settle(p, st);
-        Ok(())
+        // A route the FIB cannot hold stays in the RIB, not installed; the
+        // caller learns why.
+        self.apply_settle(p, st)
     }
 
     fn del_inner(&mut self, s: Source, p: Prefix) -> Result<(), FibError> {
@@ -473,7 +474,11 @@ impl FibWriter {
         }
         self.release_target(e.target);
         self.stats.dels += 1;
-        self.apply_settle(p, st);
+        // The delete happened; a route taking over that the FIB cannot
+        // hold is counted.
+        if self.apply_settle(p, st).is_err() {
+            self.stats.errors += 1;
+        }
         Ok(())
     }
 
@@ -494,11 +499,18 @@ impl FibWriter {
         if st.empty {
             self.rib.remove(&p);
         }
-        self.apply_settle(p, st);
+        if self.apply_settle(p, st).is_err() {
+            self.stats.errors += 1;
+        }
     }
 
-    /// Pushes what `settle` found to the FIB and to dependent routes.
-    fn apply_settle(&mut self, p: Prefix, st: Settle) {
+    /// Pushes what `settle` found to the FIB and to dependent routes. If the
+    /// FIB cannot hold the new best route of `p` (a full trie, or an IPv4
+    /// next-hop id past 15 bits), `p` is left out of the FIB, as the RIB
+    /// then records, and the error returned (dependent routes are still
+    /// updated).
+    fn apply_settle(&mut self, p: Prefix, st: Settle) -> Result<(), FibError> {
+        let mut res = Ok(());
         if st.best != st.old_best {
             self.stats.fib_updates += 1;
             let (bits, len) = (p.bits128(), p.len());
@@ -517,17 +529,29 @@ impl FibWriter {
                 (false, nh) => self.v6.set(&self.shared.v6, bits, len, nh),
             };
             if r.is_err() {
-                // Not installed (a full trie): record it, so the next
-                // change of this prefix tries again.
-                self.stats.errors += 1;
+                // Not installed: record it, so the next change of this
+                // prefix tries again, and take out what the FIB held for
+                // it (the trie changed nothing), so that the FIB agrees
+                // with the RIB: no stale next hop, and a later delete of
+                // the route has nothing left to remove.
                 if let Some(slot) = self.rib.get_mut(&p) {
                     slot.installed = NH_NONE;
                 }
+                if st.old_best != NH_NONE {
+                    let rib = &self.rib;
+                    if p.is_v4() {
+                        self.v4.remove(&self.shared.v4, bits, len, |b, l| installed(rib, b, l, true));
+                    } else {
+                        self.v6.remove(&self.shared.v6, bits, len, |b, l| installed(rib, b, l, false));
+                    }
+                }
             }
+            res = r;
         }
         if st.conn != st.old_conn {
             self.connected_changed(p, st.conn);
         }
+        res
     }
 
     fn connected_changed(&mut self, p: Prefix, conn: Option<u16>) {

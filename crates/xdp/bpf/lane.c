@@ -48,6 +48,11 @@ struct lane_block {
 	__u32 e[LANE_BLOCK];
 };
 
+// The IPv4 FIB's entries are 16 bits (tern-fib's V4Entry).
+struct lane_block16 {
+	__u16 e[LANE_BLOCK];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -148,14 +153,15 @@ const volatile __u32 lane_acl_cache_mask = LANE_ACL_CACHE_BUCKETS - 1;
 const volatile __u32 lane_acl_cache_on = 1;
 
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
-// mmap'ed map is the same flat u32 array (see lane/fib.rs). Sizes of the
-// node, next-hop and member maps are set by the loader.
+// mmap'ed map is the same flat array (u16 entries for IPv4, u32 for IPv6;
+// see lane/fib.rs). Sizes of the node, next-hop and member maps are set by
+// the loader.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1 << 16); // 2^24 entries: DIR-24-8's direct index
 	__type(key, __u32);
-	__type(value, struct lane_block);
+	__type(value, struct lane_block16);
 } lane_v4_top SEC(".maps");
 
 struct {
@@ -163,7 +169,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1 << 12);
 	__type(key, __u32);
-	__type(value, struct lane_block);
+	__type(value, struct lane_block16);
 } lane_v4_nodes SEC(".maps");
 
 struct {
@@ -934,18 +940,18 @@ static __always_inline __u64 acl_l4(__u8 proto, const __u8 *l4, __u32 len, void 
 static __always_inline __u32 fib_v4(__u32 dst)
 {
 	__u32 k = dst >> 16;
-	const struct lane_block *b = bpf_map_lookup_elem(&lane_v4_top, &k);
+	const struct lane_block16 *b = bpf_map_lookup_elem(&lane_v4_top, &k);
 	if (!b)
 		return FIB_MISS;
 	__u32 e = b->e[(dst >> 8) & 0xff];
-	if (!(e & FIB_CHILD))
+	if (!(e & FIB4_CHILD))
 		return e;
-	k = e & ~FIB_CHILD;
+	k = e & ~FIB4_CHILD;
 	b = bpf_map_lookup_elem(&lane_v4_nodes, &k);
 	if (!b)
 		return FIB_MISS; // a block beyond the lane's capacity
 	e = b->e[dst & 0xff];
-	return (e & FIB_CHILD) ? 0 : e;
+	return (e & FIB4_CHILD) ? 0 : e;
 }
 
 // 16 bits of direct index, then one byte per level (at most 14).

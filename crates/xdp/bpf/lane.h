@@ -20,7 +20,7 @@
 #define LANE_ACL_RULES 64     // lowered rules per set and family (bits)
 #define LANE_ACL_INTERVALS 128 // intervals per field
 #define LANE_NF 11            // ACL fields (crates/acl/src/lower.rs order)
-#define LANE_BLOCK 256        // u32 entries per FIB map element
+#define LANE_BLOCK 256        // entries per FIB map element (u16 IPv4, u32 otherwise)
 #define LANE_MAX_TUNNELS 1024
 
 // lane_cfg.flags
@@ -218,6 +218,7 @@ struct lane_nh {
 #define NH_KIND_ECMP 7
 #define NH_MAC_VALID (1ull << 48)
 #define FIB_CHILD 0x80000000u
+#define FIB4_CHILD 0x8000u // IPv4 entries are 16 bits
 
 // Per-port packet counters (per CPU), keyed by port: one value (one map
 // lookup, one cache line) per port and packet side.

@@ -14,9 +14,11 @@ mod multibit_tests;
 #[cfg(test)]
 mod poptrie_tests;
 
+use std::sync::atomic::{AtomicU16, AtomicU32};
+
 use multibit::{MultibitArrays, MultibitWriter};
 
-/// IPv4: DIR-24-8, 24 bits of direct index (64 MiB), then blocks of 256
+/// IPv4: DIR-24-8, 24 bits of direct index (32 MiB of u16 entries), then blocks of 256
 /// entries. Measured fastest by far on the full table: a /24 or shorter
 /// (99.9% of the table) is one load whose child test is almost never taken,
 /// so the CPU overlaps many lookups even without batching. (18-bit direct
@@ -29,7 +31,13 @@ pub const V4_STRIDE: u32 = 8;
 pub const V6_TOP: u32 = 16;
 pub const V6_STRIDE: u32 = 8;
 
-pub(crate) type V4Arrays = MultibitArrays<V4_TOP, V4_STRIDE>;
-pub(crate) type V4Writer = MultibitWriter<V4_TOP, V4_STRIDE>;
-pub(crate) type V6Arrays = MultibitArrays<V6_TOP, V6_STRIDE>;
-pub(crate) type V6Writer = MultibitWriter<V6_TOP, V6_STRIDE>;
+/// IPv4 entries are 16 bits (32 MiB of direct index instead of 64: half
+/// the cache lines, measured 1.3x the lookups of `u32` entries on covered
+/// addresses of the full table); next-hop ids and block numbers must then
+/// fit 15 bits. IPv6 entries are 32 bits.
+pub(crate) type V4Entry = AtomicU16;
+pub(crate) type V6Entry = AtomicU32;
+pub(crate) type V4Arrays = MultibitArrays<V4Entry, V4_TOP, V4_STRIDE>;
+pub(crate) type V4Writer = MultibitWriter<V4Entry, V4_TOP, V4_STRIDE>;
+pub(crate) type V6Arrays = MultibitArrays<V6Entry, V6_TOP, V6_STRIDE>;
+pub(crate) type V6Writer = MultibitWriter<V6Entry, V6_TOP, V6_STRIDE>;

@@ -1,15 +1,16 @@
 //! The lookup structure the workers use: a leaf-pushed multibit trie of
-//! flat `u32` arrays, updated in place (DIR-24-8 generalised; DPDK's
-//! rte_lpm update scheme).
+//! flat arrays of `u32` or `u16` entries ([`Entry`]), updated in place
+//! (DIR-24-8 generalised; DPDK's rte_lpm update scheme).
 //!
 //! # Layout (what readers and a BPF mirror see)
 //! * `top`: 2^`TOP` entries indexed by the first `TOP` address bits.
 //! * `nodes`: blocks of 2^`STRIDE` entries; each block consumes `STRIDE`
 //!   more address bits.
 //!
-//! An entry with bit 31 clear is a leaf: the next-hop id itself (NH_NONE =
-//! no route). With bit 31 set, bits 0..31 are the number of the child block
-//! (entries `block << STRIDE ..`). A lookup is one load per level:
+//! An entry's top bit (`CHILD`: bit 31 of a `u32` entry, bit 15 of a `u16`
+//! one) clear, it is a leaf: the next-hop id itself (NH_NONE = no route).
+//! Set, the bits below it are the number of the child block (entries
+//! `block << STRIDE ..`). A lookup is one load per level:
 //!
 //! ```text
 //! e = top[key >> (W - TOP)]; off = TOP
@@ -21,9 +22,15 @@
 //! A poptrie (`poptrie.rs`, kept as the measured alternative) is 3-4x
 //! smaller but needs two dependent cache misses at its last level (node,
 //! then leaf) and a popcount per level, which the baseline x86-64 target
-//! (and BPF) lacks. This trie needs one load per level, fits the full IPv4
-//! table in ~18 MiB (L3-resident, where DIR-24-8's 64 MiB goes to DRAM),
-//! and updates without copying: every change is a store of one entry.
+//! (and BPF) lacks. This trie needs one load per level and updates without
+//! copying: every change is a store of one entry. IPv4 uses it as
+//! DIR-24-8 (one load for a /24 or shorter, 99.9% of the table) with
+//! `u16` entries: 32 MiB of direct index, half the cache lines of `u32`
+//! entries for the same lookups (measured 1.3x the rate on covered
+//! addresses of the full table), at the price of next-hop ids and block
+//! numbers below 2^15 (the writer refuses a wider next hop with an
+//! error; `FibConfig`). Batches of IPv4 lookups prefetch each top entry
+//! 32 lookups ahead (`lookup_batch_ahead`).
 //!
 //! # Updates
 //! The writer keeps, per slot, the length (+1) of the prefix that set it
@@ -38,15 +45,51 @@
 //! grace period. Each entry a reader loads is therefore either the old or
 //! the new value for its address; no lookup ever sees a half-built block.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use super::blockdir::BlockDir;
 use crate::changes::DirtyBits;
 use crate::reclaim::Garbage;
 use crate::types::{FibError, NH_NONE, NhId};
 
-/// Flag of an entry that points to a child block.
+/// Flag of a `u32` entry that points to a child block.
 pub const CHILD: u32 = 1 << 31;
+
+/// The width of a trie's entries: `u32` (IPv6) or `u16` (IPv4, whose
+/// next-hop ids and block numbers must then fit 15 bits). Values are
+/// handled as `u32` either way.
+pub trait Entry: Sync + Send + bytemuck::Zeroable + 'static {
+    /// Flag of an entry that points to a child block; the bits below it
+    /// hold the block number or the next-hop id.
+    const CHILD: u32;
+    fn get(&self, o: Ordering) -> u32;
+    /// Stores `v`, which is below `2 * CHILD` (callers check).
+    fn put(&self, v: u32, o: Ordering);
+}
+
+impl Entry for AtomicU32 {
+    const CHILD: u32 = CHILD;
+    #[inline(always)]
+    fn get(&self, o: Ordering) -> u32 {
+        self.load(o)
+    }
+    #[inline(always)]
+    fn put(&self, v: u32, o: Ordering) {
+        self.store(v, o)
+    }
+}
+
+impl Entry for AtomicU16 {
+    const CHILD: u32 = 1 << 15;
+    #[inline(always)]
+    fn get(&self, o: Ordering) -> u32 {
+        u32::from(self.load(o))
+    }
+    #[inline(always)]
+    fn put(&self, v: u32, o: Ordering) {
+        self.store(v as u16, o)
+    }
+}
 
 /// How a key is cut. IPv4 keys are left-aligned in a u64, IPv6 keys are the
 /// u128 itself.
@@ -65,14 +108,13 @@ pub trait Key: Copy {
 
 impl Key for u64 {
     const BITS: u32 = 32;
-    // A batch is the plain loop of single lookups. Their top loads are
-    // independent, so the CPU already overlaps them; prefetching the top
-    // entry 16 keys ahead (2-14%) and a branchless two-level walk (10-28%)
-    // both measured slower than the plain loop on covered, Zipf and
-    // uniformly random addresses of the full table (2026-11-22); the
-    // level-synchronous walk of IPv6 with a prefetch pass over the top
-    // entries measured no faster than the plain loop (within the noise of
-    // one run at load 7: 58-61 against 59-65 M/s on random addresses).
+    // A batch is the loop of single lookups with the top entries
+    // prefetched 32 keys ahead (`lookup_batch_ahead`). A branchless
+    // two-level walk measured 10-28% slower than the plain loop on the
+    // full table (2026-11-22), the level-synchronous walk of IPv6 no
+    // faster. (A prefetch 16 ahead had measured 2-14% slower then, with
+    // 4 KiB pages; with huge pages, 16 and 32 ahead measured 1.3x and
+    // 1.5-1.7x the plain loop, 2026-11-23.)
     const LEVELS: bool = false;
     #[inline(always)]
     fn top(self, bits: u32) -> usize {
@@ -106,18 +148,18 @@ impl Key for u128 {
 }
 
 /// The reader-visible arrays.
-pub struct MultibitArrays<const TOP: u32, const STRIDE: u32> {
-    top: Box<[AtomicU32]>,
-    nodes: Box<[AtomicU32]>,
+pub struct MultibitArrays<E, const TOP: u32, const STRIDE: u32> {
+    top: Box<[E]>,
+    nodes: Box<[E]>,
 }
 
-impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
+impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE> {
     /// Room for `max_nodes` blocks (memory is touched only when used).
     pub fn new(max_nodes: u32) -> Self {
-        let top: Box<[AtomicU32]> = bytemuck::allocation::zeroed_slice_box(1 << TOP);
-        let nodes: Box<[AtomicU32]> =
-            bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, CHILD - 1) as usize) << STRIDE);
-        // Random lookups over 64 MiB miss the TLB on nearly every access
+        let top: Box<[E]> = bytemuck::allocation::zeroed_slice_box(1 << TOP);
+        // Block numbers 0..E::CHILD fit an entry.
+        let nodes: Box<[E]> = bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, E::CHILD) as usize) << STRIDE);
+        // Random lookups over 32-64 MiB miss the TLB on nearly every access
         // with 4 KiB pages; ask for huge pages before the memory is touched.
         tern_intrin::advise_hugepages(&top);
         tern_intrin::advise_hugepages(&nodes);
@@ -127,12 +169,12 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         // that mapping, which costs a TLB shootdown (an interrupt) on every
         // CPU running this process (see `touch_pages`). Writing every page
         // now, before any reader exists, spares that and the readers' page
-        // faults (64 MiB for IPv4, resident anyway once a full table is
+        // faults (32 MiB for IPv4, resident anyway once a full table is
         // loaded). Blocks need no such care: readers only reach a block
         // after the writer filled it.
-        for page in top.chunks(4096 / std::mem::size_of::<AtomicU32>()) {
+        for page in top.chunks(4096 / std::mem::size_of::<E>()) {
             if let Some(a) = page.first() {
-                a.store(0, Ordering::Relaxed);
+                a.put(0, Ordering::Relaxed);
             }
         }
         MultibitArrays { top, nodes }
@@ -144,21 +186,23 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
 
     #[inline(always)]
     pub fn lookup<K: Key>(&self, key: K) -> NhId {
-        let mut e = self.top.get(key.top(TOP)).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+        let mut e = self.top.get(key.top(TOP)).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
         let mut off = TOP;
-        while e & CHILD != 0 && off < K::BITS {
-            let i = (((e & !CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE);
-            e = self.nodes.get(i).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+        while e & E::CHILD != 0 && off < K::BITS {
+            let i = (((e & !E::CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE);
+            e = self.nodes.get(i).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
             off += STRIDE;
         }
-        if e & CHILD != 0 { NH_NONE } else { e }
+        if e & E::CHILD != 0 { NH_NONE } else { e }
     }
 
     /// Many lookups with their cache misses overlapped, by the method that
     /// measured best for the key's family (`Key::LEVELS`).
     #[inline]
     pub fn lookup_batch<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
-        if !K::LEVELS || keys.len() < 4 {
+        if !K::LEVELS {
+            self.lookup_batch_ahead(keys, |k| k, out)
+        } else if keys.len() < 4 {
             self.lookup_batch_plain(keys, out)
         } else if keys.len() <= 64 {
             // Smaller per-call arrays to clear for the common small batch.
@@ -174,6 +218,33 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
     pub fn lookup_batch_plain<K: Key>(&self, keys: &[K], out: &mut [NhId]) {
         for (o, k) in out.iter_mut().zip(keys) {
             *o = self.lookup(*k);
+        }
+    }
+
+    /// The loop of single lookups with each key's top entry prefetched
+    /// `AHEAD` keys before it is looked up (`key` turns an element of
+    /// `keys` into the trie's key). Without the prefetch the CPU has only
+    /// the lookups in its reorder window in flight, a few misses to DRAM
+    /// at a time; 32 keys ahead, each top entry has about 32 lookups' time
+    /// to arrive.
+    ///
+    /// Measured on the full IPv4 table in batches of 256 (`fib_bench TABLE
+    /// --width`, same run, alternating, 2026-11-23, docs/PERFORMANCE.md):
+    /// on covered addresses 1.5-1.7x the plain loop with `u32` entries and
+    /// 1.6x with `u16` entries (2.1x the plain loop of `u32` entries it
+    /// replaced); 16 ahead gave about two thirds of that gain, 64 ahead no
+    /// more than 32.
+    #[inline]
+    pub fn lookup_batch_ahead<T: Copy, K: Key>(&self, keys: &[T], key: impl Fn(T) -> K, out: &mut [NhId]) {
+        const AHEAD: usize = 32;
+        for k in keys.iter().take(AHEAD) {
+            tern_intrin::prefetch_index(&self.top, key(*k).top(TOP));
+        }
+        for (i, (o, k)) in out.iter_mut().zip(keys).enumerate() {
+            if let Some(a) = keys.get(i + AHEAD) {
+                tern_intrin::prefetch_index(&self.top, key(*a).top(TOP));
+            }
+            *o = self.lookup(key(*k));
         }
     }
 
@@ -212,7 +283,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
             let mut pend = [0usize; G];
             let mut m = 0usize;
             for (i, k) in kc.iter().enumerate() {
-                let x = self.top.get(k.top(TOP)).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                let x = self.top.get(k.top(TOP)).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
                 let c = if bytewise {
                     let b = k.bytes();
                     kb[i & g] = b;
@@ -220,9 +291,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
                 } else {
                     k.chunk(TOP, STRIDE)
                 };
-                let child = x >> 31;
+                let child = x >> E::CHILD.trailing_zeros();
                 // A leaf gets index 0: a harmless, cached line.
-                let ix = ((((x & !CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
+                let ix = ((((x & !E::CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
                 tern_intrin::prefetch_index(&self.nodes, ix);
                 e[i & g] = x;
                 pend[m & g] = ix << 8 | (i & g);
@@ -236,11 +307,11 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
                 for j in 0..m {
                     let p = pend[j & g];
                     let i = p & g;
-                    let x = self.nodes.get(p >> 8).map_or(NH_NONE, |a| a.load(Ordering::Acquire));
+                    let x = self.nodes.get(p >> 8).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
                     let c =
                         if bytewise { usize::from(kb[i][byte]) } else { kc.get(i).map_or(0, |k| k.chunk(off, STRIDE)) };
-                    let child = x >> 31;
-                    let ix = ((((x & !CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
+                    let child = x >> E::CHILD.trailing_zeros();
+                    let ix = ((((x & !E::CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
                     tern_intrin::prefetch_index(&self.nodes, ix);
                     e[i] = x;
                     pend[m2 & g] = ix << 8 | i;
@@ -250,28 +321,28 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
                 level += 1;
             }
             for (o, x) in oc.iter_mut().zip(&e) {
-                *o = if x & CHILD != 0 { NH_NONE } else { *x };
+                *o = if x & E::CHILD != 0 { NH_NONE } else { *x };
             }
         }
     }
 
     /// The raw arrays (top, nodes), for mirroring into BPF array maps.
-    pub fn raw(&self) -> (&[AtomicU32], &[AtomicU32]) {
+    pub fn raw(&self) -> (&[E], &[E]) {
         (&self.top, &self.nodes)
     }
 
     fn top_entry(&self, i: usize) -> u32 {
-        self.top.get(i).map_or(0, |a| a.load(Ordering::Relaxed))
+        self.top.get(i).map_or(0, |a| a.get(Ordering::Relaxed))
     }
 
     fn set_top(&self, i: usize, v: u32) {
         if let Some(a) = self.top.get(i) {
-            a.store(v, Ordering::Release);
+            a.put(v, Ordering::Release);
         }
     }
 
     fn entry(&self, node: u32, s: usize) -> u32 {
-        self.nodes.get(((node as usize) << STRIDE) | s).map_or(0, |a| a.load(Ordering::Relaxed))
+        self.nodes.get(((node as usize) << STRIDE) | s).map_or(0, |a| a.get(Ordering::Relaxed))
     }
 
     /// Sets every entry of an unpublished block (one pass over its slice,
@@ -280,14 +351,14 @@ impl<const TOP: u32, const STRIDE: u32> MultibitArrays<TOP, STRIDE> {
         let base = (node as usize) << STRIDE;
         if let Some(block) = self.nodes.get(base..base + (1 << STRIDE)) {
             for a in block {
-                a.store(v, Ordering::Relaxed);
+                a.put(v, Ordering::Relaxed);
             }
         }
     }
 
     fn set_entry(&self, node: u32, s: usize, v: u32, o: Ordering) {
         if let Some(a) = self.nodes.get(((node as usize) << STRIDE) | s) {
-            a.store(v, o);
+            a.put(v, o);
         }
     }
 }
@@ -318,7 +389,7 @@ struct NodeMeta {
 /// r in 1..=STRIDE at chunk c). The next hops of those prefixes are not
 /// kept: the caller holds every prefix anyway (the RIB) and supplies the
 /// next hop of the one prefix a delete needs (`remove`'s `next_hop_of`).
-pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
+pub struct MultibitWriter<E, const TOP: u32, const STRIDE: u32> {
     v6: bool,
     width: u32,
     top_depth: Vec<u8>,
@@ -349,6 +420,7 @@ pub struct MultibitWriter<const TOP: u32, const STRIDE: u32> {
     /// Change tracking for mirrors: one bit per top entry / per block.
     dirty_top: DirtyBits,
     dirty_nodes: DirtyBits,
+    entry: std::marker::PhantomData<E>,
 }
 
 /// Where a walk ahead of an update (`MultibitWriter::walk_step`) is: at
@@ -402,14 +474,15 @@ fn touch_pages<T: Copy + Default>(v: &mut [T]) {
 /// to child blocks: taking the next hop a block inherits instead found no
 /// more on the full table, 2026-11-23).
 #[inline]
-fn leaf_near(depths: &[u8], cells: &[AtomicU32], at: usize, d: u8) -> Option<NhId> {
-    const LINE: usize = 64 / std::mem::size_of::<AtomicU32>();
-    let lo = at & !(LINE - 1);
-    let hi = (lo + LINE).min(cells.len());
+fn leaf_near<E: Entry>(depths: &[u8], cells: &[E], at: usize, d: u8) -> Option<NhId> {
+    const { assert!(std::mem::size_of::<E>() <= 64) };
+    let line = 64 / std::mem::size_of::<E>();
+    let lo = at & !(line - 1);
+    let hi = (lo + line).min(cells.len());
     let (depths, cells) = (depths.get(lo..hi)?, cells.get(lo..hi)?);
     depths.iter().zip(cells).find_map(|(&x, cell)| {
-        let e = cell.load(Ordering::Relaxed);
-        (x == d && e & CHILD == 0).then_some(e)
+        let e = cell.get(Ordering::Relaxed);
+        (x == d && e & E::CHILD == 0).then_some(e)
     })
 }
 
@@ -419,12 +492,12 @@ fn chunk128(bits: u128, off: u32, stride: u32) -> usize {
     (bits.wrapping_shl(off) >> (128 - stride)) as usize
 }
 
-impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
+impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE> {
     const SLOTS: usize = 1 << STRIDE;
     /// Words of own-prefix bits per block (2^(STRIDE+1) - 2 prefixes).
     const OWN_WORDS: usize = (2usize << STRIDE).div_ceil(64);
 
-    pub fn new(v6: bool, arrays: &MultibitArrays<TOP, STRIDE>) -> Self {
+    pub fn new(v6: bool, arrays: &MultibitArrays<E, TOP, STRIDE>) -> Self {
         // Huge pages for the writer's large arrays too (16 MiB of IPv4 top
         // depths, 4 MiB of present bits: a random line of each per update),
         // asked for before `touch_pages` first writes them.
@@ -455,6 +528,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
             stack: Vec::new(),
             dirty_top: DirtyBits::default(),
             dirty_nodes: DirtyBits::default(),
+            entry: std::marker::PhantomData,
         }
     }
 
@@ -482,7 +556,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
 
     /// Bytes of the reader arrays in use.
     pub fn used_bytes(&self) -> usize {
-        (4usize << TOP) + ((self.nodes_in_use() as usize) << STRIDE) * 4
+        std::mem::size_of::<E>() * ((1usize << TOP) + ((self.nodes_in_use() as usize) << STRIDE))
     }
 
     /// Bytes of the writer's bookkeeping.
@@ -500,9 +574,9 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// lines of present bits a delete searches. The caller issues this
     /// before its own cache misses (the RIB's hash table), so that the
     /// trie's arrive meanwhile instead of after: on a full IPv4 table each
-    /// is a miss of its own (64 MiB of top entries, 16 MiB of depths).
+    /// is a miss of its own (32 MiB of IPv4 top entries, 16 MiB of depths).
     #[inline]
-    pub fn prefetch(&self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8) {
+    pub fn prefetch(&self, a: &MultibitArrays<E, TOP, STRIDE>, bits: u128, len: u8) {
         let t = (bits >> (128 - TOP)) as usize;
         tern_intrin::prefetch_index(&a.top, t);
         tern_intrin::prefetch_index(&self.top_depth, t);
@@ -537,7 +611,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// when it is applied. Only a hint: operations applied in between may
     /// change the path, and the update itself walks it again.
     #[inline]
-    pub fn walk_step(&self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8, w: &mut Walk) {
+    pub fn walk_step(&self, a: &MultibitArrays<E, TOP, STRIDE>, bits: u128, len: u8, w: &mut Walk) {
         let len = u32::from(len);
         let ends_here = if w.off == 0 { len <= TOP } else { len <= w.off + STRIDE };
         if w.done || ends_here {
@@ -563,11 +637,11 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         } else {
             (a.entry(w.node, chunk128(bits, w.off, STRIDE)), w.off + STRIDE)
         };
-        if e & CHILD == 0 {
+        if e & E::CHILD == 0 {
             w.done = true;
             return;
         }
-        let n = e & !CHILD;
+        let n = e & !E::CHILD;
         let slot = ((n as usize) << STRIDE) | chunk128(bits, off, STRIDE);
         tern_intrin::prefetch_index(&a.nodes, slot);
         tern_intrin::prefetch_index(&self.meta, n as usize);
@@ -657,7 +731,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// stored (it may include entries left as they were).
     fn write_top(
         &mut self,
-        a: &MultibitArrays<TOP, STRIDE>,
+        a: &MultibitArrays<E, TOP, STRIDE>,
         t: usize,
         len: u32,
         take: impl Fn(u8) -> bool,
@@ -673,11 +747,11 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         for (i, (depth, cell)) in depths.iter_mut().zip(cells).enumerate() {
             if take(*depth) {
                 *depth = d;
-                let e = cell.load(Ordering::Relaxed);
-                if e & CHILD != 0 {
-                    kids.push(e & !CHILD);
+                let e = cell.get(Ordering::Relaxed);
+                if e & E::CHILD != 0 {
+                    kids.push(e & !E::CHILD);
                 } else if e != nh {
-                    cell.store(nh, Ordering::Release);
+                    cell.put(nh, Ordering::Release);
                     lo = lo.min(i);
                     hi = i + 1;
                 }
@@ -732,7 +806,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// that value; the caller publishes it.
     fn new_block(
         &mut self,
-        a: &MultibitArrays<TOP, STRIDE>,
+        a: &MultibitArrays<E, TOP, STRIDE>,
         bits: u128,
         off: u32,
         inh: NhId,
@@ -770,7 +844,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     #[allow(clippy::too_many_arguments)]
     fn write_slots(
         &mut self,
-        a: &MultibitArrays<TOP, STRIDE>,
+        a: &MultibitArrays<E, TOP, STRIDE>,
         n: u32,
         c0: usize,
         c1: usize,
@@ -801,15 +875,15 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 }
                 let (mut any, mut diff) = (0, 0);
                 for c in cs {
-                    let e = c.load(Ordering::Relaxed);
+                    let e = c.get(Ordering::Relaxed);
                     any |= e;
                     diff |= e ^ nh;
                 }
-                if any & CHILD == 0 {
+                if any & E::CHILD == 0 {
                     ds.fill(nd);
                     if diff != 0 {
                         for c in cs {
-                            c.store(nh, Ordering::Release);
+                            c.put(nh, Ordering::Release);
                         }
                         touched = true;
                     }
@@ -828,7 +902,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     fn write_each(
         stack: &mut Vec<u32>,
         depths: &mut [u8],
-        cells: &[AtomicU32],
+        cells: &[E],
         take: &impl Fn(u8) -> bool,
         nd: u8,
         nh: NhId,
@@ -837,11 +911,11 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         for (depth, cell) in depths.iter_mut().zip(cells) {
             if take(*depth) {
                 *depth = nd;
-                let e = cell.load(Ordering::Relaxed);
-                if e & CHILD != 0 {
-                    stack.push(e & !CHILD);
+                let e = cell.get(Ordering::Relaxed);
+                if e & E::CHILD != 0 {
+                    stack.push(e & !E::CHILD);
                 } else if e != nh {
-                    cell.store(nh, Ordering::Release);
+                    cell.put(nh, Ordering::Release);
                     touched = true;
                 }
             }
@@ -853,7 +927,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// children) whose parent slots took it: every slot set by a prefix no
     /// longer than `d` takes it. The order blocks are visited in does not
     /// matter to readers: every store is of one entry's final value.
-    fn paint(&mut self, a: &MultibitArrays<TOP, STRIDE>, nh: NhId, d: u8) {
+    fn paint(&mut self, a: &MultibitArrays<E, TOP, STRIDE>, nh: NhId, d: u8) {
         while let Some(n) = self.stack.pop() {
             let Some(m) = self.m_mut(n) else { continue };
             m.inh = nh;
@@ -865,7 +939,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// The blocks on `self.stack` lost, from their parent slots, the
     /// prefix of depth `d`, which now hold (`nh`, `nd`): the slots `d` had
     /// set take that.
-    fn replace(&mut self, a: &MultibitArrays<TOP, STRIDE>, d: u8, nh: NhId, nd: u8) {
+    fn replace(&mut self, a: &MultibitArrays<E, TOP, STRIDE>, d: u8, nh: NhId, nd: u8) {
         while let Some(n) = self.stack.pop() {
             let Some(m) = self.m_mut(n) else { continue };
             m.inh = nh;
@@ -876,10 +950,18 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
 
     /// Installs or changes a prefix (`bits` left-aligned, host bits clear).
     /// Fails only when the blocks it needs do not fit; then nothing changed.
-    pub fn set(&mut self, a: &MultibitArrays<TOP, STRIDE>, bits: u128, len: u8, nh: NhId) -> Result<(), FibError> {
+    pub fn set(&mut self, a: &MultibitArrays<E, TOP, STRIDE>, bits: u128, len: u8, nh: NhId) -> Result<(), FibError> {
         let len = u32::from(len).min(self.width);
         let d = (len + 1) as u8;
-        let nh = nh & !CHILD;
+        // A next hop whose id does not fit an entry (IPv4's u16 entries:
+        // ids from 2^15 up) is refused before anything changes.
+        if nh >= E::CHILD {
+            return Err(FibError::Full(if self.v6 {
+                "IPv6 next-hop id space"
+            } else {
+                "IPv4 next-hop id space (15 bits)"
+            }));
+        }
         let t = (bits >> (128 - TOP)) as usize;
         self.stack.clear();
         if len <= TOP {
@@ -903,11 +985,11 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
         let e = a.top_entry(t);
         let mut n = if let Some(n) = self.dir.find(bits, Self::last_off(len)) {
             n
-        } else if e & CHILD != 0 {
-            e & !CHILD
+        } else if e & E::CHILD != 0 {
+            e & !E::CHILD
         } else {
             let c = self.new_block(a, bits, TOP, e, self.top_depth[t]).unwrap_or(0);
-            a.set_top(t, CHILD | c);
+            a.set_top(t, E::CHILD | c);
             self.dirty_top.mark(t);
             c
         };
@@ -928,12 +1010,12 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 return Ok(());
             }
             let e = a.entry(n, c);
-            n = if e & CHILD != 0 {
-                e & !CHILD
+            n = if e & E::CHILD != 0 {
+                e & !E::CHILD
             } else {
                 let slot_depth = self.depth.get(((n as usize) << STRIDE) | c).copied().unwrap_or(0);
                 let k = self.new_block(a, bits, off + STRIDE, e, slot_depth).unwrap_or(0);
-                a.set_entry(n, c, CHILD | k, Ordering::Release);
+                a.set_entry(n, c, E::CHILD | k, Ordering::Release);
                 self.dirty_nodes.mark(n as usize);
                 if let Some(m) = self.m_mut(n) {
                     m.kids += 1;
@@ -949,7 +1031,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// or children are unlinked and recycled after a grace period.
     pub fn remove(
         &mut self,
-        a: &MultibitArrays<TOP, STRIDE>,
+        a: &MultibitArrays<E, TOP, STRIDE>,
         bits: u128,
         len: u8,
         mut next_hop_of: impl FnMut(u128, u8) -> Option<NhId>,
@@ -978,7 +1060,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                     let depths = self.top_depth.get(c0..c0 + span).unwrap_or_default();
                     leaf_near(depths, cells, t - c0, cd)
                         .or_else(|| next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8))
-                        .map(|nh| (nh & !CHILD, cd))
+                        .map(|nh| (nh & (E::CHILD - 1), cd))
                 })
                 .unwrap_or((NH_NONE, 0));
             let kids = self.write_top(a, t, len, |depth| depth == d, fd, fnh);
@@ -1017,7 +1099,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
                 let depths = self.depth.get(c0..c0 + span).unwrap_or_default();
                 leaf_near(depths, cells, c & (span - 1), l + 1)
                     .or_else(|| next_hop_of(bits & crate::prefix::mask128(l), l))
-                    .map(|nh| (nh & !CHILD, l + 1))
+                    .map(|nh| (nh & (E::CHILD - 1), l + 1))
             })
             .unwrap_or((inh, inh_depth));
         self.write_slots(a, n, c, c + (1usize << (STRIDE - rl)), |depth| depth == d, fd, fnh);
@@ -1029,7 +1111,7 @@ impl<const TOP: u32, const STRIDE: u32> MultibitWriter<TOP, STRIDE> {
     /// prefixes nor children, bottom-up: the parent slot gets back the
     /// value the block inherited. Each parent is found in the directory
     /// (`bits` is a prefix below them all): no walk down from the top.
-    fn unlink_empty(&mut self, a: &MultibitArrays<TOP, STRIDE>, t: usize, bits: u128, mut n: u32) {
+    fn unlink_empty(&mut self, a: &MultibitArrays<E, TOP, STRIDE>, t: usize, bits: u128, mut n: u32) {
         loop {
             let Some(m) = self.m(n) else { return };
             if m.owns > 0 || m.kids > 0 {

@@ -3,26 +3,29 @@
 
 use proptest::prelude::*;
 
-use super::multibit::{Key, MultibitArrays, MultibitWriter};
+use std::sync::atomic::{AtomicU16, AtomicU32};
+
+use super::multibit::{Entry, Key, MultibitArrays, MultibitWriter};
 use super::naive::NaiveLpm;
 use crate::prefix::mask128;
 use crate::reclaim::Garbage;
-use crate::types::NhId;
+use crate::types::{FibError, NhId};
 
-struct Harness<const T: u32, const S: u32> {
-    a: MultibitArrays<T, S>,
-    w: MultibitWriter<T, S>,
+struct Harness<E, const T: u32, const S: u32> {
+    a: MultibitArrays<E, T, S>,
+    w: MultibitWriter<E, T, S>,
     naive: NaiveLpm,
     v6: bool,
     /// Next hops of covering prefixes the writer asked for.
     asked: usize,
 }
 
-type H = Harness<18, 6>;
-type H8 = Harness<16, 8>;
-type H24 = Harness<24, 8>;
+type H = Harness<AtomicU32, 18, 6>;
+type H8 = Harness<AtomicU32, 16, 8>;
+/// IPv4's shape and entries (used for IPv6 keys too).
+type H24 = Harness<AtomicU16, 24, 8>;
 
-impl<const T: u32, const S: u32> Harness<T, S> {
+impl<E: Entry, const T: u32, const S: u32> Harness<E, T, S> {
     fn new(v6: bool) -> Self {
         let a = MultibitArrays::new(1 << 14);
         let w = MultibitWriter::new(v6, &a);
@@ -95,7 +98,7 @@ impl<const T: u32, const S: u32> Harness<T, S> {
     }
 }
 
-impl<const T: u32, const S: u32> Harness<T, S> {
+impl<E: Entry, const T: u32, const S: u32> Harness<E, T, S> {
     /// Batched lookups of keys at every depth (inside, at and next to the
     /// prefixes, plus random ones), in batches of odd sizes that span
     /// several groups, through every batched path (the dispatching one,
@@ -140,8 +143,9 @@ impl<const T: u32, const S: u32> Harness<T, S> {
 
     fn check_paths<K: Key>(&self, keys: &[K], want: &[NhId], size: usize) {
         type Path<'a, K> = (&'static str, &'a dyn Fn(&[K], &mut [NhId]));
-        let paths: [Path<'_, K>; 5] = [
+        let paths: [Path<'_, K>; 6] = [
             ("dispatch", &|k, o| self.a.lookup_batch(k, o)),
+            ("ahead", &|k, o| self.a.lookup_batch_ahead(k, |k| k, o)),
             ("levels/16", &|k, o| self.a.lookup_batch_levels::<K, 16>(k, o)),
             ("levels/64", &|k, o| self.a.lookup_batch_levels::<K, 64>(k, o)),
             ("levels/256", &|k, o| self.a.lookup_batch_levels::<K, 256>(k, o)),
@@ -186,9 +190,9 @@ fn random_prefix(rng: &mut u64, v6: bool) -> (u128, u8) {
     ((base ^ noise) & mask128(len), len)
 }
 
-fn random_table<const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commit_every: usize) {
+fn random_table<E: Entry, const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commit_every: usize) {
     let mut rng = seed | 1;
-    let mut h = Harness::<T, S>::new(v6);
+    let mut h = Harness::<E, T, S>::new(v6);
     let mut ps = Vec::new();
     for i in 0..n {
         let (b, l) = random_prefix(&mut rng, v6);
@@ -229,16 +233,16 @@ fn random_table<const T: u32, const S: u32>(v6: bool, seed: u64, n: usize, commi
 #[test]
 fn random_v4_tables_match_the_reference() {
     for seed in 1..if cfg!(debug_assertions) { 2 } else { 6 } {
-        random_table::<18, 6>(false, seed * 7919, 3000, 97);
-        random_table::<24, 8>(false, seed * 7919, 3000, 97);
+        random_table::<AtomicU32, 18, 6>(false, seed * 7919, 3000, 97);
+        random_table::<AtomicU16, 24, 8>(false, seed * 7919, 3000, 97);
     }
 }
 
 #[test]
 fn random_v6_tables_match_the_reference() {
     for seed in 1..if cfg!(debug_assertions) { 2 } else { 6 } {
-        random_table::<18, 6>(true, seed * 104_729, 3000, 89);
-        random_table::<16, 8>(true, seed * 104_729, 3000, 89);
+        random_table::<AtomicU32, 18, 6>(true, seed * 104_729, 3000, 89);
+        random_table::<AtomicU32, 16, 8>(true, seed * 104_729, 3000, 89);
     }
 }
 
@@ -359,9 +363,9 @@ fn v6_every_length_single_and_batched() {
 /// address space, a /1, and deletes between batches.
 #[test]
 fn edges_batched_on_tern_shapes() {
-    fn run<const T: u32, const S: u32>(v6: bool) {
+    fn run<E: Entry, const T: u32, const S: u32>(v6: bool) {
         let mut rng = 0xed9e_u64;
-        let mut h = Harness::<T, S>::new(v6);
+        let mut h = Harness::<E, T, S>::new(v6);
         let w = h.width();
         let ps: Vec<(u128, u8)> = vec![(0, 0), (mask128(w), w), (0, w), (1u128 << 127, 1), (0x2001_0db8u128 << 96, 32)];
         h.check_batch(&ps, &mut rng);
@@ -378,8 +382,8 @@ fn edges_batched_on_tern_shapes() {
         }
         assert_eq!(h.w.nodes_in_use(), 0);
     }
-    run::<24, 8>(false);
-    run::<16, 8>(true);
+    run::<AtomicU16, 24, 8>(false);
+    run::<AtomicU32, 16, 8>(true);
 }
 
 /// A removal finds the next hop of the prefix that takes over in the
@@ -390,7 +394,7 @@ fn edges_batched_on_tern_shapes() {
 fn removal_takes_the_covering_next_hop_from_the_trie() {
     // Sets the four prefixes, removes the second and the fourth (each
     // under the one before it): the trie answers, the caller is not asked.
-    fn remove_under_covers<const T: u32, const S: u32>(mut h: Harness<T, S>, ps: [(u128, u8); 4]) {
+    fn remove_under_covers<E: Entry, const T: u32, const S: u32>(mut h: Harness<E, T, S>, ps: [(u128, u8); 4]) {
         for (i, &(b, l)) in ps.iter().enumerate() {
             h.set(b, l, i as NhId + 1);
         }
@@ -485,4 +489,29 @@ fn rewrites_of_runs_under_a_short_prefix() {
     h.remove(top | 16 << 88, 36);
     h.remove(top, 32);
     check(&h);
+}
+
+/// 16-bit entries: a next-hop id of 2^15 or more is refused before anything
+/// changes, and block numbers stop at 2^15.
+#[test]
+fn u16_entries_refuse_wide_next_hops_and_cap_blocks() {
+    let mut h = H24::new(false);
+    h.set(10u128 << 120, 8, 5);
+    h.set(10u128 << 120 | 1u128 << 100, 28, 6);
+    let (a, w) = (&h.a, &mut h.w);
+    let before = w.len();
+    for (bits, len) in [(10u128 << 120 | 1u128 << 110, 16), (10u128 << 120 | 1u128 << 100, 28), (11u128 << 120, 30)] {
+        assert_eq!(w.set(a, bits, len, 1 << 15), Err(FibError::Full("IPv4 next-hop id space (15 bits)")));
+    }
+    assert_eq!(w.set(a, 12u128 << 120, 8, (1 << 15) - 1), Ok(()), "the largest id that fits");
+    assert_eq!(w.len(), before + 1);
+    h.naive.insert(12u128 << 120, 8, (1 << 15) - 1);
+    h.commit();
+    let mut rng = 9;
+    h.check_around(
+        &[(10u128 << 120, 8), (10u128 << 120 | 1u128 << 100, 28), (11u128 << 120, 30), (12u128 << 120, 8)],
+        &mut rng,
+    );
+    assert_eq!(MultibitArrays::<AtomicU16, 24, 8>::new(1 << 16).node_capacity(), 1 << 15);
+    assert_eq!(MultibitArrays::<AtomicU32, 16, 8>::new(1 << 16).node_capacity(), 1 << 16);
 }

@@ -4,11 +4,12 @@
 //! and never a mix, exactly as a worker's do.
 //!
 //! # Layout
-//! The maps hold [`BLOCK`] u32 entries per element and are mapped into this
+//! The maps hold [`BLOCK`] entries per element and are mapped into this
 //! process, so each is the same flat array as tern-fib's: `top` (2^24
-//! entries for IPv4, 2^16 for IPv6), `nodes` (blocks of 256 entries), the
-//! ECMP members, and the next hops (words 0 and 1 of each 4-word entry:
-//! kind, interface, member count; MAC or first member).
+//! 16-bit entries for IPv4, 2^16 32-bit entries for IPv6), `nodes` (blocks
+//! of 256 entries of the same width), the ECMP members (u32), and the next
+//! hops (words 0 and 1 of each 4-word entry: kind, interface, member
+//! count; MAC or first member).
 //!
 //! # Order and reuse
 //! Changes are copied in tern-fib's publication order (next hops and
@@ -43,8 +44,8 @@ pub struct FibCapacity {
 }
 
 impl Default for FibCapacity {
-    /// Room for the full Internet table (about 1,000 IPv4 and 38,000 IPv6
-    /// blocks) with margin: 64 MiB + 4 MiB (IPv4), 64 MiB (IPv6).
+    /// Room for the full Internet table (about 450 IPv4 and 38,000 IPv6
+    /// blocks) with margin: 32 MiB + 2 MiB (IPv4), 64 MiB (IPv6).
     fn default() -> Self {
         FibCapacity { v4_blocks: 1 << 12, v6_blocks: 1 << 16, nexthops: 1 << 16, ecmp_members: 1 << 16 }
     }
@@ -104,6 +105,26 @@ fn copy32(
     }
 }
 
+/// `copy32` for the IPv4 trie's 16-bit entries.
+fn copy16(
+    dst: &[std::sync::atomic::AtomicU16],
+    src: &[std::sync::atomic::AtomicU16],
+    from: usize,
+    to: usize,
+    st: &mut MirrorStats,
+) {
+    for i in from..to {
+        match (dst.get(i), src.get(i)) {
+            (Some(d), Some(s)) => {
+                d.store(s.load(Ordering::Acquire), Ordering::Release);
+                st.entries += 1;
+            }
+            (None, Some(s)) if s.load(Ordering::Relaxed) != 0 => st.beyond_capacity += 1,
+            _ => {}
+        }
+    }
+}
+
 impl FibMirror {
     /// A mirror over the lane's maps; `reader` is registered in the FIB's
     /// RCU domain (`FibReader::domain().register()`).
@@ -124,14 +145,15 @@ impl FibMirror {
             && raw.v4.stride == 8
             && raw.v6.top_bits == 16
             && raw.v6.stride == 8
-            && raw.v4.child_flag == 1 << 31
+            && raw.v4.child_flag == 1 << 15
             && raw.v6.child_flag == 1 << 31;
         if ok {
             Ok(())
         } else {
             Err(format!(
-                "tern-fib's trie layout (IPv4 {}/{}, IPv6 {}/{}) is not the one the XDP lane walks (24/8, 16/8)",
-                raw.v4.top_bits, raw.v4.stride, raw.v6.top_bits, raw.v6.stride
+                "tern-fib's trie layout (IPv4 {}/{}, child flag {:#x}; IPv6 {}/{}, child flag {:#x}) is not the one the \
+                 XDP lane walks (24/8, 0x8000; 16/8, 0x80000000)",
+                raw.v4.top_bits, raw.v4.stride, raw.v4.child_flag, raw.v6.top_bits, raw.v6.stride, raw.v6.child_flag
             ))
         }
     }
@@ -149,9 +171,9 @@ impl FibMirror {
         let fit = |d: usize, s: usize| d.min(s);
         copy_nexthops(m, raw, 0, fit(m.nh.u64s().len() / 2, raw.nexthops.len() / 4), st);
         copy32(m.ecmp.u32s(), raw.ecmp_members, 0, fit(m.ecmp.u32s().len(), raw.ecmp_members.len()), st);
-        copy32(m.v4_nodes.u32s(), raw.v4.nodes, 0, fit(m.v4_nodes.u32s().len(), raw.v4.nodes.len()), st);
+        copy16(m.v4_nodes.u16s(), raw.v4.nodes, 0, fit(m.v4_nodes.u16s().len(), raw.v4.nodes.len()), st);
         copy32(m.v6_nodes.u32s(), raw.v6.nodes, 0, fit(m.v6_nodes.u32s().len(), raw.v6.nodes.len()), st);
-        copy32(m.v4_top.u32s(), raw.v4.top, 0, raw.v4.top.len(), st);
+        copy16(m.v4_top.u16s(), raw.v4.top, 0, raw.v4.top.len(), st);
         copy32(m.v6_top.u32s(), raw.v6.top, 0, raw.v6.top.len(), st);
         self.pending = true;
         self.quiesce(true);
@@ -172,14 +194,14 @@ impl FibMirror {
         let b = |r: &std::ops::Range<u32>| (r.start as usize * BLOCK, r.end as usize * BLOCK);
         for r in &ch.v4_blocks {
             let (from, to) = b(r);
-            copy32(m.v4_nodes.u32s(), raw.v4.nodes, from, to, st);
+            copy16(m.v4_nodes.u16s(), raw.v4.nodes, from, to, st);
         }
         for r in &ch.v6_blocks {
             let (from, to) = b(r);
             copy32(m.v6_nodes.u32s(), raw.v6.nodes, from, to, st);
         }
         for r in &ch.v4_top {
-            copy32(m.v4_top.u32s(), raw.v4.top, r.start as usize, r.end as usize, st);
+            copy16(m.v4_top.u16s(), raw.v4.top, r.start as usize, r.end as usize, st);
         }
         for r in &ch.v6_top {
             copy32(m.v6_top.u32s(), raw.v6.top, r.start as usize, r.end as usize, st);

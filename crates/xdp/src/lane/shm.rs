@@ -13,7 +13,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
 
 /// A BPF array map mapped read-write into this process. The kernel and
 /// every XDP program using the map see the same memory.
@@ -23,7 +23,7 @@ pub(crate) struct MappedArray {
 }
 
 // SAFETY: the mapping is plain shared memory owned by this value; access
-// goes through atomics only (`u32s`, `u64s`), so sharing or sending it
+// goes through atomics only (`u16s`, `u32s`, `u64s`), so sharing or sending it
 // between threads cannot cause a data race.
 unsafe impl Send for MappedArray {}
 // SAFETY: as above: only atomic accesses are handed out.
@@ -54,6 +54,13 @@ impl MappedArray {
         }
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(MappedArray { ptr, len })
+    }
+
+    /// The mapping as 16-bit words (the IPv4 FIB's entries).
+    pub(crate) fn u16s(&self) -> &[AtomicU16] {
+        // SAFETY: as for `u32s`: AtomicU16 has the size and alignment of
+        // u16, every bit pattern is valid, the mapping is page-aligned.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU16>(), self.len / 2) }
     }
 
     /// The mapping as 32-bit words.
