@@ -1269,6 +1269,9 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_mem
 	}
 	// A drop below counts the input rule set's hits (it is after them).
 	s->hits = nin;
+	if (!l2len)
+		// The input rule set dropped the flow.
+		return v6 ? DROP(ACL6_IN_DENIED) : DROP(ACL4_IN_DENIED);
 	if (v6) {
 		if (ip[7] <= 1)
 			return PUNT(PUNT_TTL);
@@ -1295,12 +1298,16 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_mem
 }
 
 // After the whole path forwarded a packet of the received header without
-// a tunnel or an ECMP group: its decision into this CPU's memo, tagged
-// with the sequences the packet read first (the FIB lookups depend on
-// fib_gen: fib_dep). `hits_in`: the rule hits the input rule set recorded.
+// a tunnel or an ECMP group, or the input rule set dropped it: that
+// decision into this CPU's memo (a drop as l2len 0), tagged with the
+// sequences the packet read first (the FIB lookups depend on fib_gen:
+// fib_dep). `hits_in`: the rule hits the input rule set recorded.
 __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 {
-	if (!s || s->verdict != V_FWD || s->encap || s->hits > LANE_FM_HITS || hits_in > s->hits)
+	if (!s || s->hits > LANE_FM_HITS || hits_in > s->hits)
+		return 0;
+	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
+	if (!drop && (s->verdict != V_FWD || s->encap))
 		return 0;
 	__u32 zero = 0;
 	struct lane_fwd_memo *m = bpf_map_lookup_elem(&lane_fwd_memo, &zero);
@@ -1318,7 +1325,7 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 	m->mtu = s->tx_mtu;
 	m->tx_port = s->tx_port;
 	m->tx_vid = s->tx_vid;
-	m->l2len = s->l2len;
+	m->l2len = drop ? 0 : s->l2len;
 	m->hits = s->hits;
 	m->hits_in = hits_in;
 	cp6(m->dmac, s->dmac);
@@ -1489,8 +1496,12 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		int r = acl_eval(s, s->acl_in, 0, k, 0);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
-		if (r == 1)
-			return DROP(ACL4_IN_DENIED);
+		if (r == 1) {
+			DROP(ACL4_IN_DENIED);
+			if (s->f_fill && wire)
+				fwd_memo_fill(s, s->hits);
+			return 1;
+		}
 	}
 	__u32 hits_in = s->hits;
 
@@ -1603,8 +1614,12 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		int r = acl_eval(s, s->acl_in, 1, k, 0);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
-		if (r == 1)
-			return DROP(ACL6_IN_DENIED);
+		if (r == 1) {
+			DROP(ACL6_IN_DENIED);
+			if (s->f_fill && wire)
+				fwd_memo_fill(s, s->hits);
+			return 1;
+		}
 	}
 	__u32 hits_in = s->hits;
 

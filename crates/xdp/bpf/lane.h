@@ -206,9 +206,10 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 
 // The forwarding memo (lane_fwd_memo): per CPU, the last packet the lane
 // forwarded through its whole path (ip4/ip6 on the received header, no
-// tunnel, no ECMP group, at most LANE_FM_HITS rule hits), with what that
-// path decided: the egress port, VLAN and MACs, the egress MTU, and the
-// rule hits of the input and output rule sets. A packet whose classifier
+// tunnel, no ECMP group, at most LANE_FM_HITS rule hits), or that the
+// input rule set dropped, with what that path decided: the egress port,
+// VLAN and MACs, the egress MTU (l2len 0: dropped), and the rule hits of
+// the input and output rule sets. A packet whose classifier
 // key (addresses, protocol, ports, ICMP type, TCP flags, receiving
 // interface, VLAN, DSCP) and family are the entry's, under the same
 // lane_cfg.gen (interfaces, VLANs, rule sets) and lane_cfg.fib_gen
@@ -225,7 +226,7 @@ struct lane_fwd_memo {
 	__u16 mtu; // the egress interface's IP MTU
 	__u16 tx_port;
 	__u16 tx_vid;
-	__u8 l2len;
+	__u8 l2len;   // 14 or 18; 0: the input rule set drops the flow
 	__u8 hits;    // rule hits: slot[0 .. hits)
 	__u8 hits_in; // the first hits_in of them are the input rule set's
 	__u8 pad[3];

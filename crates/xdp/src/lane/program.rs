@@ -107,6 +107,12 @@ struct Attached {
     mode: Option<AttachMode>,
 }
 
+/// One CPU's forwarding memo, for tests: (publication sequence, FIB
+/// sequence, the key's destination address word (the low one for IPv6),
+/// egress port; None for a memoised input rule set drop).
+#[doc(hidden)]
+pub type FwdMemoEntry = (u32, u32, u64, Option<u16>);
+
 /// `lane_cfg`, as the loaded build declares it.
 enum CfgMap {
     Full(Array<MapData, [u8; CFG_SIZE]>),
@@ -585,6 +591,32 @@ impl LaneProgram {
     pub fn set_fib_seq(&mut self, seq: u32) -> Result<(), XdpError> {
         self.fib_seq = seq;
         self.write_cfg()
+    }
+
+    /// Test hook: the publication and FIB sequences (`lane_cfg.gen`,
+    /// `lane_cfg.fib_gen`).
+    #[doc(hidden)]
+    pub fn sequences(&self) -> (u32, u32) {
+        (self.seq, self.fib_seq)
+    }
+
+    /// Test hook: each CPU's forwarding memo (see [`FwdMemoEntry`]).
+    #[doc(hidden)]
+    pub fn fwd_memo_entries(&self) -> Result<Vec<FwdMemoEntry>, XdpError> {
+        let Some(memo) = &self.fwd_memo else { return Ok(Vec::new()) };
+        let v: PerCpuValues<[u8; FWD_MEMO_SIZE]> = memo.get(&0, 0).map_err(|e| prog_err("lane_fwd_memo", e))?;
+        let u32_at = |b: &[u8; FWD_MEMO_SIZE], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        Ok(v.iter()
+            .map(|b| {
+                // Offsets in `struct lane_fwd_memo`: key[3] (the
+                // destination's low word) at 24, epoch 48, fib_gen 52,
+                // tx_port 62, l2len 66.
+                let mut dst = [0u8; 8];
+                dst.copy_from_slice(&b[24..32]);
+                let port = u16::from_ne_bytes([b[62], b[63]]);
+                (u32_at(b, 48), u32_at(b, 52), u64::from_ne_bytes(dst), (b[66] != 0).then_some(port))
+            })
+            .collect())
     }
 
     /// Test hook: the publication sequence continues from `seq` (to exercise
