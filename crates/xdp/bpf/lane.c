@@ -152,6 +152,17 @@ struct {
 const volatile __u32 lane_acl_cache_mask = LANE_ACL_CACHE_BUCKETS - 1;
 const volatile __u32 lane_acl_cache_on = 1;
 
+// The forwarding memo (lane.h): per CPU, one entry. The loader zeroes it
+// when either sequence of its tag wraps; lane_fwd_memo_on = 0 turns it off.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lane_fwd_memo);
+} lane_fwd_memo SEC(".maps");
+
+const volatile __u32 lane_fwd_memo_on = 1;
+
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
 // mmap'ed map is the same flat array (u16 entries for IPv4, u32 for IPv6;
 // see lane/fib.rs). Sizes of the node, next-hop and member maps are set by
@@ -300,6 +311,7 @@ struct nh_out {
 struct st {
 	__u32 gen;   // half of the double-buffered tables (lane_cfg.gen & 1)
 	__u32 epoch; // lane_cfg.gen: tags ACL verdict cache entries
+	__u32 fib_gen; // lane_cfg.fib_gen: with epoch, tags the forwarding memo
 	__u32 flags;
 	__u32 verdict;
 	__u32 reason; // counter id of a drop, punt or pass
@@ -323,6 +335,8 @@ struct st {
 	__u8 pad2;
 	__u16 tx_port;
 	__u16 tx_vid;
+	__u16 tx_mtu; // the egress interface's (for the forwarding memo)
+	__u16 f_fill; // the forwarding memo missed: fill it if forwarded
 	__u32 frame_len; // bytes sent
 	__u8 dmac[6];
 	__u8 smac[6];
@@ -350,6 +364,7 @@ struct st {
 	__u32 c_miss; // moving average, 1/16 per probe, 65536 = every probe missed
 	__u32 c_rng;
 	__u32 m_miss; // the same for the memo (acl_eval)
+	__u32 f_miss; // and for the forwarding memo (fwd_memo_get)
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -1041,6 +1056,7 @@ static __always_inline int set_l2(struct st *s, const struct lane_if *out, __u64
 	if (!(out->flags & LIF_TX))
 		return PUNT(PUNT_EGRESS);
 	s->tx_port = out->port;
+	s->tx_mtu = out->mtu;
 	s->tx_vid = out->kind == LIF_VLAN ? (out->vid & 0x0fff) : 0;
 	s->l2len = out->kind == LIF_VLAN ? 18 : 14;
 	cp6(s->dmac, (const __u8 *)&mac);
@@ -1183,6 +1199,150 @@ __noinline int rewrite(struct xdp_md *ctx, struct st *s)
 	if (acl_out(s, out, s->nh.ifindex, &s->k, v6))
 		return 1;
 	return done(s, V_FWD, C_FORWARDED);
+}
+
+// ------------------------------------------------------ forwarding memo
+
+// Above this miss rate (of 65536) the forwarding memo is looked at on one
+// packet in 16 only: with many flows interleaved on a CPU its compare and
+// rewrite would be spent for nothing (as ACL_MEMO_BYPASS_AT).
+#define FWD_MEMO_BYPASS_AT 49152 // 3/4
+
+// This CPU's forwarding memo, or 0 when it is off or bypassed. Sets
+// s->f_fill (a packet that misses it fills it if forwarded).
+static __always_inline struct lane_fwd_memo *fwd_memo_get(struct st *s)
+{
+	s->f_fill = 0;
+	if (!lane_fwd_memo_on)
+		return 0;
+	__u32 miss = s->f_miss;
+	if (miss > FWD_MEMO_BYPASS_AT && (acl_rng(s) >> 28))
+		return 0;
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&lane_fwd_memo, &zero);
+}
+
+// 1 when memo `m` holds key `w` of family `v6` under this packet's tags
+// (one branch for the family, as acl_centry_is: an IPv4 key's high
+// address words are zero). Updates the miss rate; on a miss, the packet
+// will fill the memo.
+static __always_inline int fwd_memo_is(struct st *s, const struct lane_fwd_memo *m, const __u64 *w, __u32 v6)
+{
+	__u64 tag = s->epoch | (__u64)s->fib_gen << 32;
+	__u64 d = *(const __u64 *)&m->epoch ^ tag;
+	d |= (m->key[K_SRC_LO] ^ w[K_SRC_LO]) | (m->key[K_DST_LO] ^ w[K_DST_LO]);
+	d |= (m->key[K_P0] ^ w[K_P0]) | (m->key[K_P1] ^ w[K_P1]) | (m->v6 ^ v6);
+	if (v6)
+		d |= (m->key[K_SRC_HI] ^ w[K_SRC_HI]) | (m->key[K_DST_HI] ^ w[K_DST_HI]);
+	__u32 miss = s->f_miss;
+	if (d == 0) {
+		s->f_miss = miss - (miss >> 4);
+		return 1;
+	}
+	s->f_miss = miss + ((65536 - miss) >> 4);
+	s->f_fill = 1;
+	return 0;
+}
+
+// Zero, computed from the FIB sequence this packet read: XORed into the
+// destination of the FIB lookup, it makes the lookup's loads depend on
+// that read, so a weakly ordered CPU (arm64) cannot load a FIB entry older
+// than the sequence, which would tag a stale route with a current
+// sequence in the memo. (x86 does not reorder loads; there it costs two
+// instructions.)
+static __always_inline __u64 fib_dep(struct st *s)
+{
+	__u64 z = s->fib_gen;
+	asm volatile("%[z] ^= %[z]" : [z] "+r"(z));
+	return z;
+}
+
+// A packet of the memo's flow: rewrite's checks that depend on the packet
+// (TTL / hop limit, then the MTU), then the memo's decision, with its rule
+// hits counted for this packet's bytes (`in_bytes` for the input rule
+// set's, the frame sent for the output's), as the whole path would have.
+static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_memo *m, const __u8 *ip, __u32 v6,
+					 __u32 in_bytes)
+{
+	__u32 n = m->hits;
+	__u32 nin = m->hits_in;
+	__u32 l2len = m->l2len;
+	__u32 out_bytes = l2len + s->tot;
+#pragma unroll
+	for (int i = 0; i < LANE_FM_HITS; i++) {
+		s->hit_slot[i] = m->slot[i];
+		s->hit_bytes[i] = i < nin ? in_bytes : out_bytes;
+	}
+	// A drop below counts the input rule set's hits (it is after them).
+	s->hits = nin;
+	if (!l2len)
+		// The input rule set dropped the flow.
+		return v6 ? DROP(ACL6_IN_DENIED) : DROP(ACL4_IN_DENIED);
+	if (v6) {
+		if (ip[7] <= 1)
+			return PUNT(PUNT_TTL);
+		if (s->tot > m->mtu)
+			return PUNT(PUNT_TOO_BIG);
+	} else {
+		if (ip[8] <= 1)
+			return PUNT(PUNT_TTL);
+		if (s->tot > m->mtu) {
+			if (ip[6] & 0x40)
+				return PUNT(PUNT_TOO_BIG);
+			return DROP(RW4_FRAG);
+		}
+	}
+	s->hits = n;
+	s->dec_ttl = 1;
+	s->tx_port = m->tx_port;
+	s->tx_vid = m->tx_vid;
+	s->l2len = l2len;
+	cp6(s->dmac, m->dmac);
+	cp6(s->smac, m->smac);
+	s->frame_len = out_bytes;
+	return done(s, V_FWD, C_FORWARDED);
+}
+
+// After the whole path forwarded a packet of the received header without
+// a tunnel or an ECMP group, or the input rule set dropped it: that
+// decision into this CPU's memo (a drop as l2len 0), tagged with the
+// sequences the packet read first (the FIB lookups depend on fib_gen:
+// fib_dep). `hits_in`: the rule hits the input rule set recorded.
+__noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
+{
+	if (!s || s->hits > LANE_FM_HITS || hits_in > s->hits)
+		return 0;
+	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
+	if (!drop && (s->verdict != V_FWD || s->encap))
+		return 0;
+	__u32 zero = 0;
+	struct lane_fwd_memo *m = bpf_map_lookup_elem(&lane_fwd_memo, &zero);
+	if (!m)
+		return 0;
+	// One CPU's: no other writer but the loader's clear at a wrap, which
+	// cannot make a stale tag current (as for the verdict cache).
+	m->epoch = ~s->epoch;
+	asm volatile("" ::: "memory");
+#pragma unroll
+	for (int i = 0; i < LANE_ACL_CKEY; i++)
+		m->key[i] = s->k.w[i];
+	m->key[K_P1] &= ~CKM(OIF); // acl_out set it; a received packet's key has none
+	m->v6 = s->v6;
+	m->mtu = s->tx_mtu;
+	m->tx_port = s->tx_port;
+	m->tx_vid = s->tx_vid;
+	m->l2len = drop ? 0 : s->l2len;
+	m->hits = s->hits;
+	m->hits_in = hits_in;
+	cp6(m->dmac, s->dmac);
+	cp6(m->smac, s->smac);
+#pragma unroll
+	for (int i = 0; i < LANE_FM_HITS; i++)
+		m->slot[i] = s->hit_slot[i];
+	asm volatile("" ::: "memory");
+	m->fib_gen = s->fib_gen;
+	m->epoch = s->epoch;
+	return 0;
 }
 
 // ------------------------------------------------------------ ingress
@@ -1331,20 +1491,31 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	k->w[K_P0] = (frag & 0x1fff) == 0 ? acl_l4(proto, ip + 20, tot - 20, end) : CK_NO_L4;
 	// No output interface yet (acl_out sets it).
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) | CK(DSCP, ip[1] >> 2);
+	// The frame after ip4-input trimmed it: L2 (if any) + tot.
+	k->bytes = (s->decap ? 0 : off) + tot;
+	if (wire) {
+		struct lane_fwd_memo *fm = fwd_memo_get(s);
+		if (fm && fwd_memo_is(s, fm, k->w, 0))
+			return fwd_memo_take(s, fm, ip, 0, k->bytes);
+	}
 	if (s->acl_in != LANE_NO_SET) {
-		// The frame after ip4-input trimmed it: L2 (if any) + tot.
-		k->bytes = (s->decap ? 0 : off) + tot;
 		int r = acl_eval(s, s->acl_in, 0, k, 0);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
-		if (r == 1)
-			return DROP(ACL4_IN_DENIED);
+		if (r == 1) {
+			DROP(ACL4_IN_DENIED);
+			if (s->f_fill && wire)
+				fwd_memo_fill(s, s->hits);
+			return 1;
+		}
 	}
+	__u32 hits_in = s->hits;
 
-	__u32 id = fib_v4(dst);
+	__u32 id = fib_v4(dst ^ (__u32)fib_dep(s));
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
 	int e = nh_get(id, &s->nh);
+	int ecmp = e > 0;
 	if (e > 0) {
 		__u32 ports = 0;
 		if ((proto == 6 || proto == 17 || proto == 132) && (frag & 0x1fff) == 0 && tot >= 24 &&
@@ -1357,7 +1528,10 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	switch (s->nh.kind) {
 	case NH_KIND_UNICAST:
 	case NH_KIND_GLEAN:
-		return rewrite(ctx, s);
+		e = rewrite(ctx, s);
+		if (s->f_fill && wire && !ecmp)
+			fwd_memo_fill(s, hits_in);
+		return e;
 	case NH_KIND_LOCAL:
 		break;
 	case NH_KIND_BLACKHOLE:
@@ -1434,21 +1608,32 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	k->w[K_P0] = key_ok && proto != 50 && proto != 59 ? acl_l4(proto, ip + 40, tot - 40, end) : CK_NO_L4;
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) |
 		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
+	k->bytes = (s->decap ? 0 : off) + tot;
+	if (wire) {
+		struct lane_fwd_memo *fm = fwd_memo_get(s);
+		if (fm && fwd_memo_is(s, fm, k->w, 1))
+			return fwd_memo_take(s, fm, ip, 1, k->bytes);
+	}
 	if (s->acl_in != LANE_NO_SET) {
 		if (!key_ok)
 			return PUNT(PUNT_OPTIONS);
-		k->bytes = (s->decap ? 0 : off) + tot;
 		int r = acl_eval(s, s->acl_in, 1, k, 0);
 		if (r < 0)
 			return PUNT(PUNT_ACL);
-		if (r == 1)
-			return DROP(ACL6_IN_DENIED);
+		if (r == 1) {
+			DROP(ACL6_IN_DENIED);
+			if (s->f_fill && wire)
+				fwd_memo_fill(s, s->hits);
+			return 1;
+		}
 	}
+	__u32 hits_in = s->hits;
 
-	__u32 id = fib_v6(dst_hi, dst_lo);
+	__u32 id = fib_v6(dst_hi ^ fib_dep(s), dst_lo);
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
 	int e = nh_get(id, &s->nh);
+	int ecmp = e > 0;
 	if (e > 0) {
 		__u32 ports = 0;
 		if ((proto == 6 || proto == 17) && tot >= 44 && (void *)(ip + 44) <= end)
@@ -1467,7 +1652,10 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 			if (o && o->acl_out != LANE_NO_SET && o->kind != LIF_GRE)
 				return PUNT(PUNT_OPTIONS);
 		}
-		return rewrite(ctx, s);
+		e = rewrite(ctx, s);
+		if (s->f_fill && wire && !ecmp)
+			fwd_memo_fill(s, hits_in);
+		return e;
 	case NH_KIND_LOCAL:
 		break;
 	case NH_KIND_BLACKHOLE:
@@ -1673,6 +1861,7 @@ int tern_lane(struct xdp_md *ctx)
 	__u32 cfg_gen = *(volatile const __u32 *)&cfg->gen;
 	s->gen = cfg_gen & 1;
 	s->epoch = cfg_gen;
+	s->fib_gen = *(volatile const __u32 *)&cfg->fib_gen;
 	s->flags = cfg->flags;
 	s->port = rx->port;
 	s->rx_if = rx->ifindex;

@@ -40,7 +40,15 @@ struct lane_cfg {
 	// store swaps the tables and retires every cached verdict.
 	__u32 gen;
 	__u32 flags;
+	// FIB sequence: the loader bumps it after every FIB mirror sync that
+	// wrote an entry (routes, next hops, neighbour MACs: all arrive that
+	// way), after the entries; it tags the forwarding memo
+	// (lane_fwd_memo) with `gen`. (Builds of the program before the memo
+	// have an 8-byte lane_cfg: the loader writes what the map holds.)
+	__u32 fib_gen;
+	__u32 pad;
 };
+_Static_assert(sizeof(struct lane_cfg) == 16, "lane_cfg layout");
 
 // Receive side: kernel ifindex -> tern port (array indexed by the low 16
 // bits of the kernel ifindex; `kifindex` must match).
@@ -195,6 +203,38 @@ struct lane_acl_cbucket {
 	struct lane_acl_centry way[LANE_ACL_CACHE_WAYS];
 };
 _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout");
+
+// The forwarding memo (lane_fwd_memo): per CPU, the last packet the lane
+// forwarded through its whole path (ip4/ip6 on the received header, no
+// tunnel, no ECMP group, at most LANE_FM_HITS rule hits), or that the
+// input rule set dropped, with what that path decided: the egress port,
+// VLAN and MACs, the egress MTU (l2len 0: dropped), and the rule hits of
+// the input and output rule sets. A packet whose classifier
+// key (addresses, protocol, ports, ICMP type, TCP flags, receiving
+// interface, VLAN, DSCP) and family are the entry's, under the same
+// lane_cfg.gen (interfaces, VLANs, rule sets) and lane_cfg.fib_gen
+// (routes, next hops, neighbours), takes that decision after the checks
+// that depend on the packet itself (TTL, MTU): no rule set, FIB, next hop
+// or egress interface lookup.
+#define LANE_FM_HITS 4
+
+struct lane_fwd_memo {
+	__u64 key[LANE_ACL_CKEY]; // the packet's key, no output interface
+	__u32 epoch;   // lane_cfg.gen  } one word: the tag
+	__u32 fib_gen; // lane_cfg.fib_gen }
+	__u32 v6;
+	__u16 mtu; // the egress interface's IP MTU
+	__u16 tx_port;
+	__u16 tx_vid;
+	__u8 l2len;   // 14 or 18; 0: the input rule set drops the flow
+	__u8 hits;    // rule hits: slot[0 .. hits)
+	__u8 hits_in; // the first hits_in of them are the input rule set's
+	__u8 pad[3];
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u32 slot[LANE_FM_HITS]; // lane_acl_hits keys
+};
+_Static_assert(sizeof(struct lane_fwd_memo) == 104, "lane_fwd_memo layout");
 
 struct lane_hits {
 	__u64 packets;

@@ -5,10 +5,11 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--only SUBSTRING] [--object LANE.O ...]
+//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--only SUBSTRING] [--object LANE.O ...]
 //! ```
 //! `--acl-cache 0` turns the lane's ACL verdict cache off (every packet
-//! classified: the cost of a cache miss, minus the cache's own work).
+//! classified: the cost of a cache miss, minus the cache's own work);
+//! `--fwd-memo 0` the forwarding memo (every packet takes the whole path).
 //! Runs in a throwaway namespace (`tlanebench<pid>`, two veths for the
 //! ports). Prints one line per case: ns per packet (median over calls of
 //! the kernel's average of 250 runs on one frame, so lookups are cache-hot;
@@ -37,6 +38,9 @@ use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, link_lo
 use tern_xdp::lane::{LaneConfig, LaneProgram};
 
 const R0: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
+
+/// `--fwd-memo`: whether the lanes loaded run with the forwarding memo.
+static FWD_MEMO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 const R1: [u8; 6] = [2, 0, 0, 0, 0, 0x20];
 const G0: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
 
@@ -357,7 +361,8 @@ fn setup(
     // not-for-us drop). TTL 255 lasts the 250 runs.
     let next_hop_mac = if gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
     w.set_neighbor(1, sink, Some(next_hop_mac));
-    let cfg = LaneConfig { acl_cache_buckets, ..LaneConfig::default() };
+    let fwd_memo = FWD_MEMO.load(std::sync::atomic::Ordering::Relaxed);
+    let cfg = LaneConfig { acl_cache_buckets, fwd_memo, ..LaneConfig::default() };
     let mut lane = match &object.1 {
         Some(obj) => LaneProgram::load_object(&cfg, obj),
         None => LaneProgram::load(&cfg),
@@ -375,6 +380,9 @@ fn main() -> ExitCode {
     let routes = get("--routes");
     let calls = get("--calls").and_then(|s| s.parse().ok()).unwrap_or(2000);
     let acl_cache = get("--acl-cache").and_then(|s| s.parse().ok()).unwrap_or(tern_xdp::lane::ACL_CACHE_BUCKETS);
+    if get("--fwd-memo").as_deref() == Some("0") {
+        FWD_MEMO.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     let rounds = get("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5usize).max(1);
     let only = get("--only");
     let mut objects: Vec<Object> = Vec::new();

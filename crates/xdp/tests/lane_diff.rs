@@ -9,7 +9,7 @@
 
 mod lane_util;
 
-use lane_util::diff::{Diff, Verdict, build, build_with_cache};
+use lane_util::diff::{Diff, Verdict, build, build_with_cache, build_with_memos};
 use lane_util::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tern_acl::{Action, Rule, RuleAction, RuleSet};
@@ -1125,4 +1125,224 @@ fn churn_of_1024_keys_counts_as_the_engine() {
             assert_eq!(lane[3].0, 3 * 16, "drop dst rule ({buckets} buckets)");
         });
     }
+}
+
+// ---------------------------------------------------------------- the forwarding memo
+
+/// [`with_cache_lab`] with the forwarding memo on or off.
+fn with_memo_lab(fwd_memo: bool, f: impl FnOnce(&mut Diff, &mut FibWriter) + Send) {
+    if !privileged() {
+        return;
+    }
+    let ns = Netns::with_veths(3);
+    ns.run(|| {
+        // One CPU's memos see every packet.
+        pin_to_cpu0();
+        let (mut w, r) = fib();
+        let mut d = build_with_memos(
+            cache_interfaces(Some(0)),
+            3,
+            &r,
+            &cache_rule_sets(None),
+            false,
+            tern_xdp::lane::ACL_CACHE_BUCKETS,
+            fwd_memo,
+        );
+        f(&mut d, &mut w);
+    });
+}
+
+/// Copies the FIB writer's changes into the lane (as the router's control
+/// loop does).
+fn sync_fib(d: &mut Diff, w: &mut FibWriter) {
+    let reader = d.shared.fib.clone();
+    let ch = w.take_changes();
+    d.lane.sync_fib(&reader.raw(), &ch);
+}
+
+/// CPU 0's forwarding memo (the tests pin themselves there) holds the flow
+/// to `dst` under the lane's current sequences, leaving by `port` (None: a
+/// memoised input rule set drop): the flow's next packet is answered by
+/// the memo unless the tables change.
+fn assert_memoised(d: &Diff, dst: &str, port: Option<u16>) {
+    let (seq, fib_seq) = d.lane.sequences();
+    let word = match dst.parse::<IpAddr>().expect("address") {
+        IpAddr::V4(a) => u64::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a) as u64,
+    };
+    let e = d.lane.fwd_memo_entries().expect("memo");
+    assert_eq!(e.first().copied(), Some((seq, fib_seq, word, port)), "CPU 0's forwarding memo");
+}
+
+/// A route change, a neighbour's new MAC and a neighbour's removal each
+/// reach the very next packet of a flow the forwarding memo answers (it
+/// holds the flow under the current sequences right before each change),
+/// in the lane as in userspace (the harness compares the frames byte for
+/// byte: the new MAC, the new port), IPv4 and IPv6.
+#[test]
+fn fib_changes_reach_the_next_packet_of_a_memoised_flow() {
+    with_memo_lab(true, |d, w| {
+        use Verdict::*;
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"m"));
+        for _ in 0..2 {
+            assert_eq!(d.run(LAN, &f), Forward(WAN));
+        }
+        assert_memoised(d, "198.18.0.1", Some(WAN));
+        // A more specific route, out of dmz.
+        route(w, "198.18.0.0/24", via("10.0.3.3"));
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f), Forward(DMZ), "route change");
+        assert_eq!(d.run(LAN, &f), Forward(DMZ));
+        assert_memoised(d, "198.18.0.1", Some(DMZ));
+        // The next hop's new MAC.
+        w.set_neighbor(DMZ, "10.0.3.3".parse().expect("a"), Some([2, 0, 0, 0, 3, 0xdd]));
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f), Forward(DMZ), "new MAC");
+        assert_eq!(d.run(LAN, &f), Forward(DMZ));
+        assert_memoised(d, "198.18.0.1", Some(DMZ));
+        // The next hop gone: unresolved, for userspace to resolve.
+        w.set_neighbor(DMZ, "10.0.3.3".parse().expect("a"), None);
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f), Punt("xdp-lane/punt-unresolved".into()), "neighbour removed");
+        // Back, then the route removed.
+        w.set_neighbor(DMZ, "10.0.3.3".parse().expect("a"), Some(HOST_C));
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f), Forward(DMZ));
+        assert_eq!(d.run(LAN, &f), Forward(DMZ));
+        assert_memoised(d, "198.18.0.1", Some(DMZ));
+        w.del_route(Source::Static, "198.18.0.0/24".parse().expect("p")).expect("del");
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f), Forward(WAN), "route removed");
+
+        let f6 = lan6(udp6("2001:db8:1::2", "2001:db8:ff::1", 64, 1, 2));
+        for _ in 0..2 {
+            assert_eq!(d.run(LAN, &f6), Forward(WAN));
+        }
+        assert_memoised(d, "2001:db8:ff::1", Some(WAN));
+        w.set_neighbor(WAN, "2001:db8:2::2".parse().expect("a"), Some([2, 0, 0, 0, 2, 0xdd]));
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f6), Forward(WAN), "IPv6: new MAC");
+        assert_eq!(d.run(LAN, &f6), Forward(WAN));
+        assert_memoised(d, "2001:db8:ff::1", Some(WAN));
+        w.set_neighbor(WAN, "2001:db8:2::2".parse().expect("a"), None);
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f6), Punt("xdp-lane/punt-unresolved".into()), "IPv6: neighbour removed");
+        route(w, "2001:db8:ff::/64", via("fd00::2"));
+        w.set_neighbor(WAN, "2001:db8:2::2".parse().expect("a"), Some(HOST_B));
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f6), Forward(WAN), "IPv6: a more specific route into gre6 (encapsulated, not memoised)");
+        assert_eq!(d.run(LAN, &f6), Forward(WAN));
+        // (Each packet's rule hits were compared by the harness; the
+        // totals differ by the punted packets, which only userspace counts.)
+    });
+}
+
+/// What retires a memoised decision is the FIB sequence: wound back to the
+/// memo's tag after a route change, the flow's next packet still leaves by
+/// the old route (so the test above ran on the memo's path); under the
+/// current sequence, by the new one.
+#[test]
+fn a_memoised_route_answers_only_under_its_own_fib_sequence() {
+    with_memo_lab(true, |d, w| {
+        use Verdict::*;
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"m"));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        let (_, old) = d.lane.sequences();
+        route(w, "198.18.0.0/24", via("10.0.3.3"));
+        sync_fib(d, w);
+        let (_, new) = d.lane.sequences();
+        assert_ne!(old, new, "a sync that wrote entries bumps the FIB sequence");
+        d.lane.set_fib_seq(old).expect("seq");
+        let (act, out) = d.lane.test_run(&f, d.kif[usize::from(LAN)], 0).expect("run");
+        assert_eq!(act, lane_util::diff::XDP_REDIRECT);
+        assert_eq!(out[..6], HOST_B, "the memo's next hop (the old route)");
+        d.lane.set_fib_seq(new).expect("seq");
+        assert_eq!(d.run(LAN, &f), Forward(DMZ));
+        // A sync that writes nothing keeps the sequence (and the memo).
+        sync_fib(d, w);
+        assert_eq!(d.lane.sequences().1, new);
+    });
+}
+
+#[test]
+fn the_fib_sequence_wraps_without_stale_routes() {
+    with_memo_lab(true, |d, w| {
+        use Verdict::*;
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"m"));
+        // The flow memoised under FIB sequence 0 (just wrapped), via wan.
+        d.lane.set_fib_seq(u32::MAX).expect("seq");
+        route(w, "203.0.201.0/24", via("10.0.2.2"));
+        sync_fib(d, w);
+        assert_eq!(d.lane.sequences().1, 0);
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        assert_memoised(d, "198.18.0.1", Some(WAN));
+        // Back to 2^32 - 2 without touching the memo, then a route change
+        // and a second sync that wraps to 0 again: tag 0 must not answer.
+        d.lane.set_fib_seq(u32::MAX - 1).expect("seq");
+        route(w, "198.18.0.0/24", via("10.0.3.3"));
+        sync_fib(d, w);
+        route(w, "203.0.202.0/24", via("10.0.2.2"));
+        sync_fib(d, w);
+        assert_eq!(d.lane.sequences().1, 0);
+        assert_eq!(d.run(LAN, &f), Forward(DMZ));
+    });
+}
+
+/// Packets of a memoised flow that its decision does not fit: TTL 1 goes
+/// to userspace, a packet over the egress MTU too with DF, and without DF
+/// is dropped counting the input rule set's hits (as the whole path does);
+/// a flow the input rule set drops is memoised too, counting every hit.
+#[test]
+fn a_memoised_flow_still_checks_each_packets_ttl_and_size() {
+    with_memo_lab(true, |d, _| {
+        use Verdict::*;
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"m"));
+        for _ in 0..2 {
+            assert_eq!(d.run(LAN, &f), Forward(WAN));
+        }
+        assert_memoised(d, "198.18.0.1", Some(WAN));
+        let ttl1 = lan_frame(udp4("10.0.1.2", "198.18.0.1", 1, 1, 2, b"m"));
+        assert_eq!(d.run(LAN, &ttl1), Punt("xdp-lane/punt-ttl".into()));
+        assert_memoised(d, "198.18.0.1", Some(WAN));
+        // wan's MTU is 1400.
+        let mut big = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, &[7u8; 1400]));
+        assert_eq!(d.run(LAN, &big), Drop("ip4-rewrite/fragmentation-unsupported".into()));
+        assert_memoised(d, "198.18.0.1", Some(WAN));
+        big[14 + 6] = 0x40; // DF
+        fix_csum(&mut big, 14);
+        assert_eq!(d.run(LAN, &big), Punt("xdp-lane/punt-too-big".into()));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        // An input rule set drop (src 10.0.1.66), memoised with its hits.
+        let blocked = lan_frame(udp4("10.0.1.66", "198.18.0.1", 64, 1, 2, b"x"));
+        for _ in 0..3 {
+            assert_eq!(d.run(LAN, &blocked), Drop("ip4-acl-in/denied".into()));
+        }
+        assert_memoised(d, "198.18.0.1", None);
+        // Each packet's rule hits were compared by the harness (the totals
+        // differ by the two punted packets, which only userspace counts).
+    });
+}
+
+/// The ACL's own memo and cache, without the forwarding memo in front
+/// (which answers repeated flows first otherwise): the pairs of
+/// [`the_last_flow_memo_answers_only_its_own_key`], and hits counted.
+#[test]
+fn the_acl_memo_answers_only_its_own_key_without_the_forwarding_memo() {
+    with_memo_lab(false, |d, _| {
+        for (what, a, b) in one_field_pairs() {
+            let (va, vb) = (d.run(LAN, &a), d.run(LAN, &b));
+            assert_ne!(va, vb, "{what}: the pair must get different verdicts");
+            for _ in 0..3 {
+                for (f, v) in [(&a, &va), (&b, &vb)] {
+                    assert_eq!(&d.run(LAN, f), v, "{what}: first of a run");
+                    assert_eq!(&d.run(LAN, f), v, "{what}: second of a run (the memo)");
+                }
+            }
+        }
+        assert!(d.lane.fwd_memo_entries().expect("memo").iter().all(|e| e.0 == 0 && e.2 == 0), "memo unused");
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine);
+        let (lane, engine) = d.hits(1);
+        assert_eq!(lane, engine);
+    });
 }

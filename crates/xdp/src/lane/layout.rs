@@ -45,6 +45,11 @@ pub(crate) const ACL_FIELD_SIZE: usize = 8 + 8 * ACL_TOP + 3 * 8 * ACL_INTERVALS
 pub(crate) const ACL_CBUCKET_SIZE: usize = 128;
 /// One verdict cache entry (`struct lane_acl_centry`), also the memo's value.
 pub(crate) const ACL_CENTRY_SIZE: usize = 64;
+/// The forwarding memo's value (`struct lane_fwd_memo`).
+pub(crate) const FWD_MEMO_SIZE: usize = 104;
+/// `struct lane_cfg` (8 bytes in builds before the forwarding memo, which
+/// had no `fib_gen`).
+pub(crate) const CFG_SIZE: usize = 16;
 
 /// Where the verdict cache packs each non-address field (`LANE_CK_*` in
 /// `bpf/lane.h`): field index, bit position in the two packed words, width.
@@ -183,11 +188,13 @@ impl LaneIf {
     }
 }
 
-/// `struct lane_cfg`.
-pub(crate) fn encode_cfg(gen_: u32, flags: u32) -> [u8; 8] {
-    let mut b = [0u8; 8];
+/// `struct lane_cfg`: the publication sequence, the flags, the FIB
+/// sequence.
+pub(crate) fn encode_cfg(gen_: u32, flags: u32, fib_gen: u32) -> [u8; CFG_SIZE] {
+    let mut b = [0u8; CFG_SIZE];
     put32(&mut b, 0, gen_);
     put32(&mut b, 4, flags);
+    put32(&mut b, 8, fib_gen);
     b
 }
 
@@ -289,6 +296,8 @@ mod tests {
             ("sizeof(struct lane_acl_set) == ", ACL_SET_SIZE),
             ("sizeof(struct lane_acl_cbucket) == ", ACL_CBUCKET_SIZE),
             ("sizeof(struct lane_acl_centry) == ", ACL_CENTRY_SIZE),
+            ("sizeof(struct lane_fwd_memo) == ", FWD_MEMO_SIZE),
+            ("sizeof(struct lane_cfg) == ", CFG_SIZE),
         ] {
             let at = h.find(what).unwrap_or_else(|| panic!("{what} not asserted in lane.h"));
             let n: usize =

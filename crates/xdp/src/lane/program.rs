@@ -51,6 +51,10 @@ pub struct LaneConfig {
     /// Buckets (2 entries each, per CPU) of the ACL verdict cache, rounded
     /// up to a power of two; 0 turns the cache off.
     pub acl_cache_buckets: u32,
+    /// The forwarding memo: a CPU's last forwarded flow skips the rule
+    /// sets, the FIB and the egress interface (`bpf/lane.h`
+    /// `lane_fwd_memo`); false turns it off.
+    pub fwd_memo: bool,
 }
 
 impl Default for LaneConfig {
@@ -60,6 +64,7 @@ impl Default for LaneConfig {
             neigh_to_tern: true,
             linux_mode: false,
             acl_cache_buckets: ACL_CACHE_BUCKETS,
+            fwd_memo: true,
         }
     }
 }
@@ -102,10 +107,50 @@ struct Attached {
     mode: Option<AttachMode>,
 }
 
+/// One CPU's forwarding memo, for tests: (publication sequence, FIB
+/// sequence, the key's destination address word (the low one for IPv6),
+/// egress port; None for a memoised input rule set drop).
+#[doc(hidden)]
+pub type FwdMemoEntry = (u32, u32, u64, Option<u16>);
+
+/// `lane_cfg`, as the loaded build declares it.
+enum CfgMap {
+    Full(Array<MapData, [u8; CFG_SIZE]>),
+    /// Builds before the forwarding memo (no `fib_gen`), which `load_object`
+    /// may load.
+    Short(Array<MapData, [u8; 8]>),
+}
+
+impl CfgMap {
+    fn take(ebpf: &mut Ebpf) -> Result<CfgMap, XdpError> {
+        let m = ebpf.take_map("lane_cfg").ok_or_else(|| prog_err("object", "no map lane_cfg"))?;
+        let aya::maps::Map::Array(data) = m else { return Err(prog_err("lane_cfg", "not an array map")) };
+        let size = data.info().map_err(|e| prog_err("lane_cfg", e))?.value_size();
+        let m = aya::maps::Map::Array(data);
+        Ok(if size == 8 {
+            CfgMap::Short(Array::try_from(m).map_err(|e| prog_err("lane_cfg", e))?)
+        } else {
+            CfgMap::Full(Array::try_from(m).map_err(|e| prog_err("lane_cfg", e))?)
+        })
+    }
+
+    fn set(&mut self, v: [u8; CFG_SIZE]) -> Result<(), XdpError> {
+        match self {
+            CfgMap::Full(a) => a.set(0, v, 0),
+            CfgMap::Short(a) => {
+                let mut short = [0u8; 8];
+                short.copy_from_slice(&v[..8]);
+                a.set(0, short, 0)
+            }
+        }
+        .map_err(|e| prog_err("lane_cfg", e))
+    }
+}
+
 /// The lane program, its maps and the devices it is attached to.
 /// Detached from every device on drop.
 pub struct LaneProgram {
-    cfg_map: Array<MapData, [u8; 8]>,
+    cfg_map: CfgMap,
     rx: Array<MapData, [u8; 8]>,
     ifs: Array<MapData, [u8; IF_SIZE]>,
     vlans: Array<MapData, u16>,
@@ -125,6 +170,8 @@ pub struct LaneProgram {
     acl_memo: Option<PerCpuArray<MapData, [u8; ACL_CENTRY_SIZE]>>,
     /// Buckets of `acl_cache` (per CPU times the possible CPUs: the map's size).
     acl_cache_buckets: u32,
+    /// The forwarding memo, one entry per CPU (absent from older builds).
+    fwd_memo: Option<PerCpuArray<MapData, [u8; FWD_MEMO_SIZE]>>,
     ctr: PerCpuArray<MapData, u64>,
     port_stats: PerCpuArray<MapData, [u64; 4]>,
     tx: DevMap<MapData>,
@@ -133,6 +180,8 @@ pub struct LaneProgram {
     fib_maps: Option<FibMaps>,
     /// Publications so far (`lane_cfg.gen`); the live half is `seq & 1`.
     seq: u32,
+    /// FIB mirror syncs that wrote entries (`lane_cfg.fib_gen`).
+    fib_seq: u32,
     gen_: u32,
     flags: u32,
     halves: [Half; 2],
@@ -210,6 +259,7 @@ impl LaneProgram {
             .map_max_entries("lane_acl_cache", cache_buckets)
             .override_global("lane_acl_cache_mask", &cache_mask, true)
             .override_global("lane_acl_cache_on", &cache_on, true)
+            .override_global("lane_fwd_memo_on", &u32::from(cfg.fwd_memo), false)
             .map_max_entries("lane_v4_nodes", v4_blocks)
             .map_max_entries("lane_v6_nodes", blocks(c.v6_blocks))
             .map_max_entries("lane_nh", c.nexthops.max(2))
@@ -241,7 +291,7 @@ impl LaneProgram {
         let (nh, _) = take_mapped(&mut ebpf, "lane_nh", c.nexthops.max(2) as usize * 16)?;
         let (ecmp, _) = take_mapped(&mut ebpf, "lane_ecmp", members as usize * blk)?;
         let mut lp = LaneProgram {
-            cfg_map: take(&mut ebpf, "lane_cfg")?,
+            cfg_map: CfgMap::take(&mut ebpf)?,
             rx: take(&mut ebpf, "lane_rx")?,
             ifs: take(&mut ebpf, "lane_ifs")?,
             vlans: take(&mut ebpf, "lane_vlans")?,
@@ -258,6 +308,10 @@ impl LaneProgram {
                 Some(m) => Some(PerCpuArray::try_from(m).map_err(|e| prog_err("lane_acl_memo", e))?),
                 None => None,
             },
+            fwd_memo: match ebpf.take_map("lane_fwd_memo") {
+                Some(m) => Some(PerCpuArray::try_from(m).map_err(|e| prog_err("lane_fwd_memo", e))?),
+                None => None,
+            },
             ctr: take(&mut ebpf, "lane_ctr")?,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
             tx: take(&mut ebpf, "lane_tx")?,
@@ -265,6 +319,7 @@ impl LaneProgram {
             mirror: None,
             fib_maps: Some(FibMaps { v4_top, v4_nodes, v6_top, v6_nodes, nh, ecmp }),
             seq: 0,
+            fib_seq: 0,
             gen_: 0,
             flags: 0,
             halves: Default::default(),
@@ -286,7 +341,7 @@ impl LaneProgram {
     }
 
     fn write_cfg(&mut self) -> Result<(), XdpError> {
-        self.cfg_map.set(0, encode_cfg(self.seq, self.flags), 0).map_err(|e| prog_err("lane_cfg", e))
+        self.cfg_map.set(encode_cfg(self.seq, self.flags, self.fib_seq))
     }
 
     fn set_flag(&mut self, flag: u32, on: bool) -> Result<(), XdpError> {
@@ -313,14 +368,39 @@ impl LaneProgram {
         let mut m = FibMirror::new(maps, reader);
         m.full_sync(raw);
         self.mirror = Some(m);
-        Ok(())
+        self.bump_fib_seq()
     }
 
-    /// Copies FIB changes (from `FibWriter::take_changes`).
+    /// Copies FIB changes (from `FibWriter::take_changes`). When any entry
+    /// was written, bumps `lane_cfg.fib_gen` after the entries, which
+    /// retires every CPU's forwarding memo: the next packet of a memoised
+    /// flow takes the whole path again, on the new routes and neighbours.
     pub fn sync_fib(&mut self, raw: &tern_fib::RawFib<'_>, changes: &tern_fib::FibChanges) {
-        if let Some(m) = &mut self.mirror {
-            m.sync(raw, changes);
+        let Some(m) = &mut self.mirror else { return };
+        let before = m.stats().entries;
+        m.sync(raw, changes);
+        if m.stats().entries != before
+            && let Err(e) = self.bump_fib_seq()
+        {
+            // Retire the memos another way: zeroed, they match nothing.
+            log::warn!("XDP lane: FIB sequence not bumped ({e}); clearing the forwarding memo");
+            if let Err(e) = self.clear_fwd_memo() {
+                log::error!("XDP lane: forwarding memo not cleared ({e}): memoised flows may use old routes");
+            }
         }
+    }
+
+    /// The FIB sequence, after new entries were written: one store (after
+    /// them: the map update is a system call) retires every forwarding
+    /// memo. When it wraps, every CPU's memo is zeroed first, since an
+    /// entry could carry the coming value from 2^32 syncs ago.
+    fn bump_fib_seq(&mut self) -> Result<(), XdpError> {
+        let next = self.fib_seq.wrapping_add(1);
+        if next == 0 {
+            self.clear_fwd_memo()?;
+        }
+        self.fib_seq = next;
+        self.write_cfg()
     }
 
     /// The FIB mirror (statistics, grace-period tuning).
@@ -493,7 +573,54 @@ impl LaneProgram {
                 memo.set(dir, zero, 0).map_err(|e| prog_err("lane_acl_memo", e))?;
             }
         }
+        // Tagged with the publication sequence too.
+        self.clear_fwd_memo()
+    }
+
+    /// Zeroes every CPU's forwarding memo (a zeroed entry matches no
+    /// packet: its key has a zero source address, a martian).
+    fn clear_fwd_memo(&mut self) -> Result<(), XdpError> {
+        if let Some(memo) = &mut self.fwd_memo {
+            let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+            let zero =
+                PerCpuValues::try_from(vec![[0u8; FWD_MEMO_SIZE]; cpus]).map_err(|e| prog_err("lane_fwd_memo", e))?;
+            memo.set(0, zero, 0).map_err(|e| prog_err("lane_fwd_memo", e))?;
+        }
         Ok(())
+    }
+
+    /// Test hook: the FIB sequence continues from `seq` (to exercise its
+    /// wrap without 2^32 syncs).
+    #[doc(hidden)]
+    pub fn set_fib_seq(&mut self, seq: u32) -> Result<(), XdpError> {
+        self.fib_seq = seq;
+        self.write_cfg()
+    }
+
+    /// Test hook: the publication and FIB sequences (`lane_cfg.gen`,
+    /// `lane_cfg.fib_gen`).
+    #[doc(hidden)]
+    pub fn sequences(&self) -> (u32, u32) {
+        (self.seq, self.fib_seq)
+    }
+
+    /// Test hook: each CPU's forwarding memo (see [`FwdMemoEntry`]).
+    #[doc(hidden)]
+    pub fn fwd_memo_entries(&self) -> Result<Vec<FwdMemoEntry>, XdpError> {
+        let Some(memo) = &self.fwd_memo else { return Ok(Vec::new()) };
+        let v: PerCpuValues<[u8; FWD_MEMO_SIZE]> = memo.get(&0, 0).map_err(|e| prog_err("lane_fwd_memo", e))?;
+        let u32_at = |b: &[u8; FWD_MEMO_SIZE], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        Ok(v.iter()
+            .map(|b| {
+                // Offsets in `struct lane_fwd_memo`: key[3] (the
+                // destination's low word) at 24, epoch 48, fib_gen 52,
+                // tx_port 62, l2len 66.
+                let mut dst = [0u8; 8];
+                dst.copy_from_slice(&b[24..32]);
+                let port = u16::from_ne_bytes([b[62], b[63]]);
+                (u32_at(b, 48), u32_at(b, 52), u64::from_ne_bytes(dst), (b[66] != 0).then_some(port))
+            })
+            .collect())
     }
 
     /// Test hook: the publication sequence continues from `seq` (to exercise

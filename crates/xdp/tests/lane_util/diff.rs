@@ -81,10 +81,23 @@ pub fn build_with_cache(
     linux_mode: bool,
     buckets: u32,
 ) -> Diff {
+    build_with_memos(ifs, ports, fib, acls, linux_mode, buckets, true)
+}
+
+/// [`build_with_cache`], with the forwarding memo on or off.
+pub fn build_with_memos(
+    ifs: IfTable,
+    ports: u16,
+    fib: &tern_fib::FibReader,
+    acls: &[RuleSet],
+    linux_mode: bool,
+    buckets: u32,
+    fwd_memo: bool,
+) -> Diff {
     let table = engine_acls(&ifs, acls);
     let shared = Shared::new(ifs, fib.clone());
     shared.acls.publish(table);
-    from_shared_with_cache(shared, ports, acls, linux_mode, buckets)
+    from_shared_with(shared, ports, acls, linux_mode, buckets, fwd_memo)
 }
 
 /// The rule sets compiled for the engine (counters for worker 0).
@@ -107,6 +120,17 @@ pub fn from_shared(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: boo
 }
 
 fn from_shared_with_cache(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: bool, buckets: u32) -> Diff {
+    from_shared_with(shared, ports, acls, linux_mode, buckets, true)
+}
+
+fn from_shared_with(
+    shared: Shared,
+    ports: u16,
+    acls: &[RuleSet],
+    linux_mode: bool,
+    buckets: u32,
+    fwd_memo: bool,
+) -> Diff {
     shared.params.publish(Params {
         icmp_rate: 1_000_000,
         icmp_burst: 1_000_000,
@@ -133,6 +157,7 @@ fn from_shared_with_cache(shared: Shared, ports: u16, acls: &[RuleSet], linux_mo
         neigh_to_tern: !linux_mode,
         linux_mode,
         acl_cache_buckets: buckets,
+        fwd_memo,
     };
     let mut lane = LaneProgram::load(&lcfg).expect("lane loads (root, kernel with BPF)");
     lane.attach_fib(&shared.fib.raw(), None).expect("fib mirror");
