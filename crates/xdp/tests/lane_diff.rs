@@ -1174,6 +1174,16 @@ fn assert_memoised(d: &Diff, dst: &str, port: Option<u16>) {
     assert_eq!(e.first().copied(), Some((seq, fib_seq, word, port)), "CPU 0's forwarding memo");
 }
 
+/// The flow's next two packets leave by `port` (the first may fill the
+/// memo, the second is answered by it), and CPU 0's memo then holds `dst`
+/// under the current sequences. `what` names the step in a failure.
+fn forwarded_and_memoised(d: &mut Diff, f: &[u8], dst: &str, port: u16, what: &str) {
+    for _ in 0..2 {
+        assert_eq!(d.run(LAN, f), Verdict::Forward(port), "{what}");
+    }
+    assert_memoised(d, dst, Some(port));
+}
+
 /// A route change, a neighbour's new MAC and a neighbour's removal each
 /// reach the very next packet of a flow the forwarding memo answers (it
 /// holds the flow under the current sequences right before each change),
@@ -1184,22 +1194,15 @@ fn fib_changes_reach_the_next_packet_of_a_memoised_flow() {
     with_memo_lab(true, |d, w| {
         use Verdict::*;
         let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, b"m"));
-        for _ in 0..2 {
-            assert_eq!(d.run(LAN, &f), Forward(WAN));
-        }
-        assert_memoised(d, "198.18.0.1", Some(WAN));
+        forwarded_and_memoised(d, &f, "198.18.0.1", WAN, "first packets");
         // A more specific route, out of dmz.
         route(w, "198.18.0.0/24", via("10.0.3.3"));
         sync_fib(d, w);
-        assert_eq!(d.run(LAN, &f), Forward(DMZ), "route change");
-        assert_eq!(d.run(LAN, &f), Forward(DMZ));
-        assert_memoised(d, "198.18.0.1", Some(DMZ));
+        forwarded_and_memoised(d, &f, "198.18.0.1", DMZ, "route change");
         // The next hop's new MAC.
         w.set_neighbor(DMZ, "10.0.3.3".parse().expect("a"), Some([2, 0, 0, 0, 3, 0xdd]));
         sync_fib(d, w);
-        assert_eq!(d.run(LAN, &f), Forward(DMZ), "new MAC");
-        assert_eq!(d.run(LAN, &f), Forward(DMZ));
-        assert_memoised(d, "198.18.0.1", Some(DMZ));
+        forwarded_and_memoised(d, &f, "198.18.0.1", DMZ, "new MAC");
         // The next hop gone: unresolved, for userspace to resolve.
         w.set_neighbor(DMZ, "10.0.3.3".parse().expect("a"), None);
         sync_fib(d, w);
@@ -1207,23 +1210,16 @@ fn fib_changes_reach_the_next_packet_of_a_memoised_flow() {
         // Back, then the route removed.
         w.set_neighbor(DMZ, "10.0.3.3".parse().expect("a"), Some(HOST_C));
         sync_fib(d, w);
-        assert_eq!(d.run(LAN, &f), Forward(DMZ));
-        assert_eq!(d.run(LAN, &f), Forward(DMZ));
-        assert_memoised(d, "198.18.0.1", Some(DMZ));
+        forwarded_and_memoised(d, &f, "198.18.0.1", DMZ, "neighbour back");
         w.del_route(Source::Static, "198.18.0.0/24".parse().expect("p")).expect("del");
         sync_fib(d, w);
         assert_eq!(d.run(LAN, &f), Forward(WAN), "route removed");
 
         let f6 = lan6(udp6("2001:db8:1::2", "2001:db8:ff::1", 64, 1, 2));
-        for _ in 0..2 {
-            assert_eq!(d.run(LAN, &f6), Forward(WAN));
-        }
-        assert_memoised(d, "2001:db8:ff::1", Some(WAN));
+        forwarded_and_memoised(d, &f6, "2001:db8:ff::1", WAN, "IPv6: first packets");
         w.set_neighbor(WAN, "2001:db8:2::2".parse().expect("a"), Some([2, 0, 0, 0, 2, 0xdd]));
         sync_fib(d, w);
-        assert_eq!(d.run(LAN, &f6), Forward(WAN), "IPv6: new MAC");
-        assert_eq!(d.run(LAN, &f6), Forward(WAN));
-        assert_memoised(d, "2001:db8:ff::1", Some(WAN));
+        forwarded_and_memoised(d, &f6, "2001:db8:ff::1", WAN, "IPv6: new MAC");
         w.set_neighbor(WAN, "2001:db8:2::2".parse().expect("a"), None);
         sync_fib(d, w);
         assert_eq!(d.run(LAN, &f6), Punt("xdp-lane/punt-unresolved".into()), "IPv6: neighbour removed");

@@ -86,40 +86,37 @@ pub struct FibMirror {
     stats: MirrorStats,
 }
 
-fn copy32(
-    dst: &[std::sync::atomic::AtomicU32],
-    src: &[std::sync::atomic::AtomicU32],
-    from: usize,
-    to: usize,
-    st: &mut MirrorStats,
-) {
-    for i in from..to {
-        match (dst.get(i), src.get(i)) {
-            (Some(d), Some(s)) => {
-                d.store(s.load(Ordering::Acquire), Ordering::Release);
-                st.entries += 1;
-            }
-            (None, Some(s)) if s.load(Ordering::Relaxed) != 0 => st.beyond_capacity += 1,
-            _ => {}
-        }
-    }
+/// An entry of the FIB's arrays and of the lane's maps (IPv4 trie entries
+/// are 16 bits, the rest 32).
+trait Word {
+    fn copy_from(&self, src: &Self);
+    fn is_set(&self) -> bool;
 }
 
-/// `copy32` for the IPv4 trie's 16-bit entries.
-fn copy16(
-    dst: &[std::sync::atomic::AtomicU16],
-    src: &[std::sync::atomic::AtomicU16],
-    from: usize,
-    to: usize,
-    st: &mut MirrorStats,
-) {
+macro_rules! word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            fn copy_from(&self, src: &Self) {
+                self.store(src.load(Ordering::Acquire), Ordering::Release);
+            }
+            fn is_set(&self) -> bool {
+                self.load(Ordering::Relaxed) != 0
+            }
+        }
+    )*};
+}
+word!(std::sync::atomic::AtomicU16, std::sync::atomic::AtomicU32);
+
+/// Copies entries `from..to` of a FIB array into the lane's map, counting
+/// them, and those set past the map's capacity.
+fn copy<W: Word>(dst: &[W], src: &[W], from: usize, to: usize, st: &mut MirrorStats) {
     for i in from..to {
         match (dst.get(i), src.get(i)) {
             (Some(d), Some(s)) => {
-                d.store(s.load(Ordering::Acquire), Ordering::Release);
+                d.copy_from(s);
                 st.entries += 1;
             }
-            (None, Some(s)) if s.load(Ordering::Relaxed) != 0 => st.beyond_capacity += 1,
+            (None, Some(s)) if s.is_set() => st.beyond_capacity += 1,
             _ => {}
         }
     }
@@ -170,11 +167,11 @@ impl FibMirror {
         // trie entry pointing beyond the maps makes the program punt).
         let fit = |d: usize, s: usize| d.min(s);
         copy_nexthops(m, raw, 0, fit(m.nh.u64s().len() / 2, raw.nexthops.len() / 4), st);
-        copy32(m.ecmp.u32s(), raw.ecmp_members, 0, fit(m.ecmp.u32s().len(), raw.ecmp_members.len()), st);
-        copy16(m.v4_nodes.u16s(), raw.v4.nodes, 0, fit(m.v4_nodes.u16s().len(), raw.v4.nodes.len()), st);
-        copy32(m.v6_nodes.u32s(), raw.v6.nodes, 0, fit(m.v6_nodes.u32s().len(), raw.v6.nodes.len()), st);
-        copy16(m.v4_top.u16s(), raw.v4.top, 0, raw.v4.top.len(), st);
-        copy32(m.v6_top.u32s(), raw.v6.top, 0, raw.v6.top.len(), st);
+        copy(m.ecmp.u32s(), raw.ecmp_members, 0, fit(m.ecmp.u32s().len(), raw.ecmp_members.len()), st);
+        copy(m.v4_nodes.u16s(), raw.v4.nodes, 0, fit(m.v4_nodes.u16s().len(), raw.v4.nodes.len()), st);
+        copy(m.v6_nodes.u32s(), raw.v6.nodes, 0, fit(m.v6_nodes.u32s().len(), raw.v6.nodes.len()), st);
+        copy(m.v4_top.u16s(), raw.v4.top, 0, raw.v4.top.len(), st);
+        copy(m.v6_top.u32s(), raw.v6.top, 0, raw.v6.top.len(), st);
         self.pending = true;
         self.quiesce(true);
     }
@@ -189,22 +186,22 @@ impl FibMirror {
             copy_nexthops(m, raw, r.start as usize, r.end as usize, st);
         }
         for r in &ch.ecmp_members {
-            copy32(m.ecmp.u32s(), raw.ecmp_members, r.start as usize, r.end as usize, st);
+            copy(m.ecmp.u32s(), raw.ecmp_members, r.start as usize, r.end as usize, st);
         }
         let b = |r: &std::ops::Range<u32>| (r.start as usize * BLOCK, r.end as usize * BLOCK);
         for r in &ch.v4_blocks {
             let (from, to) = b(r);
-            copy16(m.v4_nodes.u16s(), raw.v4.nodes, from, to, st);
+            copy(m.v4_nodes.u16s(), raw.v4.nodes, from, to, st);
         }
         for r in &ch.v6_blocks {
             let (from, to) = b(r);
-            copy32(m.v6_nodes.u32s(), raw.v6.nodes, from, to, st);
+            copy(m.v6_nodes.u32s(), raw.v6.nodes, from, to, st);
         }
         for r in &ch.v4_top {
-            copy16(m.v4_top.u16s(), raw.v4.top, r.start as usize, r.end as usize, st);
+            copy(m.v4_top.u16s(), raw.v4.top, r.start as usize, r.end as usize, st);
         }
         for r in &ch.v6_top {
-            copy32(m.v6_top.u32s(), raw.v6.top, r.start as usize, r.end as usize, st);
+            copy(m.v6_top.u32s(), raw.v6.top, r.start as usize, r.end as usize, st);
         }
         if self.stats.entries != before {
             self.pending = true;
