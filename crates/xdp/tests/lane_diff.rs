@@ -9,7 +9,7 @@
 
 mod lane_util;
 
-use lane_util::diff::{Diff, Verdict, build, build_with_cache, build_with_memos};
+use lane_util::diff::{Diff, Verdict, build, build_with_memos};
 use lane_util::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tern_acl::{Action, Rule, RuleAction, RuleSet};
@@ -791,15 +791,22 @@ fn cache_interfaces(lan_in: Option<u16>) -> IfTable {
 }
 
 fn with_cache_lab(buckets: u32, f: impl FnOnce(&mut Diff, &mut FibWriter) + Send) {
+    with_memos_lab(buckets, true, f)
+}
+
+/// A lab of three veths with the cache rule sets, the verdict cache of
+/// `buckets` buckets and the forwarding memo on or off, pinned to CPU 0
+/// (one CPU's cache and memos see every packet).
+fn with_memos_lab(buckets: u32, fwd_memo: bool, f: impl FnOnce(&mut Diff, &mut FibWriter) + Send) {
     if !privileged() {
         return;
     }
     let ns = Netns::with_veths(3);
     ns.run(|| {
-        // One CPU's cache and memo see every packet.
         pin_to_cpu0();
         let (mut w, r) = fib();
-        let mut d = build_with_cache(cache_interfaces(Some(0)), 3, &r, &cache_rule_sets(None), false, buckets);
+        let ifs = cache_interfaces(Some(0));
+        let mut d = build_with_memos(ifs, 3, &r, &cache_rule_sets(None), false, buckets, fwd_memo);
         f(&mut d, &mut w);
     });
 }
@@ -1131,25 +1138,7 @@ fn churn_of_1024_keys_counts_as_the_engine() {
 
 /// [`with_cache_lab`] with the forwarding memo on or off.
 fn with_memo_lab(fwd_memo: bool, f: impl FnOnce(&mut Diff, &mut FibWriter) + Send) {
-    if !privileged() {
-        return;
-    }
-    let ns = Netns::with_veths(3);
-    ns.run(|| {
-        // One CPU's memos see every packet.
-        pin_to_cpu0();
-        let (mut w, r) = fib();
-        let mut d = build_with_memos(
-            cache_interfaces(Some(0)),
-            3,
-            &r,
-            &cache_rule_sets(None),
-            false,
-            tern_xdp::lane::ACL_CACHE_BUCKETS,
-            fwd_memo,
-        );
-        f(&mut d, &mut w);
-    });
+    with_memos_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, fwd_memo, f)
 }
 
 /// Copies the FIB writer's changes into the lane (as the router's control

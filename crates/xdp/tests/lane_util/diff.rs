@@ -69,22 +69,11 @@ pub struct Diff {
 /// `l0`, `l1`, ... of the current namespace), the FIB behind `fib`, and
 /// `acls`. `linux_mode` as tern's `[linux]` section.
 pub fn build(ifs: IfTable, ports: u16, fib: &tern_fib::FibReader, acls: &[RuleSet], linux_mode: bool) -> Diff {
-    build_with_cache(ifs, ports, fib, acls, linux_mode, ACL_CACHE_BUCKETS)
+    build_with_memos(ifs, ports, fib, acls, linux_mode, ACL_CACHE_BUCKETS, true)
 }
 
-/// [`build`] with an ACL verdict cache of `buckets` buckets (0: none).
-pub fn build_with_cache(
-    ifs: IfTable,
-    ports: u16,
-    fib: &tern_fib::FibReader,
-    acls: &[RuleSet],
-    linux_mode: bool,
-    buckets: u32,
-) -> Diff {
-    build_with_memos(ifs, ports, fib, acls, linux_mode, buckets, true)
-}
-
-/// [`build_with_cache`], with the forwarding memo on or off.
+/// [`build`] with an ACL verdict cache of `buckets` buckets (0: none) and
+/// the forwarding memo on or off.
 pub fn build_with_memos(
     ifs: IfTable,
     ports: u16,
