@@ -79,7 +79,7 @@ pub fn tsc_to_ns(ticks: u64) -> f64 {
 
 /// Asks the kernel to back the memory of `s` with transparent huge pages
 /// (`madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of it). Large lookup
-/// tables (the FIB's 64 MiB IPv4 array) take a TLB miss on almost every
+/// tables (the FIB's 32 MiB IPv4 array) take a TLB miss on almost every
 /// random lookup with 4 KiB pages. Call it before the memory is first
 /// written. Returns false when the kernel refused (THP disabled); the
 /// memory works the same either way.
