@@ -85,7 +85,7 @@ pub use writer::FibWriter;
 /// clone for each worker. Workers register with `domain`.
 pub fn new(cfg: FibConfig, domain: tern_rcu::Domain) -> (FibWriter, FibReader) {
     let shared = Arc::new(reader::Shared {
-        nh: nexthop::NhTable::new(cfg.max_nexthops.clamp(2, lpm::multibit::CHILD - 1), cfg.max_ecmp_members),
+        nh: nexthop::NhTable::new(cfg.max_nexthops.clamp(2, (1 << 31) - 1), cfg.max_ecmp_members),
         v4: lpm::V4Arrays::new(cfg.v4_nodes),
         v6: lpm::V6Arrays::new(cfg.v6_nodes),
         domain,
