@@ -25,9 +25,10 @@ pub const V4_TOP: u32 = 24;
 pub const V4_STRIDE: u32 = 8;
 /// IPv6: 24 bits of direct index (32 MiB of u16 entries), then blocks of
 /// 256 entries: a /32 is one block deep, a /48 three (16 bits of direct
-/// index: two and four). Measured FIXME on covered addresses of
-/// the full table against the 16-bit top of `u32` entries (37.5 MiB), for
-/// 50.6 MiB. (16 bits of direct index with 6-bit blocks had been measured
+/// index: two and four). Measured on covered addresses of the full table
+/// against the 16-bit top of `u32` entries (37.5 MiB), medians of 4
+/// alternating runs (2026-11-23, docs/PERFORMANCE.md "fib6"): 1.33x in
+/// batches of 256, 1.34x single lookups, for 50.6 MiB. (16 bits of direct index with 6-bit blocks had been measured
 /// ~30% slower than with 8-bit ones, for 18 MiB instead of 37 MiB.)
 pub const V6_TOP: u32 = 24;
 pub const V6_STRIDE: u32 = 8;
