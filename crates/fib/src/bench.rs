@@ -945,9 +945,10 @@ fn references(
     alt_multibit::<18, 6>(prefixes, v6, &nh, patterns, &rounds, rep);
     if v6 {
         alt_multibit::<20, 6>(prefixes, v6, &nh, patterns, &rounds, rep);
-        // The layout with one level fewer for a /32-/48 (only 59 /16s of
-        // the table hold longer prefixes, so ~15 MiB of the 64 MiB top is
-        // touched): what a wider IPv6 top would buy.
+        // tern's IPv6 shape before fib6 (16-bit top, `u32` entries), and
+        // today's shape with `u32` entries (101 MiB): what the 24-bit top
+        // and the 16-bit entries each bring.
+        alt_multibit::<16, 8>(prefixes, v6, &nh, patterns, &rounds, rep);
         alt_multibit::<24, 8>(prefixes, v6, &nh, patterns, &rounds, rep);
     } else {
         alt_multibit::<16, 8>(prefixes, v6, &nh, patterns, &rounds, rep);
