@@ -53,12 +53,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::lpm::multibit::Entry;
+use crate::lpm::multibit::{Cell, Entry, Entry16, Entry32};
 use crate::prefix::Prefix;
 use crate::{FibConfig, FibReader, NH_NONE, NhId, RouteAttrs, RouteOp, RouteTarget, Source};
 
@@ -857,8 +857,8 @@ fn alt_multibit<const T: u32, const S: u32>(
 ) {
     use crate::lpm::multibit::{MultibitArrays, MultibitWriter};
     let name = format!("mbit-{T}/{S}");
-    let a = MultibitArrays::<AtomicU32, T, S>::new(1 << 20);
-    let mut w = MultibitWriter::<AtomicU32, T, S>::new(v6, &a);
+    let a = MultibitArrays::<Entry32, T, S>::new(1 << 20);
+    let mut w = MultibitWriter::<Entry32, T, S>::new(v6, &a);
     for p in prefixes {
         let _ = w.set(&a, p.bits128(), p.len(), nh(p));
     }
@@ -945,9 +945,10 @@ fn references(
     alt_multibit::<18, 6>(prefixes, v6, &nh, patterns, &rounds, rep);
     if v6 {
         alt_multibit::<20, 6>(prefixes, v6, &nh, patterns, &rounds, rep);
-        // The layout with one level fewer for a /32-/48 (only 59 /16s of
-        // the table hold longer prefixes, so ~15 MiB of the 64 MiB top is
-        // touched): what a wider IPv6 top would buy.
+        // tern's IPv6 shape before fib6 (16-bit top, `u32` entries), and
+        // today's shape with `u32` entries (101 MiB): what the 24-bit top
+        // and the 16-bit entries each bring.
+        alt_multibit::<16, 8>(prefixes, v6, &nh, patterns, &rounds, rep);
         alt_multibit::<24, 8>(prefixes, v6, &nh, patterns, &rounds, rep);
     } else {
         alt_multibit::<16, 8>(prefixes, v6, &nh, patterns, &rounds, rep);
@@ -1226,7 +1227,6 @@ impl fmt::Display for BenchReport {
 /// falls on all; every measurement is printed, then the median of each.
 pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String, String> {
     use std::fmt::Write as _;
-    use std::sync::atomic::AtomicU16;
     let routes = crate::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
     let prefixes: Vec<Prefix> = routes.iter().map(|(p, _)| *p).filter(Prefix::is_v4).collect();
     let (mut w, r) = crate::new(FibConfig::default(), tern_rcu::Domain::new());
@@ -1250,10 +1250,10 @@ pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String,
         .top
         .iter()
         .map(|e| e.get(Ordering::Relaxed))
-        .fold(0u32, |m, e| if e & raw.v4.child_flag != 0 { m.max((e & !raw.v4.child_flag) + 1) } else { m });
+        .fold(0u32, |m, e| if e >= raw.v4.child_base { m.max(e - raw.v4.child_base + 1) } else { m });
     let blocks = raw.v4.nodes.get(..(used as usize) << 8).unwrap_or_default();
-    let f32 = Flat::<AtomicU32>::copy(raw.v4.top, blocks, raw.v4.child_flag)?;
-    let f16 = Flat::<AtomicU16>::copy(raw.v4.top, blocks, raw.v4.child_flag)?;
+    let f32 = Flat::<Entry32>::copy(raw.v4.top, blocks, raw.v4.child_base)?;
+    let f16 = Flat::<Entry16<{ 1 << 15 }>>::copy(raw.v4.top, blocks, raw.v4.child_base)?;
     let mut rng = Rng(opts.seed | 1);
     let mut out = String::new();
     let _ = writeln!(
@@ -1309,25 +1309,25 @@ pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String,
 }
 
 /// A copy of tern's IPv4 DIR-24-8 with entries of another width.
-struct Flat<E> {
-    top: Box<[E]>,
-    nodes: Box<[E]>,
+struct Flat<E: Entry> {
+    top: Box<[E::Cell]>,
+    nodes: Box<[E::Cell]>,
 }
 
 impl<E: Entry> Flat<E> {
     /// Copies tern's arrays (huge pages asked for before the copy touches
     /// them, as tern does).
-    fn copy<S: Entry>(top: &[S], nodes: &[S], child: u32) -> Result<Self, String> {
-        let fill = |src: &[S]| -> Result<Box<[E]>, String> {
-            let dst: Box<[E]> = bytemuck::allocation::zeroed_slice_box(src.len());
+    fn copy<S: Cell>(top: &[S], nodes: &[S], child: u32) -> Result<Self, String> {
+        let fill = |src: &[S]| -> Result<Box<[E::Cell]>, String> {
+            let dst: Box<[E::Cell]> = bytemuck::allocation::zeroed_slice_box(src.len());
             tern_intrin::advise_hugepages(&dst);
             for (d, a) in dst.iter().zip(src) {
                 let e = a.get(Ordering::Relaxed);
-                let (c, v) = if e & child != 0 { (E::CHILD, e & !child) } else { (0, e) };
+                let (c, v) = if e >= child { (E::CHILD, e - child) } else { (0, e) };
                 if v >= E::CHILD {
                     return Err(format!("entry {e:#x} does not fit"));
                 }
-                d.put(c | v, Ordering::Relaxed);
+                d.put(c + v, Ordering::Relaxed);
             }
             Ok(dst)
         };
@@ -1337,10 +1337,10 @@ impl<E: Entry> Flat<E> {
     #[inline(always)]
     fn lookup(&self, a: u32) -> u32 {
         let e = self.top.get((a >> 8) as usize).map_or(0, |x| x.get(Ordering::Acquire));
-        if e & E::CHILD == 0 {
+        if e < E::CHILD {
             return e;
         }
-        let i = (((e & !E::CHILD) as usize) << 8) | (a & 0xff) as usize;
+        let i = (((e - E::CHILD) as usize) << 8) | (a & 0xff) as usize;
         self.nodes.get(i).map_or(0, |x| x.get(Ordering::Acquire))
     }
 

@@ -78,8 +78,8 @@ pub struct FibChanges {
     pub v6_top: Vec<Range<u32>>,
 }
 
-/// One family's trie as flat arrays of entries `E` (`AtomicU16` for IPv4,
-/// `AtomicU32` for IPv6): see `lpm/multibit.rs` for the layout.
+/// One family's trie as flat arrays of entries `E` (`AtomicU16` for both
+/// families): see `lpm/multibit.rs` for the layout.
 pub struct RawTrie<'a, E = AtomicU32> {
     /// `1 << top_bits` entries.
     pub top: &'a [E],
@@ -87,9 +87,10 @@ pub struct RawTrie<'a, E = AtomicU32> {
     pub nodes: &'a [E],
     pub top_bits: u32,
     pub stride: u32,
-    /// Entries with this bit point to block `entry & !child_flag`; others
-    /// are next-hop ids.
-    pub child_flag: u32,
+    /// Entries from this value up point to block `entry - child_base`;
+    /// those below are next-hop ids (2^15 for IPv4, a flag bit; 2^13 for
+    /// IPv6).
+    pub child_base: u32,
 }
 
 impl<E> Clone for RawTrie<'_, E> {
@@ -103,9 +104,8 @@ impl<E> Copy for RawTrie<'_, E> {}
 /// Every array readers use, read-only.
 #[derive(Clone, Copy)]
 pub struct RawFib<'a> {
-    /// IPv4 entries are 16 bits: `child_flag` is bit 15.
     pub v4: RawTrie<'a, AtomicU16>,
-    pub v6: RawTrie<'a, AtomicU32>,
+    pub v6: RawTrie<'a, AtomicU16>,
     /// Next hops: 4 words each (layout in `nexthop.rs`).
     pub nexthops: &'a [AtomicU64],
     pub ecmp_members: &'a [AtomicU32],

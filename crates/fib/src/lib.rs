@@ -31,8 +31,9 @@
 //!   a batch ([`FibWriter::apply`]) prefetches eight operations ahead.
 //! * IPv4 FIB: DIR-24-8 (a 2^24-entry direct array plus 256-entry blocks)
 //!   of 16-bit entries (32 MiB; next-hop ids below 2^15, see
-//!   [`FibConfig::max_nexthops`]); IPv6 FIB: a 16-bit direct array plus
-//!   256-entry blocks of 32-bit entries; both flat arrays updated in place
+//!   [`FibConfig::max_nexthops`]); IPv6 FIB: the same shape of 16-bit
+//!   entries whose values from 2^13 up point to blocks (50.6 MiB for the
+//!   full table; next-hop ids below 2^13); both flat arrays updated in place
 //!   (`lpm/multibit.rs`), exposed read-only through [`FibReader::raw`]
 //!   with [`FibWriter::take_changes`] for BPF mirrors.
 //! * Next hops (`nexthop.rs`): a flat table of 32-byte entries, shared and
@@ -85,7 +86,7 @@ pub use writer::FibWriter;
 /// clone for each worker. Workers register with `domain`.
 pub fn new(cfg: FibConfig, domain: tern_rcu::Domain) -> (FibWriter, FibReader) {
     let shared = Arc::new(reader::Shared {
-        nh: nexthop::NhTable::new(cfg.max_nexthops.clamp(2, lpm::multibit::CHILD - 1), cfg.max_ecmp_members),
+        nh: nexthop::NhTable::new(cfg.max_nexthops.clamp(2, (1 << 31) - 1), cfg.max_ecmp_members),
         v4: lpm::V4Arrays::new(cfg.v4_nodes),
         v6: lpm::V6Arrays::new(cfg.v6_nodes),
         domain,

@@ -83,8 +83,8 @@ impl FibReader {
         let (t6, n6) = self.shared.v6.raw();
         let (nexthops, ecmp_members) = (self.shared.nh.raw_words(), self.shared.nh.raw_members());
         RawFib {
-            v4: RawTrie { top: t4, nodes: n4, top_bits: V4_TOP, stride: V4_STRIDE, child_flag: V4Entry::CHILD },
-            v6: RawTrie { top: t6, nodes: n6, top_bits: V6_TOP, stride: V6_STRIDE, child_flag: V6Entry::CHILD },
+            v4: RawTrie { top: t4, nodes: n4, top_bits: V4_TOP, stride: V4_STRIDE, child_base: V4Entry::CHILD },
+            v6: RawTrie { top: t6, nodes: n6, top_bits: V6_TOP, stride: V6_STRIDE, child_base: V6Entry::CHILD },
             nexthops,
             ecmp_members,
         }

@@ -326,9 +326,9 @@ fn raw_lookup_v4(raw: &RawTrie<'_, std::sync::atomic::AtomicU16>, dst: u32) -> N
     use std::sync::atomic::Ordering::Acquire;
     let mut e = u32::from(raw.top[(dst >> (32 - raw.top_bits)) as usize].load(Acquire));
     let mut off = raw.top_bits;
-    while e & raw.child_flag != 0 {
+    while e >= raw.child_base {
         let chunk = ((u64::from(dst) << 32) << off >> (64 - raw.stride)) as usize;
-        e = u32::from(raw.nodes[(((e & !raw.child_flag) as usize) << raw.stride) | chunk].load(Acquire));
+        e = u32::from(raw.nodes[(((e - raw.child_base) as usize) << raw.stride) | chunk].load(Acquire));
         off += raw.stride;
     }
     e
@@ -358,14 +358,15 @@ fn raw_views_and_changes_describe_the_lookup() {
     assert_eq!(w.take_changes(), FibChanges::default());
 }
 
-/// IPv4 trie entries are 16 bits: a route whose next hop got an id of 2^15
-/// or more is refused with an error, stays in the RIB uninstalled, and
-/// leaves nothing stale in the FIB; IPv6 takes such ids.
+/// Trie entries are 16 bits: an IPv6 route whose next hop got an id of
+/// 2^13 or more, or an IPv4 route with an id of 2^15 or more, is refused
+/// with an error, stays in the RIB uninstalled, and leaves nothing stale
+/// in the FIB; IPv4 takes the ids IPv6 cannot.
 #[test]
-fn ipv4_next_hop_ids_past_15_bits_are_refused_cleanly() {
+fn next_hop_ids_past_the_entries_are_refused_cleanly() {
     let (mut w, r) = fib();
-    // 32,767 next hops alive (ids 1..=32767), each of an IPv6 route.
-    let ops: Vec<RouteOp> = (1..=32767u32)
+    // 8,191 next hops alive (ids 1..=8191), each of an IPv6 route.
+    let ops: Vec<RouteOp> = (1..=8191u32)
         .map(|i| {
             let q =
                 Prefix::V6 { addr: std::net::Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(i) << 64), len: 64 };
@@ -374,7 +375,23 @@ fn ipv4_next_hop_ids_past_15_bits_are_refused_cleanly() {
         })
         .collect();
     assert!(w.apply(ops).errors.is_empty());
+    assert_eq!(w.stats().nexthops, 8191);
+    let wide6 = Err(FibError::Full("IPv6 next-hop id space (13 bits)"));
+    let q6 = p("2001:db8:ffff::/48");
+    assert_eq!(w.add_route(Source::Static, q6, via("fe80::ffff:1", Some(1)), A), wide6, "id 8192");
+    assert_eq!(r.lookup_v6(v6("2001:db8:ffff::1")), NH_NONE, "not installed");
+    assert!(w.routes().any(|d| d.prefix == q6), "kept in the RIB");
+    // IPv4 routes take ids 8193..=32767.
+    let ops: Vec<RouteOp> = (8193..=32767u32)
+        .map(|i| {
+            let q = Prefix::V4 { addr: std::net::Ipv4Addr::from(0x1400_0000 | i << 8), len: 24 };
+            let gw = IpAddr::V4(std::net::Ipv4Addr::from(0x6440_0000 | i));
+            RouteOp::Add(Source::Static, q, RouteTarget::Via { gw, ifindex: Some(1) }, A)
+        })
+        .collect();
+    assert!(w.apply(ops).errors.is_empty());
     assert_eq!(w.stats().nexthops, 32767);
+    assert_eq!(r.lookup_v4(0x1400_0000 | 32767 << 8 | 5), 32767, "IPv4 holds ids IPv6 cannot");
     let wide = Err(FibError::Full("IPv4 next-hop id space (15 bits)"));
     assert_eq!(w.add_route(Source::Static, p("10.0.0.0/8"), via("192.0.2.1", Some(1)), A), wide, "id 32768");
     assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE, "not installed");
@@ -397,15 +414,15 @@ fn ipv4_next_hop_ids_past_15_bits_are_refused_cleanly() {
     assert!(d.nh >= 1 << 15);
     assert!(w.route_get(ip("10.1.2.3")).is_some_and(|g| g.prefix == p("10.0.0.0/8")), "the RIB: not installed");
     assert_eq!(r.lookup_v4(v4("10.1.2.3")), 7, "the /8 answers: the /16's old next hop is gone");
-    // IPv6 routes take the wide ids.
-    let q6 = p("2001:db8:ffff::/48");
-    w.add_route(Source::Static, q6, via("fe80::ffff:1", Some(1)), A).expect("v6");
-    assert!(r.lookup_v6(v6("2001:db8:ffff::1")) >= 1 << 15);
     // Deleting the /8 leaves nothing of either prefix behind.
     w.del_route(Source::Static, p("10.0.0.0/8")).expect("del /8");
     assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE);
     w.del_route(Source::Static, p("10.1.0.0/16")).expect("del /16");
     assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE);
+    // An IPv6 route on a narrow id is installed.
+    w.del_route(Source::Static, q6).expect("del the uninstalled /48");
+    w.add_route(Source::Static, q6, RouteTarget::Blackhole, A).expect("a narrow id");
+    assert!((1..1 << 13).contains(&r.lookup_v6(v6("2001:db8:ffff::1"))));
 }
 
 #[test]

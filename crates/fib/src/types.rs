@@ -208,7 +208,8 @@ pub enum FibError {
     TooManyPaths { paths: usize, max: usize },
     /// A fixed-size table (named) is full; the route is in the RIB but not
     /// (yet) in the FIB. Raise the capacity in `FibConfig`; for "IPv4
-    /// next-hop id space (15 bits)", fewer next hops alive at once (see
+    /// next-hop id space (15 bits)" and "IPv6 next-hop id space (13
+    /// bits)", fewer next hops alive at once (see
     /// `FibConfig::max_nexthops`).
     Full(&'static str),
 }
@@ -297,11 +298,13 @@ pub struct FibStats {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FibConfig {
     /// Next-hop table entries (ECMP groups included). IPv4 routes can only
-    /// use ids below 2^15 (the IPv4 trie's entries are 16 bits): ids are
-    /// handed out lowest free first, so that holds while fewer than 32,767
-    /// next hops are alive at once; an IPv4 route whose next hop got a
-    /// larger id stays in the RIB, not installed, and its `add_route`
-    /// fails with `FibError::Full("IPv4 next-hop id space (15 bits)")`.
+    /// use ids below 2^15 and IPv6 routes ids below 2^13 (both tries'
+    /// entries are 16 bits; IPv6's give more of their values to block
+    /// numbers): ids are handed out lowest free first, so that holds while
+    /// fewer than 32,767 (8,191) next hops are alive at once; a route whose
+    /// next hop got a larger id stays in the RIB, not installed, and its
+    /// `add_route` fails with `FibError::Full("IPv4 next-hop id space (15
+    /// bits)")` (`"IPv6 next-hop id space (13 bits)"`).
     pub max_nexthops: u32,
     /// ECMP member slots, all groups together.
     pub max_ecmp_members: u32,
@@ -311,8 +314,10 @@ pub struct FibConfig {
     pub kernel_distance: u8,
     /// Trie blocks reserved for IPv4 (256 entries each, beyond the 2^24
     /// direct entries; the full table uses ~450; at most 2^15, the block
-    /// numbers a 16-bit entry holds) and IPv6 (256 entries each; the full
-    /// table uses ~38,000). `*_leaves` is unused (kept for
+    /// numbers a 16-bit entry holds) and IPv6 (256 entries each, beyond
+    /// the 2^24 direct entries; the full table uses ~38,100; at most
+    /// 57,344, the block numbers a 16-bit IPv6 entry holds). `*_leaves` is
+    /// unused (kept for
     /// compatibility with the first API draft).
     pub v4_nodes: u32,
     pub v4_leaves: u32,

@@ -48,7 +48,7 @@ struct lane_block {
 	__u32 e[LANE_BLOCK];
 };
 
-// The IPv4 FIB's entries are 16 bits (tern-fib's V4Entry).
+// The FIB's entries are 16 bits (tern-fib's V4Entry and V6Entry).
 struct lane_block16 {
 	__u16 e[LANE_BLOCK];
 };
@@ -164,8 +164,7 @@ struct {
 const volatile __u32 lane_fwd_memo_on = 1;
 
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
-// mmap'ed map is the same flat array (u16 entries for IPv4, u32 for IPv6;
-// see lane/fib.rs). Sizes of the node, next-hop and member maps are set by
+// mmap'ed map is the same flat array (u16 entries; see lane/fib.rs). Sizes of the node, next-hop and member maps are set by
 // the loader.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -186,9 +185,9 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1 << 8); // 2^16 entries
+	__uint(max_entries, 1 << 16); // 2^24 entries
 	__type(key, __u32);
-	__type(value, struct lane_block);
+	__type(value, struct lane_block16);
 } lane_v6_top SEC(".maps");
 
 struct {
@@ -196,7 +195,7 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1 << 14);
 	__type(key, __u32);
-	__type(value, struct lane_block);
+	__type(value, struct lane_block16);
 } lane_v6_nodes SEC(".maps");
 
 struct {
@@ -959,28 +958,28 @@ static __always_inline __u32 fib_v4(__u32 dst)
 	if (!b)
 		return FIB_MISS;
 	__u32 e = b->e[(dst >> 8) & 0xff];
-	if (!(e & FIB4_CHILD))
+	if (e < FIB4_CHILD)
 		return e;
-	k = e & ~FIB4_CHILD;
+	k = e - FIB4_CHILD;
 	b = bpf_map_lookup_elem(&lane_v4_nodes, &k);
 	if (!b)
 		return FIB_MISS; // a block beyond the lane's capacity
 	e = b->e[dst & 0xff];
-	return (e & FIB4_CHILD) ? 0 : e;
+	return e >= FIB4_CHILD ? 0 : e;
 }
 
-// 16 bits of direct index, then one byte per level (at most 14).
+// 24 bits of direct index, then one byte per level (at most 13).
 __noinline __u32 fib_v6(__u64 hi, __u64 lo)
 {
-	__u32 k = hi >> 56;
-	const struct lane_block *b = bpf_map_lookup_elem(&lane_v6_top, &k);
+	__u32 k = hi >> 48;
+	const struct lane_block16 *b = bpf_map_lookup_elem(&lane_v6_top, &k);
 	if (!b)
 		return FIB_MISS;
-	__u32 e = b->e[(hi >> 48) & 0xff];
-	for (int i = 2; i < 16; i++) {
-		if (!(e & FIB_CHILD))
+	__u32 e = b->e[(hi >> 40) & 0xff];
+	for (int i = 3; i < 16; i++) {
+		if (e < FIB6_CHILD)
 			return e;
-		k = e & ~FIB_CHILD;
+		k = e - FIB6_CHILD;
 		b = bpf_map_lookup_elem(&lane_v6_nodes, &k);
 		if (!b)
 			return FIB_MISS;
@@ -988,7 +987,7 @@ __noinline __u32 fib_v6(__u64 hi, __u64 lo)
 		__u32 sh = (7 - (i & 7)) * 8;
 		e = b->e[(w >> sh) & 0xff];
 	}
-	return (e & FIB_CHILD) ? 0 : e;
+	return e >= FIB6_CHILD ? 0 : e;
 }
 
 // The next hop `id` (o->kind etc.): 0 done, 1 when it is an ECMP group

@@ -257,8 +257,11 @@ struct lane_nh {
 #define NH_KIND_PROHIBIT 6
 #define NH_KIND_ECMP 7
 #define NH_MAC_VALID (1ull << 48)
-#define FIB_CHILD 0x80000000u
-#define FIB4_CHILD 0x8000u // IPv4 entries are 16 bits
+// FIB entries are 16 bits; an entry e >= FIB*_CHILD points to block
+// e - FIB*_CHILD, a smaller one is a next-hop id (tern-fib's V4Entry and
+// V6Entry).
+#define FIB4_CHILD 0x8000u
+#define FIB6_CHILD 0x2000u
 
 // Per-port packet counters (per CPU), keyed by port: one value (one map
 // lookup, one cache line) per port and packet side.

@@ -7,14 +7,15 @@
 //! * `nodes`: blocks of 2^`STRIDE` entries; each block consumes `STRIDE`
 //!   more address bits.
 //!
-//! An entry's top bit (`CHILD`: bit 31 of a `u32` entry, bit 15 of a `u16`
-//! one) clear, it is a leaf: the next-hop id itself (NH_NONE = no route).
-//! Set, the bits below it are the number of the child block (entries
-//! `block << STRIDE ..`). A lookup is one load per level:
+//! An entry below `CHILD` ([`Entry::CHILD`]: 2^15 for IPv4's `u16`
+//! entries, 2^13 for IPv6's `u16` entries, 2^31 for `u32` ones) is a leaf:
+//! the next-hop id itself (NH_NONE = no route). An entry `e >= CHILD`
+//! points to child block `e - CHILD` (entries `block << STRIDE ..`). A
+//! lookup is one load per level:
 //!
 //! ```text
 //! e = top[key >> (W - TOP)]; off = TOP
-//! while e & CHILD { e = nodes[(e & !CHILD) << STRIDE | key bits off..off+STRIDE]; off += STRIDE }
+//! while e >= CHILD { e = nodes[(e - CHILD) << STRIDE | key bits off..off+STRIDE]; off += STRIDE }
 //! return e
 //! ```
 //!
@@ -30,7 +31,10 @@
 //! addresses of the full table), at the price of next-hop ids and block
 //! numbers below 2^15 (the writer refuses a wider next hop with an
 //! error; `FibConfig`). Batches of IPv4 lookups prefetch each top entry
-//! 32 lookups ahead (`lookup_batch_ahead`).
+//! 32 lookups ahead (`lookup_batch_ahead`). IPv6 uses a 24-bit top of
+//! `u16` entries too (one load fewer than a 16-bit top for a /32-/48,
+//! measured 1.33x in batches; 50.6 MiB), whose values from 2^13 up point
+//! to blocks: the full table needs ~38,100, more than 2^15.
 //!
 //! # Updates
 //! The writer keeps, per slot, the length (+1) of the prefix that set it
@@ -52,23 +56,18 @@ use crate::changes::DirtyBits;
 use crate::reclaim::Garbage;
 use crate::types::{FibError, NH_NONE, NhId};
 
-/// Flag of a `u32` entry that points to a child block.
-pub const CHILD: u32 = 1 << 31;
-
-/// The width of a trie's entries: `u32` (IPv6) or `u16` (IPv4, whose
-/// next-hop ids and block numbers must then fit 15 bits). Values are
+/// The cell of an array: `AtomicU16` or `AtomicU32`, whose values are
 /// handled as `u32` either way.
-pub trait Entry: Sync + Send + bytemuck::Zeroable + 'static {
-    /// Flag of an entry that points to a child block; the bits below it
-    /// hold the block number or the next-hop id.
-    const CHILD: u32;
+pub trait Cell: Sync + Send + bytemuck::Zeroable + 'static {
+    /// The largest value a cell holds.
+    const MAX: u32;
     fn get(&self, o: Ordering) -> u32;
-    /// Stores `v`, which is below `2 * CHILD` (callers check).
+    /// Stores `v`, which is at most `MAX` (callers check).
     fn put(&self, v: u32, o: Ordering);
 }
 
-impl Entry for AtomicU32 {
-    const CHILD: u32 = CHILD;
+impl Cell for AtomicU32 {
+    const MAX: u32 = u32::MAX;
     #[inline(always)]
     fn get(&self, o: Ordering) -> u32 {
         self.load(o)
@@ -79,8 +78,8 @@ impl Entry for AtomicU32 {
     }
 }
 
-impl Entry for AtomicU16 {
-    const CHILD: u32 = 1 << 15;
+impl Cell for AtomicU16 {
+    const MAX: u32 = u16::MAX as u32;
     #[inline(always)]
     fn get(&self, o: Ordering) -> u32 {
         u32::from(self.load(o))
@@ -89,6 +88,39 @@ impl Entry for AtomicU16 {
     fn put(&self, v: u32, o: Ordering) {
         self.store(v as u16, o)
     }
+}
+
+/// How a trie's entries are encoded: in which [`Cell`], and where the
+/// values that point to child blocks start. An entry below `CHILD` is a
+/// leaf, the next-hop id itself; an entry `e >= CHILD` points to block
+/// `e - CHILD`. Next-hop ids must then be below `CHILD`, and block numbers
+/// below `BLOCKS` (the writer refuses a wider next hop with an error).
+pub trait Entry: Sync + Send + 'static {
+    type Cell: Cell;
+    const CHILD: u32;
+    /// Blocks an entry can point to.
+    const BLOCKS: u32 = Self::Cell::MAX - Self::CHILD + 1;
+}
+
+/// `u32` entries, children from 2^31 (the top bit: a flag); the measured
+/// alternatives' entries.
+#[cfg(any(test, feature = "bench"))]
+pub struct Entry32;
+
+#[cfg(any(test, feature = "bench"))]
+impl Entry for Entry32 {
+    type Cell = AtomicU32;
+    const CHILD: u32 = 1 << 31;
+}
+
+/// `u16` entries, children from `CHILD` on: IPv4's 2^15 (a flag bit:
+/// 32,768 next hops and blocks) or IPv6's 2^13 (8,192 next hops, 57,344
+/// blocks).
+pub struct Entry16<const CHILD: u32>;
+
+impl<const C: u32> Entry for Entry16<C> {
+    type Cell = AtomicU16;
+    const CHILD: u32 = C;
 }
 
 /// How a key is cut. IPv4 keys are left-aligned in a u64, IPv6 keys are the
@@ -148,17 +180,20 @@ impl Key for u128 {
 }
 
 /// The reader-visible arrays.
-pub struct MultibitArrays<E, const TOP: u32, const STRIDE: u32> {
-    top: Box<[E]>,
-    nodes: Box<[E]>,
+pub struct MultibitArrays<E: Entry, const TOP: u32, const STRIDE: u32> {
+    top: Box<[E::Cell]>,
+    nodes: Box<[E::Cell]>,
 }
 
 impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE> {
     /// Room for `max_nodes` blocks (memory is touched only when used).
     pub fn new(max_nodes: u32) -> Self {
-        let top: Box<[E]> = bytemuck::allocation::zeroed_slice_box(1 << TOP);
-        // Block numbers 0..E::CHILD fit an entry.
-        let nodes: Box<[E]> = bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, E::CHILD) as usize) << STRIDE);
+        // Removals mask next hops with `CHILD - 1`.
+        const { assert!(E::CHILD.is_power_of_two()) };
+        let top: Box<[E::Cell]> = bytemuck::allocation::zeroed_slice_box(1 << TOP);
+        // Block numbers 0..E::BLOCKS fit an entry.
+        let nodes: Box<[E::Cell]> =
+            bytemuck::allocation::zeroed_slice_box((max_nodes.clamp(1, E::BLOCKS) as usize) << STRIDE);
         // Random lookups over 32-64 MiB miss the TLB on nearly every access
         // with 4 KiB pages; ask for huge pages before the memory is touched.
         tern_intrin::advise_hugepages(&top);
@@ -172,7 +207,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
         // faults (32 MiB for IPv4, resident anyway once a full table is
         // loaded). Blocks need no such care: readers only reach a block
         // after the writer filled it.
-        for page in top.chunks(4096 / std::mem::size_of::<E>()) {
+        for page in top.chunks(4096 / std::mem::size_of::<E::Cell>()) {
             if let Some(a) = page.first() {
                 a.put(0, Ordering::Relaxed);
             }
@@ -188,12 +223,12 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
     pub fn lookup<K: Key>(&self, key: K) -> NhId {
         let mut e = self.top.get(key.top(TOP)).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
         let mut off = TOP;
-        while e & E::CHILD != 0 && off < K::BITS {
-            let i = (((e & !E::CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE);
+        while e >= E::CHILD && off < K::BITS {
+            let i = (((e - E::CHILD) as usize) << STRIDE) | key.chunk(off, STRIDE);
             e = self.nodes.get(i).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
             off += STRIDE;
         }
-        if e & E::CHILD != 0 { NH_NONE } else { e }
+        if e >= E::CHILD { NH_NONE } else { e }
     }
 
     /// Many lookups with their cache misses overlapped, by the method that
@@ -291,9 +326,9 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
                 } else {
                     k.chunk(TOP, STRIDE)
                 };
-                let child = x >> E::CHILD.trailing_zeros();
+                let child = u32::from(x >= E::CHILD);
                 // A leaf gets index 0: a harmless, cached line.
-                let ix = ((((x & !E::CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
+                let ix = (((x.wrapping_sub(E::CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
                 tern_intrin::prefetch_index(&self.nodes, ix);
                 e[i & g] = x;
                 pend[m & g] = ix << 8 | (i & g);
@@ -310,8 +345,8 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
                     let x = self.nodes.get(p >> 8).map_or(NH_NONE, |a| a.get(Ordering::Acquire));
                     let c =
                         if bytewise { usize::from(kb[i][byte]) } else { kc.get(i).map_or(0, |k| k.chunk(off, STRIDE)) };
-                    let child = x >> E::CHILD.trailing_zeros();
-                    let ix = ((((x & !E::CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
+                    let child = u32::from(x >= E::CHILD);
+                    let ix = (((x.wrapping_sub(E::CHILD) as usize) << STRIDE) | c) & (child as usize).wrapping_neg();
                     tern_intrin::prefetch_index(&self.nodes, ix);
                     e[i] = x;
                     pend[m2 & g] = ix << 8 | i;
@@ -321,13 +356,13 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
                 level += 1;
             }
             for (o, x) in oc.iter_mut().zip(&e) {
-                *o = if x & E::CHILD != 0 { NH_NONE } else { *x };
+                *o = if *x >= E::CHILD { NH_NONE } else { *x };
             }
         }
     }
 
     /// The raw arrays (top, nodes), for mirroring into BPF array maps.
-    pub fn raw(&self) -> (&[E], &[E]) {
+    pub fn raw(&self) -> (&[E::Cell], &[E::Cell]) {
         (&self.top, &self.nodes)
     }
 
@@ -474,15 +509,15 @@ fn touch_pages<T: Copy + Default>(v: &mut [T]) {
 /// to child blocks: taking the next hop a block inherits instead found no
 /// more on the full table, 2026-11-23).
 #[inline]
-fn leaf_near<E: Entry>(depths: &[u8], cells: &[E], at: usize, d: u8) -> Option<NhId> {
-    const { assert!(std::mem::size_of::<E>() <= 64) };
-    let line = 64 / std::mem::size_of::<E>();
+fn leaf_near<E: Entry>(depths: &[u8], cells: &[E::Cell], at: usize, d: u8) -> Option<NhId> {
+    const { assert!(std::mem::size_of::<E::Cell>() <= 64) };
+    let line = 64 / std::mem::size_of::<E::Cell>();
     let lo = at & !(line - 1);
     let hi = (lo + line).min(cells.len());
     let (depths, cells) = (depths.get(lo..hi)?, cells.get(lo..hi)?);
     depths.iter().zip(cells).find_map(|(&x, cell)| {
         let e = cell.get(Ordering::Relaxed);
-        (x == d && e & E::CHILD == 0).then_some(e)
+        (x == d && e < E::CHILD).then_some(e)
     })
 }
 
@@ -556,7 +591,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
 
     /// Bytes of the reader arrays in use.
     pub fn used_bytes(&self) -> usize {
-        std::mem::size_of::<E>() * ((1usize << TOP) + ((self.nodes_in_use() as usize) << STRIDE))
+        std::mem::size_of::<E::Cell>() * ((1usize << TOP) + ((self.nodes_in_use() as usize) << STRIDE))
     }
 
     /// Bytes of the writer's bookkeeping.
@@ -637,11 +672,11 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
         } else {
             (a.entry(w.node, chunk128(bits, w.off, STRIDE)), w.off + STRIDE)
         };
-        if e & E::CHILD == 0 {
+        if e < E::CHILD {
             w.done = true;
             return;
         }
-        let n = e & !E::CHILD;
+        let n = e - E::CHILD;
         let slot = ((n as usize) << STRIDE) | chunk128(bits, off, STRIDE);
         tern_intrin::prefetch_index(&a.nodes, slot);
         tern_intrin::prefetch_index(&self.meta, n as usize);
@@ -748,8 +783,8 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
             if take(*depth) {
                 *depth = d;
                 let e = cell.get(Ordering::Relaxed);
-                if e & E::CHILD != 0 {
-                    kids.push(e & !E::CHILD);
+                if e >= E::CHILD {
+                    kids.push(e - E::CHILD);
                 } else if e != nh {
                     cell.put(nh, Ordering::Release);
                     lo = lo.min(i);
@@ -873,13 +908,13 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
                 if !take(x) {
                     continue;
                 }
-                let (mut any, mut diff) = (0, 0);
+                let (mut max, mut diff) = (0, 0);
                 for c in cs {
                     let e = c.get(Ordering::Relaxed);
-                    any |= e;
+                    max = max.max(e);
                     diff |= e ^ nh;
                 }
-                if any & E::CHILD == 0 {
+                if max < E::CHILD {
                     ds.fill(nd);
                     if diff != 0 {
                         for c in cs {
@@ -902,7 +937,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
     fn write_each(
         stack: &mut Vec<u32>,
         depths: &mut [u8],
-        cells: &[E],
+        cells: &[E::Cell],
         take: &impl Fn(u8) -> bool,
         nd: u8,
         nh: NhId,
@@ -912,8 +947,8 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
             if take(*depth) {
                 *depth = nd;
                 let e = cell.get(Ordering::Relaxed);
-                if e & E::CHILD != 0 {
-                    stack.push(e & !E::CHILD);
+                if e >= E::CHILD {
+                    stack.push(e - E::CHILD);
                 } else if e != nh {
                     cell.put(nh, Ordering::Release);
                     touched = true;
@@ -954,12 +989,14 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
         let len = u32::from(len).min(self.width);
         let d = (len + 1) as u8;
         // A next hop whose id does not fit an entry (IPv4's u16 entries:
-        // ids from 2^15 up) is refused before anything changes.
+        // ids from 2^15 up; IPv6's: from 2^13 up) is refused before
+        // anything changes.
         if nh >= E::CHILD {
-            return Err(FibError::Full(if self.v6 {
-                "IPv6 next-hop id space"
-            } else {
-                "IPv4 next-hop id space (15 bits)"
+            return Err(FibError::Full(match (self.v6, E::CHILD) {
+                (false, 0x8000) => "IPv4 next-hop id space (15 bits)",
+                (true, 0x2000) => "IPv6 next-hop id space (13 bits)",
+                (false, _) => "IPv4 next-hop id space",
+                (true, _) => "IPv6 next-hop id space",
             }));
         }
         let t = (bits >> (128 - TOP)) as usize;
@@ -985,11 +1022,11 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
         let e = a.top_entry(t);
         let mut n = if let Some(n) = self.dir.find(bits, Self::last_off(len)) {
             n
-        } else if e & E::CHILD != 0 {
-            e & !E::CHILD
+        } else if e >= E::CHILD {
+            e - E::CHILD
         } else {
             let c = self.new_block(a, bits, TOP, e, self.top_depth[t]).unwrap_or(0);
-            a.set_top(t, E::CHILD | c);
+            a.set_top(t, E::CHILD + c);
             self.dirty_top.mark(t);
             c
         };
@@ -1010,12 +1047,12 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
                 return Ok(());
             }
             let e = a.entry(n, c);
-            n = if e & E::CHILD != 0 {
-                e & !E::CHILD
+            n = if e >= E::CHILD {
+                e - E::CHILD
             } else {
                 let slot_depth = self.depth.get(((n as usize) << STRIDE) | c).copied().unwrap_or(0);
                 let k = self.new_block(a, bits, off + STRIDE, e, slot_depth).unwrap_or(0);
-                a.set_entry(n, c, E::CHILD | k, Ordering::Release);
+                a.set_entry(n, c, E::CHILD + k, Ordering::Release);
                 self.dirty_nodes.mark(n as usize);
                 if let Some(m) = self.m_mut(n) {
                     m.kids += 1;
@@ -1058,7 +1095,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
                     let c0 = t & !(span - 1);
                     let cells = a.top.get(c0..c0 + span).unwrap_or_default();
                     let depths = self.top_depth.get(c0..c0 + span).unwrap_or_default();
-                    leaf_near(depths, cells, t - c0, cd)
+                    leaf_near::<E>(depths, cells, t - c0, cd)
                         .or_else(|| next_hop_of(bits & crate::prefix::mask128(l as u8), l as u8))
                         .map(|nh| (nh & (E::CHILD - 1), cd))
                 })
@@ -1097,7 +1134,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
                 let c0 = ((n as usize) << STRIDE) | (c & !(span - 1));
                 let cells = a.nodes.get(c0..c0 + span).unwrap_or_default();
                 let depths = self.depth.get(c0..c0 + span).unwrap_or_default();
-                leaf_near(depths, cells, c & (span - 1), l + 1)
+                leaf_near::<E>(depths, cells, c & (span - 1), l + 1)
                     .or_else(|| next_hop_of(bits & crate::prefix::mask128(l), l))
                     .map(|nh| (nh & (E::CHILD - 1), l + 1))
             })

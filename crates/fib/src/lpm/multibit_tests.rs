@@ -3,15 +3,14 @@
 
 use proptest::prelude::*;
 
-use std::sync::atomic::{AtomicU16, AtomicU32};
-
-use super::multibit::{Entry, Key, MultibitArrays, MultibitWriter};
+use super::multibit::{Entry, Entry32, Key, MultibitArrays, MultibitWriter};
 use super::naive::NaiveLpm;
+use super::{V4Entry, V6Entry};
 use crate::prefix::mask128;
 use crate::reclaim::Garbage;
 use crate::types::{FibError, NhId};
 
-struct Harness<E, const T: u32, const S: u32> {
+struct Harness<E: Entry, const T: u32, const S: u32> {
     a: MultibitArrays<E, T, S>,
     w: MultibitWriter<E, T, S>,
     naive: NaiveLpm,
@@ -20,10 +19,13 @@ struct Harness<E, const T: u32, const S: u32> {
     asked: usize,
 }
 
-type H = Harness<AtomicU32, 18, 6>;
-type H8 = Harness<AtomicU32, 16, 8>;
+type H = Harness<Entry32, 18, 6>;
+/// IPv6's shape before 2026-11-23 (16/8, `u32` entries).
+type H8 = Harness<Entry32, 16, 8>;
 /// IPv4's shape and entries (used for IPv6 keys too).
-type H24 = Harness<AtomicU16, 24, 8>;
+type H24 = Harness<V4Entry, 24, 8>;
+/// IPv6's shape and entries (children from 2^13).
+type H6 = Harness<V6Entry, 24, 8>;
 
 impl<E: Entry, const T: u32, const S: u32> Harness<E, T, S> {
     fn new(v6: bool) -> Self {
@@ -233,16 +235,17 @@ fn random_table<E: Entry, const T: u32, const S: u32>(v6: bool, seed: u64, n: us
 #[test]
 fn random_v4_tables_match_the_reference() {
     for seed in 1..if cfg!(debug_assertions) { 2 } else { 6 } {
-        random_table::<AtomicU32, 18, 6>(false, seed * 7919, 3000, 97);
-        random_table::<AtomicU16, 24, 8>(false, seed * 7919, 3000, 97);
+        random_table::<Entry32, 18, 6>(false, seed * 7919, 3000, 97);
+        random_table::<V4Entry, 24, 8>(false, seed * 7919, 3000, 97);
     }
 }
 
 #[test]
 fn random_v6_tables_match_the_reference() {
     for seed in 1..if cfg!(debug_assertions) { 2 } else { 6 } {
-        random_table::<AtomicU32, 18, 6>(true, seed * 104_729, 3000, 89);
-        random_table::<AtomicU32, 16, 8>(true, seed * 104_729, 3000, 89);
+        random_table::<Entry32, 18, 6>(true, seed * 104_729, 3000, 89);
+        random_table::<Entry32, 16, 8>(true, seed * 104_729, 3000, 89);
+        random_table::<V6Entry, 24, 8>(true, seed * 104_729, 3000, 89);
     }
 }
 
@@ -298,28 +301,33 @@ proptest! {
         let mut h = H::new(v6);
         let mut h8 = H8::new(v6);
         let mut h24 = H24::new(v6);
+        let mut h6 = H6::new(v6);
         for op in ops {
             match op {
                 Op::Set(i, nh) => {
                     h.set(pool[i].0, pool[i].1, nh);
                     h8.set(pool[i].0, pool[i].1, nh);
                     h24.set(pool[i].0, pool[i].1, nh);
+                    h6.set(pool[i].0, pool[i].1, nh);
                 }
                 Op::Del(i) => {
                     h.remove(pool[i].0, pool[i].1);
                     h8.remove(pool[i].0, pool[i].1);
                     h24.remove(pool[i].0, pool[i].1);
+                    h6.remove(pool[i].0, pool[i].1);
                 }
                 Op::Commit => {
                     h.commit();
                     h8.commit();
                     h24.commit();
+                    h6.commit();
                 }
             }
             // Updates are visible at once, no commit needed.
             h.check_around(&pool, &mut rng);
             h8.check_around(&pool, &mut rng);
             h24.check_around(&pool, &mut rng);
+            h6.check_around(&pool, &mut rng);
         }
         h.commit();
         h.check_around(&pool, &mut rng);
@@ -382,8 +390,9 @@ fn edges_batched_on_tern_shapes() {
         }
         assert_eq!(h.w.nodes_in_use(), 0);
     }
-    run::<AtomicU16, 24, 8>(false);
-    run::<AtomicU32, 16, 8>(true);
+    run::<V4Entry, 24, 8>(false);
+    run::<Entry32, 16, 8>(true);
+    run::<V6Entry, 24, 8>(true);
 }
 
 /// A removal finds the next hop of the prefix that takes over in the
@@ -413,6 +422,12 @@ fn removal_takes_the_covering_next_hop_from_the_trie() {
     remove_under_covers(
         H8::new(true),
         [(0x2000u128 << 120, 8), (0x2001 << 112, 16), (0x2001_0000 << 96, 20), (0x2001_0b00 << 96, 24)],
+    );
+    // IPv6 shape 24/8 (u16 entries, children from 2^13): a /16 over a
+    // /24 (top level), a /36 over a /40 (in a block).
+    remove_under_covers(
+        H6::new(true),
+        [(0x2001u128 << 112, 16), (0x2001_0d00 << 96, 24), (0x2001_0db8_3000 << 80, 36), (0x2001_0db8_3100 << 80, 40)],
     );
     // Every entry the covering /20 sets in the line of the removed /24
     // leads to a block: the caller is asked.
@@ -512,6 +527,41 @@ fn u16_entries_refuse_wide_next_hops_and_cap_blocks() {
         &[(10u128 << 120, 8), (10u128 << 120 | 1u128 << 100, 28), (11u128 << 120, 30), (12u128 << 120, 8)],
         &mut rng,
     );
-    assert_eq!(MultibitArrays::<AtomicU16, 24, 8>::new(1 << 16).node_capacity(), 1 << 15);
-    assert_eq!(MultibitArrays::<AtomicU32, 16, 8>::new(1 << 16).node_capacity(), 1 << 16);
+    assert_eq!(MultibitArrays::<V4Entry, 24, 8>::new(1 << 16).node_capacity(), 1 << 15);
+    assert_eq!(MultibitArrays::<Entry32, 16, 8>::new(1 << 16).node_capacity(), 1 << 16);
+}
+
+/// IPv6's 16-bit entries point to blocks from 2^13 up: a next-hop id of
+/// 2^13 or more is refused before anything changes, block numbers go past
+/// 2^15 (the full table needs ~38,100 blocks: a flag bit would allow
+/// 32,768) up to 57,344, and lookups through blocks numbered above 2^15
+/// (entries with the top bit set) find the reference's next hops.
+#[test]
+fn ipv6_entries_point_to_blocks_past_2_15() {
+    assert_eq!(MultibitArrays::<V6Entry, 24, 8>::new(1 << 18).node_capacity(), (1 << 16) - (1 << 13));
+    let a = MultibitArrays::<V6Entry, 24, 8>::new(1 << 18);
+    let mut h = H6 { w: MultibitWriter::new(true, &a), a, naive: NaiveLpm::new(), v6: true, asked: 0 };
+    let (a, w) = (&h.a, &mut h.w);
+    for (bits, len) in [(0x2001u128 << 112, 16), (0x2001_0db8u128 << 96, 32), (0x2001_0db8_0100u128 << 80, 40)] {
+        assert_eq!(w.set(a, bits, len, 1 << 13), Err(FibError::Full("IPv6 next-hop id space (13 bits)")));
+    }
+    assert_eq!((w.len(), w.nodes_in_use()), (0, 0), "nothing changed");
+    // 17,000 /40s, each in a /24 of its own: a block at bit 24 and one at
+    // bit 32 for each, 34,000 blocks.
+    let n = 17_000u128;
+    let ps: Vec<(u128, u8)> = (0..n).map(|i| ((0x2000_0000 + (i << 8) + 0x12) << 96 | 0x34u128 << 88, 40)).collect();
+    for (i, &(b, l)) in ps.iter().enumerate() {
+        h.set(b, l, (i as NhId % ((1 << 13) - 1)) + 1);
+    }
+    assert_eq!(h.w.nodes_in_use(), 34_000);
+    h.set(0x2000u128 << 112, 16, (1 << 13) - 1);
+    let mut rng = 17;
+    h.check_around(&ps[ps.len() - 200..], &mut rng);
+    h.check_batch(&ps[ps.len() - 50..], &mut rng);
+    for &(b, l) in ps.iter().rev().take(1000) {
+        h.remove(b, l);
+    }
+    h.commit();
+    assert_eq!(h.w.nodes_in_use(), 32_000);
+    h.check_around(&ps[ps.len() - 1100..], &mut rng);
 }

@@ -6,8 +6,8 @@
 //! # Layout
 //! The maps hold [`BLOCK`] entries per element and are mapped into this
 //! process, so each is the same flat array as tern-fib's: `top` (2^24
-//! 16-bit entries for IPv4, 2^16 32-bit entries for IPv6), `nodes` (blocks
-//! of 256 entries of the same width), the ECMP members (u32), and the next
+//! 16-bit entries for each family), `nodes` (blocks of 256 entries of the
+//! same width), the ECMP members (u32), and the next
 //! hops (words 0 and 1 of each 4-word entry: kind, interface, member
 //! count; MAC or first member).
 //!
@@ -44,10 +44,11 @@ pub struct FibCapacity {
 }
 
 impl Default for FibCapacity {
-    /// Room for the full Internet table (about 450 IPv4 and 38,000 IPv6
-    /// blocks) with margin: 32 MiB + 2 MiB (IPv4), 64 MiB (IPv6).
+    /// Room for the full Internet table (about 450 IPv4 and 38,100 IPv6
+    /// blocks) with margin: 32 MiB + 2 MiB (IPv4), 32 MiB + 28 MiB (IPv6:
+    /// 57,344 blocks, all that IPv6 entries can number).
     fn default() -> Self {
-        FibCapacity { v4_blocks: 1 << 12, v6_blocks: 1 << 16, nexthops: 1 << 16, ecmp_members: 1 << 16 }
+        FibCapacity { v4_blocks: 1 << 12, v6_blocks: (1 << 16) - (1 << 13), nexthops: 1 << 16, ecmp_members: 1 << 16 }
     }
 }
 
@@ -86,8 +87,8 @@ pub struct FibMirror {
     stats: MirrorStats,
 }
 
-/// An entry of the FIB's arrays and of the lane's maps (IPv4 trie entries
-/// are 16 bits, the rest 32).
+/// An entry of the FIB's arrays and of the lane's maps (trie entries are
+/// 16 bits, the rest 32).
 trait Word {
     fn copy_from(&self, src: &Self);
     fn is_set(&self) -> bool;
@@ -140,17 +141,17 @@ impl FibMirror {
     pub(crate) fn check_layout(raw: &RawFib<'_>) -> Result<(), String> {
         let ok = raw.v4.top_bits == 24
             && raw.v4.stride == 8
-            && raw.v6.top_bits == 16
+            && raw.v6.top_bits == 24
             && raw.v6.stride == 8
-            && raw.v4.child_flag == 1 << 15
-            && raw.v6.child_flag == 1 << 31;
+            && raw.v4.child_base == 1 << 15
+            && raw.v6.child_base == 1 << 13;
         if ok {
             Ok(())
         } else {
             Err(format!(
-                "tern-fib's trie layout (IPv4 {}/{}, child flag {:#x}; IPv6 {}/{}, child flag {:#x}) is not the one the \
-                 XDP lane walks (24/8, 0x8000; 16/8, 0x80000000)",
-                raw.v4.top_bits, raw.v4.stride, raw.v4.child_flag, raw.v6.top_bits, raw.v6.stride, raw.v6.child_flag
+                "tern-fib's trie layout (IPv4 {}/{}, children from {:#x}; IPv6 {}/{}, children from {:#x}) is not the \
+                 one the XDP lane walks (24/8, 0x8000; 24/8, 0x2000)",
+                raw.v4.top_bits, raw.v4.stride, raw.v4.child_base, raw.v6.top_bits, raw.v6.stride, raw.v6.child_base
             ))
         }
     }
@@ -169,9 +170,9 @@ impl FibMirror {
         copy_nexthops(m, raw, 0, fit(m.nh.u64s().len() / 2, raw.nexthops.len() / 4), st);
         copy(m.ecmp.u32s(), raw.ecmp_members, 0, fit(m.ecmp.u32s().len(), raw.ecmp_members.len()), st);
         copy(m.v4_nodes.u16s(), raw.v4.nodes, 0, fit(m.v4_nodes.u16s().len(), raw.v4.nodes.len()), st);
-        copy(m.v6_nodes.u32s(), raw.v6.nodes, 0, fit(m.v6_nodes.u32s().len(), raw.v6.nodes.len()), st);
+        copy(m.v6_nodes.u16s(), raw.v6.nodes, 0, fit(m.v6_nodes.u16s().len(), raw.v6.nodes.len()), st);
         copy(m.v4_top.u16s(), raw.v4.top, 0, raw.v4.top.len(), st);
-        copy(m.v6_top.u32s(), raw.v6.top, 0, raw.v6.top.len(), st);
+        copy(m.v6_top.u16s(), raw.v6.top, 0, raw.v6.top.len(), st);
         self.pending = true;
         self.quiesce(true);
     }
@@ -195,13 +196,13 @@ impl FibMirror {
         }
         for r in &ch.v6_blocks {
             let (from, to) = b(r);
-            copy(m.v6_nodes.u32s(), raw.v6.nodes, from, to, st);
+            copy(m.v6_nodes.u16s(), raw.v6.nodes, from, to, st);
         }
         for r in &ch.v4_top {
             copy(m.v4_top.u16s(), raw.v4.top, r.start as usize, r.end as usize, st);
         }
         for r in &ch.v6_top {
-            copy(m.v6_top.u32s(), raw.v6.top, r.start as usize, r.end as usize, st);
+            copy(m.v6_top.u16s(), raw.v6.top, r.start as usize, r.end as usize, st);
         }
         if self.stats.entries != before {
             self.pending = true;

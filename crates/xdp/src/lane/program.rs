@@ -241,9 +241,10 @@ impl LaneProgram {
             });
         }
         let c = cfg.fib;
-        let blocks = |n: u32| n.clamp(1, 1 << 24);
-        // IPv4 entries hold block numbers in 15 bits.
+        // IPv4 entries hold block numbers below 2^15, IPv6 entries below
+        // 2^16 - 2^13 (tern-fib's V4Entry, V6Entry).
         let v4_blocks = c.v4_blocks.clamp(1, 1 << 15);
+        let v6_blocks = c.v6_blocks.clamp(1, (1 << 16) - (1 << 13));
         let members = c.ecmp_members.div_ceil(BLOCK as u32).max(1);
         let cache_on = u32::from(cfg.acl_cache_buckets > 0);
         let per_cpu = cfg.acl_cache_buckets.clamp(1, 1 << 20).next_power_of_two();
@@ -261,7 +262,7 @@ impl LaneProgram {
             .override_global("lane_acl_cache_on", &cache_on, true)
             .override_global("lane_fwd_memo_on", &u32::from(cfg.fwd_memo), false)
             .map_max_entries("lane_v4_nodes", v4_blocks)
-            .map_max_entries("lane_v6_nodes", blocks(c.v6_blocks))
+            .map_max_entries("lane_v6_nodes", v6_blocks)
             .map_max_entries("lane_nh", c.nexthops.max(2))
             .map_max_entries("lane_ecmp", members)
             .load(object)
@@ -282,12 +283,12 @@ impl LaneProgram {
             },
         })?;
         let blk = BLOCK * 4;
-        // IPv4 entries are 16 bits (`struct lane_block16`).
+        // Trie entries are 16 bits (`struct lane_block16`).
         let blk16 = BLOCK * 2;
         let (v4_top, _) = take_mapped(&mut ebpf, "lane_v4_top", (1 << 16) * blk16)?;
         let (v4_nodes, _) = take_mapped(&mut ebpf, "lane_v4_nodes", v4_blocks as usize * blk16)?;
-        let (v6_top, _) = take_mapped(&mut ebpf, "lane_v6_top", (1 << 8) * blk)?;
-        let (v6_nodes, _) = take_mapped(&mut ebpf, "lane_v6_nodes", blocks(c.v6_blocks) as usize * blk)?;
+        let (v6_top, _) = take_mapped(&mut ebpf, "lane_v6_top", (1 << 16) * blk16)?;
+        let (v6_nodes, _) = take_mapped(&mut ebpf, "lane_v6_nodes", v6_blocks as usize * blk16)?;
         let (nh, _) = take_mapped(&mut ebpf, "lane_nh", c.nexthops.max(2) as usize * 16)?;
         let (ecmp, _) = take_mapped(&mut ebpf, "lane_ecmp", members as usize * blk)?;
         let mut lp = LaneProgram {
