@@ -77,12 +77,7 @@ fn load_only(path: &str) {
                 .collect()
         })
         .collect();
-    let cpu = || {
-        std::fs::read_to_string("/proc/thread-self/schedstat")
-            .ok()
-            .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
-            .unwrap_or(0)
-    };
+    let cpu = || tern_fib::bench::thread_cpu().as_nanos() as u64;
     let (t, c) = (std::time::Instant::now(), cpu());
     for b in ops {
         w.apply(b);
@@ -162,12 +157,7 @@ fn updates(path: &str, v6: bool, n: usize) {
     let mut picks: Vec<Prefix> = prefixes.iter().step_by((prefixes.len() / n.max(1)).max(1)).copied().collect();
     picks.truncate(n);
     shuffle(&mut picks);
-    let cpu = || {
-        std::fs::read_to_string("/proc/thread-self/schedstat")
-            .ok()
-            .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
-            .unwrap_or(0)
-    };
+    let cpu = || tern_fib::bench::thread_cpu().as_nanos() as u64;
     let rate = |c0: u64| picks.len() as f64 / ((cpu() - c0) as f64 / 1e9).max(1e-9) / 1e6;
     let c = cpu();
     for p in &picks {
@@ -209,12 +199,7 @@ fn micro(path: &str) {
             RouteAttrs::default(),
         )
     }));
-    let cpu = || {
-        std::fs::read_to_string("/proc/thread-self/schedstat")
-            .ok()
-            .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()))
-            .unwrap_or(0)
-    };
+    let cpu = || tern_fib::bench::thread_cpu().as_nanos() as u64;
     let mut x = 0x1234_5678_9abc_def1u64;
     let mut rnd = move || {
         x ^= x << 13;
