@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use rustc_hash::FxBuildHasher;
 
 use crate::changes::DirtyBits;
+use crate::lpm::multibit::Entry;
+use crate::lpm::{V4Entry, V6Entry};
 use crate::reclaim::Garbage;
 use crate::rib::KeyBuild;
 use crate::types::{FibError, NH_NONE, NextHop, NhId, NhKind};
@@ -151,6 +153,40 @@ struct Slot {
     members: (u32, u32),
 }
 
+/// Next-hop ids IPv6 routes can install (the IPv6 trie's leaves).
+const V6_IDS: u32 = <V6Entry as Entry>::CHILD;
+/// Next-hop ids IPv4 routes can install.
+const V4_IDS: u32 = <V4Entry as Entry>::CHILD;
+const _: () = assert!(V6_IDS < V4_IDS);
+
+/// A range of next-hop ids, handed out lowest first.
+struct IdRange {
+    /// Ids freed (after their grace period).
+    free: BinaryHeap<Reverse<NhId>>,
+    /// The lowest id never handed out.
+    next: u32,
+    end: u32,
+}
+
+impl IdRange {
+    fn new(start: u32, end: u32) -> IdRange {
+        IdRange { free: BinaryHeap::new(), next: start, end }
+    }
+
+    /// The lowest free id below both the range's end and `cap`.
+    fn take(&mut self, cap: u32) -> Option<NhId> {
+        if let Some(Reverse(id)) = self.free.pop() {
+            return Some(id);
+        }
+        let id = self.next;
+        if id >= self.end.min(cap) {
+            return None;
+        }
+        self.next += 1;
+        Some(id)
+    }
+}
+
 /// The writer side: dedupe, reference counts, free lists.
 pub(crate) struct NhAlloc {
     /// KeyBuild, not Fx: Fx clusters next hops that differ only in the
@@ -158,11 +194,16 @@ pub(crate) struct NhAlloc {
     /// worth of groups on the full IPv6 table; callgrind, 2026-11-22).
     index: HashMap<NhKey, NhId, KeyBuild>,
     slots: Vec<Slot>,
-    /// Ids freed (after their grace period), lowest first: ids stay as
-    /// small as the number of next hops alive at once allows, which IPv4's
-    /// 16-bit trie entries need (ids below 2^15, `FibConfig`).
-    free: BinaryHeap<Reverse<NhId>>,
-    next: u32,
+    /// Ids by range (`IdRange`): the tries' 16-bit entries take next-hop
+    /// ids below 2^13 (IPv6) and 2^15 (IPv4), so IPv6 next hops take ids
+    /// from `low` and IPv4 ones from `mid` first: many IPv4 neighbours
+    /// (one next hop each for their host routes) do not use up the ids
+    /// IPv6 routes can install. `high` (up to the table's capacity) is
+    /// handed out only when a family's ranges are full; a route on such an
+    /// id is refused by its trie with an error, as before.
+    low: IdRange,
+    mid: IdRange,
+    high: IdRange,
     members_free: HashMap<u32, Vec<u32>, FxBuildHasher>,
     members_next: u32,
     /// Resolved neighbours, so a next hop created later starts resolved.
@@ -178,8 +219,9 @@ impl NhAlloc {
         NhAlloc {
             index: HashMap::default(),
             slots: vec![Slot::default()],
-            free: BinaryHeap::new(),
-            next: 1,
+            low: IdRange::new(1, V6_IDS),
+            mid: IdRange::new(V6_IDS, V4_IDS),
+            high: IdRange::new(V4_IDS, u32::MAX),
             members_free: HashMap::default(),
             members_next: 0,
             neighbors: HashMap::default(),
@@ -190,17 +232,36 @@ impl NhAlloc {
         }
     }
 
-    fn alloc_id(&mut self, table: &NhTable) -> Result<NhId, FibError> {
-        if let Some(Reverse(id)) = self.free.pop() {
-            return Ok(id);
+    /// A free id for a next hop of IPv4 routes only (`v4`) or possibly of
+    /// IPv6 ones: from the family's own range first, lowest first (freed
+    /// ids, after their grace period, before new ones).
+    fn alloc_id(&mut self, table: &NhTable, v4: bool) -> Result<NhId, FibError> {
+        let cap = table.capacity();
+        let order = if v4 {
+            [&mut self.mid, &mut self.low, &mut self.high]
+        } else {
+            [&mut self.low, &mut self.high, &mut self.mid]
+        };
+        let id = order.into_iter().find_map(|r| r.take(cap)).ok_or(FibError::Full("next-hop table"))?;
+        if self.slots.len() <= id as usize {
+            self.slots.resize_with(id as usize + 1, Slot::default);
         }
-        if self.next >= table.capacity() {
-            return Err(FibError::Full("next-hop table"));
-        }
-        let id = self.next;
-        self.next += 1;
-        self.slots.push(Slot::default());
         Ok(id)
+    }
+
+    /// Whether `id` is a next hop of IPv4 routes only: a gateway (or the
+    /// unspecified address for glean, local and discard next hops) of
+    /// IPv4, or a group of such next hops.
+    fn is_v4(&self, id: NhId) -> bool {
+        match self.slots.get(id as usize).and_then(|s| s.key.as_ref()) {
+            Some(NhKey::Single { gw, .. }) => gw.is_ipv4(),
+            Some(NhKey::Group(m)) => m.iter().all(|&x| self.is_v4_single(x)),
+            None => false,
+        }
+    }
+
+    fn is_v4_single(&self, id: NhId) -> bool {
+        matches!(self.slots.get(id as usize).and_then(|s| s.key.as_ref()), Some(NhKey::Single { gw, .. }) if gw.is_ipv4())
     }
 
     /// Takes a reference on the single next hop (kind, ifindex, gw),
@@ -217,7 +278,7 @@ impl NhAlloc {
             self.slot_mut(id).refs += 1;
             return Ok(id);
         }
-        let id = self.alloc_id(table)?;
+        let id = self.alloc_id(table, gw.is_ipv4())?;
         let (v6, hi, lo) = match gw {
             IpAddr::V4(a) => (0u64, 0u64, u64::from(u32::from(a))),
             IpAddr::V6(a) => {
@@ -269,7 +330,8 @@ impl NhAlloc {
                 b
             }
         };
-        let id = match self.alloc_id(table) {
+        let v4 = members.iter().all(|&m| self.is_v4(m));
+        let id = match self.alloc_id(table, v4) {
             Ok(id) => id,
             Err(e) => {
                 self.members_free.entry(count).or_default().push(base);
@@ -343,7 +405,17 @@ impl NhAlloc {
 
     /// Called once a grace period covered these.
     pub(crate) fn reuse_id(&mut self, id: NhId) {
-        self.free.push(Reverse(id));
+        if id == NH_NONE {
+            return;
+        }
+        let r = if id < V6_IDS {
+            &mut self.low
+        } else if id < V4_IDS {
+            &mut self.mid
+        } else {
+            &mut self.high
+        };
+        r.free.push(Reverse(id));
     }
 
     pub(crate) fn reuse_members(&mut self, base: u32, count: u32) {
@@ -395,7 +467,7 @@ impl NhAlloc {
 
     /// Bytes of the reader table in use (high-water marks).
     pub(crate) fn used_bytes(&self) -> usize {
-        self.next as usize * WORDS * 8 + self.members_next as usize * 4
+        self.slots.len() * WORDS * 8 + self.members_next as usize * 4
     }
 }
 

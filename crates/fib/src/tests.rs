@@ -362,6 +362,37 @@ fn raw_views_and_changes_describe_the_lookup() {
 /// 2^13 or more, or an IPv4 route with an id of 2^15 or more, is refused
 /// with an error, stays in the RIB uninstalled, and leaves nothing stale
 /// in the FIB; IPv4 takes the ids IPv6 cannot.
+/// IPv6 routes can only install next hops below 2^13, IPv4 ones below
+/// 2^15: IPv4 next hops take ids from 2^13 first, so that a router with
+/// many IPv4 neighbours (a next hop each, for their host routes) still
+/// installs IPv6 routes. With one shared lowest-first range, the IPv6
+/// route below would get id 10,001 and be refused.
+#[test]
+fn many_ipv4_next_hops_leave_the_ipv6_ids_free() {
+    let (mut w, r) = fib();
+    let ops: Vec<RouteOp> = (1..=10_000u32)
+        .map(|i| {
+            let a = std::net::Ipv4Addr::from(0x0a00_0000 | i);
+            RouteOp::Add(
+                Source::Static,
+                Prefix::V4 { addr: a, len: 32 },
+                RouteTarget::Via { gw: IpAddr::V4(a), ifindex: Some(1) },
+                A,
+            )
+        })
+        .collect();
+    assert!(w.apply(ops).errors.is_empty());
+    assert_eq!(w.stats().nexthops, 10_000);
+    let first = r.lookup_v4(0x0a00_0001);
+    assert!((1 << 13..1 << 15).contains(&first), "IPv4 ids from 2^13: {first}");
+    let q6 = p("2001:db8::/32");
+    w.add_route(Source::Static, q6, via("fe80::1", Some(1)), A).expect("an IPv6 id is free");
+    let id6 = r.lookup_v6(v6("2001:db8::1"));
+    assert!((1..1 << 13).contains(&id6), "IPv6 id {id6}");
+    // Every IPv4 route still answers with its own next hop.
+    assert!((1..=10_000u32).all(|i| r.lookup_v4(0x0a00_0000 | i) != NH_NONE));
+}
+
 #[test]
 fn next_hop_ids_past_the_entries_are_refused_cleanly() {
     let (mut w, r) = fib();
@@ -378,11 +409,11 @@ fn next_hop_ids_past_the_entries_are_refused_cleanly() {
     assert_eq!(w.stats().nexthops, 8191);
     let wide6 = Err(FibError::Full("IPv6 next-hop id space (13 bits)"));
     let q6 = p("2001:db8:ffff::/48");
-    assert_eq!(w.add_route(Source::Static, q6, via("fe80::ffff:1", Some(1)), A), wide6, "id 8192");
+    assert_eq!(w.add_route(Source::Static, q6, via("fe80::ffff:1", Some(1)), A), wide6, "ids 1..8192 taken");
     assert_eq!(r.lookup_v6(v6("2001:db8:ffff::1")), NH_NONE, "not installed");
     assert!(w.routes().any(|d| d.prefix == q6), "kept in the RIB");
-    // IPv4 routes take ids 8193..=32767.
-    let ops: Vec<RouteOp> = (8193..=32767u32)
+    // IPv4 routes take ids 8192..=32767, the range IPv6 cannot use.
+    let ops: Vec<RouteOp> = (8192..=32767u32)
         .map(|i| {
             let q = Prefix::V4 { addr: std::net::Ipv4Addr::from(0x1400_0000 | i << 8), len: 24 };
             let gw = IpAddr::V4(std::net::Ipv4Addr::from(0x6440_0000 | i));
@@ -390,15 +421,21 @@ fn next_hop_ids_past_the_entries_are_refused_cleanly() {
         })
         .collect();
     assert!(w.apply(ops).errors.is_empty());
-    assert_eq!(w.stats().nexthops, 32767);
-    assert_eq!(r.lookup_v4(0x1400_0000 | 32767 << 8 | 5), 32767, "IPv4 holds ids IPv6 cannot");
+    assert_eq!(w.stats().nexthops, 32768, "with the refused IPv6 route's");
+    assert_eq!(r.lookup_v4(0x1400_0000 | 8192 << 8 | 5), 8192, "IPv4 holds ids IPv6 cannot");
+    assert_eq!(r.lookup_v4(0x1400_0000 | 32767 << 8 | 5), 32767);
     let wide = Err(FibError::Full("IPv4 next-hop id space (15 bits)"));
-    assert_eq!(w.add_route(Source::Static, p("10.0.0.0/8"), via("192.0.2.1", Some(1)), A), wide, "id 32768");
+    assert_eq!(
+        w.add_route(Source::Static, p("10.0.0.0/8"), via("192.0.2.1", Some(1)), A),
+        wide,
+        "every id below 2^15 taken"
+    );
     assert_eq!(r.lookup_v4(v4("10.1.2.3")), NH_NONE, "not installed");
     assert!(w.routes().any(|d| d.prefix == p("10.0.0.0/8")), "kept in the RIB");
     assert!(w.route_get(ip("10.1.2.3")).is_none(), "the RIB knows it is not installed");
-    // Ids 7 and 8 freed (the lowest free id is taken first), two routes on
-    // them, then the longer one moved to a wide id.
+    // Ids 7 and 8 freed (the lowest free id is taken first; IPv4 falls back
+    // to the IPv6 range when its own is full), two routes on them, then the
+    // longer one moved to a wide id.
     for i in [7u128, 8] {
         let q = Prefix::V6 { addr: std::net::Ipv6Addr::from(0x2001_0db8_u128 << 96 | i << 64), len: 64 };
         w.del_route(Source::Static, q).expect("del v6");

@@ -300,8 +300,11 @@ pub struct FibConfig {
     /// Next-hop table entries (ECMP groups included). IPv4 routes can only
     /// use ids below 2^15 and IPv6 routes ids below 2^13 (both tries'
     /// entries are 16 bits; IPv6's give more of their values to block
-    /// numbers): ids are handed out lowest free first, so that holds while
-    /// fewer than 32,767 (8,191) next hops are alive at once; a route whose
+    /// numbers): IPv6 next hops take the lowest free id below 2^13, IPv4
+    /// ones the lowest free id from 2^13 (below 2^13 when those are
+    /// taken), so that holds while fewer than 8,191 IPv6 and 32,767 next
+    /// hops in all are alive at once, however many IPv4 neighbours there
+    /// are below that; a route whose
     /// next hop got a larger id stays in the RIB, not installed, and its
     /// `add_route` fails with `FibError::Full("IPv4 next-hop id space (15
     /// bits)")` (`"IPv6 next-hop id space (13 bits)"`).
