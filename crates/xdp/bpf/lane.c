@@ -152,15 +152,19 @@ struct {
 const volatile __u32 lane_acl_cache_mask = LANE_ACL_CACHE_BUCKETS - 1;
 const volatile __u32 lane_acl_cache_on = 1;
 
-// The forwarding memo (lane.h): per CPU, one entry. The loader zeroes it
-// when either sequence of its tag wraps; lane_fwd_memo_on = 0 turns it off.
+// The forwarding memo (lane.h): per CPU, a flow table. The loader sizes
+// it to the buckets per CPU times the possible CPUs, sets the mask
+// (buckets per CPU - 1) and zeroes it when either sequence of its tag
+// wraps; lane_fwd_memo_on = 0 turns it off.
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE); // page-aligned values: line-aligned entries
+	__uint(max_entries, LANE_FWD_BUCKETS);
 	__type(key, __u32);
-	__type(value, struct lane_fwd_memo);
-} lane_fwd_memo SEC(".maps");
+	__type(value, struct lane_fwd_fbucket);
+} lane_fwd_flows SEC(".maps");
 
+const volatile __u32 lane_fwd_flows_mask = LANE_FWD_BUCKETS - 1;
 const volatile __u32 lane_fwd_memo_on = 1;
 
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
@@ -336,6 +340,7 @@ struct st {
 	__u16 tx_vid;
 	__u16 tx_mtu; // the egress interface's (for the forwarding memo)
 	__u16 f_fill; // the forwarding memo missed: fill it if forwarded
+	__u32 f_idx;  // and the bucket the packet's key hashed to
 	__u32 frame_len; // bytes sent
 	__u8 dmac[6];
 	__u8 smac[6];
@@ -363,7 +368,7 @@ struct st {
 	__u32 c_miss; // moving average, 1/16 per probe, 65536 = every probe missed
 	__u32 c_rng;
 	__u32 m_miss; // the same for the memo (acl_eval)
-	__u32 f_miss; // and for the forwarding memo (fwd_memo_get)
+	__u32 f_miss; // and for the forwarding memo (fwd_memo_find)
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -1207,9 +1212,37 @@ __noinline int rewrite(struct xdp_md *ctx, struct st *s)
 // rewrite would be spent for nothing (as ACL_MEMO_BYPASS_AT).
 #define FWD_MEMO_BYPASS_AT 49152 // 3/4
 
-// This CPU's forwarding memo, or 0 when it is off or bypassed. Sets
-// s->f_fill (a packet that misses it fills it if forwarded).
-static __always_inline struct lane_fwd_memo *fwd_memo_get(struct st *s)
+// The forwarding memo's bucket of key `w` (family `v6`): acl_ckey_hash's
+// mix of the six words, the family in place of the rule set.
+static __always_inline __u32 fwd_key_hash(const __u64 *w, __u32 v6)
+{
+	__u64 a = w[1] ^ rotl64(w[3], 32) ^ w[4];
+	__u64 b = w[0] ^ rotl64(w[2], 32) ^ w[5] ^ ((__u64)v6 << 55);
+	__u64 x = a * 0x9e3779b97f4a7c15ull + b * 0xc2b2ae3d27d4eb4full;
+	x ^= x >> 32;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return (__u32)(x ^ (x >> 29));
+}
+
+// 1 when entry `m` holds key `w` of family `v6` under tag `tag` (one
+// branch for the family, as acl_centry_is: an IPv4 key's high address
+// words are zero). Reads the entry's first line only.
+static __always_inline int fwd_flow_is(const struct lane_fwd_flow *m, const __u64 *w, __u32 v6, __u64 tag)
+{
+	__u64 d = *(const __u64 *)&m->epoch ^ tag;
+	d |= (m->lo[0] ^ w[K_SRC_LO]) | (m->lo[1] ^ w[K_DST_LO]);
+	d |= (m->lo[2] ^ w[K_P0]) | (m->lo[3] ^ w[K_P1]) | (m->v6 ^ v6);
+	if (v6)
+		d |= (m->hi[0] ^ w[K_SRC_HI]) | (m->hi[1] ^ w[K_DST_HI]);
+	return d == 0;
+}
+
+// The entry of this CPU's forwarding memo holding key `w` of family `v6`
+// under this packet's tags, or 0: on a miss (not when the memo is off or
+// bypassed) s->f_fill is set, with the key's bucket in s->f_idx, and the
+// packet fills the memo if the whole path forwards it. Updates the miss
+// rate.
+static __always_inline const struct lane_fwd_flow *fwd_memo_find(struct st *s, const __u64 *w, __u32 v6)
 {
 	s->f_fill = 0;
 	if (!lane_fwd_memo_on)
@@ -1217,29 +1250,25 @@ static __always_inline struct lane_fwd_memo *fwd_memo_get(struct st *s)
 	__u32 miss = s->f_miss;
 	if (miss > FWD_MEMO_BYPASS_AT && (acl_rng(s) >> 28))
 		return 0;
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&lane_fwd_memo, &zero);
-}
-
-// 1 when memo `m` holds key `w` of family `v6` under this packet's tags
-// (one branch for the family, as acl_centry_is: an IPv4 key's high
-// address words are zero). Updates the miss rate; on a miss, the packet
-// will fill the memo.
-static __always_inline int fwd_memo_is(struct st *s, const struct lane_fwd_memo *m, const __u64 *w, __u32 v6)
-{
+	__u32 idx = (fwd_key_hash(w, v6) & lane_fwd_flows_mask) +
+		    bpf_get_smp_processor_id() * (lane_fwd_flows_mask + 1);
+	const struct lane_fwd_fbucket *b = bpf_map_lookup_elem(&lane_fwd_flows, &idx);
+	if (!b)
+		return 0;
 	__u64 tag = s->epoch | (__u64)s->fib_gen << 32;
-	__u64 d = *(const __u64 *)&m->epoch ^ tag;
-	d |= (m->key[K_SRC_LO] ^ w[K_SRC_LO]) | (m->key[K_DST_LO] ^ w[K_DST_LO]);
-	d |= (m->key[K_P0] ^ w[K_P0]) | (m->key[K_P1] ^ w[K_P1]) | (m->v6 ^ v6);
-	if (v6)
-		d |= (m->key[K_SRC_HI] ^ w[K_SRC_HI]) | (m->key[K_DST_HI] ^ w[K_DST_HI]);
-	__u32 miss = s->f_miss;
-	if (d == 0) {
+	const struct lane_fwd_flow *m = &b->way[0];
+	if (!fwd_flow_is(m, w, v6, tag)) {
+		m = &b->way[1];
+		if (!fwd_flow_is(m, w, v6, tag))
+			m = 0;
+	}
+	if (m) {
 		s->f_miss = miss - (miss >> 4);
-		return 1;
+		return m;
 	}
 	s->f_miss = miss + ((65536 - miss) >> 4);
 	s->f_fill = 1;
+	s->f_idx = idx;
 	return 0;
 }
 
@@ -1260,18 +1289,24 @@ static __always_inline __u64 fib_dep(struct st *s)
 // (TTL / hop limit, then the MTU), then the memo's decision, with its rule
 // hits counted for this packet's bytes (`in_bytes` for the input rule
 // set's, the frame sent for the output's), as the whole path would have.
-static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_memo *m, const __u8 *ip, __u32 v6,
+static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flow *m, const __u8 *ip, __u32 v6,
 					 __u32 in_bytes)
 {
 	__u32 n = m->hits;
 	__u32 nin = m->hits_in;
 	__u32 l2len = m->l2len;
 	__u32 out_bytes = l2len + s->tot;
+	const struct lane_fwd_l2 *l2 = v6 ? &m->l2_v6 : &m->l2;
+	s->hit_slot[0] = l2->slot0;
+	if (n > 1) {
+		// The second line (IPv4): only for a flow of several hits.
 #pragma unroll
-	for (int i = 0; i < LANE_FM_HITS; i++) {
-		s->hit_slot[i] = m->slot[i];
-		s->hit_bytes[i] = i < nin ? in_bytes : out_bytes;
+		for (int i = 1; i < LANE_FM_HITS; i++)
+			s->hit_slot[i] = m->slot[i];
 	}
+#pragma unroll
+	for (int i = 0; i < LANE_FM_HITS; i++)
+		s->hit_bytes[i] = i < nin ? in_bytes : out_bytes;
 	// A drop below counts the input rule set's hits (it is after them).
 	s->hits = nin;
 	if (!l2len)
@@ -1294,19 +1329,23 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_mem
 	s->hits = n;
 	s->dec_ttl = 1;
 	s->tx_port = m->tx_port;
-	s->tx_vid = m->tx_vid;
+	s->tx_vid = l2->tx_vid;
 	s->l2len = l2len;
-	cp6(s->dmac, m->dmac);
-	cp6(s->smac, m->smac);
+	cp6(s->dmac, l2->dmac);
+	cp6(s->smac, l2->smac);
 	s->frame_len = out_bytes;
 	return done(s, V_FWD, C_FORWARDED);
 }
 
 // After the whole path forwarded a packet of the received header without
 // a tunnel or an ECMP group, or the input rule set dropped it: that
-// decision into this CPU's memo (a drop as l2len 0), tagged with the
-// sequences the packet read first (the FIB lookups depend on fib_gen:
-// fib_dep). `hits_in`: the rule hits the input rule set recorded.
+// decision into this CPU's memo (a drop as l2len 0), in the bucket the
+// probe missed (s->f_idx), tagged with the sequences the packet read
+// first (the FIB lookups depend on fib_gen: fib_dep). The way: one whose
+// tags are not the packet's (stale or empty), else one at random, so that
+// flows colliding in a bucket settle in its two ways instead of evicting
+// each other in turn. `hits_in`: the rule hits the input rule set
+// recorded.
 __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 {
 	if (!s || s->hits > LANE_FM_HITS || hits_in > s->hits)
@@ -1314,27 +1353,41 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
 	if (!drop && (s->verdict != V_FWD || s->encap))
 		return 0;
-	__u32 zero = 0;
-	struct lane_fwd_memo *m = bpf_map_lookup_elem(&lane_fwd_memo, &zero);
-	if (!m)
+	__u32 idx = s->f_idx;
+	struct lane_fwd_fbucket *b = bpf_map_lookup_elem(&lane_fwd_flows, &idx);
+	if (!b)
 		return 0;
+	__u64 tag = s->epoch | (__u64)s->fib_gen << 32;
+	struct lane_fwd_flow *m = &b->way[0];
+	if (*(const __u64 *)&m->epoch == tag) {
+		m = &b->way[1];
+		if (*(const __u64 *)&m->epoch == tag && !(acl_rng(s) >> 31))
+			m = &b->way[0];
+	}
 	// One CPU's: no other writer but the loader's clear at a wrap, which
 	// cannot make a stale tag current (as for the verdict cache).
 	m->epoch = ~s->epoch;
 	asm volatile("" ::: "memory");
-#pragma unroll
-	for (int i = 0; i < LANE_ACL_CKEY; i++)
-		m->key[i] = s->k.w[i];
-	m->key[K_P1] &= ~CKM(OIF); // acl_out set it; a received packet's key has none
+	m->lo[0] = s->k.w[K_SRC_LO];
+	m->lo[1] = s->k.w[K_DST_LO];
+	m->lo[2] = s->k.w[K_P0];
+	m->lo[3] = s->k.w[K_P1] & ~CKM(OIF); // acl_out set it; a received packet's key has none
+	struct lane_fwd_l2 *l2 = &m->l2;
+	if (s->v6) {
+		m->hi[0] = s->k.w[K_SRC_HI];
+		m->hi[1] = s->k.w[K_DST_HI];
+		l2 = &m->l2_v6;
+	}
 	m->v6 = s->v6;
 	m->mtu = s->tx_mtu;
 	m->tx_port = s->tx_port;
-	m->tx_vid = s->tx_vid;
 	m->l2len = drop ? 0 : s->l2len;
 	m->hits = s->hits;
 	m->hits_in = hits_in;
-	cp6(m->dmac, s->dmac);
-	cp6(m->smac, s->smac);
+	cp6(l2->dmac, s->dmac);
+	cp6(l2->smac, s->smac);
+	l2->tx_vid = s->tx_vid;
+	l2->slot0 = s->hit_slot[0];
 #pragma unroll
 	for (int i = 0; i < LANE_FM_HITS; i++)
 		m->slot[i] = s->hit_slot[i];
@@ -1493,8 +1546,8 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	// The frame after ip4-input trimmed it: L2 (if any) + tot.
 	k->bytes = (s->decap ? 0 : off) + tot;
 	if (wire) {
-		struct lane_fwd_memo *fm = fwd_memo_get(s);
-		if (fm && fwd_memo_is(s, fm, k->w, 0))
+		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 0);
+		if (fm)
 			return fwd_memo_take(s, fm, ip, 0, k->bytes);
 	}
 	if (s->acl_in != LANE_NO_SET) {
@@ -1609,8 +1662,8 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
 	k->bytes = (s->decap ? 0 : off) + tot;
 	if (wire) {
-		struct lane_fwd_memo *fm = fwd_memo_get(s);
-		if (fm && fwd_memo_is(s, fm, k->w, 1))
+		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
+		if (fm)
 			return fwd_memo_take(s, fm, ip, 1, k->bytes);
 	}
 	if (s->acl_in != LANE_NO_SET) {

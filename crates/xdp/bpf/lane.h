@@ -204,37 +204,68 @@ struct lane_acl_cbucket {
 };
 _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout");
 
-// The forwarding memo (lane_fwd_memo): per CPU, the last packet the lane
-// forwarded through its whole path (ip4/ip6 on the received header, no
-// tunnel, no ECMP group, at most LANE_FM_HITS rule hits), or that the
-// input rule set dropped, with what that path decided: the egress port,
-// VLAN and MACs, the egress MTU (l2len 0: dropped), and the rule hits of
-// the input and output rule sets. A packet whose classifier
-// key (addresses, protocol, ports, ICMP type, TCP flags, receiving
-// interface, VLAN, DSCP) and family are the entry's, under the same
-// lane_cfg.gen (interfaces, VLANs, rule sets) and lane_cfg.fib_gen
+// The forwarding memo (lane_fwd_flows): per CPU, a flow table of
+// buckets of LANE_FWD_WAYS entries, indexed by a hash of the key, each
+// entry a flow the lane forwarded through its whole path (ip4/ip6 on the
+// received header, no tunnel, no ECMP group, at most LANE_FM_HITS rule
+// hits), or that the input rule set dropped, with what that path decided:
+// the egress port, VLAN and MACs, the egress MTU (l2len 0: dropped), and
+// the rule hits of the input and output rule sets. A packet whose
+// classifier key (addresses, protocol, ports, ICMP type, TCP flags,
+// receiving interface, VLAN, DSCP) and family are an entry's, under the
+// same lane_cfg.gen (interfaces, VLANs, rule sets) and lane_cfg.fib_gen
 // (routes, next hops, neighbours), takes that decision after the checks
 // that depend on the packet itself (TTL, MTU): no rule set, FIB, next hop
-// or egress interface lookup.
+// or egress interface lookup. Like the verdict cache, the map is a plain
+// page-aligned array (BPF_F_MMAPABLE) holding one slice of buckets per
+// possible CPU (the loader sets the buckets per CPU, a power of two; the
+// program reads the index mask from lane_fwd_flows_mask). An entry is two
+// aligned cache lines, and an IPv4 flow with at most one rule hit (plain
+// forwarding, single-flow-50fw) reads only the first: the key's words
+// but the high address words (zero for IPv4), the tags, the family, the
+// egress port and MTU, and, where an IPv6 flow keeps its high address
+// words, the L2 (MACs, VLAN) and the first hit's slot. An IPv6 flow keeps
+// those in the second line, with the other hits.
 #define LANE_FM_HITS 4
+#define LANE_FWD_BUCKETS 2048 // default buckets per CPU (4096 flows)
+#define LANE_FWD_WAYS 2
 
-struct lane_fwd_memo {
-	__u64 key[LANE_ACL_CKEY]; // the packet's key, no output interface
+struct lane_fwd_l2 {
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u16 tx_vid;
+	__u16 slot0; // slot[0] (lane_acl_hits keys are below 2^15)
+};
+_Static_assert(sizeof(struct lane_fwd_l2) == 16, "lane_fwd_l2 layout");
+
+struct lane_fwd_flow {
+	// The key (no output interface): K_SRC_LO, K_DST_LO, K_P0, K_P1 ...
+	__u64 lo[4];
+	union {
+		__u64 hi[2];           // ... and IPv6's K_SRC_HI, K_DST_HI
+		struct lane_fwd_l2 l2; // IPv4's L2 (its high words are zero)
+	};
 	__u32 epoch;   // lane_cfg.gen  } one word: the tag
 	__u32 fib_gen; // lane_cfg.fib_gen }
-	__u32 v6;
-	__u16 mtu; // the egress interface's IP MTU
+	__u16 mtu;     // the egress interface's IP MTU
 	__u16 tx_port;
-	__u16 tx_vid;
+	__u8 v6;
 	__u8 l2len;   // 14 or 18; 0: the input rule set drops the flow
 	__u8 hits;    // rule hits: slot[0 .. hits)
 	__u8 hits_in; // the first hits_in of them are the input rule set's
-	__u8 pad[3];
-	__u8 dmac[6];
-	__u8 smac[6];
+	// Second line.
+	struct lane_fwd_l2 l2_v6; // IPv6's L2
 	__u32 slot[LANE_FM_HITS]; // lane_acl_hits keys
+	__u8 pad[32];
 };
-_Static_assert(sizeof(struct lane_fwd_memo) == 104, "lane_fwd_memo layout");
+_Static_assert(sizeof(struct lane_fwd_flow) == 128, "lane_fwd_flow layout");
+
+// A fill takes a way whose tags are not the packet's, else one at random
+// (no entry is moved; a hit writes nothing).
+struct lane_fwd_fbucket {
+	struct lane_fwd_flow way[LANE_FWD_WAYS];
+};
+_Static_assert(sizeof(struct lane_fwd_fbucket) == 256, "lane_fwd_fbucket layout");
 
 struct lane_hits {
 	__u64 packets;

@@ -17,6 +17,8 @@ pub const NF: usize = 11;
 pub const BLOCK: usize = 256;
 /// Default buckets of the ACL verdict cache (per CPU, 2 entries each).
 pub const ACL_CACHE_BUCKETS: u32 = 1024;
+/// Default buckets of the forwarding memo's flow table (per CPU, 2 flows each).
+pub const FWD_BUCKETS: u32 = 2048;
 #[cfg(test)]
 pub const MAX_TUNNELS: u32 = 1024;
 pub const NO_SET: u16 = 0xffff;
@@ -45,8 +47,10 @@ pub(crate) const ACL_FIELD_SIZE: usize = 8 + 8 * ACL_TOP + 3 * 8 * ACL_INTERVALS
 pub(crate) const ACL_CBUCKET_SIZE: usize = 128;
 /// One verdict cache entry (`struct lane_acl_centry`), also the memo's value.
 pub(crate) const ACL_CENTRY_SIZE: usize = 64;
-/// The forwarding memo's value (`struct lane_fwd_memo`).
-pub(crate) const FWD_MEMO_SIZE: usize = 104;
+/// One flow of the forwarding memo (`struct lane_fwd_flow`) ...
+pub(crate) const FWD_FLOW_SIZE: usize = 128;
+/// ... and one bucket of them, the map's value (`struct lane_fwd_fbucket`).
+pub(crate) const FWD_FBUCKET_SIZE: usize = 256;
 /// `struct lane_cfg` (8 bytes in builds before the forwarding memo, which
 /// had no `fib_gen`).
 pub(crate) const CFG_SIZE: usize = 16;
@@ -296,7 +300,9 @@ mod tests {
             ("sizeof(struct lane_acl_set) == ", ACL_SET_SIZE),
             ("sizeof(struct lane_acl_cbucket) == ", ACL_CBUCKET_SIZE),
             ("sizeof(struct lane_acl_centry) == ", ACL_CENTRY_SIZE),
-            ("sizeof(struct lane_fwd_memo) == ", FWD_MEMO_SIZE),
+            ("sizeof(struct lane_fwd_l2) == ", 16),
+            ("sizeof(struct lane_fwd_flow) == ", FWD_FLOW_SIZE),
+            ("sizeof(struct lane_fwd_fbucket) == ", FWD_FBUCKET_SIZE),
             ("sizeof(struct lane_cfg) == ", CFG_SIZE),
         ] {
             let at = h.find(what).unwrap_or_else(|| panic!("{what} not asserted in lane.h"));
@@ -315,6 +321,7 @@ mod tests {
             ("LANE_BLOCK", BLOCK as u64),
             ("LANE_MAX_TUNNELS", u64::from(MAX_TUNNELS)),
             ("LANE_ACL_CACHE_BUCKETS", u64::from(ACL_CACHE_BUCKETS)),
+            ("LANE_FWD_BUCKETS", u64::from(FWD_BUCKETS)),
         ] {
             assert_eq!(define(h, name), v, "{name}");
         }

@@ -27,7 +27,9 @@ mod shm;
 pub use acl::{LaneAcl, LaneAclFamily, LaneVerdict, compile_acl};
 pub use counters::{CounterDesc, CounterKind, CounterValue, LanePortStats, counter, counters};
 pub use fib::{FibCapacity, FibMirror, MirrorStats};
-pub use layout::{ACL_CACHE_BUCKETS, LaneGre, LaneIf, LaneIfKind, MAX_IFS, MAX_PORTS, MAX_QUEUES, MAX_SETS, NO_IF};
+pub use layout::{
+    ACL_CACHE_BUCKETS, FWD_BUCKETS, LaneGre, LaneIf, LaneIfKind, MAX_IFS, MAX_PORTS, MAX_QUEUES, MAX_SETS, NO_IF,
+};
 pub use program::{LANE_PROG_NAME, LaneConfig, LaneProgram, LaneTables, lane_object};
 
 /// The kernel interface index of `name` (in this thread's namespace).

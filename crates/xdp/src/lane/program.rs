@@ -51,10 +51,13 @@ pub struct LaneConfig {
     /// Buckets (2 entries each, per CPU) of the ACL verdict cache, rounded
     /// up to a power of two; 0 turns the cache off.
     pub acl_cache_buckets: u32,
-    /// The forwarding memo: a CPU's last forwarded flow skips the rule
+    /// The forwarding memo: a flow a CPU forwarded before skips the rule
     /// sets, the FIB and the egress interface (`bpf/lane.h`
-    /// `lane_fwd_memo`); false turns it off.
+    /// `lane_fwd_flows`); false turns it off.
     pub fwd_memo: bool,
+    /// Buckets (2 flows each, per CPU) of the forwarding memo's flow
+    /// table, rounded up to a power of two (at least 1).
+    pub fwd_buckets: u32,
 }
 
 impl Default for LaneConfig {
@@ -65,6 +68,7 @@ impl Default for LaneConfig {
             linux_mode: false,
             acl_cache_buckets: ACL_CACHE_BUCKETS,
             fwd_memo: true,
+            fwd_buckets: FWD_BUCKETS,
         }
     }
 }
@@ -107,9 +111,9 @@ struct Attached {
     mode: Option<AttachMode>,
 }
 
-/// One CPU's forwarding memo, for tests: (publication sequence, FIB
-/// sequence, the key's destination address word (the low one for IPv6),
-/// egress port; None for a memoised input rule set drop).
+/// One flow of a CPU's forwarding memo, for tests: (publication sequence,
+/// FIB sequence, the key's destination address word (the low one for
+/// IPv6), egress port; None for a memoised input rule set drop).
 #[doc(hidden)]
 pub type FwdMemoEntry = (u32, u32, u64, Option<u16>);
 
@@ -170,8 +174,10 @@ pub struct LaneProgram {
     acl_memo: Option<PerCpuArray<MapData, [u8; ACL_CENTRY_SIZE]>>,
     /// Buckets of `acl_cache` (per CPU times the possible CPUs: the map's size).
     acl_cache_buckets: u32,
-    /// The forwarding memo, one entry per CPU (absent from older builds).
-    fwd_memo: Option<PerCpuArray<MapData, [u8; FWD_MEMO_SIZE]>>,
+    /// The forwarding memo's flow table, `fwd_buckets` buckets per CPU
+    /// (absent from older builds).
+    fwd_memo: Option<Array<MapData, [u8; FWD_FBUCKET_SIZE]>>,
+    fwd_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
     port_stats: PerCpuArray<MapData, [u64; 4]>,
     tx: DevMap<MapData>,
@@ -256,8 +262,17 @@ impl LaneProgram {
             .and_then(|c| c.checked_mul(per_cpu))
             .filter(|&n| n.checked_mul(ACL_CBUCKET_SIZE as u32).is_some())
             .ok_or_else(|| prog_err("lane_acl_cache", format!("{per_cpu} buckets x {cpus} CPUs is too large")))?;
+        let fwd_per_cpu = cfg.fwd_buckets.clamp(1, 1 << 20).next_power_of_two();
+        let fwd_mask = fwd_per_cpu - 1;
+        let fwd_buckets = u32::try_from(cpus)
+            .ok()
+            .and_then(|c| c.checked_mul(fwd_per_cpu))
+            .filter(|&n| n.checked_mul(FWD_FBUCKET_SIZE as u32).is_some())
+            .ok_or_else(|| prog_err("lane_fwd_flows", format!("{fwd_per_cpu} buckets x {cpus} CPUs is too large")))?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("lane_acl_cache", cache_buckets)
+            .map_max_entries("lane_fwd_flows", fwd_buckets)
+            .override_global("lane_fwd_flows_mask", &fwd_mask, false)
             .override_global("lane_acl_cache_mask", &cache_mask, true)
             .override_global("lane_acl_cache_on", &cache_on, true)
             .override_global("lane_fwd_memo_on", &u32::from(cfg.fwd_memo), false)
@@ -309,10 +324,11 @@ impl LaneProgram {
                 Some(m) => Some(PerCpuArray::try_from(m).map_err(|e| prog_err("lane_acl_memo", e))?),
                 None => None,
             },
-            fwd_memo: match ebpf.take_map("lane_fwd_memo") {
-                Some(m) => Some(PerCpuArray::try_from(m).map_err(|e| prog_err("lane_fwd_memo", e))?),
+            fwd_memo: match ebpf.take_map("lane_fwd_flows") {
+                Some(m) => Some(Array::try_from(m).map_err(|e| prog_err("lane_fwd_flows", e))?),
                 None => None,
             },
+            fwd_buckets,
             ctr: take(&mut ebpf, "lane_ctr")?,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
             tx: take(&mut ebpf, "lane_tx")?,
@@ -582,10 +598,9 @@ impl LaneProgram {
     /// packet: its key has a zero source address, a martian).
     fn clear_fwd_memo(&mut self) -> Result<(), XdpError> {
         if let Some(memo) = &mut self.fwd_memo {
-            let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
-            let zero =
-                PerCpuValues::try_from(vec![[0u8; FWD_MEMO_SIZE]; cpus]).map_err(|e| prog_err("lane_fwd_memo", e))?;
-            memo.set(0, zero, 0).map_err(|e| prog_err("lane_fwd_memo", e))?;
+            for i in 0..self.fwd_buckets {
+                memo.set(i, [0u8; FWD_FBUCKET_SIZE], 0).map_err(|e| prog_err("lane_fwd_flows", e))?;
+            }
         }
         Ok(())
     }
@@ -605,23 +620,32 @@ impl LaneProgram {
         (self.seq, self.fib_seq)
     }
 
-    /// Test hook: each CPU's forwarding memo (see [`FwdMemoEntry`]).
+    /// Test hook: each CPU's forwarding memo, every flow of its table
+    /// (see [`FwdMemoEntry`]; zeroed ones too), bucket by bucket.
     #[doc(hidden)]
-    pub fn fwd_memo_entries(&self) -> Result<Vec<FwdMemoEntry>, XdpError> {
+    pub fn fwd_memo_entries(&self) -> Result<Vec<Vec<FwdMemoEntry>>, XdpError> {
         let Some(memo) = &self.fwd_memo else { return Ok(Vec::new()) };
-        let v: PerCpuValues<[u8; FWD_MEMO_SIZE]> = memo.get(&0, 0).map_err(|e| prog_err("lane_fwd_memo", e))?;
-        let u32_at = |b: &[u8; FWD_MEMO_SIZE], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        Ok(v.iter()
-            .map(|b| {
-                // Offsets in `struct lane_fwd_memo`: key[3] (the
-                // destination's low word) at 24, epoch 48, fib_gen 52,
-                // tx_port 62, l2len 66.
-                let mut dst = [0u8; 8];
-                dst.copy_from_slice(&b[24..32]);
-                let port = u16::from_ne_bytes([b[62], b[63]]);
-                (u32_at(b, 48), u32_at(b, 52), u64::from_ne_bytes(dst), (b[66] != 0).then_some(port))
-            })
-            .collect())
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+        let per_cpu = self.fwd_buckets / (cpus as u32).max(1);
+        let u32_at = |b: &[u8], at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let mut all = Vec::new();
+        for cpu in 0..cpus as u32 {
+            let mut flows = Vec::new();
+            for i in 0..per_cpu {
+                let bucket = memo.get(&(cpu * per_cpu + i), 0).map_err(|e| prog_err("lane_fwd_flows", e))?;
+                for b in bucket.chunks_exact(FWD_FLOW_SIZE) {
+                    // Offsets in `struct lane_fwd_flow`: lo[1] (the
+                    // destination's low word) at 8, epoch 48, fib_gen 52,
+                    // tx_port 58, l2len 61.
+                    let mut dst = [0u8; 8];
+                    dst.copy_from_slice(&b[8..16]);
+                    let port = u16::from_ne_bytes([b[58], b[59]]);
+                    flows.push((u32_at(b, 48), u32_at(b, 52), u64::from_ne_bytes(dst), (b[61] != 0).then_some(port)));
+                }
+            }
+            all.push(flows);
+        }
+        Ok(all)
     }
 
     /// Test hook: the publication sequence continues from `seq` (to exercise

@@ -24,7 +24,7 @@ use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig};
 use tern_io::{MemHandle, MemPort};
 use tern_nodes::state::{AclSet, AclTable, IfTable, Params, Shared};
 use tern_packet::{PacketPool, PoolConfig};
-use tern_xdp::lane::{ACL_CACHE_BUCKETS, CounterKind, FibCapacity, LaneConfig, LaneProgram, counters};
+use tern_xdp::lane::{ACL_CACHE_BUCKETS, CounterKind, FWD_BUCKETS, FibCapacity, LaneConfig, LaneProgram, counters};
 
 pub const XDP_ABORTED: u32 = 0;
 pub const XDP_DROP: u32 = 1;
@@ -69,11 +69,11 @@ pub struct Diff {
 /// `l0`, `l1`, ... of the current namespace), the FIB behind `fib`, and
 /// `acls`. `linux_mode` as tern's `[linux]` section.
 pub fn build(ifs: IfTable, ports: u16, fib: &tern_fib::FibReader, acls: &[RuleSet], linux_mode: bool) -> Diff {
-    build_with_memos(ifs, ports, fib, acls, linux_mode, ACL_CACHE_BUCKETS, true)
+    build_with_memos(ifs, ports, fib, acls, linux_mode, ACL_CACHE_BUCKETS, FWD_BUCKETS)
 }
 
 /// [`build`] with an ACL verdict cache of `buckets` buckets (0: none) and
-/// the forwarding memo on or off.
+/// a forwarding memo of `fwd_buckets` buckets per CPU (0: off).
 pub fn build_with_memos(
     ifs: IfTable,
     ports: u16,
@@ -81,12 +81,12 @@ pub fn build_with_memos(
     acls: &[RuleSet],
     linux_mode: bool,
     buckets: u32,
-    fwd_memo: bool,
+    fwd_buckets: u32,
 ) -> Diff {
     let table = engine_acls(&ifs, acls);
     let shared = Shared::new(ifs, fib.clone());
     shared.acls.publish(table);
-    from_shared_with(shared, ports, acls, linux_mode, buckets, fwd_memo)
+    from_shared_with(shared, ports, acls, linux_mode, buckets, fwd_buckets)
 }
 
 /// The rule sets compiled for the engine (counters for worker 0).
@@ -109,7 +109,7 @@ pub fn from_shared(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: boo
 }
 
 fn from_shared_with_cache(shared: Shared, ports: u16, acls: &[RuleSet], linux_mode: bool, buckets: u32) -> Diff {
-    from_shared_with(shared, ports, acls, linux_mode, buckets, true)
+    from_shared_with(shared, ports, acls, linux_mode, buckets, FWD_BUCKETS)
 }
 
 fn from_shared_with(
@@ -118,7 +118,7 @@ fn from_shared_with(
     acls: &[RuleSet],
     linux_mode: bool,
     buckets: u32,
-    fwd_memo: bool,
+    fwd_buckets: u32,
 ) -> Diff {
     shared.params.publish(Params {
         icmp_rate: 1_000_000,
@@ -146,7 +146,8 @@ fn from_shared_with(
         neigh_to_tern: !linux_mode,
         linux_mode,
         acl_cache_buckets: buckets,
-        fwd_memo,
+        fwd_memo: fwd_buckets > 0,
+        fwd_buckets: fwd_buckets.max(1),
     };
     let mut lane = LaneProgram::load(&lcfg).expect("lane loads (root, kernel with BPF)");
     lane.attach_fib(&shared.fib.raw(), None).expect("fib mirror");
