@@ -142,7 +142,9 @@ fn from_shared_with(
     let worker = Worker::new(cfg, built.graph, pool, bindings, TraceShared::new(), None).expect("worker");
 
     let lcfg = LaneConfig {
-        fib: FibCapacity { v4_blocks: 1 << 10, v6_blocks: 1 << 12, nexthops: 1 << 12, ecmp_members: 1 << 10 },
+        // Next hops: as many as the FIB's default table (FibConfig), whose
+        // IPv4 next hops take ids from 2^13 up.
+        fib: FibCapacity { v4_blocks: 1 << 10, v6_blocks: 1 << 12, nexthops: 1 << 16, ecmp_members: 1 << 10 },
         neigh_to_tern: !linux_mode,
         linux_mode,
         acl_cache_buckets: buckets,
