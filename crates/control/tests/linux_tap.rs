@@ -61,6 +61,18 @@ fn await_tap_address(router: &mut Router, tap: &str, addr: Ipv4Addr) {
     }
 }
 
+/// Drives the control loop until the TAP `tap` is gone. A removed
+/// interface's TAP is closed by the workers when they take the port change
+/// the reload published, so it can outlive the reload's return briefly.
+fn await_tap_gone(router: &mut Router, tap: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tern_io::netdev::ifindex(tap).is_ok() {
+        router.poll();
+        assert!(Instant::now() < deadline, "the TAP {tap} is still there; {}", diagnosis(router));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Drives the control loop until `iface` sent a frame `want` accepts.
 fn await_frame(router: &mut Router, iface: &str, want: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -301,7 +313,7 @@ exception = "tap"
     assert!(!only_lan.contains("lan.7"), "{only_lan}");
     let r = reload(&mut router, &only_lan).expect("removing a sub-interface is live");
     assert!(r.changes.iter().any(|c| c.contains("TAP tern-lan.7 deleted")), "{:?}", r.changes);
-    assert!(tern_io::netdev::ifindex("tern-lan.7").is_err(), "the removed sub-interface's TAP is gone");
+    await_tap_gone(&mut router, "tern-lan.7");
     assert!(up("tern-lan"));
     router.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
@@ -342,7 +354,7 @@ fn a_vlan_added_live_gets_its_tap_and_loses_it_when_removed() {
 
     let r = reload(&mut router, base).expect("removing it is live");
     assert!(r.changes.iter().any(|c| c.contains("TAP tern-lan.7 deleted")), "{:?}", r.changes);
-    assert!(tern_io::netdev::ifindex("tern-lan.7").is_err(), "the TAP is gone");
+    await_tap_gone(&mut router, "tern-lan.7");
     let unknown = router.counter("ethernet-input", "unknown-vlan");
     let port = &router.mem_ports("lan").expect("lan")[0];
     assert!(port.inject(&eth_vlan([0xff; 6], HOST, 7, 0x0806, &arp(1, HOST, host, [0; 6], ours))));
