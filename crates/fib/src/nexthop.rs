@@ -249,18 +249,10 @@ impl NhAlloc {
         Ok(id)
     }
 
-    /// Whether `id` is a next hop of IPv4 routes only: a gateway (or the
-    /// unspecified address for glean, local and discard next hops) of
-    /// IPv4, or a group of such next hops.
+    /// Whether the single next hop `id` serves IPv4 routes only: its
+    /// gateway (the unspecified address for glean, local and discard next
+    /// hops) is IPv4.
     fn is_v4(&self, id: NhId) -> bool {
-        match self.slots.get(id as usize).and_then(|s| s.key.as_ref()) {
-            Some(NhKey::Single { gw, .. }) => gw.is_ipv4(),
-            Some(NhKey::Group(m)) => m.iter().all(|&x| self.is_v4_single(x)),
-            None => false,
-        }
-    }
-
-    fn is_v4_single(&self, id: NhId) -> bool {
         matches!(self.slots.get(id as usize).and_then(|s| s.key.as_ref()), Some(NhKey::Single { gw, .. }) if gw.is_ipv4())
     }
 
