@@ -698,14 +698,20 @@ static __always_inline void acl_ckey_pack(struct acl_ckey *c, const struct acl_k
 // (an IPv4 address pair into one word's halves), two independent
 // multiplies (they pipeline) and one final mix, three multiplies in all
 // (eight before, one per word).
-static __always_inline __u64 acl_ckey_hash(const struct acl_ckey *c, __u32 base1)
+// The six key words `w` and a small `salt` (the table, or the family).
+static __always_inline __u64 key_mix(const __u64 *w, __u32 salt)
 {
-	__u64 a = c->w[1] ^ rotl64(c->w[3], 32) ^ c->w[4];
-	__u64 b = c->w[0] ^ rotl64(c->w[2], 32) ^ c->w[5] ^ ((__u64)base1 << 55);
+	__u64 a = w[1] ^ rotl64(w[3], 32) ^ w[4];
+	__u64 b = w[0] ^ rotl64(w[2], 32) ^ w[5] ^ ((__u64)salt << 55);
 	__u64 x = a * 0x9e3779b97f4a7c15ull + b * 0xc2b2ae3d27d4eb4full;
 	x ^= x >> 32;
 	x *= 0xbf58476d1ce4e5b9ull;
 	return x ^ (x >> 29);
+}
+
+static __always_inline __u64 acl_ckey_hash(const struct acl_ckey *c, __u32 base1)
+{
+	return key_mix(c->w, base1);
 }
 
 // The entry's tag word: epoch | base1 << 32 (decide and verdict above).
@@ -1212,16 +1218,11 @@ __noinline int rewrite(struct xdp_md *ctx, struct st *s)
 // rewrite would be spent for nothing (as ACL_MEMO_BYPASS_AT).
 #define FWD_MEMO_BYPASS_AT 49152 // 3/4
 
-// The forwarding memo's bucket of key `w` (family `v6`): acl_ckey_hash's
+// The forwarding memo's bucket of key `w` (family `v6`): the verdict cache's
 // mix of the six words, the family in place of the rule set.
 static __always_inline __u32 fwd_key_hash(const __u64 *w, __u32 v6)
 {
-	__u64 a = w[1] ^ rotl64(w[3], 32) ^ w[4];
-	__u64 b = w[0] ^ rotl64(w[2], 32) ^ w[5] ^ ((__u64)v6 << 55);
-	__u64 x = a * 0x9e3779b97f4a7c15ull + b * 0xc2b2ae3d27d4eb4full;
-	x ^= x >> 32;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return (__u32)(x ^ (x >> 29));
+	return (__u32)key_mix(w, v6);
 }
 
 // 1 when entry `m` holds key `w` of family `v6` under tag `tag` (one
