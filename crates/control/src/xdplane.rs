@@ -296,7 +296,7 @@ pub(crate) fn start_for_router(
         return Ok(None);
     }
     let must = cands.iter().any(|c| c.2 == Driver::Xdp);
-    let mut lane = match XdpLane::start(shared, fib, &plan.acls, linux_mode, FibCapacity::for_fib(fib.config())) {
+    let mut lane = match XdpLane::start(shared, fib, &plan.acls, linux_mode, FibCapacity::for_fib(&shared.fib.raw())) {
         Ok(l) => l,
         Err(e) if !must => {
             log::info!("XDP lane unavailable ({e}); devices use AF_XDP");

@@ -54,13 +54,15 @@ impl Default for FibCapacity {
 
 impl FibCapacity {
     /// The default trie room, with next-hop and ECMP-member maps as large
-    /// as `cfg` makes the FIB's tables: every id the FIB can hand out has
-    /// its slot in the lane, so a config that raises `max_nexthops` does
-    /// not leave the lane punting the routes of the ids past its map's end.
-    pub fn for_fib(cfg: &tern_fib::FibConfig) -> Self {
+    /// as the FIB's own tables (`raw`, sized by its config): every id the
+    /// FIB can hand out has its slot in the lane, so a config that raises
+    /// `max_nexthops` does not leave the lane punting the routes of the ids
+    /// past its map's end.
+    pub fn for_fib(raw: &RawFib<'_>) -> Self {
         FibCapacity {
-            nexthops: cfg.max_nexthops.clamp(2, (1 << 31) - 1),
-            ecmp_members: cfg.max_ecmp_members.max(1),
+            // 4 words per next hop (as `copy_nexthops` reads them).
+            nexthops: (raw.nexthops.len() / 4) as u32,
+            ecmp_members: raw.ecmp_members.len() as u32,
             ..FibCapacity::default()
         }
     }
@@ -273,9 +275,13 @@ mod tests {
 
     #[test]
     fn the_lane_has_a_slot_for_every_next_hop_the_fib_can_hand_out() {
-        assert_eq!(FibCapacity::for_fib(&FibConfig::default()), FibCapacity::default());
+        let capacity = |cfg: FibConfig| {
+            let (_w, r) = tern_fib::new(cfg, tern_rcu::Domain::new());
+            FibCapacity::for_fib(&r.raw())
+        };
+        assert_eq!(capacity(FibConfig::default()), FibCapacity::default());
         let cfg = FibConfig { max_nexthops: 1 << 18, max_ecmp_members: 1 << 17, ..FibConfig::default() };
-        let c = FibCapacity::for_fib(&cfg);
+        let c = capacity(cfg);
         assert_eq!((c.nexthops, c.ecmp_members), (1 << 18, 1 << 17));
         assert_eq!((c.v4_blocks, c.v6_blocks), (FibCapacity::default().v4_blocks, FibCapacity::default().v6_blocks));
     }
