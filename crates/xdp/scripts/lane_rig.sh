@@ -38,8 +38,11 @@
 #        XSK_FWD (default: cargo build --release --example ...),
 #        ROUTES (full table, default /work/shared/data/full-table-2025.txt.gz),
 #        PERF (a path prefix: `perf record -g` of tern over the measuring
-#        window into PREFIX.CASE.data)
-# Needs: root, iproute2 with libbpf, ethtool, clang, Linux 5.18+.
+#        window into PREFIX.CASE.data), SCRATCH (a path prefix: the lane's
+#        per-CPU scratch map, with its memos' miss rates, dumped by bpftool
+#        at the end of each lane window into PREFIX.SCENARIO.TIME.json)
+# Needs: root, iproute2 with libbpf, ethtool, clang, Linux 5.18+ (SCRATCH:
+# bpftool).
 set -euo pipefail
 
 RUNS=${1:-3}
@@ -255,6 +258,11 @@ for _ in range(8):
 	# shellcheck disable=SC2086
 	t1=$(ticks $napi); s1=$(sirq1); p1=0
 	[ -n "$tpid" ] && p1=$(ticks "$tpid")
+	if [ -n "${SCRATCH:-}" ] && [ "$c" = lane ]; then
+		# The lane's per-CPU scratch (its caches' and memos' moving miss
+		# rates, of 65536) at the end of the window.
+		bpftool -j map dump name lane_scratch >"$SCRATCH.$sc.$(date +%s).json" 2>&1 || true
+	fi
 	wait "$sinkpid" || { cat "$out/sink.err" >&2; }
 	sleep 1.5
 	if [ -n "$tpid" ]; then
