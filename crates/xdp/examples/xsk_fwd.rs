@@ -3,7 +3,7 @@
 //! ```text
 //! xsk_fwd fwd --in r0 --out r1 --dst-mac 02:00:00:00:00:21 --src-mac 02:00:00:00:00:20 \
 //!     [--local 10.77.1.1]... [--busy-poll on|off] [--cpu 1] [--warmup 2] [--seconds 5] [--no-tune]
-//! xsk_fwd sink --dev s0 [--warmup 2] [--seconds 5]
+//! xsk_fwd sink --dev s0 [--warmup 2 | --start-file PATH] [--seconds 5] [--linger 0]
 //! xsk_fwd gen --dev g0 --dst-mac .. --src-mac .. --src 10.77.1.2 --dst 10.77.2.2 \
 //!     [--flows 1] [--cpu 0] [--seconds 8]
 //! ```
@@ -14,7 +14,11 @@
 //! thread's CPU time (getrusage(RUSAGE_THREAD); with busy polling this
 //! includes the NAPI work it drives) and the busy-poll state. `sink`
 //! attaches the counting XDP program to `--dev` and prints the packets it
-//! counted in the same window. `gen` sends 64-byte UDP frames out of
+//! counted in the same window; with `--start-file` its window starts when
+//! that file appears (the rig creates it as its own window starts, so both
+//! count the same seconds), and `--linger` keeps the program attached that
+//! long after it printed (frames still arriving are taken, not dropped: a
+//! veth redirects into its peer only while the peer runs XDP). `gen` sends 64-byte UDP frames out of
 //! `--dev` through BPF_PROG_TEST_RUN live frames (counted as offered, not
 //! as delivered: the peer may drop them). Driven by `scripts/xsk_rig.sh`, which runs
 //! each inside its namespace of the 3-namespace rig.
@@ -56,14 +60,28 @@ fn sink(a: &Args) -> Result<(), String> {
     let dev = a.get("--dev").ok_or("--dev missing")?;
     let warmup = a.secs("--warmup", 2.0)?;
     let secs = a.secs("--seconds", 5.0)?;
+    let linger = a.secs("--linger", 0.0)?;
     let prog = SinkProgram::attach(dev).map_err(|e| e.to_string())?;
-    std::thread::sleep(warmup);
+    match a.get("--start-file") {
+        Some(path) => {
+            // Polled: a rig tool, a millisecond of skew is fine.
+            let give_up = Instant::now() + warmup + Duration::from_secs(120);
+            while !std::path::Path::new(path).exists() {
+                if Instant::now() > give_up {
+                    return Err(format!("{path} did not appear"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        None => std::thread::sleep(warmup),
+    }
     let (p0, b0) = prog.count().map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     std::thread::sleep(secs);
     let (p1, b1) = prog.count().map_err(|e| e.to_string())?;
     let dt = t0.elapsed().as_secs_f64();
     println!("sink pkts={} bytes={} seconds={dt:.3} mpps={:.3}", p1 - p0, b1 - b0, (p1 - p0) as f64 / dt / 1e6);
+    std::thread::sleep(linger);
     Ok(())
 }
 

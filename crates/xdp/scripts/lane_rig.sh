@@ -40,7 +40,10 @@
 #        PERF (a path prefix: `perf record -g` of tern over the measuring
 #        window into PREFIX.CASE.data), SCRATCH (a path prefix: the lane's
 #        per-CPU scratch map, with its memos' miss rates, dumped by bpftool
-#        at the end of each lane window into PREFIX.SCENARIO.TIME.json)
+#        at the end of each lane window into PREFIX.SCENARIO.TIME.json,
+#        the lane's counters at the start and end of the window
+#        (.ctr0.json, .ctr.json), its interface table (.ifs.json), tern's
+#        counters (`tern stats`, .stats) and log (.log))
 # Needs: root, iproute2 with libbpf, ethtool, clang, Linux 5.18+ (SCRATCH:
 # bpftool).
 set -euo pipefail
@@ -184,9 +187,14 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 		kernel_routes "$sc"
 		start=3
 	fi
-	# The sink first: r1 can take redirected frames once s0 runs XDP.
+	# The sink first: r1 can take redirected frames once s0 runs XDP. Its
+	# window starts when this script's does (the file "go"), and it stays
+	# attached a while after it (the generator sends 0.5 s longer): with
+	# its own clock it ended up to ~1.5 s early in some runs, and once s0
+	# lost its XDP program r1 could no longer send redirected frames (the
+	# lane then punts them to userspace, kfwd's redirects fail).
 	nsx $SNK taskset -c 0 "$XSK_FWD" sink --dev $S0 --warmup "$(calc "$start + $WARMUP + 0.5")" \
-		--seconds "$MEASURE" >"$out/sink" 2>"$out/sink.err" &
+		--start-file "$out/go" --seconds "$MEASURE" --linger 1 >"$out/sink" 2>"$out/sink.err" &
 	local sinkpid=$!; PIDS+=("$sinkpid")
 	for _ in $(seq 50); do
 		nsx $SNK sh -c "echo 1 > /sys/class/net/$S0/threaded" 2>/dev/null && [ -n "$(napi_pids $S0)" ] && break
@@ -248,8 +256,12 @@ for _ in range(8):
 	local napi t0 s0 t1 s1 p0 p1
 	napi=$( { napi_pids $R0; napi_pids $R1; } | tr '\n' ' ')
 	# shellcheck disable=SC2086
+	touch "$out/go"
 	t0=$(ticks $napi); s0=$(sirq1); p0=0
 	[ -n "$tpid" ] && p0=$(ticks "$tpid")
+	if [ -n "${SCRATCH:-}" ] && [ "$c" = lane ]; then
+		bpftool -j map dump name lane_ctr >"$SCRATCH.$sc.ctr0.json" 2>&1 || true
+	fi
 	if [ -n "${PERF:-}" ] && [ -n "$tpid" ]; then
 		perf record -F 2999 -g -p "$tpid" -o "$PERF.$c.data" -- sleep "$MEASURE" >/dev/null 2>&1
 	else
@@ -261,7 +273,14 @@ for _ in range(8):
 	if [ -n "${SCRATCH:-}" ] && [ "$c" = lane ]; then
 		# The lane's per-CPU scratch (its caches' and memos' moving miss
 		# rates, of 65536) at the end of the window.
-		bpftool -j map dump name lane_scratch >"$SCRATCH.$sc.$(date +%s).json" 2>&1 || true
+		local at
+		at=$(date +%s)
+		bpftool -j map dump name lane_scratch >"$SCRATCH.$sc.$at.json" 2>&1 || true
+		"$TERN" stats --socket "$out/tern.sock" >"$SCRATCH.$sc.$at.stats" 2>&1 || true
+		bpftool -j map dump name lane_ctr >"$SCRATCH.$sc.$at.ctr.json" 2>&1 || true
+		mv -f "$SCRATCH.$sc.ctr0.json" "$SCRATCH.$sc.$at.ctr0.json" 2>/dev/null || true
+		bpftool -j map dump name lane_ifs >"$SCRATCH.$sc.$at.ifs.json" 2>&1 || true
+		cp "$out/tern.log" "$SCRATCH.$sc.$at.log" 2>/dev/null || true
 	fi
 	wait "$sinkpid" || { cat "$out/sink.err" >&2; }
 	sleep 1.5
