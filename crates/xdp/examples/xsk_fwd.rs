@@ -18,10 +18,11 @@
 //! that file appears (the rig creates it as its own window starts, so both
 //! count the same seconds), and `--linger` keeps the program attached that
 //! long after it printed (frames still arriving are taken, not dropped: a
-//! veth redirects into its peer only while the peer runs XDP). `gen` sends 64-byte UDP frames out of
-//! `--dev` through BPF_PROG_TEST_RUN live frames (counted as offered, not
-//! as delivered: the peer may drop them). Driven by `scripts/xsk_rig.sh`, which runs
-//! each inside its namespace of the 3-namespace rig.
+//! veth redirects into its peer only while the peer runs XDP). `gen` sends
+//! 64-byte UDP frames out of `--dev` through BPF_PROG_TEST_RUN live frames
+//! (counted as offered, not as delivered: the peer may drop them). Driven
+//! by `scripts/xsk_rig.sh` and `scripts/lane_rig.sh`, which run each inside
+//! its namespace of the 3-namespace rig.
 
 use std::net::IpAddr;
 use std::process::ExitCode;

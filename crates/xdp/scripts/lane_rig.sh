@@ -255,8 +255,8 @@ for _ in range(8):
 	sleep "$(calc "$WARMUP + 0.5")"
 	local napi t0 s0 t1 s1 p0 p1
 	napi=$( { napi_pids $R0; napi_pids $R1; } | tr '\n' ' ')
+	touch "$out/go" # the sink's window starts now too
 	# shellcheck disable=SC2086
-	touch "$out/go"
 	t0=$(ticks $napi); s0=$(sirq1); p0=0
 	[ -n "$tpid" ] && p0=$(ticks "$tpid")
 	if [ -n "${SCRATCH:-}" ] && [ "$c" = lane ]; then
