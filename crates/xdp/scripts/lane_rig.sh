@@ -259,8 +259,10 @@ for _ in range(8):
 	# shellcheck disable=SC2086
 	t0=$(ticks $napi); s0=$(sirq1); p0=0
 	[ -n "$tpid" ] && p0=$(ticks "$tpid")
+	local at
+	at=$(date +%s) # names this window's SCRATCH files
 	if [ -n "${SCRATCH:-}" ] && [ "$c" = lane ]; then
-		bpftool -j map dump name lane_ctr >"$SCRATCH.$sc.ctr0.json" 2>&1 || true
+		bpftool -j map dump name lane_ctr >"$SCRATCH.$sc.$at.ctr0.json" 2>&1 || true
 	fi
 	if [ -n "${PERF:-}" ] && [ -n "$tpid" ]; then
 		perf record -F 2999 -g -p "$tpid" -o "$PERF.$c.data" -- sleep "$MEASURE" >/dev/null 2>&1
@@ -271,14 +273,12 @@ for _ in range(8):
 	t1=$(ticks $napi); s1=$(sirq1); p1=0
 	[ -n "$tpid" ] && p1=$(ticks "$tpid")
 	if [ -n "${SCRATCH:-}" ] && [ "$c" = lane ]; then
-		# The lane's per-CPU scratch (its caches' and memos' moving miss
-		# rates, of 65536) at the end of the window.
-		local at
-		at=$(date +%s)
+		# At the end of the window: the lane's per-CPU scratch (its caches'
+		# and memos' moving miss rates, of 65536), counters, interface
+		# table, and tern's counters and log.
 		bpftool -j map dump name lane_scratch >"$SCRATCH.$sc.$at.json" 2>&1 || true
 		"$TERN" stats --socket "$out/tern.sock" >"$SCRATCH.$sc.$at.stats" 2>&1 || true
 		bpftool -j map dump name lane_ctr >"$SCRATCH.$sc.$at.ctr.json" 2>&1 || true
-		mv -f "$SCRATCH.$sc.ctr0.json" "$SCRATCH.$sc.$at.ctr0.json" 2>/dev/null || true
 		bpftool -j map dump name lane_ifs >"$SCRATCH.$sc.$at.ifs.json" 2>&1 || true
 		cp "$out/tern.log" "$SCRATCH.$sc.$at.log" 2>/dev/null || true
 	fi
