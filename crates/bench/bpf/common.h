@@ -62,6 +62,23 @@ struct gen_state {
 	__u32 seq[MAX_STREAMS];
 };
 
+/* The generator's pacing. With rate 0 every run of the program sends a
+ * frame (the caller paces, or does not). Otherwise the program sends
+ * the frames due at `rate` since its first run of the trial and drops
+ * the page otherwise (XDP_DROP: back to the page pool), so one long
+ * BPF_PROG_TEST_RUN call spaces its frames evenly instead of sending
+ * them in bursts. A token bucket of `depth` frames: frames due more than
+ * `depth` ago, when the generator was held up, are skipped, not sent in
+ * a catch-up burst. */
+struct gen_pace {
+	__u64 rate;     /* frames per second, 0: unpaced */
+	__u64 total;    /* frames to offer in all (sent + skipped) */
+	__u64 depth;    /* token bucket depth, frames (>= 1) */
+	__u64 start_ns; /* bpf_ktime_get_ns() of the first run, 0: not yet */
+	__u64 last_ns;  /* bpf_ktime_get_ns() of the last frame sent */
+	__u64 skipped;  /* frames skipped while the generator was late */
+};
+
 struct rx_stream {
 	__u64 received;
 	__u64 bytes;

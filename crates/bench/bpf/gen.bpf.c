@@ -6,6 +6,9 @@
  * frame to the slot's length and returns XDP_TX, which the test-run
  * code turns into a redirect out of the interface named in the context.
  *
+ * Paced (struct gen_pace), it sends a frame only when one is due and
+ * drops the page otherwise: see common.h.
+ *
  * One userspace thread calls it at a time, so the state map is updated
  * without atomics (the generator owns it). */
 #include <linux/bpf.h>
@@ -33,6 +36,37 @@ struct {
 	__type(key, __u32);
 	__type(value, struct gen_state);
 } gen_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_pace);
+} gen_pace SEC(".maps");
+
+/* Whether a frame is due now (and the bucket's bookkeeping). */
+static __always_inline int due(struct gen_pace *pc, const struct gen_state *st)
+{
+	if (!pc->rate)
+		return 1;
+	__u64 now = bpf_ktime_get_ns();
+	if (!pc->start_ns)
+		pc->start_ns = now;
+	__u64 el = now - pc->start_ns;
+	/* Split so that the product cannot overflow: rate < 2^32 frames/s. */
+	__u64 rate = pc->rate & 0xffffffffULL;
+	__u64 n = (el / 1000000000ULL) * rate + (el % 1000000000ULL) * rate / 1000000000ULL + 1;
+	if (n > pc->total)
+		n = pc->total;
+	__u64 consumed = st->sent + pc->skipped;
+	if (n <= consumed)
+		return 0;
+	__u64 depth = pc->depth ? pc->depth : 1;
+	if (n - consumed > depth)
+		pc->skipped += n - consumed - depth;
+	pc->last_ns = now;
+	return 1;
+}
 
 static __always_inline __u16 csum_fold(__u64 s)
 {
@@ -171,8 +205,11 @@ int tern_gen(struct xdp_md *ctx)
 	__u32 k0 = 0;
 	struct gen_cfg *cfg = bpf_map_lookup_elem(&gen_config, &k0);
 	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &k0);
-	if (!cfg || !st)
+	struct gen_pace *pc = bpf_map_lookup_elem(&gen_pace, &k0);
+	if (!cfg || !st || !pc)
 		return XDP_ABORTED;
+	if (!due(pc, st))
+		return XDP_DROP;
 	__u32 n = cfg->n_slots;
 	if (n == 0 || n > MAX_SLOTS)
 		return XDP_ABORTED;

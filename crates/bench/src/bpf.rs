@@ -24,6 +24,10 @@ const SLOT_SIZE: usize = HDR_MAX + 8;
 const STREAM_CFG_SIZE: usize = 32;
 const GEN_CFG_SIZE: usize = 8 + MAX_STREAMS * STREAM_CFG_SIZE;
 const GEN_STATE_SIZE: usize = 8 + MAX_STREAMS * 8 + MAX_STREAMS * 4;
+/// `struct gen_pace`: six u64.
+const GEN_PACE_SIZE: usize = 48;
+/// Highest paced rate the program takes (it multiplies in 64 bits).
+pub const MAX_PACED_PPS: f64 = 4.0e9;
 /// `struct rx_stream`: 8 counters, max_seq + started, window, histogram.
 pub(crate) const RX_STREAM_SIZE: usize = 8 * 8 + 8 + 16 * 8 + crate::account::LAT_BUCKETS * 8;
 const RX_MISC_SIZE: usize = 24;
@@ -66,6 +70,11 @@ fn load(obj: &[u8], prog: &str) -> Result<Ebpf> {
 
 fn array<'a, const N: usize>(ebpf: &'a mut Ebpf, name: &str) -> Result<Array<&'a mut MapData, [u8; N]>> {
     let map = ebpf.map_mut(name).ok_or_else(|| BenchError::Bpf(format!("no map {name}")))?;
+    Array::try_from(map).map_err(|e| bpf_err(name, e))
+}
+
+fn array_ref<'a, const N: usize>(ebpf: &'a Ebpf, name: &str) -> Result<Array<&'a MapData, [u8; N]>> {
+    let map = ebpf.map(name).ok_or_else(|| BenchError::Bpf(format!("no map {name}")))?;
     Array::try_from(map).map_err(|e| bpf_err(name, e))
 }
 
@@ -114,6 +123,37 @@ pub struct GenCounters {
     pub sent: u64,
     /// Frames sent per stream (the next sequence number of each).
     pub per_stream: Vec<u64>,
+}
+
+/// Where a paced run stands (`struct gen_pace` and the frame counter).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PaceProgress {
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames skipped: due while the generator was held up, beyond the
+    /// bucket's depth.
+    pub skipped: u64,
+    /// Kernel monotonic time of the first run and of the last frame sent,
+    /// ns (0: none yet).
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub last_ns: u64,
+}
+
+impl PaceProgress {
+    /// Frames sent or skipped: the part of the trial's total used up.
+    pub fn consumed(&self) -> u64 {
+        self.sent + self.skipped
+    }
+
+    /// Seconds from the first run to the last frame sent, plus one frame
+    /// interval at `rate_pps` (0 before two frames went out).
+    pub fn seconds(&self, rate_pps: f64) -> f64 {
+        if self.sent < 2 || self.last_ns <= self.start_ns {
+            return 0.0;
+        }
+        (self.last_ns - self.start_ns) as f64 / 1e9 + 1.0 / rate_pps
+    }
 }
 
 /// The loaded generator program.
@@ -183,7 +223,40 @@ impl Generator {
         let mut m = array::<GEN_CFG_SIZE>(&mut self.ebpf, "gen_config")?;
         m.set(0, cfg_bytes(slots.len(), flows), 0).map_err(|e| bpf_err("write gen_config", e))?;
         self.n_streams = flows.len();
+        self.unpace()?;
         self.reset()
+    }
+
+    /// Paces the next runs: from the first, frames go out at `rate_pps`
+    /// until `total` are sent or skipped, with a token bucket `depth`
+    /// frames deep; every other run of the program drops its page.
+    pub fn pace(&mut self, rate_pps: f64, total: u64, depth: u64) -> Result<()> {
+        if !(rate_pps.is_finite() && (1.0..=MAX_PACED_PPS).contains(&rate_pps)) {
+            return Err(BenchError::Config(format!("paced rate {rate_pps} frames/s")));
+        }
+        let mut b = [0u8; GEN_PACE_SIZE];
+        b[0..8].copy_from_slice(&(rate_pps.round() as u64).to_le_bytes());
+        b[8..16].copy_from_slice(&total.to_le_bytes());
+        b[16..24].copy_from_slice(&depth.max(1).to_le_bytes());
+        let mut m = array::<GEN_PACE_SIZE>(&mut self.ebpf, "gen_pace")?;
+        m.set(0, b, 0).map_err(|e| bpf_err("write gen_pace", e))
+    }
+
+    /// Every run sends a frame again (the caller paces, or does not).
+    pub fn unpace(&mut self) -> Result<()> {
+        let mut m = array::<GEN_PACE_SIZE>(&mut self.ebpf, "gen_pace")?;
+        m.set(0, [0u8; GEN_PACE_SIZE], 0).map_err(|e| bpf_err("reset gen_pace", e))
+    }
+
+    /// Where the paced run stands.
+    pub fn pace_progress(&self) -> Result<PaceProgress> {
+        let sent = {
+            let m = array_ref::<GEN_STATE_SIZE>(&self.ebpf, "gen_state")?;
+            le_u64(&m.get(&0, 0).map_err(|e| bpf_err("read gen_state", e))?, 0)
+        };
+        let m = array_ref::<GEN_PACE_SIZE>(&self.ebpf, "gen_pace")?;
+        let b = m.get(&0, 0).map_err(|e| bpf_err("read gen_pace", e))?;
+        Ok(PaceProgress { sent, skipped: le_u64(&b, 40), start_ns: le_u64(&b, 24), last_ns: le_u64(&b, 32) })
     }
 
     /// Zeroes the frame counter and every stream's sequence number.

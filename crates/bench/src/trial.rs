@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::account::StreamResult;
-use crate::bpf::{Generator, Sink};
+use crate::bpf::{Generator, MAX_PACED_PPS, PaceProgress, Sink};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, current_tid, pin_current_thread, set_fifo};
 use crate::traffic::{StreamSpec, TrafficProfile};
@@ -94,39 +94,34 @@ pub struct Tester<'a> {
     pub timing: TrialTiming,
 }
 
-/// Smallest batch per BPF_PROG_TEST_RUN call: the generator waits until
-/// the bucket holds this many frames (64 is what a NIC's interrupt
-/// moderation batches anyway).
-const MIN_CALL: u64 = 64;
-/// Most calls per second. Each live-frames call registers a page pool
-/// under one of 65534 memory model ids, freed an RCU grace period after
-/// the pool's last frame comes back; on a loaded machine grace periods
-/// are slow and thousands of calls a second ran out of ids (ENOSPC). So
-/// at high rates batches grow instead: rate / MAX_CALLS_PER_SEC frames.
-const MAX_CALLS_PER_SEC: f64 = 2000.0;
+/// Runs of the program per BPF_PROG_TEST_RUN call. The program sends only
+/// the frames due and drops the other pages (struct gen_pace in
+/// bpf/common.h), so a call lasts this many runs of a few tens of ns (a few
+/// ms), longer at high rates; a trial ends on the program's frame count,
+/// not on a call's. Few, long calls matter: each call registers a page pool
+/// under a memory model id, one destroyed with frames still in flight (the
+/// usual case with a DUT on another CPU) stays registered a second more,
+/// and the kernel walks every registered one whenever one goes away. With a
+/// call per burst of 64-2048 frames (thousands a second) that walk
+/// (mem_allocator_disconnect) took half of the generator's CPU and its rate
+/// fell to half of the rate asked for, more so from trial to trial.
+const RUNS_PER_CALL: u32 = 1 << 16;
 
-/// Smallest batch at `rate_pps`.
-fn min_call(rate_pps: f64) -> u64 {
-    ((rate_pps / MAX_CALLS_PER_SEC) as u64).clamp(MIN_CALL, MAX_DEPTH)
+/// Depth of the token bucket at `rate_pps` for a depth of `secs`: a
+/// generator delayed (by the scheduler, or the hypervisor) skips the frames
+/// due beyond it instead of catching up with a burst that no real sender
+/// would emit and that would overflow the DUT's receive ring. The rate
+/// achieved is reported.
+pub fn bucket_depth(rate_pps: f64, secs: f64) -> u64 {
+    ((rate_pps * secs) as u64).clamp(MIN_DEPTH, MAX_DEPTH)
 }
+/// Smallest bucket depth (frames).
+const MIN_DEPTH: u64 = 64;
 /// Largest bucket depth (frames).
 const MAX_DEPTH: u64 = 2048;
 
-/// The generator sleeps only when the next batch is further away than this.
-const SLEEP_ABOVE_SECS: f64 = 1e-3;
-
-/// Depth of the token bucket at `rate_pps` for a depth of `secs`: a
-/// generator delayed (by the scheduler, or the hypervisor) loses the tokens
-/// beyond it instead of catching up with a burst that no real sender would
-/// emit and that would overflow the DUT's receive ring. The rate achieved
-/// is reported. Deeper buckets mean fewer, longer BPF_PROG_TEST_RUN calls
-/// (each sets up a page pool: about 20 us) and so a higher top rate, at
-/// the price of burstier traffic.
-pub fn bucket_depth(rate_pps: f64, secs: f64) -> u64 {
-    ((rate_pps * secs) as u64).clamp(MIN_CALL, MAX_DEPTH)
-}
-
-/// Frames per xdp_do_flush inside a call (the kernel caps it at 256).
+/// Frames per xdp_do_flush inside a call (the kernel caps it at 256): how
+/// long a sent frame can wait in the generator, in runs of the program.
 const FLUSH_BATCH: u32 = 64;
 
 impl Tester<'_> {
@@ -137,61 +132,30 @@ impl Tester<'_> {
     /// Sends at `rate_pps` for `duration` from the generator namespace,
     /// returning (frames sent, seconds).
     fn generate(&mut self, rate_pps: f64, duration: Duration) -> Result<(u64, f64)> {
+        let rate_pps = rate_pps.min(MAX_PACED_PPS);
         let total = (rate_pps * duration.as_secs_f64()).round() as u64;
+        let depth = bucket_depth(rate_pps, self.timing.bucket_secs);
+        self.generator.pace(rate_pps, total, depth)?;
         let buf = vec![0u8; self.profile.max_frame_len()];
         let generator = &*self.generator;
         let ns = self.gen_ns;
         let ifindex = self.gen_ifindex;
         let cpu = self.timing.gen_cpu;
         let rt = self.timing.rt_priority;
-        let bucket_secs = self.timing.bucket_secs;
-        std::thread::scope(|s| {
-            s.spawn(move || -> Result<(u64, f64)> {
+        let sent = std::thread::scope(|s| {
+            s.spawn(move || -> Result<PaceProgress> {
                 ns.enter_current_thread()?;
                 pin_current_thread(cpu)?;
                 set_fifo(current_tid(), rt, false)?;
                 let start = Instant::now();
                 let deadline = duration.mul_f64(1.01) + Duration::from_millis(5);
-                let depth = bucket_depth(rate_pps, bucket_secs).max(min_call(rate_pps));
-                let min_batch = min_call(rate_pps);
-                let mut sent = 0u64;
-                // Frames whose tokens were dropped while the generator was late.
-                let mut dropped_tokens = 0u64;
                 loop {
-                    let t = start.elapsed();
-                    if t > deadline {
-                        break; // the generator could not keep up
+                    generator.send(ifindex, &buf, RUNS_PER_CALL, FLUSH_BATCH)?;
+                    let p = generator.pace_progress()?;
+                    if p.consumed() >= total || start.elapsed() > deadline {
+                        // Past the deadline: the generator could not keep up.
+                        return Ok(p);
                     }
-                    let due = ((rate_pps * t.as_secs_f64()) as u64).min(total);
-                    let mut want = due.saturating_sub(sent + dropped_tokens);
-                    if want > depth {
-                        dropped_tokens += want - depth;
-                        want = depth;
-                    }
-                    let consumed = sent + dropped_tokens;
-                    if consumed >= total {
-                        break;
-                    }
-                    let rest = total - consumed;
-                    let batch = min_batch.min(rest);
-                    if want < batch {
-                        // Wait until the bucket holds a batch: sleep only when
-                        // far ahead, since a wake-up can be late by more than
-                        // the bucket holds; spin otherwise (a NAPI thread of
-                        // higher priority preempts the spinning thread).
-                        let at = (consumed + batch) as f64 / rate_pps;
-                        let wait = at - t.as_secs_f64();
-                        if wait > SLEEP_ABOVE_SECS {
-                            std::thread::sleep(Duration::from_secs_f64(wait - SLEEP_ABOVE_SECS / 2.0));
-                        } else {
-                            std::hint::spin_loop();
-                        }
-                        continue;
-                    }
-                    let n = want.min(rest);
-                    // n <= MAX_DEPTH
-                    generator.send(ifindex, &buf, n as u32, FLUSH_BATCH)?;
-                    sent += n;
                     // Let a real-time NAPI thread sharing this CPU drain
                     // its ring (under normal scheduling this would hand
                     // the CPU to any other process instead).
@@ -199,11 +163,11 @@ impl Tester<'_> {
                         std::thread::yield_now();
                     }
                 }
-                Ok((sent, start.elapsed().as_secs_f64()))
             })
             .join()
             .map_err(|_| BenchError::Bpf("generator thread panicked".into()))?
-        })
+        })?;
+        Ok((sent.sent, sent.seconds(rate_pps)))
     }
 
     /// Waits until every counted frame has arrived, nothing has arrived

@@ -45,6 +45,65 @@ fn generator_matches_the_reference_frames() {
     }
 }
 
+/// Paced, the program sends a frame only when one is due at the rate
+/// since its first run, never more than the trial's total, and skips the
+/// frames due beyond the bucket's depth when it was held up.
+#[test]
+fn generator_paces_its_frames() {
+    if !common::privileged() {
+        return;
+    }
+    let mut g = anchored_generator();
+    let (_, p) = common::profiles().into_iter().next().expect("a profile");
+    let slots = p.slots().expect("slots");
+    let flows: Vec<_> = p.streams.iter().map(|s| s.flows).collect();
+    g.configure(&slots, &flows).expect("configure");
+    let buf = vec![0u8; p.max_frame_len()];
+    let ms = std::time::Duration::from_millis(1);
+
+    // 1000 frames/s, 3 in all: frame k is not sent before k ms have passed.
+    g.pace(1000.0, 3, 1).expect("pace");
+    let t0 = std::time::Instant::now();
+    let mut sent_at = Vec::new();
+    while sent_at.len() < 3 && t0.elapsed() < std::time::Duration::from_secs(5) {
+        let (verdict, _) = g.build_one(&buf).expect("run");
+        match verdict {
+            XDP_TX => sent_at.push(t0.elapsed()),
+            XDP_DROP => {}
+            v => panic!("verdict {v}"),
+        }
+    }
+    assert_eq!(sent_at.len(), 3, "three frames within 5 s");
+    for (k, at) in sent_at.iter().enumerate() {
+        assert!(*at >= ms * k as u32, "frame {k} sent after {at:?}");
+    }
+    std::thread::sleep(5 * ms);
+    assert_eq!(g.build_one(&buf).expect("run").0, XDP_DROP, "nothing past the total");
+    let pr = g.pace_progress().expect("progress");
+    assert_eq!(pr.sent, 3);
+    assert!(pr.start_ns > 0 && pr.last_ns >= pr.start_ns + 2_000_000, "{pr:?}");
+    assert_eq!(g.counters().expect("counters").sent, 3);
+
+    // Held up for 30 ms with a bucket of 4: the frames due beyond 4 are
+    // skipped, the 4 are sent at once, then nothing until the next is due.
+    g.reset().expect("reset");
+    g.pace(1000.0, 1000, 4).expect("pace");
+    assert_eq!(g.build_one(&buf).expect("run").0, XDP_TX, "the first frame is due at once");
+    std::thread::sleep(30 * ms);
+    for i in 0..4 {
+        assert_eq!(g.build_one(&buf).expect("run").0, XDP_TX, "catch-up frame {i}");
+    }
+    let pr = g.pace_progress().expect("progress");
+    assert_eq!(pr.sent, 5);
+    assert!(pr.skipped >= 26, "at least 31 due, 1 sent before, 4 owed: {pr:?}");
+
+    // Unpaced, every run sends.
+    g.unpace().expect("unpace");
+    for _ in 0..10 {
+        assert_eq!(g.build_one(&buf).expect("run").0, XDP_TX);
+    }
+}
+
 #[test]
 fn generator_random_flows_stay_in_range_with_valid_checksums() {
     if !common::privileged() {
