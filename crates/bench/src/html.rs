@@ -194,11 +194,17 @@ pub fn render(r: &Report) -> String {
                 c.gen_cpu, c.dut_cpu, c.sink_cpu, c.rt_priority
             ),
         ),
+        ("CPUs kept out of idle states (PM QoS)", crate::report::idle_list(&c.no_idle_cpus)),
         ("load average at start", c.loadavg.clone()),
         ("trial", format!("{} s, drain up to {} s", c.trial_secs, c.drain_secs)),
         (
             "search",
-            format!("NDR (0 loss) and PDR (<= {} %) to {} % of the top rate", c.pdr_loss * 100.0, c.goal_width * 100.0),
+            format!(
+                "NDR (0 loss) and PDR (<= {} %) to {} % of the top rate; {}",
+                c.pdr_loss * 100.0,
+                c.goal_width * 100.0,
+                crate::report::search_rule(c.trials_per_load)
+            ),
         ),
         ("generator", c.generator.clone()),
         ("receiver", c.receiver.clone()),
@@ -375,6 +381,8 @@ mod tests {
                 goal_width: 0.01,
                 pdr_loss: 0.005,
                 generator: "xdp".into(),
+                no_idle_cpus: vec![1],
+                trials_per_load: 3,
                 receiver: "xdp".into(),
                 traffic: vec!["legit".into()],
                 vlan: None,

@@ -86,6 +86,12 @@ pub struct Rfc2544Opts {
     #[arg(long, default_value_t = 500.0)]
     pub bucket_us: f64,
 
+    /// Trials per load in the NDR/PDR searches (odd): a load meets a target
+    /// when most of its trials do (MLRsearch's goal exceed ratio 0.5, RFC
+    /// 9971). 1 is RFC 2544's search: one lossy trial fails the load.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=9))]
+    pub trials_per_load: u8,
+
     /// Skip the NDR/PDR searches (frame-loss test only).
     #[arg(long)]
     pub no_search: bool,
@@ -107,6 +113,11 @@ pub struct Rfc2544Opts {
     /// their CPUs (0: normal scheduling).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=98))]
     pub rt_priority: u8,
+
+    /// Let the DUT's and the sink's CPUs enter idle states during the run
+    /// (by default they only poll when idle: PM QoS resume latency n/a).
+    #[arg(long)]
+    pub allow_idle: bool,
 
     /// Routing table for 900k-routes-50fw (one prefix per line, .gz ok).
     #[arg(long)]

@@ -41,8 +41,13 @@ pub struct Conditions {
     pub goal_width: f64,
     /// PDR loss ratio.
     pub pdr_loss: f64,
+    /// Trials per load of the searches; a load meets a target when most
+    /// of them do (1: RFC 2544).
+    pub trials_per_load: usize,
     /// How frames are generated.
     pub generator: String,
+    /// CPUs kept out of idle states during the run (PM QoS).
+    pub no_idle_cpus: Vec<usize>,
     /// How frames are counted.
     pub receiver: String,
     /// The traffic: streams and flows.
@@ -240,6 +245,23 @@ impl Report {
     }
 }
 
+/// How the searches judge a load.
+pub(crate) fn search_rule(per_load: usize) -> String {
+    if per_load <= 1 {
+        "one trial per load (RFC 2544)".into()
+    } else {
+        format!("a load passes when most of up to {per_load} trials do (MLRsearch exceed ratio 0.5)")
+    }
+}
+
+/// "1, 2", or "none".
+pub(crate) fn idle_list(cpus: &[usize]) -> String {
+    if cpus.is_empty() {
+        return "none".into();
+    }
+    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.conditions;
@@ -248,6 +270,12 @@ impl fmt::Display for Report {
             f,
             "trials {} s, generator cpu {}, DUT cpu {}, sink cpu {}, SCHED_FIFO {}, {} ({}), load {}",
             c.trial_secs, c.gen_cpu, c.dut_cpu, c.sink_cpu, c.rt_priority, c.cpu_model, c.kernel, c.loadavg
+        )?;
+        writeln!(
+            f,
+            "CPUs kept out of idle states: {}; searches: {}",
+            idle_list(&c.no_idle_cpus),
+            search_rule(c.trials_per_load)
         )?;
         for size in self.size_labels() {
             writeln!(f)?;

@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use crate::bpf::{Generator, PassProgram, Sink};
 use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
-use crate::netns::{Netns, cpu_count, have_program};
+use crate::netns::{Netns, NoIdle, cpu_count, have_program};
 use crate::opts::{FlowMode, Rfc2544Opts};
 use crate::progress::Progress;
 use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, Report, SizeReport};
@@ -81,6 +81,12 @@ fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
     }
     if !(opts.goal_width > 0.0 && opts.goal_width < 1.0) {
         return Err(BenchError::Config(format!("--goal-width {}: need 0 < w < 1", opts.goal_width)));
+    }
+    if opts.trials_per_load.is_multiple_of(2) {
+        return Err(BenchError::Config(format!(
+            "--trials-per-load {}: need an odd count (a majority decides)",
+            opts.trials_per_load
+        )));
     }
     if !(opts.bucket_us >= 1.0 && opts.bucket_us <= 100_000.0) {
         return Err(BenchError::Config(format!("--bucket-us {}: need 1..100000", opts.bucket_us)));
@@ -326,7 +332,8 @@ impl Ctx<'_> {
                     emit("max", &o);
                     self.ceiling_pps.push(o.offered_pps);
                 } else {
-                    let p = SearchParams::new(top, self.opts.goal_width);
+                    let p = SearchParams::new(top, self.opts.goal_width)
+                        .with_trials_per_load(usize::from(self.opts.trials_per_load));
                     let r = ndr_pdr(&mut tester, &p, &mut |o, _, _| emit("search", o))?;
                     self.ceiling_pps.push(r.trials.first().map_or(top, |t| t.offered_pps));
                     search_result = Some(r);
@@ -353,7 +360,8 @@ impl Ctx<'_> {
             if kind.is_some() && !self.opts.no_search {
                 let top = self.ceiling_pps.get(size_idx).copied().unwrap_or(FLAT_OUT_PPS);
                 let top = self.opts.max_mpps.map_or(top, |m| (m * 1e6).min(top));
-                let p = SearchParams::new(top, self.opts.goal_width);
+                let p = SearchParams::new(top, self.opts.goal_width)
+                    .with_trials_per_load(usize::from(self.opts.trials_per_load));
                 search_result = Some(ndr_pdr(&mut tester, &p, &mut |o, _, _| emit("search", o))?);
             }
             if let Some(h) = &mut handle {
@@ -400,6 +408,19 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         let exe = std::env::current_exe().ok()?;
         (exe.file_name()? == "tern").then_some(exe)
     });
+    // The DUT's CPU and the sink's (when it has its own) only poll when
+    // idle, for the run (see NoIdle); the generator's CPU never idles.
+    let mut no_idle = Vec::new();
+    if !opts.allow_idle {
+        let mut cpus = vec![opts.dut_cpu, opts.sink_cpu];
+        cpus.retain(|&c| c != opts.gen_cpu);
+        cpus.dedup();
+        for c in cpus {
+            if let Some(g) = NoIdle::hold(c)? {
+                no_idle.push((c, g));
+            }
+        }
+    }
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let conditions = Conditions {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -415,11 +436,14 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         drain_secs: opts.drain_secs,
         goal_width: opts.goal_width,
         pdr_loss: 0.005,
+        trials_per_load: usize::from(opts.trials_per_load),
         generator: format!(
-            "XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES; token bucket \
-             {} us deep (64..2048 frames), batches of >= 64 frames flushed every 64",
+            "XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, 65536 runs a \
+             call; it paces each frame by the kernel's clock (a frame is sent when due, the page \
+             dropped otherwise), token bucket {} us deep (64..2048 frames), flushed every 64 runs",
             opts.bucket_us
         ),
+        no_idle_cpus: no_idle.iter().map(|(c, _)| *c).collect(),
         receiver: "XDP program on the sink's veth: per-stream counters, 1024-frame sequence \
                    window, latency histogram; frames dropped after counting"
             .into(),
@@ -430,7 +454,7 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
     };
     let per_chain = scenario.sizes.len()
         * (if opts.loads.is_empty() { DEFAULT_LOAD_FRACTIONS.len() } else { opts.loads.len() }
-            + if opts.no_search { 1 } else { SEARCH_TRIALS_ESTIMATE });
+            + if opts.no_search { 1 } else { SEARCH_TRIALS_ESTIMATE * (1 + usize::from(opts.trials_per_load)) / 2 });
     let mut ctx = Ctx {
         opts,
         scenario: &scenario,
