@@ -355,6 +355,7 @@ mod tests {
             latency: None,
             streams: Vec::new(),
             in_gre: 0,
+            dut_steal_ms: Some(10.0),
         };
         let size = |loss: f64| SizeReport {
             size: "64".into(),

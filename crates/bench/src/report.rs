@@ -86,6 +86,8 @@ pub struct LoadPoint {
     /// Frames received inside GRE (the tunnel scenario checks the DUT
     /// really encapsulated).
     pub in_gre: u64,
+    /// Steal time of the DUT's CPU during the trial, ms (10 ms ticks).
+    pub dut_steal_ms: Option<f64>,
 }
 
 impl LoadPoint {
@@ -103,6 +105,7 @@ impl LoadPoint {
             latency: t.streams.iter().find(|s| s.counted).and_then(|s| s.latency),
             streams: t.streams.clone(),
             in_gre: t.in_gre,
+            dut_steal_ms: t.dut_steal_ms,
         }
     }
 

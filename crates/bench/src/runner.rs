@@ -205,6 +205,7 @@ impl Ctx<'_> {
             gen_cpu: self.opts.gen_cpu,
             rt_priority: self.opts.rt_priority,
             bucket_secs: self.opts.bucket_us * 1e-6,
+            dut_cpu: self.opts.dut_cpu,
         }
     }
 
@@ -318,6 +319,7 @@ impl Ctx<'_> {
                     target_mpps: o.target_pps / 1e6,
                     offered_mpps: o.offered_pps / 1e6,
                     loss_pct: o.loss_ratio() * 100.0,
+                    dut_steal_ms: o.dut_steal_ms,
                     done: *done,
                     estimate,
                 });

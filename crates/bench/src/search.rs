@@ -276,6 +276,7 @@ impl TrialRunner for SimulatedDut {
             lost: lost.min(sent),
             streams: Vec::new(),
             in_gre: 0,
+            dut_steal_ms: None,
         })
     }
 }
@@ -355,6 +356,7 @@ mod tests {
             lost,
             streams: vec![],
             in_gre: 0,
+            dut_steal_ms: None,
         };
         let t = vec![mk(4e6, 10), mk(2e6, 0), mk(3e6, 1), mk(3.5e6, 0)];
         let b = bound(&t, 0.0);

@@ -34,6 +34,8 @@ pub struct TrialTiming {
     pub rt_priority: u8,
     /// Depth of the token bucket, in seconds of tokens.
     pub bucket_secs: f64,
+    /// CPU of the DUT, whose steal time each trial reports.
+    pub dut_cpu: usize,
 }
 
 /// The measured outcome of one trial.
@@ -53,6 +55,10 @@ pub struct TrialOutcome {
     pub streams: Vec<StreamResult>,
     /// Frames counted at the sink that arrived GRE-encapsulated.
     pub in_gre: u64,
+    /// Time the hypervisor kept the DUT's CPU from running while the
+    /// trial sent, ms (/proc/stat steal, 10 ms ticks; `None` where the
+    /// kernel does not count it).
+    pub dut_steal_ms: Option<f64>,
 }
 
 impl TrialOutcome {
@@ -119,6 +125,18 @@ pub fn bucket_depth(rate_pps: f64, secs: f64) -> u64 {
 const MIN_DEPTH: u64 = 64;
 /// Largest bucket depth (frames).
 const MAX_DEPTH: u64 = 2048;
+
+/// Ticks per second of /proc/stat's counters (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// Steal time of `cpu` so far, in USER_HZ ticks (the 8th counter of its
+/// line in /proc/stat), or `None` when unreadable.
+pub fn cpu_steal_ticks(cpu: usize) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let name = format!("cpu{cpu}");
+    let line = stat.lines().find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    line.split_whitespace().nth(8)?.parse().ok()
+}
 
 /// Frames per xdp_do_flush inside a call (the kernel caps it at 256): how
 /// long a sent frame can wait in the generator, in runs of the program.
@@ -206,7 +224,9 @@ impl Tester<'_> {
         }
         self.generator.reset()?;
         self.sink.reset()?;
+        let steal0 = cpu_steal_ticks(self.timing.dut_cpu);
         let (_, seconds) = self.generate(rate_pps, duration)?;
+        let steal1 = cpu_steal_ticks(self.timing.dut_cpu);
         let counters = self.generator.counters()?;
         let counted_sent: u64 =
             counters.per_stream.iter().zip(self.streams()).filter(|(_, s)| s.counted).map(|(n, _)| *n).sum();
@@ -229,6 +249,7 @@ impl Tester<'_> {
             lost,
             streams,
             in_gre,
+            dut_steal_ms: steal0.zip(steal1).map(|(a, b)| b.saturating_sub(a) as f64 * 1000.0 / USER_HZ),
         })
     }
 
@@ -257,5 +278,27 @@ impl Tester<'_> {
 impl TrialRunner for Tester<'_> {
     fn trial(&mut self, rate_pps: f64) -> Result<TrialOutcome> {
         self.trial_for(rate_pps, self.timing.duration)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_read_per_cpu_and_only_for_cpus_that_exist() {
+        let before = cpu_steal_ticks(0).expect("cpu0 has a line in /proc/stat with a steal counter");
+        let after = cpu_steal_ticks(0).expect("still there");
+        assert!(after >= before, "steal only grows");
+        assert_eq!(cpu_steal_ticks(1 << 20), None, "no such CPU");
+        // "cpu" (the sum line) is not "cpu0"'s prefix match.
+        let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+        let total: u64 = stat
+            .lines()
+            .find(|l| l.starts_with("cpu "))
+            .and_then(|l| l.split_whitespace().nth(8))
+            .and_then(|v| v.parse().ok())
+            .expect("sum line");
+        assert!(total >= before);
     }
 }
