@@ -1,13 +1,12 @@
 //! One trial: send at a rate for a fixed time, wait for the last frames,
 //! read what the sink counted.
 //!
-//! The offered rate is held by a token bucket over batches: tokens arrive
-//! at the rate asked for, up to a bounded depth; whenever the bucket holds
-//! a batch the generator sends it (BPF_PROG_TEST_RUN, live frames),
-//! otherwise it sleeps. When the machine cannot keep up, tokens overflow
-//! the bucket and are lost, so the offered load never comes in catch-up
-//! bursts; the rate actually achieved is measured and reported beside the
-//! rate asked for.
+//! The offered rate is held inside the generator's XDP program: it sends a
+//! frame whenever one is due at the rate asked for, by the kernel's clock,
+//! and drops the page otherwise, from a token bucket of bounded depth. When
+//! the machine cannot keep up, the frames due beyond the bucket are skipped,
+//! so the offered load never comes in catch-up bursts; the rate actually
+//! achieved is measured and reported beside the rate asked for.
 
 use std::time::{Duration, Instant};
 
