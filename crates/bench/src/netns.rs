@@ -218,29 +218,74 @@ pub fn set_fifo(pid: i32, priority: u8, all: bool) -> Result<()> {
 /// while the DUT's CPU sat idle. Testers on real hardware do the same
 /// (no deep C-states on the DUT's cores).
 pub struct NoIdle {
-    path: String,
-    old: String,
+    cpu: usize,
+}
+
+/// Per CPU: holders in this process, and the limit found by the first.
+/// Runs in parallel (the tests) share the setting; the last one out puts
+/// back what the first one found, not the "n/a" another run had written.
+static NO_IDLE: std::sync::Mutex<Vec<(usize, usize, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn qos_path(cpu: usize) -> String {
+    format!("/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us")
 }
 
 impl NoIdle {
     /// Holds `cpu` out of idle states; `None` when the kernel has no such
     /// control for it.
     pub fn hold(cpu: usize) -> Result<Option<Self>> {
-        let path = format!("/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us");
+        let path = qos_path(cpu);
+        let mut held = NO_IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = held.iter_mut().find(|h| h.0 == cpu) {
+            h.1 += 1;
+            return Ok(Some(NoIdle { cpu }));
+        }
         let old = match std::fs::read_to_string(&path) {
             Ok(s) => s.trim().to_string(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(BenchError::io(format!("read {path}"), e)),
         };
         std::fs::write(&path, "n/a").map_err(|e| BenchError::io(format!("write {path}"), e))?;
-        Ok(Some(NoIdle { path, old }))
+        held.push((cpu, 1, old));
+        Ok(Some(NoIdle { cpu }))
     }
 }
 
 impl Drop for NoIdle {
     fn drop(&mut self) {
-        // "n/a" reads back as such; no limit reads as 0 and is written so.
-        let _ = std::fs::write(&self.path, &self.old);
+        let mut held = NO_IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = held.iter().position(|h| h.0 == self.cpu) {
+            held[i].1 -= 1;
+            if held[i].1 == 0 {
+                let (_, _, old) = held.swap_remove(i);
+                // "n/a" reads back as such; no limit reads as 0 and is written so.
+                let _ = std::fs::write(qos_path(self.cpu), old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod no_idle_tests {
+    use super::*;
+
+    /// Overlapping holders of one CPU put back what was there before the
+    /// first, whatever order they end in.
+    #[test]
+    fn overlapping_holders_restore_the_first_value() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let cpu = 0;
+        let before = std::fs::read_to_string(qos_path(cpu)).map(|s| s.trim().to_string());
+        let Ok(before) = before else { return };
+        let a = NoIdle::hold(cpu).expect("hold").expect("sysfs control");
+        assert_eq!(std::fs::read_to_string(qos_path(cpu)).expect("read").trim(), "n/a");
+        let b = NoIdle::hold(cpu).expect("hold").expect("sysfs control");
+        drop(a);
+        assert_eq!(std::fs::read_to_string(qos_path(cpu)).expect("read").trim(), "n/a", "b still holds");
+        drop(b);
+        assert_eq!(std::fs::read_to_string(qos_path(cpu)).expect("read").trim(), before);
     }
 }
 
