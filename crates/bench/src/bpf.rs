@@ -248,12 +248,15 @@ impl Generator {
         m.set(0, [0u8; GEN_PACE_SIZE], 0).map_err(|e| bpf_err("reset gen_pace", e))
     }
 
+    /// `struct gen_state` as bytes.
+    fn state(&self) -> Result<[u8; GEN_STATE_SIZE]> {
+        let m = array_ref::<GEN_STATE_SIZE>(&self.ebpf, "gen_state")?;
+        m.get(&0, 0).map_err(|e| bpf_err("read gen_state", e))
+    }
+
     /// Where the paced run stands.
     pub fn pace_progress(&self) -> Result<PaceProgress> {
-        let sent = {
-            let m = array_ref::<GEN_STATE_SIZE>(&self.ebpf, "gen_state")?;
-            le_u64(&m.get(&0, 0).map_err(|e| bpf_err("read gen_state", e))?, 0)
-        };
+        let sent = le_u64(&self.state()?, 0);
         let m = array_ref::<GEN_PACE_SIZE>(&self.ebpf, "gen_pace")?;
         let b = m.get(&0, 0).map_err(|e| bpf_err("read gen_pace", e))?;
         Ok(PaceProgress { sent, skipped: le_u64(&b, 40), start_ns: le_u64(&b, 24), last_ns: le_u64(&b, 32) })
@@ -266,10 +269,9 @@ impl Generator {
     }
 
     /// Reads the counters.
-    pub fn counters(&mut self) -> Result<GenCounters> {
+    pub fn counters(&self) -> Result<GenCounters> {
         let n = self.n_streams;
-        let m = array::<GEN_STATE_SIZE>(&mut self.ebpf, "gen_state")?;
-        let b = m.get(&0, 0).map_err(|e| bpf_err("read gen_state", e))?;
+        let b = self.state()?;
         let seq_off = 8 + MAX_STREAMS * 8;
         Ok(GenCounters {
             sent: le_u64(&b, 0),

@@ -147,8 +147,8 @@ impl Tester<'_> {
     }
 
     /// Sends at `rate_pps` for `duration` from the generator namespace,
-    /// returning (frames sent, seconds).
-    fn generate(&mut self, rate_pps: f64, duration: Duration) -> Result<(u64, f64)> {
+    /// returning the seconds from its first frame to its last.
+    fn generate(&mut self, rate_pps: f64, duration: Duration) -> Result<f64> {
         let rate_pps = rate_pps.min(MAX_PACED_PPS);
         let total = (rate_pps * duration.as_secs_f64()).round() as u64;
         let depth = bucket_depth(rate_pps, self.timing.bucket_secs);
@@ -184,7 +184,7 @@ impl Tester<'_> {
             .join()
             .map_err(|_| BenchError::Bpf("generator thread panicked".into()))?
         })?;
-        Ok((sent.sent, sent.seconds(rate_pps)))
+        Ok(sent.seconds(rate_pps))
     }
 
     /// Waits until every counted frame has arrived, nothing has arrived
@@ -224,7 +224,7 @@ impl Tester<'_> {
         self.generator.reset()?;
         self.sink.reset()?;
         let steal0 = cpu_steal_ticks(self.timing.dut_cpu);
-        let (_, seconds) = self.generate(rate_pps, duration)?;
+        let seconds = self.generate(rate_pps, duration)?;
         let steal1 = cpu_steal_ticks(self.timing.dut_cpu);
         let counters = self.generator.counters()?;
         let counted_sent: u64 =
