@@ -1,11 +1,11 @@
-//! Compiles the XDP generator and sink programs (bpf/*.bpf.c) with clang
+//! Compiles the XDP programs (bpf/*.bpf.c: generator, sink, pass, hole watch) with clang
 //! into OUT_DIR; src/bpf.rs embeds them with `include_bytes!`.
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: [&str; 3] = ["gen", "sink", "pass"];
+const PROGRAMS: [&str; 4] = ["gen", "sink", "pass", "holes"];
 const HINT: &str = "tern-bench needs clang to build its XDP programs: apt-get install -y clang llvm libbpf-dev";
 
 fn main() {

@@ -79,6 +79,14 @@ struct gen_pace {
 	__u64 skipped;  /* frames skipped while the generator was late */
 };
 
+/* The sink's log of sequence gaps (sink.bpf.c): gap i is at i % GAP_LOG. */
+#define GAP_LOG 1024
+struct rx_gaps {
+	__u64 count;
+	__u64 at[GAP_LOG];   /* bpf_ktime_get_ns() when the frame after the gap came */
+	__u64 what[GAP_LOG]; /* stream << 32 | sequence numbers skipped */
+};
+
 struct rx_stream {
 	__u64 received;
 	__u64 bytes;

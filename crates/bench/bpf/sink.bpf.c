@@ -36,6 +36,29 @@ struct {
 	__type(value, struct rx_misc);
 } rx_misc SEC(".maps");
 
+/* Gaps in the sequence: each time a stream's frame arrives more than one
+ * past the highest sequence number so far, when it arrived and how many
+ * numbers it skipped (frames lost, unless they arrive later, reordered).
+ * The tester matches these against the holes of the DUT's CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rx_gaps);
+} rx_gaps SEC(".maps");
+
+static __always_inline void log_gap(__u32 stream, __u32 missing)
+{
+	__u32 k0 = 0;
+	struct rx_gaps *g = bpf_map_lookup_elem(&rx_gaps, &k0);
+	if (!g)
+		return;
+	__u32 i = g->count & (GAP_LOG - 1);
+	g->at[i] = bpf_ktime_get_ns();
+	g->what[i] = ((__u64)stream << 32) | missing;
+	g->count++;
+}
+
 static __always_inline __u32 lat_bucket(__u32 v)
 {
 	if (v < 16)
@@ -60,7 +83,7 @@ static __always_inline int win_test(struct rx_stream *s, __u32 seq)
 	return (s->window[(seq >> 6) & (WIN_WORDS - 1)] >> (seq & 63)) & 1;
 }
 
-static __always_inline void track(struct rx_stream *s, __u32 seq)
+static __always_inline void track(struct rx_stream *s, __u32 stream, __u32 seq)
 {
 	if (!s->started) {
 		s->started = 1;
@@ -70,6 +93,8 @@ static __always_inline void track(struct rx_stream *s, __u32 seq)
 	}
 	__s32 diff = (__s32)(seq - s->max_seq);
 	if (diff > 0) {
+		if (diff > 1)
+			log_gap(stream, (__u32)diff - 1);
 		/* Entering new words: clear them before use. */
 		__u32 k = ((seq >> 6) - (s->max_seq >> 6)) & ((1u << 26) - 1);
 		__u32 w = s->max_seq >> 6;
@@ -191,7 +216,7 @@ int tern_sink(struct xdp_md *ctx)
 	s->bytes += (__u64)((__u8 *)end - (__u8 *)data);
 	__u32 b = lat_bucket(lat);
 	s->hist[b & (LAT_BUCKETS - 1)]++;
-	track(s, seq);
+	track(s, stream, seq);
 	if (gre)
 		misc->in_gre++;
 	return XDP_DROP;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aya::Ebpf;
 use aya::maps::{Array, MapData};
-use aya::programs::{ProgramError, TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
+use aya::programs::{ProgramError, TestRun, TestRunAttrs, TestRunOptions, TracePoint, Xdp, XdpMode};
 use aya::sys::SyscallError;
 
 use crate::account::RxStream;
@@ -19,6 +19,7 @@ use crate::traffic::{FlowSpec, HDR_MAX, MAX_SLOTS, MAX_STREAMS, Slot};
 static GEN_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
 static SINK_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
 static PASS_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pass.bpf.o"));
+static HOLES_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/holes.bpf.o"));
 
 const SLOT_SIZE: usize = HDR_MAX + 8;
 const STREAM_CFG_SIZE: usize = 32;
@@ -31,12 +32,23 @@ pub const MAX_PACED_PPS: f64 = 4.0e9;
 /// `struct rx_stream`: 8 counters, max_seq + started, window, histogram.
 pub(crate) const RX_STREAM_SIZE: usize = 8 * 8 + 8 + 16 * 8 + crate::account::LAT_BUCKETS * 8;
 const RX_MISC_SIZE: usize = 24;
+/// Gaps `struct rx_gaps` logs (GAP_LOG).
+const GAP_LOG: usize = 1024;
+/// `struct rx_gaps`: count, then two logs.
+const RX_GAPS_SIZE: usize = 8 + 2 * GAP_LOG * 8;
 /// errno ENOSPC.
 const ENOSPC: i32 = 28;
 /// errno ENOMEM.
 const ENOMEM: i32 = 12;
 /// How many 5 ms waits a send makes for page pool ids (4 s).
 const ENOSPC_RETRIES: u32 = 800;
+
+/// Holes `struct hole_watch` logs (bpf/holes.bpf.c, HOLE_LOG).
+const HOLE_LOG: usize = 1024;
+/// `struct hole_watch`: the timer (16 bytes), seven u64, two logs.
+const HOLE_WATCH_SIZE: usize = 16 + 7 * 8 + 2 * HOLE_LOG * 8;
+/// Offset of `struct hole_watch`'s logs.
+const HOLE_LOG_OFF: usize = 16 + 7 * 8;
 
 /// `struct xdp_md` as BPF_PROG_TEST_RUN's ctx_in: data 0, data_end the
 /// frame's length (the kernel insists), ingress_ifindex the device.
@@ -357,6 +369,26 @@ pub struct Sink {
     attached: Option<aya::programs::xdp::XdpLinkId>,
 }
 
+/// A gap in a stream's sequence seen by the sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// When the frame after the gap arrived (bpf_ktime_get_ns()).
+    pub at_ns: u64,
+    /// Its stream.
+    pub stream: u32,
+    /// Sequence numbers it skipped.
+    pub missing: u32,
+}
+
+/// The sink's log of gaps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GapLog {
+    /// Oldest first.
+    pub gaps: Vec<Gap>,
+    /// Older gaps were overwritten.
+    pub wrapped: bool,
+}
+
 /// Counters of frames the sink did not count for a stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SinkMisc {
@@ -409,8 +441,26 @@ impl Sink {
                 m.set(i, [0u8; RX_STREAM_SIZE], 0).map_err(|e| bpf_err("reset rx_streams", e))?;
             }
         }
+        array::<RX_GAPS_SIZE>(&mut self.ebpf, "rx_gaps")?
+            .set(0, [0u8; RX_GAPS_SIZE], 0)
+            .map_err(|e| bpf_err("reset rx_gaps", e))?;
         let mut m = array::<RX_MISC_SIZE>(&mut self.ebpf, "rx_misc")?;
         m.set(0, [0u8; RX_MISC_SIZE], 0).map_err(|e| bpf_err("reset rx_misc", e))
+    }
+
+    /// The gaps in the streams' sequences since the last reset, oldest
+    /// first (at most the last 1024).
+    pub fn gaps(&mut self) -> Result<GapLog> {
+        let b = array::<RX_GAPS_SIZE>(&mut self.ebpf, "rx_gaps")?.get(&0, 0).map_err(|e| bpf_err("read rx_gaps", e))?;
+        let count = le_u64(&b, 0);
+        let gaps = (count.saturating_sub(GAP_LOG as u64)..count)
+            .map(|i| {
+                let i = (i % GAP_LOG as u64) as usize;
+                let what = le_u64(&b, 8 + 8 * (GAP_LOG + i));
+                Gap { at_ns: le_u64(&b, 8 + 8 * i), stream: (what >> 32) as u32, missing: what as u32 }
+            })
+            .collect();
+        Ok(GapLog { gaps, wrapped: count > GAP_LOG as u64 })
     }
 
     /// Reads the first `n` streams' counters.
@@ -497,5 +547,153 @@ impl Drop for PassProgram {
                 let _ = p.detach(id);
             }
         }
+    }
+}
+
+/// Holes found by a [`HoleWatch`] in a window of time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HoleStats {
+    /// Holes (late ticks) in the window.
+    pub count: u64,
+    /// The longest, ns.
+    pub max_ns: u64,
+    /// All of them together, ns.
+    pub sum_ns: u64,
+    /// Whether holes may be missing: the log wrapped over the window.
+    pub incomplete: bool,
+}
+
+/// A timer pinned to one CPU that records when it ticks late (bpf/holes.bpf.c):
+/// stretches in which that CPU ran nothing at all (on a VM: the host did not
+/// run the vCPU). Stops when dropped.
+pub struct HoleWatch {
+    ebpf: Ebpf,
+    cpu: usize,
+    period: Duration,
+}
+
+impl HoleWatch {
+    /// Arms the watch on `cpu`: it ticks every `period` and records every
+    /// tick later than that by `min` or more.
+    pub fn start(cpu: usize, period: Duration, min: Duration) -> Result<Self> {
+        let mut ebpf = load(HOLES_OBJ, "tern_holes")?;
+        let mut b = [0u8; HOLE_WATCH_SIZE];
+        b[16..24].copy_from_slice(&(period.as_nanos().max(1) as u64).to_le_bytes());
+        b[24..32].copy_from_slice(&(min.as_nanos() as u64).to_le_bytes());
+        array::<HOLE_WATCH_SIZE>(&mut ebpf, "hole_watch")?.set(0, b, 0).map_err(|e| bpf_err("write hole_watch", e))?;
+        let mut c = [0u8; 16];
+        c[0..8].copy_from_slice(&(cpu as u64).to_le_bytes());
+        array::<16>(&mut ebpf, "hole_cpu")?.set(0, c, 0).map_err(|e| bpf_err("write hole_cpu", e))?;
+        {
+            let t: &mut TracePoint = ebpf
+                .program_mut("tern_holes_switch")
+                .ok_or_else(|| BenchError::Bpf("no program tern_holes_switch".into()))?
+                .try_into()
+                .map_err(|e| bpf_err("tern_holes_switch", e))?;
+            t.load().map_err(|e| bpf_err("verifier rejected tern_holes_switch", e))?;
+            t.attach("sched", "sched_switch").map_err(|e| bpf_err("attach to sched:sched_switch", e))?;
+        }
+        let verdict = {
+            let p: &Xdp = ebpf
+                .program("tern_holes")
+                .ok_or_else(|| BenchError::Bpf("no program tern_holes".into()))?
+                .try_into()
+                .map_err(|e| bpf_err("tern_holes", e))?;
+            // The timer is pinned to the CPU that arms it.
+            std::thread::scope(|s| {
+                s.spawn(|| -> Result<u32> {
+                    crate::netns::pin_current_thread(cpu)?;
+                    let frame = [0u8; 64];
+                    let opts = TestRunOptions { data_in: Some(&frame), repeat: 1, ..TestRunOptions::new() };
+                    p.test_run(opts).map(|r| r.return_value).map_err(|e| bpf_err("arm the hole watch", e))
+                })
+                .join()
+                .map_err(|_| BenchError::Bpf("hole watch thread panicked".into()))?
+            })?
+        };
+        if verdict != XDP_PASS {
+            return Err(BenchError::Bpf(format!("the hole watch's timer did not start on cpu {cpu}")));
+        }
+        Ok(HoleWatch { ebpf, cpu, period })
+    }
+
+    /// The watched CPU.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// The tick period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    fn value(&self) -> Result<[u8; HOLE_WATCH_SIZE]> {
+        array_ref::<HOLE_WATCH_SIZE>(&self.ebpf, "hole_watch")?.get(&0, 0).map_err(|e| bpf_err("read hole_watch", e))
+    }
+
+    /// Ticks so far.
+    pub fn ticks(&self) -> Result<u64> {
+        Ok(le_u64(&self.value()?, 40))
+    }
+
+    /// Late ticks that found the CPU busy (not holes) so far.
+    pub fn busy_late(&self) -> Result<u64> {
+        Ok(le_u64(&self.value()?, 64))
+    }
+
+    /// The holes logged so far, oldest first (at most the last 1024).
+    pub fn log(&self) -> Result<HoleLog> {
+        let b = self.value()?;
+        let count = le_u64(&b, 48);
+        let base = HOLE_LOG_OFF;
+        let holes = (count.saturating_sub(HOLE_LOG as u64)..count)
+            .map(|i| {
+                let i = (i % HOLE_LOG as u64) as usize;
+                Hole { end_ns: le_u64(&b, base + 8 * i), len_ns: le_u64(&b, base + 8 * (HOLE_LOG + i)) }
+            })
+            .collect();
+        Ok(HoleLog { holes, wrapped: count > HOLE_LOG as u64 })
+    }
+}
+
+/// One hole: a late tick of the watch's timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole {
+    /// When the tick came (bpf_ktime_get_ns()): the hole's end.
+    pub end_ns: u64,
+    /// How late it came: the hole's length, ns (up to one period short).
+    pub len_ns: u64,
+}
+
+/// The watch's log of holes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoleLog {
+    /// Oldest first.
+    pub holes: Vec<Hole>,
+    /// Older holes were overwritten.
+    pub wrapped: bool,
+}
+
+impl HoleLog {
+    /// The holes that overlap `[from_ns, to_ns]`.
+    pub fn between(&self, from_ns: u64, to_ns: u64) -> Vec<Hole> {
+        self.holes
+            .iter()
+            .copied()
+            .filter(|h| h.end_ns >= from_ns && h.end_ns.saturating_sub(h.len_ns) <= to_ns)
+            .collect()
+    }
+
+    /// Statistics of the holes that overlap `[from_ns, to_ns]`.
+    pub fn stats_between(&self, from_ns: u64, to_ns: u64) -> HoleStats {
+        let mut s = HoleStats::default();
+        for h in self.between(from_ns, to_ns) {
+            s.count += 1;
+            s.sum_ns += h.len_ns;
+            s.max_ns = s.max_ns.max(h.len_ns);
+        }
+        // The oldest hole kept is in the window: older ones may have been.
+        s.incomplete = self.wrapped && self.holes.first().is_some_and(|h| h.end_ns >= from_ns);
+        s
     }
 }

@@ -195,6 +195,7 @@ pub fn render(r: &Report) -> String {
             ),
         ),
         ("CPUs kept out of idle states (PM QoS)", crate::report::idle_list(&c.no_idle_cpus)),
+        ("Host holes", crate::report::hole_rule(c.hole_watch_us, c.excuse_host_holes)),
         ("load average at start", c.loadavg.clone()),
         ("trial", format!("{} s, drain up to {} s", c.trial_secs, c.drain_secs)),
         (
@@ -356,6 +357,9 @@ mod tests {
             streams: Vec::new(),
             in_gre: 0,
             dut_steal_ms: Some(10.0),
+            dut_holes: Some(2),
+            dut_hole_max_us: Some(1500.0),
+            lost_in_holes: Some(3),
         };
         let size = |loss: f64| SizeReport {
             size: "64".into(),
@@ -383,6 +387,8 @@ mod tests {
                 pdr_loss: 0.005,
                 generator: "xdp".into(),
                 no_idle_cpus: vec![1],
+                hole_watch_us: Some(200.0),
+                excuse_host_holes: true,
                 trials_per_load: 3,
                 receiver: "xdp".into(),
                 traffic: vec!["legit".into()],

@@ -119,6 +119,22 @@ pub struct Rfc2544Opts {
     #[arg(long)]
     pub allow_idle: bool,
 
+    /// Watch the DUT's CPU for holes with a timer pinned to it that ticks
+    /// every this many microseconds (0: off). A tick that comes late means
+    /// the CPU ran nothing (on a VM: the host did not run it). Each trial
+    /// reports its holes.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub hole_watch_us: u32,
+
+    /// Judge the searches' trials by the frames lost outside host holes:
+    /// frames the sink saw missing right after a hole in the DUT CPU's time
+    /// longer than the DUT's 256-frame receive ring lasts at the offered
+    /// rate (any DUT loses frames there) do not fail a trial. Not RFC 2544,
+    /// which counts every frame (the default); every trial still reports
+    /// all it lost and how many of them in holes.
+    #[arg(long)]
+    pub excuse_host_holes: bool,
+
     /// Routing table for 900k-routes-50fw (one prefix per line, .gz ok).
     #[arg(long)]
     pub route_file: Option<PathBuf>,

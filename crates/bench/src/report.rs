@@ -48,6 +48,12 @@ pub struct Conditions {
     pub generator: String,
     /// CPUs kept out of idle states during the run (PM QoS).
     pub no_idle_cpus: Vec<usize>,
+    /// Period of the timer that watches the DUT's CPU for holes, us
+    /// (`None`: not watched).
+    pub hole_watch_us: Option<f64>,
+    /// The searches judged trials by the frames lost outside host holes
+    /// (false: every frame lost counts, RFC 2544).
+    pub excuse_host_holes: bool,
     /// How frames are counted.
     pub receiver: String,
     /// The traffic: streams and flows.
@@ -88,6 +94,13 @@ pub struct LoadPoint {
     pub in_gre: u64,
     /// Steal time of the DUT's CPU during the trial, ms (10 ms ticks).
     pub dut_steal_ms: Option<f64>,
+    /// Holes in the DUT CPU's time during the trial (see `--hole-watch-us`).
+    pub dut_holes: Option<u64>,
+    /// The longest of them, us.
+    pub dut_hole_max_us: Option<f64>,
+    /// Of the frames lost, those lost right after a hole in the DUT CPU's
+    /// time longer than its ring lasts.
+    pub lost_in_holes: Option<u64>,
 }
 
 impl LoadPoint {
@@ -106,6 +119,9 @@ impl LoadPoint {
             streams: t.streams.clone(),
             in_gre: t.in_gre,
             dut_steal_ms: t.dut_steal_ms,
+            dut_holes: t.dut_holes.map(|h| h.count),
+            dut_hole_max_us: t.dut_holes.map(|h| h.max_ns as f64 / 1e3),
+            lost_in_holes: t.lost_in_holes,
         }
     }
 
@@ -257,6 +273,18 @@ pub(crate) fn search_rule(per_load: usize) -> String {
     }
 }
 
+/// How the run treats holes in the DUT CPU's time.
+pub(crate) fn hole_rule(watch_us: Option<f64>, excuse: bool) -> String {
+    match (watch_us, excuse) {
+        (None, _) => "DUT CPU not watched for holes, every frame lost counts".into(),
+        (Some(us), false) => format!("DUT CPU watched for holes (timer every {us:.0} us), every frame lost counts"),
+        (Some(us), true) => format!(
+            "DUT CPU watched for holes (timer every {us:.0} us); searches judge trials by the frames \
+             lost outside holes longer than the DUT's 256-frame ring lasts (not RFC 2544)"
+        ),
+    }
+}
+
 /// "1, 2", or "none".
 pub(crate) fn idle_list(cpus: &[usize]) -> String {
     if cpus.is_empty() {
@@ -276,9 +304,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "CPUs kept out of idle states: {}; searches: {}",
+            "CPUs kept out of idle states: {}; searches: {}; {}",
             idle_list(&c.no_idle_cpus),
-            search_rule(c.trials_per_load)
+            search_rule(c.trials_per_load),
+            hole_rule(c.hole_watch_us, c.excuse_host_holes)
         )?;
         for size in self.size_labels() {
             writeln!(f)?;

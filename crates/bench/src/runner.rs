@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::ValueEnum;
 
-use crate::bpf::{Generator, PassProgram, Sink};
+use crate::bpf::{Generator, HoleWatch, PassProgram, Sink};
 use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, NoIdle, cpu_count, have_program};
@@ -25,6 +25,8 @@ use crate::trial::{Tester, TrialOutcome, TrialTiming};
 const DEFAULT_LOAD_FRACTIONS: [f64; 5] = [0.1, 0.25, 0.5, 0.75, 1.0];
 /// Rate asked of the generator to find its ceiling: more than it can do.
 const FLAT_OUT_PPS: f64 = 50e6;
+/// Shortest lateness of the hole watch's timer logged as a hole.
+const HOLE_MIN: Duration = Duration::from_micros(100);
 /// Trials a search takes, roughly, for the progress estimate.
 const SEARCH_TRIALS_ESTIMATE: usize = 12;
 
@@ -98,6 +100,9 @@ fn validate(opts: &Rfc2544Opts, scenario: &Scenario) -> Result<()> {
         && !(m.is_finite() && m > 0.0)
     {
         return Err(BenchError::Config(format!("--max-mpps {m}: not a rate")));
+    }
+    if opts.excuse_host_holes && opts.hole_watch_us == 0 {
+        return Err(BenchError::Config("--excuse-host-holes needs the hole watch (--hole-watch-us > 0)".into()));
     }
     if opts.dut.is_empty() {
         return Err(BenchError::Config("--dut: name at least one".into()));
@@ -176,6 +181,8 @@ struct Ctx<'a> {
     scenario: &'a Scenario,
     generator: Generator,
     sink: Sink,
+    /// The timer watching the DUT's CPU for holes.
+    holes: Option<HoleWatch>,
     work_dir: PathBuf,
     tern_bin: Option<PathBuf>,
     /// Start of the names of this run's namespaces: unique per process and run.
@@ -206,6 +213,7 @@ impl Ctx<'_> {
             rt_priority: self.opts.rt_priority,
             bucket_secs: self.opts.bucket_us * 1e-6,
             dut_cpu: self.opts.dut_cpu,
+            excuse_host_holes: self.opts.excuse_host_holes,
         }
     }
 
@@ -264,6 +272,7 @@ impl Ctx<'_> {
                 gen_ifindex: chain.gen_link.ifindex,
                 profile: &prof,
                 timing,
+                holes: self.holes.as_ref(),
             };
             if size_idx == 0 {
                 let wait = if kind.is_some_and(|k| k.tern_driver().is_some() || k.is_testpmd()) { 30 } else { 5 };
@@ -320,6 +329,8 @@ impl Ctx<'_> {
                     offered_mpps: o.offered_pps / 1e6,
                     loss_pct: o.loss_ratio() * 100.0,
                     dut_steal_ms: o.dut_steal_ms,
+                    dut_hole_max_us: o.dut_holes.map(|h| h.max_ns as f64 / 1e3),
+                    lost_in_holes: o.lost_in_holes,
                     done: *done,
                     estimate,
                 });
@@ -355,6 +366,7 @@ impl Ctx<'_> {
                 gen_ifindex: chain.gen_link.ifindex,
                 profile: &prof,
                 timing,
+                holes: self.holes.as_ref(),
             };
             for o in frame_loss(&mut tester, &loads, &mut |o| emit("loss", o))? {
                 loss_points.push(LoadPoint::from_trial(&o));
@@ -423,6 +435,20 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             }
         }
     }
+    // Holes in the DUT CPU's time: a timer pinned to it that logs late ticks.
+    let holes = if opts.hole_watch_us == 0 {
+        None
+    } else {
+        let period = Duration::from_micros(u64::from(opts.hole_watch_us));
+        match HoleWatch::start(opts.dut_cpu, period, HOLE_MIN.min(period)) {
+            Ok(w) => Some(w),
+            Err(e) if !opts.excuse_host_holes => {
+                eprintln!("tern bench: no hole watch on cpu {}: {e}", opts.dut_cpu);
+                None
+            }
+            Err(e) => return Err(BenchError::Config(format!("--excuse-host-holes needs the hole watch: {e}"))),
+        }
+    };
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let conditions = Conditions {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -446,6 +472,8 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             opts.bucket_us
         ),
         no_idle_cpus: no_idle.iter().map(|(c, _)| *c).collect(),
+        hole_watch_us: holes.as_ref().map(|w| w.period().as_secs_f64() * 1e6),
+        excuse_host_holes: opts.excuse_host_holes,
         receiver: "XDP program on the sink's veth: per-stream counters, 1024-frame sequence \
                    window, latency histogram; frames dropped after counting"
             .into(),
@@ -462,6 +490,7 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         scenario: &scenario,
         generator: Generator::load()?,
         sink: Sink::load()?,
+        holes,
         work_dir,
         tern_bin,
         prefix: format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed)),

@@ -91,7 +91,7 @@ pub struct SearchResult {
 /// or no once most of `per_load` trials agree, `None` before.
 fn verdict(trials: &[TrialOutcome], idx: &[usize], max_loss: f64, per_load: usize) -> Option<bool> {
     let need = per_load / 2 + 1;
-    let pass = idx.iter().filter(|&&i| trials[i].loss_ratio() <= max_loss).count();
+    let pass = idx.iter().filter(|&&i| trials[i].judged_loss_ratio() <= max_loss).count();
     if pass >= need {
         Some(true)
     } else if idx.len() - pass >= need {
@@ -113,7 +113,7 @@ fn bound_of(trials: &[TrialOutcome], loads: &[Vec<usize>], max_loss: f64, per_lo
             let v = verdict(trials, idx, max_loss, per_load)?;
             let rate = idx.iter().map(|&i| trials[i].offered_pps).fold(f64::INFINITY, f64::min);
             // The median trial's loss: the majority's side of the verdict.
-            let mut losses: Vec<f64> = idx.iter().map(|&i| trials[i].loss_ratio()).collect();
+            let mut losses: Vec<f64> = idx.iter().map(|&i| trials[i].judged_loss_ratio()).collect();
             losses.sort_by(f64::total_cmp);
             let loss = losses.get(losses.len() / 2).copied().unwrap_or(0.0);
             Some((v, rate, loss))
@@ -192,7 +192,7 @@ pub fn ndr_pdr(
     // first two steps), which lands near PDR for a DUT with a hard limit.
     run(p.max_pps, &mut trials, &mut loads)?;
     if let Some(first) = trials.first()
-        && first.loss_ratio() > 0.0
+        && first.judged_loss_ratio() > 0.0
     {
         let fwd = first.forwarded_pps().max(p.min_pps);
         if fwd < first.offered_pps * 0.99 {
@@ -294,6 +294,9 @@ impl TrialRunner for SimulatedDut {
             streams: Vec::new(),
             in_gre: 0,
             dut_steal_ms: None,
+            dut_holes: None,
+            lost_in_holes: None,
+            judged_lost: lost.min(sent),
         })
     }
 }
@@ -375,6 +378,9 @@ mod tests {
             streams: vec![],
             in_gre: 0,
             dut_steal_ms: None,
+            dut_holes: None,
+            lost_in_holes: None,
+            judged_lost: lost,
         };
         let t = vec![mk(4e6, 10), mk(2e6, 0), mk(3e6, 1), mk(3.5e6, 0)];
         let b = bound(&t, 0.0);
@@ -397,6 +403,7 @@ mod tests {
             let mut o = self.dut.trial(rate_pps)?;
             if self.dut.trials.is_multiple_of(self.every) {
                 o.lost = (o.lost + 1).min(o.sent);
+                o.judged_lost = o.lost;
             }
             Ok(o)
         }

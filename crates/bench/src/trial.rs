@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::account::StreamResult;
-use crate::bpf::{Generator, MAX_PACED_PPS, PaceProgress, Sink};
+use crate::bpf::{Gap, Generator, Hole, HoleStats, HoleWatch, MAX_PACED_PPS, PaceProgress, Sink};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, current_tid, pin_current_thread, set_fifo};
 use crate::traffic::{StreamSpec, TrafficProfile};
@@ -35,7 +35,16 @@ pub struct TrialTiming {
     pub bucket_secs: f64,
     /// CPU of the DUT, whose steal time each trial reports.
     pub dut_cpu: usize,
+    /// Judge trials (the searches' verdicts) by the frames lost outside
+    /// host holes ([`TrialOutcome::lost_in_holes`]); false: by every frame
+    /// lost, as RFC 2544 says.
+    pub excuse_host_holes: bool,
 }
+
+/// Frames the DUT's ingress ring holds: a veth's receive ring is fixed at
+/// 256 frames (drivers/net/veth.c, VETH_RING_SIZE), and every DUT of the
+/// rig reads its frames from one.
+pub const RING_FRAMES: f64 = 256.0;
 
 /// The measured outcome of one trial.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,9 +67,30 @@ pub struct TrialOutcome {
     /// trial sent, ms (/proc/stat steal, 10 ms ticks; `None` where the
     /// kernel does not count it).
     pub dut_steal_ms: Option<f64>,
+    /// Holes in the DUT CPU's time while the trial sent (a timer on that
+    /// CPU that came late: the CPU ran nothing, on a VM because the host
+    /// did not run it); `None` without a hole watch.
+    pub dut_holes: Option<HoleStats>,
+    /// Of the frames lost, those lost right after a hole in the DUT CPU's
+    /// time longer than the DUT's receive ring lasts at the offered rate
+    /// ([`lost_in_holes`]); `None` without a hole watch.
+    pub lost_in_holes: Option<u64>,
+    /// The frames lost that judge the trial: `lost`, or with
+    /// `--excuse-host-holes` those not lost in host holes.
+    pub judged_lost: u64,
 }
 
 impl TrialOutcome {
+    /// How long the DUT's ingress ring lasts at the offered rate, ns: a
+    /// DUT that does not run for longer loses frames, whatever it is.
+    pub fn ring_ns(&self) -> f64 {
+        if self.offered_pps > 0.0 { RING_FRAMES / self.offered_pps * 1e9 } else { f64::INFINITY }
+    }
+
+    /// `judged_lost` / sent: what the searches judge the trial by.
+    pub fn judged_loss_ratio(&self) -> f64 {
+        if self.sent == 0 { 0.0 } else { self.judged_lost.min(self.sent) as f64 / self.sent as f64 }
+    }
     /// Lost / sent over the counted streams (0 when nothing was sent).
     pub fn loss_ratio(&self) -> f64 {
         if self.sent == 0 { 0.0 } else { self.lost as f64 / self.sent as f64 }
@@ -97,6 +127,8 @@ pub struct Tester<'a> {
     pub profile: &'a TrafficProfile,
     /// Timing.
     pub timing: TrialTiming,
+    /// The watch on the DUT's CPU, if any.
+    pub holes: Option<&'a HoleWatch>,
 }
 
 /// Runs of the program per BPF_PROG_TEST_RUN call. The program sends only
@@ -147,8 +179,8 @@ impl Tester<'_> {
     }
 
     /// Sends at `rate_pps` for `duration` from the generator namespace,
-    /// returning the seconds from its first frame to its last.
-    fn generate(&mut self, rate_pps: f64, duration: Duration) -> Result<f64> {
+    /// returning where the paced run ended.
+    fn generate(&mut self, rate_pps: f64, duration: Duration) -> Result<PaceProgress> {
         let rate_pps = rate_pps.min(MAX_PACED_PPS);
         let total = (rate_pps * duration.as_secs_f64()).round() as u64;
         let depth = bucket_depth(rate_pps, self.timing.bucket_secs);
@@ -159,7 +191,7 @@ impl Tester<'_> {
         let ifindex = self.gen_ifindex;
         let cpu = self.timing.gen_cpu;
         let rt = self.timing.rt_priority;
-        let sent = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             s.spawn(move || -> Result<PaceProgress> {
                 ns.enter_current_thread()?;
                 pin_current_thread(cpu)?;
@@ -183,8 +215,7 @@ impl Tester<'_> {
             })
             .join()
             .map_err(|_| BenchError::Bpf("generator thread panicked".into()))?
-        })?;
-        Ok(sent.seconds(rate_pps))
+        })
     }
 
     /// Waits until every counted frame has arrived, nothing has arrived
@@ -224,8 +255,17 @@ impl Tester<'_> {
         self.generator.reset()?;
         self.sink.reset()?;
         let steal0 = cpu_steal_ticks(self.timing.dut_cpu);
-        let seconds = self.generate(rate_pps, duration)?;
+        let pace = self.generate(rate_pps, duration)?;
+        let seconds = pace.seconds(rate_pps.min(MAX_PACED_PPS));
         let steal1 = cpu_steal_ticks(self.timing.dut_cpu);
+        // Frames still in the ring after the last one was sent need the
+        // DUT for up to a ring's time more.
+        let tail_ns = (RING_FRAMES / rate_pps * 1e9) as u64;
+        let holes = match self.holes {
+            Some(w) if pace.sent > 0 => Some(w.log()?),
+            _ => None,
+        };
+        let window = (pace.start_ns, pace.last_ns + tail_ns);
         let counters = self.generator.counters()?;
         let counted_sent: u64 =
             counters.per_stream.iter().zip(self.streams()).filter(|(_, s)| s.counted).map(|(n, _)| *n).sum();
@@ -240,15 +280,34 @@ impl Tester<'_> {
             .map(|((spec, r), &sent)| StreamResult::new(&spec.label, spec.counted, sent, r))
             .collect();
         let (sent, lost) = streams.iter().filter(|s| s.counted).fold((0, 0), |(a, b), s| (a + s.sent, b + s.lost));
+        let offered_pps = if seconds > 0.0 { counters.sent as f64 / seconds } else { 0.0 };
+        let dut_holes = holes.as_ref().map(|h| h.stats_between(window.0, window.1));
+        let lost_in_holes = match &holes {
+            Some(h) if lost > 0 && offered_pps > 0.0 => {
+                let counted: Vec<bool> = self.streams().iter().map(|s| s.counted).collect();
+                let gaps = self.sink.gaps()?;
+                let ring_ns = RING_FRAMES / offered_pps * 1e9;
+                Some(lost_in_holes(&gaps.gaps, &counted, &h.between(window.0, window.1), ring_ns).min(lost))
+            }
+            Some(_) => Some(0),
+            None => None,
+        };
+        let judged_lost = match (self.timing.excuse_host_holes, lost_in_holes) {
+            (true, Some(n)) => lost - n,
+            _ => lost,
+        };
         Ok(TrialOutcome {
             target_pps: rate_pps,
-            offered_pps: if seconds > 0.0 { counters.sent as f64 / seconds } else { 0.0 },
+            offered_pps,
             seconds,
             sent,
             lost,
             streams,
             in_gre,
             dut_steal_ms: steal0.zip(steal1).map(|(a, b)| b.saturating_sub(a) as f64 * 1000.0 / USER_HZ),
+            dut_holes,
+            lost_in_holes,
+            judged_lost,
         })
     }
 
@@ -280,9 +339,68 @@ impl TrialRunner for Tester<'_> {
     }
 }
 
+/// How long before a hole's measured end a gap may come and still be the
+/// hole's: the tick that measures the hole can come a little after the
+/// DUT's first frames do.
+const GAP_BEFORE_HOLE_END_NS: u64 = 1_000_000;
+/// How long after a hole's end the gap it caused reaches the sink: the DUT
+/// first forwards the full ring it kept (256 frames), then the frame after
+/// the ones it had to drop. 5 ms covers 256 frames at 20 us each.
+const GAP_AFTER_HOLE_END_NS: u64 = 5_000_000;
+
+/// Frames of counted streams that the sink saw missing right after a hole
+/// in the DUT CPU's time at least `ring_ns` long: when the DUT does not run
+/// for longer than its receive ring lasts, the ring overflows whatever the
+/// DUT is, and the first frame the sink sees after the frames the ring
+/// kept comes with a gap. `counted[s]`: stream s counts.
+pub fn lost_in_holes(gaps: &[Gap], counted: &[bool], holes: &[Hole], ring_ns: f64) -> u64 {
+    let long: Vec<&Hole> = holes.iter().filter(|h| h.len_ns as f64 >= ring_ns).collect();
+    gaps.iter()
+        .filter(|g| counted.get(g.stream as usize).copied().unwrap_or(false))
+        .filter(|g| {
+            long.iter()
+                .any(|h| g.at_ns + GAP_BEFORE_HOLE_END_NS >= h.end_ns && g.at_ns <= h.end_ns + GAP_AFTER_HOLE_END_NS)
+        })
+        .map(|g| u64::from(g.missing))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gap(at_ms: f64, stream: u32, missing: u32) -> Gap {
+        Gap { at_ns: (at_ms * 1e6) as u64, stream, missing }
+    }
+
+    fn hole(end_ms: f64, len_ms: f64) -> Hole {
+        Hole { end_ns: (end_ms * 1e6) as u64, len_ns: (len_ms * 1e6) as u64 }
+    }
+
+    #[test]
+    fn only_gaps_right_after_a_hole_longer_than_the_ring_are_excused() {
+        let counted = [true, false];
+        let ring_ns = 1e6; // 256 frames at 256,000 frames/s
+        let holes = [hole(100.0, 2.0), hole(200.0, 0.5), hole(300.0, 1.0)];
+        // Right after a long hole (up to 5 ms later): excused.
+        assert_eq!(lost_in_holes(&[gap(100.2, 0, 40)], &counted, &holes, ring_ns), 40);
+        assert_eq!(lost_in_holes(&[gap(104.9, 0, 40)], &counted, &holes, ring_ns), 40);
+        // A hole exactly as long as the ring lasts counts.
+        assert_eq!(lost_in_holes(&[gap(300.5, 0, 9)], &counted, &holes, ring_ns), 9);
+        // Too late after it, or before it: the DUT's own loss.
+        assert_eq!(lost_in_holes(&[gap(106.0, 0, 40)], &counted, &holes, ring_ns), 0);
+        assert_eq!(lost_in_holes(&[gap(98.0, 0, 40)], &counted, &holes, ring_ns), 0);
+        // After a hole shorter than the ring lasts: the DUT's.
+        assert_eq!(lost_in_holes(&[gap(200.1, 0, 40)], &counted, &holes, ring_ns), 0);
+        // Streams that do not count are not counted.
+        assert_eq!(lost_in_holes(&[gap(100.1, 1, 40), gap(100.2, 7, 3)], &counted, &holes, ring_ns), 0);
+        // A mix: only the excused part adds up.
+        let gaps = [gap(50.0, 0, 1), gap(100.1, 0, 30), gap(101.0, 0, 5), gap(150.0, 0, 2), gap(300.2, 0, 7)];
+        assert_eq!(lost_in_holes(&gaps, &counted, &holes, ring_ns), 42);
+        // At twice the rate the ring lasts half as long: the 0.5 ms hole counts.
+        assert_eq!(lost_in_holes(&[gap(200.1, 0, 4)], &counted, &holes, ring_ns / 2.0), 4);
+        assert_eq!(lost_in_holes(&[gap(100.1, 0, 4)], &counted, &[], ring_ns), 0);
+    }
 
     #[test]
     fn steal_is_read_per_cpu_and_only_for_cpus_that_exist() {

@@ -235,3 +235,56 @@ fn sink_passes_foreign_frames_and_counts_bad_streams() {
     assert_eq!(misc.in_gre, 0);
     assert!(sink.streams(16).expect("read").iter().all(|s| s.received == 0));
 }
+
+#[test]
+fn hole_watch_ticks_on_its_cpu_and_logs_nothing_it_cannot_prove() {
+    use std::time::{Duration, Instant};
+    if !common::privileged() {
+        return;
+    }
+    use tern_bench::bpf::HoleWatch;
+    let period = Duration::from_micros(200);
+    let w = HoleWatch::start(0, period, Duration::from_micros(100)).expect("arm the watch on cpu 0");
+    assert_eq!(w.cpu(), 0);
+    // The timer re-arms itself: its ticks keep coming.
+    let start = Instant::now();
+    let mut ticks = w.ticks().expect("ticks");
+    while ticks < 100 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the watch's timer does not tick ({ticks} ticks)");
+        std::thread::yield_now();
+        ticks = w.ticks().expect("ticks");
+    }
+    let log = w.log().expect("log");
+    assert!(!log.wrapped);
+    // Every hole logged is at least the minimum late, and ended inside the run.
+    let now = log.holes.iter().map(|h| h.end_ns).max().unwrap_or(0);
+    for h in &log.holes {
+        assert!(h.len_ns >= 100_000, "a hole of {} ns is under the minimum", h.len_ns);
+        assert!(h.end_ns <= now);
+    }
+    // Late ticks, holes or not, are fewer than all ticks.
+    let late = log.holes.len() as u64 + w.busy_late().expect("busy_late");
+    assert!(late < w.ticks().expect("ticks"), "{late} late ticks");
+    // A window before the watch started holds no hole.
+    assert_eq!(log.stats_between(0, 1).count, 0);
+}
+
+#[test]
+fn sink_logs_every_gap_in_a_sequence() {
+    if !common::privileged() {
+        return;
+    }
+    let mut sink = Sink::load().expect("load sink");
+    sink.reset().expect("reset");
+    // 0 1 | 5 6 | 10, then 8 late (reordered: no new gap) and 11 (none).
+    for seq in [0u32, 1, 5, 6, 10, 8, 11] {
+        assert_eq!(sink.feed(&frame_with_seq(seq)).expect("feed"), XDP_DROP);
+    }
+    let log = sink.gaps().expect("gaps");
+    assert!(!log.wrapped);
+    let got: Vec<(u32, u32)> = log.gaps.iter().map(|g| (g.stream, g.missing)).collect();
+    assert_eq!(got, vec![(0, 3), (0, 3)]);
+    assert!(log.gaps[0].at_ns <= log.gaps[1].at_ns);
+    sink.reset().expect("reset");
+    assert!(sink.gaps().expect("gaps").gaps.is_empty(), "reset clears the log");
+}
