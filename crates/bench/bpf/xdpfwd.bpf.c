@@ -6,7 +6,7 @@
  *   1. an ingress firewall: a linear list of (IPv4 source prefix, action)
  *      rules in an array map, filled by crates/bench/src/bpf.rs, checked
  *      in order (first match wins), then a default action. IPv6 frames
- *      take the default action, except ICMPv6 (neighbour discovery);
+ *      take the default action, except ICMPv6 and link traffic;
  *   2. bpf_fib_lookup of the destination; anything it does not resolve at
  *      once (ARP/ND, local addresses, misses, unresolved neighbours, TTL
  *      about to expire, MTU) goes to the kernel with XDP_PASS;
@@ -194,8 +194,13 @@ int tern_xdpfwd(struct xdp_md *ctx)
 		struct ip6 *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > end)
 			return count(CTR_PASSED, XDP_PASS);
-		/* The rules are IPv4 prefixes; neighbour discovery is the kernel's. */
-		if (ip6->nexthdr != PROTO_ICMPV6 && cfg->default_action != FW_ACCEPT)
+		/* The rules are IPv4 prefixes: IPv6 takes the default action,
+		 * except what a router never forwards and the kernel needs
+		 * (ICMPv6: neighbour discovery; multicast to or link-local from
+		 * the link: MLD, behind a hop-by-hop header). */
+		int for_the_link = ip6->nexthdr == PROTO_ICMPV6 || ip6->daddr[0] == 0xff ||
+				   (ip6->saddr[0] == 0xfe && (ip6->saddr[1] & 0xc0) == 0x80);
+		if (!for_the_link && cfg->default_action != FW_ACCEPT)
 			return count(CTR_DROP_DEFAULT, XDP_DROP);
 		if (ip6->hop_limit <= 1)
 			return count(CTR_PASSED, XDP_PASS);

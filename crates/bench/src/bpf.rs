@@ -631,18 +631,10 @@ impl XdpFwd {
     /// the namespace of the thread that fills it: this is done from a
     /// thread inside `ns`.
     pub fn attach(&mut self, ns: &Netns, devs: &[&str]) -> Result<()> {
-        let ifindexes = devs.iter().map(|d| ns.link_info(d).map(|l| l.ifindex)).collect::<Result<Vec<_>>>()?;
+        self.add_ports(ns, devs)?;
         let ids = std::thread::scope(|s| {
             s.spawn(|| -> Result<Vec<_>> {
                 ns.enter_current_thread()?;
-                {
-                    let map =
-                        self.ebpf.map_mut("fwd_ports").ok_or_else(|| BenchError::Bpf("no map fwd_ports".into()))?;
-                    let mut ports = aya::maps::DevMapHash::try_from(map).map_err(|e| bpf_err("fwd_ports", e))?;
-                    for &i in &ifindexes {
-                        ports.insert(i, i, None, 0).map_err(|e| bpf_err("write fwd_ports", e))?;
-                    }
-                }
                 let prog = self.prog_mut()?;
                 let mut ids = Vec::new();
                 for dev in devs {
@@ -658,6 +650,25 @@ impl XdpFwd {
         })?;
         self.attached.extend(ids);
         Ok(())
+    }
+
+    /// Makes `devs` of `ns` redirect targets (without attaching: for
+    /// tests, which run the program on frames of their own).
+    pub fn add_ports(&mut self, ns: &Netns, devs: &[&str]) -> Result<()> {
+        let ifindexes = devs.iter().map(|d| ns.link_info(d).map(|l| l.ifindex)).collect::<Result<Vec<_>>>()?;
+        let map = self.ebpf.map_mut("fwd_ports").ok_or_else(|| BenchError::Bpf("no map fwd_ports".into()))?;
+        let mut ports = aya::maps::DevMapHash::try_from(map).map_err(|e| bpf_err("fwd_ports", e))?;
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<()> {
+                ns.enter_current_thread()?;
+                for &i in &ifindexes {
+                    ports.insert(i, i, None, 0).map_err(|e| bpf_err("write fwd_ports", e))?;
+                }
+                Ok(())
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("xdp-fwd device map thread panicked".into()))?
+        })
     }
 
     /// Detaches the program from every device.

@@ -289,7 +289,9 @@ fn xdpfwd_filters_and_forwards() {
     let mut x = XdpFwd::load().expect("load xdp-fwd");
     let (rules, default) = xdp_firewall(Firewall::Drop50DefaultDeny);
     x.set_firewall(&rules, default).expect("firewall");
-    x.attach(dut, &[DUT_IN, DUT_OUT]).expect("attach");
+    // Redirect targets, but not attached: the veths' own traffic (the
+    // peers' MLD and router solicitations) would land in the counters.
+    x.add_ports(dut, &[DUT_IN, DUT_OUT]).expect("device map");
     let v4 = fwd_frame(false);
 
     // The generator's frame: forwarded, rewritten as a router does.
@@ -322,6 +324,13 @@ fn xdpfwd_filters_and_forwards() {
     assert_eq!(x.feed(dut, in_idx, &fwd_frame(true)).expect("run").0, XDP_DROP, "IPv6, default drop");
     want.dropped_by_default += 1;
     assert_eq!(x.counters().expect("counters"), want);
+    // ... but not an MLD report (to ff02::16 behind a hop-by-hop header):
+    // the kernel's, and not forwarded (a multicast destination).
+    let mut mld = fwd_frame(true);
+    mld[14 + 6] = 0;
+    mld[14 + 24..14 + 40].copy_from_slice(&"ff02::16".parse::<std::net::Ipv6Addr>().expect("addr").octets());
+    assert_eq!(x.feed(dut, in_idx, &mld).expect("run").0, XDP_PASS, "MLD");
+    want.passed += 1;
 
     // To the kernel: ARP, a TTL about to expire, a destination without a route.
     let mut arp = v4[..14].to_vec();
@@ -372,6 +381,8 @@ fn xdpfwd_filters_and_forwards() {
     assert_eq!(out[14 + 8..], v6f[14 + 8..]);
     want.forwarded += 1;
     assert_eq!(x.counters().expect("counters"), want);
+    x.attach(dut, &[DUT_IN, DUT_OUT]).expect("attach");
+    assert!(dut.ip(&["-j", "link", "show", "dev", DUT_IN]).expect("link").contains("\"xdp\""), "attached");
     x.detach().expect("detach");
     assert!(!dut.ip(&["-j", "link", "show", "dev", DUT_IN]).expect("link").contains("\"xdp\""), "detached");
 }
