@@ -1,11 +1,12 @@
-//! Compiles the XDP programs (bpf/*.bpf.c: generator, sink, pass, hole watch) with clang
-//! into OUT_DIR; src/bpf.rs embeds them with `include_bytes!`.
+//! Compiles the XDP programs (bpf/*.bpf.c: generator, sink, pass, hole
+//! watch, the xdp-fwd DUT) with clang into OUT_DIR; src/bpf.rs embeds them
+//! with `include_bytes!`.
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: [&str; 4] = ["gen", "sink", "pass", "holes"];
+const PROGRAMS: [&str; 5] = ["gen", "sink", "pass", "holes", "xdpfwd"];
 const HINT: &str = "tern-bench needs clang to build its XDP programs: apt-get install -y clang llvm libbpf-dev";
 
 fn main() {

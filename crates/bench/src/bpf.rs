@@ -1,4 +1,7 @@
-//! Loading and driving the two XDP programs (bpf/gen.bpf.c, bpf/sink.bpf.c).
+//! Loading and driving the XDP programs: the generator and sink
+//! (bpf/gen.bpf.c, bpf/sink.bpf.c), the hole watch (bpf/holes.bpf.c) and
+//! the `xdp-fwd` DUT's router
+//! (bpf/xdpfwd.bpf.c).
 //!
 //! Map values are exchanged as byte arrays laid out like the C structs of
 //! bpf/common.h (little endian, natural alignment), which keeps this crate
@@ -20,6 +23,7 @@ static GEN_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
 static SINK_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
 static PASS_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pass.bpf.o"));
 static HOLES_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/holes.bpf.o"));
+static XDPFWD_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdpfwd.bpf.o"));
 
 const SLOT_SIZE: usize = HDR_MAX + 8;
 const STREAM_CFG_SIZE: usize = 32;
@@ -362,6 +366,8 @@ pub const XDP_TX: u32 = 3;
 pub const XDP_DROP: u32 = 1;
 /// The XDP return code XDP_PASS.
 pub const XDP_PASS: u32 = 2;
+/// The XDP return code XDP_REDIRECT.
+pub const XDP_REDIRECT: u32 = 4;
 
 /// The loaded sink (receiver) program.
 pub struct Sink {
@@ -695,5 +701,237 @@ impl HoleLog {
         // The oldest hole kept is in the window: older ones may have been.
         s.incomplete = self.wrapped && self.holes.first().is_some_and(|h| h.end_ns >= from_ns);
         s
+    }
+}
+
+/// What a rule of [`XdpFwd`]'s firewall does with a matching frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FwAction {
+    /// XDP_DROP.
+    Drop,
+    /// On to the routing lookup.
+    Accept,
+}
+
+impl FwAction {
+    /// The program's code (FW_DROP, FW_ACCEPT in bpf/xdpfwd.bpf.c).
+    fn code(self) -> u32 {
+        match self {
+            FwAction::Drop => 1,
+            FwAction::Accept => 2,
+        }
+    }
+}
+
+/// One rule of [`XdpFwd`]'s firewall: IPv4 source prefix and action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FwRule {
+    /// Source prefix address.
+    pub src: std::net::Ipv4Addr,
+    /// Prefix length, 0..=32.
+    pub prefix_len: u8,
+    /// What a match does.
+    pub action: FwAction,
+}
+
+/// Most rules the program's list holds (FW_MAX_RULES).
+pub const XDPFWD_MAX_RULES: usize = 64;
+/// `struct fw_rule`: addr, mask, action, pad.
+const FW_RULE_SIZE: usize = 16;
+/// `struct fw_cfg`: n_rules, default_action.
+const FW_CFG_SIZE: usize = 8;
+/// Entries of `fwd_stats`.
+const XDPFWD_COUNTERS: u32 = 5;
+
+/// [`XdpFwd`]'s counters, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpFwdCounters {
+    /// Frames redirected to their egress device.
+    pub forwarded: u64,
+    /// Frames dropped by a firewall rule.
+    pub dropped_by_rule: u64,
+    /// Frames dropped by the firewall's default action.
+    pub dropped_by_default: u64,
+    /// Frames handed to the kernel (ARP/ND, local, lookup misses,
+    /// unresolved neighbours, expiring TTL).
+    pub passed: u64,
+    /// Frames whose egress device was not in the program's device map.
+    /// Failures of the transmit itself (a full ring on the egress veth's
+    /// peer) happen after the program and are not counted here.
+    pub redirect_errors: u64,
+}
+
+impl std::fmt::Display for XdpFwdCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "forwarded {}, dropped by rule {}, dropped by default {}, passed to the kernel {}, redirect errors {}",
+            self.forwarded, self.dropped_by_rule, self.dropped_by_default, self.passed, self.redirect_errors
+        )
+    }
+}
+
+/// The `xdp-fwd` DUT's program (bpf/xdpfwd.bpf.c): an ingress firewall
+/// (a linear rule list), `bpf_fib_lookup` in the kernel's tables, TTL /
+/// hop limit decrement, MAC rewrite, redirect through a device map.
+/// Detached on drop.
+pub struct XdpFwd {
+    ebpf: Ebpf,
+    attached: Vec<aya::programs::xdp::XdpLinkId>,
+}
+
+impl XdpFwd {
+    /// Loads the program with an empty firewall that accepts everything.
+    pub fn load() -> Result<Self> {
+        let mut f = XdpFwd { ebpf: load(XDPFWD_OBJ, "tern_xdpfwd")?, attached: Vec::new() };
+        f.set_firewall(&[], FwAction::Accept)?;
+        Ok(f)
+    }
+
+    fn prog_mut(&mut self) -> Result<&mut Xdp> {
+        self.ebpf
+            .program_mut("tern_xdpfwd")
+            .ok_or_else(|| BenchError::Bpf("no program tern_xdpfwd".into()))?
+            .try_into()
+            .map_err(|e| bpf_err("tern_xdpfwd", e))
+    }
+
+    /// Installs the rules, checked in order (first match wins), and the
+    /// action for a frame no rule matches (IPv6 frames, which the IPv4
+    /// rules cannot match, take it too, except ICMPv6).
+    pub fn set_firewall(&mut self, rules: &[FwRule], default: FwAction) -> Result<()> {
+        if rules.len() > XDPFWD_MAX_RULES || rules.iter().any(|r| r.prefix_len > 32) {
+            return Err(BenchError::Config(format!(
+                "xdp-fwd takes up to {XDPFWD_MAX_RULES} rules of prefix length 0..=32"
+            )));
+        }
+        {
+            let mut m = array::<FW_RULE_SIZE>(&mut self.ebpf, "fw_rules")?;
+            for (i, r) in rules.iter().enumerate() {
+                let mask = u32::MAX.checked_shl(32 - u32::from(r.prefix_len)).unwrap_or(0);
+                let addr = u32::from(r.src) & mask;
+                let mut b = [0u8; FW_RULE_SIZE];
+                // Network byte order, as the program compares them with the header.
+                b[0..4].copy_from_slice(&addr.to_be_bytes());
+                b[4..8].copy_from_slice(&mask.to_be_bytes());
+                b[8..12].copy_from_slice(&r.action.code().to_le_bytes());
+                m.set(i as u32, b, 0).map_err(|e| bpf_err("write fw_rules", e))?;
+            }
+        }
+        let mut b = [0u8; FW_CFG_SIZE];
+        b[0..4].copy_from_slice(&(rules.len() as u32).to_le_bytes());
+        b[4..8].copy_from_slice(&default.code().to_le_bytes());
+        let mut m = array::<FW_CFG_SIZE>(&mut self.ebpf, "fw_config")?;
+        m.set(0, b, 0).map_err(|e| bpf_err("write fw_config", e))
+    }
+
+    /// Attaches the program (native mode) to each of `devs` in `ns`, and
+    /// makes each a redirect target. The device map resolves ifindexes in
+    /// the namespace of the thread that fills it: this is done from a
+    /// thread inside `ns`.
+    pub fn attach(&mut self, ns: &Netns, devs: &[&str]) -> Result<()> {
+        self.add_ports(ns, devs)?;
+        let ids = std::thread::scope(|s| {
+            s.spawn(|| -> Result<Vec<_>> {
+                ns.enter_current_thread()?;
+                let prog = self.prog_mut()?;
+                let mut ids = Vec::new();
+                for dev in devs {
+                    ids.push(
+                        prog.attach(dev, XdpMode::Driver)
+                            .map_err(|e| bpf_err(&format!("attach xdp-fwd to {dev}"), e))?,
+                    );
+                }
+                Ok(ids)
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("xdp-fwd attach thread panicked".into()))?
+        })?;
+        self.attached.extend(ids);
+        Ok(())
+    }
+
+    /// Makes `devs` of `ns` redirect targets (without attaching: for
+    /// tests, which run the program on frames of their own).
+    pub fn add_ports(&mut self, ns: &Netns, devs: &[&str]) -> Result<()> {
+        let ifindexes = devs.iter().map(|d| ns.link_info(d).map(|l| l.ifindex)).collect::<Result<Vec<_>>>()?;
+        let map = self.ebpf.map_mut("fwd_ports").ok_or_else(|| BenchError::Bpf("no map fwd_ports".into()))?;
+        let mut ports = aya::maps::DevMapHash::try_from(map).map_err(|e| bpf_err("fwd_ports", e))?;
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<()> {
+                ns.enter_current_thread()?;
+                for &i in &ifindexes {
+                    ports.insert(i, i, None, 0).map_err(|e| bpf_err("write fwd_ports", e))?;
+                }
+                Ok(())
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("xdp-fwd device map thread panicked".into()))?
+        })
+    }
+
+    /// Detaches the program from every device.
+    pub fn detach(&mut self) -> Result<()> {
+        let ids = std::mem::take(&mut self.attached);
+        let prog = self.prog_mut()?;
+        for id in ids {
+            prog.detach(id).map_err(|e| bpf_err("detach xdp-fwd", e))?;
+        }
+        Ok(())
+    }
+
+    /// The counters, summed over CPUs.
+    pub fn counters(&self) -> Result<XdpFwdCounters> {
+        let map = self.ebpf.map("fwd_stats").ok_or_else(|| BenchError::Bpf("no map fwd_stats".into()))?;
+        let m = aya::maps::PerCpuArray::<_, u64>::try_from(map).map_err(|e| bpf_err("fwd_stats", e))?;
+        let mut c = [0u64; XDPFWD_COUNTERS as usize];
+        for (i, v) in c.iter_mut().enumerate() {
+            *v = m.get(&(i as u32), 0).map_err(|e| bpf_err("read fwd_stats", e))?.iter().sum();
+        }
+        Ok(XdpFwdCounters {
+            forwarded: c[0],
+            dropped_by_rule: c[1],
+            dropped_by_default: c[2],
+            passed: c[3],
+            redirect_errors: c[4],
+        })
+    }
+
+    /// Runs the program once on `frame` as if it had arrived on device
+    /// `ingress_ifindex` of `ns` (BPF_PROG_TEST_RUN, nothing sent), for
+    /// tests: its verdict and the frame as it left the program.
+    pub fn feed(&self, ns: &Netns, ingress_ifindex: u32, frame: &[u8]) -> Result<(u32, Vec<u8>)> {
+        let p: &Xdp = self
+            .ebpf
+            .program("tern_xdpfwd")
+            .ok_or_else(|| BenchError::Bpf("no program tern_xdpfwd".into()))?
+            .try_into()
+            .map_err(|e| bpf_err("tern_xdpfwd", e))?;
+        let ctx = xdp_md(ingress_ifindex, frame.len());
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<(u32, Vec<u8>)> {
+                // The device index and the routing lookup are the namespace's.
+                ns.enter_current_thread()?;
+                let mut out = vec![0u8; frame.len() + 256];
+                let opts = TestRunOptions {
+                    data_in: Some(frame),
+                    data_out: Some(&mut out),
+                    ctx_in: Some(&ctx),
+                    repeat: 1,
+                    ..TestRunOptions::new()
+                };
+                let r = p.test_run(opts).map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))?;
+                out.truncate(r.data_size_out as usize);
+                Ok((r.return_value, out))
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("xdp-fwd test thread panicked".into()))?
+        })
+    }
+}
+
+impl Drop for XdpFwd {
+    fn drop(&mut self) {
+        let _ = self.detach();
     }
 }

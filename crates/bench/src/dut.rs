@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum;
 use serde::Serialize;
 
+use crate::bpf::{FwAction, FwRule, XdpFwd};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, fmt_mac, have_program};
 use crate::topology::{
@@ -50,6 +52,14 @@ pub enum DutKind {
     Linux,
     /// Linux with the 50 nftables rules of the 100GE test (VyOS-like).
     LinuxNft,
+    /// In-kernel XDP forwarding as a network engineer would write it by
+    /// hand (bpf/xdpfwd.bpf.c), native mode on both veths: the scenario's
+    /// firewall as a linear list of IPv4 source rules checked in order,
+    /// `bpf_fib_lookup` in the DUT namespace's own routes and neighbours
+    /// (set up as for `linux`), TTL / hop limit decrement, MAC rewrite,
+    /// redirect through a device map; what the lookup does not resolve
+    /// goes to the kernel. No GRE, no VLAN.
+    XdpFwd,
     /// DPDK testpmd, MAC forwarding over af_packet vdevs (no routing).
     Testpmd,
     /// DPDK testpmd, MAC forwarding over af_xdp vdevs (no routing): DPDK's
@@ -80,6 +90,7 @@ impl DutKind {
             DutKind::TernAfpacket => "tern-afpacket",
             DutKind::Linux => "linux",
             DutKind::LinuxNft => "linux-nft",
+            DutKind::XdpFwd => "xdp-fwd",
             DutKind::Testpmd => "testpmd",
             DutKind::TestpmdAfxdp => "testpmd-afxdp",
         }
@@ -145,10 +156,12 @@ pub enum Setup {
     NotSupported(String),
 }
 
-/// A running DUT: a child process (tern, testpmd) or nothing (kernel).
+/// A running DUT: a child process (tern, testpmd), an XDP program
+/// (xdp-fwd) or nothing (kernel).
 pub struct DutHandle {
     child: Option<Child>,
     log: Option<PathBuf>,
+    xdp: Option<XdpFwd>,
     /// What was configured, for the report.
     pub description: String,
 }
@@ -164,6 +177,16 @@ impl DutHandle {
         Ok(())
     }
 
+    /// The DUT's own counters, for the report (xdp-fwd's, summed over
+    /// CPUs since it was attached); `None` for DUTs without any.
+    pub fn counters(&self) -> Option<String> {
+        let x = self.xdp.as_ref()?;
+        Some(match x.counters() {
+            Ok(c) => format!("xdp-fwd counters over the run: {c}"),
+            Err(e) => format!("xdp-fwd counters unreadable: {e}"),
+        })
+    }
+
     /// The last lines of the DUT's log, if it has one.
     pub fn log_tail(&self) -> String {
         let Some(p) = &self.log else {
@@ -177,6 +200,8 @@ impl DutHandle {
 
 impl Drop for DutHandle {
     fn drop(&mut self) {
+        // Detaches the program from both veths.
+        drop(self.xdp.take());
         if let Some(mut c) = self.child.take() {
             if let Ok(pid) = i32::try_from(c.id()) {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
@@ -210,6 +235,8 @@ fn rt_command(priority: u8) -> Command {
 
 /// The generator's subnet: the drop test's accept rule.
 pub const GEN_NET_V4: &str = "10.10.1.0/24";
+/// [`GEN_NET_V4`]'s address (a /24).
+const GEN_V4_NET: Ipv4Addr = Ipv4Addr::new(10, 10, 1, 0);
 
 /// The 50 source hosts of the 100GE test's rules: 1.1.N.1, N = 1..50.
 pub fn rule_sources() -> impl Iterator<Item = String> {
@@ -227,7 +254,7 @@ pub fn setup(
 ) -> Result<Setup> {
     let dut = chain.dut.as_ref().ok_or_else(|| BenchError::Dut("chain without a DUT namespace".into()))?;
     match kind {
-        DutKind::Linux | DutKind::LinuxNft => setup_linux(kind, chain, dut, needs, place, work_dir),
+        DutKind::Linux | DutKind::LinuxNft | DutKind::XdpFwd => setup_linux(kind, chain, dut, needs, place, work_dir),
         DutKind::Tern
         | DutKind::TernXdp
         | DutKind::TernAfxdp
@@ -247,6 +274,18 @@ fn setup_linux(
     place: Placement,
     work_dir: &Path,
 ) -> Result<Setup> {
+    if kind == DutKind::XdpFwd {
+        if needs.gre {
+            return Ok(Setup::NotSupported(
+                "xdp-fwd forwards plain IPv4/IPv6 by bpf_fib_lookup: it has no GRE encapsulation".into(),
+            ));
+        }
+        if let Some(v) = needs.vlan {
+            return Ok(Setup::NotSupported(format!(
+                "xdp-fwd parses untagged Ethernet only: frames tagged with VLAN {v} would go to the kernel"
+            )));
+        }
+    }
     chain.address_dut()?;
     for (k, v) in [
         ("net.ipv4.ip_forward", "1"),
@@ -261,7 +300,14 @@ fn setup_linux(
     // Static neighbours: the sink is a tester, not a host to resolve.
     dut.ip(&["neigh", "replace", &SINK_V4.to_string(), "lladdr", &sink_mac, "dev", DUT_OUT, "nud", "permanent"])?;
     dut.ip(&["-6", "neigh", "replace", &SINK_V6.to_string(), "lladdr", &sink_mac, "dev", DUT_OUT, "nud", "permanent"])?;
-    let mut description = String::from("ip_forward=1");
+    let mut description = if kind == DutKind::XdpFwd {
+        format!(
+            "ip_forward=1, XDP program tern_xdpfwd (bpf_fib_lookup, redirect through a device map) in native \
+             mode on {DUT_IN} and {DUT_OUT}"
+        )
+    } else {
+        String::from("ip_forward=1")
+    };
     if let Some(v) = needs.vlan {
         let sub = format!("{DUT_IN}.{v}");
         if let Err(e) = dut.ip(&["link", "add", "link", DUT_IN, "name", &sub, "type", "vlan", "id", &v.to_string()]) {
@@ -307,15 +353,35 @@ fn setup_linux(
             Firewall::Drop50 => ", nftables: 50 rules `ip saddr 1.1.N.1 drop` in forward, policy accept",
             Firewall::Drop50DefaultDeny => ", nftables: 50 drop rules + accept 10.10.1.0/24 in forward, policy drop",
         });
+    } else if kind == DutKind::XdpFwd {
+        description.push_str(match needs.firewall {
+            Firewall::None => ", no firewall rules (default accept)",
+            Firewall::Drop50 => ", firewall in XDP: 50 rules `src 1.1.N.1/32 drop` checked in order, default accept",
+            Firewall::Drop50DefaultDeny => {
+                ", firewall in XDP: 50 rules `src 1.1.N.1/32 drop` + `src 10.10.1.0/24 accept` checked in order, \
+                 default drop"
+            }
+        });
     } else if needs.firewall != Firewall::None {
         if needs.firewall == Firewall::Drop50DefaultDeny {
             return Ok(Setup::NotSupported("the drop test needs a firewall: see linux-nft".into()));
         }
         description.push_str(", no firewall (the rules are linux-nft's)");
     }
+    let xdp = if kind == DutKind::XdpFwd {
+        let mut x = XdpFwd::load()?;
+        let (rules, default) = xdp_firewall(needs.firewall);
+        x.set_firewall(&rules, default)?;
+        x.attach(dut, &[DUT_IN, DUT_OUT])?;
+        Some(x)
+    } else {
+        None
+    };
+    // After the attach: attaching XDP to a veth can give it a new NAPI
+    // context, whose thread must be the one pinned and made SCHED_FIFO.
     prepare_ingress(dut, place)?;
     description.push_str(&format!(", {DUT_IN} NAPI thread on cpu {}", place.dut_cpu));
-    Ok(Setup::Running(DutHandle { child: None, log: None, description }))
+    Ok(Setup::Running(DutHandle { child: None, log: None, xdp, description }))
 }
 
 /// Readies the DUT's ingress veth for the generator. Frames sent by XDP
@@ -344,6 +410,23 @@ pub fn nft_ruleset(fw: Firewall) -> String {
     }
     s.push_str("  }\n}\n");
     s
+}
+
+/// The scenario's firewall as xdp-fwd's rule list and default action:
+/// the same rules as [`nft_ruleset`]'s, in the same order.
+pub fn xdp_firewall(fw: Firewall) -> (Vec<FwRule>, FwAction) {
+    let mut rules = Vec::new();
+    if fw != Firewall::None {
+        for n in 1..=50u8 {
+            let src = Ipv4Addr::new(1, 1, n, 1);
+            rules.push(FwRule { src, prefix_len: 32, action: FwAction::Drop });
+        }
+    }
+    if fw == Firewall::Drop50DefaultDeny {
+        rules.push(FwRule { src: GEN_V4_NET, prefix_len: 24, action: FwAction::Accept });
+        return (rules, FwAction::Drop);
+    }
+    (rules, FwAction::Accept)
 }
 
 /// Reads a route file: one prefix per line, optionally followed by a next
@@ -535,7 +618,7 @@ fn setup_tern(
             place.dut_cpu
         )
     };
-    Ok(Setup::Running(DutHandle { child: Some(child), log: Some(log), description }))
+    Ok(Setup::Running(DutHandle { child: Some(child), log: Some(log), xdp: None, description }))
 }
 
 /// What tern logs once a port busy-polls (crates/xdp/src/busy.rs).
@@ -636,6 +719,7 @@ fn setup_testpmd(
     Ok(Setup::Running(DutHandle {
         child: Some(child),
         log: Some(log),
+        xdp: None,
         description: format!("dpdk-testpmd mac forwarding over {vdev} vdevs, lcore {}", place.dut_cpu),
     }))
 }
@@ -695,6 +779,26 @@ mod tests {
         assert!(r.contains("policy drop;"));
         assert!(r.find("1.1.50.1 drop").unwrap_or(usize::MAX) < r.find("10.10.1.0/24 accept").unwrap_or(0));
         assert_eq!(nft_ruleset(Firewall::None).matches("saddr").count(), 0);
+    }
+
+    /// xdp-fwd's rules are nftables': the 50 sources in order, then the
+    /// generator's subnet in the drop test; the same default.
+    #[test]
+    fn xdp_firewall_is_the_nft_ruleset() {
+        let (rules, default) = xdp_firewall(Firewall::None);
+        assert!(rules.is_empty());
+        assert_eq!(default, FwAction::Accept);
+        let (rules, default) = xdp_firewall(Firewall::Drop50);
+        assert_eq!(default, FwAction::Accept);
+        let srcs: Vec<String> = rules.iter().map(|r| r.src.to_string()).collect();
+        assert_eq!(srcs, rule_sources().collect::<Vec<_>>());
+        assert!(rules.iter().all(|r| r.prefix_len == 32 && r.action == FwAction::Drop));
+        let (rules, default) = xdp_firewall(Firewall::Drop50DefaultDeny);
+        assert_eq!(default, FwAction::Drop);
+        assert_eq!(rules.len(), 51);
+        let last = rules[50];
+        assert_eq!(format!("{}/{}", last.src, last.prefix_len), GEN_NET_V4);
+        assert_eq!(last.action, FwAction::Accept);
     }
 
     #[test]

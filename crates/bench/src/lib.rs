@@ -1,7 +1,8 @@
 //! tern's RFC 2544 tester: an XDP traffic generator and receiver, the
 //! NDR/PDR searches and the frame-loss test, DUTs in network namespaces
-//! (tern, Linux, Linux + nftables, DPDK testpmd), and reports (table,
-//! JSON, HTML with SVG charts). See README.md for the design and figures.
+//! (tern, Linux, Linux + nftables, hand-written XDP forwarding, DPDK
+//! testpmd), and reports (table, JSON, HTML with SVG charts). See README.md
+//! for the design and figures.
 //!
 //! The `tern` binary exposes it as `tern bench rfc2544`:
 //!

@@ -399,6 +399,9 @@ impl Ctx<'_> {
             });
         }
         let _ = self.sink.detach();
+        if let Some(c) = handle.as_ref().and_then(|h| h.counters()) {
+            description.push_str(&format!("; {c}"));
+        }
         drop(handle);
         drop(pass);
         Ok(DutReport { name, description, status: DutStatus::Ok, message: None, sizes })

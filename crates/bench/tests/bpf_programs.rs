@@ -2,12 +2,14 @@
 //! must emit exactly `TrafficProfile::frame` (the frames tshark approves
 //! in pcap_tshark.rs), and the sink must count crafted sequences exactly
 //! like `RxStream::record`. Both run through BPF_PROG_TEST_RUN without a
-//! device; needs root.
+//! device. The `xdp-fwd` DUT's router runs the same way as if frames came
+//! in on the DUT's ingress veth of a real chain (its routing lookup needs
+//! the namespace's routes and neighbours). Needs root.
 
 mod common;
 
 use tern_bench::account::RxStream;
-use tern_bench::bpf::{Generator, Sink, XDP_DROP, XDP_PASS, XDP_TX};
+use tern_bench::bpf::{FwAction, FwRule, Generator, Sink, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX, XdpFwd};
 use tern_bench::traffic::{FlowSpec, FrameSize, Signature, checksum};
 
 fn anchored_generator() -> Generator {
@@ -287,4 +289,153 @@ fn sink_logs_every_gap_in_a_sequence() {
     assert!(log.gaps[0].at_ns <= log.gaps[1].at_ns);
     sink.reset().expect("reset");
     assert!(sink.gaps().expect("gaps").gaps.is_empty(), "reset clears the log");
+}
+
+/// A 64-byte IPv4 (or 78-byte IPv6) test frame to 198.18.0.1 (2001:2::1).
+fn fwd_frame(ipv6: bool) -> Vec<u8> {
+    let size = if ipv6 { 78 } else { 64 };
+    let p = common::profile(vec![common::stream("a", true, FlowSpec::SINGLE)], FrameSize::Fixed { size, ipv6 }, None);
+    p.frame(0, 0).expect("frame")
+}
+
+/// `f` from another IPv4 source with TTL `ttl`, the header checksum redone.
+fn from_src(f: &[u8], src: std::net::Ipv4Addr, ttl: u8) -> Vec<u8> {
+    let mut f = f.to_vec();
+    f[14 + 12..14 + 16].copy_from_slice(&src.octets());
+    f[14 + 8] = ttl;
+    f[14 + 10..14 + 12].copy_from_slice(&[0, 0]);
+    let c = checksum(&[&f[14..34]]);
+    f[14 + 10..14 + 12].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// The xdp-fwd program on the ingress veth of a real DUT namespace, set up
+/// as the `linux` DUT is (addresses, routes via the sink, its permanent
+/// neighbour entries, forwarding on): the firewall's rules in order, first
+/// match wins, then the default; forwarded frames carry the lookup's MACs,
+/// one less TTL with a valid checksum (every TTL and many sources), one
+/// less hop limit; ARP, expiring TTLs and unroutable destinations go to
+/// the kernel; every verdict lands in its counter.
+#[test]
+fn xdpfwd_filters_and_forwards() {
+    use std::net::Ipv4Addr;
+    use tern_bench::dut::{Firewall, xdp_firewall};
+    use tern_bench::topology::{Chain, DUT_IN, DUT_OUT, SINK_V4, SINK_V6, TEST_NET_V4, TEST_NET_V6};
+    if !common::privileged() {
+        return;
+    }
+    let chain = Chain::build(&format!("tbt{}-xf", std::process::id()), true).expect("chain");
+    chain.address_dut().expect("addresses");
+    let dut = chain.dut.as_ref().expect("dut namespace");
+    dut.sysctl("net.ipv4.ip_forward", "1").expect("sysctl");
+    dut.sysctl("net.ipv6.conf.all.forwarding", "1").expect("sysctl");
+    let sink_mac = tern_bench::netns::fmt_mac(&chain.sink_link.mac);
+    dut.ip(&["route", "add", TEST_NET_V4, "via", &SINK_V4.to_string()]).expect("route");
+    dut.ip(&["-6", "route", "add", TEST_NET_V6, "via", &SINK_V6.to_string()]).expect("route");
+    dut.ip(&["neigh", "replace", &SINK_V4.to_string(), "lladdr", &sink_mac, "dev", DUT_OUT, "nud", "permanent"])
+        .expect("neigh");
+    let v6 = SINK_V6.to_string();
+    dut.ip(&["-6", "neigh", "replace", &v6, "lladdr", &sink_mac, "dev", DUT_OUT, "nud", "permanent"]).expect("neigh");
+    let out_mac = dut.link_info(DUT_OUT).expect("tb-out").mac;
+    let in_idx = chain.first_hop.ifindex;
+
+    let mut x = XdpFwd::load().expect("load xdp-fwd");
+    let (rules, default) = xdp_firewall(Firewall::Drop50DefaultDeny);
+    x.set_firewall(&rules, default).expect("firewall");
+    // Redirect targets, but not attached: the veths' own traffic (the
+    // peers' MLD and router solicitations) would land in the counters.
+    x.add_ports(dut, &[DUT_IN, DUT_OUT]).expect("device map");
+    let v4 = fwd_frame(false);
+
+    // The generator's frame: forwarded, rewritten as a router does.
+    let (verdict, out) = x.feed(dut, in_idx, &v4).expect("run");
+    assert_eq!(verdict, XDP_REDIRECT, "a legitimate frame is forwarded");
+    assert_eq!(out.len(), v4.len());
+    assert_eq!(out[0..6], chain.sink_link.mac, "destination MAC: the sink's, from the neighbour table");
+    assert_eq!(out[6..12], out_mac, "source MAC: the egress device's");
+    assert_eq!(out[14 + 8], v4[14 + 8] - 1, "TTL");
+    assert_eq!(checksum(&[&out[14..34]]), 0, "IPv4 header checksum after the TTL update");
+    assert_eq!(out[12..14 + 8], v4[12..14 + 8]);
+    assert_eq!(out[14 + 9], v4[14 + 9]);
+    assert_eq!(out[34..], v4[34..], "payload untouched");
+    let mut want = tern_bench::bpf::XdpFwdCounters { forwarded: 1, ..Default::default() };
+    assert_eq!(x.counters().expect("counters"), want);
+
+    // The 50 blocked sources: dropped by their rule.
+    for n in [1u8, 7, 50] {
+        let f = from_src(&v4, Ipv4Addr::new(1, 1, n, 1), 64);
+        assert_eq!(x.feed(dut, in_idx, &f).expect("run").0, XDP_DROP, "1.1.{n}.1 is blocked");
+    }
+    want.dropped_by_rule += 3;
+    // Neither a rule's source nor the generator's subnet: default drop.
+    for src in [Ipv4Addr::new(1, 1, 51, 1), Ipv4Addr::new(1, 1, 7, 2), Ipv4Addr::new(10, 10, 2, 9)] {
+        let f = from_src(&v4, src, 64);
+        assert_eq!(x.feed(dut, in_idx, &f).expect("run").0, XDP_DROP, "{src}: default drop");
+    }
+    want.dropped_by_default += 3;
+    // IPv6 under a default-deny firewall of IPv4 rules: dropped.
+    assert_eq!(x.feed(dut, in_idx, &fwd_frame(true)).expect("run").0, XDP_DROP, "IPv6, default drop");
+    want.dropped_by_default += 1;
+    assert_eq!(x.counters().expect("counters"), want);
+    // ... but not an MLD report (to ff02::16 behind a hop-by-hop header):
+    // the kernel's, and not forwarded (a multicast destination).
+    let mut mld = fwd_frame(true);
+    mld[14 + 6] = 0;
+    mld[14 + 24..14 + 40].copy_from_slice(&"ff02::16".parse::<std::net::Ipv6Addr>().expect("addr").octets());
+    assert_eq!(x.feed(dut, in_idx, &mld).expect("run").0, XDP_PASS, "MLD");
+    want.passed += 1;
+
+    // To the kernel: ARP, a TTL about to expire, a destination without a route.
+    let mut arp = v4[..14].to_vec();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.resize(60, 0);
+    assert_eq!(x.feed(dut, in_idx, &arp).expect("run").0, XDP_PASS, "ARP");
+    assert_eq!(x.feed(dut, in_idx, &from_src(&v4, Ipv4Addr::new(10, 10, 1, 2), 1)).expect("run").0, XDP_PASS, "TTL 1");
+    let mut unroutable = v4.clone();
+    unroutable[14 + 16..14 + 20].copy_from_slice(&[203, 0, 113, 1]);
+    let unroutable = from_src(&unroutable, Ipv4Addr::new(10, 10, 1, 2), 64);
+    assert_eq!(x.feed(dut, in_idx, &unroutable).expect("run").0, XDP_PASS, "no route");
+    want.passed += 3;
+    assert_eq!(x.counters().expect("counters"), want);
+
+    // First match wins: the same two rules in both orders.
+    let drop_host = FwRule { src: Ipv4Addr::new(1, 1, 7, 1), prefix_len: 32, action: FwAction::Drop };
+    let accept_net = FwRule { src: Ipv4Addr::new(1, 1, 0, 0), prefix_len: 16, action: FwAction::Accept };
+    let host = from_src(&v4, Ipv4Addr::new(1, 1, 7, 1), 64);
+    let neighbour = from_src(&v4, Ipv4Addr::new(1, 1, 8, 1), 64);
+    x.set_firewall(&[drop_host, accept_net], FwAction::Drop).expect("firewall");
+    assert_eq!(x.feed(dut, in_idx, &host).expect("run").0, XDP_DROP, "drop rule first");
+    assert_eq!(x.feed(dut, in_idx, &neighbour).expect("run").0, XDP_REDIRECT, "the /16 accepts the rest");
+    x.set_firewall(&[accept_net, drop_host], FwAction::Drop).expect("firewall");
+    assert_eq!(x.feed(dut, in_idx, &host).expect("run").0, XDP_REDIRECT, "accept rule first");
+    want.dropped_by_rule += 1;
+    want.forwarded += 2;
+
+    // No firewall: every TTL and many checksums survive the incremental
+    // update; IPv6 is forwarded with one less hop.
+    x.set_firewall(&[], FwAction::Accept).expect("firewall");
+    for ttl in 2..=255u8 {
+        let src = Ipv4Addr::new(10, 10, 1, ttl);
+        let f = from_src(&v4, src, ttl);
+        let (verdict, out) = x.feed(dut, in_idx, &f).expect("run");
+        assert_eq!(verdict, XDP_REDIRECT, "ttl {ttl}");
+        assert_eq!(out[14 + 8], ttl - 1);
+        assert_eq!(checksum(&[&out[14..34]]), 0, "checksum after ttl {ttl} from {src}");
+    }
+    want.forwarded += 254;
+    let v6f = fwd_frame(true);
+    let (verdict, out) = x.feed(dut, in_idx, &v6f).expect("run");
+    assert_eq!(verdict, XDP_REDIRECT, "IPv6 forwarded");
+    assert_eq!(out[0..6], chain.sink_link.mac);
+    assert_eq!(out[6..12], out_mac);
+    assert_eq!(out[14 + 7], v6f[14 + 7] - 1, "hop limit");
+    assert_eq!(out[12..14 + 7], v6f[12..14 + 7]);
+    assert_eq!(out[14 + 8..], v6f[14 + 8..]);
+    want.forwarded += 1;
+    assert_eq!(x.counters().expect("counters"), want);
+    x.attach(dut, &[DUT_IN, DUT_OUT]).expect("attach");
+    assert!(dut.ip(&["-j", "link", "show", "dev", DUT_IN]).expect("link").contains("\"xdp\""), "attached");
+    x.detach().expect("detach");
+    assert!(!dut.ip(&["-j", "link", "show", "dev", DUT_IN]).expect("link").contains("\"xdp\""), "detached");
 }

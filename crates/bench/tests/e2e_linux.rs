@@ -1,8 +1,9 @@
 //! A short real run: generator, Linux DUTs and sink in namespaces, the
 //! drop test (so linux-nft's rules are exercised and plain Linux must say
-//! "not supported"), then IPv4 and IPv6 through plain Linux. Trials are a
-//! fraction of a second; nothing here asserts a speed. Needs root,
-//! iproute2, ethtool and nftables.
+//! "not supported"), then IPv4 and IPv6 through plain Linux; the same two
+//! through xdp-fwd (the hand-written XDP router), which must refuse GRE
+//! and VLAN. Trials are a fraction of a second; nothing here asserts a
+//! speed. Needs root, iproute2, ethtool and nftables.
 
 mod common;
 
@@ -112,5 +113,120 @@ fn ipv4_and_ipv6_through_linux() {
         assert!(p.sent > 0 && p.lost < p.sent, "{}: nothing forwarded", s.size);
         assert!(p.latency.is_some(), "{}: no latency", s.size);
         assert_eq!(p.duplicated, 0, "{}: duplicates from a router", s.size);
+    }
+}
+
+/// A number from xdp-fwd's counters in a DUT description ("forwarded 12").
+fn xdp_counter(description: &str, name: &str) -> u64 {
+    let (_, rest) = description
+        .split_once("xdp-fwd counters over the run: ")
+        .unwrap_or_else(|| panic!("no xdp-fwd counters in {description}"));
+    let (_, n) = rest.split_once(&format!("{name} ")).unwrap_or_else(|| panic!("no {name} in {rest}"));
+    n.split(|c: char| !c.is_ascii_digit()).next().and_then(|d| d.parse().ok()).unwrap_or_else(|| panic!("{name}: {n}"))
+}
+
+#[test]
+fn drop_test_against_xdp_fwd() {
+    if !common::privileged() {
+        return;
+    }
+    let r = run(&[
+        "--scenario",
+        "drop-test",
+        "--dut",
+        "xdp-fwd",
+        "--trial-secs",
+        "0.4",
+        "--drain-secs",
+        "0.3",
+        "--loads",
+        "0.01,0.03",
+        "--max-mpps",
+        "0.05",
+        "--no-search",
+    ]);
+    let x = &r.duts[0];
+    assert_eq!(x.name, "xdp-fwd");
+    assert_eq!(x.status, DutStatus::Ok, "{:?}", x.message);
+    let s = &x.sizes[0];
+    assert_eq!(s.frame_loss.len(), 2);
+    let mut blocked_sent = 0;
+    for p in &s.frame_loss {
+        assert!(p.sent > 0 && p.offered_mpps > 0.0);
+        // The legitimate half arrives, the blocked half never does.
+        assert!(p.lost < p.sent, "nothing of the legitimate half arrived at {} Mpps", p.target_mpps);
+        assert_eq!(p.leaked, 0, "blocked frames forwarded at {} Mpps", p.target_mpps);
+        blocked_sent += p.streams.iter().filter(|s| !s.counted).map(|s| s.sent).sum::<u64>();
+    }
+    assert!(blocked_sent > 0, "the blocked half was sent");
+    // The program did the work: it forwarded the legitimate half and its
+    // rules (not the default, not the kernel) dropped the blocked one.
+    let d = &x.description;
+    assert!(d.contains("native mode on tb-in and tb-out") && d.contains("default drop"), "{d}");
+    let legit_received: u64 =
+        s.frame_loss.iter().flat_map(|p| &p.streams).filter(|s| s.counted).map(|s| s.received).sum();
+    assert!(xdp_counter(d, "forwarded") >= legit_received, "{d}");
+    assert!(xdp_counter(d, "dropped by rule") >= blocked_sent, "{d}");
+    assert_eq!(xdp_counter(d, "dropped by default"), 0, "{d}");
+    assert_eq!(xdp_counter(d, "redirect errors"), 0, "{d}");
+}
+
+#[test]
+fn ipv4_and_ipv6_through_xdp_fwd() {
+    if !common::privileged() {
+        return;
+    }
+    let r = run(&[
+        "--scenario",
+        "single-flow-50fw",
+        "--sizes",
+        "64,78v6",
+        "--dut",
+        "xdp-fwd",
+        "--trial-secs",
+        "0.3",
+        "--drain-secs",
+        "0.3",
+        "--loads",
+        "0.02",
+        "--no-search",
+    ]);
+    let x = &r.duts[0];
+    assert_eq!(x.status, DutStatus::Ok, "{:?}", x.message);
+    let labels: Vec<&str> = x.sizes.iter().map(|s| s.size.as_str()).collect();
+    assert_eq!(labels, ["64", "78v6"]);
+    let mut received = 0;
+    for s in &x.sizes {
+        let p = &s.frame_loss[0];
+        assert!(p.sent > 0 && p.lost < p.sent, "{}: nothing forwarded", s.size);
+        assert!(p.latency.is_some(), "{}: no latency", s.size);
+        assert_eq!(p.duplicated, 0, "{}: duplicates from a router", s.size);
+        received += p.streams.iter().map(|s| s.received).sum::<u64>();
+    }
+    let d = &x.description;
+    assert!(d.contains("50 rules") && d.contains("default accept"), "{d}");
+    // Forwarded by the program, not by the kernel behind it.
+    assert!(xdp_counter(d, "forwarded") >= received, "{d}");
+    assert_eq!(xdp_counter(d, "dropped by rule"), 0, "{d}");
+}
+
+/// GRE and VLAN are beyond a plain XDP router: said, not faked.
+#[test]
+fn xdp_fwd_refuses_gre_and_vlan() {
+    use tern_bench::dut::{self, DutKind, DutNeeds, Firewall, Placement, Setup};
+    if !common::privileged() {
+        return;
+    }
+    let chain = tern_bench::topology::Chain::build(&format!("tbe{}-xg", std::process::id()), true).expect("chain");
+    let place = Placement { dut_cpu: 0, rt_priority: 0 };
+    let plain = DutNeeds { firewall: Firewall::Drop50, route_file: None, gre: false, vlan: None };
+    let dir = std::env::temp_dir();
+    for (needs, word) in
+        [(DutNeeds { gre: true, ..plain.clone() }, "GRE"), (DutNeeds { vlan: Some(7), ..plain }, "VLAN")]
+    {
+        match dut::setup(DutKind::XdpFwd, &chain, &needs, place, None, &dir).expect("setup") {
+            Setup::NotSupported(why) => assert!(why.contains(word), "{why}"),
+            Setup::Running(_) => panic!("xdp-fwd claims to do {word}"),
+        }
     }
 }
