@@ -12,7 +12,8 @@
  * before the tick was due until the tick came: `tern_holes_switch`, on
  * sched_switch, notes when the watched CPU last went idle, and the tick
  * checks that it interrupted the idle task. Late ticks that interrupted
- * anything else are only counted (`busy_late`).
+ * anything else are logged too, marked busy (bit 63 of the length), and
+ * counted (`busy_late`); they are not holes.
  *
  * `tern_holes` is run once, by BPF_PROG_TEST_RUN from a thread on the
  * watched CPU, to arm the timer there (BPF_F_TIMER_CPU_PIN); the timer
@@ -34,11 +35,11 @@ struct hole_watch {
 	__u64 min_ns;    /* set before arming */
 	__u64 last;      /* bpf_ktime_get_ns() of the last tick */
 	__u64 ticks;
-	__u64 count;     /* holes recorded in all; hole i is at i % HOLE_LOG */
+	__u64 count;     /* late ticks logged in all; tick i is at i % HOLE_LOG */
 	__u64 stop;
 	__u64 busy_late; /* late ticks that found the CPU busy: not holes */
 	__u64 at[HOLE_LOG];  /* when the late tick came (end of the hole) */
-	__u64 len[HOLE_LOG]; /* how late it came */
+	__u64 len[HOLE_LOG]; /* how late it came; bit 63: the CPU was busy */
 };
 
 struct {
@@ -73,14 +74,12 @@ static int tick(void *map, __u32 *key, struct hole_watch *h)
 			__u32 k = 0;
 			struct hole_cpu *c = bpf_map_lookup_elem(&hole_cpu, &k);
 			int idle = c && bpf_get_current_pid_tgid() == 0 && c->idle_since && c->idle_since <= due;
-			if (idle) {
-				__u32 i = h->count & (HOLE_LOG - 1);
-				h->at[i] = now;
-				h->len[i] = gap - h->period_ns;
-				h->count++;
-			} else {
+			__u32 i = h->count & (HOLE_LOG - 1);
+			h->at[i] = now;
+			h->len[i] = (gap - h->period_ns) | (idle ? 0 : 1ULL << 63);
+			h->count++;
+			if (!idle)
 				h->busy_late++;
-			}
 		}
 	}
 	h->last = now;

@@ -647,7 +647,7 @@ impl HoleWatch {
         Ok(le_u64(&self.value()?, 64))
     }
 
-    /// The holes logged so far, oldest first (at most the last 1024).
+    /// The late ticks logged so far, oldest first (at most the last 1024).
     pub fn log(&self) -> Result<HoleLog> {
         let b = self.value()?;
         let count = le_u64(&b, 48);
@@ -655,7 +655,8 @@ impl HoleWatch {
         let holes = (count.saturating_sub(HOLE_LOG as u64)..count)
             .map(|i| {
                 let i = (i % HOLE_LOG as u64) as usize;
-                Hole { end_ns: le_u64(&b, base + 8 * i), len_ns: le_u64(&b, base + 8 * (HOLE_LOG + i)) }
+                let len = le_u64(&b, base + 8 * (HOLE_LOG + i));
+                Hole { end_ns: le_u64(&b, base + 8 * i), len_ns: len & !(1 << 63), busy: len >> 63 != 0 }
             })
             .collect();
         Ok(HoleLog { holes, wrapped: count > HOLE_LOG as u64 })
@@ -669,6 +670,10 @@ pub struct Hole {
     pub end_ns: u64,
     /// How late it came: the hole's length, ns (up to one period short).
     pub len_ns: u64,
+    /// The tick found the CPU busy, or the CPU had not been idle since
+    /// before the tick was due: not provably a hole (the DUT may have held
+    /// the timer up itself).
+    pub busy: bool,
 }
 
 /// The watch's log of holes.
@@ -681,8 +686,14 @@ pub struct HoleLog {
 }
 
 impl HoleLog {
-    /// The holes that overlap `[from_ns, to_ns]`.
+    /// The holes (late ticks that found the CPU idle) that overlap
+    /// `[from_ns, to_ns]`.
     pub fn between(&self, from_ns: u64, to_ns: u64) -> Vec<Hole> {
+        self.late_between(from_ns, to_ns).into_iter().filter(|h| !h.busy).collect()
+    }
+
+    /// Every late tick, busy or not, that overlaps `[from_ns, to_ns]`.
+    pub fn late_between(&self, from_ns: u64, to_ns: u64) -> Vec<Hole> {
         self.holes
             .iter()
             .copied()

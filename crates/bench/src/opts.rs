@@ -119,6 +119,12 @@ pub struct Rfc2544Opts {
     #[arg(long)]
     pub allow_idle: bool,
 
+    /// Leave other tasks on the DUT's (and a separate sink's) CPU. By
+    /// default every task that may also run elsewhere is moved off it for
+    /// the run and put back after (per-CPU kernel threads stay).
+    #[arg(long)]
+    pub no_isolate: bool,
+
     /// Watch the DUT's CPU for holes with a timer pinned to it that ticks
     /// every this many microseconds (0: off). A tick that comes late means
     /// the CPU ran nothing (on a VM: the host did not run it). Each trial

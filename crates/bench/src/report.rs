@@ -48,6 +48,10 @@ pub struct Conditions {
     pub generator: String,
     /// CPUs kept out of idle states during the run (PM QoS).
     pub no_idle_cpus: Vec<usize>,
+    /// CPUs every other movable task was moved off for the run.
+    pub isolated_cpus: Vec<usize>,
+    /// Tasks moved off them.
+    pub tasks_moved: usize,
     /// Period of the timer that watches the DUT's CPU for holes, us
     /// (`None`: not watched).
     pub hole_watch_us: Option<f64>,
@@ -304,8 +308,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "CPUs kept out of idle states: {}; searches: {}; {}",
+            "CPUs kept out of idle states: {}; CPUs other tasks were moved off: {} ({} tasks); searches: {}; {}",
             idle_list(&c.no_idle_cpus),
+            idle_list(&c.isolated_cpus),
+            c.tasks_moved,
             search_rule(c.trials_per_load),
             hole_rule(c.hole_watch_us, c.excuse_host_holes)
         )?;

@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use crate::bpf::{Generator, HoleWatch, PassProgram, Sink};
 use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
-use crate::netns::{Netns, NoIdle, cpu_count, have_program};
+use crate::netns::{Isolation, Netns, NoIdle, cpu_count, have_program};
 use crate::opts::{FlowMode, Rfc2544Opts};
 use crate::progress::Progress;
 use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, Report, SizeReport};
@@ -428,11 +428,13 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
     // The DUT's CPU and the sink's (when it has its own) only poll when
     // idle, for the run (see NoIdle); the generator's CPU never idles.
     let mut no_idle = Vec::new();
+    let mut own_cpus = vec![opts.dut_cpu, opts.sink_cpu];
+    own_cpus.retain(|&c| c != opts.gen_cpu);
+    own_cpus.dedup();
+    // Nothing else runs there either (see Isolation).
+    let isolation = if opts.no_isolate { None } else { Some(Isolation::hold(&own_cpus)?) };
     if !opts.allow_idle {
-        let mut cpus = vec![opts.dut_cpu, opts.sink_cpu];
-        cpus.retain(|&c| c != opts.gen_cpu);
-        cpus.dedup();
-        for c in cpus {
+        for c in own_cpus.iter().copied() {
             if let Some(g) = NoIdle::hold(c)? {
                 no_idle.push((c, g));
             }
@@ -475,6 +477,8 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             opts.bucket_us
         ),
         no_idle_cpus: no_idle.iter().map(|(c, _)| *c).collect(),
+        isolated_cpus: if isolation.is_some() { own_cpus.clone() } else { Vec::new() },
+        tasks_moved: isolation.as_ref().map_or(0, Isolation::moved),
         hole_watch_us: holes.as_ref().map(|w| w.period().as_secs_f64() * 1e6),
         excuse_host_holes: opts.excuse_host_holes,
         receiver: "XDP program on the sink's veth: per-stream counters, 1024-frame sequence \

@@ -374,7 +374,7 @@ mod tests {
     }
 
     fn hole(end_ms: f64, len_ms: f64) -> Hole {
-        Hole { end_ns: (end_ms * 1e6) as u64, len_ns: (len_ms * 1e6) as u64 }
+        Hole { end_ns: (end_ms * 1e6) as u64, len_ns: (len_ms * 1e6) as u64, busy: false }
     }
 
     #[test]
