@@ -364,6 +364,7 @@ mod tests {
             dut_holes: Some(2),
             dut_hole_max_us: Some(1500.0),
             lost_in_holes: Some(3),
+            ring_drops: Some(crate::trial::RingDrops { into_dut: 2, into_sink: 1 }),
         };
         let size = |loss: f64| SizeReport {
             size: "64".into(),

@@ -86,6 +86,15 @@ impl Netns {
         setns(&f, CloneFlags::CLONE_NEWNET).map_err(|e| BenchError::Dut(format!("setns into {}: {e}", self.name)))
     }
 
+    /// Frames a device's transmit path dropped (`ip -s link`: TX dropped).
+    /// On a veth these are the frames its peer's receive ring refused,
+    /// whether an XDP program redirected them or the stack sent them.
+    pub fn tx_dropped(&self, dev: &str) -> Result<u64> {
+        let out = self.ip(&["-s", "-j", "link", "show", "dev", dev])?;
+        parse_tx_dropped(&out)
+            .ok_or_else(|| BenchError::Dut(format!("no TX dropped counter for {dev} in {}", self.name)))
+    }
+
     /// The index and MAC address of a device in this namespace.
     pub fn link_info(&self, dev: &str) -> Result<LinkInfo> {
         let out = self.ip(&["-j", "link", "show", "dev", dev])?;
@@ -301,49 +310,81 @@ mod no_idle_tests {
 /// and every DUT lost 150-250 frames each time at 0.3 Mpps; with them
 /// moved, none at that rate.
 ///
-/// Tasks whose affinity cannot change (per-CPU kernel threads) stay. Each
-/// moved task gets its old affinity back when the last holder in this
-/// process drops; tasks started meanwhile inherit their parent's.
+/// Tasks whose affinity cannot change (per-CPU kernel threads) stay, and
+/// so do this process and its children (the DUT). Tasks started during the
+/// run are moved at the next trial ([`Isolation::refresh`]). Each moved
+/// task gets its old affinity back when the last holder in this process
+/// drops.
 pub struct Isolation {
     moved: usize,
 }
 
 /// Holders in this process and the tasks moved, with their old masks.
-static ISOLATION: std::sync::Mutex<(usize, Vec<(i32, nix::sched::CpuSet)>)> = std::sync::Mutex::new((0, Vec::new()));
+struct Isolated {
+    /// Holders in this process.
+    holders: usize,
+    /// The CPUs held free.
+    cpus: Vec<usize>,
+    /// Tasks moved, with their old masks.
+    moved: Vec<(i32, nix::sched::CpuSet)>,
+}
+
+static ISOLATION: std::sync::Mutex<Isolated> =
+    std::sync::Mutex::new(Isolated { holders: 0, cpus: Vec::new(), moved: Vec::new() });
+
+/// Moves what may move off `held.cpus`; returns how many tasks moved.
+fn move_off(held: &mut Isolated) -> usize {
+    use nix::sched::{sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+    let me = std::process::id() as i32;
+    let mut moved = 0;
+    for (tid, ppid) in all_tasks() {
+        if tid == me || ppid == me {
+            continue;
+        }
+        let pid = Pid::from_raw(tid);
+        let Ok(old) = sched_getaffinity(pid) else { continue };
+        let mut new = old;
+        for &c in &held.cpus {
+            if old.is_set(c).unwrap_or(false) {
+                let _ = new.unset(c);
+            }
+        }
+        let others = (0..nix::sched::CpuSet::count()).any(|c| new.is_set(c).unwrap_or(false));
+        if new == old || !others {
+            continue;
+        }
+        // Per-CPU kernel threads refuse (EINVAL); tasks may exit (ESRCH).
+        if sched_setaffinity(pid, &new).is_ok() {
+            if !held.moved.iter().any(|(t, _)| *t == tid) {
+                held.moved.push((tid, old));
+            }
+            moved += 1;
+        }
+    }
+    moved
+}
 
 impl Isolation {
     /// Moves every task of the machine that may run on one of `cpus` and
     /// on some other CPU to its other CPUs; this process's own threads
     /// stay (the tester pins the ones that matter).
     pub fn hold(cpus: &[usize]) -> Result<Self> {
-        use nix::sched::{sched_getaffinity, sched_setaffinity};
-        use nix::unistd::Pid;
         let mut held = ISOLATION.lock().unwrap_or_else(|e| e.into_inner());
-        held.0 += 1;
-        let me = std::process::id() as i32;
-        let mut moved = 0;
-        for tid in all_tasks(me) {
-            let pid = Pid::from_raw(tid);
-            let Ok(old) = sched_getaffinity(pid) else { continue };
-            let mut new = old;
-            for &c in cpus {
-                if old.is_set(c).unwrap_or(false) {
-                    let _ = new.unset(c);
-                }
-            }
-            let others = (0..nix::sched::CpuSet::count()).any(|c| new.is_set(c).unwrap_or(false));
-            if new == old || !others {
-                continue;
-            }
-            // Per-CPU kernel threads refuse (EINVAL); tasks may exit (ESRCH).
-            if sched_setaffinity(pid, &new).is_ok() {
-                if !held.1.iter().any(|(t, _)| *t == tid) {
-                    held.1.push((tid, old));
-                }
-                moved += 1;
+        held.holders += 1;
+        for &c in cpus {
+            if !held.cpus.contains(&c) {
+                held.cpus.push(c);
             }
         }
-        Ok(Isolation { moved })
+        Ok(Isolation { moved: move_off(&mut held) })
+    }
+
+    /// Moves the tasks started since off the held CPUs too (none held:
+    /// nothing to do); returns how many moved.
+    pub fn refresh() -> usize {
+        let mut held = ISOLATION.lock().unwrap_or_else(|e| e.into_inner());
+        if held.holders == 0 { 0 } else { move_off(&mut held) }
     }
 
     /// Tasks this holder moved.
@@ -355,26 +396,52 @@ impl Isolation {
 impl Drop for Isolation {
     fn drop(&mut self) {
         let mut held = ISOLATION.lock().unwrap_or_else(|e| e.into_inner());
-        held.0 = held.0.saturating_sub(1);
-        if held.0 == 0 {
-            for (tid, old) in held.1.drain(..) {
+        held.holders = held.holders.saturating_sub(1);
+        if held.holders == 0 {
+            held.cpus.clear();
+            for (tid, old) in held.moved.drain(..) {
                 let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &old);
             }
         }
     }
 }
 
-/// Every task (thread) id of the machine, except those of process `skip`.
-fn all_tasks(skip: i32) -> Vec<i32> {
+/// TX dropped of the one device in `ip -s -j link show` output.
+fn parse_tx_dropped(json: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    v.get(0)?.get("stats64")?.get("tx")?.get("dropped")?.as_u64()
+}
+
+#[cfg(test)]
+mod tx_dropped_tests {
+    #[test]
+    fn reads_tx_dropped_from_ip_json() {
+        let json = r#"[{"ifindex":4,"ifname":"tb-gen","stats64":{"rx":{"bytes":1,"packets":2,"errors":0,"dropped":5},"tx":{"bytes":3,"packets":4,"errors":0,"dropped":1234567890123}}}]"#;
+        assert_eq!(super::parse_tx_dropped(json), Some(1_234_567_890_123));
+        assert_eq!(super::parse_tx_dropped("[]"), None);
+        assert_eq!(super::parse_tx_dropped("not json"), None);
+    }
+}
+
+/// Every task (thread) id of the machine with its process's parent.
+fn all_tasks() -> Vec<(i32, i32)> {
     let mut out = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else { return out };
     for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if pid == skip {
+        if p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()).is_none() {
             continue;
         }
+        let ppid = std::fs::read_to_string(p.path().join("stat"))
+            .ok()
+            .and_then(|st| st.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()))
+            .unwrap_or(0);
         let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
-        out.extend(tasks.flatten().filter_map(|t| t.file_name().to_str().and_then(|n| n.parse::<i32>().ok())));
+        out.extend(
+            tasks
+                .flatten()
+                .filter_map(|t| t.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+                .map(|t| (t, ppid)),
+        );
     }
     out
 }
@@ -383,17 +450,28 @@ fn all_tasks(skip: i32) -> Vec<i32> {
 mod isolation_tests {
     use super::*;
 
+    /// A `sleep` that is not this process's child (the DUT's are left
+    /// alone): its pid.
+    fn orphan_sleep() -> nix::unistd::Pid {
+        let out = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .expect("spawn sleep");
+        let pid: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("pid");
+        nix::unistd::Pid::from_raw(pid)
+    }
+
     /// A task that may run anywhere is moved off the isolated CPU and gets
-    /// its affinity back when the last holder goes.
+    /// its affinity back when the last holder goes; one started later is
+    /// moved by a refresh.
     #[test]
     fn a_movable_task_leaves_the_cpu_and_comes_back() {
         if !nix::unistd::geteuid().is_root() || cpu_count() < 2 {
             return;
         }
         use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-        use nix::unistd::Pid;
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("spawn sleep");
-        let pid = Pid::from_raw(child.id() as i32);
+        use nix::sys::signal::{Signal, kill};
+        let pid = orphan_sleep();
         let mut both = CpuSet::new();
         both.set(0).expect("cpu 0");
         both.set(1).expect("cpu 1");
@@ -404,10 +482,17 @@ mod isolation_tests {
         assert!(!now.is_set(1).expect("bit"), "still allowed on the isolated cpu");
         assert!(now.is_set(0).expect("bit"));
         let b = Isolation::hold(&[1]).expect("isolate again");
+        // Started during the run: moved by the next refresh.
+        let late = orphan_sleep();
+        sched_setaffinity(late, &both).expect("set");
+        assert!(Isolation::refresh() >= 1);
+        assert!(!sched_getaffinity(late).expect("get").is_set(1).expect("bit"));
         drop(a);
         assert!(!sched_getaffinity(pid).expect("get").is_set(1).expect("bit"), "b still holds");
         drop(b);
         assert_eq!(sched_getaffinity(pid).expect("get"), both, "the old affinity is back");
+        assert_eq!(sched_getaffinity(late).expect("get"), both);
+        assert_eq!(Isolation::refresh(), 0, "nothing held, nothing moved");
         // A task allowed only on the isolated CPU has nowhere to go: it stays.
         let mut only1 = CpuSet::new();
         only1.set(1).expect("cpu 1");
@@ -415,8 +500,8 @@ mod isolation_tests {
         let c = Isolation::hold(&[1]).expect("isolate");
         assert_eq!(sched_getaffinity(pid).expect("get"), only1);
         drop(c);
-        let _ = child.kill();
-        let _ = child.wait();
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = kill(late, Signal::SIGKILL);
     }
 }
 

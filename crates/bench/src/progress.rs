@@ -38,6 +38,8 @@ pub enum Progress {
         dut_hole_max_us: Option<f64>,
         /// Of the frames lost, those lost in host holes.
         lost_in_holes: Option<u64>,
+        /// Frames the sink's ring refused (the rig fell behind, not the DUT).
+        into_sink: u64,
         /// Trials done so far in the run.
         done: usize,
         /// Estimated trials in the whole run.
@@ -73,6 +75,7 @@ impl StderrBar {
                 dut_steal_ms,
                 dut_hole_max_us,
                 lost_in_holes,
+                into_sink,
                 done,
                 estimate,
             } => {
@@ -82,7 +85,7 @@ impl StderrBar {
                 let secs = self.start.elapsed().as_secs();
                 write!(
                     err,
-                    "\r\x1b[K[{}{}] {done}/~{est} {:>3}:{:02} {dut} {size} {phase} {target_mpps:.3}->{offered_mpps:.3} Mpps loss {loss_pct:.3}%{}{}{}",
+                    "\r\x1b[K[{}{}] {done}/~{est} {:>3}:{:02} {dut} {size} {phase} {target_mpps:.3}->{offered_mpps:.3} Mpps loss {loss_pct:.3}%{}{}{}{}",
                     "#".repeat(filled),
                     ".".repeat(width - filled),
                     secs / 60,
@@ -90,6 +93,7 @@ impl StderrBar {
                     dut_steal_ms.filter(|&ms| ms > 0.0).map_or(String::new(), |ms| format!(" steal {ms:.0} ms")),
                     dut_hole_max_us.filter(|&us| us > 0.0).map_or(String::new(), |us| format!(" hole {us:.0} us")),
                     lost_in_holes.filter(|&n| n > 0).map_or(String::new(), |n| format!(" ({n} frames lost in holes)")),
+                    if *into_sink > 0 { format!(" ({into_sink} refused by the sink's ring)") } else { String::new() },
                 )
             }
         };

@@ -105,6 +105,10 @@ pub struct LoadPoint {
     /// Of the frames lost, those lost right after a hole in the DUT CPU's
     /// time longer than its ring lasts.
     pub lost_in_holes: Option<u64>,
+    /// Frames the veth rings refused on the way: into the DUT (its
+    /// receive ring full) and into the sink (the sink's ring full: the
+    /// rig, not the DUT, fell behind).
+    pub ring_drops: Option<crate::trial::RingDrops>,
 }
 
 impl LoadPoint {
@@ -126,6 +130,7 @@ impl LoadPoint {
             dut_holes: t.dut_holes.map(|h| h.count),
             dut_hole_max_us: t.dut_holes.map(|h| h.max_ns as f64 / 1e3),
             lost_in_holes: t.lost_in_holes,
+            ring_drops: t.ring_drops,
         }
     }
 

@@ -273,6 +273,7 @@ impl Ctx<'_> {
                 profile: &prof,
                 timing,
                 holes: self.holes.as_ref(),
+                dut_ns: chain.dut.as_ref(),
             };
             if size_idx == 0 {
                 let wait = if kind.is_some_and(|k| k.tern_driver().is_some() || k.is_testpmd()) { 30 } else { 5 };
@@ -331,6 +332,7 @@ impl Ctx<'_> {
                     dut_steal_ms: o.dut_steal_ms,
                     dut_hole_max_us: o.dut_holes.map(|h| h.max_ns as f64 / 1e3),
                     lost_in_holes: o.lost_in_holes,
+                    into_sink: o.ring_drops.map_or(0, |r| r.into_sink),
                     done: *done,
                     estimate,
                 });
@@ -367,6 +369,7 @@ impl Ctx<'_> {
                 profile: &prof,
                 timing,
                 holes: self.holes.as_ref(),
+                dut_ns: chain.dut.as_ref(),
             };
             for o in frame_loss(&mut tester, &loads, &mut |o| emit("loss", o))? {
                 loss_points.push(LoadPoint::from_trial(&o));

@@ -297,6 +297,7 @@ impl TrialRunner for SimulatedDut {
             dut_holes: None,
             lost_in_holes: None,
             judged_lost: lost.min(sent),
+            ring_drops: None,
         })
     }
 }
@@ -381,6 +382,7 @@ mod tests {
             dut_holes: None,
             lost_in_holes: None,
             judged_lost: lost,
+            ring_drops: None,
         };
         let t = vec![mk(4e6, 10), mk(2e6, 0), mk(3e6, 1), mk(3.5e6, 0)];
         let b = bound(&t, 0.0);

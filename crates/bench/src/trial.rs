@@ -16,6 +16,7 @@ use crate::account::StreamResult;
 use crate::bpf::{Gap, Generator, Hole, HoleStats, HoleWatch, MAX_PACED_PPS, PaceProgress, Sink};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, current_tid, pin_current_thread, set_fifo};
+use crate::topology::{DUT_OUT, GEN_DEV};
 use crate::traffic::{StreamSpec, TrafficProfile};
 
 /// Timing of trials.
@@ -78,6 +79,8 @@ pub struct TrialOutcome {
     /// The frames lost that judge the trial: `lost`, or with
     /// `--excuse-host-holes` those not lost in host holes.
     pub judged_lost: u64,
+    /// Where frames were refused on the way (`None`: not read).
+    pub ring_drops: Option<RingDrops>,
 }
 
 impl TrialOutcome {
@@ -129,6 +132,22 @@ pub struct Tester<'a> {
     pub timing: TrialTiming,
     /// The watch on the DUT's CPU, if any.
     pub holes: Option<&'a HoleWatch>,
+    /// The DUT's namespace (`None`: the direct chain), whose egress veth
+    /// counts the frames the sink's ring refused.
+    pub dut_ns: Option<&'a Netns>,
+}
+
+/// Frames the veth rings on the way refused during a trial (all streams,
+/// and whatever else the devices sent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RingDrops {
+    /// The DUT's receive ring was full: the generator's veth could not
+    /// hand it the frame (TX dropped of the generator's veth).
+    pub into_dut: u64,
+    /// The sink's receive ring was full: the DUT's egress veth could not
+    /// hand it the frame (TX dropped of the DUT's egress veth; the sink,
+    /// not the DUT, fell behind).
+    pub into_sink: u64,
 }
 
 /// Runs of the program per BPF_PROG_TEST_RUN call. The program sends only
@@ -254,6 +273,9 @@ impl Tester<'_> {
         }
         self.generator.reset()?;
         self.sink.reset()?;
+        // Tasks started since the last trial leave the DUT's CPU too.
+        crate::netns::Isolation::refresh();
+        let rings0 = self.ring_drops();
         let steal0 = cpu_steal_ticks(self.timing.dut_cpu);
         let pace = self.generate(rate_pps, duration)?;
         let seconds = pace.seconds(rate_pps.min(MAX_PACED_PPS));
@@ -270,6 +292,10 @@ impl Tester<'_> {
         let counted_sent: u64 =
             counters.per_stream.iter().zip(self.streams()).filter(|(_, s)| s.counted).map(|(n, _)| *n).sum();
         self.drain(counted_sent)?;
+        let ring_drops = rings0.zip(self.ring_drops()).map(|(a, b)| RingDrops {
+            into_dut: b.into_dut.saturating_sub(a.into_dut),
+            into_sink: b.into_sink.saturating_sub(a.into_sink),
+        });
         let rx = self.sink.streams(self.streams().len())?;
         let in_gre = self.sink.misc()?.in_gre;
         let streams: Vec<StreamResult> = self
@@ -308,7 +334,18 @@ impl Tester<'_> {
             dut_holes,
             lost_in_holes,
             judged_lost,
+            ring_drops,
         })
+    }
+
+    /// The rings' drop counters so far (`None` if unreadable).
+    fn ring_drops(&self) -> Option<RingDrops> {
+        let into_dut = self.gen_ns.tx_dropped(GEN_DEV).ok()?;
+        let into_sink = match self.dut_ns {
+            Some(ns) => ns.tx_dropped(DUT_OUT).ok()?,
+            None => 0,
+        };
+        Some(RingDrops { into_dut, into_sink })
     }
 
     /// Sends a little traffic until the sink sees it (the DUT has

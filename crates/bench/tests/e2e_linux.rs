@@ -67,8 +67,15 @@ fn drop_test_against_linux_and_nftables() {
         // sink tells the streams apart.
         assert_eq!(p.leaked, 0, "blocked frames forwarded at {} Mpps", p.target_mpps);
         assert!(p.lost < p.sent, "nothing of the legitimate half arrived");
+        // The rings' counters were read, and the hole watch ran.
+        assert!(p.ring_drops.is_some() && p.dut_holes.is_some() && p.lost_in_holes.is_some());
     }
     assert!(s.ndr.is_some() && s.pdr.is_some() && s.search_trials >= 1);
+    // The DUT's CPU was held for the run (this process and its children
+    // stay; on a 1-CPU machine there is nothing to move).
+    if tern_bench::netns::cpu_count() > 1 {
+        assert_eq!(r.conditions.isolated_cpus, vec![1]);
+    }
     // The ceiling sees both halves: nothing is blocked without a router.
     let direct = &r.ceiling.sizes[0].frame_loss;
     assert!(direct.iter().all(|p| p.leaked > 0));
