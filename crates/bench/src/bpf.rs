@@ -559,12 +559,16 @@ impl Drop for PassProgram {
 /// Holes found by a [`HoleWatch`] in a window of time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HoleStats {
-    /// Holes (late ticks) in the window.
+    /// Holes (late ticks that found the CPU idle) in the window.
     pub count: u64,
     /// The longest, ns.
     pub max_ns: u64,
     /// All of them together, ns.
     pub sum_ns: u64,
+    /// The latest tick that found the CPU busy, ns late: a host hole that
+    /// began while the DUT ran, or the DUT holding the timer up itself;
+    /// the watch cannot tell which.
+    pub busy_max_ns: u64,
     /// Whether holes may be missing: the log wrapped over the window.
     pub incomplete: bool,
 }
@@ -704,7 +708,11 @@ impl HoleLog {
     /// Statistics of the holes that overlap `[from_ns, to_ns]`.
     pub fn stats_between(&self, from_ns: u64, to_ns: u64) -> HoleStats {
         let mut s = HoleStats::default();
-        for h in self.between(from_ns, to_ns) {
+        for h in self.late_between(from_ns, to_ns) {
+            if h.busy {
+                s.busy_max_ns = s.busy_max_ns.max(h.len_ns);
+                continue;
+            }
             s.count += 1;
             s.sum_ns += h.len_ns;
             s.max_ns = s.max_ns.max(h.len_ns);

@@ -363,6 +363,7 @@ mod tests {
             dut_steal_ms: Some(10.0),
             dut_holes: Some(2),
             dut_hole_max_us: Some(1500.0),
+            dut_busy_late_max_us: Some(300.0),
             lost_in_holes: Some(3),
             ring_drops: Some(crate::trial::RingDrops { into_dut: 2, into_sink: 1 }),
         };

@@ -102,6 +102,9 @@ pub struct LoadPoint {
     pub dut_holes: Option<u64>,
     /// The longest of them, us.
     pub dut_hole_max_us: Option<f64>,
+    /// The latest tick of the hole watch that found the DUT's CPU busy, us
+    /// (not provably a hole: see `HoleStats::busy_max_ns`).
+    pub dut_busy_late_max_us: Option<f64>,
     /// Of the frames lost, those lost right after a hole in the DUT CPU's
     /// time longer than its ring lasts.
     pub lost_in_holes: Option<u64>,
@@ -129,6 +132,7 @@ impl LoadPoint {
             dut_steal_ms: t.dut_steal_ms,
             dut_holes: t.dut_holes.map(|h| h.count),
             dut_hole_max_us: t.dut_holes.map(|h| h.max_ns as f64 / 1e3),
+            dut_busy_late_max_us: t.dut_holes.map(|h| h.busy_max_ns as f64 / 1e3),
             lost_in_holes: t.lost_in_holes,
             ring_drops: t.ring_drops,
         }

@@ -415,6 +415,25 @@ mod tests {
     }
 
     #[test]
+    fn hole_statistics_count_idle_holes_and_keep_busy_ones_apart() {
+        use crate::bpf::HoleLog;
+        let busy = |end_ms: f64, len_ms: f64| Hole { busy: true, ..hole(end_ms, len_ms) };
+        let log =
+            HoleLog { holes: vec![hole(10.0, 1.0), busy(20.0, 3.0), hole(30.0, 2.0), hole(90.0, 5.0)], wrapped: false };
+        let s = log.stats_between(9_500_000, 50_000_000);
+        assert_eq!((s.count, s.max_ns, s.sum_ns, s.busy_max_ns), (2, 2_000_000, 3_000_000, 3_000_000));
+        assert!(!s.incomplete);
+        // A hole that ends after the window but began inside it counts.
+        assert_eq!(log.stats_between(86_000_000, 87_000_000).count, 1);
+        // A wrapped log whose oldest entry is inside the window may miss some.
+        let wrapped = HoleLog { wrapped: true, ..log.clone() };
+        assert!(wrapped.stats_between(0, 100_000_000).incomplete);
+        assert!(!wrapped.stats_between(15_000_000, 100_000_000).incomplete);
+        // Only idle holes excuse a loss.
+        assert_eq!(log.between(19_000_000, 21_000_000), vec![]);
+    }
+
+    #[test]
     fn only_gaps_right_after_a_hole_longer_than_the_ring_are_excused() {
         let counted = [true, false];
         let ring_ns = 1e6; // 256 frames at 256,000 frames/s

@@ -91,18 +91,17 @@ fn drop_test_against_linux_and_nftables() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn ipv4_and_ipv6_through_linux() {
-    if !common::privileged() {
-        return;
-    }
+/// 64-byte IPv4 and 78-byte IPv6 frames at 0.02 Mpps through `dut` in
+/// `scenario`: both forwarded, with latency, without duplicates. Returns
+/// the DUT's report and the frames the sink received.
+fn dual_stack(scenario: &str, dut: &str) -> (tern_bench::report::DutReport, u64) {
     let r = run(&[
         "--scenario",
-        "frame-sizes",
+        scenario,
         "--sizes",
         "64,78v6",
         "--dut",
-        "linux",
+        dut,
         "--trial-secs",
         "0.3",
         "--drain-secs",
@@ -111,16 +110,27 @@ fn ipv4_and_ipv6_through_linux() {
         "0.02",
         "--no-search",
     ]);
-    let linux = &r.duts[0];
-    assert_eq!(linux.status, DutStatus::Ok, "{:?}", linux.message);
-    let labels: Vec<&str> = linux.sizes.iter().map(|s| s.size.as_str()).collect();
+    let d = r.duts[0].clone();
+    assert_eq!(d.status, DutStatus::Ok, "{dut}: {:?}", d.message);
+    let labels: Vec<&str> = d.sizes.iter().map(|s| s.size.as_str()).collect();
     assert_eq!(labels, ["64", "78v6"]);
-    for s in &linux.sizes {
+    let mut received = 0;
+    for s in &d.sizes {
         let p = &s.frame_loss[0];
-        assert!(p.sent > 0 && p.lost < p.sent, "{}: nothing forwarded", s.size);
-        assert!(p.latency.is_some(), "{}: no latency", s.size);
-        assert_eq!(p.duplicated, 0, "{}: duplicates from a router", s.size);
+        assert!(p.sent > 0 && p.lost < p.sent, "{dut} {}: nothing forwarded", s.size);
+        assert!(p.latency.is_some(), "{dut} {}: no latency", s.size);
+        assert_eq!(p.duplicated, 0, "{dut} {}: duplicates from a router", s.size);
+        received += p.streams.iter().map(|s| s.received).sum::<u64>();
     }
+    (d, received)
+}
+
+#[test]
+fn ipv4_and_ipv6_through_linux() {
+    if !common::privileged() {
+        return;
+    }
+    dual_stack("frame-sizes", "linux");
 }
 
 /// A number from xdp-fwd's counters in a DUT description ("forwarded 12").
@@ -183,33 +193,7 @@ fn ipv4_and_ipv6_through_xdp_fwd() {
     if !common::privileged() {
         return;
     }
-    let r = run(&[
-        "--scenario",
-        "single-flow-50fw",
-        "--sizes",
-        "64,78v6",
-        "--dut",
-        "xdp-fwd",
-        "--trial-secs",
-        "0.3",
-        "--drain-secs",
-        "0.3",
-        "--loads",
-        "0.02",
-        "--no-search",
-    ]);
-    let x = &r.duts[0];
-    assert_eq!(x.status, DutStatus::Ok, "{:?}", x.message);
-    let labels: Vec<&str> = x.sizes.iter().map(|s| s.size.as_str()).collect();
-    assert_eq!(labels, ["64", "78v6"]);
-    let mut received = 0;
-    for s in &x.sizes {
-        let p = &s.frame_loss[0];
-        assert!(p.sent > 0 && p.lost < p.sent, "{}: nothing forwarded", s.size);
-        assert!(p.latency.is_some(), "{}: no latency", s.size);
-        assert_eq!(p.duplicated, 0, "{}: duplicates from a router", s.size);
-        received += p.streams.iter().map(|s| s.received).sum::<u64>();
-    }
+    let (x, received) = dual_stack("single-flow-50fw", "xdp-fwd");
     let d = &x.description;
     assert!(d.contains("50 rules") && d.contains("default accept"), "{d}");
     // Forwarded by the program, not by the kernel behind it.
