@@ -83,17 +83,18 @@ pub struct TrialOutcome {
     pub ring_drops: Option<RingDrops>,
 }
 
-impl TrialOutcome {
-    /// How long the DUT's ingress ring lasts at the offered rate, ns: a
-    /// DUT that does not run for longer loses frames, whatever it is.
-    pub fn ring_ns(&self) -> f64 {
-        if self.offered_pps > 0.0 { RING_FRAMES / self.offered_pps * 1e9 } else { f64::INFINITY }
-    }
+/// How long the DUT's ingress ring lasts at `rate_pps`, ns: a DUT that
+/// does not run for longer loses frames, whatever it is.
+pub fn ring_ns(rate_pps: f64) -> f64 {
+    if rate_pps > 0.0 { RING_FRAMES / rate_pps * 1e9 } else { f64::INFINITY }
+}
 
+impl TrialOutcome {
     /// `judged_lost` / sent: what the searches judge the trial by.
     pub fn judged_loss_ratio(&self) -> f64 {
         if self.sent == 0 { 0.0 } else { self.judged_lost.min(self.sent) as f64 / self.sent as f64 }
     }
+
     /// Lost / sent over the counted streams (0 when nothing was sent).
     pub fn loss_ratio(&self) -> f64 {
         if self.sent == 0 { 0.0 } else { self.lost as f64 / self.sent as f64 }
@@ -282,16 +283,17 @@ impl Tester<'_> {
         let steal1 = cpu_steal_ticks(self.timing.dut_cpu);
         // Frames still in the ring after the last one was sent need the
         // DUT for up to a ring's time more.
-        let tail_ns = (RING_FRAMES / rate_pps * 1e9) as u64;
-        let holes = match self.holes {
-            Some(w) if pace.sent > 0 => Some(w.log()?),
-            _ => None,
-        };
+        let tail_ns = ring_ns(rate_pps) as u64;
         let window = (pace.start_ns, pace.last_ns + tail_ns);
         let counters = self.generator.counters()?;
         let counted_sent: u64 =
             counters.per_stream.iter().zip(self.streams()).filter(|(_, s)| s.counted).map(|(n, _)| *n).sum();
         self.drain(counted_sent)?;
+        // After the drain: the window's tail is over.
+        let holes = match self.holes {
+            Some(w) if pace.sent > 0 => Some(w.log()?),
+            _ => None,
+        };
         let ring_drops = rings0.zip(self.ring_drops()).map(|(a, b)| RingDrops {
             into_dut: b.into_dut.saturating_sub(a.into_dut),
             into_sink: b.into_sink.saturating_sub(a.into_sink),
@@ -312,8 +314,9 @@ impl Tester<'_> {
             Some(h) if lost > 0 && offered_pps > 0.0 => {
                 let counted: Vec<bool> = self.streams().iter().map(|s| s.counted).collect();
                 let gaps = self.sink.gaps()?;
-                let ring_ns = RING_FRAMES / offered_pps * 1e9;
-                Some(lost_in_holes(&gaps.gaps, &counted, &h.between(window.0, window.1), ring_ns).min(lost))
+                Some(
+                    lost_in_holes(&gaps.gaps, &counted, &h.between(window.0, window.1), ring_ns(offered_pps)).min(lost),
+                )
             }
             Some(_) => Some(0),
             None => None,
