@@ -254,6 +254,21 @@ struct {
 	__type(value, __u32);
 } lane_ident SEC(".maps");
 
+// Packet traces (`tern trace start N`). The budget is a soft limit: two
+// CPUs may both take its last unit (a fetching atomic needs BPF v3), so
+// userspace keeps the first N records it reads.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); // 20,000 records; a trace takes 10,000 at most
+} lane_trace SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} lane_trace_budget SEC(".maps");
+
 // ------------------------------------------------------------ helpers
 
 #define ETH_P_8021Q_ 0x8100
@@ -1857,24 +1872,111 @@ static __always_inline int transmit(struct xdp_md *ctx, struct st *s)
 	return 0;
 }
 
+// Records the packet in lane_trace while the budget lasts: its first bytes
+// (as received: called before the lane writes the frame), the verdict in
+// s and, when forwarded, the rewrite decided. Called only while a trace is
+// armed (LCFG_TRACE): a packet pays one flag test otherwise.
+static __noinline int trace_one(struct xdp_md *ctx, struct st *s, __u32 action)
+{
+	__u32 z = 0;
+	__s64 *budget = bpf_map_lookup_elem(&lane_trace_budget, &z);
+	if (!budget || !s || *(volatile __s64 *)budget <= 0)
+		return 0;
+	__sync_fetch_and_add(budget, -1);
+	struct lane_trace *t = bpf_ringbuf_reserve(&lane_trace, sizeof(*t), 0);
+	if (!t) {
+		ctr_add(C_TRACE_LOST, 1);
+		return 0;
+	}
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 len = end - data;
+	t->t_ns = bpf_ktime_get_ns();
+	t->kifindex = ctx->ingress_ifindex;
+	t->len = len;
+	t->reason = s->reason;
+	t->port = s->port;
+	t->rx_if = s->rx_if;
+	t->verdict = s->verdict;
+	t->action = action;
+	t->cpu = bpf_get_smp_processor_id();
+	__u8 f = 0;
+	if (s->decap)
+		f |= LTR_DECAP;
+	__builtin_memset(t->o_src, 0, 16);
+	__builtin_memset(t->o_dst, 0, 16);
+	if (s->verdict == V_FWD) {
+		t->tx_port = s->tx_port;
+		t->tx_vid = s->tx_vid;
+		cp6(t->dmac, s->dmac);
+		cp6(t->smac, s->smac);
+		if (s->v6)
+			f |= LTR_V6;
+		if (s->dec_ttl)
+			f |= LTR_DEC_TTL;
+		if (s->encap) {
+			f |= LTR_ENCAP;
+			if (s->o_v6)
+				f |= LTR_OUTER_V6;
+			__builtin_memcpy(t->o_src, s->o_src, 16);
+			__builtin_memcpy(t->o_dst, s->o_dst, 16);
+		}
+	} else {
+		t->tx_port = 0;
+		t->tx_vid = 0;
+		__builtin_memset(t->dmac, 0, 6);
+		__builtin_memset(t->smac, 0, 6);
+	}
+	t->flags = f;
+	__u32 cap = len;
+	if (cap > LANE_TRACE_HEAD)
+		cap = LANE_TRACE_HEAD;
+	// Once more after a mask the optimizer cannot see through: clang would
+	// otherwise test `len` again, and the verifier needs the bound on the
+	// register it passes.
+	MASK(cap, 0xff);
+	if (cap > LANE_TRACE_HEAD)
+		cap = LANE_TRACE_HEAD;
+	if (cap == 0 || bpf_xdp_load_bytes(ctx, 0, t->head, cap))
+		cap = 0;
+	t->cap = cap;
+	bpf_ringbuf_submit(t, 0);
+	return 0;
+}
+
 static __always_inline int to_xsk(struct xdp_md *ctx, struct st *s, __u32 reason)
 {
 	ctr_add(reason, 1);
 	__u32 q = ctx->rx_queue_index;
-	if (q >= LANE_MAX_QUEUES)
-		goto pass;
-	__u32 k = s->port * LANE_MAX_QUEUES + q;
-	int act = bpf_redirect_map(&lane_xsks, k, XDP_PASS);
-	if (act == XDP_REDIRECT)
-		return act;
-pass:
-	ctr_add(C_PASS_NO_XSK, 1);
-	return XDP_PASS;
+	int act = XDP_PASS;
+	if (q < LANE_MAX_QUEUES)
+		act = bpf_redirect_map(&lane_xsks, s->port * LANE_MAX_QUEUES + q, XDP_PASS);
+	if (act != XDP_REDIRECT)
+		ctr_add(C_PASS_NO_XSK, 1);
+	if (s->flags & LCFG_TRACE) {
+		s->verdict = V_PUNT;
+		s->reason = reason;
+		trace_one(ctx, s, act);
+	}
+	return act;
 }
 
+// Before the lane's scratch is read: not traced.
 static __always_inline int pass(__u32 reason)
 {
 	ctr_add(reason, 1);
+	return XDP_PASS;
+}
+
+// To Linux, traced while a trace is armed.
+static __always_inline int pass_s(struct xdp_md *ctx, struct st *s, __u32 reason)
+{
+	ctr_add(reason, 1);
+	if (s->flags & LCFG_TRACE) {
+		s->verdict = V_PASS;
+		s->reason = reason;
+		trace_one(ctx, s, XDP_PASS);
+	}
 	return XDP_PASS;
 }
 
@@ -1925,7 +2027,7 @@ int tern_lane(struct xdp_md *ctx)
 	// ---- steer.c's rules, in its order.
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
-		return pass(C_PASS_OTHER);
+		return pass_s(ctx, s, C_PASS_OTHER);
 	__u16 proto = eth->h_proto;
 	__u32 l3 = 14;
 	int tagged = 0;
@@ -1933,7 +2035,7 @@ int tern_lane(struct xdp_md *ctx)
 	if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
 		__u8 *vh = data + 14;
 		if ((void *)(vh + 4) > end)
-			return pass(C_PASS_OTHER);
+			return pass_s(ctx, s, C_PASS_OTHER);
 		vid = rd16(vh) & 0x0fff;
 		proto = *(__u16 *)(vh + 2);
 		l3 = 18;
@@ -1942,47 +2044,47 @@ int tern_lane(struct xdp_md *ctx)
 	if (proto == bpf_htons(ETH_P_ARP)) {
 		if (s->flags & LCFG_NEIGH_TO_TERN)
 			return to_xsk(ctx, s, C_PUNT_NEIGH);
-		return pass(C_PASS_NEIGH);
+		return pass_s(ctx, s, C_PASS_NEIGH);
 	}
 	int v6;
 	if (proto == bpf_htons(ETH_P_IP)) {
 		__u8 *ip = data + l3;
 		if ((void *)(ip + 20) > end)
-			return pass(C_PASS_OTHER);
+			return pass_s(ctx, s, C_PASS_OTHER);
 		__u32 dst;
 		__builtin_memcpy(&dst, ip + 16, 4);
 		// Packets for the router's addresses in Linux mode: Linux's, except
 		// GRE, which may belong to one of tern's tunnels.
 		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) && bpf_map_lookup_elem(&lane_local4, &dst))
-			return pass(C_PASS_LOCAL);
+			return pass_s(ctx, s, C_PASS_LOCAL);
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
-			return pass(C_PASS_MCAST);
+			return pass_s(ctx, s, C_PASS_MCAST);
 		v6 = 0;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		__u8 *ip = data + l3;
 		if ((void *)(ip + 40) > end)
-			return pass(C_PASS_OTHER);
+			return pass_s(ctx, s, C_PASS_OTHER);
 		if (ip[6] == IPPROTO_ICMPV6_) {
 			if ((void *)(ip + 41) > end)
-				return pass(C_PASS_OTHER);
+				return pass_s(ctx, s, C_PASS_OTHER);
 			__u8 type = ip[40];
 			if (type >= ND_FIRST && type <= ND_LAST) {
 				if (s->flags & LCFG_NEIGH_TO_TERN)
 					return to_xsk(ctx, s, C_PUNT_NEIGH);
-				return pass(C_PASS_NEIGH);
+				return pass_s(ctx, s, C_PASS_NEIGH);
 			}
 		}
 		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6)) {
 			struct in6_key key;
 			__builtin_memcpy(key.b, ip + 24, 16);
 			if (bpf_map_lookup_elem(&lane_local6, &key))
-				return pass(C_PASS_LOCAL);
+				return pass_s(ctx, s, C_PASS_LOCAL);
 		}
 		if (ip[24] == 0xff)
-			return pass(C_PASS_MCAST);
+			return pass_s(ctx, s, C_PASS_MCAST);
 		v6 = 1;
 	} else {
-		return pass(C_PASS_OTHER);
+		return pass_s(ctx, s, C_PASS_OTHER);
 	}
 
 	// ---- ethernet-input.
@@ -2035,6 +2137,8 @@ int tern_lane(struct xdp_md *ctx)
 decided:
 	switch (s->verdict) {
 	case V_FWD:
+		if (s->flags & LCFG_TRACE)
+			trace_one(ctx, s, XDP_REDIRECT);
 		r = transmit(ctx, s);
 		if (r == -1)
 			return to_xsk(ctx, s, C_PUNT_OTHER);
@@ -2047,12 +2151,14 @@ decided:
 		port_tx(s->tx_port, s->frame_len);
 		return bpf_redirect_map(&lane_tx, s->tx_port, 0);
 	case V_DROP:
+		if (s->flags & LCFG_TRACE)
+			trace_one(ctx, s, XDP_DROP);
 		commit_counters(s);
 		ctr_add(s->reason, 1);
 		port_rx(s->port, rx_bytes);
 		return XDP_DROP;
 	case V_PASS:
-		return pass(s->reason);
+		return pass_s(ctx, s, s->reason);
 	case V_PUNT:
 		return to_xsk(ctx, s, s->reason);
 	default:

@@ -33,6 +33,9 @@
 // adds none, never needs.
 #define LCFG_LOCAL4 (1u << 3)
 #define LCFG_LOCAL6 (1u << 4)
+// A trace is armed (`tern trace start N`): packets the lane decides are
+// recorded in lane_trace while lane_trace_budget is above zero.
+#define LCFG_TRACE (1u << 5)
 
 struct lane_cfg {
 	// Publication sequence: bit 0 says which half of the double-buffered
@@ -303,6 +306,37 @@ struct lane_port_stats {
 	__u64 tx_bytes;
 };
 
+// One traced packet (lane_trace ring buffer; Rust: lane/trace.rs). The
+// frame's first bytes as received, what the lane decided and, for a
+// forwarded packet, the rewrite it made.
+#define LANE_TRACE_HEAD 128
+struct lane_trace {
+	__u64 t_ns;     // bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u32 kifindex; // receiving device
+	__u32 len;      // frame length as received
+	__u32 reason;   // counter id of a drop, punt or pass (C_*)
+	__u16 port;     // receiving port
+	__u16 rx_if;    // tern interface (after VLAN demux and decapsulation)
+	__u16 tx_port;  // forwarded: the port it leaves by
+	__u16 tx_vid;   // and the 802.1Q id it is sent with (0: none)
+	__u8 verdict;   // V_FWD, V_DROP, V_PUNT, V_PASS (lane.c)
+	__u8 action;    // the XDP action returned
+	__u8 cpu;
+	__u8 flags;     // LTR_*
+	__u8 dmac[6];   // forwarded: the MACs written
+	__u8 smac[6];
+	__u8 o_src[16]; // encapsulated: the outer addresses (IPv4: first 4)
+	__u8 o_dst[16];
+	__u32 cap;      // bytes of head[] filled
+	__u8 head[LANE_TRACE_HEAD];
+};
+_Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
+#define LTR_DECAP (1u << 0) // a GRE packet was decapsulated
+#define LTR_ENCAP (1u << 1) // forwarded into a GRE tunnel
+#define LTR_OUTER_V6 (1u << 2)
+#define LTR_V6 (1u << 3)     // the forwarded header is IPv6
+#define LTR_DEC_TTL (1u << 4) // TTL / hop limit decremented
+
 // Counters: LANE_COUNTER(id, node, error, kind). The node/error names are
 // the userspace nodes' (so both lanes add up under one name); the
 // "xdp-lane" ones say where a packet went. kind: drop (a dropped packet),
@@ -372,7 +406,8 @@ struct lane_port_stats {
 	X(GRE_BAD_HEADER, "gre-input", "bad-header", drop)                                     \
 	X(GRE_BAD_PAYLOAD, "gre-input", "unsupported-payload", drop)                           \
 	X(GRE_NO_TUNNEL, "gre-input", "no-tunnel", drop)                                       \
-	X(GRE_TUNNEL_DOWN, "gre-input", "tunnel-down", drop)
+	X(GRE_TUNNEL_DOWN, "gre-input", "tunnel-down", drop)                                  \
+	X(TRACE_LOST, "xdp-lane", "trace-lost", info)
 
 #define LANE_COUNTER_ID(id, node, err, kind) C_##id,
 enum lane_counter { LANE_COUNTERS(LANE_COUNTER_ID) C_MAX };

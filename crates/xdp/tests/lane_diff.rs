@@ -1451,3 +1451,75 @@ fn route_neighbour_and_rule_changes_reach_the_next_packet_of_every_memoised_flow
         assert_eq!(lane, engine);
     });
 }
+
+/// `tern trace` on the XDP lane: armed for N packets, the lane records the
+/// next N it decides (as received, with the verdict, the counter that says
+/// why, and the rewrite of a forwarded one) and nothing once they are in
+/// or while no trace is armed.
+#[test]
+fn traces_record_what_the_lane_decided() {
+    use tern_xdp::lane::TraceVerdict;
+    with_lab(|d, _| {
+        let plain = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1000, 2000, b"x"));
+        d.run(LAN, &plain);
+        assert!(d.lane.trace_take().is_empty(), "nothing recorded while no trace is armed");
+
+        let denied = lan_frame(udp4("1.1.7.1", "198.18.0.1", 64, 1, 2, b"x"));
+        let ttl1 = lan_frame(udp4("10.0.1.2", "198.18.0.1", 1, 1000, 2000, b"x"));
+        let arp = eth([0xff; 6], HOST_A, 0x0806, &[0u8; 28]);
+        let mcast = eth([1, 0, 0x5e, 0, 0, 5], HOST_A, 0x0800, &udp4("10.0.1.2", "224.0.0.5", 1, 1, 2, b"o"));
+        let tunnel = lan_frame(udp4("10.0.1.2", "203.0.113.9", 64, 1, 2, b"tunnel"));
+        let big = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1, 2, &[7u8; 300]));
+        let frames = [&plain, &denied, &ttl1, &arp, &mcast, &tunnel, &big];
+        d.lane.trace_arm(frames.len() as u32).expect("arm");
+        assert_eq!(d.lane.trace_remaining(), frames.len() as u32);
+        for f in frames {
+            d.run(LAN, f);
+        }
+        // One more than the budget: not recorded.
+        d.run(LAN, &plain);
+        let t = d.lane.trace_take();
+        assert_eq!(t.len(), frames.len(), "{t:?}");
+        assert_eq!(d.lane.trace_remaining(), 0);
+        for (rec, f) in t.iter().zip(frames) {
+            assert_eq!(rec.len as usize, f.len());
+            assert_eq!(rec.head[..], f[..f.len().min(128)], "the frame as received");
+            assert_eq!(rec.port, LAN);
+        }
+        let v: Vec<_> = t.iter().map(|r| (r.verdict, r.reason_name())).collect();
+        assert_eq!(
+            v,
+            [
+                (TraceVerdict::Forwarded, None),
+                (TraceVerdict::Dropped, Some(("ip4-acl-in", "denied"))),
+                (TraceVerdict::Punted, Some(("xdp-lane", "punt-ttl"))),
+                (TraceVerdict::Punted, Some(("xdp-lane", "punt-neighbor"))),
+                (TraceVerdict::Passed, Some(("xdp-lane", "pass-multicast"))),
+                (TraceVerdict::Forwarded, None),
+                (TraceVerdict::Forwarded, None),
+            ]
+        );
+        assert_eq!(t[1].action, lane_util::diff::XDP_DROP);
+        assert_eq!(t[4].action, lane_util::diff::XDP_PASS);
+        let rw = t[0].rewrite.as_ref().expect("forwarded: the rewrite");
+        assert_eq!((rw.tx_port, rw.tx_vid, rw.dst_mac, rw.src_mac), (WAN, 0, HOST_B, R_WAN));
+        assert!(rw.dec_ttl && !rw.v6 && rw.gre.is_none());
+        let gre = t[5].rewrite.as_ref().expect("encapsulated").gre.expect("GRE outer addresses");
+        assert_eq!(gre, ("10.0.2.1".parse().unwrap(), "10.0.2.2".parse().unwrap()));
+        assert_eq!(t[6].head.len(), 128, "a long frame's first 128 bytes");
+
+        // Re-armed: only packets after it; stopped: none.
+        d.lane.trace_arm(1).expect("arm");
+        d.run(LAN, &denied);
+        d.lane.trace_arm(0).expect("stop");
+        d.run(LAN, &plain);
+        let t = d.lane.trace_take();
+        assert!(t.is_empty(), "stopping discards what was not taken: {t:?}");
+        d.lane.trace_arm(2).expect("arm");
+        d.run(LAN, &denied);
+        let t = d.lane.trace_take();
+        assert_eq!(t.len(), 1);
+        assert_eq!(d.lane.trace_remaining(), 1);
+        assert_eq!(t[0].verdict, TraceVerdict::Dropped);
+    });
+}

@@ -23,6 +23,7 @@ mod fib;
 mod layout;
 mod program;
 mod shm;
+pub mod trace;
 
 pub use acl::{LaneAcl, LaneAclFamily, LaneVerdict, compile_acl};
 pub use counters::{CounterDesc, CounterKind, CounterValue, LanePortStats, counter, counters};
@@ -31,6 +32,7 @@ pub use layout::{
     ACL_CACHE_BUCKETS, FWD_BUCKETS, LaneGre, LaneIf, LaneIfKind, MAX_IFS, MAX_PORTS, MAX_QUEUES, MAX_SETS, NO_IF,
 };
 pub use program::{LANE_PROG_NAME, LaneConfig, LaneProgram, LaneTables, lane_object};
+pub use trace::{LaneTrace, TraceRewrite, TraceVerdict};
 
 /// The kernel interface index of `name` (in this thread's namespace).
 pub fn device_ifindex(name: &str) -> Result<u32, crate::XdpError> {

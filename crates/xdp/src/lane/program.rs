@@ -21,9 +21,10 @@ use super::counters::{CounterValue, LanePortStats, counters};
 use super::fib::{FibCapacity, FibMaps, FibMirror};
 use super::layout::*;
 use super::shm::{MappedArray, grace_period_available, kernel_grace_period};
+use super::trace::{LaneTrace, RECORD_SIZE};
 use crate::error::{Unavailable, XdpError};
 use crate::netlink::AttachMode;
-use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, PerCpuValues, XskMap};
+use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, PerCpuValues, RingBuf, XskMap};
 use aya::programs::{Xdp, XdpMode, xdp::XdpLinkId};
 use aya::{Ebpf, EbpfLoader};
 use std::collections::HashMap as StdMap;
@@ -179,6 +180,11 @@ pub struct LaneProgram {
     fwd_memo: Option<Array<MapData, [u8; FWD_FBUCKET_SIZE]>>,
     fwd_buckets: u32,
     ctr: PerCpuArray<MapData, u64>,
+    /// Packet traces: the ring buffer the program records into and its
+    /// budget (None in builds before traces), and the records still wanted.
+    trace_ring: Option<RingBuf<MapData>>,
+    trace_budget: Option<Array<MapData, i64>>,
+    trace_want: u32,
     port_stats: PerCpuArray<MapData, [u64; 4]>,
     tx: DevMap<MapData>,
     xsks: XskMap<MapData>,
@@ -330,6 +336,15 @@ impl LaneProgram {
             },
             fwd_buckets,
             ctr: take(&mut ebpf, "lane_ctr")?,
+            trace_ring: match ebpf.take_map("lane_trace") {
+                Some(m) => Some(RingBuf::try_from(m).map_err(|e| prog_err("lane_trace", e))?),
+                None => None,
+            },
+            trace_budget: match ebpf.take_map("lane_trace_budget") {
+                Some(m) => Some(Array::try_from(m).map_err(|e| prog_err("lane_trace_budget", e))?),
+                None => None,
+            },
+            trace_want: 0,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
             tx: take(&mut ebpf, "lane_tx")?,
             xsks: take(&mut ebpf, "lane_xsks")?,
@@ -364,6 +379,59 @@ impl LaneProgram {
     fn set_flag(&mut self, flag: u32, on: bool) -> Result<(), XdpError> {
         self.flags = if on { self.flags | flag } else { self.flags & !flag };
         self.write_cfg()
+    }
+
+    /// Traces the next `n` packets the lane decides (0: stops): each
+    /// comes back from [`LaneProgram::trace_take`] with the verdict. Records
+    /// of an earlier trace not yet taken are discarded.
+    pub fn trace_arm(&mut self, n: u32) -> Result<(), XdpError> {
+        if self.trace_ring.is_none() || self.trace_budget.is_none() {
+            return Err(prog_err("lane_trace", "this build of the lane program records no traces"));
+        }
+        // Stopping clears the flag first; arming sets the budget first:
+        // the program never records under a stale budget.
+        self.trace_want = 0;
+        self.set_flag(LCFG_TRACE, false)?;
+        if let Some(b) = self.trace_budget.as_mut() {
+            b.set(0, i64::from(n), 0).map_err(|e| prog_err("lane_trace_budget", e))?;
+        }
+        if let Some(r) = self.trace_ring.as_mut() {
+            while r.next().is_some() {}
+        }
+        if n > 0 {
+            self.trace_want = n;
+            self.set_flag(LCFG_TRACE, true)?;
+        }
+        Ok(())
+    }
+
+    /// Packets the armed trace still wants.
+    pub fn trace_remaining(&self) -> u32 {
+        self.trace_want
+    }
+
+    /// The records the program wrote since the last call, at most the
+    /// packets the trace still wants (the program's budget is shared by
+    /// all CPUs without a fetching atomic and may overshoot by one per
+    /// CPU); the trace stops once it has them all.
+    pub fn trace_take(&mut self) -> Vec<LaneTrace> {
+        let mut out = Vec::new();
+        let Some(ring) = self.trace_ring.as_mut() else { return out };
+        while let Some(item) = ring.next() {
+            if self.trace_want == 0 {
+                continue;
+            }
+            if let Some(t) = LaneTrace::decode(&item[..item.len().min(RECORD_SIZE)]) {
+                out.push(t);
+                self.trace_want -= 1;
+            }
+        }
+        if self.trace_want == 0 && self.flags & LCFG_TRACE != 0 {
+            // Best effort: a failed store leaves the flag on with a budget
+            // of zero, which records nothing.
+            let _ = self.set_flag(LCFG_TRACE, false);
+        }
+        out
     }
 
     /// ARP/ND to tern (standalone) or to Linux (Linux mode).
