@@ -34,6 +34,8 @@ pub struct OpsState {
     /// The XDP lane's counters and port counters at `stats_clear`.
     lane_baseline: LaneCounts,
     trace_started_ns: u64,
+    /// CLOCK_MONOTONIC at `trace start` (the XDP lane's clock).
+    trace_started_mono_ns: u64,
     capture: Option<CaptureSession>,
     next_capture_id: u64,
     /// Requests executed, and failed.
@@ -171,10 +173,20 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::TraceShow {} => Reply::Trace(trace_show(router, st)),
         Command::TraceClear {} => {
             router.trace.clear();
+            if let Some(lane) = router.xdp_lane_mut() {
+                lane.trace_clear();
+            }
             Reply::done("trace results cleared")
         }
         Command::TraceStop {} => {
             router.trace.arm(0);
+            if let Some(lane) = router.xdp_lane_mut() {
+                // Kept: what was traced so far (`trace show` reads it).
+                let _ = lane.traces();
+                lane.program_mut()
+                    .trace_arm(0)
+                    .map_err(|e| ApiError::internal(format!("cannot stop the XDP lane's trace: {e}")))?;
+            }
             Reply::done("trace stopped")
         }
         Command::CaptureStart(a) => Reply::Capture(capture_start(router, st, &a)?),
@@ -918,34 +930,112 @@ pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result
     }
     router.trace.clear();
     st.trace_started_ns = tern_engine::clock::now_ns();
+    st.trace_started_mono_ns = monotonic_ns();
+    let lane = match router.xdp_lane_mut() {
+        Some(lane) => {
+            lane.trace_arm(count).map_err(|e| ApiError::internal(format!("cannot arm the XDP lane's trace: {e}")))?;
+            " of each lane (the XDP lane's and the engine's)"
+        }
+        None => "",
+    };
     router.trace.arm(count);
-    Ok(format!("tracing the next {count} packets; `tern trace show` prints them"))
+    Ok(format!("tracing the next {count} packets{lane}; `tern trace show` prints them"))
 }
 
-pub fn trace_show(router: &Router, st: &OpsState) -> TraceView {
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}
+
+/// Packets traced by both lanes, in the order they arrived. A packet the
+/// XDP lane punts appears twice: as the lane saw it, and as the engine
+/// traced it (while the engine's budget lasts).
+pub fn trace_show(router: &mut Router, st: &OpsState) -> TraceView {
     let ifs = router.iftable();
     let mut recs = router.trace.peek();
     recs.sort_by_key(|r| r.seq);
-    TraceView {
-        remaining: router.trace.remaining(),
-        packets: recs
-            .into_iter()
-            .map(|r| TraceEntry {
-                seq: r.seq,
-                worker: r.worker,
-                interface: ifname(&ifs, r.rx_if),
-                len: r.len,
-                at_ms: r.t_ns.saturating_sub(st.trace_started_ns) as f64 / 1e6,
-                summary: summarize(&r.head),
-                head: to_hex(&r.head),
-                hops: r
-                    .hops
-                    .into_iter()
-                    .map(|h| TraceHopView { node: h.node.into(), next: h.next.into(), notes: h.notes })
-                    .collect(),
-                fate: r.fate,
-            })
-            .collect(),
+    let mut remaining = router.trace.remaining();
+    let mut packets: Vec<TraceEntry> = recs
+        .into_iter()
+        .map(|r| TraceEntry {
+            seq: r.seq,
+            lane: "engine".into(),
+            worker: r.worker,
+            interface: ifname(&ifs, r.rx_if),
+            len: r.len,
+            at_ms: r.t_ns.saturating_sub(st.trace_started_ns) as f64 / 1e6,
+            summary: summarize(&r.head),
+            head: to_hex(&r.head),
+            hops: r
+                .hops
+                .into_iter()
+                .map(|h| TraceHopView { node: h.node.into(), next: h.next.into(), notes: h.notes })
+                .collect(),
+            fate: r.fate,
+        })
+        .collect();
+    if let Some(lane) = router.xdp_lane_mut() {
+        let traced = lane.traces();
+        packets.extend(traced.iter().enumerate().map(|(i, t)| lane_trace_entry(&ifs, st, i as u64, t)));
+        remaining += lane.trace_remaining();
+    }
+    packets.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+    TraceView { remaining, packets }
+}
+
+/// One packet as the XDP lane traced it: one step, its verdict, and for a
+/// forwarded packet the rewrite (MACs, VLAN, TTL, GRE).
+fn lane_trace_entry(ifs: &IfTable, st: &OpsState, seq: u64, t: &tern_xdp::lane::LaneTrace) -> TraceEntry {
+    use tern_xdp::lane::TraceVerdict;
+    let port_name = |port: u16| {
+        ifs.ifs
+            .iter()
+            .find(|f| f.port == port && matches!(f.kind, IfKind::Port))
+            .map_or_else(|| format!("port {port}"), |f| f.name.clone())
+    };
+    let why = || t.reason_name().map_or_else(|| format!("counter {}", t.reason), |(n, e)| format!("{n}/{e}"));
+    let (next, notes, fate) = match t.verdict {
+        TraceVerdict::Forwarded => {
+            let mut notes = Vec::new();
+            let mut out = String::from("?");
+            if let Some(rw) = &t.rewrite {
+                out = port_name(rw.tx_port);
+                notes.push(format!(
+                    "rewrite {} > {}",
+                    crate::neighbor::fmt_mac(rw.src_mac),
+                    crate::neighbor::fmt_mac(rw.dst_mac)
+                ));
+                if rw.dec_ttl {
+                    notes.push(format!("{} - 1", if rw.v6 { "hop limit" } else { "ttl" }));
+                }
+                if rw.tx_vid != 0 {
+                    notes.push(format!("vlan {} pushed", rw.tx_vid));
+                }
+                if let Some((src, dst)) = rw.gre {
+                    notes.push(format!("gre {src} > {dst}"));
+                }
+            }
+            if t.decap {
+                notes.insert(0, "gre decapsulated".into());
+            }
+            ("tx", notes, format!("tx {out}"))
+        }
+        TraceVerdict::Dropped => ("drop", Vec::new(), format!("drop: {}", why())),
+        TraceVerdict::Punted => ("engine", vec![why()], format!("to the engine: {}", why())),
+        TraceVerdict::Passed => ("linux", vec![why()], format!("to Linux: {}", why())),
+        TraceVerdict::Unknown(v) => ("?", Vec::new(), format!("verdict {v}")),
+    };
+    TraceEntry {
+        seq,
+        lane: "xdp".into(),
+        worker: u16::from(t.cpu),
+        interface: ifname(ifs, t.rx_if),
+        len: t.len as usize,
+        at_ms: t.t_ns.saturating_sub(st.trace_started_mono_ns) as f64 / 1e6,
+        summary: summarize(&t.head),
+        head: to_hex(&t.head),
+        hops: vec![TraceHopView { node: "xdp-lane".into(), next: next.into(), notes }],
+        fate,
     }
 }
 

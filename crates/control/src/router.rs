@@ -591,6 +591,9 @@ impl Router {
     pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_ref()
     }
+    pub fn xdp_lane_mut(&mut self) -> Option<&mut crate::xdplane::XdpLane> {
+        self.host.xdp.lane.as_mut()
+    }
     /// Sum of one named counter over all workers and the XDP lane.
     pub fn counter(&self, node: &str, error: &str) -> u64 {
         let lane = self.host.xdp.lane.as_ref().map_or(0, |l| l.counter(node, error));

@@ -22,11 +22,15 @@ use std::net::IpAddr;
 use tern_acl::RuleSet;
 use tern_fib::FibWriter;
 use tern_nodes::state::{IfKind, IfTable, NO_IF, Shared};
+use tern_xdp::lane::LaneTrace;
 use tern_xdp::lane::{
     CounterValue, FibCapacity, LaneConfig, LaneGre, LaneIf, LaneIfKind, LanePortStats, LaneProgram, LaneTables,
     MirrorStats, compile_acl,
 };
 use tern_xdp::{AttachMode, XdpError, XskPort};
+
+/// Lane trace records kept (`tern trace start` takes at most 10,000).
+const TRACES_KEPT: usize = 10_000;
 
 /// The lane's view of tern's interface table and rule sets. `on_lane(port)`
 /// says whether frames may leave by `port` from the lane (its device is
@@ -77,6 +81,9 @@ pub struct XdpLane {
     devices: HashMap<String, u16>,
     dirty: bool,
     last_check: std::time::Instant,
+    /// Packets the lane traced since the trace was armed (at most
+    /// `tern trace start`'s 10,000).
+    traces: Vec<LaneTrace>,
 }
 
 impl XdpLane {
@@ -104,6 +111,7 @@ impl XdpLane {
             devices: HashMap::new(),
             dirty: true,
             last_check: std::time::Instant::now(),
+            traces: Vec::new(),
         };
         lane.publish(shared)?;
         Ok(lane)
@@ -220,6 +228,31 @@ impl XdpLane {
         {
             log::warn!("XDP lane: publishing tables: {e}");
         }
+    }
+
+    /// Traces the next `n` packets the lane decides (0: stops); forgets
+    /// the records of the previous trace.
+    pub fn trace_arm(&mut self, n: u32) -> Result<(), XdpError> {
+        self.traces.clear();
+        self.prog.trace_arm(n)
+    }
+
+    /// Forgets the records taken so far (the trace goes on).
+    pub fn trace_clear(&mut self) {
+        self.traces.clear();
+    }
+
+    /// Packets the armed trace still wants.
+    pub fn trace_remaining(&self) -> u32 {
+        self.prog.trace_remaining()
+    }
+
+    /// Every packet traced since the trace was armed, oldest first.
+    pub fn traces(&mut self) -> &[LaneTrace] {
+        self.traces.extend(self.prog.trace_take());
+        let extra = self.traces.len().saturating_sub(TRACES_KEPT);
+        self.traces.drain(..extra);
+        &self.traces
     }
 
     pub fn program(&self) -> &LaneProgram {

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tern_control::commands::{self, OpsState};
 use tern_control::config;
 use tern_control::router::Router;
 
@@ -119,6 +120,19 @@ fn with_router<T: Send>(
     f: impl FnOnce(&Rig) -> T + Send,
     check: impl FnOnce(&Router, &T) + Send,
 ) {
+    with_router_ops(rig, text, None, f, |router, _, out| check(router, out));
+}
+
+/// [`with_router`] with the command core: `trace` arms `tern trace start`
+/// as soon as the router runs; `check` gets the router and the command
+/// state (for `trace show`).
+fn with_router_ops<T: Send>(
+    rig: &Rig,
+    text: &str,
+    trace: Option<u32>,
+    f: impl FnOnce(&Rig) -> T + Send,
+    check: impl FnOnce(&mut Router, &OpsState, &T) + Send,
+) {
     let plan = config::parse(text, "lane.toml", Path::new(".")).expect("config");
     let stop = AtomicBool::new(false);
     let ready = AtomicBool::new(false);
@@ -126,13 +140,17 @@ fn with_router<T: Send>(
         let router_thread = s.spawn(|| {
             rig.r.enter();
             let mut router = Router::start(plan).expect("router starts");
+            let mut st = OpsState::default();
+            if let Some(n) = trace {
+                commands::trace_start(&mut router, &mut st, n).expect("trace start");
+            }
             ready.store(true, Ordering::Release);
             while !stop.load(Ordering::Acquire) {
                 if !router.poll() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
-            router
+            (router, st)
         });
         let deadline = Instant::now() + Duration::from_secs(30);
         while !ready.load(Ordering::Acquire) {
@@ -142,8 +160,8 @@ fn with_router<T: Send>(
         }
         let out = f(rig);
         stop.store(true, Ordering::Release);
-        let router = router_thread.join().expect("router thread");
-        check(&router, &out);
+        let (mut router, st) = router_thread.join().expect("router thread");
+        check(&mut router, &st, &out);
         router.shutdown();
     });
 }
@@ -295,4 +313,55 @@ fn lane_and_driver_keys() {
     assert!(config::parse(&cfg("lane = \"bpf\""), "t.toml", Path::new(".")).is_err(), "unknown lane");
     let same = config::parse(&cfg("lane = \"afxdp\"\ndriver = \"afxdp\""), "t.toml", Path::new(".")).expect("agree");
     assert!(matches!(same.ifaces[1].kind, config::IfacePlanKind::Port { driver: config::Driver::Afxdp, .. }));
+}
+
+/// `tern trace` covers both lanes: the XDP lane records the packets it
+/// forwards (with the rewrite), punts and passes; the engine traces what
+/// it is handed; `trace show` lists them in arrival order.
+#[test]
+fn trace_follows_packets_through_both_lanes() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    with_router_ops(
+        &rig,
+        &cfg("lane = \"xdp\""),
+        Some(400),
+        |rig| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
+                assert!(Instant::now() < deadline, "ping through tern");
+            }
+            udp_through(rig, 600)
+        },
+        |router, st, got| {
+            assert!(*got >= 570, "UDP through the lane: {got} of 600");
+            let view = commands::trace_show(router, st);
+            let xdp: Vec<_> = view.packets.iter().filter(|p| p.lane == "xdp").collect();
+            let engine: Vec<_> = view.packets.iter().filter(|p| p.lane == "engine").collect();
+            assert_eq!(xdp.len(), 400, "the lane traced as many packets as asked");
+            let arp = xdp.iter().find(|p| p.summary.contains(" arp "));
+            let arp = arp.unwrap_or_else(|| panic!("an ARP packet among {:#?}", &xdp[..5]));
+            assert_eq!(arp.fate, "to the engine: xdp-lane/punt-neighbor");
+            let fwd: Vec<_> = xdp
+                .iter()
+                .filter(|p| p.fate == "tx out0" && p.summary.contains("ipv4 10.0.1.2 > 10.0.2.2 ttl 64 udp"))
+                .collect();
+            assert!(fwd.len() > 100, "UDP forwarded by the lane: {} traced", fwd.len());
+            let notes = &fwd[0].hops[0].notes;
+            assert_eq!(fwd[0].hops[0].node, "xdp-lane");
+            assert!(
+                notes.iter().any(|n| n.starts_with("rewrite ")) && notes.contains(&"ttl - 1".to_string()),
+                "{notes:?}"
+            );
+            assert_eq!(fwd[0].interface, "in0");
+            assert!(!engine.is_empty(), "the engine traced what the lane handed it");
+            assert!(view.packets.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "arrival order");
+            assert!(xdp.iter().all(|p| p.at_ms > 0.0 && p.at_ms < 120_000.0), "times since trace start");
+            // The lane's budget is spent; the engine's waits for more punts.
+            assert_eq!(view.remaining as usize, 400 - engine.len(), "what is left of the engine's budget");
+            assert_eq!(router.counter("xdp-lane", "trace-lost"), 0);
+        },
+    );
 }

@@ -275,6 +275,10 @@ pub struct TraceHopView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceEntry {
     pub seq: u64,
+    /// "engine" (the userspace engine) or "xdp" (the XDP lane).
+    #[serde(default)]
+    pub lane: String,
+    /// The engine's worker, or the CPU the XDP lane ran on.
     pub worker: u16,
     pub interface: String,
     pub len: usize,

@@ -440,11 +440,8 @@ fn trace(t: &TraceView) -> String {
         return s;
     }
     for p in &t.packets {
-        let _ = writeln!(
-            s,
-            "packet {} worker {} rx {} {} bytes at +{:.3} ms",
-            p.seq, p.worker, p.interface, p.len, p.at_ms
-        );
+        let by = if p.lane == "xdp" { format!("xdp lane cpu {}", p.worker) } else { format!("worker {}", p.worker) };
+        let _ = writeln!(s, "packet {} {by} rx {} {} bytes at +{:.3} ms", p.seq, p.interface, p.len, p.at_ms);
         let _ = writeln!(s, "  {}", p.summary);
         for h in &p.hops {
             let _ = writeln!(s, "  {:<18} -> {}", h.node, h.next);
@@ -463,6 +460,23 @@ fn trace(t: &TraceView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traces_name_the_lane() {
+        let entry = |lane: &str| TraceEntry {
+            lane: lane.into(),
+            worker: 1,
+            interface: "lan0".into(),
+            len: 60,
+            fate: "tx wan0".into(),
+            hops: vec![TraceHopView { node: "xdp-lane".into(), next: "tx".into(), notes: vec!["ttl - 1".into()] }],
+            ..TraceEntry::default()
+        };
+        let out = trace(&TraceView { remaining: 0, packets: vec![entry("xdp"), entry("engine")] });
+        assert!(out.contains("packet 0 xdp lane cpu 1 rx lan0 60 bytes"), "{out}");
+        assert!(out.contains("packet 0 worker 1 rx lan0"), "{out}");
+        assert!(out.contains("  xdp-lane           -> tx\n") && out.contains("ttl - 1"), "{out}");
+    }
 
     #[test]
     fn tables_align() {
