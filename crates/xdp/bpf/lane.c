@@ -1354,7 +1354,8 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 }
 
 // After the whole path forwarded a packet of the received header without
-// a tunnel or an ECMP group, or the input rule set dropped it: that
+// a tunnel (nor by an IPv6 ECMP group, nor an IPv4 one where the key does
+// not determine the member), or the input rule set dropped it: that
 // decision into this CPU's memo (a drop as l2len 0), in the bucket the
 // probe missed (s->f_idx), tagged with the sequences the packet read
 // first (the FIB lookups depend on fib_gen: fib_dep). The way: one whose
@@ -1583,7 +1584,11 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
 	int e = nh_get(id, &s->nh);
-	int ecmp = e > 0;
+	// An ECMP group's member is memoised where the key determines the
+	// hash: addresses, protocol and ports are in the key, except a TCP
+	// header too short for its flags (the key holds no ports, the hash
+	// reads them).
+	int memo_ok = e <= 0 || proto != 6 || k->w[K_P0] != CK_NO_L4;
 	if (e > 0) {
 		__u32 ports = 0;
 		if ((proto == 6 || proto == 17 || proto == 132) && (frag & 0x1fff) == 0 && tot >= 24 &&
@@ -1597,7 +1602,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	case NH_KIND_UNICAST:
 	case NH_KIND_GLEAN:
 		e = rewrite(ctx, s);
-		if (s->f_fill && wire && !ecmp)
+		if (s->f_fill && wire && memo_ok)
 			fwd_memo_fill(s, hits_in);
 		return e;
 	case NH_KIND_LOCAL:
@@ -1701,6 +1706,8 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
 	int e = nh_get(id, &s->nh);
+	// Not an ECMP group's member: its hash reads the flow label, which the
+	// key does not hold.
 	int ecmp = e > 0;
 	if (e > 0) {
 		__u32 ports = 0;

@@ -1523,3 +1523,45 @@ fn traces_record_what_the_lane_decided() {
         assert_eq!(t[0].verdict, TraceVerdict::Dropped);
     });
 }
+
+/// IPv4 flows through an ECMP group are memoised with the member their
+/// hash picked (the key holds every field the hash reads), so their next
+/// packets leave by the same member as userspace's; TCP headers too short
+/// for their flags (the key holds no ports, the hash reads them) are not,
+/// so flows that share such a key still spread as userspace spreads them.
+#[test]
+fn ecmp_flows_are_memoised_where_the_key_picks_the_member() {
+    with_memo_lab(true, |d, _| {
+        use Verdict::*;
+        let dst = "172.16.3.4";
+        let word = u64::from(u32::from(v4(dst)));
+        let mut members = std::collections::BTreeSet::new();
+        for i in 0..16u16 {
+            let f = lan_frame(udp4("10.0.1.2", dst, 64, 3000 + i, 5000, b"e"));
+            let Forward(p) = d.run(LAN, &f) else { panic!("ECMP flow {i} forwarded") };
+            assert_eq!(d.run(LAN, &f), Forward(p), "the memo's answer for flow {i}");
+            members.insert(p);
+            let held = memoised_now(d);
+            assert!(held.contains(&(word, Some(p))), "flow {i} memoised leaving by {p}: {held:?}");
+        }
+        assert_eq!(members.len(), 2, "flows spread over both members");
+
+        // TCP with 8 bytes of header: one key for every port pair.
+        let mut members = std::collections::BTreeSet::new();
+        for i in 0..16u16 {
+            let mut l4 = Vec::new();
+            l4.extend_from_slice(&(4000 + i).to_be_bytes());
+            l4.extend_from_slice(&80u16.to_be_bytes());
+            l4.extend_from_slice(&[0, 0, 0, 1]);
+            let f = lan_frame(ipv4(v4("10.0.1.2"), v4("172.16.3.5"), 6, 64, &l4));
+            for _ in 0..2 {
+                if let Forward(p) = d.run(LAN, &f) {
+                    members.insert(p);
+                }
+            }
+        }
+        assert_eq!(members.len(), 2, "short TCP headers spread as userspace spreads them");
+        let short = u64::from(u32::from(v4("172.16.3.5")));
+        assert!(!memoised_now(d).iter().any(|e| e.0 == short), "a key without ports is not memoised");
+    });
+}
