@@ -166,6 +166,15 @@ fn with_router_ops<T: Send>(
     });
 }
 
+/// Pings host b from host a until an answer comes back (the first needs
+/// tern's ARP on both sides, in userspace), for up to 10 s.
+fn first_ping(rig: &Rig) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
+        assert!(Instant::now() < deadline, "ping through tern");
+    }
+}
+
 /// Sends `n` datagrams from host a to host b and returns how many arrived.
 /// At most `WINDOW` are ahead of the receiver: when the VM takes the
 /// receiving thread's CPU away, a burst larger than its socket buffer
@@ -222,11 +231,7 @@ fn hosts_talk_through_the_lane_and_userspace_answers_the_rest() {
         &rig,
         &cfg("lane = \"xdp\""),
         |rig| {
-            // The first ping needs tern's ARP on both sides (userspace).
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
-                assert!(Instant::now() < deadline, "ping through tern");
-            }
+            first_ping(rig);
             assert!(rig.a.ok(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.2.2"]), "pings forwarded");
             assert!(rig.a.ok(&["ping", "-c", "1", "-W", "2", "10.0.1.1"]), "tern answers for itself");
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -270,10 +275,7 @@ fn auto_takes_the_lane_and_sends_only_where_redirects_work() {
         &rig,
         &cfg(""),
         |rig| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
-                assert!(Instant::now() < deadline, "ping through tern");
-            }
+            first_ping(rig);
             udp_through(rig, 200)
         },
         |router, got| {
@@ -329,10 +331,7 @@ fn trace_follows_packets_through_both_lanes() {
         &cfg("lane = \"xdp\""),
         Some(400),
         |rig| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
-                assert!(Instant::now() < deadline, "ping through tern");
-            }
+            first_ping(rig);
             udp_through(rig, 600)
         },
         |router, st, got| {
