@@ -361,6 +361,7 @@ mod tests {
             streams: Vec::new(),
             in_gre: 0,
             dut_steal_ms: Some(10.0),
+            dut_cpu_ns_per_frame: Some(400.0),
             dut_holes: Some(2),
             dut_hole_max_us: Some(1500.0),
             dut_busy_late_max_us: Some(300.0),

@@ -98,6 +98,12 @@ pub struct LoadPoint {
     pub in_gre: u64,
     /// Steal time of the DUT's CPU during the trial, ms (10 ms ticks).
     pub dut_steal_ms: Option<f64>,
+    /// The DUT's CPU time per frame the generator sent, ns: everything the
+    /// isolated DUT CPU ran during the trial (the DUT's threads, its NAPI
+    /// threads and softirq; /proc/stat, 10 ms ticks) over the frames
+    /// offered, dropped ones included. A DUT that busy-polls keeps its CPU
+    /// at 100 % whatever the load.
+    pub dut_cpu_ns_per_frame: Option<f64>,
     /// Holes in the DUT CPU's time during the trial (see `--hole-watch-us`).
     pub dut_holes: Option<u64>,
     /// The longest of them, us.
@@ -130,6 +136,10 @@ impl LoadPoint {
             streams: t.streams.clone(),
             in_gre: t.in_gre,
             dut_steal_ms: t.dut_steal_ms,
+            dut_cpu_ns_per_frame: t.dut_busy_ms.and_then(|ms| {
+                let frames = t.offered_pps * t.seconds;
+                (frames >= 1.0).then(|| ms * 1e6 / frames)
+            }),
             dut_holes: t.dut_holes.map(|h| h.count),
             dut_hole_max_us: t.dut_holes.map(|h| h.max_ns as f64 / 1e3),
             dut_busy_late_max_us: t.dut_holes.map(|h| h.busy_max_ns as f64 / 1e3),

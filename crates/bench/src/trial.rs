@@ -68,6 +68,10 @@ pub struct TrialOutcome {
     /// trial sent, ms (/proc/stat steal, 10 ms ticks; `None` where the
     /// kernel does not count it).
     pub dut_steal_ms: Option<f64>,
+    /// Time the DUT's CPU was busy while the trial sent, ms (/proc/stat
+    /// user + nice + system + irq + softirq, 10 ms ticks): on the isolated
+    /// CPU, the DUT's own work (its threads, its NAPI threads, softirq).
+    pub dut_busy_ms: Option<f64>,
     /// Holes in the DUT CPU's time while the trial sent (a timer on that
     /// CPU that came late: the CPU ran nothing, on a VM because the host
     /// did not run it); `None` without a hole watch.
@@ -183,10 +187,34 @@ const USER_HZ: f64 = 100.0;
 /// Steal time of `cpu` so far, in USER_HZ ticks (the 8th counter of its
 /// line in /proc/stat), or `None` when unreadable.
 pub fn cpu_steal_ticks(cpu: usize) -> Option<u64> {
+    cpu_ticks(cpu).map(|t| t.steal)
+}
+
+/// One CPU's /proc/stat counters that the trials read, in USER_HZ ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// user + nice + system + irq + softirq: running anything.
+    pub busy: u64,
+    pub steal: u64,
+}
+
+/// `cpu`'s counters so far, or `None` when unreadable.
+pub fn cpu_ticks(cpu: usize) -> Option<CpuTicks> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_cpu_ticks(&stat, cpu)
+}
+
+fn parse_cpu_ticks(stat: &str, cpu: usize) -> Option<CpuTicks> {
     let name = format!("cpu{cpu}");
     let line = stat.lines().find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
-    line.split_whitespace().nth(8)?.parse().ok()
+    let f: Vec<u64> = line.split_whitespace().skip(1).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal ...
+    let at = |i: usize| f.get(i).copied();
+    Some(CpuTicks { busy: at(0)? + at(1)? + at(2)? + at(5)? + at(6)?, steal: at(7)? })
+}
+
+fn ticks_ms(a: u64, b: u64) -> f64 {
+    b.saturating_sub(a) as f64 * 1000.0 / USER_HZ
 }
 
 /// Frames per xdp_do_flush inside a call (the kernel caps it at 256): how
@@ -277,10 +305,10 @@ impl Tester<'_> {
         // Tasks started since the last trial leave the DUT's CPU too.
         crate::netns::Isolation::refresh();
         let rings0 = self.ring_drops();
-        let steal0 = cpu_steal_ticks(self.timing.dut_cpu);
+        let cpu0 = cpu_ticks(self.timing.dut_cpu);
         let pace = self.generate(rate_pps, duration)?;
         let seconds = pace.seconds(rate_pps.min(MAX_PACED_PPS));
-        let steal1 = cpu_steal_ticks(self.timing.dut_cpu);
+        let cpu1 = cpu_ticks(self.timing.dut_cpu);
         // Frames still in the ring after the last one was sent need the
         // DUT for up to a ring's time more.
         let tail_ns = ring_ns(rate_pps) as u64;
@@ -333,7 +361,8 @@ impl Tester<'_> {
             lost,
             streams,
             in_gre,
-            dut_steal_ms: steal0.zip(steal1).map(|(a, b)| b.saturating_sub(a) as f64 * 1000.0 / USER_HZ),
+            dut_steal_ms: cpu0.zip(cpu1).map(|(a, b)| ticks_ms(a.steal, b.steal)),
+            dut_busy_ms: cpu0.zip(cpu1).map(|(a, b)| ticks_ms(a.busy, b.busy)),
             dut_holes,
             lost_in_holes,
             judged_lost,
@@ -459,6 +488,18 @@ mod tests {
         // At twice the rate the ring lasts half as long: the 0.5 ms hole counts.
         assert_eq!(lost_in_holes(&[gap(200.1, 0, 4)], &counted, &holes, ring_ns / 2.0), 4);
         assert_eq!(lost_in_holes(&[gap(100.1, 0, 4)], &counted, &[], ring_ns), 0);
+    }
+
+    #[test]
+    fn cpu_lines_parse_into_busy_and_steal() {
+        let stat = "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 10 1 20 500 7 3 4 6 0 0\ncpu1 1 2 3 4 5 6 7 8 0 0\nintr 1 2\n";
+        assert_eq!(parse_cpu_ticks(stat, 0), Some(CpuTicks { busy: 10 + 1 + 20 + 3 + 4, steal: 6 }));
+        assert_eq!(parse_cpu_ticks(stat, 1), Some(CpuTicks { busy: 1 + 2 + 3 + 6 + 7, steal: 8 }));
+        assert_eq!(parse_cpu_ticks(stat, 2), None);
+        assert_eq!(parse_cpu_ticks("cpu0 1 2 3\n", 0), None, "too few counters");
+        assert_eq!(parse_cpu_ticks("cpu0 1 2 x 4 5 6 7 8\n", 0), None, "not a number");
+        assert_eq!(ticks_ms(100, 150), 500.0);
+        assert_eq!(ticks_ms(150, 100), 0.0, "never negative");
     }
 
     #[test]
