@@ -98,11 +98,12 @@ pub struct LoadPoint {
     pub in_gre: u64,
     /// Steal time of the DUT's CPU during the trial, ms (10 ms ticks).
     pub dut_steal_ms: Option<f64>,
-    /// The DUT's CPU time per frame the generator sent, ns: everything the
+    /// The DUT's CPU time per frame it took in, ns: everything the
     /// isolated DUT CPU ran during the trial (the DUT's threads, its NAPI
-    /// threads and softirq; /proc/stat, 10 ms ticks) over the frames
-    /// offered, dropped ones included. A DUT that busy-polls keeps its CPU
-    /// at 100 % whatever the load.
+    /// threads and softirq; /proc/stat, 10 ms ticks) over the frames the
+    /// generator sent less those the DUT's full receive ring refused (the
+    /// DUT never saw them); frames it dropped itself count. A DUT that
+    /// busy-polls keeps its CPU at 100 % whatever the load.
     pub dut_cpu_ns_per_frame: Option<f64>,
     /// Holes in the DUT CPU's time during the trial (see `--hole-watch-us`).
     pub dut_holes: Option<u64>,
@@ -137,8 +138,9 @@ impl LoadPoint {
             in_gre: t.in_gre,
             dut_steal_ms: t.dut_steal_ms,
             dut_cpu_ns_per_frame: t.dut_busy_ms.and_then(|ms| {
-                let frames = t.offered_pps * t.seconds;
-                (frames >= 1.0).then(|| ms * 1e6 / frames)
+                let refused = t.ring_drops.map_or(0, |r| r.into_dut) as f64;
+                let taken = t.offered_pps * t.seconds - refused;
+                (taken >= 1.0).then(|| ms * 1e6 / taken)
             }),
             dut_holes: t.dut_holes.map(|h| h.count),
             dut_hole_max_us: t.dut_holes.map(|h| h.max_ns as f64 / 1e3),
@@ -392,5 +394,41 @@ impl fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trial::{RingDrops, TrialOutcome};
+
+    fn outcome(busy_ms: Option<f64>, into_dut: Option<u64>) -> TrialOutcome {
+        TrialOutcome {
+            target_pps: 1e6,
+            offered_pps: 1e6,
+            seconds: 2.0,
+            sent: 2_000_000,
+            lost: 0,
+            streams: Vec::new(),
+            in_gre: 0,
+            dut_steal_ms: None,
+            dut_busy_ms: busy_ms,
+            dut_holes: None,
+            lost_in_holes: None,
+            judged_lost: 0,
+            ring_drops: into_dut.map(|n| RingDrops { into_dut: n, into_sink: 7 }),
+        }
+    }
+
+    #[test]
+    fn cpu_per_frame_counts_the_frames_the_dut_took_in() {
+        // 1 s of CPU over 2 M frames sent: 500 ns each.
+        assert_eq!(LoadPoint::from_trial(&outcome(Some(1000.0), None)).dut_cpu_ns_per_frame, Some(500.0));
+        // Half refused by its full ring: 1000 ns for each frame it saw.
+        let p = LoadPoint::from_trial(&outcome(Some(1000.0), Some(1_000_000)));
+        assert_eq!(p.dut_cpu_ns_per_frame, Some(1000.0));
+        // Nothing taken in, or no CPU reading: no figure.
+        assert_eq!(LoadPoint::from_trial(&outcome(Some(1000.0), Some(2_000_000))).dut_cpu_ns_per_frame, None);
+        assert_eq!(LoadPoint::from_trial(&outcome(None, None)).dut_cpu_ns_per_frame, None);
     }
 }
