@@ -928,9 +928,9 @@ pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result
     if count == 0 || count > 10_000 {
         return Err(ApiError::invalid(format!("trace {count} packets: need 1..=10000")));
     }
-    router.trace.clear();
-    st.trace_started_ns = tern_engine::clock::now_ns();
-    st.trace_started_mono_ns = monotonic_ns();
+    let started_ns = tern_engine::clock::now_ns();
+    let started_mono_ns = monotonic_ns();
+    // The lane first: if it refuses, nothing has changed.
     let lane = match router.xdp_lane_mut() {
         Some(lane) => {
             lane.trace_arm(count).map_err(|e| ApiError::internal(format!("cannot arm the XDP lane's trace: {e}")))?;
@@ -938,6 +938,9 @@ pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result
         }
         None => "",
     };
+    router.trace.clear();
+    st.trace_started_ns = started_ns;
+    st.trace_started_mono_ns = started_mono_ns;
     router.trace.arm(count);
     Ok(format!("tracing the next {count} packets{lane}; `tern trace show` prints them"))
 }
