@@ -210,8 +210,9 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 // The forwarding memo (lane_fwd_flows): per CPU, a flow table of
 // buckets of LANE_FWD_WAYS entries, indexed by a hash of the key, each
 // entry a flow the lane forwarded through its whole path (ip4/ip6 on the
-// received header, no tunnel, no ECMP group, at most LANE_FM_HITS rule
-// hits), or that the input rule set dropped, with what that path decided:
+// received header, no tunnel, no IPv6 ECMP group nor an IPv4 one whose
+// member the key does not pick, at most LANE_FM_HITS rule hits), or that
+// the input rule set dropped, with what that path decided:
 // the egress port, VLAN and MACs, the egress MTU (l2len 0: dropped), and
 // the rule hits of the input and output rule sets. A packet whose
 // classifier key (addresses, protocol, ports, ICMP type, TCP flags,
