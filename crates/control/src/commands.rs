@@ -181,11 +181,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::TraceStop {} => {
             router.trace.arm(0);
             if let Some(lane) = router.xdp_lane_mut() {
-                // Kept: what was traced so far (`trace show` reads it).
-                let _ = lane.traces();
-                lane.program_mut()
-                    .trace_arm(0)
-                    .map_err(|e| ApiError::internal(format!("cannot stop the XDP lane's trace: {e}")))?;
+                lane.trace_stop().map_err(|e| ApiError::internal(format!("cannot stop the XDP lane's trace: {e}")))?;
             }
             Reply::done("trace stopped")
         }

@@ -237,6 +237,12 @@ impl XdpLane {
         self.prog.trace_arm(n)
     }
 
+    /// Stops the trace, keeping what it recorded for `trace show`.
+    pub fn trace_stop(&mut self) -> Result<(), XdpError> {
+        self.traces.extend(self.prog.trace_take());
+        self.prog.trace_arm(0)
+    }
+
     /// Forgets the records taken so far (the trace goes on).
     pub fn trace_clear(&mut self) {
         self.traces.clear();

@@ -1951,6 +1951,18 @@ static __noinline int trace_one(struct xdp_md *ctx, struct st *s, __u32 action)
 	return 0;
 }
 
+// A verdict decided outside the decision phase (punt, pass), traced
+// while a trace is armed.
+static __always_inline void trace_if_armed(struct xdp_md *ctx, struct st *s, __u32 verdict, __u32 reason,
+					   __u32 action)
+{
+	if (s->flags & LCFG_TRACE) {
+		s->verdict = verdict;
+		s->reason = reason;
+		trace_one(ctx, s, action);
+	}
+}
+
 static __always_inline int to_xsk(struct xdp_md *ctx, struct st *s, __u32 reason)
 {
 	ctr_add(reason, 1);
@@ -1960,11 +1972,7 @@ static __always_inline int to_xsk(struct xdp_md *ctx, struct st *s, __u32 reason
 		act = bpf_redirect_map(&lane_xsks, s->port * LANE_MAX_QUEUES + q, XDP_PASS);
 	if (act != XDP_REDIRECT)
 		ctr_add(C_PASS_NO_XSK, 1);
-	if (s->flags & LCFG_TRACE) {
-		s->verdict = V_PUNT;
-		s->reason = reason;
-		trace_one(ctx, s, act);
-	}
+	trace_if_armed(ctx, s, V_PUNT, reason, act);
 	return act;
 }
 
@@ -1979,11 +1987,7 @@ static __always_inline int pass(__u32 reason)
 static __always_inline int pass_s(struct xdp_md *ctx, struct st *s, __u32 reason)
 {
 	ctr_add(reason, 1);
-	if (s->flags & LCFG_TRACE) {
-		s->verdict = V_PASS;
-		s->reason = reason;
-		trace_one(ctx, s, XDP_PASS);
-	}
+	trace_if_armed(ctx, s, V_PASS, reason, XDP_PASS);
 	return XDP_PASS;
 }
 

@@ -217,6 +217,14 @@ where
     T::try_from(m).map_err(|e| prog_err(name, e))
 }
 
+/// [`take`] for a map that older builds of the program lack: None there.
+fn take_opt<T: TryFrom<aya::maps::Map>>(ebpf: &mut Ebpf, name: &str) -> Result<Option<T>, XdpError>
+where
+    T::Error: std::fmt::Display,
+{
+    ebpf.take_map(name).map(|m| T::try_from(m).map_err(|e| prog_err(name, e))).transpose()
+}
+
 /// The `lane_cfg.flags` bit saying the family's local address map is in use.
 fn local_flag(addr: IpAddr) -> u32 {
     if addr.is_ipv4() { LCFG_LOCAL4 } else { LCFG_LOCAL6 }
@@ -326,24 +334,12 @@ impl LaneProgram {
             acl_hits: take(&mut ebpf, "lane_acl_hits")?,
             acl_cache: take(&mut ebpf, "lane_acl_cache")?,
             acl_cache_buckets: cache_buckets,
-            acl_memo: match ebpf.take_map("lane_acl_memo") {
-                Some(m) => Some(PerCpuArray::try_from(m).map_err(|e| prog_err("lane_acl_memo", e))?),
-                None => None,
-            },
-            fwd_memo: match ebpf.take_map("lane_fwd_flows") {
-                Some(m) => Some(Array::try_from(m).map_err(|e| prog_err("lane_fwd_flows", e))?),
-                None => None,
-            },
+            acl_memo: take_opt(&mut ebpf, "lane_acl_memo")?,
+            fwd_memo: take_opt(&mut ebpf, "lane_fwd_flows")?,
             fwd_buckets,
             ctr: take(&mut ebpf, "lane_ctr")?,
-            trace_ring: match ebpf.take_map("lane_trace") {
-                Some(m) => Some(RingBuf::try_from(m).map_err(|e| prog_err("lane_trace", e))?),
-                None => None,
-            },
-            trace_budget: match ebpf.take_map("lane_trace_budget") {
-                Some(m) => Some(Array::try_from(m).map_err(|e| prog_err("lane_trace_budget", e))?),
-                None => None,
-            },
+            trace_ring: take_opt(&mut ebpf, "lane_trace")?,
+            trace_budget: take_opt(&mut ebpf, "lane_trace_budget")?,
             trace_want: 0,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
             tx: take(&mut ebpf, "lane_tx")?,
