@@ -52,6 +52,10 @@ pub struct Dataplane {
     pub workers: u16,
     /// CPUs to pin workers to (worker i on cpus[i]).
     pub cpus: Vec<usize>,
+    /// CPUs for tern's other threads (control loop, API, metrics). Empty:
+    /// every CPU the process may use but the workers' (`cpus`), or all of
+    /// them when that leaves none.
+    pub control_cpus: Vec<usize>,
     /// Packet buffers per worker.
     pub pool_frames: u32,
     /// "sleep" (poll(2) when idle) or "spin" (busy polling).
@@ -66,6 +70,7 @@ impl Default for Dataplane {
         Dataplane {
             workers: 1,
             cpus: Vec::new(),
+            control_cpus: Vec::new(),
             pool_frames: 16384,
             idle: IdleMode::Sleep,
             icmp_rate: 1000,
@@ -546,6 +551,9 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
+/// CPU numbers a configuration may name (a CPU set's size).
+pub const MAX_CPU: usize = 1024;
+
 fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let d = &config.dataplane;
     if d.workers == 0 || d.workers > 64 {
@@ -556,6 +564,9 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     }
     if !d.cpus.is_empty() && d.cpus.len() < usize::from(d.workers) {
         return Err(bad(vec![k("dataplane"), k("cpus")], "give one CPU per worker, or none"));
+    }
+    if let Some(c) = d.cpus.iter().chain(&d.control_cpus).find(|&&c| c >= MAX_CPU) {
+        return Err(bad(vec![k("dataplane")], format!("cpu {c}: need 0..{MAX_CPU}")));
     }
     let n = &config.neighbor;
     if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 {
@@ -932,6 +943,17 @@ type = "blackhole"
         assert_eq!(e.line, Some(line), "{e}");
         assert!(e.to_string().starts_with(&format!("t.toml:{line}:")), "{e}");
         assert!(e.message.contains("10.0.100.300"), "{e}");
+    }
+
+    #[test]
+    fn cpu_numbers_are_checked() {
+        let text = GOOD.replace("workers = 1", "workers = 1\ncpus = [1]\ncontrol_cpus = [0, 2]");
+        let plan = parse(&text, "t.toml", Path::new("/etc")).expect("valid");
+        assert_eq!(plan.config.dataplane.control_cpus, [0, 2]);
+        let e = err(&GOOD.replace("workers = 1", "workers = 1\ncontrol_cpus = [4096]"));
+        assert!(e.message.contains("cpu 4096"), "{e}");
+        let e = err(&GOOD.replace("workers = 1", "workers = 1\ncpus = [1024]"));
+        assert!(e.message.contains("cpu 1024"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! then calls [`Router::poll`] in a loop: it drains what workers learned
 //! (neighbours), ages the neighbour table and publishes changes.
 
-use crate::config::{Driver, IdleMode, IfacePlan, IfacePlanKind, Plan};
+use crate::config::{Dataplane, Driver, IdleMode, IfacePlan, IfacePlanKind, MAX_CPU, Plan};
 use crate::neighbor::NeighborTable;
 use crate::source::{ControlSource, SourceCx};
 use crossbeam_queue::ArrayQueue;
@@ -258,10 +258,59 @@ fn params_of(plan: &Plan) -> Params {
     }
 }
 
+/// The CPUs for tern's threads other than the workers: `control_cpus` when
+/// the configuration names them, else those of `allowed` (the CPUs the
+/// process may use) that no worker is pinned to, or all of `allowed` when
+/// that leaves none.
+pub fn control_cpus(d: &Dataplane, allowed: &[usize]) -> Vec<usize> {
+    if !d.control_cpus.is_empty() {
+        let mut c = d.control_cpus.clone();
+        c.sort_unstable();
+        c.dedup();
+        return c;
+    }
+    let free: Vec<usize> = allowed.iter().copied().filter(|c| !d.cpus.contains(c)).collect();
+    if free.is_empty() { allowed.to_vec() } else { free }
+}
+
+/// Moves the calling thread to [`control_cpus`] (nothing to do when no
+/// worker is pinned and none are named). A failure is logged: tern still
+/// runs, only with its control threads where the kernel put them.
+fn pin_control_thread(d: &Dataplane) {
+    if d.cpus.is_empty() && d.control_cpus.is_empty() {
+        return;
+    }
+    let allowed = match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..MAX_CPU).filter(|&c| set.is_set(c)).collect::<Vec<_>>(),
+        Err(e) => {
+            log::warn!("control threads: cannot read the CPU affinity: {e}");
+            return;
+        }
+    };
+    let want = control_cpus(d, &allowed);
+    if want == allowed {
+        return;
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in &want {
+        set.set(c);
+    }
+    match rustix::thread::sched_setaffinity(None, &set) {
+        Ok(()) => log::info!("control threads on cpu(s) {want:?}, workers on {:?}", d.cpus),
+        Err(e) => log::warn!("control threads: cannot move to cpu(s) {want:?}: {e}"),
+    }
+}
+
 impl Router {
     /// Builds and starts the data plane. On error nothing keeps running
     /// and host settings are restored.
+    ///
+    /// When the configuration pins workers (or names `control_cpus`), the
+    /// calling thread moves to the control CPUs first, and the threads it
+    /// starts (API, metrics) inherit them: no control work on a worker's
+    /// CPU, where it would delay the worker or the NAPI running there.
     pub fn start(plan: Plan) -> Result<Router, StartError> {
+        pin_control_thread(&plan.config.dataplane);
         let started_ns = tern_engine::clock::now_ns();
         let domain = tern_rcu::Domain::new();
         let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
@@ -690,4 +739,45 @@ fn take_over(dev: &str, up: bool, host: &mut HostState, linux_mode: bool) -> Res
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    fn dp(cpus: &[usize], control: &[usize]) -> Dataplane {
+        Dataplane { cpus: cpus.to_vec(), control_cpus: control.to_vec(), ..Dataplane::default() }
+    }
+
+    #[test]
+    fn control_threads_stay_off_the_workers_cpus() {
+        assert_eq!(control_cpus(&dp(&[1], &[]), &[0, 1]), [0]);
+        assert_eq!(control_cpus(&dp(&[1, 3], &[]), &[0, 1, 2, 3]), [0, 2]);
+        // Workers on every CPU: the control threads share them.
+        assert_eq!(control_cpus(&dp(&[0, 1], &[]), &[0, 1]), [0, 1]);
+        // Named ones win, even on a worker's CPU.
+        assert_eq!(control_cpus(&dp(&[1], &[1, 0, 1]), &[0, 1]), [0, 1]);
+        assert_eq!(control_cpus(&dp(&[], &[]), &[0, 1]), [0, 1]);
+    }
+
+    #[test]
+    fn pinning_moves_the_calling_thread() {
+        // On a thread of its own: the test harness's threads keep theirs.
+        let allowed = std::thread::spawn(|| {
+            let all = rustix::thread::sched_getaffinity(None).expect("affinity");
+            let allowed: Vec<usize> = (0..MAX_CPU).filter(|&c| all.is_set(c)).collect();
+            let Some(&last) = allowed.last() else { return (allowed, Vec::new()) };
+            pin_control_thread(&dp(&[last], &[]));
+            let now = rustix::thread::sched_getaffinity(None).expect("affinity");
+            (allowed, (0..MAX_CPU).filter(|&c| now.is_set(c)).collect::<Vec<_>>())
+        })
+        .join()
+        .expect("thread");
+        let (before, after) = allowed;
+        if before.len() == 1 {
+            assert_eq!(after, before, "one CPU: the control threads share it");
+        } else {
+            assert_eq!(after, before[..before.len() - 1], "every CPU but the worker's");
+        }
+    }
 }

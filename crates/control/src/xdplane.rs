@@ -217,7 +217,9 @@ impl XdpLane {
             self.dirty |= self.recheck_senders();
         }
         let (ig, ag) = (shared.ifaces.generation(), shared.acls.generation());
-        if ig != self.ifs_gen || ag != self.acls_gen || acls != self.acls.as_slice() {
+        // Every change of the rule sets publishes them (a new generation):
+        // no need to compare them, every 2 ms, rule by rule.
+        if ig != self.ifs_gen || ag != self.acls_gen {
             self.ifs_gen = ig;
             self.acls_gen = ag;
             self.acls = acls.to_vec();
