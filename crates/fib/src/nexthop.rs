@@ -340,6 +340,9 @@ impl NhAlloc {
             }
         }
         table.write(id, [u64::from(NhKind::Ecmp.to_u8()) | (u64::from(count) << 32), u64::from(base), 0, 0]);
+        // A mirror (the XDP lane's maps) copies the ids marked here: without
+        // it a group made after the mirror's full copy reads as no route.
+        self.dirty_ids.mark(id as usize);
         let slot = self.slot_mut(id);
         slot.refs = 1;
         slot.key = Some(key.clone());

@@ -358,6 +358,31 @@ fn raw_views_and_changes_describe_the_lookup() {
     assert_eq!(w.take_changes(), FibChanges::default());
 }
 
+/// An ECMP route's changes name the group's next-hop entry, its members'
+/// and the member slots: a mirror that copies only them (the XDP lane's
+/// maps) holds the group (it once missed the group's own entry, and the
+/// lane read a group made at run time as no route).
+#[test]
+fn changes_name_an_ecmp_group_and_its_members() {
+    let (mut w, r) = fib();
+    w.add_route(Source::Connected, p("192.0.2.0/24"), RouteTarget::Connected { ifindex: 2 }, A).expect("conn");
+    let _ = w.take_changes();
+    let members: Vec<(IpAddr, Option<u16>)> = vec![(ip("192.0.2.1"), None), (ip("192.0.2.2"), None)];
+    w.add_route(Source::Static, p("10.0.0.0/8"), RouteTarget::Ecmp(members), A).expect("ecmp");
+    let ch = w.take_changes();
+    let has = |rs: &[std::ops::Range<u32>], x: u32| rs.iter().any(|r| r.contains(&x));
+    let g = r.lookup_v4(v4("10.1.1.1"));
+    assert_eq!(r.nexthop(g).kind, NhKind::Ecmp);
+    assert!(has(&ch.nexthops, g), "the group's entry {g} in {:?}", ch.nexthops);
+    let raw = r.raw();
+    let base = raw.nexthops[g as usize * 4 + 1].load(std::sync::atomic::Ordering::Acquire) as u32;
+    for slot in base..base + 2 {
+        assert!(has(&ch.ecmp_members, slot), "member slot {slot} in {:?}", ch.ecmp_members);
+        let m = raw.ecmp_members[slot as usize].load(std::sync::atomic::Ordering::Acquire);
+        assert!(has(&ch.nexthops, m), "member {m} in {:?}", ch.nexthops);
+    }
+}
+
 /// Trie entries are 16 bits: an IPv6 route whose next hop got an id of
 /// 2^13 or more, or an IPv4 route with an id of 2^15 or more, is refused
 /// with an error, stays in the RIB uninstalled, and leaves nothing stale

@@ -1524,6 +1524,30 @@ fn traces_record_what_the_lane_decided() {
     });
 }
 
+/// An ECMP route added after the lane's first copy of the FIB (as FRR's
+/// multipath routes come) is forwarded in the lane over both members, not
+/// punted as no route (the FIB's changes once missed the group's entry).
+#[test]
+fn an_ecmp_route_added_at_run_time_forwards_in_the_lane() {
+    with_memo_lab(true, |d, w| {
+        route(
+            w,
+            "172.20.0.0/16",
+            RouteTarget::Ecmp(vec![("10.0.2.2".parse().expect("a"), None), ("10.0.100.5".parse().expect("a"), None)]),
+        );
+        sync_fib(d, w);
+        let mut members = std::collections::BTreeSet::new();
+        for i in 0..16u16 {
+            let f = lan_frame(udp4("10.0.1.2", "172.20.3.4", 64, 3000 + i, 5000, b"e"));
+            match d.run(LAN, &f) {
+                Verdict::Forward(p) => members.insert(p),
+                v => panic!("flow {i}: {v:?}"),
+            };
+        }
+        assert_eq!(members, [LAN, WAN].into_iter().collect(), "flows spread over both members");
+    });
+}
+
 /// IPv4 flows through an ECMP group are memoised with the member their
 /// hash picked (the key holds every field the hash reads), so their next
 /// packets leave by the same member as userspace's; TCP headers too short
