@@ -284,6 +284,7 @@ struct {
 enum { V_NONE = 0, V_FWD, V_DROP, V_PUNT, V_PASS };
 
 #define MAX_HITS 8
+_Static_assert(LANE_FM_HITS == MAX_HITS, "the forwarding memo holds every hit a packet records");
 
 // x &= m, hidden from the optimizer (which knows the mask changes nothing
 // after a bounds check) so that the verifier sees the bound.
@@ -1314,15 +1315,15 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 	__u32 out_bytes = l2len + s->tot;
 	const struct lane_fwd_l2 *l2 = v6 ? &m->l2_v6 : &m->l2;
 	s->hit_slot[0] = l2->slot0;
-	if (n > 1) {
-		// The second line (IPv4): only for a flow of several hits.
+	s->hit_bytes[0] = nin ? in_bytes : out_bytes;
+	// The second line (IPv4): only for a flow of several hits.
 #pragma unroll
-		for (int i = 1; i < LANE_FM_HITS; i++)
+	for (int i = 1; i < LANE_FM_HITS; i++) {
+		if (i < n) {
 			s->hit_slot[i] = m->slot[i];
+			s->hit_bytes[i] = i < nin ? in_bytes : out_bytes;
+		}
 	}
-#pragma unroll
-	for (int i = 0; i < LANE_FM_HITS; i++)
-		s->hit_bytes[i] = i < nin ? in_bytes : out_bytes;
 	// A drop below counts the input rule set's hits (it is after them).
 	s->hits = nin;
 	if (!l2len)
@@ -1365,7 +1366,7 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 // recorded.
 __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 {
-	if (!s || s->hits > LANE_FM_HITS || hits_in > s->hits)
+	if (!s || s->hits > LANE_FM_HITS || hits_in > s->hits) // (never above MAX_HITS)
 		return 0;
 	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
 	if (!drop && (s->verdict != V_FWD || s->encap))

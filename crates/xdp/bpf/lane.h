@@ -211,7 +211,7 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 // buckets of LANE_FWD_WAYS entries, indexed by a hash of the key, each
 // entry a flow the lane forwarded through its whole path (ip4/ip6 on the
 // received header, no tunnel, no IPv6 ECMP group nor an IPv4 one whose
-// member the key does not pick, at most LANE_FM_HITS rule hits), or that
+// member the key does not pick), or that
 // the input rule set dropped, with what that path decided:
 // the egress port, VLAN and MACs, the egress MTU (l2len 0: dropped), and
 // the rule hits of the input and output rule sets. A packet whose
@@ -230,7 +230,7 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 // egress port and MTU, and, where an IPv6 flow keeps its high address
 // words, the L2 (MACs, VLAN) and the first hit's slot. An IPv6 flow keeps
 // those in the second line, with the other hits.
-#define LANE_FM_HITS 4
+#define LANE_FM_HITS 8 // as many as a packet records (lane.c MAX_HITS)
 #define LANE_FWD_BUCKETS 2048 // default buckets per CPU (4096 flows)
 #define LANE_FWD_WAYS 2
 
@@ -260,7 +260,7 @@ struct lane_fwd_flow {
 	// Second line.
 	struct lane_fwd_l2 l2_v6; // IPv6's L2
 	__u32 slot[LANE_FM_HITS]; // lane_acl_hits keys
-	__u8 pad[32];
+	__u8 pad[16];
 };
 _Static_assert(sizeof(struct lane_fwd_flow) == 128, "lane_fwd_flow layout");
 

@@ -1553,6 +1553,44 @@ fn an_ecmp_route_added_at_run_time_forwards_in_the_lane() {
 /// packets leave by the same member as userspace's; TCP headers too short
 /// for their flags (the key holds no ports, the hash reads them) are not,
 /// so flows that share such a key still spread as userspace spreads them.
+/// A flow that hits five rules (CIN: count udp/53, count all, the
+/// default; COUT on wan: count oif, the default) is memoised, and the
+/// memo's answers count all five on every packet, in the lane as in
+/// userspace (the harness compares the hits), IPv4 and IPv6.
+#[test]
+fn flows_of_many_rule_hits_are_memoised() {
+    with_memo_lab(true, |d, _| {
+        use Verdict::*;
+        for (f, dst) in [
+            (lan_frame(udp4("10.0.1.2", "198.18.0.7", 64, 1000, 53, b"dns")), "198.18.0.7"),
+            (lan6(udp6("2001:db8:1::2", "2001:db8:ff::7", 64, 1000, 53)), "2001:db8:ff::7"),
+        ] {
+            let (in0, out0) = (d.hits(0).0, d.hits(1).0);
+            for _ in 0..10 {
+                assert_eq!(d.run(LAN, &f), Forward(WAN), "{dst}");
+            }
+            assert_memoised(d, dst, Some(WAN));
+            let (lane_in, engine_in) = d.hits(0);
+            let (lane_out, engine_out) = d.hits(1);
+            assert_eq!((&lane_in, &lane_out), (&engine_in, &engine_out), "{dst}");
+            let grew = |now: &[(u64, u64)], then: &[(u64, u64)], i: usize| now[i].0 - then.get(i).map_or(0, |h| h.0);
+            let last = lane_in.len() - 1;
+            assert_eq!(
+                [grew(&lane_in, &in0, 0), grew(&lane_in, &in0, 1), grew(&lane_in, &in0, last)],
+                [10, 10, 10],
+                "{dst}: count udp/53, count all, the default"
+            );
+            let last = lane_out.len() - 1;
+            assert_eq!([grew(&lane_out, &out0, 0), grew(&lane_out, &out0, last)], [10, 10], "{dst}: COUT");
+        }
+    });
+}
+
+/// IPv4 flows through an ECMP group are memoised with the member their
+/// hash picked (the key holds every field the hash reads), so their next
+/// packets leave by the same member as userspace's; TCP headers too short
+/// for their flags (the key holds no ports, the hash reads them) are not,
+/// so flows that share such a key still spread as userspace spreads them.
 #[test]
 fn ecmp_flows_are_memoised_where_the_key_picks_the_member() {
     with_memo_lab(true, |d, _| {
