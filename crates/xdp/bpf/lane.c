@@ -357,6 +357,8 @@ struct st {
 	__u16 tx_mtu; // the egress interface's (for the forwarding memo)
 	__u16 f_fill; // the forwarding memo missed: fill it if forwarded
 	__u32 f_idx;  // and the bucket the packet's key hashed to
+	__u32 f_label; // IPv6: the flow label, for the memo's entry ...
+	__u32 f_lmask; // ... and whether its decision depends on it (ECMP)
 	__u32 frame_len; // bytes sent
 	__u8 dmac[6];
 	__u8 smac[6];
@@ -1241,27 +1243,36 @@ static __always_inline __u32 fwd_key_hash(const __u64 *w, __u32 v6)
 	return (__u32)key_mix(w, v6);
 }
 
-// 1 when entry `m` holds key `w` of family `v6` under tag `tag` (one
-// branch for the family, as acl_centry_is: an IPv4 key's high address
-// words are zero). Reads the entry's first line only.
-static __always_inline int fwd_flow_is(const struct lane_fwd_flow *m, const __u64 *w, __u32 v6, __u64 tag)
+// 1 when entry `m` holds key `w` of family `v6` under tag `tag`, and for
+// an entry of an IPv6 ECMP flow, flow label `label` (one branch for the
+// family, as acl_centry_is: an IPv4 key's high address words are zero).
+// IPv4 reads the entry's first line only.
+static __always_inline int fwd_flow_is(const struct lane_fwd_flow *m, const __u64 *w, __u32 v6, __u64 tag,
+				       __u32 label)
 {
 	__u64 d = *(const __u64 *)&m->epoch ^ tag;
 	d |= (m->lo[0] ^ w[K_SRC_LO]) | (m->lo[1] ^ w[K_DST_LO]);
 	d |= (m->lo[2] ^ w[K_P0]) | (m->lo[3] ^ w[K_P1]) | (m->v6 ^ v6);
-	if (v6)
+	if (v6) {
 		d |= (m->hi[0] ^ w[K_SRC_HI]) | (m->hi[1] ^ w[K_DST_HI]);
+		// Apart, on a match only: folded into the above, its registers
+		// pushed ip6's stack over the limit.
+		if (d == 0)
+			d = (m->label ^ label) & m->label_mask;
+	}
 	return d == 0;
 }
 
 // The entry of this CPU's forwarding memo holding key `w` of family `v6`
-// under this packet's tags, or 0: on a miss (not when the memo is off or
+// (IPv6: and flow label s->f_label, where the entry depends on it) under
+// this packet's tags, or 0: on a miss (not when the memo is off or
 // bypassed) s->f_fill is set, with the key's bucket in s->f_idx, and the
 // packet fills the memo if the whole path forwards it. Updates the miss
 // rate.
 static __always_inline const struct lane_fwd_flow *fwd_memo_find(struct st *s, const __u64 *w, __u32 v6)
 {
 	s->f_fill = 0;
+	s->f_lmask = 0;
 	if (!lane_fwd_memo_on)
 		return 0;
 	__u32 miss = s->f_miss;
@@ -1274,9 +1285,9 @@ static __always_inline const struct lane_fwd_flow *fwd_memo_find(struct st *s, c
 		return 0;
 	__u64 tag = s->epoch | (__u64)s->fib_gen << 32;
 	const struct lane_fwd_flow *m = &b->way[0];
-	if (!fwd_flow_is(m, w, v6, tag)) {
+	if (!fwd_flow_is(m, w, v6, tag, s->f_label)) {
 		m = &b->way[1];
-		if (!fwd_flow_is(m, w, v6, tag))
+		if (!fwd_flow_is(m, w, v6, tag, s->f_label))
 			m = 0;
 	}
 	if (m) {
@@ -1355,8 +1366,8 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 }
 
 // After the whole path forwarded a packet of the received header without
-// a tunnel (nor by an IPv6 ECMP group, nor an IPv4 one where the key does
-// not determine the member), or the input rule set dropped it: that
+// a tunnel (nor by an ECMP group where the key, and for IPv6 the flow
+// label, does not determine the member), or the input rule set dropped it: that
 // decision into this CPU's memo (a drop as l2len 0), in the bucket the
 // probe missed (s->f_idx), tagged with the sequences the packet read
 // first (the FIB lookups depend on fib_gen: fib_dep). The way: one whose
@@ -1391,9 +1402,13 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 	m->lo[2] = s->k.w[K_P0];
 	m->lo[3] = s->k.w[K_P1] & ~CKM(OIF); // acl_out set it; a received packet's key has none
 	struct lane_fwd_l2 *l2 = &m->l2;
+	m->label = 0;
+	m->label_mask = 0;
 	if (s->v6) {
 		m->hi[0] = s->k.w[K_SRC_HI];
 		m->hi[1] = s->k.w[K_DST_HI];
+		m->label = s->f_label;
+		m->label_mask = s->f_lmask;
 		l2 = &m->l2_v6;
 	}
 	m->v6 = s->v6;
@@ -1684,6 +1699,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
 	k->bytes = (s->decap ? 0 : off) + tot;
 	if (wire) {
+		s->f_label = rd32(ip) & 0x000fffff;
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
 		if (fm)
 			return fwd_memo_take(s, fm, ip, 1, k->bytes);
@@ -1707,10 +1723,14 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	if (id == FIB_MISS)
 		return PUNT(PUNT_FIB);
 	int e = nh_get(id, &s->nh);
-	// Not an ECMP group's member: its hash reads the flow label, which the
-	// key does not hold.
-	int ecmp = e > 0;
+	// An ECMP group's member is memoised with the flow label, which its
+	// hash reads and the key does not hold; as for IPv4, not for a TCP
+	// header too short for its flags (the key holds no ports, the hash
+	// reads them). (No local for that: ip6's stack is at the limit.)
 	if (e > 0) {
+		s->f_lmask = 0x000fffff;
+		if (proto == 6 && k->w[K_P0] == CK_NO_L4)
+			s->f_fill = 0;
 		__u32 ports = 0;
 		if ((proto == 6 || proto == 17) && tot >= 44 && (void *)(ip + 44) <= end)
 			ports = rd32(ip + 40);
@@ -1729,7 +1749,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 				return PUNT(PUNT_OPTIONS);
 		}
 		e = rewrite(ctx, s);
-		if (s->f_fill && wire && !ecmp)
+		if (s->f_fill && wire)
 			fwd_memo_fill(s, hits_in);
 		return e;
 	case NH_KIND_LOCAL:

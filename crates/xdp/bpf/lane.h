@@ -210,13 +210,15 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 // The forwarding memo (lane_fwd_flows): per CPU, a flow table of
 // buckets of LANE_FWD_WAYS entries, indexed by a hash of the key, each
 // entry a flow the lane forwarded through its whole path (ip4/ip6 on the
-// received header, no tunnel, no IPv6 ECMP group nor an IPv4 one whose
-// member the key does not pick), or that
-// the input rule set dropped, with what that path decided:
+// received header, no tunnel, no ECMP group whose member the key does
+// not pick), or that the input rule set dropped, with what that path
+// decided:
 // the egress port, VLAN and MACs, the egress MTU (l2len 0: dropped), and
 // the rule hits of the input and output rule sets. A packet whose
 // classifier key (addresses, protocol, ports, ICMP type, TCP flags,
-// receiving interface, VLAN, DSCP) and family are an entry's, under the
+// receiving interface, VLAN, DSCP) and family are an entry's (for an
+// IPv6 ECMP flow, whose member the hash of the flow label picks, with the
+// entry's flow label), under the
 // same lane_cfg.gen (interfaces, VLANs, rule sets) and lane_cfg.fib_gen
 // (routes, next hops, neighbours), takes that decision after the checks
 // that depend on the packet itself (TTL, MTU): no rule set, FIB, next hop
@@ -229,7 +231,7 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 // but the high address words (zero for IPv4), the tags, the family, the
 // egress port and MTU, and, where an IPv6 flow keeps its high address
 // words, the L2 (MACs, VLAN) and the first hit's slot. An IPv6 flow keeps
-// those in the second line, with the other hits.
+// those in the second line, with the other hits and the flow label.
 #define LANE_FM_HITS 8 // as many as a packet records (lane.c MAX_HITS)
 #define LANE_FWD_BUCKETS 2048 // default buckets per CPU (4096 flows)
 #define LANE_FWD_WAYS 2
@@ -260,7 +262,9 @@ struct lane_fwd_flow {
 	// Second line.
 	struct lane_fwd_l2 l2_v6; // IPv6's L2
 	__u32 slot[LANE_FM_HITS]; // lane_acl_hits keys
-	__u8 pad[16];
+	__u32 label;      // IPv6: the flow label ...
+	__u32 label_mask; // ... that a packet must have (ECMP: 0xfffff, else 0)
+	__u8 pad[8];
 };
 _Static_assert(sizeof(struct lane_fwd_flow) == 128, "lane_fwd_flow layout");
 

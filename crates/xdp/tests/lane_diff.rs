@@ -1627,3 +1627,54 @@ fn ecmp_flows_are_memoised_where_the_key_picks_the_member() {
         assert!(!memoised_now(d).iter().any(|e| e.0 == short), "a key without ports is not memoised");
     });
 }
+
+/// IPv6 ECMP: the member is a function of the key and the flow label,
+/// which the key does not hold. Flows of one key and 16 flow labels spread
+/// over both members (wan, lan.100), each is memoised with its label and
+/// answered with its own member (the harness compares each frame with
+/// userspace's), also when the labels take turns in the memo's bucket.
+#[test]
+fn ipv6_ecmp_flows_are_memoised_with_their_flow_label() {
+    with_memo_lab(true, |d, w| {
+        use Verdict::*;
+        w.set_neighbor(VLAN100, "2001:db8:100::5".parse().expect("a"), Some(HOST_V));
+        route(
+            w,
+            "2001:db8:ec::/48",
+            RouteTarget::Ecmp(vec![
+                ("2001:db8:2::2".parse().expect("a"), None),
+                ("2001:db8:100::5".parse().expect("a"), None),
+            ]),
+        );
+        sync_fib(d, w);
+        let dst = "2001:db8:ec::4";
+        let word = u128::from(v6(dst)) as u64;
+        let labelled = |label: u32| {
+            let mut f = lan6(udp6("2001:db8:1::2", dst, 64, 7000, 7001));
+            f[15] = (f[15] & 0xf0) | ((label >> 16) & 0xf) as u8;
+            f[16] = (label >> 8) as u8;
+            f[17] = label as u8;
+            f
+        };
+        let mut members = std::collections::BTreeSet::new();
+        for i in 0..16u32 {
+            let label = 0x1_2345 + i * 0x111;
+            let f = labelled(label);
+            let v = d.run(LAN, &f);
+            let Forward(p) = v else { panic!("label {label:#x}: {v:?}") };
+            assert_eq!(d.run(LAN, &f), Forward(p), "the memo's answer for label {label:#x}");
+            members.insert(p);
+            let held = memoised_now(d);
+            assert!(held.contains(&(word, Some(p))), "label {label:#x} memoised leaving by {p}: {held:?}");
+        }
+        assert_eq!(members, [LAN, WAN].into_iter().collect(), "labels spread over both members");
+        // The labels share the key's bucket (two ways): in turn, each
+        // packet either finds its own label's entry or fills one.
+        for round in 0..3 {
+            for i in 0..16u32 {
+                let f = labelled(0x1_2345 + i * 0x111);
+                assert!(matches!(d.run(LAN, &f), Forward(_)), "round {round}, label {i}");
+            }
+        }
+    });
+}
