@@ -24,6 +24,11 @@
 //! The 65536-flow cases (65536 distinct ACL keys, more than the verdict
 //! cache holds) use as many of their flows as there are calls.
 //!
+//! "single-flow-50fw, trace armed" is single-flow-50fw with a `tern trace`
+//! armed for every packet (each run reserves and fills a 208-byte record in
+//! the lane's ring buffer, drained between blocks, untimed): its cost is
+//! given over the same case disarmed, with the records taken and lost.
+//!
 //! `--object PATH` (repeatable) times other builds of `bpf/lane.c` (same
 //! maps and layouts; `clang -O2 -g -target bpf -c lane.c`) instead of the
 //! built-in one: every interleaved case runs once per object, named
@@ -103,6 +108,18 @@ struct Case {
     /// frames in turn (each flow's tables as cold as 1024 flows make them;
     /// includes the kernel's timer overhead, the same for every such case).
     repeat: u32,
+    /// A `tern trace` armed for every packet: each run writes a record into
+    /// the lane's ring buffer, drained between blocks of calls (untimed).
+    trace: bool,
+    /// The case this one's cost is given over (default: the same runs
+    /// without rules).
+    vs: Option<&'static str>,
+}
+
+impl Case {
+    fn new(name: &'static str, acl: Option<RuleSet>, gre: bool, frames: Vec<Vec<u8>>, repeat: u32) -> Case {
+        Case { name, acl, gre, frames, repeat, trace: false, vs: None }
+    }
 }
 
 /// A build of the lane program to time: a label and its ELF object (None:
@@ -167,32 +184,25 @@ fn bench(
         .collect();
     let fw50 = || Some(tern_acl::scenario_50_drop_rules());
     let mut cases = vec![
-        Case { name: "plain forwarding, no rules", acl: None, gre: false, frames: single.clone(), repeat: 250 },
-        Case { name: "single-flow-50fw", acl: fw50(), gre: false, frames: single.clone(), repeat: 250 },
+        Case::new("plain forwarding, no rules", None, false, single.clone(), 250),
+        Case::new("single-flow-50fw", fw50(), false, single.clone(), 250),
         Case {
-            name: "drop-test, legitimate half",
-            acl: Some(drop_test.clone()),
-            gre: false,
-            frames: multi.clone(),
-            repeat: 250,
+            trace: true,
+            vs: Some("single-flow-50fw"),
+            ..Case::new("single-flow-50fw, trace armed", fw50(), false, single.clone(), 250)
         },
-        Case { name: "drop-test, blocked half", acl: Some(drop_test), gre: false, frames: blocked, repeat: 250 },
-        Case { name: "gre-multi-flow", acl: fw50(), gre: true, frames: multi.clone(), repeat: 1 },
-        Case { name: "no rules, 1 flow, 1 run/call", acl: None, gre: false, frames: single.clone(), repeat: 1 },
-        Case { name: "50fw, 1 flow, 1 run/call", acl: fw50(), gre: false, frames: single.clone(), repeat: 1 },
-        Case { name: "no rules, 1024 flows, 1 run/call", acl: None, gre: false, frames: flows1024.clone(), repeat: 1 },
-        Case { name: "50fw, 1024 flows, 1 run/call", acl: fw50(), gre: false, frames: flows1024, repeat: 1 },
-        Case {
-            name: "no rules, 65536 flows, 1 run/call",
-            acl: None,
-            gre: false,
-            frames: flows65536.clone(),
-            repeat: 1,
-        },
-        Case { name: "50fw, 65536 flows, 1 run/call", acl: fw50(), gre: false, frames: flows65536, repeat: 1 },
+        Case::new("drop-test, legitimate half", Some(drop_test.clone()), false, multi.clone(), 250),
+        Case::new("drop-test, blocked half", Some(drop_test), false, blocked, 250),
+        Case::new("gre-multi-flow", fw50(), true, multi.clone(), 1),
+        Case::new("no rules, 1 flow, 1 run/call", None, false, single.clone(), 1),
+        Case::new("50fw, 1 flow, 1 run/call", fw50(), false, single.clone(), 1),
+        Case::new("no rules, 1024 flows, 1 run/call", None, false, flows1024.clone(), 1),
+        Case::new("50fw, 1024 flows, 1 run/call", fw50(), false, flows1024, 1),
+        Case::new("no rules, 65536 flows, 1 run/call", None, false, flows65536.clone(), 1),
+        Case::new("50fw, 65536 flows, 1 run/call", fw50(), false, flows65536, 1),
     ];
     if routes.is_some() {
-        cases.push(Case { name: "900k-routes-50fw", acl: fw50(), gre: false, frames: multi.clone(), repeat: 250 });
+        cases.push(Case::new("900k-routes-50fw", fw50(), false, multi.clone(), 250));
     }
     let kif0 = tern_xdp::lane::device_ifindex("l0").map_err(|e| e.to_string())?;
     let kif1 = tern_xdp::lane::device_ifindex("l1").map_err(|e| e.to_string())?;
@@ -230,10 +240,14 @@ fn bench(
             for f in &c.frames {
                 lane.test_run_timed(f, kif0, 1).map_err(|e| e.to_string())?;
             }
+            if c.trace {
+                lane.trace_arm(u32::MAX).map_err(|e| format!("{}: {e}", c.name))?;
+            }
             lanes.push((lane, w, r));
         }
         let mut ns: Vec<Vec<u128>> = vec![Vec::with_capacity(calls); shared.len()];
         let mut verdicts = vec![0u32; shared.len()];
+        let mut traced = vec![0u64; shared.len()];
         // Blocks of calls per program: switching programs every call would
         // time cold caches (a program's first run after another's).
         const BLOCK_CALLS: usize = 64;
@@ -244,6 +258,11 @@ fn bench(
                     let (act, per) = lanes[i].0.test_run_timed(f, kif0, c.repeat).map_err(|e| e.to_string())?;
                     verdicts[i] = act;
                     ns[i].push(per.as_nanos());
+                }
+                // Untimed: a block's records (64 calls x 250 runs x 208
+                // bytes) fit in the 4 MiB ring.
+                if c.trace {
+                    traced[i] += lanes[i].0.trace_take().len() as u64;
                 }
             }
         }
@@ -260,8 +279,9 @@ fn bench(
                 ns[i].chunks(slice).map(|ch| median(&mut ch.iter().map(|&x| x as i128).collect())).collect();
             parts.sort_unstable();
             let (lo, hi) = (parts.first().copied().unwrap_or(0), parts.last().copied().unwrap_or(0));
-            let reference = shared.iter().position(|&(r, ro)| {
-                ro == o && r.acl.is_none() && r.repeat == c.repeat && r.frames.len() == c.frames.len()
+            let reference = shared.iter().position(|&(r, ro)| match c.vs {
+                Some(name) => ro == o && r.name == name,
+                None => ro == o && r.acl.is_none() && r.repeat == c.repeat && r.frames.len() == c.frames.len(),
             });
             let over = match reference {
                 Some(r) if r != i => {
@@ -270,7 +290,19 @@ fn bench(
                 }
                 _ => String::new(),
             };
-            println!("{:<34} {med:>5} ns  {}  (slices {lo}-{hi}){over}", label(c, o), v(verdicts[i]));
+            let records = if c.trace {
+                let lost = lanes[i]
+                    .0
+                    .counters()
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .find(|k| k.desc.error == "trace-lost")
+                    .map_or(0, |k| k.value);
+                format!("  ({} records, {lost} lost)", traced[i])
+            } else {
+                String::new()
+            };
+            println!("{:<34} {med:>5} ns  {}  (slices {lo}-{hi}){over}{records}", label(c, o), v(verdicts[i]));
         }
     }
     for c in cases.iter().filter(|c| c.gre || c.name.starts_with("900k")) {
