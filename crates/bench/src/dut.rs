@@ -486,11 +486,11 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 /// tern's TOML configuration for a scenario. All of tern's threads on the
 /// DUT's CPU (`control_cpus`): tern's default puts its control threads on
 /// the CPUs its workers leave, and on this rig that is the generator's and
-/// the sink's CPU, where they took turns with the generator (the same
-/// SCHED_FIFO priority) and made its traffic burstier (2026-11-24: tern
-/// lost about 6,600 frames at 1.0 Mpps in two of three runs that way,
-/// against 0-31 with them on the DUT's CPU). What the DUT spends is the
-/// DUT's, and stays off the tester's CPU.
+/// the sink's CPU, where they run at the generator's SCHED_FIFO priority
+/// (2026-11-24: tern lost a median of about 4,800 frames at 1.0 Mpps in 8
+/// runs that way, against 14 with them on the DUT's CPU; docs/perf/
+/// 2026-11-24/control-cpus). What the DUT spends is the DUT's, and stays
+/// off the tester's CPU.
 pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str, spin: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
