@@ -171,6 +171,9 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
     if od.cpus != nd.cpus {
         return Err(refuse(dp("cpus"), restart("worker CPUs", &od.cpus, &nd.cpus)));
     }
+    if od.control_cpus != nd.control_cpus {
+        return Err(refuse(dp("control_cpus"), restart("control CPUs", &od.control_cpus, &nd.control_cpus)));
+    }
     if od.pool_frames != nd.pool_frames {
         return Err(refuse(dp("pool_frames"), restart("the pool size", &od.pool_frames, &nd.pool_frames)));
     }
@@ -529,6 +532,7 @@ via = "10.0.2.2"
     fn restart_only_differences_are_refused_with_their_key() {
         for (edit, want) in [
             (BASE.to_string() + "\n[dataplane]\nworkers = 2\n", "dataplane.workers"),
+            (BASE.to_string() + "\n[dataplane]\ncontrol_cpus = [0]\n", "dataplane.control_cpus"),
             (BASE.replace("02:00:00:00:02:01", "02:00:00:00:02:02"), "interface[1].mac"),
             (BASE.replace("name = \"wan\"", "name = \"wan2\""), "interface[1].name"),
             (BASE.to_string() + "\n[metrics]\nlisten = \"127.0.0.1:1\"\n", "metrics.listen"),

@@ -274,30 +274,38 @@ pub fn control_cpus(d: &Dataplane, allowed: &[usize]) -> Vec<usize> {
 }
 
 /// Moves the calling thread to [`control_cpus`] (nothing to do when no
-/// worker is pinned and none are named). A failure is logged: tern still
-/// runs, only with its control threads where the kernel put them.
-fn pin_control_thread(d: &Dataplane) {
+/// worker is pinned and none are named); returns the CPU set it had when
+/// it moved. A failure is logged: tern still runs, only with its control
+/// threads where the kernel put them.
+fn pin_control_thread(d: &Dataplane) -> Option<rustix::thread::CpuSet> {
     if d.cpus.is_empty() && d.control_cpus.is_empty() {
-        return;
+        return None;
     }
-    let allowed = match rustix::thread::sched_getaffinity(None) {
-        Ok(set) => (0..MAX_CPU).filter(|&c| set.is_set(c)).collect::<Vec<_>>(),
+    let old = match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => set,
         Err(e) => {
             log::warn!("control threads: cannot read the CPU affinity: {e}");
-            return;
+            return None;
         }
     };
+    let allowed: Vec<usize> = (0..MAX_CPU).filter(|&c| old.is_set(c)).collect();
     let want = control_cpus(d, &allowed);
     if want == allowed {
-        return;
+        return None;
     }
     let mut set = rustix::thread::CpuSet::new();
     for &c in &want {
         set.set(c);
     }
     match rustix::thread::sched_setaffinity(None, &set) {
-        Ok(()) => log::info!("control threads on cpu(s) {want:?}, workers on {:?}", d.cpus),
-        Err(e) => log::warn!("control threads: cannot move to cpu(s) {want:?}: {e}"),
+        Ok(()) => {
+            log::info!("control threads on cpu(s) {want:?}, workers on {:?}", d.cpus);
+            Some(old)
+        }
+        Err(e) => {
+            log::warn!("control threads: cannot move to cpu(s) {want:?}: {e}");
+            None
+        }
     }
 }
 
@@ -310,7 +318,18 @@ impl Router {
     /// starts (API, metrics) inherit them: no control work on a worker's
     /// CPU, where it would delay the worker or the NAPI running there.
     pub fn start(plan: Plan) -> Result<Router, StartError> {
-        pin_control_thread(&plan.config.dataplane);
+        let before = pin_control_thread(&plan.config.dataplane);
+        let r = Self::start_pinned(plan);
+        if r.is_err()
+            && let Some(set) = before
+        {
+            // Nothing else of the failed start is left either.
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+        }
+        r
+    }
+
+    fn start_pinned(plan: Plan) -> Result<Router, StartError> {
         let started_ns = tern_engine::clock::now_ns();
         let domain = tern_rcu::Domain::new();
         let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
@@ -767,7 +786,7 @@ mod cpu_tests {
             let all = rustix::thread::sched_getaffinity(None).expect("affinity");
             let allowed: Vec<usize> = (0..MAX_CPU).filter(|&c| all.is_set(c)).collect();
             let Some(&last) = allowed.last() else { return (allowed, Vec::new()) };
-            pin_control_thread(&dp(&[last], &[]));
+            let _ = pin_control_thread(&dp(&[last], &[]));
             let now = rustix::thread::sched_getaffinity(None).expect("affinity");
             (allowed, (0..MAX_CPU).filter(|&c| now.is_set(c)).collect::<Vec<_>>())
         })
