@@ -9,7 +9,6 @@ use crate::metrics::{ControlFacts, MetricsServer, MetricsSource};
 use crate::router::Router;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 use tern_rcu::Published;
 
 /// How the daemon runs beside the router.
@@ -106,13 +105,18 @@ impl Daemon {
 
     /// Runs the control loop until `stop`; `hup` asks for a reload.
     pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, hup: &AtomicBool) {
+        let mut pause = crate::router::IdlePause::default();
         while !stop.load(Ordering::Relaxed) {
             if hup.swap(false, Ordering::Relaxed) {
                 self.reload(router);
             }
             let busy = router.poll() | self.poll(router);
-            // Idle: pause 2 ms, but wake for an API request.
-            if !busy && self.api.wait(router, &mut self.state, Duration::from_millis(2)) {
+            // Idle: pause (2 ms, 20 ms once quiet), but wake for an API
+            // request.
+            if busy {
+                pause.next(true);
+            } else if self.api.wait(router, &mut self.state, pause.next(false)) {
+                pause.next(true);
                 self.publish_facts(router);
             }
         }
