@@ -192,6 +192,16 @@ fn fib() -> (FibWriter, tern_fib::FibReader) {
     w.set_neighbor(LAN, "10.0.1.2".parse().expect("a"), Some(HOST_A));
     w.set_neighbor(LAN, "2001:db8:1::2".parse().expect("a"), Some(HOST_A));
     w.set_neighbor(VLAN100, "10.0.100.5".parse().expect("a"), Some(HOST_V));
+    w.set_neighbor(VLAN100, "2001:db8:100::5".parse().expect("a"), Some(HOST_V));
+    // IPv6 ECMP over wan and lan.100: the member hash reads the flow label.
+    route(
+        &mut w,
+        "2001:db8:e0::/48",
+        RouteTarget::Ecmp(vec![
+            ("2001:db8:2::2".parse().expect("a"), None),
+            ("2001:db8:100::5".parse().expect("a"), None),
+        ]),
+    );
     (w, r)
 }
 
@@ -502,7 +512,15 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         "10.0.1.255",
         "224.0.0.1",
     ];
-    let dsts6 = ["2001:db8:ff::1", "2001:db8:ee::3", "2001:db8:1::2", "2001:db8:2::1", "fe80::1", "2001:db8:bad::2"];
+    let dsts6 = [
+        "2001:db8:ff::1",
+        "2001:db8:ee::3",
+        "2001:db8:1::2",
+        "2001:db8:2::1",
+        "fe80::1",
+        "2001:db8:bad::2",
+        "2001:db8:e0::9",
+    ];
     let port = r.pick(&[LAN, WAN, DMZ]);
     let mac = [R_LAN, R_WAN, R_DMZ][usize::from(port)];
     let ttl = r.pick(&[64u8, 1, 2, 255, 0]);
@@ -526,7 +544,20 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
             ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(None, 0x0800, &inner))
         }
         4 | 5 => {
-            udp6(r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5"]), r.pick(&dsts6), ttl, 1, r.below(65536) as u16)
+            let mut p = udp6(
+                r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5"]),
+                r.pick(&dsts6),
+                ttl,
+                1,
+                r.pick(&[53, 80, 9]),
+            );
+            // Few ports and flow labels, so flows repeat with other labels
+            // (2001:db8:e0::/48 is an ECMP route: its hash reads the label).
+            let label = r.pick(&[0u32, 1, 0x8_0001, 0xf_ffff]);
+            p[1] = (p[1] & 0xf0) | (label >> 16) as u8;
+            p[2] = (label >> 8) as u8;
+            p[3] = label as u8;
+            p
         }
         6 => {
             let inner = udp6("2001:db8:77::1", r.pick(&dsts6), ttl, 3, 4);
