@@ -284,6 +284,12 @@ impl IdlePause {
         self.quiet = self.quiet.saturating_add(1);
         if self.quiet > Self::QUIET_POLLS { Self::LONG } else { Self::SHORT }
     }
+
+    /// Something happened outside a poll (an API request): short pauses
+    /// again.
+    pub fn reset(&mut self) {
+        self.quiet = 0;
+    }
 }
 
 /// The CPUs for tern's threads other than the workers: `control_cpus` when
@@ -607,10 +613,9 @@ impl Router {
         let mut pause = IdlePause::default();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let busy = self.poll();
+            let wait = pause.next(busy);
             if !busy {
-                std::thread::sleep(pause.next(false));
-            } else {
-                pause.next(true);
+                std::thread::sleep(wait);
             }
         }
     }

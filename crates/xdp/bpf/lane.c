@@ -1603,9 +1603,10 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	// An ECMP group's member is memoised where the key determines the
 	// hash: addresses, protocol and ports are in the key, except a TCP
 	// header too short for its flags (the key holds no ports, the hash
-	// reads them).
-	int memo_ok = e <= 0 || proto != 6 || k->w[K_P0] != CK_NO_L4;
+	// reads them): such a packet fills nothing (as in ip6).
 	if (e > 0) {
+		if (proto == 6 && k->w[K_P0] == CK_NO_L4)
+			s->f_fill = 0;
 		__u32 ports = 0;
 		if ((proto == 6 || proto == 17 || proto == 132) && (frag & 0x1fff) == 0 && tot >= 24 &&
 		    (void *)(ip + 24) <= end)
@@ -1618,7 +1619,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	case NH_KIND_UNICAST:
 	case NH_KIND_GLEAN:
 		e = rewrite(ctx, s);
-		if (s->f_fill && wire && memo_ok)
+		if (s->f_fill && wire)
 			fwd_memo_fill(s, hits_in);
 		return e;
 	case NH_KIND_LOCAL:

@@ -113,10 +113,9 @@ impl Daemon {
             let busy = router.poll() | self.poll(router);
             // Idle: pause (2 ms, 20 ms once quiet), but wake for an API
             // request.
-            if busy {
-                pause.next(true);
-            } else if self.api.wait(router, &mut self.state, pause.next(false)) {
-                pause.next(true);
+            let wait = pause.next(busy);
+            if !busy && self.api.wait(router, &mut self.state, wait) {
+                pause.reset();
                 self.publish_facts(router);
             }
         }
