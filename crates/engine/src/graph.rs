@@ -234,6 +234,11 @@ impl Graph {
         self.inputs.iter().map(Vec::len).sum()
     }
 
+    /// Whether a polling node has timers running ([`Node::timers_pending`]).
+    pub fn timers_pending(&self) -> bool {
+        self.pollers.iter().any(|&id| self.nodes[id as usize].as_ref().is_some_and(|n| n.timers_pending()))
+    }
+
     /// Lets polling nodes emit packets (timers, queues, injected frames).
     pub fn poll(&mut self, env: &mut Env<'_>) {
         for k in 0..self.pollers.len() {

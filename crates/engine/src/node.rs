@@ -68,6 +68,13 @@ pub trait Node: Send {
     /// Called once per worker loop before the graph runs: a node may emit
     /// packets it holds or creates (timers, queues, injected frames).
     fn poll(&mut self, _cx: &mut Cx<'_>, _emit: &mut Emit) {}
+
+    /// Whether [`Node::poll`] has work that time alone brings due (retries,
+    /// expiries): an idle worker then keeps its short sleep instead of the
+    /// long one, so the timer fires on time.
+    fn timers_pending(&self) -> bool {
+        false
+    }
 }
 
 /// Packets a node emits from `poll`, each with its next index.

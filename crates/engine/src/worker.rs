@@ -18,13 +18,21 @@ pub enum IdlePolicy {
     /// Keep polling the ports (busy polling; lowest latency, a full core).
     Spin,
     /// After `spins` empty loops, sleep in poll(2) on the ports' descriptors
-    /// for at most `timeout_ms`.
-    Sleep { spins: u32, timeout_ms: u32 },
+    /// for at most `timeout_ms`; after [`QUIET_SLEEPS`] sleeps in a row
+    /// without a packet, for at most `long_timeout_ms` while every port is
+    /// [settled](tern_packet::Port::settled) and has a descriptor and no
+    /// node has a timer running ([`crate::Node::timers_pending`]). Packets
+    /// and the control thread's wake-ups end either at once.
+    Sleep { spins: u32, timeout_ms: u32, long_timeout_ms: u32 },
 }
+
+/// Sleeps without a packet before an idle worker takes the long timeout:
+/// a worker with traffic now and then keeps the short one.
+pub const QUIET_SLEEPS: u32 = 10;
 
 impl Default for IdlePolicy {
     fn default() -> Self {
-        IdlePolicy::Sleep { spins: 256, timeout_ms: 10 }
+        IdlePolicy::Sleep { spins: 256, timeout_ms: 10, long_timeout_ms: 1000 }
     }
 }
 
@@ -374,6 +382,8 @@ pub struct Worker {
     shared: Arc<WorkerShared>,
     rcu: Option<tern_rcu::Reader>,
     idle_loops: u32,
+    /// Sleeps since the last loop that received a packet.
+    quiet_sleeps: u32,
     started_ns: u64,
     /// When the ports were last polled, or the worker woke from poll(2)
     /// (0: not yet).
@@ -462,6 +472,7 @@ impl Worker {
             shared,
             rcu,
             idle_loops: 0,
+            quiet_sleeps: 0,
             started_ns: clock::now_ns(),
             last_poll_ns: 0,
             drv_stats_due_ns: 0,
@@ -598,6 +609,7 @@ impl Worker {
             total += n;
         }
         if total > 0 {
+            self.quiet_sleeps = 0;
             stats.looping.busy_loops.add(1);
             stats.looping.batch_hist[batch_bucket(total)].add(1);
         }
@@ -751,8 +763,20 @@ impl Worker {
         }
     }
 
+    /// How long the next sleep may last: the long timeout once the worker
+    /// has been quiet and nothing but a packet or a wake-up needs it.
+    fn sleep_timeout_ms(&self) -> u32 {
+        let IdlePolicy::Sleep { timeout_ms, long_timeout_ms, .. } = self.cfg.idle else {
+            return 0;
+        };
+        let long = self.quiet_sleeps >= QUIET_SLEEPS
+            && !self.graph.timers_pending()
+            && self.ports.iter().all(|b| b.port.wait_fd().is_some() && b.port.settled());
+        if long { long_timeout_ms.max(timeout_ms) } else { timeout_ms }
+    }
+
     fn idle(&mut self) {
-        let IdlePolicy::Sleep { spins, timeout_ms } = self.cfg.idle else {
+        let IdlePolicy::Sleep { spins, .. } = self.cfg.idle else {
             std::hint::spin_loop();
             return;
         };
@@ -770,6 +794,7 @@ impl Worker {
             std::hint::spin_loop();
             return;
         }
+        let timeout_ms = self.sleep_timeout_ms();
         let t0 = clock::now_ns();
         // What the drivers counted is current while the worker sleeps.
         self.refresh_driver_stats(t0);
@@ -788,6 +813,7 @@ impl Worker {
                 Timespec { tv_sec: i64::from(timeout_ms / 1000), tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000 };
             let _ = rustix::event::poll(&mut fds, Some(&ts));
         }
+        self.quiet_sleeps = self.quiet_sleeps.saturating_add(1);
         self.shared.waker.clear();
         if let Some(r) = &self.rcu {
             r.online();
@@ -1097,7 +1123,12 @@ mod tests {
         let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let port = CountingPort { calls: calls.clone() };
         let mut w = Worker::new(
-            WorkerConfig { id: 0, cpu: None, idle: IdlePolicy::Sleep { spins: 1, timeout_ms: 1 }, input_node: input },
+            WorkerConfig {
+                id: 0,
+                cpu: None,
+                idle: IdlePolicy::Sleep { spins: 1, timeout_ms: 1, long_timeout_ms: 1 },
+                input_node: input,
+            },
             g,
             pool,
             vec![PortBinding::new(Box::new(port), 0)],
@@ -1125,5 +1156,123 @@ mod tests {
         w.idle();
         assert_eq!(calls.load(Ordering::Relaxed), shown + 1);
         assert_eq!(w.shared().stats.ports[0].drv_rx_dropped.get(), calls.load(Ordering::Relaxed));
+    }
+
+    /// A port with a real descriptor whose readiness and settledness the
+    /// test sets, and which receives one frame when told to.
+    struct WaitPort {
+        fd: OwnedFd,
+        settled: Arc<AtomicBool>,
+        frames: Arc<AtomicU32>,
+    }
+    impl Port for WaitPort {
+        fn name(&self) -> &str {
+            "w0"
+        }
+        fn rx_burst(&mut self, pool: &mut PacketPool, out: &mut Vec<PktIdx>, _max: usize) -> usize {
+            if self.frames.load(Ordering::Relaxed) == 0 {
+                return 0;
+            }
+            self.frames.fetch_sub(1, Ordering::Relaxed);
+            let Some(p) = pool.alloc_from(&[0u8; 60]) else { return 0 };
+            out.push(p);
+            1
+        }
+        fn tx_burst(&mut self, pool: &mut PacketPool, pkts: &[PktIdx]) -> TxOutcome {
+            pool.free_all(pkts);
+            TxOutcome { sent: pkts.len(), dropped: 0 }
+        }
+        fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+            use std::os::fd::AsFd;
+            Some(self.fd.as_fd())
+        }
+        fn settled(&self) -> bool {
+            self.settled.load(Ordering::Relaxed)
+        }
+        fn stats(&self) -> PortStats {
+            PortStats::default()
+        }
+    }
+
+    /// A polling node whose timers the test switches on and off.
+    struct Timers(Arc<AtomicBool>);
+    impl Node for Timers {
+        fn name(&self) -> &'static str {
+            "timers"
+        }
+        fn nexts(&self) -> &'static [&'static str] {
+            &["drop"]
+        }
+        fn process(&mut self, _cx: &mut Cx<'_>, _pkts: &[PktIdx], _next: &mut [u16]) {}
+        fn wants_poll(&self) -> bool {
+            true
+        }
+        fn timers_pending(&self) -> bool {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn a_quiet_worker_sleeps_long_only_while_every_port_is_settled() {
+        let timers = Arc::new(AtomicBool::new(false));
+        let mut b = GraphBuilder::new();
+        b.add(Echo);
+        b.add(Timers(timers.clone()));
+        let g = b.build().expect("graph");
+        let input = g.node_id("echo").expect("echo");
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        // An eventfd nobody writes: poll(2) on it times out.
+        let fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK).expect("eventfd");
+        let settled = Arc::new(AtomicBool::new(true));
+        let frames = Arc::new(AtomicU32::new(0));
+        let port = WaitPort { fd, settled: settled.clone(), frames: frames.clone() };
+        let policy = IdlePolicy::Sleep { spins: 1, timeout_ms: 1, long_timeout_ms: 700 };
+        let mut w = Worker::new(
+            WorkerConfig { id: 0, cpu: None, idle: policy, input_node: input },
+            g,
+            pool,
+            vec![PortBinding::new(Box::new(port), 0)],
+            TraceShared::new(),
+            None,
+        )
+        .expect("worker");
+        assert_eq!(w.sleep_timeout_ms(), 1, "a worker that just started keeps the short timeout");
+        for i in 0..QUIET_SLEEPS {
+            assert_eq!(w.sleep_timeout_ms(), 1, "after {i} quiet sleeps");
+            w.idle();
+        }
+        assert_eq!(w.sleep_timeout_ms(), 700, "quiet long enough: the long timeout");
+        settled.store(false, Ordering::Relaxed);
+        assert_eq!(w.sleep_timeout_ms(), 1, "a port with work for `service` keeps it short");
+        settled.store(true, Ordering::Relaxed);
+        assert_eq!(w.sleep_timeout_ms(), 700);
+        timers.store(true, Ordering::Relaxed);
+        assert_eq!(w.sleep_timeout_ms(), 1, "a node's timer (a neighbour retry) keeps it short");
+        timers.store(false, Ordering::Relaxed);
+        assert_eq!(w.sleep_timeout_ms(), 700);
+        // A packet makes the worker busy again: the next sleeps are short.
+        frames.store(1, Ordering::Relaxed);
+        assert_eq!(w.run_once(), 1);
+        assert_eq!(w.sleep_timeout_ms(), 1, "a packet resets the quiet count");
+        // A port without a descriptor: the worker never sleeps long.
+        let mut b = GraphBuilder::new();
+        b.add(Echo);
+        let g = b.build().expect("graph");
+        let input = g.node_id("echo").expect("echo");
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut w = Worker::new(
+            WorkerConfig { id: 0, cpu: None, idle: policy, input_node: input },
+            g,
+            pool,
+            vec![PortBinding::new(Box::new(CountingPort { calls }), 0)],
+            TraceShared::new(),
+            None,
+        )
+        .expect("worker");
+        for _ in 0..QUIET_SLEEPS {
+            w.idle();
+        }
+        assert_eq!(w.sleep_timeout_ms(), 1, "no descriptor to wake on: short sleeps only");
     }
 }

@@ -97,6 +97,10 @@ impl<P: Port, W: Write + Send> Port for CapturePort<P, W> {
         self.inner.wait_fd()
     }
 
+    fn settled(&self) -> bool {
+        self.inner.settled()
+    }
+
     fn stats(&self) -> PortStats {
         self.inner.stats()
     }

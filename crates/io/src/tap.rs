@@ -134,6 +134,11 @@ impl Port for TapPort {
         Some(self.file.as_fd())
     }
 
+    /// Writes are synchronous and reads wait on the descriptor.
+    fn settled(&self) -> bool {
+        true
+    }
+
     fn stats(&self) -> PortStats {
         self.stats
     }

@@ -193,6 +193,11 @@ impl Node for Glean {
         }
     }
 
+    /// Packets waiting for an answer are retried and timed out by `poll`.
+    fn timers_pending(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     fn poll(&mut self, cx: &mut Cx<'_>, emit: &mut Emit) {
         let g = self.neigh_gen.load(Ordering::Acquire);
         if g != self.seen_gen {

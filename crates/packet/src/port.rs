@@ -63,6 +63,15 @@ pub trait Port: Send {
         None
     }
 
+    /// Nothing is left that only [`Self::service`] would finish: no
+    /// transmission waits for a retried kick or a completion, the receive
+    /// ring is stocked. Only then may an idle worker sleep for long on
+    /// [`Self::wait_fd`] (a port that is not settled gets the worker's
+    /// short timeout). The default is the careful answer.
+    fn settled(&self) -> bool {
+        false
+    }
+
     /// Cumulative driver counters.
     fn stats(&self) -> PortStats;
 }

@@ -113,6 +113,8 @@ pub struct XskPort {
     lent_count: usize,
     /// Packets published on tx and not yet completed.
     tx_inflight: u32,
+    /// The last refill found the pool dry and left the fill ring short.
+    fill_dry: bool,
     stats: PortStats,
     /// Refills that found the pool empty.
     fill_starved: u64,
@@ -233,6 +235,7 @@ impl XskPort {
             lent: vec![0; frames.div_ceil(64)],
             lent_count: 0,
             tx_inflight: 0,
+            fill_dry: false,
             stats: PortStats::default(),
             fill_starved: 0,
         };
@@ -279,6 +282,7 @@ impl XskPort {
     fn refill(&mut self, pool: &mut PacketPool) {
         let free = self.fill.prod_free(self.fill.size());
         if free < FILL_BATCH.min(self.fill.size()) {
+            self.fill_dry = false;
             return;
         }
         let mut n = 0;
@@ -291,6 +295,7 @@ impl XskPort {
             self.lend(idx);
             n += 1;
         }
+        self.fill_dry = n < free;
         if n > 0 {
             self.fill.prod_submit(n);
         }
@@ -562,6 +567,13 @@ impl Port for XskPort {
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         if self.busy.spinning() { None } else { Some(self.fd.as_fd()) }
+    }
+
+    /// Settled when no transmission waits for a kick or a completion (the
+    /// completion ring does not make the socket readable) and the fill ring
+    /// is stocked (a pool that ran dry is retried by `service`).
+    fn settled(&self) -> bool {
+        self.tx_inflight == 0 && self.tx.prod_outstanding() == 0 && !self.fill_dry
     }
 
     fn stats(&self) -> PortStats {

@@ -487,6 +487,11 @@ impl Port for AfPacketPort {
         Some(self.fd.as_fd())
     }
 
+    /// Settled unless a failed transmit kick waits for a retry.
+    fn settled(&self) -> bool {
+        !self.tx.kick_pending()
+    }
+
     fn stats(&self) -> PortStats {
         self.read_kernel_drops();
         PortStats { rx_dropped: self.stats.rx_dropped + self.kernel_drops.get(), ..self.stats }

@@ -44,6 +44,11 @@ impl TxPath {
         TxPath::Ring { base, frame_size, frames, cur: 0, data_off, len_off, status_off, kick_pending: false }
     }
 
+    /// A failed kick waits for [`Self::service`] to retry it.
+    pub(super) fn kick_pending(&self) -> bool {
+        matches!(self, TxPath::Ring { kick_pending: true, .. })
+    }
+
     /// Retries a failed kick so frames do not wait for the next burst.
     pub(super) fn service(&mut self, fd: BorrowedFd<'_>, stats: &mut PortStats, detail: &mut AfPacketStats) {
         if let TxPath::Ring { kick_pending, .. } = self
