@@ -13,10 +13,14 @@ use crate::netns::{Netns, is_root, remove_stale, veth};
 use clap::Args;
 use serde::Serialize;
 use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tern_control::api::client::Client;
+use tern_control::api::daemon::{Daemon, DaemonOptions};
+use tern_control::api::{Command, Reply};
 use tern_control::router::Router;
 use tern_engine::worker::WorkerShared;
 
@@ -100,7 +104,9 @@ struct Report {
     counters: Vec<(String, u64)>,
 }
 
-pub fn run(a: LabArgs) -> Result<ExitCode, String> {
+/// Runs the lab; tern's API listens on `socket` (the global `--socket`)
+/// while it runs, so `tern stats`, `tern trace` and the shell reach it.
+pub fn run(a: LabArgs, socket: &Path) -> Result<ExitCode, String> {
     if !is_root() {
         return Err("tern lab creates network namespaces and needs root (try sudo)".into());
     }
@@ -118,6 +124,7 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("signal handler: {e}"))?;
     }
+    let config_path = a.config.as_ref().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
     let config_text = match &a.config {
         Some(p) => std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?,
         None => DEFAULT_CONFIG.to_string(),
@@ -137,6 +144,7 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
     // tern runs in this process, on threads inside the router namespace.
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let r_name = r.name.clone();
+    let socket = socket.to_path_buf();
     let stop_router = Arc::new(AtomicBool::new(false));
     let stop_r = Arc::clone(&stop_router);
     let router_thread = std::thread::Builder::new()
@@ -148,8 +156,21 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
             }
             match Router::start(plan) {
                 Ok(mut router) => {
-                    let _ = tx.send(Msg::Started(router.workers()));
-                    router.run(&stop_r);
+                    let socket = socket.clone();
+                    match start_daemon(&router, config_path, socket) {
+                        Ok(mut daemon) => {
+                            let api = Ok((daemon.socket().to_path_buf(), daemon.metrics_addr()));
+                            let _ = tx.send(Msg::Started(router.workers(), api));
+                            // SIGHUP is the shell's here: `tern config reload` reloads.
+                            let no_hup = AtomicBool::new(false);
+                            daemon.run(&mut router, &stop_r, &no_hup);
+                            drop(daemon);
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Msg::Started(router.workers(), Err(e)));
+                            router.run(&stop_r);
+                        }
+                    }
                     let report = collect(&router);
                     router.shutdown();
                     let _ = tx.send(Msg::Report(report));
@@ -160,11 +181,16 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
             }
         })
         .map_err(|e| e.to_string())?;
-    let workers = match rx.recv() {
-        Ok(Msg::Started(w)) => w,
+    let (workers, api) = match rx.recv() {
+        Ok(Msg::Started(w, api)) => (w, api),
         Ok(Msg::Failed(e)) => return Err(e),
         _ => return Err("the router thread stopped".into()),
     };
+    if let Err(e) = &api
+        && !a.json
+    {
+        eprintln!("lab: tern runs without its API ({e}); `tern` commands cannot reach this lab");
+    }
 
     let mut checks = Vec::new();
     let mut step = |name: &str, r: Result<String, String>| {
@@ -175,7 +201,11 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
         }
         checks.push(Check { name: name.into(), ok, detail });
     };
-    let checks_list: Vec<(&str, CheckFn<'_>)> = vec![
+    let mut checks_list: Vec<(&str, CheckFn<'_>)> = Vec::new();
+    if let Ok((path, _)) = &api {
+        checks_list.push(("API answers `tern status`", Box::new(move || api_status(path))));
+    }
+    checks_list.extend::<Vec<(&str, CheckFn<'_>)>>(vec![
         ("ping host1 -> host2 (IPv4)", Box::new(|| ping(&h1, &["-c", "3", "-i", "0.2", "-W", "2", "10.0.2.2"]))),
         ("ping host2 -> host1 (IPv4)", Box::new(|| ping(&h2, &["-c", "3", "-i", "0.2", "-W", "2", "10.0.1.2"]))),
         (
@@ -219,7 +249,9 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
             "unrouted destination -> unreachable from tern",
             Box::new(|| expect_icmp(&h1, &["-c", "1", "-W", "2", "203.0.113.9"], "From 10.0.1.1", "Unreachable")),
         ),
-    ];
+    ]);
+    // Every check of the list and the UDP stream.
+    let expected = checks_list.len() + 1;
     for (name, f) in &checks_list {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -235,8 +267,18 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
     drop(checks_list);
 
     if a.keep && !stop.load(Ordering::Relaxed) {
+        let mut try_more = match &api {
+            Ok((p, _)) if p == Path::new(DEFAULT_SOCKET) => {
+                ", `tern stats`, `tern trace start 5` then `tern trace show`, or `tern` (the shell)".to_string()
+            }
+            Ok((p, _)) => format!(", `tern --socket {0} stats` or `tern --socket {0} trace start 5`", p.display()),
+            Err(_) => String::new(),
+        };
+        if let Ok((_, Some(m))) = &api {
+            try_more += &format!(", `ip netns exec {} curl -s {m}/metrics`", r.name);
+        }
         eprintln!(
-            "lab: tern keeps running; try `ip netns exec {} ping 10.0.2.2`. Ctrl-C stops tern and leaves the namespaces; `tern lab --cleanup` removes them.",
+            "lab: tern keeps running; try `ip netns exec {} ping 10.0.2.2`{try_more}. Ctrl-C stops tern and leaves the namespaces; `tern lab --cleanup` removes them.",
             h1.name
         );
         while !stop.load(Ordering::Relaxed) {
@@ -254,7 +296,7 @@ pub fn run(a: LabArgs) -> Result<ExitCode, String> {
     let _ = router_thread.join();
     report.namespaces = vec![h1.name.clone(), r.name.clone(), h2.name.clone()];
     let interrupted = stop.load(Ordering::Relaxed) && !a.keep;
-    report.ok = !interrupted && !checks.is_empty() && checks.iter().all(|c| c.ok) && checks.len() == 9;
+    report.ok = !interrupted && !checks.is_empty() && checks.iter().all(|c| c.ok) && checks.len() == expected;
     report.checks = checks;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
@@ -269,6 +311,8 @@ fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
         h.sysctl("net.ipv6.conf.all.accept_dad", "0")?;
         h.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
     }
+    // The metrics endpoint listens on the router namespace's loopback.
+    r.ip(&["link", "set", "lo", "up"])?;
     r.sysctl("net.ipv4.ip_forward", "0")?;
     r.sysctl("net.ipv6.conf.all.forwarding", "0")?;
     veth(h1, "eth0", r, "lan0")?;
@@ -295,6 +339,42 @@ fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
         h.ip(&["-6", "route", "add", "default", "via", &format!("2001:db8:{n}::1")])?;
     }
     Ok(())
+}
+
+/// The socket `tern` commands use when given none.
+const DEFAULT_SOCKET: &str = "/run/tern/tern.sock";
+
+/// The daemon beside the lab's router: the API on `socket` and the
+/// configuration's metrics endpoint (inside the router's namespace). A
+/// metrics endpoint that cannot open does not cost the lab its API.
+fn start_daemon(router: &Router, config_path: Option<PathBuf>, socket: PathBuf) -> Result<Daemon, String> {
+    let opts = DaemonOptions { config_path, socket: Some(socket), metrics: None };
+    match Daemon::start(router, opts.clone()) {
+        Ok(d) => Ok(d),
+        Err(e) if e.starts_with("API socket") => Err(e),
+        Err(e) => {
+            log::warn!("lab: metrics endpoint: {e}; running without it");
+            Daemon::start(router, DaemonOptions { metrics: Some(String::new()), ..opts })
+        }
+    }
+}
+
+/// `tern status` over the lab's API socket: the daemon answers and sees
+/// the lab's two interfaces.
+fn api_status(socket: &Path) -> Result<String, String> {
+    let mut c = Client::connect(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
+    match c.call(&Command::Status {}).map_err(|e| e.to_string())? {
+        Reply::Status(s) if s.interfaces == 2 => Ok(format!(
+            "{}: tern {}, {} interfaces, {} worker(s), {} routes",
+            socket.display(),
+            s.version,
+            s.interfaces,
+            s.workers,
+            s.fib.v4_routes + s.fib.v6_routes
+        )),
+        Reply::Status(s) => Err(format!("status shows {} interfaces, not 2", s.interfaces)),
+        other => Err(format!("unexpected reply {other:?}")),
+    }
 }
 
 fn ping(ns: &Netns, args: &[&str]) -> Result<String, String> {
@@ -499,7 +579,8 @@ fn udp_stream(
 }
 
 enum Msg {
-    Started(Vec<Arc<WorkerShared>>),
+    /// The workers, and the API socket (or why there is none).
+    Started(Vec<Arc<WorkerShared>>, Result<(PathBuf, Option<std::net::SocketAddr>), String>),
     Failed(String),
     Report(Report),
 }

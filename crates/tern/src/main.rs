@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     }
     let r = match cli.cmd {
         Some(Cmd::Run(a)) => run(a),
-        Some(Cmd::Lab(a)) => lab::run(a),
+        Some(Cmd::Lab(a)) => lab::run(a, &cli.socket),
         Some(Cmd::Bench(b)) => bench_cmd::run(b),
         Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),
         Some(Cmd::Op(op)) => ops::execute(&mut ctx, &op, cli.json).map(|out| {
