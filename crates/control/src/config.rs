@@ -10,7 +10,7 @@
 //! The reference with a complete example is docs/CONFIG.md.
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -504,7 +504,16 @@ pub fn load(path: &Path) -> Result<Plan, ConfigError> {
 pub fn parse(text: &str, file: &str, base: &Path) -> Result<Plan, ConfigError> {
     let config: Config = toml::from_str(text).map_err(|e| {
         let (line, column) = e.span().map(|s| line_col(text, s.start)).unzip();
-        ConfigError { file: file.to_string(), line, column, key: None, message: e.message().to_string() }
+        // Some syntax errors come without a message (e.g. a control
+        // character in a comment, or a value missing at the end of the file).
+        let message = match e.message().trim() {
+            "" => match e.span().and_then(|s| text.get(s.start..)).and_then(|t| t.chars().next()) {
+                Some(c) => format!("invalid TOML: unexpected {c:?}"),
+                None => "invalid TOML: unexpected end of file".to_string(),
+            },
+            m => m.to_string(),
+        };
+        ConfigError { file: file.to_string(), line, column, key: None, message }
     })?;
     validate(config, base).map_err(|p| {
         let (line, column) = locate(text, &p.path).unzip();
@@ -525,6 +534,10 @@ pub fn parse_if_addr(s: &str) -> Result<IpAddr, String> {
 fn if_addr(s: &str) -> Result<(IpAddr, u8), String> {
     let addr = parse_if_addr(s)?;
     let len_s = s.split_once('/').map(|(_, l)| l).unwrap_or_default();
+    // Digits only, as tern_fib::Prefix reads them (u8's parser takes "+24").
+    if len_s.is_empty() || len_s.len() > 3 || !len_s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("invalid prefix length in {s:?}"));
+    }
     let len: u8 = len_s.parse().map_err(|_| format!("invalid prefix length in {s:?}"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     if len > max {
@@ -543,12 +556,32 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
         return Err(format!("invalid MAC address {s:?}"));
     }
     for (m, p) in mac.iter_mut().zip(&parts) {
+        // One or two hex digits (from_str_radix takes "+2" and "002").
+        if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("invalid MAC address {s:?}"));
+        }
         *m = u8::from_str_radix(p, 16).map_err(|_| format!("invalid MAC address {s:?}"))?;
     }
     if mac[0] & 1 != 0 || mac == [0; 6] {
         return Err(format!("{s} is not a unicast MAC address"));
     }
     Ok(mac)
+}
+
+/// Linux's rule for a device name (`dev_valid_name`): 1-15 bytes, not "."
+/// or "..", without '/', ':' or white space (nor control characters).
+fn linux_dev_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() < 16
+        && s != "."
+        && s != ".."
+        && !s.contains(|c: char| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+}
+
+/// An address a next hop or a neighbour can have: not unspecified,
+/// loopback, multicast or the IPv4 broadcast.
+fn host_address(a: IpAddr) -> bool {
+    !(a.is_unspecified() || a.is_loopback() || a.is_multicast() || a == IpAddr::V4(std::net::Ipv4Addr::BROADCAST))
 }
 
 /// CPU numbers a configuration may name (a CPU set's size).
@@ -578,6 +611,15 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     if config.api.socket.is_empty() {
         return Err(bad(vec![k("api"), k("socket")], "empty socket path"));
     }
+    // Before the sets' own checks, so the error names the second of two.
+    for (i, s) in config.acl.iter().enumerate() {
+        if config.acl[..i].iter().any(|o| o.name == s.name) {
+            return Err(bad(
+                vec![k("acl"), Seg::Index(i), k("name")],
+                format!("another [[acl]] is named {:?}", s.name),
+            ));
+        }
+    }
     if let Err(e) = tern_acl::validate_all(&config.acl) {
         let i = config.acl.iter().position(|s| s.name == e.set).unwrap_or(0);
         let mut path = vec![k("acl"), Seg::Index(i)];
@@ -591,6 +633,9 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         return Err(bad(path, e.message));
     }
     let acl_names: HashSet<&str> = config.acl.iter().map(|s| s.name.as_str()).collect();
+    if let Err((key, message)) = config.linux.validate() {
+        return Err(bad(vec![k("linux"), k(key)], message));
+    }
     let tap = config.linux.exception == crate::linux::Exception::Tap;
     if tap && !config.linux.linux_mode() {
         return Err(bad(
@@ -599,13 +644,18 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         ));
     }
 
+    // Interface indexes are u16, and u16::MAX means "no interface".
+    if config.interfaces.len() + config.tunnels.len() >= usize::from(tern_nodes::state::NO_IF) {
+        let key = if config.tunnels.is_empty() { "interface" } else { "tunnel" };
+        return Err(bad(vec![k(key)], format!("at most {} interfaces and tunnels", tern_nodes::state::NO_IF - 1)));
+    }
     // Interfaces: physical first, then VLANs, keeping file order.
     let mut names = HashSet::new();
     let mut devices = HashSet::new();
     let mut order: Vec<usize> = Vec::new();
     for (i, c) in config.interfaces.iter().enumerate() {
         let p = |key: &str| vec![k("interface"), Seg::Index(i), k(key)];
-        if c.name.is_empty() || c.name.len() > 32 || c.name.contains(char::is_whitespace) {
+        if c.name.is_empty() || c.name.len() > 32 || c.name.contains(|c: char| c.is_whitespace() || c.is_control()) {
             return Err(bad(p("name"), format!("{:?}: names are 1-32 characters without spaces", c.name)));
         }
         if !names.insert(c.name.as_str()) {
@@ -617,6 +667,11 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
                     && !devices.insert(dev.as_str())
                 {
                     return Err(bad(p("device"), format!("device {dev:?} used by two interfaces")));
+                }
+                if let Some(dev) = &c.device
+                    && !linux_dev_name(dev)
+                {
+                    return Err(bad(p("device"), format!("{dev:?} is not a Linux device name")));
                 }
                 if c.device.is_none() && c.driver != Driver::Memory {
                     return Err(bad(p("device"), "a physical interface needs a device (or driver = \"memory\")"));
@@ -737,12 +792,13 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             acl_out: c.acl_out.clone(),
         });
     }
+    let mut endpoints = HashSet::new();
     for (i, t) in config.tunnels.iter().enumerate() {
         let p = |key: &str| vec![k("tunnel"), Seg::Index(i), k(key)];
-        if t.name.is_empty() || t.name.len() > 32 || t.name.contains(char::is_whitespace) {
+        if t.name.is_empty() || t.name.len() > 32 || t.name.contains(|c: char| c.is_whitespace() || c.is_control()) {
             return Err(bad(p("name"), format!("{:?}: names are 1-32 characters without spaces", t.name)));
         }
-        if ifaces.iter().any(|f| f.name == t.name) {
+        if !names.insert(t.name.as_str()) {
             return Err(bad(p("name"), format!("{:?} is already an interface name", t.name)));
         }
         let local = t.local.parse::<IpAddr>().map_err(|_| bad(p("local"), format!("invalid address {:?}", t.local)))?;
@@ -751,17 +807,15 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         if local.is_ipv4() != remote.is_ipv4() {
             return Err(bad(p("remote"), "local and remote must be of one address family"));
         }
-        if remote.is_unspecified() || remote.is_multicast() || remote.is_loopback() {
-            return Err(bad(p("remote"), format!("{remote} cannot be a tunnel endpoint")));
+        for (key, a) in [("local", local), ("remote", remote)] {
+            if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
+                return Err(bad(p(key), format!("{a} cannot be a tunnel endpoint")));
+            }
         }
         if t.ttl == 0 {
             return Err(bad(p("ttl"), "TTL 0 would never leave the router"));
         }
-        if config.tunnels[..i].iter().any(|o| {
-            o.local.parse::<IpAddr>().ok() == Some(local)
-                && o.remote.parse::<IpAddr>().ok() == Some(remote)
-                && o.key == t.key
-        }) {
+        if !endpoints.insert((local, remote, t.key)) {
             return Err(bad(p("remote"), "two tunnels with the same local, remote and key"));
         }
         let mut v4 = Vec::new();
@@ -801,7 +855,9 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             acl_out: t.acl_out.clone(),
         });
     }
-    let index_of = |name: &str| ifaces.iter().position(|i| i.name == name).map(|i| i as u16);
+    // Fewer than NO_IF of them (checked above): every index fits a u16.
+    let by_name: HashMap<&str, u16> = ifaces.iter().enumerate().map(|(i, f)| (f.name.as_str(), i as u16)).collect();
+    let index_of = |name: &str| by_name.get(name).copied();
 
     let mut routes = Vec::new();
     for (i, r) in config.routes.iter().enumerate() {
@@ -815,6 +871,11 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             && v.is_ipv4() != matches!(prefix, Prefix::V4 { .. })
         {
             return Err(bad(p("via"), format!("next hop {v} is not of the prefix's address family")));
+        }
+        if let Some(v) = via
+            && !host_address(v)
+        {
+            return Err(bad(p("via"), format!("{v} cannot be a next hop")));
         }
         let ifindex = match &r.interface {
             Some(n) => Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {n:?}")))?),
@@ -850,6 +911,9 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
                     if a.is_ipv4() != want_v4 {
                         return Err(bad(p(key), format!("{a} is not an IPv{} address", if want_v4 { 4 } else { 6 })));
                     }
+                    if !host_address(a) {
+                        return Err(bad(p(key), format!("{a} cannot be a next hop")));
+                    }
                     Ok(Some(a))
                 }
             }
@@ -870,8 +934,14 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         let p = |key: &str| vec![k("neighbor_entry"), Seg::Index(i), k(key)];
         let ifindex = index_of(&n.interface)
             .ok_or_else(|| bad(p("interface"), format!("no interface named {:?}", n.interface)))?;
+        if matches!(ifaces[usize::from(ifindex)].kind, IfacePlanKind::Gre { .. }) {
+            return Err(bad(p("interface"), format!("{:?} is a GRE tunnel: it has no neighbours", n.interface)));
+        }
         let ip =
             n.address.parse::<IpAddr>().map_err(|_| bad(p("address"), format!("invalid address {:?}", n.address)))?;
+        if !host_address(ip) {
+            return Err(bad(p("address"), format!("{ip} cannot be a neighbour")));
+        }
         let mac = parse_mac(&n.mac).map_err(|e| bad(p("mac"), e))?;
         static_neighbors.push((ifindex, ip, mac));
     }
