@@ -19,28 +19,9 @@ use tern_fib::RouteTarget;
 
 const FILE: &str = "hostile.toml";
 
-/// A copy of `DEFAULT_CONFIG` in crates/tern/src/lab.rs, the lab's built-in
-/// router configuration: it is a Rust constant of the tern crate, which
-/// this crate cannot depend on.
-const LAB: &str = r#"# tern lab: host1 - tern - host2
-[dataplane]
-workers = 1
-
-[[interface]]
-name = "lan0"
-device = "lan0"
-addresses = ["10.0.1.1/24", "2001:db8:1::1/64"]
-
-[[interface]]
-name = "wan0"
-device = "wan0"
-addresses = ["10.0.2.1/24", "2001:db8:2::1/64"]
-
-# Something routed beyond host2, to show static routes.
-[[route]]
-prefix = "198.51.100.0/24"
-via = "10.0.2.2"
-"#;
+/// The lab's built-in router configuration (`DEFAULT_CONFIG` of
+/// crates/tern/src/lab.rs).
+const LAB: &str = include_str!("../../tern/src/lab.toml");
 
 const GOLDEN_FEATURES: &str = include_str!("golden/features/config.toml");
 const GOLDEN_V4: &str = include_str!("golden/ipv4-basic/config.toml");

@@ -46,25 +46,7 @@ pub struct LabArgs {
 }
 
 /// The built-in configuration of the lab's router.
-pub const DEFAULT_CONFIG: &str = r#"# tern lab: host1 - tern - host2
-[dataplane]
-workers = 1
-
-[[interface]]
-name = "lan0"
-device = "lan0"
-addresses = ["10.0.1.1/24", "2001:db8:1::1/64"]
-
-[[interface]]
-name = "wan0"
-device = "wan0"
-addresses = ["10.0.2.1/24", "2001:db8:2::1/64"]
-
-# Something routed beyond host2, to show static routes.
-[[route]]
-prefix = "198.51.100.0/24"
-via = "10.0.2.2"
-"#;
+pub const DEFAULT_CONFIG: &str = include_str!("lab.toml");
 
 const PREFIX: &str = "tern-lab-";
 
