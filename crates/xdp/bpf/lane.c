@@ -387,6 +387,9 @@ struct st {
 	__u32 c_rng;
 	__u32 m_miss; // the same for the memo (acl_eval)
 	__u32 f_miss; // and for the forwarding memo (fwd_memo_find)
+	// Hits recorded before the memo's probe (a decapsulated packet's: its
+	// outer header's); the memo holds and replays only those after them.
+	__u32 f_base;
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -1273,7 +1276,8 @@ static __always_inline const struct lane_fwd_flow *fwd_memo_find(struct st *s, c
 {
 	s->f_fill = 0;
 	s->f_lmask = 0;
-	if (!lane_fwd_memo_on)
+	s->f_base = s->hits;
+	if (!lane_fwd_memo_on || s->hits > MAX_HITS)
 		return 0;
 	__u32 miss = s->f_miss;
 	if (miss > FWD_MEMO_BYPASS_AT && (acl_rng(s) >> 28))
@@ -1292,7 +1296,9 @@ static __always_inline const struct lane_fwd_flow *fwd_memo_find(struct st *s, c
 	}
 	if (m) {
 		s->f_miss = miss - (miss >> 4);
-		return m;
+		// Its hits after the outer header's must fit the packet's list
+		// (else the whole path runs and finds they do not).
+		return s->f_base + m->hits <= MAX_HITS ? m : 0;
 	}
 	s->f_miss = miss + ((65536 - miss) >> 4);
 	s->f_fill = 1;
@@ -1325,18 +1331,27 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 	__u32 l2len = m->l2len;
 	__u32 out_bytes = l2len + s->tot;
 	const struct lane_fwd_l2 *l2 = v6 ? &m->l2_v6 : &m->l2;
-	s->hit_slot[0] = l2->slot0;
-	s->hit_bytes[0] = nin ? in_bytes : out_bytes;
+	// After the hits already recorded (s->f_base: a decapsulated packet's
+	// outer header's; fwd_memo_find made sure they all fit).
+	__u32 base = s->f_base;
+	if (base < MAX_HITS) {
+		__u32 j = base;
+		MASK(j, MAX_HITS - 1);
+		s->hit_slot[j] = l2->slot0;
+		s->hit_bytes[j] = nin ? in_bytes : out_bytes;
+	}
 	// The second line (IPv4): only for a flow of several hits.
 #pragma unroll
 	for (int i = 1; i < LANE_FM_HITS; i++) {
-		if (i < n) {
-			s->hit_slot[i] = m->slot[i];
-			s->hit_bytes[i] = i < nin ? in_bytes : out_bytes;
+		if (i < n && base + i < MAX_HITS) {
+			__u32 j = base + i;
+			MASK(j, MAX_HITS - 1);
+			s->hit_slot[j] = m->slot[i];
+			s->hit_bytes[j] = i < nin ? in_bytes : out_bytes;
 		}
 	}
 	// A drop below counts the input rule set's hits (it is after them).
-	s->hits = nin;
+	s->hits = base + nin;
 	if (!l2len)
 		// The input rule set dropped the flow.
 		return v6 ? DROP(ACL6_IN_DENIED) : DROP(ACL4_IN_DENIED);
@@ -1354,7 +1369,7 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 			return DROP(RW4_FRAG);
 		}
 	}
-	s->hits = n;
+	s->hits = base + n;
 	s->dec_ttl = 1;
 	s->tx_port = m->tx_port;
 	s->tx_vid = l2->tx_vid;
@@ -1377,7 +1392,11 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 // recorded.
 __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 {
-	if (!s || s->hits > LANE_FM_HITS || hits_in > s->hits) // (never above MAX_HITS)
+	if (!s)
+		return 0;
+	// Only the hits after the probe (see st.f_base).
+	__u32 base = s->f_base;
+	if (s->hits > MAX_HITS || base > hits_in || hits_in > s->hits || s->hits - base > LANE_FM_HITS)
 		return 0;
 	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
 	if (!drop && (s->verdict != V_FWD || s->encap))
@@ -1415,15 +1434,20 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 	m->mtu = s->tx_mtu;
 	m->tx_port = s->tx_port;
 	m->l2len = drop ? 0 : s->l2len;
-	m->hits = s->hits;
-	m->hits_in = hits_in;
+	m->hits = s->hits - base;
+	m->hits_in = hits_in - base;
 	cp6(l2->dmac, s->dmac);
 	cp6(l2->smac, s->smac);
 	l2->tx_vid = s->tx_vid;
-	l2->slot0 = s->hit_slot[0];
+	__u32 j0 = base;
+	MASK(j0, MAX_HITS - 1);
+	l2->slot0 = s->hit_slot[j0];
 #pragma unroll
-	for (int i = 0; i < LANE_FM_HITS; i++)
-		m->slot[i] = s->hit_slot[i];
+	for (int i = 0; i < LANE_FM_HITS; i++) {
+		__u32 j = base + i;
+		MASK(j, MAX_HITS - 1);
+		m->slot[i] = s->hit_slot[j];
+	}
 	asm volatile("" ::: "memory");
 	m->fib_gen = s->fib_gen;
 	m->epoch = s->epoch;
@@ -1578,7 +1602,9 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) | CK(DSCP, ip[1] >> 2);
 	// The frame after ip4-input trimmed it: L2 (if any) + tot.
 	k->bytes = (s->decap ? 0 : off) + tot;
-	if (wire) {
+	// A received packet, or one decapsulated: its key holds the tunnel as
+	// the input interface, and the outer headers are stripped per packet.
+	if (wire || s->decap) {
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 0);
 		if (fm)
 			return fwd_memo_take(s, fm, ip, 0, k->bytes);
@@ -1589,7 +1615,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 			return PUNT(PUNT_ACL);
 		if (r == 1) {
 			DROP(ACL4_IN_DENIED);
-			if (s->f_fill && wire)
+			if (s->f_fill)
 				fwd_memo_fill(s, s->hits);
 			return 1;
 		}
@@ -1619,7 +1645,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	case NH_KIND_UNICAST:
 	case NH_KIND_GLEAN:
 		e = rewrite(ctx, s);
-		if (s->f_fill && wire)
+		if (s->f_fill)
 			fwd_memo_fill(s, hits_in);
 		return e;
 	case NH_KIND_LOCAL:
@@ -1699,7 +1725,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) |
 		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
 	k->bytes = (s->decap ? 0 : off) + tot;
-	if (wire) {
+	if (wire || s->decap) { // as in ip4
 		s->f_label = rd32(ip) & 0x000fffff;
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
 		if (fm)
@@ -1713,7 +1739,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 			return PUNT(PUNT_ACL);
 		if (r == 1) {
 			DROP(ACL6_IN_DENIED);
-			if (s->f_fill && wire)
+			if (s->f_fill)
 				fwd_memo_fill(s, s->hits);
 			return 1;
 		}
@@ -1750,7 +1776,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 				return PUNT(PUNT_OPTIONS);
 		}
 		e = rewrite(ctx, s);
-		if (s->f_fill && wire)
+		if (s->f_fill)
 			fwd_memo_fill(s, hits_in);
 		return e;
 	case NH_KIND_LOCAL:

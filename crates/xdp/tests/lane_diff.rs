@@ -1257,6 +1257,61 @@ fn fib_changes_reach_the_next_packet_of_a_memoised_flow() {
     });
 }
 
+/// Flows out of a GRE tunnel are memoised after decapsulation: the key is
+/// the inner header with the tunnel as the input interface, and the outer
+/// headers are stripped per packet. The rule hits the outer header made on
+/// its way in (the lan's input rule set, for a tunnel's packets arriving
+/// on the lan) stay the packet's; the memo holds and replays only the
+/// inner header's after them. The harness compares every packet's frame,
+/// verdict, counters and hits with userspace's.
+#[test]
+fn decapsulated_flows_are_memoised_after_the_outer_headers_hits() {
+    with_memo_lab(true, |d, _| {
+        use Verdict::*;
+        // gre0's packets on the wan (no input rule set), out of the lan.
+        let inner = udp4("10.9.9.9", "10.0.1.2", 30, 7, 8, b"from the tunnel");
+        let f = eth(R_WAN, HOST_B, 0x0800, &ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(None, 0x0800, &inner)));
+        for _ in 0..3 {
+            assert_eq!(d.run(WAN, &f), Forward(LAN), "IPv4 in IPv4");
+        }
+        assert_memoised(d, "10.0.1.2", Some(LAN));
+        // IPv6 in IPv6 through gre6 (key 42).
+        let inner6 = udp6("2001:db8:77::1", "2001:db8:1::2", 9, 7, 8);
+        let outer6 = ipv6(v6("2001:db8:2::2"), v6("2001:db8:2::1"), 47, 64, &gre(Some(42), 0x86dd, &inner6));
+        let f6 = eth(R_WAN, HOST_B, 0x86dd, &outer6);
+        for _ in 0..3 {
+            assert_eq!(d.run(WAN, &f6), Forward(LAN), "IPv6 in IPv6");
+        }
+        assert_memoised(d, "2001:db8:1::2", Some(LAN));
+        // gre0's packets arriving on the lan: its input rule set sees the
+        // outer header; the inner flow leaves by the wan, through its
+        // output rule set.
+        let through = udp4("10.9.9.9", "198.18.0.1", 30, 3, 4, b"tun");
+        let o = ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(None, 0x0800, &through));
+        let fl = eth(R_LAN, HOST_A, 0x0800, &o);
+        let total = |h: &[(u64, u64)]| h.iter().map(|x| x.0).sum::<u64>();
+        let (in0, out0) = (total(&d.hits(0).0), total(&d.hits(1).0));
+        // The first packet takes the whole path: its hits per packet.
+        assert_eq!(d.run(LAN, &fl), Forward(WAN), "in on the lan, out of the wan");
+        let (per_in, per_out) = (total(&d.hits(0).0) - in0, total(&d.hits(1).0) - out0);
+        assert!(per_in > 0 && per_out > 0, "hits on the way in ({per_in}) and out ({per_out})");
+        for _ in 0..9 {
+            assert_eq!(d.run(LAN, &fl), Forward(WAN), "in on the lan, out of the wan");
+        }
+        assert_memoised(d, "198.18.0.1", Some(WAN));
+        assert_eq!(
+            total(&d.hits(0).0) - in0,
+            10 * per_in,
+            "the outer header's hits in the lan's input set, every packet"
+        );
+        assert_eq!(
+            total(&d.hits(1).0) - out0,
+            10 * per_out,
+            "the inner header's in the wan's output set, every packet"
+        );
+    });
+}
+
 /// What retires a memoised decision is the FIB sequence: wound back to the
 /// memo's tag after a route change, the flow's next packet still leaves by
 /// the old route (so the test above ran on the memo's path); under the
