@@ -138,12 +138,11 @@ pub fn run(a: LabArgs, socket: &Path) -> Result<ExitCode, String> {
             }
             match Router::start(plan) {
                 Ok(mut router) => {
-                    let socket = socket.clone();
                     match start_daemon(&router, config_path, socket) {
                         Ok(mut daemon) => {
                             let api = Ok((daemon.socket().to_path_buf(), daemon.metrics_addr()));
                             let _ = tx.send(Msg::Started(router.workers(), api));
-                            // SIGHUP is the shell's here: `tern config reload` reloads.
+                            // The lab does not reload on SIGHUP; `tern config reload` does.
                             let no_hup = AtomicBool::new(false);
                             daemon.run(&mut router, &stop_r, &no_hup);
                             drop(daemon);
