@@ -225,4 +225,119 @@ mod tests {
         assert_eq!(candidates(&["interface".into(), "set".into(), "lan0".into()], "d", &ifs), ["down"]);
         assert!(candidates(&["capture".into()], "", &ifs).contains(&"--write".to_string()));
     }
+
+    /// Lines drawn from the grammar's words and hostile values: splitting,
+    /// parsing and building the API request give a result or an error for
+    /// each, never a panic, and the well-formed ones among them still work.
+    #[test]
+    fn hostile_lines_give_errors_not_panics() {
+        const WORDS: &[&str] = &[
+            "tern",
+            "route",
+            "add",
+            "del",
+            "get",
+            "show",
+            "summary",
+            "via",
+            "dev",
+            "source",
+            "distance",
+            "metric",
+            "blackhole",
+            "unreachable",
+            "prohibit",
+            "interface",
+            "set",
+            "up",
+            "down",
+            "mtu",
+            "address",
+            "neighbor",
+            "stats",
+            "clear",
+            "worker",
+            "graph",
+            "dot",
+            "acl",
+            "load",
+            "import-nft",
+            "trace",
+            "start",
+            "stop",
+            "config",
+            "reload",
+            "check",
+            "capture",
+            "--write",
+            "--count",
+            "--json",
+            "--limit",
+            "shell",
+            "status",
+            "lan0",
+            "wan0",
+            "10.0.0.0/8",
+            "10.0.0.1",
+            "::/0",
+            "2001:db8::1/64",
+            "1.2.3.4/33",
+            "::/129",
+            "0",
+            "65535",
+            "65536",
+            "-1",
+            "18446744073709551616",
+            "",
+            "'",
+            "\"",
+            "'a b'",
+            "#",
+            "x#y",
+            "\u{0}",
+            "é",
+            "\t",
+            "api",
+            "static",
+            "1e9",
+            "NaN",
+            "/",
+            ":",
+            "..",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut parsed, mut requests) = (0, 0);
+        for _ in 0..10_000 {
+            let n = 1 + next() % 7;
+            let line: Vec<&str> = (0..n).map(|_| WORDS[(next() % WORDS.len() as u64) as usize]).collect();
+            let line = line.join(" ");
+            let Ok(words) = split(&line) else { continue };
+            let words: Vec<String> =
+                if words.first().is_some_and(|w| w == "tern") { words[1..].to_vec() } else { words };
+            let Ok(l) = Line::try_parse_from(&words) else { continue };
+            parsed += 1;
+            if let Ok(Some(_)) = super::super::request(&l.cmd) {
+                requests += 1;
+            }
+        }
+        assert!(parsed > 100 && requests > 100, "{parsed} lines parsed, {requests} requests built");
+        // Well-formed lines still build their requests; bad values are errors.
+        let req = |line: &str| {
+            let words = split(line).expect("split");
+            let l = Line::try_parse_from(&words).map_err(|e| e.to_string())?;
+            super::super::request(&l.cmd)
+        };
+        assert!(matches!(req("route add 10.0.0.0/8 via 10.0.2.2"), Ok(Some(tern_control::api::Command::RouteAdd(_)))));
+        assert!(matches!(req("interface set lan0 mtu 1500"), Ok(Some(tern_control::api::Command::InterfaceSet(_)))));
+        assert!(req("interface set lan0 mtu 65536").is_err());
+        assert!(req("interface set lan0 mtu").is_err());
+        assert!(req("route del 10.0.0.0/8 source").is_err());
+        assert!(req("address add 10.0.9.1/24 dev").is_err());
+    }
 }
