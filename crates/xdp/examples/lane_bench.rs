@@ -214,6 +214,7 @@ fn bench(
         Case::new("no rules, 1 flow, 1 run/call", None, false, single.clone(), 1),
         Case::new("50fw, 1 flow, 1 run/call", fw50(), false, single.clone(), 1),
         // A run strips the outer headers the next would need: one per call.
+        Case::new("gre decap, no rules, 1 flow, 1 run/call", None, false, vec![gre_frame(&single[0])], 1),
         Case {
             vs: Some("50fw, 1 flow, 1 run/call"),
             ..Case::new("gre decap, 50fw, 1 flow, 1 run/call", fw50(), false, vec![gre_frame(&single[0])], 1)

@@ -1312,6 +1312,52 @@ fn decapsulated_flows_are_memoised_after_the_outer_headers_hits() {
     });
 }
 
+/// gre-input keeps, per CPU, the last tunnel it looked up. Packets of two
+/// tunnels in turn are each decapsulated by their own; a publication that
+/// changes a tunnel's key retires what it kept: the next packet with the
+/// old key finds no tunnel, in the lane as in userspace, and the new key
+/// is served.
+#[test]
+fn the_last_tunnel_looked_up_is_retired_by_a_publication() {
+    with_lab(|d, _| {
+        use Verdict::*;
+        let inner = udp4("10.9.9.9", "10.0.1.2", 30, 7, 8, b"t");
+        let outer = |key| ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(key, 0x0800, &inner));
+        let f = eth(R_WAN, HOST_B, 0x0800, &outer(None));
+        let keyed = eth(R_WAN, HOST_B, 0x0800, &outer(Some(7)));
+        let inner6 = udp6("2001:db8:77::1", "2001:db8:1::2", 9, 7, 8);
+        let outer6 = ipv6(v6("2001:db8:2::2"), v6("2001:db8:2::1"), 47, 64, &gre(Some(42), 0x86dd, &inner6));
+        let f6 = eth(R_WAN, HOST_B, 0x86dd, &outer6);
+        for _ in 0..3 {
+            assert_eq!(d.run(WAN, &f), Forward(LAN), "gre0");
+            assert_eq!(d.run(WAN, &f), Forward(LAN), "gre0 again");
+            assert_eq!(d.run(WAN, &f6), Forward(LAN), "gre6");
+            assert_eq!(d.run(WAN, &keyed), Drop("gre-input/no-tunnel".into()), "no tunnel has key 7 yet");
+        }
+        assert_eq!(d.run(WAN, &f), Forward(LAN));
+        // gre0 now wants key 7, published twice: the tables are double
+        // buffered, so the second publication writes the half the kept
+        // lookup was made in, and only the publication tells them apart.
+        let mut ifs = interfaces().ifs.clone();
+        for i in &mut ifs {
+            if let IfKind::Gre(t) = &mut i.kind
+                && i.index == GRE0
+            {
+                t.key = Some(7);
+            }
+        }
+        d.republish(IfTable::new(ifs.clone()), &rule_sets());
+        d.republish(IfTable::new(ifs), &rule_sets());
+        assert_eq!(d.run(WAN, &f), Drop("gre-input/no-tunnel".into()), "the old key after the change");
+        assert_eq!(d.run(WAN, &keyed), Forward(LAN), "the new key");
+        assert_eq!(d.run(WAN, &keyed), Forward(LAN));
+        // And back.
+        d.republish(interfaces(), &rule_sets());
+        assert_eq!(d.run(WAN, &keyed), Drop("gre-input/no-tunnel".into()), "key 7 after the change back");
+        assert_eq!(d.run(WAN, &f), Forward(LAN));
+    });
+}
+
 /// What retires a memoised decision is the FIB sequence: wound back to the
 /// memo's tag after a route change, the flow's next packet still leaves by
 /// the old route (so the test above ran on the memo's path); under the
