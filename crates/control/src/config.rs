@@ -459,7 +459,7 @@ pub struct RoutePlan {
 /// A configuration that passed validation, in the form the router applies.
 /// Physical interfaces come first (interface index = port number), then
 /// VLAN sub-interfaces, then tunnels, each group in file order.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub config: Config,
     pub ifaces: Vec<IfacePlan>,
