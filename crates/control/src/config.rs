@@ -307,6 +307,7 @@ impl Default for MetricsCfg {
 pub struct ConfigError {
     pub file: String,
     pub line: Option<usize>,
+    /// In characters from 1 (not bytes).
     pub column: Option<usize>,
     /// Dotted key path, e.g. `interface[1].addresses[0]`.
     pub key: Option<String>,
@@ -403,11 +404,17 @@ pub fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
     span.map(|s| line_col(text, s.start))
 }
 
+/// The 1-based line and column (in characters, as editors count them) of
+/// byte `offset` of `text` (a character boundary; otherwise the one before).
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
     let line = before.matches('\n').count() + 1;
-    let col = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
-    (line, col)
+    let start = before.rfind('\n').map_or(0, |nl| nl + 1);
+    (line, before[start..].chars().count() + 1)
 }
 
 /// An interface after validation.
@@ -511,7 +518,8 @@ pub fn parse(text: &str, file: &str, base: &Path) -> Result<Plan, ConfigError> {
                 Some(c) => format!("invalid TOML: unexpected {c:?}"),
                 None => "invalid TOML: unexpected end of file".to_string(),
             },
-            m => m.to_string(),
+            // One line: the toml crate's messages may span several.
+            m => m.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; "),
         };
         ConfigError { file: file.to_string(), line, column, key: None, message }
     })?;

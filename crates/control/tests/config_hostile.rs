@@ -718,11 +718,14 @@ fn parse_caught(text: &str) -> Result<Result<Plan, ConfigError>, String> {
         .map_err(|p| panic_message(&*p))
 }
 
-/// The error is clear and its position inside the text: an existing line,
-/// a column on it (or just past its end) at a character boundary.
+/// The error is clear, on one line, and its position inside the text: an
+/// existing line, a column on it (or just past its end) in characters.
 fn check_error(text: &str, e: &ConfigError) -> Result<(), String> {
     if e.message.trim().is_empty() || e.to_string().trim().is_empty() {
         return Err(format!("an empty error message: {e:?}"));
+    }
+    if e.message.contains('\n') {
+        return Err(format!("a message of several lines: {e:?}"));
     }
     if e.file != FILE {
         return Err(format!("the error names file {:?}, not {FILE:?}", e.file));
@@ -740,8 +743,9 @@ fn check_error(text: &str, e: &ConfigError) -> Result<(), String> {
             }
             if let Some(col) = col {
                 let l = lines[line - 1];
-                if col == 0 || col > l.len() + 1 || !l.is_char_boundary(col - 1) {
-                    return Err(format!("column {col} is outside line {line} ({} bytes): {e}", l.len()));
+                let chars = l.chars().count();
+                if col == 0 || col > chars + 1 {
+                    return Err(format!("column {col} is outside line {line} ({chars} characters): {e}"));
                 }
             }
             Ok(())
@@ -1221,6 +1225,14 @@ fn invalid_values_are_refused_where_they_are() {
 /// Inputs these tests found mishandled, fixed in config.rs.
 #[test]
 fn regressions() {
+    // Columns count characters, as an editor does: the stray word after
+    // "ééé" is character 14 of its line (byte 17); messages are one line.
+    let text = "[[interface]]\nname = \"ééé\"\nbogus = 1\n";
+    let e = config::parse(text, FILE, Path::new("/nonexistent")).expect_err("an unknown key");
+    let text2 = "[[interface]]\nname = \"ééé\" bogus\n";
+    let e2 = config::parse(text2, FILE, Path::new("/nonexistent")).expect_err("a stray word");
+    assert_eq!((e2.line, e2.column), (Some(2), Some(14)), "{e2}");
+    assert!(!e.message.contains('\n') && !e2.message.contains('\n'), "one line: {e} / {e2}");
     // Syntax errors whose message was empty ("hostile.toml:3:9: "): a
     // control character in a comment, a bare CR, a value missing at the
     // end of the file.

@@ -17,6 +17,7 @@ fn parse_text(text: &str) -> Result<Plan, ConfigError> {
 
 fn check_error(text: &str, e: &ConfigError) {
     assert!(!e.message.trim().is_empty(), "an empty message: {e:?}");
+    assert!(!e.message.contains('\n'), "a message of several lines: {e:?}");
     assert!(!e.to_string().trim().is_empty());
     assert_eq!(e.file, FILE);
     assert!(e.column.is_none() || e.line.is_some(), "a column without a line: {e:?}");
@@ -25,8 +26,8 @@ fn check_error(text: &str, e: &ConfigError) {
         assert!((1..=lines.len()).contains(&line), "line {line} of {}: {e:?}", lines.len());
         if let Some(col) = e.column {
             let l = lines[line - 1];
-            assert!((1..=l.len() + 1).contains(&col), "column {col} of {} on line {line}: {e:?}", l.len());
-            assert!(l.is_char_boundary(col - 1), "column {col} inside a character: {e:?}");
+            let chars = l.chars().count();
+            assert!((1..=chars + 1).contains(&col), "column {col} of {chars} characters on line {line}: {e:?}");
         }
     }
 }
