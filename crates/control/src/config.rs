@@ -539,7 +539,9 @@ pub fn parse_if_addr(s: &str) -> Result<IpAddr, String> {
     a.parse::<IpAddr>().map_err(|_| format!("invalid address {s:?}"))
 }
 
-fn if_addr(s: &str) -> Result<(IpAddr, u8), String> {
+/// "address/len" of an interface: the address and its prefix length, by
+/// the rules the configuration and the API share.
+pub(crate) fn if_addr(s: &str) -> Result<(IpAddr, u8), String> {
     let addr = parse_if_addr(s)?;
     let len_s = s.split_once('/').map(|(_, l)| l).unwrap_or_default();
     // Digits only, as tern_fib::Prefix reads them (u8's parser takes "+24").

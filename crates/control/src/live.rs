@@ -53,18 +53,7 @@ impl std::fmt::Display for IfAddr {
 
 /// Parses "address/len" with the rules of the configuration file.
 pub fn parse_if_addr(s: &str) -> Result<IfAddr, ApiError> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| ApiError::invalid(format!("{s:?} needs a prefix length (e.g. 10.0.0.1/24)")))?;
-    let addr: IpAddr = a.parse().map_err(|_| ApiError::invalid(format!("invalid address {a:?}")))?;
-    let len: u8 = l.parse().map_err(|_| ApiError::invalid(format!("invalid prefix length in {s:?}")))?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    if len > max {
-        return Err(ApiError::invalid(format!("prefix length {len} too long for {addr}")));
-    }
-    if addr.is_unspecified() || addr.is_multicast() || addr.is_loopback() {
-        return Err(ApiError::invalid(format!("{addr} cannot be an interface address")));
-    }
+    let (addr, len) = crate::config::if_addr(s).map_err(ApiError::invalid)?;
     Ok(match addr {
         IpAddr::V4(a) => IfAddr::V4(V4Net { addr: a, len }),
         IpAddr::V6(a) => {
@@ -520,7 +509,9 @@ mod tests {
     fn interface_addresses_parse_like_the_config() {
         assert_eq!(parse_if_addr("10.0.0.1/24").expect("ok").to_string(), "10.0.0.1/24");
         assert_eq!(parse_if_addr("10.0.0.1/24").expect("ok").subnet().to_string(), "10.0.0.0/24");
-        for bad in ["10.0.0.1", "10.0.0.1/33", "224.0.0.1/4", "fe80::1/64", "127.0.0.1/8", "x/1", "1.2.3.4/x"] {
+        for bad in
+            ["10.0.0.1", "10.0.0.1/33", "224.0.0.1/4", "fe80::1/64", "127.0.0.1/8", "x/1", "1.2.3.4/x", "10.0.0.1/+24"]
+        {
             assert!(parse_if_addr(bad).is_err(), "{bad}");
         }
     }
