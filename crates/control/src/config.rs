@@ -283,9 +283,13 @@ pub struct ApiCfg {
     pub group: Option<String>,
 }
 
+/// Where tern's API listens unless `[api] socket` says otherwise, and where
+/// the `tern` commands look when given no `--socket`.
+pub const DEFAULT_SOCKET: &str = "/run/tern/tern.sock";
+
 impl Default for ApiCfg {
     fn default() -> Self {
-        ApiCfg { socket: "/run/tern/tern.sock".into(), group: None }
+        ApiCfg { socket: DEFAULT_SOCKET.into(), group: None }
     }
 }
 

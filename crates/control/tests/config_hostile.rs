@@ -29,24 +29,8 @@ const GOLDEN_V6: &str = include_str!("golden/ipv6-basic/config.toml");
 /// The reference; its complete example is the first ```toml block.
 const CONFIG_MD: &str = include_str!("../../../docs/CONFIG.md");
 
-/// As in tests/linux_tap.rs: Linux mode with the TAP exception path.
-const TAP: &str = r#"
-[[interface]]
-name = "lan"
-driver = "memory"
-mac = "02:00:00:00:01:01"
-addresses = ["10.0.1.1/24"]
-
-[[interface]]
-name = "lan.7"
-parent = "lan"
-vlan = 7
-addresses = ["10.0.7.1/24"]
-
-[linux]
-mode = "linux"
-exception = "tap"
-"#;
+/// Linux mode with the TAP exception path (as tests/linux_tap.rs runs it).
+const TAP: &str = include_str!("configs/tap-vlan.toml");
 
 /// The global sections, every key, values at the edges of their ranges.
 const GLOBALS: &str = r#"

@@ -173,23 +173,7 @@ fn untag(f: &[u8], vid: u16) -> Option<Vec<u8>> {
 #[test]
 fn a_vlan_sub_interface_reaches_linux_through_its_own_untagged_tap() {
     let Some(_ns) = enter_fresh_netns("tlinuxtapv") else { return };
-    let cfg = r#"
-[[interface]]
-name = "lan"
-driver = "memory"
-mac = "02:00:00:00:01:01"
-addresses = ["10.0.1.1/24"]
-
-[[interface]]
-name = "lan.7"
-parent = "lan"
-vlan = 7
-addresses = ["10.0.7.1/24"]
-
-[linux]
-mode = "linux"
-exception = "tap"
-"#;
+    let cfg = include_str!("configs/tap-vlan.toml");
     let plan = config::parse(cfg, "t.toml", Path::new(".")).expect("config");
     let mut router = Router::start(plan).expect("router");
     assert_eq!(tern_io::netdev::mac("tern-lan.7").expect("the sub-interface's TAP exists"), TERN);

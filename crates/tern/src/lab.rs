@@ -249,7 +249,7 @@ pub fn run(a: LabArgs, socket: &Path) -> Result<ExitCode, String> {
 
     if a.keep && !stop.load(Ordering::Relaxed) {
         let mut try_more = match &api {
-            Ok((p, _)) if p == Path::new(DEFAULT_SOCKET) => {
+            Ok((p, _)) if p == Path::new(tern_control::config::DEFAULT_SOCKET) => {
                 ", `tern stats`, `tern trace start 5` then `tern trace show`, or `tern` (the shell)".to_string()
             }
             Ok((p, _)) => format!(", `tern --socket {0} stats` or `tern --socket {0} trace start 5`", p.display()),
@@ -322,22 +322,18 @@ fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
     Ok(())
 }
 
-/// The socket `tern` commands use when given none.
-const DEFAULT_SOCKET: &str = "/run/tern/tern.sock";
-
 /// The daemon beside the lab's router: the API on `socket` and the
 /// configuration's metrics endpoint (inside the router's namespace). A
-/// metrics endpoint that cannot open does not cost the lab its API.
+/// metrics endpoint that cannot open does not cost the lab its API: the
+/// daemon starts again without it (and fails again if the API was what
+/// failed).
 fn start_daemon(router: &Router, config_path: Option<PathBuf>, socket: PathBuf) -> Result<Daemon, String> {
     let opts = DaemonOptions { config_path, socket: Some(socket), metrics: None };
-    match Daemon::start(router, opts.clone()) {
-        Ok(d) => Ok(d),
-        Err(e) if e.starts_with("API socket") => Err(e),
-        Err(e) => {
-            log::warn!("lab: metrics endpoint: {e}; running without it");
-            Daemon::start(router, DaemonOptions { metrics: Some(String::new()), ..opts })
-        }
-    }
+    Daemon::start(router, opts.clone()).or_else(|e| {
+        let d = Daemon::start(router, DaemonOptions { metrics: Some(String::new()), ..opts })?;
+        log::warn!("lab: {e}; running without the metrics endpoint");
+        Ok(d)
+    })
 }
 
 /// `tern status` over the lab's API socket: the daemon answers and sees

@@ -27,7 +27,7 @@ struct Cli {
     #[arg(long, global = true, default_value = "info")]
     log: String,
     /// The running tern's API socket.
-    #[arg(long, global = true, env = "TERN_SOCKET", default_value = "/run/tern/tern.sock")]
+    #[arg(long, global = true, env = "TERN_SOCKET", default_value = tern_control::config::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Print answers as JSON.
     #[arg(long, global = true)]
