@@ -327,6 +327,18 @@ struct nh_out {
 
 // Everything the decision phase learns; the packet is only written once
 // the verdict is known.
+// gre_in's memory of tunnels it looked up: the key, the interface it
+// named, and the publication it was read under (ok: filled).
+#define TUN_BITS 4
+#define TUN_SLOTS (1u << TUN_BITS)
+struct tun_memo {
+	__u64 key[5];
+	__u32 epoch;
+	__u16 tif;
+	__u8 ok;
+	__u8 pad;
+};
+
 struct st {
 	__u32 gen;   // half of the double-buffered tables (lane_cfg.gen & 1)
 	__u32 epoch; // lane_cfg.gen: tags ACL verdict cache entries
@@ -390,12 +402,9 @@ struct st {
 	// Hits recorded before the memo's probe (a decapsulated packet's: its
 	// outer header's); the memo holds and replays only those after them.
 	__u32 f_base;
-	// The last tunnel gre_in looked up (kept from packet to packet): its
-	// key, interface, and the publication it was read under (t_ok: filled).
-	__u64 t_key[5];
-	__u32 t_epoch;
-	__u16 t_if;
-	__u8 t_ok;
+	// The tunnels gre_in looked up last (kept from packet to packet),
+	// direct-mapped by a hash of the key (tun_slot).
+	struct tun_memo tm[TUN_SLOTS];
 };
 
 // The per-packet decision state: too big for the 512-byte BPF stack.
@@ -1462,6 +1471,16 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 
 // ------------------------------------------------------------ ingress
 
+// The slot of gre_in's tunnel memory for a key: the five words folded and
+// multiplied (Fibonacci hashing), so keys that differ only in the remote
+// address, or only in the GRE key, spread over the slots.
+static __always_inline __u32 tun_slot(const __u64 *kw)
+{
+	__u64 h = kw[0] ^ kw[1] ^ kw[2] ^ kw[3] ^ kw[4];
+	h ^= h >> 32;
+	return (__u32)((h * 0x9E3779B97F4A7C15ull) >> (64 - TUN_BITS));
+}
+
 // gre-input for a GRE packet to one of the router's addresses: the outer
 // header (family `v6`, total length s->tot) is at `off`. On success the
 // packet continues as received on the tunnel, with its inner header at
@@ -1522,24 +1541,29 @@ __noinline int gre_in(struct xdp_md *ctx, struct st *s, __u32 v6, __u32 off)
 		s->inner_v6 = 1;
 	else
 		return linux ? PASS(PASS_LOCAL) : DROP(GRE_BAD_PAYLOAD);
-	// The last tunnel's packets skip the hash map (a 40-byte key): the
-	// same key under the same publication names the same tunnel.
-	_Static_assert(sizeof(tk) == sizeof(s->t_key), "tunnel key words");
+	// A tunnel looked up before skips the hash map (a 40-byte key): the
+	// same key under the same publication names the same tunnel. Slots
+	// are per CPU and direct-mapped, so tunnels whose packets interleave
+	// keep theirs unless they hash to the same slot.
+	_Static_assert(sizeof(tk) == sizeof(s->tm[0].key), "tunnel key words");
 	const __u64 *kw = (const __u64 *)&tk;
-	__u64 d = (kw[0] ^ s->t_key[0]) | (kw[1] ^ s->t_key[1]) | (kw[2] ^ s->t_key[2]) | (kw[3] ^ s->t_key[3]) |
-		  (kw[4] ^ s->t_key[4]);
+	__u32 slot = tun_slot(kw);
+	MASK(slot, TUN_SLOTS - 1);
+	struct tun_memo *tm = &s->tm[slot];
+	__u64 d = (kw[0] ^ tm->key[0]) | (kw[1] ^ tm->key[1]) | (kw[2] ^ tm->key[2]) | (kw[3] ^ tm->key[3]) |
+		  (kw[4] ^ tm->key[4]);
 	__u16 tif;
-	if (s->t_ok && s->t_epoch == s->epoch && d == 0) {
-		tif = s->t_if;
+	if (tm->ok && tm->epoch == s->epoch && d == 0) {
+		tif = tm->tif;
 	} else {
 		__u16 *t = bpf_map_lookup_elem(&lane_tunnels, &tk);
 		if (!t)
 			return linux ? PASS(PASS_LOCAL) : DROP(GRE_NO_TUNNEL);
 		tif = *t;
-		__builtin_memcpy(s->t_key, &tk, sizeof(tk));
-		s->t_if = tif;
-		s->t_epoch = s->epoch;
-		s->t_ok = 1;
+		__builtin_memcpy(tm->key, &tk, sizeof(tk));
+		tm->tif = tif;
+		tm->epoch = s->epoch;
+		tm->ok = 1;
 	}
 	const struct lane_if *tf = get_if(s, tif);
 	if (!tf)

@@ -85,11 +85,17 @@ fn frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
 /// `inner` (a frame from [`frame`]) as gre0's remote sends it to its local
 /// address: outer IPv4 10.10.2.2 -> 10.10.2.1, GRE without key.
 fn gre_frame(inner: &[u8]) -> Vec<u8> {
+    gre_frame_from(inner, 2)
+}
+
+/// `inner` through the tunnel whose remote is 10.10.2.`remote` (gre0: 2;
+/// the extra tunnels: 3 and up).
+fn gre_frame_from(inner: &[u8], remote: u8) -> Vec<u8> {
     let l3 = &inner[14..];
     let mut f = Vec::with_capacity(14 + 24 + l3.len());
     f.extend_from_slice(&inner[..14]);
     let tot = (20 + 4 + l3.len()) as u16;
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 47, 0, 0, 10, 10, 2, 2, 10, 10, 2, 1];
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 47, 0, 0, 10, 10, 2, remote, 10, 10, 2, 1];
     ip[2..4].copy_from_slice(&tot.to_be_bytes());
     let c = csum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
@@ -200,6 +206,7 @@ fn bench(
         .map(|n| frame(Ipv4Addr::new(1, 1, n, 1), Ipv4Addr::new(198, 18, 0, 1), 1024 + u16::from(n), 2000))
         .collect();
     let fw50 = || Some(tern_acl::scenario_50_drop_rules());
+    let tunnels8: Vec<Vec<u8>> = (0..EXTRA_TUNNELS + 1).map(|t| gre_frame_from(&single[0], 2 + t)).collect();
     let mut cases = vec![
         Case::new("plain forwarding, no rules", None, false, single.clone(), 250),
         Case::new("single-flow-50fw", fw50(), false, single.clone(), 250),
@@ -219,6 +226,9 @@ fn bench(
             vs: Some("50fw, 1 flow, 1 run/call"),
             ..Case::new("gre decap, 50fw, 1 flow, 1 run/call", fw50(), false, vec![gre_frame(&single[0])], 1)
         },
+        // Eight tunnels' packets in turn: each tunnel is looked up again
+        // unless gre-input remembers more than the last one.
+        Case::new("gre decap, no rules, 8 tunnels in turn, 1 run/call", None, false, tunnels8, 1),
         Case::new("no rules, 1024 flows, 1 run/call", None, false, flows1024.clone(), 1),
         Case::new("50fw, 1024 flows, 1 run/call", fw50(), false, flows1024, 1),
         Case::new("no rules, 65536 flows, 1 run/call", None, false, flows65536.clone(), 1),
@@ -349,12 +359,15 @@ fn bench(
     Ok(())
 }
 
-/// The interfaces (in0 with rule set `acl` on input, out0, gre0) and rule sets.
+/// Tunnels besides gre0 (gre1..gre7), for the interleaved decap case.
+const EXTRA_TUNNELS: u8 = 7;
+
+/// The interfaces (in0 with rule set `acl` on input, out0, gre0..gre7) and rule sets.
 fn tables(acl: Option<&RuleSet>) -> Result<tern_xdp::lane::LaneTables, String> {
     let acl_in = acl.map(|_| 0u16);
     let sink: IpAddr = "10.10.2.2".parse().map_err(|_| "addr")?;
     let t = GreTunnel { local: "10.10.2.1".parse().map_err(|_| "a")?, remote: sink, key: None, ttl: 64 };
-    let ifs = IfTable::new(vec![
+    let mut ifs = vec![
         iface(0, "in0", IfKind::Port, 0, R0, V4Net { addr: Ipv4Addr::new(10, 10, 1, 1), len: 24 }, acl_in),
         iface(1, "out0", IfKind::Port, 1, R1, V4Net { addr: Ipv4Addr::new(10, 10, 2, 1), len: 24 }, None),
         iface(
@@ -366,7 +379,27 @@ fn tables(acl: Option<&RuleSet>) -> Result<tern_xdp::lane::LaneTables, String> {
             V4Net { addr: Ipv4Addr::new(192, 168, 255, 1), len: 30 },
             None,
         ),
-    ]);
+    ];
+    // gre1.. : more tunnels to out0's address, from 10.10.2.3 and up.
+    for t in 1..=EXTRA_TUNNELS {
+        let g = GreTunnel {
+            local: "10.10.2.1".parse().map_err(|_| "a")?,
+            remote: IpAddr::V4(Ipv4Addr::new(10, 10, 2, 2 + t)),
+            key: None,
+            ttl: 64,
+        };
+        let net = V4Net { addr: Ipv4Addr::new(192, 168, 254, 4 * t + 1), len: 30 };
+        ifs.push(iface(
+            2 + u16::from(t),
+            &format!("gre{t}"),
+            IfKind::Gre(g),
+            NO_IF,
+            [2, 0, 0, 0, 0, 0x30 + t],
+            net,
+            None,
+        ));
+    }
+    let ifs = IfTable::new(ifs);
     let acls: Vec<RuleSet> = acl.cloned().into_iter().collect();
     Ok(tern_control::xdplane::lane_tables(&ifs, &acls, &|_| true))
 }
