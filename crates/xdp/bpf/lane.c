@@ -1338,6 +1338,8 @@ static __always_inline __u64 fib_dep(struct st *s)
 // (TTL / hop limit, then the MTU), then the memo's decision, with its rule
 // hits counted for this packet's bytes (`in_bytes` for the input rule
 // set's, the frame sent for the output's), as the whole path would have.
+// Returns 1 when decided, 0 for a flow of GRE to the router (its input
+// rule set's hits recorded): the caller's local delivery follows.
 static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flow *m, const __u8 *ip, __u32 v6,
 					 __u32 in_bytes)
 {
@@ -1370,6 +1372,8 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 	if (!l2len)
 		// The input rule set dropped the flow.
 		return v6 ? DROP(ACL6_IN_DENIED) : DROP(ACL4_IN_DENIED);
+	if (l2len == LANE_FM_LOCAL)
+		return 0; // GRE to the router: the caller goes on to gre-input
 	if (v6) {
 		if (ip[7] <= 1)
 			return PUNT(PUNT_TTL);
@@ -1404,8 +1408,10 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 // tags are not the packet's (stale or empty), else one at random, so that
 // flows colliding in a bucket settle in its two ways instead of evicting
 // each other in turn. `hits_in`: the rule hits the input rule set
-// recorded.
-__noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
+// recorded. `local`: GRE to one of the router's addresses, which goes on to
+// gre-input (the entry's l2len LANE_FM_LOCAL); filled before gre-input,
+// which probes the memo again for the inner header.
+__noinline int fwd_memo_fill(struct st *s, __u32 hits_in, __u32 local)
 {
 	if (!s)
 		return 0;
@@ -1414,7 +1420,7 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 	if (s->hits > MAX_HITS || base > hits_in || hits_in > s->hits || s->hits - base > LANE_FM_HITS)
 		return 0;
 	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
-	if (!drop && (s->verdict != V_FWD || s->encap))
+	if (!drop && !local && (s->verdict != V_FWD || s->encap))
 		return 0;
 	__u32 idx = s->f_idx;
 	struct lane_fwd_fbucket *b = bpf_map_lookup_elem(&lane_fwd_flows, &idx);
@@ -1447,8 +1453,8 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in)
 	}
 	m->v6 = s->v6;
 	m->mtu = s->tx_mtu;
-	m->tx_port = s->tx_port;
-	m->l2len = drop ? 0 : s->l2len;
+	m->tx_port = local ? LANE_FM_LOCAL_PORT : s->tx_port;
+	m->l2len = drop ? 0 : local ? LANE_FM_LOCAL : s->l2len;
 	m->hits = s->hits - base;
 	m->hits_in = hits_in - base;
 	cp6(l2->dmac, s->dmac);
@@ -1651,8 +1657,12 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	// the input interface, and the outer headers are stripped per packet.
 	if (wire || s->decap) {
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 0);
-		if (fm)
-			return fwd_memo_take(s, fm, ip, 0, k->bytes);
+		if (fm) {
+			int r = fwd_memo_take(s, fm, ip, 0, k->bytes);
+			if (r)
+				return r;
+			goto local;
+		}
 	}
 	if (s->acl_in != LANE_NO_SET) {
 		int r = acl_eval(s, s->acl_in, 0, k, 0);
@@ -1661,7 +1671,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		if (r == 1) {
 			DROP(ACL4_IN_DENIED);
 			if (s->f_fill)
-				fwd_memo_fill(s, s->hits);
+				fwd_memo_fill(s, s->hits, 0);
 			return 1;
 		}
 	}
@@ -1691,7 +1701,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	case NH_KIND_GLEAN:
 		e = rewrite(ctx, s);
 		if (s->f_fill)
-			fwd_memo_fill(s, hits_in);
+			fwd_memo_fill(s, hits_in, 0);
 		return e;
 	case NH_KIND_LOCAL:
 		break;
@@ -1701,12 +1711,17 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return PUNT(PUNT_NO_ROUTE);
 	}
 	// ip4-local: only GRE of tern's tunnels is handled here.
+local:
 	if (proto != IPPROTO_GRE_)
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	if (!wire)
 		return PUNT(PUNT_GRE); // GRE in GRE: userspace
 	if (frag & 0x3fff)
 		return PUNT(PUNT_FRAGMENT);
+	// The outer header's decision so far is its key's: into the memo (no
+	// hits after the input rule set's), before gre-input probes it again.
+	if (s->f_fill)
+		fwd_memo_fill(s, s->hits, 1);
 	return gre_in(ctx, s, 0, off);
 }
 
@@ -1773,8 +1788,12 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	if (wire || s->decap) { // as in ip4
 		s->f_label = rd32(ip) & 0x000fffff;
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
-		if (fm)
-			return fwd_memo_take(s, fm, ip, 1, k->bytes);
+		if (fm) {
+			int r = fwd_memo_take(s, fm, ip, 1, k->bytes);
+			if (r)
+				return r;
+			goto local;
+		}
 	}
 	if (s->acl_in != LANE_NO_SET) {
 		if (!key_ok)
@@ -1785,7 +1804,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		if (r == 1) {
 			DROP(ACL6_IN_DENIED);
 			if (s->f_fill)
-				fwd_memo_fill(s, s->hits);
+				fwd_memo_fill(s, s->hits, 0);
 			return 1;
 		}
 	}
@@ -1822,7 +1841,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		}
 		e = rewrite(ctx, s);
 		if (s->f_fill)
-			fwd_memo_fill(s, hits_in);
+			fwd_memo_fill(s, hits_in, 0);
 		return e;
 	case NH_KIND_LOCAL:
 		break;
@@ -1831,10 +1850,13 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	default:
 		return PUNT(PUNT_NO_ROUTE);
 	}
+local:
 	if (proto != IPPROTO_GRE_)
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	if (!wire)
 		return PUNT(PUNT_GRE);
+	if (s->f_fill)
+		fwd_memo_fill(s, s->hits, 1); // as in ip4
 	return gre_in(ctx, s, 1, off);
 }
 

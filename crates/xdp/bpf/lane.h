@@ -256,7 +256,7 @@ struct lane_fwd_flow {
 	__u16 mtu;     // the egress interface's IP MTU
 	__u16 tx_port;
 	__u8 v6;
-	__u8 l2len;   // 14 or 18; 0: the input rule set drops the flow
+	__u8 l2len;   // 14 or 18; 0: the input rule set drops the flow; LANE_FM_LOCAL
 	__u8 hits;    // rule hits: slot[0 .. hits)
 	__u8 hits_in; // the first hits_in of them are the input rule set's
 	// Second line.
@@ -267,6 +267,10 @@ struct lane_fwd_flow {
 	__u8 pad[8];
 };
 _Static_assert(sizeof(struct lane_fwd_flow) == 128, "lane_fwd_flow layout");
+// lane_fwd_flow.l2len of GRE to one of the router's addresses: the packet
+// goes on to gre-input (its tx_port: LANE_FM_LOCAL_PORT).
+#define LANE_FM_LOCAL 1
+#define LANE_FM_LOCAL_PORT 0xffff
 
 // A fill takes a way whose tags are not the packet's, else one at random
 // (no entry is moved; a hit writes nothing).

@@ -1259,10 +1259,12 @@ fn fib_changes_reach_the_next_packet_of_a_memoised_flow() {
 
 /// Flows out of a GRE tunnel are memoised after decapsulation: the key is
 /// the inner header with the tunnel as the input interface, and the outer
-/// headers are stripped per packet. The rule hits the outer header made on
-/// its way in (the lan's input rule set, for a tunnel's packets arriving
-/// on the lan) stay the packet's; the memo holds and replays only the
-/// inner header's after them. The harness compares every packet's frame,
+/// headers are stripped per packet. The outer header's own flow is
+/// memoised too, as GRE to the router (its rule hits, then gre-input for
+/// every packet). The rule hits the outer header made on its way in (the
+/// lan's input rule set, for a tunnel's packets arriving on the lan) stay
+/// the packet's; the inner flow's entry holds and replays only the inner
+/// header's after them. The harness compares every packet's frame,
 /// verdict, counters and hits with userspace's.
 #[test]
 fn decapsulated_flows_are_memoised_after_the_outer_headers_hits() {
@@ -1275,6 +1277,15 @@ fn decapsulated_flows_are_memoised_after_the_outer_headers_hits() {
             assert_eq!(d.run(WAN, &f), Forward(LAN), "IPv4 in IPv4");
         }
         assert_memoised(d, "10.0.1.2", Some(LAN));
+        // The outer header too: GRE to the router, on to gre-input.
+        assert_memoised(d, "10.0.2.1", Some(tern_xdp::lane::FWD_MEMO_LOCAL));
+        // Its first fragment has the same key, yet goes to userspace: the
+        // memo's answer is checked per packet, as the whole path does.
+        let mut frag = f.clone();
+        frag[14 + 6] |= 0x20; // more fragments
+        fix_csum(&mut frag, 14);
+        assert_eq!(d.run(WAN, &frag), Punt("xdp-lane/punt-fragment".into()), "a fragment of the outer flow");
+        assert_eq!(d.run(WAN, &f), Forward(LAN));
         // IPv6 in IPv6 through gre6 (key 42).
         let inner6 = udp6("2001:db8:77::1", "2001:db8:1::2", 9, 7, 8);
         let outer6 = ipv6(v6("2001:db8:2::2"), v6("2001:db8:2::1"), 47, 64, &gre(Some(42), 0x86dd, &inner6));
@@ -1283,6 +1294,7 @@ fn decapsulated_flows_are_memoised_after_the_outer_headers_hits() {
             assert_eq!(d.run(WAN, &f6), Forward(LAN), "IPv6 in IPv6");
         }
         assert_memoised(d, "2001:db8:1::2", Some(LAN));
+        assert_memoised(d, "2001:db8:2::1", Some(tern_xdp::lane::FWD_MEMO_LOCAL));
         // gre0's packets arriving on the lan: its input rule set sees the
         // outer header; the inner flow leaves by the wan, through its
         // output rule set.

@@ -114,9 +114,15 @@ struct Attached {
 
 /// One flow of a CPU's forwarding memo, for tests: (publication sequence,
 /// FIB sequence, the key's destination address word (the low one for
-/// IPv6), egress port; None for a memoised input rule set drop).
+/// IPv6), egress port; None for a memoised input rule set drop,
+/// [`FWD_MEMO_LOCAL`] for GRE to one of the router's addresses).
 #[doc(hidden)]
 pub type FwdMemoEntry = (u32, u32, u64, Option<u16>);
+
+/// The egress port of a [`FwdMemoEntry`] whose packets go on to gre-input
+/// (bpf/lane.h LANE_FM_LOCAL_PORT).
+#[doc(hidden)]
+pub const FWD_MEMO_LOCAL: u16 = 0xffff;
 
 /// `lane_cfg`, as the loaded build declares it.
 enum CfgMap {
