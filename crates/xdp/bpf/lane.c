@@ -1110,6 +1110,32 @@ static __always_inline int set_l2(struct st *s, const struct lane_if *out, __u64
 	return 0;
 }
 
+// The outer headers of GRE tunnel `t` for transmit.
+static __always_inline void outer_hdr(struct st *s, const struct lane_if *t)
+{
+	s->encap = 1;
+	s->o_v6 = t->gre_v6;
+	s->o_has_key = t->gre_has_key;
+	s->o_key = t->gre_key;
+	s->o_ttl = t->gre_ttl;
+	s->o_gre_len = t->gre_has_key ? 8 : 4;
+	__builtin_memcpy(s->o_src, t->gre_local, 16);
+	__builtin_memcpy(s->o_dst, t->gre_remote, 16);
+}
+
+// A memoised flow into tunnel `tif`: its outer headers (the memo holds
+// the underlay's link layer and the outer header's rule hits).
+__noinline int memo_encap(struct st *s, __u32 tif)
+{
+	if (!s)
+		return 1;
+	const struct lane_if *t = get_if(s, tif);
+	if (!t || t->kind != LIF_GRE)
+		return DROP(GRE_NOT_TUNNEL); // not under the entry's publication
+	outer_hdr(s, t);
+	return 0;
+}
+
 // The outer packet of GRE tunnel `tif`, routed like a packet tern
 // originated (gre-encap -> ip4-lookup/ip6-lookup -> rewrite with
 // LOCAL_ORIGIN: no TTL work; ENCAP set: a tunnel again is recursion).
@@ -1122,14 +1148,7 @@ __noinline int encap(struct st *s, __u32 tif)
 	const struct lane_if *t = get_if(s, tif);
 	if (!t || t->kind != LIF_GRE)
 		return DROP(GRE_NOT_TUNNEL);
-	s->encap = 1;
-	s->o_v6 = t->gre_v6;
-	s->o_has_key = t->gre_has_key;
-	s->o_key = t->gre_key;
-	s->o_ttl = t->gre_ttl;
-	s->o_gre_len = t->gre_has_key ? 8 : 4;
-	__builtin_memcpy(s->o_src, t->gre_local, 16);
-	__builtin_memcpy(s->o_dst, t->gre_remote, 16);
+	outer_hdr(s, t);
 	__u32 outer_tot = (s->o_v6 ? 40 : 20) + s->o_gre_len + s->tot;
 
 	struct acl_key k = {};
@@ -1339,14 +1358,20 @@ static __always_inline __u64 fib_dep(struct st *s)
 // hits counted for this packet's bytes (`in_bytes` for the input rule
 // set's, the frame sent for the output's), as the whole path would have.
 // Returns 1 when decided, 0 for a flow of GRE to the router (its input
-// rule set's hits recorded): the caller's local delivery follows.
+// rule set's hits recorded): the caller's local delivery follows; -1,
+// having changed nothing, for a packet into a tunnel that is too big for
+// it (the whole path finds which error applies).
 static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flow *m, const __u8 *ip, __u32 v6,
 					 __u32 in_bytes)
 {
 	__u32 n = m->hits;
 	__u32 nin = m->hits_in;
 	__u32 l2len = m->l2len;
-	__u32 out_bytes = l2len + s->tot;
+	__u32 over = m->o_over;
+	if (over && s->tot > m->mtu)
+		return -1;
+	// The frame sent: the outer headers' rule hits count it.
+	__u32 out_bytes = l2len + over + s->tot;
 	const struct lane_fwd_l2 *l2 = v6 ? &m->l2_v6 : &m->l2;
 	// After the hits already recorded (s->f_base: a decapsulated packet's
 	// outer header's; fwd_memo_find made sure they all fit).
@@ -1390,6 +1415,8 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 	}
 	s->hits = base + n;
 	s->dec_ttl = 1;
+	if (over && memo_encap(s, m->tun_if))
+		return 1;
 	s->tx_port = m->tx_port;
 	s->tx_vid = l2->tx_vid;
 	s->l2len = l2len;
@@ -1399,9 +1426,9 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 	return done(s, V_FWD, C_FORWARDED);
 }
 
-// After the whole path forwarded a packet of the received header without
-// a tunnel (nor by an ECMP group where the key, and for IPv6 the flow
-// label, does not determine the member), or the input rule set dropped it: that
+// After the whole path forwarded a packet of the received header (into a
+// GRE tunnel too, but not by an ECMP group where the key, and for IPv6 the
+// flow label, does not determine the member), or the input rule set dropped it: that
 // decision into this CPU's memo (a drop as l2len 0), in the bucket the
 // probe missed (s->f_idx), tagged with the sequences the packet read
 // first (the FIB lookups depend on fib_gen: fib_dep). The way: one whose
@@ -1420,8 +1447,25 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in, __u32 local)
 	if (s->hits > MAX_HITS || base > hits_in || hits_in > s->hits || s->hits - base > LANE_FM_HITS)
 		return 0;
 	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
-	if (!drop && !local && (s->verdict != V_FWD || s->encap))
+	if (!drop && !local && s->verdict != V_FWD)
 		return 0;
+	// Into a tunnel: the largest inner packet that fits it and, with the
+	// outer headers, the underlay's egress.
+	__u32 over = 0;
+	__u32 mtu = s->tx_mtu;
+	__u16 tun_if = 0;
+	if (s->encap && !drop && !local) {
+		const struct lane_if *t = get_if(s, s->nh.ifindex);
+		if (!t || t->kind != LIF_GRE)
+			return 0;
+		over = (s->o_v6 ? 40 : 20) + s->o_gre_len;
+		if (mtu < over)
+			return 0;
+		mtu -= over;
+		if (t->mtu < mtu)
+			mtu = t->mtu;
+		tun_if = s->nh.ifindex;
+	}
 	__u32 idx = s->f_idx;
 	struct lane_fwd_fbucket *b = bpf_map_lookup_elem(&lane_fwd_flows, &idx);
 	if (!b)
@@ -1452,7 +1496,9 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in, __u32 local)
 		l2 = &m->l2_v6;
 	}
 	m->v6 = s->v6;
-	m->mtu = s->tx_mtu;
+	m->mtu = mtu;
+	m->o_over = over;
+	m->tun_if = tun_if;
 	m->tx_port = local ? LANE_FM_LOCAL_PORT : s->tx_port;
 	m->l2len = drop ? 0 : local ? LANE_FM_LOCAL : s->l2len;
 	m->hits = s->hits - base;
@@ -1659,9 +1705,11 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 0);
 		if (fm) {
 			int r = fwd_memo_take(s, fm, ip, 0, k->bytes);
-			if (r)
+			if (r > 0)
 				return r;
-			goto local;
+			if (r == 0)
+				goto local;
+			// Too big for its tunnel: the whole path.
 		}
 	}
 	if (s->acl_in != LANE_NO_SET) {
@@ -1790,9 +1838,11 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
 		if (fm) {
 			int r = fwd_memo_take(s, fm, ip, 1, k->bytes);
-			if (r)
+			if (r > 0)
 				return r;
-			goto local;
+			if (r == 0)
+				goto local;
+			// Too big for its tunnel: the whole path.
 		}
 	}
 	if (s->acl_in != LANE_NO_SET) {

@@ -253,7 +253,7 @@ struct lane_fwd_flow {
 	};
 	__u32 epoch;   // lane_cfg.gen  } one word: the tag
 	__u32 fib_gen; // lane_cfg.fib_gen }
-	__u16 mtu;     // the egress interface's IP MTU
+	__u16 mtu;     // the egress interface's IP MTU; into a tunnel: the largest inner packet
 	__u16 tx_port;
 	__u8 v6;
 	__u8 l2len;   // 14 or 18; 0: the input rule set drops the flow; LANE_FM_LOCAL
@@ -264,7 +264,9 @@ struct lane_fwd_flow {
 	__u32 slot[LANE_FM_HITS]; // lane_acl_hits keys
 	__u32 label;      // IPv6: the flow label ...
 	__u32 label_mask; // ... that a packet must have (ECMP: 0xfffff, else 0)
-	__u8 pad[8];
+	__u16 tun_if;     // into a GRE tunnel: its interface ...
+	__u8 o_over;      // ... and the outer headers' length (0: no tunnel)
+	__u8 pad[5];
 };
 _Static_assert(sizeof(struct lane_fwd_flow) == 128, "lane_fwd_flow layout");
 // lane_fwd_flow.l2len of GRE to one of the router's addresses: the packet

@@ -1492,6 +1492,57 @@ fn the_fib_sequence_wraps_without_stale_routes() {
     });
 }
 
+/// Flows into a GRE tunnel are memoised with the tunnel's interface and
+/// the underlay's link layer: the next packets get the outer headers from
+/// the memo (IPv4 over gre0, IPv6 over the keyed gre6, both on the wan),
+/// with the wan's output rule set's hits on the outer frame's bytes. A
+/// packet of the flow too big for the tunnel or for the underlay with the
+/// outer headers takes the whole path (and its error), TTL 1 goes to
+/// userspace, and a new MAC of the underlay's next hop reaches the next
+/// packet. The harness compares every frame (outer headers included),
+/// verdict, counter and hit with userspace's.
+#[test]
+fn flows_into_a_tunnel_are_memoised_with_its_outer_headers() {
+    with_memo_lab(true, |d, w| {
+        use Verdict::*;
+        let into = |ttl: u8, data: &[u8]| lan_frame(udp4("10.0.1.2", "203.0.113.5", ttl, 1, 2, data));
+        let f = into(64, b"into gre0");
+        forwarded_and_memoised(d, &f, "203.0.113.5", WAN, "into gre0");
+        let f6 = lan6(udp6("2001:db8:1::2", "2001:db8:ee::5", 64, 1, 2));
+        for _ in 0..2 {
+            assert_eq!(d.run(LAN, &f6), Forward(WAN), "into gre6");
+        }
+        assert_memoised(d, "2001:db8:ee::5", Some(WAN));
+        let total = |h: &[(u64, u64)]| h.iter().map(|x| x.0).sum::<u64>();
+        let out0 = total(&d.hits(1).0);
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+        let per = total(&d.hits(1).0) - out0;
+        assert!(per > 0, "the wan's output set sees the outer header");
+        for _ in 0..7 {
+            assert_eq!(d.run(LAN, &f), Forward(WAN));
+            assert_eq!(d.run(LAN, &f6), Forward(WAN));
+        }
+        assert_eq!(total(&d.hits(1).0) - out0, 15 * per, "and every outer header after it");
+        // gre0 takes 1476 bytes, the wan 1400: with 24 bytes of outer
+        // headers the largest inner packet is 1376. One byte more (1377)
+        // and one that exceeds gre0's MTU as well (1480).
+        for len in [1377usize, 1480] {
+            let big = into(64, &vec![0x5a; len - 28]);
+            let v = d.run(LAN, &big);
+            assert!(matches!(v, Drop(_) | Punt(_)), "{len} bytes into gre0: {v:?}");
+        }
+        let fits = into(64, &vec![0x5a; 1376 - 28]);
+        assert_eq!(d.run(LAN, &fits), Forward(WAN), "1376 bytes fit");
+        assert_eq!(d.run(LAN, &into(1, b"ttl")), Punt("xdp-lane/punt-ttl".into()));
+        // The underlay's next hop moves to another MAC.
+        w.set_neighbor(WAN, "10.0.2.2".parse().expect("a"), Some(HOST_C));
+        sync_fib(d, w);
+        assert_eq!(d.run(LAN, &f), Forward(WAN), "to the new MAC");
+        assert_memoised(d, "203.0.113.5", Some(WAN));
+        assert_eq!(d.run(LAN, &f), Forward(WAN));
+    });
+}
+
 /// Packets of a memoised flow that its decision does not fit: TTL 1 goes
 /// to userspace, a packet over the egress MTU too with DF, and without DF
 /// is dropped counting the input rule set's hits (as the whole path does);
