@@ -1498,8 +1498,9 @@ fn the_fib_sequence_wraps_without_stale_routes() {
 /// with the wan's output rule set's hits on the outer frame's bytes. A
 /// packet of the flow too big for the tunnel or for the underlay with the
 /// outer headers takes the whole path (and its error), TTL 1 goes to
-/// userspace, and a new MAC of the underlay's next hop reaches the next
-/// packet. The harness compares every frame (outer headers included),
+/// userspace, a flow out of one tunnel into another is memoised too, and
+/// a new MAC of the underlay's next hop reaches the next packet. The
+/// harness compares every frame (outer headers included),
 /// verdict, counter and hit with userspace's.
 #[test]
 fn flows_into_a_tunnel_are_memoised_with_its_outer_headers() {
@@ -1534,6 +1535,15 @@ fn flows_into_a_tunnel_are_memoised_with_its_outer_headers() {
         let fits = into(64, &vec![0x5a; 1376 - 28]);
         assert_eq!(d.run(LAN, &fits), Forward(WAN), "1376 bytes fit");
         assert_eq!(d.run(LAN, &into(1, b"ttl")), Punt("xdp-lane/punt-ttl".into()));
+        // Out of one tunnel into another: gre6's packet for 203.0.113.7
+        // leaves through gre0, its memo entry holding both.
+        let inner = udp4("10.9.9.9", "203.0.113.7", 30, 5, 6, b"via two tunnels");
+        let outer6 = ipv6(v6("2001:db8:2::2"), v6("2001:db8:2::1"), 47, 64, &gre(Some(42), 0x0800, &inner));
+        let t2t = eth(R_WAN, HOST_B, 0x86dd, &outer6);
+        for _ in 0..3 {
+            assert_eq!(d.run(WAN, &t2t), Forward(WAN), "gre6 -> gre0");
+        }
+        assert_memoised(d, "203.0.113.7", Some(WAN));
         // The underlay's next hop moves to another MAC.
         w.set_neighbor(WAN, "10.0.2.2".parse().expect("a"), Some(HOST_C));
         sync_fib(d, w);
