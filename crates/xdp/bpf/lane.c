@@ -325,8 +325,6 @@ struct nh_out {
 	__u64 mac;
 };
 
-// Everything the decision phase learns; the packet is only written once
-// the verdict is known.
 // gre_in's memory of tunnels it looked up: the key, the interface it
 // named, and the publication it was read under (ok: filled).
 #define TUN_BITS 4
@@ -339,6 +337,8 @@ struct tun_memo {
 	__u8 pad;
 };
 
+// Everything the decision phase learns; the packet is only written once
+// the verdict is known.
 struct st {
 	__u32 gen;   // half of the double-buffered tables (lane_cfg.gen & 1)
 	__u32 epoch; // lane_cfg.gen: tags ACL verdict cache entries
