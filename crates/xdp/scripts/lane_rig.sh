@@ -17,6 +17,12 @@
 #           its queues: the script teaches tern's helper socket the NAPI id
 #           with UDP broadcasts to port 9 from the generator's namespace
 #           (python3) and leaves r0's NAPI unthreaded (tern drives it).
+#   xsk     xsk_fwd fwd (examples/xsk_fwd.rs): the least an AF_XDP
+#           forwarder does, on tern's own AF_XDP driver (MAC rewrite, no
+#           routing, no TTL, no firewall), busy polling like `user`: what
+#           AF_XDP itself costs on this rig, the floor under `user`;
+#           kernel addresses on r0/r1 so that its probe packets (UDP to
+#           port 9 of 10.10.1.1) reach the helper socket
 #   kfwd    in-kernel XDP forwarding with bpf_fib_lookup
 #           (scripts/lane_kfwd.bpf.c; kernel addresses, routes, neighbour);
 #           no firewall, no GRE (no ip_gre module here): "n/a" for gre
@@ -226,6 +232,18 @@ for _ in range(8):
 				echo "--- $sc $c: busy polling did not engage" >&2
 		fi
 		;;
+	xsk)
+		nsx $RTR ip addr add 10.10.1.1/24 dev $R0
+		nsx $RTR ip addr add 10.10.2.1/24 dev $R1
+		ip netns exec "$RTR" taskset -c 1 "$XSK_FWD" fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
+			--local 10.10.1.1 --local 10.10.2.1 --busy-poll on --cpu 1 --warmup 1 \
+			--seconds "$(calc "$start + $WARMUP + $MEASURE + 1.3")" >"$out/fwd" 2>"$out/fwd.err" &
+		tpid=$!; PIDS+=("$tpid")
+		# Its own window (printed with the busy-poll state it ended in)
+		# closes after the rig's and before the rig stops it.
+		sleep 1
+		nsx $GEN bash -c 'for i in 1 2 3 4 5; do echo probe > /dev/udp/10.10.1.1/9; done' 2>/dev/null || true
+		;;
 	kfwd)
 		nsx $RTR ip link set dev $R0 xdpdrv obj "$WORK/kfwd.o" sec xdp
 		nsx $RTR ip link set dev $R1 xdpdrv obj "$WORK/kfwd.o" sec xdp
@@ -238,14 +256,14 @@ for _ in range(8):
 	# XDP or GRO is on; tern turns these on when it attaches).
 	sleep 1
 	for d in $R0 $R1; do
-		[ "$c" = user ] && [ "$d" = "$R0" ] && continue # tern busy-polls it
+		{ [ "$c" = user ] || [ "$c" = xsk ]; } && [ "$d" = "$R0" ] && continue # busy-polled
 		napi_threaded $RTR $d 2>/dev/null || true
 		pin_napi $d 1
 	done
 	local waited=$((SECONDS - t_start))
 	[ $waited -lt $start ] && sleep $((start - waited))
 	for d in $R0 $R1; do
-		[ "$c" = user ] && [ "$d" = "$R0" ] && continue # tern busy-polls it
+		{ [ "$c" = user ] || [ "$c" = xsk ]; } && [ "$d" = "$R0" ] && continue # busy-polled
 		napi_threaded $RTR $d 2>/dev/null || true
 		pin_napi $d 1
 	done
@@ -290,6 +308,9 @@ for _ in range(8):
 	fi
 	wait 2>/dev/null || true
 	PIDS=()
+	if [ "$c" = xsk ] && ! grep -q "busy_poll=Helper\|busy_poll=Socket" "$out/fwd" 2>/dev/null; then
+		echo "--- $sc $c: busy polling not engaged (or the forwarder stopped early): $(cat "$out/fwd" 2>/dev/null)" >&2
+	fi
 	local pkts
 	pkts=$(field pkts "$out/sink")
 	if [ "${pkts:-0}" = 0 ] || [ -n "${VERBOSE:-}" ]; then
