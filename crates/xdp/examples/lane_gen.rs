@@ -5,8 +5,11 @@
 //!
 //! ```text
 //! lane_gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
-//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64]
+//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N]
 //! ```
+//! `--dsts N`: every stream to N destinations in turn (198.18.0.1 on, the
+//! scenario's ports), e.g. frame-sizes with `--dsts 4096` for 4096 flows
+//! that repeat.
 //! Prints `gen pkts=N seconds=S mpps=M` (frames offered, not delivered).
 
 use clap::ValueEnum;
@@ -43,7 +46,14 @@ fn run(args: &[String]) -> Result<(), String> {
         let cpu = cpu.parse::<usize>().map_err(|e| format!("--cpu: {e}"))?;
         tern_xdp::pin_thread_to_cpu(cpu).map_err(|e| format!("pin to cpu {cpu}: {e}"))?;
     }
-    let scenario = sc.expand(None);
+    let mut scenario = sc.expand(None);
+    if let Some(n) = arg(args, "--dsts") {
+        let n = n.parse::<u32>().map_err(|e| format!("--dsts: {e}"))?;
+        for st in &mut scenario.streams {
+            st.flows.dst_count = n;
+            st.flows.dst_stride = 1;
+        }
+    }
     let size = *scenario.sizes.first().ok_or("scenario without frame sizes")?;
     let profile = TrafficProfile { streams: scenario.streams.clone(), size, vlan: None, src_mac, dst_mac };
     let slots = profile.slots().map_err(|e| e.to_string())?;

@@ -40,6 +40,7 @@
 #
 # Usage: sudo crates/xdp/scripts/lane_rig.sh [RUNS] [SCENARIO...]
 #   env: CASES ("lane user kfwd linux"), WARMUP (s, 2), MEASURE (s, 5),
+#        GEN_ARGS (more lane_gen options, e.g. "--dsts 4096"),
 #        TERN (binary; default: cargo build --release -p tern), LANE_GEN and
 #        XSK_FWD (default: cargo build --release --example ...),
 #        ROUTES (full table, default /work/shared/data/full-table-2025.txt.gz),
@@ -267,8 +268,9 @@ for _ in range(8):
 		napi_threaded $RTR $d 2>/dev/null || true
 		pin_napi $d 1
 	done
+	# shellcheck disable=SC2086 # GEN_ARGS: words for lane_gen
 	nsx $GEN taskset -c 0 "$LANE_GEN" --dev $G0 --scenario "$sc" --dst-mac $MAC_R0 --src-mac $MAC_G0 \
-		--cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" >"$out/gen" 2>"$out/gen.err" &
+		--cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" ${GEN_ARGS:-} >"$out/gen" 2>"$out/gen.err" &
 	PIDS+=("$!")
 	sleep "$(calc "$WARMUP + 0.5")"
 	local napi t0 s0 t1 s1 p0 p1
