@@ -48,7 +48,7 @@ fn run(args: &[String]) -> Result<(), String> {
     }
     let mut scenario = sc.expand(None);
     if let Some(n) = arg(args, "--dsts") {
-        let n = n.parse::<u32>().map_err(|e| format!("--dsts: {e}"))?;
+        let n = n.parse::<u32>().ok().filter(|&n| n >= 1).ok_or(format!("--dsts {n}: need a count of 1 or more"))?;
         for st in &mut scenario.streams {
             st.flows.dst_count = n;
             st.flows.dst_stride = 1;

@@ -22,7 +22,8 @@
 #           routing, no TTL, no firewall), busy polling like `user`: what
 #           AF_XDP itself costs on this rig, the floor under `user`;
 #           kernel addresses on r0/r1 so that its probe packets (UDP to
-#           port 9 of 10.10.1.1) reach the helper socket
+#           port 9 of 10.10.1.1) reach the helper socket; "n/a" for gre,
+#           and in drop-test it forwards the blocked half too
 #   kfwd    in-kernel XDP forwarding with bpf_fib_lookup
 #           (scripts/lane_kfwd.bpf.c; kernel addresses, routes, neighbour);
 #           no firewall, no GRE (no ip_gre module here): "n/a" for gre
@@ -181,7 +182,7 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	local sc=$1 c=$2 out hz start tpid=""
 	hz=$(getconf CLK_TCK)
 	out=$(mktemp -d "$WORK/run.XXXX")
-	if [ "$sc" = gre-multi-flow ] && { [ "$c" = kfwd ] || [ "$c" = linux ]; }; then
+	if [ "$sc" = gre-multi-flow ] && { [ "$c" = kfwd ] || [ "$c" = linux ] || [ "$c" = xsk ]; }; then
 		echo "$sc $c n/a n/a n/a"
 		return
 	fi
