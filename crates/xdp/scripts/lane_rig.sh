@@ -179,7 +179,9 @@ kernel_routes() { # $1 = scenario
 }
 
 one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt gen_mpps"
-	local sc=$1 c=$2 out hz start tpid=""
+	local sc=$1 c=$2 out hz start tpid="" busy=""
+	# user and xsk busy-poll r0's NAPI themselves: it stays unthreaded.
+	case $c in user | xsk) busy=1 ;; esac
 	hz=$(getconf CLK_TCK)
 	out=$(mktemp -d "$WORK/run.XXXX")
 	if [ "$sc" = gre-multi-flow ] && { [ "$c" = kfwd ] || [ "$c" = linux ] || [ "$c" = xsk ]; }; then
@@ -258,14 +260,14 @@ for _ in range(8):
 	# XDP or GRO is on; tern turns these on when it attaches).
 	sleep 1
 	for d in $R0 $R1; do
-		{ [ "$c" = user ] || [ "$c" = xsk ]; } && [ "$d" = "$R0" ] && continue # busy-polled
+		[ -n "$busy" ] && [ "$d" = "$R0" ] && continue
 		napi_threaded $RTR $d 2>/dev/null || true
 		pin_napi $d 1
 	done
 	local waited=$((SECONDS - t_start))
 	[ $waited -lt $start ] && sleep $((start - waited))
 	for d in $R0 $R1; do
-		{ [ "$c" = user ] || [ "$c" = xsk ]; } && [ "$d" = "$R0" ] && continue # busy-polled
+		[ -n "$busy" ] && [ "$d" = "$R0" ] && continue
 		napi_threaded $RTR $d 2>/dev/null || true
 		pin_napi $d 1
 	done
