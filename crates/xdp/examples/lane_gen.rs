@@ -5,11 +5,14 @@
 //!
 //! ```text
 //! lane_gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
-//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N]
+//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N] [--srcs N]
 //! ```
 //! `--dsts N`: every stream to N destinations in turn (198.18.0.1 on, the
 //! scenario's ports), e.g. frame-sizes with `--dsts 4096` for 4096 flows
 //! that repeat.
+//! `--srcs N`: every stream from N sources in turn (its own source on),
+//! e.g. single-flow-50fw with `--srcs 65536` for source rules that see a
+//! new key on every frame (more than the lane's verdict cache holds).
 //! Prints `gen pkts=N seconds=S mpps=M` (frames offered, not delivered).
 
 use clap::ValueEnum;
@@ -52,6 +55,13 @@ fn run(args: &[String]) -> Result<(), String> {
         for st in &mut scenario.streams {
             st.flows.dst_count = n;
             st.flows.dst_stride = 1;
+        }
+    }
+    if let Some(n) = arg(args, "--srcs") {
+        let n = n.parse::<u32>().ok().filter(|&n| n >= 1).ok_or(format!("--srcs {n}: need a count of 1 or more"))?;
+        for st in &mut scenario.streams {
+            st.flows.src_count = n;
+            st.flows.src_stride = 1;
         }
     }
     let size = *scenario.sizes.first().ok_or("scenario without frame sizes")?;
