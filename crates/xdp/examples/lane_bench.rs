@@ -5,7 +5,7 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--only SUBSTRING] [--object LANE.O ...]
+//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--only SUBSTRING] [--object LANE.O ...] [--kfwd KFWD.O]
 //! ```
 //! Run it pinned (`taskset -c 1 lane_bench ...`): the lane's caches and
 //! memos are per CPU, and calls made after the thread moved find the other
@@ -40,6 +40,14 @@
 //! contains one of them, or equals one written `=NAME`
 //! (`--only "=single-flow-50fw|=plain forwarding, no rules"` leaves out
 //! the trace-armed case, whose drained ring makes it slow).
+//!
+//! `--kfwd PATH` also times the rig's peer, in-kernel XDP forwarding with
+//! bpf_fib_lookup (scripts/lane_kfwd.bpf.c, built with
+//! `clang -O2 -g -target bpf -I/usr/include/$(uname -m)-linux-gnu -c`), on
+//! the same frames, in the same blocks of calls: the namespace gets the
+//! lane's routes, addresses and next hop in the kernel, with forwarding on.
+//! Its lines ("kfwd, ...") give its cost over the lane's case without
+//! rules on the same flows (a negative figure: kfwd costs less).
 //!
 //! `--object PATH` (repeatable) times other builds of `bpf/lane.c` (same
 //! maps and layouts; `clang -O2 -g -target bpf -c lane.c`) instead of the
@@ -169,17 +177,96 @@ struct Case {
     /// The case this one's cost is given over (default: the same runs
     /// without rules).
     vs: Option<&'static str>,
+    /// Timed on `--kfwd`'s program (in-kernel XDP forwarding with
+    /// bpf_fib_lookup) instead of the lane.
+    kfwd: bool,
 }
 
 impl Case {
     fn new(name: &'static str, acl: Option<RuleSet>, gre: bool, frames: Vec<Vec<u8>>, repeat: u32) -> Case {
-        Case { name, acl, gre, frames, repeat, trace: false, vs: None }
+        Case { name, acl, gre, frames, repeat, trace: false, vs: None, kfwd: false }
     }
 }
 
 /// A build of the lane program to time: a label and its ELF object (None:
 /// the built-in one).
 type Object = (String, Option<Vec<u8>>);
+
+/// A program timed: a lane (with its FIB), or the kfwd peer.
+enum Prog {
+    /// The FIB's writer and reader live as long as the lane mirroring it.
+    Lane {
+        lane: Box<LaneProgram>,
+        _fib: Box<(tern_fib::FibWriter, tern_fib::FibReader)>,
+    },
+    Kfwd(aya::Ebpf),
+}
+
+impl Prog {
+    /// The last action and the average time of one of `repeat` runs on
+    /// `frame` as received on kernel device `kif`.
+    fn run(&self, frame: &[u8], kif: u32, repeat: u32) -> Result<(u32, std::time::Duration), String> {
+        match self {
+            Prog::Lane { lane, .. } => lane.test_run_timed(frame, kif, repeat).map_err(|e| e.to_string()),
+            Prog::Kfwd(ebpf) => {
+                use aya::programs::{TestRun, TestRunOptions, Xdp};
+                let p: &Xdp =
+                    ebpf.program(KFWD_PROG).ok_or("kfwd: no program")?.try_into().map_err(|e| format!("kfwd: {e}"))?;
+                // struct xdp_md: data, data_end, data_meta, ingress_ifindex, ...
+                let mut ctx = [0u8; 24];
+                ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
+                ctx[12..16].copy_from_slice(&kif.to_ne_bytes());
+                let r = p
+                    .test_run(TestRunOptions { data_in: Some(frame), ctx_in: Some(&ctx), repeat, ..Default::default() })
+                    .map_err(|e| format!("kfwd: BPF_PROG_TEST_RUN: {e:?}"))?;
+                Ok((r.return_value, r.duration))
+            }
+        }
+    }
+
+    fn lane(&mut self) -> Option<&mut LaneProgram> {
+        match self {
+            Prog::Lane { lane, .. } => Some(lane),
+            Prog::Kfwd(_) => None,
+        }
+    }
+}
+
+/// The program in crates/xdp/scripts/lane_kfwd.bpf.c.
+const KFWD_PROG: &str = "kfwd";
+
+/// Loads `--kfwd`'s object, attaches it to a veth of its own (as `setup`
+/// does the lanes) and gives the namespace what its bpf_fib_lookup needs:
+/// the lane's routes, addresses and next hop in the kernel, forwarding on.
+fn setup_kfwd(obj: &[u8]) -> Result<Prog, String> {
+    use aya::programs::{Xdp, XdpMode};
+    for cmd in [
+        "ip link set lo up",
+        "ip link set l0 up",
+        "ip link set p0 up",
+        "ip link set l1 up",
+        "ip link set p1 up",
+        "ip addr replace 10.10.1.1/24 dev l0",
+        "ip addr replace 10.10.2.1/24 dev l1",
+        // The lane's next hop MAC (R0): see `setup`.
+        "ip neigh replace 10.10.2.2 lladdr 02:00:00:00:00:10 dev l1 nud permanent",
+        "ip route replace 198.18.0.0/15 via 10.10.2.2",
+        "sysctl -qw net.ipv4.ip_forward=1",
+    ] {
+        sh(&cmd.split(' ').collect::<Vec<_>>())?;
+    }
+    let mut ebpf = aya::Ebpf::load(obj).map_err(|e| format!("kfwd: {e}"))?;
+    let p: &mut Xdp =
+        ebpf.program_mut(KFWD_PROG).ok_or("kfwd: no program")?.try_into().map_err(|e| format!("kfwd: {e}"))?;
+    p.load().map_err(|e| format!("kfwd: {e}"))?;
+    let n = ATTACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (dev, peer) = (format!("ld{n}"), format!("lp{n}"));
+    sh(&["ip", "link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
+    let kif = tern_xdp::lane::device_ifindex(&dev).map_err(|e| e.to_string())?;
+    // The link lives as long as the program (dropped with the Ebpf).
+    p.attach_to_if_index(kif, XdpMode::Driver).map_err(|e| format!("kfwd: attach to {dev}: {e}"))?;
+    Ok(Prog::Kfwd(ebpf))
+}
 
 fn run(
     routes: Option<&str>,
@@ -188,6 +275,7 @@ fn run(
     acl_cache_buckets: u32,
     only: Option<&str>,
     objects: &[Object],
+    kfwd: Option<&[u8]>,
 ) -> Result<(), String> {
     let ns = format!("tlanebench{}", std::process::id());
     sh(&["ip", "netns", "add", &ns])?;
@@ -196,7 +284,7 @@ fn run(
         sh(&["ip", "-n", &ns, "link", "add", "l1", "type", "veth", "peer", "name", "p1"])?;
         let f = std::fs::File::open(format!("/var/run/netns/{ns}")).map_err(|e| e.to_string())?;
         tern_xdp::enter_netns(&f).map_err(|e| e.to_string())?;
-        bench(routes, calls, rounds, acl_cache_buckets, only, objects)
+        bench(routes, calls, rounds, acl_cache_buckets, only, objects, kfwd)
     })();
     let _ = sh(&["ip", "netns", "del", &ns]);
     r
@@ -209,6 +297,7 @@ fn bench(
     acl_cache_buckets: u32,
     only: Option<&str>,
     objects: &[Object],
+    kfwd: Option<&[u8]>,
 ) -> Result<(), String> {
     let gen_src = Ipv4Addr::new(10, 10, 1, 2);
     let single = vec![frame(gen_src, Ipv4Addr::new(198, 18, 0, 1), 1024, 1024)];
@@ -239,6 +328,7 @@ fn bench(
         .collect();
     let fw50 = || Some(tern_acl::scenario_50_drop_rules());
     let tunnels8: Vec<Vec<u8>> = (0..EXTRA_TUNNELS + 1).map(|t| gre_frame_from(&single[0], 2 + t)).collect();
+    let (flows1024_kfwd, flows65536_kfwd) = (flows1024.clone(), flows65536.clone());
     let mut cases = vec![
         Case::new("plain forwarding, no rules", None, false, single.clone(), 250),
         Case::new("single-flow-50fw", fw50(), false, single.clone(), 250),
@@ -270,6 +360,20 @@ fn bench(
         Case::new("no rules, 65536 flows, 1 run/call", None, false, flows65536.clone(), 1),
         Case::new("50fw, 65536 flows, 1 run/call", fw50(), false, flows65536, 1),
     ];
+    if kfwd.is_some() {
+        // The peer on the same frames and routes, each given over the
+        // lane's case without rules: "+N ns over" is kfwd's cost above
+        // the lane's.
+        let peer = |name, frames: &Vec<Vec<u8>>, repeat, vs| Case {
+            kfwd: true,
+            vs: Some(vs),
+            ..Case::new(name, None, false, frames.clone(), repeat)
+        };
+        cases.push(peer("kfwd, 1 flow", &single, 250, "plain forwarding, no rules"));
+        cases.push(peer("kfwd, 1 flow, 1 run/call", &single, 1, "no rules, 1 flow, 1 run/call"));
+        cases.push(peer("kfwd, 1024 flows, 1 run/call", &flows1024_kfwd, 1, "no rules, 1024 flows, 1 run/call"));
+        cases.push(peer("kfwd, 65536 flows, 1 run/call", &flows65536_kfwd, 1, "no rules, 65536 flows, 1 run/call"));
+    }
     if routes.is_some() {
         cases.push(Case::new("900k-routes-50fw", fw50(), false, multi.clone(), 250));
     }
@@ -281,10 +385,10 @@ fn bench(
     let shared: Vec<(&Case, usize)> = cases
         .iter()
         .filter(|c| !c.name.starts_with("900k"))
-        .flat_map(|c| (0..objects.len()).map(move |o| (c, o)))
+        .flat_map(|c| (0..if c.kfwd { 1 } else { objects.len() }).map(move |o| (c, o)))
         .collect();
     let label = |c: &Case, o: usize| {
-        if objects.len() > 1 || objects[o].1.is_some() {
+        if !c.kfwd && (objects.len() > 1 || objects[o].1.is_some()) {
             format!("{} @{}", c.name, objects[o].0)
         } else {
             c.name.to_string()
@@ -303,6 +407,15 @@ fn bench(
     {
         let mut lanes = Vec::new();
         for &(c, o) in &shared {
+            if c.kfwd {
+                let obj = kfwd.ok_or("kfwd case without --kfwd")?;
+                let prog = setup_kfwd(obj)?;
+                for f in &c.frames {
+                    prog.run(f, kif0, 1)?;
+                }
+                lanes.push(prog);
+                continue;
+            }
             let (mut lane, w, r) = setup(routes, false, c.gre, acl_cache_buckets, kif0, kif1, &objects[o])?;
             lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
             // Untimed: every flow WARM_PASSES times when the memos can
@@ -321,7 +434,7 @@ fn bench(
             if c.trace {
                 lane.trace_arm(u32::MAX).map_err(|e| format!("{}: {e}", c.name))?;
             }
-            lanes.push((lane, w, r));
+            lanes.push(Prog::Lane { lane: Box::new(lane), _fib: Box::new((w, r)) });
         }
         let mut ns: Vec<Vec<u128>> = vec![Vec::with_capacity(calls); shared.len()];
         let mut verdicts = vec![0u32; shared.len()];
@@ -333,14 +446,14 @@ fn bench(
             for (i, &(c, _)) in shared.iter().enumerate() {
                 for j in block..(block + BLOCK_CALLS).min(calls) {
                     let f = &c.frames[j % c.frames.len()];
-                    let (act, per) = lanes[i].0.test_run_timed(f, kif0, c.repeat).map_err(|e| e.to_string())?;
+                    let (act, per) = lanes[i].run(f, kif0, c.repeat)?;
                     verdicts[i] = act;
                     ns[i].push(per.as_nanos());
                 }
                 // Untimed: a block's records (64 calls x 250 runs x 208
                 // bytes) fit in the 4 MiB ring.
                 if c.trace {
-                    traced[i] += lanes[i].0.trace_take().len() as u64;
+                    traced[i] += lanes[i].lane().map_or(0, |l| l.trace_take().len()) as u64;
                 }
             }
         }
@@ -381,7 +494,8 @@ fn bench(
             };
             let records = if c.trace {
                 let lost = lanes[i]
-                    .0
+                    .lane()
+                    .ok_or("trace on kfwd")?
                     .counters()
                     .map_err(|e| e.to_string())?
                     .into_iter()
@@ -539,6 +653,13 @@ fn main() -> ExitCode {
     }
     let rounds = get("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5usize).max(1);
     let only = get("--only");
+    let kfwd = match get("--kfwd").map(std::fs::read).transpose() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("lane_bench: --kfwd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut objects: Vec<Object> = Vec::new();
     for (i, a) in args.iter().enumerate() {
         if a != "--object" {
@@ -562,7 +683,7 @@ fn main() -> ExitCode {
     if objects.is_empty() {
         objects.push(("built-in".into(), None));
     }
-    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref(), &objects) {
+    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref(), &objects, kfwd.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lane_bench: {e}");
