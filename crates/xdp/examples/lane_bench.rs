@@ -5,7 +5,7 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--only SUBSTRING] [--object LANE.O ...] [--kfwd KFWD.O]
+//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--fwd-buckets N] [--only SUBSTRING] [--object LANE.O ...] [--kfwd KFWD.O] [--flows N,...]
 //! ```
 //! Run it pinned (`taskset -c 1 lane_bench ...`): the lane's caches and
 //! memos are per CPU, and calls made after the thread moved find the other
@@ -41,6 +41,9 @@
 //! (`--only "=single-flow-50fw|=plain forwarding, no rules"` leaves out
 //! the trace-armed case, whose drained ring makes it slow).
 //!
+//! `--flows N,M,...` adds one-run cases without rules over N flows in
+//! turn (N sources to N destinations; also for kfwd with `--kfwd`).
+//!
 //! `--kfwd PATH` also times the rig's peer, in-kernel XDP forwarding with
 //! bpf_fib_lookup (scripts/lane_kfwd.bpf.c, built with
 //! `clang -O2 -g -target bpf -I/usr/include/$(uname -m)-linux-gnu -c`), on
@@ -69,6 +72,12 @@ const R0: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
 /// (1024 buckets of 2 per CPU; the forwarding memo holds 4096).
 const WARM_PASSES: usize = 32;
 const WARM_FLOWS_MAX: usize = 2048;
+
+/// `--fwd-buckets N`: the forwarding memo's buckets per CPU (0: the default).
+static FWD_BUCKETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// `--flows N,M,...`: more one-run cases without rules, over N flows in turn.
+static MORE_FLOWS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
 
 /// Lanes loaded so far (each attached to a veth of its own; see `setup`).
 static ATTACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -360,6 +369,17 @@ fn bench(
         Case::new("no rules, 65536 flows, 1 run/call", None, false, flows65536.clone(), 1),
         Case::new("50fw, 65536 flows, 1 run/call", fw50(), false, flows65536, 1),
     ];
+    for &n in MORE_FLOWS.get().map_or(&[][..], |v| v.as_slice()) {
+        let flows: Vec<Vec<u8>> = (0..n)
+            .map(|i| frame(Ipv4Addr::from(0x0a0b_0000 + i + 1), Ipv4Addr::from(0xc612_0000 + i + 1), 1024, 4000))
+            .collect();
+        let name: &'static str = Box::leak(format!("no rules, {n} flows, 1 run/call (--flows)").into_boxed_str());
+        if kfwd.is_some() {
+            let k: &'static str = Box::leak(format!("kfwd, {n} flows, 1 run/call (--flows)").into_boxed_str());
+            cases.push(Case { kfwd: true, vs: Some(name), ..Case::new(k, None, false, flows.clone(), 1) });
+        }
+        cases.push(Case::new(name, None, false, flows, 1));
+    }
     if kfwd.is_some() {
         // The peer on the same frames and routes, each given over the
         // lane's case without rules: "+N ns over" is kfwd's cost above
@@ -510,20 +530,106 @@ fn bench(
             println!("{:<34} {med:>5} ns  {}  ({fine}slices {lo}-{hi}){over}{records}", label(c, o), v(verdicts[i]));
         }
     }
-    for c in cases.iter().filter(|c| c.name.starts_with("900k")) {
-        let (mut lane, _w, _r) = setup(routes, true, c.gre, acl_cache_buckets, kif0, kif1, &objects[0])?;
-        lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
-        let mut ns: Vec<u128> = Vec::with_capacity(calls);
-        let mut verdict = 0;
-        for i in 0..calls {
-            let f = &c.frames[i % c.frames.len()];
-            let (act, per) = lane.test_run_timed(f, kif0, c.repeat).map_err(|e| e.to_string())?;
-            verdict = act;
-            ns.push(per.as_nanos());
+    if let (Some(c), Some(path)) = (cases.iter().find(|c| c.name.starts_with("900k")), routes) {
+        full_table(c, path, calls, kfwd, acl_cache_buckets, kif0, kif1, &objects[0])?;
+    }
+    Ok(())
+}
+
+/// The full-table cases: the lane (with case `c`'s rules) on `c`'s frames,
+/// hot, and on 65536 destinations drawn from the table, one run a call
+/// (each lookup's lines as cold as so many destinations make them); with
+/// `kfwd`, the peer on the same frames with the same table in the kernel
+/// (loaded with `ip -batch`), in the same blocks of calls.
+#[allow(clippy::too_many_arguments)]
+fn full_table(
+    c: &Case,
+    path: &str,
+    calls: usize,
+    kfwd: Option<&[u8]>,
+    acl_cache_buckets: u32,
+    kif0: u32,
+    kif1: u32,
+    object: &Object,
+) -> Result<(), String> {
+    let entries = tern_fib::routefile::load(std::path::Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
+    let v4: Vec<(Ipv4Addr, u8)> = entries
+        .iter()
+        .filter_map(|(p, _)| match p.addr() {
+            IpAddr::V4(a) if p.len() >= 8 => Some((a, p.len())),
+            _ => None,
+        })
+        .collect();
+    // A covered destination per draw: the first address after a random
+    // prefix's network address (all routes share the next hop).
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let covered: Vec<Vec<u8>> = (0..65536u32)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (a, _) = v4[(x % v4.len() as u64) as usize];
+            frame(Ipv4Addr::from(0x0a40_0000 + i + 1), Ipv4Addr::from(u32::from(a) | 1), 1024, 4000)
+        })
+        .collect();
+    let (mut lane, w, r) = setup(Some(path), true, c.gre, acl_cache_buckets, kif0, kif1, object)?;
+    lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
+    let mut progs = vec![Prog::Lane { lane: Box::new(lane), _fib: Box::new((w, r)) }];
+    if let Some(obj) = kfwd {
+        progs.push(setup_kfwd(obj)?);
+        let batch = std::env::temp_dir().join(format!("lane_bench_routes.{}", std::process::id()));
+        let text: String = v4.iter().map(|(a, l)| format!("route replace {a}/{l} via 10.10.2.2\n")).collect();
+        std::fs::write(&batch, text).map_err(|e| e.to_string())?;
+        let loaded = sh(&["ip", "-batch", &batch.to_string_lossy()]);
+        let _ = std::fs::remove_file(&batch);
+        loaded?;
+        // The lane's own route for the hot case's destinations.
+        sh(&["ip", "route", "replace", "198.18.0.0/15", "via", "10.10.2.2"])?;
+    }
+    // (program, frames, runs a call, label)
+    let mut runs: Vec<(usize, &[Vec<u8>], u32, String)> = vec![
+        (0, &c.frames, c.repeat, c.name.to_string()),
+        (0, &covered, 1, format!("{}, 65536 covered dsts, 1 run/call", c.name)),
+    ];
+    if kfwd.is_some() {
+        runs.push((1, &c.frames, c.repeat, "kfwd, 900k routes".into()));
+        runs.push((1, &covered, 1, "kfwd, 900k routes, 65536 covered dsts, 1 run/call".into()));
+    }
+    for (p, frames, _, _) in &runs {
+        for f in frames.iter() {
+            progs[*p].run(f, kif0, 1)?;
         }
-        ns.sort_unstable();
-        let med = ns.get(ns.len() / 2).copied().unwrap_or(0);
-        println!("{:<34} {med:>5} ns  {}", c.name, v(verdict));
+    }
+    let mut ns: Vec<Vec<u128>> = vec![Vec::with_capacity(calls); runs.len()];
+    let mut verdicts = vec![0u32; runs.len()];
+    const BLOCK_CALLS: usize = 64;
+    for block in (0..calls).step_by(BLOCK_CALLS) {
+        for (i, (p, frames, repeat, _)) in runs.iter().enumerate() {
+            for j in block..(block + BLOCK_CALLS).min(calls) {
+                let (act, per) = progs[*p].run(&frames[j % frames.len()], kif0, *repeat)?;
+                verdicts[i] = act;
+                ns[i].push(per.as_nanos());
+            }
+        }
+    }
+    for (i, (_, _, repeat, name)) in runs.iter().enumerate() {
+        let mut v = ns[i].clone();
+        v.sort_unstable();
+        let med = v.get(v.len() / 2).copied().unwrap_or(0);
+        let cut = v.len() / 10;
+        let mid = &v[cut..v.len() - cut];
+        let fine = if *repeat == 1 && !mid.is_empty() {
+            format!("  (trimmed mean {:.1} ns)", mid.iter().sum::<u128>() as f64 / mid.len() as f64)
+        } else {
+            String::new()
+        };
+        let act = match verdicts[i] {
+            1 => "drop",
+            2 => "pass/punt",
+            4 => "redirect",
+            _ => "?",
+        };
+        println!("{name:<34} {med:>5} ns  {act}{fine}");
     }
     Ok(())
 }
@@ -621,7 +727,11 @@ fn setup(
     let next_hop_mac = if gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
     w.set_neighbor(1, sink, Some(next_hop_mac));
     let fwd_memo = FWD_MEMO.load(std::sync::atomic::Ordering::Relaxed);
-    let cfg = LaneConfig { acl_cache_buckets, fwd_memo, ..LaneConfig::default() };
+    let mut cfg = LaneConfig { acl_cache_buckets, fwd_memo, ..LaneConfig::default() };
+    match FWD_BUCKETS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {}
+        n => cfg.fwd_buckets = n,
+    }
     let mut lane = match &object.1 {
         Some(obj) => LaneProgram::load_object(&cfg, obj),
         None => LaneProgram::load(&cfg),
@@ -653,6 +763,26 @@ fn main() -> ExitCode {
     }
     let rounds = get("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5usize).max(1);
     let only = get("--only");
+    if let Some(n) = get("--fwd-buckets") {
+        match n.parse::<u32>() {
+            Ok(n) => FWD_BUCKETS.store(n, std::sync::atomic::Ordering::Relaxed),
+            Err(e) => {
+                eprintln!("lane_bench: --fwd-buckets {n}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(list) = get("--flows") {
+        match list.split(',').map(|n| n.parse::<u32>().ok().filter(|&n| (1..=1 << 20).contains(&n))).collect() {
+            Some(v) => {
+                let _ = MORE_FLOWS.set(v);
+            }
+            None => {
+                eprintln!("lane_bench: --flows {list}: need counts of 1 to 1048576, separated by commas");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let kfwd = match get("--kfwd").map(std::fs::read).transpose() {
         Ok(k) => k,
         Err(e) => {
