@@ -58,11 +58,11 @@
 //! `case @file`, so variants of the program are compared in the same
 //! blocks of calls; the full-table case uses the first object.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Command, ExitCode};
 use tern_acl::{Action, RuleSet};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteTarget, Source};
-use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, link_local_from_mac};
+use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, V6Net, link_local_from_mac};
 use tern_xdp::lane::{LaneConfig, LaneProgram};
 
 const R0: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
@@ -120,6 +120,50 @@ fn frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> Vec<u8> {
     f
 }
 
+/// A frame (without FCS: 66 bytes) of UDP over IPv6 from `src` to `dst`,
+/// hop limit 255, four bytes of payload, the UDP checksum set.
+fn frame6(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = Vec::with_capacity(66);
+    f.extend_from_slice(&R0);
+    f.extend_from_slice(&G0);
+    f.extend_from_slice(&[0x86, 0xdd]);
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 12, 17, 255]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    let mut udp = Vec::with_capacity(12);
+    udp.extend_from_slice(&sport.to_be_bytes());
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&[0, 12, 0, 0, 0x5a, 0x5a, 0x5a, 0x5a]);
+    // Pseudo-header: addresses, length, next header.
+    let mut ph = Vec::with_capacity(52);
+    ph.extend_from_slice(&src.octets());
+    ph.extend_from_slice(&dst.octets());
+    ph.extend_from_slice(&[0, 0, 0, 12, 0, 0, 0, 17]);
+    ph.extend_from_slice(&udp);
+    let c = match csum(&ph) {
+        0 => 0xffff,
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&udp);
+    f
+}
+
+/// 50 rules `drop src 2001:db8:dead:N::1/128`, default accept: the
+/// 100GE test's 50 source rules in IPv6.
+fn fw50_v6() -> RuleSet {
+    let mut s = RuleSet::new("TEST_IN6", Action::Accept);
+    for n in 1..=50u16 {
+        let mut r = tern_acl::Rule::new(tern_acl::RuleAction::Drop);
+        let a = Ipv6Addr::new(0x2001, 0xdb8, 0xdead, n, 0, 0, 0, 1);
+        r.src = Some(tern_acl::value::List::one(
+            tern_acl::value::Prefix::new(a.into(), 128).unwrap_or_else(|_| unreachable!()),
+        ));
+        s.rules.push(r);
+    }
+    s
+}
+
 /// `inner` (a frame from [`frame`]) as gre0's remote sends it to its local
 /// address: outer IPv4 10.10.2.2 -> 10.10.2.1, GRE without key.
 fn gre_frame(inner: &[u8]) -> Vec<u8> {
@@ -161,7 +205,11 @@ fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], net: V4N
         mtu: 1500,
         up: true,
         v4: vec![net],
-        v6: Vec::new(),
+        v6: match index {
+            0 => vec![V6Net { addr: Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), len: 64 }],
+            1 => vec![V6Net { addr: Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1), len: 64 }],
+            _ => Vec::new(),
+        },
         v6_ll: link_local_from_mac(mac),
         acl_in,
         acl_out: None,
@@ -261,6 +309,11 @@ fn setup_kfwd(obj: &[u8]) -> Result<Prog, String> {
         "ip neigh replace 10.10.2.2 lladdr 02:00:00:00:00:10 dev l1 nud permanent",
         "ip route replace 198.18.0.0/15 via 10.10.2.2",
         "sysctl -qw net.ipv4.ip_forward=1",
+        "ip -6 addr replace 2001:db8:1::1/64 dev l0 nodad",
+        "ip -6 addr replace 2001:db8:2::1/64 dev l1 nodad",
+        "ip -6 neigh replace 2001:db8:2::2 lladdr 02:00:00:00:00:10 dev l1 nud permanent",
+        "ip -6 route replace 2001:db8:ff00::/40 via 2001:db8:2::2",
+        "sysctl -qw net.ipv6.conf.all.forwarding=1",
     ] {
         sh(&cmd.split(' ').collect::<Vec<_>>())?;
     }
@@ -324,6 +377,11 @@ fn bench(
     let flows65536: Vec<Vec<u8>> = (0..65536u32)
         .map(|i| frame(Ipv4Addr::from(0x0a40_0000 + i + 1), Ipv4Addr::from(0xc612_0000 + i + 1), 1024, 4000))
         .collect();
+    // IPv6: one flow, and 65536 flows from as many sources.
+    let src6 = |i: u32| Ipv6Addr::from(0x2001_0db8_0001_0000_0000_0000_0000_0002u128 + u128::from(i));
+    let dst6 = |i: u32| Ipv6Addr::from(0x2001_0db8_ff00_0000_0000_0000_0000_0001u128 + u128::from(i));
+    let single6 = vec![frame6(src6(0), dst6(0), 1024, 1024)];
+    let flows6: Vec<Vec<u8>> = (0..65536u32).map(|i| frame6(src6(i + 1), dst6(i + 1), 1024, 4000)).collect();
     let mut drop_test = tern_acl::scenario_50_drop_rules();
     drop_test.name = "DROP".into();
     drop_test.default = Action::Drop;
@@ -338,6 +396,7 @@ fn bench(
     let fw50 = || Some(tern_acl::scenario_50_drop_rules());
     let tunnels8: Vec<Vec<u8>> = (0..EXTRA_TUNNELS + 1).map(|t| gre_frame_from(&single[0], 2 + t)).collect();
     let (flows1024_kfwd, flows65536_kfwd) = (flows1024.clone(), flows65536.clone());
+    let (single6_kfwd, flows6_kfwd) = (single6.clone(), flows6.clone());
     let mut cases = vec![
         Case::new("plain forwarding, no rules", None, false, single.clone(), 250),
         Case::new("single-flow-50fw", fw50(), false, single.clone(), 250),
@@ -368,6 +427,16 @@ fn bench(
         Case::new("50fw, 1024 flows, 1 run/call", fw50(), false, flows1024, 1),
         Case::new("no rules, 65536 flows, 1 run/call", None, false, flows65536.clone(), 1),
         Case::new("50fw, 65536 flows, 1 run/call", fw50(), false, flows65536, 1),
+        Case::new("ipv6 plain forwarding, no rules", None, false, single6.clone(), 250),
+        Case {
+            vs: Some("ipv6 plain forwarding, no rules"),
+            ..Case::new("ipv6 single-flow-50fw", Some(fw50_v6()), false, single6, 250)
+        },
+        Case::new("ipv6 no rules, 65536 flows, 1 run/call", None, false, flows6.clone(), 1),
+        Case {
+            vs: Some("ipv6 no rules, 65536 flows, 1 run/call"),
+            ..Case::new("ipv6 50fw, 65536 flows, 1 run/call", Some(fw50_v6()), false, flows6, 1)
+        },
     ];
     for &n in MORE_FLOWS.get().map_or(&[][..], |v| v.as_slice()) {
         let flows: Vec<Vec<u8>> = (0..n)
@@ -393,6 +462,13 @@ fn bench(
         cases.push(peer("kfwd, 1 flow, 1 run/call", &single, 1, "no rules, 1 flow, 1 run/call"));
         cases.push(peer("kfwd, 1024 flows, 1 run/call", &flows1024_kfwd, 1, "no rules, 1024 flows, 1 run/call"));
         cases.push(peer("kfwd, 65536 flows, 1 run/call", &flows65536_kfwd, 1, "no rules, 65536 flows, 1 run/call"));
+        cases.push(peer("kfwd, ipv6 1 flow", &single6_kfwd, 250, "ipv6 plain forwarding, no rules"));
+        cases.push(peer(
+            "kfwd, ipv6 65536 flows, 1 run/call",
+            &flows6_kfwd,
+            1,
+            "ipv6 no rules, 65536 flows, 1 run/call",
+        ));
     }
     if routes.is_some() {
         cases.push(Case::new("900k-routes-50fw", fw50(), false, multi.clone(), 250));
@@ -726,6 +802,13 @@ fn setup(
     // not-for-us drop). TTL 255 lasts the 250 runs.
     let next_hop_mac = if gre { [2, 0, 0, 0, 0, 0x21] } else { R0 };
     w.set_neighbor(1, sink, Some(next_hop_mac));
+    // IPv6: the same topology (in0 2001:db8:1::/64, out0 2001:db8:2::/64,
+    // 2001:db8:ff00::/40 via the sink 2001:db8:2::2).
+    add(&mut w, "2001:db8:1::/64", RouteTarget::Connected { ifindex: 0 })?;
+    add(&mut w, "2001:db8:2::/64", RouteTarget::Connected { ifindex: 1 })?;
+    let sink6: IpAddr = "2001:db8:2::2".parse().map_err(|_| "addr")?;
+    add(&mut w, "2001:db8:ff00::/40", RouteTarget::Via { gw: sink6, ifindex: None })?;
+    w.set_neighbor(1, sink6, Some(next_hop_mac));
     let fwd_memo = FWD_MEMO.load(std::sync::atomic::Ordering::Relaxed);
     let mut cfg = LaneConfig { acl_cache_buckets, fwd_memo, ..LaneConfig::default() };
     match FWD_BUCKETS.load(std::sync::atomic::Ordering::Relaxed) {
