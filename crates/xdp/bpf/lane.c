@@ -293,6 +293,8 @@ _Static_assert(LANE_FM_HITS == MAX_HITS, "the forwarding memo holds every hit a 
 		asm volatile("" : "+r"(x));        \
 		(x) &= (m);                        \
 	} while (0)
+// x, computed here: the compiler may not move the work after it above.
+#define SEQ(x) asm volatile("" : "+r"(x))
 #define L3_MAX 80 // the deepest L3 header the lane reads (VLAN + IPv6 + GRE)
 
 // The classifier key (crates/acl/src/key.rs; field values as
@@ -555,18 +557,6 @@ static __always_inline __u32 flow_hash(__u64 src_hi, __u64 src_lo, __u64 dst_hi,
 	return (__u32)h;
 }
 
-// Branch-free unsigned a < b on 64 bits (Hacker's Delight 2-12): keeps
-// the verifier from exploring both sides of every step of a search.
-static __always_inline __u64 lt64(__u64 a, __u64 b)
-{
-	return ((~a & b) | (~(a ^ b) & (a - b))) >> 63;
-}
-
-static __always_inline __u64 nz64(__u64 x)
-{
-	return (x | -x) >> 63;
-}
-
 // Index of the only set bit of x (population count of the bits below it).
 static __always_inline __u32 bit_index(__u64 x)
 {
@@ -593,28 +583,57 @@ static __always_inline __u32 bit_index(__u64 x)
 #define ABSENT16 (1u << 16)
 #define ABSENT8 (1u << 8)
 
-// The rules of field `f` matching value (hi, lo): the interval holding it,
-// by binary search over the interval starts (128-bit: IPv6 addresses).
-__noinline __u64 acl_field(__u32 k, __u64 hi, __u64 lo)
+// 1 when start `p` of field table `t` is at or below the address at `a`
+// (a[0] its high word, a[1] its low one), branch-free and in few
+// registers. The starts beyond a table's intervals are (2^64 - 1, 2^62)
+// with the last interval's rules (layout.rs encode_acl_field): above
+// every value but the few that the last interval holds anyway. x < y for
+// 64-bit words is the sign of (x >> 1) - (y >> 1) + (((x & 1) - (y & 1))
+// >> 1) (arithmetic shift), which cannot overflow; for 128-bit values the
+// low words' borrow joins the high words' low bits.
+static __always_inline __u32 acl_le128(const struct lane_acl_field *t, __u32 p, const __u64 *a)
+{
+	p &= LANE_ACL_INTERVALS - 1;
+	// The address is read again for every compare: values derived from
+	// it, kept across compares, spilled to a stack the deepest call
+	// chain cannot spare.
+	asm volatile("" ::: "memory");
+	__u64 hi = a[0], lo = a[1];
+	__u64 shi = t->hi[p], slo = t->lo[p];
+	__s64 b = (__s64)((lo >> 1) - (slo >> 1)) + ((__s64)((lo & 1) - (slo & 1)) >> 1);
+	__u64 borrow = (__u64)b >> 63; // lo < slo
+	__s64 d = (__s64)((hi >> 1) - (shi >> 1)) + ((__s64)((hi & 1) - (shi & 1) - borrow) >> 1);
+	return 1 - (__u32)((__u64)d >> 63); // !(value < start)
+}
+
+// The rules of field `f` matching the source (`dst` 0) or destination
+// address of IPv6 key `key`: the interval holding it, by a 4-ary search
+// over the interval starts: strides 32, 8 and 2, each three independent
+// compares, then 1. Four rounds of loads where a binary search waited on
+// eight (whose search cost 58 ns hot: lane_bench, 50 IPv6 source rules,
+// every packet classified). The starts are sorted, so the pivots at or
+// below the value are the first ones of a round: their number picks the
+// next round's block.
+__noinline __u64 acl_field(__u32 k, const struct acl_key *key, __u32 dst)
 {
 	const struct lane_acl_field *t = bpf_map_lookup_elem(&lane_acl_fields, &k);
-	if (!t)
+	if (!t || !key)
 		return 0;
-	__u32 at = 0;
-	__u32 len = t->n;
-	if (len > LANE_ACL_INTERVALS)
-		len = LANE_ACL_INTERVALS;
+	const __u64 *a = &key->w[(dst & 1) * 2]; // K_SRC_HI or K_DST_HI
+	// One compare after the other for the compiler (SEQ), which would
+	// otherwise interleave a round's three and spill. The CPU still
+	// overlaps them: their loads do not depend on each other.
+	__u32 at = 0, c;
 #pragma unroll
-	for (int i = 0; i < 8; i++) {
-		__u32 half = len >> 1;
-		__u32 mid = (at + half) & (LANE_ACL_INTERVALS - 1);
-		__u64 shi = t->hi[mid], slo = t->lo[mid];
-		// start <= value  <=>  !(value < start)
-		__u64 lt = lt64(hi, shi) | ((1 - nz64(hi ^ shi)) & lt64(lo, slo));
-		__u32 take = 1 - (__u32)lt;
-		at = at + take * half;
-		len = half + take * (len & 1);
+	for (int stride = 32; stride >= 2; stride /= 4) {
+		c = acl_le128(t, at + stride, a);
+		SEQ(c);
+		c += acl_le128(t, at + 2 * stride, a);
+		SEQ(c);
+		c += acl_le128(t, at + 3 * stride, a);
+		at += stride * c;
 	}
+	at += acl_le128(t, at + 1, a);
 	return t->bits[at & (LANE_ACL_INTERVALS - 1)];
 }
 
@@ -929,10 +948,10 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 		__u64 m = h->all;
 		// IPv4 tables (even `base`) hold 32-bit address starts.
 		if (fields & (1u << F_SRC))
-			m &= (base & 1) ? acl_field(base * LANE_NF + F_SRC, k->w[K_SRC_HI], k->w[K_SRC_LO])
+			m &= (base & 1) ? acl_field(base * LANE_NF + F_SRC, k, 0)
 					: acl_field32(base * LANE_NF + F_SRC, k->w[K_SRC_LO]);
 		if (fields & (1u << F_DST))
-			m &= (base & 1) ? acl_field(base * LANE_NF + F_DST, k->w[K_DST_HI], k->w[K_DST_LO])
+			m &= (base & 1) ? acl_field(base * LANE_NF + F_DST, k, 1)
 					: acl_field32(base * LANE_NF + F_DST, k->w[K_DST_LO]);
 #pragma unroll
 		for (int f = F_PROTO; f < LANE_NF; f++) {

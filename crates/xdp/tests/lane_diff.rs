@@ -474,6 +474,79 @@ fn ipv6_and_the_drop_test_agree_with_userspace() {
     });
 }
 
+/// 60 IPv6 source rules over random prefixes (in 2001:db8::/32, and
+/// shorter ones anywhere in 2000::/3), drop or accept, default accept: 121
+/// interval starts that differ in their high words, their low words or
+/// both, for the lane's 128-bit search.
+fn many_ipv6_source_rules(r: &mut Rng) -> (RuleSet, Vec<(u128, u8)>) {
+    let mut set = RuleSet::new("V6SRC", Action::Accept);
+    let mut prefixes = Vec::new();
+    for i in 0..60 {
+        let (addr, len) = if i % 2 == 0 {
+            (
+                (0x2001_0db8u128 << 96) | (u128::from(r.next()) << 32) | u128::from(r.next() as u32),
+                33 + r.below(96) as u8,
+            )
+        } else {
+            ((1u128 << 125) | ((u128::from(r.next()) << 64 | u128::from(r.next())) >> 3), 4 + r.below(61) as u8)
+        };
+        let mut rule = Rule::new(if i % 3 == 0 { RuleAction::Accept } else { RuleAction::Drop });
+        let p = tern_acl::value::Prefix::new_truncating(Ipv6Addr::from(addr).into(), len);
+        rule.src = Some(tern_acl::value::List::one(p));
+        set.rules.push(rule);
+        let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len)) };
+        prefixes.push((addr & mask, len));
+    }
+    (set, prefixes)
+}
+
+#[test]
+fn many_ipv6_source_intervals_agree_with_userspace() {
+    if !privileged() {
+        return;
+    }
+    let mut rng = Rng(0x5eed_1234_abcd_0042);
+    let (rules, prefixes) = many_ipv6_source_rules(&mut rng);
+    let lane_acl = tern_xdp::lane::compile_acl(&rules, &|_| None);
+    assert!(lane_acl.v6.compiled(), "the lane compiles the IPv6 rules: {:?}", lane_acl.v6.not_compiled);
+    let ns = Netns::with_veths(3);
+    ns.run(|| {
+        let (_w, r) = fib();
+        // The rules on lan's input, no other rule set anywhere.
+        let mut ifs = cache_interfaces(Some(0)).ifs.clone();
+        for f in &mut ifs {
+            f.acl_out = None;
+            if f.index != LAN {
+                f.acl_in = None;
+            }
+        }
+        let mut d = build(IfTable::new(ifs), 3, &r, &[rules], false);
+        // Each prefix's first and last address and their neighbours, and
+        // random sources in the same spaces.
+        let mut sources: Vec<u128> = Vec::new();
+        for &(start, len) in &prefixes {
+            let end = start | (u128::MAX >> u32::from(len));
+            sources.extend([start, start.wrapping_sub(1), end, end.wrapping_add(1)]);
+        }
+        for _ in 0..200 {
+            sources.push((0x2001_0db8u128 << 96) | (u128::from(rng.next()) << 32) | u128::from(rng.next() as u32));
+            sources.push((1u128 << 125) | ((u128::from(rng.next()) << 64 | u128::from(rng.next())) >> 3));
+        }
+        // Global unicast only (2000::/3): no martian or link-local source.
+        sources.retain(|&s| s >> 125 == 1);
+        let (mut fwd, mut drop) = (0, 0);
+        for s in sources {
+            let l3 = ipv6(Ipv6Addr::from(s), v6("2001:db8:ff::1"), 17, 64, &udp(7, 9, b"v6 rules"));
+            match d.run(LAN, &lan6(l3)) {
+                Verdict::Forward(WAN) => fwd += 1,
+                Verdict::Drop(r) if r == "ip6-acl-in/denied" => drop += 1,
+                v => panic!("source {:x}: {v:?} (the lane must classify every one)", s),
+            }
+        }
+        assert!(fwd > 50 && drop > 50, "both verdicts: {fwd} forwarded, {drop} dropped");
+    });
+}
+
 /// A small deterministic generator (xorshift64*), so a failure can be
 /// replayed from its seed.
 struct Rng(u64);

@@ -258,9 +258,12 @@ impl AclSetHdr {
 }
 
 /// `struct lane_acl_field`: interval starts (as 128-bit values), the rule
-/// bits of each interval, the low words of the starts beyond `n` padded
-/// with [`ACL_PAD`], and every 8th low word repeated in `top` (the first
-/// level of the program's two-level search, `acl_field32`).
+/// bits of each interval, and every 8th low word repeated in `top` (the
+/// first level of the program's two-level search, `acl_field32`). The
+/// starts beyond `n` are (2^64 - 1, [`ACL_PAD`]) with the last interval's
+/// bits: above every 32-bit value (`acl_field32`), and above every 128-bit
+/// value but those the last interval holds anyway (`acl_field`'s 4-ary
+/// search reads them without looking at `n`).
 pub(crate) fn encode_acl_field(starts: &[u128], bits: &[u64]) -> [u8; ACL_FIELD_SIZE] {
     let mut b = [0u8; ACL_FIELD_SIZE];
     let n = starts.len().min(bits.len()).min(ACL_INTERVALS);
@@ -278,6 +281,11 @@ pub(crate) fn encode_acl_field(starts: &[u128], bits: &[u64]) -> [u8; ACL_FIELD_
     for (i, (s, m)) in starts.iter().zip(bits).take(n).enumerate() {
         put64(&mut b, hi_at + 8 * i, (*s >> 64) as u64);
         put64(&mut b, bits_at + 8 * i, *m);
+    }
+    let last = if n > 0 { bits[n - 1] } else { 0 };
+    for i in n..ACL_INTERVALS {
+        put64(&mut b, hi_at + 8 * i, u64::MAX);
+        put64(&mut b, bits_at + 8 * i, last);
     }
     b
 }
@@ -396,6 +404,82 @@ mod tests {
                 assert_eq!(search(&b, v), t.lookup(u128::from(v)), "n {} value {v}", starts.len());
             }
         }
+    }
+
+    /// The program's 4-ary search over 128-bit starts (`acl_field`), run
+    /// on the encoded bytes: for random interval tables (full, short and
+    /// empty) and values (the starts, their neighbours, the extremes,
+    /// random ones) it finds the interval the reference lookup finds.
+    #[test]
+    fn four_ary_search_finds_the_interval_of_the_reference() {
+        let word = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let lo_at = 8 + 8 * ACL_TOP;
+        let hi_at = lo_at + 8 * ACL_INTERVALS;
+        let bits_at = hi_at + 8 * ACL_INTERVALS;
+        let search = |b: &[u8], v: u128| -> u64 {
+            // As lane.c acl_le128 computes start <= value, in 64-bit words.
+            let le = |p: usize| {
+                let p = p & (ACL_INTERVALS - 1);
+                let (shi, slo) = (word(b, hi_at + 8 * p), word(b, lo_at + 8 * p));
+                let (hi, lo) = ((v >> 64) as u64, v as u64);
+                let d = (lo >> 1).wrapping_sub(slo >> 1) as i64 + ((lo & 1).wrapping_sub(slo & 1) as i64 >> 1);
+                let borrow = (d as u64) >> 63;
+                let d = (hi >> 1).wrapping_sub(shi >> 1) as i64
+                    + ((hi & 1).wrapping_sub(shi & 1).wrapping_sub(borrow) as i64 >> 1);
+                let le = 1 - ((d as u64) >> 63) as usize;
+                assert_eq!(le == 1, ((u128::from(shi) << 64) | u128::from(slo)) <= v, "compare");
+                le
+            };
+            let mut at = 32 * (le(32) + le(64) + le(96));
+            at += 8 * (le(at + 8) + le(at + 16) + le(at + 24));
+            at += 2 * (le(at + 2) + le(at + 4) + le(at + 6));
+            at += le(at + 1);
+            word(b, bits_at + 8 * (at & (ACL_INTERVALS - 1)))
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..400 {
+            let n = match round % 4 {
+                0 => ACL_INTERVALS,
+                1 => 1,
+                _ => 1 + (next() as usize % ACL_INTERVALS),
+            };
+            // Full-width starts, or starts that differ only in their low
+            // word (one IPv6 /64), or only in their high word.
+            let mut starts: Vec<u128> = (1..n)
+                .map(|_| {
+                    let (h, l) = (u128::from(next()), u128::from(next()));
+                    match round % 3 {
+                        0 => (h << 64) | l,
+                        1 => (0x2001_0db8_0000_0001u128 << 64) | l,
+                        _ => h << 64,
+                    }
+                })
+                .collect();
+            starts.push(0);
+            starts.sort_unstable();
+            starts.dedup();
+            let bits: Vec<u64> = (0..starts.len()).map(|_| next() | 1).collect();
+            let t = super::super::acl::FieldTable { field: 0, starts: starts.clone(), bits: bits.clone() };
+            let b = encode_acl_field(&starts, &bits);
+            let mut probes: Vec<u128> = (0..64).map(|_| (u128::from(next()) << 64) | u128::from(next())).collect();
+            for &s in &starts {
+                probes.extend([s, s.saturating_sub(1), s.saturating_add(1)]);
+            }
+            probes.extend([0, u128::MAX, u128::MAX - 1, (u128::from(u64::MAX) << 64) | u128::from(ACL_PAD)]);
+            for v in probes {
+                assert_eq!(search(&b, v), t.lookup(v), "n {} value {v:#x}", starts.len());
+            }
+        }
+        // An empty table matches nothing.
+        let b = encode_acl_field(&[], &[]);
+        assert_eq!(search(&b, 0), 0);
+        assert_eq!(search(&b, u128::MAX), 0);
     }
 
     #[test]
