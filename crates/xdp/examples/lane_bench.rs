@@ -41,6 +41,11 @@
 //! (`--only "=single-flow-50fw|=plain forwarding, no rules"` leaves out
 //! the trace-armed case, whose drained ring makes it slow).
 //!
+//! The "ipv6" cases: 66-byte UDP/IPv6 frames on the same topology
+//! (2001:db8:1::/64 on in0, 2001:db8:2::/64 on out0, 2001:db8:ff00::/40
+//! via the sink), with the 50 source rules in IPv6
+//! (`drop src 2001:db8:dead:N::1/128`); one flow, or 65536 sources.
+//!
 //! `--flows N,M,...` adds one-run cases without rules over N flows in
 //! turn (N sources to N destinations; also for kfwd with `--kfwd`).
 //!

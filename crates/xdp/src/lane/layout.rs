@@ -362,6 +362,16 @@ mod tests {
         assert_eq!(ckey_masks(0b11), [0, 0], "addresses are not packed");
     }
 
+    /// A small deterministic generator (xorshift64) for the search tests.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// The program's two-level search (`acl_field32`), run on the encoded
     /// bytes: for random interval tables and values it finds the interval
     /// the reference lookup finds.
@@ -377,13 +387,7 @@ mod tests {
             let at = (at + 7 - above as usize) & (ACL_INTERVALS - 1);
             word(b, lo_at + 16 * ACL_INTERVALS + 8 * at)
         };
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for round in 0..400 {
             let n = 1 + (next() as usize % ACL_INTERVALS);
             let span = if round % 2 == 0 { u64::from(u32::MAX) } else { 300 };
@@ -436,13 +440,7 @@ mod tests {
             at += le(at + 1);
             word(b, bits_at + 8 * (at & (ACL_INTERVALS - 1)))
         };
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for round in 0..400 {
             let n = match round % 4 {
                 0 => ACL_INTERVALS,
