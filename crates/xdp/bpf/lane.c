@@ -286,15 +286,15 @@ enum { V_NONE = 0, V_FWD, V_DROP, V_PUNT, V_PASS };
 #define MAX_HITS 8
 _Static_assert(LANE_FM_HITS == MAX_HITS, "the forwarding memo holds every hit a packet records");
 
-// x &= m, hidden from the optimizer (which knows the mask changes nothing
-// after a bounds check) so that the verifier sees the bound.
-#define MASK(x, m)                                 \
-	do {                                       \
-		asm volatile("" : "+r"(x));        \
-		(x) &= (m);                        \
-	} while (0)
 // x, computed here: the compiler may not move the work after it above.
 #define SEQ(x) asm volatile("" : "+r"(x))
+// x &= m, hidden from the optimizer (which knows the mask changes nothing
+// after a bounds check) so that the verifier sees the bound.
+#define MASK(x, m)                          \
+	do {                                \
+		SEQ(x);                     \
+		(x) &= (m);                 \
+	} while (0)
 #define L3_MAX 80 // the deepest L3 header the lane reads (VLAN + IPv6 + GRE)
 
 // The classifier key (crates/acl/src/key.rs; field values as

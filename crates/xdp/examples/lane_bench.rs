@@ -84,8 +84,46 @@ static FWD_BUCKETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32:
 /// `--flows N,M,...`: more one-run cases without rules, over N flows in turn.
 static MORE_FLOWS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
 
-/// Lanes loaded so far (each attached to a veth of its own; see `setup`).
+/// Programs loaded so far (each attached to a veth of its own; see `setup`).
 static ATTACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A new veth (down) for the next program to attach to: its name and number.
+fn own_veth() -> Result<(String, usize), String> {
+    let n = ATTACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (dev, peer) = (format!("ld{n}"), format!("lp{n}"));
+    sh(&["ip", "link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
+    Ok((dev, n))
+}
+
+/// Calls of one program in a row before the next program's: switching
+/// every call would time cold caches (a program's first run after
+/// another's).
+const BLOCK_CALLS: usize = 64;
+
+/// An XDP action's name.
+fn action_name(act: u32) -> &'static str {
+    match act {
+        1 => "drop",
+        2 => "pass/punt",
+        4 => "redirect",
+        _ => "?",
+    }
+}
+
+fn median(v: &mut [i128]) -> i128 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// The mean of the middle 80 %. One run per call is timed in steps of
+/// about 10 ns here: this resolves finer (the machine's noise dithers
+/// the steps) without the outliers.
+fn trimmed_mean(v: &mut [i128]) -> f64 {
+    v.sort_unstable();
+    let cut = v.len() / 10;
+    let mid = &v[cut..v.len() - cut];
+    if mid.is_empty() { 0.0 } else { mid.iter().sum::<i128>() as f64 / mid.len() as f64 }
+}
 
 /// `--fwd-memo`: whether the lanes loaded run with the forwarding memo.
 static FWD_MEMO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
@@ -326,9 +364,7 @@ fn setup_kfwd(obj: &[u8]) -> Result<Prog, String> {
     let p: &mut Xdp =
         ebpf.program_mut(KFWD_PROG).ok_or("kfwd: no program")?.try_into().map_err(|e| format!("kfwd: {e}"))?;
     p.load().map_err(|e| format!("kfwd: {e}"))?;
-    let n = ATTACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (dev, peer) = (format!("ld{n}"), format!("lp{n}"));
-    sh(&["ip", "link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
+    let (dev, _) = own_veth()?;
     let kif = tern_xdp::lane::device_ifindex(&dev).map_err(|e| e.to_string())?;
     // The link lives as long as the program (dropped with the Ebpf).
     p.attach_to_if_index(kif, XdpMode::Driver).map_err(|e| format!("kfwd: attach to {dev}: {e}"))?;
@@ -495,12 +531,6 @@ fn bench(
             c.name.to_string()
         }
     };
-    let v = |verdict| match verdict {
-        1 => "drop",
-        2 => "pass/punt",
-        4 => "redirect",
-        _ => "?",
-    };
     // The cases on the plain FIB run interleaved, in blocks of calls, each
     // on its own program: a change of the machine's load hits them alike, and
     // a case's cost over its reference (no rules, same runs per call and
@@ -540,9 +570,6 @@ fn bench(
         let mut ns: Vec<Vec<u128>> = vec![Vec::with_capacity(calls); shared.len()];
         let mut verdicts = vec![0u32; shared.len()];
         let mut traced = vec![0u64; shared.len()];
-        // Blocks of calls per program: switching programs every call would
-        // time cold caches (a program's first run after another's).
-        const BLOCK_CALLS: usize = 64;
         for block in (0..calls).step_by(BLOCK_CALLS) {
             for (i, &(c, _)) in shared.iter().enumerate() {
                 for j in block..(block + BLOCK_CALLS).min(calls) {
@@ -558,26 +585,13 @@ fn bench(
                 }
             }
         }
-        let median = |v: &mut Vec<i128>| {
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
-        // One run per call is timed in steps of about 10 ns here: the
-        // mean of the middle 80 % of the calls resolves finer (the
-        // machine's noise dithers the steps) without the outliers.
-        let trimmed = |v: &mut Vec<i128>| {
-            v.sort_unstable();
-            let cut = v.len() / 10;
-            let mid = &v[cut..v.len() - cut];
-            if mid.is_empty() { 0.0 } else { mid.iter().sum::<i128>() as f64 / mid.len() as f64 }
-        };
         for (i, &(c, o)) in shared.iter().enumerate() {
             let mut all: Vec<i128> = ns[i].iter().map(|&x| x as i128).collect();
             let med = median(&mut all);
             // Spread: the medians of `rounds` consecutive slices of the calls.
             let slice = calls.div_ceil(rounds).max(1);
             let mut parts: Vec<i128> =
-                ns[i].chunks(slice).map(|ch| median(&mut ch.iter().map(|&x| x as i128).collect())).collect();
+                ns[i].chunks(slice).map(|ch| median(&mut ch.iter().map(|&x| x as i128).collect::<Vec<_>>())).collect();
             parts.sort_unstable();
             let (lo, hi) = (parts.first().copied().unwrap_or(0), parts.last().copied().unwrap_or(0));
             let reference = shared.iter().position(|&(r, ro)| match c.vs {
@@ -587,8 +601,11 @@ fn bench(
             let over = match reference {
                 Some(r) if r != i => {
                     let mut d: Vec<i128> = ns[i].iter().zip(&ns[r]).map(|(&a, &b)| a as i128 - b as i128).collect();
-                    let fine =
-                        if c.repeat == 1 { format!(" (trimmed mean {:+.1})", trimmed(&mut d)) } else { String::new() };
+                    let fine = if c.repeat == 1 {
+                        format!(" (trimmed mean {:+.1})", trimmed_mean(&mut d))
+                    } else {
+                        String::new()
+                    };
                     format!("  {:+} ns{fine} over \"{}\"", median(&mut d), label(shared[r].0, shared[r].1))
                 }
                 _ => String::new(),
@@ -607,8 +624,12 @@ fn bench(
                 String::new()
             };
             let fine =
-                if c.repeat == 1 { format!("trimmed mean {:.1} ns, ", trimmed(&mut all)) } else { String::new() };
-            println!("{:<34} {med:>5} ns  {}  ({fine}slices {lo}-{hi}){over}{records}", label(c, o), v(verdicts[i]));
+                if c.repeat == 1 { format!("trimmed mean {:.1} ns, ", trimmed_mean(&mut all)) } else { String::new() };
+            println!(
+                "{:<34} {med:>5} ns  {}  ({fine}slices {lo}-{hi}){over}{records}",
+                label(c, o),
+                action_name(verdicts[i])
+            );
         }
     }
     if let (Some(c), Some(path)) = (cases.iter().find(|c| c.name.starts_with("900k")), routes) {
@@ -683,7 +704,6 @@ fn full_table(
     }
     let mut ns: Vec<Vec<u128>> = vec![Vec::with_capacity(calls); runs.len()];
     let mut verdicts = vec![0u32; runs.len()];
-    const BLOCK_CALLS: usize = 64;
     for block in (0..calls).step_by(BLOCK_CALLS) {
         for (i, (p, frames, repeat, _)) in runs.iter().enumerate() {
             for j in block..(block + BLOCK_CALLS).min(calls) {
@@ -694,23 +714,11 @@ fn full_table(
         }
     }
     for (i, (_, _, repeat, name)) in runs.iter().enumerate() {
-        let mut v = ns[i].clone();
-        v.sort_unstable();
-        let med = v.get(v.len() / 2).copied().unwrap_or(0);
-        let cut = v.len() / 10;
-        let mid = &v[cut..v.len() - cut];
-        let fine = if *repeat == 1 && !mid.is_empty() {
-            format!("  (trimmed mean {:.1} ns)", mid.iter().sum::<u128>() as f64 / mid.len() as f64)
-        } else {
-            String::new()
-        };
-        let act = match verdicts[i] {
-            1 => "drop",
-            2 => "pass/punt",
-            4 => "redirect",
-            _ => "?",
-        };
-        println!("{name:<34} {med:>5} ns  {act}{fine}");
+        let mut v: Vec<i128> = ns[i].iter().map(|&x| x as i128).collect();
+        let med = median(&mut v);
+        let fine =
+            if *repeat == 1 { format!("  (trimmed mean {:.1} ns)", trimmed_mean(&mut v)) } else { String::new() };
+        println!("{name:<34} {med:>5} ns  {}{fine}", action_name(verdicts[i]));
     }
     Ok(())
 }
@@ -833,9 +841,7 @@ fn setup(
     // directly, as on a real port, and a BPF_PROG_TEST_RUN of several runs
     // no longer adds it to the dispatcher and takes it out again (an RCU
     // grace period each way: 16-24 ms a call, the bench's whole wall time).
-    let n = ATTACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (dev, peer) = (format!("ld{n}"), format!("lp{n}"));
-    sh(&["ip", "link", "add", &dev, "type", "veth", "peer", "name", &peer])?;
+    let (dev, n) = own_veth()?;
     lane.attach(&dev, 100 + n as u16, false).map_err(|e| format!("{dev}: {e}"))?;
     Ok((lane, w, reader))
 }

@@ -26,6 +26,13 @@ fn arg<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
     args.iter().position(|a| a == key).and_then(|i| args.get(i + 1)).map(String::as_str)
 }
 
+/// Option `key`'s count of 1 or more, if given.
+fn count(args: &[String], key: &str) -> Result<Option<u32>, String> {
+    arg(args, key)
+        .map(|n| n.parse::<u32>().ok().filter(|&n| n >= 1).ok_or(format!("{key} {n}: need a count of 1 or more")))
+        .transpose()
+}
+
 fn mac(s: &str) -> Result<[u8; 6], String> {
     let v: Vec<u8> = s
         .split(':')
@@ -50,15 +57,13 @@ fn run(args: &[String]) -> Result<(), String> {
         tern_xdp::pin_thread_to_cpu(cpu).map_err(|e| format!("pin to cpu {cpu}: {e}"))?;
     }
     let mut scenario = sc.expand(None);
-    if let Some(n) = arg(args, "--dsts") {
-        let n = n.parse::<u32>().ok().filter(|&n| n >= 1).ok_or(format!("--dsts {n}: need a count of 1 or more"))?;
+    if let Some(n) = count(args, "--dsts")? {
         for st in &mut scenario.streams {
             st.flows.dst_count = n;
             st.flows.dst_stride = 1;
         }
     }
-    if let Some(n) = arg(args, "--srcs") {
-        let n = n.parse::<u32>().ok().filter(|&n| n >= 1).ok_or(format!("--srcs {n}: need a count of 1 or more"))?;
+    if let Some(n) = count(args, "--srcs")? {
         for st in &mut scenario.streams {
             st.flows.src_count = n;
             st.flows.src_stride = 1;
