@@ -33,4 +33,9 @@ rustup component add clippy rustfmt >/dev/null 2>&1 || true
 if ! mountpoint -q /sys/fs/bpf 2>/dev/null; then
   mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 fi
+# tracefs for tracepoint programs (the RFC 2544 tester's hole watch on
+# sched_switch); some machines boot without it mounted.
+if [ ! -e /sys/kernel/tracing/events ] && ! mountpoint -q /sys/kernel/tracing 2>/dev/null; then
+  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
 echo "setup: ok"
