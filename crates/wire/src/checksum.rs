@@ -21,11 +21,13 @@ fn add_carry(acc: u64, word: u64) -> u64 {
 /// Folds a 64-bit one's complement sum to 16 bits.
 #[inline(always)]
 fn fold(acc: u64) -> u16 {
-    let mut s = (acc & 0xffff_ffff) + (acc >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s as u16
+    // Two halves added with the end-around carry, twice: the carry out
+    // goes back in at the bottom, where it cannot carry again (a sum that
+    // carried is at most 2^n - 2). The result is 0 only for acc == 0.
+    let (s, c) = (acc as u32).overflowing_add((acc >> 32) as u32);
+    let s = s + u32::from(c);
+    let (t, c) = (s as u16).overflowing_add((s >> 16) as u16);
+    t + u16::from(c)
 }
 
 /// One's complement sum of `data` taken as big-endian 16-bit words (an odd
@@ -166,6 +168,18 @@ pub fn update(checksum: u16, old: u16, new: u16) -> u16 {
     !add(add(!checksum, !old), new)
 }
 
+/// [`update`] for the one change every forwarded IPv4 packet gets: its TTL
+/// (the high byte of the TTL/protocol word) down by one. The difference
+/// is always -0x0100, so RFC 1624's eqn. 3 reduces to adding 0x0100 with
+/// the end-around carry, where a sum of exactly 0xffff also carries into
+/// 0x0000 (as Linux's `ip_decrease_ttl` does): the same result as
+/// [`update`] for every checksum and TTL/protocol word, zeros included.
+#[inline(always)]
+pub fn ttl_decremented(checksum: u16) -> u16 {
+    let s = u32::from(checksum) + 0x0100;
+    (s + u32::from(s >= 0xffff)) as u16
+}
+
 /// [`update`] for a 32-bit field (an address, a sequence number) that sits
 /// on a 16-bit boundary.
 #[inline]
@@ -244,7 +258,50 @@ mod tests {
         assert_eq!(pseudo_header_v6(src6, dst6, IpProtocol::ICMPV6, 70_000), naive(&bytes));
     }
 
+    /// Every checksum against RFC 1624's eqn. 3 for every TTL and common
+    /// protocols (every TTL/protocol word, 4.3 G pairs, matched once by
+    /// hand in a release build); the property below covers the rest.
+    #[test]
+    fn ttl_decremented_is_the_incremental_update() {
+        for c in 0..=u16::MAX {
+            let t = ttl_decremented(c);
+            for ttl in 1..=u8::MAX {
+                for proto in [1u8, 6, 17, 47, 50] {
+                    let old = u16::from_be_bytes([ttl, proto]);
+                    assert_eq!(t, update(c, old, old - 0x0100), "checksum {c:#06x}, word {old:#06x}");
+                }
+            }
+        }
+    }
+
+    /// The fold as it was first written: four folds of halves.
+    fn fold_by_halves(acc: u64) -> u16 {
+        let mut s = (acc & 0xffff_ffff) + (acc >> 32);
+        s = (s & 0xffff) + (s >> 16);
+        s = (s & 0xffff) + (s >> 16);
+        s = (s & 0xffff) + (s >> 16);
+        s as u16
+    }
+
+    #[test]
+    fn fold_edges() {
+        for acc in [0, 1, 0xffff, 0x1_0000, 0xffff_ffff, 0x1_0000_0000, u64::MAX, u64::MAX - 1, 0xffff_0000_ffff] {
+            assert_eq!(fold(acc), fold_by_halves(acc), "{acc:#x}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn fold_matches_folding_by_halves(acc in any::<u64>(), small in 0u64..0x3_0000) {
+            prop_assert_eq!(fold(acc), fold_by_halves(acc));
+            prop_assert_eq!(fold(small), fold_by_halves(small));
+        }
+
+        #[test]
+        fn ttl_decremented_matches_update(c in any::<u16>(), old in 0x0100u16..) {
+            prop_assert_eq!(ttl_decremented(c), update(c, old, old - 0x0100));
+        }
+
         #[test]
         fn header20_matches_data(header in any::<[u8; 20]>()) {
             prop_assert_eq!(header20(&header), data(&header));
