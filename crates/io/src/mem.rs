@@ -256,15 +256,21 @@ fn copy_template(pool: &mut PacketPool, padded: Option<&[u8]>, len: usize) -> Op
     if head + src.len() > pool.frame_size() as usize {
         return pool.alloc_from(src.get(..len)?);
     }
-    let idx = pool.alloc()?;
-    if let Some(dst) = pool.frame_mut(idx).get_mut(head..head + src.len()) {
-        for (d, s) in dst.chunks_exact_mut(COPY_CHUNK).zip(src.chunks_exact(COPY_CHUNK)) {
-            if let (Ok(d), Ok(s)) = (<&mut [u8; COPY_CHUNK]>::try_from(d), <&[u8; COPY_CHUNK]>::try_from(s)) {
-                *d = *s;
-            }
+    let idx = pool.alloc_len(len)?;
+    // Cannot fail: the padded template fits after the headroom (above).
+    let Some(dst) = pool.frame_mut(idx).get_mut(head..head + src.len()) else { return Some(idx) };
+    // A minimum-size frame is one chunk: one fixed-size copy, no loop.
+    if let (Some(d), Some(s)) = (dst.first_chunk_mut::<COPY_CHUNK>(), src.first_chunk::<COPY_CHUNK>())
+        && src.len() == COPY_CHUNK
+    {
+        *d = *s;
+        return Some(idx);
+    }
+    for (d, s) in dst.chunks_exact_mut(COPY_CHUNK).zip(src.chunks_exact(COPY_CHUNK)) {
+        if let (Ok(d), Ok(s)) = (<&mut [u8; COPY_CHUNK]>::try_from(d), <&[u8; COPY_CHUNK]>::try_from(s)) {
+            *d = *s;
         }
     }
-    pool.set_data(idx, head as u16, len as u16);
     Some(idx)
 }
 

@@ -164,6 +164,25 @@ impl PacketPool {
         Some(idx)
     }
 
+    /// Takes a buffer whose data is `len` bytes after the headroom, for a
+    /// driver about to fill them (they hold whatever the frame held). Its
+    /// metadata is reset in one write. `None` when no buffer is free or
+    /// `len` bytes do not fit after the headroom.
+    #[inline]
+    pub fn alloc_len(&mut self, len: usize) -> Option<PktIdx> {
+        if usize::from(self.headroom) + len > self.frame_size as usize {
+            return None;
+        }
+        let idx = self.free.pop()?;
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(self.is_free[idx as usize], "allocating frame {idx} that is not free");
+            self.is_free[idx as usize] = false;
+        }
+        self.meta[idx as usize] = Meta { off: self.headroom, len: len as u16, ..Meta::default() };
+        Some(idx)
+    }
+
     /// Takes up to `n` buffers, appending their indices to `out`. Returns how
     /// many it took.
     pub fn alloc_into(&mut self, out: &mut Vec<PktIdx>, n: usize) -> usize {
