@@ -61,13 +61,53 @@ impl Node for EthernetInput {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let ifs = self.ifs.current();
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = classify(cx, ifs, p);
+        // The receiving interface of the last packet: its index, its MAC
+        // as the low 48 bits of a word, and whether it is up.
+        let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
+        let direct = direct_paths();
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let (m, d) = cx.pool.pkt(p);
+            // The usual frame in one go: untagged IPv4 or IPv6 unicast to
+            // the receiving interface's MAC, the interface up. The same
+            // steps as `classify`, which takes every other frame.
+            if let Some(h) = d.first_chunk::<14>()
+                && direct
+            {
+                if cache.0 != m.rx_if {
+                    cache = match ifs.get(m.rx_if) {
+                        Some(f) => (m.rx_if, mac_word(&f.mac), f.up),
+                        None => (NO_IF, 0, false),
+                    };
+                }
+                let dst = mac_word(h.first_chunk::<6>().unwrap_or(&[0; 6]));
+                let et = u16::from_be_bytes([h[12], h[13]]);
+                if cache.2 && cache.0 == m.rx_if && dst == cache.1 {
+                    if et == ETH_P_IPV4 {
+                        m.l3_off = 14;
+                        *o = NEXT_IP4;
+                        continue;
+                    }
+                    if et == ETH_P_IPV6 {
+                        m.l3_off = 14;
+                        m.flags |= flags::IPV6;
+                        *o = NEXT_IP6;
+                        continue;
+                    }
+                }
+            }
+            *o = classify(cx, ifs, p);
         }
     }
 }
 
+/// A MAC address as the low 48 bits of a word, for one compare.
 #[inline(always)]
+fn mac_word(mac: &[u8; 6]) -> u64 {
+    u64::from(u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]))
+        | u64::from(u16::from_le_bytes([mac[4], mac[5]])) << 32
+}
+
+#[inline(never)]
 fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     if d.len() < 14 {

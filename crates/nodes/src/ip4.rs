@@ -40,11 +40,17 @@ pub const UNREACH_ADMIN: u8 = 13;
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
+    /// Whether any interface of `ifs` has an input rule set: without one
+    /// the loop skips the per-packet question (worked out again only when
+    /// a new table is published).
+    any_acl_in: bool,
 }
 
 impl Ip4Input {
     pub fn new(shared: &crate::state::Shared) -> Self {
-        Ip4Input { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot() }
+        let ifs = shared.ifaces.snapshot();
+        let any_acl_in = ifs.current().any_acl_in();
+        Ip4Input { ifs, params: shared.params.snapshot(), any_acl_in }
     }
 }
 
@@ -81,10 +87,18 @@ impl Node for Ip4Input {
         IP4_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        self.ifs.refresh();
+        if self.ifs.refresh() {
+            self.any_acl_in = self.ifs.current().any_acl_in();
+        }
         self.params.refresh();
         let ifs = self.ifs.current();
         let punt = self.params.current().punt_to_tap();
+        if !self.any_acl_in {
+            for (o, &p) in next.iter_mut().zip(pkts) {
+                *o = ip4_validate(cx, p, punt);
+            }
+            return;
+        }
         // Whether the last receiving interface has an input rule set.
         let mut acl_in: Option<(u16, bool)> = None;
         for (o, &p) in next.iter_mut().zip(pkts) {
@@ -111,8 +125,72 @@ impl Node for Ip4Input {
     }
 }
 
+/// Validates one packet's IPv4 header; the next index (`1`: lookup,
+/// [`I_NEXT_PUNT`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
 fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
+    let (m, d) = cx.pool.pkt(p);
+    let l3off = m.l3_off as usize;
+    // The common case in one test: version 4 with a 20-byte header, all of
+    // it in the frame. Everything else takes the general path, which gives
+    // these packets the same verdicts.
+    let Some(h) = d.get(l3off..).and_then(|l3| l3.first_chunk::<20>()).filter(|h| h[0] == 0x45 && direct_paths())
+    else {
+        return ip4_validate_general(cx, p, punt);
+    };
+    let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    if tot < 20 {
+        return cx.drop(p, I_BAD_LEN);
+    }
+    let want = l3off + tot;
+    if want > d.len() {
+        return cx.drop(p, I_TRUNCATED);
+    }
+    if checksum::header20(h) != 0xffff {
+        return cx.drop(p, I_BAD_CSUM);
+    }
+    // A martian source or a destination in 224/3, both in one test.
+    if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC | TOP_BYTE[usize::from(h[16])] & SPECIAL_DST != 0 {
+        if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC != 0 {
+            return cx.drop(p, I_MARTIAN_SRC);
+        }
+        let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+        return ip4_special_dst(cx, p, punt, dst, want);
+    }
+    m.flags |= flags::L3_CSUM_OK;
+    // Ethernet padding: trimming only shortens the data, which the frame
+    // still holds (the data is `m.len` bytes, so `want` fits in a u16).
+    if want < d.len() {
+        m.len = want as u16;
+    }
+    1
+}
+
+/// What an address's first byte says, by that byte: [`MARTIAN_SRC`] for
+/// 0/8, 127/8 and 224/3 (not a valid source), [`SPECIAL_DST`] for 224/3
+/// (multicast, limited broadcast and the rest of 240/4 as destinations).
+static TOP_BYTE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        if b == 0 || b == 127 || b >= 224 {
+            t[b] |= MARTIAN_SRC;
+        }
+        if b >= 224 {
+            t[b] |= SPECIAL_DST;
+        }
+        b += 1;
+    }
+    t
+};
+const MARTIAN_SRC: u8 = 1;
+const SPECIAL_DST: u8 = 2;
+
+/// [`ip4_validate`] for any header: options, other versions, headers cut
+/// short. Same checks, one at a time.
+#[cold]
+#[inline(never)]
+fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, I_TOO_SHORT) };
@@ -133,11 +211,7 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     if tot > l3.len() {
         return cx.drop(p, I_TRUNCATED);
     }
-    let sum = match l3.first_chunk::<20>() {
-        Some(h) if ihl == 20 => checksum::header20(h),
-        _ => checksum::data(&l3[..ihl]),
-    };
-    if sum != 0xffff {
+    if checksum::data(&l3[..ihl]) != 0xffff {
         return cx.drop(p, I_BAD_CSUM);
     }
     let src = be32(l3, 12);
@@ -146,17 +220,32 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     if src_top >= 224 || src_top == 127 || src_top == 0 {
         return cx.drop(p, I_MARTIAN_SRC);
     }
-    let dst_top = (dst >> 24) as u8;
-    let group = (224..240).contains(&dst_top);
+    let want = l3off + tot;
+    if dst >> 24 >= 224 {
+        return ip4_special_dst(cx, p, punt, dst, want);
+    }
+    cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
+    if want < cx.pool.meta(p).len as usize {
+        cx.pool.set_len(p, want);
+    }
+    1
+}
+
+/// A valid header whose destination is in 224/3: multicast and limited
+/// broadcast go to Linux ([`I_NEXT_PUNT`]) or are dropped; the rest of
+/// 240/4 is routed like any address.
+#[cold]
+#[inline(never)]
+fn ip4_special_dst(cx: &mut Cx<'_>, p: PktIdx, punt: bool, dst: u32, want: usize) -> u16 {
+    let group = (224..240).contains(&(dst >> 24));
     if !punt && dst == u32::MAX {
         return cx.drop(p, I_BROADCAST);
     }
     if !punt && group {
         return cx.drop(p, I_MULTICAST);
     }
-    m.flags |= flags::L3_CSUM_OK;
-    let want = l3off + tot;
-    if want < d.len() {
+    cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
+    if want < cx.pool.meta(p).len as usize {
         cx.pool.set_len(p, want);
     }
     if group || dst == u32::MAX { I_NEXT_PUNT } else { 1 }
@@ -212,57 +301,91 @@ impl Node for Ip4Lookup {
         IP4_LOOKUP_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let n = pkts.len();
-        for (k, &p) in pkts.iter().enumerate() {
-            let m = cx.pool.meta(p);
-            let d = cx.pool.data(p);
-            self.dst[k] = be32(d, m.l3_off as usize + 16);
+        let n = pkts.len().min(MAX_BATCH);
+        for (dst, &p) in self.dst.iter_mut().zip(pkts) {
+            let (m, d) = cx.pool.pkt(p);
+            *dst = be32(d, m.l3_off as usize + 16);
         }
         self.fib.lookup_v4_batch(&self.dst[..n], &mut self.nh[..n]);
-        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
-        for (k, &p) in pkts.iter().enumerate() {
-            let mut id = self.nh[k];
+        // Consecutive packets mostly share a next hop: its kind once, and
+        // for the kinds that simply move on (unicast, glean, local) the
+        // next index once too (0: work it out per packet).
+        let mut cache: (NhId, u16, NhKind) = (u32::MAX, 0, NhKind::None);
+        for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
-                cache = (id, self.fib.nexthop(id));
-            }
-            let mut kind = cache.1.kind;
-            if kind == NhKind::Ecmp {
-                let m = cx.pool.meta(p);
-                let l3 = &cx.pool.data(p)[m.l3_off as usize..];
-                let h = flow_hash(u128::from(be32(l3, 12)), u128::from(self.dst[k]), l3[9], v4_ports(l3));
-                id = self.fib.ecmp_pick(id, h);
-                kind = self.fib.nexthop(id).kind;
-                cx.pool.meta_mut(p).hash = h;
+                let kind = self.fib.nexthop(id).kind;
+                cache = (id, if direct_paths() { lookup_next(kind) } else { 0 }, kind);
             }
             let m = cx.pool.meta_mut(p);
-            m.nh = id;
-            next[k] = match kind {
-                NhKind::Unicast | NhKind::Glean => LK_REWRITE,
-                NhKind::Local => LK_LOCAL,
-                NhKind::Blackhole => cx.drop(p, L_BLACKHOLE),
-                NhKind::Unreachable => {
-                    m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_HOST, 0);
-                    cx.count(L_UNREACHABLE, 1);
-                    LK_ICMP
+            if cache.1 != 0 {
+                m.nh = id;
+                *o = cache.1;
+                if m.flags & flags::TRACED != 0 {
+                    trace_nh(cx, &self.fib, p, id);
                 }
-                NhKind::Prohibit => {
-                    m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_ADMIN, 0);
-                    cx.count(L_PROHIBITED, 1);
-                    LK_ICMP
-                }
-                NhKind::None | NhKind::Ecmp => {
-                    m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_NET, 0);
-                    cx.count(L_NO_ROUTE, 1);
-                    LK_ICMP
-                }
-            };
-            if cx.traced(p) {
-                let nh = self.fib.nexthop(id);
-                cx.trace_note(p, || {
-                    format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac)
-                });
+            } else {
+                *o = self.lookup_other(cx, p, id, cache.2, self.dst[k]);
             }
         }
+    }
+}
+
+/// The next index for a next hop kind that needs nothing per packet; 0
+/// for the others.
+#[inline(always)]
+fn lookup_next(kind: NhKind) -> u16 {
+    match kind {
+        NhKind::Unicast | NhKind::Glean => LK_REWRITE,
+        NhKind::Local => LK_LOCAL,
+        _ => 0,
+    }
+}
+
+#[cold]
+fn trace_nh(cx: &mut Cx<'_>, fib: &FibReader, p: PktIdx, id: NhId) {
+    let nh = fib.nexthop(id);
+    cx.trace_note(p, || format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac));
+}
+
+impl Ip4Lookup {
+    /// A packet whose next hop is not one [`lookup_next`] settles: an ECMP
+    /// group (a member by flow hash), or a route that drops or answers.
+    #[inline(never)]
+    fn lookup_other(&self, cx: &mut Cx<'_>, p: PktIdx, mut id: NhId, mut kind: NhKind, dst: u32) -> u16 {
+        if kind == NhKind::Ecmp {
+            let m = cx.pool.meta(p);
+            let l3 = &cx.pool.data(p)[m.l3_off as usize..];
+            let h = flow_hash(u128::from(be32(l3, 12)), u128::from(dst), l3[9], v4_ports(l3));
+            id = self.fib.ecmp_pick(id, h);
+            kind = self.fib.nexthop(id).kind;
+            cx.pool.meta_mut(p).hash = h;
+        }
+        let m = cx.pool.meta_mut(p);
+        m.nh = id;
+        let next = match kind {
+            NhKind::Unicast | NhKind::Glean => LK_REWRITE,
+            NhKind::Local => LK_LOCAL,
+            NhKind::Blackhole => cx.drop(p, L_BLACKHOLE),
+            NhKind::Unreachable => {
+                m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_HOST, 0);
+                cx.count(L_UNREACHABLE, 1);
+                LK_ICMP
+            }
+            NhKind::Prohibit => {
+                m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_ADMIN, 0);
+                cx.count(L_PROHIBITED, 1);
+                LK_ICMP
+            }
+            NhKind::None | NhKind::Ecmp => {
+                m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_NET, 0);
+                cx.count(L_NO_ROUTE, 1);
+                LK_ICMP
+            }
+        };
+        if cx.traced(p) {
+            trace_nh(cx, &self.fib, p, id);
+        }
+        next
     }
 }
 
@@ -334,19 +457,50 @@ impl Node for Ip4Rewrite {
         self.ifs.refresh();
         let ifs = self.ifs.current();
         // Consecutive packets mostly share a next hop: work out its
-        // adjacency once.
+        // adjacency once, and whether it takes the direct path below.
         let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, ETH_P_IPV4));
-        for (i, &p) in pkts.iter().enumerate() {
-            let id = cx.pool.meta(p).nh;
-            if cache.0 != id {
-                cache = (id, Adj::new(ifs, &self.fib.nexthop(id), ETH_P_IPV4));
+        let mut direct: Option<u16> = None;
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let (m, d) = cx.pool.pkt_mut(p);
+            if cache.0 != m.nh {
+                cache = (m.nh, Adj::new(ifs, &self.fib.nexthop(m.nh), ETH_P_IPV4));
+                direct = direct_next(&cache.1).filter(|_| direct_paths());
             }
-            next[i] = rewrite4(cx, p, &cache.1);
+            // The usual packet in one go: a resolved untagged next hop, a
+            // forwarded (not locally made) packet whose 14-byte link-layer
+            // header precedes L3, TTL above 1, within the MTU. The same
+            // steps as `rewrite4`, which takes every other packet.
+            if let Some(nx) = direct
+                && m.l3_off == 14
+                && m.flags & flags::LOCAL_ORIGIN == 0
+                && let Some(f) = d.first_chunk_mut::<34>()
+            {
+                let ttl = f[14 + 8];
+                if ttl > 1 && u16::from_be_bytes([f[14 + 2], f[14 + 3]]) <= cache.1.mtu {
+                    f[14 + 8] = ttl - 1;
+                    let c = checksum::ttl_decremented(u16::from_be_bytes([f[14 + 10], f[14 + 11]]));
+                    [f[14 + 10], f[14 + 11]] = c.to_be_bytes();
+                    if let Some(h) = cache.1.hdr.first_chunk::<14>() {
+                        f[..14].copy_from_slice(h);
+                    }
+                    m.tx_if = cache.1.ifindex;
+                    *o = nx;
+                    continue;
+                }
+            }
+            *o = rewrite4(cx, p, &cache.1);
         }
     }
 }
 
-#[inline(always)]
+/// The next index of the direct path for an adjacency that allows it
+/// (ready, untagged, not a tunnel); None otherwise.
+#[inline]
+pub(crate) fn direct_next(a: &Adj) -> Option<u16> {
+    (a.state == AdjState::Ready && a.l2_len == 14).then_some(if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT })
+}
+
+#[inline(never)]
 fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     match a.state {
         AdjState::Ready | AdjState::Unresolved | AdjState::Tunnel => {}
@@ -379,10 +533,8 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     }
     if !local {
         // RFC 1624: only the TTL/protocol word changes.
-        let old = u16::from_be_bytes([ttl, ip[9]]);
         ip[8] = ttl - 1;
-        let c = checksum::update(be16(ip, 10), old, old - 0x0100);
-        put16(ip, 10, c);
+        put16(ip, 10, checksum::ttl_decremented(be16(ip, 10)));
     }
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;

@@ -43,11 +43,15 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
+    /// Whether any interface has an input rule set (see `Ip4Input`).
+    any_acl_in: bool,
 }
 
 impl Ip6Input {
     pub fn new(shared: &Shared) -> Self {
-        Ip6Input { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot() }
+        let ifs = shared.ifaces.snapshot();
+        let any_acl_in = ifs.current().any_acl_in();
+        Ip6Input { ifs, params: shared.params.snapshot(), any_acl_in }
     }
 }
 
@@ -85,10 +89,18 @@ impl Node for Ip6Input {
         IP6_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        self.ifs.refresh();
+        if self.ifs.refresh() {
+            self.any_acl_in = self.ifs.current().any_acl_in();
+        }
         self.params.refresh();
         let ifs = self.ifs.current();
         let punt = self.params.current().punt_to_tap();
+        if !self.any_acl_in {
+            for (i, &p) in pkts.iter().enumerate() {
+                next[i] = validate6(cx, ifs, p, punt);
+            }
+            return;
+        }
         for (i, &p) in pkts.iter().enumerate() {
             let n = validate6(cx, ifs, p, punt);
             let acl = |cx: &Cx<'_>| ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some());

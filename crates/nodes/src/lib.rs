@@ -33,6 +33,9 @@ pub mod output;
 pub mod state;
 pub mod util;
 
+#[cfg(test)]
+mod direct_tests;
+
 use crossbeam_queue::ArrayQueue;
 use state::{Inject, Shared};
 use std::sync::Arc;

@@ -41,23 +41,34 @@ impl Node for InterfaceOutput {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let ifs = self.ifs.current();
-        for (i, &p) in pkts.iter().enumerate() {
-            let tx_if = cx.pool.meta(p).tx_if;
-            let Some(iface) = ifs.get(tx_if) else {
-                next[i] = cx.drop(p, 0);
-                continue;
+        // Runs of packets for one interface (most batches are one run):
+        // the run is checked once and queued with one copy.
+        let mut rest = pkts;
+        let mut next = &mut next[..pkts.len()];
+        while let Some(&first) = rest.first() {
+            let tx_if = cx.pool.meta(first).tx_if;
+            let len = 1 + rest[1..].iter().take_while(|&&p| cx.pool.meta(p).tx_if == tx_if).count();
+            let (run, after) = rest.split_at(len);
+            let (out, later) = std::mem::take(&mut next).split_at_mut(len);
+            let err = match ifs.get(tx_if) {
+                None => 0,
+                Some(iface) if !iface.up => 1,
+                Some(iface) => match cx.tx.get_mut(iface.port as usize) {
+                    Some(q) => {
+                        q.extend_from_slice(run);
+                        out.fill(NEXT_TAKEN);
+                        u16::MAX
+                    }
+                    None => 2,
+                },
             };
-            if !iface.up {
-                next[i] = cx.drop(p, 1);
-                continue;
-            }
-            match cx.tx.get_mut(iface.port as usize) {
-                Some(q) => {
-                    q.push(p);
-                    next[i] = NEXT_TAKEN;
+            if err != u16::MAX {
+                for (o, &p) in out.iter_mut().zip(run) {
+                    *o = cx.drop(p, err);
                 }
-                None => next[i] = cx.drop(p, 2),
             }
+            rest = after;
+            next = later;
         }
     }
 }

@@ -238,6 +238,12 @@ impl IfTable {
     }
 
     #[inline]
+    /// Whether any interface has an input rule set (the input nodes skip
+    /// the per-packet question without one).
+    pub fn any_acl_in(&self) -> bool {
+        self.ifs.iter().any(|f| f.acl_in.is_some())
+    }
+
     pub fn get(&self, index: u16) -> Option<&Iface> {
         self.ifs.get(index as usize)
     }

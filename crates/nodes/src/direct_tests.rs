@@ -1,0 +1,350 @@
+//! The nodes' direct paths against their general paths.
+//!
+//! `ethernet-input`, `ip4-input`, `ip4-lookup` and `ip4-rewrite` settle
+//! the usual packet (untagged unicast IPv4 to a resolved next hop) in a few
+//! steps of their own and hand every other packet to the general code.
+//! These tests run the same frames through the whole graph twice, once
+//! with the direct paths switched off ([`crate::util::DIRECT_PATHS`]), and
+//! require the same frames out of every port, the same counters and the
+//! same metadata: for valid frames and for frames broken in each way the
+//! general code checks (version, header length, total length, checksum,
+//! martian sources, multicast and broadcast, TTL, MTU, MACs, VLANs, ...),
+//! in batches of several sizes, with and without an input rule set.
+
+use crate::state::{AclSet, AclTable, IfKind, IfTable, Iface, Shared, V4Net, link_local_from_mac};
+use crate::util::{DIRECT_PATHS, put16};
+use std::net::IpAddr;
+use std::sync::Arc;
+use tern_engine::graph::{Env, Graph};
+use tern_engine::trace::Tracer;
+use tern_engine::{NodeId, TraceShared, WorkerStats};
+use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+use tern_packet::{PacketPool, PoolConfig, flags};
+use tern_wire::checksum;
+
+const MAC_LAN: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC_WAN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const MAC_PEER: [u8; 6] = [2, 0, 0, 0, 0, 3];
+const MAC_PEER2: [u8; 6] = [2, 0, 0, 0, 0, 4];
+const MAC_VLAN_PEER: [u8; 6] = [2, 0, 0, 0, 0, 5];
+
+fn rng(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], addr: &str, mtu: u16) -> Iface {
+    Iface {
+        index,
+        name: name.into(),
+        kind,
+        port,
+        mac,
+        mtu,
+        up: true,
+        v4: vec![V4Net { addr: addr.parse().expect("addr"), len: 24 }],
+        v6: vec![],
+        v6_ll: link_local_from_mac(mac),
+        acl_in: None,
+        acl_out: None,
+    }
+}
+
+/// lan (port 0), wan (port 1, MTU 1400), wan.7 (VLAN 7 on port 1) and
+/// dmz (port 2, down, with lan's MAC);
+/// routes of every kind: resolved and unresolved gateways, a gateway on
+/// the VLAN, ECMP, blackhole, unreachable, prohibit, tern's own
+/// addresses, and an IPv6 route. With `acl_in`, lan has an input rule set.
+fn router(acl_in: bool) -> (Graph, NodeId, Shared) {
+    let domain = tern_rcu::Domain::new();
+    let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain);
+    let p = |s: &str| s.parse::<Prefix>().expect("prefix");
+    let ip = |s: &str| s.parse::<IpAddr>().expect("address");
+    let add = |prefix: &str, source: Source, target: RouteTarget| {
+        RouteOp::Add(source, p(prefix), target, RouteAttrs::default())
+    };
+    let report = fib.apply(vec![
+        add("10.0.1.0/24", Source::Connected, RouteTarget::Connected { ifindex: 0 }),
+        add("10.0.2.0/24", Source::Connected, RouteTarget::Connected { ifindex: 1 }),
+        add("10.0.3.0/24", Source::Connected, RouteTarget::Connected { ifindex: 2 }),
+        add("10.0.1.1/32", Source::Connected, RouteTarget::Local { ifindex: 0 }),
+        add("10.0.2.1/32", Source::Connected, RouteTarget::Local { ifindex: 1 }),
+        add("198.18.0.0/16", Source::Static, RouteTarget::Via { gw: ip("10.0.2.2"), ifindex: None }),
+        add("198.19.0.0/16", Source::Static, RouteTarget::Via { gw: ip("10.0.2.3"), ifindex: None }),
+        add("198.20.0.0/16", Source::Static, RouteTarget::Via { gw: ip("10.0.3.2"), ifindex: None }),
+        add("198.21.0.0/16", Source::Static, RouteTarget::Ecmp(vec![(ip("10.0.2.2"), None), (ip("10.0.2.4"), None)])),
+        add("203.0.113.0/24", Source::Static, RouteTarget::Blackhole),
+        add("203.0.114.0/24", Source::Static, RouteTarget::Unreachable),
+        add("203.0.115.0/24", Source::Static, RouteTarget::Prohibit),
+        add("2001:db8:2::/64", Source::Connected, RouteTarget::Connected { ifindex: 1 }),
+        add("2001:db8:18::/48", Source::Static, RouteTarget::Via { gw: ip("2001:db8:2::2"), ifindex: None }),
+    ]);
+    assert_eq!(report.failed, 0);
+    fib.set_neighbor(0, ip("10.0.1.2"), Some([2, 0, 0, 0, 0, 0x10]));
+    fib.set_neighbor(1, ip("10.0.2.2"), Some(MAC_PEER));
+    fib.set_neighbor(1, ip("10.0.2.4"), Some(MAC_PEER2));
+    fib.set_neighbor(2, ip("10.0.3.2"), Some(MAC_VLAN_PEER));
+    fib.set_neighbor(1, ip("2001:db8:2::2"), Some(MAC_PEER));
+    let mut ifs = vec![
+        iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1", 1500),
+        iface(1, "wan", IfKind::Port, 1, MAC_WAN, "10.0.2.1", 1400),
+        iface(2, "wan.7", IfKind::Vlan { parent: 1, vid: 7 }, 1, MAC_WAN, "10.0.3.1", 1400),
+        iface(3, "dmz", IfKind::Port, 2, MAC_LAN, "10.0.4.1", 1500),
+    ];
+    ifs[3].up = false;
+    let shared = Shared::new(IfTable::new(ifs.clone()), reader);
+    if acl_in {
+        let set = tern_acl::parse_toml(
+            "[[acl]]\nname = \"I\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nsrc = \"10.0.1.66/32\"\n",
+        )
+        .expect("rules")
+        .remove(0);
+        let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
+        let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+        let mut table = AclTable::default();
+        table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
+        shared.acls.publish(table);
+        ifs[0].acl_in = Some(0);
+        shared.ifaces.publish(IfTable::new(ifs));
+    }
+    let built = crate::build_graph(&shared, Arc::new(crossbeam_queue::ArrayQueue::new(4))).expect("graph");
+    (built.graph, built.input, shared)
+}
+
+/// A frame and the interface it arrives on: mostly valid untagged IPv4
+/// unicast to the routes above, and one in three broken in one way.
+fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
+    let pick = |r: &mut dyn FnMut() -> u64, n: u64| (r() % n) as usize;
+    let payload = [18, 30, 60, 200, 1000, 1386, 1400, 1480][pick(r, 8)];
+    let tagged = pick(r, 12) == 0;
+    let l3 = if tagged { 18 } else { 14 };
+    let six = pick(r, 10) == 0;
+    let hdr = if six { 40 } else { 20 };
+    let mut f = vec![0u8; (l3 + hdr + payload).max(60)];
+    f[0..6].copy_from_slice(
+        &[MAC_LAN, MAC_WAN, [0xff; 6], [1, 0, 0x5e, 0, 0, 5], [2, 9, 9, 9, 9, 9]][match pick(r, 20) {
+            0 => 2,
+            1 => 3,
+            2 => 4,
+            3 => 1,
+            _ => 0,
+        }],
+    );
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+    if tagged {
+        f[12..14].copy_from_slice(&[0x81, 0]);
+        put16(&mut f, 14, [7, 7, 8, 0x1007][pick(r, 4)]);
+    }
+    let et: u16 = match pick(r, 40) {
+        0 => 0x0806,
+        1 => 0x88b5,
+        2 => 0x8100,
+        _ if six => 0x86dd,
+        _ => 0x0800,
+    };
+    put16(&mut f, l3 - 2, et);
+    let rx_if = match pick(r, 16) {
+        0 => 1,
+        1 => 9,
+        2 => 3, // down
+        _ => 0,
+    };
+    let ip = &mut f[l3..];
+    if six {
+        ip[0] = 0x60;
+        put16(ip, 4, payload as u16);
+        ip[6] = 17;
+        ip[7] = [0, 1, 2, 64][pick(r, 4)];
+        ip[8..24].copy_from_slice(&"2001:db8:1::2".parse::<std::net::Ipv6Addr>().expect("src").octets());
+        let dst = std::net::Ipv6Addr::new(0x2001, 0xdb8, [0x18, 0x18, 2, 0x99][pick(r, 4)], 0, 0, 0, 0, r() as u16);
+        ip[24..40].copy_from_slice(&dst.octets());
+        return (f, rx_if);
+    }
+    let mut tot = (hdr + payload) as u16;
+    ip[0] = 0x45;
+    ip[6] = if pick(r, 2) == 0 { 0x40 } else { 0 };
+    ip[8] = [0, 1, 2, 64, 64, 64, 255][pick(r, 7)];
+    ip[9] = [6, 17, 1, 47][pick(r, 4)];
+    let src: [u8; 4] = match pick(r, 40) {
+        0 => [0, 1, 2, 3],
+        1 => [127, 0, 0, 1],
+        2 => [224, 0, 0, 9],
+        3 => [240, 1, 1, 1],
+        4 => [255, 255, 255, 255],
+        5 => [10, 0, 1, 66],
+        6 => [223, 255, 255, 254],
+        7 => [1, 0, 0, 1],
+        _ => [10, 0, 1, 2],
+    };
+    ip[12..16].copy_from_slice(&src);
+    let dst: [u8; 4] = match pick(r, 24) {
+        0 => [224, 0, 0, 5],
+        1 => [255, 255, 255, 255],
+        2 => [240, 0, 0, 1],
+        3 => [239, 255, 255, 255],
+        4 => [10, 0, 1, 1],
+        5 => [10, 0, 2, 77],
+        6 => [192, 0, 2, 1],
+        7 => [203, 0, 113, r() as u8],
+        8 => [203, 0, 114, r() as u8],
+        9 => [203, 0, 115, r() as u8],
+        10 => [198, 19, r() as u8, r() as u8],
+        11 => [198, 20, r() as u8, r() as u8],
+        12 | 13 => [198, 21, r() as u8, r() as u8],
+        14 => [10, 0, 1, 99],
+        _ => [198, 18, r() as u8, r() as u8],
+    };
+    ip[16..20].copy_from_slice(&dst);
+    for b in ip[20..].iter_mut() {
+        *b = r() as u8;
+    }
+    // One frame in three broken (or unusual) in one way.
+    let mut fix_csum = true;
+    match pick(r, 30) {
+        0 => ip[0] = 0x46, // a 24-byte header: options
+        1 => ip[0] = 0x44, // IHL 4
+        2 => ip[0] = 0x55, // version 5
+        3 => ip[0] = 0x4f, // 60 bytes of header
+        4 => tot = 19,
+        5 => tot += 1, // one byte beyond the frame
+        6 => tot -= 2, // Ethernet padding to trim
+        7 => tot = 20, // a bare header
+        8 => fix_csum = false,
+        9 => tot = 0xffff,
+        _ => {}
+    }
+    put16(ip, 2, tot);
+    if fix_csum {
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        if (20..=ip.len()).contains(&ihl) {
+            let c = !checksum::data(&ip[..ihl]);
+            put16(ip, 10, c);
+        }
+    } else {
+        put16(ip, 10, 0x1234);
+    }
+    // Frames cut inside the header.
+    if pick(r, 40) == 0 {
+        f.truncate(l3 + pick(r, 20));
+    }
+    (f, rx_if)
+}
+
+/// What a run gave.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    /// Frames sent, per port.
+    sent: Vec<Vec<Vec<u8>>>,
+    /// Error and note counters, by global error id.
+    errors: Vec<u64>,
+    /// Packets per node.
+    nodes: Vec<u64>,
+    /// The metadata of the sent packets.
+    metas: Vec<String>,
+}
+
+fn run(direct: bool, acl_in: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> Outcome {
+    DIRECT_PATHS.with(|d| d.set(direct));
+    let (mut graph, input, _shared) = router(acl_in);
+    let info = graph.info().clone();
+    let mut pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+    let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), 2);
+    let mut tracer = Tracer::new(TraceShared::new(), 0);
+    let mut out = vec![Vec::new(), Vec::new()];
+    let mut metas = Vec::new();
+    for (c, chunk) in frames.chunks(batch).enumerate() {
+        let mut tx = vec![Vec::new(), Vec::new()];
+        for (f, rx_if) in chunk {
+            let p = pool.alloc_from(f).expect("buffer");
+            pool.meta_mut(p).rx_if = *rx_if;
+            graph.input_mut(input).push(p);
+        }
+        let mut env = Env {
+            pool: &mut pool,
+            stats: &stats,
+            tx: &mut tx,
+            tracer: &mut tracer,
+            now_ns: c as u64 * 1_000_000,
+            worker: 0,
+            capture_node: None,
+        };
+        graph.run(&mut env);
+        for (port, q) in tx.iter().enumerate() {
+            for &p in q {
+                let m = *pool.meta(p);
+                metas.push(format!(
+                    "port {port} rx_if {} tx_if {} nh {} l3 {} vlan {} flags {:#x} hash {}",
+                    m.rx_if, m.tx_if, m.nh, m.l3_off, m.vlan, m.flags, m.hash
+                ));
+                out[port].push(pool.data(p).to_vec());
+                pool.free(p);
+            }
+        }
+    }
+    DIRECT_PATHS.with(|d| d.set(true));
+    Outcome {
+        sent: out,
+        errors: stats.errors.iter().map(|c| c.get()).collect(),
+        nodes: stats.nodes.iter().map(|n| n.packets.get()).collect(),
+        metas,
+    }
+}
+
+#[test]
+fn direct_paths_are_the_general_paths() {
+    let mut r = rng(0x2545_f491_4f6c_dd1d);
+    let frames: Vec<(Vec<u8>, u16)> = (0..5000).map(|_| frame(&mut r)).collect();
+    for acl_in in [false, true] {
+        for batch in [1, 7, 256] {
+            let general = run(false, acl_in, batch, &frames);
+            let direct = run(true, acl_in, batch, &frames);
+            let case = format!("acl_in {acl_in}, batches of {batch}");
+            // The frames exercise both paths and most verdicts.
+            assert!(direct.sent[1].len() > 400, "{case}: forwarded to the wan: {}", direct.sent[1].len());
+            assert!(direct.sent[0].len() > 50, "{case}: ICMP errors and ARP to the lan: {}", direct.sent[0].len());
+            let kinds = general.errors.iter().filter(|&&c| c > 0).count();
+            assert!(kinds >= 15, "{case}: {kinds} kinds of drops and notes");
+            assert_eq!(direct.errors, general.errors, "{case}: counters");
+            assert_eq!(direct.nodes, general.nodes, "{case}: packets per node");
+            assert_eq!(direct.metas, general.metas, "{case}: metadata");
+            assert_eq!(direct.sent, general.sent, "{case}: frames");
+        }
+    }
+}
+
+#[test]
+fn a_forwarded_frame_is_rewritten() {
+    // One frame through the direct paths, checked byte by byte.
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&MAC_LAN);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+    put16(&mut f, 12, 0x0800);
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    put16(ip, 2, 46);
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
+    ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
+    let c = !checksum::data(&ip[..20]);
+    put16(ip, 10, c);
+    let out = run(true, false, 1, &[(f.clone(), 0)]);
+    assert_eq!(out.sent[1].len(), 1, "one frame out of the wan");
+    let g = &out.sent[1][0];
+    assert_eq!(g[0..6], MAC_PEER);
+    assert_eq!(g[6..12], MAC_WAN);
+    assert_eq!(g[14 + 8], 63, "TTL");
+    assert_eq!(checksum::data(&g[14..34]), 0xffff, "checksum");
+    assert_eq!(g[14..], {
+        let mut want = f[14..].to_vec();
+        want[8] = 63;
+        want[10..12].copy_from_slice(&g[24..26]);
+        want
+    });
+    assert!(out.metas[0].contains("tx_if 1"), "{}", out.metas[0]);
+    assert!(out.metas[0].contains(&format!("flags {:#x}", flags::L3_CSUM_OK)), "{}", out.metas[0]);
+}
