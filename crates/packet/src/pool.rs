@@ -63,7 +63,6 @@ pub struct PacketPool {
     region: Region,
     frame_size: u32,
     headroom: u16,
-    meta: Box<[Meta]>,
     free: Vec<PktIdx>,
     /// Debug builds track which frames are free to catch double frees.
     #[cfg(debug_assertions)]
@@ -96,14 +95,12 @@ impl PacketPool {
             Err(e) => return Err(PoolError::Io(e)),
         };
         let n = region.frames();
-        let meta = vec![Meta::default(); n].into_boxed_slice();
         // Hand out low indices first: they are touched first and stay warm.
         let free: Vec<PktIdx> = (0..n as u32).rev().collect();
         Ok(PacketPool {
             region,
             frame_size: cfg.frame_size,
             headroom: cfg.headroom,
-            meta,
             free,
             #[cfg(debug_assertions)]
             is_free: vec![true; n],
@@ -160,7 +157,7 @@ impl PacketPool {
             debug_assert!(self.is_free[idx as usize], "allocating frame {idx} that is not free");
             self.is_free[idx as usize] = false;
         }
-        self.meta[idx as usize] = Meta { off: self.headroom, ..Meta::default() };
+        self.region.metas_mut()[idx as usize] = Meta { off: self.headroom, ..Meta::default() };
         Some(idx)
     }
 
@@ -179,7 +176,7 @@ impl PacketPool {
             debug_assert!(self.is_free[idx as usize], "allocating frame {idx} that is not free");
             self.is_free[idx as usize] = false;
         }
-        self.meta[idx as usize] = Meta { off: self.headroom, len: len as u16, ..Meta::default() };
+        self.region.metas_mut()[idx as usize] = Meta { off: self.headroom, len: len as u16, ..Meta::default() };
         Some(idx)
     }
 
@@ -213,7 +210,7 @@ impl PacketPool {
     /// Returns a buffer to the pool.
     #[inline]
     pub fn free(&mut self, idx: PktIdx) {
-        debug_assert!((idx as usize) < self.meta.len());
+        debug_assert!((idx as usize) < self.region.frames());
         #[cfg(debug_assertions)]
         {
             assert!(!self.is_free[idx as usize], "double free of frame {idx}");
@@ -230,44 +227,44 @@ impl PacketPool {
 
     #[inline]
     pub fn meta(&self, idx: PktIdx) -> &Meta {
-        &self.meta[idx as usize]
+        &self.region.metas()[idx as usize]
     }
 
     #[inline]
     pub fn meta_mut(&mut self, idx: PktIdx) -> &mut Meta {
-        &mut self.meta[idx as usize]
+        &mut self.region.metas_mut()[idx as usize]
     }
 
     /// The packet's data bytes.
     #[inline]
     pub fn data(&self, idx: PktIdx) -> &[u8] {
-        let m = &self.meta[idx as usize];
+        let (m, f) = self.region.meta_frame(idx as usize);
         let (off, len) = (m.off as usize, m.len as usize);
-        &self.region.frame(idx as usize)[off..off + len]
+        &f[off..off + len]
     }
 
     /// The packet's data bytes, writable.
     #[inline]
     pub fn data_mut(&mut self, idx: PktIdx) -> &mut [u8] {
-        let m = &self.meta[idx as usize];
+        let (m, f) = self.region.meta_frame_mut(idx as usize);
         let (off, len) = (m.off as usize, m.len as usize);
-        &mut self.region.frame_mut(idx as usize)[off..off + len]
+        &mut f[off..off + len]
     }
 
     /// Metadata and data together, both writable.
     #[inline]
     pub fn pkt_mut(&mut self, idx: PktIdx) -> (&mut Meta, &mut [u8]) {
-        let m = &mut self.meta[idx as usize];
+        let (m, f) = self.region.meta_frame_mut(idx as usize);
         let (off, len) = (m.off as usize, m.len as usize);
-        (m, &mut self.region.frame_mut(idx as usize)[off..off + len])
+        (m, &mut f[off..off + len])
     }
 
     /// Metadata writable, data read-only.
     #[inline]
     pub fn pkt(&mut self, idx: PktIdx) -> (&mut Meta, &[u8]) {
-        let m = &mut self.meta[idx as usize];
+        let (m, f) = self.region.meta_mut_frame(idx as usize);
         let (off, len) = (m.off as usize, m.len as usize);
-        (m, &self.region.frame(idx as usize)[off..off + len])
+        (m, &f[off..off + len])
     }
 
     /// Metadata and the whole frame (headroom included), both writable: for
@@ -275,7 +272,7 @@ impl PacketPool {
     /// data's start itself (`Meta::off`, `Meta::len`), with one index check.
     #[inline]
     pub fn meta_frame_mut(&mut self, idx: PktIdx) -> (&mut Meta, &mut [u8]) {
-        (&mut self.meta[idx as usize], self.region.frame_mut(idx as usize))
+        self.region.meta_frame_mut(idx as usize)
     }
 
     /// The whole frame (headroom included), for drivers.
@@ -294,19 +291,19 @@ impl PacketPool {
     /// small.
     #[inline]
     pub fn prepend(&mut self, idx: PktIdx, n: usize) -> Option<&mut [u8]> {
-        let m = &mut self.meta[idx as usize];
+        let (m, f) = self.region.meta_frame_mut(idx as usize);
         let off = (m.off as usize).checked_sub(n)?;
         let len = m.len as usize + n;
         m.off = off as u16;
         m.len = len as u16;
-        Some(&mut self.region.frame_mut(idx as usize)[off..off + len])
+        Some(&mut f[off..off + len])
     }
 
     /// Removes `n` bytes from the front of the data. False (and no change)
     /// if the packet is shorter than `n`.
     #[inline]
     pub fn advance(&mut self, idx: PktIdx, n: usize) -> bool {
-        let m = &mut self.meta[idx as usize];
+        let m = &mut self.region.metas_mut()[idx as usize];
         if n > m.len as usize {
             return false;
         }
@@ -319,7 +316,7 @@ impl PacketPool {
     /// (and no change) if the frame cannot hold it.
     #[inline]
     pub fn set_len(&mut self, idx: PktIdx, len: usize) -> bool {
-        let m = &mut self.meta[idx as usize];
+        let m = &mut self.region.metas_mut()[idx as usize];
         if m.off as usize + len > self.frame_size as usize {
             return false;
         }
@@ -333,7 +330,7 @@ impl PacketPool {
         if off as usize + len as usize > self.frame_size as usize {
             return false;
         }
-        let m = &mut self.meta[idx as usize];
+        let m = &mut self.region.metas_mut()[idx as usize];
         m.off = off;
         m.len = len;
         true
@@ -347,18 +344,18 @@ impl PacketPool {
         let idx = self.alloc()?;
         let off = self.headroom as usize;
         self.region.frame_mut(idx as usize)[off..off + bytes.len()].copy_from_slice(bytes);
-        self.meta[idx as usize].len = bytes.len() as u16;
+        self.region.metas_mut()[idx as usize].len = bytes.len() as u16;
         Some(idx)
     }
 
     /// Duplicates a packet (data and metadata) into a new buffer.
     pub fn clone_pkt(&mut self, src: PktIdx) -> Option<PktIdx> {
         let dst = self.alloc_raw()?;
-        let m = self.meta[src as usize];
+        let m = self.region.metas()[src as usize];
         let (s, d) = self.region.frame_pair_mut(src as usize, dst as usize);
         let r = m.off as usize..m.off as usize + m.len as usize;
         d[r.clone()].copy_from_slice(&s[r]);
-        self.meta[dst as usize] = m;
+        self.region.metas_mut()[dst as usize] = m;
         Some(dst)
     }
 }
