@@ -1,8 +1,9 @@
 //! The nodes' direct paths against their general paths.
 //!
-//! `ethernet-input`, `ip4-input`, `ip4-lookup` and `ip4-rewrite` settle
-//! the usual packet (untagged unicast IPv4 to a resolved next hop) in a few
-//! steps of their own and hand every other packet to the general code.
+//! `ethernet-input`, `ip4-input`, `ip4-lookup`, `ip4-rewrite` and their
+//! IPv6 counterparts settle the usual packet (untagged unicast to a
+//! resolved next hop) in a few steps of their own and hand every other
+//! packet to the general code.
 //! These tests run the same frames through the whole graph twice, once
 //! with the direct paths switched off ([`crate::util::DIRECT_PATHS`]), and
 //! require the same frames out of every port, the same counters and the
@@ -122,7 +123,7 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
     let payload = [18, 30, 60, 200, 1000, 1386, 1400, 1480][pick(r, 8)];
     let tagged = pick(r, 12) == 0;
     let l3 = if tagged { 18 } else { 14 };
-    let six = pick(r, 10) == 0;
+    let six = pick(r, 5) == 0;
     let hdr = if six { 40 } else { 20 };
     let mut f = vec![0u8; (l3 + hdr + payload).max(60)];
     f[0..6].copy_from_slice(
@@ -159,9 +160,39 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
         put16(ip, 4, payload as u16);
         ip[6] = 17;
         ip[7] = [0, 1, 2, 64][pick(r, 4)];
-        ip[8..24].copy_from_slice(&"2001:db8:1::2".parse::<std::net::Ipv6Addr>().expect("src").octets());
-        let dst = std::net::Ipv6Addr::new(0x2001, 0xdb8, [0x18, 0x18, 2, 0x99][pick(r, 4)], 0, 0, 0, 0, r() as u16);
-        ip[24..40].copy_from_slice(&dst.octets());
+        let addr = |s: &str| s.parse::<std::net::Ipv6Addr>().expect("address").octets();
+        let src = match pick(r, 24) {
+            0 => addr("fe80::1"),
+            1 => addr("ff02::1"),
+            2 => addr("::1"),
+            3 => addr("::"),
+            4 => addr("fec0::1"),
+            _ => addr("2001:db8:1::2"),
+        };
+        ip[8..24].copy_from_slice(&src);
+        let dst = match pick(r, 24) {
+            0 => addr("ff02::1"),
+            1 => addr("ff05::2"),
+            2 => addr("fe80::1"),
+            3 => addr("::"),
+            4 => addr("::1"),
+            5 => addr("fe80::ff:fe00:2"),
+            6 => addr("::ffff:10.0.2.2"),
+            _ => {
+                std::net::Ipv6Addr::new(0x2001, 0xdb8, [0x18, 0x18, 0x18, 2, 0x99][pick(r, 5)], 0, 0, 0, 0, r() as u16)
+                    .octets()
+            }
+        };
+        ip[24..40].copy_from_slice(&dst);
+        match pick(r, 20) {
+            0 => put16(ip, 4, payload as u16 + 1), // one byte beyond the frame
+            1 => put16(ip, 4, payload as u16 - 2), // padding to trim
+            2 => ip[0] = 0x40,                     // version 4 in an IPv6 frame
+            _ => {}
+        }
+        if pick(r, 40) == 0 {
+            f.truncate(l3 + pick(r, 40));
+        }
         return (f, rx_if);
     }
     let mut tot = (hdr + payload) as u16;

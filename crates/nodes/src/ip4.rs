@@ -494,7 +494,8 @@ impl Node for Ip4Rewrite {
 }
 
 /// The next index of the direct path for an adjacency that allows it
-/// (ready, untagged, not a tunnel); None otherwise.
+/// (ready, untagged, not a tunnel); None otherwise. `ip6-rewrite` has the
+/// same next indexes for `interface-output` and its output rule set.
 #[inline]
 pub(crate) fn direct_next(a: &Adj) -> Option<u16> {
     (a.state == AdjState::Ready && a.l2_len == 14).then_some(if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT })

@@ -115,8 +115,48 @@ impl Node for Ip6Input {
     }
 }
 
+/// Validates one packet's IPv6 header: the next index or a drop.
 #[inline(always)]
 fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u16 {
+    let (m, d) = cx.pool.pkt(p);
+    let l3off = m.l3_off as usize;
+    // The common case in one go: version 6, the payload in the frame, a
+    // source and a destination whose first bytes rule out every address
+    // the general checks look for (::/8 holds :: and ::1, ff00::/8 is
+    // multicast, fe00::/8 holds link-local). Everything else takes the
+    // general path, which gives these packets the same verdicts.
+    if let Some(h) = d.get(l3off..).and_then(<[u8]>::first_chunk::<40>)
+        && h[0] >> 4 == 6
+        && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
+        && direct_paths()
+    {
+        let want = l3off + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
+        if want > d.len() {
+            return cx.drop(p, I6_TRUNCATED);
+        }
+        if want < d.len() {
+            m.len = want as u16;
+        }
+        return I6_LOOKUP;
+    }
+    validate6_general(cx, ifs, p, punt)
+}
+
+/// First bytes of IPv6 addresses the direct path of [`validate6`] leaves
+/// to the general checks: as a source ::/8 and ff00::/8, as a destination
+/// ::/8, fe00::/8 and ff00::/8.
+static TOP6: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[0] = GENERAL_SRC | GENERAL_DST;
+    t[0xfe] = GENERAL_DST;
+    t[0xff] = GENERAL_SRC | GENERAL_DST;
+    t
+};
+const GENERAL_SRC: u8 = 1;
+const GENERAL_DST: u8 = 2;
+
+#[inline(never)]
+fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, I6_TOO_SHORT) };
@@ -201,58 +241,86 @@ impl Node for Ip6Lookup {
         IP6_LOOKUP_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let n = pkts.len();
-        for (k, &p) in pkts.iter().enumerate() {
-            let off = cx.pool.meta(p).l3_off as usize;
-            self.dst[k] = be128(cx.pool.data(p), off + 24);
+        let n = pkts.len().min(MAX_BATCH);
+        for (dst, &p) in self.dst.iter_mut().zip(pkts) {
+            let (m, d) = cx.pool.pkt(p);
+            *dst = be128(d, m.l3_off as usize + 24);
         }
         self.fib.lookup_v6_batch(&self.dst[..n], &mut self.nh[..n]);
-        let mut cache: (NhId, NextHop) = (u32::MAX, NextHop::NONE);
-        for (k, &p) in pkts.iter().enumerate() {
-            let mut id = self.nh[k];
+        // As in ip4-lookup: the kind once per run of one next hop, and the
+        // next index for the kinds that need nothing per packet.
+        let mut cache: (NhId, u16, NhKind) = (u32::MAX, 0, NhKind::None);
+        for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
-                cache = (id, self.fib.nexthop(id));
-            }
-            let mut kind = cache.1.kind;
-            if kind == NhKind::Ecmp {
-                let off = cx.pool.meta(p).l3_off as usize;
-                let l3 = &cx.pool.data(p)[off..];
-                let ports = if matches!(l3[6], 6 | 17) && l3.len() >= 44 { be32(l3, 40) } else { 0 };
-                let flow = u32::from_be_bytes([0, l3[1] & 0x0f, l3[2], l3[3]]);
-                let h = flow_hash(be128(l3, 8), self.dst[k], l3[6], ports ^ flow);
-                id = self.fib.ecmp_pick(id, h);
-                kind = self.fib.nexthop(id).kind;
-                cx.pool.meta_mut(p).hash = h;
+                let kind = self.fib.nexthop(id).kind;
+                let direct = match kind {
+                    NhKind::Unicast | NhKind::Glean => 1,
+                    NhKind::Local => 2,
+                    _ => 0,
+                };
+                cache = (id, if direct_paths() { direct } else { 0 }, kind);
             }
             let m = cx.pool.meta_mut(p);
-            m.nh = id;
-            next[k] = match kind {
-                NhKind::Unicast | NhKind::Glean => 1,
-                NhKind::Local => 2,
-                NhKind::Blackhole => cx.drop(p, 0),
-                NhKind::Unreachable => {
-                    m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADDR, 0);
-                    cx.count(2, 1);
-                    3
+            if cache.1 != 0 {
+                m.nh = id;
+                *o = cache.1;
+                if m.flags & flags::TRACED != 0 {
+                    trace_nh6(cx, &self.fib, p, id);
                 }
-                NhKind::Prohibit => {
-                    m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADMIN, 0);
-                    cx.count(3, 1);
-                    3
-                }
-                NhKind::None | NhKind::Ecmp => {
-                    m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_NO_ROUTE, 0);
-                    cx.count(1, 1);
-                    3
-                }
-            };
-            if cx.traced(p) {
-                let nh = self.fib.nexthop(id);
-                cx.trace_note(p, || {
-                    format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac)
-                });
+            } else {
+                *o = self.lookup_other(cx, p, id, cache.2, self.dst[k]);
             }
         }
+    }
+}
+
+#[cold]
+fn trace_nh6(cx: &mut Cx<'_>, fib: &FibReader, p: PktIdx, id: NhId) {
+    let nh = fib.nexthop(id);
+    cx.trace_note(p, || format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac));
+}
+
+impl Ip6Lookup {
+    /// A packet whose next hop is an ECMP group or a route that drops or
+    /// answers.
+    #[inline(never)]
+    fn lookup_other(&self, cx: &mut Cx<'_>, p: PktIdx, mut id: NhId, mut kind: NhKind, dst: u128) -> u16 {
+        if kind == NhKind::Ecmp {
+            let off = cx.pool.meta(p).l3_off as usize;
+            let l3 = &cx.pool.data(p)[off..];
+            let ports = if matches!(l3[6], 6 | 17) && l3.len() >= 44 { be32(l3, 40) } else { 0 };
+            let flow = u32::from_be_bytes([0, l3[1] & 0x0f, l3[2], l3[3]]);
+            let h = flow_hash(be128(l3, 8), dst, l3[6], ports ^ flow);
+            id = self.fib.ecmp_pick(id, h);
+            kind = self.fib.nexthop(id).kind;
+            cx.pool.meta_mut(p).hash = h;
+        }
+        let m = cx.pool.meta_mut(p);
+        m.nh = id;
+        let next = match kind {
+            NhKind::Unicast | NhKind::Glean => 1,
+            NhKind::Local => 2,
+            NhKind::Blackhole => cx.drop(p, 0),
+            NhKind::Unreachable => {
+                m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADDR, 0);
+                cx.count(2, 1);
+                3
+            }
+            NhKind::Prohibit => {
+                m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADMIN, 0);
+                cx.count(3, 1);
+                3
+            }
+            NhKind::None | NhKind::Ecmp => {
+                m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_NO_ROUTE, 0);
+                cx.count(1, 1);
+                3
+            }
+        };
+        if cx.traced(p) {
+            trace_nh6(cx, &self.fib, p, id);
+        }
+        next
     }
 }
 
@@ -302,17 +370,40 @@ impl Node for Ip6Rewrite {
         self.ifs.refresh();
         let ifs = self.ifs.current();
         let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, ETH_P_IPV6));
-        for (i, &p) in pkts.iter().enumerate() {
-            let id = cx.pool.meta(p).nh;
-            if cache.0 != id {
-                cache = (id, Adj::new(ifs, &self.fib.nexthop(id), ETH_P_IPV6));
+        let mut direct: Option<u16> = None;
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let (m, d) = cx.pool.pkt_mut(p);
+            if cache.0 != m.nh {
+                cache = (m.nh, Adj::new(ifs, &self.fib.nexthop(m.nh), ETH_P_IPV6));
+                direct = crate::ip4::direct_next(&cache.1).filter(|_| direct_paths());
             }
-            next[i] = rewrite6(cx, p, &cache.1);
+            // As in ip4-rewrite: a resolved untagged next hop, a forwarded
+            // packet with its 14-byte header in front of L3, hop limit
+            // above 1, a source that is not link-local, within the MTU.
+            // The same steps as `rewrite6`, which takes every other packet.
+            if let Some(nx) = direct
+                && m.l3_off == 14
+                && m.flags & flags::LOCAL_ORIGIN == 0
+                && let Some(f) = d.first_chunk_mut::<54>()
+            {
+                let hop = f[14 + 7];
+                let link_local_src = f[14 + 8] == 0xfe && f[14 + 9] & 0xc0 == 0x80;
+                if hop > 1 && !link_local_src && 40 + u16::from_be_bytes([f[14 + 4], f[14 + 5]]) <= cache.1.mtu {
+                    f[14 + 7] = hop - 1;
+                    if let Some(h) = cache.1.hdr.first_chunk::<14>() {
+                        f[..14].copy_from_slice(h);
+                    }
+                    m.tx_if = cache.1.ifindex;
+                    *o = nx;
+                    continue;
+                }
+            }
+            *o = rewrite6(cx, p, &cache.1);
         }
     }
 }
 
-#[inline(always)]
+#[inline(never)]
 fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     match a.state {
         AdjState::Ready | AdjState::Unresolved | AdjState::Tunnel => {}

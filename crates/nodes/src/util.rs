@@ -43,9 +43,9 @@ pub fn put16(d: &mut [u8], at: usize, v: u16) {
 }
 
 /// Whether nodes take their direct paths for the usual packet
-/// (`ethernet-input`, `ip4-input`, `ip4-lookup`, `ip4-rewrite`). Always in
-/// the router; the crate's tests switch them off per thread to compare
-/// them with the general paths (`direct_tests`).
+/// (`ethernet-input`, `ip4-input`, `ip4-lookup`, `ip4-rewrite` and the
+/// IPv6 ones). Always in the router; the crate's tests switch them off
+/// per thread to compare them with the general paths (`direct_tests`).
 #[inline(always)]
 pub(crate) fn direct_paths() -> bool {
     #[cfg(test)]
