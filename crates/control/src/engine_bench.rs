@@ -26,6 +26,9 @@ use tern_packet::{PacketPool, PoolConfig};
 pub enum Scenario {
     /// One flow, no firewall, a handful of routes.
     Plain,
+    /// Plain forwarding's IPv6 counterpart: one UDP/IPv6 flow (frames of
+    /// at least 62 bytes) to 2001:db8:18::1 through a resolved gateway.
+    Plain6,
     /// One destination, one port pair; 50 drop rules (src 1.1.N.1), default accept.
     #[serde(rename = "single-flow-50fw")]
     SingleFlow50fw,
@@ -48,8 +51,9 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Plain,
+        Scenario::Plain6,
         Scenario::SingleFlow50fw,
         Scenario::Gre,
         Scenario::GreMultiFlow,
@@ -61,6 +65,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Plain => "plain",
+            Scenario::Plain6 => "plain6",
             Scenario::SingleFlow50fw => "single-flow-50fw",
             Scenario::GreMultiFlow => "gre-multi-flow",
             Scenario::Gre => "gre",
@@ -264,6 +269,29 @@ pub fn udp_frame(dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dpo
     f
 }
 
+/// A UDP/IPv6 frame of `len` bytes (without FCS, at least 62) from
+/// 2001:db8:1::2 to `dst`.
+pub fn udp6_frame(dst_mac: [u8; 6], dst: std::net::Ipv6Addr, sport: u16, dport: u16, len: usize) -> Vec<u8> {
+    let len = len.max(62);
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let payload = (len - 14 - 40) as u16;
+    let ip = &mut f[14..];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&payload.to_be_bytes());
+    ip[6] = 17;
+    ip[7] = 64;
+    ip[8..24].copy_from_slice(&std::net::Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2).octets());
+    ip[24..40].copy_from_slice(&dst.octets());
+    let udp = &mut ip[40..];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
+    udp[4..6].copy_from_slice(&payload.to_be_bytes());
+    f
+}
+
 /// A small deterministic generator (xorshift64*), for reproducible flows.
 struct Rng(u64);
 impl Rng {
@@ -342,6 +370,19 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             };
             Setup { scenario: sc, frames, routes, acl: None, gre: false }
         }
+        Scenario::Plain6 => Setup {
+            scenario: sc,
+            frames: vec![udp6_frame(
+                MAC_IN,
+                std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 1),
+                1024,
+                5001,
+                len,
+            )],
+            routes: Vec::new(),
+            acl: None,
+            gre: false,
+        },
         Scenario::SingleFlow50fw => Setup {
             scenario: sc,
             frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
@@ -423,6 +464,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let domain = tern_rcu::Domain::new();
     let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
     let gw: IpAddr = "10.0.2.2".parse().map_err(|_| "gw")?;
+    let gw6: IpAddr = "2001:db8:2::2".parse().map_err(|_| "gw6")?;
     let p = |s: &str| s.parse::<Prefix>().map_err(|e| e.to_string());
     let bench_net = if su.gre { RouteTarget::Connected { ifindex: 2 } } else { RouteTarget::Via { gw, ifindex: None } };
     let mut ops = vec![
@@ -440,6 +482,18 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         ),
         RouteOp::Add(Source::Local, p("10.0.2.1/32")?, RouteTarget::Local { ifindex: 1 }, RouteAttrs::default()),
         RouteOp::Add(Source::Static, p("198.18.0.0/15")?, bench_net, RouteAttrs::default()),
+        RouteOp::Add(
+            Source::Connected,
+            p("2001:db8:2::/64")?,
+            RouteTarget::Connected { ifindex: 1 },
+            RouteAttrs::default(),
+        ),
+        RouteOp::Add(
+            Source::Static,
+            p("2001:db8:18::/48")?,
+            RouteTarget::Via { gw: gw6, ifindex: None },
+            RouteAttrs::default(),
+        ),
     ];
     for &(a, len) in &su.routes {
         let prefix = Prefix::V4 { addr: Ipv4Addr::from(a), len };
@@ -450,6 +504,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         return Err(format!("{} routes failed to load: {:?}", report.failed, report.errors.first()));
     }
     fib.set_neighbor(1, gw, Some(MAC_GW));
+    fib.set_neighbor(1, gw6, Some(MAC_GW));
 
     let mut in0 = iface(0, "in0", MAC_IN, "10.0.1.1".parse().map_err(|_| "a")?);
     let out0 = iface(1, "out0", MAC_OUT, "10.0.2.1".parse().map_err(|_| "a")?);
@@ -687,16 +742,19 @@ mod tests {
     #[test]
     fn scenarios_forward_every_packet() {
         let opts = EngineBenchOpts { packets: Some(5000), ..EngineBenchOpts::default() };
-        for sc in [Scenario::Plain, Scenario::Gre, Scenario::GreMultiFlow] {
+        for sc in [Scenario::Plain, Scenario::Plain6, Scenario::Gre, Scenario::GreMultiFlow] {
             let run = measure(&setup(sc, &opts, &mut None).expect("setup"), &opts).expect("run");
             assert!(run.packets >= 5000, "{}: {} packets", sc.name(), run.packets);
             assert_eq!(run.forwarded, run.packets, "{}: all forwarded", sc.name());
             assert!(run.drops.is_empty(), "{}: drops {:?}", sc.name(), run.drops);
             let encapsulated = run.nodes.iter().find(|n| n.name == "gre-encap").map_or(0, |n| n.packets);
-            let want = if sc == Scenario::Plain { 0 } else { run.packets };
+            let want = if matches!(sc, Scenario::Plain | Scenario::Plain6) { 0 } else { run.packets };
             assert_eq!(encapsulated, want, "{}: encapsulated", sc.name());
         }
         assert_eq!(setup(Scenario::Gre, &opts, &mut None).expect("setup").frames.len(), 1, "one flow");
+        let v6 = measure(&setup(Scenario::Plain6, &opts, &mut None).expect("setup"), &opts).expect("run");
+        let rewritten = v6.nodes.iter().find(|n| n.name == "ip6-rewrite").map_or(0, |n| n.packets);
+        assert_eq!(rewritten, v6.packets, "plain6: every packet through ip6-rewrite");
     }
 
     /// Two workers share the tables and each forwards every packet of its
