@@ -40,18 +40,26 @@ pub const UNREACH_ADMIN: u8 = 13;
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
-    /// Whether any interface of `ifs` has an input rule set: without one
-    /// the loop skips the per-packet question (worked out again only when
-    /// a new table is published).
-    any_acl_in: bool,
+    /// By interface index, whether it has an input rule set; empty when
+    /// none has, and the loop then skips the question. Worked out again
+    /// only when a new table is published.
+    acl_in: Vec<bool>,
 }
 
 impl Ip4Input {
     pub fn new(shared: &crate::state::Shared) -> Self {
         let ifs = shared.ifaces.snapshot();
-        let any_acl_in = ifs.current().any_acl_in();
-        Ip4Input { ifs, params: shared.params.snapshot(), any_acl_in }
+        let acl_in = acl_in_by_index(ifs.current());
+        Ip4Input { ifs, params: shared.params.snapshot(), acl_in }
     }
+}
+
+/// [`Ip4Input::acl_in`] for a table (by position, as `IfTable::get`).
+fn acl_in_by_index(ifs: &IfTable) -> Vec<bool> {
+    if !ifs.any_acl_in() {
+        return Vec::new();
+    }
+    ifs.ifs.iter().map(|f| f.acl_in.is_some()).collect()
 }
 
 const I_TOO_SHORT: u16 = 0;
@@ -88,47 +96,43 @@ impl Node for Ip4Input {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         if self.ifs.refresh() {
-            self.any_acl_in = self.ifs.current().any_acl_in();
+            self.acl_in = acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
-        let ifs = self.ifs.current();
         let punt = self.params.current().punt_to_tap();
-        if !self.any_acl_in {
+        // Two loops, so that the one without input rule sets carries no
+        // trace of the question.
+        if self.acl_in.is_empty() {
             for (o, &p) in next.iter_mut().zip(pkts) {
-                *o = ip4_validate(cx, p, punt);
+                *o = ip4_validate(cx, p, punt, None);
             }
-            return;
+        } else {
+            for (o, &p) in next.iter_mut().zip(pkts) {
+                *o = ip4_validate(cx, p, punt, Some(&self.acl_in));
+            }
         }
-        // Whether the last receiving interface has an input rule set.
-        let mut acl_in: Option<(u16, bool)> = None;
-        for (o, &p) in next.iter_mut().zip(pkts) {
-            let n = ip4_validate(cx, p, punt);
-            *o = if n == 1 || n == I_NEXT_PUNT {
-                let rx = cx.pool.meta(p).rx_if;
-                let acl = match acl_in {
-                    Some((i, a)) if i == rx => a,
-                    _ => {
-                        let a = ifs.get(rx).is_some_and(|f| f.acl_in.is_some());
-                        acl_in = Some((rx, a));
-                        a
-                    }
-                };
-                match (acl, n) {
-                    (false, n) => n,
-                    (true, 1) => 2,
-                    (true, _) => I_NEXT_PUNT_ACL,
-                }
-            } else {
-                n
-            };
-        }
+    }
+}
+
+/// A packet bound for `ip4-lookup` (`n == 1`) or Linux ([`I_NEXT_PUNT`])
+/// goes through its receiving interface's input rule set first, if it
+/// has one (`acl_in` by interface index).
+#[inline(always)]
+fn through_acl_in(n: u16, rx_if: u16, acl_in: Option<&[bool]>) -> u16 {
+    match acl_in {
+        Some(t) if t.get(usize::from(rx_if)).copied().unwrap_or(false) => match n {
+            1 => 2,
+            I_NEXT_PUNT => I_NEXT_PUNT_ACL,
+            n => n,
+        },
+        _ => n,
     }
 }
 
 /// Validates one packet's IPv4 header; the next index (`1`: lookup,
 /// [`I_NEXT_PUNT`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
-fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
+fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool, acl_in: Option<&[bool]>) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     // The common case in one test: version 4 with a 20-byte header, all of
@@ -136,7 +140,8 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     // these packets the same verdicts.
     let Some(h) = d.get(l3off..).and_then(|l3| l3.first_chunk::<20>()).filter(|h| h[0] == 0x45 && direct_paths())
     else {
-        return ip4_validate_general(cx, p, punt);
+        let n = ip4_validate_general(cx, p, punt);
+        return through_acl_in(n, cx.pool.meta(p).rx_if, acl_in);
     };
     let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < 20 {
@@ -155,7 +160,8 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
             return cx.drop(p, I_MARTIAN_SRC);
         }
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
-        return ip4_special_dst(cx, p, punt, dst, want);
+        let n = ip4_special_dst(cx, p, punt, dst, want);
+        return through_acl_in(n, cx.pool.meta(p).rx_if, acl_in);
     }
     m.flags |= flags::L3_CSUM_OK;
     // Ethernet padding: trimming only shortens the data, which the frame
@@ -163,7 +169,7 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     if want < d.len() {
         m.len = want as u16;
     }
-    1
+    through_acl_in(1, m.rx_if, acl_in)
 }
 
 /// What an address's first byte says, by that byte: [`MARTIAN_SRC`] for
