@@ -12,7 +12,7 @@
 //! martian sources, multicast and broadcast, TTL, MTU, MACs, VLANs, ...),
 //! in batches of several sizes, with and without an input rule set.
 
-use crate::state::{AclSet, AclTable, IfKind, IfTable, Iface, Shared, V4Net, link_local_from_mac};
+use crate::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, NO_IF, Shared, V4Net, link_local_from_mac};
 use crate::util::{DIRECT_PATHS, put16};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -55,8 +55,8 @@ fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], addr: &s
     }
 }
 
-/// lan (port 0), wan (port 1, MTU 1400), wan.7 (VLAN 7 on port 1) and
-/// dmz (port 2, down, with lan's MAC);
+/// lan (port 0), wan (port 1, MTU 1400), wan.7 (VLAN 7 on port 1), dmz
+/// (port 2, down, with lan's MAC) and gre0 (to 10.0.2.2 over the wan);
 /// routes of every kind: resolved and unresolved gateways, a gateway on
 /// the VLAN, ECMP, blackhole, unreachable, prohibit, tern's own
 /// addresses, and an IPv6 route. With `acl_in`, lan has an input rule set.
@@ -83,6 +83,8 @@ fn router(acl_in: bool) -> (Graph, NodeId, Shared) {
         add("203.0.115.0/24", Source::Static, RouteTarget::Prohibit),
         add("2001:db8:2::/64", Source::Connected, RouteTarget::Connected { ifindex: 1 }),
         add("2001:db8:18::/48", Source::Static, RouteTarget::Via { gw: ip("2001:db8:2::2"), ifindex: None }),
+        add("198.22.0.0/16", Source::Static, RouteTarget::Connected { ifindex: 4 }),
+        add("2001:db8:22::/48", Source::Static, RouteTarget::Connected { ifindex: 4 }),
     ]);
     assert_eq!(report.failed, 0);
     fib.set_neighbor(0, ip("10.0.1.2"), Some([2, 0, 0, 0, 0, 0x10]));
@@ -90,11 +92,13 @@ fn router(acl_in: bool) -> (Graph, NodeId, Shared) {
     fib.set_neighbor(1, ip("10.0.2.4"), Some(MAC_PEER2));
     fib.set_neighbor(2, ip("10.0.3.2"), Some(MAC_VLAN_PEER));
     fib.set_neighbor(1, ip("2001:db8:2::2"), Some(MAC_PEER));
+    let tunnel = GreTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), key: None, ttl: 64 };
     let mut ifs = vec![
         iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1", 1500),
         iface(1, "wan", IfKind::Port, 1, MAC_WAN, "10.0.2.1", 1400),
         iface(2, "wan.7", IfKind::Vlan { parent: 1, vid: 7 }, 1, MAC_WAN, "10.0.3.1", 1400),
         iface(3, "dmz", IfKind::Port, 2, MAC_LAN, "10.0.4.1", 1500),
+        iface(4, "gre0", IfKind::Gre(tunnel), NO_IF, [2, 0x67, 0x72, 0x65, 0, 4], "192.168.255.1", 1476),
     ];
     ifs[3].up = false;
     let shared = Shared::new(IfTable::new(ifs.clone()), reader);
@@ -178,10 +182,17 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
             4 => addr("::1"),
             5 => addr("fe80::ff:fe00:2"),
             6 => addr("::ffff:10.0.2.2"),
-            _ => {
-                std::net::Ipv6Addr::new(0x2001, 0xdb8, [0x18, 0x18, 0x18, 2, 0x99][pick(r, 5)], 0, 0, 0, 0, r() as u16)
-                    .octets()
-            }
+            _ => std::net::Ipv6Addr::new(
+                0x2001,
+                0xdb8,
+                [0x18, 0x18, 0x18, 0x22, 2, 0x99][pick(r, 6)],
+                0,
+                0,
+                0,
+                0,
+                r() as u16,
+            )
+            .octets(),
         };
         ip[24..40].copy_from_slice(&dst);
         match pick(r, 20) {
@@ -227,6 +238,7 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
         11 => [198, 20, r() as u8, r() as u8],
         12 | 13 => [198, 21, r() as u8, r() as u8],
         14 => [10, 0, 1, 99],
+        15 | 16 => [198, 22, r() as u8, r() as u8],
         _ => [198, 18, r() as u8, r() as u8],
     };
     ip[16..20].copy_from_slice(&dst);
@@ -329,6 +341,7 @@ fn run(direct: bool, acl_in: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> O
 fn direct_paths_are_the_general_paths() {
     let mut r = rng(0x2545_f491_4f6c_dd1d);
     let frames: Vec<(Vec<u8>, u16)> = (0..5000).map(|_| frame(&mut r)).collect();
+    let gre_encap = usize::from(router(false).0.info().node_id("gre-encap").expect("gre-encap"));
     let mut forwarded_without_rules = 0;
     for acl_in in [false, true] {
         for batch in [1, 7, 256] {
@@ -348,6 +361,7 @@ fn direct_paths_are_the_general_paths() {
             // The frames exercise both paths and most verdicts.
             assert!(direct.sent[1].len() > 400, "{case}: forwarded to the wan: {}", direct.sent[1].len());
             assert!(direct.sent[0].len() > 50, "{case}: ICMP errors and ARP to the lan: {}", direct.sent[0].len());
+            assert!(direct.nodes[gre_encap] > 60, "{case}: into the tunnel: {}", direct.nodes[gre_encap]);
             let kinds = general.errors.iter().filter(|&&c| c > 0).count();
             assert!(kinds >= 15, "{case}: {kinds} kinds of drops and notes");
             assert_eq!(direct.errors, general.errors, "{case}: counters");

@@ -486,7 +486,9 @@ impl Node for Ip4Rewrite {
                     f[14 + 8] = ttl - 1;
                     let c = checksum::ttl_decremented(u16::from_be_bytes([f[14 + 10], f[14 + 11]]));
                     [f[14 + 10], f[14 + 11]] = c.to_be_bytes();
-                    if let Some(h) = cache.1.hdr.first_chunk::<14>() {
+                    if nx != RW_GRE
+                        && let Some(h) = cache.1.hdr.first_chunk::<14>()
+                    {
                         f[..14].copy_from_slice(h);
                     }
                     m.tx_if = cache.1.ifindex;
@@ -499,12 +501,17 @@ impl Node for Ip4Rewrite {
     }
 }
 
-/// The next index of the direct path for an adjacency that allows it
-/// (ready, untagged, not a tunnel); None otherwise. `ip6-rewrite` has the
-/// same next indexes for `interface-output` and its output rule set.
+/// The next index of the direct path for an adjacency that allows it: a
+/// ready untagged one (its header written in front of L3), or a tunnel
+/// (`gre-encap` writes its headers over the arriving link-layer header);
+/// None otherwise. `ip6-rewrite` has the same next indexes.
 #[inline]
 pub(crate) fn direct_next(a: &Adj) -> Option<u16> {
-    (a.state == AdjState::Ready && a.l2_len == 14).then_some(if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT })
+    match a.state {
+        AdjState::Ready if a.l2_len == 14 => Some(if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT }),
+        AdjState::Tunnel => Some(RW_GRE),
+        _ => None,
+    }
 }
 
 #[inline(never)]

@@ -390,7 +390,9 @@ impl Node for Ip6Rewrite {
                 let link_local_src = f[14 + 8] == 0xfe && f[14 + 9] & 0xc0 == 0x80;
                 if hop > 1 && !link_local_src && 40 + u16::from_be_bytes([f[14 + 4], f[14 + 5]]) <= cache.1.mtu {
                     f[14 + 7] = hop - 1;
-                    if let Some(h) = cache.1.hdr.first_chunk::<14>() {
+                    if nx != 4
+                        && let Some(h) = cache.1.hdr.first_chunk::<14>()
+                    {
                         f[..14].copy_from_slice(h);
                     }
                     m.tx_if = cache.1.ifindex;
