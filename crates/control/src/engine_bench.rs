@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
 use tern_io::MemPort;
-use tern_nodes::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, Shared, V4Net, link_local_from_mac};
+use tern_nodes::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, Shared, V4Net};
 use tern_packet::{PacketPool, PoolConfig};
 
 /// A named setup from SCENARIOS.md (the 100GE comparison), measured next
@@ -229,20 +229,7 @@ const MAC_OUT: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
 const MAC_GW: [u8; 6] = [0x02, 0, 0, 0, 0, 3];
 
 fn iface(index: u16, name: &str, mac: [u8; 6], addr: Ipv4Addr) -> Iface {
-    Iface {
-        index,
-        name: name.into(),
-        kind: IfKind::Port,
-        port: index,
-        mac,
-        mtu: 1500,
-        up: true,
-        v4: vec![V4Net { addr, len: 24 }],
-        v6: vec![],
-        v6_ll: link_local_from_mac(mac),
-        acl_in: None,
-        acl_out: None,
-    }
+    Iface { v4: vec![V4Net { addr, len: 24 }], ..Iface::new(index, name, IfKind::Port, index, mac) }
 }
 
 /// A UDP/IPv4 frame of `len` bytes (without FCS) to `dst`.

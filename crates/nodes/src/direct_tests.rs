@@ -12,7 +12,7 @@
 //! martian sources, multicast and broadcast, TTL, MTU, MACs, VLANs, ...),
 //! in batches of several sizes, with and without an input rule set.
 
-use crate::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, NO_IF, Shared, V4Net, link_local_from_mac};
+use crate::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, NO_IF, Shared, V4Net};
 use crate::util::{DIRECT_PATHS, put16};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -38,21 +38,21 @@ fn rng(mut x: u64) -> impl FnMut() -> u64 {
     }
 }
 
+/// Publishes one rule set (index 0) holding one rule, given as TOML keys,
+/// and default accept.
+pub(crate) fn publish_rules(shared: &Shared, rule: &str) {
+    let text = format!("[[acl]]\nname = \"T\"\ndefault = \"accept\"\n[[acl.rule]]\n{rule}\n");
+    let set = tern_acl::parse_toml(&text).expect("rules").remove(0);
+    let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
+    let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+    let mut table = AclTable::default();
+    table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
+    shared.acls.publish(table);
+}
+
 fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], addr: &str, mtu: u16) -> Iface {
-    Iface {
-        index,
-        name: name.into(),
-        kind,
-        port,
-        mac,
-        mtu,
-        up: true,
-        v4: vec![V4Net { addr: addr.parse().expect("addr"), len: 24 }],
-        v6: vec![],
-        v6_ll: link_local_from_mac(mac),
-        acl_in: None,
-        acl_out: None,
-    }
+    let v4 = vec![V4Net { addr: addr.parse().expect("addr"), len: 24 }];
+    Iface { mtu, v4, ..Iface::new(index, name, kind, port, mac) }
 }
 
 /// lan (port 0), wan (port 1, MTU 1400), wan.7 (VLAN 7 on port 1), dmz
@@ -103,16 +103,7 @@ fn router(acl_in: bool) -> (Graph, NodeId, Shared) {
     ifs[3].up = false;
     let shared = Shared::new(IfTable::new(ifs.clone()), reader);
     if acl_in {
-        let set = tern_acl::parse_toml(
-            "[[acl]]\nname = \"I\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nsrc = \"10.0.1.66/32\"\n",
-        )
-        .expect("rules")
-        .remove(0);
-        let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
-        let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
-        let mut table = AclTable::default();
-        table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
-        shared.acls.publish(table);
+        publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
         ifs[0].acl_in = Some(0);
         shared.ifaces.publish(IfTable::new(ifs));
     }

@@ -509,7 +509,7 @@ impl GreInput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{AclSet, AclTable, IfKind, Iface, NO_IF, Shared, V4Net, link_local_from_mac};
+    use crate::state::{IfKind, Iface, NO_IF, Shared, V4Net};
     use std::sync::Arc;
     use tern_engine::TraceShared;
     use tern_engine::graph::Env;
@@ -557,18 +557,8 @@ mod tests {
 
     fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], addr: &str) -> Iface {
         Iface {
-            index,
-            name: name.into(),
-            kind,
-            port,
-            mac,
-            mtu: 1500,
-            up: true,
             v4: vec![V4Net { addr: addr.parse().expect("addr"), len: 24 }],
-            v6: vec![],
-            v6_ll: link_local_from_mac(mac),
-            acl_in: None,
-            acl_out: None,
+            ..Iface::new(index, name, kind, port, mac)
         }
     }
 
@@ -620,16 +610,7 @@ mod tests {
         }
         let shared = Shared::new(IfTable::new(ifs.clone()), reader);
         if acl_out {
-            let set = tern_acl::parse_toml(
-                "[[acl]]\nname = \"O\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"tcp\"\n",
-            )
-            .expect("rules")
-            .remove(0);
-            let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
-            let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
-            let mut table = AclTable::default();
-            table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
-            shared.acls.publish(table);
+            crate::direct_tests::publish_rules(&shared, "action = \"drop\"\nproto = \"tcp\"");
             ifs[usize::from(wan)].acl_out = Some(0);
             shared.ifaces.publish(IfTable::new(ifs));
         }

@@ -347,8 +347,9 @@ fn lookup_next(kind: NhKind) -> u16 {
     }
 }
 
+/// The lookup's note in a traced packet's record (ip4- and ip6-lookup).
 #[cold]
-fn trace_nh(cx: &mut Cx<'_>, fib: &FibReader, p: PktIdx, id: NhId) {
+pub(crate) fn trace_nh(cx: &mut Cx<'_>, fib: &FibReader, p: PktIdx, id: NhId) {
     let nh = fib.nexthop(id);
     cx.trace_note(p, || format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac));
 }

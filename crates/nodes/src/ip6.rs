@@ -265,19 +265,13 @@ impl Node for Ip6Lookup {
                 m.nh = id;
                 *o = cache.1;
                 if m.flags & flags::TRACED != 0 {
-                    trace_nh6(cx, &self.fib, p, id);
+                    crate::ip4::trace_nh(cx, &self.fib, p, id);
                 }
             } else {
                 *o = self.lookup_other(cx, p, id, cache.2, self.dst[k]);
             }
         }
     }
-}
-
-#[cold]
-fn trace_nh6(cx: &mut Cx<'_>, fib: &FibReader, p: PktIdx, id: NhId) {
-    let nh = fib.nexthop(id);
-    cx.trace_note(p, || format!("fib: nh {id} {:?} if {} via {} mac {:?}", nh.kind, nh.ifindex, nh.gw, nh.mac));
 }
 
 impl Ip6Lookup {
@@ -318,7 +312,7 @@ impl Ip6Lookup {
             }
         };
         if cx.traced(p) {
-            trace_nh6(cx, &self.fib, p, id);
+            crate::ip4::trace_nh(cx, &self.fib, p, id);
         }
         next
     }

@@ -108,6 +108,25 @@ pub struct Iface {
 }
 
 impl Iface {
+    /// An interface that is up, with a 1500-byte MTU, its link-local
+    /// address from its MAC, no other addresses and no rule sets.
+    pub fn new(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6]) -> Iface {
+        Iface {
+            index,
+            name: name.into(),
+            kind,
+            port,
+            mac,
+            mtu: 1500,
+            up: true,
+            v4: Vec::new(),
+            v6: Vec::new(),
+            v6_ll: link_local_from_mac(mac),
+            acl_in: None,
+            acl_out: None,
+        }
+    }
+
     pub fn has_v4(&self, a: Ipv4Addr) -> bool {
         self.v4.iter().any(|n| n.addr == a)
     }

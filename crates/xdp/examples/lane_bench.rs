@@ -67,7 +67,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Command, ExitCode};
 use tern_acl::{Action, RuleSet};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteTarget, Source};
-use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, V6Net, link_local_from_mac};
+use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, V6Net};
 use tern_xdp::lane::{LaneConfig, LaneProgram};
 
 const R0: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
@@ -239,24 +239,12 @@ fn selected(name: &str, only: &str) -> bool {
 }
 
 fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], net: V4Net, acl_in: Option<u16>) -> Iface {
-    Iface {
-        index,
-        name: name.into(),
-        kind,
-        port,
-        mac,
-        mtu: 1500,
-        up: true,
-        v4: vec![net],
-        v6: match index {
-            0 => vec![V6Net { addr: Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), len: 64 }],
-            1 => vec![V6Net { addr: Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1), len: 64 }],
-            _ => Vec::new(),
-        },
-        v6_ll: link_local_from_mac(mac),
-        acl_in,
-        acl_out: None,
-    }
+    let v6 = match index {
+        0 => vec![V6Net { addr: Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), len: 64 }],
+        1 => vec![V6Net { addr: Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1), len: 64 }],
+        _ => Vec::new(),
+    };
+    Iface { v4: vec![net], v6, acl_in, ..Iface::new(index, name, kind, port, mac) }
 }
 
 struct Case {

@@ -14,7 +14,7 @@ use lane_util::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tern_acl::{Action, Rule, RuleAction, RuleSet};
 use tern_fib::{FibConfig, FibWriter, Prefix, RouteAttrs, RouteTarget, Source};
-use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, V6Net, link_local_from_mac};
+use tern_nodes::state::{GreTunnel, IfKind, IfTable, Iface, NO_IF, V4Net, V6Net};
 
 const R_LAN: [u8; 6] = [2, 0, 0, 0, 1, 1];
 const R_WAN: [u8; 6] = [2, 0, 0, 0, 2, 1];
@@ -32,20 +32,7 @@ const GRE0: u16 = 4;
 const GRE6: u16 = 5;
 
 fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], mtu: u16) -> Iface {
-    Iface {
-        index,
-        name: name.into(),
-        kind,
-        port,
-        mac,
-        mtu,
-        up: true,
-        v4: Vec::new(),
-        v6: Vec::new(),
-        v6_ll: link_local_from_mac(mac),
-        acl_in: None,
-        acl_out: None,
-    }
+    Iface { mtu, ..Iface::new(index, name, kind, port, mac) }
 }
 
 fn n4(a: &str, len: u8) -> V4Net {
