@@ -20,7 +20,7 @@ use tern_engine::graph::{Env, Graph};
 use tern_engine::trace::Tracer;
 use tern_engine::{NodeId, TraceShared, WorkerStats};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
-use tern_packet::{PacketPool, PoolConfig, flags};
+use tern_packet::{Meta, PacketPool, PoolConfig, flags};
 use tern_wire::checksum;
 
 const MAC_LAN: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -268,6 +268,64 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
     (f, rx_if)
 }
 
+/// A worker's graph, pool, counters and tracer, for tests that run frames
+/// through the graph batch by batch.
+pub(crate) struct Batches {
+    graph: Graph,
+    input: NodeId,
+    pool: PacketPool,
+    pub(crate) stats: WorkerStats,
+    tracer: Tracer,
+    ports: usize,
+}
+
+impl Batches {
+    pub(crate) fn new(graph: Graph, input: NodeId, pool: PacketPool, ports: usize) -> Batches {
+        let info = graph.info().clone();
+        let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), ports);
+        Batches { graph, input, pool, stats, tracer: Tracer::new(TraceShared::new(), 0), ports }
+    }
+
+    /// One batch: each frame (bytes, receiving interface, `Meta::flags`)
+    /// into the graph's input, one graph run at `now_ns`; what each port
+    /// was to send (metadata and bytes), its buffers freed.
+    pub(crate) fn run<'a>(
+        &mut self,
+        frames: impl IntoIterator<Item = (&'a [u8], u16, u16)>,
+        now_ns: u64,
+    ) -> Vec<Vec<(Meta, Vec<u8>)>> {
+        for (f, rx_if, fl) in frames {
+            let p = self.pool.alloc_from(f).expect("buffer");
+            let m = self.pool.meta_mut(p);
+            m.rx_if = rx_if;
+            m.flags |= fl;
+            self.graph.input_mut(self.input).push(p);
+        }
+        let mut tx = vec![Vec::new(); self.ports];
+        let mut env = Env {
+            pool: &mut self.pool,
+            stats: &self.stats,
+            tx: &mut tx,
+            tracer: &mut self.tracer,
+            now_ns,
+            worker: 0,
+            capture_node: None,
+        };
+        self.graph.run(&mut env);
+        tx.iter()
+            .map(|q| {
+                q.iter()
+                    .map(|&p| {
+                        let sent = (*self.pool.meta(p), self.pool.data(p).to_vec());
+                        self.pool.free(p);
+                        sent
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
 /// What a run gave.
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
@@ -283,47 +341,28 @@ struct Outcome {
 
 fn run(direct: bool, acl_in: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> Outcome {
     DIRECT_PATHS.with(|d| d.set(direct));
-    let (mut graph, input, _shared) = router(acl_in);
-    let info = graph.info().clone();
-    let mut pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
-    let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), 2);
-    let mut tracer = Tracer::new(TraceShared::new(), 0);
+    let (graph, input, _shared) = router(acl_in);
+    let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+    let mut b = Batches::new(graph, input, pool, 2);
     let mut out = vec![Vec::new(), Vec::new()];
     let mut metas = Vec::new();
     for (c, chunk) in frames.chunks(batch).enumerate() {
-        let mut tx = vec![Vec::new(), Vec::new()];
-        for (f, rx_if) in chunk {
-            let p = pool.alloc_from(f).expect("buffer");
-            pool.meta_mut(p).rx_if = *rx_if;
-            graph.input_mut(input).push(p);
-        }
-        let mut env = Env {
-            pool: &mut pool,
-            stats: &stats,
-            tx: &mut tx,
-            tracer: &mut tracer,
-            now_ns: c as u64 * 1_000_000,
-            worker: 0,
-            capture_node: None,
-        };
-        graph.run(&mut env);
-        for (port, q) in tx.iter().enumerate() {
-            for &p in q {
-                let m = *pool.meta(p);
+        let sent = b.run(chunk.iter().map(|(f, rx_if)| (f.as_slice(), *rx_if, 0)), c as u64 * 1_000_000);
+        for (port, q) in sent.into_iter().enumerate() {
+            for (m, data) in q {
                 metas.push(format!(
                     "port {port} rx_if {} tx_if {} nh {} l3 {} vlan {} flags {:#x} hash {}",
                     m.rx_if, m.tx_if, m.nh, m.l3_off, m.vlan, m.flags, m.hash
                 ));
-                out[port].push(pool.data(p).to_vec());
-                pool.free(p);
+                out[port].push(data);
             }
         }
     }
     DIRECT_PATHS.with(|d| d.set(true));
     Outcome {
         sent: out,
-        errors: stats.errors.iter().map(|c| c.get()).collect(),
-        nodes: stats.nodes.iter().map(|n| n.packets.get()).collect(),
+        errors: b.stats.errors.iter().map(|c| c.get()).collect(),
+        nodes: b.stats.nodes.iter().map(|n| n.packets.get()).collect(),
         metas,
     }
 }

@@ -511,10 +511,7 @@ mod tests {
     use super::*;
     use crate::state::{IfKind, Iface, NO_IF, Shared, V4Net};
     use std::sync::Arc;
-    use tern_engine::TraceShared;
-    use tern_engine::graph::Env;
-    use tern_engine::trace::Tracer;
-    use tern_engine::{WorkerStats, graph::Graph};
+    use tern_engine::graph::Graph;
     use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
     use tern_packet::{PacketPool, PoolConfig};
 
@@ -680,37 +677,16 @@ mod tests {
     /// `traced(i)`: its encapsulation then takes the second pass through
     /// `ip4-lookup` and `ip4-rewrite`).
     fn run(key: Option<u32>, vlan: bool, acl_out: bool, headroom: u16, traced: fn(usize) -> bool) -> Outcome {
-        let (mut graph, input, _shared) = router(key, vlan, acl_out);
-        let info = graph.info().clone();
-        let mut pool = PacketPool::new(PoolConfig { frames: 1024, headroom, ..PoolConfig::default() }).expect("pool");
-        let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), 2);
-        let mut tracer = Tracer::new(TraceShared::new(), 0);
+        let (graph, input, _shared) = router(key, vlan, acl_out);
+        let pool = PacketPool::new(PoolConfig { frames: 1024, headroom, ..PoolConfig::default() }).expect("pool");
+        let mut b = crate::direct_tests::Batches::new(graph, input, pool, 2);
         let mut out = vec![Vec::new(), Vec::new()];
         let mut metas = Vec::new();
         for (c, chunk) in frames(0x9e37_79b9_7f4a_7c15).chunks(100).enumerate() {
-            let mut tx = vec![Vec::new(), Vec::new()];
-            for (i, f) in chunk.iter().enumerate() {
-                let p = pool.alloc_from(f).expect("buffer");
-                let m = pool.meta_mut(p);
-                m.rx_if = 0;
-                if traced(c * 100 + i) {
-                    m.flags |= flags::TRACED;
-                }
-                graph.input_mut(input).push(p);
-            }
-            let mut env = Env {
-                pool: &mut pool,
-                stats: &stats,
-                tx: &mut tx,
-                tracer: &mut tracer,
-                now_ns: 0,
-                worker: 0,
-                capture_node: None,
-            };
-            graph.run(&mut env);
-            for (port, q) in tx.iter().enumerate() {
-                for &p in q {
-                    let m = *pool.meta(p);
+            let flags_of = |i: usize| if traced(c * 100 + i) { flags::TRACED } else { 0 };
+            let sent = b.run(chunk.iter().enumerate().map(|(i, f)| (f.as_slice(), 0, flags_of(i))), 0);
+            for (port, q) in sent.into_iter().enumerate() {
+                for (m, data) in q {
                     metas.push(format!(
                         "port {port} tx_if {} nh {} l3 {} vlan {} flags {:#x}",
                         m.tx_if,
@@ -719,12 +695,11 @@ mod tests {
                         m.vlan,
                         m.flags & !flags::TRACED
                     ));
-                    out[port].push(pool.data(p).to_vec());
-                    pool.free(p);
+                    out[port].push(data);
                 }
             }
         }
-        let errors = stats.errors.iter().map(|c| c.get()).collect();
+        let errors = b.stats.errors.iter().map(|c| c.get()).collect();
         (out, errors, metas)
     }
 

@@ -55,7 +55,7 @@ impl Ip4Input {
 }
 
 /// [`Ip4Input::acl_in`] for a table (by position, as `IfTable::get`).
-fn acl_in_by_index(ifs: &IfTable) -> Vec<bool> {
+pub(crate) fn acl_in_by_index(ifs: &IfTable) -> Vec<bool> {
     if !ifs.any_acl_in() {
         return Vec::new();
     }

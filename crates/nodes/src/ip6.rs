@@ -43,15 +43,16 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
-    /// Whether any interface has an input rule set (see `Ip4Input`).
-    any_acl_in: bool,
+    /// By interface index, whether it has an input rule set; empty when
+    /// none has (as `Ip4Input`'s).
+    acl_in: Vec<bool>,
 }
 
 impl Ip6Input {
     pub fn new(shared: &Shared) -> Self {
         let ifs = shared.ifaces.snapshot();
-        let any_acl_in = ifs.current().any_acl_in();
-        Ip6Input { ifs, params: shared.params.snapshot(), any_acl_in }
+        let acl_in = crate::ip4::acl_in_by_index(ifs.current());
+        Ip6Input { ifs, params: shared.params.snapshot(), acl_in }
     }
 }
 
@@ -90,12 +91,12 @@ impl Node for Ip6Input {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         if self.ifs.refresh() {
-            self.any_acl_in = self.ifs.current().any_acl_in();
+            self.acl_in = crate::ip4::acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
         let ifs = self.ifs.current();
         let punt = self.params.current().punt_to_tap();
-        if !self.any_acl_in {
+        if self.acl_in.is_empty() {
             for (i, &p) in pkts.iter().enumerate() {
                 next[i] = validate6(cx, ifs, p, punt);
             }
@@ -103,7 +104,7 @@ impl Node for Ip6Input {
         }
         for (i, &p) in pkts.iter().enumerate() {
             let n = validate6(cx, ifs, p, punt);
-            let acl = |cx: &Cx<'_>| ifs.get(cx.pool.meta(p).rx_if).is_some_and(|f| f.acl_in.is_some());
+            let acl = |cx: &Cx<'_>| self.acl_in.get(usize::from(cx.pool.meta(p).rx_if)).copied().unwrap_or(false);
             next[i] = match n {
                 I6_LOOKUP if acl(cx) => 3,
                 // Link-scoped traffic for tern (ND, link-local) passes the
