@@ -18,6 +18,14 @@ use core::arch::x86_64::{
 pub struct Bytes16(#[cfg(target_arch = "x86_64")] __m128i, #[cfg(not(target_arch = "x86_64"))] [u64; 2]);
 
 impl Bytes16 {
+    /// Sixteen zero bytes.
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: an all-zero bit pattern is a valid __m128i (plain integer lanes).
+    #[allow(unsafe_code)]
+    pub const ZERO: Bytes16 = Bytes16(unsafe { core::mem::transmute::<[u64; 2], __m128i>([0, 0]) });
+    #[cfg(not(target_arch = "x86_64"))]
+    pub const ZERO: Bytes16 = Bytes16([0, 0]);
+
     /// The bytes of two little-endian words (adjacent loads of a packed
     /// struct's fields become one 16-byte load).
     #[inline(always)]
@@ -109,6 +117,52 @@ impl Bytes16 {
         }
     }
 
+    /// Byte by byte, all ones where `self` and `o` are equal, zero where
+    /// they differ.
+    #[inline(always)]
+    pub fn eq(self, o: Bytes16) -> Bytes16 {
+        #[cfg(target_arch = "x86_64")]
+        #[allow(unsafe_code)]
+        {
+            // SAFETY: a register operation; SSE2 is in the x86_64 baseline.
+            Bytes16(unsafe { _mm_cmpeq_epi8(self.0, o.0) })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let eq = |a: u64, b: u64| {
+                let mut out = 0u64;
+                for i in 0..8 {
+                    if (a >> (8 * i)) as u8 == (b >> (8 * i)) as u8 {
+                        out |= 0xff << (8 * i);
+                    }
+                }
+                out
+            };
+            Bytes16([eq(self.0[0], o.0[0]), eq(self.0[1], o.0[1])])
+        }
+    }
+
+    /// The top bit of each byte, byte `i` as bit `i` (so after
+    /// [`Bytes16::eq`], the bytes that are equal).
+    #[inline(always)]
+    pub fn top_bits(self) -> u16 {
+        #[cfg(target_arch = "x86_64")]
+        #[allow(unsafe_code)]
+        {
+            // SAFETY: a register operation; SSE2 is in the x86_64 baseline.
+            (unsafe { _mm_movemask_epi8(self.0) }) as u16
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut out = 0u16;
+            for i in 0..16 {
+                let w = self.0[i / 8];
+                out |= u16::from((w >> (8 * (i % 8) + 7)) as u8 & 1) << i;
+            }
+            out
+        }
+    }
+
     /// Whether `(self ^ want) & mask` is zero: `self` equals `want` in
     /// every byte `mask` keeps.
     #[inline(always)]
@@ -173,6 +227,14 @@ mod tests {
             assert!(!Bytes16::load(&c).matches(va, Bytes16::load(&mask)));
             mask[byte] &= !(1 << bit);
             assert!(Bytes16::load(&c).matches(va, Bytes16::load(&mask)));
+            // Equality byte by byte; all ones only when every byte is equal.
+            let mut d = a;
+            d[byte] = b[byte];
+            assert_eq!(bytes(va.eq(Bytes16::load(&d))), core::array::from_fn(|i| if a[i] == d[i] { 0xff } else { 0 }));
+            let equal: u16 = (0..16).filter(|&i| a[i] == d[i]).map(|i| 1 << i).sum();
+            assert_eq!(va.eq(Bytes16::load(&d)).top_bits(), equal);
+            assert_eq!(va.eq(va).top_bits(), 0xffff);
+            assert_eq!(va.top_bits(), (0..16).filter(|&i| a[i] & 0x80 != 0).map(|i| 1u16 << i).sum());
         }
     }
 }
