@@ -474,3 +474,153 @@ proptest::proptest! {
         proptest::prop_assert_eq!(direct, general);
     }
 }
+
+/// An untagged IPv4 frame from the lan's peer: `src` to `dst`, protocol
+/// `proto` with ports 1234 -> `dport`, TCP flags `tcp`, DSCP `dscp`,
+/// `payload` bytes of transport data.
+fn v4_frame(src: [u8; 4], dst: [u8; 4], proto: u8, dport: u16, tcp: u8, dscp: u8, payload: usize) -> Vec<u8> {
+    let l4 = if proto == 6 { 20 } else { 8 };
+    let mut f = vec![0u8; (14 + 20 + l4 + payload).max(60)];
+    f[0..6].copy_from_slice(&MAC_LAN);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+    put16(&mut f, 12, 0x0800);
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    ip[1] = dscp << 2;
+    put16(ip, 2, (20 + l4 + payload) as u16);
+    ip[8] = 64;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = !checksum::data(&ip[..20]);
+    put16(ip, 10, c);
+    put16(ip, 20, 1234);
+    put16(ip, 22, dport);
+    if proto == 6 {
+        ip[20 + 12] = 0x50;
+        ip[20 + 13] = tcp;
+    }
+    f
+}
+
+/// Runs `frames` (lan, batches of `batch`) through a router whose lan has
+/// a rule set of several rules: what came out, and the rule set's counters
+/// (packets and bytes per rule and the default).
+fn run_rules(direct: bool, batch: usize, frames: &[Vec<u8>]) -> (Outcome, Vec<(u64, u64)>) {
+    DIRECT_PATHS.with(|d| d.set(direct));
+    let (graph, input, shared) = router(true);
+    publish_rules(
+        &shared,
+        "action = \"drop\"\nsrc = \"10.0.1.66/32\"\n\
+         [[acl.rule]]\naction = \"count\"\nproto = \"udp\"\ndport = 53\n\
+         [[acl.rule]]\naction = \"drop\"\nproto = \"tcp\"\ndport = 22\ntcp_flags = \"syn\"\n\
+         [[acl.rule]]\naction = \"drop\"\ndst = \"198.18.0.99/32\"\ndscp = 10\n\
+         [[acl.rule]]\naction = \"accept\"\nproto = \"udp\"\ndport = 4000",
+    );
+    let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+    let mut b = Batches::new(graph, input, pool, 2);
+    let mut sent = vec![Vec::new(), Vec::new()];
+    let mut metas = Vec::new();
+    for (c, chunk) in frames.chunks(batch).enumerate() {
+        let out = b.run(chunk.iter().map(|f| (f.as_slice(), 0, 0)), c as u64 * 1_000_000);
+        for (port, q) in out.into_iter().enumerate() {
+            for (m, data) in q {
+                metas.push(format!("port {port} tx_if {} nh {} flags {:#x}", m.tx_if, m.nh, m.flags));
+                sent[port].push(data);
+            }
+        }
+    }
+    DIRECT_PATHS.with(|d| d.set(true));
+    let acls = shared.acls.load();
+    let set = acls.get(0).expect("rule set");
+    let rules = tern_acl::RuleCounters::sum(&set.counters).iter().map(|h| (h.packets, h.bytes)).collect();
+    let outcome = Outcome {
+        sent,
+        errors: b.stats.errors.iter().map(|c| c.get()).collect(),
+        nodes: b.stats.nodes.iter().map(|n| n.packets.get()).collect(),
+        metas,
+    };
+    (outcome, rules)
+}
+
+/// `ip4-input`'s shortcut through the input rule set (the flow the rule
+/// set last accepted) decides and counts as `ip4-acl-in` does: the same
+/// frames out, the same drops, the same hits and bytes on every rule, for
+/// bursts of flows that differ from each other in every key field
+/// (addresses, protocol, ports, TCP flags, DSCP) and in length, accepted,
+/// dropped and seen by a count-only rule; only the packets it takes skip
+/// `ip4-acl-in`, and it counts them.
+#[test]
+fn acl_shortcut_decides_and_counts_as_ip4_acl_in() {
+    let flows = [
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30),
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 200), // another length
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 2], 17, 4000, 0, 0, 30),  // destination
+        v4_frame([10, 0, 1, 3], [198, 18, 0, 1], 17, 4000, 0, 0, 30),  // source
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4001, 0, 0, 30),  // port
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 53, 0, 0, 30),    // count-only rule
+        v4_frame([10, 0, 1, 66], [198, 18, 0, 1], 17, 4000, 0, 0, 30), // dropped source
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 6, 22, 0x10, 0, 30),  // TCP ACK: accepted
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 6, 22, 0x02, 0, 30),  // TCP SYN: dropped
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 99], 17, 4000, 0, 10, 30), // DSCP 10: dropped
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 99], 17, 4000, 0, 0, 30), // DSCP 0: accepted
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 1, 0, 0, 0, 30),      // ICMP
+    ];
+    let mut r = rng(0x9e37_79b9_7f4a_7c15);
+    let mut frames = Vec::new();
+    // First each flow after the one it differs from by one field, in long
+    // bursts (the shortcut has learnt the first when the second comes).
+    for pair in [[7, 8], [0, 1], [0, 2], [0, 3], [0, 4], [0, 5], [0, 6], [10, 9], [0, 11]] {
+        for f in pair {
+            frames.extend(std::iter::repeat_n(flows[f].clone(), 300));
+        }
+    }
+    while frames.len() < 12000 {
+        let f = &flows[(r() % flows.len() as u64) as usize];
+        for _ in 0..1 + r() % 300 {
+            frames.push(f.clone());
+        }
+    }
+    let (graph, ..) = router(true);
+    let info = graph.info();
+    let acl_in = usize::from(info.node_id("ip4-acl-in").expect("ip4-acl-in"));
+    let taken_id = info.errors.iter().position(|e| e.node == "ip4-input" && e.name == "acl-shortcut").expect("counter");
+    for batch in [1, 7, 64, 256] {
+        let (general, general_rules) = run_rules(false, batch, &frames);
+        let (mut direct, direct_rules) = run_rules(true, batch, &frames);
+        let case = format!("batches of {batch}");
+        let taken = direct.errors[taken_id];
+        assert_eq!(general.errors[taken_id], 0, "{case}: no shortcut without the direct paths");
+        assert!(taken > frames.len() as u64 / 5, "{case}: the shortcut took {taken} of {}", frames.len());
+        assert_eq!(direct_rules, general_rules, "{case}: rule counters");
+        assert!(general_rules.iter().filter(|h| h.0 > 0).count() >= 5, "{case}: rules hit: {general_rules:?}");
+        assert_eq!(direct.nodes[acl_in] + taken, general.nodes[acl_in], "{case}: packets through ip4-acl-in");
+        direct.nodes[acl_in] = general.nodes[acl_in];
+        direct.errors[taken_id] = 0;
+        assert_eq!(direct.errors, general.errors, "{case}: counters");
+        assert_eq!(direct.nodes, general.nodes, "{case}: packets per node");
+        assert!(direct.metas == general.metas, "{case}: metadata differs");
+        assert!(direct.sent == general.sent, "{case}: frames differ (order or bytes)");
+    }
+}
+
+/// A new rule set applies to the shortcut's flow from the next batch: the
+/// flow it accepted is forgotten, not taken past a rule that now drops it.
+#[test]
+fn acl_shortcut_forgets_its_flow_when_the_rules_change() {
+    let (graph, input, shared) = router(true);
+    publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
+    let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+    let mut b = Batches::new(graph, input, pool, 2);
+    let f = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
+    let batch = |b: &mut Batches, t: u64| b.run((0..32).map(|_| (f.as_slice(), 0, 0)), t)[1].len();
+    assert_eq!(batch(&mut b, 0), 32);
+    assert_eq!(batch(&mut b, 1_000_000), 32);
+    let info = b.graph.info().clone();
+    let taken_id = info.errors.iter().position(|e| e.node == "ip4-input" && e.name == "acl-shortcut").expect("counter");
+    assert_eq!(b.stats.errors[taken_id].get(), 32, "the second batch went by the shortcut");
+    publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.2/32\"");
+    assert_eq!(batch(&mut b, 2_000_000), 0, "dropped by the new rule set");
+    assert_eq!(batch(&mut b, 3_000_000), 0, "and still");
+    assert_eq!(b.stats.errors[taken_id].get(), 32);
+}

@@ -1,6 +1,7 @@
 //! IPv4 forwarding nodes: `ip4-input`, `ip4-lookup`, `ip4-rewrite`,
 //! `ip4-local`.
 
+use crate::acl::{AclShortcut, Pattern};
 use crate::state::IfTable;
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, Node};
@@ -44,13 +45,15 @@ pub struct Ip4Input {
     /// none has, and the loop then skips the question. Worked out again
     /// only when a new table is published.
     acl_in: Vec<bool>,
+    /// The flow the input rule set last accepted.
+    shortcut: AclShortcut,
 }
 
 impl Ip4Input {
     pub fn new(shared: &crate::state::Shared) -> Self {
         let ifs = shared.ifaces.snapshot();
         let acl_in = acl_in_by_index(ifs.current());
-        Ip4Input { ifs, params: shared.params.snapshot(), acl_in }
+        Ip4Input { ifs, params: shared.params.snapshot(), acl_in, shortcut: AclShortcut::new(shared.acls.snapshot()) }
     }
 }
 
@@ -71,6 +74,7 @@ const I_BAD_CSUM: u16 = 5;
 const I_MARTIAN_SRC: u16 = 6;
 const I_MULTICAST: u16 = 7;
 const I_BROADCAST: u16 = 8;
+const I_ACL_SHORTCUT: u16 = 9;
 
 pub const IP4_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("too-short", "shorter than an IPv4 header"),
@@ -82,6 +86,7 @@ pub const IP4_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("martian-source", "source is multicast, broadcast, loopback or 0/8"),
     ErrorDesc::drop("multicast", "multicast destination (no multicast routing)"),
     ErrorDesc::drop("broadcast", "limited broadcast destination"),
+    ErrorDesc::info("acl-shortcut", "accepted by the input rule set without ip4-acl-in: a flow it accepted before"),
 ];
 
 impl Node for Ip4Input {
@@ -95,7 +100,8 @@ impl Node for Ip4Input {
         IP4_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        if self.ifs.refresh() {
+        let ifs_changed = self.ifs.refresh();
+        if ifs_changed {
             self.acl_in = acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
@@ -103,15 +109,170 @@ impl Node for Ip4Input {
         // Two loops, so that the one without input rule sets carries no
         // trace of the question.
         if self.acl_in.is_empty() {
-            for (o, &p) in next.iter_mut().zip(pkts) {
-                *o = ip4_validate(cx, p, punt, None);
-            }
+            validate_batch(cx, pkts, next, punt);
         } else {
-            for (o, &p) in next.iter_mut().zip(pkts) {
-                *o = ip4_validate(cx, p, punt, Some(&self.acl_in));
+            let flow = self.shortcut.start(ifs_changed);
+            let worker = cx.worker;
+            let ifs = self.ifs.current();
+            let hits = validate_batch_acl(cx, pkts, next, punt, (&self.acl_in, ifs, &mut self.shortcut, flow));
+            let taken = self.shortcut.finish(worker, hits);
+            if taken != 0 {
+                cx.count(I_ACL_SHORTCUT, taken);
             }
         }
     }
+}
+
+/// [`ip4_validate`] over a batch, without input rule sets. Its own
+/// function, so that the loop's registers are its own.
+#[inline(never)]
+fn validate_batch(cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], punt: bool) {
+    for (o, &p) in next.iter_mut().zip(pkts) {
+        *o = ip4_validate::<NO_FLOW>(cx, p, punt, None);
+    }
+}
+
+/// [`ip4_validate`] over a batch, with input rule sets (which interfaces
+/// have one, the interface table, the shortcut and its flow's pattern);
+/// the packets the flow's pattern took. The pattern takes packets only
+/// until the first packet that goes to `ip4-acl-in`, so that `ip4-lookup`
+/// sees the packets in their order (those taken reach it first); the rest
+/// of the batch only asks whether the interface has a rule set, from the
+/// next run of packets on ([`SHORTCUT_FIRST_RUN`], then [`SHORTCUT_RUN`]
+/// packets; traffic of many flows pays for a few compares a batch).
+#[inline(never)]
+fn validate_batch_acl(
+    cx: &mut Cx<'_>,
+    pkts: &[PktIdx],
+    next: &mut [u16],
+    punt: bool,
+    (by_if, ifs, shortcut, flow): (&[bool], &IfTable, &mut AclShortcut, Pattern),
+) -> u64 {
+    let mut acl = InputAcl { by_if, shortcut, flow, hits: 0, stopped: false };
+    let (mut done, mut run) = (0, SHORTCUT_FIRST_RUN);
+    while done < pkts.len().min(next.len()) {
+        if acl.stopped {
+            break;
+        }
+        let end = pkts.len().min(next.len()).min(done + run);
+        let (Some(nc), Some(pc)) = (next.get_mut(done..end), pkts.get(done..end)) else { break };
+        (done, run) = (end, SHORTCUT_RUN);
+        if flow.is_tcp() {
+            for (o, &p) in nc.iter_mut().zip(pc) {
+                *o = ip4_validate::<TCP_FLOW>(cx, p, punt, Some(&mut acl));
+            }
+        } else {
+            for (o, &p) in nc.iter_mut().zip(pc) {
+                *o = ip4_validate::<FLOW>(cx, p, punt, Some(&mut acl));
+            }
+        }
+    }
+    let rest = next.get_mut(done..).unwrap_or_default().iter_mut().zip(pkts.get(done..).unwrap_or_default());
+    for (o, &p) in rest {
+        *o = ip4_validate::<NO_FLOW>(cx, p, punt, Some(&mut acl));
+    }
+    // The next batch's pattern: the flow of this batch's last packet for
+    // `ip4-acl-in`, which the next batch most likely starts with. (Without
+    // a stop, none went there.)
+    if acl.stopped
+        && let Some(i) = next.iter().rposition(|&n| n == 2)
+        && let Some(&p) = pkts.get(i)
+    {
+        let (m, d) = cx.pool.pkt(p);
+        if let Some(h) = d.get(usize::from(m.l3_off)..).and_then(|l3| l3.first_chunk::<34>()) {
+            acl.shortcut.learn(ifs, m, h);
+        }
+    }
+    acl.hits
+}
+
+/// The packets before the first look at whether the shortcut stopped,
+/// and between the later ones.
+const SHORTCUT_FIRST_RUN: usize = 16;
+const SHORTCUT_RUN: usize = 64;
+
+/// How [`ip4_validate`] asks the input rule set's shortcut: not at all
+/// (the interface has a rule set or not), against the flow's pattern, and
+/// against its TCP flags too.
+const NO_FLOW: u8 = 0;
+const FLOW: u8 = 1;
+const TCP_FLOW: u8 = 2;
+
+/// `ip4-input`'s part of an input rule set during a batch: which
+/// interfaces have one, and the flow it last accepted ([`AclShortcut`]):
+/// its pattern at hand, the packets it took, whether a packet went to
+/// `ip4-acl-in` (after which the pattern takes none).
+struct InputAcl<'a> {
+    by_if: &'a [bool],
+    shortcut: &'a mut AclShortcut,
+    flow: Pattern,
+    hits: u64,
+    stopped: bool,
+}
+
+impl InputAcl<'_> {
+    /// The next index of a packet with an ordinary header bound for
+    /// `ip4-lookup` (`m`, `h`: its data's first 34 bytes of L3, the header
+    /// and, when the total length has them, 14 transport bytes): there,
+    /// unless its interface has an input rule set that has not accepted
+    /// its flow yet (`ip4-acl-in`). `S`: how to ask ([`FLOW`]). The
+    /// flow's packets have its length and L3 offset, so they have the
+    /// transport bytes.
+    #[inline(always)]
+    fn direct<const S: u8>(&mut self, m: &tern_packet::Meta, h: &[u8; 34]) -> u16 {
+        if S == NO_FLOW {
+            return self.ask(m);
+        }
+        let bits = self.flow.compare(m, h);
+        if bits == Pattern::SAME && (S != TCP_FLOW || self.flow.tcp_agrees(h)) {
+            self.hits += 1;
+            return 1;
+        }
+        self.missed(m, h, bits)
+    }
+
+    /// [`Self::direct`] for a packet the flow's pattern did not take
+    /// (`bits`: [`Pattern::compare`]): the flow's at another length, or
+    /// for `ip4-acl-in`; then the pattern takes no more packets in this
+    /// batch.
+    #[inline(never)]
+    fn missed(&mut self, m: &tern_packet::Meta, h: &[u8; 34], bits: u16) -> u16 {
+        if bits | Pattern::OTHER_LEN == Pattern::SAME && self.shortcut.take_other_len(m, h) {
+            return 1;
+        }
+        if self.ask(m) == 1 {
+            return 1;
+        }
+        self.stop();
+        2
+    }
+
+    /// A packet went to `ip4-acl-in`: the pattern takes no more packets in
+    /// this batch, which keeps their order.
+    #[inline]
+    fn stop(&mut self) {
+        self.flow = Pattern::NONE;
+        self.stopped = true;
+    }
+
+    /// Whether the receiving interface has an input rule set: then
+    /// `ip4-acl-in` (2), else `ip4-lookup` (1).
+    #[inline(always)]
+    fn ask(&self, m: &tern_packet::Meta) -> u16 {
+        if self.by_if.get(usize::from(m.rx_if)).copied().unwrap_or(false) { 2 } else { 1 }
+    }
+}
+
+/// [`through_acl_in`] for `ip4-input`'s general paths: a packet for
+/// `ip4-acl-in` stops the shortcut for the rest of the batch.
+#[inline]
+fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_>>) -> u16 {
+    let Some(a) = acl else { return n };
+    let n = through_acl_in(n, rx_if, Some(a.by_if));
+    if n == 2 {
+        a.stop();
+    }
+    n
 }
 
 /// A packet bound for `ip4-lookup` (`n == 1`) or Linux ([`I_NEXT_PUNT`])
@@ -132,16 +293,23 @@ fn through_acl_in(n: u16, rx_if: u16, acl_in: Option<&[bool]>) -> u16 {
 /// Validates one packet's IPv4 header; the next index (`1`: lookup,
 /// [`I_NEXT_PUNT`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
-fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool, acl_in: Option<&[bool]>) -> u16 {
+fn ip4_validate<const S: u8>(cx: &mut Cx<'_>, p: PktIdx, punt: bool, mut acl: Option<&mut InputAcl<'_>>) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     // The common case in one test: version 4 with a 20-byte header, all of
-    // it in the frame. Everything else takes the general path, which gives
-    // these packets the same verdicts.
-    let Some(h) = d.get(l3off..).and_then(|l3| l3.first_chunk::<20>()).filter(|h| h[0] == 0x45 && direct_paths())
-    else {
+    // it in the frame (with an input rule set, the first 14 transport
+    // bytes too, which its shortcut reads). Everything else takes the
+    // general path, which gives these packets the same verdicts.
+    let (h, h34) = match acl {
+        None => (d.get(l3off..).and_then(|l3| l3.first_chunk::<20>()), None),
+        Some(_) => match d.get(l3off..).and_then(|l3| l3.first_chunk::<34>()) {
+            Some(h34) => (h34.first_chunk::<20>(), Some(h34)),
+            None => (None, None),
+        },
+    };
+    let Some(h) = h.filter(|h| h[0] == 0x45 && direct_paths()) else {
         let n = ip4_validate_general(cx, p, punt);
-        return through_acl_in(n, cx.pool.meta(p).rx_if, acl_in);
+        return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
     };
     let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < 20 {
@@ -161,7 +329,7 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool, acl_in: Option<&[bool]>)
         }
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
         let n = ip4_special_dst(cx, p, punt, dst, want);
-        return through_acl_in(n, cx.pool.meta(p).rx_if, acl_in);
+        return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
     }
     m.flags |= flags::L3_CSUM_OK;
     // Ethernet padding: trimming only shortens the data, which the frame
@@ -169,7 +337,13 @@ fn ip4_validate(cx: &mut Cx<'_>, p: PktIdx, punt: bool, acl_in: Option<&[bool]>)
     if want < d.len() {
         m.len = want as u16;
     }
-    through_acl_in(1, m.rx_if, acl_in)
+    match acl.as_mut() {
+        None => 1,
+        Some(a) => match h34 {
+            Some(h34) => a.direct::<S>(m, h34),
+            None => 1,
+        },
+    }
 }
 
 /// What an address's first byte says, by that byte: [`MARTIAN_SRC`] for
