@@ -355,8 +355,10 @@ impl Runs {
 /// Measured (callgrind, instructions per packet of `tern bench engine
 /// --packets 1000000 --scenario single-flow-50fw`, over plain): 33.4 with
 /// every packet through `ip4-acl-in` (its `follow` 21.5, the rule-set
-/// question 6, the node ~5), 18.9 with the shortcut; traffic of many flows
-/// pays ~3.5 more (gre-multi-flow, drop-test, 900k-routes-50fw).
+/// question 6, the node ~5), 21.1 with the shortcut; traffic of many flows
+/// pays ~4 more (gre-multi-flow, drop-test, 900k-routes-50fw). By time
+/// the shortcut was slower than `ip4-acl-in` until the metadata was read
+/// before ip4-input writes it ([`meta16`]).
 pub(crate) struct AclShortcut {
     acls: Snapshot<AclTable>,
     /// The flow of this batch.
@@ -380,7 +382,7 @@ struct Flow {
 }
 
 /// An accepted flow's pattern, which `ip4-input` keeps at hand during a
-/// batch: metadata bytes 0-15 under [`SHORTCUT_META`] (length, receiving
+/// batch: metadata bytes 0-15 under [`SHORTCUT_META`] (receiving
 /// interface, L3 offset, VLAN, the traced flag clear), the header bytes
 /// of [`header_lanes`], the TCP flags when TCP. Without a
 /// flow, header byte 0 is 0, which no packet that asks has (they are 0x45).
@@ -394,45 +396,52 @@ pub(crate) struct Pattern {
 
 /// Metadata bytes 0-7 (`off`, `len`, `rx_if`, `tx_if`) and 8-15
 /// (`l3_off`, `vlan`, `error`, `flags`) an accepted flow's packets share:
-/// the length, receiving interface, L3 offset, VLAN and traced flag.
-const SHORTCUT_META: (u64, u64) = (0xffff << 16 | 0xffff << 32, 0xffff | 0xffff << 16 | (flags::TRACED as u64) << 48);
+/// the receiving interface, L3 offset, VLAN and traced flag. (Their
+/// length is the L3 offset plus the header's total length, which the
+/// header lanes hold.)
+const SHORTCUT_META: (u64, u64) = (0xffff << 32, 0xffff | 0xffff << 16 | (flags::TRACED as u64) << 48);
 
-/// The header bytes a flow's key is made of, in two lanes: bytes 0-7
-/// under [`MASK_W0`] (the high half zero), bytes 8-23 with 8-15 under
-/// [`MASK_W1`]. Lanes 2 and 3 hold masked bytes in both (total length,
-/// checksum), so that the metadata's length bytes stand alone there
-/// ([`Pattern::OTHER_LEN`]).
+/// The header bytes of [`FlowSig`]'s masks plus the total length (bytes
+/// 2-3), in two lanes: bytes 0-7 (the high half zero), bytes 8-23. In
+/// lanes 2 and 3 only the total length counts (the second lane's bytes 10
+/// and 11, the checksum, are masked), so a packet that differs there
+/// alone is the flow's at another length ([`Pattern::OTHER_LEN`]).
+const SHORTCUT_W0: u64 = MASK_W0 | 0xffff << 16;
 #[inline(always)]
 fn header_lanes(h: &[u8; 34]) -> (Bytes16, Bytes16) {
     // Sixteen bytes at 0 with the high half masked off: one load and one
     // AND (an 8-byte load became a scalar AND with a 64-bit constant).
     let h0 = h.first_chunk::<16>().unwrap_or(&[0; 16]);
     let h1 = h.get(8..).and_then(|r| r.first_chunk::<16>()).unwrap_or(&[0; 16]);
-    (Bytes16::load(h0).and(Bytes16::from_words(MASK_W0, 0)), Bytes16::load(h1).and(Bytes16::from_words(MASK_W1, !0)))
+    (
+        Bytes16::load(h0).and(Bytes16::from_words(SHORTCUT_W0, 0)),
+        Bytes16::load(h1).and(Bytes16::from_words(MASK_W1, !0)),
+    )
 }
 
-/// A packet's metadata bytes 0-15 as [`Bytes16`] (one load).
+/// A packet's metadata bytes 0-15 as [`Bytes16`] (one load). `ip4-input`
+/// reads them before it writes the metadata: a 16-byte load just after a
+/// narrower store to the same bytes waits for the store (no forwarding),
+/// which cost more time than the whole compare.
 #[inline(always)]
-fn meta16(m: &Meta) -> Bytes16 {
-    let (w0, w1) = meta_words(m);
-    Bytes16::from_words(w0, w1)
+pub(crate) fn meta16(m: &Meta) -> Bytes16 {
+    Bytes16::load(m.head())
 }
 
 impl Pattern {
     pub(crate) const NONE: Pattern =
         Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
 
-    /// The packet (metadata `m`, an IPv4 header without options `h` with
-    /// its first 14 transport bytes) against the pattern, byte by byte
-    /// under the masks: bit `i` set when byte `i` agrees in the metadata
-    /// and both lanes of [`header_lanes`]. With
+    /// The packet (metadata bytes `meta`, [`meta16`]; an IPv4 header
+    /// without options `h` with its first 14 transport bytes) against the
+    /// pattern, byte by byte under the masks: bit `i` set when byte `i`
+    /// agrees in the metadata and both lanes of [`header_lanes`]. With
     /// [`Pattern::tcp_agrees`]: [`Pattern::SAME`], the flow's packet;
     /// [`Pattern::OTHER_LEN`] besides, the flow's at another length.
     #[inline(always)]
-    pub(crate) fn compare(&self, m: &Meta, h: &[u8; 34]) -> u16 {
+    pub(crate) fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {
         let (h0, h1) = header_lanes(h);
-        meta16(m)
-            .and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1))
+        meta.and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1))
             .eq(self.meta)
             .and(h0.eq(self.h0))
             .and(h1.eq(self.h1))
@@ -453,8 +462,8 @@ impl Pattern {
 
     /// [`Pattern::compare`] of the flow's packets.
     pub(crate) const SAME: u16 = 0xffff;
-    /// The bits of the metadata's length (bytes 2 and 3), which the masked
-    /// header bytes in those lanes leave to it.
+    /// The bits of the total length (header bytes 2 and 3), which the
+    /// masks leave alone in those lanes.
     pub(crate) const OTHER_LEN: u16 = 0b1100;
 }
 
@@ -1141,9 +1150,10 @@ dport = "0-100"
     /// pairs and one at a time, through changes of length, and ends at
     /// a packet too short for a signature or at another flow.
     /// The shortcut's pattern (`ip4-input`'s accepted flow) takes a packet
-    /// only when every byte of the key, the receiving interface, VLAN and
-    /// L3 offset agree and it is not traced; another length alone makes it
-    /// the flow's at another length; bytes outside the key do not matter.
+    /// only when every byte of the key, the total length, the receiving
+    /// interface, VLAN and L3 offset agree and it is not traced; another
+    /// total length alone makes it the flow's at another length; bytes
+    /// outside the key do not matter.
     #[test]
     fn shortcut_pattern_sees_every_key_field() {
         for proto in [6u8, 17, 1] {
@@ -1156,19 +1166,20 @@ dport = "0-100"
             let (h0, h1) = header_lanes(&h);
             let meta = meta16(&m).and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1));
             let p = Pattern { meta, h0, h1, tcp_flags: (proto == 6).then_some(h[33]) };
-            let takes = |m: &Meta, h: &[u8; 34]| p.compare(m, h) == Pattern::SAME && p.tcp_agrees(h);
+            let takes = |m: &Meta, h: &[u8; 34]| p.compare(meta16(m), h) == Pattern::SAME && p.tcp_agrees(h);
             let other_len = |m: &Meta, h: &[u8; 34]| {
-                let b = p.compare(m, h);
+                let b = p.compare(meta16(m), h);
                 b != Pattern::SAME && b | Pattern::OTHER_LEN == Pattern::SAME && p.tcp_agrees(h)
             };
             assert!(takes(&m, &h), "proto {proto}");
-            assert!(Pattern::NONE.compare(&m, &h) != Pattern::SAME);
+            assert!(Pattern::NONE.compare(meta16(&m), &h) != Pattern::SAME);
             for at in 0..34 {
                 let mut o = h;
                 o[at] ^= 0x01;
                 let key = matches!(at, 0 | 1 | 6 | 7 | 9 | 12..=23) || (at == 33 && proto == 6);
-                assert_eq!(takes(&m, &o), !key, "proto {proto} byte {at}");
-                assert!(!other_len(&m, &o) || !key, "proto {proto} byte {at}");
+                let length = matches!(at, 2 | 3);
+                assert_eq!(takes(&m, &o), !key && !length, "proto {proto} byte {at}");
+                assert_eq!(other_len(&m, &o), length, "proto {proto} byte {at}");
             }
             for (what, o) in [
                 ("rx_if", Meta { rx_if: 4, ..m }),
@@ -1179,6 +1190,7 @@ dport = "0-100"
                 assert!(!takes(&o, &h) && !other_len(&o, &h), "proto {proto}: {what}");
             }
             for (what, o) in [
+                ("len", Meta { len: 14 + 61, ..m }),
                 ("off", Meta { off: 0, ..m }),
                 ("tx_if", Meta { tx_if: 9, ..m }),
                 ("error", Meta { error: 5, ..m }),
@@ -1186,9 +1198,10 @@ dport = "0-100"
             ] {
                 assert!(takes(&o, &h), "proto {proto}: {what}");
             }
-            for len in [14 + 61, 14 + 1500, 14 + 60 + 256] {
-                let o = Meta { len, ..m };
-                assert!(!takes(&o, &h) && other_len(&o, &h), "proto {proto}: length {len}");
+            for tot in [61u16, 1500, 60 + 256] {
+                let mut o = h;
+                o[2..4].copy_from_slice(&tot.to_be_bytes());
+                assert!(!takes(&m, &o) && other_len(&m, &o), "proto {proto}: total length {tot}");
             }
         }
     }

@@ -1,11 +1,12 @@
 //! IPv4 forwarding nodes: `ip4-input`, `ip4-lookup`, `ip4-rewrite`,
 //! `ip4-local`.
 
-use crate::acl::{AclShortcut, Pattern};
+use crate::acl::{AclShortcut, Pattern, meta16};
 use crate::state::IfTable;
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, Node};
 use tern_fib::{FibReader, NextHop, NhId, NhKind};
+use tern_intrin::Bytes16;
 use tern_packet::{MAX_BATCH, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::checksum;
@@ -219,11 +220,11 @@ impl InputAcl<'_> {
     /// flow's packets have its length and L3 offset, so they have the
     /// transport bytes.
     #[inline(always)]
-    fn direct<const S: u8>(&mut self, m: &tern_packet::Meta, h: &[u8; 34]) -> u16 {
+    fn direct<const S: u8>(&mut self, meta: Bytes16, m: &tern_packet::Meta, h: &[u8; 34]) -> u16 {
         if S == NO_FLOW {
             return self.ask(m);
         }
-        let bits = self.flow.compare(m, h);
+        let bits = self.flow.compare(meta, h);
         if bits == Pattern::SAME && (S != TCP_FLOW || self.flow.tcp_agrees(h)) {
             self.hits += 1;
             return 1;
@@ -295,6 +296,9 @@ fn through_acl_in(n: u16, rx_if: u16, acl_in: Option<&[bool]>) -> u16 {
 #[inline(always)]
 fn ip4_validate<const S: u8>(cx: &mut Cx<'_>, p: PktIdx, punt: bool, mut acl: Option<&mut InputAcl<'_>>) -> u16 {
     let (m, d) = cx.pool.pkt(p);
+    // The metadata as the input rule set's shortcut compares it, read
+    // before anything writes it (see `meta16`).
+    let meta = if S == NO_FLOW { Bytes16::ZERO } else { meta16(m) };
     let l3off = m.l3_off as usize;
     // The common case in one test: version 4 with a 20-byte header, all of
     // it in the frame (with an input rule set, the first 14 transport
@@ -340,7 +344,7 @@ fn ip4_validate<const S: u8>(cx: &mut Cx<'_>, p: PktIdx, punt: bool, mut acl: Op
     match acl.as_mut() {
         None => 1,
         Some(a) => match h34 {
-            Some(h34) => a.direct::<S>(m, h34),
+            Some(h34) => a.direct::<S>(meta, m, h34),
             None => 1,
         },
     }

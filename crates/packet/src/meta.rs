@@ -35,6 +35,24 @@ pub struct Meta {
     pub _pad: u16,
 }
 
+impl Meta {
+    /// Bytes 0-15 (`off` to `flags`, little-endian fields) as one array, so
+    /// that a reader can load them at once: built field by field, the
+    /// compiler may assemble them from eight narrow loads.
+    #[inline(always)]
+    pub fn head(&self) -> &[u8; 16] {
+        const _: () = assert!(core::mem::offset_of!(Meta, flags) == 14 && core::mem::size_of::<Meta>() == 32);
+        #[allow(unsafe_code)]
+        // SAFETY: `Meta` is `repr(C)` and its first 16 bytes are eight
+        // `u16` fields with no padding (checked above), so they are 16
+        // initialised bytes; `[u8; 16]` has alignment 1 and the borrow
+        // keeps `self` alive and unchanged for as long as the array.
+        unsafe {
+            &*(self as *const Meta).cast::<[u8; 16]>()
+        }
+    }
+}
+
 /// Bits of [`Meta::flags`].
 pub mod flags {
     /// The packet is being traced.
