@@ -217,8 +217,9 @@ impl InputAcl<'_> {
     /// and, when the total length has them, 14 transport bytes): there,
     /// unless its interface has an input rule set that has not accepted
     /// its flow yet (`ip4-acl-in`). `S`: how to ask ([`FLOW`]). The
-    /// flow's packets have its length and L3 offset, so they have the
-    /// transport bytes.
+    /// flow's packets have its total length and L3 offset, so they have
+    /// the transport bytes. `meta`: [`meta16`] of `m`, read before
+    /// `ip4_validate` wrote to `m`.
     #[inline(always)]
     fn direct<const S: u8>(&mut self, meta: Bytes16, m: &tern_packet::Meta, h: &[u8; 34]) -> u16 {
         if S == NO_FLOW {
