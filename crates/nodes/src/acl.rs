@@ -3,8 +3,9 @@
 //!
 //! Only packets of interfaces that have a rule set bound come here:
 //! `ip4-input`/`ip6-input` send to the input node when the receiving
-//! interface has `acl_in`, the rewrite nodes to the output node when the
-//! egress interface has `acl_out`; other packets pay nothing. The key is
+//! interface has `acl_in` (`ip4-input` keeps the packets of a flow the rule
+//! set accepted, `AclShortcut`), the rewrite nodes to the output node
+//! when the egress interface has `acl_out`; other packets pay nothing. The key is
 //! read from the headers (addresses, protocol, ports or ICMP type/code, TCP
 //! flags, DSCP, interfaces, VLAN) and classified by the compiled
 //! classifier of `tern-acl`, whose cost stays nearly flat with the number
@@ -514,7 +515,7 @@ impl AclShortcut {
     #[cold]
     #[inline(never)]
     pub(crate) fn learn(&mut self, ifs: &IfTable, m: &Meta, h: &[u8; 34]) {
-        if m.flags & flags::TRACED != 0 || h[0] != 0x45 || usize::from(m.len) < usize::from(m.l3_off) + 34 {
+        if m.flags & flags::TRACED != 0 || usize::from(m.len) < usize::from(m.l3_off) + 34 {
             return;
         }
         let Some(set) = ifs.get(m.rx_if).and_then(|f| f.acl_in) else { return };

@@ -37,7 +37,8 @@ pub const UNREACH_ADMIN: u8 = 13;
 /// `ip4-punt-acl` when the receiving interface has an input rule set.
 ///
 /// Next nodes: `ip4-lookup`, `ip4-acl-in` (when the receiving interface has
-/// an input rule set), `linux-punt`, `ip4-punt-acl`, `drop`. Counters:
+/// an input rule set, unless the packet's flow is one the rule set accepted:
+/// `AclShortcut`), `linux-punt`, `ip4-punt-acl`, `drop`. Counters:
 /// [`IP4_INPUT_ERRORS`].
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
