@@ -49,4 +49,4 @@ pub use rule::{
     AclDocument, AclError, Action, Family, MAX_RULES, PORT_PROTOCOLS, ParseError, Rule, RuleAction, RuleSet,
     parse_toml, validate_all,
 };
-pub use scenario::{scenario_50_drop_rules, scenario_drop_test};
+pub use scenario::{scenario_50_drop_rules, scenario_50_drop_rules_v6, scenario_drop_test};

@@ -21,6 +21,21 @@ pub fn scenario_50_drop_rules() -> RuleSet {
     s
 }
 
+/// [`scenario_50_drop_rules`] for IPv6: 50 rules `drop src
+/// 2001:db8:ffff:N::1/128` (N = 1..=50), default accept. The engine
+/// benchmark's `single-flow6-50fw` puts it on an IPv6 flow whose source
+/// is none of them, so every packet passes after all 50 rules.
+pub fn scenario_50_drop_rules_v6() -> RuleSet {
+    let mut s = RuleSet::new("TEST_IN6", Action::Accept);
+    for n in 1..=50u16 {
+        let mut r = Rule::new(RuleAction::Drop);
+        let a = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0xffff, n, 0, 0, 0, 1);
+        r.src = Some(List::one(Prefix::new(a.into(), 128).unwrap_or_else(|_| unreachable!())));
+        s.rules.push(r);
+    }
+    s
+}
+
 /// Number of rules of [`scenario_drop_test`].
 pub const DROP_TEST_RULES: usize = 50;
 

@@ -32,6 +32,10 @@ pub enum Scenario {
     /// One destination, one port pair; 50 drop rules (src 1.1.N.1), default accept.
     #[serde(rename = "single-flow-50fw")]
     SingleFlow50fw,
+    /// plain6's flow with [`tern_acl::scenario_50_drop_rules_v6`] on the
+    /// receiving interface: the IPv6 firewall against plain6.
+    #[serde(rename = "single-flow6-50fw")]
+    SingleFlow6_50fw,
     /// Random destinations in one /24, many ports; 50 rules; every packet
     /// GRE-encapsulated to a static tunnel remote.
     GreMultiFlow,
@@ -51,10 +55,11 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Plain,
         Scenario::Plain6,
         Scenario::SingleFlow50fw,
+        Scenario::SingleFlow6_50fw,
         Scenario::Gre,
         Scenario::GreMultiFlow,
         Scenario::Routes900k50fw,
@@ -67,6 +72,7 @@ impl Scenario {
             Scenario::Plain => "plain",
             Scenario::Plain6 => "plain6",
             Scenario::SingleFlow50fw => "single-flow-50fw",
+            Scenario::SingleFlow6_50fw => "single-flow6-50fw",
             Scenario::GreMultiFlow => "gre-multi-flow",
             Scenario::Gre => "gre",
             Scenario::Routes900k50fw => "900k-routes-50fw",
@@ -153,6 +159,9 @@ pub struct Run {
     /// This setup's ns/packet over plain forwarding's, same run.
     pub cost_vs_plain: f64,
     pub nodes: Vec<NodeRow>,
+    /// Packets the rule set's counters decided (every rule and the
+    /// default, warm-up included; 0 without a rule set).
+    pub rule_hits: u64,
     /// Drop counters other than the firewall's intended ones.
     pub drops: Vec<(String, u64)>,
 }
@@ -357,7 +366,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             };
             Setup { scenario: sc, frames, routes, acl: None, gre: false }
         }
-        Scenario::Plain6 => Setup {
+        Scenario::Plain6 | Scenario::SingleFlow6_50fw => Setup {
             scenario: sc,
             frames: vec![udp6_frame(
                 MAC_IN,
@@ -367,7 +376,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                 len,
             )],
             routes: Vec::new(),
-            acl: None,
+            acl: if sc == Scenario::Plain6 { None } else { Some(tern_acl::scenario_50_drop_rules_v6()) },
             gre: false,
         },
         Scenario::SingleFlow50fw => Setup {
@@ -552,6 +561,14 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let forwarded: u64 = outcome.iter().map(|o| o.forwarded).sum();
     let per_worker_mpps = outcome.iter().map(|o| o.packets as f64 / o.secs / 1e6).collect();
     let (nodes, drops) = (outcome[0].nodes.clone(), outcome[0].drops.clone());
+    let rule_hits = shared
+        .acls
+        .load()
+        .sets
+        .iter()
+        .flat_map(|set| set.counters.iter().flat_map(|c| c.snapshot()))
+        .map(|h| h.packets)
+        .sum();
     Ok(Run {
         scenario: su.scenario,
         flows: su.frames.len(),
@@ -566,6 +583,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         ns_per_packet: secs * 1e9 * workers as f64 / packets.max(1) as f64,
         cost_vs_plain: 1.0,
         nodes,
+        rule_hits,
         drops,
     })
 }
@@ -742,6 +760,24 @@ mod tests {
         let v6 = measure(&setup(Scenario::Plain6, &opts, &mut None).expect("setup"), &opts).expect("run");
         let rewritten = v6.nodes.iter().find(|n| n.name == "ip6-rewrite").map_or(0, |n| n.packets);
         assert_eq!(rewritten, v6.packets, "plain6: every packet through ip6-rewrite");
+    }
+
+    /// The firewall scenarios pass every packet through all their rules:
+    /// each is accepted by the default and forwarded, and the rule set is
+    /// asked about every packet (by its node or ip4-input's shortcut).
+    #[test]
+    fn firewall_scenarios_accept_every_packet_by_default() {
+        let opts = EngineBenchOpts { packets: Some(5000), ..EngineBenchOpts::default() };
+        for (sc, node) in [(Scenario::SingleFlow50fw, "ip4-acl-in"), (Scenario::SingleFlow6_50fw, "ip6-acl-in")] {
+            let su = setup(sc, &opts, &mut None).expect("setup");
+            assert_eq!(su.acl.as_ref().map(|s| s.rules.len()), Some(50), "{}: 50 rules", sc.name());
+            let run = measure(&su, &opts).expect("run");
+            assert_eq!(run.acl_rules, 50, "{}", sc.name());
+            assert_eq!(run.forwarded, run.packets, "{}: all forwarded", sc.name());
+            assert!(run.drops.is_empty(), "{}: drops {:?}", sc.name(), run.drops);
+            assert_eq!(run.rule_hits, run.packets, "{}: every packet counted once by the rules", sc.name());
+            assert!(run.nodes.iter().any(|n| n.name == node), "{}: {node} ran", sc.name());
+        }
     }
 
     /// Two workers share the tables and each forwards every packet of its
