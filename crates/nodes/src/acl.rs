@@ -4,7 +4,7 @@
 //! Only packets of interfaces that have a rule set bound come here:
 //! `ip4-input`/`ip6-input` send to the input node when the receiving
 //! interface has `acl_in` (`ip4-input` keeps the packets of a flow the rule
-//! set accepted, `AclShortcut`), the rewrite nodes to the output node
+//! set accepted, `crate::shortcut`; `ip6-input` too), the rewrite nodes to the output node
 //! when the egress interface has `acl_out`; other packets pay nothing. The key is
 //! read from the headers (addresses, protocol, ports or ICMP type/code, TCP
 //! flags, DSCP, interfaces, VLAN) and classified by the compiled
@@ -14,6 +14,7 @@
 //! Next nodes: `ip4-lookup`/`ip6-lookup` (input) or `interface-output`
 //! (output) for accepted packets, `drop`. Counters: [`ACL_ERRORS`].
 
+use crate::shortcut::{FlowPattern, SAME, meta_masked, meta16};
 use crate::state::{AclTable, IfTable};
 use crate::util::*;
 use tern_acl::{Action, PacketKey, Verdict};
@@ -336,57 +337,13 @@ impl Runs {
     }
 }
 
-/// `ip4-input`'s shortcut through an input rule set: a flow the rule set
-/// accepted, so that the flow's further packets go straight to
-/// `ip4-lookup`, counted on the deciding rule (and under `ip4-input`'s
-/// `acl-shortcut`), without a pass through `ip4-acl-in`. The rule set is
-/// stateless, so a flow's verdict is a function of its signature
-/// ([`FlowSig`]): a packet whose key bytes, receiving interface, VLAN and
-/// L3 offset are the flow's, and which is not traced, gets the verdict
-/// `ip4-acl-in` would give it. Only accepts are kept, and only those no
-/// count-only rule saw.
-///
-/// A batch's flow is the one learnt from the previous batch's last packet
-/// for `ip4-acl-in` (one classification a batch at most); it takes packets
-/// only until the first that goes to `ip4-acl-in`, so that `ip4-lookup`
-/// sees them in their order, and after that the batch does not compare
-/// (traffic of many flows pays for a few compares a batch). The flow is
-/// forgotten when a new interface or rule table is published.
-///
-/// Measured (callgrind, instructions per packet of `tern bench engine
-/// --packets 1000000 --scenario single-flow-50fw`, over plain): 33.4 with
-/// every packet through `ip4-acl-in` (its `follow` 21.5, the rule-set
-/// question 6, the node ~5), 21.1 with the shortcut; traffic of many flows
-/// pays ~4 more (gre-multi-flow, drop-test, 900k-routes-50fw). By time
-/// the shortcut was slower than `ip4-acl-in` until the metadata was read
-/// before ip4-input writes it ([`meta16`]).
-pub(crate) struct AclShortcut {
-    acls: Snapshot<AclTable>,
-    /// The flow of this batch.
-    flow: Flow,
-    /// A flow learnt during this batch, which the next batch takes.
-    learnt: Option<Flow>,
-    /// Taken since the last flush, besides those of the flow's length
-    /// that `ip4-input` counts: packets of other lengths and their bytes.
-    others: u64,
-    bytes: u64,
-}
-
-/// An accepted flow: its pattern, its rule set and deciding rule, the
-/// length of the packet it was learnt from.
-#[derive(Clone, Copy)]
-struct Flow {
-    pattern: Pattern,
-    set: u16,
-    rule: Option<u32>,
-    len: u16,
-}
-
-/// An accepted flow's pattern, which `ip4-input` keeps at hand during a
-/// batch: metadata bytes 0-15 under [`SHORTCUT_META`] (receiving
-/// interface, L3 offset, VLAN, the traced flag clear), the header bytes
-/// of [`header_lanes`], the TCP flags when TCP. Without a
-/// flow, header byte 0 is 0, which no packet that asks has (they are 0x45).
+/// An accepted IPv4 flow's pattern, which `ip4-input` keeps at hand during
+/// a batch ([`crate::shortcut`]): metadata bytes 0-15 under
+/// [`crate::shortcut::SHORTCUT_META`] (receiving interface, L3 offset, VLAN, the traced
+/// flag clear), the header bytes of [`header_lanes`], the TCP flags when
+/// TCP. Only for headers without options followed by 14 transport bytes
+/// ([`FlowSig`]). Without a flow, header byte 0 is 0, which no packet that
+/// asks has (they are 0x45).
 #[derive(Clone, Copy)]
 pub(crate) struct Pattern {
     meta: Bytes16,
@@ -394,13 +351,6 @@ pub(crate) struct Pattern {
     h1: Bytes16,
     tcp_flags: Option<u8>,
 }
-
-/// Metadata bytes 0-7 (`off`, `len`, `rx_if`, `tx_if`) and 8-15
-/// (`l3_off`, `vlan`, `error`, `flags`) an accepted flow's packets share:
-/// the receiving interface, L3 offset, VLAN and traced flag. (Their
-/// length is the L3 offset plus the header's total length, which the
-/// header lanes hold.)
-const SHORTCUT_META: (u64, u64) = (0xffff << 32, 0xffff | 0xffff << 16 | (flags::TRACED as u64) << 48);
 
 /// The header bytes of [`FlowSig`]'s masks plus the total length (bytes
 /// 2-3), in two lanes: bytes 0-7 (the high half zero), bytes 8-23. In
@@ -420,138 +370,44 @@ fn header_lanes(h: &[u8; 34]) -> (Bytes16, Bytes16) {
     )
 }
 
-/// A packet's metadata bytes 0-15 as [`Bytes16`] (one load). `ip4-input`
-/// reads them before it writes the metadata: a 16-byte load just after a
-/// narrower store to the same bytes waits for the store (no forwarding),
-/// which cost more time than the whole compare.
-#[inline(always)]
-pub(crate) fn meta16(m: &Meta) -> Bytes16 {
-    Bytes16::load(m.head())
-}
-
 impl Pattern {
-    pub(crate) const NONE: Pattern =
-        Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
-
-    /// The packet (metadata bytes `meta`, [`meta16`]; an IPv4 header
-    /// without options `h` with its first 14 transport bytes) against the
-    /// pattern, byte by byte under the masks: bit `i` set when byte `i`
-    /// agrees in the metadata and both lanes of [`header_lanes`]. With
-    /// [`Pattern::tcp_agrees`]: [`Pattern::SAME`], the flow's packet;
-    /// [`Pattern::OTHER_LEN`] besides, the flow's at another length.
-    #[inline(always)]
-    pub(crate) fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {
-        let (h0, h1) = header_lanes(h);
-        meta.and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1))
-            .eq(self.meta)
-            .and(h0.eq(self.h0))
-            .and(h1.eq(self.h1))
-            .top_bits()
-    }
-
-    /// Whether the flow is TCP (its packets' flags are compared too).
-    #[inline(always)]
-    pub(crate) fn is_tcp(&self) -> bool {
-        self.tcp_flags.is_some()
-    }
-
-    /// Whether the TCP flags (header byte 33) are the flow's, if it is TCP.
-    #[inline(always)]
-    pub(crate) fn tcp_agrees(&self, h: &[u8; 34]) -> bool {
-        self.tcp_flags.is_none_or(|t| t == h[33])
-    }
-
-    /// [`Pattern::compare`] of the flow's packets.
-    pub(crate) const SAME: u16 = 0xffff;
     /// The bits of the total length (header bytes 2 and 3), which the
     /// masks leave alone in those lanes.
     pub(crate) const OTHER_LEN: u16 = 0b1100;
 }
 
-impl AclShortcut {
-    pub(crate) fn new(acls: Snapshot<AclTable>) -> AclShortcut {
-        AclShortcut {
-            acls,
-            flow: Flow { pattern: Pattern::NONE, set: 0, rule: None, len: 0 },
-            learnt: None,
-            others: 0,
-            bytes: 0,
-        }
+impl FlowPattern for Pattern {
+    /// An IPv4 header without options with its first 14 transport bytes.
+    type Head = [u8; 34];
+    const KEY_BYTES: usize = 34;
+    const NONE: Pattern = Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
+    const ACL_NEXT: u16 = 2;
+
+    #[inline(always)]
+    fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {
+        let (h0, h1) = header_lanes(h);
+        meta_masked(meta).eq(self.meta).and(h0.eq(self.h0)).and(h1.eq(self.h1)).top_bits()
     }
 
-    /// At the start of a batch: takes the flow learnt during the last one;
-    /// forgets flows when the interface table (`ifs_changed`) or the rule
-    /// table changed. The batch's pattern.
-    #[inline]
-    pub(crate) fn start(&mut self, ifs_changed: bool) -> Pattern {
-        if let Some(f) = self.learnt.take() {
-            self.flow = f;
-        }
-        if self.acls.refresh() || ifs_changed {
-            self.flow.pattern = Pattern::NONE;
-        }
-        self.flow.pattern
+    #[inline(always)]
+    fn other_len(&self, bits: u16, _meta: Bytes16, _h: &[u8; 34]) -> bool {
+        bits | Pattern::OTHER_LEN == SAME
     }
 
-    /// Counts a packet that [`Pattern::compare`] found the flow's but for
-    /// its length ([`Pattern::OTHER_LEN`]), if its TCP flags are the
-    /// flow's and its total length holds the transport bytes the flow's
-    /// key reads; whether it does.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn take_other_len(&mut self, m: &Meta, h: &[u8; 34]) -> bool {
-        if !self.flow.pattern.tcp_agrees(h) || usize::from(m.len) < usize::from(m.l3_off) + 34 {
-            return false;
-        }
-        self.bytes += u64::from(m.len);
-        self.others += 1;
-        true
+    #[inline(always)]
+    fn tcp_flags(&self) -> Option<u8> {
+        self.tcp_flags
     }
 
-    /// Learns the flow of a packet (metadata `m`, its data's first 34
-    /// bytes of L3 `h`) from its interface's rule set (in `ifs`), if the
-    /// rule set accepts it and no count-only rule sees it; the next batch
-    /// takes it. The packet itself goes on to `ip4-acl-in`.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn learn(&mut self, ifs: &IfTable, m: &Meta, h: &[u8; 34]) {
-        if m.flags & flags::TRACED != 0 || usize::from(m.len) < usize::from(m.l3_off) + 34 {
-            return;
-        }
-        let Some(set) = ifs.get(m.rx_if).and_then(|f| f.acl_in) else { return };
-        let Some(rules) = self.acls.current().get(set) else { return };
+    fn of(m: &Meta, l3: &[u8]) -> Option<(Pattern, PacketKey)> {
+        let h = l3.first_chunk::<34>()?;
         let sig = FlowSig::v4(h, m.rx_if, 0, m.vlan);
         if !sig.valid() {
-            return;
-        }
-        let v = rules.classifier.classify(&sig.key());
-        if v.action != Action::Accept || v.counted() {
-            return;
+            return None;
         }
         let (h0, h1) = header_lanes(h);
-        let pattern = Pattern {
-            meta: meta16(m).and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1)),
-            h0,
-            h1,
-            tcp_flags: (h[9] == 6).then_some(h[33]),
-        };
-        self.learnt = Some(Flow { pattern, set, rule: v.rule, len: m.len });
-    }
-
-    /// At the end of a batch: adds what the batch's flow took (`hits` of
-    /// its length, counted by the caller, besides the others) to its rule's
-    /// counters (`worker`'s); the packets taken since the last call.
-    #[inline]
-    pub(crate) fn finish(&mut self, worker: u16, hits: u64) -> u64 {
-        let others = std::mem::take(&mut self.others);
-        let bytes = std::mem::take(&mut self.bytes) + hits * u64::from(self.flow.len);
-        let taken = hits + others;
-        if taken != 0
-            && let Some(c) = self.acls.current().get(self.flow.set).and_then(|s| s.counters.get(usize::from(worker)))
-        {
-            c.add_n(self.flow.rule, taken, bytes);
-        }
-        taken
+        let pattern = Pattern { meta: meta_masked(meta16(m)), h0, h1, tcp_flags: (h[9] == 6).then_some(h[33]) };
+        Some((pattern, sig.key()))
     }
 }
 
@@ -1165,15 +1021,15 @@ dport = "0-100"
             h[33] = 0x12;
             let m = Meta { off: 64, len: 14 + 60, rx_if: 1, tx_if: 2, l3_off: 14, vlan: 3, ..Meta::default() };
             let (h0, h1) = header_lanes(&h);
-            let meta = meta16(&m).and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1));
+            let meta = meta_masked(meta16(&m));
             let p = Pattern { meta, h0, h1, tcp_flags: (proto == 6).then_some(h[33]) };
-            let takes = |m: &Meta, h: &[u8; 34]| p.compare(meta16(m), h) == Pattern::SAME && p.tcp_agrees(h);
+            let takes = |m: &Meta, h: &[u8; 34]| p.compare(meta16(m), h) == SAME && p.tcp_agrees(h[33]);
             let other_len = |m: &Meta, h: &[u8; 34]| {
                 let b = p.compare(meta16(m), h);
-                b != Pattern::SAME && b | Pattern::OTHER_LEN == Pattern::SAME && p.tcp_agrees(h)
+                b != SAME && p.other_len(b, meta16(m), h) && p.tcp_agrees(h[33])
             };
             assert!(takes(&m, &h), "proto {proto}");
-            assert!(Pattern::NONE.compare(meta16(&m), &h) != Pattern::SAME);
+            assert!(Pattern::NONE.compare(meta16(&m), &h) != SAME);
             for at in 0..34 {
                 let mut o = h;
                 o[at] ^= 0x01;

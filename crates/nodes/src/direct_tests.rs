@@ -517,10 +517,13 @@ fn run_rules(direct: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> (Outcome,
     publish_rules(
         &shared,
         "action = \"drop\"\nsrc = \"10.0.1.66/32\"\n\
+         [[acl.rule]]\naction = \"drop\"\nsrc = \"2001:db8:1::66/128\"\n\
          [[acl.rule]]\naction = \"count\"\nproto = \"udp\"\ndport = 53\n\
          [[acl.rule]]\naction = \"drop\"\nproto = \"tcp\"\ndport = 22\ntcp_flags = \"syn\"\n\
          [[acl.rule]]\naction = \"drop\"\ndst = \"198.18.0.99/32\"\ndscp = 10\n\
-         [[acl.rule]]\naction = \"accept\"\nproto = \"udp\"\ndport = 4000",
+         [[acl.rule]]\naction = \"drop\"\ndst = \"2001:db8:18::99/128\"\ndscp = 10\n\
+         [[acl.rule]]\naction = \"accept\"\nproto = \"udp\"\ndport = 4000\n\
+         [[acl.rule]]\naction = \"accept\"\nproto = \"tcp\"\ndport = 22",
     );
     let outcome = drive(direct, graph, input, batch, frames);
     let acls = shared.acls.load();
@@ -552,12 +555,171 @@ fn acl_shortcut_decides_and_counts_as_ip4_acl_in() {
         v4_frame([10, 0, 1, 2], [198, 18, 0, 99], 17, 4000, 0, 0, 30), // DSCP 0: accepted
         v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 1, 0, 0, 0, 30),      // ICMP
     ];
+    let pairs = [[7, 8], [0, 1], [0, 2], [0, 3], [0, 4], [0, 5], [0, 6], [10, 9], [0, 11]];
+    shortcut_agrees_with_acl_node(&flows, &pairs, false);
+}
+
+/// `ip6-input`'s shortcut decides and counts as `ip6-acl-in` does, as
+/// `ip4-input`'s; besides the key fields, flows differ in what the key
+/// leaves out (flow label, hop limit: taken) and in what the shortcut
+/// leaves to `ip6-acl-in` (an extension header, a fragment, a TCP header
+/// cut short, transport bytes past the payload).
+#[test]
+fn acl_shortcut_decides_and_counts_as_ip6_acl_in() {
+    let f = |src: u8, dst: u8, proto: u8, dport: u16, tcp: u8, dscp: u8, payload: usize| V6 {
+        src,
+        dst,
+        proto,
+        dport,
+        tcp,
+        dscp,
+        payload,
+        ..V6::default()
+    };
+    let flows = [
+        f(2, 1, 17, 4000, 0, 0, 30).frame(),
+        f(2, 1, 17, 4000, 0, 0, 200).frame(),    // another length
+        f(2, 2, 17, 4000, 0, 0, 30).frame(),     // destination
+        f(3, 1, 17, 4000, 0, 0, 30).frame(),     // source
+        f(2, 1, 17, 4001, 0, 0, 30).frame(),     // port
+        f(2, 1, 17, 53, 0, 0, 30).frame(),       // count-only rule
+        f(0x66, 1, 17, 4000, 0, 0, 30).frame(),  // dropped source
+        f(2, 1, 6, 22, 0x10, 0, 30).frame(),     // TCP ACK: accepted
+        f(2, 1, 6, 22, 0x02, 0, 30).frame(),     // TCP SYN: dropped
+        f(2, 0x99, 17, 4000, 0, 10, 30).frame(), // DSCP 10: dropped
+        f(2, 0x99, 17, 4000, 0, 8, 30).frame(),  // DSCP 8 (byte 1 alone differs): accepted
+        f(2, 1, 58, 0, 0, 0, 30).frame(),        // ICMPv6
+        V6 { label: 0x5_4321, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(), // flow label: taken
+        V6 { hop_limit: 9, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(), // hop limit: taken
+        V6 { ext: Some(0), ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(), // hop-by-hop options
+        V6 { ext: Some(44), ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(), // first fragment
+        V6 { ext: Some(0), ..f(2, 1, 17, 53, 0, 0, 30) }.frame(), // count-only rule behind options
+        f(2, 1, 17, 4000, 0, 0, 0).frame(),      // UDP header alone (48 L3 bytes)
+        f(2, 1, 6, 22, 0x02, 0, 0).frame(),      // TCP SYN, no data
+        V6 { cut: 10, ..f(2, 1, 6, 22, 0x02, 0, 0) }.frame(), // TCP header cut to 10 bytes
+        V6 { cut: 4, ..f(2, 1, 17, 4000, 0, 0, 0) }.frame(), // UDP ports only
+        f(2, 1, 6, 22, 0x10, 0, 0).frame(),      // TCP ACK, no data: accepted by a rule
+        V6 { cut: 10, ..f(2, 1, 6, 22, 0x10, 0, 0) }.frame(), // cut short: by the default
+    ];
+    let pairs = [
+        [7, 8],
+        [0, 1],
+        [0, 2],
+        [0, 3],
+        [0, 4],
+        [0, 5],
+        [0, 6],
+        [10, 9],
+        [0, 11],
+        [0, 12],
+        [0, 13],
+        [0, 14],
+        [14, 16],
+        [0, 15],
+        [0, 17],
+        [17, 20],
+        [18, 19],
+        [8, 19],
+        [7, 18],
+        [21, 22],
+        [22, 21],
+    ];
+    shortcut_agrees_with_acl_node(&flows, &pairs, true);
+}
+
+/// An untagged IPv6 frame from the lan's peer (2001:db8:1::`src` to
+/// 2001:db8:18::`dst`), for the shortcut's tests.
+#[derive(Clone, Copy)]
+struct V6 {
+    src: u8,
+    dst: u8,
+    proto: u8,
+    dport: u16,
+    tcp: u8,
+    dscp: u8,
+    /// Transport data after the 8-byte UDP/ICMPv6 or 20-byte TCP header.
+    payload: usize,
+    label: u32,
+    hop_limit: u8,
+    /// An 8-byte extension header first: hop-by-hop options (0) or a
+    /// first fragment (44).
+    ext: Option<u8>,
+    /// The payload length cuts the transport header to this many bytes
+    /// (0: whole); the frame carries the rest as padding.
+    cut: usize,
+}
+
+impl Default for V6 {
+    fn default() -> V6 {
+        V6 {
+            src: 2,
+            dst: 1,
+            proto: 17,
+            dport: 4000,
+            tcp: 0,
+            dscp: 0,
+            payload: 0,
+            label: 0,
+            hop_limit: 64,
+            ext: None,
+            cut: 0,
+        }
+    }
+}
+
+impl V6 {
+    fn frame(&self) -> Vec<u8> {
+        let mut l4 = vec![0u8; if self.proto == 6 { 20 } else { 8 } + self.payload];
+        put16(&mut l4, 0, 1234);
+        put16(&mut l4, 2, self.dport);
+        if self.proto == 6 {
+            l4[12] = 0x50;
+            l4[13] = self.tcp;
+        } else if self.proto == 58 {
+            l4[0] = 128;
+        }
+        // A transport header cut short by the payload length; the frame
+        // still carries all of it, as padding.
+        let cut = if self.cut > 0 { l4.len() - self.cut } else { 0 };
+        let mut ext = Vec::new();
+        if let Some(e) = self.ext {
+            ext = vec![self.proto, 0, 0, 0, 0, 0, 0, 0];
+            if e == 44 {
+                ext[3] = 1; // offset 0, more fragments
+            }
+        }
+        let plen = ext.len() + l4.len() - cut;
+        let mut f = vec![0u8; 14 + 40];
+        f[0..6].copy_from_slice(&MAC_LAN);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+        put16(&mut f, 12, 0x86dd);
+        let first = 6u32 << 28 | u32::from(self.dscp) << 22 | self.label;
+        f[14..18].copy_from_slice(&first.to_be_bytes());
+        put16(&mut f, 18, plen as u16);
+        f[20] = self.ext.unwrap_or(self.proto);
+        f[21] = self.hop_limit;
+        f[22..38].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, self.src]);
+        f[38..54].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0, self.dst]);
+        f.extend_from_slice(&ext);
+        f.extend_from_slice(&l4);
+        f.resize(f.len().max(60), 0);
+        f
+    }
+}
+
+/// Runs bursts of `flows` (each pair of `pairs` first, the second after
+/// the first in long bursts, so that the shortcut has learnt the first
+/// when the second comes; then random bursts) through a router whose lan
+/// has a rule set of several rules for the family (`six`), with the
+/// direct paths on and off, in batches of several sizes: the same frames,
+/// drops, metadata and rule counters; only the packets the input node's
+/// shortcut takes skip the ACL node, and it counts them.
+fn shortcut_agrees_with_acl_node(flows: &[Vec<u8>], pairs: &[[usize; 2]], six: bool) {
+    let (input, acl_node) = if six { ("ip6-input", "ip6-acl-in") } else { ("ip4-input", "ip4-acl-in") };
     let mut r = rng(0x9e37_79b9_7f4a_7c15);
     let mut frames = Vec::new();
-    // First each flow after the one it differs from by one field, in long
-    // bursts (the shortcut has learnt the first when the second comes).
-    for pair in [[7, 8], [0, 1], [0, 2], [0, 3], [0, 4], [0, 5], [0, 6], [10, 9], [0, 11]] {
-        for f in pair {
+    for pair in pairs {
+        for &f in pair {
             frames.extend(std::iter::repeat_n((flows[f].clone(), 0), 300));
         }
     }
@@ -569,18 +731,18 @@ fn acl_shortcut_decides_and_counts_as_ip4_acl_in() {
     }
     let (graph, ..) = router(true);
     let info = graph.info();
-    let acl_in = usize::from(info.node_id("ip4-acl-in").expect("ip4-acl-in"));
-    let taken_id = info.errors.iter().position(|e| e.node == "ip4-input" && e.name == "acl-shortcut").expect("counter");
+    let acl_in = usize::from(info.node_id(acl_node).expect("acl node"));
+    let taken_id = info.errors.iter().position(|e| e.node == input && e.name == "acl-shortcut").expect("counter");
     for batch in [1, 7, 64, 256] {
         let (general, general_rules) = run_rules(false, batch, &frames);
         let (mut direct, direct_rules) = run_rules(true, batch, &frames);
-        let case = format!("batches of {batch}");
+        let case = format!("{input}, batches of {batch}");
         let taken = direct.errors[taken_id];
         assert_eq!(general.errors[taken_id], 0, "{case}: no shortcut without the direct paths");
         assert!(taken > frames.len() as u64 / 5, "{case}: the shortcut took {taken} of {}", frames.len());
         assert_eq!(direct_rules, general_rules, "{case}: rule counters");
         assert!(general_rules.iter().filter(|h| h.0 > 0).count() >= 5, "{case}: rules hit: {general_rules:?}");
-        assert_eq!(direct.nodes[acl_in] + taken, general.nodes[acl_in], "{case}: packets through ip4-acl-in");
+        assert_eq!(direct.nodes[acl_in] + taken, general.nodes[acl_in], "{case}: packets through {acl_node}");
         direct.nodes[acl_in] = general.nodes[acl_in];
         direct.errors[taken_id] = 0;
         assert_eq!(direct.errors, general.errors, "{case}: counters");
@@ -594,19 +756,22 @@ fn acl_shortcut_decides_and_counts_as_ip4_acl_in() {
 /// flow it accepted is forgotten, not taken past a rule that now drops it.
 #[test]
 fn acl_shortcut_forgets_its_flow_when_the_rules_change() {
-    let (graph, input, shared) = router(true);
-    publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
-    let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
-    let mut b = Batches::new(graph, input, pool, 2);
-    let f = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
-    let batch = |b: &mut Batches, t: u64| b.run((0..32).map(|_| (f.as_slice(), 0, 0)), t)[1].len();
-    assert_eq!(batch(&mut b, 0), 32);
-    assert_eq!(batch(&mut b, 1_000_000), 32);
-    let info = b.graph.info().clone();
-    let taken_id = info.errors.iter().position(|e| e.node == "ip4-input" && e.name == "acl-shortcut").expect("counter");
-    assert_eq!(b.stats.errors[taken_id].get(), 32, "the second batch went by the shortcut");
-    publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.2/32\"");
-    assert_eq!(batch(&mut b, 2_000_000), 0, "dropped by the new rule set");
-    assert_eq!(batch(&mut b, 3_000_000), 0, "and still");
-    assert_eq!(b.stats.errors[taken_id].get(), 32);
+    let v6 = V6 { payload: 30, ..V6::default() }.frame();
+    let v4 = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
+    for (f, input, drop) in [(v4, "ip4-input", "10.0.1.2/32"), (v6, "ip6-input", "2001:db8:1::2/128")] {
+        let (graph, input_node, shared) = router(true);
+        publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
+        let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let mut b = Batches::new(graph, input_node, pool, 2);
+        let batch = |b: &mut Batches, t: u64| b.run((0..32).map(|_| (f.as_slice(), 0, 0)), t)[1].len();
+        assert_eq!(batch(&mut b, 0), 32, "{input}");
+        assert_eq!(batch(&mut b, 1_000_000), 32, "{input}");
+        let info = b.graph.info().clone();
+        let taken_id = info.errors.iter().position(|e| e.node == input && e.name == "acl-shortcut").expect("counter");
+        assert_eq!(b.stats.errors[taken_id].get(), 32, "{input}: the second batch went by the shortcut");
+        publish_rules(&shared, &format!("action = \"drop\"\nsrc = \"{drop}\""));
+        assert_eq!(batch(&mut b, 2_000_000), 0, "{input}: dropped by the new rule set");
+        assert_eq!(batch(&mut b, 3_000_000), 0, "{input}: and still");
+        assert_eq!(b.stats.errors[taken_id].get(), 32, "{input}");
+    }
 }

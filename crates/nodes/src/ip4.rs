@@ -1,7 +1,8 @@
 //! IPv4 forwarding nodes: `ip4-input`, `ip4-lookup`, `ip4-rewrite`,
 //! `ip4-local`.
 
-use crate::acl::{AclShortcut, Pattern, meta16};
+use crate::acl::Pattern;
+use crate::shortcut::{AclShortcut, InputAcl, NO_FLOW, ValidateAcl, meta16, validate_batch_acl};
 use crate::state::IfTable;
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, Node};
@@ -38,7 +39,7 @@ pub const UNREACH_ADMIN: u8 = 13;
 ///
 /// Next nodes: `ip4-lookup`, `ip4-acl-in` (when the receiving interface has
 /// an input rule set, unless the packet's flow is one the rule set accepted:
-/// `AclShortcut`), `linux-punt`, `ip4-punt-acl`, `drop`. Counters:
+/// `crate::shortcut`), `linux-punt`, `ip4-punt-acl`, `drop`. Counters:
 /// [`IP4_INPUT_ERRORS`].
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
@@ -48,7 +49,7 @@ pub struct Ip4Input {
     /// only when a new table is published.
     acl_in: Vec<bool>,
     /// The flow the input rule set last accepted.
-    shortcut: AclShortcut,
+    shortcut: AclShortcut<Pattern>,
 }
 
 impl Ip4Input {
@@ -116,7 +117,8 @@ impl Node for Ip4Input {
             let flow = self.shortcut.start(ifs_changed);
             let worker = cx.worker;
             let ifs = self.ifs.current();
-            let hits = validate_batch_acl(cx, pkts, next, punt, (&self.acl_in, ifs, &mut self.shortcut, flow));
+            let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
+            let hits = validate_batch_acl(cx, pkts, next, &Validate4 { punt }, state);
             let taken = self.shortcut.finish(worker, hits);
             if taken != 0 {
                 cx.count(I_ACL_SHORTCUT, taken);
@@ -134,142 +136,23 @@ fn validate_batch(cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], punt: bool
     }
 }
 
-/// [`ip4_validate`] over a batch, with input rule sets (which interfaces
-/// have one, the interface table, the shortcut and its flow's pattern);
-/// the packets the flow's pattern took. The pattern takes packets only
-/// until the first packet that goes to `ip4-acl-in`, so that `ip4-lookup`
-/// sees the packets in their order (those taken reach it first); the rest
-/// of the batch only asks whether the interface has a rule set, from the
-/// next run of packets on ([`SHORTCUT_FIRST_RUN`], then [`SHORTCUT_RUN`]
-/// packets; traffic of many flows pays for a few compares a batch).
-#[inline(never)]
-fn validate_batch_acl(
-    cx: &mut Cx<'_>,
-    pkts: &[PktIdx],
-    next: &mut [u16],
+/// `ip4-input`'s validation with input rule sets, for the shortcut's
+/// batch loop.
+struct Validate4 {
     punt: bool,
-    (by_if, ifs, shortcut, flow): (&[bool], &IfTable, &mut AclShortcut, Pattern),
-) -> u64 {
-    let mut acl = InputAcl { by_if, shortcut, flow, hits: 0, stopped: false };
-    let (mut done, mut run) = (0, SHORTCUT_FIRST_RUN);
-    while done < pkts.len().min(next.len()) {
-        if acl.stopped {
-            break;
-        }
-        let end = pkts.len().min(next.len()).min(done + run);
-        let (Some(nc), Some(pc)) = (next.get_mut(done..end), pkts.get(done..end)) else { break };
-        (done, run) = (end, SHORTCUT_RUN);
-        if flow.is_tcp() {
-            for (o, &p) in nc.iter_mut().zip(pc) {
-                *o = ip4_validate::<TCP_FLOW>(cx, p, punt, Some(&mut acl));
-            }
-        } else {
-            for (o, &p) in nc.iter_mut().zip(pc) {
-                *o = ip4_validate::<FLOW>(cx, p, punt, Some(&mut acl));
-            }
-        }
-    }
-    let rest = next.get_mut(done..).unwrap_or_default().iter_mut().zip(pkts.get(done..).unwrap_or_default());
-    for (o, &p) in rest {
-        *o = ip4_validate::<NO_FLOW>(cx, p, punt, Some(&mut acl));
-    }
-    // The next batch's pattern: the flow of this batch's last packet for
-    // `ip4-acl-in`, which the next batch most likely starts with. (Without
-    // a stop, none went there.)
-    if acl.stopped
-        && let Some(i) = next.iter().rposition(|&n| n == 2)
-        && let Some(&p) = pkts.get(i)
-    {
-        let (m, d) = cx.pool.pkt(p);
-        if let Some(h) = d.get(usize::from(m.l3_off)..).and_then(|l3| l3.first_chunk::<34>()) {
-            acl.shortcut.learn(ifs, m, h);
-        }
-    }
-    acl.hits
 }
 
-/// The packets before the first look at whether the shortcut stopped,
-/// and between the later ones.
-const SHORTCUT_FIRST_RUN: usize = 16;
-const SHORTCUT_RUN: usize = 64;
-
-/// How [`ip4_validate`] asks the input rule set's shortcut: not at all
-/// (the interface has a rule set or not), against the flow's pattern, and
-/// against its TCP flags too.
-const NO_FLOW: u8 = 0;
-const FLOW: u8 = 1;
-const TCP_FLOW: u8 = 2;
-
-/// `ip4-input`'s part of an input rule set during a batch: which
-/// interfaces have one, and the flow it last accepted ([`AclShortcut`]):
-/// its pattern at hand, the packets it took, whether a packet went to
-/// `ip4-acl-in` (after which the pattern takes none).
-struct InputAcl<'a> {
-    by_if: &'a [bool],
-    shortcut: &'a mut AclShortcut,
-    flow: Pattern,
-    hits: u64,
-    stopped: bool,
-}
-
-impl InputAcl<'_> {
-    /// The next index of a packet with an ordinary header bound for
-    /// `ip4-lookup` (`m`, `h`: its data's first 34 bytes of L3, the header
-    /// and, when the total length has them, 14 transport bytes): there,
-    /// unless its interface has an input rule set that has not accepted
-    /// its flow yet (`ip4-acl-in`). `S`: how to ask ([`FLOW`]). The
-    /// flow's packets have its total length and L3 offset, so they have
-    /// the transport bytes. `meta`: [`meta16`] of `m`, read before
-    /// `ip4_validate` wrote to `m`.
+impl ValidateAcl<Pattern> for Validate4 {
     #[inline(always)]
-    fn direct<const S: u8>(&mut self, meta: Bytes16, m: &tern_packet::Meta, h: &[u8; 34]) -> u16 {
-        if S == NO_FLOW {
-            return self.ask(m);
-        }
-        let bits = self.flow.compare(meta, h);
-        if bits == Pattern::SAME && (S != TCP_FLOW || self.flow.tcp_agrees(h)) {
-            self.hits += 1;
-            return 1;
-        }
-        self.missed(m, h, bits)
-    }
-
-    /// [`Self::direct`] for a packet the flow's pattern did not take
-    /// (`bits`: [`Pattern::compare`]): the flow's at another length, or
-    /// for `ip4-acl-in`; then the pattern takes no more packets in this
-    /// batch.
-    #[inline(never)]
-    fn missed(&mut self, m: &tern_packet::Meta, h: &[u8; 34], bits: u16) -> u16 {
-        if bits | Pattern::OTHER_LEN == Pattern::SAME && self.shortcut.take_other_len(m, h) {
-            return 1;
-        }
-        if self.ask(m) == 1 {
-            return 1;
-        }
-        self.stop();
-        2
-    }
-
-    /// A packet went to `ip4-acl-in`: the pattern takes no more packets in
-    /// this batch, which keeps their order.
-    #[inline]
-    fn stop(&mut self) {
-        self.flow = Pattern::NONE;
-        self.stopped = true;
-    }
-
-    /// Whether the receiving interface has an input rule set: then
-    /// `ip4-acl-in` (2), else `ip4-lookup` (1).
-    #[inline(always)]
-    fn ask(&self, m: &tern_packet::Meta) -> u16 {
-        if self.by_if.get(usize::from(m.rx_if)).copied().unwrap_or(false) { 2 } else { 1 }
+    fn validate<const S: u8>(&self, cx: &mut Cx<'_>, p: PktIdx, acl: &mut InputAcl<'_, Pattern>) -> u16 {
+        ip4_validate::<S>(cx, p, self.punt, Some(acl))
     }
 }
 
 /// [`through_acl_in`] for `ip4-input`'s general paths: a packet for
 /// `ip4-acl-in` stops the shortcut for the rest of the batch.
 #[inline]
-fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_>>) -> u16 {
+fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_, Pattern>>) -> u16 {
     let Some(a) = acl else { return n };
     let n = through_acl_in(n, rx_if, Some(a.by_if));
     if n == 2 {
@@ -296,7 +179,12 @@ fn through_acl_in(n: u16, rx_if: u16, acl_in: Option<&[bool]>) -> u16 {
 /// Validates one packet's IPv4 header; the next index (`1`: lookup,
 /// [`I_NEXT_PUNT`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
-fn ip4_validate<const S: u8>(cx: &mut Cx<'_>, p: PktIdx, punt: bool, mut acl: Option<&mut InputAcl<'_>>) -> u16 {
+fn ip4_validate<const S: u8>(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    punt: bool,
+    mut acl: Option<&mut InputAcl<'_, Pattern>>,
+) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     // The metadata as the input rule set's shortcut compares it, read
     // before anything writes it (see `meta16`).
@@ -346,7 +234,7 @@ fn ip4_validate<const S: u8>(cx: &mut Cx<'_>, p: PktIdx, punt: bool, mut acl: Op
     match acl.as_mut() {
         None => 1,
         Some(a) => match h34 {
-            Some(h34) => a.direct::<S>(meta, m, h34),
+            Some(h34) => a.direct::<S>(meta, m, h34, h34[33]),
             None => 1,
         },
     }

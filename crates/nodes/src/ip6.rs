@@ -2,11 +2,15 @@
 //! `ip6-local` (echo, Neighbour Discovery).
 
 use crate::ip4::icmp_aux;
+use crate::shortcut::{
+    AclShortcut, FlowPattern, InputAcl, NO_FLOW, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
+};
 use crate::state::{Event, IfTable, Iface, Shared, is_link_local};
 use crate::util::*;
 use std::net::{IpAddr, Ipv6Addr};
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NextHop, NhId, NhKind};
+use tern_intrin::Bytes16;
 use tern_packet::{MAX_BATCH, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, checksum, ipv6ext};
@@ -38,7 +42,9 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 /// handed to Linux (OSPFv3, MLD), through `ip6-punt-acl` when the
 /// receiving interface has an input rule set.
 ///
-/// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in`, `linux-punt`,
+/// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in` (when the receiving
+/// interface has an input rule set, unless the packet's flow is one the
+/// rule set accepted: `crate::shortcut`), `linux-punt`,
 /// `ip6-punt-acl`, `drop`. Counters: [`IP6_INPUT_ERRORS`].
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
@@ -46,13 +52,15 @@ pub struct Ip6Input {
     /// By interface index, whether it has an input rule set; empty when
     /// none has (as `Ip4Input`'s).
     acl_in: Vec<bool>,
+    /// The flow the input rule set last accepted.
+    shortcut: AclShortcut<Pattern6>,
 }
 
 impl Ip6Input {
     pub fn new(shared: &Shared) -> Self {
         let ifs = shared.ifaces.snapshot();
         let acl_in = crate::ip4::acl_in_by_index(ifs.current());
-        Ip6Input { ifs, params: shared.params.snapshot(), acl_in }
+        Ip6Input { ifs, params: shared.params.snapshot(), acl_in, shortcut: AclShortcut::new(shared.acls.snapshot()) }
     }
 }
 
@@ -63,6 +71,7 @@ const I6_MARTIAN_SRC: u16 = 3;
 const I6_BAD_DST: u16 = 4;
 const I6_MULTICAST: u16 = 5;
 const I6_LINK_LOCAL: u16 = 6;
+const I6_ACL_SHORTCUT: u16 = 7;
 
 pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("too-short", "shorter than an IPv6 header"),
@@ -72,10 +81,12 @@ pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("bad-destination", "unspecified or loopback destination"),
     ErrorDesc::drop("multicast", "multicast group tern does not listen to"),
     ErrorDesc::drop("link-local-not-ours", "link-local destination that is not tern's"),
+    ErrorDesc::info("acl-shortcut", "accepted by the input rule set without ip6-acl-in: a flow it accepted before"),
 ];
 
 const I6_LOOKUP: u16 = 1;
 const I6_LOCAL: u16 = 2;
+const I6_ACL_IN: u16 = <Pattern6 as FlowPattern>::ACL_NEXT;
 const I6_PUNT: u16 = 4;
 const I6_PUNT_ACL: u16 = 5;
 
@@ -90,43 +101,77 @@ impl Node for Ip6Input {
         IP6_INPUT_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        if self.ifs.refresh() {
+        let ifs_changed = self.ifs.refresh();
+        if ifs_changed {
             self.acl_in = crate::ip4::acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
         let ifs = self.ifs.current();
         let punt = self.params.current().punt_to_tap();
         if self.acl_in.is_empty() {
-            for (i, &p) in pkts.iter().enumerate() {
-                next[i] = validate6(cx, ifs, p, punt);
+            for (o, &p) in next.iter_mut().zip(pkts) {
+                *o = validate6::<NO_FLOW>(cx, ifs, p, punt, None);
             }
             return;
         }
-        for (i, &p) in pkts.iter().enumerate() {
-            let n = validate6(cx, ifs, p, punt);
-            let acl = |cx: &Cx<'_>| self.acl_in.get(usize::from(cx.pool.meta(p).rx_if)).copied().unwrap_or(false);
-            next[i] = match n {
-                I6_LOOKUP if acl(cx) => 3,
-                // Link-scoped traffic for tern (ND, link-local) passes the
-                // input rule set too, in `ip6-punt-acl`.
-                I6_PUNT | I6_LOCAL if acl(cx) => I6_PUNT_ACL,
-                n => n,
-            };
+        let flow = self.shortcut.start(ifs_changed);
+        let worker = cx.worker;
+        let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
+        let hits = validate_batch_acl(cx, pkts, next, &Validate6 { ifs, punt }, state);
+        let taken = self.shortcut.finish(worker, hits);
+        if taken != 0 {
+            cx.count(I6_ACL_SHORTCUT, taken);
         }
     }
 }
 
-/// Validates one packet's IPv6 header: the next index or a drop.
+/// `ip6-input`'s validation with input rule sets, for the shortcut's
+/// batch loop.
+struct Validate6<'a> {
+    ifs: &'a IfTable,
+    punt: bool,
+}
+
+impl ValidateAcl<Pattern6> for Validate6<'_> {
+    #[inline(always)]
+    fn validate<const S: u8>(&self, cx: &mut Cx<'_>, p: PktIdx, acl: &mut InputAcl<'_, Pattern6>) -> u16 {
+        validate6::<S>(cx, self.ifs, p, self.punt, Some(acl))
+    }
+}
+
+/// Validates one packet's IPv6 header: the next index or a drop. With
+/// input rule sets (`acl`), a packet bound for `ip6-lookup` goes through
+/// its interface's rule set first (`ip6-acl-in`) unless the shortcut
+/// takes it (`S`: how to ask, as `ip4-input`), and link-scoped traffic
+/// for tern or Linux through `ip6-punt-acl`.
 #[inline(always)]
-fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u16 {
+fn validate6<const S: u8>(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    p: PktIdx,
+    punt: bool,
+    acl: Option<&mut InputAcl<'_, Pattern6>>,
+) -> u16 {
     let (m, d) = cx.pool.pkt(p);
+    // The metadata as the shortcut compares it, read before anything
+    // writes it (see `meta16`).
+    let meta = if S == NO_FLOW { Bytes16::ZERO } else { meta16(m) };
     let l3off = m.l3_off as usize;
     // The common case in one go: version 6, the payload in the frame, a
     // source and a destination whose first bytes rule out every address
     // the general checks look for (::/8 holds :: and ::1, ff00::/8 is
     // multicast, fe00::/8 holds link-local). Everything else takes the
-    // general path, which gives these packets the same verdicts.
-    if let Some(h) = d.get(l3off..).and_then(<[u8]>::first_chunk::<40>)
+    // general path, which gives these packets the same verdicts. With
+    // input rule sets, the first 8 transport bytes must be in the frame
+    // too (the shortcut reads them).
+    let (h, h48) = match acl {
+        None => (d.get(l3off..).and_then(<[u8]>::first_chunk::<40>), None),
+        Some(_) => match d.get(l3off..).and_then(<[u8]>::first_chunk::<48>) {
+            Some(h48) => (h48.first_chunk::<40>(), Some(h48)),
+            None => (None, None),
+        },
+    };
+    if let Some(h) = h
         && h[0] >> 4 == 6
         && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
         && direct_paths()
@@ -138,9 +183,29 @@ fn validate6(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u16 {
         if want < d.len() {
             m.len = want as u16;
         }
-        return I6_LOOKUP;
+        return match (acl, h48) {
+            (Some(a), Some(h48)) => {
+                let tcp = if S == TCP_FLOW { d.get(l3off + 53).copied().unwrap_or(0) } else { 0 };
+                a.direct::<S>(meta, m, h48, tcp)
+            }
+            _ => I6_LOOKUP,
+        };
     }
-    validate6_general(cx, ifs, p, punt)
+    let n = validate6_general(cx, ifs, p, punt);
+    let Some(a) = acl else { return n };
+    if !a.by_if.get(usize::from(cx.pool.meta(p).rx_if)).copied().unwrap_or(false) {
+        return n;
+    }
+    match n {
+        I6_LOOKUP => {
+            a.stop();
+            I6_ACL_IN
+        }
+        // Link-scoped traffic for tern (ND, link-local) passes the input
+        // rule set too, in `ip6-punt-acl`.
+        I6_PUNT | I6_LOCAL => I6_PUNT_ACL,
+        n => n,
+    }
 }
 
 /// First bytes of IPv6 addresses the direct path of [`validate6`] leaves

@@ -30,6 +30,7 @@ pub mod ip6;
 pub mod linux;
 pub mod neighbor;
 pub mod output;
+mod shortcut;
 pub mod state;
 pub mod util;
 

@@ -1,0 +1,505 @@
+//! The input nodes' shortcut through an input rule set: `ip4-input` and
+//! `ip6-input` keep the flow the rule set last accepted and send that
+//! flow's further packets straight to their lookup node, counted on the
+//! deciding rule (and under the input node's `acl-shortcut`), without a
+//! pass through `ip4-acl-in`/`ip6-acl-in`.
+//!
+//! The rule set is stateless, so a flow's verdict is a function of its
+//! key: a packet whose key bytes, receiving interface, VLAN and L3 offset
+//! are the flow's, and which is not traced, gets the verdict the ACL node
+//! would give it. A family's [`FlowPattern`] says which bytes those are
+//! (IPv4: `acl::Pattern`, three 16-byte lanes; IPv6: [`Pattern6`], four).
+//! Only accepts are kept, and only those no count-only rule saw.
+//!
+//! A batch's flow is the one learnt from the previous batch's last packet
+//! for the ACL node (one classification a batch at most); it takes
+//! packets only until the first that goes to the ACL node, so that the
+//! lookup sees them in their order, and after that the batch does not
+//! compare (traffic of many flows pays for a few compares a batch). The
+//! flow is forgotten when a new interface or rule table is published.
+//!
+//! Measured (callgrind, instructions per packet of `tern bench engine
+//! --packets 1000000`, over plain): single-flow-50fw 33.4 with every
+//! packet through `ip4-acl-in` (its `follow` 21.5, the rule-set question
+//! 6, the node ~5), 21.1 with the shortcut; traffic of many flows pays ~4
+//! more (gre-multi-flow, drop-test, 900k-routes-50fw). By time the
+//! shortcut was slower than `ip4-acl-in` until the metadata was read
+//! before `ip4-input` writes it ([`meta16`]). IPv6: see [`Pattern6`].
+
+use crate::acl::key_v6;
+use crate::state::{AclTable, IfTable};
+use tern_acl::{Action, PacketKey};
+use tern_engine::Cx;
+use tern_intrin::Bytes16;
+use tern_packet::{Meta, PktIdx, flags};
+use tern_rcu::Snapshot;
+use tern_wire::IpProtocol;
+
+/// A family's pattern of an accepted flow, which the input node keeps at
+/// hand during a batch: the metadata bytes of [`SHORTCUT_META`] and the
+/// header bytes the flow's key is made of.
+pub(crate) trait FlowPattern: Copy {
+    /// The L3 bytes [`FlowPattern::compare`] reads.
+    type Head;
+    /// L3 bytes a packet needs within its length for every transport
+    /// field a key reads (the TCP flags are the last): a packet of the
+    /// flow at another length has the flow's key when it has them.
+    const KEY_BYTES: usize;
+    /// No flow: takes no packet.
+    const NONE: Self;
+    /// The input node's next index of the family's ACL node.
+    const ACL_NEXT: u16;
+
+    /// The packet (metadata bytes `meta`, [`meta16`]; its L3 bytes `h`)
+    /// against the pattern, byte by byte under the masks: bit `i` set
+    /// when byte `i` agrees in the metadata and every header lane. With
+    /// [`FlowPattern::tcp_agrees`], [`SAME`]: the flow's packet.
+    fn compare(&self, meta: Bytes16, h: &Self::Head) -> u16;
+
+    /// Whether a packet that [`FlowPattern::compare`] gave `bits` is the
+    /// flow's but for its length (its TCP flags aside).
+    fn other_len(&self, bits: u16, meta: Bytes16, h: &Self::Head) -> bool;
+
+    /// The flow's TCP flags, when it is TCP (its packets' flags are
+    /// compared too).
+    fn tcp_flags(&self) -> Option<u8>;
+
+    /// The pattern and key of a packet (`m`; `l3`, its L3 bytes up to its
+    /// length), if its key can be told by the pattern's bytes.
+    fn of(m: &Meta, l3: &[u8]) -> Option<(Self, PacketKey)>;
+
+    #[inline(always)]
+    fn is_tcp(&self) -> bool {
+        self.tcp_flags().is_some()
+    }
+
+    /// Whether TCP flags `flags` are the flow's, if it is TCP.
+    #[inline(always)]
+    fn tcp_agrees(&self, flags: u8) -> bool {
+        self.tcp_flags().is_none_or(|t| t == flags)
+    }
+}
+
+/// [`FlowPattern::compare`] of the flow's packets.
+pub(crate) const SAME: u16 = 0xffff;
+
+/// Metadata bytes 0-7 (`off`, `len`, `rx_if`, `tx_if`) and 8-15
+/// (`l3_off`, `vlan`, `error`, `flags`) an accepted flow's packets share:
+/// the receiving interface, L3 offset, VLAN and traced flag. (Their
+/// length is the L3 offset plus the header's length, which the header
+/// lanes hold.)
+pub(crate) const SHORTCUT_META: (u64, u64) = (0xffff << 32, 0xffff | 0xffff << 16 | (flags::TRACED as u64) << 48);
+
+/// [`meta16`] under [`SHORTCUT_META`].
+#[inline(always)]
+pub(crate) fn meta_masked(meta: Bytes16) -> Bytes16 {
+    meta.and(Bytes16::from_words(SHORTCUT_META.0, SHORTCUT_META.1))
+}
+
+/// A packet's metadata bytes 0-15 as [`Bytes16`] (one load). The input
+/// nodes read them before they write the metadata: a 16-byte load just
+/// after a narrower store to the same bytes waits for the store (no
+/// forwarding), which cost more time than the whole compare.
+#[inline(always)]
+pub(crate) fn meta16(m: &Meta) -> Bytes16 {
+    Bytes16::load(m.head())
+}
+
+/// An input node's shortcut through its input rule set (module docs).
+pub(crate) struct AclShortcut<P> {
+    acls: Snapshot<AclTable>,
+    /// The flow of this batch.
+    flow: Flow<P>,
+    /// A flow learnt during this batch, which the next batch takes.
+    learnt: Option<Flow<P>>,
+    /// Taken since the last flush, besides those of the flow's length
+    /// that the input node counts: packets of other lengths and their
+    /// bytes.
+    others: u64,
+    bytes: u64,
+}
+
+/// An accepted flow: its pattern, its rule set and deciding rule, the
+/// length of the packet it was learnt from.
+#[derive(Clone, Copy)]
+struct Flow<P> {
+    pattern: P,
+    set: u16,
+    rule: Option<u32>,
+    len: u16,
+}
+
+impl<P: FlowPattern> AclShortcut<P> {
+    pub(crate) fn new(acls: Snapshot<AclTable>) -> Self {
+        AclShortcut {
+            acls,
+            flow: Flow { pattern: P::NONE, set: 0, rule: None, len: 0 },
+            learnt: None,
+            others: 0,
+            bytes: 0,
+        }
+    }
+
+    /// At the start of a batch: takes the flow learnt during the last one;
+    /// forgets flows when the interface table (`ifs_changed`) or the rule
+    /// table changed. The batch's pattern.
+    #[inline]
+    pub(crate) fn start(&mut self, ifs_changed: bool) -> P {
+        if let Some(f) = self.learnt.take() {
+            self.flow = f;
+        }
+        if self.acls.refresh() || ifs_changed {
+            self.flow.pattern = P::NONE;
+        }
+        self.flow.pattern
+    }
+
+    /// Counts a packet that [`FlowPattern::other_len`] found the flow's
+    /// but for its length, if its TCP flags (`tcp`) are the flow's and its
+    /// length holds the transport bytes the flow's key reads; whether it
+    /// does.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn take_other_len(&mut self, m: &Meta, tcp: u8) -> bool {
+        if !self.flow.pattern.tcp_agrees(tcp) || usize::from(m.len) < usize::from(m.l3_off) + P::KEY_BYTES {
+            return false;
+        }
+        self.bytes += u64::from(m.len);
+        self.others += 1;
+        true
+    }
+
+    /// Learns the flow of a packet (metadata `m`, its L3 bytes `l3` up to
+    /// its length) from its interface's rule set (in `ifs`), if the rule
+    /// set accepts it and no count-only rule sees it; the next batch takes
+    /// it. The packet itself goes on to the ACL node.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn learn(&mut self, ifs: &IfTable, m: &Meta, l3: &[u8]) {
+        if m.flags & flags::TRACED != 0 {
+            return;
+        }
+        let Some(set) = ifs.get(m.rx_if).and_then(|f| f.acl_in) else { return };
+        let Some(rules) = self.acls.current().get(set) else { return };
+        let Some((pattern, key)) = P::of(m, l3) else { return };
+        let v = rules.classifier.classify(&key);
+        if v.action != Action::Accept || v.counted() {
+            return;
+        }
+        self.learnt = Some(Flow { pattern, set, rule: v.rule, len: m.len });
+    }
+
+    /// At the end of a batch: adds what the batch's flow took (`hits` of
+    /// its length, counted by the caller, besides the others) to its rule's
+    /// counters (`worker`'s); the packets taken since the last call.
+    #[inline]
+    pub(crate) fn finish(&mut self, worker: u16, hits: u64) -> u64 {
+        let others = std::mem::take(&mut self.others);
+        let bytes = std::mem::take(&mut self.bytes) + hits * u64::from(self.flow.len);
+        let taken = hits + others;
+        if taken != 0
+            && let Some(c) = self.acls.current().get(self.flow.set).and_then(|s| s.counters.get(usize::from(worker)))
+        {
+            c.add_n(self.flow.rule, taken, bytes);
+        }
+        taken
+    }
+}
+
+/// The packets before the first look at whether the shortcut stopped,
+/// and between the later ones.
+const SHORTCUT_FIRST_RUN: usize = 16;
+const SHORTCUT_RUN: usize = 64;
+
+/// How an input node's validation asks the shortcut: not at all (the
+/// interface has a rule set or not), against the flow's pattern, and
+/// against its TCP flags too.
+pub(crate) const NO_FLOW: u8 = 0;
+pub(crate) const FLOW: u8 = 1;
+pub(crate) const TCP_FLOW: u8 = 2;
+
+/// An input node's validation of one packet with input rule sets: the
+/// next index, asking `acl` ([`InputAcl::direct`]) how to ask for the
+/// packets it sends to the lookup.
+pub(crate) trait ValidateAcl<P: FlowPattern> {
+    fn validate<const S: u8>(&self, cx: &mut Cx<'_>, p: PktIdx, acl: &mut InputAcl<'_, P>) -> u16;
+}
+
+/// An input node's validation over a batch with input rule sets (which
+/// interfaces have one, the interface table, the shortcut and its flow's
+/// pattern); the packets the
+/// flow's pattern took. The pattern takes packets only until the first
+/// packet that goes to the ACL node, so that the lookup sees the packets
+/// in their order (those taken reach it first); the rest of the batch
+/// only asks whether the interface has a rule set, from the next run of
+/// packets on ([`SHORTCUT_FIRST_RUN`], then [`SHORTCUT_RUN`] packets;
+/// traffic of many flows pays for a few compares a batch). Then learns
+/// the flow of the batch's last packet for the ACL node, which the next
+/// batch most likely starts with.
+#[inline(never)]
+pub(crate) fn validate_batch_acl<P: FlowPattern, V: ValidateAcl<P>>(
+    cx: &mut Cx<'_>,
+    pkts: &[PktIdx],
+    next: &mut [u16],
+    v: &V,
+    (by_if, ifs, shortcut, flow): (&[bool], &IfTable, &mut AclShortcut<P>, P),
+) -> u64 {
+    let mut acl = InputAcl { by_if, shortcut, flow, hits: 0, stopped: false };
+    let (mut done, mut run) = (0, SHORTCUT_FIRST_RUN);
+    while done < pkts.len().min(next.len()) {
+        if acl.stopped {
+            break;
+        }
+        let end = pkts.len().min(next.len()).min(done + run);
+        let (Some(nc), Some(pc)) = (next.get_mut(done..end), pkts.get(done..end)) else { break };
+        (done, run) = (end, SHORTCUT_RUN);
+        if flow.is_tcp() {
+            for (o, &p) in nc.iter_mut().zip(pc) {
+                *o = v.validate::<TCP_FLOW>(cx, p, &mut acl);
+            }
+        } else {
+            for (o, &p) in nc.iter_mut().zip(pc) {
+                *o = v.validate::<FLOW>(cx, p, &mut acl);
+            }
+        }
+    }
+    let rest = next.get_mut(done..).unwrap_or_default().iter_mut().zip(pkts.get(done..).unwrap_or_default());
+    for (o, &p) in rest {
+        *o = v.validate::<NO_FLOW>(cx, p, &mut acl);
+    }
+    // Without a stop, no packet went to the ACL node.
+    if acl.stopped
+        && let Some(i) = next.iter().rposition(|&n| n == P::ACL_NEXT)
+        && let Some(&p) = pkts.get(i)
+    {
+        let (m, d) = cx.pool.pkt(p);
+        acl.shortcut.learn(ifs, m, d.get(usize::from(m.l3_off)..).unwrap_or_default());
+    }
+    acl.hits
+}
+
+/// An input node's part of an input rule set during a batch: which
+/// interfaces have one, and the flow it last accepted ([`AclShortcut`]):
+/// its pattern at hand, the packets it took, whether a packet went to the
+/// ACL node (after which the pattern takes none).
+pub(crate) struct InputAcl<'a, P> {
+    pub(crate) by_if: &'a [bool],
+    shortcut: &'a mut AclShortcut<P>,
+    flow: P,
+    hits: u64,
+    stopped: bool,
+}
+
+impl<P: FlowPattern> InputAcl<'_, P> {
+    /// The next index of a packet with an ordinary header bound for the
+    /// lookup (`m`; `h`: its L3 bytes the pattern compares; `tcp`: its TCP
+    /// flags, read when `S` is [`TCP_FLOW`]): the lookup (1), unless its
+    /// interface has an input rule set that has not accepted its flow yet
+    /// (the ACL node). `S`: how to ask ([`FLOW`]). `meta`: [`meta16`] of
+    /// `m`, read before the node wrote to `m`.
+    #[inline(always)]
+    pub(crate) fn direct<const S: u8>(&mut self, meta: Bytes16, m: &Meta, h: &P::Head, tcp: u8) -> u16 {
+        if S == NO_FLOW {
+            return self.ask(m);
+        }
+        let bits = self.flow.compare(meta, h);
+        if bits == SAME && (S != TCP_FLOW || self.flow.tcp_agrees(tcp)) {
+            self.hits += 1;
+            return 1;
+        }
+        self.missed(meta, m, h, tcp, bits)
+    }
+
+    /// [`Self::direct`] for a packet the flow's pattern did not take
+    /// (`bits`: [`FlowPattern::compare`]): the flow's at another length,
+    /// or for the ACL node; then the pattern takes no more packets in this
+    /// batch.
+    #[inline(never)]
+    fn missed(&mut self, meta: Bytes16, m: &Meta, h: &P::Head, tcp: u8, bits: u16) -> u16 {
+        if self.flow.other_len(bits, meta, h) && self.shortcut.take_other_len(m, tcp) {
+            return 1;
+        }
+        let n = self.ask(m);
+        if n != 1 {
+            self.stop();
+        }
+        n
+    }
+
+    /// A packet went to the ACL node: the pattern takes no more packets in
+    /// this batch, which keeps their order.
+    #[inline]
+    pub(crate) fn stop(&mut self) {
+        self.flow = P::NONE;
+        self.stopped = true;
+    }
+
+    /// Whether the receiving interface has an input rule set: then the
+    /// ACL node, else the lookup (1).
+    #[inline(always)]
+    fn ask(&self, m: &Meta) -> u16 {
+        if self.by_if.get(usize::from(m.rx_if)).copied().unwrap_or(false) { P::ACL_NEXT } else { 1 }
+    }
+}
+
+/// An accepted IPv6 flow's pattern: metadata bytes 0-15 under
+/// [`SHORTCUT_META`] and L3 bytes 0-47 in three lanes under
+/// [`PATTERN6_MASKS`] (version and DSCP, payload length, next header,
+/// both addresses, the first four transport bytes: ports, ICMPv6 type and
+/// code with the checksum), the TCP flags (L3 byte 53) when TCP. Only for
+/// packets whose next header is not an extension header (their key reads
+/// no byte past the transport header's first 14), with the transport
+/// bytes the key reads: 48 L3 bytes, 54 for TCP. Without a flow, byte 0 is
+/// 0, which no packet that asks has (they are version 6).
+///
+/// Measured (callgrind, `--scenario single-flow6-50fw` against plain6):
+/// see docs/PERFORMANCE.md, "The shortcut for IPv6".
+#[derive(Clone, Copy)]
+pub(crate) struct Pattern6 {
+    meta: Bytes16,
+    h: [Bytes16; 3],
+    tcp_flags: Option<u8>,
+}
+
+/// [`Pattern6`]'s masks of L3 bytes 0-15, 16-31, 32-47 (little-endian
+/// words): bytes 0, 1 (the DSCP's top two bits), 4-6 (payload length,
+/// next header), 8-43; not the flow label, hop limit, or bytes 44-47
+/// (UDP length and checksum, TCP sequence number).
+const PATTERN6_MASKS: [(u64, u64); 3] = [(0x00ff_ffff_0000_c0ff, !0), (!0, !0), (!0, 0xffff_ffff)];
+/// Lane 0's payload length bytes (4, 5) as compare bits.
+const PAYLOAD_LEN6: u16 = 0b11_0000;
+
+#[inline(always)]
+fn lanes6(h: &[u8; 48]) -> [Bytes16; 3] {
+    let lane = |i: usize| {
+        let b = h.get(16 * i..).and_then(|r| r.first_chunk::<16>()).unwrap_or(&[0; 16]);
+        let (w0, w1) = PATTERN6_MASKS[i];
+        Bytes16::load(b).and(Bytes16::from_words(w0, w1))
+    };
+    [lane(0), lane(1), lane(2)]
+}
+
+impl FlowPattern for Pattern6 {
+    type Head = [u8; 48];
+    const KEY_BYTES: usize = 54;
+    const NONE: Pattern6 = Pattern6 { meta: Bytes16::ZERO, h: [Bytes16::ZERO; 3], tcp_flags: None };
+    const ACL_NEXT: u16 = 3;
+
+    #[inline(always)]
+    fn compare(&self, meta: Bytes16, h: &[u8; 48]) -> u16 {
+        let [l0, l1, l2] = lanes6(h);
+        meta_masked(meta).eq(self.meta).and(l0.eq(self.h[0])).and(l1.eq(self.h[1])).and(l2.eq(self.h[2])).top_bits()
+    }
+
+    /// Lane 0's payload length bytes share their compare bits with the
+    /// metadata's receiving interface and address bytes of the other
+    /// lanes, so the packet is compared again with lane 0 alone asked
+    /// about the length.
+    fn other_len(&self, _bits: u16, meta: Bytes16, h: &[u8; 48]) -> bool {
+        let [l0, l1, l2] = lanes6(h);
+        let rest = meta_masked(meta).eq(self.meta).and(l1.eq(self.h[1])).and(l2.eq(self.h[2])).top_bits();
+        let first = l0.eq(self.h[0]).top_bits();
+        rest == SAME && first != SAME && first | PAYLOAD_LEN6 == SAME
+    }
+
+    #[inline(always)]
+    fn tcp_flags(&self) -> Option<u8> {
+        self.tcp_flags
+    }
+
+    fn of(m: &Meta, l3: &[u8]) -> Option<(Pattern6, PacketKey)> {
+        let h = l3.first_chunk::<48>()?;
+        let proto = h[6];
+        if h[0] >> 4 != 6 || IpProtocol(proto).is_ipv6_ext_header() || proto == 6 && l3.len() < 54 {
+            return None;
+        }
+        let mut key = key_v6(l3);
+        key.in_if = m.rx_if;
+        key.vlan = m.vlan;
+        let tcp_flags = (proto == 6).then(|| l3.get(53).copied().unwrap_or(0));
+        Some((Pattern6 { meta: meta_masked(meta16(m)), h: lanes6(h), tcp_flags }, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The IPv6 pattern takes a packet only when every byte of the key
+    /// (version and DSCP, next header, addresses, the first four transport
+    /// bytes), the payload length, the receiving interface, VLAN and L3
+    /// offset agree and it is not traced; another payload length alone
+    /// makes it the flow's at another length; the flow label, hop limit
+    /// and transport bytes 4-7 do not matter. Extension headers and TCP
+    /// headers without their flags have no pattern.
+    #[test]
+    fn pattern6_sees_every_key_field() {
+        for proto in [6u8, 17, 58] {
+            let mut l3 = [0u8; 60];
+            l3[0] = 0x60;
+            l3[4..6].copy_from_slice(&20u16.to_be_bytes());
+            l3[6] = proto;
+            l3[7] = 64;
+            l3[8] = 0x20;
+            l3[23] = 2;
+            l3[24] = 0x20;
+            l3[39] = 1;
+            l3[40..44].copy_from_slice(&[0x04, 0xd2, 0x00, 0x35]);
+            l3[53] = 0x12;
+            let m = Meta { off: 64, len: 14 + 60, rx_if: 1, tx_if: 2, l3_off: 14, vlan: 3, ..Meta::default() };
+            let (p, key) = Pattern6::of(&m, &l3).expect("pattern");
+            assert_eq!(key, {
+                let mut k = key_v6(&l3);
+                k.in_if = 1;
+                k.vlan = 3;
+                k
+            });
+            let h = l3.first_chunk::<48>().expect("48");
+            let takes = |m: &Meta, h: &[u8; 48], tcp: u8| p.compare(meta16(m), h) == SAME && p.tcp_agrees(tcp);
+            let other_len = |m: &Meta, h: &[u8; 48]| {
+                let b = p.compare(meta16(m), h);
+                b != SAME && p.other_len(b, meta16(m), h)
+            };
+            assert!(takes(&m, h, 0x12), "proto {proto}");
+            assert_eq!(takes(&m, h, 0x10), proto != 6, "proto {proto}: TCP flags");
+            assert!(Pattern6::NONE.compare(meta16(&m), h) != SAME);
+            for at in 0..48 {
+                for bit in [0x01u8, 0x80] {
+                    let mut o = *h;
+                    o[at] ^= bit;
+                    let key = matches!(at, 0 | 6 | 8..=43) || (at == 1 && bit == 0x80);
+                    let length = matches!(at, 4 | 5);
+                    assert_eq!(takes(&m, &o, 0x12), !key && !length, "proto {proto} byte {at} bit {bit:#x}");
+                    assert_eq!(other_len(&m, &o), length, "proto {proto} byte {at} bit {bit:#x}");
+                }
+            }
+            for (what, o) in [
+                ("rx_if", Meta { rx_if: 4, ..m }),
+                ("vlan", Meta { vlan: 4, ..m }),
+                ("l3_off", Meta { l3_off: 18, ..m }),
+                ("traced", Meta { flags: flags::TRACED, ..m }),
+            ] {
+                assert!(!takes(&o, h, 0x12) && !other_len(&o, h), "proto {proto}: {what}");
+            }
+            for (what, o) in [
+                ("len", Meta { len: 14 + 61, ..m }),
+                ("off", Meta { off: 0, ..m }),
+                ("tx_if", Meta { tx_if: 9, ..m }),
+                ("error", Meta { error: 5, ..m }),
+                ("flags", Meta { flags: flags::L3_CSUM_OK, ..m }),
+            ] {
+                assert!(takes(&o, h, 0x12), "proto {proto}: {what}");
+            }
+        }
+        let m = Meta { l3_off: 14, ..Meta::default() };
+        let mut l3 = [0u8; 60];
+        l3[0] = 0x60;
+        for (what, proto, len) in [("hop-by-hop", 0, 60), ("fragment", 44, 60), ("TCP cut", 6, 53), ("short", 17, 47)] {
+            l3[6] = proto;
+            assert!(Pattern6::of(&m, &l3[..len]).is_none(), "{what}");
+        }
+        l3[0] = 0x40;
+        l3[6] = 17;
+        assert!(Pattern6::of(&m, &l3).is_none(), "version 4");
+    }
+}
