@@ -352,8 +352,10 @@ impl<P: FlowPattern> InputAcl<'_, P> {
 /// bytes the key reads: 48 L3 bytes, 54 for TCP. Without a flow, byte 0 is
 /// 0, which no packet that asks has (they are version 6).
 ///
-/// Measured (callgrind, `--scenario single-flow6-50fw` against plain6):
-/// see docs/PERFORMANCE.md, "The shortcut for IPv6".
+/// Measured (callgrind, instructions per packet of `tern bench engine
+/// --packets 1000000 --scenario single-flow6-50fw` over plain6's 552.1):
+/// 285.7 with every packet's key built in `ip6-acl-in`, 19.4 with the
+/// shortcut (docs/PERFORMANCE.md, "The shortcut for IPv6").
 #[derive(Clone, Copy)]
 pub(crate) struct Pattern6 {
     meta: Bytes16,
