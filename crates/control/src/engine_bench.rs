@@ -36,6 +36,10 @@ pub enum Scenario {
     /// receiving interface: the IPv6 firewall against plain6.
     #[serde(rename = "single-flow6-50fw")]
     SingleFlow6_50fw,
+    /// single-flow6-50fw's rules and destination with random ports: 1024
+    /// flows, each packet's key its own.
+    #[serde(rename = "multi-flow6-50fw")]
+    MultiFlow6_50fw,
     /// Random destinations in one /24, many ports; 50 rules; every packet
     /// GRE-encapsulated to a static tunnel remote.
     GreMultiFlow,
@@ -55,11 +59,12 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::Plain,
         Scenario::Plain6,
         Scenario::SingleFlow50fw,
         Scenario::SingleFlow6_50fw,
+        Scenario::MultiFlow6_50fw,
         Scenario::Gre,
         Scenario::GreMultiFlow,
         Scenario::Routes900k50fw,
@@ -73,6 +78,7 @@ impl Scenario {
             Scenario::Plain6 => "plain6",
             Scenario::SingleFlow50fw => "single-flow-50fw",
             Scenario::SingleFlow6_50fw => "single-flow6-50fw",
+            Scenario::MultiFlow6_50fw => "multi-flow6-50fw",
             Scenario::GreMultiFlow => "gre-multi-flow",
             Scenario::Gre => "gre",
             Scenario::Routes900k50fw => "900k-routes-50fw",
@@ -377,6 +383,23 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             )],
             routes: Vec::new(),
             acl: if sc == Scenario::Plain6 { None } else { Some(tern_acl::scenario_50_drop_rules_v6()) },
+            gre: false,
+        },
+        Scenario::MultiFlow6_50fw => Setup {
+            scenario: sc,
+            frames: (0..1024)
+                .map(|_| {
+                    udp6_frame(
+                        MAC_IN,
+                        std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, 1),
+                        (rng.next() % 60000 + 1024) as u16,
+                        (rng.next() % 60000 + 1024) as u16,
+                        len,
+                    )
+                })
+                .collect(),
+            routes: Vec::new(),
+            acl: Some(tern_acl::scenario_50_drop_rules_v6()),
             gre: false,
         },
         Scenario::SingleFlow50fw => Setup {
@@ -768,7 +791,11 @@ mod tests {
     #[test]
     fn firewall_scenarios_accept_every_packet_by_default() {
         let opts = EngineBenchOpts { packets: Some(5000), ..EngineBenchOpts::default() };
-        for (sc, node) in [(Scenario::SingleFlow50fw, "ip4-acl-in"), (Scenario::SingleFlow6_50fw, "ip6-acl-in")] {
+        for (sc, node) in [
+            (Scenario::SingleFlow50fw, "ip4-acl-in"),
+            (Scenario::SingleFlow6_50fw, "ip6-acl-in"),
+            (Scenario::MultiFlow6_50fw, "ip6-acl-in"),
+        ] {
             let su = setup(sc, &opts, &mut None).expect("setup");
             assert_eq!(su.acl.as_ref().map(|s| s.rules.len()), Some(50), "{}: 50 rules", sc.name());
             let run = measure(&su, &opts).expect("run");

@@ -24,7 +24,7 @@
 //! 6, the node ~5), 21.1 with the shortcut; traffic of many flows pays ~4
 //! more (gre-multi-flow, drop-test, 900k-routes-50fw). By time the
 //! shortcut was slower than `ip4-acl-in` until the metadata was read
-//! before `ip4-input` writes it ([`meta16`]). IPv6: see [`Pattern6`].
+//! before `ip4-input` writes it ([`meta16`]). IPv6: [`Pattern6`].
 
 use crate::acl::key_v6;
 use crate::state::{AclTable, IfTable};
