@@ -32,6 +32,10 @@ pub enum Scenario {
     /// One destination, one port pair; 50 drop rules (src 1.1.N.1), default accept.
     #[serde(rename = "single-flow-50fw")]
     SingleFlow50fw,
+    /// single-flow-50fw's rules as the transmitting interface's output
+    /// rule set instead of the input's: what an egress firewall costs.
+    #[serde(rename = "single-flow-50fw-out")]
+    SingleFlow50fwOut,
     /// plain6's flow with [`tern_acl::scenario_50_drop_rules_v6`] on the
     /// receiving interface: the IPv6 firewall against plain6.
     #[serde(rename = "single-flow6-50fw")]
@@ -59,10 +63,11 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Plain,
         Scenario::Plain6,
         Scenario::SingleFlow50fw,
+        Scenario::SingleFlow50fwOut,
         Scenario::SingleFlow6_50fw,
         Scenario::MultiFlow6_50fw,
         Scenario::Gre,
@@ -77,6 +82,7 @@ impl Scenario {
             Scenario::Plain => "plain",
             Scenario::Plain6 => "plain6",
             Scenario::SingleFlow50fw => "single-flow-50fw",
+            Scenario::SingleFlow50fwOut => "single-flow-50fw-out",
             Scenario::SingleFlow6_50fw => "single-flow6-50fw",
             Scenario::MultiFlow6_50fw => "multi-flow6-50fw",
             Scenario::GreMultiFlow => "gre-multi-flow",
@@ -402,7 +408,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: Some(tern_acl::scenario_50_drop_rules_v6()),
             gre: false,
         },
-        Scenario::SingleFlow50fw => Setup {
+        Scenario::SingleFlow50fw | Scenario::SingleFlow50fwOut => Setup {
             scenario: sc,
             frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
             routes: Vec::new(),
@@ -526,7 +532,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     fib.set_neighbor(1, gw6, Some(MAC_GW));
 
     let mut in0 = iface(0, "in0", MAC_IN, "10.0.1.1".parse().map_err(|_| "a")?);
-    let out0 = iface(1, "out0", MAC_OUT, "10.0.2.1".parse().map_err(|_| "a")?);
+    let mut out0 = iface(1, "out0", MAC_OUT, "10.0.2.1".parse().map_err(|_| "a")?);
     let mut ifs = vec![];
     let mut acl_table = AclTable::default();
     let mut acl_rules = 0;
@@ -540,7 +546,11 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         acl_rules = classifier.rule_count();
         let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
         acl_table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
-        in0.acl_in = Some(0);
+        if su.scenario == Scenario::SingleFlow50fwOut {
+            out0.acl_out = Some(0);
+        } else {
+            in0.acl_in = Some(0);
+        }
     }
     ifs.push(in0);
     ifs.push(out0);
@@ -793,6 +803,7 @@ mod tests {
         let opts = EngineBenchOpts { packets: Some(5000), ..EngineBenchOpts::default() };
         for (sc, node) in [
             (Scenario::SingleFlow50fw, "ip4-acl-in"),
+            (Scenario::SingleFlow50fwOut, "ip4-acl-out"),
             (Scenario::SingleFlow6_50fw, "ip6-acl-in"),
             (Scenario::MultiFlow6_50fw, "ip6-acl-in"),
         ] {

@@ -36,6 +36,7 @@ pub struct EngineArgs {
     routes: Option<PathBuf>,
     /// Scenarios to measure after plain forwarding, comma-separated, or
     /// "all": plain6 (one UDP/IPv6 flow), single-flow-50fw,
+    /// single-flow-50fw-out (its rules on the output interface),
     /// single-flow6-50fw (plain6 with 50 IPv6 rules), multi-flow6-50fw
     /// (the same with 1024 flows), gre,
     /// gre-multi-flow, 900k-routes-50fw, drop-test, acl-10k.
