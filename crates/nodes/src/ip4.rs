@@ -149,30 +149,24 @@ impl ValidateAcl<Pattern> for Validate4 {
     }
 }
 
-/// [`through_acl_in`] for `ip4-input`'s general paths: a packet for
-/// `ip4-acl-in` stops the shortcut for the rest of the batch.
+/// `ip4-input`'s general paths with input rule sets (`acl`): a packet
+/// bound for `ip4-lookup` (`n == 1`) or Linux ([`I_NEXT_PUNT`]) goes
+/// through its receiving interface's input rule set first, if it has
+/// one; a packet for `ip4-acl-in` stops the shortcut for the rest of the
+/// batch.
 #[inline]
 fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_, Pattern>>) -> u16 {
     let Some(a) = acl else { return n };
-    let n = through_acl_in(n, rx_if, Some(a.by_if));
-    if n == 2 {
-        a.stop();
+    if !a.has_rules(rx_if) {
+        return n;
     }
-    n
-}
-
-/// A packet bound for `ip4-lookup` (`n == 1`) or Linux ([`I_NEXT_PUNT`])
-/// goes through its receiving interface's input rule set first, if it
-/// has one (`acl_in` by interface index).
-#[inline(always)]
-fn through_acl_in(n: u16, rx_if: u16, acl_in: Option<&[bool]>) -> u16 {
-    match acl_in {
-        Some(t) if t.get(usize::from(rx_if)).copied().unwrap_or(false) => match n {
-            1 => 2,
-            I_NEXT_PUNT => I_NEXT_PUNT_ACL,
-            n => n,
-        },
-        _ => n,
+    match n {
+        1 => {
+            a.stop();
+            2
+        }
+        I_NEXT_PUNT => I_NEXT_PUNT_ACL,
+        n => n,
     }
 }
 

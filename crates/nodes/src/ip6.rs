@@ -193,7 +193,7 @@ fn validate6<const S: u8>(
     }
     let n = validate6_general(cx, ifs, p, punt);
     let Some(a) = acl else { return n };
-    if !a.by_if.get(usize::from(cx.pool.meta(p).rx_if)).copied().unwrap_or(false) {
+    if !a.has_rules(cx.pool.meta(p).rx_if) {
         return n;
     }
     match n {

@@ -283,7 +283,7 @@ pub(crate) fn validate_batch_acl<P: FlowPattern, V: ValidateAcl<P>>(
 /// its pattern at hand, the packets it took, whether a packet went to the
 /// ACL node (after which the pattern takes none).
 pub(crate) struct InputAcl<'a, P> {
-    pub(crate) by_if: &'a [bool],
+    by_if: &'a [bool],
     shortcut: &'a mut AclShortcut<P>,
     flow: P,
     hits: u64,
@@ -338,7 +338,13 @@ impl<P: FlowPattern> InputAcl<'_, P> {
     /// ACL node, else the lookup (1).
     #[inline(always)]
     fn ask(&self, m: &Meta) -> u16 {
-        if self.by_if.get(usize::from(m.rx_if)).copied().unwrap_or(false) { P::ACL_NEXT } else { 1 }
+        if self.has_rules(m.rx_if) { P::ACL_NEXT } else { 1 }
+    }
+
+    /// Whether interface `rx_if` has an input rule set.
+    #[inline(always)]
+    pub(crate) fn has_rules(&self, rx_if: u16) -> bool {
+        self.by_if.get(usize::from(rx_if)).copied().unwrap_or(false)
     }
 }
 
