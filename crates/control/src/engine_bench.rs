@@ -40,6 +40,10 @@ pub enum Scenario {
     /// receiving interface: the IPv6 firewall against plain6.
     #[serde(rename = "single-flow6-50fw")]
     SingleFlow6_50fw,
+    /// single-flow6-50fw's rules as the transmitting interface's output
+    /// rule set: the IPv6 egress firewall against plain6.
+    #[serde(rename = "single-flow6-50fw-out")]
+    SingleFlow6_50fwOut,
     /// single-flow6-50fw's rules and destination with random ports: 1024
     /// flows, each packet's key its own.
     #[serde(rename = "multi-flow6-50fw")]
@@ -63,12 +67,13 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Plain,
         Scenario::Plain6,
         Scenario::SingleFlow50fw,
         Scenario::SingleFlow50fwOut,
         Scenario::SingleFlow6_50fw,
+        Scenario::SingleFlow6_50fwOut,
         Scenario::MultiFlow6_50fw,
         Scenario::Gre,
         Scenario::GreMultiFlow,
@@ -84,6 +89,7 @@ impl Scenario {
             Scenario::SingleFlow50fw => "single-flow-50fw",
             Scenario::SingleFlow50fwOut => "single-flow-50fw-out",
             Scenario::SingleFlow6_50fw => "single-flow6-50fw",
+            Scenario::SingleFlow6_50fwOut => "single-flow6-50fw-out",
             Scenario::MultiFlow6_50fw => "multi-flow6-50fw",
             Scenario::GreMultiFlow => "gre-multi-flow",
             Scenario::Gre => "gre",
@@ -378,7 +384,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             };
             Setup { scenario: sc, frames, routes, acl: None, gre: false }
         }
-        Scenario::Plain6 | Scenario::SingleFlow6_50fw => Setup {
+        Scenario::Plain6 | Scenario::SingleFlow6_50fw | Scenario::SingleFlow6_50fwOut => Setup {
             scenario: sc,
             frames: vec![udp6_frame(
                 MAC_IN,
@@ -546,7 +552,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         acl_rules = classifier.rule_count();
         let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
         acl_table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
-        if su.scenario == Scenario::SingleFlow50fwOut {
+        if matches!(su.scenario, Scenario::SingleFlow50fwOut | Scenario::SingleFlow6_50fwOut) {
             out0.acl_out = Some(0);
         } else {
             in0.acl_in = Some(0);
@@ -797,7 +803,7 @@ mod tests {
 
     /// The firewall scenarios pass every packet through all their rules:
     /// each is accepted by the default and forwarded, and the rule set is
-    /// asked about every packet (by its node or ip4-input's shortcut).
+    /// asked about every packet (by its node or the node's shortcut).
     #[test]
     fn firewall_scenarios_accept_every_packet_by_default() {
         let opts = EngineBenchOpts { packets: Some(5000), ..EngineBenchOpts::default() };
@@ -805,6 +811,7 @@ mod tests {
             (Scenario::SingleFlow50fw, "ip4-acl-in"),
             (Scenario::SingleFlow50fwOut, "ip4-acl-out"),
             (Scenario::SingleFlow6_50fw, "ip6-acl-in"),
+            (Scenario::SingleFlow6_50fwOut, "ip6-acl-out"),
             (Scenario::MultiFlow6_50fw, "ip6-acl-in"),
         ] {
             let su = setup(sc, &opts, &mut None).expect("setup");

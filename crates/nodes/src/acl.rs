@@ -400,6 +400,12 @@ impl FlowPattern for Pattern {
         self.tcp_flags
     }
 
+    #[inline(always)]
+    fn head(l3: &[u8]) -> Option<(&[u8; 34], u8)> {
+        let h = l3.first_chunk::<34>()?;
+        Some((h, h[33]))
+    }
+
     fn of(m: &Meta, l3: &[u8]) -> Option<(Pattern, PacketKey)> {
         let h = l3.first_chunk::<34>()?;
         let sig = FlowSig::v4(h, m.rx_if, 0, m.vlan);

@@ -39,11 +39,12 @@ fn rng(mut x: u64) -> impl FnMut() -> u64 {
 }
 
 /// Publishes one rule set (index 0) holding one rule, given as TOML keys,
-/// and default accept.
+/// and default accept. Interface names: lan, wan.
 pub(crate) fn publish_rules(shared: &Shared, rule: &str) {
     let text = format!("[[acl]]\nname = \"T\"\ndefault = \"accept\"\n[[acl.rule]]\n{rule}\n");
     let set = tern_acl::parse_toml(&text).expect("rules").remove(0);
-    let classifier = tern_acl::compile(&set, &|_| None).expect("compile");
+    let names = |n: &str| ["lan", "wan"].iter().position(|&i| i == n).map(|i| i as u16);
+    let classifier = tern_acl::compile(&set, &names).expect("compile");
     let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
     let mut table = AclTable::default();
     table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
@@ -61,6 +62,13 @@ fn iface(index: u16, name: &str, kind: IfKind, port: u16, mac: [u8; 6], addr: &s
 /// the VLAN, ECMP, blackhole, unreachable, prohibit, tern's own
 /// addresses, and an IPv6 route. With `acl_in`, lan has an input rule set.
 fn router(acl_in: bool) -> (Graph, NodeId, Shared) {
+    let (graph, input, shared, _fib) = router_with(acl_in, false);
+    (graph, input, shared)
+}
+
+/// [`router`], with `acl_out`: wan has an output rule set (the same set
+/// as lan's input rule set); and the FIB's writer.
+fn router_with(acl_in: bool, acl_out: bool) -> (Graph, NodeId, Shared, tern_fib::FibWriter) {
     let domain = tern_rcu::Domain::new();
     let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain);
     let p = |s: &str| s.parse::<Prefix>().expect("prefix");
@@ -102,13 +110,14 @@ fn router(acl_in: bool) -> (Graph, NodeId, Shared) {
     ];
     ifs[3].up = false;
     let shared = Shared::new(IfTable::new(ifs.clone()), reader);
-    if acl_in {
+    if acl_in || acl_out {
         publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
-        ifs[0].acl_in = Some(0);
+        ifs[0].acl_in = acl_in.then_some(0);
+        ifs[1].acl_out = acl_out.then_some(0);
         shared.ifaces.publish(IfTable::new(ifs));
     }
     let built = crate::build_graph(&shared, Arc::new(crossbeam_queue::ArrayQueue::new(4))).expect("graph");
-    (built.graph, built.input, shared)
+    (built.graph, built.input, shared, fib)
 }
 
 /// A frame and the interface it arrives on: mostly valid untagged IPv4
@@ -339,8 +348,10 @@ struct Outcome {
     metas: Vec<String>,
 }
 
-fn run(direct: bool, acl_in: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> Outcome {
-    let (graph, input, _shared) = router(acl_in);
+/// `frames` through [`router_with`] (with an input rule set on lan, an
+/// output rule set on wan, or neither).
+fn run(direct: bool, (acl_in, acl_out): (bool, bool), batch: usize, frames: &[(Vec<u8>, u16)]) -> Outcome {
+    let (graph, input, _shared, _fib) = router_with(acl_in, acl_out);
     drive(direct, graph, input, batch, frames)
 }
 
@@ -379,21 +390,21 @@ fn direct_paths_are_the_general_paths() {
     let frames: Vec<(Vec<u8>, u16)> = (0..5000).map(|_| frame(&mut r)).collect();
     let gre_encap = usize::from(router(false).0.info().node_id("gre-encap").expect("gre-encap"));
     let mut forwarded_without_rules = 0;
-    for acl_in in [false, true] {
+    for rules in [(false, false), (true, false), (false, true)] {
         for batch in [1, 7, 256] {
-            let general = run(false, acl_in, batch, &frames);
-            let direct = run(true, acl_in, batch, &frames);
-            if !acl_in {
+            let general = run(false, rules, batch, &frames);
+            let direct = run(true, rules, batch, &frames);
+            let case = format!("rule sets (in, out) {rules:?}, batches of {batch}");
+            if rules == (false, false) {
                 forwarded_without_rules = direct.sent[1].len();
             } else {
-                // The input rule set drops what 10.0.1.66 sends.
+                // The rule set drops what 10.0.1.66 sends.
                 let with = direct.sent[1].len();
                 assert!(
                     with + 5 < forwarded_without_rules,
-                    "batches of {batch}: {with} forwarded with the input rule set, {forwarded_without_rules} without"
+                    "{case}: {with} forwarded with the rule set, {forwarded_without_rules} without"
                 );
             }
-            let case = format!("acl_in {acl_in}, batches of {batch}");
             // The frames exercise both paths and most verdicts.
             assert!(direct.sent[1].len() > 400, "{case}: forwarded to the wan: {}", direct.sent[1].len());
             assert!(direct.sent[0].len() > 50, "{case}: ICMP errors and ARP to the lan: {}", direct.sent[0].len());
@@ -424,7 +435,7 @@ fn a_forwarded_frame_is_rewritten() {
     ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
     let c = !checksum::data(&ip[..20]);
     put16(ip, 10, c);
-    let out = run(true, false, 1, &[(f.clone(), 0)]);
+    let out = run(true, (false, false), 1, &[(f.clone(), 0)]);
     assert_eq!(out.sent[1].len(), 1, "one frame out of the wan");
     let g = &out.sent[1][0];
     assert_eq!(g[0..6], MAC_PEER);
@@ -475,8 +486,8 @@ proptest::proptest! {
                 (f, 0)
             })
             .collect();
-        let general = run(false, false, 16, &frames);
-        let direct = run(true, false, 16, &frames);
+        let general = run(false, (false, false), 16, &frames);
+        let direct = run(true, (false, false), 16, &frames);
         proptest::prop_assert_eq!(direct, general);
     }
 }
@@ -510,10 +521,11 @@ fn v4_frame(src: [u8; 4], dst: [u8; 4], proto: u8, dport: u16, tcp: u8, dscp: u8
 }
 
 /// Runs `frames` (bytes, receiving interface; batches of `batch`) through
-/// a router whose lan has a rule set of several rules: what came out, and
+/// a router whose lan has a rule set of several rules as its input rule
+/// set (or with `out`, wan as its output rule set): what came out, and
 /// the rule set's counters (packets and bytes per rule and the default).
-fn run_rules(direct: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> (Outcome, Vec<(u64, u64)>) {
-    let (graph, input, shared) = router(true);
+fn run_rules(direct: bool, out: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> (Outcome, Vec<(u64, u64)>) {
+    let (graph, input, shared, _fib) = router_with(!out, out);
     publish_rules(
         &shared,
         "action = \"drop\"\nsrc = \"10.0.1.66/32\"\n\
@@ -538,9 +550,19 @@ fn run_rules(direct: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -> (Outcome,
 /// bursts of flows that differ from each other in every key field
 /// (addresses, protocol, ports, TCP flags, DSCP) and in length, accepted,
 /// dropped and seen by a count-only rule; only the packets it takes skip
-/// `ip4-acl-in`, and it counts them.
+/// `ip4-acl-in`, and it counts them. The same for `ip4-rewrite`'s
+/// shortcut through wan's output rule set and `ip4-acl-out`, with flows
+/// that the rewrite node does not send to the rule set (TTL expired, too
+/// big, out to the lan) among them.
 #[test]
-fn acl_shortcut_decides_and_counts_as_ip4_acl_in() {
+fn acl_shortcuts_decide_and_count_as_ip4_acl_nodes() {
+    let ttl = |mut f: Vec<u8>, ttl: u8| {
+        f[14 + 8] = ttl;
+        put16(&mut f, 14 + 10, 0);
+        let c = !checksum::data(&f[14..34]);
+        put16(&mut f, 14 + 10, c);
+        f
+    };
     let flows = [
         v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30),
         v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 200), // another length
@@ -554,18 +576,26 @@ fn acl_shortcut_decides_and_counts_as_ip4_acl_in() {
         v4_frame([10, 0, 1, 2], [198, 18, 0, 99], 17, 4000, 0, 10, 30), // DSCP 10: dropped
         v4_frame([10, 0, 1, 2], [198, 18, 0, 99], 17, 4000, 0, 0, 30), // DSCP 0: accepted
         v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 1, 0, 0, 0, 30),      // ICMP
+        ttl(v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30), 1), // TTL expires
+        ttl(v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30), 9), // another TTL: taken
+        v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 1380), // too big for the wan
+        v4_frame([10, 0, 1, 5], [10, 0, 1, 2], 17, 4000, 0, 0, 30),    // out to the lan
     ];
-    let pairs = [[7, 8], [0, 1], [0, 2], [0, 3], [0, 4], [0, 5], [0, 6], [10, 9], [0, 11]];
-    shortcut_agrees_with_acl_node(&flows, &pairs, false);
+    let pairs = [[7, 8], [0, 1], [0, 2], [0, 3], [0, 4], [0, 5], [0, 6], [10, 9], [0, 11], [0, 12], [0, 13], [0, 14]];
+    let pairs = [pairs.as_slice(), &[[14, 0], [0, 15], [15, 0]]].concat();
+    shortcut_agrees_with_acl_node(&flows, &pairs, false, false);
+    shortcut_agrees_with_acl_node(&flows, &pairs, false, true);
 }
 
 /// `ip6-input`'s shortcut decides and counts as `ip6-acl-in` does, as
 /// `ip4-input`'s; besides the key fields, flows differ in what the key
 /// leaves out (flow label, hop limit: taken) and in what the shortcut
 /// leaves to `ip6-acl-in` (an extension header, a fragment, a TCP header
-/// cut short, transport bytes past the payload).
+/// cut short, transport bytes past the payload). The same for
+/// `ip6-rewrite`'s shortcut and `ip6-acl-out` (with a hop limit that
+/// expires).
 #[test]
-fn acl_shortcut_decides_and_counts_as_ip6_acl_in() {
+fn acl_shortcuts_decide_and_count_as_ip6_acl_nodes() {
     let f = |src: u8, dst: u8, proto: u8, dport: u16, tcp: u8, dscp: u8, payload: usize| V6 {
         src,
         dst,
@@ -600,6 +630,8 @@ fn acl_shortcut_decides_and_counts_as_ip6_acl_in() {
         V6 { cut: 4, ..f(2, 1, 17, 4000, 0, 0, 0) }.frame(), // UDP ports only
         f(2, 1, 6, 22, 0x10, 0, 0).frame(),      // TCP ACK, no data: accepted by a rule
         V6 { cut: 10, ..f(2, 1, 6, 22, 0x10, 0, 0) }.frame(), // cut short: by the default
+        V6 { hop_limit: 1, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(), // hop limit expires
+        f(2, 1, 17, 4000, 0, 0, 1380).frame(),   // too big for the wan
     ];
     let pairs = [
         [7, 8],
@@ -623,8 +655,13 @@ fn acl_shortcut_decides_and_counts_as_ip6_acl_in() {
         [7, 18],
         [21, 22],
         [22, 21],
+        [0, 23],
+        [23, 0],
+        [0, 24],
+        [24, 0],
     ];
-    shortcut_agrees_with_acl_node(&flows, &pairs, true);
+    shortcut_agrees_with_acl_node(&flows, &pairs, true, false);
+    shortcut_agrees_with_acl_node(&flows, &pairs, true, true);
 }
 
 /// An untagged IPv6 frame from the lan's peer (2001:db8:1::`src` to
@@ -714,8 +751,13 @@ impl V6 {
 /// direct paths on and off, in batches of several sizes: the same frames,
 /// drops, metadata and rule counters; only the packets the input node's
 /// shortcut takes skip the ACL node, and it counts them.
-fn shortcut_agrees_with_acl_node(flows: &[Vec<u8>], pairs: &[[usize; 2]], six: bool) {
-    let (input, acl_node) = if six { ("ip6-input", "ip6-acl-in") } else { ("ip4-input", "ip4-acl-in") };
+fn shortcut_agrees_with_acl_node(flows: &[Vec<u8>], pairs: &[[usize; 2]], six: bool, out: bool) {
+    let (input, acl_node) = match (six, out) {
+        (false, false) => ("ip4-input", "ip4-acl-in"),
+        (true, false) => ("ip6-input", "ip6-acl-in"),
+        (false, true) => ("ip4-rewrite", "ip4-acl-out"),
+        (true, true) => ("ip6-rewrite", "ip6-acl-out"),
+    };
     let mut r = rng(0x9e37_79b9_7f4a_7c15);
     let mut frames = Vec::new();
     for pair in pairs {
@@ -729,13 +771,13 @@ fn shortcut_agrees_with_acl_node(flows: &[Vec<u8>], pairs: &[[usize; 2]], six: b
             frames.push((f.clone(), 0));
         }
     }
-    let (graph, ..) = router(true);
+    let (graph, ..) = router_with(!out, out);
     let info = graph.info();
     let acl_in = usize::from(info.node_id(acl_node).expect("acl node"));
     let taken_id = info.errors.iter().position(|e| e.node == input && e.name == "acl-shortcut").expect("counter");
     for batch in [1, 7, 64, 256] {
-        let (general, general_rules) = run_rules(false, batch, &frames);
-        let (mut direct, direct_rules) = run_rules(true, batch, &frames);
+        let (general, general_rules) = run_rules(false, out, batch, &frames);
+        let (mut direct, direct_rules) = run_rules(true, out, batch, &frames);
         let case = format!("{input}, batches of {batch}");
         let taken = direct.errors[taken_id];
         assert_eq!(general.errors[taken_id], 0, "{case}: no shortcut without the direct paths");
@@ -758,20 +800,65 @@ fn shortcut_agrees_with_acl_node(flows: &[Vec<u8>], pairs: &[[usize; 2]], six: b
 fn acl_shortcut_forgets_its_flow_when_the_rules_change() {
     let v6 = V6 { payload: 30, ..V6::default() }.frame();
     let v4 = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
-    for (f, input, drop) in [(v4, "ip4-input", "10.0.1.2/32"), (v6, "ip6-input", "2001:db8:1::2/128")] {
-        let (graph, input_node, shared) = router(true);
+    let cases = [(&v4, "ip4-input", "10.0.1.2/32"), (&v6, "ip6-input", "2001:db8:1::2/128")];
+    let cases = cases.iter().flat_map(|&c| [(c, false), ((c.0, c.1.replace("input", "rewrite").leak(), c.2), true)]);
+    for ((f, node, drop), out) in cases {
+        let (graph, input_node, shared, _fib) = router_with(!out, out);
         publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
         let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
         let mut b = Batches::new(graph, input_node, pool, 2);
         let batch = |b: &mut Batches, t: u64| b.run((0..32).map(|_| (f.as_slice(), 0, 0)), t)[1].len();
-        assert_eq!(batch(&mut b, 0), 32, "{input}");
-        assert_eq!(batch(&mut b, 1_000_000), 32, "{input}");
+        assert_eq!(batch(&mut b, 0), 32, "{node}");
+        assert_eq!(batch(&mut b, 1_000_000), 32, "{node}");
         let info = b.graph.info().clone();
-        let taken_id = info.errors.iter().position(|e| e.node == input && e.name == "acl-shortcut").expect("counter");
-        assert_eq!(b.stats.errors[taken_id].get(), 32, "{input}: the second batch went by the shortcut");
+        let taken_id = info.errors.iter().position(|e| e.node == node && e.name == "acl-shortcut").expect("counter");
+        assert_eq!(b.stats.errors[taken_id].get(), 32, "{node}: the second batch went by the shortcut");
         publish_rules(&shared, &format!("action = \"drop\"\nsrc = \"{drop}\""));
-        assert_eq!(batch(&mut b, 2_000_000), 0, "{input}: dropped by the new rule set");
-        assert_eq!(batch(&mut b, 3_000_000), 0, "{input}: and still");
-        assert_eq!(b.stats.errors[taken_id].get(), 32, "{input}");
+        assert_eq!(batch(&mut b, 2_000_000), 0, "{node}: dropped by the new rule set");
+        assert_eq!(batch(&mut b, 3_000_000), 0, "{node}: and still");
+        assert_eq!(b.stats.errors[taken_id].get(), 32, "{node}");
+    }
+}
+
+/// The output rule set's shortcut keeps to its flow's transmitting
+/// interface: once a route sends the flow out of another interface bound
+/// to the same rule set, whose rule drops it there, the flow is dropped,
+/// though its packets are the flow's byte for byte.
+#[test]
+fn acl_out_shortcut_keeps_to_its_interface() {
+    let v6 = V6 { payload: 30, ..V6::default() }.frame();
+    let v4 = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
+    let ip = |s: &str| s.parse::<IpAddr>().expect("address");
+    for (f, node, route, gw) in
+        [(v4, "ip4-rewrite", "198.18.0.0/16", "10.0.1.2"), (v6, "ip6-rewrite", "2001:db8:18::/48", "2001:db8:1::2")]
+    {
+        let (graph, input_node, shared, mut fib) = router_with(false, true);
+        fib.set_neighbor(0, ip(gw), Some([2, 0, 0, 0, 0, 0x10]));
+        publish_rules(&shared, "action = \"drop\"\noif = \"lan\"");
+        let mut ifs = shared.ifaces.load().ifs.clone();
+        ifs[0].acl_out = Some(0);
+        shared.ifaces.publish(IfTable::new(ifs));
+        let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+        let mut b = Batches::new(graph, input_node, pool, 2);
+        let batch = |b: &mut Batches, t: u64| -> Vec<usize> {
+            b.run((0..32).map(|_| (f.as_slice(), 0, 0)), t).iter().map(Vec::len).collect()
+        };
+        assert_eq!(batch(&mut b, 0), [0, 32], "{node}: out of the wan");
+        assert_eq!(batch(&mut b, 1_000_000), [0, 32], "{node}");
+        let info = b.graph.info().clone();
+        let id = |n: &str, e: &str| info.errors.iter().position(|c| c.node == n && c.name == e).expect("counter");
+        let (taken, denied) = (id(node, "acl-shortcut"), id(&node.replace("rewrite", "acl-out"), "denied"));
+        assert_eq!(b.stats.errors[taken].get(), 32, "{node}: the second batch went by the shortcut");
+        let report = fib.apply([RouteOp::Add(
+            Source::Static,
+            route.parse().expect("prefix"),
+            RouteTarget::Via { gw: ip(gw), ifindex: Some(0) },
+            RouteAttrs::default(),
+        )]);
+        assert_eq!(report.failed, 0);
+        assert_eq!(batch(&mut b, 2_000_000), [0, 0], "{node}: dropped on the way out of the lan");
+        assert_eq!(batch(&mut b, 3_000_000), [0, 0], "{node}: and still");
+        assert_eq!(b.stats.errors[taken].get(), 32, "{node}");
+        assert_eq!(b.stats.errors[denied].get(), 64, "{node}");
     }
 }

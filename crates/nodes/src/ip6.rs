@@ -1,17 +1,17 @@
 //! IPv6 forwarding nodes: `ip6-input`, `ip6-lookup`, `ip6-rewrite`,
 //! `ip6-local` (echo, Neighbour Discovery).
 
-use crate::ip4::icmp_aux;
+use crate::ip4::{RW_ACL_OUT, RW_OUTPUT, RewriteSteps, icmp_aux, rewrite_batch, rewrite_batch_acl};
 use crate::shortcut::{
-    AclShortcut, FlowPattern, InputAcl, NO_FLOW, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
+    AclShortcut, FlowPattern, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
 };
-use crate::state::{Event, IfTable, Iface, Shared, is_link_local};
+use crate::state::{AclTable, Event, IfTable, Iface, Shared, is_link_local};
 use crate::util::*;
 use std::net::{IpAddr, Ipv6Addr};
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
-use tern_fib::{FibReader, NextHop, NhId, NhKind};
+use tern_fib::{FibReader, NhId, NhKind};
 use tern_intrin::Bytes16;
-use tern_packet::{MAX_BATCH, PktIdx, flags};
+use tern_packet::{MAX_BATCH, Meta, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, checksum, ipv6ext};
 
@@ -391,19 +391,86 @@ impl Ip6Lookup {
 /// header. Packets with a link-local source are not forwarded off their
 /// link (RFC 4291 2.5.6; ICMPv6 "beyond scope of source address").
 ///
-/// Tunnel egress interfaces go to `gre-encap` (see `ip4-rewrite`).
+/// Tunnel egress interfaces go to `gre-encap`, and the flow an output
+/// rule set last accepted skips `ip6-acl-out` (see `ip4-rewrite`).
 ///
 /// Next nodes: `interface-output`, `ip6-glean`, `ip6-icmp-error`,
 /// `gre-encap`, `ip6-acl-out`, `drop`. Counters: [`IP6_REWRITE_ERRORS`].
 pub struct Ip6Rewrite {
     fib: FibReader,
     ifs: Snapshot<IfTable>,
+    /// Whether an interface has an output rule set.
+    acl_out: bool,
+    /// The flow an output rule set last accepted.
+    shortcut: AclShortcut<Pattern6>,
 }
 
 impl Ip6Rewrite {
-    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>) -> Self {
-        Ip6Rewrite { fib, ifs }
+    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>, acls: Snapshot<AclTable>) -> Self {
+        let acl_out = ifs.current().any_acl_out();
+        Ip6Rewrite { fib, ifs, acl_out, shortcut: AclShortcut::new(acls) }
     }
+
+    /// The batch with output rule sets (`crate::ip4::rewrite_batch_acl`).
+    #[inline(never)]
+    fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], ifs_changed: bool) {
+        let acl = OutputAcl::start(&mut self.shortcut, ifs_changed);
+        rewrite_batch_acl::<Rewrite6>(cx, pkts, next, (self.ifs.current(), &self.fib), acl);
+    }
+}
+
+struct Rewrite6;
+
+impl RewriteSteps for Rewrite6 {
+    type Pattern = Pattern6;
+    const ETHERTYPE: u16 = ETH_P_IPV6;
+    #[inline(always)]
+    fn direct(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
+        direct_one6(m, d, a, direct)
+    }
+    #[inline(always)]
+    fn general(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
+        rewrite6(cx, p, a)
+    }
+}
+
+/// `ip6-rewrite` of the usual packet in one go, as `ip4-rewrite`'s: a
+/// forwarded packet (`m`, its data `d`) with its 14-byte header in front
+/// of L3, to adjacency `a` whose direct path goes to `direct` if it has
+/// one ([`direct6`]); its next index, or None for [`rewrite6`], which
+/// takes every other packet.
+#[inline(always)]
+fn direct_one6(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
+    if let Some(nx) = direct
+        && m.l3_off == 14
+        && m.flags & flags::LOCAL_ORIGIN == 0
+        && let Some(f) = d.first_chunk_mut::<54>()
+        && direct6(f, m, a, nx)
+    {
+        return Some(nx);
+    }
+    None
+}
+
+/// `ip6-rewrite`'s direct path for a packet (`m`; `f`: its link-layer
+/// header and IPv6 header) to adjacency `a` whose direct path goes to
+/// `nx`, as `ip4-rewrite`'s: whether the packet passed (if not, nothing
+/// is written).
+#[inline(always)]
+fn direct6(f: &mut [u8; 54], m: &mut Meta, a: &Adj, nx: u16) -> bool {
+    let hop = f[14 + 7];
+    let link_local_src = f[14 + 8] == 0xfe && f[14 + 9] & 0xc0 == 0x80;
+    if hop <= 1 || link_local_src || 40 + u16::from_be_bytes([f[14 + 4], f[14 + 5]]) > a.mtu {
+        return false;
+    }
+    f[14 + 7] = hop - 1;
+    if nx != 4
+        && let Some(h) = a.hdr.first_chunk::<14>()
+    {
+        f[..14].copy_from_slice(h);
+    }
+    m.tx_if = a.ifindex;
+    true
 }
 
 pub const IP6_REWRITE_ERRORS: &[ErrorDesc] = &[
@@ -414,6 +481,7 @@ pub const IP6_REWRITE_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::info("link-local-source", "link-local source cannot leave its link (ICMPv6 beyond scope)"),
     ErrorDesc::drop("no-headroom", "no room for the link-layer header"),
     ErrorDesc::drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
+    ErrorDesc::info("acl-shortcut", "accepted by the output rule set without ip6-acl-out: a flow it accepted before"),
 ];
 
 impl Node for Ip6Rewrite {
@@ -427,40 +495,14 @@ impl Node for Ip6Rewrite {
         IP6_REWRITE_ERRORS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        self.ifs.refresh();
-        let ifs = self.ifs.current();
-        let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, ETH_P_IPV6));
-        let mut direct: Option<u16> = None;
-        for (o, &p) in next.iter_mut().zip(pkts) {
-            let (m, d) = cx.pool.pkt_mut(p);
-            if cache.0 != m.nh {
-                cache = (m.nh, Adj::new(ifs, &self.fib.nexthop(m.nh), ETH_P_IPV6));
-                direct = crate::ip4::direct_next(&cache.1).filter(|_| direct_paths());
-            }
-            // As in ip4-rewrite: a resolved untagged next hop, a forwarded
-            // packet with its 14-byte header in front of L3, hop limit
-            // above 1, a source that is not link-local, within the MTU.
-            // The same steps as `rewrite6`, which takes every other packet.
-            if let Some(nx) = direct
-                && m.l3_off == 14
-                && m.flags & flags::LOCAL_ORIGIN == 0
-                && let Some(f) = d.first_chunk_mut::<54>()
-            {
-                let hop = f[14 + 7];
-                let link_local_src = f[14 + 8] == 0xfe && f[14 + 9] & 0xc0 == 0x80;
-                if hop > 1 && !link_local_src && 40 + u16::from_be_bytes([f[14 + 4], f[14 + 5]]) <= cache.1.mtu {
-                    f[14 + 7] = hop - 1;
-                    if nx != 4
-                        && let Some(h) = cache.1.hdr.first_chunk::<14>()
-                    {
-                        f[..14].copy_from_slice(h);
-                    }
-                    m.tx_if = cache.1.ifindex;
-                    *o = nx;
-                    continue;
-                }
-            }
-            *o = rewrite6(cx, p, &cache.1);
+        let ifs_changed = self.ifs.refresh();
+        if ifs_changed {
+            self.acl_out = self.ifs.current().any_acl_out();
+        }
+        if self.acl_out {
+            self.rewrite_batch_acl(cx, pkts, next, ifs_changed);
+        } else {
+            rewrite_batch::<Rewrite6>(cx, pkts, next, (self.ifs.current(), &self.fib));
         }
     }
 }
@@ -520,7 +562,7 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     } else if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
         crate::ip4::copy_l2(h, src);
     }
-    if a.acl_out { 5 } else { 1 }
+    if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT }
 }
 
 // ---------------------------------------------------------------- ip6-local

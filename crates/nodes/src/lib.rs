@@ -65,8 +65,8 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(gre::GreInput::new(ifs()));
     b.add(ip4::Ip4Lookup::new(shared.fib.clone()));
     b.add(ip6::Ip6Lookup::new(shared.fib.clone()));
-    b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs()));
-    b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs()));
+    b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot()));
+    b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot()));
     b.add(gre::GreEncap::new(ifs(), shared.fib.clone()));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));

@@ -31,7 +31,7 @@ use crate::state::{AclTable, IfTable};
 use tern_acl::{Action, PacketKey};
 use tern_engine::Cx;
 use tern_intrin::Bytes16;
-use tern_packet::{Meta, PktIdx, flags};
+use tern_packet::{Meta, PacketPool, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::IpProtocol;
 
@@ -67,6 +67,11 @@ pub(crate) trait FlowPattern: Copy {
     /// The pattern and key of a packet (`m`; `l3`, its L3 bytes up to its
     /// length), if its key can be told by the pattern's bytes.
     fn of(m: &Meta, l3: &[u8]) -> Option<(Self, PacketKey)>;
+
+    /// The bytes [`FlowPattern::compare`] reads of a packet's L3 bytes
+    /// `l3` (up to its length), and the byte its TCP flags would be
+    /// (0 when it lies past them); None when `l3` is shorter.
+    fn head(l3: &[u8]) -> Option<(&Self::Head, u8)>;
 
     #[inline(always)]
     fn is_tcp(&self) -> bool {
@@ -112,6 +117,8 @@ pub(crate) struct AclShortcut<P> {
     flow: Flow<P>,
     /// A flow learnt during this batch, which the next batch takes.
     learnt: Option<Flow<P>>,
+    /// Whether `flow` is one (not forgotten since it was learnt).
+    live: bool,
     /// Taken since the last flush, besides those of the flow's length
     /// that the input node counts: packets of other lengths and their
     /// bytes.
@@ -120,21 +127,24 @@ pub(crate) struct AclShortcut<P> {
 }
 
 /// An accepted flow: its pattern, its rule set and deciding rule, the
-/// length of the packet it was learnt from.
+/// length of the packet it was learnt from; for an output rule set, its
+/// transmit interface (the set's).
 #[derive(Clone, Copy)]
 struct Flow<P> {
     pattern: P,
     set: u16,
     rule: Option<u32>,
     len: u16,
+    tx_if: u16,
 }
 
 impl<P: FlowPattern> AclShortcut<P> {
     pub(crate) fn new(acls: Snapshot<AclTable>) -> Self {
         AclShortcut {
             acls,
-            flow: Flow { pattern: P::NONE, set: 0, rule: None, len: 0 },
+            flow: Flow { pattern: P::NONE, set: 0, rule: None, len: 0, tx_if: 0 },
             learnt: None,
+            live: false,
             others: 0,
             bytes: 0,
         }
@@ -147,9 +157,11 @@ impl<P: FlowPattern> AclShortcut<P> {
     pub(crate) fn start(&mut self, ifs_changed: bool) -> P {
         if let Some(f) = self.learnt.take() {
             self.flow = f;
+            self.live = true;
         }
         if self.acls.refresh() || ifs_changed {
             self.flow.pattern = P::NONE;
+            self.live = false;
         }
         self.flow.pattern
     }
@@ -170,23 +182,29 @@ impl<P: FlowPattern> AclShortcut<P> {
     }
 
     /// Learns the flow of a packet (metadata `m`, its L3 bytes `l3` up to
-    /// its length) from its interface's rule set (in `ifs`), if the rule
-    /// set accepts it and no count-only rule sees it; the next batch takes
-    /// it. The packet itself goes on to the ACL node.
+    /// its length) from its interface's rule set (in `ifs`): the receiving
+    /// interface's input rule set, or with `OUT` the transmitting
+    /// interface's output rule set (the key's `out_if`, the flow's
+    /// `tx_if`); if the rule set accepts it and no count-only rule sees it.
+    /// The next batch takes it. The packet itself goes on to the ACL node.
     #[cold]
     #[inline(never)]
-    pub(crate) fn learn(&mut self, ifs: &IfTable, m: &Meta, l3: &[u8]) {
+    pub(crate) fn learn<const OUT: bool>(&mut self, ifs: &IfTable, m: &Meta, l3: &[u8]) {
         if m.flags & flags::TRACED != 0 {
             return;
         }
-        let Some(set) = ifs.get(m.rx_if).and_then(|f| f.acl_in) else { return };
+        let bound =
+            if OUT { ifs.get(m.tx_if).and_then(|f| f.acl_out) } else { ifs.get(m.rx_if).and_then(|f| f.acl_in) };
+        let Some(set) = bound else { return };
         let Some(rules) = self.acls.current().get(set) else { return };
-        let Some((pattern, key)) = P::of(m, l3) else { return };
+        let Some((pattern, mut key)) = P::of(m, l3) else { return };
+        let tx_if = if OUT { m.tx_if } else { 0 };
+        key.out_if = tx_if;
         let v = rules.classifier.classify(&key);
         if v.action != Action::Accept || v.counted() {
             return;
         }
-        self.learnt = Some(Flow { pattern, set, rule: v.rule, len: m.len });
+        self.learnt = Some(Flow { pattern, set, rule: v.rule, len: m.len, tx_if });
     }
 
     /// At the end of a batch: adds what the batch's flow took (`hits` of
@@ -273,7 +291,7 @@ pub(crate) fn validate_batch_acl<P: FlowPattern, V: ValidateAcl<P>>(
         && let Some(&p) = pkts.get(i)
     {
         let (m, d) = cx.pool.pkt(p);
-        acl.shortcut.learn(ifs, m, d.get(usize::from(m.l3_off)..).unwrap_or_default());
+        acl.shortcut.learn::<false>(ifs, m, d.get(usize::from(m.l3_off)..).unwrap_or_default());
     }
     acl.hits
 }
@@ -348,6 +366,180 @@ impl<P: FlowPattern> InputAcl<'_, P> {
     }
 }
 
+/// A rewrite node's shortcut through the output rule sets during a batch:
+/// the flow the output rule set of its transmitting interface last
+/// accepted ([`AclShortcut`], learnt with `OUT`), which takes packets of
+/// that interface's adjacencies bound for the ACL node, as an input
+/// node's takes packets of its receiving interface; until a packet of the
+/// batch goes to the ACL node, so that `interface-output` sees the
+/// packets in their order. The node asks ([`OutputAcl::ask`]) before it
+/// writes the packet's header or metadata, and decides
+/// ([`OutputAcl::decide`]) once the packet is forwarded.
+///
+/// The transmitting interface is not in the pattern: it is the
+/// adjacency's, compared once a packet ([`FlowPattern::compare`] reads
+/// what the node has not written yet). The TTL or hop limit, which the
+/// node decrements, is not in the patterns, nor is the IPv4 checksum.
+pub(crate) struct OutputAcl<'a, P> {
+    shortcut: &'a mut AclShortcut<P>,
+    flow: P,
+    hits: u64,
+    stopped: bool,
+}
+
+/// How far from a batch's end [`OutputAcl::finish`] looks for a packet
+/// to learn from (a rewrite node does not note which packets went to the
+/// ACL node once the shortcut stopped asking).
+const LEARN_FROM_LAST: usize = 32;
+
+/// What [`OutputAcl::ask`] found: the flow's packet, the flow's but for
+/// its length (with its TCP flags), or neither.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Asked {
+    Flow,
+    OtherLen(u8),
+    No,
+}
+
+impl<'a, P: FlowPattern> OutputAcl<'a, P> {
+    /// At the start of a batch ([`AclShortcut::start`]).
+    #[inline]
+    pub(crate) fn start(shortcut: &'a mut AclShortcut<P>, ifs_changed: bool) -> Self {
+        let flow = shortcut.start(ifs_changed);
+        let stopped = !shortcut.live;
+        OutputAcl { shortcut, flow, hits: 0, stopped }
+    }
+
+    /// Whether the shortcut has a flow and no packet of the batch went to
+    /// the ACL node yet: while it does not, the node need not ask it.
+    #[inline(always)]
+    pub(crate) fn asks(&self) -> bool {
+        !self.stopped
+    }
+
+    /// Whether the flow may take packets of an adjacency on transmitting
+    /// interface `tx_if`: the flow's, and no packet of the batch went to
+    /// the ACL node yet. Asked once an adjacency.
+    #[inline]
+    pub(crate) fn applies(&self, tx_if: u16) -> bool {
+        !self.stopped && tx_if == self.shortcut.flow.tx_if
+    }
+
+    /// A packet bound for the ACL node of an adjacency the flow
+    /// [`OutputAcl::applies`] to (`meta`: [`meta16`] of its metadata;
+    /// `l3`: its L3 bytes up to its length) against the flow, before the
+    /// node writes either.
+    #[inline(always)]
+    pub(crate) fn ask(&self, meta: Bytes16, l3: &[u8]) -> Asked {
+        let Some((h, tcp)) = P::head(l3) else { return Asked::No };
+        let bits = self.flow.compare(meta, h);
+        if bits == SAME && self.flow.tcp_agrees(tcp) {
+            return Asked::Flow;
+        }
+        if bits != SAME && self.flow.other_len(bits, meta, h) {
+            return Asked::OtherLen(tcp);
+        }
+        Asked::No
+    }
+
+    /// The flow's packets from the first of `pkts` on, while they keep to
+    /// next hop `nh` (of an adjacency the flow [`OutputAcl::applies`] to)
+    /// and `forward` (the node's direct path) passes them. Their next
+    /// index is `out`; the number taken. A loop of its own, which keeps
+    /// no more than these in its registers. The flow's L3 offset is 14
+    /// (the direct path's).
+    #[inline(always)]
+    pub(crate) fn run(
+        &mut self,
+        pool: &mut PacketPool,
+        (pkts, next): (&[PktIdx], &mut [u16]),
+        nh: u32,
+        out: u16,
+        forward: impl Fn(&mut Meta, &mut [u8]) -> bool,
+    ) -> usize {
+        let n = if self.flow.is_tcp() {
+            self.run_as::<true>(pool, pkts, next, nh, out, forward)
+        } else {
+            self.run_as::<false>(pool, pkts, next, nh, out, forward)
+        };
+        self.hits += n as u64;
+        n
+    }
+
+    #[inline(always)]
+    fn run_as<const TCP: bool>(
+        &self,
+        pool: &mut PacketPool,
+        pkts: &[PktIdx],
+        next: &mut [u16],
+        nh: u32,
+        out: u16,
+        forward: impl Fn(&mut Meta, &mut [u8]) -> bool,
+    ) -> usize {
+        let mut n = 0;
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let (m, d) = pool.pkt_mut(p);
+            if m.nh != nh {
+                break;
+            }
+            // A packet whose L3 offset is not 14 differs in the metadata.
+            let meta = meta16(m);
+            let Some((h, tcp)) = d.get(14..).and_then(P::head) else { break };
+            if self.flow.compare(meta, h) != SAME || TCP && !self.flow.tcp_agrees(tcp) || !forward(m, d) {
+                break;
+            }
+            *o = out;
+            n += 1;
+        }
+        n
+    }
+
+    /// Whether the shortcut takes a packet (`m`) that [`OutputAcl::ask`]
+    /// found `asked` and that the node forwards to the ACL node's
+    /// interface; if not, the packet goes to the ACL node
+    /// ([`OutputAcl::stop`]).
+    #[inline(always)]
+    pub(crate) fn decide(&mut self, asked: Asked, m: &Meta) -> bool {
+        let taken = match asked {
+            Asked::Flow => {
+                self.hits += 1;
+                true
+            }
+            Asked::OtherLen(tcp) => self.shortcut.take_other_len(m, tcp),
+            Asked::No => false,
+        };
+        if !taken {
+            self.stop();
+        }
+        taken
+    }
+
+    /// A packet goes to the ACL node: the flow takes no more packets in
+    /// this batch.
+    #[inline]
+    pub(crate) fn stop(&mut self) {
+        self.flow = P::NONE;
+        self.stopped = true;
+    }
+
+    /// At the end of a batch: learns the flow of the batch's last packet
+    /// for the ACL node (next index `acl_next`) among its last
+    /// [`LEARN_FROM_LAST`], which the next batch most likely starts with,
+    /// and counts what the flow took on its rule
+    /// ([`AclShortcut::finish`]); the packets taken.
+    #[inline]
+    pub(crate) fn finish(self, cx: &Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &[u16], acl_next: u16) -> u64 {
+        let from = next.len().saturating_sub(LEARN_FROM_LAST);
+        if let Some(i) = next.get(from..).and_then(|l| l.iter().rposition(|&n| n == acl_next))
+            && let Some(&p) = pkts.get(from + i)
+        {
+            let (m, d) = (cx.pool.meta(p), cx.pool.data(p));
+            self.shortcut.learn::<true>(ifs, m, d.get(usize::from(m.l3_off)..).unwrap_or_default());
+        }
+        self.shortcut.finish(cx.worker, self.hits)
+    }
+}
+
 /// An accepted IPv6 flow's pattern: metadata bytes 0-15 under
 /// [`SHORTCUT_META`] and L3 bytes 0-47 in three lanes under
 /// [`PATTERN6_MASKS`] (version and DSCP, payload length, next header,
@@ -413,6 +605,11 @@ impl FlowPattern for Pattern6 {
     #[inline(always)]
     fn tcp_flags(&self) -> Option<u8> {
         self.tcp_flags
+    }
+
+    #[inline(always)]
+    fn head(l3: &[u8]) -> Option<(&[u8; 48], u8)> {
+        Some((l3.first_chunk::<48>()?, l3.get(53).copied().unwrap_or(0)))
     }
 
     fn of(m: &Meta, l3: &[u8]) -> Option<(Pattern6, PacketKey)> {

@@ -263,6 +263,12 @@ impl IfTable {
         self.ifs.iter().any(|f| f.acl_in.is_some())
     }
 
+    /// Whether any interface has an output rule set (the rewrite nodes
+    /// skip the per-packet question without one).
+    pub fn any_acl_out(&self) -> bool {
+        self.ifs.iter().any(|f| f.acl_out.is_some())
+    }
+
     pub fn get(&self, index: u16) -> Option<&Iface> {
         self.ifs.get(index as usize)
     }

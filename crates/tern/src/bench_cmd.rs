@@ -37,7 +37,8 @@ pub struct EngineArgs {
     /// Scenarios to measure after plain forwarding, comma-separated, or
     /// "all": plain6 (one UDP/IPv6 flow), single-flow-50fw,
     /// single-flow-50fw-out (its rules on the output interface),
-    /// single-flow6-50fw (plain6 with 50 IPv6 rules), multi-flow6-50fw
+    /// single-flow6-50fw (plain6 with 50 IPv6 rules), single-flow6-50fw-out,
+    /// multi-flow6-50fw
     /// (the same with 1024 flows), gre,
     /// gre-multi-flow, 900k-routes-50fw, drop-test, acl-10k.
     #[arg(long, value_delimiter = ',')]
