@@ -91,6 +91,11 @@ fn router_with(acl_in: bool, acl_out: bool) -> (Graph, NodeId, Shared, tern_fib:
         add("203.0.115.0/24", Source::Static, RouteTarget::Prohibit),
         add("2001:db8:2::/64", Source::Connected, RouteTarget::Connected { ifindex: 1 }),
         add("2001:db8:18::/48", Source::Static, RouteTarget::Via { gw: ip("2001:db8:2::2"), ifindex: None }),
+        add(
+            "2001:db8:21::/48",
+            Source::Static,
+            RouteTarget::Ecmp(vec![(ip("2001:db8:2::2"), None), (ip("2001:db8:2::4"), None)]),
+        ),
         add("198.22.0.0/16", Source::Static, RouteTarget::Connected { ifindex: 4 }),
         add("2001:db8:22::/48", Source::Static, RouteTarget::Connected { ifindex: 4 }),
     ]);
@@ -100,6 +105,7 @@ fn router_with(acl_in: bool, acl_out: bool) -> (Graph, NodeId, Shared, tern_fib:
     fib.set_neighbor(1, ip("10.0.2.4"), Some(MAC_PEER2));
     fib.set_neighbor(2, ip("10.0.3.2"), Some(MAC_VLAN_PEER));
     fib.set_neighbor(1, ip("2001:db8:2::2"), Some(MAC_PEER));
+    fib.set_neighbor(1, ip("2001:db8:2::4"), Some(MAC_PEER2));
     let tunnel = GreTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), key: None, ttl: 64 };
     let mut ifs = vec![
         iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1", 1500),
@@ -593,7 +599,8 @@ fn acl_shortcuts_decide_and_count_as_ip4_acl_nodes() {
 /// leaves to `ip6-acl-in` (an extension header, a fragment, a TCP header
 /// cut short, transport bytes past the payload). The same for
 /// `ip6-rewrite`'s shortcut and `ip6-acl-out` (with a hop limit that
-/// expires).
+/// expires, and packets of one key whose flow labels send them through
+/// either gateway of an ECMP route: each gets its own gateway's header).
 #[test]
 fn acl_shortcuts_decide_and_count_as_ip6_acl_nodes() {
     let f = |src: u8, dst: u8, proto: u8, dport: u16, tcp: u8, dscp: u8, payload: usize| V6 {
@@ -632,6 +639,11 @@ fn acl_shortcuts_decide_and_count_as_ip6_acl_nodes() {
         V6 { cut: 10, ..f(2, 1, 6, 22, 0x10, 0, 0) }.frame(), // cut short: by the default
         V6 { hop_limit: 1, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(), // hop limit expires
         f(2, 1, 17, 4000, 0, 0, 1380).frame(),   // too big for the wan
+        // One flow's key by ECMP, its flow labels hashed to either gateway.
+        V6 { net: 0x21, label: 1, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(),
+        V6 { net: 0x21, label: 2, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(),
+        V6 { net: 0x21, label: 3, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(),
+        V6 { net: 0x21, label: 4, ..f(2, 1, 17, 4000, 0, 0, 30) }.frame(),
     ];
     let pairs = [
         [7, 8],
@@ -659,6 +671,10 @@ fn acl_shortcuts_decide_and_count_as_ip6_acl_nodes() {
         [23, 0],
         [0, 24],
         [24, 0],
+        [25, 26],
+        [26, 27],
+        [27, 28],
+        [28, 25],
     ];
     shortcut_agrees_with_acl_node(&flows, &pairs, true, false);
     shortcut_agrees_with_acl_node(&flows, &pairs, true, true);
@@ -684,6 +700,9 @@ struct V6 {
     /// The payload length cuts the transport header to this many bytes
     /// (0: whole); the frame carries the rest as padding.
     cut: usize,
+    /// The destination's network: 2001:db8:`net`::/48 (0x18: one
+    /// gateway; 0x21: two, ECMP).
+    net: u8,
 }
 
 impl Default for V6 {
@@ -700,6 +719,7 @@ impl Default for V6 {
             hop_limit: 64,
             ext: None,
             cut: 0,
+            net: 0x18,
         }
     }
 }
@@ -736,7 +756,7 @@ impl V6 {
         f[20] = self.ext.unwrap_or(self.proto);
         f[21] = self.hop_limit;
         f[22..38].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, self.src]);
-        f[38..54].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0, self.dst]);
+        f[38..54].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, self.net, 0, 0, 0, 0, 0, 0, 0, 0, 0, self.dst]);
         f.extend_from_slice(&ext);
         f.extend_from_slice(&l4);
         f.resize(f.len().max(60), 0);
