@@ -3,9 +3,9 @@
 //!
 //! Only packets of interfaces that have a rule set bound come here:
 //! `ip4-input`/`ip6-input` send to the input node when the receiving
-//! interface has `acl_in` (`ip4-input` keeps the packets of a flow the rule
-//! set accepted, `crate::shortcut`; `ip6-input` too), the rewrite nodes to the output node
-//! when the egress interface has `acl_out`; other packets pay nothing. The key is
+//! interface has `acl_in`, the rewrite nodes to the output node when the
+//! egress interface has `acl_out` (each keeps the packets of the flow the
+//! rule set last accepted, `crate::shortcut`); other packets pay nothing. The key is
 //! read from the headers (addresses, protocol, ports or ICMP type/code, TCP
 //! flags, DSCP, interfaces, VLAN) and classified by the compiled
 //! classifier of `tern-acl`, whose cost stays nearly flat with the number

@@ -1,3 +1,6 @@
+//! The shortcut through a rule set, for the input nodes and (with
+//! [`OutputAcl`]) the rewrite nodes' output rule sets.
+//!
 //! The input nodes' shortcut through an input rule set: `ip4-input` and
 //! `ip6-input` keep the flow the rule set last accepted and send that
 //! flow's further packets straight to their lookup node, counted on the
