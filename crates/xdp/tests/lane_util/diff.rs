@@ -270,12 +270,14 @@ impl Diff {
             .enumerate()
             .flat_map(|(p, h)| h.take_sent().into_iter().map(move |f| (p as u16, f)))
             .collect();
-        // ip4-input's and ip6-input's `acl-shortcut` say which of the
-        // engine's two paths through the input rule set a packet took (the
-        // verdict and rule hits are compared below); the lane has one path.
+        // The input and rewrite nodes' `acl-shortcut` say which of the
+        // engine's two paths through an input or output rule set a packet
+        // took (the verdict and rule hits are compared below); the lane has
+        // one path.
         let mut ec = deltas(&ec0, &self.engine_counters());
-        ec.remove("ip4-input/acl-shortcut");
-        ec.remove("ip6-input/acl-shortcut");
+        for node in ["ip4-input", "ip6-input", "ip4-rewrite", "ip6-rewrite"] {
+            ec.remove(&format!("{node}/acl-shortcut"));
+        }
         let eh1 = self.engine_hits();
 
         let hex = |f: &[u8]| f.iter().map(|b| format!("{b:02x}")).collect::<String>();
