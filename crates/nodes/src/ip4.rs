@@ -583,7 +583,7 @@ impl RewriteSteps for Rewrite4 {
     const ETHERTYPE: u16 = ETH_P_IPV4;
     #[inline(always)]
     fn direct(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
-        direct_one(m, d, a, direct)
+        direct_path((m, d), a, direct, ttl4)
     }
     #[inline(always)]
     fn general(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
@@ -693,44 +693,50 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
     }
 }
 
-/// `ip4-rewrite` of the usual packet in one go, to adjacency `a` whose
+/// A rewrite node's usual packet in one go, to adjacency `a` whose
 /// direct path goes to `direct` if it has one: a forwarded (not locally
 /// made) packet (`m`, its data `d`) whose 14-byte link-layer header
-/// precedes L3 ([`direct4`]); its next index, or None for [`rewrite4`],
-/// which takes every other packet.
+/// precedes L3 and whose first `N` bytes `l3` passes (the family's checks
+/// and writes of its L3 header: [`ttl4`], `hop6`; nothing written when it
+/// fails) gets the adjacency's link-layer header (but for a tunnel) and
+/// transmitting interface. Its next index, or None for the general path
+/// (`rewrite4`, `rewrite6`), which takes every other packet.
 #[inline(always)]
-fn direct_one(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
+pub(crate) fn direct_path<const N: usize>(
+    (m, d): (&mut Meta, &mut [u8]),
+    a: &Adj,
+    direct: Option<u16>,
+    l3: impl FnOnce(&mut [u8; N], u16) -> bool,
+) -> Option<u16> {
     if let Some(nx) = direct
         && m.l3_off == 14
         && m.flags & flags::LOCAL_ORIGIN == 0
-        && let Some(f) = d.first_chunk_mut::<34>()
-        && direct4(f, m, a, nx)
+        && let Some(f) = d.first_chunk_mut::<N>()
+        && l3(f, a.mtu)
     {
+        if nx != RW_GRE
+            && let Some(h) = a.hdr.first_chunk::<14>()
+        {
+            f[..14].copy_from_slice(h);
+        }
+        m.tx_if = a.ifindex;
         return Some(nx);
     }
     None
 }
 
-/// `ip4-rewrite`'s direct path for a packet (`m`; `f`: its link-layer
-/// header and IPv4 header) to adjacency `a` whose direct path goes to
-/// `nx`: the TTL and MTU checks, the TTL with its checksum, the link-layer
-/// header (but for a tunnel), the transmitting interface; whether the
-/// packet passed (if not, nothing is written).
+/// `ip4-rewrite`'s direct path on a packet's link-layer and IPv4 header
+/// (`f`): TTL above 1 and within `mtu`, then the TTL decremented with its
+/// checksum (RFC 1624); whether it passed.
 #[inline(always)]
-fn direct4(f: &mut [u8; 34], m: &mut Meta, a: &Adj, nx: u16) -> bool {
+fn ttl4(f: &mut [u8; 34], mtu: u16) -> bool {
     let ttl = f[14 + 8];
-    if ttl <= 1 || u16::from_be_bytes([f[14 + 2], f[14 + 3]]) > a.mtu {
+    if ttl <= 1 || u16::from_be_bytes([f[14 + 2], f[14 + 3]]) > mtu {
         return false;
     }
     f[14 + 8] = ttl - 1;
     let c = checksum::ttl_decremented(u16::from_be_bytes([f[14 + 10], f[14 + 11]]));
     [f[14 + 10], f[14 + 11]] = c.to_be_bytes();
-    if nx != RW_GRE
-        && let Some(h) = a.hdr.first_chunk::<14>()
-    {
-        f[..14].copy_from_slice(h);
-    }
-    m.tx_if = a.ifindex;
     true
 }
 

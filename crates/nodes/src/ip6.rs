@@ -1,7 +1,7 @@
 //! IPv6 forwarding nodes: `ip6-input`, `ip6-lookup`, `ip6-rewrite`,
 //! `ip6-local` (echo, Neighbour Discovery).
 
-use crate::ip4::{RW_ACL_OUT, RW_OUTPUT, RewriteSteps, icmp_aux, rewrite_batch, rewrite_batch_acl};
+use crate::ip4::{RW_ACL_OUT, RW_OUTPUT, RewriteSteps, direct_path, icmp_aux, rewrite_batch, rewrite_batch_acl};
 use crate::shortcut::{
     AclShortcut, FlowPattern, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
 };
@@ -426,7 +426,7 @@ impl RewriteSteps for Rewrite6 {
     const ETHERTYPE: u16 = ETH_P_IPV6;
     #[inline(always)]
     fn direct(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
-        direct_one6(m, d, a, direct)
+        direct_path((m, d), a, direct, hop6)
     }
     #[inline(always)]
     fn general(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
@@ -434,42 +434,18 @@ impl RewriteSteps for Rewrite6 {
     }
 }
 
-/// `ip6-rewrite` of the usual packet in one go, as `ip4-rewrite`'s: a
-/// forwarded packet (`m`, its data `d`) with its 14-byte header in front
-/// of L3, to adjacency `a` whose direct path goes to `direct` if it has
-/// one ([`direct6`]); its next index, or None for [`rewrite6`], which
-/// takes every other packet.
+/// `ip6-rewrite`'s direct path (`crate::ip4::direct_path`) on a packet's
+/// link-layer and IPv6 header (`f`): hop limit above 1, a source that is
+/// not link-local, within `mtu`; then the hop limit decremented; whether
+/// it passed.
 #[inline(always)]
-fn direct_one6(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
-    if let Some(nx) = direct
-        && m.l3_off == 14
-        && m.flags & flags::LOCAL_ORIGIN == 0
-        && let Some(f) = d.first_chunk_mut::<54>()
-        && direct6(f, m, a, nx)
-    {
-        return Some(nx);
-    }
-    None
-}
-
-/// `ip6-rewrite`'s direct path for a packet (`m`; `f`: its link-layer
-/// header and IPv6 header) to adjacency `a` whose direct path goes to
-/// `nx`, as `ip4-rewrite`'s: whether the packet passed (if not, nothing
-/// is written).
-#[inline(always)]
-fn direct6(f: &mut [u8; 54], m: &mut Meta, a: &Adj, nx: u16) -> bool {
+fn hop6(f: &mut [u8; 54], mtu: u16) -> bool {
     let hop = f[14 + 7];
     let link_local_src = f[14 + 8] == 0xfe && f[14 + 9] & 0xc0 == 0x80;
-    if hop <= 1 || link_local_src || 40 + u16::from_be_bytes([f[14 + 4], f[14 + 5]]) > a.mtu {
+    if hop <= 1 || link_local_src || 40 + u16::from_be_bytes([f[14 + 4], f[14 + 5]]) > mtu {
         return false;
     }
     f[14 + 7] = hop - 1;
-    if nx != 4
-        && let Some(h) = a.hdr.first_chunk::<14>()
-    {
-        f[..14].copy_from_slice(h);
-    }
-    m.tx_if = a.ifindex;
     true
 }
 
