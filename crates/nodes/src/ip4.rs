@@ -634,9 +634,9 @@ pub(crate) fn rewrite_batch<F: RewriteSteps>(
 /// 429.4): 27.7 with every packet through `ip4-acl-out`, 26.2 with the
 /// shortcut asked inside the rewrite loop (its compare, the transmitting
 /// interface and the verdict kept among the loop's registers), 7.6 with
-/// the run's own loop, 15.7 with this loop shared by both families and
-/// the plain loop taking the rest after a stop (plain itself 427.4;
-/// single-flow6-50fw-out 16.7 over plain6, 255.5 without the shortcut;
+/// the run's own loop, 13.6 with this loop shared by both families and
+/// the plain loop taking the rest after a stop (single-flow6-50fw-out
+/// 14.7 over plain6, 255.5 without the shortcut;
 /// docs/PERFORMANCE.md, "The shortcut for output rule sets").
 pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
     cx: &mut Cx<'_>,
