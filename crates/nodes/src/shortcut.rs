@@ -375,14 +375,16 @@ impl<P: FlowPattern> InputAcl<'_, P> {
 /// that interface's adjacencies bound for the ACL node, as an input
 /// node's takes packets of its receiving interface; until a packet of the
 /// batch goes to the ACL node, so that `interface-output` sees the
-/// packets in their order. The node asks ([`OutputAcl::ask`]) before it
-/// writes the packet's header or metadata, and decides
-/// ([`OutputAcl::decide`]) once the packet is forwarded.
+/// packets in their order. The flow's packets are taken in runs
+/// ([`OutputAcl::run`]), each compared before the node writes its header
+/// or metadata; a packet a run did not take is asked
+/// ([`OutputAcl::ask`]) before those writes too, and decided
+/// ([`OutputAcl::decide`]) once the node forwards it.
 ///
 /// The transmitting interface is not in the pattern: it is the
-/// adjacency's, compared once a packet ([`FlowPattern::compare`] reads
-/// what the node has not written yet). The TTL or hop limit, which the
-/// node decrements, is not in the patterns, nor is the IPv4 checksum.
+/// adjacency's, compared once an adjacency ([`OutputAcl::applies`]). The
+/// TTL or hop limit, which the node decrements, is not in the patterns,
+/// nor is the IPv4 checksum.
 pub(crate) struct OutputAcl<'a, P> {
     shortcut: &'a mut AclShortcut<P>,
     flow: P,
