@@ -399,7 +399,7 @@ const LEARN_FROM_LAST: usize = 32;
 
 /// What [`OutputAcl::ask`] found: the flow's packet, the flow's but for
 /// its length (with its TCP flags), or neither.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub(crate) enum Asked {
     Flow,
     OtherLen(u8),
@@ -423,11 +423,11 @@ impl<'a, P: FlowPattern> OutputAcl<'a, P> {
     }
 
     /// Whether the flow may take packets of an adjacency on transmitting
-    /// interface `tx_if`: the flow's, and no packet of the batch went to
-    /// the ACL node yet. Asked once an adjacency.
+    /// interface `tx_if` (the flow's), while it [`OutputAcl::asks`].
+    /// Asked once an adjacency.
     #[inline]
     pub(crate) fn applies(&self, tx_if: u16) -> bool {
-        !self.stopped && tx_if == self.shortcut.flow.tx_if
+        tx_if == self.shortcut.flow.tx_if
     }
 
     /// A packet bound for the ACL node of an adjacency the flow
@@ -501,8 +501,8 @@ impl<'a, P: FlowPattern> OutputAcl<'a, P> {
 
     /// Whether the shortcut takes a packet (`m`) that [`OutputAcl::ask`]
     /// found `asked` and that the node forwards to the ACL node's
-    /// interface; if not, the packet goes to the ACL node
-    /// ([`OutputAcl::stop`]).
+    /// interface; if not, the packet goes to the ACL node and the flow
+    /// takes no more packets in this batch ([`OutputAcl::asks`]).
     #[inline(always)]
     pub(crate) fn decide(&mut self, asked: Asked, m: &Meta) -> bool {
         let taken = match asked {
@@ -513,18 +513,8 @@ impl<'a, P: FlowPattern> OutputAcl<'a, P> {
             Asked::OtherLen(tcp) => self.shortcut.take_other_len(m, tcp),
             Asked::No => false,
         };
-        if !taken {
-            self.stop();
-        }
+        self.stopped |= !taken;
         taken
-    }
-
-    /// A packet goes to the ACL node: the flow takes no more packets in
-    /// this batch.
-    #[inline]
-    pub(crate) fn stop(&mut self) {
-        self.flow = P::NONE;
-        self.stopped = true;
     }
 
     /// At the end of a batch: learns the flow of the batch's last packet
