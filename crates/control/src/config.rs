@@ -89,20 +89,39 @@ pub enum IdleMode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NeighborCfg {
-    /// How long a confirmed neighbour is used without re-probing (ms).
+    /// How long a confirmed neighbour stays REACHABLE (ms; RFC 4861
+    /// ReachableTime).
     pub reachable_ms: u64,
-    /// Interval between probes and between resolution requests (ms).
+    /// How long a STALE neighbour in use waits for a confirmation before
+    /// it is probed (ms; RFC 4861 DELAY_FIRST_PROBE_TIME).
+    pub delay_ms: u64,
+    /// Interval between probes and between resolution requests (ms; RFC
+    /// 4861 RetransTimer).
     pub retry_ms: u64,
-    /// Unanswered probes/requests before giving up.
+    /// Unanswered probes/requests before giving up (RFC 4861
+    /// MAX_UNICAST_SOLICIT and MAX_MULTICAST_SOLICIT).
     pub probes: u32,
     /// Packets held per unresolved neighbour, and in total per worker.
     pub queue_per_dest: usize,
     pub queue_total: usize,
 }
 
+/// The largest `reachable_ms`, `delay_ms` and `retry_ms` (RFC 4861 6.2.1
+/// bounds ReachableTime by an hour).
+pub const NEIGHBOR_MAX_MS: u64 = 3_600_000;
+/// The most unanswered probes/requests `probes` allows.
+pub const NEIGHBOR_MAX_PROBES: u32 = 100;
+
 impl Default for NeighborCfg {
     fn default() -> Self {
-        NeighborCfg { reachable_ms: 30_000, retry_ms: 1000, probes: 3, queue_per_dest: 16, queue_total: 1024 }
+        NeighborCfg {
+            reachable_ms: 30_000,
+            delay_ms: 5000,
+            retry_ms: 1000,
+            probes: 3,
+            queue_per_dest: 16,
+            queue_total: 1024,
+        }
     }
 }
 
@@ -616,8 +635,34 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         return Err(bad(vec![k("dataplane")], format!("cpu {c}: need 0..{MAX_CPU}")));
     }
     let n = &config.neighbor;
-    if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 {
-        return Err(bad(vec![k("neighbor")], "retry_ms, probes, queue_per_dest and queue_total must be positive"));
+    if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 || n.reachable_ms == 0 {
+        return Err(bad(
+            vec![k("neighbor")],
+            "reachable_ms, retry_ms, probes, queue_per_dest and queue_total must be positive",
+        ));
+    }
+    for (key, v) in [("reachable_ms", n.reachable_ms), ("delay_ms", n.delay_ms), ("retry_ms", n.retry_ms)] {
+        if v > NEIGHBOR_MAX_MS {
+            return Err(bad(vec![k("neighbor"), k(key)], format!("{v} is more than an hour ({NEIGHBOR_MAX_MS})")));
+        }
+    }
+    if n.probes > NEIGHBOR_MAX_PROBES {
+        return Err(bad(vec![k("neighbor"), k("probes")], format!("{} is more than {NEIGHBOR_MAX_PROBES}", n.probes)));
+    }
+    if n.queue_per_dest > n.queue_total {
+        return Err(bad(
+            vec![k("neighbor"), k("queue_per_dest")],
+            format!("{} is more than queue_total ({})", n.queue_per_dest, n.queue_total),
+        ));
+    }
+    if n.queue_total > d.pool_frames as usize {
+        return Err(bad(
+            vec![k("neighbor"), k("queue_total")],
+            format!(
+                "{} is more than the buffers a worker has (dataplane.pool_frames {})",
+                n.queue_total, d.pool_frames
+            ),
+        ));
     }
     if !config.metrics.listen.is_empty() && config.metrics.listen.parse::<std::net::SocketAddr>().is_err() {
         return Err(bad(vec![k("metrics"), k("listen")], format!("{:?} is not address:port", config.metrics.listen)));

@@ -555,8 +555,8 @@ impl Router {
         while let Some(ev) = self.shared.events.pop() {
             did = true;
             match ev {
-                Event::Neighbor { ifindex, ip, mac, create } => {
-                    changed |= self.neigh.learn(ifindex, ip, mac, create, now, &mut self.fib);
+                Event::Neighbor { ifindex, ip, mac, how } => {
+                    changed |= self.neigh.heard(ifindex, ip, mac, how, now, &mut self.fib);
                 }
             }
         }
@@ -568,7 +568,9 @@ impl Router {
             let ifs = self.shared.ifaces.load();
             let injects = &self.injects;
             let workers = &self.workers;
-            changed |= self.neigh.tick(now, &self.plan.config.neighbor, &ifs, &mut self.fib, &mut |inj| {
+            // Every entry counts as in use (see crate::neighbor).
+            let in_use = |_: u16, _: IpAddr| true;
+            changed |= self.neigh.tick(now, &self.plan.config.neighbor, &ifs, &mut self.fib, &in_use, &mut |inj| {
                 if let Some(q) = injects.first()
                     && q.push(inj).is_ok()
                     && let Some(w) = workers.first()

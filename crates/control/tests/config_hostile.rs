@@ -757,8 +757,15 @@ fn check_plan(p: &Plan) -> Result<(), String> {
         return Err("fewer cpus than workers accepted".into());
     }
     let n = &p.config.neighbor;
-    if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 {
+    if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 || n.reachable_ms == 0 {
         return Err(format!("a zero neighbour setting accepted: {n:?}"));
+    }
+    let hour = config::NEIGHBOR_MAX_MS;
+    if n.reachable_ms > hour || n.delay_ms > hour || n.retry_ms > hour || n.probes > config::NEIGHBOR_MAX_PROBES {
+        return Err(format!("a neighbour timer or probe count out of range accepted: {n:?}"));
+    }
+    if n.queue_per_dest > n.queue_total || n.queue_total > d.pool_frames as usize {
+        return Err(format!("neighbour queues larger than their bounds accepted: {n:?}"));
     }
     if p.config.api.socket.is_empty() {
         return Err("an empty API socket path accepted".into());
@@ -1128,6 +1135,14 @@ fn invalid_values_are_refused_where_they_are() {
     refused(LAB, ("workers = 1", "workers = 65536"), "65536", None, "");
     refused(d, ("pool_frames = 16384", "pool_frames = 1023"), "pool_frames", Some("dataplane.pool_frames"), "1023");
     refused(d, ("probes = 3", "probes = 0"), "[neighbor]", Some("neighbor"), "positive");
+    refused(d, ("reachable_ms = 30000", "reachable_ms = 0"), "[neighbor]", Some("neighbor"), "positive");
+    let (nr, np) = (Some("neighbor.reachable_ms"), Some("neighbor.probes"));
+    refused(d, ("reachable_ms = 30000", "reachable_ms = 3600001"), "reachable_ms", nr, "an hour");
+    refused(d, ("delay_ms = 5000", "delay_ms = 3600001"), "delay_ms", Some("neighbor.delay_ms"), "an hour");
+    refused(d, ("probes = 3", "probes = 101"), "probes = 101", np, "101");
+    let (nq, nt) = (Some("neighbor.queue_per_dest"), Some("neighbor.queue_total"));
+    refused(d, ("queue_per_dest = 16", "queue_per_dest = 2000"), "queue_per_dest =", nq, "queue_total");
+    refused(d, ("queue_total = 1024", "queue_total = 20000"), "queue_total = 20000", nt, "pool_frames");
     refused(d, ("idle = \"sleep\"", "idle = \"nap\""), "\"nap\"", None, "nap");
     // Interface addresses.
     let lan = "\"10.0.1.1/24\"";

@@ -2,8 +2,10 @@
 //!
 //! Answers requests for our addresses in place, and reports every sender
 //! worth learning to the control thread (which owns the neighbour table):
-//! a request addressed to us or any reply creates an entry, a gratuitous
-//! announcement only refreshes one (RFC 826 "merge" rule).
+//! a reply confirms the neighbour (as a solicited NA does in IPv6), a
+//! request addressed to us creates an entry whose reachability is not yet
+//! known, and a gratuitous announcement only updates one (RFC 826 "merge"
+//! rule).
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel answers requests
 //! for the router's addresses (it sees every frame); tern only learns.
@@ -14,7 +16,7 @@
 //! Next nodes: `interface-output` (replies), `linux-punt`, `drop`.
 //! Counters: [`ARP_ERRORS`].
 
-use crate::state::{Event, IfTable, Shared};
+use crate::state::{Event, Heard, IfTable, Shared};
 use crate::util::*;
 use std::net::{IpAddr, Ipv4Addr};
 use tern_engine::{Cx, ErrorDesc, Node};
@@ -101,7 +103,12 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
     let ours = iface.has_v4(tpa);
     let mut events_full = false;
     if !spa.is_unspecified() && iface.v4_on_link(spa) && !iface.has_v4(spa) {
-        let ev = Event::Neighbor { ifindex: iface.index, ip: IpAddr::V4(spa), mac: sha, create: ours || op == 2 };
+        let how = if op == 2 {
+            Heard::Advert { solicited: true, override_: true, router: false }
+        } else {
+            Heard::Sender { create: ours }
+        };
+        let ev = Event::Neighbor { ifindex: iface.index, ip: IpAddr::V4(spa), mac: Some(sha), how };
         events_full = shared.events.push(ev).is_err();
     }
     // (`punt` implies `linux`.)

@@ -5,7 +5,7 @@ use crate::ip4::{RW_ACL_OUT, RW_OUTPUT, RewriteSteps, direct_path, icmp_aux, rew
 use crate::shortcut::{
     AclShortcut, FlowPattern, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
 };
-use crate::state::{AclTable, Event, IfTable, Iface, Shared, is_link_local};
+use crate::state::{AclTable, Event, Heard, IfTable, Iface, Shared, is_link_local};
 use crate::util::*;
 use std::net::{IpAddr, Ipv6Addr};
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
@@ -725,25 +725,19 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             if target.segments()[0] >> 8 == 0xff {
                 return cx.drop(p, LO6_BAD_ND);
             }
-            let opt_ll = nd_lladdr(&icmp[24..], if ty == 135 { 1 } else { 2 });
-            let Some(opt_ll) = opt_ll else { return cx.drop(p, LO6_BAD_ND) };
             if ty == 136 {
-                // RFC 4861 7.1.2: solicited NA must not go to multicast.
-                let solicited = icmp[4] & 0x40 != 0;
-                if solicited && dst.segments()[0] >> 8 == 0xff {
-                    return cx.drop(p, LO6_BAD_ND);
-                }
-                if let Some(mac) = opt_ll
-                    && shared
-                        .events
-                        .push(Event::Neighbor { ifindex: iface.index, ip: IpAddr::V6(target), mac, create: solicited })
-                        .is_err()
-                {
+                let Some((target, mac, how)) = parse_na(icmp, dst) else { return cx.drop(p, LO6_BAD_ND) };
+                // With or without the target's link-layer address: an
+                // answer to a unicast probe often comes without it
+                // (RFC 4861 7.2.4) and still confirms the neighbour.
+                let ev = Event::Neighbor { ifindex: iface.index, ip: IpAddr::V6(target), mac, how };
+                if shared.events.push(ev).is_err() {
                     cx.count(LO6_EVENTS_FULL, 1);
                 }
                 // The kernel's own solicitations wait for these.
                 return if linux == Linux::Punt { LO6_NEXT_PUNT } else { cx.drop(p, LO6_NA) };
             }
+            let Some(opt_ll) = nd_lladdr(&icmp[24..], 1) else { return cx.drop(p, LO6_BAD_ND) };
             let dad = src.is_unspecified();
             if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
                 return cx.drop(p, LO6_BAD_ND);
@@ -755,7 +749,12 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
                 && let Some(mac) = opt_ll
                 && shared
                     .events
-                    .push(Event::Neighbor { ifindex: iface.index, ip: IpAddr::V6(src), mac, create: true })
+                    .push(Event::Neighbor {
+                        ifindex: iface.index,
+                        ip: IpAddr::V6(src),
+                        mac: Some(mac),
+                        how: Heard::Sender { create: true },
+                    })
                     .is_err()
             {
                 cx.count(LO6_EVENTS_FULL, 1);
@@ -777,6 +776,27 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
         133 | 134 | 137 => cx.drop(p, LO6_ND_IGNORED),
         _ => cx.drop(p, LO6_ICMP_OTHER),
     }
+}
+
+/// A neighbour advertisement's ICMPv6 message (type 136, hop limit and
+/// code already checked), sent to `dst`: its target, the target
+/// link-layer address option if present, and its flags (RFC 4861 4.4).
+/// `None` when it fails RFC 4861 7.1.2 validation: too short, a multicast
+/// target, malformed options, or solicited yet sent to a multicast group.
+fn parse_na(icmp: &[u8], dst: Ipv6Addr) -> Option<(Ipv6Addr, Option<[u8; 6]>, Heard)> {
+    if icmp.len() < 24 {
+        return None;
+    }
+    let target = addr(icmp, 8);
+    if target.segments()[0] >> 8 == 0xff {
+        return None;
+    }
+    let mac = nd_lladdr(&icmp[24..], 2)?;
+    let (router, solicited, override_) = (icmp[4] & 0x80 != 0, icmp[4] & 0x40 != 0, icmp[4] & 0x20 != 0);
+    if solicited && dst.segments()[0] >> 8 == 0xff {
+        return None;
+    }
+    Some((target, mac, Heard::Advert { solicited, override_, router }))
 }
 
 /// The link-layer address option of type `want` in an ND options area.
@@ -894,4 +914,60 @@ fn build_na(
     let (m, d) = cx.pool.pkt_mut(p);
     write_l2(d, to_mac, iface, ETH_P_IPV6);
     m.tx_if = iface.index;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An NA's ICMPv6 message: flags byte, target ::9 in 2001:db8::/64,
+    /// then `opts`.
+    fn na(flags: u8, opts: &[u8]) -> Vec<u8> {
+        let mut m = vec![136, 0, 0, 0, flags, 0, 0, 0];
+        m.extend_from_slice(&"2001:db8::9".parse::<Ipv6Addr>().expect("a").octets());
+        m.extend_from_slice(opts);
+        m
+    }
+
+    const TLLA: [u8; 8] = [2, 1, 2, 0, 0, 0, 0, 9];
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 9];
+
+    fn unicast() -> Ipv6Addr {
+        "2001:db8::1".parse().expect("a")
+    }
+
+    #[test]
+    fn na_with_target_link_layer_address_and_flags() {
+        let (t, mac, how) = parse_na(&na(0x60, &TLLA), unicast()).expect("valid");
+        assert_eq!(t, "2001:db8::9".parse::<Ipv6Addr>().expect("a"));
+        assert_eq!(mac, Some(MAC));
+        assert_eq!(how, Heard::Advert { solicited: true, override_: true, router: false });
+        let (_, _, how) = parse_na(&na(0xa0, &TLLA), unicast()).expect("valid");
+        assert_eq!(how, Heard::Advert { solicited: false, override_: true, router: true });
+    }
+
+    #[test]
+    fn na_without_target_link_layer_address_is_kept() {
+        // What Linux sends in answer to a unicast NS: S set, O clear, no
+        // option (RFC 4861 7.2.4).
+        let (_, mac, how) = parse_na(&na(0x40, &[]), unicast()).expect("valid without the option");
+        assert_eq!(mac, None);
+        assert_eq!(how, Heard::Advert { solicited: true, override_: false, router: false });
+        // A source link-layer option (type 1) is not the target's.
+        let (_, mac, _) = parse_na(&na(0x40, &[1, 1, 2, 0, 0, 0, 0, 7]), unicast()).expect("valid");
+        assert_eq!(mac, None);
+    }
+
+    #[test]
+    fn invalid_nas_are_refused() {
+        let all_nodes: Ipv6Addr = "ff02::1".parse().expect("a");
+        assert!(parse_na(&na(0x40, &TLLA), all_nodes).is_none(), "solicited to multicast");
+        assert!(parse_na(&na(0x20, &TLLA), all_nodes).is_some(), "unsolicited to multicast is fine");
+        assert!(parse_na(&na(0x40, &[2, 0, 0, 0, 0, 0, 0, 0]), unicast()).is_none(), "zero-length option");
+        assert!(parse_na(&na(0x40, &[2, 2, 0, 0]), unicast()).is_none(), "option longer than the message");
+        assert!(parse_na(&na(0x40, &[])[..20], unicast()).is_none(), "truncated");
+        let mut m = na(0x40, &[]);
+        m[8] = 0xff;
+        assert!(parse_na(&m, unicast()).is_none(), "multicast target");
+    }
 }

@@ -376,11 +376,25 @@ impl Default for Params {
 /// What workers tell the control thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A neighbour's link-layer address was seen (ARP request or reply to
-    /// us, NS/NA). `create`: make an entry if none exists (the sender talks
-    /// to us or answered us, RFC 826 / RFC 4861 7.2.5); otherwise only
-    /// refresh an existing one.
-    Neighbor { ifindex: u16, ip: IpAddr, mac: [u8; 6], create: bool },
+    /// A neighbour was heard from (ARP request or reply, NS, NA); the
+    /// control thread's neighbour table applies RFC 4861 7.2.3 / 7.2.5.
+    /// `mac` is `None` for an NA without a target link-layer address
+    /// option (RFC 4861 7.2.4 allows it in answers to unicast probes).
+    Neighbor { ifindex: u16, ip: IpAddr, mac: Option<[u8; 6]>, how: Heard },
+}
+
+/// How a neighbour was heard from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// It sent us a request (NS with a source link-layer address, ARP
+    /// request) or announced itself (gratuitous ARP): its address is
+    /// known but its reachability is not (RFC 4861 7.2.3: STALE).
+    /// `create`: make an entry if none exists (the request was for one of
+    /// our addresses); otherwise only update an existing one.
+    Sender { create: bool },
+    /// It answered: a neighbour advertisement with its flags (RFC 4861
+    /// 4.4), or an ARP reply (solicited and override, as RFC 826 merges).
+    Advert { solicited: bool, override_: bool, router: bool },
 }
 
 /// A frame the control thread asks a worker to send (ARP/ND probes).

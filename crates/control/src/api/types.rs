@@ -135,7 +135,8 @@ pub struct NeighborEntry {
     pub interface: String,
     pub ip: String,
     pub mac: String,
-    /// "reachable" or "probe".
+    /// "reachable", "stale", "delay", "probe" or "permanent" (RFC 4861
+    /// 7.3.2).
     pub state: String,
     pub age_ms: u64,
 }
