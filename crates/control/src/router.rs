@@ -46,6 +46,10 @@ pub(crate) struct HostState {
     pub(crate) linux: Vec<crate::linux::host::SysctlGuard>,
     /// Linux mode with AF_XDP: addresses the steering program passes up.
     pub(crate) steer: crate::linux::host::LocalSteering,
+    /// The devices' original settings, in a state file that survives a
+    /// crash; dropped last, it puts back what the guards above do not
+    /// (offloads, link, NAPI settings).
+    pub(crate) saved: Option<crate::linux::saved::SavedHost>,
 }
 
 pub struct Router {
@@ -391,8 +395,13 @@ impl Router {
         shared.params.publish(params_of(&plan));
         shared.acls.publish(acls);
 
-        let mut host =
-            HostState { xdp: Default::default(), quiet: Vec::new(), linux: Vec::new(), steer: Default::default() };
+        let mut host = HostState {
+            xdp: Default::default(),
+            quiet: Vec::new(),
+            linux: Vec::new(),
+            steer: Default::default(),
+            saved: None,
+        };
         let linux_mode = plan.config.linux.linux_mode();
         // The TAP exception path: tern owns the devices (the kernel is
         // silenced there as in standalone mode) and the kernel's side of
@@ -402,6 +411,15 @@ impl Router {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
                 && *driver != Driver::Memory
             {
+                // The originals on disk before the first change (and what a
+                // crashed tern left here put back first).
+                if host.saved.is_none() {
+                    let dir = crate::linux::saved::state_dir();
+                    host.saved = Some(crate::linux::saved::SavedHost::open(&dir).map_err(err)?);
+                }
+                if let Some(s) = host.saved.as_mut() {
+                    s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
+                }
                 take_over(dev, p.up, &mut host, linux_mode && !tap)?;
                 if tap {
                     host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
