@@ -62,16 +62,20 @@ fn all_state(ns: &str) -> Vec<(String, String)> {
     v
 }
 
-fn start(lab: &Lab, state: &Path, log_name: &str) -> Child {
+/// Starts `tern run` in the router namespace as the lab's daemon (torn
+/// down with the lab) and waits until its API answers.
+fn start(lab: &mut Lab, state: &Path, log_name: &str) {
     let log = std::fs::File::create(lab.dir.join(log_name)).expect("log");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
-        .arg(lab.dir.join("tern.toml"))
-        .env("TERN_STATE_DIR", state)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start tern");
+    lab.daemon = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
+            .arg(lab.dir.join("tern.toml"))
+            .env("TERN_STATE_DIR", state)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start tern"),
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let up = Command::new(TERN)
@@ -81,7 +85,7 @@ fn start(lab: &Lab, state: &Path, log_name: &str) -> Child {
             .status()
             .is_ok_and(|s| s.success());
         if up {
-            return child;
+            return;
         }
         let log = std::fs::read_to_string(lab.dir.join(log_name)).unwrap_or_default();
         assert!(Instant::now() < deadline, "tern did not come up:\n{log}");
@@ -147,7 +151,7 @@ fn kill_9_restart_and_clean_stop_leave_every_device_setting_as_it_was() {
     let r = lab.ns[1].clone();
     let before = all_state(&r);
 
-    lab.daemon = Some(start(&lab, &state, "tern1.log"));
+    start(&mut lab, &state, "tern1.log");
     let running = all_state(&r);
     let changed = diff(&before, &running);
     // What the issue saw: arp_ignore 8, IPv6 off, the link up, GSO off.
@@ -157,7 +161,7 @@ fn kill_9_restart_and_clean_stop_leave_every_device_setting_as_it_was() {
     stop(&mut lab, "-KILL");
     assert_eq!(all_state(&r), running, "a SIGKILL restores nothing");
 
-    lab.daemon = Some(start(&lab, &state, "tern2.log"));
+    start(&mut lab, &state, "tern2.log");
     assert!(
         Command::new("ip")
             .args(["netns", "exec", &lab.ns[0], "ping", "-c", "1", "-W", "5", "10.0.2.2"])
@@ -166,14 +170,14 @@ fn kill_9_restart_and_clean_stop_leave_every_device_setting_as_it_was() {
             .is_ok_and(|s| s.success()),
         "the restarted tern forwards"
     );
-    let log2 = std::fs::read_to_string(lab.dir.join("tern2.log")).unwrap_or_default();
-    assert!(log2.contains("did not stop cleanly"), "the restart says what it restored:\n{log2}");
     stop(&mut lab, "-TERM");
 
     let after = all_state(&r);
     let left = diff(&before, &after);
     let log = std::fs::read_to_string(lab.dir.join("tern2.log")).unwrap_or_default();
     assert!(left.is_empty(), "settings not restored after kill -9, restart and stop: {left:?}\n{log}");
+    let log2 = std::fs::read_to_string(lab.dir.join("tern2.log")).unwrap_or_default();
+    assert!(log2.contains("did not stop cleanly"), "the restart says what it restored:\n{log2}");
     let files: Vec<_> = std::fs::read_dir(&state).map(|d| d.filter_map(Result::ok).collect()).unwrap_or_default();
     assert!(files.is_empty(), "state files left after a clean stop: {files:?}");
 }
@@ -183,7 +187,7 @@ fn cleanup_restores_what_a_killed_tern_left() {
     let Some((mut lab, state)) = lab("c") else { return };
     let r = lab.ns[1].clone();
     let before = all_state(&r);
-    lab.daemon = Some(start(&lab, &state, "tern.log"));
+    start(&mut lab, &state, "tern.log");
     assert!(!diff(&before, &all_state(&r)).is_empty(), "tern changed nothing");
     stop(&mut lab, "-KILL");
 
