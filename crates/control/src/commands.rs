@@ -357,6 +357,8 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 mtu: live.map_or(0, |l| l.mtu),
                 admin_up: p.up,
                 up: live.is_some_and(|l| l.up),
+                link: router.links.get(idx).map(|l| l.describe().to_string()),
+                link_changes: router.links.get(idx).map(|l| l.changes),
                 addresses: p
                     .v4
                     .iter()

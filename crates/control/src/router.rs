@@ -70,6 +70,8 @@ pub struct Router {
     /// Each port's device MAC and MTU (a sub-interface added by a reload
     /// takes its parent's).
     pub(crate) devs: Vec<DeviceInfo>,
+    /// The ports' devices as netlink reports them (crates/control/src/links.rs).
+    pub(crate) links: crate::links::LinkWatch,
 }
 
 /// Port numbers each worker keeps for the TAPs of sub-interfaces a
@@ -79,7 +81,7 @@ pub const SPARE_TAP_PORTS: usize = 64;
 /// Device facts the router needs for a port interface.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeviceInfo {
-    mac: [u8; 6],
+    pub(crate) mac: [u8; 6],
     mtu: u16,
 }
 
@@ -548,6 +550,17 @@ impl Router {
             neigh.add_permanent(ifindex, ip, mac, &mut fib);
         }
         let sources = crate::linux::sources(&plan).map_err(err)?;
+        let watched: Vec<(u16, String)> = ports
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match &p.kind {
+                IfacePlanKind::Port { device: Some(dev), driver } if *driver != Driver::Memory => {
+                    Some((i as u16, dev.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let links = crate::links::LinkWatch::new(&watched);
         Ok(Router {
             plan,
             fib,
@@ -562,6 +575,7 @@ impl Router {
             last_tick_ns: 0,
             started_ns,
             devs,
+            links,
         })
     }
 
@@ -608,6 +622,7 @@ impl Router {
                 changed |= s.poll(&mut cx);
             }
         }
+        did |= self.poll_links();
         if let Some(lane) = &mut self.host.xdp.lane {
             lane.sync(&mut self.fib, &self.shared, &self.plan.acls);
         }
@@ -786,6 +801,25 @@ pub(crate) fn open_tap(
     tern_io::netdev::set_up(&name, up).map_err(what)?;
     log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
     Ok(Some(queues))
+}
+
+impl Router {
+    /// Takes over a device that was removed and created again under the
+    /// same name: its settings recorded (a new ifindex: new originals),
+    /// the old device's guards forgotten, then as at start.
+    pub(crate) fn take_over_again(&mut self, dev: &str, up: bool) -> Result<(), StartError> {
+        if let Some(s) = self.host.saved.as_mut() {
+            s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
+        }
+        let (old, keep): (Vec<_>, Vec<_>) = self.host.quiet.drain(..).partition(|q| q.ifname() == dev);
+        self.host.quiet = keep;
+        old.into_iter().for_each(tern_io::netdev::KernelQuiet::keep);
+        let (old, keep): (Vec<_>, Vec<_>) = self.host.linux.drain(..).partition(|g| g.dev.as_deref() == Some(dev));
+        self.host.linux = keep;
+        old.into_iter().for_each(crate::linux::host::SysctlGuard::keep);
+        let linux_mode = self.plan.config.linux.linux_mode() && !self.plan.config.linux.tap_exception();
+        take_over(dev, up, &mut self.host, linux_mode)
+    }
 }
 
 /// Prepares a Linux device for tern: link up, no large-frame offloads (so

@@ -373,11 +373,14 @@ impl SavedHost {
     /// namespace's, and writes the file, before tern changes anything
     /// there.
     pub fn record(&mut self, dev: &str) -> Result<(), String> {
-        if self.state.devices.iter().any(|d| d.name == dev) {
-            return Ok(());
-        }
         let d = snapshot(dev)?;
-        self.state.devices.push(d);
+        match self.state.devices.iter_mut().find(|x| x.name == dev) {
+            Some(x) if x.ifindex == d.ifindex => return Ok(()),
+            // Re-created under the same name: the old device is gone, the
+            // new one's settings are the originals now.
+            Some(x) => *x = d,
+            None => self.state.devices.push(d),
+        }
         if self.state.namespace.is_empty() {
             for rel in NS_SYSCTLS {
                 if let Ok(v) = netdev::sysctl_read(rel) {
