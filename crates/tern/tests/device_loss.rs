@@ -141,8 +141,9 @@ socket = "{}"
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
     let used = worker_ticks(pid) - t0;
+    eprintln!("worker CPU: {used} ticks");
     let wall = w0.elapsed().as_secs_f64() * f64::from(hz);
-    assert!((used as f64) < wall * 0.3, "worker used {used} ticks of CPU in {wall:.0} ticks of wall time");
+    assert!((used as f64) < wall * 0.1, "worker used {used} ticks of CPU in {wall:.0} ticks of wall time");
 
     // Administratively down is the same for lan0.
     must("ip", &["-n", &lab.ns[1], "link", "set", "lan0", "down"]);
@@ -154,8 +155,9 @@ socket = "{}"
     let w0 = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
     let used = worker_ticks(pid) - t0;
+    eprintln!("worker CPU: {used} ticks");
     let wall = w0.elapsed().as_secs_f64() * f64::from(hz);
-    assert!((used as f64) < wall * 0.3, "worker used {used} ticks of CPU in {wall:.0} ticks of wall time (lan0 down)");
+    assert!((used as f64) < wall * 0.1, "worker used {used} ticks of CPU in {wall:.0} ticks of wall time (lan0 down)");
     must("ip", &["-n", &lab.ns[1], "link", "set", "lan0", "up"]);
 
     // The device returns: tern takes it over and traffic flows again.
