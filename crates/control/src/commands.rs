@@ -782,6 +782,11 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
             }
         }
     }
+    for (name, _, n) in router.link_states() {
+        if let Some(l) = interfaces.iter_mut().find(|l| l.interface == name) {
+            l.counters.link_changes = n;
+        }
+    }
     let mut errors = error_stats(&workers, base_snap);
     for e in &mut errors {
         let key = (e.node.as_str(), e.name.as_str());

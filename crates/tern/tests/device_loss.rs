@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, lab_missing, must};
+use common::{Lab, lab_missing, metric, must, scrape_in};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -129,6 +129,15 @@ socket = "{}"
     let w = wan0(&lab);
     assert_eq!(w["link"], "absent", "{w}");
     assert!(w["link_changes"].as_u64().is_some_and(|n| n >= 1), "{w}");
+    // Counted, in `stats` and in the metrics.
+    let st = cli(&lab, &["stats"]);
+    let c = st["interfaces"].as_array().and_then(|a| a.iter().find(|i| i["interface"] == "wan0")).expect("wan0");
+    assert!(c["counters"]["link_changes"].as_u64().is_some_and(|n| n >= 1), "{c}");
+    wait_for("the metrics saying wan0 is down", &lab, || {
+        let m = scrape_in(&lab.ns[1]);
+        metric(&m, "tern_interface_up{interface=\"wan0\"}") == 0.0
+            && metric(&m, "tern_interface_link_changes_total{interface=\"wan0\"}") >= 1.0
+    });
     wait_for("a log line", &lab, || {
         std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default().contains("device wan0 removed")
     });

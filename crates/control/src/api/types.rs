@@ -29,6 +29,10 @@ pub struct PortCounters {
     /// Packets the driver could not deliver to tern (kernel ring drops...).
     pub driver_rx_dropped: u64,
     pub driver_errors: u64,
+    /// Changes of the device under the port since start (down, up,
+    /// removed, re-created; not reset by `stats clear`).
+    #[serde(default)]
+    pub link_changes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
