@@ -32,16 +32,22 @@ pub struct LinkState {
     pub carrier: bool,
     /// Changes seen (down, up, removed, re-created).
     pub changes: u64,
+    /// The device returned, but its lane (AF_XDP, the XDP lane) could not
+    /// be attached again: down until tern restarts.
+    pub detached: bool,
 }
 
 impl LinkState {
     /// Whether the port can forward: the device exists and is up.
     pub fn usable(&self) -> bool {
-        self.ifindex.is_some() && self.admin_up
+        self.ifindex.is_some() && self.admin_up && !self.detached
     }
 
-    /// "up", "no-carrier", "down" or "absent".
+    /// "up", "no-carrier", "down", "absent" or "detached".
     pub fn describe(&self) -> &'static str {
+        if self.detached && self.ifindex.is_some() {
+            return "detached";
+        }
         match (self.ifindex.is_some(), self.admin_up, self.carrier) {
             (false, _, _) => "absent",
             (true, false, _) => "down",
@@ -109,6 +115,7 @@ impl LinkWatch {
                     admin_up: false,
                     carrier: false,
                     changes: 0,
+                    detached: false,
                 };
                 refresh(&mut l);
                 l
@@ -273,10 +280,11 @@ impl Router {
                         l.device,
                         l.ifindex.unwrap_or(0)
                     );
-                    self.reattach(l.port, &l.device);
+                    let attached = self.reattach(l.port, &l.device);
                     // Taking it over sets it up: read its state again.
                     if let Some(x) = self.links.links.get_mut(i) {
                         refresh(x);
+                        x.detached |= !attached;
                     }
                 }
             }
@@ -333,22 +341,23 @@ impl Router {
 
     /// Takes a device that came back over again and, on the AF_PACKET
     /// lane, opens each worker's port on it.
-    fn reattach(&mut self, port: u16, dev: &str) {
-        let Some(p) = self.plan.ifaces.get(usize::from(port)).cloned() else { return };
-        let IfacePlanKind::Port { driver, .. } = p.kind else { return };
+    /// Returns whether the port receives there again.
+    fn reattach(&mut self, port: u16, dev: &str) -> bool {
+        let Some(p) = self.plan.ifaces.get(usize::from(port)).cloned() else { return false };
+        let IfacePlanKind::Port { driver, .. } = p.kind else { return false };
         if let Err(e) = self.take_over_again(dev, p.up) {
             log::warn!("interface {}: device {dev}: {e}", p.name);
-            return;
+            return false;
         }
         self.follow_mac(port, dev);
         let lane_or_xdp = self.host.xdp.lane.as_ref().is_some_and(|l| l.has_device(dev))
             || (driver != Driver::Afpacket && !self.host.xdp.fallback.contains_key(dev) && self.host.xdp.has(dev));
         if lane_or_xdp {
             log::warn!(
-                "interface {}: device {dev} returned, but its XDP/AF_XDP attachment went with the old device; restart tern to attach again",
+                "interface {}: device {dev} returned, but its XDP/AF_XDP attachment went with the old device; the interface stays down: restart tern to attach again",
                 p.name
             );
-            return;
+            return false;
         }
         let workers = self.workers.len();
         let gen_ = self.links.get(port).map_or(0, |l| l.changes);
@@ -377,6 +386,7 @@ impl Router {
             }
         }
         log::info!("interface {}: AF_PACKET ports open again on {dev}", p.name);
+        true
     }
 
     /// Per interface: (name, link state, changes), for `interface show`
@@ -398,7 +408,7 @@ mod tests {
     use super::*;
 
     fn state(ifindex: Option<u32>, up: bool) -> LinkState {
-        LinkState { port: 0, device: "wan0".into(), ifindex, admin_up: up, carrier: up, changes: 0 }
+        LinkState { port: 0, device: "wan0".into(), ifindex, admin_up: up, carrier: up, changes: 0, detached: false }
     }
 
     #[test]

@@ -74,22 +74,33 @@ fn recreate(lab: &Lab) {
 
 #[test]
 fn a_deleted_device_is_noticed_not_polled_and_taken_back_when_it_returns() {
+    scenario("afpacket", "dla");
+}
+
+/// The XDP lane (native XDP on veth): noticed, counted, no spin; a device
+/// that returns is not attached again (the interface stays down, logged).
+#[test]
+fn a_deleted_device_under_the_xdp_lane_is_noticed_and_not_polled() {
+    scenario("auto", "dlx");
+}
+
+fn scenario(driver: &str, tag: &str) {
     if let Some(why) = lab_missing() {
         eprintln!("skipped: {why}");
         return;
     }
-    let mut lab = Lab::two_hosts(&format!("dl{}", std::process::id() % 100_000));
+    let mut lab = Lab::two_hosts(&format!("{tag}{}", std::process::id() % 100_000));
     let cfg = format!(
         r#"[[interface]]
 name = "lan0"
 device = "lan0"
-driver = "afpacket"
+driver = "{driver}"
 addresses = ["10.0.1.1/24"]
 
 [[interface]]
 name = "wan0"
 device = "wan0"
-driver = "afpacket"
+driver = "{driver}"
 addresses = ["10.0.2.1/24"]
 
 [api]
@@ -171,6 +182,16 @@ socket = "{}"
 
     // The device returns: tern takes it over and traffic flows again.
     recreate(&lab);
+    if driver != "afpacket" {
+        wait_for("a log line saying a restart attaches again", &lab, || {
+            std::fs::read_to_string(lab.dir.join("tern.log"))
+                .unwrap_or_default()
+                .contains("restart tern to attach again")
+        });
+        let w = wan0(&lab);
+        assert_eq!((&w["up"], &w["link"]), (&serde_json::json!(false), &serde_json::json!("detached")), "{w}");
+        return;
+    }
     wait_for("wan0 up again", &lab, || wan0(&lab)["up"] == true);
     wait_for("a ping through the re-created device", &lab, || ping(&lab));
     let w = wan0(&lab);

@@ -155,7 +155,7 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
         let state = match (i.admin_up, i.up, i.link.as_deref()) {
             (true, true, _) => "up".to_string(),
             (false, _, _) => "down".to_string(),
-            (true, false, Some(l @ ("absent" | "down"))) => format!("down (device {l})"),
+            (true, false, Some(l @ ("absent" | "down" | "detached"))) => format!("down (device {l})"),
             (true, false, _) => "down (parent down)".to_string(),
         };
         let what = match i.kind.as_str() {
