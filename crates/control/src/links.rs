@@ -96,12 +96,12 @@ impl LinkWatch {
     /// read with ioctls. Without a netlink socket (not permitted) nothing
     /// is followed, which is logged.
     pub fn new(devices: &[(u16, String)]) -> LinkWatch {
-        let sock = match NlSocket::open(RTMGRP_LINK, 1 << 20) {
+        let sock = if devices.is_empty() { Err(None) } else { NlSocket::open(RTMGRP_LINK, 1 << 20).map_err(Some) };
+        let sock = match sock {
             Ok(s) => Some(s),
-            Err(e) => {
-                if !devices.is_empty() {
-                    log::warn!("cannot follow link changes (netlink: {e}): a device removed under tern goes unnoticed");
-                }
+            Err(None) => None,
+            Err(Some(e)) => {
+                log::warn!("cannot follow link changes (netlink: {e}): a device removed under tern goes unnoticed");
                 None
             }
         };

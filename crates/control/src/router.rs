@@ -817,8 +817,18 @@ impl Router {
         let (old, keep): (Vec<_>, Vec<_>) = self.host.linux.drain(..).partition(|g| g.dev.as_deref() == Some(dev));
         self.host.linux = keep;
         old.into_iter().for_each(crate::linux::host::SysctlGuard::keep);
-        let linux_mode = self.plan.config.linux.linux_mode() && !self.plan.config.linux.tap_exception();
-        take_over(dev, up, &mut self.host, linux_mode)
+        let tap = self.plan.config.linux.tap_exception();
+        let linux_mode = self.plan.config.linux.linux_mode() && !tap;
+        let before = self.host.linux.len();
+        take_over(dev, up, &mut self.host, linux_mode)?;
+        if tap {
+            self.host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
+        } else if linux_mode && self.host.linux.len() > before {
+            // A router interface for ND again, as at start.
+            let g = crate::linux::host::ipv6_forwarding_off(&self.host.linux[before..]).map_err(err)?;
+            self.host.linux.push(g);
+        }
+        Ok(())
     }
 }
 
