@@ -199,4 +199,17 @@ socket = "{}"
     // Taken over again: the kernel silenced on the new device.
     let arp = must("ip", &["netns", "exec", &lab.ns[1], "sysctl", "-n", "net.ipv4.conf.wan0.arp_ignore"]);
     assert_eq!(arp.trim(), "8");
+
+    // A clean stop gives the new device back as it came (the originals of
+    // the re-created device were recorded, not the old one's).
+    let mut d = lab.daemon.take().expect("daemon");
+    must("kill", &["-TERM", &d.id().to_string()]);
+    let _ = d.wait();
+    let arp = must("ip", &["netns", "exec", &lab.ns[1], "sysctl", "-n", "net.ipv4.conf.wan0.arp_ignore"]);
+    assert_eq!(arp.trim(), "0", "arp_ignore of the re-created wan0 after the stop");
+    let link = must("ip", &["-n", &lab.ns[1], "-o", "link", "show", "wan0"]);
+    assert!(
+        !link.contains(",UP") && !link.contains("<UP"),
+        "the re-created wan0 came down, so it goes back down: {link}"
+    );
 }
