@@ -129,6 +129,11 @@ impl XdpDevices {
         }
     }
 
+    /// Whether a steering program is attached to `dev` (AF_XDP ports).
+    pub fn has(&self, dev: &str) -> bool {
+        self.progs.contains_key(dev)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.progs.is_empty() && self.lane.is_none()
     }

@@ -357,6 +357,8 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 mtu: live.map_or(0, |l| l.mtu),
                 admin_up: p.up,
                 up: live.is_some_and(|l| l.up),
+                link: router.links.get(idx).map(|l| l.describe().to_string()),
+                link_changes: router.links.get(idx).map(|l| l.changes),
                 addresses: p
                     .v4
                     .iter()
@@ -778,6 +780,11 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
                 c.tx_packets += e.tx_packets;
                 c.tx_bytes += e.tx_bytes;
             }
+        }
+    }
+    for (name, _, n) in router.link_states() {
+        if let Some(l) = interfaces.iter_mut().find(|l| l.interface == name) {
+            l.counters.link_changes = n;
         }
     }
     let mut errors = error_stats(&workers, base_snap);

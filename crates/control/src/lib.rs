@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod engine_bench;
 pub mod ifset;
+pub mod links;
 pub mod linux;
 pub mod live;
 pub mod metrics;

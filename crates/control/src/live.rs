@@ -146,7 +146,7 @@ impl Router {
     /// Publishes a new interface table where the interfaces in `changed`
     /// take their state from the plan (admin state, addresses, MTU); a
     /// VLAN's forwarding state also follows its parent's.
-    fn publish_ifaces(&mut self) {
+    pub(crate) fn publish_ifaces(&mut self) {
         let old = self.shared.ifaces.load();
         let mut ifs = old.ifs.clone();
         for (i, f) in ifs.iter_mut().enumerate() {
@@ -155,10 +155,13 @@ impl Router {
                 continue;
             }
             let parent_up = match p.kind {
-                IfacePlanKind::Vlan { parent, .. } => self.plan.ifaces.get(parent).is_none_or(|pp| pp.up),
+                IfacePlanKind::Vlan { parent, .. } => {
+                    self.plan.ifaces.get(parent).is_none_or(|pp| pp.up) && self.links.usable(parent as u16)
+                }
                 _ => true,
             };
-            f.up = p.up && parent_up;
+            // A port whose device is gone or down does not forward.
+            f.up = p.up && parent_up && self.links.usable(i as u16);
             f.v4 = p.v4.clone();
             f.v6 = p.v6.clone();
             if let Some(m) = p.mtu {

@@ -37,6 +37,8 @@ pub struct ControlFacts {
     pub acl_hits: Vec<(String, Vec<(u64, u64)>)>,
     /// What the XDP lane counted itself (empty without the lane).
     pub lane: crate::commands::LaneCounts,
+    /// Per port on a device: (interface, link state, link changes).
+    pub links: Vec<(String, &'static str, u64)>,
 }
 
 /// Everything the endpoint reads.
@@ -183,6 +185,22 @@ pub fn render(src: &MetricsSource) -> String {
             family(&mut s, "tern_interface_up", "gauge", "1 when the interface forwards (admin up, parent up).");
         for i in ifs.ifs.iter().filter(|i| !i.is_removed()) {
             f.sample("tern_interface_up", &[("interface", &i.name)], u8::from(i.up));
+        }
+    }
+    {
+        let facts = src.facts.load();
+        let mut f = family(
+            &mut s,
+            "tern_interface_link_changes_total",
+            "counter",
+            "Changes of the device under the interface seen (down, up, removed, re-created).",
+        );
+        for (n, _, c) in &facts.links {
+            f.sample("tern_interface_link_changes_total", &[("interface", n)], c);
+        }
+        let mut f = family(&mut s, "tern_interface_link_up", "gauge", "1 when the device exists and is up.");
+        for (n, st, _) in &facts.links {
+            f.sample("tern_interface_link_up", &[("interface", n)], u8::from(*st == "up" || *st == "no-carrier"));
         }
     }
     {

@@ -46,6 +46,10 @@ pub(crate) struct HostState {
     pub(crate) linux: Vec<crate::linux::host::SysctlGuard>,
     /// Linux mode with AF_XDP: addresses the steering program passes up.
     pub(crate) steer: crate::linux::host::LocalSteering,
+    /// The devices' original settings, in a state file that survives a
+    /// crash; dropped last, it puts back what the guards above do not
+    /// (offloads, link, NAPI settings).
+    pub(crate) saved: Option<crate::linux::saved::SavedHost>,
 }
 
 pub struct Router {
@@ -66,6 +70,8 @@ pub struct Router {
     /// Each port's device MAC and MTU (a sub-interface added by a reload
     /// takes its parent's).
     pub(crate) devs: Vec<DeviceInfo>,
+    /// The ports' devices as netlink reports them (crates/control/src/links.rs).
+    pub(crate) links: crate::links::LinkWatch,
 }
 
 /// Port numbers each worker keeps for the TAPs of sub-interfaces a
@@ -75,7 +81,7 @@ pub const SPARE_TAP_PORTS: usize = 64;
 /// Device facts the router needs for a port interface.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeviceInfo {
-    mac: [u8; 6],
+    pub(crate) mac: [u8; 6],
     mtu: u16,
 }
 
@@ -391,8 +397,13 @@ impl Router {
         shared.params.publish(params_of(&plan));
         shared.acls.publish(acls);
 
-        let mut host =
-            HostState { xdp: Default::default(), quiet: Vec::new(), linux: Vec::new(), steer: Default::default() };
+        let mut host = HostState {
+            xdp: Default::default(),
+            quiet: Vec::new(),
+            linux: Vec::new(),
+            steer: Default::default(),
+            saved: None,
+        };
         let linux_mode = plan.config.linux.linux_mode();
         // The TAP exception path: tern owns the devices (the kernel is
         // silenced there as in standalone mode) and the kernel's side of
@@ -402,6 +413,15 @@ impl Router {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
                 && *driver != Driver::Memory
             {
+                // The originals on disk before the first change (and what a
+                // crashed tern left here put back first).
+                if host.saved.is_none() {
+                    let dir = crate::linux::saved::state_dir();
+                    host.saved = Some(crate::linux::saved::SavedHost::open(&dir).map_err(err)?);
+                }
+                if let Some(s) = host.saved.as_mut() {
+                    s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
+                }
                 take_over(dev, p.up, &mut host, linux_mode && !tap)?;
                 if tap {
                     host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
@@ -530,6 +550,17 @@ impl Router {
             neigh.add_permanent(ifindex, ip, mac, &mut fib);
         }
         let sources = crate::linux::sources(&plan).map_err(err)?;
+        let watched: Vec<(u16, String)> = ports
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match &p.kind {
+                IfacePlanKind::Port { device: Some(dev), driver } if *driver != Driver::Memory => {
+                    Some((i as u16, dev.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let links = crate::links::LinkWatch::new(&watched);
         Ok(Router {
             plan,
             fib,
@@ -544,6 +575,7 @@ impl Router {
             last_tick_ns: 0,
             started_ns,
             devs,
+            links,
         })
     }
 
@@ -592,6 +624,7 @@ impl Router {
                 changed |= s.poll(&mut cx);
             }
         }
+        did |= self.poll_links();
         if let Some(lane) = &mut self.host.xdp.lane {
             lane.sync(&mut self.fib, &self.shared, &self.plan.acls);
         }
@@ -770,6 +803,35 @@ pub(crate) fn open_tap(
     tern_io::netdev::set_up(&name, up).map_err(what)?;
     log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
     Ok(Some(queues))
+}
+
+impl Router {
+    /// Takes over a device that was removed and created again under the
+    /// same name: its settings recorded (a new ifindex: new originals),
+    /// the old device's guards forgotten, then as at start.
+    pub(crate) fn take_over_again(&mut self, dev: &str, up: bool) -> Result<(), StartError> {
+        if let Some(s) = self.host.saved.as_mut() {
+            s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
+        }
+        let (old, keep): (Vec<_>, Vec<_>) = self.host.quiet.drain(..).partition(|q| q.ifname() == dev);
+        self.host.quiet = keep;
+        old.into_iter().for_each(tern_io::netdev::KernelQuiet::keep);
+        let (old, keep): (Vec<_>, Vec<_>) = self.host.linux.drain(..).partition(|g| g.dev.as_deref() == Some(dev));
+        self.host.linux = keep;
+        old.into_iter().for_each(crate::linux::host::SysctlGuard::keep);
+        let tap = self.plan.config.linux.tap_exception();
+        let linux_mode = self.plan.config.linux.linux_mode() && !tap;
+        let before = self.host.linux.len();
+        take_over(dev, up, &mut self.host, linux_mode)?;
+        if tap {
+            self.host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
+        } else if linux_mode && self.host.linux.len() > before {
+            // A router interface for ND again, as at start.
+            let g = crate::linux::host::ipv6_forwarding_off(&self.host.linux[before..]).map_err(err)?;
+            self.host.linux.push(g);
+        }
+        Ok(())
+    }
 }
 
 /// Prepares a Linux device for tern: link up, no large-frame offloads (so

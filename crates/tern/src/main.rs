@@ -49,6 +49,12 @@ enum Cmd {
     /// Build a throwaway network-namespace lab (host1 - tern - host2), run
     /// tern in it with a built-in configuration, and show that it routes.
     Lab(lab::LabArgs),
+    /// Put back the device settings (sysctls, offloads, link state, NAPI
+    /// settings, XDP programs) that a tern which did not stop cleanly left
+    /// in this network namespace, from its state file (`ip netns exec NS
+    /// tern cleanup` for another namespace). A running tern's are left
+    /// alone.
+    Cleanup(CleanupArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -63,6 +69,13 @@ struct RunArgs {
     config: PathBuf,
 }
 
+#[derive(Args)]
+struct CleanupArgs {
+    /// The state directory (default: $TERN_STATE_DIR, else /run/tern/host).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log)).init();
@@ -74,6 +87,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Some(Cmd::Run(a)) => run(a),
         Some(Cmd::Lab(a)) => lab::run(a, &cli.socket),
+        Some(Cmd::Cleanup(a)) => cleanup(a),
         Some(Cmd::Bench(b)) => bench_cmd::run(b),
         Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),
         Some(Cmd::Op(op)) => ops::execute(&mut ctx, &op, cli.json).map(|out| {
@@ -111,6 +125,28 @@ fn sd_notify(state: &str) {
     };
     if let Err(e) = r {
         log::warn!("sd_notify {state}: {e}");
+    }
+}
+
+fn cleanup(a: CleanupArgs) -> Res {
+    use tern_control::linux::saved;
+    let dir = a.state_dir.unwrap_or_else(saved::state_dir);
+    let c = saved::restore_leftovers(&dir)?;
+    for r in &c.restored {
+        println!("restored {r}");
+    }
+    for (f, pid) in &c.running {
+        println!("left alone: {} (tern pid {pid} is running)", f.display());
+    }
+    if c.files.is_empty() && c.failed.is_empty() {
+        println!("nothing to restore in {} for this network namespace", dir.display());
+    } else if !c.files.is_empty() {
+        println!("{} state file(s) restored and removed", c.files.len());
+    }
+    if c.failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(format!("could not restore everything:\n  {}", c.failed.join("\n  ")))
     }
 }
 

@@ -335,14 +335,15 @@ pub fn attached(ifname: &str) -> Result<Vec<(AttachMode, u32, String)>, XdpError
         .collect())
 }
 
-/// Detaches a stale tern steering program from `ifname` (all XDP programs
+/// Detaches a stale tern program (the steering program or the XDP lane's)
+/// from `ifname` (all XDP programs
 /// with `force`). Returns the ids of the programs removed. Programs held by
 /// a live bpf_link (a running tern) refuse with "busy".
 pub fn remove_stale(ifname: &str, force: bool) -> Result<Vec<u32>, XdpError> {
     let ifindex = ifindex_of(ifname)?;
     let mut removed = Vec::new();
     for (mode, id, name) in attached(ifname)? {
-        if !force && name != STEER_PROG_NAME {
+        if !force && name != STEER_PROG_NAME && name != crate::lane::LANE_PROG_NAME {
             log::info!("{ifname}: leaving XDP program {id} ({name:?}) alone: not tern's");
             continue;
         }

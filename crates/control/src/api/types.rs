@@ -29,6 +29,10 @@ pub struct PortCounters {
     /// Packets the driver could not deliver to tern (kernel ring drops...).
     pub driver_rx_dropped: u64,
     pub driver_errors: u64,
+    /// Changes of the device under the port since start (down, up,
+    /// removed, re-created; not reset by `stats clear`).
+    #[serde(default)]
+    pub link_changes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -49,8 +53,16 @@ pub struct InterfaceInfo {
     pub mtu: u16,
     /// Configured state ("interface set NAME up/down").
     pub admin_up: bool,
-    /// Forwarding state: admin up and, for a VLAN, its parent up.
+    /// Forwarding state: admin up, the device present and up, and, for a
+    /// VLAN, its parent up.
     pub up: bool,
+    /// The device's link as netlink reports it: "up", "no-carrier",
+    /// "down" or "absent" (ports on a device only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// Link changes seen (down, up, removed, re-created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_changes: Option<u64>,
     /// "10.0.1.1/24", "2001:db8:1::1/64".
     pub addresses: Vec<String>,
     pub link_local: String,

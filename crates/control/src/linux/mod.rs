@@ -11,7 +11,9 @@
 //! * [`kernel`]: links, addresses, neighbours, routes and next-hop objects
 //!   of the devices tern drives, mirrored from rtnetlink (source `kernel`).
 //! * [`fpm`]: zebra's `dplane_fpm_nl` stream (source `fpm`).
-//! * [`host`]: what Linux mode changes on the taken-over devices.
+//! * [`host`]: what Linux mode changes on the taken-over devices;
+//!   [`saved`]: every device setting tern changes, kept in a state file
+//!   so a crash can be undone.
 //! * [`nl`]: the rtnetlink wire format both use; [`sync`]: route messages
 //!   to RIB operations.
 //!
@@ -21,6 +23,7 @@ pub mod fpm;
 pub mod host;
 pub mod kernel;
 pub mod nl;
+pub mod saved;
 pub mod socket;
 pub mod sync;
 

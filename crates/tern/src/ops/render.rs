@@ -152,10 +152,11 @@ fn status(s: &StatusInfo) -> String {
 fn interfaces(v: &[&InterfaceInfo]) -> String {
     let mut s = String::new();
     for i in v {
-        let state = match (i.admin_up, i.up) {
-            (true, true) => "up",
-            (false, _) => "down",
-            (true, false) => "down (parent down)",
+        let state = match (i.admin_up, i.up, i.link.as_deref()) {
+            (true, true, _) => "up".to_string(),
+            (false, _, _) => "down".to_string(),
+            (true, false, Some(l @ ("absent" | "down" | "detached"))) => format!("down (device {l})"),
+            (true, false, _) => "down (parent down)".to_string(),
         };
         let what = match i.kind.as_str() {
             "vlan" => format!("vlan {} on {}", i.vlan.unwrap_or_default(), i.parent.as_deref().unwrap_or("?")),
@@ -171,6 +172,11 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
             let _ = writeln!(s, "    {} {a}", if a.contains(':') { "inet6" } else { "inet" });
         }
         let _ = writeln!(s, "    inet6 {}/64 (link)", i.link_local);
+        if let (Some(l), Some(n)) = (&i.link, i.link_changes)
+            && n > 0
+        {
+            let _ = writeln!(s, "    link {l}, {n} change(s) since start");
+        }
         if let Some(a) = &i.acl_in {
             let _ = writeln!(s, "    acl in {a}");
         }
@@ -310,14 +316,24 @@ fn stats(s: &StatsReport, part: StatsPart, all: bool) -> String {
                     c.tx_bytes.to_string(),
                     c.tx_dropped.to_string(),
                     c.driver_rx_dropped.to_string(),
+                    c.link_changes.to_string(),
                 ]
             })
             .collect();
         o.push('\n');
         o.push_str(&table(
-            &["interface", "rx packets", "rx bytes", "tx packets", "tx bytes", "tx refused", "driver drops"],
+            &[
+                "interface",
+                "rx packets",
+                "rx bytes",
+                "tx packets",
+                "tx bytes",
+                "tx refused",
+                "driver drops",
+                "link changes",
+            ],
             &rows,
-            &[1, 2, 3, 4, 5, 6],
+            &[1, 2, 3, 4, 5, 6, 7],
         ));
     }
     if matches!(part, StatsPart::All | StatsPart::Errors) {

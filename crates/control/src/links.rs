@@ -1,0 +1,450 @@
+//! Following the devices under the router's ports (issue 36.4): link up
+//! and down, removal and re-creation, from rtnetlink link notifications
+//! (RTM_NEWLINK, RTM_DELLINK on RTMGRP_LINK).
+//!
+//! A port whose device is gone or administratively down stops forwarding:
+//! its interface is published down (`interface show`, `tern_interface_up`),
+//! so routes through it drop their packets as for `interface set NAME
+//! down`, counted. Each change is logged and counted per interface
+//! (`link_changes`, `tern_interface_link_changes_total`). A device that
+//! comes back under the same name (a new ifindex) is taken over again
+//! (settings recorded, link up, offloads off, kernel silenced) and, on the
+//! AF_PACKET lane, each worker's socket is opened again on it; AF_XDP and
+//! the XDP lane are left down with a log line saying a restart re-attaches
+//! them.
+
+use crate::config::{Driver, IfacePlanKind};
+use crate::linux::nl::{self, Attrs, IFF_UP, IFLA_IFNAME, NlMessages, RTM_DELLINK, RTM_NEWLINK, RTMGRP_LINK};
+use crate::linux::socket::{NlSocket, Recv};
+use crate::router::Router;
+
+/// The state of one port's device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkState {
+    /// The interface (port) index.
+    pub port: u16,
+    pub device: String,
+    /// The device's ifindex; None while it is gone.
+    pub ifindex: Option<u32>,
+    /// Administratively up (IFF_UP).
+    pub admin_up: bool,
+    /// Carrier (IFF_LOWER_UP).
+    pub carrier: bool,
+    /// Changes seen (down, up, removed, re-created).
+    pub changes: u64,
+    /// The device returned, but its lane (AF_XDP, the XDP lane) could not
+    /// be attached again: down until tern restarts.
+    pub detached: bool,
+}
+
+impl LinkState {
+    /// Whether the port can forward: the device exists and is up.
+    pub fn usable(&self) -> bool {
+        self.ifindex.is_some() && self.admin_up && !self.detached
+    }
+
+    /// "up", "no-carrier", "down", "absent" or "detached".
+    pub fn describe(&self) -> &'static str {
+        if self.detached && self.ifindex.is_some() {
+            return "detached";
+        }
+        match (self.ifindex.is_some(), self.admin_up, self.carrier) {
+            (false, _, _) => "absent",
+            (true, false, _) => "down",
+            (true, true, false) => "no-carrier",
+            (true, true, true) => "up",
+        }
+    }
+}
+
+/// What changed on a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkEvent {
+    Down,
+    Up,
+    Removed,
+    /// Back under the same name with a new ifindex.
+    Recreated,
+}
+
+/// A link notification: (message type, ifindex, flags, name).
+fn parse_link(ty: u16, payload: &[u8]) -> Option<(u16, u32, u32, Option<String>)> {
+    // struct ifinfomsg: family u8, pad u8, type u16, index i32, flags u32,
+    // change u32 (16 bytes), then attributes.
+    let index = u32::from_ne_bytes(payload.get(4..8)?.try_into().ok()?);
+    let flags = u32::from_ne_bytes(payload.get(8..12)?.try_into().ok()?);
+    let mut name = None;
+    for a in Attrs::new(payload.get(16..)?) {
+        let Ok((t, data)) = a else { break };
+        if t == IFLA_IFNAME {
+            let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+            name = std::str::from_utf8(&data[..end]).ok().map(str::to_string);
+        }
+    }
+    Some((ty, index, flags, name))
+}
+
+/// Link notifications for the router's port devices.
+pub struct LinkWatch {
+    sock: Option<NlSocket>,
+    pub links: Vec<LinkState>,
+    buf: Vec<u8>,
+}
+
+impl LinkWatch {
+    /// Watches `devices` ((port index, device name)); their state now is
+    /// read with ioctls. Without a netlink socket (not permitted) nothing
+    /// is followed, which is logged.
+    pub fn new(devices: &[(u16, String)]) -> LinkWatch {
+        let sock = if devices.is_empty() { Err(None) } else { NlSocket::open(RTMGRP_LINK, 1 << 20).map_err(Some) };
+        let sock = match sock {
+            Ok(s) => Some(s),
+            Err(None) => None,
+            Err(Some(e)) => {
+                log::warn!("cannot follow link changes (netlink: {e}): a device removed under tern goes unnoticed");
+                None
+            }
+        };
+        let links = devices
+            .iter()
+            .map(|(port, dev)| {
+                let mut l = LinkState {
+                    port: *port,
+                    device: dev.clone(),
+                    ifindex: None,
+                    admin_up: false,
+                    carrier: false,
+                    changes: 0,
+                    detached: false,
+                };
+                refresh(&mut l);
+                l
+            })
+            .collect();
+        LinkWatch { sock, links, buf: vec![0; 64 * 1024] }
+    }
+
+    /// The state of port `port`'s device, if it has one.
+    pub fn get(&self, port: u16) -> Option<&LinkState> {
+        self.links.iter().find(|l| l.port == port)
+    }
+
+    /// Whether interface `port` may forward as far as its device goes
+    /// (true for interfaces without a device).
+    pub fn usable(&self, port: u16) -> bool {
+        self.get(port).is_none_or(LinkState::usable)
+    }
+
+    /// Reads pending notifications: the changes, in order.
+    pub fn poll(&mut self) -> Vec<(usize, LinkEvent)> {
+        let mut events = Vec::new();
+        let Some(sock) = &self.sock else { return events };
+        let mut resync = false;
+        loop {
+            match sock.recv(&mut self.buf) {
+                Ok(Recv::Data(n)) => {
+                    for m in NlMessages::new(&self.buf[..n]) {
+                        let Ok(m) = m else { break };
+                        if m.ty != RTM_NEWLINK && m.ty != RTM_DELLINK {
+                            continue;
+                        }
+                        if let Some((ty, index, flags, name)) = parse_link(m.ty, m.payload) {
+                            apply(&mut self.links, ty, index, flags, name.as_deref(), &mut events);
+                        }
+                    }
+                }
+                Ok(Recv::Empty) => break,
+                Ok(Recv::Overrun) => resync = true,
+                Err(e) => {
+                    log::warn!("link notifications: {e}");
+                    break;
+                }
+            }
+        }
+        if resync {
+            // Notifications were lost: ask the kernel about each device.
+            for (i, l) in self.links.iter_mut().enumerate() {
+                let before = l.clone();
+                refresh(l);
+                if let Some(ev) = compare(&before, l) {
+                    l.changes += 1;
+                    events.push((i, ev));
+                }
+            }
+        }
+        events
+    }
+}
+
+/// Reads a device's state with ioctls.
+fn refresh(l: &mut LinkState) {
+    match (tern_io::netdev::ifindex(&l.device), tern_io::netdev::flags(&l.device)) {
+        (Ok(i), Ok(f)) => {
+            l.ifindex = Some(i);
+            l.admin_up = f.up;
+            l.carrier = f.running;
+        }
+        _ => {
+            l.ifindex = None;
+            l.admin_up = false;
+            l.carrier = false;
+        }
+    }
+}
+
+fn compare(before: &LinkState, after: &LinkState) -> Option<LinkEvent> {
+    match (before.ifindex, after.ifindex) {
+        (Some(_), None) => Some(LinkEvent::Removed),
+        (None, Some(_)) => Some(LinkEvent::Recreated),
+        (Some(a), Some(b)) if a != b => Some(LinkEvent::Recreated),
+        _ if before.usable() && !after.usable() => Some(LinkEvent::Down),
+        _ if !before.usable() && after.usable() => Some(LinkEvent::Up),
+        _ => None,
+    }
+}
+
+/// Applies one notification to the watched devices.
+fn apply(
+    links: &mut [LinkState],
+    ty: u16,
+    index: u32,
+    flags: u32,
+    name: Option<&str>,
+    events: &mut Vec<(usize, LinkEvent)>,
+) {
+    let by_index = links.iter().position(|l| l.ifindex == Some(index));
+    let i = match (by_index, name) {
+        (Some(i), _) => i,
+        // A device of a watched name that tern does not hold: re-created.
+        (None, Some(n)) if ty == RTM_NEWLINK => match links.iter().position(|l| l.device == n) {
+            Some(i) => i,
+            None => return,
+        },
+        _ => return,
+    };
+    let l = &mut links[i];
+    let before = l.clone();
+    if ty == RTM_DELLINK {
+        l.ifindex = None;
+        l.admin_up = false;
+        l.carrier = false;
+    } else {
+        if name.is_some_and(|n| n != l.device) {
+            // Renamed away: for tern the device of that name is gone.
+            l.ifindex = None;
+            l.admin_up = false;
+            l.carrier = false;
+        } else {
+            l.ifindex = Some(index);
+            l.admin_up = flags & IFF_UP != 0;
+            l.carrier = flags & nl::IFF_LOWER_UP != 0;
+        }
+    }
+    if let Some(ev) = compare(&before, l) {
+        l.changes += 1;
+        events.push((i, ev));
+    }
+}
+
+impl Router {
+    /// Follows the ports' devices (see the module documentation). Returns
+    /// true if something changed.
+    pub(crate) fn poll_links(&mut self) -> bool {
+        let events = self.links.poll();
+        if events.is_empty() {
+            return false;
+        }
+        for (i, ev) in events {
+            let Some(l) = self.links.links.get(i).cloned() else { continue };
+            let name = self.plan.ifaces.get(usize::from(l.port)).map_or_else(String::new, |p| p.name.clone());
+            match ev {
+                LinkEvent::Removed => {
+                    log::warn!(
+                        "interface {name}: device {} removed; the interface is down until a device of that name returns",
+                        l.device
+                    );
+                    self.forget_neighbors(l.port);
+                }
+                LinkEvent::Down => {
+                    // (Before a removal the kernel reports the device down;
+                    // the removal's own line follows.)
+                    if l.ifindex.is_some() {
+                        log::warn!("interface {name}: device {} is down ({}); not forwarding", l.device, l.describe());
+                    }
+                    self.forget_neighbors(l.port);
+                }
+                LinkEvent::Up => log::info!("interface {name}: device {} is up again", l.device),
+                LinkEvent::Recreated => {
+                    log::info!(
+                        "interface {name}: device {} is back (ifindex {}); taking it over again",
+                        l.device,
+                        l.ifindex.unwrap_or(0)
+                    );
+                    let attached = self.reattach(l.port, &l.device);
+                    // Taking it over sets it up: read its state again.
+                    if let Some(x) = self.links.links.get_mut(i) {
+                        refresh(x);
+                        x.detached |= !attached;
+                    }
+                }
+            }
+        }
+        self.publish_ifaces();
+        true
+    }
+
+    /// Forgets the neighbours learned on `port` and its VLANs: a device
+    /// that returns may reach other hosts (or the same ones with new MACs).
+    fn forget_neighbors(&mut self, port: u16) {
+        let mut flushed = self.neigh.flush_interface(port, &mut self.fib);
+        let children: Vec<u16> = self
+            .plan
+            .ifaces
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.kind, IfacePlanKind::Vlan { parent, .. } if parent == usize::from(port)))
+            .map(|(i, _)| i as u16)
+            .collect();
+        for c in children {
+            flushed |= self.neigh.flush_interface(c, &mut self.fib);
+        }
+        if flushed {
+            self.shared.bump_neigh_gen();
+        }
+    }
+
+    /// A device that returned may have another MAC: unless the
+    /// configuration sets one, the interface (and its VLANs) takes the new
+    /// device's, as at start.
+    fn follow_mac(&mut self, port: u16, dev: &str) {
+        let Some(p) = self.plan.ifaces.get(usize::from(port)) else { return };
+        if p.mac.is_some() {
+            return;
+        }
+        let Ok(mac) = tern_io::netdev::mac(dev) else { return };
+        let Some(d) = self.devs.get_mut(usize::from(port)) else { return };
+        if d.mac == mac {
+            return;
+        }
+        d.mac = mac;
+        let old = self.shared.ifaces.load();
+        let mut ifs = old.ifs.clone();
+        for f in ifs.iter_mut().filter(|f| f.port == port && !f.is_removed()) {
+            if matches!(f.kind, tern_nodes::state::IfKind::Port | tern_nodes::state::IfKind::Vlan { .. }) {
+                f.mac = mac;
+                f.v6_ll = tern_nodes::state::link_local_from_mac(mac);
+            }
+        }
+        self.shared.ifaces.publish(tern_nodes::state::IfTable::new(ifs));
+        log::info!("interface {}: device {dev} has a new MAC address {}", p.name, crate::neighbor::fmt_mac(mac));
+    }
+
+    /// Takes a device that came back over again and, on the AF_PACKET
+    /// lane, opens each worker's port on it.
+    /// Returns whether the port receives there again.
+    fn reattach(&mut self, port: u16, dev: &str) -> bool {
+        let Some(p) = self.plan.ifaces.get(usize::from(port)).cloned() else { return false };
+        let IfacePlanKind::Port { driver, .. } = p.kind else { return false };
+        if let Err(e) = self.take_over_again(dev, p.up) {
+            log::warn!("interface {}: device {dev}: {e}", p.name);
+            return false;
+        }
+        self.follow_mac(port, dev);
+        let lane_or_xdp = self.host.xdp.lane.as_ref().is_some_and(|l| l.has_device(dev))
+            || (driver != Driver::Afpacket && !self.host.xdp.fallback.contains_key(dev) && self.host.xdp.has(dev));
+        if lane_or_xdp {
+            log::warn!(
+                "interface {}: device {dev} returned, but its XDP/AF_XDP attachment went with the old device; the interface stays down: restart tern to attach again",
+                p.name
+            );
+            return false;
+        }
+        let workers = self.workers.len();
+        let gen_ = self.links.get(port).map_or(0, |l| l.changes);
+        for (w, h) in self.workers.iter().enumerate() {
+            let mut cfg = tern_io::AfPacketConfig::new(dev.to_string());
+            if workers > 1 {
+                // A group of its own: the old sockets' group was bound to
+                // the device that is gone.
+                let group = (std::process::id() as u16)
+                    .wrapping_mul(31)
+                    .wrapping_add(port.wrapping_mul(97))
+                    .wrapping_add(gen_ as u16)
+                    | 0x8000;
+                cfg.fanout = Some(tern_io::Fanout { group, mode: tern_io::FanoutMode::Hash });
+            }
+            cfg.allmulti = true;
+            match tern_io::AfPacketPort::open_with(&cfg) {
+                Ok(ap) => {
+                    let b = tern_engine::PortBinding::new(Box::new(ap), port);
+                    let change = tern_engine::PortChange::Open { slot: usize::from(port), binding: b };
+                    if h.shared.change_port(change).is_err() {
+                        log::warn!("interface {}: worker {w}: no port slot {port}", p.name);
+                    }
+                }
+                Err(e) => log::warn!("interface {}: worker {w}: device {dev}: {e}", p.name),
+            }
+        }
+        log::info!("interface {}: AF_PACKET ports open again on {dev}", p.name);
+        true
+    }
+
+    /// Per interface: (name, link state, changes), for `interface show`
+    /// and the metrics.
+    pub fn link_states(&self) -> Vec<(String, &'static str, u64)> {
+        self.links
+            .links
+            .iter()
+            .filter_map(|l| {
+                let p = self.plan.ifaces.get(usize::from(l.port))?;
+                Some((p.name.clone(), l.describe(), l.changes))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(ifindex: Option<u32>, up: bool) -> LinkState {
+        LinkState { port: 0, device: "wan0".into(), ifindex, admin_up: up, carrier: up, changes: 0, detached: false }
+    }
+
+    #[test]
+    fn notifications_follow_removal_recreation_and_admin_state() {
+        let mut links = vec![state(Some(7), true)];
+        let mut ev = Vec::new();
+        // Another device: ignored.
+        apply(&mut links, RTM_DELLINK, 8, 0, Some("lan0"), &mut ev);
+        assert!(ev.is_empty());
+        apply(&mut links, RTM_NEWLINK, 7, 0, Some("wan0"), &mut ev);
+        assert_eq!(ev, vec![(0, LinkEvent::Down)]);
+        assert_eq!(links[0].describe(), "down");
+        apply(&mut links, RTM_NEWLINK, 7, IFF_UP | nl::IFF_LOWER_UP, Some("wan0"), &mut ev);
+        apply(&mut links, RTM_DELLINK, 7, 0, Some("wan0"), &mut ev);
+        assert_eq!(links[0].describe(), "absent");
+        assert!(!links[0].usable());
+        // A different device with the name tern wants: re-created.
+        apply(&mut links, RTM_NEWLINK, 12, 0, Some("wan0"), &mut ev);
+        assert_eq!(
+            ev.iter().map(|e| e.1).collect::<Vec<_>>(),
+            [LinkEvent::Down, LinkEvent::Up, LinkEvent::Removed, LinkEvent::Recreated]
+        );
+        assert_eq!(links[0].ifindex, Some(12));
+        assert_eq!(links[0].changes, 4);
+        // Renamed away: gone for tern.
+        apply(&mut links, RTM_NEWLINK, 12, IFF_UP, Some("other"), &mut ev);
+        assert_eq!(links[0].ifindex, None);
+    }
+
+    #[test]
+    fn short_or_garbled_messages_are_ignored() {
+        assert!(parse_link(RTM_NEWLINK, &[0; 7]).is_none());
+        let mut m = vec![0u8; 16];
+        m[4..8].copy_from_slice(&5u32.to_ne_bytes());
+        m.extend_from_slice(&[200, 0, 3, 0]); // attribute longer than the buffer
+        let (_, idx, _, name) = parse_link(RTM_NEWLINK, &m).expect("header parses");
+        assert_eq!((idx, name), (5, None));
+    }
+}
