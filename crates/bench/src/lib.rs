@@ -27,6 +27,7 @@ pub mod html;
 pub mod netns;
 pub mod opts;
 pub mod pcap;
+pub mod pktgen;
 pub mod progress;
 pub mod report;
 pub mod runner;

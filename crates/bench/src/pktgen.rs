@@ -1,0 +1,536 @@
+//! The generators a trial can send with, and the fallback to sending from
+//! a socket when the kernel refuses the XDP one.
+//!
+//! The XDP generator (bpf/gen.bpf.c, run by BPF_PROG_TEST_RUN with live
+//! frames) is the fast one. Some kernels and sandboxes refuse that call
+//! (EPERM: seen on machines whose root lacks CAP_SYS_RESOURCE, even for a
+//! one-line program); there the tester sends the same frames from user
+//! space through an AF_PACKET socket instead ([`PacketGen`]), paced the
+//! same way, and says so in the report. `--generator` forces either.
+//!
+//! The frames are the XDP program's, byte for byte: the cycle of slots
+//! taken in turn, each stream's flow walk (or random fields) and sequence
+//! numbers from 0 at every trial, the transmit time in the signature (the
+//! low 32 bits of CLOCK_MONOTONIC, the clock of the sink's
+//! bpf_ktime_get_ns()), and the IPv4 and UDP checksums.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::bpf::{GenCounters, Generator, MAX_PACED_PPS, PaceProgress};
+use crate::error::{BenchError, Result};
+use crate::netns::{Netns, current_tid, pin_current_thread, set_fifo};
+use crate::traffic::{FlowSpec, HDR_MAX, MAX_SLOTS, MAX_STREAMS, SIG_LEN, Slot, checksum};
+
+/// Which generator sends the frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum GeneratorKind {
+    /// The XDP generator when the kernel runs it, else AF_PACKET (said
+    /// on stderr and in the report).
+    Auto,
+    /// The XDP program run by BPF_PROG_TEST_RUN with live frames.
+    Bpf,
+    /// The same frames built in user space and sent through an AF_PACKET
+    /// socket, one send(2) each.
+    Afpacket,
+}
+
+impl GeneratorKind {
+    /// The name used in options and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            GeneratorKind::Auto => "auto",
+            GeneratorKind::Bpf => "bpf",
+            GeneratorKind::Afpacket => "afpacket",
+        }
+    }
+}
+
+/// Monotonic clock, ns (CLOCK_MONOTONIC, as bpf_ktime_get_ns()).
+pub fn mono_ns() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
+        Ok(t) => (t.tv_sec() as u64).wrapping_mul(1_000_000_000).wrapping_add(t.tv_nsec() as u64),
+        Err(_) => 0,
+    }
+}
+
+/// Builds the generator's frames in user space, as bpf/gen.bpf.c does.
+#[derive(Debug, Clone, Default)]
+pub struct FrameBuilder {
+    /// The cycle: each slot's frame at the flow's base values, zero padded
+    /// to the slot's length.
+    frames: Vec<Vec<u8>>,
+    slots: Vec<Slot>,
+    flows: Vec<FlowSpec>,
+    sent: u64,
+    flow_ctr: [u64; MAX_STREAMS],
+    seq: [u32; MAX_STREAMS],
+    rng: u64,
+}
+
+impl FrameBuilder {
+    /// A builder for the cycle `slots` with the streams' `flows`.
+    pub fn new(slots: &[Slot], flows: &[FlowSpec]) -> Result<Self> {
+        if slots.is_empty() || slots.len() > MAX_SLOTS || flows.is_empty() || flows.len() > MAX_STREAMS {
+            return Err(BenchError::Config(format!(
+                "{} slots / {} streams do not fit the generator",
+                slots.len(),
+                flows.len()
+            )));
+        }
+        let mut frames = Vec::with_capacity(slots.len());
+        for s in slots {
+            let len = usize::from(s.frame_len);
+            let l4 = usize::from(s.l3_off) + if s.ipv6 { 40 } else { 20 };
+            if len < l4 + 8 + SIG_LEN || usize::from(s.stream) >= flows.len() {
+                return Err(BenchError::Config(format!("slot of {len} bytes for stream {} is malformed", s.stream)));
+            }
+            let mut f = vec![0u8; len];
+            let n = len.min(HDR_MAX);
+            f[..n].copy_from_slice(&s.hdr[..n]);
+            frames.push(f);
+        }
+        // Any seed will do: it only spreads random flows.
+        let rng = mono_ns() | 1;
+        Ok(FrameBuilder {
+            frames,
+            slots: slots.to_vec(),
+            flows: flows.to_vec(),
+            sent: 0,
+            flow_ctr: [0; MAX_STREAMS],
+            seq: [0; MAX_STREAMS],
+            rng,
+        })
+    }
+
+    /// Back to frame 0, every sequence number and flow walk from 0.
+    pub fn reset(&mut self) {
+        self.sent = 0;
+        self.flow_ctr = [0; MAX_STREAMS];
+        self.seq = [0; MAX_STREAMS];
+    }
+
+    /// Frames built since the last reset, and per stream.
+    pub fn counters(&self) -> GenCounters {
+        GenCounters { sent: self.sent, per_stream: (0..self.flows.len()).map(|i| u64::from(self.seq[i])).collect() }
+    }
+
+    fn random(&mut self, below: u32) -> u32 {
+        // xorshift64*
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32) % below.max(1)
+    }
+
+    /// Builds the next frame into `out` with transmit time `timestamp`
+    /// and counts it as sent.
+    pub fn next_frame(&mut self, timestamp: u32, out: &mut Vec<u8>) {
+        let idx = (self.sent % self.slots.len() as u64) as usize;
+        let sl = &self.slots[idx];
+        let stream = usize::from(sl.stream);
+        let f = self.flows[stream];
+        let (l3, v6) = (usize::from(sl.l3_off), sl.ipv6);
+        let (src_count, dst_count) = (f.src_count.max(1), f.dst_count.max(1));
+        let (sport_count, dport_count) = (f.sport_count.max(1), f.dport_count.max(1));
+        let (si, di, spi, dpi) = if f.random {
+            (
+                self.random(src_count),
+                self.random(dst_count),
+                self.random(sport_count.into()),
+                self.random(dport_count.into()),
+            )
+        } else {
+            let mut c = self.flow_ctr[stream];
+            self.flow_ctr[stream] += 1;
+            let dpi = c % u64::from(dport_count);
+            c /= u64::from(dport_count);
+            let spi = c % u64::from(sport_count);
+            c /= u64::from(sport_count);
+            let di = c % u64::from(dst_count);
+            c /= u64::from(dst_count);
+            let si = c % u64::from(src_count);
+            // Each is below a u32 count.
+            (si as u32, di as u32, spi as u32, dpi as u32)
+        };
+        let seq = self.seq[stream];
+        self.seq[stream] = seq.wrapping_add(1);
+        out.clear();
+        out.extend_from_slice(&self.frames[idx]);
+        let p = out.as_mut_slice();
+        let l4 = l3 + if v6 { 40 } else { 20 };
+        let add32 = |p: &mut [u8], at: usize, add: u32| {
+            let v = u32::from_be_bytes([p[at], p[at + 1], p[at + 2], p[at + 3]]).wrapping_add(add);
+            p[at..at + 4].copy_from_slice(&v.to_be_bytes());
+        };
+        if v6 {
+            add32(p, l3 + 8 + 12, si.wrapping_mul(f.src_stride));
+            add32(p, l3 + 24 + 12, di.wrapping_mul(f.dst_stride));
+        } else {
+            add32(p, l3 + 12, si.wrapping_mul(f.src_stride));
+            add32(p, l3 + 16, di.wrapping_mul(f.dst_stride));
+        }
+        // The port indices are below u16 counts.
+        p[l4..l4 + 2].copy_from_slice(&f.sport_base.wrapping_add(spi as u16).to_be_bytes());
+        p[l4 + 2..l4 + 4].copy_from_slice(&f.dport_base.wrapping_add(dpi as u16).to_be_bytes());
+        let sig = l4 + 8;
+        p[sig + 4..sig + 8].copy_from_slice(&seq.to_be_bytes());
+        p[sig + 8..sig + 12].copy_from_slice(&timestamp.to_be_bytes());
+        if !v6 {
+            p[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+            let c = checksum(&[&p[l3..l3 + 20]]);
+            p[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        // RFC 768 pseudo-header + UDP header + signature (the rest is zero).
+        p[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+        let udp_len = [p[l4 + 4], p[l4 + 5]];
+        let mut pseudo = [0u8; 36];
+        let n = if v6 {
+            pseudo[..32].copy_from_slice(&p[l3 + 8..l3 + 40]);
+            pseudo[34..36].copy_from_slice(&udp_len);
+            pseudo[32] = 0;
+            pseudo[33] = 17;
+            36
+        } else {
+            pseudo[..8].copy_from_slice(&p[l3 + 12..l3 + 20]);
+            pseudo[8] = 0;
+            pseudo[9] = 17;
+            pseudo[10..12].copy_from_slice(&udp_len);
+            12
+        };
+        let mut c = checksum(&[&pseudo[..n], &p[l4..l4 + 8 + SIG_LEN]]);
+        if c == 0 {
+            c = 0xffff;
+        }
+        p[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+        self.sent += 1;
+    }
+}
+
+/// The AF_PACKET generator: [`FrameBuilder`]'s frames, one send(2) each
+/// on a socket bound to the generator's device, paced in user space with
+/// the XDP program's token bucket.
+#[derive(Debug, Default)]
+pub struct PacketGen {
+    builder: Option<Box<FrameBuilder>>,
+}
+
+/// What an AF_PACKET paced run did, beyond [`PaceProgress`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PacketGenStats {
+    /// Frames the device refused (ENOBUFS: the peer's ring was full);
+    /// they are counted as sent and lost on the way into the DUT.
+    pub refused: u64,
+    /// Sends retried because the socket's buffer was full.
+    pub retried: u64,
+}
+
+/// Frames past due at most sent in one go before the clock is read again.
+const MAX_BURST: u64 = 64;
+
+impl PacketGen {
+    /// Installs the cycle of slots and the flows.
+    pub fn configure(&mut self, slots: &[Slot], flows: &[FlowSpec]) -> Result<()> {
+        self.builder = Some(Box::new(FrameBuilder::new(slots, flows)?));
+        Ok(())
+    }
+
+    fn builder(&mut self) -> Result<&mut FrameBuilder> {
+        self.builder.as_deref_mut().ok_or_else(|| BenchError::Config("AF_PACKET generator not configured".into()))
+    }
+
+    /// Zeroes the counters and sequence numbers.
+    pub fn reset(&mut self) -> Result<()> {
+        self.builder()?.reset();
+        Ok(())
+    }
+
+    /// The counters since the last reset.
+    pub fn counters(&self) -> Result<GenCounters> {
+        self.builder
+            .as_ref()
+            .map(|b| b.counters())
+            .ok_or_else(|| BenchError::Config("AF_PACKET generator not configured".into()))
+    }
+
+    /// Sends at `rate_pps` until `total` frames are sent or skipped (a
+    /// token bucket `depth` frames deep, as the XDP program's), or the
+    /// deadline passes, from device `dev` of `ns`, on a thread pinned to
+    /// `cpu` at SCHED_FIFO `rt` (0: normal).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &mut self,
+        ns: &Netns,
+        dev: &str,
+        rate_pps: f64,
+        total: u64,
+        depth: u64,
+        deadline: Duration,
+        cpu: usize,
+        rt: u8,
+    ) -> Result<(PaceProgress, PacketGenStats)> {
+        if !(rate_pps.is_finite() && (1.0..=MAX_PACED_PPS).contains(&rate_pps)) {
+            return Err(BenchError::Config(format!("paced rate {rate_pps} frames/s")));
+        }
+        let builder = self.builder()?;
+        let rate = rate_pps.round() as u64;
+        let depth = depth.max(1);
+        std::thread::scope(|s| {
+            s.spawn(move || -> Result<(PaceProgress, PacketGenStats)> {
+                ns.enter_current_thread()?;
+                pin_current_thread(cpu)?;
+                set_fifo(current_tid(), rt, false)?;
+                let port = open_tx(dev)?;
+                let mut p = PaceProgress::default();
+                let mut st = PacketGenStats::default();
+                let mut buf = Vec::with_capacity(2048);
+                let wall = Instant::now();
+                let start = mono_ns();
+                p.start_ns = start;
+                loop {
+                    let now = mono_ns();
+                    let el = u128::from(now.saturating_sub(start));
+                    // Frames due by now, the first at once.
+                    let due = u64::try_from(el * u128::from(rate) / 1_000_000_000).unwrap_or(u64::MAX);
+                    let due = due.saturating_add(1).min(total);
+                    let consumed = p.sent + p.skipped;
+                    if due > consumed {
+                        if due - consumed > depth {
+                            p.skipped += due - consumed - depth;
+                        }
+                        let n = (due - p.sent - p.skipped).min(MAX_BURST);
+                        for _ in 0..n {
+                            builder.next_frame(mono_ns() as u32, &mut buf);
+                            send(&port, &buf, &mut st, wall, deadline)?;
+                            p.sent += 1;
+                        }
+                        p.last_ns = mono_ns();
+                    } else if consumed >= total {
+                        return Ok((p, st));
+                    } else {
+                        // Nothing due: wait for the next frame, sleeping
+                        // through long gaps and spinning through short ones.
+                        let next_ns = (u128::from(consumed) * 1_000_000_000).div_ceil(u128::from(rate));
+                        let wait = u64::try_from(next_ns.saturating_sub(el)).unwrap_or(u64::MAX);
+                        if wait > 150_000 {
+                            std::thread::sleep(Duration::from_nanos(wait - 100_000));
+                        } else if rt > 0 {
+                            std::thread::yield_now();
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    if wall.elapsed() > deadline {
+                        // The generator could not keep up.
+                        return Ok((p, st));
+                    }
+                }
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("AF_PACKET generator thread panicked".into()))?
+        })
+    }
+}
+
+/// A transmit-only AF_PACKET socket on `dev` of the calling thread's
+/// namespace: the smallest receive ring (the socket must have one), no
+/// qdisc (the XDP generator's frames skip it too).
+fn open_tx(dev: &str) -> Result<tern_io::AfPacketPort> {
+    let mut cfg = tern_io::AfPacketConfig::new(dev);
+    cfg.block_size = 4096;
+    cfg.block_count = 1;
+    cfg.frame_size = 2048;
+    cfg.complete_checksums = false;
+    cfg.restore_vlan = false;
+    tern_io::AfPacketPort::open_with(&cfg).map_err(|e| BenchError::Dut(format!("AF_PACKET generator: {e}")))
+}
+
+/// Sends one frame: retries while the socket's buffer is full (until the
+/// trial's deadline), counts a frame the device refused as sent (it is
+/// lost on the way into the DUT, as the XDP generator's would be), fails
+/// on anything else.
+fn send(
+    port: &tern_io::AfPacketPort,
+    frame: &[u8],
+    st: &mut PacketGenStats,
+    wall: Instant,
+    deadline: Duration,
+) -> Result<()> {
+    loop {
+        match port.send_raw(frame) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOBUFS as i32) => {
+                st.refused += 1;
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && wall.elapsed() <= deadline => {
+                st.retried += 1;
+                std::thread::yield_now();
+            }
+            Err(e) => return Err(BenchError::Dut(format!("AF_PACKET generator: {e}"))),
+        }
+    }
+}
+
+/// The generator of a run.
+pub enum TrafficGen {
+    /// The XDP program.
+    Bpf(Generator),
+    /// AF_PACKET from user space.
+    Packet(PacketGen),
+}
+
+impl TrafficGen {
+    /// Which one it is.
+    pub fn kind(&self) -> GeneratorKind {
+        match self {
+            TrafficGen::Bpf(_) => GeneratorKind::Bpf,
+            TrafficGen::Packet(_) => GeneratorKind::Afpacket,
+        }
+    }
+
+    /// Installs the cycle of slots and the flows, and resets the counters.
+    pub fn configure(&mut self, slots: &[Slot], flows: &[FlowSpec]) -> Result<()> {
+        match self {
+            TrafficGen::Bpf(g) => g.configure(slots, flows),
+            TrafficGen::Packet(g) => g.configure(slots, flows),
+        }
+    }
+
+    /// Zeroes the counters and sequence numbers.
+    pub fn reset(&mut self) -> Result<()> {
+        match self {
+            TrafficGen::Bpf(g) => g.reset(),
+            TrafficGen::Packet(g) => g.reset(),
+        }
+    }
+
+    /// The counters since the last reset.
+    pub fn counters(&self) -> Result<GenCounters> {
+        match self {
+            TrafficGen::Bpf(g) => g.counters(),
+            TrafficGen::Packet(g) => g.counters(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::{FrameSize, Imix, Signature, StreamSpec, TrafficProfile};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn stream(label: &str, flows: FlowSpec) -> StreamSpec {
+        StreamSpec {
+            label: label.into(),
+            counted: true,
+            src4: Ipv4Addr::new(10, 10, 1, 2),
+            dst4: Ipv4Addr::new(198, 18, 0, 1),
+            src6: "2001:db8:10:1::2".parse::<Ipv6Addr>().expect("v6"),
+            dst6: "2001:2::1".parse::<Ipv6Addr>().expect("v6"),
+            flows,
+        }
+    }
+
+    fn profile(size: FrameSize, vlan: Option<u16>) -> TrafficProfile {
+        let many = FlowSpec {
+            src_count: 3,
+            src_stride: 1,
+            dst_count: 5,
+            dst_stride: 256,
+            sport_base: 1024,
+            sport_count: 2,
+            dport_base: 2000,
+            dport_count: 7,
+            random: false,
+        };
+        TrafficProfile {
+            streams: vec![stream("legit", many), stream("attack", FlowSpec::SINGLE)],
+            size,
+            vlan,
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+        }
+    }
+
+    /// The user-space frames are the reference builder's (which the XDP
+    /// program's are checked against in tests/bpf_programs.rs), frame by
+    /// frame over several cycles: flows, sequence numbers, timestamps,
+    /// checksums, lengths, VLAN tags and IPv6.
+    #[test]
+    fn frames_match_the_reference_builder() {
+        for (size, vlan) in [
+            (FrameSize::Fixed { size: 64, ipv6: false }, None),
+            (FrameSize::Fixed { size: 78, ipv6: true }, None),
+            (FrameSize::Fixed { size: 128, ipv6: true }, Some(7)),
+            (FrameSize::Fixed { size: 100, ipv6: false }, Some(4094)),
+            (FrameSize::Imix(Imix::Imix1), None),
+        ] {
+            let prof = profile(size, vlan);
+            let slots = prof.slots().expect("slots");
+            let flows: Vec<_> = prof.streams.iter().map(|s| s.flows).collect();
+            let mut b = FrameBuilder::new(&slots, &flows).expect("builder");
+            let mut buf = Vec::new();
+            for round in 0..2 {
+                for n in 0..(slots.len() as u64 * 3 + 11) {
+                    let ts = (n as u32).wrapping_mul(7919);
+                    b.next_frame(ts, &mut buf);
+                    let want = prof.frame(n, ts).expect("reference frame");
+                    assert_eq!(buf, want, "{} frame {n} (round {round})", size.label());
+                }
+                let c = b.counters();
+                assert_eq!(c.sent, slots.len() as u64 * 3 + 11);
+                assert_eq!(c.per_stream.iter().sum::<u64>(), c.sent, "every frame is in one stream");
+                b.reset();
+            }
+        }
+    }
+
+    /// Random flows stay inside the stream's ranges, and the checksums
+    /// still hold.
+    #[test]
+    fn random_flows_stay_in_range_with_valid_checksums() {
+        let mut prof = profile(FrameSize::Fixed { size: 64, ipv6: false }, None);
+        prof.streams[0].flows.random = true;
+        let slots = prof.slots().expect("slots");
+        let flows: Vec<_> = prof.streams.iter().map(|s| s.flows).collect();
+        let mut b = FrameBuilder::new(&slots, &flows).expect("builder");
+        let mut buf = Vec::new();
+        let mut seen_dports = std::collections::HashSet::new();
+        for n in 0..400u32 {
+            b.next_frame(n, &mut buf);
+            let ip = &buf[14..34];
+            assert_eq!(checksum(&[ip]), 0, "IPv4 header checksum");
+            let dport = u16::from_be_bytes([buf[36], buf[37]]);
+            let sig = Signature::parse(&buf[42..]).expect("signature");
+            if sig.stream == 0 {
+                assert!((2000..2007).contains(&dport), "{dport}");
+                let dst =
+                    u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]) - u32::from(Ipv4Addr::new(198, 18, 0, 1));
+                assert!(dst % 256 == 0 && dst / 256 < 5, "{dst}");
+                seen_dports.insert(dport);
+            }
+            // UDP checksum over the pseudo-header verifies to zero.
+            let mut pseudo = Vec::new();
+            pseudo.extend_from_slice(&ip[12..20]);
+            pseudo.extend_from_slice(&[0, 17]);
+            pseudo.extend_from_slice(&buf[38..40]);
+            assert_eq!(checksum(&[&pseudo, &buf[34..]]), 0, "UDP checksum of frame {n}");
+        }
+        assert!(seen_dports.len() > 1, "random ports vary");
+    }
+
+    #[test]
+    fn bad_cycles_are_refused() {
+        assert!(FrameBuilder::new(&[], &[FlowSpec::SINGLE]).is_err());
+        let prof = profile(FrameSize::Fixed { size: 64, ipv6: false }, None);
+        let slots = prof.slots().expect("slots");
+        // Slots name stream 1, but only one stream's flows are given.
+        assert!(FrameBuilder::new(&slots, &[FlowSpec::SINGLE]).is_err());
+        assert!(PacketGen::default().counters().is_err());
+    }
+}
