@@ -8,6 +8,7 @@
 mod common;
 
 use clap::Parser;
+use tern_bench::pktgen::GeneratorKind;
 use tern_bench::report::DutStatus;
 use tern_bench::{Rfc2544Opts, html};
 
@@ -95,7 +96,19 @@ fn drop_test_against_linux_and_nftables() {
 /// `scenario`: both forwarded, with latency, without duplicates. Returns
 /// the DUT's report and the frames the sink received.
 fn dual_stack(scenario: &str, dut: &str) -> (tern_bench::report::DutReport, u64) {
+    let (_, d, received) = dual_stack_with(scenario, dut, "auto");
+    (d, received)
+}
+
+/// [`dual_stack`] with `--generator generator`, returning the report too.
+fn dual_stack_with(
+    scenario: &str,
+    dut: &str,
+    generator: &str,
+) -> (tern_bench::Report, tern_bench::report::DutReport, u64) {
     let r = run(&[
+        "--generator",
+        generator,
         "--scenario",
         scenario,
         "--sizes",
@@ -122,7 +135,85 @@ fn dual_stack(scenario: &str, dut: &str) -> (tern_bench::report::DutReport, u64)
         assert_eq!(p.duplicated, 0, "{dut} {}: duplicates from a router", s.size);
         received += p.streams.iter().map(|s| s.received).sum::<u64>();
     }
-    (d, received)
+    (r, d, received)
+}
+
+/// The AF_PACKET generator, forced (it is the fallback where the kernel
+/// refuses the XDP one): the sink takes its frames as the XDP
+/// generator's (signature, per-stream sequence numbers, checksums a router
+/// checks), IPv4 and IPv6, straight and through Linux, and the report
+/// names it.
+#[test]
+fn the_af_packet_generator_drives_a_run() {
+    if !common::privileged() {
+        return;
+    }
+    let (r, _, received) = dual_stack_with("frame-sizes", "linux", "afpacket");
+    assert!(received > 0);
+    assert_eq!(r.conditions.generator_kind, GeneratorKind::Afpacket);
+    assert!(r.conditions.generator.starts_with("afpacket:"), "{}", r.conditions.generator);
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).expect("json");
+    assert_eq!(json["conditions"]["generator_kind"], "afpacket");
+    assert!(r.to_string().contains("generator: afpacket"));
+    let page = html::render(&r);
+    assert!(page.contains("afpacket: "), "the page names the generator");
+    // Straight into the sink nothing is lost, duplicated or reordered:
+    // the sequence numbers are the sink's.
+    for s in &r.ceiling.sizes {
+        let p = &s.frame_loss[0];
+        assert!(p.sent > 0, "{}: nothing sent", s.size);
+        assert_eq!((p.lost, p.duplicated, p.reordered), (0, 0, 0), "{}: {p:?}", s.size);
+        assert!(p.latency.is_some(), "{}: no latency", s.size);
+    }
+}
+
+/// `--generator auto` runs the XDP generator where the kernel allows it
+/// and otherwise falls back to AF_PACKET with a note saying why; forced,
+/// `bpf` either runs or fails with an error that names the way out.
+#[test]
+fn auto_falls_back_and_bpf_fails_clearly_where_refused() {
+    if !common::privileged() {
+        return;
+    }
+    let args = |g: &'static str| {
+        vec![
+            "--generator",
+            g,
+            "--dut",
+            "linux",
+            "--trial-secs",
+            "0.2",
+            "--drain-secs",
+            "0.2",
+            "--loads",
+            "0.01",
+            "--no-search",
+        ]
+    };
+    let r = run(&args("auto"));
+    assert_eq!(r.ceiling.status, DutStatus::Ok, "{:?}", r.ceiling.message);
+    let cli = Cli::parse_from(std::iter::once("rfc2544").chain(args("bpf")));
+    let forced = tern_bench::run(&cli.opts, &mut |_| {});
+    match r.conditions.generator_kind {
+        GeneratorKind::Bpf => {
+            assert!(r.conditions.notes.iter().all(|n| !n.contains("XDP generator")), "{:?}", r.conditions.notes);
+            let f = forced.expect("bpf runs where auto chose it");
+            assert_eq!(f.conditions.generator_kind, GeneratorKind::Bpf);
+        }
+        GeneratorKind::Afpacket => {
+            assert!(
+                r.conditions
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("XDP generator cannot run here") && n.contains("AF_PACKET")),
+                "{:?}",
+                r.conditions.notes
+            );
+            let e = forced.expect_err("bpf refused where auto fell back").to_string();
+            assert!(e.contains("--generator bpf") && e.contains("--generator afpacket"), "{e}");
+        }
+        GeneratorKind::Auto => panic!("the report names the generator used"),
+    }
 }
 
 #[test]
