@@ -360,11 +360,12 @@ impl PacketGen {
                         Due::Done => return Ok((pace.progress, st)),
                         // Nothing due: wait for the next frame, sleeping
                         // through all but the shortest gaps (a SCHED_FIFO
-                        // thread has no timer slack). A sender that spins
+                        // thread has no timer slack; a late wake-up is
+                        // made up from the bucket). A sender that spins
                         // through them hits the kernel's real-time limit
                         // (sched_rt_runtime_us: 950 ms a second) and loses
                         // 5 % of every trial's frames at any rate.
-                        Due::Wait(ns) if ns > 5_000 => std::thread::sleep(Duration::from_nanos(ns - 2_000)),
+                        Due::Wait(ns) if ns > 2_000 => std::thread::sleep(Duration::from_nanos(ns - 1_000)),
                         Due::Wait(_) if rt > 0 => std::thread::yield_now(),
                         Due::Wait(_) => std::hint::spin_loop(),
                     }
