@@ -175,20 +175,13 @@ fn auto_falls_back_and_bpf_fails_clearly_where_refused() {
     if !common::privileged() {
         return;
     }
+    // Everything on CPU 0 and nothing moved: a test running beside this one
+    // may hold CPU 1 for its DUT (and this thread's affinity with it).
     let args = |g: &'static str| {
-        vec![
-            "--generator",
-            g,
-            "--dut",
-            "linux",
-            "--trial-secs",
-            "0.2",
-            "--drain-secs",
-            "0.2",
-            "--loads",
-            "0.01",
-            "--no-search",
-        ]
+        let mut a = vec!["--generator", g, "--dut", "linux", "--trial-secs", "0.2", "--drain-secs", "0.2"];
+        a.extend(["--loads", "0.01", "--no-search", "--gen-cpu", "0", "--dut-cpu", "0", "--sink-cpu", "0"]);
+        a.push("--no-isolate");
+        a
     };
     let r = run(&args("auto"));
     assert_eq!(r.ceiling.status, DutStatus::Ok, "{:?}", r.ceiling.message);
