@@ -77,6 +77,9 @@ fn a_run_in_which_a_dut_failed_exits_non_zero() {
         .args(["bench", "rfc2544", "--scenario", "single-flow-50fw", "--dut", "tern", "--tern-bin"])
         .arg(&fake)
         .args(["--trial-secs", "0.2", "--drain-secs", "0.2", "--loads", "0.01", "--max-mpps", "0.02", "--no-search"])
+        // All on CPU 0, nothing moved: the test beside this one holds CPU 1
+        // for its DUT and moves every other task, this one's too, off it.
+        .args(["--gen-cpu", "0", "--dut-cpu", "0", "--sink-cpu", "0", "--no-isolate"])
         .args(["--json", "--html"])
         .arg(&html)
         .arg("--work-dir")
