@@ -127,6 +127,18 @@ impl FrameBuilder {
         ((x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32) % below.max(1)
     }
 
+    /// Takes back the last frame built (it was never sent): its sequence
+    /// number and flow go to the next one. Once, after [`Self::next_frame`].
+    pub fn retract(&mut self) {
+        let Some(prev) = self.sent.checked_sub(1) else { return };
+        let stream = usize::from(self.slots[(prev % self.slots.len() as u64) as usize].stream);
+        self.sent = prev;
+        self.seq[stream] = self.seq[stream].wrapping_sub(1);
+        if !self.flows[stream].random {
+            self.flow_ctr[stream] = self.flow_ctr[stream].saturating_sub(1);
+        }
+    }
+
     /// Builds the next frame into `out` with transmit time `timestamp`
     /// and counts it as sent.
     pub fn next_frame(&mut self, timestamp: u32, out: &mut Vec<u8>) {
@@ -353,7 +365,11 @@ impl PacketGen {
                         Due::Send(n) => {
                             for _ in 0..n.min(MAX_BURST) {
                                 builder.next_frame(mono_ns() as u32, &mut buf);
-                                send(&port, &buf, &mut st, wall, deadline)?;
+                                if !send(&port, &buf, &mut st, wall, deadline)? {
+                                    // The socket stayed full to the deadline.
+                                    builder.retract();
+                                    return Ok((pace.progress, st));
+                                }
                                 pace.sent(mono_ns());
                             }
                         }
@@ -394,25 +410,28 @@ fn open_tx(dev: &str) -> Result<tern_io::AfPacketPort> {
     tern_io::AfPacketPort::open_with(&cfg).map_err(|e| BenchError::Dut(format!("AF_PACKET generator: {e}")))
 }
 
-/// Sends one frame: retries while the socket's buffer is full (until the
-/// trial's deadline), counts a frame the device refused as sent (it is
-/// lost on the way into the DUT, as the XDP generator's would be), fails
-/// on anything else.
+/// Sends one frame: retries while the socket's buffer is full (false:
+/// still full at the trial's deadline, not sent), counts a frame the
+/// device refused as sent (it is lost on the way into the DUT, as the XDP
+/// generator's would be), fails on anything else.
 fn send(
     port: &tern_io::AfPacketPort,
     frame: &[u8],
     st: &mut PacketGenStats,
     wall: Instant,
     deadline: Duration,
-) -> Result<()> {
+) -> Result<bool> {
     loop {
         match port.send_raw(frame) {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(true),
             Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOBUFS as i32) => {
                 st.refused += 1;
-                return Ok(());
+                return Ok(true);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && wall.elapsed() <= deadline => {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if wall.elapsed() > deadline {
+                    return Ok(false);
+                }
                 st.retried += 1;
                 std::thread::yield_now();
             }
@@ -533,6 +552,25 @@ mod tests {
                 b.reset();
             }
         }
+    }
+
+    /// A frame taken back leaves its sequence number and flow to the next.
+    #[test]
+    fn a_retracted_frame_is_built_again() {
+        let prof = profile(FrameSize::Fixed { size: 64, ipv6: false }, None);
+        let slots = prof.slots().expect("slots");
+        let flows: Vec<_> = prof.streams.iter().map(|s| s.flows).collect();
+        let mut b = FrameBuilder::new(&slots, &flows).expect("builder");
+        let mut buf = Vec::new();
+        b.retract();
+        assert_eq!(b.counters().sent, 0, "nothing to take back");
+        for n in 0..9u64 {
+            b.next_frame(1, &mut buf);
+            b.retract();
+            b.next_frame(1, &mut buf);
+            assert_eq!(buf, prof.frame(n, 1).expect("reference"), "frame {n}");
+        }
+        assert_eq!(b.counters().sent, 9);
     }
 
     /// Random flows stay inside the stream's ranges, and the checksums
