@@ -35,6 +35,9 @@ pub enum GeneratorKind {
     /// The same frames built in user space and sent through an AF_PACKET
     /// socket, one send(2) each.
     Afpacket,
+    /// The same frames built in user space and sent through an AF_XDP
+    /// socket's transmit ring (copy mode on a veth), a batch per sendto(2).
+    Afxdp,
 }
 
 impl GeneratorKind {
@@ -44,6 +47,7 @@ impl GeneratorKind {
             GeneratorKind::Auto => "auto",
             GeneratorKind::Bpf => "bpf",
             GeneratorKind::Afpacket => "afpacket",
+            GeneratorKind::Afxdp => "afxdp",
         }
     }
 }
@@ -229,6 +233,8 @@ impl FrameBuilder {
 #[derive(Debug, Default)]
 pub struct PacketGen {
     builder: Option<Box<FrameBuilder>>,
+    /// Through an AF_XDP socket instead of AF_PACKET.
+    xdp: bool,
 }
 
 /// What an AF_PACKET paced run did, beyond [`PaceProgress`].
@@ -305,6 +311,21 @@ impl Pace {
 }
 
 impl PacketGen {
+    /// A generator sending through AF_PACKET.
+    pub fn af_packet() -> Self {
+        PacketGen { builder: None, xdp: false }
+    }
+
+    /// A generator sending through an AF_XDP socket.
+    pub fn af_xdp() -> Self {
+        PacketGen { builder: None, xdp: true }
+    }
+
+    /// Which one it is.
+    pub fn kind(&self) -> GeneratorKind {
+        if self.xdp { GeneratorKind::Afxdp } else { GeneratorKind::Afpacket }
+    }
+
     /// Installs the cycle of slots and the flows.
     pub fn configure(&mut self, slots: &[Slot], flows: &[FlowSpec]) -> Result<()> {
         self.builder = Some(Box::new(FrameBuilder::new(slots, flows)?));
@@ -348,8 +369,21 @@ impl PacketGen {
         if !(rate_pps.is_finite() && (1.0..=MAX_PACED_PPS).contains(&rate_pps)) {
             return Err(BenchError::Config(format!("paced rate {rate_pps} frames/s")));
         }
+        let xdp = self.xdp;
         let builder = self.builder()?;
         let rate = rate_pps.round() as u64;
+        if xdp {
+            return std::thread::scope(|s| {
+                s.spawn(move || -> Result<(PaceProgress, PacketGenStats)> {
+                    ns.enter_current_thread()?;
+                    pin_current_thread(cpu)?;
+                    set_fifo(current_tid(), rt, false)?;
+                    run_xdp(builder, dev, Pace::new(rate, total, depth, mono_ns()), deadline, rt)
+                })
+                .join()
+                .map_err(|_| BenchError::Bpf("AF_XDP generator thread panicked".into()))?
+            });
+        }
         std::thread::scope(|s| {
             s.spawn(move || -> Result<(PaceProgress, PacketGenStats)> {
                 ns.enter_current_thread()?;
@@ -374,16 +408,7 @@ impl PacketGen {
                             }
                         }
                         Due::Done => return Ok((pace.progress, st)),
-                        // Nothing due: wait for the next frame, sleeping
-                        // through all but the shortest gaps (a SCHED_FIFO
-                        // thread has no timer slack; a late wake-up is
-                        // made up from the bucket). A sender that spins
-                        // through them hits the kernel's real-time limit
-                        // (sched_rt_runtime_us: 950 ms a second) and loses
-                        // 5 % of every trial's frames at any rate.
-                        Due::Wait(ns) if ns > 2_000 => std::thread::sleep(Duration::from_nanos(ns - 1_000)),
-                        Due::Wait(_) if rt > 0 => std::thread::yield_now(),
-                        Due::Wait(_) => std::hint::spin_loop(),
+                        Due::Wait(ns) => wait(ns, rt),
                     }
                     if wall.elapsed() > deadline {
                         // The generator could not keep up.
@@ -395,6 +420,107 @@ impl PacketGen {
             .map_err(|_| BenchError::Bpf("AF_PACKET generator thread panicked".into()))?
         })
     }
+}
+
+/// Waits for the next frame: sleeps through all but the shortest gaps (a
+/// SCHED_FIFO thread has no timer slack; a late wake-up is made up from
+/// the bucket). A sender that spins through them hits the kernel's
+/// real-time limit (sched_rt_runtime_us: 950 ms a second) and loses 5 % of
+/// every trial's frames at any rate.
+fn wait(ns: u64, rt: u8) {
+    if ns > 2_000 {
+        std::thread::sleep(Duration::from_nanos(ns - 1_000));
+    } else if rt > 0 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+/// The AF_XDP sender's loop, on the calling thread (in the generator's
+/// namespace): a UMEM of its own, one copy-mode socket on queue 0 of
+/// `dev`, frames built into it and put on the transmit ring as they come
+/// due (a batch per kick). The accepted frames are a prefix of each batch;
+/// the rest are taken back from the builder and come due again.
+fn run_xdp(
+    builder: &mut FrameBuilder,
+    dev: &str,
+    mut pace: Pace,
+    deadline: Duration,
+    rt: u8,
+) -> Result<(PaceProgress, PacketGenStats)> {
+    use tern_packet::{PacketPool, PoolConfig, Port};
+    use tern_xdp::{BindMode, BusyPoll, Umem, XskConfig, XskPort};
+    let err = |what: &str, e: &dyn std::fmt::Display| BenchError::Dut(format!("AF_XDP generator: {what}: {e}"));
+    // A frame longer than the device takes would be skipped by the kernel
+    // in the middle of a batch: refuse the cycle instead.
+    let mtu = tern_io::netdev::mtu(dev).map_err(|e| err("MTU", &e))? as usize;
+    if let Some(long) = builder.frames.iter().map(Vec::len).find(|&l| l > mtu + 14) {
+        return Err(BenchError::Config(format!(
+            "AF_XDP generator: a {long}-byte frame is longer than {dev} takes (MTU {mtu})"
+        )));
+    }
+    let mut pool =
+        PacketPool::new(PoolConfig { frames: 4096, hugepages: false, pad_frames: false, ..PoolConfig::default() })
+            .map_err(|e| err("pool", &e))?;
+    let umem = Umem::new(&pool).map_err(|e| err("UMEM", &e))?;
+    let cfg = XskConfig {
+        rx_size: 64,
+        fill_size: 64,
+        mode: BindMode::Copy,
+        busy_poll: BusyPoll::Off,
+        napi_probe_port: None,
+        tune_napi: false,
+        ..XskConfig::new(dev, 0)
+    };
+    let mut port = XskPort::open(&umem, &cfg, &mut pool).map_err(|e| err("socket", &e))?;
+    let st = PacketGenStats::default();
+    let mut buf = Vec::with_capacity(2048);
+    let mut batch = Vec::with_capacity(MAX_BURST as usize);
+    let wall = Instant::now();
+    loop {
+        match pace.due(mono_ns()) {
+            Due::Send(n) => {
+                batch.clear();
+                for _ in 0..n.min(MAX_BURST) {
+                    builder.next_frame(mono_ns() as u32, &mut buf);
+                    match pool.alloc_from(&buf) {
+                        Some(i) => batch.push(i),
+                        None => {
+                            builder.retract();
+                            break;
+                        }
+                    }
+                }
+                let out = port.tx_burst(&mut pool, &batch);
+                let now = mono_ns();
+                for _ in 0..out.sent {
+                    pace.sent(now);
+                }
+                for _ in out.sent..batch.len() {
+                    builder.retract();
+                }
+                if out.sent < batch.len() {
+                    // The ring or the pool is full: completions first.
+                    port.service(&mut pool);
+                    std::thread::yield_now();
+                }
+            }
+            Due::Done => break,
+            Due::Wait(ns) => wait(ns, rt),
+        }
+        if wall.elapsed() > deadline {
+            break;
+        }
+    }
+    // Frames still on the ring go out before the socket closes.
+    let drain = Instant::now();
+    while port.frames_lent() > cfg.fill_size as usize && drain.elapsed() < Duration::from_millis(200) {
+        port.service(&mut pool);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let _ = port.close(&mut pool);
+    Ok((pace.progress, st))
 }
 
 /// A transmit-only AF_PACKET socket on `dev` of the calling thread's
@@ -453,7 +579,7 @@ impl TrafficGen {
     pub fn kind(&self) -> GeneratorKind {
         match self {
             TrafficGen::Bpf(_) => GeneratorKind::Bpf,
-            TrafficGen::Packet(_) => GeneratorKind::Afpacket,
+            TrafficGen::Packet(g) => g.kind(),
         }
     }
 
@@ -651,6 +777,6 @@ mod tests {
         let slots = prof.slots().expect("slots");
         // Slots name stream 1, but only one stream's flows are given.
         assert!(FrameBuilder::new(&slots, &[FlowSpec::SINGLE]).is_err());
-        assert!(PacketGen::default().counters().is_err());
+        assert!(PacketGen::af_packet().counters().is_err());
     }
 }

@@ -185,6 +185,12 @@ fn describe_generator(kind: GeneratorKind, bucket_us: f64) -> String {
              socket (one send(2) each, no qdisc); paced by CLOCK_MONOTONIC (a frame is sent when \
              due), token bucket {bucket_us} us deep (64..2048 frames); slower than the XDP generator"
         ),
+        GeneratorKind::Afxdp => format!(
+            "afxdp: the XDP generator's frames built in user space and sent through an AF_XDP \
+             socket's transmit ring (copy mode, batches of up to 64 per kick); paced by \
+             CLOCK_MONOTONIC (a frame is sent when due), token bucket {bucket_us} us deep (64..2048 \
+             frames); slower than the XDP generator"
+        ),
         _ => format!(
             "bpf: XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, 65536 runs a \
              call; it paces each frame by the kernel's clock (a frame is sent when due, the page \
@@ -204,14 +210,15 @@ fn pick_generator(opts: &Rfc2544Opts, prefix: &str) -> Result<(TrafficGen, Optio
         Ok(TrafficGen::Bpf(g))
     };
     match opts.generator {
-        GeneratorKind::Afpacket => Ok((TrafficGen::Packet(PacketGen::default()), None)),
+        GeneratorKind::Afpacket => Ok((TrafficGen::Packet(PacketGen::af_packet()), None)),
+        GeneratorKind::Afxdp => Ok((TrafficGen::Packet(PacketGen::af_xdp()), None)),
         GeneratorKind::Bpf => bpf()
             .map(|g| (g, None))
             .map_err(|e| BenchError::Bpf(format!("--generator bpf: {e} (try --generator afpacket)"))),
         GeneratorKind::Auto => match bpf() {
             Ok(g) => Ok((g, None)),
             Err(e) => Ok((
-                TrafficGen::Packet(PacketGen::default()),
+                TrafficGen::Packet(PacketGen::af_packet()),
                 Some(format!(
                     "the XDP generator cannot run here ({e}); sending from user space through AF_PACKET \
                      instead (--generator afpacket; slower, rates achieved are reported)"

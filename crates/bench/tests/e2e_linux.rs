@@ -138,25 +138,21 @@ fn dual_stack_with(
     (r, d, received)
 }
 
-/// The AF_PACKET generator, forced (it is the fallback where the kernel
-/// refuses the XDP one): the sink takes its frames as the XDP
+/// A user-space generator, forced (AF_PACKET is the fallback where the
+/// kernel refuses the XDP one): the sink takes its frames as the XDP
 /// generator's (signature, per-stream sequence numbers, checksums a router
 /// checks), IPv4 and IPv6, straight and through Linux, and the report
 /// names it.
-#[test]
-fn the_af_packet_generator_drives_a_run() {
-    if !common::privileged() {
-        return;
-    }
-    let (r, _, received) = dual_stack_with("frame-sizes", "linux", "afpacket");
+fn socket_generator_drives_a_run(name: &str, kind: GeneratorKind) {
+    let (r, _, received) = dual_stack_with("frame-sizes", "linux", name);
     assert!(received > 0);
-    assert_eq!(r.conditions.generator_kind, GeneratorKind::Afpacket);
-    assert!(r.conditions.generator.starts_with("afpacket:"), "{}", r.conditions.generator);
+    assert_eq!(r.conditions.generator_kind, kind);
+    assert!(r.conditions.generator.starts_with(&format!("{name}:")), "{}", r.conditions.generator);
     let json: serde_json::Value = serde_json::from_str(&r.to_json()).expect("json");
-    assert_eq!(json["conditions"]["generator_kind"], "afpacket");
-    assert!(r.to_string().contains("generator: afpacket"));
+    assert_eq!(json["conditions"]["generator_kind"], name);
+    assert!(r.to_string().contains(&format!("generator: {name}")));
     let page = html::render(&r);
-    assert!(page.contains("afpacket: "), "the page names the generator");
+    assert!(page.contains(&format!("{name}: ")), "the page names the generator");
     // Straight into the sink nothing is lost, duplicated or reordered:
     // the sequence numbers are the sink's.
     for s in &r.ceiling.sizes {
@@ -165,6 +161,22 @@ fn the_af_packet_generator_drives_a_run() {
         assert_eq!((p.lost, p.duplicated, p.reordered), (0, 0, 0), "{}: {p:?}", s.size);
         assert!(p.latency.is_some(), "{}: no latency", s.size);
     }
+}
+
+#[test]
+fn the_af_packet_generator_drives_a_run() {
+    if !common::privileged() {
+        return;
+    }
+    socket_generator_drives_a_run("afpacket", GeneratorKind::Afpacket);
+}
+
+#[test]
+fn the_af_xdp_generator_drives_a_run() {
+    if !common::privileged() {
+        return;
+    }
+    socket_generator_drives_a_run("afxdp", GeneratorKind::Afxdp);
 }
 
 /// `--generator auto` runs the XDP generator where the kernel allows it
@@ -205,7 +217,7 @@ fn auto_falls_back_and_bpf_fails_clearly_where_refused() {
             let e = forced.expect_err("bpf refused where auto fell back").to_string();
             assert!(e.contains("--generator bpf") && e.contains("--generator afpacket"), "{e}");
         }
-        GeneratorKind::Auto => panic!("the report names the generator used"),
+        k => panic!("auto ran {k:?}: the XDP generator or AF_PACKET"),
     }
 }
 
