@@ -473,7 +473,18 @@ fn run_xdp(
         tune_napi: false,
         ..XskConfig::new(dev, 0)
     };
-    let mut port = XskPort::open(&umem, &cfg, &mut pool).map_err(|e| err("socket", &e))?;
+    // The last trial's socket leaves the queue a moment after it closed
+    // (EBUSY until then).
+    let opened = Instant::now();
+    let mut port = loop {
+        match XskPort::open(&umem, &cfg, &mut pool) {
+            Ok(p) => break p,
+            Err(e) if is_busy(&e) && opened.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(err("socket", &e)),
+        }
+    };
     let st = PacketGenStats::default();
     let mut buf = Vec::with_capacity(2048);
     let mut batch = Vec::with_capacity(MAX_BURST as usize);
@@ -521,6 +532,59 @@ fn run_xdp(
     }
     let _ = port.close(&mut pool);
     Ok((pace.progress, st))
+}
+
+/// Opens and closes an AF_XDP socket on a veth of a namespace of its own
+/// named `ns_name` (deleted after): whether the AF_XDP generator can run.
+pub fn probe_af_xdp(ns_name: &str) -> Result<()> {
+    use tern_packet::{PacketPool, PoolConfig};
+    use tern_xdp::{BindMode, BusyPoll, Umem, XskConfig, XskPort};
+    let ns = Netns::create(ns_name)?;
+    crate::netns::veth_pair(&ns, "tb-probe0", &ns, "tb-probe1")?;
+    let err = |what: &str, e: &dyn std::fmt::Display| BenchError::Dut(format!("AF_XDP: {what}: {e}"));
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            ns.enter_current_thread()?;
+            let mut pool = PacketPool::new(PoolConfig {
+                frames: 256,
+                hugepages: false,
+                pad_frames: false,
+                ..PoolConfig::default()
+            })
+            .map_err(|e| err("pool", &e))?;
+            let umem = Umem::new(&pool).map_err(|e| err("UMEM", &e))?;
+            let cfg = XskConfig {
+                rx_size: 64,
+                tx_size: 64,
+                fill_size: 64,
+                comp_size: 64,
+                mode: BindMode::Copy,
+                busy_poll: BusyPoll::Off,
+                napi_probe_port: None,
+                tune_napi: false,
+                ..XskConfig::new("tb-probe0", 0)
+            };
+            let port = XskPort::open(&umem, &cfg, &mut pool).map_err(|e| err("socket", &e))?;
+            let _ = port.close(&mut pool);
+            Ok(())
+        })
+        .join()
+        .map_err(|_| BenchError::Bpf("AF_XDP probe thread panicked".into()))?
+    })
+}
+
+/// Whether an error comes from EBUSY.
+fn is_busy(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if c.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error)
+            == Some(nix::errno::Errno::EBUSY as i32)
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// A transmit-only AF_PACKET socket on `dev` of the calling thread's

@@ -214,17 +214,30 @@ fn pick_generator(opts: &Rfc2544Opts, prefix: &str) -> Result<(TrafficGen, Optio
         GeneratorKind::Afxdp => Ok((TrafficGen::Packet(PacketGen::af_xdp()), None)),
         GeneratorKind::Bpf => bpf()
             .map(|g| (g, None))
-            .map_err(|e| BenchError::Bpf(format!("--generator bpf: {e} (try --generator afpacket)"))),
-        GeneratorKind::Auto => match bpf() {
-            Ok(g) => Ok((g, None)),
-            Err(e) => Ok((
-                TrafficGen::Packet(PacketGen::af_packet()),
-                Some(format!(
-                    "the XDP generator cannot run here ({e}); sending from user space through AF_PACKET \
-                     instead (--generator afpacket; slower, rates achieved are reported)"
+            .map_err(|e| BenchError::Bpf(format!("--generator bpf: {e} (try --generator afxdp or afpacket)"))),
+        GeneratorKind::Auto => {
+            let refused = match bpf() {
+                Ok(g) => return Ok((g, None)),
+                Err(e) => e,
+            };
+            match crate::pktgen::probe_af_xdp(&format!("{prefix}-xskprobe")) {
+                Ok(()) => Ok((
+                    TrafficGen::Packet(PacketGen::af_xdp()),
+                    Some(format!(
+                        "the XDP generator cannot run here ({refused}); sending from user space through \
+                         an AF_XDP socket instead (--generator afxdp; slower, rates achieved are reported)"
+                    )),
                 )),
-            )),
-        },
+                Err(e) => Ok((
+                    TrafficGen::Packet(PacketGen::af_packet()),
+                    Some(format!(
+                        "the XDP generator cannot run here ({refused}), nor an AF_XDP socket ({e}); sending \
+                         from user space through AF_PACKET instead (--generator afpacket; slower, rates \
+                         achieved are reported)"
+                    )),
+                )),
+            }
+        }
     }
 }
 

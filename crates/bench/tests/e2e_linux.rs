@@ -180,7 +180,8 @@ fn the_af_xdp_generator_drives_a_run() {
 }
 
 /// `--generator auto` runs the XDP generator where the kernel allows it
-/// and otherwise falls back to AF_PACKET with a note saying why; forced,
+/// and otherwise falls back to AF_XDP (or AF_PACKET where that is refused
+/// too) with a note saying why; forced,
 /// `bpf` either runs or fails with an error that names the way out.
 #[test]
 fn auto_falls_back_and_bpf_fails_clearly_where_refused() {
@@ -205,19 +206,18 @@ fn auto_falls_back_and_bpf_fails_clearly_where_refused() {
             let f = forced.expect("bpf runs where auto chose it");
             assert_eq!(f.conditions.generator_kind, GeneratorKind::Bpf);
         }
-        GeneratorKind::Afpacket => {
+        k @ (GeneratorKind::Afxdp | GeneratorKind::Afpacket) => {
+            // AF_XDP first, AF_PACKET where that is refused too.
+            let via = if k == GeneratorKind::Afxdp { "AF_XDP socket instead" } else { "AF_PACKET instead" };
             assert!(
-                r.conditions
-                    .notes
-                    .iter()
-                    .any(|n| n.contains("XDP generator cannot run here") && n.contains("AF_PACKET")),
+                r.conditions.notes.iter().any(|n| n.contains("XDP generator cannot run here") && n.contains(via)),
                 "{:?}",
                 r.conditions.notes
             );
             let e = forced.expect_err("bpf refused where auto fell back").to_string();
-            assert!(e.contains("--generator bpf") && e.contains("--generator afpacket"), "{e}");
+            assert!(e.contains("--generator bpf") && e.contains("--generator afxdp or afpacket"), "{e}");
         }
-        k => panic!("auto ran {k:?}: the XDP generator or AF_PACKET"),
+        GeneratorKind::Auto => panic!("the report names the generator used"),
     }
 }
 
