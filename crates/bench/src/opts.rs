@@ -82,11 +82,11 @@ pub struct Rfc2544Opts {
     pub max_mpps: Option<f64>,
 
     /// Traffic generator: `bpf` is the XDP program run by
-    /// BPF_PROG_TEST_RUN with live frames (fastest); `afpacket` sends the
-    /// same frames from user space through an AF_PACKET socket (slower,
-    /// works where the kernel refuses the former, e.g. root without
-    /// CAP_SYS_RESOURCE); `auto` tries `bpf` and falls back to `afpacket`,
-    /// saying so on stderr and in the report.
+    /// BPF_PROG_TEST_RUN with live frames (fastest); `afxdp` and
+    /// `afpacket` send the same frames from user space through an AF_XDP
+    /// or an AF_PACKET socket (slower; they work where the kernel refuses
+    /// the former, e.g. root without CAP_SYS_RESOURCE); `auto` tries `bpf`,
+    /// then `afxdp`, then `afpacket`, saying so on stderr and in the report.
     #[arg(long, value_enum, default_value = "auto")]
     pub generator: GeneratorKind,
 

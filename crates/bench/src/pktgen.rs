@@ -5,8 +5,9 @@
 //! frames) is the fast one. Some kernels and sandboxes refuse that call
 //! (EPERM: seen on machines whose root lacks CAP_SYS_RESOURCE, even for a
 //! one-line program); there the tester sends the same frames from user
-//! space through an AF_PACKET socket instead ([`PacketGen`]), paced the
-//! same way, and says so in the report. `--generator` forces either.
+//! space through an AF_XDP socket, or where that is refused too through
+//! an AF_PACKET socket ([`PacketGen`]), paced the same way, and says so in
+//! the report. `--generator` forces any of them.
 //!
 //! The frames are the XDP program's, byte for byte: the cycle of slots
 //! taken in turn, each stream's flow walk (or random fields) and sequence
@@ -27,8 +28,8 @@ use crate::traffic::{FlowSpec, HDR_MAX, MAX_SLOTS, MAX_STREAMS, SIG_LEN, Slot, c
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum GeneratorKind {
-    /// The XDP generator when the kernel runs it, else AF_PACKET (said
-    /// on stderr and in the report).
+    /// The XDP generator when the kernel runs it, else AF_XDP, else
+    /// AF_PACKET (said on stderr and in the report).
     Auto,
     /// The XDP program run by BPF_PROG_TEST_RUN with live frames.
     Bpf,
@@ -227,9 +228,10 @@ impl FrameBuilder {
     }
 }
 
-/// The AF_PACKET generator: [`FrameBuilder`]'s frames, one send(2) each
-/// on a socket bound to the generator's device, paced in user space with
-/// the XDP program's token bucket.
+/// The user-space generators: [`FrameBuilder`]'s frames, paced with the
+/// XDP program's token bucket ([`Pace`]), through an AF_XDP socket's
+/// transmit ring or one send(2) each on an AF_PACKET socket bound to the
+/// generator's device.
 #[derive(Debug, Default)]
 pub struct PacketGen {
     builder: Option<Box<FrameBuilder>>,
@@ -333,7 +335,7 @@ impl PacketGen {
     }
 
     fn builder(&mut self) -> Result<&mut FrameBuilder> {
-        self.builder.as_deref_mut().ok_or_else(|| BenchError::Config("AF_PACKET generator not configured".into()))
+        self.builder.as_deref_mut().ok_or_else(|| BenchError::Config("user-space generator not configured".into()))
     }
 
     /// Zeroes the counters and sequence numbers.
@@ -347,7 +349,7 @@ impl PacketGen {
         self.builder
             .as_ref()
             .map(|b| b.counters())
-            .ok_or_else(|| BenchError::Config("AF_PACKET generator not configured".into()))
+            .ok_or_else(|| BenchError::Config("user-space generator not configured".into()))
     }
 
     /// Sends at `rate_pps` until `total` frames are sent or skipped (a

@@ -6,9 +6,9 @@
 //! and drops the page otherwise, from a token bucket of bounded depth. When
 //! the machine cannot keep up, the frames due beyond the bucket are skipped,
 //! so the offered load never comes in catch-up bursts; the rate actually
-//! achieved is measured and reported beside the rate asked for. The
-//! AF_PACKET generator (crate::pktgen), used where the kernel refuses the
-//! XDP one, keeps the same bucket in user space.
+//! achieved is measured and reported beside the rate asked for. The AF_XDP
+//! and AF_PACKET generators (crate::pktgen), used where the kernel refuses
+//! the XDP one, keep the same bucket in user space.
 
 use std::time::{Duration, Instant};
 
