@@ -484,6 +484,10 @@ static RUNS: AtomicUsize = AtomicUsize::new(0);
 pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Report> {
     let scenario = scenario_for(opts)?;
     validate(opts, &scenario)?;
+    // Before anything is made: a generator the kernel refuses leaves no
+    // work directory behind.
+    let prefix = format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
+    let (generator, generator_note) = pick_generator(opts, &prefix)?;
     let work_dir = match &opts.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tern-bench-{}", std::process::id())),
@@ -525,8 +529,6 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             Err(e) => return Err(BenchError::Config(format!("--excuse-host-holes needs the hole watch: {e}"))),
         }
     };
-    let prefix = format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
-    let (generator, generator_note) = pick_generator(opts, &prefix)?;
     if let Some(n) = generator_note {
         eprintln!("tern bench: {n}");
         notes.push(n);
