@@ -488,6 +488,9 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
     // work directory behind.
     let prefix = format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
     let (generator, generator_note) = pick_generator(opts, &prefix)?;
+    if let Some(n) = &generator_note {
+        eprintln!("tern bench: {n}");
+    }
     let work_dir = match &opts.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tern-bench-{}", std::process::id())),
@@ -529,10 +532,7 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             Err(e) => return Err(BenchError::Config(format!("--excuse-host-holes needs the hole watch: {e}"))),
         }
     };
-    if let Some(n) = generator_note {
-        eprintln!("tern bench: {n}");
-        notes.push(n);
-    }
+    notes.extend(generator_note);
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let conditions = Conditions {
         command: std::env::args().collect::<Vec<_>>().join(" "),
