@@ -37,4 +37,9 @@ fn main() {
         }
         eprintln!("HTML report: {}", path.display());
     }
+    // As `tern bench rfc2544`: a DUT that failed fails the run.
+    if report.all().any(|d| d.status == tern_bench::report::DutStatus::Failed) {
+        eprintln!("error: a DUT failed (see the report)");
+        std::process::exit(1);
+    }
 }

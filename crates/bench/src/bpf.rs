@@ -212,6 +212,25 @@ impl Generator {
         Ok(())
     }
 
+    /// Asks the kernel once for a run with live frames, on the anchor's
+    /// device (down: nothing leaves) before any slot is installed (the
+    /// program aborts: nothing is built). Some kernels refuse such runs
+    /// (EPERM where root lacks CAP_SYS_RESOURCE, even for a one-line
+    /// program); the error says so and the caller may send otherwise.
+    pub fn probe_live_frames(&self) -> Result<()> {
+        let (_, ns) = self.anchor.as_ref().ok_or_else(|| BenchError::Bpf("the generator has no anchor".into()))?;
+        let ifindex = ns.link_info("tb-anchor0")?.ifindex;
+        let buf = [0u8; HDR_MAX];
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<()> {
+                ns.enter_current_thread()?;
+                self.send(ifindex, &buf, 1, 1).map(drop)
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("probe thread panicked".into()))?
+        })
+    }
+
     fn prog_mut(&mut self) -> Result<&mut Xdp> {
         self.ebpf
             .program_mut("tern_gen")

@@ -27,6 +27,36 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// Lines of a DUT's error the page shows (its first, and the last ones).
+const EXCERPT_LINES: usize = 8;
+/// Characters of one line the page shows.
+const EXCERPT_LINE_CHARS: usize = 200;
+
+/// A bounded excerpt of an error message for the page: its first line and
+/// its last `lines - 1` (a DUT's log tail ends there), each cut at 200
+/// characters, with what was left out said. The whole message is in the
+/// JSON report, and a failed DUT's log in the work directory.
+pub fn excerpt(msg: &str, lines: usize) -> String {
+    let cut = |l: &str| -> String {
+        let n = l.chars().count();
+        if n <= EXCERPT_LINE_CHARS {
+            l.to_string()
+        } else {
+            let head: String = l.chars().take(EXCERPT_LINE_CHARS).collect();
+            format!("{head}... ({} more characters)", n - EXCERPT_LINE_CHARS)
+        }
+    };
+    let all: Vec<&str> = msg.lines().collect();
+    let lines = lines.max(2);
+    if all.len() <= lines {
+        return all.iter().map(|l| cut(l)).collect::<Vec<_>>().join("\n");
+    }
+    let mut out =
+        vec![cut(all[0]), format!("... ({} lines left out; the JSON report has them all)", all.len() - lines)];
+    out.extend(all[all.len() - (lines - 1)..].iter().map(|l| cut(l)));
+    out.join("\n")
+}
+
 fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
         return 1.0;
@@ -180,7 +210,7 @@ pub fn render(r: &Report) -> String {
     let c = &r.conditions;
     let _ = writeln!(o, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">");
     let _ = writeln!(o, "<title>tern bench rfc2544: {}</title>", esc(&r.scenario));
-    o.push_str("<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}.note{color:#666;font-size:90%}</style>\n</head>\n<body>\n");
+    o.push_str("<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}pre.err{white-space:pre-wrap;max-width:40em;font-size:85%;margin:0.3em 0}.note{color:#666;font-size:90%}</style>\n</head>\n<body>\n");
     let _ = writeln!(o, "<h1>RFC 2544: {}</h1>\n<p>{}</p>", esc(&r.scenario), esc(&r.description));
     o.push_str("<h2>Conditions</h2>\n<table>\n");
     let rows: Vec<(&str, String)> = vec![
@@ -212,6 +242,7 @@ pub fn render(r: &Report) -> String {
             ),
         ),
         ("generator", c.generator.clone()),
+        ("notes", if c.notes.is_empty() { "none".into() } else { c.notes.join("; ") }),
         ("receiver", c.receiver.clone()),
         ("traffic", c.traffic.join("; ")),
         ("VLAN", c.vlan.map_or("none".into(), |v| v.to_string())),
@@ -224,14 +255,18 @@ pub fn render(r: &Report) -> String {
     for d in r.all() {
         let status = match d.status {
             DutStatus::Ok => "measured".to_string(),
-            DutStatus::NotSupported => format!("not supported: {}", d.message.as_deref().unwrap_or("")),
-            DutStatus::Failed => format!("failed: {}", d.message.as_deref().unwrap_or("")),
+            DutStatus::NotSupported => {
+                format!("not supported: {}", esc(&excerpt(d.message.as_deref().unwrap_or(""), EXCERPT_LINES)))
+            }
+            DutStatus::Failed => format!(
+                "failed:<pre class=\"err\">{}</pre>",
+                esc(&excerpt(d.message.as_deref().unwrap_or(""), EXCERPT_LINES))
+            ),
         };
         let _ = writeln!(
             o,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{status}</td><td class=\"l\">{}</td></tr>",
             esc(&d.name),
-            esc(&status),
             esc(&d.description)
         );
     }
@@ -393,6 +428,8 @@ mod tests {
                 goal_width: 0.01,
                 pdr_loss: 0.005,
                 generator: "xdp".into(),
+                generator_kind: crate::pktgen::GeneratorKind::Afpacket,
+                notes: vec!["the XDP generator <refused>".into()],
                 no_idle_cpus: vec![1],
                 isolated_cpus: vec![1],
                 tasks_moved: 40,
@@ -435,7 +472,32 @@ mod tests {
         assert_eq!(page.matches("<svg").count(), 2);
         // A polyline per measured DUT (ceiling, linux-nft), none for the failed one.
         assert_eq!(page.matches("<polyline").count(), 2);
-        assert!(page.contains("failed: no &lt;binary&gt;"));
+        assert!(page.contains("failed:<pre class=\"err\">no &lt;binary&gt;</pre>"));
+        assert!(page.contains("the XDP generator &lt;refused&gt;"), "notes are shown");
+    }
+
+    /// A DUT that failed with its whole log in the message: the page
+    /// shows a bounded, escaped excerpt, not the log in one cell.
+    #[test]
+    fn a_long_error_is_shown_as_a_bounded_excerpt() {
+        let mut r = sample();
+        let mut log = String::from("nothing forwarded after 30 s of learning traffic; log:");
+        for i in 0..500 {
+            log.push_str(&format!("\nline {i} <tag> {}", "x".repeat(if i == 499 { 5000 } else { 10 })));
+        }
+        r.duts.push(DutReport::without_results("tern-afxdp", DutStatus::Failed, log.clone()));
+        let page = render(&r);
+        check_well_formed(&page).expect("well formed");
+        let from = page.find("nothing forwarded").expect("first line shown");
+        let cell = &page[from..from + page[from..].find("</pre>").expect("closed")];
+        assert!(cell.len() < 3000, "{} bytes in the cell", cell.len());
+        assert!(cell.contains("line 498 &lt;tag&gt;"), "the log's tail is shown");
+        assert!(!cell.contains("line 10 "), "the middle is left out");
+        assert!(cell.contains("lines left out") && cell.contains("more characters"));
+        assert!(!page.contains("<tag>"));
+        // The JSON report keeps it all.
+        assert!(r.to_json().contains("line 10 <tag>"));
+        assert_eq!(excerpt("a\nb", 8), "a\nb");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! tern's RFC 2544 tester: an XDP traffic generator and receiver, the
+//! tern's RFC 2544 tester: an XDP traffic generator (AF_XDP or AF_PACKET
+//! from user space where the kernel refuses it) and receiver, the
 //! NDR/PDR searches and the frame-loss test, DUTs in network namespaces
 //! (tern, Linux, Linux + nftables, hand-written XDP forwarding, DPDK
 //! testpmd), and reports (table, JSON, HTML with SVG charts). See README.md
@@ -27,6 +28,7 @@ pub mod html;
 pub mod netns;
 pub mod opts;
 pub mod pcap;
+pub mod pktgen;
 pub mod progress;
 pub mod report;
 pub mod runner;

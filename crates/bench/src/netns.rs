@@ -338,8 +338,12 @@ fn move_off(held: &mut Isolated) -> usize {
     use nix::unistd::Pid;
     let me = std::process::id() as i32;
     let mut moved = 0;
-    for (tid, ppid) in all_tasks() {
-        if tid == me || ppid == me {
+    for (tid, pid, ppid) in all_tasks() {
+        // Every thread of this process stays (not only its main thread:
+        // a thread moved off the CPU passes the narrower affinity on to
+        // the threads and processes it starts, and a second run in this
+        // process then saw one CPU), and so do its children.
+        if pid == me || ppid == me {
             continue;
         }
         let pid = Pid::from_raw(tid);
@@ -424,13 +428,13 @@ mod tx_dropped_tests {
 }
 
 /// Every task (thread) id of the machine with its process's parent.
-fn all_tasks() -> Vec<(i32, i32)> {
+fn all_tasks() -> Vec<(i32, i32, i32)> {
     let mut out = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else { return out };
     for p in procs.flatten() {
-        if p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()).is_none() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
-        }
+        };
         let ppid = std::fs::read_to_string(p.path().join("stat"))
             .ok()
             .and_then(|st| st.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()))
@@ -440,7 +444,7 @@ fn all_tasks() -> Vec<(i32, i32)> {
             tasks
                 .flatten()
                 .filter_map(|t| t.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
-                .map(|t| (t, ppid)),
+                .map(|t| (t, pid, ppid)),
         );
     }
     out
@@ -502,6 +506,31 @@ mod isolation_tests {
         drop(c);
         let _ = kill(pid, Signal::SIGKILL);
         let _ = kill(late, Signal::SIGKILL);
+    }
+
+    /// This process's threads stay where they may run, not only its main
+    /// thread: a test thread moved off the DUT's CPU by a run beside it saw
+    /// one CPU and refused `--dut-cpu 1`.
+    #[test]
+    fn this_process_keeps_every_thread() {
+        if !nix::unistd::geteuid().is_root() || cpu_count() < 2 {
+            return;
+        }
+        use nix::sched::sched_getaffinity;
+        use nix::unistd::Pid;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(current_tid()).expect("tid");
+            let _ = done_rx.recv();
+        });
+        let tid = Pid::from_raw(rx.recv().expect("tid"));
+        let before = sched_getaffinity(tid).expect("get");
+        let held = Isolation::hold(&[1]).expect("isolate");
+        assert_eq!(sched_getaffinity(tid).expect("get"), before, "a thread of this process was moved");
+        drop(held);
+        done_tx.send(()).expect("done");
+        t.join().expect("thread");
     }
 }
 

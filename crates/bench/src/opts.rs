@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::dut::DutKind;
+use crate::pktgen::GeneratorKind;
 use crate::scenario::ScenarioName;
 
 /// How the flow fields of successive frames are chosen.
@@ -79,6 +80,15 @@ pub struct Rfc2544Opts {
     /// Highest rate to search or offer, Mpps (default: the ceiling).
     #[arg(long)]
     pub max_mpps: Option<f64>,
+
+    /// Traffic generator: `bpf` is the XDP program run by
+    /// BPF_PROG_TEST_RUN with live frames (fastest); `afxdp` and
+    /// `afpacket` send the same frames from user space through an AF_XDP
+    /// or an AF_PACKET socket (slower; they work where the kernel refuses
+    /// the former, e.g. root without CAP_SYS_RESOURCE); `auto` tries `bpf`,
+    /// then `afxdp`, then `afpacket`, saying so on stderr and in the report.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub generator: GeneratorKind,
 
     /// Depth of the generator's token bucket in microseconds: the longest
     /// burst it sends at its own speed after falling behind. Deeper reaches

@@ -46,6 +46,11 @@ pub struct Conditions {
     pub trials_per_load: usize,
     /// How frames are generated.
     pub generator: String,
+    /// Which generator sent them (`bpf` or `afpacket`).
+    pub generator_kind: crate::pktgen::GeneratorKind,
+    /// What the run could not do as asked and did instead (a generator
+    /// the kernel refused, a hole watch that could not start).
+    pub notes: Vec<String>,
     /// CPUs kept out of idle states during the run (PM QoS).
     pub no_idle_cpus: Vec<usize>,
     /// CPUs every other movable task was moved off for the run.
@@ -388,6 +393,10 @@ impl fmt::Display for Report {
              generator's limit; * : the generator reached less than 98 % of the load asked.",
             c.pdr_loss * 100.0
         )?;
+        writeln!(f, "generator: {}", c.generator_kind.name())?;
+        for n in &c.notes {
+            writeln!(f, "note: {n}")?;
+        }
         for d in self.all() {
             if !d.description.is_empty() {
                 writeln!(f, "{}: {}", d.name, d.description)?;

@@ -12,6 +12,7 @@ use crate::dut::{self, DutKind, Placement, Setup};
 use crate::error::{BenchError, Result};
 use crate::netns::{Isolation, Netns, NoIdle, cpu_count, have_program};
 use crate::opts::{FlowMode, Rfc2544Opts};
+use crate::pktgen::{GeneratorKind, PacketGen, TrafficGen};
 use crate::progress::Progress;
 use crate::report::{Conditions, DutReport, DutStatus, LoadPoint, RateReport, Report, SizeReport};
 use crate::scenario::Scenario;
@@ -176,10 +177,74 @@ fn describe_needs(s: &Scenario) -> String {
     v.join(", ")
 }
 
+/// What the report says of the generator.
+fn describe_generator(kind: GeneratorKind, bucket_us: f64) -> String {
+    match kind {
+        GeneratorKind::Afpacket => format!(
+            "afpacket: the XDP generator's frames built in user space and sent through an AF_PACKET \
+             socket (one send(2) each, no qdisc); paced by CLOCK_MONOTONIC (a frame is sent when \
+             due), token bucket {bucket_us} us deep (64..2048 frames); slower than the XDP generator"
+        ),
+        GeneratorKind::Afxdp => format!(
+            "afxdp: the XDP generator's frames built in user space and sent through an AF_XDP \
+             socket's transmit ring (copy mode, batches of up to 64 per kick); paced by \
+             CLOCK_MONOTONIC (a frame is sent when due), token bucket {bucket_us} us deep (64..2048 \
+             frames); slower than the XDP generator"
+        ),
+        _ => format!(
+            "bpf: XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, 65536 runs a \
+             call; it paces each frame by the kernel's clock (a frame is sent when due, the page \
+             dropped otherwise), token bucket {bucket_us} us deep (64..2048 frames), flushed every 64 runs"
+        ),
+    }
+}
+
+/// The generator `--generator` asks for, and a note when `auto` fell
+/// back. The XDP generator is loaded, anchored and asked for one run with
+/// live frames: a kernel that refuses it refuses it here, not mid-run.
+fn pick_generator(opts: &Rfc2544Opts, prefix: &str) -> Result<(TrafficGen, Option<String>)> {
+    let bpf = || -> Result<TrafficGen> {
+        let mut g = Generator::load()?;
+        g.anchor(&format!("{prefix}-anchor"))?;
+        g.probe_live_frames()?;
+        Ok(TrafficGen::Bpf(g))
+    };
+    match opts.generator {
+        GeneratorKind::Afpacket => Ok((TrafficGen::Packet(PacketGen::af_packet()), None)),
+        GeneratorKind::Afxdp => Ok((TrafficGen::Packet(PacketGen::af_xdp()), None)),
+        GeneratorKind::Bpf => bpf()
+            .map(|g| (g, None))
+            .map_err(|e| BenchError::Bpf(format!("--generator bpf: {e} (try --generator afxdp or afpacket)"))),
+        GeneratorKind::Auto => {
+            let refused = match bpf() {
+                Ok(g) => return Ok((g, None)),
+                Err(e) => e,
+            };
+            match crate::pktgen::probe_af_xdp(&format!("{prefix}-xskprobe")) {
+                Ok(()) => Ok((
+                    TrafficGen::Packet(PacketGen::af_xdp()),
+                    Some(format!(
+                        "the XDP generator cannot run here ({refused}); sending from user space through \
+                         an AF_XDP socket instead (--generator afxdp; slower, rates achieved are reported)"
+                    )),
+                )),
+                Err(e) => Ok((
+                    TrafficGen::Packet(PacketGen::af_packet()),
+                    Some(format!(
+                        "the XDP generator cannot run here ({refused}), nor an AF_XDP socket ({e}); sending \
+                         from user space through AF_PACKET instead (--generator afpacket; slower, rates \
+                         achieved are reported)"
+                    )),
+                )),
+            }
+        }
+    }
+}
+
 struct Ctx<'a> {
     opts: &'a Rfc2544Opts,
     scenario: &'a Scenario,
-    generator: Generator,
+    generator: TrafficGen,
     sink: Sink,
     /// The timer watching the DUT's CPU for holes.
     holes: Option<HoleWatch>,
@@ -419,6 +484,13 @@ static RUNS: AtomicUsize = AtomicUsize::new(0);
 pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Report> {
     let scenario = scenario_for(opts)?;
     validate(opts, &scenario)?;
+    // Before anything is made: a generator the kernel refuses leaves no
+    // work directory behind.
+    let prefix = format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
+    let (generator, generator_note) = pick_generator(opts, &prefix)?;
+    if let Some(n) = &generator_note {
+        eprintln!("tern bench: {n}");
+    }
     let work_dir = match &opts.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tern-bench-{}", std::process::id())),
@@ -444,6 +516,7 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         }
     }
     // Holes in the DUT CPU's time: a timer pinned to it that logs late ticks.
+    let mut notes = Vec::new();
     let holes = if opts.hole_watch_us == 0 {
         None
     } else {
@@ -451,12 +524,15 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         match HoleWatch::start(opts.dut_cpu, period, HOLE_MIN.min(period)) {
             Ok(w) => Some(w),
             Err(e) if !opts.excuse_host_holes => {
-                eprintln!("tern bench: no hole watch on cpu {}: {e}", opts.dut_cpu);
+                let note = format!("no hole watch on cpu {} (losses are not matched to host holes): {e}", opts.dut_cpu);
+                eprintln!("tern bench: {note}");
+                notes.push(note);
                 None
             }
             Err(e) => return Err(BenchError::Config(format!("--excuse-host-holes needs the hole watch: {e}"))),
         }
     };
+    notes.extend(generator_note);
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let conditions = Conditions {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -473,12 +549,9 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
         goal_width: opts.goal_width,
         pdr_loss: 0.005,
         trials_per_load: usize::from(opts.trials_per_load),
-        generator: format!(
-            "XDP program run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, 65536 runs a \
-             call; it paces each frame by the kernel's clock (a frame is sent when due, the page \
-             dropped otherwise), token bucket {} us deep (64..2048 frames), flushed every 64 runs",
-            opts.bucket_us
-        ),
+        generator: describe_generator(generator.kind(), opts.bucket_us),
+        generator_kind: generator.kind(),
+        notes,
         no_idle_cpus: no_idle.iter().map(|(c, _)| *c).collect(),
         isolated_cpus: if isolation.is_some() { own_cpus.clone() } else { Vec::new() },
         tasks_moved: isolation.as_ref().map_or(0, Isolation::moved),
@@ -498,17 +571,16 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
     let mut ctx = Ctx {
         opts,
         scenario: &scenario,
-        generator: Generator::load()?,
+        generator,
         sink: Sink::load()?,
         holes,
         work_dir,
         tern_bin,
-        prefix: format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed)),
+        prefix,
         ceiling_pps: Vec::new(),
         done: 0,
         estimate: per_chain * (opts.dut.len() + 1),
     };
-    ctx.generator.anchor(&format!("{}-anchor", ctx.prefix))?;
     progress(Progress::Dut { name: "direct".into() });
     let ceiling = ctx.measure(0, None, progress)?;
     let mut duts = Vec::new();

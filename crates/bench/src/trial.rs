@@ -6,16 +6,19 @@
 //! and drops the page otherwise, from a token bucket of bounded depth. When
 //! the machine cannot keep up, the frames due beyond the bucket are skipped,
 //! so the offered load never comes in catch-up bursts; the rate actually
-//! achieved is measured and reported beside the rate asked for.
+//! achieved is measured and reported beside the rate asked for. The AF_XDP
+//! and AF_PACKET generators (crate::pktgen), used where the kernel refuses
+//! the XDP one, keep the same bucket in user space.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::account::StreamResult;
-use crate::bpf::{Gap, Generator, Hole, HoleStats, HoleWatch, MAX_PACED_PPS, PaceProgress, Sink};
+use crate::bpf::{Gap, Hole, HoleStats, HoleWatch, MAX_PACED_PPS, PaceProgress, Sink};
 use crate::error::{BenchError, Result};
 use crate::netns::{Netns, current_tid, pin_current_thread, set_fifo};
+use crate::pktgen::TrafficGen;
 use crate::topology::{DUT_OUT, GEN_DEV};
 use crate::traffic::{StreamSpec, TrafficProfile};
 
@@ -123,8 +126,8 @@ pub trait TrialRunner {
 
 /// The generator and sink bound to one chain.
 pub struct Tester<'a> {
-    /// Generator program, configured with the profile's slots.
-    pub generator: &'a mut Generator,
+    /// The generator, configured with the profile's slots.
+    pub generator: &'a mut TrafficGen,
     /// Sink program, attached to the chain's sink.
     pub sink: &'a mut Sink,
     /// Namespace the generator sends from.
@@ -232,20 +235,26 @@ impl Tester<'_> {
         let rate_pps = rate_pps.min(MAX_PACED_PPS);
         let total = (rate_pps * duration.as_secs_f64()).round() as u64;
         let depth = bucket_depth(rate_pps, self.timing.bucket_secs);
-        self.generator.pace(rate_pps, total, depth)?;
-        let buf = vec![0u8; self.profile.max_frame_len()];
-        let generator = &*self.generator;
+        let deadline = duration.mul_f64(1.01) + Duration::from_millis(5);
         let ns = self.gen_ns;
-        let ifindex = self.gen_ifindex;
         let cpu = self.timing.gen_cpu;
         let rt = self.timing.rt_priority;
+        let generator = match &mut *self.generator {
+            TrafficGen::Bpf(g) => g,
+            TrafficGen::Packet(g) => {
+                return g.run(ns, GEN_DEV, rate_pps, total, depth, deadline, cpu, rt).map(|(p, _)| p);
+            }
+        };
+        generator.pace(rate_pps, total, depth)?;
+        let buf = vec![0u8; self.profile.max_frame_len()];
+        let generator = &*generator;
+        let ifindex = self.gen_ifindex;
         std::thread::scope(|s| {
             s.spawn(move || -> Result<PaceProgress> {
                 ns.enter_current_thread()?;
                 pin_current_thread(cpu)?;
                 set_fifo(current_tid(), rt, false)?;
                 let start = Instant::now();
-                let deadline = duration.mul_f64(1.01) + Duration::from_millis(5);
                 loop {
                     generator.send(ifindex, &buf, RUNS_PER_CALL, FLUSH_BATCH)?;
                     let p = generator.pace_progress()?;

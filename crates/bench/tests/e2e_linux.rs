@@ -8,6 +8,7 @@
 mod common;
 
 use clap::Parser;
+use tern_bench::pktgen::GeneratorKind;
 use tern_bench::report::DutStatus;
 use tern_bench::{Rfc2544Opts, html};
 
@@ -95,7 +96,19 @@ fn drop_test_against_linux_and_nftables() {
 /// `scenario`: both forwarded, with latency, without duplicates. Returns
 /// the DUT's report and the frames the sink received.
 fn dual_stack(scenario: &str, dut: &str) -> (tern_bench::report::DutReport, u64) {
+    let (_, d, received) = dual_stack_with(scenario, dut, "auto");
+    (d, received)
+}
+
+/// [`dual_stack`] with `--generator generator`, returning the report too.
+fn dual_stack_with(
+    scenario: &str,
+    dut: &str,
+    generator: &str,
+) -> (tern_bench::Report, tern_bench::report::DutReport, u64) {
     let r = run(&[
+        "--generator",
+        generator,
         "--scenario",
         scenario,
         "--sizes",
@@ -122,7 +135,90 @@ fn dual_stack(scenario: &str, dut: &str) -> (tern_bench::report::DutReport, u64)
         assert_eq!(p.duplicated, 0, "{dut} {}: duplicates from a router", s.size);
         received += p.streams.iter().map(|s| s.received).sum::<u64>();
     }
-    (d, received)
+    (r, d, received)
+}
+
+/// A user-space generator, forced (AF_PACKET is the fallback where the
+/// kernel refuses the XDP one): the sink takes its frames as the XDP
+/// generator's (signature, per-stream sequence numbers, checksums a router
+/// checks), IPv4 and IPv6, straight and through Linux, and the report
+/// names it.
+fn socket_generator_drives_a_run(name: &str, kind: GeneratorKind) {
+    let (r, _, received) = dual_stack_with("frame-sizes", "linux", name);
+    assert!(received > 0);
+    assert_eq!(r.conditions.generator_kind, kind);
+    assert!(r.conditions.generator.starts_with(&format!("{name}:")), "{}", r.conditions.generator);
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).expect("json");
+    assert_eq!(json["conditions"]["generator_kind"], name);
+    assert!(r.to_string().contains(&format!("generator: {name}")));
+    let page = html::render(&r);
+    assert!(page.contains(&format!("{name}: ")), "the page names the generator");
+    // Straight into the sink nothing is lost, duplicated or reordered:
+    // the sequence numbers are the sink's.
+    for s in &r.ceiling.sizes {
+        let p = &s.frame_loss[0];
+        assert!(p.sent > 0, "{}: nothing sent", s.size);
+        assert_eq!((p.lost, p.duplicated, p.reordered), (0, 0, 0), "{}: {p:?}", s.size);
+        assert!(p.latency.is_some(), "{}: no latency", s.size);
+    }
+}
+
+#[test]
+fn the_af_packet_generator_drives_a_run() {
+    if !common::privileged() {
+        return;
+    }
+    socket_generator_drives_a_run("afpacket", GeneratorKind::Afpacket);
+}
+
+#[test]
+fn the_af_xdp_generator_drives_a_run() {
+    if !common::privileged() {
+        return;
+    }
+    socket_generator_drives_a_run("afxdp", GeneratorKind::Afxdp);
+}
+
+/// `--generator auto` runs the XDP generator where the kernel allows it
+/// and otherwise falls back to AF_XDP (or AF_PACKET where that is refused
+/// too) with a note saying why; forced,
+/// `bpf` either runs or fails with an error that names the way out.
+#[test]
+fn auto_falls_back_and_bpf_fails_clearly_where_refused() {
+    if !common::privileged() {
+        return;
+    }
+    // Everything on CPU 0 and nothing moved: a test running beside this one
+    // may hold CPU 1 for its DUT (and this thread's affinity with it).
+    let args = |g: &'static str| {
+        let mut a = vec!["--generator", g, "--dut", "linux", "--trial-secs", "0.2", "--drain-secs", "0.2"];
+        a.extend(["--loads", "0.01", "--no-search", "--gen-cpu", "0", "--dut-cpu", "0", "--sink-cpu", "0"]);
+        a.push("--no-isolate");
+        a
+    };
+    let r = run(&args("auto"));
+    assert_eq!(r.ceiling.status, DutStatus::Ok, "{:?}", r.ceiling.message);
+    let cli = Cli::parse_from(std::iter::once("rfc2544").chain(args("bpf")));
+    let forced = tern_bench::run(&cli.opts, &mut |_| {});
+    match r.conditions.generator_kind {
+        GeneratorKind::Bpf => {
+            assert!(r.conditions.notes.iter().all(|n| !n.contains("XDP generator")), "{:?}", r.conditions.notes);
+            let f = forced.expect("bpf runs where auto chose it");
+            assert_eq!(f.conditions.generator_kind, GeneratorKind::Bpf);
+        }
+        k @ (GeneratorKind::Afxdp | GeneratorKind::Afpacket) => {
+            // AF_XDP first, AF_PACKET where that is refused too.
+            let via = if k == GeneratorKind::Afxdp { "AF_XDP socket instead" } else { "AF_PACKET instead" };
+            assert!(
+                r.conditions.notes.iter().any(|n| n.contains("XDP generator cannot run here") && n.contains(via)),
+                "{:?}",
+                r.conditions.notes
+            );
+            let e = forced.expect_err("bpf refused where auto fell back").to_string();
+            assert!(e.contains("--generator bpf") && e.contains("--generator afxdp or afpacket"), "{e}");
+        }
+        GeneratorKind::Auto => panic!("the report names the generator used"),
+    }
 }
 
 #[test]

@@ -158,5 +158,13 @@ fn bench_rfc2544(opts: &tern_bench::Rfc2544Opts) -> Res {
         report.write_html(path).map_err(|e| e.to_string())?;
         eprintln!("report written to {}", path.display());
     }
+    // A DUT that failed (not one that cannot run the scenario) fails the
+    // run, after the report is out.
+    let failed: Vec<&str> =
+        report.all().filter(|d| d.status == tern_bench::report::DutStatus::Failed).map(|d| d.name.as_str()).collect();
+    if !failed.is_empty() {
+        eprintln!("tern bench: failed: {}", failed.join(", "));
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }

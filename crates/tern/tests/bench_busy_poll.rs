@@ -55,3 +55,45 @@ fn tester_runs_tern_with_busy_polling_engaged() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run in which a DUT failed exits non-zero, after printing the report
+/// (the JSON names the failure) and writing the HTML page, whose error
+/// cell is escaped. The "tern" here is a script that fails at start.
+#[test]
+fn a_run_in_which_a_dut_failed_exits_non_zero() {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(why) = common::lab_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tern-bench-fail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let fake = dir.join("fake-tern");
+    std::fs::write(&fake, "#!/bin/sh\nfor i in $(seq 1 300); do echo \"line $i <oops>\"; done\nexit 3\n")
+        .expect("script");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let html = dir.join("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["bench", "rfc2544", "--scenario", "single-flow-50fw", "--dut", "tern", "--tern-bin"])
+        .arg(&fake)
+        .args(["--trial-secs", "0.2", "--drain-secs", "0.2", "--loads", "0.01", "--max-mpps", "0.02", "--no-search"])
+        // All on CPU 0, nothing moved: the test beside this one holds CPU 1
+        // for its DUT and moves every other task, this one's too, off it.
+        .args(["--gen-cpu", "0", "--dut-cpu", "0", "--sink-cpu", "0", "--no-isolate"])
+        .args(["--json", "--html"])
+        .arg(&html)
+        .arg("--work-dir")
+        .arg(&dir)
+        .output()
+        .expect("run tern bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a failed DUT must fail the run: {stderr}");
+    assert!(stderr.contains("failed: tern"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report is still printed");
+    assert_eq!(json["ceiling"]["status"], "ok", "{}", json["ceiling"]["message"]);
+    assert_eq!(json["duts"][0]["status"], "failed");
+    assert!(json["duts"][0]["message"].as_str().is_some_and(|m| m.contains("exited at start")));
+    let page = std::fs::read_to_string(&html).expect("the page is still written");
+    assert!(page.contains("failed:") && page.contains("&lt;oops&gt;") && !page.contains("<oops>"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
