@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tern_acl::nft::{self, Import};
-use tern_acl::{Action, Family, RuleAction, parse_toml};
+use tern_acl::nft::{self, CtMode, Import, ImportOptions};
+use tern_acl::{Action, Family, PacketKey, RuleAction, RuleSet, linear, parse_toml, synth};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nft")
@@ -117,7 +117,6 @@ fn mixed_fixture_translates_every_supported_construct() {
 fn unsupported_rulesets_are_refused_with_the_rule_named() {
     for (name, chain, handle, needle) in [
         ("refuse_ct", Some("input"), true, "ct"),
-        ("refuse_jump", Some("other"), true, "jump"),
         ("refuse_nat", Some("post"), false, "nat"),
         ("refuse_log", Some("input"), true, "log"),
         ("refuse_limit", Some("input"), true, "limit"),
@@ -179,4 +178,205 @@ fn live_nft_dumps_import_like_the_fixtures() {
         n += 1;
     }
     assert!(n >= 10, "only {n} fixtures");
+}
+
+fn stateless() -> ImportOptions {
+    ImportOptions { ct: CtMode::Stateless }
+}
+
+#[test]
+fn vyos_ruleset_is_refused_naming_the_ct_rule_unless_asked_to_approximate() {
+    let e = nft::import(&fixture("vyos")).expect_err("ct state refused by default");
+    assert_eq!(e.chain.as_deref(), Some("VYOS_STATE_POLICY"), "{e}");
+    assert!(e.handle.is_some(), "{e}");
+    assert!(e.to_string().contains("ct state") && e.to_string().contains("--ct stateless"), "{e}");
+
+    let imp = nft::import_with(&fixture("vyos"), &stateless()).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = imp.sets.iter().map(|c| c.set.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ip_vyos_filter_VYOS_FORWARD_filter",
+            "ip_vyos_filter_VYOS_INPUT_filter",
+            "ip6_vyos_filter_VYOS_IPV6_FORWARD_filter"
+        ]
+    );
+    // Every approximated ct rule is named in the notes.
+    let ct_notes = imp.notes.iter().filter(|n| n.contains("ct state")).count();
+    assert_eq!(ct_notes, 5, "{:#?}", imp.notes);
+    assert!(imp.notes.iter().any(|n| n.contains("VYOS_STATE_POLICY ") && n.contains("invalid") && n.contains("never")));
+    let fwd = &imp.sets[0];
+    // The state policy comes first: established = TCP with ACK or RST.
+    let first = toml::to_string(&fwd.set.rules[1]).unwrap();
+    assert!(first.contains("tcp_flags = \"ack\""), "{first}");
+    assert!(fwd.origins[1].contains("chain VYOS_STATE_POLICY handle") && fwd.origins[1].contains("via jump"));
+    // The named chain's default action becomes a drop for eth0's traffic only.
+    let last_drop = fwd.set.rules.iter().rposition(|r| r.action == RuleAction::Drop && r.iif.is_some()).unwrap();
+    assert_eq!(fwd.set.rules[last_drop].comment.as_deref(), Some("NAME_WAN-IN default-action drop"));
+    let ifs = |n: &str| ["eth0", "eth1", "eth2"].iter().position(|x| *x == n).map(|i| i as u16 + 1);
+    for s in imp.rule_sets() {
+        tern_acl::compile(&s, &ifs).unwrap();
+    }
+    round_trips(&imp);
+    let text = imp.to_string();
+    assert!(text.contains("#   ip_vyos_filter_VYOS_INPUT_filter (hook input"), "{text}");
+}
+
+#[test]
+fn zone_ruleset_with_gotos_and_returns_imports() {
+    let imp = import("zones");
+    assert_eq!(imp.sets.len(), 1);
+    assert!(imp.notes.iter().any(|n| n.contains("chain unused") && n.contains("not imported")), "{:#?}", imp.notes);
+    round_trips(&imp);
+}
+
+/// Renames eth0/eth1/eth2/lo to synth's if1..if4 so its packet generator
+/// aims at the rules' interfaces.
+fn ifx(n: &str) -> Option<u16> {
+    ["eth0", "eth1", "eth2", "lo"].iter().position(|x| *x == n).map(|i| i as u16 + 1)
+}
+
+fn synth_names(set: &RuleSet) -> RuleSet {
+    let mut s = set.clone();
+    let ren = |l: &mut Option<tern_acl::value::List<tern_acl::value::IfName>>| {
+        if let Some(l) = l {
+            for n in &mut l.0 {
+                if let Some(i) = ifx(&n.0) {
+                    n.0 = format!("if{i}");
+                }
+            }
+        }
+    };
+    for r in &mut s.rules {
+        ren(&mut r.iif);
+        ren(&mut r.oif);
+    }
+    s
+}
+
+/// The flattened rule sets against nftables' control flow interpreted
+/// directly (jump, goto, return with a stack; `nft::evaluate`), and the
+/// compiled classifier against the linear reference, for many packets aimed
+/// at the rules' boundaries.
+#[test]
+fn flattened_chains_decide_like_nftables_control_flow() {
+    for (name, opts) in [
+        ("vyos", stateless()),
+        ("zones", ImportOptions::default()),
+        ("jump_simple", ImportOptions::default()),
+        ("mixed", ImportOptions::default()),
+        ("drop_test", ImportOptions::default()),
+    ] {
+        let rs = nft::parse(&fixture(name), &opts).unwrap();
+        let imp = nft::flatten(&rs).unwrap();
+        let bases: Vec<usize> = (0..rs.chains.len()).filter(|&i| rs.chains[i].base.is_some()).collect();
+        assert_eq!(bases.len(), imp.sets.len());
+        for (&b, c) in bases.iter().zip(&imp.sets) {
+            let set = &c.set;
+            let compiled = tern_acl::compile(set, &ifx).unwrap();
+            let mut keys = synth::packets(&synth_names(set), 4000, 7);
+            // Aim at the conditions of every chain's rules too (the
+            // flattened set may have dropped shadowed ones).
+            for ch in &rs.chains {
+                let steps = ch.steps.as_ref().map(|s| s.as_slice()).unwrap_or(&[]);
+                let whens: Vec<_> = steps.iter().flat_map(|s| s.when.iter().cloned()).collect();
+                let probe = RuleSet { name: "p".into(), default: Action::Accept, rules: whens };
+                keys.extend(synth::packets(&synth_names(&probe), 1000, 11));
+            }
+            let mut seen = [0usize; 2];
+            for k in &keys {
+                let want = nft::evaluate(&rs, b, &ifx, k).unwrap();
+                let lin = linear::evaluate(set, &ifx, k);
+                let got = compiled.classify(k);
+                assert_eq!(lin.action, want, "{name} {}: linear vs nft for {k:?}", c.chain);
+                assert_eq!((got.action, got.rule), (lin.action, lin.rule), "{name} {}: compiled for {k:?}", c.chain);
+                seen[(want == Action::Drop) as usize] += 1;
+            }
+            // The packets exercise both verdicts (or the chain has only one).
+            let one_verdict = set.rules.iter().all(|r| r.action.terminal().is_none_or(|a| a == set.default));
+            assert!(one_verdict || (seen[0] > 0 && seen[1] > 0), "{name} {}: {seen:?}", c.chain);
+        }
+    }
+}
+
+fn chains_json(chains: &[(&str, Option<&str>, &[&str])]) -> String {
+    // (name, hook, rules as JSON expression lists)
+    let mut items = vec![r#"{"table": {"family": "inet", "name": "t", "handle": 1}}"#.to_string()];
+    let mut h = 10;
+    for (name, hook, _) in chains {
+        let base = hook.map_or(String::new(), |hk| {
+            format!(r#", "type": "filter", "hook": "{hk}", "prio": 0, "policy": "accept""#)
+        });
+        items.push(format!(r#"{{"chain": {{"family": "inet", "table": "t", "name": "{name}", "handle": 2{base}}}}}"#));
+    }
+    for (name, _, rules) in chains {
+        for r in *rules {
+            h += 1;
+            items.push(format!(
+                r#"{{"rule": {{"family": "inet", "table": "t", "chain": "{name}", "handle": {h}, "expr": {r}}}}}"#
+            ));
+        }
+    }
+    format!(r#"{{"nftables": [{}]}}"#, items.join(", "))
+}
+
+const TCP22: &str =
+    r#"{"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}"#;
+
+#[test]
+fn jump_returns_and_goto_does_not() {
+    let key = PacketKey::v4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 6).with_ports(1000, 22);
+    let other = PacketKey::v4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 6).with_ports(1000, 80);
+    for (verb, want) in [("jump", Action::Drop), ("goto", Action::Accept)] {
+        // base: tcp dport 22 VERB sub; drop.   sub: (empty). Policy accept.
+        let j = chains_json(&[
+            (
+                "base",
+                Some("forward"),
+                &[&format!(r#"[{TCP22}, {{"{verb}": {{"target": "sub"}}}}]"#), r#"[{"drop": null}]"#],
+            ),
+            ("sub", None, &[r#"[{"counter": {"packets": 0, "bytes": 0}}]"#]),
+        ]);
+        let imp = nft::import(&j).unwrap_or_else(|e| panic!("{verb}: {e}"));
+        let set = &imp.sets[0].set;
+        let v = |k: &PacketKey| linear::evaluate(set, &|_| None, k).action;
+        assert_eq!(v(&key), want, "{verb}: {set:#?}");
+        assert_eq!(v(&other), Action::Drop, "{verb}");
+    }
+    // A return before the chain's end skips the rest of the chain only.
+    let j = chains_json(&[
+        ("base", Some("forward"), &[r#"[{"jump": {"target": "sub"}}]"#, r#"[{"drop": null}]"#]),
+        ("sub", None, &[&format!(r#"[{TCP22}, {{"return": null}}]"#), r#"[{"accept": null}]"#]),
+    ]);
+    let set = nft::import(&j).unwrap().sets[0].set.clone();
+    assert_eq!(linear::evaluate(&set, &|_| None, &key).action, Action::Drop);
+    assert_eq!(linear::evaluate(&set, &|_| None, &other).action, Action::Accept);
+}
+
+#[test]
+fn jump_loops_depth_and_missing_chains_are_refused_naming_the_rule() {
+    let jump = |t: &str| format!(r#"[{{"jump": {{"target": "{t}"}}}}]"#);
+    let (ja, jb) = (jump("a"), jump("b"));
+    let j = chains_json(&[("base", Some("input"), &[&ja]), ("a", None, &[&jb]), ("b", None, &[&ja])]);
+    let e = nft::import(&j).expect_err("loop");
+    assert!(e.to_string().contains("jump loop: a -> b -> a"), "{e}");
+    assert_eq!(e.chain.as_deref(), Some("b"));
+    assert!(e.handle.is_some());
+
+    let j = chains_json(&[("base", Some("input"), &[&jump("nowhere")])]);
+    let e = nft::import(&j).expect_err("missing");
+    assert!(e.to_string().contains("\"nowhere\", which does not exist"), "{e}");
+
+    let names: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+    let rules: Vec<String> = (0..20).map(|i| jump(&format!("c{}", i + 1))).collect();
+    let mut chains: Vec<(&str, Option<&str>, Vec<&str>)> = vec![("base", Some("input"), vec![rules[0].as_str()])];
+    let base_rule = jump("c0");
+    chains[0].2 = vec![base_rule.as_str()];
+    for i in 0..20 {
+        let r: Vec<&str> = if i < 19 { vec![rules[i].as_str()] } else { vec![] };
+        chains.push((names[i].as_str(), None, r));
+    }
+    let refs: Vec<(&str, Option<&str>, &[&str])> = chains.iter().map(|(a, b, c)| (*a, *b, c.as_slice())).collect();
+    let e = nft::import(&chains_json(&refs)).expect_err("depth");
+    assert!(e.to_string().contains("nested jumps"), "{e}");
 }
