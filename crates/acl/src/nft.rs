@@ -218,7 +218,7 @@ pub const MAX_JUMP_DEPTH: usize = 16;
 /// followed with a stack): the reference the flattened rule sets are
 /// tested against. Returns the verdict of base chain `base` (its policy
 /// when nothing decides); counters are ignored. `None` if a chain on the
-/// way could not be translated or a target is missing.
+/// way could not be translated, a target is missing, or the jumps loop.
 pub fn evaluate(
     rs: &Ruleset,
     base: usize,
@@ -228,7 +228,8 @@ pub fn evaluate(
     let policy = rs.chains.get(base)?.base.as_ref()?.2;
     let mut stack: Vec<(usize, usize)> = Vec::new();
     let (mut chain, mut pc) = (base, 0usize);
-    loop {
+    // Gotos in a loop would never end; nftables refuses such rulesets.
+    for _ in 0..MAX_WORK {
         let steps = rs.chains[chain].steps.as_ref().ok()?;
         let Some(st) = steps.get(pc) else {
             // Off the end: back to the caller, or the policy.
@@ -261,6 +262,7 @@ pub fn evaluate(
             },
         }
     }
+    None
 }
 
 /// Imports the JSON of `nft -j list ruleset`, refusing what tern cannot

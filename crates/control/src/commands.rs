@@ -168,7 +168,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::GraphShow {} => Reply::Graph(graph_show(router)),
         Command::GraphDot {} => Reply::Text { text: graph_dot(router) },
         Command::AclList(a) => Reply::Acls(acl_list(router, a.name.as_deref())?),
-        Command::AclSet(a) => Reply::done(acl_set(router, a.set)?),
+        Command::AclSet(a) => Reply::done(acl_set(router, a)?),
         Command::TraceStart(a) => Reply::done(trace_start(router, st, a.count)?),
         Command::TraceShow {} => Reply::Trace(trace_show(router, st)),
         Command::TraceClear {} => {
@@ -916,8 +916,18 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
     Ok(out)
 }
 
-pub fn acl_set(router: &mut Router, set: tern_acl::RuleSet) -> Result<String, ApiError> {
-    router.replace_rule_set(set)
+/// Replaces or adds a rule set, and binds it to the interfaces named, all
+/// or nothing.
+pub fn acl_set(router: &mut Router, a: AclSetArgs) -> Result<String, ApiError> {
+    let idx = |l: &[String]| l.iter().map(|n| router.iface_by_name(n)).collect::<Result<Vec<u16>, _>>();
+    let (ins, outs) = (idx(&a.bind_in)?, idx(&a.bind_out)?);
+    let mut msg = router.replace_rule_set_bound(a.set, &ins, &outs)?;
+    for (l, dir) in [(&a.bind_in, "in"), (&a.bind_out, "out")] {
+        if !l.is_empty() {
+            msg.push_str(&format!("; bound {dir} on {}", l.join(", ")));
+        }
+    }
+    Ok(msg)
 }
 
 pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result<String, ApiError> {
