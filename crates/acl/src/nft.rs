@@ -955,10 +955,10 @@ impl RuleCtx<'_> {
                 _ => return Err(self.err(e, "expected ct states")),
             }
         }
-        let tcp = |mask: u8, value: u8| {
+        let tcp = |flags: &[(u8, u8)]| {
             let mut r = Rule::new(RuleAction::Count);
             r.proto = Some(List(vec![NumRange::single(6).expect("6")]));
-            r.tcp_flags = Some(List(vec![TcpFlags::new(mask, value)]));
+            r.tcp_flags = Some(List(flags.iter().map(|&(m, v)| TcpFlags::new(m, v)).collect()));
             r
         };
         const SYN: u8 = 0x02;
@@ -967,10 +967,7 @@ impl RuleCtx<'_> {
         let mut alts: Vec<Rule> = Vec::new();
         for st in &states {
             match st.as_str() {
-                "established" => {
-                    alts.push(tcp(ACK, ACK));
-                    alts.push(tcp(RST, RST));
-                }
+                "established" => alts.push(tcp(&[(ACK, ACK), (RST, RST)])),
                 "related" => {
                     let mut r4 = Rule::new(RuleAction::Count);
                     r4.family = Some(Family::Ipv4);
@@ -984,7 +981,7 @@ impl RuleCtx<'_> {
                     alts.push(r6);
                 }
                 "new" => {
-                    alts.push(tcp(SYN | ACK, SYN));
+                    alts.push(tcp(&[(SYN | ACK, SYN)]));
                     let mut r = Rule::new(RuleAction::Count);
                     r.proto =
                         Some(List(vec![NumRange::new(0, 5).expect("0-5"), NumRange::new(7, 255).expect("7-255")]));

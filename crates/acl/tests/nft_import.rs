@@ -208,7 +208,7 @@ fn vyos_ruleset_is_refused_naming_the_ct_rule_unless_asked_to_approximate() {
     let fwd = &imp.sets[0];
     // The state policy comes first: established = TCP with ACK or RST.
     let first = toml::to_string(&fwd.set.rules[1]).unwrap();
-    assert!(first.contains("tcp_flags = \"ack\""), "{first}");
+    assert!(first.contains("tcp_flags = [\"ack\", \"rst\"]"), "{first}");
     assert!(fwd.origins[1].contains("chain VYOS_STATE_POLICY handle") && fwd.origins[1].contains("via jump"));
     // The named chain's default action becomes a drop for eth0's traffic only.
     let last_drop = fwd.set.rules.iter().rposition(|r| r.action == RuleAction::Drop && r.iif.is_some()).unwrap();
