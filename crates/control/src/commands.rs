@@ -367,6 +367,18 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 acl_in: acl_name(p.acl_in.as_ref()),
                 acl_out: acl_name(p.acl_out.as_ref()),
                 counters: if kind == "port" { Some(counters.get(&idx).cloned().unwrap_or_default()) } else { None },
+                warnings: match &p.kind {
+                    crate::config::IfacePlanKind::Port { device: Some(dev), driver } => {
+                        let tap = router.plan.config.linux.tap_exception();
+                        let lane = if tap && *driver == crate::config::Driver::Auto {
+                            &crate::config::Driver::Afpacket
+                        } else {
+                            driver
+                        };
+                        crate::router::veth_warning(dev, lane).into_iter().collect()
+                    }
+                    _ => Vec::new(),
+                },
             }
         })
         .collect()
