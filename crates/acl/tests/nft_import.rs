@@ -380,3 +380,206 @@ fn jump_loops_depth_and_missing_chains_are_refused_naming_the_rule() {
     let e = nft::import(&chains_json(&refs)).expect_err("depth");
     assert!(e.to_string().contains("nested jumps"), "{e}");
 }
+
+/// Sends each packet as a frame into a namespace whose nftables holds the
+/// zone ruleset on the input hook, and compares what real nftables accepted
+/// with tern's flattened rule set. Observation chains before (priority
+/// -300) and after (+300) the ruleset record each packet's IPv4 id / IPv6
+/// flow label: seen by the first, accepted if the second saw it too.
+#[test]
+fn flattened_zone_ruleset_decides_like_the_kernel() {
+    let have = |p: &str, a: &[&str]| Command::new(p).args(a).output().is_ok_and(|o| o.status.success());
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !root || !have("nft", &["--version"]) || !have("/usr/bin/python3", &["-c", "import scapy.all"]) {
+        eprintln!("skipped: needs root, nft and scapy (/usr/bin/python3)");
+        return;
+    }
+    let pid = std::process::id();
+    let (ns, peer) = (format!("tacl-k-{pid}"), format!("tacl-kp-{pid}"));
+    struct Cleanup(Vec<String>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for n in &self.0 {
+                let _ = Command::new("ip").args(["netns", "del", n]).status();
+            }
+        }
+    }
+    let _c = Cleanup(vec![ns.clone(), peer.clone()]);
+    let run = |args: &[&str]| {
+        let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    for n in [&ns, &peer] {
+        run(&["ip", "netns", "add", n]);
+    }
+    // eth1 enters the LAN zone; eth9 is no zone's (tern's key: interface 0).
+    for (p, d) in [("p1", "eth1"), ("p9", "eth9")] {
+        run(&["ip", "-n", &peer, "link", "add", p, "type", "veth", "peer", "name", d, "netns", &ns]);
+        run(&["ip", "-n", &ns, "link", "set", d, "up"]);
+        run(&["ip", "-n", &peer, "link", "set", p, "up"]);
+    }
+    // Every address is the namespace's own (so every packet meets the
+    // input hook), sources too.
+    for s in [
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.eth1.rp_filter=0",
+        "net.ipv4.conf.eth9.rp_filter=0",
+        "net.ipv4.conf.all.accept_local=1",
+        "net.ipv4.conf.eth1.accept_local=1",
+        "net.ipv4.conf.eth9.accept_local=1",
+    ] {
+        run(&["ip", "netns", "exec", &ns, "sysctl", "-q", "-w", s]);
+    }
+    run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+    run(&["ip", "-n", &ns, "route", "add", "local", "0.0.0.0/0", "dev", "lo"]);
+    run(&["ip", "-n", &ns, "-6", "route", "add", "local", "::/0", "dev", "lo"]);
+    let text = std::fs::read_to_string(dir().join("zones.nft")).unwrap().replace("hook forward", "hook input");
+    let obs = r#"
+table inet obs {
+	set seen4 { typeof ip id; flags dynamic; size 65536; }
+	set acc4 { typeof ip id; flags dynamic; size 65536; }
+	set seen6 { typeof ip6 flowlabel; flags dynamic; size 65536; }
+	set acc6 { typeof ip6 flowlabel; flags dynamic; size 65536; }
+	chain early {
+		type filter hook input priority -300; policy accept;
+		iifname { "eth1", "eth9" } meta nfproto ipv4 add @seen4 { ip id }
+		iifname { "eth1", "eth9" } meta nfproto ipv6 add @seen6 { ip6 flowlabel }
+	}
+	chain late {
+		type filter hook input priority 300; policy accept;
+		iifname { "eth1", "eth9" } meta nfproto ipv4 add @acc4 { ip id }
+		iifname { "eth1", "eth9" } meta nfproto ipv6 add @acc6 { ip6 flowlabel }
+	}
+}
+"#;
+    let file = std::env::temp_dir().join(format!("tacl-k-{pid}.nft"));
+    std::fs::write(&file, format!("{text}\n{obs}")).unwrap();
+    run(&["ip", "netns", "exec", &ns, "nft", "-f", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    // tern's view of the live ruleset (the obs table imports too, as a
+    // second input chain; only the zone chain is compared).
+    let live = run(&["ip", "netns", "exec", &ns, "nft", "-j", "list", "table", "inet", "zones"]);
+    let rs = nft::parse(&live, &ImportOptions::default()).unwrap();
+    let imp = nft::flatten(&rs).unwrap();
+    let base = rs.chains.iter().position(|c| c.base.is_some()).unwrap();
+    let set = &imp.sets[0].set;
+    let mac =
+        |d: &str| run(&["ip", "netns", "exec", &ns, "cat", &format!("/sys/class/net/{d}/address")]).trim().to_string();
+    let (mac1, mac9) = (mac("eth1"), mac("eth9"));
+
+    // Packets aimed at every chain's rules, arriving on eth1 and eth9 in turn.
+    let mut keys = synth::packets(&synth_names(set), 1500, 3);
+    for ch in &rs.chains {
+        let Ok(steps) = &ch.steps else { continue };
+        let whens: Vec<_> = steps.iter().flat_map(|s| s.when.iter().cloned()).collect();
+        keys.extend(synth::packets(
+            &synth_names(&RuleSet { name: "p".into(), default: Action::Accept, rules: whens }),
+            300,
+            5,
+        ));
+    }
+    let keys: Vec<PacketKey> = keys
+        .into_iter()
+        .filter(|k| matches!(k.proto, 6 | 17 | 47) || k.proto == if k.is_v6 { 58 } else { 1 })
+        .enumerate()
+        .map(|(i, mut k)| {
+            k.in_if = if i % 2 == 0 { ifx("eth1").unwrap() } else { 0 };
+            (k.out_if, k.vlan, k.dscp, k.l4_valid) = (0, 0, 0, true);
+            k
+        })
+        .take(4000)
+        .collect();
+    let mut lines = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let (s, d) = if k.is_v6 {
+            (std::net::Ipv6Addr::from(k.src).to_string(), std::net::Ipv6Addr::from(k.dst).to_string())
+        } else {
+            (std::net::Ipv4Addr::from(k.src as u32).to_string(), std::net::Ipv4Addr::from(k.dst as u32).to_string())
+        };
+        lines.push(format!(
+            "{} {} {s} {d} {} {} {} {} {} {}",
+            i + 1,
+            k.is_v6 as u8,
+            k.proto,
+            k.sport,
+            k.dport,
+            k.icmp_type,
+            k.icmp_code,
+            k.tcp_flags
+        ));
+    }
+    let script = format!(
+        r#"
+import sys
+from scapy.all import Ether, IP, IPv6, TCP, UDP, ICMP, Raw, sendp, conf
+from scapy.layers.inet6 import ICMPv6Unknown
+conf.verb = 0
+frames = []
+for line in sys.stdin:
+    n, v6, s, d, proto, sp, dp, ty, code, fl = line.split()
+    n, proto, sp, dp, ty, code, fl = map(int, (n, proto, sp, dp, ty, code, fl))
+    ip = IPv6(src=s, dst=d, fl=n, nh=proto) if v6 == "1" else IP(src=s, dst=d, id=n, proto=proto)
+    if proto == 6: l4 = TCP(sport=sp, dport=dp, flags=fl)
+    elif proto == 17: l4 = UDP(sport=sp, dport=dp)
+    elif proto == 1: l4 = ICMP(type=ty, code=code)
+    elif proto == 58: l4 = ICMPv6Unknown(type=ty, code=code)
+    else: l4 = Raw(b"\x00" * 8)
+    frames.append((n, Ether(dst="{mac1}" if n % 2 == 1 else "{mac9}") / ip / l4 / Raw(b"tern")))
+sendp([f for n, f in frames if n % 2 == 1], iface="p1")
+sendp([f for n, f in frames if n % 2 == 0], iface="p9")
+"#
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &peer, "/usr/bin/python3", "-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), lines.join("\n").as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success(), "scapy");
+
+    let elems = |set: &str| -> std::collections::HashSet<u64> {
+        let j = run(&["ip", "netns", "exec", &ns, "nft", "-j", "list", "set", "inet", "obs", set]);
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        v["nftables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x.get("set"))
+            .flat_map(|s| s.get("elem").and_then(|e| e.as_array()).cloned().unwrap_or_default())
+            .filter_map(|e| e.as_u64().or_else(|| e.get("elem").and_then(|x| x.get("val")).and_then(|x| x.as_u64())))
+            .collect()
+    };
+    let (n4, n6) = (keys.iter().filter(|k| !k.is_v6).count(), keys.iter().filter(|k| k.is_v6).count());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (s4, s6) = (elems("seen4").len(), elems("seen6").len());
+        if s4 >= n4 && s6 >= n6 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the kernel saw {s4}/{n4} IPv4 and {s6}/{n6} IPv6 packets");
+    }
+    let (a4, a6) = (elems("acc4"), elems("acc6"));
+    let mut wrong = Vec::new();
+    let mut accepted = 0;
+    for (i, k) in keys.iter().enumerate() {
+        let id = i as u64 + 1;
+        let kernel = if k.is_v6 { a6.contains(&id) } else { a4.contains(&id) };
+        let kernel = if kernel { Action::Accept } else { Action::Drop };
+        accepted += (kernel == Action::Accept) as usize;
+        let tern = linear::evaluate(set, &ifx, k).action;
+        let reference = nft::evaluate(&rs, base, &ifx, k);
+        if tern != kernel || reference != Some(kernel) {
+            wrong.push(format!("{k:?}: kernel {kernel:?}, tern {tern:?}, nft::evaluate {reference:?}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} packets differ:\n{}",
+        wrong.len(),
+        keys.len(),
+        wrong[..wrong.len().min(10)].join("\n")
+    );
+    assert!(accepted > 0 && accepted < keys.len(), "both verdicts exercised: {accepted} of {}", keys.len());
+}
