@@ -916,7 +916,10 @@ impl RuleCtx<'_> {
         let mut r = Rule::new(RuleAction::Count);
         self.finish(acc, &mut r)?;
         let (when, note) = match ct {
-            None => (vec![r], None),
+            None => match (RuleSet { name: "x".into(), default: Action::Accept, rules: vec![r.clone()] }).validate() {
+                Ok(()) => (vec![r], None),
+                Err(e) => (vec![], Some(format!("can never match ({}); left out", e.message))),
+            },
             Some((alts, note)) => (alts.iter().filter_map(|a| conjoin(&r, a)).collect(), Some(note)),
         };
         Ok((when, then.unwrap_or(Then::Verdict(RuleAction::Count)), counter, noop, note))

@@ -583,3 +583,15 @@ sendp([f for n, f in frames if n % 2 == 0], iface="p9")
     );
     assert!(accepted > 0 && accepted < keys.len(), "both verdicts exercised: {accepted} of {}", keys.len());
 }
+
+#[test]
+fn a_rule_that_can_never_match_is_left_out_with_a_note() {
+    let never = r#"[{"match": {"op": "==", "left": {"payload": {"protocol": "icmp", "field": "type"}}, "right": "echo-request"}}, {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 22}}, {"drop": null}]"#;
+    let imp = nft::import(&chains_json(&[("base", Some("input"), &[never, r#"[{"accept": null}]"#])])).unwrap();
+    assert_eq!(imp.sets[0].set.rules.len(), 1);
+    assert!(
+        imp.notes.iter().any(|n| n.contains("chain base handle 11") && n.contains("never match")),
+        "{:#?}",
+        imp.notes
+    );
+}
