@@ -412,8 +412,8 @@ pub fn flatten(rs: &Ruleset) -> Result<Import, ImportError> {
             chain: Some(chain.name.clone()),
             handle,
         };
-        check_loops(rs, bi, &mut Vec::new(), &mut reached, &at)?;
-        let mut f = Flat { rs, out: Vec::new(), policy: *policy, work: 0, base: bi };
+        check_loops(rs, bi, &mut Vec::new(), &mut reached, &mut vec![usize::MAX; rs.chains.len()], &at)?;
+        let mut f = Flat { rs, out: Vec::new(), policy: *policy, work: 0, base: bi, nesting: 0 };
         let all = Rule::new(RuleAction::Count);
         f.emit(bi, 0, &all, &mut Vec::new(), false, &[])?;
         let rs_name = sanitize(&format!("{}_{}_{}", c.family, c.table, c.name));
@@ -470,16 +470,24 @@ pub fn flatten(rs: &Ruleset) -> Result<Import, ImportError> {
 }
 
 /// Refuses a loop of jumps/gotos or too deep a nesting among the chains
-/// reachable from `chain`, and marks them reached.
+/// reachable from `chain`, and marks them reached. `checked[i]`: the
+/// shallowest depth chain `i` was entered at and found sound (no loop can
+/// be reached from it, and no deeper entry was refused), so it is not
+/// walked again from as deep or deeper.
 fn check_loops(
     rs: &Ruleset,
     chain: usize,
     path: &mut Vec<usize>,
     reached: &mut [bool],
+    checked: &mut [usize],
     at: &dyn Fn(Option<u64>, &Chain) -> Where,
 ) -> Result<(), ImportError> {
     let c = &rs.chains[chain];
     reached[chain] = true;
+    let depth = path.len();
+    if checked[chain] <= depth {
+        return Ok(());
+    }
     let steps = c.steps.as_ref().map_err(Clone::clone)?;
     path.push(chain);
     for st in steps {
@@ -499,9 +507,10 @@ fn check_loops(
         if path.len() > MAX_JUMP_DEPTH {
             return Err(w.err(None, format!("more than {MAX_JUMP_DEPTH} nested jumps (the nftables limit)")));
         }
-        check_loops(rs, ti, path, reached, at)?;
+        check_loops(rs, ti, path, reached, checked, at)?;
     }
     path.pop();
+    checked[chain] = depth;
     Ok(())
 }
 
@@ -509,26 +518,31 @@ fn check_loops(
 /// before the inlining is refused as too large.
 const MAX_WORK: usize = 1 << 20;
 
+/// Nested expansions (a jump, or the continuation after a return) allowed:
+/// 16 jumps deep, each with room for continuations.
+const MAX_NESTING: usize = 160;
+
 struct Flat<'a> {
     rs: &'a Ruleset,
     out: Vec<(Rule, u64, String)>,
     policy: Action,
     work: usize,
     base: usize,
+    /// Nested `emit` calls (jumps and continuations), bounded so that a
+    /// ruleset cannot exhaust the stack.
+    nesting: usize,
 }
 
 impl Flat<'_> {
     fn too_big(&self, what: &str) -> ImportError {
         let c = &self.rs.chains[self.base];
-        Where { table: Some(format!("{} {}", c.family, c.table)), chain: Some(c.name.clone()), handle: None }.err(
-            None,
-            format!("inlining its jumps {what} (at most {} rules): simplify the returns and gotos", crate::MAX_RULES),
-        )
+        Where { table: Some(format!("{} {}", c.family, c.table)), chain: Some(c.name.clone()), handle: None }
+            .err(None, format!("inlining its jumps {what}: simplify the returns and gotos"))
     }
 
     fn push(&mut self, mut r: Rule, action: RuleAction, handle: u64, origin: String) -> Result<(), ImportError> {
         if self.out.len() >= crate::MAX_RULES {
-            return Err(self.too_big("yields too many rules"));
+            return Err(self.too_big(&format!("yields more than {} rules", crate::MAX_RULES)));
         }
         r.action = action;
         self.out.push((r, handle, origin));
@@ -540,6 +554,26 @@ impl Flat<'_> {
     /// must be sent on explicitly (to the stack's top, or the policy);
     /// otherwise the rules emitted next are its continuation.
     fn emit(
+        &mut self,
+        chain: usize,
+        start: usize,
+        c: &Rule,
+        stack: &mut Vec<(usize, usize)>,
+        terminal: bool,
+        via: &[String],
+    ) -> Result<(), ImportError> {
+        if self.nesting >= MAX_NESTING {
+            return Err(self.too_big(&format!(
+                "nests more than {MAX_NESTING} expansions (jumps, and continuations after returns)"
+            )));
+        }
+        self.nesting += 1;
+        let r = self.emit_chain(chain, start, c, stack, terminal, via);
+        self.nesting -= 1;
+        r
+    }
+
+    fn emit_chain(
         &mut self,
         chain: usize,
         start: usize,
@@ -563,7 +597,7 @@ impl Flat<'_> {
             for alt in &st.when {
                 self.work += 1;
                 if self.work > MAX_WORK {
-                    return Err(self.too_big("takes too long"));
+                    return Err(self.too_big(&format!("takes more than {MAX_WORK} steps")));
                 }
                 let Some(mut d) = conjoin(c, alt) else { continue };
                 d.comment.clone_from(&st.comment);

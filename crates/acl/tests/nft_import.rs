@@ -595,3 +595,32 @@ fn a_rule_that_can_never_match_is_left_out_with_a_note() {
         imp.notes
     );
 }
+
+#[test]
+fn an_exponential_inlining_is_refused_not_run() {
+    // 15 chains, each jumping four times to the next, each with a return
+    // before its end: 4^15 paths.
+    let names: Vec<String> = (0..15).map(|i| format!("c{i}")).collect();
+    let rules: Vec<Vec<String>> = (0..15)
+        .map(|i| {
+            let mut r: Vec<String> = Vec::new();
+            if i + 1 < 15 {
+                for _ in 0..4 {
+                    r.push(format!(r#"[{{"jump": {{"target": "c{}"}}}}]"#, i + 1));
+                }
+            }
+            r.push(format!(r#"[{TCP22}, {{"return": null}}]"#));
+            r.push(r#"[{"counter": {"packets": 0, "bytes": 0}}]"#.to_string());
+            r
+        })
+        .collect();
+    let base = vec![r#"[{"jump": {"target": "c0"}}]"#];
+    let mut chains: Vec<(&str, Option<&str>, Vec<&str>)> = vec![("base", Some("forward"), base)];
+    for i in 0..15 {
+        chains.push((names[i].as_str(), None, rules[i].iter().map(String::as_str).collect()));
+    }
+    let refs: Vec<(&str, Option<&str>, &[&str])> = chains.iter().map(|(a, b, c)| (*a, *b, c.as_slice())).collect();
+    let e = nft::import(&chains_json(&refs)).expect_err("too big");
+    assert_eq!(e.chain.as_deref(), Some("base"), "{e}");
+    assert!(e.to_string().contains("inlining its jumps"), "{e}");
+}
