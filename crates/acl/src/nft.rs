@@ -2,22 +2,33 @@
 //! `nft -j list ruleset` (libnftables-json(5)).
 //!
 //! Each base chain of type `filter` on hook `input`, `forward` or `output`
-//! in a table of family `ip`, `ip6` or `inet` becomes one rule set; the
-//! chain policy becomes its default. Translated: matches on `ip`/`ip6`
+//! in a table of family `ip`, `ip6` or `inet` becomes one rule set named
+//! `FAMILY_TABLE_CHAIN` (other characters than letters, digits, `_` and `-`
+//! become `_`); the chain policy becomes its default. The regular chains it
+//! reaches by `jump` and `goto` are inlined (see [`flatten`]): `jump`
+//! returns at the chain's end or a `return`, `goto` does not; loops, more
+//! than 16 nested jumps and results over [`crate::MAX_RULES`] rules are
+//! refused. Regular chains no base chain reaches are left out with a note.
+//!
+//! Translated: matches on `ip`/`ip6`
 //! `saddr`/`daddr` (addresses, prefixes, ranges, anonymous and named sets),
 //! `ip protocol` / `meta l4proto`, `tcp`/`udp`/`sctp`/`dccp`/`udplite`/`th`
 //! `sport`/`dport` (values, ranges, sets, comparisons), `meta iifname`/
 //! `oifname`/`iif`/`oif`, `icmp`/`icmpv6` `type`/`code`, `tcp flags`,
 //! `ip`/`ip6 dscp`, `meta nfproto`, with `==`, `!=` (not for interface
-//! names), `in`, `<`, `<=`, `>`, `>=`; verdicts `accept` and `drop`;
-//! `counter` (every tern rule counts; a rule with a counter and no verdict
-//! becomes a `count` rule).
+//! names), `in`, `<`, `<=`, `>`, `>=`; verdicts `accept`, `drop`, `jump`,
+//! `goto`, `return`; `counter` (every tern rule counts; a rule with a
+//! counter and no verdict becomes a `count` rule, as does the counter of a
+//! jump, goto or return).
+//!
+//! `ct state` matches are refused by default; with [`CtMode::Stateless`]
+//! they are replaced by a stateless approximation, each one noted.
 //!
 //! Everything else is refused with an error naming the table, chain, rule
-//! handle and expression: connection tracking, jumps, NAT, log, limit,
-//! reject, maps, dynamic sets, other hooks and families, wildcard interface
-//! names. A refusal is deliberate: a firewall that silently dropped a
-//! `ct state established accept` would lock its users out.
+//! handle and expression: other connection tracking matches, NAT, log,
+//! limit, reject, maps, dynamic sets, other hooks and families, wildcard
+//! interface names. A refusal is deliberate: a firewall that silently
+//! dropped a `ct state established accept` would lock its users out.
 //!
 //! Note: nftables' `th dport` reads two bytes of any transport header;
 //! tern reads ports only for TCP, UDP, SCTP, UDP-Lite and DCCP.
@@ -52,6 +63,9 @@ pub struct ImportedChain {
     pub set: RuleSet,
     /// nftables rule handle of each rule of `set`.
     pub handles: Vec<u64>,
+    /// Where each rule of `set` comes from: chain and handle, and the
+    /// jumps that led there.
+    pub origins: Vec<String>,
 }
 
 /// Why a ruleset cannot be imported.
@@ -110,8 +124,162 @@ struct NamedSet {
     usable: Result<(), String>,
 }
 
-/// Imports the JSON of `nft -j list ruleset`.
+/// Choices for what tern's stateless firewall cannot express exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    pub ct: CtMode,
+}
+
+/// What to do with `ct state` matches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CtMode {
+    /// Refuse the ruleset, naming the rule (the default).
+    #[default]
+    Refuse,
+    /// Replace each state by a stateless approximation: `established` by
+    /// TCP with ACK or RST set, `related` by ICMP/ICMPv6 errors, `new` by
+    /// TCP with SYN and not ACK or any other protocol, `invalid` and
+    /// `untracked` by nothing (the rule never matches). Every approximated
+    /// rule is listed in the import's notes.
+    Stateless,
+}
+
+impl std::str::FromStr for CtMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "refuse" => Ok(CtMode::Refuse),
+            "stateless" => Ok(CtMode::Stateless),
+            _ => Err(format!("{s:?}: expected refuse or stateless")),
+        }
+    }
+}
+
+/// What a rule does once its conditions match.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Then {
+    /// accept, drop, or count and continue.
+    Verdict(RuleAction),
+    /// Evaluate the named chain; on its end or `return`, continue here.
+    Jump(String),
+    /// Evaluate the named chain; on its end or `return`, continue where
+    /// this chain would have returned.
+    Goto(String),
+    /// Leave this chain.
+    Return,
+}
+
+/// One nftables rule: its conditions as alternatives (any may match;
+/// usually one, several for an approximated `ct state`), its effect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub handle: u64,
+    /// Alternatives; each is a rule whose action is ignored.
+    pub when: Vec<Rule>,
+    pub then: Then,
+    /// The rule has a counter (kept on jump, goto and return as a count rule).
+    pub counter: bool,
+    pub comment: Option<String>,
+}
+
+/// A chain of the ruleset, base or regular.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chain {
+    pub family: String,
+    pub table: String,
+    pub name: String,
+    /// Hook, priority and policy of a base chain.
+    pub base: Option<(String, i64, Action)>,
+    /// The translated rules, or why one of them cannot be translated (an
+    /// error only if the chain is reached from a base chain).
+    pub steps: Result<Vec<Step>, ImportError>,
+}
+
+/// The ruleset as parsed, before jumps are inlined: what
+/// [`evaluate`] interprets, and [`import`] flattens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ruleset {
+    pub chains: Vec<Chain>,
+    pub notes: Vec<String>,
+}
+
+impl Ruleset {
+    /// The chain a jump from `from` names (same family and table).
+    pub fn target(&self, from: usize, name: &str) -> Option<usize> {
+        let f = &self.chains[from];
+        self.chains.iter().position(|c| c.family == f.family && c.table == f.table && c.name == name)
+    }
+}
+
+/// Most nested jumps nftables allows (its jump stack).
+pub const MAX_JUMP_DEPTH: usize = 16;
+
+/// The nftables semantics, interpreted directly (jumps, gotos and returns
+/// followed with a stack): the reference the flattened rule sets are
+/// tested against. Returns the verdict of base chain `base` (its policy
+/// when nothing decides); counters are ignored. `None` if a chain on the
+/// way could not be translated, a target is missing, or the jumps loop.
+pub fn evaluate(
+    rs: &Ruleset,
+    base: usize,
+    ifindex: &dyn Fn(&str) -> Option<u16>,
+    key: &crate::PacketKey,
+) -> Option<Action> {
+    let policy = rs.chains.get(base)?.base.as_ref()?.2;
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    let (mut chain, mut pc) = (base, 0usize);
+    // Gotos in a loop would never end; nftables refuses such rulesets.
+    for _ in 0..MAX_WORK {
+        let steps = rs.chains[chain].steps.as_ref().ok()?;
+        let Some(st) = steps.get(pc) else {
+            // Off the end: back to the caller, or the policy.
+            match stack.pop() {
+                Some((c, p)) => (chain, pc) = (c, p),
+                None => return Some(policy),
+            }
+            continue;
+        };
+        pc += 1;
+        if !st.when.iter().any(|r| crate::linear::rule_matches(r, ifindex, key)) {
+            continue;
+        }
+        match &st.then {
+            Then::Verdict(RuleAction::Accept) => return Some(Action::Accept),
+            Then::Verdict(RuleAction::Drop) => return Some(Action::Drop),
+            Then::Verdict(RuleAction::Count) => {}
+            Then::Jump(t) => {
+                let t = rs.target(chain, t)?;
+                if stack.len() >= MAX_JUMP_DEPTH {
+                    return None;
+                }
+                stack.push((chain, pc));
+                (chain, pc) = (t, 0);
+            }
+            Then::Goto(t) => (chain, pc) = (rs.target(chain, t)?, 0),
+            Then::Return => match stack.pop() {
+                Some((c, p)) => (chain, pc) = (c, p),
+                None => return Some(policy),
+            },
+        }
+    }
+    None
+}
+
+/// Imports the JSON of `nft -j list ruleset`, refusing what tern cannot
+/// express (see [`import_with`]).
 pub fn import(json: &str) -> Result<Import, ImportError> {
+    import_with(json, &ImportOptions::default())
+}
+
+/// Imports the JSON of `nft -j list ruleset`: parses it ([`parse`]) and
+/// inlines the chains each base chain jumps to ([`flatten`]).
+pub fn import_with(json: &str, opts: &ImportOptions) -> Result<Import, ImportError> {
+    let rs = parse(json, opts)?;
+    flatten(&rs)
+}
+
+/// Parses the JSON of `nft -j list ruleset` into chains of translated rules.
+pub fn parse(json: &str, opts: &ImportOptions) -> Result<Ruleset, ImportError> {
     let top = Where::default();
     let v: Value = serde_json::from_str(json).map_err(|e| top.err(None, format!("not JSON: {e}")))?;
     let items = v
@@ -120,7 +288,7 @@ pub fn import(json: &str) -> Result<Import, ImportError> {
         .ok_or_else(|| top.err(None, "no top-level \"nftables\" array (expected the output of nft -j list ruleset)"))?;
 
     let mut sets: HashMap<(String, String, String), NamedSet> = HashMap::new();
-    let mut chains: Vec<ImportedChain> = Vec::new();
+    let mut chains: Vec<Chain> = Vec::new();
     let mut chain_index: HashMap<(String, String, String), usize> = HashMap::new();
     let mut notes = Vec::new();
     let s = |o: &Value, k: &str| o.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -155,37 +323,32 @@ pub fn import(json: &str) -> Result<Import, ImportError> {
                 check_family(&at, &family)?;
                 let name = s(o, "name");
                 let at = Where { chain: Some(name.clone()), ..at };
-                let Some(hook) = o.get("hook").and_then(Value::as_str) else {
-                    // A regular chain: only reachable by jump/goto, refused
-                    // below if it has rules.
-                    chain_index.insert((family, table, name), usize::MAX);
-                    continue;
+                let base = match o.get("hook").and_then(Value::as_str) {
+                    // A regular chain: reachable only by jump/goto.
+                    None => None,
+                    Some(hook) => {
+                        let ty = s(o, "type");
+                        if ty != "filter" {
+                            return Err(
+                                at.err(Some(item), format!("chain type {ty:?} is not supported (only filter chains)"))
+                            );
+                        }
+                        if !matches!(hook, "input" | "forward" | "output") {
+                            return Err(at.err(
+                                Some(item),
+                                format!("hook {hook:?} is not supported (only input, forward, output)"),
+                            ));
+                        }
+                        let policy = match o.get("policy").and_then(Value::as_str).unwrap_or("accept") {
+                            "accept" => Action::Accept,
+                            "drop" => Action::Drop,
+                            p => return Err(at.err(Some(item), format!("chain policy {p:?} is not supported"))),
+                        };
+                        Some((hook.to_string(), o.get("prio").and_then(Value::as_i64).unwrap_or(0), policy))
+                    }
                 };
-                let ty = s(o, "type");
-                if ty != "filter" {
-                    return Err(at.err(Some(item), format!("chain type {ty:?} is not supported (only filter chains)")));
-                }
-                if !matches!(hook, "input" | "forward" | "output") {
-                    return Err(
-                        at.err(Some(item), format!("hook {hook:?} is not supported (only input, forward, output)"))
-                    );
-                }
-                let default = match o.get("policy").and_then(Value::as_str).unwrap_or("accept") {
-                    "accept" => Action::Accept,
-                    "drop" => Action::Drop,
-                    p => return Err(at.err(Some(item), format!("chain policy {p:?} is not supported"))),
-                };
-                let rs_name = sanitize(&format!("{family}_{table}_{name}"));
                 chain_index.insert((family.clone(), table.clone(), name.clone()), chains.len());
-                chains.push(ImportedChain {
-                    family,
-                    table,
-                    chain: name,
-                    hook: hook.to_string(),
-                    priority: o.get("prio").and_then(Value::as_i64).unwrap_or(0),
-                    set: RuleSet::new(rs_name, default),
-                    handles: Vec::new(),
-                });
+                chains.push(Chain { family, table, name, base, steps: Ok(Vec::new()) });
             }
             "rule" => {
                 let chain = s(o, "chain");
@@ -194,33 +357,105 @@ pub fn import(json: &str) -> Result<Import, ImportError> {
                 let idx = *chain_index
                     .get(&(family.clone(), table.clone(), chain.clone()))
                     .ok_or_else(|| at.err(None, "rule of an unknown chain"))?;
-                let Some(c) = chains.get_mut(idx) else {
-                    return Err(
-                        at.err(None, "rules in a regular chain (reachable only by jump/goto) are not supported")
-                    );
-                };
-                let exprs = o
-                    .get("expr")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| at.err(Some(item), "rule without expressions"))?;
-                let ctx = RuleCtx { at: &at, family: &family, table: &table, sets: &sets };
-                let (mut rule, noop) = ctx.rule(exprs)?;
-                if noop {
-                    notes.push(format!("{family} {table} chain {chain} handle {}: no verdict and no counter (a no-op in nftables); imported as a count rule", handle.unwrap_or(0)));
+                let c = &mut chains[idx];
+                let Ok(steps) = &mut c.steps else { continue };
+                let step = (|| {
+                    let exprs = o
+                        .get("expr")
+                        .and_then(Value::as_array)
+                        .ok_or_else(|| at.err(Some(item), "rule without expressions"))?;
+                    let ctx = RuleCtx { opts, at: &at, family: &family, table: &table, sets: &sets };
+                    ctx.rule(exprs)
+                })();
+                match step {
+                    Ok((when, then, counter, noop, approx)) => {
+                        let h = handle.unwrap_or(0);
+                        if noop {
+                            notes.push(format!("{family} {table} chain {chain} handle {h}: no verdict and no counter (a no-op in nftables); imported as a count rule"));
+                        }
+                        if let Some(a) = approx {
+                            notes.push(format!("{family} {table} chain {chain} handle {h}: {a}"));
+                        }
+                        let comment = o.get("comment").and_then(Value::as_str).map(str::to_string);
+                        steps.push(Step { handle: h, when, then, counter, comment });
+                    }
+                    Err(e) => c.steps = Err(e),
                 }
-                if let Some(comment) = o.get("comment").and_then(Value::as_str) {
-                    rule.comment = Some(comment.to_string());
-                }
-                c.set.rules.push(rule);
-                c.handles.push(handle.unwrap_or(0));
             }
             other => {
                 return Err(at.err(Some(item), format!("{other:?} objects are not supported")));
             }
         }
     }
-    for c in &chains {
-        let same: Vec<&ImportedChain> = chains.iter().filter(|o| o.hook == c.hook).collect();
+    Ok(Ruleset { chains, notes })
+}
+
+/// Inlines, for each base chain, the chains it reaches by jump and goto,
+/// into one first-match rule set with the chain policy as its default.
+///
+/// A jumped-to chain's rules are conjoined with the jump's conditions and
+/// placed where the jump was: a packet they do not decide falls through to
+/// the rules after the jump, as nftables returns there. A `return` before
+/// a chain's end, and the end of a chain entered by `goto`, continue
+/// elsewhere: the rules of that continuation (the caller's rest, up to the
+/// base chain's policy) are repeated under the return's conditions. A loop
+/// of jumps, more than [`MAX_JUMP_DEPTH`] nested jumps, or more than
+/// [`crate::MAX_RULES`] rules in a result are refused.
+pub fn flatten(rs: &Ruleset) -> Result<Import, ImportError> {
+    let mut notes = rs.notes.clone();
+    let mut reached = vec![false; rs.chains.len()];
+    let mut out_chains = Vec::new();
+    for (bi, c) in rs.chains.iter().enumerate() {
+        let Some((hook, priority, policy)) = &c.base else { continue };
+        let at = |handle: Option<u64>, chain: &Chain| Where {
+            table: Some(format!("{} {}", chain.family, chain.table)),
+            chain: Some(chain.name.clone()),
+            handle,
+        };
+        check_loops(rs, bi, &mut Vec::new(), &mut reached, &mut vec![usize::MAX; rs.chains.len()], &at)?;
+        let mut f = Flat { rs, out: Vec::new(), policy: *policy, work: 0, base: bi, nesting: 0 };
+        let all = Rule::new(RuleAction::Count);
+        f.emit(bi, 0, &all, &mut Vec::new(), false, &[])?;
+        let rs_name = sanitize(&format!("{}_{}_{}", c.family, c.table, c.name));
+        let mut set = RuleSet::new(rs_name, *policy);
+        let mut handles = Vec::new();
+        let mut origins = Vec::new();
+        for (r, h, o) in f.out {
+            set.rules.push(r);
+            handles.push(h);
+            origins.push(o);
+        }
+        set.validate().map_err(|e| ImportError {
+            table: Some(format!("{} {}", c.family, c.table)),
+            chain: Some(c.name.clone()),
+            handle: e.rule.and_then(|r| handles.get(r).copied()),
+            expr: None,
+            reason: format!("the translated rule cannot match: {}", e.message),
+        })?;
+        out_chains.push(ImportedChain {
+            family: c.family.clone(),
+            table: c.table.clone(),
+            chain: c.name.clone(),
+            hook: hook.clone(),
+            priority: *priority,
+            set,
+            handles,
+            origins,
+        });
+    }
+    for (i, c) in rs.chains.iter().enumerate() {
+        if !reached[i] && c.base.is_none() {
+            notes.push(format!(
+                "{} {} chain {}: no base chain jumps to it; not imported{}",
+                c.family,
+                c.table,
+                c.name,
+                c.steps.as_ref().err().map_or(String::new(), |e| format!(" (it could not be: {e})"))
+            ));
+        }
+    }
+    for c in &out_chains {
+        let same: Vec<&ImportedChain> = out_chains.iter().filter(|o| o.hook == c.hook).collect();
         if same.len() > 1 && std::ptr::eq(same[0], c) {
             let names: Vec<String> = same.iter().map(|o| format!("{} {} {}", o.family, o.table, o.chain)).collect();
             notes.push(format!(
@@ -231,16 +466,300 @@ pub fn import(json: &str) -> Result<Import, ImportError> {
             ));
         }
     }
-    for c in &chains {
-        c.set.validate().map_err(|e| ImportError {
-            table: Some(format!("{} {}", c.family, c.table)),
-            chain: Some(c.chain.clone()),
-            handle: e.rule.and_then(|r| c.handles.get(r).copied()),
-            expr: None,
-            reason: format!("the translated rule cannot match: {}", e.message),
-        })?;
+    Ok(Import { sets: out_chains, notes })
+}
+
+/// Refuses a loop of jumps/gotos or too deep a nesting among the chains
+/// reachable from `chain`, and marks them reached. `checked[i]`: the
+/// shallowest depth chain `i` was entered at and found sound (no loop can
+/// be reached from it, and no deeper entry was refused), so it is not
+/// walked again from as deep or deeper.
+fn check_loops(
+    rs: &Ruleset,
+    chain: usize,
+    path: &mut Vec<usize>,
+    reached: &mut [bool],
+    checked: &mut [usize],
+    at: &dyn Fn(Option<u64>, &Chain) -> Where,
+) -> Result<(), ImportError> {
+    let c = &rs.chains[chain];
+    reached[chain] = true;
+    let depth = path.len();
+    if checked[chain] <= depth {
+        return Ok(());
     }
-    Ok(Import { sets: chains, notes })
+    let steps = c.steps.as_ref().map_err(Clone::clone)?;
+    path.push(chain);
+    for st in steps {
+        let (Then::Jump(t) | Then::Goto(t)) = &st.then else { continue };
+        let w = at(Some(st.handle), c);
+        let Some(ti) = rs.target(chain, t) else {
+            return Err(w.err(None, format!("jump to chain {t:?}, which does not exist")));
+        };
+        if rs.chains[ti].base.is_some() {
+            return Err(w.err(None, format!("jump to base chain {t:?} is not supported")));
+        }
+        if let Some(p) = path.iter().position(|&x| x == ti) {
+            let names: Vec<&str> =
+                path[p..].iter().chain(std::iter::once(&ti)).map(|&i| rs.chains[i].name.as_str()).collect();
+            return Err(w.err(None, format!("jump loop: {}", names.join(" -> "))));
+        }
+        if path.len() > MAX_JUMP_DEPTH {
+            return Err(w.err(None, format!("more than {MAX_JUMP_DEPTH} nested jumps (the nftables limit)")));
+        }
+        check_loops(rs, ti, path, reached, checked, at)?;
+    }
+    path.pop();
+    checked[chain] = depth;
+    Ok(())
+}
+
+/// Visits (rule emissions and jumps followed) allowed per base chain
+/// before the inlining is refused as too large.
+const MAX_WORK: usize = 1 << 20;
+
+/// Nested expansions (a jump, or the continuation after a return) allowed:
+/// 16 jumps deep, each with room for continuations.
+const MAX_NESTING: usize = 160;
+
+struct Flat<'a> {
+    rs: &'a Ruleset,
+    out: Vec<(Rule, u64, String)>,
+    policy: Action,
+    work: usize,
+    base: usize,
+    /// Nested `emit` calls (jumps and continuations), bounded so that a
+    /// ruleset cannot exhaust the stack.
+    nesting: usize,
+}
+
+impl Flat<'_> {
+    fn too_big(&self, what: &str) -> ImportError {
+        let c = &self.rs.chains[self.base];
+        Where { table: Some(format!("{} {}", c.family, c.table)), chain: Some(c.name.clone()), handle: None }
+            .err(None, format!("inlining its jumps {what}: simplify the returns and gotos"))
+    }
+
+    fn push(&mut self, mut r: Rule, action: RuleAction, handle: u64, origin: String) -> Result<(), ImportError> {
+        if self.out.len() >= crate::MAX_RULES {
+            return Err(self.too_big(&format!("yields more than {} rules", crate::MAX_RULES)));
+        }
+        r.action = action;
+        self.out.push((r, handle, origin));
+        Ok(())
+    }
+
+    /// Emits chain `chain` from step `start` for packets matching `c`, with
+    /// the return stack `stack`. `terminal`: what falls off the chain's end
+    /// must be sent on explicitly (to the stack's top, or the policy);
+    /// otherwise the rules emitted next are its continuation.
+    fn emit(
+        &mut self,
+        chain: usize,
+        start: usize,
+        c: &Rule,
+        stack: &mut Vec<(usize, usize)>,
+        terminal: bool,
+        via: &[String],
+    ) -> Result<(), ImportError> {
+        if self.nesting >= MAX_NESTING {
+            return Err(self.too_big(&format!(
+                "nests more than {MAX_NESTING} expansions (jumps, and continuations after returns)"
+            )));
+        }
+        self.nesting += 1;
+        let r = self.emit_chain(chain, start, c, stack, terminal, via);
+        self.nesting -= 1;
+        r
+    }
+
+    fn emit_chain(
+        &mut self,
+        chain: usize,
+        start: usize,
+        c: &Rule,
+        stack: &mut Vec<(usize, usize)>,
+        terminal: bool,
+        via: &[String],
+    ) -> Result<(), ImportError> {
+        let rs = self.rs;
+        let ch = &rs.chains[chain];
+        let steps = ch.steps.as_ref().map_err(Clone::clone)?;
+        for (i, st) in steps.iter().enumerate().skip(start) {
+            let last = i + 1 == steps.len();
+            let origin = || {
+                let mut o = format!("chain {} handle {}", ch.name, st.handle);
+                for v in via.iter().rev() {
+                    o.push_str(&format!(", via {v}"));
+                }
+                o
+            };
+            for alt in &st.when {
+                self.work += 1;
+                if self.work > MAX_WORK {
+                    return Err(self.too_big(&format!("takes more than {MAX_WORK} steps")));
+                }
+                let Some(mut d) = conjoin(c, alt) else { continue };
+                d.comment.clone_from(&st.comment);
+                if st.counter && !matches!(st.then, Then::Verdict(_)) {
+                    self.push(d.clone(), RuleAction::Count, st.handle, origin())?;
+                }
+                match &st.then {
+                    Then::Verdict(a) => self.push(d, *a, st.handle, origin())?,
+                    Then::Jump(t) | Then::Goto(t) => {
+                        let ti = rs.target(chain, t).ok_or_else(|| {
+                            self.too_big("met a jump to a missing chain") // unreachable: check_loops ran first
+                        })?;
+                        let mut via2 = via.to_vec();
+                        let kind = if matches!(st.then, Then::Jump(_)) { "jump" } else { "goto" };
+                        via2.push(format!("{kind} at chain {} handle {}", ch.name, st.handle));
+                        if matches!(st.then, Then::Jump(_)) {
+                            stack.push((chain, i + 1));
+                            let r = self.emit(ti, 0, &d, stack, false, &via2);
+                            stack.pop();
+                            r?;
+                        } else {
+                            // The target's end continues where this chain
+                            // would have ended: naturally if this is its
+                            // last rule, else explicitly.
+                            self.emit(ti, 0, &d, stack, terminal || !last, &via2)?;
+                        }
+                    }
+                    Then::Return => {
+                        // A return as the last rule is the chain's end.
+                        if !last {
+                            self.cont(&d, stack, via, st.handle, origin())?;
+                        }
+                    }
+                }
+            }
+        }
+        if terminal {
+            let h = steps.last().map_or(0, |s| s.handle);
+            self.cont(c, stack, via, h, format!("end of chain {}", ch.name))?;
+        }
+        Ok(())
+    }
+
+    /// Emits what happens after the current chain ends for packets matching `c`.
+    fn cont(
+        &mut self,
+        c: &Rule,
+        stack: &[(usize, usize)],
+        via: &[String],
+        handle: u64,
+        origin: String,
+    ) -> Result<(), ImportError> {
+        match stack.split_last() {
+            Some((&(ch, pc), rest)) => {
+                let mut rest = rest.to_vec();
+                let via = &via[..via.len().saturating_sub(1)];
+                self.emit(ch, pc, c, &mut rest, true, via)
+            }
+            None => {
+                // Skip a policy rule the previous rule already decides.
+                if let Some((prev, _, _)) = self.out.last()
+                    && prev.action != RuleAction::Count
+                    && same_conditions(prev, c)
+                {
+                    return Ok(());
+                }
+                let mut r = c.clone();
+                r.comment = None;
+                self.push(r, self.policy.into(), handle, format!("{origin}: chain policy"))
+            }
+        }
+    }
+}
+
+impl From<Action> for RuleAction {
+    fn from(a: Action) -> Self {
+        match a {
+            Action::Accept => RuleAction::Accept,
+            Action::Drop => RuleAction::Drop,
+        }
+    }
+}
+
+fn same_conditions(a: &Rule, b: &Rule) -> bool {
+    let mut a = a.clone();
+    a.action = b.action;
+    a.comment.clone_from(&b.comment);
+    a == *b
+}
+
+/// Both rules' conditions at once (`b`'s action), or `None` if no packet
+/// can match both.
+fn conjoin(a: &Rule, b: &Rule) -> Option<Rule> {
+    fn list<T: Clone + PartialEq>(
+        a: &Option<List<T>>,
+        b: &Option<List<T>>,
+        f: impl Fn(&T, &T) -> Option<T>,
+    ) -> Option<Option<List<T>>> {
+        match (a, b) {
+            (None, None) => Some(None),
+            (Some(x), None) | (None, Some(x)) => Some(Some(x.clone())),
+            (Some(x), Some(y)) => {
+                let mut out: Vec<T> = Vec::new();
+                for p in x.iter() {
+                    for q in y.iter() {
+                        if let Some(r) = f(p, q)
+                            && !out.contains(&r)
+                        {
+                            out.push(r);
+                        }
+                    }
+                }
+                (!out.is_empty()).then_some(Some(List(out)))
+            }
+        }
+    }
+    fn num<K: RangeKind>(x: &NumRange<K>, y: &NumRange<K>) -> Option<NumRange<K>> {
+        NumRange::new(x.lo.max(y.lo), x.hi.min(y.hi))
+    }
+    let pfx = |x: &Prefix, y: &Prefix| {
+        if x.is_v6() != y.is_v6() {
+            return None;
+        }
+        let ((xl, xh), (yl, yh)) = (x.range(), y.range());
+        if xl <= yl && yh <= xh {
+            Some(*y)
+        } else if yl <= xl && xh <= yh {
+            Some(*x)
+        } else {
+            None
+        }
+    };
+    let flags = |x: &TcpFlags, y: &TcpFlags| {
+        let common = x.mask & y.mask;
+        (x.value & common == y.value & common).then(|| TcpFlags::new(x.mask | y.mask, x.value | y.value))
+    };
+    let family = match (a.family, b.family) {
+        (Some(x), Some(y)) if x != y => return None,
+        (x, y) => x.or(y),
+    };
+    let r = Rule {
+        action: b.action,
+        family,
+        src: list(&a.src, &b.src, pfx)?,
+        dst: list(&a.dst, &b.dst, pfx)?,
+        proto: list(&a.proto, &b.proto, num)?,
+        sport: list(&a.sport, &b.sport, num)?,
+        dport: list(&a.dport, &b.dport, num)?,
+        icmp_type: list(&a.icmp_type, &b.icmp_type, num)?,
+        icmp_code: list(&a.icmp_code, &b.icmp_code, num)?,
+        icmpv6_type: list(&a.icmpv6_type, &b.icmpv6_type, num)?,
+        icmpv6_code: list(&a.icmpv6_code, &b.icmpv6_code, num)?,
+        tcp_flags: list(&a.tcp_flags, &b.tcp_flags, flags)?,
+        iif: list(&a.iif, &b.iif, |x, y| (x == y).then(|| x.clone()))?,
+        oif: list(&a.oif, &b.oif, |x, y| (x == y).then(|| x.clone()))?,
+        vlan: list(&a.vlan, &b.vlan, num)?,
+        dscp: list(&a.dscp, &b.dscp, num)?,
+        comment: b.comment.clone(),
+    };
+    // A rule validation refuses can never match.
+    RuleSet { name: "x".into(), default: Action::Accept, rules: vec![r.clone()] }.validate().ok()?;
+    Some(r)
 }
 
 fn check_family(at: &Where, family: &str) -> Result<(), ImportError> {
@@ -267,11 +786,15 @@ enum Atom {
 }
 
 struct RuleCtx<'a> {
+    opts: &'a ImportOptions,
     at: &'a Where,
     family: &'a str,
     table: &'a str,
     sets: &'a HashMap<(String, String, String), NamedSet>,
 }
+
+/// A translated rule: alternatives, effect, counter, no-op, note.
+type RuleParts = (Vec<Rule>, Then, bool, bool, Option<String>);
 
 /// Parses one right-hand-side element into a numeric range.
 type AtomParser<'a> = dyn Fn(&Atom) -> Result<(u32, u32), ImportError> + 'a;
@@ -367,8 +890,10 @@ impl RuleCtx<'_> {
         self.at.err(Some(e), reason)
     }
 
-    /// Translates one rule; the flag says it had neither verdict nor counter.
-    fn rule(&self, exprs: &[Value]) -> Result<(Rule, bool), ImportError> {
+    /// Translates one rule: its conditions (alternatives), what it does,
+    /// whether it has a counter, whether it is a no-op (neither verdict nor
+    /// counter), and a note if a `ct state` match was approximated.
+    fn rule(&self, exprs: &[Value]) -> Result<RuleParts, ImportError> {
         let mut acc = Acc {
             v6: match self.family {
                 "ip" => Some(false),
@@ -377,16 +902,29 @@ impl RuleCtx<'_> {
             },
             ..Default::default()
         };
-        let mut action: Option<RuleAction> = None;
+        let mut then: Option<Then> = None;
         let mut counter = false;
+        let mut ct: Option<(Vec<Rule>, String)> = None;
         for e in exprs {
-            if action.is_some() {
+            if then.is_some() {
                 return Err(self.err(e, "expression after the verdict"));
             }
             let Some((k, body)) = e.as_object().and_then(|m| m.iter().next()) else {
                 return Err(self.err(e, "unexpected expression"));
             };
+            let target = || {
+                body.get("target")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .ok_or_else(|| self.err(e, format!("{k} without a target chain")))
+            };
             match k.as_str() {
+                "match" if body.get("left").is_some_and(|l| l.get("ct").is_some()) => {
+                    if ct.is_some() {
+                        return Err(self.err(e, "ct matched twice in one rule; not supported"));
+                    }
+                    ct = Some(self.ct_state(e, body)?);
+                }
                 "match" => self.matcher(&mut acc, e, body)?,
                 "counter" => {
                     if body.is_string() {
@@ -394,11 +932,12 @@ impl RuleCtx<'_> {
                     }
                     counter = true;
                 }
-                "accept" => action = Some(RuleAction::Accept),
-                "drop" => action = Some(RuleAction::Drop),
-                "jump" | "goto" | "return" | "continue" => {
-                    return Err(self.err(e, format!("{k} is not supported (rule sets are flat, first match wins)")));
-                }
+                "accept" => then = Some(Then::Verdict(RuleAction::Accept)),
+                "drop" => then = Some(Then::Verdict(RuleAction::Drop)),
+                "jump" => then = Some(Then::Jump(target()?)),
+                "goto" => then = Some(Then::Goto(target()?)),
+                "return" => then = Some(Then::Return),
+                "continue" => return Err(self.err(e, "continue is not supported")),
                 "reject" => return Err(self.err(e, "reject is not supported (tern drops silently; use drop)")),
                 "log" | "limit" | "quota" | "meter" | "queue" | "notrack" | "ct" | "snat" | "dnat" | "masquerade"
                 | "redirect" | "mangle" | "set" | "fwd" | "dup" => {
@@ -407,10 +946,97 @@ impl RuleCtx<'_> {
                 _ => return Err(self.err(e, format!("expression {k:?} is not supported"))),
             }
         }
-        let noop = action.is_none() && !counter;
-        let mut r = Rule::new(action.unwrap_or(RuleAction::Count));
+        let noop = then.is_none() && !counter;
+        let mut r = Rule::new(RuleAction::Count);
         self.finish(acc, &mut r)?;
-        Ok((r, noop))
+        let (when, note) = match ct {
+            None => match (RuleSet { name: "x".into(), default: Action::Accept, rules: vec![r.clone()] }).validate() {
+                Ok(()) => (vec![r], None),
+                Err(e) => (vec![], Some(format!("can never match ({}); left out", e.message))),
+            },
+            Some((alts, note)) => (alts.iter().filter_map(|a| conjoin(&r, a)).collect(), Some(note)),
+        };
+        Ok((when, then.unwrap_or(Then::Verdict(RuleAction::Count)), counter, noop, note))
+    }
+
+    /// A `ct state` match: refused, or (with [`CtMode::Stateless`]) its
+    /// stateless approximation as alternatives, with a note saying so.
+    fn ct_state(&self, e: &Value, m: &Value) -> Result<(Vec<Rule>, String), ImportError> {
+        let key = m.get("left").and_then(|l| l.get("ct")).and_then(|c| c.get("key")).and_then(Value::as_str);
+        if key != Some("state") {
+            return Err(self.err(
+                e,
+                format!(
+                    "connection tracking match ct {} is stateful; tern's firewall is stateless",
+                    key.unwrap_or("?")
+                ),
+            ));
+        }
+        if self.opts.ct == CtMode::Refuse {
+            return Err(self.err(
+                e,
+                "connection tracking (ct state) matches are stateful and tern's firewall is stateless; \
+                 refused (tern acl import-nft --ct stateless approximates them, see docs/CLI.md)",
+            ));
+        }
+        let op = m.get("op").and_then(Value::as_str).unwrap_or("==");
+        if !matches!(op, "==" | "in") {
+            return Err(self.err(e, format!("operator {op:?} on ct state is not supported")));
+        }
+        let right = m.get("right").ok_or_else(|| self.err(e, "match without right side"))?;
+        let mut states = Vec::new();
+        for a in self.atoms(e, right)? {
+            match a {
+                Atom::Str(s) => states.push(s),
+                Atom::Flags(v) => states.extend(v),
+                _ => return Err(self.err(e, "expected ct states")),
+            }
+        }
+        let tcp = |flags: &[(u8, u8)]| {
+            let mut r = Rule::new(RuleAction::Count);
+            r.proto = Some(List(vec![NumRange::single(6).expect("6")]));
+            r.tcp_flags = Some(List(flags.iter().map(|&(m, v)| TcpFlags::new(m, v)).collect()));
+            r
+        };
+        const SYN: u8 = 0x02;
+        const RST: u8 = 0x04;
+        const ACK: u8 = 0x10;
+        let mut alts: Vec<Rule> = Vec::new();
+        for st in &states {
+            match st.as_str() {
+                "established" => alts.push(tcp(&[(ACK, ACK), (RST, RST)])),
+                "related" => {
+                    let mut r4 = Rule::new(RuleAction::Count);
+                    r4.family = Some(Family::Ipv4);
+                    r4.proto = Some(List(vec![NumRange::single(1).expect("1")]));
+                    r4.icmp_type = Some(List([3, 11, 12].iter().filter_map(|&t| NumRange::single(t)).collect()));
+                    let mut r6 = Rule::new(RuleAction::Count);
+                    r6.family = Some(Family::Ipv6);
+                    r6.proto = Some(List(vec![NumRange::single(58).expect("58")]));
+                    r6.icmpv6_type = Some(List(vec![NumRange::new(1, 4).expect("1-4")]));
+                    alts.push(r4);
+                    alts.push(r6);
+                }
+                "new" => {
+                    alts.push(tcp(&[(SYN | ACK, SYN)]));
+                    let mut r = Rule::new(RuleAction::Count);
+                    r.proto =
+                        Some(List(vec![NumRange::new(0, 5).expect("0-5"), NumRange::new(7, 255).expect("7-255")]));
+                    alts.push(r);
+                }
+                "invalid" | "untracked" => {}
+                other => return Err(self.err(e, format!("{other:?} is not a ct state"))),
+            }
+        }
+        let note = if alts.is_empty() {
+            format!("ct state {} approximated as never (tern cannot tell); the rule is left out", states.join(","))
+        } else {
+            format!(
+                "ct state {} approximated statelessly (established: TCP with ACK or RST; related: ICMP errors; new: TCP SYN without ACK or any other protocol)",
+                states.join(",")
+            )
+        };
+        Ok((alts, note))
     }
 
     fn finish(&self, acc: Acc, r: &mut Rule) -> Result<(), ImportError> {
@@ -826,7 +1452,11 @@ impl Import {
 impl fmt::Display for Import {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         writeln!(f, "# Imported from an nftables ruleset by tern acl import-nft.")?;
-        writeln!(f, "# Bind each rule set to interfaces with acl_in / acl_out.")?;
+        writeln!(f, "# Bind each rule set to interfaces with acl_in / acl_out, or live with")?;
+        writeln!(f, "# tern acl load FILE --in IFACE=SET --out IFACE=SET. Rule sets:")?;
+        for c in &self.sets {
+            writeln!(f, "#   {} (hook {}, {} rules)", c.set.name, c.hook, c.set.rules.len())?;
+        }
         for n in &self.notes {
             writeln!(f, "# NOTE: {n}")?;
         }
@@ -840,9 +1470,9 @@ impl fmt::Display for Import {
             writeln!(f, "[[acl]]")?;
             writeln!(f, "name = {}", toml_str(&c.set.name))?;
             writeln!(f, "default = {}", toml_str(if c.set.default == Action::Drop { "drop" } else { "accept" }))?;
-            for (r, h) in c.set.rules.iter().zip(&c.handles) {
+            for (r, o) in c.set.rules.iter().zip(&c.origins) {
                 writeln!(f)?;
-                writeln!(f, "# nft handle {h}")?;
+                writeln!(f, "# nft {o}")?;
                 writeln!(f, "[[acl.rule]]")?;
                 let body = toml::to_string(r).map_err(|_| fmt::Error)?;
                 f.write_str(&body)?;

@@ -168,7 +168,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::GraphShow {} => Reply::Graph(graph_show(router)),
         Command::GraphDot {} => Reply::Text { text: graph_dot(router) },
         Command::AclList(a) => Reply::Acls(acl_list(router, a.name.as_deref())?),
-        Command::AclSet(a) => Reply::done(acl_set(router, a.set)?),
+        Command::AclSet(a) => Reply::done(acl_set(router, a)?),
         Command::TraceStart(a) => Reply::done(trace_start(router, st, a.count)?),
         Command::TraceShow {} => Reply::Trace(trace_show(router, st)),
         Command::TraceClear {} => {
@@ -369,6 +369,18 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 acl_in: acl_name(p.acl_in.as_ref()),
                 acl_out: acl_name(p.acl_out.as_ref()),
                 counters: if kind == "port" { Some(counters.get(&idx).cloned().unwrap_or_default()) } else { None },
+                warnings: match &p.kind {
+                    crate::config::IfacePlanKind::Port { device: Some(dev), driver } => {
+                        let tap = router.plan.config.linux.tap_exception();
+                        let lane = if tap && *driver == crate::config::Driver::Auto {
+                            &crate::config::Driver::Afpacket
+                        } else {
+                            driver
+                        };
+                        crate::router::veth_warning(dev, lane).into_iter().collect()
+                    }
+                    _ => Vec::new(),
+                },
             }
         })
         .collect()
@@ -923,8 +935,18 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
     Ok(out)
 }
 
-pub fn acl_set(router: &mut Router, set: tern_acl::RuleSet) -> Result<String, ApiError> {
-    router.replace_rule_set(set)
+/// Replaces or adds a rule set, and binds it to the interfaces named, all
+/// or nothing.
+pub fn acl_set(router: &mut Router, a: AclSetArgs) -> Result<String, ApiError> {
+    let idx = |l: &[String]| l.iter().map(|n| router.iface_by_name(n)).collect::<Result<Vec<u16>, _>>();
+    let (ins, outs) = (idx(&a.bind_in)?, idx(&a.bind_out)?);
+    let mut msg = router.replace_rule_set_bound(a.set, &ins, &outs)?;
+    for (l, dir) in [(&a.bind_in, "in"), (&a.bind_out, "out")] {
+        if !l.is_empty() {
+            msg.push_str(&format!("; bound {dir} on {}", l.join(", ")));
+        }
+    }
+    Ok(msg)
 }
 
 pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result<String, ApiError> {

@@ -469,6 +469,44 @@ impl Router {
         Ok(format!("rule set {name} {verb} ({n} rules, counters restart)"))
     }
 
+    /// Replaces or adds `set` and binds it as `acl_in` of the interfaces
+    /// `ins` and `acl_out` of `outs`, in one step: the interfaces are
+    /// checked and the set compiled before anything changes (on error
+    /// nothing has), and the bindings reach the workers in one
+    /// interface-table publish.
+    pub fn replace_rule_set_bound(
+        &mut self,
+        set: tern_acl::RuleSet,
+        ins: &[u16],
+        outs: &[u16],
+    ) -> Result<String, ApiError> {
+        for &i in ins.iter().chain(outs) {
+            if self.iface_plan(i)?.kind == IfacePlanKind::Removed {
+                return Err(ApiError::not_found(format!("no interface {i}")));
+            }
+        }
+        let saved: Vec<(Option<String>, Option<String>)> =
+            self.plan.ifaces.iter().map(|p| (p.acl_in.clone(), p.acl_out.clone())).collect();
+        let name = set.name.clone();
+        for (list, is_in) in [(ins, true), (outs, false)] {
+            for &i in list {
+                if let Some(p) = self.plan.ifaces.get_mut(usize::from(i)) {
+                    *(if is_in { &mut p.acl_in } else { &mut p.acl_out }) = Some(name.clone());
+                }
+            }
+        }
+        match self.replace_rule_set(set) {
+            Ok(msg) => Ok(msg),
+            Err(e) => {
+                for (p, (a, b)) in self.plan.ifaces.iter_mut().zip(saved) {
+                    p.acl_in = a;
+                    p.acl_out = b;
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Binds rule sets to an interface (None: unbind).
     pub fn set_interface_acls(
         &mut self,

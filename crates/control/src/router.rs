@@ -413,6 +413,7 @@ impl Router {
             if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
                 && *driver != Driver::Memory
             {
+                let lane = if tap && *driver == Driver::Auto { &Driver::Afpacket } else { driver };
                 // The originals on disk before the first change (and what a
                 // crashed tern left here put back first).
                 if host.saved.is_none() {
@@ -422,7 +423,7 @@ impl Router {
                 if let Some(s) = host.saved.as_mut() {
                     s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
                 }
-                take_over(dev, p.up, &mut host, linux_mode && !tap)?;
+                take_over(dev, lane, p.up, &mut host, linux_mode && !tap)?;
                 if tap {
                     host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
                 }
@@ -822,7 +823,17 @@ impl Router {
         let tap = self.plan.config.linux.tap_exception();
         let linux_mode = self.plan.config.linux.linux_mode() && !tap;
         let before = self.host.linux.len();
-        take_over(dev, up, &mut self.host, linux_mode)?;
+        let driver = self
+            .plan
+            .ifaces
+            .iter()
+            .find_map(|i| match &i.kind {
+                IfacePlanKind::Port { device: Some(d), driver } if d == dev => Some(driver.clone()),
+                _ => None,
+            })
+            .unwrap_or(Driver::Auto);
+        let driver = if tap && driver == Driver::Auto { Driver::Afpacket } else { driver };
+        take_over(dev, &driver, up, &mut self.host, linux_mode)?;
         if tap {
             self.host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
         } else if linux_mode && self.host.linux.len() > before {
@@ -838,7 +849,7 @@ impl Router {
 /// AF_PACKET sees wire-sized frames), and the kernel told not to forward
 /// or answer on it (standalone mode), or not forward while Linux keeps
 /// its addresses and answers for them (Linux mode, `crate::linux::host`).
-fn take_over(dev: &str, up: bool, host: &mut HostState, linux_mode: bool) -> Result<(), StartError> {
+fn take_over(dev: &str, driver: &Driver, up: bool, host: &mut HostState, linux_mode: bool) -> Result<(), StartError> {
     let what = |e: tern_io::Error| err(format!("device {dev}: {e}"));
     tern_io::netdev::ifindex(dev).map_err(what)?;
     if up {
@@ -846,6 +857,9 @@ fn take_over(dev: &str, up: bool, host: &mut HostState, linux_mode: bool) -> Res
     }
     if let Err(e) = tern_io::netdev::disable_large_frame_offloads(dev) {
         log::warn!("device {dev}: cannot turn off offloads: {e}");
+    }
+    if let Some(w) = veth_warning(dev, driver) {
+        log::warn!("{w}");
     }
     if linux_mode {
         host.linux.push(crate::linux::host::take_over(dev).map_err(|e| err(format!("device {dev}: {e}")))?);
@@ -859,6 +873,27 @@ fn take_over(dev: &str, up: bool, host: &mut HostState, linux_mode: bool) -> Res
         _ => {}
     }
     Ok(())
+}
+
+/// Whether `dev` is a veth (its driver, as `ethtool -i` says).
+pub fn is_veth(dev: &str) -> bool {
+    tern_io::netdev::driver(dev).is_ok_and(|d| d == "veth")
+}
+
+/// The warning for a veth that tern drives with a lane that forwards the
+/// peer's frames as they are (XDP, AF_XDP; `auto` may pick either): a
+/// peer that leaves transport checksums to offload (a veth's default)
+/// sends UDP and TCP whose checksums nobody finishes, and the far host
+/// drops them. tern cannot see the peer's settings from its side.
+pub fn veth_warning(dev: &str, driver: &Driver) -> Option<String> {
+    if matches!(driver, Driver::Memory | Driver::Afpacket) || !is_veth(dev) {
+        return None;
+    }
+    Some(format!(
+        "device {dev} is a veth: if its peer offloads transmit checksums (the default), UDP and TCP \
+         forwarded by the XDP and AF_XDP lanes arrive with bad checksums; run `ethtool -K PEER tx off gro on` \
+         on the peer (tern lab does; docs/XDP.md, \"Veth labs\"), or use driver = \"afpacket\""
+    ))
 }
 
 #[cfg(test)]

@@ -348,7 +348,7 @@ fn rule_sets_count_hits_and_change_live() {
         "name": "EDGE", "default": "accept", "rule": [{"action": "drop", "proto": "udp", "dport": "9999"}]
     }))
     .expect("rule set");
-    assert!(done(c.call(&Command::AclSet(AclSetArgs { set }))).contains("replaced"));
+    assert!(done(c.call(&Command::AclSet(AclSetArgs { set, bind_in: vec![], bind_out: vec![] }))).contains("replaced"));
     assert!(t.lan.inject(&udp_to("198.18.0.9")));
     t.answer_arp_for_b();
     assert!(Running::recv(&t.wan, 1).iter().any(|f| parse_v4(f).is_some_and(|v| v.dst == a4("198.18.0.9"))));
@@ -365,4 +365,57 @@ fn rule_sets_count_hits_and_change_live() {
     let e = api_err(c.call(&Command::ConfigReload {}));
     assert_eq!(e.code, ErrorCode::Refused);
     assert!(e.message.contains("restart"), "{e:?}");
+}
+
+#[test]
+fn acl_set_binds_a_new_set_live_or_changes_nothing() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    let list = |c: &mut Client| match c.call(&Command::AclList(AclListArgs::default())) {
+        Ok(Reply::Acls(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    assert!(list(&mut c).is_empty());
+    let set = |rules: serde_json::Value| -> tern_acl::RuleSet {
+        serde_json::from_value(serde_json::json!({"name": "IMPORTED", "default": "accept", "rule": rules}))
+            .expect("rule set")
+    };
+    let drop_udp = serde_json::json!([{"action": "drop", "proto": "udp", "dport": "5678"}]);
+    // An unknown interface: refused, and nothing was added.
+    let e = api_err(c.call(&Command::AclSet(AclSetArgs {
+        set: set(drop_udp.clone()),
+        bind_in: vec!["lan".into(), "nope".into()],
+        bind_out: vec![],
+    })));
+    assert_eq!(e.code, ErrorCode::NotFound, "{e:?}");
+    assert!(list(&mut c).is_empty());
+    // A set that does not compile (unknown interface in a rule): nothing bound.
+    let e = api_err(c.call(&Command::AclSet(AclSetArgs {
+        set: set(serde_json::json!([{"action": "drop", "iif": "nope"}])),
+        bind_in: vec!["lan".into()],
+        bind_out: vec![],
+    })));
+    assert_eq!(e.code, ErrorCode::Invalid, "{e:?}");
+    assert!(list(&mut c).is_empty());
+    // Added without bindings: the refused attempts left none behind.
+    let msg =
+        done(c.call(&Command::AclSet(AclSetArgs { set: set(drop_udp.clone()), bind_in: vec![], bind_out: vec![] })));
+    assert!(msg.contains("added"), "{msg}");
+    let v = list(&mut c);
+    assert!(v[0].interfaces_in.is_empty() && v[0].interfaces_out.is_empty(), "{v:?}");
+    // Replaced and bound in one step: the next packet meets it.
+    let msg = done(c.call(&Command::AclSet(AclSetArgs {
+        set: set(drop_udp),
+        bind_in: vec!["lan".into()],
+        bind_out: vec!["wan".into()],
+    })));
+    assert!(msg.contains("replaced") && msg.contains("bound in on lan") && msg.contains("bound out on wan"), "{msg}");
+    let v = list(&mut c);
+    assert_eq!(
+        (v[0].interfaces_in.as_slice(), v[0].interfaces_out.as_slice()),
+        (&["lan".to_string()][..], &["wan".to_string()][..])
+    );
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    wait_for("a hit on the bound set", || list(&mut c)[0].rules[0].packets == 1);
+    assert!(t.wan.take_sent().is_empty());
 }

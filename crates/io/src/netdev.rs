@@ -137,6 +137,11 @@ impl Offload {
 }
 
 /// Whether `offload` is on for `name`.
+/// The name of the device's driver, as `ethtool -i` prints it ("veth", ...).
+pub fn driver(name: &str) -> Result<String> {
+    crate::sys::ethtool::driver(name).context(|| format!("interface {name}: driver info"))
+}
+
 pub fn offload(name: &str, offload: Offload) -> Result<bool> {
     let (get, _) = offload.cmds();
     let v = crate::sys::ethtool::value(name, get, 0).context(|| format!("interface {name}: get {offload:?}"))?;

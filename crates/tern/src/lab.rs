@@ -121,6 +121,9 @@ pub fn run(a: LabArgs, socket: &Path) -> Result<ExitCode, String> {
     build_topology(&h1, &r, &h2)?;
     if !a.json {
         eprintln!("lab: namespaces {} - {} - {} ready; starting tern", h1.name, r.name, h2.name);
+        eprintln!(
+            "lab: the hosts' veths (eth0) have `ethtool -K eth0 tx off gro on`, what tern's veth warnings ask for (docs/XDP.md, \"Veth labs\")"
+        );
     }
 
     // tern runs in this process, on threads inside the router namespace.

@@ -33,3 +33,38 @@ fn stateful_rules_are_refused_by_name() {
     assert!(err.contains("ct"), "names the unsupported expression: {err}");
     assert!(err.contains("handle"), "names the rule: {err}");
 }
+
+#[test]
+fn vyos_ruleset_needs_the_ct_choice_and_then_imports_with_its_jumps_inlined() {
+    let out = import("vyos.json");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("chain VYOS_STATE_POLICY") && err.contains("--ct stateless"), "{err}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["acl", "import-nft", "--ct", "stateless"])
+        .arg(fixture("vyos.json"))
+        .output()
+        .expect("run tern");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let toml = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(toml.contains("# NOTE: ip vyos_filter chain VYOS_STATE_POLICY handle"), "{toml}");
+    let sets = tern_acl::parse_toml(&toml).expect("the output is valid tern TOML");
+    let names: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ip_vyos_filter_VYOS_FORWARD_filter",
+            "ip_vyos_filter_VYOS_INPUT_filter",
+            "ip6_vyos_filter_VYOS_IPV6_FORWARD_filter"
+        ]
+    );
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["acl", "import-nft", "--ct", "maybe"])
+        .arg(fixture("vyos.json"))
+        .output()
+        .expect("run tern");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("refuse or stateless"));
+}

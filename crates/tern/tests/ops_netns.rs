@@ -189,6 +189,12 @@ fn the_cli_operates_a_running_tern_in_a_netns_lab() {
     let ifs = lab.json(&["interface", "show"]);
     assert_eq!(ifs[1]["name"], "wan0");
     assert_eq!(ifs[1]["up"], false);
+    // tern cannot see the peers' checksum offload; it says what a veth needs.
+    let w = ifs[0]["warnings"][0].as_str().unwrap_or_default();
+    assert!(w.contains("lan0 is a veth") && w.contains("tx off"), "{ifs}");
+    assert!(lab.ok(&["interface", "show"]).contains("warning: device wan0 is a veth"));
+    let log = std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default();
+    assert!(log.contains("device lan0 is a veth"), "{log}");
     lab.ok(&["interface", "set", "wan0", "up"]);
     lab.ping_ok(0, "10.0.2.2");
 
@@ -292,6 +298,21 @@ fn the_cli_operates_a_running_tern_in_a_netns_lab() {
         assert!(Instant::now() < deadline, "SIGHUP reload did not remove the route");
         std::thread::sleep(Duration::from_millis(50));
     }
+
+    // A rule set loaded and bound in one step (as after acl import-nft;
+    // last: a set the file does not hold makes reloads refuse until a restart).
+    let fw = lab.dir.join("fw.toml");
+    std::fs::write(
+        &fw,
+        "[[acl]]\nname = \"NFT_IN\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"count\"\nproto = \"icmp\"\n",
+    )
+    .expect("fw");
+    let fw = fw.to_str().expect("path");
+    let (ok, _, err) = lab.cli(&["acl", "load", fw, "--in", "lan0=NOPE"]);
+    assert!(!ok && err.contains("no rule set \"NOPE\""), "{err}");
+    assert!(lab.ok(&["acl", "load", fw, "--in", "lan0=NFT_IN"]).contains("bound in on lan0"));
+    let acls = lab.json(&["acl", "show"]);
+    assert_eq!(acls[0]["interfaces_in"][0], "lan0", "{acls}");
 
     // A clean stop.
     let mut d = lab.daemon.take().expect("daemon");

@@ -249,6 +249,12 @@ pub struct AclListArgs {
 #[serde(deny_unknown_fields)]
 pub struct AclSetArgs {
     pub set: tern_acl::RuleSet,
+    /// Interfaces to bind the set to as `acl_in`, in the same step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bind_in: Vec<String>,
+    /// Interfaces to bind the set to as `acl_out`, in the same step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bind_out: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

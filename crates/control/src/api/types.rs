@@ -73,6 +73,10 @@ pub struct InterfaceInfo {
     /// Ports only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<PortCounters>,
+    /// What may keep the interface from working as configured (a veth
+    /// whose peer may offload checksums).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

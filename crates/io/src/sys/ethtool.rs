@@ -39,3 +39,49 @@ pub(crate) fn value(name: &str, cmd: u32, data: u32) -> io::Result<u32> {
     cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r as *mut libc::ifreq) })?;
     Ok(v.data)
 }
+
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+
+/// `struct ethtool_drvinfo` (linux/ethtool.h), 196 bytes.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// The name of the device's driver (`ethtool -i`): "veth", "virtio_net", ...
+pub(crate) fn driver(name: &str) -> io::Result<String> {
+    let s = ioctl_socket()?;
+    let mut v = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    let mut r = ifreq_named(name)?;
+    r.ifr_ifru.ifru_data = (&mut v as *mut EthtoolDrvinfo).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO reads the ifreq and writes
+    // one struct ethtool_drvinfo (196 bytes, the layout above) where
+    // ifru_data points; both live on this stack frame for the call.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r as *mut libc::ifreq) })?;
+    let end = v.driver.iter().position(|&b| b == 0).unwrap_or(v.driver.len());
+    Ok(String::from_utf8_lossy(&v.driver[..end]).into_owned())
+}

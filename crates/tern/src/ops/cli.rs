@@ -179,14 +179,34 @@ pub enum AclCmd {
     #[command(visible_aliases = ["list", "ls"])]
     Show { name: Option<String> },
     /// Load `[[acl]]` rule sets from a TOML file: each replaces the running
-    /// set of its name (compiled and swapped atomically) or is added.
-    Load { file: PathBuf },
+    /// set of its name (compiled and swapped atomically) or is added, and
+    /// is bound to the interfaces `--in` / `--out` name for it.
+    Load {
+        file: PathBuf,
+        /// Bind a set of the file as an interface's input rule set
+        /// (`IFACE=SET`, repeatable), in the same step as the set is loaded.
+        #[arg(long = "in", value_name = "IFACE=SET")]
+        bind_in: Vec<String>,
+        /// Bind a set of the file as an interface's output rule set
+        /// (`IFACE=SET`, repeatable).
+        #[arg(long = "out", value_name = "IFACE=SET")]
+        bind_out: Vec<String>,
+    },
     /// Translate an nftables ruleset (the JSON of `nft -j list ruleset`,
-    /// `-` for stdin) into tern `[[acl]]` rule sets, printed as TOML. Only the
-    /// stateless subset is accepted; anything else is refused naming the
-    /// table, chain, rule handle and expression. Needs no running tern.
+    /// `-` for stdin) into tern `[[acl]]` rule sets, printed as TOML: one per
+    /// base chain, with the chains it jumps to inlined. Only the stateless
+    /// subset is accepted; anything else is refused naming the table, chain,
+    /// rule handle and expression. Needs no running tern.
     #[command(name = "import-nft")]
-    ImportNft { file: PathBuf },
+    ImportNft {
+        file: PathBuf,
+        /// `ct state` matches: `refuse` (the default) or `stateless`, an
+        /// approximation (established: TCP with ACK or RST; related: ICMP
+        /// errors; new: TCP SYN without ACK or another protocol; invalid:
+        /// never). tern keeps no connection state: read docs/CLI.md first.
+        #[arg(long, value_name = "MODE", default_value = "refuse")]
+        ct: tern_acl::nft::CtMode,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -169,8 +169,10 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
     match cmd {
         OpCmd::Config(NounArgs { verb: Some(ConfigCmd::Check { file }) }) => return config_check(file),
         OpCmd::Capture(a) => return capture::run(ctx, a),
-        OpCmd::Acl(NounArgs { verb: Some(AclCmd::Load { file }) }) => return acl_load(ctx, file),
-        OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file }) }) => return acl_import_nft(file),
+        OpCmd::Acl(NounArgs { verb: Some(AclCmd::Load { file, bind_in, bind_out }) }) => {
+            return acl_load(ctx, file, bind_in, bind_out);
+        }
+        OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file, ct }) }) => return acl_import_nft(file, *ct),
         OpCmd::Shell => return Err("already in the shell".into()),
         _ => {}
     }
@@ -182,16 +184,37 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
     Ok(render::human(cmd, &reply))
 }
 
-/// Sends each rule set of a TOML file (`[[acl]]` tables) to tern.
-fn acl_load(ctx: &mut Ctx, file: &std::path::Path) -> Result<String, String> {
+/// Sends each rule set of a TOML file (`[[acl]]` tables) to tern, with
+/// the interfaces `--in`/`--out` bind it to (`IFACE=SET`).
+fn acl_load(ctx: &mut Ctx, file: &std::path::Path, bind_in: &[String], bind_out: &[String]) -> Result<String, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let sets = tern_acl::parse_toml(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     if sets.is_empty() {
         return Err(format!("{}: no [[acl]] rule sets", file.display()));
     }
+    let bindings = |list: &[String], opt: &str| -> Result<Vec<(String, String)>, String> {
+        list.iter()
+            .map(|b| {
+                let (iface, set) = b
+                    .split_once('=')
+                    .filter(|(i, s)| !i.is_empty() && !s.is_empty())
+                    .ok_or_else(|| format!("--{opt} {b:?}: expected IFACE=SET"))?;
+                if !sets.iter().any(|s| s.name == set) {
+                    let names: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+                    return Err(format!("--{opt} {b}: {} has no rule set {set:?} (it has {names:?})", file.display()));
+                }
+                Ok((iface.to_string(), set.to_string()))
+            })
+            .collect()
+    };
+    let (ins, outs) = (bindings(bind_in, "in")?, bindings(bind_out, "out")?);
+    let pick = |l: &[(String, String)], set: &str| -> Vec<String> {
+        l.iter().filter(|(_, s)| s == set).map(|(i, _)| i.clone()).collect()
+    };
     let mut out = String::new();
     for set in sets {
-        match ctx.call(&Command::AclSet(AclSetArgs { set }))? {
+        let (bind_in, bind_out) = (pick(&ins, &set.name), pick(&outs, &set.name));
+        match ctx.call(&Command::AclSet(AclSetArgs { set, bind_in, bind_out }))? {
             Reply::Done { message } => {
                 out.push_str(&message);
                 out.push('\n');
@@ -203,7 +226,7 @@ fn acl_load(ctx: &mut Ctx, file: &std::path::Path) -> Result<String, String> {
 }
 
 /// `tern acl import-nft FILE`: nftables JSON to tern TOML, locally.
-fn acl_import_nft(file: &std::path::Path) -> Result<String, String> {
+fn acl_import_nft(file: &std::path::Path, ct: tern_acl::nft::CtMode) -> Result<String, String> {
     let text = if file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
@@ -211,7 +234,8 @@ fn acl_import_nft(file: &std::path::Path) -> Result<String, String> {
     } else {
         std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
     };
-    let import = tern_acl::nft::import(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let opts = tern_acl::nft::ImportOptions { ct };
+    let import = tern_acl::nft::import_with(&text, &opts).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(import.to_string())
 }
 

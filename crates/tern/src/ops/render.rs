@@ -191,6 +191,9 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
             );
             let _ = writeln!(s, "    tx {} packets {} bytes, refused {}", c.tx_packets, c.tx_bytes, c.tx_dropped);
         }
+        for w in &i.warnings {
+            let _ = writeln!(s, "    warning: {w}");
+        }
     }
     s
 }
