@@ -169,7 +169,8 @@ fn run(a: RunArgs, socket: Option<PathBuf>) -> Res {
         .map_err(|e| format!("signal handler: {e}"))?;
     let mut router = tern_control::router::Router::start(plan).map_err(|e| e.to_string())?;
     let config_path = std::fs::canonicalize(&a.config).unwrap_or_else(|_| a.config.clone());
-    let opts = tern_control::api::daemon::DaemonOptions { config_path: Some(config_path), socket, ..Default::default() };
+    let opts =
+        tern_control::api::daemon::DaemonOptions { config_path: Some(config_path), socket, ..Default::default() };
     let mut daemon = match tern_control::api::daemon::Daemon::start(&router, opts) {
         Ok(d) => d,
         Err(e) => {
