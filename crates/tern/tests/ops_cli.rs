@@ -30,9 +30,9 @@ fn scratch(tag: &str) -> PathBuf {
 }
 
 /// A configuration whose own `[api] socket` is `config.sock` in `dir`.
-fn config(dir: &Path) -> PathBuf {
+fn config(dir: &Path, api: &str) -> PathBuf {
     let text = format!(
-        "[api]\nsocket = \"{}\"\n\n[metrics]\nlisten = \"\"\n\n\
+        "[api]\nsocket = \"{}\"\n{api}\n[metrics]\nlisten = \"\"\n\n\
          [[interface]]\nname = \"lan\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:01\"\naddresses = [\"10.0.1.1/24\"]\n\n\
          [[route]]\nprefix = \"198.18.0.0/15\"\nvia = \"10.0.1.2\"\n",
         dir.join("config.sock").display()
@@ -49,8 +49,13 @@ fn cli(socket: &Path, args: &[&str]) -> Output {
 /// Starts `tern run` with `socket` given on the command line or in
 /// TERN_SOCKET, and waits until it answers there.
 fn start(tag: &str, socket_by_env: bool) -> (Daemon, PathBuf) {
+    start_with(tag, socket_by_env, "")
+}
+
+/// `start` with more `[api]` keys.
+fn start_with(tag: &str, socket_by_env: bool, api: &str) -> (Daemon, PathBuf) {
     let dir = scratch(tag);
-    let cfg = config(&dir);
+    let cfg = config(&dir, api);
     let socket = dir.join("cli.sock");
     let mut cmd = Command::new(TERN);
     cmd.env_remove("TERN_SOCKET");
@@ -148,10 +153,14 @@ fn json_answers_and_errors_parse() {
     let v = json_of(&o);
     assert_eq!((v["ok"].clone(), v["interfaces"].clone()), (true.into(), 1.into()), "{v}");
     let bad = d.dir.join("bad.toml");
-    std::fs::write(&bad, "[[interface]]\nname = 7\n").expect("write");
+    std::fs::write(&bad, "[api]\nsocket_mode = \"0999\"\n").expect("write");
     let o = cli(&socket, &["config", "check", "--json", &bad.display().to_string()]);
     assert!(!o.status.success());
-    assert!(json_of(&o)["error"]["message"].as_str().is_some_and(|m| m.contains("bad.toml")));
+    let v = json_of(&o);
+    assert!(
+        v["error"]["message"].as_str().is_some_and(|m| m.contains("bad.toml") && m.contains("api.socket_mode")),
+        "{v}"
+    );
     // import-nft, good and bad.
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../acl/tests/fixtures/nft");
     let o = cli(&socket, &["--json", "acl", "import-nft", &fixtures.join("fifty_drop.json").display().to_string()]);
@@ -162,4 +171,85 @@ fn json_answers_and_errors_parse() {
     let o = cli(&socket, &["--json", "acl", "import-nft", &fixtures.join("refuse_ct.json").display().to_string()]);
     assert!(!o.status.success());
     assert!(json_of(&o)["error"]["message"].as_str().is_some_and(|m| m.contains("ct")));
+}
+
+/// Holds `n` connections to `socket` as user `uid` until dropped.
+struct Holder(Child);
+
+impl Holder {
+    fn start(uid: u32, socket: &Path, n: usize) -> Holder {
+        use std::io::BufRead;
+        let script = "import socket,sys\nss=[]\nfor _ in range(int(sys.argv[2])):\n    s=socket.socket(socket.AF_UNIX)\n    s.connect(sys.argv[1])\n    ss.append(s)\nprint('ok',flush=True)\nsys.stdin.read()\n";
+        let id = uid.to_string();
+        let mut c = Command::new("setpriv")
+            .args(["--reuid", &id, "--regid", &id, "--clear-groups", "/usr/bin/python3", "-c", script])
+            .arg(socket)
+            .arg(n.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv python3");
+        let mut line = String::new();
+        std::io::BufReader::new(c.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read");
+        assert_eq!(line.trim(), "ok", "uid {uid} could not connect");
+        Holder(c)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn other_users_filling_the_socket_get_busy_and_the_operator_still_gets_in() {
+    let missing = if !common::is_root() {
+        Some("root (to act as other users)")
+    } else if Command::new("setpriv").arg("--version").output().is_err() {
+        Some("setpriv")
+    } else if !Path::new("/usr/bin/python3").exists() {
+        Some("/usr/bin/python3")
+    } else {
+        None
+    };
+    if let Some(m) = missing {
+        eprintln!("skipped: needs {m}");
+        return;
+    }
+    // Every user may connect: the limits are the only gate here.
+    let (d, socket) = start_with("busy", false, "socket_mode = \"0666\"\n");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&socket).expect("socket").permissions());
+    assert_eq!(mode & 0o777, 0o666, "[api] socket_mode");
+    let _ = std::fs::set_permissions(&d.dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+    // Four users, eight idle connections each: every ordinary place.
+    let holders: Vec<Holder> = (0..4).map(|i| Holder::start(60_001 + i, &socket, 8)).collect();
+    // A fifth user is refused, and told so.
+    let o = Command::new("setpriv")
+        .args(["--reuid", "60005", "--regid", "60005", "--clear-groups", TERN, "--socket"])
+        .arg(&socket)
+        .arg("status")
+        .stdin(Stdio::null())
+        .output()
+        .expect("tern as another user");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.contains("busy"), "the CLI says busy: {err}");
+    // One of the four at its limit replaces its own idle connection.
+    let o = Command::new("setpriv")
+        .args(["--reuid", "60001", "--regid", "60001", "--clear-groups", TERN, "--socket"])
+        .arg(&socket)
+        .arg("status")
+        .stdin(Stdio::null())
+        .output()
+        .expect("tern as a holder");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The operator always gets in, again and again.
+    for _ in 0..6 {
+        let o = cli(&socket, &["status"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    drop(holders);
 }
