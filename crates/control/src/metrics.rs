@@ -9,7 +9,7 @@
 //! the control loop never delays a scrape; scrapes are served concurrently
 //! within bounds ([`MetricsServer`]), so one slow client delays no other.
 
-use crate::api::slots::{Place, Policy, Slots};
+use crate::api::slots::{Place, Policy, Slots, write_by};
 use crate::api::types::FibSummary;
 use crate::commands::{error_stats, node_stats, port_counters, worker_infos};
 use std::fmt::Write as _;
@@ -324,6 +324,8 @@ pub const MAX_SCRAPES: usize = 16;
 pub const SCRAPES_PER_ADDRESS: usize = 8;
 /// How long a request's head may take to arrive, from the connection.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// How long writing an answer may take, however slowly the client reads.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 /// The longest request head read.
 const MAX_HEAD: usize = 16 << 10;
 
@@ -369,14 +371,27 @@ impl MetricsServer {
                 let id = match slots2.admit(peer.ip(), false, close) {
                     Ok(id) => id,
                     Err(why) => {
-                        // Nothing written here may hold up the next accept.
+                        // Nothing done here may hold up the next accept. The
+                        // request already sent is read first, so that the
+                        // close does not reset the connection before the
+                        // client reads the answer.
                         let _ = c.set_write_timeout(Some(Duration::from_millis(100)));
+                        if c.set_nonblocking(true).is_ok() {
+                            let mut sink = [0u8; 4096];
+                            for _ in 0..4 {
+                                if !matches!((&c).read(&mut sink), Ok(n) if n > 0) {
+                                    break;
+                                }
+                            }
+                            let _ = c.set_nonblocking(false);
+                        }
                         let body = format!("busy: {why}\n");
                         let _ = write!(
                             c,
                             "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                             body.len()
                         );
+                        let _ = c.shutdown(std::net::Shutdown::Write);
                         continue;
                     }
                 };
@@ -419,7 +434,6 @@ fn head_end(buf: &[u8]) -> bool {
 /// Answers one HTTP/1.x request: `GET /metrics` (or `HEAD`), 404 for other
 /// paths, 405 for other methods. The connection closes after the answer.
 fn serve(c: TcpStream, src: &MetricsSource, place: &Place<'_, IpAddr>) -> io::Result<()> {
-    c.set_write_timeout(Some(Duration::from_secs(5)))?;
     let deadline = Instant::now() + HEAD_DEADLINE;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
@@ -459,15 +473,15 @@ fn serve(c: TcpStream, src: &MetricsSource, place: &Place<'_, IpAddr>) -> io::Re
         _ => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
     };
     let mut w = c;
-    write!(
-        w,
+    let mut answer = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )?;
+    );
     if method != "HEAD" {
-        w.write_all(body.as_bytes())?;
+        answer.push_str(&body);
     }
-    w.flush()
+    let deadline = Instant::now() + ANSWER_DEADLINE;
+    write_by(&mut w, answer.as_bytes(), deadline, |s, t| s.set_write_timeout(Some(t)))
 }
 
 #[cfg(test)]

@@ -36,6 +36,9 @@ pub const RESERVED: usize = 4;
 pub const PER_UID: usize = 8;
 /// How long a request line may take to arrive, from its first byte.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// How long writing one answer may take (a peer that reads it slowly
+/// keeps its place no longer).
+pub const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(60);
 /// An idle connection's deadline unless `[api] idle_timeout_ms` says otherwise.
 pub const IDLE_DEADLINE: Duration = Duration::from_secs(60);
 /// Requests waiting for the control thread; more are answered `busy`.
@@ -240,14 +243,11 @@ impl Accept {
                 Err(_) => continue,
             };
             let close = Box::new(move || {
-                let mut c = &closer;
-                let _ = c.write_all(
-                    encode_response(&Response::new(
-                        None,
-                        Err(ApiError::new(ErrorCode::Busy, "connection closed to make room for another client")),
-                    ))
-                    .as_bytes(),
-                );
+                let why = ApiError::new(ErrorCode::Busy, "connection closed to make room for another client");
+                // Never blocks the accepting thread: a peer with no room
+                // for the line only misses it.
+                let line = encode_response(&Response::new(None, Err(why)));
+                let _ = rustix::net::send(&closer, line.as_bytes(), rustix::net::SendFlags::DONTWAIT);
                 let _ = closer.shutdown(std::net::Shutdown::Both);
             });
             let id = match slots.admit(uid, privileged, close) {
@@ -336,7 +336,7 @@ fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>, idle: Duration) -
 }
 
 fn serve(stream: UnixStream, tx: &SyncSender<Job>, place: &super::slots::Place<'_, u32>, idle: Duration) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let Ok(mut out) = stream.try_clone() else { return };
     let mut r = BufReader::new(stream);
     let mut line = Vec::new();
@@ -366,7 +366,9 @@ fn serve(stream: UnixStream, tx: &SyncSender<Job>, place: &super::slots::Place<'
                 Ok(req) => run(req, tx),
             },
         };
-        if out.write_all(encode_response(&resp).as_bytes()).is_err() {
+        let deadline = Instant::now() + ANSWER_WRITE_DEADLINE;
+        let text = encode_response(&resp);
+        if super::slots::write_by(&mut out, text.as_bytes(), deadline, |s, t| s.set_write_timeout(Some(t))).is_err() {
             return;
         }
         place.idle();

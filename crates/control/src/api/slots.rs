@@ -165,6 +165,31 @@ impl<K: PartialEq + Copy> Drop for Place<'_, K> {
     }
 }
 
+/// Writes all of `data` by `deadline` at the latest, however slowly the
+/// peer reads: `set_timeout` bounds each write by the time left.
+pub fn write_by<W: std::io::Write>(
+    w: &mut W,
+    mut data: &[u8],
+    deadline: Instant,
+    set_timeout: impl Fn(&W, std::time::Duration) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    while !data.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(ErrorKind::TimedOut, "the peer did not read the answer in time"));
+        }
+        set_timeout(w, left)?;
+        match w.write(data) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    w.flush()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
