@@ -253,3 +253,19 @@ fn other_users_filling_the_socket_get_busy_and_the_operator_still_gets_in() {
     }
     drop(holders);
 }
+
+#[test]
+fn a_batch_with_json_reports_each_failed_line_as_json() {
+    let (d, socket) = start("batch", false);
+    let file = d.dir.join("init.cmds");
+    std::fs::write(&file, "status\nroute get bogus\nroute frobnicate\n").expect("write");
+    let o = cli(&socket, &["--json", "-f", &file.display().to_string()]);
+    assert!(!o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    let errors: Vec<serde_json::Value> =
+        text.lines().filter(|l| l.starts_with("{\"error\"")).map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    assert_eq!(errors.len(), 2, "{text}");
+    assert_eq!(errors[0]["error"]["code"], "invalid", "{text}");
+    assert!(errors[0]["error"]["message"].as_str().is_some_and(|m| m.contains("init.cmds:2:")), "{text}");
+    assert_eq!(errors[1]["error"]["code"], "cli", "{text}");
+}
