@@ -98,18 +98,35 @@ fn tern_run_listens_on_the_socket_given_by_flag_or_environment() {
 #[test]
 fn output_into_a_pipe_nobody_reads_ends_quietly() {
     let (_d, socket) = start("pipe", false);
-    for args in [&["route", "show", "--json"][..], &["route", "show"], &["stats", "show"]] {
+    for args in [
+        &["route", "show", "--json"][..],
+        &["route", "show"],
+        &["stats", "show"],
+        &["capture", "lan", "-w", "-", "-c", "1"],
+    ] {
         let (r, w) = std::io::pipe().expect("pipe");
         drop(r); // the reader left, as `head -1` does once it has its line
-        let o = Command::new(TERN)
+        let mut child = Command::new(TERN)
             .arg("--socket")
             .arg(&socket)
             .args(args)
             .stdin(Stdio::null())
             .stdout(w)
             .stderr(Stdio::piped())
-            .output()
+            .spawn()
             .expect("run tern");
+        // A tern that never notices its reader left must fail the test,
+        // not hang it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(child.try_wait(), Ok(None)) {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?} kept running with nobody reading");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().expect("tern's output");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{args:?}: {:?} {err}", o.status);
         assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
@@ -171,6 +188,13 @@ fn json_answers_and_errors_parse() {
     let o = cli(&socket, &["--json", "acl", "import-nft", &fixtures.join("refuse_ct.json").display().to_string()]);
     assert!(!o.status.success());
     assert!(json_of(&o)["error"]["message"].as_str().is_some_and(|m| m.contains("ct")));
+    // capture: the summary.
+    let pcap = d.dir.join("lan.pcap");
+    let o = cli(&socket, &["--json", "capture", "lan", "-w", &pcap.display().to_string(), "--seconds", "0.1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json_of(&o);
+    assert_eq!((v["frames"].clone(), v["lost"].clone()), (0.into(), 0.into()), "{v}");
+    assert_eq!(v["file"], pcap.display().to_string());
 }
 
 /// Holds `n` connections to `socket` as user `uid` until dropped.

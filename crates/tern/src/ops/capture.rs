@@ -54,7 +54,9 @@ pub fn run(ctx: &mut Ctx, a: &CaptureArgs, json: bool) -> Result<String, String>
             std::fs::File::create(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?,
         ))
     };
-    let mut w = match PcapWriter::new(sink, TsPrecision::Nano) {
+    // The header goes out at once: a reader already gone ends tern here,
+    // before a capture starts in the daemon.
+    let mut w = match PcapWriter::new(sink, TsPrecision::Nano).and_then(|mut w| w.flush().map(|()| w)) {
         Ok(w) => w,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit_on_write_error(&e),
         Err(e) => return Err(e.to_string()),
