@@ -299,7 +299,29 @@ pub struct RouteFileCfg {
 pub struct ApiCfg {
     pub socket: String,
     /// Unix group allowed to use the socket (mode 0660); root only if unset.
+    #[serde(alias = "socket_group")]
     pub group: Option<String>,
+    /// The socket's permission bits, octal ("0660"); by default 0600, or
+    /// 0660 with a group.
+    pub socket_mode: Option<String>,
+    /// An API connection idle this long is closed.
+    pub idle_timeout_ms: u64,
+}
+
+impl ApiCfg {
+    /// `socket_mode` as bits (validated at load: octal, at most 0777, and
+    /// the owner may read and write).
+    pub fn mode(&self) -> Result<Option<u32>, String> {
+        let Some(m) = &self.socket_mode else { return Ok(None) };
+        let digits = m.strip_prefix("0o").unwrap_or(m);
+        let bits = u32::from_str_radix(digits, 8).ok().filter(|&b| b <= 0o777).ok_or_else(|| {
+            format!("{:?} is not an octal mode such as \"0660\"", m.chars().take(16).collect::<String>())
+        })?;
+        if bits & 0o600 != 0o600 {
+            return Err(format!("{m:?} must let the owner read and write (0o600)"));
+        }
+        Ok(Some(bits))
+    }
 }
 
 /// Where tern's API listens unless `[api] socket` says otherwise, and where
@@ -308,7 +330,7 @@ pub const DEFAULT_SOCKET: &str = "/run/tern/tern.sock";
 
 impl Default for ApiCfg {
     fn default() -> Self {
-        ApiCfg { socket: DEFAULT_SOCKET.into(), group: None }
+        ApiCfg { socket: DEFAULT_SOCKET.into(), group: None, socket_mode: None, idle_timeout_ms: 60_000 }
     }
 }
 
@@ -669,6 +691,17 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     }
     if config.api.socket.is_empty() {
         return Err(bad(vec![k("api"), k("socket")], "empty socket path"));
+    }
+    if let Err(e) = config.api.mode() {
+        return Err(bad(vec![k("api"), k("socket_mode")], e));
+    }
+    if let Some(g) = &config.api.group
+        && let Err(e) = crate::api::server::group_id(g)
+    {
+        return Err(bad(vec![k("api"), k("group")], e.to_string()));
+    }
+    if config.api.idle_timeout_ms == 0 {
+        return Err(bad(vec![k("api"), k("idle_timeout_ms")], "must be positive"));
     }
     // Before the sets' own checks, so the error names the second of two.
     for (i, s) in config.acl.iter().enumerate() {

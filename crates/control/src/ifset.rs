@@ -141,6 +141,20 @@ impl Router {
     /// placeholder. Returns what it did, for the reload report.
     pub(crate) fn remove_interface(&mut self, index: u16) -> String {
         let Some(p) = self.plan.ifaces.get(usize::from(index)).cloned() else { return String::new() };
+        // Routes per source before, to report everything withdrawn: those
+        // of its addresses (connected, local, broadcast) and those naming it.
+        let per_source = |fib: &tern_fib::FibWriter| {
+            let mut n: Vec<(String, usize)> = Vec::new();
+            for r in fib.routes() {
+                let s = r.source.to_string();
+                match n.iter_mut().find(|(k, _)| *k == s) {
+                    Some((_, c)) => *c += 1,
+                    None => n.push((s, 1)),
+                }
+            }
+            n
+        };
+        let before = per_source(&self.fib);
         if let Err(e) = self.set_interface_addresses(index, Vec::new(), Vec::new()) {
             log::warn!("interface {}: removing its addresses: {e}", p.name);
         }
@@ -184,7 +198,20 @@ impl Router {
         for w in &self.workers {
             w.shared.wake();
         }
-        let mut what = format!("interface {} removed ({} routes withdrawn", p.name, stale.len());
+        let after = per_source(&self.fib);
+        let gone: Vec<(String, usize)> = before
+            .into_iter()
+            .filter_map(|(s, n)| {
+                let left = after.iter().find(|(k, _)| *k == s).map_or(0, |(_, c)| *c);
+                (n > left).then(|| (s, n - left))
+            })
+            .collect();
+        let total: usize = gone.iter().map(|(_, n)| n).sum();
+        let mut what = format!("interface {} removed ({total} routes withdrawn", p.name);
+        if !gone.is_empty() {
+            let parts: Vec<String> = gone.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            what.push_str(&format!(": {}", parts.join(", ")));
+        }
         if slot.is_some() {
             what.push_str(&format!(", TAP {} deleted", crate::linux::tap_name(&p.name)));
         }

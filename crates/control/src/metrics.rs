@@ -6,17 +6,19 @@
 //! only the control thread knows (FIB and neighbour sizes, API and reload
 //! counts) it publishes as [`ControlFacts`] every round it has time. A
 //! slow or hostile scraper therefore never delays the control loop, and
-//! the control loop never delays a scrape.
+//! the control loop never delays a scrape; scrapes are served concurrently
+//! within bounds ([`MetricsServer`]), so one slow client delays no other.
 
+use crate::api::slots::{Place, Policy, Slots, write_by};
 use crate::api::types::FibSummary;
 use crate::commands::{error_stats, node_stats, port_counters, worker_infos};
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tern_engine::WorkerShared;
 use tern_engine::stats::BATCH_BUCKETS;
 use tern_nodes::state::IfTable;
@@ -334,10 +336,27 @@ pub fn render(src: &MetricsSource) -> String {
     s
 }
 
-/// The HTTP endpoint.
+/// Scrapes served at once.
+pub const MAX_SCRAPES: usize = 16;
+/// Scrapes one address may have open at once.
+pub const SCRAPES_PER_ADDRESS: usize = 8;
+/// How long a request's head may take to arrive, from the connection.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// How long writing an answer may take, however slowly the client reads.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
+/// The longest request head read.
+const MAX_HEAD: usize = 16 << 10;
+
+/// The HTTP endpoint: one thread per scrape, at most [`MAX_SCRAPES`] at
+/// once and [`SCRAPES_PER_ADDRESS`] per client address. A request's head
+/// must arrive within [`HEAD_DEADLINE`]; when the table is full, the
+/// connection that has waited longest for its request is closed to make
+/// room (a scraper sends its request at once, so only slow or idle clients
+/// are ever closed), and with nothing to close the client gets `503`.
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    slots: Arc<Slots<IpAddr>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -348,19 +367,65 @@ impl MetricsServer {
         let addr = l.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
+        let slots = Arc::new(Slots::new(Policy {
+            max: MAX_SCRAPES,
+            reserved: 0,
+            per_client: SCRAPES_PER_ADDRESS,
+            evict_any: true,
+        }));
+        let slots2 = Arc::clone(&slots);
+        let src = Arc::new(src);
         let thread = std::thread::Builder::new().name("tern-metrics".into()).spawn(move || {
             for conn in l.incoming() {
                 if stop2.load(Ordering::Relaxed) {
                     return;
                 }
-                if let Ok(c) = conn {
-                    // One scrape at a time, each bounded by its timeouts.
-                    let _ = serve(c, &src);
+                let Ok(mut c) = conn else { continue };
+                let Ok(peer) = c.peer_addr() else { continue };
+                let Ok(closer) = c.try_clone() else { continue };
+                let close = Box::new(move || {
+                    let _ = closer.shutdown(std::net::Shutdown::Both);
+                });
+                let id = match slots2.admit(peer.ip(), false, close) {
+                    Ok(id) => id,
+                    Err(why) => {
+                        // Nothing done here may hold up the next accept. The
+                        // request already sent is read first, so that the
+                        // close does not reset the connection before the
+                        // client reads the answer.
+                        let _ = c.set_write_timeout(Some(Duration::from_millis(100)));
+                        if c.set_nonblocking(true).is_ok() {
+                            let mut sink = [0u8; 4096];
+                            for _ in 0..4 {
+                                if !matches!((&c).read(&mut sink), Ok(n) if n > 0) {
+                                    break;
+                                }
+                            }
+                            let _ = c.set_nonblocking(false);
+                        }
+                        let body = format!("busy: {why}\n");
+                        let _ = write!(
+                            c,
+                            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = c.shutdown(std::net::Shutdown::Write);
+                        continue;
+                    }
+                };
+                let (src, slots3) = (Arc::clone(&src), Arc::clone(&slots2));
+                let spawned = std::thread::Builder::new().name("tern-scrape".into()).spawn(move || {
+                    let place = slots3.place(id);
+                    let _ = serve(c, &src, &place);
+                });
+                if spawned.is_err() {
+                    // Its place went with the closure that never ran.
+                    slots2.place(id);
                 }
             }
         })?;
         log::info!("metrics on http://{addr}/metrics");
-        Ok(MetricsServer { addr, stop, thread: Some(thread) })
+        Ok(MetricsServer { addr, stop, slots, thread: Some(thread) })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -375,24 +440,43 @@ impl Drop for MetricsServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.slots.close_all();
     }
+}
+
+/// The end of a request's head (the blank line), if it came.
+fn head_end(buf: &[u8]) -> bool {
+    buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n")
 }
 
 /// Answers one HTTP/1.x request: `GET /metrics` (or `HEAD`), 404 for other
 /// paths, 405 for other methods. The connection closes after the answer.
-fn serve(c: TcpStream, src: &MetricsSource) -> io::Result<()> {
-    c.set_read_timeout(Some(Duration::from_secs(2)))?;
-    c.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut r = BufReader::new(c.try_clone()?.take(16 << 10));
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    // Skip the headers (bounded by the 16 KiB take above).
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
-            break;
+fn serve(c: TcpStream, src: &MetricsSource, place: &Place<'_, IpAddr>) -> io::Result<()> {
+    let deadline = Instant::now() + HEAD_DEADLINE;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 2048];
+    while !head_end(&buf) && buf.len() < MAX_HEAD {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "request head too slow"));
+        }
+        c.set_read_timeout(Some(left))?;
+        match (&c).read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
         }
     }
+    // Closed to make room meanwhile: nothing to answer.
+    if !place.working() {
+        return Ok(());
+    }
+    let line = String::from_utf8_lossy(buf.split(|&b| b == b'\n').next().unwrap_or_default()).into_owned();
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
@@ -407,15 +491,15 @@ fn serve(c: TcpStream, src: &MetricsSource) -> io::Result<()> {
         _ => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
     };
     let mut w = c;
-    write!(
-        w,
+    let mut answer = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )?;
+    );
     if method != "HEAD" {
-        w.write_all(body.as_bytes())?;
+        answer.push_str(&body);
     }
-    w.flush()
+    let deadline = Instant::now() + ANSWER_DEADLINE;
+    write_by(&mut w, answer.as_bytes(), deadline, |s, t| s.set_write_timeout(Some(t)))
 }
 
 #[cfg(test)]

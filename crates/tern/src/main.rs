@@ -2,6 +2,17 @@
 //! the API) the operator's CLI.
 #![forbid(unsafe_code)]
 
+// Every `print!`/`println!` of this crate (defined before the modules, so
+// they see these) writes through `stdout_fmt`: a reader that went away
+// (`tern route show | head -1`) ends tern quietly instead of a panic.
+macro_rules! print {
+    ($($t:tt)*) => { $crate::stdout_fmt(format_args!($($t)*)) };
+}
+macro_rules! println {
+    () => { $crate::stdout_fmt(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::stdout_fmt(format_args!("{}\n", format_args!($($t)*))) };
+}
+
 mod bench_cmd;
 mod lab;
 mod netns;
@@ -26,10 +37,13 @@ struct Cli {
     /// Log level (error, warn, info, debug, trace); RUST_LOG overrides.
     #[arg(long, global = true, default_value = "info")]
     log: String,
-    /// The running tern's API socket.
-    #[arg(long, global = true, env = "TERN_SOCKET", default_value = tern_control::config::DEFAULT_SOCKET)]
-    socket: PathBuf,
-    /// Print answers as JSON.
+    /// The running tern's API socket (default /run/tern/tern.sock). With
+    /// `run` and `lab`: where tern listens, over the configuration's
+    /// `[api] socket`.
+    #[arg(long, global = true, env = "TERN_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Print answers as JSON; an error is then `{"ok": false, "error":
+    /// {"code": ..., "message": ...}}` on standard output (exit status 1).
     #[arg(long, global = true)]
     json: bool,
     /// Run the commands in FILE, one per line ("-": standard input).
@@ -79,14 +93,14 @@ struct CleanupArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(&cli.log)).init();
-    let mut ctx = ops::Ctx::new(cli.socket.clone(), cli.json);
+    let socket = cli.socket.clone().unwrap_or_else(|| PathBuf::from(tern_control::config::DEFAULT_SOCKET));
+    let mut ctx = ops::Ctx::new(socket.clone(), cli.json);
     if cli.file.is_some() && cli.cmd.is_some() {
-        eprintln!("tern: -f FILE runs the commands in FILE; give no command with it");
-        return ExitCode::FAILURE;
+        return fail(&ctx, "-f FILE runs the commands in FILE; give no command with it");
     }
     let r = match cli.cmd {
-        Some(Cmd::Run(a)) => run(a),
-        Some(Cmd::Lab(a)) => lab::run(a, &cli.socket),
+        Some(Cmd::Run(a)) => run(a, cli.socket),
+        Some(Cmd::Lab(a)) => lab::run(a, &socket),
         Some(Cmd::Cleanup(a)) => cleanup(a),
         Some(Cmd::Bench(b)) => bench_cmd::run(b),
         Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),
@@ -102,11 +116,39 @@ fn main() -> ExitCode {
     };
     match r {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("tern: {}", e.trim_end());
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&ctx, &e),
     }
+}
+
+/// Reports a failed command: `tern: MESSAGE` on standard error, or with
+/// `--json` the error object on standard output.
+fn fail(ctx: &ops::Ctx, e: &str) -> ExitCode {
+    if ctx.json {
+        print!("{}", ops::json_error(ctx.last_code(), e.trim_end()));
+    } else {
+        eprintln!("tern: {}", e.trim_end());
+    }
+    ExitCode::FAILURE
+}
+
+/// Writes to standard output. A closed pipe ends tern at once with
+/// success (the reader has what it wanted, as with `head`); any other
+/// write error ends it with a message and failure.
+pub fn stdout_fmt(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        exit_on_write_error(&e);
+    }
+}
+
+/// The end of tern after standard output failed.
+pub fn exit_on_write_error(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("tern: writing to standard output: {e}");
+    std::process::exit(1);
 }
 
 pub type Res = Result<ExitCode, String>;
@@ -150,7 +192,9 @@ fn cleanup(a: CleanupArgs) -> Res {
     }
 }
 
-fn run(a: RunArgs) -> Res {
+/// `tern run`: `socket` (the global `--socket` or `TERN_SOCKET`) overrides
+/// the configuration's `[api] socket`.
+fn run(a: RunArgs, socket: Option<PathBuf>) -> Res {
     let plan = tern_control::config::load(&a.config).map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -161,7 +205,8 @@ fn run(a: RunArgs) -> Res {
         .map_err(|e| format!("signal handler: {e}"))?;
     let mut router = tern_control::router::Router::start(plan).map_err(|e| e.to_string())?;
     let config_path = std::fs::canonicalize(&a.config).unwrap_or_else(|_| a.config.clone());
-    let opts = tern_control::api::daemon::DaemonOptions { config_path: Some(config_path), ..Default::default() };
+    let opts =
+        tern_control::api::daemon::DaemonOptions { config_path: Some(config_path), socket, ..Default::default() };
     let mut daemon = match tern_control::api::daemon::Daemon::start(&router, opts) {
         Ok(d) => d,
         Err(e) => {

@@ -55,12 +55,40 @@ impl Client {
         let id = self.next_id;
         self.next_id += 1;
         let line = encode_request(Some(id), cmd);
-        self.w.write_all(line.as_bytes()).map_err(|e| CallError::Io(format!("sending to tern: {e}")))?;
+        if let Err(e) = self.w.write_all(line.as_bytes()) {
+            // tern may have refused the connection (busy) and closed it
+            // before the request went out: its answer is still there to read.
+            return Err(self.refusal().unwrap_or_else(|| CallError::Io(format!("sending to tern: {e}"))));
+        }
         let resp = self.read_response()?;
         if resp.id.is_some() && resp.id != Some(id) {
             return Err(CallError::Io(format!("answer for request {:?} while waiting for {id}", resp.id)));
         }
         resp.into_outcome().map_err(CallError::Api)
+    }
+
+    /// tern's answer already waiting on a connection it closed (a busy
+    /// refusal, an idle or evicted connection's notice), if there is one.
+    fn refusal(&mut self) -> Option<CallError> {
+        let _ = self.r.get_ref().set_read_timeout(Some(Duration::from_millis(200)));
+        let resp = self.read_response().ok()?;
+        match resp.into_outcome() {
+            Err(e) => Some(CallError::Api(e)),
+            Ok(_) => None,
+        }
+    }
+
+    /// Whether the connection can still carry a request: false once tern
+    /// closed it (an idle connection past its deadline, or one closed to
+    /// make room for another client). Reads nothing a request would need:
+    /// between two calls tern sends nothing but such a notice.
+    pub fn is_open(&mut self) -> bool {
+        if !self.r.buffer().is_empty() {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        use rustix::net::{RecvFlags, recv};
+        matches!(recv(self.r.get_ref(), &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT), Err(rustix::io::Errno::AGAIN))
     }
 
     /// Sends raw bytes (tests of the server's robustness) and reads one answer.

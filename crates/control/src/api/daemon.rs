@@ -35,7 +35,12 @@ impl Daemon {
     pub fn start(router: &Router, opts: DaemonOptions) -> Result<Daemon, String> {
         let cfg = &router.plan().config;
         let socket = opts.socket.unwrap_or_else(|| PathBuf::from(&cfg.api.socket));
-        let api = ApiServer::bind(&socket, cfg.api.group.as_deref()).map_err(|e| format!("API socket: {e}"))?;
+        let sock_opts = super::server::SocketOptions {
+            group: cfg.api.group.clone(),
+            mode: cfg.api.mode().map_err(|e| format!("[api] socket_mode: {e}"))?,
+            idle: std::time::Duration::from_millis(cfg.api.idle_timeout_ms),
+        };
+        let api = ApiServer::bind(&socket, &sock_opts).map_err(|e| format!("API socket: {e}"))?;
         let facts = Published::new(ControlFacts::default());
         let listen = opts.metrics.unwrap_or_else(|| cfg.metrics.listen.clone());
         let metrics = if listen.is_empty() {

@@ -7,6 +7,7 @@ pub mod client;
 pub mod daemon;
 pub mod proto;
 pub mod server;
+pub mod slots;
 pub mod types;
 
 pub use proto::*;

@@ -46,6 +46,9 @@ pub enum ErrorCode {
     Refused,
     /// The daemon is overloaded (too many connections or queued requests).
     Busy,
+    /// A deadline passed: the connection stayed idle too long, or a
+    /// request line came too slowly. The connection is closed.
+    Timeout,
     /// Something failed inside tern (a bug, or a resource exhausted).
     Internal,
 }

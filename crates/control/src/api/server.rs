@@ -4,22 +4,43 @@
 //! them between rounds ([`ApiServer::poll`]). Decoding, slow peers and
 //! malformed input never touch the control thread; a peer can only make
 //! it run well-formed commands, one at a time.
+//!
+//! Connections are bounded ([`Slots`]): [`MAX_CONNECTIONS`] for everyone,
+//! [`PER_UID`] per user (its peer credentials), and [`RESERVED`] more for
+//! root and the socket's owner, who also close the oldest idle connection
+//! when even those are taken, so the operator's CLI always gets in. A
+//! connection is closed when it stays idle for the idle deadline, or when a
+//! request line takes longer than [`REQUEST_DEADLINE`] to arrive; a refused
+//! client is answered `busy`.
 
 use super::proto::*;
+use super::slots::{Policy, Slots};
 use crate::commands::{self, OpsState};
 use crate::router::Router;
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Connections served at once; more are answered `busy` and closed.
 pub const MAX_CONNECTIONS: usize = 32;
+/// Further connections only root and the socket's owner may open.
+pub const RESERVED: usize = 4;
+/// Connections one user (other than root and the owner) may hold.
+pub const PER_UID: usize = 8;
+/// How long a request line may take to arrive, from its first byte.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// How long writing one answer may take (a peer that reads it slowly
+/// keeps its place no longer).
+pub const ANSWER_WRITE_DEADLINE: Duration = Duration::from_secs(60);
+/// An idle connection's deadline unless `[api] idle_timeout_ms` says otherwise.
+pub const IDLE_DEADLINE: Duration = Duration::from_secs(60);
 /// Requests waiting for the control thread; more are answered `busy`.
 const QUEUE: usize = 256;
 /// How long a connection waits for the control thread's answer.
@@ -37,6 +58,7 @@ pub struct ApiServer {
     path: PathBuf,
     jobs: Receiver<Job>,
     stop: Arc<AtomicBool>,
+    slots: Arc<Slots<u32>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -54,13 +76,34 @@ pub fn group_id(group: &str) -> io::Result<u32> {
             (name == group).then_some(gid)
         })
         .next()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no group named {group:?} in /etc/group")))
+        .ok_or_else(|| {
+            let name: String = group.chars().take(32).collect();
+            io::Error::new(io::ErrorKind::NotFound, format!("no group named {name:?} in /etc/group"))
+        })
+}
+
+/// Who may connect and how long a connection may wait.
+#[derive(Clone, Debug)]
+pub struct SocketOptions {
+    /// The socket's group (a name or number); None keeps tern's.
+    pub group: Option<String>,
+    /// The socket's permission bits; None: 0600, or 0660 with a group.
+    pub mode: Option<u32>,
+    /// An idle connection is closed after this long.
+    pub idle: Duration,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions { group: None, mode: None, idle: IDLE_DEADLINE }
+    }
 }
 
 /// Binds the socket: creates the directory, refuses to take over a socket
 /// another process still answers on, replaces a stale one, and restricts
-/// it to root (mode 0600) or root and `group` (mode 0660).
-fn bind(path: &Path, group: Option<&str>) -> io::Result<UnixListener> {
+/// it to its owner (mode 0600), or owner and `group` (mode 0660), or the
+/// mode given.
+fn bind(path: &Path, group: Option<&str>, mode: Option<u32>) -> io::Result<UnixListener> {
     let what = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let gid = group.map(group_id).transpose()?;
     if let Some(dir) = path.parent()
@@ -90,7 +133,7 @@ fn bind(path: &Path, group: Option<&str>) -> io::Result<UnixListener> {
     // Until the mode is set below, the umask applies: connecting needs
     // write permission, which the usual umask (022) gives nobody but root.
     let l = UnixListener::bind(path).map_err(what)?;
-    let mode = if gid.is_some() { 0o660 } else { 0o600 };
+    let mode = mode.unwrap_or(if gid.is_some() { 0o660 } else { 0o600 });
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(what)?;
     if let Some(g) = gid {
         std::os::unix::fs::chown(path, None, Some(g)).map_err(what)?;
@@ -100,16 +143,22 @@ fn bind(path: &Path, group: Option<&str>) -> io::Result<UnixListener> {
 
 impl ApiServer {
     /// Listens on `path`.
-    pub fn bind(path: impl Into<PathBuf>, group: Option<&str>) -> io::Result<ApiServer> {
+    pub fn bind(path: impl Into<PathBuf>, opts: &SocketOptions) -> io::Result<ApiServer> {
         let path = path.into();
-        let listener = bind(&path, group)?;
+        let listener = bind(&path, opts.group.as_deref(), opts.mode)?;
+        let owner = std::fs::metadata(&path)?.uid();
         let (tx, jobs) = mpsc::sync_channel::<Job>(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let thread =
-            std::thread::Builder::new().name("tern-api".into()).spawn(move || accept_loop(listener, tx, stop2))?;
+        let slots = Arc::new(Slots::new(Policy {
+            max: MAX_CONNECTIONS,
+            reserved: RESERVED,
+            per_client: PER_UID,
+            evict_any: false,
+        }));
+        let a = Accept { tx, stop: Arc::clone(&stop), slots: Arc::clone(&slots), owner, idle: opts.idle };
+        let thread = std::thread::Builder::new().name("tern-api".into()).spawn(move || a.run(listener))?;
         log::info!("API listening on {}", path.display());
-        Ok(ApiServer { path, jobs, stop, thread: Some(thread) })
+        Ok(ApiServer { path, jobs, stop, slots, thread: Some(thread) })
     }
 
     pub fn path(&self) -> &Path {
@@ -156,30 +205,68 @@ impl Drop for ApiServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.slots.close_all();
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-fn accept_loop(listener: UnixListener, tx: SyncSender<Job>, stop: Arc<AtomicBool>) {
-    let active = Arc::new(AtomicUsize::new(0));
-    for conn in listener.incoming() {
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let Ok(mut stream) = conn else { continue };
-        if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            let e = ApiError::new(ErrorCode::Busy, format!("{MAX_CONNECTIONS} connections already open; try again"));
-            let _ = stream.write_all(encode_response(&Response::new(None, Err(e))).as_bytes());
-            continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (tx, active2) = (tx.clone(), Arc::clone(&active));
-        let spawned = std::thread::Builder::new().name("tern-api-conn".into()).spawn(move || {
-            serve(stream, &tx);
-            active2.fetch_sub(1, Ordering::Relaxed);
-        });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::Relaxed);
+/// The accepting thread's state.
+struct Accept {
+    tx: SyncSender<Job>,
+    stop: Arc<AtomicBool>,
+    slots: Arc<Slots<u32>>,
+    /// The socket's owner: as privileged as root.
+    owner: u32,
+    idle: Duration,
+}
+
+/// A line the server sends on its own (no request id) before it closes.
+fn notice(stream: &mut UnixStream, code: ErrorCode, message: String) {
+    let _ = stream.write_all(encode_response(&Response::new(None, Err(ApiError::new(code, message)))).as_bytes());
+}
+
+impl Accept {
+    fn run(self, listener: UnixListener) {
+        let Accept { tx, stop, slots, owner, idle } = self;
+        for conn in listener.incoming() {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let Ok(mut stream) = conn else { continue };
+            // Nothing this thread writes may block it.
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            // Unknown credentials: an ordinary user no one else shares.
+            let uid = rustix::net::sockopt::socket_peercred(&stream).map_or(u32::MAX, |c| c.uid.as_raw());
+            let privileged = uid == 0 || uid == owner;
+            let closer = match stream.try_clone() {
+                Ok(c) => c,
+                Err(_) => continue,
+            };
+            let close = Box::new(move || {
+                let why = ApiError::new(ErrorCode::Busy, "connection closed to make room for another client");
+                // Never blocks the accepting thread: a peer with no room
+                // for the line only misses it.
+                let line = encode_response(&Response::new(None, Err(why)));
+                let _ = rustix::net::send(&closer, line.as_bytes(), rustix::net::SendFlags::DONTWAIT);
+                let _ = closer.shutdown(std::net::Shutdown::Both);
+            });
+            let id = match slots.admit(uid, privileged, close) {
+                Ok(id) => id,
+                Err(why) => {
+                    log::debug!("API: uid {uid} refused: {why}");
+                    notice(&mut stream, ErrorCode::Busy, format!("tern is busy: {why}; try again"));
+                    continue;
+                }
+            };
+            let (tx, slots2) = (tx.clone(), Arc::clone(&slots));
+            let spawned = std::thread::Builder::new().name("tern-api-conn".into()).spawn(move || {
+                let place = slots2.place(id);
+                serve(stream, &tx, &place, idle);
+            });
+            if spawned.is_err() {
+                // The closure (and with it the place) was dropped unrun.
+                slots.place(id);
+            }
         }
     }
 }
@@ -187,14 +274,45 @@ fn accept_loop(listener: UnixListener, tx: SyncSender<Job>, stop: Arc<AtomicBool
 /// Reads one line of at most `MAX_REQUEST_BYTES`; Ok(None) at end of
 /// stream, Err(true) for an over-long line (the connection is closed: the
 /// rest of the line cannot be trusted to be a request boundary).
-fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>) -> Result<Option<()>, bool> {
+/// Why reading a request stopped.
+enum ReadEnd {
+    /// The peer closed, or the connection failed.
+    Closed,
+    /// The line was longer than `MAX_REQUEST_BYTES`.
+    TooLong,
+    /// Nothing came within the idle deadline.
+    Idle,
+    /// A started line did not finish within [`REQUEST_DEADLINE`].
+    Slow,
+}
+
+/// Reads one line of at most `MAX_REQUEST_BYTES`; Ok(None) at end of
+/// stream. Waits at most `idle` for its first byte and
+/// [`REQUEST_DEADLINE`] from there for the whole line.
+fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>, idle: Duration) -> Result<Option<()>, ReadEnd> {
     buf.clear();
+    let start = Instant::now();
+    let mut first: Option<Instant> = None;
     loop {
+        let left = match first {
+            None => idle.saturating_sub(start.elapsed()),
+            Some(t) => REQUEST_DEADLINE.saturating_sub(t.elapsed()),
+        };
+        if left.is_zero() {
+            return Err(if first.is_none() { ReadEnd::Idle } else { ReadEnd::Slow });
+        }
+        if r.buffer().is_empty() {
+            let _ = r.get_ref().set_read_timeout(Some(left));
+        }
         let chunk = match r.fill_buf() {
             Ok(c) => c,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Err(false),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(_) => return Err(ReadEnd::Closed),
         };
+        if !chunk.is_empty() && first.is_none() && !chunk.iter().all(u8::is_ascii_whitespace) {
+            first = Some(Instant::now());
+        }
         if chunk.is_empty() {
             return Ok(if buf.is_empty() { None } else { Some(()) });
         }
@@ -205,7 +323,7 @@ fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>) -> Result<Option<
         buf.extend_from_slice(&chunk[..take]);
         r.consume(take);
         if buf.len() > MAX_REQUEST_BYTES + 1 {
-            return Err(true);
+            return Err(ReadEnd::TooLong);
         }
         if done {
             buf.pop();
@@ -217,28 +335,43 @@ fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>) -> Result<Option<
     }
 }
 
-fn serve(stream: UnixStream, tx: &SyncSender<Job>) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+fn serve(stream: UnixStream, tx: &SyncSender<Job>, place: &super::slots::Place<'_, u32>, idle: Duration) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let Ok(mut out) = stream.try_clone() else { return };
     let mut r = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
-        let resp = match read_line(&mut r, &mut line) {
-            Ok(None) | Err(false) => return,
-            Err(true) => {
+        let resp = match read_line(&mut r, &mut line, idle) {
+            Ok(None) | Err(ReadEnd::Closed) => return,
+            Err(ReadEnd::TooLong) => {
                 let e = ApiError::bad_request(format!("request longer than {MAX_REQUEST_BYTES} bytes; closing"));
                 let _ = out.write_all(encode_response(&Response::new(None, Err(e))).as_bytes());
                 return;
             }
+            Err(ReadEnd::Idle) => {
+                let m = format!("idle for {} ms; closing (connect again)", idle.as_millis());
+                notice(&mut out, ErrorCode::Timeout, m);
+                return;
+            }
+            Err(ReadEnd::Slow) => {
+                let m = format!("request not complete within {} s; closing", REQUEST_DEADLINE.as_secs());
+                notice(&mut out, ErrorCode::Timeout, m);
+                return;
+            }
             Ok(Some(())) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            // Closed to make room while the line came: it must not run.
+            Ok(Some(())) if !place.working() => return,
             Ok(Some(())) => match decode_request(&line) {
                 Err(e) => Response::new(peek_id(&line), Err(e)),
                 Ok(req) => run(req, tx),
             },
         };
-        if out.write_all(encode_response(&resp).as_bytes()).is_err() {
+        let deadline = Instant::now() + ANSWER_WRITE_DEADLINE;
+        let text = encode_response(&resp);
+        if super::slots::write_by(&mut out, text.as_bytes(), deadline, |s, t| s.set_write_timeout(Some(t))).is_err() {
             return;
         }
+        place.idle();
     }
 }
 
@@ -277,18 +410,18 @@ mod tests {
     fn socket_is_private_and_replaces_only_stale_sockets() {
         let dir = scratch("bind");
         let path = dir.join("run/tern.sock");
-        let l = bind(&path, None).expect("bind creates the directory");
+        let l = bind(&path, None, None).expect("bind creates the directory");
         let mode = std::fs::metadata(&path).expect("socket").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "root only without a group");
-        let e = bind(&path, None).expect_err("a live socket is not taken over");
+        let e = bind(&path, None, None).expect_err("a live socket is not taken over");
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
         drop(l);
-        let l = bind(&path, Some("0")).expect("a stale socket is replaced");
+        let l = bind(&path, Some("0"), None).expect("a stale socket is replaced");
         assert_eq!(std::fs::metadata(&path).expect("socket").permissions().mode() & 0o777, 0o660);
         drop(l);
         let file = dir.join("plain");
         std::fs::write(&file, b"x").expect("file");
-        assert_eq!(bind(&file, None).expect_err("not a socket").kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(bind(&file, None, None).expect_err("not a socket").kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read(&file).expect("kept"), b"x", "a regular file is never removed");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -19,16 +19,33 @@ fn batch(r: Reply) -> Result<CaptureBatch, String> {
     }
 }
 
-fn write_all<W: Write>(w: &mut PcapWriter<W>, b: &CaptureBatch) -> Result<u64, String> {
+/// Why frames could not be written.
+enum WriteFail {
+    /// The reader of standard output went away (`-w - | head`): stop quietly.
+    Closed,
+    Other(String),
+}
+
+fn write_all<W: Write>(w: &mut PcapWriter<W>, b: &CaptureBatch) -> Result<u64, WriteFail> {
     for f in &b.frames {
-        let data = from_hex(&f.data).ok_or("tern sent a frame that is not hex")?;
+        let data = from_hex(&f.data).ok_or_else(|| WriteFail::Other("tern sent a frame that is not hex".into()))?;
         let ts = Duration::from_nanos(f.unix_ns);
-        w.write_record(ts, &data, f.orig_len as usize).map_err(|e| format!("writing the capture: {e}"))?;
+        w.write_record(ts, &data, f.orig_len as usize).map_err(|e| fail(&e))?;
     }
     Ok(b.frames.len() as u64)
 }
 
-pub fn run(ctx: &mut Ctx, a: &CaptureArgs) -> Result<String, String> {
+fn fail(e: &std::io::Error) -> WriteFail {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        WriteFail::Closed
+    } else {
+        WriteFail::Other(format!("writing the capture: {e}"))
+    }
+}
+
+/// Runs the capture; with `json` the summary is `{"frames", "lost",
+/// "file"}`.
+pub fn run(ctx: &mut Ctx, a: &CaptureArgs, json: bool) -> Result<String, String> {
     let to_stdout = a.file.as_os_str() == "-";
     let sink: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stdout())
@@ -37,7 +54,13 @@ pub fn run(ctx: &mut Ctx, a: &CaptureArgs) -> Result<String, String> {
             std::fs::File::create(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?,
         ))
     };
-    let mut w = PcapWriter::new(sink, TsPrecision::Nano).map_err(|e| e.to_string())?;
+    // The header goes out at once: a reader already gone ends tern here,
+    // before a capture starts in the daemon.
+    let mut w = match PcapWriter::new(sink, TsPrecision::Nano).and_then(|mut w| w.flush().map(|()| w)) {
+        Ok(w) => w,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit_on_write_error(&e),
+        Err(e) => return Err(e.to_string()),
+    };
     let start = batch(ctx.call(&Command::CaptureStart(CaptureStartArgs {
         target: a.target.clone(),
         direction: Some(a.direction.clone()),
@@ -54,24 +77,48 @@ pub fn run(ctx: &mut Ctx, a: &CaptureArgs) -> Result<String, String> {
     }
     let t0 = Instant::now();
     let mut written = 0u64;
-    let last = loop {
+    let outcome = loop {
         let deadline = a.seconds.is_some_and(|s| t0.elapsed().as_secs_f64() >= s);
         if stop.load(Ordering::Relaxed) || deadline {
             let b = batch(ctx.call(&Command::CaptureStop(CaptureIdArgs { id }))?)?;
-            written += write_all(&mut w, &b)?;
-            break b;
+            break write_all(&mut w, &b).map(|n| (n, b));
         }
         let b = batch(ctx.call(&Command::CaptureRead(CaptureIdArgs { id }))?)?;
-        written += write_all(&mut w, &b)?;
+        match write_all(&mut w, &b) {
+            Ok(n) => written += n,
+            Err(e) => break Err(e),
+        }
         if b.done {
-            break b;
+            break Ok((0, b));
         }
         if b.frames.is_empty() {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    w.flush().map_err(|e| format!("writing the capture: {e}"))?;
+    let last = match outcome.and_then(|(n, b)| w.flush().map_err(|e| fail(&e)).map(|()| (n, b))) {
+        Ok((n, b)) => {
+            written += n;
+            b
+        }
+        Err(WriteFail::Closed) => {
+            // Stop the daemon's capture (it would otherwise run until its
+            // count), then end as `head` asked.
+            let _ = ctx.call(&Command::CaptureStop(CaptureIdArgs { id }));
+            crate::exit_on_write_error(&std::io::ErrorKind::BrokenPipe.into());
+        }
+        Err(WriteFail::Other(e)) => return Err(e),
+    };
     let lost = if last.dropped > 0 { format!(" ({} copies lost: queue full)", last.dropped) } else { String::new() };
+    if json {
+        let file = if to_stdout { "-".to_string() } else { a.file.display().to_string() };
+        let v = serde_json::json!({ "frames": written, "lost": last.dropped, "file": file });
+        if to_stdout {
+            // Standard output carries the pcap; the summary goes beside it.
+            eprintln!("{v}");
+            return Ok(String::new());
+        }
+        return Ok(format!("{v}\n"));
+    }
     if to_stdout {
         eprintln!("{written} frames captured{lost}");
         Ok(String::new())

@@ -16,23 +16,44 @@ pub struct Ctx {
     pub socket: PathBuf,
     pub json: bool,
     client: Option<Client>,
+    /// The code of the last error tern answered (for `--json` errors).
+    last_code: Option<ErrorCode>,
 }
 
 impl Ctx {
     pub fn new(socket: PathBuf, json: bool) -> Ctx {
-        Ctx { socket, json, client: None }
+        Ctx { socket, json, client: None, last_code: None }
+    }
+
+    /// The code of the error tern last answered, if it did.
+    pub fn last_code(&self) -> Option<ErrorCode> {
+        self.last_code
     }
 
     /// Calls tern, connecting on first use (and again after a broken
     /// connection, e.g. a restarted daemon).
     pub fn call(&mut self, cmd: &Command) -> Result<Reply, String> {
+        self.last_code = None;
+        // A connection tern closed while it sat idle (its idle deadline,
+        // or room made for another client) is replaced before the
+        // request: tern never saw the request on it.
+        if self.client.as_mut().is_some_and(|c| !c.is_open()) {
+            self.client = None;
+        }
         if self.client.is_none() {
             self.client = Some(Client::connect(&self.socket).map_err(|e| e.to_string())?);
         }
         let Some(c) = self.client.as_mut() else { return Err("not connected".into()) };
         match c.call(cmd) {
             Ok(r) => Ok(r),
-            Err(CallError::Api(e)) => Err(e.message),
+            Err(CallError::Api(e)) => {
+                self.last_code = Some(e.code);
+                if e.code == ErrorCode::Busy {
+                    // tern closes a connection it refused.
+                    self.client = None;
+                }
+                Err(e.message)
+            }
             Err(e @ CallError::Io(_)) => {
                 self.client = None;
                 Err(e.to_string())
@@ -164,21 +185,39 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
     }))
 }
 
+/// A failed command as `--json` prints it: the API's error shape,
+/// `{"ok": false, "error": {"code": CODE, "message": TEXT}}`, where CODE is
+/// tern's error code or `cli` for a failure on the CLI's side (bad words,
+/// an unreadable file, no daemon to talk to).
+pub fn json_error(code: Option<ErrorCode>, message: &str) -> String {
+    let code = code.map_or(serde_json::Value::from("cli"), |c| serde_json::to_value(c).unwrap_or_default());
+    let v = serde_json::json!({ "ok": false, "error": { "code": code, "message": message } });
+    format!("{v}\n")
+}
+
+/// A JSON value as `--json` prints it.
+fn json_text(v: &serde_json::Value) -> Result<String, String> {
+    let mut s = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    s.push('\n');
+    Ok(s)
+}
+
 /// Runs one operator command and returns what to print.
 pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String> {
+    let json = json || ctx.json;
     match cmd {
-        OpCmd::Config(NounArgs { verb: Some(ConfigCmd::Check { file }) }) => return config_check(file),
-        OpCmd::Capture(a) => return capture::run(ctx, a),
+        OpCmd::Config(NounArgs { verb: Some(ConfigCmd::Check { file }) }) => return config_check(file, json),
+        OpCmd::Capture(a) => return capture::run(ctx, a, json),
         OpCmd::Acl(NounArgs { verb: Some(AclCmd::Load { file, bind_in, bind_out }) }) => {
             return acl_load(ctx, file, bind_in, bind_out);
         }
-        OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file, ct }) }) => return acl_import_nft(file, *ct),
+        OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file, ct }) }) => return acl_import_nft(file, *ct, json),
         OpCmd::Shell => return Err("already in the shell".into()),
         _ => {}
     }
     let Some(req) = request(cmd)? else { return Ok(String::new()) };
     let reply = ctx.call(&req)?;
-    if json || ctx.json {
+    if json {
         return render::json(&reply);
     }
     Ok(render::human(cmd, &reply))
@@ -225,8 +264,9 @@ fn acl_load(ctx: &mut Ctx, file: &std::path::Path, bind_in: &[String], bind_out:
     Ok(out)
 }
 
-/// `tern acl import-nft FILE`: nftables JSON to tern TOML, locally.
-fn acl_import_nft(file: &std::path::Path, ct: tern_acl::nft::CtMode) -> Result<String, String> {
+/// `tern acl import-nft FILE`: nftables JSON to tern TOML, locally; with
+/// `--json`, the chains and their rule sets, the notes and the TOML text.
+fn acl_import_nft(file: &std::path::Path, ct: tern_acl::nft::CtMode, json: bool) -> Result<String, String> {
     let text = if file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
@@ -236,11 +276,35 @@ fn acl_import_nft(file: &std::path::Path, ct: tern_acl::nft::CtMode) -> Result<S
     };
     let opts = tern_acl::nft::ImportOptions { ct };
     let import = tern_acl::nft::import_with(&text, &opts).map_err(|e| format!("{}: {e}", file.display()))?;
+    if json {
+        let sets: Vec<_> = import
+            .sets
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "family": c.family, "table": c.table, "chain": c.chain, "hook": c.hook,
+                    "priority": c.priority, "handles": c.handles, "set": c.set,
+                })
+            })
+            .collect();
+        return json_text(&serde_json::json!({ "sets": sets, "notes": import.notes, "toml": import.to_string() }));
+    }
     Ok(import.to_string())
 }
 
-fn config_check(file: &std::path::Path) -> Result<String, String> {
+fn config_check(file: &std::path::Path, json: bool) -> Result<String, String> {
     let plan = tern_control::config::load(file).map_err(|e| e.to_string())?;
+    if json {
+        return json_text(&serde_json::json!({
+            "file": file.display().to_string(),
+            "ok": true,
+            "interfaces": plan.ifaces.len(),
+            "static_routes": plan.routes.len(),
+            "route_files": plan.route_files.len(),
+            "acl_sets": plan.acls.len(),
+            "workers": plan.config.dataplane.workers,
+        }));
+    }
     Ok(format!(
         "{}: ok: {} interface(s), {} static route(s), {} route file(s), {} ACL rule set(s), {} worker(s)\n",
         file.display(),

@@ -53,6 +53,7 @@ pub fn split(line: &str) -> Result<Vec<String>, String> {
 
 /// Runs one line; Ok(None) for a blank line or comment.
 pub fn run_line(ctx: &mut Ctx, line: &str) -> Result<Option<String>, String> {
+    ctx.last_code = None;
     let words = split(line)?;
     if words.is_empty() {
         return Ok(None);
@@ -82,7 +83,13 @@ pub fn batch(ctx: &mut Ctx, file: &Path, stop_on_error: bool) -> Result<ExitCode
             Ok(None) => {}
             Err(e) => {
                 failed += 1;
-                eprintln!("{}:{}: {}: {}", file.display(), n + 1, line.trim(), e.trim_end());
+                let msg = format!("{}:{}: {}: {}", file.display(), n + 1, line.trim(), e.trim_end());
+                let json = ctx.json || split(&line).is_ok_and(|w| w.iter().any(|w| w == "--json"));
+                if json {
+                    print!("{}", super::json_error(ctx.last_code(), &msg));
+                } else {
+                    eprintln!("{msg}");
+                }
                 if stop_on_error {
                     return Ok(ExitCode::FAILURE);
                 }
