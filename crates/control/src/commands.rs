@@ -43,6 +43,68 @@ pub struct OpsState {
     pub request_errors: u64,
     pub reloads_ok: u64,
     pub reloads_failed: u64,
+    /// Route changes over the API, logged as a summary.
+    route_log: RouteLog,
+}
+
+/// How often route changes over the API are summarised in the log.
+const ROUTE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Route changes over the API in the log: the first of a burst at INFO
+/// (with its details), the rest of the burst as one INFO summary line
+/// per [`ROUTE_LOG_EVERY`], each one's details at DEBUG. 100,000 route
+/// adds make a few lines, not 100,000.
+#[derive(Default)]
+struct RouteLog {
+    /// When the first line of the current window was logged.
+    window: Option<Instant>,
+    applied: u64,
+    refused: u64,
+    requests: u64,
+}
+
+impl RouteLog {
+    fn note(&mut self, op: &str, ops: usize, outcome: Result<&str, &ApiError>) {
+        self.flush();
+        if self.window.is_none() {
+            self.window = Some(Instant::now());
+            match outcome {
+                Ok(m) => log::info!("api {op}: {m}"),
+                Err(e) => log::warn!("api {op}: refused: {e}"),
+            }
+            return;
+        }
+        self.requests += 1;
+        match outcome {
+            Ok(m) => {
+                self.applied += ops as u64;
+                log::debug!("api {op}: {m}");
+            }
+            Err(e) => {
+                self.refused += ops as u64;
+                log::debug!("api {op}: refused: {e}");
+            }
+        }
+    }
+
+    /// Logs the summary of a window that is over.
+    fn flush(&mut self) {
+        let Some(t) = self.window else { return };
+        let elapsed = t.elapsed();
+        if elapsed < ROUTE_LOG_EVERY {
+            return;
+        }
+        if self.requests > 0 {
+            log::info!(
+                "api: {} more route change(s) applied and {} refused in {} request(s) over {:.0?} (each at debug level)",
+                self.applied,
+                self.refused,
+                self.requests,
+                elapsed
+            );
+        }
+        *self = RouteLog::default();
+    }
 }
 
 struct CaptureSession {
@@ -71,6 +133,7 @@ impl OpsState {
     /// Background work between commands: moves captured frames from the
     /// workers to the capture's buffer and stops abandoned captures.
     pub fn poll(&mut self, router: &Router) -> bool {
+        self.route_log.flush();
         let Some(c) = &mut self.capture else { return false };
         if c.last_read.elapsed() > CAPTURE_IDLE {
             log::info!("capture {} on {}: nobody reads it any more; stopped", c.id, c.iface);
@@ -126,15 +189,16 @@ pub fn execute(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<R
     st.requests += 1;
     let changes = cmd.changes_state();
     let op = if changes { cmd.op() } else { String::new() };
+    let route_ops = cmd.route_ops();
     let r = dispatch(router, st, cmd);
-    match &r {
-        Err(e) => {
-            st.request_errors += 1;
-            if changes {
-                log::warn!("api {op}: refused: {e}");
-            }
-        }
-        Ok(Reply::Done { message }) if changes => log::info!("api {op}: {message}"),
+    if r.is_err() {
+        st.request_errors += 1;
+    }
+    match (&r, route_ops) {
+        (Ok(Reply::Done { message }), Some(n)) => st.route_log.note(&op, n, Ok(message)),
+        (Err(e), Some(n)) => st.route_log.note(&op, n, Err(e)),
+        (Err(e), None) if changes => log::warn!("api {op}: refused: {e}"),
+        (Ok(Reply::Done { message }), None) if changes => log::info!("api {op}: {message}"),
         _ => {}
     }
     r
@@ -153,6 +217,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::RouteGet(a) => Reply::Route(route_get(router, &a.address)?),
         Command::RouteAdd(a) => Reply::done(route_add(router, &a)?),
         Command::RouteDel(a) => Reply::done(route_del(router, &a.prefix, a.source.as_deref())?),
+        Command::RouteBatch(a) => Reply::done(route_batch(router, &a)?),
         Command::RouteSummary {} => Reply::FibSummary(route_summary(router)),
         Command::NeighborList {} => Reply::Neighbors(neighbor_list(router)),
         Command::StatsShow(a) => Reply::Stats(stats_show(router, st, a.since_clear)),
@@ -529,7 +594,8 @@ pub fn parse_source(s: &str) -> Result<Source, ApiError> {
 }
 
 fn parse_prefix(s: &str) -> Result<Prefix, ApiError> {
-    s.parse::<Prefix>().map_err(|e| ApiError::invalid(format!("{s:?}: {e}")))
+    s.parse::<Prefix>()
+        .map_err(|e| ApiError::invalid(crate::config::bounded(format!("{}: {e}", crate::config::quote(s)))))
 }
 
 pub fn route_list(router: &Router, a: &RouteListArgs) -> Result<RouteList, ApiError> {
@@ -561,7 +627,10 @@ pub fn route_get(router: &Router, address: &str) -> Result<Option<RouteInfo>, Ap
 pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTarget, RouteAttrs), ApiError> {
     let prefix = parse_prefix(&a.prefix)?;
     let via = match &a.via {
-        Some(v) => Some(v.parse::<IpAddr>().map_err(|_| ApiError::invalid(format!("invalid address {v:?}")))?),
+        Some(v) => Some(
+            v.parse::<IpAddr>()
+                .map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(v))))?,
+        ),
         None => None,
     };
     if let Some(v) = via
@@ -570,6 +639,11 @@ pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTar
         return Err(ApiError::invalid(format!("next hop {v} is not of the prefix's address family")));
     }
     let ifindex = a.interface.as_deref().map(|n| router.iface_by_name(n)).transpose()?;
+    // The configuration's rules for next hops (one validator for the file,
+    // a reload and the API).
+    if let Some(gw) = via {
+        crate::config::check_gateway(&router.plan.ifaces, gw, ifindex).map_err(ApiError::invalid)?;
+    }
     let kind = a.kind.as_deref().unwrap_or("unicast");
     let target = match (kind, via, ifindex) {
         ("unicast", Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
@@ -604,6 +678,68 @@ pub fn route_add(router: &mut Router, a: &RouteAddArgs) -> Result<String, ApiErr
         }
         Some(_) => format!("added {prefix}"),
     })
+}
+
+/// Removes and adds api routes, all or nothing: every operation is
+/// checked first (the rules of `route_add` and `route_del`); they are
+/// then applied as one FIB batch (published once), and undone if the FIB
+/// refuses one. Deletes go first, then adds.
+pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, ApiError> {
+    if a.add.is_empty() && a.del.is_empty() {
+        return Err(ApiError::invalid("an empty batch: give routes to add or delete"));
+    }
+    let at = |what: &str, i: usize, e: ApiError| ApiError::new(e.code, format!("{what}[{i}]: {}", e.message));
+    let mut ops = Vec::with_capacity(a.add.len() + a.del.len());
+    let mut deleted = std::collections::HashSet::new();
+    for (i, d) in a.del.iter().enumerate() {
+        let prefix = parse_prefix(&d.prefix).map_err(|e| at("del", i, e))?;
+        if let Some(s) = d.source.as_deref()
+            && parse_source(s).map_err(|e| at("del", i, e))? != Source::Api
+        {
+            return Err(at("del", i, ApiError::refused("a batch removes api routes only")));
+        }
+        if router.fib.route(Source::Api, prefix).is_none() || !deleted.insert(prefix) {
+            return Err(at("del", i, ApiError::not_found(format!("no api route for {prefix}"))));
+        }
+        ops.push(tern_fib::RouteOp::Del(Source::Api, prefix));
+    }
+    for (i, r) in a.add.iter().enumerate() {
+        let (prefix, target, attrs) = route_spec(router, r).map_err(|e| at("add", i, e))?;
+        ops.push(tern_fib::RouteOp::Add(Source::Api, prefix, target, attrs));
+    }
+    // What to restore if the FIB refuses one: each prefix's api route as
+    // it is now.
+    let mut before: HashMap<Prefix, Option<(RouteTarget, RouteAttrs)>> = HashMap::new();
+    for op in &ops {
+        let p = *op.prefix();
+        before.entry(p).or_insert_with(|| {
+            router
+                .fib
+                .route(Source::Api, p)
+                .map(|d| (d.target, RouteAttrs { distance: Some(d.distance), metric: d.metric }))
+        });
+    }
+    let report = router.fib.apply(ops);
+    if let Some((i, e)) = report.errors.first() {
+        let undo = before.into_iter().map(|(p, old)| match old {
+            Some((t, attrs)) => tern_fib::RouteOp::Add(Source::Api, p, t, attrs),
+            None => tern_fib::RouteOp::Del(Source::Api, p),
+        });
+        // Deleting what was never added fails harmlessly; anything else
+        // left over is logged.
+        let undone = router.fib.apply(undo);
+        for (_, e) in undone.errors.iter().filter(|(_, e)| !matches!(e, tern_fib::FibError::NotFound { .. })) {
+            log::error!("route batch: undoing: {e}");
+        }
+        let at = match *i {
+            i if i < a.del.len() => format!("del[{i}]: "),
+            i if i < a.del.len() + a.add.len() => format!("add[{}]: ", i - a.del.len()),
+            _ => String::new(),
+        };
+        let code = if matches!(e, tern_fib::FibError::Full(_)) { ErrorCode::Internal } else { ErrorCode::Invalid };
+        return Err(ApiError::new(code, format!("{at}{e}; nothing of the batch was applied")));
+    }
+    Ok(format!("batch applied: {} api route(s) added, {} removed", a.add.len(), a.del.len()))
 }
 
 /// Removes a route; `source` is "api" (default) or "static".

@@ -255,6 +255,14 @@ impl FibWriter {
         })
     }
 
+    /// The route of source `s` for prefix `p`, if it has one.
+    pub fn route(&self, s: Source, p: Prefix) -> Option<RouteDetail> {
+        let slot = self.rib.get(&p)?;
+        let best = slot.best_index();
+        let (i, e) = slot.entries.as_slice().iter().enumerate().find(|(_, e)| e.source == s)?;
+        Some(self.detail(p, e, Some(i) == best))
+    }
+
     /// Every RIB entry in prefix order, the best of each prefix flagged.
     pub fn routes(&self) -> impl Iterator<Item = RouteDetail> + '_ {
         let mut keys: Vec<Prefix> = self.rib.iter().map(|(p, _)| p).collect();

@@ -115,7 +115,7 @@ fn sd_notify(state: &str) {
 }
 
 fn run(a: RunArgs) -> Res {
-    let plan = tern_control::config::load(&a.config).map_err(|e| e.to_string())?;
+    let plan = tern_control::config::load_for_run(&a.config).map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("signal handler: {e}"))?;

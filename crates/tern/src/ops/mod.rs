@@ -216,7 +216,7 @@ fn acl_import_nft(file: &std::path::Path) -> Result<String, String> {
 }
 
 fn config_check(file: &std::path::Path) -> Result<String, String> {
-    let plan = tern_control::config::load(file).map_err(|e| e.to_string())?;
+    let plan = tern_control::config::load_for_run(file).map_err(|e| e.to_string())?;
     Ok(format!(
         "{}: ok: {} interface(s), {} static route(s), {} route file(s), {} ACL rule set(s), {} worker(s)\n",
         file.display(),
