@@ -1414,4 +1414,47 @@ mod tests {
         assert_eq!(summarize(&[1, 2, 3]), "3 bytes (runt)");
         assert!(summarize(&g[..20]).ends_with("ipv4 (truncated)"));
     }
+
+    /// Counts this test's log lines (by its op name) per level.
+    struct Counting;
+    static LINES: std::sync::Mutex<Vec<(log::Level, String)>> = std::sync::Mutex::new(Vec::new());
+    impl log::Log for Counting {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record) {
+            let m = r.args().to_string();
+            if m.contains("route-log-test") || m.starts_with("api: ") {
+                LINES.lock().expect("lock").push((r.level(), m));
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    /// 100,000 route changes over the API made 100,000 INFO lines; now the
+    /// first of a burst and then a summary per window.
+    #[test]
+    fn route_changes_are_summarised_in_the_log() {
+        static LOGGER: Counting = Counting;
+        if log::set_logger(&LOGGER).is_err() {
+            eprintln!("skipped: another logger is installed");
+            return;
+        }
+        log::set_max_level(log::LevelFilter::Debug);
+        let mut l = RouteLog::default();
+        let refused = ApiError::invalid("no");
+        for i in 0..10_000 {
+            l.note("route-log-test", 1, if i % 10 == 9 { Err(&refused) } else { Ok("added") });
+        }
+        // The window ends (as if 10 s passed): the next poll summarises.
+        l.window = l.window.and_then(|t| t.checked_sub(ROUTE_LOG_EVERY));
+        l.flush();
+        let lines = LINES.lock().expect("lock").clone();
+        let info: Vec<&String> = lines.iter().filter(|(lv, _)| *lv <= log::Level::Info).map(|(_, m)| m).collect();
+        assert_eq!(info.len(), 2, "{info:?}");
+        assert_eq!(info[0], "api route-log-test: added");
+        assert!(info[1].contains("8999 more route change(s) applied and 1000 refused in 9999 request(s)"), "{info:?}");
+        assert_eq!(lines.iter().filter(|(lv, _)| *lv == log::Level::Debug).count(), 9999, "details at debug");
+        assert!(l.window.is_none(), "the next change starts a window");
+    }
 }
