@@ -642,7 +642,19 @@ pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTar
     // The configuration's rules for next hops (one validator for the file,
     // a reload and the API).
     if let Some(gw) = via {
-        crate::config::check_gateway(&router.plan.ifaces, gw, ifindex).map_err(ApiError::invalid)?;
+        // The FIB's connected subnets and local addresses include what
+        // the kernel mirror learned from Linux's addresses.
+        let reached = router.fib.connected_interface(gw).is_some();
+        crate::config::check_gateway(&router.plan.ifaces, gw, ifindex, reached).map_err(ApiError::invalid)?;
+        if let Some(d) = router.fib.route_get(gw)
+            && d.prefix == Prefix::host(gw)
+            && let RouteTarget::Local { ifindex } = d.target
+        {
+            return Err(ApiError::invalid(format!(
+                "{gw} is tern's own address (on {}): a route via it would be a black hole",
+                ifname(&router.iftable(), ifindex)
+            )));
+        }
     }
     let kind = a.kind.as_deref().unwrap_or("unicast");
     let target = match (kind, via, ifindex) {

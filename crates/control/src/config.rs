@@ -578,7 +578,7 @@ fn host_problem(plan: &Plan) -> Result<(), Problem> {
         }
     }
     for (i, rf) in plan.route_files.iter().enumerate() {
-        route_file_routes(rf, &plan.ifaces).map_err(|m| bad(vec![k("route_file"), Seg::Index(i), k("path")], m))?;
+        route_file_routes(rf, plan).map_err(|m| bad(vec![k("route_file"), Seg::Index(i), k("path")], m))?;
     }
     if let Some(g) = &c.api.group {
         crate::api::server::group_id(g).map_err(|e| bad(vec![k("api"), k("group")], e.to_string()))?;
@@ -652,10 +652,7 @@ fn socket_path_problem(path: &Path) -> Result<(), String> {
 /// The routes of a route file, each checked as a `[[route]]` is (next
 /// hops by [`check_gateway`]). Errors name the file and, for a bad
 /// line, its number.
-pub fn route_file_routes(
-    rf: &RouteFilePlan,
-    ifaces: &[IfacePlan],
-) -> Result<Vec<(Prefix, tern_fib::RouteTarget)>, String> {
+pub fn route_file_routes(rf: &RouteFilePlan, plan: &Plan) -> Result<Vec<(Prefix, tern_fib::RouteTarget)>, String> {
     use std::io::BufRead;
     let what = rf.path.display().to_string();
     let mut r = tern_fib::routefile::open(&rf.path).map_err(|e| format!("{what}: cannot read: {e}"))?;
@@ -676,7 +673,7 @@ pub fn route_file_routes(
         };
         let v4 = prefix.is_v4();
         if let Some(gw) = via {
-            check_gateway(ifaces, gw, rf.ifindex).map_err(at)?;
+            check_gateway(&plan.ifaces, gw, rf.ifindex, plan.config.linux.kernel_enabled()).map_err(at)?;
         }
         let target = match (via.or(if v4 { rf.via } else { rf.via6 }), rf.ifindex) {
             (Some(gw), ifindex) => tern_fib::RouteTarget::Via { gw, ifindex },
@@ -928,8 +925,9 @@ pub fn check_subnet(ifaces: &[IfacePlan], index: usize, addr: IpAddr, len: u8) -
 /// The rule for next hops that the file, a reload and the API share: a
 /// host address, not one of tern's own (a route via the router itself is
 /// a black hole), and, without an interface, inside a subnet of one of
-/// `ifaces` (the only gateways the FIB resolves).
-pub fn check_gateway(ifaces: &[IfacePlan], gw: IpAddr, ifindex: Option<u16>) -> Result<(), String> {
+/// `ifaces` (the only gateways the FIB resolves) unless `reached` (a
+/// subnet learned elsewhere, e.g. from the kernel's addresses, has it).
+pub fn check_gateway(ifaces: &[IfacePlan], gw: IpAddr, ifindex: Option<u16>, reached: bool) -> Result<(), String> {
     if !host_address(gw) {
         return Err(format!("{gw} cannot be a next hop"));
     }
@@ -939,7 +937,7 @@ pub fn check_gateway(ifaces: &[IfacePlan], gw: IpAddr, ifindex: Option<u16>) -> 
     if let Some(p) = live().find(own) {
         return Err(format!("{gw} is tern's own address (on {}): a route via it would be a black hole", p.name));
     }
-    if ifindex.is_none() && !live().any(|p| subnets(p).any(|s| s.contains(gw))) {
+    if ifindex.is_none() && !reached && !live().any(|p| subnets(p).any(|s| s.contains(gw))) {
         return Err(format!(
             "gateway {gw} is in no interface's subnet: no interface reaches it (name the interface, or give one an address on its subnet)"
         ));
@@ -1254,6 +1252,9 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let by_name: HashMap<&str, u16> = ifaces.iter().enumerate().map(|(i, f)| (f.name.as_str(), i as u16)).collect();
     let index_of = |name: &str| by_name.get(name).copied();
 
+    // With the kernel mirror, Linux's addresses bring connected subnets too:
+    // a gateway outside tern's own may still be reached.
+    let kernel_addrs = config.linux.kernel_enabled();
     let mut routes = Vec::new();
     for (i, r) in config.routes.iter().enumerate() {
         let p = |key: &str| vec![k("route"), Seg::Index(i), k(key)];
@@ -1274,7 +1275,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             None => None,
         };
         if let Some(v) = via {
-            check_gateway(&ifaces, v, ifindex).map_err(|m| bad(p("via"), m))?;
+            check_gateway(&ifaces, v, ifindex, kernel_addrs).map_err(|m| bad(p("via"), m))?;
         }
         let target = match (r.kind, via, ifindex) {
             (RouteType::Unicast, Some(gw), ifindex) => tern_fib::RouteTarget::Via { gw, ifindex },
@@ -1312,7 +1313,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
                     if a.is_ipv4() != want_v4 {
                         return Err(bad(p(key), format!("{a} is not an IPv{} address", if want_v4 { 4 } else { 6 })));
                     }
-                    check_gateway(&ifaces, a, ifindex).map_err(|m| bad(p(key), m))?;
+                    check_gateway(&ifaces, a, ifindex, kernel_addrs).map_err(|m| bad(p(key), m))?;
                     Ok(Some(a))
                 }
             }

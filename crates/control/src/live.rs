@@ -110,9 +110,9 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
 }
 
 /// Loads a route file into FIB operations of source `config`, each
-/// route checked as the configuration's are (against `ifaces`).
-pub(crate) fn route_file_ops(rf: &RouteFilePlan, ifaces: &[IfacePlan]) -> Result<Vec<RouteOp>, String> {
-    let routes = crate::config::route_file_routes(rf, ifaces)?;
+/// route checked as the configuration's are (against `plan`).
+pub(crate) fn route_file_ops(rf: &RouteFilePlan, plan: &crate::config::Plan) -> Result<Vec<RouteOp>, String> {
+    let routes = crate::config::route_file_routes(rf, plan)?;
     Ok(routes.into_iter().map(|(p, t)| RouteOp::Add(Source::Config, p, t, RouteAttrs::default())).collect())
 }
 
@@ -352,10 +352,10 @@ impl Router {
 
     /// Reloads every route file (mark and sweep of the `config` source):
     /// all files are read first; if one fails nothing changes.
-    pub fn reload_route_files(&mut self, files: &[RouteFilePlan], ifaces: &[IfacePlan]) -> Result<usize, ApiError> {
+    pub fn reload_route_files(&mut self, plan: &crate::config::Plan) -> Result<usize, ApiError> {
         let mut all = Vec::new();
-        for rf in files {
-            all.extend(route_file_ops(rf, ifaces).map_err(ApiError::invalid)?);
+        for rf in &plan.route_files {
+            all.extend(route_file_ops(rf, plan).map_err(ApiError::invalid)?);
         }
         let n = all.len();
         self.fib.begin_resync(Source::Config);

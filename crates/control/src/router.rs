@@ -215,8 +215,8 @@ fn apply_all(fib: &mut FibWriter, ops: Vec<RouteOp>, what: &str) -> Result<usize
 
 /// Loads a route file into FIB operations (source `config`), checked as
 /// `tern config check` checks it.
-fn route_file_ops(rf: &crate::config::RouteFilePlan, ifaces: &[IfacePlan]) -> Result<Vec<RouteOp>, StartError> {
-    let routes = crate::config::route_file_routes(rf, ifaces).map_err(err)?;
+fn route_file_ops(rf: &crate::config::RouteFilePlan, plan: &Plan) -> Result<Vec<RouteOp>, StartError> {
+    let routes = crate::config::route_file_routes(rf, plan).map_err(err)?;
     Ok(routes.into_iter().map(|(p, t)| RouteOp::Add(Source::Config, p, t, RouteAttrs::default())).collect())
 }
 
@@ -360,7 +360,7 @@ impl Router {
         apply_all(&mut fib, statics, "static routes")?;
         for rf in &plan.route_files {
             let t0 = std::time::Instant::now();
-            let ops = route_file_ops(rf, &plan.ifaces)?;
+            let ops = route_file_ops(rf, &plan)?;
             let n = apply_all(&mut fib, ops, &rf.path.display().to_string())?;
             log::info!("loaded {n} routes from {} in {:.2?}", rf.path.display(), t0.elapsed());
         }

@@ -255,6 +255,12 @@ impl FibWriter {
         })
     }
 
+    /// The interface whose connected subnet (of any source) holds `addr`:
+    /// where a gateway without an interface resolves.
+    pub fn connected_interface(&self, addr: IpAddr) -> Option<u16> {
+        self.conn_lookup(addr)
+    }
+
     /// The route of source `s` for prefix `p`, if it has one.
     pub fn route(&self, s: Source, p: Prefix) -> Option<RouteDetail> {
         let slot = self.rib.get(&p)?;
