@@ -89,11 +89,15 @@ impl RouteLog {
 
     /// Logs the summary of a window that is over.
     fn flush(&mut self) {
+        if self.window.is_some_and(|t| t.elapsed() >= ROUTE_LOG_EVERY) {
+            self.summarise();
+        }
+    }
+
+    /// Logs the summary of the window so far, and ends it.
+    fn summarise(&mut self) {
         let Some(t) = self.window else { return };
         let elapsed = t.elapsed();
-        if elapsed < ROUTE_LOG_EVERY {
-            return;
-        }
         if self.requests > 0 {
             log::info!(
                 "api: {} more route change(s) applied and {} refused in {} request(s) over {:.0?} (each at debug level)",
@@ -103,7 +107,17 @@ impl RouteLog {
                 elapsed
             );
         }
-        *self = RouteLog::default();
+        self.window = None;
+        self.applied = 0;
+        self.refused = 0;
+        self.requests = 0;
+    }
+}
+
+impl Drop for RouteLog {
+    /// At shutdown the last window is summarised too.
+    fn drop(&mut self) {
+        self.summarise();
     }
 }
 
@@ -1468,5 +1482,13 @@ mod tests {
         assert!(info[1].contains("8999 more route change(s) applied and 1000 refused in 9999 request(s)"), "{info:?}");
         assert_eq!(lines.iter().filter(|(lv, _)| *lv == log::Level::Debug).count(), 9999, "details at debug");
         assert!(l.window.is_none(), "the next change starts a window");
+        // A window cut short by the end (tern stops) is summarised too.
+        l.note("route-log-test", 1, Ok("added"));
+        l.note("route-log-test", 5000, Ok("added"));
+        drop(l);
+        let lines = LINES.lock().expect("lock").clone();
+        let info: Vec<&String> = lines.iter().filter(|(lv, _)| *lv <= log::Level::Info).map(|(_, m)| m).collect();
+        assert_eq!(info.len(), 4, "{info:?}");
+        assert!(info[3].contains("5000 more route change(s) applied and 0 refused in 1 request(s)"), "{info:?}");
     }
 }
