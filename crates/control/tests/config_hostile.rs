@@ -838,10 +838,66 @@ fn check_plan(p: &Plan) -> Result<(), String> {
             }
         }
     }
+    // Subnets as (family, network bits, length): no two interfaces'
+    // overlap; tunnels start at an interface's address; gateways are
+    // hosts, not tern's own, and reached (issue 36 item 7).
+    let bits = |a: IpAddr| match a {
+        IpAddr::V4(a) => (4u8, u128::from(u32::from(a)) << 96),
+        IpAddr::V6(a) => (6u8, u128::from(a)),
+    };
+    let nets: Vec<(usize, u8, u128, u8)> = p
+        .ifaces
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| {
+            let v4 = f.v4.iter().map(|n| (IpAddr::V4(n.addr), n.len));
+            let v6 = f.v6.iter().map(|n| (IpAddr::V6(n.addr), n.len));
+            v4.chain(v6).map(move |(a, len)| {
+                // IPv4 in the top 32 bits: its prefix length counts from the top too.
+                let (fam, b) = bits(a);
+                (i, fam, b, len)
+            })
+        })
+        .collect();
+    let within = |b: u128, net: u128, len: u8| len == 0 || (b ^ net) >> (128 - u32::from(len)) == 0;
+    for &(i, fam, b, len) in &nets {
+        for &(j, fam2, b2, len2) in &nets {
+            if i != j && fam == fam2 && within(b, b2, len.min(len2)) {
+                return Err(format!("overlapping subnets on interfaces {i} and {j} accepted"));
+            }
+        }
+    }
+    let own: Vec<IpAddr> = p
+        .ifaces
+        .iter()
+        .flat_map(|f| f.v4.iter().map(|n| IpAddr::V4(n.addr)).chain(f.v6.iter().map(|n| IpAddr::V6(n.addr))))
+        .collect();
+    for f in &p.ifaces {
+        if let IfacePlanKind::Gre { local, .. } = f.kind {
+            let mine = p.ifaces.iter().filter(|g| !matches!(g.kind, IfacePlanKind::Gre { .. })).any(|g| {
+                g.v4.iter().any(|n| IpAddr::V4(n.addr) == local) || g.v6.iter().any(|n| IpAddr::V6(n.addr) == local)
+            });
+            if !mine {
+                return Err(format!("tunnel {:?} from {local}, not an interface's address, accepted", f.name));
+            }
+        }
+    }
+    let kernel = p.config.linux.kernel_enabled();
+    let gateway_ok = |gw: IpAddr, ifindex: Option<u16>| {
+        let (fam, b) = bits(gw);
+        let host = !(gw.is_unspecified()
+            || gw.is_loopback()
+            || gw.is_multicast()
+            || gw == IpAddr::V4(std::net::Ipv4Addr::BROADCAST));
+        let reached = ifindex.is_some() || kernel || nets.iter().any(|&(_, f, n, len)| f == fam && within(b, n, len));
+        host && !own.contains(&gw) && reached
+    };
     let iface = |i: u16| usize::from(i) < p.ifaces.len();
     for r in &p.routes {
         let ok = match &r.target {
-            RouteTarget::Via { gw, ifindex } => gw.is_ipv4() == r.prefix.is_v4() && ifindex.is_none_or(iface),
+            RouteTarget::Via { gw, ifindex } => {
+                gw.is_ipv4() == r.prefix.is_v4() && ifindex.is_none_or(iface) && gateway_ok(*gw, *ifindex)
+            }
             RouteTarget::Connected { ifindex } | RouteTarget::Local { ifindex } => iface(*ifindex),
             RouteTarget::Ecmp(_) => false,
             _ => true,
@@ -851,7 +907,12 @@ fn check_plan(p: &Plan) -> Result<(), String> {
         }
     }
     for f in &p.route_files {
-        if f.via.is_some_and(|a| !a.is_ipv4()) || f.via6.is_some_and(|a| a.is_ipv4()) || !f.ifindex.is_none_or(iface) {
+        let bad_gw = [f.via, f.via6].into_iter().flatten().any(|a| !gateway_ok(a, f.ifindex));
+        if f.via.is_some_and(|a| !a.is_ipv4())
+            || f.via6.is_some_and(|a| a.is_ipv4())
+            || !f.ifindex.is_none_or(iface)
+            || bad_gw
+        {
             return Err(format!("route file {f:?} accepted"));
         }
     }
