@@ -541,7 +541,7 @@ pub fn address_del(router: &mut Router, iface: &str, address: &str) -> Result<St
         .next()
         .unwrap_or_default()
         .parse()
-        .map_err(|_| ApiError::invalid(format!("invalid address {address:?}")))?;
+        .map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(address))))?;
     let p = &router.plan.ifaces[usize::from(i)];
     let v4: Vec<_> = p.v4.iter().filter(|n| IpAddr::V4(n.addr) != addr).copied().collect();
     let v6: Vec<_> = p.v6.iter().filter(|n| IpAddr::V6(n.addr) != addr).copied().collect();
@@ -603,7 +603,7 @@ pub fn route_view(d: &RouteDetail, ifs: &IfTable) -> RouteInfo {
 pub fn parse_source(s: &str) -> Result<Source, ApiError> {
     Source::ALL.into_iter().find(|x| x.to_string() == s).ok_or_else(|| {
         let all: Vec<String> = Source::ALL.iter().map(ToString::to_string).collect();
-        ApiError::invalid(format!("unknown route source {s:?} (one of {})", all.join(", ")))
+        ApiError::invalid(format!("unknown route source {} (one of {})", crate::config::quote(s), all.join(", ")))
     })
 }
 
@@ -632,7 +632,8 @@ pub fn route_list(router: &Router, a: &RouteListArgs) -> Result<RouteList, ApiEr
 }
 
 pub fn route_get(router: &Router, address: &str) -> Result<Option<RouteInfo>, ApiError> {
-    let addr: IpAddr = address.parse().map_err(|_| ApiError::invalid(format!("invalid address {address:?}")))?;
+    let addr: IpAddr =
+        address.parse().map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(address))))?;
     let ifs = router.iftable();
     Ok(router.route_get(addr).map(|d| route_view(&d, &ifs)))
 }
@@ -685,7 +686,8 @@ pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTar
         }
         (k, _, _) => {
             return Err(ApiError::invalid(format!(
-                "unknown route type {k:?} (unicast, blackhole, unreachable, prohibit)"
+                "unknown route type {} (unicast, blackhole, unreachable, prohibit)",
+                crate::config::quote(k)
             )));
         }
     };
@@ -1027,7 +1029,7 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
     if let Some(n) = name
         && !router.plan.acls.iter().any(|s| s.name == n)
     {
-        return Err(ApiError::not_found(format!("no rule set named {n:?}")));
+        return Err(ApiError::not_found(format!("no rule set named {}", crate::config::quote(n))));
     }
     let out = router
         .plan
@@ -1271,13 +1273,9 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     // entering it).
     let node = match router.plan.iface_index(&a.target) {
         Some(_) => None,
-        None => Some(
-            router
-                .workers
-                .first()
-                .and_then(|w| w.shared.graph.node_id(&a.target))
-                .ok_or_else(|| ApiError::not_found(format!("no interface or node named {:?}", a.target)))?,
-        ),
+        None => Some(router.workers.first().and_then(|w| w.shared.graph.node_id(&a.target)).ok_or_else(|| {
+            ApiError::not_found(format!("no interface or node named {}", crate::config::quote(&a.target)))
+        })?),
     };
     let port = match node {
         Some(_) => usize::from(u16::MAX),
@@ -1301,7 +1299,7 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
         "rx" | "in" => CAPTURE_RX,
         "tx" | "out" => CAPTURE_TX,
         "both" => CAPTURE_RX | CAPTURE_TX,
-        d => return Err(ApiError::invalid(format!("direction {d:?}: rx, tx or both"))),
+        d => return Err(ApiError::invalid(format!("direction {}: rx, tx or both", crate::config::quote(d)))),
     };
     if a.count == Some(0) {
         return Err(ApiError::invalid("count 0 captures nothing"));

@@ -461,7 +461,7 @@ impl Router {
         let p = self.iface_plan(index)?;
         for n in [&acl_in, &acl_out].into_iter().flatten() {
             if !self.plan.acls.iter().any(|s| &s.name == n) {
-                return Err(ApiError::not_found(format!("no rule set named {n:?}")));
+                return Err(ApiError::not_found(format!("no rule set named {}", crate::config::quote(n))));
             }
         }
         if p.acl_in == acl_in && p.acl_out == acl_out {

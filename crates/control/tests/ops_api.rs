@@ -511,3 +511,29 @@ fn route_batches_apply_all_or_nothing() {
     assert!(api_routes(&mut c).is_empty());
     assert_eq!(route_get(&mut c, "198.18.0.1").map(|r| r.source), Some("static".into()), "the config's route stays");
 }
+
+/// A huge value in a request gives an error of bounded size (it was
+/// quoted whole, as in the configuration's errors).
+#[test]
+fn huge_values_in_requests_give_bounded_errors() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    let big = "x".repeat(500_000);
+    for cmd in [
+        Command::RouteAdd(RouteAddArgs {
+            prefix: "10.9.0.0/16".into(),
+            interface: Some(big.clone()),
+            ..Default::default()
+        }),
+        Command::RouteAdd(RouteAddArgs { prefix: big.clone(), via: Some("10.0.2.2".into()), ..Default::default() }),
+        Command::RouteAdd(RouteAddArgs { prefix: "10.9.0.0/16".into(), via: Some(big.clone()), ..Default::default() }),
+        Command::RouteAdd(RouteAddArgs { prefix: "10.9.0.0/16".into(), kind: Some(big.clone()), ..Default::default() }),
+        Command::AddressAdd(AddressArgs { interface: "lan".into(), address: big.clone() }),
+        Command::AddressDel(AddressArgs { interface: big.clone(), address: "10.0.1.1/24".into() }),
+        Command::RouteGet(RouteGetArgs { address: big.clone() }),
+    ] {
+        let e = api_err(c.call(&cmd));
+        assert!(e.message.len() < 600, "{} bytes: {}", e.message.len(), &e.message[..200]);
+        assert!(e.message.contains("xxxx"), "it quotes the start: {e:?}");
+    }
+}
