@@ -43,6 +43,82 @@ pub struct OpsState {
     pub request_errors: u64,
     pub reloads_ok: u64,
     pub reloads_failed: u64,
+    /// Route changes over the API, logged as a summary.
+    route_log: RouteLog,
+}
+
+/// How often route changes over the API are summarised in the log.
+const ROUTE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Route changes over the API in the log: the first of a burst at INFO
+/// (with its details), the rest of the burst as one INFO summary line
+/// per [`ROUTE_LOG_EVERY`], each one's details at DEBUG. 100,000 route
+/// adds make a few lines, not 100,000.
+#[derive(Default)]
+struct RouteLog {
+    /// When the first line of the current window was logged.
+    window: Option<Instant>,
+    applied: u64,
+    refused: u64,
+    requests: u64,
+}
+
+impl RouteLog {
+    fn note(&mut self, op: &str, ops: usize, outcome: Result<&str, &ApiError>) {
+        self.flush();
+        if self.window.is_none() {
+            self.window = Some(Instant::now());
+            match outcome {
+                Ok(m) => log::info!("api {op}: {m}"),
+                Err(e) => log::warn!("api {op}: refused: {e}"),
+            }
+            return;
+        }
+        self.requests += 1;
+        match outcome {
+            Ok(m) => {
+                self.applied += ops as u64;
+                log::debug!("api {op}: {m}");
+            }
+            Err(e) => {
+                self.refused += ops as u64;
+                log::debug!("api {op}: refused: {e}");
+            }
+        }
+    }
+
+    /// Logs the summary of a window that is over.
+    fn flush(&mut self) {
+        if self.window.is_some_and(|t| t.elapsed() >= ROUTE_LOG_EVERY) {
+            self.summarise();
+        }
+    }
+
+    /// Logs the summary of the window so far, and ends it.
+    fn summarise(&mut self) {
+        let Some(t) = self.window else { return };
+        let elapsed = t.elapsed();
+        if self.requests > 0 {
+            log::info!(
+                "api: {} more route change(s) applied and {} refused in {} request(s) over {:.0?} (each at debug level)",
+                self.applied,
+                self.refused,
+                self.requests,
+                elapsed
+            );
+        }
+        self.window = None;
+        self.applied = 0;
+        self.refused = 0;
+        self.requests = 0;
+    }
+}
+
+impl Drop for RouteLog {
+    /// At shutdown the last window is summarised too.
+    fn drop(&mut self) {
+        self.summarise();
+    }
 }
 
 struct CaptureSession {
@@ -71,6 +147,7 @@ impl OpsState {
     /// Background work between commands: moves captured frames from the
     /// workers to the capture's buffer and stops abandoned captures.
     pub fn poll(&mut self, router: &Router) -> bool {
+        self.route_log.flush();
         let Some(c) = &mut self.capture else { return false };
         if c.last_read.elapsed() > CAPTURE_IDLE {
             log::info!("capture {} on {}: nobody reads it any more; stopped", c.id, c.iface);
@@ -126,15 +203,16 @@ pub fn execute(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<R
     st.requests += 1;
     let changes = cmd.changes_state();
     let op = if changes { cmd.op() } else { String::new() };
+    let route_ops = cmd.route_ops();
     let r = dispatch(router, st, cmd);
-    match &r {
-        Err(e) => {
-            st.request_errors += 1;
-            if changes {
-                log::warn!("api {op}: refused: {e}");
-            }
-        }
-        Ok(Reply::Done { message }) if changes => log::info!("api {op}: {message}"),
+    if r.is_err() {
+        st.request_errors += 1;
+    }
+    match (&r, route_ops) {
+        (Ok(Reply::Done { message }), Some(n)) => st.route_log.note(&op, n, Ok(message)),
+        (Err(e), Some(n)) => st.route_log.note(&op, n, Err(e)),
+        (Err(e), None) if changes => log::warn!("api {op}: refused: {e}"),
+        (Ok(Reply::Done { message }), None) if changes => log::info!("api {op}: {message}"),
         _ => {}
     }
     r
@@ -153,6 +231,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::RouteGet(a) => Reply::Route(route_get(router, &a.address)?),
         Command::RouteAdd(a) => Reply::done(route_add(router, &a)?),
         Command::RouteDel(a) => Reply::done(route_del(router, &a.prefix, a.source.as_deref())?),
+        Command::RouteBatch(a) => Reply::done(route_batch(router, &a)?),
         Command::RouteSummary {} => Reply::FibSummary(route_summary(router)),
         Command::NeighborList {} => Reply::Neighbors(neighbor_list(router)),
         Command::StatsShow(a) => Reply::Stats(stats_show(router, st, a.since_clear)),
@@ -476,7 +555,7 @@ pub fn address_del(router: &mut Router, iface: &str, address: &str) -> Result<St
         .next()
         .unwrap_or_default()
         .parse()
-        .map_err(|_| ApiError::invalid(format!("invalid address {address:?}")))?;
+        .map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(address))))?;
     let p = &router.plan.ifaces[usize::from(i)];
     let v4: Vec<_> = p.v4.iter().filter(|n| IpAddr::V4(n.addr) != addr).copied().collect();
     let v6: Vec<_> = p.v6.iter().filter(|n| IpAddr::V6(n.addr) != addr).copied().collect();
@@ -538,12 +617,13 @@ pub fn route_view(d: &RouteDetail, ifs: &IfTable) -> RouteInfo {
 pub fn parse_source(s: &str) -> Result<Source, ApiError> {
     Source::ALL.into_iter().find(|x| x.to_string() == s).ok_or_else(|| {
         let all: Vec<String> = Source::ALL.iter().map(ToString::to_string).collect();
-        ApiError::invalid(format!("unknown route source {s:?} (one of {})", all.join(", ")))
+        ApiError::invalid(format!("unknown route source {} (one of {})", crate::config::quote(s), all.join(", ")))
     })
 }
 
 fn parse_prefix(s: &str) -> Result<Prefix, ApiError> {
-    s.parse::<Prefix>().map_err(|e| ApiError::invalid(format!("{s:?}: {e}")))
+    s.parse::<Prefix>()
+        .map_err(|e| ApiError::invalid(crate::config::bounded(format!("{}: {e}", crate::config::quote(s)))))
 }
 
 pub fn route_list(router: &Router, a: &RouteListArgs) -> Result<RouteList, ApiError> {
@@ -566,7 +646,8 @@ pub fn route_list(router: &Router, a: &RouteListArgs) -> Result<RouteList, ApiEr
 }
 
 pub fn route_get(router: &Router, address: &str) -> Result<Option<RouteInfo>, ApiError> {
-    let addr: IpAddr = address.parse().map_err(|_| ApiError::invalid(format!("invalid address {address:?}")))?;
+    let addr: IpAddr =
+        address.parse().map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(address))))?;
     let ifs = router.iftable();
     Ok(router.route_get(addr).map(|d| route_view(&d, &ifs)))
 }
@@ -575,7 +656,10 @@ pub fn route_get(router: &Router, address: &str) -> Result<Option<RouteInfo>, Ap
 pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTarget, RouteAttrs), ApiError> {
     let prefix = parse_prefix(&a.prefix)?;
     let via = match &a.via {
-        Some(v) => Some(v.parse::<IpAddr>().map_err(|_| ApiError::invalid(format!("invalid address {v:?}")))?),
+        Some(v) => Some(
+            v.parse::<IpAddr>()
+                .map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(v))))?,
+        ),
         None => None,
     };
     if let Some(v) = via
@@ -584,6 +668,23 @@ pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTar
         return Err(ApiError::invalid(format!("next hop {v} is not of the prefix's address family")));
     }
     let ifindex = a.interface.as_deref().map(|n| router.iface_by_name(n)).transpose()?;
+    // The configuration's rules for next hops (one validator for the file,
+    // a reload and the API).
+    if let Some(gw) = via {
+        // The FIB's connected subnets and local addresses include what
+        // the kernel mirror learned from Linux's addresses.
+        let reached = router.fib.connected_interface(gw).is_some();
+        crate::config::check_gateway(&router.plan.ifaces, gw, ifindex, reached).map_err(ApiError::invalid)?;
+        if let Some(d) = router.fib.route_get(gw)
+            && d.prefix == Prefix::host(gw)
+            && let RouteTarget::Local { ifindex } = d.target
+        {
+            return Err(ApiError::invalid(format!(
+                "{gw} is tern's own address (on {}): a route via it would be a black hole",
+                ifname(&router.iftable(), ifindex)
+            )));
+        }
+    }
     let kind = a.kind.as_deref().unwrap_or("unicast");
     let target = match (kind, via, ifindex) {
         ("unicast", Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
@@ -599,7 +700,8 @@ pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTar
         }
         (k, _, _) => {
             return Err(ApiError::invalid(format!(
-                "unknown route type {k:?} (unicast, blackhole, unreachable, prohibit)"
+                "unknown route type {} (unicast, blackhole, unreachable, prohibit)",
+                crate::config::quote(k)
             )));
         }
     };
@@ -618,6 +720,68 @@ pub fn route_add(router: &mut Router, a: &RouteAddArgs) -> Result<String, ApiErr
         }
         Some(_) => format!("added {prefix}"),
     })
+}
+
+/// Removes and adds api routes, all or nothing: every operation is
+/// checked first (the rules of `route_add` and `route_del`); they are
+/// then applied as one FIB batch (published once), and undone if the FIB
+/// refuses one. Deletes go first, then adds.
+pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, ApiError> {
+    if a.add.is_empty() && a.del.is_empty() {
+        return Err(ApiError::invalid("an empty batch: give routes to add or delete"));
+    }
+    let at = |what: &str, i: usize, e: ApiError| ApiError::new(e.code, format!("{what}[{i}]: {}", e.message));
+    let mut ops = Vec::with_capacity(a.add.len() + a.del.len());
+    let mut deleted = std::collections::HashSet::new();
+    for (i, d) in a.del.iter().enumerate() {
+        let prefix = parse_prefix(&d.prefix).map_err(|e| at("del", i, e))?;
+        if let Some(s) = d.source.as_deref()
+            && parse_source(s).map_err(|e| at("del", i, e))? != Source::Api
+        {
+            return Err(at("del", i, ApiError::refused("a batch removes api routes only")));
+        }
+        if router.fib.route(Source::Api, prefix).is_none() || !deleted.insert(prefix) {
+            return Err(at("del", i, ApiError::not_found(format!("no api route for {prefix}"))));
+        }
+        ops.push(tern_fib::RouteOp::Del(Source::Api, prefix));
+    }
+    for (i, r) in a.add.iter().enumerate() {
+        let (prefix, target, attrs) = route_spec(router, r).map_err(|e| at("add", i, e))?;
+        ops.push(tern_fib::RouteOp::Add(Source::Api, prefix, target, attrs));
+    }
+    // What to restore if the FIB refuses one: each prefix's api route as
+    // it is now.
+    let mut before: HashMap<Prefix, Option<(RouteTarget, RouteAttrs)>> = HashMap::new();
+    for op in &ops {
+        let p = *op.prefix();
+        before.entry(p).or_insert_with(|| {
+            router
+                .fib
+                .route(Source::Api, p)
+                .map(|d| (d.target, RouteAttrs { distance: Some(d.distance), metric: d.metric }))
+        });
+    }
+    let report = router.fib.apply(ops);
+    if let Some((i, e)) = report.errors.first() {
+        let undo = before.into_iter().map(|(p, old)| match old {
+            Some((t, attrs)) => tern_fib::RouteOp::Add(Source::Api, p, t, attrs),
+            None => tern_fib::RouteOp::Del(Source::Api, p),
+        });
+        // Deleting what was never added fails harmlessly; anything else
+        // left over is logged.
+        let undone = router.fib.apply(undo);
+        for (_, e) in undone.errors.iter().filter(|(_, e)| !matches!(e, tern_fib::FibError::NotFound { .. })) {
+            log::error!("route batch: undoing: {e}");
+        }
+        let at = match *i {
+            i if i < a.del.len() => format!("del[{i}]: "),
+            i if i < a.del.len() + a.add.len() => format!("add[{}]: ", i - a.del.len()),
+            _ => String::new(),
+        };
+        let code = if matches!(e, tern_fib::FibError::Full(_)) { ErrorCode::Internal } else { ErrorCode::Invalid };
+        return Err(ApiError::new(code, format!("{at}{e}; nothing of the batch was applied")));
+    }
+    Ok(format!("batch applied: {} api route(s) added, {} removed", a.add.len(), a.del.len()))
 }
 
 /// Removes a route; `source` is "api" (default) or "static".
@@ -884,7 +1048,7 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
     if let Some(n) = name
         && !router.plan.acls.iter().any(|s| s.name == n)
     {
-        return Err(ApiError::not_found(format!("no rule set named {n:?}")));
+        return Err(ApiError::not_found(format!("no rule set named {}", crate::config::quote(n))));
     }
     let out = router
         .plan
@@ -1138,13 +1302,9 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     // entering it).
     let node = match router.plan.iface_index(&a.target) {
         Some(_) => None,
-        None => Some(
-            router
-                .workers
-                .first()
-                .and_then(|w| w.shared.graph.node_id(&a.target))
-                .ok_or_else(|| ApiError::not_found(format!("no interface or node named {:?}", a.target)))?,
-        ),
+        None => Some(router.workers.first().and_then(|w| w.shared.graph.node_id(&a.target)).ok_or_else(|| {
+            ApiError::not_found(format!("no interface or node named {}", crate::config::quote(&a.target)))
+        })?),
     };
     let port = match node {
         Some(_) => usize::from(u16::MAX),
@@ -1168,7 +1328,7 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
         "rx" | "in" => CAPTURE_RX,
         "tx" | "out" => CAPTURE_TX,
         "both" => CAPTURE_RX | CAPTURE_TX,
-        d => return Err(ApiError::invalid(format!("direction {d:?}: rx, tx or both"))),
+        d => return Err(ApiError::invalid(format!("direction {}: rx, tx or both", crate::config::quote(d)))),
     };
     if a.count == Some(0) {
         return Err(ApiError::invalid("count 0 captures nothing"));
@@ -1306,5 +1466,56 @@ mod tests {
         );
         assert_eq!(summarize(&[1, 2, 3]), "3 bytes (runt)");
         assert!(summarize(&g[..20]).ends_with("ipv4 (truncated)"));
+    }
+
+    /// Counts this test's log lines (by its op name) per level.
+    struct Counting;
+    static LINES: std::sync::Mutex<Vec<(log::Level, String)>> = std::sync::Mutex::new(Vec::new());
+    impl log::Log for Counting {
+        fn enabled(&self, _: &log::Metadata) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record) {
+            let m = r.args().to_string();
+            if m.contains("route-log-test") || m.starts_with("api: ") {
+                LINES.lock().expect("lock").push((r.level(), m));
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    /// 100,000 route changes over the API made 100,000 INFO lines; now the
+    /// first of a burst and then a summary per window.
+    #[test]
+    fn route_changes_are_summarised_in_the_log() {
+        static LOGGER: Counting = Counting;
+        if log::set_logger(&LOGGER).is_err() {
+            eprintln!("skipped: another logger is installed");
+            return;
+        }
+        log::set_max_level(log::LevelFilter::Debug);
+        let mut l = RouteLog::default();
+        let refused = ApiError::invalid("no");
+        for i in 0..10_000 {
+            l.note("route-log-test", 1, if i % 10 == 9 { Err(&refused) } else { Ok("added") });
+        }
+        // The window ends (as if 10 s passed): the next poll summarises.
+        l.window = l.window.and_then(|t| t.checked_sub(ROUTE_LOG_EVERY));
+        l.flush();
+        let lines = LINES.lock().expect("lock").clone();
+        let info: Vec<&String> = lines.iter().filter(|(lv, _)| *lv <= log::Level::Info).map(|(_, m)| m).collect();
+        assert_eq!(info.len(), 2, "{info:?}");
+        assert_eq!(info[0], "api route-log-test: added");
+        assert!(info[1].contains("8999 more route change(s) applied and 1000 refused in 9999 request(s)"), "{info:?}");
+        assert_eq!(lines.iter().filter(|(lv, _)| *lv == log::Level::Debug).count(), 9999, "details at debug");
+        assert!(l.window.is_none(), "the next change starts a window");
+        // A window cut short by the end (tern stops) is summarised too.
+        l.note("route-log-test", 1, Ok("added"));
+        l.note("route-log-test", 5000, Ok("added"));
+        drop(l);
+        let lines = LINES.lock().expect("lock").clone();
+        let info: Vec<&String> = lines.iter().filter(|(lv, _)| *lv <= log::Level::Info).map(|(_, m)| m).collect();
+        assert_eq!(info.len(), 4, "{info:?}");
+        assert!(info[3].contains("5000 more route change(s) applied and 0 refused in 1 request(s)"), "{info:?}");
     }
 }

@@ -393,7 +393,11 @@ fn path_string(path: &[Seg]) -> String {
                 if !s.is_empty() {
                     s.push('.');
                 }
-                s.push_str(k);
+                // A key the file made up may be of any length.
+                match k.char_indices().nth(QUOTE_CHARS) {
+                    None => s.push_str(k),
+                    Some((cut, _)) => s.push_str(&format!("{}...", &k[..cut])),
+                }
             }
             Seg::Index(i) => s.push_str(&format!("[{i}]")),
         }
@@ -551,6 +555,182 @@ pub fn load(path: &Path) -> Result<Plan, ConfigError> {
     parse(&text, &path.display().to_string(), &base)
 }
 
+/// Reads and validates a configuration file, then checks everything else
+/// `tern run` will need before it touches a device ([`check_host`]):
+/// `tern config check` and `tern run` both load through here, so a file
+/// the check passes does not fail at start for a reason the check could
+/// have seen.
+pub fn load_for_run(path: &Path) -> Result<Plan, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.clone(),
+        line: None,
+        column: None,
+        key: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let plan = parse(&text, &file, &base)?;
+    check_host(&plan, &text, &file)?;
+    Ok(plan)
+}
+
+/// What a valid configuration needs from this host, checked without
+/// changing anything: the CPUs it pins to exist (and tern may run on
+/// them), its devices exist, every route file reads and each of its lines
+/// is a valid route, and the API socket can be created. Errors name the
+/// file, line and key like [`parse`]'s.
+pub fn check_host(plan: &Plan, text: &str, file: &str) -> Result<(), ConfigError> {
+    host_problem(plan).map_err(|p| {
+        let (line, column) = locate(text, &p.path).unzip();
+        ConfigError {
+            file: file.to_string(),
+            line,
+            column,
+            key: Some(path_string(&p.path)),
+            message: bounded(p.message),
+        }
+    })
+}
+
+fn host_problem(plan: &Plan) -> Result<(), Problem> {
+    let c = &plan.config;
+    let d = &c.dataplane;
+    if !d.cpus.is_empty() || !d.control_cpus.is_empty() {
+        let set = rustix::thread::sched_getaffinity(None)
+            .map_err(|e| bad(vec![k("dataplane")], format!("cannot read the CPUs tern may use: {e}")))?;
+        let allowed: Vec<usize> = (0..MAX_CPU).filter(|&c| set.is_set(c)).collect();
+        for (key, list) in [("cpus", &d.cpus), ("control_cpus", &d.control_cpus)] {
+            if let Some((i, c)) = list.iter().enumerate().find(|(_, c)| !allowed.contains(c)) {
+                return Err(bad(
+                    vec![k("dataplane"), k(key), Seg::Index(i)],
+                    format!("cpu {c}: not a CPU of this machine that tern may run on ({})", cpu_list(&allowed)),
+                ));
+            }
+        }
+    }
+    for p in &plan.ifaces {
+        if let IfacePlanKind::Port { device: Some(dev), driver } = &p.kind
+            && *driver != Driver::Memory
+            && !Path::new("/sys/class/net").join(dev).exists()
+        {
+            let i = c.interfaces.iter().position(|f| f.name == p.name).unwrap_or(0);
+            return Err(bad(vec![k("interface"), Seg::Index(i), k("device")], format!("no device {}", quote(dev))));
+        }
+    }
+    for (i, rf) in plan.route_files.iter().enumerate() {
+        route_file_routes(rf, plan).map_err(|m| bad(vec![k("route_file"), Seg::Index(i), k("path")], m))?;
+    }
+    if let Some(g) = &c.api.group {
+        crate::api::server::group_id(g).map_err(|e| bad(vec![k("api"), k("group")], e.to_string()))?;
+    }
+    socket_path_problem(Path::new(&c.api.socket)).map_err(|m| bad(vec![k("api"), k("socket")], m))
+}
+
+/// "0-3, 6" for a list of CPU numbers.
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    if out.is_empty() { "none".into() } else { format!("cpus {}", out.join(", ")) }
+}
+
+/// Why the API socket could not be created at `path` (the checks the
+/// server's bind makes, without binding): a path a unix socket can
+/// have, not an existing non-socket, in a directory that exists or can be
+/// created, and that tern may write.
+fn socket_path_problem(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let shown = quote(&path.display().to_string());
+    // sockaddr_un's sun_path holds 108 bytes with the terminating NUL.
+    if path.as_os_str().len() > 107 {
+        return Err(format!("{shown}: longer than a unix socket path may be (107 bytes)"));
+    }
+    // (A live tern on an existing socket is found when the socket is bound.)
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && !m.file_type().is_socket()
+    {
+        return Err(format!("{shown}: exists and is not a socket"));
+    }
+    let mut dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // The directory, or the nearest ancestor that exists (the rest is
+    // created).
+    loop {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => return Err(format!("{shown}: {} is not a directory", dir.display())),
+            Err(_) => match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => dir = p,
+                _ => break,
+            },
+        }
+    }
+    let cannot = |e: &dyn std::fmt::Display| format!("{shown}: cannot create it in {}: {e}", dir.display());
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK).map_err(|e| cannot(&e))?;
+    // Root passes access(2) where the file system still refuses (/proc,
+    // /sys): try what the server will do, under a name of our own, and
+    // remove it again.
+    let exists = path.parent().is_some_and(|p| p == dir || p.as_os_str().is_empty());
+    let probe = dir.join(format!(".tern-check-{}", std::process::id()));
+    if exists {
+        let probe = probe.with_extension("sock");
+        std::os::unix::net::UnixListener::bind(&probe).map_err(|e| cannot(&e))?;
+        let _ = std::fs::remove_file(&probe);
+    } else {
+        std::fs::create_dir(&probe).map_err(|e| cannot(&e))?;
+        let _ = std::fs::remove_dir(&probe);
+    }
+    Ok(())
+}
+
+/// The routes of a route file, each checked as a `[[route]]` is (next
+/// hops by [`check_gateway`]). Errors name the file and, for a bad
+/// line, its number.
+pub fn route_file_routes(rf: &RouteFilePlan, plan: &Plan) -> Result<Vec<(Prefix, tern_fib::RouteTarget)>, String> {
+    use std::io::BufRead;
+    let what = rf.path.display().to_string();
+    let mut r = tern_fib::routefile::open(&rf.path).map_err(|e| format!("{what}: cannot read: {e}"))?;
+    let mut out = Vec::new();
+    let mut buf = String::new();
+    for line in 1.. {
+        buf.clear();
+        match r.read_line(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(format!("{what}: line {line}: cannot read: {e}")),
+        }
+        let at = |m: String| bounded(format!("{what}: line {line}: {m}"));
+        let Some((prefix, via)) =
+            tern_fib::routefile::parse_line(&buf).map_err(|m| at(format!("{m}: {}", quote(buf.trim_end()))))?
+        else {
+            continue;
+        };
+        let v4 = prefix.is_v4();
+        if let Some(gw) = via {
+            check_gateway(&plan.ifaces, gw, rf.ifindex, plan.config.linux.kernel_enabled()).map_err(at)?;
+        }
+        let target = match (via.or(if v4 { rf.via } else { rf.via6 }), rf.ifindex) {
+            (Some(gw), ifindex) => tern_fib::RouteTarget::Via { gw, ifindex },
+            (None, Some(ifindex)) => tern_fib::RouteTarget::Connected { ifindex },
+            (None, None) => {
+                return Err(at(format!(
+                    "{prefix} has no next hop and the route_file gives no {}",
+                    if v4 { "via" } else { "via6" }
+                )));
+            }
+        };
+        out.push((prefix, target));
+    }
+    Ok(out)
+}
+
 /// Parses and validates configuration text. `file` names it in errors;
 /// relative route-file paths are resolved against `base`.
 pub fn parse(text: &str, file: &str, base: &Path) -> Result<Plan, ConfigError> {
@@ -566,12 +746,124 @@ pub fn parse(text: &str, file: &str, base: &Path) -> Result<Plan, ConfigError> {
             // One line: the toml crate's messages may span several.
             m => m.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; "),
         };
-        ConfigError { file: file.to_string(), line, column, key: None, message }
+        // A value of the wrong type or out of its type's range: the key
+        // whose value the span points into.
+        let key = e.span().and_then(|s| key_at(text, s.start)).filter(|p| !p.is_empty()).map(|p| path_string(&p));
+        ConfigError { file: file.to_string(), line, column, key, message: bounded(message) }
     })?;
     validate(config, base).map_err(|p| {
         let (line, column) = locate(text, &p.path).unzip();
-        ConfigError { file: file.to_string(), line, column, key: Some(path_string(&p.path)), message: p.message }
+        ConfigError {
+            file: file.to_string(),
+            line,
+            column,
+            key: Some(path_string(&p.path)),
+            message: bounded(p.message),
+        }
     })
+}
+
+/// Characters of a value an error message quotes.
+const QUOTE_CHARS: usize = 48;
+/// Longest error message (beyond it, the middle is left out).
+pub const MAX_MESSAGE: usize = 400;
+
+/// A value quoted for an error message: at most [`QUOTE_CHARS`] of it,
+/// and its length when it is longer (a 100 MB name must not make a 100 MB
+/// error line).
+pub fn quote(s: &str) -> String {
+    match s.char_indices().nth(QUOTE_CHARS) {
+        None => format!("{s:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &s[..cut], s.len()),
+    }
+}
+
+/// A message of at most about [`MAX_MESSAGE`] bytes: a longer one keeps its
+/// beginning and end (messages the toml crate writes may quote a value).
+pub fn bounded(m: String) -> String {
+    if m.len() <= MAX_MESSAGE {
+        return m;
+    }
+    let mut head = MAX_MESSAGE / 2;
+    while !m.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = m.len() - MAX_MESSAGE / 4;
+    while !m.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} ...({} bytes left out)... {}", &m[..head], tail - head, &m[tail..])
+}
+
+/// The key path of the value at byte `offset` of `text`: the innermost
+/// key or array element whose value covers it. None when the text does
+/// not parse or the offset is outside every value.
+pub fn key_at(text: &str, offset: usize) -> Option<Vec<Seg>> {
+    fn item(it: &toml_edit::Item, offset: usize, path: &mut Vec<Seg>) {
+        match it {
+            toml_edit::Item::Table(t) => table(t, offset, path),
+            toml_edit::Item::ArrayOfTables(a) => {
+                for (i, t) in a.iter().enumerate() {
+                    if t.span().is_some_and(|s| s.contains(&offset)) || t.iter().any(|(_, v)| covers(v, offset)) {
+                        path.push(Seg::Index(i));
+                        table(t, offset, path);
+                        return;
+                    }
+                }
+            }
+            toml_edit::Item::Value(v) => value(v, offset, path),
+            toml_edit::Item::None => {}
+        }
+    }
+    fn covers(it: &toml_edit::Item, offset: usize) -> bool {
+        match it {
+            toml_edit::Item::Value(v) => v.span().is_some_and(|s| s.start <= offset && offset <= s.end),
+            toml_edit::Item::Table(t) => {
+                t.span().is_some_and(|s| s.contains(&offset)) || t.iter().any(|(_, v)| covers(v, offset))
+            }
+            toml_edit::Item::ArrayOfTables(a) => a
+                .iter()
+                .any(|t| t.span().is_some_and(|s| s.contains(&offset)) || t.iter().any(|(_, v)| covers(v, offset))),
+            toml_edit::Item::None => false,
+        }
+    }
+    fn table(t: &toml_edit::Table, offset: usize, path: &mut Vec<Seg>) {
+        for (key, v) in t.iter() {
+            let on_key = t.key(key).and_then(|k| k.span()).is_some_and(|s| s.contains(&offset));
+            if on_key || covers(v, offset) {
+                path.push(Seg::Key(key.to_string()));
+                item(v, offset, path);
+                return;
+            }
+        }
+    }
+    fn value(v: &toml_edit::Value, offset: usize, path: &mut Vec<Seg>) {
+        match v {
+            toml_edit::Value::Array(a) => {
+                for (i, e) in a.iter().enumerate() {
+                    if e.span().is_some_and(|s| s.start <= offset && offset <= s.end) {
+                        path.push(Seg::Index(i));
+                        value(e, offset, path);
+                        return;
+                    }
+                }
+            }
+            toml_edit::Value::InlineTable(t) => {
+                for (key, e) in t.iter() {
+                    if e.span().is_some_and(|s| s.start <= offset && offset <= s.end) {
+                        path.push(Seg::Key(key.to_string()));
+                        value(e, offset, path);
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut path = Vec::new();
+    item(doc.as_item(), offset, &mut path);
+    Some(path)
 }
 
 fn bad(path: Vec<Seg>, message: impl Into<String>) -> Problem {
@@ -580,8 +872,8 @@ fn bad(path: Vec<Seg>, message: impl Into<String>) -> Problem {
 
 /// Parses "address/len" for an interface address.
 pub fn parse_if_addr(s: &str) -> Result<IpAddr, String> {
-    let (a, _) = s.split_once('/').ok_or_else(|| format!("{s:?} needs a prefix length (e.g. 10.0.0.1/24)"))?;
-    a.parse::<IpAddr>().map_err(|_| format!("invalid address {s:?}"))
+    let (a, _) = s.split_once('/').ok_or_else(|| format!("{} needs a prefix length (e.g. 10.0.0.1/24)", quote(s)))?;
+    a.parse::<IpAddr>().map_err(|_| format!("invalid address {}", quote(s)))
 }
 
 /// "address/len" of an interface: the address and its prefix length, by
@@ -591,9 +883,9 @@ pub(crate) fn if_addr(s: &str) -> Result<(IpAddr, u8), String> {
     let len_s = s.split_once('/').map(|(_, l)| l).unwrap_or_default();
     // Digits only, as tern_fib::Prefix reads them (u8's parser takes "+24").
     if len_s.is_empty() || len_s.len() > 3 || !len_s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("invalid prefix length in {s:?}"));
+        return Err(format!("invalid prefix length in {}", quote(s)));
     }
-    let len: u8 = len_s.parse().map_err(|_| format!("invalid prefix length in {s:?}"))?;
+    let len: u8 = len_s.parse().map_err(|_| format!("invalid prefix length in {}", quote(s)))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     if len > max {
         return Err(format!("prefix length {len} too long for {addr}"));
@@ -608,14 +900,14 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split(':').collect();
     let mut mac = [0u8; 6];
     if parts.len() != 6 {
-        return Err(format!("invalid MAC address {s:?}"));
+        return Err(format!("invalid MAC address {}", quote(s)));
     }
     for (m, p) in mac.iter_mut().zip(&parts) {
         // One or two hex digits (from_str_radix takes "+2" and "002").
         if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("invalid MAC address {s:?}"));
+            return Err(format!("invalid MAC address {}", quote(s)));
         }
-        *m = u8::from_str_radix(p, 16).map_err(|_| format!("invalid MAC address {s:?}"))?;
+        *m = u8::from_str_radix(p, 16).map_err(|_| format!("invalid MAC address {}", quote(s)))?;
     }
     if mac[0] & 1 != 0 || mac == [0; 6] {
         return Err(format!("{s} is not a unicast MAC address"));
@@ -639,6 +931,61 @@ fn host_address(a: IpAddr) -> bool {
     !(a.is_unspecified() || a.is_loopback() || a.is_multicast() || a == IpAddr::V4(std::net::Ipv4Addr::BROADCAST))
 }
 
+/// The connected subnet of `addr/len`.
+fn subnet(addr: IpAddr, len: u8) -> Option<Prefix> {
+    Prefix::new_truncated(addr, len)
+}
+
+/// The subnets of an interface's addresses.
+fn subnets(p: &IfacePlan) -> impl Iterator<Item = Prefix> + '_ {
+    p.v4.iter()
+        .filter_map(|n| subnet(IpAddr::V4(n.addr), n.len))
+        .chain(p.v6.iter().filter_map(|n| subnet(IpAddr::V6(n.addr), n.len)))
+}
+
+/// The rule for interface addresses that the file, a reload and the API
+/// share: no subnet of interface `index` may overlap a subnet of another
+/// interface (the longer one would take the other's hosts: their traffic
+/// would leave by the wrong interface).
+pub fn check_subnet(ifaces: &[IfacePlan], index: usize, addr: IpAddr, len: u8) -> Result<(), String> {
+    let Some(mine) = subnet(addr, len) else { return Ok(()) };
+    for (j, other) in ifaces.iter().enumerate() {
+        if j == index || other.kind == IfacePlanKind::Removed {
+            continue;
+        }
+        if let Some(theirs) = subnets(other).find(|t| t.covers(&mine) || mine.covers(t)) {
+            return Err(format!(
+                "subnet {mine} of {addr}/{len} overlaps {theirs} of interface {}: one interface's hosts would be reached through the other",
+                other.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The rule for next hops that the file, a reload and the API share: a
+/// host address, not one of tern's own (a route via the router itself is
+/// a black hole), and, without an interface, inside a subnet of one of
+/// `ifaces` (the only gateways the FIB resolves) unless `reached` (a
+/// subnet learned elsewhere, e.g. from the kernel's addresses, has it).
+pub fn check_gateway(ifaces: &[IfacePlan], gw: IpAddr, ifindex: Option<u16>, reached: bool) -> Result<(), String> {
+    if !host_address(gw) {
+        return Err(format!("{gw} cannot be a next hop"));
+    }
+    let live = || ifaces.iter().filter(|p| p.kind != IfacePlanKind::Removed);
+    let own =
+        |p: &&IfacePlan| p.v4.iter().any(|n| IpAddr::V4(n.addr) == gw) || p.v6.iter().any(|n| IpAddr::V6(n.addr) == gw);
+    if let Some(p) = live().find(own) {
+        return Err(format!("{gw} is tern's own address (on {}): a route via it would be a black hole", p.name));
+    }
+    if ifindex.is_none() && !reached && !live().any(|p| subnets(p).any(|s| s.contains(gw))) {
+        return Err(format!(
+            "gateway {gw} is in no interface's subnet: no interface reaches it (name the interface, or give one an address on its subnet)"
+        ));
+    }
+    Ok(())
+}
+
 /// CPU numbers a configuration may name (a CPU set's size).
 pub const MAX_CPU: usize = 1024;
 
@@ -653,8 +1000,10 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     if !d.cpus.is_empty() && d.cpus.len() < usize::from(d.workers) {
         return Err(bad(vec![k("dataplane"), k("cpus")], "give one CPU per worker, or none"));
     }
-    if let Some(c) = d.cpus.iter().chain(&d.control_cpus).find(|&&c| c >= MAX_CPU) {
-        return Err(bad(vec![k("dataplane")], format!("cpu {c}: need 0..{MAX_CPU}")));
+    for (key, list) in [("cpus", &d.cpus), ("control_cpus", &d.control_cpus)] {
+        if let Some((i, c)) = list.iter().enumerate().find(|&(_, &c)| c >= MAX_CPU) {
+            return Err(bad(vec![k("dataplane"), k(key), Seg::Index(i)], format!("cpu {c}: need 0..{MAX_CPU}")));
+        }
     }
     let n = &config.neighbor;
     if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 || n.reachable_ms == 0 {
@@ -687,7 +1036,10 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         ));
     }
     if !config.metrics.listen.is_empty() && config.metrics.listen.parse::<std::net::SocketAddr>().is_err() {
-        return Err(bad(vec![k("metrics"), k("listen")], format!("{:?} is not address:port", config.metrics.listen)));
+        return Err(bad(
+            vec![k("metrics"), k("listen")],
+            format!("{} is not address:port", quote(&config.metrics.listen)),
+        ));
     }
     if config.api.socket.is_empty() {
         return Err(bad(vec![k("api"), k("socket")], "empty socket path"));
@@ -708,7 +1060,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         if config.acl[..i].iter().any(|o| o.name == s.name) {
             return Err(bad(
                 vec![k("acl"), Seg::Index(i), k("name")],
-                format!("another [[acl]] is named {:?}", s.name),
+                format!("another [[acl]] is named {}", quote(&s.name)),
             ));
         }
     }
@@ -748,22 +1100,22 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     for (i, c) in config.interfaces.iter().enumerate() {
         let p = |key: &str| vec![k("interface"), Seg::Index(i), k(key)];
         if c.name.is_empty() || c.name.len() > 32 || c.name.contains(|c: char| c.is_whitespace() || c.is_control()) {
-            return Err(bad(p("name"), format!("{:?}: names are 1-32 characters without spaces", c.name)));
+            return Err(bad(p("name"), format!("{}: names are 1-32 characters without spaces", quote(&c.name))));
         }
         if !names.insert(c.name.as_str()) {
-            return Err(bad(p("name"), format!("interface {:?} defined twice", c.name)));
+            return Err(bad(p("name"), format!("interface {} defined twice", quote(&c.name))));
         }
         match (&c.device, &c.parent, c.vlan) {
             (_, None, None) => {
                 if let Some(dev) = &c.device
                     && !devices.insert(dev.as_str())
                 {
-                    return Err(bad(p("device"), format!("device {dev:?} used by two interfaces")));
+                    return Err(bad(p("device"), format!("device {} used by two interfaces", quote(dev))));
                 }
                 if let Some(dev) = &c.device
                     && !linux_dev_name(dev)
                 {
-                    return Err(bad(p("device"), format!("{dev:?} is not a Linux device name")));
+                    return Err(bad(p("device"), format!("{} is not a Linux device name", quote(dev))));
                 }
                 if c.device.is_none() && c.driver != Driver::Memory {
                     return Err(bad(p("device"), "a physical interface needs a device (or driver = \"memory\")"));
@@ -812,7 +1164,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             let parent = order[..phys]
                 .iter()
                 .position(|&j| config.interfaces[j].name == parent_name)
-                .ok_or_else(|| bad(p("parent"), format!("no physical interface named {parent_name:?}")))?;
+                .ok_or_else(|| bad(p("parent"), format!("no physical interface named {}", quote(parent_name))))?;
             let vid = c.vlan.unwrap_or_default();
             if !vlan_seen.insert((parent, vid)) {
                 return Err(bad(p("vlan"), format!("VLAN {vid} defined twice on {parent_name}")));
@@ -869,7 +1221,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             if let Some(a) = acl
                 && !acl_names.contains(a.as_str())
             {
-                return Err(bad(p(key), format!("no [[acl]] named {a:?}")));
+                return Err(bad(p(key), format!("no [[acl]] named {}", quote(a))));
             }
         }
         ifaces.push(IfacePlan {
@@ -884,18 +1236,24 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             acl_out: c.acl_out.clone(),
         });
     }
+    // Where each interface is in the file, for errors found across them.
+    let mut origin: Vec<(&str, usize)> = order.iter().map(|&i| ("interface", i)).collect();
+    let if_addrs = all_addrs.clone();
     let mut endpoints = HashSet::new();
     for (i, t) in config.tunnels.iter().enumerate() {
         let p = |key: &str| vec![k("tunnel"), Seg::Index(i), k(key)];
         if t.name.is_empty() || t.name.len() > 32 || t.name.contains(|c: char| c.is_whitespace() || c.is_control()) {
-            return Err(bad(p("name"), format!("{:?}: names are 1-32 characters without spaces", t.name)));
+            return Err(bad(p("name"), format!("{}: names are 1-32 characters without spaces", quote(&t.name))));
         }
         if !names.insert(t.name.as_str()) {
-            return Err(bad(p("name"), format!("{:?} is already an interface name", t.name)));
+            return Err(bad(p("name"), format!("{} is already an interface name", quote(&t.name))));
         }
-        let local = t.local.parse::<IpAddr>().map_err(|_| bad(p("local"), format!("invalid address {:?}", t.local)))?;
-        let remote =
-            t.remote.parse::<IpAddr>().map_err(|_| bad(p("remote"), format!("invalid address {:?}", t.remote)))?;
+        let local =
+            t.local.parse::<IpAddr>().map_err(|_| bad(p("local"), format!("invalid address {}", quote(&t.local))))?;
+        let remote = t
+            .remote
+            .parse::<IpAddr>()
+            .map_err(|_| bad(p("remote"), format!("invalid address {}", quote(&t.remote))))?;
         if local.is_ipv4() != remote.is_ipv4() {
             return Err(bad(p("remote"), "local and remote must be of one address family"));
         }
@@ -903,6 +1261,12 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
                 return Err(bad(p(key), format!("{a} cannot be a tunnel endpoint")));
             }
+        }
+        if !if_addrs.contains(&local) {
+            return Err(bad(
+                p("local"),
+                format!("{local} is not one of tern's addresses: the outer source must be an interface's address"),
+            ));
         }
         if t.ttl == 0 {
             return Err(bad(p("ttl"), "TTL 0 would never leave the router"));
@@ -932,7 +1296,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             if let Some(a) = acl
                 && !acl_names.contains(a.as_str())
             {
-                return Err(bad(p(key), format!("no [[acl]] named {a:?}")));
+                return Err(bad(p(key), format!("no [[acl]] named {}", quote(a))));
             }
         }
         ifaces.push(IfacePlan {
@@ -946,17 +1310,35 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             acl_in: t.acl_in.clone(),
             acl_out: t.acl_out.clone(),
         });
+        origin.push(("tunnel", i));
+    }
+    // No subnet on two interfaces (the second of two names the problem).
+    for (x, f) in ifaces.iter().enumerate() {
+        let (section, i) = origin[x];
+        let addrs =
+            f.v4.iter().map(|n| (IpAddr::V4(n.addr), n.len)).chain(f.v6.iter().map(|n| (IpAddr::V6(n.addr), n.len)));
+        for (addr, len) in addrs {
+            check_subnet(&ifaces[..x], usize::MAX, addr, len).map_err(|m| {
+                let list =
+                    if section == "tunnel" { &config.tunnels[i].addresses } else { &config.interfaces[i].addresses };
+                let j = list.iter().position(|a| if_addr(a).is_ok_and(|(b, _)| b == addr)).unwrap_or(0);
+                bad(vec![k(section), Seg::Index(i), k("addresses"), Seg::Index(j)], m)
+            })?;
+        }
     }
     // Fewer than NO_IF of them (checked above): every index fits a u16.
     let by_name: HashMap<&str, u16> = ifaces.iter().enumerate().map(|(i, f)| (f.name.as_str(), i as u16)).collect();
     let index_of = |name: &str| by_name.get(name).copied();
 
+    // With the kernel mirror, Linux's addresses bring connected subnets too:
+    // a gateway outside tern's own may still be reached.
+    let kernel_addrs = config.linux.kernel_enabled();
     let mut routes = Vec::new();
     for (i, r) in config.routes.iter().enumerate() {
         let p = |key: &str| vec![k("route"), Seg::Index(i), k(key)];
         let prefix: Prefix = r.prefix.parse().map_err(|e| bad(p("prefix"), format!("{e}")))?;
         let via = match &r.via {
-            Some(v) => Some(v.parse::<IpAddr>().map_err(|_| bad(p("via"), format!("invalid address {v:?}")))?),
+            Some(v) => Some(v.parse::<IpAddr>().map_err(|_| bad(p("via"), format!("invalid address {}", quote(v))))?),
             None => None,
         };
         if let Some(v) = via
@@ -964,15 +1346,15 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
         {
             return Err(bad(p("via"), format!("next hop {v} is not of the prefix's address family")));
         }
-        if let Some(v) = via
-            && !host_address(v)
-        {
-            return Err(bad(p("via"), format!("{v} cannot be a next hop")));
-        }
         let ifindex = match &r.interface {
-            Some(n) => Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {n:?}")))?),
+            Some(n) => {
+                Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {}", quote(n))))?)
+            }
             None => None,
         };
+        if let Some(v) = via {
+            check_gateway(&ifaces, v, ifindex, kernel_addrs).map_err(|m| bad(p("via"), m))?;
+        }
         let target = match (r.kind, via, ifindex) {
             (RouteType::Unicast, Some(gw), ifindex) => tern_fib::RouteTarget::Via { gw, ifindex },
             (RouteType::Unicast, None, Some(ifindex)) => tern_fib::RouteTarget::Connected { ifindex },
@@ -995,27 +1377,27 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let mut route_files = Vec::new();
     for (i, f) in config.route_files.iter().enumerate() {
         let p = |key: &str| vec![k("route_file"), Seg::Index(i), k(key)];
+        let ifindex = match &f.interface {
+            Some(n) => {
+                Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {}", quote(n))))?)
+            }
+            None => None,
+        };
         let parse_via = |v: &Option<String>, key: &str, want_v4: bool| -> Result<Option<IpAddr>, Problem> {
             match v {
                 None => Ok(None),
                 Some(s) => {
-                    let a = s.parse::<IpAddr>().map_err(|_| bad(p(key), format!("invalid address {s:?}")))?;
+                    let a = s.parse::<IpAddr>().map_err(|_| bad(p(key), format!("invalid address {}", quote(s))))?;
                     if a.is_ipv4() != want_v4 {
                         return Err(bad(p(key), format!("{a} is not an IPv{} address", if want_v4 { 4 } else { 6 })));
                     }
-                    if !host_address(a) {
-                        return Err(bad(p(key), format!("{a} cannot be a next hop")));
-                    }
+                    check_gateway(&ifaces, a, ifindex, kernel_addrs).map_err(|m| bad(p(key), m))?;
                     Ok(Some(a))
                 }
             }
         };
         let via = parse_via(&f.via, "via", true)?;
         let via6 = parse_via(&f.via6, "via6", false)?;
-        let ifindex = match &f.interface {
-            Some(n) => Some(index_of(n).ok_or_else(|| bad(p("interface"), format!("no interface named {n:?}")))?),
-            None => None,
-        };
         let path = PathBuf::from(&f.path);
         let path = if path.is_relative() { base.join(path) } else { path };
         route_files.push(RouteFilePlan { path, via, via6, ifindex });
@@ -1025,12 +1407,14 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     for (i, n) in config.static_neighbors.iter().enumerate() {
         let p = |key: &str| vec![k("neighbor_entry"), Seg::Index(i), k(key)];
         let ifindex = index_of(&n.interface)
-            .ok_or_else(|| bad(p("interface"), format!("no interface named {:?}", n.interface)))?;
+            .ok_or_else(|| bad(p("interface"), format!("no interface named {}", quote(&n.interface))))?;
         if matches!(ifaces[usize::from(ifindex)].kind, IfacePlanKind::Gre { .. }) {
-            return Err(bad(p("interface"), format!("{:?} is a GRE tunnel: it has no neighbours", n.interface)));
+            return Err(bad(p("interface"), format!("{} is a GRE tunnel: it has no neighbours", quote(&n.interface))));
         }
-        let ip =
-            n.address.parse::<IpAddr>().map_err(|_| bad(p("address"), format!("invalid address {:?}", n.address)))?;
+        let ip = n
+            .address
+            .parse::<IpAddr>()
+            .map_err(|_| bad(p("address"), format!("invalid address {}", quote(&n.address))))?;
         if !host_address(ip) {
             return Err(bad(p("address"), format!("{ip} cannot be a neighbour")));
         }

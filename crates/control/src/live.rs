@@ -109,27 +109,11 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
     p
 }
 
-/// Loads a route file into FIB operations of source `config`.
-pub(crate) fn route_file_ops(rf: &RouteFilePlan) -> Result<Vec<RouteOp>, String> {
-    let what = rf.path.display().to_string();
-    let entries = tern_fib::routefile::load(&rf.path).map_err(|e| format!("{what}: {e}"))?;
-    let mut ops = Vec::with_capacity(entries.len());
-    for (prefix, via) in entries {
-        let v4 = matches!(prefix, Prefix::V4 { .. });
-        let gw = via.or(if v4 { rf.via } else { rf.via6 });
-        let target = match (gw, rf.ifindex) {
-            (Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
-            (None, Some(ifindex)) => RouteTarget::Connected { ifindex },
-            (None, None) => {
-                return Err(format!(
-                    "{what}: {prefix} has no next hop and the route_file gives no {}",
-                    if v4 { "via" } else { "via6" }
-                ));
-            }
-        };
-        ops.push(RouteOp::Add(Source::Config, prefix, target, RouteAttrs::default()));
-    }
-    Ok(ops)
+/// Loads a route file into FIB operations of source `config`, each
+/// route checked as the configuration's are (against `plan`).
+pub(crate) fn route_file_ops(rf: &RouteFilePlan, plan: &crate::config::Plan) -> Result<Vec<RouteOp>, String> {
+    let routes = crate::config::route_file_routes(rf, plan)?;
+    Ok(routes.into_iter().map(|(p, t)| RouteOp::Add(Source::Config, p, t, RouteAttrs::default())).collect())
 }
 
 impl Router {
@@ -140,7 +124,9 @@ impl Router {
 
     /// Index of an interface by name.
     pub fn iface_by_name(&self, name: &str) -> Result<u16, ApiError> {
-        self.plan.iface_index(name).ok_or_else(|| ApiError::not_found(format!("no interface named {name:?}")))
+        self.plan
+            .iface_index(name)
+            .ok_or_else(|| ApiError::not_found(format!("no interface named {}", crate::config::quote(name))))
     }
 
     /// Publishes a new interface table where the interfaces in `changed`
@@ -289,15 +275,14 @@ impl Router {
                     if a.addr() == t.addr() {
                         return Err(ApiError::invalid(format!("address {} is already on {}", a.addr(), other.name)));
                     }
-                    if a.subnet() == t.subnet() {
-                        return Err(ApiError::invalid(format!(
-                            "subnet {} is already connected on {}",
-                            a.subnet(),
-                            other.name
-                        )));
-                    }
                 }
             }
+        }
+        // No subnet overlapping another interface's: the configuration's
+        // rule, with its message.
+        for a in &mine {
+            crate::config::check_subnet(&self.plan.ifaces, usize::from(index), a.addr(), a.prefix_len())
+                .map_err(ApiError::invalid)?;
         }
         if !v6.is_empty() && p.mtu.is_some_and(|m| m < 1280) {
             return Err(ApiError::invalid("the interface's MTU is below the IPv6 minimum of 1280"));
@@ -370,10 +355,10 @@ impl Router {
 
     /// Reloads every route file (mark and sweep of the `config` source):
     /// all files are read first; if one fails nothing changes.
-    pub fn reload_route_files(&mut self, files: &[RouteFilePlan]) -> Result<usize, ApiError> {
+    pub fn reload_route_files(&mut self, plan: &crate::config::Plan) -> Result<usize, ApiError> {
         let mut all = Vec::new();
-        for rf in files {
-            all.extend(route_file_ops(rf).map_err(ApiError::invalid)?);
+        for rf in &plan.route_files {
+            all.extend(route_file_ops(rf, plan).map_err(ApiError::invalid)?);
         }
         let n = all.len();
         self.fib.begin_resync(Source::Config);
@@ -517,7 +502,7 @@ impl Router {
         let p = self.iface_plan(index)?;
         for n in [&acl_in, &acl_out].into_iter().flatten() {
             if !self.plan.acls.iter().any(|s| &s.name == n) {
-                return Err(ApiError::not_found(format!("no rule set named {n:?}")));
+                return Err(ApiError::not_found(format!("no rule set named {}", crate::config::quote(n))));
             }
         }
         if p.acl_in == acl_in && p.acl_out == acl_out {

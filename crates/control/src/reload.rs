@@ -363,7 +363,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
     // the whole reload.
     if changes.contains(&Change::RouteFiles) {
         for rf in &new.route_files {
-            crate::live::route_file_ops(rf).map_err(ApiError::invalid)?;
+            crate::live::route_file_ops(rf, &new).map_err(ApiError::invalid)?;
         }
     }
     // Interfaces added and removed: checked (and new TAPs opened) before
@@ -456,7 +456,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadR
                 report.changes.push(format!("route {prefix} added or changed"));
             }
             Change::RouteFiles => {
-                let n = router.reload_route_files(&new.route_files)?;
+                let n = router.reload_route_files(&new)?;
                 report.changes.push(format!("route files reloaded ({n} routes)"));
             }
         }

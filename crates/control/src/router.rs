@@ -219,31 +219,11 @@ fn apply_all(fib: &mut FibWriter, ops: Vec<RouteOp>, what: &str) -> Result<usize
     Ok(report.applied)
 }
 
-/// Loads a route file into FIB operations (source `config`).
-fn route_file_ops(rf: &crate::config::RouteFilePlan) -> Result<Vec<RouteOp>, StartError> {
-    let what = rf.path.display().to_string();
-    let entries = tern_fib::routefile::load(&rf.path).map_err(|e| err(format!("{what}: {e}")))?;
-    let mut ops = Vec::with_capacity(entries.len());
-    for (prefix, via) in entries {
-        let v4 = matches!(prefix, Prefix::V4 { .. });
-        let gw = match via {
-            Some(g) => Some(g),
-            None if v4 => rf.via,
-            None => rf.via6,
-        };
-        let target = match (gw, rf.ifindex) {
-            (Some(gw), ifindex) => RouteTarget::Via { gw, ifindex },
-            (None, Some(ifindex)) => RouteTarget::Connected { ifindex },
-            (None, None) => {
-                return Err(err(format!(
-                    "{what}: {prefix} has no next hop and the route_file gives no {}",
-                    if v4 { "via" } else { "via6" }
-                )));
-            }
-        };
-        ops.push(RouteOp::Add(Source::Config, prefix, target, RouteAttrs::default()));
-    }
-    Ok(ops)
+/// Loads a route file into FIB operations (source `config`), checked as
+/// `tern config check` checks it.
+fn route_file_ops(rf: &crate::config::RouteFilePlan, plan: &Plan) -> Result<Vec<RouteOp>, StartError> {
+    let routes = crate::config::route_file_routes(rf, plan).map_err(err)?;
+    Ok(routes.into_iter().map(|(p, t)| RouteOp::Add(Source::Config, p, t, RouteAttrs::default())).collect())
 }
 
 fn params_of(plan: &Plan) -> Params {
@@ -386,7 +366,7 @@ impl Router {
         apply_all(&mut fib, statics, "static routes")?;
         for rf in &plan.route_files {
             let t0 = std::time::Instant::now();
-            let ops = route_file_ops(rf)?;
+            let ops = route_file_ops(rf, &plan)?;
             let n = apply_all(&mut fib, ops, &rf.path.display().to_string())?;
             log::info!("loaded {n} routes from {} in {:.2?}", rf.path.display(), t0.elapsed());
         }

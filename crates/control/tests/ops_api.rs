@@ -165,7 +165,7 @@ fn addresses_bring_their_routes_live() {
 
     let e =
         api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.9.5/24".into() })));
-    assert!(e.message.contains("already connected on lan"), "{e:?}");
+    assert!(e.message.contains("overlaps 10.0.9.0/24 of interface lan"), "{e:?}");
     let e =
         api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.9.1/32".into() })));
     assert!(e.message.contains("already on lan"), "{e:?}");
@@ -418,4 +418,175 @@ fn acl_set_binds_a_new_set_live_or_changes_nothing() {
     assert!(t.lan.inject(&udp_to("198.18.0.9")));
     wait_for("a hit on the bound set", || list(&mut c)[0].rules[0].packets == 1);
     assert!(t.wan.take_sent().is_empty());
+}
+
+/// The message after "file:line:col: key: " of a configuration error, or
+/// the whole of an API error.
+fn tail(m: &str, key: &str) -> String {
+    m.split_once(&format!(" {key}: ")).map_or_else(|| m.to_string(), |(_, t)| t.to_string())
+}
+
+/// Next hops and addresses the file refuses are refused by the API and
+/// by a reload too, with the same message (issue 36 item 7: the API took
+/// 224.0.0.1, 255.255.255.255, 0.0.0.0, 127.0.0.1 and tern's own address
+/// as gateways, and subnets overlapping another interface's).
+#[test]
+fn file_reload_and_api_refuse_the_same_things_alike() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    let path = t.config_path();
+    let before = match c.call(&Command::RouteList(RouteListArgs::default())) {
+        Ok(Reply::Routes(l)) => l.routes.len(),
+        other => panic!("{other:?}"),
+    };
+    for gw in ["224.0.0.1", "255.255.255.255", "0.0.0.0", "127.0.0.1", "10.0.2.1", "10.0.1.1", "10.0.3.2"] {
+        let api = api_err(c.call(&Command::RouteAdd(RouteAddArgs {
+            prefix: "0.0.0.0/0".into(),
+            via: Some(gw.into()),
+            ..RouteAddArgs::default()
+        })));
+        assert_eq!(api.code, ErrorCode::Invalid, "{gw}: {api:?}");
+        let text = format!("{CONFIG_TEXT}\n[[route]]\nprefix = \"0.0.0.0/0\"\nvia = \"{gw}\"\n");
+        let file = tern_control::config::parse(&text, "t.toml", Path::new("/")).expect_err(gw);
+        assert_eq!(file.key.as_deref(), Some("route[1].via"));
+        assert_eq!(file.message, api.message, "{gw}: the file and the API say the same");
+        std::fs::write(&path, &text).expect("write");
+        let reload = api_err(c.call(&Command::ConfigReload {}));
+        assert_eq!(tail(&reload.message, "route[1].via"), api.message, "{gw}: a reload says the same");
+    }
+    let own = api_err(c.call(&Command::RouteAdd(RouteAddArgs {
+        prefix: "0.0.0.0/0".into(),
+        via: Some("10.0.2.1".into()),
+        interface: Some("wan".into()),
+        ..RouteAddArgs::default()
+    })));
+    assert!(own.message.contains("black hole"), "{own:?}");
+    // Overlapping subnets.
+    let api =
+        api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.1.129/25".into() })));
+    assert!(api.message.contains("overlaps 10.0.1.0/24 of interface lan"), "{api:?}");
+    let text = CONFIG_TEXT.replace("[\"10.0.2.1/24\"]", "[\"10.0.2.1/24\", \"10.0.1.129/25\"]");
+    let file = tern_control::config::parse(&text, "t.toml", Path::new("/")).expect_err("overlap");
+    assert_eq!(file.key.as_deref(), Some("interface[1].addresses[1]"));
+    assert_eq!(file.message, api.message);
+    std::fs::write(&path, &text).expect("write");
+    let reload = api_err(c.call(&Command::ConfigReload {}));
+    assert_eq!(tail(&reload.message, "interface[1].addresses[1]"), api.message);
+    // Nothing changed.
+    let after = match c.call(&Command::RouteList(RouteListArgs::default())) {
+        Ok(Reply::Routes(l)) => l.routes.len(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(after, before);
+    // A gateway on a connected subnet is still fine, and so is any
+    // gateway on a named interface.
+    done(c.call(&Command::RouteAdd(RouteAddArgs {
+        prefix: "0.0.0.0/0".into(),
+        via: Some("10.0.2.9".into()),
+        ..RouteAddArgs::default()
+    })));
+    done(c.call(&Command::RouteAdd(RouteAddArgs {
+        prefix: "192.0.2.0/24".into(),
+        via: Some("10.9.9.9".into()),
+        interface: Some("wan".into()),
+        ..RouteAddArgs::default()
+    })));
+}
+
+fn api_routes(c: &mut Client) -> Vec<(String, Vec<String>)> {
+    match c.call(&Command::RouteList(RouteListArgs { source: Some("api".into()), ..RouteListArgs::default() })) {
+        Ok(Reply::Routes(l)) => l.routes.into_iter().map(|r| (r.prefix, r.via)).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn add(prefix: &str, via: &str) -> RouteAddArgs {
+    RouteAddArgs { prefix: prefix.into(), via: Some(via.into()), ..RouteAddArgs::default() }
+}
+
+fn del(prefix: &str) -> RouteDelArgs {
+    RouteDelArgs { prefix: prefix.into(), source: None }
+}
+
+/// `route_batch`: many routes in one request, all or nothing.
+#[test]
+fn route_batches_apply_all_or_nothing() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    let many: Vec<RouteAddArgs> =
+        (0..2000).map(|i| add(&format!("100.{}.{}.0/24", i / 256, i % 256), "10.0.2.2")).collect();
+    let m = done(c.call(&Command::RouteBatch(RouteBatchArgs { add: many.clone(), del: vec![] })));
+    assert!(m.contains("2000"), "{m}");
+    assert_eq!(api_routes(&mut c).len(), 2000);
+    let r = route_get(&mut c, "100.7.207.1").expect("the last route");
+    assert_eq!((r.prefix.as_str(), r.source.as_str()), ("100.7.207.0/24", "api"));
+
+    // One bad route anywhere: nothing of the batch, and the error says which.
+    let mut bad: Vec<RouteAddArgs> = (0..100).map(|i| add(&format!("101.0.{i}.0/24"), "10.0.2.3")).collect();
+    bad.push(add("101.1.0.0/24", "224.0.0.1"));
+    bad.push(add("101.2.0.0/24", "10.0.2.4"));
+    // ... replacing routes of the table, deleting others.
+    bad.push(add("100.0.1.0/24", "10.0.2.5"));
+    let dels = vec![del("100.0.2.0/24"), del("100.0.3.0/24")];
+    let e = api_err(c.call(&Command::RouteBatch(RouteBatchArgs { add: bad.clone(), del: dels.clone() })));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert!(e.message.starts_with("add[100]: 224.0.0.1 cannot be a next hop"), "{e:?}");
+    let now = api_routes(&mut c);
+    assert_eq!(now.len(), 2000, "nothing added or removed");
+    assert!(now.iter().all(|(p, via)| !p.starts_with("101.") && via == &["10.0.2.2"]), "nothing replaced");
+    // A delete of a route that is not there: nothing either.
+    bad.remove(100);
+    let mut missing = dels.clone();
+    missing.push(del("100.200.0.0/24"));
+    let e = api_err(c.call(&Command::RouteBatch(RouteBatchArgs { add: bad.clone(), del: missing })));
+    assert_eq!(e.code, ErrorCode::NotFound);
+    assert!(e.message.starts_with("del[2]:"), "{e:?}");
+    assert_eq!(api_routes(&mut c).len(), 2000);
+    // Deleting one twice, or a static route, is refused.
+    let e = api_err(c.call(&Command::RouteBatch(RouteBatchArgs { add: vec![], del: vec![del("100.0.2.0/24"); 2] })));
+    assert!(e.message.starts_with("del[1]:"), "{e:?}");
+    let e = api_err(c.call(&Command::RouteBatch(RouteBatchArgs {
+        add: vec![],
+        del: vec![RouteDelArgs { prefix: "198.18.0.0/15".into(), source: Some("static".into()) }],
+    })));
+    assert_eq!(e.code, ErrorCode::Refused, "{e:?}");
+    let e = api_err(c.call(&Command::RouteBatch(RouteBatchArgs::default())));
+    assert!(e.message.contains("empty"), "{e:?}");
+    // The good batch goes through whole.
+    done(c.call(&Command::RouteBatch(RouteBatchArgs { add: bad, del: dels })));
+    let now = api_routes(&mut c);
+    assert_eq!(now.len(), 2000 + 101 - 2, "101 new, one replaced, two removed");
+    assert!(!now.iter().any(|(p, _)| p == "100.0.2.0/24" || p == "100.0.3.0/24"));
+    assert_eq!(route_get(&mut c, "100.0.1.1").map(|r| r.via), Some(vec!["10.0.2.5".to_string()]));
+    // Deleting them all in one request.
+    let all: Vec<RouteDelArgs> = now.iter().map(|(p, _)| del(p)).collect();
+    done(c.call(&Command::RouteBatch(RouteBatchArgs { add: vec![], del: all })));
+    assert!(api_routes(&mut c).is_empty());
+    assert_eq!(route_get(&mut c, "198.18.0.1").map(|r| r.source), Some("static".into()), "the config's route stays");
+}
+
+/// A huge value in a request gives an error of bounded size (it was
+/// quoted whole, as in the configuration's errors).
+#[test]
+fn huge_values_in_requests_give_bounded_errors() {
+    let t = Running::start(CONFIG_TEXT, false);
+    let mut c = t.client();
+    let big = "x".repeat(500_000);
+    for cmd in [
+        Command::RouteAdd(RouteAddArgs {
+            prefix: "10.9.0.0/16".into(),
+            interface: Some(big.clone()),
+            ..Default::default()
+        }),
+        Command::RouteAdd(RouteAddArgs { prefix: big.clone(), via: Some("10.0.2.2".into()), ..Default::default() }),
+        Command::RouteAdd(RouteAddArgs { prefix: "10.9.0.0/16".into(), via: Some(big.clone()), ..Default::default() }),
+        Command::RouteAdd(RouteAddArgs { prefix: "10.9.0.0/16".into(), kind: Some(big.clone()), ..Default::default() }),
+        Command::AddressAdd(AddressArgs { interface: "lan".into(), address: big.clone() }),
+        Command::AddressDel(AddressArgs { interface: big.clone(), address: "10.0.1.1/24".into() }),
+        Command::RouteGet(RouteGetArgs { address: big.clone() }),
+    ] {
+        let e = api_err(c.call(&cmd));
+        assert!(e.message.len() < 600, "{} bytes: {}", e.message.len(), &e.message[..200]);
+        assert!(e.message.contains("xxxx"), "it quotes the start: {e:?}");
+    }
 }

@@ -255,6 +255,20 @@ impl FibWriter {
         })
     }
 
+    /// The interface whose connected subnet (of any source) holds `addr`:
+    /// where a gateway without an interface resolves.
+    pub fn connected_interface(&self, addr: IpAddr) -> Option<u16> {
+        self.conn_lookup(addr)
+    }
+
+    /// The route of source `s` for prefix `p`, if it has one.
+    pub fn route(&self, s: Source, p: Prefix) -> Option<RouteDetail> {
+        let slot = self.rib.get(&p)?;
+        let best = slot.best_index();
+        let (i, e) = slot.entries.as_slice().iter().enumerate().find(|(_, e)| e.source == s)?;
+        Some(self.detail(p, e, Some(i) == best))
+    }
+
     /// Every RIB entry in prefix order, the best of each prefix flagged.
     pub fn routes(&self) -> impl Iterator<Item = RouteDetail> + '_ {
         let mut keys: Vec<Prefix> = self.rib.iter().map(|(p, _)| p).collect();

@@ -195,7 +195,7 @@ fn cleanup(a: CleanupArgs) -> Res {
 /// `tern run`: `socket` (the global `--socket` or `TERN_SOCKET`) overrides
 /// the configuration's `[api] socket`.
 fn run(a: RunArgs, socket: Option<PathBuf>) -> Res {
-    let plan = tern_control::config::load(&a.config).map_err(|e| e.to_string())?;
+    let plan = tern_control::config::load_for_run(&a.config).map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("signal handler: {e}"))?;

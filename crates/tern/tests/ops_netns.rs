@@ -278,6 +278,40 @@ fn the_cli_operates_a_running_tern_in_a_netns_lab() {
     assert!(lab.ok(&["route", "get", "203.0.113.9"]).contains("blackhole"));
     assert!(lab.ok(&["route", "get", "203.0.114.9"]).contains("no route"), "-e stopped before line 4");
 
+    // Routes from a file, in route_batch requests: a refused route names
+    // its line and its batch adds nothing; then the good file, and a
+    // delete file.
+    let routes = lab.dir.join("routes.txt");
+    std::fs::write(
+        &routes,
+        "# from a file
+203.0.120.0/24 via 10.0.2.2
+203.0.121.0/24 via 224.0.0.1
+",
+    )
+    .expect("routes");
+    let (ok, _, err) = lab.cli(&["route", "add", "--file", &routes.display().to_string()]);
+    assert!(!ok && err.contains("routes.txt:3") && err.contains("cannot be a next hop"), "{err}");
+    assert!(lab.ok(&["route", "get", "203.0.120.9"]).contains("no route"), "nothing of the batch");
+    std::fs::write(
+        &routes,
+        "203.0.120.0/24 via 10.0.2.2
+203.0.121.0/24 blackhole
+",
+    )
+    .expect("routes");
+    assert!(lab.ok(&["route", "add", "-f", &routes.display().to_string()]).contains("2 route(s) added"));
+    assert!(lab.ok(&["route", "get", "203.0.121.9"]).contains("blackhole"));
+    std::fs::write(
+        &routes,
+        "203.0.120.0/24
+203.0.121.0/24
+",
+    )
+    .expect("prefixes");
+    assert!(lab.ok(&["route", "del", "--file", &routes.display().to_string()]).contains("2 route(s) removed"));
+    assert!(lab.ok(&["route", "get", "203.0.120.9"]).contains("no route"));
+
     // Reload: a good change is applied, a bad file is refused with its line.
     let extra = "\n[[route]]\nprefix = \"192.0.2.0/24\"\nvia = \"10.0.2.2\"\n";
     std::fs::write(lab.config(), config(&lab.dir, extra)).expect("config");

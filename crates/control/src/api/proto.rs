@@ -110,6 +110,9 @@ pub enum Command {
     RouteGet(RouteGetArgs),
     RouteAdd(RouteAddArgs),
     RouteDel(RouteDelArgs),
+    /// Removes and adds many api routes in one request, all or nothing:
+    /// every one is checked first, and if one cannot be applied none is.
+    RouteBatch(RouteBatchArgs),
     RouteSummary {},
     NeighborList {},
     /// Per node, per error, per interface counters (since the last
@@ -157,6 +160,7 @@ impl Command {
                 | Command::AddressDel(_)
                 | Command::RouteAdd(_)
                 | Command::RouteDel(_)
+                | Command::RouteBatch(_)
                 | Command::AclSet(_)
                 | Command::ConfigReload {}
         )
@@ -231,6 +235,28 @@ pub struct RouteDelArgs {
     /// Whose route: "api" (default) or "static".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+}
+
+/// `route_batch`: the deletes are applied first, then the adds (of
+/// source api; a delete may name `"source": "api"` only).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteBatchArgs {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<RouteAddArgs>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub del: Vec<RouteDelArgs>,
+}
+
+impl Command {
+    /// Route operations the command carries (for the API's log summary).
+    pub fn route_ops(&self) -> Option<usize> {
+        match self {
+            Command::RouteAdd(_) | Command::RouteDel(_) => Some(1),
+            Command::RouteBatch(b) => Some(b.add.len() + b.del.len()),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -468,6 +494,14 @@ mod tests {
                 via: Some("10.0.2.2".into()),
                 metric: Some(5),
                 ..RouteAddArgs::default()
+            }),
+            Command::RouteBatch(RouteBatchArgs {
+                add: vec![RouteAddArgs {
+                    prefix: "10.8.0.0/16".into(),
+                    kind: Some("blackhole".into()),
+                    ..Default::default()
+                }],
+                del: vec![RouteDelArgs { prefix: "10.7.0.0/16".into(), source: None }],
             }),
             Command::TraceStart(TraceStartArgs { count: 10 }),
             Command::CaptureRead(CaptureIdArgs { id: 3 }),

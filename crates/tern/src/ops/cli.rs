@@ -127,13 +127,22 @@ pub enum RouteCmd {
     /// Add a route: `PREFIX via GW [dev IFACE] [distance N] [metric N]`,
     /// `PREFIX dev IFACE`, or `PREFIX blackhole|unreachable|prohibit`.
     Add {
-        #[arg(required = true, num_args = 1..)]
+        /// Add the routes of FILE (`-`: standard input), one per line in
+        /// the words above, in batches of 5000, each all or nothing.
+        #[arg(long, short = 'f', value_name = "FILE", conflicts_with = "words")]
+        file: Option<PathBuf>,
+        #[arg(required_unless_present = "file", num_args = 1..)]
         words: Vec<String>,
     },
     /// Remove a route added over the API: `PREFIX [source api|static]`.
     #[command(visible_alias = "delete")]
     Del {
-        prefix: String,
+        /// Remove the api routes of FILE (`-`: standard input), one
+        /// PREFIX per line, in batches of 5000, each all or nothing.
+        #[arg(long, short = 'f', value_name = "FILE", conflicts_with_all = ["prefix", "words"])]
+        file: Option<PathBuf>,
+        #[arg(required_unless_present = "file")]
+        prefix: Option<String>,
         #[arg(num_args = 0..)]
         words: Vec<String>,
     },

@@ -145,13 +145,15 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
                 Command::RouteList(RouteListArgs { prefix: prefix.clone(), source: source.clone(), limit: *limit })
             }
             Some(RouteCmd::Get { address }) => Command::RouteGet(RouteGetArgs { address: address.clone() }),
-            Some(RouteCmd::Add { words }) => Command::RouteAdd(route_add_args(words)?),
-            Some(RouteCmd::Del { prefix, words }) => {
+            Some(RouteCmd::Add { file: Some(_), .. } | RouteCmd::Del { file: Some(_), .. }) => return Ok(None),
+            Some(RouteCmd::Add { words, .. }) => Command::RouteAdd(route_add_args(words)?),
+            Some(RouteCmd::Del { prefix, words, .. }) => {
                 let source = keyword(words, "source")?.map(String::from);
                 if words.len() != if source.is_some() { 2 } else { 0 } {
                     return Err("usage: route del PREFIX [source api|static]".into());
                 }
-                Command::RouteDel(RouteDelArgs { prefix: prefix.clone(), source })
+                let prefix = prefix.clone().ok_or("usage: route del PREFIX [source api|static]")?;
+                Command::RouteDel(RouteDelArgs { prefix, source })
             }
             Some(RouteCmd::Summary) => Command::RouteSummary {},
         },
@@ -212,6 +214,8 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
             return acl_load(ctx, file, bind_in, bind_out);
         }
         OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file, ct }) }) => return acl_import_nft(file, *ct, json),
+        OpCmd::Route(NounArgs { verb: Some(RouteCmd::Add { file: Some(f), .. }) }) => return route_file(ctx, f, true),
+        OpCmd::Route(NounArgs { verb: Some(RouteCmd::Del { file: Some(f), .. }) }) => return route_file(ctx, f, false),
         OpCmd::Shell => return Err("already in the shell".into()),
         _ => {}
     }
@@ -221,6 +225,82 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
         return render::json(&reply);
     }
     Ok(render::human(cmd, &reply))
+}
+
+/// Routes per `route_batch` request from a file (well under the API's
+/// request size limit).
+const ROUTE_BATCH: usize = 5000;
+
+/// `tern route add|del --file FILE`: every line is checked here first
+/// (nothing is sent if one is malformed), then the routes go in
+/// `route_batch` requests of [`ROUTE_BATCH`], each applied all or nothing;
+/// a refused batch stops the rest, and the error names the line.
+fn route_file(ctx: &mut Ctx, file: &std::path::Path, add: bool) -> Result<String, String> {
+    let name = file.display().to_string();
+    let text = if file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?
+    };
+    let mut adds = Vec::new();
+    let mut dels = Vec::new();
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let body = line.split_once('#').map_or(line, |(b, _)| b);
+        let words: Vec<String> = body.split_whitespace().map(String::from).collect();
+        if words.is_empty() {
+            continue;
+        }
+        let at = |e: String| format!("{name}:{}: {e}", i + 1);
+        if add {
+            adds.push(route_add_args(&words).map_err(at)?);
+        } else {
+            match &words[..] {
+                [p] => dels.push(RouteDelArgs { prefix: p.clone(), source: None }),
+                _ => return Err(at("one PREFIX per line".into())),
+            }
+        }
+        lines.push(i + 1);
+    }
+    let total = lines.len();
+    if total == 0 {
+        return Err(format!("{name}: no routes"));
+    }
+    let t0 = std::time::Instant::now();
+    let mut done = 0;
+    while done < total {
+        let n = ROUTE_BATCH.min(total - done);
+        let batch = if add {
+            RouteBatchArgs { add: adds.drain(..n).collect(), del: Vec::new() }
+        } else {
+            RouteBatchArgs { add: Vec::new(), del: dels.drain(..n).collect() }
+        };
+        if let Err(e) = ctx.call(&Command::RouteBatch(batch)) {
+            // "add[17]: ..." names the operation in the batch: say the line.
+            let line = e
+                .split_once("]: ")
+                .and_then(|(h, _)| h.split_once('[')?.1.parse::<usize>().ok())
+                .and_then(|j| lines.get(done + j));
+            let at = line.map_or_else(
+                || format!("{name}: lines {}-{}", lines[done], lines[done + n - 1]),
+                |l| format!("{name}:{l}"),
+            );
+            return Err(format!(
+                "{at}: {e}; that batch of {n} changed nothing{}",
+                if done > 0 { format!(", the {done} route(s) before it stay") } else { String::new() }
+            ));
+        }
+        done += n;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Ok(format!(
+        "{total} route(s) {} from {name} in {} request(s), {secs:.2} s ({:.0} routes/s)\n",
+        if add { "added" } else { "removed" },
+        total.div_ceil(ROUTE_BATCH),
+        total as f64 / secs.max(1e-9)
+    ))
 }
 
 /// Sends each rule set of a TOML file (`[[acl]]` tables) to tern, with
@@ -293,7 +373,7 @@ fn acl_import_nft(file: &std::path::Path, ct: tern_acl::nft::CtMode, json: bool)
 }
 
 fn config_check(file: &std::path::Path, json: bool) -> Result<String, String> {
-    let plan = tern_control::config::load(file).map_err(|e| e.to_string())?;
+    let plan = tern_control::config::load_for_run(file).map_err(|e| e.to_string())?;
     if json {
         return json_text(&serde_json::json!({
             "file": file.display().to_string(),
