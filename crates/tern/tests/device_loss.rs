@@ -35,7 +35,7 @@ fn ping(lab: &Lab) -> bool {
 }
 
 fn wait_for(what: &str, lab: &Lab, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !ok() {
         if Instant::now() > deadline {
             let log = std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default();

@@ -94,7 +94,7 @@ fn start(lab: &mut Lab, state: &Path, log_name: &str) {
 }
 
 fn wait_exit(child: &mut Child, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while matches!(child.try_wait(), Ok(None)) {
         assert!(Instant::now() < deadline, "tern did not exit after {what}");
         std::thread::sleep(Duration::from_millis(20));
