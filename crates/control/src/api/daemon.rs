@@ -76,6 +76,7 @@ impl Daemon {
             trace_remaining: router.trace().remaining(),
             acl_hits,
             lane: commands::lane_counts(router),
+            sources: router.route_sources(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
     }

@@ -87,6 +87,23 @@ pub struct SyncCounters {
     pub reresolved: u64,
 }
 
+impl SyncCounters {
+    /// Route messages not installed, by reason, as `tern status` and
+    /// /metrics name them (`tern_routes_skipped_total{reason}`).
+    pub fn skipped(&self) -> [(&'static str, u64); 8] {
+        [
+            ("table", self.ignored_table),
+            ("type", self.ignored_type),
+            ("source_specific", self.ignored_source_specific),
+            ("foreign_interface", self.ignored_foreign_if),
+            ("family", self.ignored_family),
+            ("unknown_nexthop", self.unknown_nexthop),
+            ("protocol", self.ignored_protocol),
+            ("malformed", self.malformed),
+        ]
+    }
+}
+
 /// A next-hop object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Nhg {
