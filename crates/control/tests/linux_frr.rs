@@ -641,6 +641,28 @@ fn frr_full_table_measure() {
         let frames0 = fpm_frames(&r);
         let cpu0 = thread_cpu();
         let t0 = Instant::now();
+        // Linux forwarding with the same FRR in the same run: the kernel's
+        // FIB is the table zebra installs; watch it converge (a dump of
+        // the BGP routes at a time, so to within one dump's time).
+        let kernel = {
+            let ns = lab.ns("r");
+            let (n, via) = (v4.len(), format!("via {to} "));
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_secs(900) {
+                    let out = Command::new("ip")
+                        .args(["netns", "exec", &ns, "ip", "-4", "route", "show", "proto", "bgp"])
+                        .output()
+                        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                        .unwrap_or_default();
+                    let on = out.lines().filter(|l| l.contains(&via)).count();
+                    if on >= n {
+                        return Some(t0.elapsed());
+                    }
+                }
+                None
+            })
+        };
         lab.sh(&["birdc", "i1", cmd]);
         let mut first_msg = None;
         let mut last = (frames0, Duration::ZERO);
@@ -659,6 +681,8 @@ fn frr_full_table_measure() {
             last.1,
             fpm_frames(&r) - frames0
         );
+        let k = while_polling(&mut r, || kernel.join().expect("kernel watcher"));
+        eprintln!("  Linux forwarding (r's kernel FIB, same FRR, same run): all {} on {to} after {k:.2?}", v4.len());
     }
 
     // The same ping with the table settled, for comparison.
