@@ -266,7 +266,7 @@ impl RouteSync {
                     && q == p
                 {
                     out.pop();
-                    self.counters.dels -= 1;
+                    self.counters.dels = self.counters.dels.saturating_sub(1);
                 }
             }
             RouteOp::Del(..) => self.counters.dels += 1,
