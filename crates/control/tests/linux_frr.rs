@@ -650,6 +650,7 @@ fn frr_full_table_measure() {
             std::thread::spawn(move || {
                 let t0 = Instant::now();
                 while t0.elapsed() < Duration::from_secs(900) {
+                    let d0 = Instant::now();
                     let out = Command::new("ip")
                         .args(["netns", "exec", &ns, "ip", "-4", "route", "show", "proto", "bgp"])
                         .output()
@@ -657,7 +658,7 @@ fn frr_full_table_measure() {
                         .unwrap_or_default();
                     let on = out.lines().filter(|l| l.contains(&via)).count();
                     if on >= n {
-                        return Some(t0.elapsed());
+                        return Some((t0.elapsed(), d0.elapsed()));
                     }
                 }
                 None
@@ -681,8 +682,13 @@ fn frr_full_table_measure() {
             last.1,
             fpm_frames(&r) - frames0
         );
-        let k = while_polling(&mut r, || kernel.join().expect("kernel watcher"));
-        eprintln!("  Linux forwarding (r's kernel FIB, same FRR, same run): all {} on {to} after {k:.2?}", v4.len());
+        match while_polling(&mut r, || kernel.join().expect("kernel watcher")) {
+            Some((k, dump)) => eprintln!(
+                "  Linux forwarding (r's kernel FIB, same FRR, same run): all {} on {to} after {k:.2?} (to within one dump: {dump:.2?})",
+                v4.len()
+            ),
+            None => eprintln!("  Linux forwarding: r's kernel never had all {} on {to}", v4.len()),
+        }
     }
 
     // The same ping with the table settled, for comparison.
