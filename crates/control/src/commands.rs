@@ -286,6 +286,7 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         neighbors: router.neigh.len(),
         config: st.config_path.as_ref().map(|p| p.display().to_string()),
         fib: route_summary(router),
+        sources: router.route_sources(),
     }
 }
 

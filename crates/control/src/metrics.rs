@@ -41,6 +41,8 @@ pub struct ControlFacts {
     pub lane: crate::commands::LaneCounts,
     /// Per port on a device: (interface, link state, link changes).
     pub links: Vec<(String, &'static str, u64)>,
+    /// The netlink route sources (kernel mirror, FPM).
+    pub sources: Vec<crate::api::types::RouteSourceInfo>,
 }
 
 /// Everything the endpoint reads.
@@ -319,6 +321,21 @@ pub fn render(src: &MetricsSource) -> String {
         f.sample("tern_config_reloads_total", &[("result", "ok")], facts.reloads_ok);
         f.sample("tern_config_reloads_total", &[("result", "refused")], facts.reloads_failed);
     }
+    if !facts.sources.is_empty() {
+        let name = "tern_route_messages_total";
+        let mut f = family(&mut s, name, "counter", "Route messages a control-plane source decoded.");
+        for src in &facts.sources {
+            f.sample(name, &[("source", &src.name)], src.route_msgs);
+        }
+        let name = "tern_routes_skipped_total";
+        let mut f =
+            family(&mut s, name, "counter", "Route messages a control-plane source did not install, by reason.");
+        for src in &facts.sources {
+            for (reason, n) in &src.skipped {
+                f.sample(name, &[("source", &src.name), ("reason", reason)], n);
+            }
+        }
+    }
     if !facts.acl_hits.is_empty() {
         for (name, help, pick) in [
             ("tern_acl_rule_hits_total", "Packets that matched a rule (rule=default: the default policy).", 0),
@@ -520,6 +537,34 @@ mod tests {
         };
         let text = render(&src);
         assert!(text.contains("\ntern_neighbors 3\n"), "{text}");
+        check_format(&text);
+    }
+
+    #[test]
+    fn skipped_routes_are_exposed_by_source_and_reason() {
+        let c = crate::linux::sync::SyncCounters {
+            route_msgs: 9,
+            ignored_table: 3,
+            ignored_foreign_if: 2,
+            ..Default::default()
+        };
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::default()),
+            facts: Published::new(ControlFacts {
+                sources: vec![crate::api::types::RouteSourceInfo::new("fpm", &c)],
+                ..ControlFacts::default()
+            }),
+        };
+        let text = render(&src);
+        for line in [
+            "tern_route_messages_total{source=\"fpm\"} 9",
+            "tern_routes_skipped_total{source=\"fpm\",reason=\"table\"} 3",
+            "tern_routes_skipped_total{source=\"fpm\",reason=\"foreign_interface\"} 2",
+            "tern_routes_skipped_total{source=\"fpm\",reason=\"malformed\"} 0",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line} missing:\n{text}");
+        }
         check_format(&text);
     }
 

@@ -735,6 +735,14 @@ impl Router {
     pub fn source_status(&self) -> Vec<(String, serde_json::Value)> {
         self.sources.iter().map(|s| (s.name().to_string(), s.status())).collect()
     }
+    /// What each netlink source (kernel mirror, FPM) did with the route
+    /// messages it decoded: `tern status` and /metrics.
+    pub fn route_sources(&self) -> Vec<crate::api::types::RouteSourceInfo> {
+        self.sources
+            .iter()
+            .filter_map(|s| Some(crate::api::types::RouteSourceInfo::new(s.name(), &s.route_counters()?)))
+            .collect()
+    }
 }
 
 /// Creates the TAP device of each port and VLAN sub-interface

@@ -31,6 +31,11 @@ pub trait ControlSource: Send {
     fn status(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// What became of the route messages a netlink source decoded (the
+    /// skipped ones by reason), for `tern status` and /metrics.
+    fn route_counters(&self) -> Option<crate::linux::sync::SyncCounters> {
+        None
+    }
     /// A reload added or removed interfaces: `driven` is the new list of
     /// tern interfaces backed by a kernel device (`crate::linux::driven`).
     /// Sources that map kernel devices to tern interfaces follow it.

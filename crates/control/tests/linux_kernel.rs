@@ -2,7 +2,8 @@
 //! namespace: `ip addr`, `ip route`, `ip nexthop` and `ip neigh` on a
 //! driven device show up in tern's interface table, RIB and neighbour
 //! table; deletions follow; routes on other devices are counted, not
-//! installed; a resync (start, overrun) leaves no stale route.
+//! installed; a resync (start, overrun) leaves no stale route; deletes of
+//! one multipath member or of a next-hop object leave what the kernel keeps.
 //!
 //! Needs root and iproute2; skipped (with a message) otherwise.
 
@@ -263,4 +264,55 @@ fn an_overrun_resyncs_to_exactly_the_kernels_routes() {
     });
     assert_eq!(rig.nh("10.100.1.1").gw, ip("10.9.0.2"), "odd routes stay");
     assert_eq!(rig.nh("10.100.0.1").kind, NhKind::None, "even routes are gone");
+}
+
+/// The kernel's deletes that do not name a whole route: `ip -6 route del
+/// P via G` on a multipath route removes that member only (its
+/// RTM_DELROUTE names only it; the route stays), and `ip nexthop del`
+/// removes the routes on the object (IPv4 ones without any RTM_DELROUTE),
+/// uncovering a route at a higher metric.
+#[test]
+fn member_and_nexthop_deletes_leave_what_the_kernel_keeps() {
+    let Some(ns) = Ns::new("d") else { return };
+    ns.ip(&["addr", "add", "10.9.0.1/24", "dev", "kd0"]);
+    ns.ip(&["addr", "add", "2001:db8:9::1/64", "dev", "kd0", "nodad"]);
+    let mut rig = Rig::new(&ns, false, 1 << 20, vec![]);
+    rig.until("the first sync", |r| r.mirror.synced());
+
+    ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:50::/48",
+        "nexthop",
+        "via",
+        "2001:db8:9::2",
+        "dev",
+        "kd0",
+        "nexthop",
+        "via",
+        "2001:db8:9::3",
+        "dev",
+        "kd0",
+    ]);
+    rig.until("the IPv6 multipath route", |r| r.nh("2001:db8:50::1").kind == NhKind::Ecmp);
+    ns.ip(&["-6", "route", "del", "2001:db8:50::/48", "via", "2001:db8:9::3", "dev", "kd0"]);
+    rig.until("one member left", |r| {
+        let nh = r.nh("2001:db8:50::1");
+        nh.kind == NhKind::Unicast && nh.gw == ip("2001:db8:9::2")
+    });
+    ns.ip(&["-6", "route", "del", "2001:db8:50::/48"]);
+    rig.until("the route gone", |r| r.nh("2001:db8:50::1").kind == NhKind::None);
+
+    ns.ip(&["nexthop", "add", "id", "7", "via", "10.9.0.2", "dev", "kd0"]);
+    ns.ip(&["route", "add", "10.80.0.0/16", "nhid", "7", "metric", "100"]);
+    ns.ip(&["route", "add", "10.80.0.0/16", "via", "10.9.0.4", "dev", "kd0", "metric", "200"]);
+    ns.ip(&["route", "add", "10.81.0.0/16", "nhid", "7"]);
+    rig.until("the routes on the object", |r| {
+        r.nh("10.80.0.1").gw == ip("10.9.0.2") && r.nh("10.81.0.1").gw == ip("10.9.0.2")
+    });
+    ns.ip(&["nexthop", "del", "id", "7"]);
+    rig.until("the route behind", |r| r.nh("10.80.0.1").gw == ip("10.9.0.4"));
+    rig.until("the route only on the object gone", |r| r.nh("10.81.0.1").kind == NhKind::None);
+    assert_eq!(rig.status().kernel.fib_errors, 0, "{:#?}", rig.status());
 }

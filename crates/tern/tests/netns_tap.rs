@@ -271,6 +271,15 @@ fn run(workers: u16) {
     assert!(tap_rx >= 4.0, "tern-lan0 rx {tap_rx} in /metrics");
     assert!(lab.port_counter("tern-lan0", "tx_packets").unwrap_or(0) >= 4, "the TAP's counters in tern stats");
     assert!(lab.port_counter("tern-lan0", "rx_packets").unwrap_or(0) >= 4);
+    // The kernel mirror's skipped routes: the local table's routes for the
+    // router's addresses at least, in /metrics, `tern status` and its JSON.
+    let skipped = metric(&text, "tern_routes_skipped_total{source=\"kernel\",reason=\"table\"}");
+    assert!(skipped >= 1.0, "local-table routes not counted as skipped:\n{text}");
+    let out = String::from_utf8_lossy(&lab.cli(&["status"]).stdout).into_owned();
+    assert!(out.contains("source kernel") && out.contains("skipped: table "), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&lab.cli(&["--json", "status"]).stdout).expect("tern --json status");
+    assert_eq!(v.pointer("/sources/0/name").and_then(|n| n.as_str()), Some("kernel"), "{v}");
 
     // TCP to a listener on the router (BGP's port), IPv4 and IPv6.
     let listener = {

@@ -82,6 +82,7 @@ impl Daemon {
             acl_hits,
             lane: commands::lane_counts(router),
             links: router.link_states(),
+            sources: router.route_sources(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
     }

@@ -15,6 +15,43 @@ pub struct StatusInfo {
     /// The configuration file `config_reload` reads.
     pub config: Option<String>,
     pub fib: FibSummary,
+    /// The control-plane sources (kernel mirror, FPM) and the routes they
+    /// skipped, by reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<RouteSourceInfo>,
+}
+
+/// What a netlink route source (kernel mirror, FPM server) did with the
+/// route messages it decoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteSourceInfo {
+    /// "kernel" or "fpm".
+    pub name: String,
+    /// Route messages decoded (new and delete).
+    pub route_msgs: u64,
+    /// Next-hop object messages decoded.
+    pub nexthop_msgs: u64,
+    /// Route adds and deletes handed to the RIB.
+    pub adds: u64,
+    pub dels: u64,
+    /// Route messages not installed, by reason: "table", "type",
+    /// "source_specific", "foreign_interface", "family",
+    /// "unknown_nexthop", "protocol", "malformed" (every reason, zeros
+    /// included, in this order).
+    pub skipped: Vec<(String, u64)>,
+}
+
+impl RouteSourceInfo {
+    pub fn new(name: &str, c: &crate::linux::sync::SyncCounters) -> Self {
+        RouteSourceInfo {
+            name: name.into(),
+            route_msgs: c.route_msgs,
+            nexthop_msgs: c.nexthop_msgs,
+            adds: c.adds,
+            dels: c.dels,
+            skipped: c.skipped().iter().map(|(r, n)| ((*r).to_string(), *n)).collect(),
+        }
+    }
 }
 
 /// Counters of a port, summed over workers.

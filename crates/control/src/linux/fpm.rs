@@ -456,6 +456,10 @@ impl ControlSource for FpmServer {
         serde_json::to_value(self.status()).unwrap_or_default()
     }
 
+    fn route_counters(&self) -> Option<SyncCounters> {
+        Some(self.sync.counters.clone())
+    }
+
     /// Maps the devices a reload added or removed at once (routes zebra
     /// sends for them from now on map; a removed device's routes were
     /// withdrawn by the router).

@@ -659,6 +659,10 @@ impl ControlSource for KernelMirror {
         serde_json::to_value(self.status()).unwrap_or_default()
     }
 
+    fn route_counters(&self) -> Option<SyncCounters> {
+        Some(self.sync.counters.clone())
+    }
+
     /// Maps the new devices and dumps everything again: the links,
     /// addresses, neighbours and routes of an added device become tern's,
     /// and those of a removed one are swept (mark and sweep).

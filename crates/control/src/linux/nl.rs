@@ -69,6 +69,7 @@ pub const RTA_TABLE: u16 = 15;
 pub const RTA_VIA: u16 = 18;
 pub const RTA_NH_ID: u16 = 30;
 
+pub const RTN_UNSPEC: u8 = 0;
 pub const RTN_UNICAST: u8 = 1;
 pub const RTN_LOCAL: u8 = 2;
 pub const RTN_BROADCAST: u8 = 3;

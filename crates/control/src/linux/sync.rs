@@ -18,7 +18,7 @@
 //! source and prefix, so with `track_metrics` the lowest-metric one is
 //! installed and the others wait behind it.
 
-use super::nl::{self, NexthopMsg, RouteMsg};
+use super::nl::{self, NexthopMsg, PathMsg, RouteMsg, WireError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -87,6 +87,23 @@ pub struct SyncCounters {
     pub reresolved: u64,
 }
 
+impl SyncCounters {
+    /// Route messages not installed, by reason, as `tern status` and
+    /// /metrics name them (`tern_routes_skipped_total{reason}`).
+    pub fn skipped(&self) -> [(&'static str, u64); 8] {
+        [
+            ("table", self.ignored_table),
+            ("type", self.ignored_type),
+            ("source_specific", self.ignored_source_specific),
+            ("foreign_interface", self.ignored_foreign_if),
+            ("family", self.ignored_family),
+            ("unknown_nexthop", self.unknown_nexthop),
+            ("protocol", self.ignored_protocol),
+            ("malformed", self.malformed),
+        ]
+    }
+}
+
 /// A next-hop object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Nhg {
@@ -132,6 +149,12 @@ pub struct RouteSync {
     /// With `track_metrics`: every route per prefix, (metric, want),
     /// lowest metric first (it is the installed one).
     multi: FxHashMap<Prefix, Vec<(u32, Want)>>,
+    /// With `track_metrics`: the kernel's members of each IPv6 multipath
+    /// route, by (prefix, metric). Linux deletes one member of such a
+    /// route with an RTM_DELROUTE naming only that member (the route
+    /// stays with the others), which only these say apart from a delete
+    /// of the whole route.
+    v6_paths: FxHashMap<(Prefix, u32), Vec<PathMsg>>,
     pub counters: SyncCounters,
 }
 
@@ -159,6 +182,7 @@ impl RouteSync {
             nh_log: Vec::new(),
             nh_log_compact_at: NH_LOG_MIN,
             multi: FxHashMap::default(),
+            v6_paths: FxHashMap::default(),
             counters: SyncCounters::default(),
         }
     }
@@ -178,6 +202,7 @@ impl RouteSync {
         self.nh_log.clear();
         self.nh_log_compact_at = NH_LOG_MIN;
         self.multi.clear();
+        self.v6_paths.clear();
         self.counters.nexthop_objects = 0;
     }
 
@@ -230,8 +255,20 @@ impl RouteSync {
     }
 
     fn push(&mut self, op: RouteOp, out: &mut Vec<RouteOp>) {
-        match op {
-            RouteOp::Add(..) => self.counters.adds += 1,
+        match &op {
+            RouteOp::Add(src, p, ..) => {
+                self.counters.adds += 1;
+                // zebra sends an update as a delete and the new route in
+                // one frame: the add replaces, so the delete (still in this
+                // batch) need not reach the RIB.
+                if let Some(RouteOp::Del(s, q)) = out.last()
+                    && s == src
+                    && q == p
+                {
+                    out.pop();
+                    self.counters.dels = self.counters.dels.saturating_sub(1);
+                }
+            }
             RouteOp::Del(..) => self.counters.dels += 1,
         }
         out.push(op);
@@ -243,8 +280,13 @@ impl RouteSync {
             c.ignored_table += 1;
             return Translated::Skip;
         }
+        // A delete may leave the type unsaid: zebra's RTM_DELROUTE carries
+        // RTN_UNSPEC (rt_netlink.c sets rtm_type for new routes only),
+        // as `ip route del` does.
+        let any_type = !new && r.kind == nl::RTN_UNSPEC;
         if r.flags & nl::RTM_F_CLONED != 0
-            || !matches!(r.kind, nl::RTN_UNICAST | nl::RTN_BLACKHOLE | nl::RTN_UNREACHABLE | nl::RTN_PROHIBIT)
+            || !(any_type
+                || matches!(r.kind, nl::RTN_UNICAST | nl::RTN_BLACKHOLE | nl::RTN_UNREACHABLE | nl::RTN_PROHIBIT))
         {
             c.ignored_type += 1;
             return Translated::Skip;
@@ -262,7 +304,17 @@ impl RouteSync {
             return Translated::Skip;
         };
         if !new {
+            if let Some(t) = self.delete_member(prefix, r, ifs) {
+                return t;
+            }
+            self.v6_paths.remove(&(prefix, r.priority));
             return self.delete(prefix, r.priority, ifs);
+        }
+        if self.track_metrics && !prefix.is_v4() {
+            match r.paths().collect::<Result<Vec<_>, _>>() {
+                Ok(v) if v.len() > 1 => drop(self.v6_paths.insert((prefix, r.priority), v)),
+                _ => drop(self.v6_paths.remove(&(prefix, r.priority))),
+            }
         }
         let want = match r.kind {
             nl::RTN_BLACKHOLE => Want::Target(RouteTarget::Blackhole),
@@ -283,6 +335,28 @@ impl RouteSync {
             },
         };
         self.install(prefix, r.priority, want, ifs)
+    }
+
+    /// The kernel's delete of one member of an IPv6 multipath route: the
+    /// route stays with the others. None when the message deletes a whole
+    /// route.
+    fn delete_member(&mut self, prefix: Prefix, r: &RouteMsg<'_>, ifs: &IfMap) -> Option<Translated> {
+        if !self.track_metrics || prefix.is_v4() || r.multipath.is_some() || r.nh_id.is_some() {
+            return None;
+        }
+        let key = (prefix, r.priority);
+        let paths = self.v6_paths.get_mut(&key)?;
+        let pos = paths.iter().position(|p| p.gateway == r.gateway && Some(p.ifindex) == r.oif)?;
+        paths.remove(pos);
+        let rest = paths.clone();
+        if rest.len() < 2 {
+            self.v6_paths.remove(&key);
+        }
+        let Ok(t) = self.members_target(&prefix, rest.into_iter().map(Ok), ifs) else {
+            // What is left leaves through no interface tern drives.
+            return Some(self.delete(prefix, r.priority, ifs));
+        };
+        Some(self.install(prefix, r.priority, Want::Target(t), ifs))
     }
 
     /// A route that now cannot be installed: if an older version of it is
@@ -322,9 +396,20 @@ impl RouteSync {
             }
             return Ok(t);
         }
+        self.members_target(prefix, r.paths(), ifs)
+    }
+
+    /// The target of a multipath route's members.
+    fn members_target(
+        &mut self,
+        prefix: &Prefix,
+        paths: impl IntoIterator<Item = Result<PathMsg, WireError>>,
+        ifs: &IfMap,
+    ) -> Result<RouteTarget, ()> {
+        let c = &mut self.counters;
         let mut members = Vec::new();
         let mut foreign = false;
-        for p in r.paths() {
+        for p in paths {
             let Ok(p) = p else {
                 c.malformed += 1;
                 return Err(());
@@ -482,6 +567,32 @@ impl RouteSync {
         }
     }
 
+    /// Drops every route naming next-hop object `id` (not the groups
+    /// containing it: Linux updates those).
+    fn forget_routes_on(&mut self, id: u32, ifs: &IfMap, out: &mut Vec<RouteOp>) {
+        let hit: Vec<Prefix> =
+            self.multi.iter().filter(|(_, v)| v.iter().any(|(_, w)| *w == Want::Nh(id))).map(|(p, _)| *p).collect();
+        for p in hit {
+            let Some(v) = self.multi.get_mut(&p) else { continue };
+            let was_best = matches!(v.first(), Some((_, Want::Nh(i))) if *i == id);
+            v.retain(|(_, w)| *w != Want::Nh(id));
+            let op = match v.first().cloned() {
+                None => {
+                    self.multi.remove(&p);
+                    Some(RouteOp::Del(self.source, p))
+                }
+                Some(_) if !was_best => None,
+                Some((m, want)) => Some(match self.target_of(&p, &want, ifs) {
+                    Some(t) => self.add_op(p, t, m),
+                    None => RouteOp::Del(self.source, p),
+                }),
+            };
+            if let Some(op) = op {
+                self.push(op, out);
+            }
+        }
+    }
+
     /// RTM_NEWNEXTHOP / RTM_DELNEXTHOP. Routes using a changed object (or
     /// a group containing it) are re-resolved.
     pub fn nexthop(&mut self, new: bool, payload: &[u8], ifs: &IfMap, out: &mut Vec<RouteOp>) {
@@ -505,6 +616,12 @@ impl RouteSync {
         } else {
             self.nhgs.remove(&n.id).is_some()
         };
+        if !new && changed && self.track_metrics {
+            // Linux removed every route naming the object (IPv4 ones
+            // without an RTM_DELROUTE): forget them; where one was
+            // installed, the route waiting behind it takes over.
+            self.forget_routes_on(n.id, ifs, out);
+        }
         self.counters.nexthop_objects = self.nhgs.len() as u64;
         if !changed {
             return;
@@ -711,6 +828,85 @@ mod tests {
         assert!(feed(&mut s, &b).is_empty(), "unknown route: nothing to delete");
     }
 
+    /// `ip -6 route del P via G dev D` on a multipath route: Linux deletes
+    /// that member only and says so with an RTM_DELROUTE naming it alone;
+    /// the route stays with the others. A delete of the whole route names
+    /// them all (RTA_MULTIPATH).
+    #[test]
+    fn kernel_ipv6_member_delete_keeps_the_route() {
+        let mut s = RouteSync::new(Source::Kernel, nl::RT_TABLE_MAIN, true);
+        let route = |paths: Vec<(Option<IpAddr>, u32)>| {
+            let mut r = RouteSpec::unicast(ip("2001:db8:5::"), 48, paths);
+            r.priority = 1024;
+            r.protocol = nl::RTPROT_BOOT;
+            r
+        };
+        let (g2, g3, g4) = (Some(ip("fd00::2")), Some(ip("fd00::3")), Some(ip("fd00::4")));
+        let mut b = NlBuilder::new();
+        b.route(RTM_NEWROUTE, 1, &route(vec![(g2, 7), (g3, 7), (g4, 8)]));
+        let ecmp = |v: &[(&str, u16)]| RouteTarget::Ecmp(v.iter().map(|(g, i)| (ip(g), Some(*i))).collect());
+        let all = ecmp(&[("fd00::2", 0), ("fd00::3", 0), ("fd00::4", 1)]);
+        assert_eq!(feed(&mut s, &b), vec![add("2001:db8:5::/48", all, 1024, Source::Kernel)]);
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 2, &route(vec![(g3, 7)]));
+        let two = ecmp(&[("fd00::2", 0), ("fd00::4", 1)]);
+        assert_eq!(feed(&mut s, &b), vec![add("2001:db8:5::/48", two, 1024, Source::Kernel)]);
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 3, &route(vec![(g2, 7)]));
+        let one = RouteTarget::Via { gw: ip("fd00::4"), ifindex: Some(1) };
+        assert_eq!(feed(&mut s, &b), vec![add("2001:db8:5::/48", one, 1024, Source::Kernel)]);
+        // The last member: the route goes.
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 4, &route(vec![(g4, 8)]));
+        assert_eq!(feed(&mut s, &b), vec![RouteOp::Del(Source::Kernel, pfx("2001:db8:5::/48"))]);
+        // A whole multipath route deleted at once.
+        let mut b = NlBuilder::new();
+        b.route(RTM_NEWROUTE, 5, &route(vec![(g2, 7), (g3, 7)]));
+        b.route(RTM_DELROUTE, 6, &route(vec![(g2, 7), (g3, 7)]));
+        let ops = feed(&mut s, &b);
+        assert_eq!(ops.last(), Some(&RouteOp::Del(Source::Kernel, pfx("2001:db8:5::/48"))));
+        assert!(s.v6_paths.is_empty());
+    }
+
+    /// `ip nexthop del id N` removes the routes naming N (IPv4 ones
+    /// silently): a route waiting behind one of them takes over.
+    #[test]
+    fn kernel_nexthop_delete_uncovers_the_waiting_route() {
+        let mut s = RouteSync::new(Source::Kernel, nl::RT_TABLE_MAIN, true);
+        let mut b = NlBuilder::new();
+        b.nexthop(
+            RTM_NEWNEXTHOP,
+            1,
+            &NexthopSpec { id: 5, gateway: Some(ip("10.0.0.2")), oif: Some(7), ..Default::default() },
+        );
+        let mut r = RouteSpec::unicast(ip("10.6.0.0"), 16, vec![]);
+        r.nh_id = Some(5);
+        r.priority = 100;
+        b.route(RTM_NEWROUTE, 2, &r);
+        let mut backup = RouteSpec::unicast(ip("10.6.0.0"), 16, vec![(Some(ip("10.0.1.2")), 8)]);
+        backup.priority = 200;
+        b.route(RTM_NEWROUTE, 3, &backup);
+        let mut only = RouteSpec::unicast(ip("10.7.0.0"), 16, vec![]);
+        only.nh_id = Some(5);
+        b.route(RTM_NEWROUTE, 4, &only);
+        let ops = feed(&mut s, &b);
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        let mut b = NlBuilder::new();
+        b.nexthop(nl::RTM_DELNEXTHOP, 5, &NexthopSpec { id: 5, ..Default::default() });
+        let mut ops = feed(&mut s, &b);
+        ops.sort_by_key(|o| format!("{o:?}"));
+        let backup_via = RouteTarget::Via { gw: ip("10.0.1.2"), ifindex: Some(1) };
+        assert_eq!(
+            ops,
+            vec![add("10.6.0.0/16", backup_via, 200, Source::Kernel), RouteOp::Del(Source::Kernel, pfx("10.7.0.0/16"))]
+        );
+        // The backup's own delete later removes the prefix.
+        let mut b = NlBuilder::new();
+        b.route(RTM_DELROUTE, 6, &backup);
+        assert_eq!(feed(&mut s, &b), vec![RouteOp::Del(Source::Kernel, pfx("10.6.0.0/16"))]);
+        assert_eq!(s.nh_routes(), 0);
+    }
+
     #[test]
     fn skipped_protocols_and_malformed_messages_are_counted() {
         let mut s = RouteSync::new(Source::Kernel, nl::RT_TABLE_MAIN, true);
@@ -724,5 +920,129 @@ mod tests {
         s.nexthop(true, &[0; 8], &ifs(), &mut out);
         assert!(out.is_empty());
         assert_eq!(s.counters.malformed, 2);
+    }
+}
+
+/// Byte-exact messages from FRR zebra 8.4.4 (`dplane_fpm_nl`, next-hop
+/// groups on, its default), captured in the scripts/frr/lab.sh lab when
+/// BIRD withdrew its routes: one FPM frame per string; kernel ifindex 3
+/// is `ri1`, 4 is `ri2`.
+#[cfg(test)]
+mod zebra {
+    use super::*;
+    use crate::linux::fpm::Frames;
+    use crate::linux::nl::{NlMessages, RTM_DELNEXTHOP, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_NEWROUTE};
+
+    /// NEWNEXTHOP id 20: via 10.2.0.2 dev 3.
+    const NH20: &str =
+        "01010034300000006800010500000000ad96608c02000b00000000000800010014000000080006000a0200020800050003000000";
+    /// NEWNEXTHOP id 22: via fe80::10a1:38ff:feb0:bc5b dev 3.
+    const NH22: &str = "010100403c0000006800010500000000ad96608c0a000b0000000000080001001600000014000600fe80000000000000\
+                        10a138fffeb0bc5b0800050003000000";
+    /// NEWNEXTHOP id 26: via 10.3.0.2 dev 4.
+    const NH26: &str =
+        "01010034300000006800010500000000ad96608c02000b0000000000080001001a000000080006000a0300020800050004000000";
+    /// NEWROUTE 203.0.113.0/24 proto bgp metric 20 nhid 20 (NLM_F_REPLACE).
+    const ADD4: &str = "01010038340000001800010500000000ad96608c02180000feba00010000000008000100cb0071000800060014000000\
+                        08001e0014000000";
+    /// NEWROUTE 2001:db8:113::/48 proto bgp metric 20 nhid 22.
+    const ADD6: &str = "01010044400000001800010400000000ad96608c0a300000feba0001000000001400010020010db8011300000000000000\
+                        000000080006001400000008001e0016000000";
+    /// The primary withdrew: an update in one frame, DELROUTE
+    /// 203.0.113.0/24 (rtm_type RTN_UNSPEC) then NEWROUTE nhid 26.
+    const UPDATE4: &str = "010100642c0000001900010400000000ad96608c02180000feba00000000000008000100cb00710008000600140000\
+                           00340000001800010500000000ad96608c02180000feba00010000000008000100cb007100080006001400000008\
+                           001e001a000000";
+    /// DELNEXTHOP id 20 (family AF_UNSPEC, NHA_ID only).
+    const DELNH20: &str = "01010024200000006900010400000000ad96608c00000000000000000800010014000000";
+    /// Both withdrew: DELROUTE 203.0.113.0/24 proto bgp, rtm_type
+    /// RTN_UNSPEC, RTA_DST and RTA_PRIORITY only.
+    const DEL4: &str =
+        "010100302c0000001900010400000000ad96608c02180000feba00000000000008000100cb0071000800060014000000";
+    /// DELROUTE 2001:db8:113::/48, the same way.
+    const DEL6: &str = "0101003c380000001900010400000000ad96608c0a300000feba0000000000001400010020010db80113000000000000\
+                        000000000800060014000000";
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+    }
+
+    fn ifs() -> IfMap {
+        let mut m = IfMap::default();
+        m.insert(3, 1);
+        m.insert(4, 2);
+        m
+    }
+
+    /// Feeds FPM frames as the FPM server does: routes and next-hop objects.
+    fn feed(s: &mut RouteSync, frames: &[&str]) -> Vec<RouteOp> {
+        let mut out = Vec::new();
+        for f in frames {
+            let bytes = hex(f);
+            let mut n = 0;
+            for fr in Frames::new(&bytes) {
+                let (_, body) = fr.expect("frame");
+                for m in NlMessages::new(body) {
+                    let m = m.expect("message");
+                    n += 1;
+                    match m.ty {
+                        RTM_NEWROUTE | RTM_DELROUTE => s.route(m.ty == RTM_NEWROUTE, m.payload, &ifs(), &mut out),
+                        RTM_NEWNEXTHOP | RTM_DELNEXTHOP => {
+                            s.nexthop(m.ty == RTM_NEWNEXTHOP, m.payload, &ifs(), &mut out)
+                        }
+                        t => panic!("unexpected message type {t}"),
+                    }
+                }
+            }
+            assert!(n > 0, "no message in {f}");
+        }
+        out
+    }
+
+    fn add(p: &str, gw: &str, ifindex: u16) -> RouteOp {
+        RouteOp::Add(
+            Source::Fpm,
+            p.parse().expect("prefix"),
+            RouteTarget::Via { gw: gw.parse().expect("gw"), ifindex: Some(ifindex) },
+            RouteAttrs { distance: None, metric: 20 },
+        )
+    }
+
+    fn del(p: &str) -> RouteOp {
+        RouteOp::Del(Source::Fpm, p.parse().expect("prefix"))
+    }
+
+    #[test]
+    fn zebra_withdrawals_leave_the_rib() {
+        let mut s = RouteSync::new(Source::Fpm, nl::RT_TABLE_MAIN, false);
+        let ops = feed(&mut s, &[NH20, NH22, ADD4, ADD6]);
+        assert_eq!(
+            ops,
+            vec![add("203.0.113.0/24", "10.2.0.2", 1), add("2001:db8:113::/48", "fe80::10a1:38ff:feb0:bc5b", 1)]
+        );
+        // The withdrawals, IPv4 and IPv6: zebra's RTM_DELROUTE says
+        // RTN_UNSPEC and names no next hop.
+        assert_eq!(feed(&mut s, &[DEL4, DEL6]), vec![del("203.0.113.0/24"), del("2001:db8:113::/48")]);
+        assert_eq!(s.counters.dels, 2);
+        assert_eq!(s.counters.ignored_type, 0, "{:?}", s.counters);
+        assert_eq!(s.nh_routes(), 0, "no route is left on a next-hop object");
+    }
+
+    #[test]
+    fn zebra_update_is_a_delete_and_an_add_in_one_frame() {
+        let mut s = RouteSync::new(Source::Fpm, nl::RT_TABLE_MAIN, false);
+        feed(&mut s, &[NH20, ADD4, NH26]);
+        // One frame: the old version goes and the new one comes (the FPM
+        // server hands a frame's operations to the RIB in one batch).
+        let ops = feed(&mut s, &[UPDATE4]);
+        // (The delete and the add collapse into the add, which replaces.)
+        assert_eq!(ops, vec![add("203.0.113.0/24", "10.3.0.2", 2)]);
+        // The old object goes: nothing uses it any more, nothing changes.
+        assert!(feed(&mut s, &[DELNH20]).is_empty());
+        assert_eq!(s.counters.nexthop_objects, 1);
+        // The secondary withdraws too: the prefix leaves.
+        assert_eq!(feed(&mut s, &[DEL4]), vec![del("203.0.113.0/24")]);
+        assert_eq!(s.counters.ignored_type, 0, "{:?}", s.counters);
     }
 }

@@ -146,6 +146,19 @@ fn status(s: &StatusInfo) -> String {
         s.fib.v4_routes, s.fib.v6_routes, s.fib.rib_entries
     );
     let _ = writeln!(o, "neighbors   {}", s.neighbors);
+    for src in &s.sources {
+        let skipped: Vec<String> =
+            src.skipped.iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{} {n}", r.replace('_', "-"))).collect();
+        let _ = writeln!(
+            o,
+            "source {:<6}{} route messages: {} adds, {} dels; skipped: {}",
+            src.name,
+            src.route_msgs,
+            src.adds,
+            src.dels,
+            if skipped.is_empty() { "none".to_string() } else { skipped.join(", ") }
+        );
+    }
     o
 }
 
