@@ -332,8 +332,8 @@ fn run_lane(lane: &str, per: u64) -> BTreeMap<&'static str, String> {
         let (rmac, amac) = (rig.r.mac("r0"), rig.a.mac("a0"));
         for (name, frame) in classes(rmac, amac) {
             if lane == "afpacket" && name == "truncated 802.1Q tag" {
-                // The kernel drops it (skb_vlan_untag) before AF_PACKET
-                // sees it: the device's rx_dropped counts it, not tern.
+                // The kernel drops it (skb_vlan_untag) before any
+                // AF_PACKET socket sees it: tern cannot count it there.
                 continue;
             }
             let before = Snap { at_b: at_b.load(Ordering::Acquire), ..ask() };

@@ -647,7 +647,7 @@ impl Rng {
 
 /// A plausible frame: any of the lab's flows, then maybe broken.
 fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
-    let srcs = ["10.0.1.2", "1.1.9.1", "10.0.100.5", "10.0.3.3", "127.0.0.1", "10.0.2.2"];
+    let srcs = ["10.0.1.2", "1.1.9.1", "10.0.100.5", "10.0.3.3", "127.0.0.1", "10.0.2.2", "240.1.1.1", "10.0.1.2"];
     let dsts = [
         "198.18.0.1",
         "198.19.200.3",
@@ -663,6 +663,9 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         "100.64.1.1",
         "10.0.1.255",
         "224.0.0.1",
+        "127.0.0.1",
+        "0.1.2.3",
+        "240.0.0.9",
     ];
     let dsts6 = [
         "2001:db8:ff::1",
@@ -697,7 +700,7 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         }
         4 | 5 => {
             let mut p = udp6(
-                r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5"]),
+                r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5", "::", "2001:db8:1::2"]),
                 r.pick(&dsts6),
                 ttl,
                 1,
@@ -724,8 +727,20 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         }
     };
     let et = if !l3.is_empty() && l3[0] >> 4 == 6 { 0x86dd } else { 0x0800 };
+    // Now and then a broadcast or multicast destination MAC (RFC 1812
+    // 5.3.4), a group source MAC, another EtherType.
+    let mac = match r.below(16) {
+        0 => [0xff; 6],
+        1 => [0x33, 0x33, 0, 0, 0, 1],
+        _ => mac,
+    };
+    let et = match r.below(24) {
+        0 => r.pick(&[0x88ccu16, 0x8847, 0x0000, 0x8100]),
+        _ => et,
+    };
     let mut f = match r.below(6) {
-        0 => eth_vlan(mac, HOST_V, r.pick(&[100u16, 100, 100, 7]), et, &l3),
+        0 => eth_vlan(mac, HOST_V, r.pick(&[100u16, 100, 100, 7, 0]), et, &l3),
+        1 if r.below(8) == 0 => eth(mac, [3, 0, 0, 0, 1, 0xaa], et, &l3),
         _ => eth(mac, HOST_A, et, &l3),
     };
     // Hostile: truncate, pad, flip bytes in the headers.
@@ -750,7 +765,7 @@ fn random_and_hostile_frames_agree_with_userspace() {
     with_lab(|d, _| {
         let seed = std::env::var("TERN_LANE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7e27_1a9e_u64);
         let mut r = Rng(seed);
-        for i in 0..4000 {
+        for i in 0..5000 {
             let (port, f) = random_frame(&mut r);
             let _ = i;
             d.run(port, &f);
