@@ -483,6 +483,55 @@ fn a_forwarded_frame_is_rewritten() {
     assert!(out.metas[0].contains(&format!("flags {:#x}", flags::L3_CSUM_OK)), "{}", out.metas[0]);
 }
 
+/// A priority-tagged frame (802.1Q VID 0) is the port's, untagged: an ARP
+/// request in one is answered with an untagged reply (the tag removed
+/// before arp-input answers in place), and an IPv4 packet is forwarded as
+/// its untagged twin is.
+#[test]
+fn priority_tagged_frames_are_untagged() {
+    let host = [2, 0, 0, 0, 0, 0x10];
+    let mut req = vec![0xff; 6];
+    req.extend_from_slice(&host);
+    req.extend_from_slice(&[0x81, 0, 0xa0, 0, 0x08, 0x06]); // PCP 5, VID 0, ARP
+    req.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    req.extend_from_slice(&host);
+    req.extend_from_slice(&[10, 0, 1, 2, 0, 0, 0, 0, 0, 0, 10, 0, 1, 1]);
+    req.resize(64, 0);
+    for direct in [true, false] {
+        let out = run(direct, (false, false), 1, &[(req.clone(), 0)]);
+        assert_eq!(out.sent[0].len(), 1, "one ARP reply");
+        let r = &out.sent[0][0];
+        assert_eq!(r[0..6], host);
+        assert_eq!(r[6..12], MAC_LAN);
+        assert_eq!(r[12..14], [0x08, 0x06], "untagged");
+        assert_eq!(r[14..22], [0, 1, 8, 0, 6, 4, 0, 2], "an ARP reply");
+        assert_eq!(r[22..28], MAC_LAN);
+        assert_eq!(r[28..32], [10, 0, 1, 1]);
+    }
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&MAC_LAN);
+    f[6..12].copy_from_slice(&host);
+    put16(&mut f, 12, 0x0800);
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    put16(ip, 2, 46);
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
+    ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
+    let c = !checksum::data(&ip[..20]);
+    put16(ip, 10, c);
+    let mut tagged = f[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0, 0xe0, 0]);
+    tagged.extend_from_slice(&f[12..]);
+    let plain = run(true, (false, false), 1, &[(f, 0)]);
+    assert_eq!(plain.sent[1].len(), 1, "forwarded");
+    for direct in [true, false] {
+        let out = run(direct, (false, false), 1, &[(tagged.clone(), 0)]);
+        assert_eq!(out.sent, plain.sent, "the same frame out (direct paths {direct})");
+    }
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
 

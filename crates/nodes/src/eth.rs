@@ -139,8 +139,7 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
         if et == ETH_P_8021Q || et == ETH_P_8021AD {
             return cx.drop(p, E_TAGGED_ON_SUB);
         }
-        // VID 0 is a priority tag (IEEE 802.1Q 9.6): the frame is the
-        // port's, as if untagged.
+        l3 = 18;
         if vid != 0 {
             match ifs.vlan_if(iface.port, vid) {
                 Some(sub) if sub != NO_IF => {
@@ -149,9 +148,17 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
                 }
                 _ => return cx.drop(p, E_UNKNOWN_VLAN),
             }
+        } else {
+            // VID 0 is a priority tag (IEEE 802.1Q 9.6): the frame is the
+            // port's, untagged, its priority ignored. The tag goes, so that
+            // what answers in place (ARP, echo) or hands the frame to Linux
+            // finds the untagged frame it expects.
+            cx.pool.data_mut(p).copy_within(0..12, 4);
+            cx.pool.advance(p, 4);
+            l3 = 14;
         }
-        l3 = 18;
     }
+    let m = cx.pool.meta_mut(p);
     let up = if rx_if == m.rx_if { iface.up } else { ifs.get(rx_if).is_some_and(|s| s.up) && iface.up };
     if !up {
         return cx.drop(p, E_IF_DOWN);
