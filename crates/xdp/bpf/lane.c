@@ -369,7 +369,7 @@ struct st {
 	__u8 dec_ttl;
 	// Egress.
 	__u8 l2len; // 14 or 18
-	__u8 pad2;
+	__u8 prio; // bytes of a priority tag (VID 0), which the engine strips
 	__u16 tx_port;
 	__u16 tx_vid;
 	__u16 tx_mtu; // the egress interface's (for the forwarding memo)
@@ -1734,7 +1734,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	// No output interface yet (acl_out sets it).
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) | CK(DSCP, ip[1] >> 2);
 	// The frame after ip4-input trimmed it: L2 (if any) + tot.
-	k->bytes = (s->decap ? 0 : off) + tot;
+	k->bytes = (s->decap ? 0 : off - s->prio) + tot;
 	// A received packet, or one decapsulated: its key holds the tunnel as
 	// the input interface, and the outer headers are stripped per packet.
 	if (wire || s->decap) {
@@ -1875,7 +1875,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	k->w[K_P0] = key_ok && proto != 50 && proto != 59 ? acl_l4(proto, ip + 40, tot - 40, end) : CK_NO_L4;
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) |
 		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
-	k->bytes = (s->decap ? 0 : off) + tot;
+	k->bytes = (s->decap ? 0 : off - s->prio) + tot;
 	if (wire || s->decap) { // as in ip4
 		s->f_label = rd32(ip) & 0x000fffff;
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
@@ -2228,6 +2228,7 @@ int tern_lane(struct xdp_md *ctx)
 	s->decap = 0;
 	s->encap = 0;
 	s->multi = 0;
+	s->prio = 0;
 	s->dec_ttl = 0;
 	s->hits = 0;
 	// One load: the half and the cache epoch must come from the same
@@ -2280,6 +2281,8 @@ int tern_lane(struct xdp_md *ctx)
 		l3 = 18;
 		// VID 0 is a priority tag: the frame is the port's, untagged.
 		tagged = vid != 0;
+		if (!tagged)
+			s->prio = 4; // the engine strips it: rule hits count bytes without
 		if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
 			s->l2_bad = C_ETH_NESTED_VLAN;
 			goto ethernet_input;
