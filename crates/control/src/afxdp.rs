@@ -134,6 +134,22 @@ impl XdpDevices {
         self.progs.contains_key(dev)
     }
 
+    /// What the steering programs passed to Linux, by reason, summed over
+    /// devices (the AF_XDP lane's share of "every frame counted").
+    pub fn steer_passes(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut out: Vec<(&'static str, &'static str, u64)> = Vec::new();
+        for p in self.progs.values() {
+            let Ok(v) = p.verdicts() else { continue };
+            for (i, (name, help, n)) in v.passes().into_iter().enumerate() {
+                match out.get_mut(i) {
+                    Some(o) => o.2 += n,
+                    None => out.push((name, help, n)),
+                }
+            }
+        }
+        out
+    }
+
     pub fn is_empty(&self) -> bool {
         self.progs.is_empty() && self.lane.is_none()
     }

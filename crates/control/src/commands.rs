@@ -358,13 +358,55 @@ pub fn tap_counters(workers: &[Arc<WorkerShared>]) -> HashMap<String, PortCounte
 pub struct LaneCounts {
     pub errors: HashMap<(&'static str, &'static str), u64>,
     pub ports: HashMap<u16, PortCounters>,
+    /// The kernel programs' own outcomes, which no worker node counts: the
+    /// XDP lane's forwards, punts and passes to Linux (node `xdp-lane`)
+    /// and the AF_XDP steering programs' passes (node `xdp-steer`).
+    pub own: Vec<LaneOwn>,
+}
+
+/// One of [`LaneCounts::own`].
+#[derive(Clone, Debug)]
+pub struct LaneOwn {
+    pub node: &'static str,
+    pub error: &'static str,
+    /// "forward", "punt", "pass" or "info".
+    pub kind: &'static str,
+    pub help: &'static str,
+    pub count: u64,
+}
+
+impl LaneOwn {
+    pub fn stat(&self, base: Option<&LaneCounts>) -> ErrorStat {
+        let old = base
+            .and_then(|b| b.own.iter().find(|o| o.node == self.node && o.error == self.error))
+            .map_or(0, |o| o.count);
+        ErrorStat {
+            node: self.node.into(),
+            name: self.error.into(),
+            kind: self.kind.into(),
+            help: self.help.into(),
+            count: self.count.saturating_sub(old),
+        }
+    }
 }
 
 pub fn lane_counts(router: &Router) -> LaneCounts {
     let mut out = LaneCounts::default();
+    for (error, help, count) in router.xdp_steer_passes() {
+        out.own.push(LaneOwn { node: "xdp-steer", error, kind: "pass", help, count });
+    }
     let Some(lane) = router.xdp_lane() else { return out };
     for c in lane.counters() {
         *out.errors.entry((c.desc.node, c.desc.error)).or_default() += c.value;
+        if c.desc.node == "xdp-lane" {
+            out.own.push(LaneOwn {
+                node: c.desc.node,
+                error: c.desc.error,
+                kind: c.desc.kind.label(),
+                help: c.desc.help(),
+                count: c.value,
+            });
+        }
     }
     for w in router.workers() {
         for ifindex in w.ports().into_iter().flatten().map(|s| s.ifindex) {
@@ -971,6 +1013,7 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
         let old = lane_base.and_then(|b| b.errors.iter().find(|(k, _)| **k == key)).map_or(0, |(_, v)| *v);
         e.count += now.saturating_sub(old);
     }
+    errors.extend(lane.own.iter().map(|o| o.stat(lane_base)));
     StatsReport {
         interval_ms: match base {
             Some((t, _)) => now.saturating_sub(*t) / 1_000_000,

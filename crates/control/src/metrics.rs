@@ -128,7 +128,7 @@ pub fn render(src: &MetricsSource) -> String {
             &mut s,
             "tern_node_errors_total",
             "counter",
-            "Packets dropped for a reason (kind=drop) or events counted (kind=info), by node and counter.",
+            "Packets dropped for a reason (kind=drop), events counted (kind=info), and what the XDP programs forwarded (kind=forward), handed to tern's engine (kind=punt) or passed to Linux (kind=pass), by node and counter.",
         );
         for w in ws {
             let wid = w.id.to_string();
@@ -153,6 +153,15 @@ pub fn render(src: &MetricsSource) -> String {
                     v,
                 );
             }
+        }
+        // The kernel programs' own outcomes: the lane's forwards, punts
+        // and passes to Linux, the AF_XDP steering programs' passes.
+        for o in &lane.own {
+            f.sample(
+                "tern_node_errors_total",
+                &[("node", o.node), ("error", o.error), ("kind", o.kind), ("worker", "xdp-lane")],
+                o.count,
+            );
         }
     }
 

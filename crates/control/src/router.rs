@@ -708,6 +708,10 @@ impl Router {
         total
     }
 
+    /// What the AF_XDP steering programs passed to Linux, by reason.
+    pub fn xdp_steer_passes(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.host.xdp.steer_passes()
+    }
     /// The XDP lane, when devices run it.
     pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_ref()

@@ -145,15 +145,20 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
             _ => 0,
         }],
     );
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+    // A group source MAC now and then (dropped by ethernet-input).
+    f[6..12].copy_from_slice(&[if pick(r, 40) == 0 { 3 } else { 2 }, 0, 0, 0, 0, 0x10]);
     if tagged {
         f[12..14].copy_from_slice(&[0x81, 0]);
-        put16(&mut f, 14, [7, 7, 8, 0x1007][pick(r, 4)]);
+        // VID 0: a priority tag (the port's, as untagged); PCP 5.
+        put16(&mut f, 14, [7, 7, 8, 0x1007, 0, 0xa000][pick(r, 6)]);
     }
-    let et: u16 = match pick(r, 40) {
+    let et: u16 = match pick(r, 48) {
         0 => 0x0806,
         1 => 0x88b5,
         2 => 0x8100,
+        3 => 0x88cc,
+        4 => 0x8847,
+        5 => 0x0000,
         _ if six => 0x86dd,
         _ => 0x0800,
     };
@@ -223,13 +228,16 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
         2 => [224, 0, 0, 9],
         3 => [240, 1, 1, 1],
         4 => [255, 255, 255, 255],
-        5 => [10, 0, 1, 66],
+        5 | 9 | 10 => [10, 0, 1, 66],
         6 => [223, 255, 255, 254],
         7 => [1, 0, 0, 1],
         _ => [10, 0, 1, 2],
     };
     ip[12..16].copy_from_slice(&src);
-    let dst: [u8; 4] = match pick(r, 24) {
+    let dst: [u8; 4] = match pick(r, 27) {
+        24 => [0, 1, 2, 3],
+        25 => [127, 0, 0, 1],
+        26 => [254, 1, 2, 3],
         0 => [224, 0, 0, 5],
         1 => [255, 255, 255, 255],
         2 => [240, 0, 0, 1],
@@ -393,8 +401,22 @@ fn drive(direct: bool, graph: Graph, input: NodeId, batch: usize, frames: &[(Vec
 #[test]
 fn direct_paths_are_the_general_paths() {
     let mut r = rng(0x2545_f491_4f6c_dd1d);
-    let frames: Vec<(Vec<u8>, u16)> = (0..5000).map(|_| frame(&mut r)).collect();
-    let gre_encap = usize::from(router(false).0.info().node_id("gre-encap").expect("gre-encap"));
+    let frames: Vec<(Vec<u8>, u16)> = (0..6000).map(|_| frame(&mut r)).collect();
+    let info = router(false).0.info().clone();
+    let gre_encap = usize::from(info.node_id("gre-encap").expect("gre-encap"));
+    // Issue 36's checks, each met by some frame on both paths.
+    let checks: Vec<usize> = [
+        ("ethernet-input", "multicast-source"),
+        ("ethernet-input", "unknown-ethertype"),
+        ("ethernet-input", "nested-vlan"),
+        ("ip4-input", "martian-destination"),
+        ("ip4-input", "l2-multicast"),
+        ("ip6-input", "l2-multicast"),
+        ("ip6-input", "martian-source"),
+    ]
+    .iter()
+    .map(|(n, e)| usize::from(info.error_id(n, e).unwrap_or_else(|| panic!("{n}/{e}"))))
+    .collect();
     let mut forwarded_without_rules = 0;
     for rules in [(false, false), (true, false), (false, true)] {
         for batch in [1, 7, 256] {
@@ -417,6 +439,9 @@ fn direct_paths_are_the_general_paths() {
             assert!(direct.nodes[gre_encap] > 60, "{case}: into the tunnel: {}", direct.nodes[gre_encap]);
             let kinds = general.errors.iter().filter(|&&c| c > 0).count();
             assert!(kinds >= 15, "{case}: {kinds} kinds of drops and notes");
+            for &c in &checks {
+                assert!(general.errors[c] > 0, "{case}: {:?} met", info.errors[c]);
+            }
             assert_eq!(direct.errors, general.errors, "{case}: counters");
             assert_eq!(direct.nodes, general.nodes, "{case}: packets per node");
             assert_eq!(direct.metas, general.metas, "{case}: metadata");
@@ -456,6 +481,55 @@ fn a_forwarded_frame_is_rewritten() {
     });
     assert!(out.metas[0].contains("tx_if 1"), "{}", out.metas[0]);
     assert!(out.metas[0].contains(&format!("flags {:#x}", flags::L3_CSUM_OK)), "{}", out.metas[0]);
+}
+
+/// A priority-tagged frame (802.1Q VID 0) is the port's, untagged: an ARP
+/// request in one is answered with an untagged reply (the tag removed
+/// before arp-input answers in place), and an IPv4 packet is forwarded as
+/// its untagged twin is.
+#[test]
+fn priority_tagged_frames_are_untagged() {
+    let host = [2, 0, 0, 0, 0, 0x10];
+    let mut req = vec![0xff; 6];
+    req.extend_from_slice(&host);
+    req.extend_from_slice(&[0x81, 0, 0xa0, 0, 0x08, 0x06]); // PCP 5, VID 0, ARP
+    req.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    req.extend_from_slice(&host);
+    req.extend_from_slice(&[10, 0, 1, 2, 0, 0, 0, 0, 0, 0, 10, 0, 1, 1]);
+    req.resize(64, 0);
+    for direct in [true, false] {
+        let out = run(direct, (false, false), 1, &[(req.clone(), 0)]);
+        assert_eq!(out.sent[0].len(), 1, "one ARP reply");
+        let r = &out.sent[0][0];
+        assert_eq!(r[0..6], host);
+        assert_eq!(r[6..12], MAC_LAN);
+        assert_eq!(r[12..14], [0x08, 0x06], "untagged");
+        assert_eq!(r[14..22], [0, 1, 8, 0, 6, 4, 0, 2], "an ARP reply");
+        assert_eq!(r[22..28], MAC_LAN);
+        assert_eq!(r[28..32], [10, 0, 1, 1]);
+    }
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&MAC_LAN);
+    f[6..12].copy_from_slice(&host);
+    put16(&mut f, 12, 0x0800);
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    put16(ip, 2, 46);
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
+    ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
+    let c = !checksum::data(&ip[..20]);
+    put16(ip, 10, c);
+    let mut tagged = f[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0, 0xe0, 0]);
+    tagged.extend_from_slice(&f[12..]);
+    let plain = run(true, (false, false), 1, &[(f, 0)]);
+    assert_eq!(plain.sent[1].len(), 1, "forwarded");
+    for direct in [true, false] {
+        let out = run(direct, (false, false), 1, &[(tagged.clone(), 0)]);
+        assert_eq!(out.sent, plain.sent, "the same frame out (direct paths {direct})");
+    }
 }
 
 proptest::proptest! {

@@ -1,8 +1,9 @@
 //! `ethernet-input`: the first node every received frame enters.
 //!
-//! Synopsis: checks the destination MAC against the receiving interface
-//! (own unicast, broadcast, multicast), strips 802.1Q tags into the
-//! sub-interface they belong to, and dispatches by EtherType.
+//! Synopsis: drops group source MACs, checks the destination MAC against
+//! the receiving interface (own unicast, broadcast, multicast), strips
+//! 802.1Q tags into the sub-interface they belong to (a priority tag, VID
+//! 0, leaves the frame on the port), and dispatches by EtherType.
 //!
 //! Next nodes: `ip4-input`, `ip6-input`, `arp-input`, `drop`.
 //! Counters: see [`ERRORS`]. Config: interface MACs, VLAN sub-interfaces.
@@ -26,6 +27,7 @@ const E_NOT_FOR_US: u16 = 3;
 const E_UNKNOWN_ETHERTYPE: u16 = 4;
 const E_UNKNOWN_VLAN: u16 = 5;
 const E_TAGGED_ON_SUB: u16 = 6;
+const E_SRC_MULTICAST: u16 = 7;
 
 pub const ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("too-short", "frame shorter than its Ethernet header"),
@@ -35,6 +37,7 @@ pub const ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("unknown-ethertype", "EtherType tern does not handle"),
     ErrorDesc::drop("unknown-vlan", "802.1Q tag with no matching sub-interface"),
     ErrorDesc::drop("nested-vlan", "a second 802.1Q tag (QinQ is not configured)"),
+    ErrorDesc::drop("multicast-source", "a group (multicast or broadcast) source MAC address"),
 ];
 
 pub struct EthernetInput {
@@ -81,7 +84,7 @@ impl Node for EthernetInput {
                 }
                 let dst = mac_word(h.first_chunk::<6>().unwrap_or(&[0; 6]));
                 let et = u16::from_be_bytes([h[12], h[13]]);
-                if cache.2 && cache.0 == m.rx_if && dst == cache.1 {
+                if cache.2 && cache.0 == m.rx_if && dst == cache.1 && h[6] & 1 == 0 {
                     if et == ETH_P_IPV4 {
                         m.l3_off = 14;
                         *o = NEXT_IP4;
@@ -113,6 +116,10 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
     if d.len() < 14 {
         return cx.drop(p, E_TOO_SHORT);
     }
+    // An Ethernet source is never a group address (IEEE 802.3 3.2.3).
+    if d[6] & 1 != 0 {
+        return cx.drop(p, E_SRC_MULTICAST);
+    }
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, E_NO_IF) };
     if d[0..6] != iface.mac {
         if d[0] & 1 == 0 {
@@ -132,15 +139,26 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
         if et == ETH_P_8021Q || et == ETH_P_8021AD {
             return cx.drop(p, E_TAGGED_ON_SUB);
         }
-        match ifs.vlan_if(iface.port, vid) {
-            Some(sub) if sub != NO_IF => {
-                rx_if = sub;
-                m.vlan = vid;
-            }
-            _ => return cx.drop(p, E_UNKNOWN_VLAN),
-        }
         l3 = 18;
+        if vid != 0 {
+            match ifs.vlan_if(iface.port, vid) {
+                Some(sub) if sub != NO_IF => {
+                    rx_if = sub;
+                    m.vlan = vid;
+                }
+                _ => return cx.drop(p, E_UNKNOWN_VLAN),
+            }
+        } else {
+            // VID 0 is a priority tag (IEEE 802.1Q 9.6): the frame is the
+            // port's, untagged, its priority ignored. The tag goes, so that
+            // what answers in place (ARP, echo) or hands the frame to Linux
+            // finds the untagged frame it expects.
+            cx.pool.data_mut(p).copy_within(0..12, 4);
+            cx.pool.advance(p, 4);
+            l3 = 14;
+        }
     }
+    let m = cx.pool.meta_mut(p);
     let up = if rx_if == m.rx_if { iface.up } else { ifs.get(rx_if).is_some_and(|s| s.up) && iface.up };
     if !up {
         return cx.drop(p, E_IF_DOWN);

@@ -80,6 +80,8 @@ const I_MARTIAN_SRC: u16 = 6;
 const I_MULTICAST: u16 = 7;
 const I_BROADCAST: u16 = 8;
 const I_ACL_SHORTCUT: u16 = 9;
+const I_MARTIAN_DST: u16 = 10;
+const I_L2_MULTI: u16 = 11;
 
 pub const IP4_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("too-short", "shorter than an IPv4 header"),
@@ -92,6 +94,8 @@ pub const IP4_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("multicast", "multicast destination (no multicast routing)"),
     ErrorDesc::drop("broadcast", "limited broadcast destination"),
     ErrorDesc::info("acl-shortcut", "accepted by the input rule set without ip4-acl-in: a flow it accepted before"),
+    ErrorDesc::drop("martian-destination", "destination in 0/8, 127/8 or 240/4 (RFC 1812 5.3.7)"),
+    ErrorDesc::drop("l2-multicast", "unicast destination in a link-layer broadcast or multicast (RFC 1812 5.3.4)"),
 ];
 
 impl Node for Ip4Input {
@@ -197,7 +201,7 @@ fn ip4_validate<const S: u8>(
             None => (None, None),
         },
     };
-    let Some(h) = h.filter(|h| h[0] == 0x45 && direct_paths()) else {
+    let Some(h) = h.filter(|h| h[0] == 0x45 && m.flags & flags::L2_MULTI == 0 && direct_paths()) else {
         let n = ip4_validate_general(cx, p, punt);
         return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
     };
@@ -212,7 +216,8 @@ fn ip4_validate<const S: u8>(
     if checksum::header20(h) != 0xffff {
         return cx.drop(p, I_BAD_CSUM);
     }
-    // A martian source or a destination in 224/3, both in one test.
+    // A martian source or a destination in 0/8, 127/8 or 224/3, both in
+    // one test.
     if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC | TOP_BYTE[usize::from(h[16])] & SPECIAL_DST != 0 {
         if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC != 0 {
             return cx.drop(p, I_MARTIAN_SRC);
@@ -237,16 +242,15 @@ fn ip4_validate<const S: u8>(
 }
 
 /// What an address's first byte says, by that byte: [`MARTIAN_SRC`] for
-/// 0/8, 127/8 and 224/3 (not a valid source), [`SPECIAL_DST`] for 224/3
-/// (multicast, limited broadcast and the rest of 240/4 as destinations).
+/// 0/8, 127/8 and 224/3 (not a valid source), [`SPECIAL_DST`] for the same
+/// (as destinations: 0/8, 127/8 and 240/4 martian, 224/4 multicast,
+/// 255.255.255.255 the limited broadcast).
 static TOP_BYTE: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut b = 0;
     while b < 256 {
         if b == 0 || b == 127 || b >= 224 {
             t[b] |= MARTIAN_SRC;
-        }
-        if b >= 224 {
             t[b] |= SPECIAL_DST;
         }
         b += 1;
@@ -291,7 +295,7 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
         return cx.drop(p, I_MARTIAN_SRC);
     }
     let want = l3off + tot;
-    if dst >> 24 >= 224 {
+    if TOP_BYTE[(dst >> 24) as usize] & SPECIAL_DST != 0 || m.flags & flags::L2_MULTI != 0 {
         return ip4_special_dst(cx, p, punt, dst, want);
     }
     cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
@@ -301,9 +305,11 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     1
 }
 
-/// A valid header whose destination is in 224/3: multicast and limited
-/// broadcast go to Linux ([`I_NEXT_PUNT`]) or are dropped; the rest of
-/// 240/4 is routed like any address.
+/// A valid header whose destination is in 0/8, 127/8 or 224/3, or that
+/// came in a link-layer broadcast or multicast: multicast and limited
+/// broadcast go to Linux ([`I_NEXT_PUNT`]) or are dropped; 0/8, 127/8 and
+/// the rest of 240/4 are never destinations (RFC 1812 5.3.7), and unicast
+/// in a link-layer group frame is not routed (RFC 1812 5.3.4).
 #[cold]
 #[inline(never)]
 fn ip4_special_dst(cx: &mut Cx<'_>, p: PktIdx, punt: bool, dst: u32, want: usize) -> u16 {
@@ -313,6 +319,15 @@ fn ip4_special_dst(cx: &mut Cx<'_>, p: PktIdx, punt: bool, dst: u32, want: usize
     }
     if !punt && group {
         return cx.drop(p, I_MULTICAST);
+    }
+    if !group && dst != u32::MAX {
+        let top = dst >> 24;
+        if top == 0 || top == 127 || top >= 240 {
+            return cx.drop(p, I_MARTIAN_DST);
+        }
+        if cx.pool.meta(p).flags & flags::L2_MULTI != 0 {
+            return cx.drop(p, I_L2_MULTI);
+        }
     }
     cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
     if want < cx.pool.meta(p).len as usize {

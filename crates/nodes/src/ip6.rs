@@ -72,16 +72,18 @@ const I6_BAD_DST: u16 = 4;
 const I6_MULTICAST: u16 = 5;
 const I6_LINK_LOCAL: u16 = 6;
 const I6_ACL_SHORTCUT: u16 = 7;
+const I6_L2_MULTI: u16 = 8;
 
 pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
     ErrorDesc::drop("too-short", "shorter than an IPv6 header"),
     ErrorDesc::drop("bad-version", "IP version is not 6"),
     ErrorDesc::drop("truncated", "payload length beyond the frame"),
-    ErrorDesc::drop("martian-source", "multicast or loopback source"),
+    ErrorDesc::drop("martian-source", "multicast or loopback source, or the unspecified source to a unicast address"),
     ErrorDesc::drop("bad-destination", "unspecified or loopback destination"),
     ErrorDesc::drop("multicast", "multicast group tern does not listen to"),
     ErrorDesc::drop("link-local-not-ours", "link-local destination that is not tern's"),
     ErrorDesc::info("acl-shortcut", "accepted by the input rule set without ip6-acl-in: a flow it accepted before"),
+    ErrorDesc::drop("l2-multicast", "unicast destination in a link-layer broadcast or multicast (RFC 1812 5.3.4)"),
 ];
 
 const I6_LOOKUP: u16 = 1;
@@ -174,6 +176,7 @@ fn validate6<const S: u8>(
     if let Some(h) = h
         && h[0] >> 4 == 6
         && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
+        && m.flags & flags::L2_MULTI == 0
         && direct_paths()
     {
         let want = l3off + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
@@ -238,7 +241,9 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
     }
     let src = be128(l3, 8);
     let dst = be128(l3, 24);
-    if src >> 120 == 0xff || src == 1 {
+    // Multicast and loopback sources, and (RFC 4291 2.5.2) the unspecified
+    // one but to a multicast group (ND's duplicate address detection).
+    if src >> 120 == 0xff || src == 1 || (src == 0 && dst >> 120 != 0xff) {
         return cx.drop(p, I6_MARTIAN_SRC);
     }
     if dst == 0 || dst == 1 {
@@ -261,6 +266,10 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
             Some(i) if u128::from(i.v6_ll) == dst => I6_LOCAL,
             _ => return cx.drop(p, I6_LINK_LOCAL),
         }
+    } else if m.flags & flags::L2_MULTI != 0 {
+        // RFC 1812 5.3.4 (RFC 8504): unicast in a link-layer broadcast or
+        // multicast is not routed.
+        return cx.drop(p, I6_L2_MULTI);
     } else {
         I6_LOOKUP
     };

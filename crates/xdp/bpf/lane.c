@@ -348,6 +348,10 @@ struct st {
 	__u32 flags;
 	__u32 verdict;
 	__u32 reason; // counter id of a drop, punt or pass
+	// ethernet-input's drops decided before its destination MAC check
+	// (l2_bad) or its VLAN and interface checks (et_bad): counter ids.
+	__u16 l2_bad;
+	__u16 et_bad;
 	__u16 rx_if;  // tern interface (after VLAN demux or decapsulation)
 	__u16 acl_in; // its input rule set (lane_if.acl_in), read with it
 	__u16 port;   // receiving port
@@ -365,7 +369,7 @@ struct st {
 	__u8 dec_ttl;
 	// Egress.
 	__u8 l2len; // 14 or 18
-	__u8 pad2;
+	__u8 prio; // bytes of a priority tag (VID 0), which the engine strips
 	__u16 tx_port;
 	__u16 tx_vid;
 	__u16 tx_mtu; // the egress interface's (for the forwarding memo)
@@ -1705,6 +1709,14 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return DROP(IP4_BROADCAST);
 	if ((dst >> 28) == 0xe)
 		return DROP(IP4_MULTICAST);
+	// RFC 1812 5.3.7: never a destination: 0/8, 127/8, 240/4 (but the
+	// limited broadcast, above).
+	__u8 dst_top = dst >> 24;
+	if (dst_top == 0 || dst_top == 127 || dst_top >= 240)
+		return DROP(IP4_MARTIAN_DST);
+	// RFC 1812 5.3.4: unicast IP in a link-layer broadcast or multicast.
+	if (s->multi)
+		return DROP(IP4_L2_MULTI);
 	s->l3off = off;
 	s->tot = tot;
 	s->limit = off + tot;
@@ -1722,7 +1734,7 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	// No output interface yet (acl_out sets it).
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) | CK(DSCP, ip[1] >> 2);
 	// The frame after ip4-input trimmed it: L2 (if any) + tot.
-	k->bytes = (s->decap ? 0 : off) + tot;
+	k->bytes = (s->decap ? 0 : off - s->prio) + tot;
 	// A received packet, or one decapsulated: its key holds the tunnel as
 	// the input interface, and the outer headers are stripped per packet.
 	if (wire || s->decap) {
@@ -1820,7 +1832,10 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return DROP(IP6_TRUNCATED);
 	__u64 src_hi = rd64(ip + 8), src_lo = rd64(ip + 16);
 	__u64 dst_hi = rd64(ip + 24), dst_lo = rd64(ip + 32);
-	if ((src_hi >> 56) == 0xff || (src_hi == 0 && src_lo == 1))
+	// Multicast and loopback sources, and (RFC 4291 2.5.2) the
+	// unspecified one but to a multicast group (ND's duplicate address
+	// detection): never forwarded.
+	if ((src_hi >> 56) == 0xff || (src_hi == 0 && src_lo <= 1 && (src_lo || (dst_hi >> 56) != 0xff)))
 		return DROP(IP6_MARTIAN);
 	if (dst_hi == 0 && (dst_lo == 0 || dst_lo == 1))
 		return DROP(IP6_BAD_DST);
@@ -1839,6 +1854,10 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 			return PUNT(PUNT_LOCAL);
 		return DROP(IP6_LINK_LOCAL);
 	}
+	// RFC 1812 5.3.4 (RFC 8504): unicast IP in a link-layer broadcast or
+	// multicast is not routed.
+	if (s->multi)
+		return DROP(IP6_L2_MULTI);
 	s->l3off = off;
 	s->tot = tot;
 	s->limit = off + tot;
@@ -1856,7 +1875,7 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	k->w[K_P0] = key_ok && proto != 50 && proto != 59 ? acl_l4(proto, ip + 40, tot - 40, end) : CK_NO_L4;
 	k->w[K_P1] = CK(PROTO, proto) | CK(IIF, s->rx_if) | CK(VLAN, s->vlan) |
 		     CK(DSCP, ((rd16(ip) >> 4) & 0xff) >> 2);
-	k->bytes = (s->decap ? 0 : off) + tot;
+	k->bytes = (s->decap ? 0 : off - s->prio) + tot;
 	if (wire || s->decap) { // as in ip4
 		s->f_label = rd32(ip) & 0x000fffff;
 		const struct lane_fwd_flow *fm = fwd_memo_find(s, k->w, 1);
@@ -2209,6 +2228,7 @@ int tern_lane(struct xdp_md *ctx)
 	s->decap = 0;
 	s->encap = 0;
 	s->multi = 0;
+	s->prio = 0;
 	s->dec_ttl = 0;
 	s->hits = 0;
 	// One load: the half and the cache epoch must come from the same
@@ -2224,33 +2244,61 @@ int tern_lane(struct xdp_md *ctx)
 	// (forwarded or dropped): punted ones are counted by userspace.
 	__u32 rx_bytes = end - data;
 
-	// ---- steer.c's rules, in its order.
+	// ---- steer.c's rules, in its order, after the checks of
+	// ethernet-input that no rule may skip: every frame ends under one of
+	// the lane's counters (a malformed one under ethernet-input's or
+	// ip4/ip6-input's drop, as in userspace).
 	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > end)
-		return pass_s(ctx, s, C_PASS_OTHER);
+	int r = 1;
+	int v6 = 0;
+	if ((void *)(eth + 1) > end) {
+		DROP(ETH_TOO_SHORT);
+		goto decided;
+	}
+	// An Ethernet source is never a group address (IEEE 802.3 3.2.3).
+	if (eth->h_source[0] & 1) {
+		DROP(ETH_SRC_MULTICAST);
+		goto decided;
+	}
 	__u16 proto = eth->h_proto;
 	__u32 l3 = 14;
 	int tagged = 0;
 	__u16 vid = 0;
+	// A frame ethernet-input drops after its destination check (l2_bad),
+	// or after the VLAN and the interface's state (non-IP in standalone
+	// mode): the counter id, 0 for none.
+	// (Kept in the scratch: the stack is at the verifier's limit.)
+	s->l2_bad = 0;
+	s->et_bad = 0;
 	if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
 		__u8 *vh = data + 14;
-		if ((void *)(vh + 4) > end)
-			return pass_s(ctx, s, C_PASS_OTHER);
+		if ((void *)(vh + 4) > end) {
+			s->l2_bad = C_ETH_TOO_SHORT;
+			goto ethernet_input;
+		}
 		vid = rd16(vh) & 0x0fff;
 		proto = *(__u16 *)(vh + 2);
 		l3 = 18;
-		tagged = 1;
+		// VID 0 is a priority tag: the frame is the port's, untagged.
+		tagged = vid != 0;
+		if (!tagged)
+			s->prio = 4; // the engine strips it: rule hits count bytes without
+		if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
+			s->l2_bad = C_ETH_NESTED_VLAN;
+			goto ethernet_input;
+		}
 	}
 	if (proto == bpf_htons(ETH_P_ARP)) {
 		if (s->flags & LCFG_NEIGH_TO_TERN)
 			return to_xsk(ctx, s, C_PUNT_NEIGH);
 		return pass_s(ctx, s, C_PASS_NEIGH);
 	}
-	int v6;
+	// A truncated IP header skips steer.c's rules: ip4/ip6 drop it.
 	if (proto == bpf_htons(ETH_P_IP)) {
 		__u8 *ip = data + l3;
+		v6 = 0;
 		if ((void *)(ip + 20) > end)
-			return pass_s(ctx, s, C_PASS_OTHER);
+			goto ethernet_input;
 		__u32 dst;
 		__builtin_memcpy(&dst, ip + 16, 4);
 		// Packets for the router's addresses in Linux mode: Linux's, except
@@ -2259,14 +2307,12 @@ int tern_lane(struct xdp_md *ctx)
 			return pass_s(ctx, s, C_PASS_LOCAL);
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
 			return pass_s(ctx, s, C_PASS_MCAST);
-		v6 = 0;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		__u8 *ip = data + l3;
+		v6 = 1;
 		if ((void *)(ip + 40) > end)
-			return pass_s(ctx, s, C_PASS_OTHER);
-		if (ip[6] == IPPROTO_ICMPV6_) {
-			if ((void *)(ip + 41) > end)
-				return pass_s(ctx, s, C_PASS_OTHER);
+			goto ethernet_input;
+		if (ip[6] == IPPROTO_ICMPV6_ && (void *)(ip + 41) <= end) {
 			__u8 type = ip[40];
 			if (type >= ND_FIRST && type <= ND_LAST) {
 				if (s->flags & LCFG_NEIGH_TO_TERN)
@@ -2282,13 +2328,16 @@ int tern_lane(struct xdp_md *ctx)
 		}
 		if (ip[24] == 0xff)
 			return pass_s(ctx, s, C_PASS_MCAST);
-		v6 = 1;
 	} else {
-		return pass_s(ctx, s, C_PASS_OTHER);
+		// LLDP, LACP, MPLS, ...: Linux's in Linux mode; standalone tern
+		// handles none of them (ethernet-input's unknown-ethertype).
+		if (s->flags & LCFG_LINUX_MODE)
+			return pass_s(ctx, s, C_PASS_OTHER);
+		s->et_bad = C_ETH_UNKNOWN_ETHERTYPE;
 	}
 
 	// ---- ethernet-input.
-	int r = 1;
+ethernet_input:;
 	const struct lane_if *port_if = get_if(s, s->rx_if);
 	if (!port_if) {
 		DROP(ETH_NO_IF);
@@ -2301,6 +2350,10 @@ int tern_lane(struct xdp_md *ctx)
 			goto decided;
 		}
 		s->multi = 1;
+	}
+	if (s->l2_bad) {
+		done(s, V_DROP, s->l2_bad);
+		goto decided;
 	}
 	int up = port_if->flags & LIF_UP;
 	s->acl_in = port_if->acl_in;
@@ -2322,6 +2375,10 @@ int tern_lane(struct xdp_md *ctx)
 	}
 	if (!up) {
 		DROP(ETH_IF_DOWN);
+		goto decided;
+	}
+	if (s->et_bad) {
+		done(s, V_DROP, s->et_bad);
 		goto decided;
 	}
 

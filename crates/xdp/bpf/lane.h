@@ -372,13 +372,17 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(PASS_LOCAL, "xdp-lane", "pass-local", pass)                                          \
 	X(PASS_NEIGH, "xdp-lane", "pass-neighbor", pass)                                       \
 	X(PASS_MCAST, "xdp-lane", "pass-multicast", pass)                                      \
-	X(PASS_OTHER, "xdp-lane", "pass-other", pass)                                          \
+	X(PASS_OTHER, "xdp-lane", "pass-non-ip", pass)                                         \
 	X(PASS_NOT_LANE, "xdp-lane", "pass-not-lane", pass)                                    \
 	X(PASS_NO_XSK, "xdp-lane", "pass-no-xsk", pass)                                        \
+	X(ETH_TOO_SHORT, "ethernet-input", "too-short", drop)                                  \
+	X(ETH_SRC_MULTICAST, "ethernet-input", "multicast-source", drop)                       \
 	X(ETH_NO_IF, "ethernet-input", "no-interface", drop)                                   \
 	X(ETH_IF_DOWN, "ethernet-input", "interface-down", drop)                               \
 	X(ETH_NOT_FOR_US, "ethernet-input", "not-for-us", drop)                                \
 	X(ETH_UNKNOWN_VLAN, "ethernet-input", "unknown-vlan", drop)                            \
+	X(ETH_NESTED_VLAN, "ethernet-input", "nested-vlan", drop)                              \
+	X(ETH_UNKNOWN_ETHERTYPE, "ethernet-input", "unknown-ethertype", drop)                  \
 	X(IP4_TOO_SHORT, "ip4-input", "too-short", drop)                                       \
 	X(IP4_BAD_VERSION, "ip4-input", "bad-version", drop)                                   \
 	X(IP4_BAD_HDR_LEN, "ip4-input", "bad-header-length", drop)                             \
@@ -388,6 +392,8 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(IP4_MARTIAN, "ip4-input", "martian-source", drop)                                    \
 	X(IP4_MULTICAST, "ip4-input", "multicast", drop)                                       \
 	X(IP4_BROADCAST, "ip4-input", "broadcast", drop)                                       \
+	X(IP4_MARTIAN_DST, "ip4-input", "martian-destination", drop)                           \
+	X(IP4_L2_MULTI, "ip4-input", "l2-multicast", drop)                                     \
 	X(IP6_TOO_SHORT, "ip6-input", "too-short", drop)                                       \
 	X(IP6_BAD_VERSION, "ip6-input", "bad-version", drop)                                   \
 	X(IP6_TRUNCATED, "ip6-input", "truncated", drop)                                       \
@@ -395,6 +401,7 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(IP6_BAD_DST, "ip6-input", "bad-destination", drop)                                   \
 	X(IP6_MULTICAST, "ip6-input", "multicast", drop)                                       \
 	X(IP6_LINK_LOCAL, "ip6-input", "link-local-not-ours", drop)                            \
+	X(IP6_L2_MULTI, "ip6-input", "l2-multicast", drop)                                     \
 	X(ACL4_IN_DENIED, "ip4-acl-in", "denied", drop)                                        \
 	X(ACL6_IN_DENIED, "ip6-acl-in", "denied", drop)                                        \
 	X(ACL4_OUT_DENIED, "ip4-acl-out", "denied", drop)                                      \

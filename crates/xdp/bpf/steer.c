@@ -9,7 +9,8 @@
 // (crates/xdp/src/steer.rs) fills the maps; the indices of `verdicts` must
 // match `Verdict` there.
 //
-// Nothing is ever dropped here: when in doubt a packet goes to the kernel.
+// Nothing is ever dropped here: a malformed frame goes to tern, which
+// counts its drop; what neither handles goes to the kernel.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -22,7 +23,8 @@
 
 // Config flags (index 0 of `config`).
 // ARP and IPv6 neighbour discovery go to tern (standalone mode) instead of
-// Linux (Linux control-plane mode).
+// Linux (Linux control-plane mode); so do EtherTypes tern does not handle
+// (to be counted as its drops).
 #define CFG_NEIGH_TO_TERN (1u << 0)
 // Pass everything to Linux (steering paused, e.g. while tern restarts).
 #define CFG_PASS_ALL (1u << 1)
@@ -34,7 +36,7 @@ enum verdict {
 	V_PASS_NEIGH = 3,     // ARP/ND passed to Linux (control-plane mode)
 	V_PASS_MCAST = 4,     // link-layer or IP multicast/broadcast control traffic
 	V_PASS_NO_XSK = 5,    // no socket on this queue: passed to Linux
-	V_PASS_OTHER = 6,     // not IP/ARP, truncated, or steering paused
+	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
 	V_MAX = 7,
 };
 
@@ -142,15 +144,24 @@ int tern_steer(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end)
 		return count(V_PASS_OTHER, XDP_PASS);
+	// What tern's ethernet-input or ip4/ip6-input drops goes to tern, so
+	// that it is counted there (a group source address, a truncated or
+	// nested 802.1Q tag, a truncated IP header; in standalone mode any
+	// EtherType but IP and ARP): only Linux mode leaves the EtherTypes
+	// tern does not handle (LLDP, LACP, ...) to Linux.
+	if (eth->h_source[0] & 1)
+		return to_xsk(ctx, V_REDIRECT);
 	__u16 proto = eth->h_proto;
 	void *l3 = eth + 1;
 	// One 802.1Q or 802.1ad tag: tern's VLAN sub-interfaces live behind it.
 	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
 		struct vlan_hdr *vh = l3;
 		if ((void *)(vh + 1) > end)
-			return count(V_PASS_OTHER, XDP_PASS);
+			return to_xsk(ctx, V_REDIRECT);
 		proto = vh->proto;
 		l3 = vh + 1;
+		if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD))
+			return to_xsk(ctx, V_REDIRECT);
 	}
 
 	if (proto == bpf_htons(ETH_P_ARP)) {
@@ -162,7 +173,7 @@ int tern_steer(struct xdp_md *ctx)
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct ipv4_min *ip = l3;
 		if ((void *)(ip + 1) > end)
-			return count(V_PASS_OTHER, XDP_PASS);
+			return to_xsk(ctx, V_REDIRECT);
 		__u32 dst = ip->daddr;
 		if (bpf_map_lookup_elem(&tern_local4, &dst))
 			return count(V_PASS_LOCAL, XDP_PASS);
@@ -176,14 +187,12 @@ int tern_steer(struct xdp_md *ctx)
 	if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6_min *ip6 = l3;
 		if ((void *)(ip6 + 1) > end)
-			return count(V_PASS_OTHER, XDP_PASS);
+			return to_xsk(ctx, V_REDIRECT);
 		// Neighbour discovery first: RFC 4861 messages carry no extension
 		// headers in practice and go to multicast or to our own addresses.
 		if (ip6->nexthdr == IPPROTO_ICMPV6_) {
 			__u8 *type = (__u8 *)(ip6 + 1);
-			if ((void *)(type + 1) > end)
-				return count(V_PASS_OTHER, XDP_PASS);
-			if (*type >= ICMPV6_ND_FIRST && *type <= ICMPV6_ND_LAST) {
+			if ((void *)(type + 1) <= end && *type >= ICMPV6_ND_FIRST && *type <= ICMPV6_ND_LAST) {
 				if (cfg & CFG_NEIGH_TO_TERN)
 					return to_xsk(ctx, V_REDIRECT_NEIGH);
 				return count(V_PASS_NEIGH, XDP_PASS);
@@ -199,6 +208,8 @@ int tern_steer(struct xdp_md *ctx)
 		return to_xsk(ctx, V_REDIRECT);
 	}
 
+	if (cfg & CFG_NEIGH_TO_TERN)
+		return to_xsk(ctx, V_REDIRECT);
 	return count(V_PASS_OTHER, XDP_PASS);
 }
 

@@ -54,8 +54,26 @@ pub struct Verdicts {
     pub pass_mcast: u64,
     /// No socket on the receive queue: passed to Linux.
     pub pass_no_xsk: u64,
-    /// Not IP/ARP, truncated, or steering paused: passed to Linux.
+    /// Not IP/ARP in Linux mode, or steering paused: passed to Linux.
     pub pass_other: u64,
+}
+
+impl Verdicts {
+    /// What the program passed to Linux, by reason (`tern stats` names:
+    /// node `xdp-steer`), with each reason's meaning.
+    pub fn passes(&self) -> [(&'static str, &'static str, u64); 5] {
+        [
+            ("pass-local", "for the router's addresses: passed to Linux", self.pass_local),
+            ("pass-neighbor", "ARP/ND passed to Linux (Linux mode)", self.pass_neigh),
+            ("pass-multicast", "IP multicast or broadcast: passed to Linux", self.pass_mcast),
+            ("pass-no-xsk", "no tern socket on the receive queue: passed to Linux", self.pass_no_xsk),
+            (
+                "pass-non-ip",
+                "EtherType tern does not handle (Linux mode) or steering paused: passed to Linux",
+                self.pass_other,
+            ),
+        ]
+    }
 }
 
 const N_VERDICTS: u32 = 7;

@@ -287,14 +287,17 @@ fn edge_cases_agree_with_userspace() {
         assert_eq!(fwd(d, LAN, &f), Drop("ethernet-input/not-for-us".into()));
         let mut f = good.clone();
         f[..6].copy_from_slice(&[0xff; 6]);
-        assert_eq!(fwd(d, LAN, &f), Forward(WAN), "broadcast MAC, unicast IP");
+        assert_eq!(fwd(d, LAN, &f), Drop("ip4-input/l2-multicast".into()), "broadcast MAC, unicast IP");
         // Not for the lane: ARP, multicast, unknown EtherType, the router.
         assert_eq!(fwd(d, LAN, &eth([0xff; 6], HOST_A, 0x0806, &[0u8; 28])), Punt("xdp-lane/punt-neighbor".into()));
         assert_eq!(
             fwd(d, LAN, &eth([1, 0, 0x5e, 0, 0, 5], HOST_A, 0x0800, &udp4("10.0.1.2", "224.0.0.5", 1, 1, 2, b"o"))),
             Pass("xdp-lane/pass-multicast".into())
         );
-        assert_eq!(fwd(d, LAN, &eth(R_LAN, HOST_A, 0x88cc, &[0u8; 46])), Pass("xdp-lane/pass-other".into()));
+        assert_eq!(
+            fwd(d, LAN, &eth(R_LAN, HOST_A, 0x88cc, &[0u8; 46])),
+            Drop("ethernet-input/unknown-ethertype".into())
+        );
         assert_eq!(
             fwd(d, LAN, &lan_frame(udp4("10.0.1.2", "10.0.1.1", 64, 1, 2, b"x"))),
             Punt("xdp-lane/punt-local".into())
@@ -338,6 +341,95 @@ fn edge_cases_agree_with_userspace() {
         // Truncated TCP header: ports absent, the telnet rule cannot match.
         let short = ipv4(v4("10.0.1.2"), v4("198.18.0.1"), 6, 64, &tcp(4000, 23, 0x02)[..10]);
         assert_eq!(fwd(d, LAN, &lan_frame(short)), Forward(WAN));
+    });
+}
+
+/// Issue 36: every hostile frame ends under a counter both lanes name
+/// alike (none is handed to Linux uncounted in standalone mode), and
+/// RFC 1812 5.3.4 / 5.3.7 and RFC 4291's transit checks drop what must
+/// not be forwarded, on both lanes.
+#[test]
+fn hostile_frames_and_rfc1812_checks_agree_with_userspace() {
+    with_lab(|d, _| {
+        use Verdict::*;
+        let drop = |s: &str| Drop(s.into());
+        let good = udp4("10.0.1.2", "198.18.0.1", 64, 1000, 2000, b"payload");
+        // EtherTypes tern does not handle (a length field, IPv4's
+        // neighbours, LLDP, MPLS, the highest).
+        for et in [0x0000, 0x05dc, 0x0600, 0x88cc, 0x8847, 0xffff] {
+            assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, et, &good)), drop("ethernet-input/unknown-ethertype"), "{et:#x}");
+        }
+        // ... also behind a tag, and only for the router's MAC.
+        assert_eq!(d.run(LAN, &eth_vlan(R_LAN, HOST_A, 100, 0x88cc, &good)), drop("ethernet-input/unknown-ethertype"));
+        assert_eq!(d.run(LAN, &eth(HOST_B, HOST_A, 0x88cc, &good)), drop("ethernet-input/not-for-us"));
+        // Truncated and nested 802.1Q tags.
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x8100, &[0, 100])), drop("ethernet-input/too-short"));
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x88a8, &[0])), drop("ethernet-input/too-short"));
+        let mut inner = vec![0, 100, 0x08, 0x00];
+        inner.extend_from_slice(&good);
+        assert_eq!(d.run(LAN, &eth_vlan(R_LAN, HOST_A, 100, 0x8100, &inner)), drop("ethernet-input/nested-vlan"));
+        assert_eq!(d.run(LAN, &eth_vlan(R_LAN, HOST_A, 7, 0x88a8, &inner)), drop("ethernet-input/nested-vlan"));
+        // Truncated IP headers, untagged and tagged.
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x0800, &good[..19])), drop("ip4-input/too-short"));
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x0800, &[])), drop("ip4-input/too-short"));
+        assert_eq!(d.run(LAN, &eth_vlan(R_LAN, HOST_A, 100, 0x0800, &good[..4])), drop("ip4-input/too-short"));
+        let good6 = udp6("2001:db8:1::2", "2001:db8:2::2", 64, 1, 2);
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x86dd, &good6[..39])), drop("ip6-input/too-short"));
+        let mut icmp6 = good6.clone();
+        icmp6[6] = 58;
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x86dd, &icmp6[..40])), drop("ip6-input/truncated"));
+        // A group source MAC, whatever the frame.
+        let mut bad_src = HOST_A;
+        bad_src[0] |= 1;
+        assert_eq!(d.run(LAN, &eth(R_LAN, bad_src, 0x0800, &good)), drop("ethernet-input/multicast-source"));
+        assert_eq!(d.run(LAN, &eth(R_LAN, [0xff; 6], 0x86dd, &good6)), drop("ethernet-input/multicast-source"));
+        assert_eq!(d.run(LAN, &eth([0xff; 6], bad_src, 0x0806, &[0u8; 28])), drop("ethernet-input/multicast-source"));
+        // RFC 1812 5.3.4: unicast IP in a link-layer broadcast or multicast.
+        let mcast_mac = [1, 0, 0x5e, 0, 0, 9];
+        assert_eq!(d.run(LAN, &eth(mcast_mac, HOST_A, 0x0800, &good)), drop("ip4-input/l2-multicast"));
+        assert_eq!(d.run(LAN, &eth([0xff; 6], HOST_A, 0x86dd, &good6)), drop("ip6-input/l2-multicast"));
+        assert_eq!(d.run(LAN, &eth([0x33, 0x33, 0, 0, 0, 1], HOST_A, 0x86dd, &good6)), drop("ip6-input/l2-multicast"));
+        assert_eq!(
+            d.run(LAN, &eth_vlan([0xff; 6], HOST_A, 100, 0x0800, &udp4("10.0.100.2", "198.18.0.1", 64, 1, 2, b"v"))),
+            drop("ip4-input/l2-multicast")
+        );
+        // RFC 1812 5.3.7: martian destinations and sources (class E).
+        for dst in ["0.0.0.0", "0.1.2.3", "127.0.0.1", "127.255.255.254", "240.0.0.1", "254.255.255.255"] {
+            assert_eq!(
+                d.run(LAN, &lan_frame(udp4("10.0.1.2", dst, 64, 1, 2, b"m"))),
+                drop("ip4-input/martian-destination"),
+                "{dst}"
+            );
+        }
+        for src in ["0.0.0.0", "240.0.0.1", "255.255.255.255", "224.0.0.1", "127.0.0.1"] {
+            assert_eq!(
+                d.run(LAN, &lan_frame(udp4(src, "198.18.0.1", 64, 1, 2, b"m"))),
+                drop("ip4-input/martian-source"),
+                "{src}"
+            );
+        }
+        // RFC 4291 / RFC 8504: the unspecified source is never forwarded.
+        assert_eq!(d.run(LAN, &lan6(udp6("::", "2001:db8:2::2", 64, 1, 2))), drop("ip6-input/martian-source"));
+        assert_eq!(d.run(LAN, &lan6(udp6("::1", "2001:db8:2::2", 64, 1, 2))), drop("ip6-input/martian-source"));
+        assert_eq!(d.run(LAN, &lan6(udp6("2001:db8:1::2", "::1", 64, 1, 2))), drop("ip6-input/bad-destination"));
+        // Priority-tagged frames (VID 0) are the port's, untagged.
+        let want = d.run(LAN, &lan_frame(good.clone()));
+        assert_eq!(want, Forward(WAN));
+        assert_eq!(d.run(LAN, &eth_vlan(R_LAN, HOST_A, 0, 0x0800, &good)), want, "priority tag");
+        let mut prio = eth_vlan(R_LAN, HOST_A, 0, 0x0800, &good);
+        prio[14] |= 0xe0; // PCP 7
+        assert_eq!(d.run(LAN, &prio), want, "priority tag, PCP 7");
+        assert_eq!(d.run(LAN, &eth_vlan(R_LAN, HOST_A, 0, 0x86dd, &good6)), Forward(WAN), "priority tag, IPv6");
+        assert_eq!(
+            d.run(LAN, &eth_vlan(R_LAN, HOST_A, 0, 0x88cc, &good)),
+            drop("ethernet-input/unknown-ethertype"),
+            "priority tag, LLDP"
+        );
+        // What stays good: the same frames, well formed.
+        assert_eq!(
+            d.run(LAN, &eth_vlan(R_LAN, HOST_A, 100, 0x0800, &udp4("10.0.100.2", "198.18.0.1", 64, 1, 2, b"v"))),
+            Forward(WAN)
+        );
     });
 }
 
@@ -555,7 +647,7 @@ impl Rng {
 
 /// A plausible frame: any of the lab's flows, then maybe broken.
 fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
-    let srcs = ["10.0.1.2", "1.1.9.1", "10.0.100.5", "10.0.3.3", "127.0.0.1", "10.0.2.2"];
+    let srcs = ["10.0.1.2", "1.1.9.1", "10.0.100.5", "10.0.3.3", "127.0.0.1", "10.0.2.2", "240.1.1.1", "10.0.1.2"];
     let dsts = [
         "198.18.0.1",
         "198.19.200.3",
@@ -571,6 +663,9 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         "100.64.1.1",
         "10.0.1.255",
         "224.0.0.1",
+        "127.0.0.1",
+        "0.1.2.3",
+        "240.0.0.9",
     ];
     let dsts6 = [
         "2001:db8:ff::1",
@@ -605,7 +700,7 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         }
         4 | 5 => {
             let mut p = udp6(
-                r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5"]),
+                r.pick(&["2001:db8:1::2", "2001:db8:2::2", "fe80::5", "::", "2001:db8:1::2"]),
                 r.pick(&dsts6),
                 ttl,
                 1,
@@ -632,8 +727,20 @@ fn random_frame(r: &mut Rng) -> (u16, Vec<u8>) {
         }
     };
     let et = if !l3.is_empty() && l3[0] >> 4 == 6 { 0x86dd } else { 0x0800 };
+    // Now and then a broadcast or multicast destination MAC (RFC 1812
+    // 5.3.4), a group source MAC, another EtherType.
+    let mac = match r.below(16) {
+        0 => [0xff; 6],
+        1 => [0x33, 0x33, 0, 0, 0, 1],
+        _ => mac,
+    };
+    let et = match r.below(24) {
+        0 => r.pick(&[0x88ccu16, 0x8847, 0x0000, 0x8100]),
+        _ => et,
+    };
     let mut f = match r.below(6) {
-        0 => eth_vlan(mac, HOST_V, r.pick(&[100u16, 100, 100, 7]), et, &l3),
+        0 => eth_vlan(mac, HOST_V, r.pick(&[100u16, 100, 100, 7, 0]), et, &l3),
+        1 if r.below(8) == 0 => eth(mac, [3, 0, 0, 0, 1, 0xaa], et, &l3),
         _ => eth(mac, HOST_A, et, &l3),
     };
     // Hostile: truncate, pad, flip bytes in the headers.
@@ -658,7 +765,7 @@ fn random_and_hostile_frames_agree_with_userspace() {
     with_lab(|d, _| {
         let seed = std::env::var("TERN_LANE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7e27_1a9e_u64);
         let mut r = Rng(seed);
-        for i in 0..4000 {
+        for i in 0..5000 {
             let (port, f) = random_frame(&mut r);
             let _ = i;
             d.run(port, &f);
@@ -747,6 +854,13 @@ fn linux_mode_leaves_the_routers_traffic_to_linux() {
         // GRE that is not one of tern's tunnels: Linux's.
         let other = ipv4(v4("10.0.2.2"), v4("10.0.2.1"), 47, 64, &gre(Some(99), 0x0800, &inner));
         assert_eq!(d.run(WAN, &eth(R_WAN, HOST_B, 0x0800, &other)), Pass("xdp-lane/pass-local".into()));
+        // EtherTypes tern does not handle (LLDP, MPLS, ...): Linux's, and
+        // counted; malformed frames are dropped as in standalone mode.
+        for et in [0x88cc, 0x8847, 0x0000, 0x05dc] {
+            assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, et, &[0u8; 46])), Pass("xdp-lane/pass-non-ip".into()), "{et:#x}");
+        }
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x8100, &[0, 1])), Drop("ethernet-input/too-short".into()));
+        assert_eq!(d.run(LAN, &eth(R_LAN, HOST_A, 0x0800, &inner[..10])), Drop("ip4-input/too-short".into()));
     });
 }
 

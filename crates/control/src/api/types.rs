@@ -212,7 +212,7 @@ pub struct NodeStats {
 pub struct ErrorStat {
     pub node: String,
     pub name: String,
-    /// "drop" or "info".
+    /// "drop" or "info"; the XDP programs' own: "forward", "punt", "pass".
     pub kind: String,
     pub help: String,
     pub count: u64,

@@ -56,6 +56,51 @@ fn parse() -> Vec<CounterDesc> {
     out
 }
 
+impl CounterKind {
+    /// The kind as `tern stats` and the metrics label it.
+    pub fn label(self) -> &'static str {
+        match self {
+            CounterKind::Drop => "drop",
+            CounterKind::Info => "info",
+            CounterKind::Punt => "punt",
+            CounterKind::Pass => "pass",
+            CounterKind::Forward => "forward",
+        }
+    }
+}
+
+impl CounterDesc {
+    /// What an `xdp-lane` counter means (the others are the userspace
+    /// nodes' counters and carry their help there).
+    pub fn help(&self) -> &'static str {
+        match self.error {
+            "forwarded" => "forwarded by the XDP lane",
+            "punt-neighbor" => "ARP/ND handed to tern's engine",
+            "punt-local" => "for the router: handed to tern's engine",
+            "punt-icmp-route" => "no route (ICMP error): handed to tern's engine",
+            "punt-ttl" => "TTL / hop limit expiring: handed to tern's engine",
+            "punt-too-big" => "larger than the egress MTU: handed to tern's engine",
+            "punt-scope" => "link-local source leaving its link: handed to tern's engine",
+            "punt-unresolved" => "next hop not resolved: handed to tern's engine",
+            "punt-options" => "IPv4 options or IPv6 extension headers: handed to tern's engine",
+            "punt-fragment" => "fragmented GRE for the router: handed to tern's engine",
+            "punt-gre" => "GRE the lane does not decapsulate: handed to tern's engine",
+            "punt-acl" => "rule set the lane could not compile: handed to tern's engine",
+            "punt-fib" => "FIB entry beyond the lane's maps: handed to tern's engine",
+            "punt-egress" => "egress port not on the lane: handed to tern's engine",
+            "punt-other" => "anything else the lane leaves to tern's engine",
+            "pass-local" => "for the router's addresses (Linux mode): passed to Linux",
+            "pass-neighbor" => "ARP/ND passed to Linux (Linux mode)",
+            "pass-multicast" => "IP multicast or broadcast: passed to Linux",
+            "pass-non-ip" => "EtherType tern does not handle (LLDP, ...): passed to Linux (Linux mode)",
+            "pass-not-lane" => "lane paused or device not on the lane: passed to Linux",
+            "pass-no-xsk" => "a punt with no tern socket on its queue: passed to Linux",
+            "trace-lost" => "trace records the ring had no room for",
+            _ => "",
+        }
+    }
+}
+
 /// Every counter, in index order.
 pub fn counters() -> &'static [CounterDesc] {
     static LIST: OnceLock<Vec<CounterDesc>> = OnceLock::new();
@@ -104,6 +149,9 @@ mod tests {
         assert_eq!(counters()[bad.index as usize], *bad);
         let enc = counter("gre-encap", "encapsulated").expect("named");
         assert_eq!(enc.kind, CounterKind::Info);
+        for d in c.iter().filter(|d| d.node == "xdp-lane") {
+            assert!(!d.help().is_empty(), "{} has a meaning", d.error);
+        }
         let mut names: Vec<(&str, &str)> = c.iter().map(|d| (d.node, d.error)).collect();
         names.sort_unstable();
         names.dedup();
