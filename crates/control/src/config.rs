@@ -1047,11 +1047,8 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     if let Err(e) = config.api.mode() {
         return Err(bad(vec![k("api"), k("socket_mode")], e));
     }
-    if let Some(g) = &config.api.group
-        && let Err(e) = crate::api::server::group_id(g)
-    {
-        return Err(bad(vec![k("api"), k("group")], e.to_string()));
-    }
+    // Whether the group exists is a question about the host: `load_for_run`
+    // asks it (config check and run), not the parser.
     if config.api.idle_timeout_ms == 0 {
         return Err(bad(vec![k("api"), k("idle_timeout_ms")], "must be positive"));
     }
