@@ -69,6 +69,19 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
     t
 }
 
+/// Adds the lane's rule hits to the workers' (both: per rule, then the
+/// default policy). A lane still counting an older rule set (before its
+/// next sync) adds only the slots both have.
+pub fn add_hits(hits: &mut [(u64, u64)], lane: &[(u64, u64)]) {
+    if hits.len() != lane.len() {
+        log::debug!("XDP lane: rule hits of {} slots against {}", lane.len(), hits.len());
+    }
+    for (h, l) in hits.iter_mut().zip(lane) {
+        h.0 = h.0.wrapping_add(l.0);
+        h.1 = h.1.wrapping_add(l.1);
+    }
+}
+
 /// The lane program attached to the router's devices.
 pub struct XdpLane {
     prog: LaneProgram,
