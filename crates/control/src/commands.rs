@@ -307,6 +307,38 @@ pub fn lane_counts(router: &Router) -> LaneCounts {
     out
 }
 
+/// The XDP lane's counters (minus `base`) for `tern stats`: its own
+/// (forwarded, punts, passes) and its share of the drops and events, in
+/// the program's order. Empty without the lane.
+pub fn lane_stats(lane: &LaneCounts, base: Option<&LaneCounts>) -> Vec<LaneStat> {
+    tern_xdp::lane::counters()
+        .iter()
+        .filter_map(|d| {
+            let now = *lane.errors.get(&(d.node, d.error))?;
+            let old = base.and_then(|b| b.errors.get(&(d.node, d.error))).copied().unwrap_or(0);
+            Some(LaneStat {
+                lane: "xdp".into(),
+                node: d.node.into(),
+                name: d.error.into(),
+                kind: lane_kind(d.kind).into(),
+                count: now.saturating_sub(old),
+            })
+        })
+        .collect()
+}
+
+/// A lane counter's kind as `tern stats` and /metrics name it.
+pub fn lane_kind(k: tern_xdp::lane::CounterKind) -> &'static str {
+    use tern_xdp::lane::CounterKind;
+    match k {
+        CounterKind::Drop => "drop",
+        CounterKind::Info => "info",
+        CounterKind::Punt => "punt",
+        CounterKind::Pass => "pass",
+        CounterKind::Forward => "forward",
+    }
+}
+
 /// Adds the lane's port counters (minus `base`) to the workers'.
 pub fn add_lane_ports(m: &mut HashMap<u16, PortCounters>, lane: &LaneCounts, base: Option<&LaneCounts>) {
     for (i, l) in &lane.ports {
@@ -795,6 +827,7 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
         nodes: node_stats(&workers, base_snap),
         errors,
         interfaces,
+        lanes: lane_stats(&lane, lane_base),
     }
 }
 

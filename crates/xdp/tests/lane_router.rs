@@ -429,6 +429,7 @@ fn rule_hits_are_the_same_on_both_lanes() {
                     let own = lane.acl_hits_by_name("IN").expect("the lane holds IN");
                     assert!(own[0].0 >= *got as u64, "the lane counted what it forwarded: {own:?}");
                     assert!(router.counter("xdp-lane", "forwarded") >= *got as u64);
+                    lane_in_stats_and_metrics(router, *got as u64);
                 }
                 seen.push((driver, hits, bytes));
             },
@@ -438,4 +439,37 @@ fn rule_hits_are_the_same_on_both_lanes() {
         assert_eq!(hits, &[300, 200], "{driver}: per-rule packets");
         assert_eq!(bytes, &seen[0].2, "{driver}: per-rule bytes as the other lane's");
     }
+}
+
+/// `tern stats` and /metrics show what the lane did itself: what it
+/// forwarded, and its share of the drops (`ip4-acl-in/denied`); the
+/// rule hits in /metrics include the lane's.
+fn lane_in_stats_and_metrics(router: &Router, got: u64) {
+    let st = commands::stats_show(router, &OpsState::default(), false);
+    let lane = |node: &str, name: &str| {
+        st.lanes.iter().find(|l| l.node == node && l.name == name).unwrap_or_else(|| panic!("{node}/{name} in {st:?}"))
+    };
+    let fwd = lane("xdp-lane", "forwarded");
+    assert_eq!((fwd.lane.as_str(), fwd.kind.as_str()), ("xdp", "forward"));
+    assert!(fwd.count >= got, "stats: the lane forwarded {}", fwd.count);
+    assert_eq!(lane("ip4-acl-in", "denied").count, 200, "the lane's drops in stats");
+    assert!(lane("xdp-lane", "punt-neighbor").count > 0);
+    let facts = tern_control::metrics::ControlFacts {
+        acl_hits: vec![("IN".into(), router.acl_hits("IN").expect("IN"))],
+        lane: commands::lane_counts(router),
+        ..Default::default()
+    };
+    let src = tern_control::metrics::MetricsSource {
+        workers: router.workers(),
+        ifaces: router.shared().ifaces.clone(),
+        facts: tern_rcu::Published::new(facts),
+    };
+    let text = tern_control::metrics::render(&src);
+    let sample = |prefix: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix} in\n{text}"));
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a value")
+    };
+    let fwd = sample("tern_lane_packets_total{lane=\"xdp\",node=\"xdp-lane\",counter=\"forwarded\",kind=\"forward\"}");
+    assert!(fwd >= got, "metrics: the lane forwarded {fwd}");
+    assert_eq!(sample("tern_acl_rule_hits_total{set=\"IN\",rule=\"1\"}"), 200);
 }

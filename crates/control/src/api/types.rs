@@ -178,6 +178,26 @@ pub struct StatsReport {
     pub nodes: Vec<NodeStats>,
     pub errors: Vec<ErrorStat>,
     pub interfaces: Vec<InterfaceCounters>,
+    /// What the XDP lane did itself (empty without the lane): every
+    /// packet it sent, handed to the engine or to Linux, and its share of
+    /// the drops and events `errors` sums over both lanes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneStat>,
+}
+
+/// One counter of a lane other than the engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneStat {
+    /// "xdp".
+    pub lane: String,
+    /// `xdp-lane` for the lane's own counters, else the engine node whose
+    /// drop or event the lane counted under the same name.
+    pub node: String,
+    pub name: String,
+    /// "forward" (sent by the lane), "punt" (handed to the engine), "pass"
+    /// (handed to Linux), "drop" or "info".
+    pub kind: String,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -334,6 +334,22 @@ fn stats(s: &StatsReport, part: StatsPart, all: bool) -> String {
             o.push_str(&table(&["count", "counter", "kind", "meaning"], &rows, &[0]));
         }
     }
+    if matches!(part, StatsPart::All | StatsPart::Errors) && !s.lanes.is_empty() {
+        // The XDP lane's own: what it sent, punted and passed, and its
+        // share of the counters above (which sum both lanes).
+        let rows: Vec<Vec<String>> = s
+            .lanes
+            .iter()
+            .filter(|l| all || l.count > 0)
+            .map(|l| vec![l.count.to_string(), format!("{}/{}", l.node, l.name), l.kind.clone(), l.lane.clone()])
+            .collect();
+        o.push('\n');
+        if rows.is_empty() {
+            o.push_str("the XDP lane has counted nothing\n");
+        } else {
+            o.push_str(&table(&["count", "counter", "kind", "lane"], &rows, &[0]));
+        }
+    }
     o
 }
 
