@@ -367,6 +367,21 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
         .live_ifaces()
         .map(|(idx, p)| {
             let live = ifs.get(idx);
+            let lane = iface_lane(router, p);
+            let mut notes = lane.notes.clone();
+            if let Some(l) = router.xdp_lane()
+                && lane.xdp_port.is_some()
+            {
+                for (dir, set) in [("in", &p.acl_in), ("out", &p.acl_out)] {
+                    for (fam, why) in set.as_deref().map(|s| l.acl_not_compiled(s)).unwrap_or_default() {
+                        notes.push(format!(
+                            "warning: rule set {} ({dir}, {fam}) is not compiled for the XDP lane ({why}): those \
+                             packets go to the engine",
+                            set.as_deref().unwrap_or_default()
+                        ));
+                    }
+                }
+            }
             let (kind, parent, vlan, device, driver) = match &p.kind {
                 crate::config::IfacePlanKind::Port { device, driver } => {
                     ("port", None, None, device.clone(), Some(format!("{driver:?}").to_lowercase()))
@@ -399,9 +414,107 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 acl_in: acl_name(p.acl_in.as_ref()),
                 acl_out: acl_name(p.acl_out.as_ref()),
                 counters: if kind == "port" { Some(counters.get(&idx).cloned().unwrap_or_default()) } else { None },
+                lane: lane.lane,
+                lane_notes: notes,
             }
         })
         .collect()
+}
+
+/// The lane that receives an interface's packets (a VLAN's: its
+/// parent's), the XDP lane's port when it is that one, and why.
+pub struct IfaceLane {
+    pub lane: Option<String>,
+    pub xdp_port: Option<u16>,
+    pub notes: Vec<String>,
+}
+
+pub fn iface_lane(router: &Router, p: &crate::config::IfacePlan) -> IfaceLane {
+    use crate::config::{Driver, IfacePlanKind};
+    let (device, driver) = match &p.kind {
+        IfacePlanKind::Port { device, driver } => (device.as_deref(), *driver),
+        IfacePlanKind::Vlan { parent, .. } => {
+            return match router.plan.ifaces.get(*parent) {
+                Some(pp) if !matches!(pp.kind, IfacePlanKind::Vlan { .. }) => iface_lane(router, pp),
+                _ => IfaceLane { lane: None, xdp_port: None, notes: Vec::new() },
+            };
+        }
+        #[allow(unreachable_patterns)]
+        _ => return IfaceLane { lane: None, xdp_port: None, notes: Vec::new() },
+    };
+    let Some(dev) = device else {
+        let lane = (driver == Driver::Memory).then(|| "memory".to_string());
+        return IfaceLane { lane, xdp_port: None, notes: Vec::new() };
+    };
+    let devs = router.xdp_devices();
+    let engine = devs.opened.get(dev).copied();
+    let mut notes = Vec::new();
+    if let Some(lane) = router.xdp_lane()
+        && let Some(port) = lane.device_port(dev)
+    {
+        let mode = lane.devices().into_iter().find(|d| d.1 == port).and_then(|d| d.2);
+        let lane_name = match mode {
+            Some(tern_xdp::AttachMode::Skb) => "xdp generic",
+            _ => "xdp native",
+        };
+        notes.push(format!(
+            "the XDP lane forwards and drops here; what it cannot finish goes to the engine ({})",
+            engine.unwrap_or("no socket")
+        ));
+        if !lane.sends(port) {
+            notes.push(format!(
+                "the XDP lane cannot send out of {dev} (its driver takes no redirected frames now; a veth needs XDP \
+                 or GRO on its peer): packets routed out of it go through the engine"
+            ));
+        }
+        return IfaceLane { lane: Some(lane_name.into()), xdp_port: Some(port), notes };
+    }
+    if let Some(why) = devs.not_on_lane.get(dev) {
+        notes.push(format!("not on the XDP lane: {why}"));
+    }
+    if let Some(why) = devs.fallback.get(dev) {
+        notes.push(format!("AF_XDP unavailable: {why}"));
+    }
+    let lane = engine.map(String::from).or_else(|| Some(format!("{driver:?}").to_lowercase()));
+    IfaceLane { lane, xdp_port: None, notes }
+}
+
+/// Which lane evaluates rule set `set` bound on `p` in `direction`
+/// ("in"/"out"), and why.
+fn acl_lane(router: &Router, p: &crate::config::IfacePlan, set: &str, direction: &str) -> AclLaneView {
+    let il = iface_lane(router, p);
+    let view =
+        |lane: String, why: String| AclLaneView { interface: p.name.clone(), direction: direction.into(), lane, why };
+    let (Some(lane), Some(port)) = (router.xdp_lane(), il.xdp_port) else {
+        let on = il.lane.unwrap_or_else(|| "the engine".into());
+        return view("engine".into(), format!("{} is on {on}", p.name));
+    };
+    let nc = lane.acl_not_compiled(set);
+    let sent = if direction == "out" {
+        if lane.sends(port) {
+            "for packets the XDP lane forwards out of it (the engine for the packets it sends)"
+        } else {
+            "(the XDP lane cannot send out of it: the engine sends and checks)"
+        }
+    } else {
+        "(the engine for what the lane hands it)"
+    };
+    let why_nc = nc.iter().map(|(f, w)| format!("{f}: {w}")).collect::<Vec<_>>().join("; ");
+    match nc.len() {
+        0 if direction == "out" && !lane.sends(port) => view("engine".into(), sent.into()),
+        0 => view("xdp".into(), format!("the XDP lane holds the whole set {sent}")),
+        1 => {
+            let other = if nc[0].0 == "IPv4" { "IPv6" } else { "IPv4" };
+            view(
+                format!("xdp ({other}), engine ({})", nc[0].0),
+                format!("not compiled for the XDP lane: {why_nc}; those packets go to the engine"),
+            )
+        }
+        _ => view(
+            "engine".into(),
+            format!("not compiled for the XDP lane: {why_nc}; packets that need it go to the engine"),
+        ),
+    }
 }
 
 fn parse_on_off(name: &str, r: &mut Router, up: bool) -> Result<String, ApiError> {
@@ -943,6 +1056,20 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
                 default_packets: d.0,
                 default_bytes: d.1,
                 counting: hits.is_some(),
+                lanes: router
+                    .plan
+                    .live_ifaces()
+                    .flat_map(|(_, i)| {
+                        let mut v = Vec::new();
+                        if i.acl_in.as_ref() == Some(&s.name) {
+                            v.push(acl_lane(router, i, &s.name, "in"));
+                        }
+                        if i.acl_out.as_ref() == Some(&s.name) {
+                            v.push(acl_lane(router, i, &s.name, "out"));
+                        }
+                        v
+                    })
+                    .collect(),
             }
         })
         .collect();

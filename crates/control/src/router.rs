@@ -428,7 +428,9 @@ impl Router {
         // TAPs: its program would pass the router's traffic to the
         // device's own stack, where the kernel is silenced.
         if !tap {
-            host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
+            host.xdp.lane =
+                crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode, &mut host.xdp.not_on_lane)
+                    .map_err(err)?;
         }
 
         let trace = TraceShared::new();
@@ -697,6 +699,10 @@ impl Router {
     /// The XDP lane, when devices run it.
     pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_ref()
+    }
+    /// The XDP programs and userspace ports of the router's devices.
+    pub fn xdp_devices(&self) -> &crate::afxdp::XdpDevices {
+        &self.host.xdp
     }
     pub fn xdp_lane_mut(&mut self) -> Option<&mut crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_mut()

@@ -310,6 +310,23 @@ impl XdpLane {
         self.acls.iter().position(|s| s.name == name).map(|i| self.acl_hits(i))
     }
 
+    /// Whether frames leave by `port` from the lane (its device can take
+    /// redirected frames); packets routed elsewhere go through userspace.
+    pub fn sends(&self, port: u16) -> bool {
+        self.on_lane.get(usize::from(port)).copied().unwrap_or(false)
+    }
+
+    /// Why the lane does not classify rule set `name` itself, per family
+    /// ("IPv4", "IPv6"): packets needing it go to the engine. Empty when
+    /// the lane holds the whole set (or does not know it yet).
+    pub fn acl_not_compiled(&self, name: &str) -> Vec<(&'static str, String)> {
+        let Some(a) = self.prog.tables().acls.iter().find(|a| a.name == name) else { return Vec::new() };
+        [("IPv4", &a.v4), ("IPv6", &a.v6)]
+            .into_iter()
+            .filter_map(|(fam, f)| f.not_compiled.clone().map(|why| (fam, why)))
+            .collect()
+    }
+
     pub fn mirror_stats(&mut self) -> MirrorStats {
         self.prog.fib_mirror().map(|m| m.stats()).unwrap_or_default()
     }
@@ -334,6 +351,7 @@ pub(crate) fn start_for_router(
     shared: &Shared,
     fib: &mut FibWriter,
     linux_mode: bool,
+    not_on_lane: &mut HashMap<String, String>,
 ) -> Result<Option<XdpLane>, String> {
     let cands: Vec<(u16, String, Driver)> = plan
         .ifaces
@@ -354,6 +372,9 @@ pub(crate) fn start_for_router(
         Ok(l) => l,
         Err(e) if !must => {
             log::info!("XDP lane unavailable ({e}); devices use AF_XDP");
+            for (_, dev, _) in &cands {
+                not_on_lane.insert(dev.clone(), format!("the XDP lane is unavailable: {e}"));
+            }
             return Ok(None);
         }
         Err(e) => return Err(format!("XDP lane: {e}")),
@@ -368,12 +389,16 @@ pub(crate) fn start_for_router(
             && !explicit
         {
             log::info!("device {dev}: not on the XDP lane: no native XDP hook (features {f:#x}); using AF_XDP");
+            not_on_lane.insert(dev.clone(), format!("driver = auto: no native XDP hook (XDP features {f:#x})"));
             continue;
         }
         match lane.attach(dev, *port, explicit) {
             Ok(mode) => log::info!("device {dev}: on the XDP lane ({mode:?} mode)"),
             Err(e) if explicit => return Err(format!("device {dev}: XDP lane: {e}")),
-            Err(e) => log::info!("device {dev}: XDP lane unavailable ({e}); using AF_XDP"),
+            Err(e) => {
+                log::info!("device {dev}: XDP lane unavailable ({e}); using AF_XDP");
+                not_on_lane.insert(dev.clone(), format!("the XDP lane could not attach: {e}"));
+            }
         }
     }
     if lane.devices.is_empty() {

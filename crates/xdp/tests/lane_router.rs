@@ -417,6 +417,9 @@ fn rule_hits_are_the_same_on_both_lanes() {
                 first_ping(rig);
                 let got = udp_through(rig, 300);
                 udp_blast(rig, 7001, 200);
+                // A ping behind them: once it is answered, tern has taken
+                // the datagrams ahead of it off the same ring.
+                first_ping(rig);
                 got
             },
             |router, got| {
@@ -431,6 +434,16 @@ fn rule_hits_are_the_same_on_both_lanes() {
                     assert!(router.counter("xdp-lane", "forwarded") >= *got as u64);
                     lane_in_stats_and_metrics(router, *got as u64);
                 }
+                // Which lane receives in0 and evaluates IN there, and why.
+                let want = if driver.starts_with("lane") { ("xdp native", "xdp") } else { ("afpacket", "engine") };
+                let ifs = commands::interface_list(router);
+                let in0 = ifs.iter().find(|i| i.name == "in0").expect("in0");
+                assert_eq!(in0.lane.as_deref(), Some(want.0), "{in0:?}");
+                assert!(in0.lane_notes.iter().all(|n| !n.contains("warning")), "{:?}", in0.lane_notes);
+                let l = &view[0].lanes;
+                assert_eq!(l.len(), 1, "{l:?}");
+                assert_eq!((l[0].interface.as_str(), l[0].direction.as_str()), ("in0", "in"));
+                assert_eq!(l[0].lane, want.1, "{l:?}");
                 seen.push((driver, hits, bytes));
             },
         );
@@ -472,4 +485,35 @@ fn lane_in_stats_and_metrics(router: &Router, got: u64) {
     let fwd = sample("tern_lane_packets_total{lane=\"xdp\",node=\"xdp-lane\",counter=\"forwarded\",kind=\"forward\"}");
     assert!(fwd >= got, "metrics: the lane forwarded {fwd}");
     assert_eq!(sample("tern_acl_rule_hits_total{set=\"IN\",rule=\"1\"}"), 200);
+}
+
+/// A rule set the lane cannot hold (a TCP flags match cuts its field into
+/// more intervals than the lane keeps): `tern interface show` and `tern
+/// acl show` say so, with the reason, and which lane evaluates it.
+#[test]
+fn a_rule_set_the_lane_cannot_compile_is_named() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    let text = acl_cfg("lane = \"xdp\"") + "[[acl.rule]]\naction = \"drop\"\nproto = \"tcp\"\ntcp_flags = \"syn\"\n";
+    with_router(
+        &rig,
+        &text,
+        |_| (),
+        |router, _| {
+            let ifs = commands::interface_list(router);
+            let in0 = ifs.iter().find(|i| i.name == "in0").expect("in0");
+            assert_eq!(in0.lane.as_deref(), Some("xdp native"));
+            let warn: Vec<_> = in0.lane_notes.iter().filter(|n| n.starts_with("warning: rule set IN")).collect();
+            assert_eq!(warn.len(), 2, "IPv4 and IPv6 not compiled: {:?}", in0.lane_notes);
+            assert!(warn[0].contains("intervals"), "the reason: {warn:?}");
+            let view = commands::acl_list(router, Some("IN")).expect("acl show");
+            let l = &view[0].lanes[0];
+            assert_eq!(l.lane, "engine", "{l:?}");
+            assert!(l.why.starts_with("not compiled for the XDP lane: IPv4: "), "{l:?}");
+            let out0 = ifs.iter().find(|i| i.name == "out0").expect("out0");
+            assert!(out0.lane_notes.iter().all(|n| !n.contains("warning")), "{:?}", out0.lane_notes);
+        },
+    );
 }

@@ -61,6 +61,16 @@ pub struct InterfaceInfo {
     /// Ports only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<PortCounters>,
+    /// The lane that receives the interface's packets: "xdp native",
+    /// "xdp generic", "afxdp copy", "afxdp zero-copy", "afpacket",
+    /// "memory" (a VLAN: its parent's). None for GRE tunnels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// Why the lane is what it is, and what it leaves to the engine (a
+    /// fallback, a device the XDP lane cannot send out of, a rule set it
+    /// could not compile).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lane_notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,6 +293,21 @@ pub struct AclView {
     pub default_bytes: u64,
     /// False while the data plane has no firewall node to count hits.
     pub counting: bool,
+    /// Which lane evaluates the set on each interface it is bound to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<AclLaneView>,
+}
+
+/// Which lane evaluates a bound rule set, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclLaneView {
+    pub interface: String,
+    /// "in" or "out".
+    pub direction: String,
+    /// "xdp" (the XDP lane, with the engine for what it punts), "engine",
+    /// or "engine (IPv4), xdp (IPv6)"-like when the lane holds one family.
+    pub lane: String,
+    pub why: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

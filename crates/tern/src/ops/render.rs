@@ -167,6 +167,12 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
             k => k.to_string(),
         };
         let _ = writeln!(s, "{} (index {}): {what}, {state}, mtu {}, mac {}", i.name, i.index, i.mtu, i.mac);
+        if let Some(l) = &i.lane {
+            let _ = writeln!(s, "    lane {l}");
+        }
+        for n in &i.lane_notes {
+            let _ = writeln!(s, "      {n}");
+        }
         for a in &i.addresses {
             let _ = writeln!(s, "    {} {a}", if a.contains(':') { "inet6" } else { "inet" });
         }
@@ -419,6 +425,10 @@ fn acls(v: &[AclView]) -> String {
             if a.interfaces_out.is_empty() { "-".into() } else { a.interfaces_out.join(",") },
             if a.counting { "" } else { " [not counting: no firewall node]" }
         );
+        for l in &a.lanes {
+            let warn = if l.lane.contains("engine") && l.why.starts_with("not compiled") { "warning: " } else { "" };
+            let _ = writeln!(s, "  {warn}{} {} on lane {}: {}", l.direction, l.interface, l.lane, l.why);
+        }
         let mut rows: Vec<Vec<String>> = a
             .rules
             .iter()
