@@ -1323,6 +1323,22 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
             None => w.shared.capture.start(port as u16, dirs, snaplen),
         }
     }
+    // The XDP lane forwards and drops without the engine seeing the
+    // frames: while the capture runs, the port's frames go through the
+    // engine (given back once no capture is on: Router::poll).
+    let via_engine = match node {
+        Some(_) => false,
+        None => {
+            let ifindex = router.plan.iface_index(&a.target).unwrap_or_default();
+            match router.lane_capture(Some(ifindex)) {
+                Ok(on) => on,
+                Err(e) => {
+                    stop_taps(router);
+                    return Err(ApiError::internal(format!("cannot hand {} to the engine: {e}", a.target)));
+                }
+            }
+        }
+    };
     let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     st.capture = Some(CaptureSession {
         id,
@@ -1339,7 +1355,14 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
         wall0,
     });
     log::info!("capture {id} started on {} (port {port})", a.target);
-    Ok(CaptureBatch { id, ..CaptureBatch::default() })
+    let note = via_engine.then(|| {
+        format!(
+            "{} is on the XDP lane: while this capture runs its frames go through the engine (slower; counted as \
+             xdp-lane/punt-capture)",
+            a.target
+        )
+    });
+    Ok(CaptureBatch { id, note, ..CaptureBatch::default() })
 }
 
 fn session(st: &mut OpsState, id: u64) -> Result<&mut CaptureSession, ApiError> {
@@ -1359,6 +1382,7 @@ fn batch_of(c: &mut CaptureSession, router_dropped: u64) -> CaptureBatch {
         captured: c.delivered,
         dropped: c.dropped + router_dropped,
         frames,
+        note: None,
     }
 }
 

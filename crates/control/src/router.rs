@@ -595,6 +595,11 @@ impl Router {
             }
         }
         if let Some(lane) = &mut self.host.xdp.lane {
+            // A capture that ended (stopped, done, expired) gives its port
+            // back to the lane.
+            if lane.capture().is_some() && !self.workers.iter().any(|w| w.shared.capture.is_on()) {
+                lane.set_capture(None);
+            }
             lane.sync(&mut self.fib, &self.shared, &self.plan.acls);
         }
         if self.plan.config.linux.linux_mode() && !self.host.xdp.is_empty() {
@@ -700,6 +705,17 @@ impl Router {
     pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_ref()
     }
+    /// While `tern capture` watches `port` (None: no capture), the XDP
+    /// lane hands that port's frames to the engine and sends nothing out
+    /// of it itself, so the capture sees every frame; published before
+    /// this returns. Ok(false) when the port is not on the lane.
+    pub fn lane_capture(&mut self, port: Option<u16>) -> Result<bool, String> {
+        let Some(lane) = &mut self.host.xdp.lane else { return Ok(false) };
+        let on = lane.set_capture(port);
+        lane.publish(&self.shared).map_err(|e| format!("XDP lane: {e}"))?;
+        Ok(on)
+    }
+
     /// The XDP programs and userspace ports of the router's devices.
     pub fn xdp_devices(&self) -> &crate::afxdp::XdpDevices {
         &self.host.xdp

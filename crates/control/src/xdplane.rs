@@ -55,6 +55,7 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
             acl_in: f.acl_in,
             acl_out: f.acl_out,
             v6_ll: f.v6_ll.octets(),
+            capture: false,
         });
     }
     for (port, vids) in ifs.vlans.iter().enumerate() {
@@ -97,6 +98,9 @@ pub struct XdpLane {
     /// Packets the lane traced since the trace was armed (at most
     /// `tern trace start`'s 10,000).
     traces: Vec<LaneTrace>,
+    /// The port `tern capture` watches: the lane punts its frames
+    /// (`LaneIf::capture`) and sends nothing out of it.
+    capture: Option<u16>,
 }
 
 impl XdpLane {
@@ -125,6 +129,7 @@ impl XdpLane {
             dirty: true,
             last_check: std::time::Instant::now(),
             traces: Vec::new(),
+            capture: None,
         };
         lane.publish(shared)?;
         Ok(lane)
@@ -205,7 +210,16 @@ impl XdpLane {
     pub fn publish(&mut self, shared: &Shared) -> Result<(), XdpError> {
         let ifs = shared.ifaces.load();
         let on = &self.on_lane;
-        let t = lane_tables(&ifs, &self.acls, &|p| on.get(usize::from(p)).copied().unwrap_or(false));
+        let cap = self.capture;
+        let mut t =
+            lane_tables(&ifs, &self.acls, &|p| on.get(usize::from(p)).copied().unwrap_or(false) && Some(p) != cap);
+        if let Some(c) = cap {
+            // The port's own interface: its frames (VLANs' included) go
+            // to the engine before the lane looks further.
+            for f in t.ifs.iter_mut().filter(|f| f.port == c && f.kind == LaneIfKind::Port) {
+                f.capture = true;
+            }
+        }
         for (i, a) in t.acls.iter().enumerate() {
             for (fam, f) in [("IPv4", &a.v4), ("IPv6", &a.v6)] {
                 if let Some(why) = &f.not_compiled {
@@ -308,6 +322,22 @@ impl XdpLane {
     /// [`XdpLane::acl_hits`] of the rule set named `name`.
     pub fn acl_hits_by_name(&self, name: &str) -> Option<Vec<(u64, u64)>> {
         self.acls.iter().position(|s| s.name == name).map(|i| self.acl_hits(i))
+    }
+
+    /// Makes `port` the captured one (None: none); true if it is a lane
+    /// device's. Takes effect at the next [`XdpLane::publish`].
+    pub fn set_capture(&mut self, port: Option<u16>) -> bool {
+        let port = port.filter(|p| self.devices.values().any(|d| d == p));
+        if port != self.capture {
+            self.capture = port;
+            self.dirty = true;
+        }
+        port.is_some()
+    }
+
+    /// The port `tern capture` watches, if it is a lane device's.
+    pub fn capture(&self) -> Option<u16> {
+        self.capture
     }
 
     /// Whether frames leave by `port` from the lane (its device can take

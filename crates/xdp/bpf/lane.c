@@ -2294,6 +2294,10 @@ int tern_lane(struct xdp_md *ctx)
 		DROP(ETH_NO_IF);
 		goto decided;
 	}
+	// `tern capture` on this port: the engine sees (and captures) every
+	// frame the lane would otherwise forward or drop unseen.
+	if (port_if->flags & LIF_CAPTURE)
+		return to_xsk(ctx, s, C_PUNT_CAPTURE);
 	const __u8 *mac = port_if->mac;
 	if (mac_ne(eth->h_dest, mac)) {
 		if (!(eth->h_dest[0] & 1)) {

@@ -517,3 +517,68 @@ fn a_rule_set_the_lane_cannot_compile_is_named() {
         },
     );
 }
+
+/// `tern capture in0` on a lane interface sees every frame: while it runs
+/// the lane hands in0's frames to the engine (`xdp-lane/punt-capture`),
+/// and gives the port back once the capture stops.
+#[test]
+fn capture_on_a_lane_interface_sees_every_frame() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    let plan = config::parse(&cfg("lane = \"xdp\""), "lane.toml", Path::new(".")).expect("config");
+    let stop = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
+    let sent = 300;
+    std::thread::scope(|s| {
+        let router_thread = s.spawn(|| {
+            rig.r.enter();
+            let mut router = Router::start(plan).expect("router starts");
+            let mut st = OpsState::default();
+            let args = tern_control::api::proto::CaptureStartArgs {
+                target: "in0".into(),
+                direction: Some("rx".into()),
+                ..Default::default()
+            };
+            let start = commands::capture_start(&mut router, &mut st, &args).expect("capture starts");
+            assert!(start.note.as_deref().is_some_and(|n| n.contains("XDP lane")), "{start:?}");
+            assert_eq!(router.xdp_lane().and_then(|l| l.capture()), Some(0));
+            ready.store(true, Ordering::Release);
+            while !stop.load(Ordering::Acquire) {
+                let busy = router.poll() | st.poll(&router);
+                if !busy {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let b = commands::capture_stop(&router, &mut st, start.id).expect("capture stops");
+            (router, b)
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "router start");
+            assert!(!router_thread.is_finished(), "router thread died");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        first_ping(&rig);
+        let got = udp_through(&rig, sent);
+        first_ping(&rig);
+        stop.store(true, Ordering::Release);
+        let (mut router, b) = router_thread.join().expect("router thread");
+        assert!(got >= sent * 95 / 100, "UDP through tern: {got} of {sent}");
+        let udp = b
+            .frames
+            .iter()
+            .filter_map(|f| tern_control::api::types::from_hex(&f.data))
+            .filter(|d| d.len() > 38 && d[23] == 17 && d[30..34] == [10, 0, 2, 2] && d[36..38] == 7000u16.to_be_bytes())
+            .count();
+        assert_eq!(udp, sent, "every datagram received on in0 is in the capture ({} frames)", b.frames.len());
+        assert!(router.counter("xdp-lane", "punt-capture") >= sent as u64);
+        // Stopped: the next round gives the port back to the lane.
+        router.poll();
+        assert_eq!(router.xdp_lane().and_then(|l| l.capture()), None);
+        let t = router.xdp_lane().expect("lane").program().tables().clone();
+        assert!(t.ifs.iter().all(|f| !f.capture && (f.port != 1 || f.tx)), "lane tables restored: {:?}", t.ifs);
+        router.shutdown();
+    });
+}

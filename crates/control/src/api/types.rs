@@ -369,6 +369,10 @@ pub struct CaptureBatch {
     pub captured: u64,
     /// Copies lost because a queue was full (the packets were not).
     pub dropped: u64,
+    /// Something the user should know about this capture (the first
+    /// batch: the XDP lane hands the interface to the engine meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
