@@ -207,7 +207,20 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         neighbors: router.neigh.len(),
         config: st.config_path.as_ref().map(|p| p.display().to_string()),
         fib: route_summary(router),
+        warnings: lane_warnings(router),
     }
+}
+
+/// `tern status`'s warnings: a bound rule set the XDP lane could not
+/// compile, per interface, direction and family (as `interface show`).
+pub fn lane_warnings(router: &Router) -> Vec<String> {
+    interface_list(router)
+        .into_iter()
+        .flat_map(|i| {
+            let name = i.name;
+            i.lane_notes.into_iter().filter_map(move |n| n.strip_prefix("warning: ").map(|w| format!("{name}: {w}")))
+        })
+        .collect()
 }
 
 /// Whether port `k` of a worker is not its interface's own (a TAP of the

@@ -512,6 +512,9 @@ fn a_rule_set_the_lane_cannot_compile_is_named() {
             let l = &view[0].lanes[0];
             assert_eq!(l.lane, "engine", "{l:?}");
             assert!(l.why.starts_with("not compiled for the XDP lane: IPv4: "), "{l:?}");
+            let st = commands::status(router, &OpsState::default());
+            assert_eq!(st.warnings.len(), 2, "{:?}", st.warnings);
+            assert!(st.warnings[0].starts_with("in0: rule set IN (in, IPv4) is not compiled"), "{:?}", st.warnings);
             let out0 = ifs.iter().find(|i| i.name == "out0").expect("out0");
             assert!(out0.lane_notes.iter().all(|n| !n.contains("warning")), "{:?}", out0.lane_notes);
         },

@@ -15,6 +15,10 @@ pub struct StatusInfo {
     /// The configuration file `config_reload` reads.
     pub config: Option<String>,
     pub fib: FibSummary,
+    /// What the operator should know about the lanes: rule sets the XDP
+    /// lane could not compile (their packets go to the engine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Counters of a port, summed over workers.

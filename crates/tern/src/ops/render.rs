@@ -146,6 +146,9 @@ fn status(s: &StatusInfo) -> String {
         s.fib.v4_routes, s.fib.v6_routes, s.fib.rib_entries
     );
     let _ = writeln!(o, "neighbors   {}", s.neighbors);
+    for w in &s.warnings {
+        let _ = writeln!(o, "warning: {w}");
+    }
     o
 }
 
