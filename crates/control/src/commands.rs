@@ -386,11 +386,17 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 && lane.xdp_port.is_some()
             {
                 for (dir, set) in [("in", &p.acl_in), ("out", &p.acl_out)] {
-                    for (fam, why) in set.as_deref().map(|s| l.acl_not_compiled(s)).unwrap_or_default() {
+                    let Some(name) = set.as_deref() else { continue };
+                    for (fam, why) in l.acl_not_compiled(name) {
                         notes.push(format!(
-                            "warning: rule set {} ({dir}, {fam}) is not compiled for the XDP lane ({why}): those \
-                             packets go to the engine",
-                            set.as_deref().unwrap_or_default()
+                            "warning: rule set {name} ({dir}, {fam}) is not compiled for the XDP lane ({why}): those \
+                             packets go to the engine"
+                        ));
+                    }
+                    for (fam, r, why) in l.acl_punted_rules(name) {
+                        notes.push(format!(
+                            "warning: rule set {name} ({dir}, {fam}) rule {r} is left to the engine ({why}): packets \
+                             it would decide go there; the rest of the set stays in the XDP lane"
                         ));
                     }
                 }
@@ -513,8 +519,16 @@ fn acl_lane(router: &Router, p: &crate::config::IfacePlan, set: &str, direction:
         "(the engine for what the lane hands it)"
     };
     let why_nc = nc.iter().map(|(f, w)| format!("{f}: {w}")).collect::<Vec<_>>().join("; ");
+    let punted = lane.acl_punted_rules(set);
     match nc.len() {
         0 if direction == "out" && !lane.sends(port) => view("engine".into(), sent.into()),
+        0 if !punted.is_empty() => {
+            let rules = punted.iter().map(|(f, r, w)| format!("rule {r} ({f}): {w}")).collect::<Vec<_>>().join("; ");
+            view(
+                "xdp".into(),
+                format!("the XDP lane holds the set except {rules}: packets those rules would decide go to the engine"),
+            )
+        }
         0 => view("xdp".into(), format!("the XDP lane holds the whole set {sent}")),
         1 => {
             let other = if nc[0].0 == "IPv4" { "IPv6" } else { "IPv4" };

@@ -220,10 +220,18 @@ impl XdpLane {
                 f.capture = true;
             }
         }
-        for (i, a) in t.acls.iter().enumerate() {
-            for (fam, f) in [("IPv4", &a.v4), ("IPv6", &a.v6)] {
-                if let Some(why) = &f.not_compiled {
-                    log::warn!("XDP lane: rule set {} ({i}) {fam}: {why}; its packets go to userspace", a.name);
+        if t.acls != self.prog.tables().acls {
+            for (i, a) in t.acls.iter().enumerate() {
+                for (fam, f) in [("IPv4", &a.v4), ("IPv6", &a.v6)] {
+                    if let Some(why) = &f.not_compiled {
+                        log::warn!("XDP lane: rule set {} ({i}) {fam}: {why}; its packets go to userspace", a.name);
+                    }
+                    for (r, why) in &f.punted {
+                        log::warn!(
+                            "XDP lane: rule set {} ({i}) {fam}: rule {r}: {why}; packets it would decide go to userspace",
+                            a.name
+                        );
+                    }
                 }
             }
         }
@@ -354,6 +362,17 @@ impl XdpLane {
         [("IPv4", &a.v4), ("IPv6", &a.v6)]
             .into_iter()
             .filter_map(|(fam, f)| f.not_compiled.clone().map(|why| (fam, why)))
+            .collect()
+    }
+
+    /// Rules of rule set `name` the lane holds only as punt rules, per
+    /// family: ("IPv4", rule index, why). Packets they would decide go to
+    /// the engine; the rest of the set stays in the lane.
+    pub fn acl_punted_rules(&self, name: &str) -> Vec<(&'static str, u32, String)> {
+        let Some(a) = self.prog.tables().acls.iter().find(|a| a.name == name) else { return Vec::new() };
+        [("IPv4", &a.v4), ("IPv6", &a.v6)]
+            .into_iter()
+            .flat_map(|(fam, f)| f.punted.iter().map(move |(r, why)| (fam, *r, why.clone())))
             .collect()
     }
 

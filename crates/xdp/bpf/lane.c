@@ -963,7 +963,9 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 		__u64 below;
 		if (first) {
 			decide = bit_index(first);
-			verdict = (h->drop & first) ? 1 : 0;
+			// Terminal and count: a rule the lane holds only as a
+			// wider match (src/lane/acl.rs): the engine decides (2).
+			verdict = (h->drop & first) ? 1 : (h->count & first) ? 2 : 0;
 			below = first - 1;
 		} else {
 			decide = LANE_ACL_RULES;
@@ -989,6 +991,8 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 		memo->verdict = verdict;
 	}
 record:
+	if (verdict > 1)
+		return -1; // counted by the engine, which decides
 	if (acl_record(s, slot0, decide, counted, k->bytes))
 		return -1;
 	return verdict;

@@ -429,7 +429,8 @@ fn acls(v: &[AclView]) -> String {
             if a.counting { "" } else { " [not counting: no firewall node]" }
         );
         for l in &a.lanes {
-            let warn = if l.lane.contains("engine") && l.why.starts_with("not compiled") { "warning: " } else { "" };
+            let warn =
+                if l.why.starts_with("not compiled") || l.why.contains(" except rule") { "warning: " } else { "" };
             let _ = writeln!(s, "  {warn}{} {} on lane {}: {}", l.direction, l.interface, l.lane, l.why);
         }
         let mut rows: Vec<Vec<String>> = a
