@@ -19,6 +19,11 @@ pub struct XdpDevices {
     progs: HashMap<String, SteeringProgram>,
     /// Devices that fell back to AF_PACKET, with the reason.
     pub fallback: HashMap<String, String>,
+    /// The userspace port each device opened: "afxdp zero-copy",
+    /// "afxdp copy" or "afpacket" (`tern interface show`).
+    pub opened: HashMap<String, &'static str>,
+    /// `auto` devices the XDP lane did not take, with the reason.
+    pub not_on_lane: HashMap<String, String>,
     /// The XDP lane, when devices run it (crates/control/src/xdplane.rs):
     /// those get no steering program; their worker sockets take the
     /// lane's punts.
@@ -47,10 +52,14 @@ impl XdpDevices {
         umem: &mut Option<Umem>,
     ) -> Result<Choice, String> {
         if driver == Driver::Afpacket || self.fallback.contains_key(dev) {
+            self.opened.insert(dev.to_string(), "afpacket");
             return Ok(Choice::AfPacket);
         }
         match self.try_open(dev, w, workers, idle, linux_mode, pool, umem) {
-            Ok(port) => Ok(Choice::AfXdp(Box::new(port))),
+            Ok(port) => {
+                self.opened.insert(dev.to_string(), if port.is_zero_copy() { "afxdp zero-copy" } else { "afxdp copy" });
+                Ok(Choice::AfXdp(Box::new(port)))
+            }
             Err((why, unavailable)) => {
                 if driver == Driver::Afxdp || !unavailable {
                     return Err(format!("device {dev}: AF_XDP: {why}"));
@@ -58,6 +67,7 @@ impl XdpDevices {
                 log::warn!("device {dev}: AF_XDP unavailable ({why}); using AF_PACKET");
                 self.progs.remove(dev);
                 self.fallback.insert(dev.to_string(), why);
+                self.opened.insert(dev.to_string(), "afpacket");
                 Ok(Choice::AfPacket)
             }
         }

@@ -287,7 +287,20 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         config: st.config_path.as_ref().map(|p| p.display().to_string()),
         fib: route_summary(router),
         sources: router.route_sources(),
+        warnings: lane_warnings(router),
     }
+}
+
+/// `tern status`'s warnings: a bound rule set the XDP lane could not
+/// compile, per interface, direction and family (as `interface show`).
+pub fn lane_warnings(router: &Router) -> Vec<String> {
+    interface_list(router)
+        .into_iter()
+        .flat_map(|i| {
+            let name = i.name;
+            i.lane_notes.into_iter().filter_map(move |n| n.strip_prefix("warning: ").map(|w| format!("{name}: {w}")))
+        })
+        .collect()
 }
 
 /// Whether port `k` of a worker is not its interface's own (a TAP of the
@@ -429,6 +442,38 @@ pub fn lane_counts(router: &Router) -> LaneCounts {
     out
 }
 
+/// The XDP lane's counters (minus `base`) for `tern stats`: its own
+/// (forwarded, punts, passes) and its share of the drops and events, in
+/// the program's order. Empty without the lane.
+pub fn lane_stats(lane: &LaneCounts, base: Option<&LaneCounts>) -> Vec<LaneStat> {
+    tern_xdp::lane::counters()
+        .iter()
+        .filter_map(|d| {
+            let now = *lane.errors.get(&(d.node, d.error))?;
+            let old = base.and_then(|b| b.errors.get(&(d.node, d.error))).copied().unwrap_or(0);
+            Some(LaneStat {
+                lane: "xdp".into(),
+                node: d.node.into(),
+                name: d.error.into(),
+                kind: lane_kind(d.kind).into(),
+                count: now.saturating_sub(old),
+            })
+        })
+        .collect()
+}
+
+/// A lane counter's kind as `tern stats` and /metrics name it.
+pub fn lane_kind(k: tern_xdp::lane::CounterKind) -> &'static str {
+    use tern_xdp::lane::CounterKind;
+    match k {
+        CounterKind::Drop => "drop",
+        CounterKind::Info => "info",
+        CounterKind::Punt => "punt",
+        CounterKind::Pass => "pass",
+        CounterKind::Forward => "forward",
+    }
+}
+
 /// Adds the lane's port counters (minus `base`) to the workers'.
 pub fn add_lane_ports(m: &mut HashMap<u16, PortCounters>, lane: &LaneCounts, base: Option<&LaneCounts>) {
     for (i, l) in &lane.ports {
@@ -457,6 +502,27 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
         .live_ifaces()
         .map(|(idx, p)| {
             let live = ifs.get(idx);
+            let lane = iface_lane(router, p);
+            let mut notes = lane.notes.clone();
+            if let Some(l) = router.xdp_lane()
+                && lane.xdp_port.is_some()
+            {
+                for (dir, set) in [("in", &p.acl_in), ("out", &p.acl_out)] {
+                    let Some(name) = set.as_deref() else { continue };
+                    for (fam, why) in l.acl_not_compiled(name) {
+                        notes.push(format!(
+                            "warning: rule set {name} ({dir}, {fam}) is not compiled for the XDP lane ({why}): those \
+                             packets go to the engine"
+                        ));
+                    }
+                    for (fam, r, why) in l.acl_punted_rules(name) {
+                        notes.push(format!(
+                            "warning: rule set {name} ({dir}, {fam}) rule {r} is left to the engine ({why}): packets \
+                             it would decide go there; the rest of the set stays in the XDP lane"
+                        ));
+                    }
+                }
+            }
             let (kind, parent, vlan, device, driver) = match &p.kind {
                 crate::config::IfacePlanKind::Port { device, driver } => {
                     ("port", None, None, device.clone(), Some(format!("{driver:?}").to_lowercase()))
@@ -503,9 +569,115 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                     }
                     _ => Vec::new(),
                 },
+                lane: lane.lane,
+                lane_notes: notes,
             }
         })
         .collect()
+}
+
+/// The lane that receives an interface's packets (a VLAN's: its
+/// parent's), the XDP lane's port when it is that one, and why.
+pub struct IfaceLane {
+    pub lane: Option<String>,
+    pub xdp_port: Option<u16>,
+    pub notes: Vec<String>,
+}
+
+pub fn iface_lane(router: &Router, p: &crate::config::IfacePlan) -> IfaceLane {
+    use crate::config::{Driver, IfacePlanKind};
+    let (device, driver) = match &p.kind {
+        IfacePlanKind::Port { device, driver } => (device.as_deref(), *driver),
+        IfacePlanKind::Vlan { parent, .. } => {
+            return match router.plan.ifaces.get(*parent) {
+                Some(pp) if !matches!(pp.kind, IfacePlanKind::Vlan { .. }) => iface_lane(router, pp),
+                _ => IfaceLane { lane: None, xdp_port: None, notes: Vec::new() },
+            };
+        }
+        #[allow(unreachable_patterns)]
+        _ => return IfaceLane { lane: None, xdp_port: None, notes: Vec::new() },
+    };
+    let Some(dev) = device else {
+        let lane = (driver == Driver::Memory).then(|| "memory".to_string());
+        return IfaceLane { lane, xdp_port: None, notes: Vec::new() };
+    };
+    let devs = router.xdp_devices();
+    let engine = devs.opened.get(dev).copied();
+    let mut notes = Vec::new();
+    if let Some(lane) = router.xdp_lane()
+        && let Some(port) = lane.device_port(dev)
+    {
+        let mode = lane.devices().into_iter().find(|d| d.1 == port).and_then(|d| d.2);
+        let lane_name = match mode {
+            Some(tern_xdp::AttachMode::Skb) => "xdp generic",
+            _ => "xdp native",
+        };
+        notes.push(format!(
+            "the XDP lane forwards and drops here; what it cannot finish goes to the engine ({})",
+            engine.unwrap_or("no socket")
+        ));
+        if !lane.sends(port) {
+            notes.push(format!(
+                "the XDP lane cannot send out of {dev} (its driver takes no redirected frames now; a veth needs XDP \
+                 or GRO on its peer): packets routed out of it go through the engine"
+            ));
+        }
+        return IfaceLane { lane: Some(lane_name.into()), xdp_port: Some(port), notes };
+    }
+    if let Some(why) = devs.not_on_lane.get(dev) {
+        notes.push(format!("not on the XDP lane: {why}"));
+    }
+    if let Some(why) = devs.fallback.get(dev) {
+        notes.push(format!("AF_XDP unavailable: {why}"));
+    }
+    let lane = engine.map(String::from).or_else(|| Some(format!("{driver:?}").to_lowercase()));
+    IfaceLane { lane, xdp_port: None, notes }
+}
+
+/// Which lane evaluates rule set `set` bound on `p` in `direction`
+/// ("in"/"out"), and why.
+fn acl_lane(router: &Router, p: &crate::config::IfacePlan, set: &str, direction: &str) -> AclLaneView {
+    let il = iface_lane(router, p);
+    let view =
+        |lane: String, why: String| AclLaneView { interface: p.name.clone(), direction: direction.into(), lane, why };
+    let (Some(lane), Some(port)) = (router.xdp_lane(), il.xdp_port) else {
+        let on = il.lane.unwrap_or_else(|| "the engine".into());
+        return view("engine".into(), format!("{} is on {on}", p.name));
+    };
+    let nc = lane.acl_not_compiled(set);
+    let sent = if direction == "out" {
+        if lane.sends(port) {
+            "for packets the XDP lane forwards out of it (the engine for the packets it sends)"
+        } else {
+            "(the XDP lane cannot send out of it: the engine sends and checks)"
+        }
+    } else {
+        "(the engine for what the lane hands it)"
+    };
+    let why_nc = nc.iter().map(|(f, w)| format!("{f}: {w}")).collect::<Vec<_>>().join("; ");
+    let punted = lane.acl_punted_rules(set);
+    match nc.len() {
+        0 if direction == "out" && !lane.sends(port) => view("engine".into(), sent.into()),
+        0 if !punted.is_empty() => {
+            let rules = punted.iter().map(|(f, r, w)| format!("rule {r} ({f}): {w}")).collect::<Vec<_>>().join("; ");
+            view(
+                "xdp".into(),
+                format!("the XDP lane holds the set except {rules}: packets those rules would decide go to the engine"),
+            )
+        }
+        0 => view("xdp".into(), format!("the XDP lane holds the whole set {sent}")),
+        1 => {
+            let other = if nc[0].0 == "IPv4" { "IPv6" } else { "IPv4" };
+            view(
+                format!("xdp ({other}), engine ({})", nc[0].0),
+                format!("not compiled for the XDP lane: {why_nc}; those packets go to the engine"),
+            )
+        }
+        _ => view(
+            "engine".into(),
+            format!("not compiled for the XDP lane: {why_nc}; packets that need it go to the engine"),
+        ),
+    }
 }
 
 fn parse_on_off(name: &str, r: &mut Router, up: bool) -> Result<String, ApiError> {
@@ -1022,6 +1194,7 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
         nodes: node_stats(&workers, base_snap),
         errors,
         interfaces,
+        lanes: lane_stats(&lane, lane_base),
     }
 }
 
@@ -1137,6 +1310,20 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
                 default_packets: d.0,
                 default_bytes: d.1,
                 counting: hits.is_some(),
+                lanes: router
+                    .plan
+                    .live_ifaces()
+                    .flat_map(|(_, i)| {
+                        let mut v = Vec::new();
+                        if i.acl_in.as_ref() == Some(&s.name) {
+                            v.push(acl_lane(router, i, &s.name, "in"));
+                        }
+                        if i.acl_out.as_ref() == Some(&s.name) {
+                            v.push(acl_lane(router, i, &s.name, "out"));
+                        }
+                        v
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -1396,6 +1583,22 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
             None => w.shared.capture.start(port as u16, dirs, snaplen),
         }
     }
+    // The XDP lane forwards and drops without the engine seeing the
+    // frames: while the capture runs, the port's frames go through the
+    // engine (given back once no capture is on: Router::poll).
+    let via_engine = match node {
+        Some(_) => false,
+        None => {
+            let ifindex = router.plan.iface_index(&a.target).unwrap_or_default();
+            match router.lane_capture(Some(ifindex)) {
+                Ok(on) => on,
+                Err(e) => {
+                    stop_taps(router);
+                    return Err(ApiError::internal(format!("cannot hand {} to the engine: {e}", a.target)));
+                }
+            }
+        }
+    };
     let wall0 = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     st.capture = Some(CaptureSession {
         id,
@@ -1412,7 +1615,14 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
         wall0,
     });
     log::info!("capture {id} started on {} (port {port})", a.target);
-    Ok(CaptureBatch { id, ..CaptureBatch::default() })
+    let note = via_engine.then(|| {
+        format!(
+            "{} is on the XDP lane: while this capture runs its frames go through the engine (slower; counted as \
+             xdp-lane/punt-capture)",
+            a.target
+        )
+    });
+    Ok(CaptureBatch { id, note, ..CaptureBatch::default() })
 }
 
 fn session(st: &mut OpsState, id: u64) -> Result<&mut CaptureSession, ApiError> {
@@ -1432,6 +1642,7 @@ fn batch_of(c: &mut CaptureSession, router_dropped: u64) -> CaptureBatch {
         captured: c.delivered,
         dropped: c.dropped + router_dropped,
         frames,
+        note: None,
     }
 }
 

@@ -403,12 +403,18 @@ impl Router {
         self.plan.config.routes.retain(|r| r.prefix.parse::<Prefix>().ok() != Some(prefix));
     }
 
-    /// Hit counters of a rule set summed over workers, one (packets, bytes)
-    /// per rule then the default policy.
+    /// Hit counters of a rule set summed over workers and the XDP lane,
+    /// one (packets, bytes) per rule then the default policy.
     pub fn acl_hits(&self, name: &str) -> Option<Vec<(u64, u64)>> {
         let t = self.shared.acls.load();
         let set = t.sets.iter().find(|s| s.name == name)?;
-        Some(tern_acl::RuleCounters::sum(&set.counters).into_iter().map(|h| (h.packets, h.bytes)).collect())
+        let mut hits: Vec<(u64, u64)> =
+            tern_acl::RuleCounters::sum(&set.counters).into_iter().map(|h| (h.packets, h.bytes)).collect();
+        // What the lane decided itself never reached the workers' counters.
+        if let Some(lane) = self.xdp_lane().and_then(|l| l.acl_hits_by_name(name)) {
+            crate::xdplane::add_hits(&mut hits, &lane);
+        }
+        Some(hits)
     }
 
     /// Compiles `sets` and publishes them as the running rule sets, then

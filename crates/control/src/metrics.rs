@@ -165,6 +165,25 @@ pub fn render(src: &MetricsSource) -> String {
         }
     }
 
+    // The XDP lane's own counters, by kind: forward (sent by the lane),
+    // punt (handed to the engine), pass (handed to Linux), and its share of
+    // drops and events (also in tern_node_errors_total as worker "xdp-lane").
+    if !facts.lane.errors.is_empty() {
+        let mut f = family(
+            &mut s,
+            "tern_lane_packets_total",
+            "counter",
+            "Packets the XDP lane handled itself, by lane, node, counter and kind (forward, punt, pass, drop, info).",
+        );
+        for l in crate::commands::lane_stats(&facts.lane, None) {
+            f.sample(
+                "tern_lane_packets_total",
+                &[("lane", &l.lane), ("node", &l.node), ("counter", &l.name), ("kind", &l.kind)],
+                l.count,
+            );
+        }
+    }
+
     // Per interface (ports), summed over workers.
     let mut pc = port_counters(ws);
     crate::commands::add_lane_ports(&mut pc, &facts.lane, None);

@@ -429,7 +429,9 @@ impl Router {
         // TAPs: its program would pass the router's traffic to the
         // device's own stack, where the kernel is silenced.
         if !tap {
-            host.xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode).map_err(err)?;
+            host.xdp.lane =
+                crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode, &mut host.xdp.not_on_lane)
+                    .map_err(err)?;
         }
 
         let trace = TraceShared::new();
@@ -607,6 +609,11 @@ impl Router {
         }
         did |= self.poll_links();
         if let Some(lane) = &mut self.host.xdp.lane {
+            // A capture that ended (stopped, done, expired) gives its port
+            // back to the lane.
+            if lane.capture().is_some() && !self.workers.iter().any(|w| w.shared.capture.is_on()) {
+                lane.set_capture(None);
+            }
             lane.sync(&mut self.fib, &self.shared, &self.plan.acls);
         }
         if self.plan.config.linux.linux_mode() && !self.host.xdp.is_empty() {
@@ -715,6 +722,21 @@ impl Router {
     /// The XDP lane, when devices run it.
     pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_ref()
+    }
+    /// While `tern capture` watches `port` (None: no capture), the XDP
+    /// lane hands that port's frames to the engine and sends nothing out
+    /// of it itself, so the capture sees every frame; published before
+    /// this returns. Ok(false) when the port is not on the lane.
+    pub fn lane_capture(&mut self, port: Option<u16>) -> Result<bool, String> {
+        let Some(lane) = &mut self.host.xdp.lane else { return Ok(false) };
+        let on = lane.set_capture(port);
+        lane.publish(&self.shared).map_err(|e| format!("XDP lane: {e}"))?;
+        Ok(on)
+    }
+
+    /// The XDP programs and userspace ports of the router's devices.
+    pub fn xdp_devices(&self) -> &crate::afxdp::XdpDevices {
+        &self.host.xdp
     }
     pub fn xdp_lane_mut(&mut self) -> Option<&mut crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_mut()

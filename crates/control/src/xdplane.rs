@@ -55,6 +55,7 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
             acl_in: f.acl_in,
             acl_out: f.acl_out,
             v6_ll: f.v6_ll.octets(),
+            capture: false,
         });
     }
     for (port, vids) in ifs.vlans.iter().enumerate() {
@@ -67,6 +68,19 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
     let index = |name: &str| ifs.by_name(name).map(|i| i.index);
     t.acls = acls.iter().map(|s| compile_acl(s, &index)).collect();
     t
+}
+
+/// Adds the lane's rule hits to the workers' (both: per rule, then the
+/// default policy). A lane still counting an older rule set (before its
+/// next sync) adds only the slots both have.
+pub fn add_hits(hits: &mut [(u64, u64)], lane: &[(u64, u64)]) {
+    if hits.len() != lane.len() {
+        log::debug!("XDP lane: rule hits of {} slots against {}", lane.len(), hits.len());
+    }
+    for (h, l) in hits.iter_mut().zip(lane) {
+        h.0 = h.0.wrapping_add(l.0);
+        h.1 = h.1.wrapping_add(l.1);
+    }
 }
 
 /// The lane program attached to the router's devices.
@@ -84,6 +98,9 @@ pub struct XdpLane {
     /// Packets the lane traced since the trace was armed (at most
     /// `tern trace start`'s 10,000).
     traces: Vec<LaneTrace>,
+    /// The port `tern capture` watches: the lane punts its frames
+    /// (`LaneIf::capture`) and sends nothing out of it.
+    capture: Option<u16>,
 }
 
 impl XdpLane {
@@ -112,6 +129,7 @@ impl XdpLane {
             dirty: true,
             last_check: std::time::Instant::now(),
             traces: Vec::new(),
+            capture: None,
         };
         lane.publish(shared)?;
         Ok(lane)
@@ -192,11 +210,28 @@ impl XdpLane {
     pub fn publish(&mut self, shared: &Shared) -> Result<(), XdpError> {
         let ifs = shared.ifaces.load();
         let on = &self.on_lane;
-        let t = lane_tables(&ifs, &self.acls, &|p| on.get(usize::from(p)).copied().unwrap_or(false));
-        for (i, a) in t.acls.iter().enumerate() {
-            for (fam, f) in [("IPv4", &a.v4), ("IPv6", &a.v6)] {
-                if let Some(why) = &f.not_compiled {
-                    log::warn!("XDP lane: rule set {} ({i}) {fam}: {why}; its packets go to userspace", a.name);
+        let cap = self.capture;
+        let mut t =
+            lane_tables(&ifs, &self.acls, &|p| on.get(usize::from(p)).copied().unwrap_or(false) && Some(p) != cap);
+        if let Some(c) = cap {
+            // The port's own interface: its frames (VLANs' included) go
+            // to the engine before the lane looks further.
+            for f in t.ifs.iter_mut().filter(|f| f.port == c && f.kind == LaneIfKind::Port) {
+                f.capture = true;
+            }
+        }
+        if t.acls != self.prog.tables().acls {
+            for (i, a) in t.acls.iter().enumerate() {
+                for (fam, f) in [("IPv4", &a.v4), ("IPv6", &a.v6)] {
+                    if let Some(why) = &f.not_compiled {
+                        log::warn!("XDP lane: rule set {} ({i}) {fam}: {why}; its packets go to userspace", a.name);
+                    }
+                    for (r, why) in &f.punted {
+                        log::warn!(
+                            "XDP lane: rule set {} ({i}) {fam}: rule {r}: {why}; packets it would decide go to userspace",
+                            a.name
+                        );
+                    }
                 }
             }
         }
@@ -297,6 +332,50 @@ impl XdpLane {
         self.acls.iter().position(|s| s.name == name).map(|i| self.acl_hits(i))
     }
 
+    /// Makes `port` the captured one (None: none); true if it is a lane
+    /// device's. Takes effect at the next [`XdpLane::publish`].
+    pub fn set_capture(&mut self, port: Option<u16>) -> bool {
+        let port = port.filter(|p| self.devices.values().any(|d| d == p));
+        if port != self.capture {
+            self.capture = port;
+            self.dirty = true;
+        }
+        port.is_some()
+    }
+
+    /// The port `tern capture` watches, if it is a lane device's.
+    pub fn capture(&self) -> Option<u16> {
+        self.capture
+    }
+
+    /// Whether frames leave by `port` from the lane (its device can take
+    /// redirected frames); packets routed elsewhere go through userspace.
+    pub fn sends(&self, port: u16) -> bool {
+        self.on_lane.get(usize::from(port)).copied().unwrap_or(false)
+    }
+
+    /// Why the lane does not classify rule set `name` itself, per family
+    /// ("IPv4", "IPv6"): packets needing it go to the engine. Empty when
+    /// the lane holds the whole set (or does not know it yet).
+    pub fn acl_not_compiled(&self, name: &str) -> Vec<(&'static str, String)> {
+        let Some(a) = self.prog.tables().acls.iter().find(|a| a.name == name) else { return Vec::new() };
+        [("IPv4", &a.v4), ("IPv6", &a.v6)]
+            .into_iter()
+            .filter_map(|(fam, f)| f.not_compiled.clone().map(|why| (fam, why)))
+            .collect()
+    }
+
+    /// Rules of rule set `name` the lane holds only as punt rules, per
+    /// family: ("IPv4", rule index, why). Packets they would decide go to
+    /// the engine; the rest of the set stays in the lane.
+    pub fn acl_punted_rules(&self, name: &str) -> Vec<(&'static str, u32, String)> {
+        let Some(a) = self.prog.tables().acls.iter().find(|a| a.name == name) else { return Vec::new() };
+        [("IPv4", &a.v4), ("IPv6", &a.v6)]
+            .into_iter()
+            .flat_map(|(fam, f)| f.punted.iter().map(move |(r, why)| (fam, *r, why.clone())))
+            .collect()
+    }
+
     pub fn mirror_stats(&mut self) -> MirrorStats {
         self.prog.fib_mirror().map(|m| m.stats()).unwrap_or_default()
     }
@@ -321,6 +400,7 @@ pub(crate) fn start_for_router(
     shared: &Shared,
     fib: &mut FibWriter,
     linux_mode: bool,
+    not_on_lane: &mut HashMap<String, String>,
 ) -> Result<Option<XdpLane>, String> {
     let cands: Vec<(u16, String, Driver)> = plan
         .ifaces
@@ -341,6 +421,9 @@ pub(crate) fn start_for_router(
         Ok(l) => l,
         Err(e) if !must => {
             log::info!("XDP lane unavailable ({e}); devices use AF_XDP");
+            for (_, dev, _) in &cands {
+                not_on_lane.insert(dev.clone(), format!("the XDP lane is unavailable: {e}"));
+            }
             return Ok(None);
         }
         Err(e) => return Err(format!("XDP lane: {e}")),
@@ -355,12 +438,16 @@ pub(crate) fn start_for_router(
             && !explicit
         {
             log::info!("device {dev}: not on the XDP lane: no native XDP hook (features {f:#x}); using AF_XDP");
+            not_on_lane.insert(dev.clone(), format!("driver = auto: no native XDP hook (XDP features {f:#x})"));
             continue;
         }
         match lane.attach(dev, *port, explicit) {
             Ok(mode) => log::info!("device {dev}: on the XDP lane ({mode:?} mode)"),
             Err(e) if explicit => return Err(format!("device {dev}: XDP lane: {e}")),
-            Err(e) => log::info!("device {dev}: XDP lane unavailable ({e}); using AF_XDP"),
+            Err(e) => {
+                log::info!("device {dev}: XDP lane unavailable ({e}); using AF_XDP");
+                not_on_lane.insert(dev.clone(), format!("the XDP lane could not attach: {e}"));
+            }
         }
     }
     if lane.devices.is_empty() {

@@ -967,7 +967,9 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 		__u64 below;
 		if (first) {
 			decide = bit_index(first);
-			verdict = (h->drop & first) ? 1 : 0;
+			// Terminal and count: a rule the lane holds only as a
+			// wider match (src/lane/acl.rs): the engine decides (2).
+			verdict = (h->drop & first) ? 1 : (h->count & first) ? 2 : 0;
 			below = first - 1;
 		} else {
 			decide = LANE_ACL_RULES;
@@ -993,6 +995,8 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 		memo->verdict = verdict;
 	}
 record:
+	if (verdict > 1)
+		return -1; // counted by the engine, which decides
 	if (acl_record(s, slot0, decide, counted, k->bytes))
 		return -1;
 	return verdict;
@@ -2343,6 +2347,10 @@ ethernet_input:;
 		DROP(ETH_NO_IF);
 		goto decided;
 	}
+	// `tern capture` on this port: the engine sees (and captures) every
+	// frame the lane would otherwise forward or drop unseen.
+	if (port_if->flags & LIF_CAPTURE)
+		return to_xsk(ctx, s, C_PUNT_CAPTURE);
 	const __u8 *mac = port_if->mac;
 	if (mac_ne(eth->h_dest, mac)) {
 		if (!(eth->h_dest[0] & 1)) {

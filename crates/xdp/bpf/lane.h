@@ -65,6 +65,7 @@ struct lane_rx {
 #define LIF_EXISTS (1u << 0)
 #define LIF_UP (1u << 1)
 #define LIF_TX (1u << 2) // its carrier port is in the lane's devmap
+#define LIF_CAPTURE (1u << 3) // a port being captured: its frames go to the engine
 
 // lane_if.kind
 #define LIF_PORT 0
@@ -369,6 +370,7 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(PUNT_FIB, "xdp-lane", "punt-fib", punt)                                              \
 	X(PUNT_EGRESS, "xdp-lane", "punt-egress", punt)                                        \
 	X(PUNT_OTHER, "xdp-lane", "punt-other", punt)                                          \
+	X(PUNT_CAPTURE, "xdp-lane", "punt-capture", punt)                                      \
 	X(PASS_LOCAL, "xdp-lane", "pass-local", pass)                                          \
 	X(PASS_NEIGH, "xdp-lane", "pass-neighbor", pass)                                       \
 	X(PASS_MCAST, "xdp-lane", "pass-multicast", pass)                                      \

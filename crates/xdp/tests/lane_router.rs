@@ -364,3 +364,249 @@ fn trace_follows_packets_through_both_lanes() {
         },
     );
 }
+
+/// Sends `n` datagrams from host a to 10.0.2.2:`port` (nobody listens:
+/// the test reads only tern's counters).
+fn udp_blast(rig: &Rig, port: u16, n: usize) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rig.a.enter();
+            let sock = UdpSocket::bind("10.0.1.2:0").expect("bind a");
+            for i in 0..n {
+                sock.send_to(format!("acl-{i}").as_bytes(), ("10.0.2.2", port)).expect("send");
+            }
+        })
+        .join()
+        .expect("sender");
+    });
+}
+
+/// A rule set bound on in0: count UDP to 7000, drop UDP to 7001.
+fn acl_cfg(driver_line: &str) -> String {
+    cfg(driver_line).replacen("device = \"r0\"", "device = \"r0\"\nacl_in = \"IN\"", 1)
+        + r#"
+[[acl]]
+name = "IN"
+default = "accept"
+[[acl.rule]]
+action = "count"
+proto = "udp"
+dport = 7000
+[[acl.rule]]
+action = "drop"
+proto = "udp"
+dport = 7001
+"#
+}
+
+/// The same traffic through the XDP lane and through `driver =
+/// "afpacket"` gives the same per-rule hits in `tern acl show` (the lane
+/// counts what it decides itself; the router adds it to the workers').
+#[test]
+fn rule_hits_are_the_same_on_both_lanes() {
+    if !privileged() {
+        return;
+    }
+    let mut seen = Vec::new();
+    for driver in ["lane = \"xdp\"", "driver = \"afpacket\""] {
+        let rig = Rig::new(true);
+        with_router(
+            &rig,
+            &acl_cfg(driver),
+            |rig| {
+                first_ping(rig);
+                let got = udp_through(rig, 300);
+                udp_blast(rig, 7001, 200);
+                // A ping behind them: once it is answered, tern has taken
+                // the datagrams ahead of it off the same ring.
+                first_ping(rig);
+                got
+            },
+            |router, got| {
+                assert!(*got >= 285, "{driver}: UDP through tern: {got} of 300");
+                let view = commands::acl_list(router, Some("IN")).expect("acl show");
+                let hits: Vec<u64> = view[0].rules.iter().map(|r| r.packets).collect();
+                let bytes: Vec<u64> = view[0].rules.iter().map(|r| r.bytes).collect();
+                if driver.starts_with("lane") {
+                    let lane = router.xdp_lane().expect("lane running");
+                    let own = lane.acl_hits_by_name("IN").expect("the lane holds IN");
+                    assert!(own[0].0 >= *got as u64, "the lane counted what it forwarded: {own:?}");
+                    assert!(router.counter("xdp-lane", "forwarded") >= *got as u64);
+                    lane_in_stats_and_metrics(router, *got as u64);
+                }
+                // Which lane receives in0 and evaluates IN there, and why.
+                let want = if driver.starts_with("lane") { ("xdp native", "xdp") } else { ("afpacket", "engine") };
+                let ifs = commands::interface_list(router);
+                let in0 = ifs.iter().find(|i| i.name == "in0").expect("in0");
+                assert_eq!(in0.lane.as_deref(), Some(want.0), "{in0:?}");
+                assert!(in0.lane_notes.iter().all(|n| !n.contains("warning")), "{:?}", in0.lane_notes);
+                let l = &view[0].lanes;
+                assert_eq!(l.len(), 1, "{l:?}");
+                assert_eq!((l[0].interface.as_str(), l[0].direction.as_str()), ("in0", "in"));
+                assert_eq!(l[0].lane, want.1, "{l:?}");
+                seen.push((driver, hits, bytes));
+            },
+        );
+    }
+    for (driver, hits, bytes) in &seen {
+        assert_eq!(hits, &[300, 200], "{driver}: per-rule packets");
+        assert_eq!(bytes, &seen[0].2, "{driver}: per-rule bytes as the other lane's");
+    }
+}
+
+/// `tern stats` and /metrics show what the lane did itself: what it
+/// forwarded, and its share of the drops (`ip4-acl-in/denied`); the
+/// rule hits in /metrics include the lane's.
+fn lane_in_stats_and_metrics(router: &Router, got: u64) {
+    let st = commands::stats_show(router, &OpsState::default(), false);
+    let lane = |node: &str, name: &str| {
+        st.lanes.iter().find(|l| l.node == node && l.name == name).unwrap_or_else(|| panic!("{node}/{name} in {st:?}"))
+    };
+    let fwd = lane("xdp-lane", "forwarded");
+    assert_eq!((fwd.lane.as_str(), fwd.kind.as_str()), ("xdp", "forward"));
+    assert!(fwd.count >= got, "stats: the lane forwarded {}", fwd.count);
+    assert_eq!(lane("ip4-acl-in", "denied").count, 200, "the lane's drops in stats");
+    assert!(lane("xdp-lane", "punt-neighbor").count > 0);
+    let facts = tern_control::metrics::ControlFacts {
+        acl_hits: vec![("IN".into(), router.acl_hits("IN").expect("IN"))],
+        lane: commands::lane_counts(router),
+        ..Default::default()
+    };
+    let src = tern_control::metrics::MetricsSource {
+        workers: router.workers(),
+        ifaces: router.shared().ifaces.clone(),
+        facts: tern_rcu::Published::new(facts),
+    };
+    let text = tern_control::metrics::render(&src);
+    let sample = |prefix: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix} in\n{text}"));
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a value")
+    };
+    let fwd = sample("tern_lane_packets_total{lane=\"xdp\",node=\"xdp-lane\",counter=\"forwarded\",kind=\"forward\"}");
+    assert!(fwd >= got, "metrics: the lane forwarded {fwd}");
+    assert_eq!(sample("tern_acl_rule_hits_total{set=\"IN\",rule=\"1\"}"), 200);
+}
+
+/// A rule the lane cannot hold (a TCP flags match cuts its field into
+/// more intervals than the lane keeps) is left to the engine alone: the
+/// rest of the set, and the UDP traffic it decides, stays in the lane;
+/// `tern interface show`, `tern acl show` and `tern status` say so, with
+/// the reason.
+#[test]
+fn a_rule_set_the_lane_cannot_compile_is_named() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    let text = acl_cfg("lane = \"xdp\"") + "[[acl.rule]]\naction = \"drop\"\nproto = \"tcp\"\ntcp_flags = \"syn\"\n";
+    with_router(
+        &rig,
+        &text,
+        |rig| {
+            first_ping(rig);
+            let got = udp_through(rig, 200);
+            // A SYN meets the punt rule: the engine drops it (rule 2).
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    rig.a.enter();
+                    let to = std::net::SocketAddr::from(([10, 0, 2, 2], 5555));
+                    let r = std::net::TcpStream::connect_timeout(&to, Duration::from_millis(300));
+                    assert!(r.is_err(), "the SYN is dropped");
+                })
+                .join()
+                .expect("connect");
+            });
+            first_ping(rig);
+            got
+        },
+        |router, got| {
+            assert!(*got >= 190, "UDP through tern: {got} of 200");
+            let fwd = router.counter("xdp-lane", "forwarded");
+            assert!(fwd >= *got as u64, "the lane forwarded the UDP the set lets through: {fwd}");
+            assert!(router.counter("xdp-lane", "punt-acl") >= 1, "the SYN went to the engine");
+            let syn = commands::acl_list(router, Some("IN")).expect("acl show")[0].rules[2].packets;
+            assert!(syn >= 1, "the engine dropped the SYN under rule 2: {syn}");
+            let ifs = commands::interface_list(router);
+            let in0 = ifs.iter().find(|i| i.name == "in0").expect("in0");
+            assert_eq!(in0.lane.as_deref(), Some("xdp native"));
+            let warn: Vec<_> = in0.lane_notes.iter().filter(|n| n.starts_with("warning: rule set IN")).collect();
+            assert_eq!(warn.len(), 2, "rule 2 in IPv4 and IPv6: {:?}", in0.lane_notes);
+            assert!(warn[0].contains("rule 2 is left to the engine (its tcp_flags match"), "the reason: {warn:?}");
+            let view = commands::acl_list(router, Some("IN")).expect("acl show");
+            let l = &view[0].lanes[0];
+            assert_eq!(l.lane, "xdp", "{l:?}");
+            assert!(l.why.contains("except rule 2 (IPv4): its tcp_flags match"), "{l:?}");
+            assert_eq!(view[0].rules[0].packets, 200, "rule 0 counted every datagram");
+            let st = commands::status(router, &OpsState::default());
+            assert_eq!(st.warnings.len(), 2, "{:?}", st.warnings);
+            assert!(st.warnings[0].starts_with("in0: rule set IN (in, IPv4) rule 2 is left"), "{:?}", st.warnings);
+            let out0 = ifs.iter().find(|i| i.name == "out0").expect("out0");
+            assert!(out0.lane_notes.iter().all(|n| !n.contains("warning")), "{:?}", out0.lane_notes);
+        },
+    );
+}
+
+/// `tern capture in0` on a lane interface sees every frame: while it runs
+/// the lane hands in0's frames to the engine (`xdp-lane/punt-capture`),
+/// and gives the port back once the capture stops.
+#[test]
+fn capture_on_a_lane_interface_sees_every_frame() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    let plan = config::parse(&cfg("lane = \"xdp\""), "lane.toml", Path::new(".")).expect("config");
+    let stop = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
+    let sent = 300;
+    std::thread::scope(|s| {
+        let router_thread = s.spawn(|| {
+            rig.r.enter();
+            let mut router = Router::start(plan).expect("router starts");
+            let mut st = OpsState::default();
+            let args = tern_control::api::proto::CaptureStartArgs {
+                target: "in0".into(),
+                direction: Some("rx".into()),
+                ..Default::default()
+            };
+            let start = commands::capture_start(&mut router, &mut st, &args).expect("capture starts");
+            assert!(start.note.as_deref().is_some_and(|n| n.contains("XDP lane")), "{start:?}");
+            assert_eq!(router.xdp_lane().and_then(|l| l.capture()), Some(0));
+            ready.store(true, Ordering::Release);
+            while !stop.load(Ordering::Acquire) {
+                let busy = router.poll() | st.poll(&router);
+                if !busy {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let b = commands::capture_stop(&router, &mut st, start.id).expect("capture stops");
+            (router, b)
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "router start");
+            assert!(!router_thread.is_finished(), "router thread died");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        first_ping(&rig);
+        let got = udp_through(&rig, sent);
+        first_ping(&rig);
+        stop.store(true, Ordering::Release);
+        let (mut router, b) = router_thread.join().expect("router thread");
+        assert!(got >= sent * 95 / 100, "UDP through tern: {got} of {sent}");
+        let udp = b
+            .frames
+            .iter()
+            .filter_map(|f| tern_control::api::types::from_hex(&f.data))
+            .filter(|d| d.len() > 38 && d[23] == 17 && d[30..34] == [10, 0, 2, 2] && d[36..38] == 7000u16.to_be_bytes())
+            .count();
+        assert_eq!(udp, sent, "every datagram received on in0 is in the capture ({} frames)", b.frames.len());
+        assert!(router.counter("xdp-lane", "punt-capture") >= sent as u64);
+        // Stopped: the next round gives the port back to the lane.
+        router.poll();
+        assert_eq!(router.xdp_lane().and_then(|l| l.capture()), None);
+        let t = router.xdp_lane().expect("lane").program().tables().clone();
+        assert!(t.ifs.iter().all(|f| !f.capture && (f.port != 1 || f.tx)), "lane tables restored: {:?}", t.ifs);
+        router.shutdown();
+    });
+}

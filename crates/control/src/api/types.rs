@@ -19,6 +19,10 @@ pub struct StatusInfo {
     /// skipped, by reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<RouteSourceInfo>,
+    /// What the operator should know about the lanes: rule sets the XDP
+    /// lane could not compile (their packets go to the engine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a netlink route source (kernel mirror, FPM server) did with the
@@ -114,6 +118,16 @@ pub struct InterfaceInfo {
     /// whose peer may offload checksums).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The lane that receives the interface's packets: "xdp native",
+    /// "xdp generic", "afxdp copy", "afxdp zero-copy", "afpacket",
+    /// "memory" (a VLAN: its parent's). None for GRE tunnels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// Why the lane is what it is, and what it leaves to the engine (a
+    /// fallback, a device the XDP lane cannot send out of, a rule set it
+    /// could not compile).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lane_notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +245,26 @@ pub struct StatsReport {
     pub nodes: Vec<NodeStats>,
     pub errors: Vec<ErrorStat>,
     pub interfaces: Vec<InterfaceCounters>,
+    /// What the XDP lane did itself (empty without the lane): every
+    /// packet it sent, handed to the engine or to Linux, and its share of
+    /// the drops and events `errors` sums over both lanes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneStat>,
+}
+
+/// One counter of a lane other than the engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneStat {
+    /// "xdp".
+    pub lane: String,
+    /// `xdp-lane` for the lane's own counters, else the engine node whose
+    /// drop or event the lane counted under the same name.
+    pub node: String,
+    pub name: String,
+    /// "forward" (sent by the lane), "punt" (handed to the engine), "pass"
+    /// (handed to Linux), "drop" or "info".
+    pub kind: String,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -316,6 +350,21 @@ pub struct AclView {
     pub default_bytes: u64,
     /// False while the data plane has no firewall node to count hits.
     pub counting: bool,
+    /// Which lane evaluates the set on each interface it is bound to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<AclLaneView>,
+}
+
+/// Which lane evaluates a bound rule set, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclLaneView {
+    pub interface: String,
+    /// "in" or "out".
+    pub direction: String,
+    /// "xdp" (the XDP lane, with the engine for what it punts), "engine",
+    /// or "engine (IPv4), xdp (IPv6)"-like when the lane holds one family.
+    pub lane: String,
+    pub why: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -377,6 +426,10 @@ pub struct CaptureBatch {
     pub captured: u64,
     /// Copies lost because a queue was full (the packets were not).
     pub dropped: u64,
+    /// Something the user should know about this capture (the first
+    /// batch: the XDP lane hands the interface to the engine meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -75,6 +75,9 @@ pub fn run(ctx: &mut Ctx, a: &CaptureArgs, json: bool) -> Result<String, String>
     if !to_stdout {
         eprintln!("capturing on {} into {} (Ctrl-C stops)", a.target, a.file.display());
     }
+    if let Some(n) = &start.note {
+        eprintln!("note: {n}");
+    }
     let t0 = Instant::now();
     let mut written = 0u64;
     let outcome = loop {

@@ -159,6 +159,9 @@ fn status(s: &StatusInfo) -> String {
             if skipped.is_empty() { "none".to_string() } else { skipped.join(", ") }
         );
     }
+    for w in &s.warnings {
+        let _ = writeln!(o, "warning: {w}");
+    }
     o
 }
 
@@ -181,6 +184,12 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
             k => k.to_string(),
         };
         let _ = writeln!(s, "{} (index {}): {what}, {state}, mtu {}, mac {}", i.name, i.index, i.mtu, i.mac);
+        if let Some(l) = &i.lane {
+            let _ = writeln!(s, "    lane {l}");
+        }
+        for n in &i.lane_notes {
+            let _ = writeln!(s, "      {n}");
+        }
         for a in &i.addresses {
             let _ = writeln!(s, "    {} {a}", if a.contains(':') { "inet6" } else { "inet" });
         }
@@ -366,6 +375,22 @@ fn stats(s: &StatsReport, part: StatsPart, all: bool) -> String {
             o.push_str(&table(&["count", "counter", "kind", "meaning"], &rows, &[0]));
         }
     }
+    if matches!(part, StatsPart::All | StatsPart::Errors) && !s.lanes.is_empty() {
+        // The XDP lane's own: what it sent, punted and passed, and its
+        // share of the counters above (which sum both lanes).
+        let rows: Vec<Vec<String>> = s
+            .lanes
+            .iter()
+            .filter(|l| all || l.count > 0)
+            .map(|l| vec![l.count.to_string(), format!("{}/{}", l.node, l.name), l.kind.clone(), l.lane.clone()])
+            .collect();
+        o.push('\n');
+        if rows.is_empty() {
+            o.push_str("the XDP lane has counted nothing\n");
+        } else {
+            o.push_str(&table(&["count", "counter", "kind", "lane"], &rows, &[0]));
+        }
+    }
     o
 }
 
@@ -435,6 +460,11 @@ fn acls(v: &[AclView]) -> String {
             if a.interfaces_out.is_empty() { "-".into() } else { a.interfaces_out.join(",") },
             if a.counting { "" } else { " [not counting: no firewall node]" }
         );
+        for l in &a.lanes {
+            let warn =
+                if l.why.starts_with("not compiled") || l.why.contains(" except rule") { "warning: " } else { "" };
+            let _ = writeln!(s, "  {warn}{} {} on lane {}: {}", l.direction, l.interface, l.lane, l.why);
+        }
         let mut rows: Vec<Vec<String>> = a
             .rules
             .iter()

@@ -9,10 +9,14 @@
 //! field (a binary search per field) and takes the lowest terminal rule;
 //! count-only rules below it are counted.
 //!
-//! What the lane cannot hold exactly (more than [`ACL_RULES`] rules for a
-//! family, more than [`ACL_INTERVALS`] intervals in a field) is compiled
-//! as "not compiled": packets needing that rule set go to userspace, so
-//! the lane never gives a verdict userspace would not give.
+//! What the lane cannot hold exactly is left to userspace rule by rule: a
+//! rule whose field cuts into more than [`ACL_INTERVALS`] intervals (a TCP
+//! flags match, many ports) loses that field's condition and becomes a
+//! *punt* rule (terminal and count bits both set): a packet it would
+//! decide goes to userspace, which decides exactly; packets an earlier
+//! rule decides, or that even the wider match misses, stay in the lane.
+//! Beyond [`ACL_RULES`] rules, the last slot is a punt rule matching
+//! everything. So the lane never gives a verdict userspace would not give.
 
 use super::layout::{ACL_INTERVALS, ACL_RULES, AclSetHdr, NF};
 use tern_acl::{Action, PacketKey, RuleAction, RuleSet};
@@ -56,6 +60,9 @@ pub struct LaneAclFamily {
     /// Why the lane does not classify this family itself (packets that
     /// need it go to userspace).
     pub not_compiled: Option<String>,
+    /// Rules the lane holds only as punt rules, with why: packets they
+    /// would decide go to userspace.
+    pub punted: Vec<(u32, String)>,
 }
 
 /// A rule set compiled for the lane: IPv4 and IPv6.
@@ -79,22 +86,72 @@ pub struct LaneVerdict {
     pub counted: Vec<u32>,
 }
 
+/// The interval starts rules cut field `f` into.
+fn field_starts(rules: &[tern_acl::LoweredRule], f: usize, max: u128) -> Vec<u128> {
+    let mut starts = vec![0u128];
+    for r in rules {
+        for &(lo, hi) in r.conds[f].iter().flatten() {
+            starts.push(lo);
+            if hi < max {
+                starts.push(hi + 1);
+            }
+        }
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+}
+
+/// Field names for the operator (tern-acl's field order).
+const FIELD_NAMES: [&str; NF] =
+    ["src", "dst", "proto", "sport", "dport", "icmp", "tcp_flags", "iif", "oif", "vlan", "dscp"];
+
 fn build_family(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) -> LaneAclFamily {
-    let rules = match tern_acl::lower_rules(set, ifindex, v6) {
+    let mut rules = match tern_acl::lower_rules(set, ifindex, v6) {
         Ok(l) => l,
         Err(e) => return LaneAclFamily { not_compiled: Some(e.to_string()), ..Default::default() },
     };
+    // Slots the lane holds as punt rules.
+    let mut punt = vec![false; rules.len().min(ACL_RULES)];
+    let mut punted = Vec::new();
     if rules.len() > ACL_RULES {
-        return LaneAclFamily {
-            not_compiled: Some(format!("{} rules for this family (the lane holds {ACL_RULES})", rules.len())),
-            ..Default::default()
-        };
+        let n = rules.len();
+        rules.truncate(ACL_RULES);
+        let last = &mut rules[ACL_RULES - 1];
+        punted.push((last.idx, format!("it and the rules after it ({n} in this family; the lane holds {ACL_RULES})")));
+        last.conds = Default::default();
+        punt[ACL_RULES - 1] = true;
+    }
+    for (f, fname) in FIELD_NAMES.iter().enumerate() {
+        let max = field_max(f, v6);
+        let mut n = field_starts(&rules, f, max).len();
+        while n > ACL_INTERVALS {
+            // The rule with the most intervals in this field matches any
+            // value of it from now on, as a punt rule.
+            let Some(b) = (0..rules.len()).max_by_key(|&b| rules[b].conds[f].as_ref().map_or(0, Vec::len)) else {
+                break;
+            };
+            let Some(c) = rules[b].conds[f].take() else { break };
+            if !punt[b] {
+                punt[b] = true;
+                punted.push((
+                    rules[b].idx,
+                    format!("its {} match is {} ranges (the lane holds {ACL_INTERVALS} per field)", fname, c.len()),
+                ));
+            }
+            n = field_starts(&rules, f, max).len();
+        }
     }
     let mut hdr = AclSetHdr { ok: true, default_drop: set.default == Action::Drop, ..Default::default() };
     hdr.nrules = rules.len() as u32;
     for (b, r) in rules.iter().enumerate() {
         let bit = 1u64 << b;
         hdr.all |= bit;
+        if punt[b] {
+            hdr.terminal |= bit;
+            hdr.count |= bit;
+            continue;
+        }
         match r.action {
             RuleAction::Accept => hdr.terminal |= bit,
             RuleAction::Drop => {
@@ -109,27 +166,7 @@ fn build_family(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) 
         if rules.iter().all(|r| r.conds[f].is_none()) {
             continue;
         }
-        let max = field_max(f, v6);
-        let mut starts = vec![0u128];
-        for r in &rules {
-            for &(lo, hi) in r.conds[f].iter().flatten() {
-                starts.push(lo);
-                if hi < max {
-                    starts.push(hi + 1);
-                }
-            }
-        }
-        starts.sort_unstable();
-        starts.dedup();
-        if starts.len() > ACL_INTERVALS {
-            return LaneAclFamily {
-                not_compiled: Some(format!(
-                    "field {f} cuts into {} intervals (the lane holds {ACL_INTERVALS})",
-                    starts.len()
-                )),
-                ..Default::default()
-            };
-        }
+        let starts = field_starts(&rules, f, field_max(f, v6));
         let bits = starts
             .iter()
             .map(|&s| {
@@ -142,7 +179,7 @@ fn build_family(set: &RuleSet, ifindex: &dyn Fn(&str) -> Option<u16>, v6: bool) 
         hdr.fields |= 1 << f;
         fields.push(FieldTable { field: f, starts, bits });
     }
-    LaneAclFamily { hdr, fields, rules: rules.iter().map(|r| r.idx).collect(), not_compiled: None }
+    LaneAclFamily { hdr, fields, rules: rules.iter().map(|r| r.idx).collect(), not_compiled: None, punted }
 }
 
 /// Compiles a rule set for the lane. `ifindex` maps interface names to
@@ -170,7 +207,7 @@ impl LaneAclFamily {
 
 impl LaneAcl {
     /// What the program decides for `key`; `None` when the family is not
-    /// compiled (the packet would go to userspace).
+    /// compiled or a punt rule decides (the packet would go to userspace).
     pub fn classify(&self, key: &PacketKey) -> Option<LaneVerdict> {
         let fam = if key.is_v6 { &self.v6 } else { &self.v4 };
         if !fam.compiled() {
@@ -182,6 +219,10 @@ impl LaneAcl {
         }
         let first = m & fam.hdr.terminal;
         let first = first & first.wrapping_neg();
+        if first & fam.hdr.count != 0 {
+            // A punt rule: userspace decides.
+            return None;
+        }
         let (action, rule, below) = if first != 0 {
             let b = first.trailing_zeros() as usize;
             let a = if fam.hdr.drop & first != 0 { Action::Drop } else { Action::Accept };
@@ -255,8 +296,41 @@ mod tests {
             s.rules.push(r);
         }
         let acl = compile_acl(&s, &no_ifs);
-        assert!(!acl.v4.compiled());
-        assert!(acl.classify(&PacketKey::v4(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, 6)).is_none());
+        // The first 63 rules in the lane; the last slot punts the rest.
+        assert!(acl.v4.compiled());
+        assert_eq!(acl.v4.punted.len(), 1, "{:?}", acl.v4.punted);
+        assert_eq!(acl.v4.punted[0].0, ACL_RULES as u32 - 1);
+        let k = |p: u16| PacketKey::v4(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, 6).with_ports(1, p);
+        let v = acl.classify(&k(5)).expect("decided in the lane");
+        assert_eq!((v.action, v.rule), (Action::Drop, Some(5)));
+        assert!(acl.classify(&k(ACL_RULES as u16 - 1)).is_none(), "rule 63 is userspace's");
+        assert!(acl.classify(&k(1000)).is_none(), "the default too, past the punt rule");
+    }
+
+    /// A rule whose field cuts into more intervals than the lane holds
+    /// (TCP flags "syn": 64 ranges) is held as a punt rule; the others
+    /// decide in the lane, and where the lane decides it decides as
+    /// tern-acl does.
+    #[test]
+    fn a_rule_too_wide_for_the_lane_is_punted_alone() {
+        let sets = tern_acl::parse_toml(
+            "[[acl]]\nname='x'\ndefault='accept'\n[[acl.rule]]\naction='drop'\nproto='udp'\ndport=7001\n\
+             [[acl.rule]]\naction='drop'\nproto='tcp'\ntcp_flags='syn'\n[[acl.rule]]\naction='drop'\nproto='tcp'\ndport=22\n",
+        )
+        .expect("parses");
+        let acl = compile_acl(&sets[0], &no_ifs);
+        assert!(acl.v4.compiled() && acl.v6.compiled());
+        assert_eq!(acl.v4.punted.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1], "{:?}", acl.v4.punted);
+        assert!(acl.v4.punted[0].1.contains("tcp_flags"), "{:?}", acl.v4.punted);
+        let c = tern_acl::compile(&sets[0], &|_| None).expect("compiles");
+        let udp = |p: u16| PacketKey::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 17).with_ports(9, p);
+        for k in [udp(7000), udp(7001)] {
+            let v = acl.classify(&k).expect("UDP is decided in the lane");
+            assert_eq!((v.action, v.rule), (c.classify(&k).action, c.classify(&k).rule));
+        }
+        let tcp = PacketKey::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 6).with_ports(9, 22);
+        assert!(acl.classify(&tcp.with_tcp_flags(0x10)).is_none(), "TCP meets the punt rule first");
+        assert!(acl.classify(&tcp.with_tcp_flags(0x02)).is_none());
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub(crate) const LCFG_TRACE: u32 = 1 << 5;
 const LIF_EXISTS: u8 = 1 << 0;
 const LIF_UP: u8 = 1 << 1;
 const LIF_TX: u8 = 1 << 2;
+const LIF_CAPTURE: u8 = 1 << 3;
 
 pub(crate) const LACL_OK: u32 = 1 << 0;
 
@@ -118,6 +119,9 @@ pub struct LaneIf {
     pub acl_out: Option<u16>,
     /// The link-local address (fe80::/64 + EUI-64).
     pub v6_ll: [u8; 16],
+    /// A port `tern capture` watches: the lane hands every frame it
+    /// receives there to the engine (`xdp-lane/punt-capture`).
+    pub capture: bool,
 }
 
 fn put16(b: &mut [u8], at: usize, v: u16) {
@@ -166,6 +170,9 @@ impl LaneIf {
         }
         if self.tx {
             flags |= LIF_TX;
+        }
+        if self.capture {
+            flags |= LIF_CAPTURE;
         }
         b[0] = flags;
         let (kind, vid) = match self.kind {
@@ -498,6 +505,7 @@ mod tests {
             acl_in: Some(5),
             acl_out: None,
             v6_ll: [0xfe; 16],
+            capture: false,
         };
         let b = f.encode();
         assert_eq!(b[0], LIF_EXISTS | LIF_UP);
