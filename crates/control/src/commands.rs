@@ -36,6 +36,8 @@ pub struct OpsState {
     trace_started_ns: u64,
     /// CLOCK_MONOTONIC at `trace start` (the XDP lane's clock).
     trace_started_mono_ns: u64,
+    /// The XDP lane's `trace-lost` counter at `trace start`.
+    trace_lane_lost_at_start: u64,
     capture: Option<CaptureSession>,
     next_capture_id: u64,
     /// Requests executed, and failed.
@@ -1354,6 +1356,7 @@ pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result
     let lane = match router.xdp_lane_mut() {
         Some(lane) => {
             lane.trace_arm(count).map_err(|e| ApiError::internal(format!("cannot arm the XDP lane's trace: {e}")))?;
+            st.trace_lane_lost_at_start = lane.counter("xdp-lane", "trace-lost");
             " of each lane (the XDP lane's and the engine's)"
         }
         None => "",
@@ -1372,10 +1375,11 @@ fn monotonic_ns() -> u64 {
 
 /// Packets traced by both lanes, in the order they arrived. A packet the
 /// XDP lane punts appears twice: as the lane saw it, and as the engine
-/// traced it (while the engine's budget lasts).
+/// traced it (while the engine's budget lasts). Every packet a lane marked
+/// is listed, or counted as still in flight or as lost.
 pub fn trace_show(router: &mut Router, st: &OpsState) -> TraceView {
     let ifs = router.iftable();
-    let mut recs = router.trace.peek();
+    let (mut recs, in_flight, mut lost) = router.trace.peek_counted();
     recs.sort_by_key(|r| r.seq);
     let mut remaining = router.trace.remaining();
     let mut packets: Vec<TraceEntry> = recs
@@ -1401,9 +1405,11 @@ pub fn trace_show(router: &mut Router, st: &OpsState) -> TraceView {
         let traced = lane.traces();
         packets.extend(traced.iter().enumerate().map(|(i, t)| lane_trace_entry(&ifs, st, i as u64, t)));
         remaining += lane.trace_remaining();
+        // Records the program could not write (its ring was full).
+        lost += lane.counter("xdp-lane", "trace-lost").saturating_sub(st.trace_lane_lost_at_start);
     }
     packets.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
-    TraceView { remaining, packets }
+    TraceView { remaining, packets, in_flight, lost }
 }
 
 /// One packet as the XDP lane traced it: one step, its verdict, and for a

@@ -842,7 +842,7 @@ impl Router {
             .ifaces
             .iter()
             .find_map(|i| match &i.kind {
-                IfacePlanKind::Port { device: Some(d), driver } if d == dev => Some(driver.clone()),
+                IfacePlanKind::Port { device: Some(d), driver } if d == dev => Some(*driver),
                 _ => None,
             })
             .unwrap_or(Driver::Auto);

@@ -118,6 +118,10 @@ pub struct XskPort {
     stats: PortStats,
     /// Refills that found the pool empty.
     fill_starved: u64,
+    /// Frames the kernel took from the tx ring and dropped unsent (a
+    /// copy-mode send says EBUSY for each: the link is down, the driver
+    /// refused it); counted in `tx_dropped`, never in `tx_packets`.
+    tx_kernel_dropped: u64,
 }
 
 fn ring_size_ok(what: &str, n: u32) -> Result<(), XdpError> {
@@ -238,6 +242,7 @@ impl XskPort {
             fill_dry: false,
             stats: PortStats::default(),
             fill_starved: 0,
+            tx_kernel_dropped: 0,
         };
         port.refill(pool);
         log::info!("{}: AF_XDP {} mode", port.name, if zero_copy { "zero-copy" } else { "copy" });
@@ -320,26 +325,52 @@ impl XskPort {
 
     /// Makes the kernel transmit what the tx ring holds. Copy mode sends
     /// only from sendto (a bounded number of descriptors per call); zero-copy
-    /// drivers need it only when they sleep.
-    fn kick_tx(&mut self, pool: &mut PacketPool) {
+    /// drivers need it only when they sleep. Returns the frames the kernel
+    /// took and dropped unsent.
+    ///
+    /// In copy mode EBUSY means exactly that: the kernel took one frame,
+    /// the device dropped it (no carrier: a link down, a veth whose peer is
+    /// down; or the driver refused it) and completed it as if sent. Such a
+    /// device drops everything it is given: the ring is drained now, each
+    /// frame counted, so that none waits there to leave late.
+    fn kick_tx(&mut self, pool: &mut PacketPool) -> u32 {
         if self.zero_copy && !self.tx.needs_wakeup() {
-            return;
+            return 0;
         }
-        for _ in 0..8 {
+        let mut dropped = 0u32;
+        let mut tries = 8u32;
+        while tries > 0 {
+            tries -= 1;
             match sys::send_kick(self.fd.as_raw_fd()) {
                 Ok(()) => {}
+                Err(libc::EBUSY) if !self.zero_copy => {
+                    dropped += 1;
+                    // One more try per frame still waiting: the drain ends.
+                    tries = tries.max(self.tx.prod_outstanding().min(self.tx.size()));
+                }
                 // Budget used up, completion ring full, device queue full:
                 // reclaim and try again, the rest waits for `service`.
                 Err(libc::EAGAIN) | Err(libc::EBUSY) | Err(libc::ENOBUFS) => self.reclaim(pool),
                 Err(_) => {
                     self.stats.errors += 1;
-                    return;
+                    break;
                 }
             }
             if self.zero_copy || self.tx.prod_outstanding() == 0 {
-                return;
+                break;
             }
         }
+        if dropped > 0 {
+            self.reclaim(pool);
+            self.tx_kernel_dropped += u64::from(dropped);
+        }
+        dropped
+    }
+
+    /// Frames the kernel took and dropped unsent (the link down, the driver
+    /// refused them); also in `tx_dropped`.
+    pub fn tx_kernel_dropped(&self) -> u64 {
+        self.tx_kernel_dropped
     }
 
     // ---- introspection ----
@@ -397,7 +428,7 @@ impl XskPort {
         let before = self.lent_count;
         let deadline = Instant::now() + Duration::from_millis(200);
         while self.tx_inflight > 0 && Instant::now() < deadline {
-            self.kick_tx(pool);
+            let _ = self.kick_tx(pool);
             self.reclaim(pool);
             if self.tx_inflight > 0 {
                 let _ = sys::poll_readable(self.fd.as_raw_fd(), 1);
@@ -538,7 +569,16 @@ impl Port for XskPort {
         if n > 0 {
             self.tx.prod_submit(n);
             self.tx_inflight += n;
-            self.kick_tx(pool);
+            // What the kernel dropped was not sent. (A frame of an earlier
+            // burst dropped now was counted as sent then; it is in
+            // `tx_kernel_dropped` and the device's own tx_dropped.)
+            let lost = self.kick_tx(pool).min(n);
+            if lost > 0 {
+                n -= lost;
+                out.dropped += lost as usize;
+                // Which frames left is not known: bytes only when all did.
+                bytes = 0;
+            }
         }
         out.sent = n as usize;
         self.stats.tx_packets += u64::from(n);
@@ -554,7 +594,7 @@ impl Port for XskPort {
         self.reclaim(pool);
         self.refill(pool);
         if self.tx.prod_outstanding() > 0 {
-            self.kick_tx(pool);
+            let _ = self.kick_tx(pool);
         }
         let name = &self.name;
         self.busy.service(name);

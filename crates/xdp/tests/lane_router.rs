@@ -610,3 +610,42 @@ fn capture_on_a_lane_interface_sees_every_frame() {
         router.shutdown();
     });
 }
+
+/// `trace show` accounts for every packet a trace marked, on the
+/// userspace lane (AF_XDP into the engine) and on the XDP lane: the
+/// records shown plus the budget left plus the records it says were lost
+/// (or are still in flight) make the count asked for, and nothing is lost
+/// on a quiet run.
+#[test]
+fn trace_shows_every_record_on_each_lane() {
+    if !privileged() {
+        return;
+    }
+    for (lane, want) in [("afxdp", "engine"), ("xdp", "xdp")] {
+        let rig = Rig::new(true);
+        with_router_ops(
+            &rig,
+            &cfg(&format!("lane = \"{lane}\"")),
+            Some(500),
+            |rig| {
+                first_ping(rig);
+                udp_through(rig, 800)
+            },
+            |router, st, got| {
+                assert!(*got >= 760, "{lane}: UDP through tern: {got} of 800");
+                let view = commands::trace_show(router, st);
+                let shown = view.packets.iter().filter(|p| p.lane == want).count();
+                let held = view.packets.iter().filter(|p| p.lane == want && p.fate == "held").count();
+                assert_eq!(held, 0, "{lane}: no record left unfinished");
+                assert_eq!(view.lost, 0, "{lane}: no record lost");
+                assert_eq!(view.in_flight, 0, "{lane}: nothing still in flight");
+                if want == "xdp" {
+                    assert_eq!(shown, 500, "{lane}: the lane's records");
+                } else {
+                    assert_eq!(shown + view.remaining as usize, 500, "{lane}: records shown plus budget left");
+                    assert_eq!(view.remaining, 0, "{lane}: 800 datagrams spend a budget of 500");
+                }
+            },
+        );
+    }
+}

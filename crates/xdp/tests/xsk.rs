@@ -208,6 +208,64 @@ fn invalid_tx_frames_are_dropped_not_leaked() {
     assert_eq!(pool.available(), start);
 }
 
+/// Frames sent while the link is down (the veth's peer is down: no
+/// carrier) are not counted as sent: the kernel takes them, drops them and
+/// completes them as if sent; the port counts each as dropped (refused)
+/// and none waits in the ring. Once the peer is up again, frames leave and
+/// count as sent.
+#[test]
+fn tx_on_a_down_link_is_counted_as_refused_not_sent() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig2::new(1);
+    let mut pool = pool(4096);
+    let start = pool.available();
+    let frames = |pool: &mut PacketPool, tag: &str, n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|i| {
+                let f = udp_frame(mac(MAC_R0), mac(MAC_G0), R0_IP, G0_IP, 7777, format!("{tag}-{i}").as_bytes());
+                pool.alloc_from(&f).expect("frame")
+            })
+            .collect()
+    };
+    let peer = |state: &str| sh(&["ip", "-n", &rig.gen_ns.name, "link", "set", "g0", state]);
+    rig.rtr.run(|| {
+        let umem = Umem::new(&pool).expect("umem");
+        let mut port = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
+        let burst = |pool: &mut PacketPool, port: &mut XskPort, tag: &str| {
+            let mut out = (0, 0);
+            for _ in 0..4 {
+                let pkts = frames(pool, tag, 32);
+                let o = port.tx_burst(pool, &pkts);
+                out.0 += o.sent;
+                out.1 += o.dropped;
+            }
+            out
+        };
+        assert_eq!(burst(&mut pool, &mut port, "up"), (128, 0), "the link is up");
+        peer("down");
+        assert_eq!(burst(&mut pool, &mut port, "down"), (0, 128), "the peer is down: nothing is sent");
+        assert_eq!(port.tx_kernel_dropped(), 128);
+        let s = port.stats();
+        assert_eq!((s.tx_packets, s.tx_dropped), (128, 128));
+        peer("up");
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                let pkts = frames(&mut pool, "again", 1);
+                port.tx_burst(&mut pool, &pkts).sent == 1
+            }),
+            "frames leave once the link is back"
+        );
+        assert!(wait_until(Duration::from_secs(3), || {
+            port.service(&mut pool);
+            port.frames_lent() == 1024
+        }));
+        port.close(&mut pool);
+    });
+    assert_eq!(pool.available(), start, "every frame came back");
+}
+
 /// rx on r0, rewrite MACs, tx on r1 (same UMEM), until `stop`.
 fn forward(a: &mut XskPort, b: &mut XskPort, pool: &mut PacketPool, stop: &AtomicBool) -> (u64, usize) {
     let mut batch = Vec::with_capacity(64);

@@ -401,6 +401,13 @@ pub struct TraceView {
     /// Packets still to be marked.
     pub remaining: u32,
     pub packets: Vec<TraceEntry>,
+    /// Packets marked whose record is not listed yet: still in the
+    /// router (held for a neighbour, queued).
+    #[serde(default)]
+    pub in_flight: u64,
+    /// Packets marked whose record was lost (a full ring or list).
+    #[serde(default)]
+    pub lost: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -499,6 +499,7 @@ fn trace(t: &TraceView) -> String {
     let mut s = String::new();
     if t.packets.is_empty() {
         let _ = writeln!(s, "no packets traced yet ({} to go)", t.remaining);
+        trace_unlisted(&mut s, t);
         return s;
     }
     for p in &t.packets {
@@ -516,7 +517,18 @@ fn trace(t: &TraceView) -> String {
     if t.remaining > 0 {
         let _ = writeln!(s, "({} more packets to trace)", t.remaining);
     }
+    trace_unlisted(&mut s, t);
     s
+}
+
+/// Traced packets without a record in the list: never silently.
+fn trace_unlisted(s: &mut String, t: &TraceView) {
+    if t.in_flight > 0 {
+        let _ = writeln!(s, "({} traced packets still in the router; `trace show` again lists them)", t.in_flight);
+    }
+    if t.lost > 0 {
+        let _ = writeln!(s, "({} records lost)", t.lost);
+    }
 }
 
 #[cfg(test)]
@@ -534,7 +546,11 @@ mod tests {
             hops: vec![TraceHopView { node: "xdp-lane".into(), next: "tx".into(), notes: vec!["ttl - 1".into()] }],
             ..TraceEntry::default()
         };
-        let out = trace(&TraceView { remaining: 0, packets: vec![entry("xdp"), entry("engine")] });
+        let out =
+            trace(&TraceView { remaining: 0, packets: vec![entry("xdp"), entry("engine")], ..TraceView::default() });
+        assert!(!out.contains("lost") && !out.contains("still in"), "{out}");
+        let gaps = trace(&TraceView { in_flight: 2, lost: 3, ..TraceView::default() });
+        assert!(gaps.contains("2 traced packets still in the router") && gaps.contains("3 records lost"), "{gaps}");
         assert!(out.contains("packet 0 xdp lane cpu 1 rx lan0 60 bytes"), "{out}");
         assert!(out.contains("packet 0 worker 1 rx lan0"), "{out}");
         assert!(out.contains("  xdp-lane           -> tx\n") && out.contains("ttl - 1"), "{out}");
