@@ -89,6 +89,7 @@ impl CounterDesc {
             "punt-fib" => "FIB entry beyond the lane's maps: handed to tern's engine",
             "punt-egress" => "egress port not on the lane: handed to tern's engine",
             "punt-other" => "anything else the lane leaves to tern's engine",
+            "punt-capture" => "a device `tern capture` watches: every frame handed to tern's engine",
             "pass-local" => "for the router's addresses (Linux mode): passed to Linux",
             "pass-neighbor" => "ARP/ND passed to Linux (Linux mode)",
             "pass-multicast" => "IP multicast or broadcast: passed to Linux",
