@@ -101,7 +101,17 @@ fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
     };
     let mtu = match plan.mtu {
         Some(m) => m,
-        None => u16::try_from(tern_io::netdev::mtu(dev).map_err(what)?).unwrap_or(u16::MAX).min(9216),
+        None => {
+            let m = u16::try_from(tern_io::netdev::mtu(dev).map_err(what)?).unwrap_or(u16::MAX).min(9216);
+            let limit = crate::config::lane_mtu_limit(false);
+            if m > limit {
+                return Err(err(format!(
+                    "interface {}: device {dev} has MTU {m}, above the {limit} the lanes carry: set the interface's `mtu` to at most {limit} or lower the device's MTU",
+                    plan.name
+                )));
+            }
+            m
+        }
     };
     Ok(DeviceInfo { mac, mtu })
 }
@@ -126,7 +136,7 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
             IfKind::Vlan { parent: parent as u16, vid },
             parent as u16,
             dev(parent).mac,
-            dev(parent).mtu,
+            dev(parent).mtu.min(crate::config::lane_mtu_limit(true)),
             plan.ifaces.get(parent).is_some_and(|pp| pp.up),
         ),
         IfacePlanKind::Gre { local, remote, key, ttl } => {

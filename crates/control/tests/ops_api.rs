@@ -147,6 +147,12 @@ fn interface_down_stops_forwarding_and_up_restores_it() {
     assert_eq!(e.code, ErrorCode::Invalid);
     let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
     assert!(ifs.iter().find(|i| i.name == "wan").is_some_and(|i| i.up), "an invalid MTU changed nothing");
+    // Jumbo: above what a lane's buffer holds, refused naming the limit.
+    let e = api_err(c.call(&Command::InterfaceSet(InterfaceSetArgs { name: "wan".into(), up: None, mtu: Some(9000) })));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert!(e.message.contains("above the 1778"), "{}", e.message);
+    let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
+    assert_eq!(ifs.iter().find(|i| i.name == "wan").map(|i| i.mtu), Some(1400), "a refused MTU changed nothing");
 }
 
 #[test]
