@@ -1,0 +1,189 @@
+//! Oversize packets (issue 36 item 3): the real `tern run` between two
+//! Linux hosts, wan0 with a smaller MTU than the hosts. Real `ping -M do`
+//! from host1: IPv4 with DF gets ICMP "fragmentation needed" with the next
+//! hop MTU (RFC 1191) and IPv6 gets "packet too big" with it (RFC 8201),
+//! which the host's kernel takes into its route cache; IPv4 without DF is a
+//! counted drop. On each lane: AF_PACKET, AF_XDP and the XDP lane (which
+//! punts such packets to the engine).
+//!
+//! host1 (10.0.1.2) eth0 -- lan0 [tern] wan0 (mtu 1400) -- eth0 host2
+//!
+//! Needs root, iproute2, ping and ethtool; says why and passes without.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Lab, must, sh};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+fn start(lab: &mut Lab, driver: &str) {
+    let r = &lab.ns[1];
+    must("ip", &["-n", r, "link", "set", "lan0", "up"]);
+    must("ip", &["-n", r, "link", "set", "wan0", "up"]);
+    let cfg = format!(
+        r#"
+[[interface]]
+name = "lan0"
+device = "lan0"
+driver = "{driver}"
+addresses = ["10.0.1.1/24", "2001:db8:1::1/64"]
+
+[[interface]]
+name = "wan0"
+device = "wan0"
+driver = "{driver}"
+mtu = 1400
+addresses = ["10.0.2.1/24", "2001:db8:2::1/64"]
+
+[api]
+socket = "{}"
+
+[metrics]
+listen = ""
+"#,
+        lab.socket()
+    );
+    let path = lab.dir.join("tern.toml");
+    std::fs::write(&path, cfg).expect("config");
+    let log = std::fs::File::create(lab.dir.join("tern.log")).expect("log");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("tern run");
+    lab.daemon = Some(child);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cli(lab, &["status"]).status.success() {
+        assert!(Instant::now() < deadline, "tern did not come up: {}", log_of(lab));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn log_of(lab: &Lab) -> String {
+    std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default()
+}
+
+fn cli(lab: &Lab, args: &[&str]) -> Output {
+    let sock = lab.socket();
+    let mut v = vec!["--socket", sock.as_str()];
+    v.extend_from_slice(args);
+    Command::new(TERN).args(&v).output().expect("tern cli")
+}
+
+fn ping(lab: &Lab, args: &[&str]) -> Output {
+    let mut v = vec!["netns", "exec", lab.ns[0].as_str(), "ping", "-n", "-c", "1", "-W", "1"];
+    v.extend_from_slice(args);
+    sh("ip", &v)
+}
+
+/// Pings with `args` until one answers (neighbours resolved, lanes up).
+fn ping_ok(lab: &Lab, args: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ping(lab, args).status.success() {
+        assert!(Instant::now() < deadline, "ping {args:?} never answered; tern log:\n{}", log_of(lab));
+    }
+}
+
+/// Pings with `args` (too big for wan0) until host1's kernel has learnt
+/// the path MTU to `dst` from tern's ICMP error: its route cache says
+/// `mtu 1400`.
+fn learns_mtu(lab: &Lab, v6: bool, dst: &str, args: &[&str]) {
+    let fam = if v6 { "-6" } else { "-4" };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = ping(lab, args);
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let route = must("ip", &["-n", &lab.ns[0], fam, "route", "get", dst]);
+        if route.contains("mtu 1400") {
+            assert!(!out.status.success() || said.contains("1400"), "{said}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{dst}: no ICMP error with MTU 1400 learnt by host1 (route: {route}; ping: {said}); tern log:\n{}\nstats:\n{}",
+            log_of(lab),
+            String::from_utf8_lossy(&cli(lab, &["stats", "show", "errors", "--all"]).stdout)
+        );
+    }
+}
+
+fn stats(lab: &Lab) -> String {
+    String::from_utf8_lossy(&cli(lab, &["stats", "show", "errors", "--all"]).stdout).into_owned()
+}
+
+/// A counter "node/name" as `tern stats show errors --json` reports it.
+fn counter(lab: &Lab, name: &str) -> u64 {
+    let out = cli(lab, &["--json", "stats", "show", "errors", "--all"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    find_counter(&v, name).unwrap_or(0)
+}
+
+/// Finds `"node/name": N` or `{node, name, count}` shapes in the stats JSON.
+fn find_counter(v: &serde_json::Value, name: &str) -> Option<u64> {
+    let (node, err) = name.split_once('/')?;
+    match v {
+        serde_json::Value::Object(m) => {
+            let nm = m.get("node").and_then(|x| x.as_str());
+            let en = m.get("name").or_else(|| m.get("error")).and_then(|x| x.as_str());
+            if nm == Some(node) && en == Some(err) {
+                for key in ["count", "packets", "value", "total"] {
+                    if let Some(n) = m.get(key).and_then(serde_json::Value::as_u64) {
+                        return Some(n);
+                    }
+                }
+            }
+            if let Some(n) = m.get(name).and_then(serde_json::Value::as_u64) {
+                return Some(n);
+            }
+            m.values().find_map(|x| find_counter(x, name))
+        }
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find_counter(x, name)),
+        _ => None,
+    }
+}
+
+fn oversize(driver: &str, tag: &str) {
+    if let Some(why) = common::lab_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("tmtu{}{tag}", std::process::id()));
+    start(&mut lab, driver);
+    // Fits: 1400 bytes of IP go through, in both families.
+    ping_ok(&lab, &["-M", "do", "-s", "1372", "10.0.2.2"]);
+    ping_ok(&lab, &["-6", "-M", "do", "-s", "1352", "2001:db8:2::2"]);
+    // Without DF (first: host1 does not know the path MTU yet, so it
+    // sends 1500 bytes whole): a counted drop (tern does not fragment).
+    let key = "ip4-rewrite/fragmentation-unsupported";
+    let before = counter(&lab, key);
+    let out = ping(&lab, &["-M", "dont", "-s", "1472", "10.0.2.2"]);
+    assert!(!out.status.success(), "a 1500-byte packet crossed a 1400-byte MTU");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counter(&lab, key) <= before {
+        assert!(Instant::now() < deadline, "no counted drop for the packet without DF:\n{}", stats(&lab));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // DF set, 1500 bytes: ICMP fragmentation needed, MTU 1400.
+    learns_mtu(&lab, false, "10.0.2.2", &["-M", "do", "-s", "1472", "10.0.2.2"]);
+    // IPv6, 1500 bytes: packet too big, MTU 1400.
+    learns_mtu(&lab, true, "2001:db8:2::2", &["-6", "-M", "do", "-s", "1452", "2001:db8:2::2"]);
+}
+
+#[test]
+fn oversize_over_af_packet() {
+    oversize("afpacket", "p");
+}
+
+#[test]
+fn oversize_over_af_xdp() {
+    oversize("afxdp", "a");
+}
+
+#[test]
+fn oversize_over_the_xdp_lane() {
+    oversize("xdp", "x");
+}
