@@ -82,7 +82,7 @@ pub const SPARE_TAP_PORTS: usize = 64;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeviceInfo {
     pub(crate) mac: [u8; 6],
-    mtu: u16,
+    pub(crate) mtu: u16,
 }
 
 fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
@@ -838,7 +838,7 @@ impl Router {
             .ifaces
             .iter()
             .find_map(|i| match &i.kind {
-                IfacePlanKind::Port { device: Some(d), driver } if d == dev => Some(driver.clone()),
+                IfacePlanKind::Port { device: Some(d), driver } if d == dev => Some(*driver),
                 _ => None,
             })
             .unwrap_or(Driver::Auto);

@@ -92,19 +92,22 @@ fn ping_ok(lab: &Lab, args: &[&str]) {
 /// the path MTU to `dst` from tern's ICMP error: its route cache says
 /// `mtu 1400`.
 fn learns_mtu(lab: &Lab, v6: bool, dst: &str, args: &[&str]) {
+    learns(lab, v6, dst, args, 1400);
+}
+
+fn learns(lab: &Lab, v6: bool, dst: &str, args: &[&str], mtu: u16) {
     let fam = if v6 { "-6" } else { "-4" };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let out = ping(lab, args);
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         let route = must("ip", &["-n", &lab.ns[0], fam, "route", "get", dst]);
-        if route.contains("mtu 1400") {
-            assert!(!out.status.success() || said.contains("1400"), "{said}");
+        if route.contains(&format!("mtu {mtu}")) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{dst}: no ICMP error with MTU 1400 learnt by host1 (route: {route}; ping: {said}); tern log:\n{}\nstats:\n{}",
+            "{dst}: no ICMP error with MTU {mtu} learnt by host1 (route: {route}; ping: {said}); tern log:\n{}\nstats:\n{}",
             log_of(lab),
             String::from_utf8_lossy(&cli(lab, &["stats", "show", "errors", "--all"]).stdout)
         );
@@ -186,4 +189,42 @@ fn oversize_over_af_xdp() {
 #[test]
 fn oversize_over_the_xdp_lane() {
     oversize("xdp", "x");
+}
+
+/// An MTU changed with `ip link` under a running tern is followed: the
+/// interface takes it (`interface show`, a log line) and oversize packets
+/// get ICMP errors with the new MTU; one the lanes cannot carry is logged
+/// and the interface keeps its MTU.
+#[test]
+fn device_mtu_changes_are_followed() {
+    if let Some(why) = common::lab_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("tmtu{}f", std::process::id()));
+    start(&mut lab, "afpacket");
+    ping_ok(&lab, &["-M", "do", "-s", "1372", "10.0.2.2"]);
+    let shows = |mtu: &str| {
+        let out = cli(&lab, &["interface", "show"]);
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| l.starts_with("wan0 ") && l.contains(mtu))
+    };
+    assert!(shows("mtu 1400,"), "{}", String::from_utf8_lossy(&cli(&lab, &["interface", "show"]).stdout));
+    must("ip", &["-n", &lab.ns[1], "link", "set", "wan0", "mtu", "1300"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !shows("mtu 1300,") {
+        assert!(Instant::now() < deadline, "MTU 1300 not followed; tern log:\n{}", log_of(&lab));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(log_of(&lab).contains("device wan0 has a new MTU 1300"), "{}", log_of(&lab));
+    learns(&lab, false, "10.0.2.2", &["-M", "do", "-s", "1372", "10.0.2.2"], 1300);
+    learns(&lab, true, "2001:db8:2::2", &["-6", "-M", "do", "-s", "1352", "2001:db8:2::2"], 1300);
+    // Beyond what a lane carries: logged, the interface keeps 1300.
+    must("ip", &["-n", &lab.ns[1], "link", "set", "wan0", "mtu", "9000"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log_of(&lab).contains("new MTU 9000") {
+        assert!(Instant::now() < deadline, "MTU 9000 not noticed; tern log:\n{}", log_of(&lab));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(log_of(&lab).contains("above the 1778"), "{}", log_of(&lab));
+    assert!(shows("mtu 1300,"), "{}", String::from_utf8_lossy(&cli(&lab, &["interface", "show"]).stdout));
 }
