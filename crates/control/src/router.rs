@@ -99,20 +99,18 @@ fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
         Some(m) => m,
         None => tern_io::netdev::mac(dev).map_err(what)?,
     };
-    let mtu = match plan.mtu {
-        Some(m) => m,
-        None => {
-            let m = u16::try_from(tern_io::netdev::mtu(dev).map_err(what)?).unwrap_or(u16::MAX).min(9216);
-            let limit = crate::config::lane_mtu_limit(false);
-            if m > limit {
-                return Err(err(format!(
-                    "interface {}: device {dev} has MTU {m}, above the {limit} the lanes carry: set the interface's `mtu` to at most {limit} or lower the device's MTU",
-                    plan.name
-                )));
-            }
-            m
-        }
-    };
+    // The device's MTU bounds what it receives: above what a lane's buffer
+    // holds, larger frames would be lost in the kernel (AF_XDP, the XDP
+    // lane) whatever the interface's `mtu` says.
+    let dev_mtu = tern_io::netdev::mtu(dev).map_err(what)?;
+    let limit = crate::config::lane_mtu_limit(false);
+    if dev_mtu > u32::from(limit) {
+        return Err(err(format!(
+            "interface {}: device {dev} has MTU {dev_mtu}, above the {limit} the lanes carry (no jumbo frames): lower the device's MTU (ip link set {dev} mtu {limit})",
+            plan.name
+        )));
+    }
+    let mtu = plan.mtu.unwrap_or(u16::try_from(dev_mtu).unwrap_or(limit));
     Ok(DeviceInfo { mac, mtu })
 }
 

@@ -19,6 +19,12 @@ use common::{Lab, must, sh};
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 fn start(lab: &mut Lab, driver: &str) {
+    start_or_refused(lab, driver, false);
+}
+
+/// Starts tern, or (`refused`) checks that `tern run` refuses wan0's
+/// device MTU of 9000.
+fn start_or_refused(lab: &mut Lab, driver: &str, refused: bool) {
     let r = &lab.ns[1];
     must("ip", &["-n", r, "link", "set", "lan0", "up"]);
     must("ip", &["-n", r, "link", "set", "wan0", "up"]);
@@ -47,6 +53,32 @@ listen = ""
     );
     let path = lab.dir.join("tern.toml");
     std::fs::write(&path, cfg).expect("config");
+    if refused {
+        let err = lab.dir.join("refused.log");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("log"))
+            .spawn()
+            .expect("tern run");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                break st;
+            }
+            if Instant::now() > deadline || cli(lab, &["status"]).status.success() {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{driver}: tern run took a device it cannot carry");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(!status.success(), "{driver}: tern run took a device it cannot carry");
+        let said = std::fs::read_to_string(&err).unwrap_or_default();
+        assert!(said.contains("MTU 9000, above the 1778"), "{driver}: {said}");
+        return;
+    }
     let log = std::fs::File::create(lab.dir.join("tern.log")).expect("log");
     let child = Command::new("ip")
         .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
@@ -174,6 +206,13 @@ fn oversize(driver: &str, tag: &str) {
     learns_mtu(&lab, false, "10.0.2.2", &["-M", "do", "-s", "1472", "10.0.2.2"]);
     // IPv6, 1500 bytes: packet too big, MTU 1400.
     learns_mtu(&lab, true, "2001:db8:2::2", &["-6", "-M", "do", "-s", "1452", "2001:db8:2::2"]);
+    // The engine answered both (the XDP lane punts such packets to it):
+    // counted since the last look at the counters (the drop above).
+    let out = cli(&lab, &["--json", "stats", "show", "errors", "--all"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    for key in ["ip4-rewrite/too-big-df", "ip6-rewrite/too-big"] {
+        assert!(find_counter(&v, key).unwrap_or(0) >= 1, "{key} not counted: {v}");
+    }
 }
 
 #[test]
@@ -227,4 +266,19 @@ fn device_mtu_changes_are_followed() {
     }
     assert!(log_of(&lab).contains("above the 1778"), "{}", log_of(&lab));
     assert!(shows("mtu 1300,"), "{}", String::from_utf8_lossy(&cli(&lab, &["interface", "show"]).stdout));
+}
+
+/// A device MTU above what a lane's buffer holds is refused at start,
+/// naming the limit, on every lane.
+#[test]
+fn jumbo_devices_are_refused_at_start() {
+    if let Some(why) = common::lab_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("tmtu{}j", std::process::id()));
+    must("ip", &["-n", &lab.ns[1], "link", "set", "wan0", "mtu", "9000"]);
+    for driver in ["afpacket", "afxdp", "xdp"] {
+        start_or_refused(&mut lab, driver, true);
+    }
 }
