@@ -181,6 +181,73 @@ fn find_counter(v: &serde_json::Value, name: &str) -> Option<u64> {
     }
 }
 
+/// tshark on host1's eth0 printing each ICMP/ICMPv6 packet's type, code
+/// and MTU field, line-buffered, into a file.
+struct Wire {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+}
+
+impl Wire {
+    /// Starts tshark and waits until it captures; None without tshark.
+    fn start(lab: &Lab) -> Option<Wire> {
+        if Command::new("tshark").arg("-v").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            eprintln!("no tshark: the wire is judged by host1's kernel only");
+            return None;
+        }
+        let out = lab.dir.join("wire.txt");
+        let err = lab.dir.join("tshark.log");
+        let fields = ["icmp.type", "icmp.code", "icmp.mtu", "icmpv6.type", "icmpv6.code", "icmpv6.mtu"];
+        let mut args = vec!["netns", "exec", &lab.ns[0], "tshark", "-l", "-n", "-i", "eth0", "-f", "icmp or icmp6"];
+        args.extend(["-T", "fields", "-E", "separator=;"]);
+        for f in &fields {
+            args.extend(["-e", f]);
+        }
+        let child = Command::new("ip")
+            .args(&args)
+            .stdout(std::fs::File::create(&out).expect("out"))
+            .stderr(std::fs::File::create(&err).expect("log"))
+            .spawn()
+            .expect("tshark");
+        let mut w = Wire { child, out };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&err).unwrap_or_default().contains("Capturing on") {
+            if Instant::now() > deadline || w.child.try_wait().ok().flatten().is_some() {
+                panic!("tshark did not start: {}", std::fs::read_to_string(&err).unwrap_or_default());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Capturing for real once an echo reply from the router shows.
+        while !std::fs::read_to_string(&w.out).unwrap_or_default().lines().any(|l| l.starts_with("0;0;")) {
+            assert!(Instant::now() < deadline, "tshark saw no ping");
+            let _ = ping(lab, &["10.0.1.1"]);
+        }
+        Some(w)
+    }
+
+    /// Waits until a packet printed as `line` ("type;code;mtu" of ICMP,
+    /// then of ICMPv6; a quoted header's fields follow a comma) was on the
+    /// wire.
+    fn saw(&self, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+            if text.lines().any(|l| l == line) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not on the wire: {line}; tshark saw:\n{text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn oversize(driver: &str, tag: &str) {
     if let Some(why) = common::lab_missing() {
         eprintln!("skipped: {why}");
@@ -202,10 +269,18 @@ fn oversize(driver: &str, tag: &str) {
         assert!(Instant::now() < deadline, "no counted drop for the packet without DF:\n{}", stats(&lab));
         std::thread::sleep(Duration::from_millis(100));
     }
+    // tshark on host1's wire judges the ICMP errors (when installed).
+    let wire = Wire::start(&lab);
     // DF set, 1500 bytes: ICMP fragmentation needed, MTU 1400.
     learns_mtu(&lab, false, "10.0.2.2", &["-M", "do", "-s", "1472", "10.0.2.2"]);
     // IPv6, 1500 bytes: packet too big, MTU 1400.
     learns_mtu(&lab, true, "2001:db8:2::2", &["-6", "-M", "do", "-s", "1452", "2001:db8:2::2"]);
+    if let Some(w) = wire {
+        // ICMP destination unreachable, fragmentation needed, MTU 1400;
+        // ICMPv6 packet too big, MTU 1400.
+        w.saw("3,8;4,0;1400;;;");
+        w.saw(";;;2,128;0,0;1400");
+    }
     // The engine answered both (the XDP lane punts such packets to it):
     // counted since the last look at the counters (the drop above).
     let out = cli(&lab, &["--json", "stats", "show", "errors", "--all"]);
@@ -235,13 +310,22 @@ fn oversize_over_the_xdp_lane() {
 /// get ICMP errors with the new MTU; one the lanes cannot carry is logged
 /// and the interface keeps its MTU.
 #[test]
-fn device_mtu_changes_are_followed() {
+fn device_mtu_changes_are_followed_over_af_packet() {
+    follows("afpacket", "f");
+}
+
+#[test]
+fn device_mtu_changes_are_followed_by_the_xdp_lane() {
+    follows("xdp", "g");
+}
+
+fn follows(driver: &str, tag: &str) {
     if let Some(why) = common::lab_missing() {
         eprintln!("skipped: {why}");
         return;
     }
-    let mut lab = Lab::two_hosts(&format!("tmtu{}f", std::process::id()));
-    start(&mut lab, "afpacket");
+    let mut lab = Lab::two_hosts(&format!("tmtu{}{tag}", std::process::id()));
+    start(&mut lab, driver);
     ping_ok(&lab, &["-M", "do", "-s", "1372", "10.0.2.2"]);
     let shows = |mtu: &str| {
         let out = cli(&lab, &["interface", "show"]);
