@@ -512,6 +512,40 @@ pub struct RoutePlan {
     pub attrs: tern_fib::RouteAttrs,
 }
 
+/// Largest IP MTU a lane carries: every lane (XDP, AF_XDP, AF_PACKET,
+/// memory) holds a frame in one buffer of the workers' pool, whose frames
+/// are `tern_packet::DEFAULT_FRAME_SIZE` bytes with
+/// `tern_packet::DEFAULT_HEADROOM` in front, and a frame is the MTU plus
+/// its Ethernet header (and 802.1Q tag on a VLAN sub-interface). Neither
+/// jumbo frames nor XDP frags / AF_XDP multi-buffer are implemented, so
+/// an MTU above this is refused rather than dropping every larger frame.
+pub const fn lane_mtu_limit(vlan: bool) -> u16 {
+    let room = tern_packet::DEFAULT_FRAME_SIZE as u16 - tern_packet::DEFAULT_HEADROOM;
+    room - 14 - if vlan { 4 } else { 0 }
+}
+
+/// An interface MTU: 68..=9216, at least 1280 with IPv6 addresses, and
+/// within what the lane carries ([`lane_mtu_limit`]). The one check for
+/// the file, reload and the API.
+pub fn check_mtu(mtu: u16, has_v6: bool, vlan: bool) -> Result<(), String> {
+    if !(68..=9216).contains(&mtu) {
+        return Err(format!("MTU {mtu}: need 68..=9216"));
+    }
+    if has_v6 && mtu < 1280 {
+        return Err(format!("MTU {mtu} is below the IPv6 minimum of 1280"));
+    }
+    let limit = lane_mtu_limit(vlan);
+    if mtu > limit {
+        let what = if vlan { "a VLAN sub-interface" } else { "an interface" };
+        return Err(format!(
+            "MTU {mtu} is above the {limit} the lanes carry on {what} ({}-byte packet buffers with {} bytes of headroom; jumbo frames are not supported)",
+            tern_packet::DEFAULT_FRAME_SIZE,
+            tern_packet::DEFAULT_HEADROOM
+        ));
+    }
+    Ok(())
+}
+
 /// A configuration that passed validation, in the form the router applies.
 /// Physical interfaces come first (interface index = port number), then
 /// VLAN sub-interfaces, then tunnels, each group in file order.
@@ -1200,12 +1234,7 @@ fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
             }
         }
         if let Some(mtu) = c.mtu {
-            if !(68..=9216).contains(&mtu) {
-                return Err(bad(p("mtu"), format!("MTU {mtu}: need 68..=9216")));
-            }
-            if !v6.is_empty() && mtu < 1280 {
-                return Err(bad(p("mtu"), format!("MTU {mtu} is below the IPv6 minimum of 1280")));
-            }
+            check_mtu(mtu, !v6.is_empty(), c.parent.is_some()).map_err(|m| bad(p("mtu"), m))?;
         }
         let mac = match &c.mac {
             Some(m) => Some(parse_mac(m).map_err(|e| bad(p("mac"), e))?),

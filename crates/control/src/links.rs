@@ -12,9 +12,14 @@
 //! AF_PACKET lane, each worker's socket is opened again on it; AF_XDP and
 //! the XDP lane are left down with a log line saying a restart re-attaches
 //! them.
+//!
+//! A device's MTU change (`ip link set DEV mtu N`, the IFLA_MTU of a
+//! notification) is applied to its interface as `interface set NAME mtu N`
+//! would, logged and counted; one the lanes cannot carry is logged and
+//! refused (issue 36.3).
 
 use crate::config::{Driver, IfacePlanKind};
-use crate::linux::nl::{self, Attrs, IFF_UP, IFLA_IFNAME, NlMessages, RTM_DELLINK, RTM_NEWLINK, RTMGRP_LINK};
+use crate::linux::nl::{self, Attrs, IFF_UP, IFLA_IFNAME, IFLA_MTU, NlMessages, RTM_DELLINK, RTM_NEWLINK, RTMGRP_LINK};
 use crate::linux::socket::{NlSocket, Recv};
 use crate::router::Router;
 
@@ -35,6 +40,8 @@ pub struct LinkState {
     /// The device returned, but its lane (AF_XDP, the XDP lane) could not
     /// be attached again: down until tern restarts.
     pub detached: bool,
+    /// The device's MTU as last reported (None: not known).
+    pub mtu: Option<u32>,
 }
 
 impl LinkState {
@@ -65,23 +72,30 @@ pub enum LinkEvent {
     Removed,
     /// Back under the same name with a new ifindex.
     Recreated,
+    /// The device's MTU changed (`ip link set DEV mtu N`) to this.
+    Mtu(u32),
 }
 
-/// A link notification: (message type, ifindex, flags, name).
-fn parse_link(ty: u16, payload: &[u8]) -> Option<(u16, u32, u32, Option<String>)> {
+/// A link notification: (message type, ifindex, flags, name, MTU).
+type LinkMsg = (u16, u32, u32, Option<String>, Option<u32>);
+
+fn parse_link(ty: u16, payload: &[u8]) -> Option<LinkMsg> {
     // struct ifinfomsg: family u8, pad u8, type u16, index i32, flags u32,
     // change u32 (16 bytes), then attributes.
     let index = u32::from_ne_bytes(payload.get(4..8)?.try_into().ok()?);
     let flags = u32::from_ne_bytes(payload.get(8..12)?.try_into().ok()?);
     let mut name = None;
+    let mut mtu = None;
     for a in Attrs::new(payload.get(16..)?) {
         let Ok((t, data)) = a else { break };
         if t == IFLA_IFNAME {
             let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
             name = std::str::from_utf8(&data[..end]).ok().map(str::to_string);
+        } else if t == IFLA_MTU {
+            mtu = data.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_ne_bytes);
         }
     }
-    Some((ty, index, flags, name))
+    Some((ty, index, flags, name, mtu))
 }
 
 /// Link notifications for the router's port devices.
@@ -116,6 +130,7 @@ impl LinkWatch {
                     carrier: false,
                     changes: 0,
                     detached: false,
+                    mtu: None,
                 };
                 refresh(&mut l);
                 l
@@ -148,8 +163,8 @@ impl LinkWatch {
                         if m.ty != RTM_NEWLINK && m.ty != RTM_DELLINK {
                             continue;
                         }
-                        if let Some((ty, index, flags, name)) = parse_link(m.ty, m.payload) {
-                            apply(&mut self.links, ty, index, flags, name.as_deref(), &mut events);
+                        if let Some((ty, index, flags, name, mtu)) = parse_link(m.ty, m.payload) {
+                            apply(&mut self.links, ty, index, flags, name.as_deref(), mtu, &mut events);
                         }
                     }
                 }
@@ -170,6 +185,13 @@ impl LinkWatch {
                     l.changes += 1;
                     events.push((i, ev));
                 }
+                if let (Some(a), Some(b)) = (before.mtu, l.mtu)
+                    && a != b
+                    && l.ifindex.is_some()
+                {
+                    l.changes += 1;
+                    events.push((i, LinkEvent::Mtu(b)));
+                }
             }
         }
         events
@@ -183,6 +205,7 @@ fn refresh(l: &mut LinkState) {
             l.ifindex = Some(i);
             l.admin_up = f.up;
             l.carrier = f.running;
+            l.mtu = tern_io::netdev::mtu(&l.device).ok();
         }
         _ => {
             l.ifindex = None;
@@ -210,6 +233,7 @@ fn apply(
     index: u32,
     flags: u32,
     name: Option<&str>,
+    mtu: Option<u32>,
     events: &mut Vec<(usize, LinkEvent)>,
 ) {
     let by_index = links.iter().position(|l| l.ifindex == Some(index));
@@ -244,6 +268,21 @@ fn apply(
         l.changes += 1;
         events.push((i, ev));
     }
+    // The same device with another MTU (a re-created one is taken over
+    // with whatever MTU it has, read then).
+    if ty == RTM_NEWLINK
+        && l.ifindex == Some(index)
+        && before.ifindex == Some(index)
+        && let Some(m) = mtu
+        && l.mtu != Some(m)
+    {
+        let known = l.mtu.is_some();
+        l.mtu = Some(m);
+        if known {
+            l.changes += 1;
+            events.push((i, LinkEvent::Mtu(m)));
+        }
+    }
 }
 
 impl Router {
@@ -274,6 +313,7 @@ impl Router {
                     self.forget_neighbors(l.port);
                 }
                 LinkEvent::Up => log::info!("interface {name}: device {} is up again", l.device),
+                LinkEvent::Mtu(m) => self.follow_mtu(l.port, &name, &l.device, m),
                 LinkEvent::Recreated => {
                     log::info!(
                         "interface {name}: device {} is back (ifindex {}); taking it over again",
@@ -311,6 +351,39 @@ impl Router {
         if flushed {
             self.shared.bump_neigh_gen();
         }
+    }
+
+    /// The device's MTU changed under tern: the interface takes it, as
+    /// `interface set NAME mtu N` would (its TAP too), and its VLAN
+    /// sub-interfaces without an MTU of their own follow. An MTU the lanes
+    /// cannot carry (or that IPv6 refuses) is logged and left as it was
+    /// (the change is counted in `link_changes` either way).
+    fn follow_mtu(&mut self, port: u16, name: &str, dev: &str, mtu: u32) {
+        let cur = self.shared.ifaces.load().ifs.get(usize::from(port)).map_or(0, |f| f.mtu);
+        let m = u16::try_from(mtu).unwrap_or(u16::MAX);
+        if let Err(e) = self.set_interface_mtu(port, m) {
+            log::warn!(
+                "interface {name}: device {dev} has a new MTU {mtu}, which tern refuses ({}); the interface keeps MTU {cur}",
+                e.message
+            );
+            return;
+        }
+        if let Some(d) = self.devs.get_mut(usize::from(port)) {
+            d.mtu = m;
+        }
+        let vlan_limit = crate::config::lane_mtu_limit(true);
+        let old = self.shared.ifaces.load();
+        let mut ifs = old.ifs.clone();
+        for (i, f) in ifs.iter_mut().enumerate() {
+            let follows = self.plan.ifaces.get(i).is_some_and(|c| {
+                c.mtu.is_none() && matches!(c.kind, IfacePlanKind::Vlan { parent, .. } if parent == usize::from(port))
+            });
+            if follows && !f.is_removed() {
+                f.mtu = m.min(vlan_limit);
+            }
+        }
+        self.shared.ifaces.publish(tern_nodes::state::IfTable::new(ifs));
+        log::info!("interface {name}: device {dev} has a new MTU {mtu} (was {cur}); the interface follows");
     }
 
     /// A device that returned may have another MAC: unless the
@@ -408,7 +481,16 @@ mod tests {
     use super::*;
 
     fn state(ifindex: Option<u32>, up: bool) -> LinkState {
-        LinkState { port: 0, device: "wan0".into(), ifindex, admin_up: up, carrier: up, changes: 0, detached: false }
+        LinkState {
+            port: 0,
+            device: "wan0".into(),
+            ifindex,
+            admin_up: up,
+            carrier: up,
+            changes: 0,
+            detached: false,
+            mtu: Some(1500),
+        }
     }
 
     #[test]
@@ -416,17 +498,17 @@ mod tests {
         let mut links = vec![state(Some(7), true)];
         let mut ev = Vec::new();
         // Another device: ignored.
-        apply(&mut links, RTM_DELLINK, 8, 0, Some("lan0"), &mut ev);
+        apply(&mut links, RTM_DELLINK, 8, 0, Some("lan0"), None, &mut ev);
         assert!(ev.is_empty());
-        apply(&mut links, RTM_NEWLINK, 7, 0, Some("wan0"), &mut ev);
+        apply(&mut links, RTM_NEWLINK, 7, 0, Some("wan0"), None, &mut ev);
         assert_eq!(ev, vec![(0, LinkEvent::Down)]);
         assert_eq!(links[0].describe(), "down");
-        apply(&mut links, RTM_NEWLINK, 7, IFF_UP | nl::IFF_LOWER_UP, Some("wan0"), &mut ev);
-        apply(&mut links, RTM_DELLINK, 7, 0, Some("wan0"), &mut ev);
+        apply(&mut links, RTM_NEWLINK, 7, IFF_UP | nl::IFF_LOWER_UP, Some("wan0"), None, &mut ev);
+        apply(&mut links, RTM_DELLINK, 7, 0, Some("wan0"), None, &mut ev);
         assert_eq!(links[0].describe(), "absent");
         assert!(!links[0].usable());
         // A different device with the name tern wants: re-created.
-        apply(&mut links, RTM_NEWLINK, 12, 0, Some("wan0"), &mut ev);
+        apply(&mut links, RTM_NEWLINK, 12, 0, Some("wan0"), None, &mut ev);
         assert_eq!(
             ev.iter().map(|e| e.1).collect::<Vec<_>>(),
             [LinkEvent::Down, LinkEvent::Up, LinkEvent::Removed, LinkEvent::Recreated]
@@ -434,8 +516,30 @@ mod tests {
         assert_eq!(links[0].ifindex, Some(12));
         assert_eq!(links[0].changes, 4);
         // Renamed away: gone for tern.
-        apply(&mut links, RTM_NEWLINK, 12, IFF_UP, Some("other"), &mut ev);
+        apply(&mut links, RTM_NEWLINK, 12, IFF_UP, Some("other"), None, &mut ev);
         assert_eq!(links[0].ifindex, None);
+    }
+
+    #[test]
+    fn mtu_changes_are_noticed() {
+        let mut links = vec![state(Some(7), true)];
+        let mut ev = Vec::new();
+        let up = IFF_UP | nl::IFF_LOWER_UP;
+        apply(&mut links, RTM_NEWLINK, 7, up, Some("wan0"), Some(1500), &mut ev);
+        assert!(ev.is_empty(), "same MTU: {ev:?}");
+        apply(&mut links, RTM_NEWLINK, 7, up, Some("wan0"), Some(1400), &mut ev);
+        assert_eq!(ev, vec![(0, LinkEvent::Mtu(1400))]);
+        assert_eq!((links[0].mtu, links[0].changes), (Some(1400), 1));
+        // Another device's MTU: not ours.
+        apply(&mut links, RTM_NEWLINK, 8, up, Some("lan0"), Some(9000), &mut ev);
+        assert_eq!(ev.len(), 1);
+        // The MTU attribute of a real notification is read.
+        let mut m = vec![0u8; 16];
+        m[4..8].copy_from_slice(&7u32.to_ne_bytes());
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&IFLA_MTU.to_ne_bytes());
+        m.extend_from_slice(&1280u32.to_ne_bytes());
+        assert_eq!(parse_link(RTM_NEWLINK, &m).expect("parses").4, Some(1280));
     }
 
     #[test]
@@ -444,7 +548,7 @@ mod tests {
         let mut m = vec![0u8; 16];
         m[4..8].copy_from_slice(&5u32.to_ne_bytes());
         m.extend_from_slice(&[200, 0, 3, 0]); // attribute longer than the buffer
-        let (_, idx, _, name) = parse_link(RTM_NEWLINK, &m).expect("header parses");
+        let (_, idx, _, name, _) = parse_link(RTM_NEWLINK, &m).expect("header parses");
         assert_eq!((idx, name), (5, None));
     }
 }

@@ -201,12 +201,8 @@ impl Router {
     /// Sets an interface's IP MTU (68..=9216; 1280 at least with IPv6).
     pub fn set_interface_mtu(&mut self, index: u16, mtu: u16) -> Result<bool, ApiError> {
         let p = self.iface_plan(index)?;
-        if !(68..=9216).contains(&mtu) {
-            return Err(ApiError::invalid(format!("MTU {mtu}: need 68..=9216")));
-        }
-        if !p.v6.is_empty() && mtu < 1280 {
-            return Err(ApiError::invalid(format!("MTU {mtu} is below the IPv6 minimum of 1280")));
-        }
+        let vlan = matches!(p.kind, IfacePlanKind::Vlan { .. });
+        crate::config::check_mtu(mtu, !p.v6.is_empty(), vlan).map_err(ApiError::invalid)?;
         if p.mtu == Some(mtu) {
             return Ok(false);
         }

@@ -82,7 +82,7 @@ pub const SPARE_TAP_PORTS: usize = 64;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeviceInfo {
     pub(crate) mac: [u8; 6],
-    mtu: u16,
+    pub(crate) mtu: u16,
 }
 
 fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
@@ -99,10 +99,18 @@ fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
         Some(m) => m,
         None => tern_io::netdev::mac(dev).map_err(what)?,
     };
-    let mtu = match plan.mtu {
-        Some(m) => m,
-        None => u16::try_from(tern_io::netdev::mtu(dev).map_err(what)?).unwrap_or(u16::MAX).min(9216),
-    };
+    // The device's MTU bounds what it receives: above what a lane's buffer
+    // holds, larger frames would be lost in the kernel (AF_XDP, the XDP
+    // lane) whatever the interface's `mtu` says.
+    let dev_mtu = tern_io::netdev::mtu(dev).map_err(what)?;
+    let limit = crate::config::lane_mtu_limit(false);
+    if dev_mtu > u32::from(limit) {
+        return Err(err(format!(
+            "interface {}: device {dev} has MTU {dev_mtu}, above the {limit} the lanes carry (no jumbo frames): lower the device's MTU (ip link set {dev} mtu {limit})",
+            plan.name
+        )));
+    }
+    let mtu = plan.mtu.unwrap_or(u16::try_from(dev_mtu).unwrap_or(limit));
     Ok(DeviceInfo { mac, mtu })
 }
 
@@ -126,7 +134,7 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
             IfKind::Vlan { parent: parent as u16, vid },
             parent as u16,
             dev(parent).mac,
-            dev(parent).mtu,
+            dev(parent).mtu.min(crate::config::lane_mtu_limit(true)),
             plan.ifaces.get(parent).is_some_and(|pp| pp.up),
         ),
         IfacePlanKind::Gre { local, remote, key, ttl } => {

@@ -81,7 +81,7 @@ name = "p0"
 device = "eth0"
 lane = "xdp"
 addresses = ["10.1.0.1/16", "2001:db8:10::1/48"]
-mtu = 9216
+mtu = 1778
 mac = "02:aa:bb:cc:dd:ee"
 up = false
 acl_in = "IN"
@@ -1233,6 +1233,9 @@ fn invalid_values_are_refused_where_they_are() {
     refused(d, (m, "mtu = 67"), "mtu = 67", Some("interface[0].mtu"), "68..=9216");
     refused(d, (m, "mtu = 68"), "mtu = 68", Some("interface[0].mtu"), "IPv6 minimum");
     refused(d, (m, "mtu = 9217"), "mtu = 9217", Some("interface[0].mtu"), "68..=9216");
+    // Above what a pool buffer holds: refused, naming the limit (issue 36).
+    refused(d, (m, "mtu = 9000"), "mtu = 9000", Some("interface[0].mtu"), "above the 1778 the lanes carry");
+    refused(d, (m, "mtu = 1779"), "mtu = 1779", Some("interface[0].mtu"), "above the 1778");
     refused(d, (m, "mtu = 65536"), "65536", Some("interface[0].mtu"), "");
     refused(d, ("# mtu = 1472", "mtu = 9001"), "mtu = 9001", Some("tunnel[0].mtu"), "68..=9000");
     let g = "mac = \"02:00:00:00:01:01\"";

@@ -147,6 +147,12 @@ fn interface_down_stops_forwarding_and_up_restores_it() {
     assert_eq!(e.code, ErrorCode::Invalid);
     let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
     assert!(ifs.iter().find(|i| i.name == "wan").is_some_and(|i| i.up), "an invalid MTU changed nothing");
+    // Jumbo: above what a lane's buffer holds, refused naming the limit.
+    let e = api_err(c.call(&Command::InterfaceSet(InterfaceSetArgs { name: "wan".into(), up: None, mtu: Some(9000) })));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert!(e.message.contains("above the 1778"), "{}", e.message);
+    let Ok(Reply::Interfaces(ifs)) = c.call(&Command::InterfaceList {}) else { panic!("list") };
+    assert_eq!(ifs.iter().find(|i| i.name == "wan").map(|i| i.mtu), Some(1400), "a refused MTU changed nothing");
 }
 
 #[test]
@@ -286,6 +292,11 @@ fn reload_applies_differences_and_refuses_bad_files() {
     std::fs::write(&path, v2.replace("10.0.7.1/24", "10.0.7.300/24")).expect("write");
     let e = api_err(reload(&mut c));
     assert!(e.message.contains("interface[0].addresses[1]"), "{e:?}");
+    // Jumbo frames a lane cannot carry: refused naming the key and limit.
+    std::fs::write(&path, v2.replace("mac = \"02:00:00:00:02:01\"", "mac = \"02:00:00:00:02:01\"\nmtu = 9000"))
+        .expect("write");
+    let e = api_err(reload(&mut c));
+    assert!(e.message.contains("interface[1].mtu") && e.message.contains("above the 1778"), "{e:?}");
     // A change that needs a restart is refused with its key and line.
     std::fs::write(&path, v2.replace("icmp_rate = 100000", "workers = 2\nicmp_rate = 100000")).expect("write");
     let e = api_err(reload(&mut c));
