@@ -395,6 +395,14 @@ fn tern_killed_mid_table_and_zebra_restarted_converge_to_zebras_table() {
     let log2 = std::fs::read_to_string(lab.dir.join("tern2.log")).unwrap_or_default();
     assert!(log2.contains("did not stop cleanly"), "the restart after SIGKILL restores what was left:\n{log2}");
     lab.until_same_table("tern killed mid-table and restarted", |k| has(k, &all, &none));
+    // What tern changed on the host while it runs (the final check's
+    // other side): an XDP program per device with the AF_XDP driver, the
+    // sysctls of Linux mode.
+    let (_, links) = lab.exec("r", &["ip", "-d", "link", "show"]);
+    let running = host_state(&lab);
+    let changed: Vec<_> = before.iter().zip(&running).filter(|(b, a)| b != a).map(|(_, a)| a).collect();
+    assert!(!changed.is_empty(), "tern changed no sysctl: the final check would prove nothing");
+    eprintln!("while tern runs: XDP programs on {} devices; changed {changed:?}", links.matches("prog/xdp").count());
 
     // 3. BIRD withdraws half the table (both peers): the kernel drops it,
     // so must tern.
