@@ -411,6 +411,20 @@ struct Problem {
     message: String,
 }
 
+impl Problem {
+    /// The error a user sees: where in `text` (of `file`) the key is.
+    fn located(self, text: &str, file: &str) -> ConfigError {
+        let (line, column) = locate(text, &self.path).unzip();
+        ConfigError {
+            file: file.to_string(),
+            line,
+            column,
+            key: Some(path_string(&self.path)),
+            message: bounded(self.message),
+        }
+    }
+}
+
 fn k(s: &str) -> Seg {
     Seg::Key(s.to_string())
 }
@@ -615,16 +629,7 @@ pub fn load_for_run(path: &Path) -> Result<Plan, ConfigError> {
 /// is a valid route, and the API socket can be created. Errors name the
 /// file, line and key like [`parse`]'s.
 pub fn check_host(plan: &Plan, text: &str, file: &str) -> Result<(), ConfigError> {
-    host_problem(plan).map_err(|p| {
-        let (line, column) = locate(text, &p.path).unzip();
-        ConfigError {
-            file: file.to_string(),
-            line,
-            column,
-            key: Some(path_string(&p.path)),
-            message: bounded(p.message),
-        }
-    })
+    host_problem(plan).map_err(|p| p.located(text, file))
 }
 
 fn host_problem(plan: &Plan) -> Result<(), Problem> {
@@ -785,16 +790,7 @@ pub fn parse(text: &str, file: &str, base: &Path) -> Result<Plan, ConfigError> {
         let key = e.span().and_then(|s| key_at(text, s.start)).filter(|p| !p.is_empty()).map(|p| path_string(&p));
         ConfigError { file: file.to_string(), line, column, key, message: bounded(message) }
     })?;
-    validate(config, base).map_err(|p| {
-        let (line, column) = locate(text, &p.path).unzip();
-        ConfigError {
-            file: file.to_string(),
-            line,
-            column,
-            key: Some(path_string(&p.path)),
-            message: bounded(p.message),
-        }
-    })
+    validate(config, base).map_err(|p| p.located(text, file))
 }
 
 /// Characters of a value an error message quotes.

@@ -335,7 +335,7 @@ impl Router {
 
     /// Forgets the neighbours learned on `port` and its VLANs: a device
     /// that returns may reach other hosts (or the same ones with new MACs).
-    fn forget_neighbors(&mut self, port: u16) {
+    pub(crate) fn forget_neighbors(&mut self, port: u16) {
         let mut flushed = self.neigh.flush_interface(port, &mut self.fib);
         let children: Vec<u16> = self
             .plan

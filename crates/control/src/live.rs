@@ -179,21 +179,7 @@ impl Router {
         self.publish_ifaces();
         self.sync_tap_links();
         if !up {
-            let mut flushed = self.neigh.flush_interface(index, &mut self.fib);
-            let children: Vec<u16> = self
-                .plan
-                .ifaces
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| matches!(c.kind, IfacePlanKind::Vlan { parent, .. } if parent == usize::from(index)))
-                .map(|(i, _)| i as u16)
-                .collect();
-            for c in children {
-                flushed |= self.neigh.flush_interface(c, &mut self.fib);
-            }
-            if flushed {
-                self.shared.bump_neigh_gen();
-            }
+            self.forget_neighbors(index);
         }
         Ok(true)
     }
