@@ -609,7 +609,12 @@ fn collect(router: &Router) -> Report {
         .errors
         .into_iter()
         .filter(|(_, n)| *n > 0)
-        .map(|((node, name), n)| (format!("xdp-lane {node}/{name}"), n))
+        // The lane's own counters are named `xdp-lane/...`; its drops carry
+        // the engine node's name, so they say whose they are.
+        .map(|((node, name), n)| {
+            let who = if node == "xdp-lane" { "" } else { "xdp-lane " };
+            (format!("{who}{node}/{name}"), n)
+        })
         .collect();
     lane.sort();
     counters.extend(lane);
