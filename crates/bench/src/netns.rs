@@ -454,6 +454,14 @@ fn all_tasks() -> Vec<(i32, i32, i32)> {
 mod isolation_tests {
     use super::*;
 
+    /// Isolation is process-wide: a test holding it while another counts
+    /// what its own hold moved sees nothing moved. One at a time.
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn one() -> std::sync::MutexGuard<'static, ()> {
+        ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// A `sleep` that is not this process's child (the DUT's are left
     /// alone): its pid.
     fn orphan_sleep() -> nix::unistd::Pid {
@@ -473,6 +481,7 @@ mod isolation_tests {
         if !nix::unistd::geteuid().is_root() || cpu_count() < 2 {
             return;
         }
+        let _one = one();
         use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
         use nix::sys::signal::{Signal, kill};
         let pid = orphan_sleep();
@@ -516,6 +525,7 @@ mod isolation_tests {
         if !nix::unistd::geteuid().is_root() || cpu_count() < 2 {
             return;
         }
+        let _one = one();
         use nix::sched::sched_getaffinity;
         use nix::unistd::Pid;
         let (tx, rx) = std::sync::mpsc::channel();
