@@ -383,6 +383,20 @@ impl Response {
 
 /// One line to send for a request.
 pub fn encode_request(id: Option<u64>, cmd: &Command) -> String {
+    // Straight to text: a batch of thousands of routes costs a tree of
+    // JSON values otherwise.
+    #[derive(Serialize)]
+    struct Line<'a> {
+        version: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        #[serde(flatten)]
+        cmd: &'a Command,
+    }
+    if let Ok(mut s) = serde_json::to_string(&Line { version: VERSION, id, cmd }) {
+        s.push('\n');
+        return s;
+    }
     let mut m = match serde_json::to_value(cmd) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
