@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tern_rcu::Published;
 
+/// How soon after a request the facts follow it (at most).
+const FACTS_AFTER_REQUEST_NS: u64 = 50_000_000;
+
 /// How the daemon runs beside the router.
 #[derive(Clone, Debug, Default)]
 pub struct DaemonOptions {
@@ -27,6 +30,8 @@ pub struct Daemon {
     metrics: Option<MetricsServer>,
     facts: Published<ControlFacts>,
     last_facts_ns: u64,
+    /// A request came since the facts were last published.
+    stale: bool,
     pub state: OpsState,
 }
 
@@ -53,7 +58,8 @@ impl Daemon {
             };
             Some(MetricsServer::start(&listen, src).map_err(|e| e.to_string())?)
         };
-        let mut d = Daemon { api, metrics, facts, last_facts_ns: 0, state: OpsState::new(opts.config_path) };
+        let mut d =
+            Daemon { api, metrics, facts, last_facts_ns: 0, stale: false, state: OpsState::new(opts.config_path) };
         d.publish_facts(router);
         Ok(d)
     }
@@ -85,19 +91,27 @@ impl Daemon {
             sources: router.route_sources(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
+        self.stale = false;
     }
 
     /// One round of the daemon's own work. Returns true if it did some.
     pub fn poll(&mut self, router: &mut Router) -> bool {
         let mut did = self.api.poll(router, &mut self.state);
         did |= self.state.poll(router);
-        let now = tern_engine::clock::now_ns();
-        // Facts at most every 200 ms, and at once after a request changed
-        // something.
-        if did || now.saturating_sub(self.last_facts_ns) >= 200_000_000 {
+        self.facts_due(router, did);
+        did
+    }
+
+    /// Publishes the facts if they are due: every 200 ms, and within
+    /// [`FACTS_AFTER_REQUEST_NS`] of a request. Not after every request:
+    /// the facts cost a walk of the RIB (about 10 ms with a full table),
+    /// which would be most of the time of a stream of route batches.
+    fn facts_due(&mut self, router: &Router, requested: bool) {
+        self.stale |= requested;
+        let since = tern_engine::clock::now_ns().saturating_sub(self.last_facts_ns);
+        if since >= 200_000_000 || (self.stale && since >= FACTS_AFTER_REQUEST_NS) {
             self.publish_facts(router);
         }
-        did
     }
 
     /// SIGHUP: reload the configuration file, logging the outcome.
@@ -123,7 +137,7 @@ impl Daemon {
             let wait = pause.next(busy);
             if !busy && self.api.wait(router, &mut self.state, wait) {
                 pause.reset();
-                self.publish_facts(router);
+                self.facts_due(router, true);
             }
         }
     }

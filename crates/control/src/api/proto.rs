@@ -383,6 +383,20 @@ impl Response {
 
 /// One line to send for a request.
 pub fn encode_request(id: Option<u64>, cmd: &Command) -> String {
+    // Straight to text: a batch of thousands of routes costs a tree of
+    // JSON values otherwise.
+    #[derive(Serialize)]
+    struct Line<'a> {
+        version: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        #[serde(flatten)]
+        cmd: &'a Command,
+    }
+    if let Ok(mut s) = serde_json::to_string(&Line { version: VERSION, id, cmd }) {
+        s.push('\n');
+        return s;
+    }
     let mut m = match serde_json::to_value(cmd) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
@@ -462,10 +476,10 @@ pub fn decode_request(line: &[u8]) -> Result<Request, ApiError> {
     if !args.is_object() {
         return Err(ApiError::bad_request(format!("\"args\" of {op:?} must be an object")));
     }
-    let mut inner = Map::new();
-    inner.insert("op".into(), Value::String(op.clone()));
-    inner.insert("args".into(), args);
-    let cmd: Command = serde_json::from_value(Value::Object(inner)).map_err(|e| {
+    // [op, args]: the tag before the content, so serde reads the args
+    // straight into their type (an object's keys come sorted, "args"
+    // first, and would be buffered as a whole first).
+    let cmd: Command = serde_json::from_value(Value::Array(vec![Value::String(op.clone()), args])).map_err(|e| {
         let msg = e.to_string();
         if msg.starts_with("unknown variant") {
             ApiError::bad_request(format!("unknown op {op:?}: {}", msg.trim_start_matches("unknown variant ")))
