@@ -488,8 +488,8 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 /// the CPUs its workers leave, and on this rig that is the generator's and
 /// the sink's CPU, where they run at the generator's SCHED_FIFO priority
 /// (2026-11-24: tern lost a median of about 4,800 frames at 1.0 Mpps in 8
-/// runs that way, against 14 with them on the DUT's CPU; docs/perf/
-/// 2026-11-24/control-cpus). What the DUT spends is the DUT's, and stays
+/// runs that way, against 14 with them on the DUT's CPU; `git show
+/// fdbc271:docs/perf/2026-11-24/control-cpus`). What the DUT spends is the DUT's, and stays
 /// off the tester's CPU.
 pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str, spin: bool) -> String {
     let mut s = String::new();
