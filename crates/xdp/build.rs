@@ -16,12 +16,15 @@ fn main() {
     // does not search for -target bpf.
     let multiarch = format!("/usr/include/{arch}-linux-gnu");
     println!("cargo:rerun-if-env-changed=TERN_CLANG");
-    // Headers the programs include (bpf/lane.h).
+    // Headers the programs include (bpf/lane.h, and the lane's sections in
+    // bpf/lib/: a directory is watched whole, so a header added there
+    // counts too).
     for e in std::fs::read_dir("bpf").into_iter().flatten().flatten() {
         if e.path().extension().is_some_and(|x| x == "h") {
             println!("cargo:rerun-if-changed={}", e.path().display());
         }
     }
+    println!("cargo:rerun-if-changed=bpf/lib");
     for name in PROGRAMS {
         let src = format!("bpf/{name}.c");
         println!("cargo:rerun-if-changed={src}");

@@ -428,7 +428,7 @@ mod tests {
         let hi_at = lo_at + 8 * ACL_INTERVALS;
         let bits_at = hi_at + 8 * ACL_INTERVALS;
         let search = |b: &[u8], v: u128| -> u64 {
-            // As lane.c acl_le128 computes start <= value, in 64-bit words.
+            // As lib/acl.h acl_le128 computes start <= value, in 64-bit words.
             let le = |p: usize| {
                 let p = p & (ACL_INTERVALS - 1);
                 let (shi, slo) = (word(b, hi_at + 8 * p), word(b, lo_at + 8 * p));
