@@ -2,8 +2,10 @@
 //
 // The XDP lane's shared definitions: map value layouts and counters.
 //
-// crates/xdp/src/lane/layout.rs encodes the same layouts (sizes are
-// checked on both sides); crates/xdp/src/lane/counters.rs reads the
+// crates/xdp/src/lane/layout.rs mirrors every struct here field for field
+// and its build checks each field's offset and size against the compiled
+// object's BTF (build.rs), so a field added, removed or moved here alone
+// fails the crate's build; crates/xdp/src/lane/counters.rs reads the
 // LANE_COUNTER lines of this file to name the counters, so a counter added
 // here is named in Rust without a second list.
 
