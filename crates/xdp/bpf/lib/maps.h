@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 OR MIT
 //
-// The XDP lane's maps (27 of them; lane_scratch, the per-packet state, is
-// in state.h beside its struct) and the globals the loader sets before
+// The XDP lane's maps (26 of its 27: lane_scratch, the per-packet state,
+// is in state.h beside its struct) and the globals the loader sets before
 // loading (lane_acl_cache_mask/_on, lane_fwd_flows_mask/_on). Value
 // layouts are lane.h's; Rust fills and reads them (src/lane/program.rs,
 // layout.rs). Definitions only: no code.
