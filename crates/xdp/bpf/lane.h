@@ -2,8 +2,10 @@
 //
 // The XDP lane's shared definitions: map value layouts and counters.
 //
-// crates/xdp/src/lane/layout.rs encodes the same layouts (sizes are
-// checked on both sides); crates/xdp/src/lane/counters.rs reads the
+// crates/xdp/src/lane/layout.rs mirrors every struct here field for field
+// and its build checks each field's offset and size against the compiled
+// object's BTF (build.rs), so a field added, removed or moved here alone
+// fails the crate's build; crates/xdp/src/lane/counters.rs reads the
 // LANE_COUNTER lines of this file to name the counters, so a counter added
 // here is named in Rust without a second list.
 
@@ -233,7 +235,7 @@ _Static_assert(sizeof(struct lane_acl_cbucket) == 128, "lane_acl_cbucket layout"
 // egress port and MTU, and, where an IPv6 flow keeps its high address
 // words, the L2 (MACs, VLAN) and the first hit's slot. An IPv6 flow keeps
 // those in the second line, with the other hits and the flow label.
-#define LANE_FM_HITS 8 // as many as a packet records (lane.c MAX_HITS)
+#define LANE_FM_HITS 8 // as many as a packet records (lib/state.h MAX_HITS)
 #define LANE_FWD_BUCKETS 2048 // default buckets per CPU (4096 flows)
 #define LANE_FWD_WAYS 2
 
@@ -331,7 +333,7 @@ struct lane_trace {
 	__u16 rx_if;    // tern interface (after VLAN demux and decapsulation)
 	__u16 tx_port;  // forwarded: the port it leaves by
 	__u16 tx_vid;   // and the 802.1Q id it is sent with (0: none)
-	__u8 verdict;   // V_FWD, V_DROP, V_PUNT, V_PASS (lane.c)
+	__u8 verdict;   // V_FWD, V_DROP, V_PUNT, V_PASS (lib/state.h)
 	__u8 action;    // the XDP action returned
 	__u8 cpu;
 	__u8 flags;     // LTR_*
