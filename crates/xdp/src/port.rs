@@ -147,13 +147,26 @@ impl XskPort {
     /// An [`XdpError::Unavailable`] error means AF_XDP cannot be used here
     /// (permission, kernel, driver): fall back to AF_PACKET and log it.
     pub fn open(umem: &Umem, cfg: &XskConfig, pool: &mut PacketPool) -> Result<XskPort, XdpError> {
+        if !umem.matches(pool) {
+            return Err(XdpError::Config("the pool is not the one the UMEM was registered from".into()));
+        }
+        let mut port = XskPort::open_unfilled(umem, cfg)?;
+        port.refill(pool);
+        Ok(port)
+    }
+
+    /// [`XskPort::open`] without the pool: the fill ring starts empty and
+    /// the port's first receive or service fills it from the pool of the
+    /// worker it is handed to (which must be the pool `umem` was registered
+    /// from; checked per burst). For a thread that does not own that pool:
+    /// the control thread opening a port again on a device that returned.
+    /// What arrives before the first fill is dropped by the kernel
+    /// (counted in the socket's statistics).
+    pub fn open_unfilled(umem: &Umem, cfg: &XskConfig) -> Result<XskPort, XdpError> {
         for (what, n) in
             [("rx", cfg.rx_size), ("tx", cfg.tx_size), ("fill", cfg.fill_size), ("completion", cfg.comp_size)]
         {
             ring_size_ok(what, n)?;
-        }
-        if !umem.matches(pool) {
-            return Err(XdpError::Config("the pool is not the one the UMEM was registered from".into()));
         }
         let name = format!("{}/{}", cfg.ifname, cfg.queue);
         let ifindex = sys::if_index(&cfg.ifname).map_err(|e| XdpError::Unavailable {
@@ -221,7 +234,7 @@ impl XskPort {
         let _ = sys::setsockopt_int(raw, sys::SOL_XDP, sys::XDP_MAX_TX_SKB_BUDGET, cfg.tx_size.min(512) as i32);
         let busy = BusyPoller::new(cfg.busy_poll, raw, &cfg.ifname, cfg.napi_probe_port, cfg.tune_napi);
         let frames = umem.frames() as usize;
-        let mut port = XskPort {
+        let port = XskPort {
             name,
             rx,
             tx,
@@ -244,7 +257,6 @@ impl XskPort {
             fill_starved: 0,
             tx_kernel_dropped: 0,
         };
-        port.refill(pool);
         log::info!("{}: AF_XDP {} mode", port.name, if zero_copy { "zero-copy" } else { "copy" });
         Ok(port)
     }
