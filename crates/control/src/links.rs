@@ -443,7 +443,7 @@ impl Router {
                 }
                 Err(e) => {
                     log::warn!(
-                        "interface {}: device {dev} returned, but {e}; the interface stays down until the device returns again: restart tern to attach again",
+                        "interface {}: device {dev} returned, but {e}; the interface stays down (the device's next return, or a restart, attaches it again)",
                         p.name
                     );
                     false
