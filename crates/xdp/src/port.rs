@@ -295,8 +295,16 @@ impl XskPort {
 
     // ---- rings ----
 
-    /// Tops the fill ring up from the pool.
+    /// Tops the fill ring up from the pool (first giving it back the
+    /// frames of a dropped port of the same UMEM, see [`Umem`]).
     fn refill(&mut self, pool: &mut PacketPool) {
+        if let Some(orphans) = self.umem.take_orphans() {
+            let n = orphans.len();
+            for idx in orphans {
+                pool.free(idx);
+            }
+            log::debug!("{}: {n} frames of a dropped port back in the pool", self.name);
+        }
         let free = self.fill.prod_free(self.fill.size());
         if free < FILL_BATCH.min(self.fill.size()) {
             self.fill_dry = false;
@@ -496,9 +504,37 @@ fn bind_error(name: &str, what: &str, e: std::io::Error) -> XdpError {
 impl Drop for XskPort {
     fn drop(&mut self) {
         self.umem.remove_bound(self.umem_id);
-        if self.lent_count > 0 && !self.name.is_empty() {
-            log::debug!("{}: dropped without close; {} frames stay lent", self.name, self.lent_count);
+        if self.lent_count == 0 || self.name.is_empty() {
+            return;
         }
+        if self.zero_copy {
+            // The driver may still own them (see `close`).
+            log::debug!(
+                "{}: dropped without close; {} frames stay with the zero-copy driver",
+                self.name,
+                self.lent_count
+            );
+            return;
+        }
+        // Copy mode: once the socket closes (the fields drop right after
+        // this, on this thread) the kernel holds none of them; the next
+        // refill of the UMEM's ports, on the pool's thread, frees them.
+        let lent = std::mem::take(&mut self.lent);
+        self.umem.orphan(lent.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (w * 64) as u32 + b
+                })
+            })
+        }));
+        log::debug!(
+            "{}: dropped without close; {} frames go back to the pool at the next refill",
+            self.name,
+            self.lent_count
+        );
     }
 }
 
