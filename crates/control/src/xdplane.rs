@@ -187,7 +187,12 @@ impl XdpLane {
     /// it from the lane. It stays a lane device.
     pub fn detach_port(&mut self, port: u16) {
         if let Some(old) = self.kifs.remove(&port) {
-            // Dropping the old link detaches what is left of it.
+            // The old link's descriptor goes (the kernel detached the
+            // program with the device; on a device still there, this
+            // detaches it).
+            if let Err(e) = self.prog.detach(port) {
+                log::debug!("XDP lane: port {port}: {e}");
+            }
             self.prog.remove_port(port, old);
         }
         if let Some(slot) = self.on_lane.get_mut(usize::from(port)) {
