@@ -70,19 +70,26 @@ fn recreate(lab: &Lab) {
 
 /// [`recreate`] with both ends at MTU `mtu`.
 fn recreate_with_mtu(lab: &Lab, mtu: u32) {
-    let (r, h2) = (&lab.ns[1], &lab.ns[2]);
-    let mtu = mtu.to_string();
-    must(
-        "ip",
-        &[
-            "link", "add", "eth0", "netns", h2, "mtu", &mtu, "type", "veth", "peer", "name", "wan0", "netns", r, "mtu",
-            &mtu,
-        ],
-    );
-    must("ip", &["netns", "exec", h2, "ethtool", "-K", "eth0", "tx", "off"]);
-    must("ip", &["-n", h2, "link", "set", "eth0", "up"]);
-    must("ip", &["-n", h2, "addr", "add", "10.0.2.2/24", "dev", "eth0"]);
-    must("ip", &["-n", h2, "route", "add", "default", "via", "10.0.2.1"]);
+    pair(lab, 2, mtu, 1);
+}
+
+/// The veth pair h`n`:eth0 -- r:(lan0 for 1, wan0 for 2) with `queues`
+/// queues each way and MTU `mtu`, with the host's address and route.
+fn pair(lab: &Lab, n: usize, mtu: u32, queues: u32) {
+    let (r, h, dev) = if n == 1 { (&lab.ns[1], &lab.ns[0], "lan0") } else { (&lab.ns[1], &lab.ns[2], "wan0") };
+    let (mtu, q) = (mtu.to_string(), queues.to_string());
+    let end = |ns: &str, name: &str| -> Vec<String> {
+        [name, "netns", ns, "mtu", &mtu, "numtxqueues", &q, "numrxqueues", &q].map(String::from).to_vec()
+    };
+    let mut args: Vec<String> = vec!["link".into(), "add".into()];
+    args.extend(end(h, "eth0"));
+    args.extend(["type", "veth", "peer", "name"].map(String::from));
+    args.extend(end(r, dev));
+    must("ip", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    must("ip", &["netns", "exec", h, "ethtool", "-K", "eth0", "tx", "off"]);
+    must("ip", &["-n", h, "link", "set", "eth0", "up"]);
+    must("ip", &["-n", h, "addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
+    must("ip", &["-n", h, "route", "add", "default", "via", &format!("10.0.{n}.1")]);
 }
 
 fn log_of(lab: &Lab) -> String {
@@ -141,16 +148,50 @@ fn a_returned_device_the_xdp_lane_cannot_take_stays_down_until_it_returns_again(
     assert!(w["lane"].as_str().is_some_and(|l| l.starts_with("xdp")), "{w}");
 }
 
+/// Two workers on AF_XDP: the returned device gets a socket on each
+/// worker's queue again, each joining its worker's UMEM.
+#[test]
+fn a_deleted_device_under_af_xdp_with_two_workers_gets_both_queues_again() {
+    let Some(lab) = start_with("afxdp", "dlq", 2) else { return };
+    let queue1 = |log: &str| log.matches("device wan0: worker 1 on AF_XDP queue 1").count();
+    assert_eq!(queue1(&log_of(&lab)), 1, "{}", log_of(&lab));
+    must("ip", &["-n", &lab.ns[1], "link", "del", "wan0"]);
+    wait_for("wan0 absent", &lab, || wan0(&lab)["link"] == "absent");
+    pair(&lab, 2, 1500, 2);
+    wait_for("wan0 up again", &lab, || wan0(&lab)["up"] == true);
+    wait_for("a ping through the re-created device", &lab, || ping(&lab));
+    let log = log_of(&lab);
+    assert_eq!(queue1(&log), 2, "worker 1's socket opened again: {log}");
+    assert_eq!(log.matches("device wan0: worker 0 on AF_XDP queue 0").count(), 2, "{log}");
+    let w = wan0(&lab);
+    assert_eq!(w["link"], "up", "{w}");
+    assert!(w["lane"].as_str().is_some_and(|l| l.starts_with("afxdp")), "{w}");
+}
+
 /// A lab with tern running on lan0 and wan0 with `driver`, answering and
 /// forwarding; None (said why) where the lab cannot run.
 fn start(driver: &str, tag: &str) -> Option<Lab> {
+    start_with(driver, tag, 1)
+}
+
+/// [`start`] with `workers` workers (and as many queues on each veth).
+fn start_with(driver: &str, tag: &str, workers: u16) -> Option<Lab> {
     if let Some(why) = lab_missing() {
         eprintln!("skipped: {why}");
         return None;
     }
     let mut lab = Lab::two_hosts(&format!("{tag}{}", std::process::id() % 100_000));
+    if workers > 1 {
+        for (n, dev) in [(1, "lan0"), (2, "wan0")] {
+            must("ip", &["-n", &lab.ns[1], "link", "del", dev]);
+            pair(&lab, n, 1500, u32::from(workers));
+        }
+    }
     let cfg = format!(
-        r#"[[interface]]
+        r#"[dataplane]
+workers = {workers}
+
+[[interface]]
 name = "lan0"
 device = "lan0"
 driver = "{driver}"
