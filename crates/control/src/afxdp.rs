@@ -28,6 +28,13 @@ pub struct XdpDevices {
     /// those get no steering program; their worker sockets take the
     /// lane's punts.
     pub lane: Option<crate::xdplane::XdpLane>,
+    /// Each worker's UMEM (its pool), by worker, once the start opened
+    /// its ports: a device that returns gets its sockets on the same one
+    /// ([`XdpDevices::reopen`]).
+    pub umems: Vec<Option<Umem>>,
+    /// The addresses given to [`XdpDevices::add_local`], for a steering
+    /// program attached later (a device that returned).
+    locals: Vec<std::net::IpAddr>,
 }
 
 /// What to open for one device in one worker.
@@ -55,7 +62,7 @@ impl XdpDevices {
             self.opened.insert(dev.to_string(), "afpacket");
             return Ok(Choice::AfPacket);
         }
-        match self.try_open(dev, w, workers, idle, linux_mode, pool, umem) {
+        match self.try_open(dev, w, workers, idle, linux_mode, Some(pool), umem) {
             Ok(port) => {
                 self.opened.insert(dev.to_string(), if port.is_zero_copy() { "afxdp zero-copy" } else { "afxdp copy" });
                 Ok(Choice::AfXdp(Box::new(port)))
@@ -73,6 +80,38 @@ impl XdpDevices {
         }
     }
 
+    /// Opens worker `w`'s AF_XDP socket on `dev` again, from the control
+    /// thread, after the device was removed and created again: the steering
+    /// program is attached to the new device unless it is on the XDP lane
+    /// (whose caller attached the lane again), and the socket joins the
+    /// worker's UMEM unfilled (the worker fills it from its pool once it
+    /// holds the port). The old device's sockets must be closed first: a
+    /// socket joins its UMEM through a bound one. Errors say why.
+    pub fn reopen(
+        &mut self,
+        dev: &str,
+        w: u16,
+        workers: u16,
+        idle: IdleMode,
+        linux_mode: bool,
+    ) -> Result<XskPort, String> {
+        let mut umem = self.umems.get(usize::from(w)).cloned().flatten();
+        if umem.is_none() {
+            return Err(format!("worker {w} has no AF_XDP UMEM"));
+        }
+        let port = self.try_open(dev, w, workers, idle, linux_mode, None, &mut umem).map_err(|(why, _)| why)?;
+        self.opened.insert(dev.to_string(), if port.is_zero_copy() { "afxdp zero-copy" } else { "afxdp copy" });
+        Ok(port)
+    }
+
+    /// Forgets `dev`'s steering program (detached: its device is gone, or
+    /// re-attaching failed).
+    pub fn forget_steering(&mut self, dev: &str) {
+        self.progs.remove(dev);
+    }
+
+    /// `pool`: the worker's pool, at start; None from the control thread,
+    /// where `umem` must be the worker's and the port starts unfilled.
     #[allow(clippy::too_many_arguments)]
     fn try_open(
         &mut self,
@@ -81,7 +120,7 @@ impl XdpDevices {
         workers: u16,
         idle: IdleMode,
         linux_mode: bool,
-        pool: &mut PacketPool,
+        pool: Option<&mut PacketPool>,
         umem: &mut Option<Umem>,
     ) -> Result<XskPort, (String, bool)> {
         // sysfs shows the namespace it was mounted in; a thread that entered
@@ -98,10 +137,17 @@ impl XdpDevices {
         let lane_port = self.lane.as_ref().and_then(|l| l.device_port(dev));
         if lane_port.is_none() && !self.progs.contains_key(dev) {
             let opts = SteerOptions { neigh_to_tern: !linux_mode, allow_generic: true };
-            let prog = SteeringProgram::attach(dev, opts).map_err(|e| (e.to_string(), e.is_unavailable()))?;
+            let mut prog = SteeringProgram::attach(dev, opts).map_err(|e| (e.to_string(), e.is_unavailable()))?;
+            // Attached after the start (a device that returned): the
+            // addresses Linux keeps, as the others have them.
+            for a in &self.locals {
+                prog.add_local(*a).map_err(|e| (format!("passing {a} to Linux: {e}"), false))?;
+            }
             self.progs.insert(dev.to_string(), prog);
         }
-        if umem.is_none() {
+        if umem.is_none()
+            && let Some(pool) = pool.as_deref()
+        {
             *umem = Some(Umem::new(pool).map_err(|e| (e.to_string(), e.is_unavailable()))?);
         }
         let Some(u) = umem.as_ref() else { return Err(("no UMEM".into(), false)) };
@@ -110,7 +156,11 @@ impl XdpDevices {
         // Busy polling wherever it engages: always for a spinning worker,
         // while traffic flows for one that sleeps when idle.
         cfg.busy_poll = if spin { BusyPoll::On } else { BusyPoll::Adaptive };
-        let port = XskPort::open(u, &cfg, pool).map_err(|e| (e.to_string(), e.is_unavailable()))?;
+        let port = match pool {
+            Some(pool) => XskPort::open(u, &cfg, pool),
+            None => XskPort::open_unfilled(u, &cfg),
+        }
+        .map_err(|e| (e.to_string(), e.is_unavailable()))?;
         if let Some(prog) = self.progs.get_mut(dev) {
             prog.register(&port).map_err(|e| (e.to_string(), false))?;
         }
@@ -127,6 +177,9 @@ impl XdpDevices {
 
     /// Adds an address the kernel must keep receiving (Linux mode).
     pub fn add_local(&mut self, addr: std::net::IpAddr) {
+        if !self.locals.contains(&addr) {
+            self.locals.push(addr);
+        }
         for (dev, p) in &mut self.progs {
             if let Err(e) = p.add_local(addr) {
                 log::warn!("device {dev}: cannot steer {addr} to Linux: {e}");

@@ -8,10 +8,15 @@
 //! down`, counted. Each change is logged and counted per interface
 //! (`link_changes`, `tern_interface_link_changes_total`). A device that
 //! comes back under the same name (a new ifindex) is taken over again
-//! (settings recorded, link up, offloads off, kernel silenced) and, on the
-//! AF_PACKET lane, each worker's socket is opened again on it; AF_XDP and
-//! the XDP lane are left down with a log line saying a restart re-attaches
-//! them.
+//! (settings recorded, link up, offloads off, kernel silenced) and what
+//! tern had on it is attached again: on the AF_PACKET lane each worker's
+//! socket; on the AF_XDP lane the steering program and each worker's
+//! AF_XDP socket on its queue (joining the worker's UMEM); on the XDP lane
+//! the lane program (its receive table and devmap entry follow the new
+//! ifindex) and the workers' AF_XDP sockets that take its punts. If that
+//! fails the interface stays down (`link: "detached"`), with a log line
+//! saying why, and nothing of the attempt is left attached; the device's
+//! next return tries again.
 //!
 //! A device's MTU change (`ip link set DEV mtu N`, the IFLA_MTU of a
 //! notification) is applied to its interface as `interface set NAME mtu N`
@@ -38,7 +43,7 @@ pub struct LinkState {
     /// Changes seen (down, up, removed, re-created).
     pub changes: u64,
     /// The device returned, but its lane (AF_XDP, the XDP lane) could not
-    /// be attached again: down until tern restarts.
+    /// be attached again: down until it returns again or tern restarts.
     pub detached: bool,
     /// The device's MTU as last reported (None: not known).
     pub mtu: Option<u32>,
@@ -324,7 +329,7 @@ impl Router {
                     // Taking it over sets it up: read its state again.
                     if let Some(x) = self.links.links.get_mut(i) {
                         refresh(x);
-                        x.detached |= !attached;
+                        x.detached = !attached;
                     }
                 }
             }
@@ -412,8 +417,9 @@ impl Router {
         log::info!("interface {}: device {dev} has a new MAC address {}", p.name, crate::neighbor::fmt_mac(mac));
     }
 
-    /// Takes a device that came back over again and, on the AF_PACKET
-    /// lane, opens each worker's port on it.
+    /// Takes a device that came back over again and attaches its lane
+    /// there again: each worker's AF_PACKET socket, or the XDP program
+    /// and AF_XDP sockets ([`Router::reattach_xdp`]).
     /// Returns whether the port receives there again.
     fn reattach(&mut self, port: u16, dev: &str) -> bool {
         let Some(p) = self.plan.ifaces.get(usize::from(port)).cloned() else { return false };
@@ -423,14 +429,26 @@ impl Router {
             return false;
         }
         self.follow_mac(port, dev);
-        let lane_or_xdp = self.host.xdp.lane.as_ref().is_some_and(|l| l.has_device(dev))
-            || (driver != Driver::Afpacket && !self.host.xdp.fallback.contains_key(dev) && self.host.xdp.has(dev));
-        if lane_or_xdp {
-            log::warn!(
-                "interface {}: device {dev} returned, but its XDP/AF_XDP attachment went with the old device; the interface stays down: restart tern to attach again",
-                p.name
-            );
-            return false;
+        let on_lane = self.host.xdp.lane.as_ref().is_some_and(|l| l.has_device(dev));
+        // What the start opened there: AF_XDP sockets (also under the XDP
+        // lane), or AF_PACKET ones (`afpacket`, or `auto` fallen back).
+        let afxdp = driver != Driver::Afpacket
+            && !self.host.xdp.fallback.contains_key(dev)
+            && self.host.xdp.opened.get(dev).is_some_and(|o| o.starts_with("afxdp"));
+        if on_lane || afxdp {
+            return match self.reattach_xdp(port, dev, driver, on_lane) {
+                Ok(what) => {
+                    log::info!("interface {}: {what} on {dev} again", p.name);
+                    true
+                }
+                Err(e) => {
+                    log::warn!(
+                        "interface {}: device {dev} returned, but {e}; the interface stays down (the device's next return, or a restart, attaches it again)",
+                        p.name
+                    );
+                    false
+                }
+            };
         }
         let workers = self.workers.len();
         let gen_ = self.links.get(port).map_or(0, |l| l.changes);
@@ -460,6 +478,70 @@ impl Router {
         }
         log::info!("interface {}: AF_PACKET ports open again on {dev}", p.name);
         true
+    }
+
+    /// Attaches the XDP side of port `port` to its device `dev` again (a
+    /// new ifindex): the old device's AF_XDP sockets are closed (a new
+    /// socket joins its worker's UMEM through a bound one, and the
+    /// workers give the old ones up first), the lane program or the
+    /// steering program is attached to the new device, each worker's
+    /// socket is opened on its queue ([`crate::afxdp::XdpDevices::reopen`],
+    /// the start's code) and handed to the worker. On error whatever was
+    /// attached is detached again and the port stays closed. Returns what
+    /// it attached.
+    fn reattach_xdp(&mut self, port: u16, dev: &str, driver: Driver, on_lane: bool) -> Result<String, String> {
+        for w in &self.workers {
+            if w.shared.change_port(tern_engine::PortChange::Close { slot: usize::from(port) }).is_err() {
+                return Err(format!("worker {} has no port {port}", w.shared.id));
+            }
+        }
+        self.wait_port_changes();
+        let mode = match (on_lane, self.host.xdp.lane.as_mut()) {
+            (true, Some(lane)) => {
+                let m = lane.reattach(dev, port, driver == Driver::Xdp).map_err(|e| format!("the XDP lane: {e}"))?;
+                Some(m)
+            }
+            (true, None) => return Err("the XDP lane is gone".into()),
+            (false, _) => {
+                // The old device's program went with it.
+                self.host.xdp.forget_steering(dev);
+                None
+            }
+        };
+        let workers = self.workers.len() as u16;
+        let idle = self.plan.config.dataplane.idle;
+        let linux_mode = self.plan.config.linux.linux_mode();
+        let mut ports = Vec::with_capacity(self.workers.len());
+        for w in 0..workers {
+            match self.host.xdp.reopen(dev, w, workers, idle, linux_mode) {
+                Ok(x) => ports.push(x),
+                Err(e) => {
+                    // Nothing half-attached: the sockets opened so far
+                    // close here (unfilled, they hold no frames), the
+                    // program comes off the device.
+                    drop(ports);
+                    match self.host.xdp.lane.as_mut() {
+                        Some(lane) if on_lane => lane.detach_port(port),
+                        _ => self.host.xdp.forget_steering(dev),
+                    }
+                    return Err(format!("worker {w}: AF_XDP: {e}"));
+                }
+            }
+        }
+        let what =
+            ports.first().map_or("AF_XDP", |x| if x.is_zero_copy() { "AF_XDP zero-copy" } else { "AF_XDP copy-mode" });
+        let what = match mode {
+            Some(m) => format!("XDP lane ({m:?} mode) and {what} sockets"),
+            None => format!("steering program and {what} sockets"),
+        };
+        for (h, x) in self.workers.iter().zip(ports) {
+            let b = tern_engine::PortBinding::new(Box::new(x), port);
+            let change = tern_engine::PortChange::Open { slot: usize::from(port), binding: b };
+            if h.shared.change_port(change).is_err() {
+                log::error!("worker {}: no port slot {port}", h.shared.id);
+            }
+        }
+        Ok(what)
     }
 
     /// Per interface: (name, link state, changes), for `interface show`

@@ -502,6 +502,8 @@ impl Router {
                 };
                 bindings.push(PortBinding::new(port, i as u16));
             }
+            // Sockets opened later (a device that returned) join it.
+            host.xdp.umems.push(umem);
             if tap {
                 // Port number ports.len() + k: the k-th TAP, whose frames
                 // (the kernel's) enter `tap-input` as its interface's.

@@ -93,6 +93,9 @@ pub struct XdpLane {
     on_lane: Vec<bool>,
     /// Device name -> port.
     devices: HashMap<String, u16>,
+    /// Port -> the kernel ifindex its device had when attached (the
+    /// lane's receive table is keyed by it).
+    kifs: HashMap<u16, u32>,
     dirty: bool,
     last_check: std::time::Instant,
     /// Packets the lane traced since the trace was armed (at most
@@ -126,6 +129,7 @@ impl XdpLane {
             acls_gen: shared.acls.generation(),
             on_lane: Vec::new(),
             devices: HashMap::new(),
+            kifs: HashMap::new(),
             dirty: true,
             last_check: std::time::Instant::now(),
             traces: Vec::new(),
@@ -162,8 +166,39 @@ impl XdpLane {
             );
         }
         self.devices.insert(dev.to_string(), port);
+        self.kifs.insert(port, kif);
         self.dirty = true;
         Ok(mode)
+    }
+
+    /// Puts lane device `dev` (tern port `port`) on the lane again after it
+    /// was removed and created again under the same name (a new ifindex):
+    /// the old device's entries go (its receive-table slot, its link), then
+    /// as [`XdpLane::attach`]. On error the port is off the lane (nothing
+    /// received there, nothing sent out of it by the lane) but stays a lane
+    /// device, so that a later return tries again.
+    pub fn reattach(&mut self, dev: &str, port: u16, allow_generic: bool) -> Result<AttachMode, XdpError> {
+        self.detach_port(port);
+        self.attach(dev, port, allow_generic)
+    }
+
+    /// Takes port `port` off the lane (its device went, or re-attaching
+    /// it failed): its entries are forgotten, frames no longer leave by
+    /// it from the lane. It stays a lane device.
+    pub fn detach_port(&mut self, port: u16) {
+        if let Some(old) = self.kifs.remove(&port) {
+            // The old link's descriptor goes (the kernel detached the
+            // program with the device; on a device still there, this
+            // detaches it).
+            if let Err(e) = self.prog.detach(port) {
+                log::debug!("XDP lane: port {port}: {e}");
+            }
+            self.prog.remove_port(port, old);
+        }
+        if let Some(slot) = self.on_lane.get_mut(usize::from(port)) {
+            *slot = false;
+        }
+        self.dirty = true;
     }
 
     /// Re-reads which lane devices can take redirected frames (a veth's
@@ -171,7 +206,7 @@ impl XdpLane {
     fn recheck_senders(&mut self) -> bool {
         let mut changed = false;
         for (dev, &port) in &self.devices {
-            let ok = can_send(dev);
+            let ok = self.kifs.contains_key(&port) && can_send(dev);
             if let Some(slot) = self.on_lane.get_mut(usize::from(port))
                 && *slot != ok
             {

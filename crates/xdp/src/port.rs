@@ -147,13 +147,26 @@ impl XskPort {
     /// An [`XdpError::Unavailable`] error means AF_XDP cannot be used here
     /// (permission, kernel, driver): fall back to AF_PACKET and log it.
     pub fn open(umem: &Umem, cfg: &XskConfig, pool: &mut PacketPool) -> Result<XskPort, XdpError> {
+        if !umem.matches(pool) {
+            return Err(XdpError::Config("the pool is not the one the UMEM was registered from".into()));
+        }
+        let mut port = XskPort::open_unfilled(umem, cfg)?;
+        port.refill(pool);
+        Ok(port)
+    }
+
+    /// [`XskPort::open`] without the pool: the fill ring starts empty and
+    /// the port's first receive or service fills it from the pool of the
+    /// worker it is handed to (which must be the pool `umem` was registered
+    /// from; checked per burst). For a thread that does not own that pool:
+    /// the control thread opening a port again on a device that returned.
+    /// What arrives before the first fill is dropped by the kernel
+    /// (counted in the socket's statistics).
+    pub fn open_unfilled(umem: &Umem, cfg: &XskConfig) -> Result<XskPort, XdpError> {
         for (what, n) in
             [("rx", cfg.rx_size), ("tx", cfg.tx_size), ("fill", cfg.fill_size), ("completion", cfg.comp_size)]
         {
             ring_size_ok(what, n)?;
-        }
-        if !umem.matches(pool) {
-            return Err(XdpError::Config("the pool is not the one the UMEM was registered from".into()));
         }
         let name = format!("{}/{}", cfg.ifname, cfg.queue);
         let ifindex = sys::if_index(&cfg.ifname).map_err(|e| XdpError::Unavailable {
@@ -221,7 +234,7 @@ impl XskPort {
         let _ = sys::setsockopt_int(raw, sys::SOL_XDP, sys::XDP_MAX_TX_SKB_BUDGET, cfg.tx_size.min(512) as i32);
         let busy = BusyPoller::new(cfg.busy_poll, raw, &cfg.ifname, cfg.napi_probe_port, cfg.tune_napi);
         let frames = umem.frames() as usize;
-        let mut port = XskPort {
+        let port = XskPort {
             name,
             rx,
             tx,
@@ -244,7 +257,6 @@ impl XskPort {
             fill_starved: 0,
             tx_kernel_dropped: 0,
         };
-        port.refill(pool);
         log::info!("{}: AF_XDP {} mode", port.name, if zero_copy { "zero-copy" } else { "copy" });
         Ok(port)
     }
@@ -283,8 +295,16 @@ impl XskPort {
 
     // ---- rings ----
 
-    /// Tops the fill ring up from the pool.
+    /// Tops the fill ring up from the pool (first giving it back the
+    /// frames of a dropped port of the same UMEM, see [`Umem`]).
     fn refill(&mut self, pool: &mut PacketPool) {
+        if let Some(orphans) = self.umem.take_orphans() {
+            let n = orphans.len();
+            for idx in orphans {
+                pool.free(idx);
+            }
+            log::debug!("{}: {n} frames of a dropped port back in the pool", self.name);
+        }
         let free = self.fill.prod_free(self.fill.size());
         if free < FILL_BATCH.min(self.fill.size()) {
             self.fill_dry = false;
@@ -484,9 +504,37 @@ fn bind_error(name: &str, what: &str, e: std::io::Error) -> XdpError {
 impl Drop for XskPort {
     fn drop(&mut self) {
         self.umem.remove_bound(self.umem_id);
-        if self.lent_count > 0 && !self.name.is_empty() {
-            log::debug!("{}: dropped without close; {} frames stay lent", self.name, self.lent_count);
+        if self.lent_count == 0 || self.name.is_empty() {
+            return;
         }
+        if self.zero_copy {
+            // The driver may still own them (see `close`).
+            log::debug!(
+                "{}: dropped without close; {} frames stay with the zero-copy driver",
+                self.name,
+                self.lent_count
+            );
+            return;
+        }
+        // Copy mode: once the socket closes (the fields drop right after
+        // this, on this thread) the kernel holds none of them; the next
+        // refill of the UMEM's ports, on the pool's thread, frees them.
+        let lent = std::mem::take(&mut self.lent);
+        self.umem.orphan(lent.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (w * 64) as u32 + b
+                })
+            })
+        }));
+        log::debug!(
+            "{}: dropped without close; {} frames go back to the pool at the next refill",
+            self.name,
+            self.lent_count
+        );
     }
 }
 

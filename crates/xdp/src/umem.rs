@@ -13,6 +13,7 @@
 use crate::error::XdpError;
 use crate::sys;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tern_packet::PacketPool;
 
@@ -33,6 +34,8 @@ struct Shared {
     frames: u32,
     headroom: u32,
     sockets: Mutex<Sockets>,
+    /// `Sockets::orphans` is not empty (one relaxed load per refill).
+    orphans_pending: AtomicBool,
 }
 
 #[derive(Default)]
@@ -42,6 +45,12 @@ pub(crate) struct Sockets {
     /// Bound ports: (port id, socket).
     bound: Vec<(u64, RawFd)>,
     next_id: u64,
+    /// Frames a copy-mode port still had lent when it was dropped without
+    /// [`crate::XskPort::close`] (a worker replacing the port of a device
+    /// that went away): the kernel let go of them with the socket; the
+    /// next refill of a port on this UMEM, on the pool's thread, frees
+    /// them into the pool.
+    orphans: Vec<u32>,
 }
 
 /// How a port joins the UMEM.
@@ -79,6 +88,7 @@ impl Umem {
                 frames: pool.capacity(),
                 headroom,
                 sockets: Mutex::new(Sockets::default()),
+                orphans_pending: AtomicBool::new(false),
             }),
         };
         let fd = umem.register()?;
@@ -129,6 +139,27 @@ impl Umem {
 
     pub(crate) fn remove_bound(&self, id: u64) {
         self.lock().bound.retain(|&(i, _)| i != id);
+    }
+
+    /// Hands the frames of a dropped copy-mode port to the next refill.
+    pub(crate) fn orphan(&self, frames: impl IntoIterator<Item = u32>) {
+        let mut g = self.lock();
+        let before = g.orphans.len();
+        g.orphans.extend(frames);
+        if g.orphans.len() > before {
+            self.shared.orphans_pending.store(true, Ordering::Release);
+        }
+    }
+
+    /// Takes the orphaned frames, if any (a relaxed load when there are none).
+    #[inline]
+    pub(crate) fn take_orphans(&self) -> Option<Vec<u32>> {
+        if !self.shared.orphans_pending.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut g = self.lock();
+        self.shared.orphans_pending.store(false, Ordering::Relaxed);
+        Some(std::mem::take(&mut g.orphans))
     }
 
     /// Number of ports currently bound to this UMEM.

@@ -80,6 +80,60 @@ fn transit_packets_reach_the_xsk_with_their_bytes() {
     assert_eq!(pool.available(), start, "every frame is back in the pool");
 }
 
+/// A worker that replaces a port (its device went and came back) drops
+/// the old one without `close`: its frames return to the pool at the next
+/// refill of the UMEM. The new port, opened without the pool (from the
+/// control thread), fills its ring on its first receive and carries
+/// traffic.
+#[test]
+fn a_dropped_ports_frames_return_and_an_unfilled_port_fills_and_receives() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig2::new(1);
+    let mut pool = pool(4096);
+    let start = pool.available();
+    let got = rig.rtr.run(|| {
+        let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
+        steer.add_local(IpAddr::V4(R0_IP)).expect("local");
+        let umem = Umem::new(&pool).expect("umem");
+        let old = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
+        let lent = old.frames_lent();
+        assert!(lent > 0, "the fill ring holds frames");
+        drop(old);
+        assert_eq!(pool.available(), start - lent, "still out until a refill");
+        // The kernel frees the old socket's queue in deferred work: wait
+        // for the queue to take a socket again.
+        let mut opened = None;
+        wait_until(Duration::from_secs(5), || {
+            opened = XskPort::open_unfilled(&umem, &cfg("r0", 0)).ok();
+            opened.is_some()
+        });
+        let mut port = opened.expect("open without the pool");
+        assert_eq!(port.frames_lent(), 0, "nothing filled yet");
+        steer.register(&port).expect("register");
+        let mut batch = Vec::new();
+        port.rx_burst(&mut pool, &mut batch, 64);
+        assert!(port.frames_lent() > 0, "the first receive fills the ring");
+        assert_eq!(pool.available() + port.frames_lent() + batch.len(), start, "the dropped port's frames are back");
+        pool.free_all(&batch);
+
+        rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4101, "refilled", 20));
+        let mut seen = 0;
+        wait_until(Duration::from_secs(5), || {
+            batch.clear();
+            port.rx_burst(&mut pool, &mut batch, 64);
+            seen += batch.iter().filter(|&&i| udp_payload(pool.data(i)).is_some()).count();
+            pool.free_all(&batch);
+            seen >= 20
+        });
+        assert_eq!(port.close(&mut pool).abandoned, 0);
+        seen
+    });
+    assert!(got >= 20, "received {got} of 20 through the port opened without the pool");
+    assert_eq!(pool.available(), start, "every frame is back in the pool");
+}
+
 #[test]
 fn local_traffic_and_arp_still_reach_linux() {
     if !privileged() {
