@@ -19,6 +19,7 @@
 use super::acl::LaneAcl;
 use super::counters::{CounterValue, LanePortStats, counters};
 use super::fib::{FibCapacity, FibMaps, FibMirror};
+use super::layout::c::lane_fwd_flow;
 use super::layout::*;
 use super::shm::{MappedArray, grace_period_available, kernel_grace_period};
 use super::trace::{LaneTrace, RECORD_SIZE};
@@ -28,6 +29,7 @@ use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray, PerCpuValues, Ring
 use aya::programs::{Xdp, XdpMode, xdp::XdpLinkId};
 use aya::{Ebpf, EbpfLoader};
 use std::collections::HashMap as StdMap;
+use std::mem::offset_of;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -704,13 +706,19 @@ impl LaneProgram {
             for i in 0..per_cpu {
                 let bucket = memo.get(&(cpu * per_cpu + i), 0).map_err(|e| prog_err("lane_fwd_flows", e))?;
                 for b in bucket.chunks_exact(FWD_FLOW_SIZE) {
-                    // Offsets in `struct lane_fwd_flow`: lo[1] (the
-                    // destination's low word) at 8, epoch 48, fib_gen 52,
-                    // tx_port 58, l2len 61.
+                    // `struct lane_fwd_flow`'s fields, from its checked
+                    // mirror; lo[1] is the destination's low word.
+                    let lo1 = offset_of!(lane_fwd_flow, lo) + 8;
                     let mut dst = [0u8; 8];
-                    dst.copy_from_slice(&b[8..16]);
-                    let port = u16::from_ne_bytes([b[58], b[59]]);
-                    flows.push((u32_at(b, 48), u32_at(b, 52), u64::from_ne_bytes(dst), (b[61] != 0).then_some(port)));
+                    dst.copy_from_slice(&b[lo1..lo1 + 8]);
+                    let tx = offset_of!(lane_fwd_flow, tx_port);
+                    let port = u16::from_ne_bytes([b[tx], b[tx + 1]]);
+                    flows.push((
+                        u32_at(b, offset_of!(lane_fwd_flow, epoch)),
+                        u32_at(b, offset_of!(lane_fwd_flow, fib_gen)),
+                        u64::from_ne_bytes(dst),
+                        (b[offset_of!(lane_fwd_flow, l2len)] != 0).then_some(port),
+                    ));
                 }
             }
             all.push(flows);

@@ -8,12 +8,14 @@
 //! (MACs, 802.1Q id, GRE outer addresses).
 
 use super::counters::counters;
+use super::layout::c::lane_trace;
+use std::mem::{offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// `LANE_TRACE_HEAD`: bytes of each frame kept.
 pub const TRACE_HEAD: usize = 128;
 /// `sizeof(struct lane_trace)`.
-pub(crate) const RECORD_SIZE: usize = 80 + TRACE_HEAD;
+pub(crate) const RECORD_SIZE: usize = size_of::<lane_trace>();
 
 const LTR_DECAP: u8 = 1 << 0;
 const LTR_ENCAP: u8 = 1 << 1;
@@ -76,6 +78,13 @@ pub struct LaneTrace {
 impl LaneTrace {
     /// Decodes one ring buffer record; None when it is not a whole record.
     pub fn decode(b: &[u8]) -> Option<LaneTrace> {
+        // Offsets of `struct lane_trace`, from its mirror (checked against
+        // the object's BTF at build time).
+        macro_rules! at {
+            ($f:ident) => {
+                offset_of!(lane_trace, $f)
+            };
+        }
         if b.len() < RECORD_SIZE {
             return None;
         }
@@ -83,9 +92,9 @@ impl LaneTrace {
         let u32_at = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let mac_at = |o: usize| -> [u8; 6] { [b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5]] };
         let mut t_ns = [0u8; 8];
-        t_ns.copy_from_slice(&b[0..8]);
-        let flags = b[31];
-        let verdict = match b[28] {
+        t_ns.copy_from_slice(&b[at!(t_ns)..at!(t_ns) + 8]);
+        let flags = b[at!(flags)];
+        let verdict = match b[at!(verdict)] {
             1 => TraceVerdict::Forwarded,
             2 => TraceVerdict::Dropped,
             3 => TraceVerdict::Punted,
@@ -102,28 +111,28 @@ impl LaneTrace {
             }
         };
         let rewrite = (verdict == TraceVerdict::Forwarded).then(|| TraceRewrite {
-            tx_port: u16_at(24),
-            tx_vid: u16_at(26),
-            dst_mac: mac_at(32),
-            src_mac: mac_at(38),
+            tx_port: u16_at(at!(tx_port)),
+            tx_vid: u16_at(at!(tx_vid)),
+            dst_mac: mac_at(at!(dmac)),
+            src_mac: mac_at(at!(smac)),
             v6: flags & LTR_V6 != 0,
             dec_ttl: flags & LTR_DEC_TTL != 0,
-            gre: (flags & LTR_ENCAP != 0).then(|| (addr(44), addr(60))),
+            gre: (flags & LTR_ENCAP != 0).then(|| (addr(at!(o_src)), addr(at!(o_dst)))),
         });
-        let cap = (u32_at(76) as usize).min(TRACE_HEAD);
+        let cap = (u32_at(at!(cap)) as usize).min(TRACE_HEAD);
         Some(LaneTrace {
             t_ns: u64::from_ne_bytes(t_ns),
-            kifindex: u32_at(8),
-            len: u32_at(12),
-            reason: u32_at(16),
-            port: u16_at(20),
-            rx_if: u16_at(22),
+            kifindex: u32_at(at!(kifindex)),
+            len: u32_at(at!(len)),
+            reason: u32_at(at!(reason)),
+            port: u16_at(at!(port)),
+            rx_if: u16_at(at!(rx_if)),
             verdict,
-            action: u32::from(b[29]),
-            cpu: b[30],
+            action: u32::from(b[at!(action)]),
+            cpu: b[at!(cpu)],
             decap: flags & LTR_DECAP != 0,
             rewrite,
-            head: b[80..80 + cap].to_vec(),
+            head: b[at!(head)..at!(head) + cap].to_vec(),
         })
     }
 
