@@ -166,8 +166,9 @@ fn addresses_bring_their_routes_live() {
     // tern answers ARP for its new address.
     assert!(t.lan.inject(&eth([0xff; 6], HOST_A, 0x0806, &arp(1, HOST_A, a4("10.0.9.2"), [0; 6], a4("10.0.9.1")))));
     let reply = Running::recv(&t.lan, 1);
-    assert_eq!(&reply[0][14 + 6..14 + 8], &[0, 2], "ARP reply");
-    assert_eq!(&reply[0][14 + 14..14 + 18], &[10, 0, 9, 1]);
+    let a = parse_arp(&reply[0]).expect("ARP");
+    assert_eq!(a.operation, ArpOperation::REPLY, "ARP reply");
+    assert_eq!(a.source_protocol_addr, a4("10.0.9.1"));
 
     let e =
         api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.9.5/24".into() })));

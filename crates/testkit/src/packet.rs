@@ -31,13 +31,15 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use tern_wire::checksum;
 use tern_wire::gre::PROTOCOL_TEB;
 use tern_wire::{
-    ArpOperation, ArpPacket, ArpRepr, ChecksumMode, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, GrePacket,
-    GreRepr, Icmpv4Packet, Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet,
-    Ipv6Repr, NdiscRepr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr, VlanRepr, VlanTag,
+    ArpPacket, ChecksumMode, EthernetAddress, EthernetFrame, EthernetRepr, GrePacket, Icmpv4Packet, Icmpv6Packet,
+    IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
+    VlanRepr, VlanTag,
 };
 
 /// The smallest Ethernet frame on the wire without its FCS.
 pub const ETH_MIN: usize = 60;
+
+pub use tern_wire::{ArpOperation, ArpRepr, EtherType, GreRepr, Icmpv4Repr, Icmpv6Repr, NdiscRepr};
 
 #[derive(Clone, Debug)]
 enum Layer {
@@ -740,6 +742,19 @@ pub fn parse_arp(f: &[u8]) -> Option<ArpRepr> {
         return None;
     }
     ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).ok()?).ok()
+}
+
+/// The EtherType of an untagged frame (`None` when shorter than a header).
+pub fn ethertype(f: &[u8]) -> Option<u16> {
+    Some(EthernetFrame::new_checked(f).ok()?.ethertype().0)
+}
+
+/// The GRE header of an IPv4 or IPv6 payload and what follows it; a
+/// carried checksum must verify.
+pub fn parse_gre(l4: &[u8]) -> Option<(GreRepr, &[u8])> {
+    let p = GrePacket::new_checked(l4).ok()?;
+    let repr = GreRepr::parse(&p, ChecksumMode::Verify).ok()?;
+    Some((repr, &l4[repr.buffer_len()..]))
 }
 
 /// The ICMPv4 message of an IPv4 payload, checksum verified.
