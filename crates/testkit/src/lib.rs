@@ -13,3 +13,6 @@ pub mod golden;
 pub mod netns;
 pub mod packet;
 pub mod pcap;
+
+/// The wire crate the builders use, for tests that read headers directly.
+pub use tern_wire as wire;

@@ -139,9 +139,29 @@ impl Netns {
         f: impl FnOnce() -> T + Send + 's,
     ) -> std::thread::ScopedJoinHandle<'s, T> {
         s.spawn(move || {
-            move_into_link_name_space(self.file.as_fd(), Some(LinkNameSpaceType::Network)).expect("setns");
+            self.enter();
             f()
         })
+    }
+
+    /// Moves the calling thread into this namespace (for threads the test
+    /// spawns itself; [`Netns::run`] and [`Netns::spawn`] do it for theirs).
+    pub fn enter(&self) {
+        move_into_link_name_space(self.file.as_fd(), Some(LinkNameSpaceType::Network)).expect("setns");
+    }
+
+    /// The MAC address of device `dev` in this namespace.
+    pub fn mac_of(&self, dev: &str) -> [u8; 6] {
+        let text = self.exec_must(&["cat", &format!("/sys/class/net/{dev}/address")]);
+        let mut m = [0u8; 6];
+        let mut parts = text.trim().split(':');
+        for b in &mut m {
+            *b = parts
+                .next()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .unwrap_or_else(|| panic!("{dev}: MAC {text:?}"));
+        }
+        m
     }
 
     /// Leaves the namespace in place after drop (to look at a failure).
@@ -176,11 +196,12 @@ pub struct Veth<'n> {
     macs: Option<([u8; 6], [u8; 6])>,
     queues: Option<u32>,
     tx_off: bool,
+    up: bool,
 }
 
 impl<'n> Veth<'n> {
     pub fn new(a: &'n Netns, a_dev: &'n str, b: &'n Netns, b_dev: &'n str) -> Veth<'n> {
-        Veth { a: (a, a_dev), b: (b, b_dev), macs: None, queues: None, tx_off: false }
+        Veth { a: (a, a_dev), b: (b, b_dev), macs: None, queues: None, tx_off: false, up: true }
     }
 
     /// The two ends' MAC addresses.
@@ -203,7 +224,14 @@ impl<'n> Veth<'n> {
         self
     }
 
-    /// Creates the pair and sets both ends up.
+    /// Leaves both ends down, for the caller to configure first (IPv6 off
+    /// before a device is up keeps its neighbour discovery off the wire).
+    pub fn down(mut self) -> Veth<'n> {
+        self.up = false;
+        self
+    }
+
+    /// Creates the pair and sets both ends up (unless [`Veth::down`]).
     pub fn create(self) {
         let ((na, a), (nb, b)) = (self.a, self.b);
         let (ma, mb) = self.macs.map(|(x, y)| (mac_str(x), mac_str(y))).unzip();
@@ -225,8 +253,10 @@ impl<'n> Veth<'n> {
         owned.extend(["netns".into(), nb.name.clone()]);
         let args: Vec<&str> = owned.iter().map(String::as_str).collect();
         na.ip(&args);
-        na.ip(&["link", "set", a, "up"]);
-        nb.ip(&["link", "set", b, "up"]);
+        if self.up {
+            na.ip(&["link", "set", a, "up"]);
+            nb.ip(&["link", "set", b, "up"]);
+        }
         if self.tx_off {
             na.exec_ok(&["ethtool", "-K", a, "tx", "off"]);
             nb.exec_ok(&["ethtool", "-K", b, "tx", "off"]);
