@@ -55,6 +55,13 @@ pub fn sh_ok(prog: &str, args: &[&str]) -> bool {
     Command::new(prog).args(args).output().is_ok_and(|o| o.status.success())
 }
 
+/// `ip netns exec NS ARGS...`, which must succeed; its stdout.
+pub fn netns_exec(ns: &str, args: &[&str]) -> String {
+    let mut v = vec!["netns", "exec", ns];
+    v.extend_from_slice(args);
+    must("ip", &v)
+}
+
 /// Whether `prog` can be started at all (`prog arg` with output discarded).
 pub fn have(prog: &str, arg: &str) -> bool {
     Command::new(prog).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
@@ -320,7 +327,10 @@ pub fn lab_missing() -> Option<&'static str> {
 /// the hosts' frames (tx offload off: AF_XDP and the router's kernel see
 /// them finished, as from a host on a wire).
 pub struct Lab {
-    pub ns: [Netns; 3],
+    /// The namespace names `[h1, r, h2]`.
+    pub ns: [String; 3],
+    /// The namespaces themselves, deleted when the lab drops.
+    pub netns: [Netns; 3],
     /// A scratch directory, removed on drop.
     pub dir: PathBuf,
     /// The daemon under test once started: stopped (SIGTERM, then SIGKILL
@@ -332,27 +342,24 @@ impl Lab {
     /// The lab in namespaces `{base}h1`, `{base}r`, `{base}h2`, with the
     /// scratch directory `$TMPDIR/{base}`.
     pub fn two_hosts(base: &str) -> Lab {
-        let ns =
+        let netns =
             [Netns::named(&format!("{base}h1")), Netns::named(&format!("{base}r")), Netns::named(&format!("{base}h2"))];
         let dir = std::env::temp_dir().join(base);
         let _ = std::fs::create_dir_all(&dir);
-        let [h1, r, h2] = &ns;
-        Veth::new(h1, "eth0", r, "lan0").create();
-        Veth::new(h2, "eth0", r, "wan0").create();
+        let [h1, r, h2] = &netns;
+        Veth::new(h1, "eth0", r, "lan0").down().create();
+        Veth::new(h2, "eth0", r, "wan0").down().create();
         for (h, n) in [(h1, 1), (h2, 2)] {
             h.sysctl("net.ipv6.conf.all.accept_dad", "0");
             h.exec_must(&["ethtool", "-K", "eth0", "tx", "off"]);
+            h.ip(&["link", "set", "eth0", "up"]);
             h.ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
             h.ip(&["-6", "addr", "add", &format!("2001:db8:{n}::2/64"), "dev", "eth0", "nodad"]);
             h.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")]);
             h.ip(&["-6", "route", "add", "default", "via", &format!("2001:db8:{n}::1")]);
         }
-        Lab { ns, dir, daemon: None }
-    }
-
-    /// The namespace names `[h1, r, h2]`.
-    pub fn names(&self) -> [&str; 3] {
-        [&self.ns[0].name, &self.ns[1].name, &self.ns[2].name]
+        let ns = [h1.name.clone(), r.name.clone(), h2.name.clone()];
+        Lab { ns, netns, dir, daemon: None }
     }
 
     /// The control socket of a daemon started in the scratch directory.
@@ -362,15 +369,21 @@ impl Lab {
 
     /// Stops the daemon: SIGTERM, then SIGKILL after `grace`.
     pub fn stop_daemon(&mut self, grace: Duration) {
-        if let Some(mut d) = self.daemon.take() {
-            let _ = sh("kill", &["-TERM", &d.id().to_string()]);
-            let deadline = Instant::now() + grace;
-            while Instant::now() < deadline && matches!(d.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = d.kill();
-            let _ = d.wait();
+        stop(&mut self.daemon, grace);
+    }
+}
+
+/// Stops a child process if there is one: SIGTERM, then SIGKILL after
+/// `grace`; reaps it.
+pub fn stop(child: &mut Option<Child>, grace: Duration) {
+    if let Some(mut d) = child.take() {
+        let _ = sh("kill", &["-TERM", &d.id().to_string()]);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && matches!(d.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = d.kill();
+        let _ = d.wait();
     }
 }
 
