@@ -242,7 +242,7 @@ fn trace_and_capture_over_the_api() {
     assert_eq!(frames.len(), 2);
     assert_eq!(frames.iter().map(|f| f.dir.as_str()).collect::<Vec<_>>(), ["rx", "tx"]);
     let first = from_hex(&frames[0].data).expect("hex");
-    assert_eq!(&first[12..14], &[8, 6], "the ARP request as received");
+    assert_eq!(parse_arp(&first).map(|a| a.operation), Some(ArpOperation::REQUEST), "the ARP request as received");
     assert!(frames[0].unix_ns > 1_600_000_000_000_000_000, "wall-clock time stamps");
     let e = api_err(c.call(&Command::CaptureRead(CaptureIdArgs { id: start.id })));
     assert_eq!(e.code, ErrorCode::NotFound, "finished captures are gone");

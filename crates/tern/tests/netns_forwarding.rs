@@ -17,7 +17,7 @@ use tern_packet::{PacketPool, PoolConfig, Port};
 
 mod common;
 use common::{Lab, must, sh};
-use tern_testkit::packet::{Frame, Icmpv4Repr, csum, eth_padded as eth, parse_icmp4, parse_v4};
+use tern_testkit::packet::{Frame, Icmpv4Repr, csum, eth_padded as eth, ethertype, parse_icmp4, parse_v4};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -314,7 +314,7 @@ fn crafted(driver: &str, tag: &str) {
     ip6.extend_from_slice(&ext);
     h1.send(eth(tern_lan, h1_mac, 0x86dd, &ip6));
     let got = h2.wait(3, "IPv6 with extension headers at host2");
-    let f = got.iter().find(|f| f.len() > 54 && f[12..14] == [0x86, 0xdd]).expect("the IPv6 frame");
+    let f = got.iter().find(|f| f.len() > 54 && ethertype(f) == Some(0x86dd)).expect("the IPv6 frame");
     assert_eq!(f[14 + 6], 0, "hop-by-hop header kept");
     assert_eq!(f[14 + 7], 63, "hop limit decremented");
     assert_eq!(&f[14 + 40..], &ext[..], "extension headers and payload untouched");
