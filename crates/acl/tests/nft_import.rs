@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tern_testkit::netns::Netns;
 
 use tern_acl::nft::{self, CtMode, Import, ImportOptions};
 use tern_acl::{Action, Family, PacketKey, RuleAction, RuleSet, linear, parse_toml, synth};
@@ -146,15 +147,8 @@ fn live_nft_dumps_import_like_the_fixtures() {
         eprintln!("skipped: needs root and the nft tool (apt-get install nftables)");
         return;
     }
-    let ns = format!("tacl-{}", std::process::id());
-    assert!(Command::new("ip").args(["netns", "add", &ns]).status().unwrap().success());
-    struct Cleanup(String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let _c = Cleanup(ns.clone());
+    let guard = Netns::unique("tacl-");
+    let ns = guard.name.clone();
     let nft = |args: &[&str]| Command::new("ip").args(["netns", "exec", &ns, "nft"]).args(args).output().unwrap();
     let mut n = 0;
     for entry in std::fs::read_dir(dir()).unwrap() {
@@ -394,25 +388,13 @@ fn flattened_zone_ruleset_decides_like_the_kernel() {
         eprintln!("skipped: needs root, nft and scapy (/usr/bin/python3)");
         return;
     }
-    let pid = std::process::id();
-    let (ns, peer) = (format!("tacl-k-{pid}"), format!("tacl-kp-{pid}"));
-    struct Cleanup(Vec<String>);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            for n in &self.0 {
-                let _ = Command::new("ip").args(["netns", "del", n]).status();
-            }
-        }
-    }
-    let _c = Cleanup(vec![ns.clone(), peer.clone()]);
+    let (guard, peer_guard) = (Netns::unique("tacl-k-"), Netns::unique("tacl-kp-"));
+    let (ns, peer) = (guard.name.clone(), peer_guard.name.clone());
     let run = |args: &[&str]| {
         let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
         assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };
-    for n in [&ns, &peer] {
-        run(&["ip", "netns", "add", n]);
-    }
     // eth1 enters the LAN zone; eth9 is no zone's (tern's key: interface 0).
     for (p, d) in [("p1", "eth1"), ("p9", "eth9")] {
         run(&["ip", "-n", &peer, "link", "add", p, "type", "veth", "peer", "name", d, "netns", &ns]);
@@ -453,7 +435,7 @@ table inet obs {
 	}
 }
 "#;
-    let file = std::env::temp_dir().join(format!("tacl-k-{pid}.nft"));
+    let file = std::env::temp_dir().join(format!("{ns}.nft"));
     std::fs::write(&file, format!("{text}\n{obs}")).unwrap();
     run(&["ip", "netns", "exec", &ns, "nft", "-f", file.to_str().unwrap()]);
     let _ = std::fs::remove_file(&file);

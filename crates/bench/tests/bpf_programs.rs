@@ -11,6 +11,7 @@ mod common;
 use tern_bench::account::RxStream;
 use tern_bench::bpf::{FwAction, FwRule, Generator, Sink, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX, XdpFwd};
 use tern_bench::traffic::{FlowSpec, FrameSize, Signature, checksum};
+use tern_testkit::packet::{self, Frame};
 
 fn anchored_generator() -> Generator {
     let mut g = Generator::load().expect("load generator");
@@ -154,19 +155,17 @@ fn frame_with_seq(seq: u32) -> Vec<u8> {
     f
 }
 
+/// `inner_frame`'s IPv4 packet in GRE (RFC 2784: no flags) from 10.10.2.1
+/// to 10.10.2.2, between the same MACs.
 fn gre_wrap(inner_frame: &[u8]) -> Vec<u8> {
-    let inner_ip = &inner_frame[14..];
-    let mut f = inner_frame[..12].to_vec();
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + 4 + inner_ip.len()) as u16;
-    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 47, 0, 0, 10, 10, 2, 1, 10, 10, 2, 2];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let c = checksum(&[&ip]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&[0, 0, 0x08, 0x00]); // RFC 2784: no flags, IPv4
-    f.extend_from_slice(inner_ip);
-    f
+    let dst: [u8; 6] = inner_frame[..6].try_into().expect("MAC");
+    let src: [u8; 6] = inner_frame[6..12].try_into().expect("MAC");
+    Frame::eth(src, dst)
+        .ipv4([10, 10, 2, 1], [10, 10, 2, 2])
+        .gre(None)
+        .ethertype(0x0800)
+        .payload(&inner_frame[14..])
+        .build()
 }
 
 #[test]
@@ -389,10 +388,9 @@ fn xdpfwd_filters_and_forwards() {
     want.passed += 1;
 
     // To the kernel: ARP, a TTL about to expire, a destination without a route.
-    let mut arp = v4[..14].to_vec();
-    arp[12..14].copy_from_slice(&[0x08, 0x06]);
-    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-    arp.resize(60, 0);
+    let (dst, src) = (v4[..6].try_into().expect("MAC"), v4[6..12].try_into().expect("MAC"));
+    let who_has = packet::arp(1, src, packet::v4("10.10.1.2"), [0; 6], packet::v4("10.10.1.1"));
+    let arp = packet::eth_padded(dst, src, 0x0806, &who_has);
     assert_eq!(x.feed(dut, in_idx, &arp).expect("run").0, XDP_PASS, "ARP");
     assert_eq!(x.feed(dut, in_idx, &from_src(&v4, Ipv4Addr::new(10, 10, 1, 2), 1)).expect("run").0, XDP_PASS, "TTL 1");
     let mut unroutable = v4.clone();

@@ -70,8 +70,8 @@ fn until(r: &mut Router, what: &str, f: impl Fn(&Router) -> bool) {
 /// Answers tern's ARP request for `ip` on `iface` with `mac`.
 fn answer_arp(r: &mut Router, iface: &str, tern_mac: [u8; 6], ip: &str, mac: [u8; 6]) {
     let req = recv(&mut [r], 0, iface, 1).remove(0);
-    assert_eq!(&req[12..14], &[8, 6], "ARP request expected, got {req:02x?}");
-    let tern_ip = Ipv4Addr::new(req[28], req[29], req[30], req[31]);
+    let tern_ip =
+        parse_arp(&req).unwrap_or_else(|| panic!("ARP request expected, got {req:02x?}")).source_protocol_addr;
     send(r, iface, &eth(tern_mac, mac, 0x0806, &arp(2, mac, a4(ip), tern_mac, tern_ip)));
 }
 
@@ -301,7 +301,7 @@ fn gre_between_two_terns() {
         // Keep a copy of A's first GRE frame for the header checks.
         let sent = a.mem_ports("wan").expect("wan")[0].take_sent();
         for f in &sent {
-            if f.len() > 34 && f[23] == 47 && outer_seen.is_none() {
+            if parse_v4(f).is_some_and(|v| v.proto == 47) && outer_seen.is_none() {
                 outer_seen = Some(f.clone());
             }
             b.mem_ports("wan").expect("wan")[0].inject(f);
@@ -310,11 +310,11 @@ fn gre_between_two_terns() {
         a.poll();
         b.poll();
         let lan_out = b.mem_ports("lan").expect("lan")[0].take_sent();
-        if lan_out.iter().any(|f| f[12..14] == [8, 6]) {
+        if lan_out.iter().any(|f| ethertype(f) == Some(0x0806)) {
             // b asks for 10.9.0.5: answer.
             send(&b, "lan", &eth(b_lan, HOST_B, 0x0806, &arp(2, HOST_B, a4("10.9.0.5"), b_lan, a4("10.9.0.1"))));
         }
-        if let Some(f) = lan_out.into_iter().find(|f| f[12..14] == [8, 0]) {
+        if let Some(f) = lan_out.into_iter().find(|f| ethertype(f) == Some(0x0800)) {
             break f;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -328,15 +328,19 @@ fn gre_between_two_terns() {
     let outer = parse_v4(&o).expect("outer IPv4");
     assert_eq!((outer.src, outer.dst, outer.proto, outer.ttl), (a4("10.0.2.1"), a4("10.0.2.2"), 47, 64));
     assert!(outer.header_ok);
-    assert_eq!(&outer.l4[0..4], &[0x20, 0x00, 0x08, 0x00], "K bit, IPv4 payload");
-    assert_eq!(&outer.l4[4..8], &7u32.to_be_bytes(), "key 7");
+    let (gre, gre_payload) = parse_gre(&outer.l4).expect("GRE");
+    assert_eq!(
+        gre,
+        GreRepr { protocol_type: EtherType::IPV4, checksum: false, key: Some(7), seq_number: None },
+        "K bit, key 7, IPv4 payload"
+    );
     let mut inner = ip.clone();
     inner[8] -= 1;
     inner[10] = 0;
     inner[11] = 0;
     let c = csum(&inner[..20]);
     inner[10..12].copy_from_slice(&c.to_be_bytes());
-    assert_eq!(&outer.l4[8..], &inner[..], "the inner packet, TTL decremented once");
+    assert_eq!(gre_payload, &inner[..], "the inner packet, TTL decremented once");
     assert!(a.counter("gre-encap", "encapsulated") >= 1);
     assert!(b.counter("gre-input", "decapsulated") >= 1);
 
@@ -348,7 +352,7 @@ fn gre_between_two_terns() {
         assert!(Instant::now() < deadline, "no ICMP error");
         a.poll();
         let out = a.mem_ports("lan").expect("lan")[0].take_sent();
-        if out.iter().any(|f| f[12..14] == [8, 6]) {
+        if out.iter().any(|f| ethertype(f) == Some(0x0806)) {
             send(
                 &a,
                 "lan",
@@ -360,14 +364,17 @@ fn gre_between_two_terns() {
                 ),
             );
         }
-        if let Some(f) = out.into_iter().find(|f| f[12..14] == [8, 0]) {
+        if let Some(f) = out.into_iter().find(|f| ethertype(f) == Some(0x0800)) {
             break f;
         }
         std::thread::sleep(Duration::from_millis(1));
     };
     let v = parse_v4(&err).expect("icmp");
-    assert_eq!((v.l4[0], v.l4[1]), (3, 4));
-    assert_eq!(u16::from_be_bytes([v.l4[6], v.l4[7]]), 1472);
+    assert!(
+        matches!(parse_icmp4(&v.l4), Some(Icmpv4Repr::DstUnreachable { code: 4, next_hop_mtu: 1472, .. })),
+        "fragmentation needed, MTU 1472: {:02x?}",
+        v.l4
+    );
 
     // A GRE packet with the wrong key is dropped and counted.
     let mut bad = outer.l4.clone();

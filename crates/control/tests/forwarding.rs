@@ -111,9 +111,10 @@ impl Lab {
         let req = self.recv("wan", 1);
         let r = &req[0];
         assert_eq!(&r[0..6], &[0xff; 6], "ARP request is broadcast");
-        assert_eq!(&r[12..14], &[8, 6]);
-        assert_eq!(&r[14 + 24..14 + 28], &[10, 0, 2, 2], "asks for the gateway");
-        assert_eq!(&r[14 + 14..14 + 18], &[10, 0, 2, 1], "from tern's wan address");
+        let a = parse_arp(r).expect("an ARP request");
+        assert_eq!(a.operation, ArpOperation::REQUEST);
+        assert_eq!(a.target_protocol_addr, a4("10.0.2.2"), "asks for the gateway");
+        assert_eq!(a.source_protocol_addr, a4("10.0.2.1"), "from tern's wan address");
         self.send("wan", &eth(TERN_WAN, HOST_B, 0x0806, &arp(2, HOST_B, a4("10.0.2.2"), TERN_WAN, a4("10.0.2.1"))));
     }
 }
@@ -132,10 +133,11 @@ fn arp_reply_for_own_address() {
     let f = &out[0];
     assert_eq!(&f[0..6], &HOST_A);
     assert_eq!(&f[6..12], &TERN_LAN);
-    assert_eq!(&f[14 + 6..14 + 8], &[0, 2], "reply");
-    assert_eq!(&f[14 + 8..14 + 14], &TERN_LAN, "sender hw = tern");
-    assert_eq!(&f[14 + 14..14 + 18], &[10, 0, 1, 1]);
-    assert_eq!(&f[14 + 18..14 + 24], &HOST_A);
+    let a = parse_arp(f).expect("an ARP reply");
+    assert_eq!(a.operation, ArpOperation::REPLY);
+    assert_eq!(a.source_hardware_addr.0, TERN_LAN, "sender hw = tern");
+    assert_eq!(a.source_protocol_addr, a4("10.0.1.1"));
+    assert_eq!(a.target_hardware_addr.0, HOST_A);
     // The request taught tern host A's address.
     lab.until("neighbour learned", |r| r.neighbors().len() == 1);
     // No ARP for someone else's address.

@@ -24,16 +24,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tern_control::router::Router;
 use tern_fib::Source;
+use tern_testkit::netns::is_root;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/frr/lab.sh")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
 }
 
 struct Lab {

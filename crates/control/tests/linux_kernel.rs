@@ -8,7 +8,6 @@
 //! Needs root and iproute2; skipped (with a message) otherwise.
 
 use std::net::IpAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tern_control::linux::kernel::{Driven, KernelConfig, KernelMirror, KernelStatus};
 use tern_control::neighbor::NeighborTable;
@@ -16,70 +15,30 @@ use tern_control::source::{ControlSource, SourceCx};
 use tern_fib::{FibConfig, FibReader, FibWriter, NhKind, Prefix, RouteAttrs, RouteTarget, Source};
 use tern_nodes::state::{IfKind, IfTable, Iface, V4Net, link_local_from_mac};
 use tern_rcu::Published;
+use tern_testkit::netns::{Netns, veth};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().expect("ip")
 }
 
-/// Whether the process runs as root (uid 0), read from /proc.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
+/// A namespace with two veth pairs (`kd0` driven by tern, `kx0` not),
+/// removed on drop; None (with the reason printed) where it cannot run.
+fn netns(tag: &str) -> Option<Netns> {
+    if !tern_testkit::netns::privileged("the kernel mirror test") {
+        return None;
+    }
+    let ns = Netns::unique(&format!("tlinux{tag}-"));
+    veth(&ns, "kd0", &ns, "kp0");
+    veth(&ns, "kx0", &ns, "kq0");
+    Some(ns)
 }
 
-/// A namespace with a veth pair (`kd0` driven by tern, `kx0` not), removed
-/// on drop.
-struct Ns {
-    name: String,
-}
-
-impl Ns {
-    fn new(tag: &str) -> Option<Ns> {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return None;
-        }
-        let name = format!("tlinux-{}-{tag}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
-        let ok = Command::new("ip").args(["netns", "add", &name]).status().is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("skipped: cannot create a network namespace");
-            return None;
-        }
-        let ns = Ns { name };
-        ns.ip(&["link", "add", "kd0", "type", "veth", "peer", "name", "kp0"]);
-        ns.ip(&["link", "add", "kx0", "type", "veth", "peer", "name", "kq0"]);
-        for d in ["kd0", "kp0", "kx0", "kq0", "lo"] {
-            ns.ip(&["link", "set", d, "up"]);
-        }
-        Some(ns)
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let out = Command::new("ip").arg("-n").arg(&self.name).args(args).output().expect("ip");
-        assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-
-    fn batch(&self, lines: &str) {
-        let path = std::env::temp_dir().join(format!("{}.batch", self.name));
-        std::fs::write(&path, lines).expect("batch file");
-        let out = Command::new("ip")
-            .arg("-n")
-            .arg(&self.name)
-            .args(["-batch", &path.display().to_string()])
-            .output()
-            .expect("ip -batch");
-        let _ = std::fs::remove_file(&path);
-        assert!(out.status.success(), "ip -batch: {}", String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-    }
+/// Runs `lines` through `ip -n NS -batch`.
+fn ip_batch(ns: &Netns, lines: &str) {
+    let path = std::env::temp_dir().join(format!("{}.batch", ns.name));
+    std::fs::write(&path, lines).expect("batch file");
+    ns.ip(&["-batch", &path.display().to_string()]);
+    let _ = std::fs::remove_file(&path);
 }
 
 struct Rig {
@@ -111,8 +70,8 @@ fn iface0(v4: Vec<V4Net>) -> Iface {
 impl Rig {
     /// A mirror driving `kd0` (tern interface 0) in `ns`; the calling
     /// thread moves into the namespace.
-    fn new(ns: &Ns, linux_mode: bool, rcvbuf: usize, config_v4: Vec<V4Net>) -> Rig {
-        tern_io::netdev::enter_netns(&ns.name).expect("enter netns");
+    fn new(ns: &Netns, linux_mode: bool, rcvbuf: usize, config_v4: Vec<V4Net>) -> Rig {
+        ns.enter();
         let cfg =
             KernelConfig { linux_mode, table: 254, skip_protocols: vec![], rcvbuf, budget_ns: 5_000_000, batch: 8192 };
         let driven = vec![Driven { tern: 0, device: "kd0".into(), v4: config_v4.clone(), v6: vec![] }];
@@ -171,7 +130,7 @@ impl Rig {
 
 #[test]
 fn addresses_routes_nexthops_and_neighbours_follow_the_kernel() {
-    let Some(ns) = Ns::new("a") else { return };
+    let Some(ns) = netns("a") else { return };
     let mut rig = Rig::new(&ns, false, 1 << 20, vec![]);
     rig.until("the first sync", |r| r.mirror.synced());
 
@@ -223,7 +182,7 @@ fn addresses_routes_nexthops_and_neighbours_follow_the_kernel() {
 
 #[test]
 fn configured_addresses_stay_and_resync_sweeps_stale_routes() {
-    let Some(ns) = Ns::new("b") else { return };
+    let Some(ns) = netns("b") else { return };
     ns.ip(&["addr", "add", "10.9.0.1/24", "dev", "kd0"]);
     ns.ip(&["route", "add", "10.50.0.0/16", "via", "10.9.0.2", "dev", "kd0"]);
     let cfg = vec![V4Net { addr: "10.9.0.1".parse().expect("a"), len: 24 }];
@@ -243,7 +202,7 @@ fn configured_addresses_stay_and_resync_sweeps_stale_routes() {
 
 #[test]
 fn an_overrun_resyncs_to_exactly_the_kernels_routes() {
-    let Some(ns) = Ns::new("c") else { return };
+    let Some(ns) = netns("c") else { return };
     ns.ip(&["addr", "add", "10.9.0.1/24", "dev", "kd0"]);
     // A small receive buffer so a burst overflows it.
     let mut rig = Rig::new(&ns, false, 4096, vec![]);
@@ -252,12 +211,12 @@ fn an_overrun_resyncs_to_exactly_the_kernels_routes() {
     for i in 0..3000u32 {
         adds.push_str(&format!("route add 10.{}.{}.0/24 via 10.9.0.2 dev kd0\n", 100 + i / 256, i % 256));
     }
-    ns.batch(&adds);
+    ip_batch(&ns, &adds);
     let mut dels = String::new();
     for i in (0..3000u32).step_by(2) {
         dels.push_str(&format!("route del 10.{}.{}.0/24\n", 100 + i / 256, i % 256));
     }
-    ns.batch(&dels);
+    ip_batch(&ns, &dels);
     // 1500 routes left, plus the connected route.
     rig.until("the resync", |r| {
         r.status().kernel.overruns >= 1 && r.status().kernel.resyncs >= 2 && r.kernel_routes().len() == 1501
@@ -273,7 +232,7 @@ fn an_overrun_resyncs_to_exactly_the_kernels_routes() {
 /// uncovering a route at a higher metric.
 #[test]
 fn member_and_nexthop_deletes_leave_what_the_kernel_keeps() {
-    let Some(ns) = Ns::new("d") else { return };
+    let Some(ns) = netns("d") else { return };
     ns.ip(&["addr", "add", "10.9.0.1/24", "dev", "kd0"]);
     ns.ip(&["addr", "add", "2001:db8:9::1/64", "dev", "kd0", "nodad"]);
     let mut rig = Rig::new(&ns, false, 1 << 20, vec![]);

@@ -53,7 +53,7 @@ fn until(router: &mut Router, what: &str, f: impl Fn(&Router) -> bool) {
 }
 
 fn is_na_to(f: &[u8], mac: [u8; 6]) -> bool {
-    f.len() > 54 && f[0..6] == mac && f[6..12] == TERN && f[12..14] == [0x86, 0xdd] && f[20] == 58 && f[54] == 136
+    parse_v6(f).is_some_and(|v| v.dst_mac == mac && v.src_mac == TERN && v.next == 58 && v.l4.first() == Some(&136))
 }
 
 #[test]

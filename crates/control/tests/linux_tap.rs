@@ -14,39 +14,23 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tern_control::config;
 use tern_control::router::Router;
+use tern_testkit::netns::{Netns, is_root, sh};
 
 const TERN: [u8; 6] = [0x02, 0, 0, 0, 1, 1];
 const HOST: [u8; 6] = [0x02, 0, 0, 0, 1, 0xaa];
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
-}
-
-struct Ns(String);
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-/// Moves this test thread into a fresh namespace named `prefix-PID`, or
-/// None (with the reason printed) where the test cannot run.
-fn enter_fresh_netns(prefix: &str) -> Option<Ns> {
+/// Moves this test thread into a fresh namespace named `prefix-PID`
+/// (deleted when the guard drops), or None (with the reason printed) where
+/// the test cannot run.
+fn enter_fresh_netns(prefix: &str) -> Option<Netns> {
     if !is_root() || std::fs::metadata("/dev/net/tun").is_err() {
         eprintln!("skipped: needs root and /dev/net/tun");
         return None;
     }
-    let ns = Ns(format!("{prefix}-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
-    if !Command::new("ip").args(["netns", "add", &ns.0]).status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot create a network namespace");
-        return None;
-    }
-    tern_io::netdev::enter_netns(&ns.0).expect("enter netns");
+    let name = format!("{prefix}-{}", std::process::id());
+    let _ = sh("ip", &["netns", "del", &name]);
+    let ns = Netns::named(&name);
+    ns.enter();
     Some(ns)
 }
 
@@ -231,7 +215,7 @@ fn a_vlan_sub_interface_reaches_linux_through_its_own_untagged_tap() {
 #[test]
 fn reloads_reach_the_taps() {
     let Some(ns) = enter_fresh_netns("tlinuxtapr") else { return };
-    let dir = std::env::temp_dir().join(&ns.0);
+    let dir = std::env::temp_dir().join(&ns.name);
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tern.toml");
     let cfg = |lan: &str, extra: &str| {
@@ -310,7 +294,7 @@ exception = "tap"
 #[test]
 fn a_vlan_added_live_gets_its_tap_and_loses_it_when_removed() {
     let Some(ns) = enter_fresh_netns("tlinuxtapa") else { return };
-    let dir = std::env::temp_dir().join(&ns.0);
+    let dir = std::env::temp_dir().join(&ns.name);
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tern.toml");
     let base = LAN_TAP;

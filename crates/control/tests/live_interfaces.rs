@@ -101,10 +101,18 @@ impl Drop for Lab {
 
 /// The VLAN id and the ARP operation of a tagged ARP frame.
 fn tagged_arp_op(f: &[u8]) -> Option<(u16, u16)> {
-    if f.len() < 26 || f[12..14] != [0x81, 0x00] || f[16..18] != [0x08, 0x06] {
+    use tern_testkit::wire::{ArpPacket, ArpRepr, EtherType, EthernetFrame, VlanRepr, VlanTag};
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != EtherType::VLAN {
         return None;
     }
-    Some((u16::from_be_bytes([f[14], f[15]]) & 0x0fff, u16::from_be_bytes([f[24], f[25]])))
+    let tag = VlanTag::new_checked(eth.payload()).ok()?;
+    let vlan = VlanRepr::parse(&tag).ok()?;
+    if vlan.ethertype != EtherType::ARP {
+        return None;
+    }
+    let arp = ArpRepr::parse(&ArpPacket::new_checked(tag.payload()).ok()?).ok()?;
+    Some((vlan.vid, arp.operation.0))
 }
 
 #[test]

@@ -166,8 +166,9 @@ fn addresses_bring_their_routes_live() {
     // tern answers ARP for its new address.
     assert!(t.lan.inject(&eth([0xff; 6], HOST_A, 0x0806, &arp(1, HOST_A, a4("10.0.9.2"), [0; 6], a4("10.0.9.1")))));
     let reply = Running::recv(&t.lan, 1);
-    assert_eq!(&reply[0][14 + 6..14 + 8], &[0, 2], "ARP reply");
-    assert_eq!(&reply[0][14 + 14..14 + 18], &[10, 0, 9, 1]);
+    let a = parse_arp(&reply[0]).expect("ARP");
+    assert_eq!(a.operation, ArpOperation::REPLY, "ARP reply");
+    assert_eq!(a.source_protocol_addr, a4("10.0.9.1"));
 
     let e =
         api_err(c.call(&Command::AddressAdd(AddressArgs { interface: "wan".into(), address: "10.0.9.5/24".into() })));
@@ -241,7 +242,7 @@ fn trace_and_capture_over_the_api() {
     assert_eq!(frames.len(), 2);
     assert_eq!(frames.iter().map(|f| f.dir.as_str()).collect::<Vec<_>>(), ["rx", "tx"]);
     let first = from_hex(&frames[0].data).expect("hex");
-    assert_eq!(&first[12..14], &[8, 6], "the ARP request as received");
+    assert_eq!(parse_arp(&first).map(|a| a.operation), Some(ArpOperation::REQUEST), "the ARP request as received");
     assert!(frames[0].unix_ns > 1_600_000_000_000_000_000, "wall-clock time stamps");
     let e = api_err(c.call(&Command::CaptureRead(CaptureIdArgs { id: start.id })));
     assert_eq!(e.code, ErrorCode::NotFound, "finished captures are gone");

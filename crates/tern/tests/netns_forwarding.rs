@@ -17,6 +17,7 @@ use tern_packet::{PacketPool, PoolConfig, Port};
 
 mod common;
 use common::{Lab, must, sh};
+use tern_testkit::packet::{Frame, Icmpv4Repr, csum, eth_padded as eth, ethertype, parse_icmp4, parse_v4};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -216,41 +217,10 @@ impl Drop for Raw {
     }
 }
 
-fn csum(data: &[u8]) -> u16 {
-    let mut s: u32 = 0;
-    for c in data.chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
+/// An IPv4/UDP packet 7777 -> 7777 (ident 1, DF, no UDP checksum: allowed
+/// over IPv4).
 fn ipv4_udp(src: [u8; 4], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
-    let udp_len = 8 + payload.len();
-    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, ttl, 17, 0, 0];
-    ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let c = csum(&ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    ip.extend_from_slice(&[0x1e, 0x61, 0x1e, 0x61]);
-    ip.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    ip.extend_from_slice(&[0, 0]); // no UDP checksum (allowed over IPv4)
-    ip.extend_from_slice(payload);
-    ip
-}
-
-fn eth(dst: [u8; 6], src: [u8; 6], et: u16, l3: &[u8]) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&et.to_be_bytes());
-    f.extend_from_slice(l3);
-    while f.len() < 60 {
-        f.push(0);
-    }
-    f
+    Frame::new().ipv4(src, dst).ident(1).df().ttl(ttl).udp(7777, 7777).no_checksum().payload(payload).build()
 }
 
 fn crafted(driver: &str, tag: &str) {
@@ -305,14 +275,16 @@ fn crafted(driver: &str, tag: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let icmp = loop {
         let back = h1.kept.lock().expect("lock").clone();
-        if let Some(f) = back.iter().find(|f| f.len() > 35 && f[23] == 1 && f[34] == 11) {
-            break f.clone();
+        let time_exceeded = |v: &&tern_testkit::packet::V4| {
+            matches!(parse_icmp4(&v.l4), Some(Icmpv4Repr::TimeExceeded { code: 0, .. }))
+        };
+        if let Some(v) = back.iter().filter_map(|f| parse_v4(f)).find(|v| time_exceeded(&v)) {
+            break v;
         }
         assert!(Instant::now() < deadline, "no time exceeded at host1");
         std::thread::sleep(Duration::from_millis(5));
     };
-    assert_eq!((icmp[34], icmp[35]), (11, 0), "time exceeded");
-    assert_eq!(&icmp[26..30], &[10, 0, 1, 1], "from tern's lan address");
+    assert_eq!(icmp.src, std::net::Ipv4Addr::new(10, 0, 1, 1), "from tern's lan address");
 
     // IPv6 with hop-by-hop and destination-options headers passes.
     let (s6, d6): ([u8; 16], [u8; 16]) = (
@@ -342,7 +314,7 @@ fn crafted(driver: &str, tag: &str) {
     ip6.extend_from_slice(&ext);
     h1.send(eth(tern_lan, h1_mac, 0x86dd, &ip6));
     let got = h2.wait(3, "IPv6 with extension headers at host2");
-    let f = got.iter().find(|f| f.len() > 54 && f[12..14] == [0x86, 0xdd]).expect("the IPv6 frame");
+    let f = got.iter().find(|f| f.len() > 54 && ethertype(f) == Some(0x86dd)).expect("the IPv6 frame");
     assert_eq!(f[14 + 6], 0, "hop-by-hop header kept");
     assert_eq!(f[14 + 7], 63, "hop limit decremented");
     assert_eq!(&f[14 + 40..], &ext[..], "extension headers and payload untouched");

@@ -18,7 +18,8 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        common::tear_down(&mut self.child, &[], &self.dir, Duration::from_secs(5));
+        common::stop(&mut self.child, Duration::from_secs(5));
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

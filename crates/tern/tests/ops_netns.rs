@@ -8,11 +8,11 @@
 //! capture check. Without them the test says why and passes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{is_root, metric, must, scrape_in, sh};
+use common::{Lab, is_root, metric, must, scrape_in, sh};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -20,20 +20,6 @@ fn have(prog: &str) -> bool {
     // `--version` (tshark's -V would start a live capture).
     let flag = if prog == "ip" { "-V" } else { "--version" };
     Command::new(prog).arg(flag).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-}
-
-/// Namespaces, the daemon and the scratch directory, removed on drop
-/// (also when an assertion fails).
-struct Lab {
-    ns: Vec<String>,
-    dir: PathBuf,
-    daemon: Option<Child>,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        common::tear_down(&mut self.daemon, &self.ns, &self.dir, Duration::from_secs(5));
-    }
 }
 
 impl Lab {
@@ -124,26 +110,13 @@ fn the_cli_operates_a_running_tern_in_a_netns_lab() {
         eprintln!("skipped: needs iproute2 and ping");
         return;
     }
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("tops-{pid}"));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let mut lab = Lab {
-        ns: vec![format!("tops-{pid}-h1"), format!("tops-{pid}-r"), format!("tops-{pid}-h2")],
-        dir,
-        daemon: None,
-    };
-    for n in &lab.ns {
-        must("ip", &["netns", "add", n]);
-        must("ip", &["-n", n, "link", "set", "lo", "up"]);
-    }
-    let (h1, r, h2) = (lab.ns[0].clone(), lab.ns[1].clone(), lab.ns[2].clone());
+    // The testkit's two hosts (namespaces, daemon and scratch directory
+    // removed on drop, also when an assertion fails), router forwarding off.
+    let mut lab = Lab::two_hosts(&format!("tops{}", std::process::id()));
+    let (r, h2) = (lab.ns[1].clone(), lab.ns[2].clone());
     must("ip", &["netns", "exec", &r, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0"]);
-    for (h, dev, n) in [(&h1, "lan0", 1), (&h2, "wan0", 2)] {
-        must("ip", &["link", "add", "eth0", "netns", h, "type", "veth", "peer", "name", dev, "netns", &r]);
-        must("ip", &["-n", h, "link", "set", "eth0", "up"]);
+    for dev in ["lan0", "wan0"] {
         must("ip", &["-n", &r, "link", "set", dev, "up"]);
-        must("ip", &["-n", h, "addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
-        must("ip", &["-n", h, "route", "add", "default", "via", &format!("10.0.{n}.1")]);
     }
     std::fs::write(lab.config(), config(&lab.dir, "")).expect("config");
     let log = std::fs::File::create(lab.dir.join("tern.log")).expect("log");

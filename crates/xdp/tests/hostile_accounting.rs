@@ -12,60 +12,21 @@ mod lane_util;
 
 use lane_util::{eth, eth_vlan, ipv4, ipv6, privileged, udp, v4, v6};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tern_control::commands::{self, OpsState};
 use tern_control::config;
 use tern_control::router::Router;
+use tern_testkit::netns::{Netns as Ns, Veth};
 
-static N: AtomicU32 = AtomicU32::new(0);
-
-struct Ns {
-    name: String,
-    file: File,
-}
-
-impl Ns {
-    fn new(role: &str) -> Ns {
-        let name = format!("hlane{}-{}{role}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        lane_util::sh(&["ip", "netns", "add", &name]);
-        let file = File::open(format!("/var/run/netns/{name}")).expect("netns");
-        lane_util::sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
-        Ns { name, file }
-    }
-    fn sh(&self, args: &[&str]) {
-        let mut v = vec!["ip", "netns", "exec", &self.name];
-        v.extend_from_slice(args);
-        lane_util::sh(&v);
-    }
-    fn ok(&self, args: &[&str]) -> bool {
-        Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().is_ok_and(|o| o.status.success())
-    }
-    fn mac(&self, dev: &str) -> [u8; 6] {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.name, "cat"])
-            .arg(format!("/sys/class/net/{dev}/address"))
-            .output()
-            .expect("cat");
-        let text = String::from_utf8(out.stdout).expect("utf-8");
-        let mut m = [0u8; 6];
-        for (b, h) in m.iter_mut().zip(text.trim().split(':')) {
-            *b = u8::from_str_radix(h, 16).expect("hex");
-        }
-        m
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
+/// A namespace for `role`, deleted on drop.
+fn ns(role: &str) -> Ns {
+    Ns::unique(&format!("hlane{role}"))
 }
 
 /// host a (10.0.1.2) -- r0 [tern] r1 -- host b (10.0.2.2); IPv6 off on
@@ -78,24 +39,20 @@ struct Rig {
 
 impl Rig {
     fn new() -> Rig {
-        let (a, r, b) = (Ns::new("a"), Ns::new("r"), Ns::new("b"));
-        lane_util::sh(&[
-            "ip", "-n", &r.name, "link", "add", "r0", "type", "veth", "peer", "name", "a0", "netns", &a.name,
-        ]);
-        lane_util::sh(&[
-            "ip", "-n", &r.name, "link", "add", "r1", "type", "veth", "peer", "name", "b0", "netns", &b.name,
-        ]);
+        let (a, r, b) = (ns("a"), ns("r"), ns("b"));
+        Veth::new(&r, "r0", &a, "a0").down().create();
+        Veth::new(&r, "r1", &b, "b0").down().create();
         for (ns, dev, addr, gw) in [(&a, "a0", "10.0.1.2/24", "10.0.1.1"), (&b, "b0", "10.0.2.2/24", "10.0.2.1")] {
-            ns.sh(&["sysctl", "-qw", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
-            ns.sh(&["ip", "addr", "add", addr, "dev", dev]);
-            ns.sh(&["ip", "link", "set", dev, "up"]);
-            ns.sh(&["ip", "route", "add", "default", "via", gw]);
+            ns.exec_must(&["sysctl", "-qw", &format!("net.ipv6.conf.{dev}.disable_ipv6=1")]);
+            ns.exec_must(&["ip", "addr", "add", addr, "dev", dev]);
+            ns.exec_must(&["ip", "link", "set", dev, "up"]);
+            ns.exec_must(&["ip", "route", "add", "default", "via", gw]);
             // The XDP lane redirects into the hosts' veth ends.
-            ns.sh(&["ethtool", "-K", dev, "gro", "on"]);
-            ns.sh(&["ethtool", "-K", dev, "tx", "off"]);
+            ns.exec_must(&["ethtool", "-K", dev, "gro", "on"]);
+            ns.exec_must(&["ethtool", "-K", dev, "tx", "off"]);
         }
-        r.sh(&["ip", "link", "set", "r0", "up"]);
-        r.sh(&["ip", "link", "set", "r1", "up"]);
+        r.exec_must(&["ip", "link", "set", "r0", "up"]);
+        r.exec_must(&["ip", "link", "set", "r1", "up"]);
         Rig { a, r, b }
     }
 }
@@ -274,7 +231,7 @@ fn run_lane(lane: &str, per: u64) -> BTreeMap<&'static str, String> {
     let mut results = BTreeMap::new();
     std::thread::scope(|s| {
         let router_thread = s.spawn(move || {
-            tern_xdp::enter_netns(&rig.r.file).expect("setns");
+            rig.r.enter();
             let mut router = Router::start(plan).expect("router starts");
             let mut answered = false;
             while !stop.load(Ordering::Acquire) {
@@ -307,12 +264,12 @@ fn run_lane(lane: &str, per: u64) -> BTreeMap<&'static str, String> {
         // Host b resolved (tern's ARP), so that good frames are forwarded
         // at once.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
+        while !rig.a.exec_ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
             assert!(Instant::now() < deadline, "{lane}: ping through tern");
         }
         // Host b counts what tern forwarded.
         let receiver = s.spawn(move || {
-            tern_xdp::enter_netns(&rig.b.file).expect("setns");
+            rig.b.enter();
             let sock = UdpSocket::bind("10.0.2.2:7000").expect("bind b");
             sock.set_read_timeout(Some(Duration::from_millis(50))).expect("timeout");
             bound.store(true, Ordering::Release);
@@ -329,7 +286,7 @@ fn run_lane(lane: &str, per: u64) -> BTreeMap<&'static str, String> {
         }
         eprintln!("{lane}: host b resolved");
         let mut sender = Sender::start(&rig.a);
-        let (rmac, amac) = (rig.r.mac("r0"), rig.a.mac("a0"));
+        let (rmac, amac) = (rig.r.mac_of("r0"), rig.a.mac_of("a0"));
         for (name, frame) in classes(rmac, amac) {
             if lane == "afpacket" && name == "truncated 802.1Q tag" {
                 // The kernel drops it (skb_vlan_untag) before any

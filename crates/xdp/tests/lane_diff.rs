@@ -221,7 +221,7 @@ fn with_lab(f: impl FnOnce(&mut Diff, &mut FibWriter) + Send) {
     if !privileged() {
         return;
     }
-    let ns = Netns::with_veths(3);
+    let ns = with_veths(3);
     ns.run(|| {
         let (mut w, r) = fib();
         let mut d = build(interfaces(), 3, &r, &rule_sets(), false);
@@ -588,7 +588,7 @@ fn many_ipv6_source_intervals_agree_with_userspace() {
     let (rules, prefixes) = many_ipv6_source_rules(&mut rng);
     let lane_acl = tern_xdp::lane::compile_acl(&rules, &|_| None);
     assert!(lane_acl.v6.compiled(), "the lane compiles the IPv6 rules: {:?}", lane_acl.v6.not_compiled);
-    let ns = Netns::with_veths(3);
+    let ns = with_veths(3);
     ns.run(|| {
         let (_w, r) = fib();
         // The rules on lan's input, no other rule set anywhere.
@@ -823,7 +823,7 @@ fn with_linux_mode_lane(f: impl FnOnce(&mut Diff) + Send) {
     if !privileged() {
         return;
     }
-    let ns = Netns::with_veths(3);
+    let ns = with_veths(3);
     ns.run(|| {
         let (_w, r) = fib();
         let mut d = build(interfaces(), 3, &r, &rule_sets(), true);
@@ -1007,7 +1007,7 @@ fn with_memos_lab(buckets: u32, fwd_buckets: u32, f: impl FnOnce(&mut Diff, &mut
     if !privileged() {
         return;
     }
-    let ns = Netns::with_veths(3);
+    let ns = with_veths(3);
     ns.run(|| {
         pin_to_cpu0();
         let (mut w, r) = fib();
@@ -1576,7 +1576,7 @@ fn interleaved_tunnels_each_keep_their_own_decapsulation() {
         return;
     }
     const N: u16 = 40;
-    let ns = Netns::with_veths(3);
+    let ns = with_veths(3);
     ns.run(|| {
         use Verdict::*;
         let (_w, r) = fib();

@@ -8,7 +8,7 @@
 mod lane_util;
 
 use lane_util::diff::{Verdict, from_shared};
-use lane_util::{Netns, privileged};
+use lane_util::{privileged, with_veths};
 use std::path::{Path, PathBuf};
 use tern_control::config;
 use tern_control::router::Router;
@@ -46,7 +46,7 @@ fn golden_pcaps_agree_between_the_lanes() {
         let text = std::fs::read_to_string(dir.join("config.toml")).expect("config");
         let plan = config::parse(&text, "config.toml", &dir).expect("valid config");
         let ports = plan.ports() as u16;
-        let ns = Netns::with_veths(usize::from(ports));
+        let ns = with_veths(usize::from(ports));
         let seen = ns.run(|| {
             let router = Router::start(plan.clone()).expect("router");
             let mut d = from_shared(router.shared().clone(), ports, &plan.acls, plan.config.linux.linux_mode());

@@ -9,48 +9,18 @@
 mod lane_util;
 
 use lane_util::privileged;
-use std::fs::File;
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tern_control::commands::{self, OpsState};
 use tern_control::config;
 use tern_control::router::Router;
+use tern_testkit::netns::{Netns as Ns, Veth};
 
-static N: AtomicU32 = AtomicU32::new(0);
-
-struct Ns {
-    name: String,
-    file: File,
-}
-
-impl Ns {
-    fn new(role: &str) -> Ns {
-        let name = format!("tlane{}-{}{role}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        lane_util::sh(&["ip", "netns", "add", &name]);
-        let file = File::open(format!("/var/run/netns/{name}")).expect("netns");
-        lane_util::sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
-        Ns { name, file }
-    }
-    fn sh(&self, args: &[&str]) {
-        let mut v = vec!["ip", "netns", "exec", &self.name];
-        v.extend_from_slice(args);
-        lane_util::sh(&v);
-    }
-    fn ok(&self, args: &[&str]) -> bool {
-        Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().is_ok_and(|o| o.status.success())
-    }
-    fn enter(&self) {
-        tern_xdp::enter_netns(&self.file).expect("setns");
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
+/// A namespace for `role`, deleted on drop.
+fn ns(role: &str) -> Ns {
+    Ns::unique(&format!("tlane{role}"))
 }
 
 /// host a (10.0.1.2) -- r0 [tern] r1 -- host b (10.0.2.2). `gro_on_hosts`:
@@ -63,29 +33,25 @@ struct Rig {
 
 impl Rig {
     fn new(gro_on_hosts: bool) -> Rig {
-        let (a, r, b) = (Ns::new("a"), Ns::new("r"), Ns::new("b"));
-        lane_util::sh(&[
-            "ip", "-n", &r.name, "link", "add", "r0", "type", "veth", "peer", "name", "a0", "netns", &a.name,
-        ]);
-        lane_util::sh(&[
-            "ip", "-n", &r.name, "link", "add", "r1", "type", "veth", "peer", "name", "b0", "netns", &b.name,
-        ]);
+        let (a, r, b) = (ns("a"), ns("r"), ns("b"));
+        Veth::new(&r, "r0", &a, "a0").down().create();
+        Veth::new(&r, "r1", &b, "b0").down().create();
         for (ns, dev, addr, gw, addr6, gw6) in [
             (&a, "a0", "10.0.1.2/24", "10.0.1.1", "2001:db8:1::2/64", "2001:db8:1::1"),
             (&b, "b0", "10.0.2.2/24", "10.0.2.1", "2001:db8:2::2/64", "2001:db8:2::1"),
         ] {
-            ns.sh(&["ip", "addr", "add", addr, "dev", dev]);
-            ns.sh(&["ip", "-6", "addr", "add", addr6, "dev", dev, "nodad"]);
-            ns.sh(&["ip", "link", "set", dev, "up"]);
-            ns.sh(&["ip", "route", "add", "default", "via", gw]);
-            ns.sh(&["ip", "-6", "route", "add", "default", "via", gw6]);
-            ns.sh(&["ethtool", "-K", dev, "gro", if gro_on_hosts { "on" } else { "off" }]);
+            ns.exec_must(&["ip", "addr", "add", addr, "dev", dev]);
+            ns.exec_must(&["ip", "-6", "addr", "add", addr6, "dev", dev, "nodad"]);
+            ns.exec_must(&["ip", "link", "set", dev, "up"]);
+            ns.exec_must(&["ip", "route", "add", "default", "via", gw]);
+            ns.exec_must(&["ip", "-6", "route", "add", "default", "via", gw6]);
+            ns.exec_must(&["ethtool", "-K", dev, "gro", if gro_on_hosts { "on" } else { "off" }]);
             // A veth's checksum offload leaves UDP checksums to be filled
             // in later; a frame redirected by XDP never gets them.
-            ns.sh(&["ethtool", "-K", dev, "tx", "off"]);
+            ns.exec_must(&["ethtool", "-K", dev, "tx", "off"]);
         }
-        r.sh(&["ip", "link", "set", "r0", "up"]);
-        r.sh(&["ip", "link", "set", "r1", "up"]);
+        r.exec_must(&["ip", "link", "set", "r0", "up"]);
+        r.exec_must(&["ip", "link", "set", "r1", "up"]);
         Rig { a, r, b }
     }
 }
@@ -170,7 +136,7 @@ fn with_router_ops<T: Send>(
 /// tern's ARP on both sides, in userspace), for up to 10 s.
 fn first_ping(rig: &Rig) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !rig.a.ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
+    while !rig.a.exec_ok(&["ping", "-c", "1", "-W", "1", "10.0.2.2"]) {
         assert!(Instant::now() < deadline, "ping through tern");
     }
 }
@@ -232,14 +198,14 @@ fn hosts_talk_through_the_lane_and_userspace_answers_the_rest() {
         &cfg("lane = \"xdp\""),
         |rig| {
             first_ping(rig);
-            assert!(rig.a.ok(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.2.2"]), "pings forwarded");
-            assert!(rig.a.ok(&["ping", "-c", "1", "-W", "2", "10.0.1.1"]), "tern answers for itself");
+            assert!(rig.a.exec_ok(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.2.2"]), "pings forwarded");
+            assert!(rig.a.exec_ok(&["ping", "-c", "1", "-W", "2", "10.0.1.1"]), "tern answers for itself");
             let deadline = Instant::now() + Duration::from_secs(10);
-            while !rig.a.ok(&["ping", "-6", "-c", "1", "-W", "1", "2001:db8:2::2"]) {
+            while !rig.a.exec_ok(&["ping", "-6", "-c", "1", "-W", "1", "2001:db8:2::2"]) {
                 assert!(Instant::now() < deadline, "IPv6 ping through tern");
             }
             // TTL 1: time exceeded comes from userspace (tracepath-like).
-            let te = rig.a.ok(&["sh", "-c", "ping -c 1 -t 1 -W 2 10.0.2.2 2>&1 | grep -qi 'exceeded'"]);
+            let te = rig.a.exec_ok(&["sh", "-c", "ping -c 1 -t 1 -W 2 10.0.2.2 2>&1 | grep -qi 'exceeded'"]);
             (udp_through(rig, 2000), te)
         },
         |router, (got, te)| {

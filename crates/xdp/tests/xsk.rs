@@ -148,7 +148,7 @@ fn local_traffic_and_arp_still_reach_linux() {
         let mut port = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
         steer.register(&port).expect("register");
         assert!(
-            rig.gen_ns.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.1.1"]),
+            rig.gen_ns.exec_ok(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.1.1"]),
             "ping to the router's own address"
         );
         let v = steer.verdicts().expect("verdicts");
@@ -176,7 +176,7 @@ fn neighbour_discovery_goes_to_tern_in_standalone_mode() {
         steer.register(&port).expect("register");
         // Nobody answers ARP now (tern would): the ping fails, its ARP
         // requests reach the XSK.
-        assert!(!rig.gen_ns.exec(&["ping", "-c", "1", "-W", "1", "10.77.1.1"]));
+        assert!(!rig.gen_ns.exec_ok(&["ping", "-c", "1", "-W", "1", "10.77.1.1"]));
         let mut batch = Vec::new();
         let mut arp = 0;
         wait_until(Duration::from_secs(3), || {
@@ -610,7 +610,7 @@ fn attach_and_open_on_a_missing_interface_say_why() {
     if !privileged() {
         return;
     }
-    let ns = Netns::new("x");
+    let ns = netns("x");
     let pool = pool(1024);
     ns.run(|| {
         let e = SteeringProgram::attach("nonexistent0", SteerOptions::default()).err().expect("error");

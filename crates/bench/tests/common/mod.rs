@@ -5,16 +5,10 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use tern_bench::traffic::{FlowSpec, FrameSize, StreamSpec, TrafficProfile};
 
-/// Whether the tests that load XDP programs and create namespaces can run.
+/// Whether the tests that load XDP programs and create namespaces can run
+/// (root; prints why not otherwise).
 pub fn privileged() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false);
-    if !root {
-        eprintln!("not root: this test needs CAP_NET_ADMIN and CAP_BPF");
-    }
-    root
+    tern_testkit::netns::privileged("this test (CAP_NET_ADMIN and CAP_BPF)")
 }
 
 pub fn stream(label: &str, counted: bool, flows: FlowSpec) -> StreamSpec {

@@ -1,7 +1,17 @@
 //! Shared by the tests that run a [`Router`] over memory ports.
 #![allow(dead_code)]
 
-pub mod pkt;
+/// The frames these tests send are what a Linux host sends: DF set,
+/// padded to the Ethernet minimum (the testkit's other builders leave both
+/// to the caller).
+pub mod pkt {
+    #[allow(unused_imports)] // each test binary uses a different subset
+    pub use tern_testkit::packet::{
+        ArpOperation, EtherType, GreRepr, Icmpv4Repr, Icmpv6Repr, V4, V6, arp, csum, eth_padded as eth,
+        eth_vlan_padded as eth_vlan, ethertype, icmp_echo, icmp6, ipv4_df as ipv4, ipv6, l4_csum6, na_body, ns_body,
+        parse_arp, parse_gre, parse_icmp4, parse_icmp6, parse_v4, parse_v6, solicited_node, udp4, udp6,
+    };
+}
 
 use std::time::{Duration, Instant};
 use tern_control::router::Router;

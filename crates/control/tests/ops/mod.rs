@@ -130,7 +130,7 @@ impl Running {
     /// Lets tern resolve 10.0.2.2 (host B) after traffic towards it.
     pub fn answer_arp_for_b(&self) {
         let req = Running::recv(&self.wan, 1);
-        assert_eq!(&req[0][12..14], &[8, 6], "an ARP request first");
+        assert_eq!(parse_arp(&req[0]).map(|a| a.operation), Some(ArpOperation::REQUEST), "an ARP request first");
         assert!(self.wan.inject(&eth(
             TERN_WAN,
             HOST_B,

@@ -3,8 +3,6 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::os::fd::BorrowedFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use tern_io::netdev;
@@ -14,20 +12,15 @@ use tern_packet::{PacketPool, PktIdx, PoolConfig, Port};
 /// kernel traffic is never mistaken for them.
 pub const TEST_ETHERTYPE: u16 = 0x88b5;
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
+/// A network namespace `tio-<pid>-<n>` (the testkit's) with a veth pair
+/// `va` <-> `vb`, both up, IPv6 off (no stray neighbour discovery).
+/// Deleted on drop.
+pub struct Netns(tern_testkit::netns::Netns);
 
-/// A network namespace `tio-<pid>-<n>` with a veth pair `va` <-> `vb`, both
-/// up, IPv6 off (no stray neighbour discovery). Deleted on drop.
-pub struct Netns {
-    pub name: String,
-}
-
-fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{cmd} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+impl std::ops::Deref for Netns {
+    type Target = tern_testkit::netns::Netns;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -35,24 +28,16 @@ impl Netns {
     /// `None` (with the reason printed) when this machine cannot run
     /// namespace tests: not root, or no `ip` command.
     pub fn new() -> Option<Netns> {
-        // Only root (CAP_SYS_ADMIN, CAP_NET_RAW) can run these tests.
-        let root = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-            .unwrap_or(false);
-        if !root {
-            eprintln!("SKIP: namespace tests need root");
+        if !tern_testkit::netns::privileged("namespace test") {
             return None;
         }
-        if Command::new("ip").arg("-V").output().is_err() {
+        if !tern_testkit::netns::have("ip", "-V") {
             eprintln!("SKIP: the `ip` command (iproute2) is not installed");
             return None;
         }
-        let name = format!("tio-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-        run("ip", &["netns", "add", &name]).expect("create namespace");
-        let ns = Netns { name };
-        ns.ip(&["link", "add", "va", "type", "veth", "peer", "name", "vb"]);
-        ns.in_ns(|| {
+        let ns = Netns(tern_testkit::netns::Netns::unique("tio-"));
+        tern_testkit::netns::Veth::new(&ns, "va", &ns, "vb").down().create();
+        ns.run(|| {
             for k in ["ipv6/conf/all/disable_ipv6", "ipv6/conf/default/disable_ipv6"] {
                 let _ = netdev::sysctl_write(k, "1");
             }
@@ -65,32 +50,10 @@ impl Netns {
         Some(ns)
     }
 
-    /// Runs `ip -n <ns> args...`, panicking with its stderr on failure.
-    pub fn ip(&self, args: &[&str]) {
-        let mut a = vec!["-n", self.name.as_str()];
-        a.extend_from_slice(args);
-        if let Err(e) = run("ip", &a) {
-            panic!("{e}");
-        }
-    }
-
     /// Runs `f` on a thread inside the namespace: sockets it creates (ports
     /// it opens) stay in the namespace wherever they are used afterwards.
     pub fn in_ns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                netdev::enter_netns(&self.name).expect("enter namespace");
-                f()
-            })
-            .join()
-            .expect("namespace thread")
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = run("ip", &["netns", "del", &self.name]);
+        self.run(f)
     }
 }
 
