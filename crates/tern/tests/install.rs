@@ -237,12 +237,13 @@ fn the_debian_package_installs_a_working_tern() {
 
     // The example configuration is valid: `tern config check` passes where
     // its devices exist (a namespace with eth1 and eth2), and elsewhere
-    // stops only at the first missing device.
+    // stops only at a missing device (everything before it parsed).
     let conf = root.join("etc/tern/tern.toml");
     let c = conf.to_str().expect("utf-8");
     let o = Command::new(b).args(["config", "check", c]).output().expect("config check");
     let err = text(&o.stderr);
-    assert!(o.status.success() || err.contains("interface[0].device: no device \"eth1\""), "tern.toml: {err}");
+    let missing_device = err.contains("].device: no device \"eth");
+    assert!(o.status.success() || missing_device, "tern.toml: {err}");
     if common::is_root() {
         let ns = Netns::new(&format!("install-{}", std::process::id()));
         common::must("ip", &["-n", &ns.0, "link", "add", "eth1", "type", "veth", "peer", "name", "eth2"]);
