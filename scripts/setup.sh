@@ -28,6 +28,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   . "$HOME/.cargo/env"
 fi
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
+# cargo-deb builds the Debian package (scripts/deb.sh; tests/install.rs
+# checks it). 3.8.0 builds on our Rust 1.95.
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-deb"
+  cargo install cargo-deb --version 3.8.0 --locked
+fi
 
 # bpffs for pinned maps (AF_XDP / XDP tests).
 if ! mountpoint -q /sys/fs/bpf 2>/dev/null; then

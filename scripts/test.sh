@@ -15,11 +15,13 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test (debug)"
-cargo test --workspace --no-fail-fast
-
+# Before the tests: tests/install.rs packages this build (scripts/deb.sh
+# finds it current) instead of making its own.
 step "release build"
 cargo build --release -p tern
+
+step "cargo test (debug)"
+cargo test --workspace --no-fail-fast
 
 step "tern lab (release)"
 "${CARGO_TARGET_DIR:-target}/release/tern" lab

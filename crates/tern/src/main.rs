@@ -18,7 +18,7 @@ mod lab;
 mod netns;
 mod ops;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,8 +29,8 @@ use std::sync::atomic::AtomicBool;
 ///
 /// `tern run` starts the router; the other commands talk to a running
 /// one over its API socket. `tern` alone opens an interactive shell;
-/// `tern -f FILE` runs the commands in FILE. docs/CLI.md lists every
-/// command with an example.
+/// `tern -f FILE` runs the commands in FILE. docs/CLI.md (installed:
+/// /usr/share/doc/tern/CLI.md) lists every command with an example.
 #[derive(Parser)]
 #[command(name = "tern", version, about, propagate_version = true)]
 struct Cli {
@@ -72,6 +72,20 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish,
+    /// powershell): `tern completions bash > /etc/bash_completion.d/tern`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (tern.1, tern-route.1, tern-route-add.1, ...):
+    /// one per command, made from the same definitions as `--help`.
+    Man {
+        /// Write every page into DIR (created if missing); without it,
+        /// print tern.1 to standard output (`tern man | man -l -`).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     #[command(flatten)]
     Op(ops::cli::OpCmd),
 }
@@ -103,6 +117,8 @@ fn main() -> ExitCode {
         Some(Cmd::Lab(a)) => lab::run(a, &socket),
         Some(Cmd::Cleanup(a)) => cleanup(a),
         Some(Cmd::Bench(b)) => bench_cmd::run(b),
+        Some(Cmd::Completions { shell }) => completions(shell),
+        Some(Cmd::Man { dir }) => man(dir.as_deref()),
         Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),
         Some(Cmd::Op(op)) => ops::execute(&mut ctx, &op, cli.json).map(|out| {
             print!("{out}");
@@ -190,6 +206,30 @@ fn cleanup(a: CleanupArgs) -> Res {
     } else {
         Err(format!("could not restore everything:\n  {}", c.failed.join("\n  ")))
     }
+}
+
+/// `tern completions SHELL`: the script clap_complete makes from the
+/// command tree, so it always completes the commands this binary has.
+fn completions(shell: clap_complete::Shell) -> Res {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "tern", &mut out);
+    print!("{}", String::from_utf8_lossy(&out));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tern man [--dir DIR]`: the man pages clap_mangen makes from the
+/// command tree (the packages install them; docs/CLI.md has the examples).
+fn man(dir: Option<&std::path::Path>) -> Res {
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out).map_err(|e| format!("man page: {e}"))?;
+        print!("{}", String::from_utf8_lossy(&out));
+        return Ok(ExitCode::SUCCESS);
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    clap_mangen::generate_to(cmd, dir).map_err(|e| format!("writing man pages into {}: {e}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `tern run`: `socket` (the global `--socket` or `TERN_SOCKET`) overrides
