@@ -110,16 +110,16 @@ impl Cx<'_> {
     /// Marks `pkt` dropped for the node's error `err` and returns
     /// [`NEXT_DROP`], so a node writes `next[i] = cx.drop(p, E_BAD)`.
     #[inline(always)]
-    pub fn drop(&mut self, pkt: PktIdx, err: u16) -> u16 {
-        self.pool.meta_mut(pkt).error = self.error_base + err;
+    pub fn drop(&mut self, pkt: PktIdx, err: impl Into<u16>) -> u16 {
+        self.pool.meta_mut(pkt).error = self.error_base + err.into();
         NEXT_DROP
     }
 
     /// Adds `n` to the node's counter `err` (for [`ErrorKind::Info`]
     /// counters; drops are counted by the drop node).
     #[inline(always)]
-    pub fn count(&self, err: u16, n: u64) {
-        if let Some(c) = self.counters.get((self.error_base + err) as usize) {
+    pub fn count(&self, err: impl Into<u16>, n: u64) {
+        if let Some(c) = self.counters.get((self.error_base + err.into()) as usize) {
             c.add(n);
         }
     }

@@ -12,7 +12,7 @@
 //! of rules. Every decision is counted per rule, per worker.
 //!
 //! Next nodes: `ip4-lookup`/`ip6-lookup` (input) or `interface-output`
-//! (output) for accepted packets, `drop`. Counters: [`ACL_ERRORS`].
+//! (output) for accepted packets, `drop` ([`AclNext`]). Counters: [`AclError`].
 
 use crate::shortcut::{FlowPattern, SAME, meta_masked, meta16};
 use crate::state::{AclTable, IfTable};
@@ -24,13 +24,13 @@ use tern_packet::{MAX_BATCH, Meta, PacketPool, PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, ipv6ext};
 
-const E_DENIED: u16 = 0;
-const E_NO_SET: u16 = 1;
-
-pub const ACL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("denied", "dropped by a firewall rule or default policy"),
-    ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
-];
+tern_engine::errors! {
+    /// `the ACL nodes`'s counters.
+    pub enum AclError {
+        Denied = drop("denied", "dropped by a firewall rule or default policy"),
+        NoSet = drop("no-rule-set", "interface bound to a rule set that does not exist"),
+    }
+}
 
 pub struct AclNode {
     v6: bool,
@@ -73,6 +73,16 @@ impl AclNode {
 /// that does not exist.
 const NO_SET: u16 = u16::MAX;
 
+tern_engine::edges! {
+    /// The next nodes of `ip4-acl-in` (table 0), `ip6-acl-in` (1) and the
+    /// output nodes (2).
+    pub enum AclNext {
+        Drop = ["drop", "drop", "drop"],
+        /// Accepted.
+        Pass = ["ip4-lookup", "ip6-lookup", "interface-output"],
+    }
+}
+
 impl Node for AclNode {
     fn name(&self) -> &'static str {
         match (self.v6, self.out) {
@@ -83,14 +93,14 @@ impl Node for AclNode {
         }
     }
     fn nexts(&self) -> &'static [&'static str] {
-        match (self.v6, self.out) {
-            (false, false) => &["drop", "ip4-lookup"],
-            (true, false) => &["drop", "ip6-lookup"],
-            (_, true) => &["drop", "interface-output"],
-        }
+        AclNext::names(match (self.v6, self.out) {
+            (false, false) => 0,
+            (true, false) => 1,
+            (_, true) => 2,
+        })
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ACL_ERRORS
+        AclError::DESCS
     }
 
     /// Three passes. Keys: the batch is cut into runs of consecutive
@@ -135,7 +145,7 @@ impl Node for AclNode {
                 Some(set) => set.classifier.classify_batch(keys, verdicts),
                 None => {
                     for (o, &p) in next.iter_mut().zip(pkts) {
-                        *o = cx.drop(p, E_NO_SET);
+                        *o = cx.drop(p, AclError::NoSet);
                     }
                     return;
                 }
@@ -288,7 +298,7 @@ impl Runs {
                 }
                 if v.action == Action::Drop {
                     for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
-                        *o = cx.drop(p, E_DENIED);
+                        *o = cx.drop(p, AclError::Denied);
                     }
                 }
             }
@@ -303,7 +313,7 @@ impl Runs {
             let (start, end) = (w[0], w[1]);
             let Some(set) = acls.get(s) else {
                 for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
-                    *o = cx.drop(p, E_NO_SET);
+                    *o = cx.drop(p, AclError::NoSet);
                 }
                 continue;
             };
@@ -312,8 +322,8 @@ impl Runs {
             }
             for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
                 *o = match v.action {
-                    Action::Accept => 1,
-                    Action::Drop => cx.drop(p, E_DENIED),
+                    Action::Accept => AclNext::Pass as u16,
+                    Action::Drop => cx.drop(p, AclError::Denied),
                 };
             }
         }
@@ -382,7 +392,8 @@ impl FlowPattern for Pattern {
     type Head = [u8; 34];
     const KEY_BYTES: usize = 34;
     const NONE: Pattern = Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
-    const ACL_NEXT: u16 = 2;
+    const ACL_NEXT: u16 = crate::ip4::Ip4InputNext::AclIn as u16;
+    const LOOKUP_NEXT: u16 = crate::ip4::Ip4InputNext::Lookup as u16;
 
     #[inline(always)]
     fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {

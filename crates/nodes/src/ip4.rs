@@ -7,7 +7,7 @@ use crate::shortcut::{
 };
 use crate::state::{AclTable, IfTable};
 use crate::util::*;
-use tern_engine::{Cx, ErrorDesc, Node};
+use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NextHop, NhId, NhKind};
 use tern_intrin::Bytes16;
 use tern_packet::{MAX_BATCH, Meta, PktIdx, flags};
@@ -42,7 +42,7 @@ pub const UNREACH_ADMIN: u8 = 13;
 /// Next nodes: `ip4-lookup`, `ip4-acl-in` (when the receiving interface has
 /// an input rule set, unless the packet's flow is one the rule set accepted:
 /// `crate::shortcut`), `linux-punt`, `ip4-punt-acl`, `drop`. Counters:
-/// [`IP4_INPUT_ERRORS`].
+/// [`Ip4InputError::DESCS`].
 pub struct Ip4Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
@@ -70,43 +70,47 @@ pub(crate) fn acl_in_by_index(ifs: &IfTable) -> Vec<bool> {
     ifs.ifs.iter().map(|f| f.acl_in.is_some()).collect()
 }
 
-const I_TOO_SHORT: u16 = 0;
-const I_BAD_VERSION: u16 = 1;
-const I_BAD_HDR_LEN: u16 = 2;
-const I_BAD_LEN: u16 = 3;
-const I_TRUNCATED: u16 = 4;
-const I_BAD_CSUM: u16 = 5;
-const I_MARTIAN_SRC: u16 = 6;
-const I_MULTICAST: u16 = 7;
-const I_BROADCAST: u16 = 8;
-const I_ACL_SHORTCUT: u16 = 9;
-const I_MARTIAN_DST: u16 = 10;
-const I_L2_MULTI: u16 = 11;
+tern_engine::edges! {
+    /// `ip4-input`'s next nodes.
+    pub enum Ip4InputNext {
+        Drop = "drop",
+        Lookup = "ip4-lookup",
+        /// The receiving interface has an input rule set.
+        AclIn = "ip4-acl-in",
+        /// Multicast or broadcast for Linux (TAP exception path).
+        Punt = "linux-punt",
+        /// The same, through the input rule set.
+        PuntAcl = "ip4-punt-acl",
+    }
+}
 
-pub const IP4_INPUT_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("too-short", "shorter than an IPv4 header"),
-    ErrorDesc::drop("bad-version", "IP version is not 4"),
-    ErrorDesc::drop("bad-header-length", "IHL below 5 or beyond the frame"),
-    ErrorDesc::drop("bad-length", "total length smaller than the header"),
-    ErrorDesc::drop("truncated", "total length beyond the frame"),
-    ErrorDesc::drop("bad-checksum", "header checksum does not verify"),
-    ErrorDesc::drop("martian-source", "source is multicast, broadcast, loopback or 0/8"),
-    ErrorDesc::drop("multicast", "multicast destination (no multicast routing)"),
-    ErrorDesc::drop("broadcast", "limited broadcast destination"),
-    ErrorDesc::info("acl-shortcut", "accepted by the input rule set without ip4-acl-in: a flow it accepted before"),
-    ErrorDesc::drop("martian-destination", "destination in 0/8, 127/8 or 240/4 (RFC 1812 5.3.7)"),
-    ErrorDesc::drop("l2-multicast", "unicast destination in a link-layer broadcast or multicast (RFC 1812 5.3.4)"),
-];
+tern_engine::errors! {
+    /// `ip4-input`'s counters.
+    pub enum Ip4InputError {
+        TooShort = drop("too-short", "shorter than an IPv4 header"),
+        BadVersion = drop("bad-version", "IP version is not 4"),
+        BadHdrLen = drop("bad-header-length", "IHL below 5 or beyond the frame"),
+        BadLen = drop("bad-length", "total length smaller than the header"),
+        Truncated = drop("truncated", "total length beyond the frame"),
+        BadCsum = drop("bad-checksum", "header checksum does not verify"),
+        MartianSrc = drop("martian-source", "source is multicast, broadcast, loopback or 0/8"),
+        Multicast = drop("multicast", "multicast destination (no multicast routing)"),
+        Broadcast = drop("broadcast", "limited broadcast destination"),
+        AclShortcut = info("acl-shortcut", "accepted by the input rule set without ip4-acl-in: a flow it accepted before"),
+        MartianDst = drop("martian-destination", "destination in 0/8, 127/8 or 240/4 (RFC 1812 5.3.7)"),
+        L2Multi = drop("l2-multicast", "unicast destination in a link-layer broadcast or multicast (RFC 1812 5.3.4)"),
+    }
+}
 
 impl Node for Ip4Input {
     fn name(&self) -> &'static str {
         "ip4-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip4-acl-in", "linux-punt", "ip4-punt-acl"]
+        Ip4InputNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP4_INPUT_ERRORS
+        Ip4InputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let ifs_changed = self.ifs.refresh();
@@ -127,7 +131,7 @@ impl Node for Ip4Input {
             let hits = validate_batch_acl(cx, pkts, next, &Validate4 { punt }, state);
             let taken = self.shortcut.finish(worker, hits);
             if taken != 0 {
-                cx.count(I_ACL_SHORTCUT, taken);
+                cx.count(Ip4InputError::AclShortcut, taken);
             }
         }
     }
@@ -156,7 +160,7 @@ impl ValidateAcl<Pattern> for Validate4 {
 }
 
 /// `ip4-input`'s general paths with input rule sets (`acl`): a packet
-/// bound for `ip4-lookup` (`n == 1`) or Linux ([`I_NEXT_PUNT`]) goes
+/// bound for `ip4-lookup` or Linux ([`Ip4InputNext::Punt`]) goes
 /// through its receiving interface's input rule set first, if it has
 /// one; a packet for `ip4-acl-in` stops the shortcut for the rest of the
 /// batch.
@@ -166,18 +170,18 @@ fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_, Patte
     if !a.has_rules(rx_if) {
         return n;
     }
-    match n {
-        1 => {
-            a.stop();
-            2
-        }
-        I_NEXT_PUNT => I_NEXT_PUNT_ACL,
-        n => n,
+    if n == Ip4InputNext::Lookup as u16 {
+        a.stop();
+        Ip4InputNext::AclIn as u16
+    } else if n == Ip4InputNext::Punt as u16 {
+        Ip4InputNext::PuntAcl as u16
+    } else {
+        n
     }
 }
 
-/// Validates one packet's IPv4 header; the next index (`1`: lookup,
-/// [`I_NEXT_PUNT`]: multicast or broadcast for Linux) or a drop.
+/// Validates one packet's IPv4 header; the next index (lookup, or
+/// [`Ip4InputNext::Punt`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
 fn ip4_validate<const S: u8>(
     cx: &mut Cx<'_>,
@@ -207,20 +211,20 @@ fn ip4_validate<const S: u8>(
     };
     let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < 20 {
-        return cx.drop(p, I_BAD_LEN);
+        return cx.drop(p, Ip4InputError::BadLen);
     }
     let want = l3off + tot;
     if want > d.len() {
-        return cx.drop(p, I_TRUNCATED);
+        return cx.drop(p, Ip4InputError::Truncated);
     }
     if checksum::header20(h) != 0xffff {
-        return cx.drop(p, I_BAD_CSUM);
+        return cx.drop(p, Ip4InputError::BadCsum);
     }
     // A martian source or a destination in 0/8, 127/8 or 224/3, both in
     // one test.
     if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC | TOP_BYTE[usize::from(h[16])] & SPECIAL_DST != 0 {
         if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC != 0 {
-            return cx.drop(p, I_MARTIAN_SRC);
+            return cx.drop(p, Ip4InputError::MartianSrc);
         }
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
         let n = ip4_special_dst(cx, p, punt, dst, want);
@@ -233,10 +237,10 @@ fn ip4_validate<const S: u8>(
         m.len = want as u16;
     }
     match acl.as_mut() {
-        None => 1,
+        None => Ip4InputNext::Lookup as u16,
         Some(a) => match h34 {
             Some(h34) => a.direct::<S>(meta, m, h34, h34[33]),
-            None => 1,
+            None => Ip4InputNext::Lookup as u16,
         },
     }
 }
@@ -267,32 +271,32 @@ const SPECIAL_DST: u8 = 2;
 fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
-    let Some(l3) = d.get(l3off..) else { return cx.drop(p, I_TOO_SHORT) };
+    let Some(l3) = d.get(l3off..) else { return cx.drop(p, Ip4InputError::TooShort) };
     if l3.len() < 20 {
-        return cx.drop(p, I_TOO_SHORT);
+        return cx.drop(p, Ip4InputError::TooShort);
     }
     if l3[0] >> 4 != 4 {
-        return cx.drop(p, I_BAD_VERSION);
+        return cx.drop(p, Ip4InputError::BadVersion);
     }
     let ihl = usize::from(l3[0] & 0x0f) * 4;
     if ihl < 20 || ihl > l3.len() {
-        return cx.drop(p, I_BAD_HDR_LEN);
+        return cx.drop(p, Ip4InputError::BadHdrLen);
     }
     let tot = usize::from(be16(l3, 2));
     if tot < ihl {
-        return cx.drop(p, I_BAD_LEN);
+        return cx.drop(p, Ip4InputError::BadLen);
     }
     if tot > l3.len() {
-        return cx.drop(p, I_TRUNCATED);
+        return cx.drop(p, Ip4InputError::Truncated);
     }
     if checksum::data(&l3[..ihl]) != 0xffff {
-        return cx.drop(p, I_BAD_CSUM);
+        return cx.drop(p, Ip4InputError::BadCsum);
     }
     let src = be32(l3, 12);
     let dst = be32(l3, 16);
     let src_top = (src >> 24) as u8;
     if src_top >= 224 || src_top == 127 || src_top == 0 {
-        return cx.drop(p, I_MARTIAN_SRC);
+        return cx.drop(p, Ip4InputError::MartianSrc);
     }
     let want = l3off + tot;
     if TOP_BYTE[(dst >> 24) as usize] & SPECIAL_DST != 0 || m.flags & flags::L2_MULTI != 0 {
@@ -302,12 +306,12 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     if want < cx.pool.meta(p).len as usize {
         cx.pool.set_len(p, want);
     }
-    1
+    Ip4InputNext::Lookup as u16
 }
 
 /// A valid header whose destination is in 0/8, 127/8 or 224/3, or that
 /// came in a link-layer broadcast or multicast: multicast and limited
-/// broadcast go to Linux ([`I_NEXT_PUNT`]) or are dropped; 0/8, 127/8 and
+/// broadcast go to Linux ([`Ip4InputNext::Punt`]) or are dropped; 0/8, 127/8 and
 /// the rest of 240/4 are never destinations (RFC 1812 5.3.7), and unicast
 /// in a link-layer group frame is not routed (RFC 1812 5.3.4).
 #[cold]
@@ -315,29 +319,26 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
 fn ip4_special_dst(cx: &mut Cx<'_>, p: PktIdx, punt: bool, dst: u32, want: usize) -> u16 {
     let group = (224..240).contains(&(dst >> 24));
     if !punt && dst == u32::MAX {
-        return cx.drop(p, I_BROADCAST);
+        return cx.drop(p, Ip4InputError::Broadcast);
     }
     if !punt && group {
-        return cx.drop(p, I_MULTICAST);
+        return cx.drop(p, Ip4InputError::Multicast);
     }
     if !group && dst != u32::MAX {
         let top = dst >> 24;
         if top == 0 || top == 127 || top >= 240 {
-            return cx.drop(p, I_MARTIAN_DST);
+            return cx.drop(p, Ip4InputError::MartianDst);
         }
         if cx.pool.meta(p).flags & flags::L2_MULTI != 0 {
-            return cx.drop(p, I_L2_MULTI);
+            return cx.drop(p, Ip4InputError::L2Multi);
         }
     }
     cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
     if want < cx.pool.meta(p).len as usize {
         cx.pool.set_len(p, want);
     }
-    if group || dst == u32::MAX { I_NEXT_PUNT } else { 1 }
+    if group || dst == u32::MAX { Ip4InputNext::Punt as u16 } else { Ip4InputNext::Lookup as u16 }
 }
-
-const I_NEXT_PUNT: u16 = 3;
-const I_NEXT_PUNT_ACL: u16 = 4;
 
 // --------------------------------------------------------------- ip4-lookup
 
@@ -346,7 +347,7 @@ const I_NEXT_PUNT_ACL: u16 = 4;
 ///
 /// Next nodes: `ip4-rewrite` (unicast, connected), `ip4-local` (our
 /// address), `ip4-icmp-error` (no route, unreachable, prohibited), `drop`
-/// (blackhole). Counters: [`IP4_LOOKUP_ERRORS`].
+/// (blackhole). Counters: [`Ip4LookupError::DESCS`].
 pub struct Ip4Lookup {
     fib: FibReader,
     dst: [u32; MAX_BATCH],
@@ -359,31 +360,35 @@ impl Ip4Lookup {
     }
 }
 
-const L_BLACKHOLE: u16 = 0;
-const L_NO_ROUTE: u16 = 1;
-const L_UNREACHABLE: u16 = 2;
-const L_PROHIBITED: u16 = 3;
+tern_engine::errors! {
+    /// `ip4-lookup`'s counters.
+    pub enum Ip4LookupError {
+        Blackhole = drop("blackhole", "route to a blackhole"),
+        NoRoute = info("no-route", "no route to the destination (ICMP net unreachable)"),
+        Unreachable = info("unreachable", "unreachable route (ICMP host unreachable)"),
+        Prohibited = info("prohibited", "prohibit route (ICMP administratively prohibited)"),
+    }
+}
 
-pub const IP4_LOOKUP_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("blackhole", "route to a blackhole"),
-    ErrorDesc::info("no-route", "no route to the destination (ICMP net unreachable)"),
-    ErrorDesc::info("unreachable", "unreachable route (ICMP host unreachable)"),
-    ErrorDesc::info("prohibited", "prohibit route (ICMP administratively prohibited)"),
-];
-
-const LK_REWRITE: u16 = 1;
-const LK_LOCAL: u16 = 2;
-const LK_ICMP: u16 = 3;
+tern_engine::edges! {
+    /// `ip4-lookup`'s next nodes.
+    pub enum Ip4LookupNext {
+        Drop = "drop",
+        Rewrite = "ip4-rewrite",
+        Local = "ip4-local",
+        Icmp = "ip4-icmp-error",
+    }
+}
 
 impl Node for Ip4Lookup {
     fn name(&self) -> &'static str {
         "ip4-lookup"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-rewrite", "ip4-local", "ip4-icmp-error"]
+        Ip4LookupNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP4_LOOKUP_ERRORS
+        Ip4LookupError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let n = pkts.len().min(MAX_BATCH);
@@ -394,15 +399,15 @@ impl Node for Ip4Lookup {
         self.fib.lookup_v4_batch(&self.dst[..n], &mut self.nh[..n]);
         // Consecutive packets mostly share a next hop: its kind once, and
         // for the kinds that simply move on (unicast, glean, local) the
-        // next index once too (0: work it out per packet).
+        // next index once too (NEXT_DROP: work it out per packet).
         let mut cache: (NhId, u16, NhKind) = (u32::MAX, 0, NhKind::None);
         for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
                 let kind = self.fib.nexthop(id).kind;
-                cache = (id, if direct_paths() { lookup_next(kind) } else { 0 }, kind);
+                cache = (id, if direct_paths() { lookup_next(kind) } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
-            if cache.1 != 0 {
+            if cache.1 != NEXT_DROP {
                 m.nh = id;
                 *o = cache.1;
                 if m.flags & flags::TRACED != 0 {
@@ -415,14 +420,14 @@ impl Node for Ip4Lookup {
     }
 }
 
-/// The next index for a next hop kind that needs nothing per packet; 0
-/// for the others.
+/// The next index for a next hop kind that needs nothing per packet;
+/// [`NEXT_DROP`] (which no such kind has) for the others.
 #[inline(always)]
 fn lookup_next(kind: NhKind) -> u16 {
     match kind {
-        NhKind::Unicast | NhKind::Glean => LK_REWRITE,
-        NhKind::Local => LK_LOCAL,
-        _ => 0,
+        NhKind::Unicast | NhKind::Glean => Ip4LookupNext::Rewrite as u16,
+        NhKind::Local => Ip4LookupNext::Local as u16,
+        _ => NEXT_DROP,
     }
 }
 
@@ -449,23 +454,23 @@ impl Ip4Lookup {
         let m = cx.pool.meta_mut(p);
         m.nh = id;
         let next = match kind {
-            NhKind::Unicast | NhKind::Glean => LK_REWRITE,
-            NhKind::Local => LK_LOCAL,
-            NhKind::Blackhole => cx.drop(p, L_BLACKHOLE),
+            NhKind::Unicast | NhKind::Glean => Ip4LookupNext::Rewrite as u16,
+            NhKind::Local => Ip4LookupNext::Local as u16,
+            NhKind::Blackhole => cx.drop(p, Ip4LookupError::Blackhole),
             NhKind::Unreachable => {
                 m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_HOST, 0);
-                cx.count(L_UNREACHABLE, 1);
-                LK_ICMP
+                cx.count(Ip4LookupError::Unreachable, 1);
+                Ip4LookupNext::Icmp as u16
             }
             NhKind::Prohibit => {
                 m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_ADMIN, 0);
-                cx.count(L_PROHIBITED, 1);
-                LK_ICMP
+                cx.count(Ip4LookupError::Prohibited, 1);
+                Ip4LookupNext::Icmp as u16
             }
             NhKind::None | NhKind::Ecmp => {
                 m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_NET, 0);
-                cx.count(L_NO_ROUTE, 1);
-                LK_ICMP
+                cx.count(Ip4LookupError::NoRoute, 1);
+                Ip4LookupNext::Icmp as u16
             }
         };
         if cx.traced(p) {
@@ -495,7 +500,7 @@ impl Ip4Lookup {
 /// Next nodes: `interface-output`, `ip4-glean` (MAC not resolved yet),
 /// `ip4-icmp-error` (TTL expired, too big), `gre-encap`, `ip4-acl-out`
 /// (egress interface with an output rule set), `drop`.
-/// Counters: [`IP4_REWRITE_ERRORS`].
+/// Counters: [`Ip4RewriteError::DESCS`].
 pub struct Ip4Rewrite {
     fib: FibReader,
     ifs: Snapshot<IfTable>,
@@ -519,51 +524,45 @@ impl Ip4Rewrite {
     }
 }
 
-const R_NO_IF: u16 = 0;
-const R_IF_DOWN: u16 = 1;
-const R_TTL: u16 = 2;
-const R_TOO_BIG: u16 = 3;
-const R_FRAG: u16 = 4;
-const R_HEADROOM: u16 = 5;
-const R_BAD_NH: u16 = 6;
+tern_engine::errors! {
+    /// `ip4-rewrite`'s counters.
+    pub enum Ip4RewriteError {
+        NoIf = drop("no-interface", "next hop on an unknown interface"),
+        IfDown = drop("interface-down", "egress interface is down"),
+        Ttl = info("ttl-expired", "TTL reached 0 (ICMP time exceeded)"),
+        TooBig = info("too-big-df", "larger than the egress MTU with DF set (ICMP fragmentation needed)"),
+        Frag = drop("fragmentation-unsupported", "larger than the egress MTU without DF (fragmentation not implemented)"),
+        Headroom = drop("no-headroom", "no room for the link-layer header"),
+        BadNh = drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
+        AclShortcut = info("acl-shortcut", "accepted by the output rule set without ip4-acl-out: a flow it accepted before"),
+    }
+}
 
-pub const IP4_REWRITE_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("no-interface", "next hop on an unknown interface"),
-    ErrorDesc::drop("interface-down", "egress interface is down"),
-    ErrorDesc::info("ttl-expired", "TTL reached 0 (ICMP time exceeded)"),
-    ErrorDesc::info("too-big-df", "larger than the egress MTU with DF set (ICMP fragmentation needed)"),
-    ErrorDesc::drop(
-        "fragmentation-unsupported",
-        "larger than the egress MTU without DF (fragmentation not implemented)",
-    ),
-    ErrorDesc::drop("no-headroom", "no room for the link-layer header"),
-    ErrorDesc::drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
-    ErrorDesc::info("acl-shortcut", "accepted by the output rule set without ip4-acl-out: a flow it accepted before"),
-];
-/// `acl-shortcut` of `ip4-rewrite` and `ip6-rewrite`.
-pub(crate) const R_ACL_SHORTCUT: u16 = 7;
-
-pub(crate) const RW_OUTPUT: u16 = 1;
-const RW_GLEAN: u16 = 2;
-const RW_ICMP: u16 = 3;
-const RW_GRE: u16 = 4;
-pub(crate) const RW_ACL_OUT: u16 = 5;
-/// Not a next index: the direct path's value for an adjacency whose
-/// packets go to `ip4-acl-out` (`ip6-acl-out`) unless the output rule set's shortcut
-/// takes them (its flow's transmitting interface, the shortcut not
-/// stopped in this batch).
-const RW_ASK: u16 = RW_ASK_BIT | RW_ACL_OUT;
-const RW_ASK_BIT: u16 = 0x100;
+tern_engine::edges! {
+    /// The next nodes of `ip4-rewrite` (table 0) and `ip6-rewrite`
+    /// (table 1): one enum, as the two share their loops.
+    pub enum RewriteNext {
+        Drop = ["drop", "drop"],
+        Output = ["interface-output", "interface-output"],
+        /// The next hop's link-layer address is not resolved yet.
+        Glean = ["ip4-glean", "ip6-glean"],
+        /// TTL or hop limit expired, too big, beyond scope.
+        Icmp = ["ip4-icmp-error", "ip6-icmp-error"],
+        Gre = ["gre-encap", "gre-encap"],
+        /// The egress interface has an output rule set.
+        AclOut = ["ip4-acl-out", "ip6-acl-out"],
+    }
+}
 
 impl Node for Ip4Rewrite {
     fn name(&self) -> &'static str {
         "ip4-rewrite"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output", "ip4-glean", "ip4-icmp-error", "gre-encap", "ip4-acl-out"]
+        RewriteNext::names(0)
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP4_REWRITE_ERRORS
+        Ip4RewriteError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let ifs_changed = self.ifs.refresh();
@@ -583,6 +582,8 @@ impl Node for Ip4Rewrite {
 pub(crate) trait RewriteSteps {
     type Pattern: FlowPattern;
     const ETHERTYPE: u16;
+    /// The node's `acl-shortcut` counter.
+    const ACL_SHORTCUT: u16;
     /// The direct path of a packet (`m`, its data `d`) to adjacency `a`
     /// whose direct path goes to `direct`: its next index, or None for
     /// [`RewriteSteps::general`].
@@ -596,6 +597,7 @@ struct Rewrite4;
 impl RewriteSteps for Rewrite4 {
     type Pattern = Pattern;
     const ETHERTYPE: u16 = ETH_P_IPV4;
+    const ACL_SHORTCUT: u16 = Ip4RewriteError::AclShortcut as u16;
     #[inline(always)]
     fn direct(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
         direct_path((m, d), a, direct, ttl4)
@@ -635,14 +637,13 @@ pub(crate) fn rewrite_batch<F: RewriteSteps>(
 
 /// A rewrite node's batch with output rule sets: as [`rewrite_batch`],
 /// and while the shortcut `acl` has a flow, a packet bound for the output
-/// rule set's node ([`RW_ACL_OUT`]) asks it first: a run of the flow's
-/// packets on an adjacency the flow applies to ([`RW_ASK`]), each
+/// rule set's node ([`RewriteNext::AclOut`]) asks it first: a run of the flow's
+/// packets on an adjacency the flow applies to (`ask`), each
 /// compared before its header and metadata are written (a load just
 /// after a narrower store to its bytes waits for it); then, for a packet
 /// the run did not take, the flow at another length. Once a packet goes
 /// to the ACL node, [`rewrite_batch`] takes the rest of the batch. Counts
-/// what the shortcut took as `acl-shortcut` ([`R_ACL_SHORTCUT`], both
-/// nodes').
+/// what the shortcut took as `acl-shortcut` ([`RewriteSteps::ACL_SHORTCUT`]).
 ///
 /// Measured (callgrind, instructions per packet of `tern bench engine
 /// --packets 1000000 --scenario single-flow-50fw-out`, over plain's
@@ -662,6 +663,10 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
 ) {
     let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, F::ETHERTYPE));
     let mut direct: Option<u16> = None;
+    // Whether the adjacency's packets, bound for the output rule set's
+    // node, ask the shortcut first: its flow's transmitting interface,
+    // the shortcut not stopped in this batch.
+    let mut ask = false;
     let mut i = 0;
     while let Some(&p) = pkts.get(i)
         && acl.asks()
@@ -670,14 +675,14 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
         if cache.0 != nh {
             cache = (nh, Adj::new(ifs, &fib.nexthop(nh), F::ETHERTYPE));
             direct = direct_next(&cache.1).filter(|_| direct_paths());
-            if direct == Some(RW_ACL_OUT) && acl.applies(cache.1.ifindex) {
-                direct = Some(RW_ASK);
-            }
+            ask = direct == Some(RewriteNext::AclOut as u16) && acl.applies(cache.1.ifindex);
         }
         let a = &cache.1;
-        if direct == Some(RW_ASK) {
+        if ask {
             let run = (pkts.get(i..).unwrap_or_default(), next.get_mut(i..).unwrap_or_default());
-            let taken = acl.run(cx.pool, run, nh, RW_OUTPUT, |m, d| F::direct(m, d, a, Some(RW_ACL_OUT)).is_some());
+            let out = RewriteNext::Output as u16;
+            let taken =
+                acl.run(cx.pool, run, nh, out, |m, d| F::direct(m, d, a, Some(RewriteNext::AclOut as u16)).is_some());
             if taken > 0 {
                 i += taken;
                 continue;
@@ -686,25 +691,22 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
         let Some(o) = next.get_mut(i) else { break };
         i += 1;
         let (m, d) = cx.pool.pkt_mut(p);
-        let asked = if direct == Some(RW_ASK) {
-            acl.ask(meta16(m), d.get(usize::from(m.l3_off)..).unwrap_or_default())
-        } else {
-            Asked::No
-        };
-        *o = match F::direct(m, d, a, direct.map(|nx| nx & !RW_ASK_BIT)) {
+        let asked =
+            if ask { acl.ask(meta16(m), d.get(usize::from(m.l3_off)..).unwrap_or_default()) } else { Asked::No };
+        *o = match F::direct(m, d, a, direct) {
             Some(nx) => nx,
             None => F::general(cx, p, a),
         };
-        if *o == RW_ACL_OUT && acl.decide(asked, cx.pool.meta(p)) {
-            *o = RW_OUTPUT;
+        if *o == RewriteNext::AclOut as u16 && acl.decide(asked, cx.pool.meta(p)) {
+            *o = RewriteNext::Output as u16;
         }
     }
     if let (Some(rest), Some(next)) = (pkts.get(i..), next.get_mut(i..)) {
         rewrite_batch::<F>(cx, rest, next, (ifs, fib));
     }
-    let taken = acl.finish(cx, ifs, pkts, next, RW_ACL_OUT);
+    let taken = acl.finish(cx, ifs, pkts, next, RewriteNext::AclOut as u16);
     if taken != 0 {
-        cx.count(R_ACL_SHORTCUT, taken);
+        cx.count(F::ACL_SHORTCUT, taken);
     }
 }
 
@@ -729,7 +731,7 @@ pub(crate) fn direct_path<const N: usize>(
         && let Some(f) = d.first_chunk_mut::<N>()
         && l3(f, a.mtu)
     {
-        if nx != RW_GRE
+        if nx != RewriteNext::Gre as u16
             && let Some(h) = a.hdr.first_chunk::<14>()
         {
             f[..14].copy_from_slice(h);
@@ -762,8 +764,10 @@ fn ttl4(f: &mut [u8; 34], mtu: u16) -> bool {
 #[inline]
 pub(crate) fn direct_next(a: &Adj) -> Option<u16> {
     match a.state {
-        AdjState::Ready if a.l2_len == 14 => Some(if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT }),
-        AdjState::Tunnel => Some(RW_GRE),
+        AdjState::Ready if a.l2_len == 14 => {
+            Some(if a.acl_out { RewriteNext::AclOut as u16 } else { RewriteNext::Output as u16 })
+        }
+        AdjState::Tunnel => Some(RewriteNext::Gre as u16),
         _ => None,
     }
 }
@@ -772,32 +776,32 @@ pub(crate) fn direct_next(a: &Adj) -> Option<u16> {
 fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     match a.state {
         AdjState::Ready | AdjState::Unresolved | AdjState::Tunnel => {}
-        AdjState::NoInterface => return cx.drop(p, R_NO_IF),
-        AdjState::InterfaceDown => return cx.drop(p, R_IF_DOWN),
-        AdjState::NotForwardable => return cx.drop(p, R_BAD_NH),
+        AdjState::NoInterface => return cx.drop(p, Ip4RewriteError::NoIf),
+        AdjState::InterfaceDown => return cx.drop(p, Ip4RewriteError::IfDown),
+        AdjState::NotForwardable => return cx.drop(p, Ip4RewriteError::BadNh),
     }
     let (m, d) = cx.pool.pkt_mut(p);
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
-    let Some(ip) = d.get_mut(l3..l3 + 20) else { return cx.drop(p, R_HEADROOM) };
+    let Some(ip) = d.get_mut(l3..l3 + 20) else { return cx.drop(p, Ip4RewriteError::Headroom) };
     let ttl = ip[8];
     if !local && ttl <= 1 {
         m.aux = icmp_aux(ICMP_TIME_EXCEEDED, 0, 0);
-        cx.count(R_TTL, 1);
-        return RW_ICMP;
+        cx.count(Ip4RewriteError::Ttl, 1);
+        return RewriteNext::Icmp as u16;
     }
     let tot = be16(ip, 2);
     if tot > a.mtu {
         if ip[6] & 0x40 != 0 {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_FRAG_NEEDED, a.mtu);
-            cx.count(R_TOO_BIG, 1);
-            return RW_ICMP;
+            cx.count(Ip4RewriteError::TooBig, 1);
+            return RewriteNext::Icmp as u16;
         }
-        return cx.drop(p, R_FRAG);
+        return cx.drop(p, Ip4RewriteError::Frag);
     }
     // Errors above need no link-layer address; only now resolve it.
     if a.state == AdjState::Unresolved {
-        return RW_GLEAN;
+        return RewriteNext::Glean as u16;
     }
     if !local {
         // RFC 1624: only the TTL/protocol word changes.
@@ -807,9 +811,9 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;
     if a.state == AdjState::Tunnel {
-        return RW_GRE;
+        return RewriteNext::Gre as u16;
     }
-    let next = if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT };
+    let next = if a.acl_out { RewriteNext::AclOut as u16 } else { RewriteNext::Output as u16 };
     if l2 == l3 {
         // The data already starts `l2` bytes before L3 (the usual case):
         // nothing moves and the slice in hand is still the packet's.
@@ -817,7 +821,7 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
         return next;
     }
     if !set_l2_len(cx.pool, p, l2) {
-        return cx.drop(p, R_HEADROOM);
+        return cx.drop(p, Ip4RewriteError::Headroom);
     }
     write_hdr(cx.pool.data_mut(p), a, l2);
     next
@@ -862,7 +866,7 @@ pub(crate) fn copy_l2(h: &mut [u8], src: &[u8]) {
 /// to `linux-punt` instead.
 ///
 /// Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
-/// `gre-input`, `linux-punt`, `drop`. Counters: [`IP4_LOCAL_ERRORS`].
+/// `gre-input`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
 pub struct Ip4Local {
     params: Snapshot<crate::state::Params>,
 }
@@ -873,40 +877,41 @@ impl Ip4Local {
     }
 }
 
-const LO_FRAGMENT: u16 = 0;
-const LO_BAD_ICMP: u16 = 1;
-const LO_ECHO: u16 = 2;
-const LO_ICMP_OTHER: u16 = 3;
-const LO_TCP: u16 = 4;
-const LO_UDP: u16 = 5;
-const LO_PROTO: u16 = 6;
-const LO_LINUX: u16 = 7;
+tern_engine::errors! {
+    /// `ip4-local`'s counters.
+    pub enum Ip4LocalError {
+        Fragment = drop("fragment", "fragment addressed to the router (no reassembly)"),
+        BadIcmp = drop("bad-icmp", "ICMP message too short or with a bad checksum"),
+        Echo = info("echo-reply-sent", "echo requests answered"),
+        IcmpOther = drop("icmp-consumed", "ICMP message for the router other than echo request"),
+        Tcp = drop("tcp-to-router", "TCP segment for the router (no local service)"),
+        Udp = info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
+        Proto = info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
+        Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+    }
+}
 
-pub const IP4_LOCAL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("fragment", "fragment addressed to the router (no reassembly)"),
-    ErrorDesc::drop("bad-icmp", "ICMP message too short or with a bad checksum"),
-    ErrorDesc::info("echo-reply-sent", "echo requests answered"),
-    ErrorDesc::drop("icmp-consumed", "ICMP message for the router other than echo request"),
-    ErrorDesc::drop("tcp-to-router", "TCP segment for the router (no local service)"),
-    ErrorDesc::info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
-    ErrorDesc::info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
-    ErrorDesc::drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
-];
-
-const LOC_LOOKUP: u16 = 1;
-const LOC_ICMP: u16 = 2;
-const LOC_GRE: u16 = 3;
-const LOC_PUNT: u16 = 4;
+tern_engine::edges! {
+    /// `ip4-local`'s next nodes.
+    pub enum Ip4LocalNext {
+        Drop = "drop",
+        /// Echo replies.
+        Lookup = "ip4-lookup",
+        Icmp = "ip4-icmp-error",
+        Gre = "gre-input",
+        Punt = "linux-punt",
+    }
+}
 
 impl Node for Ip4Local {
     fn name(&self) -> &'static str {
         "ip4-local"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip4-icmp-error", "gre-input", "linux-punt"]
+        Ip4LocalNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP4_LOCAL_ERRORS
+        Ip4LocalError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.params.refresh();
@@ -924,19 +929,19 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
     let l3 = &mut d[l3off..];
     let ihl = usize::from(l3[0] & 0x0f) * 4;
     if linux && l3[9] != 47 {
-        return if punt { LOC_PUNT } else { cx.drop(p, LO_LINUX) };
+        return if punt { Ip4LocalNext::Punt as u16 } else { cx.drop(p, Ip4LocalError::Linux) };
     }
     if be16(l3, 6) & 0x3fff != 0 {
-        return cx.drop(p, LO_FRAGMENT);
+        return cx.drop(p, Ip4LocalError::Fragment);
     }
     match l3[9] {
         1 => {
             let icmp_len = l3.len() - ihl;
             if icmp_len < 8 || checksum::data(&l3[ihl..]) != 0xffff {
-                return cx.drop(p, LO_BAD_ICMP);
+                return cx.drop(p, Ip4LocalError::BadIcmp);
             }
             if l3[ihl] != 8 || l3[ihl + 1] != 0 {
-                return cx.drop(p, LO_ICMP_OTHER);
+                return cx.drop(p, Ip4LocalError::IcmpOther);
             }
             // Echo reply in place: type 8 -> 0, swap addresses, fresh TTL.
             l3[ihl] = 0;
@@ -952,20 +957,20 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
             let c = !checksum::data(&l3[..ihl]);
             put16(l3, 10, c);
             m.flags |= flags::LOCAL_ORIGIN;
-            cx.count(LO_ECHO, 1);
-            LOC_LOOKUP
+            cx.count(Ip4LocalError::Echo, 1);
+            Ip4LocalNext::Lookup as u16
         }
-        6 => cx.drop(p, LO_TCP),
-        47 => LOC_GRE,
+        6 => cx.drop(p, Ip4LocalError::Tcp),
+        47 => Ip4LocalNext::Gre as u16,
         17 => {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
-            cx.count(LO_UDP, 1);
-            LOC_ICMP
+            cx.count(Ip4LocalError::Udp, 1);
+            Ip4LocalNext::Icmp as u16
         }
         _ => {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PROTOCOL, 0);
-            cx.count(LO_PROTO, 1);
-            LOC_ICMP
+            cx.count(Ip4LocalError::Proto, 1);
+            Ip4LocalNext::Icmp as u16
         }
     }
 }

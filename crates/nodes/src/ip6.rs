@@ -1,9 +1,9 @@
 //! IPv6 forwarding nodes: `ip6-input`, `ip6-lookup`, `ip6-rewrite`,
 //! `ip6-local` (echo, Neighbour Discovery).
 
-use crate::ip4::{RW_ACL_OUT, RW_OUTPUT, RewriteSteps, direct_path, icmp_aux, rewrite_batch, rewrite_batch_acl};
+use crate::ip4::{RewriteNext, RewriteSteps, direct_path, icmp_aux, rewrite_batch, rewrite_batch_acl};
 use crate::shortcut::{
-    AclShortcut, FlowPattern, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
+    AclShortcut, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
 };
 use crate::state::{AclTable, Event, Heard, IfTable, Iface, Shared, is_link_local};
 use crate::util::*;
@@ -45,7 +45,7 @@ fn addr(d: &[u8], at: usize) -> Ipv6Addr {
 /// Next nodes: `ip6-lookup`, `ip6-local`, `ip6-acl-in` (when the receiving
 /// interface has an input rule set, unless the packet's flow is one the
 /// rule set accepted: `crate::shortcut`), `linux-punt`,
-/// `ip6-punt-acl`, `drop`. Counters: [`IP6_INPUT_ERRORS`].
+/// `ip6-punt-acl`, `drop`. Counters: [`Ip6InputError::DESCS`].
 pub struct Ip6Input {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
@@ -64,43 +64,46 @@ impl Ip6Input {
     }
 }
 
-const I6_TOO_SHORT: u16 = 0;
-const I6_BAD_VERSION: u16 = 1;
-const I6_TRUNCATED: u16 = 2;
-const I6_MARTIAN_SRC: u16 = 3;
-const I6_BAD_DST: u16 = 4;
-const I6_MULTICAST: u16 = 5;
-const I6_LINK_LOCAL: u16 = 6;
-const I6_ACL_SHORTCUT: u16 = 7;
-const I6_L2_MULTI: u16 = 8;
+tern_engine::errors! {
+    /// `ip6-input`'s counters.
+    pub enum Ip6InputError {
+        TooShort = drop("too-short", "shorter than an IPv6 header"),
+        BadVersion = drop("bad-version", "IP version is not 6"),
+        Truncated = drop("truncated", "payload length beyond the frame"),
+        MartianSrc = drop("martian-source", "multicast or loopback source, or the unspecified source to a unicast address"),
+        BadDst = drop("bad-destination", "unspecified or loopback destination"),
+        Multicast = drop("multicast", "multicast group tern does not listen to"),
+        LinkLocal = drop("link-local-not-ours", "link-local destination that is not tern's"),
+        AclShortcut = info("acl-shortcut", "accepted by the input rule set without ip6-acl-in: a flow it accepted before"),
+        L2Multi = drop("l2-multicast", "unicast destination in a link-layer broadcast or multicast (RFC 1812 5.3.4)"),
+    }
+}
 
-pub const IP6_INPUT_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("too-short", "shorter than an IPv6 header"),
-    ErrorDesc::drop("bad-version", "IP version is not 6"),
-    ErrorDesc::drop("truncated", "payload length beyond the frame"),
-    ErrorDesc::drop("martian-source", "multicast or loopback source, or the unspecified source to a unicast address"),
-    ErrorDesc::drop("bad-destination", "unspecified or loopback destination"),
-    ErrorDesc::drop("multicast", "multicast group tern does not listen to"),
-    ErrorDesc::drop("link-local-not-ours", "link-local destination that is not tern's"),
-    ErrorDesc::info("acl-shortcut", "accepted by the input rule set without ip6-acl-in: a flow it accepted before"),
-    ErrorDesc::drop("l2-multicast", "unicast destination in a link-layer broadcast or multicast (RFC 1812 5.3.4)"),
-];
-
-const I6_LOOKUP: u16 = 1;
-const I6_LOCAL: u16 = 2;
-const I6_ACL_IN: u16 = <Pattern6 as FlowPattern>::ACL_NEXT;
-const I6_PUNT: u16 = 4;
-const I6_PUNT_ACL: u16 = 5;
+tern_engine::edges! {
+    /// `ip6-input`'s next nodes.
+    pub enum Ip6InputNext {
+        Drop = "drop",
+        Lookup = "ip6-lookup",
+        /// ND, and link-local or multicast for tern.
+        Local = "ip6-local",
+        /// The receiving interface has an input rule set.
+        AclIn = "ip6-acl-in",
+        /// Multicast for Linux (TAP exception path).
+        Punt = "linux-punt",
+        /// Link-scoped traffic for tern through the input rule set.
+        PuntAcl = "ip6-punt-acl",
+    }
+}
 
 impl Node for Ip6Input {
     fn name(&self) -> &'static str {
         "ip6-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "ip6-local", "ip6-acl-in", "linux-punt", "ip6-punt-acl"]
+        Ip6InputNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP6_INPUT_ERRORS
+        Ip6InputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let ifs_changed = self.ifs.refresh();
@@ -122,7 +125,7 @@ impl Node for Ip6Input {
         let hits = validate_batch_acl(cx, pkts, next, &Validate6 { ifs, punt }, state);
         let taken = self.shortcut.finish(worker, hits);
         if taken != 0 {
-            cx.count(I6_ACL_SHORTCUT, taken);
+            cx.count(Ip6InputError::AclShortcut, taken);
         }
     }
 }
@@ -181,7 +184,7 @@ fn validate6<const S: u8>(
     {
         let want = l3off + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
         if want > d.len() {
-            return cx.drop(p, I6_TRUNCATED);
+            return cx.drop(p, Ip6InputError::Truncated);
         }
         if want < d.len() {
             m.len = want as u16;
@@ -191,7 +194,7 @@ fn validate6<const S: u8>(
                 let tcp = if S == TCP_FLOW { d.get(l3off + 53).copied().unwrap_or(0) } else { 0 };
                 a.direct::<S>(meta, m, h48, tcp)
             }
-            _ => I6_LOOKUP,
+            _ => Ip6InputNext::Lookup as u16,
         };
     }
     let n = validate6_general(cx, ifs, p, punt);
@@ -199,15 +202,15 @@ fn validate6<const S: u8>(
     if !a.has_rules(cx.pool.meta(p).rx_if) {
         return n;
     }
-    match n {
-        I6_LOOKUP => {
-            a.stop();
-            I6_ACL_IN
-        }
+    if n == Ip6InputNext::Lookup as u16 {
+        a.stop();
+        Ip6InputNext::AclIn as u16
+    } else if n == Ip6InputNext::Punt as u16 || n == Ip6InputNext::Local as u16 {
         // Link-scoped traffic for tern (ND, link-local) passes the input
         // rule set too, in `ip6-punt-acl`.
-        I6_PUNT | I6_LOCAL => I6_PUNT_ACL,
-        n => n,
+        Ip6InputNext::PuntAcl as u16
+    } else {
+        n
     }
 }
 
@@ -228,26 +231,26 @@ const GENERAL_DST: u8 = 2;
 fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
-    let Some(l3) = d.get(l3off..) else { return cx.drop(p, I6_TOO_SHORT) };
+    let Some(l3) = d.get(l3off..) else { return cx.drop(p, Ip6InputError::TooShort) };
     if l3.len() < 40 {
-        return cx.drop(p, I6_TOO_SHORT);
+        return cx.drop(p, Ip6InputError::TooShort);
     }
     if l3[0] >> 4 != 6 {
-        return cx.drop(p, I6_BAD_VERSION);
+        return cx.drop(p, Ip6InputError::BadVersion);
     }
     let total = 40 + usize::from(be16(l3, 4));
     if total > l3.len() {
-        return cx.drop(p, I6_TRUNCATED);
+        return cx.drop(p, Ip6InputError::Truncated);
     }
     let src = be128(l3, 8);
     let dst = be128(l3, 24);
     // Multicast and loopback sources, and (RFC 4291 2.5.2) the unspecified
     // one but to a multicast group (ND's duplicate address detection).
     if src >> 120 == 0xff || src == 1 || (src == 0 && dst >> 120 != 0xff) {
-        return cx.drop(p, I6_MARTIAN_SRC);
+        return cx.drop(p, Ip6InputError::MartianSrc);
     }
     if dst == 0 || dst == 1 {
-        return cx.drop(p, I6_BAD_DST);
+        return cx.drop(p, Ip6InputError::BadDst);
     }
     let next = if dst >> 120 == 0xff {
         // Link-scope all-nodes, all-routers and solicited-node groups.
@@ -255,23 +258,23 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
             dst == 0xff02_0000_0000_0000_0000_0000_0000_0001 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002;
         let is_sol = dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff; // ff02::1:ff00:0/104
         if is_all || is_sol {
-            I6_LOCAL
+            Ip6InputNext::Local as u16
         } else if punt {
-            I6_PUNT
+            Ip6InputNext::Punt as u16
         } else {
-            return cx.drop(p, I6_MULTICAST);
+            return cx.drop(p, Ip6InputError::Multicast);
         }
     } else if is_link_local(Ipv6Addr::from(dst)) {
         match ifs.get(m.rx_if) {
-            Some(i) if u128::from(i.v6_ll) == dst => I6_LOCAL,
-            _ => return cx.drop(p, I6_LINK_LOCAL),
+            Some(i) if u128::from(i.v6_ll) == dst => Ip6InputNext::Local as u16,
+            _ => return cx.drop(p, Ip6InputError::LinkLocal),
         }
     } else if m.flags & flags::L2_MULTI != 0 {
         // RFC 1812 5.3.4 (RFC 8504): unicast in a link-layer broadcast or
         // multicast is not routed.
-        return cx.drop(p, I6_L2_MULTI);
+        return cx.drop(p, Ip6InputError::L2Multi);
     } else {
-        I6_LOOKUP
+        Ip6InputNext::Lookup as u16
     };
     let want = l3off + total;
     if want < d.len() {
@@ -285,7 +288,7 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
 /// `ip6-lookup`: longest-prefix match of the IPv6 destination.
 ///
 /// Next nodes: `ip6-rewrite`, `ip6-local`, `ip6-icmp-error`, `drop`.
-/// Counters: [`IP6_LOOKUP_ERRORS`].
+/// Counters: [`Ip6LookupError::DESCS`].
 pub struct Ip6Lookup {
     fib: FibReader,
     dst: Vec<u128>,
@@ -298,22 +301,35 @@ impl Ip6Lookup {
     }
 }
 
-pub const IP6_LOOKUP_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("blackhole", "route to a blackhole"),
-    ErrorDesc::info("no-route", "no route to the destination (ICMPv6 no route)"),
-    ErrorDesc::info("unreachable", "unreachable route (ICMPv6 address unreachable)"),
-    ErrorDesc::info("prohibited", "prohibit route (ICMPv6 administratively prohibited)"),
-];
+tern_engine::edges! {
+    /// `ip6-lookup`'s next nodes.
+    pub enum Ip6LookupNext {
+        Drop = "drop",
+        Rewrite = "ip6-rewrite",
+        Local = "ip6-local",
+        Icmp = "ip6-icmp-error",
+    }
+}
+
+tern_engine::errors! {
+    /// `ip6-lookup`'s counters.
+    pub enum Ip6LookupError {
+        Blackhole = drop("blackhole", "route to a blackhole"),
+        NoRoute = info("no-route", "no route to the destination (ICMPv6 no route)"),
+        Unreachable = info("unreachable", "unreachable route (ICMPv6 address unreachable)"),
+        Prohibited = info("prohibited", "prohibit route (ICMPv6 administratively prohibited)"),
+    }
+}
 
 impl Node for Ip6Lookup {
     fn name(&self) -> &'static str {
         "ip6-lookup"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-rewrite", "ip6-local", "ip6-icmp-error"]
+        Ip6LookupNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP6_LOOKUP_ERRORS
+        Ip6LookupError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let n = pkts.len().min(MAX_BATCH);
@@ -324,19 +340,19 @@ impl Node for Ip6Lookup {
         self.fib.lookup_v6_batch(&self.dst[..n], &mut self.nh[..n]);
         // As in ip4-lookup: the kind once per run of one next hop, and the
         // next index for the kinds that need nothing per packet.
-        let mut cache: (NhId, u16, NhKind) = (u32::MAX, 0, NhKind::None);
+        let mut cache: (NhId, u16, NhKind) = (u32::MAX, NEXT_DROP, NhKind::None);
         for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
                 let kind = self.fib.nexthop(id).kind;
                 let direct = match kind {
-                    NhKind::Unicast | NhKind::Glean => 1,
-                    NhKind::Local => 2,
-                    _ => 0,
+                    NhKind::Unicast | NhKind::Glean => Ip6LookupNext::Rewrite as u16,
+                    NhKind::Local => Ip6LookupNext::Local as u16,
+                    _ => NEXT_DROP,
                 };
-                cache = (id, if direct_paths() { direct } else { 0 }, kind);
+                cache = (id, if direct_paths() { direct } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
-            if cache.1 != 0 {
+            if cache.1 != NEXT_DROP {
                 m.nh = id;
                 *o = cache.1;
                 if m.flags & flags::TRACED != 0 {
@@ -367,23 +383,23 @@ impl Ip6Lookup {
         let m = cx.pool.meta_mut(p);
         m.nh = id;
         let next = match kind {
-            NhKind::Unicast | NhKind::Glean => 1,
-            NhKind::Local => 2,
-            NhKind::Blackhole => cx.drop(p, 0),
+            NhKind::Unicast | NhKind::Glean => Ip6LookupNext::Rewrite as u16,
+            NhKind::Local => Ip6LookupNext::Local as u16,
+            NhKind::Blackhole => cx.drop(p, Ip6LookupError::Blackhole),
             NhKind::Unreachable => {
                 m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADDR, 0);
-                cx.count(2, 1);
-                3
+                cx.count(Ip6LookupError::Unreachable, 1);
+                Ip6LookupNext::Icmp as u16
             }
             NhKind::Prohibit => {
                 m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_ADMIN, 0);
-                cx.count(3, 1);
-                3
+                cx.count(Ip6LookupError::Prohibited, 1);
+                Ip6LookupNext::Icmp as u16
             }
             NhKind::None | NhKind::Ecmp => {
                 m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_NO_ROUTE, 0);
-                cx.count(1, 1);
-                3
+                cx.count(Ip6LookupError::NoRoute, 1);
+                Ip6LookupNext::Icmp as u16
             }
         };
         if cx.traced(p) {
@@ -404,7 +420,7 @@ impl Ip6Lookup {
 /// rule set last accepted skips `ip6-acl-out` (see `ip4-rewrite`).
 ///
 /// Next nodes: `interface-output`, `ip6-glean`, `ip6-icmp-error`,
-/// `gre-encap`, `ip6-acl-out`, `drop`. Counters: [`IP6_REWRITE_ERRORS`].
+/// `gre-encap`, `ip6-acl-out`, `drop`. Counters: [`Ip6RewriteError::DESCS`].
 pub struct Ip6Rewrite {
     fib: FibReader,
     ifs: Snapshot<IfTable>,
@@ -433,6 +449,7 @@ struct Rewrite6;
 impl RewriteSteps for Rewrite6 {
     type Pattern = Pattern6;
     const ETHERTYPE: u16 = ETH_P_IPV6;
+    const ACL_SHORTCUT: u16 = Ip6RewriteError::AclShortcut as u16;
     #[inline(always)]
     fn direct(m: &mut Meta, d: &mut [u8], a: &Adj, direct: Option<u16>) -> Option<u16> {
         direct_path((m, d), a, direct, hop6)
@@ -458,26 +475,29 @@ fn hop6(f: &mut [u8; 54], mtu: u16) -> bool {
     true
 }
 
-pub const IP6_REWRITE_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("no-interface", "next hop on an unknown interface"),
-    ErrorDesc::drop("interface-down", "egress interface is down"),
-    ErrorDesc::info("hop-limit-expired", "hop limit reached 0 (ICMPv6 time exceeded)"),
-    ErrorDesc::info("too-big", "larger than the egress MTU (ICMPv6 packet too big)"),
-    ErrorDesc::info("link-local-source", "link-local source cannot leave its link (ICMPv6 beyond scope)"),
-    ErrorDesc::drop("no-headroom", "no room for the link-layer header"),
-    ErrorDesc::drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
-    ErrorDesc::info("acl-shortcut", "accepted by the output rule set without ip6-acl-out: a flow it accepted before"),
-];
+tern_engine::errors! {
+    /// `ip6-rewrite`'s counters.
+    pub enum Ip6RewriteError {
+        NoInterface = drop("no-interface", "next hop on an unknown interface"),
+        InterfaceDown = drop("interface-down", "egress interface is down"),
+        HopLimitExpired = info("hop-limit-expired", "hop limit reached 0 (ICMPv6 time exceeded)"),
+        TooBig = info("too-big", "larger than the egress MTU (ICMPv6 packet too big)"),
+        LinkLocalSource = info("link-local-source", "link-local source cannot leave its link (ICMPv6 beyond scope)"),
+        NoHeadroom = drop("no-headroom", "no room for the link-layer header"),
+        BadNexthop = drop("bad-nexthop", "next hop of a kind that cannot be forwarded to"),
+        AclShortcut = info("acl-shortcut", "accepted by the output rule set without ip6-acl-out: a flow it accepted before"),
+    }
+}
 
 impl Node for Ip6Rewrite {
     fn name(&self) -> &'static str {
         "ip6-rewrite"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output", "ip6-glean", "ip6-icmp-error", "gre-encap", "ip6-acl-out"]
+        RewriteNext::names(1)
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP6_REWRITE_ERRORS
+        Ip6RewriteError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let ifs_changed = self.ifs.refresh();
@@ -496,34 +516,34 @@ impl Node for Ip6Rewrite {
 fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     match a.state {
         AdjState::Ready | AdjState::Unresolved | AdjState::Tunnel => {}
-        AdjState::NoInterface => return cx.drop(p, 0),
-        AdjState::InterfaceDown => return cx.drop(p, 1),
-        AdjState::NotForwardable => return cx.drop(p, 6),
+        AdjState::NoInterface => return cx.drop(p, Ip6RewriteError::NoInterface),
+        AdjState::InterfaceDown => return cx.drop(p, Ip6RewriteError::InterfaceDown),
+        AdjState::NotForwardable => return cx.drop(p, Ip6RewriteError::BadNexthop),
     }
     let (m, d) = cx.pool.pkt_mut(p);
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
-    let Some(ip) = d.get_mut(l3..l3 + 40) else { return cx.drop(p, 5) };
+    let Some(ip) = d.get_mut(l3..l3 + 40) else { return cx.drop(p, Ip6RewriteError::NoHeadroom) };
     let hop = ip[7];
     if !local && hop <= 1 {
         m.aux = icmp_aux(ICMP6_TIME_EXCEEDED, 0, 0);
-        cx.count(2, 1);
-        return 3;
+        cx.count(Ip6RewriteError::HopLimitExpired, 1);
+        return RewriteNext::Icmp as u16;
     }
     if !local && ip[8] == 0xfe && ip[9] & 0xc0 == 0x80 {
         m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_BEYOND_SCOPE, 0);
-        cx.count(4, 1);
-        return 3;
+        cx.count(Ip6RewriteError::LinkLocalSource, 1);
+        return RewriteNext::Icmp as u16;
     }
     let total = 40 + be16(ip, 4);
     if total > a.mtu {
         m.aux = icmp_aux(ICMP6_PACKET_TOO_BIG, 0, a.mtu);
-        cx.count(3, 1);
-        return 3;
+        cx.count(Ip6RewriteError::TooBig, 1);
+        return RewriteNext::Icmp as u16;
     }
     // Errors above need no link-layer address; only now resolve it.
     if a.state == AdjState::Unresolved {
-        return 2;
+        return RewriteNext::Glean as u16;
     }
     if !local {
         ip[7] = hop - 1;
@@ -532,10 +552,10 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     m.tx_if = a.ifindex;
     // gre-encap writes its headers in front of `l3_off` itself.
     if a.state == AdjState::Tunnel {
-        return 4;
+        return RewriteNext::Gre as u16;
     }
     if l2 != l3 && !set_l2_len(cx.pool, p, l2) {
-        return cx.drop(p, 5);
+        return cx.drop(p, Ip6RewriteError::NoHeadroom);
     }
     let d = cx.pool.data_mut(p);
     // The untagged header as a fixed-size copy (a length known only at
@@ -547,7 +567,7 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     } else if let (Some(h), Some(src)) = (d.get_mut(..l2), a.hdr.get(..l2)) {
         crate::ip4::copy_l2(h, src);
     }
-    if a.acl_out { RW_ACL_OUT } else { RW_OUTPUT }
+    if a.acl_out { RewriteNext::AclOut as u16 } else { RewriteNext::Output as u16 }
 }
 
 // ---------------------------------------------------------------- ip6-local
@@ -570,7 +590,7 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
 /// `interface-output` (ND answers and replies to link-local sources, sent
 /// straight back on the link), `ip6-icmp-error`, `gre-input`,
 /// `linux-punt`, `drop`.
-/// Counters: [`IP6_LOCAL_ERRORS`].
+/// Counters: [`Ip6LocalError::DESCS`].
 pub struct Ip6Local {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
@@ -583,58 +603,52 @@ impl Ip6Local {
     }
 }
 
-const LO6_BAD_EXT: u16 = 0;
-const LO6_FRAGMENT: u16 = 1;
-const LO6_BAD_ICMP: u16 = 2;
-const LO6_ECHO: u16 = 3;
-const LO6_MCAST_ECHO: u16 = 4;
-const LO6_NS_ANSWERED: u16 = 5;
-const LO6_NS_OTHER: u16 = 6;
-const LO6_NA: u16 = 7;
-const LO6_BAD_ND: u16 = 8;
-const LO6_ND_IGNORED: u16 = 9;
-const LO6_ICMP_OTHER: u16 = 10;
-const LO6_TCP: u16 = 11;
-const LO6_UDP: u16 = 12;
-const LO6_PROTO: u16 = 13;
-const LO6_EVENTS_FULL: u16 = 14;
-const LO6_NO_IF: u16 = 15;
-const LO6_LINUX: u16 = 16;
+tern_engine::errors! {
+    /// `ip6-local`'s counters.
+    pub enum Ip6LocalError {
+        BadExt = drop("bad-extension-header", "extension header chain malformed or too long"),
+        Fragment = drop("fragment", "fragment addressed to the router (no reassembly)"),
+        BadIcmp = drop("bad-icmp", "ICMPv6 message too short or with a bad checksum"),
+        Echo = info("echo-reply-sent", "echo requests answered"),
+        McastEcho = drop("multicast-echo", "echo request to a multicast group (not answered)"),
+        NsAnswered = info("ns-answered", "neighbour solicitations for our addresses answered"),
+        NsOther = drop("ns-not-ours", "neighbour solicitation for an address that is not ours"),
+        Na = drop("na-received", "neighbour advertisements consumed (learned)"),
+        BadNd = drop("bad-nd", "ND message failing RFC 4861 validation"),
+        NdIgnored = drop("nd-ignored", "router solicitation/advertisement or redirect (not handled)"),
+        IcmpOther = drop("icmp-consumed", "ICMPv6 for the router other than echo request and ND"),
+        Tcp = drop("tcp-to-router", "TCP segment for the router (no local service)"),
+        Udp = info("udp-port-unreachable", "UDP datagram for the router (ICMPv6 port unreachable)"),
+        Proto = drop("protocol-unhandled", "other upper-layer protocol for the router"),
+        EventsFull = info("event-queue-full", "a learned neighbour could not be reported"),
+        NoIf = drop("no-interface", "received on an unknown interface"),
+        Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+    }
+}
 
-pub const IP6_LOCAL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("bad-extension-header", "extension header chain malformed or too long"),
-    ErrorDesc::drop("fragment", "fragment addressed to the router (no reassembly)"),
-    ErrorDesc::drop("bad-icmp", "ICMPv6 message too short or with a bad checksum"),
-    ErrorDesc::info("echo-reply-sent", "echo requests answered"),
-    ErrorDesc::drop("multicast-echo", "echo request to a multicast group (not answered)"),
-    ErrorDesc::info("ns-answered", "neighbour solicitations for our addresses answered"),
-    ErrorDesc::drop("ns-not-ours", "neighbour solicitation for an address that is not ours"),
-    ErrorDesc::drop("na-received", "neighbour advertisements consumed (learned)"),
-    ErrorDesc::drop("bad-nd", "ND message failing RFC 4861 validation"),
-    ErrorDesc::drop("nd-ignored", "router solicitation/advertisement or redirect (not handled)"),
-    ErrorDesc::drop("icmp-consumed", "ICMPv6 for the router other than echo request and ND"),
-    ErrorDesc::drop("tcp-to-router", "TCP segment for the router (no local service)"),
-    ErrorDesc::info("udp-port-unreachable", "UDP datagram for the router (ICMPv6 port unreachable)"),
-    ErrorDesc::drop("protocol-unhandled", "other upper-layer protocol for the router"),
-    ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
-    ErrorDesc::drop("no-interface", "received on an unknown interface"),
-    ErrorDesc::drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
-];
-
-const LO6_NEXT_LOOKUP: u16 = 1;
-const LO6_NEXT_OUTPUT: u16 = 2;
-const LO6_NEXT_ICMP: u16 = 3;
-const LO6_NEXT_PUNT: u16 = 5;
+tern_engine::edges! {
+    /// `ip6-local`'s next nodes.
+    pub enum Ip6LocalNext {
+        Drop = "drop",
+        /// Echo replies to global addresses.
+        Lookup = "ip6-lookup",
+        /// ND answers and replies to link-local sources.
+        Output = "interface-output",
+        Icmp = "ip6-icmp-error",
+        Gre = "gre-input",
+        Punt = "linux-punt",
+    }
+}
 
 impl Node for Ip6Local {
     fn name(&self) -> &'static str {
         "ip6-local"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "interface-output", "ip6-icmp-error", "gre-input", "linux-punt"]
+        Ip6LocalNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        IP6_LOCAL_ERRORS
+        Ip6LocalError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
@@ -671,25 +685,25 @@ impl Linux {
     fn leave(self, cx: &mut Cx<'_>, p: PktIdx) -> Option<u16> {
         match self {
             Linux::No => None,
-            Linux::HasCopy => Some(cx.drop(p, LO6_LINUX)),
-            Linux::Punt => Some(LO6_NEXT_PUNT),
+            Linux::HasCopy => Some(cx.drop(p, Ip6LocalError::Linux)),
+            Linux::Punt => Some(Ip6LocalNext::Punt as u16),
         }
     }
 }
 
 fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Linux) -> u16 {
     let m = *cx.pool.meta(p);
-    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, LO6_NO_IF) };
+    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, Ip6LocalError::NoIf) };
     let l3off = m.l3_off as usize;
     let d = cx.pool.data(p);
     let l3 = &d[l3off..];
     let walk = match ipv6ext::walk(IpProtocol(l3[6]), &l3[40..]) {
         Ok(w) => w,
-        Err(_) => return cx.drop(p, LO6_BAD_EXT),
+        Err(_) => return cx.drop(p, Ip6LocalError::BadExt),
     };
     if walk.fragment_offset.is_some() {
         // Linux reassembles what it is given.
-        return if linux == Linux::Punt { LO6_NEXT_PUNT } else { cx.drop(p, LO6_FRAGMENT) };
+        return if linux == Linux::Punt { Ip6LocalNext::Punt as u16 } else { cx.drop(p, Ip6LocalError::Fragment) };
     }
     let up = 40 + walk.upper_offset;
     let src = addr(l3, 8);
@@ -697,23 +711,23 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
     let l2_src = if l3off >= 12 { <[u8; 6]>::try_from(&d[6..12]).unwrap_or(BROADCAST_MAC) } else { BROADCAST_MAC };
     match walk.upper_protocol {
         IpProtocol::ICMPV6 => {}
-        IpProtocol::GRE => return 4,
+        IpProtocol::GRE => return Ip6LocalNext::Gre as u16,
         _ if linux != Linux::No => return linux.leave(cx, p).unwrap_or(NEXT_DROP),
         IpProtocol::UDP => {
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
-            cx.count(LO6_UDP, 1);
-            return LO6_NEXT_ICMP;
+            cx.count(Ip6LocalError::Udp, 1);
+            return Ip6LocalNext::Icmp as u16;
         }
-        IpProtocol::TCP => return cx.drop(p, LO6_TCP),
-        _ => return cx.drop(p, LO6_PROTO),
+        IpProtocol::TCP => return cx.drop(p, Ip6LocalError::Tcp),
+        _ => return cx.drop(p, Ip6LocalError::Proto),
     }
     let icmp = &l3[up..];
     if icmp.len() < 8 {
-        return cx.drop(p, LO6_BAD_ICMP);
+        return cx.drop(p, Ip6LocalError::BadIcmp);
     }
     let pseudo = checksum::pseudo_header_v6(src, dst, IpProtocol::ICMPV6, icmp.len() as u32);
     if checksum::add(pseudo, checksum::data(icmp)) != 0xffff {
-        return cx.drop(p, LO6_BAD_ICMP);
+        return cx.drop(p, Ip6LocalError::BadIcmp);
     }
     let (ty, code, hop) = (icmp[0], icmp[1], l3[7]);
     match ty {
@@ -722,37 +736,37 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
                 return n;
             }
             if dst.segments()[0] >> 8 == 0xff {
-                return cx.drop(p, LO6_MCAST_ECHO);
+                return cx.drop(p, Ip6LocalError::McastEcho);
             }
             echo_reply6(cx, iface, p, up, l2_src)
         }
         135 | 136 => {
             if hop != 255 || code != 0 || icmp.len() < 24 {
-                return cx.drop(p, LO6_BAD_ND);
+                return cx.drop(p, Ip6LocalError::BadNd);
             }
             let target = addr(icmp, 8);
             if target.segments()[0] >> 8 == 0xff {
-                return cx.drop(p, LO6_BAD_ND);
+                return cx.drop(p, Ip6LocalError::BadNd);
             }
             if ty == 136 {
-                let Some((target, mac, how)) = parse_na(icmp, dst) else { return cx.drop(p, LO6_BAD_ND) };
+                let Some((target, mac, how)) = parse_na(icmp, dst) else { return cx.drop(p, Ip6LocalError::BadNd) };
                 // With or without the target's link-layer address: an
                 // answer to a unicast probe often comes without it
                 // (RFC 4861 7.2.4) and still confirms the neighbour.
                 let ev = Event::Neighbor { ifindex: iface.index, ip: IpAddr::V6(target), mac, how };
                 if shared.events.push(ev).is_err() {
-                    cx.count(LO6_EVENTS_FULL, 1);
+                    cx.count(Ip6LocalError::EventsFull, 1);
                 }
                 // The kernel's own solicitations wait for these.
-                return if linux == Linux::Punt { LO6_NEXT_PUNT } else { cx.drop(p, LO6_NA) };
+                return if linux == Linux::Punt { Ip6LocalNext::Punt as u16 } else { cx.drop(p, Ip6LocalError::Na) };
             }
-            let Some(opt_ll) = nd_lladdr(&icmp[24..], 1) else { return cx.drop(p, LO6_BAD_ND) };
+            let Some(opt_ll) = nd_lladdr(&icmp[24..], 1) else { return cx.drop(p, Ip6LocalError::BadNd) };
             let dad = src.is_unspecified();
             if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
-                return cx.drop(p, LO6_BAD_ND);
+                return cx.drop(p, Ip6LocalError::BadNd);
             }
             if !iface.has_v6(target) {
-                return cx.drop(p, LO6_NS_OTHER);
+                return cx.drop(p, Ip6LocalError::NsOther);
             }
             if !dad
                 && let Some(mac) = opt_ll
@@ -766,7 +780,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
                     })
                     .is_err()
             {
-                cx.count(LO6_EVENTS_FULL, 1);
+                cx.count(Ip6LocalError::EventsFull, 1);
             }
             if let Some(n) = linux.leave(cx, p) {
                 // The kernel answers the solicitation for its address.
@@ -778,12 +792,12 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
                 (src, opt_ll.unwrap_or(l2_src))
             };
             build_na(cx, iface, p, target, to_ip, to_mac, !dad);
-            cx.count(LO6_NS_ANSWERED, 1);
-            LO6_NEXT_OUTPUT
+            cx.count(Ip6LocalError::NsAnswered, 1);
+            Ip6LocalNext::Output as u16
         }
-        _ if linux == Linux::Punt => LO6_NEXT_PUNT,
-        133 | 134 | 137 => cx.drop(p, LO6_ND_IGNORED),
-        _ => cx.drop(p, LO6_ICMP_OTHER),
+        _ if linux == Linux::Punt => Ip6LocalNext::Punt as u16,
+        133 | 134 | 137 => cx.drop(p, Ip6LocalError::NdIgnored),
+        _ => cx.drop(p, Ip6LocalError::IcmpOther),
     }
 }
 
@@ -861,24 +875,24 @@ fn echo_reply6(cx: &mut Cx<'_>, iface: &Iface, p: PktIdx, up: usize, l2_src: [u8
     cx.pool.set_len(p, l3off + 40 + icmp_len);
     let m = cx.pool.meta_mut(p);
     m.flags |= flags::LOCAL_ORIGIN;
-    cx.count(LO6_ECHO, 1);
+    cx.count(Ip6LocalError::Echo, 1);
     let dst = Ipv6Addr::from(be128(cx.pool.data(p), l3off + 24));
     if is_link_local(dst) {
         // No route exists for link-local destinations: answer on the link.
         return send_on_link(cx, iface, p, l2_src);
     }
-    LO6_NEXT_LOOKUP
+    Ip6LocalNext::Lookup as u16
 }
 
 /// Sends `p` (L3 ready) back out of `iface` to `mac`.
 fn send_on_link(cx: &mut Cx<'_>, iface: &Iface, p: PktIdx, mac: [u8; 6]) -> u16 {
     if !set_l2_len(cx.pool, p, iface.l2_len()) {
-        return cx.drop(p, LO6_BAD_ICMP);
+        return cx.drop(p, Ip6LocalError::BadIcmp);
     }
     let (m, d) = cx.pool.pkt_mut(p);
     write_l2(d, mac, iface, ETH_P_IPV6);
     m.tx_if = iface.index;
-    LO6_NEXT_OUTPUT
+    Ip6LocalNext::Output as u16
 }
 
 /// Rewrites `p` into a neighbour advertisement for `target` (RFC 4861
