@@ -14,7 +14,7 @@
 //! them (answers to the kernel's own requests) go to `linux-punt`.
 //!
 //! Next nodes: `interface-output` (replies), `linux-punt`, `drop`.
-//! Counters: [`ARP_ERRORS`].
+//! Counters: [`ArpError::DESCS`].
 
 use crate::state::{Event, Heard, IfTable, Shared};
 use crate::util::*;
@@ -35,40 +35,39 @@ impl ArpInput {
     }
 }
 
-const A_MALFORMED: u16 = 0;
-const A_BAD_SENDER: u16 = 1;
-const A_NOT_OURS: u16 = 2;
-const A_REPLY: u16 = 3;
-const A_REPLY_SENT: u16 = 4;
-const A_NO_IF: u16 = 5;
-const A_EVENTS_FULL: u16 = 6;
-const A_BAD_OP: u16 = 7;
-const A_LINUX: u16 = 8;
+tern_engine::edges! {
+    /// `arp-input`'s next nodes.
+    pub enum ArpNext {
+        Drop = "drop",
+        Output = "interface-output",
+        Punt = "linux-punt",
+    }
+}
 
-pub const ARP_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("malformed", "not Ethernet/IPv4 ARP, or truncated"),
-    ErrorDesc::drop("bad-sender", "sender hardware address is multicast/broadcast"),
-    ErrorDesc::drop("request-not-ours", "request for an address that is not ours"),
-    ErrorDesc::drop("reply-received", "replies consumed (learned)"),
-    ErrorDesc::info("reply-sent", "requests for our addresses answered"),
-    ErrorDesc::drop("no-interface", "received on an unknown interface"),
-    ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
-    ErrorDesc::drop("bad-operation", "ARP operation other than request or reply"),
-    ErrorDesc::drop("left-to-linux", "request for our address in Linux mode: the kernel answers it"),
-];
-
-const NEXT_OUTPUT: u16 = 1;
-const NEXT_PUNT: u16 = 2;
+tern_engine::errors! {
+    /// `arp-input`'s counters.
+    pub enum ArpError {
+        Malformed = drop("malformed", "not Ethernet/IPv4 ARP, or truncated"),
+        BadSender = drop("bad-sender", "sender hardware address is multicast/broadcast"),
+        NotOurs = drop("request-not-ours", "request for an address that is not ours"),
+        Reply = drop("reply-received", "replies consumed (learned)"),
+        ReplySent = info("reply-sent", "requests for our addresses answered"),
+        NoIf = drop("no-interface", "received on an unknown interface"),
+        EventsFull = info("event-queue-full", "a learned neighbour could not be reported"),
+        BadOp = drop("bad-operation", "ARP operation other than request or reply"),
+        Linux = drop("left-to-linux", "request for our address in Linux mode: the kernel answers it"),
+    }
+}
 
 impl Node for ArpInput {
     fn name(&self) -> &'static str {
         "arp-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output", "linux-punt"]
+        ArpNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ARP_ERRORS
+        ArpError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
@@ -84,19 +83,19 @@ impl Node for ArpInput {
 fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
-    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, A_NO_IF) };
-    let Some(a) = d.get_mut(l3off..l3off + 28) else { return cx.drop(p, A_MALFORMED) };
+    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, ArpError::NoIf) };
+    let Some(a) = d.get_mut(l3off..l3off + 28) else { return cx.drop(p, ArpError::Malformed) };
     if be16(a, 0) != 1 || be16(a, 2) != ETH_P_IPV4 || a[4] != 6 || a[5] != 4 {
-        return cx.drop(p, A_MALFORMED);
+        return cx.drop(p, ArpError::Malformed);
     }
     let op = be16(a, 6);
     if op != 1 && op != 2 {
-        return cx.drop(p, A_BAD_OP);
+        return cx.drop(p, ArpError::BadOp);
     }
     let mut sha = [0u8; 6];
     sha.copy_from_slice(&a[8..14]);
     if sha[0] & 1 != 0 {
-        return cx.drop(p, A_BAD_SENDER);
+        return cx.drop(p, ArpError::BadSender);
     }
     let spa = Ipv4Addr::new(a[14], a[15], a[16], a[17]);
     let tpa = Ipv4Addr::new(a[24], a[25], a[26], a[27]);
@@ -114,18 +113,18 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
     // (`punt` implies `linux`.)
     if op == 2 || !ours || linux {
         if events_full {
-            cx.count(A_EVENTS_FULL, 1);
+            cx.count(ArpError::EventsFull, 1);
         }
         if punt && ours {
             // TAP exception path: the kernel answers requests for its
             // addresses and waits for the replies to its own.
-            return NEXT_PUNT;
+            return ArpNext::Punt as u16;
         }
         if op == 2 || !ours {
-            return cx.drop(p, if op == 2 { A_REPLY } else { A_NOT_OURS });
+            return cx.drop(p, if op == 2 { ArpError::Reply as u16 } else { ArpError::NotOurs as u16 });
         }
         // Linux mode: the kernel saw the same request and answers it.
-        return cx.drop(p, A_LINUX);
+        return cx.drop(p, ArpError::Linux);
     }
     // Reply in place (RFC 826: swap, fill in our hardware address).
     put16(a, 6, 2);
@@ -136,8 +135,8 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
     write_l2(d, sha, iface, ETH_P_ARP);
     m.tx_if = iface.index;
     if events_full {
-        cx.count(A_EVENTS_FULL, 1);
+        cx.count(ArpError::EventsFull, 1);
     }
-    cx.count(A_REPLY_SENT, 1);
-    NEXT_OUTPUT
+    cx.count(ArpError::ReplySent, 1);
+    ArpNext::Output as u16
 }

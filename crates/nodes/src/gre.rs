@@ -15,43 +15,32 @@
 //!
 //! Next nodes: `ip4-lookup`, `ip6-lookup`, `interface-output`,
 //! `ip4-acl-out` (encap), `ip4-input`, `ip6-input` (decap), `drop`.
-//! Counters: [`GRE_ERRORS`].
+//! Counters: [`GreError::DESCS`].
 
 use crate::state::{GreTunnel, IfTable};
 use crate::util::*;
 use std::net::{IpAddr, Ipv4Addr};
-use tern_engine::{Cx, ErrorDesc, Node};
+use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NhId, NhKind};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::checksum;
 
-const E_NOT_TUNNEL: u16 = 0;
-const E_HEADROOM: u16 = 1;
-const E_RECURSION: u16 = 2;
-const E_NO_TUNNEL: u16 = 3;
-const E_BAD_HEADER: u16 = 4;
-const E_BAD_CSUM: u16 = 5;
-const E_INNER_PROTO: u16 = 6;
-const E_TUNNEL_DOWN: u16 = 7;
-const E_ENCAP: u16 = 8;
-const E_DECAP: u16 = 9;
-
-pub const GRE_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("not-a-tunnel", "sent to encapsulation on a non-tunnel interface (a bug)"),
-    ErrorDesc::drop("no-headroom", "no room for the outer headers"),
-    ErrorDesc::drop("recursive-encapsulation", "the tunnel's outer packet routed into a tunnel again"),
-    ErrorDesc::drop("no-tunnel", "GRE packet matching no configured tunnel (endpoints, key)"),
-    ErrorDesc::drop("bad-header", "GRE header truncated, version != 0 or reserved bits set"),
-    ErrorDesc::drop("bad-checksum", "GRE checksum does not verify"),
-    ErrorDesc::drop("unsupported-payload", "GRE payload other than IPv4 or IPv6"),
-    ErrorDesc::drop("tunnel-down", "the tunnel interface is down"),
-    ErrorDesc::info("encapsulated", "packets encapsulated"),
-    ErrorDesc::info("decapsulated", "packets decapsulated"),
-];
-
-const NEXT_IP4: u16 = 1;
-const NEXT_IP6: u16 = 2;
+tern_engine::errors! {
+    /// `gre-encap` and `gre-input`'s counters.
+    pub enum GreError {
+        NotTunnel = drop("not-a-tunnel", "sent to encapsulation on a non-tunnel interface (a bug)"),
+        Headroom = drop("no-headroom", "no room for the outer headers"),
+        Recursion = drop("recursive-encapsulation", "the tunnel's outer packet routed into a tunnel again"),
+        NoTunnel = drop("no-tunnel", "GRE packet matching no configured tunnel (endpoints, key)"),
+        BadHeader = drop("bad-header", "GRE header truncated, version != 0 or reserved bits set"),
+        BadCsum = drop("bad-checksum", "GRE checksum does not verify"),
+        InnerProto = drop("unsupported-payload", "GRE payload other than IPv4 or IPv6"),
+        TunnelDown = drop("tunnel-down", "the tunnel interface is down"),
+        Encap = info("encapsulated", "packets encapsulated"),
+        Decap = info("decapsulated", "packets decapsulated"),
+    }
+}
 
 const GRE_C: u16 = 0x8000;
 const GRE_K: u16 = 0x2000;
@@ -89,8 +78,18 @@ impl GreEncap {
     }
 }
 
-const NEXT_OUTPUT: u16 = 3;
-const NEXT_ACL_OUT: u16 = 4;
+tern_engine::edges! {
+    /// `gre-encap`'s next nodes.
+    pub enum GreEncapNext {
+        Drop = "drop",
+        /// The outer packet's second pass, by its family.
+        Ip4 = "ip4-lookup",
+        Ip6 = "ip6-lookup",
+        /// Direct encapsulation.
+        Output = "interface-output",
+        AclOut = "ip4-acl-out",
+    }
+}
 
 /// A tunnel's encapsulation, worked out once per batch.
 #[derive(Clone, Copy)]
@@ -157,7 +156,7 @@ impl Encap {
                     prefix[..l2].copy_from_slice(&adj.hdr[..l2]);
                     prefix[l2..l2 + 20].copy_from_slice(&e.ip);
                     write_gre(&mut prefix[l2 + 20..], &e, false);
-                    let next = if adj.acl_out { NEXT_ACL_OUT } else { NEXT_OUTPUT };
+                    let next = if adj.acl_out { GreEncapNext::AclOut as u16 } else { GreEncapNext::Output as u16 };
                     e.direct = Some(Direct { nh: id, out_if: adj.ifindex, mtu: adj.mtu, next, l2, prefix });
                 }
             }
@@ -305,10 +304,10 @@ impl Node for GreEncap {
         "gre-encap"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup", "ip6-lookup", "interface-output", "ip4-acl-out"]
+        GreEncapNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        GRE_ERRORS
+        GreError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
@@ -330,12 +329,12 @@ impl Node for GreEncap {
                 continue;
             }
             next[i] = encap(cx, p, e, &mut self.ident);
-            if next[i] != 0 {
+            if next[i] != NEXT_DROP {
                 encapped += 1;
             }
             i += 1;
         }
-        cx.count(E_ENCAP, encapped);
+        cx.count(GreError::Encap, encapped);
     }
 }
 
@@ -344,9 +343,9 @@ impl Node for GreEncap {
 #[inline(never)]
 fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
     let m = *cx.pool.meta(p);
-    let Some(t) = e.tunnel else { return cx.drop(p, E_NOT_TUNNEL) };
+    let Some(t) = e.tunnel else { return cx.drop(p, GreError::NotTunnel) };
     if m.flags & flags::ENCAP != 0 {
-        return cx.drop(p, E_RECURSION);
+        return cx.drop(p, GreError::Recursion);
     }
     let l3 = usize::from(m.l3_off);
     let inner_len = usize::from(m.len) - l3;
@@ -357,14 +356,14 @@ fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
     // Data must start exactly at the outer header.
     let ok = if l3 >= hdr { cx.pool.advance(p, l3 - hdr) } else { cx.pool.prepend(p, hdr - l3).is_some() };
     if !ok {
-        return cx.drop(p, E_HEADROOM);
+        return cx.drop(p, GreError::Headroom);
     }
     *ident = ident.wrapping_add(1);
     let d = cx.pool.data_mut(p);
     let next = match (t.local, t.remote) {
         (IpAddr::V4(_), IpAddr::V4(_)) => {
             write_outer_v4(d, e, inner_v6, (hdr + inner_len) as u16, *ident);
-            NEXT_IP4
+            GreEncapNext::Ip4 as u16
         }
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
             let o = &mut d[..40];
@@ -375,15 +374,15 @@ fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
             o[8..24].copy_from_slice(&src.octets());
             o[24..40].copy_from_slice(&dst.octets());
             write_gre(&mut d[40..], e, inner_v6);
-            NEXT_IP6
+            GreEncapNext::Ip6 as u16
         }
-        _ => return cx.drop(p, E_NOT_TUNNEL),
+        _ => return cx.drop(p, GreError::NotTunnel),
     };
     let mm = cx.pool.meta_mut(p);
     mm.l3_off = 0;
     mm.vlan = 0;
     mm.flags = (mm.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
-    if next == NEXT_IP6 {
+    if next == GreEncapNext::Ip6 as u16 {
         mm.flags |= flags::IPV6;
     }
     next
@@ -400,26 +399,35 @@ impl GreInput {
     }
 }
 
+tern_engine::edges! {
+    /// `gre-input`'s next nodes: the inner packet's input, by its family.
+    pub enum GreInputNext {
+        Drop = "drop",
+        Ip4 = "ip4-input",
+        Ip6 = "ip6-input",
+    }
+}
+
 impl Node for GreInput {
     fn name(&self) -> &'static str {
         "gre-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-input", "ip6-input"]
+        GreInputNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        GRE_ERRORS
+        GreError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let mut n_ok = 0;
         for (i, &p) in pkts.iter().enumerate() {
             next[i] = self.one(cx, p);
-            if next[i] != 0 {
+            if next[i] != NEXT_DROP {
                 n_ok += 1;
             }
         }
-        cx.count(E_DECAP, n_ok);
+        cx.count(GreError::Decap, n_ok);
     }
 }
 
@@ -439,7 +447,7 @@ impl GreInput {
             )
         } else {
             let Ok(w) = tern_wire::ipv6ext::walk(tern_wire::IpProtocol(l3[6]), &l3[40..]) else {
-                return cx.drop(p, E_BAD_HEADER);
+                return cx.drop(p, GreError::BadHeader);
             };
             (
                 40 + w.upper_offset,
@@ -447,23 +455,23 @@ impl GreInput {
                 IpAddr::from(<[u8; 16]>::try_from(&l3[8..24]).unwrap_or_default()),
             )
         };
-        let Some(g) = l3.get(gre_off..) else { return cx.drop(p, E_BAD_HEADER) };
+        let Some(g) = l3.get(gre_off..) else { return cx.drop(p, GreError::BadHeader) };
         if g.len() < 4 {
-            return cx.drop(p, E_BAD_HEADER);
+            return cx.drop(p, GreError::BadHeader);
         }
         let fl = be16(g, 0);
         // RFC 2784 2.5: discard when bits 1-5 are set (RFC 1701's routing,
         // strict source route and recursion; 2 and 3 are RFC 2890's key and
         // sequence) or the version is not 0; bits 6-12 are ignored.
         if fl & (0x4000 | 0x0800 | 0x0400 | 0x0007) != 0 {
-            return cx.drop(p, E_BAD_HEADER);
+            return cx.drop(p, GreError::BadHeader);
         }
         let mut hlen = 4;
         if fl & GRE_C != 0 {
             hlen += 4;
         }
         let key = if fl & GRE_K != 0 {
-            let Some(k) = g.get(hlen..hlen + 4) else { return cx.drop(p, E_BAD_HEADER) };
+            let Some(k) = g.get(hlen..hlen + 4) else { return cx.drop(p, GreError::BadHeader) };
             hlen += 4;
             Some(u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
         } else {
@@ -473,33 +481,33 @@ impl GreInput {
             hlen += 4;
         }
         if g.len() < hlen {
-            return cx.drop(p, E_BAD_HEADER);
+            return cx.drop(p, GreError::BadHeader);
         }
         if fl & GRE_C != 0 && checksum::data(g) != 0xffff {
-            return cx.drop(p, E_BAD_CSUM);
+            return cx.drop(p, GreError::BadCsum);
         }
         let proto = be16(g, 2);
         let next = match proto {
-            ETH_P_IPV4 => NEXT_IP4,
-            ETH_P_IPV6 => NEXT_IP6,
-            _ => return cx.drop(p, E_INNER_PROTO),
+            ETH_P_IPV4 => GreInputNext::Ip4 as u16,
+            ETH_P_IPV6 => GreInputNext::Ip6 as u16,
+            _ => return cx.drop(p, GreError::InnerProto),
         };
         let ifs = self.ifs.current();
-        let Some(tunnel) = ifs.gre_tunnel(local, remote, key) else { return cx.drop(p, E_NO_TUNNEL) };
+        let Some(tunnel) = ifs.gre_tunnel(local, remote, key) else { return cx.drop(p, GreError::NoTunnel) };
         if !tunnel.up {
-            return cx.drop(p, E_TUNNEL_DOWN);
+            return cx.drop(p, GreError::TunnelDown);
         }
         let tunnel_if = tunnel.index;
         let strip = usize::from(m.l3_off) + gre_off + hlen;
         if !cx.pool.advance(p, strip) {
-            return cx.drop(p, E_BAD_HEADER);
+            return cx.drop(p, GreError::BadHeader);
         }
         let mm = cx.pool.meta_mut(p);
         mm.l3_off = 0;
         mm.rx_if = tunnel_if;
         mm.vlan = 0;
         mm.flags = (mm.flags | flags::DECAP) & !(flags::L2_MULTI | flags::IPV6 | flags::LOCAL_ORIGIN | flags::ENCAP);
-        if next == NEXT_IP6 {
+        if next == GreInputNext::Ip6 as u16 {
             mm.flags |= flags::IPV6;
         }
         next

@@ -16,25 +16,36 @@ use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, checksum};
 
-const E_MULTICAST: u16 = 0;
-const E_FRAGMENT: u16 = 1;
-const E_ABOUT_ERROR: u16 = 2;
-const E_BAD_SOURCE: u16 = 3;
-const E_RATE: u16 = 4;
-const E_NO_ADDR: u16 = 5;
-const E_HEADROOM: u16 = 6;
-const E_SENT: u16 = 7;
+tern_engine::edges! {
+    /// `ip4-icmp-error`'s next nodes.
+    pub enum Icmp4Next {
+        Drop = "drop",
+        Lookup = "ip4-lookup",
+    }
+}
 
-pub const ICMP_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("no-error-for-multicast", "no ICMP error about a link-layer or IP multicast/broadcast"),
-    ErrorDesc::drop("no-error-for-fragment", "no ICMP error about a non-initial fragment"),
-    ErrorDesc::drop("no-error-for-error", "no ICMP error about an ICMP error"),
-    ErrorDesc::drop("no-error-for-source", "source address cannot receive an ICMP error"),
-    ErrorDesc::drop("rate-limited", "ICMP error suppressed by the rate limit"),
-    ErrorDesc::drop("no-source-address", "no address to send the ICMP error from"),
-    ErrorDesc::drop("no-headroom", "no room to build the ICMP error"),
-    ErrorDesc::info("sent", "ICMP errors sent"),
-];
+tern_engine::edges! {
+    /// `ip6-icmp-error`'s next nodes.
+    pub enum Icmp6Next {
+        Drop = "drop",
+        Lookup = "ip6-lookup",
+        Output = "interface-output",
+    }
+}
+
+tern_engine::errors! {
+    /// The counters of `ip4-icmp-error` and `ip6-icmp-error`.
+    pub enum IcmpError {
+        Multicast = drop("no-error-for-multicast", "no ICMP error about a link-layer or IP multicast/broadcast"),
+        Fragment = drop("no-error-for-fragment", "no ICMP error about a non-initial fragment"),
+        AboutError = drop("no-error-for-error", "no ICMP error about an ICMP error"),
+        BadSource = drop("no-error-for-source", "source address cannot receive an ICMP error"),
+        Rate = drop("rate-limited", "ICMP error suppressed by the rate limit"),
+        NoAddr = drop("no-source-address", "no address to send the ICMP error from"),
+        Headroom = drop("no-headroom", "no room to build the ICMP error"),
+        Sent = info("sent", "ICMP errors sent"),
+    }
+}
 
 /// Copies the Ethernet source of the frame (still in front of L3).
 fn l2_source(d: &[u8], l3off: usize) -> [u8; 6] {
@@ -76,10 +87,10 @@ impl Node for Ip4IcmpError {
         "ip4-icmp-error"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup"]
+        Icmp4Next::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ICMP_ERRORS
+        IcmpError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
@@ -104,31 +115,31 @@ impl Ip4IcmpError {
         // multicast, non-initial fragments, ICMP errors, or from sources
         // that do not name a single host.
         if m.flags & flags::L2_MULTI != 0 || l3[16] >= 224 {
-            return cx.drop(p, E_MULTICAST);
+            return cx.drop(p, IcmpError::Multicast);
         }
         if be16(l3, 6) & 0x1fff != 0 {
-            return cx.drop(p, E_FRAGMENT);
+            return cx.drop(p, IcmpError::Fragment);
         }
         if l3[9] == 1 && l3.len() > ihl && matches!(l3[ihl], 3 | 4 | 5 | 11 | 12) {
-            return cx.drop(p, E_ABOUT_ERROR);
+            return cx.drop(p, IcmpError::AboutError);
         }
         let src = Ipv4Addr::new(l3[12], l3[13], l3[14], l3[15]);
         if src.is_unspecified() || src.octets()[0] >= 224 || src.is_loopback() {
-            return cx.drop(p, E_BAD_SOURCE);
+            return cx.drop(p, IcmpError::BadSource);
         }
         let ifs = self.ifs.current();
         let from = ifs
             .get(m.rx_if)
             .and_then(|i| i.v4_source_for(src))
             .or_else(|| ifs.ifs.iter().find_map(|i| i.v4.first().map(|n| n.addr)));
-        let Some(from) = from else { return cx.drop(p, E_NO_ADDR) };
+        let Some(from) = from else { return cx.drop(p, IcmpError::NoAddr) };
         if !self.bucket.take(cx.now_ns) {
-            return cx.drop(p, E_RATE);
+            return cx.drop(p, IcmpError::Rate);
         }
         // RFC 1812 4.3.2.3: quote as much as fits in 576 bytes.
         let quote = l3.len().min(576 - 28);
         if !make_room(cx, p, 28, quote) {
-            return cx.drop(p, E_HEADROOM);
+            return cx.drop(p, IcmpError::Headroom);
         }
         self.ident = self.ident.wrapping_add(1);
         let d = cx.pool.data_mut(p);
@@ -158,9 +169,9 @@ impl Ip4IcmpError {
         put16(d, 22, c);
         let mm = cx.pool.meta_mut(p);
         mm.flags = (mm.flags | flags::LOCAL_ORIGIN) & !flags::L2_MULTI;
-        cx.count(E_SENT, 1);
+        cx.count(IcmpError::Sent, 1);
         cx.trace_note(p, || format!("icmp type {ty} code {code} from {from} to {src}"));
-        1
+        Icmp4Next::Lookup as u16
     }
 }
 
@@ -186,10 +197,10 @@ impl Node for Ip6IcmpError {
         "ip6-icmp-error"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "interface-output"]
+        Icmp6Next::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ICMP_ERRORS
+        IcmpError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
@@ -215,24 +226,24 @@ impl Ip6IcmpError {
         // RFC 4443 2.4(e): Packet Too Big may answer multicast; nothing else.
         let too_big = ty == crate::ip6::ICMP6_PACKET_TOO_BIG;
         if (dst_mcast || m.flags & flags::L2_MULTI != 0) && !too_big {
-            return cx.drop(p, E_MULTICAST);
+            return cx.drop(p, IcmpError::Multicast);
         }
         if l3[6] == 58 && l3.len() > 40 && l3[40] < 128 {
-            return cx.drop(p, E_ABOUT_ERROR);
+            return cx.drop(p, IcmpError::AboutError);
         }
         if src.is_unspecified() || src.segments()[0] >> 8 == 0xff {
-            return cx.drop(p, E_BAD_SOURCE);
+            return cx.drop(p, IcmpError::BadSource);
         }
         let ifs = self.ifs.current();
-        let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, E_NO_ADDR) };
+        let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, IcmpError::NoAddr) };
         let from = iface.v6_source_for(src);
         if !self.bucket.take(cx.now_ns) {
-            return cx.drop(p, E_RATE);
+            return cx.drop(p, IcmpError::Rate);
         }
         // RFC 4443 2.4(c): as much as fits without exceeding the minimum MTU.
         let quote = l3.len().min(1280 - 48);
         if !make_room(cx, p, 48, quote) {
-            return cx.drop(p, E_HEADROOM);
+            return cx.drop(p, IcmpError::Headroom);
         }
         let d = cx.pool.data_mut(p);
         let plen = (8 + quote) as u16;
@@ -252,17 +263,17 @@ impl Ip6IcmpError {
         put16(d, 42, c);
         let mm = cx.pool.meta_mut(p);
         mm.flags = (mm.flags | flags::LOCAL_ORIGIN) & !flags::L2_MULTI;
-        cx.count(E_SENT, 1);
+        cx.count(IcmpError::Sent, 1);
         cx.trace_note(p, || format!("icmpv6 type {ty} code {code} from {from} to {src}"));
         if is_link_local(src) {
             if !set_l2_len(cx.pool, p, iface.l2_len()) {
-                return cx.drop(p, E_HEADROOM);
+                return cx.drop(p, IcmpError::Headroom);
             }
             let (m, d) = cx.pool.pkt_mut(p);
             write_l2(d, l2_src, iface, ETH_P_IPV6);
             m.tx_if = iface.index;
-            return 2;
+            return Icmp6Next::Output as u16;
         }
-        1
+        Icmp6Next::Lookup as u16
     }
 }

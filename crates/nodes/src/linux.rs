@@ -35,7 +35,7 @@
 //! Next nodes: `linux-punt`: `drop` (packets are queued on the TAP);
 //! `tap-input`: `interface-output`, `drop`; `ip4-punt-acl`: `linux-punt`,
 //! `drop`; `ip6-punt-acl`: `linux-punt`, `ip6-local`, `drop`.
-//! Counters: [`PUNT_ERRORS`], [`TAP_INPUT_ERRORS`], [`PUNT_ACL_ERRORS`]
+//! Counters: [`LinuxPuntError::DESCS`], [`TapInputError::DESCS`], [`PuntAclError::DESCS`]
 //! (and the rule set's per-rule hits).
 
 use crate::state::{AclTable, IfKind, IfTable, NO_IF, Params, Shared};
@@ -60,11 +60,14 @@ impl PuntAcl {
     }
 }
 
-const A_DENIED: u16 = 0;
-const A_NO_SET: u16 = 1;
-const A_TOO_SHORT: u16 = 2;
-const A_NEXT_PUNT: u16 = 1;
-const A_NEXT_LOCAL6: u16 = 2;
+tern_engine::errors! {
+    /// `ip4-punt-acl` and `ip6-punt-acl`'s counters.
+    pub enum PuntAclError {
+        Denied = drop("denied", "multicast, broadcast or link-local traffic for the router dropped by the input rule set"),
+        NoSet = drop("no-rule-set", "interface bound to a rule set that does not exist"),
+        TooShort = drop("too-short", "shorter than the IP header the key needs"),
+    }
+}
 
 /// Whether `ip6-input` sent this IPv6 packet to `ip6-local` rather than
 /// punting it: to the link-scope all-nodes, all-routers or a
@@ -78,24 +81,28 @@ fn for_ip6_local(l3: &[u8]) -> bool {
     is_all || dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff
 }
 
-pub const PUNT_ACL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop(
-        "denied",
-        "multicast, broadcast or link-local traffic for the router dropped by the input rule set",
-    ),
-    ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
-    ErrorDesc::drop("too-short", "shorter than the IP header the key needs"),
-];
+tern_engine::edges! {
+    /// The next nodes of `ip4-punt-acl` (all but the last) and
+    /// `ip6-punt-acl`.
+    pub enum PuntAclNext {
+        Drop = "drop",
+        Punt = "linux-punt",
+        /// IPv6 only, and last.
+        Local6 = "ip6-local",
+    }
+}
 
 impl Node for PuntAcl {
     fn name(&self) -> &'static str {
         if self.v6 { "ip6-punt-acl" } else { "ip4-punt-acl" }
     }
     fn nexts(&self) -> &'static [&'static str] {
-        if self.v6 { &["drop", "linux-punt", "ip6-local"] } else { &["drop", "linux-punt"] }
+        // IPv4 has no `ip6-local`, the last.
+        let all = PuntAclNext::NAMES;
+        if self.v6 { all } else { all.split_at(PuntAclNext::Local6 as usize).0 }
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        PUNT_ACL_ERRORS
+        PuntAclError::DESCS
     }
     /// One packet at a time: control-plane multicast is a trickle.
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
@@ -107,12 +114,12 @@ impl Node for PuntAcl {
             let m = cx.pool.meta(p);
             let (rx_if, vlan, len) = (m.rx_if, m.vlan, m.len);
             let Some(set) = ifs.get(rx_if).and_then(|f| f.acl_in).and_then(|s| acls.get(s)) else {
-                *o = cx.drop(p, A_NO_SET);
+                *o = cx.drop(p, PuntAclError::NoSet);
                 continue;
             };
             let l3 = cx.pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
             if l3.len() < if self.v6 { 40 } else { 20 } {
-                *o = cx.drop(p, A_TOO_SHORT);
+                *o = cx.drop(p, PuntAclError::TooShort);
                 continue;
             }
             let mut key = if self.v6 { crate::acl::key_v6(l3) } else { crate::acl::key_v4(l3) };
@@ -123,11 +130,11 @@ impl Node for PuntAcl {
                 c.record(&set.classifier, &key, &v, u32::from(len));
             }
             *o = if v.action == Action::Drop {
-                cx.drop(p, A_DENIED)
+                cx.drop(p, PuntAclError::Denied)
             } else if self.v6 && for_ip6_local(l3) {
-                A_NEXT_LOCAL6
+                PuntAclNext::Local6 as u16
             } else {
-                A_NEXT_PUNT
+                PuntAclNext::Punt as u16
             };
         }
     }
@@ -172,19 +179,16 @@ fn admit(buckets: &mut Vec<TokenBucket>, (rate, burst): (u32, u32), ifindex: u16
     buckets[i].take(now_ns)
 }
 
-const P_PUNTED: u16 = 0;
-const P_NO_IF: u16 = 1;
-const P_NO_TAP: u16 = 2;
-const P_NOT_TAGGED: u16 = 3;
-const P_POLICED: u16 = 4;
-
-pub const PUNT_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::info("punted", "frames for the router handed to Linux through the interface's TAP"),
-    ErrorDesc::drop("no-interface", "received on an unknown interface"),
-    ErrorDesc::drop("no-tap", "for the router, but the receiving interface has no TAP (a tunnel)"),
-    ErrorDesc::drop("not-tagged", "received on a VLAN sub-interface without an 802.1Q header to strip"),
-    ErrorDesc::drop("policed", "over the exception path's rate ([linux] punt_rate, punt_burst)"),
-];
+tern_engine::errors! {
+    /// `linux-punt`'s counters.
+    pub enum LinuxPuntError {
+        Punted = info("punted", "frames for the router handed to Linux through the interface's TAP"),
+        NoIf = drop("no-interface", "received on an unknown interface"),
+        NoTap = drop("no-tap", "for the router, but the receiving interface has no TAP (a tunnel)"),
+        NotTagged = drop("not-tagged", "received on a VLAN sub-interface without an 802.1Q header to strip"),
+        Policed = drop("policed", "over the exception path's rate ([linux] punt_rate, punt_burst)"),
+    }
+}
 
 /// Removes the 802.1Q header of a frame received on a VLAN
 /// sub-interface: the MAC addresses move up over the tag. False (nothing
@@ -212,15 +216,22 @@ fn push_tag(pool: &mut tern_packet::PacketPool, p: PktIdx, vid: u16) -> bool {
     true
 }
 
+tern_engine::edges! {
+    /// `linux-punt`'s next nodes: a TAP, or `drop`.
+    pub enum LinuxPuntNext {
+        Drop = "drop",
+    }
+}
+
 impl Node for LinuxPunt {
     fn name(&self) -> &'static str {
         "linux-punt"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop"]
+        LinuxPuntNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        PUNT_ERRORS
+        LinuxPuntError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let LinuxPunt { ifs, params, buckets, policy } = self;
@@ -238,7 +249,7 @@ impl Node for LinuxPunt {
         let mut punted = 0;
         for (i, &p) in pkts.iter().enumerate() {
             let Some(iface) = ifs.get(cx.pool.meta(p).rx_if) else {
-                next[i] = cx.drop(p, P_NO_IF);
+                next[i] = cx.drop(p, LinuxPuntError::NoIf);
                 continue;
             };
             // Tunnels carry no link layer: their packets cannot enter a TAP.
@@ -247,15 +258,15 @@ impl Node for LinuxPunt {
                 _ => taps.get(usize::from(iface.index)).copied().unwrap_or(NO_IF),
             };
             if tap == NO_IF || usize::from(tap) >= cx.tx.len() {
-                next[i] = cx.drop(p, P_NO_TAP);
+                next[i] = cx.drop(p, LinuxPuntError::NoTap);
                 continue;
             }
             if !admit(buckets, *policy, iface.index, cx.now_ns) {
-                next[i] = cx.drop(p, P_POLICED);
+                next[i] = cx.drop(p, LinuxPuntError::Policed);
                 continue;
             }
             if matches!(iface.kind, IfKind::Vlan { .. }) && !strip_tag(cx.pool, p) {
-                next[i] = cx.drop(p, P_NOT_TAGGED);
+                next[i] = cx.drop(p, LinuxPuntError::NotTagged);
                 continue;
             }
             if let Some(q) = cx.tx.get_mut(usize::from(tap)) {
@@ -265,7 +276,7 @@ impl Node for LinuxPunt {
             }
         }
         if punted > 0 {
-            cx.count(P_PUNTED, punted);
+            cx.count(LinuxPuntError::Punted, punted);
         }
     }
 }
@@ -282,29 +293,33 @@ impl TapInput {
     }
 }
 
-const T_FROM_LINUX: u16 = 0;
-const T_TOO_SHORT: u16 = 1;
-const T_NO_IF: u16 = 2;
-const T_NO_HEADROOM: u16 = 3;
+tern_engine::errors! {
+    /// `tap-input`'s counters.
+    pub enum TapInputError {
+        FromLinux = info("from-linux", "frames Linux sent through a TAP, passed to the interface"),
+        TooShort = drop("too-short", "frame shorter than an Ethernet header"),
+        NoIf = drop("no-interface", "the TAP's interface is unknown"),
+        NoHeadroom = drop("no-headroom", "no room in front of the frame for the sub-interface's 802.1Q tag"),
+    }
+}
 
-pub const TAP_INPUT_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::info("from-linux", "frames Linux sent through a TAP, passed to the interface"),
-    ErrorDesc::drop("too-short", "frame shorter than an Ethernet header"),
-    ErrorDesc::drop("no-interface", "the TAP's interface is unknown"),
-    ErrorDesc::drop("no-headroom", "no room in front of the frame for the sub-interface's 802.1Q tag"),
-];
-
-const T_NEXT_OUTPUT: u16 = 1;
+tern_engine::edges! {
+    /// `tap-input`'s next nodes.
+    pub enum TapInputNext {
+        Drop = "drop",
+        Output = "interface-output",
+    }
+}
 
 impl Node for TapInput {
     fn name(&self) -> &'static str {
         "tap-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output"]
+        TapInputNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        TAP_INPUT_ERRORS
+        TapInputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
@@ -313,27 +328,27 @@ impl Node for TapInput {
         for (i, &p) in pkts.iter().enumerate() {
             let (m, d) = cx.pool.pkt_mut(p);
             if d.len() < 14 {
-                next[i] = cx.drop(p, T_TOO_SHORT);
+                next[i] = cx.drop(p, TapInputError::TooShort);
                 continue;
             }
             let Some(iface) = ifs.get(m.rx_if) else {
-                next[i] = cx.drop(p, T_NO_IF);
+                next[i] = cx.drop(p, TapInputError::NoIf);
                 continue;
             };
             if let IfKind::Vlan { vid, .. } = iface.kind
                 && !push_tag(cx.pool, p, vid)
             {
-                next[i] = cx.drop(p, T_NO_HEADROOM);
+                next[i] = cx.drop(p, TapInputError::NoHeadroom);
                 continue;
             }
             let m = cx.pool.meta_mut(p);
             m.tx_if = m.rx_if;
             m.flags |= flags::LOCAL_ORIGIN;
             passed += 1;
-            next[i] = T_NEXT_OUTPUT;
+            next[i] = TapInputNext::Output as u16;
         }
         if passed > 0 {
-            cx.count(T_FROM_LINUX, passed);
+            cx.count(TapInputError::FromLinux, passed);
         }
     }
 }

@@ -11,7 +11,7 @@
 //! interval.
 //!
 //! Next nodes: `ip4-lookup` / `ip6-lookup` (released packets), `drop`.
-//! Counters: [`GLEAN_ERRORS`].
+//! Counters: [`GleanError::DESCS`].
 
 use crate::state::{IfTable, Iface, Params, Shared};
 use crate::util::*;
@@ -25,27 +25,27 @@ use tern_packet::PktIdx;
 use tern_rcu::Snapshot;
 use tern_wire::{IpProtocol, checksum};
 
-const G_QUEUE_FULL: u16 = 0;
-const G_TIMEOUT: u16 = 1;
-const G_FAILED: u16 = 2;
-const G_REQUEST: u16 = 3;
-const G_NO_BUFFER: u16 = 4;
-const G_NO_SOURCE: u16 = 5;
-const G_BAD_NH: u16 = 6;
-const G_RELEASED: u16 = 7;
+tern_engine::errors! {
+    /// The counters of `ip4-glean` and `ip6-glean`.
+    pub enum GleanError {
+        QueueFull = drop("queue-full", "too many packets waiting for address resolution"),
+        Timeout = drop("resolution-timeout", "neighbour did not answer; waiting packets dropped"),
+        Failed = drop("resolution-failed", "neighbour recently failed to answer"),
+        Request = info("request-sent", "ARP requests / neighbour solicitations sent"),
+        NoBuffer = info("no-buffer", "no buffer to build a request"),
+        NoSource = info("no-source-address", "no address on the interface to ask from"),
+        BadNh = drop("bad-nexthop", "next hop is not resolvable"),
+        Released = info("released", "packets sent on after resolution"),
+    }
+}
 
-pub const GLEAN_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("queue-full", "too many packets waiting for address resolution"),
-    ErrorDesc::drop("resolution-timeout", "neighbour did not answer; waiting packets dropped"),
-    ErrorDesc::drop("resolution-failed", "neighbour recently failed to answer"),
-    ErrorDesc::info("request-sent", "ARP requests / neighbour solicitations sent"),
-    ErrorDesc::info("no-buffer", "no buffer to build a request"),
-    ErrorDesc::info("no-source-address", "no address on the interface to ask from"),
-    ErrorDesc::drop("bad-nexthop", "next hop is not resolvable"),
-    ErrorDesc::info("released", "packets sent on after resolution"),
-];
-
-const NEXT_LOOKUP: u16 = 1;
+tern_engine::edges! {
+    /// The next nodes of `ip4-glean` (table 0) and `ip6-glean` (table 1).
+    pub enum GleanNext {
+        Drop = ["drop", "drop"],
+        Lookup = ["ip4-lookup", "ip6-lookup"],
+    }
+}
 
 /// How often held packets are checked for timeouts.
 const SWEEP_NS: u64 = 50_000_000;
@@ -119,17 +119,17 @@ impl Glean {
             iface.v4_source_for(target).map(|src| arp_request_frame(iface, src, target))
         };
         let Some(frame) = frame else {
-            cx.count(G_NO_SOURCE, 1);
+            cx.count(GleanError::NoSource, 1);
             return;
         };
         let Some(p) = cx.pool.alloc_from(&frame) else {
-            cx.count(G_NO_BUFFER, 1);
+            cx.count(GleanError::NoBuffer, 1);
             return;
         };
         match cx.tx.get_mut(iface.port as usize) {
             Some(q) => {
                 q.push(p);
-                cx.count(G_REQUEST, 1);
+                cx.count(GleanError::Request, 1);
             }
             None => cx.pool.free(p),
         }
@@ -141,10 +141,10 @@ impl Node for Glean {
         if self.v6 { "ip6-glean" } else { "ip4-glean" }
     }
     fn nexts(&self) -> &'static [&'static str] {
-        if self.v6 { &["drop", "ip6-lookup"] } else { &["drop", "ip4-lookup"] }
+        GleanNext::names(usize::from(self.v6))
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        GLEAN_ERRORS
+        GleanError::DESCS
     }
     fn wants_poll(&self) -> bool {
         true
@@ -162,20 +162,20 @@ impl Node for Glean {
         );
         for (i, &p) in pkts.iter().enumerate() {
             let Some(key) = self.target(cx, p) else {
-                next[i] = cx.drop(p, G_BAD_NH);
+                next[i] = cx.drop(p, GleanError::BadNh);
                 continue;
             };
             let req = self.requests.entry(key).or_insert(Request { last_ns: 0, tries: 0 });
             if req.tries >= max_tries {
                 if now.saturating_sub(req.last_ns) < retry {
-                    next[i] = cx.drop(p, G_FAILED);
+                    next[i] = cx.drop(p, GleanError::Failed);
                     continue;
                 }
                 req.tries = 0;
             }
             let q = self.waiting.entry(key).or_default();
             if q.len() >= per_dest || self.total >= total_max {
-                next[i] = cx.drop(p, G_QUEUE_FULL);
+                next[i] = cx.drop(p, GleanError::QueueFull);
                 continue;
             }
             q.push_back(p);
@@ -205,12 +205,12 @@ impl Node for Glean {
             let mut released = 0;
             for (_, q) in self.waiting.drain() {
                 for p in q {
-                    emit.push(p, NEXT_LOOKUP);
+                    emit.push(p, GleanNext::Lookup as u16);
                     released += 1;
                 }
             }
             self.total = 0;
-            cx.count(G_RELEASED, released);
+            cx.count(GleanError::Released, released);
         }
         let now = cx.now_ns;
         if now.saturating_sub(self.last_sweep_ns) < SWEEP_NS {
@@ -231,7 +231,7 @@ impl Node for Glean {
                 if let Some(q) = self.waiting.remove(&key) {
                     self.total -= q.len();
                     for p in q {
-                        emit.push(p, cx.drop(p, G_TIMEOUT));
+                        emit.push(p, cx.drop(p, GleanError::Timeout));
                     }
                 }
             } else {
