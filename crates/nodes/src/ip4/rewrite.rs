@@ -32,6 +32,8 @@
 //! verdicts, `direct_tests`); [`rewrite_batch_acl`] adds the output rule
 //! set's shortcut. Both loops serve `ip6-rewrite` too ([`RewriteSteps`]).
 
+#![deny(clippy::indexing_slicing)]
+
 use super::*;
 
 /// The `ip4-rewrite` node (see the module).
@@ -155,15 +157,16 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
     let Some(ip) = d.get_mut(l3..l3 + 20) else { return cx.drop(p, Ip4RewriteError::Headroom) };
-    let ttl = ip[8];
+    // The 20 bytes are there: the view's reads are in bounds.
+    let mut ip = tern_wire::Ipv4Packet::new_unchecked(ip);
+    let ttl = ip.ttl();
     if !local && ttl <= 1 {
         m.aux = icmp_aux(ICMP_TIME_EXCEEDED, 0, 0);
         cx.count(Ip4RewriteError::Ttl, 1);
         return RewriteNext::Icmp as u16;
     }
-    let tot = be16(ip, 2);
-    if tot > a.mtu {
-        if ip[6] & 0x40 != 0 {
+    if ip.total_len() > a.mtu {
+        if ip.dont_frag() {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_FRAG_NEEDED, a.mtu);
             cx.count(Ip4RewriteError::TooBig, 1);
             return RewriteNext::Icmp as u16;
@@ -176,8 +179,7 @@ fn rewrite4(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     }
     if !local {
         // RFC 1624: only the TTL/protocol word changes.
-        ip[8] = ttl - 1;
-        put16(ip, 10, checksum::ttl_decremented(be16(ip, 10)));
+        ip.decrement_ttl();
     }
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;

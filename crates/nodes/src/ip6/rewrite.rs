@@ -21,6 +21,8 @@
 //! loops are `ip4-rewrite`'s (`crate::ip4::rewrite_batch`), with `hop6`
 //! as this family's direct path.
 
+#![deny(clippy::indexing_slicing)]
+
 use super::*;
 
 /// The `ip6-rewrite` node (see the module).
@@ -96,19 +98,20 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
     let l3 = m.l3_off as usize;
     let local = m.flags & flags::LOCAL_ORIGIN != 0;
     let Some(ip) = d.get_mut(l3..l3 + 40) else { return cx.drop(p, Ip6RewriteError::NoHeadroom) };
-    let hop = ip[7];
+    // The 40 bytes are there: the view's reads are in bounds.
+    let mut ip = tern_wire::Ipv6Packet::new_unchecked(ip);
+    let hop = ip.hop_limit();
     if !local && hop <= 1 {
         m.aux = icmp_aux(ICMP6_TIME_EXCEEDED, 0, 0);
         cx.count(Ip6RewriteError::HopLimitExpired, 1);
         return RewriteNext::Icmp as u16;
     }
-    if !local && ip[8] == 0xfe && ip[9] & 0xc0 == 0x80 {
+    if !local && is_link_local(ip.src_addr()) {
         m.aux = icmp_aux(ICMP6_DEST_UNREACH, U6_BEYOND_SCOPE, 0);
         cx.count(Ip6RewriteError::LinkLocalSource, 1);
         return RewriteNext::Icmp as u16;
     }
-    let total = 40 + be16(ip, 4);
-    if total > a.mtu {
+    if 40 + ip.payload_len() > a.mtu {
         m.aux = icmp_aux(ICMP6_PACKET_TOO_BIG, 0, a.mtu);
         cx.count(Ip6RewriteError::TooBig, 1);
         return RewriteNext::Icmp as u16;
@@ -118,7 +121,7 @@ fn rewrite6(cx: &mut Cx<'_>, p: PktIdx, a: &Adj) -> u16 {
         return RewriteNext::Glean as u16;
     }
     if !local {
-        ip[7] = hop - 1;
+        ip.set_hop_limit(hop - 1);
     }
     let l2 = a.l2_len;
     m.tx_if = a.ifindex;
