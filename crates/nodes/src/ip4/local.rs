@@ -25,7 +25,10 @@
 //!
 //! Reference: one loop, `local4` per packet; there is no fast path.
 
+#![deny(clippy::indexing_slicing)]
+
 use super::*;
+use tern_wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet};
 
 /// The `ip4-local` node (see the module).
 pub struct Ip4Local {
@@ -78,52 +81,53 @@ impl Node for Ip4Local {
         self.params.refresh();
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = local4(cx, p, linux, punt);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = local4(cx, p, linux, punt);
         }
     }
 }
 
 fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
-    let l3off = m.l3_off as usize;
-    let l3 = &mut d[l3off..];
-    let ihl = usize::from(l3[0] & 0x0f) * 4;
-    if linux && l3[9] != 47 {
+    // ip4-input validated the header against the frame; a packet that
+    // comes here without (a bug) is dropped as the engine's
+    // `unspecified`, not read out of bounds.
+    let Some(mut ip) = d.get_mut(usize::from(m.l3_off)..).and_then(|l3| Ipv4Packet::new_checked(l3).ok()) else {
+        return NEXT_DROP;
+    };
+    let proto = ip.protocol();
+    if linux && proto != IpProtocol::GRE {
         return if punt { Ip4LocalNext::Punt as u16 } else { cx.drop(p, Ip4LocalError::Linux) };
     }
-    if be16(l3, 6) & 0x3fff != 0 {
+    if ip.is_fragment() {
         return cx.drop(p, Ip4LocalError::Fragment);
     }
-    match l3[9] {
-        1 => {
-            let icmp_len = l3.len() - ihl;
-            if icmp_len < 8 || checksum::data(&l3[ihl..]) != 0xffff {
+    match proto {
+        IpProtocol::ICMP => {
+            let icmp = ip.payload_mut();
+            if icmp.len() < 8 || checksum::data(icmp) != 0xffff {
                 return cx.drop(p, Ip4LocalError::BadIcmp);
             }
-            if l3[ihl] != 8 || l3[ihl + 1] != 0 {
+            // 8 bytes: the view's reads are in bounds.
+            let mut icmp = Icmpv4Packet::new_unchecked(icmp);
+            if icmp.msg_type() != Icmpv4Type::ECHO_REQUEST || icmp.msg_code() != 0 {
                 return cx.drop(p, Ip4LocalError::IcmpOther);
             }
             // Echo reply in place: type 8 -> 0, swap addresses, fresh TTL.
-            l3[ihl] = 0;
-            let c = checksum::update(be16(l3, ihl + 2), 0x0800, 0x0000);
-            put16(l3, ihl + 2, c);
-            let mut src = [0u8; 4];
-            src.copy_from_slice(&l3[12..16]);
-            l3.copy_within(16..20, 12);
-            l3[16..20].copy_from_slice(&src);
-            l3[8] = 64;
-            l3[10] = 0;
-            l3[11] = 0;
-            let c = !checksum::data(&l3[..ihl]);
-            put16(l3, 10, c);
+            icmp.set_msg_type(Icmpv4Type::ECHO_REPLY);
+            icmp.set_checksum(checksum::update(icmp.checksum(), 0x0800, 0x0000));
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            ip.set_src_addr(dst);
+            ip.set_dst_addr(src);
+            ip.set_ttl(64);
+            ip.fill_checksum();
             m.flags |= flags::LOCAL_ORIGIN;
             cx.count(Ip4LocalError::Echo, 1);
             Ip4LocalNext::Lookup as u16
         }
-        6 => cx.drop(p, Ip4LocalError::Tcp),
-        47 => Ip4LocalNext::Gre as u16,
-        17 => {
+        IpProtocol::TCP => cx.drop(p, Ip4LocalError::Tcp),
+        IpProtocol::GRE => Ip4LocalNext::Gre as u16,
+        IpProtocol::UDP => {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
             cx.count(Ip4LocalError::Udp, 1);
             Ip4LocalNext::Icmp as u16
