@@ -16,7 +16,10 @@
 //!
 //! Reference: one loop per packet; there is no fast path.
 
+#![deny(clippy::indexing_slicing)]
+
 use super::*;
+use crate::util::{ETH_P_8021AD, ETH_P_8021Q};
 
 /// The `linux-punt` node (see the module).
 pub struct LinuxPunt {
@@ -49,7 +52,7 @@ fn admit(buckets: &mut Vec<TokenBucket>, (rate, burst): (u32, u32), ifindex: u16
     if buckets.len() <= i {
         buckets.resize_with(i + 1, || TokenBucket::new(rate, burst));
     }
-    buckets[i].take(now_ns)
+    buckets.get_mut(i).is_some_and(|b| b.take(now_ns))
 }
 
 tern_engine::errors! {
@@ -68,7 +71,12 @@ tern_engine::errors! {
 /// changed) when the frame carries no tag.
 fn strip_tag(pool: &mut tern_packet::PacketPool, p: PktIdx) -> bool {
     let d = pool.data_mut(p);
-    if d.len() < 18 || !matches!([d[12], d[13]], [0x81, 0x00] | [0x88, 0xa8]) {
+    if d.len() < 18 {
+        return false;
+    }
+    // 18 bytes: the view's reads are in bounds.
+    let tpid = u16::from(tern_wire::EthernetFrame::new_unchecked(&*d).ethertype());
+    if tpid != ETH_P_8021Q && tpid != ETH_P_8021AD {
         return false;
     }
     d.copy_within(0..12, 4);
@@ -109,9 +117,9 @@ impl Node for LinuxPunt {
         let taps = &params.tap_ports;
         let ifs = ifs.current();
         let mut punted = 0;
-        for (i, &p) in pkts.iter().enumerate() {
+        for (o, &p) in next.iter_mut().zip(pkts) {
             let Some(iface) = ifs.get(cx.pool.meta(p).rx_if) else {
-                next[i] = cx.drop(p, LinuxPuntError::NoIf);
+                *o = cx.drop(p, LinuxPuntError::NoIf);
                 continue;
             };
             // Tunnels carry no link layer: their packets cannot enter a TAP.
@@ -120,21 +128,21 @@ impl Node for LinuxPunt {
                 _ => taps.get(usize::from(iface.index)).copied().unwrap_or(NO_IF),
             };
             if tap == NO_IF || usize::from(tap) >= cx.tx.len() {
-                next[i] = cx.drop(p, LinuxPuntError::NoTap);
+                *o = cx.drop(p, LinuxPuntError::NoTap);
                 continue;
             }
             if !admit(buckets, *policy, iface.index, cx.now_ns) {
-                next[i] = cx.drop(p, LinuxPuntError::Policed);
+                *o = cx.drop(p, LinuxPuntError::Policed);
                 continue;
             }
             if matches!(iface.kind, IfKind::Vlan { .. }) && !strip_tag(cx.pool, p) {
-                next[i] = cx.drop(p, LinuxPuntError::NotTagged);
+                *o = cx.drop(p, LinuxPuntError::NotTagged);
                 continue;
             }
             if let Some(q) = cx.tx.get_mut(usize::from(tap)) {
                 q.push(p);
                 punted += 1;
-                next[i] = NEXT_TAKEN;
+                *o = NEXT_TAKEN;
             }
         }
         if punted > 0 {

@@ -11,7 +11,10 @@
 //!
 //! Reference: one loop per packet; there is no fast path.
 
+#![deny(clippy::indexing_slicing)]
+
 use super::*;
+use crate::util::ETH_P_8021Q;
 
 /// The `tap-input` node (see the module).
 pub struct TapInput {
@@ -56,27 +59,27 @@ impl Node for TapInput {
         self.ifs.refresh();
         let ifs = self.ifs.current();
         let mut passed = 0;
-        for (i, &p) in pkts.iter().enumerate() {
+        for (o, &p) in next.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt_mut(p);
             if d.len() < 14 {
-                next[i] = cx.drop(p, TapInputError::TooShort);
+                *o = cx.drop(p, TapInputError::TooShort);
                 continue;
             }
             let Some(iface) = ifs.get(m.rx_if) else {
-                next[i] = cx.drop(p, TapInputError::NoIf);
+                *o = cx.drop(p, TapInputError::NoIf);
                 continue;
             };
             if let IfKind::Vlan { vid, .. } = iface.kind
                 && !push_tag(cx.pool, p, vid)
             {
-                next[i] = cx.drop(p, TapInputError::NoHeadroom);
+                *o = cx.drop(p, TapInputError::NoHeadroom);
                 continue;
             }
             let m = cx.pool.meta_mut(p);
             m.tx_if = m.rx_if;
             m.flags |= flags::LOCAL_ORIGIN;
             passed += 1;
-            next[i] = TapInputNext::Output as u16;
+            *o = TapInputNext::Output as u16;
         }
         if passed > 0 {
             cx.count(TapInputError::FromLinux, passed);
@@ -89,8 +92,10 @@ impl Node for TapInput {
 /// headroom.
 fn push_tag(pool: &mut tern_packet::PacketPool, p: PktIdx, vid: u16) -> bool {
     let Some(d) = pool.prepend(p, 4) else { return false };
-    d.copy_within(4..16, 0);
-    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
-    d[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+    // The frame had its 14-byte header: 18 bytes now.
+    let Some(h) = d.first_chunk_mut::<16>() else { return false };
+    h.copy_within(4..16, 0);
+    h[12..14].copy_from_slice(&ETH_P_8021Q.to_be_bytes());
+    h[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
     true
 }
