@@ -16,12 +16,15 @@
 //! Next nodes: `interface-output` (replies), `linux-punt`, `drop`.
 //! Counters: [`ArpError::DESCS`].
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::state::{Event, Heard, IfTable, Shared};
 use crate::util::*;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use tern_engine::{Cx, ErrorDesc, Node};
 use tern_packet::PktIdx;
 use tern_rcu::Snapshot;
+use tern_wire::{ArpOperation, ArpPacket, EthernetAddress};
 
 pub struct ArpInput {
     ifs: Snapshot<IfTable>,
@@ -74,8 +77,8 @@ impl Node for ArpInput {
         self.params.refresh();
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt);
         }
     }
 }
@@ -85,24 +88,25 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
     let l3off = m.l3_off as usize;
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, ArpError::NoIf) };
     let Some(a) = d.get_mut(l3off..l3off + 28) else { return cx.drop(p, ArpError::Malformed) };
-    if be16(a, 0) != 1 || be16(a, 2) != ETH_P_IPV4 || a[4] != 6 || a[5] != 4 {
+    // 28 bytes: the view's reads are in bounds.
+    let mut a = ArpPacket::new_unchecked(a);
+    if !a.is_ethernet_ipv4() {
         return cx.drop(p, ArpError::Malformed);
     }
-    let op = be16(a, 6);
-    if op != 1 && op != 2 {
+    let op = a.operation();
+    if op != ArpOperation::REQUEST && op != ArpOperation::REPLY {
         return cx.drop(p, ArpError::BadOp);
     }
-    let mut sha = [0u8; 6];
-    sha.copy_from_slice(&a[8..14]);
-    if sha[0] & 1 != 0 {
+    let sha = a.source_hardware_addr();
+    if sha.is_multicast() {
         return cx.drop(p, ArpError::BadSender);
     }
-    let spa = Ipv4Addr::new(a[14], a[15], a[16], a[17]);
-    let tpa = Ipv4Addr::new(a[24], a[25], a[26], a[27]);
+    let sha = sha.0;
+    let (spa, tpa) = (a.source_protocol_addr(), a.target_protocol_addr());
     let ours = iface.has_v4(tpa);
     let mut events_full = false;
     if !spa.is_unspecified() && iface.v4_on_link(spa) && !iface.has_v4(spa) {
-        let how = if op == 2 {
+        let how = if op == ArpOperation::REPLY {
             Heard::Advert { solicited: true, override_: true, router: false }
         } else {
             Heard::Sender { create: ours }
@@ -111,7 +115,7 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
         events_full = shared.events.push(ev).is_err();
     }
     // (`punt` implies `linux`.)
-    if op == 2 || !ours || linux {
+    if op == ArpOperation::REPLY || !ours || linux {
         if events_full {
             cx.count(ArpError::EventsFull, 1);
         }
@@ -120,18 +124,19 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
             // addresses and waits for the replies to its own.
             return ArpNext::Punt as u16;
         }
-        if op == 2 || !ours {
-            return cx.drop(p, if op == 2 { ArpError::Reply as u16 } else { ArpError::NotOurs as u16 });
+        if op == ArpOperation::REPLY || !ours {
+            return cx
+                .drop(p, if op == ArpOperation::REPLY { ArpError::Reply as u16 } else { ArpError::NotOurs as u16 });
         }
         // Linux mode: the kernel saw the same request and answers it.
         return cx.drop(p, ArpError::Linux);
     }
     // Reply in place (RFC 826: swap, fill in our hardware address).
-    put16(a, 6, 2);
-    a[18..24].copy_from_slice(&sha);
-    a[24..28].copy_from_slice(&spa.octets());
-    a[8..14].copy_from_slice(&iface.mac);
-    a[14..18].copy_from_slice(&tpa.octets());
+    a.set_operation(ArpOperation::REPLY);
+    a.set_target_hardware_addr(EthernetAddress(sha));
+    a.set_target_protocol_addr(spa);
+    a.set_source_hardware_addr(EthernetAddress(iface.mac));
+    a.set_source_protocol_addr(tpa);
     write_l2(d, sha, iface, ETH_P_ARP);
     m.tx_if = iface.index;
     if events_full {
