@@ -16,7 +16,10 @@
 //!
 //! Reference: one loop, `GreInput::one` per packet; there is no fast path.
 
+#![deny(clippy::indexing_slicing)]
+
 use super::*;
+use tern_wire::{GrePacket, Ipv4Packet, Ipv6Packet};
 
 /// The `gre-input` node (see the module).
 pub struct GreInput {
@@ -51,9 +54,9 @@ impl Node for GreInput {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let mut n_ok = 0;
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = self.one(cx, p);
-            if next[i] != NEXT_DROP {
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = self.one(cx, p);
+            if *o != NEXT_DROP {
                 n_ok += 1;
             }
         }
@@ -65,31 +68,29 @@ impl GreInput {
     fn one(&self, cx: &mut Cx<'_>, p: PktIdx) -> u16 {
         let m = *cx.pool.meta(p);
         let d = cx.pool.data(p);
-        let l3 = &d[usize::from(m.l3_off)..];
+        let l3 = d.get(usize::from(m.l3_off)..).unwrap_or_default();
         // ip4-local / ip6-local only send packets whose upper protocol is
-        // GRE; find where the GRE header starts and the outer addresses.
-        let (gre_off, local, remote) = if l3[0] >> 4 == 4 {
-            let ihl = usize::from(l3[0] & 0x0f) * 4;
-            (
-                ihl,
-                IpAddr::from(<[u8; 4]>::try_from(&l3[16..20]).unwrap_or_default()),
-                IpAddr::from(<[u8; 4]>::try_from(&l3[12..16]).unwrap_or_default()),
-            )
+        // GRE, their outer header validated by ip4-input / ip6-input; find
+        // where the GRE header starts and the outer addresses.
+        let (gre_off, local, remote) = if l3.first().is_some_and(|b| b >> 4 == 4) {
+            let Ok(ip) = Ipv4Packet::new_checked(l3) else { return cx.drop(p, GreError::BadHeader) };
+            (usize::from(ip.header_len()), IpAddr::V4(ip.dst_addr()), IpAddr::V4(ip.src_addr()))
         } else {
-            let Ok(w) = tern_wire::ipv6ext::walk(tern_wire::IpProtocol(l3[6]), &l3[40..]) else {
+            let Some(ip) = l3.get(..40).map(Ipv6Packet::new_unchecked) else {
                 return cx.drop(p, GreError::BadHeader);
             };
-            (
-                40 + w.upper_offset,
-                IpAddr::from(<[u8; 16]>::try_from(&l3[24..40]).unwrap_or_default()),
-                IpAddr::from(<[u8; 16]>::try_from(&l3[8..24]).unwrap_or_default()),
-            )
+            let after = l3.get(40..).unwrap_or_default();
+            let Ok(w) = tern_wire::ipv6ext::walk(ip.next_header(), after) else {
+                return cx.drop(p, GreError::BadHeader);
+            };
+            (40 + w.upper_offset, IpAddr::V6(ip.dst_addr()), IpAddr::V6(ip.src_addr()))
         };
         let Some(g) = l3.get(gre_off..) else { return cx.drop(p, GreError::BadHeader) };
         if g.len() < 4 {
             return cx.drop(p, GreError::BadHeader);
         }
-        let fl = be16(g, 0);
+        // 4 bytes: the view's reads are in bounds.
+        let fl = GrePacket::new_unchecked(g).flags_version();
         // RFC 2784 2.5: discard when bits 1-5 are set (RFC 1701's routing,
         // strict source route and recursion; 2 and 3 are RFC 2890's key and
         // sequence) or the version is not 0; bits 6-12 are ignored.
@@ -103,7 +104,7 @@ impl GreInput {
         let key = if fl & GRE_K != 0 {
             let Some(k) = g.get(hlen..hlen + 4) else { return cx.drop(p, GreError::BadHeader) };
             hlen += 4;
-            Some(u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
+            k.first_chunk::<4>().map(|k| u32::from_be_bytes(*k))
         } else {
             None
         };
@@ -116,7 +117,7 @@ impl GreInput {
         if fl & GRE_C != 0 && checksum::data(g) != 0xffff {
             return cx.drop(p, GreError::BadCsum);
         }
-        let proto = be16(g, 2);
+        let proto = u16::from(GrePacket::new_unchecked(g).protocol_type());
         let next = match proto {
             ETH_P_IPV4 => GreInputNext::Ip4 as u16,
             ETH_P_IPV6 => GreInputNext::Ip6 as u16,
