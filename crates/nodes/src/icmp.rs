@@ -8,6 +8,10 @@
 //! routed like any packet. Errors are rate-limited per worker by a token
 //! bucket (RFC 1812 4.3.2.8, RFC 4443 2.4(f)).
 
+// Issue 37 item 3: 35 sites here still index packet or batch data
+// directly; they go when this file reads through tern-wire views.
+#![allow(clippy::indexing_slicing)]
+
 use crate::state::{IfTable, Params, is_link_local};
 use crate::util::*;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -13,6 +13,10 @@
 //! Next nodes: `ip4-lookup` / `ip6-lookup` (released packets), `drop`.
 //! Counters: [`GleanError::DESCS`].
 
+// Issue 37 item 3: 20 sites here still index packet or batch data
+// directly; they go when this file reads through tern-wire views.
+#![allow(clippy::indexing_slicing)]
+
 use crate::state::{IfTable, Iface, Params, Shared};
 use crate::util::*;
 use std::collections::{HashMap, VecDeque};

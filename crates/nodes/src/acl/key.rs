@@ -2,6 +2,10 @@
 //! (addresses, protocol, ports or ICMP type/code, TCP flags, DSCP); the
 //! node adds the interfaces and VLAN.
 
+// Issue 37 item 3: 7 sites here still index packet or batch data
+// directly; they go when this file reads through tern-wire views.
+#![allow(clippy::indexing_slicing)]
+
 use super::*;
 
 /// The classifier key of an IPv4 packet (L3 at the start of `l3`; a

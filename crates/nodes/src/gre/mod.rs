@@ -52,6 +52,7 @@ pub use encap::{GreEncap, GreEncapNext};
 pub use input::{GreInput, GreInputNext};
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::encap::{outer_v4_checksum, outer_v4_template, template_sum};
     use super::*;

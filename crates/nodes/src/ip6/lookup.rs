@@ -13,6 +13,10 @@
 //! Reference: `Ip6Lookup::lookup_other` settles any next hop of one
 //! packet; the batch loop gives a run of one next hop its next index once.
 
+// Issue 37 item 3: 10 sites here still index packet or batch data
+// directly; they go when this file reads through tern-wire views.
+#![allow(clippy::indexing_slicing)]
+
 use super::*;
 
 /// The `ip6-lookup` node (see the module).

@@ -50,6 +50,7 @@ pub use punt_acl::{PuntAcl, PuntAclError, PuntAclNext};
 pub use tap_input::{TapInput, TapInputError, TapInputNext};
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::state::{GreTunnel, Iface, V4Net, link_local_from_mac};
