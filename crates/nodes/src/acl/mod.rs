@@ -122,9 +122,9 @@ impl Node for AclNode {
 
     /// Three passes. Keys: the batch is cut into runs of consecutive
     /// packets with one key; a packet whose key-relevant header bytes and
-    /// interfaces equal its predecessor's ([`FlowSig`]) joins the run
+    /// interfaces equal its predecessor's (`FlowSig`) joins the run
     /// without building its key, and once a run has two packets the rest
-    /// are compared in place against its words ([`FlowSig::follow`]).
+    /// are compared in place against its words (`FlowSig::follow`).
     /// Classification: one key per run. Verdicts and rule counters: per
     /// run.
     ///

@@ -2,11 +2,11 @@
 //! tunnel's GRE and outer IP headers and routes the outer packet.
 //!
 //! Per batch and tunnel the node works out the encapsulation once
-//! ([`Encap`]): the outer IPv4 and GRE headers as a template with the sum
+//! (`Encap`): the outer IPv4 and GRE headers as a template with the sum
 //! of the outer header's constant words, and, when the tunnel's remote is
 //! routed through a resolved neighbour on a plain interface, that route's
 //! adjacency with the link-layer, outer IPv4 and GRE headers assembled
-//! into one prefix ([`Direct`]). A run of packets into such a tunnel then
+//! into one prefix (`Direct`). A run of packets into such a tunnel then
 //! gets the prefix as one fixed-size copy, the checksum from the
 //! template's sum plus the two words that vary (total length and
 //! identification), and goes straight to `interface-output` (or

@@ -45,8 +45,8 @@ const GRE_C: u16 = 0x8000;
 const GRE_K: u16 = 0x2000;
 const GRE_S: u16 = 0x1000;
 
-mod encap;
-mod input;
+pub mod encap;
+pub mod input;
 
 pub use encap::{GreEncap, GreEncapNext};
 pub use input::{GreInput, GreInputNext};

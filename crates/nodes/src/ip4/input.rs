@@ -18,9 +18,9 @@
 //! same header with TTL and checksum out of step is dropped as
 //! `bad-checksum`.
 //!
-//! Reference: [`ip4_validate_general`] checks one packet at a time (the
+//! Reference: `ip4_validate_general` checks one packet at a time (the
 //! loop is `for p in batch { next = ip4_validate_general(p) }`); the fast
-//! path, [`ip4_validate`], takes the common 20-byte header in one test and
+//! path, `ip4_validate`, takes the common 20-byte header in one test and
 //! gives the same verdicts (`direct_tests`), and with input rule sets the
 //! flow the rule set last accepted skips `ip4-acl-in` (`crate::shortcut`).
 

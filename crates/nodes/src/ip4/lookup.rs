@@ -12,10 +12,10 @@
 //! a route it leaves for `ip4-icmp-error` with net unreachable in
 //! `Meta::aux`, counted as `no-route`.
 //!
-//! Reference: [`Ip4Lookup::lookup_other`] settles any next hop of one
+//! Reference: `Ip4Lookup::lookup_other` settles any next hop of one
 //! packet; the batch loop looks all destinations up in one call and gives
 //! a run of packets with one next hop of a kind that needs nothing per
-//! packet ([`lookup_next`]) its next index once.
+//! packet (`lookup_next`) its next index once.
 
 // Issue 37 item 3: 6 sites here still index packet or batch data
 // directly; they go when this file reads through tern-wire views.

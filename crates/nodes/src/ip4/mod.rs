@@ -2,10 +2,10 @@
 //! `ip4-lookup` ([`lookup`]), `ip4-rewrite` ([`rewrite`], whose loops
 //! `ip6-rewrite` shares), `ip4-local` ([`local`]).
 
-mod input;
-mod local;
-mod lookup;
-mod rewrite;
+pub mod input;
+pub mod local;
+pub mod lookup;
+pub mod rewrite;
 
 pub use input::{Ip4Input, Ip4InputError, Ip4InputNext};
 pub use local::{Ip4Local, Ip4LocalError, Ip4LocalNext};

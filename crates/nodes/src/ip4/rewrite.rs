@@ -27,10 +27,10 @@
 //! leaves for `ip4-icmp-error` (time exceeded), counted as `ttl-expired`.
 //!
 //! Reference: `rewrite4` rewrites one packet to its adjacency; the batch
-//! loop [`rewrite_batch`] works the adjacency out once per run of one next
-//! hop and takes the usual packet through [`direct_path`] (same bytes and
-//! verdicts, `direct_tests`); [`rewrite_batch_acl`] adds the output rule
-//! set's shortcut. Both loops serve `ip6-rewrite` too ([`RewriteSteps`]).
+//! loop `rewrite_batch` works the adjacency out once per run of one next
+//! hop and takes the usual packet through `direct_path` (same bytes and
+//! verdicts, `direct_tests`); `rewrite_batch_acl` adds the output rule
+//! set's shortcut. Both loops serve `ip6-rewrite` too (`RewriteSteps`).
 
 #![deny(clippy::indexing_slicing)]
 

@@ -22,7 +22,7 @@
 //! `link-local-not-ours`.
 //!
 //! Reference: `validate6_general` checks one packet at a time; the fast
-//! path, [`validate6`], takes the usual addresses in one test with the
+//! path, `validate6`, takes the usual addresses in one test with the
 //! same verdicts (`direct_tests`), and with input rule sets the flow the
 //! rule set last accepted skips `ip6-acl-in` (`crate::shortcut`).
 

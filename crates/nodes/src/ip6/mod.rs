@@ -2,10 +2,10 @@
 //! `ip6-lookup` ([`lookup`]), `ip6-rewrite` ([`rewrite`], on the loops of
 //! `ip4-rewrite`), `ip6-local` ([`local`]: echo, Neighbour Discovery).
 
-mod input;
-mod local;
-mod lookup;
-mod rewrite;
+pub mod input;
+pub mod local;
+pub mod lookup;
+pub mod rewrite;
 
 pub use input::{Ip6Input, Ip6InputError, Ip6InputNext};
 pub use local::{Ip6Local, Ip6LocalError, Ip6LocalNext};

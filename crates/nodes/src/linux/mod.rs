@@ -41,9 +41,9 @@ use tern_engine::{Cx, ErrorDesc, NEXT_TAKEN, Node};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
 
-mod punt;
-mod punt_acl;
-mod tap_input;
+pub mod punt;
+pub mod punt_acl;
+pub mod tap_input;
 
 pub use punt::{LinuxPunt, LinuxPuntError, LinuxPuntNext};
 pub use punt_acl::{PuntAcl, PuntAclError, PuntAclNext};
