@@ -47,7 +47,7 @@ tern_engine::errors! {
 }
 
 /// Copies the Ethernet source of the frame (still in front of L3).
-fn l2_source(d: &[u8], l3off: usize) -> [u8; 6] {
+pub(crate) fn l2_source(d: &[u8], l3off: usize) -> [u8; 6] {
     match d.get(6..12) {
         Some(mac) if l3off >= 12 => <[u8; 6]>::try_from(mac).unwrap_or(BROADCAST_MAC),
         _ => BROADCAST_MAC,

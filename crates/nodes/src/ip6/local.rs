@@ -28,11 +28,8 @@
 //!
 //! Reference: one loop, `local6` per packet; there is no fast path.
 
-// Issue 37 item 3: 41 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
+use tern_wire::{Icmpv6Packet, Icmpv6Type, Ipv6Packet};
 
 /// The `ip6-local` node (see the module).
 pub struct Ip6Local {
@@ -105,9 +102,9 @@ impl Node for Ip6Local {
         } else {
             Linux::No
         };
-        for (i, &p) in pkts.iter().enumerate() {
+        for (o, &p) in next.iter_mut().zip(pkts) {
             let ifs = self.ifs.current();
-            next[i] = local6(cx, ifs, &self.shared, p, linux);
+            *o = local6(cx, ifs, &self.shared, p, linux);
         }
     }
 }
@@ -140,8 +137,11 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, Ip6LocalError::NoIf) };
     let l3off = m.l3_off as usize;
     let d = cx.pool.data(p);
-    let l3 = &d[l3off..];
-    let walk = match ipv6ext::walk(IpProtocol(l3[6]), &l3[40..]) {
+    let l3 = d.get(l3off..).unwrap_or_default();
+    // ip6-input validated the fixed header; a packet without one (a bug
+    // upstream) is dropped as the engine's `unspecified`.
+    let Some(ip) = l3.get(..40).map(Ipv6Packet::new_unchecked) else { return NEXT_DROP };
+    let walk = match ipv6ext::walk(ip.next_header(), l3.get(40..).unwrap_or_default()) {
         Ok(w) => w,
         Err(_) => return cx.drop(p, Ip6LocalError::BadExt),
     };
@@ -150,9 +150,8 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
         return if linux == Linux::Punt { Ip6LocalNext::Punt as u16 } else { cx.drop(p, Ip6LocalError::Fragment) };
     }
     let up = 40 + walk.upper_offset;
-    let src = addr(l3, 8);
-    let dst = addr(l3, 24);
-    let l2_src = if l3off >= 12 { <[u8; 6]>::try_from(&d[6..12]).unwrap_or(BROADCAST_MAC) } else { BROADCAST_MAC };
+    let (src, dst, hop) = (ip.src_addr(), ip.dst_addr(), ip.hop_limit());
+    let l2_src = crate::icmp::l2_source(d, l3off);
     match walk.upper_protocol {
         IpProtocol::ICMPV6 => {}
         IpProtocol::GRE => return Ip6LocalNext::Gre as u16,
@@ -165,7 +164,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
         IpProtocol::TCP => return cx.drop(p, Ip6LocalError::Tcp),
         _ => return cx.drop(p, Ip6LocalError::Proto),
     }
-    let icmp = &l3[up..];
+    let icmp = l3.get(up..).unwrap_or_default();
     if icmp.len() < 8 {
         return cx.drop(p, Ip6LocalError::BadIcmp);
     }
@@ -173,7 +172,8 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
     if checksum::add(pseudo, checksum::data(icmp)) != 0xffff {
         return cx.drop(p, Ip6LocalError::BadIcmp);
     }
-    let (ty, code, hop) = (icmp[0], icmp[1], l3[7]);
+    // 8 bytes: the view's reads are in bounds.
+    let (ty, code) = (Icmpv6Packet::new_unchecked(icmp).msg_type().0, Icmpv6Packet::new_unchecked(icmp).msg_code());
     match ty {
         128 => {
             if let Some(n) = linux.leave(cx, p) {
@@ -185,10 +185,9 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             echo_reply6(cx, iface, p, up, l2_src)
         }
         135 | 136 => {
-            if hop != 255 || code != 0 || icmp.len() < 24 {
+            let Some(target) = addr(icmp, 8).filter(|_| hop == 255 && code == 0) else {
                 return cx.drop(p, Ip6LocalError::BadNd);
-            }
-            let target = addr(icmp, 8);
+            };
             if target.segments()[0] >> 8 == 0xff {
                 return cx.drop(p, Ip6LocalError::BadNd);
             }
@@ -204,7 +203,9 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
                 // The kernel's own solicitations wait for these.
                 return if linux == Linux::Punt { Ip6LocalNext::Punt as u16 } else { cx.drop(p, Ip6LocalError::Na) };
             }
-            let Some(opt_ll) = nd_lladdr(&icmp[24..], 1) else { return cx.drop(p, Ip6LocalError::BadNd) };
+            let Some(opt_ll) = nd_lladdr(icmp.get(24..).unwrap_or_default(), 1) else {
+                return cx.drop(p, Ip6LocalError::BadNd);
+            };
             let dad = src.is_unspecified();
             if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
                 return cx.drop(p, Ip6LocalError::BadNd);
@@ -235,7 +236,10 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             } else {
                 (src, opt_ll.unwrap_or(l2_src))
             };
-            build_na(cx, iface, p, target, to_ip, to_mac, !dad);
+            if !build_na(cx, iface, p, target, to_ip, to_mac, !dad) {
+                // No room for the advertisement's link-layer header.
+                return cx.drop(p, Ip6LocalError::BadIcmp);
+            }
             cx.count(Ip6LocalError::NsAnswered, 1);
             Ip6LocalNext::Output as u16
         }
@@ -251,15 +255,13 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
 /// `None` when it fails RFC 4861 7.1.2 validation: too short, a multicast
 /// target, malformed options, or solicited yet sent to a multicast group.
 fn parse_na(icmp: &[u8], dst: Ipv6Addr) -> Option<(Ipv6Addr, Option<[u8; 6]>, Heard)> {
-    if icmp.len() < 24 {
-        return None;
-    }
-    let target = addr(icmp, 8);
+    let target = addr(icmp, 8)?;
     if target.segments()[0] >> 8 == 0xff {
         return None;
     }
-    let mac = nd_lladdr(&icmp[24..], 2)?;
-    let (router, solicited, override_) = (icmp[4] & 0x80 != 0, icmp[4] & 0x40 != 0, icmp[4] & 0x20 != 0);
+    let mac = nd_lladdr(icmp.get(24..)?, 2)?;
+    let fl = *icmp.get(4)?;
+    let (router, solicited, override_) = (fl & 0x80 != 0, fl & 0x40 != 0, fl & 0x20 != 0);
     if solicited && dst.segments()[0] >> 8 == 0xff {
         return None;
     }
@@ -271,22 +273,21 @@ fn parse_na(icmp: &[u8], dst: Ipv6Addr) -> Option<(Ipv6Addr, Option<[u8; 6]>, He
 fn nd_lladdr(mut opts: &[u8], want: u8) -> Option<Option<[u8; 6]>> {
     let mut found = None;
     for _ in 0..tern_wire::ndisc::MAX_ND_OPTIONS {
-        if opts.is_empty() {
-            return Some(found);
-        }
-        if opts.len() < 2 {
-            return None;
-        }
-        let len = usize::from(opts[1]) * 8;
+        let (kind, units) = match opts {
+            [] => return Some(found),
+            [_] => return None,
+            [kind, units, ..] => (*kind, *units),
+        };
+        let len = usize::from(units) * 8;
         if len == 0 || len > opts.len() {
             return None;
         }
-        if opts[0] == want && len >= 8 {
-            let mut mac = [0u8; 6];
-            mac.copy_from_slice(&opts[2..8]);
+        if kind == want
+            && let Some(mac) = opts.get(2..8).and_then(|m| <[u8; 6]>::try_from(m).ok())
+        {
             found = Some(mac);
         }
-        opts = &opts[len..];
+        opts = opts.get(len..)?;
     }
     None
 }
@@ -295,32 +296,35 @@ fn nd_lladdr(mut opts: &[u8], want: u8) -> Option<Option<[u8; 6]>> {
 /// swapped, any extension headers removed).
 fn echo_reply6(cx: &mut Cx<'_>, iface: &Iface, p: PktIdx, up: usize, l2_src: [u8; 6]) -> u16 {
     let l3off = cx.pool.meta(p).l3_off as usize;
-    let total = cx.pool.data(p).len() - l3off;
-    let icmp_len = total - up;
-    {
-        let d = cx.pool.data_mut(p);
-        let l3 = &mut d[l3off..];
-        if up != 40 {
-            l3.copy_within(up..total, 40);
-            l3[6] = 58;
-        }
-        put16(l3, 4, icmp_len as u16);
-        let mut src = [0u8; 16];
-        src.copy_from_slice(&l3[8..24]);
-        l3.copy_within(24..40, 8);
-        l3[24..40].copy_from_slice(&src);
-        l3[7] = 64;
-        l3[40] = 129;
-        // The pseudo-header sums the same two addresses, so only the type
-        // word changes (RFC 1624).
-        let c = checksum::update(be16(l3, 42), u16::from_be_bytes([128, l3[41]]), u16::from_be_bytes([129, l3[41]]));
-        put16(l3, 42, c);
+    let total = cx.pool.data(p).len().saturating_sub(l3off);
+    let icmp_len = total.saturating_sub(up);
+    let d = cx.pool.data_mut(p);
+    // local6 read the header and the 8-byte message at `up`.
+    let Some(l3) = d.get_mut(l3off..).filter(|l3| up >= 40 && l3.len() >= up + 8) else { return NEXT_DROP };
+    if up != 40 {
+        l3.copy_within(up..total, 40);
     }
+    let Some((h, icmp)) = l3.split_first_chunk_mut::<40>() else { return NEXT_DROP };
+    let Some(icmp) = icmp.first_chunk_mut::<8>() else { return NEXT_DROP };
+    let mut ip = Ipv6Packet::new_unchecked(&mut h[..]);
+    ip.set_next_header(IpProtocol::ICMPV6);
+    ip.set_payload_len(icmp_len as u16);
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    ip.set_src_addr(dst);
+    ip.set_dst_addr(src);
+    ip.set_hop_limit(64);
+    let mut icmp = Icmpv6Packet::new_unchecked(&mut icmp[..]);
+    // The pseudo-header sums the same two addresses, so only the type
+    // word changes (RFC 1624).
+    let code = icmp.msg_code();
+    let c = checksum::update(icmp.checksum(), u16::from_be_bytes([128, code]), u16::from_be_bytes([129, code]));
+    icmp.set_msg_type(Icmpv6Type(129));
+    icmp.set_checksum(c);
     cx.pool.set_len(p, l3off + 40 + icmp_len);
     let m = cx.pool.meta_mut(p);
     m.flags |= flags::LOCAL_ORIGIN;
     cx.count(Ip6LocalError::Echo, 1);
-    let dst = Ipv6Addr::from(be128(cx.pool.data(p), l3off + 24));
+    let dst = src;
     if is_link_local(dst) {
         // No route exists for link-local destinations: answer on the link.
         return send_on_link(cx, iface, p, l2_src);
@@ -341,7 +345,8 @@ fn send_on_link(cx: &mut Cx<'_>, iface: &Iface, p: PktIdx, mac: [u8; 6]) -> u16 
 
 /// Rewrites `p` into a neighbour advertisement for `target` (RFC 4861
 /// 7.2.4): router flag, solicited flag as asked, override, target
-/// link-layer address option.
+/// link-layer address option. False (the packet half written) when the
+/// buffer has no room for it.
 fn build_na(
     cx: &mut Cx<'_>,
     iface: &Iface,
@@ -350,16 +355,20 @@ fn build_na(
     to_ip: Ipv6Addr,
     to_mac: [u8; 6],
     solicited: bool,
-) {
+) -> bool {
     let l3off = cx.pool.meta(p).l3_off as usize;
     cx.pool.set_len(p, l3off + 72);
     {
         let d = cx.pool.data_mut(p);
-        let l3 = &mut d[l3off..l3off + 72];
+        // set_len gave the packet 72 bytes of L3 (ip6-local's packets
+        // have at least 48); nothing is written if it could not.
+        let Some((l3, icmp)) = d.get_mut(l3off..).and_then(<[u8]>::split_first_chunk_mut::<40>) else {
+            return false;
+        };
+        let Some(icmp) = icmp.first_chunk_mut::<32>() else { return false };
         l3[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 32, 58, 255]);
         l3[8..24].copy_from_slice(&target.octets());
         l3[24..40].copy_from_slice(&to_ip.octets());
-        let icmp = &mut l3[40..];
         icmp[0] = 136;
         icmp[1] = 0;
         icmp[2] = 0;
@@ -372,15 +381,16 @@ fn build_na(
         icmp[26..32].copy_from_slice(&iface.mac);
         let pseudo = checksum::pseudo_header_v6(target, to_ip, IpProtocol::ICMPV6, 32);
         let c = !checksum::add(pseudo, checksum::data(icmp));
-        put16(icmp, 2, c);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
     }
     cx.pool.meta_mut(p).flags |= flags::LOCAL_ORIGIN;
     if !set_l2_len(cx.pool, p, iface.l2_len()) {
-        return;
+        return false;
     }
     let (m, d) = cx.pool.pkt_mut(p);
     write_l2(d, to_mac, iface, ETH_P_IPV6);
     m.tx_if = iface.index;
+    true
 }
 
 #[cfg(test)]

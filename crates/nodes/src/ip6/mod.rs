@@ -37,6 +37,7 @@ pub const U6_ADDR: u8 = 3;
 pub const U6_PORT: u8 = 4;
 pub const U6_REJECT: u8 = 6;
 
-fn addr(d: &[u8], at: usize) -> Ipv6Addr {
-    Ipv6Addr::from(be128(d, at))
+/// The IPv6 address at `at` in `d`, if all of it is there.
+fn addr(d: &[u8], at: usize) -> Option<Ipv6Addr> {
+    d.get(at..at + 16).and_then(|a| <[u8; 16]>::try_from(a).ok()).map(Ipv6Addr::from)
 }
