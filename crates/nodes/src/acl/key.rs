@@ -2,11 +2,8 @@
 //! (addresses, protocol, ports or ICMP type/code, TCP flags, DSCP); the
 //! node adds the interfaces and VLAN.
 
-// Issue 37 item 3: 7 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
+use tern_wire::Ipv6Packet;
 
 /// The classifier key of an IPv4 packet (L3 at the start of `l3`; a
 /// header shorter than 20 bytes, which `ip4-input` never lets through,
@@ -29,13 +26,16 @@ pub fn key_v4(l3: &[u8]) -> PacketKey {
     k
 }
 
-/// The classifier key of an IPv6 packet (extension headers walked).
+/// The classifier key of an IPv6 packet (extension headers walked; a
+/// header shorter than 40 bytes, which `ip6-input` never lets through,
+/// gives the key of an all-zero header).
 pub fn key_v6(l3: &[u8]) -> PacketKey {
-    let proto = l3[6];
+    let Some(h) = l3.first_chunk::<40>() else { return PacketKey::default() };
+    let proto = h[6];
     // No extension header (the usual packet): the transport header is
     // next, as the walk would say (its call cost ~40 instructions).
     if !IpProtocol(proto).is_ipv6_ext_header() {
-        let mut k = key_v6_fixed(l3);
+        let mut k = key_v6_fixed(h);
         l4_fields(&mut k, proto, l3.get(40..).unwrap_or_default());
         return k;
     }
@@ -44,13 +44,14 @@ pub fn key_v6(l3: &[u8]) -> PacketKey {
 
 /// The fields of the fixed header: addresses, next header, DSCP.
 #[inline(always)]
-fn key_v6_fixed(l3: &[u8]) -> PacketKey {
+fn key_v6_fixed(h: &[u8; 40]) -> PacketKey {
+    let ip = Ipv6Packet::new_unchecked(&h[..]);
     PacketKey {
-        src: be128(l3, 8),
-        dst: be128(l3, 24),
+        src: u128::from(ip.src_addr()),
+        dst: ip.dst_addr_u128(),
         is_v6: true,
-        proto: l3[6],
-        dscp: ((be16(l3, 0) >> 4) as u8) >> 2,
+        proto: h[6],
+        dscp: ip.traffic_class() >> 2,
         ..PacketKey::default()
     }
 }
@@ -58,8 +59,9 @@ fn key_v6_fixed(l3: &[u8]) -> PacketKey {
 /// [`key_v6`] through the extension-header walk, whatever the next
 /// header.
 pub(super) fn key_v6_walked(l3: &[u8]) -> PacketKey {
-    let mut k = key_v6_fixed(l3);
-    if let Ok(w) = ipv6ext::walk(IpProtocol(l3[6]), &l3[40..]) {
+    let Some(h) = l3.first_chunk::<40>() else { return PacketKey::default() };
+    let mut k = key_v6_fixed(h);
+    if let Ok(w) = ipv6ext::walk(IpProtocol(h[6]), l3.get(40..).unwrap_or_default()) {
         k.proto = w.upper_protocol.0;
         if w.has_upper_header() {
             let proto = k.proto;
@@ -70,22 +72,22 @@ pub(super) fn key_v6_walked(l3: &[u8]) -> PacketKey {
 }
 
 fn l4_fields(k: &mut PacketKey, proto: u8, l4: &[u8]) {
-    match proto {
-        6 | 17 | 33 | 132 | 136 if l4.len() >= 4 => {
-            k.sport = be16(l4, 0);
-            k.dport = be16(l4, 2);
+    match (proto, l4) {
+        (6 | 17 | 33 | 132 | 136, [s0, s1, d0, d1, rest @ ..]) => {
+            k.sport = u16::from_be_bytes([*s0, *s1]);
+            k.dport = u16::from_be_bytes([*d0, *d1]);
             k.l4_valid = true;
             if proto == 6 {
-                if l4.len() >= 14 {
-                    k.tcp_flags = l4[13];
-                } else {
-                    k.l4_valid = false;
+                // The flags, byte 13 of the TCP header.
+                match rest.get(9) {
+                    Some(&flags) => k.tcp_flags = flags,
+                    None => k.l4_valid = false,
                 }
             }
         }
-        1 | 58 if l4.len() >= 2 => {
-            k.icmp_type = l4[0];
-            k.icmp_code = l4[1];
+        (1 | 58, [ty, code, ..]) => {
+            k.icmp_type = *ty;
+            k.icmp_code = *code;
             k.l4_valid = true;
         }
         _ => {}

@@ -33,7 +33,6 @@
 
 use crate::shortcut::{FlowPattern, SAME, meta_masked, meta16};
 use crate::state::{AclTable, IfTable};
-use crate::util::*;
 use tern_acl::{Action, PacketKey, Verdict};
 use tern_engine::{Cx, ErrorDesc, Node};
 use tern_intrin::Bytes16;
