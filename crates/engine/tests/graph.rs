@@ -24,14 +24,14 @@ impl Node for Split {
         E
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        cx.count(1, pkts.len() as u64);
+        cx.count(1u16, pkts.len() as u64);
         for (i, &p) in pkts.iter().enumerate() {
             let b = cx.pool.data(p)[0];
             cx.trace_note(p, || format!("first byte {b}"));
             next[i] = match b {
                 0xff => 2,
                 0xfe => 9,
-                b if b % 2 == 1 => cx.drop(p, 0),
+                b if b % 2 == 1 => cx.drop(p, 0u16),
                 _ => 1,
             };
         }

@@ -14,14 +14,17 @@
 //! them (answers to the kernel's own requests) go to `linux-punt`.
 //!
 //! Next nodes: `interface-output` (replies), `linux-punt`, `drop`.
-//! Counters: [`ARP_ERRORS`].
+//! Counters: [`ArpError::DESCS`].
+
+#![deny(clippy::indexing_slicing)]
 
 use crate::state::{Event, Heard, IfTable, Shared};
 use crate::util::*;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use tern_engine::{Cx, ErrorDesc, Node};
 use tern_packet::PktIdx;
 use tern_rcu::Snapshot;
+use tern_wire::{ArpOperation, ArpPacket, EthernetAddress};
 
 pub struct ArpInput {
     ifs: Snapshot<IfTable>,
@@ -35,48 +38,47 @@ impl ArpInput {
     }
 }
 
-const A_MALFORMED: u16 = 0;
-const A_BAD_SENDER: u16 = 1;
-const A_NOT_OURS: u16 = 2;
-const A_REPLY: u16 = 3;
-const A_REPLY_SENT: u16 = 4;
-const A_NO_IF: u16 = 5;
-const A_EVENTS_FULL: u16 = 6;
-const A_BAD_OP: u16 = 7;
-const A_LINUX: u16 = 8;
+tern_engine::edges! {
+    /// `arp-input`'s next nodes.
+    pub enum ArpNext {
+        Drop = "drop",
+        Output = "interface-output",
+        Punt = "linux-punt",
+    }
+}
 
-pub const ARP_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("malformed", "not Ethernet/IPv4 ARP, or truncated"),
-    ErrorDesc::drop("bad-sender", "sender hardware address is multicast/broadcast"),
-    ErrorDesc::drop("request-not-ours", "request for an address that is not ours"),
-    ErrorDesc::drop("reply-received", "replies consumed (learned)"),
-    ErrorDesc::info("reply-sent", "requests for our addresses answered"),
-    ErrorDesc::drop("no-interface", "received on an unknown interface"),
-    ErrorDesc::info("event-queue-full", "a learned neighbour could not be reported"),
-    ErrorDesc::drop("bad-operation", "ARP operation other than request or reply"),
-    ErrorDesc::drop("left-to-linux", "request for our address in Linux mode: the kernel answers it"),
-];
-
-const NEXT_OUTPUT: u16 = 1;
-const NEXT_PUNT: u16 = 2;
+tern_engine::errors! {
+    /// `arp-input`'s counters.
+    pub enum ArpError {
+        Malformed = drop("malformed", "not Ethernet/IPv4 ARP, or truncated"),
+        BadSender = drop("bad-sender", "sender hardware address is multicast/broadcast"),
+        NotOurs = drop("request-not-ours", "request for an address that is not ours"),
+        Reply = drop("reply-received", "replies consumed (learned)"),
+        ReplySent = info("reply-sent", "requests for our addresses answered"),
+        NoIf = drop("no-interface", "received on an unknown interface"),
+        EventsFull = info("event-queue-full", "a learned neighbour could not be reported"),
+        BadOp = drop("bad-operation", "ARP operation other than request or reply"),
+        Linux = drop("left-to-linux", "request for our address in Linux mode: the kernel answers it"),
+    }
+}
 
 impl Node for ArpInput {
     fn name(&self) -> &'static str {
         "arp-input"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "interface-output", "linux-punt"]
+        ArpNext::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ARP_ERRORS
+        ArpError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.params.refresh();
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt);
         }
     }
 }
@@ -84,26 +86,27 @@ impl Node for ArpInput {
 fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
-    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, A_NO_IF) };
-    let Some(a) = d.get_mut(l3off..l3off + 28) else { return cx.drop(p, A_MALFORMED) };
-    if be16(a, 0) != 1 || be16(a, 2) != ETH_P_IPV4 || a[4] != 6 || a[5] != 4 {
-        return cx.drop(p, A_MALFORMED);
+    let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, ArpError::NoIf) };
+    let Some(a) = d.get_mut(l3off..l3off + 28) else { return cx.drop(p, ArpError::Malformed) };
+    // 28 bytes: the view's reads are in bounds.
+    let mut a = ArpPacket::new_unchecked(a);
+    if !a.is_ethernet_ipv4() {
+        return cx.drop(p, ArpError::Malformed);
     }
-    let op = be16(a, 6);
-    if op != 1 && op != 2 {
-        return cx.drop(p, A_BAD_OP);
+    let op = a.operation();
+    if op != ArpOperation::REQUEST && op != ArpOperation::REPLY {
+        return cx.drop(p, ArpError::BadOp);
     }
-    let mut sha = [0u8; 6];
-    sha.copy_from_slice(&a[8..14]);
-    if sha[0] & 1 != 0 {
-        return cx.drop(p, A_BAD_SENDER);
+    let sha = a.source_hardware_addr();
+    if sha.is_multicast() {
+        return cx.drop(p, ArpError::BadSender);
     }
-    let spa = Ipv4Addr::new(a[14], a[15], a[16], a[17]);
-    let tpa = Ipv4Addr::new(a[24], a[25], a[26], a[27]);
+    let sha = sha.0;
+    let (spa, tpa) = (a.source_protocol_addr(), a.target_protocol_addr());
     let ours = iface.has_v4(tpa);
     let mut events_full = false;
     if !spa.is_unspecified() && iface.v4_on_link(spa) && !iface.has_v4(spa) {
-        let how = if op == 2 {
+        let how = if op == ArpOperation::REPLY {
             Heard::Advert { solicited: true, override_: true, router: false }
         } else {
             Heard::Sender { create: ours }
@@ -112,32 +115,33 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
         events_full = shared.events.push(ev).is_err();
     }
     // (`punt` implies `linux`.)
-    if op == 2 || !ours || linux {
+    if op == ArpOperation::REPLY || !ours || linux {
         if events_full {
-            cx.count(A_EVENTS_FULL, 1);
+            cx.count(ArpError::EventsFull, 1);
         }
         if punt && ours {
             // TAP exception path: the kernel answers requests for its
             // addresses and waits for the replies to its own.
-            return NEXT_PUNT;
+            return ArpNext::Punt as u16;
         }
-        if op == 2 || !ours {
-            return cx.drop(p, if op == 2 { A_REPLY } else { A_NOT_OURS });
+        if op == ArpOperation::REPLY || !ours {
+            return cx
+                .drop(p, if op == ArpOperation::REPLY { ArpError::Reply as u16 } else { ArpError::NotOurs as u16 });
         }
         // Linux mode: the kernel saw the same request and answers it.
-        return cx.drop(p, A_LINUX);
+        return cx.drop(p, ArpError::Linux);
     }
     // Reply in place (RFC 826: swap, fill in our hardware address).
-    put16(a, 6, 2);
-    a[18..24].copy_from_slice(&sha);
-    a[24..28].copy_from_slice(&spa.octets());
-    a[8..14].copy_from_slice(&iface.mac);
-    a[14..18].copy_from_slice(&tpa.octets());
+    a.set_operation(ArpOperation::REPLY);
+    a.set_target_hardware_addr(EthernetAddress(sha));
+    a.set_target_protocol_addr(spa);
+    a.set_source_hardware_addr(EthernetAddress(iface.mac));
+    a.set_source_protocol_addr(tpa);
     write_l2(d, sha, iface, ETH_P_ARP);
     m.tx_if = iface.index;
     if events_full {
-        cx.count(A_EVENTS_FULL, 1);
+        cx.count(ArpError::EventsFull, 1);
     }
-    cx.count(A_REPLY_SENT, 1);
-    NEXT_OUTPUT
+    cx.count(ArpError::ReplySent, 1);
+    ArpNext::Output as u16
 }

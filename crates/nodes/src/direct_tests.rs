@@ -956,3 +956,33 @@ fn acl_out_shortcut_keeps_to_its_interface() {
         assert_eq!(b.stats.errors[denied].get(), 64, "{node}");
     }
 }
+
+/// `ip4-local` trusts no header: a packet that reaches it without passing
+/// `ip4-input` (cut short, or an IHL beyond the frame) is dropped and
+/// counted as the engine's `unspecified` (a bug upstream), never read out
+/// of bounds; a whole echo request is still answered.
+#[test]
+fn ip4_local_drops_a_header_it_cannot_read() {
+    let (graph, _, _, _fib) = router_with(false, false);
+    let local = graph.node_id("ip4-local").expect("ip4-local");
+    let pool = PacketPool::new(PoolConfig { frames: 64, ..PoolConfig::default() }).expect("pool");
+    let mut b = Batches::new(graph, local, pool, 2);
+    let info = b.graph.info().clone();
+    let unspecified = info.errors.iter().position(|e| e.name == "unspecified").expect("counter");
+    let echo = info.errors.iter().position(|e| e.node == "ip4-local" && e.name == "echo-reply-sent").expect("counter");
+    // An echo request from 10.0.1.2 to 10.0.1.1, Meta::l3_off 0 (no
+    // link-layer header), then the same cut inside its header, and with
+    // an IHL of 60 in a 28-byte packet.
+    let mut ip = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 1, 2, 10, 0, 1, 1, 8, 0, 0xf7, 0xff, 0, 0, 0, 0];
+    let c = !checksum::data(&ip[..20]);
+    put16(&mut ip, 10, c);
+    let cut = ip[..12].to_vec();
+    let mut long_ihl = ip.clone();
+    long_ihl[0] = 0x4f;
+    b.run([(cut.as_slice(), 0, 0), (long_ihl.as_slice(), 0, 0)], 0);
+    assert_eq!(b.stats.errors[unspecified].get(), 2);
+    assert_eq!(b.stats.errors[echo].get(), 0);
+    b.run([(ip.as_slice(), 0, 0)], 1);
+    assert_eq!(b.stats.errors[echo].get(), 1, "the whole request is answered");
+    assert_eq!(b.stats.errors[unspecified].get(), 2);
+}

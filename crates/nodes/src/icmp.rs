@@ -10,35 +10,48 @@
 
 use crate::state::{IfTable, Params, is_link_local};
 use crate::util::*;
-use std::net::{Ipv4Addr, Ipv6Addr};
-use tern_engine::{Cx, ErrorDesc, Node};
+use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
-use tern_wire::{IpProtocol, checksum};
+use tern_wire::{Icmpv4Packet, Icmpv4Type, Icmpv6Packet, Icmpv6Type, IpProtocol, Ipv4Packet, Ipv6Packet};
 
-const E_MULTICAST: u16 = 0;
-const E_FRAGMENT: u16 = 1;
-const E_ABOUT_ERROR: u16 = 2;
-const E_BAD_SOURCE: u16 = 3;
-const E_RATE: u16 = 4;
-const E_NO_ADDR: u16 = 5;
-const E_HEADROOM: u16 = 6;
-const E_SENT: u16 = 7;
+tern_engine::edges! {
+    /// `ip4-icmp-error`'s next nodes.
+    pub enum Icmp4Next {
+        Drop = "drop",
+        Lookup = "ip4-lookup",
+    }
+}
 
-pub const ICMP_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("no-error-for-multicast", "no ICMP error about a link-layer or IP multicast/broadcast"),
-    ErrorDesc::drop("no-error-for-fragment", "no ICMP error about a non-initial fragment"),
-    ErrorDesc::drop("no-error-for-error", "no ICMP error about an ICMP error"),
-    ErrorDesc::drop("no-error-for-source", "source address cannot receive an ICMP error"),
-    ErrorDesc::drop("rate-limited", "ICMP error suppressed by the rate limit"),
-    ErrorDesc::drop("no-source-address", "no address to send the ICMP error from"),
-    ErrorDesc::drop("no-headroom", "no room to build the ICMP error"),
-    ErrorDesc::info("sent", "ICMP errors sent"),
-];
+tern_engine::edges! {
+    /// `ip6-icmp-error`'s next nodes.
+    pub enum Icmp6Next {
+        Drop = "drop",
+        Lookup = "ip6-lookup",
+        Output = "interface-output",
+    }
+}
+
+tern_engine::errors! {
+    /// The counters of `ip4-icmp-error` and `ip6-icmp-error`.
+    pub enum IcmpError {
+        Multicast = drop("no-error-for-multicast", "no ICMP error about a link-layer or IP multicast/broadcast"),
+        Fragment = drop("no-error-for-fragment", "no ICMP error about a non-initial fragment"),
+        AboutError = drop("no-error-for-error", "no ICMP error about an ICMP error"),
+        BadSource = drop("no-error-for-source", "source address cannot receive an ICMP error"),
+        Rate = drop("rate-limited", "ICMP error suppressed by the rate limit"),
+        NoAddr = drop("no-source-address", "no address to send the ICMP error from"),
+        Headroom = drop("no-headroom", "no room to build the ICMP error"),
+        Sent = info("sent", "ICMP errors sent"),
+    }
+}
 
 /// Copies the Ethernet source of the frame (still in front of L3).
-fn l2_source(d: &[u8], l3off: usize) -> [u8; 6] {
-    if l3off >= 12 { <[u8; 6]>::try_from(&d[6..12]).unwrap_or(BROADCAST_MAC) } else { BROADCAST_MAC }
+pub(crate) fn l2_source(d: &[u8], l3off: usize) -> [u8; 6] {
+    match d.get(6..12) {
+        Some(mac) if l3off >= 12 => <[u8; 6]>::try_from(mac).unwrap_or(BROADCAST_MAC),
+        _ => BROADCAST_MAC,
+    }
 }
 
 /// Makes room for `hdr` bytes of new headers right before L3 and puts the
@@ -76,18 +89,18 @@ impl Node for Ip4IcmpError {
         "ip4-icmp-error"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip4-lookup"]
+        Icmp4Next::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ICMP_ERRORS
+        IcmpError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         if self.params.refresh() {
             self.bucket.configure(self.params.icmp_rate, self.params.icmp_burst);
         }
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = self.one(cx, p);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = self.one(cx, p);
         }
     }
 }
@@ -98,69 +111,72 @@ impl Ip4IcmpError {
         let (ty, code, mtu) = ((m.aux >> 8) as u8, m.aux as u8, (m.aux >> 16) as u16);
         let l3off = m.l3_off as usize;
         let d = cx.pool.data(p);
-        let l3 = &d[l3off..];
-        let ihl = usize::from(l3[0] & 0x0f) * 4;
+        let l3 = d.get(l3off..).unwrap_or_default();
+        // ip4-input validated the header; one that does not pass is
+        // dropped as the engine's `unspecified` (a bug upstream).
+        let Ok(ip) = Ipv4Packet::new_checked(l3) else { return NEXT_DROP };
+        let ihl = usize::from(ip.header_len());
         // RFC 1812 4.3.2.7: never about link-layer broadcast/multicast, IP
         // multicast, non-initial fragments, ICMP errors, or from sources
         // that do not name a single host.
-        if m.flags & flags::L2_MULTI != 0 || l3[16] >= 224 {
-            return cx.drop(p, E_MULTICAST);
+        if m.flags & flags::L2_MULTI != 0 || ip.dst_addr().octets()[0] >= 224 {
+            return cx.drop(p, IcmpError::Multicast);
         }
-        if be16(l3, 6) & 0x1fff != 0 {
-            return cx.drop(p, E_FRAGMENT);
+        if ip.frag_offset() != 0 {
+            return cx.drop(p, IcmpError::Fragment);
         }
-        if l3[9] == 1 && l3.len() > ihl && matches!(l3[ihl], 3 | 4 | 5 | 11 | 12) {
-            return cx.drop(p, E_ABOUT_ERROR);
+        if ip.protocol() == IpProtocol::ICMP && matches!(l3.get(ihl), Some(3 | 4 | 5 | 11 | 12)) {
+            return cx.drop(p, IcmpError::AboutError);
         }
-        let src = Ipv4Addr::new(l3[12], l3[13], l3[14], l3[15]);
+        let src = ip.src_addr();
         if src.is_unspecified() || src.octets()[0] >= 224 || src.is_loopback() {
-            return cx.drop(p, E_BAD_SOURCE);
+            return cx.drop(p, IcmpError::BadSource);
         }
         let ifs = self.ifs.current();
         let from = ifs
             .get(m.rx_if)
             .and_then(|i| i.v4_source_for(src))
             .or_else(|| ifs.ifs.iter().find_map(|i| i.v4.first().map(|n| n.addr)));
-        let Some(from) = from else { return cx.drop(p, E_NO_ADDR) };
+        let Some(from) = from else { return cx.drop(p, IcmpError::NoAddr) };
         if !self.bucket.take(cx.now_ns) {
-            return cx.drop(p, E_RATE);
+            return cx.drop(p, IcmpError::Rate);
         }
         // RFC 1812 4.3.2.3: quote as much as fits in 576 bytes.
         let quote = l3.len().min(576 - 28);
         if !make_room(cx, p, 28, quote) {
-            return cx.drop(p, E_HEADROOM);
+            return cx.drop(p, IcmpError::Headroom);
         }
         self.ident = self.ident.wrapping_add(1);
         let d = cx.pool.data_mut(p);
-        let total = (28 + quote) as u16;
-        d[0] = 0x45;
-        d[1] = 0xc0;
-        put16(d, 2, total);
-        put16(d, 4, self.ident);
-        put16(d, 6, 0);
-        d[8] = 64;
-        d[9] = 1;
-        put16(d, 10, 0);
-        d[12..16].copy_from_slice(&from.octets());
-        d[16..20].copy_from_slice(&src.octets());
-        let c = !checksum::data(&d[..20]);
-        put16(d, 10, c);
-        d[20] = ty;
-        d[21] = code;
-        put16(d, 22, 0);
-        put16(d, 24, 0);
-        put16(
-            d,
-            26,
-            if ty == crate::ip4::ICMP_DEST_UNREACH && code == crate::ip4::UNREACH_FRAG_NEEDED { mtu } else { 0 },
-        );
-        let c = !checksum::data(&d[20..]);
-        put16(d, 22, c);
+        // make_room left 28 bytes of headers and the quote.
+        let Some((ip, icmp)) = d.split_at_mut_checked(20).filter(|(_, icmp)| icmp.len() >= 8) else {
+            return cx.drop(p, IcmpError::Headroom);
+        };
+        let mut ip = Ipv4Packet::new_unchecked(ip);
+        ip.set_version(4);
+        ip.set_header_len(20);
+        // Internetwork control (RFC 1812 4.3.2.5: precedence 6).
+        ip.set_dscp(0x30);
+        ip.set_ecn(0);
+        ip.set_total_len((28 + quote) as u16);
+        ip.set_ident(self.ident);
+        ip.set_flags_frag_word(0);
+        ip.set_ttl(64);
+        ip.set_protocol(IpProtocol::ICMP);
+        ip.set_src_addr(from);
+        ip.set_dst_addr(src);
+        ip.fill_checksum();
+        let mut icmp = Icmpv4Packet::new_unchecked(icmp);
+        icmp.set_msg_type(Icmpv4Type(ty));
+        icmp.set_msg_code(code);
+        let frag_needed = ty == crate::ip4::ICMP_DEST_UNREACH && code == crate::ip4::UNREACH_FRAG_NEEDED;
+        icmp.set_rest_of_header(if frag_needed { u32::from(mtu) } else { 0 });
+        icmp.fill_checksum();
         let mm = cx.pool.meta_mut(p);
         mm.flags = (mm.flags | flags::LOCAL_ORIGIN) & !flags::L2_MULTI;
-        cx.count(E_SENT, 1);
+        cx.count(IcmpError::Sent, 1);
         cx.trace_note(p, || format!("icmp type {ty} code {code} from {from} to {src}"));
-        1
+        Icmp4Next::Lookup as u16
     }
 }
 
@@ -186,18 +202,18 @@ impl Node for Ip6IcmpError {
         "ip6-icmp-error"
     }
     fn nexts(&self) -> &'static [&'static str] {
-        &["drop", "ip6-lookup", "interface-output"]
+        Icmp6Next::NAMES
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        ICMP_ERRORS
+        IcmpError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         if self.params.refresh() {
             self.bucket.configure(self.params.icmp_rate, self.params.icmp_burst);
         }
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = self.one(cx, p);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = self.one(cx, p);
         }
     }
 }
@@ -209,60 +225,66 @@ impl Ip6IcmpError {
         let l3off = m.l3_off as usize;
         let d = cx.pool.data(p);
         let l2_src = l2_source(d, l3off);
-        let l3 = &d[l3off..];
-        let src = Ipv6Addr::from(be128(l3, 8));
-        let dst_mcast = l3[24] == 0xff;
+        let l3 = d.get(l3off..).unwrap_or_default();
+        // ip6-input validated the header; one that does not pass is
+        // dropped as the engine's `unspecified` (a bug upstream).
+        let Some(ip) = l3.get(..40).map(Ipv6Packet::new_unchecked) else { return NEXT_DROP };
+        let src = ip.src_addr();
+        let dst_mcast = ip.dst_addr().is_multicast();
         // RFC 4443 2.4(e): Packet Too Big may answer multicast; nothing else.
         let too_big = ty == crate::ip6::ICMP6_PACKET_TOO_BIG;
         if (dst_mcast || m.flags & flags::L2_MULTI != 0) && !too_big {
-            return cx.drop(p, E_MULTICAST);
+            return cx.drop(p, IcmpError::Multicast);
         }
-        if l3[6] == 58 && l3.len() > 40 && l3[40] < 128 {
-            return cx.drop(p, E_ABOUT_ERROR);
+        if ip.next_header() == IpProtocol::ICMPV6 && l3.get(40).is_some_and(|&t| t < 128) {
+            return cx.drop(p, IcmpError::AboutError);
         }
-        if src.is_unspecified() || src.segments()[0] >> 8 == 0xff {
-            return cx.drop(p, E_BAD_SOURCE);
+        if src.is_unspecified() || src.is_multicast() {
+            return cx.drop(p, IcmpError::BadSource);
         }
         let ifs = self.ifs.current();
-        let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, E_NO_ADDR) };
+        let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, IcmpError::NoAddr) };
         let from = iface.v6_source_for(src);
         if !self.bucket.take(cx.now_ns) {
-            return cx.drop(p, E_RATE);
+            return cx.drop(p, IcmpError::Rate);
         }
         // RFC 4443 2.4(c): as much as fits without exceeding the minimum MTU.
         let quote = l3.len().min(1280 - 48);
         if !make_room(cx, p, 48, quote) {
-            return cx.drop(p, E_HEADROOM);
+            return cx.drop(p, IcmpError::Headroom);
         }
         let d = cx.pool.data_mut(p);
-        let plen = (8 + quote) as u16;
-        d[..4].copy_from_slice(&[0x60, 0, 0, 0]);
-        put16(d, 4, plen);
-        d[6] = 58;
-        d[7] = 64;
-        d[8..24].copy_from_slice(&from.octets());
-        d[24..40].copy_from_slice(&src.octets());
-        d[40] = ty;
-        d[41] = code;
-        put16(d, 42, 0);
-        let rest: u32 = if too_big { u32::from(mtu) } else { 0 };
-        d[44..48].copy_from_slice(&rest.to_be_bytes());
-        let pseudo = checksum::pseudo_header_v6(from, src, IpProtocol::ICMPV6, u32::from(plen));
-        let c = !checksum::add(pseudo, checksum::data(&d[40..]));
-        put16(d, 42, c);
+        // make_room left 48 bytes of headers and the quote.
+        let Some((ip, icmp)) = d.split_at_mut_checked(40).filter(|(_, icmp)| icmp.len() >= 8) else {
+            return cx.drop(p, IcmpError::Headroom);
+        };
+        let mut ip = Ipv6Packet::new_unchecked(ip);
+        ip.set_version(6);
+        ip.set_traffic_class(0);
+        ip.set_flow_label(0);
+        ip.set_payload_len((8 + quote) as u16);
+        ip.set_next_header(IpProtocol::ICMPV6);
+        ip.set_hop_limit(64);
+        ip.set_src_addr(from);
+        ip.set_dst_addr(src);
+        let mut icmp = Icmpv6Packet::new_unchecked(icmp);
+        icmp.set_msg_type(Icmpv6Type(ty));
+        icmp.set_msg_code(code);
+        icmp.set_rest_of_header(if too_big { u32::from(mtu) } else { 0 });
+        icmp.fill_checksum(from, src);
         let mm = cx.pool.meta_mut(p);
         mm.flags = (mm.flags | flags::LOCAL_ORIGIN) & !flags::L2_MULTI;
-        cx.count(E_SENT, 1);
+        cx.count(IcmpError::Sent, 1);
         cx.trace_note(p, || format!("icmpv6 type {ty} code {code} from {from} to {src}"));
         if is_link_local(src) {
             if !set_l2_len(cx.pool, p, iface.l2_len()) {
-                return cx.drop(p, E_HEADROOM);
+                return cx.drop(p, IcmpError::Headroom);
             }
             let (m, d) = cx.pool.pkt_mut(p);
             write_l2(d, l2_src, iface, ETH_P_IPV6);
             m.tx_if = iface.index;
-            return 2;
+            return Icmp6Next::Output as u16;
         }
-        1
+        Icmp6Next::Lookup as u16
     }
 }

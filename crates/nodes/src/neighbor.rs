@@ -11,7 +11,7 @@
 //! interval.
 //!
 //! Next nodes: `ip4-lookup` / `ip6-lookup` (released packets), `drop`.
-//! Counters: [`GLEAN_ERRORS`].
+//! Counters: [`GleanError::DESCS`].
 
 use crate::state::{IfTable, Iface, Params, Shared};
 use crate::util::*;
@@ -23,29 +23,30 @@ use tern_engine::{Cx, Emit, ErrorDesc, NEXT_TAKEN, Node};
 use tern_fib::{FibReader, NhKind};
 use tern_packet::PktIdx;
 use tern_rcu::Snapshot;
-use tern_wire::{IpProtocol, checksum};
+use tern_wire::arp::HTYPE_ETHERNET;
+use tern_wire::{ArpOperation, ArpPacket, EtherType, EthernetAddress, IpProtocol, checksum};
 
-const G_QUEUE_FULL: u16 = 0;
-const G_TIMEOUT: u16 = 1;
-const G_FAILED: u16 = 2;
-const G_REQUEST: u16 = 3;
-const G_NO_BUFFER: u16 = 4;
-const G_NO_SOURCE: u16 = 5;
-const G_BAD_NH: u16 = 6;
-const G_RELEASED: u16 = 7;
+tern_engine::errors! {
+    /// The counters of `ip4-glean` and `ip6-glean`.
+    pub enum GleanError {
+        QueueFull = drop("queue-full", "too many packets waiting for address resolution"),
+        Timeout = drop("resolution-timeout", "neighbour did not answer; waiting packets dropped"),
+        Failed = drop("resolution-failed", "neighbour recently failed to answer"),
+        Request = info("request-sent", "ARP requests / neighbour solicitations sent"),
+        NoBuffer = info("no-buffer", "no buffer to build a request"),
+        NoSource = info("no-source-address", "no address on the interface to ask from"),
+        BadNh = drop("bad-nexthop", "next hop is not resolvable"),
+        Released = info("released", "packets sent on after resolution"),
+    }
+}
 
-pub const GLEAN_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("queue-full", "too many packets waiting for address resolution"),
-    ErrorDesc::drop("resolution-timeout", "neighbour did not answer; waiting packets dropped"),
-    ErrorDesc::drop("resolution-failed", "neighbour recently failed to answer"),
-    ErrorDesc::info("request-sent", "ARP requests / neighbour solicitations sent"),
-    ErrorDesc::info("no-buffer", "no buffer to build a request"),
-    ErrorDesc::info("no-source-address", "no address on the interface to ask from"),
-    ErrorDesc::drop("bad-nexthop", "next hop is not resolvable"),
-    ErrorDesc::info("released", "packets sent on after resolution"),
-];
-
-const NEXT_LOOKUP: u16 = 1;
+tern_engine::edges! {
+    /// The next nodes of `ip4-glean` (table 0) and `ip6-glean` (table 1).
+    pub enum GleanNext {
+        Drop = ["drop", "drop"],
+        Lookup = ["ip4-lookup", "ip6-lookup"],
+    }
+}
 
 /// How often held packets are checked for timeouts.
 const SWEEP_NS: u64 = 50_000_000;
@@ -119,17 +120,17 @@ impl Glean {
             iface.v4_source_for(target).map(|src| arp_request_frame(iface, src, target))
         };
         let Some(frame) = frame else {
-            cx.count(G_NO_SOURCE, 1);
+            cx.count(GleanError::NoSource, 1);
             return;
         };
         let Some(p) = cx.pool.alloc_from(&frame) else {
-            cx.count(G_NO_BUFFER, 1);
+            cx.count(GleanError::NoBuffer, 1);
             return;
         };
         match cx.tx.get_mut(iface.port as usize) {
             Some(q) => {
                 q.push(p);
-                cx.count(G_REQUEST, 1);
+                cx.count(GleanError::Request, 1);
             }
             None => cx.pool.free(p),
         }
@@ -141,10 +142,10 @@ impl Node for Glean {
         if self.v6 { "ip6-glean" } else { "ip4-glean" }
     }
     fn nexts(&self) -> &'static [&'static str] {
-        if self.v6 { &["drop", "ip6-lookup"] } else { &["drop", "ip4-lookup"] }
+        GleanNext::names(usize::from(self.v6))
     }
     fn errors(&self) -> &'static [ErrorDesc] {
-        GLEAN_ERRORS
+        GleanError::DESCS
     }
     fn wants_poll(&self) -> bool {
         true
@@ -160,27 +161,27 @@ impl Node for Glean {
             self.params.neigh_queue_total,
             self.params.neigh_max_tries,
         );
-        for (i, &p) in pkts.iter().enumerate() {
+        for (o, &p) in next.iter_mut().zip(pkts) {
             let Some(key) = self.target(cx, p) else {
-                next[i] = cx.drop(p, G_BAD_NH);
+                *o = cx.drop(p, GleanError::BadNh);
                 continue;
             };
             let req = self.requests.entry(key).or_insert(Request { last_ns: 0, tries: 0 });
             if req.tries >= max_tries {
                 if now.saturating_sub(req.last_ns) < retry {
-                    next[i] = cx.drop(p, G_FAILED);
+                    *o = cx.drop(p, GleanError::Failed);
                     continue;
                 }
                 req.tries = 0;
             }
             let q = self.waiting.entry(key).or_default();
             if q.len() >= per_dest || self.total >= total_max {
-                next[i] = cx.drop(p, G_QUEUE_FULL);
+                *o = cx.drop(p, GleanError::QueueFull);
                 continue;
             }
             q.push_back(p);
             self.total += 1;
-            next[i] = NEXT_TAKEN;
+            *o = NEXT_TAKEN;
             let send = req.last_ns == 0 || now.saturating_sub(req.last_ns) >= retry;
             if send {
                 req.last_ns = now;
@@ -205,12 +206,12 @@ impl Node for Glean {
             let mut released = 0;
             for (_, q) in self.waiting.drain() {
                 for p in q {
-                    emit.push(p, NEXT_LOOKUP);
+                    emit.push(p, GleanNext::Lookup as u16);
                     released += 1;
                 }
             }
             self.total = 0;
-            cx.count(G_RELEASED, released);
+            cx.count(GleanError::Released, released);
         }
         let now = cx.now_ns;
         if now.saturating_sub(self.last_sweep_ns) < SWEEP_NS {
@@ -231,7 +232,7 @@ impl Node for Glean {
                 if let Some(q) = self.waiting.remove(&key) {
                     self.total -= q.len();
                     for p in q {
-                        emit.push(p, cx.drop(p, G_TIMEOUT));
+                        emit.push(p, cx.drop(p, GleanError::Timeout));
                     }
                 }
             } else {
@@ -256,18 +257,27 @@ pub fn arp_request_frame(iface: &Iface, src: Ipv4Addr, target: Ipv4Addr) -> Vec<
     let l2 = iface.l2_len();
     let mut f = vec![0u8; (l2 + 28).max(60)];
     write_l2(&mut f, BROADCAST_MAC, iface, ETH_P_ARP);
-    let a = &mut f[l2..];
-    a[..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-    a[8..14].copy_from_slice(&iface.mac);
-    a[14..18].copy_from_slice(&src.octets());
-    a[24..28].copy_from_slice(&target.octets());
+    if let Some(a) = f.get_mut(l2..l2 + 28) {
+        // 28 bytes: the view's writes are in bounds.
+        let mut a = ArpPacket::new_unchecked(a);
+        a.set_hardware_type(HTYPE_ETHERNET);
+        a.set_protocol_type(EtherType::IPV4);
+        a.set_hardware_len(6);
+        a.set_protocol_len(4);
+        a.set_operation(ArpOperation::REQUEST);
+        a.set_source_hardware_addr(EthernetAddress(iface.mac));
+        a.set_source_protocol_addr(src);
+        a.set_target_protocol_addr(target);
+    }
     f
 }
 
 /// A unicast ARP request (a probe that refreshes a known neighbour).
 pub fn arp_probe_frame(iface: &Iface, src: Ipv4Addr, target: Ipv4Addr, mac: [u8; 6]) -> Vec<u8> {
     let mut f = arp_request_frame(iface, src, target);
-    f[..6].copy_from_slice(&mac);
+    if let Some(dst) = f.first_chunk_mut::<6>() {
+        *dst = mac;
+    }
     f
 }
 
@@ -296,17 +306,68 @@ pub fn ns_frame_to(iface: &Iface, target: Ipv6Addr, unicast: Option<[u8; 6]>) ->
     let l2 = iface.l2_len();
     let mut f = vec![0u8; l2 + 40 + 32];
     write_l2(&mut f, dst_mac, iface, ETH_P_IPV6);
-    let l3 = &mut f[l2..];
+    let (l3, icmp) = f.get_mut(l2..)?.split_first_chunk_mut::<40>()?;
+    let icmp = icmp.first_chunk_mut::<32>()?;
     l3[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 32, 58, 255]);
     l3[8..24].copy_from_slice(&src.octets());
     l3[24..40].copy_from_slice(&dst_ip.octets());
-    let icmp = &mut l3[40..];
     icmp[0] = 135;
     icmp[8..24].copy_from_slice(&t);
     icmp[24] = 1;
     icmp[25] = 1;
     icmp[26..32].copy_from_slice(&iface.mac);
     let c = !checksum::add(checksum::pseudo_header_v6(src, dst_ip, IpProtocol::ICMPV6, 32), checksum::data(icmp));
-    put16(icmp, 2, c);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
     Some(f)
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::state::IfKind;
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    /// The ARP request and its unicast probe, byte for byte (RFC 826).
+    #[test]
+    fn arp_request_and_probe_frames() {
+        let iface = Iface::new(0, "lan", IfKind::Port, 0, MAC);
+        let f = arp_request_frame(&iface, Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 2));
+        let mut want = vec![0xff; 6];
+        want.extend(MAC);
+        want.extend([0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+        want.extend(MAC);
+        want.extend([10, 0, 1, 1, 0, 0, 0, 0, 0, 0, 10, 0, 1, 2]);
+        want.resize(60, 0);
+        assert_eq!(f, want);
+        let peer = [2, 0, 0, 0, 0, 9];
+        let probe = arp_probe_frame(&iface, Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 1, 2), peer);
+        assert_eq!(probe[..6], peer);
+        assert_eq!(probe[6..], want[6..]);
+    }
+
+    /// A neighbour solicitation to the solicited-node group: addresses,
+    /// hop limit 255, the target and our link-layer address option, and a
+    /// checksum that verifies over the pseudo-header.
+    #[test]
+    fn ns_frame_to_the_solicited_node_group() {
+        let mut iface = Iface::new(0, "lan", IfKind::Port, 0, MAC);
+        iface.v6_ll = crate::state::link_local_from_mac(MAC);
+        let target: Ipv6Addr = "fe80::1:2:3".parse().expect("addr");
+        let f = ns_frame(&iface, target).expect("a source address");
+        assert_eq!(f.len(), 14 + 40 + 32);
+        assert_eq!(f[..6], [0x33, 0x33, 0xff, 0x02, 0x00, 0x03]);
+        assert_eq!(f[14..22], [0x60, 0, 0, 0, 0, 32, 58, 255]);
+        let src = Ipv6Addr::from(<[u8; 16]>::try_from(&f[22..38]).expect("16"));
+        let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&f[38..54]).expect("16"));
+        assert_eq!(src, iface.v6_ll);
+        assert_eq!(dst, "ff02::1:ff02:3".parse::<Ipv6Addr>().expect("addr"));
+        let icmp = &f[54..];
+        assert_eq!((icmp[0], icmp[1]), (135, 0));
+        assert_eq!(icmp[8..24], target.octets());
+        assert_eq!(icmp[24..32], [1, 1, 2, 0, 0, 0, 0, 1]);
+        let sum = checksum::add(checksum::pseudo_header_v6(src, dst, IpProtocol::ICMPV6, 32), checksum::data(icmp));
+        assert_eq!(sum, 0xffff);
+    }
 }

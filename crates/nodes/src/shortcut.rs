@@ -29,6 +29,10 @@
 //! shortcut was slower than `ip4-acl-in` until the metadata was read
 //! before `ip4-input` writes it ([`meta16`]). IPv6: [`Pattern6`].
 
+// Issue 37 item 3: 1 sites here still index packet or batch data
+// directly; they go when this file reads through tern-wire views.
+#![allow(clippy::indexing_slicing)]
+
 use crate::acl::key_v6;
 use crate::state::{AclTable, IfTable};
 use tern_acl::{Action, PacketKey};
@@ -52,6 +56,8 @@ pub(crate) trait FlowPattern: Copy {
     const NONE: Self;
     /// The input node's next index of the family's ACL node.
     const ACL_NEXT: u16;
+    /// The input node's next index of the family's lookup.
+    const LOOKUP_NEXT: u16;
 
     /// The packet (metadata bytes `meta`, [`meta16`]; its L3 bytes `h`)
     /// against the pattern, byte by byte under the masks: bit `i` set
@@ -314,7 +320,7 @@ pub(crate) struct InputAcl<'a, P> {
 impl<P: FlowPattern> InputAcl<'_, P> {
     /// The next index of a packet with an ordinary header bound for the
     /// lookup (`m`; `h`: its L3 bytes the pattern compares; `tcp`: its TCP
-    /// flags, read when `S` is [`TCP_FLOW`]): the lookup (1), unless its
+    /// flags, read when `S` is [`TCP_FLOW`]): the lookup, unless its
     /// interface has an input rule set that has not accepted its flow yet
     /// (the ACL node). `S`: how to ask ([`FLOW`]). `meta`: [`meta16`] of
     /// `m`, read before the node wrote to `m`.
@@ -326,7 +332,7 @@ impl<P: FlowPattern> InputAcl<'_, P> {
         let bits = self.flow.compare(meta, h);
         if bits == SAME && (S != TCP_FLOW || self.flow.tcp_agrees(tcp)) {
             self.hits += 1;
-            return 1;
+            return P::LOOKUP_NEXT;
         }
         self.missed(meta, m, h, tcp, bits)
     }
@@ -338,10 +344,10 @@ impl<P: FlowPattern> InputAcl<'_, P> {
     #[inline(never)]
     fn missed(&mut self, meta: Bytes16, m: &Meta, h: &P::Head, tcp: u8, bits: u16) -> u16 {
         if self.flow.other_len(bits, meta, h) && self.shortcut.take_other_len(m, tcp) {
-            return 1;
+            return P::LOOKUP_NEXT;
         }
         let n = self.ask(m);
-        if n != 1 {
+        if n != P::LOOKUP_NEXT {
             self.stop();
         }
         n
@@ -356,10 +362,10 @@ impl<P: FlowPattern> InputAcl<'_, P> {
     }
 
     /// Whether the receiving interface has an input rule set: then the
-    /// ACL node, else the lookup (1).
+    /// ACL node, else the lookup.
     #[inline(always)]
     fn ask(&self, m: &Meta) -> u16 {
-        if self.has_rules(m.rx_if) { P::ACL_NEXT } else { 1 }
+        if self.has_rules(m.rx_if) { P::ACL_NEXT } else { P::LOOKUP_NEXT }
     }
 
     /// Whether interface `rx_if` has an input rule set.
@@ -578,7 +584,8 @@ impl FlowPattern for Pattern6 {
     type Head = [u8; 48];
     const KEY_BYTES: usize = 54;
     const NONE: Pattern6 = Pattern6 { meta: Bytes16::ZERO, h: [Bytes16::ZERO; 3], tcp_flags: None };
-    const ACL_NEXT: u16 = 3;
+    const ACL_NEXT: u16 = crate::ip6::Ip6InputNext::AclIn as u16;
+    const LOOKUP_NEXT: u16 = crate::ip6::Ip6InputNext::Lookup as u16;
 
     #[inline(always)]
     fn compare(&self, meta: Bytes16, h: &[u8; 48]) -> u16 {
@@ -649,6 +656,7 @@ pub(crate) fn meta_variants(m: &Meta) -> ([Named<Meta>; 4], [Named<Meta>; 5]) {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

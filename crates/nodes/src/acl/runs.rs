@@ -1,158 +1,16 @@
-//! `ip4-acl-in`, `ip6-acl-in`, `ip4-acl-out`, `ip6-acl-out`: the stateless
-//! firewall.
-//!
-//! Only packets of interfaces that have a rule set bound come here:
-//! `ip4-input`/`ip6-input` send to the input node when the receiving
-//! interface has `acl_in`, the rewrite nodes to the output node when the
-//! egress interface has `acl_out` (each keeps the packets of the flow the
-//! rule set last accepted, `crate::shortcut`); other packets pay nothing. The key is
-//! read from the headers (addresses, protocol, ports or ICMP type/code, TCP
-//! flags, DSCP, interfaces, VLAN) and classified by the compiled
-//! classifier of `tern-acl`, whose cost stays nearly flat with the number
-//! of rules. Every decision is counted per rule, per worker.
-//!
-//! Next nodes: `ip4-lookup`/`ip6-lookup` (input) or `interface-output`
-//! (output) for accepted packets, `drop`. Counters: [`ACL_ERRORS`].
+//! The ACL nodes' fast path: a batch cut into runs of one key ([`Runs`],
+//! [`FlowSig`]: a packet whose key-relevant bytes equal its
+//! predecessor's joins the run without building its key), and the
+//! IPv4 flow pattern of the input and output shortcuts ([`Pattern`],
+//! `crate::shortcut`). The reference is one key per packet ([`super::key`])
+//! classified alone; `direct_tests` and this module's tests hold the two
+//! to the same verdicts and counters.
 
-use crate::shortcut::{FlowPattern, SAME, meta_masked, meta16};
-use crate::state::{AclTable, IfTable};
-use crate::util::*;
-use tern_acl::{Action, PacketKey, Verdict};
-use tern_engine::{Cx, ErrorDesc, Node};
-use tern_intrin::Bytes16;
-use tern_packet::{MAX_BATCH, Meta, PacketPool, PktIdx, flags};
-use tern_rcu::Snapshot;
-use tern_wire::{IpProtocol, ipv6ext};
+// Issue 37 item 3: 26 sites here still index packet or batch data
+// directly; they go when this file reads through tern-wire views.
+#![allow(clippy::indexing_slicing)]
 
-const E_DENIED: u16 = 0;
-const E_NO_SET: u16 = 1;
-
-pub const ACL_ERRORS: &[ErrorDesc] = &[
-    ErrorDesc::drop("denied", "dropped by a firewall rule or default policy"),
-    ErrorDesc::drop("no-rule-set", "interface bound to a rule set that does not exist"),
-];
-
-pub struct AclNode {
-    v6: bool,
-    out: bool,
-    ifs: Snapshot<IfTable>,
-    acls: Snapshot<AclTable>,
-    runs: Runs,
-}
-
-/// A batch cut into runs of consecutive packets with one key (one flow,
-/// mostly): per run, the key, its rule set, its verdict, the run's first
-/// packet and its bytes; `starts` has one more entry, the batch length.
-struct Runs {
-    keys: Vec<PacketKey>,
-    sets: Vec<u16>,
-    verdicts: Vec<Verdict>,
-    starts: Vec<usize>,
-    bytes: Vec<u64>,
-}
-
-impl AclNode {
-    pub fn new(ifs: Snapshot<IfTable>, acls: Snapshot<AclTable>, v6: bool, out: bool) -> Self {
-        AclNode {
-            v6,
-            out,
-            ifs,
-            acls,
-            runs: Runs {
-                keys: vec![PacketKey::default(); MAX_BATCH],
-                sets: vec![0; MAX_BATCH],
-                verdicts: vec![Verdict::default(); MAX_BATCH],
-                starts: vec![0; MAX_BATCH + 1],
-                bytes: vec![0; MAX_BATCH],
-            },
-        }
-    }
-}
-
-/// No rule set: the packet's interface lost its binding or names a set
-/// that does not exist.
-const NO_SET: u16 = u16::MAX;
-
-impl Node for AclNode {
-    fn name(&self) -> &'static str {
-        match (self.v6, self.out) {
-            (false, false) => "ip4-acl-in",
-            (true, false) => "ip6-acl-in",
-            (false, true) => "ip4-acl-out",
-            (true, true) => "ip6-acl-out",
-        }
-    }
-    fn nexts(&self) -> &'static [&'static str] {
-        match (self.v6, self.out) {
-            (false, false) => &["drop", "ip4-lookup"],
-            (true, false) => &["drop", "ip6-lookup"],
-            (_, true) => &["drop", "interface-output"],
-        }
-    }
-    fn errors(&self) -> &'static [ErrorDesc] {
-        ACL_ERRORS
-    }
-
-    /// Three passes. Keys: the batch is cut into runs of consecutive
-    /// packets with one key; a packet whose key-relevant header bytes and
-    /// interfaces equal its predecessor's ([`FlowSig`]) joins the run
-    /// without building its key, and once a run has two packets the rest
-    /// are compared in place against its words ([`FlowSig::follow`]).
-    /// Classification: one key per run. Verdicts and rule counters: per
-    /// run.
-    ///
-    /// Measured (callgrind, instructions per packet of `tern bench engine
-    /// --packets 1000000`, over plain forwarding): single-flow-50fw 338 when
-    /// every packet's key was built, classified and counted, 91 with runs,
-    /// 62 with `follow` (of which ~56 are `follow`'s loop: the meta and
-    /// frame bounds checks, five header loads, interfaces, VLAN);
-    /// acl-10k 568, 94 and 65; with `follow`'s 16-byte compares 30.4
-    /// (of which 24.7 in `follow`) and 33.5. Traffic of all-different
-    /// flows gains nothing: drop-test 961, 984 with runs, 976 with
-    /// `follow` (on a plain forwarding of 684, 657 and 641 instructions),
-    /// 977 with the 16-byte compares (plain 645).
-    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        self.ifs.refresh();
-        self.acls.refresh();
-        let ifs = self.ifs.current();
-        let acls = self.acls.current();
-        let n = pkts.len().min(MAX_BATCH).min(next.len());
-        let (pkts, next) = (&pkts[..n], &mut next[..n]);
-        let r = &mut self.runs;
-        let (nk, same_set, traced) = match (self.v6, self.out) {
-            (false, false) => r.gather::<false, false>(cx.pool, ifs, pkts),
-            (true, false) => r.gather::<true, false>(cx.pool, ifs, pkts),
-            (false, true) => r.gather::<false, true>(cx.pool, ifs, pkts),
-            (true, true) => r.gather::<true, true>(cx.pool, ifs, pkts),
-        };
-        if nk == 0 {
-            return;
-        }
-
-        let (keys, sets, verdicts) = (&r.keys[..nk], &r.sets[..nk], &mut r.verdicts[..nk]);
-        if same_set {
-            match acls.get(sets[0]) {
-                Some(set) => set.classifier.classify_batch(keys, verdicts),
-                None => {
-                    for (o, &p) in next.iter_mut().zip(pkts) {
-                        *o = cx.drop(p, E_NO_SET);
-                    }
-                    return;
-                }
-            }
-        } else {
-            for ((k, &s), v) in keys.iter().zip(sets).zip(verdicts.iter_mut()) {
-                if let Some(set) = acls.get(s) {
-                    *v = set.classifier.classify(k);
-                }
-            }
-        }
-        r.apply(cx, acls, nk, same_set, pkts, next);
-        if traced {
-            r.trace(cx, acls, nk, pkts);
-        }
-    }
-}
+use super::*;
 
 /// The state of [`Runs::gather`] that opening a run changes.
 struct Gather {
@@ -170,7 +28,7 @@ impl Runs {
     /// keeps only what a packet joining the current run needs (its
     /// signature against the run's); opening a run is out of line.
     #[inline(never)]
-    fn gather<const V6: bool, const OUT: bool>(
+    pub(super) fn gather<const V6: bool, const OUT: bool>(
         &mut self,
         pool: &PacketPool,
         ifs: &IfTable,
@@ -261,7 +119,15 @@ impl Runs {
 
     /// Next nodes and rule counters of the runs' packets, from the
     /// verdicts.
-    fn apply(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, same_set: bool, pkts: &[PktIdx], next: &mut [u16]) {
+    pub(super) fn apply(
+        &self,
+        cx: &mut Cx<'_>,
+        acls: &AclTable,
+        nk: usize,
+        same_set: bool,
+        pkts: &[PktIdx],
+        next: &mut [u16],
+    ) {
         let worker = usize::from(cx.worker);
         let one_set = if same_set { self.sets.first().and_then(|&s| acls.get(s)) } else { None };
         let runs = self.keys.iter().zip(&self.verdicts).zip(self.bytes.iter()).zip(self.starts.windows(2)).take(nk);
@@ -288,7 +154,7 @@ impl Runs {
                 }
                 if v.action == Action::Drop {
                     for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
-                        *o = cx.drop(p, E_DENIED);
+                        *o = cx.drop(p, AclError::Denied);
                     }
                 }
             }
@@ -303,7 +169,7 @@ impl Runs {
             let (start, end) = (w[0], w[1]);
             let Some(set) = acls.get(s) else {
                 for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
-                    *o = cx.drop(p, E_NO_SET);
+                    *o = cx.drop(p, AclError::NoSet);
                 }
                 continue;
             };
@@ -312,8 +178,8 @@ impl Runs {
             }
             for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
                 *o = match v.action {
-                    Action::Accept => 1,
-                    Action::Drop => cx.drop(p, E_DENIED),
+                    Action::Accept => AclNext::Pass as u16,
+                    Action::Drop => cx.drop(p, AclError::Denied),
                 };
             }
         }
@@ -321,7 +187,7 @@ impl Runs {
 
     /// Trace notes of the traced packets: the rule set and what decided.
     #[cold]
-    fn trace(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, pkts: &[PktIdx]) {
+    pub(super) fn trace(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, pkts: &[PktIdx]) {
         for ((v, &s), w) in self.verdicts.iter().zip(&self.sets).zip(self.starts.windows(2)).take(nk) {
             let Some(set) = acls.get(s) else { continue };
             let (v, name) = (*v, &set.name);
@@ -382,7 +248,8 @@ impl FlowPattern for Pattern {
     type Head = [u8; 34];
     const KEY_BYTES: usize = 34;
     const NONE: Pattern = Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
-    const ACL_NEXT: u16 = 2;
+    const ACL_NEXT: u16 = crate::ip4::Ip4InputNext::AclIn as u16;
+    const LOOKUP_NEXT: u16 = crate::ip4::Ip4InputNext::Lookup as u16;
 
     #[inline(always)]
     fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {
@@ -644,92 +511,10 @@ impl FlowSig {
     }
 }
 
-/// The classifier key of an IPv4 packet (L3 at the start of `l3`; a
-/// header shorter than 20 bytes, which `ip4-input` never lets through,
-/// gives the key of an all-zero header).
-pub fn key_v4(l3: &[u8]) -> PacketKey {
-    let Some(h) = l3.first_chunk::<20>() else { return PacketKey::default() };
-    let ihl = usize::from(h[0] & 0x0f) * 4;
-    let proto = h[9];
-    let mut k = PacketKey {
-        src: u128::from(u32::from_be_bytes([h[12], h[13], h[14], h[15]])),
-        dst: u128::from(u32::from_be_bytes([h[16], h[17], h[18], h[19]])),
-        proto,
-        dscp: h[1] >> 2,
-        ..PacketKey::default()
-    };
-    let first_fragment = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
-    if first_fragment {
-        l4_fields(&mut k, proto, l3.get(ihl..).unwrap_or_default());
-    }
-    k
-}
-
-/// The classifier key of an IPv6 packet (extension headers walked).
-pub fn key_v6(l3: &[u8]) -> PacketKey {
-    let proto = l3[6];
-    // No extension header (the usual packet): the transport header is
-    // next, as the walk would say (its call cost ~40 instructions).
-    if !IpProtocol(proto).is_ipv6_ext_header() {
-        let mut k = key_v6_fixed(l3);
-        l4_fields(&mut k, proto, l3.get(40..).unwrap_or_default());
-        return k;
-    }
-    key_v6_walked(l3)
-}
-
-/// The fields of the fixed header: addresses, next header, DSCP.
-#[inline(always)]
-fn key_v6_fixed(l3: &[u8]) -> PacketKey {
-    PacketKey {
-        src: be128(l3, 8),
-        dst: be128(l3, 24),
-        is_v6: true,
-        proto: l3[6],
-        dscp: ((be16(l3, 0) >> 4) as u8) >> 2,
-        ..PacketKey::default()
-    }
-}
-
-/// [`key_v6`] through the extension-header walk, whatever the next
-/// header.
-fn key_v6_walked(l3: &[u8]) -> PacketKey {
-    let mut k = key_v6_fixed(l3);
-    if let Ok(w) = ipv6ext::walk(IpProtocol(l3[6]), &l3[40..]) {
-        k.proto = w.upper_protocol.0;
-        if w.has_upper_header() {
-            let proto = k.proto;
-            l4_fields(&mut k, proto, l3.get(40 + w.upper_offset..).unwrap_or_default());
-        }
-    }
-    k
-}
-
-fn l4_fields(k: &mut PacketKey, proto: u8, l4: &[u8]) {
-    match proto {
-        6 | 17 | 33 | 132 | 136 if l4.len() >= 4 => {
-            k.sport = be16(l4, 0);
-            k.dport = be16(l4, 2);
-            k.l4_valid = true;
-            if proto == 6 {
-                if l4.len() >= 14 {
-                    k.tcp_flags = l4[13];
-                } else {
-                    k.l4_valid = false;
-                }
-            }
-        }
-        1 | 58 if l4.len() >= 2 => {
-            k.icmp_type = l4[0];
-            k.icmp_code = l4[1];
-            k.l4_valid = true;
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
+    use super::super::key::key_v6_walked;
     use super::*;
     use crate::state::{AclSet, IfKind, Iface, link_local_from_mac};
     use tern_engine::graph::Env;

@@ -1,0 +1,141 @@
+//! `ip4-local`: packets addressed to one of tern's own addresses. Answers
+//! ICMP echo requests (RFC 792, RFC 1812 4.3.3.6) and answers UDP and other
+//! protocols it does not serve with ICMP unreachable (port, protocol), as a
+//! host would (RFC 1122 3.2.2.1).
+//!
+//! GRE packets go to `gre-input`, which decapsulates those of configured
+//! tunnels.
+//!
+//! In Linux mode (`Params::linux_owns_local`) the kernel received its own
+//! copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
+//! copy, counted as `left-to-linux`, so nothing is answered twice. GRE of
+//! tern's own tunnels is still decapsulated here. With the TAP exception
+//! path (`Params::punt_to_tap`) the kernel has no copy: the packet goes
+//! to `linux-punt` instead.
+//!
+//! Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
+//! `gre-input`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
+//!
+//! Config: `Params::linux_owns_local` and `Params::punt_to_tap`.
+//!
+//! Example: an echo request to 10.0.1.1 (tern's address on `lan`) becomes
+//! the echo reply, addresses swapped, and leaves for `ip4-lookup`, counted
+//! as `echo-reply-sent`; a UDP datagram to 10.0.1.1 leaves for
+//! `ip4-icmp-error` (port unreachable).
+//!
+//! Reference: one loop, `local4` per packet; there is no fast path.
+
+#![deny(clippy::indexing_slicing)]
+
+use super::*;
+use tern_wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet};
+
+/// The `ip4-local` node (see the module).
+pub struct Ip4Local {
+    params: Snapshot<crate::state::Params>,
+}
+
+impl Ip4Local {
+    pub fn new(shared: &crate::state::Shared) -> Self {
+        Ip4Local { params: shared.params.snapshot() }
+    }
+}
+
+tern_engine::errors! {
+    /// `ip4-local`'s counters.
+    pub enum Ip4LocalError {
+        Fragment = drop("fragment", "fragment addressed to the router (no reassembly)"),
+        BadIcmp = drop("bad-icmp", "ICMP message too short or with a bad checksum"),
+        Echo = info("echo-reply-sent", "echo requests answered"),
+        IcmpOther = drop("icmp-consumed", "ICMP message for the router other than echo request"),
+        Tcp = drop("tcp-to-router", "TCP segment for the router (no local service)"),
+        Udp = info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
+        Proto = info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
+        Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+    }
+}
+
+tern_engine::edges! {
+    /// `ip4-local`'s next nodes.
+    pub enum Ip4LocalNext {
+        Drop = "drop",
+        /// Echo replies.
+        Lookup = "ip4-lookup",
+        Icmp = "ip4-icmp-error",
+        Gre = "gre-input",
+        Punt = "linux-punt",
+    }
+}
+
+impl Node for Ip4Local {
+    fn name(&self) -> &'static str {
+        "ip4-local"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        Ip4LocalNext::NAMES
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        Ip4LocalError::DESCS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.params.refresh();
+        let params = self.params.current();
+        let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = local4(cx, p, linux, punt);
+        }
+    }
+}
+
+fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
+    let (m, d) = cx.pool.pkt_mut(p);
+    // ip4-input validated the header against the frame; a packet that
+    // comes here without (a bug) is dropped as the engine's
+    // `unspecified`, not read out of bounds.
+    let Some(mut ip) = d.get_mut(usize::from(m.l3_off)..).and_then(|l3| Ipv4Packet::new_checked(l3).ok()) else {
+        return NEXT_DROP;
+    };
+    let proto = ip.protocol();
+    if linux && proto != IpProtocol::GRE {
+        return if punt { Ip4LocalNext::Punt as u16 } else { cx.drop(p, Ip4LocalError::Linux) };
+    }
+    if ip.is_fragment() {
+        return cx.drop(p, Ip4LocalError::Fragment);
+    }
+    match proto {
+        IpProtocol::ICMP => {
+            let icmp = ip.payload_mut();
+            if icmp.len() < 8 || checksum::data(icmp) != 0xffff {
+                return cx.drop(p, Ip4LocalError::BadIcmp);
+            }
+            // 8 bytes: the view's reads are in bounds.
+            let mut icmp = Icmpv4Packet::new_unchecked(icmp);
+            if icmp.msg_type() != Icmpv4Type::ECHO_REQUEST || icmp.msg_code() != 0 {
+                return cx.drop(p, Ip4LocalError::IcmpOther);
+            }
+            // Echo reply in place: type 8 -> 0, swap addresses, fresh TTL.
+            icmp.set_msg_type(Icmpv4Type::ECHO_REPLY);
+            icmp.set_checksum(checksum::update(icmp.checksum(), 0x0800, 0x0000));
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
+            ip.set_src_addr(dst);
+            ip.set_dst_addr(src);
+            ip.set_ttl(64);
+            ip.fill_checksum();
+            m.flags |= flags::LOCAL_ORIGIN;
+            cx.count(Ip4LocalError::Echo, 1);
+            Ip4LocalNext::Lookup as u16
+        }
+        IpProtocol::TCP => cx.drop(p, Ip4LocalError::Tcp),
+        IpProtocol::GRE => Ip4LocalNext::Gre as u16,
+        IpProtocol::UDP => {
+            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
+            cx.count(Ip4LocalError::Udp, 1);
+            Ip4LocalNext::Icmp as u16
+        }
+        _ => {
+            m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PROTOCOL, 0);
+            cx.count(Ip4LocalError::Proto, 1);
+            Ip4LocalNext::Icmp as u16
+        }
+    }
+}
