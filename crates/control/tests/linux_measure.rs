@@ -1,4 +1,4 @@
-//! Measurements for docs/PERFORMANCE.md (issue 8), not tests: every one is
+//! Measurements behind docs/PERFORMANCE.md's control-plane table (issue 8), not tests: every one is
 //! `#[ignore]` and prints its figures. Run in release mode:
 //!
 //! ```text

@@ -7,8 +7,9 @@
 //! such a thread is taken off its CPU for up to 50 ms every second. Measured
 //! on the 2-vCPU test machine: a pinned SCHED_FIFO worker spent only 89-97 %
 //! of the time on its CPU and stopped for 10-56 ms a few times a second
-//! (docs/PERFORMANCE.md, "Linux as the control plane"). A forwarding plane
-//! must not stall for that long, so the worker says so in the log.
+//! (the performance journal in git history, `git show
+//! fdbc271:docs/PERFORMANCE.md`, "Linux as the control plane"). A forwarding
+//! plane must not stall for that long, so the worker says so in the log.
 
 use std::fs;
 

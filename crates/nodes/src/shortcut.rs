@@ -554,7 +554,7 @@ impl<'a, P: FlowPattern> OutputAcl<'a, P> {
 /// Measured (callgrind, instructions per packet of `tern bench engine
 /// --packets 1000000 --scenario single-flow6-50fw` over plain6's 552.1):
 /// 285.7 with every packet's key built in `ip6-acl-in`, 19.4 with the
-/// shortcut (docs/PERFORMANCE.md, "The shortcut for IPv6").
+/// shortcut (`git show fdbc271:docs/PERFORMANCE.md`, "The shortcut for IPv6").
 #[derive(Clone, Copy)]
 pub(crate) struct Pattern6 {
     meta: Bytes16,

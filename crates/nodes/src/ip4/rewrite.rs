@@ -268,7 +268,7 @@ pub(crate) fn rewrite_batch<F: RewriteSteps>(
 /// the run's own loop, 13.6 with this loop shared by both families and
 /// the plain loop taking the rest after a stop (single-flow6-50fw-out
 /// 14.7 over plain6, 255.5 without the shortcut;
-/// docs/PERFORMANCE.md, "The shortcut for output rule sets").
+/// `git show fdbc271:docs/PERFORMANCE.md`, "The shortcut for output rule sets").
 pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
     cx: &mut Cx<'_>,
     pkts: &[PktIdx],
