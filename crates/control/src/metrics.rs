@@ -389,15 +389,19 @@ pub fn render(src: &MetricsSource) -> String {
 /// `+Inf` bucket equal to `_count`. The first fault found, with its line.
 pub fn check_exposition(text: &str) -> Result<(), String> {
     use std::collections::{BTreeMap, HashSet};
+    type Labels = Vec<(String, String)>;
+    /// Per histogram series (labels without le): (le, cumulative count)
+    /// of each bucket, and `_count`.
+    type Hists = BTreeMap<String, (Vec<(f64, f64)>, Option<f64>)>;
     fn valid_name(n: &str, colon: bool) -> bool {
         let mut cs = n.chars();
         cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || (colon && c == ':'))
             && cs.all(|c| c.is_ascii_alphanumeric() || c == '_' || (colon && c == ':'))
     }
     /// Parses `{k="v",...}`, unescaping; the rest of the line after it.
-    fn labels(s: &str) -> Result<(Vec<(String, String)>, &str), String> {
+    fn labels(s: &str) -> Result<(Labels, &str), String> {
         let Some(mut rest) = s.strip_prefix('{') else { return Ok((Vec::new(), s)) };
-        let mut out: Vec<(String, String)> = Vec::new();
+        let mut out: Labels = Vec::new();
         loop {
             if let Some(r) = rest.strip_prefix('}') {
                 return Ok((out, r));
@@ -429,9 +433,8 @@ pub fn check_exposition(text: &str) -> Result<(), String> {
     let mut done: HashSet<String> = HashSet::new();
     let mut series: HashSet<String> = HashSet::new();
     let (mut family, mut kind, mut helped) = (String::new(), String::new(), false);
-    // Per histogram series (labels without le): (le, cumulative count) and _count.
-    let mut hist: BTreeMap<String, (Vec<(f64, f64)>, Option<f64>)> = BTreeMap::new();
-    let finish = |hist: &mut BTreeMap<String, (Vec<(f64, f64)>, Option<f64>)>| -> Result<(), String> {
+    let mut hist = Hists::new();
+    let finish = |hist: &mut Hists| -> Result<(), String> {
         for (k, (buckets, count)) in std::mem::take(hist) {
             if buckets.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 > w[1].1) {
                 return Err(format!("{k}: buckets not increasing and cumulative"));
