@@ -381,6 +381,141 @@ pub fn render(src: &MetricsSource) -> String {
     s
 }
 
+/// Checks `text` against the Prometheus text format (0.0.4) as a scraper
+/// reads it: metric and label names, HELP and TYPE once per family and
+/// before its samples, families not split, label values quoted with only
+/// `\\`, `\"` and `\n` escapes, no series twice, numeric values, and for
+/// histograms buckets with increasing `le`, non-decreasing counts, a last
+/// `+Inf` bucket equal to `_count`. The first fault found, with its line.
+pub fn check_exposition(text: &str) -> Result<(), String> {
+    use std::collections::{BTreeMap, HashSet};
+    type Labels = Vec<(String, String)>;
+    /// Per histogram series (labels without le): (le, cumulative count)
+    /// of each bucket, and `_count`.
+    type Hists = BTreeMap<String, (Vec<(f64, f64)>, Option<f64>)>;
+    fn valid_name(n: &str, colon: bool) -> bool {
+        let mut cs = n.chars();
+        cs.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || (colon && c == ':'))
+            && cs.all(|c| c.is_ascii_alphanumeric() || c == '_' || (colon && c == ':'))
+    }
+    /// Parses `{k="v",...}`, unescaping; the rest of the line after it.
+    fn labels(s: &str) -> Result<(Labels, &str), String> {
+        let Some(mut rest) = s.strip_prefix('{') else { return Ok((Vec::new(), s)) };
+        let mut out: Labels = Vec::new();
+        loop {
+            if let Some(r) = rest.strip_prefix('}') {
+                return Ok((out, r));
+            }
+            let (k, r) = rest.split_once("=\"").ok_or("label without =\"")?;
+            if !valid_name(k, false) || out.iter().any(|(o, _)| o == k) {
+                return Err(format!("bad or repeated label name {k:?}"));
+            }
+            let mut v = String::new();
+            let mut chars = r.char_indices();
+            let end = loop {
+                match chars.next() {
+                    None => return Err("unterminated label value".into()),
+                    Some((i, '"')) => break i,
+                    Some((_, '\\')) => match chars.next() {
+                        Some((_, '\\')) => v.push('\\'),
+                        Some((_, '"')) => v.push('"'),
+                        Some((_, 'n')) => v.push('\n'),
+                        other => return Err(format!("bad escape {other:?}")),
+                    },
+                    Some((_, c)) => v.push(c),
+                }
+            };
+            out.push((k.to_string(), v));
+            rest = &r[end + 1..];
+            rest = rest.strip_prefix(',').unwrap_or(rest);
+        }
+    }
+    let mut done: HashSet<String> = HashSet::new();
+    let mut series: HashSet<String> = HashSet::new();
+    let (mut family, mut kind, mut helped) = (String::new(), String::new(), false);
+    let mut hist = Hists::new();
+    let finish = |hist: &mut Hists| -> Result<(), String> {
+        for (k, (buckets, count)) in std::mem::take(hist) {
+            if buckets.windows(2).any(|w| w[0].0 >= w[1].0 || w[0].1 > w[1].1) {
+                return Err(format!("{k}: buckets not increasing and cumulative"));
+            }
+            let last = buckets.last().ok_or(format!("{k}: no buckets"))?;
+            if last.0 != f64::INFINITY || count.is_some_and(|c| c != last.1) {
+                return Err(format!("{k}: the +Inf bucket is missing or differs from _count"));
+            }
+        }
+        Ok(())
+    };
+    for (no, l) in text.lines().enumerate() {
+        let at = |e: String| format!("line {}: {e}: {l:?}", no + 1);
+        if l.is_empty() {
+            continue;
+        }
+        if let Some(rest) = l.strip_prefix("# HELP ").or_else(|| l.strip_prefix("# TYPE ")) {
+            let name = rest.split(' ').next().unwrap_or_default();
+            if !valid_name(name, true) {
+                return Err(at("bad metric name".into()));
+            }
+            if name != family {
+                finish(&mut hist).map_err(at)?;
+                if !done.insert(name.to_string()) {
+                    return Err(at("family declared twice".into()));
+                }
+                (family, kind, helped) = (name.to_string(), String::new(), false);
+            }
+            if l.starts_with("# HELP") {
+                if helped || !kind.is_empty() {
+                    return Err(at("HELP twice or after TYPE".into()));
+                }
+                helped = true;
+            } else {
+                let t = rest[name.len()..].trim();
+                if !kind.is_empty() || !["counter", "gauge", "histogram", "summary", "untyped"].contains(&t) {
+                    return Err(at("TYPE twice or unknown".into()));
+                }
+                kind = t.to_string();
+            }
+            continue;
+        }
+        if l.starts_with('#') {
+            continue;
+        }
+        let end = l.find(['{', ' ']).ok_or_else(|| at("no value".into()))?;
+        let name = &l[..end];
+        let (ls, rest) = labels(&l[end..]).map_err(at)?;
+        let value = rest.strip_prefix(' ').ok_or_else(|| at("no value".into()))?;
+        let v: f64 = value.parse().map_err(|_| at("value not a number".into()))?;
+        if kind.is_empty() {
+            return Err(at("sample before its TYPE".into()));
+        }
+        let suffix = name.strip_prefix(family.as_str()).ok_or_else(|| at(format!("outside family {family}")))?;
+        let ok = match kind.as_str() {
+            "histogram" => ["_bucket", "_sum", "_count"].contains(&suffix),
+            _ => suffix.is_empty(),
+        };
+        if !ok {
+            return Err(at(format!("not a sample of the {kind} {family}")));
+        }
+        if !series.insert(format!("{name}{ls:?}")) {
+            return Err(at("series twice".into()));
+        }
+        if kind == "histogram" {
+            let key = format!("{family}{:?}", ls.iter().filter(|(k, _)| k != "le").collect::<Vec<_>>());
+            let e = hist.entry(key).or_default();
+            match suffix {
+                "_bucket" => {
+                    let le = ls.iter().find(|(k, _)| k == "le").ok_or_else(|| at("bucket without le".into()))?;
+                    let b: f64 = le.1.parse().map_err(|_| at("le not a number".into()))?;
+                    e.0.push((b, v));
+                }
+                "_count" => e.1 = Some(v),
+                _ => {}
+            }
+        }
+    }
+    finish(&mut hist)
+}
+
 /// Scrapes served at once.
 pub const MAX_SCRAPES: usize = 16;
 /// Scrapes one address may have open at once.
@@ -596,21 +731,56 @@ mod tests {
         check_format(&text);
     }
 
-    /// Every sample belongs to the family its HELP/TYPE lines announce.
+    /// Every sample belongs to the family its HELP/TYPE lines announce,
+    /// and the whole page reads as the Prometheus text format.
     pub(crate) fn check_format(text: &str) {
-        let mut family = String::new();
-        for l in text.lines() {
-            if let Some(rest) = l.strip_prefix("# TYPE ") {
-                family = rest.split_whitespace().next().unwrap_or_default().to_string();
-                continue;
-            }
-            if l.starts_with('#') {
-                continue;
-            }
-            let name = l.split(['{', ' ']).next().unwrap_or_default();
-            assert!(name.starts_with(&family), "{name} outside its family {family}");
-            let value = l.rsplit(' ').next().unwrap_or_default();
-            assert!(value.parse::<f64>().is_ok(), "bad value in {l:?}");
+        if let Err(e) = check_exposition(text) {
+            panic!("{e}\n{text}");
+        }
+    }
+
+    /// Names operators choose (rule sets, interfaces) reach label values:
+    /// quotes, backslashes and newlines in them stay inside the value.
+    #[test]
+    fn hostile_label_values_stay_well_formed() {
+        let odd = "a\"b\\c\nd} e=\"1\"";
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::default()),
+            facts: Published::new(ControlFacts {
+                acl_hits: vec![(odd.to_string(), vec![(1, 60), (2, 120)])],
+                links: vec![(odd.to_string(), "up", 3)],
+                ..ControlFacts::default()
+            }),
+        };
+        let text = render(&src);
+        check_format(&text);
+        assert!(
+            text.contains("\ntern_acl_rule_hits_total{set=\"a\\\"b\\\\c\\nd} e=\\\"1\\\"\",rule=\"default\"} 2\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_checker_catches_breakage() {
+        let good = "# HELP x_total X.\n# TYPE x_total counter\nx_total{a=\"1\"} 1\n\
+                    # HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_count 2\n";
+        check_exposition(good).expect("good page");
+        for (bad, why) in [
+            ("x_total 1\n", "sample before TYPE"),
+            ("# TYPE x counter\ny 1\n", "outside its family"),
+            ("# TYPE x counter\nx{a=\"b\"c\"} 1\n", "unescaped quote"),
+            ("# TYPE x counter\nx{a=\"b\\t\"} 1\n", "unknown escape"),
+            ("# TYPE x counter\nx one\n", "value"),
+            ("# TYPE x counter\nx 1\nx 2\n", "series twice"),
+            ("# TYPE x counter\n# TYPE y gauge\n# TYPE x counter\n", "family split"),
+            ("# TYPE x counter\n# HELP x X.\n", "HELP after TYPE"),
+            ("# TYPE 1x gauge\n", "metric name"),
+            ("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n", "not cumulative"),
+            ("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_count 2\n", "no +Inf"),
+            ("# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_count 3\n", "+Inf differs from count"),
+        ] {
+            assert!(check_exposition(bad).is_err(), "{why} not caught: {bad:?}");
         }
     }
 }
