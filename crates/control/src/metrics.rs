@@ -535,6 +535,10 @@ const MAX_HEAD: usize = 16 << 10;
 /// are ever closed), and with nothing to close the client gets `503`.
 pub struct MetricsServer {
     addr: SocketAddr,
+    /// The accepting thread's listener, to wake its `accept` at the stop
+    /// (a shutdown, not a connection to it: with loopback down or filtered
+    /// nothing could connect and the stop would wait for ever).
+    listener: TcpListener,
     stop: Arc<AtomicBool>,
     slots: Arc<Slots<IpAddr>>,
     thread: Option<JoinHandle<()>>,
@@ -545,6 +549,7 @@ impl MetricsServer {
     pub fn start(listen: &str, src: MetricsSource) -> io::Result<MetricsServer> {
         let l = TcpListener::bind(listen).map_err(|e| io::Error::new(e.kind(), format!("metrics on {listen}: {e}")))?;
         let addr = l.local_addr()?;
+        let listener = l.try_clone()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let slots = Arc::new(Slots::new(Policy {
@@ -605,7 +610,7 @@ impl MetricsServer {
             }
         })?;
         log::info!("metrics on http://{addr}/metrics");
-        Ok(MetricsServer { addr, stop, slots, thread: Some(thread) })
+        Ok(MetricsServer { addr, listener, stop, slots, thread: Some(thread) })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -616,7 +621,9 @@ impl MetricsServer {
 impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        // Linux ends a blocked (and every later) `accept` on a listener shut
+        // down for reading with EINVAL; the thread then sees `stop`.
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Read);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
