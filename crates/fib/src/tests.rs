@@ -621,3 +621,81 @@ mod writer_against_reference {
         }
     }
 }
+
+/// `FibWriter::stats` keeps the RIB's figures as counters updated on each
+/// insert and delete instead of walking the RIB; after any sequence of
+/// adds, replaces and deletes (several sources on few prefixes, so that
+/// entry lists spill to the heap, grow and shrink back; single calls,
+/// batches with failures, a resync sweep) they equal a full walk.
+mod stats_counters_against_a_walk {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SOURCES: [Source; 4] = [Source::Static, Source::Kernel, Source::Fpm, Source::Api];
+
+    fn op(k: u8, s: u8, n: u8, g: u8) -> RouteOp {
+        let prefix = if n.is_multiple_of(5) {
+            Prefix::V6 { addr: std::net::Ipv6Addr::new(0x2001, 0xdb8, u16::from(n), 0, 0, 0, 0, 0), len: 48 }
+        } else {
+            Prefix::V4 { addr: std::net::Ipv4Addr::new(10, n, 0, 0), len: 16 }
+        };
+        let source = SOURCES[usize::from(s) % SOURCES.len()];
+        if k < 3 {
+            let gw = if prefix.is_v4() {
+                ip(&format!("192.0.2.{}", g % 3 + 1))
+            } else {
+                ip(&format!("fd00::{}", g % 3 + 1))
+            };
+            let attrs = RouteAttrs { distance: None, metric: u32::from(g % 2) };
+            RouteOp::Add(source, prefix, RouteTarget::Via { gw, ifindex: Some(1) }, attrs)
+        } else {
+            // May name a route that is not there: a counted failure.
+            RouteOp::Del(source, prefix)
+        }
+    }
+
+    fn same(w: &FibWriter) -> Result<(), TestCaseError> {
+        let (entries, heap) = w.walk_rib_counts();
+        prop_assert_eq!(w.rib_counts(), (entries, heap));
+        prop_assert_eq!(w.stats().rib_entries, entries);
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn rib_counters_equal_a_walk(
+            ops in proptest::collection::vec((0u8..5, any::<u8>(), 0u8..12, any::<u8>(), 0u8..4), 1..400),
+        ) {
+            let (mut w, _r) = fib();
+            let mut batch = Vec::new();
+            for (k, s, n, g, how) in ops {
+                let o = op(k, s, n, g);
+                match how {
+                    0 => match o {
+                        RouteOp::Add(s, p, t, a) => {
+                            let _ = w.add_route(s, p, t, a);
+                        }
+                        RouteOp::Del(s, p) => {
+                            let _ = w.del_route(s, p);
+                        }
+                    },
+                    1 | 2 => batch.push(o),
+                    _ => {
+                        w.apply(std::mem::take(&mut batch));
+                        if g.is_multiple_of(7) {
+                            // Mark and sweep one source: what it did not
+                            // re-add goes.
+                            let s = SOURCES[usize::from(s) % SOURCES.len()];
+                            w.begin_resync(s);
+                            w.end_resync(s);
+                        }
+                    }
+                }
+                same(&w)?;
+            }
+            w.apply(batch);
+            same(&w)?;
+        }
+    }
+}
