@@ -227,9 +227,28 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
     Ok(render::human(cmd, &reply))
 }
 
-/// Routes per `route_batch` request from a file (well under the API's
-/// request size limit).
-const ROUTE_BATCH: usize = 5000;
+/// Routes per `route_batch` request from a file, at most: each request
+/// costs round trips and wake-ups on top of its routes' own work, which
+/// at 5000 was a good part of the time.
+const ROUTE_BATCH: usize = 20_000;
+
+/// Bytes of routes per request, at most (as JSON, counted by [`json_len`]):
+/// the API's limit ([`tern_control::api::MAX_REQUEST_BYTES`]) less room
+/// for the envelope.
+const BATCH_BYTES: usize = tern_control::api::MAX_REQUEST_BYTES - 16 * 1024;
+
+/// The length of `s` as a JSON string, at most (quotes, and an escape of
+/// six bytes for each byte that may need one).
+fn json_len(s: &str) -> usize {
+    s.len() + 2 + 5 * s.bytes().filter(|&b| b < 0x20 || b == b'"' || b == b'\\').count()
+}
+
+/// The length of a route's JSON object in a batch, at most.
+fn add_len(a: &RouteAddArgs) -> usize {
+    // {"prefix":,"via":,"interface":,"type":,"distance":255,"metric":4294967295},
+    80 + json_len(&a.prefix)
+        + [&a.via, &a.interface, &a.kind].iter().filter_map(|x| x.as_deref()).map(json_len).sum::<usize>()
+}
 
 /// `tern route add|del --file FILE`: every line is checked here first
 /// (nothing is sent if one is malformed), then the routes go in
@@ -270,8 +289,21 @@ fn route_file(ctx: &mut Ctx, file: &std::path::Path, add: bool) -> Result<String
     }
     let t0 = std::time::Instant::now();
     let mut done = 0;
+    let mut requests = 0;
     while done < total {
-        let n = ROUTE_BATCH.min(total - done);
+        // As many routes as fit in ROUTE_BATCH and BATCH_BYTES.
+        let mut bytes = 0;
+        let mut fits = |len: usize| {
+            bytes += len;
+            bytes <= BATCH_BYTES
+        };
+        let n = if add {
+            adds.iter().take(ROUTE_BATCH).map(add_len).take_while(|&l| fits(l)).count()
+        } else {
+            dels.iter().take(ROUTE_BATCH).map(|d| 20 + json_len(&d.prefix)).take_while(|&l| fits(l)).count()
+        }
+        .max(1);
+        requests += 1;
         let batch = if add {
             RouteBatchArgs { add: adds.drain(..n).collect(), del: Vec::new() }
         } else {
@@ -298,7 +330,7 @@ fn route_file(ctx: &mut Ctx, file: &std::path::Path, add: bool) -> Result<String
     Ok(format!(
         "{total} route(s) {} from {name} in {} request(s), {secs:.2} s ({:.0} routes/s)\n",
         if add { "added" } else { "removed" },
-        total.div_ceil(ROUTE_BATCH),
+        requests,
         total as f64 / secs.max(1e-9)
     ))
 }
