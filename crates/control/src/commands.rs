@@ -981,8 +981,9 @@ pub fn route_add(router: &mut Router, a: &RouteAddArgs) -> Result<String, ApiErr
 
 /// Removes and adds api routes, all or nothing: every operation is
 /// checked first (the rules of `route_add` and `route_del`); they are
-/// then applied as one FIB batch (published once), and undone if the FIB
-/// refuses one. Deletes go first, then adds.
+/// then applied as one FIB batch (published once), which the FIB undoes
+/// if it refuses one (`FibWriter::apply_all_or_nothing`). Deletes go
+/// first, then adds.
 pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, ApiError> {
     if a.add.is_empty() && a.del.is_empty() {
         return Err(ApiError::invalid("an empty batch: give routes to add or delete"));
@@ -1008,34 +1009,18 @@ pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, Ap
         let (prefix, target, attrs) = route_spec_in(router, r, &mut checked).map_err(|e| at("add", i, e))?;
         ops.push(tern_fib::RouteOp::Add(Source::Api, prefix, target, attrs));
     }
-    // What to restore if the FIB refuses one: each prefix's api route as
-    // it is now.
-    let mut before: rustc_hash::FxHashMap<Prefix, Option<(RouteTarget, RouteAttrs)>> =
-        rustc_hash::FxHashMap::with_capacity_and_hasher(ops.len(), Default::default());
-    for op in &ops {
-        let p = *op.prefix();
-        before.entry(p).or_insert_with(|| router.fib.route_spec(Source::Api, p));
-    }
     let t1 = std::time::Instant::now();
-    let report = router.fib.apply(ops);
+    // One FIB batch, published once; the FIB puts every route back as it
+    // was if it refuses one (a full table).
+    let applied = router.fib.apply_all_or_nothing(ops);
     log::debug!(
         "route batch of {}: checks {} us, apply {} us",
         a.add.len() + a.del.len(),
         (t1 - t0).as_micros(),
         t1.elapsed().as_micros()
     );
-    if let Some((i, e)) = report.errors.first() {
-        let undo = before.into_iter().map(|(p, old)| match old {
-            Some((t, attrs)) => tern_fib::RouteOp::Add(Source::Api, p, t, attrs),
-            None => tern_fib::RouteOp::Del(Source::Api, p),
-        });
-        // Deleting what was never added fails harmlessly; anything else
-        // left over is logged.
-        let undone = router.fib.apply(undo);
-        for (_, e) in undone.errors.iter().filter(|(_, e)| !matches!(e, tern_fib::FibError::NotFound { .. })) {
-            log::error!("route batch: undoing: {e}");
-        }
-        let at = match *i {
+    if let Err((i, e)) = applied {
+        let at = match i {
             i if i < a.del.len() => format!("del[{i}]: "),
             i if i < a.del.len() + a.add.len() => format!("add[{}]: ", i - a.del.len()),
             _ => String::new(),

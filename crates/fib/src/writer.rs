@@ -160,6 +160,46 @@ impl FibWriter {
     /// on a large table the misses of several operations are in flight
     /// together instead of one after another.
     pub fn apply(&mut self, ops: impl IntoIterator<Item = RouteOp>) -> ApplyReport {
+        self.apply_logged(ops, None)
+    }
+
+    /// Applies a batch all or nothing, published once: if an operation
+    /// fails, the batch stops there, every operation up to it is undone
+    /// (each route it touched is put back as it was; the batch and its
+    /// undoing are published together), and the error is returned with
+    /// the operation's index. Ok: how many operations were applied.
+    ///
+    /// What undoing needs (a route's target and attributes before the
+    /// operation) is read when the operation is applied, from the RIB cell
+    /// the batch's prefetching has already loaded: no pass of its own
+    /// over the RIB.
+    pub fn apply_all_or_nothing(&mut self, ops: impl IntoIterator<Item = RouteOp>) -> Result<usize, (usize, FibError)> {
+        let mut undo = Vec::new();
+        let rep = self.apply_logged(ops, Some(&mut undo));
+        let Some((i, e)) = rep.errors.into_iter().next() else {
+            return Ok(rep.applied);
+        };
+        // Newest first, so that a route changed twice in the batch ends as
+        // it was before the first change.
+        let back = undo.into_iter().rev().map(|(s, p, old)| match old {
+            Some((t, a)) => RouteOp::Add(s, p, t, a),
+            None => RouteOp::Del(s, p),
+        });
+        // Putting back a route the FIB held before cannot find it full; a
+        // failure here would be counted in `stats().errors`.
+        let _ = self.apply(back);
+        Err((i, e))
+    }
+
+    /// [`FibWriter::apply`], and with `undo`, stops at the first failure and
+    /// records before each operation what its route was (see
+    /// [`FibWriter::apply_all_or_nothing`]).
+    #[allow(clippy::type_complexity)]
+    fn apply_logged(
+        &mut self,
+        ops: impl IntoIterator<Item = RouteOp>,
+        mut undo: Option<&mut Vec<(Source, Prefix, Option<(RouteTarget, RouteAttrs)>)>>,
+    ) -> ApplyReport {
         let mut rep = ApplyReport::default();
         let mut n = 0;
         let mut ops = ops.into_iter();
@@ -186,6 +226,12 @@ impl FibWriter {
                 }
             }
             n = i + 1;
+            if let Some(u) = undo.as_deref_mut() {
+                let (s, p) = match &op {
+                    RouteOp::Add(s, p, ..) | RouteOp::Del(s, p) => (*s, *p),
+                };
+                u.push((s, p, self.route_spec(s, p)));
+            }
             let r = match op {
                 RouteOp::Add(s, p, t, a) => self.add_inner(s, p, t, a),
                 RouteOp::Del(s, p) => self.del_inner(s, p),
@@ -196,8 +242,15 @@ impl FibWriter {
                 Err(e) => {
                     rep.failed += 1;
                     rep.errors.push((i, e));
+                    if undo.is_some() {
+                        break;
+                    }
                 }
             }
+        }
+        // A failed all-or-nothing batch is published with its undoing.
+        if undo.is_some() && !rep.errors.is_empty() {
+            return rep;
         }
         if let Err(e) = self.commit() {
             rep.errors.push((n, e));
