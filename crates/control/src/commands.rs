@@ -877,9 +877,31 @@ pub fn route_spec(router: &Router, a: &RouteAddArgs) -> Result<(Prefix, RouteTar
 /// Next hops (with their interface) that passed the next-hop rules in
 /// this request: a batch checks each distinct gateway once, not once per
 /// route (the rules depend on nothing else, and nothing changes the
-/// router while a request is checked).
+/// router while a request is checked). The last one is compared first:
+/// a table's routes mostly share a few gateways, in runs.
 #[derive(Default)]
-struct GatewaysChecked(std::collections::HashSet<(IpAddr, Option<u16>)>);
+struct GatewaysChecked {
+    last: Option<(IpAddr, Option<u16>)>,
+    seen: rustc_hash::FxHashSet<(IpAddr, Option<u16>)>,
+}
+
+impl GatewaysChecked {
+    fn known(&mut self, k: (IpAddr, Option<u16>)) -> bool {
+        if self.last == Some(k) {
+            return true;
+        }
+        let seen = self.seen.contains(&k);
+        if seen {
+            self.last = Some(k);
+        }
+        seen
+    }
+
+    fn insert(&mut self, k: (IpAddr, Option<u16>)) {
+        self.last = Some(k);
+        self.seen.insert(k);
+    }
+}
 
 fn route_spec_in(
     router: &Router,
@@ -903,7 +925,7 @@ fn route_spec_in(
     // The configuration's rules for next hops (one validator for the file,
     // a reload and the API).
     if let Some(gw) = via
-        && !checked.0.contains(&(gw, ifindex))
+        && !checked.known((gw, ifindex))
     {
         // The FIB's connected subnets and local addresses include what
         // the kernel mirror learned from Linux's addresses.
@@ -918,7 +940,7 @@ fn route_spec_in(
                 ifname(&router.iftable(), ifindex)
             )));
         }
-        checked.0.insert((gw, ifindex));
+        checked.insert((gw, ifindex));
     }
     let kind = a.kind.as_deref().unwrap_or("unicast");
     let target = match (kind, via, ifindex) {
@@ -959,8 +981,9 @@ pub fn route_add(router: &mut Router, a: &RouteAddArgs) -> Result<String, ApiErr
 
 /// Removes and adds api routes, all or nothing: every operation is
 /// checked first (the rules of `route_add` and `route_del`); they are
-/// then applied as one FIB batch (published once), and undone if the FIB
-/// refuses one. Deletes go first, then adds.
+/// then applied as one FIB batch (published once), which the FIB undoes
+/// if it refuses one (`FibWriter::apply_all_or_nothing`). Deletes go
+/// first, then adds.
 pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, ApiError> {
     if a.add.is_empty() && a.del.is_empty() {
         return Err(ApiError::invalid("an empty batch: give routes to add or delete"));
@@ -968,7 +991,7 @@ pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, Ap
     let t0 = std::time::Instant::now();
     let at = |what: &str, i: usize, e: ApiError| ApiError::new(e.code, format!("{what}[{i}]: {}", e.message));
     let mut ops = Vec::with_capacity(a.add.len() + a.del.len());
-    let mut deleted = std::collections::HashSet::new();
+    let mut deleted = rustc_hash::FxHashSet::default();
     for (i, d) in a.del.iter().enumerate() {
         let prefix = parse_prefix(&d.prefix).map_err(|e| at("del", i, e))?;
         if let Some(s) = d.source.as_deref()
@@ -976,7 +999,7 @@ pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, Ap
         {
             return Err(at("del", i, ApiError::refused("a batch removes api routes only")));
         }
-        if router.fib.route(Source::Api, prefix).is_none() || !deleted.insert(prefix) {
+        if !router.fib.has_route(Source::Api, prefix) || !deleted.insert(prefix) {
             return Err(at("del", i, ApiError::not_found(format!("no api route for {prefix}"))));
         }
         ops.push(tern_fib::RouteOp::Del(Source::Api, prefix));
@@ -986,38 +1009,18 @@ pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, Ap
         let (prefix, target, attrs) = route_spec_in(router, r, &mut checked).map_err(|e| at("add", i, e))?;
         ops.push(tern_fib::RouteOp::Add(Source::Api, prefix, target, attrs));
     }
-    // What to restore if the FIB refuses one: each prefix's api route as
-    // it is now.
-    let mut before: HashMap<Prefix, Option<(RouteTarget, RouteAttrs)>> = HashMap::new();
-    for op in &ops {
-        let p = *op.prefix();
-        before.entry(p).or_insert_with(|| {
-            router
-                .fib
-                .route(Source::Api, p)
-                .map(|d| (d.target, RouteAttrs { distance: Some(d.distance), metric: d.metric }))
-        });
-    }
     let t1 = std::time::Instant::now();
-    let report = router.fib.apply(ops);
+    // One FIB batch, published once; the FIB puts every route back as it
+    // was if it refuses one (a full table).
+    let applied = router.fib.apply_all_or_nothing(ops);
     log::debug!(
         "route batch of {}: checks {} us, apply {} us",
         a.add.len() + a.del.len(),
         (t1 - t0).as_micros(),
         t1.elapsed().as_micros()
     );
-    if let Some((i, e)) = report.errors.first() {
-        let undo = before.into_iter().map(|(p, old)| match old {
-            Some((t, attrs)) => tern_fib::RouteOp::Add(Source::Api, p, t, attrs),
-            None => tern_fib::RouteOp::Del(Source::Api, p),
-        });
-        // Deleting what was never added fails harmlessly; anything else
-        // left over is logged.
-        let undone = router.fib.apply(undo);
-        for (_, e) in undone.errors.iter().filter(|(_, e)| !matches!(e, tern_fib::FibError::NotFound { .. })) {
-            log::error!("route batch: undoing: {e}");
-        }
-        let at = match *i {
+    if let Err((i, e)) = applied {
+        let at = match i {
             i if i < a.del.len() => format!("del[{i}]: "),
             i if i < a.del.len() + a.add.len() => format!("add[{}]: ", i - a.del.len()),
             _ => String::new(),

@@ -396,10 +396,6 @@ impl<K: CellKey> PrefixMap<K> {
         self.cells.iter().filter(|c| c.key != K::EMPTY).map(|c| (&c.key, &c.slot))
     }
 
-    fn values(&self) -> impl Iterator<Item = &RibSlot> + '_ {
-        self.iter().map(|(_, s)| s)
-    }
-
     fn capacity(&self) -> usize {
         self.cells.len()
     }
@@ -459,13 +455,10 @@ impl Rib {
         v4.chain(v6)
     }
 
-    /// Estimated bytes (tables at their capacity, plus spilled entries).
-    pub(crate) fn bytes(&self) -> usize {
-        let b4 = std::mem::size_of::<Cell<K4>>();
-        let b6 = std::mem::size_of::<Cell<K6>>();
-        self.v4.capacity() * b4
-            + self.v6.capacity() * b6
-            + self.v4.values().chain(self.v6.values()).map(|s| s.entries.heap_bytes()).sum::<usize>()
+    /// Bytes of the tables at their capacity (spilled entry lists are
+    /// not included: the writer counts them as they change).
+    pub(crate) fn table_bytes(&self) -> usize {
+        self.v4.capacity() * std::mem::size_of::<Cell<K4>>() + self.v6.capacity() * std::mem::size_of::<Cell<K6>>()
     }
 }
 

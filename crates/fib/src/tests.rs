@@ -621,3 +621,183 @@ mod writer_against_reference {
         }
     }
 }
+
+/// `FibWriter::stats` keeps the RIB's figures as counters updated on each
+/// insert and delete instead of walking the RIB; after any sequence of
+/// adds, replaces and deletes (several sources on few prefixes, so that
+/// entry lists spill to the heap, grow and shrink back; single calls,
+/// batches with failures, a resync sweep) they equal a full walk.
+mod stats_counters_against_a_walk {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SOURCES: [Source; 4] = [Source::Static, Source::Kernel, Source::Fpm, Source::Api];
+
+    fn op(k: u8, s: u8, n: u8, g: u8) -> RouteOp {
+        let prefix = if n.is_multiple_of(5) {
+            Prefix::V6 { addr: std::net::Ipv6Addr::new(0x2001, 0xdb8, u16::from(n), 0, 0, 0, 0, 0), len: 48 }
+        } else {
+            Prefix::V4 { addr: std::net::Ipv4Addr::new(10, n, 0, 0), len: 16 }
+        };
+        let source = SOURCES[usize::from(s) % SOURCES.len()];
+        if k < 3 {
+            let gw = if prefix.is_v4() {
+                ip(&format!("192.0.2.{}", g % 3 + 1))
+            } else {
+                ip(&format!("fd00::{}", g % 3 + 1))
+            };
+            let attrs = RouteAttrs { distance: None, metric: u32::from(g % 2) };
+            RouteOp::Add(source, prefix, RouteTarget::Via { gw, ifindex: Some(1) }, attrs)
+        } else {
+            // May name a route that is not there: a counted failure.
+            RouteOp::Del(source, prefix)
+        }
+    }
+
+    fn same(w: &FibWriter) -> Result<(), TestCaseError> {
+        let (entries, heap) = w.walk_rib_counts();
+        prop_assert_eq!(w.rib_counts(), (entries, heap));
+        prop_assert_eq!(w.stats().rib_entries, entries);
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn rib_counters_equal_a_walk(
+            ops in proptest::collection::vec((0u8..5, any::<u8>(), 0u8..12, any::<u8>(), 0u8..4), 1..400),
+        ) {
+            let (mut w, _r) = fib();
+            let mut batch = Vec::new();
+            for (k, s, n, g, how) in ops {
+                let o = op(k, s, n, g);
+                match how {
+                    0 => match o {
+                        RouteOp::Add(s, p, t, a) => {
+                            let _ = w.add_route(s, p, t, a);
+                        }
+                        RouteOp::Del(s, p) => {
+                            let _ = w.del_route(s, p);
+                        }
+                    },
+                    1 | 2 => batch.push(o),
+                    _ => {
+                        w.apply(std::mem::take(&mut batch));
+                        if g.is_multiple_of(7) {
+                            // Mark and sweep one source: what it did not
+                            // re-add goes.
+                            let s = SOURCES[usize::from(s) % SOURCES.len()];
+                            w.begin_resync(s);
+                            w.end_resync(s);
+                        }
+                    }
+                }
+                same(&w)?;
+            }
+            w.apply(batch);
+            same(&w)?;
+        }
+    }
+}
+
+/// What the daemon's periodic `stats()` costs with the full table, and
+/// what the walk of the RIB it no longer makes costs (median of 5 each);
+/// the counters are checked against the walk on the whole table.
+///
+/// `cargo test --release -p tern-fib --lib full_table_stats_cost -- --ignored --nocapture`
+#[test]
+#[ignore = "needs ../shared/data/full-table-2025.txt.gz; a measurement"]
+fn full_table_stats_cost() {
+    use std::io::BufRead;
+    use std::time::Instant;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/full-table-2025.txt.gz");
+    let file = crate::routefile::open(&path).expect("the full table");
+    let gws: Vec<RouteTarget> = (1..=4).map(|i| via(&format!("192.0.2.{i}"), Some(1))).collect();
+    let gws6: Vec<RouteTarget> = (1..=4).map(|i| via(&format!("2001:db8::{i}"), Some(1))).collect();
+    let mut ops = Vec::new();
+    for (i, line) in file.lines().enumerate() {
+        let line = line.expect("line");
+        if let Ok(Some((q, _))) = crate::routefile::parse_line(&line) {
+            let t = if q.is_v4() { &gws[i % 4] } else { &gws6[i % 4] };
+            ops.push(RouteOp::Add(Source::Fpm, q, t.clone(), A));
+            // Every 16th prefix has a second route: spilled lists.
+            if i % 16 == 0 {
+                ops.push(RouteOp::Add(Source::Kernel, q, t.clone(), A));
+            }
+        }
+    }
+    let (mut w, _r) = new(FibConfig::default(), tern_rcu::Domain::new());
+    let rep = w.apply(ops);
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors.first());
+    let median = |f: &mut dyn FnMut()| {
+        let mut t: Vec<f64> = (0..5)
+            .map(|_| {
+                let t0 = Instant::now();
+                f();
+                t0.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[2]
+    };
+    let mut s = w.stats();
+    let stats_us = median(&mut || s = std::hint::black_box(w.stats()));
+    let mut walked = (0, 0);
+    let walk_us = median(&mut || walked = std::hint::black_box(w.walk_rib_counts()));
+    assert_eq!(w.rib_counts(), walked);
+    assert_eq!(s.rib_entries, walked.0);
+    println!(
+        "full table: {} RIB entries, {} v4 + {} v6 routes; stats() {stats_us:.1} us; the walk it replaced {walk_us:.0} us",
+        s.rib_entries, s.v4_routes, s.v6_routes
+    );
+}
+
+/// `apply_all_or_nothing`: a batch that fails part way (the IPv4 trie out
+/// of blocks) leaves every route as it was (deleted, replaced, added on a
+/// prefix another source has, added new) and what readers look up too;
+/// a batch that fits is applied whole.
+#[test]
+fn all_or_nothing_batches_leave_nothing_of_a_failure() {
+    let cfg = FibConfig { v4_nodes: 4, ..Default::default() };
+    let (mut w, r) = new(cfg, tern_rcu::Domain::new());
+    let gw = |i: u8| via(&format!("192.0.2.{i}"), Some(1));
+    w.add_route(Source::Static, p("10.0.0.0/8"), gw(1), A).expect("static");
+    w.add_route(Source::Api, p("192.0.2.0/24"), gw(1), A).expect("api");
+    w.add_route(Source::Api, p("198.51.100.0/24"), gw(2), A).expect("api");
+    let snapshot = |w: &FibWriter| -> Vec<String> {
+        w.routes()
+            .map(|d| {
+                format!("{} {} {:?} {} {} {} {}", d.prefix, d.source, d.target, d.distance, d.metric, d.best, d.active)
+            })
+            .collect()
+    };
+    let probes = ["10.1.0.1", "10.1.5.1", "192.0.2.9", "198.51.100.9", "203.0.113.9", "10.9.9.9"].map(v4);
+    let seen = |r: &FibReader| probes.map(|a| (r.lookup_v4(a) != NH_NONE).then(|| r.nexthop(r.lookup_v4(a)).gw));
+    let (routes, looked) = (snapshot(&w), seen(&r));
+    let stats = w.stats();
+
+    let mut ops = vec![
+        RouteOp::Del(Source::Api, p("198.51.100.0/24")),
+        RouteOp::Add(Source::Api, p("192.0.2.0/24"), gw(3), RouteAttrs { distance: None, metric: 5 }),
+        RouteOp::Add(Source::Api, p("10.0.0.0/8"), RouteTarget::Blackhole, A),
+        RouteOp::Add(Source::Api, p("203.0.113.0/24"), gw(1), A),
+        RouteOp::Del(Source::Api, p("192.0.2.0/24")),
+        RouteOp::Add(Source::Api, p("192.0.2.0/24"), gw(4), A),
+    ];
+    // Host routes in distinct /24s: a trie block each, more than 4.
+    ops.extend((0..10).map(|i| RouteOp::Add(Source::Api, p(&format!("10.1.{i}.1/32")), gw(2), A)));
+    let (i, e) = w.apply_all_or_nothing(ops.clone()).expect_err("the trie runs out of blocks");
+    assert!(matches!(e, FibError::Full(_)) && i > 6, "{i}: {e}");
+    assert_eq!(snapshot(&w), routes, "every route as it was");
+    assert_eq!(seen(&r), looked, "and what readers find");
+    assert_eq!((w.stats().rib_entries, w.stats().v4_routes), (stats.rib_entries, stats.v4_routes));
+
+    // Without the host routes (their blocks wait out a grace period
+    // before reuse), it all goes in.
+    ops.truncate(6);
+    assert_eq!(w.apply_all_or_nothing(ops), Ok(6));
+    assert!(w.route(Source::Api, p("198.51.100.0/24")).is_none());
+    assert_eq!(w.route(Source::Api, p("192.0.2.0/24")).map(|d| d.target), Some(gw(4)));
+    assert_eq!(w.route(Source::Api, p("10.0.0.0/8")).map(|d| d.target), Some(RouteTarget::Blackhole));
+    assert_eq!(r.nexthop(r.lookup_v4(v4("203.0.113.9"))).gw, ip("192.0.2.1"));
+}

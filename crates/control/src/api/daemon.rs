@@ -104,8 +104,9 @@ impl Daemon {
 
     /// Publishes the facts if they are due: every 200 ms, and within
     /// [`FACTS_AFTER_REQUEST_NS`] of a request. Not after every request:
-    /// the facts cost a walk of the RIB (about 10 ms with a full table),
-    /// which would be most of the time of a stream of route batches.
+    /// they once cost a walk of the RIB (about 10 ms with a full table;
+    /// the FIB's figures are counters now), and a stream of route batches
+    /// has no use for them between batches.
     fn facts_due(&mut self, router: &Router, requested: bool) {
         self.stale |= requested;
         let since = tern_engine::clock::now_ns().saturating_sub(self.last_facts_ns);
