@@ -18,6 +18,7 @@
 //! | [`checksum`] | RFC 1071 sum, pseudo-headers, RFC 1624 incremental update |
 //! | [`ip`] | IP protocol numbers |
 //! | [`frame`] | the walk from an Ethernet frame to its transport header |
+//! | [`pretty`] | one-line frame summaries (capture output) |
 //!
 //! # Speed
 //!
@@ -70,6 +71,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6ext;
 pub mod ndisc;
+pub mod pretty;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
