@@ -1501,67 +1501,7 @@ fn lane_trace_entry(ifs: &IfTable, st: &OpsState, seq: u64, t: &tern_xdp::lane::
 /// A one-line decode of a frame's first bytes (Ethernet, 802.1Q, ARP,
 /// IPv4, IPv6 and the transport ports), for trace listings.
 pub fn summarize(f: &[u8]) -> String {
-    let mac = |o: usize| f.get(o..o + 6).map(|m| crate::neighbor::fmt_mac([m[0], m[1], m[2], m[3], m[4], m[5]]));
-    let be16 = |o: usize| f.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let (Some(dst), Some(src), Some(mut et)) = (mac(0), mac(6), be16(12)) else {
-        return format!("{} bytes (runt)", f.len());
-    };
-    let mut off = 14;
-    let mut s = format!("{src} > {dst}");
-    while et == 0x8100 || et == 0x88a8 {
-        let (Some(tci), Some(inner)) = (be16(off), be16(off + 2)) else { return s };
-        s.push_str(&format!(" vlan {}", tci & 0x0fff));
-        et = inner;
-        off += 4;
-    }
-    let l4 = |proto: u8, at: usize| -> String {
-        match proto {
-            6 | 17 => match (be16(at), be16(at + 2)) {
-                (Some(a), Some(b)) => format!(" {} {a} > {b}", if proto == 6 { "tcp" } else { "udp" }),
-                _ => String::new(),
-            },
-            1 | 58 => f.get(at..at + 2).map_or(String::new(), |t| {
-                format!(" icmp{} type {} code {}", if proto == 58 { "6" } else { "" }, t[0], t[1])
-            }),
-            47 => " gre".into(),
-            50 => " esp".into(),
-            p => format!(" proto {p}"),
-        }
-    };
-    match et {
-        0x0800 => {
-            let Some(h) = f.get(off..off + 20) else { return s + " ipv4 (truncated)" };
-            let ihl = usize::from(h[0] & 15) * 4;
-            let a = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
-            let b = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
-            format!("{s} ipv4 {a} > {b} ttl {}{}", h[8], l4(h[9], off + ihl))
-        }
-        0x86dd => {
-            let Some(h) = f.get(off..off + 40) else { return s + " ipv6 (truncated)" };
-            let mut a = [0u8; 16];
-            let mut b = [0u8; 16];
-            a.copy_from_slice(&h[8..24]);
-            b.copy_from_slice(&h[24..40]);
-            format!(
-                "{s} ipv6 {} > {} hlim {}{}",
-                std::net::Ipv6Addr::from(a),
-                std::net::Ipv6Addr::from(b),
-                h[7],
-                l4(h[6], off + 40)
-            )
-        }
-        0x0806 => {
-            let Some(h) = f.get(off..off + 28) else { return s + " arp (truncated)" };
-            let spa = std::net::Ipv4Addr::new(h[14], h[15], h[16], h[17]);
-            let tpa = std::net::Ipv4Addr::new(h[24], h[25], h[26], h[27]);
-            match h[7] {
-                1 => format!("{s} arp who-has {tpa} tell {spa}"),
-                2 => format!("{s} arp reply {spa} is-at {}", mac(off + 8).unwrap_or_default()),
-                op => format!("{s} arp op {op}"),
-            }
-        }
-        et => format!("{s} ethertype 0x{et:04x}"),
-    }
+    tern_wire::pretty::summary(f).to_string()
 }
 
 pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArgs) -> Result<CaptureBatch, ApiError> {

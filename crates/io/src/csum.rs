@@ -10,138 +10,79 @@
 //! what the field holds).
 //!
 //! Handled: Ethernet with up to two VLAN tags, IPv4 (unfragmented) and IPv6
-//! (after hop-by-hop and destination options headers), carrying
-//! TCP, UDP (RFC 768: a computed zero is sent as all ones), ICMPv6 (RFC 4443
-//! section 2.3, pseudo-header) or ICMPv4 (RFC 792, no pseudo-header).
-//! Anything else is left untouched and reported as not completed.
+//! (after hop-by-hop, destination options and AH headers; not behind a
+//! routing or fragment header), carrying TCP, UDP (RFC 768: a computed zero
+//! is sent as all ones), ICMPv6 (RFC 4443 section 2.3, pseudo-header) or
+//! ICMPv4 (RFC 792, no pseudo-header). The headers are read with
+//! tern-wire's walk ([`tern_wire::walk_transport`]) and summed with its
+//! checksum functions. Anything else is left untouched and reported as not
+//! completed.
 
-/// Ones'-complement sum of `data` (RFC 1071) added to `acc`, unfolded.
-fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-/// Where the L3 header starts and its ethertype, after VLAN tags.
-fn l3(frame: &[u8]) -> Option<(usize, u16)> {
-    let mut off = 12;
-    let mut ty = be16(frame, off)?;
-    for _ in 0..2 {
-        if ty != 0x8100 && ty != 0x88a8 {
-            break;
-        }
-        off += 4;
-        ty = be16(frame, off)?;
-    }
-    Some((off + 2, ty))
-}
+use tern_wire::checksum::{self, IpPair};
+use tern_wire::{IpProtocol, walk_transport};
 
 /// Completes the transport checksum of an Ethernet frame in place. Returns
 /// false (frame unchanged) when the frame is not one of the handled kinds
 /// or is inconsistent.
 pub(crate) fn complete(frame: &mut [u8]) -> bool {
-    let Some((l3_off, ethertype)) = l3(frame) else {
+    let Ok(walk) = walk_transport(frame) else {
         return false;
     };
-    let Some(ip) = frame.get(l3_off..) else {
-        return false;
-    };
-    let (l4_off, l4_len, proto, pseudo) = match ethertype {
-        0x0800 => {
-            let Some(&vihl) = ip.first() else {
-                return false;
-            };
-            let ihl = usize::from(vihl & 0x0f) * 4;
-            let (Some(total), Some(frag), Some(&proto)) = (be16(ip, 2), be16(ip, 6), ip.get(9)) else {
-                return false;
-            };
-            let total = usize::from(total);
-            // A fragment carries only part of the transport segment.
-            if vihl >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || frag & 0x3fff != 0 {
-                return false;
-            }
-            let Some(addrs) = ip.get(12..20) else {
-                return false;
-            };
-            let l4_len = total - ihl;
-            let pseudo = sum(addrs, u64::from(proto) + l4_len as u64);
-            (l3_off + ihl, l4_len, proto, pseudo)
-        }
-        0x86dd => {
-            let (Some(plen), Some(&first)) = (be16(ip, 4), ip.get(6)) else {
-                return false;
-            };
-            let plen = usize::from(plen);
-            if ip.first().map(|v| v >> 4) != Some(6) || 40 + plen > ip.len() {
-                return false;
-            }
-            let (mut nh, mut off) = (first, 40);
-            // RFC 8200 section 4: skip the extension headers a sender's
-            // stack places before the transport header. A routing header
-            // would make the pseudo-header use the final destination
-            // (RFC 8200 section 8.1); senders do not leave such packets
-            // partial, so it is reported as not handled.
-            while matches!(nh, 0 | 60) {
-                let (Some(&next), Some(&hlen)) = (ip.get(off), ip.get(off + 1)) else {
-                    return false;
-                };
-                nh = next;
-                off += (usize::from(hlen) + 1) * 8;
-            }
-            if off > 40 + plen {
-                return false;
-            }
-            let l4_len = 40 + plen - off;
-            let Some(addrs) = ip.get(8..40) else {
-                return false;
-            };
-            let pseudo = sum(addrs, u64::from(nh) + l4_len as u64);
-            (l3_off + off, l4_len, nh, pseudo)
-        }
-        _ => return false,
-    };
-    let (field, use_pseudo) = match proto {
-        6 => (16, true),
-        17 => (6, true),
-        58 if ethertype == 0x86dd => (2, true),
-        1 if ethertype == 0x0800 => (2, false),
-        _ => return false,
-    };
-    let Some(seg) = frame.get_mut(l4_off..l4_off + l4_len) else {
-        return false;
-    };
-    if field + 2 > seg.len() {
+    // A fragment carries only part of the transport segment. A routing
+    // header would make the pseudo-header use the final destination (RFC
+    // 8200 section 8.1); senders do not leave such packets partial, so it
+    // is reported as not handled.
+    if walk.fragment || walk.ipv6_ext.is_some_and(|ext| ext.routing_offset.is_some()) {
         return false;
     }
-    seg[field] = 0;
-    seg[field + 1] = 0;
-    let mut c = !fold(sum(seg, if use_pseudo { pseudo } else { 0 }));
-    if proto == 17 && c == 0 {
+    let v6 = matches!(walk.ips, IpPair::V6 { .. });
+    // The checksum field's offset in the transport header, and whether the
+    // sum covers a pseudo-header.
+    let (field, pseudo) = match walk.protocol {
+        IpProtocol::TCP => (16, true),
+        IpProtocol::UDP => (6, true),
+        IpProtocol::ICMPV6 if v6 => (2, true),
+        IpProtocol::ICMP if !v6 => (2, false),
+        _ => return false,
+    };
+    let Some(seg) = frame.get_mut(walk.l4_offset..walk.l4_offset + walk.l4_len) else {
+        return false;
+    };
+    let Some(slot) = seg.get_mut(field..field + 2) else {
+        return false;
+    };
+    slot.fill(0);
+    let data = checksum::data(seg);
+    let sum = if pseudo {
+        // l4_len is bounded by the 16-bit IP length fields.
+        checksum::combine(&[walk.ips.pseudo_header(walk.protocol, walk.l4_len as u32), data])
+    } else {
+        data
+    };
+    let mut c = !sum;
+    if walk.protocol == IpProtocol::UDP && c == 0 {
         c = 0xffff; // RFC 768: zero means "no checksum"
     }
-    seg[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    let Some(slot) = seg.get_mut(field..field + 2) else {
+        return false; // checked above
+    };
+    slot.copy_from_slice(&c.to_be_bytes());
     true
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// RFC 1071 one's-complement sum written out plainly, independent of
+    /// tern-wire's word-at-a-time version, for the checks below.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut acc: u64 = data.chunks(2).map(|c| u64::from(c[0]) << 8 | u64::from(*c.get(1).unwrap_or(&0))).sum();
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
 
     /// An Ethernet + IPv4 + UDP frame with a valid IPv4 header checksum and
     /// the UDP checksum field set to `csum`.
@@ -150,7 +91,7 @@ pub(crate) mod tests {
         let total = (20 + 8 + payload.len()) as u16;
         let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
         ip[2..4].copy_from_slice(&total.to_be_bytes());
-        let hc = !fold(sum(&ip, 0));
+        let hc = !checksum::data(&ip);
         ip[10..12].copy_from_slice(&hc.to_be_bytes());
         f.extend_from_slice(&ip);
         f.extend_from_slice(&1234u16.to_be_bytes());
@@ -165,8 +106,11 @@ pub(crate) mod tests {
     pub(crate) fn udp4_ok(f: &[u8]) -> bool {
         let ip = &f[14..34];
         let l4 = &f[34..];
-        let pseudo = sum(&ip[12..20], 17 + l4.len() as u64);
-        fold(sum(l4, pseudo)) == 0xffff
+        let mut pseudo = ip[12..20].to_vec();
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        pseudo.extend_from_slice(l4);
+        reference_sum(&pseudo) == 0xffff
     }
 
     #[test]
@@ -213,7 +157,59 @@ pub(crate) mod tests {
         pseudo.extend_from_slice(&20u32.to_be_bytes());
         pseudo.extend_from_slice(&[0, 0, 0, 6]);
         pseudo.extend_from_slice(&f[54..]);
-        assert_eq!(fold(sum(&pseudo, 0)), 0xffff);
+        assert_eq!(reference_sum(&pseudo), 0xffff);
+    }
+
+    /// Ethernet + IPv6 (2001:db8::1 > 2001:db8::2) + `ext` + `l4`, the
+    /// first next header `nh`.
+    fn ipv6(nh: u8, ext: &[u8], l4: &[u8]) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x86, 0xdd, 0x60, 0, 0, 0];
+        f.extend_from_slice(&((ext.len() + l4.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[nh, 64]);
+        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend_from_slice(ext);
+        f.extend_from_slice(l4);
+        f
+    }
+
+    #[test]
+    fn completes_icmp6_behind_hop_by_hop() {
+        // Hop-by-hop (router alert, as MLD has it) -> ICMPv6 echo request.
+        let hbh = [58, 0, 5, 2, 0, 0, 1, 0];
+        let echo = [128, 0, 0x55, 0x55, 0, 7, 0, 1, b'p', b'i', b'n', b'g'];
+        let mut f = ipv6(0, &hbh, &echo);
+        assert!(complete(&mut f));
+        let l4 = &f[14 + 40 + 8..];
+        let mut pseudo = f[22..54].to_vec();
+        pseudo.extend_from_slice(&(l4.len() as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, 58]);
+        pseudo.extend_from_slice(l4);
+        assert_eq!(reference_sum(&pseudo), 0xffff);
+        assert_ne!(&l4[2..4], &[0x55, 0x55]);
+    }
+
+    #[test]
+    fn completes_icmp4_without_a_pseudo_header() {
+        let mut f = udp4(&[], 0);
+        f[14 + 9] = 1; // protocol ICMP; the 8 "UDP" bytes become an echo
+        f[34..42].copy_from_slice(&[8, 0, 0x12, 0x34, 0, 1, 0, 2]);
+        assert!(complete(&mut f));
+        assert_eq!(reference_sum(&f[34..]), 0xffff);
+    }
+
+    #[test]
+    fn leaves_routing_headers_and_ipv6_fragments_alone() {
+        let udp = [0x04, 0xd2, 0, 53, 0, 8, 0xab, 0xcd];
+        for (nh, ext) in [(43u8, [17, 0, 0, 0, 0, 0, 0, 0]), (44, [17, 0, 0, 1, 0, 0, 0, 9])] {
+            let mut f = ipv6(nh, &ext, &udp);
+            let before = f.clone();
+            assert!(!complete(&mut f), "next header {nh}");
+            assert_eq!(f, before);
+        }
+        // The same UDP behind a destination options header is completed.
+        let mut f = ipv6(60, &[17, 0, 1, 4, 0, 0, 0, 0], &udp);
+        assert!(complete(&mut f));
     }
 
     #[test]

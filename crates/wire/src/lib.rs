@@ -17,6 +17,8 @@
 //! | [`gre`], [`esp`] | GRE (RFC 2784, RFC 2890), ESP header (RFC 4303) |
 //! | [`checksum`] | RFC 1071 sum, pseudo-headers, RFC 1624 incremental update |
 //! | [`ip`] | IP protocol numbers |
+//! | [`frame`] | the walk from an Ethernet frame to its transport header |
+//! | [`pretty`] | one-line frame summaries (capture output) |
 //!
 //! # Speed
 //!
@@ -60,6 +62,7 @@ pub mod arp;
 pub mod checksum;
 pub mod esp;
 pub mod ethernet;
+pub mod frame;
 pub mod gre;
 pub mod icmpv4;
 pub mod icmpv6;
@@ -68,6 +71,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6ext;
 pub mod ndisc;
+pub mod pretty;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
@@ -76,6 +80,7 @@ pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use checksum::IpPair;
 pub use esp::{EspPacket, EspRepr};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
+pub use frame::{TransportWalk, walk_transport};
 pub use gre::{GrePacket, GreRepr};
 pub use icmpv4::{Icmpv4Packet, Icmpv4Repr, Icmpv4Type};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, Icmpv6Type};

@@ -29,6 +29,7 @@ pub fn pairs() -> [IpPair; 2] {
 }
 
 pub fn ethernet_vlan(data: &[u8]) {
+    frame(data);
     if let Ok(frame) = EthernetFrame::new_checked(data) {
         black_box((frame.dst_addr(), frame.src_addr(), frame.ethertype(), frame.payload()));
         let dst = frame.dst_addr();
@@ -61,6 +62,32 @@ pub fn ethernet_vlan(data: &[u8]) {
     }
 }
 
+/// The frame walk and the pretty-printer over a whole Ethernet frame.
+pub fn frame(data: &[u8]) {
+    match walk_transport(data) {
+        Ok(w) => {
+            assert!(w.l4_offset >= w.vlan.l3_offset);
+            assert!(w.l4_offset + w.l4_len <= data.len(), "the transport segment is in the frame");
+            black_box(w.ips.pseudo_header(w.protocol, w.l4_len as u32));
+            match w.ips {
+                IpPair::V4 { .. } => assert_eq!(w.ipv6_ext, None),
+                IpPair::V6 { .. } => assert!(w.ipv6_ext.is_some()),
+            }
+        }
+        Err(e) => assert_ne!(e, Error::BadChecksum),
+    }
+    let line = pretty::summary(data).to_string();
+    assert!(!line.is_empty() && !line.contains('\n'));
+}
+
+/// `l3` behind an untagged Ethernet header of `ethertype`, through [`frame`].
+fn framed(ethertype: u16, l3: &[u8]) {
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(l3);
+    frame(&f);
+}
+
 pub fn arp(data: &[u8]) {
     let Ok(p) = ArpPacket::new_checked(data) else {
         return;
@@ -83,6 +110,7 @@ pub fn arp(data: &[u8]) {
 }
 
 pub fn ipv4(data: &[u8]) {
+    framed(0x0800, data);
     let Ok(p) = Ipv4Packet::new_checked(data) else {
         return;
     };
@@ -111,6 +139,7 @@ pub fn ipv4(data: &[u8]) {
 }
 
 pub fn ipv6_ext(data: &[u8]) {
+    framed(0x86dd, data);
     if let Ok(p) = Ipv6Packet::new_checked(data) {
         black_box((p.version(), p.traffic_class(), p.dscp(), p.ecn(), p.flow_label()));
         black_box((p.payload_len(), p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr()));
