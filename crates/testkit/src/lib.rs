@@ -8,6 +8,8 @@
 //! * [`config`]: router configurations (interfaces, routes, neighbours,
 //!   ACL rules) written as the TOML the daemon reads.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod golden;
 pub mod netns;
