@@ -385,7 +385,7 @@ pub enum Seg {
     Index(usize),
 }
 
-fn path_string(path: &[Seg]) -> String {
+pub(crate) fn path_string(path: &[Seg]) -> String {
     let mut s = String::new();
     for seg in path {
         match seg {
