@@ -113,7 +113,7 @@ pub(super) fn interfaces<'a>(
             IfacePlanKind::Vlan { parent, vid }
         };
         // Ports and VLAN sub-interfaces each get a TAP `tern-<name>`.
-        let tap_dev = crate::linux::tap_name(&c.name);
+        let tap_dev = crate::config::tap_name(&c.name);
         if tap && tap_dev.len() >= 16 {
             return Err(bad(
                 p("name"),

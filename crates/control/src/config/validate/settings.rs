@@ -81,11 +81,11 @@ pub(super) fn api(a: &ApiCfg) -> Result<(), Problem> {
 }
 
 /// `[linux]`; returns whether it asks for the TAP exception path.
-pub(super) fn linux(l: &crate::linux::LinuxCfg) -> Result<bool, Problem> {
+pub(super) fn linux(l: &crate::config::LinuxCfg) -> Result<bool, Problem> {
     if let Err((key, message)) = l.validate() {
         return Err(bad(vec![k("linux"), k(key)], message));
     }
-    let tap = l.exception == crate::linux::Exception::Tap;
+    let tap = l.exception == crate::config::Exception::Tap;
     if tap && !l.linux_mode() {
         return Err(bad(
             vec![k("linux"), k("exception")],
