@@ -337,7 +337,7 @@ pub fn reload(router: &mut Router, path: &Path) -> Result<ReloadReport, ApiError
         let k = path_string(&r.path);
         ApiError::new(ErrorCode::Refused, format!("{file}{at}: {k}: {}", r.message))
     })?;
-    apply(router, new, changes)
+    apply(router, new, changes, ReadAhead::Yes)
 }
 
 /// The plan start-up builds the data plane from: `plan`'s interfaces
@@ -366,15 +366,25 @@ pub(crate) fn converge(router: &mut Router, plan: Plan) -> Result<ReloadReport, 
     let rest = diff(&router.plan, &plan)
         .map_err(|r| ApiError::internal(format!("{}: {}", path_string(&r.path), r.message)))?;
     changes.extend(rest.into_iter().filter(|c| *c != Change::Params));
-    apply(router, plan, changes)
+    apply(router, plan, changes, ReadAhead::No)
+}
+
+/// Whether [`apply`] reads the route files before changing anything (a
+/// reload: a missing or bad file refuses it whole) or only when it loads
+/// them (start-up, which a failure stops anyway: a full table is read
+/// once, not twice).
+#[derive(Clone, Copy, PartialEq)]
+enum ReadAhead {
+    Yes,
+    No,
 }
 
 /// Applies decided changes; the new plan becomes the running one.
-fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadReport, ApiError> {
+fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) -> Result<ReloadReport, ApiError> {
     let mut report = ReloadReport::default();
     // Route files are read before anything changes: a missing file refuses
     // the whole reload.
-    if changes.contains(&Change::RouteFiles) {
+    if read == ReadAhead::Yes && changes.contains(&Change::RouteFiles) {
         for rf in &new.route_files {
             crate::live::route_file_ops(rf, &new).map_err(ApiError::invalid)?;
         }

@@ -101,8 +101,8 @@ via6 = "2001:db8:1::fe"
     )
 }
 
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tern-start-is-reload-{}", std::process::id()));
+fn dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tern-start-is-reload-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&d).expect("dir");
     d
 }
@@ -134,7 +134,7 @@ fn state(r: &Router) -> (Value, Vec<String>, Value, Vec<String>) {
 
 #[test]
 fn a_started_router_equals_a_bare_one_reloaded() {
-    let dir = dir();
+    let dir = dir("equal");
     let text = full(&dir);
     let started = start(&text);
     let mut reloaded = start(BARE);
@@ -171,5 +171,22 @@ fn a_started_router_equals_a_bare_one_reloaded() {
     back.shutdown();
     fresh.shutdown();
     reloaded.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_route_file_that_fails_stops_the_start_with_its_reason() {
+    let dir = dir("bad");
+    let text = full(&dir);
+    // Missing.
+    std::fs::remove_file(dir.join("table.txt")).expect("rm");
+    let plan = config::parse(&text, "test.toml", Path::new(".")).expect("config");
+    let e = Router::start(plan).err().expect("refused");
+    assert!(e.to_string().contains("table.txt: cannot read"), "{e}");
+    // A line that does not parse.
+    std::fs::write(dir.join("table.txt"), "203.0.113.0/24\nnot a prefix\n").expect("write");
+    let plan = config::parse(&text, "test.toml", Path::new(".")).expect("config");
+    let e = Router::start(plan).err().expect("refused");
+    assert!(e.to_string().contains("table.txt: line 2"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
