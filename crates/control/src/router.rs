@@ -493,6 +493,11 @@ impl Router {
                 return Err(err(e.message));
             }
         }
+        // The XDP lane copied the (empty) FIB when it started: it takes
+        // the routes now, so start returns with both lanes' tables whole.
+        if let Some(lane) = &mut router.host.xdp.lane {
+            lane.sync(&mut router.fib, &router.shared, &router.plan.acls);
+        }
         log::info!("addresses, routes and route files applied in {:.2?}", t0.elapsed());
         for (ifindex, ip, mac) in router.plan.static_neighbors.clone() {
             router.neigh.add_permanent(ifindex, ip, mac, &mut router.fib);
