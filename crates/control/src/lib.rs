@@ -16,4 +16,5 @@ pub mod neighbor;
 pub mod reload;
 pub mod router;
 pub mod source;
+pub mod stats;
 pub mod xdplane;

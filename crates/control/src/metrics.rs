@@ -11,7 +11,7 @@
 
 use crate::api::slots::{Place, Policy, Slots, write_by};
 use crate::api::types::FibSummary;
-use crate::commands::{error_stats, node_stats, port_counters, worker_infos};
+use crate::stats::{error_stats, node_stats, port_counters, worker_infos};
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -38,7 +38,7 @@ pub struct ControlFacts {
     /// Rule sets with per-rule (packets, bytes), rules then the default.
     pub acl_hits: Vec<(String, Vec<(u64, u64)>)>,
     /// What the XDP lane counted itself (empty without the lane).
-    pub lane: crate::commands::LaneCounts,
+    pub lane: crate::stats::LaneCounts,
     /// Per port on a device: (interface, link state, link changes).
     pub links: Vec<(String, &'static str, u64)>,
     /// The netlink route sources (kernel mirror, FPM).
@@ -175,7 +175,7 @@ pub fn render(src: &MetricsSource) -> String {
             "counter",
             "Packets the XDP lane handled itself, by lane, node, counter and kind (forward, punt, pass, drop, info).",
         );
-        for l in crate::commands::lane_stats(&facts.lane, None) {
+        for l in crate::stats::lane_stats(&facts.lane, None) {
             f.sample(
                 "tern_lane_packets_total",
                 &[("lane", &l.lane), ("node", &l.node), ("counter", &l.name), ("kind", &l.kind)],
@@ -186,11 +186,11 @@ pub fn render(src: &MetricsSource) -> String {
 
     // Per interface (ports), summed over workers.
     let mut pc = port_counters(ws);
-    crate::commands::add_lane_ports(&mut pc, &facts.lane, None);
+    crate::stats::add_lane_ports(&mut pc, &facts.lane, None);
     let mut ports: Vec<_> = pc.iter().map(|(i, c)| (ifname(&ifs, *i), c.clone())).collect();
     // The TAP exception path's devices count apart from their interface
     // (rx: what Linux sent, tx: what tern punted to Linux), as in `tern stats`.
-    ports.extend(crate::commands::tap_counters(ws));
+    ports.extend(crate::stats::tap_counters(ws));
     ports.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, help, get) in [
         (

@@ -16,7 +16,7 @@
 
 use crate::api::types::ReloadReport;
 use crate::api::{ApiError, ErrorCode};
-use crate::config::{self, IfacePlan, IfacePlanKind, Plan, Seg};
+use crate::config::{self, IfacePlan, IfacePlanKind, Plan, Seg, path_string};
 use crate::router::Router;
 use std::collections::HashMap;
 use std::path::Path;
@@ -337,31 +337,54 @@ pub fn reload(router: &mut Router, path: &Path) -> Result<ReloadReport, ApiError
         let k = path_string(&r.path);
         ApiError::new(ErrorCode::Refused, format!("{file}{at}: {k}: {}", r.message))
     })?;
-    apply(router, new, changes)
+    apply(router, new, changes, ReadAhead::Yes)
 }
 
-fn path_string(path: &[Seg]) -> String {
-    let mut s = String::new();
-    for seg in path {
-        match seg {
-            Seg::Key(k) => {
-                if !s.is_empty() {
-                    s.push('.');
-                }
-                s.push_str(k);
-            }
-            Seg::Index(i) => s.push_str(&format!("[{i}]")),
-        }
+/// The plan start-up builds the data plane from: `plan`'s interfaces
+/// (kinds, devices, MACs, MTUs, admin state, rule set bindings) and its
+/// settings, but no addresses, routes or route files. [`converge`] then
+/// takes a router started from it to `plan` by the same diff and
+/// [`apply`] a reload uses, so an address's connected and local routes,
+/// the static routes, the route files and the node parameters have one
+/// implementation (Snabb's `engine.configure` from an empty graph).
+pub(crate) fn bare(plan: &Plan) -> Plan {
+    let mut p = plan.clone();
+    for i in &mut p.ifaces {
+        i.v4.clear();
+        i.v6.clear();
     }
-    s
+    p.routes.clear();
+    p.route_files.clear();
+    p
+}
+
+/// Start-up's second half: a router running [`bare`]`(&plan)` reloaded
+/// to `plan` (the node parameters published whether or not they differ
+/// from the defaults the workers started with).
+pub(crate) fn converge(router: &mut Router, plan: Plan) -> Result<ReloadReport, ApiError> {
+    let mut changes = vec![Change::Params];
+    let rest = diff(&router.plan, &plan)
+        .map_err(|r| ApiError::internal(format!("{}: {}", path_string(&r.path), r.message)))?;
+    changes.extend(rest.into_iter().filter(|c| *c != Change::Params));
+    apply(router, plan, changes, ReadAhead::No)
+}
+
+/// Whether [`apply`] reads the route files before changing anything (a
+/// reload: a missing or bad file refuses it whole) or only when it loads
+/// them (start-up, which a failure stops anyway: a full table is read
+/// once, not twice).
+#[derive(Clone, Copy, PartialEq)]
+enum ReadAhead {
+    Yes,
+    No,
 }
 
 /// Applies decided changes; the new plan becomes the running one.
-fn apply(router: &mut Router, new: Plan, changes: Vec<Change>) -> Result<ReloadReport, ApiError> {
+fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) -> Result<ReloadReport, ApiError> {
     let mut report = ReloadReport::default();
     // Route files are read before anything changes: a missing file refuses
     // the whole reload.
-    if changes.contains(&Change::RouteFiles) {
+    if read == ReadAhead::Yes && changes.contains(&Change::RouteFiles) {
         for rf in &new.route_files {
             crate::live::route_file_ops(rf, &new).map_err(ApiError::invalid)?;
         }

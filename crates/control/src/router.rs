@@ -1,9 +1,11 @@
 //! The router: configuration applied to a running data plane.
 //!
-//! [`Router::start`] builds everything from a validated [`Plan`] (FIB with
-//! connected, local and static routes and route files; the interface
-//! table; one worker per configured thread with its own pool, ports and
-//! graph) or fails without leaving anything running. The control thread
+//! [`Router::start`] builds everything from a validated [`Plan`] or fails
+//! without leaving anything running: the interface table and one worker
+//! per configured thread with its own pool, ports and graph from the bare
+//! plan (no addresses or routes), then the rest as a reload from it
+//! (`reload::converge`: node parameters, addresses with their connected
+//! and local routes, static routes, route files). The control thread
 //! then calls [`Router::poll`] in a loop: it drains what workers learned
 //! (neighbours), ages the neighbour table and publishes changes.
 
@@ -16,7 +18,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, WorkerHandle, WorkerShared};
-use tern_fib::{FibConfig, FibWriter, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
+use tern_fib::{FibConfig, FibWriter};
 use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort, TapPort};
 use tern_nodes::state::{
     AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, Inject, NO_IF, Params, Shared, link_local_from_mac,
@@ -173,85 +175,6 @@ pub(crate) fn compile_acls(plan: &Plan, workers: usize) -> Result<AclTable, Star
     Ok(AclTable { sets })
 }
 
-/// The routes an interface's addresses imply: the connected subnet, the
-/// address itself (local), and the directed broadcast (dropped).
-fn interface_routes(index: u16, iface: &IfacePlan) -> Vec<RouteOp> {
-    let mut ops = Vec::new();
-    for n in &iface.v4 {
-        let net = Prefix::V4 { addr: std::net::Ipv4Addr::from(u32::from(n.addr) & n.mask()), len: n.len };
-        ops.push(RouteOp::Add(
-            Source::Connected,
-            net,
-            RouteTarget::Connected { ifindex: index },
-            RouteAttrs::default(),
-        ));
-        ops.push(RouteOp::Add(
-            Source::Local,
-            Prefix::V4 { addr: n.addr, len: 32 },
-            RouteTarget::Local { ifindex: index },
-            RouteAttrs::default(),
-        ));
-        if let Some(b) = n.broadcast() {
-            ops.push(RouteOp::Add(
-                Source::Local,
-                Prefix::V4 { addr: b, len: 32 },
-                RouteTarget::Blackhole,
-                RouteAttrs::default(),
-            ));
-        }
-    }
-    for n in &iface.v6 {
-        let net = Prefix::V6 { addr: std::net::Ipv6Addr::from(u128::from(n.addr) & n.mask()), len: n.len };
-        ops.push(RouteOp::Add(
-            Source::Connected,
-            net,
-            RouteTarget::Connected { ifindex: index },
-            RouteAttrs::default(),
-        ));
-        ops.push(RouteOp::Add(
-            Source::Local,
-            Prefix::V6 { addr: n.addr, len: 128 },
-            RouteTarget::Local { ifindex: index },
-            RouteAttrs::default(),
-        ));
-    }
-    ops
-}
-
-fn apply_all(fib: &mut FibWriter, ops: Vec<RouteOp>, what: &str) -> Result<usize, StartError> {
-    let n = ops.len();
-    let report = fib.apply(ops);
-    if let Some((i, e)) = report.errors.first() {
-        return Err(err(format!("{what}: route {} of {n}: {e}", i + 1)));
-    }
-    Ok(report.applied)
-}
-
-/// Loads a route file into FIB operations (source `config`), checked as
-/// `tern config check` checks it.
-fn route_file_ops(rf: &crate::config::RouteFilePlan, plan: &Plan) -> Result<Vec<RouteOp>, StartError> {
-    let routes = crate::config::route_file_routes(rf, plan).map_err(err)?;
-    Ok(routes.into_iter().map(|(p, t)| RouteOp::Add(Source::Config, p, t, RouteAttrs::default())).collect())
-}
-
-fn params_of(plan: &Plan) -> Params {
-    let d = &plan.config.dataplane;
-    let n = &plan.config.neighbor;
-    Params {
-        icmp_rate: d.icmp_rate,
-        icmp_burst: d.icmp_burst,
-        neigh_queue_per_dest: n.queue_per_dest,
-        neigh_queue_total: n.queue_total,
-        neigh_retry_ns: n.retry_ms * 1_000_000,
-        neigh_max_tries: n.probes,
-        linux_owns_local: plan.config.linux.linux_mode(),
-        // Set by `Router::start` once the TAPs exist.
-        tap_ports: Vec::new(),
-        punt_rate: plan.config.linux.punt_rate,
-        punt_burst: plan.config.linux.punt_burst,
-    }
-}
-
 /// How long the control loop pauses when a poll found nothing to do: 2 ms
 /// while things happen (a worker learned a neighbour, a route source or
 /// the API spoke within the last 100 ms), 20 ms once all is quiet, so an
@@ -357,32 +280,24 @@ impl Router {
         r
     }
 
-    fn start_pinned(plan: Plan) -> Result<Router, StartError> {
+    fn start_pinned(target: Plan) -> Result<Router, StartError> {
         let started_ns = tern_engine::clock::now_ns();
         let domain = tern_rcu::Domain::new();
         let (mut fib, reader) = tern_fib::new(FibConfig::default(), domain.clone());
+        // The data plane is built from the bare plan (interfaces without
+        // addresses, no routes); `reload::converge` then takes it to
+        // `target` the way a reload would.
+        let plan = crate::reload::bare(&target);
 
         let ports: Vec<&IfacePlan> =
             plan.ifaces.iter().filter(|i| matches!(i.kind, IfacePlanKind::Port { .. })).collect();
         let devs: Vec<DeviceInfo> = ports.iter().map(|p| device_info(p)).collect::<Result<_, _>>()?;
 
-        for (i, iface) in plan.ifaces.iter().enumerate() {
-            apply_all(&mut fib, interface_routes(i as u16, iface), &format!("interface {}", iface.name))?;
-        }
-        let statics: Vec<RouteOp> =
-            plan.routes.iter().map(|r| RouteOp::Add(Source::Static, r.prefix, r.target.clone(), r.attrs)).collect();
-        apply_all(&mut fib, statics, "static routes")?;
-        for rf in &plan.route_files {
-            let t0 = std::time::Instant::now();
-            let ops = route_file_ops(rf, &plan)?;
-            let n = apply_all(&mut fib, ops, &rf.path.display().to_string())?;
-            log::info!("loaded {n} routes from {} in {:.2?}", rf.path.display(), t0.elapsed());
-        }
-
         let iftable = build_iftable(&plan, &devs);
         let acls = compile_acls(&plan, usize::from(plan.config.dataplane.workers))?;
         let shared = Shared::new(iftable.clone(), reader);
-        shared.params.publish(params_of(&plan));
+        let linux_owns_local = plan.config.linux.linux_mode();
+        shared.params.publish(Params { linux_owns_local, ..Params::default() });
         shared.acls.publish(acls);
 
         let mut host = HostState {
@@ -421,7 +336,7 @@ impl Router {
         let mut taps = if tap { open_taps(&plan, &devs, workers_n, &mut host)? } else { Vec::new() };
         if tap {
             // The TAPs are the worker's ports after the interfaces' own.
-            let mut params = params_of(&plan);
+            let mut params = Params { linux_owns_local, ..Params::default() };
             params.tap_ports = vec![NO_IF; plan.ifaces.len()];
             for (k, (ifindex, _)) in taps.iter().enumerate() {
                 params.tap_ports[usize::from(*ifindex)] = (ports.len() + k) as u16;
@@ -538,11 +453,7 @@ impl Router {
             injects.push(inject);
         }
         log::info!("{} interface(s), {} worker(s) running", plan.ifaces.len(), workers.len());
-        let mut neigh = NeighborTable::default();
-        for &(ifindex, ip, mac) in &plan.static_neighbors {
-            neigh.add_permanent(ifindex, ip, mac, &mut fib);
-        }
-        let sources = crate::linux::sources(&plan).map_err(err)?;
+        let sources = crate::linux::sources(&target).map_err(err)?;
         let watched: Vec<(u16, String)> = ports
             .iter()
             .enumerate()
@@ -554,13 +465,13 @@ impl Router {
             })
             .collect();
         let links = crate::links::LinkWatch::new(&watched);
-        Ok(Router {
+        let mut router = Router {
             plan,
             fib,
             shared,
             workers,
             injects,
-            neigh,
+            neigh: NeighborTable::default(),
             trace,
             mem,
             host,
@@ -569,7 +480,29 @@ impl Router {
             started_ns,
             devs,
             links,
-        })
+        };
+        let t0 = std::time::Instant::now();
+        match crate::reload::converge(&mut router, target) {
+            Ok(report) => {
+                for c in &report.changes {
+                    log::debug!("start: {c}");
+                }
+            }
+            Err(e) => {
+                router.shutdown();
+                return Err(err(e.message));
+            }
+        }
+        // The XDP lane copied the (empty) FIB when it started: it takes
+        // the routes now, so start returns with both lanes' tables whole.
+        if let Some(lane) = &mut router.host.xdp.lane {
+            lane.sync(&mut router.fib, &router.shared, &router.plan.acls);
+        }
+        log::info!("addresses, routes and route files applied in {:.2?}", t0.elapsed());
+        for (ifindex, ip, mac) in router.plan.static_neighbors.clone() {
+            router.neigh.add_permanent(ifindex, ip, mac, &mut router.fib);
+        }
+        Ok(router)
     }
 
     /// One round of control work. Returns true if it did something.
@@ -698,33 +631,6 @@ impl Router {
     pub fn iftable(&self) -> Arc<IfTable> {
         self.shared.ifaces.load()
     }
-    /// Totals of every worker's counters, and of the XDP lane's under the
-    /// same names (drops, encapsulations, port packets).
-    pub fn stats(&self) -> tern_engine::stats::StatsSnapshot {
-        let mut total = tern_engine::stats::StatsSnapshot::default();
-        for w in &self.workers {
-            total.accumulate(&w.shared.stats.snapshot());
-        }
-        if let (Some(lane), Some(w)) = (&self.host.xdp.lane, self.workers.first()) {
-            for c in lane.counters() {
-                if let Some(id) = w.shared.graph.error_id(c.desc.node, c.desc.error)
-                    && let Some(e) = total.errors.get_mut(usize::from(id))
-                {
-                    *e += c.value;
-                }
-            }
-            for (p, slot) in total.ports.iter_mut().zip(w.shared.ports()) {
-                let Some(slot) = slot.filter(|s| s.input.is_none()) else { continue };
-                let l = lane.port_stats(slot.ifindex);
-                p.rx_packets += l.rx_packets;
-                p.rx_bytes += l.rx_bytes;
-                p.tx_packets += l.tx_packets;
-                p.tx_bytes += l.tx_bytes;
-            }
-        }
-        total
-    }
-
     /// What the AF_XDP steering programs passed to Linux, by reason.
     pub fn xdp_steer_passes(&self) -> Vec<(&'static str, &'static str, u64)> {
         self.host.xdp.steer_passes()
@@ -750,18 +656,6 @@ impl Router {
     }
     pub fn xdp_lane_mut(&mut self) -> Option<&mut crate::xdplane::XdpLane> {
         self.host.xdp.lane.as_mut()
-    }
-    /// Sum of one named counter over all workers and the XDP lane.
-    pub fn counter(&self, node: &str, error: &str) -> u64 {
-        let lane = self.host.xdp.lane.as_ref().map_or(0, |l| l.counter(node, error));
-        lane + self
-            .workers
-            .iter()
-            .filter_map(|w| {
-                let id = w.shared.graph.error_id(node, error)?;
-                w.shared.stats.errors.get(usize::from(id)).map(tern_engine::Counter::get)
-            })
-            .sum::<u64>()
     }
     /// The address family-matching route lookup for `tern route get`.
     pub fn route_get(&self, addr: IpAddr) -> Option<tern_fib::RouteDetail> {

@@ -50,15 +50,7 @@ pub struct KernelConfig {
     pub batch: usize,
 }
 
-/// A tern interface the mirror follows: its index, the kernel device name,
-/// and the addresses its configuration gives (never removed).
-#[derive(Clone, Debug)]
-pub struct Driven {
-    pub tern: u16,
-    pub device: String,
-    pub v4: Vec<V4Net>,
-    pub v6: Vec<V6Net>,
-}
+pub use crate::source::Driven;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct KernelCounters {

@@ -29,138 +29,16 @@ pub mod sync;
 
 use crate::config::{Driver, IfacePlanKind, Plan};
 use crate::source::ControlSource;
-use serde::{Deserialize, Serialize};
 
-/// Who answers for the router's own addresses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LinuxMode {
-    /// tern owns the devices: it answers ARP/ND and ping for its
-    /// addresses, and the kernel is silenced on them.
-    #[default]
-    Standalone,
-    /// Linux owns the router's own traffic (BGP, OSPF, SSH, ping, ARP/ND
-    /// for its addresses) and keeps its addresses on the devices; tern
-    /// forwards transit traffic and mirrors the kernel.
-    Linux,
-}
-
-/// How the router's own traffic reaches Linux in Linux mode.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Exception {
-    /// The kernel sees the devices' frames itself: AF_PACKET taps every
-    /// frame, the AF_XDP steering program passes the router's (XDP_PASS).
-    /// The kernel keeps its addresses on the devices.
-    #[default]
-    Kernel,
-    /// tern owns the devices (the kernel is silenced on them as in
-    /// standalone mode); each port gets a TAP device `tern-<interface>`
-    /// with the interface's MAC, where the kernel keeps the addresses.
-    /// What Linux owns is punted into the TAP, and what Linux writes to it
-    /// leaves the interface unchanged.
-    Tap,
-}
-
-/// The kernel name of the TAP device of tern interface `name`.
-pub fn tap_name(name: &str) -> String {
-    format!("tern-{name}")
-}
-
-/// `[linux]` configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LinuxCfg {
-    pub mode: LinuxMode,
-    /// How the router's own traffic reaches Linux (Linux mode): "kernel"
-    /// (the kernel sees the devices' frames) or "tap".
-    pub exception: Exception,
-    /// Mirror the kernel (routes, addresses, neighbours of the driven
-    /// devices). Default: on in Linux mode, off in standalone mode.
-    pub kernel: Option<bool>,
-    /// Routing table mirrored from the kernel and taken from FPM.
-    pub table: u32,
-    /// Where the FPM server listens for zebra ("" = no FPM server). FRR's
-    /// default is 127.0.0.1:2620.
-    pub fpm_listen: String,
-    /// After zebra (re)connects: quiet time after which routes it did not
-    /// resend are removed.
-    pub fpm_resync_quiet_ms: u64,
-    /// ... but not sooner than this after the connection (a restarted
-    /// zebra hears from bgpd and ospfd again only seconds later).
-    pub fpm_resync_hold_ms: u64,
-    /// Routes of a disconnected zebra are kept this long.
-    pub fpm_stale_ms: u64,
-    /// Kernel routes of these protocol numbers are ignored by the mirror.
-    /// Default: FRR's protocols when the FPM server is on (they arrive over
-    /// FPM), none otherwise.
-    pub kernel_skip_protocols: Option<Vec<u8>>,
-    /// Netlink socket receive buffer (bytes).
-    pub netlink_rcvbuf: usize,
-    /// Control-loop time each source may use per round (microseconds).
-    pub poll_budget_us: u64,
-    /// The TAP exception path's policer: packets per second each worker
-    /// hands to one interface's TAP (0: unlimited), and its burst. The
-    /// excess is dropped as `linux-punt/policed`. Live on reload.
-    pub punt_rate: u32,
-    pub punt_burst: u32,
-}
-
-impl Default for LinuxCfg {
-    fn default() -> Self {
-        LinuxCfg {
-            mode: LinuxMode::Standalone,
-            exception: Exception::Kernel,
-            kernel: None,
-            table: nl::RT_TABLE_MAIN,
-            fpm_listen: String::new(),
-            fpm_resync_quiet_ms: 1000,
-            fpm_resync_hold_ms: 10_000,
-            fpm_stale_ms: 120_000,
-            kernel_skip_protocols: None,
-            netlink_rcvbuf: 64 << 20,
-            poll_budget_us: 5000,
-            punt_rate: tern_nodes::state::DEFAULT_PUNT_RATE,
-            punt_burst: tern_nodes::state::DEFAULT_PUNT_BURST,
-        }
-    }
-}
+// The `[linux]` section is the configuration's (config depends on no
+// subsystem); its old paths here stay.
+pub use crate::config::{Exception, LinuxCfg, LinuxMode, tap_name};
 
 /// rtm_protocol values FRR's zebra uses (`zebra/rt_netlink.h`): zebra
 /// itself (static, kernel-installed by zebra), babel, and 186..=198 (BGP,
 /// IS-IS, OSPF, RIP, RIPng, NHRP, EIGRP, LDP, SHARP, PBR, static,
 /// OpenFabric, SR-TE).
 pub const FRR_PROTOCOLS: [u8; 15] = [11, 42, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197, 198];
-
-impl LinuxCfg {
-    pub fn linux_mode(&self) -> bool {
-        self.mode == LinuxMode::Linux
-    }
-    /// Linux mode with the TAP exception path.
-    pub fn tap_exception(&self) -> bool {
-        self.linux_mode() && self.exception == Exception::Tap
-    }
-    /// The settings a reload may change live (the policer), as they are
-    /// in `other`, the rest as here.
-    pub fn with_live_of(&self, other: &LinuxCfg) -> LinuxCfg {
-        LinuxCfg { punt_rate: other.punt_rate, punt_burst: other.punt_burst, ..self.clone() }
-    }
-    pub fn kernel_enabled(&self) -> bool {
-        self.kernel.unwrap_or(self.linux_mode())
-    }
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !self.fpm_listen.is_empty() && self.fpm_listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(("fpm_listen", format!("{:?} is not address:port", self.fpm_listen)));
-        }
-        if self.poll_budget_us == 0 || self.poll_budget_us > 1_000_000 {
-            return Err(("poll_budget_us", format!("{}: need 1..=1000000", self.poll_budget_us)));
-        }
-        if self.fpm_resync_quiet_ms == 0 {
-            return Err(("fpm_resync_quiet_ms", "must be positive".into()));
-        }
-        Ok(())
-    }
-}
 
 /// The tern interfaces backed by a kernel device, with that device's
 /// name: ports by their `device`, VLAN sub-interfaces by their tern name
@@ -237,4 +115,12 @@ pub fn sources(plan: &Plan) -> Result<Vec<Box<dyn ControlSource>>, String> {
         v.push(Box::new(s));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod schema_tests {
+    #[test]
+    fn the_default_table_is_the_kernels_main_one() {
+        assert_eq!(super::LinuxCfg::default().table, super::nl::RT_TABLE_MAIN);
+    }
 }

@@ -20,7 +20,6 @@
 
 use super::nl::{self, NexthopMsg, PathMsg, RouteMsg, WireError};
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use tern_fib::{Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
@@ -55,54 +54,9 @@ impl IfMap {
     }
 }
 
-/// Why route messages were not installed, and what was done.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct SyncCounters {
-    /// Route messages decoded (new and delete).
-    pub route_msgs: u64,
-    pub nexthop_msgs: u64,
-    /// Operations handed to the RIB.
-    pub adds: u64,
-    pub dels: u64,
-    /// Routes of another table (VRFs, policy routing).
-    pub ignored_table: u64,
-    /// Local, broadcast, multicast, anycast, throw, NAT routes and cached
-    /// clones.
-    pub ignored_type: u64,
-    /// Source-specific routes (IPv6 `from`), which tern cannot express.
-    pub ignored_source_specific: u64,
-    /// No next hop through an interface tern drives.
-    pub ignored_foreign_if: u64,
-    /// An IPv4 route through an IPv6 next hop (RFC 5549): not supported.
-    pub ignored_family: u64,
-    /// A route naming a next-hop object tern has not seen.
-    pub unknown_nexthop: u64,
-    /// Routes of a protocol the configuration leaves to another source.
-    pub ignored_protocol: u64,
-    /// Messages that failed to decode.
-    pub malformed: u64,
-    /// Next-hop objects known now.
-    pub nexthop_objects: u64,
-    /// Routes re-resolved because their next-hop object changed.
-    pub reresolved: u64,
-}
-
-impl SyncCounters {
-    /// Route messages not installed, by reason, as `tern status` and
-    /// /metrics name them (`tern_routes_skipped_total{reason}`).
-    pub fn skipped(&self) -> [(&'static str, u64); 8] {
-        [
-            ("table", self.ignored_table),
-            ("type", self.ignored_type),
-            ("source_specific", self.ignored_source_specific),
-            ("foreign_interface", self.ignored_foreign_if),
-            ("family", self.ignored_family),
-            ("unknown_nexthop", self.unknown_nexthop),
-            ("protocol", self.ignored_protocol),
-            ("malformed", self.malformed),
-        ]
-    }
-}
+// The counters are the source interface's (crate::source), which knows
+// nothing of Linux.
+pub use crate::source::SyncCounters;
 
 /// A next-hop object.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,465 @@
+//! The configuration file's schema: what serde reads, with the defaults
+//! of every key (docs/CONFIG.md is the reference). Checking what the
+//! values mean is `super::validate`'s.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub dataplane: Dataplane,
+    #[serde(default)]
+    pub neighbor: NeighborCfg,
+    #[serde(default, rename = "interface")]
+    pub interfaces: Vec<InterfaceCfg>,
+    #[serde(default, rename = "tunnel")]
+    pub tunnels: Vec<TunnelCfg>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteCfg>,
+    #[serde(default, rename = "route_file")]
+    pub route_files: Vec<RouteFileCfg>,
+    /// Static (permanent) neighbours: never probed, never aged.
+    #[serde(default, rename = "neighbor_entry")]
+    pub static_neighbors: Vec<StaticNeighborCfg>,
+    #[serde(default)]
+    pub acl: Vec<tern_acl::RuleSet>,
+    #[serde(default)]
+    pub api: ApiCfg,
+    #[serde(default)]
+    pub metrics: MetricsCfg,
+    /// Linux as the control plane (kernel mirror, FPM for FRR).
+    #[serde(default)]
+    pub linux: LinuxCfg,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Dataplane {
+    /// Forwarding worker threads.
+    pub workers: u16,
+    /// CPUs to pin workers to (worker i on cpus[i]).
+    pub cpus: Vec<usize>,
+    /// CPUs for tern's other threads (control loop, API, metrics). Empty:
+    /// every CPU the process may use but the workers' (`cpus`), or all of
+    /// them when that leaves none.
+    pub control_cpus: Vec<usize>,
+    /// Packet buffers per worker.
+    pub pool_frames: u32,
+    /// "sleep" (poll(2) when idle) or "spin" (busy polling).
+    pub idle: IdleMode,
+    /// ICMP errors per second per worker, and burst.
+    pub icmp_rate: u32,
+    pub icmp_burst: u32,
+}
+
+impl Default for Dataplane {
+    fn default() -> Self {
+        Dataplane {
+            workers: 1,
+            cpus: Vec::new(),
+            control_cpus: Vec::new(),
+            pool_frames: 16384,
+            idle: IdleMode::Sleep,
+            icmp_rate: 1000,
+            icmp_burst: 100,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdleMode {
+    Sleep,
+    Spin,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NeighborCfg {
+    /// How long a confirmed neighbour stays REACHABLE (ms; RFC 4861
+    /// ReachableTime).
+    pub reachable_ms: u64,
+    /// How long a STALE neighbour in use waits for a confirmation before
+    /// it is probed (ms; RFC 4861 DELAY_FIRST_PROBE_TIME).
+    pub delay_ms: u64,
+    /// Interval between probes and between resolution requests (ms; RFC
+    /// 4861 RetransTimer).
+    pub retry_ms: u64,
+    /// Unanswered probes/requests before giving up (RFC 4861
+    /// MAX_UNICAST_SOLICIT and MAX_MULTICAST_SOLICIT).
+    pub probes: u32,
+    /// Packets held per unresolved neighbour, and in total per worker.
+    pub queue_per_dest: usize,
+    pub queue_total: usize,
+}
+
+/// The largest `reachable_ms`, `delay_ms` and `retry_ms` (RFC 4861 6.2.1
+/// bounds ReachableTime by an hour).
+pub const NEIGHBOR_MAX_MS: u64 = 3_600_000;
+/// The most unanswered probes/requests `probes` allows.
+pub const NEIGHBOR_MAX_PROBES: u32 = 100;
+
+impl Default for NeighborCfg {
+    fn default() -> Self {
+        NeighborCfg {
+            reachable_ms: 30_000,
+            delay_ms: 5000,
+            retry_ms: 1000,
+            probes: 3,
+            queue_per_dest: 16,
+            queue_total: 1024,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// The fastest driver that works on the device: the XDP lane where its
+    /// program attaches natively, else AF_XDP, else AF_PACKET.
+    #[default]
+    Auto,
+    Afpacket,
+    Afxdp,
+    /// The XDP lane (crates/control/src/xdplane.rs): the common case is
+    /// forwarded in the driver's XDP hook, the rest by the workers over
+    /// AF_XDP on the same device.
+    Xdp,
+    /// In-memory port (tests and demos; no Linux device).
+    Memory,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceCfg {
+    /// tern's name for the interface.
+    pub name: String,
+    /// The Linux device tern drives (physical interfaces).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// For a VLAN sub-interface: the parent interface and the VLAN id.
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub vlan: Option<u16>,
+    /// Addresses with prefix length, IPv4 and IPv6.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// IP MTU (default: the device's).
+    #[serde(default)]
+    pub mtu: Option<u16>,
+    /// MAC address override (default: the device's).
+    #[serde(default)]
+    pub mac: Option<String>,
+    #[serde(default)]
+    pub driver: Driver,
+    /// The lane that forwards this interface's traffic: "xdp" (in the
+    /// kernel's XDP hook, exceptions to the workers), "afxdp" or
+    /// "afpacket" (the workers). The same as `driver`; give one of them.
+    #[serde(default)]
+    pub lane: Option<Lane>,
+    #[serde(default = "yes")]
+    pub up: bool,
+    /// Rule set names applied to packets received / sent here.
+    #[serde(default)]
+    pub acl_in: Option<String>,
+    #[serde(default)]
+    pub acl_out: Option<String>,
+}
+
+/// `lane = "xdp" | "afxdp" | "afpacket"` of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    Xdp,
+    Afxdp,
+    Afpacket,
+}
+
+impl Lane {
+    pub fn driver(self) -> Driver {
+        match self {
+            Lane::Xdp => Driver::Xdp,
+            Lane::Afxdp => Driver::Afxdp,
+            Lane::Afpacket => Driver::Afpacket,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TunnelType {
+    #[default]
+    Gre,
+}
+
+/// A tunnel interface (`[[tunnel]]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelCfg {
+    pub name: String,
+    #[serde(default, rename = "type")]
+    pub kind: TunnelType,
+    /// Outer source: one of the router's addresses.
+    pub local: String,
+    /// Outer destination: the far end.
+    pub remote: String,
+    /// GRE key (RFC 2890); both ends must agree.
+    #[serde(default)]
+    pub key: Option<u32>,
+    /// Outer TTL / hop limit.
+    #[serde(default = "default_ttl")]
+    pub ttl: u8,
+    /// Inner MTU (default: 1500 minus the encapsulation overhead).
+    #[serde(default)]
+    pub mtu: Option<u16>,
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default = "yes")]
+    pub up: bool,
+    #[serde(default)]
+    pub acl_in: Option<String>,
+    #[serde(default)]
+    pub acl_out: Option<String>,
+}
+
+fn default_ttl() -> u8 {
+    64
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteType {
+    #[default]
+    Unicast,
+    Blackhole,
+    Unreachable,
+    Prohibit,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteCfg {
+    pub prefix: String,
+    #[serde(default)]
+    pub via: Option<String>,
+    #[serde(default)]
+    pub interface: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: RouteType,
+    #[serde(default)]
+    pub distance: Option<u8>,
+    #[serde(default)]
+    pub metric: u32,
+}
+
+/// A permanent neighbour (`[[neighbor_entry]]`), like `ip neigh add ... permanent`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticNeighborCfg {
+    pub interface: String,
+    pub address: String,
+    pub mac: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteFileCfg {
+    /// A file of "prefix [via]" lines (.gz accepted); relative paths are
+    /// relative to the configuration file.
+    pub path: String,
+    /// Next hop for lines without one.
+    #[serde(default)]
+    pub via: Option<String>,
+    #[serde(default)]
+    pub via6: Option<String>,
+    #[serde(default)]
+    pub interface: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiCfg {
+    pub socket: String,
+    /// Unix group allowed to use the socket (mode 0660); root only if unset.
+    #[serde(alias = "socket_group")]
+    pub group: Option<String>,
+    /// The socket's permission bits, octal ("0660"); by default 0600, or
+    /// 0660 with a group.
+    pub socket_mode: Option<String>,
+    /// An API connection idle this long is closed.
+    pub idle_timeout_ms: u64,
+}
+
+impl ApiCfg {
+    /// `socket_mode` as bits (validated at load: octal, at most 0777, and
+    /// the owner may read and write).
+    pub fn mode(&self) -> Result<Option<u32>, String> {
+        let Some(m) = &self.socket_mode else { return Ok(None) };
+        let digits = m.strip_prefix("0o").unwrap_or(m);
+        let bits = u32::from_str_radix(digits, 8).ok().filter(|&b| b <= 0o777).ok_or_else(|| {
+            format!("{:?} is not an octal mode such as \"0660\"", m.chars().take(16).collect::<String>())
+        })?;
+        if bits & 0o600 != 0o600 {
+            return Err(format!("{m:?} must let the owner read and write (0o600)"));
+        }
+        Ok(Some(bits))
+    }
+}
+
+/// Where tern's API listens unless `[api] socket` says otherwise, and where
+/// the `tern` commands look when given no `--socket`.
+pub const DEFAULT_SOCKET: &str = "/run/tern/tern.sock";
+
+impl Default for ApiCfg {
+    fn default() -> Self {
+        ApiCfg { socket: DEFAULT_SOCKET.into(), group: None, socket_mode: None, idle_timeout_ms: 60_000 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsCfg {
+    /// Address of the Prometheus endpoint; empty disables it.
+    pub listen: String,
+}
+
+impl Default for MetricsCfg {
+    fn default() -> Self {
+        MetricsCfg { listen: "127.0.0.1:9456".into() }
+    }
+}
+
+/// The kernel's main routing table (`RT_TABLE_MAIN`): `[linux] table`'s
+/// default.
+pub const MAIN_TABLE: u32 = 254;
+
+/// Who answers for the router's own addresses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinuxMode {
+    /// tern owns the devices: it answers ARP/ND and ping for its
+    /// addresses, and the kernel is silenced on them.
+    #[default]
+    Standalone,
+    /// Linux owns the router's own traffic (BGP, OSPF, SSH, ping, ARP/ND
+    /// for its addresses) and keeps its addresses on the devices; tern
+    /// forwards transit traffic and mirrors the kernel.
+    Linux,
+}
+
+/// How the router's own traffic reaches Linux in Linux mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exception {
+    /// The kernel sees the devices' frames itself: AF_PACKET taps every
+    /// frame, the AF_XDP steering program passes the router's (XDP_PASS).
+    /// The kernel keeps its addresses on the devices.
+    #[default]
+    Kernel,
+    /// tern owns the devices (the kernel is silenced on them as in
+    /// standalone mode); each port gets a TAP device `tern-<interface>`
+    /// with the interface's MAC, where the kernel keeps the addresses.
+    /// What Linux owns is punted into the TAP, and what Linux writes to it
+    /// leaves the interface unchanged.
+    Tap,
+}
+
+/// The kernel name of the TAP device of tern interface `name`.
+pub fn tap_name(name: &str) -> String {
+    format!("tern-{name}")
+}
+
+/// `[linux]` configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinuxCfg {
+    pub mode: LinuxMode,
+    /// How the router's own traffic reaches Linux (Linux mode): "kernel"
+    /// (the kernel sees the devices' frames) or "tap".
+    pub exception: Exception,
+    /// Mirror the kernel (routes, addresses, neighbours of the driven
+    /// devices). Default: on in Linux mode, off in standalone mode.
+    pub kernel: Option<bool>,
+    /// Routing table mirrored from the kernel and taken from FPM.
+    pub table: u32,
+    /// Where the FPM server listens for zebra ("" = no FPM server). FRR's
+    /// default is 127.0.0.1:2620.
+    pub fpm_listen: String,
+    /// After zebra (re)connects: quiet time after which routes it did not
+    /// resend are removed.
+    pub fpm_resync_quiet_ms: u64,
+    /// ... but not sooner than this after the connection (a restarted
+    /// zebra hears from bgpd and ospfd again only seconds later).
+    pub fpm_resync_hold_ms: u64,
+    /// Routes of a disconnected zebra are kept this long.
+    pub fpm_stale_ms: u64,
+    /// Kernel routes of these protocol numbers are ignored by the mirror.
+    /// Default: FRR's protocols when the FPM server is on (they arrive over
+    /// FPM), none otherwise.
+    pub kernel_skip_protocols: Option<Vec<u8>>,
+    /// Netlink socket receive buffer (bytes).
+    pub netlink_rcvbuf: usize,
+    /// Control-loop time each source may use per round (microseconds).
+    pub poll_budget_us: u64,
+    /// The TAP exception path's policer: packets per second each worker
+    /// hands to one interface's TAP (0: unlimited), and its burst. The
+    /// excess is dropped as `linux-punt/policed`. Live on reload.
+    pub punt_rate: u32,
+    pub punt_burst: u32,
+}
+
+impl Default for LinuxCfg {
+    fn default() -> Self {
+        LinuxCfg {
+            mode: LinuxMode::Standalone,
+            exception: Exception::Kernel,
+            kernel: None,
+            table: MAIN_TABLE,
+            fpm_listen: String::new(),
+            fpm_resync_quiet_ms: 1000,
+            fpm_resync_hold_ms: 10_000,
+            fpm_stale_ms: 120_000,
+            kernel_skip_protocols: None,
+            netlink_rcvbuf: 64 << 20,
+            poll_budget_us: 5000,
+            punt_rate: tern_nodes::state::DEFAULT_PUNT_RATE,
+            punt_burst: tern_nodes::state::DEFAULT_PUNT_BURST,
+        }
+    }
+}
+
+impl LinuxCfg {
+    pub fn linux_mode(&self) -> bool {
+        self.mode == LinuxMode::Linux
+    }
+    /// Linux mode with the TAP exception path.
+    pub fn tap_exception(&self) -> bool {
+        self.linux_mode() && self.exception == Exception::Tap
+    }
+    /// The settings a reload may change live (the policer), as they are
+    /// in `other`, the rest as here.
+    pub fn with_live_of(&self, other: &LinuxCfg) -> LinuxCfg {
+        LinuxCfg { punt_rate: other.punt_rate, punt_burst: other.punt_burst, ..self.clone() }
+    }
+    pub fn kernel_enabled(&self) -> bool {
+        self.kernel.unwrap_or(self.linux_mode())
+    }
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !self.fpm_listen.is_empty() && self.fpm_listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(("fpm_listen", format!("{:?} is not address:port", self.fpm_listen)));
+        }
+        if self.poll_budget_us == 0 || self.poll_budget_us > 1_000_000 {
+            return Err(("poll_budget_us", format!("{}: need 1..=1000000", self.poll_budget_us)));
+        }
+        if self.fpm_resync_quiet_ms == 0 {
+            return Err(("fpm_resync_quiet_ms", "must be positive".into()));
+        }
+        Ok(())
+    }
+}

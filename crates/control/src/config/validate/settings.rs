@@ -1,0 +1,96 @@
+//! The sections that configure no object: `[dataplane]`, `[neighbor]`,
+//! `[metrics]`, `[api]` and `[linux]`.
+
+use crate::config::{
+    ApiCfg, Dataplane, MAX_CPU, MetricsCfg, NEIGHBOR_MAX_MS, NEIGHBOR_MAX_PROBES, NeighborCfg, Problem, Seg, bad, k,
+    quote,
+};
+
+pub(super) fn dataplane(d: &Dataplane) -> Result<(), Problem> {
+    if d.workers == 0 || d.workers > 64 {
+        return Err(bad(vec![k("dataplane"), k("workers")], format!("{} workers: need 1..=64", d.workers)));
+    }
+    if !(1024..=1 << 20).contains(&d.pool_frames) {
+        return Err(bad(vec![k("dataplane"), k("pool_frames")], format!("{}: need 1024..=1048576", d.pool_frames)));
+    }
+    if !d.cpus.is_empty() && d.cpus.len() < usize::from(d.workers) {
+        return Err(bad(vec![k("dataplane"), k("cpus")], "give one CPU per worker, or none"));
+    }
+    for (key, list) in [("cpus", &d.cpus), ("control_cpus", &d.control_cpus)] {
+        if let Some((i, c)) = list.iter().enumerate().find(|&(_, &c)| c >= MAX_CPU) {
+            return Err(bad(vec![k("dataplane"), k(key), Seg::Index(i)], format!("cpu {c}: need 0..{MAX_CPU}")));
+        }
+    }
+    Ok(())
+}
+
+/// `[neighbor]`, whose queues must fit a worker's buffers (`d`).
+pub(super) fn neighbor(n: &NeighborCfg, d: &Dataplane) -> Result<(), Problem> {
+    if n.retry_ms == 0 || n.probes == 0 || n.queue_per_dest == 0 || n.queue_total == 0 || n.reachable_ms == 0 {
+        return Err(bad(
+            vec![k("neighbor")],
+            "reachable_ms, retry_ms, probes, queue_per_dest and queue_total must be positive",
+        ));
+    }
+    for (key, v) in [("reachable_ms", n.reachable_ms), ("delay_ms", n.delay_ms), ("retry_ms", n.retry_ms)] {
+        if v > NEIGHBOR_MAX_MS {
+            return Err(bad(vec![k("neighbor"), k(key)], format!("{v} is more than an hour ({NEIGHBOR_MAX_MS})")));
+        }
+    }
+    if n.probes > NEIGHBOR_MAX_PROBES {
+        return Err(bad(vec![k("neighbor"), k("probes")], format!("{} is more than {NEIGHBOR_MAX_PROBES}", n.probes)));
+    }
+    if n.queue_per_dest > n.queue_total {
+        return Err(bad(
+            vec![k("neighbor"), k("queue_per_dest")],
+            format!("{} is more than queue_total ({})", n.queue_per_dest, n.queue_total),
+        ));
+    }
+    if n.queue_total > d.pool_frames as usize {
+        return Err(bad(
+            vec![k("neighbor"), k("queue_total")],
+            format!(
+                "{} is more than the buffers a worker has (dataplane.pool_frames {})",
+                n.queue_total, d.pool_frames
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn metrics(m: &MetricsCfg) -> Result<(), Problem> {
+    if !m.listen.is_empty() && m.listen.parse::<std::net::SocketAddr>().is_err() {
+        return Err(bad(vec![k("metrics"), k("listen")], format!("{} is not address:port", quote(&m.listen))));
+    }
+    Ok(())
+}
+
+pub(super) fn api(a: &ApiCfg) -> Result<(), Problem> {
+    if a.socket.is_empty() {
+        return Err(bad(vec![k("api"), k("socket")], "empty socket path"));
+    }
+    if let Err(e) = a.mode() {
+        return Err(bad(vec![k("api"), k("socket_mode")], e));
+    }
+    // Whether the group exists is a question about the host: `load_for_run`
+    // asks it (config check and run), not the parser.
+    if a.idle_timeout_ms == 0 {
+        return Err(bad(vec![k("api"), k("idle_timeout_ms")], "must be positive"));
+    }
+    Ok(())
+}
+
+/// `[linux]`; returns whether it asks for the TAP exception path.
+pub(super) fn linux(l: &crate::config::LinuxCfg) -> Result<bool, Problem> {
+    if let Err((key, message)) = l.validate() {
+        return Err(bad(vec![k("linux"), k(key)], message));
+    }
+    let tap = l.exception == crate::config::Exception::Tap;
+    if tap && !l.linux_mode() {
+        return Err(bad(
+            vec![k("linux"), k("exception")],
+            "exception = \"tap\" hands the router's own traffic to Linux: it needs mode = \"linux\"",
+        ));
+    }
+    Ok(tap)
+}
