@@ -12,9 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, lab_missing, metric, must, scrape_in};
-
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
+use common::{Lab, TERN, lab_missing, log_of, metric, must, scrape_in};
 
 fn cli(lab: &Lab, args: &[&str]) -> serde_json::Value {
     let o = Command::new(TERN).args(["--socket", &lab.socket(), "--json"]).args(args).output().expect("tern");
@@ -90,10 +88,6 @@ fn pair(lab: &Lab, n: usize, mtu: u32, queues: u32) {
     must("ip", &["-n", h, "link", "set", "eth0", "up"]);
     must("ip", &["-n", h, "addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
     must("ip", &["-n", h, "route", "add", "default", "via", &format!("10.0.{n}.1")]);
-}
-
-fn log_of(lab: &Lab) -> String {
-    std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default()
 }
 
 #[test]

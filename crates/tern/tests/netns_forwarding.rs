@@ -8,7 +8,7 @@
 //! Needs root, iproute2, ping and ethtool; says why and passes without.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,10 +16,8 @@ use tern_io::AfPacketPort;
 use tern_packet::{PacketPool, PoolConfig, Port};
 
 mod common;
-use common::{Lab, must, sh};
+use common::{Lab, cli, counter, log_of, must, run_tern, sh};
 use tern_testkit::packet::{Frame, Icmpv4Repr, csum, eth_padded as eth, ethertype, parse_icmp4, parse_v4};
-
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 fn skip_reason() -> Option<&'static str> {
     common::lab_missing()
@@ -61,38 +59,19 @@ listen = ""
         );
         let path = self.dir.join("tern.toml");
         std::fs::write(&path, cfg).expect("config");
-        let log = std::fs::File::create(self.dir.join("tern.log")).expect("log");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns[1], TERN, "run", "--config"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("tern run");
-        self.daemon = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !self.cli(&["status"]).status.success() {
-            assert!(Instant::now() < deadline, "tern did not come up: {}", self.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        run_tern(self, &path);
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("tern.log")).unwrap_or_default()
+        log_of(self)
     }
 
     fn cli(&self, args: &[&str]) -> Output {
-        let sock = self.socket();
-        let mut v = vec!["--socket", sock.as_str()];
-        v.extend_from_slice(args);
-        Command::new(TERN).args(&v).output().expect("tern cli")
+        cli(self, args)
     }
 
-    /// A counter "node/name" as `tern stats show errors --json` reports it.
     fn counter(&self, name: &str) -> u64 {
-        let out = self.cli(&["--json", "stats", "show", "errors", "--all"]);
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        find_counter(&v, name).unwrap_or(0)
+        counter(self, name)
     }
 
     fn mac(&self, ns: &str, dev: &str) -> [u8; 6] {
@@ -116,30 +95,6 @@ listen = ""
             }
             assert!(Instant::now() < deadline, "ping {args:?} never answered; tern log:\n{}", self.log());
         }
-    }
-}
-
-/// Finds `"node/name": N` or `{node, name, count}` shapes in the stats JSON.
-fn find_counter(v: &serde_json::Value, name: &str) -> Option<u64> {
-    let (node, err) = name.split_once('/')?;
-    match v {
-        serde_json::Value::Object(m) => {
-            let nm = m.get("node").and_then(|x| x.as_str());
-            let en = m.get("name").or_else(|| m.get("error")).and_then(|x| x.as_str());
-            if nm == Some(node) && en == Some(err) {
-                for key in ["count", "packets", "value", "total"] {
-                    if let Some(n) = m.get(key).and_then(serde_json::Value::as_u64) {
-                        return Some(n);
-                    }
-                }
-            }
-            if let Some(n) = m.get(name).and_then(serde_json::Value::as_u64) {
-                return Some(n);
-            }
-            m.values().find_map(|x| find_counter(x, name))
-        }
-        serde_json::Value::Array(a) => a.iter().find_map(|x| find_counter(x, name)),
-        _ => None,
     }
 }
 

@@ -14,9 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, must, sh};
-
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
+use common::{Lab, TERN, cli, counter, find_counter, log_of, must, run_tern, sh};
 
 fn start(lab: &mut Lab, driver: &str) {
     start_or_refused(lab, driver, false);
@@ -79,31 +77,7 @@ listen = ""
         assert!(said.contains("MTU 9000, above the 1778"), "{driver}: {said}");
         return;
     }
-    let log = std::fs::File::create(lab.dir.join("tern.log")).expect("log");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("tern run");
-    lab.daemon = Some(child);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !cli(lab, &["status"]).status.success() {
-        assert!(Instant::now() < deadline, "tern did not come up: {}", log_of(lab));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn log_of(lab: &Lab) -> String {
-    std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default()
-}
-
-fn cli(lab: &Lab, args: &[&str]) -> Output {
-    let sock = lab.socket();
-    let mut v = vec!["--socket", sock.as_str()];
-    v.extend_from_slice(args);
-    Command::new(TERN).args(&v).output().expect("tern cli")
+    run_tern(lab, &path);
 }
 
 fn ping(lab: &Lab, args: &[&str]) -> Output {
@@ -148,37 +122,6 @@ fn learns(lab: &Lab, v6: bool, dst: &str, args: &[&str], mtu: u16) {
 
 fn stats(lab: &Lab) -> String {
     String::from_utf8_lossy(&cli(lab, &["stats", "show", "errors", "--all"]).stdout).into_owned()
-}
-
-/// A counter "node/name" as `tern stats show errors --json` reports it.
-fn counter(lab: &Lab, name: &str) -> u64 {
-    let out = cli(lab, &["--json", "stats", "show", "errors", "--all"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    find_counter(&v, name).unwrap_or(0)
-}
-
-/// Finds `"node/name": N` or `{node, name, count}` shapes in the stats JSON.
-fn find_counter(v: &serde_json::Value, name: &str) -> Option<u64> {
-    let (node, err) = name.split_once('/')?;
-    match v {
-        serde_json::Value::Object(m) => {
-            let nm = m.get("node").and_then(|x| x.as_str());
-            let en = m.get("name").or_else(|| m.get("error")).and_then(|x| x.as_str());
-            if nm == Some(node) && en == Some(err) {
-                for key in ["count", "packets", "value", "total"] {
-                    if let Some(n) = m.get(key).and_then(serde_json::Value::as_u64) {
-                        return Some(n);
-                    }
-                }
-            }
-            if let Some(n) = m.get(name).and_then(serde_json::Value::as_u64) {
-                return Some(n);
-            }
-            m.values().find_map(|x| find_counter(x, name))
-        }
-        serde_json::Value::Array(a) => a.iter().find_map(|x| find_counter(x, name)),
-        _ => None,
-    }
 }
 
 /// tshark on host1's eth0 printing each ICMP/ICMPv6 packet's type, code

@@ -12,15 +12,12 @@
 //! and ethtool; says why and passes without.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, must, sh};
-
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
+use common::{Lab, cli, find_counter, json, log_of, must, run_tern, sh};
 
 const REACHABLE_MS: u64 = 300;
 /// How long traffic flows: more than 3 full cycles of REACHABLE, DELAY
@@ -62,62 +59,7 @@ listen = ""
     );
     let path = lab.dir.join("tern.toml");
     std::fs::write(&path, cfg).expect("config");
-    let log = std::fs::File::create(lab.dir.join("tern.log")).expect("log");
-    let child = Command::new("ip")
-        .args(["netns", "exec", r, TERN, "run", "--config"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("tern run");
-    lab.daemon = Some(child);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !cli(lab, &["status"]).status.success() {
-        assert!(Instant::now() < deadline, "tern did not come up: {}", log_of(lab));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn log_of(lab: &Lab) -> String {
-    std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default()
-}
-
-fn cli(lab: &Lab, args: &[&str]) -> Output {
-    let sock = lab.socket();
-    let mut v = vec!["--socket", sock.as_str()];
-    v.extend_from_slice(args);
-    Command::new(TERN).args(&v).output().expect("tern cli")
-}
-
-fn json(lab: &Lab, args: &[&str]) -> serde_json::Value {
-    let mut v = vec!["--json"];
-    v.extend_from_slice(args);
-    let out = cli(lab, &v);
-    serde_json::from_slice(&out.stdout).unwrap_or_default()
-}
-
-/// Finds `"node/name": N` or `{node, name, count}` shapes in the stats JSON.
-fn find_counter(v: &serde_json::Value, name: &str) -> Option<u64> {
-    let (node, err) = name.split_once('/')?;
-    match v {
-        serde_json::Value::Object(m) => {
-            let nm = m.get("node").and_then(|x| x.as_str());
-            let en = m.get("name").or_else(|| m.get("error")).and_then(|x| x.as_str());
-            if nm == Some(node) && en == Some(err) {
-                for key in ["count", "packets", "value", "total"] {
-                    if let Some(n) = m.get(key).and_then(serde_json::Value::as_u64) {
-                        return Some(n);
-                    }
-                }
-            }
-            if let Some(n) = m.get(name).and_then(serde_json::Value::as_u64) {
-                return Some(n);
-            }
-            m.values().find_map(|x| find_counter(x, name))
-        }
-        serde_json::Value::Array(a) => a.iter().find_map(|x| find_counter(x, name)),
-        _ => None,
-    }
+    run_tern(lab, &path);
 }
 
 const COUNTERS: [&str; 6] = [

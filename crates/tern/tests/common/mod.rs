@@ -2,16 +2,91 @@
 //! namespaces: the testkit's lab (each test file uses what it needs).
 #![allow(dead_code, unused_imports)]
 
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 pub use tern_testkit::netns::{is_root, lab_missing, metric, must, netns_exec, scrape_in, sh, stop};
 
 /// The testkit's two-host lab, wrapped so that each test file can add the
 /// methods it needs (starting its daemon, its CLI calls).
 pub struct Lab(pub tern_testkit::netns::Lab);
 
+/// The `tern` binary under test.
+pub const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
 impl Lab {
     /// See [`tern_testkit::netns::Lab::two_hosts`].
     pub fn two_hosts(base: &str) -> Lab {
         Lab(tern_testkit::netns::Lab::two_hosts(base))
+    }
+}
+
+/// Runs `tern run --config CONFIG` in the lab router's namespace, its log in
+/// the lab's `tern.log`, and waits until its API answers.
+pub fn run_tern(lab: &mut Lab, config: &Path) {
+    let log = std::fs::File::create(lab.dir.join("tern.log")).expect("log");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.ns[1], TERN, "run", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("tern run");
+    lab.daemon = Some(child);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cli(lab, &["status"]).status.success() {
+        assert!(Instant::now() < deadline, "tern did not come up: {}", log_of(lab));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What the lab's tern wrote to its log so far.
+pub fn log_of(lab: &Lab) -> String {
+    std::fs::read_to_string(lab.dir.join("tern.log")).unwrap_or_default()
+}
+
+/// The operator CLI against the lab's tern.
+pub fn cli(lab: &Lab, args: &[&str]) -> Output {
+    // The testkit's socket, whatever a test file's own `Lab` methods say.
+    let sock = lab.0.socket();
+    let mut v = vec!["--socket", sock.as_str()];
+    v.extend_from_slice(args);
+    Command::new(TERN).args(&v).output().expect("tern cli")
+}
+
+/// The CLI's `--json` answer (null when it printed none).
+pub fn json(lab: &Lab, args: &[&str]) -> serde_json::Value {
+    let mut v = vec!["--json"];
+    v.extend_from_slice(args);
+    serde_json::from_slice(&cli(lab, &v).stdout).unwrap_or_default()
+}
+
+/// A counter "node/name" as `tern stats show errors --json` reports it.
+pub fn counter(lab: &Lab, name: &str) -> u64 {
+    find_counter(&json(lab, &["stats", "show", "errors", "--all"]), name).unwrap_or(0)
+}
+
+/// Finds `"node/name": N` or `{node, name, count}` shapes in the stats JSON.
+pub fn find_counter(v: &serde_json::Value, name: &str) -> Option<u64> {
+    let (node, err) = name.split_once('/')?;
+    match v {
+        serde_json::Value::Object(m) => {
+            let nm = m.get("node").and_then(|x| x.as_str());
+            let en = m.get("name").or_else(|| m.get("error")).and_then(|x| x.as_str());
+            if nm == Some(node) && en == Some(err) {
+                for key in ["count", "packets", "value", "total"] {
+                    if let Some(n) = m.get(key).and_then(serde_json::Value::as_u64) {
+                        return Some(n);
+                    }
+                }
+            }
+            if let Some(n) = m.get(name).and_then(serde_json::Value::as_u64) {
+                return Some(n);
+            }
+            m.values().find_map(|x| find_counter(x, name))
+        }
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find_counter(x, name)),
+        _ => None,
     }
 }
 
