@@ -486,7 +486,7 @@ impl Walk {
 /// page, and the write after it replaces the mapping, which the kernel
 /// follows with a TLB shootdown, an interrupt on every CPU running this
 /// process, forwarding workers included (4,129 on the gap reader's CPU
-/// during a full IPv4 load, for the 16 MiB of top depths; `tern bench
+/// during a full IPv4 load, for the 16 MiB of top depths; `tern-bench
 /// fib`, 2026-11-23). Written first, the pages are allocated by ordinary
 /// faults of the writer's own, which interrupt no one else.
 fn touch_pages<T: Copy + Default>(v: &mut [T]) {
