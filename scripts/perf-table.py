@@ -3,7 +3,7 @@
 
   scripts/perf-table.py rfc2544 FILE.json [LOAD_INDEX]   NDR/PDR/CPU per DUT, same-run ratios
   scripts/perf-table.py sink FILE.json                   frame-loss runs without a search
-  scripts/perf-table.py engine FILE.json...              `tern bench engine --json` runs: medians
+  scripts/perf-table.py engine FILE.json...              `tern-bench engine --json` runs: medians
   scripts/perf-table.py callgrind FILE.txt               "SCENARIO TOTAL_Ir" lines -> per packet
   scripts/perf-table.py losses FILE.json...              frames lost per trial, and how many at the DUT's ring
 
@@ -34,10 +34,12 @@ CALLGRIND_PACKETS = 1_000_192
 
 
 def tidy(cmd):
-    """The command as docs/PERFORMANCE.md spells it: `tern bench ...`, the table as FULL_TABLE."""
+    """The command as docs/PERFORMANCE.md spells it: `tern-bench ...` (from `tern-bench ...`
+    or, in older results, `tern bench ...`), the table as FULL_TABLE."""
     cmd = re.sub(r"\S*full-table\S*", "FULL_TABLE", cmd)
     cmd = re.sub(r" --(html|work-dir) \S+", "", cmd)
-    return "tern " + cmd[cmd.index("bench "):] if "bench " in cmd else cmd
+    m = re.search(r"\S*tern[- ]bench ", cmd)
+    return "tern-bench " + cmd[m.end():] if m else cmd
 
 
 def header(d):

@@ -495,7 +495,7 @@ pub fn tern_config(needs: &DutNeeds, dut_cpu: usize, driver: &str, spin: bool) -
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# written by tern bench rfc2544\n[dataplane]\nworkers = 1\ncpus = [{dut_cpu}]\ncontrol_cpus = [{dut_cpu}]"
+        "# written by tern-bench rfc2544\n[dataplane]\nworkers = 1\ncpus = [{dut_cpu}]\ncontrol_cpus = [{dut_cpu}]"
     );
     let _ = writeln!(s, "idle = \"{}\"\n", if spin { "spin" } else { "sleep" });
     let acl = match needs.firewall {

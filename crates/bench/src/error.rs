@@ -1,5 +1,5 @@
 //! The one error type of the crate: every failure names what was being
-//! done, so a user reading `tern bench` output knows what to fix.
+//! done, so a user reading `tern-bench` output knows what to fix.
 
 use std::fmt;
 

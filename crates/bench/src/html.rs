@@ -209,7 +209,7 @@ pub fn render(r: &Report) -> String {
     let mut o = String::new();
     let c = &r.conditions;
     let _ = writeln!(o, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">");
-    let _ = writeln!(o, "<title>tern bench rfc2544: {}</title>", esc(&r.scenario));
+    let _ = writeln!(o, "<title>tern-bench rfc2544: {}</title>", esc(&r.scenario));
     o.push_str("<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}pre.err{white-space:pre-wrap;max-width:40em;font-size:85%;margin:0.3em 0}.note{color:#666;font-size:90%}</style>\n</head>\n<body>\n");
     let _ = writeln!(o, "<h1>RFC 2544: {}</h1>\n<p>{}</p>", esc(&r.scenario), esc(&r.description));
     o.push_str("<h2>Conditions</h2>\n<table>\n");
@@ -414,7 +414,7 @@ mod tests {
             scenario: "drop-test".into(),
             description: "a <test> & \"quotes\"".into(),
             conditions: Conditions {
-                command: "tern bench rfc2544 --dut <x>".into(),
+                command: "tern-bench rfc2544 --dut <x>".into(),
                 started_unix: 0,
                 kernel: "6.18".into(),
                 cpu_model: "cpu".into(),

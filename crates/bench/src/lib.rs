@@ -1,11 +1,15 @@
-//! tern's RFC 2544 tester: an XDP traffic generator (AF_XDP or AF_PACKET
+//! tern's laboratory: the `tern-bench` binary (`src/main.rs`) with the
+//! engine benchmark ([`engine`]), the FIB benchmark against reference tries
+//! ([`fib`]) and the RFC 2544 tester. None of it is linked into `tern`.
+//!
+//! The RFC 2544 tester: an XDP traffic generator (AF_XDP or AF_PACKET
 //! from user space where the kernel refuses it) and receiver, the
 //! NDR/PDR searches and the frame-loss test, DUTs in network namespaces
 //! (tern, Linux, Linux + nftables, hand-written XDP forwarding, DPDK
 //! testpmd), and reports (table, JSON, HTML with SVG charts). See README.md
 //! for the design and figures.
 //!
-//! The `tern` binary exposes it as `tern bench rfc2544`:
+//! `tern-bench rfc2544` runs it:
 //!
 //! ```no_run
 //! # fn demo(opts: &tern_bench::Rfc2544Opts) -> tern_bench::Result<()> {
@@ -23,12 +27,17 @@
 pub mod account;
 pub mod bpf;
 pub mod dut;
+pub mod engine;
 pub mod error;
+pub mod fib;
 pub mod html;
 pub mod netns;
 pub mod opts;
 pub mod pcap;
 pub mod pktgen;
+mod poptrie;
+#[cfg(test)]
+mod poptrie_tests;
 pub mod progress;
 pub mod report;
 pub mod runner;

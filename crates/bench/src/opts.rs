@@ -1,5 +1,5 @@
-//! Command-line options of `tern bench rfc2544` (clap derive; the `tern`
-//! binary flattens them into its subcommand).
+//! Command-line options of `tern-bench rfc2544` (clap derive; the
+//! `tern-bench` binary flattens them into its subcommand).
 
 use std::path::PathBuf;
 
@@ -30,7 +30,7 @@ pub struct Rfc2544Opts {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "tern,linux,linux-nft")]
     pub dut: Vec<DutKind>,
 
-    /// The tern binary to test (default: this program when it is tern).
+    /// The tern binary to test (default: `tern` in this program's directory).
     #[arg(long)]
     pub tern_bin: Option<PathBuf>,
 

@@ -489,16 +489,22 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
     let prefix = format!("tb{}r{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
     let (generator, generator_note) = pick_generator(opts, &prefix)?;
     if let Some(n) = &generator_note {
-        eprintln!("tern bench: {n}");
+        eprintln!("tern-bench: {n}");
     }
     let work_dir = match &opts.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("tern-bench-{}", std::process::id())),
     };
     std::fs::create_dir_all(&work_dir).map_err(|e| BenchError::io(format!("create {}", work_dir.display()), e))?;
+    // Without --tern-bin: the `tern` beside this program (cargo builds
+    // both into the same directory), or this program if it is tern.
     let tern_bin = opts.tern_bin.clone().or_else(|| {
         let exe = std::env::current_exe().ok()?;
-        (exe.file_name()? == "tern").then_some(exe)
+        if exe.file_name()? == "tern" {
+            return Some(exe);
+        }
+        let beside = exe.with_file_name("tern");
+        beside.is_file().then_some(beside)
     });
     // The DUT's CPU and the sink's (when it has its own) only poll when
     // idle, for the run (see NoIdle); the generator's CPU never idles.
@@ -525,7 +531,7 @@ pub fn run(opts: &Rfc2544Opts, progress: &mut dyn FnMut(Progress)) -> Result<Rep
             Ok(w) => Some(w),
             Err(e) if !opts.excuse_host_holes => {
                 let note = format!("no hole watch on cpu {} (losses are not matched to host holes): {e}", opts.dut_cpu);
-                eprintln!("tern bench: {note}");
+                eprintln!("tern-bench: {note}");
                 notes.push(note);
                 None
             }

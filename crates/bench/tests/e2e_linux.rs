@@ -55,7 +55,8 @@ fn drop_test_against_linux_and_nftables() {
     assert_eq!(r.ceiling.status, DutStatus::Ok, "{:?}", r.ceiling.message);
     let by_name = |n: &str| r.duts.iter().find(|d| d.name == n).unwrap_or_else(|| panic!("no {n}"));
     assert_eq!(by_name("linux").status, DutStatus::NotSupported);
-    // Without --tern-bin (and not running as tern) tern is reported, not run.
+    // Without --tern-bin (and no `tern` beside the test program) tern is
+    // reported, not run.
     assert_eq!(by_name("tern").status, DutStatus::NotSupported);
     let nft = by_name("linux-nft");
     assert_eq!(nft.status, DutStatus::Ok, "{:?}", nft.message);

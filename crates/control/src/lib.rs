@@ -6,7 +6,6 @@ pub mod afxdp;
 pub mod api;
 pub mod commands;
 pub mod config;
-pub mod engine_bench;
 pub mod ifset;
 pub mod links;
 pub mod linux;

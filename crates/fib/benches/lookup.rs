@@ -1,6 +1,6 @@
 //! Criterion benchmark of the lookups on the real table (or, without it, on
 //! a random table of the same size): `cargo bench -p tern-fib --bench lookup`.
-//! `tern bench fib` (crate feature `bench`) gives the full report with the
+//! `tern-bench fib` (crates/bench) gives the full report with the
 //! references; this one tracks lookup regressions.
 
 use std::hint::black_box;

@@ -41,7 +41,7 @@
 //!   pick a member by flow hash.
 //!
 //! # Measured
-//! `tern bench fib` (`bench.rs` gives the method); the figures, with the
+//! `tern-bench fib` (`crates/bench/src/fib.rs` gives the method); the figures, with the
 //! commands, the machine's load and the alternatives measured on the same
 //! keys, are in docs/PERFORMANCE.md ("FIB: the full Internet table" and
 //! the subsections after it). The latest (2026-11-23, full table: 901,899
@@ -53,8 +53,6 @@
 //! (IPv6).
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "bench")]
-pub mod bench;
 mod changes;
 mod keyhash;
 mod lpm;
@@ -73,6 +71,12 @@ mod tests;
 use std::sync::Arc;
 
 pub use changes::{FibChanges, RawFib, RawTrie};
+/// The multibit trie under both FIBs, generic over entry width and shape.
+/// Public for the laboratory (`tern-bench fib` measures other shapes on the
+/// same keys); the router reaches it only through [`FibWriter`] and
+/// [`FibReader`].
+#[doc(hidden)]
+pub use lpm::multibit;
 pub use lpm::naive::NaiveLpm;
 pub use prefix::{Prefix, PrefixError};
 pub use reader::FibReader;

@@ -107,7 +107,7 @@ impl Prefix {
 
     /// The address bits left-aligned in a u128 (v4 in the top 32 bits), so
     /// both families share one trie walker.
-    pub(crate) fn bits128(&self) -> u128 {
+    pub fn bits128(&self) -> u128 {
         match *self {
             Prefix::V4 { addr, .. } => u128::from(u32::from(addr)) << 96,
             Prefix::V6 { addr, .. } => u128::from(addr),

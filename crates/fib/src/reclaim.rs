@@ -27,13 +27,6 @@ pub(crate) enum Garbage {
         base: u32,
         count: u32,
     },
-    /// A block of trie leaves (poptrie only).
-    #[cfg_attr(not(any(test, feature = "bench")), allow(dead_code))]
-    Leaves {
-        v6: bool,
-        base: u32,
-        count: u32,
-    },
 }
 
 pub(crate) struct Reclaimer {

@@ -821,8 +821,8 @@ impl FibWriter {
             match g {
                 Garbage::Nh(id) => self.nh.reuse_id(id),
                 Garbage::Members { base, count } => self.nh.reuse_members(base, count),
-                Garbage::Nodes { v6: false, .. } | Garbage::Leaves { v6: false, .. } => self.v4.reuse(g),
-                Garbage::Nodes { v6: true, .. } | Garbage::Leaves { v6: true, .. } => self.v6.reuse(g),
+                Garbage::Nodes { v6: false, .. } => self.v4.reuse(g),
+                Garbage::Nodes { v6: true, .. } => self.v6.reuse(g),
             }
         }
         self.reclaimed = done;

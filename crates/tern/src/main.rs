@@ -1,5 +1,6 @@
-//! The `tern` command: the daemon, the lab demo, the benchmarks and (over
-//! the API) the operator's CLI.
+//! The `tern` command: the daemon, the lab demo and (over the API) the
+//! operator's CLI. The benchmarks and the RFC 2544 tester are `tern-bench`
+//! (crates/bench), which this binary does not link.
 #![forbid(unsafe_code)]
 
 // Every `print!`/`println!` of this crate (defined before the modules, so
@@ -13,7 +14,6 @@ macro_rules! println {
     ($($t:tt)*) => { $crate::stdout_fmt(format_args!("{}\n", format_args!($($t)*))) };
 }
 
-mod bench_cmd;
 mod lab;
 mod netns;
 mod ops;
@@ -69,9 +69,13 @@ enum Cmd {
     /// tern cleanup` for another namespace). A running tern's are left
     /// alone.
     Cleanup(CleanupArgs),
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(bench_cmd::BenchCmd),
+    /// Moved: the benchmarks and the RFC 2544 tester are the `tern-bench`
+    /// binary. Kept, hidden, to say so instead of clap's generic error.
+    #[command(hide = true, disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print a completion script for SHELL (bash, zsh, fish, elvish,
     /// powershell): `tern completions bash > /etc/bash_completion.d/tern`.
     Completions {
@@ -116,7 +120,10 @@ fn main() -> ExitCode {
         Some(Cmd::Run(a)) => run(a, cli.socket),
         Some(Cmd::Lab(a)) => lab::run(a, &socket),
         Some(Cmd::Cleanup(a)) => cleanup(a),
-        Some(Cmd::Bench(b)) => bench_cmd::run(b),
+        Some(Cmd::Bench { args }) => {
+            eprintln!("tern bench moved to its own binary: tern-bench {}", args.join(" "));
+            Ok(ExitCode::from(2))
+        }
         Some(Cmd::Completions { shell }) => completions(shell),
         Some(Cmd::Man { dir }) => man(dir.as_deref()),
         Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),

@@ -74,15 +74,7 @@ fn man_pages_cover_every_command_and_cli_md_names_each_one() {
     ok(tern(&["man", "--dir", dir.to_str().expect("utf-8")]), "tern man --dir");
     let cmds = commands_from_man_pages(&dir);
     // Pages for the root, nouns, verbs and the packaging commands exist.
-    for want in [
-        &[][..],
-        &["route"],
-        &["route", "add"],
-        &["acl", "import-nft"],
-        &["bench", "rfc2544"],
-        &["completions"],
-        &["man"],
-    ] {
+    for want in [&[][..], &["route"], &["route", "add"], &["acl", "import-nft"], &["completions"], &["man"]] {
         let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
         assert!(cmds.contains(&want), "no man page for tern {want:?}; pages: {cmds:?}");
     }
@@ -110,6 +102,20 @@ fn man_pages_cover_every_command_and_cli_md_names_each_one() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The benchmarks left tern for `tern-bench`: no page for them, and the old
+/// command says where they went instead of clap's generic error.
+#[test]
+fn tern_bench_points_at_the_tern_bench_binary() {
+    let dir = scratch("man-bench");
+    ok(tern(&["man", "--dir", dir.to_str().expect("utf-8")]), "tern man --dir");
+    let cmds = commands_from_man_pages(&dir);
+    assert!(cmds.iter().all(|c| c.first().is_none_or(|n| n != "bench")), "a page for tern bench: {cmds:?}");
+    let out = tern(&["bench", "rfc2544", "--dut", "linux"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), "tern bench moved to its own binary: tern-bench rfc2544 --dut linux\n");
+    assert!(out.stdout.is_empty());
 }
 
 #[test]

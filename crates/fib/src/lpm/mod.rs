@@ -5,14 +5,9 @@
 mod blockdir;
 pub mod multibit;
 pub mod naive;
-/// The measured alternative (see `multibit.rs` for why it is not used).
-#[cfg(any(test, feature = "bench"))]
-pub mod poptrie;
 
 #[cfg(test)]
 mod multibit_tests;
-#[cfg(test)]
-mod poptrie_tests;
 
 use multibit::{Entry16, MultibitArrays, MultibitWriter};
 

@@ -19,8 +19,8 @@
 //! return e
 //! ```
 //!
-//! # Why this structure (measured, see `bench.rs` and docs/PERFORMANCE.md)
-//! A poptrie (`poptrie.rs`, kept as the measured alternative) is 3-4x
+//! # Why this structure (measured, see `tern-bench fib` and docs/PERFORMANCE.md)
+//! A poptrie (`crates/bench/src/poptrie.rs`, the measured alternative) is 3-4x
 //! smaller but needs two dependent cache misses at its last level (node,
 //! then leaf) and a popcount per level, which the baseline x86-64 target
 //! (and BPF) lacks. This trie needs one load per level and updates without
@@ -104,10 +104,8 @@ pub trait Entry: Sync + Send + 'static {
 
 /// `u32` entries, children from 2^31 (the top bit: a flag); the measured
 /// alternatives' entries.
-#[cfg(any(test, feature = "bench"))]
 pub struct Entry32;
 
-#[cfg(any(test, feature = "bench"))]
 impl Entry for Entry32 {
     type Cell = AtomicU32;
     const CHILD: u32 = 1 << 31;
@@ -488,7 +486,7 @@ impl Walk {
 /// page, and the write after it replaces the mapping, which the kernel
 /// follows with a TLB shootdown, an interrupt on every CPU running this
 /// process, forwarding workers included (4,129 on the gap reader's CPU
-/// during a full IPv4 load, for the 16 MiB of top depths; `tern bench
+/// during a full IPv4 load, for the 16 MiB of top depths; `tern-bench
 /// fib`, 2026-11-23). Written first, the pages are allocated by ordinary
 /// faults of the writer's own, which interrupt no one else.
 fn touch_pages<T: Copy + Default>(v: &mut [T]) {
@@ -574,7 +572,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
     }
 
     /// Prefixes installed.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.count
     }
 
@@ -1176,12 +1174,12 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitWriter<E, TOP, STRIDE>
 
     /// Hands the blocks unlinked since the last call to the reclaimer (the
     /// stores that unlinked them are already visible).
-    pub fn commit(&mut self, garbage: &mut Vec<Garbage>) {
+    pub(crate) fn commit(&mut self, garbage: &mut Vec<Garbage>) {
         garbage.append(&mut self.garbage);
     }
 
     /// A grace period has covered this block: it can be reused.
-    pub fn reuse(&mut self, g: Garbage) {
+    pub(crate) fn reuse(&mut self, g: Garbage) {
         if let Garbage::Nodes { base, .. } = g {
             self.free.push(base);
         }

@@ -4,28 +4,45 @@
 //! teaches tern's helper socket the ingress NAPI id with UDP broadcasts
 //! from the generator's namespace, and refuses the DUT if busy polling
 //! does not engage. Short trials at a low rate; nothing here asserts a speed.
+//! `tern-bench` runs as a program; the tern under test is the one cargo built
+//! beside it (`cargo build -p tern`; a workspace test run builds it).
 
-mod common;
-
+use std::path::PathBuf;
 use std::process::Command;
+use tern_testkit::netns::lab_missing;
+
+const TERN_BENCH: &str = env!("CARGO_BIN_EXE_tern-bench");
+
+/// `tern` in tern-bench's directory, or why it cannot be used.
+fn tern_beside() -> Result<PathBuf, String> {
+    let tern = std::path::Path::new(TERN_BENCH).with_file_name("tern");
+    if tern.is_file() { Ok(tern) } else { Err(format!("no {} (cargo build -p tern first)", tern.display())) }
+}
 
 #[test]
 fn tester_runs_tern_with_busy_polling_engaged() {
-    if let Some(why) = common::lab_missing() {
+    if let Some(why) = lab_missing() {
         eprintln!("skipped: {why}");
         return;
     }
+    let tern = match tern_beside() {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
     let dir = std::env::temp_dir().join(format!("tern-busy-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let bin = env!("CARGO_BIN_EXE_tern");
-    let out = Command::new(bin)
-        .args(["bench", "rfc2544", "--scenario", "single-flow-50fw", "--tern-bin", bin])
+    let out = Command::new(TERN_BENCH)
+        .args(["rfc2544", "--scenario", "single-flow-50fw", "--tern-bin"])
+        .arg(&tern)
         .args(["--dut", "tern-afxdp-busy,tern-afxdp-adaptive"])
         .args(["--trial-secs", "0.5", "--drain-secs", "0.3", "--loads", "0.01", "--max-mpps", "0.05", "--no-search"])
         .args(["--json", "--work-dir"])
         .arg(&dir)
         .output()
-        .expect("run tern bench");
+        .expect("run tern-bench");
     assert!(out.status.success(), "tester failed: {}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
     // The spinning worker, then the default one that sleeps when idle.
@@ -62,7 +79,7 @@ fn tester_runs_tern_with_busy_polling_engaged() {
 #[test]
 fn a_run_in_which_a_dut_failed_exits_non_zero() {
     use std::os::unix::fs::PermissionsExt;
-    if let Some(why) = common::lab_missing() {
+    if let Some(why) = lab_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -73,8 +90,8 @@ fn a_run_in_which_a_dut_failed_exits_non_zero() {
         .expect("script");
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let html = dir.join("report.html");
-    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(["bench", "rfc2544", "--scenario", "single-flow-50fw", "--dut", "tern", "--tern-bin"])
+    let out = Command::new(TERN_BENCH)
+        .args(["rfc2544", "--scenario", "single-flow-50fw", "--dut", "tern", "--tern-bin"])
         .arg(&fake)
         .args(["--trial-secs", "0.2", "--drain-secs", "0.2", "--loads", "0.01", "--max-mpps", "0.02", "--no-search"])
         // All on CPU 0, nothing moved: the test beside this one holds CPU 1
@@ -85,10 +102,10 @@ fn a_run_in_which_a_dut_failed_exits_non_zero() {
         .arg("--work-dir")
         .arg(&dir)
         .output()
-        .expect("run tern bench");
+        .expect("run tern-bench");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a failed DUT must fail the run: {stderr}");
-    assert!(stderr.contains("failed: tern"), "{stderr}");
+    assert!(stderr.contains("tern-bench: failed: tern"), "{stderr}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report is still printed");
     assert_eq!(json["ceiling"]["status"], "ok", "{}", json["ceiling"]["message"]);
     assert_eq!(json["duts"][0]["status"], "failed");

@@ -1,13 +1,13 @@
 //! Runs the FIB benchmark without the tern binary:
-//! `cargo run --release -p tern-fib --features bench --example fib_bench -- TABLE [--json] [--no-kernel]`
+//! `cargo run --release -p tern-bench --example fib_bench -- TABLE [--json] [--no-kernel]`
 fn main() {
-    let mut opts = tern_fib::bench::BenchOpts::default();
+    let mut opts = tern_bench::fib::BenchOpts::default();
     let mut json = false;
     if let Some(i) = std::env::args().position(|a| a == "--width") {
         opts.table = std::env::args().nth(1).unwrap_or_default().into();
         opts.lookups = 20_000_000;
         let alternations = std::env::args().nth(i + 1).and_then(|x| x.parse().ok()).unwrap_or(4);
-        match tern_fib::bench::width_experiment(&opts, alternations) {
+        match tern_bench::fib::width_experiment(&opts, alternations) {
             Ok(s) => print!("{s}"),
             Err(e) => eprintln!("fib bench: {e}"),
         }
@@ -40,7 +40,7 @@ fn main() {
             path => opts.table = path.into(),
         }
     }
-    match tern_fib::bench::run(&opts) {
+    match tern_bench::fib::run(&opts) {
         Ok(r) if json => println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default()),
         Ok(r) => print!("{r}"),
         Err(e) => {
@@ -77,7 +77,7 @@ fn load_only(path: &str) {
                 .collect()
         })
         .collect();
-    let cpu = || tern_fib::bench::thread_cpu().as_nanos() as u64;
+    let cpu = || tern_bench::fib::thread_cpu().as_nanos() as u64;
     let (t, c) = (std::time::Instant::now(), cpu());
     for b in ops {
         w.apply(b);
@@ -126,7 +126,7 @@ fn load_only(path: &str) {
 
 /// One family's table loaded, then `n` random routes deleted one call
 /// each, re-added one call each, then deleted and re-added in batches of
-/// 1000 (500 + 500), as `tern bench fib` measures updates. For callgrind:
+/// 1000 (500 + 500), as `tern-bench fib` measures updates. For callgrind:
 /// the instructions of `n` minus those of `n = 0` are the updates' own.
 fn updates(path: &str, v6: bool, n: usize) {
     use tern_fib::{Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
@@ -137,7 +137,7 @@ fn updates(path: &str, v6: bool, n: usize) {
     let prefixes: Vec<Prefix> = routes.iter().map(|(p, _)| *p).filter(|p| p.is_v6() == v6).collect();
     let (mut w, _r) = tern_fib::new(tern_fib::FibConfig::default(), tern_rcu::Domain::new());
     let gw = |p: &Prefix| {
-        // The gateway from a cheap hash of the prefix (as `tern bench fib`).
+        // The gateway from a cheap hash of the prefix (as `tern-bench fib`).
         let b = match p.addr() {
             std::net::IpAddr::V4(a) => u128::from(u32::from(a)),
             std::net::IpAddr::V6(a) => u128::from(a),
@@ -157,7 +157,7 @@ fn updates(path: &str, v6: bool, n: usize) {
     let mut picks: Vec<Prefix> = prefixes.iter().step_by((prefixes.len() / n.max(1)).max(1)).copied().collect();
     picks.truncate(n);
     shuffle(&mut picks);
-    let cpu = || tern_fib::bench::thread_cpu().as_nanos() as u64;
+    let cpu = || tern_bench::fib::thread_cpu().as_nanos() as u64;
     let rate = |c0: u64| picks.len() as f64 / ((cpu() - c0) as f64 / 1e9).max(1e-9) / 1e6;
     let c = cpu();
     for p in &picks {
@@ -199,7 +199,7 @@ fn micro(path: &str) {
             RouteAttrs::default(),
         )
     }));
-    let cpu = || tern_fib::bench::thread_cpu().as_nanos() as u64;
+    let cpu = || tern_bench::fib::thread_cpu().as_nanos() as u64;
     let mut x = 0x1234_5678_9abc_def1u64;
     let mut rnd = move || {
         x ^= x << 13;

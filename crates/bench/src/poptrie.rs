@@ -28,15 +28,30 @@
 //! the new ones, never a mix; replaced blocks are recycled after a grace
 //! period.
 
-#![allow(dead_code)] // a measured alternative, built only for tests and the benchmark
+#![allow(dead_code)] // a measured alternative: `tern-bench fib` uses part of its API
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use rustc_hash::FxBuildHasher;
 
-use crate::reclaim::Garbage;
-use crate::types::{FibError, NH_NONE, NhId};
+use tern_fib::{FibError, NH_NONE, NhId};
+
+/// A block to give back once no reader can see it (tern-fib's reclaimer
+/// frees them after a grace period; the benchmark never reuses them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Garbage {
+    /// A block of trie nodes (family 4 or 6, first node, count).
+    Nodes { v6: bool, base: u32, count: u32 },
+    /// A block of trie leaves.
+    Leaves { v6: bool, base: u32, count: u32 },
+}
+
+/// The mask of the `len` leading bits of a 128-bit word (len 0..=128).
+#[inline]
+pub(crate) fn mask128(len: u8) -> u128 {
+    if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) }
+}
 
 /// Address bits resolved by the `top` array.
 pub const TOP_BITS: u32 = 18;
@@ -563,11 +578,7 @@ impl TrieWriter {
             self.count -= 1;
             let fb = (0..len)
                 .rev()
-                .find_map(|l| {
-                    self.top_own
-                        .get(&Self::top_key(bits & crate::prefix::mask128(l as u8), l))
-                        .map(|&nh| pack(nh, l + 1))
-                })
+                .find_map(|l| self.top_own.get(&Self::top_key(bits & mask128(l as u8), l)).map(|&nh| pack(nh, l + 1)))
                 .unwrap_or(0);
             let span = 1usize << (TOP_BITS - len);
             for i in t..t + span {
@@ -675,7 +686,6 @@ impl TrieWriter {
         match g {
             Garbage::Nodes { base, count, .. } => self.nodes.release(base, count),
             Garbage::Leaves { base, count, .. } => self.leaves.release(base, count),
-            Garbage::Nh(_) | Garbage::Members { .. } => {}
         }
     }
 

@@ -1,13 +1,32 @@
-//! `tern bench ...`: the engine benchmark, the FIB benchmark and the
-//! RFC 2544 tester.
+//! `tern-bench`: the engine benchmark, the FIB benchmark and the RFC 2544
+//! tester, apart from the router (`tern` links none of it).
 
-use crate::Res;
-use clap::{Args, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+type Res = Result<ExitCode, String>;
+
+/// tern's laboratory: benchmarks and the RFC 2544 tester.
+#[derive(Parser)]
+#[command(name = "tern-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tern-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[derive(Subcommand)]
-pub enum BenchCmd {
+enum BenchCmd {
     /// The full forwarding graph on memory ports, one worker on one core.
     Engine(EngineArgs),
     /// FIB load, lookup, update and gap figures for a route table, against
@@ -20,7 +39,7 @@ pub enum BenchCmd {
 }
 
 #[derive(Args)]
-pub struct EngineArgs {
+struct EngineArgs {
     /// Measured seconds (after 1 s of warm-up).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -47,7 +66,7 @@ pub struct EngineArgs {
     #[arg(long)]
     cpu: Option<usize>,
     /// Measure exactly this many packets per setup instead of --seconds
-    /// (for instruction counts: valgrind --tool=callgrind tern bench engine --packets 1000000).
+    /// (for instruction counts: valgrind --tool=callgrind tern-bench engine --packets 1000000).
     #[arg(long)]
     packets: Option<u64>,
     /// Workers, each pinned to its own CPU (from --cpu, default 0, upwards) with its own memory ports;
@@ -63,7 +82,7 @@ pub struct EngineArgs {
 }
 
 #[derive(Args)]
-pub struct FibArgs {
+struct FibArgs {
     /// Route table, one prefix per line (.gz accepted).
     #[arg(long, default_value = "../shared/data/full-table-2025.txt.gz")]
     table: PathBuf,
@@ -83,7 +102,7 @@ pub struct FibArgs {
     json: bool,
 }
 
-pub fn run(b: BenchCmd) -> Res {
+fn run(b: BenchCmd) -> Res {
     match b {
         BenchCmd::Engine(a) => bench_engine(a),
         BenchCmd::Fib(a) => bench_fib(a),
@@ -95,7 +114,7 @@ fn bench_engine(a: EngineArgs) -> Res {
     if !(64..=1518).contains(&a.size) {
         return Err(format!("--size {}: need 64..=1518", a.size));
     }
-    use tern_control::engine_bench::Scenario;
+    use tern_bench::engine::Scenario;
     let mut scenarios = Vec::new();
     for s in &a.scenario {
         if s == "all" {
@@ -107,7 +126,7 @@ fn bench_engine(a: EngineArgs) -> Res {
             format!("unknown scenario {s:?}; known: {}", names.join(", "))
         })?);
     }
-    let opts = tern_control::engine_bench::EngineBenchOpts {
+    let opts = tern_bench::engine::EngineBenchOpts {
         seconds: a.seconds,
         flows: a.flows,
         frame_len: a.size - 4,
@@ -118,7 +137,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         workers: usize::from(a.workers),
         pad_frames: !a.unpadded_pool,
     };
-    let mut report = tern_control::engine_bench::run(&opts)?;
+    let mut report = tern_bench::engine::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
@@ -129,15 +148,15 @@ fn bench_engine(a: EngineArgs) -> Res {
 }
 
 fn bench_fib(a: FibArgs) -> Res {
-    let opts = tern_fib::bench::BenchOpts {
+    let opts = tern_bench::fib::BenchOpts {
         table: a.table,
         lookups: a.lookups,
         churn: a.churn,
         kernel: !a.no_kernel,
         references: !a.no_references,
-        ..tern_fib::bench::BenchOpts::default()
+        ..tern_bench::fib::BenchOpts::default()
     };
-    let report = tern_fib::bench::run(&opts)?;
+    let report = tern_bench::fib::run(&opts)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {
@@ -163,7 +182,7 @@ fn bench_rfc2544(opts: &tern_bench::Rfc2544Opts) -> Res {
     let failed: Vec<&str> =
         report.all().filter(|d| d.status == tern_bench::report::DutStatus::Failed).map(|d| d.name.as_str()).collect();
     if !failed.is_empty() {
-        eprintln!("tern bench: failed: {}", failed.join(", "));
+        eprintln!("tern-bench: failed: {}", failed.join(", "));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

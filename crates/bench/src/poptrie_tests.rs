@@ -3,11 +3,8 @@
 
 use proptest::prelude::*;
 
-use super::naive::NaiveLpm;
-use super::poptrie::{TrieArrays, TrieWriter};
-use crate::prefix::mask128;
-use crate::reclaim::Garbage;
-use crate::types::NhId;
+use crate::poptrie::{Garbage, TrieArrays, TrieWriter, mask128};
+use tern_fib::{NaiveLpm, NhId};
 
 struct Harness {
     a: TrieArrays,

@@ -1,4 +1,4 @@
-//! `tern bench engine`: the full forwarding graph on memory ports, one
+//! `tern-bench engine`: the full forwarding graph on memory ports, one
 //! worker on one core, to measure the engine itself (no kernel, no NIC).
 //!
 //! The receive port cycles through prebuilt frames (one per flow), copying
@@ -198,7 +198,7 @@ impl fmt::Display for EngineBenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "tern bench engine: {}-byte frames, {} worker{}{}, memory ports (rx copies each frame into a buffer)",
+            "tern-bench engine: {}-byte frames, {} worker{}{}, memory ports (rx copies each frame into a buffer)",
             self.frame_len + 4,
             self.workers,
             if self.workers == 1 { "" } else { "s" },

@@ -1,4 +1,4 @@
-//! `tern bench fib --table FILE [--json]`: load time, memory, lookup rate,
+//! `tern-bench fib --table FILE [--json]`: load time, memory, lookup rate,
 //! update rate and forwarding gaps of this FIB on a real table, next to
 //! references measured in the same run: a well-known crate trie
 //! (`prefix-trie`, a tree bitmap), a plain DIR-24-8 (the other IPv4
@@ -58,9 +58,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::lpm::multibit::{Cell, Entry, Entry16, Entry32};
-use crate::prefix::Prefix;
-use crate::{FibConfig, FibReader, NH_NONE, NhId, RouteAttrs, RouteOp, RouteTarget, Source};
+use crate::poptrie::mask128;
+use tern_fib::multibit::{Cell, Entry, Entry16, Entry32};
+use tern_fib::{FibConfig, FibReader, NH_NONE, NhId, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -356,7 +356,7 @@ fn gap_cpus(opts: &BenchOpts) -> Option<(usize, usize)> {
     }
 }
 
-/// Everything `tern bench fib` prints.
+/// Everything `tern-bench fib` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
     pub table: String,
@@ -468,7 +468,7 @@ fn rss_bytes() -> usize {
 /// Runs the whole benchmark.
 pub fn run(opts: &BenchOpts) -> Result<BenchReport, String> {
     let t = Instant::now();
-    let routes = crate::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
+    let routes = tern_fib::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
     let parse_s = t.elapsed().as_secs_f64();
     let (v4, v6): (Vec<Prefix>, Vec<Prefix>) = routes.iter().map(|(p, _)| *p).partition(Prefix::is_v4);
     if v4.is_empty() && v6.is_empty() {
@@ -491,7 +491,7 @@ pub fn run(opts: &BenchOpts) -> Result<BenchReport, String> {
 fn addresses(prefixes: &[Prefix], pattern: &str, n: usize, rng: &mut Rng, v6: bool) -> Vec<u128> {
     let width = if v6 { 128 } else { 32 };
     let inside = |p: &Prefix, rng: &mut Rng| {
-        let host = !crate::prefix::mask128(p.len()) & crate::prefix::mask128(width);
+        let host = !mask128(p.len()) & mask128(width);
         p.bits128() | (rng.u128() & host)
     };
     match pattern {
@@ -515,7 +515,7 @@ fn addresses(prefixes: &[Prefix], pattern: &str, n: usize, rng: &mut Rng, v6: bo
                 })
                 .collect()
         }
-        _ => (0..n).map(|_| rng.u128() & crate::prefix::mask128(width)).collect(),
+        _ => (0..n).map(|_| rng.u128() & mask128(width)).collect(),
     }
 }
 
@@ -708,7 +708,7 @@ fn run_family(opts: &BenchOpts, prefixes: &[Prefix], v6: bool) -> FamilyReport {
             .collect()
     };
     let fresh = || {
-        let (mut w, r) = crate::new(FibConfig::default(), tern_rcu::Domain::new());
+        let (mut w, r) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
         let _ = w.add_route(Source::Connected, subnet, RouteTarget::Connected { ifindex: 1 }, RouteAttrs::default());
         (w, r)
     };
@@ -857,7 +857,7 @@ fn alt_multibit<const T: u32, const S: u32>(
     rounds: &dyn Fn(usize) -> usize,
     rep: &mut FamilyReport,
 ) {
-    use crate::lpm::multibit::{MultibitArrays, MultibitWriter};
+    use tern_fib::multibit::{MultibitArrays, MultibitWriter};
     let name = format!("mbit-{T}/{S}");
     let a = MultibitArrays::<Entry32, T, S>::new(1 << 20);
     let mut w = MultibitWriter::<Entry32, T, S>::new(v6, &a);
@@ -886,7 +886,7 @@ fn references(
     patterns: &[(&str, Arc<Vec<u128>>)],
     rep: &mut FamilyReport,
 ) {
-    use crate::lpm::poptrie::{TrieArrays, TrieWriter};
+    use crate::poptrie::{TrieArrays, TrieWriter};
     use prefix_trie::PrefixMap;
     let nh = |p: &Prefix| (hash_prefix(p) % u64::from(opts.gateways.max(1))) as NhId + 1;
     let rounds = |len: usize| opts.lookups.div_ceil(len).max(1) / 2 + 1;
@@ -1212,7 +1212,7 @@ impl fmt::Display for GapFigures {
 
 impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "tern bench fib: {} (parsed in {:.2} s)", self.table, self.parse_s)?;
+        writeln!(f, "tern-bench fib: {} (parsed in {:.2} s)", self.table, self.parse_s)?;
         writeln!(f, "cpu: {}; load average at start: {}", self.cpu, self.loadavg)?;
         writeln!(f, "(lookup and update rates are per CPU-second of the measuring thread)")?;
         write!(f, "{}{}", self.v4, self.v6)
@@ -1229,9 +1229,9 @@ impl fmt::Display for BenchReport {
 /// falls on all; every measurement is printed, then the median of each.
 pub fn width_experiment(opts: &BenchOpts, alternations: usize) -> Result<String, String> {
     use std::fmt::Write as _;
-    let routes = crate::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
+    let routes = tern_fib::routefile::load(&opts.table).map_err(|e| format!("{}: {e}", opts.table.display()))?;
     let prefixes: Vec<Prefix> = routes.iter().map(|(p, _)| *p).filter(Prefix::is_v4).collect();
-    let (mut w, r) = crate::new(FibConfig::default(), tern_rcu::Domain::new());
+    let (mut w, r) = tern_fib::new(FibConfig::default(), tern_rcu::Domain::new());
     let subnet = Prefix::V4 { addr: Ipv4Addr::new(100, 64, 0, 0), len: 24 };
     let _ = w.add_route(Source::Connected, subnet, RouteTarget::Connected { ifindex: 1 }, RouteAttrs::default());
     let gateways = opts.gateways.clamp(1, 250);
