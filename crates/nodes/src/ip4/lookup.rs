@@ -26,13 +26,14 @@ use super::*;
 /// The `ip4-lookup` node (see the module).
 pub struct Ip4Lookup {
     fib: FibReader,
+    params: Snapshot<Params>,
     dst: [u32; MAX_BATCH],
     nh: [NhId; MAX_BATCH],
 }
 
 impl Ip4Lookup {
-    pub fn new(fib: FibReader) -> Self {
-        Ip4Lookup { fib, dst: [0; MAX_BATCH], nh: [0; MAX_BATCH] }
+    pub fn new(fib: FibReader, params: Snapshot<Params>) -> Self {
+        Ip4Lookup { fib, params, dst: [0; MAX_BATCH], nh: [0; MAX_BATCH] }
     }
 }
 
@@ -67,6 +68,8 @@ impl Node for Ip4Lookup {
         Ip4LookupError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.params.refresh();
+        let fast = self.params.current().fast_paths.direct;
         let n = pkts.len().min(MAX_BATCH);
         for (dst, &p) in self.dst.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt(p);
@@ -80,7 +83,7 @@ impl Node for Ip4Lookup {
         for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
                 let kind = self.fib.nexthop(id).kind;
-                cache = (id, if direct_paths() { lookup_next(kind) } else { NEXT_DROP }, kind);
+                cache = (id, if fast { lookup_next(kind) } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
             if cache.1 != NEXT_DROP {
