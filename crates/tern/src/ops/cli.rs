@@ -56,6 +56,12 @@ pub enum OpCmd {
         after_help = "Examples:\n  tern config check /etc/tern/tern.toml\n  tern config reload\n  tern config show"
     )]
     Config(NounArgs<ConfigCmd>),
+    /// The forwarding nodes: switch their fast paths live (to bisect a
+    /// suspected fast-path bug; `tern status` shows them).
+    #[command(
+        after_help = "Examples:\n  tern dataplane fast-paths off\n  tern dataplane fast-paths off acl_shortcut\n  tern dataplane fast-paths on"
+    )]
+    Dataplane(NounArgs<DataplaneCmd>),
     /// An interactive shell with completion and history.
     Shell,
 }
@@ -261,6 +267,20 @@ pub enum ConfigCmd {
     Reload,
     /// The running configuration, live changes included.
     Show,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum DataplaneCmd {
+    /// Fast paths on or off: all, or one of direct, acl_shortcut,
+    /// gre_direct (`[dataplane.fast_paths]`; a reload sets them from the
+    /// file again).
+    FastPaths { state: OnOff, name: Option<String> },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// A line of the interactive shell or of a batch file.
