@@ -59,7 +59,7 @@ pub enum OpCmd {
     /// The forwarding nodes: switch their fast paths live (to bisect a
     /// suspected fast-path bug; `tern status` shows them).
     #[command(
-        after_help = "Examples:\n  tern dataplane fast-paths off\n  tern dataplane fast-paths off acl_shortcut\n  tern dataplane fast-paths on"
+        after_help = "Examples:\n  tern dataplane fastpaths off\n  tern dataplane fastpaths off acl_shortcut\n  tern dataplane fastpaths on"
     )]
     Dataplane(NounArgs<DataplaneCmd>),
     /// An interactive shell with completion and history.
@@ -274,7 +274,8 @@ pub enum DataplaneCmd {
     /// Fast paths on or off: all, or one of direct, acl_shortcut,
     /// gre_direct (`[dataplane.fast_paths]`; a reload sets them from the
     /// file again).
-    FastPaths { state: OnOff, name: Option<String> },
+    #[command(visible_alias = "fast-paths")]
+    Fastpaths { state: OnOff, name: Option<String> },
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]

@@ -184,7 +184,7 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             Some(ConfigCmd::Check { .. }) => return Ok(None),
         },
         OpCmd::Dataplane(n) => match &n.verb {
-            Some(DataplaneCmd::FastPaths { state, name }) => {
+            Some(DataplaneCmd::Fastpaths { state, name }) => {
                 Command::FastPathsSet(FastPathsSetArgs { on: matches!(state, OnOff::On), name: name.clone() })
             }
             None => Command::Status {},
