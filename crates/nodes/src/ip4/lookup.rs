@@ -69,7 +69,20 @@ impl Node for Ip4Lookup {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.params.refresh();
-        let fast = self.params.current().fast_paths.direct;
+        // `FastPaths::direct` as a constant: no test per packet.
+        if self.params.current().fast_paths.direct {
+            self.lookup_batch::<true>(cx, pkts, next);
+        } else {
+            self.lookup_batch::<false>(cx, pkts, next);
+        }
+    }
+}
+
+impl Ip4Lookup {
+    /// The batch; with `FAST`, the next hop kinds that need nothing per
+    /// packet are settled once per run of one next hop.
+    #[inline(always)]
+    fn lookup_batch<const FAST: bool>(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let n = pkts.len().min(MAX_BATCH);
         for (dst, &p) in self.dst.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt(p);
@@ -83,7 +96,7 @@ impl Node for Ip4Lookup {
         for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
                 let kind = self.fib.nexthop(id).kind;
-                cache = (id, if fast { lookup_next(kind) } else { NEXT_DROP }, kind);
+                cache = (id, if FAST { lookup_next(kind) } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
             if cache.1 != NEXT_DROP {

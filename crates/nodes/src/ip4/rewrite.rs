@@ -117,7 +117,12 @@ impl Node for Ip4Rewrite {
             if self.acl_out {
                 self.shortcut.forget();
             }
-            rewrite_batch::<Rewrite4>(cx, pkts, next, (self.ifs.current(), &self.fib), fast.direct);
+            // `FastPaths::direct` as a constant: no test per packet.
+            if fast.direct {
+                rewrite_batch::<Rewrite4, true>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            } else {
+                rewrite_batch::<Rewrite4, false>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            }
         }
     }
 }
@@ -237,12 +242,11 @@ pub(crate) fn copy_l2(h: &mut [u8], src: &[u8]) {
 /// mostly share a next hop: the loop works out its adjacency once, and
 /// whether it takes the direct path ([`RewriteSteps::direct`]).
 #[inline(always)]
-pub(crate) fn rewrite_batch<F: RewriteSteps>(
+pub(crate) fn rewrite_batch<F: RewriteSteps, const FAST: bool>(
     cx: &mut Cx<'_>,
     pkts: &[PktIdx],
     next: &mut [u16],
     (ifs, fib): (&IfTable, &FibReader),
-    fast: bool,
 ) {
     let mut cache: (NhId, Adj) = (u32::MAX, Adj::new(ifs, &NextHop::NONE, F::ETHERTYPE));
     let mut direct: Option<u16> = None;
@@ -250,7 +254,7 @@ pub(crate) fn rewrite_batch<F: RewriteSteps>(
         let (m, d) = cx.pool.pkt_mut(p);
         if cache.0 != m.nh {
             cache = (m.nh, Adj::new(ifs, &fib.nexthop(m.nh), F::ETHERTYPE));
-            direct = direct_next(&cache.1).filter(|_| fast);
+            direct = direct_next(&cache.1).filter(|_| FAST);
         }
         if let Some(nx) = F::direct(m, d, &cache.1, direct) {
             *o = nx;
@@ -327,7 +331,7 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
         }
     }
     if let (Some(rest), Some(next)) = (pkts.get(i..), next.get_mut(i..)) {
-        rewrite_batch::<F>(cx, rest, next, (ifs, fib), true);
+        rewrite_batch::<F, true>(cx, rest, next, (ifs, fib));
     }
     let taken = acl.finish(cx, ifs, pkts, next, RewriteNext::AclOut as u16);
     if taken != 0 {

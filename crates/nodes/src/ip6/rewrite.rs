@@ -90,7 +90,12 @@ impl Node for Ip6Rewrite {
             if self.acl_out {
                 self.shortcut.forget();
             }
-            rewrite_batch::<Rewrite6>(cx, pkts, next, (self.ifs.current(), &self.fib), fast.direct);
+            // `FastPaths::direct` as a constant: no test per packet.
+            if fast.direct {
+                rewrite_batch::<Rewrite6, true>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            } else {
+                rewrite_batch::<Rewrite6, false>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            }
         }
     }
 }
