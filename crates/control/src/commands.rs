@@ -235,6 +235,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
     Ok(match cmd {
         Command::Ping {} => Reply::done(format!("tern {} (protocol {VERSION})", env!("CARGO_PKG_VERSION"))),
         Command::Status {} => Reply::Status(status(router, st)),
+        Command::FastPathsSet(a) => Reply::done(router.set_fast_paths(a.name.as_deref(), a.on)?),
         Command::InterfaceList {} => Reply::Interfaces(interface_list(router)),
         Command::InterfaceSet(a) => Reply::done(interface_set(router, &a)?),
         Command::AddressList(a) => Reply::Addresses(address_list(router, a.interface.as_deref())?),
@@ -297,6 +298,7 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         fib: route_summary(router),
         sources: router.route_sources(),
         warnings: lane_warnings(router),
+        fast_paths: router.plan.config.dataplane.fast_paths,
     }
 }
 

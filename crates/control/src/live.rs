@@ -106,7 +106,16 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
     p.neigh_max_tries = n.probes;
     p.punt_rate = cfg.linux.punt_rate;
     p.punt_burst = cfg.linux.punt_burst;
+    let f = d.fast_paths;
+    p.fast_paths =
+        tern_nodes::state::FastPaths { direct: f.direct, acl_shortcut: f.acl_shortcut, gre_direct: f.gre_direct };
     p
+}
+
+/// `[dataplane.fast_paths]` as `tern status` and the API say it.
+pub(crate) fn fast_paths_text(f: &crate::config::FastPathsCfg) -> String {
+    let on = |b: bool| if b { "on" } else { "off" };
+    format!("direct {}, acl_shortcut {}, gre_direct {}", on(f.direct), on(f.acl_shortcut), on(f.gre_direct))
 }
 
 /// Loads a route file into FIB operations of source `config`, each
@@ -351,6 +360,28 @@ impl Router {
         }
         log::info!("route files: {n} routes loaded, {removed} stale removed");
         Ok(n)
+    }
+
+    /// Switches the fast paths, one by name (`direct`, `acl_shortcut`,
+    /// `gre_direct`; `-` for `_` too) or all, in the running configuration
+    /// and at once in the nodes (they read it at their next batch). What
+    /// they are now, as a sentence.
+    pub fn set_fast_paths(&mut self, name: Option<&str>, on: bool) -> Result<String, ApiError> {
+        let f = &mut self.plan.config.dataplane.fast_paths;
+        match name.map(|n| n.replace('-', "_")).as_deref() {
+            None | Some("all") => *f = crate::config::FastPathsCfg { direct: on, acl_shortcut: on, gre_direct: on },
+            Some("direct") => f.direct = on,
+            Some("acl_shortcut") => f.acl_shortcut = on,
+            Some("gre_direct") => f.gre_direct = on,
+            Some(n) => {
+                return Err(ApiError::invalid(format!(
+                    "no fast path {n:?} (direct, acl_shortcut, gre_direct, or all)"
+                )));
+            }
+        }
+        let text = fast_paths_text(f);
+        self.publish_params();
+        Ok(format!("fast paths: {text}"))
     }
 
     /// Publishes node parameters (ICMP rate, neighbour queues) from the

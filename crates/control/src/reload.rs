@@ -207,6 +207,7 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
 
     if od.icmp_rate != nd.icmp_rate
         || od.icmp_burst != nd.icmp_burst
+        || od.fast_paths != nd.fast_paths
         || old.config.neighbor != new.config.neighbor
         || old.config.linux != new.config.linux
     {
@@ -438,10 +439,11 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
             Change::Params => {
                 router.plan.config.dataplane.icmp_rate = new.config.dataplane.icmp_rate;
                 router.plan.config.dataplane.icmp_burst = new.config.dataplane.icmp_burst;
+                router.plan.config.dataplane.fast_paths = new.config.dataplane.fast_paths;
                 router.plan.config.neighbor = new.config.neighbor.clone();
                 router.plan.config.linux = new.config.linux.clone();
                 router.publish_params();
-                report.changes.push("dataplane ICMP rate, punt rate and neighbour settings updated".into());
+                report.changes.push("dataplane ICMP rate, fast paths, punt rate and neighbour settings updated".into());
             }
             Change::Acls => {
                 router.publish_rule_sets(new.acls.clone())?;

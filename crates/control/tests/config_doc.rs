@@ -49,6 +49,7 @@ fn parser_keys(probe: &str) -> Vec<String> {
 const SECTIONS: &[(&str, &str)] = &[
     ("top level", "ZZZ"),
     ("[dataplane]", "[dataplane]\nZZZ"),
+    ("[dataplane.fast_paths]", "[dataplane.fast_paths]\nZZZ"),
     ("[neighbor]", "[neighbor]\nZZZ"),
     ("[[interface]]", "[[interface]]\nZZZ"),
     ("[[tunnel]]", "[[tunnel]]\nZZZ"),

@@ -602,3 +602,74 @@ fn huge_values_in_requests_give_bounded_errors() {
         assert!(e.message.contains("xxxx"), "it quotes the start: {e:?}");
     }
 }
+
+/// The fast paths switch live over the API and by reload, and `status`
+/// shows them: with them on, a flow the input rule set accepted skips
+/// `ip4-acl-in` (`ip4-input/acl-shortcut` counts it, on the rule's
+/// counters); off, the same traffic takes the reference path (the
+/// shortcut's counter stands still while the rule's keep counting); on
+/// again, the shortcut takes it again.
+#[test]
+fn fast_paths_switch_live_over_the_api() {
+    let cfg = CONFIG_TEXT.replace("addresses = [\"10.0.1.1/24\"]", "addresses = [\"10.0.1.1/24\"]\nacl_in = \"EDGE\"")
+        + "\n[[acl]]\nname = \"EDGE\"\ndefault = \"drop\"\n[[acl.rule]]\naction = \"accept\"\nproto = \"udp\"\ndport = \"5678\"\n";
+    let t = Running::start(&cfg, false);
+    let mut c = t.client();
+    let status = |c: &mut Client| match c.call(&Command::Status {}) {
+        Ok(Reply::Status(s)) => s.fast_paths,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(status(&mut c), tern_control::config::FastPathsCfg { direct: true, acl_shortcut: true, gre_direct: true });
+    let rule_hits = |c: &mut Client| match c.call(&Command::AclList(AclListArgs::default())) {
+        Ok(Reply::Acls(v)) => v[0].rules[0].packets,
+        other => panic!("{other:?}"),
+    };
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    t.answer_arp_for_b();
+    Running::recv(&t.wan, 1);
+    let mut sent = 1;
+    // Frames of the accepted flow, one at a time; all forwarded.
+    let mut flow = |c: &mut Client, n: u64| {
+        for _ in 0..n {
+            assert!(t.lan.inject(&udp_to("198.18.0.9")));
+            Running::recv(&t.wan, 1);
+        }
+        sent += n;
+        let want = sent;
+        wait_for("the rule's counters", || rule_hits(c) == want);
+    };
+    let shortcut = |c: &mut Client| counter(c, "ip4-input", "acl-shortcut");
+
+    flow(&mut c, 20);
+    let taken_on = shortcut(&mut c);
+    assert!(taken_on > 0, "the shortcut took the accepted flow");
+
+    let m = done(c.call(&Command::FastPathsSet(FastPathsSetArgs { on: false, name: None })));
+    assert_eq!(m, "fast paths: direct off, acl_shortcut off, gre_direct off");
+    assert_eq!(status(&mut c), tern_control::config::FastPathsCfg { direct: false, acl_shortcut: false, gre_direct: false });
+    flow(&mut c, 20);
+    assert_eq!(shortcut(&mut c), taken_on, "off: every packet through ip4-acl-in");
+
+    let m = done(c.call(&Command::FastPathsSet(FastPathsSetArgs { on: true, name: Some("acl-shortcut".into()) })));
+    assert_eq!(m, "fast paths: direct off, acl_shortcut on, gre_direct off");
+    flow(&mut c, 10);
+    assert_eq!(shortcut(&mut c), taken_on, "the shortcut is the direct path's: still off");
+
+    done(c.call(&Command::FastPathsSet(FastPathsSetArgs { on: true, name: None })));
+    flow(&mut c, 20);
+    assert!(shortcut(&mut c) > taken_on, "on again: the shortcut takes the flow");
+
+    let e = api_err(c.call(&Command::FastPathsSet(FastPathsSetArgs { on: true, name: Some("warp".into()) })));
+    assert_eq!(e.code, ErrorCode::Invalid);
+    assert!(e.message.contains("warp"), "{e:?}");
+
+    // A reload sets them from the file.
+    std::fs::write(t.config_path(), format!("{cfg}\n[dataplane.fast_paths]\nacl_shortcut = false\n"))
+        .expect("write");
+    let Ok(Reply::Reload(r)) = c.call(&Command::ConfigReload {}) else { panic!("reload") };
+    assert!(r.changes.iter().any(|l| l.contains("fast paths")), "{r:?}");
+    assert_eq!(status(&mut c), tern_control::config::FastPathsCfg { direct: true, acl_shortcut: false, gre_direct: true });
+    let before = shortcut(&mut c);
+    flow(&mut c, 10);
+    assert_eq!(shortcut(&mut c), before, "acl_shortcut = false in the file");
+}

@@ -130,6 +130,15 @@ impl Cx<'_> {
         self.pool.meta(pkt).flags & flags::TRACED != 0
     }
 
+    /// Whether this worker has a traced packet in flight, so that the
+    /// batch may hold one: a fast path that does not note its work per
+    /// packet asks this once per batch, and only then looks for traced
+    /// packets to note (untraced traffic pays one test a batch).
+    #[inline(always)]
+    pub fn tracing(&self) -> bool {
+        self.tracer.active()
+    }
+
     /// Attaches a note to `pkt`'s trace (the closure runs only if traced).
     #[inline]
     pub fn trace_note(&mut self, pkt: PktIdx, note: impl FnOnce() -> String) {

@@ -218,8 +218,9 @@ impl Tracer {
         }
     }
 
-    /// The packet in `slot` left the worker.
-    pub(crate) fn finish(&mut self, slot: u16, fate: String) {
+    /// The packet in `slot` left the worker (the worker calls this for
+    /// the packets it sends; a harness that runs a graph itself does too).
+    pub fn finish(&mut self, slot: u16, fate: String) {
         if let Some((mut rec, generation)) = self.slots.get_mut(slot as usize).and_then(Option::take) {
             self.free.push(slot);
             // Notes of a packet that left without another hop.

@@ -5,15 +5,16 @@
 //! resolved next hop) in a few steps of their own and hand every other
 //! packet to the general code.
 //! These tests run the same frames through the whole graph twice, once
-//! with the direct paths switched off ([`crate::util::DIRECT_PATHS`]), and
+//! with the direct paths and the rule sets' shortcut switched off at run
+//! time (`Params::fast_paths`, published as the router publishes it), and
 //! require the same frames out of every port, the same counters and the
 //! same metadata: for valid frames and for frames broken in each way the
 //! general code checks (version, header length, total length, checksum,
 //! martian sources, multicast and broadcast, TTL, MTU, MACs, VLANs, ...),
 //! in batches of several sizes, with and without an input rule set.
 
-use crate::state::{AclSet, AclTable, GreTunnel, IfKind, IfTable, Iface, NO_IF, Shared, V4Net};
-use crate::util::{DIRECT_PATHS, put16};
+use crate::state::{AclSet, AclTable, FastPaths, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, V4Net};
+use crate::util::put16;
 use std::net::IpAddr;
 use std::sync::Arc;
 use tern_engine::graph::{Env, Graph};
@@ -299,6 +300,9 @@ pub(crate) struct Batches {
     pool: PacketPool,
     pub(crate) stats: WorkerStats,
     tracer: Tracer,
+    /// The traces of the packets marked: `trace.arm(n)` marks the next
+    /// `n` frames given with `flags::TRACED`.
+    pub(crate) trace: Arc<TraceShared>,
     ports: usize,
 }
 
@@ -306,7 +310,8 @@ impl Batches {
     pub(crate) fn new(graph: Graph, input: NodeId, pool: PacketPool, ports: usize) -> Batches {
         let info = graph.info().clone();
         let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), ports);
-        Batches { graph, input, pool, stats, tracer: Tracer::new(TraceShared::new(), 0), ports }
+        let trace = TraceShared::new();
+        Batches { graph, input, pool, stats, tracer: Tracer::new(Arc::clone(&trace), 0), trace, ports }
     }
 
     /// One batch: each frame (bytes, receiving interface, `Meta::flags`)
@@ -321,7 +326,13 @@ impl Batches {
             let p = self.pool.alloc_from(f).expect("buffer");
             let m = self.pool.meta_mut(p);
             m.rx_if = rx_if;
-            m.flags |= fl;
+            if fl & flags::TRACED != 0 && self.tracer.armed() {
+                // Marked as a worker marks a packet: flag and record.
+                m.flags |= fl & !flags::TRACED;
+                self.tracer.start(&mut self.pool, p, rx_if, now_ns);
+            } else {
+                m.flags |= fl;
+            }
             self.graph.input_mut(self.input).push(p);
         }
         let mut tx = vec![Vec::new(); self.ports];
@@ -336,10 +347,14 @@ impl Batches {
         };
         self.graph.run(&mut env);
         tx.iter()
-            .map(|q| {
+            .enumerate()
+            .map(|(port, q)| {
                 q.iter()
                     .map(|&p| {
                         let sent = (*self.pool.meta(p), self.pool.data(p).to_vec());
+                        if sent.0.flags & flags::TRACED != 0 {
+                            self.tracer.finish(sent.0.trace, format!("tx port {port}"));
+                        }
                         self.pool.free(p);
                         sent
                     })
@@ -347,6 +362,13 @@ impl Batches {
             })
             .collect()
     }
+}
+
+/// Switches the fast paths as the router does: a new `Params` published
+/// to the nodes, which read it at their next batch.
+fn set_fast_paths(shared: &Shared, fast_paths: FastPaths) {
+    let p = Params { fast_paths, ..(*shared.params.load()).clone() };
+    shared.params.publish(p);
 }
 
 /// What a run gave.
@@ -365,14 +387,23 @@ struct Outcome {
 /// `frames` through [`router_with`] (with an input rule set on lan, an
 /// output rule set on wan, or neither).
 fn run(direct: bool, (acl_in, acl_out): (bool, bool), batch: usize, frames: &[(Vec<u8>, u16)]) -> Outcome {
-    let (graph, input, _shared, _fib) = router_with(acl_in, acl_out);
-    drive(direct, graph, input, batch, frames)
+    let (graph, input, shared, _fib) = router_with(acl_in, acl_out);
+    drive(direct, (graph, &shared), input, batch, frames)
 }
 
 /// Runs `frames` (bytes, receiving interface) through `graph` in batches
 /// of `batch`, with the direct paths on or off: what came out.
-fn drive(direct: bool, graph: Graph, input: NodeId, batch: usize, frames: &[(Vec<u8>, u16)]) -> Outcome {
-    DIRECT_PATHS.with(|d| d.set(direct));
+fn drive(
+    direct: bool,
+    (graph, shared): (Graph, &Shared),
+    input: NodeId,
+    batch: usize,
+    frames: &[(Vec<u8>, u16)],
+) -> Outcome {
+    // GRE's direct encapsulation stays on: off, the outer packets take a
+    // second pass and leave after the batch's others (its own
+    // differential is `gre::tests`).
+    set_fast_paths(shared, if direct { FastPaths::ALL } else { FastPaths { gre_direct: true, ..FastPaths::NONE } });
     let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
     let mut b = Batches::new(graph, input, pool, 2);
     let mut out = vec![Vec::new(), Vec::new()];
@@ -389,7 +420,6 @@ fn drive(direct: bool, graph: Graph, input: NodeId, batch: usize, frames: &[(Vec
             }
         }
     }
-    DIRECT_PATHS.with(|d| d.set(true));
     Outcome {
         sent: out,
         errors: b.stats.errors.iter().map(|c| c.get()).collect(),
@@ -617,7 +647,7 @@ fn run_rules(direct: bool, out: bool, batch: usize, frames: &[(Vec<u8>, u16)]) -
          [[acl.rule]]\naction = \"accept\"\nproto = \"udp\"\ndport = 4000\n\
          [[acl.rule]]\naction = \"accept\"\nproto = \"tcp\"\ndport = 22",
     );
-    let outcome = drive(direct, graph, input, batch, frames);
+    let outcome = drive(direct, (graph, &shared), input, batch, frames);
     let acls = shared.acls.load();
     let set = acls.get(0).expect("rule set");
     let rules = tern_acl::RuleCounters::sum(&set.counters).iter().map(|h| (h.packets, h.bytes)).collect();
@@ -985,4 +1015,49 @@ fn ip4_local_drops_a_header_it_cannot_read() {
     b.run([(ip.as_slice(), 0, 0)], 1);
     assert_eq!(b.stats.errors[echo].get(), 1, "the whole request is answered");
     assert_eq!(b.stats.errors[unspecified].get(), 2);
+}
+
+/// A traced packet takes the path its untraced neighbours take, fast path
+/// included, and its record says so: with an input rule set that accepted
+/// the flow, `ip4-input` sends it straight to `ip4-lookup` with the notes
+/// "direct path" and "acl T: cached verdict, rule N"; with the fast paths
+/// switched off at run time, the same packet goes through `ip4-acl-in`,
+/// whose note names the same rule, and no fast-path note appears.
+#[test]
+fn traces_show_the_fast_path_packets_take() {
+    let f = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
+    let (graph, input_node, shared, _fib) = router_with(true, false);
+    publish_rules(&shared, "action = \"accept\"\nproto = \"udp\"\ndport = 4000");
+    let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+    let mut b = Batches::new(graph, input_node, pool, 2);
+    // The first batch teaches the shortcut the flow.
+    assert_eq!(b.run((0..8).map(|_| (f.as_slice(), 0, 0)), 0)[1].len(), 8);
+    let traced = |b: &mut Batches, t: u64| {
+        b.trace.clear();
+        b.trace.arm(1);
+        // The traced packet in the middle of the flow's others.
+        let frames = (0..8).map(|i| (f.as_slice(), 0, if i == 3 { flags::TRACED } else { 0 }));
+        assert_eq!(b.run(frames, t)[1].len(), 8, "all forwarded");
+        let recs = b.trace.take();
+        assert_eq!(recs.len(), 1, "one record");
+        recs.into_iter().next().expect("record")
+    };
+    let rec = traced(&mut b, 1_000_000);
+    let path: Vec<&str> = rec.hops.iter().map(|h| h.node).collect();
+    assert!(!path.contains(&"ip4-acl-in"), "the shortcut's path: {path:?}");
+    let input = rec.hops.iter().find(|h| h.node == "ip4-input").expect("ip4-input hop");
+    assert_eq!(input.next, "ip4-lookup");
+    assert!(input.notes.iter().any(|n| n == "direct path"), "notes: {:?}", input.notes);
+    let cached = input.notes.iter().find_map(|n| n.strip_prefix("acl T: cached verdict, ")).expect("cached verdict");
+    assert!(cached.starts_with("rule "), "{cached}");
+    assert_eq!(rec.fate, "tx port 1");
+
+    set_fast_paths(&shared, FastPaths::NONE);
+    let rec = traced(&mut b, 2_000_000);
+    let path: Vec<&str> = rec.hops.iter().map(|h| h.node).collect();
+    assert!(path.contains(&"ip4-acl-in"), "the reference path: {path:?}");
+    let notes: Vec<&String> = rec.hops.iter().flat_map(|h| &h.notes).collect();
+    assert!(!notes.iter().any(|n| n.contains("direct path") || n.contains("cached verdict")), "{notes:?}");
+    let decided = format!("acl T: Accept by {cached}");
+    assert!(notes.iter().any(|n| **n == decided), "the ACL node decided as the cache said ({decided}): {notes:?}");
 }

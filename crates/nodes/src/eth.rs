@@ -14,7 +14,7 @@
 // directly; they go when this file reads through tern-wire views.
 #![allow(clippy::indexing_slicing)]
 
-use crate::state::{IfTable, NO_IF};
+use crate::state::{IfTable, NO_IF, Params};
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, Node};
 use tern_packet::{PktIdx, flags};
@@ -46,11 +46,12 @@ tern_engine::errors! {
 
 pub struct EthernetInput {
     ifs: Snapshot<IfTable>,
+    params: Snapshot<Params>,
 }
 
 impl EthernetInput {
-    pub fn new(ifs: Snapshot<IfTable>) -> Self {
-        EthernetInput { ifs }
+    pub fn new(ifs: Snapshot<IfTable>, params: Snapshot<Params>) -> Self {
+        EthernetInput { ifs, params }
     }
 }
 
@@ -71,15 +72,21 @@ impl Node for EthernetInput {
         // The receiving interface of the last packet: its index, its MAC
         // as the low 48 bits of a word, and whether it is up.
         let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
-        let direct = direct_paths();
+        self.params.refresh();
+        if !self.params.current().fast_paths.direct {
+            // The reference loop (`FastPaths::direct` off), beside the
+            // fast one rather than a test in it.
+            for (o, &p) in next.iter_mut().zip(pkts) {
+                *o = classify(cx, ifs, p);
+            }
+            return;
+        }
         for (o, &p) in next.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt(p);
             // The usual frame in one go: untagged IPv4 or IPv6 unicast to
             // the receiving interface's MAC, the interface up. The same
             // steps as `classify`, which takes every other frame.
-            if let Some(h) = d.first_chunk::<14>()
-                && direct
-            {
+            if let Some(h) = d.first_chunk::<14>() {
                 if cache.0 != m.rx_if {
                     cache = match ifs.get(m.rx_if) {
                         Some(f) => (m.rx_if, mac_word(&f.mac), f.up),

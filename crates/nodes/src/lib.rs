@@ -60,7 +60,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     let mut b = GraphBuilder::new();
     b.add(output::ControlInject::new(inject));
     b.add(linux::TapInput::new(ifs()));
-    b.add(eth::EthernetInput::new(ifs()));
+    b.add(eth::EthernetInput::new(ifs(), shared.params.snapshot()));
     b.add(arp::ArpInput::new(shared));
     b.add(ip4::Ip4Input::new(shared));
     b.add(ip6::Ip6Input::new(shared));
@@ -69,11 +69,11 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(ip4::Ip4Local::new(shared));
     b.add(ip6::Ip6Local::new(shared));
     b.add(gre::GreInput::new(ifs()));
-    b.add(ip4::Ip4Lookup::new(shared.fib.clone()));
-    b.add(ip6::Ip6Lookup::new(shared.fib.clone()));
-    b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot()));
-    b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot()));
-    b.add(gre::GreEncap::new(ifs(), shared.fib.clone()));
+    b.add(ip4::Ip4Lookup::new(shared.fib.clone(), shared.params.snapshot()));
+    b.add(ip6::Ip6Lookup::new(shared.fib.clone(), shared.params.snapshot()));
+    b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
+    b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
+    b.add(gre::GreEncap::new(ifs(), shared.fib.clone(), shared.params.snapshot()));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));
     b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));

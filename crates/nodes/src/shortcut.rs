@@ -38,7 +38,7 @@ use crate::state::{AclTable, IfTable};
 use tern_acl::{Action, PacketKey};
 use tern_engine::Cx;
 use tern_intrin::Bytes16;
-use tern_packet::{Meta, PacketPool, PktIdx, flags};
+use tern_packet::{Meta, PacketPool, PktIdx};
 use tern_rcu::Snapshot;
 use tern_wire::IpProtocol;
 
@@ -99,10 +99,11 @@ pub(crate) const SAME: u16 = 0xffff;
 
 /// Metadata bytes 0-7 (`off`, `len`, `rx_if`, `tx_if`) and 8-15
 /// (`l3_off`, `vlan`, `error`, `flags`) an accepted flow's packets share:
-/// the receiving interface, L3 offset, VLAN and traced flag. (Their
-/// length is the L3 offset plus the header's length, which the header
-/// lanes hold.)
-pub(crate) const SHORTCUT_META: (u64, u64) = (0xffff << 32, 0xffff | 0xffff << 16 | (flags::TRACED as u64) << 48);
+/// the receiving interface, L3 offset and VLAN. (Their length is the L3
+/// offset plus the header's length, which the header lanes hold.) Not the
+/// traced flag: a traced packet takes the path its flow's others take,
+/// with a trace note saying so.
+pub(crate) const SHORTCUT_META: (u64, u64) = (0xffff << 32, 0xffff | 0xffff << 16);
 
 /// [`meta16`] under [`SHORTCUT_META`].
 #[inline(always)]
@@ -175,6 +176,23 @@ impl<P: FlowPattern> AclShortcut<P> {
         self.flow.pattern
     }
 
+    /// Forgets the flows, for a batch that does not ask the shortcut
+    /// (`FastPaths::acl_shortcut` off): once it is back on, it starts
+    /// from a flow it learns then.
+    #[inline]
+    pub(crate) fn forget(&mut self) {
+        self.flow.pattern = P::NONE;
+        self.learnt = None;
+        self.live = false;
+    }
+
+    /// The trace note of a packet the batch's flow took.
+    #[cold]
+    pub(crate) fn note(&self) -> String {
+        let name = self.acls.current().get(self.flow.set).map_or("?", |s| s.name.as_str());
+        format!("acl {name}: cached verdict, {}", self.flow.rule.map_or("default".into(), |r| format!("rule {r}")))
+    }
+
     /// Counts a packet that [`FlowPattern::other_len`] found the flow's
     /// but for its length, if its TCP flags (`tcp`) are the flow's and its
     /// length holds the transport bytes the flow's key reads; whether it
@@ -199,9 +217,6 @@ impl<P: FlowPattern> AclShortcut<P> {
     #[cold]
     #[inline(never)]
     pub(crate) fn learn<const OUT: bool>(&mut self, ifs: &IfTable, m: &Meta, l3: &[u8]) {
-        if m.flags & flags::TRACED != 0 {
-            return;
-        }
         let bound =
             if OUT { ifs.get(m.tx_if).and_then(|f| f.acl_out) } else { ifs.get(m.rx_if).and_then(|f| f.acl_in) };
         let Some(set) = bound else { return };
@@ -633,24 +648,25 @@ impl FlowPattern for Pattern6 {
 pub(crate) type Named<T> = (&'static str, T);
 
 /// A flow's metadata `m` changed in each field a pattern compares
-/// (receiving interface, VLAN, L3 offset, traced flag), and in each it
-/// does not (length, offset, transmit interface, error, other flags).
+/// (receiving interface, VLAN, L3 offset), and in each it does not
+/// (length, offset, transmit interface, error, other flags, the traced
+/// flag).
 #[cfg(test)]
-pub(crate) fn meta_variants(m: &Meta) -> ([Named<Meta>; 4], [Named<Meta>; 5]) {
+pub(crate) fn meta_variants(m: &Meta) -> ([Named<Meta>; 3], [Named<Meta>; 6]) {
     let m = *m;
     (
         [
             ("rx_if", Meta { rx_if: m.rx_if ^ 4, ..m }),
             ("vlan", Meta { vlan: m.vlan ^ 4, ..m }),
             ("l3_off", Meta { l3_off: m.l3_off + 4, ..m }),
-            ("traced", Meta { flags: m.flags | flags::TRACED, ..m }),
         ],
         [
+            ("traced", Meta { flags: m.flags | tern_packet::flags::TRACED, ..m }),
             ("len", Meta { len: m.len + 1, ..m }),
             ("off", Meta { off: m.off ^ 64, ..m }),
             ("tx_if", Meta { tx_if: m.tx_if ^ 9, ..m }),
             ("error", Meta { error: m.error ^ 5, ..m }),
-            ("flags", Meta { flags: m.flags | flags::L3_CSUM_OK, ..m }),
+            ("flags", Meta { flags: m.flags | tern_packet::flags::L3_CSUM_OK, ..m }),
         ],
     )
 }

@@ -345,6 +345,54 @@ pub struct Params {
     pub punt_rate: u32,
     /// Burst of that token bucket.
     pub punt_burst: u32,
+    /// Which fast paths the nodes take (`[dataplane.fast_paths]`).
+    pub fast_paths: FastPaths,
+}
+
+/// The fast paths beside the nodes' reference loops, each switchable at
+/// run time (`[dataplane.fast_paths]`, `tern dataplane fast-paths`) so
+/// that an operator can bisect a suspected fast-path bug. Off, packets
+/// take the reference path, which gives the same frames, verdicts and
+/// counters (`direct_tests`) but for the fast path's own info counters.
+/// The nodes read this once per batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct FastPaths {
+    /// The usual packet in one go in `ethernet-input`, `ip4-input`,
+    /// `ip6-input`, the lookups and the rewrites.
+    pub direct: bool,
+    /// The input and output rule sets' verdict cache: the flow a rule set
+    /// last accepted skips the ACL node (`acl-shortcut` counters). Taken
+    /// only with `direct`.
+    pub acl_shortcut: bool,
+    /// `gre-encap` writes the outer link-layer header itself when the
+    /// tunnel's remote is resolved, instead of a second pass through
+    /// `ip4-lookup` and `ip4-rewrite`.
+    pub gre_direct: bool,
+}
+
+impl FastPaths {
+    /// Every fast path on (the default).
+    pub const ALL: FastPaths = FastPaths { direct: true, acl_shortcut: true, gre_direct: true };
+    /// Every fast path off: the reference loops only.
+    pub const NONE: FastPaths = FastPaths { direct: false, acl_shortcut: false, gre_direct: false };
+    /// The names the configuration and the CLI use, in order.
+    pub const NAMES: [&'static str; 3] = ["direct", "acl_shortcut", "gre_direct"];
+
+    /// The switch named `name` ([`Self::NAMES`]).
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut bool> {
+        match name {
+            "direct" => Some(&mut self.direct),
+            "acl_shortcut" => Some(&mut self.acl_shortcut),
+            "gre_direct" => Some(&mut self.gre_direct),
+            _ => None,
+        }
+    }
+}
+
+impl Default for FastPaths {
+    fn default() -> Self {
+        FastPaths::ALL
+    }
 }
 
 impl Params {
@@ -369,6 +417,7 @@ impl Default for Params {
             tap_ports: Vec::new(),
             punt_rate: DEFAULT_PUNT_RATE,
             punt_burst: DEFAULT_PUNT_BURST,
+            fast_paths: FastPaths::ALL,
         }
     }
 }

@@ -46,27 +46,6 @@ pub fn put16(d: &mut [u8], at: usize, v: u16) {
     d[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
-/// Whether nodes take their direct paths for the usual packet
-/// (`ethernet-input`, `ip4-input`, `ip4-lookup`, `ip4-rewrite` and the
-/// IPv6 ones). Always in the router; the crate's tests switch them off
-/// per thread to compare them with the general paths (`direct_tests`).
-#[inline(always)]
-pub(crate) fn direct_paths() -> bool {
-    #[cfg(test)]
-    {
-        DIRECT_PATHS.with(std::cell::Cell::get)
-    }
-    #[cfg(not(test))]
-    {
-        true
-    }
-}
-
-#[cfg(test)]
-thread_local! {
-    pub(crate) static DIRECT_PATHS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-}
-
 pub const ETH_P_IPV4: u16 = 0x0800;
 pub const ETH_P_ARP: u16 = 0x0806;
 pub const ETH_P_IPV6: u16 = 0x86dd;

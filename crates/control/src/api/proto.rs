@@ -140,6 +140,10 @@ pub enum Command {
     ConfigReload {},
     /// The running configuration as TOML.
     ConfigShow {},
+    /// Switches the nodes' fast paths on or off, all or one, live (the
+    /// running configuration's `[dataplane.fast_paths]`; a reload sets
+    /// them from the file again).
+    FastPathsSet(FastPathsSetArgs),
 }
 
 impl Command {
@@ -171,8 +175,19 @@ impl Command {
                 | Command::RouteBatch(_)
                 | Command::AclSet(_)
                 | Command::ConfigReload {}
+                | Command::FastPathsSet(_)
         )
     }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastPathsSetArgs {
+    pub on: bool,
+    /// One fast path (`direct`, `acl_shortcut`, `gre_direct`); all when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

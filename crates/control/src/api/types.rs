@@ -23,6 +23,9 @@ pub struct StatusInfo {
     /// lane could not compile (their packets go to the engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Which of the nodes' fast paths are on (`[dataplane.fast_paths]`).
+    #[serde(default)]
+    pub fast_paths: crate::config::FastPathsCfg,
 }
 
 /// What a netlink route source (kernel mirror, FPM server) did with the

@@ -51,6 +51,26 @@ pub struct Dataplane {
     /// ICMP errors per second per worker, and burst.
     pub icmp_rate: u32,
     pub icmp_burst: u32,
+    /// The nodes' fast paths, each switchable (`[dataplane.fast_paths]`).
+    pub fast_paths: FastPathsCfg,
+}
+
+/// `[dataplane.fast_paths]`: which fast paths the forwarding nodes take
+/// (`tern_nodes::state::FastPaths`). All on by default; an operator turns
+/// one off to bisect a suspected fast-path bug (the reference paths give
+/// the same forwarding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastPathsCfg {
+    pub direct: bool,
+    pub acl_shortcut: bool,
+    pub gre_direct: bool,
+}
+
+impl Default for FastPathsCfg {
+    fn default() -> Self {
+        FastPathsCfg { direct: true, acl_shortcut: true, gre_direct: true }
+    }
 }
 
 impl Default for Dataplane {
@@ -63,6 +83,7 @@ impl Default for Dataplane {
             idle: IdleMode::Sleep,
             icmp_rate: 1000,
             icmp_burst: 100,
+            fast_paths: FastPathsCfg::default(),
         }
     }
 }

@@ -206,8 +206,7 @@ impl Runs {
 
 /// An accepted IPv4 flow's pattern, which `ip4-input` keeps at hand during
 /// a batch ([`crate::shortcut`]): metadata bytes 0-15 under
-/// [`crate::shortcut::SHORTCUT_META`] (receiving interface, L3 offset, VLAN, the traced
-/// flag clear), the header bytes of [`header_lanes`], the TCP flags when
+/// [`crate::shortcut::SHORTCUT_META`] (receiving interface, L3 offset, VLAN), the header bytes of [`header_lanes`], the TCP flags when
 /// TCP. Only for headers without options followed by 14 transport bytes
 /// ([`FlowSig`]). Without a flow, header byte 0 is 0, which no packet that
 /// asks has (they are 0x45).

@@ -14,7 +14,9 @@
 //! outer packet through `ip4-lookup` and `ip4-rewrite` again, without the
 //! second pass. Everything else (IPv6 outer headers, an unresolved or ECMP
 //! route to the remote, a remote routed into a tunnel, too big for the
-//! egress MTU, a traced packet) takes that second pass.
+//! egress MTU, `FastPaths::gre_direct` off) takes that second pass. A
+//! traced packet takes the path the others take, with a note "direct" when
+//! it is the direct one.
 //!
 //! The inner packet is found at `Meta::l3_off` (whatever precedes it is
 //! overwritten or dropped), so the rewrite nodes need not trim the
@@ -48,12 +50,13 @@ use super::*;
 pub struct GreEncap {
     ifs: Snapshot<IfTable>,
     fib: FibReader,
+    params: Snapshot<Params>,
     ident: u16,
 }
 
 impl GreEncap {
-    pub fn new(ifs: Snapshot<IfTable>, fib: FibReader) -> Self {
-        GreEncap { ifs, fib, ident: 0 }
+    pub fn new(ifs: Snapshot<IfTable>, fib: FibReader, params: Snapshot<Params>) -> Self {
+        GreEncap { ifs, fib, params, ident: 0 }
     }
 }
 
@@ -115,7 +118,9 @@ struct Direct {
 }
 
 impl Encap {
-    fn new(ifs: &IfTable, fib: &FibReader, tx_if: u16) -> Encap {
+    /// The encapsulation into tunnel `tx_if`; with `direct`
+    /// (`FastPaths::gre_direct`), its [`Direct`] prefix if it has one.
+    fn new(ifs: &IfTable, fib: &FibReader, tx_if: u16, direct: bool) -> Encap {
         let tunnel = ifs.get(tx_if).and_then(|f| f.gre().copied());
         let mut e = Encap { tx_if, tunnel, gre_len: 4, hdr: 24, ip: [0; 20], ip_sum: 0, key: [0; 4], direct: None };
         let Some(t) = tunnel else { return e };
@@ -125,6 +130,9 @@ impl Encap {
         if let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.local, t.remote) {
             e.ip = outer_v4_template(src, dst, t.ttl);
             e.ip_sum = template_sum(&e.ip);
+            if !direct {
+                return e;
+            }
             let id = fib.lookup_v4(u32::from(dst));
             let nh = fib.nexthop(id);
             if nh.kind == NhKind::Unicast {
@@ -162,7 +170,7 @@ impl Encap {
 
 /// The direct encapsulation of `e` (link-layer header of `L2` bytes, `N`
 /// bytes of prefix in all) for the leading packets of `pkts` whose `tx_if`
-/// is the tunnel, which are neither traced nor encapsulated already, whose
+/// is the tunnel, which are not encapsulated already, whose
 /// outer packet fits the egress MTU and whose frame has room in front of
 /// the inner header; stops at the first other packet and says how many it
 /// did. Each gets the prefix, its outer total length, identification (the
@@ -183,7 +191,7 @@ fn direct_run<const L2: usize, const N: usize>(
     let mut done = 0;
     for (&p, o) in pkts.iter().zip(next.iter_mut()) {
         let (m, frame) = cx.pool.meta_frame_mut(p);
-        if m.tx_if != e.tx_if || m.flags & (flags::TRACED | flags::ENCAP) != 0 {
+        if m.tx_if != e.tx_if || m.flags & flags::ENCAP != 0 {
             break;
         }
         let l3 = usize::from(m.l3_off);
@@ -222,6 +230,15 @@ fn direct_run<const L2: usize, const N: usize>(
     }
     *ident = id;
     done
+}
+
+/// Notes "direct" on the traced packets of a direct run.
+#[cold]
+#[inline(never)]
+fn trace_direct(cx: &mut Cx<'_>, pkts: &[PktIdx]) {
+    for &p in pkts {
+        cx.trace_note(p, || "direct: outer headers from the resolved route to the remote".into());
+    }
 }
 
 /// The outer IPv4 header of a tunnel, total length, identification and
@@ -290,7 +307,9 @@ impl Node for GreEncap {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
+        self.params.refresh();
         let ifs = self.ifs.current();
+        let fast = self.params.current().fast_paths.gre_direct;
         let mut encapped = 0;
         let mut cache: Option<Encap> = None;
         let mut i = 0;
@@ -299,10 +318,13 @@ impl Node for GreEncap {
             // By reference: the template is not copied per packet.
             let e = match &mut cache {
                 Some(e) if e.tx_if == tx_if => e,
-                c => c.insert(Encap::new(ifs, &self.fib, tx_if)),
+                c => c.insert(Encap::new(ifs, &self.fib, tx_if, fast)),
             };
             let done = e.direct_run(cx, &pkts[i..], &mut next[i..], &mut self.ident);
             if done > 0 {
+                if cx.tracing() {
+                    trace_direct(cx, &pkts[i..i + done]);
+                }
                 encapped += done as u64;
                 i += done;
                 continue;

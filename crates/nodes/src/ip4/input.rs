@@ -106,20 +106,57 @@ impl Node for Ip4Input {
             self.acl_in = acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
-        let punt = self.params.current().punt_to_tap();
+        let params = self.params.current();
+        let (punt, fast) = (params.punt_to_tap(), params.fast_paths);
         // Two loops, so that the one without input rule sets carries no
         // trace of the question.
         if self.acl_in.is_empty() {
-            validate_batch(cx, pkts, next, punt);
+            validate_batch(cx, pkts, next, punt, fast.direct);
         } else {
-            let flow = self.shortcut.start(ifs_changed);
+            // The shortcut is the direct path's: without it, every packet
+            // with an input rule set goes to `ip4-acl-in`.
+            let flow = if fast.direct && fast.acl_shortcut {
+                self.shortcut.start(ifs_changed)
+            } else {
+                self.shortcut.forget();
+                Pattern::NONE
+            };
             let worker = cx.worker;
             let ifs = self.ifs.current();
             let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
-            let hits = validate_batch_acl(cx, pkts, next, &Validate4 { punt }, state);
+            let hits = validate_batch_acl(cx, pkts, next, &Validate4 { punt, direct: fast.direct }, state);
             let taken = self.shortcut.finish(worker, hits);
             if taken != 0 {
                 cx.count(Ip4InputError::AclShortcut, taken);
+            }
+        }
+        if fast.direct && cx.tracing() {
+            self.trace_fast(cx, pkts, next);
+        }
+    }
+}
+
+impl Ip4Input {
+    /// Notes on the traced packets of a batch what the fast path did: the
+    /// usual header in one test, and the input rule set's verdict cache
+    /// (a packet with an input rule set that left for the lookup).
+    #[cold]
+    #[inline(never)]
+    fn trace_fast(&self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &[u16]) {
+        for (&p, &n) in pkts.iter().zip(next) {
+            let (m, d) = cx.pool.pkt(p);
+            if m.flags & flags::TRACED == 0 || n != Ip4InputNext::Lookup as u16 {
+                continue;
+            }
+            let plain = d.get(usize::from(m.l3_off)).is_some_and(|&b| b == 0x45) && m.flags & flags::L2_MULTI == 0;
+            if !plain {
+                continue;
+            }
+            let cached = self.acl_in.get(usize::from(m.rx_if)).copied().unwrap_or(false);
+            cx.trace_note(p, || "direct path".into());
+            if cached {
+                let note = self.shortcut.note();
+                cx.trace_note(p, || note);
             }
         }
     }
@@ -208,9 +245,9 @@ fn ip4_special_dst(cx: &mut Cx<'_>, p: PktIdx, punt: bool, dst: u32, want: usize
 /// [`ip4_validate`] over a batch, without input rule sets. Its own
 /// function, so that the loop's registers are its own.
 #[inline(never)]
-fn validate_batch(cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], punt: bool) {
+fn validate_batch(cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], punt: bool, direct: bool) {
     for (o, &p) in next.iter_mut().zip(pkts) {
-        *o = ip4_validate::<NO_FLOW>(cx, p, punt, None);
+        *o = ip4_validate::<NO_FLOW>(cx, p, punt, direct, None);
     }
 }
 
@@ -218,12 +255,14 @@ fn validate_batch(cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], punt: bool
 /// batch loop.
 struct Validate4 {
     punt: bool,
+    /// `FastPaths::direct`.
+    direct: bool,
 }
 
 impl ValidateAcl<Pattern> for Validate4 {
     #[inline(always)]
     fn validate<const S: u8>(&self, cx: &mut Cx<'_>, p: PktIdx, acl: &mut InputAcl<'_, Pattern>) -> u16 {
-        ip4_validate::<S>(cx, p, self.punt, Some(acl))
+        ip4_validate::<S>(cx, p, self.punt, self.direct, Some(acl))
     }
 }
 
@@ -255,6 +294,7 @@ fn ip4_validate<const S: u8>(
     cx: &mut Cx<'_>,
     p: PktIdx,
     punt: bool,
+    direct: bool,
     mut acl: Option<&mut InputAcl<'_, Pattern>>,
 ) -> u16 {
     let (m, d) = cx.pool.pkt(p);
@@ -273,7 +313,7 @@ fn ip4_validate<const S: u8>(
             None => (None, None),
         },
     };
-    let Some(h) = h.filter(|h| h[0] == 0x45 && m.flags & flags::L2_MULTI == 0 && direct_paths()) else {
+    let Some(h) = h.filter(|h| h[0] == 0x45 && m.flags & flags::L2_MULTI == 0 && direct) else {
         let n = ip4_validate_general(cx, p, punt);
         return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
     };

@@ -26,13 +26,14 @@ use super::*;
 /// The `ip4-lookup` node (see the module).
 pub struct Ip4Lookup {
     fib: FibReader,
+    params: Snapshot<Params>,
     dst: [u32; MAX_BATCH],
     nh: [NhId; MAX_BATCH],
 }
 
 impl Ip4Lookup {
-    pub fn new(fib: FibReader) -> Self {
-        Ip4Lookup { fib, dst: [0; MAX_BATCH], nh: [0; MAX_BATCH] }
+    pub fn new(fib: FibReader, params: Snapshot<Params>) -> Self {
+        Ip4Lookup { fib, params, dst: [0; MAX_BATCH], nh: [0; MAX_BATCH] }
     }
 }
 
@@ -67,6 +68,21 @@ impl Node for Ip4Lookup {
         Ip4LookupError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.params.refresh();
+        // `FastPaths::direct` as a constant: no test per packet.
+        if self.params.current().fast_paths.direct {
+            self.lookup_batch::<true>(cx, pkts, next);
+        } else {
+            self.lookup_batch::<false>(cx, pkts, next);
+        }
+    }
+}
+
+impl Ip4Lookup {
+    /// The batch; with `FAST`, the next hop kinds that need nothing per
+    /// packet are settled once per run of one next hop.
+    #[inline(always)]
+    fn lookup_batch<const FAST: bool>(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         let n = pkts.len().min(MAX_BATCH);
         for (dst, &p) in self.dst.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt(p);
@@ -80,7 +96,7 @@ impl Node for Ip4Lookup {
         for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
             if cache.0 != id {
                 let kind = self.fib.nexthop(id).kind;
-                cache = (id, if direct_paths() { lookup_next(kind) } else { NEXT_DROP }, kind);
+                cache = (id, if FAST { lookup_next(kind) } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
             if cache.1 != NEXT_DROP {

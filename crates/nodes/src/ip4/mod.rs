@@ -14,13 +14,13 @@ pub use rewrite::{Ip4Rewrite, Ip4RewriteError, RewriteNext};
 
 pub(crate) use input::acl_in_by_index;
 pub(crate) use lookup::trace_nh;
-pub(crate) use rewrite::{RewriteSteps, copy_l2, direct_path, rewrite_batch, rewrite_batch_acl};
+pub(crate) use rewrite::{RewriteSteps, copy_l2, direct_path, rewrite_batch, rewrite_batch_acl, trace_rewrite};
 
 use crate::acl::Pattern;
 use crate::shortcut::{
     AclShortcut, Asked, FlowPattern, InputAcl, NO_FLOW, OutputAcl, ValidateAcl, meta16, validate_batch_acl,
 };
-use crate::state::{AclTable, IfTable};
+use crate::state::{AclTable, IfTable, Params};
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NextHop, NhId, NhKind};

@@ -44,12 +44,13 @@ pub struct Ip4Rewrite {
     acl_out: bool,
     /// The flow an output rule set last accepted.
     shortcut: AclShortcut<Pattern>,
+    params: Snapshot<Params>,
 }
 
 impl Ip4Rewrite {
-    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>, acls: Snapshot<AclTable>) -> Self {
+    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>, acls: Snapshot<AclTable>, params: Snapshot<Params>) -> Self {
         let acl_out = ifs.current().any_acl_out();
-        Ip4Rewrite { fib, ifs, acl_out, shortcut: AclShortcut::new(acls) }
+        Ip4Rewrite { fib, ifs, acl_out, shortcut: AclShortcut::new(acls), params }
     }
 
     /// The batch with output rule sets ([`rewrite_batch_acl`]).
@@ -57,6 +58,9 @@ impl Ip4Rewrite {
     fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], ifs_changed: bool) {
         let acl = OutputAcl::start(&mut self.shortcut, ifs_changed);
         rewrite_batch_acl::<Rewrite4>(cx, pkts, next, (self.ifs.current(), &self.fib), acl);
+        if cx.tracing() {
+            crate::ip4::trace_rewrite(cx, self.ifs.current(), &self.shortcut, pkts, next);
+        }
     }
 }
 
@@ -105,10 +109,20 @@ impl Node for Ip4Rewrite {
         if ifs_changed {
             self.acl_out = self.ifs.current().any_acl_out();
         }
-        if self.acl_out {
+        self.params.refresh();
+        let fast = self.params.current().fast_paths;
+        if self.acl_out && fast.direct && fast.acl_shortcut {
             self.rewrite_batch_acl(cx, pkts, next, ifs_changed);
         } else {
-            rewrite_batch::<Rewrite4>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            if self.acl_out {
+                self.shortcut.forget();
+            }
+            // `FastPaths::direct` as a constant: no test per packet.
+            if fast.direct {
+                rewrite_batch::<Rewrite4, true>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            } else {
+                rewrite_batch::<Rewrite4, false>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            }
         }
     }
 }
@@ -228,7 +242,7 @@ pub(crate) fn copy_l2(h: &mut [u8], src: &[u8]) {
 /// mostly share a next hop: the loop works out its adjacency once, and
 /// whether it takes the direct path ([`RewriteSteps::direct`]).
 #[inline(always)]
-pub(crate) fn rewrite_batch<F: RewriteSteps>(
+pub(crate) fn rewrite_batch<F: RewriteSteps, const FAST: bool>(
     cx: &mut Cx<'_>,
     pkts: &[PktIdx],
     next: &mut [u16],
@@ -240,7 +254,7 @@ pub(crate) fn rewrite_batch<F: RewriteSteps>(
         let (m, d) = cx.pool.pkt_mut(p);
         if cache.0 != m.nh {
             cache = (m.nh, Adj::new(ifs, &fib.nexthop(m.nh), F::ETHERTYPE));
-            direct = direct_next(&cache.1).filter(|_| direct_paths());
+            direct = direct_next(&cache.1).filter(|_| FAST);
         }
         if let Some(nx) = F::direct(m, d, &cache.1, direct) {
             *o = nx;
@@ -289,7 +303,7 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
         let nh = cx.pool.meta(p).nh;
         if cache.0 != nh {
             cache = (nh, Adj::new(ifs, &fib.nexthop(nh), F::ETHERTYPE));
-            direct = direct_next(&cache.1).filter(|_| direct_paths());
+            direct = direct_next(&cache.1);
             ask = direct == Some(RewriteNext::AclOut as u16) && acl.applies(cache.1.ifindex);
         }
         let a = &cache.1;
@@ -317,11 +331,35 @@ pub(crate) fn rewrite_batch_acl<F: RewriteSteps>(
         }
     }
     if let (Some(rest), Some(next)) = (pkts.get(i..), next.get_mut(i..)) {
-        rewrite_batch::<F>(cx, rest, next, (ifs, fib));
+        rewrite_batch::<F, true>(cx, rest, next, (ifs, fib));
     }
     let taken = acl.finish(cx, ifs, pkts, next, RewriteNext::AclOut as u16);
     if taken != 0 {
         cx.count(F::ACL_SHORTCUT, taken);
+    }
+}
+
+/// Notes on the traced packets of a rewrite node's batch with the
+/// output rule sets' shortcut the packets it took: those bound for
+/// `interface-output` on an interface with an output rule set.
+#[cold]
+#[inline(never)]
+pub(crate) fn trace_rewrite<P: FlowPattern>(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    shortcut: &AclShortcut<P>,
+    pkts: &[PktIdx],
+    next: &[u16],
+) {
+    for (&p, &n) in pkts.iter().zip(next) {
+        let m = cx.pool.meta(p);
+        if m.flags & flags::TRACED == 0 || n != RewriteNext::Output as u16 {
+            continue;
+        }
+        if ifs.get(m.tx_if).is_some_and(|f| f.acl_out.is_some()) {
+            let note = shortcut.note();
+            cx.trace_note(p, || note);
+        }
     }
 }
 

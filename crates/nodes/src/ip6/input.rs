@@ -99,22 +99,66 @@ impl Node for Ip6Input {
         }
         self.params.refresh();
         let ifs = self.ifs.current();
-        let punt = self.params.current().punt_to_tap();
+        let params = self.params.current();
+        let (punt, fast) = (params.punt_to_tap(), params.fast_paths);
         if self.acl_in.is_empty() {
             for (o, &p) in next.iter_mut().zip(pkts) {
-                *o = validate6::<NO_FLOW>(cx, ifs, p, punt, None);
+                *o = validate6::<NO_FLOW>(cx, ifs, p, punt, fast.direct, None);
             }
-            return;
+        } else {
+            // The shortcut is the direct path's (as in `ip4-input`).
+            let flow = if fast.direct && fast.acl_shortcut {
+                self.shortcut.start(ifs_changed)
+            } else {
+                self.shortcut.forget();
+                <Pattern6 as crate::shortcut::FlowPattern>::NONE
+            };
+            let worker = cx.worker;
+            let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
+            let hits = validate_batch_acl(cx, pkts, next, &Validate6 { ifs, punt, direct: fast.direct }, state);
+            let taken = self.shortcut.finish(worker, hits);
+            if taken != 0 {
+                cx.count(Ip6InputError::AclShortcut, taken);
+            }
         }
-        let flow = self.shortcut.start(ifs_changed);
-        let worker = cx.worker;
-        let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
-        let hits = validate_batch_acl(cx, pkts, next, &Validate6 { ifs, punt }, state);
-        let taken = self.shortcut.finish(worker, hits);
-        if taken != 0 {
-            cx.count(Ip6InputError::AclShortcut, taken);
+        if fast.direct && cx.tracing() {
+            self.trace_fast(cx, pkts, next);
         }
     }
+}
+
+impl Ip6Input {
+    /// Notes on the traced packets of a batch what the fast path did (as
+    /// `ip4-input`'s).
+    #[cold]
+    #[inline(never)]
+    fn trace_fast(&self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &[u16]) {
+        for (&p, &n) in pkts.iter().zip(next) {
+            let (m, d) = cx.pool.pkt(p);
+            if m.flags & flags::TRACED == 0 || n != Ip6InputNext::Lookup as u16 {
+                continue;
+            }
+            let Some(h) = d.get(usize::from(m.l3_off)..).and_then(<[u8]>::first_chunk::<40>) else { continue };
+            if !direct6(h, m.flags) {
+                continue;
+            }
+            let cached = self.acl_in.get(usize::from(m.rx_if)).copied().unwrap_or(false);
+            cx.trace_note(p, || "direct path".into());
+            if cached {
+                let note = self.shortcut.note();
+                cx.trace_note(p, || note);
+            }
+        }
+    }
+}
+
+/// Whether a packet with this fixed header and these metadata flags
+/// takes [`validate6`]'s direct path (when it is on).
+#[inline(always)]
+fn direct6(h: &[u8; 40], mflags: u16) -> bool {
+    h[0] >> 4 == 6
+        && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
+        && mflags & flags::L2_MULTI == 0
 }
 
 /// The reference: one packet's fixed IPv6 header, every check in turn;
@@ -184,12 +228,14 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
 struct Validate6<'a> {
     ifs: &'a IfTable,
     punt: bool,
+    /// `FastPaths::direct`.
+    direct: bool,
 }
 
 impl ValidateAcl<Pattern6> for Validate6<'_> {
     #[inline(always)]
     fn validate<const S: u8>(&self, cx: &mut Cx<'_>, p: PktIdx, acl: &mut InputAcl<'_, Pattern6>) -> u16 {
-        validate6::<S>(cx, self.ifs, p, self.punt, Some(acl))
+        validate6::<S>(cx, self.ifs, p, self.punt, self.direct, Some(acl))
     }
 }
 
@@ -204,6 +250,7 @@ fn validate6<const S: u8>(
     ifs: &IfTable,
     p: PktIdx,
     punt: bool,
+    direct: bool,
     acl: Option<&mut InputAcl<'_, Pattern6>>,
 ) -> u16 {
     let (m, d) = cx.pool.pkt(p);
@@ -226,10 +273,8 @@ fn validate6<const S: u8>(
         },
     };
     if let Some(h) = h
-        && h[0] >> 4 == 6
-        && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
-        && m.flags & flags::L2_MULTI == 0
-        && direct_paths()
+        && direct
+        && direct6(h, m.flags)
     {
         let want = l3off + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
         if want > d.len() {

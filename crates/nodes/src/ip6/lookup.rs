@@ -22,13 +22,14 @@ use super::*;
 /// The `ip6-lookup` node (see the module).
 pub struct Ip6Lookup {
     fib: FibReader,
+    params: Snapshot<Params>,
     dst: Vec<u128>,
     nh: Vec<NhId>,
 }
 
 impl Ip6Lookup {
-    pub fn new(fib: FibReader) -> Self {
-        Ip6Lookup { fib, dst: vec![0; MAX_BATCH], nh: vec![0; MAX_BATCH] }
+    pub fn new(fib: FibReader, params: Snapshot<Params>) -> Self {
+        Ip6Lookup { fib, params, dst: vec![0; MAX_BATCH], nh: vec![0; MAX_BATCH] }
     }
 }
 
@@ -63,6 +64,8 @@ impl Node for Ip6Lookup {
         Ip6LookupError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.params.refresh();
+        let fast = self.params.current().fast_paths.direct;
         let n = pkts.len().min(MAX_BATCH);
         for (dst, &p) in self.dst.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt(p);
@@ -80,7 +83,7 @@ impl Node for Ip6Lookup {
                     NhKind::Local => Ip6LookupNext::Local as u16,
                     _ => NEXT_DROP,
                 };
-                cache = (id, if direct_paths() { direct } else { NEXT_DROP }, kind);
+                cache = (id, if fast { direct } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
             if cache.1 != NEXT_DROP {

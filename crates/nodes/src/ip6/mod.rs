@@ -16,7 +16,7 @@ use crate::ip4::{RewriteNext, RewriteSteps, direct_path, icmp_aux, rewrite_batch
 use crate::shortcut::{
     AclShortcut, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
 };
-use crate::state::{AclTable, Event, Heard, IfTable, Iface, Shared, is_link_local};
+use crate::state::{AclTable, Event, Heard, IfTable, Iface, Params, Shared, is_link_local};
 use crate::util::*;
 use std::net::{IpAddr, Ipv6Addr};
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};

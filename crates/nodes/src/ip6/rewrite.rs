@@ -33,12 +33,13 @@ pub struct Ip6Rewrite {
     acl_out: bool,
     /// The flow an output rule set last accepted.
     shortcut: AclShortcut<Pattern6>,
+    params: Snapshot<Params>,
 }
 
 impl Ip6Rewrite {
-    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>, acls: Snapshot<AclTable>) -> Self {
+    pub fn new(fib: FibReader, ifs: Snapshot<IfTable>, acls: Snapshot<AclTable>, params: Snapshot<Params>) -> Self {
         let acl_out = ifs.current().any_acl_out();
-        Ip6Rewrite { fib, ifs, acl_out, shortcut: AclShortcut::new(acls) }
+        Ip6Rewrite { fib, ifs, acl_out, shortcut: AclShortcut::new(acls), params }
     }
 
     /// The batch with output rule sets (`crate::ip4::rewrite_batch_acl`).
@@ -46,6 +47,9 @@ impl Ip6Rewrite {
     fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], ifs_changed: bool) {
         let acl = OutputAcl::start(&mut self.shortcut, ifs_changed);
         rewrite_batch_acl::<Rewrite6>(cx, pkts, next, (self.ifs.current(), &self.fib), acl);
+        if cx.tracing() {
+            crate::ip4::trace_rewrite(cx, self.ifs.current(), &self.shortcut, pkts, next);
+        }
     }
 }
 
@@ -78,10 +82,20 @@ impl Node for Ip6Rewrite {
         if ifs_changed {
             self.acl_out = self.ifs.current().any_acl_out();
         }
-        if self.acl_out {
+        self.params.refresh();
+        let fast = self.params.current().fast_paths;
+        if self.acl_out && fast.direct && fast.acl_shortcut {
             self.rewrite_batch_acl(cx, pkts, next, ifs_changed);
         } else {
-            rewrite_batch::<Rewrite6>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            if self.acl_out {
+                self.shortcut.forget();
+            }
+            // `FastPaths::direct` as a constant: no test per packet.
+            if fast.direct {
+                rewrite_batch::<Rewrite6, true>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            } else {
+                rewrite_batch::<Rewrite6, false>(cx, pkts, next, (self.ifs.current(), &self.fib));
+            }
         }
     }
 }

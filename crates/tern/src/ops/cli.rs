@@ -56,6 +56,12 @@ pub enum OpCmd {
         after_help = "Examples:\n  tern config check /etc/tern/tern.toml\n  tern config reload\n  tern config show"
     )]
     Config(NounArgs<ConfigCmd>),
+    /// The forwarding nodes: switch their fast paths live (to bisect a
+    /// suspected fast-path bug; `tern status` shows them).
+    #[command(
+        after_help = "Examples:\n  tern dataplane fastpaths off\n  tern dataplane fastpaths off acl_shortcut\n  tern dataplane fastpaths on"
+    )]
+    Dataplane(NounArgs<DataplaneCmd>),
     /// An interactive shell with completion and history.
     Shell,
 }
@@ -261,6 +267,21 @@ pub enum ConfigCmd {
     Reload,
     /// The running configuration, live changes included.
     Show,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum DataplaneCmd {
+    /// Fast paths on or off: all, or one of direct, acl_shortcut,
+    /// gre_direct (`[dataplane.fast_paths]`; a reload sets them from the
+    /// file again).
+    #[command(visible_alias = "fast-paths")]
+    Fastpaths { state: OnOff, name: Option<String> },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// A line of the interactive shell or of a batch file.

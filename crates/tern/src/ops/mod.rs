@@ -183,6 +183,12 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             None | Some(ConfigCmd::Show) => Command::ConfigShow {},
             Some(ConfigCmd::Check { .. }) => return Ok(None),
         },
+        OpCmd::Dataplane(n) => match &n.verb {
+            Some(DataplaneCmd::Fastpaths { state, name }) => {
+                Command::FastPathsSet(FastPathsSetArgs { on: matches!(state, OnOff::On), name: name.clone() })
+            }
+            None => Command::Status {},
+        },
         OpCmd::Capture(_) | OpCmd::Shell => return Ok(None),
     }))
 }

@@ -146,6 +146,15 @@ fn status(s: &StatusInfo) -> String {
         s.fib.v4_routes, s.fib.v6_routes, s.fib.rib_entries
     );
     let _ = writeln!(o, "neighbors   {}", s.neighbors);
+    let on = |b: bool| if b { "on" } else { "off" };
+    let f = &s.fast_paths;
+    let _ = writeln!(
+        o,
+        "fast paths  direct {}, acl_shortcut {}, gre_direct {}",
+        on(f.direct),
+        on(f.acl_shortcut),
+        on(f.gre_direct)
+    );
     for src in &s.sources {
         let skipped: Vec<String> =
             src.skipped.iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{} {n}", r.replace('_', "-"))).collect();
