@@ -619,7 +619,10 @@ fn fast_paths_switch_live_over_the_api() {
         Ok(Reply::Status(s)) => s.fast_paths,
         other => panic!("{other:?}"),
     };
-    assert_eq!(status(&mut c), tern_control::config::FastPathsCfg { direct: true, acl_shortcut: true, gre_direct: true });
+    assert_eq!(
+        status(&mut c),
+        tern_control::config::FastPathsCfg { direct: true, acl_shortcut: true, gre_direct: true }
+    );
     let rule_hits = |c: &mut Client| match c.call(&Command::AclList(AclListArgs::default())) {
         Ok(Reply::Acls(v)) => v[0].rules[0].packets,
         other => panic!("{other:?}"),
@@ -646,7 +649,10 @@ fn fast_paths_switch_live_over_the_api() {
 
     let m = done(c.call(&Command::FastPathsSet(FastPathsSetArgs { on: false, name: None })));
     assert_eq!(m, "fast paths: direct off, acl_shortcut off, gre_direct off");
-    assert_eq!(status(&mut c), tern_control::config::FastPathsCfg { direct: false, acl_shortcut: false, gre_direct: false });
+    assert_eq!(
+        status(&mut c),
+        tern_control::config::FastPathsCfg { direct: false, acl_shortcut: false, gre_direct: false }
+    );
     flow(&mut c, 20);
     assert_eq!(shortcut(&mut c), taken_on, "off: every packet through ip4-acl-in");
 
@@ -664,11 +670,13 @@ fn fast_paths_switch_live_over_the_api() {
     assert!(e.message.contains("warp"), "{e:?}");
 
     // A reload sets them from the file.
-    std::fs::write(t.config_path(), format!("{cfg}\n[dataplane.fast_paths]\nacl_shortcut = false\n"))
-        .expect("write");
+    std::fs::write(t.config_path(), format!("{cfg}\n[dataplane.fast_paths]\nacl_shortcut = false\n")).expect("write");
     let Ok(Reply::Reload(r)) = c.call(&Command::ConfigReload {}) else { panic!("reload") };
     assert!(r.changes.iter().any(|l| l.contains("fast paths")), "{r:?}");
-    assert_eq!(status(&mut c), tern_control::config::FastPathsCfg { direct: true, acl_shortcut: false, gre_direct: true });
+    assert_eq!(
+        status(&mut c),
+        tern_control::config::FastPathsCfg { direct: true, acl_shortcut: false, gre_direct: true }
+    );
     let before = shortcut(&mut c);
     flow(&mut c, 10);
     assert_eq!(shortcut(&mut c), before, "acl_shortcut = false in the file");

@@ -21,7 +21,7 @@
 //! compare (traffic of many flows pays for a few compares a batch). The
 //! flow is forgotten when a new interface or rule table is published.
 //!
-//! Measured (callgrind, instructions per packet of `tern bench engine
+//! Measured (callgrind, instructions per packet of `tern-bench engine
 //! --packets 1000000`, over plain): single-flow-50fw 33.4 with every
 //! packet through `ip4-acl-in` (its `follow` 21.5, the rule-set question
 //! 6, the node ~5), 21.1 with the shortcut; traffic of many flows pays ~4
@@ -566,7 +566,7 @@ impl<'a, P: FlowPattern> OutputAcl<'a, P> {
 /// bytes the key reads: 48 L3 bytes, 54 for TCP. Without a flow, byte 0 is
 /// 0, which no packet that asks has (they are version 6).
 ///
-/// Measured (callgrind, instructions per packet of `tern bench engine
+/// Measured (callgrind, instructions per packet of `tern-bench engine
 /// --packets 1000000 --scenario single-flow6-50fw` over plain6's 552.1):
 /// 285.7 with every packet's key built in `ip6-acl-in`, 19.4 with the
 /// shortcut (`git show fdbc271:docs/PERFORMANCE.md`, "The shortcut for IPv6").

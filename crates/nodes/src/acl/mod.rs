@@ -127,7 +127,7 @@ impl Node for AclNode {
     /// Classification: one key per run. Verdicts and rule counters: per
     /// run.
     ///
-    /// Measured (callgrind, instructions per packet of `tern bench engine
+    /// Measured (callgrind, instructions per packet of `tern-bench engine
     /// --packets 1000000`, over plain forwarding): single-flow-50fw 338 when
     /// every packet's key was built, classified and counted, 91 with runs,
     /// 62 with `follow` (of which ~56 are `follow`'s loop: the meta and

@@ -352,7 +352,7 @@ impl FlowSig {
     /// other offsets ends the run here and rejoins it through its
     /// signature.
     ///
-    /// Measured (callgrind, instructions per packet of `tern bench engine
+    /// Measured (callgrind, instructions per packet of `tern-bench engine
     /// --packets 1000000 --scenario single-flow-50fw`): 55.8 in the
     /// previous loop (five 64-bit words, the header's bounds and length
     /// checked per packet, the length added per packet), 34 with the

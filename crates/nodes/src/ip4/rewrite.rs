@@ -274,7 +274,7 @@ pub(crate) fn rewrite_batch<F: RewriteSteps, const FAST: bool>(
 /// to the ACL node, [`rewrite_batch`] takes the rest of the batch. Counts
 /// what the shortcut took as `acl-shortcut` ([`RewriteSteps::ACL_SHORTCUT`]).
 ///
-/// Measured (callgrind, instructions per packet of `tern bench engine
+/// Measured (callgrind, instructions per packet of `tern-bench engine
 /// --packets 1000000 --scenario single-flow-50fw-out`, over plain's
 /// 429.4): 27.7 with every packet through `ip4-acl-out`, 26.2 with the
 /// shortcut asked inside the rewrite loop (its compare, the transmitting
