@@ -119,7 +119,7 @@ local = "2001:db8:10::1"
 remote = "2001:db8:99::1"
 key = 4294967295
 ttl = 255
-mtu = 9000
+mtu = 1730
 addresses = ["10.99.0.1/30"]
 up = false
 acl_in = "IN"
@@ -1237,7 +1237,10 @@ fn invalid_values_are_refused_where_they_are() {
     refused(d, (m, "mtu = 9000"), "mtu = 9000", Some("interface[0].mtu"), "above the 1778 the lanes carry");
     refused(d, (m, "mtu = 1779"), "mtu = 1779", Some("interface[0].mtu"), "above the 1778");
     refused(d, (m, "mtu = 65536"), "65536", Some("interface[0].mtu"), "");
-    refused(d, ("# mtu = 1472", "mtu = 9001"), "mtu = 9001", Some("tunnel[0].mtu"), "68..=9000");
+    refused(d, ("# mtu = 1472", "mtu = 9001"), "mtu = 9001", Some("tunnel[0].mtu"), "need 68..=");
+    // The outer packet must fit what the lanes carry (IPv4 outer and a key: 28 bytes).
+    refused(d, ("# mtu = 1472", "mtu = 1751"), "mtu = 1751", Some("tunnel[0].mtu"), "need 68..=1750");
+    refused(d, ("# mtu = 1472", "mtu = 67"), "mtu = 67", Some("tunnel[0].mtu"), "need 68..=");
     let g = "mac = \"02:00:00:00:01:01\"";
     let mk = Some("interface[0].mac");
     refused(GOLDEN_V4, (g, "mac = \"ff:ff:ff:ff:ff:ff\""), "ff:ff", mk, "unicast");

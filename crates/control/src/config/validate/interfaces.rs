@@ -230,10 +230,21 @@ pub(super) fn tunnels<'a>(
                 IpAddr::V6(a) => v6.push(tern_nodes::state::V6Net { addr: a, len }),
             }
         }
+        // The outer packet (IP header, GRE header, the key) rides in one
+        // frame of at most the lanes' MTU, so the inner MTU cannot exceed
+        // that minus the overhead.
+        let overhead = if remote.is_ipv4() { 20 } else { 40 } + 4 + if t.key.is_some() { 4 } else { 0 };
+        let most = crate::config::lane_mtu_limit(false) - overhead;
         if let Some(mtu) = t.mtu
-            && !(68..=9000).contains(&mtu)
+            && !(68..=most).contains(&mtu)
         {
-            return Err(bad(p("mtu"), format!("MTU {mtu}: need 68..=9000")));
+            return Err(bad(
+                p("mtu"),
+                format!(
+                    "MTU {mtu}: need 68..={most} (with its {overhead} bytes of outer headers the packet must fit the {} the lanes carry)",
+                    crate::config::lane_mtu_limit(false)
+                ),
+            ));
         }
         for (key, acl) in [("acl_in", &t.acl_in), ("acl_out", &t.acl_out)] {
             if let Some(a) = acl
