@@ -238,6 +238,21 @@ pub fn check_mtu(mtu: u16, has_v6: bool, vlan: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// A GRE tunnel's inner MTU: 68 up to what its outer packet can ride in,
+/// the lanes' MTU ([`lane_mtu_limit`]) minus the outer IP header, GRE's
+/// and the key's. The one check for the file, reload and the API.
+pub fn check_tunnel_mtu(mtu: u16, outer_v6: bool, key: bool) -> Result<(), String> {
+    let overhead = if outer_v6 { 40 } else { 20 } + 4 + if key { 4 } else { 0 };
+    let most = lane_mtu_limit(false) - overhead;
+    if !(68..=most).contains(&mtu) {
+        return Err(format!(
+            "MTU {mtu}: need 68..={most} (with its {overhead} bytes of outer headers the packet must fit the {} the lanes carry)",
+            lane_mtu_limit(false)
+        ));
+    }
+    Ok(())
+}
+
 /// A configuration that passed validation, in the form the router applies.
 /// Physical interfaces come first (interface index = port number), then
 /// VLAN sub-interfaces, then tunnels, each group in file order.

@@ -193,11 +193,18 @@ impl Router {
         Ok(true)
     }
 
-    /// Sets an interface's IP MTU (68..=9216; 1280 at least with IPv6).
+    /// Sets an interface's IP MTU (the file's checks: `check_mtu`, or
+    /// `check_tunnel_mtu` for a tunnel).
     pub fn set_interface_mtu(&mut self, index: u16, mtu: u16) -> Result<bool, ApiError> {
         let p = self.iface_plan(index)?;
         let vlan = matches!(p.kind, IfacePlanKind::Vlan { .. });
-        crate::config::check_mtu(mtu, !p.v6.is_empty(), vlan).map_err(ApiError::invalid)?;
+        match p.kind {
+            IfacePlanKind::Gre { remote, key, .. } => {
+                crate::config::check_tunnel_mtu(mtu, remote.is_ipv6(), key.is_some())
+            }
+            _ => crate::config::check_mtu(mtu, !p.v6.is_empty(), vlan),
+        }
+        .map_err(ApiError::invalid)?;
         if p.mtu == Some(mtu) {
             return Ok(false);
         }

@@ -223,3 +223,18 @@ fn tunnels_come_and_go_and_later_interfaces_keep_their_index() {
     assert!(t.by_name("gre1").is_none() && t.tunnels.is_empty());
     assert!(lab.router.route_get("192.168.9.2".parse().expect("a")).is_none());
 }
+
+#[test]
+fn a_tunnel_mtu_is_bounded_by_its_outer_packet_in_the_file_reload_and_api() {
+    let mut lab = Lab::new(&format!("{BASE}{GRE}"));
+    let gre = lab.router.iftable().by_name("gre1").map(|f| f.index).expect("gre1");
+    // IPv4 outer, no key: 24 bytes of outer headers around 1778 at most.
+    let e = lab.router.set_interface_mtu(gre, 1755).expect_err("above 1754");
+    assert!(e.message.contains("need 68..=1754"), "{}", e.message);
+    assert_eq!(lab.router.set_interface_mtu(gre, 1754).map_err(|e| e.message), Ok(true));
+    let over = format!("{BASE}{}", GRE.replace("addresses", "mtu = 1755\naddresses"));
+    let e = lab.reload(&over).expect_err("a reload above the bound");
+    assert!(e.contains("tunnel[0].mtu") && e.contains("need 68..=1754"), "{e}");
+    let e = config::parse(&over, "test.toml", Path::new(".")).expect_err("the file above the bound");
+    assert!(e.to_string().contains("need 68..=1754"), "{e}");
+}

@@ -2,8 +2,8 @@
 //! names, devices, kinds, addresses, MTUs and rule set bindings.
 
 use crate::config::{
-    Config, Driver, IfacePlan, IfacePlanKind, Problem, Seg, bad, check_mtu, check_subnet, if_addr, k, linux_dev_name,
-    parse_mac, quote,
+    Config, Driver, IfacePlan, IfacePlanKind, Problem, Seg, bad, check_mtu, check_subnet, check_tunnel_mtu, if_addr, k,
+    linux_dev_name, parse_mac, quote,
 };
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -230,21 +230,8 @@ pub(super) fn tunnels<'a>(
                 IpAddr::V6(a) => v6.push(tern_nodes::state::V6Net { addr: a, len }),
             }
         }
-        // The outer packet (IP header, GRE header, the key) rides in one
-        // frame of at most the lanes' MTU, so the inner MTU cannot exceed
-        // that minus the overhead.
-        let overhead = if remote.is_ipv4() { 20 } else { 40 } + 4 + if t.key.is_some() { 4 } else { 0 };
-        let most = crate::config::lane_mtu_limit(false) - overhead;
-        if let Some(mtu) = t.mtu
-            && !(68..=most).contains(&mtu)
-        {
-            return Err(bad(
-                p("mtu"),
-                format!(
-                    "MTU {mtu}: need 68..={most} (with its {overhead} bytes of outer headers the packet must fit the {} the lanes carry)",
-                    crate::config::lane_mtu_limit(false)
-                ),
-            ));
+        if let Some(mtu) = t.mtu {
+            check_tunnel_mtu(mtu, remote.is_ipv6(), t.key.is_some()).map_err(|m| bad(p("mtu"), m))?;
         }
         for (key, acl) in [("acl_in", &t.acl_in), ("acl_out", &t.acl_out)] {
             if let Some(a) = acl
