@@ -116,7 +116,9 @@ impl Ip6Lookup {
         let (Some(dsts), Some(nhs)) = (self.dst.get(..n), self.nh.get_mut(..n)) else { return };
         self.fib.lookup_v6_batch(dsts, nhs);
         let mut cache: (NhId, u16, NhKind) = (u32::MAX, NEXT_DROP, NhKind::None);
-        for ((o, (&id, &dst)), &p) in next.iter_mut().zip(self.nh.iter().zip(&self.dst)).zip(pkts) {
+        // The destination (16 bytes) is loaded only off the usual path.
+        let dst = |k: usize| self.dst.get(k).copied().unwrap_or_default();
+        for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh).zip(pkts).enumerate() {
             if CHECK && !has_header(cx, p) {
                 *o = cx.drop(p, Ip6LookupError::Truncated);
                 continue;
@@ -135,10 +137,10 @@ impl Ip6Lookup {
                 m.nh = id;
                 *o = cache.1;
                 if m.flags & flags::TRACED != 0 {
-                    crate::ip4::trace_nh(cx, &self.fib, p, IpAddr::V6(dst.into()), id, true);
+                    crate::ip4::trace_nh(cx, &self.fib, p, IpAddr::V6(dst(k).into()), id, true);
                 }
             } else {
-                *o = self.lookup_other(cx, p, id, cache.2, dst);
+                *o = self.lookup_other(cx, p, id, cache.2, dst(k));
             }
         }
     }
