@@ -261,3 +261,142 @@ fn ip6_rewrite() {
     let config = base().iface_key("wan", "mtu", "1400");
     run("ip6-rewrite", &["ip6-rewrite"], config, &[("lan", lan)]);
 }
+
+/// [`run`] with `extra` TOML after the builder's configuration (route
+/// types the builder has no setter for).
+fn run_with(node: &str, nodes: &[&str], config: Config, extra: &str, inputs: &[(&str, Vec<Vec<u8>>)]) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node_golden").join(node);
+    std::fs::create_dir_all(&dir).expect("case directory");
+    let mut check = Check::new();
+    check.text(
+        &dir.join("config.toml"),
+        &format!("# Golden run of {node}: written by node_golden.rs\n{}\n{extra}", config.toml()),
+    );
+    for (iface, frames) in inputs {
+        check.frames(&dir.join(format!("in-{iface}.pcap")), frames);
+    }
+    check.merge(golden::run_case(&dir, Counters::Nodes(nodes)));
+    check.finish();
+}
+
+/// Routes of the kinds that drop or answer, for both families.
+const ROUTE_TYPES: &str = "[[route]]\nprefix = \"192.0.2.0/24\"\ntype = \"blackhole\"\n\n\
+[[route]]\nprefix = \"198.51.100.0/24\"\ntype = \"unreachable\"\n\n\
+[[route]]\nprefix = \"203.0.113.0/24\"\ntype = \"prohibit\"\n\n\
+[[route]]\nprefix = \"2001:db8:bb::/48\"\ntype = \"blackhole\"\n\n\
+[[route]]\nprefix = \"2001:db8:cc::/48\"\ntype = \"unreachable\"\n\n\
+[[route]]\nprefix = \"2001:db8:dd::/48\"\ntype = \"prohibit\"\n";
+
+#[test]
+fn ip4_lookup() {
+    let lan = vec![
+        udp_a("198.18.0.7", 9, b"via 10.0.2.2, out of wan"),
+        udp_a("10.0.2.9", 9, b"connected, neighbour unknown: ARP"),
+        udp_a("10.0.1.1", 9, b"ours: ip4-local"),
+        udp_a("100.64.0.1", 9, b"no route: net unreachable"),
+        udp_a("192.0.2.1", 9, b"blackhole: silence"),
+        udp_a("198.51.100.1", 9, b"unreachable: host unreachable"),
+        udp_a("203.0.113.1", 9, b"prohibit: admin prohibited"),
+    ];
+    let wan =
+        vec![from_gw().ipv4(a4("198.18.0.7"), a4("10.0.1.2")).udp(9, 40000).payload(b"connected, resolved").build()];
+    run_with("ip4-lookup", &["ip4-lookup"], base(), ROUTE_TYPES, &[("lan", lan), ("wan", wan)]);
+}
+
+#[test]
+fn ip6_lookup() {
+    let udp6 = |dst: &str, data: &[u8]| from_a().ipv6(a6("2001:db8:1::2"), a6(dst)).udp(40000, 9).payload(data).build();
+    let lan = vec![
+        udp6("2001:db8:ff::7", b"via 2001:db8:2::2, out of wan"),
+        udp6("2001:db8:2::9", b"connected, neighbour unknown: NS"),
+        udp6("2001:db8:1::1", b"ours: ip6-local"),
+        udp6("2001:db8:aa::1", b"no route"),
+        udp6("2001:db8:bb::1", b"blackhole: silence"),
+        udp6("2001:db8:cc::1", b"unreachable: address unreachable"),
+        udp6("2001:db8:dd::1", b"prohibit: admin prohibited"),
+    ];
+    let wan = vec![
+        from_gw().ipv6(a6("2001:db8:ff::7"), a6("2001:db8:1::2")).udp(9, 40000).payload(b"connected, resolved").build(),
+    ];
+    run_with("ip6-lookup", &["ip6-lookup"], base(), ROUTE_TYPES, &[("lan", lan), ("wan", wan)]);
+}
+
+#[test]
+fn ip4_local() {
+    let echo = |dst: &str, data: &[u8]| from_a().ipv4(a4("10.0.1.2"), a4(dst)).icmp_echo(7, 1).payload(data).build();
+    let mut bad_icmp = echo("10.0.1.1", b"bad icmp checksum");
+    bad_icmp[14 + 20 + 2] ^= 0xff;
+    let fragment = poke_v4(echo("10.0.1.1", b"first fragment"), 6, 0x20, true);
+    let lan = vec![
+        echo("10.0.1.1", b"ping tern"),
+        echo("10.0.2.1", b"ping tern's wan address"),
+        bad_icmp,
+        fragment,
+        from_a().ipv4(a4("10.0.1.2"), a4("10.0.1.1")).udp(40000, 9).payload(b"udp: port unreachable").build(),
+        from_a().ipv4(a4("10.0.1.2"), a4("10.0.1.1")).tcp(40000, 22, 0x02).build(),
+        from_a().ipv4(a4("10.0.1.2"), a4("10.0.1.1")).protocol(99).payload(b"protocol 99").build(),
+        from_a().ipv4(a4("10.0.1.2"), a4("10.0.1.1")).icmp_echo_reply(7, 1).payload(b"an echo reply").build(),
+    ];
+    run("ip4-local", &["ip4-local"], base(), &[("lan", lan)]);
+}
+
+/// An ICMPv6 message of type `ty` from `src` to `dst` in a frame from
+/// host A to `dst_mac`, hop limit `hop`.
+fn icmp6_a(dst_mac: [u8; 6], src: &str, dst: &str, hop: u8, ty: u8, body: &[u8]) -> Vec<u8> {
+    let m = packet::icmp6(a6(src), a6(dst), ty, 0, body);
+    packet::eth(dst_mac, HOST_A, 0x86dd, &packet::ipv6(a6(src), a6(dst), 58, hop, &m))
+}
+
+#[test]
+fn ip6_local() {
+    let (sn, sn_mac) = packet::solicited_node(a6("2001:db8:1::1"));
+    let sn = sn.to_string();
+    let ns = |target: &str, hop: u8| {
+        icmp6_a(sn_mac, "2001:db8:1::2", &sn, hop, 135, &packet::ns_body(a6(target), Some(HOST_A)))
+    };
+    let lan = vec![
+        from_a().ipv6(a6("2001:db8:1::2"), a6("2001:db8:1::1")).icmp6_echo(1, 1).payload(b"ping6 tern").build(),
+        ns("2001:db8:1::1", 255),
+        ns("2001:db8:1::99", 255),
+        ns("2001:db8:1::1", 64), // hop limit not 255: RFC 4861 7.1.1
+        icmp6_a(
+            TERN_LAN,
+            "2001:db8:1::2",
+            "2001:db8:1::1",
+            255,
+            136,
+            &packet::na_body(a6("2001:db8:1::2"), 0x60, HOST_A),
+        ),
+        icmp6_a([0x33, 0x33, 0, 0, 0, 2], "fe80::1aa", "ff02::2", 255, 133, &[0; 12]),
+        icmp6_a(sn_mac, "2001:db8:1::2", &sn, 255, 135, &[0; 4]), // too short for a target
+        from_a().ipv6(a6("2001:db8:1::2"), a6("2001:db8:1::1")).udp(40000, 9).payload(b"udp: port unreachable").build(),
+        from_a().ipv6(a6("2001:db8:1::2"), a6("2001:db8:1::1")).tcp(40000, 22, 0x02).build(),
+    ];
+    run("ip6-local", &["ip6-local"], base(), &[("lan", lan)]);
+}
+
+#[test]
+fn arp_input() {
+    use tern_testkit::wire::ArpOperation;
+    let arp = |dst: [u8; 6], op: ArpOperation, sha: [u8; 6], spa: &str, tha: [u8; 6], tpa: &str| {
+        Frame::eth(sha, dst).arp(op, sha, a4(spa), tha, a4(tpa)).pad().build()
+    };
+    let host_b = [2, 0, 0, 0, 1, 0xbb];
+    let mut hw_type_6 = arp([0xff; 6], ArpOperation::REQUEST, HOST_A, "10.0.1.2", [0; 6], "10.0.1.1");
+    hw_type_6[15] = 6;
+    let op_3 = arp([0xff; 6], ArpOperation(3), HOST_A, "10.0.1.2", [0; 6], "10.0.1.1");
+    let lan = vec![
+        arp([0xff; 6], ArpOperation::REQUEST, HOST_A, "10.0.1.2", [0; 6], "10.0.1.1"),
+        arp(TERN_LAN, ArpOperation::REPLY, host_b, "10.0.1.3", TERN_LAN, "10.0.1.1"),
+        arp([0xff; 6], ArpOperation::REQUEST, host_b, "10.0.1.3", [0; 6], "10.0.1.3"), // gratuitous
+        arp([0xff; 6], ArpOperation::REQUEST, HOST_A, "10.0.1.2", [0; 6], "10.0.1.99"),
+        hw_type_6,
+        op_3,
+        Frame::eth(HOST_A, [0xff; 6])
+            .arp(ArpOperation::REQUEST, [3, 0, 0, 0, 0, 1], a4("10.0.1.4"), [0; 6], a4("10.0.1.1"))
+            .pad()
+            .build(), // group sender
+        packet::eth([0xff; 6], HOST_A, 0x0806, &[0, 1, 8, 0, 6, 4, 0, 1]), // cut after the operation
+    ];
+    run("arp-input", &["arp-input"], base(), &[("lan", lan)]);
+}

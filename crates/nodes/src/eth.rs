@@ -10,15 +10,12 @@
 //! Example: a frame to 02:00:00:00:00:01 (tern's MAC) with EtherType
 //! 0x0800 leaves for `ip4-input` with `l3_off = 14`.
 
-// Issue 37 item 3: 3 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use crate::state::{IfTable, NO_IF, Params};
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, Node};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
+use tern_wire::{EthernetFrame, VlanTag};
 
 tern_engine::edges! {
     /// `ethernet-input`'s next nodes.
@@ -69,9 +66,6 @@ impl Node for EthernetInput {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         let ifs = self.ifs.current();
-        // The receiving interface of the last packet: its index, its MAC
-        // as the low 48 bits of a word, and whether it is up.
-        let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
         self.params.refresh();
         if !self.params.current().fast_paths.direct {
             // The reference loop (`FastPaths::direct` off), beside the
@@ -81,36 +75,58 @@ impl Node for EthernetInput {
             }
             return;
         }
-        for (o, &p) in next.iter_mut().zip(pkts) {
-            let (m, d) = cx.pool.pkt(p);
-            // The usual frame in one go: untagged IPv4 or IPv6 unicast to
-            // the receiving interface's MAC, the interface up. The same
-            // steps as `classify`, which takes every other frame.
-            if let Some(h) = d.first_chunk::<14>() {
-                if cache.0 != m.rx_if {
-                    cache = match ifs.get(m.rx_if) {
-                        Some(f) => (m.rx_if, mac_word(&f.mac), f.up),
-                        None => (NO_IF, 0, false),
-                    };
+        // A batch that may hold a traced packet notes the direct path
+        // taken; the others pay one test a batch for it.
+        if cx.tracing() {
+            direct_batch::<true>(cx, ifs, pkts, next);
+        } else {
+            direct_batch::<false>(cx, ifs, pkts, next);
+        }
+    }
+}
+
+/// The batch with the direct path (`FastPaths::direct` on); with `TRACE`,
+/// a traced packet that takes it gets the note "direct path".
+#[inline(always)]
+fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &mut [u16]) {
+    // The receiving interface of the last packet: its index, its MAC as
+    // the low 48 bits of a word, and whether it is up.
+    let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
+    for (o, &p) in next.iter_mut().zip(pkts) {
+        let (m, d) = cx.pool.pkt(p);
+        // The usual frame in one go: untagged IPv4 or IPv6 unicast to the
+        // receiving interface's MAC, the interface up. The same steps as
+        // `classify`, which takes every other frame.
+        if let Some(h) = d.first_chunk::<14>() {
+            if cache.0 != m.rx_if {
+                cache = match ifs.get(m.rx_if) {
+                    Some(f) => (m.rx_if, mac_word(&f.mac), f.up),
+                    None => (NO_IF, 0, false),
+                };
+            }
+            let dst = mac_word(h.first_chunk::<6>().unwrap_or(&[0; 6]));
+            let et = u16::from_be_bytes([h[12], h[13]]);
+            if cache.2 && cache.0 == m.rx_if && dst == cache.1 && h[6] & 1 == 0 {
+                if et == ETH_P_IPV4 {
+                    m.l3_off = 14;
+                    *o = EthNext::Ip4 as u16;
+                    if TRACE {
+                        cx.trace_note(p, || "direct path".into());
+                    }
+                    continue;
                 }
-                let dst = mac_word(h.first_chunk::<6>().unwrap_or(&[0; 6]));
-                let et = u16::from_be_bytes([h[12], h[13]]);
-                if cache.2 && cache.0 == m.rx_if && dst == cache.1 && h[6] & 1 == 0 {
-                    if et == ETH_P_IPV4 {
-                        m.l3_off = 14;
-                        *o = EthNext::Ip4 as u16;
-                        continue;
+                if et == ETH_P_IPV6 {
+                    m.l3_off = 14;
+                    m.flags |= flags::IPV6;
+                    *o = EthNext::Ip6 as u16;
+                    if TRACE {
+                        cx.trace_note(p, || "direct path".into());
                     }
-                    if et == ETH_P_IPV6 {
-                        m.l3_off = 14;
-                        m.flags |= flags::IPV6;
-                        *o = EthNext::Ip6 as u16;
-                        continue;
-                    }
+                    continue;
                 }
             }
-            *o = classify(cx, ifs, p);
         }
+        *o = classify(cx, ifs, p);
     }
 }
 
@@ -124,29 +140,28 @@ fn mac_word(mac: &[u8; 6]) -> u64 {
 #[inline(never)]
 fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
     let (m, d) = cx.pool.pkt(p);
-    if d.len() < 14 {
-        return cx.drop(p, EthError::TooShort);
-    }
+    let Some(h) = d.first_chunk::<14>() else { return cx.drop(p, EthError::TooShort) };
+    let eth = EthernetFrame::new_unchecked(h);
     // An Ethernet source is never a group address (IEEE 802.3 3.2.3).
-    if d[6] & 1 != 0 {
+    if eth.src_addr().is_multicast() {
         return cx.drop(p, EthError::SrcMulticast);
     }
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, EthError::NoIf) };
-    if d[0..6] != iface.mac {
-        if d[0] & 1 == 0 {
+    let dst = eth.dst_addr();
+    if dst.0 != iface.mac {
+        if !dst.is_multicast() {
             return cx.drop(p, EthError::NotForUs);
         }
         m.flags |= flags::L2_MULTI;
     }
-    let mut et = be16(d, 12);
+    let mut et = eth.ethertype().0;
     let mut l3 = 14u16;
     let mut rx_if = m.rx_if;
     if et == ETH_P_8021Q || et == ETH_P_8021AD {
-        if d.len() < 18 {
-            return cx.drop(p, EthError::TooShort);
-        }
-        let vid = be16(d, 14) & 0x0fff;
-        et = be16(d, 16);
+        let Some(tagged) = d.first_chunk::<18>() else { return cx.drop(p, EthError::TooShort) };
+        let tag = VlanTag::new_unchecked(tagged.last_chunk::<4>().unwrap_or(&[0; 4]));
+        let vid = tag.vid();
+        et = tag.ethertype().0;
         if et == ETH_P_8021Q || et == ETH_P_8021AD {
             return cx.drop(p, EthError::TaggedOnSub);
         }
@@ -164,7 +179,9 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
             // port's, untagged, its priority ignored. The tag goes, so that
             // what answers in place (ARP, echo) or hands the frame to Linux
             // finds the untagged frame it expects.
-            cx.pool.data_mut(p).copy_within(0..12, 4);
+            if let Some(h) = cx.pool.data_mut(p).first_chunk_mut::<16>() {
+                h.copy_within(0..12, 4);
+            }
             cx.pool.advance(p, 4);
             l3 = 14;
         }

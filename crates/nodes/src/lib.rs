@@ -42,6 +42,8 @@ pub mod util;
 #[cfg(test)]
 #[allow(clippy::indexing_slicing)]
 mod direct_tests;
+#[cfg(test)]
+mod wire_tests;
 
 use crossbeam_queue::ArrayQueue;
 use state::{Inject, Shared};

@@ -1,9 +1,5 @@
 //! `interface-output` and `control-inject`.
 
-// Issue 37 item 3: 3 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use crate::state::{IfTable, Inject};
 use crossbeam_queue::ArrayQueue;
 use std::sync::Arc;
@@ -58,12 +54,14 @@ impl Node for InterfaceOutput {
         // Runs of packets for one interface (most batches are one run):
         // the run is checked once and queued with one copy.
         let mut rest = pkts;
-        let mut next = &mut next[..pkts.len()];
-        while let Some(&first) = rest.first() {
+        let mut next = next;
+        while let Some((&first, tail)) = rest.split_first() {
             let tx_if = cx.pool.meta(first).tx_if;
-            let len = 1 + rest[1..].iter().take_while(|&&p| cx.pool.meta(p).tx_if == tx_if).count();
-            let (run, after) = rest.split_at(len);
-            let (out, later) = std::mem::take(&mut next).split_at_mut(len);
+            let len = 1 + tail.iter().take_while(|&&p| cx.pool.meta(p).tx_if == tx_if).count();
+            // `len` is at most `rest.len()`; `next` has a slot per packet
+            // (the engine's contract), a shorter one ends the run early.
+            let Some((run, after)) = rest.split_at_checked(len) else { break };
+            let Some((out, later)) = std::mem::take(&mut next).split_at_mut_checked(len) else { break };
             let err = match ifs.get(tx_if) {
                 None => Some(OutputError::NoInterface),
                 Some(iface) if !iface.up => Some(OutputError::InterfaceDown),
@@ -131,8 +129,8 @@ impl Node for ControlInject {
         true
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        for (i, &p) in pkts.iter().enumerate() {
-            next[i] = cx.drop(p, InjectError::Injected);
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = cx.drop(p, InjectError::Injected);
         }
     }
     fn poll(&mut self, cx: &mut Cx<'_>, emit: &mut Emit) {

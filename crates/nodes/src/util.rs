@@ -1,21 +1,19 @@
 //! Small helpers shared by the nodes.
 
-// Issue 37 item 3: 6 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use crate::state::Iface;
 use tern_packet::{PacketPool, PktIdx};
 
-// The readers index like `d[at..at + N]` (a panic past the end, which
-// callers rule out) with one bounds check and one load: indexing byte by
-// byte compiled to a check, a load and a shift per byte.
+// The readers are total: a field past the end of the slice reads as 0 and
+// a write past it is skipped, never a panic. Callers check the length that
+// matters once (and count a drop); these then cost one bounds check and
+// one load, as `d[at..at + N]` did (byte-by-byte reads compiled to a
+// check, a load and a shift per byte).
 
 #[inline(always)]
 pub fn be16(d: &[u8], at: usize) -> u16 {
     match d.get(at..).and_then(<[u8]>::first_chunk::<2>) {
         Some(b) => u16::from_be_bytes(*b),
-        None => out_of_range(at, 2, d.len()),
+        None => 0,
     }
 }
 
@@ -23,27 +21,23 @@ pub fn be16(d: &[u8], at: usize) -> u16 {
 pub fn be32(d: &[u8], at: usize) -> u32 {
     match d.get(at..).and_then(<[u8]>::first_chunk::<4>) {
         Some(b) => u32::from_be_bytes(*b),
-        None => out_of_range(at, 4, d.len()),
+        None => 0,
     }
-}
-
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn out_of_range(at: usize, n: usize, len: usize) -> ! {
-    panic!("{n} bytes at {at} out of range for a slice of {len}")
 }
 
 #[inline(always)]
 pub fn be128(d: &[u8], at: usize) -> u128 {
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&d[at..at + 16]);
-    u128::from_be_bytes(b)
+    match d.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+        Some(b) => u128::from_be_bytes(*b),
+        None => 0,
+    }
 }
 
 #[inline(always)]
 pub fn put16(d: &mut [u8], at: usize, v: u16) {
-    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    if let Some(b) = d.get_mut(at..).and_then(<[u8]>::first_chunk_mut::<2>) {
+        *b = v.to_be_bytes();
+    }
 }
 
 pub const ETH_P_IPV4: u16 = 0x0800;
@@ -76,14 +70,21 @@ pub fn set_l2_len(pool: &mut PacketPool, p: PktIdx, l2_len: usize) -> bool {
 /// data must already start `out.l2_len()` bytes before L3.
 #[inline(always)]
 pub fn write_l2(d: &mut [u8], dst: [u8; 6], out: &Iface, ethertype: u16) {
-    d[0..6].copy_from_slice(&dst);
-    d[6..12].copy_from_slice(&out.mac);
+    // A buffer shorter than the header (which `set_l2_len` rules out) is
+    // left alone.
+    let Some((dmac, rest)) = d.split_first_chunk_mut::<6>() else { return };
+    let Some((smac, rest)) = rest.split_first_chunk_mut::<6>() else { return };
+    *dmac = dst;
+    *smac = out.mac;
     match out.vlan() {
-        None => put16(d, 12, ethertype),
+        None => put16(rest, 0, ethertype),
         Some(vid) => {
-            put16(d, 12, ETH_P_8021Q);
-            put16(d, 14, vid & 0x0fff);
-            put16(d, 16, ethertype);
+            if let Some(tag) = rest.first_chunk_mut::<6>() {
+                let [a, b] = ETH_P_8021Q.to_be_bytes();
+                let [c, d] = (vid & 0x0fff).to_be_bytes();
+                let [e, f] = ethertype.to_be_bytes();
+                *tag = [a, b, c, d, e, f];
+            }
         }
     }
 }
@@ -103,9 +104,10 @@ pub fn flow_hash(src: u128, dst: u128, proto: u8, ports: u32) -> u32 {
 /// The transport ports of an IPv4 packet at `l3` (0 when absent).
 #[inline]
 pub fn v4_ports(l3: &[u8]) -> u32 {
-    let ihl = usize::from(l3[0] & 0x0f) * 4;
-    let frag = be16(l3, 6) & 0x1fff != 0;
-    match l3[9] {
+    let Some(h) = l3.first_chunk::<20>() else { return 0 };
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    let frag = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+    match h[9] {
         6 | 17 | 132 if !frag && l3.len() >= ihl + 4 => be32(l3, ihl),
         _ => 0,
     }

@@ -12,12 +12,14 @@
 //!
 //! Reference: `Ip6Lookup::lookup_other` settles any next hop of one
 //! packet; the batch loop gives a run of one next hop its next index once.
-
-// Issue 37 item 3: 10 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
+//!
+//! Trusts no header: a packet whose IPv6 header does not fit its buffer
+//! (it did not come through `ip6-input`, a bug upstream) is dropped and
+//! counted as `truncated`, its destination never read.
 
 use super::*;
+use std::net::IpAddr;
+use tern_wire::Ipv6Packet;
 
 /// The `ip6-lookup` node (see the module).
 pub struct Ip6Lookup {
@@ -50,6 +52,7 @@ tern_engine::errors! {
         NoRoute = info("no-route", "no route to the destination (ICMPv6 no route)"),
         Unreachable = info("unreachable", "unreachable route (ICMPv6 address unreachable)"),
         Prohibited = info("prohibited", "prohibit route (ICMPv6 administratively prohibited)"),
+        Truncated = drop("truncated", "IPv6 header past the end of the packet (not from ip6-input)"),
     }
 }
 
@@ -67,15 +70,59 @@ impl Node for Ip6Lookup {
         self.params.refresh();
         let fast = self.params.current().fast_paths.direct;
         let n = pkts.len().min(MAX_BATCH);
+        let pkts = pkts.get(..n).unwrap_or(pkts);
+        // The destinations, each header's length checked once (as in
+        // ip4-lookup).
+        let mut short = false;
         for (dst, &p) in self.dst.iter_mut().zip(pkts) {
             let (m, d) = cx.pool.pkt(p);
-            *dst = be128(d, m.l3_off as usize + 24);
+            *dst = match d.get(m.l3_off as usize..).and_then(<[u8]>::first_chunk::<40>) {
+                Some(h) => Ipv6Packet::new_unchecked(h).dst_addr_u128(),
+                None => {
+                    short = true;
+                    0
+                }
+            };
         }
-        self.fib.lookup_v6_batch(&self.dst[..n], &mut self.nh[..n]);
-        // As in ip4-lookup: the kind once per run of one next hop, and the
-        // next index for the kinds that need nothing per packet.
+        match (fast, short) {
+            (true, false) => self.lookup_batch::<true, false>(cx, pkts, next),
+            (false, false) => self.lookup_batch::<false, false>(cx, pkts, next),
+            (true, true) => self.lookup_batch::<true, true>(cx, pkts, next),
+            (false, true) => self.lookup_batch::<false, true>(cx, pkts, next),
+        }
+    }
+}
+
+/// Whether packet `p`'s IPv6 header fits its buffer.
+#[inline]
+fn has_header(cx: &Cx<'_>, p: PktIdx) -> bool {
+    let off = cx.pool.meta(p).l3_off as usize;
+    cx.pool.data(p).get(off..).is_some_and(|l3| l3.len() >= 40)
+}
+
+impl Ip6Lookup {
+    /// The batch, its destinations in `self.dst`: as in ip4-lookup, the
+    /// kind once per run of one next hop, and with `FAST` the next index
+    /// for the kinds that need nothing per packet; with `CHECK`, packets
+    /// too short for their header are dropped.
+    #[inline(always)]
+    fn lookup_batch<const FAST: bool, const CHECK: bool>(
+        &mut self,
+        cx: &mut Cx<'_>,
+        pkts: &[PktIdx],
+        next: &mut [u16],
+    ) {
+        let n = pkts.len();
+        let (Some(dsts), Some(nhs)) = (self.dst.get(..n), self.nh.get_mut(..n)) else { return };
+        self.fib.lookup_v6_batch(dsts, nhs);
         let mut cache: (NhId, u16, NhKind) = (u32::MAX, NEXT_DROP, NhKind::None);
-        for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh[..n]).zip(pkts).enumerate() {
+        // The destination (16 bytes) is loaded only off the usual path.
+        let dst = |k: usize| self.dst.get(k).copied().unwrap_or_default();
+        for (k, ((o, &id), &p)) in next.iter_mut().zip(&self.nh).zip(pkts).enumerate() {
+            if CHECK && !has_header(cx, p) {
+                *o = cx.drop(p, Ip6LookupError::Truncated);
+                continue;
+            }
             if cache.0 != id {
                 let kind = self.fib.nexthop(id).kind;
                 let direct = match kind {
@@ -83,17 +130,17 @@ impl Node for Ip6Lookup {
                     NhKind::Local => Ip6LookupNext::Local as u16,
                     _ => NEXT_DROP,
                 };
-                cache = (id, if fast { direct } else { NEXT_DROP }, kind);
+                cache = (id, if FAST { direct } else { NEXT_DROP }, kind);
             }
             let m = cx.pool.meta_mut(p);
             if cache.1 != NEXT_DROP {
                 m.nh = id;
                 *o = cache.1;
                 if m.flags & flags::TRACED != 0 {
-                    crate::ip4::trace_nh(cx, &self.fib, p, id);
+                    crate::ip4::trace_nh(cx, &self.fib, p, IpAddr::V6(dst(k).into()), id, true);
                 }
             } else {
-                *o = self.lookup_other(cx, p, id, cache.2, self.dst[k]);
+                *o = self.lookup_other(cx, p, id, cache.2, dst(k));
             }
         }
     }
@@ -106,10 +153,16 @@ impl Ip6Lookup {
     fn lookup_other(&self, cx: &mut Cx<'_>, p: PktIdx, mut id: NhId, mut kind: NhKind, dst: u128) -> u16 {
         if kind == NhKind::Ecmp {
             let off = cx.pool.meta(p).l3_off as usize;
-            let l3 = &cx.pool.data(p)[off..];
-            let ports = if matches!(l3[6], 6 | 17) && l3.len() >= 44 { be32(l3, 40) } else { 0 };
-            let flow = u32::from_be_bytes([0, l3[1] & 0x0f, l3[2], l3[3]]);
-            let h = flow_hash(be128(l3, 8), dst, l3[6], ports ^ flow);
+            let l3 = cx.pool.data(p).get(off..).unwrap_or_default();
+            let (src, proto, flow) = match l3.first_chunk::<40>() {
+                Some(h) => {
+                    let ip = Ipv6Packet::new_unchecked(h);
+                    (u128::from(ip.src_addr()), ip.next_header().0, ip.flow_label())
+                }
+                None => (0, 0, 0),
+            };
+            let ports = if matches!(proto, 6 | 17) { be32(l3, 40) } else { 0 };
+            let h = flow_hash(src, dst, proto, ports ^ flow);
             id = self.fib.ecmp_pick(id, h);
             kind = self.fib.nexthop(id).kind;
             cx.pool.meta_mut(p).hash = h;
@@ -137,7 +190,7 @@ impl Ip6Lookup {
             }
         };
         if cx.traced(p) {
-            crate::ip4::trace_nh(cx, &self.fib, p, id);
+            crate::ip4::trace_nh(cx, &self.fib, p, IpAddr::V6(dst.into()), id, false);
         }
         next
     }
