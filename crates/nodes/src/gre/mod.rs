@@ -18,7 +18,7 @@
 
 use crate::state::{GreTunnel, IfTable, Params};
 use crate::util::*;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NhId, NhKind};
 use tern_packet::{PktIdx, flags};
@@ -142,6 +142,8 @@ mod tests {
         ]);
         assert_eq!(report.failed, 0);
         fib.set_neighbor(wan, gw, Some(MAC_PEER));
+        // The tunnel's adjacency, stacked on the route to the remote.
+        fib.tunnel_set(2, gw);
         let t = GreTunnel { local: "10.0.2.1".parse().expect("a"), remote: gw, key, ttl: 64 };
         let mut ifs = vec![
             iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1"),
@@ -215,8 +217,9 @@ mod tests {
         f
     }
 
-    /// Frames sent per port, error counters, metadata of the sent packets.
-    type Outcome = (Vec<Vec<Vec<u8>>>, Vec<u64>, Vec<String>);
+    /// Frames sent per port, error counters, metadata of the sent packets,
+    /// packets through `ip4-lookup` (inner and outer).
+    type Outcome = (Vec<Vec<Vec<u8>>>, Vec<u64>, Vec<String>, u64);
 
     /// What came out of each port and the error counters, after running
     /// `frames` through the graph in batches from a pool with `headroom`
@@ -238,6 +241,7 @@ mod tests {
         let fast_paths = crate::state::FastPaths { gre_direct: direct, acl_shortcut: direct, direct: true };
         shared.params.publish(Params { fast_paths, ..Params::default() });
         let pool = PacketPool::new(PoolConfig { frames: 1024, headroom, ..PoolConfig::default() }).expect("pool");
+        let lookup = graph.info().node_id("ip4-lookup").expect("ip4-lookup");
         let mut b = crate::direct_tests::Batches::new(graph, input, pool, 2);
         let mut out = vec![Vec::new(), Vec::new()];
         let mut metas = Vec::new();
@@ -259,7 +263,8 @@ mod tests {
             }
         }
         let errors = b.stats.errors.iter().map(|c| c.get()).collect();
-        (out, errors, metas)
+        let lookups = b.stats.nodes.get(usize::from(lookup)).map_or(0, |n| n.packets.get());
+        (out, errors, metas, lookups)
     }
 
     /// The encapsulation without a second pass through the outer route
@@ -295,6 +300,14 @@ mod tests {
                             assert_eq!(fast.0, slow.0, "{case}: frames");
                             assert_eq!(fast.1, slow.1, "{case}: counters");
                             assert_eq!(fast.2, slow.2, "{case}: metadata");
+                            // The outer packets the direct encapsulation
+                            // took skipped the second pass.
+                            let second_passes_saved = slow.3 - fast.3;
+                            if headroom == default_headroom {
+                                assert!(second_passes_saved > 200, "{case}: {second_passes_saved} direct");
+                            } else {
+                                assert_eq!(second_passes_saved, 0, "{case}");
+                            }
                             for f in &fast.0[1] {
                                 let l2 = if vlan { 18 } else { 14 };
                                 assert_eq!(checksum::data(&f[l2..l2 + 20]), 0xffff, "{case}: outer checksum");
