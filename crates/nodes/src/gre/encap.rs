@@ -19,9 +19,9 @@
 //! adjacency's `via_tunnel`; the second pass then drops the packet as
 //! `recursive-encapsulation`), a tunnel the FIB was not told of, too big
 //! for the egress MTU, `FastPaths::gre_direct` off) takes that second
-//! pass. A
-//! traced packet takes the path the others take, with a note "direct" when
-//! it is the direct one.
+//! pass. A traced packet takes the path the others take, with a note
+//! "direct" when it is the direct one and "second pass: " and why when it
+//! is not.
 //!
 //! The inner packet is found at `Meta::l3_off` (whatever precedes it is
 //! overwritten or dropped), so the rewrite nodes need not trim the
@@ -97,6 +97,8 @@ struct Encap {
     key: [u8; 4],
     /// The outer packet's route when it needs no second pass.
     direct: Option<Direct>,
+    /// Why there is no `direct` (for traces).
+    why: &'static str,
 }
 
 /// The longest prefix a direct encapsulation writes: 802.1Q, outer IPv4,
@@ -128,8 +130,19 @@ impl Encap {
     /// (`FastPaths::gre_direct`), its [`Direct`] prefix if it has one.
     fn new(ifs: &IfTable, fib: &FibReader, tx_if: u16, direct: bool) -> Encap {
         let tunnel = ifs.get(tx_if).and_then(|f| f.gre().copied());
-        let mut e = Encap { tx_if, tunnel, gre_len: 4, hdr: 24, ip: [0; 20], ip_sum: 0, key: [0; 4], direct: None };
+        let mut e = Encap {
+            tx_if,
+            tunnel,
+            gre_len: 4,
+            hdr: 24,
+            ip: [0; 20],
+            ip_sum: 0,
+            key: [0; 4],
+            direct: None,
+            why: "not a tunnel",
+        };
         let Some(t) = tunnel else { return e };
+        e.why = "IPv6 outer header";
         e.gre_len = if t.key.is_some() { 8 } else { 4 };
         e.hdr = t.overhead();
         e.key = t.key.unwrap_or(0).to_be_bytes();
@@ -137,13 +150,22 @@ impl Encap {
             e.ip = outer_v4_template(src, dst, t.ttl);
             e.ip_sum = template_sum(&e.ip);
             if !direct {
+                e.why = "gre_direct off";
                 return e;
             }
             // The tunnel's adjacency, stacked by the FIB on the route to
             // the remote (one load; none if the FIB was not told of the
             // tunnel, or the remote leaves through a tunnel again).
-            let Some(stacked) = fib.tunnel(tx_if).filter(|a| !a.via_tunnel) else { return e };
+            let Some(stacked) = fib.tunnel(tx_if) else {
+                e.why = "the FIB has no adjacency for the tunnel";
+                return e;
+            };
+            if stacked.via_tunnel {
+                e.why = "the remote is routed into a tunnel";
+                return e;
+            }
             let nh = fib.nexthop(stacked.nh);
+            e.why = "the remote's next hop is not a resolved neighbour on a port or VLAN";
             if nh.kind == NhKind::Unicast {
                 let adj = Adj::new(ifs, &nh, ETH_P_IPV4);
                 if adj.state == AdjState::Ready
@@ -271,6 +293,14 @@ fn trace_direct(cx: &mut Cx<'_>, pkts: &[PktIdx]) {
     }
 }
 
+/// Notes why a traced packet takes the second pass.
+#[cold]
+#[inline(never)]
+fn trace_second_pass(cx: &mut Cx<'_>, p: PktIdx, e: &Encap) {
+    let why = if e.direct.is_some() { "too big for the egress MTU, or no room in front" } else { e.why };
+    cx.trace_note(p, || format!("second pass: {why}"));
+}
+
 /// The outer IPv4 header of a tunnel, total length, identification and
 /// checksum left zero.
 pub(super) fn outer_v4_template(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> [u8; 20] {
@@ -375,6 +405,9 @@ impl Node for GreEncap {
                 encapped += done as u64;
                 i += done;
                 continue;
+            }
+            if cx.tracing() {
+                trace_second_pass(cx, p, e);
             }
             let Some(o) = outs.first_mut() else { break };
             *o = encap(cx, p, e, &mut self.ident);

@@ -257,6 +257,35 @@ mod tests {
         (out, errors, metas, lookups)
     }
 
+    /// A traced packet into the tunnel says which path it took: "direct"
+    /// with the FIB's stacked adjacency, "second pass: gre_direct off" and
+    /// a second `ip4-lookup` with the switch off.
+    #[test]
+    fn traces_say_which_encapsulation_packets_take() {
+        let (graph, input, shared) = router(None, false, false);
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let mut b = crate::direct_tests::Batches::new(graph, input, pool, 2);
+        let f = frames(7).into_iter().find(|f| f.get(12..14) == Some(&[8, 0][..])).expect("an IPv4 frame");
+        let traced = |b: &mut crate::direct_tests::Batches, direct: bool| {
+            let fast_paths = crate::state::FastPaths { gre_direct: direct, ..crate::state::FastPaths::ALL };
+            shared.params.publish(Params { fast_paths, ..Params::default() });
+            b.trace.clear();
+            b.trace.arm(1);
+            let frames = (0..4).map(|i| (f.as_slice(), 0, if i == 2 { flags::TRACED } else { 0 }));
+            assert_eq!(b.run(frames, 0).get(1).map(Vec::len), Some(4), "all encapsulated and sent");
+            let rec = b.trace.take().into_iter().next().expect("record");
+            let encap = rec.hops.iter().find(|h| h.node == "gre-encap").expect("gre-encap hop").clone();
+            let lookups = rec.hops.iter().filter(|h| h.node == "ip4-lookup").count();
+            (encap.notes, encap.next, lookups)
+        };
+        let (notes, next, lookups) = traced(&mut b, true);
+        assert!(notes.iter().any(|n| n.starts_with("direct")), "{notes:?}");
+        assert_eq!((next, lookups), ("interface-output", 1));
+        let (notes, next, lookups) = traced(&mut b, false);
+        assert_eq!(notes, ["second pass: gre_direct off"]);
+        assert_eq!((next, lookups), ("ip4-lookup", 2));
+    }
+
     /// The encapsulation without a second pass through the outer route
     /// gives what the second pass gives: the same frames (link-layer,
     /// outer, GRE headers, identification sequence), metadata and
