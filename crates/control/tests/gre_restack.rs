@@ -10,6 +10,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tern_control::config;
+use tern_control::reload::reload;
 use tern_control::router::Router;
 use tern_fib::{Prefix, RouteAttrs, RouteTarget, Source};
 
@@ -152,4 +153,40 @@ fn a_route_change_to_the_remote_restacks_the_tunnel() {
     for iface in ["wan", "dmz"] {
         assert!(r.mem_ports(iface).expect("iface")[0].take_sent().is_empty(), "{iface}");
     }
+}
+
+/// A tunnel a reload adds is stacked at once (the direct encapsulation,
+/// one `ip4-lookup` pass), and so is one removed by a reload and added
+/// back by the next. (The route into the tunnel comes one reload after
+/// the tunnel: a reload that adds both refuses the route, "no interface
+/// 3", as routes are applied before interfaces are added.)
+#[test]
+fn tunnels_added_by_a_reload_are_stacked() {
+    let tunnel_at = CONFIG.find("[[tunnel]]").expect("tunnel");
+    let route_end = CONFIG.find("[[neighbor_entry]]").expect("neighbours");
+    let route_at = CONFIG.find("[[route]]").expect("route");
+    let without = format!("{}{}", &CONFIG[..tunnel_at], &CONFIG[route_end..]);
+    let tunnel_only = format!("{}{}", &CONFIG[..route_at], &CONFIG[route_end..]);
+    let dir = std::env::temp_dir().join(format!("tern-gre-restack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tern.toml");
+    let mut to = |r: &mut Router, text: &str| {
+        std::fs::write(&path, text).expect("write");
+        reload(r, &path).map(|rep| rep.changes).expect("reload")
+    };
+    let plan = config::parse(&without, "test.toml", Path::new(".")).expect("config");
+    let mut r = Router::start(plan).expect("router");
+    for round in 1..=2u8 {
+        let changes = to(&mut r, &tunnel_only);
+        assert!(changes.iter().any(|c| c.contains("gre0 added")), "{changes:?}");
+        to(&mut r, CONFIG);
+        let before = lookups(&r);
+        let (out, f) = through_tunnel(&mut r, round);
+        assert_eq!(out, "wan", "round {round}");
+        assert_encapsulated(&f, PEER_WAN, round);
+        assert_eq!(lookups(&r) - before, 1, "round {round}: direct");
+        let changes = to(&mut r, &without);
+        assert!(changes.iter().any(|c| c.contains("gre0 removed")), "{changes:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
