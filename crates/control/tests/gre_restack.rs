@@ -170,7 +170,7 @@ fn tunnels_added_by_a_reload_are_stacked() {
     let dir = std::env::temp_dir().join(format!("tern-gre-restack-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tern.toml");
-    let mut to = |r: &mut Router, text: &str| {
+    let to = |r: &mut Router, text: &str| {
         std::fs::write(&path, text).expect("write");
         reload(r, &path).map(|rep| rep.changes).expect("reload")
     };
