@@ -567,6 +567,8 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         g.port = tern_nodes::state::NO_IF;
         g.mtu = 1476;
         ifs.push(g);
+        // As the router does: the FIB stacks the tunnel on its remote.
+        fib.tunnel_set(2, gw);
     }
     let shared = Shared::new(IfTable::new(ifs), reader);
     shared.acls.publish(acl_table);

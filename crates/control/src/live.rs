@@ -138,6 +138,23 @@ impl Router {
             .ok_or_else(|| ApiError::not_found(format!("no interface named {}", crate::config::quote(name))))
     }
 
+    /// Tells the FIB which interfaces are tunnels and to where: it stacks
+    /// each on the route to its remote (the adjacency `gre-encap` reads)
+    /// and forgets those removed. Reload calls it after removing and after
+    /// adding interfaces (start-up too: it converges from a bare plan that
+    /// has every tunnel already); a tunnel's endpoints never change in
+    /// place (a reload refuses that).
+    pub(crate) fn tunnels_to_fib(&mut self) {
+        for (i, p) in self.plan.ifaces.iter().enumerate() {
+            match p.kind {
+                IfacePlanKind::Gre { remote, .. } => self.fib.tunnel_set(i as u16, remote),
+                _ => {
+                    self.fib.tunnel_remove(i as u16);
+                }
+            }
+        }
+    }
+
     /// Publishes a new interface table where the interfaces in `changed`
     /// take their state from the plan (admin state, addresses, MTU); a
     /// VLAN's forwarding state also follows its parent's.

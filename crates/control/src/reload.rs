@@ -408,6 +408,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
     if !removed.is_empty() {
         router.wait_port_changes();
     }
+    router.tunnels_to_fib();
     // Addresses are checked as a whole too, since one interface's new
     // address may be another's old one.
     let name = |i: u16| new.ifaces.get(usize::from(i)).map(|f| f.name.clone()).unwrap_or_default();
@@ -489,6 +490,9 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
     for add in prepared {
         let what = router.add_interface(&new, add)?;
         report.changes.push(what);
+    }
+    if !added.is_empty() {
+        router.tunnels_to_fib();
     }
     let interfaces_changed = !added.is_empty() || !removed.is_empty();
     router.plan = new;

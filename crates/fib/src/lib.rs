@@ -39,6 +39,10 @@
 //! * Next hops (`nexthop.rs`): a flat table of 32-byte entries, shared and
 //!   reference-counted, the MAC updated in place by ARP/ND; ECMP groups
 //!   pick a member by flow hash.
+//! * Tunnel adjacencies (`tunnel.rs`, VPP's midchain): each tunnel the
+//!   writer knows ([`FibWriter::tunnel_set`]) is stacked on what its
+//!   remote resolves to, re-stacked at every commit, and read in O(1)
+//!   by interface ([`FibReader::tunnel`]).
 //!
 //! # Measured
 //! `tern-bench fib` (`crates/bench/src/fib.rs` gives the method); the figures, with the
@@ -62,6 +66,7 @@ mod reader;
 mod reclaim;
 mod rib;
 pub mod routefile;
+mod tunnel;
 mod types;
 mod writer;
 
@@ -80,6 +85,7 @@ pub use lpm::multibit;
 pub use lpm::naive::NaiveLpm;
 pub use prefix::{Prefix, PrefixError};
 pub use reader::FibReader;
+pub use tunnel::TunnelAdj;
 pub use types::{
     ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
     RouteTarget, Source,
@@ -93,6 +99,7 @@ pub fn new(cfg: FibConfig, domain: tern_rcu::Domain) -> (FibWriter, FibReader) {
         nh: nexthop::NhTable::new(cfg.max_nexthops.clamp(2, (1 << 31) - 1), cfg.max_ecmp_members),
         v4: lpm::V4Arrays::new(cfg.v4_nodes),
         v6: lpm::V6Arrays::new(cfg.v6_nodes),
+        tunnels: tunnel::TunnelTable::new(),
         domain,
     });
     let reader = FibReader { shared: Arc::clone(&shared) };

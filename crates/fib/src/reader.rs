@@ -8,6 +8,7 @@ use crate::changes::{RawFib, RawTrie};
 use crate::lpm::multibit::Entry;
 use crate::lpm::{V4_STRIDE, V4_TOP, V4Arrays, V4Entry, V6_STRIDE, V6_TOP, V6Arrays, V6Entry};
 use crate::nexthop::NhTable;
+use crate::tunnel::{TunnelAdj, TunnelTable};
 use crate::types::{NextHop, NhId};
 
 /// What the writer and all readers share.
@@ -15,6 +16,7 @@ pub(crate) struct Shared {
     pub(crate) nh: NhTable,
     pub(crate) v4: V4Arrays,
     pub(crate) v6: V6Arrays,
+    pub(crate) tunnels: TunnelTable,
     pub(crate) domain: Domain,
 }
 
@@ -74,6 +76,15 @@ impl FibReader {
     #[inline]
     pub fn ecmp_pick(&self, id: NhId, hash: u32) -> NhId {
         self.shared.nh.ecmp_pick(id, hash)
+    }
+
+    /// The stacked adjacency of tunnel interface `ifindex`: the next hop
+    /// its remote resolves to as of the writer's last commit (see
+    /// `tunnel.rs`); `None` if the writer was not told of such a tunnel
+    /// ([`crate::FibWriter::tunnel_set`]). One load.
+    #[inline]
+    pub fn tunnel(&self, ifindex: u16) -> Option<TunnelAdj> {
+        self.shared.tunnels.get(ifindex)
     }
 
     /// Every array lookups read, for mirroring into BPF array maps (see

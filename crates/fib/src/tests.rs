@@ -801,3 +801,182 @@ fn all_or_nothing_batches_leave_nothing_of_a_failure() {
     assert_eq!(w.route(Source::Api, p("10.0.0.0/8")).map(|d| d.target), Some(RouteTarget::Blackhole));
     assert_eq!(r.nexthop(r.lookup_v4(v4("203.0.113.9"))).gw, ip("192.0.2.1"));
 }
+
+/// Tunnel adjacencies (`tunnel.rs`): a tunnel is stacked on what its
+/// remote resolves to, and re-stacked when a route covering it comes,
+/// changes or goes, or its neighbour resolves.
+#[test]
+fn tunnel_follows_the_route_to_its_remote() {
+    let (mut w, r) = fib();
+    let remote = ip("10.0.2.2");
+    let mac = [2, 0, 0, 0, 0, 9];
+    assert_eq!(r.tunnel(5), None, "not a tunnel yet");
+    w.tunnel_set(5, remote);
+    assert_eq!(r.tunnel(5), Some(TunnelAdj { nh: NH_NONE, via_tunnel: false }), "no route to the remote");
+
+    w.add_route(Source::Connected, p("10.0.2.0/24"), RouteTarget::Connected { ifindex: 1 }, A).expect("conn");
+    let adj = r.tunnel(5).expect("tunnel");
+    assert_eq!(adj.nh, r.lookup_v4(v4("10.0.2.2")));
+    assert_eq!((r.nexthop(adj.nh).kind, r.nexthop(adj.nh).ifindex), (NhKind::Glean, 1));
+
+    // The neighbour resolves: its host route, a Unicast next hop.
+    w.set_neighbor(1, remote, Some(mac));
+    let nh = r.nexthop(r.tunnel(5).expect("tunnel").nh);
+    assert_eq!((nh.kind, nh.ifindex, nh.gw, nh.mac), (NhKind::Unicast, 1, remote, Some(mac)));
+
+    // A more specific route through another neighbour and interface, then
+    // its removal.
+    w.add_route(Source::Connected, p("10.0.3.0/24"), RouteTarget::Connected { ifindex: 3 }, A).expect("conn 3");
+    w.add_route(Source::Static, p("10.0.2.2/32"), via("10.0.3.9", None), A).expect("static");
+    let nh = r.nexthop(r.tunnel(5).expect("tunnel").nh);
+    assert_eq!((nh.ifindex, nh.gw), (3, ip("10.0.3.9")), "the static /32 (distance 1) over the neighbour's (250)");
+    w.del_route(Source::Static, p("10.0.2.2/32")).expect("del");
+    let nh = r.nexthop(r.tunnel(5).expect("tunnel").nh);
+    assert_eq!((nh.ifindex, nh.gw), (1, remote), "back on the neighbour");
+
+    // The remote routed into the tunnel itself: stacked, flagged, no loop.
+    w.add_route(Source::Api, p("10.0.2.2/32"), RouteTarget::Connected { ifindex: 5 }, A).expect("into tunnel");
+    assert!(r.tunnel(5).expect("tunnel").via_tunnel);
+    // Into another tunnel: flagged as soon as that one is a tunnel.
+    w.add_route(Source::Api, p("10.0.2.2/32"), RouteTarget::Connected { ifindex: 6 }, A).expect("into 6");
+    assert!(!r.tunnel(5).expect("tunnel").via_tunnel, "6 is no tunnel yet");
+    w.tunnel_set(6, ip("10.0.3.3"));
+    assert!(r.tunnel(5).expect("tunnel").via_tunnel);
+    assert!(!r.tunnel(6).expect("tunnel 6").via_tunnel, "6's remote leaves by interface 3");
+    assert_eq!(w.tunnel(6).map(|(a, t)| (a, t.nh)), Some((ip("10.0.3.3"), r.lookup_v4(v4("10.0.3.3")))));
+    w.del_route(Source::Api, p("10.0.2.2/32")).expect("del");
+    assert_eq!(r.nexthop(r.tunnel(5).expect("tunnel").nh).gw, remote);
+
+    // The neighbour goes: back to the connected route.
+    w.set_neighbor(1, remote, None);
+    assert_eq!(r.nexthop(r.tunnel(5).expect("tunnel").nh).kind, NhKind::Glean);
+    w.del_route(Source::Connected, p("10.0.2.0/24")).expect("del conn");
+    assert_eq!(r.tunnel(5).map(|t| t.nh), Some(NH_NONE));
+
+    assert!(w.tunnel_remove(5));
+    assert!(!w.tunnel_remove(5));
+    assert_eq!(r.tunnel(5), None);
+    assert!(r.tunnel(6).is_some());
+}
+
+#[test]
+fn tunnel_to_an_ipv6_remote_and_ecmp() {
+    let (mut w, r) = fib();
+    w.tunnel_set(7, ip("2001:db8:2::2"));
+    w.add_route(Source::Connected, p("2001:db8:2::/64"), RouteTarget::Connected { ifindex: 1 }, A).expect("conn");
+    let adj = r.tunnel(7).expect("tunnel");
+    assert_eq!(adj.nh, r.lookup_v6(v6("2001:db8:2::2")));
+    assert_eq!(r.nexthop(adj.nh).ifindex, 1);
+    let ecmp = RouteTarget::Ecmp(vec![(ip("fe80::1"), Some(1)), (ip("fe80::2"), Some(7))]);
+    w.add_route(Source::Static, p("2001:db8::/32"), ecmp, A).expect("ecmp");
+    w.del_route(Source::Connected, p("2001:db8:2::/64")).expect("del");
+    let adj = r.tunnel(7).expect("tunnel");
+    assert_eq!(r.nexthop(adj.nh).kind, NhKind::Ecmp);
+    assert!(adj.via_tunnel, "a member leaves through the tunnel itself");
+}
+
+/// After any churn of routes (single calls and batches, several sources,
+/// targets through plain interfaces and through the tunnels themselves,
+/// ECMP) and neighbours, each tunnel's stacked adjacency equals a fresh
+/// lookup of its remote, and its recursion flag says whether that next
+/// hop (a member of it) leaves through a tunnel.
+mod tunnels_against_fresh_lookups {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// (ifindex, remote) of the tunnels.
+    const TUNNELS: [(u16, &str); 3] = [(10, "10.0.2.2"), (11, "10.0.3.7"), (12, "2001:db8:2::2")];
+
+    fn prefix(n: u8, len: u8) -> Prefix {
+        if n.is_multiple_of(4) {
+            let len = 32 + len % 97;
+            Prefix::new_truncated(ip("2001:db8:2::2"), len).expect("v6")
+        } else {
+            let a = if n % 4 == 1 { "10.0.2.2" } else { "10.0.3.7" };
+            Prefix::new_truncated(ip(a), 8 + len % 25).expect("v4")
+        }
+    }
+
+    fn target(v6: bool, t: u8, g: u8) -> RouteTarget {
+        let ifx = [1u16, 2, 10, 11, 12][usize::from(g % 5)];
+        let gw = |k: u8| if v6 { ip(&format!("fe80::{}", k % 3 + 1)) } else { ip(&format!("10.0.{}.1", k % 3 + 2)) };
+        match t % 5 {
+            0 => RouteTarget::Connected { ifindex: ifx },
+            1 => RouteTarget::Via { gw: gw(g), ifindex: Some(ifx) },
+            2 => RouteTarget::Via { gw: gw(g), ifindex: None },
+            3 => RouteTarget::Ecmp(vec![
+                (gw(g), Some(ifx)),
+                (gw(g.wrapping_add(1)), Some([1, 2, 10][usize::from(g % 3)])),
+            ]),
+            _ => RouteTarget::Blackhole,
+        }
+    }
+
+    fn check(w: &FibWriter, r: &FibReader) -> Result<(), TestCaseError> {
+        for (i, a) in TUNNELS {
+            let remote = ip(a);
+            let want = match remote {
+                IpAddr::V4(x) => r.lookup_v4(x.into()),
+                IpAddr::V6(x) => r.lookup_v6(x.into()),
+            };
+            let adj = r.tunnel(i).expect("tunnel");
+            prop_assert_eq!(adj.nh, want, "tunnel {}", i);
+            let n = r.nexthop(want);
+            let members: Vec<NextHop> = match n.kind {
+                NhKind::Ecmp => (0..64u32).map(|h| r.nexthop(r.ecmp_pick(want, h << 26))).collect(),
+                _ => vec![n],
+            };
+            let via = members.iter().any(|m| {
+                matches!(m.kind, NhKind::Unicast | NhKind::Glean) && TUNNELS.iter().any(|(t, _)| *t == m.ifindex)
+            });
+            prop_assert_eq!(adj.via_tunnel, via, "tunnel {} via a tunnel", i);
+            prop_assert_eq!(w.tunnel(i), Some((remote, adj)));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn stacked_next_hop_is_a_fresh_lookup(
+            ops in proptest::collection::vec((0u8..8, any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()), 1..120),
+        ) {
+            let (mut w, r) = fib();
+            for (i, a) in TUNNELS {
+                w.tunnel_set(i, ip(a));
+            }
+            let mut batch = Vec::new();
+            for (k, n, len, t, g) in ops {
+                let pf = prefix(n, len);
+                let source = [Source::Connected, Source::Static, Source::Api][usize::from(g % 3)];
+                let op = if k < 4 {
+                    RouteOp::Add(source, pf, target(!pf.is_v4(), t, g), A)
+                } else {
+                    RouteOp::Del(source, pf)
+                };
+                match k {
+                    0 | 4 => match op {
+                        RouteOp::Add(s, p, t, a) => {
+                            let _ = w.add_route(s, p, t, a);
+                        }
+                        RouteOp::Del(s, p) => {
+                            let _ = w.del_route(s, p);
+                        }
+                    },
+                    6 => {
+                        let (ifx, a) = [(1, "10.0.2.2"), (2, "10.0.3.7"), (1, "2001:db8:2::2")][usize::from(g % 3)];
+                        w.set_neighbor(ifx, ip(a), (t % 2 == 0).then_some([2, 0, 0, 0, 0, t]));
+                    }
+                    7 => {
+                        w.apply(std::mem::take(&mut batch));
+                    }
+                    _ => batch.push(op),
+                }
+                check(&w, &r)?;
+            }
+            w.apply(batch);
+            check(&w, &r)?;
+        }
+    }
+}

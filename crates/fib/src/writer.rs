@@ -15,6 +15,7 @@ use crate::prefix::Prefix;
 use crate::reader::Shared;
 use crate::reclaim::{Garbage, Reclaimer};
 use crate::rib::{Rib, RibEntry, RibSlot, TargetId, Targets};
+use crate::tunnel::{Tunnel, TunnelAdj};
 use crate::types::{
     ApplyReport, FibConfig, FibError, FibStats, NH_NONE, NextHop, NhId, NhKind, RouteAttrs, RouteDetail, RouteOp,
     RouteTarget, Source,
@@ -95,6 +96,8 @@ pub struct FibWriter {
     epochs: [u16; 8],
     stats: FibStats,
     reclaimed: Vec<Garbage>,
+    /// The tunnels readers find stacked adjacencies for (`tunnel.rs`).
+    tunnels: Vec<Tunnel>,
 }
 
 fn unspecified(p: &Prefix) -> IpAddr {
@@ -126,6 +129,7 @@ impl FibWriter {
             epochs: [0; 8],
             stats: FibStats::default(),
             reclaimed: Vec::new(),
+            tunnels: Vec::new(),
         }
     }
 
@@ -385,6 +389,63 @@ impl FibWriter {
         let (v4_top, v4_blocks) = self.v4.take_changes();
         let (v6_top, v6_blocks) = self.v6.take_changes();
         FibChanges { nexthops, ecmp_members, v4_blocks, v4_top, v6_blocks, v6_top }
+    }
+
+    /// Makes interface `ifindex` a tunnel to `remote` (or moves it there):
+    /// from now on it is stacked on what `remote` resolves to and
+    /// re-stacked at every commit (see `tunnel.rs`); readers find that
+    /// with [`crate::FibReader::tunnel`]. Published before it returns.
+    pub fn tunnel_set(&mut self, ifindex: u16, remote: IpAddr) {
+        match self.tunnels.iter_mut().find(|t| t.ifindex == ifindex) {
+            Some(t) => t.remote = remote,
+            None => {
+                let adj = TunnelAdj { nh: NH_NONE, via_tunnel: false };
+                self.tunnels.push(Tunnel { ifindex, remote, adj });
+                self.shared.tunnels.store(ifindex, Some(adj));
+            }
+        }
+        // Another tunnel's remote may route into this interface.
+        self.restack();
+    }
+
+    /// Interface `ifindex` is no tunnel (any more): readers find no
+    /// adjacency for it. Whether it was one.
+    pub fn tunnel_remove(&mut self, ifindex: u16) -> bool {
+        let Some(i) = self.tunnels.iter().position(|t| t.ifindex == ifindex) else { return false };
+        self.tunnels.swap_remove(i);
+        self.shared.tunnels.store(ifindex, None);
+        self.restack();
+        true
+    }
+
+    /// Tunnel `ifindex`'s remote and stacked adjacency, as readers see it.
+    pub fn tunnel(&self, ifindex: u16) -> Option<(IpAddr, TunnelAdj)> {
+        self.tunnels.iter().find(|t| t.ifindex == ifindex).map(|t| (t.remote, t.adj))
+    }
+
+    /// Re-stacks every tunnel: its remote looked up in the FIB as
+    /// published, the readers' entry stored where it changed.
+    fn restack(&mut self) {
+        for i in 0..self.tunnels.len() {
+            let Some(&Tunnel { ifindex, remote, adj: old }) = self.tunnels.get(i) else { break };
+            let nh = match remote {
+                IpAddr::V4(a) => self.shared.v4.lookup(u64::from(u32::from(a)) << 32),
+                IpAddr::V6(a) => self.shared.v6.lookup(u128::from(a)),
+            };
+            let members = self.nh.members(nh);
+            let ids = if members.is_empty() { std::slice::from_ref(&nh) } else { members };
+            let via_tunnel = ids.iter().any(|&id| {
+                let n = self.shared.nh.get(id);
+                matches!(n.kind, NhKind::Unicast | NhKind::Glean) && self.tunnels.iter().any(|o| o.ifindex == n.ifindex)
+            });
+            let adj = TunnelAdj { nh, via_tunnel };
+            if adj != old {
+                if let Some(t) = self.tunnels.get_mut(i) {
+                    t.adj = adj;
+                }
+                self.shared.tunnels.store(ifindex, Some(adj));
+            }
+        }
     }
 
     /// The configuration this FIB was created with.
@@ -814,6 +875,11 @@ impl FibWriter {
         let limbo = self.reclaim.limbo();
         self.v4.commit(limbo);
         self.v6.commit(limbo);
+        // Before the grace period starts: an id a re-stack lets go of is
+        // reused only after readers that saw it are done.
+        if !self.tunnels.is_empty() {
+            self.restack();
+        }
         let mut done = std::mem::take(&mut self.reclaimed);
         self.reclaim.collect(&mut done);
         self.reclaim.seal();

@@ -108,6 +108,7 @@ fn router_with(acl_in: bool, acl_out: bool) -> (Graph, NodeId, Shared, tern_fib:
     fib.set_neighbor(1, ip("2001:db8:2::2"), Some(MAC_PEER));
     fib.set_neighbor(1, ip("2001:db8:2::4"), Some(MAC_PEER2));
     let tunnel = GreTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), key: None, ttl: 64 };
+    fib.tunnel_set(4, tunnel.remote);
     let mut ifs = vec![
         iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1", 1500),
         iface(1, "wan", IfKind::Port, 1, MAC_WAN, "10.0.2.1", 1400),

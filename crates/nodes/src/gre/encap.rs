@@ -3,20 +3,25 @@
 //!
 //! Per batch and tunnel the node works out the encapsulation once
 //! (`Encap`): the outer IPv4 and GRE headers as a template with the sum
-//! of the outer header's constant words, and, when the tunnel's remote is
-//! routed through a resolved neighbour on a plain interface, that route's
-//! adjacency with the link-layer, outer IPv4 and GRE headers assembled
-//! into one prefix (`Direct`). A run of packets into such a tunnel then
+//! of the outer header's constant words, and, when the tunnel's stacked
+//! adjacency (`FibReader::tunnel(tx_if)`: the next hop the FIB resolved
+//! the remote to, re-stacked by the FIB's writer whenever routes change,
+//! VPP's midchain; no lookup here) is a resolved neighbour on a plain or
+//! VLAN interface, that adjacency with the link-layer, outer IPv4 and GRE
+//! headers assembled into one prefix (`Direct`). A run of packets into such a tunnel then
 //! gets the prefix as one fixed-size copy, the checksum from the
 //! template's sum plus the two words that vary (total length and
 //! identification), and goes straight to `interface-output` (or
 //! `ip4-acl-out`): the same bytes, next hop and counters as routing the
 //! outer packet through `ip4-lookup` and `ip4-rewrite` again, without the
 //! second pass. Everything else (IPv6 outer headers, an unresolved or ECMP
-//! route to the remote, a remote routed into a tunnel, too big for the
-//! egress MTU, `FastPaths::gre_direct` off) takes that second pass. A
-//! traced packet takes the path the others take, with a note "direct" when
-//! it is the direct one.
+//! route to the remote, a remote routed into a tunnel (the stacked
+//! adjacency's `via_tunnel`; the second pass then drops the packet as
+//! `recursive-encapsulation`), a tunnel the FIB was not told of, too big
+//! for the egress MTU, `FastPaths::gre_direct` off) takes that second
+//! pass. A traced packet takes the path the others take, with a note
+//! "direct" when it is the direct one and "second pass: " and why when it
+//! is not.
 //!
 //! The inner packet is found at `Meta::l3_off` (whatever precedes it is
 //! overwritten or dropped), so the rewrite nodes need not trim the
@@ -28,7 +33,8 @@
 //! drops).
 //!
 //! Config: the tunnel interfaces (`IfKind::Gre`: endpoints, key, TTL,
-//! MTU) and the FIB's route to each remote.
+//! MTU) and the FIB's adjacency of each (`FibWriter::tunnel_set`, which
+//! the control plane calls for every tunnel it has).
 //!
 //! Example: a packet routed to `gre0` (local 10.0.2.1, remote 10.0.2.2,
 //! no key) gets a 20-byte outer IPv4 header 10.0.2.1 -> 10.0.2.2,
@@ -40,9 +46,9 @@
 //! `direct_run` is the fast path (same bytes, next hop and counters:
 //! `direct_tests`).
 
-// Issue 37 item 3: 20 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
+// Header bytes are reached through `get`/`first_chunk`/tern-wire views
+// after one length check; offsets fixed at compile time fold away.
+#![deny(clippy::indexing_slicing)]
 
 use super::*;
 
@@ -91,6 +97,8 @@ struct Encap {
     key: [u8; 4],
     /// The outer packet's route when it needs no second pass.
     direct: Option<Direct>,
+    /// Why there is no `direct` (for traces).
+    why: &'static str,
 }
 
 /// The longest prefix a direct encapsulation writes: 802.1Q, outer IPv4,
@@ -122,8 +130,19 @@ impl Encap {
     /// (`FastPaths::gre_direct`), its [`Direct`] prefix if it has one.
     fn new(ifs: &IfTable, fib: &FibReader, tx_if: u16, direct: bool) -> Encap {
         let tunnel = ifs.get(tx_if).and_then(|f| f.gre().copied());
-        let mut e = Encap { tx_if, tunnel, gre_len: 4, hdr: 24, ip: [0; 20], ip_sum: 0, key: [0; 4], direct: None };
+        let mut e = Encap {
+            tx_if,
+            tunnel,
+            gre_len: 4,
+            hdr: 24,
+            ip: [0; 20],
+            ip_sum: 0,
+            key: [0; 4],
+            direct: None,
+            why: "not a tunnel",
+        };
         let Some(t) = tunnel else { return e };
+        e.why = "IPv6 outer header";
         e.gre_len = if t.key.is_some() { 8 } else { 4 };
         e.hdr = t.overhead();
         e.key = t.key.unwrap_or(0).to_be_bytes();
@@ -131,20 +150,30 @@ impl Encap {
             e.ip = outer_v4_template(src, dst, t.ttl);
             e.ip_sum = template_sum(&e.ip);
             if !direct {
+                e.why = "gre_direct off";
                 return e;
             }
-            let id = fib.lookup_v4(u32::from(dst));
-            let nh = fib.nexthop(id);
+            // The tunnel's adjacency, stacked by the FIB on the route to
+            // the remote (one load; none if the FIB was not told of the
+            // tunnel, or the remote leaves through a tunnel again).
+            let Some(stacked) = fib.tunnel(tx_if) else {
+                e.why = "the FIB has no adjacency for the tunnel";
+                return e;
+            };
+            if stacked.via_tunnel {
+                e.why = "the remote is routed into a tunnel";
+                return e;
+            }
+            let nh = fib.nexthop(stacked.nh);
+            e.why = "the remote's next hop is not a resolved neighbour on a port or VLAN";
             if nh.kind == NhKind::Unicast {
                 let adj = Adj::new(ifs, &nh, ETH_P_IPV4);
-                let l2 = adj.l2_len;
-                if adj.state == AdjState::Ready && l2 + e.hdr <= MAX_PREFIX {
-                    let mut prefix = [0u8; MAX_PREFIX];
-                    prefix[..l2].copy_from_slice(&adj.hdr[..l2]);
-                    prefix[l2..l2 + 20].copy_from_slice(&e.ip);
-                    write_gre(&mut prefix[l2 + 20..], &e, false);
+                if adj.state == AdjState::Ready
+                    && let Some(prefix) = direct_prefix(&adj, &e)
+                {
                     let next = if adj.acl_out { GreEncapNext::AclOut as u16 } else { GreEncapNext::Output as u16 };
-                    e.direct = Some(Direct { nh: id, out_if: adj.ifindex, mtu: adj.mtu, next, l2, prefix });
+                    let (out_if, mtu, l2) = (adj.ifindex, adj.mtu, adj.l2_len);
+                    e.direct = Some(Direct { nh: stacked.nh, out_if, mtu, next, l2, prefix });
                 }
             }
         }
@@ -165,6 +194,30 @@ impl Encap {
             (18, 8) => direct_run::<18, 46>(cx, self, d, pkts, next, ident),
             _ => 0,
         }
+    }
+}
+
+/// The link-layer header of `adj`, `e`'s outer IPv4 header and its GRE
+/// header (protocol IPv4) in one prefix, if they fit.
+fn direct_prefix(adj: &Adj, e: &Encap) -> Option<[u8; MAX_PREFIX]> {
+    let mut prefix = [0u8; MAX_PREFIX];
+    let (l2, rest) = prefix.split_at_mut_checked(adj.l2_len)?;
+    l2.copy_from_slice(adj.hdr.get(..adj.l2_len)?);
+    let (ip, gre) = rest.split_first_chunk_mut::<20>()?;
+    *ip = e.ip;
+    if gre.len() < e.gre_len {
+        return None;
+    }
+    write_gre(gre, e, false);
+    Some(prefix)
+}
+
+/// Writes `v` big-endian at `at` in `h` (nothing if out of range; with
+/// constant offsets into a fixed-size header the check folds away).
+#[inline(always)]
+fn set16(h: &mut [u8], at: usize, v: u16) {
+    if let Some(w) = h.get_mut(at..).and_then(<[u8]>::first_chunk_mut::<2>) {
+        *w = v.to_be_bytes();
     }
 }
 
@@ -213,11 +266,10 @@ fn direct_run<const L2: usize, const N: usize>(
         };
         id = id.wrapping_add(1);
         *h = *prefix;
-        let ip = &mut h[L2..];
-        ip[2..4].copy_from_slice(&(outer_len as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&id.to_be_bytes());
-        ip[10..12].copy_from_slice(&outer_v4_checksum(e.ip_sum, outer_len as u16, id).to_be_bytes());
-        ip[22..24].copy_from_slice(&proto.to_be_bytes());
+        set16(h, L2 + 2, outer_len as u16);
+        set16(h, L2 + 4, id);
+        set16(h, L2 + 10, outer_v4_checksum(e.ip_sum, outer_len as u16, id));
+        set16(h, L2 + 22, proto);
         m.off = (start - N) as u16;
         m.len = (N + inner_len) as u16;
         m.l3_off = L2 as u16;
@@ -241,16 +293,19 @@ fn trace_direct(cx: &mut Cx<'_>, pkts: &[PktIdx]) {
     }
 }
 
+/// Notes why a traced packet takes the second pass.
+#[cold]
+#[inline(never)]
+fn trace_second_pass(cx: &mut Cx<'_>, p: PktIdx, e: &Encap) {
+    let why = if e.direct.is_some() { "too big for the egress MTU, or no room in front" } else { e.why };
+    cx.trace_note(p, || format!("second pass: {why}"));
+}
+
 /// The outer IPv4 header of a tunnel, total length, identification and
 /// checksum left zero.
 pub(super) fn outer_v4_template(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> [u8; 20] {
-    let mut o = [0u8; 20];
-    o[0] = 0x45;
-    o[8] = ttl;
-    o[9] = 47;
-    o[12..16].copy_from_slice(&src.octets());
-    o[16..20].copy_from_slice(&dst.octets());
-    o
+    let ([s0, s1, s2, s3], [d0, d1, d2, d3]) = (src.octets(), dst.octets());
+    [0x45, 0, 0, 0, 0, 0, 0, 0, ttl, 47, 0, 0, s0, s1, s2, s3, d0, d1, d2, d3]
 }
 
 /// The sum of a header's 16-bit big-endian words, unfolded.
@@ -272,13 +327,34 @@ pub(super) fn outer_v4_checksum(sum: u32, len: u16, ident: u16) -> u16 {
 /// checksum) and the GRE header at the start of `d`.
 #[inline(always)]
 fn write_outer_v4(d: &mut [u8], e: &Encap, inner_v6: bool, len: u16, ident: u16) {
-    if let Some(o) = d.first_chunk_mut::<20>() {
-        *o = e.ip;
-        o[2..4].copy_from_slice(&len.to_be_bytes());
-        o[4..6].copy_from_slice(&ident.to_be_bytes());
-        o[10..12].copy_from_slice(&outer_v4_checksum(e.ip_sum, len, ident).to_be_bytes());
-    }
-    write_gre(&mut d[20..], e, inner_v6);
+    let Some((o, gre)) = d.split_first_chunk_mut::<20>() else { return };
+    *o = e.ip;
+    set16(o, 2, len);
+    set16(o, 4, ident);
+    set16(o, 10, outer_v4_checksum(e.ip_sum, len, ident));
+    write_gre(gre, e, inner_v6);
+}
+
+/// Writes the outer IPv6 header (payload length `payload`) and the GRE
+/// header at the start of `d`.
+fn write_outer_v6(
+    d: &mut [u8],
+    e: &Encap,
+    t: &GreTunnel,
+    (src, dst): (Ipv6Addr, Ipv6Addr),
+    inner_v6: bool,
+    payload: u16,
+) {
+    let Some((o, gre)) = d.split_first_chunk_mut::<40>() else { return };
+    *o = [0; 40];
+    let mut ip = tern_wire::Ipv6Packet::new_unchecked(&mut o[..]);
+    ip.set_version(6);
+    ip.set_payload_len(payload);
+    ip.set_next_header(tern_wire::IpProtocol::from(47));
+    ip.set_hop_limit(t.ttl);
+    ip.set_src_addr(src);
+    ip.set_dst_addr(dst);
+    write_gre(gre, e, inner_v6);
 }
 
 /// Writes the GRE header (flags, protocol, key) at the start of `g`.
@@ -290,7 +366,7 @@ fn write_gre(g: &mut [u8], e: &Encap, inner_v6: bool) {
         let fl = if keyed { GRE_K } else { 0 };
         *w = (u32::from(fl) << 16 | u32::from(proto)).to_be_bytes();
     }
-    if keyed && let Some(k) = g.get_mut(4..8).and_then(|k| k.first_chunk_mut::<4>()) {
+    if keyed && let Some(k) = g.get_mut(4..).and_then(<[u8]>::first_chunk_mut::<4>) {
         *k = e.key;
     }
 }
@@ -313,24 +389,29 @@ impl Node for GreEncap {
         let mut encapped = 0;
         let mut cache: Option<Encap> = None;
         let mut i = 0;
-        while let Some(&p) = pkts.get(i) {
+        while let (Some(rest), Some(outs)) = (pkts.get(i..), next.get_mut(i..)) {
+            let Some(&p) = rest.first() else { break };
             let tx_if = cx.pool.meta(p).tx_if;
             // By reference: the template is not copied per packet.
             let e = match &mut cache {
                 Some(e) if e.tx_if == tx_if => e,
                 c => c.insert(Encap::new(ifs, &self.fib, tx_if, fast)),
             };
-            let done = e.direct_run(cx, &pkts[i..], &mut next[i..], &mut self.ident);
+            let done = e.direct_run(cx, rest, outs, &mut self.ident);
             if done > 0 {
                 if cx.tracing() {
-                    trace_direct(cx, &pkts[i..i + done]);
+                    trace_direct(cx, rest.get(..done).unwrap_or_default());
                 }
                 encapped += done as u64;
                 i += done;
                 continue;
             }
-            next[i] = encap(cx, p, e, &mut self.ident);
-            if next[i] != NEXT_DROP {
+            if cx.tracing() {
+                trace_second_pass(cx, p, e);
+            }
+            let Some(o) = outs.first_mut() else { break };
+            *o = encap(cx, p, e, &mut self.ident);
+            if *o != NEXT_DROP {
                 encapped += 1;
             }
             i += 1;
@@ -349,7 +430,7 @@ fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
         return cx.drop(p, GreError::Recursion);
     }
     let l3 = usize::from(m.l3_off);
-    let inner_len = usize::from(m.len) - l3;
+    let inner_len = usize::from(m.len).saturating_sub(l3);
     let inner_v6 = cx.pool.data(p).get(l3).is_some_and(|b| b >> 4 == 6);
     let hdr = e.hdr;
     // The direct encapsulation ([`direct_run`]) did not take this packet:
@@ -367,14 +448,7 @@ fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
             GreEncapNext::Ip4 as u16
         }
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            let o = &mut d[..40];
-            o[..4].copy_from_slice(&[0x60, 0, 0, 0]);
-            put16(o, 4, (e.gre_len + inner_len) as u16);
-            o[6] = 47;
-            o[7] = t.ttl;
-            o[8..24].copy_from_slice(&src.octets());
-            o[24..40].copy_from_slice(&dst.octets());
-            write_gre(&mut d[40..], e, inner_v6);
+            write_outer_v6(d, e, &t, (src, dst), inner_v6, (e.gre_len + inner_len) as u16);
             GreEncapNext::Ip6 as u16
         }
         _ => return cx.drop(p, GreError::NotTunnel),

@@ -18,7 +18,7 @@
 
 use crate::state::{GreTunnel, IfTable, Params};
 use crate::util::*;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};
 use tern_fib::{FibReader, NhId, NhKind};
 use tern_packet::{PktIdx, flags};
@@ -52,7 +52,6 @@ pub use encap::{GreEncap, GreEncapNext};
 pub use input::{GreInput, GreInputNext};
 
 #[cfg(test)]
-#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::encap::{outer_v4_checksum, outer_v4_template, template_sum};
     use super::*;
@@ -142,20 +141,26 @@ mod tests {
         ]);
         assert_eq!(report.failed, 0);
         fib.set_neighbor(wan, gw, Some(MAC_PEER));
+        // The tunnel's adjacency, stacked on the route to the remote.
+        fib.tunnel_set(2, gw);
         let t = GreTunnel { local: "10.0.2.1".parse().expect("a"), remote: gw, key, ttl: 64 };
         let mut ifs = vec![
             iface(0, "lan", IfKind::Port, 0, MAC_LAN, "10.0.1.1"),
             iface(1, "wan", IfKind::Port, 1, MAC_WAN, if vlan { "10.0.3.1" } else { "10.0.2.1" }),
             iface(2, "gre0", IfKind::Gre(t), NO_IF, [2, 0x67, 0x72, 0x65, 0, 2], "192.168.255.1"),
         ];
-        ifs[2].mtu = 1476;
+        if let Some(g) = ifs.get_mut(2) {
+            g.mtu = 1476;
+        }
         if vlan {
             ifs.push(iface(3, "wan.7", IfKind::Vlan { parent: 1, vid: 7 }, 1, MAC_WAN, "10.0.2.1"));
         }
         let shared = Shared::new(IfTable::new(ifs.clone()), reader);
         if acl_out {
             crate::direct_tests::publish_rules(&shared, "action = \"drop\"\nproto = \"tcp\"");
-            ifs[usize::from(wan)].acl_out = Some(0);
+            if let Some(w) = ifs.get_mut(usize::from(wan)) {
+                w.acl_out = Some(0);
+            }
             shared.ifaces.publish(IfTable::new(ifs));
         }
         let built = crate::build_graph(&shared, Arc::new(crossbeam_queue::ArrayQueue::new(4))).expect("graph");
@@ -173,50 +178,36 @@ mod tests {
                 if i % 5 == 1 {
                     return frame6(len.max(62), &mut r);
                 }
-                let mut f = vec![0u8; len];
-                f[0..6].copy_from_slice(&MAC_LAN);
-                f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
-                f[12..14].copy_from_slice(&[8, 0]);
-                let ip = &mut f[14..];
-                ip[0] = 0x45;
-                put16(ip, 2, (len - 14) as u16);
-                ip[6] = if i % 3 == 0 { 0x40 } else { 0 };
-                ip[8] = 2 + r() as u8 % 100;
-                ip[9] = if i % 4 == 0 { 6 } else { 17 };
-                ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
-                ip[16..20].copy_from_slice(&[198, 18 + (r() % 2) as u8, r() as u8, r() as u8]);
-                let c = !checksum::data(&ip[..20]);
-                put16(ip, 10, c);
-                for b in ip[20..].iter_mut() {
-                    *b = r() as u8;
+                let ip_len = len - 14;
+                let [l0, l1] = (ip_len as u16).to_be_bytes();
+                let df = if i % 3 == 0 { 0x40 } else { 0 };
+                let (ttl, proto) = (2 + r() as u8 % 100, if i % 4 == 0 { 6 } else { 17 });
+                let dst = [198, 18 + (r() % 2) as u8, r() as u8, r() as u8];
+                let mut ip: Vec<u8> = [0x45, 0, l0, l1, 0, 0, df, 0, ttl, proto, 0, 0, 10, 0, 1, 2].into();
+                ip.extend(dst);
+                let c = !checksum::data(&ip);
+                if let Some(w) = ip.get_mut(10..12) {
+                    w.copy_from_slice(&c.to_be_bytes());
                 }
-                f
+                ip.extend((20..ip_len).map(|_| r() as u8));
+                [&MAC_LAN[..], &[2, 0, 0, 0, 0, 0x10, 8, 0], &ip].concat()
             })
             .collect()
     }
 
     /// An IPv6 UDP frame of `len` bytes into the tunnel's IPv6 prefix.
     fn frame6(len: usize, r: &mut impl FnMut() -> u64) -> Vec<u8> {
-        let mut f = vec![0u8; len];
-        f[0..6].copy_from_slice(&MAC_LAN);
-        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
-        f[12..14].copy_from_slice(&[0x86, 0xdd]);
-        let ip = &mut f[14..];
-        ip[0] = 0x60;
-        put16(ip, 4, (len - 14 - 40) as u16);
-        ip[6] = 17;
-        ip[7] = 2 + r() as u8 % 100;
-        ip[8..24].copy_from_slice(&"2001:db8:1::2".parse::<std::net::Ipv6Addr>().expect("src").octets());
-        let dst = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x18, r() as u16, 0, 0, 0, r() as u16);
-        ip[24..40].copy_from_slice(&dst.octets());
-        for b in ip[40..].iter_mut() {
-            *b = r() as u8;
-        }
-        f
+        let [l0, l1] = ((len - 14 - 40) as u16).to_be_bytes();
+        let mut ip: Vec<u8> = [0x60, 0, 0, 0, l0, l1, 17, 2 + r() as u8 % 100].into();
+        ip.extend("2001:db8:1::2".parse::<std::net::Ipv6Addr>().expect("src").octets());
+        ip.extend(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0x18, r() as u16, 0, 0, 0, r() as u16).octets());
+        ip.extend((14 + 40..len).map(|_| r() as u8));
+        [&MAC_LAN[..], &[2, 0, 0, 0, 0, 0x10, 0x86, 0xdd], &ip].concat()
     }
 
-    /// Frames sent per port, error counters, metadata of the sent packets.
-    type Outcome = (Vec<Vec<Vec<u8>>>, Vec<u64>, Vec<String>);
+    /// Frames sent per port, error counters, metadata of the sent packets,
+    /// packets through `ip4-lookup` (inner and outer).
+    type Outcome = (Vec<Vec<Vec<u8>>>, Vec<u64>, Vec<String>, u64);
 
     /// What came out of each port and the error counters, after running
     /// `frames` through the graph in batches from a pool with `headroom`
@@ -238,6 +229,7 @@ mod tests {
         let fast_paths = crate::state::FastPaths { gre_direct: direct, acl_shortcut: direct, direct: true };
         shared.params.publish(Params { fast_paths, ..Params::default() });
         let pool = PacketPool::new(PoolConfig { frames: 1024, headroom, ..PoolConfig::default() }).expect("pool");
+        let lookup = graph.info().node_id("ip4-lookup").expect("ip4-lookup");
         let mut b = crate::direct_tests::Batches::new(graph, input, pool, 2);
         let mut out = vec![Vec::new(), Vec::new()];
         let mut metas = Vec::new();
@@ -254,12 +246,44 @@ mod tests {
                         m.vlan,
                         m.flags & !flags::TRACED
                     ));
-                    out[port].push(data);
+                    if let Some(q) = out.get_mut(port) {
+                        q.push(data);
+                    }
                 }
             }
         }
         let errors = b.stats.errors.iter().map(|c| c.get()).collect();
-        (out, errors, metas)
+        let lookups = b.stats.nodes.get(usize::from(lookup)).map_or(0, |n| n.packets.get());
+        (out, errors, metas, lookups)
+    }
+
+    /// A traced packet into the tunnel says which path it took: "direct"
+    /// with the FIB's stacked adjacency, "second pass: gre_direct off" and
+    /// a second `ip4-lookup` with the switch off.
+    #[test]
+    fn traces_say_which_encapsulation_packets_take() {
+        let (graph, input, shared) = router(None, false, false);
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let mut b = crate::direct_tests::Batches::new(graph, input, pool, 2);
+        let f = frames(7).into_iter().find(|f| f.get(12..14) == Some(&[8, 0][..])).expect("an IPv4 frame");
+        let traced = |b: &mut crate::direct_tests::Batches, direct: bool| {
+            let fast_paths = crate::state::FastPaths { gre_direct: direct, ..crate::state::FastPaths::ALL };
+            shared.params.publish(Params { fast_paths, ..Params::default() });
+            b.trace.clear();
+            b.trace.arm(1);
+            let frames = (0..4).map(|i| (f.as_slice(), 0, if i == 2 { flags::TRACED } else { 0 }));
+            assert_eq!(b.run(frames, 0).get(1).map(Vec::len), Some(4), "all encapsulated and sent");
+            let rec = b.trace.take().into_iter().next().expect("record");
+            let encap = rec.hops.iter().find(|h| h.node == "gre-encap").expect("gre-encap hop").clone();
+            let lookups = rec.hops.iter().filter(|h| h.node == "ip4-lookup").count();
+            (encap.notes, encap.next, lookups)
+        };
+        let (notes, next, lookups) = traced(&mut b, true);
+        assert!(notes.iter().any(|n| n.starts_with("direct")), "{notes:?}");
+        assert_eq!((next, lookups), ("interface-output", 1));
+        let (notes, next, lookups) = traced(&mut b, false);
+        assert_eq!(notes, ["second pass: gre_direct off"]);
+        assert_eq!((next, lookups), ("ip4-lookup", 2));
     }
 
     /// The encapsulation without a second pass through the outer route
@@ -286,26 +310,38 @@ mod tests {
                             let fast = run(key, (vlan, acl_out), headroom, true, traced);
                             let case =
                                 format!("key {key:?} vlan {vlan} acl_out {acl_out} headroom {headroom} traced {name}");
+                            let (lan, wan) = match &fast.0[..] {
+                                [lan, wan] => (lan, wan),
+                                _ => panic!("{case}: two ports"),
+                            };
                             if headroom == default_headroom {
-                                assert!(fast.0[1].len() > 200, "{case}: most encapsulated and sent");
+                                assert!(wan.len() > 200, "{case}: most encapsulated and sent");
                             } else {
-                                assert!(fast.0[1].is_empty(), "{case}: no room for the headers");
+                                assert!(wan.is_empty(), "{case}: no room for the headers");
                             }
-                            assert!(fast.0[0].is_empty(), "{case}");
+                            assert!(lan.is_empty(), "{case}");
                             assert_eq!(fast.0, slow.0, "{case}: frames");
                             assert_eq!(fast.1, slow.1, "{case}: counters");
                             assert_eq!(fast.2, slow.2, "{case}: metadata");
-                            for f in &fast.0[1] {
+                            // The outer packets the direct encapsulation
+                            // took skipped the second pass.
+                            let second_passes_saved = slow.3 - fast.3;
+                            if headroom == default_headroom {
+                                assert!(second_passes_saved > 200, "{case}: {second_passes_saved} direct");
+                            } else {
+                                assert_eq!(second_passes_saved, 0, "{case}");
+                            }
+                            for f in wan {
                                 let l2 = if vlan { 18 } else { 14 };
-                                assert_eq!(checksum::data(&f[l2..l2 + 20]), 0xffff, "{case}: outer checksum");
-                                assert_eq!(f[0..6], MAC_PEER);
+                                let outer = f.get(l2..l2 + 20).expect("outer header");
+                                assert_eq!(checksum::data(outer), 0xffff, "{case}: outer checksum");
+                                assert_eq!(f.get(0..6), Some(&MAC_PEER[..]));
                                 let proto = be16(f, l2 + 22);
-                                let inner = f[l2 + 20 + if key.is_some() { 8 } else { 4 }] >> 4;
+                                let inner = f.get(l2 + 20 + if key.is_some() { 8 } else { 4 }).expect("inner") >> 4;
                                 assert_eq!((proto, inner), if inner == 6 { (ETH_P_IPV6, 6) } else { (ETH_P_IPV4, 4) });
                             }
                             if headroom == default_headroom {
-                                let v6 =
-                                    fast.0[1].iter().filter(|f| be16(f, if vlan { 18 } else { 14 } + 22) == ETH_P_IPV6);
+                                let v6 = wan.iter().filter(|f| be16(f, if vlan { 18 } else { 14 } + 22) == ETH_P_IPV6);
                                 assert!(v6.count() > 40, "{case}: IPv6 inside");
                             }
                         }
