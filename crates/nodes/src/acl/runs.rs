@@ -249,6 +249,13 @@ impl FlowPattern for Pattern {
     const NONE: Pattern = Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
     const ACL_NEXT: u16 = crate::ip4::Ip4InputNext::AclIn as u16;
     const LOOKUP_NEXT: u16 = crate::ip4::Ip4InputNext::Lookup as u16;
+    const PUNT_ACL_NEXT: u16 = crate::ip4::Ip4InputNext::PuntAcl as u16;
+
+    /// Multicast or broadcast for Linux.
+    #[inline(always)]
+    fn punted(n: u16) -> bool {
+        n == crate::ip4::Ip4InputNext::Punt as u16
+    }
 
     #[inline(always)]
     fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {

@@ -101,34 +101,23 @@ impl Node for Ip4Input {
         Ip4InputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ifs_changed = self.ifs.refresh();
-        if ifs_changed {
+        if self.ifs.refresh() {
             self.acl_in = acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
         let params = self.params.current();
         let (punt, fast) = (params.punt_to_tap(), params.fast_paths);
         // Two loops, so that the one without input rule sets carries no
-        // trace of the question.
+        // trace of the question. The shortcut is the direct path's:
+        // without it, every packet with an input rule set goes to
+        // `ip4-acl-in`.
         if self.acl_in.is_empty() {
             validate_batch(cx, pkts, next, punt, fast.direct);
         } else {
-            // The shortcut is the direct path's: without it, every packet
-            // with an input rule set goes to `ip4-acl-in`.
-            let flow = if fast.direct && fast.acl_shortcut {
-                self.shortcut.start(ifs_changed)
-            } else {
-                self.shortcut.forget();
-                Pattern::NONE
-            };
-            let worker = cx.worker;
-            let ifs = self.ifs.current();
-            let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
-            let hits = validate_batch_acl(cx, pkts, next, &Validate4 { punt, direct: fast.direct }, state);
-            let taken = self.shortcut.finish(worker, hits);
-            if taken != 0 {
-                cx.count(Ip4InputError::AclShortcut, taken);
-            }
+            let v = Validate4 { punt, direct: fast.direct };
+            let tables = (&self.acl_in[..], self.ifs.current(), self.ifs.generation());
+            let on = (fast.direct && fast.acl_shortcut, Ip4InputError::AclShortcut as u16);
+            self.shortcut.input_batch(cx, (pkts, next), &v, tables, on);
         }
         if fast.direct && cx.tracing() {
             self.trace_fast(cx, pkts, next);
@@ -266,27 +255,6 @@ impl ValidateAcl<Pattern> for Validate4 {
     }
 }
 
-/// `ip4-input`'s general paths with input rule sets (`acl`): a packet
-/// bound for `ip4-lookup` or Linux ([`Ip4InputNext::Punt`]) goes
-/// through its receiving interface's input rule set first, if it has
-/// one; a packet for `ip4-acl-in` stops the shortcut for the rest of the
-/// batch.
-#[inline]
-fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_, Pattern>>) -> u16 {
-    let Some(a) = acl else { return n };
-    if !a.has_rules(rx_if) {
-        return n;
-    }
-    if n == Ip4InputNext::Lookup as u16 {
-        a.stop();
-        Ip4InputNext::AclIn as u16
-    } else if n == Ip4InputNext::Punt as u16 {
-        Ip4InputNext::PuntAcl as u16
-    } else {
-        n
-    }
-}
-
 /// Validates one packet's IPv4 header; the next index (lookup, or
 /// [`Ip4InputNext::Punt`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
@@ -315,7 +283,7 @@ fn ip4_validate<const S: u8>(
     };
     let Some(h) = h.filter(|h| h[0] == 0x45 && m.flags & flags::L2_MULTI == 0 && direct) else {
         let n = ip4_validate_general(cx, p, punt);
-        return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
+        return InputAcl::general(acl, n, cx.pool.meta(p).rx_if);
     };
     let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < 20 {
@@ -336,7 +304,7 @@ fn ip4_validate<const S: u8>(
         }
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
         let n = ip4_special_dst(cx, p, punt, dst, want);
-        return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
+        return InputAcl::general(acl, n, cx.pool.meta(p).rx_if);
     }
     m.flags |= flags::L3_CSUM_OK;
     // Ethernet padding: trimming only shortens the data, which the frame

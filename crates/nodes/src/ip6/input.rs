@@ -93,8 +93,7 @@ impl Node for Ip6Input {
         Ip6InputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ifs_changed = self.ifs.refresh();
-        if ifs_changed {
+        if self.ifs.refresh() {
             self.acl_in = crate::ip4::acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
@@ -107,19 +106,10 @@ impl Node for Ip6Input {
             }
         } else {
             // The shortcut is the direct path's (as in `ip4-input`).
-            let flow = if fast.direct && fast.acl_shortcut {
-                self.shortcut.start(ifs_changed)
-            } else {
-                self.shortcut.forget();
-                <Pattern6 as crate::shortcut::FlowPattern>::NONE
-            };
-            let worker = cx.worker;
-            let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
-            let hits = validate_batch_acl(cx, pkts, next, &Validate6 { ifs, punt, direct: fast.direct }, state);
-            let taken = self.shortcut.finish(worker, hits);
-            if taken != 0 {
-                cx.count(Ip6InputError::AclShortcut, taken);
-            }
+            let v = Validate6 { ifs, punt, direct: fast.direct };
+            let tables = (&self.acl_in[..], ifs, self.ifs.generation());
+            let on = (fast.direct && fast.acl_shortcut, Ip6InputError::AclShortcut as u16);
+            self.shortcut.input_batch(cx, (pkts, next), &v, tables, on);
         }
         if fast.direct && cx.tracing() {
             self.trace_fast(cx, pkts, next);
@@ -292,20 +282,7 @@ fn validate6<const S: u8>(
         };
     }
     let n = validate6_general(cx, ifs, p, punt);
-    let Some(a) = acl else { return n };
-    if !a.has_rules(cx.pool.meta(p).rx_if) {
-        return n;
-    }
-    if n == Ip6InputNext::Lookup as u16 {
-        a.stop();
-        Ip6InputNext::AclIn as u16
-    } else if n == Ip6InputNext::Punt as u16 || n == Ip6InputNext::Local as u16 {
-        // Link-scoped traffic for tern (ND, link-local) passes the input
-        // rule set too, in `ip6-punt-acl`.
-        Ip6InputNext::PuntAcl as u16
-    } else {
-        n
-    }
+    InputAcl::general(acl, n, cx.pool.meta(p).rx_if)
 }
 
 /// First bytes of IPv6 addresses the direct path of [`validate6`] leaves
