@@ -890,6 +890,127 @@ dport = "0-100"
         }
     }
 
+    /// Every cached verdict sees every key field, checked against the
+    /// one list of them ([`PacketKey::FIELDS`]): for IPv4 (the ACL node's
+    /// runs, [`FlowSig::follow`], and the shortcuts' [`Pattern`]) and IPv6
+    /// (`Pattern6`), input and output, TCP, UDP and ICMP, every bit of the
+    /// L3 bytes the key may read and every metadata field a key takes is
+    /// flipped; whenever the reference key (`key_v4`/`key_v6` with the
+    /// interfaces and VLAN) changes, no cache takes the packet. Every field
+    /// of the list but the family (`is_v6`, which the node's family fixes)
+    /// must have changed in some flip: a new key field fails here until
+    /// the flows reach it and every cache sees it.
+    #[test]
+    fn cached_verdicts_see_every_key_field() {
+        use crate::shortcut::Pattern6;
+        let mut pool = PacketPool::new(PoolConfig { frames: 64, ..PoolConfig::default() }).expect("pool");
+        let mut reached = std::collections::BTreeSet::new();
+        for (v6, proto) in [(false, 6u8), (false, 17), (false, 1), (true, 6), (true, 17), (true, 58)] {
+            for out in [false, true] {
+                // 14 bytes of Ethernet, then L3 and transport bytes.
+                let mut f = [0u8; 14 + 60];
+                let l3 = &mut f[14..];
+                if v6 {
+                    l3[0] = 0x60;
+                    l3[4..6].copy_from_slice(&20u16.to_be_bytes());
+                    l3[6] = proto;
+                    (l3[8], l3[23], l3[24], l3[39]) = (0x20, 2, 0x20, 1);
+                    l3[40..44].copy_from_slice(&[0x04, 0xd2, 0x00, 0x35]);
+                    l3[53] = 0x12;
+                } else {
+                    l3[0] = 0x45;
+                    l3[1] = 0x28;
+                    l3[2..4].copy_from_slice(&60u16.to_be_bytes());
+                    l3[9] = proto;
+                    l3[12..24].copy_from_slice(&[192, 0, 2, 1, 198, 18, 0, 1, 0x04, 0xd2, 0x00, 0x35]);
+                    l3[33] = 0x12;
+                }
+                let m = Meta { len: f.len() as u16, rx_if: 1, tx_if: 2, l3_off: 14, vlan: 3, ..Meta::default() };
+                let reference = |m: &Meta, f: &[u8]| {
+                    let l3 = &f[usize::from(m.l3_off)..];
+                    let mut k = if v6 { key_v6(l3) } else { key_v4(l3) };
+                    (k.in_if, k.out_if, k.vlan) = (m.rx_if, if out { m.tx_if } else { 0 }, m.vlan);
+                    k
+                };
+                let want = reference(&m, &f);
+                // What each cache holds for the flow.
+                let head = pool.alloc_from(&f).expect("buffer");
+                *pool.meta_mut(head) = Meta { off: pool.meta(head).off, ..m };
+                let sig = FlowSig::of(&pool, head, pool.meta(head), out);
+                assert_eq!(sig.valid(), !v6);
+                if !v6 {
+                    assert_eq!(sig.key(), want, "proto {proto} out {out}");
+                }
+                let p4 = Pattern::of(&m, &f[14..]);
+                let p6 = Pattern6::of(&m, &f[14..]);
+                assert_eq!((p4.is_some(), p6.is_some()), (!v6, v6));
+                // Whether a cache takes packet (`m`, `f`): the shortcut's
+                // pattern (at any length; an output entry only on its
+                // transmitting interface, `OutputAcl::applies`), or
+                // for IPv4 a run that the packet joins.
+                let mut takes = |m: &Meta, f: &[u8]| -> Vec<&str> {
+                    let l3 = &f[14..];
+                    let meta = meta16(m);
+                    let mut who = Vec::new();
+                    fn pattern<P: FlowPattern>(p: &P, meta: Bytes16, l3: &[u8]) -> bool {
+                        P::head(l3).is_some_and(|(h, tcp)| {
+                            let bits = p.compare(meta, h);
+                            p.tcp_agrees(tcp) && (bits == SAME || p.other_len(bits, meta, h))
+                        })
+                    }
+                    let applies = !out || m.tx_if == 2;
+                    if applies && p4.as_ref().is_some_and(|(p, _)| pattern(p, meta, l3)) {
+                        who.push("Pattern");
+                    }
+                    if applies && p6.as_ref().is_some_and(|(p, _)| pattern(p, meta, l3)) {
+                        who.push("Pattern6");
+                    }
+                    if !v6 {
+                        let q = pool.alloc_from(f).expect("buffer");
+                        *pool.meta_mut(q) = Meta { off: pool.meta(q).off, ..*m };
+                        let mh = pool.meta(head);
+                        let joined =
+                            if out { sig.follow::<true>(&pool, mh, &[q]) } else { sig.follow::<false>(&pool, mh, &[q]) };
+                        pool.free(q);
+                        if joined.0 == 1 {
+                            who.push("FlowSig::follow");
+                        }
+                    }
+                    who
+                };
+                assert_eq!(takes(&m, &f).len(), if v6 { 1 } else { 2 }, "proto {proto} out {out}: the flow itself");
+                let mut variants: Vec<(String, Meta, [u8; 74])> = Vec::new();
+                for at in 14..14 + if v6 { 54 } else { 34 } {
+                    for bit in 0..8 {
+                        let mut o = f;
+                        o[at] ^= 1 << bit;
+                        variants.push((format!("L3 byte {} bit {bit}", at - 14), m, o));
+                    }
+                }
+                for (what, o) in [
+                    ("rx_if", Meta { rx_if: 5, ..m }),
+                    ("tx_if", Meta { tx_if: 11, ..m }),
+                    ("vlan", Meta { vlan: 7, ..m }),
+                ] {
+                    variants.push((what.to_string(), o, f));
+                }
+                for (what, vm, vf) in variants {
+                    let changed = want.differing_fields(&reference(&vm, &vf));
+                    if changed.is_empty() {
+                        continue;
+                    }
+                    reached.extend(changed.iter().copied());
+                    let who = takes(&vm, &vf);
+                    assert!(who.is_empty(), "v6 {v6} proto {proto} out {out} {what} changes {changed:?}: {who:?} took it");
+                }
+                pool.free(head);
+            }
+        }
+        let all: std::collections::BTreeSet<&str> =
+            PacketKey::FIELDS.iter().copied().filter(|&f| f != "is_v6").collect();
+        assert_eq!(reached, all, "key fields the flips reached");
+    }
+
     /// A run followed in place counts every packet's own length, in
     /// pairs and one at a time, through changes of length, and ends at
     /// a packet too short for a signature or at another flow.
