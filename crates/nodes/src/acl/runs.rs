@@ -6,10 +6,6 @@
 //! classified alone; `direct_tests` and this module's tests hold the two
 //! to the same verdicts and counters.
 
-// Issue 37 item 3: 26 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
 
 /// The state of [`Runs::gather`] that opening a run changes.
@@ -37,7 +33,7 @@ impl Runs {
         let n = pkts.len().min(MAX_BATCH);
         let mut g = Gather { nk: 0, cached: None, same_set: true, run_bytes: 0 };
         let mut flags_seen = 0u16;
-        let pkts = &pkts[..n];
+        let pkts = pkts.get(..n).unwrap_or_default();
         let mut last_sig = FlowSig::NONE;
         let mut i = 0;
         while let Some(&p) = pkts.get(i) {
@@ -55,9 +51,13 @@ impl Runs {
             last_sig = sig;
             self.open::<V6, OUT>(&mut g, pool, ifs, i - 1, p, sig);
         }
-        if g.nk > 0 {
-            self.bytes[g.nk - 1] = g.run_bytes;
-            self.starts[g.nk] = n;
+        if let Some(last) = g.nk.checked_sub(1) {
+            if let Some(b) = self.bytes.get_mut(last) {
+                *b = g.run_bytes;
+            }
+            if let Some(s) = self.starts.get_mut(g.nk) {
+                *s = n;
+            }
         }
         (g.nk, g.same_set, flags_seen & flags::TRACED != 0)
     }
@@ -88,13 +88,15 @@ impl Runs {
             }
         };
         let nk = g.nk;
+        // A batch has at most `MAX_BATCH` packets, so runs, and the
+        // vectors hold as many: the slot is there.
+        let Some(k) = self.keys.get_mut(nk) else { return };
         // The key is built in its slot (a key is 64 bytes: building it
         // aside and moving it in cost IPv6 ~25 instructions a packet).
         if sig.valid() {
-            self.keys[nk] = sig.key();
+            *k = sig.key();
         } else {
             let l3 = pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
-            let k = &mut self.keys[nk];
             *k = if V6 { key_v6(l3) } else { key_v4(l3) };
             k.in_if = rx_if;
             k.out_if = out_if;
@@ -102,18 +104,22 @@ impl Runs {
             // Without a signature the key itself tells a run apart (IPv6,
             // IPv4 options); with one, a different signature is taken as a
             // different key (at worst a run cut in two).
-            if nk > 0 && self.sets[nk - 1] == set && self.keys[nk - 1] == self.keys[nk] {
+            if let Some(prev) = nk.checked_sub(1)
+                && self.sets.get(prev) == Some(&set)
+                && self.keys.get(prev) == self.keys.get(nk)
+            {
                 g.run_bytes += len;
                 return;
             }
         }
-        if nk > 0 {
-            self.bytes[nk - 1] = g.run_bytes;
+        if let Some(b) = nk.checked_sub(1).and_then(|prev| self.bytes.get_mut(prev)) {
+            *b = g.run_bytes;
         }
         g.run_bytes = len;
-        self.sets[nk] = set;
-        self.starts[nk] = i;
-        g.same_set &= set == self.sets[0];
+        if let (Some(s), Some(start)) = (self.sets.get_mut(nk), self.starts.get_mut(nk)) {
+            (*s, *start) = (set, i);
+        }
+        g.same_set &= self.sets.first() == Some(&set);
         g.nk = nk + 1;
     }
 
@@ -139,7 +145,7 @@ impl Runs {
             let counters = set.counters.get(worker);
             let mut acc: (Option<u32>, u64, u64) = (None, 0, 0);
             for (((key, v), &b), w) in runs {
-                let (start, end) = (w[0], w[1]);
+                let &[start, end] = w else { continue };
                 let packets = (end - start) as u64;
                 if let Some(c) = counters {
                     if v.counted() {
@@ -166,7 +172,7 @@ impl Runs {
             return;
         }
         for ((((key, v), &b), w), &s) in runs.zip(&self.sets) {
-            let (start, end) = (w[0], w[1]);
+            let &[start, end] = w else { continue };
             let Some(set) = acls.get(s) else {
                 for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
                     *o = cx.drop(p, AclError::NoSet);
@@ -189,9 +195,9 @@ impl Runs {
     #[cold]
     pub(super) fn trace(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, pkts: &[PktIdx]) {
         for ((v, &s), w) in self.verdicts.iter().zip(&self.sets).zip(self.starts.windows(2)).take(nk) {
-            let Some(set) = acls.get(s) else { continue };
+            let (Some(set), &[start, end]) = (acls.get(s), w) else { continue };
             let (v, name) = (*v, &set.name);
-            for &p in pkts.iter().take(w[1]).skip(w[0]) {
+            for &p in pkts.iter().take(end).skip(start) {
                 cx.trace_note(p, || {
                     format!(
                         "acl {name}: {:?} by {}",
@@ -307,7 +313,8 @@ fn meta_words(m: &Meta) -> (u64, u64) {
 /// A header's little-endian word at byte `at`.
 #[inline(always)]
 fn word(h: &[u8; 34], at: usize) -> u64 {
-    u64::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3], h[at + 4], h[at + 5], h[at + 6], h[at + 7]])
+    // `at` is a constant after inlining: one load, no check.
+    u64::from_le_bytes(h.get(at..).and_then(|w| w.first_chunk::<8>()).copied().unwrap_or_default())
 }
 
 /// The header bytes and interfaces an IPv4 packet's key is made of, read
@@ -969,8 +976,11 @@ dport = "0-100"
                         let q = pool.alloc_from(f).expect("buffer");
                         *pool.meta_mut(q) = Meta { off: pool.meta(q).off, ..*m };
                         let mh = pool.meta(head);
-                        let joined =
-                            if out { sig.follow::<true>(&pool, mh, &[q]) } else { sig.follow::<false>(&pool, mh, &[q]) };
+                        let joined = if out {
+                            sig.follow::<true>(&pool, mh, &[q])
+                        } else {
+                            sig.follow::<false>(&pool, mh, &[q])
+                        };
                         pool.free(q);
                         if joined.0 == 1 {
                             who.push("FlowSig::follow");
@@ -1001,7 +1011,10 @@ dport = "0-100"
                     }
                     reached.extend(changed.iter().copied());
                     let who = takes(&vm, &vf);
-                    assert!(who.is_empty(), "v6 {v6} proto {proto} out {out} {what} changes {changed:?}: {who:?} took it");
+                    assert!(
+                        who.is_empty(),
+                        "v6 {v6} proto {proto} out {out} {what} changes {changed:?}: {who:?} took it"
+                    );
                 }
                 pool.free(head);
             }

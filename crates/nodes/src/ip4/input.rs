@@ -24,10 +24,6 @@
 //! gives the same verdicts (`direct_tests`), and with input rule sets the
 //! flow the rule set last accepted skips `ip4-acl-in` (`crate::shortcut`).
 
-// Issue 37 item 3: 9 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
 
 /// The `ip4-input` node (see the module).
@@ -160,34 +156,30 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, Ip4InputError::TooShort) };
-    if l3.len() < 20 {
-        return cx.drop(p, Ip4InputError::TooShort);
-    }
-    if l3[0] >> 4 != 4 {
+    let Some(h) = l3.first_chunk::<20>() else { return cx.drop(p, Ip4InputError::TooShort) };
+    if h[0] >> 4 != 4 {
         return cx.drop(p, Ip4InputError::BadVersion);
     }
-    let ihl = usize::from(l3[0] & 0x0f) * 4;
-    if ihl < 20 || ihl > l3.len() {
-        return cx.drop(p, Ip4InputError::BadHdrLen);
-    }
-    let tot = usize::from(be16(l3, 2));
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    let Some(hdr) = l3.get(..ihl).filter(|_| ihl >= 20) else { return cx.drop(p, Ip4InputError::BadHdrLen) };
+    let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < ihl {
         return cx.drop(p, Ip4InputError::BadLen);
     }
     if tot > l3.len() {
         return cx.drop(p, Ip4InputError::Truncated);
     }
-    if checksum::data(&l3[..ihl]) != 0xffff {
+    if checksum::data(hdr) != 0xffff {
         return cx.drop(p, Ip4InputError::BadCsum);
     }
-    let src = be32(l3, 12);
-    let dst = be32(l3, 16);
+    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
     let src_top = (src >> 24) as u8;
     if src_top >= 224 || src_top == 127 || src_top == 0 {
         return cx.drop(p, Ip4InputError::MartianSrc);
     }
     let want = l3off + tot;
-    if TOP_BYTE[(dst >> 24) as usize] & SPECIAL_DST != 0 || m.flags & flags::L2_MULTI != 0 {
+    if top_byte(h[16]) & SPECIAL_DST != 0 || m.flags & flags::L2_MULTI != 0 {
         return ip4_special_dst(cx, p, punt, dst, want);
     }
     cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
@@ -298,8 +290,8 @@ fn ip4_validate<const S: u8>(
     }
     // A martian source or a destination in 0/8, 127/8 or 224/3, both in
     // one test.
-    if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC | TOP_BYTE[usize::from(h[16])] & SPECIAL_DST != 0 {
-        if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC != 0 {
+    if top_byte(h[12]) & MARTIAN_SRC | top_byte(h[16]) & SPECIAL_DST != 0 {
+        if top_byte(h[12]) & MARTIAN_SRC != 0 {
             return cx.drop(p, Ip4InputError::MartianSrc);
         }
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
@@ -330,12 +322,21 @@ static TOP_BYTE: [u8; 256] = {
     let mut b = 0;
     while b < 256 {
         if b == 0 || b == 127 || b >= 224 {
-            t[b] |= MARTIAN_SRC;
-            t[b] |= SPECIAL_DST;
+            let (_, from_b) = t.split_at_mut(b);
+            if let Some(e) = from_b.first_mut() {
+                *e = MARTIAN_SRC | SPECIAL_DST;
+            }
         }
         b += 1;
     }
     t
 };
+
+/// [`TOP_BYTE`] of first byte `b` (any byte is in the table: no check
+/// is left after compiling).
+#[inline(always)]
+fn top_byte(b: u8) -> u8 {
+    TOP_BYTE.get(usize::from(b)).copied().unwrap_or(0)
+}
 const MARTIAN_SRC: u8 = 1;
 const SPECIAL_DST: u8 = 2;

@@ -26,10 +26,6 @@
 //! same verdicts (`direct_tests`), and with input rule sets the flow the
 //! rule set last accepted skips `ip6-acl-in` (`crate::shortcut`).
 
-// Issue 37 item 3: 3 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
 
 /// The `ip6-input` node (see the module).
@@ -146,9 +142,7 @@ impl Ip6Input {
 /// takes [`validate6`]'s direct path (when it is on).
 #[inline(always)]
 fn direct6(h: &[u8; 40], mflags: u16) -> bool {
-    h[0] >> 4 == 6
-        && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
-        && mflags & flags::L2_MULTI == 0
+    h[0] >> 4 == 6 && top6(h[8]) & GENERAL_SRC | top6(h[24]) & GENERAL_DST == 0 && mflags & flags::L2_MULTI == 0
 }
 
 /// The reference: one packet's fixed IPv6 header, every check in turn;
@@ -159,18 +153,18 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, Ip6InputError::TooShort) };
-    if l3.len() < 40 {
-        return cx.drop(p, Ip6InputError::TooShort);
-    }
-    if l3[0] >> 4 != 6 {
+    let Some(h) = l3.first_chunk::<40>() else { return cx.drop(p, Ip6InputError::TooShort) };
+    if h[0] >> 4 != 6 {
         return cx.drop(p, Ip6InputError::BadVersion);
     }
-    let total = 40 + usize::from(be16(l3, 4));
+    // The 40 bytes are there: the view's reads are in bounds.
+    let ip = tern_wire::Ipv6Packet::new_unchecked(&h[..]);
+    let total = 40 + usize::from(ip.payload_len());
     if total > l3.len() {
         return cx.drop(p, Ip6InputError::Truncated);
     }
-    let src = be128(l3, 8);
-    let dst = be128(l3, 24);
+    let src = u128::from(ip.src_addr());
+    let dst = ip.dst_addr_u128();
     // Multicast and loopback sources, and (RFC 4291 2.5.2) the unspecified
     // one but to a multicast group (ND's duplicate address detection).
     if src >> 120 == 0xff || src == 1 || (src == 0 && dst >> 120 != 0xff) {
@@ -296,4 +290,11 @@ static TOP6: [u8; 256] = {
     t
 };
 const GENERAL_SRC: u8 = 1;
+
+/// [`TOP6`] of first byte `b` (any byte is in the table: no check is
+/// left after compiling).
+#[inline(always)]
+fn top6(b: u8) -> u8 {
+    TOP6.get(usize::from(b)).copied().unwrap_or(0)
+}
 const GENERAL_DST: u8 = 2;
