@@ -1,25 +1,25 @@
-//! The shortcut through a rule set, for the input nodes and (with
-//! [`OutputAcl`]) the rewrite nodes' output rule sets.
+//! The firewall's verdict cache on the forwarding path: "the ACL node is
+//! skipped when the cache says accept", once for the input nodes
+//! ([`AclShortcut::input_batch`], [`InputAcl`]) and once for the rewrite
+//! nodes' output rule sets ([`OutputAcl`]).
 //!
-//! The input nodes' shortcut through an input rule set: `ip4-input` and
-//! `ip6-input` keep the flow the rule set last accepted and send that
-//! flow's further packets straight to their lookup node, counted on the
-//! deciding rule (and under the input node's `acl-shortcut`), without a
-//! pass through `ip4-acl-in`/`ip6-acl-in`.
-//!
-//! The rule set is stateless, so a flow's verdict is a function of its
-//! key: a packet whose key bytes, receiving interface, VLAN and L3 offset
-//! are the flow's, and which is not traced, gets the verdict the ACL node
-//! would give it. A family's [`FlowPattern`] says which bytes those are
-//! (IPv4: `acl::Pattern`, three 16-byte lanes; IPv6: [`Pattern6`], four).
-//! Only accepts are kept, and only those no count-only rule saw.
+//! The cache is [`tern_acl::VerdictCache`], whose module doc
+//! (`tern_acl::verdict`) holds the invariants: a cached flow's pattern
+//! sees every key field (`PacketKey::FIELDS`, held by
+//! `cached_verdicts_see_every_key_field`), an entry answers only under
+//! the rule and interface table generations it was learnt under, and only
+//! accepts no count-only rule saw are kept, counted on their rule. Here a
+//! family's [`FlowPattern`] says which bytes a flow is (the metadata's
+//! receiving interface, VLAN and L3 offset, [`SHORTCUT_META`], and the
+//! header bytes the key reads; IPv4: `acl::Pattern`, three 16-byte lanes;
+//! IPv6: [`Pattern6`], four). A traced packet takes the path its flow's
+//! others take, with the note "acl NAME: cached verdict, rule N".
 //!
 //! A batch's flow is the one learnt from the previous batch's last packet
 //! for the ACL node (one classification a batch at most); it takes
 //! packets only until the first that goes to the ACL node, so that the
 //! lookup sees them in their order, and after that the batch does not
-//! compare (traffic of many flows pays for a few compares a batch). The
-//! flow is forgotten when a new interface or rule table is published.
+//! compare (traffic of many flows pays for a few compares a batch).
 //!
 //! Measured (callgrind, instructions per packet of `tern-bench engine
 //! --packets 1000000`, over plain): single-flow-50fw 33.4 with every

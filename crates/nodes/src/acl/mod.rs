@@ -25,7 +25,11 @@
 //!
 //! Reference: one key per packet (`key`), classified, its verdict and
 //! the rule counted. The fast path (`runs`) classifies one key per run
-//! of packets of one flow, with the same verdicts and counters.
+//! of packets of one flow, with the same verdicts and counters. A run is
+//! a grouping within one batch, not a cache (nothing outlives the batch,
+//! so no table change can stale it); its signature is held to every key
+//! field as the verdict cache's patterns are (`tern_acl::verdict`,
+//! `cached_verdicts_see_every_key_field`).
 
 use crate::shortcut::{FlowPattern, SAME, meta_masked, meta16};
 use crate::state::{AclTable, IfTable};
