@@ -594,6 +594,17 @@ pub(crate) struct Pattern6 {
 /// next header), 8-43; not the flow label, hop limit, or bytes 44-47
 /// (UDP length and checksum, TCP sequence number).
 const PATTERN6_MASKS: [(u64, u64); 3] = [(0x00ff_ffff_0000_c0ff, !0), (!0, !0), (!0, 0xffff_ffff)];
+
+// Every bit the key reads (`acl::KEY_BITS_V6`) is under the masks, checked
+// when compiling; of bytes 48-53 only the TCP flags (53), compared on
+// their own.
+const _: () = {
+    use crate::acl::{KEY_BITS_V6, covers};
+    let [(a, b), (c, d), (e, f)] = PATTERN6_MASKS;
+    assert!(covers(a, &KEY_BITS_V6, 0) && covers(b, &KEY_BITS_V6, 8) && covers(c, &KEY_BITS_V6, 16));
+    assert!(covers(d, &KEY_BITS_V6, 24) && covers(e, &KEY_BITS_V6, 32) && covers(f, &KEY_BITS_V6, 40));
+    assert!(covers(0xff << 40, &KEY_BITS_V6, 48));
+};
 /// Lane 0's payload length bytes (4, 5) as compare bits.
 const PAYLOAD_LEN6: u16 = 0b11_0000;
 

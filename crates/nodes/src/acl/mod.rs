@@ -187,5 +187,6 @@ impl Node for AclNode {
 mod key;
 mod runs;
 
+pub(crate) use key::{KEY_BITS_V6, covers};
 pub use key::{key_v4, key_v6};
 pub(crate) use runs::Pattern;

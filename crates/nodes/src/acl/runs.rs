@@ -301,6 +301,18 @@ impl FlowPattern for Pattern {
 const MASK_W0: u64 = 0xffff_0000_0000_ffff;
 const MASK_W1: u64 = 0xffff_ffff_0000_ff00;
 
+// Every bit the key reads ([`key::KEY_BITS_V4`]) is compared, checked when
+// compiling: by [`FlowSig`]'s words and `follow` (bytes 0-15 under the
+// masks, 16-23 whole, the TCP flags, byte 33, on their own) and by the
+// shortcut's [`Pattern`] (its lanes: bytes 0-7 under `SHORTCUT_W0`, 8-15
+// under `MASK_W1`, 16-23 whole); bytes 24-32 hold none.
+const _: () = {
+    use key::{KEY_BITS_V4, covers};
+    assert!(covers(MASK_W0, &KEY_BITS_V4, 0) && covers(MASK_W1, &KEY_BITS_V4, 8) && covers(!0, &KEY_BITS_V4, 16));
+    assert!(covers(SHORTCUT_W0, &KEY_BITS_V4, 0));
+    assert!(covers(0, &KEY_BITS_V4, 24) && covers(0xff << 56, &KEY_BITS_V4, 26));
+};
+
 /// A packet's metadata bytes 0-7 and 8-15 as little-endian words (read
 /// field by field; the compiler makes it one 16-byte load).
 #[inline(always)]
@@ -894,6 +906,43 @@ dport = "0-100"
                 o[2..4].copy_from_slice(&tot.to_be_bytes());
                 assert!(!takes(&m, &o) && other_len(&m, &o), "proto {proto}: total length {tot}");
             }
+        }
+    }
+
+    /// The lists of the bits a key reads ([`key::KEY_BITS_V4`],
+    /// [`KEY_BITS_V6`]), which the caches' masks are checked against when
+    /// compiling, are exactly the bits whose flip changes `key_v4` or
+    /// `key_v6` of a first fragment of some protocol (TCP, UDP, ICMP or
+    /// ICMPv6).
+    #[test]
+    fn key_bits_are_what_the_keys_read() {
+        for v6 in [false, true] {
+            let mut read = vec![0u8; if v6 { 54 } else { 34 }];
+            for proto in [6u8, 17, if v6 { 58 } else { 1 }] {
+                let mut h = vec![0u8; read.len()];
+                if v6 {
+                    (h[0], h[6], h[8], h[24]) = (0x60, proto, 0x20, 0x20);
+                    h[40..44].copy_from_slice(&[0x04, 0xd2, 0x00, 0x35]);
+                    h[53] = 0x12;
+                } else {
+                    (h[0], h[1], h[9]) = (0x45, 0x28, proto);
+                    h[12..24].copy_from_slice(&[192, 0, 2, 1, 198, 18, 0, 1, 0x04, 0xd2, 0x00, 0x35]);
+                    h[33] = 0x12;
+                }
+                let key = |h: &[u8]| if v6 { key_v6(h) } else { key_v4(h) };
+                let want = key(&h);
+                for (at, r) in read.iter_mut().enumerate() {
+                    for bit in 0..8 {
+                        let mut o = h.clone();
+                        o[at] ^= 1 << bit;
+                        if key(&o) != want {
+                            *r |= 1 << bit;
+                        }
+                    }
+                }
+            }
+            let listed: &[u8] = if v6 { &KEY_BITS_V6 } else { &key::KEY_BITS_V4 };
+            assert_eq!(read, listed, "v6 {v6}");
         }
     }
 
