@@ -88,15 +88,17 @@ impl Runs {
             }
         };
         let nk = g.nk;
-        // A batch has at most `MAX_BATCH` packets, so runs, and the
-        // vectors hold as many: the slot is there.
-        let Some(k) = self.keys.get_mut(nk) else { return };
         // The key is built in its slot (a key is 64 bytes: building it
-        // aside and moving it in cost IPv6 ~25 instructions a packet).
+        // aside and moving it in cost IPv6 ~25 instructions a packet). A
+        // batch has at most `MAX_BATCH` packets, so runs, and the vectors
+        // hold as many: the slots are there.
         if sig.valid() {
-            *k = sig.key();
+            if let Some(k) = self.keys.get_mut(nk) {
+                *k = sig.key();
+            }
         } else {
             let l3 = pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
+            let Some(k) = self.keys.get_mut(nk) else { return };
             *k = if V6 { key_v6(l3) } else { key_v4(l3) };
             k.in_if = rx_if;
             k.out_if = out_if;
@@ -104,22 +106,24 @@ impl Runs {
             // Without a signature the key itself tells a run apart (IPv6,
             // IPv4 options); with one, a different signature is taken as a
             // different key (at worst a run cut in two).
-            if let Some(prev) = nk.checked_sub(1)
-                && self.sets.get(prev) == Some(&set)
-                && self.keys.get(prev) == self.keys.get(nk)
-            {
+            if nk > 0 && self.sets.get(nk - 1) == Some(&set) && self.keys.get(nk - 1) == self.keys.get(nk) {
                 g.run_bytes += len;
                 return;
             }
         }
-        if let Some(b) = nk.checked_sub(1).and_then(|prev| self.bytes.get_mut(prev)) {
+        if nk > 0
+            && let Some(b) = self.bytes.get_mut(nk - 1)
+        {
             *b = g.run_bytes;
         }
         g.run_bytes = len;
-        if let (Some(s), Some(start)) = (self.sets.get_mut(nk), self.starts.get_mut(nk)) {
-            (*s, *start) = (set, i);
+        if let Some(s) = self.sets.get_mut(nk) {
+            *s = set;
         }
-        g.same_set &= self.sets.first() == Some(&set);
+        if let Some(s) = self.starts.get_mut(nk) {
+            *s = i;
+        }
+        g.same_set &= self.sets.first().is_some_and(|&first| first == set);
         g.nk = nk + 1;
     }
 
@@ -158,8 +162,10 @@ impl Runs {
                         acc = (v.rule, packets, b);
                     }
                 }
-                if v.action == Action::Drop {
-                    for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                if v.action == Action::Drop
+                    && let (Some(o), Some(ps)) = (next.get_mut(start..end), pkts.get(start..end))
+                {
+                    for (o, &p) in o.iter_mut().zip(ps) {
                         *o = cx.drop(p, AclError::Denied);
                     }
                 }
@@ -173,8 +179,9 @@ impl Runs {
         }
         for ((((key, v), &b), w), &s) in runs.zip(&self.sets) {
             let &[start, end] = w else { continue };
+            let (Some(o), Some(ps)) = (next.get_mut(start..end), pkts.get(start..end)) else { continue };
             let Some(set) = acls.get(s) else {
-                for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                for (o, &p) in o.iter_mut().zip(ps) {
                     *o = cx.drop(p, AclError::NoSet);
                 }
                 continue;
@@ -182,7 +189,7 @@ impl Runs {
             if let Some(c) = set.counters.get(worker) {
                 c.record_n(&set.classifier, key, v, (end - start) as u64, b);
             }
-            for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+            for (o, &p) in o.iter_mut().zip(ps) {
                 *o = match v.action {
                     Action::Accept => AclNext::Pass as u16,
                     Action::Drop => cx.drop(p, AclError::Denied),
@@ -197,7 +204,7 @@ impl Runs {
         for ((v, &s), w) in self.verdicts.iter().zip(&self.sets).zip(self.starts.windows(2)).take(nk) {
             let (Some(set), &[start, end]) = (acls.get(s), w) else { continue };
             let (v, name) = (*v, &set.name);
-            for &p in pkts.iter().take(end).skip(start) {
+            for &p in pkts.get(start..end).unwrap_or_default() {
                 cx.trace_note(p, || {
                     format!(
                         "acl {name}: {:?} by {}",
