@@ -3,6 +3,33 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+/// Defines [`PacketKey`] and, from the same field list, the names of its
+/// fields ([`PacketKey::FIELDS`]) and the fields two keys differ in
+/// ([`PacketKey::differing_fields`]): a new field is one line here, and the
+/// tests of every cached verdict (`crate::verdict`) see it.
+macro_rules! packet_key {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident: $t:ty,)* }) => {
+        $(#[$m])*
+        pub struct $name { $($(#[$fm])* pub $f: $t,)* }
+
+        impl $name {
+            /// Every field's name, in declaration order: the one list of
+            /// what a key (so a cached verdict, `crate::verdict`) is made of.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($f)),*];
+
+            /// The names of the fields in which `self` and `o` differ.
+            pub fn differing_fields(&self, o: &Self) -> Vec<&'static str> {
+                let mut v = Vec::new();
+                $(if self.$f != o.$f {
+                    v.push(stringify!($f));
+                })*
+                v
+            }
+        }
+    };
+}
+
+packet_key! {
 /// The fields of one packet the classifier looks at.
 ///
 /// Addresses: an IPv6 address is its 128-bit big-endian value; an IPv4
@@ -36,6 +63,7 @@ pub struct PacketKey {
     /// DSCP, the upper 6 bits of the IPv4 TOS / IPv6 traffic class.
     pub dscp: u8,
     pub l4_valid: bool,
+}
 }
 
 impl PacketKey {
@@ -115,5 +143,19 @@ mod tests {
         assert!(icmp.has_icmp() && !icmp.has_ports());
         let dirty = PacketKey { src: 0xdead_0000_0000_0102_0304, ..k };
         assert_eq!(dirty.src_bits(), 0x0102_0304);
+    }
+
+    /// The field list is the struct's, and tells every field apart.
+    #[test]
+    fn fields_are_the_structs() {
+        let names = format!("{:?}", PacketKey::default());
+        for f in PacketKey::FIELDS {
+            assert!(names.contains(&format!(" {f}: ")), "{f} in {names}");
+        }
+        assert_eq!(names.matches(": ").count(), PacketKey::FIELDS.len(), "{names}");
+        let k = PacketKey::default();
+        assert!(k.differing_fields(&k).is_empty());
+        let o = PacketKey { vlan: 3, l4_valid: true, ..k };
+        assert_eq!(k.differing_fields(&o), ["vlan", "l4_valid"]);
     }
 }

@@ -39,6 +39,7 @@ mod rule;
 pub mod scenario;
 pub mod synth;
 pub mod value;
+pub mod verdict;
 
 pub use classifier::{Classifier, ClassifierStats, CompileOptions, Verdict, compile, compile_with};
 pub use counters::{Hits, RuleCounters};
@@ -50,3 +51,4 @@ pub use rule::{
     parse_toml, validate_all,
 };
 pub use scenario::{scenario_50_drop_rules, scenario_50_drop_rules_v6, scenario_drop_test};
+pub use verdict::{Generation, VerdictCache};

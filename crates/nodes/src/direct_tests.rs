@@ -945,6 +945,62 @@ fn acl_shortcut_forgets_its_flow_when_the_rules_change() {
     }
 }
 
+/// An interface change applies to the shortcut's flow from the next
+/// batch (`tern_acl::verdict`'s one invalidation rule): once the
+/// receiving (or, for the output rule sets, transmitting) interface is
+/// bound to another rule set, which drops everything, the flow the first
+/// set accepted is dropped at once, its packets byte for byte the ones
+/// the cache took, and the rule set's node counts them.
+#[test]
+fn acl_shortcut_forgets_its_flow_when_the_interfaces_change() {
+    let v6 = V6 { payload: 30, ..V6::default() }.frame();
+    let v4 = v4_frame([10, 0, 1, 2], [198, 18, 0, 1], 17, 4000, 0, 0, 30);
+    for (f, four) in [(v4, true), (v6, false)] {
+        for out in [false, true] {
+            let node = match (four, out) {
+                (true, false) => "ip4-input",
+                (false, false) => "ip6-input",
+                (true, true) => "ip4-rewrite",
+                (false, true) => "ip6-rewrite",
+            };
+            let acl_node = format!("ip{}-acl-{}", if four { 4 } else { 6 }, if out { "out" } else { "in" });
+            let (graph, input_node, shared, _fib) = router_with(!out, out);
+            let sets = tern_acl::parse_toml(
+                "[[acl]]\nname = \"A\"\ndefault = \"accept\"\n[[acl.rule]]\naction = \"accept\"\nproto = \"udp\"\n\
+                 [[acl]]\nname = \"D\"\ndefault = \"drop\"\n[[acl.rule]]\naction = \"drop\"\nproto = \"udp\"\n",
+            )
+            .expect("rules");
+            let mut table = AclTable::default();
+            for set in &sets {
+                let classifier = tern_acl::compile(set, &|_| None).expect("compile");
+                let counters = vec![tern_acl::RuleCounters::for_classifier(&classifier)];
+                table.sets.push(AclSet { name: set.name.clone(), classifier, counters });
+            }
+            shared.acls.publish(table);
+            let pool = PacketPool::new(PoolConfig { frames: 1024, ..PoolConfig::default() }).expect("pool");
+            let mut b = Batches::new(graph, input_node, pool, 2);
+            let batch = |b: &mut Batches, t: u64| b.run((0..32).map(|_| (f.as_slice(), 0, 0)), t)[1].len();
+            assert_eq!(batch(&mut b, 0), 32, "{node}");
+            assert_eq!(batch(&mut b, 1_000_000), 32, "{node}");
+            let info = b.graph.info().clone();
+            let id = |n: &str, e: &str| info.errors.iter().position(|c| c.node == n && c.name == e).expect("counter");
+            let (taken, denied) = (id(node, "acl-shortcut"), id(&acl_node, "denied"));
+            assert_eq!(b.stats.errors[taken].get(), 32, "{node}: the second batch went by the shortcut");
+            let mut ifs = shared.ifaces.load().ifs.clone();
+            if out {
+                ifs[1].acl_out = Some(1);
+            } else {
+                ifs[0].acl_in = Some(1);
+            }
+            shared.ifaces.publish(IfTable::new(ifs));
+            assert_eq!(batch(&mut b, 2_000_000), 0, "{node}: dropped by the newly bound set");
+            assert_eq!(batch(&mut b, 3_000_000), 0, "{node}: and still");
+            assert_eq!(b.stats.errors[taken].get(), 32, "{node}");
+            assert_eq!(b.stats.errors[denied].get(), 64, "{node}: {acl_node} decided them");
+        }
+    }
+}
+
 /// The output rule set's shortcut keeps to its flow's transmitting
 /// interface: once a route sends the flow out of another interface bound
 /// to the same rule set, whose rule drops it there, the flow is dropped,

@@ -1,25 +1,25 @@
-//! The shortcut through a rule set, for the input nodes and (with
-//! [`OutputAcl`]) the rewrite nodes' output rule sets.
+//! The firewall's verdict cache on the forwarding path: "the ACL node is
+//! skipped when the cache says accept", once for the input nodes
+//! ([`AclShortcut::input_batch`], [`InputAcl`]) and once for the rewrite
+//! nodes' output rule sets ([`OutputAcl`]).
 //!
-//! The input nodes' shortcut through an input rule set: `ip4-input` and
-//! `ip6-input` keep the flow the rule set last accepted and send that
-//! flow's further packets straight to their lookup node, counted on the
-//! deciding rule (and under the input node's `acl-shortcut`), without a
-//! pass through `ip4-acl-in`/`ip6-acl-in`.
-//!
-//! The rule set is stateless, so a flow's verdict is a function of its
-//! key: a packet whose key bytes, receiving interface, VLAN and L3 offset
-//! are the flow's, and which is not traced, gets the verdict the ACL node
-//! would give it. A family's [`FlowPattern`] says which bytes those are
-//! (IPv4: `acl::Pattern`, three 16-byte lanes; IPv6: [`Pattern6`], four).
-//! Only accepts are kept, and only those no count-only rule saw.
+//! The cache is [`tern_acl::VerdictCache`], whose module doc
+//! (`tern_acl::verdict`) holds the invariants: a cached flow's pattern
+//! sees every key field (`PacketKey::FIELDS`, held by
+//! `cached_verdicts_see_every_key_field`), an entry answers only under
+//! the rule and interface table generations it was learnt under, and only
+//! accepts no count-only rule saw are kept, counted on their rule. Here a
+//! family's [`FlowPattern`] says which bytes a flow is (the metadata's
+//! receiving interface, VLAN and L3 offset, [`SHORTCUT_META`], and the
+//! header bytes the key reads; IPv4: `acl::Pattern`, three 16-byte lanes;
+//! IPv6: [`Pattern6`], four). A traced packet takes the path its flow's
+//! others take, with the note "acl NAME: cached verdict, rule N".
 //!
 //! A batch's flow is the one learnt from the previous batch's last packet
 //! for the ACL node (one classification a batch at most); it takes
 //! packets only until the first that goes to the ACL node, so that the
 //! lookup sees them in their order, and after that the batch does not
-//! compare (traffic of many flows pays for a few compares a batch). The
-//! flow is forgotten when a new interface or rule table is published.
+//! compare (traffic of many flows pays for a few compares a batch).
 //!
 //! Measured (callgrind, instructions per packet of `tern-bench engine
 //! --packets 1000000`, over plain): single-flow-50fw 33.4 with every
@@ -29,13 +29,9 @@
 //! shortcut was slower than `ip4-acl-in` until the metadata was read
 //! before `ip4-input` writes it ([`meta16`]). IPv6: [`Pattern6`].
 
-// Issue 37 item 3: 1 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use crate::acl::key_v6;
 use crate::state::{AclTable, IfTable};
-use tern_acl::{Action, PacketKey};
+use tern_acl::{Generation, PacketKey, VerdictCache};
 use tern_engine::Cx;
 use tern_intrin::Bytes16;
 use tern_packet::{Meta, PacketPool, PktIdx};
@@ -58,6 +54,14 @@ pub(crate) trait FlowPattern: Copy {
     const ACL_NEXT: u16;
     /// The input node's next index of the family's lookup.
     const LOOKUP_NEXT: u16;
+    /// The input node's next index of traffic for tern or Linux through
+    /// the input rule set (`ip4-punt-acl`, `ip6-punt-acl`).
+    const PUNT_ACL_NEXT: u16;
+
+    /// Whether the input node's next index `n` hands a packet to tern or
+    /// Linux, which with an input rule set goes through
+    /// [`FlowPattern::PUNT_ACL_NEXT`].
+    fn punted(n: u16) -> bool;
 
     /// The packet (metadata bytes `meta`, [`meta16`]; its L3 bytes `h`)
     /// against the pattern, byte by byte under the masks: bit `i` set
@@ -120,60 +124,30 @@ pub(crate) fn meta16(m: &Meta) -> Bytes16 {
     Bytes16::load(m.head())
 }
 
-/// An input node's shortcut through its input rule set (module docs).
+/// A node's shortcut through its interfaces' rule sets (module docs): the
+/// rule table and the [`VerdictCache`] of its family's pattern, which
+/// owns the entry, its invalidation and its counting.
 pub(crate) struct AclShortcut<P> {
     acls: Snapshot<AclTable>,
-    /// The flow of this batch.
-    flow: Flow<P>,
-    /// A flow learnt during this batch, which the next batch takes.
-    learnt: Option<Flow<P>>,
-    /// Whether `flow` is one (not forgotten since it was learnt).
-    live: bool,
-    /// Taken since the last flush, besides those of the flow's length
-    /// that the input node counts: packets of other lengths and their
-    /// bytes.
-    others: u64,
-    bytes: u64,
-}
-
-/// An accepted flow: its pattern, its rule set and deciding rule, the
-/// length of the packet it was learnt from; for an output rule set, its
-/// transmit interface (the set's).
-#[derive(Clone, Copy)]
-struct Flow<P> {
-    pattern: P,
-    set: u16,
-    rule: Option<u32>,
-    len: u16,
-    tx_if: u16,
+    cache: VerdictCache<P>,
+    /// The tables' generation this batch runs under.
+    now: Generation,
 }
 
 impl<P: FlowPattern> AclShortcut<P> {
     pub(crate) fn new(acls: Snapshot<AclTable>) -> Self {
-        AclShortcut {
-            acls,
-            flow: Flow { pattern: P::NONE, set: 0, rule: None, len: 0, tx_if: 0 },
-            learnt: None,
-            live: false,
-            others: 0,
-            bytes: 0,
-        }
+        AclShortcut { acls, cache: VerdictCache::new(P::NONE), now: Generation::default() }
     }
 
-    /// At the start of a batch: takes the flow learnt during the last one;
-    /// forgets flows when the interface table (`ifs_changed`) or the rule
-    /// table changed. The batch's pattern.
+    /// At the start of a batch, with the interface table of generation
+    /// `ifs` (the node's snapshot, refreshed): the pattern the batch
+    /// compares ([`VerdictCache::start`]: an entry of older tables answers
+    /// nothing).
     #[inline]
-    pub(crate) fn start(&mut self, ifs_changed: bool) -> P {
-        if let Some(f) = self.learnt.take() {
-            self.flow = f;
-            self.live = true;
-        }
-        if self.acls.refresh() || ifs_changed {
-            self.flow.pattern = P::NONE;
-            self.live = false;
-        }
-        self.flow.pattern
+    pub(crate) fn start(&mut self, ifs: u64) -> P {
+        self.acls.refresh();
+        self.now = Generation { rules: self.acls.generation(), ifs };
+        self.cache.start(self.now)
     }
 
     /// Forgets the flows, for a batch that does not ask the shortcut
@@ -181,16 +155,14 @@ impl<P: FlowPattern> AclShortcut<P> {
     /// from a flow it learns then.
     #[inline]
     pub(crate) fn forget(&mut self) {
-        self.flow.pattern = P::NONE;
-        self.learnt = None;
-        self.live = false;
+        self.cache.forget();
     }
 
     /// The trace note of a packet the batch's flow took.
     #[cold]
     pub(crate) fn note(&self) -> String {
-        let name = self.acls.current().get(self.flow.set).map_or("?", |s| s.name.as_str());
-        format!("acl {name}: cached verdict, {}", self.flow.rule.map_or("default".into(), |r| format!("rule {r}")))
+        let set = self.acls.current().get(self.cache.entry().set);
+        self.cache.note(set.map_or("?", |s| s.name.as_str()))
     }
 
     /// Counts a packet that [`FlowPattern::other_len`] found the flow's
@@ -200,20 +172,20 @@ impl<P: FlowPattern> AclShortcut<P> {
     #[cold]
     #[inline(never)]
     pub(crate) fn take_other_len(&mut self, m: &Meta, tcp: u8) -> bool {
-        if !self.flow.pattern.tcp_agrees(tcp) || usize::from(m.len) < usize::from(m.l3_off) + P::KEY_BYTES {
+        if !self.cache.entry().pattern.tcp_agrees(tcp) || usize::from(m.len) < usize::from(m.l3_off) + P::KEY_BYTES {
             return false;
         }
-        self.bytes += u64::from(m.len);
-        self.others += 1;
+        self.cache.take_other_len(m.len);
         true
     }
 
     /// Learns the flow of a packet (metadata `m`, its L3 bytes `l3` up to
     /// its length) from its interface's rule set (in `ifs`): the receiving
     /// interface's input rule set, or with `OUT` the transmitting
-    /// interface's output rule set (the key's `out_if`, the flow's
-    /// `tx_if`); if the rule set accepts it and no count-only rule sees it.
-    /// The next batch takes it. The packet itself goes on to the ACL node.
+    /// interface's output rule set (the key's `out_if`, the entry's);
+    /// [`VerdictCache::learn`] keeps it if the rule set accepts it and no
+    /// count-only rule sees it. The next batch takes it. The packet
+    /// itself goes on to the ACL node.
     #[cold]
     #[inline(never)]
     pub(crate) fn learn<const OUT: bool>(&mut self, ifs: &IfTable, m: &Meta, l3: &[u8]) {
@@ -222,13 +194,8 @@ impl<P: FlowPattern> AclShortcut<P> {
         let Some(set) = bound else { return };
         let Some(rules) = self.acls.current().get(set) else { return };
         let Some((pattern, mut key)) = P::of(m, l3) else { return };
-        let tx_if = if OUT { m.tx_if } else { 0 };
-        key.out_if = tx_if;
-        let v = rules.classifier.classify(&key);
-        if v.action != Action::Accept || v.counted() {
-            return;
-        }
-        self.learnt = Some(Flow { pattern, set, rule: v.rule, len: m.len, tx_if });
+        key.out_if = if OUT { m.tx_if } else { 0 };
+        self.cache.learn(self.now, &rules.classifier, &key, (pattern, set, m.len));
     }
 
     /// At the end of a batch: adds what the batch's flow took (`hits` of
@@ -236,15 +203,39 @@ impl<P: FlowPattern> AclShortcut<P> {
     /// counters (`worker`'s); the packets taken since the last call.
     #[inline]
     pub(crate) fn finish(&mut self, worker: u16, hits: u64) -> u64 {
-        let others = std::mem::take(&mut self.others);
-        let bytes = std::mem::take(&mut self.bytes) + hits * u64::from(self.flow.len);
-        let taken = hits + others;
-        if taken != 0
-            && let Some(c) = self.acls.current().get(self.flow.set).and_then(|s| s.counters.get(usize::from(worker)))
-        {
-            c.add_n(self.flow.rule, taken, bytes);
+        let acls = self.acls.current();
+        let counters = acls.get(self.cache.entry().set).and_then(|s| s.counters.get(usize::from(worker)));
+        self.cache.finish(counters, hits)
+    }
+
+    /// An input node's batch with input rule sets (`by_if`: which
+    /// interfaces have one; `ifs`: the interface table, of generation
+    /// `ifs_gen`), validated by `v`: with the shortcut on (`on`), the
+    /// flow the rule set last accepted skips the ACL node
+    /// ([`validate_batch_acl`]); the packets it took are counted on their
+    /// rule and on the node's counter `counter` (`acl-shortcut`). Off,
+    /// every packet with a rule set goes to the ACL node.
+    #[inline]
+    pub(crate) fn input_batch<V: ValidateAcl<P>>(
+        &mut self,
+        cx: &mut Cx<'_>,
+        (pkts, next): (&[PktIdx], &mut [u16]),
+        v: &V,
+        (by_if, ifs, ifs_gen): (&[bool], &IfTable, u64),
+        (on, counter): (bool, u16),
+    ) {
+        let flow = if on {
+            self.start(ifs_gen)
+        } else {
+            self.forget();
+            P::NONE
+        };
+        let worker = cx.worker;
+        let hits = validate_batch_acl(cx, pkts, next, v, (by_if, ifs, &mut *self, flow));
+        let taken = self.finish(worker, hits);
+        if taken != 0 {
+            cx.count(counter, taken);
         }
-        taken
     }
 }
 
@@ -368,10 +359,31 @@ impl<P: FlowPattern> InputAcl<'_, P> {
         n
     }
 
+    /// The next index, with input rule sets (`acl`), of a packet the input
+    /// node's general path sent to `n`, received on `rx_if`: through the
+    /// interface's input rule set if it has one: the ACL node for the
+    /// lookup (the shortcut then stops for the batch), the punt through
+    /// the rule set for tern or Linux ([`FlowPattern::punted`]).
+    #[inline]
+    pub(crate) fn general(acl: Option<&mut Self>, n: u16, rx_if: u16) -> u16 {
+        let Some(a) = acl else { return n };
+        if !a.has_rules(rx_if) {
+            return n;
+        }
+        if n == P::LOOKUP_NEXT {
+            a.stop();
+            P::ACL_NEXT
+        } else if P::punted(n) {
+            P::PUNT_ACL_NEXT
+        } else {
+            n
+        }
+    }
+
     /// A packet went to the ACL node: the pattern takes no more packets in
     /// this batch, which keeps their order.
     #[inline]
-    pub(crate) fn stop(&mut self) {
+    fn stop(&mut self) {
         self.flow = P::NONE;
         self.stopped = true;
     }
@@ -430,9 +442,9 @@ pub(crate) enum Asked {
 impl<'a, P: FlowPattern> OutputAcl<'a, P> {
     /// At the start of a batch ([`AclShortcut::start`]).
     #[inline]
-    pub(crate) fn start(shortcut: &'a mut AclShortcut<P>, ifs_changed: bool) -> Self {
-        let flow = shortcut.start(ifs_changed);
-        let stopped = !shortcut.live;
+    pub(crate) fn start(shortcut: &'a mut AclShortcut<P>, ifs: u64) -> Self {
+        let flow = shortcut.start(ifs);
+        let stopped = !shortcut.cache.live();
         OutputAcl { shortcut, flow, hits: 0, stopped }
     }
 
@@ -448,7 +460,7 @@ impl<'a, P: FlowPattern> OutputAcl<'a, P> {
     /// Asked once an adjacency.
     #[inline]
     pub(crate) fn applies(&self, tx_if: u16) -> bool {
-        tx_if == self.shortcut.flow.tx_if
+        tx_if == self.shortcut.cache.entry().out_if
     }
 
     /// A packet bound for the ACL node of an adjacency the flow
@@ -582,6 +594,17 @@ pub(crate) struct Pattern6 {
 /// next header), 8-43; not the flow label, hop limit, or bytes 44-47
 /// (UDP length and checksum, TCP sequence number).
 const PATTERN6_MASKS: [(u64, u64); 3] = [(0x00ff_ffff_0000_c0ff, !0), (!0, !0), (!0, 0xffff_ffff)];
+
+// Every bit the key reads (`acl::KEY_BITS_V6`) is under the masks, checked
+// when compiling; of bytes 48-53 only the TCP flags (53), compared on
+// their own.
+const _: () = {
+    use crate::acl::{KEY_BITS_V6, covers};
+    let [(a, b), (c, d), (e, f)] = PATTERN6_MASKS;
+    assert!(covers(a, &KEY_BITS_V6, 0) && covers(b, &KEY_BITS_V6, 8) && covers(c, &KEY_BITS_V6, 16));
+    assert!(covers(d, &KEY_BITS_V6, 24) && covers(e, &KEY_BITS_V6, 32) && covers(f, &KEY_BITS_V6, 40));
+    assert!(covers(0xff << 40, &KEY_BITS_V6, 48));
+};
 /// Lane 0's payload length bytes (4, 5) as compare bits.
 const PAYLOAD_LEN6: u16 = 0b11_0000;
 
@@ -589,7 +612,8 @@ const PAYLOAD_LEN6: u16 = 0b11_0000;
 fn lanes6(h: &[u8; 48]) -> [Bytes16; 3] {
     let lane = |i: usize| {
         let b = h.get(16 * i..).and_then(|r| r.first_chunk::<16>()).unwrap_or(&[0; 16]);
-        let (w0, w1) = PATTERN6_MASKS[i];
+        // `i` is a constant after inlining: no check is left.
+        let (w0, w1) = PATTERN6_MASKS.get(i).copied().unwrap_or((0, 0));
         Bytes16::load(b).and(Bytes16::from_words(w0, w1))
     };
     [lane(0), lane(1), lane(2)]
@@ -601,6 +625,14 @@ impl FlowPattern for Pattern6 {
     const NONE: Pattern6 = Pattern6 { meta: Bytes16::ZERO, h: [Bytes16::ZERO; 3], tcp_flags: None };
     const ACL_NEXT: u16 = crate::ip6::Ip6InputNext::AclIn as u16;
     const LOOKUP_NEXT: u16 = crate::ip6::Ip6InputNext::Lookup as u16;
+    const PUNT_ACL_NEXT: u16 = crate::ip6::Ip6InputNext::PuntAcl as u16;
+
+    /// Multicast for Linux, and link-scoped traffic for tern (ND,
+    /// link-local).
+    #[inline(always)]
+    fn punted(n: u16) -> bool {
+        n == crate::ip6::Ip6InputNext::Punt as u16 || n == crate::ip6::Ip6InputNext::Local as u16
+    }
 
     #[inline(always)]
     fn compare(&self, meta: Bytes16, h: &[u8; 48]) -> u16 {

@@ -5,6 +5,62 @@
 use super::*;
 use tern_wire::Ipv6Packet;
 
+/// The bits [`key_v4`] reads (for some protocol) of an IPv4 header without
+/// options and its first 14 transport bytes, byte by byte: the IHL (where
+/// the transport header starts), the DSCP, the fragment offset, protocol,
+/// addresses, ports or ICMP type and code, TCP flags. The one list every
+/// cached IPv4 verdict's masks are checked against when compiling
+/// ([`covers`]; `acl::runs`), and which `key_bits_are_what_the_keys_read`
+/// holds to [`key_v4`]: a key field read from another bit fails that test,
+/// and once listed, the build until every cache compares it.
+pub(crate) const KEY_BITS_V4: [u8; 34] = [
+    0x0f, 0xfc, 0, 0, 0, 0, 0x1f, 0xff, // IHL, DSCP, fragment offset
+    0, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, // protocol, source
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // destination, ports or ICMP type and code
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, // TCP flags (transport byte 13)
+];
+
+/// [`KEY_BITS_V4`] for [`key_v6`] of an IPv6 header without extension
+/// headers and its first 14 transport bytes: the DSCP, next header,
+/// addresses, ports or ICMPv6 type and code, TCP flags.
+pub(crate) const KEY_BITS_V6: [u8; 54] = {
+    let mut b = [0xffu8; 54];
+    let mut i = 0;
+    while i < 54 {
+        let keep: u8 = match i {
+            0 => 0x0f,
+            1 => 0xc0,
+            6 | 8..=43 | 53 => 0xff,
+            _ => 0,
+        };
+        if let Some(x) = b.split_at_mut(i).1.first_mut() {
+            *x = keep;
+        }
+        i += 1;
+    }
+    b
+};
+
+/// Whether little-endian word `mask`, laid over `bits` from byte `at`
+/// on, keeps every bit listed there (bytes past `bits` list none).
+pub(crate) const fn covers(mask: u64, bits: &[u8], at: usize) -> bool {
+    let mut i = 0;
+    while i < 8 {
+        let want = match bits.split_at_checked(at + i) {
+            Some((_, rest)) => match rest.first() {
+                Some(&b) => b,
+                None => 0,
+            },
+            None => 0,
+        };
+        if (mask >> (8 * i)) as u8 & want != want {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The classifier key of an IPv4 packet (L3 at the start of `l3`; a
 /// header shorter than 20 bytes, which `ip4-input` never lets through,
 /// gives the key of an all-zero header).

@@ -25,11 +25,11 @@
 //!
 //! Reference: one key per packet (`key`), classified, its verdict and
 //! the rule counted. The fast path (`runs`) classifies one key per run
-//! of packets of one flow, with the same verdicts and counters.
-
-// Issue 37 item 3: 6 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
+//! of packets of one flow, with the same verdicts and counters. A run is
+//! a grouping within one batch, not a cache (nothing outlives the batch,
+//! so no table change can stale it); its signature is held to every key
+//! field as the verdict cache's patterns are (`tern_acl::verdict`,
+//! `cached_verdicts_see_every_key_field`).
 
 use crate::shortcut::{FlowPattern, SAME, meta_masked, meta16};
 use crate::state::{AclTable, IfTable};
@@ -143,7 +143,7 @@ impl Node for AclNode {
         let ifs = self.ifs.current();
         let acls = self.acls.current();
         let n = pkts.len().min(MAX_BATCH).min(next.len());
-        let (pkts, next) = (&pkts[..n], &mut next[..n]);
+        let (Some(pkts), Some(next)) = (pkts.get(..n), next.get_mut(..n)) else { return };
         let r = &mut self.runs;
         let (nk, same_set, traced) = match (self.v6, self.out) {
             (false, false) => r.gather::<false, false>(cx.pool, ifs, pkts),
@@ -155,9 +155,13 @@ impl Node for AclNode {
             return;
         }
 
-        let (keys, sets, verdicts) = (&r.keys[..nk], &r.sets[..nk], &mut r.verdicts[..nk]);
+        // `gather` fills at most `MAX_BATCH` runs, the vectors' length.
+        let (Some(keys), Some(sets), Some(verdicts)) = (r.keys.get(..nk), r.sets.get(..nk), r.verdicts.get_mut(..nk))
+        else {
+            return;
+        };
         if same_set {
-            match acls.get(sets[0]) {
+            match sets.first().and_then(|&s| acls.get(s)) {
                 Some(set) => set.classifier.classify_batch(keys, verdicts),
                 None => {
                     for (o, &p) in next.iter_mut().zip(pkts) {
@@ -183,5 +187,6 @@ impl Node for AclNode {
 mod key;
 mod runs;
 
+pub(crate) use key::{KEY_BITS_V6, covers};
 pub use key::{key_v4, key_v6};
 pub(crate) use runs::Pattern;

@@ -6,10 +6,6 @@
 //! classified alone; `direct_tests` and this module's tests hold the two
 //! to the same verdicts and counters.
 
-// Issue 37 item 3: 26 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
 
 /// The state of [`Runs::gather`] that opening a run changes.
@@ -37,7 +33,7 @@ impl Runs {
         let n = pkts.len().min(MAX_BATCH);
         let mut g = Gather { nk: 0, cached: None, same_set: true, run_bytes: 0 };
         let mut flags_seen = 0u16;
-        let pkts = &pkts[..n];
+        let pkts = pkts.get(..n).unwrap_or_default();
         let mut last_sig = FlowSig::NONE;
         let mut i = 0;
         while let Some(&p) = pkts.get(i) {
@@ -55,9 +51,13 @@ impl Runs {
             last_sig = sig;
             self.open::<V6, OUT>(&mut g, pool, ifs, i - 1, p, sig);
         }
-        if g.nk > 0 {
-            self.bytes[g.nk - 1] = g.run_bytes;
-            self.starts[g.nk] = n;
+        if let Some(last) = g.nk.checked_sub(1) {
+            if let Some(b) = self.bytes.get_mut(last) {
+                *b = g.run_bytes;
+            }
+            if let Some(s) = self.starts.get_mut(g.nk) {
+                *s = n;
+            }
         }
         (g.nk, g.same_set, flags_seen & flags::TRACED != 0)
     }
@@ -89,12 +89,16 @@ impl Runs {
         };
         let nk = g.nk;
         // The key is built in its slot (a key is 64 bytes: building it
-        // aside and moving it in cost IPv6 ~25 instructions a packet).
+        // aside and moving it in cost IPv6 ~25 instructions a packet). A
+        // batch has at most `MAX_BATCH` packets, so runs, and the vectors
+        // hold as many: the slots are there.
         if sig.valid() {
-            self.keys[nk] = sig.key();
+            if let Some(k) = self.keys.get_mut(nk) {
+                *k = sig.key();
+            }
         } else {
             let l3 = pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
-            let k = &mut self.keys[nk];
+            let Some(k) = self.keys.get_mut(nk) else { return };
             *k = if V6 { key_v6(l3) } else { key_v4(l3) };
             k.in_if = rx_if;
             k.out_if = out_if;
@@ -102,18 +106,24 @@ impl Runs {
             // Without a signature the key itself tells a run apart (IPv6,
             // IPv4 options); with one, a different signature is taken as a
             // different key (at worst a run cut in two).
-            if nk > 0 && self.sets[nk - 1] == set && self.keys[nk - 1] == self.keys[nk] {
+            if nk > 0 && self.sets.get(nk - 1) == Some(&set) && self.keys.get(nk - 1) == self.keys.get(nk) {
                 g.run_bytes += len;
                 return;
             }
         }
-        if nk > 0 {
-            self.bytes[nk - 1] = g.run_bytes;
+        if nk > 0
+            && let Some(b) = self.bytes.get_mut(nk - 1)
+        {
+            *b = g.run_bytes;
         }
         g.run_bytes = len;
-        self.sets[nk] = set;
-        self.starts[nk] = i;
-        g.same_set &= set == self.sets[0];
+        if let Some(s) = self.sets.get_mut(nk) {
+            *s = set;
+        }
+        if let Some(s) = self.starts.get_mut(nk) {
+            *s = i;
+        }
+        g.same_set &= self.sets.first().is_some_and(|&first| first == set);
         g.nk = nk + 1;
     }
 
@@ -139,7 +149,7 @@ impl Runs {
             let counters = set.counters.get(worker);
             let mut acc: (Option<u32>, u64, u64) = (None, 0, 0);
             for (((key, v), &b), w) in runs {
-                let (start, end) = (w[0], w[1]);
+                let &[start, end] = w else { continue };
                 let packets = (end - start) as u64;
                 if let Some(c) = counters {
                     if v.counted() {
@@ -152,8 +162,10 @@ impl Runs {
                         acc = (v.rule, packets, b);
                     }
                 }
-                if v.action == Action::Drop {
-                    for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                if v.action == Action::Drop
+                    && let (Some(o), Some(ps)) = (next.get_mut(start..end), pkts.get(start..end))
+                {
+                    for (o, &p) in o.iter_mut().zip(ps) {
                         *o = cx.drop(p, AclError::Denied);
                     }
                 }
@@ -166,9 +178,10 @@ impl Runs {
             return;
         }
         for ((((key, v), &b), w), &s) in runs.zip(&self.sets) {
-            let (start, end) = (w[0], w[1]);
+            let &[start, end] = w else { continue };
+            let (Some(o), Some(ps)) = (next.get_mut(start..end), pkts.get(start..end)) else { continue };
             let Some(set) = acls.get(s) else {
-                for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+                for (o, &p) in o.iter_mut().zip(ps) {
                     *o = cx.drop(p, AclError::NoSet);
                 }
                 continue;
@@ -176,7 +189,7 @@ impl Runs {
             if let Some(c) = set.counters.get(worker) {
                 c.record_n(&set.classifier, key, v, (end - start) as u64, b);
             }
-            for (o, &p) in next.iter_mut().zip(pkts).take(end).skip(start) {
+            for (o, &p) in o.iter_mut().zip(ps) {
                 *o = match v.action {
                     Action::Accept => AclNext::Pass as u16,
                     Action::Drop => cx.drop(p, AclError::Denied),
@@ -189,9 +202,9 @@ impl Runs {
     #[cold]
     pub(super) fn trace(&self, cx: &mut Cx<'_>, acls: &AclTable, nk: usize, pkts: &[PktIdx]) {
         for ((v, &s), w) in self.verdicts.iter().zip(&self.sets).zip(self.starts.windows(2)).take(nk) {
-            let Some(set) = acls.get(s) else { continue };
+            let (Some(set), &[start, end]) = (acls.get(s), w) else { continue };
             let (v, name) = (*v, &set.name);
-            for &p in pkts.iter().take(w[1]).skip(w[0]) {
+            for &p in pkts.get(start..end).unwrap_or_default() {
                 cx.trace_note(p, || {
                     format!(
                         "acl {name}: {:?} by {}",
@@ -249,6 +262,13 @@ impl FlowPattern for Pattern {
     const NONE: Pattern = Pattern { meta: Bytes16::ZERO, h0: Bytes16::ZERO, h1: Bytes16::ZERO, tcp_flags: None };
     const ACL_NEXT: u16 = crate::ip4::Ip4InputNext::AclIn as u16;
     const LOOKUP_NEXT: u16 = crate::ip4::Ip4InputNext::Lookup as u16;
+    const PUNT_ACL_NEXT: u16 = crate::ip4::Ip4InputNext::PuntAcl as u16;
+
+    /// Multicast or broadcast for Linux.
+    #[inline(always)]
+    fn punted(n: u16) -> bool {
+        n == crate::ip4::Ip4InputNext::Punt as u16
+    }
 
     #[inline(always)]
     fn compare(&self, meta: Bytes16, h: &[u8; 34]) -> u16 {
@@ -288,6 +308,18 @@ impl FlowPattern for Pattern {
 const MASK_W0: u64 = 0xffff_0000_0000_ffff;
 const MASK_W1: u64 = 0xffff_ffff_0000_ff00;
 
+// Every bit the key reads ([`key::KEY_BITS_V4`]) is compared, checked when
+// compiling: by [`FlowSig`]'s words and `follow` (bytes 0-15 under the
+// masks, 16-23 whole, the TCP flags, byte 33, on their own) and by the
+// shortcut's [`Pattern`] (its lanes: bytes 0-7 under `SHORTCUT_W0`, 8-15
+// under `MASK_W1`, 16-23 whole); bytes 24-32 hold none.
+const _: () = {
+    use key::{KEY_BITS_V4, covers};
+    assert!(covers(MASK_W0, &KEY_BITS_V4, 0) && covers(MASK_W1, &KEY_BITS_V4, 8) && covers(!0, &KEY_BITS_V4, 16));
+    assert!(covers(SHORTCUT_W0, &KEY_BITS_V4, 0));
+    assert!(covers(0, &KEY_BITS_V4, 24) && covers(0xff << 56, &KEY_BITS_V4, 26));
+};
+
 /// A packet's metadata bytes 0-7 and 8-15 as little-endian words (read
 /// field by field; the compiler makes it one 16-byte load).
 #[inline(always)]
@@ -300,7 +332,8 @@ fn meta_words(m: &Meta) -> (u64, u64) {
 /// A header's little-endian word at byte `at`.
 #[inline(always)]
 fn word(h: &[u8; 34], at: usize) -> u64 {
-    u64::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3], h[at + 4], h[at + 5], h[at + 6], h[at + 7]])
+    // `at` is a constant after inlining: one load, no check.
+    u64::from_le_bytes(h.get(at..).and_then(|w| w.first_chunk::<8>()).copied().unwrap_or_default())
 }
 
 /// The header bytes and interfaces an IPv4 packet's key is made of, read
@@ -881,6 +914,170 @@ dport = "0-100"
                 assert!(!takes(&m, &o) && other_len(&m, &o), "proto {proto}: total length {tot}");
             }
         }
+    }
+
+    /// The lists of the bits a key reads ([`key::KEY_BITS_V4`],
+    /// [`KEY_BITS_V6`]), which the caches' masks are checked against when
+    /// compiling, are exactly the bits whose flip changes `key_v4` or
+    /// `key_v6` of a first fragment of some protocol (TCP, UDP, ICMP or
+    /// ICMPv6).
+    #[test]
+    fn key_bits_are_what_the_keys_read() {
+        for v6 in [false, true] {
+            let mut read = vec![0u8; if v6 { 54 } else { 34 }];
+            for proto in [6u8, 17, if v6 { 58 } else { 1 }] {
+                let mut h = vec![0u8; read.len()];
+                if v6 {
+                    (h[0], h[6], h[8], h[24]) = (0x60, proto, 0x20, 0x20);
+                    h[40..44].copy_from_slice(&[0x04, 0xd2, 0x00, 0x35]);
+                    h[53] = 0x12;
+                } else {
+                    (h[0], h[1], h[9]) = (0x45, 0x28, proto);
+                    h[12..24].copy_from_slice(&[192, 0, 2, 1, 198, 18, 0, 1, 0x04, 0xd2, 0x00, 0x35]);
+                    h[33] = 0x12;
+                }
+                let key = |h: &[u8]| if v6 { key_v6(h) } else { key_v4(h) };
+                let want = key(&h);
+                for (at, r) in read.iter_mut().enumerate() {
+                    for bit in 0..8 {
+                        let mut o = h.clone();
+                        o[at] ^= 1 << bit;
+                        if key(&o) != want {
+                            *r |= 1 << bit;
+                        }
+                    }
+                }
+            }
+            let listed: &[u8] = if v6 { &KEY_BITS_V6 } else { &key::KEY_BITS_V4 };
+            assert_eq!(read, listed, "v6 {v6}");
+        }
+    }
+
+    /// Every cached verdict sees every key field, checked against the
+    /// one list of them ([`PacketKey::FIELDS`]): for IPv4 (the ACL node's
+    /// runs, [`FlowSig::follow`], and the shortcuts' [`Pattern`]) and IPv6
+    /// (`Pattern6`), input and output, TCP, UDP and ICMP, every bit of the
+    /// L3 bytes the key may read and every metadata field a key takes is
+    /// flipped; whenever the reference key (`key_v4`/`key_v6` with the
+    /// interfaces and VLAN) changes, no cache takes the packet. Every field
+    /// of the list but the family (`is_v6`, which the node's family fixes)
+    /// must have changed in some flip: a new key field fails here until
+    /// the flows reach it and every cache sees it.
+    #[test]
+    fn cached_verdicts_see_every_key_field() {
+        use crate::shortcut::Pattern6;
+        let mut pool = PacketPool::new(PoolConfig { frames: 64, ..PoolConfig::default() }).expect("pool");
+        let mut reached = std::collections::BTreeSet::new();
+        for (v6, proto) in [(false, 6u8), (false, 17), (false, 1), (true, 6), (true, 17), (true, 58)] {
+            for out in [false, true] {
+                // 14 bytes of Ethernet, then L3 and transport bytes.
+                let mut f = [0u8; 14 + 60];
+                let l3 = &mut f[14..];
+                if v6 {
+                    l3[0] = 0x60;
+                    l3[4..6].copy_from_slice(&20u16.to_be_bytes());
+                    l3[6] = proto;
+                    (l3[8], l3[23], l3[24], l3[39]) = (0x20, 2, 0x20, 1);
+                    l3[40..44].copy_from_slice(&[0x04, 0xd2, 0x00, 0x35]);
+                    l3[53] = 0x12;
+                } else {
+                    l3[0] = 0x45;
+                    l3[1] = 0x28;
+                    l3[2..4].copy_from_slice(&60u16.to_be_bytes());
+                    l3[9] = proto;
+                    l3[12..24].copy_from_slice(&[192, 0, 2, 1, 198, 18, 0, 1, 0x04, 0xd2, 0x00, 0x35]);
+                    l3[33] = 0x12;
+                }
+                let m = Meta { len: f.len() as u16, rx_if: 1, tx_if: 2, l3_off: 14, vlan: 3, ..Meta::default() };
+                let reference = |m: &Meta, f: &[u8]| {
+                    let l3 = &f[usize::from(m.l3_off)..];
+                    let mut k = if v6 { key_v6(l3) } else { key_v4(l3) };
+                    (k.in_if, k.out_if, k.vlan) = (m.rx_if, if out { m.tx_if } else { 0 }, m.vlan);
+                    k
+                };
+                let want = reference(&m, &f);
+                // What each cache holds for the flow.
+                let head = pool.alloc_from(&f).expect("buffer");
+                *pool.meta_mut(head) = Meta { off: pool.meta(head).off, ..m };
+                let sig = FlowSig::of(&pool, head, pool.meta(head), out);
+                assert_eq!(sig.valid(), !v6);
+                if !v6 {
+                    assert_eq!(sig.key(), want, "proto {proto} out {out}");
+                }
+                let p4 = Pattern::of(&m, &f[14..]);
+                let p6 = Pattern6::of(&m, &f[14..]);
+                assert_eq!((p4.is_some(), p6.is_some()), (!v6, v6));
+                // Whether a cache takes packet (`m`, `f`): the shortcut's
+                // pattern (at any length; an output entry only on its
+                // transmitting interface, `OutputAcl::applies`), or
+                // for IPv4 a run that the packet joins.
+                let mut takes = |m: &Meta, f: &[u8]| -> Vec<&str> {
+                    let l3 = &f[14..];
+                    let meta = meta16(m);
+                    let mut who = Vec::new();
+                    fn pattern<P: FlowPattern>(p: &P, meta: Bytes16, l3: &[u8]) -> bool {
+                        P::head(l3).is_some_and(|(h, tcp)| {
+                            let bits = p.compare(meta, h);
+                            p.tcp_agrees(tcp) && (bits == SAME || p.other_len(bits, meta, h))
+                        })
+                    }
+                    let applies = !out || m.tx_if == 2;
+                    if applies && p4.as_ref().is_some_and(|(p, _)| pattern(p, meta, l3)) {
+                        who.push("Pattern");
+                    }
+                    if applies && p6.as_ref().is_some_and(|(p, _)| pattern(p, meta, l3)) {
+                        who.push("Pattern6");
+                    }
+                    if !v6 {
+                        let q = pool.alloc_from(f).expect("buffer");
+                        *pool.meta_mut(q) = Meta { off: pool.meta(q).off, ..*m };
+                        let mh = pool.meta(head);
+                        let joined = if out {
+                            sig.follow::<true>(&pool, mh, &[q])
+                        } else {
+                            sig.follow::<false>(&pool, mh, &[q])
+                        };
+                        pool.free(q);
+                        if joined.0 == 1 {
+                            who.push("FlowSig::follow");
+                        }
+                    }
+                    who
+                };
+                assert_eq!(takes(&m, &f).len(), if v6 { 1 } else { 2 }, "proto {proto} out {out}: the flow itself");
+                let mut variants: Vec<(String, Meta, [u8; 74])> = Vec::new();
+                for at in 14..14 + if v6 { 54 } else { 34 } {
+                    for bit in 0..8 {
+                        let mut o = f;
+                        o[at] ^= 1 << bit;
+                        variants.push((format!("L3 byte {} bit {bit}", at - 14), m, o));
+                    }
+                }
+                for (what, o) in [
+                    ("rx_if", Meta { rx_if: 5, ..m }),
+                    ("tx_if", Meta { tx_if: 11, ..m }),
+                    ("vlan", Meta { vlan: 7, ..m }),
+                ] {
+                    variants.push((what.to_string(), o, f));
+                }
+                for (what, vm, vf) in variants {
+                    let changed = want.differing_fields(&reference(&vm, &vf));
+                    if changed.is_empty() {
+                        continue;
+                    }
+                    reached.extend(changed.iter().copied());
+                    let who = takes(&vm, &vf);
+                    assert!(
+                        who.is_empty(),
+                        "v6 {v6} proto {proto} out {out} {what} changes {changed:?}: {who:?} took it"
+                    );
+                }
+                pool.free(head);
+            }
+        }
+        let all: std::collections::BTreeSet<&str> =
+            PacketKey::FIELDS.iter().copied().filter(|&f| f != "is_v6").collect();
+        assert_eq!(reached, all, "key fields the flips reached");
     }
 
     /// A run followed in place counts every packet's own length, in

@@ -24,10 +24,6 @@
 //! gives the same verdicts (`direct_tests`), and with input rule sets the
 //! flow the rule set last accepted skips `ip4-acl-in` (`crate::shortcut`).
 
-// Issue 37 item 3: 9 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
 
 /// The `ip4-input` node (see the module).
@@ -101,34 +97,23 @@ impl Node for Ip4Input {
         Ip4InputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ifs_changed = self.ifs.refresh();
-        if ifs_changed {
+        if self.ifs.refresh() {
             self.acl_in = acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
         let params = self.params.current();
         let (punt, fast) = (params.punt_to_tap(), params.fast_paths);
         // Two loops, so that the one without input rule sets carries no
-        // trace of the question.
+        // trace of the question. The shortcut is the direct path's:
+        // without it, every packet with an input rule set goes to
+        // `ip4-acl-in`.
         if self.acl_in.is_empty() {
             validate_batch(cx, pkts, next, punt, fast.direct);
         } else {
-            // The shortcut is the direct path's: without it, every packet
-            // with an input rule set goes to `ip4-acl-in`.
-            let flow = if fast.direct && fast.acl_shortcut {
-                self.shortcut.start(ifs_changed)
-            } else {
-                self.shortcut.forget();
-                Pattern::NONE
-            };
-            let worker = cx.worker;
-            let ifs = self.ifs.current();
-            let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
-            let hits = validate_batch_acl(cx, pkts, next, &Validate4 { punt, direct: fast.direct }, state);
-            let taken = self.shortcut.finish(worker, hits);
-            if taken != 0 {
-                cx.count(Ip4InputError::AclShortcut, taken);
-            }
+            let v = Validate4 { punt, direct: fast.direct };
+            let tables = (&self.acl_in[..], self.ifs.current(), self.ifs.generation());
+            let on = (fast.direct && fast.acl_shortcut, Ip4InputError::AclShortcut as u16);
+            self.shortcut.input_batch(cx, (pkts, next), &v, tables, on);
         }
         if fast.direct && cx.tracing() {
             self.trace_fast(cx, pkts, next);
@@ -171,34 +156,30 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, Ip4InputError::TooShort) };
-    if l3.len() < 20 {
-        return cx.drop(p, Ip4InputError::TooShort);
-    }
-    if l3[0] >> 4 != 4 {
+    let Some(h) = l3.first_chunk::<20>() else { return cx.drop(p, Ip4InputError::TooShort) };
+    if h[0] >> 4 != 4 {
         return cx.drop(p, Ip4InputError::BadVersion);
     }
-    let ihl = usize::from(l3[0] & 0x0f) * 4;
-    if ihl < 20 || ihl > l3.len() {
-        return cx.drop(p, Ip4InputError::BadHdrLen);
-    }
-    let tot = usize::from(be16(l3, 2));
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    let Some(hdr) = l3.get(..ihl).filter(|_| ihl >= 20) else { return cx.drop(p, Ip4InputError::BadHdrLen) };
+    let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < ihl {
         return cx.drop(p, Ip4InputError::BadLen);
     }
     if tot > l3.len() {
         return cx.drop(p, Ip4InputError::Truncated);
     }
-    if checksum::data(&l3[..ihl]) != 0xffff {
+    if checksum::data(hdr) != 0xffff {
         return cx.drop(p, Ip4InputError::BadCsum);
     }
-    let src = be32(l3, 12);
-    let dst = be32(l3, 16);
+    let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+    let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
     let src_top = (src >> 24) as u8;
     if src_top >= 224 || src_top == 127 || src_top == 0 {
         return cx.drop(p, Ip4InputError::MartianSrc);
     }
     let want = l3off + tot;
-    if TOP_BYTE[(dst >> 24) as usize] & SPECIAL_DST != 0 || m.flags & flags::L2_MULTI != 0 {
+    if top_byte(h[16]) & SPECIAL_DST != 0 || m.flags & flags::L2_MULTI != 0 {
         return ip4_special_dst(cx, p, punt, dst, want);
     }
     cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
@@ -266,27 +247,6 @@ impl ValidateAcl<Pattern> for Validate4 {
     }
 }
 
-/// `ip4-input`'s general paths with input rule sets (`acl`): a packet
-/// bound for `ip4-lookup` or Linux ([`Ip4InputNext::Punt`]) goes
-/// through its receiving interface's input rule set first, if it has
-/// one; a packet for `ip4-acl-in` stops the shortcut for the rest of the
-/// batch.
-#[inline]
-fn through_acl_in_direct(n: u16, rx_if: u16, acl: Option<&mut InputAcl<'_, Pattern>>) -> u16 {
-    let Some(a) = acl else { return n };
-    if !a.has_rules(rx_if) {
-        return n;
-    }
-    if n == Ip4InputNext::Lookup as u16 {
-        a.stop();
-        Ip4InputNext::AclIn as u16
-    } else if n == Ip4InputNext::Punt as u16 {
-        Ip4InputNext::PuntAcl as u16
-    } else {
-        n
-    }
-}
-
 /// Validates one packet's IPv4 header; the next index (lookup, or
 /// [`Ip4InputNext::Punt`]: multicast or broadcast for Linux) or a drop.
 #[inline(always)]
@@ -315,7 +275,7 @@ fn ip4_validate<const S: u8>(
     };
     let Some(h) = h.filter(|h| h[0] == 0x45 && m.flags & flags::L2_MULTI == 0 && direct) else {
         let n = ip4_validate_general(cx, p, punt);
-        return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
+        return InputAcl::general(acl, n, cx.pool.meta(p).rx_if);
     };
     let tot = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if tot < 20 {
@@ -330,13 +290,13 @@ fn ip4_validate<const S: u8>(
     }
     // A martian source or a destination in 0/8, 127/8 or 224/3, both in
     // one test.
-    if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC | TOP_BYTE[usize::from(h[16])] & SPECIAL_DST != 0 {
-        if TOP_BYTE[usize::from(h[12])] & MARTIAN_SRC != 0 {
+    if top_byte(h[12]) & MARTIAN_SRC | top_byte(h[16]) & SPECIAL_DST != 0 {
+        if top_byte(h[12]) & MARTIAN_SRC != 0 {
             return cx.drop(p, Ip4InputError::MartianSrc);
         }
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
         let n = ip4_special_dst(cx, p, punt, dst, want);
-        return through_acl_in_direct(n, cx.pool.meta(p).rx_if, acl);
+        return InputAcl::general(acl, n, cx.pool.meta(p).rx_if);
     }
     m.flags |= flags::L3_CSUM_OK;
     // Ethernet padding: trimming only shortens the data, which the frame
@@ -362,12 +322,21 @@ static TOP_BYTE: [u8; 256] = {
     let mut b = 0;
     while b < 256 {
         if b == 0 || b == 127 || b >= 224 {
-            t[b] |= MARTIAN_SRC;
-            t[b] |= SPECIAL_DST;
+            let (_, from_b) = t.split_at_mut(b);
+            if let Some(e) = from_b.first_mut() {
+                *e = MARTIAN_SRC | SPECIAL_DST;
+            }
         }
         b += 1;
     }
     t
 };
+
+/// [`TOP_BYTE`] of first byte `b` (any byte is in the table: no check
+/// is left after compiling).
+#[inline(always)]
+fn top_byte(b: u8) -> u8 {
+    TOP_BYTE.get(usize::from(b)).copied().unwrap_or(0)
+}
 const MARTIAN_SRC: u8 = 1;
 const SPECIAL_DST: u8 = 2;

@@ -17,9 +17,7 @@ pub(crate) use lookup::trace_nh;
 pub(crate) use rewrite::{RewriteSteps, copy_l2, direct_path, rewrite_batch, rewrite_batch_acl, trace_rewrite};
 
 use crate::acl::Pattern;
-use crate::shortcut::{
-    AclShortcut, Asked, FlowPattern, InputAcl, NO_FLOW, OutputAcl, ValidateAcl, meta16, validate_batch_acl,
-};
+use crate::shortcut::{AclShortcut, Asked, FlowPattern, InputAcl, NO_FLOW, OutputAcl, ValidateAcl, meta16};
 use crate::state::{AclTable, IfTable, Params};
 use crate::util::*;
 use tern_engine::{Cx, ErrorDesc, NEXT_DROP, Node};

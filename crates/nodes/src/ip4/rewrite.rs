@@ -55,8 +55,8 @@ impl Ip4Rewrite {
 
     /// The batch with output rule sets ([`rewrite_batch_acl`]).
     #[inline(never)]
-    fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], ifs_changed: bool) {
-        let acl = OutputAcl::start(&mut self.shortcut, ifs_changed);
+    fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        let acl = OutputAcl::start(&mut self.shortcut, self.ifs.generation());
         rewrite_batch_acl::<Rewrite4>(cx, pkts, next, (self.ifs.current(), &self.fib), acl);
         if cx.tracing() {
             crate::ip4::trace_rewrite(cx, self.ifs.current(), &self.shortcut, pkts, next);
@@ -105,14 +105,13 @@ impl Node for Ip4Rewrite {
         Ip4RewriteError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ifs_changed = self.ifs.refresh();
-        if ifs_changed {
+        if self.ifs.refresh() {
             self.acl_out = self.ifs.current().any_acl_out();
         }
         self.params.refresh();
         let fast = self.params.current().fast_paths;
         if self.acl_out && fast.direct && fast.acl_shortcut {
-            self.rewrite_batch_acl(cx, pkts, next, ifs_changed);
+            self.rewrite_batch_acl(cx, pkts, next);
         } else {
             if self.acl_out {
                 self.shortcut.forget();

@@ -26,10 +26,6 @@
 //! same verdicts (`direct_tests`), and with input rule sets the flow the
 //! rule set last accepted skips `ip6-acl-in` (`crate::shortcut`).
 
-// Issue 37 item 3: 3 sites here still index packet or batch data
-// directly; they go when this file reads through tern-wire views.
-#![allow(clippy::indexing_slicing)]
-
 use super::*;
 
 /// The `ip6-input` node (see the module).
@@ -93,8 +89,7 @@ impl Node for Ip6Input {
         Ip6InputError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ifs_changed = self.ifs.refresh();
-        if ifs_changed {
+        if self.ifs.refresh() {
             self.acl_in = crate::ip4::acl_in_by_index(self.ifs.current());
         }
         self.params.refresh();
@@ -107,19 +102,10 @@ impl Node for Ip6Input {
             }
         } else {
             // The shortcut is the direct path's (as in `ip4-input`).
-            let flow = if fast.direct && fast.acl_shortcut {
-                self.shortcut.start(ifs_changed)
-            } else {
-                self.shortcut.forget();
-                <Pattern6 as crate::shortcut::FlowPattern>::NONE
-            };
-            let worker = cx.worker;
-            let state = (&self.acl_in[..], ifs, &mut self.shortcut, flow);
-            let hits = validate_batch_acl(cx, pkts, next, &Validate6 { ifs, punt, direct: fast.direct }, state);
-            let taken = self.shortcut.finish(worker, hits);
-            if taken != 0 {
-                cx.count(Ip6InputError::AclShortcut, taken);
-            }
+            let v = Validate6 { ifs, punt, direct: fast.direct };
+            let tables = (&self.acl_in[..], ifs, self.ifs.generation());
+            let on = (fast.direct && fast.acl_shortcut, Ip6InputError::AclShortcut as u16);
+            self.shortcut.input_batch(cx, (pkts, next), &v, tables, on);
         }
         if fast.direct && cx.tracing() {
             self.trace_fast(cx, pkts, next);
@@ -156,9 +142,7 @@ impl Ip6Input {
 /// takes [`validate6`]'s direct path (when it is on).
 #[inline(always)]
 fn direct6(h: &[u8; 40], mflags: u16) -> bool {
-    h[0] >> 4 == 6
-        && TOP6[usize::from(h[8])] & GENERAL_SRC | TOP6[usize::from(h[24])] & GENERAL_DST == 0
-        && mflags & flags::L2_MULTI == 0
+    h[0] >> 4 == 6 && top6(h[8]) & GENERAL_SRC | top6(h[24]) & GENERAL_DST == 0 && mflags & flags::L2_MULTI == 0
 }
 
 /// The reference: one packet's fixed IPv6 header, every check in turn;
@@ -169,18 +153,18 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
     let (m, d) = cx.pool.pkt(p);
     let l3off = m.l3_off as usize;
     let Some(l3) = d.get(l3off..) else { return cx.drop(p, Ip6InputError::TooShort) };
-    if l3.len() < 40 {
-        return cx.drop(p, Ip6InputError::TooShort);
-    }
-    if l3[0] >> 4 != 6 {
+    let Some(h) = l3.first_chunk::<40>() else { return cx.drop(p, Ip6InputError::TooShort) };
+    if h[0] >> 4 != 6 {
         return cx.drop(p, Ip6InputError::BadVersion);
     }
-    let total = 40 + usize::from(be16(l3, 4));
+    // The 40 bytes are there: the view's reads are in bounds.
+    let ip = tern_wire::Ipv6Packet::new_unchecked(&h[..]);
+    let total = 40 + usize::from(ip.payload_len());
     if total > l3.len() {
         return cx.drop(p, Ip6InputError::Truncated);
     }
-    let src = be128(l3, 8);
-    let dst = be128(l3, 24);
+    let src = u128::from(ip.src_addr());
+    let dst = ip.dst_addr_u128();
     // Multicast and loopback sources, and (RFC 4291 2.5.2) the unspecified
     // one but to a multicast group (ND's duplicate address detection).
     if src >> 120 == 0xff || src == 1 || (src == 0 && dst >> 120 != 0xff) {
@@ -292,20 +276,7 @@ fn validate6<const S: u8>(
         };
     }
     let n = validate6_general(cx, ifs, p, punt);
-    let Some(a) = acl else { return n };
-    if !a.has_rules(cx.pool.meta(p).rx_if) {
-        return n;
-    }
-    if n == Ip6InputNext::Lookup as u16 {
-        a.stop();
-        Ip6InputNext::AclIn as u16
-    } else if n == Ip6InputNext::Punt as u16 || n == Ip6InputNext::Local as u16 {
-        // Link-scoped traffic for tern (ND, link-local) passes the input
-        // rule set too, in `ip6-punt-acl`.
-        Ip6InputNext::PuntAcl as u16
-    } else {
-        n
-    }
+    InputAcl::general(acl, n, cx.pool.meta(p).rx_if)
 }
 
 /// First bytes of IPv6 addresses the direct path of [`validate6`] leaves
@@ -319,4 +290,11 @@ static TOP6: [u8; 256] = {
     t
 };
 const GENERAL_SRC: u8 = 1;
+
+/// [`TOP6`] of first byte `b` (any byte is in the table: no check is
+/// left after compiling).
+#[inline(always)]
+fn top6(b: u8) -> u8 {
+    TOP6.get(usize::from(b)).copied().unwrap_or(0)
+}
 const GENERAL_DST: u8 = 2;

@@ -13,9 +13,7 @@ pub use lookup::{Ip6Lookup, Ip6LookupError, Ip6LookupNext};
 pub use rewrite::{Ip6Rewrite, Ip6RewriteError};
 
 use crate::ip4::{RewriteNext, RewriteSteps, direct_path, icmp_aux, rewrite_batch, rewrite_batch_acl};
-use crate::shortcut::{
-    AclShortcut, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16, validate_batch_acl,
-};
+use crate::shortcut::{AclShortcut, InputAcl, NO_FLOW, OutputAcl, Pattern6, TCP_FLOW, ValidateAcl, meta16};
 use crate::state::{AclTable, Event, Heard, IfTable, Iface, Params, Shared, is_link_local};
 use crate::util::*;
 use std::net::{IpAddr, Ipv6Addr};

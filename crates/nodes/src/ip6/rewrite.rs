@@ -44,8 +44,8 @@ impl Ip6Rewrite {
 
     /// The batch with output rule sets (`crate::ip4::rewrite_batch_acl`).
     #[inline(never)]
-    fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16], ifs_changed: bool) {
-        let acl = OutputAcl::start(&mut self.shortcut, ifs_changed);
+    fn rewrite_batch_acl(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        let acl = OutputAcl::start(&mut self.shortcut, self.ifs.generation());
         rewrite_batch_acl::<Rewrite6>(cx, pkts, next, (self.ifs.current(), &self.fib), acl);
         if cx.tracing() {
             crate::ip4::trace_rewrite(cx, self.ifs.current(), &self.shortcut, pkts, next);
@@ -78,14 +78,13 @@ impl Node for Ip6Rewrite {
         Ip6RewriteError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ifs_changed = self.ifs.refresh();
-        if ifs_changed {
+        if self.ifs.refresh() {
             self.acl_out = self.ifs.current().any_acl_out();
         }
         self.params.refresh();
         let fast = self.params.current().fast_paths;
         if self.acl_out && fast.direct && fast.acl_shortcut {
-            self.rewrite_batch_acl(cx, pkts, next, ifs_changed);
+            self.rewrite_batch_acl(cx, pkts, next);
         } else {
             if self.acl_out {
                 self.shortcut.forget();
