@@ -26,6 +26,18 @@ use tern_nodes::state::{
 };
 use tern_packet::{PacketPool, PoolConfig, Port};
 
+// The router's orchestration across its services: live changes
+// (`live`), interfaces added and removed by a reload (`ifset`) and the
+// devices' link events (`links`). Child modules of `router` (the files
+// stay beside it) so that they, and nothing else, reach the router's
+// fields; everything else goes through methods.
+#[path = "ifset.rs"]
+pub mod ifset;
+#[path = "links.rs"]
+pub mod links;
+#[path = "live.rs"]
+pub mod live;
+
 #[derive(Debug)]
 pub struct StartError(pub String);
 
@@ -50,16 +62,17 @@ fn err(s: impl Into<String>) -> StartError {
 /// publishes to the workers (interface table, node parameters, rule sets)
 /// and the events they send back. The router itself only orchestrates:
 /// start (a reload from the bare plan), the control loop's poll, stop,
-/// and the live changes that span services (`live`, `ifset`, `links`).
+/// and the live changes that span services (`live`, `ifset`, `links`,
+/// child modules so that they alone see these fields).
 pub struct Router {
     /// The running configuration (what `config show` prints and a reload
     /// diffs against).
-    pub(crate) plan: Plan,
-    pub(crate) shared: Shared,
-    pub(crate) lanes: Lanes,
-    pub(crate) interfaces: Interfaces,
-    pub(crate) routes: Routes,
-    pub(crate) started_ns: u64,
+    plan: Plan,
+    shared: Shared,
+    lanes: Lanes,
+    interfaces: Interfaces,
+    routes: Routes,
+    started_ns: u64,
 }
 
 /// Port numbers each worker keeps for the TAPs of sub-interfaces a
