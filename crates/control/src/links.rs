@@ -106,7 +106,7 @@ fn parse_link(ty: u16, payload: &[u8]) -> Option<LinkMsg> {
 /// Link notifications for the router's port devices.
 pub struct LinkWatch {
     sock: Option<NlSocket>,
-    pub links: Vec<LinkState>,
+    links: Vec<LinkState>,
     buf: Vec<u8>,
 }
 
