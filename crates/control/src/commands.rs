@@ -172,8 +172,8 @@ impl OpsState {
             return false;
         }
         let mut frames = Vec::new();
-        for w in &router.workers {
-            frames.extend(w.shared.capture.take());
+        for w in router.lanes().iter() {
+            frames.extend(w.capture.take());
         }
         if frames.is_empty() {
             return false;
@@ -205,9 +205,9 @@ impl OpsState {
 }
 
 fn stop_taps(router: &Router) {
-    for w in &router.workers {
-        w.shared.capture.stop();
-        w.shared.capture.take();
+    for w in router.lanes().iter() {
+        w.capture.stop();
+        w.capture.take();
     }
 }
 
@@ -250,10 +250,8 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::NeighborList {} => Reply::Neighbors(neighbor_list(router)),
         Command::StatsShow(a) => Reply::Stats(stats_show(router, st, a.since_clear)),
         Command::StatsClear {} => {
-            st.baseline = Some((
-                tern_engine::clock::now_ns(),
-                router.workers.iter().map(|w| w.shared.stats.snapshot()).collect(),
-            ));
+            st.baseline =
+                Some((tern_engine::clock::now_ns(), router.lanes().iter().map(|w| w.stats.snapshot()).collect()));
             st.lane_baseline = lane_counts(router);
             Reply::done("counters cleared for `stats show` (metrics keep counting)")
         }
@@ -265,14 +263,14 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::TraceStart(a) => Reply::done(trace_start(router, st, a.count)?),
         Command::TraceShow {} => Reply::Trace(trace_show(router, st)),
         Command::TraceClear {} => {
-            router.trace.clear();
+            router.trace().clear();
             if let Some(lane) = router.xdp_lane_mut() {
                 lane.trace_clear();
             }
             Reply::done("trace results cleared")
         }
         Command::TraceStop {} => {
-            router.trace.arm(0);
+            router.trace().arm(0);
             if let Some(lane) = router.xdp_lane_mut() {
                 lane.trace_stop().map_err(|e| ApiError::internal(format!("cannot stop the XDP lane's trace: {e}")))?;
             }
@@ -291,14 +289,14 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         version: env!("CARGO_PKG_VERSION").into(),
         protocol: VERSION,
         uptime_ms: router.uptime_ns() / 1_000_000,
-        workers: router.workers.len(),
-        interfaces: router.plan.live_ifaces().count(),
-        neighbors: router.neigh.len(),
+        workers: router.lanes().len(),
+        interfaces: router.plan().live_ifaces().count(),
+        neighbors: router.neighbors().len(),
         config: st.config_path.as_ref().map(|p| p.display().to_string()),
         fib: route_summary(router),
         sources: router.route_sources(),
         warnings: lane_warnings(router),
-        fast_paths: router.plan.config.dataplane.fast_paths,
+        fast_paths: router.plan().config.dataplane.fast_paths,
     }
 }
 
@@ -367,7 +365,7 @@ pub fn route_list(router: &Router, a: &RouteListArgs) -> Result<RouteList, ApiEr
     let limit = a.limit.unwrap_or(usize::MAX);
     let ifs = router.iftable();
     let mut out = RouteList::default();
-    for d in router.fib.routes() {
+    for d in router.fib().routes() {
         if within.is_some_and(|w| !w.covers(&d.prefix)) || source.is_some_and(|s| s != d.source) {
             continue;
         }
@@ -447,9 +445,9 @@ fn route_spec_in(
     {
         // The FIB's connected subnets and local addresses include what
         // the kernel mirror learned from Linux's addresses.
-        let reached = router.fib.connected_interface(gw).is_some();
-        crate::config::check_gateway(&router.plan.ifaces, gw, ifindex, reached).map_err(ApiError::invalid)?;
-        if let Some(d) = router.fib.route_get(gw)
+        let reached = router.fib().connected_interface(gw).is_some();
+        crate::config::check_gateway(&router.plan().ifaces, gw, ifindex, reached).map_err(ApiError::invalid)?;
+        if let Some(d) = router.fib().route_get(gw)
             && d.prefix == Prefix::host(gw)
             && let RouteTarget::Local { ifindex } = d.target
         {
@@ -487,7 +485,7 @@ fn route_spec_in(
 pub fn route_add(router: &mut Router, a: &RouteAddArgs) -> Result<String, ApiError> {
     let (prefix, target, attrs) = route_spec(router, a)?;
     router.add_route(Source::Api, prefix, target, attrs)?;
-    let best = router.fib.route_get(prefix.addr()).filter(|d| d.prefix == prefix);
+    let best = router.fib().route_get(prefix.addr()).filter(|d| d.prefix == prefix);
     Ok(match best {
         None => format!("added {prefix} (inactive: its gateway is not reachable yet)"),
         Some(d) if d.source != Source::Api => {
@@ -517,7 +515,7 @@ pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, Ap
         {
             return Err(at("del", i, ApiError::refused("a batch removes api routes only")));
         }
-        if !router.fib.has_route(Source::Api, prefix) || !deleted.insert(prefix) {
+        if !router.fib().has_route(Source::Api, prefix) || !deleted.insert(prefix) {
             return Err(at("del", i, ApiError::not_found(format!("no api route for {prefix}"))));
         }
         ops.push(tern_fib::RouteOp::Del(Source::Api, prefix));
@@ -530,7 +528,7 @@ pub fn route_batch(router: &mut Router, a: &RouteBatchArgs) -> Result<String, Ap
     let t1 = std::time::Instant::now();
     // One FIB batch, published once; the FIB puts every route back as it
     // was if it refuses one (a full table).
-    let applied = router.fib.apply_all_or_nothing(ops);
+    let applied = router.fib_mut().apply_all_or_nothing(ops);
     log::debug!(
         "route batch of {}: checks {} us, apply {} us",
         a.add.len() + a.del.len(),
@@ -559,7 +557,7 @@ pub fn route_del(router: &mut Router, prefix: &str, source: Option<&str>) -> Res
         )));
     }
     if let Err(e) = router.del_route(source, prefix) {
-        if source == Source::Api && router.plan.routes.iter().any(|r| r.prefix == prefix) {
+        if source == Source::Api && router.plan().routes.iter().any(|r| r.prefix == prefix) {
             return Err(ApiError::not_found(format!(
                 "no api route for {prefix}; the configuration's static route stays unless you say `source static`"
             )));
@@ -573,7 +571,7 @@ pub fn route_del(router: &mut Router, prefix: &str, source: Option<&str>) -> Res
 }
 
 pub fn route_summary(router: &Router) -> FibSummary {
-    let s = router.fib.stats();
+    let s = router.fib().stats();
     FibSummary {
         v4_routes: s.v4_routes,
         v6_routes: s.v6_routes,
@@ -591,7 +589,7 @@ pub fn route_summary(router: &Router) -> FibSummary {
 pub fn neighbor_list(router: &Router) -> Vec<NeighborEntry> {
     let ifs = router.iftable();
     router
-        .neigh
+        .neighbors()
         .list(tern_engine::clock::now_ns())
         .into_iter()
         .map(|n| NeighborEntry {
@@ -626,7 +624,8 @@ pub fn config_reload(router: &mut Router, st: &mut OpsState) -> Result<ReloadRep
 }
 
 pub fn config_show(router: &Router) -> Result<String, ApiError> {
-    toml::to_string(&router.plan.config).map_err(|e| ApiError::internal(format!("cannot print the configuration: {e}")))
+    toml::to_string(&router.plan().config)
+        .map_err(|e| ApiError::internal(format!("cannot print the configuration: {e}")))
 }
 
 #[cfg(test)]

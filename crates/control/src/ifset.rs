@@ -75,7 +75,7 @@ impl Router {
                 }
             }
         }
-        crate::router::compile_acls(new, self.workers.len()).map_err(|e| ApiError::invalid(e.0))?;
+        crate::router::compile_acls(new, self.lanes.len()).map_err(|e| ApiError::invalid(e.0))?;
         let tap_mode = self.plan.config.linux.tap_exception();
         let mut out = Vec::new();
         let wants_tap =
@@ -93,9 +93,9 @@ impl Router {
             .filter(|(i, p)| **p != NO_IF && !removed.contains(&(*i as u16)))
             .map(|(_, p)| *p)
             .collect();
-        let capacity = self.workers.first().map_or(0, |w| w.shared.port_capacity());
+        let capacity = self.lanes.port_capacity();
         let mut free = (self.plan.ports()..capacity).map(|k| k as u16).filter(|k| !used.contains(k));
-        let workers = self.workers.len() as u16;
+        let workers = self.lanes.len() as u16;
         for &index in added {
             if !wants_tap(index) {
                 out.push(PreparedAdd { index, tap: None });
@@ -107,7 +107,9 @@ impl Router {
                     "interface {name}: no port number left for its TAP ({} per run); restart tern to add it",
                     crate::router::SPARE_TAP_PORTS
                 ))),
-                Some(slot) => crate::router::open_tap(new, usize::from(index), &self.devs, workers, &mut self.host)
+                Some(slot) => self
+                    .interfaces
+                    .open_tap(new, usize::from(index), workers)
                     .map_err(|e| ApiError::invalid(e.0))
                     .map(|q| q.map(|q| (slot, q))),
             };
@@ -119,20 +121,15 @@ impl Router {
                         if p.tap.is_some()
                             && let Some(f) = new.ifaces.get(usize::from(p.index))
                         {
-                            self.forget_tap_guard(&crate::linux::tap_name(&f.name));
+                            self.interfaces.forget_tap_guard(&crate::linux::tap_name(&f.name));
                         }
                     }
-                    self.forget_tap_guard(&crate::linux::tap_name(&name));
+                    self.interfaces.forget_tap_guard(&crate::linux::tap_name(&name));
                     return Err(e);
                 }
             }
         }
         Ok(out)
-    }
-
-    /// Drops the Linux-mode settings guard of a TAP that goes away.
-    fn forget_tap_guard(&mut self, tap: &str) {
-        self.host.linux.retain(|g| g.dev.as_deref() != Some(tap));
     }
 
     /// Removes sub-interface or tunnel `index`: its addresses and every
@@ -154,22 +151,23 @@ impl Router {
             }
             n
         };
-        let before = per_source(&self.fib);
+        let before = per_source(self.routes.fib());
         if let Err(e) = self.set_interface_addresses(index, Vec::new(), Vec::new()) {
             log::warn!("interface {}: removing its addresses: {e}", p.name);
         }
         let stale: Vec<_> = self
-            .fib
+            .routes
+            .fib()
             .routes()
             .filter(|r| target_ifindexes(&r.target).contains(&index))
             .map(|r| (r.source, r.prefix))
             .collect();
         for (s, pf) in &stale {
-            if let Err(e) = self.fib.del_route(*s, *pf) {
+            if let Err(e) = self.routes.fib_mut().del_route(*s, *pf) {
                 log::warn!("interface {}: withdrawing {s} route {pf}: {e}", p.name);
             }
         }
-        if self.neigh.flush_interface(index, &mut self.fib) {
+        if self.routes.flush_interface(index) {
             self.shared.bump_neigh_gen();
         }
         let mut taps = self.tap_ports();
@@ -180,12 +178,10 @@ impl Router {
             let mut params = (*self.shared.params.load()).clone();
             params.tap_ports = taps;
             self.shared.params.publish(params);
-            for w in &self.workers {
-                if w.shared.change_port(PortChange::Close { slot: usize::from(slot) }).is_err() {
-                    log::error!("worker {}: no port {slot} to close", w.shared.id);
-                }
-            }
-            self.forget_tap_guard(&crate::linux::tap_name(&p.name));
+            self.lanes.change_ports(&format!("no port {slot} to close"), |_| {
+                Some(PortChange::Close { slot: usize::from(slot) })
+            });
+            self.interfaces.forget_tap_guard(&crate::linux::tap_name(&p.name));
         }
         if let Some(f) = self.plan.ifaces.get_mut(usize::from(index)) {
             *f = removed_plan();
@@ -195,10 +191,8 @@ impl Router {
             *f = Iface::removed(index);
         }
         self.shared.ifaces.publish(IfTable::new(ifs));
-        for w in &self.workers {
-            w.shared.wake();
-        }
-        let after = per_source(&self.fib);
+        self.lanes.wake_all();
+        let after = per_source(self.routes.fib());
         let gone: Vec<(String, usize)> = before
             .into_iter()
             .filter_map(|(s, n)| {
@@ -233,16 +227,16 @@ impl Router {
         while ifs.len() <= i {
             ifs.push(Iface::removed(ifs.len() as u16));
         }
-        ifs[i] = crate::router::iface_of(&self.plan, i, &self.devs);
+        ifs[i] = crate::router::iface_of(&self.plan, i, self.interfaces.devs());
         self.shared.ifaces.publish(IfTable::new(ifs));
         let mut what = format!("interface {} added", p.name);
         if let Some((slot, queues)) = add.tap {
             let tap = crate::linux::tap_name(&p.name);
-            for (w, q) in self.workers.iter().zip(queues) {
-                let input = w.shared.graph.node_id("tap-input");
+            for (w, q) in self.lanes.iter().zip(queues) {
+                let input = w.graph.node_id("tap-input");
                 let binding = PortBinding { input, ..PortBinding::new(Box::new(q), add.index) };
-                if w.shared.change_port(PortChange::Open { slot: usize::from(slot), binding }).is_err() {
-                    log::error!("worker {}: no port {slot} for TAP {tap}", w.shared.id);
+                if w.change_port(PortChange::Open { slot: usize::from(slot), binding }).is_err() {
+                    log::error!("worker {}: no port {slot} for TAP {tap}", w.id);
                 }
             }
             let mut params = (*self.shared.params.load()).clone();
@@ -261,7 +255,7 @@ impl Router {
     /// changes asked of it, so a removed TAP is gone when a reload returns.
     pub(crate) fn wait_port_changes(&self) {
         for _ in 0..1000 {
-            if self.workers.iter().all(|w| !w.shared.port_changes_pending()) {
+            if !self.lanes.port_changes_pending() {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -273,8 +267,6 @@ impl Router {
     /// interfaces now.
     pub(crate) fn sources_follow_interfaces(&mut self) {
         let driven = crate::linux::driven(&self.plan);
-        for s in &mut self.sources {
-            s.set_driven(driven.clone());
-        }
+        self.routes.sources_follow(&driven);
     }
 }

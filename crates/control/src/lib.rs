@@ -6,14 +6,17 @@ pub mod afxdp;
 pub mod api;
 pub mod commands;
 pub mod config;
-pub mod ifset;
-pub mod links;
+pub mod interfaces;
+pub mod lanes;
 pub mod linux;
-pub mod live;
 pub mod metrics;
 pub mod neighbor;
 pub mod reload;
 pub mod router;
+pub mod routes;
 pub mod source;
 pub mod stats;
 pub mod xdplane;
+
+// The router's own modules, at the paths they have always had.
+pub use router::{ifset, links, live};

@@ -106,7 +106,7 @@ fn parse_link(ty: u16, payload: &[u8]) -> Option<LinkMsg> {
 /// Link notifications for the router's port devices.
 pub struct LinkWatch {
     sock: Option<NlSocket>,
-    pub links: Vec<LinkState>,
+    links: Vec<LinkState>,
     buf: Vec<u8>,
 }
 
@@ -294,12 +294,12 @@ impl Router {
     /// Follows the ports' devices (see the module documentation). Returns
     /// true if something changed.
     pub(crate) fn poll_links(&mut self) -> bool {
-        let events = self.links.poll();
+        let events = self.interfaces.links_mut().poll();
         if events.is_empty() {
             return false;
         }
         for (i, ev) in events {
-            let Some(l) = self.links.links.get(i).cloned() else { continue };
+            let Some(l) = self.interfaces.links().links.get(i).cloned() else { continue };
             let name = self.plan.ifaces.get(usize::from(l.port)).map_or_else(String::new, |p| p.name.clone());
             match ev {
                 LinkEvent::Removed => {
@@ -327,7 +327,7 @@ impl Router {
                     );
                     let attached = self.reattach(l.port, &l.device);
                     // Taking it over sets it up: read its state again.
-                    if let Some(x) = self.links.links.get_mut(i) {
+                    if let Some(x) = self.interfaces.links_mut().links.get_mut(i) {
                         refresh(x);
                         x.detached = !attached;
                     }
@@ -341,7 +341,7 @@ impl Router {
     /// Forgets the neighbours learned on `port` and its VLANs: a device
     /// that returns may reach other hosts (or the same ones with new MACs).
     pub(crate) fn forget_neighbors(&mut self, port: u16) {
-        let mut flushed = self.neigh.flush_interface(port, &mut self.fib);
+        let mut flushed = self.routes.flush_interface(port);
         let children: Vec<u16> = self
             .plan
             .ifaces
@@ -351,7 +351,7 @@ impl Router {
             .map(|(i, _)| i as u16)
             .collect();
         for c in children {
-            flushed |= self.neigh.flush_interface(c, &mut self.fib);
+            flushed |= self.routes.flush_interface(c);
         }
         if flushed {
             self.shared.bump_neigh_gen();
@@ -373,9 +373,7 @@ impl Router {
             );
             return;
         }
-        if let Some(d) = self.devs.get_mut(usize::from(port)) {
-            d.mtu = m;
-        }
+        self.interfaces.set_dev_mtu(port, m);
         let vlan_limit = crate::config::lane_mtu_limit(true);
         let old = self.shared.ifaces.load();
         let mut ifs = old.ifs.clone();
@@ -400,11 +398,9 @@ impl Router {
             return;
         }
         let Ok(mac) = tern_io::netdev::mac(dev) else { return };
-        let Some(d) = self.devs.get_mut(usize::from(port)) else { return };
-        if d.mac == mac {
+        if !self.interfaces.set_dev_mac(port, mac) {
             return;
         }
-        d.mac = mac;
         let old = self.shared.ifaces.load();
         let mut ifs = old.ifs.clone();
         for f in ifs.iter_mut().filter(|f| f.port == port && !f.is_removed()) {
@@ -424,17 +420,17 @@ impl Router {
     fn reattach(&mut self, port: u16, dev: &str) -> bool {
         let Some(p) = self.plan.ifaces.get(usize::from(port)).cloned() else { return false };
         let IfacePlanKind::Port { driver, .. } = p.kind else { return false };
-        if let Err(e) = self.take_over_again(dev, p.up) {
+        if let Err(e) = self.interfaces.take_over_again(&self.plan, dev, p.up) {
             log::warn!("interface {}: device {dev}: {e}", p.name);
             return false;
         }
         self.follow_mac(port, dev);
-        let on_lane = self.host.xdp.lane.as_ref().is_some_and(|l| l.has_device(dev));
+        let on_lane = self.lanes.lane().is_some_and(|l| l.has_device(dev));
         // What the start opened there: AF_XDP sockets (also under the XDP
         // lane), or AF_PACKET ones (`afpacket`, or `auto` fallen back).
         let afxdp = driver != Driver::Afpacket
-            && !self.host.xdp.fallback.contains_key(dev)
-            && self.host.xdp.opened.get(dev).is_some_and(|o| o.starts_with("afxdp"));
+            && !self.lanes.xdp().fallback.contains_key(dev)
+            && self.lanes.xdp().opened.get(dev).is_some_and(|o| o.starts_with("afxdp"));
         if on_lane || afxdp {
             return match self.reattach_xdp(port, dev, driver, on_lane) {
                 Ok(what) => {
@@ -450,9 +446,9 @@ impl Router {
                 }
             };
         }
-        let workers = self.workers.len();
-        let gen_ = self.links.get(port).map_or(0, |l| l.changes);
-        for (w, h) in self.workers.iter().enumerate() {
+        let workers = self.lanes.len();
+        let gen_ = self.interfaces.link(port).map_or(0, |l| l.changes);
+        for (w, h) in self.lanes.iter().enumerate() {
             let mut cfg = tern_io::AfPacketConfig::new(dev.to_string());
             if workers > 1 {
                 // A group of its own: the old sockets' group was bound to
@@ -469,7 +465,7 @@ impl Router {
                 Ok(ap) => {
                     let b = tern_engine::PortBinding::new(Box::new(ap), port);
                     let change = tern_engine::PortChange::Open { slot: usize::from(port), binding: b };
-                    if h.shared.change_port(change).is_err() {
+                    if h.change_port(change).is_err() {
                         log::warn!("interface {}: worker {w}: no port slot {port}", p.name);
                     }
                 }
@@ -490,13 +486,13 @@ impl Router {
     /// attached is detached again and the port stays closed. Returns what
     /// it attached.
     fn reattach_xdp(&mut self, port: u16, dev: &str, driver: Driver, on_lane: bool) -> Result<String, String> {
-        for w in &self.workers {
-            if w.shared.change_port(tern_engine::PortChange::Close { slot: usize::from(port) }).is_err() {
-                return Err(format!("worker {} has no port {port}", w.shared.id));
+        for w in self.lanes.iter() {
+            if w.change_port(tern_engine::PortChange::Close { slot: usize::from(port) }).is_err() {
+                return Err(format!("worker {} has no port {port}", w.id));
             }
         }
         self.wait_port_changes();
-        let mode = match (on_lane, self.host.xdp.lane.as_mut()) {
+        let mode = match (on_lane, self.lanes.lane_mut()) {
             (true, Some(lane)) => {
                 let m = lane.reattach(dev, port, driver == Driver::Xdp).map_err(|e| format!("the XDP lane: {e}"))?;
                 Some(m)
@@ -504,25 +500,25 @@ impl Router {
             (true, None) => return Err("the XDP lane is gone".into()),
             (false, _) => {
                 // The old device's program went with it.
-                self.host.xdp.forget_steering(dev);
+                self.lanes.xdp_mut().forget_steering(dev);
                 None
             }
         };
-        let workers = self.workers.len() as u16;
+        let workers = self.lanes.len() as u16;
         let idle = self.plan.config.dataplane.idle;
         let linux_mode = self.plan.config.linux.linux_mode();
-        let mut ports = Vec::with_capacity(self.workers.len());
+        let mut ports = Vec::with_capacity(self.lanes.len());
         for w in 0..workers {
-            match self.host.xdp.reopen(dev, w, workers, idle, linux_mode) {
+            match self.lanes.xdp_mut().reopen(dev, w, workers, idle, linux_mode) {
                 Ok(x) => ports.push(x),
                 Err(e) => {
                     // Nothing half-attached: the sockets opened so far
                     // close here (unfilled, they hold no frames), the
                     // program comes off the device.
                     drop(ports);
-                    match self.host.xdp.lane.as_mut() {
+                    match self.lanes.lane_mut() {
                         Some(lane) if on_lane => lane.detach_port(port),
-                        _ => self.host.xdp.forget_steering(dev),
+                        _ => self.lanes.xdp_mut().forget_steering(dev),
                     }
                     return Err(format!("worker {w}: AF_XDP: {e}"));
                 }
@@ -534,11 +530,11 @@ impl Router {
             Some(m) => format!("XDP lane ({m:?} mode) and {what} sockets"),
             None => format!("steering program and {what} sockets"),
         };
-        for (h, x) in self.workers.iter().zip(ports) {
+        for (h, x) in self.lanes.iter().zip(ports) {
             let b = tern_engine::PortBinding::new(Box::new(x), port);
             let change = tern_engine::PortChange::Open { slot: usize::from(port), binding: b };
-            if h.shared.change_port(change).is_err() {
-                log::error!("worker {}: no port slot {port}", h.shared.id);
+            if h.change_port(change).is_err() {
+                log::error!("worker {}: no port slot {port}", h.id);
             }
         }
         Ok(what)
@@ -547,7 +543,8 @@ impl Router {
     /// Per interface: (name, link state, changes), for `interface show`
     /// and the metrics.
     pub fn link_states(&self) -> Vec<(String, &'static str, u64)> {
-        self.links
+        self.interfaces
+            .links()
             .links
             .iter()
             .filter_map(|l| {

@@ -168,12 +168,12 @@ impl Router {
             }
             let parent_up = match p.kind {
                 IfacePlanKind::Vlan { parent, .. } => {
-                    self.plan.ifaces.get(parent).is_none_or(|pp| pp.up) && self.links.usable(parent as u16)
+                    self.plan.ifaces.get(parent).is_none_or(|pp| pp.up) && self.interfaces.usable(parent as u16)
                 }
                 _ => true,
             };
             // A port whose device is gone or down does not forward.
-            f.up = p.up && parent_up && self.links.usable(i as u16);
+            f.up = p.up && parent_up && self.interfaces.usable(i as u16);
             f.v4 = p.v4.clone();
             f.v6 = p.v6.clone();
             if let Some(m) = p.mtu {
@@ -186,9 +186,7 @@ impl Router {
             f.acl_out = acl(&p.acl_out);
         }
         self.shared.ifaces.publish(IfTable::new(ifs));
-        for w in &self.workers {
-            w.shared.wake();
-        }
+        self.lanes.wake_all();
     }
 
     /// Sets an interface administratively up or down. Packets received on
@@ -317,7 +315,7 @@ impl Router {
         let mut done = Vec::new();
         for op in adds {
             let RouteOp::Add(s, pf, t, a) = op else { continue };
-            if let Err(e) = self.fib.add_route(s, pf, t, a) {
+            if let Err(e) = self.routes.fib_mut().add_route(s, pf, t, a) {
                 for (s, pf) in done.into_iter().rev() {
                     self.restore_route(&old, s, pf);
                 }
@@ -331,7 +329,7 @@ impl Router {
         }
         self.publish_ifaces();
         for (s, pf) in dels {
-            if let Err(e) = self.fib.del_route(s, pf) {
+            if let Err(e) = self.routes.fib_mut().del_route(s, pf) {
                 log::warn!("removing {s} route {pf}: {e}");
             }
         }
@@ -341,8 +339,8 @@ impl Router {
     /// Undoes an add: the previous route for the key, or none.
     fn restore_route(&mut self, old: &HashMap<(Source, Prefix), RouteTarget>, s: Source, pf: Prefix) {
         let r = match old.get(&(s, pf)) {
-            Some(t) => self.fib.add_route(s, pf, t.clone(), RouteAttrs::default()),
-            None => self.fib.del_route(s, pf),
+            Some(t) => self.routes.fib_mut().add_route(s, pf, t.clone(), RouteAttrs::default()),
+            None => self.routes.fib_mut().del_route(s, pf),
         };
         if let Err(e) = r {
             log::error!("undoing {s} route {pf}: {e}");
@@ -360,12 +358,12 @@ impl Router {
         for ifindex in target_ifindexes(&target) {
             self.iface_plan(ifindex)?;
         }
-        self.fib.add_route(source, prefix, target, attrs).map_err(fib_err)
+        self.routes.fib_mut().add_route(source, prefix, target, attrs).map_err(fib_err)
     }
 
     /// Removes the route of `source` for `prefix`.
     pub fn del_route(&mut self, source: Source, prefix: Prefix) -> Result<(), ApiError> {
-        self.fib.del_route(source, prefix).map_err(fib_err)
+        self.routes.fib_mut().del_route(source, prefix).map_err(fib_err)
     }
 
     /// Reloads every route file (mark and sweep of the `config` source):
@@ -376,9 +374,9 @@ impl Router {
             all.extend(route_file_ops(rf, plan).map_err(ApiError::invalid)?);
         }
         let n = all.len();
-        self.fib.begin_resync(Source::Config);
-        let report = self.fib.apply(all);
-        let removed = self.fib.end_resync(Source::Config);
+        self.routes.fib_mut().begin_resync(Source::Config);
+        let report = self.routes.fib_mut().apply(all);
+        let removed = self.routes.fib_mut().end_resync(Source::Config);
         if let Some((i, e)) = report.errors.first() {
             return Err(ApiError::new(ErrorCode::Internal, format!("route file route {}: {e}", i + 1)));
         }
@@ -406,6 +404,19 @@ impl Router {
         let text = fast_paths_text(f);
         self.publish_params();
         Ok(format!("fast paths: {text}"))
+    }
+
+    /// Takes the live knobs of configuration `cfg` (ICMP rate, fast
+    /// paths, neighbour and Linux settings) into the running one and
+    /// publishes them to the nodes.
+    pub(crate) fn take_params(&mut self, cfg: &crate::config::Config) {
+        let run = &mut self.plan.config;
+        run.dataplane.icmp_rate = cfg.dataplane.icmp_rate;
+        run.dataplane.icmp_burst = cfg.dataplane.icmp_burst;
+        run.dataplane.fast_paths = cfg.dataplane.fast_paths;
+        run.neighbor = cfg.neighbor.clone();
+        run.linux = cfg.linux.clone();
+        self.publish_params();
     }
 
     /// Publishes node parameters (ICMP rate, neighbour queues) from the
@@ -470,7 +481,7 @@ impl Router {
         tern_acl::validate_all(&sets).map_err(|e| ApiError::invalid(e.to_string()))?;
         let mut p = self.plan.clone();
         p.acls = sets;
-        let table = crate::router::compile_acls(&p, self.workers.len()).map_err(|e| ApiError::invalid(e.0))?;
+        let table = crate::router::compile_acls(&p, self.lanes.len()).map_err(|e| ApiError::invalid(e.0))?;
         self.shared.acls.publish(table);
         self.plan.config.acl = p.acls.clone();
         self.plan.acls = p.acls;

@@ -332,8 +332,8 @@ pub fn reload(router: &mut Router, path: &Path) -> Result<ReloadReport, ApiError
     let text = std::fs::read_to_string(path).map_err(|e| ApiError::invalid(format!("{file}: cannot read: {e}")))?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let new = config::parse(&text, &file, &base).map_err(|e| ApiError::invalid(e.to_string()))?;
-    let new = align(&router.plan, new);
-    let changes = diff(&router.plan, &new).map_err(|r| {
+    let new = align(router.plan(), new);
+    let changes = diff(router.plan(), &new).map_err(|r| {
         let at = config::locate(&text, &r.path).map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
         let k = path_string(&r.path);
         ApiError::new(ErrorCode::Refused, format!("{file}{at}: {k}: {}", r.message))
@@ -364,7 +364,7 @@ pub(crate) fn bare(plan: &Plan) -> Plan {
 /// from the defaults the workers started with).
 pub(crate) fn converge(router: &mut Router, plan: Plan) -> Result<ReloadReport, ApiError> {
     let mut changes = vec![Change::Params];
-    let rest = diff(&router.plan, &plan)
+    let rest = diff(router.plan(), &plan)
         .map_err(|r| ApiError::internal(format!("{}: {}", path_string(&r.path), r.message)))?;
     changes.extend(rest.into_iter().filter(|c| *c != Change::Params));
     apply(router, plan, changes, ReadAhead::No)
@@ -416,7 +416,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
     let addr_changes: Vec<u16> =
         changes.iter().filter_map(|c| if let Change::Addresses { index } = c { Some(*index) } else { None }).collect();
     for &i in &addr_changes {
-        let (Some(o), Some(n)) = (router.plan.ifaces.get(usize::from(i)), new.ifaces.get(usize::from(i))) else {
+        let (Some(o), Some(n)) = (router.plan().ifaces.get(usize::from(i)), new.ifaces.get(usize::from(i))) else {
             continue;
         };
         let v4: Vec<_> = o.v4.iter().filter(|a| n.v4.contains(a)).copied().collect();
@@ -438,12 +438,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
     for c in &changes {
         match c {
             Change::Params => {
-                router.plan.config.dataplane.icmp_rate = new.config.dataplane.icmp_rate;
-                router.plan.config.dataplane.icmp_burst = new.config.dataplane.icmp_burst;
-                router.plan.config.dataplane.fast_paths = new.config.dataplane.fast_paths;
-                router.plan.config.neighbor = new.config.neighbor.clone();
-                router.plan.config.linux = new.config.linux.clone();
-                router.publish_params();
+                router.take_params(&new.config);
                 report.changes.push("dataplane ICMP rate, fast paths, punt rate and neighbour settings updated".into());
             }
             Change::Acls => {
@@ -495,7 +490,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
         router.tunnels_to_fib();
     }
     let interfaces_changed = !added.is_empty() || !removed.is_empty();
-    router.plan = new;
+    router.set_plan(new);
     if interfaces_changed {
         router.sources_follow_interfaces();
     }

@@ -10,20 +10,33 @@
 //! (neighbours), ages the neighbour table and publishes changes.
 
 use crate::config::{Dataplane, Driver, IdleMode, IfacePlan, IfacePlanKind, MAX_CPU, Plan};
+use crate::interfaces::{DeviceInfo, HostState, Interfaces, device_info, open_taps};
+use crate::lanes::Lanes;
 use crate::neighbor::NeighborTable;
-use crate::source::{ControlSource, SourceCx};
+use crate::routes::Routes;
 use crossbeam_queue::ArrayQueue;
-use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
-use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, WorkerHandle, WorkerShared};
+use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, WorkerShared};
 use tern_fib::{FibConfig, FibWriter};
-use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort, TapPort};
+use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
 use tern_nodes::state::{
-    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, Inject, NO_IF, Params, Shared, link_local_from_mac,
+    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, link_local_from_mac,
 };
 use tern_packet::{PacketPool, PoolConfig, Port};
+
+// The router's orchestration across its services: live changes
+// (`live`), interfaces added and removed by a reload (`ifset`) and the
+// devices' link events (`links`). Child modules of `router` (the files
+// stay beside it) so that they, and nothing else, reach the router's
+// fields; everything else goes through methods.
+#[path = "ifset.rs"]
+pub mod ifset;
+#[path = "links.rs"]
+pub mod links;
+#[path = "live.rs"]
+pub mod live;
 
 #[derive(Debug)]
 pub struct StartError(pub String);
@@ -40,81 +53,31 @@ fn err(s: impl Into<String>) -> StartError {
     StartError(s.into())
 }
 
-/// What the router changes on the host and must undo on shutdown.
-pub(crate) struct HostState {
-    pub(crate) xdp: crate::afxdp::XdpDevices,
-    pub(crate) quiet: Vec<tern_io::netdev::KernelQuiet>,
-    /// Linux mode's device settings (restored when dropped).
-    pub(crate) linux: Vec<crate::linux::host::SysctlGuard>,
-    /// Linux mode with AF_XDP: addresses the steering program passes up.
-    pub(crate) steer: crate::linux::host::LocalSteering,
-    /// The devices' original settings, in a state file that survives a
-    /// crash; dropped last, it puts back what the guards above do not
-    /// (offloads, link, NAPI settings).
-    pub(crate) saved: Option<crate::linux::saved::SavedHost>,
-}
-
+/// The router: the running configuration and the services that carry it
+/// out. Each service owns its state behind its own methods:
+/// [`Interfaces`] (the ports' devices, their links, the host's settings),
+/// [`Routes`] (the FIB, the neighbour table, the control-plane sources)
+/// and [`Lanes`] (the workers, their inject queues and memory ports, the
+/// packet trace, the XDP programs and lane). `shared` is what the router
+/// publishes to the workers (interface table, node parameters, rule sets)
+/// and the events they send back. The router itself only orchestrates:
+/// start (a reload from the bare plan), the control loop's poll, stop,
+/// and the live changes that span services (`live`, `ifset`, `links`,
+/// child modules so that they alone see these fields).
 pub struct Router {
-    pub(crate) plan: Plan,
-    pub(crate) fib: FibWriter,
-    pub(crate) shared: Shared,
-    pub(crate) workers: Vec<WorkerHandle>,
-    pub(crate) injects: Vec<Arc<ArrayQueue<Inject>>>,
-    pub(crate) neigh: NeighborTable,
-    pub(crate) trace: Arc<TraceShared>,
-    /// Memory ports' handles by interface name, one per worker.
-    pub(crate) mem: HashMap<String, Vec<MemHandle>>,
-    pub(crate) host: HostState,
-    /// Control-plane sources (kernel mirror, FPM server).
-    pub(crate) sources: Vec<Box<dyn ControlSource>>,
-    pub(crate) last_tick_ns: u64,
-    pub(crate) started_ns: u64,
-    /// Each port's device MAC and MTU (a sub-interface added by a reload
-    /// takes its parent's).
-    pub(crate) devs: Vec<DeviceInfo>,
-    /// The ports' devices as netlink reports them (crates/control/src/links.rs).
-    pub(crate) links: crate::links::LinkWatch,
+    /// The running configuration (what `config show` prints and a reload
+    /// diffs against).
+    plan: Plan,
+    shared: Shared,
+    lanes: Lanes,
+    interfaces: Interfaces,
+    routes: Routes,
+    started_ns: u64,
 }
 
 /// Port numbers each worker keeps for the TAPs of sub-interfaces a
 /// reload adds (TAP exception path): more additions need a restart.
 pub const SPARE_TAP_PORTS: usize = 64;
-
-/// Device facts the router needs for a port interface.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DeviceInfo {
-    pub(crate) mac: [u8; 6],
-    pub(crate) mtu: u16,
-}
-
-fn device_info(plan: &IfacePlan) -> Result<DeviceInfo, StartError> {
-    let IfacePlanKind::Port { device, driver } = &plan.kind else {
-        return Err(err(format!("interface {}: not a port", plan.name)));
-    };
-    if *driver == Driver::Memory {
-        let mac = plan.mac.ok_or_else(|| err(format!("interface {}: memory interfaces need a mac", plan.name)))?;
-        return Ok(DeviceInfo { mac, mtu: plan.mtu.unwrap_or(1500) });
-    }
-    let dev = device.as_deref().unwrap_or_default();
-    let what = |e: tern_io::Error| err(format!("interface {}: device {dev}: {e}", plan.name));
-    let mac = match plan.mac {
-        Some(m) => m,
-        None => tern_io::netdev::mac(dev).map_err(what)?,
-    };
-    // The device's MTU bounds what it receives: above what a lane's buffer
-    // holds, larger frames would be lost in the kernel (AF_XDP, the XDP
-    // lane) whatever the interface's `mtu` says.
-    let dev_mtu = tern_io::netdev::mtu(dev).map_err(what)?;
-    let limit = crate::config::lane_mtu_limit(false);
-    if dev_mtu > u32::from(limit) {
-        return Err(err(format!(
-            "interface {}: device {dev} has MTU {dev_mtu}, above the {limit} the lanes carry (no jumbo frames): lower the device's MTU (ip link set {dev} mtu {limit})",
-            plan.name
-        )));
-    }
-    let mtu = plan.mtu.unwrap_or(u16::try_from(dev_mtu).unwrap_or(limit));
-    Ok(DeviceInfo { mac, mtu })
-}
 
 /// Builds the interface table of a plan.
 pub(crate) fn build_iftable(plan: &Plan, devs: &[DeviceInfo]) -> IfTable {
@@ -300,13 +263,8 @@ impl Router {
         shared.params.publish(Params { linux_owns_local, ..Params::default() });
         shared.acls.publish(acls);
 
-        let mut host = HostState {
-            xdp: Default::default(),
-            quiet: Vec::new(),
-            linux: Vec::new(),
-            steer: Default::default(),
-            saved: None,
-        };
+        let mut host = HostState::default();
+        let mut xdp = crate::afxdp::XdpDevices::default();
         let linux_mode = plan.config.linux.linux_mode();
         // The TAP exception path: tern owns the devices (the kernel is
         // silenced there as in standalone mode) and the kernel's side of
@@ -317,19 +275,7 @@ impl Router {
                 && *driver != Driver::Memory
             {
                 let lane = if tap && *driver == Driver::Auto { &Driver::Afpacket } else { driver };
-                // The originals on disk before the first change (and what a
-                // crashed tern left here put back first).
-                if host.saved.is_none() {
-                    let dir = crate::linux::saved::state_dir();
-                    host.saved = Some(crate::linux::saved::SavedHost::open(&dir).map_err(err)?);
-                }
-                if let Some(s) = host.saved.as_mut() {
-                    s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
-                }
-                take_over(dev, lane, p.up, &mut host, linux_mode && !tap)?;
-                if tap {
-                    host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
-                }
+                host.take_over_port(dev, lane, p.up, tap, linux_mode)?;
             }
         }
         let workers_n = plan.config.dataplane.workers;
@@ -343,23 +289,20 @@ impl Router {
             }
             shared.params.publish(params);
         }
-        if linux_mode && !host.linux.is_empty() {
-            let all = crate::linux::host::ipv6_forwarding_off(&host.linux).map_err(err)?;
-            host.linux.push(all);
+        if linux_mode {
+            host.ipv6_forwarding_off()?;
         }
         // The XDP lane on the devices that take it (before the workers open
         // their sockets there: those take the lane's punts). Not with
         // TAPs: its program would pass the router's traffic to the
         // device's own stack, where the kernel is silenced.
         if !tap {
-            host.xdp.lane =
-                crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode, &mut host.xdp.not_on_lane)
-                    .map_err(err)?;
+            xdp.lane = crate::xdplane::start_for_router(&plan, &shared, &mut fib, linux_mode, &mut xdp.not_on_lane)
+                .map_err(err)?;
         }
 
         let trace = TraceShared::new();
-        let mut mem: HashMap<String, Vec<MemHandle>> = HashMap::new();
-        let mut injects = Vec::new();
+        let mut mem: Vec<(String, MemHandle)> = Vec::new();
         let mut workers = Vec::new();
         let fanout_base = (std::process::id() as u16).wrapping_mul(17);
         // Pools pad their frames (spread over the L1 cache's sets) unless a
@@ -392,11 +335,10 @@ impl Router {
                 let port: Box<dyn Port> = match (driver, device) {
                     (Driver::Memory, _) => {
                         let mp = MemPort::new(format!("{}/{w}", p.name));
-                        mem.entry(p.name.clone()).or_default().push(mp.handle());
+                        mem.push((p.name.clone(), mp.handle()));
                         Box::new(mp)
                     }
-                    (_, Some(dev)) => match host
-                        .xdp
+                    (_, Some(dev)) => match xdp
                         .open(dev, *driver, w, workers_n, plan.config.dataplane.idle, linux_mode, &mut pool, &mut umem)
                         .map_err(|e| err(format!("interface {}: {e}", p.name)))?
                     {
@@ -418,7 +360,7 @@ impl Router {
                 bindings.push(PortBinding::new(port, i as u16));
             }
             // Sockets opened later (a device that returned) join it.
-            host.xdp.umems.push(umem);
+            xdp.umems.push(umem);
             if tap {
                 // Port number ports.len() + k: the k-th TAP, whose frames
                 // (the kernel's) enter `tap-input` as its interface's.
@@ -449,8 +391,7 @@ impl Router {
                 spare,
             )
             .map_err(|e| err(format!("worker {w}: {e}")))?;
-            workers.push(worker.spawn().map_err(|e| err(format!("worker {w}: {e}")))?);
-            injects.push(inject);
+            workers.push((worker.spawn().map_err(|e| err(format!("worker {w}: {e}")))?, inject));
         }
         log::info!("{} interface(s), {} worker(s) running", plan.ifaces.len(), workers.len());
         let sources = crate::linux::sources(&target).map_err(err)?;
@@ -465,21 +406,20 @@ impl Router {
             })
             .collect();
         let links = crate::links::LinkWatch::new(&watched);
+        let mut lanes = Lanes::new(trace, xdp);
+        for (worker, inject) in workers {
+            lanes.add_worker(worker, inject);
+        }
+        for (iface, handle) in mem {
+            lanes.add_mem_port(&iface, handle);
+        }
         let mut router = Router {
             plan,
-            fib,
             shared,
-            workers,
-            injects,
-            neigh: NeighborTable::default(),
-            trace,
-            mem,
-            host,
-            sources,
-            last_tick_ns: 0,
+            lanes,
+            interfaces: Interfaces::new(devs, links, host),
+            routes: Routes::new(fib, sources),
             started_ns,
-            devs,
-            links,
         };
         let t0 = std::time::Instant::now();
         match crate::reload::converge(&mut router, target) {
@@ -495,12 +435,12 @@ impl Router {
         }
         // The XDP lane copied the (empty) FIB when it started: it takes
         // the routes now, so start returns with both lanes' tables whole.
-        if let Some(lane) = &mut router.host.xdp.lane {
-            lane.sync(&mut router.fib, &router.shared, &router.plan.acls);
+        if let Some(lane) = router.lanes.lane_mut() {
+            lane.sync(router.routes.fib_mut(), &router.shared, &router.plan.acls);
         }
         log::info!("addresses, routes and route files applied in {:.2?}", t0.elapsed());
         for (ifindex, ip, mac) in router.plan.static_neighbors.clone() {
-            router.neigh.add_permanent(ifindex, ip, mac, &mut router.fib);
+            router.routes.add_permanent(ifindex, ip, mac);
         }
         Ok(router)
     }
@@ -514,62 +454,40 @@ impl Router {
             did = true;
             match ev {
                 Event::Neighbor { ifindex, ip, mac, how } => {
-                    changed |= self.neigh.heard(ifindex, ip, mac, how, now, &mut self.fib);
+                    changed |= self.routes.heard(ifindex, ip, mac, how, now);
                 }
             }
         }
         // In Linux mode the kernel owns neighbour state (the kernel mirror
         // follows it); tern's own aging would probe, and under AF_XDP never
         // see the answers, which go to the kernel.
-        if now.saturating_sub(self.last_tick_ns) >= 100_000_000 && !self.plan.config.linux.linux_mode() {
-            self.last_tick_ns = now;
+        if !self.plan.config.linux.linux_mode() {
             let ifs = self.shared.ifaces.load();
-            let injects = &self.injects;
-            let workers = &self.workers;
-            // Every entry counts as in use (see crate::neighbor).
-            let in_use = |_: u16, _: IpAddr| true;
-            changed |= self.neigh.tick(now, &self.plan.config.neighbor, &ifs, &mut self.fib, &in_use, &mut |inj| {
-                if let Some(q) = injects.first()
-                    && q.push(inj).is_ok()
-                    && let Some(w) = workers.first()
-                {
-                    w.shared.wake();
-                }
+            let lanes = &self.lanes;
+            changed |= self.routes.age_neighbors(now, &self.plan.config.neighbor, &ifs, &mut |inj| {
+                lanes.inject(inj);
             });
         }
-        if !self.sources.is_empty() {
-            let ifs = self.shared.ifaces.load();
-            let mut cx = SourceCx {
-                fib: &mut self.fib,
-                neigh: &mut self.neigh,
-                ifs: &ifs,
-                ifaces: &self.shared.ifaces,
-                now_ns: now,
-            };
-            for s in &mut self.sources {
-                changed |= s.poll(&mut cx);
-            }
-        }
+        let ifs = self.shared.ifaces.load();
+        changed |= self.routes.poll_sources(now, &ifs, &self.shared.ifaces);
         did |= self.poll_links();
-        if let Some(lane) = &mut self.host.xdp.lane {
+        let capturing = self.lanes.capturing();
+        if let Some(lane) = self.lanes.lane_mut() {
             // A capture that ended (stopped, done, expired) gives its port
             // back to the lane.
-            if lane.capture().is_some() && !self.workers.iter().any(|w| w.shared.capture.is_on()) {
+            if lane.capture().is_some() && !capturing {
                 lane.set_capture(None);
             }
-            lane.sync(&mut self.fib, &self.shared, &self.plan.acls);
+            lane.sync(self.routes.fib_mut(), &self.shared, &self.plan.acls);
         }
-        if self.plan.config.linux.linux_mode() && !self.host.xdp.is_empty() {
+        if self.plan.config.linux.linux_mode() && !self.lanes.xdp().is_empty() {
             // The kernel keeps the router's own traffic: its addresses
             // (also those `ip addr` adds later) pass the XDP program.
-            let HostState { xdp, steer, .. } = &mut self.host;
-            steer.sync(&self.shared.ifaces, |a| xdp.add_local(a));
+            self.interfaces.sync_steering(&self.shared.ifaces, self.lanes.xdp_mut());
         }
         if changed {
             self.shared.bump_neigh_gen();
-            for w in &self.workers {
-                w.shared.wake();
-            }
+            self.lanes.wake_all();
         }
         did || changed
     }
@@ -587,64 +505,74 @@ impl Router {
     }
 
     /// Stops the workers and restores host settings.
-    pub fn shutdown(self) {
-        for w in self.workers {
-            w.stop();
-        }
-        for q in self.host.quiet {
-            let name = q.ifname().to_string();
-            if let Err(e) = q.restore() {
-                log::warn!("restoring kernel settings of {name}: {e}");
-            }
-        }
+    pub fn shutdown(mut self) {
+        self.lanes.stop_workers();
+        self.interfaces.restore_kernel();
         log::info!("stopped");
     }
 
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+    /// Replaces the running configuration with `plan`, which a reload
+    /// has just carried out (`crate::reload`).
+    pub(crate) fn set_plan(&mut self, plan: Plan) {
+        self.plan = plan;
+    }
     pub fn fib(&self) -> &FibWriter {
-        &self.fib
+        self.routes.fib()
     }
     pub fn fib_mut(&mut self) -> &mut FibWriter {
-        &mut self.fib
+        self.routes.fib_mut()
     }
     pub fn shared(&self) -> &Shared {
         &self.shared
     }
+    /// The workers and the XDP lane.
+    pub fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+    /// The FIB, neighbours and control-plane sources.
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+    /// The ports' devices and their links.
+    pub fn interfaces(&self) -> &Interfaces {
+        &self.interfaces
+    }
     pub fn trace(&self) -> &Arc<TraceShared> {
-        &self.trace
+        self.lanes.trace()
     }
     pub fn workers(&self) -> Vec<Arc<WorkerShared>> {
-        self.workers.iter().map(|w| Arc::clone(&w.shared)).collect()
+        self.lanes.iter().map(Arc::clone).collect()
     }
     pub fn neighbors(&self) -> &NeighborTable {
-        &self.neigh
+        self.routes.neighbors()
     }
     pub fn uptime_ns(&self) -> u64 {
         tern_engine::clock::now_ns().saturating_sub(self.started_ns)
     }
     /// Handles of a memory interface's ports (one per worker).
     pub fn mem_ports(&self, iface: &str) -> Option<&[MemHandle]> {
-        self.mem.get(iface).map(Vec::as_slice)
+        self.lanes.mem_ports(iface)
     }
     pub fn iftable(&self) -> Arc<IfTable> {
         self.shared.ifaces.load()
     }
     /// What the AF_XDP steering programs passed to Linux, by reason.
     pub fn xdp_steer_passes(&self) -> Vec<(&'static str, &'static str, u64)> {
-        self.host.xdp.steer_passes()
+        self.lanes.xdp().steer_passes()
     }
     /// The XDP lane, when devices run it.
     pub fn xdp_lane(&self) -> Option<&crate::xdplane::XdpLane> {
-        self.host.xdp.lane.as_ref()
+        self.lanes.lane()
     }
     /// While `tern capture` watches `port` (None: no capture), the XDP
     /// lane hands that port's frames to the engine and sends nothing out
     /// of it itself, so the capture sees every frame; published before
     /// this returns. Ok(false) when the port is not on the lane.
     pub fn lane_capture(&mut self, port: Option<u16>) -> Result<bool, String> {
-        let Some(lane) = &mut self.host.xdp.lane else { return Ok(false) };
+        let Some(lane) = self.lanes.lane_mut() else { return Ok(false) };
         let on = lane.set_capture(port);
         lane.publish(&self.shared).map_err(|e| format!("XDP lane: {e}"))?;
         Ok(on)
@@ -652,145 +580,24 @@ impl Router {
 
     /// The XDP programs and userspace ports of the router's devices.
     pub fn xdp_devices(&self) -> &crate::afxdp::XdpDevices {
-        &self.host.xdp
+        self.lanes.xdp()
     }
     pub fn xdp_lane_mut(&mut self) -> Option<&mut crate::xdplane::XdpLane> {
-        self.host.xdp.lane.as_mut()
+        self.lanes.lane_mut()
     }
     /// The address family-matching route lookup for `tern route get`.
     pub fn route_get(&self, addr: IpAddr) -> Option<tern_fib::RouteDetail> {
-        self.fib.route_get(addr)
+        self.routes.route_get(addr)
     }
     /// Each control-plane source's name and status (kernel mirror, FPM).
     pub fn source_status(&self) -> Vec<(String, serde_json::Value)> {
-        self.sources.iter().map(|s| (s.name().to_string(), s.status())).collect()
+        self.routes.source_status()
     }
     /// What each netlink source (kernel mirror, FPM) did with the route
     /// messages it decoded: `tern status` and /metrics.
     pub fn route_sources(&self) -> Vec<crate::api::types::RouteSourceInfo> {
-        self.sources
-            .iter()
-            .filter_map(|s| Some(crate::api::types::RouteSourceInfo::new(s.name(), &s.route_counters()?)))
-            .collect()
+        self.routes.route_sources()
     }
-}
-
-/// Creates the TAP device of each port and VLAN sub-interface
-/// ([`open_tap`]). Returns the queues by interface index.
-fn open_taps(
-    plan: &Plan,
-    devs: &[DeviceInfo],
-    workers: u16,
-    host: &mut HostState,
-) -> Result<Vec<(u16, Vec<TapPort>)>, StartError> {
-    let mut out = Vec::new();
-    for i in 0..plan.ifaces.len() {
-        let Some(queues) = open_tap(plan, i, devs, workers, host)? else { continue };
-        out.push((i as u16, queues));
-    }
-    Ok(out)
-}
-
-/// Creates the TAP device of port or VLAN sub-interface `i` of `plan`
-/// (`tern-<interface>`, one queue per worker) with the interface's MAC
-/// and MTU, up as the interface is, and prepares it for Linux mode
-/// (`crate::linux::host::take_over`, whose guard goes to `host`). None for
-/// interfaces without a TAP (tunnels). The device goes away when its
-/// queues are closed.
-pub(crate) fn open_tap(
-    plan: &Plan,
-    i: usize,
-    devs: &[DeviceInfo],
-    workers: u16,
-    host: &mut HostState,
-) -> Result<Option<Vec<TapPort>>, StartError> {
-    let Some(p) = plan.ifaces.get(i) else { return Ok(None) };
-    let (dev, up) = match p.kind {
-        IfacePlanKind::Port { .. } => (devs.get(i), p.up),
-        IfacePlanKind::Vlan { parent, .. } => {
-            (devs.get(parent), p.up && plan.ifaces.get(parent).is_some_and(|pp| pp.up))
-        }
-        IfacePlanKind::Gre { .. } | IfacePlanKind::Removed => return Ok(None),
-    };
-    let d = dev.ok_or_else(|| err(format!("interface {}: no device facts", p.name)))?;
-    let name = crate::linux::tap_name(&p.name);
-    let what = |e: tern_io::Error| err(format!("interface {}: TAP {name}: {e}", p.name));
-    let queues = (0..workers).map(|_| TapPort::open_queue(&name).map_err(what)).collect::<Result<Vec<_>, _>>()?;
-    tern_io::netdev::set_mac(&name, d.mac).map_err(what)?;
-    tern_io::netdev::set_mtu(&name, u32::from(p.mtu.unwrap_or(d.mtu))).map_err(what)?;
-    host.linux.push(crate::linux::host::take_over(&name).map_err(|e| err(format!("TAP {name}: {e}")))?);
-    tern_io::netdev::set_up(&name, up).map_err(what)?;
-    log::info!("interface {}: exceptions to Linux through TAP {name}", p.name);
-    Ok(Some(queues))
-}
-
-impl Router {
-    /// Takes over a device that was removed and created again under the
-    /// same name: its settings recorded (a new ifindex: new originals),
-    /// the old device's guards forgotten, then as at start.
-    pub(crate) fn take_over_again(&mut self, dev: &str, up: bool) -> Result<(), StartError> {
-        if let Some(s) = self.host.saved.as_mut() {
-            s.record(dev).map_err(|e| err(format!("device {dev}: {e}")))?;
-        }
-        let (old, keep): (Vec<_>, Vec<_>) = self.host.quiet.drain(..).partition(|q| q.ifname() == dev);
-        self.host.quiet = keep;
-        old.into_iter().for_each(tern_io::netdev::KernelQuiet::keep);
-        let (old, keep): (Vec<_>, Vec<_>) = self.host.linux.drain(..).partition(|g| g.dev.as_deref() == Some(dev));
-        self.host.linux = keep;
-        old.into_iter().for_each(crate::linux::host::SysctlGuard::keep);
-        let tap = self.plan.config.linux.tap_exception();
-        let linux_mode = self.plan.config.linux.linux_mode() && !tap;
-        let before = self.host.linux.len();
-        let driver = self
-            .plan
-            .ifaces
-            .iter()
-            .find_map(|i| match &i.kind {
-                IfacePlanKind::Port { device: Some(d), driver } if d == dev => Some(*driver),
-                _ => None,
-            })
-            .unwrap_or(Driver::Auto);
-        let driver = if tap && driver == Driver::Auto { Driver::Afpacket } else { driver };
-        take_over(dev, &driver, up, &mut self.host, linux_mode)?;
-        if tap {
-            self.host.linux.push(crate::linux::host::no_local_delivery(dev).map_err(err)?);
-        } else if linux_mode && self.host.linux.len() > before {
-            // A router interface for ND again, as at start.
-            let g = crate::linux::host::ipv6_forwarding_off(&self.host.linux[before..]).map_err(err)?;
-            self.host.linux.push(g);
-        }
-        Ok(())
-    }
-}
-
-/// Prepares a Linux device for tern: link up, no large-frame offloads (so
-/// AF_PACKET sees wire-sized frames), and the kernel told not to forward
-/// or answer on it (standalone mode), or not forward while Linux keeps
-/// its addresses and answers for them (Linux mode, `crate::linux::host`).
-fn take_over(dev: &str, driver: &Driver, up: bool, host: &mut HostState, linux_mode: bool) -> Result<(), StartError> {
-    let what = |e: tern_io::Error| err(format!("device {dev}: {e}"));
-    tern_io::netdev::ifindex(dev).map_err(what)?;
-    if up {
-        tern_io::netdev::set_up(dev, true).map_err(what)?;
-    }
-    if let Err(e) = tern_io::netdev::disable_large_frame_offloads(dev) {
-        log::warn!("device {dev}: cannot turn off offloads: {e}");
-    }
-    if let Some(w) = veth_warning(dev, driver) {
-        log::warn!("{w}");
-    }
-    if linux_mode {
-        host.linux.push(crate::linux::host::take_over(dev).map_err(|e| err(format!("device {dev}: {e}")))?);
-        return Ok(());
-    }
-    host.quiet.push(tern_io::netdev::quiet_kernel(dev).map_err(what)?);
-    match tern_io::netdev::addresses(dev) {
-        Ok(a) if !a.is_empty() => {
-            log::warn!("device {dev}: the kernel still holds addresses on it; tern owns forwarding there now")
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// Whether `dev` is a veth (its driver, as `ethtool -i` says).

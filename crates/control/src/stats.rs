@@ -313,18 +313,19 @@ impl Router {
     /// same names (drops, encapsulations, port packets).
     pub fn stats(&self) -> tern_engine::stats::StatsSnapshot {
         let mut total = tern_engine::stats::StatsSnapshot::default();
-        for w in &self.workers {
-            total.accumulate(&w.shared.stats.snapshot());
+        let lanes = self.lanes();
+        for w in lanes.iter() {
+            total.accumulate(&w.stats.snapshot());
         }
-        if let (Some(lane), Some(w)) = (&self.host.xdp.lane, self.workers.first()) {
+        if let (Some(lane), Some(w)) = (lanes.lane(), lanes.first()) {
             for c in lane.counters() {
-                if let Some(id) = w.shared.graph.error_id(c.desc.node, c.desc.error)
+                if let Some(id) = w.graph.error_id(c.desc.node, c.desc.error)
                     && let Some(e) = total.errors.get_mut(usize::from(id))
                 {
                     *e += c.value;
                 }
             }
-            for (p, slot) in total.ports.iter_mut().zip(w.shared.ports()) {
+            for (p, slot) in total.ports.iter_mut().zip(w.ports()) {
                 let Some(slot) = slot.filter(|s| s.input.is_none()) else { continue };
                 let l = lane.port_stats(slot.ifindex);
                 p.rx_packets += l.rx_packets;
@@ -338,13 +339,13 @@ impl Router {
 
     /// Sum of one named counter over all workers and the XDP lane.
     pub fn counter(&self, node: &str, error: &str) -> u64 {
-        let lane = self.host.xdp.lane.as_ref().map_or(0, |l| l.counter(node, error));
-        lane + self
-            .workers
+        let lanes = self.lanes();
+        let lane = lanes.lane().map_or(0, |l| l.counter(node, error));
+        lane + lanes
             .iter()
             .filter_map(|w| {
-                let id = w.shared.graph.error_id(node, error)?;
-                w.shared.stats.errors.get(usize::from(id)).map(tern_engine::Counter::get)
+                let id = w.graph.error_id(node, error)?;
+                w.stats.errors.get(usize::from(id)).map(tern_engine::Counter::get)
             })
             .sum::<u64>()
     }

@@ -4,18 +4,18 @@ use super::*;
 
 pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, ApiError> {
     if let Some(n) = name
-        && !router.plan.acls.iter().any(|s| s.name == n)
+        && !router.plan().acls.iter().any(|s| s.name == n)
     {
         return Err(ApiError::not_found(format!("no rule set named {}", crate::config::quote(n))));
     }
     let out = router
-        .plan
+        .plan()
         .acls
         .iter()
         .filter(|s| name.is_none_or(|n| n == s.name))
         .map(|s| {
             let bound = |f: &dyn Fn(&crate::config::IfacePlan) -> Option<&String>| {
-                router.plan.ifaces.iter().filter(|i| f(i) == Some(&s.name)).map(|i| i.name.clone()).collect()
+                router.plan().ifaces.iter().filter(|i| f(i) == Some(&s.name)).map(|i| i.name.clone()).collect()
             };
             let hits = router.acl_hits(&s.name);
             let rules = s
@@ -52,7 +52,7 @@ pub fn acl_list(router: &Router, name: Option<&str>) -> Result<Vec<AclView>, Api
                 default_bytes: d.1,
                 counting: hits.is_some(),
                 lanes: router
-                    .plan
+                    .plan()
                     .live_ifaces()
                     .flat_map(|(_, i)| {
                         let mut v = Vec::new();

@@ -6,24 +6,21 @@ use super::*;
 pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArgs) -> Result<CaptureBatch, ApiError> {
     // An interface (its port's rx/tx frames) or a graph node (the packets
     // entering it).
-    let node = match router.plan.iface_index(&a.target) {
+    let node = match router.plan().iface_index(&a.target) {
         Some(_) => None,
-        None => Some(router.workers.first().and_then(|w| w.shared.graph.node_id(&a.target)).ok_or_else(|| {
+        None => Some(router.lanes().first().and_then(|w| w.graph.node_id(&a.target)).ok_or_else(|| {
             ApiError::not_found(format!("no interface or node named {}", crate::config::quote(&a.target)))
         })?),
     };
     let port = match node {
         Some(_) => usize::from(u16::MAX),
         None => {
-            let ifindex = router.plan.iface_index(&a.target).unwrap_or_default();
+            let ifindex = router.plan().iface_index(&a.target).unwrap_or_default();
             router
-                .workers
+                .lanes()
                 .first()
                 .and_then(|w| {
-                    w.shared
-                        .ports()
-                        .iter()
-                        .position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
+                    w.ports().iter().position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
                 })
                 .ok_or_else(|| {
                     ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))
@@ -51,11 +48,11 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     let snaplen = a.snaplen.unwrap_or(65535).clamp(14, 65535);
     let id = st.next_capture_id.max(1);
     st.next_capture_id = id + 1;
-    for w in &router.workers {
-        w.shared.capture.take();
+    for w in router.lanes().iter() {
+        w.capture.take();
         match node {
-            Some(n) => w.shared.capture.start_node(n, snaplen),
-            None => w.shared.capture.start(port as u16, dirs, snaplen),
+            Some(n) => w.capture.start_node(n, snaplen),
+            None => w.capture.start(port as u16, dirs, snaplen),
         }
     }
     // The XDP lane forwards and drops without the engine seeing the
@@ -64,7 +61,7 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     let via_engine = match node {
         Some(_) => false,
         None => {
-            let ifindex = router.plan.iface_index(&a.target).unwrap_or_default();
+            let ifindex = router.plan().iface_index(&a.target).unwrap_or_default();
             match router.lane_capture(Some(ifindex)) {
                 Ok(on) => on,
                 Err(e) => {
@@ -137,8 +134,7 @@ pub fn capture_stop(router: &Router, st: &mut OpsState, id: u64) -> Result<Captu
     let c = session(st, id)?;
     c.running = false;
     let port = c.port;
-    let lost: u64 =
-        router.workers.iter().map(|w| w.shared.capture.dropped.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    let lost: u64 = router.lanes().iter().map(|w| w.capture.dropped.load(std::sync::atomic::Ordering::Relaxed)).sum();
     stop_taps(router);
     let mut b = batch_of(c, lost);
     b.done = true;

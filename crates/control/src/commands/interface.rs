@@ -19,7 +19,7 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
     let counters = port_counters_with_lane(router);
     let acl_name = |i: Option<&String>| i.cloned();
     router
-        .plan
+        .plan()
         .live_ifaces()
         .map(|(idx, p)| {
             let live = ifs.get(idx);
@@ -49,7 +49,7 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                     ("port", None, None, device.clone(), Some(format!("{driver:?}").to_lowercase()))
                 }
                 crate::config::IfacePlanKind::Vlan { parent, vid } => {
-                    ("vlan", router.plan.ifaces.get(*parent).map(|pp| pp.name.clone()), Some(*vid), None, None)
+                    ("vlan", router.plan().ifaces.get(*parent).map(|pp| pp.name.clone()), Some(*vid), None, None)
                 }
                 #[allow(unreachable_patterns)]
                 _ => ("gre", None, None, None, None),
@@ -66,8 +66,8 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 mtu: live.map_or(0, |l| l.mtu),
                 admin_up: p.up,
                 up: live.is_some_and(|l| l.up),
-                link: router.links.get(idx).map(|l| l.describe().to_string()),
-                link_changes: router.links.get(idx).map(|l| l.changes),
+                link: router.interfaces().link(idx).map(|l| l.describe().to_string()),
+                link_changes: router.interfaces().link(idx).map(|l| l.changes),
                 addresses: p
                     .v4
                     .iter()
@@ -80,7 +80,7 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                 counters: if kind == "port" { Some(counters.get(&idx).cloned().unwrap_or_default()) } else { None },
                 warnings: match &p.kind {
                     crate::config::IfacePlanKind::Port { device: Some(dev), driver } => {
-                        let tap = router.plan.config.linux.tap_exception();
+                        let tap = router.plan().config.linux.tap_exception();
                         let lane = if tap && *driver == crate::config::Driver::Auto {
                             &crate::config::Driver::Afpacket
                         } else {
@@ -110,7 +110,7 @@ pub fn iface_lane(router: &Router, p: &crate::config::IfacePlan) -> IfaceLane {
     let (device, driver) = match &p.kind {
         IfacePlanKind::Port { device, driver } => (device.as_deref(), *driver),
         IfacePlanKind::Vlan { parent, .. } => {
-            return match router.plan.ifaces.get(*parent) {
+            return match router.plan().ifaces.get(*parent) {
                 Some(pp) if !matches!(pp.kind, IfacePlanKind::Vlan { .. }) => iface_lane(router, pp),
                 _ => IfaceLane { lane: None, xdp_port: None, notes: Vec::new() },
             };
@@ -267,7 +267,7 @@ pub fn address_list(router: &Router, iface: Option<&str>) -> Result<Vec<AddressI
 pub fn address_add(router: &mut Router, iface: &str, address: &str) -> Result<String, ApiError> {
     let i = router.iface_by_name(iface)?;
     let a = crate::live::parse_if_addr(address)?;
-    let p = &router.plan.ifaces[usize::from(i)];
+    let p = &router.plan().ifaces[usize::from(i)];
     let (mut v4, mut v6) = (p.v4.clone(), p.v6.clone());
     if p.v4.iter().any(|n| std::net::IpAddr::V4(n.addr) == a.addr())
         || p.v6.iter().any(|n| std::net::IpAddr::V6(n.addr) == a.addr())
@@ -292,7 +292,7 @@ pub fn address_del(router: &mut Router, iface: &str, address: &str) -> Result<St
         .unwrap_or_default()
         .parse()
         .map_err(|_| ApiError::invalid(format!("invalid address {}", crate::config::quote(address))))?;
-    let p = &router.plan.ifaces[usize::from(i)];
+    let p = &router.plan().ifaces[usize::from(i)];
     let v4: Vec<_> = p.v4.iter().filter(|n| IpAddr::V4(n.addr) != addr).copied().collect();
     let v6: Vec<_> = p.v6.iter().filter(|n| IpAddr::V6(n.addr) != addr).copied().collect();
     if v4.len() == p.v4.len() && v6.len() == p.v6.len() {

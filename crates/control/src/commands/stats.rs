@@ -87,8 +87,8 @@ pub fn stats_show(router: &Router, st: &OpsState, since_clear: bool) -> StatsRep
 }
 
 pub fn graph_show(router: &Router) -> GraphView {
-    let Some(w) = router.workers.first() else { return GraphView::default() };
-    let g = &w.shared.graph;
+    let Some(w) = router.lanes().first() else { return GraphView::default() };
+    let g = &w.graph;
     GraphView {
         nodes: g
             .nodes
@@ -103,5 +103,5 @@ pub fn graph_show(router: &Router) -> GraphView {
 }
 
 pub fn graph_dot(router: &Router) -> String {
-    router.workers.first().map(|w| w.shared.graph.to_dot()).unwrap_or_default()
+    router.lanes().first().map(|w| w.graph.to_dot()).unwrap_or_default()
 }

@@ -17,10 +17,10 @@ pub fn trace_start(router: &mut Router, st: &mut OpsState, count: u32) -> Result
         }
         None => "",
     };
-    router.trace.clear();
+    router.trace().clear();
     st.trace_started_ns = started_ns;
     st.trace_started_mono_ns = started_mono_ns;
-    router.trace.arm(count);
+    router.trace().arm(count);
     Ok(format!("tracing the next {count} packets{lane}; `tern trace show` prints them"))
 }
 
@@ -35,9 +35,9 @@ pub(super) fn monotonic_ns() -> u64 {
 /// is listed, or counted as still in flight or as lost.
 pub fn trace_show(router: &mut Router, st: &OpsState) -> TraceView {
     let ifs = router.iftable();
-    let (mut recs, in_flight, mut lost) = router.trace.peek_counted();
+    let (mut recs, in_flight, mut lost) = router.trace().peek_counted();
     recs.sort_by_key(|r| r.seq);
-    let mut remaining = router.trace.remaining();
+    let mut remaining = router.trace().remaining();
     let mut packets: Vec<TraceEntry> = recs
         .into_iter()
         .map(|r| TraceEntry {
