@@ -145,11 +145,12 @@ impl Router {
     /// has every tunnel already); a tunnel's endpoints never change in
     /// place (a reload refuses that).
     pub(crate) fn tunnels_to_fib(&mut self) {
+        let fib = self.routes.fib_mut();
         for (i, p) in self.plan.ifaces.iter().enumerate() {
             match p.kind {
-                IfacePlanKind::Gre { remote, .. } => self.fib.tunnel_set(i as u16, remote),
+                IfacePlanKind::Gre { remote, .. } => fib.tunnel_set(i as u16, remote),
                 _ => {
-                    self.fib.tunnel_remove(i as u16);
+                    fib.tunnel_remove(i as u16);
                 }
             }
         }
