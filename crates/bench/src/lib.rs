@@ -26,6 +26,7 @@
 
 pub mod account;
 pub mod bpf;
+pub mod control;
 pub mod dut;
 pub mod engine;
 pub mod error;

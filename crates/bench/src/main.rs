@@ -1,5 +1,5 @@
-//! `tern-bench`: the engine benchmark, the FIB benchmark and the RFC 2544
-//! tester, apart from the router (`tern` links none of it).
+//! `tern-bench`: the engine, FIB and control-plane benchmarks and the RFC
+//! 2544 tester, apart from the router (`tern` links none of it).
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -36,6 +36,35 @@ enum BenchCmd {
     /// Linux, Linux + nftables and DPDK testpmd, in network namespaces on
     /// this machine; prints the table, writes JSON and an HTML report.
     Rfc2544(tern_bench::Rfc2544Opts),
+    /// Control-plane figures: FPM ingest of a full table, FPM decoding
+    /// alone, a kernel table dumped over netlink, a worker's stalls during
+    /// an ingest (no selection: all four).
+    Control(ControlArgs),
+}
+
+#[derive(Args)]
+struct ControlArgs {
+    /// Route table, one prefix per line (.gz accepted).
+    #[arg(long, env = "TERN_FULL_TABLE", default_value = "../shared/data/full-table-2025.txt.gz")]
+    table: PathBuf,
+    /// Runs per figure; the median is reported.
+    #[arg(long, env = "TERN_RUNS", default_value_t = 3)]
+    runs: usize,
+    /// The table over TCP into the FPM server and the FIB.
+    #[arg(long)]
+    fpm_ingest: bool,
+    /// The same stream through the decoder and route translation only.
+    #[arg(long)]
+    decode: bool,
+    /// The IPv4 table in a throwaway namespace's kernel, dumped into the kernel mirror (root).
+    #[arg(long)]
+    netlink_dump: bool,
+    /// A SCHED_FIFO worker on CPU 1 forwarding while CPU 0 ingests the table (two CPUs).
+    #[arg(long)]
+    worker_stalls: bool,
+    /// Print JSON instead of lines.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -107,7 +136,27 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::Engine(a) => bench_engine(a),
         BenchCmd::Fib(a) => bench_fib(a),
         BenchCmd::Rfc2544(o) => bench_rfc2544(&o),
+        BenchCmd::Control(a) => bench_control(a),
     }
+}
+
+fn bench_control(a: ControlArgs) -> Res {
+    let opts = tern_bench::control::ControlOpts {
+        table: a.table,
+        runs: a.runs,
+        fpm_ingest: a.fpm_ingest,
+        decode: a.decode,
+        netlink_dump: a.netlink_dump,
+        worker_stalls: a.worker_stalls,
+    };
+    let mut report = tern_bench::control::run(&opts)?;
+    report.command = std::env::args().collect::<Vec<_>>().join(" ");
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    } else {
+        print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench_engine(a: EngineArgs) -> Res {
