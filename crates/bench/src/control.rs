@@ -179,7 +179,7 @@ pub fn run(opts: &ControlOpts) -> Res<ControlReport> {
         return Err("--runs: need at least 1".into());
     }
     let all = !(opts.fpm_ingest || opts.decode || opts.netlink_dump || opts.worker_stalls);
-    let prefixes: Vec<Prefix> = tern_fib::routefile::load(&opts.table.display().to_string())
+    let prefixes: Vec<Prefix> = tern_fib::routefile::load(&opts.table)
         .map_err(|e| format!("{}: {e}", opts.table.display()))?
         .into_iter()
         .map(|(p, _)| p)

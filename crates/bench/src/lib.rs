@@ -41,6 +41,7 @@ mod poptrie;
 mod poptrie_tests;
 pub mod progress;
 pub mod report;
+pub mod rig;
 pub mod runner;
 pub mod scenario;
 pub mod search;

@@ -40,6 +40,28 @@ enum BenchCmd {
     /// alone, a kernel table dumped over netlink, a worker's stalls during
     /// an ingest (no selection: all four).
     Control(ControlArgs),
+    /// The XDP lane program's own cost per packet (BPF_PROG_TEST_RUN), the
+    /// 100GE scenarios' packets on tern's tables (options: see
+    /// crates/bench/src/rig/lane.rs; needs root).
+    Lane(Words),
+    /// The rigs' generator: one scenario's streams out of a device, flat
+    /// out, for a while (BPF_PROG_TEST_RUN live frames).
+    Gen(Words),
+    /// The rigs' sink: counts the generator's frames arriving on a device.
+    Sink(Words),
+    /// The in-kernel reference XDP forwarder (the xdp-fwd DUT) on a rig's
+    /// router devices, until killed.
+    XdpFwd(Words),
+    /// The least an AF_XDP forwarder does (MAC rewrite) on tern's driver.
+    XskFwd(Words),
+}
+
+/// A rig tool's options, passed on as they are (`--key value` words; see
+/// the tool's source under crates/bench/src/rig/).
+#[derive(Args)]
+struct Words {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -137,6 +159,11 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::Fib(a) => bench_fib(a),
         BenchCmd::Rfc2544(o) => bench_rfc2544(&o),
         BenchCmd::Control(a) => bench_control(a),
+        BenchCmd::Lane(w) => Ok(tern_bench::rig::lane::main(&w.args)),
+        BenchCmd::Gen(w) => Ok(tern_bench::rig::generator::main(&w.args)),
+        BenchCmd::Sink(w) => Ok(tern_bench::rig::sink::main(&w.args)),
+        BenchCmd::XdpFwd(w) => Ok(tern_bench::rig::xdp_fwd::main(&w.args)),
+        BenchCmd::XskFwd(w) => Ok(tern_bench::rig::xsk_fwd::main(&w.args)),
     }
 }
 
