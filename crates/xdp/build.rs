@@ -5,7 +5,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: &[&str] = &["steer", "sink", "gen", "lane"];
+const PROGRAMS: &[&str] = &["steer", "lane"];
 const INSTALL_HINT: &str = "apt-get install -y clang llvm libbpf-dev";
 
 fn main() {

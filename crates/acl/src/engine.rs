@@ -28,9 +28,9 @@
 //!
 //! Measured, ClassBench-like random rules (`synth::classbench`), packets
 //! aimed at the rules (`synth::packets`), batches of 256. Instructions per
-//! packet from `valgrind --tool=cachegrind` on `examples/acl_loop` (exact,
+//! packet from `valgrind --tool=cachegrind` on tern-bench's `benches/acl_loop` (exact,
 //! independent of machine load); ns per packet the minimum of 300 runs of
-//! `examples/acl_cycles` on the 2-vCPU Xeon @ 2.8 GHz test VM while other
+//! tern-bench's `benches/acl_cycles` on the 2-vCPU Xeon @ 2.8 GHz test VM while other
 //! builds kept its load average near 10 (so an upper bound):
 //!
 //! | rules | v4 instr/pkt batch (single) | v4 ns batch | v6 instr/pkt batch | mode |

@@ -869,23 +869,25 @@ impl XdpFwd {
     /// thread inside `ns`.
     pub fn attach(&mut self, ns: &Netns, devs: &[&str]) -> Result<()> {
         self.add_ports(ns, devs)?;
-        let ids = std::thread::scope(|s| {
-            s.spawn(|| -> Result<Vec<_>> {
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<()> {
                 ns.enter_current_thread()?;
-                let prog = self.prog_mut()?;
-                let mut ids = Vec::new();
-                for dev in devs {
-                    ids.push(
-                        prog.attach(dev, XdpMode::Driver)
-                            .map_err(|e| bpf_err(&format!("attach xdp-fwd to {dev}"), e))?,
-                    );
-                }
-                Ok(ids)
+                devs.iter().try_for_each(|dev| self.attach_here(dev))
             })
             .join()
             .map_err(|_| BenchError::Bpf("xdp-fwd attach thread panicked".into()))?
-        })?;
-        self.attached.extend(ids);
+        })
+    }
+
+    /// Attaches the program (native mode) to device `dev` of the calling
+    /// thread's namespace (without making it a redirect target: see
+    /// [`XdpFwd::add_ports_here`]).
+    pub fn attach_here(&mut self, dev: &str) -> Result<()> {
+        let id = self
+            .prog_mut()?
+            .attach(dev, XdpMode::Driver)
+            .map_err(|e| bpf_err(&format!("attach xdp-fwd to {dev}"), e))?;
+        self.attached.push(id);
         Ok(())
     }
 
@@ -893,19 +895,25 @@ impl XdpFwd {
     /// tests, which run the program on frames of their own).
     pub fn add_ports(&mut self, ns: &Netns, devs: &[&str]) -> Result<()> {
         let ifindexes = devs.iter().map(|d| ns.link_info(d).map(|l| l.ifindex)).collect::<Result<Vec<_>>>()?;
-        let map = self.ebpf.map_mut("fwd_ports").ok_or_else(|| BenchError::Bpf("no map fwd_ports".into()))?;
-        let mut ports = aya::maps::DevMapHash::try_from(map).map_err(|e| bpf_err("fwd_ports", e))?;
         std::thread::scope(|s| {
             s.spawn(|| -> Result<()> {
                 ns.enter_current_thread()?;
-                for &i in &ifindexes {
-                    ports.insert(i, i, None, 0).map_err(|e| bpf_err("write fwd_ports", e))?;
-                }
-                Ok(())
+                self.add_ports_here(&ifindexes)
             })
             .join()
             .map_err(|_| BenchError::Bpf("xdp-fwd device map thread panicked".into()))?
         })
+    }
+
+    /// Makes the devices `ifindexes` of the calling thread's namespace
+    /// redirect targets.
+    pub fn add_ports_here(&mut self, ifindexes: &[u32]) -> Result<()> {
+        let map = self.ebpf.map_mut("fwd_ports").ok_or_else(|| BenchError::Bpf("no map fwd_ports".into()))?;
+        let mut ports = aya::maps::DevMapHash::try_from(map).map_err(|e| bpf_err("fwd_ports", e))?;
+        for &i in ifindexes {
+            ports.insert(i, i, None, 0).map_err(|e| bpf_err("write fwd_ports", e))?;
+        }
+        Ok(())
     }
 
     /// Detaches the program from every device.
@@ -939,6 +947,35 @@ impl XdpFwd {
     /// `ingress_ifindex` of `ns` (BPF_PROG_TEST_RUN, nothing sent), for
     /// tests: its verdict and the frame as it left the program.
     pub fn feed(&self, ns: &Netns, ingress_ifindex: u32, frame: &[u8]) -> Result<(u32, Vec<u8>)> {
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<(u32, Vec<u8>)> {
+                // The device index and the routing lookup are the namespace's.
+                ns.enter_current_thread()?;
+                let mut out = vec![0u8; frame.len() + 256];
+                let (verdict, _, len) = self.test_run(ingress_ifindex, frame, Some(&mut out), 1)?;
+                out.truncate(len);
+                Ok((verdict, out))
+            })
+            .join()
+            .map_err(|_| BenchError::Bpf("xdp-fwd test thread panicked".into()))?
+        })
+    }
+
+    /// Runs the program `repeat` times on `frame` as if it had arrived on
+    /// device `ingress_ifindex` of the calling thread's namespace
+    /// (BPF_PROG_TEST_RUN, nothing sent): the verdict and the kernel's
+    /// mean time of one run.
+    pub fn test_run_timed(&self, ingress_ifindex: u32, frame: &[u8], repeat: u32) -> Result<(u32, Duration)> {
+        self.test_run(ingress_ifindex, frame, None, repeat).map(|(v, d, _)| (v, d))
+    }
+
+    fn test_run(
+        &self,
+        ingress_ifindex: u32,
+        frame: &[u8],
+        out: Option<&mut [u8]>,
+        repeat: u32,
+    ) -> Result<(u32, Duration, usize)> {
         let p: &Xdp = self
             .ebpf
             .program("tern_xdpfwd")
@@ -946,25 +983,10 @@ impl XdpFwd {
             .try_into()
             .map_err(|e| bpf_err("tern_xdpfwd", e))?;
         let ctx = xdp_md(ingress_ifindex, frame.len());
-        std::thread::scope(|s| {
-            s.spawn(|| -> Result<(u32, Vec<u8>)> {
-                // The device index and the routing lookup are the namespace's.
-                ns.enter_current_thread()?;
-                let mut out = vec![0u8; frame.len() + 256];
-                let opts = TestRunOptions {
-                    data_in: Some(frame),
-                    data_out: Some(&mut out),
-                    ctx_in: Some(&ctx),
-                    repeat: 1,
-                    ..TestRunOptions::new()
-                };
-                let r = p.test_run(opts).map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))?;
-                out.truncate(r.data_size_out as usize);
-                Ok((r.return_value, out))
-            })
-            .join()
-            .map_err(|_| BenchError::Bpf("xdp-fwd test thread panicked".into()))?
-        })
+        let opts =
+            TestRunOptions { data_in: Some(frame), data_out: out, ctx_in: Some(&ctx), repeat, ..TestRunOptions::new() };
+        let r = p.test_run(opts).map_err(|e| bpf_err("BPF_PROG_TEST_RUN", e))?;
+        Ok((r.return_value, r.duration, r.data_size_out as usize))
     }
 }
 

@@ -1219,7 +1219,7 @@ impl fmt::Display for BenchReport {
     }
 }
 
-/// Entry width experiment (`fib_bench TABLE --width [ROUNDS]`): the IPv4
+/// Entry width experiment (`cargo bench -p tern-bench --bench fib_bench -- TABLE --width [ROUNDS]`): the IPv4
 /// table as tern's FIB builds it, copied into a flat DIR-24-8 of `u32`
 /// entries (bit 31 = child block: tern's layout until 2026-11-23) and one
 /// of `u16` entries (bit 15), each looked up beside tern itself on the same

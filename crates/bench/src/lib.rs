@@ -26,6 +26,7 @@
 
 pub mod account;
 pub mod bpf;
+pub mod control;
 pub mod dut;
 pub mod engine;
 pub mod error;
@@ -40,6 +41,7 @@ mod poptrie;
 mod poptrie_tests;
 pub mod progress;
 pub mod report;
+pub mod rig;
 pub mod runner;
 pub mod scenario;
 pub mod search;

@@ -1,5 +1,5 @@
-//! `tern-bench`: the engine benchmark, the FIB benchmark and the RFC 2544
-//! tester, apart from the router (`tern` links none of it).
+//! `tern-bench`: the engine, FIB and control-plane benchmarks and the RFC
+//! 2544 tester, apart from the router (`tern` links none of it).
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -36,6 +36,57 @@ enum BenchCmd {
     /// Linux, Linux + nftables and DPDK testpmd, in network namespaces on
     /// this machine; prints the table, writes JSON and an HTML report.
     Rfc2544(tern_bench::Rfc2544Opts),
+    /// Control-plane figures: FPM ingest of a full table, FPM decoding
+    /// alone, a kernel table dumped over netlink, a worker's stalls during
+    /// an ingest (no selection: all four).
+    Control(ControlArgs),
+    /// The XDP lane program's own cost per packet (BPF_PROG_TEST_RUN), the
+    /// 100GE scenarios' packets on tern's tables (options: see
+    /// crates/bench/src/rig/lane.rs; needs root).
+    Lane(Words),
+    /// The rigs' generator: one scenario's streams out of a device, flat
+    /// out, for a while (BPF_PROG_TEST_RUN live frames).
+    Gen(Words),
+    /// The rigs' sink: counts the generator's frames arriving on a device.
+    Sink(Words),
+    /// The in-kernel reference XDP forwarder (the xdp-fwd DUT) on a rig's
+    /// router devices, until killed.
+    XdpFwd(Words),
+    /// The least an AF_XDP forwarder does (MAC rewrite) on tern's driver.
+    XskFwd(Words),
+}
+
+/// A rig tool's options, passed on as they are (`--key value` words; see
+/// the tool's source under crates/bench/src/rig/).
+#[derive(Args)]
+struct Words {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+#[derive(Args)]
+struct ControlArgs {
+    /// Route table, one prefix per line (.gz accepted).
+    #[arg(long, env = "TERN_FULL_TABLE", default_value = "../shared/data/full-table-2025.txt.gz")]
+    table: PathBuf,
+    /// Runs per figure; the median is reported.
+    #[arg(long, env = "TERN_RUNS", default_value_t = 3)]
+    runs: usize,
+    /// The table over TCP into the FPM server and the FIB.
+    #[arg(long)]
+    fpm_ingest: bool,
+    /// The same stream through the decoder and route translation only.
+    #[arg(long)]
+    decode: bool,
+    /// The IPv4 table in a throwaway namespace's kernel, dumped into the kernel mirror (root).
+    #[arg(long)]
+    netlink_dump: bool,
+    /// A SCHED_FIFO worker on CPU 1 forwarding while CPU 0 ingests the table (two CPUs).
+    #[arg(long)]
+    worker_stalls: bool,
+    /// Print JSON instead of lines.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -107,7 +158,32 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::Engine(a) => bench_engine(a),
         BenchCmd::Fib(a) => bench_fib(a),
         BenchCmd::Rfc2544(o) => bench_rfc2544(&o),
+        BenchCmd::Control(a) => bench_control(a),
+        BenchCmd::Lane(w) => Ok(tern_bench::rig::lane::main(&w.args)),
+        BenchCmd::Gen(w) => Ok(tern_bench::rig::generator::main(&w.args)),
+        BenchCmd::Sink(w) => Ok(tern_bench::rig::sink::main(&w.args)),
+        BenchCmd::XdpFwd(w) => Ok(tern_bench::rig::xdp_fwd::main(&w.args)),
+        BenchCmd::XskFwd(w) => Ok(tern_bench::rig::xsk_fwd::main(&w.args)),
     }
+}
+
+fn bench_control(a: ControlArgs) -> Res {
+    let opts = tern_bench::control::ControlOpts {
+        table: a.table,
+        runs: a.runs,
+        fpm_ingest: a.fpm_ingest,
+        decode: a.decode,
+        netlink_dump: a.netlink_dump,
+        worker_stalls: a.worker_stalls,
+    };
+    let mut report = tern_bench::control::run(&opts)?;
+    report.command = std::env::args().collect::<Vec<_>>().join(" ");
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    } else {
+        print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench_engine(a: EngineArgs) -> Res {

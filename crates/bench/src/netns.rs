@@ -1,89 +1,75 @@
-//! Network namespaces, veth pairs and the commands that configure them.
+//! Network namespaces, veth pairs and the commands that configure them:
+//! the testkit's (`tern_testkit::netns`, shared with `tern lab` and the
+//! tests), with the tester's errors and what only the tester needs (NAPI
+//! threads, CPU pinning and isolation, drop counters).
 //!
 //! Everything is done with iproute2 (`ip`), `ethtool`, `nft` and `sysctl`
 //! run as child processes, so a failure prints the exact command the user
 //! can rerun by hand. Namespaces delete themselves when dropped, which also
 //! destroys their veths, so a failed run leaves nothing behind.
 
-use std::fs::File;
-use std::process::{Command, Stdio};
-
-use nix::sched::{CloneFlags, CpuSet, sched_setaffinity, setns};
+use nix::sched::{CpuSet, sched_setaffinity};
 use nix::unistd::Pid;
+use tern_testkit::netns as kit;
 
 use crate::error::{BenchError, Result};
 
+pub use tern_testkit::netns::parse_mac;
+
+impl From<kit::CmdError> for BenchError {
+    fn from(e: kit::CmdError) -> Self {
+        BenchError::Command { cmd: e.cmd, detail: e.detail }
+    }
+}
+
 /// Runs a command, returns its stdout, or an error quoting it and its stderr.
 pub fn run_cmd(program: &str, args: &[&str]) -> Result<String> {
-    let cmd_line = || format!("{program} {}", args.join(" "));
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| BenchError::Command { cmd: cmd_line(), detail: format!("cannot start: {e}") })?;
-    if !out.status.success() {
-        return Err(BenchError::Command {
-            cmd: cmd_line(),
-            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(kit::run(program, args)?)
 }
 
 /// Whether a program can be found on PATH (for optional DUTs and tools).
 pub fn have_program(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
+    kit::on_path(program)
 }
 
 /// A network namespace owned by this run; deleted on drop.
 #[derive(Debug)]
-pub struct Netns {
-    name: String,
-}
+pub struct Netns(kit::Netns);
 
 impl Netns {
     /// Creates the namespace `name` (which must not exist yet) with its
     /// loopback up.
     pub fn create(name: &str) -> Result<Self> {
-        run_cmd("ip", &["netns", "add", name])?;
-        let ns = Netns { name: name.to_string() };
-        ns.ip(&["link", "set", "lo", "up"])?;
-        Ok(ns)
+        Ok(Netns(kit::Netns::create(name)?))
     }
 
     /// The namespace's name (as `ip netns` knows it).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     /// `ip -n NAME args...`
     pub fn ip(&self, args: &[&str]) -> Result<String> {
-        let mut all = vec!["-n", self.name.as_str()];
-        all.extend_from_slice(args);
-        run_cmd("ip", &all)
+        Ok(self.0.try_ip(args)?)
     }
 
     /// Runs a program inside the namespace (`ip netns exec`), which also
     /// mounts the namespace's own /sys for it.
     pub fn exec(&self, program: &str, args: &[&str]) -> Result<String> {
-        let mut all = vec!["netns", "exec", self.name.as_str(), program];
+        let mut all = vec![program];
         all.extend_from_slice(args);
-        run_cmd("ip", &all)
+        Ok(self.0.try_exec_must(&all)?)
     }
 
     /// Sets a sysctl inside the namespace.
     pub fn sysctl(&self, key: &str, value: &str) -> Result<()> {
-        self.exec("sysctl", &["-q", "-w", &format!("{key}={value}")]).map(|_| ())
+        Ok(self.0.try_sysctl(key, value)?)
     }
 
     /// Moves the calling thread into this namespace. Only the calling
     /// thread changes: use it in a thread spawned for the purpose.
     pub fn enter_current_thread(&self) -> Result<()> {
-        let path = format!("/run/netns/{}", self.name);
-        let f = File::open(&path).map_err(|e| BenchError::io(format!("open {path}"), e))?;
-        setns(&f, CloneFlags::CLONE_NEWNET).map_err(|e| BenchError::Dut(format!("setns into {}: {e}", self.name)))
+        self.0.try_enter().map_err(|e| BenchError::Dut(format!("setns into {}: {e}", self.name())))
     }
 
     /// Frames a device's transmit path dropped (`ip -s link`: TX dropped).
@@ -92,13 +78,13 @@ impl Netns {
     pub fn tx_dropped(&self, dev: &str) -> Result<u64> {
         let out = self.ip(&["-s", "-j", "link", "show", "dev", dev])?;
         parse_tx_dropped(&out)
-            .ok_or_else(|| BenchError::Dut(format!("no TX dropped counter for {dev} in {}", self.name)))
+            .ok_or_else(|| BenchError::Dut(format!("no TX dropped counter for {dev} in {}", self.name())))
     }
 
     /// The index and MAC address of a device in this namespace.
     pub fn link_info(&self, dev: &str) -> Result<LinkInfo> {
         let out = self.ip(&["-j", "link", "show", "dev", dev])?;
-        parse_link_json(&out).ok_or_else(|| BenchError::Dut(format!("no ifindex/address for {dev} in {}", self.name)))
+        parse_link_json(&out).ok_or_else(|| BenchError::Dut(format!("no ifindex/address for {dev} in {}", self.name())))
     }
 
     /// Switches a device's NAPI to a kernel thread (`threaded` in sysfs)
@@ -115,7 +101,7 @@ impl Netns {
         if new.is_empty() {
             return Err(BenchError::Dut(format!(
                 "no NAPI thread appeared for {dev} in {} (is GRO or XDP enabled on it?)",
-                self.name
+                self.name()
             )));
         }
         for pid in new {
@@ -142,13 +128,6 @@ impl Netns {
     }
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Best effort: the namespace may already be gone.
-        let _ = run_cmd("ip", &["netns", "del", &self.name]);
-    }
-}
-
 /// What the kernel says about a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkInfo {
@@ -166,30 +145,14 @@ fn parse_link_json(out: &str) -> Option<LinkInfo> {
     Some(LinkInfo { ifindex, mac })
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(mac)
-}
-
 /// Formats a MAC the way iproute2 does.
 pub fn fmt_mac(mac: &[u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    kit::mac_str(*mac)
 }
 
 /// Creates a veth pair with one end in each namespace, both up.
 pub fn veth_pair(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<()> {
-    run_cmd(
-        "ip",
-        &["link", "add", a_dev, "netns", a.name(), "type", "veth", "peer", "name", b_dev, "netns", b.name()],
-    )?;
-    a.ip(&["link", "set", a_dev, "up"])?;
-    b.ip(&["link", "set", b_dev, "up"])?;
-    Ok(())
+    Ok(kit::try_veth(&a.0, a_dev, &b.0, b_dev)?)
 }
 
 /// Pins a thread (or process) to one CPU.

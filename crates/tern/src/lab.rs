@@ -9,7 +9,6 @@
 //! The router namespace's kernel holds no addresses and does not forward:
 //! every routed packet, ARP and ND answer, and ICMP error comes from tern.
 
-use crate::netns::{Netns, is_root, remove_stale, veth};
 use clap::Args;
 use serde::Serialize;
 use std::net::UdpSocket;
@@ -23,6 +22,7 @@ use tern_control::api::daemon::{Daemon, DaemonOptions};
 use tern_control::api::{Command, Reply};
 use tern_control::router::Router;
 use tern_engine::worker::WorkerShared;
+use tern_testkit::netns::{Netns, is_root, remove_stale, try_veth as veth};
 
 #[derive(Args)]
 pub struct LabArgs {
@@ -93,7 +93,9 @@ pub fn run(a: LabArgs, socket: &Path) -> Result<ExitCode, String> {
         return Err("tern lab creates network namespaces and needs root (try sudo)".into());
     }
     for tool in ["ip", "ping", "ethtool"] {
-        if crate::netns::cmd(tool, &["--version"]).is_err() && crate::netns::cmd(tool, &["-V"]).is_err() {
+        if tern_testkit::netns::output(tool, &["--version"]).is_err()
+            && tern_testkit::netns::output(tool, &["-V"]).is_err()
+        {
             return Err(format!("{tool} not found: install iproute2, iputils-ping and ethtool (scripts/setup.sh)"));
         }
     }
@@ -292,13 +294,13 @@ pub fn run(a: LabArgs, socket: &Path) -> Result<ExitCode, String> {
 
 fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
     for h in [h1, h2] {
-        h.sysctl("net.ipv6.conf.all.accept_dad", "0")?;
-        h.sysctl("net.ipv6.conf.default.accept_dad", "0")?;
+        h.try_sysctl("net.ipv6.conf.all.accept_dad", "0")?;
+        h.try_sysctl("net.ipv6.conf.default.accept_dad", "0")?;
     }
     // The metrics endpoint listens on the router namespace's loopback.
-    r.ip(&["link", "set", "lo", "up"])?;
-    r.sysctl("net.ipv4.ip_forward", "0")?;
-    r.sysctl("net.ipv6.conf.all.forwarding", "0")?;
+    r.try_ip(&["link", "set", "lo", "up"])?;
+    r.try_sysctl("net.ipv4.ip_forward", "0")?;
+    r.try_sysctl("net.ipv6.conf.all.forwarding", "0")?;
     veth(h1, "eth0", r, "lan0")?;
     veth(h2, "eth0", r, "wan0")?;
     for (h, n) in [(h1, 1), (h2, 2)] {
@@ -309,7 +311,7 @@ fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
         // redirects need (a real NIC always has one): with it, tern's XDP
         // lane forwards to the host in the kernel; without it, every
         // routed packet would take the userspace path out of that device.
-        let out = h.exec(&["ethtool", "-K", "eth0", "tx", "off", "gro", "on"])?;
+        let out = h.try_exec(&["ethtool", "-K", "eth0", "tx", "off", "gro", "on"])?;
         if !out.status.success() {
             return Err(format!(
                 "ethtool -K eth0 tx off gro on in {}: {}",
@@ -317,10 +319,10 @@ fn build_topology(h1: &Netns, r: &Netns, h2: &Netns) -> Result<(), String> {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        h.ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"])?;
-        h.ip(&["-6", "addr", "add", &format!("2001:db8:{n}::2/64"), "dev", "eth0", "nodad"])?;
-        h.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")])?;
-        h.ip(&["-6", "route", "add", "default", "via", &format!("2001:db8:{n}::1")])?;
+        h.try_ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"])?;
+        h.try_ip(&["-6", "addr", "add", &format!("2001:db8:{n}::2/64"), "dev", "eth0", "nodad"])?;
+        h.try_ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")])?;
+        h.try_ip(&["-6", "route", "add", "default", "via", &format!("2001:db8:{n}::1")])?;
     }
     Ok(())
 }
@@ -360,7 +362,7 @@ fn api_status(socket: &Path) -> Result<String, String> {
 fn ping(ns: &Netns, args: &[&str]) -> Result<String, String> {
     let mut v = vec!["ping"];
     v.extend_from_slice(args);
-    let out = ns.exec(&v)?;
+    let out = ns.try_exec(&v)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let summary = text.lines().find(|l| l.contains("packets transmitted")).unwrap_or("").trim().to_string();
     let rtt = text.lines().find(|l| l.starts_with("rtt")).unwrap_or("").trim().to_string();
@@ -374,7 +376,7 @@ fn ping(ns: &Netns, args: &[&str]) -> Result<String, String> {
 fn expect_icmp(ns: &Netns, args: &[&str], from: &str, what: &str) -> Result<String, String> {
     let mut v = vec!["ping"];
     v.extend_from_slice(args);
-    let out = ns.exec(&v)?;
+    let out = ns.try_exec(&v)?;
     let text = String::from_utf8_lossy(&out.stdout);
     match text.lines().find(|l| l.contains(from) && l.contains(what)) {
         Some(l) => Ok(l.trim().to_string()),
@@ -389,7 +391,7 @@ fn expect_icmp(ns: &Netns, args: &[&str], from: &str, what: &str) -> Result<Stri
 /// host2's veth had no room for.
 fn path_drops(r: &Netns, h2: &Netns, workers: &[Arc<WorkerShared>]) -> Vec<(&'static str, u64)> {
     let read = |ns: &Netns, args: &[&str]| {
-        ns.exec(args).ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+        ns.try_exec(args).ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
     };
     let snmp = read(h2, &["cat", "/proc/net/snmp"]);
     let udp: Vec<&str> = snmp.lines().filter(|l| l.starts_with("Udp:")).collect();

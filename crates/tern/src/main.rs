@@ -15,7 +15,6 @@ macro_rules! println {
 }
 
 mod lab;
-mod netns;
 mod ops;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};

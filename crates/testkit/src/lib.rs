@@ -1,4 +1,6 @@
-//! Test helpers shared by tern's crates (a dev-dependency only):
+//! Test helpers shared by tern's crates (a dev-dependency, except
+//! [`netns`], which `tern lab` and the laboratory use too: without the
+//! default `full` feature only that module is built):
 //!
 //! * [`packet`]: frames built with `tern-wire`'s `Repr::emit` and read back
 //!   with its `parse`;
@@ -10,11 +12,16 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "full")]
 pub mod config;
+#[cfg(feature = "full")]
 pub mod golden;
 pub mod netns;
+#[cfg(feature = "full")]
 pub mod packet;
+#[cfg(feature = "full")]
 pub mod pcap;
 
 /// The wire crate the builders use, for tests that read headers directly.
+#[cfg(feature = "full")]
 pub use tern_wire as wire;

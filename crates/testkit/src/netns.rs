@@ -1,13 +1,20 @@
-//! Throwaway network namespaces, veth pairs and the two-host lab, for tests.
+//! Throwaway network namespaces, veth pairs and the two-host lab.
 //!
-//! One implementation of what the tests of `tern`, `tern-xdp` and
-//! `tern-control` each used to carry. Everything runs iproute2, `ethtool`
-//! and `sysctl` as child processes, so a failure quotes the command to
-//! rerun by hand. Setup failures panic (these are test fixtures); a
-//! namespace deletes itself on drop, also when the test failed, which also
-//! removes its veths. Work inside a namespace runs on a thread that entered
-//! it ([`Netns::run`]), because setns(2) changes only the calling thread.
+//! One implementation of what `tern lab`, the RFC 2544 tester and the
+//! tests of `tern`, `tern-xdp` and `tern-control` each used to carry.
+//! Everything runs iproute2, `ethtool` and `sysctl` as child processes, so
+//! a failure quotes the command to rerun by hand. Each operation comes
+//! twice: fallible (`create`, `try_*`, [`run`], [`output`]: a
+//! [`CmdError`]) for tools, and panicking (`named`, `ip`, `exec`, ...) for
+//! test fixtures. A namespace deletes itself on drop, also when the test
+//! failed, which also removes its veths. Work inside a namespace runs on a
+//! thread that entered it ([`Netns::run`]), because setns(2) changes only
+//! the calling thread.
+//!
+//! Without the crate's `full` feature only this module is built (what
+//! `tern lab` links).
 
+use std::fmt;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
@@ -19,6 +26,57 @@ use std::time::{Duration, Instant};
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A command that could not start, or failed: its command line (to rerun
+/// by hand) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdError {
+    /// The command line.
+    pub cmd: String,
+    /// Why it could not start, or its exit status and stderr.
+    pub detail: String,
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` failed: {}", self.cmd, self.detail)
+    }
+}
+
+impl std::error::Error for CmdError {}
+
+impl From<CmdError> for String {
+    fn from(e: CmdError) -> String {
+        e.to_string()
+    }
+}
+
+fn cmd_line(prog: &str, args: &[&str]) -> String {
+    std::iter::once(prog).chain(args.iter().copied()).collect::<Vec<_>>().join(" ")
+}
+
+/// Runs a program (stdin closed) and returns its output, whatever its exit
+/// status; an error only if it cannot start.
+pub fn output(prog: &str, args: &[&str]) -> Result<Output, CmdError> {
+    Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CmdError { cmd: cmd_line(prog, args), detail: format!("cannot start: {e}") })
+}
+
+/// Runs a program that must succeed; its stdout, or an error quoting the
+/// command, its status and its stderr.
+pub fn run(prog: &str, args: &[&str]) -> Result<String, CmdError> {
+    let o = output(prog, args)?;
+    if !o.status.success() {
+        return Err(CmdError {
+            cmd: cmd_line(prog, args),
+            detail: format!("{}: {}", o.status, String::from_utf8_lossy(&o.stderr).trim()),
+        });
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
 
 /// Whether this process runs as root (uid 0), read from /proc.
 pub fn is_root() -> bool {
@@ -40,19 +98,17 @@ pub fn privileged(what: &str) -> bool {
 
 /// Runs a program and returns its output; panics only if it cannot start.
 pub fn sh(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("cannot run {prog}: {e}"))
+    output(prog, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs a program that must succeed; its stdout.
 pub fn must(prog: &str, args: &[&str]) -> String {
-    let o = sh(prog, args);
-    assert!(o.status.success(), "`{prog} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim());
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    run(prog, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Whether a program ran and succeeded.
 pub fn sh_ok(prog: &str, args: &[&str]) -> bool {
-    Command::new(prog).args(args).output().is_ok_and(|o| o.status.success())
+    output(prog, args).is_ok_and(|o| o.status.success())
 }
 
 /// `ip netns exec NS ARGS...`, which must succeed; its stdout.
@@ -65,6 +121,11 @@ pub fn netns_exec(ns: &str, args: &[&str]) -> String {
 /// Whether `prog` can be started at all (`prog arg` with output discarded).
 pub fn have(prog: &str, arg: &str) -> bool {
     Command::new(prog).arg(arg).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+/// Whether a program is on PATH (found, not run).
+pub fn on_path(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
 }
 
 /// Enters the namespace at `path` (or named `name` under /run/netns) on
@@ -81,6 +142,7 @@ pub fn enter(name_or_path: &str) -> std::io::Result<()> {
 }
 
 /// A network namespace with its loopback up, deleted on drop (unless kept).
+#[derive(Debug)]
 pub struct Netns {
     pub name: String,
     file: File,
@@ -88,13 +150,25 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// Creates namespace `name`, which must not exist.
-    pub fn named(name: &str) -> Netns {
-        must("ip", &["netns", "add", name]);
-        let file = File::open(format!("/run/netns/{name}")).expect("namespace file");
+    /// Creates namespace `name` (which must not exist) with its loopback up.
+    pub fn create(name: &str) -> Result<Netns, CmdError> {
+        run("ip", &["netns", "add", name])?;
+        let path = format!("/run/netns/{name}");
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = output("ip", &["netns", "del", name]);
+                return Err(CmdError { cmd: format!("open {path}"), detail: e.to_string() });
+            }
+        };
         let ns = Netns { name: name.to_string(), file, keep: false };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
+        ns.try_ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// [`Netns::create`] that must succeed.
+    pub fn named(name: &str) -> Netns {
+        Netns::create(name).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Creates a namespace named `{prefix}{pid}-{n}`: parallel tests and
@@ -103,35 +177,58 @@ impl Netns {
         Netns::named(&format!("{prefix}{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)))
     }
 
-    /// `ip -n NAME args...`, which must succeed; its stdout.
-    pub fn ip(&self, args: &[&str]) -> String {
+    /// `ip -n NAME args...`; its stdout.
+    pub fn try_ip(&self, args: &[&str]) -> Result<String, CmdError> {
         let mut v = vec!["-n", self.name.as_str()];
         v.extend_from_slice(args);
-        must("ip", &v)
+        run("ip", &v)
     }
 
-    /// Runs a program inside the namespace (`ip netns exec`); its output.
-    pub fn exec(&self, args: &[&str]) -> Output {
+    /// [`Netns::try_ip`] that must succeed.
+    pub fn ip(&self, args: &[&str]) -> String {
+        self.try_ip(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs a program inside the namespace (`ip netns exec`, which also
+    /// mounts the namespace's own /sys for it); its output, whatever its
+    /// exit status.
+    pub fn try_exec(&self, args: &[&str]) -> Result<Output, CmdError> {
         let mut v = vec!["netns", "exec", self.name.as_str()];
         v.extend_from_slice(args);
-        sh("ip", &v)
+        output("ip", &v)
+    }
+
+    /// [`Netns::try_exec`] of a program that must succeed; its stdout.
+    pub fn try_exec_must(&self, args: &[&str]) -> Result<String, CmdError> {
+        let mut v = vec!["netns", "exec", self.name.as_str()];
+        v.extend_from_slice(args);
+        run("ip", &v)
+    }
+
+    /// Runs a program inside the namespace; its output (panics only if it
+    /// cannot start).
+    pub fn exec(&self, args: &[&str]) -> Output {
+        self.try_exec(args).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Netns::exec`] that must succeed; its stdout.
     pub fn exec_must(&self, args: &[&str]) -> String {
-        let mut v = vec!["netns", "exec", self.name.as_str()];
-        v.extend_from_slice(args);
-        must("ip", &v)
+        self.try_exec_must(args).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Whether [`Netns::exec`] succeeded.
     pub fn exec_ok(&self, args: &[&str]) -> bool {
-        self.exec(args).status.success()
+        self.try_exec(args).is_ok_and(|o| o.status.success())
     }
 
     /// Sets a sysctl inside the namespace.
+    pub fn try_sysctl(&self, key: &str, value: &str) -> Result<(), CmdError> {
+        self.try_exec_must(&["sysctl", "-q", "-w", &format!("{key}={value}")]).map(drop)
+    }
+
+    /// [`Netns::try_sysctl`] that must succeed.
     pub fn sysctl(&self, key: &str, value: &str) {
-        self.exec_must(&["sysctl", "-q", "-w", &format!("{key}={value}")]);
+        self.try_sysctl(key, value).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Runs `f` on a new thread inside this namespace.
@@ -151,24 +248,23 @@ impl Netns {
         })
     }
 
+    /// Moves the calling thread into this namespace. Only the calling
+    /// thread changes: use it in a thread spawned for the purpose.
+    pub fn try_enter(&self) -> std::io::Result<()> {
+        move_into_link_name_space(self.file.as_fd(), Some(LinkNameSpaceType::Network))?;
+        Ok(())
+    }
+
     /// Moves the calling thread into this namespace (for threads the test
     /// spawns itself; [`Netns::run`] and [`Netns::spawn`] do it for theirs).
     pub fn enter(&self) {
-        move_into_link_name_space(self.file.as_fd(), Some(LinkNameSpaceType::Network)).expect("setns");
+        self.try_enter().expect("setns");
     }
 
     /// The MAC address of device `dev` in this namespace.
     pub fn mac_of(&self, dev: &str) -> [u8; 6] {
         let text = self.exec_must(&["cat", &format!("/sys/class/net/{dev}/address")]);
-        let mut m = [0u8; 6];
-        let mut parts = text.trim().split(':');
-        for b in &mut m {
-            *b = parts
-                .next()
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .unwrap_or_else(|| panic!("{dev}: MAC {text:?}"));
-        }
-        m
+        parse_mac(text.trim()).unwrap_or_else(|| panic!("{dev}: MAC {text:?}"))
     }
 
     /// Leaves the namespace in place after drop (to look at a failure).
@@ -179,10 +275,21 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // Best effort: the namespace may already be gone.
         if !self.keep {
-            let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+            let _ = output("ip", &["netns", "del", &self.name]);
         }
     }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
 }
 
 /// `02:00:00:00:00:last`, a locally administered test MAC.
@@ -240,6 +347,11 @@ impl<'n> Veth<'n> {
 
     /// Creates the pair and sets both ends up (unless [`Veth::down`]).
     pub fn create(self) {
+        self.try_create().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Veth::create`], failing with the command that failed.
+    pub fn try_create(self) -> Result<(), CmdError> {
         let ((na, a), (nb, b)) = (self.a, self.b);
         let (ma, mb) = self.macs.map(|(x, y)| (mac_str(x), mac_str(y))).unzip();
         let q = self.queues.map(|q| q.to_string());
@@ -259,19 +371,25 @@ impl<'n> Veth<'n> {
         }
         owned.extend(["netns".into(), nb.name.clone()]);
         let args: Vec<&str> = owned.iter().map(String::as_str).collect();
-        na.ip(&args);
+        na.try_ip(&args)?;
         if self.up {
-            na.ip(&["link", "set", a, "up"]);
-            nb.ip(&["link", "set", b, "up"]);
+            na.try_ip(&["link", "set", a, "up"])?;
+            nb.try_ip(&["link", "set", b, "up"])?;
         }
         if self.tx_off {
             na.exec_ok(&["ethtool", "-K", a, "tx", "off"]);
             nb.exec_ok(&["ethtool", "-K", b, "tx", "off"]);
         }
+        Ok(())
     }
 }
 
 /// A veth pair `a_dev` (in `a`) <-> `b_dev` (in `b`), both up.
+pub fn try_veth(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) -> Result<(), CmdError> {
+    Veth::new(a, a_dev, b, b_dev).try_create()
+}
+
+/// [`try_veth`] that must succeed.
 pub fn veth(a: &Netns, a_dev: &str, b: &Netns, b_dev: &str) {
     Veth::new(a, a_dev, b, b_dev).create();
 }
@@ -293,9 +411,9 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// Deletes namespaces `{prefix}{pid}-...` whose process is gone (left by
 /// a run that was killed before its guards dropped); how many.
 pub fn remove_stale(prefix: &str) -> usize {
-    let out = sh("ip", &["netns", "list"]);
+    let Ok(out) = run("ip", &["netns", "list"]) else { return 0 };
     let mut n = 0;
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
         let Some(rest) = name.strip_prefix(prefix) else { continue };
         let pid = rest.split('-').next().unwrap_or_default();
@@ -423,6 +541,38 @@ pub fn metric(text: &str, name: &str) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_quote_the_command() {
+        let e = run("sh", &["-c", "echo oops >&2; exit 3"]).expect_err("exit 3");
+        assert_eq!(e.cmd, "sh -c echo oops >&2; exit 3");
+        assert!(e.detail.contains("oops") && e.detail.contains('3'), "{e}");
+        let e = output("/nonexistent/prog", &["x"]).expect_err("cannot start");
+        assert!(e.to_string().starts_with("`/nonexistent/prog x` failed: cannot start"), "{e}");
+        assert_eq!(run("echo", &["hi"]), Ok("hi\n".to_string()));
+        assert_eq!(String::from(e.clone()), e.to_string());
+    }
+
+    #[test]
+    fn mac_round_trip() {
+        assert_eq!(parse_mac("02:ab:00:10:ff:09"), Some([0x02, 0xab, 0x00, 0x10, 0xff, 0x09]));
+        assert_eq!(mac_str([0x02, 0xab, 0, 0x10, 0xff, 9]), "02:ab:00:10:ff:09");
+        assert_eq!(parse_mac("02:ab:00:10:ff"), None);
+        assert_eq!(parse_mac("02:ab:00:10:ff:09:01"), None);
+        assert_eq!(parse_mac("zz:ab:00:10:ff:09"), None);
+    }
+
+    #[test]
+    fn creating_an_existing_namespace_is_an_error_naming_it() {
+        if !privileged("the netns helper test") {
+            return;
+        }
+        let a = Netns::unique("tkit-dup");
+        let e = Netns::create(&a.name).expect_err("exists already");
+        assert!(e.cmd.contains(&a.name), "{e}");
+        assert!(a.try_ip(&["link", "show", "lo"]).is_ok(), "the first one is untouched");
+        assert!(a.try_ip(&["link", "show", "nosuchdev0"]).is_err());
+    }
 
     #[test]
     fn a_veth_pair_between_two_namespaces_carries_a_ping_and_goes_with_them() {

@@ -25,7 +25,7 @@
 //! Getters are `#[inline]` reads at fixed offsets: after the caller's one
 //! length check, `Ipv4Packet::new_unchecked(buf).dst_addr_u32()` compiles to
 //! a load and a `bswap`. Per-packet figures of the forwarding-path calls:
-//! `cargo run --release -p tern-wire --example hotpath`.
+//! `cargo bench -p tern-bench --bench wire_hotpath`.
 //!
 //! # Panic rules
 //!

@@ -43,10 +43,7 @@ pub use busy::{BusyPoll, BusyPollState, NapiTuning, PARK_AFTER, UNPARK_AFTER, tu
 pub use error::{Unavailable, XdpError};
 pub use netlink::AttachMode;
 pub use port::{BindMode, CloseReport, XskConfig, XskPort};
-pub use steer::{
-    LiveFrameGenerator, STEER_PROG_NAME, SinkProgram, SteerOptions, SteeringProgram, Verdicts, attached, remove_stale,
-    sink_object, steer_object,
-};
+pub use steer::{STEER_PROG_NAME, SteerOptions, SteeringProgram, Verdicts, attached, remove_stale, steer_object};
 pub use sys::{XskKernelStats, enter_netns, pin_thread_to_cpu, thread_cpu_ns};
 pub use umem::{Umem, XDP_PACKET_HEADROOM};
 

@@ -12,28 +12,20 @@ use crate::netlink::{self, AttachMode};
 use crate::port::XskPort;
 use crate::sys;
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, XskMap};
-use aya::programs::{Xdp, XdpMode};
+use aya::programs::XdpMode;
 use aya::{Ebpf, EbpfLoader};
 use std::net::IpAddr;
 
 static STEER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/steer.o"));
-static GEN_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/gen.o"));
-static SINK_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sink.o"));
 
 /// The compiled steering program (ELF), for tools that attach it themselves.
 pub fn steer_object() -> &'static [u8] {
     STEER_OBJ
 }
 
-/// The compiled counting sink (ELF).
-pub fn sink_object() -> &'static [u8] {
-    SINK_OBJ
-}
-
 /// Name of the steering program in the kernel (what [`remove_stale`] looks
 /// for).
 pub const STEER_PROG_NAME: &str = "tern_steer";
-const SINK_PROG_NAME: &str = "tern_sink";
 
 const CFG_NEIGH_TO_TERN: u32 = 1 << 0;
 const CFG_PASS_ALL: u32 = 1 << 1;
@@ -258,80 +250,6 @@ impl SteeringProgram {
         }
         let [redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other] = v;
         Ok(Verdicts { redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other })
-    }
-}
-
-/// A counting sink for measurements (`bpf/sink.c`): counts and drops every
-/// frame reaching the device.
-pub struct SinkProgram {
-    counts: PerCpuArray<MapData, u64>,
-    _ebpf: Ebpf,
-}
-
-impl SinkProgram {
-    pub fn attach(ifname: &str) -> Result<SinkProgram, XdpError> {
-        let ifindex = ifindex_of(ifname)?;
-        let (mut ebpf, _) = load_and_attach(SINK_OBJ, SINK_PROG_NAME, ifname, ifindex, true)?;
-        Ok(SinkProgram { counts: take(&mut ebpf, "tern_sink_count")?, _ebpf: ebpf })
-    }
-
-    /// (packets, bytes) counted so far.
-    pub fn count(&self) -> Result<(u64, u64), XdpError> {
-        let get = |k: u32| -> Result<u64, XdpError> {
-            Ok(self.counts.get(&k, 0).map_err(|e| prog_err("tern_sink_count", e))?.iter().sum())
-        };
-        Ok((get(0)?, get(1)?))
-    }
-}
-
-/// A traffic generator for measurements (`bpf/gen.c`): transmits a frame
-/// out of a device many times per system call through BPF_PROG_TEST_RUN
-/// live frames (Linux 5.18+). On veth the peer needs NAPI (an XDP program
-/// or GRO on), or the frames are dropped.
-pub struct LiveFrameGenerator {
-    frame: Array<MapData, [u8; GEN_FRAME_LEN]>,
-    current: [u8; GEN_FRAME_LEN],
-    ebpf: Ebpf,
-    ifindex: u32,
-}
-
-/// Length of the generator's frames (64 bytes on the wire with the FCS).
-pub const GEN_FRAME_LEN: usize = 60;
-
-impl LiveFrameGenerator {
-    pub fn new(ifname: &str) -> Result<LiveFrameGenerator, XdpError> {
-        let ifindex = ifindex_of(ifname)?;
-        let mut ebpf = EbpfLoader::new().load(GEN_OBJ).map_err(|e| prog_err("loading gen.o", format!("{e:?}")))?;
-        let p: &mut Xdp = ebpf
-            .program_mut("tern_gen")
-            .ok_or_else(|| prog_err("object", "no program tern_gen"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
-        p.load().map_err(|e| prog_err("verifier", format!("{e:?}")))?;
-        let frame = take(&mut ebpf, "tern_gen_frame")?;
-        Ok(LiveFrameGenerator { frame, current: [0; GEN_FRAME_LEN], ebpf, ifindex })
-    }
-
-    /// Sends `frame` (exactly [`GEN_FRAME_LEN`] bytes) `repeat` times (one
-    /// system call, plus a map update when the frame changed).
-    pub fn send(&mut self, frame: &[u8], repeat: u32) -> Result<(), XdpError> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let f: [u8; GEN_FRAME_LEN] = frame.try_into().map_err(|_| {
-            XdpError::Config(format!("generator frames are {GEN_FRAME_LEN} bytes, not {}", frame.len()))
-        })?;
-        if f != self.current {
-            self.frame.set(0, f, 0).map_err(|e| prog_err("tern_gen_frame", e))?;
-            self.current = f;
-        }
-        let p: &Xdp = self
-            .ebpf
-            .program("tern_gen")
-            .ok_or_else(|| prog_err("object", "no program tern_gen"))?
-            .try_into()
-            .map_err(|e| prog_err("program type", e))?;
-        let fd = p.fd().map_err(|e| prog_err("program fd", e))?;
-        sys::xdp_live_frames(fd.as_fd().as_raw_fd(), self.ifindex, frame, repeat)
-            .map_err(|e| XdpError::from_errno("BPF_PROG_TEST_RUN (live frames, Linux 5.18+)", e))
     }
 }
 

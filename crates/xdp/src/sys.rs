@@ -343,66 +343,6 @@ pub fn pin_thread_to_cpu(cpu: usize) -> io::Result<()> {
     cvt(unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) }).map(drop)
 }
 
-const BPF_PROG_TEST_RUN: libc::c_long = 10;
-const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
-
-/// The `test` member of `union bpf_attr` (BPF_PROG_TEST_RUN).
-#[repr(C)]
-#[derive(Default)]
-struct TestRunAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
-    ctx_size_in: u32,
-    ctx_size_out: u32,
-    ctx_in: u64,
-    ctx_out: u64,
-    flags: u32,
-    cpu: u32,
-    batch_size: u32,
-    _pad: u32,
-}
-
-/// `struct xdp_md` as a test-run context.
-#[repr(C)]
-#[derive(Default)]
-struct XdpMd {
-    data: u32,
-    data_end: u32,
-    data_meta: u32,
-    ingress_ifindex: u32,
-    rx_queue_index: u32,
-    egress_ifindex: u32,
-}
-
-/// Runs XDP program `prog_fd` `repeat` times on `frame` in live-frames
-/// mode: its XDP_TX really transmits out of `ifindex`.
-pub(crate) fn xdp_live_frames(prog_fd: RawFd, ifindex: u32, frame: &[u8], repeat: u32) -> io::Result<()> {
-    let ctx = XdpMd { data_end: frame.len() as u32, ingress_ifindex: ifindex, ..XdpMd::default() };
-    let attr = TestRunAttr {
-        prog_fd: prog_fd as u32,
-        data_size_in: frame.len() as u32,
-        data_in: frame.as_ptr() as u64,
-        repeat,
-        ctx_size_in: size_of::<XdpMd>() as u32,
-        ctx_in: (&ctx as *const XdpMd) as u64,
-        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
-        ..TestRunAttr::default()
-    };
-    // SAFETY: `attr` is a fully initialised bpf_attr prefix of the size
-    // passed; the pointers in it (frame, ctx) are live for the call and
-    // only read by the kernel (no output buffers in live mode).
-    let r = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &attr as *const TestRunAttr, size_of::<TestRunAttr>())
-    };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
 /// Hardware address of interface `name` in the calling thread's network
 /// namespace (SIOCGIFHWADDR).
 pub(crate) fn if_hwaddr(name: &str) -> io::Result<[u8; 6]> {

@@ -573,6 +573,29 @@ fn adaptive_busy_polling_parks_while_the_worker_sleeps() {
     });
 }
 
+/// Compiles an XDP program that is not tern's (it passes every frame)
+/// into `obj`, with the clang the crate's build uses.
+fn foreign_object(dir: &std::path::Path, obj: &std::path::Path) {
+    let src = dir.join("foreign.c");
+    std::fs::write(
+        &src,
+        "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n\
+         SEC(\"xdp\") int not_terns(struct xdp_md *ctx) { return XDP_PASS; }\n\
+         char _license[] SEC(\"license\") = \"GPL\";\n",
+    )
+    .expect("write source");
+    let clang = std::env::var("TERN_CLANG").unwrap_or_else(|_| "clang".into());
+    let multiarch = format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let ok = std::process::Command::new(&clang)
+        .args(["-O2", "-target", "bpf", "-c", &multiarch])
+        .arg(&src)
+        .arg("-o")
+        .arg(obj)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{clang} could not compile {}", src.display());
+}
+
 #[test]
 fn stale_program_is_found_and_removed() {
     if !privileged() {
@@ -582,12 +605,12 @@ fn stale_program_is_found_and_removed() {
     let dir = std::env::temp_dir().join(format!("tern-xdp-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let steer_o = dir.join("steer.o");
-    let sink_o = dir.join("sink.o");
+    let foreign_o = dir.join("foreign.o");
     std::fs::write(&steer_o, steer_object()).expect("write object");
-    std::fs::write(&sink_o, sink_object()).expect("write object");
+    foreign_object(&dir, &foreign_o);
     // Attached by netlink from another process, as a crashed loader leaves it.
     rig.rtr.ip(&["link", "set", "dev", "r0", "xdpgeneric", "obj", steer_o.to_str().unwrap_or(""), "sec", "xdp"]);
-    rig.gen_ns.ip(&["link", "set", "dev", "g0", "xdpgeneric", "obj", sink_o.to_str().unwrap_or(""), "sec", "xdp"]);
+    rig.gen_ns.ip(&["link", "set", "dev", "g0", "xdpgeneric", "obj", foreign_o.to_str().unwrap_or(""), "sec", "xdp"]);
     rig.rtr.run(|| {
         let att = attached("r0").expect("query");
         assert_eq!(att.len(), 1, "{att:?}");

@@ -5,10 +5,11 @@
 #   gen ns  [g0] ---- [r0]  router ns  [r1] ---- [s0]  sink ns
 #   10.10.1.2       10.10.1.1       10.10.2.1       10.10.2.2
 #
-# Traffic: the 100GE scenarios of tern-bench (examples/lane_gen.rs:
-# tern-bench's XDP generator, BPF_PROG_TEST_RUN live frames, flows varied in
-# the program), 64-byte frames, flat out. The sink counts with an XDP
-# program (xsk_fwd sink). CPU 0: generator and sink; CPU 1: the router.
+# Traffic: the 100GE scenarios of tern-bench (`tern-bench gen`: the
+# tester's XDP generator, BPF_PROG_TEST_RUN live frames, flows varied in
+# the program), 64-byte frames, flat out. The sink counts with the tester's
+# XDP receiver (`tern-bench sink`). CPU 0: generator and sink; CPU 1: the
+# router.
 #
 # Cases (the router):
 #   lane    tern run, lane = "xdp" (the XDP lane; worker idle = sleep)
@@ -17,16 +18,17 @@
 #           its queues: the script teaches tern's helper socket the NAPI id
 #           with UDP broadcasts to port 9 from the generator's namespace
 #           (python3) and leaves r0's NAPI unthreaded (tern drives it).
-#   xsk     xsk_fwd fwd (examples/xsk_fwd.rs): the least an AF_XDP
+#   xsk     tern-bench xsk-fwd (src/rig/xsk_fwd.rs): the least an AF_XDP
 #           forwarder does, on tern's own AF_XDP driver (MAC rewrite, no
 #           routing, no TTL, no firewall), busy polling like `user`: what
 #           AF_XDP itself costs on this rig, the floor under `user`;
 #           kernel addresses on r0/r1 so that its probe packets (UDP to
 #           port 9 of 10.10.1.1) reach the helper socket; "n/a" for gre,
 #           and in drop-test it forwards the blocked half too
-#   kfwd    in-kernel XDP forwarding with bpf_fib_lookup
-#           (scripts/lane_kfwd.bpf.c; kernel addresses, routes, neighbour);
-#           no firewall, no GRE (no ip_gre module here): "n/a" for gre
+#   xdp-fwd in-kernel XDP forwarding with bpf_fib_lookup (`tern-bench
+#           xdp-fwd`: the tester's xdp-fwd DUT, bpf/xdpfwd.bpf.c, its
+#           firewall empty; kernel addresses, routes, neighbour); no
+#           firewall, no GRE (no ip_gre module here): "n/a" for gre
 #   linux   kernel forwarding (ip_forward=1), no firewall; "n/a" for gre
 #
 # Scenarios: single-flow-50fw, gre-multi-flow, 900k-routes-50fw, drop-test
@@ -39,11 +41,11 @@
 # (r0's and r1's NAPI kthreads, pinned to CPU 1; tern's process) plus
 # softirq time on CPU 1, per packet counted at the sink. Medians of RUNS.
 #
-# Usage: sudo crates/xdp/scripts/lane_rig.sh [RUNS] [SCENARIO...]
-#   env: CASES ("lane user kfwd linux"), WARMUP (s, 2), MEASURE (s, 5),
-#        GEN_ARGS (more lane_gen options, e.g. "--dsts 4096"),
-#        TERN (binary; default: cargo build --release -p tern), LANE_GEN and
-#        XSK_FWD (default: cargo build --release --example ...),
+# Usage: sudo crates/bench/scripts/lane_rig.sh [RUNS] [SCENARIO...]
+#   env: CASES ("lane user xdp-fwd linux"), WARMUP (s, 2), MEASURE (s, 5),
+#        GEN_ARGS (more `tern-bench gen` options, e.g. "--dsts 4096"),
+#        TERN (binary; default: cargo build --release -p tern), BENCH
+#        (tern-bench; default: cargo build --release -p tern-bench),
 #        ROUTES (full table, default /work/shared/data/full-table-2025.txt.gz),
 #        PERF (a path prefix: `perf record -g` of tern over the measuring
 #        window into PREFIX.CASE.data), SCRATCH (a path prefix: the lane's
@@ -52,15 +54,14 @@
 #        the lane's counters at the start and end of the window
 #        (.ctr0.json, .ctr.json), its interface table (.ifs.json), tern's
 #        counters (`tern stats`, .stats) and log (.log))
-# Needs: root, iproute2 with libbpf, ethtool, clang, Linux 5.18+ (SCRATCH:
-# bpftool).
+# Needs: root, iproute2, ethtool, Linux 5.18+ (SCRATCH: bpftool).
 set -euo pipefail
 
 RUNS=${1:-3}
 shift || true
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(single-flow-50fw gre-multi-flow 900k-routes-50fw drop-test)
-read -r -a CASES <<<"${CASES:-lane user kfwd linux}"
+read -r -a CASES <<<"${CASES:-lane user xdp-fwd linux}"
 WARMUP=${WARMUP:-2}
 MEASURE=${MEASURE:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -71,13 +72,11 @@ if [ -z "${TERN:-}" ]; then
 	(cd "$ROOT" && cargo build -q --release -p tern)
 	TERN="$TGT/release/tern"
 fi
-if [ -z "${LANE_GEN:-}" ] || [ -z "${XSK_FWD:-}" ]; then
-	(cd "$ROOT" && cargo build -q --release -p tern-xdp --example lane_gen --example xsk_fwd)
-	LANE_GEN=${LANE_GEN:-$TGT/release/examples/lane_gen}
-	XSK_FWD=${XSK_FWD:-$TGT/release/examples/xsk_fwd}
+if [ -z "${BENCH:-}" ]; then
+	(cd "$ROOT" && cargo build -q --release -p tern-bench)
+	BENCH="$TGT/release/tern-bench"
 fi
 WORK=$(mktemp -d /tmp/lane_rig.XXXXXX)
-clang -O2 -g -Wall -target bpf -I"/usr/include/$(uname -m)-linux-gnu" -c "$HERE/lane_kfwd.bpf.c" -o "$WORK/kfwd.o"
 
 ID=$(($$ % 10000))
 GEN=tlanerig$ID-gen RTR=tlanerig$ID-rtr SNK=tlanerig$ID-snk
@@ -179,12 +178,12 @@ kernel_routes() { # $1 = scenario
 }
 
 one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt gen_mpps"
-	local sc=$1 c=$2 out hz start tpid="" busy=""
+	local sc=$1 c=$2 out hz start tpid="" xpid="" busy=""
 	# user and xsk busy-poll r0's NAPI themselves: it stays unthreaded.
 	case $c in user | xsk) busy=1 ;; esac
 	hz=$(getconf CLK_TCK)
 	out=$(mktemp -d "$WORK/run.XXXX")
-	if [ "$sc" = gre-multi-flow ] && { [ "$c" = kfwd ] || [ "$c" = linux ] || [ "$c" = xsk ]; }; then
+	if [ "$sc" = gre-multi-flow ] && { [ "$c" = xdp-fwd ] || [ "$c" = linux ] || [ "$c" = xsk ]; }; then
 		echo "$sc $c n/a n/a n/a"
 		return
 	fi
@@ -193,7 +192,7 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	# The kernel's routes before the sink's clock starts: loading 900k
 	# routes with ip -batch can take longer than the sink's warm-up, and
 	# the measuring window would then close before traffic flowed.
-	if [ "$c" = kfwd ] || [ "$c" = linux ]; then
+	if [ "$c" = xdp-fwd ] || [ "$c" = linux ]; then
 		kernel_routes "$sc"
 		start=3
 	fi
@@ -202,8 +201,8 @@ one_run() { # $1 = scenario, $2 = case; prints "scenario case mpps ns_per_pkt ge
 	# attached a while after it (the generator sends 0.5 s longer): with
 	# its own clock it ended up to ~1.5 s early in some runs, and once s0
 	# lost its XDP program r1 could no longer send redirected frames (the
-	# lane then punts them to userspace, kfwd's redirects fail).
-	nsx $SNK taskset -c 0 "$XSK_FWD" sink --dev $S0 --warmup "$(calc "$start + $WARMUP + 0.5")" \
+	# lane then punts them to userspace, xdp-fwd's redirects fail).
+	nsx $SNK taskset -c 0 "$BENCH" sink --dev $S0 --warmup "$(calc "$start + $WARMUP + 0.5")" \
 		--start-file "$out/go" --seconds "$MEASURE" --linger 1 >"$out/sink" 2>"$out/sink.err" &
 	local sinkpid=$!; PIDS+=("$sinkpid")
 	for _ in $(seq 50); do
@@ -239,7 +238,7 @@ for _ in range(8):
 	xsk)
 		nsx $RTR ip addr add 10.10.1.1/24 dev $R0
 		nsx $RTR ip addr add 10.10.2.1/24 dev $R1
-		ip netns exec "$RTR" taskset -c 1 "$XSK_FWD" fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
+		ip netns exec "$RTR" taskset -c 1 "$BENCH" xsk-fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
 			--local 10.10.1.1 --local 10.10.2.1 --busy-poll on --cpu 1 --warmup 1 \
 			--seconds "$(calc "$start + $WARMUP + $MEASURE + 1.3")" >"$out/fwd" 2>"$out/fwd.err" &
 		tpid=$!; PIDS+=("$tpid")
@@ -248,9 +247,13 @@ for _ in range(8):
 		sleep 1
 		nsx $GEN bash -c 'for i in 1 2 3 4 5; do echo probe > /dev/udp/10.10.1.1/9; done' 2>/dev/null || true
 		;;
-	kfwd)
-		nsx $RTR ip link set dev $R0 xdpdrv obj "$WORK/kfwd.o" sec xdp
-		nsx $RTR ip link set dev $R1 xdpdrv obj "$WORK/kfwd.o" sec xdp
+	xdp-fwd)
+		# Held attached by its process until the end of the run (killed
+		# with the case's other processes).
+		ip netns exec "$RTR" "$BENCH" xdp-fwd --dev $R0 --dev $R1 >"$out/xdpfwd" 2>&1 &
+		xpid=$!; PIDS+=("$xpid")
+		for _ in $(seq 100); do grep -q attached "$out/xdpfwd" && break; sleep 0.1; done
+		grep -q attached "$out/xdpfwd" || { echo "--- $sc $c: $(cat "$out/xdpfwd")" >&2; }
 		;;
 	linux)
 		nsx $RTR ethtool -K $R0 gro on >/dev/null # NAPI for the generator's frames
@@ -271,8 +274,8 @@ for _ in range(8):
 		napi_threaded $RTR $d 2>/dev/null || true
 		pin_napi $d 1
 	done
-	# shellcheck disable=SC2086 # GEN_ARGS: words for lane_gen
-	nsx $GEN taskset -c 0 "$LANE_GEN" --dev $G0 --scenario "$sc" --dst-mac $MAC_R0 --src-mac $MAC_G0 \
+	# shellcheck disable=SC2086 # GEN_ARGS: words for tern-bench gen
+	nsx $GEN taskset -c 0 "$BENCH" gen --dev $G0 --scenario "$sc" --dst-mac $MAC_R0 --src-mac $MAC_G0 \
 		--cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" ${GEN_ARGS:-} >"$out/gen" 2>"$out/gen.err" &
 	PIDS+=("$!")
 	sleep "$(calc "$WARMUP + 0.5")"
@@ -310,6 +313,10 @@ for _ in range(8):
 	if [ -n "$tpid" ]; then
 		kill -TERM "$tpid" 2>/dev/null || true
 		wait "$tpid" 2>/dev/null || true
+	fi
+	if [ -n "$xpid" ]; then
+		kill -TERM "$xpid" 2>/dev/null || true
+		wait "$xpid" 2>/dev/null || true
 	fi
 	wait 2>/dev/null || true
 	PIDS=()

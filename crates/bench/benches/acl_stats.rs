@@ -1,5 +1,5 @@
 //! Prints compile time, memory and shape of the classifier for synthetic
-//! ClassBench-like rule sets: `cargo run --release -p tern-acl --example acl_stats [N...]`
+//! ClassBench-like rule sets: `cargo bench -p tern-bench --bench acl_stats -- [N...]`
 //! (`ACL_BUDGET=entries` overrides the cross-product table budget).
 use std::time::Instant;
 use tern_acl::synth;

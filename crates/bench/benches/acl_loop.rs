@@ -1,5 +1,6 @@
 //! Runs one classification workload in a loop, for `perf stat`:
-//! `perf stat -e instructions:u,cycles:u target/release/examples/acl_loop 50fw batch`
+//! `cargo bench -p tern-bench --bench acl_loop --no-run` names the binary, then
+//! `perf stat -e instructions:u,cycles:u BINARY 50fw batch` (or `cargo bench -p tern-bench --bench acl_loop -- 50fw batch`)
 //! Workloads: 50fw, drop, cb4-N, cb6-N (ClassBench-like, N rules); mode single|batch.
 //! `ACL_BITMAP_RULES=0` turns bitmap mode off.
 use std::hint::black_box;
@@ -7,7 +8,8 @@ use std::net::Ipv4Addr;
 use tern_acl::{CompileOptions, PacketKey, Verdict, compile_with, synth};
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` appends --bench to a harness-less bench's arguments.
+    let args: Vec<String> = std::env::args().filter(|a| a != "--bench").collect();
     let work = args.get(1).map_or("50fw", String::as_str);
     let batch = args.get(2).is_none_or(|m| m == "batch");
     let iters: usize = args.get(3).and_then(|x| x.parse().ok()).unwrap_or(20_000);

@@ -3,7 +3,7 @@
 //! free) them, nothing else.
 //!
 //! ```text
-//! cargo run --release -p tern-io --example memport_rate [-- SECONDS]
+//! cargo bench -p tern-bench --bench memport_rate [-- SECONDS]
 //! ```
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! Runs the FIB benchmark without the tern binary:
-//! `cargo run --release -p tern-bench --example fib_bench -- TABLE [--json] [--no-kernel]`
+//! `cargo bench -p tern-bench --bench fib_bench -- TABLE [--json] [--no-kernel]`
 fn main() {
     let mut opts = tern_bench::fib::BenchOpts::default();
     let mut json = false;
@@ -37,6 +37,8 @@ fn main() {
                 opts.lookups = 5_000_000;
                 opts.churn = 20_000;
             }
+            // What `cargo bench` appends to a harness-less bench's arguments.
+            "--bench" => {}
             path => opts.table = path.into(),
         }
     }

@@ -2,7 +2,7 @@
 //! performance notes.
 //!
 //! ```text
-//! cargo run --release -p tern-io --example afpacket_rate -- [rate|latency] [options]
+//! cargo bench -p tern-bench --bench afpacket_rate -- [rate|latency] [options]
 //!   --rx v2|v3            receive ring format (default: both)
 //!   --tx sendmmsg|ring    transmit mode (default: both)
 //!   --seconds N           rate: seconds per run (default 3)
@@ -85,9 +85,11 @@ fn parse() -> Result<Opts, String> {
             "--samples" => o.samples = val()?.parse().map_err(|e| format!("--samples: {e}"))?,
             "--interval-us" => o.interval_us = val()?.parse().map_err(|e| format!("--interval-us: {e}"))?,
             "--spin" => o.spin = true,
+            // What `cargo bench` appends to a harness-less bench's arguments.
+            "--bench" => {}
             "--repeat" => o.repeat = val()?.parse().map_err(|e| format!("--repeat: {e}"))?,
             "--blocks" => o.blocks = Some(val()?.parse().map_err(|e| format!("--blocks: {e}"))?),
-            "-h" | "--help" => return Err("see the header of examples/afpacket_rate.rs".into()),
+            "-h" | "--help" => return Err("see the header of crates/bench/benches/afpacket_rate.rs".into()),
             x => return Err(format!("unknown argument {x}")),
         }
     }

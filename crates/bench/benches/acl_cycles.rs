@@ -1,6 +1,6 @@
 //! Cycle-accurate per-packet cost on a loaded machine: the minimum over
 //! many repetitions (interference only ever adds time).
-//! `cargo run --release -p tern-acl --example acl_cycles`
+//! `cargo bench -p tern-bench --bench acl_cycles`
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use tern_acl::synth;

@@ -1,11 +1,14 @@
-//! The traffic of the 100GE scenarios, flat out, for the XDP lane rig
-//! (`scripts/lane_rig.sh`): tern-bench's XDP generator (varying flows in
-//! the program, BPF_PROG_TEST_RUN live frames) sending one scenario's
-//! streams out of a device, as fast as it can, for a while.
+//! `tern-bench gen`: the lab's one generator for the veth rigs
+//! (`scripts/lane_rig.sh`, `scripts/xsk_rig.sh`): the RFC 2544 tester's XDP
+//! generator (varying flows in the program, BPF_PROG_TEST_RUN live frames)
+//! sending one scenario's streams out of a device, as fast as it can, for a
+//! while. Its frames carry the tester's signature, which `tern-bench sink`
+//! counts.
 //!
 //! ```text
-//! lane_gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
-//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N] [--srcs N]
+//! tern-bench gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
+//!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N] [--srcs N] \
+//!     [--src IPV4 --dst IPV4] [--sports N]
 //! ```
 //! `--dsts N`: every stream to N destinations in turn (198.18.0.1 on, the
 //! scenario's ports), e.g. frame-sizes with `--dsts 4096` for 4096 flows
@@ -13,14 +16,17 @@
 //! `--srcs N`: every stream from N sources in turn (its own source on),
 //! e.g. single-flow-50fw with `--srcs 65536` for source rules that see a
 //! new key on every frame (more than the lane's verdict cache holds).
+//! `--src`, `--dst`: every stream's first IPv4 source and destination
+//! (a rig with addresses of its own). `--sports N`: N UDP source ports
+//! from 10000, in turn.
 //! Prints `gen pkts=N seconds=S mpps=M` (frames offered, not delivered).
 
+use crate::bpf::Generator;
+use crate::scenario::ScenarioName;
+use crate::traffic::TrafficProfile;
 use clap::ValueEnum;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use tern_bench::bpf::Generator;
-use tern_bench::scenario::ScenarioName;
-use tern_bench::traffic::TrafficProfile;
 
 fn arg<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
     args.iter().position(|a| a == key).and_then(|i| args.get(i + 1)).map(String::as_str)
@@ -33,21 +39,12 @@ fn count(args: &[String], key: &str) -> Result<Option<u32>, String> {
         .transpose()
 }
 
-fn mac(s: &str) -> Result<[u8; 6], String> {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|p| u8::from_str_radix(p, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("MAC {s}: {e}"))?;
-    v.try_into().map_err(|_| format!("MAC {s}: need 6 bytes"))
-}
-
 fn run(args: &[String]) -> Result<(), String> {
     let dev = arg(args, "--dev").ok_or("--dev missing")?;
     let name = arg(args, "--scenario").unwrap_or("single-flow-50fw");
     let sc = ScenarioName::from_str(name, true).map_err(|e| format!("--scenario {name}: {e}"))?;
-    let dst_mac = mac(arg(args, "--dst-mac").ok_or("--dst-mac missing")?)?;
-    let src_mac = mac(arg(args, "--src-mac").ok_or("--src-mac missing")?)?;
+    let dst_mac = super::parse_mac(arg(args, "--dst-mac").ok_or("--dst-mac missing")?)?;
+    let src_mac = super::parse_mac(arg(args, "--src-mac").ok_or("--src-mac missing")?)?;
     let num = |k: &str, d: f64| arg(args, k).map_or(Ok(d), |s| s.parse::<f64>().map_err(|e| format!("{k}: {e}")));
     let secs = Duration::from_secs_f64(num("--seconds", 8.0)?);
     let chunk = num("--chunk", 16384.0)? as u32;
@@ -69,6 +66,22 @@ fn run(args: &[String]) -> Result<(), String> {
             st.flows.src_stride = 1;
         }
     }
+    if let Some(n) = count(args, "--sports")? {
+        let n = u16::try_from(n).map_err(|_| format!("--sports {n}: at most 65535"))?;
+        for st in &mut scenario.streams {
+            st.flows.sport_base = 10000;
+            st.flows.sport_count = n.min(u16::MAX - 10000);
+        }
+    }
+    let addr = |k: &str| {
+        arg(args, k).map(|s| s.parse::<std::net::Ipv4Addr>().map_err(|e| format!("{k} {s}: {e}"))).transpose()
+    };
+    if let Some(a) = addr("--src")? {
+        scenario.streams.iter_mut().for_each(|st| st.src4 = a);
+    }
+    if let Some(a) = addr("--dst")? {
+        scenario.streams.iter_mut().for_each(|st| st.dst4 = a);
+    }
     let size = *scenario.sizes.first().ok_or("scenario without frame sizes")?;
     let profile = TrafficProfile { streams: scenario.streams.clone(), size, vlan: None, src_mac, dst_mac };
     let slots = profile.slots().map_err(|e| e.to_string())?;
@@ -89,12 +102,12 @@ fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
+/// `tern-bench gen ARGS...` (the options above).
+pub fn main(args: &[String]) -> ExitCode {
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("lane_gen: {e}");
+            eprintln!("tern-bench gen: {e}");
             ExitCode::FAILURE
         }
     }

@@ -5,9 +5,9 @@
 //! table), beside plain forwarding without rules.
 //!
 //! ```text
-//! sudo lane_bench [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--fwd-buckets N] [--only SUBSTRING] [--object LANE.O ...] [--kfwd KFWD.O] [--flows N,...]
+//! sudo tern-bench lane [--routes /work/shared/data/full-table-2025.txt.gz] [--calls 2000] [--rounds 5] [--acl-cache BUCKETS] [--fwd-memo 0|1] [--fwd-buckets N] [--only SUBSTRING] [--object LANE.O ...] [--xdp-fwd] [--flows N,...]
 //! ```
-//! Run it pinned (`taskset -c 1 lane_bench ...`): the lane's caches and
+//! Run it pinned (`taskset -c 1 tern-bench lane ...`): the lane's caches and
 //! memos are per CPU, and calls made after the thread moved find the other
 //! CPU's slice unlearnt (the 1024-flow cases then mix both states).
 //! `--acl-cache 0` turns the lane's ACL verdict cache off (every packet
@@ -47,15 +47,15 @@
 //! (`drop src 2001:db8:dead:N::1/128`); one flow, or 65536 sources.
 //!
 //! `--flows N,M,...` adds one-run cases without rules over N flows in
-//! turn (N sources to N destinations; also for kfwd with `--kfwd`).
+//! turn (N sources to N destinations; also for xdp-fwd with `--xdp-fwd`).
 //!
-//! `--kfwd PATH` also times the rig's peer, in-kernel XDP forwarding with
-//! bpf_fib_lookup (scripts/lane_kfwd.bpf.c, built with
-//! `clang -O2 -g -target bpf -I/usr/include/$(uname -m)-linux-gnu -c`), on
-//! the same frames, in the same blocks of calls: the namespace gets the
-//! lane's routes, addresses and next hop in the kernel, with forwarding on.
-//! Its lines ("kfwd, ...") give its cost over the lane's case without
-//! rules on the same flows (a negative figure: kfwd costs less).
+//! `--xdp-fwd` also times the lab's in-kernel XDP forwarder (`xdp-fwd`,
+//! bpf/xdpfwd.bpf.c: bpf_fib_lookup, an empty firewall that accepts, a
+//! device map) on the same frames, in the same blocks of calls: the
+//! namespace gets the lane's routes, addresses and next hop in the kernel,
+//! with forwarding on. Its lines ("xdp-fwd, ...") give its cost over the
+//! lane's case without rules on the same flows (a negative figure: xdp-fwd
+//! costs less).
 //!
 //! `--object PATH` (repeatable) times other builds of `bpf/lane.c` (same
 //! maps and layouts; `clang -O2 -g -target bpf -c lane.c`) instead of the
@@ -63,6 +63,7 @@
 //! `case @file`, so variants of the program are compared in the same
 //! blocks of calls; the full-table case uses the first object.
 
+use crate::bpf::XdpFwd;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Command, ExitCode};
 use tern_acl::{Action, RuleSet};
@@ -265,14 +266,14 @@ struct Case {
     /// The case this one's cost is given over (default: the same runs
     /// without rules).
     vs: Option<&'static str>,
-    /// Timed on `--kfwd`'s program (in-kernel XDP forwarding with
-    /// bpf_fib_lookup) instead of the lane.
-    kfwd: bool,
+    /// Timed on xdp-fwd (in-kernel XDP forwarding with bpf_fib_lookup)
+    /// instead of the lane.
+    xdp_fwd: bool,
 }
 
 impl Case {
     fn new(name: &'static str, acl: Option<RuleSet>, gre: bool, frames: Vec<Vec<u8>>, repeat: u32) -> Case {
-        Case { name, acl, gre, frames, repeat, trace: false, vs: None, kfwd: false }
+        Case { name, acl, gre, frames, repeat, trace: false, vs: None, xdp_fwd: false }
     }
 }
 
@@ -280,14 +281,14 @@ impl Case {
 /// the built-in one).
 type Object = (String, Option<Vec<u8>>);
 
-/// A program timed: a lane (with its FIB), or the kfwd peer.
+/// A program timed: a lane (with its FIB), or the xdp-fwd peer.
 enum Prog {
     /// The FIB's writer and reader live as long as the lane mirroring it.
     Lane {
         lane: Box<LaneProgram>,
         _fib: Box<(tern_fib::FibWriter, tern_fib::FibReader)>,
     },
-    Kfwd(aya::Ebpf),
+    XdpFwd(Box<XdpFwd>),
 }
 
 impl Prog {
@@ -296,38 +297,23 @@ impl Prog {
     fn run(&self, frame: &[u8], kif: u32, repeat: u32) -> Result<(u32, std::time::Duration), String> {
         match self {
             Prog::Lane { lane, .. } => lane.test_run_timed(frame, kif, repeat).map_err(|e| e.to_string()),
-            Prog::Kfwd(ebpf) => {
-                use aya::programs::{TestRun, TestRunOptions, Xdp};
-                let p: &Xdp =
-                    ebpf.program(KFWD_PROG).ok_or("kfwd: no program")?.try_into().map_err(|e| format!("kfwd: {e}"))?;
-                // struct xdp_md: data, data_end, data_meta, ingress_ifindex, ...
-                let mut ctx = [0u8; 24];
-                ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
-                ctx[12..16].copy_from_slice(&kif.to_ne_bytes());
-                let r = p
-                    .test_run(TestRunOptions { data_in: Some(frame), ctx_in: Some(&ctx), repeat, ..Default::default() })
-                    .map_err(|e| format!("kfwd: BPF_PROG_TEST_RUN: {e:?}"))?;
-                Ok((r.return_value, r.duration))
-            }
+            Prog::XdpFwd(f) => f.test_run_timed(kif, frame, repeat).map_err(|e| format!("xdp-fwd: {e}")),
         }
     }
 
     fn lane(&mut self) -> Option<&mut LaneProgram> {
         match self {
             Prog::Lane { lane, .. } => Some(lane),
-            Prog::Kfwd(_) => None,
+            Prog::XdpFwd(_) => None,
         }
     }
 }
 
-/// The program in crates/xdp/scripts/lane_kfwd.bpf.c.
-const KFWD_PROG: &str = "kfwd";
-
-/// Loads `--kfwd`'s object, attaches it to a veth of its own (as `setup`
-/// does the lanes) and gives the namespace what its bpf_fib_lookup needs:
-/// the lane's routes, addresses and next hop in the kernel, forwarding on.
-fn setup_kfwd(obj: &[u8]) -> Result<Prog, String> {
-    use aya::programs::{Xdp, XdpMode};
+/// Loads xdp-fwd, attaches it to a veth of its own (as `setup` does the
+/// lanes), makes the ports redirect targets and gives the namespace what
+/// its bpf_fib_lookup needs: the lane's routes, addresses and next hop in
+/// the kernel, forwarding on.
+fn setup_xdp_fwd(kif0: u32, kif1: u32) -> Result<Prog, String> {
     for cmd in [
         "ip link set lo up",
         "ip link set l0 up",
@@ -348,15 +334,12 @@ fn setup_kfwd(obj: &[u8]) -> Result<Prog, String> {
     ] {
         sh(&cmd.split(' ').collect::<Vec<_>>())?;
     }
-    let mut ebpf = aya::Ebpf::load(obj).map_err(|e| format!("kfwd: {e}"))?;
-    let p: &mut Xdp =
-        ebpf.program_mut(KFWD_PROG).ok_or("kfwd: no program")?.try_into().map_err(|e| format!("kfwd: {e}"))?;
-    p.load().map_err(|e| format!("kfwd: {e}"))?;
+    let mut f = XdpFwd::load().map_err(|e| format!("xdp-fwd: {e}"))?;
+    f.add_ports_here(&[kif0, kif1]).map_err(|e| format!("xdp-fwd: {e}"))?;
     let (dev, _) = own_veth()?;
-    let kif = tern_xdp::lane::device_ifindex(&dev).map_err(|e| e.to_string())?;
-    // The link lives as long as the program (dropped with the Ebpf).
-    p.attach_to_if_index(kif, XdpMode::Driver).map_err(|e| format!("kfwd: attach to {dev}: {e}"))?;
-    Ok(Prog::Kfwd(ebpf))
+    // The link lives as long as the program (detached on drop).
+    f.attach_here(&dev).map_err(|e| format!("xdp-fwd: {e}"))?;
+    Ok(Prog::XdpFwd(Box::new(f)))
 }
 
 fn run(
@@ -366,7 +349,7 @@ fn run(
     acl_cache_buckets: u32,
     only: Option<&str>,
     objects: &[Object],
-    kfwd: Option<&[u8]>,
+    xdp_fwd: bool,
 ) -> Result<(), String> {
     let ns = format!("tlanebench{}", std::process::id());
     sh(&["ip", "netns", "add", &ns])?;
@@ -375,7 +358,7 @@ fn run(
         sh(&["ip", "-n", &ns, "link", "add", "l1", "type", "veth", "peer", "name", "p1"])?;
         let f = std::fs::File::open(format!("/var/run/netns/{ns}")).map_err(|e| e.to_string())?;
         tern_xdp::enter_netns(&f).map_err(|e| e.to_string())?;
-        bench(routes, calls, rounds, acl_cache_buckets, only, objects, kfwd)
+        bench(routes, calls, rounds, acl_cache_buckets, only, objects, xdp_fwd)
     })();
     let _ = sh(&["ip", "netns", "del", &ns]);
     r
@@ -388,7 +371,7 @@ fn bench(
     acl_cache_buckets: u32,
     only: Option<&str>,
     objects: &[Object],
-    kfwd: Option<&[u8]>,
+    xdp_fwd: bool,
 ) -> Result<(), String> {
     let gen_src = Ipv4Addr::new(10, 10, 1, 2);
     let single = vec![frame(gen_src, Ipv4Addr::new(198, 18, 0, 1), 1024, 1024)];
@@ -424,8 +407,8 @@ fn bench(
         .collect();
     let fw50 = || Some(tern_acl::scenario_50_drop_rules());
     let tunnels8: Vec<Vec<u8>> = (0..EXTRA_TUNNELS + 1).map(|t| gre_frame_from(&single[0], 2 + t)).collect();
-    let (flows1024_kfwd, flows65536_kfwd) = (flows1024.clone(), flows65536.clone());
-    let (single6_kfwd, flows6_kfwd) = (single6.clone(), flows6.clone());
+    let (flows1024_xf, flows65536_xf) = (flows1024.clone(), flows65536.clone());
+    let (single6_xf, flows6_xf) = (single6.clone(), flows6.clone());
     let mut cases = vec![
         Case::new("plain forwarding, no rules", None, false, single.clone(), 250),
         Case::new("single-flow-50fw", fw50(), false, single.clone(), 250),
@@ -472,29 +455,29 @@ fn bench(
             .map(|i| frame(Ipv4Addr::from(0x0a0b_0000 + i + 1), Ipv4Addr::from(0xc612_0000 + i + 1), 1024, 4000))
             .collect();
         let name: &'static str = Box::leak(format!("no rules, {n} flows, 1 run/call (--flows)").into_boxed_str());
-        if kfwd.is_some() {
-            let k: &'static str = Box::leak(format!("kfwd, {n} flows, 1 run/call (--flows)").into_boxed_str());
-            cases.push(Case { kfwd: true, vs: Some(name), ..Case::new(k, None, false, flows.clone(), 1) });
+        if xdp_fwd {
+            let k: &'static str = Box::leak(format!("xdp-fwd, {n} flows, 1 run/call (--flows)").into_boxed_str());
+            cases.push(Case { xdp_fwd: true, vs: Some(name), ..Case::new(k, None, false, flows.clone(), 1) });
         }
         cases.push(Case::new(name, None, false, flows, 1));
     }
-    if kfwd.is_some() {
+    if xdp_fwd {
         // The peer on the same frames and routes, each given over the
-        // lane's case without rules: "+N ns over" is kfwd's cost above
+        // lane's case without rules: "+N ns over" is xdp-fwd's cost above
         // the lane's.
         let peer = |name, frames: &Vec<Vec<u8>>, repeat, vs| Case {
-            kfwd: true,
+            xdp_fwd: true,
             vs: Some(vs),
             ..Case::new(name, None, false, frames.clone(), repeat)
         };
-        cases.push(peer("kfwd, 1 flow", &single, 250, "plain forwarding, no rules"));
-        cases.push(peer("kfwd, 1 flow, 1 run/call", &single, 1, "no rules, 1 flow, 1 run/call"));
-        cases.push(peer("kfwd, 1024 flows, 1 run/call", &flows1024_kfwd, 1, "no rules, 1024 flows, 1 run/call"));
-        cases.push(peer("kfwd, 65536 flows, 1 run/call", &flows65536_kfwd, 1, "no rules, 65536 flows, 1 run/call"));
-        cases.push(peer("kfwd, ipv6 1 flow", &single6_kfwd, 250, "ipv6 plain forwarding, no rules"));
+        cases.push(peer("xdp-fwd, 1 flow", &single, 250, "plain forwarding, no rules"));
+        cases.push(peer("xdp-fwd, 1 flow, 1 run/call", &single, 1, "no rules, 1 flow, 1 run/call"));
+        cases.push(peer("xdp-fwd, 1024 flows, 1 run/call", &flows1024_xf, 1, "no rules, 1024 flows, 1 run/call"));
+        cases.push(peer("xdp-fwd, 65536 flows, 1 run/call", &flows65536_xf, 1, "no rules, 65536 flows, 1 run/call"));
+        cases.push(peer("xdp-fwd, ipv6 1 flow", &single6_xf, 250, "ipv6 plain forwarding, no rules"));
         cases.push(peer(
-            "kfwd, ipv6 65536 flows, 1 run/call",
-            &flows6_kfwd,
+            "xdp-fwd, ipv6 65536 flows, 1 run/call",
+            &flows6_xf,
             1,
             "ipv6 no rules, 65536 flows, 1 run/call",
         ));
@@ -510,10 +493,10 @@ fn bench(
     let shared: Vec<(&Case, usize)> = cases
         .iter()
         .filter(|c| !c.name.starts_with("900k"))
-        .flat_map(|c| (0..if c.kfwd { 1 } else { objects.len() }).map(move |o| (c, o)))
+        .flat_map(|c| (0..if c.xdp_fwd { 1 } else { objects.len() }).map(move |o| (c, o)))
         .collect();
     let label = |c: &Case, o: usize| {
-        if !c.kfwd && (objects.len() > 1 || objects[o].1.is_some()) {
+        if !c.xdp_fwd && (objects.len() > 1 || objects[o].1.is_some()) {
             format!("{} @{}", c.name, objects[o].0)
         } else {
             c.name.to_string()
@@ -526,9 +509,8 @@ fn bench(
     {
         let mut lanes = Vec::new();
         for &(c, o) in &shared {
-            if c.kfwd {
-                let obj = kfwd.ok_or("kfwd case without --kfwd")?;
-                let prog = setup_kfwd(obj)?;
+            if c.xdp_fwd {
+                let prog = setup_xdp_fwd(kif0, kif1)?;
                 for f in &c.frames {
                     prog.run(f, kif0, 1)?;
                 }
@@ -601,7 +583,7 @@ fn bench(
             let records = if c.trace {
                 let lost = lanes[i]
                     .lane()
-                    .ok_or("trace on kfwd")?
+                    .ok_or("trace on xdp-fwd")?
                     .counters()
                     .map_err(|e| e.to_string())?
                     .into_iter()
@@ -621,7 +603,7 @@ fn bench(
         }
     }
     if let (Some(c), Some(path)) = (cases.iter().find(|c| c.name.starts_with("900k")), routes) {
-        full_table(c, path, calls, kfwd, acl_cache_buckets, kif0, kif1, &objects[0])?;
+        full_table(c, path, calls, xdp_fwd, acl_cache_buckets, kif0, kif1, &objects[0])?;
     }
     Ok(())
 }
@@ -629,14 +611,14 @@ fn bench(
 /// The full-table cases: the lane (with case `c`'s rules) on `c`'s frames,
 /// hot, and on 65536 destinations drawn from the table, one run a call
 /// (each lookup's lines as cold as so many destinations make them); with
-/// `kfwd`, the peer on the same frames with the same table in the kernel
+/// `xdp_fwd`, the peer on the same frames with the same table in the kernel
 /// (loaded with `ip -batch`), in the same blocks of calls.
 #[allow(clippy::too_many_arguments)]
 fn full_table(
     c: &Case,
     path: &str,
     calls: usize,
-    kfwd: Option<&[u8]>,
+    xdp_fwd: bool,
     acl_cache_buckets: u32,
     kif0: u32,
     kif1: u32,
@@ -665,8 +647,8 @@ fn full_table(
     let (mut lane, w, r) = setup(Some(path), true, c.gre, acl_cache_buckets, kif0, kif1, object)?;
     lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
     let mut progs = vec![Prog::Lane { lane: Box::new(lane), _fib: Box::new((w, r)) }];
-    if let Some(obj) = kfwd {
-        progs.push(setup_kfwd(obj)?);
+    if xdp_fwd {
+        progs.push(setup_xdp_fwd(kif0, kif1)?);
         let batch = std::env::temp_dir().join(format!("lane_bench_routes.{}", std::process::id()));
         let text: String = v4.iter().map(|(a, l)| format!("route replace {a}/{l} via 10.10.2.2\n")).collect();
         std::fs::write(&batch, text).map_err(|e| e.to_string())?;
@@ -681,9 +663,9 @@ fn full_table(
         (0, &c.frames, c.repeat, c.name.to_string()),
         (0, &covered, 1, format!("{}, 65536 covered dsts, 1 run/call", c.name)),
     ];
-    if kfwd.is_some() {
-        runs.push((1, &c.frames, c.repeat, "kfwd, 900k routes".into()));
-        runs.push((1, &covered, 1, "kfwd, 900k routes, 65536 covered dsts, 1 run/call".into()));
+    if xdp_fwd {
+        runs.push((1, &c.frames, c.repeat, "xdp-fwd, 900k routes".into()));
+        runs.push((1, &covered, 1, "xdp-fwd, 900k routes, 65536 covered dsts, 1 run/call".into()));
     }
     for (p, frames, _, _) in &runs {
         for f in frames.iter() {
@@ -834,8 +816,8 @@ fn setup(
     Ok((lane, w, reader))
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// `tern-bench lane ARGS...` (the options above).
+pub fn main(args: &[String]) -> ExitCode {
     let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
     let routes = get("--routes");
     let calls = get("--calls").and_then(|s| s.parse().ok()).unwrap_or(2000);
@@ -849,7 +831,7 @@ fn main() -> ExitCode {
         match n.parse::<u32>() {
             Ok(n) => FWD_BUCKETS.store(n, std::sync::atomic::Ordering::Relaxed),
             Err(e) => {
-                eprintln!("lane_bench: --fwd-buckets {n}: {e}");
+                eprintln!("tern-bench lane: --fwd-buckets {n}: {e}");
                 return ExitCode::FAILURE;
             }
         }
@@ -860,25 +842,23 @@ fn main() -> ExitCode {
                 let _ = MORE_FLOWS.set(v);
             }
             None => {
-                eprintln!("lane_bench: --flows {list}: need counts of 1 to 1048576, separated by commas");
+                eprintln!("tern-bench lane: --flows {list}: need counts of 1 to 1048576, separated by commas");
                 return ExitCode::FAILURE;
             }
         }
     }
-    let kfwd = match get("--kfwd").map(std::fs::read).transpose() {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("lane_bench: --kfwd: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    if args.iter().any(|a| a == "--kfwd") {
+        eprintln!("tern-bench lane: --kfwd PATH is gone: --xdp-fwd times the lab's in-kernel forwarder");
+        return ExitCode::FAILURE;
+    }
+    let xdp_fwd = args.iter().any(|a| a == "--xdp-fwd");
     let mut objects: Vec<Object> = Vec::new();
     for (i, a) in args.iter().enumerate() {
         if a != "--object" {
             continue;
         }
         let Some(path) = args.get(i + 1) else {
-            eprintln!("lane_bench: --object needs a path");
+            eprintln!("tern-bench lane: --object needs a path");
             return ExitCode::FAILURE;
         };
         match std::fs::read(path) {
@@ -887,7 +867,7 @@ fn main() -> ExitCode {
                 objects.push((name, Some(obj)));
             }
             Err(e) => {
-                eprintln!("lane_bench: {path}: {e}");
+                eprintln!("tern-bench lane: {path}: {e}");
                 return ExitCode::FAILURE;
             }
         }
@@ -895,10 +875,10 @@ fn main() -> ExitCode {
     if objects.is_empty() {
         objects.push(("built-in".into(), None));
     }
-    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref(), &objects, kfwd.as_deref()) {
+    match run(routes.as_deref(), calls, rounds, acl_cache, only.as_deref(), &objects, xdp_fwd) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("lane_bench: {e}");
+            eprintln!("tern-bench lane: {e}");
             ExitCode::FAILURE
         }
     }

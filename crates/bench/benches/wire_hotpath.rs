@@ -1,9 +1,9 @@
 //! Per-packet cost of the wire calls on the forwarding path, as the minimum
 //! over many short runs. On a shared or loaded machine the minimum is the
 //! figure that means something (criterion's mean moves with the load; see
-//! `benches/wire.rs` for the criterion version).
+//! crates/wire/benches/wire.rs for the criterion version).
 //!
-//! `cargo run --release -p tern-wire --example hotpath`
+//! `cargo bench -p tern-bench --bench wire_hotpath`
 
 use std::hint::black_box;
 use std::time::Instant;

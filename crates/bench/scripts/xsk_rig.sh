@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # The 3-namespace veth rig: gen -> router -> sink, and the measurements of
-# the AF_XDP forwarder (crates/xdp/examples/xsk_fwd.rs) against Linux
-# kernel forwarding on it.
+# the AF_XDP forwarder (`tern-bench xsk-fwd`, crates/bench/src/rig/xsk_fwd.rs)
+# against Linux kernel forwarding on it.
 #
 #   gen ns  [g0] ---- [r0]  router ns  [r1] ---- [s0]  sink ns
 #   10.77.1.2       10.77.1.1       10.77.2.1       10.77.2.2
 #
-# CPU 0: the generator (BPF_PROG_TEST_RUN live frames, 64-byte UDP) and the
-# sink (an XDP program on s0 that counts and drops; its NAPI thread pinned
-# to CPU 0). CPU 1: the router. Packets are counted at the sink, not with
+# CPU 0: the generator (`tern-bench gen`: BPF_PROG_TEST_RUN live frames,
+# 64-byte UDP, one flow) and the sink (`tern-bench sink`: an XDP program on
+# s0 that counts and drops; its NAPI thread pinned to CPU 0). CPU 1: the router. Packets are counted at the sink, not with
 # veth counters (drops hide in softnet_stat).
 #
 # Cases:
 #   linux         ip_forward=1; r0's NAPI thread pinned to CPU 1
-#   xsk-busy      xsk_fwd on CPU 1, preferred busy polling through the
+#   xsk-busy      xsk-fwd on CPU 1, preferred busy polling through the
 #                 helper socket's borrowed NAPI id (threaded NAPI off,
 #                 napi_defer_hard_irqs=1000, gro_flush_timeout=5 ms)
-#   xsk-nobusy    xsk_fwd on CPU 1, no busy polling, r0's NAPI thread on
+#   xsk-nobusy    xsk-fwd on CPU 1, no busy polling, r0's NAPI thread on
 #                 CPU 1 too (one core for the router)
 #   xsk-nobusy2   same, r0's NAPI thread on CPU 0 (the generator's core)
 #
@@ -24,7 +24,7 @@
 # (forwarder thread from getrusage, NAPI kthreads from /proc/PID/stat) plus
 # irq/softirq time on CPU 1, per packet counted at the sink.
 #
-# Usage: sudo crates/xdp/scripts/xsk_rig.sh [RUNS] [CASES...]
+# Usage: sudo crates/bench/scripts/xsk_rig.sh [RUNS] [CASES...]
 #   env: WARMUP (s, default 2), MEASURE (s, default 5), SCHED (none, the
 #   default; nice: the generator, the forwarder and the NAPI threads at
 #   nice -20; fifo: SCHED_FIFO 10, NAPI threads 20). On a machine shared
@@ -33,8 +33,8 @@
 #   nice -20 on both cores starves rcu_preempt and ksoftirqd, and the
 #   live-frames generator then stalls in D state; fifo starves ksoftirqd,
 #   which may then hold the NAPI a busy poller wants. Report which was used.
-#   XSK_FWD (binary;
-#   default: cargo build --release --example xsk_fwd in CARGO_TARGET_DIR)
+#   BENCH (tern-bench; default: cargo build --release -p tern-bench in
+#   CARGO_TARGET_DIR)
 # Needs: root, iproute2, ethtool, Linux 5.18+ (live frames).
 set -euo pipefail
 
@@ -53,9 +53,9 @@ esac
 MEASURE=${MEASURE:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-if [ -z "${XSK_FWD:-}" ]; then
-	(cd "$ROOT" && cargo build -q --release -p tern-xdp --example xsk_fwd)
-	XSK_FWD="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/xsk_fwd"
+if [ -z "${BENCH:-}" ]; then
+	(cd "$ROOT" && cargo build -q --release -p tern-bench)
+	BENCH="${CARGO_TARGET_DIR:-$ROOT/target}/release/tern-bench"
 fi
 
 ID=$(($$ % 10000))
@@ -133,13 +133,13 @@ one_run() { # $1 = case; prints "case mpps ns_per_pkt cpu1_busy_pct"
 		napi_threaded $R0 1; pin_napi $R0 1
 		;;
 	xsk-busy)
-		nsx $RTR taskset -c 1 "${PRIO[@]}" "$XSK_FWD" fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
+		nsx $RTR taskset -c 1 "${PRIO[@]}" "$BENCH" xsk-fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
 			--local 10.77.1.1 --local 10.77.2.1 --busy-poll on --cpu 1 \
 			--warmup "$(calc "$WARMUP + 1.5")" --seconds "$MEASURE" >"$out/fwd" 2>"$out/fwd.err" &
 		fwdpid=$!; PIDS+=("$fwdpid")
 		;;
 	xsk-nobusy | xsk-nobusy2)
-		nsx $RTR taskset -c 1 "${PRIO[@]}" "$XSK_FWD" fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
+		nsx $RTR taskset -c 1 "${PRIO[@]}" "$BENCH" xsk-fwd --in $R0 --out $R1 --dst-mac $MAC_S0 --src-mac $MAC_R1 \
 			--local 10.77.1.1 --local 10.77.2.1 --busy-poll off --cpu 1 \
 			--warmup "$(calc "$WARMUP + 1.5")" --seconds "$MEASURE" >"$out/fwd" 2>"$out/fwd.err" &
 		fwdpid=$!; PIDS+=("$fwdpid")
@@ -155,7 +155,7 @@ one_run() { # $1 = case; prints "case mpps ns_per_pkt cpu1_busy_pct"
 	xsk-nobusy2) napi_threaded $R0 1; pin_napi $R0 0 ;;
 	esac
 	sleep 0.5
-	nsx $SNK taskset -c 0 "$XSK_FWD" sink --dev $S0 --warmup "$WARMUP" --seconds "$MEASURE" >"$out/sink" 2>"$out/sink.err" &
+	nsx $SNK taskset -c 0 "$BENCH" sink --dev $S0 --warmup "$WARMUP" --seconds "$MEASURE" >"$out/sink" 2>"$out/sink.err" &
 	local sinkpid=$!; PIDS+=("$sinkpid")
 	# The sink's NAPI appears once its XDP program is attached.
 	for _ in $(seq 50); do
@@ -163,8 +163,8 @@ one_run() { # $1 = case; prints "case mpps ns_per_pkt cpu1_busy_pct"
 		sleep 0.1
 	done
 	pin_napi $S0 0
-	nsx $GEN "${PRIO[@]}" "$XSK_FWD" gen --dev $G0 --dst-mac $MAC_R0 --src-mac $MAC_G0 --src 10.77.1.2 --dst 10.77.2.2 \
-		--cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" >"$out/gen" 2>"$out/gen.err" &
+	nsx $GEN "${PRIO[@]}" "$BENCH" gen --dev $G0 --scenario single-flow-50fw --dst-mac $MAC_R0 --src-mac $MAC_G0 \
+		--src 10.77.1.2 --dst 10.77.2.2 --cpu 0 --seconds "$(calc "$WARMUP + $MEASURE + 1")" >"$out/gen" 2>"$out/gen.err" &
 	PIDS+=("$!")
 	sleep "$(calc "$WARMUP - 0.3")"
 	local napi t0 c0 t1 c1
