@@ -26,6 +26,7 @@
 
 pub mod account;
 pub mod bpf;
+pub mod convergence;
 pub mod dut;
 pub mod engine;
 pub mod error;

@@ -36,6 +36,10 @@ enum BenchCmd {
     /// Linux, Linux + nftables and DPDK testpmd, in network namespaces on
     /// this machine; prints the table, writes JSON and an HTML report.
     Rfc2544(tern_bench::Rfc2544Opts),
+    /// The full table through FRR into tern over FPM and the convergence
+    /// test (withdraw and re-advertise on the primary), tern against Linux
+    /// in the same run, in the lab of scripts/frr/lab.sh (root, frr, bird2).
+    Convergence(tern_bench::convergence::ConvergenceArgs),
 }
 
 #[derive(Args)]
@@ -107,6 +111,7 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::Engine(a) => bench_engine(a),
         BenchCmd::Fib(a) => bench_fib(a),
         BenchCmd::Rfc2544(o) => bench_rfc2544(&o),
+        BenchCmd::Convergence(a) => tern_bench::convergence::run(&a).map(|()| ExitCode::SUCCESS),
     }
 }
 
