@@ -27,6 +27,7 @@
 pub mod account;
 pub mod bpf;
 pub mod control;
+pub mod convergence;
 pub mod dut;
 pub mod engine;
 pub mod error;

@@ -54,6 +54,10 @@ enum BenchCmd {
     XdpFwd(Words),
     /// The least an AF_XDP forwarder does (MAC rewrite) on tern's driver.
     XskFwd(Words),
+    /// The full table through FRR into tern over FPM and the convergence
+    /// test (withdraw and re-advertise on the primary), tern against Linux
+    /// in the same run, in the lab of scripts/frr/lab.sh (root, frr, bird2).
+    Convergence(tern_bench::convergence::ConvergenceArgs),
 }
 
 /// A rig tool's options, passed on as they are (`--key value` words; see
@@ -164,6 +168,7 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::Sink(w) => Ok(tern_bench::rig::sink::main(&w.args)),
         BenchCmd::XdpFwd(w) => Ok(tern_bench::rig::xdp_fwd::main(&w.args)),
         BenchCmd::XskFwd(w) => Ok(tern_bench::rig::xsk_fwd::main(&w.args)),
+        BenchCmd::Convergence(a) => tern_bench::convergence::run(&a).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -19,154 +19,15 @@
 //! (default auto: AF_XDP where it works, else AF_PACKET).
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tern_control::router::Router;
 use tern_fib::Source;
-use tern_testkit::netns::is_root;
+use tern_testkit::frr::{self, FrrLab as Lab, Table, gw, kernel_table, until, while_polling};
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/frr/lab.sh")
-}
-
-struct Lab {
-    prefix: String,
-    /// `TERN_LAB_EXCEPTION` for lab.sh: "kernel" or "tap".
-    exception: &'static str,
-    /// One lab at a time: two would fight over the machine's two cores.
-    _one: std::sync::MutexGuard<'static, ()>,
-}
-
-static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl Lab {
-    fn new() -> Option<Lab> {
-        Lab::with_exception("kernel")
-    }
-
-    fn with_exception(exception: &'static str) -> Option<Lab> {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return None;
-        }
-        for bin in ["/usr/lib/frr/zebra", "/usr/lib/frr/bgpd", "/usr/lib/frr/ospfd", "/usr/sbin/bird"] {
-            if !Path::new(bin).exists() {
-                eprintln!("skipped: {bin} missing (apt-get install -y frr bird2)");
-                return None;
-            }
-        }
-        let one = ONE_LAB.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let tag = if exception == "tap" { "t" } else { "" };
-        let lab = Lab { prefix: format!("tlx{}{tag}-", std::process::id() % 100_000), exception, _one: one };
-        lab.sh(&["down"]);
-        Some(lab)
-    }
-
-    fn sh(&self, args: &[&str]) -> String {
-        let mut a = vec![args[0], self.prefix.as_str()];
-        a.extend_from_slice(&args[1..]);
-        let out = Command::new("bash")
-            .arg(script())
-            .args(&a)
-            .env("TERN_LAB_EXCEPTION", self.exception)
-            .output()
-            .expect("run lab.sh");
-        assert!(
-            out.status.success() || args[0] == "down",
-            "lab.sh {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn ns(&self, n: &str) -> String {
-        format!("{}{n}", self.prefix)
-    }
-
-    /// Runs a command in namespace `n`, returning (success, stdout).
-    fn exec(&self, n: &str, args: &[&str]) -> (bool, String) {
-        let out = Command::new("ip").args(["netns", "exec", &self.ns(n)]).args(args).output().expect("ip netns exec");
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    fn ping(&self, from: &str, to: &str) -> (bool, String) {
-        self.exec(from, &["ping", "-c", "3", "-i", "0.2", "-W", "1", to])
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if std::env::var_os("TERN_LAB_KEEP").is_some() {
-            eprintln!("keeping the lab: scripts/frr/lab.sh down {}", self.prefix);
-            return;
-        }
-        self.sh(&["down"]);
-    }
-}
-
+/// tern's configuration in the lab, with the driver `TERN_FRR_DRIVER` names.
 fn config(lab: &Lab) -> String {
-    format!(
-        r#"
-[dataplane]
-workers = 1
-pool_frames = 4096
-
-[[interface]]
-name = "src"
-device = "rsrc"
-driver = "{d}"
-
-[[interface]]
-name = "i1"
-device = "ri1"
-driver = "{d}"
-
-[[interface]]
-name = "i2"
-device = "ri2"
-driver = "{d}"
-
-[[interface]]
-name = "o2"
-device = "ro2"
-driver = "{d}"
-
-[api]
-socket = "/tmp/{p}/tern.sock"
-
-[metrics]
-listen = ""
-
-[linux]
-mode = "linux"
-fpm_listen = "127.0.0.1:2620"
-fpm_resync_quiet_ms = 500
-"#,
-        p = lab.prefix,
-        d = std::env::var("TERN_FRR_DRIVER").unwrap_or_else(|_| "auto".into())
-    )
-}
-
-/// Polls the router until `f` holds, failing after `secs`.
-fn until(r: &mut Router, secs: u64, what: &str, mut f: impl FnMut(&mut Router) -> bool) -> Duration {
-    let t0 = Instant::now();
-    let mut last_check = Instant::now() - Duration::from_secs(1);
-    loop {
-        if !r.poll() {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        if last_check.elapsed() >= Duration::from_millis(50) {
-            last_check = Instant::now();
-            if f(r) {
-                return t0.elapsed();
-            }
-        }
-        if t0.elapsed() > Duration::from_secs(secs) {
-            panic!("timed out waiting for {what}; sources {:#?}", r.source_status());
-        }
-    }
+    lab.linux_config(&std::env::var("TERN_FRR_DRIVER").unwrap_or_else(|_| "auto".into()))
 }
 
 /// Every non-zero node counter, for failure messages.
@@ -183,43 +44,13 @@ fn counters(r: &Router) -> String {
         .join(" ")
 }
 
-fn gw(r: &Router, a: &str) -> Option<(Source, IpAddr)> {
-    let d = r.route_get(a.parse().ok()?)?;
-    Some((d.source, d.nexthops.first()?.gw))
-}
-
 fn fpm_routes(r: &Router) -> u64 {
-    r.source_status()
-        .iter()
-        .find(|(n, _)| n == "fpm")
-        .and_then(|(_, s)| s.pointer("/routes/adds").and_then(serde_json::Value::as_u64))
-        .unwrap_or(0)
-}
-
-fn fpm_frames(r: &Router) -> u64 {
-    r.source_status()
-        .iter()
-        .find(|(n, _)| n == "fpm")
-        .and_then(|(_, s)| s.pointer("/fpm/frames").and_then(serde_json::Value::as_u64))
-        .unwrap_or(0)
-}
-
-/// Polls the router on this thread while `f` runs a command elsewhere.
-fn while_polling<T: Send>(r: &mut Router, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        let h = s.spawn(f);
-        while !h.is_finished() {
-            if !r.poll() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        h.join().expect("command thread")
-    })
+    frr::fpm_counter(r, "/routes/adds")
 }
 
 #[test]
 fn frr_bgp_ospf_and_failover_through_tern() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = Lab::new("tlx", "kernel") else { return };
     let sizes = std::env::var("TERN_FRR_ROUTES").unwrap_or_else(|_| "2000,200".into());
     let (n4, n6) = sizes.split_once(',').unwrap_or(("2000", "200"));
     lab.sh(&["net"]);
@@ -258,7 +89,7 @@ fn frr_bgp_ospf_and_failover_through_tern() {
     if let Ok(secs) = std::env::var("TERN_LAB_PAUSE") {
         // Debugging: keep tern forwarding while someone looks around.
         let secs = secs.parse().unwrap_or(60);
-        eprintln!("pausing {secs} s: lab prefix {}", lab.prefix);
+        eprintln!("pausing {secs} s: lab prefix {}", lab.prefix());
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(secs) {
             if !r.poll() {
@@ -370,7 +201,7 @@ exception = "tap"
 fpm_listen = "127.0.0.1:2620"
 fpm_resync_quiet_ms = 500
 "#,
-        p = lab.prefix,
+        p = lab.prefix(),
     )
 }
 
@@ -394,7 +225,7 @@ fn ports(r: &Router, iface: &str) -> (tern_control::api::types::PortCounters, te
 /// counters say so; the kernel never sees transit in this mode).
 #[test]
 fn frr_ospf_and_bgp_through_the_tap_exception_path() {
-    let Some(lab) = Lab::with_exception("tap") else { return };
+    let Some(lab) = Lab::new("tlx", "tap") else { return };
     if std::fs::metadata("/dev/net/tun").is_err() {
         eprintln!("skipped: needs /dev/net/tun");
         return;
@@ -509,217 +340,6 @@ fn frr_ospf_and_bgp_through_the_tap_exception_path() {
     r.shutdown();
 }
 
-/// CPU time of the calling thread (user + system), from /proc (10 ms ticks).
-fn thread_cpu() -> Duration {
-    // After the command's closing parenthesis: state, ppid, pgrp, session,
-    // tty_nr, tpgid, flags, minflt, cminflt, majflt, cmajflt, utime, stime
-    // (clock ticks of 10 ms). tpgid is -1 without a terminal: keep every
-    // field, numeric or not, so the positions hold.
-    let s = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
-    let after = s.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
-    Duration::from_millis((field(11) + field(12)) * 10)
-}
-
-/// The first address of every IPv4 prefix bird announces.
-fn announced_v4(lab: &Lab) -> Vec<u32> {
-    let text = std::fs::read_to_string(format!("/tmp/{}/routes4.conf", lab.prefix)).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter_map(|p| p.parse::<tern_fib::Prefix>().ok())
-        .filter_map(|p| match p.addr() {
-            IpAddr::V4(a) => Some(u32::from(a)),
-            IpAddr::V6(_) => None,
-        })
-        .collect()
-}
-
-/// Polls the router until every address in `addrs` resolves to gateway
-/// `gw` in the FIB; the addresses already there are dropped from the
-/// list as it goes, so each is looked up about once.
-/// Returns the time it took and the CPU the checks themselves used.
-fn until_all_on(
-    r: &mut Router,
-    addrs: &[u32],
-    gw: &str,
-    secs: u64,
-    mut each: impl FnMut(&Router),
-) -> (Duration, Duration) {
-    let gw: IpAddr = gw.parse().expect("gw");
-    let mut left: Vec<u32> = addrs.to_vec();
-    let t0 = Instant::now();
-    let mut check_cpu = Duration::ZERO;
-    let mut last_check = Instant::now() - Duration::from_secs(1);
-    loop {
-        let mut idle = false;
-        for _ in 0..50 {
-            let did = r.poll();
-            each(r);
-            if !did {
-                idle = true;
-                break;
-            }
-        }
-        if last_check.elapsed() < Duration::from_millis(100) {
-            if idle {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            continue;
-        }
-        last_check = Instant::now();
-        let c0 = thread_cpu();
-        let fib = r.shared().fib.clone();
-        left.retain(|&a| fib.nexthop(fib.lookup_v4(a)).gw != gw);
-        check_cpu += thread_cpu().saturating_sub(c0);
-        if left.is_empty() {
-            return (t0.elapsed(), check_cpu);
-        }
-        assert!(t0.elapsed() < Duration::from_secs(secs), "{} of {} prefixes not on {gw}", left.len(), addrs.len());
-    }
-}
-
-/// The full table through FRR into tern, and 6WIND's convergence test.
-/// `TERN_FRR_ROUTES=N4,N6` (default 0,0 = the whole table). Run in release:
-/// `cargo test --release -p tern-control --test linux_frr -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn frr_full_table_measure() {
-    let Some(lab) = Lab::new() else { return };
-    let sizes = std::env::var("TERN_FRR_ROUTES").unwrap_or_else(|_| "0,0".into());
-    let (n4, n6) = sizes.split_once(',').unwrap_or(("0", "0"));
-    lab.sh(&["net"]);
-    eprintln!("{}", lab.sh(&["routes", n4, n6]).trim());
-    let v4 = announced_v4(&lab);
-    let text6 = std::fs::read_to_string(format!("/tmp/{}/routes6.conf", lab.prefix)).unwrap_or_default();
-    let want = (v4.len() + text6.lines().count()) as u64;
-
-    tern_io::netdev::enter_netns(&lab.ns("r")).expect("enter the router namespace");
-    let plan = tern_control::config::parse(&config(&lab), "linux_frr.toml", Path::new("/tmp")).expect("config");
-    let mut r = Router::start(plan.clone()).expect("tern starts");
-    let t_start = Instant::now();
-    lab.sh(&["daemons"]);
-
-    // First BGP route to the last prefix in tern, with a ping stream
-    // through tern meanwhile (stalls show as RTT outliers or loss).
-    let first = until(&mut r, 600, "the first BGP route", |r| fpm_routes(r) > 0);
-    let t_first = Instant::now();
-    let cpu0 = thread_cpu();
-    until(&mut r, 600, "the probe's route", |r| gw(r, "203.0.113.1").is_some());
-    let ping = Command::new("ip")
-        .args(["netns", "exec", &lab.ns("src"), "ping", "-q", "-i", "0.002", "-w", "600", "203.0.113.1"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("ping");
-    until(&mut r, 1200, "every prefix", |r| fpm_routes(r) >= want);
-    let all = t_first.elapsed();
-    let cpu = thread_cpu().saturating_sub(cpu0);
-    let _ = Command::new("kill").args(["-INT", &ping.id().to_string()]).status();
-    let out = ping.wait_with_output().expect("ping output");
-    let pings = String::from_utf8_lossy(&out.stdout);
-    eprintln!(
-        "{want} prefixes: first in tern {first:.2?} after the daemons started, the last {all:.2?} after the first ({:.0} routes/s); tern control thread CPU {cpu:.2?} meanwhile",
-        want as f64 / all.as_secs_f64()
-    );
-    eprintln!("ping through tern during the ingest: {}", pings.lines().rev().take(2).collect::<Vec<_>>().join(" | "));
-    eprintln!("sources: {:?}", r.source_status());
-
-    // 6WIND's method: withdraw on the primary, traffic moves to the
-    // secondary; re-advertise, time until all traffic is back. Also when
-    // FPM messages started and stopped arriving, and tern's CPU: what of
-    // the time is tern's.
-    for (what, cmd, to) in [
-        ("withdrawal on the primary: all on the secondary", "disable up4", "10.3.0.2"),
-        ("re-advertisement: all back on the primary", "enable up4", "10.2.0.2"),
-    ] {
-        let frames0 = fpm_frames(&r);
-        let cpu0 = thread_cpu();
-        let t0 = Instant::now();
-        // Linux forwarding with the same FRR in the same run: the kernel's
-        // FIB is the table zebra installs; watch it converge (a dump of
-        // the BGP routes at a time, so to within one dump's time).
-        let kernel = {
-            let ns = lab.ns("r");
-            let (n, via) = (v4.len(), format!("via {to} "));
-            std::thread::spawn(move || {
-                let t0 = Instant::now();
-                while t0.elapsed() < Duration::from_secs(900) {
-                    let d0 = Instant::now();
-                    let out = Command::new("ip")
-                        .args(["netns", "exec", &ns, "ip", "-4", "route", "show", "proto", "bgp"])
-                        .output()
-                        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                        .unwrap_or_default();
-                    let on = out.lines().filter(|l| l.contains(&via)).count();
-                    if on >= n {
-                        return Some((t0.elapsed(), d0.elapsed()));
-                    }
-                }
-                None
-            })
-        };
-        lab.sh(&["birdc", "i1", cmd]);
-        let mut first_msg = None;
-        let mut last = (frames0, Duration::ZERO);
-        let (took, check_cpu) = until_all_on(&mut r, &v4, to, 900, |r| {
-            let f = fpm_frames(r);
-            if f != last.0 {
-                last = (f, t0.elapsed());
-                first_msg.get_or_insert(last.1);
-            }
-        });
-        let cpu = thread_cpu().saturating_sub(cpu0).saturating_sub(check_cpu);
-        eprintln!(
-            "{what}: {} IPv4 prefixes after {took:.2?}; FPM messages from {:.2?} to {:.2?} ({} frames); tern control thread CPU {cpu:.2?} (the FIB checks' {check_cpu:.2?} taken out)",
-            v4.len(),
-            first_msg.unwrap_or_default(),
-            last.1,
-            fpm_frames(&r) - frames0
-        );
-        match while_polling(&mut r, || kernel.join().expect("kernel watcher")) {
-            Some((k, dump)) => eprintln!(
-                "  Linux forwarding (r's kernel FIB, same FRR, same run): all {} on {to} after {k:.2?} (to within one dump: {dump:.2?})",
-                v4.len()
-            ),
-            None => eprintln!("  Linux forwarding: r's kernel never had all {} on {to}", v4.len()),
-        }
-    }
-
-    // The same ping with the table settled, for comparison.
-    let (_, out) =
-        while_polling(&mut r, || lab.exec("src", &["ping", "-q", "-i", "0.002", "-c", "1000", "203.0.113.1"]));
-    eprintln!("ping through tern, table settled: {}", out.lines().rev().take(2).collect::<Vec<_>>().join(" | "));
-
-    // zebra already has the table: restart tern, zebra reconnects and
-    // resends it all.
-    r.shutdown();
-    let mut r = Router::start(plan).expect("tern restarts");
-    let cpu0 = thread_cpu();
-    until(&mut r, 600, "the resync", |r| {
-        r.source_status()
-            .iter()
-            .find(|(n, _)| n == "fpm")
-            .and_then(|(_, s)| s.pointer("/fpm/resyncs").and_then(serde_json::Value::as_u64))
-            .unwrap_or(0)
-            >= 1
-    });
-    let cpu = thread_cpu().saturating_sub(cpu0);
-    let fpm = r.source_status();
-    let ns = fpm
-        .iter()
-        .find(|(n, _)| n == "fpm")
-        .and_then(|(_, s)| s.pointer("/fpm/last_resync_ns").and_then(serde_json::Value::as_u64))
-        .unwrap_or(0);
-    eprintln!(
-        "zebra to tern after a tern restart: {} routes from the FPM connection to the last route in {:.2} s ({:.2} M routes/s); tern control thread CPU {cpu:.2?} (includes start and the kernel dump)",
-        fpm_routes(&r),
-        ns as f64 / 1e9,
-        fpm_routes(&r) as f64 / (ns as f64 / 1e9).max(1e-9) / 1e6,
-    );
-    eprintln!("total {:.2?}", t_start.elapsed());
-    r.shutdown();
-}
-
 /// A route's forwarding as a string both tables can be put in: the
 /// gateways (sorted, joined by ","), or "dev" for a connected route, or
 /// the route type.
@@ -745,46 +365,6 @@ fn tern_table(r: &Router) -> std::collections::BTreeMap<String, String> {
         .map(|d| (d.prefix.to_string(), target_key(&d.target)))
         .collect()
 }
-
-/// What zebra installed in r's kernel (main table, IPv4 and IPv6; the
-/// routes of zebra's daemons and the connected ones zebra also sends
-/// over FPM): prefix -> forwarding, as [`tern_table`] writes it.
-fn kernel_table(lab: &Lab) -> std::collections::BTreeMap<String, String> {
-    let mut m = std::collections::BTreeMap::new();
-    for fam in ["-4", "-6"] {
-        let (ok, out) = lab.exec("r", &["ip", "-j", fam, "route", "show", "table", "main"]);
-        assert!(ok, "ip route: {out}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("ip -j route");
-        for e in v.as_array().into_iter().flatten() {
-            let proto = e["protocol"].as_str().unwrap_or_default();
-            if !matches!(proto, "bgp" | "ospf" | "kernel") || e.get("type").is_some_and(|t| t != "unicast") {
-                continue;
-            }
-            let dst = e["dst"].as_str().unwrap_or_default();
-            let dst = match dst {
-                "default" if fam == "-4" => "0.0.0.0/0".to_string(),
-                "default" => "::/0".to_string(),
-                d if d.contains('/') => d.to_string(),
-                d if fam == "-4" => format!("{d}/32"),
-                d => format!("{d}/128"),
-            };
-            let Ok(p) = dst.parse::<tern_fib::Prefix>() else { continue };
-            let key = if let Some(g) = e["gateway"].as_str() {
-                g.to_string()
-            } else if let Some(nhs) = e["nexthops"].as_array() {
-                let mut v: Vec<String> = nhs.iter().filter_map(|n| n["gateway"].as_str().map(String::from)).collect();
-                v.sort();
-                v.join(",")
-            } else {
-                "dev".to_string()
-            };
-            m.insert(p.to_string(), key);
-        }
-    }
-    m
-}
-
-type Table = std::collections::BTreeMap<String, String>;
 
 /// Polls tern until its `fpm` routes are exactly the kernel's table
 /// (zebra's) and that table is what the step wants (`want`); fails
@@ -831,13 +411,14 @@ fn until_same_table(r: &mut Router, lab: &Lab, secs: u64, what: &str, want: impl
 /// machine; 10000,2000 for a quick run).
 #[test]
 fn frr_bird_churn_keeps_tern_exactly_on_zebras_table() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = Lab::new("tlx", "kernel") else { return };
     let sizes = std::env::var("TERN_FRR_CHURN").unwrap_or_else(|_| "100000,20000".into());
     let (n4, n6) = sizes.split_once(',').unwrap_or(("100000", "20000"));
     lab.sh(&["net"]);
     eprintln!("{}", lab.sh(&["routes", n4, n6]).trim());
-    let bgp4 = announced_v4(&lab).len();
-    let bgp6 = std::fs::read_to_string(format!("/tmp/{}/routes6.conf", lab.prefix)).unwrap_or_default().lines().count();
+    let bgp4 = lab.announced_v4().len();
+    let bgp6 =
+        std::fs::read_to_string(format!("/tmp/{}/routes6.conf", lab.prefix())).unwrap_or_default().lines().count();
 
     tern_io::netdev::enter_netns(&lab.ns("r")).expect("enter the router namespace");
     let plan = tern_control::config::parse(&config(&lab), "linux_frr.toml", Path::new("/tmp")).expect("config");
@@ -914,8 +495,8 @@ fn frr_bird_churn_keeps_tern_exactly_on_zebras_table() {
     // resends, tern takes it and sweeps what zebra no longer has.
     lab.sh(&["birdc", "i1", "disable up4"]);
     let t0 = Instant::now();
-    let frames0 = fpm_frames(&r);
-    while fpm_frames(&r) < frames0 + 10 && t0.elapsed() < Duration::from_secs(30) {
+    let frames0 = frr::fpm_counter(&r, "/fpm/frames");
+    while frr::fpm_counter(&r, "/fpm/frames") < frames0 + 10 && t0.elapsed() < Duration::from_secs(30) {
         if !r.poll() {
             std::thread::sleep(Duration::from_millis(1));
         }

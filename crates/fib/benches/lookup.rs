@@ -1,7 +1,9 @@
 //! Criterion benchmark of the lookups on the real table (or, without it, on
 //! a random table of the same size): `cargo bench -p tern-fib --bench lookup`.
 //! `tern-bench fib` (crates/bench) gives the full report with the
-//! references; this one tracks lookup regressions.
+//! references; this one tracks lookup regressions, and what the daemon's
+//! periodic `FibWriter::stats()` costs with the table loaded (counters,
+//! no walk of the RIB: `cargo bench -p tern-fib --bench lookup stats`).
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -108,9 +110,16 @@ fn lookups(c: &mut Criterion) {
     g.finish();
 }
 
+fn stats(c: &mut Criterion) {
+    let mut rng = Rng(0x0bad_cafe_f00d_d00d);
+    let ps = prefixes(&mut rng);
+    let (w, _r) = load(&ps);
+    c.bench_function("stats, table loaded", |b| b.iter(|| black_box(w.stats())));
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
-    targets = lookups
+    targets = lookups, stats
 }
 criterion_main!(benches);

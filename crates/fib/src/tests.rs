@@ -700,58 +700,6 @@ mod stats_counters_against_a_walk {
     }
 }
 
-/// What the daemon's periodic `stats()` costs with the full table, and
-/// what the walk of the RIB it no longer makes costs (median of 5 each);
-/// the counters are checked against the walk on the whole table.
-///
-/// `cargo test --release -p tern-fib --lib full_table_stats_cost -- --ignored --nocapture`
-#[test]
-#[ignore = "needs ../shared/data/full-table-2025.txt.gz; a measurement"]
-fn full_table_stats_cost() {
-    use std::io::BufRead;
-    use std::time::Instant;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/full-table-2025.txt.gz");
-    let file = crate::routefile::open(&path).expect("the full table");
-    let gws: Vec<RouteTarget> = (1..=4).map(|i| via(&format!("192.0.2.{i}"), Some(1))).collect();
-    let gws6: Vec<RouteTarget> = (1..=4).map(|i| via(&format!("2001:db8::{i}"), Some(1))).collect();
-    let mut ops = Vec::new();
-    for (i, line) in file.lines().enumerate() {
-        let line = line.expect("line");
-        if let Ok(Some((q, _))) = crate::routefile::parse_line(&line) {
-            let t = if q.is_v4() { &gws[i % 4] } else { &gws6[i % 4] };
-            ops.push(RouteOp::Add(Source::Fpm, q, t.clone(), A));
-            // Every 16th prefix has a second route: spilled lists.
-            if i % 16 == 0 {
-                ops.push(RouteOp::Add(Source::Kernel, q, t.clone(), A));
-            }
-        }
-    }
-    let (mut w, _r) = new(FibConfig::default(), tern_rcu::Domain::new());
-    let rep = w.apply(ops);
-    assert!(rep.errors.is_empty(), "{:?}", rep.errors.first());
-    let median = |f: &mut dyn FnMut()| {
-        let mut t: Vec<f64> = (0..5)
-            .map(|_| {
-                let t0 = Instant::now();
-                f();
-                t0.elapsed().as_secs_f64() * 1e6
-            })
-            .collect();
-        t.sort_by(f64::total_cmp);
-        t[2]
-    };
-    let mut s = w.stats();
-    let stats_us = median(&mut || s = std::hint::black_box(w.stats()));
-    let mut walked = (0, 0);
-    let walk_us = median(&mut || walked = std::hint::black_box(w.walk_rib_counts()));
-    assert_eq!(w.rib_counts(), walked);
-    assert_eq!(s.rib_entries, walked.0);
-    println!(
-        "full table: {} RIB entries, {} v4 + {} v6 routes; stats() {stats_us:.1} us; the walk it replaced {walk_us:.0} us",
-        s.rib_entries, s.v4_routes, s.v6_routes
-    );
-}
-
 /// `apply_all_or_nothing`: a batch that fails part way (the IPv4 trie out
 /// of blocks) leaves every route as it was (deleted, replaced, added on a
 /// prefix another source has, added new) and what readers look up too;

@@ -14,75 +14,38 @@
 //! skipped with a message otherwise. `TERN_FRR_KILL=N4,N6` sizes the table
 //! (default 3000,300); `TERN_FRR_DRIVER` picks the driver (default auto).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::is_root;
+use tern_testkit::frr::{FrrLab, Table, canon, canon_addr, kernel_table};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 /// How long any one step may take on a loaded 2-vCPU machine.
 const STEP: Duration = Duration::from_secs(180);
 
-type Table = BTreeMap<String, String>;
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/frr/lab.sh")
-}
-
 struct Lab {
-    prefix: String,
+    lab: FrrLab,
     dir: PathBuf,
     tern: Option<Child>,
 }
 
+impl std::ops::Deref for Lab {
+    type Target = FrrLab;
+    fn deref(&self) -> &FrrLab {
+        &self.lab
+    }
+}
+
 impl Lab {
     fn new() -> Option<Lab> {
-        if !is_root() {
-            eprintln!("skipped: needs root");
-            return None;
-        }
-        for bin in ["/usr/lib/frr/zebra", "/usr/lib/frr/bgpd", "/usr/lib/frr/ospfd", "/usr/sbin/bird"] {
-            if !Path::new(bin).exists() {
-                eprintln!("skipped: {bin} missing (apt-get install -y frr bird2)");
-                return None;
-            }
-        }
-        let prefix = format!("tk{}-", std::process::id() % 100_000);
-        let dir = PathBuf::from(format!("/tmp/{prefix}"));
-        let lab = Lab { prefix, dir, tern: None };
-        lab.sh(&["down"]);
-        Some(lab)
-    }
-
-    fn sh(&self, args: &[&str]) -> String {
-        let mut a = vec![args[0], self.prefix.as_str()];
-        a.extend_from_slice(&args[1..]);
-        let out = Command::new("bash").arg(script()).args(&a).output().expect("run lab.sh");
-        assert!(
-            out.status.success() || args[0] == "down",
-            "lab.sh {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn ns(&self, n: &str) -> String {
-        format!("{}{n}", self.prefix)
-    }
-
-    /// Runs a command in namespace `n`: (success, stdout).
-    fn exec(&self, n: &str, args: &[&str]) -> (bool, String) {
-        let out = Command::new("ip").args(["netns", "exec", &self.ns(n)]).args(args).output().expect("ip netns exec");
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+        let lab = FrrLab::new("tk", "kernel")?;
+        Some(Lab { dir: lab.dir(), lab, tern: None })
     }
 
     fn socket(&self) -> String {
-        self.dir.join("tern.sock").display().to_string()
+        self.lab.socket().display().to_string()
     }
 
     fn state(&self) -> PathBuf {
@@ -166,48 +129,13 @@ impl Lab {
         Some(m)
     }
 
-    /// What zebra installed in r's kernel (main table, IPv4 and IPv6,
-    /// the protocols zebra sends over FPM), keyed as [`Lab::tern_table`].
-    fn kernel_table(&self) -> Table {
-        let mut m = Table::new();
-        for fam in ["-4", "-6"] {
-            let (ok, out) = self.exec("r", &["ip", "-j", fam, "route", "show", "table", "main"]);
-            assert!(ok, "ip route: {out}");
-            let v: serde_json::Value = serde_json::from_str(&out).expect("ip -j route");
-            for e in v.as_array().into_iter().flatten() {
-                let proto = e["protocol"].as_str().unwrap_or_default();
-                if !matches!(proto, "bgp" | "ospf" | "kernel") || e.get("type").is_some_and(|t| t != "unicast") {
-                    continue;
-                }
-                let dst = match e["dst"].as_str().unwrap_or_default() {
-                    "default" if fam == "-4" => "0.0.0.0/0".to_string(),
-                    "default" => "::/0".to_string(),
-                    d if d.contains('/') => d.to_string(),
-                    d if fam == "-4" => format!("{d}/32"),
-                    d => format!("{d}/128"),
-                };
-                let key = if let Some(g) = e["gateway"].as_str() {
-                    canon_addr(g)
-                } else if let Some(nhs) = e["nexthops"].as_array() {
-                    let mut v: Vec<String> = nhs.iter().filter_map(|n| n["gateway"].as_str().map(canon_addr)).collect();
-                    v.sort();
-                    v.join(",")
-                } else {
-                    "dev".to_string()
-                };
-                m.insert(canon(&dst), key);
-            }
-        }
-        m
-    }
-
     /// Waits until the kernel's table is what the step wants and tern's
     /// `fpm` routes are exactly that table; fails after [`STEP`] with the
     /// differences.
     fn until_same_table(&self, what: &str, want: impl Fn(&Table) -> Result<(), String>) -> usize {
         let deadline = Instant::now() + STEP;
         loop {
-            let k = self.kernel_table();
+            let k = kernel_table(&self.lab);
             let t = self.tern_table().unwrap_or_default();
             let wanted = want(&k);
             if t == k && wanted.is_ok() {
@@ -242,23 +170,7 @@ impl Drop for Lab {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if std::env::var_os("TERN_LAB_KEEP").is_some() {
-            eprintln!("keeping the lab: scripts/frr/lab.sh down {}", self.prefix);
-            return;
-        }
-        self.sh(&["down"]);
-    }
-}
-
-fn canon_addr(a: &str) -> String {
-    a.parse::<IpAddr>().map_or_else(|_| a.to_string(), |a| a.to_string())
-}
-
-/// "ADDR/LEN" with the address as the standard library writes it.
-fn canon(p: &str) -> String {
-    match p.split_once('/') {
-        Some((a, l)) => format!("{}/{l}", canon_addr(a)),
-        None => p.to_string(),
+        // The lab itself goes down when `self.lab` is dropped, after this.
     }
 }
 
@@ -291,46 +203,7 @@ fn has(k: &Table, on: &BTreeSet<String>, off: &BTreeSet<String>) -> Result<(), S
 }
 
 fn config(lab: &Lab) -> String {
-    format!(
-        r#"
-[dataplane]
-workers = 1
-pool_frames = 4096
-
-[[interface]]
-name = "src"
-device = "rsrc"
-driver = "{d}"
-
-[[interface]]
-name = "i1"
-device = "ri1"
-driver = "{d}"
-
-[[interface]]
-name = "i2"
-device = "ri2"
-driver = "{d}"
-
-[[interface]]
-name = "o2"
-device = "ro2"
-driver = "{d}"
-
-[api]
-socket = "{s}"
-
-[metrics]
-listen = ""
-
-[linux]
-mode = "linux"
-fpm_listen = "127.0.0.1:2620"
-fpm_resync_quiet_ms = 500
-"#,
-        s = lab.socket(),
-        d = std::env::var("TERN_FRR_DRIVER").unwrap_or_else(|_| "auto".into())
-    )
+    lab.linux_config(&std::env::var("TERN_FRR_DRIVER").unwrap_or_else(|_| "auto".into()))
 }
 
 const DEVS: [&str; 4] = ["rsrc", "ri1", "ri2", "ro2"];

@@ -5,6 +5,8 @@
 //! * [`packet`]: frames built with `tern-wire`'s `Repr::emit` and read back
 //!   with its `parse`;
 //! * [`netns`]: throwaway namespaces, veth pairs and the two-host lab;
+//! * [`frr`]: the FRR and BIRD lab of `scripts/frr/lab.sh` and the
+//!   in-process router polling its tests and measurement share;
 //! * [`pcap`]: pcap files in and out;
 //! * [`golden`]: the golden runner, blessed with `TERN_BLESS=1`;
 //! * [`config`]: router configurations (interfaces, routes, neighbours,
@@ -14,6 +16,8 @@
 
 #[cfg(feature = "full")]
 pub mod config;
+#[cfg(feature = "full")]
+pub mod frr;
 #[cfg(feature = "full")]
 pub mod golden;
 pub mod netns;
