@@ -472,14 +472,8 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
                 }
                 report.changes.push(format!("route {prefix} removed"));
             }
-            Change::RouteAdd { prefix, target, attrs } => {
-                router.add_route(Source::Static, *prefix, target.clone(), *attrs)?;
-                report.changes.push(format!("route {prefix} added or changed"));
-            }
-            Change::RouteFiles => {
-                let n = router.reload_route_files(&new)?;
-                report.changes.push(format!("route files reloaded ({n} routes)"));
-            }
+            // After the interfaces are added, below: a route may name one.
+            Change::RouteAdd { .. } | Change::RouteFiles => {}
         }
     }
     for add in prepared {
@@ -488,6 +482,21 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
     }
     if !added.is_empty() {
         router.tunnels_to_fib();
+    }
+    // Routes last: a route into an interface this reload adds (a tunnel,
+    // a VLAN) needs the interface first.
+    for c in &changes {
+        match c {
+            Change::RouteAdd { prefix, target, attrs } => {
+                router.add_route(Source::Static, *prefix, target.clone(), *attrs)?;
+                report.changes.push(format!("route {prefix} added or changed"));
+            }
+            Change::RouteFiles => {
+                let n = router.reload_route_files(&new)?;
+                report.changes.push(format!("route files reloaded ({n} routes)"));
+            }
+            _ => {}
+        }
     }
     let interfaces_changed = !added.is_empty() || !removed.is_empty();
     router.set_plan(new);
