@@ -238,10 +238,12 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	__u64 dst_hi = rd64(ip + 24), dst_lo = rd64(ip + 32);
 	// Multicast and loopback sources, and (RFC 4291 2.5.2) the
 	// unspecified one but to a multicast group (ND's duplicate address
-	// detection): never forwarded.
-	if ((src_hi >> 56) == 0xff || (src_hi == 0 && src_lo <= 1 && (src_lo || (dst_hi >> 56) != 0xff)))
+	// detection): never forwarded. Nor IPv4-mapped addresses
+	// (::ffff:0:0/96, RFC 6890), as source or destination.
+	if ((src_hi >> 56) == 0xff || (src_hi == 0 && src_lo <= 1 && (src_lo || (dst_hi >> 56) != 0xff)) ||
+	    (src_hi == 0 && (src_lo >> 32) == 0xffff))
 		return DROP(IP6_MARTIAN);
-	if (dst_hi == 0 && (dst_lo == 0 || dst_lo == 1))
+	if (dst_hi == 0 && (dst_lo == 0 || dst_lo == 1 || (dst_lo >> 32) == 0xffff))
 		return DROP(IP6_BAD_DST);
 	if ((dst_hi >> 56) == 0xff) {
 		// Link-scope all-nodes, all-routers and solicited-node groups are

@@ -412,6 +412,23 @@ fn hostile_frames_and_rfc1812_checks_agree_with_userspace() {
         assert_eq!(d.run(LAN, &lan6(udp6("::", "2001:db8:2::2", 64, 1, 2))), drop("ip6-input/martian-source"));
         assert_eq!(d.run(LAN, &lan6(udp6("::1", "2001:db8:2::2", 64, 1, 2))), drop("ip6-input/martian-source"));
         assert_eq!(d.run(LAN, &lan6(udp6("2001:db8:1::2", "::1", 64, 1, 2))), drop("ip6-input/bad-destination"));
+        // IPv4-mapped addresses are not forwardable (RFC 6890), either way.
+        assert_eq!(
+            d.run(LAN, &lan6(udp6("::ffff:10.0.1.2", "2001:db8:2::2", 64, 1, 2))),
+            drop("ip6-input/martian-source")
+        );
+        assert_eq!(
+            d.run(LAN, &lan6(udp6("2001:db8:1::2", "::ffff:198.18.0.1", 64, 1, 2))),
+            drop("ip6-input/bad-destination")
+        );
+        // Their neighbours are forwarded: ::fffe:..., ::1:ffff:0:0.
+        for dst in ["::fffe:c612:1", "::1:ffff:c612:1"] {
+            assert_ne!(
+                d.run(LAN, &lan6(udp6("2001:db8:1::2", dst, 64, 1, 2))),
+                drop("ip6-input/bad-destination"),
+                "{dst}"
+            );
+        }
         // Priority-tagged frames (VID 0) are the port's, untagged.
         let want = d.run(LAN, &lan_frame(good.clone()));
         assert_eq!(want, Forward(WAN));

@@ -53,8 +53,8 @@ tern_engine::errors! {
         TooShort = drop("too-short", "shorter than an IPv6 header"),
         BadVersion = drop("bad-version", "IP version is not 6"),
         Truncated = drop("truncated", "payload length beyond the frame"),
-        MartianSrc = drop("martian-source", "multicast or loopback source, or the unspecified source to a unicast address"),
-        BadDst = drop("bad-destination", "unspecified or loopback destination"),
+        MartianSrc = drop("martian-source", "multicast, loopback or IPv4-mapped source, or the unspecified source to a unicast address"),
+        BadDst = drop("bad-destination", "unspecified, loopback or IPv4-mapped destination"),
         Multicast = drop("multicast", "multicast group tern does not listen to"),
         LinkLocal = drop("link-local-not-ours", "link-local destination that is not tern's"),
         AclShortcut = info("acl-shortcut", "accepted by the input rule set without ip6-acl-in: a flow it accepted before"),
@@ -167,10 +167,14 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
     let dst = ip.dst_addr_u128();
     // Multicast and loopback sources, and (RFC 4291 2.5.2) the unspecified
     // one but to a multicast group (ND's duplicate address detection).
-    if src >> 120 == 0xff || src == 1 || (src == 0 && dst >> 120 != 0xff) {
+    // IPv4-mapped addresses (::ffff:0:0/96, RFC 4291 2.5.5.2) stand for
+    // IPv4 nodes inside one host's API and are not forwardable (RFC 6890),
+    // as source or destination.
+    let mapped = |a: u128| a >> 32 == 0xffff;
+    if src >> 120 == 0xff || src == 1 || (src == 0 && dst >> 120 != 0xff) || mapped(src) {
         return cx.drop(p, Ip6InputError::MartianSrc);
     }
-    if dst == 0 || dst == 1 {
+    if dst == 0 || dst == 1 || mapped(dst) {
         return cx.drop(p, Ip6InputError::BadDst);
     }
     let next = if dst >> 120 == 0xff {
