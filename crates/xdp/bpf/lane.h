@@ -38,6 +38,15 @@
 // A trace is armed (`tern trace start N`): packets the lane decides are
 // recorded in lane_trace while lane_trace_budget is above zero.
 #define LCFG_TRACE (1u << 5)
+// The fast paths, switched at run time (`[dataplane.fast_paths]`, `tern
+// dataplane fastpaths`), read once per packet with the rest of the flags:
+// set, the ACL verdict cache and its memo are not used and the forwarding
+// memo holds no flow that a rule set decides (`acl_shortcut` off; every
+// verdict comes from the classifier) ...
+#define LCFG_NO_ACL_CACHE (1u << 6)
+// ... the forwarding memo is not used (`direct` off: every packet takes
+// the whole path).
+#define LCFG_NO_FWD_MEMO (1u << 7)
 
 struct lane_cfg {
 	// Publication sequence: bit 0 says which half of the double-buffered
@@ -350,6 +359,10 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 #define LTR_OUTER_V6 (1u << 2)
 #define LTR_V6 (1u << 3)     // the forwarded header is IPv6
 #define LTR_DEC_TTL (1u << 4) // TTL / hop limit decremented
+// The fast paths that decided the packet (lib/state.h P_*, the same bits):
+#define LTR_FWD_MEMO (1u << 5)   // the forwarding memo (an earlier packet's decision)
+#define LTR_ACL_IN_CACHED (1u << 6)  // the input rule set's verdict from the verdict cache
+#define LTR_ACL_OUT_CACHED (1u << 7) // the output rule set's
 
 // Counters: LANE_COUNTER(id, node, error, kind). The node/error names are
 // the userspace nodes' (so both lanes add up under one name); the
@@ -429,7 +442,9 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(GRE_BAD_PAYLOAD, "gre-input", "unsupported-payload", drop)                           \
 	X(GRE_NO_TUNNEL, "gre-input", "no-tunnel", drop)                                       \
 	X(GRE_TUNNEL_DOWN, "gre-input", "tunnel-down", drop)                                  \
-	X(TRACE_LOST, "xdp-lane", "trace-lost", info)
+	X(TRACE_LOST, "xdp-lane", "trace-lost", info)                                          \
+	X(FWD_MEMO, "xdp-lane", "fwd-memo", info)                                              \
+	X(ACL_CACHED, "xdp-lane", "acl-cached", info)
 
 #define LANE_COUNTER_ID(id, node, err, kind) C_##id,
 enum lane_counter { LANE_COUNTERS(LANE_COUNTER_ID) C_MAX };
