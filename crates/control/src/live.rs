@@ -387,8 +387,8 @@ impl Router {
 
     /// Switches the fast paths, one by name (`direct`, `acl_shortcut`,
     /// `gre_direct`; `-` for `_` too) or all, in the running configuration
-    /// and at once in the nodes (they read it at their next batch). What
-    /// they are now, as a sentence.
+    /// and at once in the nodes (they read it at their next batch) and the
+    /// XDP lane (its next packet). What they are now, as a sentence.
     pub fn set_fast_paths(&mut self, name: Option<&str>, on: bool) -> Result<String, ApiError> {
         let f = &mut self.plan.config.dataplane.fast_paths;
         match name.map(|n| n.replace('-', "_")).as_deref() {
@@ -421,10 +421,16 @@ impl Router {
     }
 
     /// Publishes node parameters (ICMP rate, neighbour queues) from the
-    /// plan's configuration.
+    /// plan's configuration; the fast paths to the XDP lane too, at once.
     pub fn publish_params(&mut self) {
         let p = params_of(&self.shared.params.load(), &self.plan.config);
         self.shared.params.publish(p);
+        let f = self.plan.config.dataplane.fast_paths;
+        if let Some(lane) = self.xdp_lane_mut()
+            && let Err(e) = lane.set_fast_paths(&f)
+        {
+            log::warn!("XDP lane: fast paths not switched: {e}");
+        }
     }
 }
 

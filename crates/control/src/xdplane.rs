@@ -302,6 +302,15 @@ impl XdpLane {
         }
     }
 
+    /// `[dataplane.fast_paths]` on the lane, at once (the next packet
+    /// sees it; nothing is re-attached): `acl_shortcut` switches its ACL
+    /// verdict cache (off, the forwarding memo holds no flow a rule set
+    /// decides either: every verdict comes from the classifier), `direct`
+    /// its forwarding memo. `gre_direct` has no counterpart on the lane.
+    pub fn set_fast_paths(&mut self, f: &crate::config::FastPathsCfg) -> Result<(), XdpError> {
+        self.prog.set_fast_paths(f.acl_shortcut, f.direct)
+    }
+
     /// Traces the next `n` packets the lane decides (0: stops); forgets
     /// the records of the previous trace.
     pub fn trace_arm(&mut self, n: u32) -> Result<(), XdpError> {
@@ -488,6 +497,7 @@ pub(crate) fn start_for_router(
     if lane.devices.is_empty() {
         return Ok(None);
     }
+    lane.set_fast_paths(&plan.config.dataplane.fast_paths).map_err(|e| format!("XDP lane: fast paths: {e}"))?;
     lane.publish(shared).map_err(|e| format!("XDP lane: {e}"))?;
     Ok(Some(lane))
 }

@@ -389,6 +389,7 @@ int tern_lane(struct xdp_md *ctx)
 	s->decap = 0;
 	s->encap = 0;
 	s->multi = 0;
+	s->path = 0;
 	s->prio = 0;
 	s->dec_ttl = 0;
 	s->hits = 0;

@@ -38,6 +38,15 @@
 // A trace is armed (`tern trace start N`): packets the lane decides are
 // recorded in lane_trace while lane_trace_budget is above zero.
 #define LCFG_TRACE (1u << 5)
+// The fast paths, switched at run time (`[dataplane.fast_paths]`, `tern
+// dataplane fastpaths`), read once per packet with the rest of the flags:
+// set, the ACL verdict cache and its memo are not used and the forwarding
+// memo holds no flow that a rule set decides (`acl_shortcut` off; every
+// verdict comes from the classifier) ...
+#define LCFG_NO_ACL_CACHE (1u << 6)
+// ... the forwarding memo is not used (`direct` off: every packet takes
+// the whole path).
+#define LCFG_NO_FWD_MEMO (1u << 7)
 
 struct lane_cfg {
 	// Publication sequence: bit 0 says which half of the double-buffered
@@ -350,14 +359,24 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 #define LTR_OUTER_V6 (1u << 2)
 #define LTR_V6 (1u << 3)     // the forwarded header is IPv6
 #define LTR_DEC_TTL (1u << 4) // TTL / hop limit decremented
+// The fast paths that decided the packet (lib/state.h P_*, the same bits):
+#define LTR_FWD_MEMO (1u << 5)   // the forwarding memo (an earlier packet's decision)
+#define LTR_ACL_IN_CACHED (1u << 6)  // the input rule set's verdict from the verdict cache
+#define LTR_ACL_OUT_CACHED (1u << 7) // the output rule set's
 
 // Counters: LANE_COUNTER(id, node, error, kind). The node/error names are
 // the userspace nodes' (so both lanes add up under one name); the
 // "xdp-lane" ones say where a packet went. kind: drop (a dropped packet),
 // info (counted, packet continues), punt (to tern's userspace engine),
-// pass (to Linux), fwd (sent by the lane).
+// pass (to Linux), fwd (sent by the lane). The fast paths' counters follow
+// `forwarded`, which a packet they decide also counts: their slots in the
+// map's per-CPU pointer array share its cache line, and the elements,
+// allocated in index order, most likely its line too (not measured apart:
+// lane_bench cannot resolve it).
 #define LANE_COUNTERS(X)                                                                       \
 	X(FORWARDED, "xdp-lane", "forwarded", fwd)                                             \
+	X(FWD_MEMO, "xdp-lane", "fwd-memo", info)                                              \
+	X(ACL_CACHED, "xdp-lane", "acl-cached", info)                                          \
 	X(PUNT_NEIGH, "xdp-lane", "punt-neighbor", punt)                                       \
 	X(PUNT_LOCAL, "xdp-lane", "punt-local", punt)                                          \
 	X(PUNT_NO_ROUTE, "xdp-lane", "punt-icmp-route", punt)                                  \

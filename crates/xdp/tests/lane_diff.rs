@@ -1357,6 +1357,63 @@ fn churn_of_1024_keys_counts_as_the_engine() {
     }
 }
 
+/// The fast-path switches (`LaneProgram::set_fast_paths`, which
+/// `[dataplane.fast_paths]` drives) act on the very next packet, and the
+/// counters and trace records say which path it took: the forwarding memo
+/// (`xdp-lane/fwd-memo`), a cached rule set verdict (`xdp-lane/acl-cached`)
+/// or neither. Switching the verdict cache off retires the memoised flows
+/// that hold rule set verdicts, and fills no new one. Every packet's
+/// verdict, frame and rule hits are the engine's (the harness compares
+/// them run by run).
+#[test]
+fn fast_path_switches_act_on_the_next_packet_and_say_so() {
+    with_cache_lab(tern_xdp::lane::ACL_CACHE_BUCKETS, |d, _| {
+        // Accepted by CIN on lan, counted by its rules 0 and 1.
+        let f = lan_frame(udp4("10.0.1.2", "198.18.0.1", 64, 1111, 53, b"s"));
+        let paths = |d: &Diff| (d.lane.counter("xdp-lane", "fwd-memo"), d.lane.counter("xdp-lane", "acl-cached"));
+        // One packet, traced: its verdict, which paths took it (memo,
+        // cached input verdict, cached output verdict: wan's COUT), and
+        // the counters' steps.
+        let step = |d: &mut Diff, what: &str| -> (bool, bool, bool, u64, u64) {
+            let (m0, a0) = paths(d);
+            d.lane.trace_arm(1).expect("trace");
+            assert!(matches!(d.run(LAN, &f), Verdict::Forward(_)), "{what}: forwarded");
+            let t = d.lane.trace_take();
+            assert_eq!(t.len(), 1, "{what}: one record");
+            let (m1, a1) = paths(d);
+            (t[0].fwd_memo, t[0].acl_in_cached, t[0].acl_out_cached, m1 - m0, a1 - a0)
+        };
+        assert_eq!(d.lane.fast_paths(), (true, true), "both on by default");
+        assert_eq!(step(d, "first"), (false, false, false, 0, 0), "classified, looked up, memoised");
+        assert_eq!(step(d, "second"), (true, false, false, 1, 0), "the forwarding memo");
+        // acl_shortcut off: the memoised flow holds verdicts of CIN and
+        // COUT, so it is retired, and not memoised again.
+        d.lane.set_fast_paths(false, true).expect("switch");
+        assert_eq!(d.lane.fast_paths(), (false, true));
+        for what in ["cache off", "cache off, again"] {
+            assert_eq!(step(d, what), (false, false, false, 0, 0), "{what}: classified, every time");
+        }
+        // direct off, acl_shortcut on: the verdict cache answers both rule
+        // sets (the first packet's entries are still current), the
+        // forwarding memo is not used.
+        d.lane.set_fast_paths(true, false).expect("switch");
+        for what in ["memo off", "memo off, again"] {
+            assert_eq!(step(d, what), (false, true, true, 0, 2), "{what}: the cached verdicts");
+        }
+        // Both on: the memo learns the flow again.
+        d.lane.set_fast_paths(true, true).expect("switch");
+        assert!(!step(d, "back on").0, "the first packet fills the memo");
+        assert_eq!(step(d, "back on, again"), (true, false, false, 1, 0), "the forwarding memo");
+        // Nothing to do for an unchanged switch: no sequence bumped.
+        let seqs = d.lane.sequences();
+        d.lane.set_fast_paths(true, true).expect("switch");
+        assert_eq!(d.lane.sequences(), seqs);
+        let (lane, engine) = d.hits(0);
+        assert_eq!(lane, engine, "the rule hits are the engine's");
+        assert_eq!(lane[0].0, 8, "rule 0 counted every packet");
+    });
+}
+
 // ---------------------------------------------------------------- the forwarding memo
 
 /// [`with_cache_lab`] with the forwarding memo on or off.

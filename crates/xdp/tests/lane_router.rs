@@ -615,3 +615,156 @@ fn trace_shows_every_record_on_each_lane() {
         );
     }
 }
+
+/// A job for the router's thread, run between two of its polls.
+type Job = Box<dyn FnOnce(&mut Router, &mut OpsState) + Send>;
+
+/// The running router, from the traffic's side (see [`with_live_router`]).
+struct Live<'a> {
+    jobs: &'a std::sync::mpsc::Sender<Job>,
+}
+
+impl Live<'_> {
+    /// Runs `f` on the router's thread between two polls and returns what
+    /// it returns.
+    fn run<T: Send + 'static>(&self, f: impl FnOnce(&mut Router, &mut OpsState) -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.jobs
+            .send(Box::new(move |r: &mut Router, st: &mut OpsState| {
+                let _ = tx.send(f(r, st));
+            }))
+            .expect("the router thread takes jobs");
+        rx.recv().expect("the router thread ran the job")
+    }
+}
+
+/// Runs the router in `rig.r` while `f` drives traffic and acts on the
+/// running router through [`Live::run`] (commands, counters, traces).
+fn with_live_router(rig: &Rig, text: &str, f: impl FnOnce(&Rig, &Live) + Send) {
+    let plan = config::parse(text, "lane.toml", Path::new(".")).expect("config");
+    let stop = AtomicBool::new(false);
+    let (jobs, job_rx) = std::sync::mpsc::channel::<Job>();
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let router_thread = s.spawn(move || {
+            rig.r.enter();
+            let mut router = Router::start(plan).expect("router starts");
+            let mut st = OpsState::default();
+            while !stop.load(Ordering::Acquire) {
+                while let Ok(job) = job_rx.try_recv() {
+                    job(&mut router, &mut st);
+                }
+                if !router.poll() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            router.shutdown();
+        });
+        // Stops the router even when `f` fails (else the scope would wait
+        // for it forever).
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Release);
+            }
+        }
+        let guard = StopOnDrop(stop);
+        f(rig, &Live { jobs: &jobs });
+        drop(guard);
+        router_thread.join().expect("router thread");
+    });
+}
+
+/// What the lane counted: (xdp-lane/fwd-memo, xdp-lane/acl-cached,
+/// xdp-lane/forwarded, its hits of rule set IN's rule 0).
+fn lane_paths(live: &Live) -> [u64; 4] {
+    live.run(|r, _| {
+        let lane = r.xdp_lane().expect("lane running");
+        let hits = lane.acl_hits_by_name("IN").expect("the lane holds IN");
+        [
+            lane.counter("xdp-lane", "fwd-memo"),
+            lane.counter("xdp-lane", "acl-cached"),
+            lane.counter("xdp-lane", "forwarded"),
+            hits[0].0,
+        ]
+    })
+}
+
+/// `tern dataplane fastpaths` reaches the XDP lane at once, without
+/// re-attaching: with `direct` off its forwarding memo decides nothing
+/// (xdp-lane/fwd-memo stops) and rule set verdicts come from its verdict
+/// cache (xdp-lane/acl-cached rises); with `acl_shortcut` off too, from
+/// the classifier only; with `direct` back on but `acl_shortcut` still
+/// off, the memo holds no flow a rule set decides. All along the lane
+/// forwards and the rule counts every packet; traces say which path a
+/// packet took.
+#[test]
+fn fast_path_switches_reach_the_lane_at_once() {
+    if !privileged() {
+        return;
+    }
+    let rig = Rig::new(true);
+    with_live_router(&rig, &acl_cfg("lane = \"xdp\""), |rig, live| {
+        first_ping(rig);
+        // Per-CPU caches: the first packet on each CPU fills them.
+        const FIRST: u64 = 8;
+        let round = |what: &str, trace: bool| -> ([u64; 4], u64, Vec<Vec<String>>) {
+            if trace {
+                live.run(|r, st| commands::trace_start(r, st, 40).expect("trace start"));
+            }
+            let before = lane_paths(live);
+            let got = udp_through(rig, 300) as u64;
+            assert!(got >= 285, "{what}: UDP through the lane: {got} of 300");
+            let after = lane_paths(live);
+            let d = [0, 1, 2, 3].map(|i| after[i] - before[i]);
+            assert!(d[2] >= got, "{what}: the lane forwarded them: {d:?}");
+            assert!(d[3] >= got, "{what}: the count rule counted them: {d:?}");
+            let notes = if trace {
+                live.run(|r, st| {
+                    let view = commands::trace_show(r, st);
+                    view.packets
+                        .iter()
+                        .filter(|p| p.lane == "xdp" && p.fate == "tx out0" && p.summary.contains(" udp "))
+                        .map(|p| p.hops[0].notes.clone())
+                        .collect::<Vec<_>>()
+                })
+            } else {
+                Vec::new()
+            };
+            (d, got, notes)
+        };
+        let memo_note = |n: &String| n.starts_with("forwarding memo");
+        let acl_note = |n: &String| n == "acl in: cached verdict";
+
+        let (d, got, notes) = round("all on", true);
+        assert!(d[0] + FIRST >= got, "the forwarding memo decided them: {d:?}");
+        assert!(!notes.is_empty(), "forwarded UDP traced");
+        assert!(notes.iter().filter(|n| n.iter().any(memo_note)).count() + 2 >= notes.len(), "{notes:?}");
+
+        let m = live.run(|r, _| r.set_fast_paths(Some("direct"), false).expect("switch"));
+        assert!(m.contains("direct off"), "{m}");
+        let (d, got, notes) = round("direct off", true);
+        assert_eq!(d[0], 0, "no packet took the forwarding memo: {d:?}");
+        assert!(d[1] + FIRST >= got, "the verdict cache gave IN's verdicts: {d:?}");
+        assert!(notes.iter().all(|n| !n.iter().any(memo_note)), "{notes:?}");
+        assert!(notes.iter().filter(|n| n.iter().any(acl_note)).count() + 2 >= notes.len(), "{notes:?}");
+
+        live.run(|r, _| r.set_fast_paths(Some("acl_shortcut"), false).expect("switch"));
+        let (d, _, notes) = round("direct and acl_shortcut off", true);
+        assert_eq!((d[0], d[1]), (0, 0), "every packet took the whole path: {d:?}");
+        assert!(notes.iter().all(|n| !n.iter().any(|n| memo_note(n) || acl_note(n))), "{notes:?}");
+
+        live.run(|r, _| r.set_fast_paths(Some("direct"), true).expect("switch"));
+        let (d, _, _) = round("acl_shortcut off", false);
+        assert_eq!((d[0], d[1]), (0, 0), "no flow through a rule set memoised, no cached verdict: {d:?}");
+
+        live.run(|r, _| r.set_fast_paths(None, true).expect("switch"));
+        // The memo is back. (Its probes all missed while it could hold no
+        // flow through IN, so it starts in its bypass, probing one packet
+        // in 16, until hits bring its miss rate down: the verdict cache
+        // takes the others.)
+        let (d, got, _) = round("all on again", false);
+        assert!(d[0] >= got / 2, "the forwarding memo is back: {d:?}");
+        assert!(d[0] + d[1] + FIRST >= got, "a fast path took every packet: {d:?}");
+    });
+}

@@ -68,8 +68,9 @@ pub fn trace_show(router: &mut Router, st: &OpsState) -> TraceView {
     TraceView { remaining, packets, in_flight, lost }
 }
 
-/// One packet as the XDP lane traced it: one step, its verdict, and for a
-/// forwarded packet the rewrite (MACs, VLAN, TTL, GRE).
+/// One packet as the XDP lane traced it: one step, its verdict, the fast
+/// paths that decided it (forwarding memo, cached rule set verdicts), and
+/// for a forwarded packet the rewrite (MACs, VLAN, TTL, GRE).
 pub(super) fn lane_trace_entry(ifs: &IfTable, st: &OpsState, seq: u64, t: &tern_xdp::lane::LaneTrace) -> TraceEntry {
     use tern_xdp::lane::TraceVerdict;
     let port_name = |port: u16| {
@@ -79,7 +80,19 @@ pub(super) fn lane_trace_entry(ifs: &IfTable, st: &OpsState, seq: u64, t: &tern_
             .map_or_else(|| format!("port {port}"), |f| f.name.clone())
     };
     let why = || t.reason_name().map_or_else(|| format!("counter {}", t.reason), |(n, e)| format!("{n}/{e}"));
-    let (next, notes, fate) = match t.verdict {
+    // The fast paths that decided it, first, as the engine's notes say
+    // theirs ("direct path", "acl NAME: cached verdict, rule N").
+    let mut path = Vec::new();
+    if t.fwd_memo {
+        path.push("forwarding memo: the decision of an earlier packet of the flow".to_string());
+    }
+    if t.acl_in_cached {
+        path.push("acl in: cached verdict".to_string());
+    }
+    if t.acl_out_cached {
+        path.push("acl out: cached verdict".to_string());
+    }
+    let (next, mut notes, fate) = match t.verdict {
         TraceVerdict::Forwarded => {
             let mut notes = Vec::new();
             let mut out = String::from("?");
@@ -110,6 +123,7 @@ pub(super) fn lane_trace_entry(ifs: &IfTable, st: &OpsState, seq: u64, t: &tern_
         TraceVerdict::Passed => ("linux", vec![why()], format!("to Linux: {}", why())),
         TraceVerdict::Unknown(v) => ("?", Vec::new(), format!("verdict {v}")),
     };
+    notes.splice(0..0, path);
     TraceEntry {
         seq,
         lane: "xdp".into(),

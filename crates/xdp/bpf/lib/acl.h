@@ -4,7 +4,34 @@
 // acl_field, acl_field32), its rule hits, the verdict cache with its memo
 // and the pseudo-random bypass, and the L4 part of the classifier key
 // (acl_l4). Maps: lane_acl_sets, lane_acl_fields, lane_acl_cache,
-// lane_acl_memo (globals lane_acl_cache_mask, lane_acl_cache_on).
+// lane_acl_memo (global lane_acl_cache_mask; switched by LCFG_NO_ACL_CACHE).
+//
+// The verdict cache's invariant (the userspace rule's, tern-acl): an
+// entry is valid only while the publication sequence it was filled under
+// is current; any rule or interface change bumps it.
+// - Key: the classifier key (crates/acl key.rs: source and destination
+//   addresses, protocol, ports, ICMP type/code, TCP flags, input and
+//   output interface, VLAN, DSCP) with the fields the rule set constrains
+//   none of zeroed, and the rule set's table (set, family, half):
+//   everything the classifier reads from the packet.
+// - Tag: lane_cfg.gen, the publication sequence. Rule sets, interfaces
+//   (their indexes in rules, bindings), VLANs and tunnels reach the lane
+//   only through LaneProgram::publish, which writes the idle half and
+//   bumps gen with one store; a packet reads gen once and classifies on
+//   the half gen names, so an entry filled under another gen never
+//   answers it. Routes, next hops and neighbours do not tag it: they do
+//   not change a verdict (the output interface is in the key).
+// - Invalid: an entry whose gen is not the packet's (stale: any
+//   publication since), a half-written one (its gen is written last), a
+//   zeroed one (rule set table 0 + 1 never matches). The loader zeroes
+//   every entry when gen wraps.
+// - Replay: a hit gives the deciding rule and the count-only rules above
+//   it, so the rule hits are those the classifier would have recorded.
+// - The memo (lane_acl_memo, the CPU's last classification per
+//   direction) keeps the same tag and the unmasked key.
+// - Switch: LCFG_NO_ACL_CACHE (acl_shortcut off) skips both, at once;
+//   the trace marks a verdict taken from either (LTR_ACL_IN_CACHED,
+//   LTR_ACL_OUT_CACHED) and xdp-lane/acl-cached counts them.
 
 #ifndef TERN_LANE_LIB_ACL_H
 #define TERN_LANE_LIB_ACL_H
@@ -362,7 +389,9 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 	__u32 dir = out ? 1 : 0;
 	struct lane_acl_centry *memo = 0;
 	__u32 mmiss = s->m_miss;
-	if (lane_acl_cache_on && (mmiss <= ACL_MEMO_BYPASS_AT || !(acl_rng(s) >> 28)))
+	// acl_shortcut off (LCFG_NO_ACL_CACHE): neither the memo nor the cache.
+	__u32 cache_on = !(s->flags & LCFG_NO_ACL_CACHE);
+	if (cache_on && (mmiss <= ACL_MEMO_BYPASS_AT || !(acl_rng(s) >> 28)))
 		memo = bpf_map_lookup_elem(&lane_acl_memo, &dir);
 	__u32 decide, verdict;
 	__u64 counted;
@@ -372,6 +401,7 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 			decide = memo->decide;
 			verdict = memo->verdict;
 			counted = memo->counted;
+			s->path |= out ? P_ACL_OUT_CACHED : P_ACL_IN_CACHED;
 			goto record;
 		}
 		s->m_miss = mmiss + ((65536 - mmiss) >> 4);
@@ -382,11 +412,12 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 	// A bypassed cache costs no call, and nothing is filled
 	// (lane_bench, 65536 distinct keys, 50 rules: +71 -> +40 ns).
 	s->c_fill = 0;
-	if (lane_acl_cache_on && (s->c_miss <= ACL_CACHE_BYPASS_AT || !(acl_rng(s) >> 28)) &&
+	if (cache_on && (s->c_miss <= ACL_CACHE_BYPASS_AT || !(acl_rng(s) >> 28)) &&
 	    acl_cache_find(s, h, base, k)) {
 		decide = s->c_decide;
 		verdict = s->c_verdict;
 		counted = s->c_counted;
+		s->path |= out ? P_ACL_OUT_CACHED : P_ACL_IN_CACHED;
 	} else {
 		__u32 fields = h->fields;
 		__u64 m = h->all;

@@ -3,8 +3,8 @@
 // Counting and deciding: ctr_add (map lane_ctr), the per-port packet
 // counters (lane_port_stats), done and the DROP/PUNT/PASS shorthands that
 // record a verdict in the packet state, and commit_counters, which adds a
-// forwarded or dropped packet's rule hits (lane_acl_hits) and GRE counters
-// once the lane itself decided it.
+// forwarded or dropped packet's rule hits (lane_acl_hits), GRE counters
+// and fast-path counters once the lane itself decided it.
 
 #ifndef TERN_LANE_LIB_COUNTERS_H
 #define TERN_LANE_LIB_COUNTERS_H
@@ -62,6 +62,16 @@ static __always_inline void commit_counters(struct st *s)
 		ctr_add(C_GRE_DECAPSULATED, 1);
 	if (s->encap)
 		ctr_add(C_GRE_ENCAPSULATED, 1);
+	// The fast paths that decided it: the forwarding memo, and the rule
+	// set verdicts taken from the verdict cache (an input and an output
+	// set one each).
+	__u32 p = s->path;
+	if (p) {
+		if (p & P_FWD_MEMO)
+			ctr_add(C_FWD_MEMO, 1);
+		if (p & (P_ACL_IN_CACHED | P_ACL_OUT_CACHED))
+			ctr_add(C_ACL_CACHED, !!(p & P_ACL_IN_CACHED) + !!(p & P_ACL_OUT_CACHED));
+	}
 }
 
 #endif

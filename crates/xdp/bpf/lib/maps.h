@@ -2,7 +2,8 @@
 //
 // The XDP lane's maps (26 of its 27: lane_scratch, the per-packet state,
 // is in state.h beside its struct) and the globals the loader sets before
-// loading (lane_acl_cache_mask/_on, lane_fwd_flows_mask/_on). Value
+// loading (lane_acl_cache_mask, lane_fwd_flows_mask; the caches' on/off
+// switches are lane_cfg.flags, switched at run time). Value
 // layouts are lane.h's; Rust fills and reads them (src/lane/program.rs,
 // layout.rs). Definitions only: no code.
 
@@ -98,7 +99,7 @@ struct {
 
 // The ACL verdict cache (lane.h): the loader sizes it to the buckets per
 // CPU times the possible CPUs and sets the mask (buckets per CPU - 1;
-// lane_acl_cache_on = 0 turns the cache off).
+// LCFG_NO_ACL_CACHE turns the cache off).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE); // page-aligned values: line-aligned buckets
@@ -119,12 +120,11 @@ struct {
 } lane_acl_memo SEC(".maps");
 
 const volatile __u32 lane_acl_cache_mask = LANE_ACL_CACHE_BUCKETS - 1;
-const volatile __u32 lane_acl_cache_on = 1;
 
 // The forwarding memo (lane.h): per CPU, a flow table. The loader sizes
 // it to the buckets per CPU times the possible CPUs, sets the mask
 // (buckets per CPU - 1) and zeroes it when either sequence of its tag
-// wraps; lane_fwd_memo_on = 0 turns it off.
+// wraps; LCFG_NO_FWD_MEMO turns it off.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE); // page-aligned values: line-aligned entries
@@ -134,7 +134,6 @@ struct {
 } lane_fwd_flows SEC(".maps");
 
 const volatile __u32 lane_fwd_flows_mask = LANE_FWD_BUCKETS - 1;
-const volatile __u32 lane_fwd_memo_on = 1;
 
 // The FIB: tern-fib's arrays, LANE_BLOCK entries per element, so that the
 // mmap'ed map is the same flat array (u16 entries; see lane/fib.rs). Sizes of the node, next-hop and member maps are set by

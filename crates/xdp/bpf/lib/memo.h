@@ -2,8 +2,35 @@
 //
 // The forwarding memo: a per-CPU flow table of decisions the whole path
 // made (fwd_memo_find, fwd_memo_take, fwd_memo_fill), tagged with the
-// publication and FIB sequences. Map: lane_fwd_flows (globals
-// lane_fwd_flows_mask, lane_fwd_memo_on).
+// publication and FIB sequences. Map: lane_fwd_flows (global
+// lane_fwd_flows_mask; switched by LCFG_NO_FWD_MEMO).
+//
+// The invariant (as the verdict cache's, with routes): an entry is valid
+// only while the publication sequence and the FIB sequence it was filled
+// under are both current; any rule or interface change bumps the first,
+// any route, next hop or neighbour change the second.
+// - Key: the received header's classifier key without an output
+//   interface (addresses, protocol, ports, ICMP type/code, TCP flags,
+//   receiving interface after VLAN demux or decapsulation, VLAN, DSCP),
+//   the family and, for an IPv6 flow through an ECMP group, the flow
+//   label: everything the whole path reads from the packet to decide,
+//   but TTL / hop limit and length, which a hit checks again.
+// - What it holds: the input and output rule sets' hits, the route's
+//   next hop (ECMP member), egress port, VLAN, MACs, MTU, a GRE tunnel's
+//   outer headers (memo_encap reads them under the same gen), or an
+//   input rule set drop, or "GRE to the router" (decapsulation follows).
+// - Tag: lane_cfg.gen (rule sets, interfaces, VLANs, tunnels: publish)
+//   and lane_cfg.fib_gen (routes, next hops, neighbour MACs: every FIB
+//   mirror sync that wrote an entry bumps it after the entries; the FIB
+//   lookups depend on the read, fib_dep). Both read once per packet.
+// - Invalid: either tag not the packet's, a half-written entry (its tag
+//   is written last), a zeroed one (its source address is a martian).
+//   The loader zeroes the memo when either sequence wraps.
+// - Switches: LCFG_NO_FWD_MEMO (direct off) skips it, at once; with
+//   LCFG_NO_ACL_CACHE (acl_shortcut off) no flow a rule set decides is
+//   filled, and the switch bumps fib_gen, retiring the ones held. The
+//   trace marks a packet it decided (LTR_FWD_MEMO) and xdp-lane/fwd-memo
+//   counts them.
 
 #ifndef TERN_LANE_LIB_MEMO_H
 #define TERN_LANE_LIB_MEMO_H
@@ -53,7 +80,7 @@ static __always_inline const struct lane_fwd_flow *fwd_memo_find(struct st *s, c
 	s->f_fill = 0;
 	s->f_lmask = 0;
 	s->f_base = s->hits;
-	if (!lane_fwd_memo_on || s->hits > MAX_HITS)
+	if ((s->flags & LCFG_NO_FWD_MEMO) || s->hits > MAX_HITS)
 		return 0;
 	__u32 miss = s->f_miss;
 	if (miss > FWD_MEMO_BYPASS_AT && (acl_rng(s) >> 28))
@@ -112,6 +139,7 @@ static __always_inline int fwd_memo_take(struct st *s, const struct lane_fwd_flo
 	__u32 over = m->o_over;
 	if (over && s->tot > m->mtu)
 		return -1;
+	s->path |= P_FWD_MEMO; // decided here from now on
 	// The frame sent: the outer headers' rule hits count it.
 	__u32 out_bytes = l2len + over + s->tot;
 	const struct lane_fwd_l2 *l2 = v6 ? &m->l2_v6 : &m->l2;
@@ -187,6 +215,11 @@ __noinline int fwd_memo_fill(struct st *s, __u32 hits_in, __u32 local)
 	// Only the hits after the probe (see st.f_base).
 	__u32 base = s->f_base;
 	if (s->hits > MAX_HITS || base > hits_in || hits_in > s->hits || s->hits - base > LANE_FM_HITS)
+		return 0;
+	// Rule set verdicts are reused only while the verdict cache is on
+	// (acl_shortcut): off, a flow through a rule set is classified per
+	// packet. (Switching it off retires the memo: program.rs.)
+	if ((s->flags & LCFG_NO_ACL_CACHE) && s->hits != base)
 		return 0;
 	int drop = s->verdict == V_DROP && (s->reason == C_ACL4_IN_DENIED || s->reason == C_ACL6_IN_DENIED);
 	if (!drop && !local && s->verdict != V_FWD)

@@ -27,6 +27,13 @@
 // Where a packet goes.
 enum { V_NONE = 0, V_FWD, V_DROP, V_PUNT, V_PASS };
 
+// st.path: the fast paths that decided the packet (the trace's LTR_FWD_MEMO,
+// LTR_ACL_IN_CACHED, LTR_ACL_OUT_CACHED bits; counted when the lane
+// forwards or drops it: xdp-lane/fwd-memo, xdp-lane/acl-cached).
+#define P_FWD_MEMO LTR_FWD_MEMO
+#define P_ACL_IN_CACHED LTR_ACL_IN_CACHED
+#define P_ACL_OUT_CACHED LTR_ACL_OUT_CACHED
+
 #define MAX_HITS 8
 _Static_assert(LANE_FM_HITS == MAX_HITS, "the forwarding memo holds every hit a packet records");
 
@@ -103,6 +110,7 @@ struct st {
 	__u8 decap;   // decapsulated a GRE packet
 	__u8 encap;   // encapsulated into GRE
 	__u8 multi;   // frame came to a multicast/broadcast MAC
+	__u8 path;    // P_*: the fast paths that decided it (reset with multi: one store)
 	__u8 inner_v6; // decapsulated: family of the inner header
 	__u32 inner;   // decapsulated: offset of the inner header
 	__u32 limit;   // end of the outer packet (its total length)

@@ -13,7 +13,9 @@
 
 // Records the packet in lane_trace while the budget lasts: its first bytes
 // (as received: called before the lane writes the frame), the verdict in
-// s and, when forwarded, the rewrite decided. Called only while a trace is
+// s, the fast paths that decided it (s->path: forwarding memo, cached rule
+// set verdicts) and, when forwarded, the rewrite decided. A traced packet
+// takes the path every other packet takes. Called only while a trace is
 // armed (LCFG_TRACE): a packet pays one flag test otherwise.
 static __noinline int trace_one(struct xdp_md *ctx, struct st *s, __u32 action)
 {
@@ -39,7 +41,8 @@ static __noinline int trace_one(struct xdp_md *ctx, struct st *s, __u32 action)
 	t->verdict = s->verdict;
 	t->action = action;
 	t->cpu = bpf_get_smp_processor_id();
-	__u8 f = 0;
+	// The fast paths that decided it (P_* are LTR_* bits).
+	__u8 f = s->path & (LTR_FWD_MEMO | LTR_ACL_IN_CACHED | LTR_ACL_OUT_CACHED);
 	if (s->decap)
 		f |= LTR_DECAP;
 	__builtin_memset(t->o_src, 0, 16);

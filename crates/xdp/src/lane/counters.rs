@@ -97,6 +97,12 @@ impl CounterDesc {
             "pass-not-lane" => "lane paused or device not on the lane: passed to Linux",
             "pass-no-xsk" => "a punt with no tern socket on its queue: passed to Linux",
             "trace-lost" => "trace records the ring had no room for",
+            "fwd-memo" => {
+                "decided by the forwarding memo (an earlier packet of the flow's decision), not the whole path"
+            }
+            "acl-cached" => {
+                "rule set verdicts taken from the verdict cache, not the classifier (input and output sets count one each)"
+            }
             _ => "",
         }
     }

@@ -15,6 +15,10 @@
 //! the program's ACL verdict cache, so the same store retires every cached
 //! verdict: a packet reads `gen` once and can only take a cached verdict
 //! computed on the tables it uses.
+//!
+//! The caches are switchable at run time ([`LaneProgram::set_fast_paths`]:
+//! `lane_cfg.flags`), so that an operator can bisect a suspected fast-path
+//! bug on the lane as on the workers.
 
 use super::acl::LaneAcl;
 use super::counters::{CounterValue, LanePortStats, counters};
@@ -52,11 +56,12 @@ pub struct LaneConfig {
     /// Linux owns the router's addresses (their traffic goes to Linux).
     pub linux_mode: bool,
     /// Buckets (2 entries each, per CPU) of the ACL verdict cache, rounded
-    /// up to a power of two; 0 turns the cache off.
+    /// up to a power of two; 0 starts with the cache off (1 bucket if
+    /// [`LaneProgram::set_fast_paths`] turns it on).
     pub acl_cache_buckets: u32,
     /// The forwarding memo: a flow a CPU forwarded before skips the rule
     /// sets, the FIB and the egress interface (`bpf/lane.h`
-    /// `lane_fwd_flows`); false turns it off.
+    /// `lane_fwd_flows`); false starts with it off.
     pub fwd_memo: bool,
     /// Buckets (2 flows each, per CPU) of the forwarding memo's flow
     /// table, rounded up to a power of two (at least 1).
@@ -274,7 +279,6 @@ impl LaneProgram {
         let v4_blocks = c.v4_blocks.clamp(1, 1 << 15);
         let v6_blocks = c.v6_blocks.clamp(1, (1 << 16) - (1 << 13));
         let members = c.ecmp_members.div_ceil(BLOCK as u32).max(1);
-        let cache_on = u32::from(cfg.acl_cache_buckets > 0);
         let per_cpu = cfg.acl_cache_buckets.clamp(1, 1 << 20).next_power_of_two();
         let cache_mask = per_cpu - 1;
         // One slice of buckets per possible CPU (the program indexes its own).
@@ -296,8 +300,6 @@ impl LaneProgram {
             .map_max_entries("lane_fwd_flows", fwd_buckets)
             .override_global("lane_fwd_flows_mask", &fwd_mask, false)
             .override_global("lane_acl_cache_mask", &cache_mask, true)
-            .override_global("lane_acl_cache_on", &cache_on, true)
-            .override_global("lane_fwd_memo_on", &u32::from(cfg.fwd_memo), false)
             .map_max_entries("lane_v4_nodes", v4_blocks)
             .map_max_entries("lane_v6_nodes", v6_blocks)
             .map_max_entries("lane_nh", c.nexthops.max(2))
@@ -371,6 +373,12 @@ impl LaneProgram {
         if cfg.linux_mode {
             flags |= LCFG_LINUX_MODE;
         }
+        if cfg.acl_cache_buckets == 0 {
+            flags |= LCFG_NO_ACL_CACHE;
+        }
+        if !cfg.fwd_memo {
+            flags |= LCFG_NO_FWD_MEMO;
+        }
         lp.flags = flags;
         lp.write_cfg()?;
         Ok(lp)
@@ -436,6 +444,37 @@ impl LaneProgram {
             let _ = self.set_flag(LCFG_TRACE, false);
         }
         out
+    }
+
+    /// Switches the lane's fast paths at run time (`lane_cfg.flags`, which
+    /// every packet reads once): the ACL verdict cache with its memo
+    /// (`acl_cache`; off, every rule set verdict comes from the classifier,
+    /// and the forwarding memo holds no flow a rule set decides) and the
+    /// forwarding memo (`fwd_memo`; off, every packet takes the whole
+    /// path). The next packet sees the switch; nothing is re-attached or
+    /// reloaded. A change bumps the FIB sequence after the flags, which
+    /// retires every memoised flow (one a packet in flight filled under the
+    /// old switches included): the memo starts again under the new ones.
+    pub fn set_fast_paths(&mut self, acl_cache: bool, fwd_memo: bool) -> Result<(), XdpError> {
+        let mut flags = self.flags & !(LCFG_NO_ACL_CACHE | LCFG_NO_FWD_MEMO);
+        if !acl_cache {
+            flags |= LCFG_NO_ACL_CACHE;
+        }
+        if !fwd_memo {
+            flags |= LCFG_NO_FWD_MEMO;
+        }
+        if flags == self.flags {
+            return Ok(());
+        }
+        self.flags = flags;
+        self.write_cfg()?;
+        self.bump_fib_seq()
+    }
+
+    /// The lane's fast paths as they are: (ACL verdict cache, forwarding
+    /// memo).
+    pub fn fast_paths(&self) -> (bool, bool) {
+        (self.flags & LCFG_NO_ACL_CACHE == 0, self.flags & LCFG_NO_FWD_MEMO == 0)
     }
 
     /// ARP/ND to tern (standalone) or to Linux (Linux mode).
@@ -859,12 +898,19 @@ impl LaneProgram {
         Ok(total)
     }
 
-    /// Every counter, summed over CPUs.
+    /// Every counter, summed over CPUs (0 for one that the loaded build
+    /// of the program does not have: older builds have fewer).
     pub fn counters(&self) -> Result<Vec<CounterValue>, XdpError> {
         let mut out = Vec::new();
+        let have = self.ctr.len();
         for d in counters() {
-            let v: PerCpuValues<u64> = self.ctr.get(&d.index, 0).map_err(|e| prog_err("lane_ctr", e))?;
-            out.push(CounterValue { desc: d, value: v.iter().sum() });
+            let value = if d.index < have {
+                let v: PerCpuValues<u64> = self.ctr.get(&d.index, 0).map_err(|e| prog_err("lane_ctr", e))?;
+                v.iter().sum()
+            } else {
+                0
+            };
+            out.push(CounterValue { desc: d, value });
         }
         Ok(out)
     }

@@ -4,8 +4,9 @@
 //! The program records a packet while a trace is armed and its budget
 //! lasts: the first bytes as received, what it decided (forwarded,
 //! dropped, punted to the userspace engine, passed to Linux, with the
-//! counter that says why) and, when it forwards, the rewrite it decided
-//! (MACs, 802.1Q id, GRE outer addresses).
+//! counter that says why), the fast paths that decided it (the forwarding
+//! memo, cached rule set verdicts) and, when it forwards, the rewrite it
+//! decided (MACs, 802.1Q id, GRE outer addresses).
 
 use super::counters::counters;
 use super::layout::c::lane_trace;
@@ -22,6 +23,9 @@ const LTR_ENCAP: u8 = 1 << 1;
 const LTR_OUTER_V6: u8 = 1 << 2;
 const LTR_V6: u8 = 1 << 3;
 const LTR_DEC_TTL: u8 = 1 << 4;
+const LTR_FWD_MEMO: u8 = 1 << 5;
+const LTR_ACL_IN_CACHED: u8 = 1 << 6;
+const LTR_ACL_OUT_CACHED: u8 = 1 << 7;
 
 /// What the lane did with a traced packet (`V_*` in lane.c).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +74,14 @@ pub struct LaneTrace {
     pub reason: u32,
     /// A GRE packet was decapsulated on the way in.
     pub decap: bool,
+    /// The forwarding memo decided it: an earlier packet of its flow's
+    /// decision (rule sets, route, next hop, egress), taken whole.
+    pub fwd_memo: bool,
+    /// The input rule set's verdict came from the verdict cache (or its
+    /// memo), not from the classifier.
+    pub acl_in_cached: bool,
+    /// The same for the output rule set.
+    pub acl_out_cached: bool,
     pub rewrite: Option<TraceRewrite>,
     /// The frame's first bytes as received.
     pub head: Vec<u8>,
@@ -131,6 +143,9 @@ impl LaneTrace {
             action: u32::from(b[at!(action)]),
             cpu: b[at!(cpu)],
             decap: flags & LTR_DECAP != 0,
+            fwd_memo: flags & LTR_FWD_MEMO != 0,
+            acl_in_cached: flags & LTR_ACL_IN_CACHED != 0,
+            acl_out_cached: flags & LTR_ACL_OUT_CACHED != 0,
             rewrite,
             head: b[at!(head)..at!(head) + cap].to_vec(),
         })
@@ -187,6 +202,18 @@ mod tests {
         assert_eq!((r.tx_port, r.tx_vid, r.v6, r.dec_ttl), (2, 100, false, true));
         assert_eq!(r.dst_mac, [2, 0, 0, 0, 0, 0x21]);
         assert_eq!(r.gre, Some(("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())));
+        assert!(!t.fwd_memo && !t.acl_in_cached && !t.acl_out_cached, "no fast path flagged");
+    }
+
+    #[test]
+    fn the_fast_paths_that_decided_a_packet_decode() {
+        let t = LaneTrace::decode(&record(1, LTR_FWD_MEMO | LTR_DEC_TTL, 0, 60)).unwrap();
+        assert!(t.fwd_memo && !t.acl_in_cached && !t.acl_out_cached);
+        assert!(t.rewrite.unwrap().dec_ttl, "the other flags stay theirs");
+        let t = LaneTrace::decode(&record(2, LTR_ACL_IN_CACHED, 0, 60)).unwrap();
+        assert!(!t.fwd_memo && t.acl_in_cached && !t.acl_out_cached);
+        let t = LaneTrace::decode(&record(1, LTR_ACL_OUT_CACHED, 0, 60)).unwrap();
+        assert!(!t.fwd_memo && !t.acl_in_cached && t.acl_out_cached);
     }
 
     #[test]
