@@ -23,7 +23,7 @@ use crate::types::{
 
 /// How many operations ahead [`FibWriter::apply`] prefetches.
 ///
-/// 16 measured no better (`fib_bench TABLE --updates v4|v6 100000`, 4
+/// 16 measured no better (`cargo bench -p tern-bench --bench fib_bench -- TABLE --updates v4|v6 100000`, 4
 /// alternating pairs, 2026-11-23: batched IPv4 2.04 against 2.19 M ops/s
 /// with 8, IPv6 1.52 against 1.58; docs/PERFORMANCE.md).
 pub(crate) const APPLY_AHEAD: usize = 8;

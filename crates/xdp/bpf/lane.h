@@ -372,7 +372,7 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 // `forwarded`, which a packet they decide also counts: their slots in the
 // map's per-CPU pointer array share its cache line, and the elements,
 // allocated in index order, most likely its line too (not measured apart:
-// lane_bench cannot resolve it).
+// `tern-bench lane` cannot resolve it).
 #define LANE_COUNTERS(X)                                                                       \
 	X(FORWARDED, "xdp-lane", "forwarded", fwd)                                             \
 	X(FWD_MEMO, "xdp-lane", "fwd-memo", info)                                              \

@@ -261,7 +261,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
     /// at a time; 32 keys ahead, each top entry has about 32 lookups' time
     /// to arrive.
     ///
-    /// Measured on the full IPv4 table in batches of 256 (`fib_bench TABLE
+    /// Measured on the full IPv4 table in batches of 256 (`cargo bench -p tern-bench --bench fib_bench -- TABLE
     /// --width`, same run, alternating, 2026-11-23, docs/PERFORMANCE.md):
     /// on covered addresses 1.5-1.7x the plain loop with `u32` entries and
     /// 1.6x with `u16` entries (2.1x the plain loop of `u32` entries it
@@ -289,7 +289,7 @@ impl<E: Entry, const TOP: u32, const STRIDE: u32> MultibitArrays<E, TOP, STRIDE>
     /// each has a whole pass to arrive before it is used; a lookup that
     /// reached a leaf drops out of the list without a branch.
     ///
-    /// Measured on the full IPv6 table (`fib_bench TABLE --no-kernel`,
+    /// Measured on the full IPv6 table (`cargo bench -p tern-bench --bench fib_bench -- TABLE --no-kernel`,
     /// 2026-11-22, see docs/PERFORMANCE.md): about twice the rate of the
     /// AMAC lanes it replaced and 3x single lookups on covered and Zipf
     /// addresses; slower than single lookups only when every entry is

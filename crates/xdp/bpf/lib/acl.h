@@ -81,7 +81,7 @@ static __always_inline __u32 acl_le128(const struct lane_acl_field *t, __u32 p, 
 // address of IPv6 key `key`: the interval holding it, by a 4-ary search
 // over the interval starts: strides 32, 8 and 2, each three independent
 // compares, then 1. Four rounds of loads where a binary search waited on
-// eight (whose search cost 58 ns hot: lane_bench, 50 IPv6 source rules,
+// eight (whose search cost 58 ns hot: `tern-bench lane`, 50 IPv6 source rules,
 // every packet classified). The starts are sorted, so the pivots at or
 // below the value are the first ones of a round: their number picks the
 // next round's block.
@@ -116,7 +116,7 @@ __noinline __u64 acl_field(__u32 k, const struct acl_key *key, __u32 dst)
 // then the start within it. With v and a start s below 2^62, s <= v is
 // the clear sign bit of v - s: two instructions per compare, no branch.
 // Inlined: it needs no stack, and the call (saved registers, a frame) was
-// a quarter of its cost (lane_bench, 50 source rules, every packet
+// a quarter of its cost (`tern-bench lane`, 50 source rules, every packet
 // classified: 24 -> 17 ns hot).
 static __always_inline __u64 acl_field32(__u32 k, __u32 value)
 {
@@ -410,7 +410,7 @@ __noinline int acl_eval(struct st *s, __u32 set, __u32 v6, struct acl_key *k, __
 	if (!h || !(h->flags & LACL_OK))
 		return -1;
 	// A bypassed cache costs no call, and nothing is filled
-	// (lane_bench, 65536 distinct keys, 50 rules: +71 -> +40 ns).
+	// (`tern-bench lane`, 65536 distinct keys, 50 rules: +71 -> +40 ns).
 	s->c_fill = 0;
 	if (cache_on && (s->c_miss <= ACL_CACHE_BYPASS_AT || !(acl_rng(s) >> 28)) &&
 	    acl_cache_find(s, h, base, k)) {

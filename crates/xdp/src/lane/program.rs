@@ -260,7 +260,7 @@ impl LaneProgram {
 
     /// [`LaneProgram::load`] with another build of `bpf/lane.c` (an ELF
     /// object with the same maps and layouts): for benchmarks that time
-    /// variants of the program side by side (`examples/lane_bench.rs
+    /// variants of the program side by side (`tern-bench lane
     /// --object`).
     #[doc(hidden)]
     pub fn load_object(cfg: &LaneConfig, object: &[u8]) -> Result<LaneProgram, XdpError> {
