@@ -474,16 +474,29 @@ impl Router {
 
     /// Compiles `sets` and publishes them as the running rule sets, then
     /// the interface bindings. Sets keep their positions (interfaces refer
-    /// to sets by position), so only replacing in place and appending are
-    /// live; removing or reordering needs a restart. Compiles everything
-    /// before publishing: on error nothing changed. Hit counters restart.
+    /// to sets by position), so replacing in place, appending and removing
+    /// the last sets when no interface is bound to them are live;
+    /// reordering, or removing a set others follow, needs a restart.
+    /// Compiles everything before publishing: on error nothing changed.
+    /// Hit counters restart.
     pub(crate) fn publish_rule_sets(&mut self, sets: Vec<tern_acl::RuleSet>) -> Result<(), ApiError> {
         let old: Vec<&str> = self.plan.acls.iter().map(|s| s.name.as_str()).collect();
         let new: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
-        if new.len() < old.len() || new[..old.len()] != old[..] {
+        if old.iter().zip(&new).any(|(a, b)| a != b) {
             return Err(ApiError::refused(format!(
-                "rule sets {old:?} would become {new:?}: removing or reordering rule sets needs a restart (replacing and appending are live)"
+                "rule sets {old:?} would become {new:?}: reordering rule sets, or removing one that others follow, needs a restart (replacing, appending and removing the last ones are live)"
             )));
+        }
+        if let Some(gone) = old.get(new.len()..) {
+            for f in &self.plan.ifaces {
+                if let Some(n) = [&f.acl_in, &f.acl_out].into_iter().flatten().find(|n| gone.contains(&n.as_str())) {
+                    return Err(ApiError::refused(format!(
+                        "rule set {} is bound to interface {}: unbind it first",
+                        crate::config::quote(n),
+                        f.name
+                    )));
+                }
+            }
         }
         tern_acl::validate_all(&sets).map_err(|e| ApiError::invalid(e.to_string()))?;
         let mut p = self.plan.clone();

@@ -194,12 +194,15 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
     }
     let mut changes = Vec::new();
     if old.acls != new.acls {
-        let kept = old.acls.len() <= new.acls.len() && old.acls.iter().zip(&new.acls).all(|(a, b)| a.name == b.name);
+        // Interfaces name sets by position: a set may change its rules, new
+        // ones may follow the old, and the last ones may go (their
+        // bindings go first, below); a set that moves needs a restart.
+        let kept = old.acls.iter().zip(&new.acls).all(|(a, b)| a.name == b.name);
         if !kept {
             let i = old.acls.iter().zip(&new.acls).position(|(a, b)| a.name != b.name).unwrap_or(new.acls.len());
             return Err(refuse(
                 vec![key("acl"), Seg::Index(i)],
-                "removing or reordering rule sets needs a restart (changing rules and appending sets are live)",
+                "reordering rule sets, or removing one that others follow, needs a restart (changing rules, appending sets and removing the last ones are live)",
             ));
         }
         changes.push(Change::Acls);
@@ -435,6 +438,23 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
         router.set_interface_addresses(i, n.v4.clone(), n.v6.clone())?;
         report.changes.push(format!("interface {}: addresses {}", name(i), addr_list(n)));
     }
+    // Rule sets that go (the last ones): the interfaces bound to them
+    // let go first, so no interface names a set that is not there.
+    let acls_shrink = new.acls.len() < router.plan().acls.len();
+    if acls_shrink {
+        for c in &changes {
+            if let Change::AclBinding { index } = c {
+                let Some(n) = new.ifaces.get(usize::from(*index)) else { continue };
+                router.set_interface_acls(*index, n.acl_in.clone(), n.acl_out.clone())?;
+                report.changes.push(format!(
+                    "interface {}: acl in {}, out {}",
+                    name(*index),
+                    n.acl_in.as_deref().unwrap_or("-"),
+                    n.acl_out.as_deref().unwrap_or("-")
+                ));
+            }
+        }
+    }
     for c in &changes {
         match c {
             Change::Params => {
@@ -445,6 +465,7 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
                 router.publish_rule_sets(new.acls.clone())?;
                 report.changes.push(format!("rule sets recompiled ({} sets, counters restart)", new.acls.len()));
             }
+            Change::AclBinding { .. } if acls_shrink => {}
             Change::AclBinding { index } => {
                 let Some(n) = new.ifaces.get(usize::from(*index)) else { continue };
                 router.set_interface_acls(*index, n.acl_in.clone(), n.acl_out.clone())?;

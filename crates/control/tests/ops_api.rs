@@ -366,17 +366,59 @@ fn rule_sets_count_hits_and_change_live() {
     assert!(Running::recv(&t.wan, 1).iter().any(|f| parse_v4(f).is_some_and(|v| v.dst == a4("198.18.0.9"))));
     wait_for("default hit", || hits(&mut c)[0].default_packets >= 1);
 
-    // Reload: unbinding is live; removing the set needs a restart.
+    // Reload: unbinding is live.
     std::fs::write(t.config_path(), cfg.replace("\nacl_in = \"EDGE\"", "")).expect("write");
     let Ok(Reply::Reload(r)) = c.call(&Command::ConfigReload {}) else { panic!("reload") };
     assert!(r.changes.iter().any(|l| l.contains("acl in -")), "{r:?}");
     assert!(hits(&mut c)[0].interfaces_in.is_empty());
+
+    // A set added at run time (`acl set`, `acl load`) and bound, then a
+    // reload of the file, which has neither: the binding goes, then the
+    // set (it was last), and its traffic passes.
+    let set = |name: &str, dport: &str| -> tern_acl::RuleSet {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "default": "accept", "rule": [{"action": "drop", "proto": "udp", "dport": dport}]
+        }))
+        .expect("rule set")
+    };
+    done(c.call(&Command::AclSet(AclSetArgs {
+        set: set("LOADED", "5678"),
+        bind_in: vec!["lan".into()],
+        bind_out: vec![],
+    })));
+    assert_eq!(hits(&mut c).len(), 2);
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    wait_for("LOADED drops", || hits(&mut c)[1].rules[0].packets == 1);
+    let Ok(Reply::Reload(r)) = c.call(&Command::ConfigReload {}) else { panic!("reload") };
+    assert!(r.changes.iter().any(|l| l.contains("acl in -")), "{r:?}");
+    let v = hits(&mut c);
+    assert_eq!(v.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["EDGE"], "{r:?}");
+    assert!(v[0].interfaces_in.is_empty());
+    assert!(t.lan.inject(&udp_to("198.18.0.9")));
+    assert!(Running::recv(&t.wan, 1).iter().any(|f| parse_v4(f).is_some_and(|v| v.dst == a4("198.18.0.9"))));
+
+    // The file without any set: EDGE, the last, goes too.
     let no_set = cfg.replace("\nacl_in = \"EDGE\"", "");
     let no_set = &no_set[..no_set.find("\n[[acl]]").expect("acl")];
     std::fs::write(t.config_path(), no_set).expect("write");
+    let Ok(Reply::Reload(_)) = c.call(&Command::ConfigReload {}) else { panic!("reload") };
+    assert!(hits(&mut c).is_empty());
+
+    // Two sets added at run time; a file with the second only would move
+    // it: refused, and both stay.
+    done(c.call(&Command::AclSet(AclSetArgs { set: set("FIRST", "1111"), bind_in: vec![], bind_out: vec![] })));
+    done(c.call(&Command::AclSet(AclSetArgs {
+        set: set("SECOND", "2222"),
+        bind_in: vec!["lan".into()],
+        bind_out: vec![],
+    })));
+    let second = "\n[[acl]]\nname = \"SECOND\"\ndefault = \"accept\"\n";
+    let bound = no_set.replace("addresses = [\"10.0.1.1/24\"]", "addresses = [\"10.0.1.1/24\"]\nacl_in = \"SECOND\"");
+    std::fs::write(t.config_path(), bound + second).expect("write");
     let e = api_err(c.call(&Command::ConfigReload {}));
-    assert_eq!(e.code, ErrorCode::Refused);
+    assert_eq!(e.code, ErrorCode::Refused, "{e:?}");
     assert!(e.message.contains("restart"), "{e:?}");
+    assert_eq!(hits(&mut c).len(), 2);
 }
 
 #[test]
