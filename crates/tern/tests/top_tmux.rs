@@ -284,3 +284,25 @@ fn tern_top_shows_a_forwarding_tern_live_and_once() {
     let cmd = t.cmd(&["display-message", "-p", "-t", &base, "#{pane_current_command}"]);
     assert_eq!(cmd.trim(), "bash", "tern top still runs");
 }
+
+/// No tern to talk to: a clear error (an error object with --json), exit
+/// status 1, nothing on the terminal changed; a bad interval is refused.
+#[test]
+fn tern_top_without_a_tern_says_so() {
+    let sock = std::env::temp_dir().join(format!("top-no-tern-{}.sock", std::process::id()));
+    let run = |args: &[&str]| {
+        Command::new(TERN).arg("--socket").arg(&sock).args(args).stdin(Stdio::null()).output().expect("tern top")
+    };
+    let o = run(&["top", "--once"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot connect") && err.contains("is tern running?"), "{err}");
+    assert!(o.stdout.is_empty() && !err.contains('\x1b'), "{o:?}");
+    let o = run(&["--json", "top"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON error");
+    assert_eq!((v["ok"].as_bool(), v["error"]["code"].as_str()), (Some(false), Some("cli")), "{v}");
+    let o = run(&["top", "--interval", "5"]);
+    assert_eq!(o.status.code(), Some(2), "clap refuses an interval below 100 ms");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("100"), "{o:?}");
+}

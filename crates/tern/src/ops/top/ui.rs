@@ -1,6 +1,6 @@
 //! The live terminal view of `tern top` (ratatui over crossterm): the
 //! alternate screen in raw mode, restored on every way out (quit keys, an
-//! error, a panic: ratatui's panic hook restores before the message).
+//! error, a panic: a panic hook restores it before the message).
 
 use super::rates::{NoRates, Rates, View};
 use super::{MAX_INTERVAL_MS, MIN_INTERVAL_MS, Pane, header, panes, sample};
@@ -213,23 +213,46 @@ fn draw(f: &mut Frame, app: &App) {
     }
 }
 
-/// Restores the terminal however the view ends.
+/// Puts the terminal back: raw mode off, the alternate screen left, the
+/// cursor shown. Harmless on a terminal that is already so.
+fn restore_terminal() {
+    use ratatui::crossterm::{cursor::Show, execute, terminal};
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen, Show);
+}
+
+/// Restores the terminal however the view ends (an error, a quit key).
 struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        ratatui::restore();
+        restore_terminal();
     }
+}
+
+/// Raw mode and the alternate screen, after a panic hook that restores
+/// the terminal before the panic's message (the release build aborts on
+/// a panic: no `Drop` runs then).
+fn enter() -> std::io::Result<ratatui::DefaultTerminal> {
+    use ratatui::crossterm::{execute, terminal};
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        hook(info);
+    }));
+    terminal::enable_raw_mode()?;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen)?;
+    ratatui::Terminal::new(ratatui::prelude::CrosstermBackend::new(std::io::stdout()))
 }
 
 /// The live view until a quit key.
 pub fn run(ctx: &mut Ctx, view: View, interval: Duration) -> crate::Res {
     // The first sample before the screen changes: no tern, no screen.
     let first = sample(ctx)?;
-    // Raw mode and the alternate screen, and a panic hook that restores
-    // the terminal before the panic's message.
-    let mut term = ratatui::try_init().map_err(|e| format!("terminal: {e}"))?;
+    // Restored also when entering fails half-way (raw mode on, no
+    // alternate screen).
     let _restore = Restore;
+    let mut term = enter().map_err(|e| format!("terminal: {e}"))?;
     let mut app = App::new(view, interval);
     app.take(Ok(first));
     let mut last = Instant::now();
