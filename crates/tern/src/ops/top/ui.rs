@@ -322,6 +322,55 @@ mod tests {
         assert!(app.quit);
     }
 
+    /// The screen as text, drawn on ratatui's test backend.
+    fn screen(app: &App) -> String {
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(160, 48)).expect("terminal");
+        t.draw(|f| draw(f, app)).expect("draw");
+        let buf = t.backend().buffer();
+        let mut s = String::new();
+        for y in 0..buf.area.height {
+            for x in 0..buf.area.width {
+                s.push_str(buf[(x, y)].symbol());
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    #[test]
+    fn the_screen_says_measuring_then_shows_rows() {
+        use tern_control::api::types::{PortCounters, TopInterface, TopNode};
+        let at = |ms: u64, n: u64| TopSample {
+            version: "9.9.9".into(),
+            uptime_ns: ms * 1_000_000,
+            tsc_per_ns: 1.0,
+            interfaces: vec![TopInterface {
+                name: "lan0".into(),
+                lane: Some("xdp native".into()),
+                up: true,
+                counters: PortCounters { rx_packets: n, ..PortCounters::default() },
+            }],
+            nodes: vec![
+                TopNode { node: "ip4-lookup".into(), calls: n, packets: n, cycles: 30 * n },
+                TopNode { node: "ip6-lookup".into(), calls: 0, packets: 0, cycles: 0 },
+            ],
+            ..TopSample::default()
+        };
+        let mut app = App::new(View { hide_zero: true, ..View::default() }, Duration::from_secs(1));
+        app.take(Ok(at(1000, 0)));
+        let s = screen(&app);
+        assert!(s.contains("measuring...") && !s.contains("lan0"), "{s}");
+        app.take(Ok(at(2000, 500)));
+        let s = screen(&app);
+        assert!(s.contains("tern 9.9.9") && s.contains("lanes: xdp native"), "{s}");
+        let row = s.lines().find(|l| l.contains("ip4-lookup")).expect("the busy node");
+        assert!(row.contains("500") && row.contains("30.0"), "packets/s and ns/packet: {row}");
+        assert!(!s.contains("ip6-lookup"), "an idle node is hidden: {s}");
+        app.key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::NONE));
+        assert!(screen(&app).contains("ip6-lookup"), "z shows it");
+        assert!(!s.contains('\x1b'));
+    }
+
     #[test]
     fn a_restart_shows_measuring_again() {
         let mut app = App::new(View::default(), Duration::from_secs(1));
