@@ -9,6 +9,7 @@ pkgs=(
   iproute2 iputils-ping ethtool    # network namespaces, veths, ping
   tshark python3-scapy nftables    # real peers and dissectors for tests
   frr bird2                        # FRR (zebra, bgpd) and BIRD as BGP peers for the Linux-mode tests
+  tmux                             # a real terminal for `tern top`'s test (tests/top_tmux.rs)
 )
 missing=()
 for p in "${pkgs[@]}"; do

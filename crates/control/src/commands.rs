@@ -281,6 +281,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::CaptureStop(a) => Reply::Capture(capture_stop(router, st, a.id)?),
         Command::ConfigReload {} => Reply::Reload(config_reload(router, st)?),
         Command::ConfigShow {} => Reply::Text { text: config_show(router)? },
+        Command::TopSample {} => Reply::TopSample(top_sample(router, st)),
     })
 }
 

@@ -43,6 +43,7 @@ const OPS: &[&str] = &[
     "capture_stop",
     "config_reload",
     "config_show",
+    "top_sample",
 ];
 
 const KEYS: &[&str] = &[

@@ -89,6 +89,15 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// A live view of a running tern: interfaces, nodes of both lanes,
+    /// drop reasons, workers, FIB and the XDP lane, in rates per second.
+    /// Keys: q quit, Tab/1-5 pane, s sort, r reverse, / filter, z zero
+    /// rows, +/- refresh, p pause. Plain text (or --json) of one interval
+    /// when standard output is not a terminal, or with --once.
+    #[command(
+        after_help = "Examples:\n  tern top\n  tern top --interval 500 --filter ip4\n  tern top --once --json | jq .interfaces"
+    )]
+    Top(ops::top::TopArgs),
     #[command(flatten)]
     Op(ops::cli::OpCmd),
 }
@@ -125,6 +134,7 @@ fn main() -> ExitCode {
         }
         Some(Cmd::Completions { shell }) => completions(shell),
         Some(Cmd::Man { dir }) => man(dir.as_deref()),
+        Some(Cmd::Top(a)) => ops::top::run(&mut ctx, &a, cli.json),
         Some(Cmd::Op(ops::cli::OpCmd::Shell)) => ops::shell::interactive(&mut ctx),
         Some(Cmd::Op(op)) => ops::execute(&mut ctx, &op, cli.json).map(|out| {
             print!("{out}");

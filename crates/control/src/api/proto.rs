@@ -144,6 +144,9 @@ pub enum Command {
     /// running configuration's `[dataplane.fast_paths]`; a reload sets
     /// them from the file again).
     FastPathsSet(FastPathsSetArgs),
+    /// Every counter `tern top` makes rates of, in one answer (no routes
+    /// listed: cheap with a full table).
+    TopSample {},
 }
 
 impl Command {
@@ -365,6 +368,7 @@ pub enum Reply {
     Trace(TraceView),
     Capture(CaptureBatch),
     Reload(ReloadReport),
+    TopSample(TopSample),
 }
 
 impl Reply {
@@ -667,6 +671,7 @@ mod tests {
             Command::TraceStart(TraceStartArgs { count: 10 }),
             Command::CaptureRead(CaptureIdArgs { id: 3 }),
             Command::ConfigReload {},
+            Command::TopSample {},
         ];
         for (i, c) in cmds.into_iter().enumerate() {
             let line = encode_request(Some(i as u64), &c);

@@ -448,6 +448,72 @@ pub struct ReloadReport {
     pub changes: Vec<String>,
 }
 
+/// `top_sample`: every raw counter `tern top` makes rates of, read in one
+/// request (one consistent sample, one round trip). Totals since tern
+/// started (`stats clear` does not move them); a client divides the
+/// difference of two samples by the difference of their `uptime_ns`.
+/// Never lists routes: as cheap with a full table as with none.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopSample {
+    /// tern's version (Cargo package version).
+    pub version: String,
+    /// Nanoseconds since tern started, when the counters were read.
+    pub uptime_ns: u64,
+    /// TSC ticks per nanosecond: a node's `cycles` over this is time.
+    pub tsc_per_ns: f64,
+    /// Ports and TAPs, with their lane (`InterfaceInfo::lane`).
+    pub interfaces: Vec<TopInterface>,
+    /// The engine's nodes, summed over workers.
+    pub nodes: Vec<TopNode>,
+    /// Drop reasons and events of both lanes (as `stats_show` sums them),
+    /// the non-zero ones only.
+    pub errors: Vec<TopCounter>,
+    /// What the XDP lane counted itself (empty without the lane).
+    pub lane: Vec<LaneStat>,
+    pub workers: Vec<TopWorker>,
+    pub fib: FibSummary,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopInterface {
+    pub name: String,
+    /// "xdp native", "afxdp copy", "afpacket", "memory", "tap"...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    pub up: bool,
+    pub counters: PortCounters,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopNode {
+    pub node: String,
+    pub calls: u64,
+    pub packets: u64,
+    /// TSC ticks spent in the node.
+    pub cycles: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopCounter {
+    pub node: String,
+    pub name: String,
+    /// As `ErrorStat::kind`.
+    pub kind: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopWorker {
+    pub id: u16,
+    pub uptime_ns: u64,
+    /// Time asleep in poll(2).
+    pub idle_ns: u64,
+    pub loops: u64,
+    /// Loops that received at least one packet.
+    pub busy_loops: u64,
+    pub rx_packets: u64,
+}
+
 /// Lowercase hex of bytes.
 pub fn to_hex(b: &[u8]) -> String {
     const D: &[u8; 16] = b"0123456789abcdef";

@@ -105,3 +105,61 @@ pub fn graph_show(router: &Router) -> GraphView {
 pub fn graph_dot(router: &Router) -> String {
     router.lanes().first().map(|w| w.graph.to_dot()).unwrap_or_default()
 }
+
+/// `top_sample`: the totals `tern top` makes rates of, in one answer.
+/// The same sums as `stats_show` (without a baseline), the workers' raw
+/// loop and sleep counters, and the FIB's counters (never a route list).
+pub fn top_sample(router: &Router, st: &OpsState) -> TopSample {
+    let uptime_ns = router.uptime_ns();
+    let report = stats_show(router, st, false);
+    let ifs = router.iftable();
+    let plan = router.plan();
+    let interfaces = report
+        .interfaces
+        .into_iter()
+        .map(|c| {
+            let known = plan.live_ifaces().find(|(_, p)| p.name == c.interface);
+            let (lane, up) = match known {
+                Some((idx, p)) => (iface_lane(router, p).lane, ifs.get(idx).is_some_and(|l| l.up)),
+                // Not an interface of the plan: a TAP of the exception path.
+                None => (Some("tap".to_string()), true),
+            };
+            TopInterface { name: c.interface, lane, up, counters: c.counters }
+        })
+        .collect();
+    let workers = router
+        .workers()
+        .iter()
+        .map(|w| {
+            let s = w.stats.snapshot();
+            TopWorker {
+                id: w.id,
+                uptime_ns: s.uptime_ns,
+                idle_ns: s.idle_ns,
+                loops: s.loops,
+                busy_loops: s.busy_loops,
+                rx_packets: s.ports.iter().map(|p| p.rx_packets).sum(),
+            }
+        })
+        .collect();
+    TopSample {
+        version: env!("CARGO_PKG_VERSION").into(),
+        uptime_ns,
+        tsc_per_ns: tern_intrin::tsc_per_ns(),
+        interfaces,
+        nodes: report
+            .nodes
+            .into_iter()
+            .map(|n| TopNode { node: n.node, calls: n.calls, packets: n.packets, cycles: n.cycles })
+            .collect(),
+        errors: report
+            .errors
+            .into_iter()
+            .filter(|e| e.count > 0)
+            .map(|e| TopCounter { node: e.node, name: e.name, kind: e.kind, count: e.count })
+            .collect(),
+        lane: report.lanes,
+        workers,
+        fib: route_summary(router),
+    }
+}

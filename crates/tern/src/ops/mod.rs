@@ -5,6 +5,7 @@ pub mod capture;
 pub mod cli;
 pub mod render;
 pub mod shell;
+pub mod top;
 
 use cli::*;
 use std::path::PathBuf;

@@ -117,6 +117,7 @@ pub fn human(cmd: &OpCmd, reply: &Reply) -> String {
             s
         }
         Reply::Acls(v) => acls(v),
+        Reply::TopSample(_) => "a sample of counters: `tern top` shows their rates\n".into(),
         Reply::Trace(t) => trace(t),
         Reply::Capture(c) => format!("capture {}: {} frames\n", c.id, c.captured),
         Reply::Reload(r) => {
