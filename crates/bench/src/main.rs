@@ -249,6 +249,7 @@ fn bench_fib(a: FibArgs) -> Res {
 fn bench_rfc2544(opts: &tern_bench::Rfc2544Opts) -> Res {
     let mut bar = tern_bench::StderrBar::default();
     let report = tern_bench::run(opts, &mut |p| bar.draw(&p)).map_err(|e| e.to_string())?;
+    eprintln!("{}", bar.finish());
     if opts.json {
         println!("{}", report.to_json());
     } else {

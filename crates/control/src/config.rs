@@ -431,6 +431,8 @@ pub fn route_file_routes(rf: &RouteFilePlan, plan: &Plan) -> Result<Vec<(Prefix,
     let mut r = tern_fib::routefile::open(&rf.path).map_err(|e| format!("{what}: cannot read: {e}"))?;
     let mut out = Vec::new();
     let mut buf = String::new();
+    // A full table takes a while to read: on a terminal, a count.
+    let mut meter = crate::progress::Meter::new("routes", None);
     for line in 1.. {
         buf.clear();
         match r.read_line(&mut buf) {
@@ -459,9 +461,18 @@ pub fn route_file_routes(rf: &RouteFilePlan, plan: &Plan) -> Result<Vec<(Prefix,
             }
         };
         out.push((prefix, target));
+        if out.len().is_multiple_of(PROGRESS_EVERY) {
+            meter.set(out.len() as u64);
+        }
     }
+    meter.set(out.len() as u64);
+    log::info!("{what}: {}", meter.finish("read"));
     Ok(out)
 }
+
+/// Routes read or installed between two looks at the clock for the
+/// progress line.
+pub(crate) const PROGRESS_EVERY: usize = 4096;
 
 /// Parses and validates configuration text. `file` names it in errors;
 /// relative route-file paths are resolved against `base`.

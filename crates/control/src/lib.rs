@@ -11,6 +11,7 @@ pub mod lanes;
 pub mod linux;
 pub mod metrics;
 pub mod neighbor;
+pub mod progress;
 pub mod reload;
 pub mod router;
 pub mod routes;

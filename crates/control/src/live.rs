@@ -118,6 +118,11 @@ pub(crate) fn fast_paths_text(f: &crate::config::FastPathsCfg) -> String {
     format!("direct {}, acl_shortcut {}, gre_direct {}", on(f.direct), on(f.acl_shortcut), on(f.gre_direct))
 }
 
+/// Route-file operations applied (and published) at once: small enough
+/// for a progress count several times a second, large enough that the
+/// publications cost nothing next to the routes.
+const ROUTE_FILE_CHUNK: usize = 1 << 16;
+
 /// Loads a route file into FIB operations of source `config`, each
 /// route checked as the configuration's are (against `plan`).
 pub(crate) fn route_file_ops(rf: &RouteFilePlan, plan: &crate::config::Plan) -> Result<Vec<RouteOp>, String> {
@@ -375,13 +380,28 @@ impl Router {
             all.extend(route_file_ops(rf, plan).map_err(ApiError::invalid)?);
         }
         let n = all.len();
+        // Installed in chunks, each published, to count progress (on a
+        // terminal) as the table goes in; the sweep of stale routes waits
+        // for the last.
+        let mut meter = crate::progress::Meter::new("routes", Some(n as u64));
         self.routes.fib_mut().begin_resync(Source::Config);
-        let report = self.routes.fib_mut().apply(all);
+        let mut first_error = None;
+        let mut ops = all.into_iter();
+        let mut at = 0;
+        while at < n {
+            let k = ROUTE_FILE_CHUNK.min(n - at);
+            let report = self.routes.fib_mut().apply(ops.by_ref().take(k));
+            if first_error.is_none() {
+                first_error = report.errors.into_iter().next().map(|(i, e)| (at + i, e));
+            }
+            at += k;
+            meter.set(at as u64);
+        }
         let removed = self.routes.fib_mut().end_resync(Source::Config);
-        if let Some((i, e)) = report.errors.first() {
+        if let Some((i, e)) = first_error {
             return Err(ApiError::new(ErrorCode::Internal, format!("route file route {}: {e}", i + 1)));
         }
-        log::info!("route files: {n} routes loaded, {removed} stale removed");
+        log::info!("route files: {}, {removed} stale removed", meter.finish("loaded"));
         Ok(n)
     }
 

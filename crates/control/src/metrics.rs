@@ -124,6 +124,19 @@ pub fn render(src: &MetricsSource) -> String {
         }
     }
     {
+        // The clocks in seconds (TSC cycles over its calibrated rate), so
+        // that a dashboard divides two rates for ns per packet without
+        // knowing the CPU's clock.
+        let name = "tern_node_seconds_total";
+        let tsc = tern_intrin::tsc_per_ns();
+        let mut f = family(&mut s, name, "counter", "Time spent in the node (its TSC cycles over the TSC's rate).");
+        for (w, nodes) in &per_worker {
+            for n in nodes {
+                f.sample(name, &[("node", &n.node), ("worker", w)], format!("{:.9}", n.cycles as f64 / tsc / 1e9));
+            }
+        }
+    }
+    {
         let mut f = family(
             &mut s,
             "tern_node_errors_total",
@@ -354,6 +367,18 @@ pub fn render(src: &MetricsSource) -> String {
         let mut f = family(&mut s, name, "counter", "Route messages a control-plane source decoded.");
         for src in &facts.sources {
             f.sample(name, &[("source", &src.name)], src.route_msgs);
+        }
+        let name = "tern_nexthop_messages_total";
+        let mut f = family(&mut s, name, "counter", "Next-hop object messages a control-plane source decoded.");
+        for src in &facts.sources {
+            f.sample(name, &[("source", &src.name)], src.nexthop_msgs);
+        }
+        let name = "tern_route_changes_total";
+        let mut f =
+            family(&mut s, name, "counter", "Route adds (op=add) and deletes (op=del) a source handed to the RIB.");
+        for src in &facts.sources {
+            f.sample(name, &[("source", &src.name), ("op", "add")], src.adds);
+            f.sample(name, &[("source", &src.name), ("op", "del")], src.dels);
         }
         let name = "tern_routes_skipped_total";
         let mut f =
@@ -714,6 +739,9 @@ mod tests {
     fn skipped_routes_are_exposed_by_source_and_reason() {
         let c = crate::linux::sync::SyncCounters {
             route_msgs: 9,
+            nexthop_msgs: 4,
+            adds: 3,
+            dels: 1,
             ignored_table: 3,
             ignored_foreign_if: 2,
             ..Default::default()
@@ -729,6 +757,9 @@ mod tests {
         let text = render(&src);
         for line in [
             "tern_route_messages_total{source=\"fpm\"} 9",
+            "tern_nexthop_messages_total{source=\"fpm\"} 4",
+            "tern_route_changes_total{source=\"fpm\",op=\"add\"} 3",
+            "tern_route_changes_total{source=\"fpm\",op=\"del\"} 1",
             "tern_routes_skipped_total{source=\"fpm\",reason=\"table\"} 3",
             "tern_routes_skipped_total{source=\"fpm\",reason=\"foreign_interface\"} 2",
             "tern_routes_skipped_total{source=\"fpm\",reason=\"malformed\"} 0",

@@ -147,6 +147,16 @@ fn metrics_scraped_every_second_under_load_are_monotonic_and_match_the_traffic()
     );
     assert_eq!(get(&m, "tern_neighbors"), 1.0);
     assert_eq!(get(&m, "tern_up"), 1.0);
+    // Node time in seconds is the node's cycles over the TSC's rate (this
+    // process's calibration: the router runs in it), to the nanosecond
+    // the exposition keeps.
+    let tsc = tern_intrin::tsc_per_ns();
+    for node in ["ip4-input", "ip4-lookup"] {
+        let k = |f: &str| format!("{f}{{node=\"{node}\",worker=\"0\"}}");
+        let (cycles, secs) = (get(&m, &k("tern_node_cycles_total")), get(&m, &k("tern_node_seconds_total")));
+        assert!(cycles > 0.0, "{node} ran");
+        assert!((secs * 1e9 * tsc - cycles).abs() <= tsc, "{node}: {secs} s against {cycles} cycles at {tsc}/ns");
+    }
 
     // Other paths and methods.
     let mut s = TcpStream::connect(addr).expect("connect");

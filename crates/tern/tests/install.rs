@@ -2,9 +2,10 @@
 //! generates cover every command and docs/CLI.md names every one (so the
 //! three cannot drift apart), and the Debian package that scripts/deb.sh
 //! builds holds the binary, the systemd unit, the example configuration
-//! (a conffile that `tern config check` accepts), the docs, the man pages
-//! and the completions, with a binary that runs once unpacked: the example
-//! configuration, XDP lane included, in a network namespace.
+//! (a conffile that `tern config check` accepts), the docs, the Grafana
+//! dashboard, the man pages and the completions, with a binary that runs
+//! once unpacked: the example configuration, XDP lane included, in a
+//! network namespace.
 
 mod common;
 
@@ -191,6 +192,8 @@ fn the_debian_package_installs_a_working_tern() {
         "./usr/share/doc/tern/README.md",
         "./usr/share/doc/tern/CLI.md",
         "./usr/share/doc/tern/CONFIG.md",
+        "./usr/share/doc/tern/MONITORING.md",
+        "./usr/share/tern/grafana/tern.json",
         "./usr/share/man/man1/tern.1.gz",
         "./usr/share/man/man1/tern-route-add.1.gz",
         "./usr/share/bash-completion/completions/tern",

@@ -302,6 +302,9 @@ fn route_file(ctx: &mut Ctx, file: &std::path::Path, add: bool) -> Result<String
     let t0 = std::time::Instant::now();
     let mut done = 0;
     let mut requests = 0;
+    // On a terminal, the count as the batches go (the summary below is
+    // the answer, on a terminal or not).
+    let mut meter = tern_control::progress::Meter::new("routes", Some(total as u64));
     while done < total {
         // As many routes as fit in ROUTE_BATCH and BATCH_BYTES.
         let mut bytes = 0;
@@ -337,7 +340,9 @@ fn route_file(ctx: &mut Ctx, file: &std::path::Path, add: bool) -> Result<String
             ));
         }
         done += n;
+        meter.set(done as u64);
     }
+    drop(meter);
     let secs = t0.elapsed().as_secs_f64();
     Ok(format!(
         "{total} route(s) {} from {name} in {} request(s), {secs:.2} s ({:.0} routes/s)\n",
