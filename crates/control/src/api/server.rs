@@ -59,6 +59,10 @@ pub struct ApiServer {
     jobs: Receiver<Job>,
     stop: Arc<AtomicBool>,
     slots: Arc<Slots<u32>>,
+    /// The accepting thread's listener (a second descriptor of it): shut
+    /// down to wake that thread, which works even when the socket's file
+    /// is gone (a connect to the path would not).
+    listener: UnixListener,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -156,9 +160,10 @@ impl ApiServer {
             evict_any: false,
         }));
         let a = Accept { tx, stop: Arc::clone(&stop), slots: Arc::clone(&slots), owner, idle: opts.idle };
+        let waker = listener.try_clone()?;
         let thread = std::thread::Builder::new().name("tern-api".into()).spawn(move || a.run(listener))?;
         log::info!("API listening on {}", path.display());
-        Ok(ApiServer { path, jobs, stop, slots, thread: Some(thread) })
+        Ok(ApiServer { path, jobs, stop, slots, listener: waker, thread: Some(thread) })
     }
 
     pub fn path(&self) -> &Path {
@@ -200,8 +205,11 @@ impl ApiServer {
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Wake the accept() so the thread sees the flag.
-        let _ = UnixStream::connect(&self.path);
+        // Wake the accept() so the thread sees the flag: Linux ends a
+        // blocked (and every later) `accept` on a listener shut down for
+        // reading with EINVAL. Connecting to the path instead would hang
+        // the shutdown when something removed the socket's file.
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Read);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -423,6 +431,25 @@ mod tests {
         std::fs::write(&file, b"x").expect("file");
         assert_eq!(bind(&file, None, None).expect_err("not a socket").kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read(&file).expect("kept"), b"x", "a regular file is never removed");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stops_when_the_socket_file_is_gone() {
+        // A temp-dir cleaner may remove the socket's file while tern runs;
+        // stopping must still end the accepting thread (it used to be woken
+        // by a connect to the path, which then failed, and the join hung).
+        let dir = scratch("gone");
+        let path = dir.join("tern.sock");
+        let server = ApiServer::bind(&path, &SocketOptions::default()).expect("bind");
+        std::fs::remove_file(&path).expect("remove the socket file");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(server);
+            let _ = tx.send(());
+        });
+        // A deadline on a hang, not a speed check.
+        assert!(rx.recv_timeout(Duration::from_secs(30)).is_ok(), "dropping the server returned");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
