@@ -227,23 +227,10 @@ impl Sa {
     /// (from `buf[0]`).
     pub fn encrypt(&self, buf: &mut [u8], inner_len: usize, next_header: u8, seq: u64) -> Result<usize, EspError> {
         let h = self.header_len();
-        let align = self.cipher.align();
-        let padded = (inner_len + 2).next_multiple_of(align);
-        let icv = self.icv_len();
-        let total = h + padded + icv;
-        if total > buf.len() {
-            return Err(EspError::NoTailroom);
-        }
-        if total > usize::from(u16::MAX) {
-            return Err(EspError::TooBig);
-        }
+        let padded = (inner_len + 2).next_multiple_of(self.cipher.align());
         let pad = padded - inner_len - 2;
-        let seq_lo = (seq as u32).to_be_bytes();
-        let seq_hi = ((seq >> 32) as u32).to_be_bytes();
-        let (head, rest) = buf.split_at_mut(h);
-        let (body, tail) = rest.split_at_mut(padded);
         // The trailer: 1, 2, 3... then pad length and next header.
-        let trailer = body.get_mut(inner_len..).ok_or(EspError::NoTailroom)?;
+        let trailer = buf.get_mut(h + inner_len..h + padded).ok_or(EspError::NoTailroom)?;
         for (i, b) in trailer.iter_mut().enumerate() {
             *b = (i + 1) as u8;
         }
@@ -251,6 +238,32 @@ impl Sa {
             *pl = pad as u8;
             *nh = next_header;
         }
+        self.encrypt_raw(buf, padded, seq)
+    }
+
+    /// Encrypts a body the caller framed itself: `buf` holds
+    /// [`Sa::header_len`] bytes of room, then `body_len` bytes (inner
+    /// packet, padding, pad length, next header: aligned to the cipher,
+    /// whatever they say), then room for the ICV. For traffic generators
+    /// and tests of malformed trailers; [`Sa::encrypt`] is this after
+    /// writing a correct trailer.
+    pub fn encrypt_raw(&self, buf: &mut [u8], body_len: usize, seq: u64) -> Result<usize, EspError> {
+        let h = self.header_len();
+        if !body_len.is_multiple_of(self.cipher.align()) {
+            return Err(EspError::BadLength);
+        }
+        let icv = self.icv_len();
+        let total = h + body_len + icv;
+        if total > buf.len() {
+            return Err(EspError::NoTailroom);
+        }
+        if total > usize::from(u16::MAX) {
+            return Err(EspError::TooBig);
+        }
+        let seq_lo = (seq as u32).to_be_bytes();
+        let seq_hi = ((seq >> 32) as u32).to_be_bytes();
+        let (head, rest) = buf.split_at_mut(h);
+        let (body, tail) = rest.split_at_mut(body_len);
         let spi = self.spi.to_be_bytes();
         head.get_mut(..4).ok_or(EspError::Truncated)?.copy_from_slice(&spi);
         head.get_mut(4..8).ok_or(EspError::Truncated)?.copy_from_slice(&seq_lo);
