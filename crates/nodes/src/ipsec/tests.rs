@@ -765,3 +765,74 @@ fn direct_encapsulation_is_the_second_pass() {
         }
     }
 }
+
+/// Nanoseconds this thread ran (the machine's other load not counted).
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// A measurement, not a test: the whole graph's ESP encryption (lan ->
+/// ipsec4 -> wan, direct path) and decryption (wan -> ipsec4 -> lan) on
+/// one core, per second of this thread's CPU time, batches of 256,
+/// copying each frame into the pool and out of it included. IP packets
+/// of 1418 bytes and 64-byte frames (46-byte IP packets); Gbps of IP
+/// packet bytes.
+///
+///     cargo test -p tern-nodes --release --lib esp_engine_rates -- --ignored --nocapture
+#[test]
+#[ignore = "a measurement, run by hand in release mode"]
+fn esp_engine_rates() {
+    for (cipher, integ) in [(Cipher::Aes128Gcm, Integ::None), (Cipher::Aes128Cbc, Integ::HmacSha1_96)] {
+        let mut cfgs = sa_cfgs();
+        for c in cfgs.iter_mut().take(2) {
+            let id = c.id;
+            let udp = c.udp_encap.is_some();
+            *c = sa_cfg(id, cipher, integ, udp);
+            c.replay_window = 0;
+        }
+        let peer = tern_ipsec::Sa::new(cfgs[1].clone(), 1, Instant::now()).expect("sa");
+        for ip_len in [1418usize, 46] {
+            for dir in ["encrypt", "decrypt"] {
+                // ESP_RATES=encrypt,1418 (say) runs only the cases named.
+                if std::env::var("ESP_RATES")
+                    .is_ok_and(|f| f.split(',').any(|w| ![dir, cipher.name(), &ip_len.to_string()].contains(&w)))
+                {
+                    continue;
+                }
+                let mut r = rig(256, 1500, cfgs.clone());
+                let frames: Vec<Vec<u8>> = (0..256u64)
+                    .map(|k| {
+                        if dir == "encrypt" {
+                            let ip = ip4(v4("10.0.1.2"), Ipv4Addr::new(198, 18, 0, k as u8), ip_len, false, 1);
+                            eth(MAC_LAN, MAC_HOST, &ip)
+                        } else {
+                            let ip = ip4(v4("198.18.0.1"), Ipv4Addr::new(10, 0, 1, 2), ip_len, false, 1);
+                            esp_frame(&peer, k + 1, &ip, (a4("10.0.2.2"), a4("10.0.2.1")), None, None)
+                        }
+                    })
+                    .collect();
+                let rx = if dir == "encrypt" { LAN } else { WAN };
+                let out_port = if dir == "encrypt" { 1 } else { 0 };
+                let (t0, c0) = (Instant::now(), cpu_ns());
+                let mut sent = 0u64;
+                let ms = std::env::var("ESP_RATES_MS").ok().and_then(|m| m.parse().ok()).unwrap_or(700);
+                while t0.elapsed().as_millis() < ms {
+                    let out = r.b.run(frames.iter().map(|f| (f.as_slice(), rx, 0)), 0);
+                    sent += out[out_port].len() as u64;
+                }
+                let secs = (cpu_ns() - c0) as f64 / 1e9;
+                let pps = sent as f64 / secs;
+                println!(
+                    "engine {dir} {cipher} {integ}: IP {ip_len} B: {:.3} Mpps, {:.2} Gbps ({sent} packets, {:.2} s CPU)",
+                    pps / 1e6,
+                    pps * ip_len as f64 * 8.0 / 1e9,
+                    secs
+                );
+                assert!(sent > 0, "{:?}", r.nonzero());
+            }
+        }
+    }
+}
