@@ -92,9 +92,10 @@ impl Node for EspDecrypt {
         self.index.refresh(&self.ifs);
         let (ifs, sas, index) = (self.ifs.current(), self.sas.current(), &self.index);
         let mut run: Option<Run<'_>> = None;
+        let mut last: Option<Found<'_>> = None;
         let mut ok = 0;
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = match decrypt_one(cx, p, ifs, sas, index, &mut run) {
+            *o = match decrypt_one(cx, p, (ifs, sas, index), &mut last, &mut run) {
                 Ok(n) => {
                     ok += 1;
                     n
@@ -156,14 +157,50 @@ fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
     Ok(Outer { esp: (l3 + start, l3 + end), local, remote, udp })
 }
 
-/// Decrypts one packet: the next node, or why it is dropped. `run` holds
-/// the counters of the current SA's run of packets.
+/// The SA and tunnel the last packet's SPI and outer addresses picked
+/// (the next packet of the same tunnel skips both lookups).
+#[derive(Clone, Copy)]
+struct Found<'a> {
+    spi: u32,
+    local: IpAddr,
+    remote: IpAddr,
+    sa: &'a Sa,
+    tunnel: &'a crate::state::Iface,
+}
+
+/// The SA with this SPI that a tunnel between these endpoints lists, and
+/// that tunnel.
+fn find<'a>(
+    (ifs, sas, index): (&'a IfTable, &'a SaTable, &InIndex),
+    spi: u32,
+    o: &Outer,
+) -> Result<Found<'a>, EspDecryptError> {
+    let cands = sas.by_spi(spi);
+    if cands.is_empty() {
+        return Err(EspDecryptError::UnknownSpi);
+    }
+    for sa in cands {
+        for &ti in index.by_sa.get(&sa.id).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(t) = ifs.get(ti)
+                && let Some(x) = t.ipsec()
+                && x.local == o.local
+                && x.remote == o.remote
+            {
+                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t });
+            }
+        }
+    }
+    Err(EspDecryptError::NoTunnel)
+}
+
+/// Decrypts one packet: the next node, or why it is dropped. `last` is the
+/// previous packet's SA and tunnel; `run` holds the counters of the
+/// current SA's run of packets.
 fn decrypt_one<'a>(
     cx: &mut Cx<'_>,
     p: PktIdx,
-    ifs: &IfTable,
-    sas: &'a SaTable,
-    index: &InIndex,
+    tables: (&'a IfTable, &'a SaTable, &InIndex),
+    last: &mut Option<Found<'a>>,
     run: &mut Option<Run<'a>>,
 ) -> Result<u16, EspDecryptError> {
     use EspDecryptError::*;
@@ -176,25 +213,15 @@ fn decrypt_one<'a>(
         Err(EspError::ZeroSpi) => return Err(UnknownSpi),
         Err(_) => return Err(Truncated),
     };
-    let cands = sas.by_spi(spi);
-    if cands.is_empty() {
-        return Err(UnknownSpi);
-    }
-    let mut found = None;
-    'outer: for sa in cands {
-        for &ti in index.by_sa.get(&sa.id).map(Vec::as_slice).unwrap_or_default() {
-            if let Some(t) = ifs.get(ti)
-                && let Some(x) = t.ipsec()
-                && x.local == o.local
-                && x.remote == o.remote
-            {
-                found = Some((sa, t));
-                break 'outer;
-            }
+    let f = match *last {
+        Some(f) if f.spi == spi && f.local == o.local && f.remote == o.remote => f,
+        _ => {
+            let f = find(tables, spi, &o)?;
+            *last = Some(f);
+            f
         }
-    }
-    let Some((sa, tunnel)) = found else { return Err(NoTunnel) };
-    let sa: &'a Sa = sa;
+    };
+    let (sa, tunnel) = (f.sa, f.tunnel);
     if !tunnel.up {
         return Err(TunnelDown);
     }

@@ -54,7 +54,7 @@ pub fn is_udp_encap_esp(proto: tern_wire::IpProtocol, l4: &[u8], linux: bool) ->
 #[derive(Default)]
 struct InIndex {
     gen_ifs: Option<u64>,
-    by_sa: HashMap<u32, Vec<u16>>,
+    by_sa: HashMap<u32, Vec<u16>, std::hash::BuildHasherDefault<tern_ipsec::db::U32Hasher>>,
 }
 
 impl InIndex {
