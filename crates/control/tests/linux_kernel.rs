@@ -64,6 +64,7 @@ fn iface0(v4: Vec<V4Net>) -> Iface {
         v6_ll: link_local_from_mac(mac),
         acl_in: None,
         acl_out: None,
+        vmacs: Vec::new(),
     }
 }
 
