@@ -381,7 +381,6 @@ fn failover(tag: &str, fwd: Fwd) {
     p.start_keepalived(0);
     p.await_roles(0);
     p.await_traffic_via(0, "r1's keepalived started again");
-
 }
 
 impl Pair {
