@@ -38,14 +38,16 @@ const VMAC_LAN: &str = "00:00:5e:00:01:0a";
 /// What forwards between the LAN and the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fwd {
-    /// tern in Linux mode with this lane (`driver`/`lane` line).
-    Tern(&'static str),
+    /// tern in Linux mode with this lane (`driver`/`lane` line); with
+    /// `true`, the TAP exception path (keepalived on the TAPs).
+    Tern(&'static str, bool),
     /// The kernel (ip_forward), no tern: the reference pair.
     Linux,
 }
 
-const USERSPACE: Fwd = Fwd::Tern("driver = \"afpacket\"");
-const XDP: Fwd = Fwd::Tern("lane = \"xdp\"");
+const USERSPACE: Fwd = Fwd::Tern("driver = \"afpacket\"", false);
+const XDP: Fwd = Fwd::Tern("lane = \"xdp\"", false);
+const TAP: Fwd = Fwd::Tern("driver = \"afpacket\"", true);
 
 /// host (10.1.0.2) -- br0 -- r1, r2 (lan0 10.1.0.1 / .3, VIP 10.1.0.254)
 /// r1, r2 (wan0 10.2.0.1 / .3, VIP 10.2.0.254) -- br1 -- server (10.2.0.2).
@@ -118,9 +120,9 @@ impl Pair {
         s.ip(&["addr", "add", "10.2.0.2/24", "dev", "eth0"]);
         s.ip(&["route", "add", "10.1.0.0/24", "via", "10.2.0.254"]);
         let mut p = Pair { fwd, advert_int, sw, h, s, r, dir, tern: [None, None], ka: [None, None] };
-        if let Fwd::Tern(lane) = fwd {
+        if let Fwd::Tern(lane, tap) = fwd {
             for i in 0..2 {
-                p.start_tern(i, lane);
+                p.start_tern(i, lane, tap);
             }
         }
         for i in 0..2 {
@@ -128,6 +130,15 @@ impl Pair {
         }
         p.await_roles(0);
         p
+    }
+
+    /// The device keepalived runs on for tern interface `name`: the
+    /// interface's TAP on the TAP exception path, else the device.
+    fn kdev(&self, name: &str) -> String {
+        match self.fwd {
+            Fwd::Tern(_, true) => format!("tern-{name}"),
+            _ => name.to_string(),
+        }
     }
 
     fn rdir(&self, i: usize) -> PathBuf {
@@ -149,8 +160,9 @@ impl Pair {
         std::fs::read_to_string(self.rdir(i).join(format!("{what}.log"))).unwrap_or_default()
     }
 
-    fn start_tern(&mut self, i: usize, lane: &str) {
+    fn start_tern(&mut self, i: usize, lane: &str, tap: bool) {
         let a = if i == 0 { 1 } else { 3 };
+        let exception = if tap { "exception = \"tap\"" } else { "" };
         let cfg = format!(
             r#"
 [dataplane]
@@ -170,6 +182,7 @@ addresses = ["10.2.0.{a}/24"]
 
 [linux]
 mode = "linux"
+{exception}
 
 [api]
 socket = "{}"
@@ -225,8 +238,8 @@ socket = "{}"
         let conf = format!(
             "global_defs {{\n  router_id r{n}\n  script_user root\n  vrrp_version 3\n  vrrp_garp_master_delay 1\n}}\n\
              vrrp_sync_group G {{\n  group {{\n    LAN\n    WAN\n  }}\n}}\n{}{}",
-            instance("LAN", "lan0", 10, "10.1.0.254/24"),
-            instance("WAN", "wan0", 20, "10.2.0.254/24"),
+            instance("LAN", &self.kdev("lan0"), 10, "10.1.0.254/24"),
+            instance("WAN", &self.kdev("wan0"), 20, "10.2.0.254/24"),
             n = i + 1
         );
         std::fs::write(d.join("keepalived.conf"), conf).expect("keepalived config");
@@ -251,7 +264,7 @@ socket = "{}"
     fn die(&mut self, i: usize) {
         self.stop_keepalived(i, "KILL");
         match self.fwd {
-            Fwd::Tern(_) => {
+            Fwd::Tern(..) => {
                 if let Some(c) = self.tern[i].as_mut() {
                     let _ = c.kill();
                 }
@@ -428,6 +441,11 @@ fn keepalived_pair_fails_over_on_the_userspace_lane() {
 #[test]
 fn keepalived_pair_fails_over_on_the_xdp_lane() {
     failover("x", XDP);
+}
+
+#[test]
+fn keepalived_pair_fails_over_on_the_tap_exception_path() {
+    failover("t", TAP);
 }
 
 /// Numbered UDP packets at `rate`/s from the host to the server for
