@@ -384,6 +384,10 @@ fn failover(tag: &str, fwd: Fwd) {
     }
     let mut p = Pair::new(tag, fwd, "0.1");
     p.await_traffic_via(0, "start");
+    if fwd == XDP {
+        let lane = p.lan0(0, "lane");
+        assert!(lane.contains("xdp native"), "lan0's lane: {lane}");
+    }
     let kernel_vmac = format!("{VMAC_LAN} (kernel)");
     assert!(p.vmacs(0).contains(&kernel_vmac), "r1's lan0 takes keepalived's virtual MAC: {}", p.vmacs(0));
 
@@ -420,6 +424,12 @@ impl Pair {
     /// The virtual MACs tern's lan0 on router `i` accepts, as `tern
     /// interface show` lists them ("" without tern).
     fn vmacs(&self, i: usize) -> String {
+        self.lan0(i, "virtual_macs")
+    }
+
+    /// Field `field` of lan0 on router `i` in `tern interface show`'s
+    /// JSON ("" without tern or without the field).
+    fn lan0(&self, i: usize, field: &str) -> String {
         if self.fwd == Fwd::Linux {
             return String::new();
         }
@@ -427,7 +437,7 @@ impl Pair {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let list = |v: &serde_json::Value| -> Option<String> {
             let lan = v.as_array()?.iter().find(|i| i["name"] == "lan0")?;
-            Some(lan.get("virtual_macs").map(|m| m.to_string()).unwrap_or_default())
+            Some(lan.get(field).map(|m| m.to_string()).unwrap_or_default())
         };
         list(&v).or_else(|| list(v.get("interfaces")?)).unwrap_or_else(|| format!("no lan0 in {v}"))
     }
