@@ -78,18 +78,29 @@ impl Node for EthernetInput {
         }
         // A batch that may hold a traced packet notes the direct path
         // taken; the others pay one test a batch for it.
-        if cx.tracing() {
-            direct_batch::<true>(cx, ifs, pkts, next);
-        } else {
-            direct_batch::<false>(cx, ifs, pkts, next);
+        // Only with virtual MACs somewhere does a frame to another MAC
+        // than the port's ask about them: without, the loop is the same
+        // as before they existed.
+        match (cx.tracing(), ifs.any_vmacs) {
+            (true, true) => direct_batch::<true, true>(cx, ifs, pkts, next),
+            (true, false) => direct_batch::<true, false>(cx, ifs, pkts, next),
+            (false, true) => direct_batch::<false, true>(cx, ifs, pkts, next),
+            (false, false) => direct_batch::<false, false>(cx, ifs, pkts, next),
         }
     }
 }
 
 /// The batch with the direct path (`FastPaths::direct` on); with `TRACE`,
-/// a traced packet that takes it gets the note "direct path".
+/// a traced packet that takes it gets the note "direct path"; with
+/// `VMACS` (some interface has virtual MACs), a frame to another MAC than
+/// the port's may be to one of the port's virtual MACs.
 #[inline(always)]
-fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &mut [u16]) {
+fn direct_batch<const TRACE: bool, const VMACS: bool>(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    pkts: &[PktIdx],
+    next: &mut [u16],
+) {
     // The receiving interface of the last packet: its index, its MAC as
     // the low 48 bits of a word, and whether it is up.
     let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
@@ -109,8 +120,12 @@ fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktId
             let dst = mac_word(dmac);
             let et = u16::from_be_bytes([h[12], h[13]]);
             // Another MAC than the port's: one of its virtual MACs (out of
-            // line: the usual frame pays nothing for them).
-            if cache.2 && cache.0 == m.rx_if && (dst == cache.1 || is_vmac(ifs, m.rx_if, dmac)) && h[6] & 1 == 0 {
+            // line, and only asked with `VMACS`).
+            if cache.2
+                && cache.0 == m.rx_if
+                && (dst == cache.1 || (VMACS && is_vmac(ifs, m.rx_if, dmac)))
+                && h[6] & 1 == 0
+            {
                 if et == ETH_P_IPV4 {
                     m.l3_off = 14;
                     *o = EthNext::Ip4 as u16;

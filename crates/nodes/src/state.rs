@@ -285,6 +285,11 @@ pub struct IfTable {
     /// Indexes of GRE tunnel interfaces.
     #[serde(skip)]
     pub tunnels: Vec<u16>,
+    /// Whether any interface has virtual MACs (set by [`IfTable::new`]
+    /// and [`IfTable::set_vmacs`]: change them through those). Without
+    /// any, `ethernet-input`'s direct path never asks.
+    #[serde(skip)]
+    pub any_vmacs: bool,
 }
 
 impl IfTable {
@@ -306,7 +311,8 @@ impl IfTable {
                 }
             }
         }
-        IfTable { ifs, vlans, tunnels }
+        let any_vmacs = ifs.iter().any(|i| !i.vmacs.is_empty());
+        IfTable { ifs, vlans, tunnels, any_vmacs }
     }
 
     /// The GRE tunnel a packet from `remote` to `local` with `key` belongs
@@ -349,10 +355,12 @@ impl IfTable {
     /// [`Iface::set_vmacs`] on interface `index` (false: no such
     /// interface, a removed one, or nothing changed).
     pub fn set_vmacs(&mut self, index: u16, owner: VmacOwner, macs: &[[u8; 6]]) -> bool {
-        match self.ifs.get_mut(usize::from(index)) {
+        let changed = match self.ifs.get_mut(usize::from(index)) {
             Some(f) if !f.is_removed() => f.set_vmacs(owner, macs),
             _ => false,
-        }
+        };
+        self.any_vmacs = self.ifs.iter().any(|i| !i.vmacs.is_empty());
+        changed
     }
 }
 
@@ -627,5 +635,9 @@ mod tests {
         assert!(!t.set_vmacs(1, VmacOwner::Kernel, &[a]), "a removed interface takes none");
         assert!(!t.set_vmacs(7, VmacOwner::Kernel, &[a]));
         assert!(t.get(0).is_some_and(|f| f.is_vmac(&a)));
+        assert!(t.any_vmacs);
+        assert!(t.set_vmacs(0, VmacOwner::Kernel, &[]));
+        assert!(!t.any_vmacs, "the last one went");
+        assert!(IfTable::new(t.ifs.clone()).ifs.iter().all(|f| f.vmacs.is_empty()));
     }
 }
