@@ -127,6 +127,7 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
         v6_ll: link_local_from_mac(mac),
         acl_in: acl_index(&p.acl_in),
         acl_out: acl_index(&p.acl_out),
+        vmacs: Vec::new(),
     }
 }
 

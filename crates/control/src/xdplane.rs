@@ -57,6 +57,11 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
             v6_ll: f.v6_ll.octets(),
             capture: false,
         });
+        for v in &f.vmacs {
+            if !t.vmacs.contains(&(f.index, v.mac)) {
+                t.vmacs.push((f.index, v.mac));
+            }
+        }
     }
     for (port, vids) in ifs.vlans.iter().enumerate() {
         for (vid, &sub) in vids.iter().enumerate() {

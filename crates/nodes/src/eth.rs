@@ -1,7 +1,8 @@
 //! `ethernet-input`: the first node every received frame enters.
 //!
 //! Synopsis: drops group source MACs, checks the destination MAC against
-//! the receiving interface (own unicast, broadcast, multicast), strips
+//! the receiving interface (own unicast or one of its virtual MACs,
+//! `Iface::vmacs`, broadcast, multicast), strips
 //! 802.1Q tags into the sub-interface they belong to (a priority tag, VID
 //! 0, leaves the frame on the port), and dispatches by EtherType.
 //!
@@ -90,8 +91,9 @@ impl Node for EthernetInput {
 #[inline(always)]
 fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &mut [u16]) {
     // The receiving interface of the last packet: its index, its MAC as
-    // the low 48 bits of a word, and whether it is up.
-    let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
+    // the low 48 bits of a word, whether it is up, and whether it has
+    // virtual MACs (only then does a frame to another MAC look further).
+    let mut cache: (u16, u64, bool, bool) = (NO_IF, 0, false, false);
     for (o, &p) in next.iter_mut().zip(pkts) {
         let (m, d) = cx.pool.pkt(p);
         // The usual frame in one go: untagged IPv4 or IPv6 unicast to the
@@ -100,13 +102,15 @@ fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktId
         if let Some(h) = d.first_chunk::<14>() {
             if cache.0 != m.rx_if {
                 cache = match ifs.get(m.rx_if) {
-                    Some(f) => (m.rx_if, mac_word(&f.mac), f.up),
-                    None => (NO_IF, 0, false),
+                    Some(f) => (m.rx_if, mac_word(&f.mac), f.up, !f.vmacs.is_empty()),
+                    None => (NO_IF, 0, false, false),
                 };
             }
-            let dst = mac_word(h.first_chunk::<6>().unwrap_or(&[0; 6]));
+            let dmac = h.first_chunk::<6>().unwrap_or(&[0; 6]);
+            let dst = mac_word(dmac);
             let et = u16::from_be_bytes([h[12], h[13]]);
-            if cache.2 && cache.0 == m.rx_if && dst == cache.1 && h[6] & 1 == 0 {
+            let ours = dst == cache.1 || (cache.3 && ifs.get(m.rx_if).is_some_and(|f| f.is_vmac(dmac)));
+            if cache.2 && cache.0 == m.rx_if && ours && h[6] & 1 == 0 {
                 if et == ETH_P_IPV4 {
                     m.l3_off = 14;
                     *o = EthNext::Ip4 as u16;
@@ -149,10 +153,11 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, EthError::NoIf) };
     let dst = eth.dst_addr();
     if dst.0 != iface.mac {
-        if !dst.is_multicast() {
+        if dst.is_multicast() {
+            m.flags |= flags::L2_MULTI;
+        } else if !iface.is_vmac(&dst.0) && !sub_vmac(ifs, iface.port, d, &dst.0) {
             return cx.drop(p, EthError::NotForUs);
         }
-        m.flags |= flags::L2_MULTI;
     }
     let mut et = eth.ethertype().0;
     let mut l3 = 14u16;
@@ -202,4 +207,17 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
         ETH_P_ARP => EthNext::Arp as u16,
         _ => cx.drop(p, EthError::UnknownEthertype),
     }
+}
+
+/// Whether frame `d`, received on `port` to unicast `dst` (not the port's
+/// MAC nor one of its virtual MACs), carries an 802.1Q tag of a
+/// sub-interface that has `dst` as a virtual MAC.
+fn sub_vmac(ifs: &IfTable, port: u16, d: &[u8], dst: &[u8; 6]) -> bool {
+    let Some(h) = d.first_chunk::<16>() else { return false };
+    let et = u16::from_be_bytes([h[12], h[13]]);
+    if et != ETH_P_8021Q && et != ETH_P_8021AD {
+        return false;
+    }
+    let vid = u16::from_be_bytes([h[14], h[15]]) & 0x0fff;
+    vid != 0 && ifs.vlan_if(port, vid).and_then(|s| ifs.get(s)).is_some_and(|s| s.is_vmac(dst))
 }

@@ -105,6 +105,42 @@ pub struct Iface {
     /// into [`AclTable::sets`]).
     pub acl_in: Option<u16>,
     pub acl_out: Option<u16>,
+    /// Extra unicast MACs this interface accepts as its own (VRRP's
+    /// virtual MACs), each with who set it ([`Iface::set_vmacs`]).
+    /// `ethernet-input` and the XDP lane take frames to them as frames to
+    /// [`Iface::mac`]; empty, they cost nothing on the usual frame.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vmacs: Vec<Vmac>,
+}
+
+/// Who set a virtual MAC of an interface: each owner sets and clears its
+/// own without touching the other's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VmacOwner {
+    /// The kernel mirror, following the macvlans of keepalived or FRR's
+    /// vrrpd in Linux mode.
+    Kernel,
+    /// tern's own VRRP (standalone mode).
+    Vrrp,
+}
+
+/// A virtual MAC an interface accepts, and its owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Vmac {
+    pub mac: [u8; 6],
+    pub owner: VmacOwner,
+}
+
+/// The VRRP virtual router MAC of `vrid` (RFC 5798 7.3):
+/// 00:00:5e:00:01:VRID for IPv4, 00:00:5e:00:02:VRID for IPv6.
+pub fn vrrp_mac(vrid: u8, v6: bool) -> [u8; 6] {
+    [0x00, 0x00, 0x5e, 0x00, if v6 { 0x02 } else { 0x01 }, vrid]
+}
+
+/// Whether `mac` is a VRRP virtual router MAC (IPv4's or IPv6's).
+pub fn is_vrrp_mac(mac: &[u8; 6]) -> bool {
+    mac[..4] == [0x00, 0x00, 0x5e, 0x00] && (mac[4] == 0x01 || mac[4] == 0x02)
 }
 
 impl Iface {
@@ -124,7 +160,32 @@ impl Iface {
             v6_ll: link_local_from_mac(mac),
             acl_in: None,
             acl_out: None,
+            vmacs: Vec::new(),
         }
+    }
+
+    /// Whether `mac` is one of this interface's virtual MACs.
+    #[inline]
+    pub fn is_vmac(&self, mac: &[u8; 6]) -> bool {
+        self.vmacs.iter().any(|v| v.mac == *mac)
+    }
+
+    /// Makes `macs` the virtual MACs `owner` has on this interface (the
+    /// other owner's stay; a MAC both set is accepted while either has
+    /// it). Group addresses are ignored (they are no unicast MAC to
+    /// accept). Returns whether anything changed.
+    pub fn set_vmacs(&mut self, owner: VmacOwner, macs: &[[u8; 6]]) -> bool {
+        let mut want: Vec<[u8; 6]> = macs.iter().copied().filter(|m| m[0] & 1 == 0).collect();
+        want.sort_unstable();
+        want.dedup();
+        let mut have: Vec<[u8; 6]> = self.vmacs.iter().filter(|v| v.owner == owner).map(|v| v.mac).collect();
+        have.sort_unstable();
+        if have == want {
+            return false;
+        }
+        self.vmacs.retain(|v| v.owner != owner);
+        self.vmacs.extend(want.into_iter().map(|mac| Vmac { mac, owner }));
+        true
     }
 
     pub fn has_v4(&self, a: Ipv4Addr) -> bool {
@@ -180,6 +241,7 @@ impl Iface {
             v6_ll: Ipv6Addr::UNSPECIFIED,
             acl_in: None,
             acl_out: None,
+            vmacs: Vec::new(),
         }
     }
     pub fn is_removed(&self) -> bool {
@@ -282,6 +344,15 @@ impl IfTable {
 
     pub fn by_name(&self, name: &str) -> Option<&Iface> {
         self.ifs.iter().find(|i| i.name == name && !i.is_removed())
+    }
+
+    /// [`Iface::set_vmacs`] on interface `index` (false: no such
+    /// interface, a removed one, or nothing changed).
+    pub fn set_vmacs(&mut self, index: u16, owner: VmacOwner, macs: &[[u8; 6]]) -> bool {
+        match self.ifs.get_mut(usize::from(index)) {
+            Some(f) if !f.is_removed() => f.set_vmacs(owner, macs),
+            _ => false,
+        }
     }
 }
 
@@ -482,6 +553,9 @@ pub struct Punted {
 }
 
 /// A frame the control thread asks a worker to send (ARP/ND probes).
+/// `frame` leaves `ifindex` as built, link-layer header included: a
+/// VRRP master's advertisements and gratuitous ARPs put the virtual MAC
+/// (an [`Iface::vmacs`] entry) in its source field themselves.
 #[derive(Clone, Debug)]
 pub struct Inject {
     pub ifindex: u16,
@@ -560,11 +634,36 @@ mod tests {
             v6_ll: link_local_from_mac([2, 0, 0, 0, 0, 1]),
             acl_in: None,
             acl_out: None,
+            vmacs: vec![],
         };
         let sub = Iface { index: 1, name: "p0.100".into(), kind: IfKind::Vlan { parent: 0, vid: 100 }, ..base.clone() };
         let t = IfTable::new(vec![base, sub]);
         assert_eq!(t.vlan_if(0, 100), Some(1));
         assert_eq!(t.vlan_if(0, 101), None);
         assert_eq!(t.vlan_if(5, 100), None);
+    }
+
+    #[test]
+    fn vmacs_per_owner() {
+        let mut f = Iface::new(0, "p0", IfKind::Port, 0, [2, 0, 0, 0, 0, 1]);
+        let a = vrrp_mac(10, false);
+        let b = vrrp_mac(10, true);
+        assert!(is_vrrp_mac(&a) && is_vrrp_mac(&b) && !is_vrrp_mac(&[2, 0, 0, 0, 0, 1]));
+        assert!(!f.is_vmac(&a));
+        assert!(f.set_vmacs(VmacOwner::Kernel, &[a, a]));
+        assert!(!f.set_vmacs(VmacOwner::Kernel, &[a]), "the same set again changes nothing");
+        assert!(f.set_vmacs(VmacOwner::Vrrp, &[a, b, [1, 0, 0x5e, 0, 0, 1]]));
+        assert_eq!(f.vmacs.len(), 3, "a group address is no vmac; {:?}", f.vmacs);
+        assert!(f.is_vmac(&a) && f.is_vmac(&b));
+        // The kernel's go; the one VRRP also holds stays.
+        assert!(f.set_vmacs(VmacOwner::Kernel, &[]));
+        assert!(f.is_vmac(&a) && f.is_vmac(&b));
+        assert!(f.set_vmacs(VmacOwner::Vrrp, &[]));
+        assert!(!f.is_vmac(&a) && f.vmacs.is_empty());
+        let mut t = IfTable::new(vec![f, Iface::removed(1)]);
+        assert!(t.set_vmacs(0, VmacOwner::Kernel, &[a]));
+        assert!(!t.set_vmacs(1, VmacOwner::Kernel, &[a]), "a removed interface takes none");
+        assert!(!t.set_vmacs(7, VmacOwner::Kernel, &[a]));
+        assert!(t.get(0).is_some_and(|f| f.is_vmac(&a)));
     }
 }
