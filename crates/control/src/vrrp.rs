@@ -28,7 +28,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tern_fib::{FibWriter, Prefix, RouteAttrs, RouteTarget, Source};
-use tern_nodes::state::{IfTable, Iface, Inject, Punted, VirtualAddr};
+use tern_nodes::state::{IfTable, Iface, Inject, Punted, VirtualAddr, VmacOwner};
 use tern_vrrp::{Action, Config, DropReason, Family, Machine, State};
 use tern_wire::{IpProtocol, checksum};
 
@@ -39,6 +39,9 @@ struct Group {
     /// Built once the interface has a source address (IPv4: its first
     /// address; IPv6: its link-local one).
     m: Option<Machine>,
+    /// The state last logged and notified (transitions happen in
+    /// `handle_advert` and `poll`; they are reported in one place).
+    reported: State,
 }
 
 /// A group's state for `tern vrrp show`, the API and /metrics.
@@ -88,6 +91,8 @@ pub struct VrrpService {
     pub unmatched: u64,
     pub malformed: u64,
     notify: Vec<Child>,
+    /// Shutting down: groups are not started again.
+    stopping: bool,
 }
 
 /// What the service asks of the router after a poll.
@@ -108,13 +113,29 @@ pub struct Env<'a> {
 
 impl VrrpService {
     pub fn new(groups: Vec<VrrpGroup>) -> VrrpService {
-        let groups =
-            groups.into_iter().map(|g| Group { vmac: tern_vrrp::virtual_mac(g.family, g.vrid), g, m: None }).collect();
+        let groups = groups
+            .into_iter()
+            .map(|g| Group { vmac: tern_vrrp::virtual_mac(g.family, g.vrid), g, m: None, reported: State::Initialize })
+            .collect();
         VrrpService { groups, ..VrrpService::default() }
     }
 
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty()
+    }
+
+    /// The interfaces groups run on.
+    pub fn interfaces(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = self.groups.iter().map(|g| g.g.ifindex).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The virtual MACs interface `ifindex` accepts now (its master
+    /// groups').
+    pub fn vmacs_of(&self, ifindex: u16) -> Vec<[u8; 6]> {
+        self.vmacs.iter().filter(|(i, _)| *i == ifindex).map(|(_, m)| *m).collect()
     }
 
     /// When the next timer is due (None: no group is running).
@@ -183,10 +204,10 @@ impl VrrpService {
             g.g.track_routes.iter().filter(|&&p| !Source::ALL.iter().any(|&s| env.fib.has_route(s, p))).count();
         let penalty = (down_ifaces + gone_routes) as u16 * u16::from(g.g.track_decrement);
         m.set_penalty(penalty);
-        let before = m.state();
-        if up && before == State::Initialize {
+        let before = g.reported;
+        if up && m.state() == State::Initialize && !self.stopping {
             m.startup(now);
-        } else if !up && before != State::Initialize {
+        } else if !up && m.state() != State::Initialize {
             m.shutdown(now);
         }
         if m.next_deadline().is_none_or(|d| d > now) && m.state() == before {
@@ -194,6 +215,7 @@ impl VrrpService {
         }
         let actions = m.poll(now);
         let after = m.state();
+        g.reported = after;
         let Some(iface) = env.ifs.get(g.g.ifindex) else { return true };
         for a in &actions {
             match a {
@@ -289,6 +311,7 @@ impl VrrpService {
     /// advertisement so a backup takes over at once) and gives back what
     /// masters held.
     pub fn shutdown(&mut self, now: Instant, env: &mut Env<'_>) -> Changes {
+        self.stopping = true;
         for g in &mut self.groups {
             if let Some(m) = g.m.as_mut() {
                 m.shutdown(now);
@@ -610,13 +633,28 @@ impl super::Router {
             self.lanes.wake_all();
         }
         if let Some(vmacs) = c.vmacs {
-            self.set_vrrp_vmacs(&vmacs);
+            log::debug!("vrrp: virtual MACs now {vmacs:?}");
         }
+        self.set_vrrp_vmacs();
     }
 
-    /// Makes the interfaces accept exactly these virtual MACs.
-    fn set_vrrp_vmacs(&mut self, vmacs: &[(u16, [u8; 6])]) {
-        log::debug!("vrrp: virtual MACs now {vmacs:?}");
+    /// Makes the groups' interfaces accept exactly the virtual MACs of
+    /// their master groups (checked every poll: a reload or a link event
+    /// that rebuilds the interface table gets them back at once).
+    fn set_vrrp_vmacs(&mut self) {
+        let ifs = self.shared.ifaces.load();
+        for ifindex in self.vrrp.interfaces() {
+            let want = self.vrrp.vmacs_of(ifindex);
+            let have: Vec<[u8; 6]> = ifs
+                .get(ifindex)
+                .map(|f| f.vmacs.iter().filter(|v| v.owner == VmacOwner::Vrrp).map(|v| v.mac).collect())
+                .unwrap_or_default();
+            let same = have.len() == want.len() && want.iter().all(|m| have.contains(m));
+            if !same {
+                self.interfaces.set_vmacs(&self.shared.ifaces, ifindex, VmacOwner::Vrrp, &want);
+                self.lanes.wake_all();
+            }
+        }
     }
 
     /// The VRRP groups' state (`tern vrrp show`, the API, /metrics).
