@@ -448,7 +448,7 @@ impl Router {
         for (ifindex, ip, mac) in router.plan.static_neighbors.clone() {
             router.routes.add_permanent(ifindex, ip, mac);
         }
-        router.vrrp = vrrp::VrrpService::new(router.plan.vrrp_groups());
+        router.vrrp = vrrp::VrrpService::new(router.plan.config.vrrp.clone(), router.plan.vrrp_groups());
         Ok(router)
     }
 

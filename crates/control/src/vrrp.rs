@@ -93,6 +93,9 @@ pub struct VrrpService {
     notify: Vec<Child>,
     /// Shutting down: groups are not started again.
     stopping: bool,
+    /// The `[[vrrp]]` section running (a reload that changes it
+    /// reconciles the groups).
+    config: Vec<crate::config::VrrpCfg>,
 }
 
 /// What the service asks of the router after a poll.
@@ -112,16 +115,64 @@ pub struct Env<'a> {
 }
 
 impl VrrpService {
-    pub fn new(groups: Vec<VrrpGroup>) -> VrrpService {
+    pub fn new(config: Vec<crate::config::VrrpCfg>, groups: Vec<VrrpGroup>) -> VrrpService {
         let groups = groups
             .into_iter()
             .map(|g| Group { vmac: tern_vrrp::virtual_mac(g.family, g.vrid), g, m: None, reported: State::Initialize })
             .collect();
-        VrrpService { groups, ..VrrpService::default() }
+        VrrpService { groups, config, ..VrrpService::default() }
     }
 
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty()
+    }
+
+    /// The `[[vrrp]]` section the groups came from.
+    pub fn config(&self) -> &[crate::config::VrrpCfg] {
+        &self.config
+    }
+
+    /// A reload changed `[[vrrp]]` to `config` (whose groups are
+    /// `groups`): groups that stay as they were keep running, removed or
+    /// changed ones shut down (a master sends priority 0), new ones start
+    /// at the next poll.
+    pub fn reconcile(
+        &mut self,
+        config: Vec<crate::config::VrrpCfg>,
+        groups: Vec<VrrpGroup>,
+        now: Instant,
+        env: &mut Env<'_>,
+    ) -> Changes {
+        let (keep, gone): (Vec<Group>, Vec<Group>) =
+            std::mem::take(&mut self.groups).into_iter().partition(|g| groups.contains(&g.g));
+        self.groups = gone;
+        for g in &mut self.groups {
+            if let Some(m) = g.m.as_mut() {
+                m.shutdown(now);
+            }
+        }
+        self.stopping = true;
+        for i in 0..self.groups.len() {
+            self.run_group(i, now, env);
+        }
+        self.stopping = false;
+        for g in &self.groups {
+            log::info!("vrrp {}: removed by a reload", g.g.name());
+        }
+        self.groups = keep;
+        for g in groups {
+            if !self.groups.iter().any(|k| k.g == g) {
+                log::info!("vrrp {}: added by a reload", g.name());
+                self.groups.push(Group {
+                    vmac: tern_vrrp::virtual_mac(g.family, g.vrid),
+                    g,
+                    m: None,
+                    reported: State::Initialize,
+                });
+            }
+        }
+        self.config = config;
+        self.publish(env)
     }
 
     /// The interfaces groups run on.
@@ -520,73 +571,12 @@ pub fn announce_frame(iface: &Iface, vmac: [u8; 6], addr: IpAddr) -> Option<Vec<
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tern_nodes::state::{IfKind, V4Net};
-
-    fn iface() -> Iface {
-        let mut i = Iface::new(0, "lan", IfKind::Port, 0, [2, 0, 0, 0, 0, 1]);
-        i.v4.push(V4Net { addr: Ipv4Addr::new(10, 1, 0, 2), len: 24 });
-        i
-    }
-
-    #[test]
-    fn advert_frames_carry_the_virtual_mac_and_ttl_255() {
-        let vmac = tern_vrrp::virtual_mac(Family::V4, 10);
-        let msg =
-            tern_vrrp::Advert { vrid: 10, priority: 100, interval_cs: 100, addrs: vec!["10.1.0.254".parse().unwrap()] }
-                .encode("10.1.0.2".parse().unwrap(), "224.0.0.18".parse().unwrap())
-                .unwrap();
-        let f = advert_frame(&iface(), vmac, "10.1.0.2".parse().unwrap(), &msg).unwrap();
-        assert_eq!(f[..6], [0x01, 0, 0x5e, 0, 0, 0x12]);
-        assert_eq!(f[6..12], vmac);
-        assert_eq!(checksum::data(&f[14..34]), 0xffff, "IPv4 header checksum");
-        let (src, dst, ttl, m) = ip_parts(&f[14..]).unwrap();
-        assert_eq!((src.to_string(), dst.to_string(), ttl), ("10.1.0.2".into(), "224.0.0.18".into(), 255));
-        assert_eq!(m, msg, "the message, without the Ethernet padding");
-        assert!(tern_vrrp::Advert::decode(m, src, dst, ttl).is_ok());
-    }
-
-    #[test]
-    fn announcements_name_the_virtual_mac() {
-        let vmac = tern_vrrp::virtual_mac(Family::V4, 10);
-        let f = announce_frame(&iface(), vmac, "10.1.0.254".parse().unwrap()).unwrap();
-        assert_eq!(f[..6], [0xff; 6]);
-        assert_eq!(f[6..12], vmac);
-        assert_eq!(f[22..28], vmac, "sender hardware address");
-        assert_eq!(f[28..32], [10, 1, 0, 254]);
-        assert_eq!(f[38..42], [10, 1, 0, 254]);
-        let vmac6 = tern_vrrp::virtual_mac(Family::V6, 10);
-        let i = iface();
-        let f = announce_frame(&i, vmac6, "2001:db8::254".parse().unwrap()).unwrap();
-        let ip = &f[14..];
-        let icmp = &ip[40..];
-        let pseudo = checksum::pseudo_header_v6(i.v6_ll, "ff02::1".parse().unwrap(), IpProtocol::ICMPV6, 32);
-        assert_eq!(checksum::add(pseudo, checksum::data(icmp)), 0xffff, "ICMPv6 checksum");
-        assert_eq!(icmp[26..32], vmac6);
-        assert_eq!(ip[7], 255);
-    }
-
-    #[test]
-    fn ip_parts_refuses_what_is_not_vrrp() {
-        assert!(ip_parts(&[]).is_none());
-        assert!(ip_parts(&[0x45; 19]).is_none());
-        let mut h = [0u8; 28];
-        h[0] = 0x45;
-        h[3] = 28;
-        h[9] = 17;
-        assert!(ip_parts(&h).is_none(), "UDP");
-        h[9] = 112;
-        assert!(ip_parts(&h).is_some());
-        h[0] = 0x4f; // IHL 60 beyond the packet
-        assert!(ip_parts(&h).is_none());
-    }
-}
-
 impl super::Router {
     /// The VRRP groups' round of the control loop.
     pub(super) fn poll_vrrp(&mut self) -> bool {
+        if self.vrrp.config() != self.plan.config.vrrp.as_slice() {
+            self.reconcile_vrrp();
+        }
         if self.vrrp.is_empty() {
             return false;
         }
@@ -603,6 +593,20 @@ impl super::Router {
         let (did, changes) = self.vrrp.poll(now, &mut || rxq.pop(), &mut env);
         self.apply_vrrp(changes);
         did
+    }
+
+    /// A reload changed `[[vrrp]]`: the groups follow.
+    fn reconcile_vrrp(&mut self) {
+        let ifs = self.shared.ifaces.load();
+        let lanes = &self.lanes;
+        let mut inject = |inj: Inject| {
+            lanes.inject(inj);
+        };
+        let groups = self.plan.vrrp_groups();
+        let config = self.plan.config.vrrp.clone();
+        let mut env = Env { ifs: &ifs, fib: self.routes.fib_mut(), inject: &mut inject };
+        let changes = self.vrrp.reconcile(config, groups, Instant::now(), &mut env);
+        self.apply_vrrp(changes);
     }
 
     /// Shuts the groups down (masters send priority 0) before the workers
@@ -677,5 +681,69 @@ impl super::Router {
             Some(d) => pause.min(d.saturating_duration_since(Instant::now())),
             None => pause,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tern_nodes::state::{IfKind, V4Net};
+
+    fn iface() -> Iface {
+        let mut i = Iface::new(0, "lan", IfKind::Port, 0, [2, 0, 0, 0, 0, 1]);
+        i.v4.push(V4Net { addr: Ipv4Addr::new(10, 1, 0, 2), len: 24 });
+        i
+    }
+
+    #[test]
+    fn advert_frames_carry_the_virtual_mac_and_ttl_255() {
+        let vmac = tern_vrrp::virtual_mac(Family::V4, 10);
+        let msg =
+            tern_vrrp::Advert { vrid: 10, priority: 100, interval_cs: 100, addrs: vec!["10.1.0.254".parse().unwrap()] }
+                .encode("10.1.0.2".parse().unwrap(), "224.0.0.18".parse().unwrap())
+                .unwrap();
+        let f = advert_frame(&iface(), vmac, "10.1.0.2".parse().unwrap(), &msg).unwrap();
+        assert_eq!(f[..6], [0x01, 0, 0x5e, 0, 0, 0x12]);
+        assert_eq!(f[6..12], vmac);
+        assert_eq!(checksum::data(&f[14..34]), 0xffff, "IPv4 header checksum");
+        let (src, dst, ttl, m) = ip_parts(&f[14..]).unwrap();
+        assert_eq!((src.to_string(), dst.to_string(), ttl), ("10.1.0.2".into(), "224.0.0.18".into(), 255));
+        assert_eq!(m, msg, "the message, without the Ethernet padding");
+        assert!(tern_vrrp::Advert::decode(m, src, dst, ttl).is_ok());
+    }
+
+    #[test]
+    fn announcements_name_the_virtual_mac() {
+        let vmac = tern_vrrp::virtual_mac(Family::V4, 10);
+        let f = announce_frame(&iface(), vmac, "10.1.0.254".parse().unwrap()).unwrap();
+        assert_eq!(f[..6], [0xff; 6]);
+        assert_eq!(f[6..12], vmac);
+        assert_eq!(f[22..28], vmac, "sender hardware address");
+        assert_eq!(f[28..32], [10, 1, 0, 254]);
+        assert_eq!(f[38..42], [10, 1, 0, 254]);
+        let vmac6 = tern_vrrp::virtual_mac(Family::V6, 10);
+        let i = iface();
+        let f = announce_frame(&i, vmac6, "2001:db8::254".parse().unwrap()).unwrap();
+        let ip = &f[14..];
+        let icmp = &ip[40..];
+        let pseudo = checksum::pseudo_header_v6(i.v6_ll, "ff02::1".parse().unwrap(), IpProtocol::ICMPV6, 32);
+        assert_eq!(checksum::add(pseudo, checksum::data(icmp)), 0xffff, "ICMPv6 checksum");
+        assert_eq!(icmp[26..32], vmac6);
+        assert_eq!(ip[7], 255);
+    }
+
+    #[test]
+    fn ip_parts_refuses_what_is_not_vrrp() {
+        assert!(ip_parts(&[]).is_none());
+        assert!(ip_parts(&[0x45; 19]).is_none());
+        let mut h = [0u8; 28];
+        h[0] = 0x45;
+        h[3] = 28;
+        h[9] = 17;
+        assert!(ip_parts(&h).is_none(), "UDP");
+        h[9] = 112;
+        assert!(ip_parts(&h).is_some());
+        h[0] = 0x4f; // IHL 60 beyond the packet
+        assert!(ip_parts(&h).is_none());
     }
 }

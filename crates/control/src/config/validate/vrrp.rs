@@ -1,6 +1,6 @@
 //! `[[vrrp]]`: tern's own VRRPv3 groups, checked against the interfaces.
 
-use crate::config::{IfacePlan, IfacePlanKind, Problem, Seg, VrrpCfg, bad, k, quote};
+use crate::config::{Driver, IfacePlan, IfacePlanKind, Problem, Seg, VrrpCfg, bad, k, quote};
 use std::net::IpAddr;
 use tern_fib::Prefix;
 use tern_vrrp::Family;
@@ -56,10 +56,27 @@ pub(crate) fn groups(
         let ifindex = index_of(&g.interface)
             .ok_or_else(|| bad(p("interface"), format!("no interface named {}", quote(&g.interface))))?;
         let plan = &ifaces[usize::from(ifindex)];
-        if !matches!(plan.kind, IfacePlanKind::Port { .. } | IfacePlanKind::Vlan { .. }) {
+        let port = match plan.kind {
+            IfacePlanKind::Port { .. } => plan,
+            IfacePlanKind::Vlan { parent, .. } => &ifaces[parent],
+            _ => {
+                return Err(bad(
+                    p("interface"),
+                    format!("{} is a tunnel: VRRP needs an Ethernet link", quote(&g.interface)),
+                ));
+            }
+        };
+        // The XDP lane drops IP multicast and the AF_XDP steering program
+        // passes it to Linux: neither hands the advertisements to tern yet.
+        if let IfacePlanKind::Port { driver, .. } = &port.kind
+            && !matches!(driver, Driver::Afpacket | Driver::Memory)
+        {
             return Err(bad(
                 p("interface"),
-                format!("{} is a tunnel: VRRP needs an Ethernet link", quote(&g.interface)),
+                format!(
+                    "{}: tern's own VRRP needs driver = \"afpacket\" for now (the XDP and AF_XDP lanes do not hand VRRP advertisements to it yet)",
+                    quote(&g.interface)
+                ),
             ));
         }
         if g.vrid == 0 {
@@ -186,5 +203,99 @@ impl crate::config::Plan {
             log::error!("vrrp: {} (the plan was validated: a bug)", e.message);
             Vec::new()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{ConfigError, Plan, parse};
+    use std::path::Path;
+
+    const BASE: &str = r#"
+[[interface]]
+name = "lan0"
+driver = "memory"
+mac = "02:00:00:00:00:01"
+addresses = ["10.1.0.2/24", "2001:db8:1::2/64"]
+
+[[interface]]
+name = "wan0"
+driver = "memory"
+mac = "02:00:00:00:00:02"
+addresses = ["10.2.0.2/24"]
+"#;
+
+    fn with(vrrp: &str) -> Result<Plan, ConfigError> {
+        parse(&format!("{BASE}\n{vrrp}"), "t.toml", Path::new("."))
+    }
+
+    /// The error's key and line, and that its message says `what`.
+    fn err(vrrp: &str, key: &str, what: &str) {
+        let text = format!("{BASE}\n{vrrp}");
+        let e = with(vrrp).expect_err("refused");
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.message.contains(what), "{e}");
+        let line = e.line.expect("a line");
+        let key_name = key.rsplit('.').next().unwrap_or(key).split('[').next().unwrap_or(key);
+        assert!(text.lines().nth(line - 1).is_some_and(|l| l.contains(key_name)), "line {line} of:\n{text}\n{e}");
+    }
+
+    const GOOD: &str = "[[vrrp]]\ninterface = \"lan0\"\nvrid = 10\npriority = 200\ninterval_ms = 100\naddresses = [\"10.1.0.254\"]\npreempt = true\n";
+
+    #[test]
+    fn a_group_is_read_with_its_defaults() {
+        let p = with(GOOD).expect("valid");
+        let g = p.vrrp_groups();
+        assert_eq!(g.len(), 1);
+        assert_eq!((g[0].ifindex, g[0].vrid, g[0].priority, g[0].interval_cs), (0, 10, 200, 10));
+        assert_eq!(g[0].name(), "lan0/10/ipv4");
+        assert_eq!((g[0].preempt_delay_ms, g[0].accept_mode, g[0].track_decrement), (0, false, 50));
+    }
+
+    #[test]
+    fn ipv6_groups_get_the_virtual_link_local_first() {
+        let p = with("[[vrrp]]\ninterface = \"lan0\"\nvrid = 7\naddresses = [\"2001:db8:1::254\"]\n").expect("valid");
+        let g = &p.vrrp_groups()[0];
+        assert_eq!(g.addrs[0].to_string(), "fe80::200:5eff:fe00:207");
+        assert_eq!(g.addrs[1].to_string(), "2001:db8:1::254");
+        let p = with("[[vrrp]]\ninterface = \"lan0\"\nvrid = 7\naddresses = [\"fe80::1\", \"2001:db8:1::254\"]\n")
+            .expect("valid");
+        assert_eq!(p.vrrp_groups()[0].addrs.len(), 2, "a link-local first is kept");
+    }
+
+    #[test]
+    fn bad_groups_name_file_line_and_key() {
+        err(&GOOD.replace("interval_ms = 100", "interval_ms = 5"), "vrrp[0].interval_ms", "10..=40950");
+        err(&GOOD.replace("interval_ms = 100", "interval_ms = 105"), "vrrp[0].interval_ms", "steps of 10");
+        err(&GOOD.replace("vrid = 10", "vrid = 0"), "vrrp[0].vrid", "1..=255");
+        err(&GOOD.replace("priority = 200", "priority = 0"), "vrrp[0].priority", "1..=255");
+        err(&GOOD.replace("\"lan0\"", "\"nope\""), "vrrp[0].interface", "no interface");
+        err(
+            &GOOD.replace("10.1.0.254\"", "10.1.0.254\", \"2001:db8:1::9\""),
+            "vrrp[0].addresses[1]",
+            "one address family",
+        );
+        err(&GOOD.replace("10.1.0.254", "10.1.0.254/24"), "vrrp[0].addresses[0]", "invalid address");
+        err(&GOOD.replace("priority = 200", "priority = 255"), "vrrp[0].priority", "owner");
+        err(&GOOD.replace("10.1.0.254", "10.1.0.2"), "vrrp[0].priority", "owner's priority is 255");
+        err(&format!("{GOOD}{GOOD}"), "vrrp[1].vrid", "already used");
+        err(&format!("{GOOD}track_interfaces = [\"x\"]\n"), "vrrp[0].track_interfaces[0]", "no interface");
+        err(&format!("{GOOD}track_routes = [\"10.0.0.0/33\"]\n"), "vrrp[0].track_routes[0]", "");
+        err(&format!("{GOOD}notify = \" \"\n"), "vrrp[0].notify", "empty");
+        let xdp = format!(
+            "{}\n{GOOD}",
+            BASE.replacen("driver = \"memory\"\nmac = \"02:00:00:00:00:01\"", "driver = \"xdp\"\ndevice = \"x0\"", 1)
+        );
+        let e = parse(&xdp, "t.toml", Path::new(".")).expect_err("refused");
+        assert_eq!(e.key.as_deref(), Some("vrrp[0].interface"), "{e}");
+        assert!(e.message.contains("afpacket"), "{e}");
+    }
+
+    #[test]
+    fn the_owner_and_two_families_on_one_vrid_are_accepted() {
+        let owner = GOOD.replace("priority = 200", "priority = 255").replace("10.1.0.254", "10.1.0.2");
+        assert!(with(&owner).is_ok());
+        let six = "[[vrrp]]\ninterface = \"lan0\"\nvrid = 10\naddresses = [\"2001:db8:1::254\"]\n";
+        assert_eq!(with(&format!("{GOOD}{six}")).expect("valid").vrrp_groups().len(), 2);
     }
 }
