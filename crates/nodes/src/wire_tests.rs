@@ -390,6 +390,7 @@ fn a_traced_packet_takes_the_path_of_its_untraced_twin() {
 /// mode; ARP requests and neighbour solicitations for a virtual address
 /// are answered with its virtual MAC only while it is published.
 #[test]
+#[allow(clippy::indexing_slicing)]
 fn vrrp_adverts_reach_the_control_thread_and_virtual_addresses_answer_with_the_virtual_mac() {
     let advert4 = {
         let mut ip = ipv4(112, [224, 0, 0, 18], &[0x31, 10, 100, 1, 0, 100, 0, 0, 10, 0, 1, 254]);
