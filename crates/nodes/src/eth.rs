@@ -91,9 +91,8 @@ impl Node for EthernetInput {
 #[inline(always)]
 fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &mut [u16]) {
     // The receiving interface of the last packet: its index, its MAC as
-    // the low 48 bits of a word, whether it is up, and whether it has
-    // virtual MACs (only then does a frame to another MAC look further).
-    let mut cache: (u16, u64, bool, bool) = (NO_IF, 0, false, false);
+    // the low 48 bits of a word, and whether it is up.
+    let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
     for (o, &p) in next.iter_mut().zip(pkts) {
         let (m, d) = cx.pool.pkt(p);
         // The usual frame in one go: untagged IPv4 or IPv6 unicast to the
@@ -102,15 +101,16 @@ fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktId
         if let Some(h) = d.first_chunk::<14>() {
             if cache.0 != m.rx_if {
                 cache = match ifs.get(m.rx_if) {
-                    Some(f) => (m.rx_if, mac_word(&f.mac), f.up, !f.vmacs.is_empty()),
-                    None => (NO_IF, 0, false, false),
+                    Some(f) => (m.rx_if, mac_word(&f.mac), f.up),
+                    None => (NO_IF, 0, false),
                 };
             }
             let dmac = h.first_chunk::<6>().unwrap_or(&[0; 6]);
             let dst = mac_word(dmac);
             let et = u16::from_be_bytes([h[12], h[13]]);
-            let ours = dst == cache.1 || (cache.3 && ifs.get(m.rx_if).is_some_and(|f| f.is_vmac(dmac)));
-            if cache.2 && cache.0 == m.rx_if && ours && h[6] & 1 == 0 {
+            // Another MAC than the port's: one of its virtual MACs (out of
+            // line: the usual frame pays nothing for them).
+            if cache.2 && cache.0 == m.rx_if && (dst == cache.1 || is_vmac(ifs, m.rx_if, dmac)) && h[6] & 1 == 0 {
                 if et == ETH_P_IPV4 {
                     m.l3_off = 14;
                     *o = EthNext::Ip4 as u16;
@@ -132,6 +132,14 @@ fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktId
         }
         *o = classify(cx, ifs, p);
     }
+}
+
+/// Whether `dst` is a virtual MAC of interface `rx_if` (the direct
+/// path's question for a frame not to the interface's own MAC).
+#[cold]
+#[inline(never)]
+fn is_vmac(ifs: &IfTable, rx_if: u16, dst: &[u8; 6]) -> bool {
+    ifs.get(rx_if).is_some_and(|f| f.is_vmac(dst))
 }
 
 /// A MAC address as the low 48 bits of a word, for one compare.

@@ -225,6 +225,9 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
         for n in &i.lane_notes {
             let _ = writeln!(s, "      {n}");
         }
+        for m in &i.virtual_macs {
+            let _ = writeln!(s, "    virtual mac {m}");
+        }
         for a in &i.addresses {
             let _ = writeln!(s, "    {} {a}", if a.contains(':') { "inet6" } else { "inet" });
         }
