@@ -746,4 +746,95 @@ mod tests {
         h[0] = 0x4f; // IHL 60 beyond the packet
         assert!(ip_parts(&h).is_none());
     }
+
+    fn group(accept_mode: bool) -> VrrpGroup {
+        VrrpGroup {
+            ifindex: 0,
+            iface: "lan".into(),
+            vrid: 10,
+            family: Family::V4,
+            priority: 200,
+            interval_cs: 10,
+            addrs: vec!["10.1.0.254".parse().unwrap()],
+            preempt: true,
+            preempt_delay_ms: 0,
+            accept_mode,
+            track_ifaces: vec![1],
+            track_routes: vec!["192.0.2.0/24".parse().unwrap()],
+            track_decrement: 60,
+            notify: None,
+        }
+    }
+
+    /// A peer's advertisement as ip4-local hands it over.
+    fn punted(priority: u8) -> Punted {
+        let msg = tern_vrrp::Advert { vrid: 10, priority, interval_cs: 10, addrs: vec!["10.1.0.254".parse().unwrap()] }
+            .encode("10.1.0.3".parse().unwrap(), "224.0.0.18".parse().unwrap())
+            .unwrap();
+        let frame = advert_frame(&iface(), [2, 0, 0, 0, 0, 3], "10.1.0.3".parse().unwrap(), &msg).unwrap();
+        Punted { ifindex: 0, packet: frame[14..34 + msg.len()].to_vec() }
+    }
+
+    #[test]
+    fn the_service_runs_a_group_end_to_end() {
+        let (mut fib, _reader) = tern_fib::new(tern_fib::FibConfig::default(), tern_rcu::Domain::new());
+        fib.add_route(Source::Static, "192.0.2.0/24".parse().unwrap(), RouteTarget::Blackhole, RouteAttrs::default())
+            .unwrap();
+        let mut ifs = IfTable::new(vec![iface(), Iface::new(1, "wan", IfKind::Port, 1, [2, 0, 0, 0, 0, 2])]);
+        let mut svc = VrrpService::new(Vec::new(), vec![group(true)]);
+        let sent: std::cell::RefCell<Vec<Inject>> = std::cell::RefCell::new(Vec::new());
+        let t0 = Instant::now();
+        let mut poll = |svc: &mut VrrpService, ifs: &IfTable, fib: &mut FibWriter, now, rx: Vec<Punted>| {
+            let mut rx = rx.into_iter();
+            let mut inject = |i: Inject| sent.borrow_mut().push(i);
+            let mut env = Env { ifs, fib, inject: &mut inject };
+            svc.poll(now, &mut || rx.next(), &mut env).1
+        };
+        // Backup at start; a higher-priority peer keeps it there.
+        poll(&mut svc, &ifs, &mut fib, t0, vec![]);
+        poll(&mut svc, &ifs, &mut fib, t0, vec![punted(250)]);
+        assert_eq!(svc.show()[0].state, "backup");
+        assert_eq!(svc.show()[0].master.as_deref(), Some("10.1.0.3"));
+        // The peer says it stops (priority 0): master after Skew_Time.
+        poll(&mut svc, &ifs, &mut fib, t0 + Duration::from_millis(50), vec![punted(0)]);
+        let c = poll(&mut svc, &ifs, &mut fib, t0 + Duration::from_millis(100), vec![]);
+        let info = &svc.show()[0];
+        assert_eq!((info.state.as_str(), info.transitions), ("master", 2));
+        let addrs = c.virtual_addrs.expect("published");
+        assert_eq!(
+            addrs,
+            [VirtualAddr { ifindex: 0, addr: "10.1.0.254".parse().unwrap(), mac: [0, 0, 0x5e, 0, 1, 10] }]
+        );
+        assert_eq!(c.vmacs, Some(vec![(0, [0, 0, 0x5e, 0, 1, 10])]));
+        assert_eq!(svc.vmacs_of(0), [[0, 0, 0x5e, 0, 1, 10]]);
+        let local = fib.route(Source::Local, "10.1.0.254/32".parse().unwrap());
+        assert!(local.is_some(), "accept mode: the address is the router's own");
+        // An advertisement from the virtual MAC, then the gratuitous ARP.
+        let sent = sent.borrow().clone();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[0].frame[6..12], [0, 0, 0x5e, 0, 1, 10]);
+        assert_eq!(sent[1].frame[12..14], [8, 6]);
+        // Tracking: wan down and the tracked route gone: 200 - 2 * 60.
+        ifs.ifs[1].up = false;
+        fib.del_route(Source::Static, "192.0.2.0/24".parse().unwrap()).unwrap();
+        poll(&mut svc, &ifs, &mut fib, t0 + Duration::from_millis(110), vec![]);
+        assert_eq!(svc.show()[0].priority, 80);
+        // A peer at 100 now wins: backup, and everything given back.
+        let c = poll(&mut svc, &ifs, &mut fib, t0 + Duration::from_millis(120), vec![punted(100)]);
+        assert_eq!(svc.show()[0].state, "backup");
+        assert_eq!(c.virtual_addrs, Some(vec![]));
+        assert_eq!(c.vmacs, Some(vec![]));
+        assert!(fib.route(Source::Local, "10.1.0.254/32".parse().unwrap()).is_none());
+        // Unknown VRIDs and broken packets are counted, not fatal.
+        let mut other = punted(100);
+        other.packet[21] = 11;
+        poll(
+            &mut svc,
+            &ifs,
+            &mut fib,
+            t0 + Duration::from_millis(130),
+            vec![other, Punted { ifindex: 0, packet: vec![0x45] }],
+        );
+        assert_eq!((svc.unmatched, svc.malformed), (1, 1));
+    }
 }

@@ -140,6 +140,7 @@ priority = {priority}
 interval_ms = {interval_ms}
 addresses = [{lan}]
 preempt = true
+accept_mode = true
 notify = 'echo "$5" > {lan_state}'
 
 [[vrrp]]
@@ -227,6 +228,16 @@ listen = ""
                 return;
             }
             assert!(Instant::now() < deadline, "{when}: the host's ping to {dst} never went through\n{}", self.logs());
+        }
+    }
+
+    /// Waits until the host's ping to the LAN virtual address itself is
+    /// answered (the master's, in accept mode).
+    fn ping_virtual(&self, when: &str) {
+        let dst = if self.fam == Fam::V4 { "10.1.0.254" } else { "2001:db8:1::254" };
+        let deadline = Instant::now() + WAIT;
+        while !self.ns[1].exec(&["ping", "-n", "-c", "1", "-W", "1", dst]).status.success() {
+            assert!(Instant::now() < deadline, "{when}: {dst} never answered\n{}", self.logs());
         }
     }
 
@@ -462,20 +473,22 @@ fn v6_keepalived_master_tern_backup() {
 /// Two terns: the master (200) is SIGKILLed, the backup takes over on
 /// Master_Down; the master returns and preempts; then it stops cleanly
 /// (priority 0) and the backup takes over again.
-fn tern_against_tern(base: &str, driver: &'static str) {
+fn tern_against_tern(base: &str, driver: &'static str, fam: Fam) {
     if let Some(why) = missing(false) {
         eprintln!("skipped: {why}");
         return;
     }
-    let mut rig = Rig::new(base, Fam::V4);
+    let mut rig = Rig::new(base, fam);
     rig.driver = driver;
     rig.a = Some(rig.tern(3, 2, 200));
     rig.b = Some(rig.tern(4, 3, 100));
     rig.await_states("master", "backup", "start");
     rig.ping_through("a master");
+    rig.ping_virtual("a master (accept mode)");
     rig.a.as_mut().expect("a").stop_now(true);
     rig.await_states("stopped", "master", "a killed");
     rig.ping_through("b took over");
+    rig.ping_virtual("b master (accept mode)");
     rig.a.as_mut().expect("a").start();
     rig.await_states("master", "backup", "a back (preemption)");
     rig.ping_through("a master again");
@@ -490,7 +503,12 @@ fn tern_against_tern(base: &str, driver: &'static str) {
 
 #[test]
 fn tern_against_tern_afpacket() {
-    tern_against_tern("vrrptt", "afpacket");
+    tern_against_tern("vrrptt", "afpacket", Fam::V4);
+}
+
+#[test]
+fn tern_against_tern_v6() {
+    tern_against_tern("vrrptt6", "afpacket", Fam::V6);
 }
 
 /// The failover gap a host sending 10,000 UDP datagrams per second through
