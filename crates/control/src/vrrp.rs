@@ -784,7 +784,7 @@ mod tests {
         let mut svc = VrrpService::new(Vec::new(), vec![group(true)]);
         let sent: std::cell::RefCell<Vec<Inject>> = std::cell::RefCell::new(Vec::new());
         let t0 = Instant::now();
-        let mut poll = |svc: &mut VrrpService, ifs: &IfTable, fib: &mut FibWriter, now, rx: Vec<Punted>| {
+        let poll = |svc: &mut VrrpService, ifs: &IfTable, fib: &mut FibWriter, now, rx: Vec<Punted>| {
             let mut rx = rx.into_iter();
             let mut inject = |i: Inject| sent.borrow_mut().push(i);
             let mut env = Env { ifs, fib, inject: &mut inject };
