@@ -736,6 +736,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn vrrp_groups_are_exposed() {
+        let g = crate::router::vrrp::VrrpInfo {
+            group: "lan0/10/ipv4".into(),
+            interface: "lan0".into(),
+            vrid: 10,
+            family: "ipv4".into(),
+            state: "master".into(),
+            state_code: 2,
+            priority: 150,
+            configured_priority: 200,
+            interval_ms: 100,
+            master_interval_ms: 100,
+            master: Some("10.1.0.2".into()),
+            primary: Some("10.1.0.2".into()),
+            virtual_mac: "00:00:5e:00:01:0a".into(),
+            addresses: vec!["10.1.0.254".into()],
+            preempt: true,
+            accept_mode: false,
+            adverts_rx: 4,
+            adverts_tx: 9,
+            transitions: 2,
+            became_master: 1,
+            priority_zero_rx: 0,
+            drops: vec![("bad-ttl".into(), 3), ("wrong-vrid".into(), 0)],
+        };
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::default()),
+            facts: Published::new(ControlFacts { vrrp: vec![g], ..ControlFacts::default() }),
+        };
+        let text = render(&src);
+        check_format(&text);
+        for line in [
+            "tern_vrrp_state{group=\"lan0/10/ipv4\"} 2",
+            "tern_vrrp_priority{group=\"lan0/10/ipv4\"} 150",
+            "tern_vrrp_transitions_total{group=\"lan0/10/ipv4\"} 2",
+            "tern_vrrp_adverts_received_total{group=\"lan0/10/ipv4\"} 4",
+            "tern_vrrp_adverts_sent_total{group=\"lan0/10/ipv4\"} 9",
+            "tern_vrrp_drops_total{group=\"lan0/10/ipv4\",reason=\"bad-ttl\"} 3",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line} in\n{text}");
+        }
+        let none = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::default()),
+            facts: Published::new(ControlFacts::default()),
+        };
+        assert!(!render(&none).contains("tern_vrrp"), "nothing without groups");
+    }
+
+    #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
