@@ -196,7 +196,7 @@ impl VrrpService {
 
     /// Receives what the workers punted, starts and stops groups with
     /// their interfaces, applies tracking, fires due timers and carries
-    /// out their actions. Returns whether it did something, and what the
+    /// out their actions. Returns whether it received or changed state, and what the
     /// router must publish.
     pub fn poll(&mut self, now: Instant, rx: &mut dyn FnMut() -> Option<Punted>, env: &mut Env<'_>) -> (bool, Changes) {
         let mut did = false;
@@ -246,6 +246,10 @@ impl VrrpService {
     }
 
     /// One group: start/stop with its interface, tracking, timers.
+    /// Returns whether its state changed (its timers' routine
+    /// advertisements do not count: the control loop's pause already
+    /// ends at [`VrrpService::next_deadline`], and counting them would
+    /// keep an idle router's control loop in its short pauses).
     fn run_group(&mut self, i: usize, now: Instant, env: &mut Env<'_>) -> bool {
         let Some(g) = self.groups.get_mut(i) else { return false };
         let Some(m) = g.m.as_mut() else { return false };
@@ -267,7 +271,7 @@ impl VrrpService {
         let actions = m.poll(now);
         let after = m.state();
         g.reported = after;
-        let Some(iface) = env.ifs.get(g.g.ifindex) else { return true };
+        let Some(iface) = env.ifs.get(g.g.ifindex) else { return after != before };
         for a in &actions {
             match a {
                 Action::SendAdvert(msg) => {
@@ -306,7 +310,7 @@ impl VrrpService {
                 }
             }
         }
-        true
+        after != before
     }
 
     /// Brings the virtual addresses, local routes and virtual MACs in line
