@@ -841,4 +841,36 @@ mod tests {
         );
         assert_eq!((svc.unmatched, svc.malformed), (1, 1));
     }
+
+    #[test]
+    fn a_reload_keeps_unchanged_groups_and_stops_removed_ones() {
+        let (mut fib, _reader) = tern_fib::new(tern_fib::FibConfig::default(), tern_rcu::Domain::new());
+        let ifs = IfTable::new(vec![iface(), Iface::new(1, "wan", IfKind::Port, 1, [2, 0, 0, 0, 0, 2])]);
+        let plain = VrrpGroup { track_ifaces: vec![], track_routes: vec![], ..group(false) };
+        let other = VrrpGroup { vrid: 11, ..plain.clone() };
+        let mut svc = VrrpService::new(Vec::new(), vec![plain.clone(), other.clone()]);
+        let sent: std::cell::RefCell<Vec<Inject>> = std::cell::RefCell::new(Vec::new());
+        let mut inject = |i: Inject| sent.borrow_mut().push(i);
+        let t0 = Instant::now();
+        let mut env = Env { ifs: &ifs, fib: &mut fib, inject: &mut inject };
+        svc.poll(t0, &mut || None, &mut env);
+        svc.poll(t0 + Duration::from_millis(500), &mut || None, &mut env);
+        assert!(svc.show().iter().all(|g| g.state == "master"));
+        let before = svc.show()[0].adverts_tx;
+        let changed = VrrpGroup { priority: 150, ..other };
+        let c = svc.reconcile(Vec::new(), vec![plain, changed], t0 + Duration::from_millis(510), &mut env);
+        let names: Vec<(String, String)> = svc.show().into_iter().map(|g| (g.group, g.state)).collect();
+        assert_eq!(
+            names,
+            [("lan/10/ipv4".to_string(), "master".to_string()), ("lan/11/ipv4".to_string(), "initialize".to_string())],
+            "vrid 10 kept running, vrid 11 replaced"
+        );
+        assert_eq!(svc.show()[0].adverts_tx, before, "the kept group was not restarted");
+        assert_eq!(c.vmacs, Some(vec![(0, [0, 0, 0x5e, 0, 1, 10])]), "vrid 11's virtual MAC given back");
+        let last = sent.borrow().last().cloned().expect("sent");
+        let ip = &last.frame[14..];
+        assert_eq!((ip[9], ip[20 + 1], ip[20 + 2]), (112, 11, 0), "the removed master's priority-0 advertisement");
+        svc.poll(t0 + Duration::from_millis(520), &mut || None, &mut env);
+        assert_eq!(svc.show()[1].state, "backup", "the new vrid 11 starts");
+    }
 }
