@@ -582,6 +582,11 @@ impl super::Router {
             self.reconcile_vrrp();
         }
         if self.vrrp.is_empty() {
+            // Other routers' advertisements on a LAN where tern runs no
+            // group: read and forgotten, so the queue never fills up.
+            while self.shared.control_rx.pop().is_some() {
+                self.vrrp.unmatched += 1;
+            }
             return false;
         }
         let now = Instant::now();
