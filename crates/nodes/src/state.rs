@@ -468,6 +468,31 @@ pub struct Params {
     pub punt_burst: u32,
     /// Which fast paths the nodes take (`[dataplane.fast_paths]`).
     pub fast_paths: FastPaths,
+    /// The VRRP virtual addresses this router answers ARP and neighbour
+    /// solicitations for, with their virtual MAC (tern's own VRRP while
+    /// master, `[[vrrp]]`; RFC 5798 6.4.3). Empty without VRRP.
+    pub virtual_addrs: Vec<VirtualAddr>,
+}
+
+/// A VRRP virtual address on an interface and the virtual MAC it is
+/// answered with (see [`Params::virtual_addrs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct VirtualAddr {
+    pub ifindex: u16,
+    pub addr: IpAddr,
+    pub mac: [u8; 6],
+}
+
+impl Params {
+    /// The virtual MAC that answers for `addr` on interface `ifindex`, if
+    /// it is a virtual address there.
+    #[inline]
+    pub fn virtual_mac(&self, ifindex: u16, addr: IpAddr) -> Option<[u8; 6]> {
+        if self.virtual_addrs.is_empty() {
+            return None;
+        }
+        self.virtual_addrs.iter().find(|v| v.ifindex == ifindex && v.addr == addr).map(|v| v.mac)
+    }
 }
 
 /// The fast paths beside the nodes' reference loops, each switchable at
@@ -539,6 +564,7 @@ impl Default for Params {
             punt_rate: DEFAULT_PUNT_RATE,
             punt_burst: DEFAULT_PUNT_BURST,
             fast_paths: FastPaths::ALL,
+            virtual_addrs: Vec::new(),
         }
     }
 }
@@ -567,6 +593,15 @@ pub enum Heard {
     Advert { solicited: bool, override_: bool, router: bool },
 }
 
+/// A packet a worker hands to the control thread: a VRRP advertisement
+/// (IP protocol 112 to 224.0.0.18 or ff02::12) received on `ifindex`,
+/// from its IP header on.
+#[derive(Clone, Debug)]
+pub struct Punted {
+    pub ifindex: u16,
+    pub packet: Vec<u8>,
+}
+
 /// A frame the control thread asks a worker to send (ARP/ND probes).
 /// `frame` leaves `ifindex` as built, link-layer header included: a
 /// VRRP master's advertisements and gratuitous ARPs put the virtual MAC
@@ -585,6 +620,8 @@ pub struct Shared {
     pub params: Published<Params>,
     pub fib: FibReader,
     pub events: Arc<ArrayQueue<Event>>,
+    /// VRRP advertisements for the control thread (`crate::state::Punted`).
+    pub control_rx: Arc<ArrayQueue<Punted>>,
     /// Bumped by the control thread whenever a neighbour resolves, so
     /// packets waiting for resolution are retried at once.
     pub neigh_gen: Arc<AtomicU64>,
@@ -602,6 +639,7 @@ impl Shared {
             params: Published::new(Params::default()),
             fib,
             events: Arc::new(ArrayQueue::new(4096)),
+            control_rx: Arc::new(ArrayQueue::new(256)),
             neigh_gen: Arc::new(AtomicU64::new(0)),
             sas: SaReader::empty(),
         }

@@ -446,3 +446,98 @@ fn a_traced_packet_takes_the_path_of_its_untraced_twin() {
         }
     }
 }
+
+/// tern's own VRRP (issue 41): advertisements to 224.0.0.18 / ff02::12
+/// reach the control thread's queue in standalone mode and not in Linux
+/// mode; ARP requests and neighbour solicitations for a virtual address
+/// are answered with its virtual MAC only while it is published.
+#[test]
+#[allow(clippy::indexing_slicing)]
+fn vrrp_adverts_reach_the_control_thread_and_virtual_addresses_answer_with_the_virtual_mac() {
+    let advert4 = {
+        let mut ip = ipv4(112, [224, 0, 0, 18], &[0x31, 10, 100, 1, 0, 100, 0, 0, 10, 0, 1, 254]);
+        ip[8] = 255;
+        ip[10] = 0;
+        ip[11] = 0;
+        let c = !checksum::data(&ip[..20]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        eth([1, 0, 0x5e, 0, 0, 0x12], 0x0800, &ip)
+    };
+    let advert6 = eth(
+        [0x33, 0x33, 0, 0, 0, 0x12],
+        0x86dd,
+        &ipv6(112, [0xfe80, 0, 0, 0, 0, 0, 0, 9], [0xff02, 0, 0, 0, 0, 0, 0, 0x12], &[0x31, 10, 100, 1, 0, 100, 0, 0]),
+    );
+    for linux in [false, true] {
+        let (shared, graph, _fib) = router(linux);
+        let input = graph.node_id("ethernet-input").expect("input");
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let mut b = Batches::new(graph, input, pool, 4);
+        let sent = b.run([(advert4.as_slice(), 0, 0), (advert6.as_slice(), 0, 0)], 1_000);
+        let got: Vec<_> = std::iter::from_fn(|| shared.control_rx.pop()).collect();
+        if linux {
+            // TAP exception path: the kernel's VRRP daemon gets them.
+            assert!(got.is_empty(), "Linux mode: the kernel's");
+            assert_eq!(sent[2].len(), 2, "both punted to lan's TAP (port 2): {sent:?}");
+            continue;
+        }
+        assert_eq!(sent.iter().map(Vec::len).sum::<usize>(), 0, "nothing answered or forwarded: {sent:?}");
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].ifindex, got[0].packet.as_slice()), (0, &advert4[14..]));
+        assert_eq!((got[1].ifindex, got[1].packet.as_slice()), (0, &advert6[14..]));
+    }
+
+    let vmac4 = [0, 0, 0x5e, 0, 1, 10];
+    let vmac6 = [0, 0, 0x5e, 0, 2, 10];
+    let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    arp.extend_from_slice(&PEER);
+    arp.extend_from_slice(&[10, 0, 1, 2, 0, 0, 0, 0, 0, 0, 10, 0, 1, 254]);
+    let arp = eth([0xff; 6], 0x0806, &arp);
+    let target: std::net::Ipv6Addr = "2001:db8:1::254".parse().expect("a");
+    let src = [0x2001, 0xdb8, 1, 0, 0, 0, 0, 2];
+    let sol = [0xff02, 0, 0, 0, 0, 1, 0xff00, 0x0254];
+    let mut ns = vec![135, 0, 0, 0, 0, 0, 0, 0];
+    ns.extend_from_slice(&target.octets());
+    ns.extend_from_slice(&[1, 1]);
+    ns.extend_from_slice(&PEER);
+    let pseudo = checksum::pseudo_header_v6(
+        std::net::Ipv6Addr::from(src),
+        std::net::Ipv6Addr::from(sol),
+        tern_wire::IpProtocol::ICMPV6,
+        ns.len() as u32,
+    );
+    let c = !checksum::add(pseudo, checksum::data(&ns));
+    ns[2..4].copy_from_slice(&c.to_be_bytes());
+    let ns = eth([0x33, 0x33, 0xff, 0, 0x02, 0x54], 0x86dd, &ipv6(58, src, sol, &ns));
+    for published in [false, true] {
+        let (shared, graph, _fib) = router(false);
+        if published {
+            let mut p = (*shared.params.load()).clone();
+            p.virtual_addrs = vec![
+                crate::state::VirtualAddr { ifindex: 0, addr: [10, 0, 1, 254].into(), mac: vmac4 },
+                crate::state::VirtualAddr { ifindex: 0, addr: target.into(), mac: vmac6 },
+            ];
+            shared.params.publish(p);
+        }
+        let input = graph.node_id("ethernet-input").expect("input");
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let mut b = Batches::new(graph, input, pool, 4);
+        let sent = b.run([(arp.as_slice(), 0, 0), (ns.as_slice(), 0, 0)], 1_000);
+        let out: Vec<&Vec<u8>> = sent.iter().flatten().map(|(_, f)| f).collect();
+        if !published {
+            assert!(out.is_empty(), "not ours: no answer");
+            continue;
+        }
+        assert_eq!(out.len(), 2, "{out:?}");
+        let reply = out.iter().find(|f| f[12..14] == [8, 6]).expect("ARP reply");
+        assert_eq!((&reply[..6], &reply[6..12]), (&PEER[..], &vmac4[..]), "Ethernet from the virtual MAC");
+        assert_eq!(reply[20..22], [0, 2], "a reply");
+        assert_eq!((&reply[22..28], &reply[28..32]), (&vmac4[..], &[10, 0, 1, 254][..]));
+        let na = out.iter().find(|f| f[12..14] == [0x86, 0xdd]).expect("NA");
+        assert_eq!(&na[6..12], &vmac6[..], "Ethernet from the virtual MAC");
+        let icmp = &na[54..];
+        assert_eq!(icmp[0], 136);
+        assert_eq!(&icmp[8..24], &target.octets()[..]);
+        assert_eq!((icmp[24], &icmp[26..32]), (2, &vmac6[..]), "target link-layer address: the virtual MAC");
+    }
+}

@@ -5,7 +5,9 @@
 //!
 //! GRE packets go to `gre-input`, which decapsulates those of configured
 //! tunnels; ESP and UDP to port 4500 (ESP in UDP, RFC 3948) go to
-//! `esp-decrypt`.
+//! `esp-decrypt`. VRRP advertisements (protocol 112, from `ip4-input` when
+//! sent to 224.0.0.18) go to the control thread's queue
+//! (`Shared::control_rx`), where tern's own VRRP reads them.
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel received its own
 //! copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
@@ -35,11 +37,12 @@ use tern_wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet};
 /// The `ip4-local` node (see the module).
 pub struct Ip4Local {
     params: Snapshot<crate::state::Params>,
+    control_rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::Punted>>,
 }
 
 impl Ip4Local {
     pub fn new(shared: &crate::state::Shared) -> Self {
-        Ip4Local { params: shared.params.snapshot() }
+        Ip4Local { params: shared.params.snapshot(), control_rx: shared.control_rx.clone() }
     }
 }
 
@@ -54,6 +57,8 @@ tern_engine::errors! {
         Udp = info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
         Proto = info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
         Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+        Vrrp = drop("vrrp-to-control", "VRRP advertisements handed to the control thread (consumed here)"),
+        VrrpFull = drop("vrrp-queue-full", "VRRP advertisements dropped: the control thread's queue was full"),
     }
 }
 
@@ -85,12 +90,18 @@ impl Node for Ip4Local {
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = local4(cx, p, linux, punt);
+            *o = local4(cx, p, linux, punt, &self.control_rx);
         }
     }
 }
 
-fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
+fn local4(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    linux: bool,
+    punt: bool,
+    control_rx: &crossbeam_queue::ArrayQueue<crate::state::Punted>,
+) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     // ip4-input validated the header against the frame; a packet that
     // comes here without (a bug) is dropped as the engine's
@@ -133,6 +144,13 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
         }
         IpProtocol::TCP => cx.drop(p, Ip4LocalError::Tcp),
         IpProtocol::GRE => Ip4LocalNext::Gre as u16,
+        IpProtocol(112) => {
+            let (ifindex, packet) = (m.rx_if, ip.into_inner().to_vec());
+            if control_rx.push(crate::state::Punted { ifindex, packet }).is_err() {
+                return cx.drop(p, Ip4LocalError::VrrpFull);
+            }
+            cx.drop(p, Ip4LocalError::Vrrp)
+        }
         IpProtocol::UDP => {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
             cx.count(Ip4LocalError::Udp, 1);

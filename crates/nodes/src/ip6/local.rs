@@ -65,6 +65,8 @@ tern_engine::errors! {
         EventsFull = info("event-queue-full", "a learned neighbour could not be reported"),
         NoIf = drop("no-interface", "received on an unknown interface"),
         Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+        Vrrp = drop("vrrp-to-control", "VRRP advertisements handed to the control thread (consumed here)"),
+        VrrpFull = drop("vrrp-queue-full", "VRRP advertisements dropped: the control thread's queue was full"),
     }
 }
 
@@ -106,7 +108,7 @@ impl Node for Ip6Local {
         };
         for (o, &p) in next.iter_mut().zip(pkts) {
             let ifs = self.ifs.current();
-            *o = local6(cx, ifs, &self.shared, p, linux);
+            *o = local6(cx, ifs, &self.shared, p, linux, params);
         }
     }
 }
@@ -134,7 +136,14 @@ impl Linux {
     }
 }
 
-fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Linux) -> u16 {
+fn local6(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    shared: &Shared,
+    p: PktIdx,
+    linux: Linux,
+    params: &crate::state::Params,
+) -> u16 {
     let m = *cx.pool.meta(p);
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, Ip6LocalError::NoIf) };
     let l3off = m.l3_off as usize;
@@ -168,6 +177,15 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             return Ip6LocalNext::Esp as u16;
         }
         _ if linux != Linux::No => return linux.leave(cx, p).unwrap_or(NEXT_DROP),
+        IpProtocol(112) => {
+            // tern's own VRRP reads its advertisements on the control thread.
+            let total = (40 + usize::from(ip.payload_len())).min(l3.len());
+            let packet = l3.get(..total).unwrap_or_default().to_vec();
+            if shared.control_rx.push(crate::state::Punted { ifindex: iface.index, packet }).is_err() {
+                return cx.drop(p, Ip6LocalError::VrrpFull);
+            }
+            return cx.drop(p, Ip6LocalError::Vrrp);
+        }
         IpProtocol::UDP => {
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
             cx.count(Ip6LocalError::Udp, 1);
@@ -222,7 +240,10 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
                 return cx.drop(p, Ip6LocalError::BadNd);
             }
-            if !iface.has_v6(target) {
+            // A VRRP virtual address while master is answered with its
+            // virtual MAC (RFC 5798 6.4.3).
+            let vmac = params.virtual_mac(iface.index, IpAddr::V6(target));
+            if !iface.has_v6(target) && vmac.is_none() {
                 return cx.drop(p, Ip6LocalError::NsOther);
             }
             if !dad
@@ -248,7 +269,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             } else {
                 (src, opt_ll.unwrap_or(l2_src))
             };
-            if !build_na(cx, iface, p, target, to_ip, to_mac, !dad) {
+            if !build_na(cx, iface, p, target, (to_ip, to_mac), !dad, vmac) {
                 // No room for the advertisement's link-layer header.
                 return cx.drop(p, Ip6LocalError::BadIcmp);
             }
@@ -364,9 +385,9 @@ fn build_na(
     iface: &Iface,
     p: PktIdx,
     target: Ipv6Addr,
-    to_ip: Ipv6Addr,
-    to_mac: [u8; 6],
+    (to_ip, to_mac): (Ipv6Addr, [u8; 6]),
     solicited: bool,
+    vmac: Option<[u8; 6]>,
 ) -> bool {
     let l3off = cx.pool.meta(p).l3_off as usize;
     cx.pool.set_len(p, l3off + 72);
@@ -390,7 +411,7 @@ fn build_na(
         icmp[8..24].copy_from_slice(&target.octets());
         icmp[24] = 2;
         icmp[25] = 1;
-        icmp[26..32].copy_from_slice(&iface.mac);
+        icmp[26..32].copy_from_slice(&vmac.unwrap_or(iface.mac));
         let pseudo = checksum::pseudo_header_v6(target, to_ip, IpProtocol::ICMPV6, 32);
         let c = !checksum::add(pseudo, checksum::data(icmp));
         icmp[2..4].copy_from_slice(&c.to_be_bytes());
@@ -401,6 +422,9 @@ fn build_na(
     }
     let (m, d) = cx.pool.pkt_mut(p);
     write_l2(d, to_mac, iface, ETH_P_IPV6);
+    if let (Some(mac), Some(src)) = (vmac, d.get_mut(6..12)) {
+        src.copy_from_slice(&mac);
+    }
     m.tx_if = iface.index;
     true
 }
