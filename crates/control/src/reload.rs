@@ -77,7 +77,7 @@ fn refuse(path: Vec<Seg>, message: impl Into<String>) -> Refusal {
 }
 
 fn logical(k: &IfacePlanKind) -> bool {
-    matches!(k, IfacePlanKind::Vlan { .. } | IfacePlanKind::Gre { .. })
+    matches!(k, IfacePlanKind::Vlan { .. } | IfacePlanKind::Gre { .. } | IfacePlanKind::Ipsec { .. })
 }
 
 /// Renumbers the interfaces of `new` (as [`config::parse`] numbered them:

@@ -94,6 +94,8 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
     let dev = |k: usize| devs.get(k).copied().unwrap_or(DeviceInfo { mac: [0; 6], mtu: 1500 });
     let (kind, port, mac, mtu, parent_up) = match p.kind {
         IfacePlanKind::Removed => return Iface::removed(i as u16),
+        // PENDING(h-esp merge): IfKind::Ipsec.
+        IfacePlanKind::Ipsec { .. } => return Iface::removed(i as u16),
         IfacePlanKind::Port { .. } => (IfKind::Port, i as u16, dev(i).mac, dev(i).mtu, true),
         IfacePlanKind::Vlan { parent, vid } => (
             IfKind::Vlan { parent: parent as u16, vid },
