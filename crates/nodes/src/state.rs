@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tern_fib::FibReader;
+use tern_ipsec::SaReader;
 use tern_rcu::Published;
 
 /// No interface / no sub-interface.
@@ -59,6 +60,11 @@ pub enum IfKind {
     /// A GRE tunnel (RFC 2784, key per RFC 2890): packets routed to it are
     /// encapsulated and routed again towards `remote`.
     Gre(GreTunnel),
+    /// A route-based IPsec tunnel (ESP tunnel mode, RFC 4303): packets
+    /// routed to it are encrypted with SA `sa_out` and routed again
+    /// towards `remote`; ESP from `remote` to `local` on an SA in `sa_in`
+    /// is decrypted and enters as received here.
+    Ipsec(IpsecTunnel),
     /// The index of a sub-interface or tunnel a reload removed: kept so
     /// that the other interfaces keep their indexes (the FIB, next hops
     /// and ports refer to them) until tern restarts. Down, no port, no
@@ -81,6 +87,31 @@ impl GreTunnel {
     pub fn overhead(&self) -> usize {
         let outer = if self.remote.is_ipv4() { 20 } else { 40 };
         outer + 4 + if self.key.is_some() { 4 } else { 0 }
+    }
+}
+
+/// The endpoints and SAs of an IPsec tunnel (the SAs are the
+/// [`tern_ipsec::SaDb`]'s ids).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IpsecTunnel {
+    pub local: IpAddr,
+    pub remote: IpAddr,
+    /// The SA packets leave on.
+    pub sa_out: u32,
+    /// The SAs accepted inbound (several while rekeying).
+    pub sa_in: Vec<u32>,
+    /// TTL / hop limit of the outer header.
+    pub ttl: u8,
+}
+
+impl IpsecTunnel {
+    /// The most the encapsulation adds: outer IP header, UDP (RFC 3948),
+    /// ESP header, a 16-byte IV, up to 15 bytes of padding, pad length and
+    /// next header, a 32-byte ICV (the worst case of every algorithm; the
+    /// control side may use the SA's own [`tern_ipsec::Sa::max_overhead`]).
+    pub fn overhead(&self) -> usize {
+        let outer = if self.remote.is_ipv4() { 20 } else { 40 };
+        outer + 8 + 8 + 16 + 15 + 2 + 32
     }
 }
 
@@ -156,7 +187,7 @@ impl Iface {
         match self.kind {
             IfKind::Port => 14,
             IfKind::Vlan { .. } => 18,
-            IfKind::Gre(_) | IfKind::Removed => 0,
+            IfKind::Gre(_) | IfKind::Ipsec(_) | IfKind::Removed => 0,
         }
     }
     pub fn vlan(&self) -> Option<u16> {
@@ -191,6 +222,17 @@ impl Iface {
             _ => None,
         }
     }
+    pub fn ipsec(&self) -> Option<&IpsecTunnel> {
+        match &self.kind {
+            IfKind::Ipsec(t) => Some(t),
+            _ => None,
+        }
+    }
+    /// A tunnel (GRE or IPsec): no link layer; routed packets are
+    /// encapsulated.
+    pub fn is_tunnel(&self) -> bool {
+        matches!(self.kind, IfKind::Gre(_) | IfKind::Ipsec(_))
+    }
 }
 
 pub fn is_link_local(a: Ipv6Addr) -> bool {
@@ -220,7 +262,7 @@ pub struct IfTable {
     /// `vlans[port]` maps a VLAN id to the sub-interface index (NO_IF: none).
     #[serde(skip)]
     pub vlans: Vec<Vec<u16>>,
-    /// Indexes of GRE tunnel interfaces.
+    /// Indexes of tunnel interfaces (GRE and IPsec).
     #[serde(skip)]
     pub tunnels: Vec<u16>,
 }
@@ -230,7 +272,7 @@ impl IfTable {
     /// `index` equals their position.
     pub fn new(ifs: Vec<Iface>) -> IfTable {
         let ports = ifs.iter().filter(|i| i.port != NO_IF).map(|i| i.port as usize + 1).max().unwrap_or(0);
-        let tunnels = ifs.iter().filter(|i| i.gre().is_some()).map(|i| i.index).collect();
+        let tunnels = ifs.iter().filter(|i| i.is_tunnel()).map(|i| i.index).collect();
         let mut vlans: Vec<Vec<u16>> = vec![Vec::new(); ports];
         for i in &ifs {
             if let IfKind::Vlan { vid, .. } = i.kind
@@ -464,6 +506,10 @@ pub struct Shared {
     /// Bumped by the control thread whenever a neighbour resolves, so
     /// packets waiting for resolution are retried at once.
     pub neigh_gen: Arc<AtomicU64>,
+    /// The IPsec SAs (`esp-encrypt`, `esp-decrypt`): empty unless the
+    /// control side sets it to its `SaDb::reader()` before building the
+    /// graphs.
+    pub sas: SaReader,
 }
 
 impl Shared {
@@ -475,6 +521,7 @@ impl Shared {
             fib,
             events: Arc::new(ArrayQueue::new(4096)),
             neigh_gen: Arc::new(AtomicU64::new(0)),
+            sas: SaReader::empty(),
         }
     }
 

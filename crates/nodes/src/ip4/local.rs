@@ -4,17 +4,19 @@
 //! host would (RFC 1122 3.2.2.1).
 //!
 //! GRE packets go to `gre-input`, which decapsulates those of configured
-//! tunnels.
+//! tunnels; ESP and UDP to port 4500 (ESP in UDP, RFC 3948) go to
+//! `esp-decrypt`.
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel received its own
 //! copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
-//! copy, counted as `left-to-linux`, so nothing is answered twice. GRE of
-//! tern's own tunnels is still decapsulated here. With the TAP exception
+//! copy, counted as `left-to-linux`, so nothing is answered twice. GRE and
+//! ESP of tern's own tunnels are still decapsulated here (IKE, UDP 4500
+//! with the non-ESP marker, is the kernel's). With the TAP exception
 //! path (`Params::punt_to_tap`) the kernel has no copy: the packet goes
 //! to `linux-punt` instead.
 //!
 //! Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
-//! `gre-input`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
+//! `gre-input`, `esp-decrypt`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
 //!
 //! Config: `Params::linux_owns_local` and `Params::punt_to_tap`.
 //!
@@ -64,6 +66,7 @@ tern_engine::edges! {
         Icmp = "ip4-icmp-error",
         Gre = "gre-input",
         Punt = "linux-punt",
+        Esp = "esp-decrypt",
     }
 }
 
@@ -96,6 +99,9 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
         return NEXT_DROP;
     };
     let proto = ip.protocol();
+    if proto.0 == crate::ipsec::IPPROTO_ESP || crate::ipsec::is_udp_encap_esp(proto, ip.payload(), linux) {
+        return if ip.is_fragment() { cx.drop(p, Ip4LocalError::Fragment) } else { Ip4LocalNext::Esp as u16 };
+    }
     if linux && proto != IpProtocol::GRE {
         return if punt { Ip4LocalNext::Punt as u16 } else { cx.drop(p, Ip4LocalError::Linux) };
     }

@@ -15,6 +15,7 @@
 //! Next nodes: `ip6-lookup` (echo replies to global addresses),
 //! `interface-output` (ND answers and replies to link-local sources, sent
 //! straight back on the link), `ip6-icmp-error`, `gre-input`,
+//! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode),
 //! `linux-punt`, `drop`.
 //! Counters: [`Ip6LocalError::DESCS`].
 //!
@@ -78,6 +79,7 @@ tern_engine::edges! {
         Icmp = "ip6-icmp-error",
         Gre = "gre-input",
         Punt = "linux-punt",
+        Esp = "esp-decrypt",
     }
 }
 
@@ -155,6 +157,16 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
     match walk.upper_protocol {
         IpProtocol::ICMPV6 => {}
         IpProtocol::GRE => return Ip6LocalNext::Gre as u16,
+        IpProtocol(crate::ipsec::IPPROTO_ESP) => return Ip6LocalNext::Esp as u16,
+        IpProtocol::UDP
+            if crate::ipsec::is_udp_encap_esp(
+                walk.upper_protocol,
+                l3.get(up..).unwrap_or_default(),
+                linux != Linux::No,
+            ) =>
+        {
+            return Ip6LocalNext::Esp as u16;
+        }
         _ if linux != Linux::No => return linux.leave(cx, p).unwrap_or(NEXT_DROP),
         IpProtocol::UDP => {
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
