@@ -926,7 +926,7 @@ addresses = ["172.16.1.1/30"]
             }
         );
         // Keys never show: not in Debug, not in `config show`.
-        let shown = toml::to_string(&plan.config).expect("serializes");
+        let shown = toml::to_string(&plan.config.redacted()).expect("serializes");
         let debug = format!("{plan:?}");
         for secret in ["000102030405", "0x0001"] {
             assert!(!shown.contains(secret), "{shown}");

@@ -179,6 +179,11 @@ impl Router {
             f.up = p.up && parent_up && self.interfaces.usable(i as u16);
             f.v4 = p.v4.clone();
             f.v6 = p.v6.clone();
+            if let (IfacePlanKind::Ipsec { sa_out, sa_in, .. }, tern_nodes::state::IfKind::Ipsec(t)) = (&p.kind, &mut f.kind)
+            {
+                t.sa_out = *sa_out;
+                t.sa_in = sa_in.clone();
+            }
             if let Some(m) = p.mtu {
                 f.mtu = m;
             }
@@ -209,6 +214,18 @@ impl Router {
             self.forget_neighbors(index);
         }
         Ok(true)
+    }
+
+    /// An ipsec tunnel's SAs (a rekey by reload): the interface table is
+    /// republished with them.
+    pub(crate) fn set_ipsec_binding(&mut self, index: u16, sa_out: u32, sa_in: Vec<u32>) {
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index))
+            && let IfacePlanKind::Ipsec { sa_out: o, sa_in: i, .. } = &mut p.kind
+        {
+            *o = sa_out;
+            *i = sa_in;
+        }
+        self.publish_ifaces();
     }
 
     /// An ipsec tunnel's inner MTU: within what ESP with its outbound SA

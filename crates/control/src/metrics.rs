@@ -43,6 +43,8 @@ pub struct ControlFacts {
     pub links: Vec<(String, &'static str, u64)>,
     /// The netlink route sources (kernel mirror, FPM).
     pub sources: Vec<crate::api::types::RouteSourceInfo>,
+    /// IPsec SAs: per-SA counters of the first ones, totals of all.
+    pub ipsec: crate::ipsec::IpsecMetrics,
 }
 
 /// Everything the endpoint reads.
@@ -378,7 +380,36 @@ pub fn render(src: &MetricsSource) -> String {
             }
         }
     }
+    ipsec_metrics(&mut s, &facts.ipsec);
     s
+}
+
+/// The IPsec families: SAs installed, every SA's counters summed, and
+/// per SA (labels `sa` and `spi`) for the first
+/// `crate::ipsec::METRICS_SA_SERIES` SAs by id.
+fn ipsec_metrics(s: &mut String, m: &crate::ipsec::IpsecMetrics) {
+    if m.sas == 0 {
+        return;
+    }
+    family(s, "tern_ipsec_sas", "gauge", "IPsec SAs installed.").sample("tern_ipsec_sas", &[], m.sas);
+    type Pick = fn(&tern_ipsec::SaCounters) -> u64;
+    let fams: [(&str, &str, Pick); 7] = [
+        ("packets", "Packets encrypted or decrypted on the SA.", |c| c.packets),
+        ("bytes", "Bytes (inner packets) encrypted or decrypted on the SA.", |c| c.bytes),
+        ("replay_drops", "Inbound packets the anti-replay window refused.", |c| c.replay_drops),
+        ("integrity_failures", "Inbound packets whose ICV did not verify.", |c| c.integrity_failures),
+        ("seq_exhausted", "Outbound packets dropped: sequence numbers ran out.", |c| c.seq_exhausted),
+        ("expired_drops", "Packets dropped: the SA's hard lifetime passed.", |c| c.expired_drops),
+        ("decrypt_errors", "Inbound packets authenticated but malformed.", |c| c.decrypt_errors),
+    ];
+    for (what, help, pick) in fams {
+        let name = format!("tern_ipsec_{what}_total");
+        let mut f = family(s, &name, "counter", &format!("{help} (sa=\"all\": every SA summed)"));
+        f.sample(&name, &[("sa", "all"), ("spi", "all")], pick(&m.totals));
+        for (id, spi, c) in &m.per_sa {
+            f.sample(&name, &[("sa", &id.to_string()), ("spi", &format!("{spi:#x}"))], pick(c));
+        }
+    }
 }
 
 /// Checks `text` against the Prometheus text format (0.0.4) as a scraper

@@ -22,7 +22,8 @@ use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, Wo
 use tern_fib::{FibConfig, FibWriter};
 use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
 use tern_nodes::state::{
-    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, link_local_from_mac,
+    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, IpsecTunnel, NO_IF, Params, Shared,
+    link_local_from_mac,
 };
 use tern_packet::{PacketPool, PoolConfig, Port};
 
@@ -72,6 +73,8 @@ pub struct Router {
     lanes: Lanes,
     interfaces: Interfaces,
     routes: Routes,
+    /// The SA database the ESP nodes read (`shared.sas`).
+    ipsec: crate::ipsec::Ipsec,
     started_ns: u64,
 }
 
@@ -94,8 +97,6 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
     let dev = |k: usize| devs.get(k).copied().unwrap_or(DeviceInfo { mac: [0; 6], mtu: 1500 });
     let (kind, port, mac, mtu, parent_up) = match p.kind {
         IfacePlanKind::Removed => return Iface::removed(i as u16),
-        // PENDING(h-esp merge): IfKind::Ipsec.
-        IfacePlanKind::Ipsec { .. } => return Iface::removed(i as u16),
         IfacePlanKind::Port { .. } => (IfKind::Port, i as u16, dev(i).mac, dev(i).mtu, true),
         IfacePlanKind::Vlan { parent, vid } => (
             IfKind::Vlan { parent: parent as u16, vid },
@@ -110,6 +111,19 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
             // link-local address; tunnels carry no link layer.
             let mac = [0x02, 0x67, 0x72, 0x65, (i >> 8) as u8, i as u8];
             (IfKind::Gre(t), NO_IF, mac, (1500 - t.overhead()) as u16, true)
+        }
+        IfacePlanKind::Ipsec { local, remote, sa_out, ref sa_in, ttl } => {
+            // The inner MTU leaves room for ESP with the outbound SA (the
+            // worst case of every algorithm when it is not in the plan).
+            let overhead = plan
+                .sas
+                .iter()
+                .find(|s| s.id == sa_out)
+                .map(|s| crate::config::esp_overhead(remote.is_ipv6(), s))
+                .unwrap_or(if remote.is_ipv6() { 121 } else { 101 });
+            let t = IpsecTunnel { local, remote, sa_out, sa_in: sa_in.clone(), ttl };
+            let mac = [0x02, 0x65, 0x73, 0x70, (i >> 8) as u8, i as u8];
+            (IfKind::Ipsec(t), NO_IF, mac, 1500u16.saturating_sub(overhead as u16), true)
         }
     };
     Iface {
@@ -260,7 +274,11 @@ impl Router {
 
         let iftable = build_iftable(&plan, &devs);
         let acls = compile_acls(&plan, usize::from(plan.config.dataplane.workers))?;
-        let shared = Shared::new(iftable.clone(), reader);
+        let mut shared = Shared::new(iftable.clone(), reader);
+        // SAs arrive with the convergence below (or the API); the workers'
+        // graphs read them through this reader.
+        let ipsec = crate::ipsec::Ipsec::new(usize::from(plan.config.dataplane.workers));
+        shared.sas = ipsec.reader();
         let linux_owns_local = plan.config.linux.linux_mode();
         shared.params.publish(Params { linux_owns_local, ..Params::default() });
         shared.acls.publish(acls);
@@ -421,6 +439,7 @@ impl Router {
             lanes,
             interfaces: Interfaces::new(devs, links, host),
             routes: Routes::new(fib, sources),
+            ipsec,
             started_ns,
         };
         let t0 = std::time::Instant::now();
@@ -451,7 +470,7 @@ impl Router {
     pub fn poll(&mut self) -> bool {
         let now = tern_engine::clock::now_ns();
         let mut changed = false;
-        let mut did = false;
+        let mut did = self.ipsec.poll(std::time::Instant::now()) > 0;
         while let Some(ev) = self.shared.events.pop() {
             did = true;
             match ev {
@@ -519,7 +538,39 @@ impl Router {
     /// Replaces the running configuration with `plan`, which a reload
     /// has just carried out (`crate::reload`).
     pub(crate) fn set_plan(&mut self, plan: Plan) {
+        let had = self.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. }));
+        let has = plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. }));
         self.plan = plan;
+        if has != had {
+            // Linux mode: ESP and UDP 500/4500 for the router's addresses
+            // reach tern while it terminates IPsec.
+            self.lanes.xdp_mut().set_ipsec_to_tern(has);
+        }
+    }
+
+    /// The IPsec service (SA database, events).
+    pub fn ipsec(&self) -> &crate::ipsec::Ipsec {
+        &self.ipsec
+    }
+
+    pub fn ipsec_mut(&mut self) -> &mut crate::ipsec::Ipsec {
+        &mut self.ipsec
+    }
+
+    /// The configuration's SAs taken from the running plan's to `new`'s,
+    /// in one publication (`crate::reload`).
+    pub(crate) fn apply_ipsec_config(&mut self, new: &Plan) -> Result<Vec<String>, String> {
+        self.ipsec.apply_config(&self.plan.sas, &new.sas)
+    }
+
+    /// The tunnel using SA `id`, if one does (the running configuration).
+    pub fn ipsec_sa_user(&self, id: u32) -> Option<String> {
+        self.plan.ifaces.iter().find_map(|p| match &p.kind {
+            IfacePlanKind::Ipsec { sa_out, sa_in, .. } if *sa_out == id || sa_in.contains(&id) => {
+                Some(p.name.clone())
+            }
+            _ => None,
+        })
     }
     pub fn fib(&self) -> &FibWriter {
         self.routes.fib()

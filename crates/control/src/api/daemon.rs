@@ -89,6 +89,7 @@ impl Daemon {
             lane: commands::lane_counts(router),
             links: router.link_states(),
             sources: router.route_sources(),
+            ipsec: router.ipsec().metrics().clone(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
         self.stale = false;

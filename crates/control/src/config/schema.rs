@@ -305,9 +305,11 @@ impl SpiValue {
     }
 }
 
-/// Key material as the file writes it ("0x" and hex digits). Never shown:
-/// `Debug` and `tern config show` print "<redacted>".
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+/// Key material as the file (or the API's `ipsec_sa_add`) writes it ("0x"
+/// and hex digits). `Debug` prints "<redacted>"; serialized as it is (the
+/// API client sends it), so `tern config show` prints
+/// [`Config::redacted`].
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SecretHex(pub String);
 
@@ -317,9 +319,21 @@ impl std::fmt::Debug for SecretHex {
     }
 }
 
-impl Serialize for SecretHex {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("<redacted>")
+/// What shows in place of a key.
+pub const REDACTED: &str = "<redacted>";
+
+impl Config {
+    /// The configuration with every key replaced by "<redacted>": what
+    /// `tern config show` prints.
+    pub fn redacted(&self) -> Config {
+        let mut c = self.clone();
+        for sa in &mut c.ipsec_sas {
+            sa.key = SecretHex(REDACTED.into());
+            if let Some(k) = &mut sa.integ_key {
+                *k = SecretHex(REDACTED.into());
+            }
+        }
+        c
     }
 }
 
