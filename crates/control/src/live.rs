@@ -179,7 +179,8 @@ impl Router {
             f.up = p.up && parent_up && self.interfaces.usable(i as u16);
             f.v4 = p.v4.clone();
             f.v6 = p.v6.clone();
-            if let (IfacePlanKind::Ipsec { sa_out, sa_in, .. }, tern_nodes::state::IfKind::Ipsec(t)) = (&p.kind, &mut f.kind)
+            if let (IfacePlanKind::Ipsec { sa_out, sa_in, .. }, tern_nodes::state::IfKind::Ipsec(t)) =
+                (&p.kind, &mut f.kind)
             {
                 t.sa_out = *sa_out;
                 t.sa_in = sa_in.clone();

@@ -22,8 +22,7 @@ use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, Wo
 use tern_fib::{FibConfig, FibWriter};
 use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
 use tern_nodes::state::{
-    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, IpsecTunnel, NO_IF, Params, Shared,
-    link_local_from_mac,
+    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, IpsecTunnel, NO_IF, Params, Shared, link_local_from_mac,
 };
 use tern_packet::{PacketPool, PoolConfig, Port};
 
@@ -566,9 +565,7 @@ impl Router {
     /// The tunnel using SA `id`, if one does (the running configuration).
     pub fn ipsec_sa_user(&self, id: u32) -> Option<String> {
         self.plan.ifaces.iter().find_map(|p| match &p.kind {
-            IfacePlanKind::Ipsec { sa_out, sa_in, .. } if *sa_out == id || sa_in.contains(&id) => {
-                Some(p.name.clone())
-            }
+            IfacePlanKind::Ipsec { sa_out, sa_in, .. } if *sa_out == id || sa_in.contains(&id) => Some(p.name.clone()),
             _ => None,
         })
     }

@@ -34,9 +34,10 @@ pub fn ipsec_sa_del(router: &mut Router, ids: &[u32]) -> Result<String, ApiError
     }
     let users: Vec<Option<String>> = ids.iter().map(|&id| router.ipsec_sa_user(id)).collect();
     let user = |id: u32| ids.iter().position(|&i| i == id).and_then(|k| users[k].clone());
-    let n = router.ipsec_mut().del(ids, user).map_err(|m| {
-        if m.starts_with("no SA") { ApiError::not_found(m) } else { ApiError::refused(m) }
-    })?;
+    let n = router
+        .ipsec_mut()
+        .del(ids, user)
+        .map_err(|m| if m.starts_with("no SA") { ApiError::not_found(m) } else { ApiError::refused(m) })?;
     Ok(format!("{n} SA(s) deleted ({} left)", router.ipsec().len()))
 }
 

@@ -581,8 +581,21 @@ fn ipsec_sas(l: &IpsecSaList) -> String {
         .collect();
     let mut out = table(
         &[
-            "id", "spi", "algorithms", "options", "state", "tunnel", "from", "seq-out", "seq-in", "packets", "bytes",
-            "replay", "integrity", "seq-exhausted", "other-drops",
+            "id",
+            "spi",
+            "algorithms",
+            "options",
+            "state",
+            "tunnel",
+            "from",
+            "seq-out",
+            "seq-in",
+            "packets",
+            "bytes",
+            "replay",
+            "integrity",
+            "seq-exhausted",
+            "other-drops",
         ],
         &rows,
         &[7, 8, 9, 10, 11, 12, 13, 14],
@@ -617,7 +630,19 @@ fn ipsec_tunnels(v: &[IpsecTunnelView]) -> String {
         })
         .collect();
     table(
-        &["tunnel", "state", "endpoints", "sa-out", "sa-out-state", "sa-in", "mtu", "tx-pkts", "tx-bytes", "rx-pkts", "rx-bytes"],
+        &[
+            "tunnel",
+            "state",
+            "endpoints",
+            "sa-out",
+            "sa-out-state",
+            "sa-in",
+            "mtu",
+            "tx-pkts",
+            "tx-bytes",
+            "rx-pkts",
+            "rx-bytes",
+        ],
         &rows,
         &[6, 7, 8, 9, 10],
     )
