@@ -248,7 +248,7 @@ impl Ipsec {
                     log::warn!("ipsec SA {}: sequence numbers exhausted: the SA stops sending", e.id)
                 }
             }
-            self.subscribers.retain(|s| s.send(e.clone()).is_ok());
+            self.subscribers.retain(|s| s.send(*e).is_ok());
         }
         events.len()
     }

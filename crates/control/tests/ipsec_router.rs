@@ -225,7 +225,7 @@ fn api_sa(id: u32) -> IpsecSaCfg {
         integ: "hmac-sha1-96".into(),
         key: SecretHex(format!("0x{:032x}", u128::from(id) * 0x1234_5678_9abc)),
         integ_key: Some(SecretHex(format!("0x{:040x}", u128::from(id)))),
-        esn: id % 2 == 0,
+        esn: id.is_multiple_of(2),
         replay_window: 128,
         udp_encap: false,
         udp_src_port: None,
