@@ -31,6 +31,6 @@ pub mod sa;
 
 pub use config::{Cipher, Integ, Key, Lifetime, MAX_REPLAY_WINDOW, SaConfig, SaError, UdpEncap};
 pub use db::{Reason, SaDb, SaEvent, SaEventKind, SaInfo, SaReader, SaTable};
-pub use esp::{Decap, EspError, NH_IPV4, NH_IPV6, NH_NONE, is_non_esp_marker, parse_header};
+pub use esp::{Decap, EspError, NH_IPV4, NH_IPV6, NH_NONE, icv, is_non_esp_marker, parse_header};
 pub use replay::{ReplayError, ReplayWindow};
 pub use sa::{Sa, SaCounters, SaState, SeqRange};

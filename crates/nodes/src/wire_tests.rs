@@ -10,7 +10,7 @@
 //! fast paths, and say where a fast path settled it.
 
 use crate::direct_tests::Batches;
-use crate::state::{FastPaths, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, V4Net, V6Net};
+use crate::state::{FastPaths, GreTunnel, IfKind, IfTable, Iface, IpsecTunnel, NO_IF, Params, Shared, V4Net, V6Net};
 use crossbeam_queue::ArrayQueue;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ fn rng(mut x: u64) -> impl FnMut() -> u64 {
 }
 
 /// Ports lan (0) and wan (1), VLAN 7 on wan (2), gre0 to the wan peer
-/// (3); routes of every kind for both families, one neighbour resolved
+/// (3), ipsec0 to the same peer (4, SAs [`esp_sa`] 1 out, 2 in); routes of every kind for both families, one neighbour resolved
 /// and one not (so that `ip4-glean`/`ip6-glean` have work); with
 /// `linux`, Linux owns the local addresses through TAPs on ports 2 and 3.
 fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
@@ -52,6 +52,7 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
         add("198.18.0.0/16", RouteTarget::Via { gw: ip("10.0.2.2"), ifindex: None }),
         add("198.19.0.0/16", RouteTarget::Ecmp(vec![(ip("10.0.2.2"), None), (ip("10.0.2.4"), None)])),
         add("198.20.0.0/16", RouteTarget::Connected { ifindex: 3 }),
+        add("198.21.0.0/16", RouteTarget::Connected { ifindex: 4 }),
         add("203.0.113.0/24", RouteTarget::Blackhole),
         add("203.0.114.0/24", RouteTarget::Unreachable),
         add("203.0.115.0/24", RouteTarget::Prohibit),
@@ -66,11 +67,13 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
     fib.set_neighbor(1, ip("10.0.2.2"), Some(PEER));
     fib.set_neighbor(1, ip("2001:db8:2::2"), Some(PEER));
     let tunnel = GreTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), key: Some(7), ttl: 64 };
+    let ipsec = IpsecTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), sa_out: 1, sa_in: vec![2], ttl: 64 };
     let mut ifs = vec![
         Iface::new(0, "lan", IfKind::Port, 0, MAC0),
         Iface::new(1, "wan", IfKind::Port, 1, MAC1),
         Iface::new(2, "wan.7", IfKind::Vlan { parent: 1, vid: 7 }, 1, MAC1),
         Iface::new(3, "gre0", IfKind::Gre(tunnel), NO_IF, MAC1),
+        Iface::new(4, "ipsec0", IfKind::Ipsec(ipsec), NO_IF, MAC1),
     ];
     for (i, f) in ifs.iter_mut().enumerate() {
         let n = i as u8 + 1;
@@ -78,7 +81,11 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
         f.v6 = vec![V6Net { addr: [0x2001, 0xdb8, u16::from(n), 0, 0, 0, 0, 1].into(), len: 64 }];
         f.v6_ll = crate::state::link_local_from_mac(f.mac);
     }
-    let shared = Shared::new(IfTable::new(ifs), reader);
+    let mut shared = Shared::new(IfTable::new(ifs), reader);
+    let mut sas = tern_ipsec::SaDb::with_workers(1);
+    sas.add_batch(vec![esp_sa(1), esp_sa(2)]).expect("sas");
+    sas.publish();
+    shared.sas = sas.reader();
     let params = if linux {
         Params { linux_owns_local: true, tap_ports: vec![2, 3, 2, NO_IF], ..Params::default() }
     } else {
@@ -87,6 +94,36 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
     shared.params.publish(params);
     let graph = crate::build_graph(&shared, Arc::new(ArrayQueue::new(4))).expect("graph").graph;
     (shared, graph, fib)
+}
+
+/// The wire tests' SAs: AES-128-GCM, keys from the id.
+fn esp_sa(id: u32) -> tern_ipsec::SaConfig {
+    tern_ipsec::SaConfig {
+        id,
+        spi: 0x100 * id,
+        cipher: tern_ipsec::Cipher::Aes128Gcm,
+        integ: tern_ipsec::Integ::None,
+        key: tern_ipsec::Key::new(vec![id as u8; 20]),
+        integ_key: tern_ipsec::Key::default(),
+        esn: false,
+        replay_window: 64,
+        udp_encap: None,
+        soft: tern_ipsec::Lifetime::default(),
+        hard: tern_ipsec::Lifetime::default(),
+    }
+}
+
+/// An ESP packet of SA 2 from the peer carrying `inner`, sequence `seq`.
+fn esp_in(inner: &[u8], seq: u64) -> Vec<u8> {
+    let sa = tern_ipsec::Sa::new(esp_sa(2), 1, std::time::Instant::now()).expect("sa");
+    let h = sa.header_len();
+    let mut b = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
+    if let Some(d) = b.get_mut(h..h + inner.len()) {
+        d.copy_from_slice(inner);
+    }
+    let n = sa.encrypt(&mut b, inner.len(), 4, seq).expect("encrypt");
+    b.truncate(n);
+    b
 }
 
 fn ipv4(proto: u8, dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
@@ -120,6 +157,22 @@ fn eth(dst: [u8; 6], ethertype: u16, l3: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(l3);
     f
+}
+
+/// An IPv4 ESP packet from the wan peer (10.0.2.2) to 10.0.2.1.
+fn esp4(esp: &[u8]) -> Vec<u8> {
+    let mut p = ipv4(50, [10, 0, 2, 1], esp);
+    if let Some(src) = p.get_mut(12..16) {
+        src.copy_from_slice(&[10, 0, 2, 2]);
+    }
+    if let Some(c) = p.get_mut(10..12) {
+        c.copy_from_slice(&[0, 0]);
+    }
+    let c = !checksum::data(p.get(..20).unwrap_or_default());
+    if let Some(c0) = p.get_mut(10..12) {
+        c0.copy_from_slice(&c.to_be_bytes());
+    }
+    p
 }
 
 /// Frames of every kind a node reads, each whole (the cuts come later).
@@ -157,6 +210,13 @@ fn templates() -> Vec<Vec<u8>> {
         eth(MAC0, 0x0800, &ipv4(17, [10, 0, 2, 9], &[0, 1, 0, 2, 0, 8, 0, 0])),
         eth(MAC0, 0x0800, &ipv4(47, [10, 0, 2, 1], &gre_in)),
         eth(MAC0, 0x0800, &ipv4(17, [198, 20, 0, 1], &[0, 1, 0, 2, 0, 8, 0, 0])),
+        eth(MAC0, 0x0800, &ipv4(17, [198, 21, 0, 1], &[0, 1, 0, 2, 0, 8, 0, 0])),
+        eth(MAC1, 0x0800, &esp4(&esp_in(&ipv4(17, [10, 0, 1, 2], &[0, 1, 0, 2, 0, 8, 0, 0]), 5))),
+        eth(
+            MAC1,
+            0x0800,
+            &ipv4(17, [10, 0, 2, 1], &[&[0x11, 0x94, 0x11, 0x94, 0, 40, 0, 0][..], &esp_in(&[0x45; 8], 6)].concat()),
+        ),
         eth(MAC0, 0x0800, &v4_options),
         eth([0xff; 6], 0x0806, &arp),
         eth(MAC0, 0x0806, &arp_reply),
@@ -174,7 +234,7 @@ fn templates() -> Vec<Vec<u8>> {
 
 /// The nodes of the files converted here (the others' files have their
 /// own tests): all but `control-inject`, which reads no packet.
-const MINE: [&str; 15] = [
+const MINE: [&str; 17] = [
     "ethernet-input",
     "arp-input",
     "ip4-lookup",
@@ -190,6 +250,8 @@ const MINE: [&str; 15] = [
     "linux-punt",
     "tap-input",
     "interface-output",
+    "esp-encrypt",
+    "esp-decrypt",
 ];
 
 /// Each node of [`MINE`], fed directly with every template cut to every length, the

@@ -13,12 +13,27 @@
 //! worker's sequence, DF clear, TTL/hop limit from the tunnel. The SA's
 //! counters are added once per run.
 //!
+//! Direct path (as `gre-encap`'s, under the same switch
+//! `FastPaths::gre_direct`): when the tunnel's stacked adjacency in the
+//! FIB (`FibReader::tunnel`, re-stacked by the FIB's writer whenever
+//! routes change; the control plane calls `FibWriter::tunnel_set` for
+//! IPsec tunnels as for GRE ones) is a resolved neighbour on a port or
+//! VLAN, the node also writes the outer packet's link-layer header and
+//! sends it straight to `interface-output` (or `ip4-acl-out` /
+//! `ip6-acl-out`): the same bytes, next hop and counters as the second
+//! pass through `ip4-lookup`/`ip6-lookup` and the rewrite node, without
+//! it. Outer packets too big for the egress MTU, without room for the
+//! link-layer header, or any other route to the remote take the second
+//! pass.
+//!
 //! The inner packet is found at `Meta::l3_off` (what precedes it is
 //! overwritten), as `gre-encap` leaves it. Packets past the end of the
 //! SA's sequence numbers (or its hard packet lifetime) are dropped and the
 //! SA stops; it never wraps.
 //!
-//! Next nodes: `ip4-lookup`, `ip6-lookup` (the outer packet), `drop`.
+//! Next nodes: `ip4-lookup`, `ip6-lookup` (the outer packet's second
+//! pass), `interface-output`, `ip4-acl-out`, `ip6-acl-out` (direct),
+//! `drop`.
 //! Counters: [`EspEncryptError::DESCS`].
 //!
 //! Config: the tunnel interfaces (`IfKind::Ipsec`: endpoints, `sa_out`,
@@ -32,6 +47,9 @@
 #![deny(clippy::indexing_slicing)]
 
 use super::*;
+use crate::state::Params;
+use crate::util::{Adj, AdjState, ETH_P_IPV4, ETH_P_IPV6};
+use tern_fib::{FibReader, NhId, NhKind};
 use tern_ipsec::{NH_IPV4, NH_IPV6};
 use tern_wire::IpProtocol;
 
@@ -39,13 +57,50 @@ use tern_wire::IpProtocol;
 pub struct EspEncrypt {
     ifs: Snapshot<IfTable>,
     sas: Snapshot<SaTable>,
+    fib: FibReader,
+    params: Snapshot<Params>,
     ident: u16,
 }
 
 impl EspEncrypt {
-    pub fn new(ifs: Snapshot<IfTable>, sas: &SaReader) -> Self {
-        EspEncrypt { ifs, sas: sas.snapshot(), ident: 0 }
+    pub fn new(ifs: Snapshot<IfTable>, fib: FibReader, params: Snapshot<Params>, sas: &SaReader) -> Self {
+        EspEncrypt { ifs, sas: sas.snapshot(), fib, params, ident: 0 }
     }
+}
+
+/// A tunnel's outer route when it needs no second pass: the stacked
+/// adjacency's next hop, egress interface, MTU, link-layer header and the
+/// next node.
+#[derive(Clone, Copy)]
+struct Direct {
+    nh: NhId,
+    out_if: u16,
+    mtu: u16,
+    next: u16,
+    l2: usize,
+    hdr: [u8; 18],
+}
+
+/// The direct route of tunnel `tx_if` towards a remote of this family.
+fn direct(ifs: &IfTable, fib: &FibReader, tx_if: u16, v4: bool) -> Option<Direct> {
+    let stacked = fib.tunnel(tx_if)?;
+    if stacked.via_tunnel {
+        return None;
+    }
+    let nh = fib.nexthop(stacked.nh);
+    if nh.kind != NhKind::Unicast {
+        return None;
+    }
+    let adj = Adj::new(ifs, &nh, if v4 { ETH_P_IPV4 } else { ETH_P_IPV6 });
+    if adj.state != AdjState::Ready || adj.l2_len > adj.hdr.len() {
+        return None;
+    }
+    let next = match (adj.acl_out, v4) {
+        (false, _) => EspEncryptNext::Output,
+        (true, true) => EspEncryptNext::AclOut4,
+        (true, false) => EspEncryptNext::AclOut6,
+    } as u16;
+    Some(Direct { nh: stacked.nh, out_if: adj.ifindex, mtu: adj.mtu, next, l2: adj.l2_len, hdr: adj.hdr })
 }
 
 tern_engine::errors! {
@@ -69,6 +124,10 @@ tern_engine::edges! {
         Drop = "drop",
         Ip4 = "ip4-lookup",
         Ip6 = "ip6-lookup",
+        /// Direct: the outer packet's link-layer header written here.
+        Output = "interface-output",
+        AclOut4 = "ip4-acl-out",
+        AclOut6 = "ip6-acl-out",
     }
 }
 
@@ -85,6 +144,7 @@ impl Node for EspEncrypt {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.sas.refresh();
+        self.params.refresh();
         let mut i = 0;
         let mut done = 0;
         while let Some(&first) = pkts.get(i) {
@@ -124,6 +184,11 @@ impl EspEncrypt {
         }
         let seqs = sa.reserve_seq(pkts.len());
         let ttl = t.ttl;
+        let d = if self.params.current().fast_paths.gre_direct {
+            direct(ifs, &self.fib, tx_if, dst.is_ipv4())
+        } else {
+            None
+        };
         let mut ok = 0;
         for (k, (o, &p)) in next.iter_mut().zip(pkts).enumerate() {
             if k >= seqs.count {
@@ -138,7 +203,7 @@ impl EspEncrypt {
             }
             let seq = seqs.first + k as u64;
             self.ident = self.ident.wrapping_add(1);
-            *o = match encrypt_one(cx, p, sa, (src, dst, ttl), seq, self.ident) {
+            *o = match encrypt_one(cx, p, sa, (src, dst, ttl), seq, self.ident, d.as_ref()) {
                 Ok((next, inner_len)) => {
                     run.delta.packets += 1;
                     run.delta.bytes += inner_len as u64;
@@ -161,8 +226,9 @@ impl EspEncrypt {
     }
 }
 
-/// Encrypts one packet and writes its outer headers; the next node and
-/// the inner packet's length.
+/// Encrypts one packet and writes its outer headers (and, on the direct
+/// path, the link-layer header); the next node and the inner packet's
+/// length.
 fn encrypt_one(
     cx: &mut Cx<'_>,
     p: PktIdx,
@@ -170,6 +236,7 @@ fn encrypt_one(
     (src, dst, ttl): (IpAddr, IpAddr, u8),
     seq: u64,
     ident: u16,
+    direct: Option<&Direct>,
 ) -> Result<(u16, usize), EspEncryptError> {
     let (m, frame) = cx.pool.meta_frame_mut(p);
     if m.flags & flags::ENCAP != 0 {
@@ -245,12 +312,23 @@ fn encrypt_one(
     m.l3_off = 0;
     m.vlan = 0;
     m.flags = (m.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
-    Ok(if dst.is_ipv4() {
-        (EspEncryptNext::Ip4 as u16, inner_len)
-    } else {
+    if !dst.is_ipv4() {
         m.flags |= flags::IPV6;
-        (EspEncryptNext::Ip6 as u16, inner_len)
-    })
+    }
+    if let Some(d) = direct
+        && total <= usize::from(d.mtu)
+        && let Some(l2_start) = outer_start.checked_sub(d.l2)
+        && let (Some(l2), Some(hdr)) = (frame.get_mut(l2_start..outer_start), d.hdr.get(..d.l2))
+    {
+        l2.copy_from_slice(hdr);
+        m.off = l2_start as u16;
+        m.len = (d.l2 + total) as u16;
+        m.l3_off = d.l2 as u16;
+        m.tx_if = d.out_if;
+        m.nh = d.nh;
+        return Ok((d.next, inner_len));
+    }
+    Ok(if dst.is_ipv4() { (EspEncryptNext::Ip4 as u16, inner_len) } else { (EspEncryptNext::Ip6 as u16, inner_len) })
 }
 
 fn write_udp(u: &mut [u8; 8], sport: u16, dport: u16, len: u16, csum: u16) {

@@ -66,6 +66,7 @@ fn peer_sa(id: u32) -> tern_ipsec::Sa {
 }
 
 struct Rig {
+    fib: tern_fib::FibWriter,
     b: Batches,
     info: Arc<tern_engine::GraphInfo>,
     shared: Shared,
@@ -154,7 +155,7 @@ fn rig(headroom: u16, tunnel_mtu: u16, sas: Vec<SaConfig>) -> Rig {
     let built = crate::build_graph(&shared, Arc::new(crossbeam_queue::ArrayQueue::new(4))).expect("graph");
     let info = built.graph.info().clone();
     let pool = PacketPool::new(PoolConfig { frames: 512, headroom, ..PoolConfig::default() }).expect("pool");
-    Rig { b: Batches::new(built.graph, built.input, pool, 2), info, shared, db }
+    Rig { fib, b: Batches::new(built.graph, built.input, pool, 2), info, shared, db }
 }
 
 impl Rig {
@@ -625,7 +626,10 @@ fn every_drop_is_counted_by_name() {
             "esp-encrypt",
             "recursive-encapsulation",
             Box::new(|r| {
-                // The remote itself routed into the tunnel: 10.0.2.200 is.
+                // The remote itself routed into the tunnel: 10.0.2.200 is;
+                // the FIB stacks it `via_tunnel`, so the direct path
+                // declines and the second pass meets the tunnel again.
+                r.fib.tunnel_set(T4, a4("10.0.2.200"));
                 let mut t = (*r.shared.ifaces.load()).clone();
                 if let IfKind::Ipsec(x) = &mut t.ifs[usize::from(T4)].kind {
                     x.remote = a4("10.0.2.200");
@@ -694,4 +698,141 @@ fn traces_note_spi_sequence_and_verdict() {
     assert!(notes.contains(&format!("spi {:#x} seq 9: decrypted", p2.spi)), "{notes:?}");
     assert!(notes.iter().any(|n| n.starts_with(&format!("spi {:#x} seq 9: replay", p2.spi))), "{notes:?}");
     assert!(notes.contains(&"spi 0x1000 seq 1: encrypted".to_string()), "{notes:?}");
+}
+
+/// The direct encapsulation (the FIB's stacked adjacency, link-layer
+/// header written by `esp-encrypt`) gives what the second pass through
+/// `ip4-lookup`/`ip6-lookup` and the rewrite nodes gives: the same frames
+/// (ciphertext included: same keys, same sequence numbers), metadata and
+/// counters, for both tunnels (IPv4 outside, IPv6 outside in UDP), and
+/// skips the second lookups; too big for the egress MTU (a tunnel MTU set
+/// above what the wan carries) takes the second pass, which drops or
+/// answers as it always did.
+#[test]
+fn direct_encapsulation_is_the_second_pass() {
+    let run = |direct: bool, tunnel_mtu: u16| {
+        let mut r = rig(256, tunnel_mtu, sa_cfgs());
+        let fast_paths = crate::state::FastPaths { gre_direct: direct, ..crate::state::FastPaths::ALL };
+        r.shared.params.publish(crate::state::Params { fast_paths, ..crate::state::Params::default() });
+        let mut frames = Vec::new();
+        for i in 0..60usize {
+            let len = 40 + (i * 53) % 1400;
+            let pkt = match i % 3 {
+                0 => ip4(v4("10.0.1.2"), Ipv4Addr::new(198, 18, 1, i as u8), len, false, i as u8),
+                1 => ip6(v6("2001:db8:1::2"), v6("2001:db8:18::7"), len.max(48), i as u8),
+                _ => ip4(v4("10.0.1.2"), Ipv4Addr::new(198, 20, 2, i as u8), len, false, i as u8),
+            };
+            frames.push((eth(MAC_LAN, MAC_HOST, &pkt), LAN));
+        }
+        let mut out = Vec::new();
+        for chunk in frames.chunks(25) {
+            let sent = r.b.run(chunk.iter().map(|(f, i)| (f.as_slice(), *i, 0)), 0);
+            for (port, q) in sent.into_iter().enumerate() {
+                for (m, data) in q {
+                    let meta =
+                        format!("tx_if {} nh {} l3 {} vlan {} flags {:#x}", m.tx_if, m.nh, m.l3_off, m.vlan, m.flags);
+                    out.push((port, data, meta));
+                }
+            }
+        }
+        let lookups: u64 = ["ip4-lookup", "ip6-lookup"]
+            .iter()
+            .map(|n| {
+                let id = r.info.node_id(n).expect("node");
+                r.b.stats.nodes.get(usize::from(id)).map_or(0, |c| c.packets.get())
+            })
+            .sum();
+        let errors: Vec<u64> = r.b.stats.errors.iter().map(|c| c.get()).collect();
+        (out, errors, lookups)
+    };
+    for tunnel_mtu in [1400, 1500] {
+        let (fast, slow) = (run(true, tunnel_mtu), run(false, tunnel_mtu));
+        assert_eq!(fast.0.len(), slow.0.len(), "mtu {tunnel_mtu}");
+        assert!(fast.0.len() >= 55, "mtu {tunnel_mtu}: most sent ({})", fast.0.len());
+        // The same frames and metadata (IPv4 and IPv6 outer packets may
+        // leave in another order: the second pass groups them by family).
+        let mut a = fast.0.clone();
+        let mut b = slow.0.clone();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "mtu {tunnel_mtu}: frames and metadata");
+        assert_eq!(fast.1, slow.1, "mtu {tunnel_mtu}: counters");
+        let saved = slow.2 - fast.2;
+        assert!(saved >= 40, "mtu {tunnel_mtu}: {saved} second lookups saved");
+        if tunnel_mtu == 1500 {
+            // Those too big for the wan once encrypted took the second pass.
+            assert!(saved < 60, "mtu 1500: some took the second pass ({saved} saved)");
+        }
+    }
+}
+
+/// Nanoseconds this thread ran (the machine's other load not counted).
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// A measurement, not a test: the whole graph's ESP encryption (lan ->
+/// ipsec4 -> wan, direct path) and decryption (wan -> ipsec4 -> lan) on
+/// one core, per second of this thread's CPU time, batches of 256,
+/// copying each frame into the pool and out of it included. IP packets
+/// of 1418 bytes and 64-byte frames (46-byte IP packets); Gbps of IP
+/// packet bytes.
+///
+///     cargo test -p tern-nodes --release --lib esp_engine_rates -- --ignored --nocapture
+#[test]
+#[ignore = "a measurement, run by hand in release mode"]
+fn esp_engine_rates() {
+    for (cipher, integ) in [(Cipher::Aes128Gcm, Integ::None), (Cipher::Aes128Cbc, Integ::HmacSha1_96)] {
+        let mut cfgs = sa_cfgs();
+        for c in cfgs.iter_mut().take(2) {
+            let id = c.id;
+            let udp = c.udp_encap.is_some();
+            *c = sa_cfg(id, cipher, integ, udp);
+            c.replay_window = 0;
+        }
+        let peer = tern_ipsec::Sa::new(cfgs[1].clone(), 1, Instant::now()).expect("sa");
+        for ip_len in [1418usize, 46] {
+            for dir in ["encrypt", "decrypt"] {
+                // ESP_RATES=encrypt,1418 (say) runs only the cases named.
+                if std::env::var("ESP_RATES")
+                    .is_ok_and(|f| f.split(',').any(|w| ![dir, cipher.name(), &ip_len.to_string()].contains(&w)))
+                {
+                    continue;
+                }
+                let mut r = rig(256, 1500, cfgs.clone());
+                let frames: Vec<Vec<u8>> = (0..256u64)
+                    .map(|k| {
+                        if dir == "encrypt" {
+                            let ip = ip4(v4("10.0.1.2"), Ipv4Addr::new(198, 18, 0, k as u8), ip_len, false, 1);
+                            eth(MAC_LAN, MAC_HOST, &ip)
+                        } else {
+                            let ip = ip4(v4("198.18.0.1"), Ipv4Addr::new(10, 0, 1, 2), ip_len, false, 1);
+                            esp_frame(&peer, k + 1, &ip, (a4("10.0.2.2"), a4("10.0.2.1")), None, None)
+                        }
+                    })
+                    .collect();
+                let rx = if dir == "encrypt" { LAN } else { WAN };
+                let out_port = if dir == "encrypt" { 1 } else { 0 };
+                let (t0, c0) = (Instant::now(), cpu_ns());
+                let mut sent = 0u64;
+                let ms = std::env::var("ESP_RATES_MS").ok().and_then(|m| m.parse().ok()).unwrap_or(700);
+                while t0.elapsed().as_millis() < ms {
+                    let out = r.b.run(frames.iter().map(|f| (f.as_slice(), rx, 0)), 0);
+                    sent += out[out_port].len() as u64;
+                }
+                let secs = (cpu_ns() - c0) as f64 / 1e9;
+                let pps = sent as f64 / secs;
+                println!(
+                    "engine {dir} {cipher} {integ}: IP {ip_len} B: {:.3} Mpps, {:.2} Gbps ({sent} packets, {:.2} s CPU)",
+                    pps / 1e6,
+                    pps * ip_len as f64 * 8.0 / 1e9,
+                    secs
+                );
+                assert!(sent > 0, "{:?}", r.nonzero());
+            }
+        }
+    }
 }
