@@ -271,7 +271,10 @@ impl Router {
             plan.ifaces.iter().filter(|i| matches!(i.kind, IfacePlanKind::Port { .. })).collect();
         let devs: Vec<DeviceInfo> = ports.iter().map(|p| device_info(p)).collect::<Result<_, _>>()?;
 
-        let iftable = build_iftable(&plan, &devs);
+        // (With the target's SAs: an ipsec tunnel's default MTU leaves
+        // room for its outbound SA's overhead; the SAs themselves are
+        // installed by the convergence.)
+        let iftable = build_iftable(&Plan { sas: target.sas.clone(), ..plan.clone() }, &devs);
         let acls = compile_acls(&plan, usize::from(plan.config.dataplane.workers))?;
         let mut shared = Shared::new(iftable.clone(), reader);
         // SAs arrive with the convergence below (or the API); the workers'

@@ -208,6 +208,8 @@ fn tunnel_encrypts_and_decrypts_with_the_configured_sas() {
     // The API and the CLI tell the tunnel and the SAs, never the keys.
     let tunnels = commands::ipsec_tunnel_show(&r);
     assert_eq!(tunnels.len(), 1);
+    // 1500 less AES-GCM's most: outer 20, ESP 8, IV 8, padding 3, trailer 2, ICV 16.
+    assert_eq!(tunnels[0].mtu, 1443);
     assert_eq!((tunnels[0].tx_packets, tunnels[0].rx_packets), (3, 2));
     let shown =
         serde_json::to_string(&commands::ipsec_sa_show(&r, &IpsecSaShowArgs::default()).expect("show")).expect("json");
