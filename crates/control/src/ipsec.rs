@@ -253,3 +253,83 @@ impl Ipsec {
         events.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{IpsecSaCfg, SecretHex, SpiValue, sa_plan};
+
+    fn plan(id: u32, soft_secs: Option<u64>, hard_secs: Option<u64>, key: &str) -> SaPlan {
+        let c = IpsecSaCfg {
+            id,
+            spi: SpiValue::Number(i64::from(0x1000 + id)),
+            crypto: "aes-128-gcm".into(),
+            integ: "none".into(),
+            key: SecretHex(key.into()),
+            integ_key: None,
+            esn: false,
+            replay_window: 64,
+            udp_encap: false,
+            udp_src_port: None,
+            udp_dst_port: None,
+            soft_packets: None,
+            soft_bytes: None,
+            soft_secs,
+            hard_packets: None,
+            hard_bytes: None,
+            hard_secs,
+        };
+        sa_plan(&c).expect("valid")
+    }
+
+    const K1: &str = "0x000102030405060708090a0b0c0d0e0f10111213";
+    const K2: &str = "0xff0102030405060708090a0b0c0d0e0f10111213";
+
+    /// Soft then hard expiry by time reach every subscriber once each (a
+    /// later `now` stands for the time passing), and a dropped subscriber
+    /// is forgotten.
+    #[test]
+    fn lifetime_events_reach_subscribers_once() {
+        let mut ip = Ipsec::new(1);
+        ip.apply_config(&[], &[plan(1, Some(10), Some(20), K1)]).expect("apply");
+        let rx = ip.subscribe();
+        let gone = ip.subscribe();
+        drop(gone);
+        let t0 = Instant::now();
+        assert_eq!(ip.poll(t0), 0, "nothing expired yet");
+        assert_eq!(ip.poll(t0 + Duration::from_millis(10)), 0, "at most once per EVENT_POLL");
+        assert_eq!(ip.poll(t0 + Duration::from_secs(11)), 1);
+        let e = rx.try_recv().expect("soft event");
+        assert_eq!((e.id, e.kind), (1, SaEventKind::SoftExpired(tern_ipsec::Reason::Time)));
+        assert_eq!(ip.subscribers.len(), 1, "the dropped receiver is forgotten");
+        assert_eq!(ip.poll(t0 + Duration::from_secs(13)), 0, "each event once");
+        assert_eq!(ip.poll(t0 + Duration::from_secs(21)), 1);
+        assert_eq!(rx.try_recv().expect("hard").kind, SaEventKind::HardExpired(tern_ipsec::Reason::Time));
+        assert_eq!(ip.info(1).expect("sa").state, tern_ipsec::SaState::Expired);
+    }
+
+    /// A configuration change is one publication: changed SAs replaced,
+    /// removed ones gone, the workers' table all old or all new; an SA the
+    /// API installed under a configured id refuses the change whole.
+    #[test]
+    fn config_changes_apply_whole_or_not_at_all() {
+        let mut ip = Ipsec::new(1);
+        let reader = ip.reader();
+        let old = [plan(1, None, None, K1), plan(2, None, None, K1)];
+        ip.apply_config(&[], &old).expect("apply");
+        assert_eq!(reader.load().len(), 2);
+        let new = [plan(1, None, None, K2), plan(3, None, None, K1)];
+        let report = ip.apply_config(&old, &new).expect("apply");
+        assert_eq!(report, ["ipsec SA 2 removed", "ipsec SA 1 (SPI 0x1001) replaced", "ipsec SA 3 (SPI 0x1003) added"]);
+        let t = reader.load();
+        assert!(t.get(1).is_some() && t.get(2).is_none() && t.get(3).is_some());
+        // The API's SA 4, then a configuration that wants id 4 too.
+        let api = sa_config(&plan(4, None, None, K1)).expect("cfg");
+        ip.add(vec![api]).expect("api add");
+        let clash = [plan(1, None, None, K2), plan(4, None, None, K2), plan(5, None, None, K1)];
+        let e = ip.apply_config(&new, &clash).expect_err("refused");
+        assert!(e.contains("ipsec_sa 4") && e.contains("API"), "{e}");
+        assert!(reader.load().get(5).is_none(), "nothing of the refused change");
+        assert!(ip.from_config(1) && !ip.from_config(4));
+    }
+}

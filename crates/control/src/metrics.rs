@@ -742,6 +742,31 @@ mod tests {
     }
 
     #[test]
+    fn ipsec_series_are_totals_and_the_first_sas() {
+        let c = tern_ipsec::SaCounters { packets: 5, bytes: 500, replay_drops: 1, ..Default::default() };
+        let ipsec = crate::ipsec::IpsecMetrics {
+            sas: 3,
+            per_sa: vec![(10, 0x1001, c), (20, 0x2001, c)],
+            totals: tern_ipsec::SaCounters { packets: 10, bytes: 1000, replay_drops: 2, ..Default::default() },
+        };
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::new(Vec::new())),
+            facts: Published::new(ControlFacts { ipsec, ..ControlFacts::default() }),
+        };
+        let text = render(&src);
+        check_format(&text);
+        for line in [
+            "tern_ipsec_sas 3",
+            "tern_ipsec_packets_total{sa=\"all\",spi=\"all\"} 10",
+            "tern_ipsec_packets_total{sa=\"10\",spi=\"0x1001\"} 5",
+            "tern_ipsec_replay_drops_total{sa=\"20\",spi=\"0x2001\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+    }
+
+    #[test]
     fn skipped_routes_are_exposed_by_source_and_reason() {
         let c = crate::linux::sync::SyncCounters {
             route_msgs: 9,
