@@ -444,6 +444,12 @@ impl Router {
             ipsec,
             started_ns,
         };
+        if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
+            // Linux mode: ESP and UDP 500/4500 for the router reach tern
+            // (`set_plan` follows reloads that add or remove the last
+            // ipsec tunnel).
+            router.lanes.xdp_mut().set_ipsec_to_tern(true);
+        }
         let t0 = std::time::Instant::now();
         match crate::reload::converge(&mut router, target) {
             Ok(report) => {

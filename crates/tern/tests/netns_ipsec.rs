@@ -86,8 +86,9 @@ fn tunnels() -> Vec<Tun> {
         .collect()
 }
 
-fn config(lab: &Lab, driver: &str, ts: &[Tun]) -> String {
-    let mut c = format!(
+fn config(lab: &Lab, driver: &str, linux: bool, ts: &[Tun]) -> String {
+    let mut c = if linux { "[linux]\nmode = \"linux\"\n".to_string() } else { String::new() };
+    c += &format!(
         r#"
 [[interface]]
 name = "lan0"
@@ -300,7 +301,7 @@ fn sa_counter(lab: &Lab, id: usize, what: &str) -> u64 {
     sas.get(0).and_then(|s| s.get(what)).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
 
-fn interop(driver: &str, tag: &str) {
+fn interop(driver: &str, linux: bool, tag: &str) {
     if let Some(why) = common::lab_missing().or_else(scapy_missing) {
         eprintln!("skipped: {why}");
         return;
@@ -311,7 +312,7 @@ fn interop(driver: &str, tag: &str) {
     must("ip", &["-n", &r, "link", "set", "wan0", "up"]);
     let ts = tunnels();
     let path = lab.dir.join("tern.toml");
-    std::fs::write(&path, config(&lab, driver, &ts)).expect("config");
+    std::fs::write(&path, config(&lab, driver, linux, &ts)).expect("config");
     run_tern(&mut lab, &path);
     let sas = scapy_sas(&ts);
     // Neighbours both ways before the tunnels' traffic.
@@ -400,6 +401,12 @@ fn interop(driver: &str, tag: &str) {
         // ESP and NAT-T for the router went to the engine by name.
         assert!(counter(&lab, "xdp-lane/punt-ipsec") >= (TUNNELS * 2) as u64, "xdp-lane/punt-ipsec");
     }
+    if linux {
+        // Linux owns the router's addresses, but not its IPsec: the
+        // steering program sent ESP and NAT-T to tern.
+        let n = counter(&lab, "xdp-steer/ipsec-to-tern");
+        assert!(n >= (TUNNELS * 2) as u64, "xdp-steer/ipsec-to-tern: {n}");
+    }
     let shown = String::from_utf8_lossy(&cli(&lab, &["ipsec", "tunnel", "show"]).stdout).into_owned();
     assert!(shown.contains("ips15") && shown.contains("10.0.2.1 -> 10.0.2.2"), "{shown}");
     let cfg = String::from_utf8_lossy(&cli(&lab, &["config", "show"]).stdout).into_owned();
@@ -409,10 +416,17 @@ fn interop(driver: &str, tag: &str) {
 
 #[test]
 fn scapy_interop_over_af_packet() {
-    interop("afpacket", "p");
+    interop("afpacket", false, "p");
 }
 
 #[test]
 fn scapy_interop_over_the_xdp_lane() {
-    interop("xdp", "x");
+    interop("xdp", false, "x");
+}
+
+/// Linux mode over AF_XDP: the steering program passes the router's own
+/// traffic to Linux but ESP and UDP 500/4500 to tern.
+#[test]
+fn scapy_interop_in_linux_mode_over_af_xdp() {
+    interop("afxdp", true, "l");
 }
