@@ -179,11 +179,18 @@ impl Router {
             f.up = p.up && parent_up && self.interfaces.usable(i as u16);
             f.v4 = p.v4.clone();
             f.v6 = p.v6.clone();
-            if let (IfacePlanKind::Ipsec { sa_out, sa_in, .. }, tern_nodes::state::IfKind::Ipsec(t)) =
+            if let (IfacePlanKind::Ipsec { sa_out, sa_in, remote, .. }, tern_nodes::state::IfKind::Ipsec(t)) =
                 (&p.kind, &mut f.kind)
             {
                 t.sa_out = *sa_out;
                 t.sa_in = sa_in.clone();
+                // Without a configured MTU: what the (new) outbound SA
+                // leaves room for.
+                if p.mtu.is_none()
+                    && let Some(sa) = self.plan.sas.iter().find(|s| s.id == *sa_out)
+                {
+                    f.mtu = 1500u16.saturating_sub(crate::config::esp_overhead(remote.is_ipv6(), sa) as u16);
+                }
             }
             if let Some(m) = p.mtu {
                 f.mtu = m;

@@ -568,7 +568,11 @@ impl Router {
     /// The configuration's SAs taken from the running plan's to `new`'s,
     /// in one publication (`crate::reload`).
     pub(crate) fn apply_ipsec_config(&mut self, new: &Plan) -> Result<Vec<String>, String> {
-        self.ipsec.apply_config(&self.plan.sas, &new.sas)
+        let done = self.ipsec.apply_config(&self.plan.sas, &new.sas)?;
+        // The running plan's SAs are the database's from now on (tunnel
+        // MTUs are worked out from them).
+        self.plan.sas = new.sas.clone();
+        Ok(done)
     }
 
     /// The tunnel using SA `id`, if one does (the running configuration).

@@ -301,7 +301,7 @@ fn reload_replaces_an_sa_and_rekeys_the_tunnel() {
         .replace("sa_out = 10", "sa_out = 11")
         .replace(
             "[[tunnel]]",
-            "[[ipsec_sa]]\nid = 11\nspi = 0x1002\ncrypto = \"aes-256-gcm\"\nkey = \"0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20212223\"\n\n[[tunnel]]",
+            "[[ipsec_sa]]\nid = 11\nspi = 0x1002\ncrypto = \"aes-256-cbc\"\ninteg = \"hmac-sha256-128\"\nkey = \"0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\"\ninteg_key = \"0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\"\n\n[[tunnel]]",
         );
     std::fs::write(&file, &text).expect("write");
     let report = tern_control::reload::reload(&mut r, &file).expect("reload");
@@ -310,6 +310,9 @@ fn reload_replaces_an_sa_and_rekeys_the_tunnel() {
     assert!(joined.contains("ipsec SA 20 (SPI 0x2001) replaced"), "{joined}");
     assert!(joined.contains("tunnel ipsec0: sa_out 11"), "{joined}");
     assert_eq!(r.ipsec().info(20).expect("20").replay_window, 128);
+    // The tunnel's MTU follows its new outbound SA (AES-256-CBC +
+    // HMAC-SHA256-128: 20 + 8 + 16 + 15 + 2 + 16 = 77 bytes).
+    assert_eq!(commands::ipsec_tunnel_show(&r)[0].mtu, 1423);
     // Packets now leave on SPI 0x1002.
     let inner = inner_packet(9);
     assert!(r.mem_ports("lan").expect("lan")[0].inject(&eth(TERN_LAN, HOST_A, 0x0800, &inner)));
