@@ -45,6 +45,19 @@ pub struct Ipsec {
     subscribers: Vec<mpsc::Sender<SaEvent>>,
     last_poll: Option<Instant>,
     metrics: IpsecMetrics,
+    /// Whether /metrics is served (else [`Ipsec::metrics`] is not kept up
+    /// to date: with a million SAs it is a walk of all of them).
+    metrics_on: bool,
+    /// When the metrics were last refreshed.
+    metrics_at: Option<Instant>,
+}
+
+/// How often /metrics' IPsec figures are refreshed: once per
+/// [`EVENT_POLL`] up to 100,000 SAs, then once per this many seconds per
+/// 100,000 (a walk of a million SAs every second would take the control
+/// thread from the API).
+fn metrics_interval(sas: usize) -> Duration {
+    EVENT_POLL * (sas / 100_000).max(1) as u32
 }
 
 /// An SA of the configuration (or of the API, checked the same way) as
@@ -77,6 +90,8 @@ impl Ipsec {
             subscribers: Vec::new(),
             last_poll: None,
             metrics: IpsecMetrics::default(),
+            metrics_on: true,
+            metrics_at: None,
         }
     }
 
@@ -187,6 +202,11 @@ impl Ipsec {
         self.db.list()
     }
 
+    /// Whether /metrics is served (the router says so at start).
+    pub fn set_metrics_on(&mut self, on: bool) {
+        self.metrics_on = on;
+    }
+
     /// What /metrics shows (as of the last poll).
     pub fn metrics(&self) -> &IpsecMetrics {
         &self.metrics
@@ -233,7 +253,12 @@ impl Ipsec {
             return 0;
         }
         self.last_poll = Some(now);
-        self.refresh_metrics();
+        if self.metrics_on
+            && self.metrics_at.is_none_or(|t| now.saturating_duration_since(t) >= metrics_interval(self.len()))
+        {
+            self.metrics_at = Some(now);
+            self.refresh_metrics();
+        }
         if self.db.is_empty() {
             return 0;
         }

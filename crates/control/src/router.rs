@@ -279,7 +279,8 @@ impl Router {
         let mut shared = Shared::new(iftable.clone(), reader);
         // SAs arrive with the convergence below (or the API); the workers'
         // graphs read them through this reader.
-        let ipsec = crate::ipsec::Ipsec::new(usize::from(plan.config.dataplane.workers));
+        let mut ipsec = crate::ipsec::Ipsec::new(usize::from(plan.config.dataplane.workers));
+        ipsec.set_metrics_on(!plan.config.metrics.listen.is_empty());
         shared.sas = ipsec.reader();
         let linux_owns_local = plan.config.linux.linux_mode();
         shared.params.publish(Params { linux_owns_local, ..Params::default() });
