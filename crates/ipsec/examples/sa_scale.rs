@@ -1,8 +1,9 @@
-//! Installing many SAs: `SaDb::add_batch` + one `publish`, SAs per
-//! second, and memory per SA (resident set before and after), then a
-//! sample of the SAs looked up and used through the published table:
+//! Installing many SAs: `SaDb::add_batch` + `publish` in batches of
+//! PER_PUBLISH (default: all at once), SAs per second, and memory per SA
+//! (resident set before and after), then a sample of the SAs looked up and
+//! used through the published table:
 //!
-//!     cargo run --release -p tern-ipsec --example sa_scale [-- COUNT]
+//!     cargo run --release -p tern-ipsec --example sa_scale [-- COUNT [PER_PUBLISH]]
 
 use std::time::Instant;
 use tern_ipsec::*;
@@ -15,6 +16,7 @@ fn rss_bytes() -> u64 {
 
 fn main() {
     let count: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let per: usize = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(count as usize).max(1);
     for (cipher, integ) in [(Cipher::Aes128Gcm, Integ::None), (Cipher::Aes128Cbc, Integ::HmacSha1_96)] {
         let mut db = SaDb::with_workers(2);
         let reader = db.reader();
@@ -35,9 +37,15 @@ fn main() {
             .collect();
         let before = rss_bytes();
         let t = Instant::now();
-        db.add_batch(cfgs).expect("add_batch");
-        let added = t.elapsed();
-        db.publish();
+        let mut added = std::time::Duration::ZERO;
+        let mut it = cfgs.into_iter().peekable();
+        while it.peek().is_some() {
+            let batch: Vec<SaConfig> = it.by_ref().take(per).collect();
+            let a = Instant::now();
+            db.add_batch(batch).expect("add_batch");
+            added += a.elapsed();
+            db.publish();
+        }
         let total = t.elapsed();
         let after = rss_bytes();
         let table = reader.load();
@@ -53,7 +61,7 @@ fn main() {
             used += 1;
         }
         println!(
-            "{cipher} {integ}: {count} SAs: add_batch {:.2} s, + publish {:.2} s = {:.0} SAs/s; {:.0} bytes per SA (RSS); {used} sampled SAs encrypt",
+            "{cipher} {integ}: {count} SAs, {per} per publish: add_batch {:.2} s, + publish {:.2} s = {:.0} SAs/s; {:.0} bytes per SA (RSS); {used} sampled SAs encrypt",
             added.as_secs_f64(),
             (total - added).as_secs_f64(),
             f64::from(count) / total.as_secs_f64(),

@@ -287,3 +287,84 @@ fn config_parses_validates_and_redacts() {
     assert_eq!(bad.validate(), Err(SaError::SoftAfterHard("packets")));
     println!("{}", SaError::KeyLength { what: "aes-128-gcm", expected: 20, got: 16 });
 }
+
+/// The published table (a shared base and a delta over it) answers as the
+/// database's own maps do after any sequence of adds, removals and
+/// publications, across base rebuilds, and SPIs shared by several SAs.
+mod two_levels {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Add a batch of SAs: (id, spi) pairs (ids taken modulo a small
+        /// range so that removals and re-adds meet).
+        Add(Vec<(u32, u32)>),
+        Del(Vec<u32>),
+        Publish,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => proptest::collection::vec((0u32..6000, 256u32..300), 1..3000).prop_map(Op::Add),
+            2 => proptest::collection::vec(0u32..6000, 1..3000).prop_map(Op::Del),
+            2 => Just(Op::Publish),
+        ]
+    }
+
+    fn sa(id: u32, spi: u32) -> SaConfig {
+        let mut c = cfg(id, Cipher::Aes128Gcm, Integ::None, false);
+        c.spi = spi;
+        c
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn published_table_matches_the_model(ops in proptest::collection::vec(op(), 1..24)) {
+            let mut db = SaDb::with_workers(1);
+            let reader = db.reader();
+            // What the last publication should show: id -> spi.
+            let mut staged: BTreeMap<u32, u32> = BTreeMap::new();
+            let mut published = staged.clone();
+            for op in ops {
+                match op {
+                    Op::Add(v) => {
+                        let mut seen = std::collections::BTreeSet::new();
+                        let batch: Vec<SaConfig> = v
+                            .into_iter()
+                            .filter(|(id, _)| !staged.contains_key(id) && seen.insert(*id))
+                            .map(|(id, spi)| sa(id, spi))
+                            .collect();
+                        for c in &batch {
+                            staged.insert(c.id, c.spi);
+                        }
+                        db.add_batch(batch).expect("new ids");
+                    }
+                    Op::Del(v) => {
+                        for id in v {
+                            prop_assert_eq!(db.del(id).is_ok(), staged.remove(&id).is_some());
+                        }
+                    }
+                    Op::Publish => {
+                        db.publish();
+                        published = staged.clone();
+                    }
+                }
+                let t = reader.load();
+                prop_assert_eq!(t.len(), published.len());
+                for id in 0..6000u32 {
+                    prop_assert_eq!(t.get(id).map(|s| s.spi), published.get(&id).copied(), "id {}", id);
+                }
+                for spi in 256u32..300 {
+                    let mut want: Vec<u32> = published.iter().filter(|e| *e.1 == spi).map(|e| *e.0).collect();
+                    let mut got: Vec<u32> = t.by_spi(spi).iter().map(|s| s.id).collect();
+                    want.sort_unstable();
+                    got.sort_unstable();
+                    prop_assert_eq!(got, want, "spi {}", spi);
+                }
+            }
+        }
+    }
+}
