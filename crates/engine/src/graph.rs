@@ -313,10 +313,10 @@ impl Graph {
         let Some(node) = self.nodes[id].as_mut() else {
             return;
         };
-        if let Some((nid, tap)) = env.capture_node
-            && usize::from(nid) == id
+        if let Some((_, tap)) = env.capture_node
+            && let Some(dir) = tap.node_dir(id)
         {
-            tap.copy(env.pool, pkts, usize::from(u16::MAX), crate::worker::CaptureDir::Rx, env.now_ns);
+            tap.copy_node(env.pool, pkts, dir, env.now_ns);
         }
         self.next_scratch[..n].fill(NEXT_DROP);
         let t0 = tern_intrin::rdtsc();

@@ -122,6 +122,12 @@ pub struct CaptureTap {
     dirs: AtomicU32,
     /// Graph node whose input packets to copy (u32::MAX: none).
     node: AtomicU32,
+    /// A tunnel capture (`start_tunnel`): the tunnel's interface index
+    /// (u32::MAX: none), and the input nodes whose packets received on it
+    /// are its received packets (`node` is then its encapsulation node,
+    /// whose packets sent to it are its transmitted ones).
+    tunnel: AtomicU32,
+    tunnel_rx: [AtomicU32; 2],
     snaplen: AtomicU32,
     capacity: usize,
     queue: Mutex<VecDeque<CapturedFrame>>,
@@ -140,6 +146,8 @@ impl CaptureTap {
             port: AtomicU32::new(u32::MAX),
             dirs: AtomicU32::new(0),
             node: AtomicU32::new(u32::MAX),
+            tunnel: AtomicU32::new(u32::MAX),
+            tunnel_rx: [AtomicU32::new(u32::MAX), AtomicU32::new(u32::MAX)],
             snaplen: AtomicU32::new(u32::MAX),
             capacity,
             queue: Mutex::new(VecDeque::new()),
@@ -151,6 +159,7 @@ impl CaptureTap {
     /// `dirs` (`CAPTURE_RX | CAPTURE_TX`), at most `snaplen` bytes each.
     pub fn start(&self, port: u16, dirs: u32, snaplen: u32) {
         self.node.store(u32::MAX, Ordering::Relaxed);
+        self.tunnel.store(u32::MAX, Ordering::Relaxed);
         self.port.store(u32::from(port), Ordering::Relaxed);
         self.dirs.store(dirs, Ordering::Relaxed);
         self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
@@ -164,9 +173,80 @@ impl CaptureTap {
     pub fn start_node(&self, node: u16, snaplen: u32) {
         self.port.store(u32::MAX, Ordering::Relaxed);
         self.dirs.store(0, Ordering::Relaxed);
+        self.tunnel.store(u32::MAX, Ordering::Relaxed);
         self.node.store(u32::from(node), Ordering::Relaxed);
         self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
         self.on.store(true, Ordering::Release);
+    }
+
+    /// Starts copying a tunnel interface's inner packets: those entering
+    /// `encap` (the tunnel's encapsulation node) to be sent on interface
+    /// `ifindex` as transmitted, those entering `inputs` (the IP input
+    /// nodes) as received on it, in the directions `dirs`. The copies
+    /// start at the inner IP header, so each gets an Ethernet header of
+    /// zero addresses and the IP version's type (the capture file is
+    /// Ethernet). Copies carry port number `u16::MAX`.
+    pub fn start_tunnel(&self, encap: u16, inputs: [u16; 2], ifindex: u16, dirs: u32, snaplen: u32) {
+        self.port.store(u32::MAX, Ordering::Relaxed);
+        self.dirs.store(dirs, Ordering::Relaxed);
+        self.tunnel.store(u32::from(ifindex), Ordering::Relaxed);
+        for (slot, n) in self.tunnel_rx.iter().zip(inputs) {
+            slot.store(u32::from(n), Ordering::Relaxed);
+        }
+        self.node.store(u32::from(encap), Ordering::Relaxed);
+        self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Whether graph node `id`'s input is captured, and as which direction.
+    #[inline]
+    pub(crate) fn node_dir(&self, id: usize) -> Option<CaptureDir> {
+        let tunnel = self.tunnel.load(Ordering::Relaxed) != u32::MAX;
+        let dirs = self.dirs.load(Ordering::Relaxed);
+        if self.node.load(Ordering::Relaxed) as usize == id {
+            return match tunnel {
+                false => Some(CaptureDir::Rx),
+                true if dirs & CAPTURE_TX != 0 => Some(CaptureDir::Tx),
+                true => None,
+            };
+        }
+        (tunnel && dirs & CAPTURE_RX != 0 && self.tunnel_rx.iter().any(|n| n.load(Ordering::Relaxed) as usize == id))
+            .then_some(CaptureDir::Rx)
+    }
+
+    /// Copies the packets of a node capture: all of them, or for a tunnel
+    /// capture those sent (`Tx`) or received (`Rx`) on the tunnel, from
+    /// their IP header under a made-up Ethernet header.
+    pub(crate) fn copy_node(&self, pool: &PacketPool, pkts: &[PktIdx], dir: CaptureDir, t_ns: u64) {
+        let tunnel = self.tunnel.load(Ordering::Relaxed);
+        if tunnel == u32::MAX {
+            self.copy(pool, pkts, usize::from(u16::MAX), dir, t_ns);
+            return;
+        }
+        let snap = self.snaplen.load(Ordering::Relaxed) as usize;
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        for &p in pkts {
+            let m = pool.meta(p);
+            let on = match dir {
+                CaptureDir::Tx => m.tx_if,
+                CaptureDir::Rx => m.rx_if,
+            };
+            if u32::from(on) != tunnel {
+                continue;
+            }
+            let ip = pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
+            let ethertype: u16 = if ip.first().is_some_and(|b| b >> 4 == 6) { 0x86dd } else { 0x0800 };
+            if q.len() >= self.capacity {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let mut data = Vec::with_capacity((14 + ip.len()).min(snap));
+            data.extend_from_slice(&[0; 12]);
+            data.extend_from_slice(&ethertype.to_be_bytes());
+            data.extend_from_slice(ip);
+            data.truncate(snap);
+            q.push_back(CapturedFrame { t_ns, port: u16::MAX, dir, orig_len: (14 + ip.len()) as u32, data });
+        }
     }
 
     /// The node being captured, if a node capture runs.
@@ -182,6 +262,7 @@ impl CaptureTap {
     pub fn stop(&self) {
         self.on.store(false, Ordering::Release);
         self.node.store(u32::MAX, Ordering::Relaxed);
+        self.tunnel.store(u32::MAX, Ordering::Relaxed);
     }
 
     pub fn is_on(&self) -> bool {

@@ -6,15 +6,37 @@ use super::*;
 pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArgs) -> Result<CaptureBatch, ApiError> {
     // An interface (its port's rx/tx frames) or a graph node (the packets
     // entering it).
-    let node = match router.plan().iface_index(&a.target) {
-        Some(_) => None,
-        None => Some(router.lanes().first().and_then(|w| w.graph.node_id(&a.target)).ok_or_else(|| {
+    let graph_node = |name: &str| router.lanes().first().and_then(|w| w.graph.node_id(name));
+    // A tunnel (GRE or ipsec) has no frames of its own: its inner packets
+    // are captured where they are encapsulated (sent) and where they
+    // re-enter the graph after decapsulation (received).
+    let tunnel = router.plan().iface_index(&a.target).and_then(|ifindex| {
+        let encap = match router.plan().ifaces.get(usize::from(ifindex)).map(|p| &p.kind) {
+            Some(crate::config::IfacePlanKind::Ipsec { .. }) => "esp-encrypt",
+            Some(crate::config::IfacePlanKind::Gre { .. }) => "gre-encap",
+            _ => return None,
+        };
+        Some((ifindex, encap))
+    });
+    let tunnel = match tunnel {
+        Some((ifindex, encap)) => {
+            let (Some(e), Some(i4), Some(i6)) = (graph_node(encap), graph_node("ip4-input"), graph_node("ip6-input"))
+            else {
+                return Err(ApiError::internal(format!("{}: the graph has no {encap} node", a.target)));
+            };
+            Some((ifindex, e, [i4, i6]))
+        }
+        None => None,
+    };
+    let node = match (tunnel, router.plan().iface_index(&a.target)) {
+        (Some(_), _) | (None, Some(_)) => None,
+        (None, None) => Some(graph_node(&a.target).ok_or_else(|| {
             ApiError::not_found(format!("no interface or node named {}", crate::config::quote(&a.target)))
         })?),
     };
-    let port = match node {
-        Some(_) => usize::from(u16::MAX),
-        None => {
+    let port = match (node, tunnel) {
+        (Some(_), _) | (_, Some(_)) => usize::from(u16::MAX),
+        (None, None) => {
             let ifindex = router.plan().iface_index(&a.target).unwrap_or_default();
             router
                 .lanes()
@@ -23,18 +45,7 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
                     w.ports().iter().position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
                 })
                 .ok_or_else(|| {
-                    let tunnel = matches!(
-                        router.plan().ifaces.get(usize::from(ifindex)).map(|p| &p.kind),
-                        Some(crate::config::IfacePlanKind::Gre { .. } | crate::config::IfacePlanKind::Ipsec { .. })
-                    );
-                    if tunnel {
-                        ApiError::refused(format!(
-                            "{} is a tunnel, without frames of its own: capture its outer packets on the interface towards its remote, or its inner packets at a node (`esp-encrypt` before encryption, `gre-encap`; all tunnels' packets)",
-                            a.target
-                        ))
-                    } else {
-                        ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))
-                    }
+                    ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))
                 })?
         }
     };
@@ -61,17 +72,18 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
     st.next_capture_id = id + 1;
     for w in router.lanes().iter() {
         w.capture.take();
-        match node {
-            Some(n) => w.capture.start_node(n, snaplen),
-            None => w.capture.start(port as u16, dirs, snaplen),
+        match (node, tunnel) {
+            (_, Some((ifindex, encap, inputs))) => w.capture.start_tunnel(encap, inputs, ifindex, dirs, snaplen),
+            (Some(n), None) => w.capture.start_node(n, snaplen),
+            (None, None) => w.capture.start(port as u16, dirs, snaplen),
         }
     }
     // The XDP lane forwards and drops without the engine seeing the
     // frames: while the capture runs, the port's frames go through the
     // engine (given back once no capture is on: Router::poll).
-    let via_engine = match node {
-        Some(_) => false,
-        None => {
+    let via_engine = match (node, tunnel) {
+        (Some(_), _) | (_, Some(_)) => false,
+        (None, None) => {
             let ifindex = router.plan().iface_index(&a.target).unwrap_or_default();
             match router.lane_capture(Some(ifindex)) {
                 Ok(on) => on,
