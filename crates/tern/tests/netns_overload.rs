@@ -155,7 +155,10 @@ fn env_u64(k: &str, d: u64) -> u64 {
     std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
 }
 
-fn counters(lab: &Lab) -> BTreeMap<&'static str, u64> {
+/// The lane's counters the tests look at, by "node/error".
+type Counters = BTreeMap<&'static str, u64>;
+
+fn counters(lab: &Lab) -> Counters {
     let v = lab.cli(&["stats", "show", "errors", "--all"]).unwrap_or_default();
     let mut m = BTreeMap::new();
     for k in [
@@ -180,7 +183,7 @@ fn flood(
     tag: &str,
     dst: &str,
     lane_egress: bool,
-) -> Option<(u64, u64, BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>)> {
+) -> Option<(u64, u64, Counters, Counters)> {
     if !Path::new(PY).exists() || !Command::new("arping").arg("-V").output().is_ok_and(|o| o.status.success()) {
         eprintln!("skipped: needs {PY} and arping (apt-get install -y iputils-arping)");
         return None;
