@@ -179,11 +179,7 @@ fn counters(lab: &Lab) -> Counters {
 /// The lab up, tern on the XDP lane, every BGP session Established with a
 /// 9 s hold time and OSPF Full; then the flood at `dst` for the test's
 /// length, watched; returns (frames sent, counters before, after).
-fn flood(
-    tag: &str,
-    dst: &str,
-    lane_egress: bool,
-) -> Option<(u64, u64, Counters, Counters)> {
+fn flood(tag: &str, dst: &str, lane_egress: bool) -> Option<(u64, u64, Counters, Counters)> {
     if !Path::new(PY).exists() || !Command::new("arping").arg("-V").output().is_ok_and(|o| o.status.success()) {
         eprintln!("skipped: needs {PY} and arping (apt-get install -y iputils-arping)");
         return None;
