@@ -8,7 +8,7 @@ pkgs=(
   clang llvm libbpf-dev libelf-dev # BPF programs are C built with clang
   iproute2 iputils-ping ethtool    # network namespaces, veths, ping
   tshark python3-scapy nftables    # real peers and dissectors for tests
-  frr bird2                        # FRR (zebra, bgpd) and BIRD as BGP peers for the Linux-mode tests
+  frr bird2 keepalived             # FRR (zebra, bgpd) and BIRD as BGP peers, keepalived as the VRRP daemon, for the Linux-mode tests
   tmux                             # a real terminal for `tern top`'s test (tests/top_tmux.rs)
 )
 missing=()

@@ -573,6 +573,7 @@ fn worker_stalls(prefixes: &[Prefix], runs: usize) -> Res<Vec<Phase>> {
                 v6_ll: link_local_from_mac(mac(i as u8)),
                 acl_in: None,
                 acl_out: None,
+                vmacs: Vec::new(),
             };
             let shared = Shared::new(
                 IfTable::new(vec![iface(0, Ipv4Addr::new(10, 0, 0, 1)), iface(1, Ipv4Addr::new(10, 0, 1, 1))]),

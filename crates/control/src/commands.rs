@@ -248,6 +248,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::RouteBatch(a) => Reply::done(route_batch(router, &a)?),
         Command::RouteSummary {} => Reply::FibSummary(route_summary(router)),
         Command::NeighborList {} => Reply::Neighbors(neighbor_list(router)),
+        Command::VrrpShow {} => Reply::Vrrp(router.vrrp_show()),
         Command::StatsShow(a) => Reply::Stats(stats_show(router, st, a.since_clear)),
         Command::StatsClear {} => {
             st.baseline =

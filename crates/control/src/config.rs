@@ -24,6 +24,7 @@ mod validate;
 
 pub use schema::*;
 use validate::validate;
+pub use validate::vrrp::VrrpGroup;
 
 /// A configuration error with its position.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -54,6 +54,31 @@ impl Interfaces {
         true
     }
 
+    /// Makes `macs` the virtual MACs `owner` has on interface `ifindex`
+    /// (a port or VLAN sub-interface; the other owner's stay, see
+    /// [`tern_nodes::state::Iface::set_vmacs`]) and publishes the
+    /// interface table if that changed anything: `ethernet-input` takes
+    /// frames to them as frames to the interface's own MAC from its next
+    /// batch, the XDP lane from its next sync (the control loop's next
+    /// round). Returns whether anything changed. Sending from a virtual
+    /// MAC needs nothing here: a frame given to `control-inject`
+    /// ([`tern_nodes::state::Inject`]) leaves as built, its source MAC
+    /// included.
+    pub fn set_vmacs(
+        &mut self,
+        ifaces: &Published<IfTable>,
+        ifindex: u16,
+        owner: tern_nodes::state::VmacOwner,
+        macs: &[[u8; 6]],
+    ) -> bool {
+        let mut t = (*ifaces.load()).clone();
+        if !t.set_vmacs(ifindex, owner, macs) {
+            return false;
+        }
+        ifaces.publish(t);
+        true
+    }
+
     /// The state of port `port`'s device, if it has one.
     pub fn link(&self, port: u16) -> Option<&LinkState> {
         self.links.get(port)

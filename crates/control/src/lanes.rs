@@ -71,6 +71,11 @@ impl Lanes {
 
     /// Queues a frame for the first worker to send and wakes it; false
     /// when its queue is full (or no worker runs).
+    /// Whether worker 0 has taken every injected frame.
+    pub(crate) fn inject_idle(&self) -> bool {
+        self.injects.first().is_none_or(|q| q.is_empty())
+    }
+
     pub(crate) fn inject(&self, inj: Inject) -> bool {
         if let Some(q) = self.injects.first()
             && q.push(inj).is_ok()

@@ -298,9 +298,13 @@ impl Router {
         if events.is_empty() {
             return false;
         }
+        let tap = self.plan.config.linux.tap_exception();
         for (i, ev) in events {
             let Some(l) = self.interfaces.links().links.get(i).cloned() else { continue };
             let name = self.plan.ifaces.get(usize::from(l.port)).map_or_else(String::new, |p| p.name.clone());
+            if tap && !matches!(ev, LinkEvent::Mtu(_)) {
+                self.follow_carrier(l.port, l.usable());
+            }
             match ev {
                 LinkEvent::Removed => {
                     log::warn!(
@@ -336,6 +340,28 @@ impl Router {
         }
         self.publish_ifaces();
         true
+    }
+
+    /// The TAP exception path: the TAPs of port `port` and of its VLAN
+    /// sub-interfaces have carrier while its device has a usable link,
+    /// so that daemons on the TAPs (a VRRP daemon, FRR) see the link as
+    /// they would see the device's.
+    fn follow_carrier(&mut self, port: u16, on: bool) {
+        for (i, p) in self.plan.ifaces.iter().enumerate() {
+            let mine = i == usize::from(port)
+                || matches!(p.kind, IfacePlanKind::Vlan { parent, .. } if parent == usize::from(port));
+            if !mine || matches!(p.kind, IfacePlanKind::Removed) {
+                continue;
+            }
+            let tap = crate::linux::tap_name(&p.name);
+            if let Err(e) = crate::linux::host::set_tap_carrier(&tap, on) {
+                log::warn!(
+                    "interface {}: cannot set the carrier of TAP {tap} {}: {e}",
+                    p.name,
+                    if on { "on" } else { "off" }
+                );
+            }
+        }
     }
 
     /// Forgets the neighbours learned on `port` and its VLANs: a device

@@ -43,6 +43,8 @@ pub struct ControlFacts {
     pub links: Vec<(String, &'static str, u64)>,
     /// The netlink route sources (kernel mirror, FPM).
     pub sources: Vec<crate::api::types::RouteSourceInfo>,
+    /// tern's own VRRP groups (`[[vrrp]]`).
+    pub vrrp: Vec<crate::router::vrrp::VrrpInfo>,
 }
 
 /// Everything the endpoint reads.
@@ -79,6 +81,45 @@ fn family<'a>(out: &'a mut String, name: &str, kind: &str, help: &str) -> Family
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
     Family { out }
+}
+
+/// tern's own VRRP groups: state, priority, transitions, advertisements
+/// and drops by reason (nothing without `[[vrrp]]`).
+fn vrrp(s: &mut String, groups: &[crate::router::vrrp::VrrpInfo]) {
+    if groups.is_empty() {
+        return;
+    }
+    let l = |g: &crate::router::vrrp::VrrpInfo| [("group", g.group.clone())];
+    let mut f = family(s, "tern_vrrp_state", "gauge", "VRRP state: 0 initialize, 1 backup, 2 master.");
+    for g in groups {
+        let [(k, v)] = l(g);
+        f.sample("tern_vrrp_state", &[(k, &v)], g.state_code);
+    }
+    let mut f = family(s, "tern_vrrp_priority", "gauge", "VRRP priority in effect (tracking lowers it).");
+    for g in groups {
+        let [(k, v)] = l(g);
+        f.sample("tern_vrrp_priority", &[(k, &v)], g.priority);
+    }
+    for (name, help, pick) in [
+        ("tern_vrrp_transitions_total", "VRRP state transitions.", 0usize),
+        ("tern_vrrp_became_master_total", "Times the group became master.", 1),
+        ("tern_vrrp_adverts_received_total", "VRRP advertisements accepted.", 2),
+        ("tern_vrrp_adverts_sent_total", "VRRP advertisements sent.", 3),
+    ] {
+        let mut f = family(s, name, "counter", help);
+        for g in groups {
+            let v = [g.transitions, g.became_master, g.adverts_rx, g.adverts_tx][pick];
+            let [(k, lv)] = l(g);
+            f.sample(name, &[(k, &lv)], v);
+        }
+    }
+    let mut f =
+        family(s, "tern_vrrp_drops_total", "counter", "VRRP advertisements discarded, by reason (RFC 5798 7.1).");
+    for g in groups {
+        for (reason, n) in &g.drops {
+            f.sample("tern_vrrp_drops_total", &[("group", &g.group), ("reason", reason)], n);
+        }
+    }
 }
 
 /// Label values escape backslash, double quote and newline.
@@ -248,6 +289,7 @@ pub fn render(src: &MetricsSource) -> String {
             f.sample("tern_interface_link_up", &[("interface", n)], u8::from(*st == "up" || *st == "no-carrier"));
         }
     }
+    vrrp(&mut s, &src.facts.load().vrrp);
     {
         let mut f = family(&mut s, "tern_interface_mtu_bytes", "gauge", "IP MTU of the interface.");
         for i in ifs.ifs.iter().filter(|i| !i.is_removed()) {
@@ -717,6 +759,57 @@ fn serve(c: TcpStream, src: &MetricsSource, place: &Place<'_, IpAddr>) -> io::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vrrp_groups_are_exposed() {
+        let g = crate::router::vrrp::VrrpInfo {
+            group: "lan0/10/ipv4".into(),
+            interface: "lan0".into(),
+            vrid: 10,
+            family: "ipv4".into(),
+            state: "master".into(),
+            state_code: 2,
+            priority: 150,
+            configured_priority: 200,
+            interval_ms: 100,
+            master_interval_ms: 100,
+            master: Some("10.1.0.2".into()),
+            primary: Some("10.1.0.2".into()),
+            virtual_mac: "00:00:5e:00:01:0a".into(),
+            addresses: vec!["10.1.0.254".into()],
+            preempt: true,
+            accept_mode: false,
+            adverts_rx: 4,
+            adverts_tx: 9,
+            transitions: 2,
+            became_master: 1,
+            priority_zero_rx: 0,
+            drops: vec![("bad-ttl".into(), 3), ("wrong-vrid".into(), 0)],
+        };
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::default()),
+            facts: Published::new(ControlFacts { vrrp: vec![g], ..ControlFacts::default() }),
+        };
+        let text = render(&src);
+        check_format(&text);
+        for line in [
+            "tern_vrrp_state{group=\"lan0/10/ipv4\"} 2",
+            "tern_vrrp_priority{group=\"lan0/10/ipv4\"} 150",
+            "tern_vrrp_transitions_total{group=\"lan0/10/ipv4\"} 2",
+            "tern_vrrp_adverts_received_total{group=\"lan0/10/ipv4\"} 4",
+            "tern_vrrp_adverts_sent_total{group=\"lan0/10/ipv4\"} 9",
+            "tern_vrrp_drops_total{group=\"lan0/10/ipv4\",reason=\"bad-ttl\"} 3",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line} in\n{text}");
+        }
+        let none = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::default()),
+            facts: Published::new(ControlFacts::default()),
+        };
+        assert!(!render(&none).contains("tern_vrrp"), "nothing without groups");
+    }
 
     #[test]
     fn label_values_are_escaped() {

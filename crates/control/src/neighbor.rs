@@ -325,6 +325,7 @@ mod tests {
             v6_ll: link_local_from_mac(mac),
             acl_in: None,
             acl_out: None,
+            vmacs: Vec::new(),
         }]);
         (w, r, ifs)
     }

@@ -521,6 +521,11 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
         }
     }
     let interfaces_changed = !added.is_empty() || !removed.is_empty();
+    if router.plan().config.vrrp != new.config.vrrp {
+        // The control loop's next round reconciles the groups
+        // (`router/vrrp.rs`).
+        report.changes.push("vrrp groups changed".into());
+    }
     router.set_plan(new);
     if interfaces_changed {
         router.sources_follow_interfaces();

@@ -37,6 +37,8 @@ pub mod ifset;
 pub mod links;
 #[path = "live.rs"]
 pub mod live;
+#[path = "vrrp.rs"]
+pub mod vrrp;
 
 #[derive(Debug)]
 pub struct StartError(pub String);
@@ -72,6 +74,8 @@ pub struct Router {
     lanes: Lanes,
     interfaces: Interfaces,
     routes: Routes,
+    /// tern's own VRRP (`[[vrrp]]`).
+    vrrp: vrrp::VrrpService,
     started_ns: u64,
 }
 
@@ -123,6 +127,7 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
         v6_ll: link_local_from_mac(mac),
         acl_in: acl_index(&p.acl_in),
         acl_out: acl_index(&p.acl_out),
+        vmacs: Vec::new(),
     }
 }
 
@@ -419,6 +424,7 @@ impl Router {
             lanes,
             interfaces: Interfaces::new(devs, links, host),
             routes: Routes::new(fib, sources),
+            vrrp: vrrp::VrrpService::default(),
             started_ns,
         };
         let t0 = std::time::Instant::now();
@@ -442,6 +448,7 @@ impl Router {
         for (ifindex, ip, mac) in router.plan.static_neighbors.clone() {
             router.routes.add_permanent(ifindex, ip, mac);
         }
+        router.vrrp = vrrp::VrrpService::new(router.plan.config.vrrp.clone(), router.plan.vrrp_groups());
         Ok(router)
     }
 
@@ -471,6 +478,7 @@ impl Router {
         let ifs = self.shared.ifaces.load();
         changed |= self.routes.poll_sources(now, &ifs, &self.shared.ifaces);
         did |= self.poll_links();
+        did |= self.poll_vrrp();
         let capturing = self.lanes.capturing();
         if let Some(lane) = self.lanes.lane_mut() {
             // A capture that ended (stopped, done, expired) gives its port
@@ -497,7 +505,7 @@ impl Router {
         let mut pause = IdlePause::default();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let busy = self.poll();
-            let wait = pause.next(busy);
+            let wait = self.bound_pause(pause.next(busy));
             if !busy {
                 std::thread::sleep(wait);
             }
@@ -506,6 +514,7 @@ impl Router {
 
     /// Stops the workers and restores host settings.
     pub fn shutdown(mut self) {
+        self.stop_vrrp();
         self.lanes.stop_workers();
         self.interfaces.restore_kernel();
         log::info!("stopped");

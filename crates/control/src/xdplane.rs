@@ -43,6 +43,9 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
             IfKind::Port | IfKind::Removed => LaneIfKind::Port,
             IfKind::Vlan { vid, .. } => LaneIfKind::Vlan(*vid),
             IfKind::Gre(g) => LaneIfKind::Gre(LaneGre { local: g.local, remote: g.remote, key: g.key, ttl: g.ttl }),
+            // The lane does not encrypt: a packet routed into an ipsec
+            // tunnel (no port) is punted to the engine (punt-egress).
+            IfKind::Ipsec(_) => LaneIfKind::Port,
         };
         t.ifs.push(LaneIf {
             index: f.index,
@@ -57,6 +60,11 @@ pub fn lane_tables(ifs: &IfTable, acls: &[RuleSet], on_lane: &dyn Fn(u16) -> boo
             v6_ll: f.v6_ll.octets(),
             capture: false,
         });
+        for v in &f.vmacs {
+            if !t.vmacs.contains(&(f.index, v.mac)) {
+                t.vmacs.push((f.index, v.mac));
+            }
+        }
     }
     for (port, vids) in ifs.vlans.iter().enumerate() {
         for (vid, &sub) in vids.iter().enumerate() {

@@ -62,6 +62,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("[api]", "[api]\nZZZ"),
     ("[metrics]", "[metrics]\nZZZ"),
     ("[linux]", "[linux]\nZZZ"),
+    ("[[vrrp]]", "[[vrrp]]\nZZZ"),
 ];
 
 #[test]

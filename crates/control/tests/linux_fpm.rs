@@ -43,6 +43,7 @@ fn iface(index: u16) -> Iface {
         v6_ll: link_local_from_mac(mac),
         acl_in: None,
         acl_out: None,
+        vmacs: Vec::new(),
     }
 }
 

@@ -64,6 +64,7 @@ fn iface0(v4: Vec<V4Net>) -> Iface {
         v6_ll: link_local_from_mac(mac),
         acl_in: None,
         acl_out: None,
+        vmacs: Vec::new(),
     }
 }
 
@@ -274,4 +275,91 @@ fn member_and_nexthop_deletes_leave_what_the_kernel_keeps() {
     rig.until("the route behind", |r| r.nh("10.80.0.1").gw == ip("10.9.0.4"));
     rig.until("the route only on the object gone", |r| r.nh("10.81.0.1").kind == NhKind::None);
     assert_eq!(rig.status().kernel.fib_errors, 0, "{:#?}", rig.status());
+}
+
+/// Linux mode follows a VRRP daemon's macvlan (keepalived's `use_vmac`,
+/// FRR vrrpd's) on a driven device: up and not protodown, its virtual
+/// MAC is the interface's; its addresses are the router's; its own
+/// link-local is not the interface's; down, protodown or deleted, the MAC
+/// goes. A macvlan with another MAC, or on an undriven device, is no
+/// VRRP's and changes nothing.
+#[test]
+fn vrrp_macvlans_give_their_virtual_mac_and_addresses() {
+    let Some(ns) = netns("v") else { return };
+    ns.ip(&["link", "set", "kd0", "up"]);
+    ns.ip(&["link", "set", "kp0", "up"]);
+    let mut rig = Rig::new(&ns, true, 1 << 20, vec![]);
+    rig.until("the first sync", |r| r.mirror.synced());
+    let vmac = [0, 0, 0x5e, 0, 1, 10];
+    let accepts = |r: &Rig, m: [u8; 6]| r.ifaces.load().ifs[0].is_vmac(&m);
+    let ll_before = rig.ifaces.load().ifs[0].v6_ll;
+
+    ns.ip(&[
+        "link",
+        "add",
+        "link",
+        "kd0",
+        "name",
+        "vrrp.10",
+        "address",
+        "00:00:5e:00:01:0a",
+        "type",
+        "macvlan",
+        "mode",
+        "bridge",
+    ]);
+    ns.ip(&[
+        "link",
+        "add",
+        "link",
+        "kd0",
+        "name",
+        "mv.other",
+        "address",
+        "02:00:00:00:77:01",
+        "type",
+        "macvlan",
+        "mode",
+        "bridge",
+    ]);
+    ns.ip(&[
+        "link",
+        "add",
+        "link",
+        "kx0",
+        "name",
+        "vrrp.11",
+        "address",
+        "00:00:5e:00:01:0b",
+        "type",
+        "macvlan",
+        "mode",
+        "bridge",
+    ]);
+    rig.until("the macvlan, down", |r| r.status().kernel.vrrp_macvlans == 1);
+    assert!(!accepts(&rig, vmac), "a down macvlan's MAC is not accepted");
+    ns.ip(&["link", "set", "vrrp.10", "up"]);
+    ns.ip(&["link", "set", "mv.other", "up"]);
+    ns.ip(&["link", "set", "vrrp.11", "up"]);
+    rig.until("the virtual MAC", |r| accepts(r, vmac));
+    assert_eq!(rig.status().kernel.vrrp_macvlans_active, 1);
+    assert!(!accepts(&rig, [2, 0, 0, 0, 0x77, 1]) && !accepts(&rig, [0, 0, 0x5e, 0, 1, 11]));
+
+    ns.ip(&["addr", "add", "10.9.0.254/24", "dev", "vrrp.10"]);
+    rig.until("the virtual address", |r| r.ifaces.load().ifs[0].has_v4("10.9.0.254".parse().expect("a")));
+    assert_eq!(rig.nh("10.9.0.254").kind, NhKind::Local, "the router's own");
+    assert_eq!(rig.ifaces.load().ifs[0].v6_ll, ll_before, "the macvlan's link-local is not the interface's");
+
+    ns.ip(&["link", "set", "vrrp.10", "protodown", "on"]);
+    rig.until("protodown", |r| !accepts(r, vmac));
+    ns.ip(&["link", "set", "vrrp.10", "protodown", "off"]);
+    rig.until("protodown off", |r| accepts(r, vmac));
+    ns.ip(&["link", "set", "vrrp.10", "down"]);
+    rig.until("down", |r| !accepts(r, vmac));
+    ns.ip(&["link", "set", "vrrp.10", "up"]);
+    rig.until("up again", |r| accepts(r, vmac));
+    ns.ip(&["link", "del", "vrrp.10"]);
+    rig.until("deleted", |r| !accepts(r, vmac) && r.status().kernel.vrrp_macvlans == 0);
+    rig.until("its address gone", |r| !r.ifaces.load().ifs[0].has_v4("10.9.0.254".parse().expect("a")));
+    assert_eq!(rig.nh("10.9.0.254").kind, NhKind::None);
 }

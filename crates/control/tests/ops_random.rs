@@ -27,6 +27,7 @@ const OPS: &[&str] = &[
     "route_del",
     "route_summary",
     "neighbor_list",
+    "vrrp_show",
     "stats_show",
     "stats_clear",
     "worker_list",

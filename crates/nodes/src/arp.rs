@@ -78,12 +78,20 @@ impl Node for ArpInput {
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt);
+            *o = arp_one(cx, self.ifs.current(), &self.shared, p, linux, punt, params);
         }
     }
 }
 
-fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bool, punt: bool) -> u16 {
+fn arp_one(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    shared: &Shared,
+    p: PktIdx,
+    linux: bool,
+    punt: bool,
+    params: &crate::state::Params,
+) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     let l3off = m.l3_off as usize;
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, ArpError::NoIf) };
@@ -103,7 +111,10 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
     }
     let sha = sha.0;
     let (spa, tpa) = (a.source_protocol_addr(), a.target_protocol_addr());
-    let ours = iface.has_v4(tpa);
+    // A VRRP virtual address while master is answered with its virtual
+    // MAC (RFC 5798 6.4.3).
+    let vmac = params.virtual_mac(iface.index, IpAddr::V4(tpa));
+    let ours = iface.has_v4(tpa) || vmac.is_some();
     let mut events_full = false;
     if !spa.is_unspecified() && iface.v4_on_link(spa) && !iface.has_v4(spa) {
         let how = if op == ArpOperation::REPLY {
@@ -135,9 +146,12 @@ fn arp_one(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: bo
     a.set_operation(ArpOperation::REPLY);
     a.set_target_hardware_addr(EthernetAddress(sha));
     a.set_target_protocol_addr(spa);
-    a.set_source_hardware_addr(EthernetAddress(iface.mac));
+    a.set_source_hardware_addr(EthernetAddress(vmac.unwrap_or(iface.mac)));
     a.set_source_protocol_addr(tpa);
     write_l2(d, sha, iface, ETH_P_ARP);
+    if let (Some(mac), Some(src)) = (vmac, d.get_mut(6..12)) {
+        src.copy_from_slice(&mac);
+    }
     m.tx_if = iface.index;
     if events_full {
         cx.count(ArpError::EventsFull, 1);

@@ -13,7 +13,9 @@
 //! martian sources, multicast and broadcast, TTL, MTU, MACs, VLANs, ...),
 //! in batches of several sizes, with and without an input rule set.
 
-use crate::state::{AclSet, AclTable, FastPaths, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, V4Net};
+use crate::state::{
+    AclSet, AclTable, FastPaths, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, V4Net, VmacOwner,
+};
 use crate::util::put16;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -29,6 +31,9 @@ const MAC_WAN: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const MAC_PEER: [u8; 6] = [2, 0, 0, 0, 0, 3];
 const MAC_PEER2: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_VLAN_PEER: [u8; 6] = [2, 0, 0, 0, 0, 5];
+/// lan's virtual MAC (VRRP's, VRID 10), and wan.7's (VRID 7).
+const VMAC_LAN: [u8; 6] = [0, 0, 0x5e, 0, 1, 10];
+const VMAC_SUB: [u8; 6] = [0, 0, 0x5e, 0, 1, 7];
 
 fn rng(mut x: u64) -> impl FnMut() -> u64 {
     move || {
@@ -117,6 +122,8 @@ fn router_with(acl_in: bool, acl_out: bool) -> (Graph, NodeId, Shared, tern_fib:
         iface(4, "gre0", IfKind::Gre(tunnel), NO_IF, [2, 0x67, 0x72, 0x65, 0, 4], "192.168.255.1", 1476),
     ];
     ifs[3].up = false;
+    ifs[0].set_vmacs(VmacOwner::Kernel, &[VMAC_LAN]);
+    ifs[2].set_vmacs(VmacOwner::Vrrp, &[VMAC_SUB]);
     let shared = Shared::new(IfTable::new(ifs.clone()), reader);
     if acl_in || acl_out {
         publish_rules(&shared, "action = \"drop\"\nsrc = \"10.0.1.66/32\"");
@@ -139,11 +146,14 @@ fn frame(r: &mut impl FnMut() -> u64) -> (Vec<u8>, u16) {
     let hdr = if six { 40 } else { 20 };
     let mut f = vec![0u8; (l3 + hdr + payload).max(60)];
     f[0..6].copy_from_slice(
-        &[MAC_LAN, MAC_WAN, [0xff; 6], [1, 0, 0x5e, 0, 0, 5], [2, 9, 9, 9, 9, 9]][match pick(r, 20) {
+        &[MAC_LAN, MAC_WAN, [0xff; 6], [1, 0, 0x5e, 0, 0, 5], [2, 9, 9, 9, 9, 9], VMAC_LAN, VMAC_SUB][match pick(r, 20)
+        {
             0 => 2,
             1 => 3,
             2 => 4,
             3 => 1,
+            4 | 5 => 5,
+            6 => 6,
             _ => 0,
         }],
     );
@@ -478,6 +488,61 @@ fn direct_paths_are_the_general_paths() {
             assert_eq!(direct.metas, general.metas, "{case}: metadata");
             assert_eq!(direct.sent, general.sent, "{case}: frames");
         }
+    }
+}
+
+/// Frames to an interface's virtual MAC are forwarded as frames to its
+/// own MAC are, on both paths; to a virtual MAC of another interface, or
+/// of a sub-interface without its tag, or once it is gone, they are
+/// `not-for-us`.
+#[test]
+fn frames_to_a_virtual_mac_are_the_interfaces() {
+    let frame = |dst: [u8; 6], vid: Option<u16>| {
+        let mut f = vec![0u8; 14];
+        f[0..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x10]);
+        if let Some(v) = vid {
+            f.splice(12..12, [0x81, 0, (v >> 8) as u8, v as u8]);
+        }
+        let l3 = f.len();
+        put16(&mut f, l3 - 2, 0x0800);
+        f.resize(l3 + 46, 0);
+        let ip = &mut f[l3..];
+        ip[0] = 0x45;
+        put16(ip, 2, 46);
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[10, 0, 1, 2]);
+        ip[16..20].copy_from_slice(&[198, 18, 0, 1]);
+        let c = !checksum::data(&ip[..20]);
+        put16(ip, 10, c);
+        f
+    };
+    let info = router(false).0.info().clone();
+    let not_for_us = usize::from(info.error_id("ethernet-input", "not-for-us").expect("counter"));
+    let frames = vec![
+        (frame(MAC_LAN, None), 0),
+        (frame(VMAC_LAN, None), 0),
+        (frame(VMAC_SUB, None), 1), // wan.7's, untagged on the wan
+        (frame(VMAC_LAN, None), 1), // lan's, on the wan
+        (frame(VMAC_SUB, Some(7)), 1),
+        (frame(VMAC_SUB, Some(8)), 1),
+    ];
+    for direct in [false, true] {
+        let out = run(direct, (false, false), 7, &frames);
+        assert_eq!(out.sent[1].len(), 3, "direct {direct}: own MAC, lan's vmac, wan.7's vmac tagged");
+        assert_eq!(out.errors[not_for_us], 3, "direct {direct}");
+        assert!(out.sent[1].iter().all(|g| g[6..12] == MAC_WAN), "sent from the wan's own MAC");
+    }
+    // The owner clears it: frames to it are not for us any more.
+    for direct in [false, true] {
+        let (graph, input, shared, _fib) = router_with(false, false);
+        let mut t = (*shared.ifaces.load()).clone();
+        assert!(t.set_vmacs(0, VmacOwner::Kernel, &[]));
+        shared.ifaces.publish(t);
+        let out = drive(direct, (graph, &shared), input, 7, &frames[..2]);
+        assert_eq!(out.sent[1].len(), 1, "direct {direct}: only the frame to lan's own MAC");
+        assert_eq!(out.errors[not_for_us], 1, "direct {direct}");
     }
 }
 

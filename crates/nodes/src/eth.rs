@@ -1,7 +1,8 @@
 //! `ethernet-input`: the first node every received frame enters.
 //!
 //! Synopsis: drops group source MACs, checks the destination MAC against
-//! the receiving interface (own unicast, broadcast, multicast), strips
+//! the receiving interface (own unicast or one of its virtual MACs,
+//! `Iface::vmacs`, broadcast, multicast), strips
 //! 802.1Q tags into the sub-interface they belong to (a priority tag, VID
 //! 0, leaves the frame on the port), and dispatches by EtherType.
 //!
@@ -77,18 +78,30 @@ impl Node for EthernetInput {
         }
         // A batch that may hold a traced packet notes the direct path
         // taken; the others pay one test a batch for it.
-        if cx.tracing() {
-            direct_batch::<true>(cx, ifs, pkts, next);
+        // Only with virtual MACs somewhere does a frame to another MAC
+        // than the port's ask about them: without, the loop is the same
+        // as before they existed.
+        if ifs.any_vmacs {
+            vmacs_batch(cx, ifs, pkts, next);
+        } else if cx.tracing() {
+            direct_batch::<true, false>(cx, ifs, pkts, next);
         } else {
-            direct_batch::<false>(cx, ifs, pkts, next);
+            direct_batch::<false, false>(cx, ifs, pkts, next);
         }
     }
 }
 
 /// The batch with the direct path (`FastPaths::direct` on); with `TRACE`,
-/// a traced packet that takes it gets the note "direct path".
+/// a traced packet that takes it gets the note "direct path"; with
+/// `VMACS` (some interface has virtual MACs), a frame to another MAC than
+/// the port's may be to one of the port's virtual MACs.
 #[inline(always)]
-fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &mut [u16]) {
+fn direct_batch<const TRACE: bool, const VMACS: bool>(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    pkts: &[PktIdx],
+    next: &mut [u16],
+) {
     // The receiving interface of the last packet: its index, its MAC as
     // the low 48 bits of a word, and whether it is up.
     let mut cache: (u16, u64, bool) = (NO_IF, 0, false);
@@ -104,9 +117,16 @@ fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktId
                     None => (NO_IF, 0, false),
                 };
             }
-            let dst = mac_word(h.first_chunk::<6>().unwrap_or(&[0; 6]));
+            let dmac = h.first_chunk::<6>().unwrap_or(&[0; 6]);
+            let dst = mac_word(dmac);
             let et = u16::from_be_bytes([h[12], h[13]]);
-            if cache.2 && cache.0 == m.rx_if && dst == cache.1 && h[6] & 1 == 0 {
+            // Another MAC than the port's: one of its virtual MACs (out of
+            // line, and only asked with `VMACS`).
+            if cache.2
+                && cache.0 == m.rx_if
+                && (dst == cache.1 || (VMACS && is_vmac(ifs, m.rx_if, dmac)))
+                && h[6] & 1 == 0
+            {
                 if et == ETH_P_IPV4 {
                     m.l3_off = 14;
                     *o = EthNext::Ip4 as u16;
@@ -130,6 +150,25 @@ fn direct_batch<const TRACE: bool>(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktId
     }
 }
 
+/// [`direct_batch`] with virtual MACs somewhere, out of line: `process`
+/// keeps the shape it has without them.
+#[inline(never)]
+fn vmacs_batch(cx: &mut Cx<'_>, ifs: &IfTable, pkts: &[PktIdx], next: &mut [u16]) {
+    if cx.tracing() {
+        direct_batch::<true, true>(cx, ifs, pkts, next);
+    } else {
+        direct_batch::<false, true>(cx, ifs, pkts, next);
+    }
+}
+
+/// Whether `dst` is a virtual MAC of interface `rx_if` (the direct
+/// path's question for a frame not to the interface's own MAC).
+#[cold]
+#[inline(never)]
+fn is_vmac(ifs: &IfTable, rx_if: u16, dst: &[u8; 6]) -> bool {
+    ifs.get(rx_if).is_some_and(|f| f.is_vmac(dst))
+}
+
 /// A MAC address as the low 48 bits of a word, for one compare.
 #[inline(always)]
 fn mac_word(mac: &[u8; 6]) -> u64 {
@@ -149,10 +188,11 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, EthError::NoIf) };
     let dst = eth.dst_addr();
     if dst.0 != iface.mac {
-        if !dst.is_multicast() {
+        if dst.is_multicast() {
+            m.flags |= flags::L2_MULTI;
+        } else if !iface.is_vmac(&dst.0) && !sub_vmac(ifs, iface.port, d, &dst.0) {
             return cx.drop(p, EthError::NotForUs);
         }
-        m.flags |= flags::L2_MULTI;
     }
     let mut et = eth.ethertype().0;
     let mut l3 = 14u16;
@@ -202,4 +242,17 @@ fn classify(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx) -> u16 {
         ETH_P_ARP => EthNext::Arp as u16,
         _ => cx.drop(p, EthError::UnknownEthertype),
     }
+}
+
+/// Whether frame `d`, received on `port` to unicast `dst` (not the port's
+/// MAC nor one of its virtual MACs), carries an 802.1Q tag of a
+/// sub-interface that has `dst` as a virtual MAC.
+fn sub_vmac(ifs: &IfTable, port: u16, d: &[u8], dst: &[u8; 6]) -> bool {
+    let Some(h) = d.first_chunk::<16>() else { return false };
+    let et = u16::from_be_bytes([h[12], h[13]]);
+    if et != ETH_P_8021Q && et != ETH_P_8021AD {
+        return false;
+    }
+    let vid = u16::from_be_bytes([h[14], h[15]]) & 0x0fff;
+    vid != 0 && ifs.vlan_if(port, vid).and_then(|s| ifs.get(s)).is_some_and(|s| s.is_vmac(dst))
 }

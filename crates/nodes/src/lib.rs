@@ -14,6 +14,8 @@
 //!  ─> linux-punt ─> the interface's TAP;
 //!  TAP rx ─> tap-input ─> interface-output
 //! ```
+//!  IPsec: ip4/ip6-rewrite ─> gre-encap ─> esp-encrypt ─> ip4/ip6-lookup;
+//!         ip4/ip6-local (ESP, UDP 4500) ─> esp-decrypt ─> ip4/ip6-input
 //! Every node documents itself (synopsis, next nodes, counters) in its
 //! module. Nodes read shared state through [`state::Shared`]: the interface
 //! table and parameters (snapshots refreshed once per batch) and the FIB
@@ -32,6 +34,7 @@ pub mod gre;
 pub mod icmp;
 pub mod ip4;
 pub mod ip6;
+pub mod ipsec;
 pub mod linux;
 pub mod neighbor;
 pub mod output;
@@ -76,6 +79,8 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
     b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
     b.add(gre::GreEncap::new(ifs(), shared.fib.clone(), shared.params.snapshot()));
+    b.add(ipsec::EspEncrypt::new(ifs(), shared.fib.clone(), shared.params.snapshot(), &shared.sas));
+    b.add(ipsec::EspDecrypt::new(ifs(), &shared.sas));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));
     b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tern_fib::FibReader;
+use tern_ipsec::SaReader;
 use tern_rcu::Published;
 
 /// No interface / no sub-interface.
@@ -59,6 +60,11 @@ pub enum IfKind {
     /// A GRE tunnel (RFC 2784, key per RFC 2890): packets routed to it are
     /// encapsulated and routed again towards `remote`.
     Gre(GreTunnel),
+    /// A route-based IPsec tunnel (ESP tunnel mode, RFC 4303): packets
+    /// routed to it are encrypted with SA `sa_out` and routed again
+    /// towards `remote`; ESP from `remote` to `local` on an SA in `sa_in`
+    /// is decrypted and enters as received here.
+    Ipsec(IpsecTunnel),
     /// The index of a sub-interface or tunnel a reload removed: kept so
     /// that the other interfaces keep their indexes (the FIB, next hops
     /// and ports refer to them) until tern restarts. Down, no port, no
@@ -84,6 +90,31 @@ impl GreTunnel {
     }
 }
 
+/// The endpoints and SAs of an IPsec tunnel (the SAs are the
+/// [`tern_ipsec::SaDb`]'s ids).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IpsecTunnel {
+    pub local: IpAddr,
+    pub remote: IpAddr,
+    /// The SA packets leave on.
+    pub sa_out: u32,
+    /// The SAs accepted inbound (several while rekeying).
+    pub sa_in: Vec<u32>,
+    /// TTL / hop limit of the outer header.
+    pub ttl: u8,
+}
+
+impl IpsecTunnel {
+    /// The most the encapsulation adds: outer IP header, UDP (RFC 3948),
+    /// ESP header, a 16-byte IV, up to 15 bytes of padding, pad length and
+    /// next header, a 32-byte ICV (the worst case of every algorithm; the
+    /// control side may use the SA's own [`tern_ipsec::Sa::max_overhead`]).
+    pub fn overhead(&self) -> usize {
+        let outer = if self.remote.is_ipv4() { 20 } else { 40 };
+        outer + 8 + 8 + 16 + 15 + 2 + 32
+    }
+}
+
 /// One interface as the nodes see it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Iface {
@@ -105,6 +136,42 @@ pub struct Iface {
     /// into [`AclTable::sets`]).
     pub acl_in: Option<u16>,
     pub acl_out: Option<u16>,
+    /// Extra unicast MACs this interface accepts as its own (VRRP's
+    /// virtual MACs), each with who set it ([`Iface::set_vmacs`]).
+    /// `ethernet-input` and the XDP lane take frames to them as frames to
+    /// [`Iface::mac`]; empty, they cost nothing on the usual frame.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vmacs: Vec<Vmac>,
+}
+
+/// Who set a virtual MAC of an interface: each owner sets and clears its
+/// own without touching the other's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VmacOwner {
+    /// The kernel mirror, following the macvlans of keepalived or FRR's
+    /// vrrpd in Linux mode.
+    Kernel,
+    /// tern's own VRRP (standalone mode).
+    Vrrp,
+}
+
+/// A virtual MAC an interface accepts, and its owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Vmac {
+    pub mac: [u8; 6],
+    pub owner: VmacOwner,
+}
+
+/// The VRRP virtual router MAC of `vrid` (RFC 5798 7.3):
+/// 00:00:5e:00:01:VRID for IPv4, 00:00:5e:00:02:VRID for IPv6.
+pub fn vrrp_mac(vrid: u8, v6: bool) -> [u8; 6] {
+    [0x00, 0x00, 0x5e, 0x00, if v6 { 0x02 } else { 0x01 }, vrid]
+}
+
+/// Whether `mac` is a VRRP virtual router MAC (IPv4's or IPv6's).
+pub fn is_vrrp_mac(mac: &[u8; 6]) -> bool {
+    mac[..4] == [0x00, 0x00, 0x5e, 0x00] && (mac[4] == 0x01 || mac[4] == 0x02)
 }
 
 impl Iface {
@@ -124,7 +191,32 @@ impl Iface {
             v6_ll: link_local_from_mac(mac),
             acl_in: None,
             acl_out: None,
+            vmacs: Vec::new(),
         }
+    }
+
+    /// Whether `mac` is one of this interface's virtual MACs.
+    #[inline]
+    pub fn is_vmac(&self, mac: &[u8; 6]) -> bool {
+        self.vmacs.iter().any(|v| v.mac == *mac)
+    }
+
+    /// Makes `macs` the virtual MACs `owner` has on this interface (the
+    /// other owner's stay; a MAC both set is accepted while either has
+    /// it). Group addresses are ignored (they are no unicast MAC to
+    /// accept). Returns whether anything changed.
+    pub fn set_vmacs(&mut self, owner: VmacOwner, macs: &[[u8; 6]]) -> bool {
+        let mut want: Vec<[u8; 6]> = macs.iter().copied().filter(|m| m[0] & 1 == 0).collect();
+        want.sort_unstable();
+        want.dedup();
+        let mut have: Vec<[u8; 6]> = self.vmacs.iter().filter(|v| v.owner == owner).map(|v| v.mac).collect();
+        have.sort_unstable();
+        if have == want {
+            return false;
+        }
+        self.vmacs.retain(|v| v.owner != owner);
+        self.vmacs.extend(want.into_iter().map(|mac| Vmac { mac, owner }));
+        true
     }
 
     pub fn has_v4(&self, a: Ipv4Addr) -> bool {
@@ -156,7 +248,7 @@ impl Iface {
         match self.kind {
             IfKind::Port => 14,
             IfKind::Vlan { .. } => 18,
-            IfKind::Gre(_) | IfKind::Removed => 0,
+            IfKind::Gre(_) | IfKind::Ipsec(_) | IfKind::Removed => 0,
         }
     }
     pub fn vlan(&self) -> Option<u16> {
@@ -180,6 +272,7 @@ impl Iface {
             v6_ll: Ipv6Addr::UNSPECIFIED,
             acl_in: None,
             acl_out: None,
+            vmacs: Vec::new(),
         }
     }
     pub fn is_removed(&self) -> bool {
@@ -190,6 +283,17 @@ impl Iface {
             IfKind::Gre(t) => Some(t),
             _ => None,
         }
+    }
+    pub fn ipsec(&self) -> Option<&IpsecTunnel> {
+        match &self.kind {
+            IfKind::Ipsec(t) => Some(t),
+            _ => None,
+        }
+    }
+    /// A tunnel (GRE or IPsec): no link layer; routed packets are
+    /// encapsulated.
+    pub fn is_tunnel(&self) -> bool {
+        matches!(self.kind, IfKind::Gre(_) | IfKind::Ipsec(_))
     }
 }
 
@@ -220,9 +324,14 @@ pub struct IfTable {
     /// `vlans[port]` maps a VLAN id to the sub-interface index (NO_IF: none).
     #[serde(skip)]
     pub vlans: Vec<Vec<u16>>,
-    /// Indexes of GRE tunnel interfaces.
+    /// Indexes of tunnel interfaces (GRE and IPsec).
     #[serde(skip)]
     pub tunnels: Vec<u16>,
+    /// Whether any interface has virtual MACs (set by [`IfTable::new`]
+    /// and [`IfTable::set_vmacs`]: change them through those). Without
+    /// any, `ethernet-input`'s direct path never asks.
+    #[serde(skip)]
+    pub any_vmacs: bool,
 }
 
 impl IfTable {
@@ -230,7 +339,7 @@ impl IfTable {
     /// `index` equals their position.
     pub fn new(ifs: Vec<Iface>) -> IfTable {
         let ports = ifs.iter().filter(|i| i.port != NO_IF).map(|i| i.port as usize + 1).max().unwrap_or(0);
-        let tunnels = ifs.iter().filter(|i| i.gre().is_some()).map(|i| i.index).collect();
+        let tunnels = ifs.iter().filter(|i| i.is_tunnel()).map(|i| i.index).collect();
         let mut vlans: Vec<Vec<u16>> = vec![Vec::new(); ports];
         for i in &ifs {
             if let IfKind::Vlan { vid, .. } = i.kind
@@ -244,7 +353,8 @@ impl IfTable {
                 }
             }
         }
-        IfTable { ifs, vlans, tunnels }
+        let any_vmacs = ifs.iter().any(|i| !i.vmacs.is_empty());
+        IfTable { ifs, vlans, tunnels, any_vmacs }
     }
 
     /// The GRE tunnel a packet from `remote` to `local` with `key` belongs
@@ -282,6 +392,17 @@ impl IfTable {
 
     pub fn by_name(&self, name: &str) -> Option<&Iface> {
         self.ifs.iter().find(|i| i.name == name && !i.is_removed())
+    }
+
+    /// [`Iface::set_vmacs`] on interface `index` (false: no such
+    /// interface, a removed one, or nothing changed).
+    pub fn set_vmacs(&mut self, index: u16, owner: VmacOwner, macs: &[[u8; 6]]) -> bool {
+        let changed = match self.ifs.get_mut(usize::from(index)) {
+            Some(f) if !f.is_removed() => f.set_vmacs(owner, macs),
+            _ => false,
+        };
+        self.any_vmacs = self.ifs.iter().any(|i| !i.vmacs.is_empty());
+        changed
     }
 }
 
@@ -369,6 +490,31 @@ pub struct Params {
     pub punt_classes: [(u32, u32); 7],
     /// Which fast paths the nodes take (`[dataplane.fast_paths]`).
     pub fast_paths: FastPaths,
+    /// The VRRP virtual addresses this router answers ARP and neighbour
+    /// solicitations for, with their virtual MAC (tern's own VRRP while
+    /// master, `[[vrrp]]`; RFC 5798 6.4.3). Empty without VRRP.
+    pub virtual_addrs: Vec<VirtualAddr>,
+}
+
+/// A VRRP virtual address on an interface and the virtual MAC it is
+/// answered with (see [`Params::virtual_addrs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct VirtualAddr {
+    pub ifindex: u16,
+    pub addr: IpAddr,
+    pub mac: [u8; 6],
+}
+
+impl Params {
+    /// The virtual MAC that answers for `addr` on interface `ifindex`, if
+    /// it is a virtual address there.
+    #[inline]
+    pub fn virtual_mac(&self, ifindex: u16, addr: IpAddr) -> Option<[u8; 6]> {
+        if self.virtual_addrs.is_empty() {
+            return None;
+        }
+        self.virtual_addrs.iter().find(|v| v.ifindex == ifindex && v.addr == addr).map(|v| v.mac)
+    }
 }
 
 /// The fast paths beside the nodes' reference loops, each switchable at
@@ -441,6 +587,7 @@ impl Default for Params {
             punt_burst: DEFAULT_PUNT_BURST,
             punt_classes: DEFAULT_PUNT_CLASSES,
             fast_paths: FastPaths::ALL,
+            virtual_addrs: Vec::new(),
         }
     }
 }
@@ -469,7 +616,19 @@ pub enum Heard {
     Advert { solicited: bool, override_: bool, router: bool },
 }
 
+/// A packet a worker hands to the control thread: a VRRP advertisement
+/// (IP protocol 112 to 224.0.0.18 or ff02::12) received on `ifindex`,
+/// from its IP header on.
+#[derive(Clone, Debug)]
+pub struct Punted {
+    pub ifindex: u16,
+    pub packet: Vec<u8>,
+}
+
 /// A frame the control thread asks a worker to send (ARP/ND probes).
+/// `frame` leaves `ifindex` as built, link-layer header included: a
+/// VRRP master's advertisements and gratuitous ARPs put the virtual MAC
+/// (an [`Iface::vmacs`] entry) in its source field themselves.
 #[derive(Clone, Debug)]
 pub struct Inject {
     pub ifindex: u16,
@@ -484,9 +643,15 @@ pub struct Shared {
     pub params: Published<Params>,
     pub fib: FibReader,
     pub events: Arc<ArrayQueue<Event>>,
+    /// VRRP advertisements for the control thread (`crate::state::Punted`).
+    pub control_rx: Arc<ArrayQueue<Punted>>,
     /// Bumped by the control thread whenever a neighbour resolves, so
     /// packets waiting for resolution are retried at once.
     pub neigh_gen: Arc<AtomicU64>,
+    /// The IPsec SAs (`esp-encrypt`, `esp-decrypt`): empty unless the
+    /// control side sets it to its `SaDb::reader()` before building the
+    /// graphs.
+    pub sas: SaReader,
 }
 
 impl Shared {
@@ -497,7 +662,9 @@ impl Shared {
             params: Published::new(Params::default()),
             fib,
             events: Arc::new(ArrayQueue::new(4096)),
+            control_rx: Arc::new(ArrayQueue::new(256)),
             neigh_gen: Arc::new(AtomicU64::new(0)),
+            sas: SaReader::empty(),
         }
     }
 
@@ -545,11 +712,40 @@ mod tests {
             v6_ll: link_local_from_mac([2, 0, 0, 0, 0, 1]),
             acl_in: None,
             acl_out: None,
+            vmacs: vec![],
         };
         let sub = Iface { index: 1, name: "p0.100".into(), kind: IfKind::Vlan { parent: 0, vid: 100 }, ..base.clone() };
         let t = IfTable::new(vec![base, sub]);
         assert_eq!(t.vlan_if(0, 100), Some(1));
         assert_eq!(t.vlan_if(0, 101), None);
         assert_eq!(t.vlan_if(5, 100), None);
+    }
+
+    #[test]
+    fn vmacs_per_owner() {
+        let mut f = Iface::new(0, "p0", IfKind::Port, 0, [2, 0, 0, 0, 0, 1]);
+        let a = vrrp_mac(10, false);
+        let b = vrrp_mac(10, true);
+        assert!(is_vrrp_mac(&a) && is_vrrp_mac(&b) && !is_vrrp_mac(&[2, 0, 0, 0, 0, 1]));
+        assert!(!f.is_vmac(&a));
+        assert!(f.set_vmacs(VmacOwner::Kernel, &[a, a]));
+        assert!(!f.set_vmacs(VmacOwner::Kernel, &[a]), "the same set again changes nothing");
+        assert!(f.set_vmacs(VmacOwner::Vrrp, &[a, b, [1, 0, 0x5e, 0, 0, 1]]));
+        assert_eq!(f.vmacs.len(), 3, "a group address is no vmac; {:?}", f.vmacs);
+        assert!(f.is_vmac(&a) && f.is_vmac(&b));
+        // The kernel's go; the one VRRP also holds stays.
+        assert!(f.set_vmacs(VmacOwner::Kernel, &[]));
+        assert!(f.is_vmac(&a) && f.is_vmac(&b));
+        assert!(f.set_vmacs(VmacOwner::Vrrp, &[]));
+        assert!(!f.is_vmac(&a) && f.vmacs.is_empty());
+        let mut t = IfTable::new(vec![f, Iface::removed(1)]);
+        assert!(t.set_vmacs(0, VmacOwner::Kernel, &[a]));
+        assert!(!t.set_vmacs(1, VmacOwner::Kernel, &[a]), "a removed interface takes none");
+        assert!(!t.set_vmacs(7, VmacOwner::Kernel, &[a]));
+        assert!(t.get(0).is_some_and(|f| f.is_vmac(&a)));
+        assert!(t.any_vmacs);
+        assert!(t.set_vmacs(0, VmacOwner::Kernel, &[]));
+        assert!(!t.any_vmacs, "the last one went");
+        assert!(IfTable::new(t.ifs.clone()).ifs.iter().all(|f| f.vmacs.is_empty()));
     }
 }

@@ -208,7 +208,7 @@ pub enum AdjState {
     Ready,
     /// The neighbour's MAC is not known yet.
     Unresolved,
-    /// A GRE tunnel: no link-layer header, encapsulate.
+    /// A tunnel (GRE, IPsec): no link-layer header, encapsulate.
     Tunnel,
     NoInterface,
     InterfaceDown,
@@ -228,7 +228,7 @@ impl Adj {
             AdjState::InterfaceDown
         } else if !matches!(nh.kind, tern_fib::NhKind::Unicast | tern_fib::NhKind::Glean) {
             AdjState::NotForwardable
-        } else if out.gre().is_some() {
+        } else if out.is_tunnel() {
             AdjState::Tunnel
         } else {
             match nh.mac.filter(|_| nh.kind == tern_fib::NhKind::Unicast) {

@@ -10,7 +10,7 @@
 //! fast paths, and say where a fast path settled it.
 
 use crate::direct_tests::Batches;
-use crate::state::{FastPaths, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, V4Net, V6Net};
+use crate::state::{FastPaths, GreTunnel, IfKind, IfTable, Iface, IpsecTunnel, NO_IF, Params, Shared, V4Net, V6Net};
 use crossbeam_queue::ArrayQueue;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ fn rng(mut x: u64) -> impl FnMut() -> u64 {
 }
 
 /// Ports lan (0) and wan (1), VLAN 7 on wan (2), gre0 to the wan peer
-/// (3); routes of every kind for both families, one neighbour resolved
+/// (3), ipsec0 to the same peer (4, SAs [`esp_sa`] 1 out, 2 in); routes of every kind for both families, one neighbour resolved
 /// and one not (so that `ip4-glean`/`ip6-glean` have work); with
 /// `linux`, Linux owns the local addresses through TAPs on ports 2 and 3.
 fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
@@ -52,6 +52,7 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
         add("198.18.0.0/16", RouteTarget::Via { gw: ip("10.0.2.2"), ifindex: None }),
         add("198.19.0.0/16", RouteTarget::Ecmp(vec![(ip("10.0.2.2"), None), (ip("10.0.2.4"), None)])),
         add("198.20.0.0/16", RouteTarget::Connected { ifindex: 3 }),
+        add("198.21.0.0/16", RouteTarget::Connected { ifindex: 4 }),
         add("203.0.113.0/24", RouteTarget::Blackhole),
         add("203.0.114.0/24", RouteTarget::Unreachable),
         add("203.0.115.0/24", RouteTarget::Prohibit),
@@ -66,11 +67,13 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
     fib.set_neighbor(1, ip("10.0.2.2"), Some(PEER));
     fib.set_neighbor(1, ip("2001:db8:2::2"), Some(PEER));
     let tunnel = GreTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), key: Some(7), ttl: 64 };
+    let ipsec = IpsecTunnel { local: ip("10.0.2.1"), remote: ip("10.0.2.2"), sa_out: 1, sa_in: vec![2], ttl: 64 };
     let mut ifs = vec![
         Iface::new(0, "lan", IfKind::Port, 0, MAC0),
         Iface::new(1, "wan", IfKind::Port, 1, MAC1),
         Iface::new(2, "wan.7", IfKind::Vlan { parent: 1, vid: 7 }, 1, MAC1),
         Iface::new(3, "gre0", IfKind::Gre(tunnel), NO_IF, MAC1),
+        Iface::new(4, "ipsec0", IfKind::Ipsec(ipsec), NO_IF, MAC1),
     ];
     for (i, f) in ifs.iter_mut().enumerate() {
         let n = i as u8 + 1;
@@ -78,7 +81,11 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
         f.v6 = vec![V6Net { addr: [0x2001, 0xdb8, u16::from(n), 0, 0, 0, 0, 1].into(), len: 64 }];
         f.v6_ll = crate::state::link_local_from_mac(f.mac);
     }
-    let shared = Shared::new(IfTable::new(ifs), reader);
+    let mut shared = Shared::new(IfTable::new(ifs), reader);
+    let mut sas = tern_ipsec::SaDb::with_workers(1);
+    sas.add_batch(vec![esp_sa(1), esp_sa(2)]).expect("sas");
+    sas.publish();
+    shared.sas = sas.reader();
     let params = if linux {
         Params { linux_owns_local: true, tap_ports: vec![2, 3, 2, NO_IF], ..Params::default() }
     } else {
@@ -87,6 +94,36 @@ fn router(linux: bool) -> (Shared, Graph, tern_fib::FibWriter) {
     shared.params.publish(params);
     let graph = crate::build_graph(&shared, Arc::new(ArrayQueue::new(4))).expect("graph").graph;
     (shared, graph, fib)
+}
+
+/// The wire tests' SAs: AES-128-GCM, keys from the id.
+fn esp_sa(id: u32) -> tern_ipsec::SaConfig {
+    tern_ipsec::SaConfig {
+        id,
+        spi: 0x100 * id,
+        cipher: tern_ipsec::Cipher::Aes128Gcm,
+        integ: tern_ipsec::Integ::None,
+        key: tern_ipsec::Key::new(vec![id as u8; 20]),
+        integ_key: tern_ipsec::Key::default(),
+        esn: false,
+        replay_window: 64,
+        udp_encap: None,
+        soft: tern_ipsec::Lifetime::default(),
+        hard: tern_ipsec::Lifetime::default(),
+    }
+}
+
+/// An ESP packet of SA 2 from the peer carrying `inner`, sequence `seq`.
+fn esp_in(inner: &[u8], seq: u64) -> Vec<u8> {
+    let sa = tern_ipsec::Sa::new(esp_sa(2), 1, std::time::Instant::now()).expect("sa");
+    let h = sa.header_len();
+    let mut b = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
+    if let Some(d) = b.get_mut(h..h + inner.len()) {
+        d.copy_from_slice(inner);
+    }
+    let n = sa.encrypt(&mut b, inner.len(), 4, seq).expect("encrypt");
+    b.truncate(n);
+    b
 }
 
 fn ipv4(proto: u8, dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
@@ -120,6 +157,22 @@ fn eth(dst: [u8; 6], ethertype: u16, l3: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(l3);
     f
+}
+
+/// An IPv4 ESP packet from the wan peer (10.0.2.2) to 10.0.2.1.
+fn esp4(esp: &[u8]) -> Vec<u8> {
+    let mut p = ipv4(50, [10, 0, 2, 1], esp);
+    if let Some(src) = p.get_mut(12..16) {
+        src.copy_from_slice(&[10, 0, 2, 2]);
+    }
+    if let Some(c) = p.get_mut(10..12) {
+        c.copy_from_slice(&[0, 0]);
+    }
+    let c = !checksum::data(p.get(..20).unwrap_or_default());
+    if let Some(c0) = p.get_mut(10..12) {
+        c0.copy_from_slice(&c.to_be_bytes());
+    }
+    p
 }
 
 /// Frames of every kind a node reads, each whole (the cuts come later).
@@ -157,6 +210,13 @@ fn templates() -> Vec<Vec<u8>> {
         eth(MAC0, 0x0800, &ipv4(17, [10, 0, 2, 9], &[0, 1, 0, 2, 0, 8, 0, 0])),
         eth(MAC0, 0x0800, &ipv4(47, [10, 0, 2, 1], &gre_in)),
         eth(MAC0, 0x0800, &ipv4(17, [198, 20, 0, 1], &[0, 1, 0, 2, 0, 8, 0, 0])),
+        eth(MAC0, 0x0800, &ipv4(17, [198, 21, 0, 1], &[0, 1, 0, 2, 0, 8, 0, 0])),
+        eth(MAC1, 0x0800, &esp4(&esp_in(&ipv4(17, [10, 0, 1, 2], &[0, 1, 0, 2, 0, 8, 0, 0]), 5))),
+        eth(
+            MAC1,
+            0x0800,
+            &ipv4(17, [10, 0, 2, 1], &[&[0x11, 0x94, 0x11, 0x94, 0, 40, 0, 0][..], &esp_in(&[0x45; 8], 6)].concat()),
+        ),
         eth(MAC0, 0x0800, &v4_options),
         eth([0xff; 6], 0x0806, &arp),
         eth(MAC0, 0x0806, &arp_reply),
@@ -174,7 +234,7 @@ fn templates() -> Vec<Vec<u8>> {
 
 /// The nodes of the files converted here (the others' files have their
 /// own tests): all but `control-inject`, which reads no packet.
-const MINE: [&str; 15] = [
+const MINE: [&str; 17] = [
     "ethernet-input",
     "arp-input",
     "ip4-lookup",
@@ -190,6 +250,8 @@ const MINE: [&str; 15] = [
     "linux-punt",
     "tap-input",
     "interface-output",
+    "esp-encrypt",
+    "esp-decrypt",
 ];
 
 /// Each node of [`MINE`], fed directly with every template cut to every length, the
@@ -382,5 +444,100 @@ fn a_traced_packet_takes_the_path_of_its_untraced_twin() {
                 assert!(rec.hops.iter().flat_map(|h| &h.notes).all(|n| !n.contains("direct")), "{:?}", rec.hops);
             }
         }
+    }
+}
+
+/// tern's own VRRP (issue 41): advertisements to 224.0.0.18 / ff02::12
+/// reach the control thread's queue in standalone mode and not in Linux
+/// mode; ARP requests and neighbour solicitations for a virtual address
+/// are answered with its virtual MAC only while it is published.
+#[test]
+#[allow(clippy::indexing_slicing)]
+fn vrrp_adverts_reach_the_control_thread_and_virtual_addresses_answer_with_the_virtual_mac() {
+    let advert4 = {
+        let mut ip = ipv4(112, [224, 0, 0, 18], &[0x31, 10, 100, 1, 0, 100, 0, 0, 10, 0, 1, 254]);
+        ip[8] = 255;
+        ip[10] = 0;
+        ip[11] = 0;
+        let c = !checksum::data(&ip[..20]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        eth([1, 0, 0x5e, 0, 0, 0x12], 0x0800, &ip)
+    };
+    let advert6 = eth(
+        [0x33, 0x33, 0, 0, 0, 0x12],
+        0x86dd,
+        &ipv6(112, [0xfe80, 0, 0, 0, 0, 0, 0, 9], [0xff02, 0, 0, 0, 0, 0, 0, 0x12], &[0x31, 10, 100, 1, 0, 100, 0, 0]),
+    );
+    for linux in [false, true] {
+        let (shared, graph, _fib) = router(linux);
+        let input = graph.node_id("ethernet-input").expect("input");
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let mut b = Batches::new(graph, input, pool, 4);
+        let sent = b.run([(advert4.as_slice(), 0, 0), (advert6.as_slice(), 0, 0)], 1_000);
+        let got: Vec<_> = std::iter::from_fn(|| shared.control_rx.pop()).collect();
+        if linux {
+            // TAP exception path: the kernel's VRRP daemon gets them.
+            assert!(got.is_empty(), "Linux mode: the kernel's");
+            assert_eq!(sent[2].len(), 2, "both punted to lan's TAP (port 2): {sent:?}");
+            continue;
+        }
+        assert_eq!(sent.iter().map(Vec::len).sum::<usize>(), 0, "nothing answered or forwarded: {sent:?}");
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].ifindex, got[0].packet.as_slice()), (0, &advert4[14..]));
+        assert_eq!((got[1].ifindex, got[1].packet.as_slice()), (0, &advert6[14..]));
+    }
+
+    let vmac4 = [0, 0, 0x5e, 0, 1, 10];
+    let vmac6 = [0, 0, 0x5e, 0, 2, 10];
+    let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    arp.extend_from_slice(&PEER);
+    arp.extend_from_slice(&[10, 0, 1, 2, 0, 0, 0, 0, 0, 0, 10, 0, 1, 254]);
+    let arp = eth([0xff; 6], 0x0806, &arp);
+    let target: std::net::Ipv6Addr = "2001:db8:1::254".parse().expect("a");
+    let src = [0x2001, 0xdb8, 1, 0, 0, 0, 0, 2];
+    let sol = [0xff02, 0, 0, 0, 0, 1, 0xff00, 0x0254];
+    let mut ns = vec![135, 0, 0, 0, 0, 0, 0, 0];
+    ns.extend_from_slice(&target.octets());
+    ns.extend_from_slice(&[1, 1]);
+    ns.extend_from_slice(&PEER);
+    let pseudo = checksum::pseudo_header_v6(
+        std::net::Ipv6Addr::from(src),
+        std::net::Ipv6Addr::from(sol),
+        tern_wire::IpProtocol::ICMPV6,
+        ns.len() as u32,
+    );
+    let c = !checksum::add(pseudo, checksum::data(&ns));
+    ns[2..4].copy_from_slice(&c.to_be_bytes());
+    let ns = eth([0x33, 0x33, 0xff, 0, 0x02, 0x54], 0x86dd, &ipv6(58, src, sol, &ns));
+    for published in [false, true] {
+        let (shared, graph, _fib) = router(false);
+        if published {
+            let mut p = (*shared.params.load()).clone();
+            p.virtual_addrs = vec![
+                crate::state::VirtualAddr { ifindex: 0, addr: [10, 0, 1, 254].into(), mac: vmac4 },
+                crate::state::VirtualAddr { ifindex: 0, addr: target.into(), mac: vmac6 },
+            ];
+            shared.params.publish(p);
+        }
+        let input = graph.node_id("ethernet-input").expect("input");
+        let pool = PacketPool::new(PoolConfig { frames: 256, ..PoolConfig::default() }).expect("pool");
+        let mut b = Batches::new(graph, input, pool, 4);
+        let sent = b.run([(arp.as_slice(), 0, 0), (ns.as_slice(), 0, 0)], 1_000);
+        let out: Vec<&Vec<u8>> = sent.iter().flatten().map(|(_, f)| f).collect();
+        if !published {
+            assert!(out.is_empty(), "not ours: no answer");
+            continue;
+        }
+        assert_eq!(out.len(), 2, "{out:?}");
+        let reply = out.iter().find(|f| f[12..14] == [8, 6]).expect("ARP reply");
+        assert_eq!((&reply[..6], &reply[6..12]), (&PEER[..], &vmac4[..]), "Ethernet from the virtual MAC");
+        assert_eq!(reply[20..22], [0, 2], "a reply");
+        assert_eq!((&reply[22..28], &reply[28..32]), (&vmac4[..], &[10, 0, 1, 254][..]));
+        let na = out.iter().find(|f| f[12..14] == [0x86, 0xdd]).expect("NA");
+        assert_eq!(&na[6..12], &vmac6[..], "Ethernet from the virtual MAC");
+        let icmp = &na[54..];
+        assert_eq!(icmp[0], 136);
+        assert_eq!(&icmp[8..24], &target.octets()[..]);
+        assert_eq!((icmp[24], &icmp[26..32]), (2, &vmac6[..]), "target link-layer address: the virtual MAC");
     }
 }

@@ -512,10 +512,16 @@ ethernet_input:;
 	const __u8 *mac = port_if->mac;
 	if (mac_ne(eth->h_dest, mac)) {
 		if (!(eth->h_dest[0] & 1)) {
-			DROP(ETH_NOT_FOR_US);
-			goto decided;
+			// A virtual MAC of the port, or of the sub-interface of
+			// the frame's tag (ethernet-input's sub_vmac).
+			if (!is_vmac(s->rx_if, eth->h_dest) &&
+			    !(tagged && is_sub_vmac(s, port_if->port, vid, eth->h_dest))) {
+				DROP(ETH_NOT_FOR_US);
+				goto decided;
+			}
+		} else {
+			s->multi = 1;
 		}
-		s->multi = 1;
 	}
 	if (s->l2_bad) {
 		done(s, V_DROP, s->l2_bad);

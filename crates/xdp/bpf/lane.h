@@ -89,6 +89,18 @@ struct lane_rx {
 // VLAN demux (lane_vlans): (gen * LANE_MAX_PORTS + port) * 4096 + VID ->
 // sub-interface index + 1, 0 for none (what a fresh array map holds).
 
+// A virtual MAC an interface accepts as its own (VRRP's, tern's
+// Iface::vmacs): the key of lane_vmacs (value: 1). Not double-buffered: the
+// loader adds an interface's new ones before a publication and removes the
+// old ones after it. ifindex: the tern interface (a port's, or a VLAN
+// sub-interface's for frames with its tag).
+#define LANE_MAX_VMACS 1024
+struct lane_vmac_key {
+	__u16 ifindex;
+	__u8 mac[6];
+};
+_Static_assert(sizeof(struct lane_vmac_key) == 8, "lane_vmac_key layout");
+
 // One tern interface, keyed by gen * LANE_MAX_IFS + tern ifindex.
 struct lane_if {
 	__u8 flags;

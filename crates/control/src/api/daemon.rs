@@ -89,6 +89,7 @@ impl Daemon {
             lane: commands::lane_counts(router),
             links: router.link_states(),
             sources: router.route_sources(),
+            vrrp: router.vrrp_show(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
         self.stale = false;
@@ -135,7 +136,7 @@ impl Daemon {
             let busy = router.poll() | self.poll(router);
             // Idle: pause (2 ms, 20 ms once quiet), but wake for an API
             // request.
-            let wait = pause.next(busy);
+            let wait = router.bound_pause(pause.next(busy));
             if !busy && self.api.wait(router, &mut self.state, wait) {
                 pause.reset();
                 self.facts_due(router, true);

@@ -115,6 +115,9 @@ pub enum Command {
     RouteBatch(RouteBatchArgs),
     RouteSummary {},
     NeighborList {},
+    /// tern's own VRRP groups (`[[vrrp]]`): state, priority, master,
+    /// counters.
+    VrrpShow {},
     /// Per node, per error, per interface counters (since the last
     /// `stats_clear` when `since_clear`).
     StatsShow(StatsShowArgs),
@@ -360,6 +363,7 @@ pub enum Reply {
     Route(Option<RouteInfo>),
     FibSummary(FibSummary),
     Neighbors(Vec<NeighborEntry>),
+    Vrrp(Vec<crate::router::vrrp::VrrpInfo>),
     Stats(StatsReport),
     Workers(Vec<WorkerInfo>),
     Graph(GraphView),

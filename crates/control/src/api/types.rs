@@ -110,6 +110,11 @@ pub struct InterfaceInfo {
     /// "10.0.1.1/24", "2001:db8:1::1/64".
     pub addresses: Vec<String>,
     pub link_local: String,
+    /// Virtual MACs it accepts as its own besides `mac` (VRRP's: a
+    /// keepalived or vrrpd macvlan the kernel mirror follows, or tern's
+    /// own VRRP), "00:00:5e:00:01:0a (kernel)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtual_macs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acl_in: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

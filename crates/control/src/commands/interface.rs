@@ -75,6 +75,20 @@ pub fn interface_list(router: &Router) -> Vec<InterfaceInfo> {
                     .chain(p.v6.iter().map(|n| format!("{}/{}", n.addr, n.len)))
                     .collect(),
                 link_local: live.map(|l| l.v6_ll.to_string()).unwrap_or_default(),
+                virtual_macs: live
+                    .map(|l| {
+                        l.vmacs
+                            .iter()
+                            .map(|v| {
+                                let owner = match v.owner {
+                                    tern_nodes::state::VmacOwner::Kernel => "kernel",
+                                    tern_nodes::state::VmacOwner::Vrrp => "vrrp",
+                                };
+                                format!("{} ({owner})", crate::neighbor::fmt_mac(v.mac))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 acl_in: acl_name(p.acl_in.as_ref()),
                 acl_out: acl_name(p.acl_out.as_ref()),
                 counters: if kind == "port" { Some(counters.get(&idx).cloned().unwrap_or_default()) } else { None },

@@ -31,6 +31,9 @@ pub struct Config {
     /// Linux as the control plane (kernel mirror, FPM for FRR).
     #[serde(default)]
     pub linux: LinuxCfg,
+    /// tern's own VRRPv3 groups (standalone mode, RFC 5798).
+    #[serde(default)]
+    pub vrrp: Vec<VrrpCfg>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -531,4 +534,63 @@ impl LinuxCfg {
         }
         Ok(())
     }
+}
+
+/// A VRRPv3 virtual router (`[[vrrp]]`, RFC 5798), run by tern itself in
+/// standalone mode (`crates/control/src/vrrp.rs`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VrrpCfg {
+    /// The interface the group runs on (a port or a VLAN sub-interface).
+    pub interface: String,
+    /// Virtual router id, 1..=255.
+    pub vrid: u8,
+    /// 1..=254, or 255 for the owner of the addresses (the interface's
+    /// own addresses).
+    #[serde(default = "default_vrrp_priority")]
+    pub priority: u8,
+    /// Advertisement interval: 10..=40950 ms in steps of 10 (the
+    /// protocol's centiseconds).
+    #[serde(default = "default_vrrp_interval")]
+    pub interval_ms: u32,
+    /// The virtual addresses, all IPv4 or all IPv6 (one family per group;
+    /// an IPv6 group's first is link-local, or fe80::200:5eff:fe00:2XX is
+    /// added in front).
+    pub addresses: Vec<String>,
+    /// Take over from a lower-priority master.
+    #[serde(default = "yes")]
+    pub preempt: bool,
+    /// How long after hearing a lower-priority master to preempt it.
+    #[serde(default)]
+    pub preempt_delay_ms: u32,
+    /// Accept packets to the virtual addresses while master when not
+    /// their owner (RFC 5798 6.1 Accept_Mode).
+    #[serde(default)]
+    pub accept_mode: bool,
+    /// Interfaces whose loss (down) lowers the priority by
+    /// `track_decrement` each.
+    #[serde(default)]
+    pub track_interfaces: Vec<String>,
+    /// Prefixes whose route's loss lowers the priority by
+    /// `track_decrement` each.
+    #[serde(default)]
+    pub track_routes: Vec<String>,
+    #[serde(default = "default_track_decrement")]
+    pub track_decrement: u8,
+    /// A command run on every transition, with the group, the old and
+    /// the new state as arguments (`sh -c "CMD" - IFACE VRID FAMILY FROM TO`).
+    #[serde(default)]
+    pub notify: Option<String>,
+}
+
+fn default_vrrp_priority() -> u8 {
+    100
+}
+
+fn default_vrrp_interval() -> u32 {
+    1000
+}
+
+fn default_track_decrement() -> u8 {
+    50
 }

@@ -179,3 +179,24 @@ impl LocalSteering {
         n
     }
 }
+
+/// `IFLA_CARRIER`.
+const IFLA_CARRIER: u16 = 33;
+/// `RTM_SETLINK`.
+const RTM_SETLINK: u16 = 19;
+
+/// Sets the carrier of TAP `tap` (the TAP exception path): off while the
+/// device its interface stands for has no link, so that what runs on the
+/// TAP sees the link go (a VRRP daemon enters its fault state as it
+/// would on the device itself) and comes back with it.
+pub fn set_tap_carrier(tap: &str, on: bool) -> std::io::Result<()> {
+    let index = tern_io::netdev::ifindex(tap).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let sock = super::socket::NlSocket::open(0, 1 << 16)?;
+    let mut b = super::nl::NlBuilder::new();
+    b.begin(RTM_SETLINK, super::nl::NLM_F_REQUEST, 1);
+    // struct ifinfomsg: family, pad, type, index, flags, change.
+    b.bytes(&[0, 0, 0, 0]).bytes(&index.to_ne_bytes()).bytes(&0u32.to_ne_bytes()).bytes(&0u32.to_ne_bytes());
+    b.attr(IFLA_CARRIER, &[u8::from(on)]);
+    b.end();
+    sock.send(&b.buf)
+}

@@ -12,6 +12,12 @@
 //!   tern's neighbour table. In Linux mode the kernel owns neighbour state:
 //!   tern does not age its entries (the router skips its probing), a
 //!   FAILED entry removes the MAC, a garbage-collected one is kept.
+//! * VRRP macvlans (Linux mode): a macvlan on a driven device whose MAC is
+//!   a VRRP virtual MAC (00:00:5e:00:01:xx, 00:00:5e:00:02:xx), as
+//!   keepalived (`use_vmac`) and FRR's vrrpd create, makes that MAC one
+//!   the device's interface accepts (`Iface::vmacs`, owner `Kernel`)
+//!   while it is up and not protodown; its addresses (the virtual
+//!   addresses) are the router's own, on that interface.
 //! * Routes and next-hop objects of the main table, as source `kernel`
 //!   (see [`super::sync`] for what is installed and what is counted).
 //!
@@ -33,7 +39,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use tern_fib::{FibError, Prefix, RouteAttrs, RouteOp, RouteTarget, Source};
-use tern_nodes::state::{IfTable, V4Net, V6Net, is_link_local};
+use tern_nodes::state::{IfTable, V4Net, V6Net, VmacOwner, is_link_local, is_vrrp_mac};
 
 /// Knobs of the mirror.
 #[derive(Clone, Debug)]
@@ -68,6 +74,10 @@ pub struct KernelCounters {
     pub neigh_learned: u64,
     /// Linux mode: neighbours the kernel failed to resolve, removed.
     pub neigh_failed: u64,
+    /// Linux mode: VRRP macvlans on driven devices now, and those whose
+    /// virtual MAC is accepted (up, not protodown).
+    pub vrrp_macvlans: u64,
+    pub vrrp_macvlans_active: u64,
     pub neigh_ignored: u64,
     pub del_unknown: u64,
     pub fib_errors: u64,
@@ -88,6 +98,16 @@ pub struct KernelStatus {
 const DUMPS: [u16; 5] = [nl::RTM_GETLINK, nl::RTM_GETADDR, nl::RTM_GETNEIGH, nl::RTM_GETNEXTHOP, nl::RTM_GETROUTE];
 /// The step where the route part (next-hop objects, then routes) begins.
 const ROUTE_DUMPS: usize = 3;
+
+/// A VRRP daemon's macvlan on a driven device (keepalived's `use_vmac`,
+/// FRR vrrpd's): the tern interface of its lower device, its virtual
+/// MAC, and whether that MAC is accepted now (up and not protodown).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Macvlan {
+    tern: u16,
+    mac: [u8; 6],
+    active: bool,
+}
 
 pub struct KernelMirror {
     cfg: KernelConfig,
@@ -114,6 +134,8 @@ pub struct KernelMirror {
     seen_addrs: Option<HashSet<(u16, IpAddr, u8)>>,
     /// Last known up state of each kernel device seen.
     link_up: std::collections::HashMap<u32, bool>,
+    /// Linux mode: the VRRP macvlans on driven devices, by kernel index.
+    macvlans: std::collections::HashMap<u32, Macvlan>,
     ops: Vec<RouteOp>,
     buf: Vec<u8>,
     counters: KernelCounters,
@@ -169,6 +191,7 @@ impl KernelMirror {
             learned: HashSet::new(),
             seen_addrs: None,
             link_up: std::collections::HashMap::new(),
+            macvlans: std::collections::HashMap::new(),
             ops: Vec::new(),
             buf: vec![0; 1 << 20],
             counters: KernelCounters::default(),
@@ -328,7 +351,7 @@ impl KernelMirror {
         self.counters.links += 1;
         let by_name = l.name.and_then(|n| self.driven_by_name(n)).map(|d| d.tern);
         let tern = by_name.or_else(|| self.ifs.get(l.index));
-        let Some(tern) = tern else { return false };
+        let Some(tern) = tern else { return self.macvlan(new, &l, cx, ifs) };
         if !new {
             self.ifs.remove_kernel(l.index);
             if self.cfg.linux_mode {
@@ -354,6 +377,82 @@ impl KernelMirror {
         true
     }
 
+    /// A link that is no driven device: a VRRP macvlan on one is
+    /// followed (Linux mode), anything else ignored. Returns whether
+    /// anything changed.
+    fn macvlan(&mut self, new: bool, l: &LinkMsg<'_>, cx: &mut SourceCx<'_>, ifs: &mut Option<IfTable>) -> bool {
+        if !self.cfg.linux_mode {
+            return false;
+        }
+        let lower = l.link.filter(|&k| k != l.index).and_then(|k| self.ifs.get(k));
+        let mac = l.mac.filter(is_vrrp_mac);
+        let want = match (new, lower, mac, l.kind) {
+            (true, Some(tern), Some(mac), Some("macvlan")) => {
+                Some(Macvlan { tern, mac, active: l.is_up() && !l.proto_down })
+            }
+            _ => None,
+        };
+        let old = self.macvlans.get(&l.index).cloned();
+        if old == want {
+            return false;
+        }
+        let name = l.name.unwrap_or("?");
+        match &want {
+            Some(m) => {
+                if old.is_none() {
+                    // The kernel must not forward what arrives on it
+                    // (tern does); a fresh device takes `default`'s value.
+                    if let Some(n) = l.name.filter(|n| !n.contains('/') && !n.starts_with('.')) {
+                        let path = format!("/proc/sys/net/ipv4/conf/{n}/forwarding");
+                        if let Err(e) = std::fs::write(&path, "0") {
+                            log::warn!("kernel: VRRP macvlan {n}: cannot turn forwarding off: {e}");
+                        }
+                    }
+                }
+                self.macvlans.insert(l.index, m.clone());
+                log::info!(
+                    "kernel: VRRP macvlan {name} on interface {} with virtual MAC {}: {}",
+                    m.tern,
+                    crate::neighbor::fmt_mac(m.mac),
+                    if m.active { "accepted" } else { "not accepted (down or protodown)" }
+                );
+            }
+            None => {
+                self.macvlans.remove(&l.index);
+                log::info!("kernel: VRRP macvlan {name} gone (or no longer one)");
+            }
+        }
+        for t in [old.map(|m| m.tern), want.map(|m| m.tern)].into_iter().flatten() {
+            self.sync_vmacs(t, cx, ifs);
+        }
+        self.counters.vrrp_macvlans = self.macvlans.len() as u64;
+        self.counters.vrrp_macvlans_active = self.macvlans.values().filter(|m| m.active).count() as u64;
+        true
+    }
+
+    /// Interface `tern` accepts the virtual MACs of its active macvlans.
+    fn sync_vmacs(&mut self, tern: u16, cx: &mut SourceCx<'_>, ifs: &mut Option<IfTable>) {
+        let macs: Vec<[u8; 6]> = self.macvlans.values().filter(|m| m.tern == tern && m.active).map(|m| m.mac).collect();
+        let pending = ifs.as_ref().and_then(|t| t.get(tern)).or_else(|| cx.ifs.get(tern));
+        let Some(cur) = pending else { return };
+        let mut have: Vec<[u8; 6]> = cur.vmacs.iter().filter(|v| v.owner == VmacOwner::Kernel).map(|v| v.mac).collect();
+        let mut want = macs.clone();
+        have.sort_unstable();
+        want.sort_unstable();
+        want.dedup();
+        if have == want {
+            return;
+        }
+        let t = ifs.get_or_insert_with(|| (*cx.ifs).clone());
+        t.set_vmacs(tern, VmacOwner::Kernel, &macs);
+    }
+
+    /// The tern interface of kernel device `index`: a driven device's,
+    /// or the lower device's of a VRRP macvlan on one.
+    fn tern_of(&self, index: u32) -> Option<u16> {
+        self.ifs.get(index).or_else(|| self.macvlans.get(&index).map(|m| m.tern))
+    }
+
     fn set_link(&mut self, tern: u16, up: bool, mtu: Option<u32>, cx: &mut SourceCx<'_>, ifs: &mut Option<IfTable>) {
         let Some(cur) = cx.ifs.get(tern) else { return };
         let pending = ifs.as_ref().and_then(|t| t.get(tern));
@@ -377,10 +476,14 @@ impl KernelMirror {
             self.sync.counters.malformed += 1;
             return false;
         };
-        let Some(tern) = self.ifs.get(a.index) else { return false };
+        let Some(tern) = self.tern_of(a.index) else { return false };
         if let IpAddr::V6(v6) = a.addr
             && is_link_local(v6)
         {
+            if self.ifs.get(a.index).is_none() {
+                // A macvlan's own link-local is not the interface's.
+                return false;
+            }
             // The kernel's link-local (it may not be the EUI-64 one) is the
             // one neighbours know this router by.
             if new && self.cfg.linux_mode {

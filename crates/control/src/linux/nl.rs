@@ -97,6 +97,10 @@ pub const NHA_GATEWAY: u16 = 6;
 pub const IFLA_ADDRESS: u16 = 1;
 pub const IFLA_IFNAME: u16 = 3;
 pub const IFLA_MTU: u16 = 4;
+pub const IFLA_LINK: u16 = 5;
+pub const IFLA_LINKINFO: u16 = 18;
+pub const IFLA_INFO_KIND: u16 = 1;
+pub const IFLA_PROTO_DOWN: u16 = 39;
 pub const IFF_UP: u32 = 0x1;
 pub const IFF_LOWER_UP: u32 = 0x1_0000;
 
@@ -448,6 +452,12 @@ pub struct LinkMsg<'a> {
     pub name: Option<&'a str>,
     pub mac: Option<[u8; 6]>,
     pub mtu: Option<u32>,
+    /// IFLA_LINK: the lower device (a macvlan's or VLAN's parent).
+    pub link: Option<u32>,
+    /// IFLA_LINKINFO's IFLA_INFO_KIND ("macvlan", "vlan", ...).
+    pub kind: Option<&'a str>,
+    /// IFLA_PROTO_DOWN (FRR's vrrpd sets it on a backup's macvlan).
+    pub proto_down: bool,
 }
 
 impl<'a> LinkMsg<'a> {
@@ -459,6 +469,9 @@ impl<'a> LinkMsg<'a> {
             name: None,
             mac: None,
             mtu: None,
+            link: None,
+            kind: None,
+            proto_down: false,
         };
         for a in Attrs::new(&payload[16..]) {
             let (ty, data) = a?;
@@ -469,6 +482,17 @@ impl<'a> LinkMsg<'a> {
                 }
                 IFLA_ADDRESS => l.mac = <[u8; 6]>::try_from(data).ok(),
                 IFLA_MTU => l.mtu = Some(attr_u32(data)?),
+                IFLA_LINK => l.link = Some(attr_u32(data)?),
+                IFLA_PROTO_DOWN => l.proto_down = data.first().is_some_and(|&b| b != 0),
+                IFLA_LINKINFO => {
+                    for a in Attrs::new(data) {
+                        let (ty, data) = a?;
+                        if ty == IFLA_INFO_KIND {
+                            let s = data.split(|&c| c == 0).next().unwrap_or_default();
+                            l.kind = std::str::from_utf8(s).ok();
+                        }
+                    }
+                }
                 _ => {}
             }
         }

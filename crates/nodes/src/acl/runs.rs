@@ -585,6 +585,7 @@ mod tests {
             v6_ll: link_local_from_mac(mac),
             acl_in: set,
             acl_out: set,
+            vmacs: Vec::new(),
         }
     }
 

@@ -28,7 +28,9 @@
 //! link-layer header they received it with.
 //!
 //! Next nodes: `ip4-lookup`, `ip6-lookup` (the outer packet's second
-//! pass), `interface-output`, `ip4-acl-out` (direct encapsulation), `drop`.
+//! pass), `interface-output`, `ip4-acl-out` (direct encapsulation),
+//! `esp-encrypt` (IPsec tunnels' packets, handed over as they are),
+//! `drop`.
 //! Counters: [`GreError::DESCS`] (`encapsulated` and the encapsulation
 //! drops).
 //!
@@ -76,6 +78,8 @@ tern_engine::edges! {
         /// Direct encapsulation.
         Output = "interface-output",
         AclOut = "ip4-acl-out",
+        /// IPsec tunnels' packets (`esp-encrypt` encapsulates them).
+        Esp = "esp-encrypt",
     }
 }
 
@@ -99,6 +103,8 @@ struct Encap {
     direct: Option<Direct>,
     /// Why there is no `direct` (for traces).
     why: &'static str,
+    /// An IPsec tunnel: its packets go to `esp-encrypt`.
+    esp: bool,
 }
 
 /// The longest prefix a direct encapsulation writes: 802.1Q, outer IPv4,
@@ -140,8 +146,15 @@ impl Encap {
             key: [0; 4],
             direct: None,
             why: "not a tunnel",
+            esp: false,
         };
-        let Some(t) = tunnel else { return e };
+        let Some(t) = tunnel else {
+            if ifs.get(tx_if).is_some_and(|f| f.ipsec().is_some()) {
+                e.esp = true;
+                e.why = "an IPsec tunnel: to esp-encrypt";
+            }
+            return e;
+        };
         e.why = "IPv6 outer header";
         e.gre_len = if t.key.is_some() { 8 } else { 4 };
         e.hdr = t.overhead();
@@ -387,6 +400,7 @@ impl Node for GreEncap {
         let ifs = self.ifs.current();
         let fast = self.params.current().fast_paths.gre_direct;
         let mut encapped = 0;
+        let mut to_esp = 0;
         let mut cache: Option<Encap> = None;
         let mut i = 0;
         while let (Some(rest), Some(outs)) = (pkts.get(i..), next.get_mut(i..)) {
@@ -411,12 +425,15 @@ impl Node for GreEncap {
             }
             let Some(o) = outs.first_mut() else { break };
             *o = encap(cx, p, e, &mut self.ident);
-            if *o != NEXT_DROP {
+            if e.esp {
+                to_esp += 1;
+            } else if *o != NEXT_DROP {
                 encapped += 1;
             }
             i += 1;
         }
         cx.count(GreError::Encap, encapped);
+        cx.count(GreError::ToEsp, to_esp);
     }
 }
 
@@ -424,6 +441,9 @@ impl Node for GreEncap {
 /// `ident` is the worker's outer IPv4 identification sequence.
 #[inline(never)]
 fn encap(cx: &mut Cx<'_>, p: PktIdx, e: &Encap, ident: &mut u16) -> u16 {
+    if e.esp {
+        return GreEncapNext::Esp as u16;
+    }
     let m = *cx.pool.meta(p);
     let Some(t) = e.tunnel else { return cx.drop(p, GreError::NotTunnel) };
     if m.flags & flags::ENCAP != 0 {

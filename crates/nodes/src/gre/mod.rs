@@ -38,6 +38,7 @@ tern_engine::errors! {
         TunnelDown = drop("tunnel-down", "the tunnel interface is down"),
         Encap = info("encapsulated", "packets encapsulated"),
         Decap = info("decapsulated", "packets decapsulated"),
+        ToEsp = info("to-esp-encrypt", "packets of IPsec tunnels handed to esp-encrypt"),
     }
 }
 

@@ -65,6 +65,9 @@ tern_engine::edges! {
         Punt = "linux-punt",
         /// The same, through the input rule set.
         PuntAcl = "ip4-punt-acl",
+        /// VRRP advertisements (224.0.0.18, protocol 112) for tern's own
+        /// VRRP, which `ip4-local` hands to the control thread.
+        Local = "ip4-local",
     }
 }
 
@@ -189,6 +192,12 @@ fn ip4_validate_general(cx: &mut Cx<'_>, p: PktIdx, punt: bool) -> u16 {
     Ip4InputNext::Lookup as u16
 }
 
+/// 224.0.0.18, where VRRP advertisements go (RFC 5798 5.1.1.2).
+const VRRP_GROUP: u32 = 0xe000_0012;
+
+/// IP protocol 112, VRRP.
+const VRRP_PROTO: u8 = 112;
+
 /// A valid header whose destination is in 0/8, 127/8 or 224/3, or that
 /// came in a link-layer broadcast or multicast: multicast and limited
 /// broadcast go to Linux ([`Ip4InputNext::Punt`]) or are dropped; 0/8, 127/8 and
@@ -202,6 +211,16 @@ fn ip4_special_dst(cx: &mut Cx<'_>, p: PktIdx, punt: bool, dst: u32, want: usize
         return cx.drop(p, Ip4InputError::Broadcast);
     }
     if !punt && group {
+        // tern's own VRRP (standalone mode): its advertisements go to
+        // ip4-local, which hands them to the control thread.
+        let (m, d) = cx.pool.pkt(p);
+        if dst == VRRP_GROUP && d.get(usize::from(m.l3_off) + 9) == Some(&VRRP_PROTO) {
+            cx.pool.meta_mut(p).flags |= flags::L3_CSUM_OK;
+            if want < cx.pool.meta(p).len as usize {
+                cx.pool.set_len(p, want);
+            }
+            return Ip4InputNext::Local as u16;
+        }
         return cx.drop(p, Ip4InputError::Multicast);
     }
     if !group && dst != u32::MAX {

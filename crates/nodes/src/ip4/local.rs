@@ -4,17 +4,21 @@
 //! host would (RFC 1122 3.2.2.1).
 //!
 //! GRE packets go to `gre-input`, which decapsulates those of configured
-//! tunnels.
+//! tunnels; ESP and UDP to port 4500 (ESP in UDP, RFC 3948) go to
+//! `esp-decrypt`. VRRP advertisements (protocol 112, from `ip4-input` when
+//! sent to 224.0.0.18) go to the control thread's queue
+//! (`Shared::control_rx`), where tern's own VRRP reads them.
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel received its own
 //! copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
-//! copy, counted as `left-to-linux`, so nothing is answered twice. GRE of
-//! tern's own tunnels is still decapsulated here. With the TAP exception
+//! copy, counted as `left-to-linux`, so nothing is answered twice. GRE and
+//! ESP of tern's own tunnels are still decapsulated here (IKE, UDP 4500
+//! with the non-ESP marker, is the kernel's). With the TAP exception
 //! path (`Params::punt_to_tap`) the kernel has no copy: the packet goes
 //! to `linux-punt` instead.
 //!
 //! Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
-//! `gre-input`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
+//! `gre-input`, `esp-decrypt`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
 //!
 //! Config: `Params::linux_owns_local` and `Params::punt_to_tap`.
 //!
@@ -33,11 +37,12 @@ use tern_wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet};
 /// The `ip4-local` node (see the module).
 pub struct Ip4Local {
     params: Snapshot<crate::state::Params>,
+    control_rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::Punted>>,
 }
 
 impl Ip4Local {
     pub fn new(shared: &crate::state::Shared) -> Self {
-        Ip4Local { params: shared.params.snapshot() }
+        Ip4Local { params: shared.params.snapshot(), control_rx: shared.control_rx.clone() }
     }
 }
 
@@ -52,6 +57,8 @@ tern_engine::errors! {
         Udp = info("udp-port-unreachable", "UDP datagram for the router (ICMP port unreachable)"),
         Proto = info("protocol-unreachable", "other protocol for the router (ICMP protocol unreachable)"),
         Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+        Vrrp = drop("vrrp-to-control", "VRRP advertisements handed to the control thread (consumed here)"),
+        VrrpFull = drop("vrrp-queue-full", "VRRP advertisements dropped: the control thread's queue was full"),
     }
 }
 
@@ -64,6 +71,7 @@ tern_engine::edges! {
         Icmp = "ip4-icmp-error",
         Gre = "gre-input",
         Punt = "linux-punt",
+        Esp = "esp-decrypt",
     }
 }
 
@@ -82,12 +90,18 @@ impl Node for Ip4Local {
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = local4(cx, p, linux, punt);
+            *o = local4(cx, p, linux, punt, &self.control_rx);
         }
     }
 }
 
-fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
+fn local4(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    linux: bool,
+    punt: bool,
+    control_rx: &crossbeam_queue::ArrayQueue<crate::state::Punted>,
+) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     // ip4-input validated the header against the frame; a packet that
     // comes here without (a bug) is dropped as the engine's
@@ -96,6 +110,9 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
         return NEXT_DROP;
     };
     let proto = ip.protocol();
+    if proto.0 == crate::ipsec::IPPROTO_ESP || crate::ipsec::is_udp_encap_esp(proto, ip.payload(), linux) {
+        return if ip.is_fragment() { cx.drop(p, Ip4LocalError::Fragment) } else { Ip4LocalNext::Esp as u16 };
+    }
     if linux && proto != IpProtocol::GRE {
         return if punt { Ip4LocalNext::Punt as u16 } else { cx.drop(p, Ip4LocalError::Linux) };
     }
@@ -127,6 +144,13 @@ fn local4(cx: &mut Cx<'_>, p: PktIdx, linux: bool, punt: bool) -> u16 {
         }
         IpProtocol::TCP => cx.drop(p, Ip4LocalError::Tcp),
         IpProtocol::GRE => Ip4LocalNext::Gre as u16,
+        IpProtocol(112) => {
+            let (ifindex, packet) = (m.rx_if, ip.into_inner().to_vec());
+            if control_rx.push(crate::state::Punted { ifindex, packet }).is_err() {
+                return cx.drop(p, Ip4LocalError::VrrpFull);
+            }
+            cx.drop(p, Ip4LocalError::Vrrp)
+        }
         IpProtocol::UDP => {
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
             cx.count(Ip4LocalError::Udp, 1);

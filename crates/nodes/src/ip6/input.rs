@@ -182,7 +182,10 @@ fn validate6_general(cx: &mut Cx<'_>, ifs: &IfTable, p: PktIdx, punt: bool) -> u
         let is_all =
             dst == 0xff02_0000_0000_0000_0000_0000_0000_0001 || dst == 0xff02_0000_0000_0000_0000_0000_0000_0002;
         let is_sol = dst >> 24 == 0x00ff_0200_0000_0000_0000_0000_01ff; // ff02::1:ff00:0/104
-        if is_all || is_sol {
+        // ff02::12: VRRP advertisements (RFC 5798 5.1.2.2); ip6-local
+        // hands them to tern's own VRRP or leaves them to Linux.
+        let is_vrrp = dst == 0xff02_0000_0000_0000_0000_0000_0000_0012;
+        if is_all || is_sol || is_vrrp {
             Ip6InputNext::Local as u16
         } else if punt {
             Ip6InputNext::Punt as u16

@@ -15,6 +15,7 @@
 //! Next nodes: `ip6-lookup` (echo replies to global addresses),
 //! `interface-output` (ND answers and replies to link-local sources, sent
 //! straight back on the link), `ip6-icmp-error`, `gre-input`,
+//! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode),
 //! `linux-punt`, `drop`.
 //! Counters: [`Ip6LocalError::DESCS`].
 //!
@@ -64,6 +65,8 @@ tern_engine::errors! {
         EventsFull = info("event-queue-full", "a learned neighbour could not be reported"),
         NoIf = drop("no-interface", "received on an unknown interface"),
         Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
+        Vrrp = drop("vrrp-to-control", "VRRP advertisements handed to the control thread (consumed here)"),
+        VrrpFull = drop("vrrp-queue-full", "VRRP advertisements dropped: the control thread's queue was full"),
     }
 }
 
@@ -78,6 +81,7 @@ tern_engine::edges! {
         Icmp = "ip6-icmp-error",
         Gre = "gre-input",
         Punt = "linux-punt",
+        Esp = "esp-decrypt",
     }
 }
 
@@ -104,7 +108,7 @@ impl Node for Ip6Local {
         };
         for (o, &p) in next.iter_mut().zip(pkts) {
             let ifs = self.ifs.current();
-            *o = local6(cx, ifs, &self.shared, p, linux);
+            *o = local6(cx, ifs, &self.shared, p, linux, params);
         }
     }
 }
@@ -132,7 +136,14 @@ impl Linux {
     }
 }
 
-fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Linux) -> u16 {
+fn local6(
+    cx: &mut Cx<'_>,
+    ifs: &IfTable,
+    shared: &Shared,
+    p: PktIdx,
+    linux: Linux,
+    params: &crate::state::Params,
+) -> u16 {
     let m = *cx.pool.meta(p);
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, Ip6LocalError::NoIf) };
     let l3off = m.l3_off as usize;
@@ -155,7 +166,26 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
     match walk.upper_protocol {
         IpProtocol::ICMPV6 => {}
         IpProtocol::GRE => return Ip6LocalNext::Gre as u16,
+        IpProtocol(crate::ipsec::IPPROTO_ESP) => return Ip6LocalNext::Esp as u16,
+        IpProtocol::UDP
+            if crate::ipsec::is_udp_encap_esp(
+                walk.upper_protocol,
+                l3.get(up..).unwrap_or_default(),
+                linux != Linux::No,
+            ) =>
+        {
+            return Ip6LocalNext::Esp as u16;
+        }
         _ if linux != Linux::No => return linux.leave(cx, p).unwrap_or(NEXT_DROP),
+        IpProtocol(112) => {
+            // tern's own VRRP reads its advertisements on the control thread.
+            let total = (40 + usize::from(ip.payload_len())).min(l3.len());
+            let packet = l3.get(..total).unwrap_or_default().to_vec();
+            if shared.control_rx.push(crate::state::Punted { ifindex: iface.index, packet }).is_err() {
+                return cx.drop(p, Ip6LocalError::VrrpFull);
+            }
+            return cx.drop(p, Ip6LocalError::Vrrp);
+        }
         IpProtocol::UDP => {
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
             cx.count(Ip6LocalError::Udp, 1);
@@ -210,7 +240,10 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             if dad && (opt_ll.is_some() || dst.segments()[0] != 0xff02) {
                 return cx.drop(p, Ip6LocalError::BadNd);
             }
-            if !iface.has_v6(target) {
+            // A VRRP virtual address while master is answered with its
+            // virtual MAC (RFC 5798 6.4.3).
+            let vmac = params.virtual_mac(iface.index, IpAddr::V6(target));
+            if !iface.has_v6(target) && vmac.is_none() {
                 return cx.drop(p, Ip6LocalError::NsOther);
             }
             if !dad
@@ -236,7 +269,7 @@ fn local6(cx: &mut Cx<'_>, ifs: &IfTable, shared: &Shared, p: PktIdx, linux: Lin
             } else {
                 (src, opt_ll.unwrap_or(l2_src))
             };
-            if !build_na(cx, iface, p, target, to_ip, to_mac, !dad) {
+            if !build_na(cx, iface, p, target, (to_ip, to_mac), !dad, vmac) {
                 // No room for the advertisement's link-layer header.
                 return cx.drop(p, Ip6LocalError::BadIcmp);
             }
@@ -352,9 +385,9 @@ fn build_na(
     iface: &Iface,
     p: PktIdx,
     target: Ipv6Addr,
-    to_ip: Ipv6Addr,
-    to_mac: [u8; 6],
+    (to_ip, to_mac): (Ipv6Addr, [u8; 6]),
     solicited: bool,
+    vmac: Option<[u8; 6]>,
 ) -> bool {
     let l3off = cx.pool.meta(p).l3_off as usize;
     cx.pool.set_len(p, l3off + 72);
@@ -378,7 +411,7 @@ fn build_na(
         icmp[8..24].copy_from_slice(&target.octets());
         icmp[24] = 2;
         icmp[25] = 1;
-        icmp[26..32].copy_from_slice(&iface.mac);
+        icmp[26..32].copy_from_slice(&vmac.unwrap_or(iface.mac));
         let pseudo = checksum::pseudo_header_v6(target, to_ip, IpProtocol::ICMPV6, 32);
         let c = !checksum::add(pseudo, checksum::data(icmp));
         icmp[2..4].copy_from_slice(&c.to_be_bytes());
@@ -389,6 +422,9 @@ fn build_na(
     }
     let (m, d) = cx.pool.pkt_mut(p);
     write_l2(d, to_mac, iface, ETH_P_IPV6);
+    if let (Some(mac), Some(src)) = (vmac, d.get_mut(6..12)) {
+        src.copy_from_slice(&mac);
+    }
     m.tx_if = iface.index;
     true
 }

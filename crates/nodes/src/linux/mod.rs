@@ -86,6 +86,7 @@ mod tests {
             v6_ll: link_local_from_mac(MAC),
             acl_in: None,
             acl_out: None,
+            vmacs: Vec::new(),
         }
     }
 

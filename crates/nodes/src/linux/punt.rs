@@ -176,7 +176,7 @@ impl Node for LinuxPunt {
             };
             // Tunnels carry no link layer: their packets cannot enter a TAP.
             let tap = match iface.kind {
-                IfKind::Gre(_) => NO_IF,
+                IfKind::Gre(_) | IfKind::Ipsec(_) => NO_IF,
                 _ => taps.get(usize::from(iface.index)).copied().unwrap_or(NO_IF),
             };
             if tap == NO_IF || usize::from(tap) >= cx.tx.len() {

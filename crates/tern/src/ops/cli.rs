@@ -31,6 +31,9 @@ pub enum OpCmd {
     /// ARP and ND neighbours.
     #[command(visible_aliases = ["neighbour", "neigh"])]
     Neighbor(NounArgs<ShowOnly>),
+    /// tern's own VRRP groups: state, priority, master, counters.
+    #[command(after_help = "Examples:\n  tern vrrp show")]
+    Vrrp(NounArgs<ShowOnly>),
     /// Per node (calls, packets, packets/call, cycles and ns per packet),
     /// per interface and per drop reason counters.
     #[command(after_help = "Examples:\n  tern stats show\n  tern stats show errors --all\n  tern stats clear")]

@@ -159,6 +159,7 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             Some(RouteCmd::Summary) => Command::RouteSummary {},
         },
         OpCmd::Neighbor(_) => Command::NeighborList {},
+        OpCmd::Vrrp(_) => Command::VrrpShow {},
         OpCmd::Stats(n) => match &n.verb {
             Some(StatsCmd::Clear) => Command::StatsClear {},
             _ => Command::StatsShow(StatsShowArgs { since_clear: true }),

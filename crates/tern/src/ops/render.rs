@@ -86,6 +86,32 @@ pub fn human(cmd: &OpCmd, reply: &Reply) -> String {
         Reply::Routes(r) => routes(r),
         Reply::Route(r) => route_get(cmd, r.as_ref()),
         Reply::FibSummary(f) => fib(f),
+        Reply::Vrrp(v) => table(
+            &["group", "state", "prio", "master", "interval", "addresses", "rx", "tx", "trans", "drops"],
+            &v.iter()
+                .map(|g| {
+                    let drops: u64 = g.drops.iter().map(|(_, n)| n).sum();
+                    let prio = if g.priority == g.configured_priority {
+                        g.priority.to_string()
+                    } else {
+                        format!("{}/{}", g.priority, g.configured_priority)
+                    };
+                    vec![
+                        g.group.clone(),
+                        g.state.clone(),
+                        prio,
+                        g.master.clone().unwrap_or_else(|| "-".into()),
+                        format!("{}ms", g.interval_ms),
+                        g.addresses.join(","),
+                        g.adverts_rx.to_string(),
+                        g.adverts_tx.to_string(),
+                        g.transitions.to_string(),
+                        drops.to_string(),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+            &[6, 7, 8, 9],
+        ),
         Reply::Neighbors(v) => table(
             &["interface", "address", "mac", "state", "age"],
             &v.iter()
@@ -199,6 +225,9 @@ fn interfaces(v: &[&InterfaceInfo]) -> String {
         }
         for n in &i.lane_notes {
             let _ = writeln!(s, "      {n}");
+        }
+        for m in &i.virtual_macs {
+            let _ = writeln!(s, "    virtual mac {m}");
         }
         for a in &i.addresses {
             let _ = writeln!(s, "    {} {a}", if a.contains(':') { "inet6" } else { "inet" });

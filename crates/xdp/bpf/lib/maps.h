@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 OR MIT
 //
-// The XDP lane's maps (28 of its 29: lane_scratch, the per-packet state,
+// The XDP lane's maps (29 of its 30: lane_scratch, the per-packet state,
 // is in state.h beside its struct) and the globals the loader sets before
 // loading (lane_acl_cache_mask, lane_fwd_flows_mask; the caches' on/off
 // switches are lane_cfg.flags, switched at run time). Value
@@ -64,6 +64,16 @@ struct {
 	__type(key, __u32); // IPv4 address, network byte order
 	__type(value, __u8);
 } lane_local4 SEC(".maps");
+
+// The interfaces' virtual MACs (struct lane_vmac_key; lane.c's
+// ethernet-input looks here only for a unicast frame to another MAC than
+// the port's).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LANE_MAX_VMACS);
+	__type(key, struct lane_vmac_key);
+	__type(value, __u8);
+} lane_vmacs SEC(".maps");
 
 struct in6_key {
 	__u8 b[16];

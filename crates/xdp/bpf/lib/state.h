@@ -184,4 +184,25 @@ static __always_inline const struct lane_if *get_if(struct st *s, __u32 idx)
 	return f;
 }
 
+// Whether `mac` is a virtual MAC of tern interface `idx` (map lane_vmacs).
+static __always_inline int is_vmac(__u16 idx, const __u8 *mac)
+{
+	struct lane_vmac_key k = { .ifindex = idx };
+	__builtin_memcpy(k.mac, mac, 6);
+	return bpf_map_lookup_elem(&lane_vmacs, &k) != 0;
+}
+
+// Whether `mac` is a virtual MAC of the sub-interface of `port` for VLAN
+// `vid` (ethernet-input's sub_vmac).
+static __noinline int is_sub_vmac(struct st *s, __u16 port, __u16 vid, const __u8 *mac)
+{
+	if (port >= LANE_MAX_PORTS || vid == 0)
+		return 0;
+	__u32 vk = (s->gen * LANE_MAX_PORTS + port) * 4096 + (vid & 0x0fff);
+	__u16 *sub = bpf_map_lookup_elem(&lane_vlans, &vk);
+	if (!sub || *sub == 0)
+		return 0;
+	return is_vmac(*sub - 1, mac);
+}
+
 #endif

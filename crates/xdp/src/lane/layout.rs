@@ -118,6 +118,7 @@ pub(crate) mod c {
             gre_local: [u8; 16], gre_remote: [u8; 16],
         }
         lane_tun_key { r#gen: u8, v6: u8, has_key: u8, pad: u8, key: u32, local: [u8; 16], remote: [u8; 16] }
+        lane_vmac_key { ifindex: u16, mac: [u8; 6] }
         lane_acl_set {
             flags: u32, fields: u32, all: u64, terminal: u64, drop: u64, count: u64, default_drop: u32,
             nrules: u32, cmask: [u64; 2],
@@ -200,6 +201,17 @@ pub(crate) const LACL_OK: u32 = 1 << 0;
 
 pub(crate) const IF_SIZE: usize = size_of::<c::lane_if>();
 pub(crate) const TUN_KEY_SIZE: usize = size_of::<c::lane_tun_key>();
+/// `struct lane_vmac_key`, and the capacity of `lane_vmacs`.
+pub(crate) const VMAC_KEY_SIZE: usize = size_of::<c::lane_vmac_key>();
+pub const MAX_VMACS: usize = 1024;
+
+/// `struct lane_vmac_key`: virtual MAC `mac` of tern interface `ifindex`.
+pub(crate) fn vmac_key(ifindex: u16, mac: [u8; 6]) -> [u8; VMAC_KEY_SIZE] {
+    let mut b = [0u8; VMAC_KEY_SIZE];
+    put16(&mut b, at!(lane_vmac_key, ifindex), ifindex);
+    put_bytes(&mut b, at!(lane_vmac_key, mac), &mac);
+    b
+}
 pub(crate) const ACL_SET_SIZE: usize = size_of::<c::lane_acl_set>();
 /// First-level starts of a field table (`LANE_ACL_TOP`).
 pub(crate) const ACL_TOP: usize = ACL_INTERVALS / 8;
@@ -476,6 +488,7 @@ mod tests {
         for (what, size) in [
             ("sizeof(struct lane_if) == ", IF_SIZE),
             ("sizeof(struct lane_tun_key) == ", TUN_KEY_SIZE),
+            ("sizeof(struct lane_vmac_key) == ", VMAC_KEY_SIZE),
             ("sizeof(struct lane_acl_set) == ", ACL_SET_SIZE),
             ("sizeof(struct lane_acl_cbucket) == ", ACL_CBUCKET_SIZE),
             ("sizeof(struct lane_acl_centry) == ", ACL_CENTRY_SIZE),
@@ -499,6 +512,7 @@ mod tests {
             ("LANE_NF", NF as u64),
             ("LANE_BLOCK", BLOCK as u64),
             ("LANE_MAX_TUNNELS", u64::from(MAX_TUNNELS)),
+            ("LANE_MAX_VMACS", MAX_VMACS as u64),
             ("LANE_ACL_CACHE_BUCKETS", u64::from(ACL_CACHE_BUCKETS)),
             ("LANE_FWD_BUCKETS", u64::from(FWD_BUCKETS)),
         ] {

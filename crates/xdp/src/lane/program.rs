@@ -113,6 +113,9 @@ pub struct LaneTables {
     pub vlans: Vec<(u16, u16, u16)>,
     /// Rule sets, indexed as the interfaces' `acl_in`/`acl_out`.
     pub acls: Vec<LaneAcl>,
+    /// (tern interface, MAC): the virtual MACs the interfaces accept as
+    /// their own (`lane_vmacs`; at most [`MAX_VMACS`]).
+    pub vmacs: Vec<(u16, [u8; 6])>,
 }
 
 /// What one half of the double buffer holds (to clear it before reuse).
@@ -198,6 +201,8 @@ pub struct LaneProgram {
     tunnels: HashMap<MapData, [u8; TUN_KEY_SIZE], u16>,
     local4: HashMap<MapData, u32, u8>,
     local6: HashMap<MapData, u128, u8>,
+    /// `lane_vmacs` (absent from builds before virtual MACs).
+    vmacs: Option<HashMap<MapData, [u8; VMAC_KEY_SIZE], u8>>,
     /// The addresses in `local4` / `local6` (LCFG_LOCAL4/6 say whether
     /// there are any, so that the program skips the lookup otherwise).
     locals: std::collections::HashSet<IpAddr>,
@@ -366,6 +371,7 @@ impl LaneProgram {
             tunnels: take(&mut ebpf, "lane_tunnels")?,
             local4: take(&mut ebpf, "lane_local4")?,
             local6: take(&mut ebpf, "lane_local6")?,
+            vmacs: take_opt(&mut ebpf, "lane_vmacs")?,
             locals: Default::default(),
             acl_sets: take(&mut ebpf, "lane_acl_sets")?,
             acl_fields: take(&mut ebpf, "lane_acl_fields")?,
@@ -712,6 +718,9 @@ impl LaneProgram {
         let seq = self.seq.wrapping_add(1);
         let g = seq & 1;
         self.write_half(g, t)?;
+        // Virtual MACs are not double-buffered: the new ones before the
+        // flip, the old ones go after it.
+        self.add_vmacs(&t.vmacs)?;
         // Hit counters of the half about to go live, as they stand.
         let nsets = t.acls.len().min(MAX_SETS);
         let base_new = self.read_hits(g, nsets)?;
@@ -738,7 +747,44 @@ impl LaneProgram {
             fold(&mut self.hits.acc, &now_old, &self.hits.baseline[old as usize]);
         }
         self.hits.baseline[g as usize] = base_new;
+        self.remove_vmacs(&t.vmacs)?;
         self.tables = t.clone();
+        Ok(())
+    }
+
+    /// Adds the virtual MACs of `want` the lane lacks (beyond
+    /// [`MAX_VMACS`]: refused, logged).
+    fn add_vmacs(&mut self, want: &[(u16, [u8; 6])]) -> Result<(), XdpError> {
+        let have = &self.tables.vmacs;
+        let new: Vec<_> = want.iter().filter(|v| !have.contains(v)).copied().collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let Some(m) = self.vmacs.as_mut() else {
+            log::warn!("XDP lane: this build of the lane program has no virtual MACs; frames to them are dropped");
+            return Ok(());
+        };
+        for (i, (ifindex, mac)) in new.into_iter().enumerate() {
+            if have.len() + i >= MAX_VMACS {
+                log::warn!("XDP lane: more than {MAX_VMACS} virtual MACs; interface {ifindex} does not get another");
+                break;
+            }
+            m.insert(vmac_key(ifindex, mac), 1, 0).map_err(|e| prog_err("lane_vmacs", e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the virtual MACs the lane has that `want` lacks.
+    fn remove_vmacs(&mut self, want: &[(u16, [u8; 6])]) -> Result<(), XdpError> {
+        let Some(m) = self.vmacs.as_mut() else { return Ok(()) };
+        for &(ifindex, mac) in self.tables.vmacs.iter().filter(|v| !want.contains(v)) {
+            // One refused at the capacity was never there (ENOENT).
+            if let Err(e) = m.remove(&vmac_key(ifindex, mac))
+                && !matches!(&e, aya::maps::MapError::SyscallError(s) if s.io_error.raw_os_error() == Some(libc::ENOENT))
+            {
+                return Err(prog_err("lane_vmacs", e));
+            }
+        }
         Ok(())
     }
 

@@ -7,6 +7,7 @@ mod acl;
 mod interfaces;
 mod routes;
 mod settings;
+pub(crate) mod vrrp;
 
 use super::{Config, Plan, Problem};
 use std::collections::HashMap;
@@ -33,5 +34,6 @@ pub(super) fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let route_files = routes::route_files(&config.route_files, &ifaces, &index_of, kernel_addrs, base)?;
     let acls = config.acl.clone();
     let static_neighbors = routes::static_neighbors(&config.static_neighbors, &ifaces, &index_of)?;
+    vrrp::groups(&config.vrrp, &ifaces, &index_of, config.linux.linux_mode())?;
     Ok(Plan { config, ifaces, routes, route_files, acls, static_neighbors })
 }

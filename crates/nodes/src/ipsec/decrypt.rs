@@ -1,0 +1,315 @@
+//! `esp-decrypt`: decrypts ESP addressed to tern and hands the inner
+//! packet to `ip4-input`/`ip6-input` as received on its tunnel.
+//!
+//! `ip4-local`/`ip6-local` send ESP (protocol 50) and UDP to port 4500
+//! here (their outer header validated by `ip4-input`/`ip6-input`). Per
+//! packet, in the order RFC 4303 section 3.4 asks: SPI lookup (the SAs
+//! with that SPI, then the one a tunnel lists in `sa_in` whose endpoints
+//! are the outer addresses: outer source = remote, destination = local),
+//! ESP in UDP only on an SA with `udp_encap` and plain ESP only on one
+//! without, the SA usable, the anti-replay check (before any crypto), the
+//! ICV and decryption, the window's update (after the ICV verified),
+//! padding and next header; the outer headers and ESP framing are then
+//! stripped and the packet's `rx_if` is the tunnel. UDP 4500 with the
+//! non-ESP marker is IKE, NAT keep-alives (one 0xff byte, RFC 3948 2.3)
+//! are for no one here: both counted and dropped until an IKE node exists.
+//!
+//! The SA's counters are added once per run of packets on one SA.
+//!
+//! Next nodes: `ip4-input`, `ip6-input` (by the next header), `drop`.
+//! Counters: [`EspDecryptError::DESCS`].
+//!
+//! Config: the tunnel interfaces (`IfKind::Ipsec`: endpoints, `sa_in`, up)
+//! and the SAs (`Shared::sas`).
+//!
+//! Example: ESP from 10.0.2.2 to 10.0.2.1 with the SPI of SA 20, which
+//! `ipsec0` lists in `sa_in`, sequence number 5 (new), ICV right, next
+//! header 4: the inner IPv4 packet leaves for `ip4-input` with `rx_if` =
+//! `ipsec0`; the same packet again is dropped as `replay`.
+
+#![deny(clippy::indexing_slicing)]
+
+use super::*;
+use tern_ipsec::{EspError, NH_IPV4, NH_IPV6, NH_NONE, ReplayError, is_non_esp_marker, parse_header};
+use tern_wire::{IpProtocol, Ipv4Packet, Ipv6Packet};
+
+/// The `esp-decrypt` node (see the module).
+pub struct EspDecrypt {
+    ifs: Snapshot<IfTable>,
+    sas: Snapshot<SaTable>,
+    index: InIndex,
+}
+
+impl EspDecrypt {
+    pub fn new(ifs: Snapshot<IfTable>, sas: &SaReader) -> Self {
+        EspDecrypt { ifs, sas: sas.snapshot(), index: InIndex::default() }
+    }
+}
+
+tern_engine::errors! {
+    /// `esp-decrypt`'s counters.
+    pub enum EspDecryptError {
+        BadHeader = drop("bad-header", "outer IP or UDP header truncated, or a fragment (no reassembly)"),
+        Ike = drop("ike-not-handled", "UDP 4500 with the non-ESP marker: IKE, which tern does not run yet"),
+        Keepalive = drop("nat-keepalive", "NAT keep-alive (RFC 3948 2.3)"),
+        UnknownSpi = drop("unknown-spi", "no SA with this SPI"),
+        NoTunnel = drop("no-tunnel", "the SA is listed by no tunnel with these outer addresses"),
+        TunnelDown = drop("tunnel-down", "the tunnel interface is down"),
+        Encap = drop("wrong-encapsulation", "ESP in UDP on an SA without udp_encap, or plain ESP on one with it"),
+        Expired = drop("sa-expired", "the SA passed its hard lifetime"),
+        Replay = drop("replay", "duplicate or older than the anti-replay window"),
+        Integrity = drop("integrity", "the ICV does not verify"),
+        Truncated = drop("truncated", "ESP shorter than header, IV, trailer and ICV, or not block-aligned"),
+        BadPadding = drop("bad-padding", "pad length or padding bytes wrong"),
+        Dummy = drop("dummy-packet", "next header 59: a dummy packet (RFC 4303 2.6)"),
+        InnerProto = drop("unsupported-payload", "next header other than IPv4 or IPv6"),
+        Decrypted = info("decrypted", "packets decrypted"),
+    }
+}
+
+tern_engine::edges! {
+    /// `esp-decrypt`'s next nodes: the inner packet's input, by family.
+    pub enum EspDecryptNext {
+        Drop = "drop",
+        Ip4 = "ip4-input",
+        Ip6 = "ip6-input",
+    }
+}
+
+impl Node for EspDecrypt {
+    fn name(&self) -> &'static str {
+        "esp-decrypt"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        EspDecryptNext::NAMES
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        EspDecryptError::DESCS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        self.sas.refresh();
+        self.index.refresh(&self.ifs);
+        let (ifs, sas, index) = (self.ifs.current(), self.sas.current(), &self.index);
+        let mut run: Option<Run<'_>> = None;
+        let mut last: Option<Found<'_>> = None;
+        let mut ok = 0;
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            *o = match decrypt_one(cx, p, (ifs, sas, index), &mut last, &mut run) {
+                Ok(n) => {
+                    ok += 1;
+                    n
+                }
+                Err(e) => cx.drop(p, e),
+            };
+        }
+        if let Some(r) = run {
+            r.flush(cx.worker);
+        }
+        cx.count(EspDecryptError::Decrypted, ok);
+    }
+}
+
+/// Where the ESP packet lies and what the outer header said.
+struct Outer {
+    /// ESP's first byte and one past its last, from the data's start.
+    esp: (usize, usize),
+    local: IpAddr,
+    remote: IpAddr,
+    udp: bool,
+}
+
+fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
+    use EspDecryptError::*;
+    let ip = d.get(l3..).ok_or(BadHeader)?;
+    let (upper, end, proto, local, remote) = if ip.first().is_some_and(|b| b >> 4 == 4) {
+        let v4 = Ipv4Packet::new_checked(ip).map_err(|_| BadHeader)?;
+        if v4.is_fragment() {
+            return Err(BadHeader);
+        }
+        let end = usize::from(v4.total_len()).min(ip.len());
+        (usize::from(v4.header_len()), end, v4.protocol(), IpAddr::V4(v4.dst_addr()), IpAddr::V4(v4.src_addr()))
+    } else {
+        let v6 = ip.get(..40).map(Ipv6Packet::new_unchecked).ok_or(BadHeader)?;
+        let end = (40 + usize::from(v6.payload_len())).min(ip.len());
+        let after = ip.get(40..end).unwrap_or_default();
+        let w = tern_wire::ipv6ext::walk(v6.next_header(), after).map_err(|_| BadHeader)?;
+        if w.fragment_offset.is_some() {
+            return Err(BadHeader);
+        }
+        (40 + w.upper_offset, end, w.upper_protocol, IpAddr::V6(v6.dst_addr()), IpAddr::V6(v6.src_addr()))
+    };
+    if upper > end {
+        return Err(BadHeader);
+    }
+    let (start, udp) = if proto == IpProtocol::UDP {
+        let payload = ip.get(upper + 8..end).ok_or(BadHeader)?;
+        if payload == [0xff] {
+            return Err(Keepalive);
+        }
+        if is_non_esp_marker(payload) {
+            return Err(Ike);
+        }
+        (upper + 8, true)
+    } else {
+        (upper, false)
+    };
+    Ok(Outer { esp: (l3 + start, l3 + end), local, remote, udp })
+}
+
+/// The SA and tunnel the last packet's SPI and outer addresses picked
+/// (the next packet of the same tunnel skips both lookups).
+#[derive(Clone, Copy)]
+struct Found<'a> {
+    spi: u32,
+    local: IpAddr,
+    remote: IpAddr,
+    sa: &'a Sa,
+    tunnel: &'a crate::state::Iface,
+}
+
+/// The SA with this SPI that a tunnel between these endpoints lists, and
+/// that tunnel.
+fn find<'a>(
+    (ifs, sas, index): (&'a IfTable, &'a SaTable, &InIndex),
+    spi: u32,
+    o: &Outer,
+) -> Result<Found<'a>, EspDecryptError> {
+    let cands = sas.by_spi(spi);
+    if cands.is_empty() {
+        return Err(EspDecryptError::UnknownSpi);
+    }
+    for sa in cands {
+        for &ti in index.by_sa.get(&sa.id).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(t) = ifs.get(ti)
+                && let Some(x) = t.ipsec()
+                && x.local == o.local
+                && x.remote == o.remote
+            {
+                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t });
+            }
+        }
+    }
+    Err(EspDecryptError::NoTunnel)
+}
+
+/// Decrypts one packet: the next node, or why it is dropped. `last` is the
+/// previous packet's SA and tunnel; `run` holds the counters of the
+/// current SA's run of packets.
+fn decrypt_one<'a>(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    tables: (&'a IfTable, &'a SaTable, &InIndex),
+    last: &mut Option<Found<'a>>,
+    run: &mut Option<Run<'a>>,
+) -> Result<u16, EspDecryptError> {
+    use EspDecryptError::*;
+    let m = *cx.pool.meta(p);
+    let d = cx.pool.data(p);
+    let o = parse_outer(d, usize::from(m.l3_off))?;
+    let (spi, lo) = match parse_header(d.get(o.esp.0..o.esp.1).unwrap_or_default()) {
+        Ok(h) => h,
+        // SPI 0 is not ESP (RFC 4303 2.1); in UDP the marker was seen above.
+        Err(EspError::ZeroSpi) => return Err(UnknownSpi),
+        Err(_) => return Err(Truncated),
+    };
+    let f = match *last {
+        Some(f) if f.spi == spi && f.local == o.local && f.remote == o.remote => f,
+        _ => {
+            let f = find(tables, spi, &o)?;
+            *last = Some(f);
+            f
+        }
+    };
+    let (sa, tunnel) = (f.sa, f.tunnel);
+    if !tunnel.up {
+        return Err(TunnelDown);
+    }
+    if sa.udp_encap.is_some() != o.udp {
+        return Err(Encap);
+    }
+    // The SA's run: its counters are added when another SA comes.
+    let r = match run {
+        Some(r) if std::ptr::eq(r.sa, sa) => r,
+        slot => {
+            if let Some(old) = slot.take() {
+                old.flush(cx.worker);
+            }
+            slot.insert(Run { sa, delta: SaCounters::default() })
+        }
+    };
+    if !sa.usable() {
+        r.delta.expired_drops += 1;
+        return Err(Expired);
+    }
+    let seq = match sa.replay_check(lo) {
+        Ok(s) => s,
+        Err(e) => {
+            r.delta.replay_drops += 1;
+            if cx.tracing() {
+                trace_replay(cx, p, spi, lo, e);
+            }
+            return Err(Replay);
+        }
+    };
+    let (off, tunnel_if) = (usize::from(m.off), tunnel.index);
+    let frame = cx.pool.frame_mut(p);
+    let Some(esp) = frame.get_mut(off + o.esp.0..off + o.esp.1) else { return Err(Truncated) };
+    let dec = match sa.decrypt(esp, seq) {
+        Ok(dec) => dec,
+        Err(e) => {
+            let err = match e {
+                EspError::Integrity => {
+                    r.delta.integrity_failures += 1;
+                    Integrity
+                }
+                EspError::BadPadding => {
+                    r.delta.decrypt_errors += 1;
+                    BadPadding
+                }
+                _ => Truncated,
+            };
+            if cx.tracing() {
+                let name = EspDecryptError::DESCS.get(err as usize).map_or("dropped", |d| d.name);
+                trace_esp(cx, p, spi, seq, name);
+            }
+            return Err(err);
+        }
+    };
+    if sa.replay_update(seq).is_err() {
+        // Another copy verified since the check (same batch or worker).
+        r.delta.replay_drops += 1;
+        return Err(Replay);
+    }
+    let next = match dec.next_header {
+        NH_IPV4 => EspDecryptNext::Ip4 as u16,
+        NH_IPV6 => EspDecryptNext::Ip6 as u16,
+        NH_NONE => return Err(Dummy),
+        _ => return Err(InnerProto),
+    };
+    let inner_len = dec.inner.len();
+    r.delta.packets += 1;
+    r.delta.bytes += inner_len as u64;
+    let start = off + o.esp.0 + dec.inner.start;
+    if !cx.pool.set_data(p, start as u16, inner_len as u16) {
+        return Err(Truncated);
+    }
+    let mm = cx.pool.meta_mut(p);
+    mm.l3_off = 0;
+    mm.rx_if = tunnel_if;
+    mm.vlan = 0;
+    mm.flags = (mm.flags | flags::DECAP) & !(flags::L2_MULTI | flags::IPV6 | flags::LOCAL_ORIGIN | flags::ENCAP);
+    if next == EspDecryptNext::Ip6 as u16 {
+        mm.flags |= flags::IPV6;
+    }
+    if cx.tracing() {
+        trace_esp(cx, p, spi, seq, "decrypted");
+    }
+    Ok(next)
+}
+
+#[cold]
+#[inline(never)]
+fn trace_replay(cx: &mut Cx<'_>, p: PktIdx, spi: u32, lo: u32, e: ReplayError) {
+    cx.trace_note(p, || format!("spi {spi:#x} seq {lo}: replay ({e})"));
+}

@@ -1,0 +1,338 @@
+//! `esp-encrypt`: encrypts a packet routed into an IPsec tunnel with the
+//! tunnel's outbound SA and routes the outer packet.
+//!
+//! Per batch, packets come in runs of one tunnel (`tx_if`): per run the
+//! node finds the tunnel and its SA once, checks the SA is usable, and
+//! reserves the run's sequence numbers with one atomic operation
+//! ([`tern_ipsec::Sa::reserve_seq`]: the SA's counter is the numbers' one
+//! owner, see `tern_ipsec::sa`); then each packet is encrypted in place
+//! (the ESP header and IV go in the headroom in front of the inner header,
+//! padding, trailer and ICV after it) and gets its outer IPv4 or IPv6
+//! header (protocol 50, or UDP 4500 → 4500 with checksum 0 over IPv4, RFC
+//! 3948; over IPv6 the UDP checksum is computed), identification from the
+//! worker's sequence, DF clear, TTL/hop limit from the tunnel. The SA's
+//! counters are added once per run.
+//!
+//! Direct path (as `gre-encap`'s, under the same switch
+//! `FastPaths::gre_direct`): when the tunnel's stacked adjacency in the
+//! FIB (`FibReader::tunnel`, re-stacked by the FIB's writer whenever
+//! routes change; the control plane calls `FibWriter::tunnel_set` for
+//! IPsec tunnels as for GRE ones) is a resolved neighbour on a port or
+//! VLAN, the node also writes the outer packet's link-layer header and
+//! sends it straight to `interface-output` (or `ip4-acl-out` /
+//! `ip6-acl-out`): the same bytes, next hop and counters as the second
+//! pass through `ip4-lookup`/`ip6-lookup` and the rewrite node, without
+//! it. Outer packets too big for the egress MTU, without room for the
+//! link-layer header, or any other route to the remote take the second
+//! pass.
+//!
+//! The inner packet is found at `Meta::l3_off` (what precedes it is
+//! overwritten), as `gre-encap` leaves it. Packets past the end of the
+//! SA's sequence numbers (or its hard packet lifetime) are dropped and the
+//! SA stops; it never wraps.
+//!
+//! Next nodes: `ip4-lookup`, `ip6-lookup` (the outer packet's second
+//! pass), `interface-output`, `ip4-acl-out`, `ip6-acl-out` (direct),
+//! `drop`.
+//! Counters: [`EspEncryptError::DESCS`].
+//!
+//! Config: the tunnel interfaces (`IfKind::Ipsec`: endpoints, `sa_out`,
+//! TTL) and the SAs (`Shared::sas`).
+//!
+//! Example: a 100-byte IPv4 packet routed to `ipsec0` (local 10.0.2.1,
+//! remote 10.0.2.2, SA with AES-128-GCM) leaves for `ip4-lookup` as 10.0.2.1
+//! -> 10.0.2.2 protocol 50: 20 + 8 (SPI, sequence) + 8 (IV) + 100 + 2
+//! (padding to 4) + 2 (pad length, next header 4) + 16 (ICV) = 156 bytes.
+
+#![deny(clippy::indexing_slicing)]
+
+use super::*;
+use crate::state::Params;
+use crate::util::{Adj, AdjState, ETH_P_IPV4, ETH_P_IPV6};
+use tern_fib::{FibReader, NhId, NhKind};
+use tern_ipsec::{NH_IPV4, NH_IPV6};
+use tern_wire::IpProtocol;
+
+/// The `esp-encrypt` node (see the module).
+pub struct EspEncrypt {
+    ifs: Snapshot<IfTable>,
+    sas: Snapshot<SaTable>,
+    fib: FibReader,
+    params: Snapshot<Params>,
+    ident: u16,
+}
+
+impl EspEncrypt {
+    pub fn new(ifs: Snapshot<IfTable>, fib: FibReader, params: Snapshot<Params>, sas: &SaReader) -> Self {
+        EspEncrypt { ifs, sas: sas.snapshot(), fib, params, ident: 0 }
+    }
+}
+
+/// A tunnel's outer route when it needs no second pass: the stacked
+/// adjacency's next hop, egress interface, MTU, link-layer header and the
+/// next node.
+#[derive(Clone, Copy)]
+struct Direct {
+    nh: NhId,
+    out_if: u16,
+    mtu: u16,
+    next: u16,
+    l2: usize,
+    hdr: [u8; 18],
+}
+
+/// The direct route of tunnel `tx_if` towards a remote of this family.
+fn direct(ifs: &IfTable, fib: &FibReader, tx_if: u16, v4: bool) -> Option<Direct> {
+    let stacked = fib.tunnel(tx_if)?;
+    if stacked.via_tunnel {
+        return None;
+    }
+    let nh = fib.nexthop(stacked.nh);
+    if nh.kind != NhKind::Unicast {
+        return None;
+    }
+    let adj = Adj::new(ifs, &nh, if v4 { ETH_P_IPV4 } else { ETH_P_IPV6 });
+    if adj.state != AdjState::Ready || adj.l2_len > adj.hdr.len() {
+        return None;
+    }
+    let next = match (adj.acl_out, v4) {
+        (false, _) => EspEncryptNext::Output,
+        (true, true) => EspEncryptNext::AclOut4,
+        (true, false) => EspEncryptNext::AclOut6,
+    } as u16;
+    Some(Direct { nh: stacked.nh, out_if: adj.ifindex, mtu: adj.mtu, next, l2: adj.l2_len, hdr: adj.hdr })
+}
+
+tern_engine::errors! {
+    /// `esp-encrypt`'s counters.
+    pub enum EspEncryptError {
+        NotTunnel = drop("not-a-tunnel", "sent to encryption on a non-IPsec interface (a bug)"),
+        NoSa = drop("no-sa", "the tunnel's outbound SA is not installed"),
+        Expired = drop("sa-expired", "the tunnel's outbound SA passed its hard lifetime"),
+        Exhausted = drop("seq-exhausted", "the outbound SA ran out of sequence numbers (it never wraps)"),
+        Headroom = drop("no-headroom", "no room in front of the packet for the outer and ESP headers"),
+        Tailroom = drop("no-tailroom", "no room after the packet for padding, trailer and ICV"),
+        Recursion = drop("recursive-encapsulation", "the tunnel's outer packet routed into a tunnel again"),
+        Family = drop("mixed-endpoints", "the tunnel's local and remote addresses are of different families"),
+        Encrypted = info("encrypted", "packets encrypted"),
+    }
+}
+
+tern_engine::edges! {
+    /// `esp-encrypt`'s next nodes: the outer packet's route, by family.
+    pub enum EspEncryptNext {
+        Drop = "drop",
+        Ip4 = "ip4-lookup",
+        Ip6 = "ip6-lookup",
+        /// Direct: the outer packet's link-layer header written here.
+        Output = "interface-output",
+        AclOut4 = "ip4-acl-out",
+        AclOut6 = "ip6-acl-out",
+    }
+}
+
+impl Node for EspEncrypt {
+    fn name(&self) -> &'static str {
+        "esp-encrypt"
+    }
+    fn nexts(&self) -> &'static [&'static str] {
+        EspEncryptNext::NAMES
+    }
+    fn errors(&self) -> &'static [ErrorDesc] {
+        EspEncryptError::DESCS
+    }
+    fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
+        self.ifs.refresh();
+        self.sas.refresh();
+        self.params.refresh();
+        let mut i = 0;
+        let mut done = 0;
+        while let Some(&first) = pkts.get(i) {
+            let tx_if = cx.pool.meta(first).tx_if;
+            let len = pkts.get(i..).unwrap_or_default().iter().take_while(|&&p| cx.pool.meta(p).tx_if == tx_if).count();
+            let (Some(run), Some(outs)) = (pkts.get(i..i + len), next.get_mut(i..i + len)) else { break };
+            done += self.run(cx, tx_if, run, outs);
+            i += len.max(1);
+        }
+        cx.count(EspEncryptError::Encrypted, done);
+    }
+}
+
+impl EspEncrypt {
+    /// Encrypts a run of packets into tunnel `tx_if`; how many.
+    fn run(&mut self, cx: &mut Cx<'_>, tx_if: u16, pkts: &[PktIdx], next: &mut [u16]) -> u64 {
+        let ifs = self.ifs.current();
+        let drop_all = |cx: &mut Cx<'_>, next: &mut [u16], e: EspEncryptError| {
+            for (o, &p) in next.iter_mut().zip(pkts) {
+                *o = cx.drop(p, e);
+            }
+            0
+        };
+        let Some(t) = ifs.get(tx_if).and_then(|f| f.ipsec()) else {
+            return drop_all(cx, next, EspEncryptError::NotTunnel);
+        };
+        let (src, dst) = (t.local, t.remote);
+        if src.is_ipv4() != dst.is_ipv4() {
+            return drop_all(cx, next, EspEncryptError::Family);
+        }
+        let Some(sa) = self.sas.current().get(t.sa_out) else { return drop_all(cx, next, EspEncryptError::NoSa) };
+        let mut run = Run { sa, delta: SaCounters::default() };
+        if !sa.usable() {
+            run.delta.expired_drops = pkts.len() as u64;
+            run.flush(cx.worker);
+            return drop_all(cx, next, EspEncryptError::Expired);
+        }
+        let seqs = sa.reserve_seq(pkts.len());
+        let ttl = t.ttl;
+        let d = if self.params.current().fast_paths.gre_direct {
+            direct(ifs, &self.fib, tx_if, dst.is_ipv4())
+        } else {
+            None
+        };
+        let mut ok = 0;
+        for (k, (o, &p)) in next.iter_mut().zip(pkts).enumerate() {
+            if k >= seqs.count {
+                *o = if seqs.exhausted {
+                    run.delta.seq_exhausted += 1;
+                    cx.drop(p, EspEncryptError::Exhausted)
+                } else {
+                    run.delta.expired_drops += 1;
+                    cx.drop(p, EspEncryptError::Expired)
+                };
+                continue;
+            }
+            let seq = seqs.first + k as u64;
+            self.ident = self.ident.wrapping_add(1);
+            *o = match encrypt_one(cx, p, sa, (src, dst, ttl), seq, self.ident, d.as_ref()) {
+                Ok((next, inner_len)) => {
+                    run.delta.packets += 1;
+                    run.delta.bytes += inner_len as u64;
+                    ok += 1;
+                    if cx.tracing() {
+                        trace_esp(cx, p, sa.spi, seq, "encrypted");
+                    }
+                    next
+                }
+                Err(e) => {
+                    if cx.tracing() {
+                        trace_esp(cx, p, sa.spi, seq, "dropped");
+                    }
+                    cx.drop(p, e)
+                }
+            };
+        }
+        run.flush(cx.worker);
+        ok
+    }
+}
+
+/// Encrypts one packet and writes its outer headers (and, on the direct
+/// path, the link-layer header); the next node and the inner packet's
+/// length.
+fn encrypt_one(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    sa: &Sa,
+    (src, dst, ttl): (IpAddr, IpAddr, u8),
+    seq: u64,
+    ident: u16,
+    direct: Option<&Direct>,
+) -> Result<(u16, usize), EspEncryptError> {
+    let (m, frame) = cx.pool.meta_frame_mut(p);
+    if m.flags & flags::ENCAP != 0 {
+        return Err(EspEncryptError::Recursion);
+    }
+    let l3 = usize::from(m.l3_off);
+    let inner_len = usize::from(m.len).checked_sub(l3).ok_or(EspEncryptError::Headroom)?;
+    let start = usize::from(m.off) + l3;
+    let nh = match frame.get(start) {
+        Some(b) if b >> 4 == 6 => NH_IPV6,
+        _ => NH_IPV4,
+    };
+    let outer = if dst.is_ipv4() { 20 } else { 40 };
+    let udp = if sa.udp_encap.is_some() { 8 } else { 0 };
+    let esp_hdr = sa.header_len();
+    let hdr = outer + udp + esp_hdr;
+    let outer_start = start.checked_sub(hdr).ok_or(EspEncryptError::Headroom)?;
+    let end = start + inner_len + sa.trailer_len(inner_len);
+    let esp = frame.get_mut(start - esp_hdr..end).ok_or(EspEncryptError::Tailroom)?;
+    let esp_len = sa.encrypt(esp, inner_len, nh, seq).map_err(|_| EspEncryptError::Tailroom)?;
+    let total = outer + udp + esp_len;
+    let Ok(total16) = u16::try_from(total) else { return Err(EspEncryptError::Tailroom) };
+    let (h, rest) = frame
+        .get_mut(outer_start..)
+        .and_then(|f| f.split_at_mut_checked(outer + udp))
+        .ok_or(EspEncryptError::Headroom)?;
+    let proto = if udp > 0 { 17 } else { super::IPPROTO_ESP };
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let (o, u) = h.split_first_chunk_mut::<20>().ok_or(EspEncryptError::Headroom)?;
+            let ([l0, l1], [i0, i1]) = (total16.to_be_bytes(), ident.to_be_bytes());
+            let ([s0, s1, s2, s3], [d0, d1, d2, d3]) = (s.octets(), d.octets());
+            *o = [0x45, 0, l0, l1, i0, i1, 0, 0, ttl, proto, 0, 0, s0, s1, s2, s3, d0, d1, d2, d3];
+            let c = !checksum::header20(o);
+            if let Some(w) = o.get_mut(10..12) {
+                w.copy_from_slice(&c.to_be_bytes());
+            }
+            if let (Some(e), Some(u)) = (sa.udp_encap, u.first_chunk_mut::<8>()) {
+                // RFC 3948 section 2.1: the checksum SHOULD be 0 over IPv4.
+                write_udp(u, e.src_port, e.dst_port, (8 + esp_len) as u16, 0);
+            }
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let (o, u) = h.split_first_chunk_mut::<40>().ok_or(EspEncryptError::Headroom)?;
+            *o = [0; 40];
+            let mut ip = tern_wire::Ipv6Packet::new_unchecked(&mut o[..]);
+            ip.set_version(6);
+            ip.set_payload_len((udp + esp_len) as u16);
+            ip.set_next_header(IpProtocol::from(proto));
+            ip.set_hop_limit(ttl);
+            ip.set_src_addr(s);
+            ip.set_dst_addr(d);
+            if let (Some(e), Some(u)) = (sa.udp_encap, u.first_chunk_mut::<8>()) {
+                // Over IPv6 a zero UDP checksum is not allowed (RFC 8200
+                // 8.1): computed over the encrypted payload.
+                let len = (8 + esp_len) as u16;
+                write_udp(u, e.src_port, e.dst_port, len, 0);
+                let ph = checksum::pseudo_header_v6(s, d, IpProtocol::UDP, u32::from(len));
+                let body = rest.get(..esp_len).unwrap_or_default();
+                let mut c = !checksum::combine(&[ph, checksum::data(u), checksum::data(body)]);
+                if c == 0 {
+                    c = 0xffff;
+                }
+                if let Some(w) = u.get_mut(6..8) {
+                    w.copy_from_slice(&c.to_be_bytes());
+                }
+            }
+        }
+        _ => return Err(EspEncryptError::Family),
+    }
+    m.off = outer_start as u16;
+    m.len = total16;
+    m.l3_off = 0;
+    m.vlan = 0;
+    m.flags = (m.flags | flags::LOCAL_ORIGIN | flags::ENCAP) & !flags::IPV6;
+    if !dst.is_ipv4() {
+        m.flags |= flags::IPV6;
+    }
+    if let Some(d) = direct
+        && total <= usize::from(d.mtu)
+        && let Some(l2_start) = outer_start.checked_sub(d.l2)
+        && let (Some(l2), Some(hdr)) = (frame.get_mut(l2_start..outer_start), d.hdr.get(..d.l2))
+    {
+        l2.copy_from_slice(hdr);
+        m.off = l2_start as u16;
+        m.len = (d.l2 + total) as u16;
+        m.l3_off = d.l2 as u16;
+        m.tx_if = d.out_if;
+        m.nh = d.nh;
+        return Ok((d.next, inner_len));
+    }
+    Ok(if dst.is_ipv4() { (EspEncryptNext::Ip4 as u16, inner_len) } else { (EspEncryptNext::Ip6 as u16, inner_len) })
+}
+
+fn write_udp(u: &mut [u8; 8], sport: u16, dport: u16, len: u16, csum: u16) {
+    let ([a, b], [c, d], [e, f], [g, h]) =
+        (sport.to_be_bytes(), dport.to_be_bytes(), len.to_be_bytes(), csum.to_be_bytes());
+    *u = [a, b, c, d, e, f, g, h];
+}

@@ -1,0 +1,101 @@
+//! `esp-encrypt` and `esp-decrypt`: route-based IPsec tunnels, ESP in
+//! tunnel mode (RFC 4303), IPv4 or IPv6 inside and outside, optionally in
+//! UDP (RFC 3948). The SAs and the crypto are `tern-ipsec`'s; these nodes
+//! move packets.
+//!
+//! Encryption: a packet routed to an IPsec tunnel interface reaches
+//! `gre-encap` as every tunnel's does (the rewrite nodes already
+//! decremented its TTL and checked it against the tunnel's MTU, answering
+//! "fragmentation needed" / "packet too big"), which hands IPsec tunnels'
+//! packets here. This node encrypts it with the tunnel's `sa_out`, writes
+//! the outer IPv4/IPv6 (+ UDP) header in front of it and sends the outer
+//! packet through `ip4-lookup`/`ip6-lookup` like a packet tern originated.
+//!
+//! Decryption: `ip4-local`/`ip6-local` send ESP (protocol 50) and UDP to
+//! port 4500 addressed to tern here; a packet on an SA that a tunnel lists
+//! in `sa_in`, between that tunnel's endpoints, passes the anti-replay
+//! check, its ICV, the window update, loses its outer headers and ESP
+//! framing and enters `ip4-input`/`ip6-input` as received on the tunnel.
+//!
+//! One node a file: [`encrypt`] and [`decrypt`].
+
+use crate::state::IfTable;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use tern_engine::{Cx, ErrorDesc, Node};
+use tern_ipsec::{Sa, SaCounters, SaReader, SaTable};
+use tern_packet::{PktIdx, flags};
+use tern_rcu::Snapshot;
+use tern_wire::checksum;
+
+pub mod decrypt;
+pub mod encrypt;
+
+pub use decrypt::{EspDecrypt, EspDecryptError, EspDecryptNext};
+pub use encrypt::{EspEncrypt, EspEncryptError, EspEncryptNext};
+
+/// IP protocol number of ESP.
+pub const IPPROTO_ESP: u8 = 50;
+/// The UDP port of ESP in UDP and IKE with NAT traversal (RFC 3948).
+pub const UDP_ENCAP_PORT: u16 = 4500;
+
+/// UDP to port 4500 for `esp-decrypt` (`l4`: the UDP header and
+/// payload): ESP in UDP (RFC 3948), and in standalone mode also IKE
+/// (which `esp-decrypt` counts); in Linux mode IKE (the non-ESP marker)
+/// and NAT keep-alives are the kernel's.
+pub fn is_udp_encap_esp(proto: tern_wire::IpProtocol, l4: &[u8], linux: bool) -> bool {
+    proto == tern_wire::IpProtocol::UDP
+        && l4.get(2..4) == Some(&UDP_ENCAP_PORT.to_be_bytes()[..])
+        && !(linux && l4.get(8..).is_some_and(|u| tern_ipsec::is_non_esp_marker(u) || u == [0xff]))
+}
+
+/// The SA-to-tunnel index the decryption uses, rebuilt when the interface
+/// table changes: for each inbound SA id, the tunnels that list it.
+#[derive(Default)]
+struct InIndex {
+    gen_ifs: Option<u64>,
+    by_sa: HashMap<u32, Vec<u16>, std::hash::BuildHasherDefault<tern_ipsec::db::U32Hasher>>,
+}
+
+impl InIndex {
+    fn refresh(&mut self, ifs: &Snapshot<IfTable>) {
+        if self.gen_ifs == Some(ifs.generation()) {
+            return;
+        }
+        self.gen_ifs = Some(ifs.generation());
+        self.by_sa.clear();
+        let t = ifs.current();
+        for i in t.tunnels.iter().filter_map(|&i| t.get(i)) {
+            if let Some(x) = i.ipsec() {
+                for &sa in &x.sa_in {
+                    self.by_sa.entry(sa).or_default().push(i.index);
+                }
+            }
+        }
+    }
+}
+
+/// Counters of one SA over a run of packets, added to the SA once.
+struct Run<'a> {
+    sa: &'a Sa,
+    delta: SaCounters,
+}
+
+impl<'a> Run<'a> {
+    fn flush(self, worker: u16) {
+        if !self.delta.is_zero() {
+            self.sa.count(worker, &self.delta);
+        }
+    }
+}
+
+/// A traced packet's ESP note.
+#[cold]
+#[inline(never)]
+fn trace_esp(cx: &mut Cx<'_>, p: PktIdx, spi: u32, seq: u64, verdict: &str) {
+    cx.trace_note(p, || format!("spi {spi:#x} seq {seq}: {verdict}"));
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests;

@@ -1,0 +1,566 @@
+//! VRRP with unmodified Linux daemons (issue 41, part 1): a pair of tern
+//! routers in Linux mode, each with its own keepalived (`use_vmac`, so
+//! keepalived puts the virtual MAC on a macvlan over the router's device,
+//! which tern's kernel mirror follows), a LAN host using the virtual
+//! address as its gateway, a server behind both routers (its route back
+//! through the WAN side's virtual address). The master's keepalived is
+//! SIGKILLed, its LAN link set down, its daemon stopped: each time the
+//! host's traffic moves to the backup, and back to the master (which
+//! preempts) once it recovers; on the userspace lane (AF_PACKET) and on
+//! the XDP lane.
+//!
+//! `failover_gap` (ignored: a measurement, `cargo test -p tern --test
+//! netns_vrrp_linux failover_gap -- --ignored --nocapture`) sends 10,000
+//! numbered UDP packets a second through the virtual address while the
+//! master dies (its keepalived SIGKILLed, then its forwarding stopped:
+//! tern SIGKILLed, or the Linux pair's forwarding turned off; a killed
+//! keepalived alone leaves the master forwarding until the backup's
+//! gratuitous ARP moves the virtual MAC, which measures only that move),
+//! and prints the longest run of missing packets / rate, for the tern
+//! pair on each lane and for a keepalived pair over plain Linux
+//! forwarding, at advert_int 0.1 s and 0.01 s (VRRPv3), three runs each.
+//!
+//! Needs root, iproute2, ethtool and keepalived (`apt-get install -y
+//! keepalived`); skipped with a message otherwise.
+
+mod common;
+
+use common::{TERN, is_root};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tern_testkit::netns::{Netns, Veth, on_path, wait_until};
+
+/// How long any one step may take on a loaded 2-vCPU machine.
+const STEP: Duration = Duration::from_secs(60);
+const VMAC_LAN: &str = "00:00:5e:00:01:0a";
+
+/// What forwards between the LAN and the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fwd {
+    /// tern in Linux mode with this lane (`driver`/`lane` line); with
+    /// `true`, the TAP exception path (keepalived on the TAPs).
+    Tern(&'static str, bool),
+    /// The kernel (ip_forward), no tern: the reference pair.
+    Linux,
+}
+
+const USERSPACE: Fwd = Fwd::Tern("driver = \"afpacket\"", false);
+const XDP: Fwd = Fwd::Tern("lane = \"xdp\"", false);
+const TAP: Fwd = Fwd::Tern("driver = \"afpacket\"", true);
+
+/// host (10.1.0.2) -- br0 -- r1, r2 (lan0 10.1.0.1 / .3, VIP 10.1.0.254)
+/// r1, r2 (wan0 10.2.0.1 / .3, VIP 10.2.0.254) -- br1 -- server (10.2.0.2).
+struct Pair {
+    fwd: Fwd,
+    advert_int: &'static str,
+    sw: Netns,
+    h: Netns,
+    s: Netns,
+    r: [Netns; 2],
+    dir: PathBuf,
+    tern: [Option<Child>; 2],
+    ka: [Option<Child>; 2],
+}
+
+fn skip() -> bool {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return true;
+    }
+    for p in ["keepalived", "ethtool", "bridge"] {
+        if !on_path(p) {
+            eprintln!("skipped: {p} is not installed (apt-get install -y keepalived ethtool iproute2)");
+            return true;
+        }
+    }
+    false
+}
+
+impl Pair {
+    fn new(tag: &str, fwd: Fwd, advert_int: &'static str) -> Pair {
+        let ns = |role: &str| Netns::unique(&format!("vrl{tag}{role}"));
+        let (sw, h, s) = (ns("sw"), ns("h"), ns("s"));
+        let r = [ns("r1"), ns("r2")];
+        let dir = std::env::temp_dir().join(format!("vrrplinux-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        for n in [&sw, &h, &s] {
+            n.sysctl("net.ipv6.conf.all.disable_ipv6", "1");
+            n.sysctl("net.ipv6.conf.default.disable_ipv6", "1");
+        }
+        for br in ["br0", "br1"] {
+            sw.ip(&["link", "add", br, "type", "bridge"]);
+            sw.ip(&["link", "set", br, "up"]);
+        }
+        Veth::new(&h, "eth0", &sw, "sh").tx_offload_off().create();
+        Veth::new(&s, "eth0", &sw, "ss").tx_offload_off().create();
+        sw.ip(&["link", "set", "sh", "master", "br0"]);
+        sw.ip(&["link", "set", "ss", "master", "br1"]);
+        for (i, rn) in r.iter().enumerate() {
+            let n = i + 1;
+            for (dev, port, br) in [("lan0", format!("l{n}"), "br0"), ("wan0", format!("w{n}"), "br1")] {
+                Veth::new(rn, dev, &sw, &port).tx_offload_off().create();
+                sw.ip(&["link", "set", &port, "master", br]);
+                // Frames the XDP lane redirects into a veth need its
+                // peer to take them (GRO on, or a program of its own).
+                sw.exec_ok(&["ethtool", "-K", &port, "gro", "on"]);
+            }
+            let a = if n == 1 { 1 } else { 3 };
+            if fwd == Fwd::Linux {
+                rn.ip(&["addr", "add", &format!("10.1.0.{a}/24"), "dev", "lan0"]);
+                rn.ip(&["addr", "add", &format!("10.2.0.{a}/24"), "dev", "wan0"]);
+                rn.sysctl("net.ipv4.conf.all.forwarding", "1");
+                rn.sysctl("net.ipv4.conf.default.forwarding", "1");
+            }
+            std::fs::create_dir_all(dir.join(format!("r{n}"))).expect("router directory");
+        }
+        h.ip(&["addr", "add", "10.1.0.2/24", "dev", "eth0"]);
+        h.ip(&["route", "add", "default", "via", "10.1.0.254"]);
+        s.ip(&["addr", "add", "10.2.0.2/24", "dev", "eth0"]);
+        s.ip(&["route", "add", "10.1.0.0/24", "via", "10.2.0.254"]);
+        let mut p = Pair { fwd, advert_int, sw, h, s, r, dir, tern: [None, None], ka: [None, None] };
+        if let Fwd::Tern(lane, tap) = fwd {
+            for i in 0..2 {
+                p.start_tern(i, lane, tap);
+            }
+        }
+        for i in 0..2 {
+            p.start_keepalived(i);
+        }
+        p.await_roles(0);
+        p
+    }
+
+    /// The device keepalived runs on for tern interface `name`: the
+    /// interface's TAP on the TAP exception path, else the device.
+    fn kdev(&self, name: &str) -> String {
+        match self.fwd {
+            Fwd::Tern(_, true) => format!("tern-{name}"),
+            _ => name.to_string(),
+        }
+    }
+
+    fn rdir(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("r{}", i + 1))
+    }
+
+    fn socket(&self, i: usize) -> String {
+        self.rdir(i).join("tern.sock").display().to_string()
+    }
+
+    fn tern_cli(&self, i: usize, args: &[&str]) -> std::process::Output {
+        let sock = self.socket(i);
+        let mut v = vec!["--socket", sock.as_str()];
+        v.extend_from_slice(args);
+        Command::new(TERN).args(&v).output().expect("tern cli")
+    }
+
+    fn log(&self, i: usize, what: &str) -> String {
+        std::fs::read_to_string(self.rdir(i).join(format!("{what}.log"))).unwrap_or_default()
+    }
+
+    fn start_tern(&mut self, i: usize, lane: &str, tap: bool) {
+        let a = if i == 0 { 1 } else { 3 };
+        let exception = if tap { "exception = \"tap\"" } else { "" };
+        let cfg = format!(
+            r#"
+[dataplane]
+workers = 1
+
+[[interface]]
+name = "lan0"
+device = "lan0"
+{lane}
+addresses = ["10.1.0.{a}/24"]
+
+[[interface]]
+name = "wan0"
+device = "wan0"
+{lane}
+addresses = ["10.2.0.{a}/24"]
+
+[linux]
+mode = "linux"
+{exception}
+
+[api]
+socket = "{}"
+"#,
+            self.socket(i)
+        );
+        let d = self.rdir(i);
+        std::fs::write(d.join("tern.toml"), cfg).expect("config");
+        let log = std::fs::File::create(d.join("tern.log")).expect("log");
+        self.tern[i] = Some(
+            Command::new("ip")
+                .args(["netns", "exec", &self.r[i].name, TERN, "run", "--config"])
+                .arg(d.join("tern.toml"))
+                .env("TERN_STATE_DIR", d.join("state"))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("tern run"),
+        );
+        let ok = wait_until(STEP, || self.tern_cli(i, &["status"]).status.success());
+        assert!(ok, "tern r{} did not come up:\n{}", i + 1, self.log(i, "tern"));
+    }
+
+    /// keepalived for router `i` (priority 200 for r1, 100 for r2; both
+    /// start as BACKUP and r1 preempts), its state per instance in
+    /// `rN/LAN.state` and `rN/WAN.state` through its notify script.
+    fn start_keepalived(&mut self, i: usize) {
+        let d = self.rdir(i);
+        let prio = if i == 0 { 200 } else { 100 };
+        let notify = d.join("notify.sh");
+        // A killed VRRP process may linger as a zombie nobody reaps (in
+        // a container): its pid file would say keepalived still runs.
+        for f in ["LAN.state", "WAN.state", "ka.pid", "vrrp.pid", "checkers.pid"] {
+            let _ = std::fs::remove_file(d.join(f));
+        }
+        std::fs::write(
+            &notify,
+            format!(
+                "#!/bin/sh\n# $1 type, $2 name, $3 state\necho \"$3\" > {0}/$2.tmp && mv {0}/$2.tmp {0}/$2.state\n",
+                d.display()
+            ),
+        )
+        .expect("notify script");
+        let _ = Command::new("chmod").args(["755"]).arg(&notify).status();
+        let instance = |name: &str, dev: &str, vrid: u8, vip: &str| {
+            format!(
+                "vrrp_instance {name} {{\n  state BACKUP\n  interface {dev}\n  virtual_router_id {vrid}\n  priority {prio}\n  \
+                 advert_int {}\n  use_vmac vrrp.{vrid}\n  virtual_ipaddress {{\n    {vip}\n  }}\n  notify {}\n}}\n",
+                self.advert_int,
+                notify.display()
+            )
+        };
+        let conf = format!(
+            "global_defs {{\n  router_id r{n}\n  script_user root\n  vrrp_version 3\n  vrrp_garp_master_delay 1\n}}\n\
+             vrrp_sync_group G {{\n  group {{\n    LAN\n    WAN\n  }}\n}}\n{}{}",
+            instance("LAN", &self.kdev("lan0"), 10, "10.1.0.254/24"),
+            instance("WAN", &self.kdev("wan0"), 20, "10.2.0.254/24"),
+            n = i + 1
+        );
+        std::fs::write(d.join("keepalived.conf"), conf).expect("keepalived config");
+        let log = std::fs::File::create(d.join("keepalived.log")).expect("log");
+        let p = |f: &str| d.join(f).display().to_string();
+        self.ka[i] = Some(
+            Command::new("ip")
+                .args(["netns", "exec", &self.r[i].name, "keepalived", "--vrrp", "-n", "-l", "-D", "-f"])
+                .args([p("keepalived.conf"), "-p".into(), p("ka.pid"), "-r".into(), p("vrrp.pid")])
+                .args(["-c".to_string(), p("checkers.pid")])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("keepalived"),
+        );
+    }
+
+    /// Router `i` dies silently (no link goes down, no last word): its
+    /// keepalived SIGKILLed, then its forwarding stops at once (tern
+    /// SIGKILLed: its sockets and XDP program go, and the kernel does
+    /// not forward there; the Linux pair: forwarding off).
+    fn die(&mut self, i: usize) {
+        self.stop_keepalived(i, "KILL");
+        match self.fwd {
+            Fwd::Tern(..) => {
+                if let Some(c) = self.tern[i].as_mut() {
+                    let _ = c.kill();
+                }
+            }
+            Fwd::Linux => self.r[i].sysctl("net.ipv4.conf.all.forwarding", "0"),
+        }
+    }
+
+    /// Kills keepalived of router `i` with `sig`: SIGKILL takes its VRRP
+    /// process first (as a crash would: no last advertisement), SIGTERM
+    /// the parent (a clean stop: priority 0, its macvlans removed).
+    fn stop_keepalived(&mut self, i: usize, sig: &str) {
+        let Some(mut c) = self.ka[i].take() else { return };
+        if sig == "KILL" {
+            let vrrp = std::fs::read_to_string(self.rdir(i).join("vrrp.pid")).unwrap_or_default();
+            if let Ok(pid) = vrrp.trim().parse::<u32>() {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            }
+            let _ = c.kill();
+        } else {
+            let _ = Command::new("kill").args([&format!("-{sig}"), &c.id().to_string()]).status();
+        }
+        let deadline = Instant::now() + STEP;
+        while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    fn state(&self, i: usize, inst: &str) -> String {
+        std::fs::read_to_string(self.rdir(i).join(format!("{inst}.state"))).unwrap_or_default().trim().to_string()
+    }
+
+    /// Waits until router `master` is MASTER of both instances (and the
+    /// other, if its keepalived runs, BACKUP of both).
+    fn await_roles(&self, master: usize) {
+        let other = 1 - master;
+        let ok = wait_until(STEP, || {
+            ["LAN", "WAN"].iter().all(|inst| {
+                self.state(master, inst) == "MASTER"
+                    && (self.ka[other].is_none() || self.state(other, inst) != "MASTER")
+            })
+        });
+        assert!(
+            ok,
+            "r{} did not become master ({:?}, {:?} / {:?}, {:?}):\n{}\n{}",
+            master + 1,
+            self.state(0, "LAN"),
+            self.state(0, "WAN"),
+            self.state(1, "LAN"),
+            self.state(1, "WAN"),
+            self.log(master, "keepalived"),
+            self.log(master, "tern")
+        );
+    }
+
+    /// The bridge port the LAN switch sends the virtual MAC to.
+    fn vmac_port(&self) -> String {
+        let out = self.sw.try_exec(&["bridge", "fdb", "show", "br", "br0"]).map(|o| o.stdout).unwrap_or_default();
+        String::from_utf8_lossy(&out)
+            .lines()
+            .find(|l| l.starts_with(VMAC_LAN))
+            .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    fn ping_once(&self) -> bool {
+        self.h.exec_ok(&["ping", "-c", "1", "-W", "1", "10.2.0.2"])
+    }
+
+    /// Waits until the host reaches the server through the virtual
+    /// address, its frames to the virtual MAC going to router `via`.
+    fn await_traffic_via(&self, via: usize, what: &str) {
+        let port = format!("l{}", via + 1);
+        let ok = wait_until(STEP, || self.ping_once() && self.vmac_port() == port);
+        assert!(
+            ok,
+            "{what}: no traffic through r{} (virtual MAC at {:?}):\nr1 tern:\n{}\nr2 tern:\n{}\nr{} keepalived:\n{}",
+            via + 1,
+            self.vmac_port(),
+            self.log(0, "tern"),
+            self.log(1, "tern"),
+            via + 1,
+            self.log(via, "keepalived")
+        );
+        // Several in a row: no flapping between the two.
+        for n in 0..5 {
+            assert!(self.ping_once(), "{what}: ping {n} after the move failed");
+        }
+        // The host's gateway is the virtual MAC (not a router's own,
+        // which a kernel answering ARP for the virtual address on the
+        // base device would have given).
+        let neigh = self.h.ip(&["neigh", "show", "10.1.0.254"]);
+        assert!(neigh.contains(VMAC_LAN), "{what}: the host's gateway: {neigh}");
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for i in 0..2 {
+            self.stop_keepalived(i, "TERM");
+            tern_testkit::netns::stop(&mut self.tern[i], Duration::from_secs(10));
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("logs kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// The three failures in turn, each undone with r1 preempting back.
+fn failover(tag: &str, fwd: Fwd) {
+    if skip() {
+        return;
+    }
+    let mut p = Pair::new(tag, fwd, "0.1");
+    p.await_traffic_via(0, "start");
+    if fwd == XDP {
+        let lane = p.lan0(0, "lane");
+        assert!(lane.contains("xdp native"), "lan0's lane: {lane}");
+    }
+    let kernel_vmac = format!("{VMAC_LAN} (kernel)");
+    assert!(p.vmacs(0).contains(&kernel_vmac), "r1's lan0 takes keepalived's virtual MAC: {}", p.vmacs(0));
+
+    // 1. keepalived on the master crashes.
+    p.stop_keepalived(0, "KILL");
+    p.await_traffic_via(1, "r1's keepalived killed");
+    p.start_keepalived(0);
+    p.await_roles(0);
+    p.await_traffic_via(0, "r1's keepalived back");
+
+    // 2. The master's LAN link goes down.
+    p.r[0].ip(&["link", "set", "lan0", "down"]);
+    let ok = wait_until(STEP, || p.state(1, "LAN") == "MASTER");
+    assert!(ok, "r2 did not take over from a link down:\n{}", p.log(1, "keepalived"));
+    p.await_traffic_via(1, "r1's lan0 down");
+    p.r[0].ip(&["link", "set", "lan0", "up"]);
+    p.await_roles(0);
+    p.await_traffic_via(0, "r1's lan0 up again");
+
+    // 3. The master's daemon is stopped (a clean stop: priority 0).
+    p.stop_keepalived(0, "TERM");
+    let ok = wait_until(STEP, || p.state(1, "LAN") == "MASTER" && p.state(1, "WAN") == "MASTER");
+    assert!(ok, "r2 did not take over from a stop:\n{}", p.log(1, "keepalived"));
+    p.await_traffic_via(1, "r1's keepalived stopped");
+    // keepalived removed its macvlans: r1 no longer takes the MAC.
+    let ok = wait_until(STEP, || !p.vmacs(0).contains(VMAC_LAN));
+    assert!(ok, "r1's lan0 still takes the virtual MAC: {}", p.vmacs(0));
+    p.start_keepalived(0);
+    p.await_roles(0);
+    p.await_traffic_via(0, "r1's keepalived started again");
+}
+
+impl Pair {
+    /// The virtual MACs tern's lan0 on router `i` accepts, as `tern
+    /// interface show` lists them ("" without tern).
+    fn vmacs(&self, i: usize) -> String {
+        self.lan0(i, "virtual_macs")
+    }
+
+    /// Field `field` of lan0 on router `i` in `tern interface show`'s
+    /// JSON ("" without tern or without the field).
+    fn lan0(&self, i: usize, field: &str) -> String {
+        if self.fwd == Fwd::Linux {
+            return String::new();
+        }
+        let out = self.tern_cli(i, &["--json", "interface", "show"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let list = |v: &serde_json::Value| -> Option<String> {
+            let lan = v.as_array()?.iter().find(|i| i["name"] == "lan0")?;
+            Some(lan.get(field).map(|m| m.to_string()).unwrap_or_default())
+        };
+        list(&v).or_else(|| list(v.get("interfaces")?)).unwrap_or_else(|| format!("no lan0 in {v}"))
+    }
+}
+
+#[test]
+fn keepalived_pair_fails_over_on_the_userspace_lane() {
+    failover("u", USERSPACE);
+}
+
+#[test]
+fn keepalived_pair_fails_over_on_the_xdp_lane() {
+    failover("x", XDP);
+}
+
+#[test]
+fn keepalived_pair_fails_over_on_the_tap_exception_path() {
+    failover("t", TAP);
+}
+
+/// Numbered UDP packets at `rate`/s from the host to the server for
+/// `secs`, `kill` called at `kill_at`: the longest run of sequence
+/// numbers that never arrived, and how many arrived.
+fn gap_run(p: &mut Pair, rate: u32, secs: f64, kill_at: f64) -> (u32, u32) {
+    let total = (f64::from(rate) * secs) as u32;
+    let got = std::sync::Arc::new(std::sync::Mutex::new(vec![false; total as usize]));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let sink = std::sync::Arc::clone(&got);
+    let sname = p.s.name.clone();
+    let recv = std::thread::spawn(move || {
+        tern_testkit::netns::enter(&sname).expect("server namespace");
+        let sock = std::net::UdpSocket::bind("10.2.0.2:9999").expect("bind");
+        sock.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
+        let _ = ready_tx.send(());
+        let mut buf = [0u8; 64];
+        let mut quiet = 0;
+        loop {
+            match sock.recv(&mut buf) {
+                Ok(n) if n >= 4 => {
+                    quiet = 0;
+                    let seq = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                    if seq == u32::MAX {
+                        break;
+                    }
+                    if let Some(s) = sink.lock().expect("lock").get_mut(seq as usize) {
+                        *s = true;
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    quiet += 1;
+                    if quiet > 20 {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    ready_rx.recv_timeout(STEP).expect("receiver ready");
+    let hname = p.h.name.clone();
+    let send = std::thread::spawn(move || {
+        tern_testkit::netns::enter(&hname).expect("host namespace");
+        let sock = std::net::UdpSocket::bind("10.1.0.2:0").expect("bind");
+        sock.connect("10.2.0.2:9999").expect("connect");
+        let t0 = Instant::now();
+        let step = Duration::from_secs(1) / rate;
+        for seq in 0..total {
+            let due = t0 + step * seq;
+            let now = Instant::now();
+            if due > now + Duration::from_micros(200) {
+                std::thread::sleep(due - now);
+            }
+            let mut b = [0u8; 32];
+            b[..4].copy_from_slice(&seq.to_be_bytes());
+            let _ = sock.send(&b);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..20 {
+            let _ = sock.send(&u32::MAX.to_be_bytes());
+        }
+    });
+    std::thread::sleep(Duration::from_secs_f64(kill_at));
+    p.die(0);
+    send.join().expect("sender");
+    recv.join().expect("receiver");
+    let got = got.lock().expect("lock");
+    let first = got.iter().position(|&b| b).unwrap_or(0);
+    let last = got.iter().rposition(|&b| b).unwrap_or(0);
+    let mut longest = 0u32;
+    let mut run = 0u32;
+    for &b in &got[first..=last] {
+        run = if b { 0 } else { run + 1 };
+        longest = longest.max(run);
+    }
+    (longest, got.iter().filter(|&&b| b).count() as u32)
+}
+
+#[test]
+#[ignore = "a measurement: prints failover gaps"]
+fn failover_gap() {
+    if skip() {
+        return;
+    }
+    let rate = 10_000;
+    for int in ["0.1", "0.01"] {
+        for (name, fwd) in
+            [("tern (AF_PACKET lane)", USERSPACE), ("tern (XDP lane)", XDP), ("Linux forwarding", Fwd::Linux)]
+        {
+            let tag = match fwd {
+                Fwd::Linux => "gl",
+                f if f == XDP => "gx",
+                _ => "gu",
+            };
+            let mut gaps = Vec::new();
+            for _ in 0..3 {
+                let mut p = Pair::new(tag, fwd, int);
+                p.await_traffic_via(0, "start");
+                let (gap, got) = gap_run(&mut p, rate, 3.0, 1.0);
+                assert!(got > rate, "{name}: only {got} packets arrived");
+                gaps.push(f64::from(gap) * 1000.0 / f64::from(rate));
+            }
+            let v: Vec<String> = gaps.iter().map(|g| format!("{g:.1}")).collect();
+            println!("failover gap, advert_int {int} s, {name}: {} ms", v.join(", "));
+        }
+    }
+}
