@@ -64,10 +64,22 @@ pub enum Scenario {
     /// that the traffic does not match.
     #[serde(rename = "acl-10k")]
     Acl10k,
+    /// Plain forwarding's one flow routed into an IPsec tunnel: ESP
+    /// encryption with AES-128-GCM (`--frame-len` is the inner frame's
+    /// size: 1432 for the seed's 1418-byte payload).
+    IpsecEncryptGcm,
+    /// The same with AES-128-CBC + HMAC-SHA1-96.
+    IpsecEncryptCbc,
+    /// ESP to the router (AES-128-GCM), prebuilt with tern-ipsec, decrypted
+    /// and the inner packet forwarded (anti-replay off: the generator
+    /// sends the same sequence numbers again and again).
+    IpsecDecryptGcm,
+    /// The same with AES-128-CBC + HMAC-SHA1-96.
+    IpsecDecryptCbc,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Plain,
         Scenario::Plain6,
         Scenario::SingleFlow50fw,
@@ -80,6 +92,10 @@ impl Scenario {
         Scenario::Routes900k50fw,
         Scenario::DropTest,
         Scenario::Acl10k,
+        Scenario::IpsecEncryptGcm,
+        Scenario::IpsecEncryptCbc,
+        Scenario::IpsecDecryptGcm,
+        Scenario::IpsecDecryptCbc,
     ];
 
     pub fn name(self) -> &'static str {
@@ -96,6 +112,10 @@ impl Scenario {
             Scenario::Routes900k50fw => "900k-routes-50fw",
             Scenario::DropTest => "drop-test",
             Scenario::Acl10k => "acl-10k",
+            Scenario::IpsecEncryptGcm => "ipsec-encrypt-gcm",
+            Scenario::IpsecEncryptCbc => "ipsec-encrypt-cbc",
+            Scenario::IpsecDecryptGcm => "ipsec-decrypt-gcm",
+            Scenario::IpsecDecryptCbc => "ipsec-decrypt-cbc",
         }
     }
 
@@ -324,6 +344,57 @@ struct Setup {
     routes: Vec<(u32, u8)>,
     acl: Option<tern_acl::RuleSet>,
     gre: bool,
+    /// An IPsec tunnel (interface 2, SA 1 out, SA 2 in): (CBC + HMAC-SHA1
+    /// rather than GCM, traffic to decrypt rather than to encrypt).
+    ipsec: Option<(bool, bool)>,
+}
+
+/// The benchmark's SAs: id 1 encrypts, id 2 decrypts (anti-replay off).
+fn bench_sa(id: u32, cbc: bool) -> Result<tern_ipsec::SaConfig, String> {
+    let (cipher, integ, key, integ_key) = if cbc {
+        ("aes-128-cbc", "hmac-sha1-96", vec![0x11u8; 16], vec![0x22u8; 20])
+    } else {
+        ("aes-128-gcm", "none", vec![0x33u8; 20], Vec::new())
+    };
+    Ok(tern_ipsec::SaConfig {
+        id,
+        spi: 0x1000 + id,
+        cipher: cipher.parse().map_err(|e| format!("{e}"))?,
+        integ: integ.parse().map_err(|e| format!("{e}"))?,
+        key: tern_ipsec::Key::new(key),
+        integ_key: tern_ipsec::Key::new(integ_key),
+        esn: false,
+        replay_window: 0,
+        udp_encap: None,
+        soft: tern_ipsec::Lifetime::default(),
+        hard: tern_ipsec::Lifetime::default(),
+    })
+}
+
+/// ESP from the tunnel's remote (10.0.2.2) to 10.0.2.1 carrying `inner`
+/// (an IPv4 packet), encrypted on SA 2 with sequence number `seq`.
+fn esp_frame(cbc: bool, inner: &[u8], seq: u64) -> Result<Vec<u8>, String> {
+    let sa = tern_ipsec::Sa::new(bench_sa(2, cbc)?, 1, Instant::now()).map_err(|e| e.to_string())?;
+    let h = sa.header_len();
+    let mut esp = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
+    esp.get_mut(h..h + inner.len()).ok_or("room")?.copy_from_slice(inner);
+    let n = sa.encrypt(&mut esp, inner.len(), 4, seq).map_err(|e| e.to_string())?;
+    esp.truncate(n);
+    let mut f = vec![0u8; 14 + 20];
+    f[0..6].copy_from_slice(&MAC_IN);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x10]);
+    f[12..14].copy_from_slice(&[8, 0]);
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + n) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 50;
+    ip[12..16].copy_from_slice(&[10, 0, 2, 2]);
+    ip[16..20].copy_from_slice(&[10, 0, 2, 1]);
+    let c = !tern_wire::checksum::data(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&esp);
+    Ok(f)
 }
 
 fn load_v4_routes(path: &std::path::Path) -> Result<Vec<(u32, u8)>, String> {
@@ -382,7 +453,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                     .map(|(i, d)| frame(d, 1024 + (i % 50000) as u16, 5001))
                     .collect()
             };
-            Setup { scenario: sc, frames, routes, acl: None, gre: false }
+            Setup { scenario: sc, frames, routes, acl: None, gre: false, ipsec: None }
         }
         Scenario::Plain6 | Scenario::SingleFlow6_50fw | Scenario::SingleFlow6_50fwOut => Setup {
             scenario: sc,
@@ -396,6 +467,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             routes: Vec::new(),
             acl: if sc == Scenario::Plain6 { None } else { Some(tern_acl::scenario_50_drop_rules_v6()) },
             gre: false,
+            ipsec: None,
         },
         Scenario::MultiFlow6_50fw => Setup {
             scenario: sc,
@@ -413,6 +485,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             routes: Vec::new(),
             acl: Some(tern_acl::scenario_50_drop_rules_v6()),
             gre: false,
+            ipsec: None,
         },
         Scenario::SingleFlow50fw | Scenario::SingleFlow50fwOut => Setup {
             scenario: sc,
@@ -420,6 +493,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             routes: Vec::new(),
             acl: fifty,
             gre: false,
+            ipsec: None,
         },
         Scenario::GreMultiFlow => Setup {
             scenario: sc,
@@ -435,6 +509,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             routes: Vec::new(),
             acl: fifty,
             gre: true,
+            ipsec: None,
         },
         Scenario::Gre => Setup {
             scenario: sc,
@@ -442,7 +517,29 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             routes: Vec::new(),
             acl: None,
             gre: true,
+            ipsec: None,
         },
+        Scenario::IpsecEncryptGcm | Scenario::IpsecEncryptCbc => Setup {
+            scenario: sc,
+            frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
+            routes: Vec::new(),
+            acl: None,
+            gre: false,
+            ipsec: Some((sc == Scenario::IpsecEncryptCbc, false)),
+        },
+        Scenario::IpsecDecryptGcm | Scenario::IpsecDecryptCbc => {
+            let cbc = sc == Scenario::IpsecDecryptCbc;
+            // The inner packet from the far side to the bench network.
+            let inner = udp_frame(MAC_IN, Ipv4Addr::new(10, 9, 0, 5), Ipv4Addr::new(198, 18, 0, 1), 1024, 5001, len);
+            Setup {
+                scenario: sc,
+                frames: vec![esp_frame(cbc, inner.get(14..).ok_or("frame")?, 1)?],
+                routes: Vec::new(),
+                acl: None,
+                gre: false,
+                ipsec: Some((cbc, true)),
+            }
+        }
         Scenario::Routes900k50fw => {
             if table.is_none() {
                 let p = opts.routes.clone().unwrap_or_else(|| PathBuf::from("../shared/data/full-table-2025.txt.gz"));
@@ -459,7 +556,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                     )
                 })
                 .collect();
-            Setup { scenario: sc, frames, routes, acl: fifty, gre: false }
+            Setup { scenario: sc, frames, routes, acl: fifty, gre: false, ipsec: None }
         }
         Scenario::DropTest => Setup {
             scenario: sc,
@@ -469,6 +566,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             routes: Vec::new(),
             acl: Some(tern_acl::scenario_drop_test()),
             gre: false,
+            ipsec: None,
         },
         Scenario::Acl10k => {
             let mut set = tern_acl::synth::classbench(10_000, 7, false);
@@ -486,6 +584,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                 routes: Vec::new(),
                 acl: Some(set),
                 gre: false,
+                ipsec: None,
             }
         }
     })
@@ -497,7 +596,9 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let gw: IpAddr = "10.0.2.2".parse().map_err(|_| "gw")?;
     let gw6: IpAddr = "2001:db8:2::2".parse().map_err(|_| "gw6")?;
     let p = |s: &str| s.parse::<Prefix>().map_err(|e| e.to_string());
-    let bench_net = if su.gre { RouteTarget::Connected { ifindex: 2 } } else { RouteTarget::Via { gw, ifindex: None } };
+    let into_tunnel = su.gre || su.ipsec.is_some_and(|(_, decrypt)| !decrypt);
+    let bench_net =
+        if into_tunnel { RouteTarget::Connected { ifindex: 2 } } else { RouteTarget::Via { gw, ifindex: None } };
     let mut ops = vec![
         RouteOp::Add(
             Source::Connected,
@@ -570,7 +671,27 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         // As the router does: the FIB stacks the tunnel on its remote.
         fib.tunnel_set(2, gw);
     }
-    let shared = Shared::new(IfTable::new(ifs), reader);
+    // The SA database lives as long as the run (the workers read it).
+    let mut sadb = tern_ipsec::SaDb::with_workers(opts.workers.max(1));
+    if let Some((cbc, _)) = su.ipsec {
+        sadb.add_batch(vec![bench_sa(1, cbc)?, bench_sa(2, cbc)?]).map_err(|e| e.to_string())?;
+        sadb.publish();
+        let t = tern_nodes::state::IpsecTunnel {
+            local: "10.0.2.1".parse().map_err(|_| "a")?,
+            remote: gw,
+            sa_out: 1,
+            sa_in: vec![2],
+            ttl: 64,
+        };
+        let mut g = iface(2, "ipsec0", [2, 0x65, 0x73, 0x70, 0, 2], "192.168.254.1".parse().map_err(|_| "a")?);
+        g.kind = IfKind::Ipsec(t);
+        g.port = tern_nodes::state::NO_IF;
+        g.mtu = 1438;
+        ifs.push(g);
+        fib.tunnel_set(2, gw);
+    }
+    let mut shared = Shared::new(IfTable::new(ifs), reader);
+    shared.sas = sadb.reader();
     shared.acls.publish(acl_table);
 
     let workers = opts.workers.max(1);
@@ -801,6 +922,28 @@ mod tests {
         let v6 = measure(&setup(Scenario::Plain6, &opts, &mut None).expect("setup"), &opts).expect("run");
         let rewritten = v6.nodes.iter().find(|n| n.name == "ip6-rewrite").map_or(0, |n| n.packets);
         assert_eq!(rewritten, v6.packets, "plain6: every packet through ip6-rewrite");
+    }
+
+    /// The IPsec scenarios forward every packet, each encrypted or
+    /// decrypted once by its ESP node, at both frame sizes.
+    #[test]
+    fn ipsec_scenarios_encrypt_or_decrypt_every_packet() {
+        for len in [60, 1432] {
+            let opts = EngineBenchOpts { packets: Some(2000), frame_len: len, ..EngineBenchOpts::default() };
+            for (sc, node) in [
+                (Scenario::IpsecEncryptGcm, "esp-encrypt"),
+                (Scenario::IpsecEncryptCbc, "esp-encrypt"),
+                (Scenario::IpsecDecryptGcm, "esp-decrypt"),
+                (Scenario::IpsecDecryptCbc, "esp-decrypt"),
+            ] {
+                let run = measure(&setup(sc, &opts, &mut None).expect("setup"), &opts).expect("run");
+                assert!(run.packets >= 2000, "{} {len}: {} packets", sc.name(), run.packets);
+                assert_eq!(run.forwarded, run.packets, "{} {len}: all forwarded ({:?})", sc.name(), run.drops);
+                assert!(run.drops.is_empty(), "{} {len}: drops {:?}", sc.name(), run.drops);
+                let n = run.nodes.iter().find(|n| n.name == node).map_or(0, |n| n.packets);
+                assert_eq!(n, run.packets, "{} {len}: every packet through {node}", sc.name());
+            }
+        }
     }
 
     /// The firewall scenarios pass every packet through all their rules:

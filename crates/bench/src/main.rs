@@ -114,7 +114,10 @@ struct EngineArgs {
     /// single-flow6-50fw (plain6 with 50 IPv6 rules), single-flow6-50fw-out,
     /// multi-flow6-50fw
     /// (the same with 1024 flows), gre,
-    /// gre-multi-flow, 900k-routes-50fw, drop-test, acl-10k.
+    /// gre-multi-flow, 900k-routes-50fw, drop-test, acl-10k,
+    /// ipsec-encrypt-gcm, ipsec-encrypt-cbc (AES-128-CBC + HMAC-SHA1-96),
+    /// ipsec-decrypt-gcm, ipsec-decrypt-cbc (--size is the inner frame's:
+    /// 1436 for the seed's 1418-byte payload).
     #[arg(long, value_delimiter = ',')]
     scenario: Vec<String>,
     /// Pin to this CPU.

@@ -35,6 +35,9 @@ pub struct XdpDevices {
     /// The addresses given to [`XdpDevices::add_local`], for a steering
     /// program attached later (a device that returned).
     locals: Vec<std::net::IpAddr>,
+    /// tern terminates IPsec: ESP and UDP 500/4500 for the router's
+    /// addresses go to tern in Linux mode ([`XdpDevices::set_ipsec_to_tern`]).
+    ipsec: bool,
 }
 
 /// What to open for one device in one worker.
@@ -143,6 +146,9 @@ impl XdpDevices {
             for a in &self.locals {
                 prog.add_local(*a).map_err(|e| (format!("passing {a} to Linux: {e}"), false))?;
             }
+            if self.ipsec {
+                prog.set_ipsec_to_tern(true).map_err(|e| (format!("IPsec steering: {e}"), false))?;
+            }
             self.progs.insert(dev.to_string(), prog);
         }
         if umem.is_none()
@@ -189,6 +195,24 @@ impl XdpDevices {
             && let Err(e) = l.add_local(addr)
         {
             log::warn!("XDP lane: cannot pass {addr} to Linux: {e}");
+        }
+    }
+
+    /// tern terminates IPsec (an ipsec tunnel is configured): the steering
+    /// programs and the lane send ESP and UDP to ports 500/4500 for the
+    /// router's addresses to tern instead of Linux (Linux mode; in
+    /// standalone mode they are tern's anyway).
+    pub fn set_ipsec_to_tern(&mut self, on: bool) {
+        self.ipsec = on;
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.set_ipsec_to_tern(on) {
+                log::warn!("device {dev}: IPsec steering: {e}");
+            }
+        }
+        if let Some(l) = &mut self.lane
+            && let Err(e) = l.set_ipsec(on)
+        {
+            log::warn!("XDP lane: IPsec steering: {e}");
         }
     }
 

@@ -20,6 +20,7 @@ use tern_nodes::state::{IfKind, IfTable};
 mod acl;
 mod capture;
 mod interface;
+mod ipsec;
 mod stats;
 mod trace;
 
@@ -27,6 +28,7 @@ pub use crate::stats::*;
 pub use acl::*;
 pub use capture::*;
 pub use interface::*;
+pub use ipsec::*;
 pub use stats::*;
 pub use trace::*;
 
@@ -283,6 +285,10 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::ConfigReload {} => Reply::Reload(config_reload(router, st)?),
         Command::ConfigShow {} => Reply::Text { text: config_show(router)? },
         Command::TopSample {} => Reply::TopSample(top_sample(router, st)),
+        Command::IpsecSaAdd(a) => Reply::done(ipsec_sa_add(router, a)?),
+        Command::IpsecSaDel(a) => Reply::done(ipsec_sa_del(router, &a.ids)?),
+        Command::IpsecSaShow(a) => Reply::IpsecSas(ipsec_sa_show(router, &a)?),
+        Command::IpsecTunnelShow {} => Reply::IpsecTunnels(ipsec_tunnel_show(router)),
     })
 }
 
@@ -626,7 +632,7 @@ pub fn config_reload(router: &mut Router, st: &mut OpsState) -> Result<ReloadRep
 }
 
 pub fn config_show(router: &Router) -> Result<String, ApiError> {
-    toml::to_string(&router.plan().config)
+    toml::to_string(&router.plan().config.redacted())
         .map_err(|e| ApiError::internal(format!("cannot print the configuration: {e}")))
 }
 

@@ -19,9 +19,11 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use tern_fib::Prefix;
 
+mod ipsec;
 mod schema;
 mod validate;
 
+pub use ipsec::*;
 pub use schema::*;
 use validate::validate;
 pub use validate::vrrp::VrrpGroup;
@@ -183,6 +185,9 @@ pub enum IfacePlanKind {
     Vlan { parent: usize, vid: u16 },
     /// A GRE tunnel.
     Gre { local: IpAddr, remote: IpAddr, key: Option<u32>, ttl: u8 },
+    /// A route-based ESP tunnel: what leaves is encrypted by SA `sa_out`,
+    /// what arrives is decrypted by one of `sa_in` (SA ids).
+    Ipsec { local: IpAddr, remote: IpAddr, sa_out: u32, sa_in: Vec<u32>, ttl: u8 },
     /// The index of a sub-interface or tunnel a reload removed (never
     /// produced by [`parse`]; see `crate::reload`). Its name is empty.
     Removed,
@@ -266,6 +271,8 @@ pub struct Plan {
     pub acls: Vec<tern_acl::RuleSet>,
     /// Permanent neighbours: (interface index, address, MAC).
     pub static_neighbors: Vec<(u16, IpAddr, [u8; 6])>,
+    /// The `[[ipsec_sa]]` entries, in file order.
+    pub sas: Vec<SaPlan>,
 }
 
 impl Plan {
@@ -876,6 +883,113 @@ type = "blackhole"
         assert!(e.message.contains("tern-lan0.vlan100") && e.message.contains("15 characters"), "{e}");
         let e = err(&format!("{GOOD}\n[linux]\nmode = \"linux\"\nexception = \"tun\"\n"));
         assert!(e.message.contains("tun"), "{e}");
+    }
+
+    const IPSEC: &str = r#"
+[[interface]]
+name = "wan0"
+device = "veth1"
+addresses = ["192.0.2.1/24"]
+
+[[ipsec_sa]]
+id = 10
+spi = 0x1001
+crypto = "aes-128-gcm"
+key = "0x000102030405060708090a0b0c0d0e0f10111213"
+esn = true
+
+[[ipsec_sa]]
+id = 20
+spi = "0x2001"
+crypto = "aes-128-cbc"
+integ = "hmac-sha1-96"
+key = "0x000102030405060708090a0b0c0d0e0f"
+integ_key = "0x0001020304050607080910111213141516171819"
+udp_encap = true
+soft_packets = 100
+hard_packets = 200
+
+[[tunnel]]
+name = "ipsec0"
+type = "ipsec"
+local = "192.0.2.1"
+remote = "198.51.100.7"
+sa_out = 10
+sa_in = [20]
+addresses = ["172.16.1.1/30"]
+"#;
+
+    #[test]
+    fn ipsec_tunnel_and_sas() {
+        let plan = parse(IPSEC, "t.toml", Path::new("/etc")).expect("valid");
+        assert_eq!(plan.sas.len(), 2);
+        assert_eq!((plan.sas[0].spi, plan.sas[1].spi), (0x1001, 0x2001));
+        assert_eq!(plan.sas[0].key.bytes().len(), 20, "GCM key with its salt");
+        assert_eq!(plan.sas[1].udp_encap, Some((4500, 4500)));
+        assert_eq!(plan.sas[1].hard.packets, Some(200));
+        assert_eq!(
+            plan.ifaces[1].kind,
+            IfacePlanKind::Ipsec {
+                local: "192.0.2.1".parse().unwrap(),
+                remote: "198.51.100.7".parse().unwrap(),
+                sa_out: 10,
+                sa_in: vec![20],
+                ttl: 64
+            }
+        );
+        // Keys never show: not in Debug, not in `config show`.
+        let shown = toml::to_string(&plan.config.redacted()).expect("serializes");
+        let debug = format!("{plan:?}");
+        for secret in ["000102030405", "0x0001"] {
+            assert!(!shown.contains(secret), "{shown}");
+            assert!(!debug.contains(secret), "{debug}");
+        }
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn ipsec_errors_name_the_key() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            ("spi = 0x1001", "spi = 0x10", "ipsec_sa[0].spi", "reserved"),
+            ("spi = \"0x2001\"", "spi = \"0x1001\"", "ipsec_sa[1].spi", "also ipsec_sa[0]"),
+            ("id = 20", "id = 10", "ipsec_sa[1].id", "also"),
+            ("crypto = \"aes-128-gcm\"", "crypto = \"aes-128-ccm\"", "ipsec_sa[0].crypto", "aes-128-ccm"),
+            ("0x000102030405060708090a0b0c0d0e0f10111213", "0x000102", "ipsec_sa[0].key", "20-byte key"),
+            ("0x000102030405060708090a0b0c0d0e0f10111213", "0xzz", "ipsec_sa[0].key", "hex"),
+            ("integ = \"hmac-sha1-96\"", "integ = \"none\"", "ipsec_sa[1].integ", "integrity"),
+            ("integ_key = \"0x0001020304050607080910111213141516171819\"", "", "ipsec_sa[1]", "20-byte integ_key"),
+            ("esn = true", "esn = true\ninteg = \"hmac-sha1-96\"", "ipsec_sa[0].integ", "\"none\""),
+            ("esn = true", "replay_window = 100000", "ipsec_sa[0].replay_window", "0..="),
+            ("soft_packets = 100", "soft_packets = 300", "ipsec_sa[1].soft_packets", "above the hard"),
+            ("udp_encap = true", "udp_dst_port = 4501", "ipsec_sa[1].udp_dst_port", "udp_encap"),
+            ("sa_out = 10", "sa_out = 11", "tunnel[0].sa_out", "no [[ipsec_sa]] with id 11"),
+            ("sa_in = [20]", "sa_in = [20, 30]", "tunnel[0].sa_in[1]", "id 30"),
+            ("sa_in = [20]", "sa_in = [10]", "tunnel[0].sa_in[0]", "already this tunnel's sa_out"),
+            ("sa_in = [20]", "sa_in = []", "tunnel[0].type", "needs sa_in"),
+            ("sa_out = 10", "", "tunnel[0].type", "needs sa_out"),
+            ("remote = \"198.51.100.7\"", "remote = \"2001:db8::7\"", "tunnel[0].remote", "one address family"),
+            ("type = \"ipsec\"", "type = \"ipsec\"\nkey = 5", "tunnel[0].key", "GRE's"),
+            ("type = \"ipsec\"", "type = \"gre\"", "tunnel[0].sa_out", "ipsec"),
+        ];
+        for &(from, to, key, msg) in cases {
+            let text = IPSEC.replacen(from, to, 1);
+            let e = err(&text);
+            assert_eq!(e.key.as_deref(), Some(key), "{from} -> {to}: {e}");
+            assert!(e.message.contains(msg), "{from} -> {to}: {e}");
+            assert!(e.line.is_some(), "{e}");
+            // A key is never quoted in an error.
+            assert!(!e.to_string().contains("0a0b0c"), "{e}");
+        }
+        // Two tunnels sending with one SA.
+        let second = "\n[[tunnel]]\nname = \"ipsec1\"\ntype = \"ipsec\"\nlocal = \"192.0.2.1\"\nremote = \"198.51.100.8\"\nsa_out = 10\nsa_in = [30]\n";
+        let e = err(&format!("{IPSEC}{second}"));
+        assert_eq!(e.key.as_deref(), Some("tunnel[1].sa_out"), "{e}");
+        assert!(e.message.contains("already tunnel[0]'s sa_out"), "{e}");
+        // The MTU leaves room for ESP's overhead.
+        let e = err(&IPSEC.replace("sa_in = [20]", "sa_in = [20]\nmtu = 1990"));
+        assert_eq!(e.key.as_deref(), Some("tunnel[0].mtu"), "{e}");
+        assert!(e.message.contains("ESP"), "{e}");
+        parse(&IPSEC.replace("sa_in = [20]", "sa_in = [20]\nmtu = 1400"), "t", Path::new("/")).expect("1400 fits");
     }
 
     #[test]

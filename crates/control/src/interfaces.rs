@@ -249,7 +249,7 @@ pub(crate) fn open_tap(
         IfacePlanKind::Vlan { parent, .. } => {
             (devs.get(parent), p.up && plan.ifaces.get(parent).is_some_and(|pp| pp.up))
         }
-        IfacePlanKind::Gre { .. } | IfacePlanKind::Removed => return Ok(None),
+        IfacePlanKind::Gre { .. } | IfacePlanKind::Ipsec { .. } | IfacePlanKind::Removed => return Ok(None),
     };
     let d = dev.ok_or_else(|| err(format!("interface {}: no device facts", p.name)))?;
     let name = crate::linux::tap_name(&p.name);

@@ -7,6 +7,7 @@ pub mod api;
 pub mod commands;
 pub mod config;
 pub mod interfaces;
+pub mod ipsec;
 pub mod lanes;
 pub mod linux;
 pub mod metrics;

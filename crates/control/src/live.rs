@@ -154,7 +154,9 @@ impl Router {
         let fib = self.routes.fib_mut();
         for (i, p) in self.plan.ifaces.iter().enumerate() {
             match p.kind {
-                IfacePlanKind::Gre { remote, .. } => fib.tunnel_set(i as u16, remote),
+                IfacePlanKind::Gre { remote, .. } | IfacePlanKind::Ipsec { remote, .. } => {
+                    fib.tunnel_set(i as u16, remote)
+                }
                 _ => {
                     fib.tunnel_remove(i as u16);
                 }
@@ -183,6 +185,19 @@ impl Router {
             f.up = p.up && parent_up && self.interfaces.usable(i as u16);
             f.v4 = p.v4.clone();
             f.v6 = p.v6.clone();
+            if let (IfacePlanKind::Ipsec { sa_out, sa_in, remote, .. }, tern_nodes::state::IfKind::Ipsec(t)) =
+                (&p.kind, &mut f.kind)
+            {
+                t.sa_out = *sa_out;
+                t.sa_in = sa_in.clone();
+                // Without a configured MTU: what the (new) outbound SA
+                // leaves room for.
+                if p.mtu.is_none()
+                    && let Some(sa) = self.plan.sas.iter().find(|s| s.id == *sa_out)
+                {
+                    f.mtu = 1500u16.saturating_sub(crate::config::esp_overhead(remote.is_ipv6(), sa) as u16);
+                }
+            }
             if let Some(m) = p.mtu {
                 f.mtu = m;
             }
@@ -215,15 +230,40 @@ impl Router {
         Ok(true)
     }
 
+    /// An ipsec tunnel's SAs (a rekey by reload): the interface table is
+    /// republished with them.
+    pub(crate) fn set_ipsec_binding(&mut self, index: u16, sa_out: u32, sa_in: Vec<u32>) {
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index))
+            && let IfacePlanKind::Ipsec { sa_out: o, sa_in: i, .. } = &mut p.kind
+        {
+            *o = sa_out;
+            *i = sa_in;
+        }
+        self.publish_ifaces();
+    }
+
+    /// An ipsec tunnel's inner MTU: within what ESP with its outbound SA
+    /// leaves room for (the file's check).
+    fn ipsec_mtu_check(&self, sa_out: u32, outer_v6: bool, mtu: u16) -> Result<(), String> {
+        let sa = self.plan.sas.iter().find(|s| s.id == sa_out).ok_or_else(|| format!("no SA {sa_out}"))?;
+        let overhead = crate::config::esp_overhead(outer_v6, sa);
+        let most = crate::config::ipsec_mtu_limit(overhead);
+        if !(68..=most).contains(&mtu) {
+            return Err(format!("MTU {mtu}: need 68..={most} (ESP with SA {sa_out} adds up to {overhead} bytes)"));
+        }
+        Ok(())
+    }
+
     /// Sets an interface's IP MTU (the file's checks: `check_mtu`, or
     /// `check_tunnel_mtu` for a tunnel).
     pub fn set_interface_mtu(&mut self, index: u16, mtu: u16) -> Result<bool, ApiError> {
         let p = self.iface_plan(index)?;
         let vlan = matches!(p.kind, IfacePlanKind::Vlan { .. });
-        match p.kind {
+        match &p.kind {
             IfacePlanKind::Gre { remote, key, .. } => {
                 crate::config::check_tunnel_mtu(mtu, remote.is_ipv6(), key.is_some())
             }
+            IfacePlanKind::Ipsec { remote, sa_out, .. } => self.ipsec_mtu_check(*sa_out, remote.is_ipv6(), mtu),
             _ => crate::config::check_mtu(mtu, !p.v6.is_empty(), vlan),
         }
         .map_err(ApiError::invalid)?;

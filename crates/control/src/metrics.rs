@@ -45,6 +45,8 @@ pub struct ControlFacts {
     pub sources: Vec<crate::api::types::RouteSourceInfo>,
     /// tern's own VRRP groups (`[[vrrp]]`).
     pub vrrp: Vec<crate::router::vrrp::VrrpInfo>,
+    /// IPsec SAs: per-SA counters of the first ones, totals of all.
+    pub ipsec: crate::ipsec::IpsecMetrics,
 }
 
 /// Everything the endpoint reads.
@@ -445,7 +447,36 @@ pub fn render(src: &MetricsSource) -> String {
             }
         }
     }
+    ipsec_metrics(&mut s, &facts.ipsec);
     s
+}
+
+/// The IPsec families: SAs installed, every SA's counters summed, and
+/// per SA (labels `sa` and `spi`) for the first
+/// `crate::ipsec::METRICS_SA_SERIES` SAs by id.
+fn ipsec_metrics(s: &mut String, m: &crate::ipsec::IpsecMetrics) {
+    if m.sas == 0 {
+        return;
+    }
+    family(s, "tern_ipsec_sas", "gauge", "IPsec SAs installed.").sample("tern_ipsec_sas", &[], m.sas);
+    type Pick = fn(&tern_ipsec::SaCounters) -> u64;
+    let fams: [(&str, &str, Pick); 7] = [
+        ("packets", "Packets encrypted or decrypted on the SA.", |c| c.packets),
+        ("bytes", "Bytes (inner packets) encrypted or decrypted on the SA.", |c| c.bytes),
+        ("replay_drops", "Inbound packets the anti-replay window refused.", |c| c.replay_drops),
+        ("integrity_failures", "Inbound packets whose ICV did not verify.", |c| c.integrity_failures),
+        ("seq_exhausted", "Outbound packets dropped: sequence numbers ran out.", |c| c.seq_exhausted),
+        ("expired_drops", "Packets dropped: the SA's hard lifetime passed.", |c| c.expired_drops),
+        ("decrypt_errors", "Inbound packets authenticated but malformed.", |c| c.decrypt_errors),
+    ];
+    for (what, help, pick) in fams {
+        let name = format!("tern_ipsec_{what}_total");
+        let mut f = family(s, &name, "counter", &format!("{help} (sa=\"all\": every SA summed)"));
+        f.sample(&name, &[("sa", "all"), ("spi", "all")], pick(&m.totals));
+        for (id, spi, c) in &m.per_sa {
+            f.sample(&name, &[("sa", &id.to_string()), ("spi", &format!("{spi:#x}"))], pick(c));
+        }
+    }
 }
 
 /// Checks `text` against the Prometheus text format (0.0.4) as a scraper
@@ -826,6 +857,31 @@ mod tests {
         let text = render(&src);
         assert!(text.contains("\ntern_neighbors 3\n"), "{text}");
         check_format(&text);
+    }
+
+    #[test]
+    fn ipsec_series_are_totals_and_the_first_sas() {
+        let c = tern_ipsec::SaCounters { packets: 5, bytes: 500, replay_drops: 1, ..Default::default() };
+        let ipsec = crate::ipsec::IpsecMetrics {
+            sas: 3,
+            per_sa: vec![(10, 0x1001, c), (20, 0x2001, c)],
+            totals: tern_ipsec::SaCounters { packets: 10, bytes: 1000, replay_drops: 2, ..Default::default() },
+        };
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::new(Vec::new())),
+            facts: Published::new(ControlFacts { ipsec, ..ControlFacts::default() }),
+        };
+        let text = render(&src);
+        check_format(&text);
+        for line in [
+            "tern_ipsec_sas 3",
+            "tern_ipsec_packets_total{sa=\"all\",spi=\"all\"} 10",
+            "tern_ipsec_packets_total{sa=\"10\",spi=\"0x1001\"} 5",
+            "tern_ipsec_replay_drops_total{sa=\"20\",spi=\"0x2001\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
     }
 
     #[test]

@@ -59,6 +59,12 @@ pub enum Change {
     IfaceRemove {
         index: u16,
     },
+    /// The `[[ipsec_sa]]` entries changed (applied as one publication).
+    IpsecSas,
+    /// An ipsec tunnel's `sa_out` / `sa_in` changed (a rekey).
+    IpsecBinding {
+        index: u16,
+    },
 }
 
 /// A refused difference: what and where.
@@ -77,7 +83,7 @@ fn refuse(path: Vec<Seg>, message: impl Into<String>) -> Refusal {
 }
 
 fn logical(k: &IfacePlanKind) -> bool {
-    matches!(k, IfacePlanKind::Vlan { .. } | IfacePlanKind::Gre { .. })
+    matches!(k, IfacePlanKind::Vlan { .. } | IfacePlanKind::Gre { .. } | IfacePlanKind::Ipsec { .. })
 }
 
 /// Renumbers the interfaces of `new` (as [`config::parse`] numbered them:
@@ -248,7 +254,15 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
                 ),
             ));
         }
-        if o.kind != n.kind {
+        if let (
+            IfacePlanKind::Ipsec { local: l1, remote: r1, ttl: t1, .. },
+            IfacePlanKind::Ipsec { local: l2, remote: r2, ttl: t2, .. },
+        ) = (&o.kind, &n.kind)
+            && (l1, r1, t1) == (l2, r2, t2)
+            && o.kind != n.kind
+        {
+            changes.push(Change::IpsecBinding { index });
+        } else if o.kind != n.kind {
             return Err(refuse(
                 ipath(&n.name, "device"),
                 format!(
@@ -327,6 +341,9 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
     if old.route_files != new.route_files {
         changes.push(Change::RouteFiles);
     }
+    if old.sas != new.sas {
+        changes.push(Change::IpsecSas);
+    }
     Ok(changes)
 }
 
@@ -360,6 +377,7 @@ pub(crate) fn bare(plan: &Plan) -> Plan {
     }
     p.routes.clear();
     p.route_files.clear();
+    p.sas.clear();
     p
 }
 
@@ -405,6 +423,13 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
         .filter_map(|c| if let Change::IfaceRemove { index } = c { Some(*index) } else { None })
         .collect();
     let prepared = router.prepare_interfaces(&new, &added, &removed)?;
+    // The SAs, all at once, before the tunnels that name them come (and
+    // after every check: checked whole, they go back as they were if
+    // installing fails).
+    if changes.contains(&Change::IpsecSas) {
+        let done = router.apply_ipsec_config(&new).map_err(ApiError::invalid)?;
+        report.changes.extend(done);
+    }
     for &i in &removed {
         let what = router.remove_interface(i);
         report.changes.push(what);
@@ -480,7 +505,15 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
             Change::InterfaceMtu { .. }
             | Change::Addresses { .. }
             | Change::IfaceAdd { .. }
-            | Change::IfaceRemove { .. } => {}
+            | Change::IfaceRemove { .. }
+            | Change::IpsecSas => {}
+            Change::IpsecBinding { index } => {
+                let Some(n) = new.ifaces.get(usize::from(*index)) else { continue };
+                if let IfacePlanKind::Ipsec { sa_out, sa_in, .. } = &n.kind {
+                    router.set_ipsec_binding(*index, *sa_out, sa_in.clone());
+                    report.changes.push(format!("tunnel {}: sa_out {sa_out}, sa_in {sa_in:?}", name(*index)));
+                }
+            }
             Change::InterfaceUp { index, up } => {
                 router.set_interface_up(*index, *up)?;
                 report.changes.push(format!("interface {}: {}", name(*index), if *up { "up" } else { "down" }));

@@ -22,7 +22,7 @@ use tern_engine::{IdlePolicy, PortBinding, TraceShared, Worker, WorkerConfig, Wo
 use tern_fib::{FibConfig, FibWriter};
 use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, MemHandle, MemPort};
 use tern_nodes::state::{
-    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, NO_IF, Params, Shared, link_local_from_mac,
+    AclSet, AclTable, Event, GreTunnel, IfKind, IfTable, Iface, IpsecTunnel, NO_IF, Params, Shared, link_local_from_mac,
 };
 use tern_packet::{PacketPool, PoolConfig, Port};
 
@@ -76,6 +76,8 @@ pub struct Router {
     routes: Routes,
     /// tern's own VRRP (`[[vrrp]]`).
     vrrp: vrrp::VrrpService,
+    /// The SA database the ESP nodes read (`shared.sas`).
+    ipsec: crate::ipsec::Ipsec,
     started_ns: u64,
 }
 
@@ -112,6 +114,19 @@ pub(crate) fn iface_of(plan: &Plan, i: usize, devs: &[DeviceInfo]) -> Iface {
             // link-local address; tunnels carry no link layer.
             let mac = [0x02, 0x67, 0x72, 0x65, (i >> 8) as u8, i as u8];
             (IfKind::Gre(t), NO_IF, mac, (1500 - t.overhead()) as u16, true)
+        }
+        IfacePlanKind::Ipsec { local, remote, sa_out, ref sa_in, ttl } => {
+            // The inner MTU leaves room for ESP with the outbound SA (the
+            // worst case of every algorithm when it is not in the plan).
+            let overhead = plan
+                .sas
+                .iter()
+                .find(|s| s.id == sa_out)
+                .map(|s| crate::config::esp_overhead(remote.is_ipv6(), s))
+                .unwrap_or(if remote.is_ipv6() { 121 } else { 101 });
+            let t = IpsecTunnel { local, remote, sa_out, sa_in: sa_in.clone(), ttl };
+            let mac = [0x02, 0x65, 0x73, 0x70, (i >> 8) as u8, i as u8];
+            (IfKind::Ipsec(t), NO_IF, mac, 1500u16.saturating_sub(overhead as u16), true)
         }
     };
     Iface {
@@ -261,9 +276,17 @@ impl Router {
             plan.ifaces.iter().filter(|i| matches!(i.kind, IfacePlanKind::Port { .. })).collect();
         let devs: Vec<DeviceInfo> = ports.iter().map(|p| device_info(p)).collect::<Result<_, _>>()?;
 
-        let iftable = build_iftable(&plan, &devs);
+        // (With the target's SAs: an ipsec tunnel's default MTU leaves
+        // room for its outbound SA's overhead; the SAs themselves are
+        // installed by the convergence.)
+        let iftable = build_iftable(&Plan { sas: target.sas.clone(), ..plan.clone() }, &devs);
         let acls = compile_acls(&plan, usize::from(plan.config.dataplane.workers))?;
-        let shared = Shared::new(iftable.clone(), reader);
+        let mut shared = Shared::new(iftable.clone(), reader);
+        // SAs arrive with the convergence below (or the API); the workers'
+        // graphs read them through this reader.
+        let mut ipsec = crate::ipsec::Ipsec::new(usize::from(plan.config.dataplane.workers));
+        ipsec.set_metrics_on(!plan.config.metrics.listen.is_empty());
+        shared.sas = ipsec.reader();
         let linux_owns_local = plan.config.linux.linux_mode();
         shared.params.publish(Params { linux_owns_local, ..Params::default() });
         shared.acls.publish(acls);
@@ -425,8 +448,15 @@ impl Router {
             interfaces: Interfaces::new(devs, links, host),
             routes: Routes::new(fib, sources),
             vrrp: vrrp::VrrpService::default(),
+            ipsec,
             started_ns,
         };
+        if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
+            // Linux mode: ESP and UDP 500/4500 for the router reach tern
+            // (`set_plan` follows reloads that add or remove the last
+            // ipsec tunnel).
+            router.lanes.xdp_mut().set_ipsec_to_tern(true);
+        }
         let t0 = std::time::Instant::now();
         match crate::reload::converge(&mut router, target) {
             Ok(report) => {
@@ -456,7 +486,7 @@ impl Router {
     pub fn poll(&mut self) -> bool {
         let now = tern_engine::clock::now_ns();
         let mut changed = false;
-        let mut did = false;
+        let mut did = self.ipsec.poll(std::time::Instant::now()) > 0;
         while let Some(ev) = self.shared.events.pop() {
             did = true;
             match ev {
@@ -526,7 +556,41 @@ impl Router {
     /// Replaces the running configuration with `plan`, which a reload
     /// has just carried out (`crate::reload`).
     pub(crate) fn set_plan(&mut self, plan: Plan) {
+        let had = self.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. }));
+        let has = plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. }));
         self.plan = plan;
+        if has != had {
+            // Linux mode: ESP and UDP 500/4500 for the router's addresses
+            // reach tern while it terminates IPsec.
+            self.lanes.xdp_mut().set_ipsec_to_tern(has);
+        }
+    }
+
+    /// The IPsec service (SA database, events).
+    pub fn ipsec(&self) -> &crate::ipsec::Ipsec {
+        &self.ipsec
+    }
+
+    pub fn ipsec_mut(&mut self) -> &mut crate::ipsec::Ipsec {
+        &mut self.ipsec
+    }
+
+    /// The configuration's SAs taken from the running plan's to `new`'s,
+    /// in one publication (`crate::reload`).
+    pub(crate) fn apply_ipsec_config(&mut self, new: &Plan) -> Result<Vec<String>, String> {
+        let done = self.ipsec.apply_config(&self.plan.sas, &new.sas)?;
+        // The running plan's SAs are the database's from now on (tunnel
+        // MTUs are worked out from them).
+        self.plan.sas = new.sas.clone();
+        Ok(done)
+    }
+
+    /// The tunnel using SA `id`, if one does (the running configuration).
+    pub fn ipsec_sa_user(&self, id: u32) -> Option<String> {
+        self.plan.ifaces.iter().find_map(|p| match &p.kind {
+            IfacePlanKind::Ipsec { sa_out, sa_in, .. } if *sa_out == id || sa_in.contains(&id) => Some(p.name.clone()),
+            _ => None,
+        })
     }
     pub fn fib(&self) -> &FibWriter {
         self.routes.fib()

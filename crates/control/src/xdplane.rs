@@ -249,6 +249,11 @@ impl XdpLane {
         self.prog.add_local(addr)
     }
 
+    /// ESP and UDP 500/4500 for the router to tern's engine (Linux mode).
+    pub fn set_ipsec(&mut self, on: bool) -> Result<(), XdpError> {
+        self.prog.set_ipsec(on)
+    }
+
     /// Writes the interface table and rule sets as a new generation.
     pub fn publish(&mut self, shared: &Shared) -> Result<(), XdpError> {
         let ifs = shared.ifaces.load();

@@ -54,6 +54,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("[neighbor]", "[neighbor]\nZZZ"),
     ("[[interface]]", "[[interface]]\nZZZ"),
     ("[[tunnel]]", "[[tunnel]]\nZZZ"),
+    ("[[ipsec_sa]]", "[[ipsec_sa]]\nZZZ"),
     ("[[route]]", "[[route]]\nZZZ"),
     ("[[route_file]]", "[[route_file]]\nZZZ"),
     ("[[neighbor_entry]]", "[[neighbor_entry]]\nZZZ"),

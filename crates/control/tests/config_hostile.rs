@@ -811,7 +811,13 @@ fn check_plan(p: &Plan) -> Result<(), String> {
                 }
                 9216
             }
-            IfacePlanKind::Gre { local, remote, ttl, .. } => {
+            IfacePlanKind::Gre { local, remote, ttl, .. } | IfacePlanKind::Ipsec { local, remote, ttl, .. } => {
+                if let IfacePlanKind::Ipsec { sa_out, sa_in, .. } = &f.kind
+                    && (sa_in.is_empty()
+                        || std::iter::once(sa_out).chain(sa_in).any(|id| !p.sas.iter().any(|s| s.id == *id)))
+                {
+                    return Err(format!("ipsec tunnel {:?} naming a missing SA accepted", f.name));
+                }
                 if *ttl == 0 || local.is_ipv4() != remote.is_ipv4() {
                     return Err(format!("tunnel {:?}: {:?}", f.name, f.kind));
                 }

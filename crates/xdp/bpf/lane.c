@@ -63,6 +63,23 @@
 #include "lib/trace.h"
 #include "lib/xmit.h"
 
+#define IPPROTO_ESP_ 50
+#define IKE_PORT 500
+#define NAT_T_PORT 4500
+
+// IPsec for the router: ESP, or UDP to IKE's port 500 or NAT-T's 4500
+// (RFC 7296, RFC 3948), `l4` the transport header (ports read only when
+// they are in the frame).
+static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end)
+{
+	if (proto == IPPROTO_ESP_)
+		return 1;
+	if (proto != 17 || (void *)(l4 + 4) > end)
+		return 0;
+	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
+	return dport == NAT_T_PORT || dport == IKE_PORT;
+}
+
 // IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
 static __always_inline int is_ext(__u8 nh)
 {
@@ -198,10 +215,15 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	default:
 		return PUNT(PUNT_NO_ROUTE);
 	}
-	// ip4-local: only GRE of tern's tunnels is handled here.
+	// ip4-local: only GRE of tern's tunnels is handled here; IPsec goes
+	// to the engine (ESP decapsulation, IKE later).
 local:
-	if (proto != IPPROTO_GRE_)
+	if (proto != IPPROTO_GRE_) {
+		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) && (frag & 0x1fff) == 0 &&
+		    is_ipsec(proto, ip + 20, end))
+			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
+	}
 	if (!wire)
 		return PUNT(PUNT_GRE); // GRE in GRE: userspace
 	if (frag & 0x3fff)
@@ -350,8 +372,13 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return PUNT(PUNT_NO_ROUTE);
 	}
 local:
-	if (proto != IPPROTO_GRE_)
+	if (proto != IPPROTO_GRE_) {
+		// As in ip4 (extension headers before ESP are not walked: such a
+		// packet goes as any other for the router).
+		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) && is_ipsec(proto, ip + 40, end))
+			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
+	}
 	if (!wire)
 		return PUNT(PUNT_GRE);
 	if (s->f_fill)
@@ -464,8 +491,11 @@ int tern_lane(struct xdp_md *ctx)
 		__u32 dst;
 		__builtin_memcpy(&dst, ip + 16, 4);
 		// Packets for the router's addresses in Linux mode: Linux's, except
-		// GRE, which may belong to one of tern's tunnels.
-		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) && bpf_map_lookup_elem(&lane_local4, &dst))
+		// GRE, which may belong to one of tern's tunnels, and IPsec when
+		// tern terminates it (ip4 punts it to the engine).
+		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) &&
+		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && is_ipsec(ip[9], ip + 20, end)) &&
+		    bpf_map_lookup_elem(&lane_local4, &dst))
 			return pass_s(ctx, s, C_PASS_LOCAL);
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
 			return pass_s(ctx, s, C_PASS_MCAST);
@@ -482,7 +512,8 @@ int tern_lane(struct xdp_md *ctx)
 				return pass_s(ctx, s, C_PASS_NEIGH);
 			}
 		}
-		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6)) {
+		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6) &&
+		    !((s->flags & LCFG_IPSEC) && is_ipsec(ip[6], ip + 40, end))) {
 			struct in6_key key;
 			__builtin_memcpy(key.b, ip + 24, 16);
 			if (bpf_map_lookup_elem(&lane_local6, &key))

@@ -47,6 +47,11 @@
 // ... the forwarding memo is not used (`direct` off: every packet takes
 // the whole path).
 #define LCFG_NO_FWD_MEMO (1u << 7)
+// tern terminates IPsec (an ipsec tunnel is configured): in Linux mode ESP
+// and UDP to ports 500/4500 for the router's addresses go to tern's engine
+// instead of Linux (standalone mode hands every local packet to the engine
+// anyway; it is then counted as punt-ipsec).
+#define LCFG_IPSEC (1u << 8)
 
 struct lane_cfg {
 	// Publication sequence: bit 0 says which half of the double-buffered
@@ -405,6 +410,7 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(ACL_CACHED, "xdp-lane", "acl-cached", info)                                          \
 	X(PUNT_NEIGH, "xdp-lane", "punt-neighbor", punt)                                       \
 	X(PUNT_LOCAL, "xdp-lane", "punt-local", punt)                                          \
+	X(PUNT_IPSEC, "xdp-lane", "punt-ipsec", punt)                                          \
 	X(PUNT_NO_ROUTE, "xdp-lane", "punt-icmp-route", punt)                                  \
 	X(PUNT_TTL, "xdp-lane", "punt-ttl", punt)                                              \
 	X(PUNT_TOO_BIG, "xdp-lane", "punt-too-big", punt)                                      \

@@ -28,6 +28,9 @@
 #define CFG_NEIGH_TO_TERN (1u << 0)
 // Pass everything to Linux (steering paused, e.g. while tern restarts).
 #define CFG_PASS_ALL (1u << 1)
+// tern terminates IPsec: ESP and UDP to ports 500 (IKE) and 4500 (NAT-T)
+// for the router's addresses go to tern, not Linux.
+#define CFG_IPSEC_TO_TERN (1u << 2)
 
 enum verdict {
 	V_REDIRECT = 0,       // transit packet sent to the queue's XSK
@@ -37,7 +40,8 @@ enum verdict {
 	V_PASS_MCAST = 4,     // link-layer or IP multicast/broadcast control traffic
 	V_PASS_NO_XSK = 5,    // no socket on this queue: passed to Linux
 	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
-	V_MAX = 7,
+	V_REDIRECT_IPSEC = 7, // ESP or UDP 500/4500 for the router sent to tern
+	V_MAX = 8,
 };
 
 struct {
@@ -127,6 +131,19 @@ struct ipv6_min {
 #define ICMPV6_ND_FIRST 133
 #define ICMPV6_ND_LAST 137
 #define IPPROTO_ICMPV6_ 58
+#define IPPROTO_ESP_ 50
+
+// ESP, or UDP to IKE's port 500 or NAT-T's 4500, with the transport
+// header at `l4` (ports read only when they are in the frame).
+static __always_inline int is_ipsec(__u8 proto, __u8 *l4, void *end)
+{
+	if (proto == IPPROTO_ESP_)
+		return 1;
+	if (proto != IPPROTO_UDP || (void *)(l4 + 4) > end)
+		return 0;
+	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
+	return dport == 4500 || dport == 500;
+}
 
 SEC("xdp")
 int tern_steer(struct xdp_md *ctx)
@@ -175,8 +192,13 @@ int tern_steer(struct xdp_md *ctx)
 		if ((void *)(ip + 1) > end)
 			return to_xsk(ctx, V_REDIRECT);
 		__u32 dst = ip->daddr;
-		if (bpf_map_lookup_elem(&tern_local4, &dst))
+		if (bpf_map_lookup_elem(&tern_local4, &dst)) {
+			// Not a fragment after the first: its ports are not there.
+			if ((cfg & CFG_IPSEC_TO_TERN) && (ip->frag & bpf_htons(0x1fff)) == 0 &&
+			    is_ipsec(ip->proto, (__u8 *)ip + (ip->ver_ihl & 0x0f) * 4, end))
+				return to_xsk(ctx, V_REDIRECT_IPSEC);
 			return count(V_PASS_LOCAL, XDP_PASS);
+		}
 		// 224.0.0.0/4 multicast (OSPF, VRRP, IGMP...) and limited broadcast:
 		// control traffic, never forwarded by tern.
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
@@ -200,8 +222,12 @@ int tern_steer(struct xdp_md *ctx)
 		}
 		struct in6_key key;
 		__builtin_memcpy(key.b, ip6->daddr, 16);
-		if (bpf_map_lookup_elem(&tern_local6, &key))
+		if (bpf_map_lookup_elem(&tern_local6, &key)) {
+			// (Extension headers before ESP or UDP are not walked.)
+			if ((cfg & CFG_IPSEC_TO_TERN) && is_ipsec(ip6->nexthdr, (__u8 *)(ip6 + 1), end))
+				return to_xsk(ctx, V_REDIRECT_IPSEC);
 			return count(V_PASS_LOCAL, XDP_PASS);
+		}
 		// ff00::/8 multicast (OSPFv3, MLD, DHCPv6...).
 		if (ip6->daddr[0] == 0xff)
 			return count(V_PASS_MCAST, XDP_PASS);

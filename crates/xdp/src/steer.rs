@@ -29,6 +29,7 @@ pub const STEER_PROG_NAME: &str = "tern_steer";
 
 const CFG_NEIGH_TO_TERN: u32 = 1 << 0;
 const CFG_PASS_ALL: u32 = 1 << 1;
+const CFG_IPSEC_TO_TERN: u32 = 1 << 2;
 
 /// The program's verdict counters, summed over CPUs. Field order is the
 /// `enum verdict` of `bpf/steer.c`.
@@ -48,13 +49,22 @@ pub struct Verdicts {
     pub pass_no_xsk: u64,
     /// Not IP/ARP in Linux mode, or steering paused: passed to Linux.
     pub pass_other: u64,
+    /// ESP or UDP to ports 500/4500 for the router's addresses, sent to
+    /// tern (it terminates IPsec).
+    pub redirect_ipsec: u64,
 }
 
 impl Verdicts {
-    /// What the program passed to Linux, by reason (`tern stats` names:
-    /// node `xdp-steer`), with each reason's meaning.
-    pub fn passes(&self) -> [(&'static str, &'static str, u64); 5] {
+    /// What the program passed to Linux, by reason, and the router's
+    /// IPsec it sent to tern (`tern stats` names: node `xdp-steer`), with
+    /// each reason's meaning.
+    pub fn passes(&self) -> [(&'static str, &'static str, u64); 6] {
         [
+            (
+                "ipsec-to-tern",
+                "ESP or UDP 500/4500 for the router's addresses: sent to tern (IPsec), not Linux",
+                self.redirect_ipsec,
+            ),
             ("pass-local", "for the router's addresses: passed to Linux", self.pass_local),
             ("pass-neighbor", "ARP/ND passed to Linux (Linux mode)", self.pass_neigh),
             ("pass-multicast", "IP multicast or broadcast: passed to Linux", self.pass_mcast),
@@ -68,7 +78,7 @@ impl Verdicts {
     }
 }
 
-const N_VERDICTS: u32 = 7;
+const N_VERDICTS: u32 = 8;
 
 /// How to attach the steering program.
 #[derive(Clone, Copy, Debug)]
@@ -205,6 +215,12 @@ impl SteeringProgram {
         self.set_flag(CFG_NEIGH_TO_TERN, on)
     }
 
+    /// tern terminates IPsec: ESP and UDP to ports 500/4500 for the
+    /// router's addresses go to tern, not Linux.
+    pub fn set_ipsec_to_tern(&mut self, on: bool) -> Result<(), XdpError> {
+        self.set_flag(CFG_IPSEC_TO_TERN, on)
+    }
+
     /// Pass everything to Linux (steering paused).
     pub fn set_pass_all(&mut self, on: bool) -> Result<(), XdpError> {
         self.set_flag(CFG_PASS_ALL, on)
@@ -248,8 +264,17 @@ impl SteeringProgram {
             let per_cpu = self.verdicts.get(&i, 0).map_err(|e| prog_err("tern_verdicts", e))?;
             *slot = per_cpu.iter().sum();
         }
-        let [redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other] = v;
-        Ok(Verdicts { redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other })
+        let [redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other, redirect_ipsec] = v;
+        Ok(Verdicts {
+            redirect,
+            redirect_neigh,
+            pass_local,
+            pass_neigh,
+            pass_mcast,
+            pass_no_xsk,
+            pass_other,
+            redirect_ipsec,
+        })
     }
 }
 

@@ -2314,3 +2314,64 @@ fn punted_frames_are_classed_as_the_engine_does_and_policed_apart() {
         }
     });
 }
+
+// ---------------------------------------------------------------- IPsec
+
+/// An ESP packet (SPI 0x1001, sequence number 1, a few bytes of
+/// "ciphertext"): the lanes steer it by its protocol alone.
+fn esp4(src: &str, dst: &str) -> Vec<u8> {
+    let esp = [0, 0, 0x10, 0x01, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+    ipv4(v4(src), v4(dst), 50, 64, &esp)
+}
+
+/// ESP and UDP to ports 500/4500 for the router go to the engine, counted
+/// as `punt-ipsec` (standalone mode: every local packet is the engine's,
+/// this says which); transit ESP is forwarded by the lane like any IP
+/// protocol.
+#[test]
+fn ipsec_for_the_router_is_punted_and_transit_esp_forwarded() {
+    with_lab(|d, _| {
+        use Verdict::*;
+        let wan = |l3: Vec<u8>| eth(R_WAN, HOST_B, 0x0800, &l3);
+        assert_eq!(d.run(WAN, &wan(esp4("10.0.2.2", "10.0.2.1"))), Punt("xdp-lane/punt-ipsec".into()));
+        for port in [4500, 500] {
+            let f = wan(udp4("10.0.2.2", "10.0.2.1", 64, 4500, port, b"nat-t"));
+            assert_eq!(d.run(WAN, &f), Punt("xdp-lane/punt-ipsec".into()), "port {port}");
+        }
+        let f = wan(udp4("10.0.2.2", "10.0.2.1", 64, 4500, 53, b"dns"));
+        assert_eq!(d.run(WAN, &f), Punt("xdp-lane/punt-local".into()));
+        let f = eth(R_WAN, HOST_B, 0x86dd, &udp6("2001:db8:2::2", "2001:db8:2::1", 64, 4500, 4500));
+        assert_eq!(d.run(WAN, &f), Punt("xdp-lane/punt-ipsec".into()));
+        // Transit ESP, both ways.
+        let before = d.lane.counter("xdp-lane", "forwarded");
+        assert_eq!(d.run(WAN, &wan(esp4("198.18.0.1", "10.0.1.2"))), Forward(LAN));
+        assert_eq!(d.run(LAN, &lan_frame(esp4("10.0.1.2", "198.18.0.1"))), Forward(WAN));
+        assert_eq!(d.lane.counter("xdp-lane", "forwarded"), before + 2);
+    });
+}
+
+/// Linux mode: the router's traffic is Linux's, IPsec too until tern
+/// terminates it (an ipsec tunnel: `set_ipsec`); then ESP and UDP
+/// 500/4500 go to the engine and the rest still to Linux.
+#[test]
+fn linux_mode_hands_ipsec_to_the_engine_when_tern_terminates_it() {
+    with_linux_mode_lane(|d| {
+        use Verdict::*;
+        d.lane.add_local(IpAddr::V4(v4("10.0.2.1"))).expect("local");
+        d.lane.add_local(IpAddr::V6("2001:db8:2::1".parse().expect("a"))).expect("local");
+        let esp = eth(R_WAN, HOST_B, 0x0800, &esp4("10.0.2.2", "10.0.2.1"));
+        let natt = eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 4500, b"x"));
+        let ike6 = eth(R_WAN, HOST_B, 0x86dd, &udp6("2001:db8:2::2", "2001:db8:2::1", 64, 500, 500));
+        let dns = eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 53, b"x"));
+        for f in [&esp, &natt, &ike6, &dns] {
+            assert_eq!(d.run(WAN, f), Pass("xdp-lane/pass-local".into()));
+        }
+        d.lane.set_ipsec(true).expect("flag");
+        for f in [&esp, &natt, &ike6] {
+            assert_eq!(d.run(WAN, f), Punt("xdp-lane/punt-ipsec".into()));
+        }
+        assert_eq!(d.run(WAN, &dns), Pass("xdp-lane/pass-local".into()));
+        d.lane.set_ipsec(false).expect("flag");
+        assert_eq!(d.run(WAN, &esp), Pass("xdp-lane/pass-local".into()));
+    });
+}

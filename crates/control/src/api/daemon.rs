@@ -90,6 +90,7 @@ impl Daemon {
             links: router.link_states(),
             sources: router.route_sources(),
             vrrp: router.vrrp_show(),
+            ipsec: router.ipsec().metrics().clone(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
         self.stale = false;

@@ -26,7 +26,9 @@ pub const VERSION: u32 = 1;
 
 /// Longest request line accepted (the largest real request, a rule set
 /// or a long batch of routes, is far smaller).
-pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+///
+/// 8 MiB: an `ipsec_sa_add` of 10,000 SAs with 256-bit keys is about 3 MB.
+pub const MAX_REQUEST_BYTES: usize = 8 << 20;
 
 /// What went wrong, for programs; the message is for people.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +152,40 @@ pub enum Command {
     /// Every counter `tern top` makes rates of, in one answer (no routes
     /// listed: cheap with a full table).
     TopSample {},
+    /// Installs SAs, all or nothing, published to the workers once (the
+    /// IKE daemon's way in). Each SA has the keys of `[[ipsec_sa]]`.
+    IpsecSaAdd(IpsecSaAddArgs),
+    /// Removes SAs the API added (or the configuration's that no tunnel
+    /// uses), all or nothing, published once.
+    IpsecSaDel(IpsecSaDelArgs),
+    /// The SAs (without keys), with state and counters.
+    IpsecSaShow(IpsecSaShowArgs),
+    /// The ipsec tunnels and their SAs.
+    IpsecTunnelShow {},
+}
+
+/// `ipsec_sa_add`: the SAs, as `[[ipsec_sa]]` entries.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpsecSaAddArgs {
+    pub sas: Vec<crate::config::IpsecSaCfg>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpsecSaDelArgs {
+    pub ids: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpsecSaShowArgs {
+    /// One SA; all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u32>,
+    /// At most this many (the first by id); all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 impl Command {
@@ -161,6 +197,8 @@ impl Command {
             Command::RouteAdd(_) => return "route_add".into(),
             Command::RouteDel(_) => return "route_del".into(),
             Command::RouteBatch(_) => return "route_batch".into(),
+            // Carries keys and may carry thousands of SAs.
+            Command::IpsecSaAdd(_) => return "ipsec_sa_add".into(),
             _ => {}
         }
         match serde_json::to_value(self) {
@@ -182,6 +220,8 @@ impl Command {
                 | Command::AclSet(_)
                 | Command::ConfigReload {}
                 | Command::FastPathsSet(_)
+                | Command::IpsecSaAdd(_)
+                | Command::IpsecSaDel(_)
         )
     }
 }
@@ -373,6 +413,8 @@ pub enum Reply {
     Capture(CaptureBatch),
     Reload(ReloadReport),
     TopSample(TopSample),
+    IpsecSas(IpsecSaList),
+    IpsecTunnels(Vec<IpsecTunnelView>),
 }
 
 impl Reply {

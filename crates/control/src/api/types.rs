@@ -519,6 +519,73 @@ pub struct TopWorker {
     pub rx_packets: u64,
 }
 
+/// One SA as `ipsec_sa_show` tells it: its configuration without keys,
+/// state, sequence numbers and counters (summed over workers).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpsecSaView {
+    pub id: u32,
+    pub spi: u32,
+    pub crypto: String,
+    pub integ: String,
+    pub esn: bool,
+    pub replay_window: u32,
+    /// ESP in UDP: [source port, destination port].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_encap: Option<[u16; 2]>,
+    /// "active", "soft-expired" or "expired".
+    pub state: String,
+    /// Next outbound sequence number to use / highest inbound accepted.
+    pub seq_out: u64,
+    pub seq_in: u64,
+    pub age_secs: u64,
+    /// "config" or "api".
+    pub source: String,
+    /// The tunnel that uses it, and how ("out" or "in").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
+    pub soft: [Option<u64>; 3],
+    pub hard: [Option<u64>; 3],
+    pub packets: u64,
+    pub bytes: u64,
+    pub replay_drops: u64,
+    pub integrity_failures: u64,
+    pub seq_exhausted: u64,
+    pub expired_drops: u64,
+    pub decrypt_errors: u64,
+}
+
+/// `ipsec_sa_show`: the SAs asked for (all, or one), and how many there
+/// are in all (a listing may be limited).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpsecSaList {
+    pub total: usize,
+    pub sas: Vec<IpsecSaView>,
+}
+
+/// One ipsec tunnel as `ipsec_tunnel_show` tells it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpsecTunnelView {
+    pub name: String,
+    pub index: u16,
+    pub local: String,
+    pub remote: String,
+    pub sa_out: u32,
+    pub sa_in: Vec<u32>,
+    pub ttl: u8,
+    pub mtu: u16,
+    pub up: bool,
+    /// The outbound SA's SPI and state, when it is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spi_out: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_out: Option<String>,
+    /// Packets and bytes encrypted on `sa_out`, decrypted on `sa_in`.
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+}
+
 /// Lowercase hex of bytes.
 pub fn to_hex(b: &[u8]) -> String {
     const D: &[u8; 16] = b"0123456789abcdef";

@@ -23,7 +23,18 @@ pub fn capture_start(router: &mut Router, st: &mut OpsState, a: &CaptureStartArg
                     w.ports().iter().position(|s| s.as_ref().is_some_and(|s| s.ifindex == ifindex && !side_port(s)))
                 })
                 .ok_or_else(|| {
-                    ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))
+                    let tunnel = matches!(
+                        router.plan().ifaces.get(usize::from(ifindex)).map(|p| &p.kind),
+                        Some(crate::config::IfacePlanKind::Gre { .. } | crate::config::IfacePlanKind::Ipsec { .. })
+                    );
+                    if tunnel {
+                        ApiError::refused(format!(
+                            "{} is a tunnel, without frames of its own: capture its outer packets on the interface towards its remote, or its inner packets at a node (`esp-encrypt` before encryption, `gre-encap`; all tunnels' packets)",
+                            a.target
+                        ))
+                    } else {
+                        ApiError::refused(format!("{} has no port of its own (capture its parent interface)", a.target))
+                    }
                 })?
         }
     };

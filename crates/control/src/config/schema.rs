@@ -15,6 +15,10 @@ pub struct Config {
     pub interfaces: Vec<InterfaceCfg>,
     #[serde(default, rename = "tunnel")]
     pub tunnels: Vec<TunnelCfg>,
+    /// IPsec security associations (`[[ipsec_sa]]`), bound to `type =
+    /// "ipsec"` tunnels by id.
+    #[serde(default, rename = "ipsec_sa", skip_serializing_if = "Vec::is_empty")]
+    pub ipsec_sas: Vec<IpsecSaCfg>,
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteCfg>,
     #[serde(default, rename = "route_file")]
@@ -268,6 +272,9 @@ fn yes() -> bool {
 pub enum TunnelType {
     #[default]
     Gre,
+    /// A route-based ESP tunnel (tunnel mode), its SAs named by
+    /// `sa_out` / `sa_in`.
+    Ipsec,
 }
 
 /// A tunnel interface (`[[tunnel]]`).
@@ -284,6 +291,13 @@ pub struct TunnelCfg {
     /// GRE key (RFC 2890); both ends must agree.
     #[serde(default)]
     pub key: Option<u32>,
+    /// IPsec: the SA (`[[ipsec_sa]]` id) that encrypts what leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sa_out: Option<u32>,
+    /// IPsec: the SAs that may decrypt what arrives (several while a
+    /// rekey overlaps the old and the new).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sa_in: Vec<u32>,
     /// Outer TTL / hop limit.
     #[serde(default = "default_ttl")]
     pub ttl: u8,
@@ -302,6 +316,134 @@ pub struct TunnelCfg {
 
 fn default_ttl() -> u8 {
     64
+}
+
+/// An SPI as the file writes it: a number (`spi = 0x1001` is TOML's hex
+/// integer) or a string, "0x1001" or "4097".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SpiValue {
+    Number(i64),
+    Text(String),
+}
+
+impl SpiValue {
+    /// The SPI, or why it is not one (RFC 4303 2.1: 1-255 are reserved,
+    /// 0 is never sent).
+    pub fn value(&self) -> Result<u32, String> {
+        let n: Option<u64> = match self {
+            SpiValue::Number(n) => u64::try_from(*n).ok(),
+            SpiValue::Text(t) => {
+                let t = t.trim();
+                match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                    Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                        u64::from_str_radix(h, 16).ok()
+                    }
+                    None if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => t.parse().ok(),
+                    _ => None,
+                }
+            }
+        };
+        let shown = match self {
+            SpiValue::Number(n) => n.to_string(),
+            SpiValue::Text(t) => super::quote(t),
+        };
+        let n = n.and_then(|n| u32::try_from(n).ok()).ok_or_else(|| format!("{shown} is not a 32-bit SPI"))?;
+        if n < 256 {
+            return Err(format!("SPI {n}: 0-255 are reserved (RFC 4303 2.1); need 256..=0xffffffff"));
+        }
+        Ok(n)
+    }
+}
+
+/// Key material as the file (or the API's `ipsec_sa_add`) writes it ("0x"
+/// and hex digits). `Debug` prints "<redacted>"; serialized as it is (the
+/// API client sends it), so `tern config show` prints
+/// [`Config::redacted`].
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretHex(pub String);
+
+impl std::fmt::Debug for SecretHex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// What shows in place of a key.
+pub const REDACTED: &str = "<redacted>";
+
+impl Config {
+    /// The configuration with every key replaced by "<redacted>": what
+    /// `tern config show` prints.
+    pub fn redacted(&self) -> Config {
+        let mut c = self.clone();
+        for sa in &mut c.ipsec_sas {
+            sa.key = SecretHex(REDACTED.into());
+            if let Some(k) = &mut sa.integ_key {
+                *k = SecretHex(REDACTED.into());
+            }
+        }
+        c
+    }
+}
+
+/// An IPsec security association (`[[ipsec_sa]]`), one direction of a
+/// tunnel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpsecSaCfg {
+    /// The SA's id, which tunnels name in `sa_out` / `sa_in`.
+    pub id: u32,
+    pub spi: SpiValue,
+    /// aes-128-gcm | aes-256-gcm | aes-128-cbc | aes-256-cbc
+    pub crypto: String,
+    /// none (with GCM) | hmac-sha1-96 | hmac-sha256-128 | hmac-sha512-256
+    #[serde(default = "integ_none")]
+    pub integ: String,
+    /// Cipher key; for GCM followed by its 4-byte salt (RFC 4106).
+    pub key: SecretHex,
+    /// The HMAC's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integ_key: Option<SecretHex>,
+    /// Extended (64-bit) sequence numbers (RFC 4303 2.2.1).
+    #[serde(default)]
+    pub esn: bool,
+    /// Anti-replay window in packets; 0 switches anti-replay off.
+    #[serde(default = "default_replay_window")]
+    pub replay_window: u32,
+    /// ESP in UDP (RFC 3948), ports 4500/4500 unless given.
+    #[serde(default)]
+    pub udp_encap: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_src_port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_dst_port: Option<u16>,
+    /// Lifetimes: the soft limit raises an event (the IKE side rekeys),
+    /// the hard one stops the SA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_packets: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_packets: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_secs: Option<u64>,
+}
+
+fn integ_none() -> String {
+    "none".into()
+}
+
+/// The anti-replay window an SA has unless it says otherwise.
+pub const DEFAULT_REPLAY_WINDOW: u32 = 1024;
+
+fn default_replay_window() -> u32 {
+    DEFAULT_REPLAY_WINDOW
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]

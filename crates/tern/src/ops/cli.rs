@@ -65,6 +65,12 @@ pub enum OpCmd {
         after_help = "Examples:\n  tern dataplane fastpaths off\n  tern dataplane fastpaths off acl_shortcut\n  tern dataplane fastpaths on"
     )]
     Dataplane(NounArgs<DataplaneCmd>),
+    /// IPsec: security associations (add, delete, show with counters) and
+    /// the ipsec tunnels.
+    #[command(
+        after_help = "Examples:\n  tern ipsec sa show\n  tern ipsec sa show 10\n  tern ipsec sa add --file sas.toml\n  tern ipsec sa add id 30 spi 0x3001 crypto aes-128-gcm key 0x... esn\n  tern ipsec sa del 30 31\n  tern ipsec tunnel show"
+    )]
+    Ipsec(NounArgs<IpsecCmd>),
     /// An interactive shell with completion and history.
     Shell,
 }
@@ -279,6 +285,45 @@ pub enum DataplaneCmd {
     /// file again).
     #[command(visible_alias = "fast-paths")]
     Fastpaths { state: OnOff, name: Option<String> },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum IpsecCmd {
+    /// Security associations.
+    Sa(NounArgs<IpsecSaCmd>),
+    /// The ipsec tunnels, their SAs and traffic.
+    Tunnel(NounArgs<ShowOnly>),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum IpsecSaCmd {
+    /// The SAs (or one) without keys: algorithms, state, sequence numbers,
+    /// counters.
+    #[command(visible_aliases = ["list", "ls"])]
+    Show {
+        id: Option<u32>,
+        /// At most this many SAs.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Installs SAs, all or nothing: from a file of `[[ipsec_sa]]` entries
+    /// (keys stay out of the shell's history), or one SA given as words,
+    /// the keys of `[[ipsec_sa]]`: id N spi X crypto C [integ I] key 0x..
+    /// [integ_key 0x..] [esn] [replay_window N] [udp_encap] [udp_src_port
+    /// P] [udp_dst_port P] [soft_packets|soft_bytes|soft_secs|hard_packets|
+    /// hard_bytes|hard_secs N].
+    Add {
+        #[arg(long)]
+        file: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+    /// Removes SAs by id (not one a configured tunnel uses).
+    #[command(visible_alias = "delete")]
+    Del {
+        #[arg(required = true)]
+        ids: Vec<u32>,
+    },
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]

@@ -191,8 +191,91 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             }
             None => Command::Status {},
         },
+        OpCmd::Ipsec(n) => match &n.verb {
+            None | Some(IpsecCmd::Sa(NounArgs { verb: None })) => Command::IpsecSaShow(IpsecSaShowArgs::default()),
+            Some(IpsecCmd::Sa(NounArgs { verb: Some(IpsecSaCmd::Show { id, limit }) })) => {
+                Command::IpsecSaShow(IpsecSaShowArgs { id: *id, limit: *limit })
+            }
+            Some(IpsecCmd::Sa(NounArgs { verb: Some(IpsecSaCmd::Add { file: Some(_), .. }) })) => return Ok(None),
+            Some(IpsecCmd::Sa(NounArgs { verb: Some(IpsecSaCmd::Add { words, .. }) })) => {
+                Command::IpsecSaAdd(IpsecSaAddArgs { sas: vec![sa_words(words)?] })
+            }
+            Some(IpsecCmd::Sa(NounArgs { verb: Some(IpsecSaCmd::Del { ids }) })) => {
+                Command::IpsecSaDel(IpsecSaDelArgs { ids: ids.clone() })
+            }
+            Some(IpsecCmd::Tunnel(_)) => Command::IpsecTunnelShow {},
+        },
         OpCmd::Capture(_) | OpCmd::Shell => return Ok(None),
     }))
+}
+
+/// One SA from words: `[[ipsec_sa]]`'s keys (`-` or `_`) each followed
+/// by its value, `esn` and `udp_encap` alone.
+pub fn sa_words(words: &[String]) -> Result<tern_control::config::IpsecSaCfg, String> {
+    const NUMBERS: [&str; 10] = [
+        "id",
+        "replay_window",
+        "udp_src_port",
+        "udp_dst_port",
+        "soft_packets",
+        "soft_bytes",
+        "soft_secs",
+        "hard_packets",
+        "hard_bytes",
+        "hard_secs",
+    ];
+    const TEXTS: [&str; 5] = ["spi", "crypto", "integ", "key", "integ_key"];
+    const USAGE: &str = "usage: ipsec sa add id N spi X crypto C [integ I] key 0x.. [integ_key 0x..] [esn] [replay_window N] [udp_encap] [udp_src_port P] [udp_dst_port P] [soft_packets|soft_bytes|soft_secs|hard_packets|hard_bytes|hard_secs N]";
+    let mut m = serde_json::Map::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        let k = w.replace('-', "_");
+        if k == "esn" || k == "udp_encap" {
+            m.insert(k, serde_json::Value::Bool(true));
+            continue;
+        }
+        let is_num = NUMBERS.contains(&k.as_str());
+        if !is_num && !TEXTS.contains(&k.as_str()) {
+            return Err(format!("unexpected {w:?}; {USAGE}"));
+        }
+        let v = it.next().ok_or_else(|| format!("`{w}` needs a value"))?;
+        let value = if is_num {
+            serde_json::Value::from(v.parse::<u64>().map_err(|_| format!("{w} {v:?}: not a number"))?)
+        } else {
+            serde_json::Value::from(v.clone())
+        };
+        if m.insert(k, value).is_some() {
+            return Err(format!("`{w}` given twice"));
+        }
+    }
+    for need in ["id", "spi", "crypto", "key"] {
+        if !m.contains_key(need) {
+            return Err(format!("`{need}` is missing; {USAGE}"));
+        }
+    }
+    // (serde's message never quotes a key: the values it can reject are
+    // numbers, checked above.)
+    serde_json::from_value(serde_json::Value::Object(m)).map_err(|e| format!("{e}; {USAGE}"))
+}
+
+/// `ipsec sa add --file F`: the file's `[[ipsec_sa]]` entries in one
+/// request (all or nothing).
+fn ipsec_sa_file(ctx: &mut Ctx, file: &std::path::Path) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct SaFile {
+        #[serde(default)]
+        ipsec_sa: Vec<tern_control::config::IpsecSaCfg>,
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let f: SaFile = toml::from_str(&text).map_err(|e| format!("{}: {}", file.display(), e.message()))?;
+    if f.ipsec_sa.is_empty() {
+        return Err(format!("{}: no [[ipsec_sa]] entries", file.display()));
+    }
+    match ctx.call(&Command::IpsecSaAdd(IpsecSaAddArgs { sas: f.ipsec_sa }))? {
+        Reply::Done { message } => Ok(format!("{message}\n")),
+        other => Err(format!("unexpected answer: {other:?}")),
+    }
 }
 
 /// A failed command as `--json` prints it: the API's error shape,
@@ -224,6 +307,9 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
         OpCmd::Acl(NounArgs { verb: Some(AclCmd::ImportNft { file, ct }) }) => return acl_import_nft(file, *ct, json),
         OpCmd::Route(NounArgs { verb: Some(RouteCmd::Add { file: Some(f), .. }) }) => return route_file(ctx, f, true),
         OpCmd::Route(NounArgs { verb: Some(RouteCmd::Del { file: Some(f), .. }) }) => return route_file(ctx, f, false),
+        OpCmd::Ipsec(NounArgs {
+            verb: Some(IpsecCmd::Sa(NounArgs { verb: Some(IpsecSaCmd::Add { file: Some(f), .. }) })),
+        }) => return ipsec_sa_file(ctx, f),
         OpCmd::Shell => return Err("already in the shell".into()),
         _ => {}
     }

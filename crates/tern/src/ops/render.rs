@@ -65,6 +65,8 @@ pub fn human(cmd: &OpCmd, reply: &Reply) -> String {
             t
         }
         Reply::Status(s) => status(s),
+        Reply::IpsecSas(l) => ipsec_sas(l),
+        Reply::IpsecTunnels(v) => ipsec_tunnels(v),
         Reply::Interfaces(v) => {
             let only = match cmd {
                 OpCmd::Interface(NounArgs { verb: Some(InterfaceCmd::Show { name: Some(n) }) }) => Some(n.as_str()),
@@ -568,6 +570,112 @@ fn trace_unlisted(s: &mut String, t: &TraceView) {
     if t.lost > 0 {
         let _ = writeln!(s, "({} records lost)", t.lost);
     }
+}
+
+/// `ipsec sa show`: one line per SA (no keys), the total when limited.
+fn ipsec_sas(l: &IpsecSaList) -> String {
+    if l.sas.is_empty() {
+        return "no SAs\n".into();
+    }
+    let rows: Vec<Vec<String>> = l
+        .sas
+        .iter()
+        .map(|s| {
+            let algo = if s.integ == "none" { s.crypto.clone() } else { format!("{}+{}", s.crypto, s.integ) };
+            let mut flags = Vec::new();
+            if s.esn {
+                flags.push("esn".to_string());
+            }
+            if let Some([a, b]) = s.udp_encap {
+                flags.push(format!("udp {a}->{b}"));
+            }
+            flags.push(format!("win {}", s.replay_window));
+            vec![
+                s.id.to_string(),
+                format!("{:#x}", s.spi),
+                algo,
+                flags.join(","),
+                s.state.clone(),
+                s.tunnel.clone().unwrap_or_else(|| "-".into()),
+                s.source.clone(),
+                s.seq_out.to_string(),
+                s.seq_in.to_string(),
+                s.packets.to_string(),
+                s.bytes.to_string(),
+                s.replay_drops.to_string(),
+                s.integrity_failures.to_string(),
+                s.seq_exhausted.to_string(),
+                (s.expired_drops + s.decrypt_errors).to_string(),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "id",
+            "spi",
+            "algorithms",
+            "options",
+            "state",
+            "tunnel",
+            "from",
+            "seq-out",
+            "seq-in",
+            "packets",
+            "bytes",
+            "replay",
+            "integrity",
+            "seq-exhausted",
+            "other-drops",
+        ],
+        &rows,
+        &[7, 8, 9, 10, 11, 12, 13, 14],
+    );
+    if l.total > l.sas.len() {
+        out.push_str(&format!("({} of {} SAs)\n", l.sas.len(), l.total));
+    }
+    out
+}
+
+/// `ipsec tunnel show`.
+fn ipsec_tunnels(v: &[IpsecTunnelView]) -> String {
+    if v.is_empty() {
+        return "no ipsec tunnels\n".into();
+    }
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                if t.up { "up" } else { "down" }.into(),
+                format!("{} -> {}", t.local, t.remote),
+                format!("{}{}", t.sa_out, t.spi_out.map(|s| format!(" ({s:#x})")).unwrap_or_default()),
+                t.state_out.clone().unwrap_or_else(|| "missing".into()),
+                t.sa_in.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                t.mtu.to_string(),
+                t.tx_packets.to_string(),
+                t.tx_bytes.to_string(),
+                t.rx_packets.to_string(),
+                t.rx_bytes.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "tunnel",
+            "state",
+            "endpoints",
+            "sa-out",
+            "sa-out-state",
+            "sa-in",
+            "mtu",
+            "tx-pkts",
+            "tx-bytes",
+            "rx-pkts",
+            "rx-bytes",
+        ],
+        &rows,
+        &[6, 7, 8, 9, 10],
+    )
 }
 
 #[cfg(test)]

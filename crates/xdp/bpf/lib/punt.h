@@ -127,8 +127,9 @@ __noinline int punt_police(struct xdp_md *ctx)
 // Whether a punt with this reason is for the router itself (classed).
 static __always_inline int punt_to_router(__u32 reason)
 {
+	// (punt-ipsec: ESP, which is not classed, and IKE to tern's IPsec.)
 	return reason == C_PASS_LOCAL || reason == C_PASS_NEIGH || reason == C_PUNT_NEIGH || reason == C_PASS_MCAST ||
-	       reason == C_PUNT_LOCAL;
+	       reason == C_PUNT_LOCAL || reason == C_PUNT_IPSEC;
 }
 
 #endif

@@ -191,6 +191,7 @@ pub(crate) const LCFG_LOCAL6: u32 = 1 << 4;
 pub(crate) const LCFG_TRACE: u32 = 1 << 5;
 pub(crate) const LCFG_NO_ACL_CACHE: u32 = 1 << 6;
 pub(crate) const LCFG_NO_FWD_MEMO: u32 = 1 << 7;
+pub(crate) const LCFG_IPSEC: u32 = 1 << 8;
 
 const LIF_EXISTS: u8 = 1 << 0;
 const LIF_UP: u8 = 1 << 1;

@@ -544,6 +544,13 @@ impl LaneProgram {
         self.set_flag(LCFG_NEIGH_TO_TERN, on)
     }
 
+    /// tern terminates IPsec: in Linux mode, ESP and UDP to ports 500 and
+    /// 4500 for the router's addresses go to tern's engine, not Linux
+    /// (`xdp-lane/punt-ipsec`).
+    pub fn set_ipsec(&mut self, on: bool) -> Result<(), XdpError> {
+        self.set_flag(LCFG_IPSEC, on)
+    }
+
     /// Pass everything to Linux (the lane paused).
     pub fn set_pass_all(&mut self, on: bool) -> Result<(), XdpError> {
         self.set_flag(LCFG_PASS_ALL, on)

@@ -2,10 +2,10 @@
 //! names, devices, kinds, addresses, MTUs and rule set bindings.
 
 use crate::config::{
-    Config, Driver, IfacePlan, IfacePlanKind, Problem, Seg, bad, check_mtu, check_subnet, check_tunnel_mtu, if_addr, k,
-    linux_dev_name, parse_mac, quote,
+    Config, Driver, IfacePlan, IfacePlanKind, Problem, SaPlan, Seg, TunnelType, bad, check_mtu, check_subnet,
+    check_tunnel_mtu, esp_overhead, if_addr, ipsec_mtu_limit, k, linux_dev_name, parse_mac, quote,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 /// The interfaces checked so far, in plan order.
@@ -178,11 +178,14 @@ pub(super) fn interfaces<'a>(
 pub(super) fn tunnels<'a>(
     config: &'a Config,
     acl_names: &HashSet<&str>,
+    sas: &[SaPlan],
     ifs: &mut Interfaces<'a>,
 ) -> Result<(), Problem> {
     let Interfaces { ifaces, names, all_addrs, origin } = ifs;
     let if_addrs = all_addrs.clone();
     let mut endpoints = HashSet::new();
+    // SA id -> (tunnel, direction) of the tunnel that uses it.
+    let mut sa_users: HashMap<u32, (usize, &'static str)> = HashMap::new();
     for (i, t) in config.tunnels.iter().enumerate() {
         let p = |key: &str| vec![k("tunnel"), Seg::Index(i), k(key)];
         if t.name.is_empty() || t.name.len() > 32 || t.name.contains(|c: char| c.is_whitespace() || c.is_control()) {
@@ -214,8 +217,48 @@ pub(super) fn tunnels<'a>(
         if t.ttl == 0 {
             return Err(bad(p("ttl"), "TTL 0 would never leave the router"));
         }
-        if !endpoints.insert((local, remote, t.key)) {
-            return Err(bad(p("remote"), "two tunnels with the same local, remote and key"));
+        let ipsec = t.kind == TunnelType::Ipsec;
+        if ipsec {
+            if t.key.is_some() {
+                return Err(bad(p("key"), "a key is GRE's; an ipsec tunnel's SAs tell its packets apart"));
+            }
+        } else {
+            if t.sa_out.is_some() {
+                return Err(bad(p("sa_out"), "sa_out is for type = \"ipsec\" tunnels"));
+            }
+            if !t.sa_in.is_empty() {
+                return Err(bad(p("sa_in"), "sa_in is for type = \"ipsec\" tunnels"));
+            }
+            if !endpoints.insert((local, remote, t.key)) {
+                return Err(bad(p("remote"), "two tunnels with the same local, remote and key"));
+            }
+        }
+        let sa_of = |id: u32| sas.iter().find(|s| s.id == id);
+        let mut out_sa = None;
+        if ipsec {
+            let id = t.sa_out.ok_or_else(|| bad(p("type"), "an ipsec tunnel needs sa_out (an [[ipsec_sa]] id)"))?;
+            out_sa = Some(sa_of(id).ok_or_else(|| bad(p("sa_out"), format!("no [[ipsec_sa]] with id {id}")))?);
+            if t.sa_in.is_empty() {
+                return Err(bad(p("type"), "an ipsec tunnel needs sa_in (a list of [[ipsec_sa]] ids)"));
+            }
+            let uses = std::iter::once((id, "sa_out", None))
+                .chain(t.sa_in.iter().enumerate().map(|(j, &s)| (s, "sa_in", Some(j))));
+            for (sa, dir, j) in uses {
+                let at = || match j {
+                    Some(j) => vec![k("tunnel"), Seg::Index(i), k("sa_in"), Seg::Index(j)],
+                    None => p("sa_out"),
+                };
+                if sa_of(sa).is_none() {
+                    return Err(bad(at(), format!("no [[ipsec_sa]] with id {sa}")));
+                }
+                if let Some((other, how)) = sa_users.insert(sa, (i, dir)) {
+                    let whose = if other == i { "this tunnel's".to_string() } else { format!("tunnel[{other}]'s") };
+                    return Err(bad(
+                        at(),
+                        format!("SA {sa} is already {whose} {how}: an SA carries one direction of one tunnel"),
+                    ));
+                }
+            }
         }
         let mut v4 = Vec::new();
         let mut v6 = Vec::new();
@@ -231,7 +274,19 @@ pub(super) fn tunnels<'a>(
             }
         }
         if let Some(mtu) = t.mtu {
-            check_tunnel_mtu(mtu, remote.is_ipv6(), t.key.is_some()).map_err(|m| bad(p("mtu"), m))?;
+            match out_sa {
+                Some(sa) => {
+                    let overhead = esp_overhead(remote.is_ipv6(), sa);
+                    let most = ipsec_mtu_limit(overhead);
+                    if !(68..=most).contains(&mtu) {
+                        return Err(bad(
+                            p("mtu"),
+                            format!("MTU {mtu}: need 68..={most} (ESP with SA {} adds up to {overhead} bytes)", sa.id),
+                        ));
+                    }
+                }
+                None => check_tunnel_mtu(mtu, remote.is_ipv6(), t.key.is_some()).map_err(|m| bad(p("mtu"), m))?,
+            }
         }
         for (key, acl) in [("acl_in", &t.acl_in), ("acl_out", &t.acl_out)] {
             if let Some(a) = acl
@@ -242,7 +297,10 @@ pub(super) fn tunnels<'a>(
         }
         ifaces.push(IfacePlan {
             name: t.name.clone(),
-            kind: IfacePlanKind::Gre { local, remote, key: t.key, ttl: t.ttl },
+            kind: match out_sa {
+                Some(sa) => IfacePlanKind::Ipsec { local, remote, sa_out: sa.id, sa_in: t.sa_in.clone(), ttl: t.ttl },
+                None => IfacePlanKind::Gre { local, remote, key: t.key, ttl: t.ttl },
+            },
             v4,
             v6,
             mtu: t.mtu,

@@ -5,6 +5,7 @@
 
 mod acl;
 mod interfaces;
+mod ipsec;
 mod routes;
 mod settings;
 pub(crate) mod vrrp;
@@ -21,7 +22,8 @@ pub(super) fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let acl_names = acl::rule_sets(&config.acl)?;
     let tap = settings::linux(&config.linux)?;
     let mut ifs = interfaces::interfaces(&config, tap, &acl_names)?;
-    interfaces::tunnels(&config, &acl_names, &mut ifs)?;
+    let sas = ipsec::sas(&config)?;
+    interfaces::tunnels(&config, &acl_names, &sas, &mut ifs)?;
     interfaces::no_shared_subnet(&config, &ifs)?;
     let ifaces = ifs.ifaces;
     // Fewer than NO_IF of them (checked above): every index fits a u16.
@@ -35,5 +37,5 @@ pub(super) fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let acls = config.acl.clone();
     let static_neighbors = routes::static_neighbors(&config.static_neighbors, &ifaces, &index_of)?;
     vrrp::groups(&config.vrrp, &ifaces, &index_of, config.linux.linux_mode())?;
-    Ok(Plan { config, ifaces, routes, route_files, acls, static_neighbors })
+    Ok(Plan { config, ifaces, routes, route_files, acls, static_neighbors, sas })
 }

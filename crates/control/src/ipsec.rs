@@ -1,0 +1,360 @@
+//! The IPsec service: the router's one owner of the SA database
+//! (`tern_ipsec::SaDb`), which the ESP nodes read through `Shared::sas`.
+//!
+//! SAs come from two places: the configuration's `[[ipsec_sa]]` (a reload
+//! diffs them against the running ones) and the API's `ipsec_sa_add` (the
+//! IKE daemon's way in; a reload leaves those alone). Every change is
+//! staged and published once, so workers see either the SAs before a
+//! change or all of them after it.
+//!
+//! Lifetime events (soft and hard expiry, sequence numbers exhausted) are
+//! polled on the control thread's tick, logged, and sent to every
+//! subscriber ([`Ipsec::subscribe`]): the hook the IKE side rekeys on.
+
+use crate::config::SaPlan;
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tern_ipsec::{
+    Key, Lifetime, SaConfig, SaCounters, SaDb, SaError, SaEvent, SaEventKind, SaInfo, SaReader, UdpEncap,
+};
+
+/// How often lifetimes are checked (the byte and time limits, and the
+/// inbound packet limit, act at this granularity).
+pub const EVENT_POLL: Duration = Duration::from_secs(1);
+
+/// SAs with series of their own in /metrics (the first by id); the totals
+/// cover every SA. A million SAs would be 7 million series.
+pub const METRICS_SA_SERIES: usize = 1000;
+
+/// What /metrics tells of IPsec, refreshed with the events (once per
+/// [`EVENT_POLL`]).
+#[derive(Clone, Debug, Default)]
+pub struct IpsecMetrics {
+    pub sas: usize,
+    /// (id, SPI, counters) of the first [`METRICS_SA_SERIES`] SAs by id.
+    pub per_sa: Vec<(u32, u32, SaCounters)>,
+    /// Every SA's counters summed.
+    pub totals: SaCounters,
+}
+
+pub struct Ipsec {
+    db: SaDb,
+    /// The ids the configuration installed.
+    from_config: HashSet<u32>,
+    subscribers: Vec<mpsc::Sender<SaEvent>>,
+    last_poll: Option<Instant>,
+    metrics: IpsecMetrics,
+    /// Whether /metrics is served (else [`Ipsec::metrics`] is not kept up
+    /// to date: with a million SAs it is a walk of all of them).
+    metrics_on: bool,
+    /// When the metrics were last refreshed.
+    metrics_at: Option<Instant>,
+}
+
+/// How often /metrics' IPsec figures are refreshed: once per
+/// [`EVENT_POLL`] up to 100,000 SAs, then once per this many seconds per
+/// 100,000 (a walk of a million SAs every second would take the control
+/// thread from the API).
+fn metrics_interval(sas: usize) -> Duration {
+    EVENT_POLL * (sas / 100_000).max(1) as u32
+}
+
+/// An SA of the configuration (or of the API, checked the same way) as
+/// tern-ipsec takes it.
+pub fn sa_config(p: &SaPlan) -> Result<SaConfig, SaError> {
+    let cipher = p.cipher.name.parse()?;
+    let integ = p.integ.name.parse()?;
+    let life = |l: &crate::config::LifetimePlan| Lifetime { packets: l.packets, bytes: l.bytes, secs: l.secs };
+    Ok(SaConfig {
+        id: p.id,
+        spi: p.spi,
+        cipher,
+        integ,
+        key: Key::new(p.key.bytes().to_vec()),
+        integ_key: Key::new(p.integ_key.as_ref().map(|k| k.bytes().to_vec()).unwrap_or_default()),
+        esn: p.esn,
+        replay_window: p.replay_window,
+        udp_encap: p.udp_encap.map(|(src_port, dst_port)| UdpEncap { src_port, dst_port }),
+        soft: life(&p.soft),
+        hard: life(&p.hard),
+    })
+}
+
+impl Ipsec {
+    /// An empty database with a counter slot per worker.
+    pub fn new(workers: usize) -> Ipsec {
+        Ipsec {
+            db: SaDb::with_workers(workers),
+            from_config: HashSet::new(),
+            subscribers: Vec::new(),
+            last_poll: None,
+            metrics: IpsecMetrics::default(),
+            metrics_on: true,
+            metrics_at: None,
+        }
+    }
+
+    /// What the workers' shared state holds.
+    pub fn reader(&self) -> SaReader {
+        self.db.reader()
+    }
+
+    pub fn len(&self) -> usize {
+        self.db.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.db.is_empty()
+    }
+
+    /// Takes the configuration's SAs from `old` to `new` in one
+    /// publication: the SAs removed or changed go, the added or changed
+    /// come. Everything is checked first; if installing still fails, the
+    /// removed SAs are put back and nothing is published. Returns what
+    /// changed, for the reload report.
+    pub fn apply_config(&mut self, old: &[SaPlan], new: &[SaPlan]) -> Result<Vec<String>, String> {
+        let gone: Vec<&SaPlan> = old.iter().filter(|o| !new.iter().any(|n| n == *o)).collect();
+        let come: Vec<&SaPlan> = new.iter().filter(|n| !old.iter().any(|o| o == *n)).collect();
+        if gone.is_empty() && come.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cfgs = Vec::with_capacity(come.len());
+        for p in &come {
+            let c = sa_config(p).map_err(|e| format!("ipsec_sa {}: {e}", p.id))?;
+            c.validate().map_err(|e| format!("ipsec_sa {}: {e}", p.id))?;
+            let replaced = gone.iter().any(|g| g.id == p.id);
+            if !replaced && self.db.get(p.id).is_some() {
+                return Err(format!("ipsec_sa {}: the API installed an SA with this id; delete it first", p.id));
+            }
+            cfgs.push(c);
+        }
+        let mut removed = Vec::new();
+        for g in &gone {
+            if self.db.del(g.id).is_ok() {
+                removed.push(*g);
+            }
+        }
+        if let Err(e) = self.db.add_batch(cfgs) {
+            // Back as it was: the old SAs again (their counters restart).
+            let back: Vec<SaConfig> = removed.iter().filter_map(|p| sa_config(p).ok()).collect();
+            if let Err(e2) = self.db.add_batch(back) {
+                log::error!("ipsec: restoring SAs after a failed reload: {e2}");
+            }
+            return Err(format!("ipsec_sa: {e}"));
+        }
+        self.db.publish();
+        let mut report = Vec::new();
+        for g in &gone {
+            self.from_config.remove(&g.id);
+            if !come.iter().any(|c| c.id == g.id) {
+                report.push(format!("ipsec SA {} removed", g.id));
+            }
+        }
+        for c in &come {
+            self.from_config.insert(c.id);
+            let what = if gone.iter().any(|g| g.id == c.id) { "replaced" } else { "added" };
+            report.push(format!("ipsec SA {} (SPI {:#x}) {what}", c.id, c.spi));
+        }
+        for line in &report {
+            log::info!("{line}");
+        }
+        Ok(report)
+    }
+
+    /// Installs SAs all or nothing, published once (the API).
+    pub fn add(&mut self, cfgs: Vec<SaConfig>) -> Result<usize, SaError> {
+        let n = cfgs.len();
+        for c in &cfgs {
+            c.validate().map_err(|e| SaError::InBatch { id: c.id, source: Box::new(e) })?;
+        }
+        self.db.add_batch(cfgs)?;
+        self.db.publish();
+        log::info!("ipsec: {n} SA(s) added through the API ({} in all)", self.db.len());
+        Ok(n)
+    }
+
+    /// Removes SAs (all must exist), published once. `in_use` says which
+    /// tunnel uses an SA, if one does: such an SA is refused.
+    pub fn del(&mut self, ids: &[u32], in_use: impl Fn(u32) -> Option<String>) -> Result<usize, String> {
+        for &id in ids {
+            if self.db.get(id).is_none() {
+                return Err(SaError::NotFound(id).to_string());
+            }
+            if let Some(t) = in_use(id) {
+                return Err(format!("SA {id} is tunnel {t}'s: change the configuration to remove it"));
+            }
+        }
+        for &id in ids {
+            self.db.del(id).map_err(|e| e.to_string())?;
+            self.from_config.remove(&id);
+        }
+        self.db.publish();
+        log::info!("ipsec: {} SA(s) deleted through the API", ids.len());
+        Ok(ids.len())
+    }
+
+    pub fn info(&self, id: u32) -> Option<SaInfo> {
+        self.db.info(id)
+    }
+
+    pub fn list(&self) -> Vec<SaInfo> {
+        self.db.list()
+    }
+
+    /// Whether /metrics is served (the router says so at start).
+    pub fn set_metrics_on(&mut self, on: bool) {
+        self.metrics_on = on;
+    }
+
+    /// What /metrics shows (as of the last poll).
+    pub fn metrics(&self) -> &IpsecMetrics {
+        &self.metrics
+    }
+
+    /// Recomputes [`Ipsec::metrics`] now.
+    pub fn refresh_metrics(&mut self) {
+        let list = self.db.list();
+        let mut m = IpsecMetrics { sas: list.len(), ..IpsecMetrics::default() };
+        for i in &list {
+            let c = &i.counters;
+            let t = &mut m.totals;
+            t.packets += c.packets;
+            t.bytes += c.bytes;
+            t.replay_drops += c.replay_drops;
+            t.integrity_failures += c.integrity_failures;
+            t.seq_exhausted += c.seq_exhausted;
+            t.expired_drops += c.expired_drops;
+            t.decrypt_errors += c.decrypt_errors;
+        }
+        m.per_sa = list.iter().take(METRICS_SA_SERIES).map(|i| (i.id, i.spi, i.counters)).collect();
+        self.metrics = m;
+    }
+
+    /// Whether SA `id` came from the configuration.
+    pub fn from_config(&self, id: u32) -> bool {
+        self.from_config.contains(&id)
+    }
+
+    /// A channel that receives every SA event from now on (IKE's hook: a
+    /// soft expiry is the signal to rekey). A dropped receiver is
+    /// forgotten.
+    pub fn subscribe(&mut self) -> mpsc::Receiver<SaEvent> {
+        let (tx, rx) = mpsc::channel();
+        self.subscribers.push(tx);
+        rx
+    }
+
+    /// The control loop's tick: at most once per [`EVENT_POLL`], checks
+    /// lifetimes, logs each event and hands it to the subscribers.
+    /// Returns the number of events.
+    pub fn poll(&mut self, now: Instant) -> usize {
+        if self.last_poll.is_some_and(|t| now.saturating_duration_since(t) < EVENT_POLL) {
+            return 0;
+        }
+        self.last_poll = Some(now);
+        if self.metrics_on
+            && self.metrics_at.is_none_or(|t| now.saturating_duration_since(t) >= metrics_interval(self.len()))
+        {
+            self.metrics_at = Some(now);
+            self.refresh_metrics();
+        }
+        if self.db.is_empty() {
+            return 0;
+        }
+        let events = self.db.poll_events(now);
+        for e in &events {
+            match e.kind {
+                SaEventKind::SoftExpired(r) => log::info!("ipsec SA {}: soft lifetime reached ({r:?}): rekey", e.id),
+                SaEventKind::HardExpired(r) => {
+                    log::warn!("ipsec SA {}: hard lifetime reached ({r:?}): the SA stops", e.id)
+                }
+                SaEventKind::SeqExhausted => {
+                    log::warn!("ipsec SA {}: sequence numbers exhausted: the SA stops sending", e.id)
+                }
+            }
+            self.subscribers.retain(|s| s.send(*e).is_ok());
+        }
+        events.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{IpsecSaCfg, SecretHex, SpiValue, sa_plan};
+
+    fn plan(id: u32, soft_secs: Option<u64>, hard_secs: Option<u64>, key: &str) -> SaPlan {
+        let c = IpsecSaCfg {
+            id,
+            spi: SpiValue::Number(i64::from(0x1000 + id)),
+            crypto: "aes-128-gcm".into(),
+            integ: "none".into(),
+            key: SecretHex(key.into()),
+            integ_key: None,
+            esn: false,
+            replay_window: 64,
+            udp_encap: false,
+            udp_src_port: None,
+            udp_dst_port: None,
+            soft_packets: None,
+            soft_bytes: None,
+            soft_secs,
+            hard_packets: None,
+            hard_bytes: None,
+            hard_secs,
+        };
+        sa_plan(&c).expect("valid")
+    }
+
+    const K1: &str = "0x000102030405060708090a0b0c0d0e0f10111213";
+    const K2: &str = "0xff0102030405060708090a0b0c0d0e0f10111213";
+
+    /// Soft then hard expiry by time reach every subscriber once each (a
+    /// later `now` stands for the time passing), and a dropped subscriber
+    /// is forgotten.
+    #[test]
+    fn lifetime_events_reach_subscribers_once() {
+        let mut ip = Ipsec::new(1);
+        ip.apply_config(&[], &[plan(1, Some(10), Some(20), K1)]).expect("apply");
+        let rx = ip.subscribe();
+        let gone = ip.subscribe();
+        drop(gone);
+        let t0 = Instant::now();
+        assert_eq!(ip.poll(t0), 0, "nothing expired yet");
+        assert_eq!(ip.poll(t0 + Duration::from_millis(10)), 0, "at most once per EVENT_POLL");
+        assert_eq!(ip.poll(t0 + Duration::from_secs(11)), 1);
+        let e = rx.try_recv().expect("soft event");
+        assert_eq!((e.id, e.kind), (1, SaEventKind::SoftExpired(tern_ipsec::Reason::Time)));
+        assert_eq!(ip.subscribers.len(), 1, "the dropped receiver is forgotten");
+        assert_eq!(ip.poll(t0 + Duration::from_secs(13)), 0, "each event once");
+        assert_eq!(ip.poll(t0 + Duration::from_secs(21)), 1);
+        assert_eq!(rx.try_recv().expect("hard").kind, SaEventKind::HardExpired(tern_ipsec::Reason::Time));
+        assert_eq!(ip.info(1).expect("sa").state, tern_ipsec::SaState::Expired);
+    }
+
+    /// A configuration change is one publication: changed SAs replaced,
+    /// removed ones gone, the workers' table all old or all new; an SA the
+    /// API installed under a configured id refuses the change whole.
+    #[test]
+    fn config_changes_apply_whole_or_not_at_all() {
+        let mut ip = Ipsec::new(1);
+        let reader = ip.reader();
+        let old = [plan(1, None, None, K1), plan(2, None, None, K1)];
+        ip.apply_config(&[], &old).expect("apply");
+        assert_eq!(reader.load().len(), 2);
+        let new = [plan(1, None, None, K2), plan(3, None, None, K1)];
+        let report = ip.apply_config(&old, &new).expect("apply");
+        assert_eq!(report, ["ipsec SA 2 removed", "ipsec SA 1 (SPI 0x1001) replaced", "ipsec SA 3 (SPI 0x1003) added"]);
+        let t = reader.load();
+        assert!(t.get(1).is_some() && t.get(2).is_none() && t.get(3).is_some());
+        // The API's SA 4, then a configuration that wants id 4 too.
+        let api = sa_config(&plan(4, None, None, K1)).expect("cfg");
+        ip.add(vec![api]).expect("api add");
+        let clash = [plan(1, None, None, K2), plan(4, None, None, K2), plan(5, None, None, K1)];
+        let e = ip.apply_config(&new, &clash).expect_err("refused");
+        assert!(e.contains("ipsec_sa 4") && e.contains("API"), "{e}");
+        assert!(reader.load().get(5).is_none(), "nothing of the refused change");
+        assert!(ip.from_config(1) && !ip.from_config(4));
+    }
+}

@@ -1,0 +1,432 @@
+//! IPsec against an independent implementation (issue 39): the real `tern
+//! run` with 16 route-based ESP tunnels, every cipher and integrity
+//! algorithm with and without UDP encapsulation (ESN on one), between a
+//! LAN host and a "remote gateway" played by scapy's
+//! `scapy.layers.ipsec.SecurityAssociation` (/usr/bin/python3).
+//!
+//! host1 (10.0.1.2) eth0 -- lan0 [tern 10.0.2.1] wan0 -- eth0 host2 (10.0.2.2, scapy)
+//!
+//! (a) host1 sends to 10.9.K.5 (routed into tunnel K): host2 sees ESP,
+//!     scapy decrypts it, the SPI is tunnel K's and the sequence numbers
+//!     increase from 1; (b) scapy encrypts packets for host1 on tunnel K's
+//!     inbound SA: host1 receives them; replays, a wrong SPI, a corrupted
+//!     ICV and truncated ESP each land in their counter and nowhere else;
+//!     transit ESP (host2 to host1) is forwarded as any IP protocol. On the
+//!     userspace lane (AF_PACKET) and on the XDP lane, one tern start each.
+//!
+//! Needs root, iproute2, ping, ethtool and scapy; says why and passes
+//! without.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Lab, cli, counter, json, log_of, must, run_tern};
+
+/// (crypto, integ, key bytes, integ key bytes, scapy's crypt and auth names).
+const ALGOS: [(&str, &str, usize, usize, &str, &str); 8] = [
+    ("aes-128-gcm", "none", 20, 0, "AES-GCM", "NULL"),
+    ("aes-256-gcm", "none", 36, 0, "AES-GCM", "NULL"),
+    ("aes-128-cbc", "hmac-sha1-96", 16, 20, "AES-CBC", "HMAC-SHA1-96"),
+    ("aes-128-cbc", "hmac-sha256-128", 16, 32, "AES-CBC", "SHA2-256-128"),
+    ("aes-128-cbc", "hmac-sha512-256", 16, 64, "AES-CBC", "SHA2-512-256"),
+    ("aes-256-cbc", "hmac-sha1-96", 32, 20, "AES-CBC", "HMAC-SHA1-96"),
+    ("aes-256-cbc", "hmac-sha256-128", 32, 32, "AES-CBC", "SHA2-256-128"),
+    ("aes-256-cbc", "hmac-sha512-256", 32, 64, "AES-CBC", "SHA2-512-256"),
+];
+
+/// Tunnels: every algorithm without, then with, UDP encapsulation.
+const TUNNELS: usize = 16;
+/// The tunnel whose inbound SA takes the hostile packets (CBC + SHA1, no
+/// UDP), and the one with ESN.
+const HOSTILE: usize = 2;
+const ESN: usize = 0;
+
+struct Tun {
+    k: usize,
+    crypto: &'static str,
+    integ: &'static str,
+    scapy_crypt: &'static str,
+    scapy_auth: &'static str,
+    udp: bool,
+    esn: bool,
+    key_out: String,
+    ikey_out: String,
+    key_in: String,
+    ikey_in: String,
+}
+
+fn hex(n: usize, seed: usize) -> String {
+    let mut s = String::from("0x");
+    for i in 0..n {
+        s.push_str(&format!("{:02x}", (seed * 31 + i * 7 + 1) & 0xff));
+    }
+    s
+}
+
+fn tunnels() -> Vec<Tun> {
+    (0..TUNNELS)
+        .map(|k| {
+            let (crypto, integ, kl, il, sc, sa) = ALGOS[k % ALGOS.len()];
+            Tun {
+                k,
+                crypto,
+                integ,
+                scapy_crypt: sc,
+                scapy_auth: sa,
+                udp: k >= ALGOS.len(),
+                esn: k == ESN,
+                key_out: hex(kl, 2 * k + 1),
+                ikey_out: if il > 0 { hex(il, 100 + k) } else { String::new() },
+                key_in: hex(kl, 2 * k + 2),
+                ikey_in: if il > 0 { hex(il, 200 + k) } else { String::new() },
+            }
+        })
+        .collect()
+}
+
+fn config(lab: &Lab, driver: &str, linux: bool, ts: &[Tun]) -> String {
+    let mut c = if linux { "[linux]\nmode = \"linux\"\n".to_string() } else { String::new() };
+    c += &format!(
+        r#"
+[[interface]]
+name = "lan0"
+device = "lan0"
+driver = "{driver}"
+addresses = ["10.0.1.1/24"]
+
+[[interface]]
+name = "wan0"
+device = "wan0"
+driver = "{driver}"
+addresses = ["10.0.2.1/24"]
+
+[api]
+socket = "{}"
+
+[metrics]
+listen = ""
+"#,
+        lab.socket()
+    );
+    for t in ts {
+        for (id, spi, key, ikey) in
+            [(100 + t.k, 0x1000 + t.k, &t.key_out, &t.ikey_out), (200 + t.k, 0x2000 + t.k, &t.key_in, &t.ikey_in)]
+        {
+            c.push_str(&format!(
+                "\n[[ipsec_sa]]\nid = {id}\nspi = {spi}\ncrypto = \"{}\"\ninteg = \"{}\"\nkey = \"{key}\"\nesn = {}\nudp_encap = {}\nreplay_window = 64\n",
+                t.crypto, t.integ, t.esn, t.udp
+            ));
+            if !ikey.is_empty() {
+                c.push_str(&format!("integ_key = \"{ikey}\"\n"));
+            }
+        }
+        c.push_str(&format!(
+            "\n[[tunnel]]\nname = \"ips{k}\"\ntype = \"ipsec\"\nlocal = \"10.0.2.1\"\nremote = \"10.0.2.2\"\nsa_out = {}\nsa_in = [{}]\naddresses = [\"172.16.{k}.1/30\"]\n\n[[route]]\nprefix = \"10.9.{k}.0/24\"\ninterface = \"ips{k}\"\n",
+            100 + t.k,
+            200 + t.k,
+            k = t.k
+        ));
+    }
+    c
+}
+
+/// The SAs as the scapy scripts build them (a Python literal).
+fn scapy_sas(ts: &[Tun]) -> String {
+    let b = |h: &str| if h.is_empty() { "None".to_string() } else { format!("bytes.fromhex('{}')", &h[2..]) };
+    let mut s = String::from("SAS = [\n");
+    for t in ts {
+        s.push_str(&format!(
+            "  dict(k={}, crypt='{}', auth={}, key_out={}, ikey_out={}, key_in={}, ikey_in={}, udp={}, esn={}),\n",
+            t.k,
+            t.scapy_crypt,
+            if t.scapy_auth == "NULL" { "None".into() } else { format!("'{}'", t.scapy_auth) },
+            b(&t.key_out),
+            b(&t.ikey_out),
+            b(&t.key_in),
+            b(&t.ikey_in),
+            if t.udp { "True" } else { "False" },
+            if t.esn { "True" } else { "False" },
+        ));
+    }
+    s.push_str("]\n");
+    s
+}
+
+const PY_COMMON: &str = r#"
+import sys, json, socket, struct, time
+from scapy.layers.ipsec import SecurityAssociation, ESP
+from scapy.all import IP, UDP, Raw
+
+def sa(d, out):
+    natt = UDP(sport=4500, dport=4500) if d['udp'] else None
+    if out:  # what tern sends: tern's outbound SA, from 10.0.2.1
+        return SecurityAssociation(ESP, spi=0x1000 + d['k'], crypt_algo=d['crypt'], crypt_key=d['key_out'],
+            auth_algo=d['auth'], auth_key=d['ikey_out'], tunnel_header=IP(src='10.0.2.1', dst='10.0.2.2'),
+            nat_t_header=natt, esn_en=d['esn'], esn=0)
+    return SecurityAssociation(ESP, spi=0x2000 + d['k'], crypt_algo=d['crypt'], crypt_key=d['key_in'],
+        auth_algo=d['auth'], auth_key=d['ikey_in'], tunnel_header=IP(src='10.0.2.2', dst='10.0.2.1'),
+        nat_t_header=natt, esn_en=d['esn'], esn=0)
+"#;
+
+/// Host2: capture what tern sends for `want` packets (or `secs`), decrypt
+/// each with scapy, print one JSON line per packet.
+const PY_SINK: &str = r#"
+want, secs, ready = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+by_spi = {0x1000 + d['k']: (d, sa(d, True)) for d in SAS}
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind(('eth0', 0))
+s.settimeout(0.2)
+open(ready, 'w').close()
+got, end = [], time.time() + secs
+while len(got) < want and time.time() < end:
+    try:
+        f, addr = s.recvfrom(65535)
+    except socket.timeout:
+        continue
+    if addr[2] == socket.PACKET_OUTGOING:
+        continue
+    ip = f[14:]
+    ihl = (ip[0] & 15) * 4
+    src, dst, proto = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20]), ip[9]
+    if src != '10.0.2.1' or dst != '10.0.2.2':
+        continue
+    l4 = ip[ihl:struct.unpack('!H', ip[2:4])[0]]
+    udp = proto == 17 and struct.unpack('!HH', l4[:4]) == (4500, 4500)
+    if not (proto == 50 or udp):
+        continue
+    esp = l4[8:] if udp else l4
+    spi, seq = struct.unpack('!II', esp[:8])
+    r = dict(spi=spi, seq=seq, udp=udp)
+    if spi in by_spi:
+        d, a = by_spi[spi]
+        q = IP(src=src, dst=dst) / (UDP(sport=4500, dport=4500) / ESP(esp) if udp else ESP(esp))
+        try:
+            inner = a.decrypt(q)
+            r.update(k=d['k'], src=inner.src, dst=inner.dst, payload=bytes(inner[Raw].load).decode())
+        except Exception as e:
+            r.update(k=d['k'], error=repr(e))
+    got.append(r)
+for r in got:
+    print(json.dumps(r))
+"#;
+
+/// Host2: tern's inbound SAs, encrypted by scapy: two good packets per
+/// tunnel, then the hostile ones on tunnel HOSTILE, then one more good.
+const PY_SOURCE: &str = r#"
+hostile = int(sys.argv[1])
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+def send(p):
+    raw.sendto(bytes(p), ('10.0.2.1', 0))
+def inner(k, n):
+    return IP(src='10.9.%d.5' % k, dst='10.0.1.2') / UDP(sport=7000 + k, dport=5000) / Raw(b'in-%d-%d' % (k, n))
+sas = {d['k']: sa(d, False) for d in SAS}
+for d in SAS:
+    for n in (1, 2):
+        send(sas[d['k']].encrypt(inner(d['k'], n), seq_num=n))
+        time.sleep(0.002)
+a = sas[hostile]
+replay = a.encrypt(inner(hostile, 1), seq_num=1)
+send(replay)
+wrong = SecurityAssociation(ESP, spi=0x2fff, crypt_algo=a.crypt_algo.name, crypt_key=a.crypt_key,
+    auth_algo=a.auth_algo.name, auth_key=a.auth_key, tunnel_header=IP(src='10.0.2.2', dst='10.0.2.1'))
+send(wrong.encrypt(inner(hostile, 90), seq_num=90))
+bad = bytearray(bytes(a.encrypt(inner(hostile, 91), seq_num=91)))
+bad[-1] ^= 1
+send(bytes(bad))
+send(IP(src='10.0.2.2', dst='10.0.2.1', proto=50) / Raw(struct.pack('!II', 0x2000 + hostile, 92) + b'\x01\x02\x03'))
+time.sleep(0.05)
+send(a.encrypt(inner(hostile, 3), seq_num=3))
+# Transit ESP: to host1 itself, forwarded as any IP protocol.
+send(IP(src='10.0.2.2', dst='10.0.1.2', proto=50) / Raw(struct.pack('!II', 0x7777, 1) + b'transit-esp-payload!'))
+"#;
+
+/// Host1: UDP port 5000 and raw ESP, for `secs`, then one JSON line each.
+const PY_HOST: &str = r#"
+import sys, socket, json, time, select
+secs, ready = float(sys.argv[1]), sys.argv[2]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 5000))
+e = socket.socket(socket.AF_INET, socket.SOCK_RAW, 50)
+open(ready, 'w').close()
+end = time.time() + secs
+while time.time() < end:
+    r, _, _ = select.select([u, e], [], [], 0.1)
+    for s in r:
+        d, a = s.recvfrom(65535)
+        if s is u:
+            print(json.dumps(dict(udp=d.decode(), src=a[0])), flush=True)
+        else:
+            print(json.dumps(dict(esp=d[20:].hex(), src=a[0])), flush=True)
+"#;
+
+fn py(lab: &Lab, ns: usize, name: &str, body: &str, sas: &str, args: &[&str]) -> Child {
+    let path = lab.dir.join(name);
+    std::fs::write(&path, format!("{}{sas}{body}", if name == "host.py" { "" } else { PY_COMMON })).expect("script");
+    let mut v = vec!["netns", "exec", lab.ns[ns].as_str(), "/usr/bin/python3"];
+    let p = path.display().to_string();
+    v.push(&p);
+    v.extend_from_slice(args);
+    Command::new("ip").args(&v).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python")
+}
+
+fn wait_file(p: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !p.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lines(child: Child) -> Vec<serde_json::Value> {
+    let out = child.wait_with_output().expect("python");
+    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+fn scapy_missing() -> Option<&'static str> {
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-c", "from scapy.layers.ipsec import SecurityAssociation"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok { None } else { Some("no scapy with scapy.layers.ipsec in /usr/bin/python3") }
+}
+
+/// An SA's counters as `tern ipsec sa show ID --json` tells them.
+fn sa_counter(lab: &Lab, id: usize, what: &str) -> u64 {
+    let v = json(lab, &["ipsec", "sa", "show", &id.to_string()]);
+    let sas = v.pointer("/sas").or_else(|| v.pointer("/data/sas")).cloned().unwrap_or_default();
+    sas.get(0).and_then(|s| s.get(what)).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+fn interop(driver: &str, linux: bool, tag: &str) {
+    if let Some(why) = common::lab_missing().or_else(scapy_missing) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("espctl{}{tag}", std::process::id()));
+    let r = lab.ns[1].clone();
+    must("ip", &["-n", &r, "link", "set", "lan0", "up"]);
+    must("ip", &["-n", &r, "link", "set", "wan0", "up"]);
+    let ts = tunnels();
+    let path = lab.dir.join("tern.toml");
+    std::fs::write(&path, config(&lab, driver, linux, &ts)).expect("config");
+    run_tern(&mut lab, &path);
+    let sas = scapy_sas(&ts);
+    // Neighbours both ways before the tunnels' traffic.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (ns, dst) in [(0, "10.0.1.1"), (2, "10.0.2.1")] {
+        while !common::sh("ip", &["netns", "exec", &lab.ns[ns], "ping", "-c", "1", "-W", "1", dst]).status.success() {
+            assert!(Instant::now() < deadline, "ping {dst}; tern log:\n{}", log_of(&lab));
+        }
+    }
+
+    // (a) host1 -> tunnels -> ESP seen and decrypted by scapy on host2.
+    let ready = lab.dir.join("sink.ready");
+    let sink = py(&lab, 2, "sink.py", PY_SINK, &sas, &[&(TUNNELS * 3).to_string(), "20", &ready.display().to_string()]);
+    wait_file(&ready);
+    let send = (0..TUNNELS)
+        .flat_map(|k| (1..=3).map(move |n| format!("s.sendto(b'out-{k}-{n}', ('10.9.{k}.5', 9)); time.sleep(0.002)")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let script = format!("import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n{send}\n");
+    let out = common::sh("ip", &["netns", "exec", &lab.ns[0], "/usr/bin/python3", "-c", &script]);
+    assert!(out.status.success(), "host1 send: {}", String::from_utf8_lossy(&out.stderr));
+    let seen = lines(sink);
+    for t in &ts {
+        let mine: Vec<&serde_json::Value> =
+            seen.iter().filter(|r| r["spi"].as_u64() == Some(0x1000 + t.k as u64)).collect();
+        let what = format!("{driver}: tunnel {} ({} {} udp={} esn={})", t.k, t.crypto, t.integ, t.udp, t.esn);
+        assert_eq!(mine.len(), 3, "{what}: ESP packets seen: {seen:?}\ntern log:\n{}", log_of(&lab));
+        for (n, r) in mine.iter().enumerate() {
+            assert_eq!(r["udp"].as_bool(), Some(t.udp), "{what}: UDP encapsulation");
+            assert_eq!(r["seq"].as_u64(), Some(n as u64 + 1), "{what}: sequence numbers from 1");
+            assert!(r.get("error").is_none(), "{what}: scapy could not decrypt: {r}");
+            assert_eq!(r["dst"].as_str(), Some(format!("10.9.{}.5", t.k).as_str()), "{what}: inner destination");
+            assert_eq!(r["payload"].as_str(), Some(format!("out-{}-{}", t.k, n + 1).as_str()), "{what}: payload");
+        }
+        assert_eq!(sa_counter(&lab, 100 + t.k, "packets"), 3, "{what}: SA counter");
+    }
+
+    // (b) scapy -> tern -> host1, with the hostile packets.
+    let before: Vec<u64> = ["unknown-spi", "truncated", "replay", "integrity"]
+        .iter()
+        .map(|e| counter(&lab, &format!("esp-decrypt/{e}")))
+        .collect();
+    let ready = lab.dir.join("host.ready");
+    let host = py(&lab, 0, "host.py", PY_HOST, "", &["6", &ready.display().to_string()]);
+    wait_file(&ready);
+    let src = py(&lab, 2, "source.py", PY_SOURCE, &sas, &[&HOSTILE.to_string()]);
+    let src_out = src.wait_with_output().expect("source");
+    assert!(src_out.status.success(), "scapy source: {}", String::from_utf8_lossy(&src_out.stderr));
+    let got = lines(host);
+    for t in &ts {
+        let want: Vec<String> = if t.k == HOSTILE { vec![1, 2, 3] } else { vec![1, 2] }
+            .into_iter()
+            .map(|n| format!("in-{}-{n}", t.k))
+            .collect();
+        let mine: Vec<String> = got
+            .iter()
+            .filter_map(|r| r["udp"].as_str())
+            .filter(|p| p.starts_with(&format!("in-{}-", t.k)))
+            .map(String::from)
+            .collect();
+        let what = format!("{driver}: tunnel {} ({} {} udp={} esn={})", t.k, t.crypto, t.integ, t.udp, t.esn);
+        assert_eq!(mine, want, "{what}: decrypted packets on host1 (all: {got:?})\ntern log:\n{}", log_of(&lab));
+        assert_eq!(sa_counter(&lab, 200 + t.k, "packets"), want.len() as u64, "{what}: SA counter");
+    }
+    assert!(
+        got.iter().any(|r| r["esp"].as_str().is_some_and(|h| h.starts_with("00007777"))),
+        "{driver}: transit ESP reached host1: {got:?}"
+    );
+    // Each hostile packet in its counter, once.
+    let h = 200 + HOSTILE;
+    assert_eq!(sa_counter(&lab, h, "replay_drops"), 1, "{driver}: replay");
+    assert_eq!(sa_counter(&lab, h, "integrity_failures"), 1, "{driver}: corrupted ICV");
+    let after: Vec<u64> = ["unknown-spi", "truncated", "replay", "integrity"]
+        .iter()
+        .map(|e| counter(&lab, &format!("esp-decrypt/{e}")))
+        .collect();
+    let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(moved, [1, 1, 1, 1], "{driver}: esp-decrypt unknown-spi, truncated, replay, integrity");
+    for t in &ts {
+        if t.k != HOSTILE {
+            assert_eq!(sa_counter(&lab, 200 + t.k, "replay_drops"), 0);
+            assert_eq!(sa_counter(&lab, 200 + t.k, "integrity_failures"), 0);
+        }
+    }
+    if driver == "xdp" {
+        // ESP and NAT-T for the router went to the engine by name.
+        assert!(counter(&lab, "xdp-lane/punt-ipsec") >= (TUNNELS * 2) as u64, "xdp-lane/punt-ipsec");
+    }
+    if linux {
+        // Linux owns the router's addresses, but not its IPsec: the
+        // steering program sent ESP and NAT-T to tern.
+        let n = counter(&lab, "xdp-steer/ipsec-to-tern");
+        assert!(n >= (TUNNELS * 2) as u64, "xdp-steer/ipsec-to-tern: {n}");
+    }
+    let shown = String::from_utf8_lossy(&cli(&lab, &["ipsec", "tunnel", "show"]).stdout).into_owned();
+    assert!(shown.contains("ips15") && shown.contains("10.0.2.1 -> 10.0.2.2"), "{shown}");
+    let cfg = String::from_utf8_lossy(&cli(&lab, &["config", "show"]).stdout).into_owned();
+    assert!(!cfg.contains(&ts[0].key_out[2..]), "config show leaks a key");
+    assert!(!log_of(&lab).contains(&ts[0].key_out[2..]), "the log holds a key");
+}
+
+#[test]
+fn scapy_interop_over_af_packet() {
+    interop("afpacket", false, "p");
+}
+
+#[test]
+fn scapy_interop_over_the_xdp_lane() {
+    interop("xdp", false, "x");
+}
+
+/// Linux mode over AF_XDP: the steering program passes the router's own
+/// traffic to Linux but ESP and UDP 500/4500 to tern.
+#[test]
+fn scapy_interop_in_linux_mode_over_af_xdp() {
+    interop("afxdp", true, "l");
+}
