@@ -106,6 +106,7 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
     p.neigh_max_tries = n.probes;
     p.punt_rate = cfg.linux.punt_rate;
     p.punt_burst = cfg.linux.punt_burst;
+    p.punt_classes = d.punt.rates();
     let f = d.fast_paths;
     p.fast_paths =
         tern_nodes::state::FastPaths { direct: f.direct, acl_shortcut: f.acl_shortcut, gre_direct: f.gre_direct };
@@ -475,6 +476,7 @@ impl Router {
         run.dataplane.icmp_rate = cfg.dataplane.icmp_rate;
         run.dataplane.icmp_burst = cfg.dataplane.icmp_burst;
         run.dataplane.fast_paths = cfg.dataplane.fast_paths;
+        run.dataplane.punt = cfg.dataplane.punt;
         run.neighbor = cfg.neighbor.clone();
         run.linux = cfg.linux.clone();
         self.publish_params();
@@ -486,10 +488,14 @@ impl Router {
         let p = params_of(&self.shared.params.load(), &self.plan.config);
         self.shared.params.publish(p);
         let f = self.plan.config.dataplane.fast_paths;
-        if let Some(lane) = self.xdp_lane_mut()
-            && let Err(e) = lane.set_fast_paths(&f)
-        {
-            log::warn!("XDP lane: fast paths not switched: {e}");
+        let punt = self.plan.config.dataplane.punt.rates();
+        if let Some(lane) = self.xdp_lane_mut() {
+            if let Err(e) = lane.set_fast_paths(&f) {
+                log::warn!("XDP lane: fast paths not switched: {e}");
+            }
+            if let Err(e) = lane.set_punt_rates(&punt) {
+                log::warn!("XDP lane: punt policers not set: {e}");
+            }
         }
     }
 }

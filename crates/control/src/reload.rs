@@ -217,6 +217,7 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
     if od.icmp_rate != nd.icmp_rate
         || od.icmp_burst != nd.icmp_burst
         || od.fast_paths != nd.fast_paths
+        || od.punt != nd.punt
         || old.config.neighbor != new.config.neighbor
         || old.config.linux != new.config.linux
     {

@@ -324,6 +324,12 @@ impl XdpLane {
         self.prog.set_fast_paths(f.acl_shortcut, f.direct)
     }
 
+    /// `[dataplane.punt]` on the lane, at once: the policers of what it
+    /// hands to Linux or to the engine for the router, per class.
+    pub fn set_punt_rates(&mut self, punt: &[(u32, u32); 7]) -> Result<(), XdpError> {
+        self.prog.set_punt_rates(punt)
+    }
+
     /// Traces the next `n` packets the lane decides (0: stops); forgets
     /// the records of the previous trace.
     pub fn trace_arm(&mut self, n: u32) -> Result<(), XdpError> {
@@ -511,6 +517,7 @@ pub(crate) fn start_for_router(
         return Ok(None);
     }
     lane.set_fast_paths(&plan.config.dataplane.fast_paths).map_err(|e| format!("XDP lane: fast paths: {e}"))?;
+    lane.set_punt_rates(&plan.config.dataplane.punt.rates()).map_err(|e| format!("XDP lane: punt policers: {e}"))?;
     lane.publish(shared).map_err(|e| format!("XDP lane: {e}"))?;
     Ok(Some(lane))
 }

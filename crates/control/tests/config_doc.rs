@@ -50,6 +50,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("top level", "ZZZ"),
     ("[dataplane]", "[dataplane]\nZZZ"),
     ("[dataplane.fast_paths]", "[dataplane.fast_paths]\nZZZ"),
+    ("[dataplane.punt]", "[dataplane.punt]\nZZZ"),
     ("[neighbor]", "[neighbor]\nZZZ"),
     ("[[interface]]", "[[interface]]\nZZZ"),
     ("[[tunnel]]", "[[tunnel]]\nZZZ"),

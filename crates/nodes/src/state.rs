@@ -432,6 +432,21 @@ pub const DEFAULT_PUNT_RATE: u32 = 10_000;
 /// Default of [`Params::punt_burst`] (packets).
 pub const DEFAULT_PUNT_BURST: u32 = 1_000;
 
+/// Default of [`Params::punt_classes`]: (packets per second, burst) per
+/// [`crate::linux::class::PuntClass`], in its order, per worker (and per
+/// CPU in the XDP lane): enough for a full BGP table, OSPF and VRRP at
+/// their fastest timers and a busy LAN's ARP/ND; the bulk (`local`: ping,
+/// SSH, UDP to a closed port) low. docs/XDP.md "Control traffic first".
+pub const DEFAULT_PUNT_CLASSES: [(u32, u32); 7] = [
+    (2_000, 500),   // neighbor
+    (20_000, 4000), // bgp
+    (2_000, 500),   // ospf
+    (2_000, 500),   // vrrp
+    (2_000, 500),   // ike
+    (10_000, 1000), // bfd
+    (1_000, 200),   // local
+];
+
 /// Knobs of the forwarding nodes.
 #[derive(Clone, Debug, Serialize)]
 pub struct Params {
@@ -466,6 +481,13 @@ pub struct Params {
     pub punt_rate: u32,
     /// Burst of that token bucket.
     pub punt_burst: u32,
+    /// `linux-punt`'s policer per class of traffic for the router
+    /// (`[dataplane.punt]`): (packets per second, burst) per worker, in
+    /// [`crate::linux::class::PuntClass`] order; rate 0: not policed. The
+    /// excess is dropped as `linux-punt/shed-<class>`. Control classes
+    /// skip the per-interface bucket above; `local` (and unclassed
+    /// frames) take it too.
+    pub punt_classes: [(u32, u32); 7],
     /// Which fast paths the nodes take (`[dataplane.fast_paths]`).
     pub fast_paths: FastPaths,
     /// The VRRP virtual addresses this router answers ARP and neighbour
@@ -563,6 +585,7 @@ impl Default for Params {
             tap_ports: Vec::new(),
             punt_rate: DEFAULT_PUNT_RATE,
             punt_burst: DEFAULT_PUNT_BURST,
+            punt_classes: DEFAULT_PUNT_CLASSES,
             fast_paths: FastPaths::ALL,
             virtual_addrs: Vec::new(),
         }

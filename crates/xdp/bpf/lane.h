@@ -381,6 +381,20 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 #define LTR_ACL_IN_CACHED (1u << 6)  // the input rule set's verdict from the verdict cache
 #define LTR_ACL_OUT_CACHED (1u << 7) // the output rule set's
 
+// Control traffic first (lib/punt.h): what the lane hands to Linux or
+// to the engine for the router itself is classed, and each class has its
+// own policer per CPU (lane_punt_rate, lane_punt_tat), so a flood of one
+// class cannot take the others' place in the kernel's or the engine's
+// queue. The order is the SHED_* counters' and crates/nodes' PuntClass's.
+#define PC_NEIGH 0 // ARP, ND (ICMPv6 133-137)
+#define PC_BGP 1   // TCP port 179, either side
+#define PC_OSPF 2  // IP protocol 89
+#define PC_VRRP 3  // IP protocol 112
+#define PC_IKE 4   // UDP 500, UDP 4500 with the non-ESP marker, NAT keepalives
+#define PC_BFD 5   // UDP 3784, 3785, 4784 (to the port)
+#define PC_LOCAL 6 // anything else for the router: the bulk, policed low
+#define PC_MAX 7   // not policed: ESP (data), non-IP (LLDP, LACP)
+
 // Counters: LANE_COUNTER(id, node, error, kind). The node/error names are
 // the userspace nodes' (so both lanes add up under one name); the
 // "xdp-lane" ones say where a packet went. kind: drop (a dropped packet),
@@ -466,7 +480,14 @@ _Static_assert(sizeof(struct lane_trace) == 208, "lane_trace layout");
 	X(GRE_BAD_PAYLOAD, "gre-input", "unsupported-payload", drop)                           \
 	X(GRE_NO_TUNNEL, "gre-input", "no-tunnel", drop)                                       \
 	X(GRE_TUNNEL_DOWN, "gre-input", "tunnel-down", drop)                                  \
-	X(TRACE_LOST, "xdp-lane", "trace-lost", info)
+	X(TRACE_LOST, "xdp-lane", "trace-lost", info)                                          \
+	X(SHED_NEIGH, "xdp-lane", "punt-shed-neighbor", drop)                                  \
+	X(SHED_BGP, "xdp-lane", "punt-shed-bgp", drop)                                         \
+	X(SHED_OSPF, "xdp-lane", "punt-shed-ospf", drop)                                       \
+	X(SHED_VRRP, "xdp-lane", "punt-shed-vrrp", drop)                                       \
+	X(SHED_IKE, "xdp-lane", "punt-shed-ike", drop)                                         \
+	X(SHED_BFD, "xdp-lane", "punt-shed-bfd", drop)                                         \
+	X(SHED_LOCAL, "xdp-lane", "punt-shed-local", drop)
 
 #define LANE_COUNTER_ID(id, node, err, kind) C_##id,
 enum lane_counter { LANE_COUNTERS(LANE_COUNTER_ID) C_MAX };

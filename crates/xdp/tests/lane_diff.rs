@@ -2203,6 +2203,118 @@ fn ipv6_ecmp_flows_are_memoised_with_their_flow_label() {
     });
 }
 
+/// Control traffic first on the XDP lane (`bpf/lib/punt.h`): what it
+/// hands to Linux for the router is classed exactly as the engine's
+/// `linux-punt` classes it (`tern_nodes::linux::class::classify`), each
+/// class has its own policer, a flood of pings at the router is shed
+/// under `punt-shed-local` while BGP and ARP still pass, and rate 0
+/// polices nothing.
+#[test]
+fn punted_frames_are_classed_as_the_engine_does_and_policed_apart() {
+    use lane_util::diff::{XDP_DROP, XDP_PASS};
+    use tern_xdp::lane::PUNT_CLASSES;
+    with_linux_mode_lane(|d| {
+        d.lane.add_local(IpAddr::V4(v4("10.0.1.1"))).expect("local");
+        d.lane.add_local(IpAddr::V6(v6("2001:db8:1::1"))).expect("local");
+        let kif = d.kif[usize::from(LAN)];
+        let shed = |d: &Diff| -> Vec<u64> {
+            PUNT_CLASSES.iter().map(|c| d.lane.counter("xdp-lane", &format!("punt-shed-{c}"))).collect()
+        };
+        let tcp4 =
+            |dport: u16, sport: u16| lan_frame(ipv4(v4("10.0.1.2"), v4("10.0.1.1"), 6, 64, &tcp(sport, dport, 0x18)));
+        let to_us4 = |proto: u8, l4: &[u8]| lan_frame(ipv4(v4("10.0.1.2"), v4("10.0.1.1"), proto, 64, l4));
+        let to_us6 = |nh: u8, l4: &[u8]| lan6(ipv6(v6("2001:db8:1::2"), v6("2001:db8:1::1"), nh, 64, l4));
+        let mcast4 =
+            |dst: &str, proto: u8| lan_frame(ipv4(v4("10.0.1.2"), v4(dst), proto, 1, &[2, 1, 0, 44, 0, 0, 0, 0]));
+        let frames: Vec<(&str, Vec<u8>)> = vec![
+            ("arp", eth([0xff; 6], HOST_A, 0x0806, &[0u8; 28])),
+            ("ns", lan6(ipv6(v6("fe80::2"), v6("ff02::1:ff00:1"), 58, 255, &[135, 0, 0, 0, 0, 0, 0, 0]))),
+            ("ra", lan6(ipv6(v6("fe80::2"), v6("ff02::1"), 58, 255, &[134, 0, 0, 0, 0, 0, 0, 0]))),
+            ("bgp to 179", tcp4(179, 40000)),
+            ("bgp from 179", tcp4(40000, 179)),
+            ("bgp v6", to_us6(6, &tcp(179, 40000, 0x10))),
+            ("ospf hello", mcast4("224.0.0.5", 89)),
+            ("ospf unicast", to_us4(89, &[2, 1, 0, 44])),
+            ("vrrp", mcast4("224.0.0.18", 112)),
+            ("ike", to_us4(17, &udp(500, 500, &[1; 28]))),
+            ("ike nat-t", to_us4(17, &udp(4500, 4500, &[0, 0, 0, 0, 1, 2, 3, 4]))),
+            ("nat keepalive", to_us4(17, &udp(4500, 4500, &[0xff]))),
+            ("bfd", to_us4(17, &udp(49152, 3784, &[0x20; 24]))),
+            ("bfd v6 multihop", to_us6(17, &udp(49152, 4784, &[0x20; 24]))),
+            ("ping", to_us4(1, &[8, 0, 0xf7, 0xfe, 0, 1, 0, 0])),
+            ("ping6", to_us6(58, &[128, 0, 0, 0, 0, 1, 0, 1])),
+            ("udp closed port", to_us4(17, &udp(1234, 9, b"flood"))),
+            ("ssh", tcp4(22, 40000)),
+            ("mdns", lan_frame(ipv4(v4("10.0.1.2"), v4("224.0.0.251"), 17, 1, &udp(5353, 5353, b"q")))),
+            ("esp", to_us4(50, &[0, 0, 1, 0, 0, 0, 0, 1])),
+            ("esp in udp", to_us4(17, &udp(4500, 4500, &[0, 0, 1, 0, 0, 0, 0, 1]))),
+            ("lldp", eth([0x01, 0x80, 0xc2, 0, 0, 0x0e], HOST_A, 0x88cc, &[0u8; 46])),
+        ];
+        // One packet a second and a burst of one per class: a class's
+        // first packet passes, its next is shed, under its own counter.
+        d.lane.set_punt_rates(&[(1, 1); 7]).expect("rates");
+        let mut seen = std::collections::BTreeSet::new();
+        for (what, f) in &frames {
+            let want = tern_nodes::linux::class::classify(f).map(|c| c.index());
+            let mut got = None;
+            for _ in 0..3 {
+                let before = shed(d);
+                let (act, _) = d.lane.test_run(f, kif, 0).expect("test run");
+                let after = shed(d);
+                let moved: Vec<usize> = (0..PUNT_CLASSES.len()).filter(|&i| after[i] != before[i]).collect();
+                assert!(moved.len() <= 1, "{what}: {moved:?}");
+                if let Some(&i) = moved.first() {
+                    assert_eq!(act, XDP_DROP, "{what}: shed");
+                    got = Some(i);
+                    break;
+                }
+                assert_eq!(act, XDP_PASS, "{what}: to Linux");
+            }
+            assert_eq!(got, want, "{what}: the lane's class against the engine's");
+            seen.insert(got);
+        }
+        assert_eq!(seen.len(), PUNT_CLASSES.len() + 1, "every class and the unclassed: {seen:?}");
+
+        // A ping flood at the router against local = 1/s, burst 50: the
+        // burst passes (and what a second of the run adds), the rest is
+        // shed; BGP and ARP in the middle of it all pass.
+        let mut rates = [(1_000_000, 1000); 7];
+        rates[6] = (1, 50);
+        d.lane.set_punt_rates(&rates).expect("rates");
+        let ping = &frames.iter().find(|(w, _)| *w == "ping").expect("ping").1;
+        let bgp = &frames.iter().find(|(w, _)| *w == "bgp to 179").expect("bgp").1;
+        let arp = &frames[0].1;
+        let before = shed(d);
+        let t0 = std::time::Instant::now();
+        let (mut passed, mut control) = (0u64, 0);
+        for i in 0..2000 {
+            let (act, _) = d.lane.test_run(ping, kif, 0).expect("test run");
+            passed += u64::from(act == XDP_PASS);
+            if i % 100 == 0 {
+                for f in [bgp, arp] {
+                    let (act, _) = d.lane.test_run(f, kif, 0).expect("test run");
+                    assert_eq!(act, XDP_PASS, "control traffic during the flood");
+                    control += 1;
+                }
+            }
+        }
+        let secs = t0.elapsed().as_secs() + 1;
+        assert!((50..=50 + secs).contains(&passed), "{passed} pings passed in about {secs} s");
+        let after = shed(d);
+        assert_eq!(after[6] - before[6], 2000 - passed, "every shed ping counted");
+        for i in 0..6 {
+            assert_eq!(after[i], before[i], "class {} shed nothing", PUNT_CLASSES[i]);
+        }
+        assert_eq!(control, 40);
+
+        // Rate 0: not policed.
+        d.lane.set_punt_rates(&[(0, 0); 7]).expect("rates");
+        for _ in 0..200 {
+            assert_eq!(d.lane.test_run(ping, kif, 0).expect("test run").0, XDP_PASS);
+        }
+    });
+}
+
 // ---------------------------------------------------------------- IPsec
 
 /// An ESP packet (SPI 0x1001, sequence number 1, a few bytes of

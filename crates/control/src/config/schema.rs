@@ -60,6 +60,53 @@ pub struct Dataplane {
     pub icmp_burst: u32,
     /// The nodes' fast paths, each switchable (`[dataplane.fast_paths]`).
     pub fast_paths: FastPathsCfg,
+    /// Control traffic first: the policers of traffic for the router, per
+    /// class (`[dataplane.punt]`).
+    pub punt: PuntCfg,
+}
+
+/// One class's policer in `[dataplane.punt]`: packets per second (0: not
+/// policed) and burst (packets), per worker and per CPU of the XDP lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PuntRate {
+    pub rate: u32,
+    pub burst: u32,
+}
+
+/// `[dataplane.punt]`: a policer per class of traffic for the router
+/// (`tern_nodes::linux::class::PuntClass`), in `linux-punt` and in the XDP
+/// lane, so a flood of one class cannot starve the others; the excess is
+/// counted as `linux-punt/shed-<class>` and `xdp-lane/punt-shed-<class>`.
+/// Defaults: `tern_nodes::state::DEFAULT_PUNT_CLASSES`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PuntCfg {
+    pub neighbor: PuntRate,
+    pub bgp: PuntRate,
+    pub ospf: PuntRate,
+    pub vrrp: PuntRate,
+    pub ike: PuntRate,
+    pub bfd: PuntRate,
+    pub local: PuntRate,
+}
+
+impl PuntCfg {
+    /// The classes' names, in `PuntClass` order.
+    pub const NAMES: [&'static str; 7] = ["neighbor", "bgp", "ospf", "vrrp", "ike", "bfd", "local"];
+
+    /// (rate, burst) per class, in `PuntClass` order.
+    pub fn rates(&self) -> [(u32, u32); 7] {
+        [self.neighbor, self.bgp, self.ospf, self.vrrp, self.ike, self.bfd, self.local].map(|r| (r.rate, r.burst))
+    }
+}
+
+impl Default for PuntCfg {
+    fn default() -> Self {
+        let [neighbor, bgp, ospf, vrrp, ike, bfd, local] =
+            tern_nodes::state::DEFAULT_PUNT_CLASSES.map(|(rate, burst)| PuntRate { rate, burst });
+        PuntCfg { neighbor, bgp, ospf, vrrp, ike, bfd, local }
+    }
 }
 
 /// `[dataplane.fast_paths]`: which fast paths the forwarding nodes take
@@ -91,6 +138,7 @@ impl Default for Dataplane {
             icmp_rate: 1000,
             icmp_burst: 100,
             fast_paths: FastPathsCfg::default(),
+            punt: PuntCfg::default(),
         }
     }
 }

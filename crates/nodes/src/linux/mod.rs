@@ -32,7 +32,8 @@
 //!   set.) A rule set that drops by default must therefore accept ND
 //!   (ICMPv6 types 135 and 136) for IPv6 to work on the interface.
 //!
-//! One node a file: [`punt`], [`tap_input`], [`punt_acl`].
+//! One node a file: [`punt`], [`tap_input`], [`punt_acl`]; [`class`]
+//! classes what `linux-punt` hands to Linux (control traffic first).
 
 use crate::state::{AclTable, IfKind, IfTable, NO_IF, Params, Shared};
 use crate::util::TokenBucket;
@@ -41,6 +42,7 @@ use tern_engine::{Cx, ErrorDesc, NEXT_TAKEN, Node};
 use tern_packet::{PktIdx, flags};
 use tern_rcu::Snapshot;
 
+pub mod class;
 pub mod punt;
 pub mod punt_acl;
 pub mod tap_input;
@@ -377,6 +379,8 @@ mod tests {
             tap_ports: vec![2, 3, NO_IF, 4],
             punt_rate: 100,
             punt_burst: 10,
+            // The per-interface bucket alone (the classes': below).
+            punt_classes: [(0, 0); 7],
             ..Params::default()
         });
         // Transit: 198.51.100.0/24 via a resolved neighbour on port 1.
@@ -431,9 +435,79 @@ mod tests {
             linux_owns_local: true,
             tap_ports: vec![2, 3, NO_IF, 4],
             punt_rate: 0,
+            punt_classes: [(0, 0); 7],
             ..Params::default()
         });
         let out = rig.run_at("ethernet-input", 0, &vec![ping; 200], t1);
         assert_eq!(out[2].len(), 200);
+    }
+
+    fn tcp(sport: u16, dport: u16) -> Vec<u8> {
+        let mut t = sport.to_be_bytes().to_vec();
+        t.extend_from_slice(&dport.to_be_bytes());
+        t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        t
+    }
+
+    /// Control traffic first: a flood of pings at the router is shed by
+    /// its own class (`local`) and by nothing else, while BGP keepalives
+    /// and ARP in the same batches all reach the TAP, even with the
+    /// per-interface bucket empty (control classes skip it); each class's
+    /// drops have their own counter.
+    #[test]
+    fn a_flood_at_the_router_cannot_starve_its_control_traffic() {
+        let mut rig = Rig::new(vec![2, 3, NO_IF, 4]);
+        let mut classes = crate::state::DEFAULT_PUNT_CLASSES;
+        classes[1] = (100, 10); // bgp
+        classes[6] = (1000, 50); // local
+        rig.shared.params.publish(Params {
+            linux_owns_local: true,
+            tap_ports: vec![2, 3, NO_IF, 4],
+            punt_rate: 10_000,
+            punt_burst: 20,
+            punt_classes: classes,
+            ..Params::default()
+        });
+        let ping = ipv4(OURS, 1, &echo());
+        let bgp = ipv4(OURS, 6, &tcp(179, 40000));
+        let who_has = arp(1, OURS);
+        // 100 batches 10 ms apart (1 s): 100 pings, one keepalive and one
+        // ARP request each: 10,000 pings/s against 1000/s.
+        let mut batch = vec![ping.clone(); 50];
+        batch.push(bgp.clone());
+        batch.extend(std::iter::repeat_n(ping.clone(), 50));
+        batch.push(who_has.clone());
+        let t0 = 7_000_000_000u64;
+        let (mut pings, mut keepalives, mut arps) = (0, 0, 0);
+        for k in 0..100u64 {
+            let out = rig.run_at("ethernet-input", 0, &batch, t0 + k * 10_000_000);
+            for f in &out[2] {
+                if *f == ping {
+                    pings += 1;
+                } else if *f == bgp {
+                    keepalives += 1;
+                } else if *f == who_has {
+                    arps += 1;
+                }
+            }
+        }
+        assert_eq!(keepalives, 100, "every keepalive reached Linux");
+        assert_eq!(arps, 100, "every ARP request reached Linux");
+        assert_eq!(rig.count("linux-punt", "shed-bgp"), 0);
+        assert_eq!(rig.count("linux-punt", "shed-neighbor"), 0);
+        // The pings: the class lets its burst (50) through, then 10 per
+        // 10 ms (1000/s); the interface's bucket (burst 20) then cuts the
+        // first batch's 50 to 20 and passes the later 10s whole.
+        assert_eq!(pings, 20 + 99 * 10);
+        assert_eq!(rig.count("linux-punt", "shed-local"), 10_000 - 50 - 99 * 10);
+        assert_eq!(rig.count("linux-punt", "policed"), 30);
+        // A BGP flood is shed by BGP's own class, not by the others'.
+        let flood = vec![bgp.clone(); 100];
+        let t1 = t0 + 100 * 10_000_000;
+        let out = rig.run_at("ethernet-input", 0, &flood, t1);
+        assert_eq!(out[2].len(), 10, "BGP's burst");
+        assert_eq!(rig.count("linux-punt", "shed-bgp"), 90);
+        let out = rig.run_at("ethernet-input", 0, std::slice::from_ref(&who_has), t1);
+        assert_eq!(out[2].len(), 1, "ARP still passes");
     }
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 OR MIT
 //
-// The XDP lane's maps (27 of its 28: lane_scratch, the per-packet state,
+// The XDP lane's maps (29 of its 30: lane_scratch, the per-packet state,
 // is in state.h beside its struct) and the globals the loader sets before
 // loading (lane_acl_cache_mask, lane_fwd_flows_mask; the caches' on/off
 // switches are lane_cfg.flags, switched at run time). Value
@@ -216,6 +216,25 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lane_ctr SEC(".maps");
+
+// The punt policers (lib/punt.h): per class c, [2 c] the cost of one
+// packet in nanoseconds (10^9 / rate; 0: not policed) and [2 c + 1] the
+// burst tolerance in nanoseconds (burst x cost); the loader writes them.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * PC_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lane_punt_rate SEC(".maps");
+
+// Per CPU and class: the policer's virtual time (GCRA's theoretical
+// arrival time less the burst tolerance), in bpf_ktime_get_ns time.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PC_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lane_punt_tat SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

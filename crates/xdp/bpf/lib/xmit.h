@@ -12,6 +12,7 @@
 #include "csum.h"
 #include "counters.h"
 #include "trace.h"
+#include "punt.h"
 
 // Rewrites the frame as decided: [L2][outer IP + GRE][kept L3 with its
 // TTL/hop limit decremented, trimmed to its total length]. Returns 0 when
@@ -130,6 +131,8 @@ static __always_inline int transmit(struct xdp_md *ctx, struct st *s)
 
 static __always_inline int to_xsk(struct xdp_md *ctx, struct st *s, __u32 reason)
 {
+	if (punt_to_router(reason) && !punt_police(ctx))
+		return XDP_DROP;
 	ctr_add(reason, 1);
 	__u32 q = ctx->rx_queue_index;
 	int act = XDP_PASS;
@@ -151,6 +154,8 @@ static __always_inline int pass(__u32 reason)
 // To Linux, traced while a trace is armed.
 static __always_inline int pass_s(struct xdp_md *ctx, struct st *s, __u32 reason)
 {
+	if (punt_to_router(reason) && !punt_police(ctx))
+		return XDP_DROP;
 	ctr_add(reason, 1);
 	trace_if_armed(ctx, s, V_PASS, reason, XDP_PASS);
 	return XDP_PASS;

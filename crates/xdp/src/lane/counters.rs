@@ -98,6 +98,15 @@ impl CounterDesc {
             "pass-not-lane" => "lane paused or device not on the lane: passed to Linux",
             "pass-no-xsk" => "a punt with no tern socket on its queue: passed to Linux",
             "trace-lost" => "trace records the ring had no room for",
+            "punt-shed-neighbor" => "ARP/ND for the router over its class's rate ([dataplane.punt]): dropped",
+            "punt-shed-bgp" => "BGP for the router over its class's rate ([dataplane.punt]): dropped",
+            "punt-shed-ospf" => "OSPF for the router over its class's rate ([dataplane.punt]): dropped",
+            "punt-shed-vrrp" => "VRRP for the router over its class's rate ([dataplane.punt]): dropped",
+            "punt-shed-ike" => "IKE for the router over its class's rate ([dataplane.punt]): dropped",
+            "punt-shed-bfd" => "BFD for the router over its class's rate ([dataplane.punt]): dropped",
+            "punt-shed-local" => {
+                "other traffic for the router (ping, UDP, SSH) over its class's rate ([dataplane.punt]): dropped"
+            }
             "fwd-memo" => {
                 "decided by the forwarding memo (an earlier packet of the flow's decision), not the whole path"
             }

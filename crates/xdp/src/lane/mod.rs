@@ -31,7 +31,7 @@ pub use fib::{FibCapacity, FibMirror, MirrorStats};
 pub use layout::{
     ACL_CACHE_BUCKETS, FWD_BUCKETS, LaneGre, LaneIf, LaneIfKind, MAX_IFS, MAX_PORTS, MAX_QUEUES, MAX_SETS, NO_IF,
 };
-pub use program::{FWD_MEMO_LOCAL, LANE_PROG_NAME, LaneConfig, LaneProgram, LaneTables, lane_object};
+pub use program::{FWD_MEMO_LOCAL, LANE_PROG_NAME, LaneConfig, LaneProgram, LaneTables, PUNT_CLASSES, lane_object};
 pub use trace::{LaneTrace, TraceRewrite, TraceVerdict};
 
 /// The kernel interface index of `name` (in this thread's namespace).

@@ -66,6 +66,28 @@ pub struct LaneConfig {
     /// Buckets (2 flows each, per CPU) of the forwarding memo's flow
     /// table, rounded up to a power of two (at least 1).
     pub fwd_buckets: u32,
+    /// The punt policers (`bpf/lib/punt.h`), one `(packets per second,
+    /// burst)` per class in [`PUNT_CLASSES`] order, per CPU; a rate of 0
+    /// does not police the class (the default: the library polices
+    /// nothing unless told; tern's `[dataplane.punt]` tells it).
+    pub punt: [(u32, u32); PUNT_CLASSES.len()],
+}
+
+/// The classes of frames for the router itself that the lane polices
+/// apart (`bpf/lane.h` PC_*, in order; their drops are counted as
+/// `xdp-lane/punt-shed-<class>`).
+pub const PUNT_CLASSES: [&str; 7] = ["neighbor", "bgp", "ospf", "vrrp", "ike", "bfd", "local"];
+
+/// `lane_punt_rate`'s words for `punt`: per class the cost of a packet and
+/// the burst tolerance, in nanoseconds (0: not policed).
+fn punt_words(punt: &[(u32, u32)]) -> Vec<u64> {
+    let mut w = Vec::with_capacity(punt.len() * 2);
+    for &(rate, burst) in punt {
+        let cost = if rate == 0 { 0 } else { (1_000_000_000 / u64::from(rate)).max(1) };
+        w.push(cost);
+        w.push(cost.saturating_mul(u64::from(burst.max(1))));
+    }
+    w
 }
 
 impl Default for LaneConfig {
@@ -77,6 +99,7 @@ impl Default for LaneConfig {
             acl_cache_buckets: ACL_CACHE_BUCKETS,
             fwd_memo: true,
             fwd_buckets: FWD_BUCKETS,
+            punt: [(0, 0); PUNT_CLASSES.len()],
         }
     }
 }
@@ -204,6 +227,11 @@ pub struct LaneProgram {
     trace_budget: Option<Array<MapData, i64>>,
     trace_want: u32,
     port_stats: PerCpuArray<MapData, [u64; 4]>,
+    /// The punt policers' rates and per-CPU state (absent from builds
+    /// before them), and the rates last written.
+    punt_rate: Option<Array<MapData, u64>>,
+    punt_tat: Option<PerCpuArray<MapData, u64>>,
+    punt_words: Vec<u64>,
     tx: DevMap<MapData>,
     xsks: XskMap<MapData>,
     mirror: Option<FibMirror>,
@@ -358,6 +386,9 @@ impl LaneProgram {
             trace_budget: take_opt(&mut ebpf, "lane_trace_budget")?,
             trace_want: 0,
             port_stats: take(&mut ebpf, "lane_port_stats")?,
+            punt_rate: take_opt(&mut ebpf, "lane_punt_rate")?,
+            punt_tat: take_opt(&mut ebpf, "lane_punt_tat")?,
+            punt_words: Vec::new(),
             tx: take(&mut ebpf, "lane_tx")?,
             xsks: take(&mut ebpf, "lane_xsks")?,
             mirror: None,
@@ -387,7 +418,32 @@ impl LaneProgram {
         }
         lp.flags = flags;
         lp.write_cfg()?;
+        lp.set_punt_rates(&cfg.punt)?;
         Ok(lp)
+    }
+
+    /// Sets the punt policers (see [`LaneConfig::punt`]); the next packet
+    /// of a class uses its new rate. New rates start with a full burst on
+    /// every CPU; the same rates again change nothing. Builds of the
+    /// program before the policers ignore it.
+    pub fn set_punt_rates(&mut self, punt: &[(u32, u32)]) -> Result<(), XdpError> {
+        let words = punt_words(punt);
+        if words == self.punt_words {
+            return Ok(());
+        }
+        let Some(m) = self.punt_rate.as_mut() else { return Ok(()) };
+        for (i, &w) in words.iter().enumerate() {
+            m.set(i as u32, w, 0).map_err(|e| prog_err("lane_punt_rate", e))?;
+        }
+        if let Some(t) = self.punt_tat.as_mut() {
+            let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+            for c in 0..punt.len() as u32 {
+                let zero = PerCpuValues::try_from(vec![0u64; cpus]).map_err(|e| prog_err("lane_punt_tat", e))?;
+                t.set(c, zero, 0).map_err(|e| prog_err("lane_punt_tat", e))?;
+            }
+        }
+        self.punt_words = words;
+        Ok(())
     }
 
     fn write_cfg(&mut self) -> Result<(), XdpError> {

@@ -150,6 +150,7 @@ fn from_shared_with(
         acl_cache_buckets: buckets,
         fwd_memo: fwd_buckets > 0,
         fwd_buckets: fwd_buckets.max(1),
+        ..LaneConfig::default()
     };
     let mut lane = LaneProgram::load(&lcfg).expect("lane loads (root, kernel with BPF)");
     lane.attach_fib(&shared.fib.raw(), None).expect("fib mirror");

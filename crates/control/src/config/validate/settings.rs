@@ -6,6 +6,10 @@ use crate::config::{
     quote,
 };
 
+/// The largest rate and burst of a `[dataplane.punt]` class (packets per
+/// second, packets): beyond, a policer would not protect anything.
+const PUNT_MAX_RATE: u32 = 10_000_000;
+
 pub(super) fn dataplane(d: &Dataplane) -> Result<(), Problem> {
     if d.workers == 0 || d.workers > 64 {
         return Err(bad(vec![k("dataplane"), k("workers")], format!("{} workers: need 1..=64", d.workers)));
@@ -19,6 +23,20 @@ pub(super) fn dataplane(d: &Dataplane) -> Result<(), Problem> {
     for (key, list) in [("cpus", &d.cpus), ("control_cpus", &d.control_cpus)] {
         if let Some((i, c)) = list.iter().enumerate().find(|&(_, &c)| c >= MAX_CPU) {
             return Err(bad(vec![k("dataplane"), k(key), Seg::Index(i)], format!("cpu {c}: need 0..{MAX_CPU}")));
+        }
+    }
+    for (name, (rate, burst)) in crate::config::PuntCfg::NAMES.iter().zip(d.punt.rates()) {
+        if rate > PUNT_MAX_RATE {
+            return Err(bad(
+                vec![k("dataplane"), k("punt"), k(name), k("rate")],
+                format!("{rate} packets/s: need 0..={PUNT_MAX_RATE} (0: not policed)"),
+            ));
+        }
+        if rate > 0 && !(1..=PUNT_MAX_RATE).contains(&burst) {
+            return Err(bad(
+                vec![k("dataplane"), k("punt"), k(name), k("burst")],
+                format!("{burst} packets: need 1..={PUNT_MAX_RATE}"),
+            ));
         }
     }
     Ok(())
