@@ -10,6 +10,7 @@ pkgs=(
   tshark python3-scapy nftables    # real peers and dissectors for tests
   frr bird2 keepalived             # FRR (zebra, bgpd) and BIRD as BGP peers, keepalived as the VRRP daemon, for the Linux-mode tests
   tmux                             # a real terminal for `tern top`'s test (tests/top_tmux.rs)
+  iputils-arping                   # ARP probes during the overload test (tests/netns_overload.rs)
 )
 missing=()
 for p in "${pkgs[@]}"; do
