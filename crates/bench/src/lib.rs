@@ -31,6 +31,7 @@ pub mod convergence;
 pub mod dut;
 pub mod engine;
 pub mod error;
+pub mod failover;
 pub mod fib;
 pub mod html;
 pub mod netns;

@@ -58,6 +58,10 @@ enum BenchCmd {
     /// test (withdraw and re-advertise on the primary), tern against Linux
     /// in the same run, in the lab of scripts/frr/lab.sh (root, frr, bird2).
     Convergence(tern_bench::convergence::ConvergenceArgs),
+    /// The failover gap through a VRRP virtual address when the master
+    /// dies: keepalived over Linux and over tern (AF_PACKET and XDP lanes),
+    /// tern's own VRRPv3; at 100 ms and 10 ms (root, keepalived).
+    Failover(tern_bench::failover::FailoverArgs),
 }
 
 /// A rig tool's options, passed on as they are (`--key value` words; see
@@ -172,6 +176,7 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::XdpFwd(w) => Ok(tern_bench::rig::xdp_fwd::main(&w.args)),
         BenchCmd::XskFwd(w) => Ok(tern_bench::rig::xsk_fwd::main(&w.args)),
         BenchCmd::Convergence(a) => tern_bench::convergence::run(&a).map(|()| ExitCode::SUCCESS),
+        BenchCmd::Failover(a) => tern_bench::failover::run(&a).map(|()| ExitCode::SUCCESS),
     }
 }
 

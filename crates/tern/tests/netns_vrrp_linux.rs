@@ -9,16 +9,9 @@
 //! preempts) once it recovers; on the userspace lane (AF_PACKET) and on
 //! the XDP lane.
 //!
-//! `failover_gap` (ignored: a measurement, `cargo test -p tern --test
-//! netns_vrrp_linux failover_gap -- --ignored --nocapture`) sends 10,000
-//! numbered UDP packets a second through the virtual address while the
-//! master dies (its keepalived SIGKILLed, then its forwarding stopped:
-//! tern SIGKILLed, or the Linux pair's forwarding turned off; a killed
-//! keepalived alone leaves the master forwarding until the backup's
-//! gratuitous ARP moves the virtual MAC, which measures only that move),
-//! and prints the longest run of missing packets / rate, for the tern
-//! pair on each lane and for a keepalived pair over plain Linux
-//! forwarding, at advert_int 0.1 s and 0.01 s (VRRPv3), three runs each.
+//! The failover gap (a host's numbered datagrams through the virtual
+//! address while the master dies) is measured by `tern-bench failover`
+//! (crates/bench/src/failover.rs), not here.
 //!
 //! Needs root, iproute2, ethtool and keepalived (`apt-get install -y
 //! keepalived`); skipped with a message otherwise.
@@ -35,19 +28,18 @@ use tern_testkit::netns::{Netns, Veth, on_path, wait_until};
 const STEP: Duration = Duration::from_secs(60);
 const VMAC_LAN: &str = "00:00:5e:00:01:0a";
 
-/// What forwards between the LAN and the server.
+/// What forwards between the LAN and the server: tern in Linux mode with
+/// this lane (`driver`/`lane` line); with `tap`, the TAP exception path
+/// (keepalived on the TAPs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fwd {
-    /// tern in Linux mode with this lane (`driver`/`lane` line); with
-    /// `true`, the TAP exception path (keepalived on the TAPs).
-    Tern(&'static str, bool),
-    /// The kernel (ip_forward), no tern: the reference pair.
-    Linux,
+struct Fwd {
+    lane: &'static str,
+    tap: bool,
 }
 
-const USERSPACE: Fwd = Fwd::Tern("driver = \"afpacket\"", false);
-const XDP: Fwd = Fwd::Tern("lane = \"xdp\"", false);
-const TAP: Fwd = Fwd::Tern("driver = \"afpacket\"", true);
+const USERSPACE: Fwd = Fwd { lane: "driver = \"afpacket\"", tap: false };
+const XDP: Fwd = Fwd { lane: "lane = \"xdp\"", tap: false };
+const TAP: Fwd = Fwd { lane: "driver = \"afpacket\"", tap: true };
 
 /// host (10.1.0.2) -- br0 -- r1, r2 (lan0 10.1.0.1 / .3, VIP 10.1.0.254)
 /// r1, r2 (wan0 10.2.0.1 / .3, VIP 10.2.0.254) -- br1 -- server (10.2.0.2).
@@ -56,7 +48,8 @@ struct Pair {
     advert_int: &'static str,
     sw: Netns,
     h: Netns,
-    s: Netns,
+    /// The server's namespace, held for the pair's life.
+    _s: Netns,
     r: [Netns; 2],
     dir: PathBuf,
     tern: [Option<Child>; 2],
@@ -106,24 +99,15 @@ impl Pair {
                 // peer to take them (GRO on, or a program of its own).
                 sw.exec_ok(&["ethtool", "-K", &port, "gro", "on"]);
             }
-            let a = if n == 1 { 1 } else { 3 };
-            if fwd == Fwd::Linux {
-                rn.ip(&["addr", "add", &format!("10.1.0.{a}/24"), "dev", "lan0"]);
-                rn.ip(&["addr", "add", &format!("10.2.0.{a}/24"), "dev", "wan0"]);
-                rn.sysctl("net.ipv4.conf.all.forwarding", "1");
-                rn.sysctl("net.ipv4.conf.default.forwarding", "1");
-            }
             std::fs::create_dir_all(dir.join(format!("r{n}"))).expect("router directory");
         }
         h.ip(&["addr", "add", "10.1.0.2/24", "dev", "eth0"]);
         h.ip(&["route", "add", "default", "via", "10.1.0.254"]);
         s.ip(&["addr", "add", "10.2.0.2/24", "dev", "eth0"]);
         s.ip(&["route", "add", "10.1.0.0/24", "via", "10.2.0.254"]);
-        let mut p = Pair { fwd, advert_int, sw, h, s, r, dir, tern: [None, None], ka: [None, None] };
-        if let Fwd::Tern(lane, tap) = fwd {
-            for i in 0..2 {
-                p.start_tern(i, lane, tap);
-            }
+        let mut p = Pair { fwd, advert_int, sw, h, _s: s, r, dir, tern: [None, None], ka: [None, None] };
+        for i in 0..2 {
+            p.start_tern(i, fwd.lane, fwd.tap);
         }
         for i in 0..2 {
             p.start_keepalived(i);
@@ -135,10 +119,7 @@ impl Pair {
     /// The device keepalived runs on for tern interface `name`: the
     /// interface's TAP on the TAP exception path, else the device.
     fn kdev(&self, name: &str) -> String {
-        match self.fwd {
-            Fwd::Tern(_, true) => format!("tern-{name}"),
-            _ => name.to_string(),
-        }
+        if self.fwd.tap { format!("tern-{name}") } else { name.to_string() }
     }
 
     fn rdir(&self, i: usize) -> PathBuf {
@@ -255,22 +236,6 @@ socket = "{}"
                 .spawn()
                 .expect("keepalived"),
         );
-    }
-
-    /// Router `i` dies silently (no link goes down, no last word): its
-    /// keepalived SIGKILLed, then its forwarding stops at once (tern
-    /// SIGKILLed: its sockets and XDP program go, and the kernel does
-    /// not forward there; the Linux pair: forwarding off).
-    fn die(&mut self, i: usize) {
-        self.stop_keepalived(i, "KILL");
-        match self.fwd {
-            Fwd::Tern(..) => {
-                if let Some(c) = self.tern[i].as_mut() {
-                    let _ = c.kill();
-                }
-            }
-            Fwd::Linux => self.r[i].sysctl("net.ipv4.conf.all.forwarding", "0"),
-        }
     }
 
     /// Kills keepalived of router `i` with `sig`: SIGKILL takes its VRRP
@@ -422,17 +387,14 @@ fn failover(tag: &str, fwd: Fwd) {
 
 impl Pair {
     /// The virtual MACs tern's lan0 on router `i` accepts, as `tern
-    /// interface show` lists them ("" without tern).
+    /// interface show` lists them.
     fn vmacs(&self, i: usize) -> String {
         self.lan0(i, "virtual_macs")
     }
 
     /// Field `field` of lan0 on router `i` in `tern interface show`'s
-    /// JSON ("" without tern or without the field).
+    /// JSON ("" without the field).
     fn lan0(&self, i: usize, field: &str) -> String {
-        if self.fwd == Fwd::Linux {
-            return String::new();
-        }
         let out = self.tern_cli(i, &["--json", "interface", "show"]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let list = |v: &serde_json::Value| -> Option<String> {
@@ -456,111 +418,4 @@ fn keepalived_pair_fails_over_on_the_xdp_lane() {
 #[test]
 fn keepalived_pair_fails_over_on_the_tap_exception_path() {
     failover("t", TAP);
-}
-
-/// Numbered UDP packets at `rate`/s from the host to the server for
-/// `secs`, `kill` called at `kill_at`: the longest run of sequence
-/// numbers that never arrived, and how many arrived.
-fn gap_run(p: &mut Pair, rate: u32, secs: f64, kill_at: f64) -> (u32, u32) {
-    let total = (f64::from(rate) * secs) as u32;
-    let got = std::sync::Arc::new(std::sync::Mutex::new(vec![false; total as usize]));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let sink = std::sync::Arc::clone(&got);
-    let sname = p.s.name.clone();
-    let recv = std::thread::spawn(move || {
-        tern_testkit::netns::enter(&sname).expect("server namespace");
-        let sock = std::net::UdpSocket::bind("10.2.0.2:9999").expect("bind");
-        sock.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
-        let _ = ready_tx.send(());
-        let mut buf = [0u8; 64];
-        let mut quiet = 0;
-        loop {
-            match sock.recv(&mut buf) {
-                Ok(n) if n >= 4 => {
-                    quiet = 0;
-                    let seq = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-                    if seq == u32::MAX {
-                        break;
-                    }
-                    if let Some(s) = sink.lock().expect("lock").get_mut(seq as usize) {
-                        *s = true;
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    quiet += 1;
-                    if quiet > 20 {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    ready_rx.recv_timeout(STEP).expect("receiver ready");
-    let hname = p.h.name.clone();
-    let send = std::thread::spawn(move || {
-        tern_testkit::netns::enter(&hname).expect("host namespace");
-        let sock = std::net::UdpSocket::bind("10.1.0.2:0").expect("bind");
-        sock.connect("10.2.0.2:9999").expect("connect");
-        let t0 = Instant::now();
-        let step = Duration::from_secs(1) / rate;
-        for seq in 0..total {
-            let due = t0 + step * seq;
-            let now = Instant::now();
-            if due > now + Duration::from_micros(200) {
-                std::thread::sleep(due - now);
-            }
-            let mut b = [0u8; 32];
-            b[..4].copy_from_slice(&seq.to_be_bytes());
-            let _ = sock.send(&b);
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        for _ in 0..20 {
-            let _ = sock.send(&u32::MAX.to_be_bytes());
-        }
-    });
-    std::thread::sleep(Duration::from_secs_f64(kill_at));
-    p.die(0);
-    send.join().expect("sender");
-    recv.join().expect("receiver");
-    let got = got.lock().expect("lock");
-    let first = got.iter().position(|&b| b).unwrap_or(0);
-    let last = got.iter().rposition(|&b| b).unwrap_or(0);
-    let mut longest = 0u32;
-    let mut run = 0u32;
-    for &b in &got[first..=last] {
-        run = if b { 0 } else { run + 1 };
-        longest = longest.max(run);
-    }
-    (longest, got.iter().filter(|&&b| b).count() as u32)
-}
-
-#[test]
-#[ignore = "a measurement: prints failover gaps"]
-fn failover_gap() {
-    if skip() {
-        return;
-    }
-    let rate = 10_000;
-    for int in ["0.1", "0.01"] {
-        for (name, fwd) in
-            [("tern (AF_PACKET lane)", USERSPACE), ("tern (XDP lane)", XDP), ("Linux forwarding", Fwd::Linux)]
-        {
-            let tag = match fwd {
-                Fwd::Linux => "gl",
-                f if f == XDP => "gx",
-                _ => "gu",
-            };
-            let mut gaps = Vec::new();
-            for _ in 0..3 {
-                let mut p = Pair::new(tag, fwd, int);
-                p.await_traffic_via(0, "start");
-                let (gap, got) = gap_run(&mut p, rate, 3.0, 1.0);
-                assert!(got > rate, "{name}: only {got} packets arrived");
-                gaps.push(f64::from(gap) * 1000.0 / f64::from(rate));
-            }
-            let v: Vec<String> = gaps.iter().map(|g| format!("{g:.1}")).collect();
-            println!("failover gap, advert_int {int} s, {name}: {} ms", v.join(", "));
-        }
-    }
 }
