@@ -47,7 +47,7 @@ struct Rig {
     ns: Vec<Netns>,
     dir: PathBuf,
     fam: Fam,
-    /// tern's lane (`[[vrrp]]` takes "afpacket" only, so far).
+    /// tern's lane.
     driver: &'static str,
     /// tern's advertisement interval.
     interval_ms: u32,
@@ -507,6 +507,18 @@ fn tern_against_tern(base: &str, driver: &'static str, fam: Fam) {
 #[test]
 fn tern_against_tern_afpacket() {
     tern_against_tern("vrrptt", "afpacket", Fam::V4);
+}
+
+/// The AF_XDP steering program hands advertisements to tern
+/// (224.0.0.18 / ff02::12 redirected to its socket, not passed to Linux).
+#[test]
+fn tern_against_tern_afxdp() {
+    tern_against_tern("vrrptta", "afxdp", Fam::V4);
+}
+
+#[test]
+fn tern_against_tern_afxdp_v6() {
+    tern_against_tern("vrrptta6", "afxdp", Fam::V6);
 }
 
 #[test]

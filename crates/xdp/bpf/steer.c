@@ -41,7 +41,8 @@ enum verdict {
 	V_PASS_NO_XSK = 5,    // no socket on this queue: passed to Linux
 	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
 	V_REDIRECT_IPSEC = 7, // ESP or UDP 500/4500 for the router sent to tern
-	V_MAX = 8,
+	V_REDIRECT_VRRP = 8,  // VRRP advertisements sent to tern (standalone mode)
+	V_MAX = 9,
 };
 
 struct {
@@ -131,6 +132,18 @@ struct ipv6_min {
 #define ICMPV6_ND_FIRST 133
 #define ICMPV6_ND_LAST 137
 #define IPPROTO_ICMPV6_ 58
+#define IPPROTO_VRRP_ 112
+
+// ff02::12, VRRP's IPv6 group (RFC 5798 5.1.2.2).
+static __always_inline int is_ff02_12(const __u8 *a)
+{
+	if (a[0] != 0xff || a[1] != 0x02 || a[15] != 0x12)
+		return 0;
+	for (int i = 2; i < 15; i++)
+		if (a[i])
+			return 0;
+	return 1;
+}
 #define IPPROTO_ESP_ 50
 
 // ESP, or UDP to IKE's port 500 or NAT-T's 4500, with the transport
@@ -199,6 +212,10 @@ int tern_steer(struct xdp_md *ctx)
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
 			return count(V_PASS_LOCAL, XDP_PASS);
 		}
+		// In standalone mode tern runs VRRP itself: its advertisements
+		// (protocol 112 to 224.0.0.18, RFC 5798 5.1.1.2) go to tern.
+		if ((cfg & CFG_NEIGH_TO_TERN) && ip->proto == IPPROTO_VRRP_ && dst == bpf_htonl(0xe0000012))
+			return to_xsk(ctx, V_REDIRECT_VRRP);
 		// 224.0.0.0/4 multicast (OSPF, VRRP, IGMP...) and limited broadcast:
 		// control traffic, never forwarded by tern.
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
@@ -228,6 +245,9 @@ int tern_steer(struct xdp_md *ctx)
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
 			return count(V_PASS_LOCAL, XDP_PASS);
 		}
+		// VRRP for IPv6 (next header 112 to ff02::12) in standalone mode.
+		if ((cfg & CFG_NEIGH_TO_TERN) && ip6->nexthdr == IPPROTO_VRRP_ && is_ff02_12(ip6->daddr))
+			return to_xsk(ctx, V_REDIRECT_VRRP);
 		// ff00::/8 multicast (OSPFv3, MLD, DHCPv6...).
 		if (ip6->daddr[0] == 0xff)
 			return count(V_PASS_MCAST, XDP_PASS);

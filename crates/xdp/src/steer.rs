@@ -52,14 +52,22 @@ pub struct Verdicts {
     /// ESP or UDP to ports 500/4500 for the router's addresses, sent to
     /// tern (it terminates IPsec).
     pub redirect_ipsec: u64,
+    /// VRRP advertisements (224.0.0.18 / ff02::12) sent to tern
+    /// (standalone mode: tern runs VRRP).
+    pub redirect_vrrp: u64,
 }
 
 impl Verdicts {
     /// What the program passed to Linux, by reason, and the router's
     /// IPsec it sent to tern (`tern stats` names: node `xdp-steer`), with
     /// each reason's meaning.
-    pub fn passes(&self) -> [(&'static str, &'static str, u64); 6] {
+    pub fn passes(&self) -> [(&'static str, &'static str, u64); 7] {
         [
+            (
+                "vrrp-to-tern",
+                "VRRP advertisements (224.0.0.18, ff02::12): sent to tern's own VRRP (standalone mode), not Linux",
+                self.redirect_vrrp,
+            ),
             (
                 "ipsec-to-tern",
                 "ESP or UDP 500/4500 for the router's addresses: sent to tern (IPsec), not Linux",
@@ -78,7 +86,7 @@ impl Verdicts {
     }
 }
 
-const N_VERDICTS: u32 = 8;
+const N_VERDICTS: u32 = 9;
 
 /// How to attach the steering program.
 #[derive(Clone, Copy, Debug)]
@@ -264,7 +272,17 @@ impl SteeringProgram {
             let per_cpu = self.verdicts.get(&i, 0).map_err(|e| prog_err("tern_verdicts", e))?;
             *slot = per_cpu.iter().sum();
         }
-        let [redirect, redirect_neigh, pass_local, pass_neigh, pass_mcast, pass_no_xsk, pass_other, redirect_ipsec] = v;
+        let [
+            redirect,
+            redirect_neigh,
+            pass_local,
+            pass_neigh,
+            pass_mcast,
+            pass_no_xsk,
+            pass_other,
+            redirect_ipsec,
+            redirect_vrrp,
+        ] = v;
         Ok(Verdicts {
             redirect,
             redirect_neigh,
@@ -274,6 +292,7 @@ impl SteeringProgram {
             pass_no_xsk,
             pass_other,
             redirect_ipsec,
+            redirect_vrrp,
         })
     }
 }

@@ -66,15 +66,15 @@ pub(crate) fn groups(
                 ));
             }
         };
-        // The XDP lane drops IP multicast and the AF_XDP steering program
-        // passes it to Linux: neither hands the advertisements to tern yet.
+        // The AF_XDP steering program hands advertisements to tern; the XDP
+        // lane does not yet (it drops IP multicast in standalone mode).
         if let IfacePlanKind::Port { driver, .. } = &port.kind
-            && !matches!(driver, Driver::Afpacket | Driver::Memory)
+            && matches!(driver, Driver::Xdp | Driver::Auto)
         {
             return Err(bad(
                 p("interface"),
                 format!(
-                    "{}: tern's own VRRP needs driver = \"afpacket\" for now (the XDP and AF_XDP lanes do not hand VRRP advertisements to it yet)",
+                    "{}: tern's own VRRP needs driver = \"afxdp\" or \"afpacket\" for now (the XDP lane does not hand VRRP advertisements to it yet)",
                     quote(&g.interface)
                 ),
             ));
@@ -288,7 +288,10 @@ addresses = ["10.2.0.2/24"]
         );
         let e = parse(&xdp, "t.toml", Path::new(".")).expect_err("refused");
         assert_eq!(e.key.as_deref(), Some("vrrp[0].interface"), "{e}");
-        assert!(e.message.contains("afpacket"), "{e}");
+        assert!(e.message.contains("afxdp"), "{e}");
+        // The AF_XDP steering program hands advertisements to tern.
+        let afxdp = xdp.replacen("driver = \"xdp\"", "driver = \"afxdp\"", 1);
+        parse(&afxdp, "t.toml", Path::new(".")).expect("[[vrrp]] on the AF_XDP lane");
     }
 
     #[test]
