@@ -216,6 +216,10 @@ pub struct SaDb {
     base: Arc<Level>,
     dirty_ids: Map<()>,
     dirty_spis: Map<()>,
+    /// SAs with a lifetime (soft or hard), which `poll_events` checks on
+    /// every call, and where its sweep of the others goes on.
+    timed: Map<()>,
+    sweep: usize,
     published: Arc<Published<SaTable>>,
 }
 
@@ -241,6 +245,8 @@ impl SaDb {
             base: Arc::default(),
             dirty_ids: Map::default(),
             dirty_spis: Map::default(),
+            timed: Map::default(),
+            sweep: 0,
             published: Arc::new(Published::new(SaTable::default())),
         }
     }
@@ -298,6 +304,9 @@ impl SaDb {
     }
 
     fn insert(&mut self, sa: Arc<Sa>) {
+        if has_lifetime(&sa.soft) || has_lifetime(&sa.hard) {
+            self.timed.insert(sa.id, ());
+        }
         self.dirty_ids.insert(sa.id, ());
         self.dirty_spis.insert(sa.spi, ());
         match self.by_spi.remove(&sa.spi) {
@@ -318,6 +327,7 @@ impl SaDb {
     /// Stages the removal of an SA.
     pub fn del(&mut self, id: u32) -> Result<(), SaError> {
         let sa = self.by_id.remove(&id).ok_or(SaError::NotFound(id))?;
+        self.timed.remove(&id);
         self.dirty_ids.insert(id, ());
         self.dirty_spis.insert(sa.spi, ());
         match self.by_spi.remove(&sa.spi) {
@@ -380,52 +390,87 @@ impl SaDb {
         v
     }
 
-    /// Checks every SA's lifetimes at `now` (time counted from `add`),
-    /// moves SAs to soft-expired/expired, and returns the events not
-    /// reported before (each once). Call it periodically (once a second):
-    /// byte and time limits, and inbound packet limits, take effect then;
-    /// the outbound packet limit is exact (the sequence counter stops at it).
+    /// Checks the lifetimes of every SA that has one at `now` (time counted
+    /// from `add`), moves SAs to soft-expired/expired, and returns the
+    /// events not reported before (each once). Call it periodically (once
+    /// a second): byte and time limits, and inbound packet limits, take
+    /// effect then; the outbound packet limit is exact (the sequence
+    /// counter stops at it). SAs without lifetimes are looked at 65,536 a
+    /// call, for sequence numbers run out (the SA itself stops at once;
+    /// only the event may come that many calls later).
     pub fn poll_events(&mut self, now: Instant) -> Vec<SaEvent> {
         let mut ev = Vec::new();
-        for sa in self.by_id.values() {
-            let flags = sa.flags.load(Ordering::Relaxed);
-            let c = sa.counters();
-            let age = now.saturating_duration_since(sa.added).as_secs();
-            let passed = |l: &Lifetime| {
-                if l.packets.is_some_and(|p| c.packets >= p) {
-                    Some(Reason::Packets)
-                } else if l.bytes.is_some_and(|b| c.bytes >= b) {
-                    Some(Reason::Bytes)
-                } else if l.secs.is_some_and(|s| age >= s) {
-                    Some(Reason::Time)
-                } else {
-                    None
-                }
-            };
-            let mut hard = passed(&sa.hard);
-            if hard.is_none() && flags & F_HARD_PACKETS != 0 {
-                hard = Some(Reason::Packets);
-            }
-            if flags & F_EXHAUSTED != 0 && flags & F_EV_EXHAUSTED == 0 {
-                sa.flags.fetch_or(F_EV_EXHAUSTED, Ordering::Relaxed);
-                ev.push(SaEvent { id: sa.id, kind: SaEventKind::SeqExhausted });
-            }
-            if let Some(r) = hard {
-                sa.set_state(SaState::Expired);
-                if flags & F_EV_HARD == 0 {
-                    sa.flags.fetch_or(F_EV_HARD, Ordering::Relaxed);
-                    ev.push(SaEvent { id: sa.id, kind: SaEventKind::HardExpired(r) });
-                }
-            } else if let Some(r) = passed(&sa.soft) {
-                sa.set_state(SaState::SoftExpired);
-                if flags & F_EV_SOFT == 0 {
-                    sa.flags.fetch_or(F_EV_SOFT, Ordering::Relaxed);
-                    ev.push(SaEvent { id: sa.id, kind: SaEventKind::SoftExpired(r) });
-                }
+        // SAs with lifetimes: every call.
+        for id in self.timed.keys() {
+            if let Some(sa) = self.by_id.get(id) {
+                check(sa, now, &mut ev);
             }
         }
+        // The others can only run out of sequence numbers (at 2^32 or
+        // 2^64 packets): a slice of them per call, so that a million SAs
+        // do not cost a walk of a million every second. Small tables are
+        // walked whole each call.
+        let n = self.by_id.len();
+        let chunk = SWEEP.min(n);
+        let start = if self.sweep >= n { 0 } else { self.sweep };
+        let tail = self.by_id.values().skip(start).take(chunk);
+        let wrap = self.by_id.values().take(chunk.saturating_sub(n - start));
+        for sa in tail.chain(wrap) {
+            if !self.timed.contains_key(&sa.id) {
+                check(sa, now, &mut ev);
+            }
+        }
+        self.sweep = start + chunk;
         ev.sort_unstable_by_key(|e| e.id);
+        ev.dedup();
         ev
+    }
+}
+
+fn has_lifetime(l: &Lifetime) -> bool {
+    l.packets.is_some() || l.bytes.is_some() || l.secs.is_some()
+}
+
+/// How many SAs without lifetimes `poll_events` looks at per call.
+const SWEEP: usize = 65_536;
+
+/// Moves `sa` to soft-expired/expired if a lifetime passed, and adds the
+/// events not reported before (each once).
+fn check(sa: &Sa, now: Instant, ev: &mut Vec<SaEvent>) {
+    let flags = sa.flags.load(Ordering::Relaxed);
+    let c = sa.counters();
+    let age = now.saturating_duration_since(sa.added).as_secs();
+    let passed = |l: &Lifetime| {
+        if l.packets.is_some_and(|p| c.packets >= p) {
+            Some(Reason::Packets)
+        } else if l.bytes.is_some_and(|b| c.bytes >= b) {
+            Some(Reason::Bytes)
+        } else if l.secs.is_some_and(|s| age >= s) {
+            Some(Reason::Time)
+        } else {
+            None
+        }
+    };
+    let mut hard = passed(&sa.hard);
+    if hard.is_none() && flags & F_HARD_PACKETS != 0 {
+        hard = Some(Reason::Packets);
+    }
+    if flags & F_EXHAUSTED != 0 && flags & F_EV_EXHAUSTED == 0 {
+        sa.flags.fetch_or(F_EV_EXHAUSTED, Ordering::Relaxed);
+        ev.push(SaEvent { id: sa.id, kind: SaEventKind::SeqExhausted });
+    }
+    if let Some(r) = hard {
+        sa.set_state(SaState::Expired);
+        if flags & F_EV_HARD == 0 {
+            sa.flags.fetch_or(F_EV_HARD, Ordering::Relaxed);
+            ev.push(SaEvent { id: sa.id, kind: SaEventKind::HardExpired(r) });
+        }
+    } else if let Some(r) = passed(&sa.soft) {
+        sa.set_state(SaState::SoftExpired);
+        if flags & F_EV_SOFT == 0 {
+            sa.flags.fetch_or(F_EV_SOFT, Ordering::Relaxed);
+            ev.push(SaEvent { id: sa.id, kind: SaEventKind::SoftExpired(r) });
+        }
     }
 }
 

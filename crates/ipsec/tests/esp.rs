@@ -368,3 +368,25 @@ mod two_levels {
         }
     }
 }
+
+/// SAs without lifetimes are swept a slice per `poll_events` call: an SA
+/// whose sequence numbers ran out among 100,000 is reported within two
+/// calls, once.
+#[test]
+fn exhaustion_is_reported_in_a_large_table() {
+    let mut db = SaDb::with_workers(1);
+    let batch: Vec<SaConfig> = (1..=100_000).map(|id| cfg(id, Cipher::Aes128Gcm, Integ::None, false)).collect();
+    db.add_batch(batch).expect("add");
+    db.publish();
+    let sa = db.get(77_777).expect("sa").clone();
+    sa.set_seq_out(u64::from(u32::MAX) - 1);
+    assert_eq!(sa.reserve_seq(5).count, 1, "the last number, then none");
+    let now = Instant::now();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        seen.extend(db.poll_events(now));
+    }
+    assert_eq!(seen, vec![SaEvent { id: 77_777, kind: SaEventKind::SeqExhausted }]);
+    assert_eq!(db.poll_events(now), vec![]);
+    assert_eq!(db.poll_events(now), vec![], "each event once");
+}
