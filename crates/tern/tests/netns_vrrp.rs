@@ -509,6 +509,18 @@ fn tern_against_tern_afpacket() {
     tern_against_tern("vrrptt", "afpacket", Fam::V4);
 }
 
+/// The XDP lane punts advertisements to the engine in standalone mode
+/// (224.0.0.18 / ff02::12, which it otherwise passes to Linux or drops).
+#[test]
+fn tern_against_tern_xdp() {
+    tern_against_tern("vrrpttx", "xdp", Fam::V4);
+}
+
+#[test]
+fn tern_against_tern_xdp_v6() {
+    tern_against_tern("vrrpttx6", "xdp", Fam::V6);
+}
+
 /// The AF_XDP steering program hands advertisements to tern
 /// (224.0.0.18 / ff02::12 redirected to its socket, not passed to Linux).
 #[test]

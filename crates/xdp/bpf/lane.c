@@ -128,6 +128,10 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return DROP(IP4_MARTIAN);
 	if (dst == 0xffffffff)
 		return DROP(IP4_BROADCAST);
+	// VRRP advertisements (protocol 112 to 224.0.0.18) are tern's own
+	// VRRP's (ip4-input hands them to ip4-local); other groups are dropped.
+	if (dst == 0xe0000012 && ip[9] == IPPROTO_VRRP_)
+		return PUNT(PUNT_LOCAL);
 	if ((dst >> 28) == 0xe)
 		return DROP(IP4_MULTICAST);
 	// RFC 1812 5.3.7: never a destination: 0/8, 127/8, 240/4 (but the
@@ -268,9 +272,10 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	if (dst_hi == 0 && (dst_lo == 0 || dst_lo == 1 || (dst_lo >> 32) == 0xffff))
 		return DROP(IP6_BAD_DST);
 	if ((dst_hi >> 56) == 0xff) {
-		// Link-scope all-nodes, all-routers and solicited-node groups are
-		// tern's (ip6-local); other groups are dropped.
-		int all = dst_hi == 0xff02000000000000ull && (dst_lo == 1 || dst_lo == 2);
+		// Link-scope all-nodes, all-routers, VRRP (ff02::12) and
+		// solicited-node groups are tern's (ip6-local); other groups are
+		// dropped.
+		int all = dst_hi == 0xff02000000000000ull && (dst_lo == 1 || dst_lo == 2 || dst_lo == 0x12);
 		int sol = dst_hi == 0xff02000000000000ull && (dst_lo >> 24) == 0x00000001ff;
 		if (!(all || sol))
 			return DROP(IP6_MULTICAST);
@@ -497,7 +502,10 @@ int tern_lane(struct xdp_md *ctx)
 		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && is_ipsec(ip[9], ip + 20, end)) &&
 		    bpf_map_lookup_elem(&lane_local4, &dst))
 			return pass_s(ctx, s, C_PASS_LOCAL);
-		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
+		// Multicast is Linux's, but for VRRP advertisements in standalone
+		// mode, which tern's own VRRP takes (ip4 punts them).
+		if (((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff) &&
+		    !((s->flags & LCFG_NEIGH_TO_TERN) && ip[9] == IPPROTO_VRRP_ && dst == bpf_htonl(0xe0000012)))
 			return pass_s(ctx, s, C_PASS_MCAST);
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		__u8 *ip = data + l3;
@@ -519,7 +527,9 @@ int tern_lane(struct xdp_md *ctx)
 			if (bpf_map_lookup_elem(&lane_local6, &key))
 				return pass_s(ctx, s, C_PASS_LOCAL);
 		}
-		if (ip[24] == 0xff)
+		if (ip[24] == 0xff &&
+		    !((s->flags & LCFG_NEIGH_TO_TERN) && ip[6] == IPPROTO_VRRP_ && rd64(ip + 24) == 0xff02000000000000ull &&
+		      rd64(ip + 32) == 0x12))
 			return pass_s(ctx, s, C_PASS_MCAST);
 	} else {
 		// LLDP, LACP, MPLS, ...: Linux's in Linux mode; standalone tern

@@ -18,6 +18,7 @@
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88a8
 #define IPPROTO_GRE_ 47
+#define IPPROTO_VRRP_ 112
 #define IPPROTO_ICMPV6_ 58
 
 #define GRE_C 0x8000

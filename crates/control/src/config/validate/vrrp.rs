@@ -1,6 +1,6 @@
 //! `[[vrrp]]`: tern's own VRRPv3 groups, checked against the interfaces.
 
-use crate::config::{Driver, IfacePlan, IfacePlanKind, Problem, Seg, VrrpCfg, bad, k, quote};
+use crate::config::{IfacePlan, IfacePlanKind, Problem, Seg, VrrpCfg, bad, k, quote};
 use std::net::IpAddr;
 use tern_fib::Prefix;
 use tern_vrrp::Family;
@@ -56,28 +56,14 @@ pub(crate) fn groups(
         let ifindex = index_of(&g.interface)
             .ok_or_else(|| bad(p("interface"), format!("no interface named {}", quote(&g.interface))))?;
         let plan = &ifaces[usize::from(ifindex)];
-        let port = match plan.kind {
-            IfacePlanKind::Port { .. } => plan,
-            IfacePlanKind::Vlan { parent, .. } => &ifaces[parent],
+        match plan.kind {
+            IfacePlanKind::Port { .. } | IfacePlanKind::Vlan { .. } => {}
             _ => {
                 return Err(bad(
                     p("interface"),
                     format!("{} is a tunnel: VRRP needs an Ethernet link", quote(&g.interface)),
                 ));
             }
-        };
-        // The AF_XDP steering program hands advertisements to tern; the XDP
-        // lane does not yet (it drops IP multicast in standalone mode).
-        if let IfacePlanKind::Port { driver, .. } = &port.kind
-            && matches!(driver, Driver::Xdp | Driver::Auto)
-        {
-            return Err(bad(
-                p("interface"),
-                format!(
-                    "{}: tern's own VRRP needs driver = \"afxdp\" or \"afpacket\" for now (the XDP lane does not hand VRRP advertisements to it yet)",
-                    quote(&g.interface)
-                ),
-            ));
         }
         if g.vrid == 0 {
             return Err(bad(p("vrid"), "0: need 1..=255"));
@@ -286,10 +272,9 @@ addresses = ["10.2.0.2/24"]
             "{}\n{GOOD}",
             BASE.replacen("driver = \"memory\"\nmac = \"02:00:00:00:00:01\"", "driver = \"xdp\"\ndevice = \"x0\"", 1)
         );
-        let e = parse(&xdp, "t.toml", Path::new(".")).expect_err("refused");
-        assert_eq!(e.key.as_deref(), Some("vrrp[0].interface"), "{e}");
-        assert!(e.message.contains("afxdp"), "{e}");
-        // The AF_XDP steering program hands advertisements to tern.
+        // Every lane hands advertisements to tern (the XDP lane punts them,
+        // the AF_XDP steering program redirects them).
+        parse(&xdp, "t.toml", Path::new(".")).expect("[[vrrp]] on the XDP lane");
         let afxdp = xdp.replacen("driver = \"xdp\"", "driver = \"afxdp\"", 1);
         parse(&afxdp, "t.toml", Path::new(".")).expect("[[vrrp]] on the AF_XDP lane");
     }
