@@ -522,8 +522,9 @@ fn every_metric_the_dashboard_queries_is_exported_by_a_running_tern() {
     }
     must("ip", &["netns", "exec", &r, "sysctl", "-q", "-w", "net.ipv4.ip_forward=0"]);
     let config = lab.dir.join("tern.toml");
-    // The XDP lane (its counters), a rule set (its hits), the FPM server
-    // (a route source), the metrics endpoint where scrape_in looks.
+    // The XDP lane (its counters), a rule set (its hits), an IPsec SA and a
+    // VRRP group (their families), the FPM server (a route source), the
+    // metrics endpoint where scrape_in looks.
     std::fs::write(
         &config,
         format!(
@@ -547,6 +548,20 @@ default = "accept"
 action = "drop"
 proto = "udp"
 dport = 9
+
+[[ipsec_sa]]
+id = 10
+spi = 0x1001
+crypto = "aes-128-gcm"
+integ = "none"
+key = "0x00112233445566778899aabbccddeeff01020304"
+
+[[vrrp]]
+interface = "lan0"
+vrid = 10
+priority = 100
+interval_ms = 100
+addresses = ["10.0.1.254"]
 
 [linux]
 fpm_listen = "127.0.0.1:2620"
