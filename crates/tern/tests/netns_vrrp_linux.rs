@@ -188,8 +188,9 @@ socket = "{}"
     }
 
     /// keepalived for router `i` (priority 200 for r1, 100 for r2; both
-    /// start as BACKUP and r1 preempts), its state per instance in
-    /// `rN/LAN.state` and `rN/WAN.state` through its notify script.
+    /// start as BACKUP and r1 preempts), logging to `rN/keepalived.log`
+    /// (where [`Pair::state`] reads its states); its notify script also
+    /// writes `rN/LAN.state` and `rN/WAN.state`.
     fn start_keepalived(&mut self, i: usize) {
         let d = self.rdir(i);
         let prio = if i == 0 { 200 } else { 100 };
@@ -260,8 +261,19 @@ socket = "{}"
         let _ = c.wait();
     }
 
+    /// The state keepalived `i` last entered for instance `inst`, from its
+    /// own log, which it writes in order ("(LAN) Entering MASTER STATE").
+    /// (The notify script's files are not enough: keepalived runs its
+    /// scripts in processes of their own, so a MASTER script may finish
+    /// after the BACKUP one that followed it.)
     fn state(&self, i: usize, inst: &str) -> String {
-        std::fs::read_to_string(self.rdir(i).join(format!("{inst}.state"))).unwrap_or_default().trim().to_string()
+        let log = self.log(i, "keepalived");
+        let tag = format!("({inst}) Entering ");
+        log.lines()
+            .rev()
+            .find_map(|l| l.split_once(&tag).and_then(|(_, rest)| rest.split_whitespace().next()))
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Waits until router `master` is MASTER of both instances (and the
