@@ -1,0 +1,1 @@
+//! One IKE SA's state machine. Owner: helper "ike-sa".
