@@ -1,6 +1,7 @@
 //! Key material: the IKE SA's seven keys (RFC 7296 2.14, 2.18 for a
 //! rekeyed IKE SA) and a child SA's (2.17).
 
+use super::CryptoError;
 use super::sk::SkCipher;
 use crate::output::EspKeys;
 use crate::proposal::Chosen;
@@ -29,7 +30,7 @@ impl IkeKeys {
         nr: &[u8],
         spi_i: u64,
         spi_r: u64,
-    ) -> IkeKeys {
+    ) -> Result<IkeKeys, CryptoError> {
         let _ = (chosen, shared, ni, nr, spi_i, spi_r);
         todo!("ike-crypto")
     }
@@ -46,7 +47,7 @@ impl IkeKeys {
         nr: &[u8],
         spi_i: u64,
         spi_r: u64,
-    ) -> IkeKeys {
+    ) -> Result<IkeKeys, CryptoError> {
         let _ = (old_sk_d, old_prf, chosen, shared, ni, nr, spi_i, spi_r);
         todo!("ike-crypto")
     }
@@ -67,7 +68,7 @@ pub fn child_keys(
     nr: &[u8],
     spi_i_to_r: u32,
     spi_r_to_i: u32,
-) -> (EspKeys, EspKeys) {
+) -> Result<(EspKeys, EspKeys), CryptoError> {
     let _ = (prf, sk_d, chosen, pfs_shared, ni, nr, spi_i_to_r, spi_r_to_i);
     todo!("ike-crypto")
 }

@@ -26,4 +26,10 @@ pub enum CryptoError {
     Malformed(&'static str),
     #[error("the system's random number generator failed")]
     Random,
+    /// An algorithm combination or key this code cannot use (an IKE
+    /// proposal without a PRF, AES-GCM with an integrity algorithm, a key
+    /// of the wrong length, an ESP integrity algorithm the data plane
+    /// lacks): the proposal selection should have refused it.
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
 }

@@ -15,9 +15,9 @@ pub struct SkCipher {
 }
 
 impl SkCipher {
-    pub fn new(encr: Encr, integ: Option<Integ>, enc_key: &[u8], integ_key: &[u8]) -> SkCipher {
+    pub fn new(encr: Encr, integ: Option<Integ>, enc_key: &[u8], integ_key: &[u8]) -> Result<SkCipher, CryptoError> {
         let _ = (enc_key, integ_key);
-        SkCipher { _encr: encr, _integ: integ }
+        Ok(SkCipher { _encr: encr, _integ: integ })
     }
 
     /// Bytes the encrypted payload adds around `plain_len` bytes of inner
