@@ -33,3 +33,10 @@ pub enum CryptoError {
     #[error("unsupported: {0}")]
     Unsupported(&'static str),
 }
+
+/// Hex to bytes, for the tests' vectors.
+#[cfg(test)]
+pub(crate) fn unhex(s: &str) -> Vec<u8> {
+    let s: Vec<u8> = s.bytes().filter(|c| c.is_ascii_hexdigit()).collect();
+    s.chunks(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap_or("zz"), 16).unwrap_or(0)).collect()
+}
