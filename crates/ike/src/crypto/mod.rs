@@ -5,6 +5,7 @@
 //! Owner: helper "ike-crypto". Secrets are zeroized when dropped; MACs are
 //! compared in constant time.
 
+mod algs;
 pub mod dh;
 pub mod keys;
 pub mod prf;
