@@ -23,6 +23,17 @@ pub struct IkeKeys {
     pub responder: SkCipher,
 }
 
+/// The PRF and ciphers only: keys are never printed.
+impl std::fmt::Debug for IkeKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IkeKeys")
+            .field("prf", &self.prf)
+            .field("initiator", &self.initiator)
+            .field("responder", &self.responder)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Takes consecutive slices off key material, refusing to run short.
 struct Cursor<'a> {
     rest: &'a [u8],
@@ -194,6 +205,9 @@ mod tests {
         let k = IkeKeys::derive(&c, &unhex(G_IR), &ni, &nr, SPI_I, SPI_R).expect("derive");
         assert_eq!(k.prf, Prf::HmacSha2_256);
         assert_eq!(*k.sk_d, dkm[..32]);
+        let shown = format!("{k:?}");
+        assert!(!shown.contains("11, 19") && !shown.contains("0b13"), "{shown}");
+        assert!(shown.contains("AesGcm16"), "{shown}");
         assert_eq!(k.initiator.keys(), (&dkm[32..52], &[][..]));
         assert_eq!(k.responder.keys(), (&dkm[52..72], &[][..]));
         assert_eq!(*k.sk_pi, dkm[72..104]);
