@@ -28,8 +28,8 @@ impl std::fmt::Debug for DhPrivate {
 }
 
 enum Private {
-    /// ring's ephemeral key (ring keeps it opaque; it is consumed by the
-    /// agreement).
+    /// ring's ephemeral key: opaque, consumed by the agreement (ring does
+    /// not wipe its memory; it lives only for one exchange).
     Ecdh(agreement::EphemeralPrivateKey),
     /// The private exponent x, big-endian. Kept as bytes because a
     /// `BigUint` cannot be zeroized in place (its limbs are private and

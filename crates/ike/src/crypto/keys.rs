@@ -348,6 +348,16 @@ mod tests {
         assert_ne!(*fresh.sk_d, *k.sk_d);
     }
 
+    /// The engine moves IKE SAs between threads (shards) and may share
+    /// ciphers: everything here is Send and Sync.
+    #[test]
+    fn keys_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<IkeKeys>();
+        check::<SkCipher>();
+        check::<crate::crypto::DhPrivate>();
+    }
+
     #[test]
     fn unusable_proposals_are_errors() {
         let no_prf = chosen(Encr::AesGcm16 { bits: 128 }, None, None);
