@@ -479,3 +479,27 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn pubkey_chain_depth_and_path_length() {
+    let checker = creds("moon.pem", "moon.key");
+    // The end entity and three intermediates: as deep as tern goes.
+    let ok = creds("deep4-ee-chain.pem", "deep4-ee.key");
+    let (m, data) = ok.sign(MSG).unwrap();
+    assert_eq!(ok.certs().len(), 4);
+    checker.verify(&ok.certs(), &fqdn("deep4-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    // In any order after the end entity.
+    let mut shuffled = ok.certs();
+    shuffled[1..].reverse();
+    checker.verify(&shuffled, &fqdn("deep4-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    // Four intermediates: one too many.
+    let deep = creds("deep5-chain.pem", "deep5.key");
+    let (m, data) = deep.sign(MSG).unwrap();
+    let err = checker.verify(&deep.certs(), &fqdn("deep5.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("within 4 certificates")), "{err}");
+    // A CA below one with pathlen:0.
+    let plen = creds("plen-ee-chain.pem", "plen-ee.key");
+    let (m, data) = plen.sign(MSG).unwrap();
+    let err = checker.verify(&plen.certs(), &fqdn("plen-ee.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("Path Length 0 allows 0 intermediates")), "{err}");
+}

@@ -111,6 +111,30 @@ openssl req -new -key expired.key -subj "/O=tern/CN=expired.tern.test" -out "$T/
 openssl ca -batch -config "$T/ca.cnf" -cert ca.pem -keyfile ca.key -in "$T/expired.csr" \
 	-startdate 20200101000000Z -enddate 20210101000000Z -notext -out expired.pem 2>/dev/null
 
+# Depth: deep1..deep4 are CAs in a line below the root; deep5 (an end
+# entity under four intermediates) is one too deep, deep4-ee (under
+# three) is not. Path length: plen allows no CA below it, plen-sub is one.
+prev=ca
+for i in 1 2 3 4; do
+	key deep$i p256
+	issue deep$i "/O=tern/CN=tern Test Deep $i" $prev "$ca_ext" -sha256
+	prev=deep$i
+done
+key deep5 p256
+issue deep5 "/O=tern/CN=deep5.tern.test" deep4 "$(ee_ext deep5 8)" -sha256
+key deep4-ee p256
+issue deep4-ee "/O=tern/CN=deep4-ee.tern.test" deep3 "$(ee_ext deep4-ee 9)" -sha256
+cat deep5.pem deep4.pem deep3.pem deep2.pem deep1.pem >deep5-chain.pem
+cat deep4-ee.pem deep3.pem deep2.pem deep1.pem >deep4-ee-chain.pem
+key plen p256
+issue plen "/O=tern/CN=tern Test Path Length 0" ca "$ca_ext
+basicConstraints=critical,CA:TRUE,pathlen:0" -sha256
+key plen-sub p256
+issue plen-sub "/O=tern/CN=tern Test Below Path Length 0" plen "$ca_ext" -sha256
+key plen-ee p256
+issue plen-ee "/O=tern/CN=plen-ee.tern.test" plen-sub "$(ee_ext plen-ee 10)" -sha256
+cat plen-ee.pem plen-sub.pem plen.pem >plen-ee-chain.pem
+
 # Other key encodings: SEC1 ("EC PRIVATE KEY") and PKCS#1 ("RSA PRIVATE KEY").
 openssl ec -in moon.key -out moon.sec1.key 2>/dev/null
 openssl rsa -in venus.key -traditional -out venus.pkcs1.key 2>/dev/null
