@@ -503,3 +503,20 @@ fn pubkey_chain_depth_and_path_length() {
     let err = checker.verify(&plen.certs(), &fqdn("plen-ee.tern.test"), NOW, m, &data, MSG).unwrap_err();
     assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("Path Length 0 allows 0 intermediates")), "{err}");
 }
+
+#[test]
+fn pubkey_ca_directory() {
+    let tmp = std::env::temp_dir().join(format!("tern-ike-cadir-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let load = || Credentials::load(&dir().join("moon.pem"), &dir().join("moon.key"), std::slice::from_ref(&tmp));
+    let err = load().unwrap_err();
+    assert!(matches!(&err, AuthError::Config(m) if m.contains("no certificate files")), "{err}");
+    std::fs::write(tmp.join("README"), "not a certificate").unwrap();
+    std::fs::copy(dir().join("ca.pem"), tmp.join("root.crt")).unwrap();
+    std::fs::copy(dir().join("evil-ca.pem"), tmp.join("evil.pem")).unwrap();
+    let two = load().unwrap();
+    assert_eq!(two.certreq().len(), 40, "both CAs of the directory, not the README");
+    let (moon, data) = moon_auth();
+    two.verify(&moon.certs(), &fqdn("moon.tern.test"), NOW, 14, &data, MSG).unwrap();
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

@@ -79,6 +79,27 @@ fn read(path: &std::path::Path) -> Result<Vec<u8>, AuthError> {
     std::fs::read(path).map_err(|e| AuthError::Config(format!("{}: {e}", path.display())))
 }
 
+/// The certificate files of a CA directory, sorted; none is an error.
+fn ca_directory(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, AuthError> {
+    let failed = |e: std::io::Error| AuthError::Config(format!("{}: {e}", dir.display()));
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let path = entry.map_err(failed)?.path();
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if path.is_file() && matches!(ext.as_deref(), Some("pem" | "crt" | "cer" | "der")) {
+            files.push(path);
+        }
+    }
+    if files.is_empty() {
+        return Err(AuthError::Config(format!(
+            "{}: no certificate files (.pem, .crt, .cer, .der) in it",
+            dir.display()
+        )));
+    }
+    files.sort();
+    Ok(files)
+}
+
 impl Credentials {
     /// Loads `cert` (PEM/DER, the end-entity first, then any
     /// intermediates), `key` (PKCS#8 or SEC1/PKCS#1 PEM: ECDSA P-256/P-384,
@@ -89,12 +110,22 @@ impl Credentials {
         key: &std::path::Path,
         cas: &[std::path::PathBuf],
     ) -> Result<Credentials, AuthError> {
-        let ca_data = cas.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
-        let ca_names: Vec<String> = cas.iter().map(|p| p.display().to_string()).collect();
+        let mut ca_files = Vec::new();
+        for path in cas {
+            if path.is_dir() {
+                ca_files.extend(ca_directory(path)?);
+            } else {
+                ca_files.push(path.clone());
+            }
+        }
+        let ca_data = ca_files.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
+        let ca_names: Vec<String> = ca_files.iter().map(|p| p.display().to_string()).collect();
+        let cas: Vec<(&str, &[u8])> =
+            ca_names.iter().map(String::as_str).zip(ca_data.iter().map(Vec::as_slice)).collect();
         Credentials::from_bytes(
             (&cert.display().to_string(), &read(cert)?),
             (&key.display().to_string(), &read(key)?),
-            &ca_names.iter().map(String::as_str).zip(ca_data.iter().map(Vec::as_slice)).collect::<Vec<_>>(),
+            &cas,
         )
     }
 
