@@ -520,3 +520,55 @@ fn pubkey_ca_directory() {
     two.verify(&moon.certs(), &fqdn("moon.tern.test"), NOW, 14, &data, MSG).unwrap();
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// A DER Name of one-attribute RDNs: (attribute OID's last arc under
+/// 2.5.4, string tag, value).
+fn dn(rdns: &[(u8, u8, &str)]) -> Vec<u8> {
+    fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+        assert!(body.len() < 128);
+        let mut v = vec![tag, body.len() as u8];
+        v.extend_from_slice(body);
+        v
+    }
+    let mut seq = Vec::new();
+    for &(arc, tag, value) in rdns {
+        let atv = [tlv(0x06, &[0x55, 0x04, arc]), tlv(tag, value.as_bytes())].concat();
+        seq.extend(tlv(0x31, &tlv(0x30, &atv)));
+    }
+    tlv(0x30, &seq)
+}
+
+#[test]
+fn pubkey_dn_identity_by_structure() {
+    const O: u8 = 10;
+    const CN: u8 = 3;
+    const UTF8: u8 = 0x0c;
+    const PRINTABLE: u8 = 0x13;
+    let checker = creds("moon.pem", "moon.key");
+    let (moon, data) = moon_auth();
+    let verify = |id: Vec<u8>| checker.verify(&moon.certs(), &Identity::Dn(id), NOW, 14, &data, MSG);
+    // The subject's own DER (openssl wrote UTF8Strings).
+    let same = dn(&[(O, UTF8, "tern"), (CN, UTF8, "moon.tern.test")]);
+    assert_eq!(Identity::Dn(same.clone()), moon.identity());
+    verify(same).unwrap();
+    // The same name in PrintableStrings.
+    verify(dn(&[(O, PRINTABLE, "tern"), (CN, PRINTABLE, "moon.tern.test")])).unwrap();
+    // Reads the same as text ("O=tern, CN=moon.tern.test") but is one
+    // attribute: refused.
+    let forged = dn(&[(O, UTF8, "tern, CN=moon.tern.test")]);
+    {
+        use x509_parser::prelude::FromDer;
+        let (_, name) = x509_parser::x509::X509Name::from_der(&forged).unwrap();
+        assert_eq!(name.to_string(), "O=tern, CN=moon.tern.test", "the forgery reads like the subject");
+    }
+    let err = verify(forged).unwrap_err();
+    assert!(matches!(err, AuthError::Identity(_)), "{err}");
+    // Other order, other value, one more RDN.
+    for id in [
+        dn(&[(CN, UTF8, "moon.tern.test"), (O, UTF8, "tern")]),
+        dn(&[(O, UTF8, "tern"), (CN, UTF8, "MOON.tern.test")]),
+        dn(&[(O, UTF8, "tern"), (CN, UTF8, "moon.tern.test"), (CN, UTF8, "x")]),
+    ] {
+        assert!(matches!(verify(id), Err(AuthError::Identity(_))));
+    }
+}

@@ -193,7 +193,7 @@ pub fn names(cert: &X509Certificate, id: &Identity) -> Result<(), AuthError> {
     let ok = match id {
         Identity::Dn(der) => {
             der.as_slice() == subject.as_raw()
-                || matches!(X509Name::from_der(der), Ok((rest, n)) if rest.is_empty() && n.to_string() == subject.to_string())
+                || matches!(X509Name::from_der(der), Ok((rest, n)) if rest.is_empty() && same_name(&n, subject))
         }
         Identity::Fqdn(f) => {
             let f = f.trim_end_matches('.');
@@ -227,6 +227,29 @@ pub fn names(cert: &X509Certificate, id: &Identity) -> Result<(), AuthError> {
         Identity::KeyId(_) => "ID_KEY_ID".into(),
     };
     Err(AuthError::Identity(what))
+}
+
+/// Names equal but for their string types (PrintableString in one, UTF8String
+/// in the other): the same RDNs in the same order, each with the same
+/// attributes and values. Compared by structure, never by their text,
+/// which a value with ", CN=" in it could forge.
+fn same_name(a: &X509Name, b: &X509Name) -> bool {
+    let (ra, rb): (Vec<_>, Vec<_>) = (a.iter_rdn().collect(), b.iter_rdn().collect());
+    ra.len() == rb.len()
+        && ra.iter().zip(&rb).all(|(x, y)| {
+            let (xa, ya): (Vec<_>, Vec<_>) = (x.iter().collect(), y.iter().collect());
+            xa.len() == ya.len()
+                && xa.iter().zip(&ya).all(|(p, q)| {
+                    p.attr_type() == q.attr_type()
+                        && match (p.as_str(), q.as_str()) {
+                            (Ok(u), Ok(v)) => u == v,
+                            _ => {
+                                p.attr_value().data == q.attr_value().data
+                                    && p.attr_value().tag() == q.attr_value().tag()
+                            }
+                        }
+                })
+        })
 }
 
 fn list(sans: &[&GeneralName]) -> String {
