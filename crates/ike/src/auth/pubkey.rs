@@ -18,7 +18,7 @@ mod algorithm;
 mod chain;
 mod keyfile;
 
-pub use algorithm::RSA_MIN_BITS;
+pub use algorithm::{RSA_MAX_BITS, RSA_MIN_BITS};
 pub use chain::MAX_DEPTH;
 
 use super::{AUTH_DIGITAL_SIGNATURE, AuthError};
