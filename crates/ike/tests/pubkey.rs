@@ -524,12 +524,6 @@ fn pubkey_ca_directory() {
 /// A DER Name of one-attribute RDNs: (attribute OID's last arc under
 /// 2.5.4, string tag, value).
 fn dn(rdns: &[(u8, u8, &str)]) -> Vec<u8> {
-    fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
-        assert!(body.len() < 128);
-        let mut v = vec![tag, body.len() as u8];
-        v.extend_from_slice(body);
-        v
-    }
     let mut seq = Vec::new();
     for &(arc, tag, value) in rdns {
         let atv = [tlv(0x06, &[0x55, 0x04, arc]), tlv(tag, value.as_bytes())].concat();
@@ -571,4 +565,61 @@ fn pubkey_dn_identity_by_structure() {
     ] {
         assert!(matches!(verify(id), Err(AuthError::Identity(_))));
     }
+}
+
+/// A short-form DER element.
+fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+    assert!(body.len() < 128);
+    let mut v = vec![tag, body.len() as u8];
+    v.extend_from_slice(body);
+    v
+}
+
+/// RSASSA-PSS's AlgorithmIdentifier: the hash (last arc under
+/// 2.16.840.1.101.3.4.2: 1 SHA-256, 2 SHA-384, 3 SHA-512) for the digest
+/// and MGF1, and the salt length.
+fn pss(hash_arc: u8, salt: u8) -> Vec<u8> {
+    const PSS: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0a];
+    const MGF1: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x08];
+    let hash =
+        tlv(0x30, &[tlv(0x06, &[0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, hash_arc]), vec![0x05, 0x00]].concat());
+    let mgf = tlv(0x30, &[tlv(0x06, MGF1), hash.clone()].concat());
+    let params = tlv(0x30, &[tlv(0xa0, &hash), tlv(0xa1, &mgf), tlv(0xa2, &tlv(0x02, &[salt]))].concat());
+    tlv(0x30, &[tlv(0x06, PSS), params].concat())
+}
+
+#[test]
+fn pubkey_verifies_other_hashes_openssl_made() {
+    let checker = creds("moon.pem", "moon.key");
+    let msg = file("msg.bin");
+    let ecdsa_sha384 = ALG_ECDSA_SHA384.to_vec();
+    let rsa_sha512 = [&ALG_RSA_SHA256[..12], &[0x0d, 0x05, 0x00]].concat();
+    let cases = [
+        ("moon-sha384", "moon.pem", "moon", ecdsa_sha384),
+        ("venus-sha512", "venus-chain.pem", "venus", rsa_sha512),
+        ("mars-sha512", "mars-chain.pem", "mars", pss(3, 64)),
+        // The RFC 7427 example's form with SHA-256 (built, not copied).
+        ("mars", "mars-chain.pem", "mars", pss(1, 32)),
+    ];
+    for (sig, cert, name, alg) in cases {
+        let auth = auth_data(&alg, &file(&format!("msg.{sig}.sig")));
+        checker
+            .verify(&ders(cert), &fqdn(&format!("{name}.tern.test")), NOW, 14, &auth, &msg)
+            .unwrap_or_else(|e| panic!("{sig}: {e}"));
+    }
+    // A PSS salt other than the hash's length: refused by name, whether
+    // the signature was made with it or not.
+    for sig in ["mars-salt20", "mars"] {
+        let auth = auth_data(&pss(1, 20), &file(&format!("msg.{sig}.sig")));
+        let err = checker.verify(&ders("mars-chain.pem"), &fqdn("mars.tern.test"), NOW, 14, &auth, &msg).unwrap_err();
+        assert!(matches!(&err, AuthError::Signature(m) if m.contains("20-byte salt")), "{err}");
+    }
+    // MGF1 over another hash than the digest's.
+    let mut mixed = pss(1, 32);
+    let at = mixed.len() - 8; // the MGF1 hash OID's last arc, before NULL and [2]
+    assert_eq!(mixed[at], 0x01);
+    mixed[at] = 0x03;
+    let auth = auth_data(&mixed, &file("msg.mars.sig"));
+    let err = checker.verify(&ders("mars-chain.pem"), &fqdn("mars.tern.test"), NOW, 14, &auth, &msg).unwrap_err();
+    assert!(matches!(&err, AuthError::Signature(m) if m.contains("mask generation")), "{err}");
 }

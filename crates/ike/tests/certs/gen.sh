@@ -155,6 +155,13 @@ openssl dgst -sha256 -sign venus.key -out msg.venus.sig msg.bin
 openssl dgst -sha256 -sign mars.key -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:digest \
 	-sigopt rsa_mgf1_md:sha256 -out msg.mars.sig msg.bin
 openssl pkeyutl -sign -rawin -inkey pluto.key -in msg.bin -out msg.pluto.sig
+# Other hashes a peer may pick from tern's SIGNATURE_HASH_ALGORITHMS.
+openssl dgst -sha384 -sign moon.key -out msg.moon-sha384.sig msg.bin
+openssl dgst -sha512 -sign venus.key -out msg.venus-sha512.sig msg.bin
+openssl dgst -sha512 -sign mars.key -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:digest \
+	-sigopt rsa_mgf1_md:sha512 -out msg.mars-sha512.sig msg.bin
+openssl dgst -sha256 -sign mars.key -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:20 \
+	-sigopt rsa_mgf1_md:sha256 -out msg.mars-salt20.sig msg.bin
 
 rm -f ./*.srl
 echo "certificates written to $(pwd)"
