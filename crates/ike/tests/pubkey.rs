@@ -93,6 +93,7 @@ fn pubkey_sign_verify_round_trips() {
         assert_eq!(peer.der, me.certs()[0]);
         let Identity::Dn(subject) = me.identity() else { panic!("{name}: identity is not a DN") };
         assert_eq!(peer.subject, subject);
+        assert_eq!(peer.subject_name(), format!("O=tern, CN={id}"));
         // The identity as a DN verifies too.
         checker.verify(&me.certs(), &me.identity(), NOW, method, &data, MSG).unwrap();
         // Other octets do not.
@@ -622,4 +623,21 @@ fn pubkey_verifies_other_hashes_openssl_made() {
     let auth = auth_data(&mixed, &file("msg.mars.sig"));
     let err = checker.verify(&ders("mars-chain.pem"), &fqdn("mars.tern.test"), NOW, 14, &auth, &msg).unwrap_err();
     assert!(matches!(&err, AuthError::Signature(m) if m.contains("mask generation")), "{err}");
+}
+
+#[test]
+fn pubkey_credentials_are_shared_across_engine_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Credentials>();
+    let moon = std::sync::Arc::new(creds("moon.pem", "moon.key"));
+    let (_, data) = moon.sign(MSG).unwrap();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (moon, data) = (moon.clone(), data.clone());
+            std::thread::spawn(move || moon.verify(&moon.certs(), &fqdn("moon.tern.test"), NOW, 14, &data, MSG).is_ok())
+        })
+        .collect();
+    for t in threads {
+        assert!(t.join().unwrap());
+    }
 }

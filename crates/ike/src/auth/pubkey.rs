@@ -75,6 +75,17 @@ pub struct PeerCert {
     pub subject: Vec<u8>,
 }
 
+impl PeerCert {
+    /// The subject DN as text ("O=tern, CN=moon.tern.test"), for logs and
+    /// `tern ike sa show`.
+    pub fn subject_name(&self) -> String {
+        match x509_parser::x509::X509Name::from_der(&self.subject) {
+            Ok((_, name)) => name.to_string(),
+            Err(_) => format!("<a DN of {} bytes that does not parse>", self.subject.len()),
+        }
+    }
+}
+
 fn read(path: &std::path::Path) -> Result<Vec<u8>, AuthError> {
     std::fs::read(path).map_err(|e| AuthError::Config(format!("{}: {e}", path.display())))
 }
