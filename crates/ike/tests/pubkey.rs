@@ -641,3 +641,41 @@ fn pubkey_credentials_are_shared_across_engine_threads() {
         assert!(t.join().unwrap());
     }
 }
+
+#[test]
+fn pubkey_der_files() {
+    // strongSwan's pki writes DER by default: certificates, SEC1 EC keys,
+    // PKCS#1 RSA keys. The fixtures' PEM bodies are those DERs.
+    let tmp = std::env::temp_dir().join(format!("tern-ike-der-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let der = |pem: &str| {
+        let path = tmp.join(format!("{pem}.der"));
+        let body = x509_parser::pem::Pem::iter_from_buffer(&file(pem)).next().unwrap().unwrap().contents;
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let ca = der("ca.pem");
+    let checker = creds("moon.pem", "moon.key");
+    for (cert, key, id) in [
+        ("moon.pem", "moon.key", "moon.tern.test"),
+        ("moon.pem", "moon.sec1.key", "moon.tern.test"),
+        ("pluto.pem", "pluto.key", "pluto.tern.test"),
+        ("venus.pem", "venus.pkcs1.key", "venus.tern.test"),
+        ("venus.pem", "venus.key", "venus.tern.test"),
+    ] {
+        let me = Credentials::load(&der(cert), &der(key), std::slice::from_ref(&ca))
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        let (m, data) = me.sign(MSG).unwrap();
+        // pluto and venus need their intermediates, which the DER file
+        // (one certificate) cannot hold: sent along here.
+        let mut certs = me.certs();
+        if cert != "moon.pem" {
+            certs.extend(ders(&format!("{}-chain.pem", cert.trim_end_matches(".pem")))[1..].to_vec());
+        }
+        checker.verify(&certs, &fqdn(id), NOW, m, &data, MSG).unwrap_or_else(|e| panic!("{key}: {e}"));
+    }
+    // A DER key of the wrong type for the certificate.
+    let err = Credentials::load(&der("moon.pem"), &der("venus.key"), std::slice::from_ref(&ca)).unwrap_err();
+    assert!(matches!(&err, AuthError::Config(m) if m.contains("venus.key.der") && m.contains("ECDSA P-256")), "{err}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
