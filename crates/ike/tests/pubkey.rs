@@ -679,3 +679,46 @@ fn pubkey_der_files() {
     assert!(matches!(&err, AuthError::Config(m) if m.contains("venus.key.der") && m.contains("ECDSA P-256")), "{err}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+#[test]
+fn pubkey_signature_cache() {
+    let checker = creds("moon.pem", "moon.key");
+    assert_eq!(checker.cached_signatures(), 0);
+    let (moon, data) = moon_auth();
+    let id = fqdn("moon.tern.test");
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 1, "root -> moon");
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 1, "the same signature again");
+    // With moon's signature cached, no changed byte of its certificate
+    // passes (the cache is keyed by the signed data, signature and key).
+    let der = moon.certs()[0].clone();
+    for i in 0..der.len() {
+        let mut bad = der.clone();
+        bad[i] ^= 0x01;
+        assert!(checker.verify(&[bad], &id, NOW, 14, &data, MSG).is_err(), "byte {i}");
+    }
+    // Validity is still checked on a hit.
+    let err = checker.verify(&moon.certs(), &id, 1_000_000_000, 14, &data, MSG).unwrap_err();
+    assert!(matches!(err, AuthError::Expired { .. }), "{err}");
+    // So are the identity and the AUTH signature.
+    assert!(matches!(
+        checker.verify(&moon.certs(), &fqdn("x.tern.test"), NOW, 14, &data, MSG),
+        Err(AuthError::Identity(_))
+    ));
+    assert!(matches!(checker.verify(&moon.certs(), &id, NOW, 14, &data, b"other"), Err(AuthError::Signature(_))));
+    // Two more for sun's chain (intermediate -> sun, root -> intermediate).
+    let sun = creds("sun-chain.pem", "sun.key");
+    let (_, sdata) = sun.sign(MSG).unwrap();
+    checker.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 3);
+    // Off, and bounded.
+    let off = creds("moon.pem", "moon.key").with_signature_cache(0);
+    off.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(off.cached_signatures(), 0);
+    let one = creds("moon.pem", "moon.key").with_signature_cache(1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    one.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(one.cached_signatures(), 1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+}

@@ -54,7 +54,11 @@ pub struct Credentials {
     rsa_pss: bool,
     cas: Vec<Anchor>,
     rng: SystemRandom,
+    signatures: chain::SignatureCache,
 }
+
+/// Issuer signatures remembered by default (a few hundred kB at most).
+pub const SIGNATURE_CACHE: usize = 4096;
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -177,6 +181,7 @@ impl Credentials {
             rsa_pss: false,
             cas: anchors,
             rng: SystemRandom::new(),
+            signatures: chain::SignatureCache::new(SIGNATURE_CACHE),
         })
     }
 
@@ -186,6 +191,18 @@ impl Credentials {
     pub fn with_rsa_pss(mut self, pss: bool) -> Credentials {
         self.rsa_pss = pss;
         self
+    }
+
+    /// How many verified issuer signatures (on the peers' certificates) to
+    /// remember; 0: check every chain in full. Default [`SIGNATURE_CACHE`].
+    pub fn with_signature_cache(mut self, entries: usize) -> Credentials {
+        self.signatures = chain::SignatureCache::new(entries);
+        self
+    }
+
+    /// Issuer signatures remembered now (for metrics and tests).
+    pub fn cached_signatures(&self) -> usize {
+        self.signatures.len()
     }
 
     /// The subject DN of this side's certificate, as text ("O=tern,
@@ -299,7 +316,7 @@ impl Credentials {
         let ee = &parsed[0];
         let name = ee.subject().to_string();
         let key = PublicKey::from_spki(ee.public_key()).map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
-        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX))?;
+        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX), &self.signatures)?;
         chain::names(ee, id)?;
         let (alg, alg_name, signature) = match method {
             AUTH_DIGITAL_SIGNATURE => {
