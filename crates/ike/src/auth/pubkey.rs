@@ -119,7 +119,10 @@ impl Credentials {
     /// Loads `cert` (PEM/DER, the end-entity first, then any
     /// intermediates), `key` (PKCS#8 or SEC1/PKCS#1 PEM: ECDSA P-256/P-384,
     /// RSA >= 2048, Ed25519) and the `cas` (PEM/DER files). Errors name the
-    /// file and what is wrong with it.
+    /// file and what is wrong with it. A CA path that is a directory (as
+    /// strongSwan's `x509ca`) stands for its `.pem`, `.crt`, `.cer` and
+    /// `.der` files. DER keys: PKCS#8, SEC1 or PKCS#1 as the certificate's
+    /// key type says.
     pub fn load(
         cert: &std::path::Path,
         key: &std::path::Path,
