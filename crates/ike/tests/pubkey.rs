@@ -722,3 +722,16 @@ fn pubkey_signature_cache() {
     assert_eq!(one.cached_signatures(), 1);
     one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
 }
+
+#[test]
+fn pubkey_extensions_tern_cannot_honour() {
+    let checker = creds("moon.pem", "moon.key");
+    let critical = creds("critical.pem", "critical.key");
+    let (m, data) = critical.sign(MSG).unwrap();
+    let err = checker.verify(&critical.certs(), &fqdn("critical.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Certificate(m) if m.contains("critical extension 1.3.6.1.4.1.99999.1")), "{err}");
+    let nc = creds("nc-ee-chain.pem", "nc-ee.key");
+    let (m, data) = nc.sign(MSG).unwrap();
+    let err = checker.verify(&nc.certs(), &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Certificate(m) if m.contains("name constraints")), "{err}");
+}

@@ -135,6 +135,18 @@ key plen-ee p256
 issue plen-ee "/O=tern/CN=plen-ee.tern.test" plen-sub "$(ee_ext plen-ee 10)" -sha256
 cat plen-ee.pem plen-sub.pem plen.pem >plen-ee-chain.pem
 
+# Extensions tern must refuse: an unknown critical one on an end entity,
+# name constraints (not enforced by tern) on an intermediate.
+key critical p256
+issue critical "/O=tern/CN=critical.tern.test" ca "$(ee_ext critical 11)
+1.3.6.1.4.1.99999.1=critical,ASN1:UTF8String:must be understood" -sha256
+key nc-int p256
+issue nc-int "/O=tern/CN=tern Test Name Constraints" ca "$ca_ext
+nameConstraints=critical,permitted;DNS:.tern.test" -sha256
+key nc-ee p256
+issue nc-ee "/O=tern/CN=nc-ee.tern.test" nc-int "$(ee_ext nc-ee 12)" -sha256
+cat nc-ee.pem nc-int.pem >nc-ee-chain.pem
+
 # Other key encodings: SEC1 ("EC PRIVATE KEY") and PKCS#1 ("RSA PRIVATE KEY").
 openssl ec -in moon.key -out moon.sec1.key 2>/dev/null
 openssl rsa -in venus.key -traditional -out venus.pkcs1.key 2>/dev/null
