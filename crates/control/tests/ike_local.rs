@@ -174,3 +174,112 @@ fn ike_through_the_engine_on_af_packet() {
 fn ike_through_the_engine_on_the_xdp_lane() {
     ike_through_the_engine("xdp", "x");
 }
+
+/// Linux mode with an ipsec tunnel (so the XDP programs send IPsec for
+/// the router to tern): IKE stays the kernel's, whose sockets the IKE
+/// service binds there (UDP 500, and 4500 with the non-ESP marker), while
+/// ESP in UDP 4500 still goes to tern's `esp-decrypt`. Each host socket
+/// sends ESP first and IKE after: the kernel socket's first datagram is
+/// the IKE one, so no ESP reached it.
+fn linux_mode_leaves_ike_to_the_kernel(driver: &str, tag: &str) {
+    if !privileged("IKE in Linux mode") {
+        return;
+    }
+    let tern_ns = Netns::unique(&format!("ikelocal{tag}t"));
+    let host = Netns::unique(&format!("ikelocal{tag}h"));
+    Veth::new(&tern_ns, "ik0", &host, "ikh0").tx_offload_off().create();
+    host.ip(&["addr", "add", &format!("{H4}/24"), "dev", "ikh0"]);
+    let (h500, h4500) = host.run(|| {
+        (
+            UdpSocket::bind(sa(&format!("{H4}:500"))).expect("bind 500"),
+            UdpSocket::bind(sa(&format!("{H4}:4500"))).expect("bind 4500"),
+        )
+    });
+    tern_ns.enter();
+    let cfg = format!(
+        r#"
+[linux]
+mode = "linux"
+
+[[interface]]
+name = "ik0"
+device = "ik0"
+driver = "{driver}"
+addresses = ["{T4}/24"]
+
+[[ipsec_sa]]
+id = 10
+spi = 0x1001
+crypto = "aes-128-gcm"
+key = "0x00112233445566778899aabbccddeeff01020304"
+udp_encap = true
+
+[[ipsec_sa]]
+id = 20
+spi = 0x2001
+crypto = "aes-128-gcm"
+key = "0xffeeddccbbaa99887766554433221100a0b0c0d0"
+udp_encap = true
+
+[[tunnel]]
+name = "ipsec0"
+type = "ipsec"
+local = "{T4}"
+remote = "{H4}"
+sa_out = 10
+sa_in = [20]
+addresses = ["172.16.1.1/30"]
+"#
+    );
+    let plan = config::parse(&cfg, "ike.toml", Path::new(".")).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    // The IKE service's own sockets, as it binds them in Linux mode. The
+    // address is the kernel's once tern gave it to the device.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let bind = |port: u16| UdpSocket::bind(sa(&format!("{T4}:{port}")));
+    let k500 = loop {
+        router.poll();
+        if let Ok(s) = bind(500) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{T4} never became the kernel's");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let k4500 = bind(4500).expect("bind 4500");
+    router.set_ike_local(true);
+    assert!(!router.shared().params.load().ike_local, "ignored in Linux mode");
+
+    // ESP in UDP on an unknown SPI: tern's, counted by esp-decrypt.
+    h4500.send_to(&[0, 0, 0x77, 0x77, 0, 0, 0, 1, 1, 2, 3, 4], sa(&format!("{T4}:4500"))).expect("send");
+    h4500.send_to(b"\0\0\0\0IKE_AUTH", sa(&format!("{T4}:4500"))).expect("send");
+    h500.send_to(b"IKE_SA_INIT", sa(&format!("{T4}:500"))).expect("send");
+    let recv = |s: &UdpSocket| {
+        s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        let mut buf = [0u8; 512];
+        let (n, from) = s.recv_from(&mut buf).expect("the kernel's socket got IKE");
+        (buf[..n].to_vec(), from)
+    };
+    assert_eq!(recv(&k4500), (b"\0\0\0\0IKE_AUTH".to_vec(), sa(&format!("{H4}:4500"))), "IKE first: no ESP");
+    assert_eq!(recv(&k500), (b"IKE_SA_INIT".to_vec(), sa(&format!("{H4}:500"))));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while counter(&router, "esp-decrypt", "unknown-spi") == 0 {
+        router.poll();
+        assert!(Instant::now() < deadline, "ESP in UDP never reached tern: {}", diagnosis(&router));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(counter(&router, "ip4-local", "left-to-linux"), 0, "no IKE redirected to tern: {}", diagnosis(&router));
+    let mut none = Vec::new();
+    router.engine_udp().recv(&mut none);
+    assert!(none.is_empty());
+    router.shutdown();
+}
+
+#[test]
+fn linux_mode_leaves_ike_to_the_kernel_over_af_xdp() {
+    linux_mode_leaves_ike_to_the_kernel("afxdp", "a");
+}
+
+#[test]
+fn linux_mode_leaves_ike_to_the_kernel_on_the_xdp_lane() {
+    linux_mode_leaves_ike_to_the_kernel("xdp", "l");
+}
