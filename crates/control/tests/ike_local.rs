@@ -283,3 +283,74 @@ fn linux_mode_leaves_ike_to_the_kernel_over_af_xdp() {
 fn linux_mode_leaves_ike_to_the_kernel_on_the_xdp_lane() {
     linux_mode_leaves_ike_to_the_kernel("xdp", "l");
 }
+
+/// A figure, not a check (run by hand: `cargo test -p tern-control --test
+/// ike_local --release -- --ignored --nocapture`): IKE-sized datagrams
+/// from the host to tern's port 500, each echoed back by `EngineUdp::send`
+/// as a responder would; how many made the round trip and at what rate.
+#[test]
+#[ignore]
+fn echo_rate_through_the_engine() {
+    if !privileged("IKE echo rate") {
+        return;
+    }
+    const N: usize = 50_000;
+    let tern_ns = Netns::unique("ikelocalrt");
+    let host = Netns::unique("ikelocalrh");
+    Veth::new(&tern_ns, "ik0", &host, "ikh0").tx_offload_off().create();
+    host.ip(&["addr", "add", &format!("{H4}/24"), "dev", "ikh0"]);
+    let sock = host.run(|| UdpSocket::bind(sa(&format!("{H4}:500"))).expect("bind"));
+    tern_ns.enter();
+    let plan = config::parse(&config("afpacket"), "ike.toml", Path::new(".")).expect("config");
+    let mut router = Router::start(plan).expect("router");
+    router.set_ike_local(true);
+    let udp = router.engine_udp();
+    // One round trip first: ARP both ways.
+    sock.send_to(&[0; 300], sa(&format!("{T4}:500"))).expect("send");
+    let first = recv_n(&mut router, &udp, 1);
+    assert!(udp.send(first[0].0, first[0].1, &first[0].2));
+    host_recv(&mut router, &sock);
+    sock.set_nonblocking(false).expect("blocking");
+    sock.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+    let rx = sock.try_clone().expect("clone");
+    let t0 = Instant::now();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (echoed, got) = std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            let mut buf = [0u8; 2048];
+            let mut n = 0;
+            while n < N && rx.recv_from(&mut buf).is_ok() {
+                n += 1;
+            }
+            n
+        });
+        s.spawn(|| {
+            let msg = [0x5a; 300];
+            for i in 0..N {
+                let _ = sock.send_to(&msg, sa(&format!("{T4}:500")));
+                if i % 64 == 63 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        let mut out = Vec::new();
+        let mut echoed = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(30) {
+            udp.recv_timeout(&mut out, Duration::from_millis(1));
+            for (l, r, m) in out.drain(..) {
+                echoed += usize::from(udp.send(l, r, &m));
+            }
+            if receiver.is_finished() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        (echoed, receiver.join().expect("receiver"))
+    });
+    let dt = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "IKE echo through the engine: {N} sent, {echoed} echoed, {got} back in {dt:.2}s: {:.0} round trips/s; {}",
+        got as f64 / dt,
+        diagnosis(&router)
+    );
+    router.shutdown();
+}
