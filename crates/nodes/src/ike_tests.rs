@@ -283,3 +283,22 @@ fn the_inject_queue_asks_for_one_wake_up_per_drain() {
     assert!(q.start(), "a worker looks");
     assert_eq!(q.push(pkt()), Ok(true), "after it looked, the next push wakes again");
 }
+
+#[test]
+fn ip_inject_without_a_route_is_dropped_not_answered() {
+    let mut r = rig(ike_on());
+    let lost = udp_packet(sa("10.0.1.1:500"), sa("192.0.2.9:500"), IKE_MSG, 1).expect("v4");
+    let lost6 = udp_packet(sa("[2001:db8:1::1]:500"), sa("[2001:db8:99::9]:500"), IKE_MSG, 1).expect("v6");
+    assert!(r.shared.ip_inject.push(lost).is_ok());
+    assert!(r.shared.ip_inject.push(lost6).is_ok());
+    r.b.poll(1);
+    let sent = r.run(&[]);
+    assert_eq!(r.counter("ip-inject", "injected"), 2);
+    assert!(sent.iter().all(Vec::is_empty), "nothing leaves: {sent:?} {:?}", r.nonzero());
+    assert!(r.take_ike().is_empty(), "no error came back to the IKE queue");
+    assert_eq!(r.counter("ip4-lookup", "no-route"), 1);
+    assert_eq!(r.counter("ip6-lookup", "no-route"), 1);
+    // The IPv4 error tern sends itself ends in ip4-local, as an echo
+    // reply's would: no loop.
+    assert_eq!(r.counter("ip4-local", "icmp-consumed"), 1, "{:?}", r.nonzero());
+}
