@@ -452,9 +452,9 @@ impl Router {
             started_ns,
         };
         if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
-            // Linux mode: ESP and UDP 500/4500 for the router reach tern
-            // (`set_plan` follows reloads that add or remove the last
-            // ipsec tunnel).
+            // Linux mode: ESP and ESP in UDP 4500 for the router reach
+            // tern, IKE stays the kernel's (`set_plan` follows reloads
+            // that add or remove the last ipsec tunnel).
             router.lanes.xdp_mut().set_ipsec_to_tern(true);
         }
         let t0 = std::time::Instant::now();
@@ -560,8 +560,8 @@ impl Router {
         let has = plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. }));
         self.plan = plan;
         if has != had {
-            // Linux mode: ESP and UDP 500/4500 for the router's addresses
-            // reach tern while it terminates IPsec.
+            // Linux mode: ESP and ESP in UDP 4500 for the router's
+            // addresses reach tern while it terminates IPsec.
             self.lanes.xdp_mut().set_ipsec_to_tern(has);
         }
     }
@@ -600,6 +600,25 @@ impl Router {
     }
     pub fn shared(&self) -> &Shared {
         &self.shared
+    }
+    /// The IKE service's UDP through the engine (standalone mode; see
+    /// [`crate::ike_local`]).
+    pub fn engine_udp(&self) -> crate::ike_local::EngineUdp {
+        crate::ike_local::EngineUdp::new(&self.shared, self.lanes.first().map(Arc::clone))
+    }
+    /// Whether IKE runs on the router's addresses through the engine:
+    /// the IKE service sets it when `[[ike]]` exists (at start and on
+    /// every reload). Ignored in Linux mode, where the kernel's sockets
+    /// take IKE. Off, UDP 500 to the router is answered with ICMP port
+    /// unreachable and IKE on 4500 dropped, as without IKE.
+    pub fn set_ike_local(&mut self, on: bool) {
+        let on = on && !self.plan.config.linux.linux_mode();
+        let mut p = (*self.shared.params.load()).clone();
+        if p.ike_local != on {
+            p.ike_local = on;
+            self.shared.params.publish(p);
+            self.lanes.wake_all();
+        }
     }
     /// The workers and the XDP lane.
     pub fn lanes(&self) -> &Lanes {
