@@ -38,6 +38,9 @@ pub struct XdpDevices {
     /// tern terminates IPsec: ESP and UDP 500/4500 for the router's
     /// addresses go to tern in Linux mode ([`XdpDevices::set_ipsec_to_tern`]).
     ipsec: bool,
+    /// The steering programs' punt policers, per class
+    /// ([`XdpDevices::set_punt_rates`]); none set: nothing policed.
+    punt: Option<[(u32, u32); 7]>,
 }
 
 /// What to open for one device in one worker.
@@ -149,6 +152,9 @@ impl XdpDevices {
             if self.ipsec {
                 prog.set_ipsec_to_tern(true).map_err(|e| (format!("IPsec steering: {e}"), false))?;
             }
+            if let Some(punt) = &self.punt {
+                prog.set_punt_rates(punt).map_err(|e| (format!("punt policers: {e}"), false))?;
+            }
             self.progs.insert(dev.to_string(), prog);
         }
         if umem.is_none()
@@ -213,6 +219,19 @@ impl XdpDevices {
             && let Err(e) = l.set_ipsec(on)
         {
             log::warn!("XDP lane: IPsec steering: {e}");
+        }
+    }
+
+    /// Control traffic first on the AF_XDP lane: the policers, per class
+    /// (`[dataplane.punt]`, as the XDP lane's), of what the steering
+    /// programs hand to Linux or to tern for the router itself; also for
+    /// programs attached later.
+    pub fn set_punt_rates(&mut self, punt: &[(u32, u32); 7]) {
+        self.punt = Some(*punt);
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.set_punt_rates(punt) {
+                log::warn!("device {dev}: punt policers not set: {e}");
+            }
         }
     }
 

@@ -293,6 +293,7 @@ impl Router {
 
         let mut host = HostState::default();
         let mut xdp = crate::afxdp::XdpDevices::default();
+        xdp.set_punt_rates(&plan.config.dataplane.punt.rates());
         let linux_mode = plan.config.linux.linux_mode();
         // The TAP exception path: tern owns the devices (the kernel is
         // silenced there as in standalone mode) and the kernel's side of
