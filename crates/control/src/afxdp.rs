@@ -204,6 +204,20 @@ impl XdpDevices {
         }
     }
 
+    /// Standalone mode: an address of tern's own, which the steering
+    /// programs send to tern policed per class (`local-to-tern`) instead
+    /// of with the transit. Not the XDP lane's: it polices its own punts.
+    pub fn add_tern_local(&mut self, addr: std::net::IpAddr) {
+        if !self.locals.contains(&addr) {
+            self.locals.push(addr);
+        }
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.add_local(addr) {
+                log::warn!("device {dev}: cannot police traffic for {addr}: {e}");
+            }
+        }
+    }
+
     /// tern terminates IPsec (an ipsec tunnel is configured): the steering
     /// programs and the lane send ESP and UDP to ports 500/4500 for the
     /// router's addresses to tern instead of Linux (Linux mode; in
@@ -233,6 +247,11 @@ impl XdpDevices {
                 log::warn!("device {dev}: punt policers not set: {e}");
             }
         }
+    }
+
+    /// Whether any device has a steering program (AF_XDP ports).
+    pub fn has_steering(&self) -> bool {
+        !self.progs.is_empty()
     }
 
     /// Whether a steering program is attached to `dev` (AF_XDP ports).

@@ -523,6 +523,10 @@ impl Router {
             // The kernel keeps the router's own traffic: its addresses
             // (also those `ip addr` adds later) pass the XDP program.
             self.interfaces.sync_steering(&self.shared.ifaces, self.lanes.xdp_mut());
+        } else if !self.plan.config.linux.linux_mode() && self.lanes.xdp().has_steering() {
+            // Standalone: tern's own traffic, policed in the steering
+            // programs (control traffic first).
+            self.interfaces.sync_tern_steering(&self.shared.ifaces, self.lanes.xdp_mut());
         }
         if changed {
             self.shared.bump_neigh_gen();

@@ -451,3 +451,94 @@ fn a_flood_at_the_routers_address_is_shed_as_local_and_control_traffic_passes() 
 fn a_flood_at_the_routers_address_on_the_afxdp_lane_is_shed_by_the_steering_program() {
     own_address_flood("tos", "afxdp", "xdp-steer");
 }
+
+/// Standalone tern on the AF_XDP lane (no routing daemons: a host and the
+/// router on one veth): the steering program knows tern's own addresses
+/// and sends what is for them to tern policed per class
+/// (`xdp-steer/local-to-tern`); a UDP flood at the router's address from
+/// `tern-bench gen` is shed as `local` (here 100/s, burst 10) while ARP
+/// (tern answers it itself) keeps resolving.
+#[test]
+fn standalone_afxdp_lane_polices_the_routers_own_traffic() {
+    use tern_testkit::netns::{Netns, Veth, is_root};
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let Some(bench) = bench_bin() else {
+        eprintln!("skipped: needs tern-bench beside tern (cargo build -p tern-bench) or TERN_BENCH");
+        return;
+    };
+    if !Command::new("arping").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: needs arping (apt-get install -y iputils-arping)");
+        return;
+    }
+    let (h, r) = (Netns::unique("ovsh"), Netns::unique("ovsr"));
+    Veth::new(&h, "eth0", &r, "lan0").tx_offload_off().create();
+    h.ip(&["addr", "add", "10.9.0.2/24", "dev", "eth0"]);
+    let dir = std::env::temp_dir().join(format!("overload-standalone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let sock = dir.join("tern.sock").display().to_string();
+    let cfg = format!(
+        "[dataplane]\nworkers = 1\npool_frames = 4096\n\n[dataplane.punt]\nlocal = {{ rate = 100, burst = 10 }}\n\n\
+         [[interface]]\nname = \"lan0\"\ndevice = \"lan0\"\ndriver = \"afxdp\"\naddresses = [\"10.9.0.1/24\"]\n\n\
+         [api]\nsocket = \"{sock}\"\n\n[metrics]\nlisten = \"\"\n"
+    );
+    std::fs::write(dir.join("tern.toml"), cfg).expect("config");
+    let log = std::fs::File::create(dir.join("tern.log")).expect("log");
+    let mut tern = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &r.name, TERN, "run", "--config"])
+            .arg(dir.join("tern.toml"))
+            .env("TERN_STATE_DIR", dir.join("state"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tern run"),
+    );
+    let tern_log = || std::fs::read_to_string(dir.join("tern.log")).unwrap_or_default();
+    let stats = || -> serde_json::Value {
+        Command::new(TERN)
+            .args(["--socket", &sock, "--json", "stats", "show", "errors", "--all"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| serde_json::from_slice(&o.stdout).ok())
+            .unwrap_or_default()
+    };
+    let counter = |v: &serde_json::Value, k: &str| find_counter(v, k).unwrap_or(0);
+    let deadline = Instant::now() + STEP;
+    while !h.exec_ok(&["ping", "-c", "1", "-W", "1", "10.9.0.1"]) {
+        assert!(Instant::now() < deadline, "tern never answered a ping:\n{}", tern_log());
+    }
+    let before = stats();
+    assert!(counter(&before, "xdp-steer/local-to-tern") > 0, "the ping went to tern policed: {before}");
+    let rmac = r.ip(&["-br", "link", "show", "lan0"]).split_whitespace().nth(2).unwrap_or("").to_string();
+    let hmac = h.ip(&["-br", "link", "show", "eth0"]).split_whitespace().nth(2).unwrap_or("").to_string();
+    let secs = 5;
+    let flood = Command::new("ip")
+        .args(["netns", "exec", &h.name])
+        .arg(&bench)
+        .args(["gen", "--dev", "eth0", "--scenario", "single-flow-50fw", "--via", "afpacket"])
+        .args(["--dst-mac", &rmac, "--src-mac", &hmac, "--src", "10.9.0.2", "--dst", "10.9.0.1"])
+        .args(["--seconds", &secs.to_string()])
+        .output()
+        .expect("tern-bench gen");
+    let out = String::from_utf8_lossy(&flood.stdout).into_owned();
+    assert!(flood.status.success(), "tern-bench gen: {out}{}", String::from_utf8_lossy(&flood.stderr));
+    let sent: u64 = out.split_whitespace().find_map(|w| w.strip_prefix("pkts=")?.parse().ok()).expect("pkts=");
+    // ARP after the flood, tern's own answer.
+    let arp = h.exec_ok(&["arping", "-c", "3", "-w", "5", "-I", "eth0", "10.9.0.1"]);
+    let after = stats();
+    let d = |k: &str| counter(&after, k) - counter(&before, k);
+    let (shed, sent_on) = (d("xdp-steer/punt-shed-local"), d("xdp-steer/local-to-tern"));
+    eprintln!("standalone AF_XDP: {sent} offered, {shed} shed as local, {sent_on} to tern (policed)");
+    tern_testkit::netns::stop(&mut tern, Duration::from_secs(10));
+    assert!(arp, "ARP for the router under its own policer");
+    // 100/s with a burst of 10 per CPU: at most about 2 x (10 + 100 x
+    // (secs + 1)) of the flood reach tern.
+    assert!(sent_on <= 2 * (10 + 100 * (secs + 2)) + 100, "{sent_on} of {sent} reached tern");
+    assert!(shed + sent_on >= sent * 9 / 10, "shed {shed} + to tern {sent_on} of {sent}");
+    assert_eq!(d("xdp-steer/punt-shed-neighbor"), 0, "ARP shed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,7 +13,8 @@
 // goes to tern, which counts its drop; what neither handles goes to the
 // kernel. Control traffic first (lib/class.h, as in the XDP lane): what
 // goes to Linux or to tern for the router itself (pass-local,
-// pass-neighbor, pass-multicast, ARP/ND, VRRP and IKE sent to tern) is
+// pass-neighbor, pass-multicast, ARP/ND, VRRP and IKE sent to tern, and in
+// standalone mode what is for tern's addresses, `tern_local4/6`) is
 // classed and policed per class and CPU (tern_punt_rate, tern_punt_tat);
 // a frame over its class's rate is dropped and counted under
 // V_SHED_NEIGH + class. No rates set: nothing policed.
@@ -50,9 +51,10 @@ enum verdict {
 	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
 	V_REDIRECT_IPSEC = 7, // ESP or UDP 500/4500 for the router sent to tern
 	V_REDIRECT_VRRP = 8,  // VRRP advertisements sent to tern (standalone mode)
+	V_REDIRECT_LOCAL = 9, // for the router's addresses, sent to tern (standalone mode)
 	// Shed by the class's policer, one per class in PC_* order (lane.h):
 	// neighbor, bgp, ospf, vrrp, ike, bfd, local.
-	V_SHED_NEIGH = 9,
+	V_SHED_NEIGH = 10,
 	V_MAX = V_SHED_NEIGH + PC_MAX,
 };
 
@@ -155,8 +157,8 @@ static __always_inline int pass_policed(struct xdp_md *ctx, __u32 v)
 
 static __always_inline int to_xsk(struct xdp_md *ctx, __u32 v)
 {
-	// For the router itself (ARP/ND, VRRP, IPsec's IKE): policed; ESP is
-	// not classed (data).
+	// For the router itself (ARP/ND, VRRP, IPsec's IKE, in standalone
+	// mode anything for its addresses): policed; ESP is not classed (data).
 	if (v != V_REDIRECT && !steer_police(ctx))
 		return XDP_DROP;
 	// The flags argument is the action when the queue has no socket.
@@ -275,6 +277,9 @@ int tern_steer(struct xdp_md *ctx)
 			if ((cfg & CFG_IPSEC_TO_TERN) && (ip->frag & bpf_htons(0x1fff)) == 0 &&
 			    is_ipsec(ip->proto, (__u8 *)ip + (ip->ver_ihl & 0x0f) * 4, end))
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
+			// Standalone mode: tern's own (ip4-local), policed.
+			if (cfg & CFG_NEIGH_TO_TERN)
+				return to_xsk(ctx, V_REDIRECT_LOCAL);
 			return pass_policed(ctx, V_PASS_LOCAL);
 		}
 		// In standalone mode tern runs VRRP itself: its advertisements
@@ -308,6 +313,8 @@ int tern_steer(struct xdp_md *ctx)
 			// (Extension headers before ESP or UDP are not walked.)
 			if ((cfg & CFG_IPSEC_TO_TERN) && is_ipsec(ip6->nexthdr, (__u8 *)(ip6 + 1), end))
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
+			if (cfg & CFG_NEIGH_TO_TERN)
+				return to_xsk(ctx, V_REDIRECT_LOCAL);
 			return pass_policed(ctx, V_PASS_LOCAL);
 		}
 		// VRRP for IPv6 (next header 112 to ff02::12) in standalone mode.

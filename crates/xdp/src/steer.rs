@@ -57,6 +57,9 @@ pub struct Verdicts {
     /// VRRP advertisements (224.0.0.18 / ff02::12) sent to tern
     /// (standalone mode: tern runs VRRP).
     pub redirect_vrrp: u64,
+    /// For the router's addresses, sent to tern (standalone mode, where
+    /// [`SteeringProgram::add_local`] names tern's own addresses): policed.
+    pub redirect_local: u64,
     /// Frames for the router shed by their class's policer, per class in
     /// [`PUNT_CLASSES`] order ([`SteeringProgram::set_punt_rates`]).
     pub shed: [u64; PUNT_CLASSES.len()],
@@ -91,6 +94,11 @@ impl Verdicts {
                 "ESP or UDP 500/4500 for the router's addresses: sent to tern (IPsec), not Linux",
                 self.redirect_ipsec,
             ),
+            (
+                "local-to-tern",
+                "for the router's addresses: sent to tern (standalone mode), policed per class",
+                self.redirect_local,
+            ),
             ("pass-local", "for the router's addresses: passed to Linux", self.pass_local),
             ("pass-neighbor", "ARP/ND passed to Linux (Linux mode)", self.pass_neigh),
             ("pass-multicast", "IP multicast or broadcast: passed to Linux", self.pass_mcast),
@@ -106,9 +114,9 @@ impl Verdicts {
     }
 }
 
-/// The program's `enum verdict`: the nine verdicts, then one shed counter
+/// The program's `enum verdict`: the ten verdicts, then one shed counter
 /// per class.
-const N_VERDICTS: u32 = 9 + PUNT_CLASSES.len() as u32;
+const N_VERDICTS: u32 = 10 + PUNT_CLASSES.len() as u32;
 
 /// How to attach the steering program.
 #[derive(Clone, Copy, Debug)]
@@ -324,8 +332,10 @@ impl SteeringProgram {
         self.xsks.unset(queue).map_err(|e| prog_err("tern_xsks", e))
     }
 
-    /// An address of the router: packets to it go to Linux. Add every
-    /// address of the router, not only this device's.
+    /// An address of the router: packets to it go to Linux (Linux mode),
+    /// or to tern, policed per class (standalone mode, `local-to-tern`;
+    /// without it they go with the transit, unpoliced). Add every address
+    /// of the router, not only this device's.
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
         match addr {
             IpAddr::V4(a) => self.local4.insert(u32::from_ne_bytes(a.octets()), 1, 0),
@@ -359,6 +369,7 @@ impl SteeringProgram {
             pass_other,
             redirect_ipsec,
             redirect_vrrp,
+            redirect_local,
             shed @ ..,
         ] = v;
         Ok(Verdicts {
@@ -371,6 +382,7 @@ impl SteeringProgram {
             pass_other,
             redirect_ipsec,
             redirect_vrrp,
+            redirect_local,
             shed,
         })
     }
