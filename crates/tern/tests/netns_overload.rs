@@ -413,8 +413,10 @@ fn a_transit_flood_leaves_bgp_ospf_vrrp_and_arp_up() {
     // capacity here: on a veth the lane runs in the senders' own transmit
     // softirq, so no sender on the same box outruns it; the worker's path
     // and the router's address are flooded beyond capacity below.)
+    // (The next hops also receive what Linux on the router sends them,
+    // BGP, OSPF, ARP: a few a second.)
     let fwd = f.delta("xdp-lane/forwarded");
-    assert!(fwd >= f.delivered, "the lane forwarded {fwd}, {} reached the next hops", f.delivered);
+    assert!(fwd + 1000 >= f.delivered, "the lane forwarded {fwd}, {} reached the next hops", f.delivered);
     assert!(f.delivered > 0 && f.sent >= f.delivered, "offered {}, delivered {}", f.sent, f.delivered);
 }
 
@@ -423,7 +425,7 @@ fn a_transit_flood_through_the_engine_leaves_bgp_ospf_vrrp_and_arp_up() {
     let Some(f) = flood("toe", "203.0.113.1", "xdp", false) else { return };
     // The lane could not send out of the hosts' veths: the worker had it.
     let punted = f.delta("xdp-lane/punt-egress");
-    assert!(punted >= f.delivered, "the lane punted {punted}, {} reached the next hops", f.delivered);
+    assert!(punted + 1000 >= f.delivered, "the lane punted {punted}, {} reached the next hops", f.delivered);
     assert!(f.sent >= 2 * f.delivered, "offered {} frames, {} delivered: not twice", f.sent, f.delivered);
 }
 
