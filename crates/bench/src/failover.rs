@@ -469,27 +469,18 @@ impl Lab {
         Ok(())
     }
 
-    /// keepalived for router `i` (both start as BACKUP, r1 preempts), its
-    /// state per instance in `rN/LAN.state` and `rN/WAN.state` through its
-    /// notify script.
+    /// keepalived for router `i` (both start as BACKUP, r1 preempts),
+    /// logging to `rN/keepalived.log`, where [`Lab::states`] reads its
+    /// states.
     fn start_keepalived(&mut self, i: usize) -> Result<(), String> {
         let d = self.rdir(i);
         let file = |e: std::io::Error| format!("{}: {e}", d.display());
-        let notify = d.join("notify.sh");
-        std::fs::write(
-            &notify,
-            format!("#!/bin/sh\necho \"$3\" > {0}/$2.tmp && mv {0}/$2.tmp {0}/$2.state\n", d.display()),
-        )
-        .map_err(file)?;
-        netns::run("chmod", &["755", &notify.display().to_string()])?;
         let advert = format!("{}.{:02}", self.interval_ms / 1000, self.interval_ms % 1000 / 10);
         let instance = |name: &str, dev: &str, vrid: u8, vip: &str| {
             format!(
                 "vrrp_instance {name} {{\n  state BACKUP\n  interface {dev}\n  virtual_router_id {vrid}\n  \
-                 priority {}\n  advert_int {advert}\n  use_vmac vrrp.{vrid}\n  virtual_ipaddress {{\n    {vip}\n  }}\n  \
-                 notify {}\n}}\n",
+                 priority {}\n  advert_int {advert}\n  use_vmac vrrp.{vrid}\n  virtual_ipaddress {{\n    {vip}\n  }}\n}}\n",
                 Self::priority(i),
-                notify.display()
             )
         };
         let conf = format!(
@@ -517,11 +508,9 @@ impl Lab {
     /// The VRRP states of router `i`'s two groups, lower case.
     fn states(&self, i: usize) -> Vec<String> {
         if self.setup.keepalived() {
-            return ["LAN.state", "WAN.state"]
-                .iter()
-                .filter_map(|f| std::fs::read_to_string(self.rdir(i).join(f)).ok())
-                .map(|s| s.trim().to_lowercase())
-                .collect();
+            // (The whole log: `log` keeps only its tail for messages.)
+            let log = std::fs::read_to_string(self.rdir(i).join("keepalived.log")).unwrap_or_default();
+            return ["LAN", "WAN"].iter().filter_map(|inst| keepalived_state(&log, inst)).collect();
         }
         let v: serde_json::Value = self
             .tern_cli(i, &["--json", "vrrp", "show"])
@@ -671,6 +660,19 @@ impl Drop for Lab {
     }
 }
 
+/// The state keepalived last entered for instance `inst`, lower case,
+/// from its own log, which it writes in order ("(LAN) Entering MASTER
+/// STATE"). A notify script's files are not enough: keepalived runs each
+/// script in a process of its own, so a MASTER script may finish after the
+/// BACKUP one that followed it (the race netns_vrrp_linux.rs had).
+fn keepalived_state(log: &str, inst: &str) -> Option<String> {
+    let tag = format!("({inst}) Entering ");
+    log.lines()
+        .rev()
+        .find_map(|l| l.split_once(&tag).and_then(|(_, rest)| rest.split_whitespace().next()))
+        .map(str::to_lowercase)
+}
+
 /// The `state` of every group in `vrrp show --json`'s answer.
 fn find_states(v: &serde_json::Value) -> Vec<String> {
     match v {
@@ -727,6 +729,18 @@ mod tests {
         assert_eq!(lines.len(), 3, "{t}");
         assert!(lines[1].contains("Linux forwarding") && lines[1].contains("355.0"), "{t}");
         assert!(lines[2].contains("XDP lane") && lines[2].contains("56.1"), "{t}");
+    }
+
+    #[test]
+    fn keepalived_states_are_the_last_entered_in_its_log() {
+        let log = "Sun Dec  6 10:00:00 2026: (LAN) Entering BACKUP STATE (init)\n\
+                   Sun Dec  6 10:00:00 2026: (WAN) Entering BACKUP STATE (init)\n\
+                   Sun Dec  6 10:00:01 2026: (LAN) Entering MASTER STATE\n\
+                   Sun Dec  6 10:00:01 2026: (LAN) sent 0 priority\n";
+        assert_eq!(keepalived_state(log, "LAN").as_deref(), Some("master"));
+        assert_eq!(keepalived_state(log, "WAN").as_deref(), Some("backup"));
+        assert_eq!(keepalived_state(log, "DMZ"), None);
+        assert_eq!(keepalived_state("", "LAN"), None);
     }
 
     #[test]

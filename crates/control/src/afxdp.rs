@@ -38,6 +38,9 @@ pub struct XdpDevices {
     /// tern terminates IPsec: ESP and ESP in UDP 4500 for the router's
     /// addresses go to tern in Linux mode ([`XdpDevices::set_ipsec_to_tern`]).
     ipsec: bool,
+    /// The steering programs' punt policers, per class
+    /// ([`XdpDevices::set_punt_rates`]); none set: nothing policed.
+    punt: Option<[(u32, u32); 7]>,
 }
 
 /// What to open for one device in one worker.
@@ -149,6 +152,9 @@ impl XdpDevices {
             if self.ipsec {
                 prog.set_ipsec_to_tern(true).map_err(|e| (format!("IPsec steering: {e}"), false))?;
             }
+            if let Some(punt) = &self.punt {
+                prog.set_punt_rates(punt).map_err(|e| (format!("punt policers: {e}"), false))?;
+            }
             self.progs.insert(dev.to_string(), prog);
         }
         if umem.is_none()
@@ -198,6 +204,20 @@ impl XdpDevices {
         }
     }
 
+    /// Standalone mode: an address of tern's own, which the steering
+    /// programs send to tern policed per class (`local-to-tern`) instead
+    /// of with the transit. Not the XDP lane's: it polices its own punts.
+    pub fn add_tern_local(&mut self, addr: std::net::IpAddr) {
+        if !self.locals.contains(&addr) {
+            self.locals.push(addr);
+        }
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.add_local(addr) {
+                log::warn!("device {dev}: cannot police traffic for {addr}: {e}");
+            }
+        }
+    }
+
     /// tern terminates IPsec (an ipsec tunnel is configured): the steering
     /// programs and the lane send ESP and ESP in UDP 4500 for the
     /// router's addresses to tern instead of Linux (Linux mode: IKE, UDP
@@ -216,6 +236,24 @@ impl XdpDevices {
         {
             log::warn!("XDP lane: IPsec steering: {e}");
         }
+    }
+
+    /// Control traffic first on the AF_XDP lane: the policers, per class
+    /// (`[dataplane.punt]`, as the XDP lane's), of what the steering
+    /// programs hand to Linux or to tern for the router itself; also for
+    /// programs attached later.
+    pub fn set_punt_rates(&mut self, punt: &[(u32, u32); 7]) {
+        self.punt = Some(*punt);
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.set_punt_rates(punt) {
+                log::warn!("device {dev}: punt policers not set: {e}");
+            }
+        }
+    }
+
+    /// Whether any device has a steering program (AF_XDP ports).
+    pub fn has_steering(&self) -> bool {
+        !self.progs.is_empty()
     }
 
     /// Whether a steering program is attached to `dev` (AF_XDP ports).

@@ -113,6 +113,12 @@ impl Interfaces {
         self.host.steer.sync(ifaces, |a| xdp.add_local(a));
     }
 
+    /// Standalone mode with AF_XDP: the router's addresses go to the
+    /// steering programs, which police tern's own traffic per class.
+    pub(crate) fn sync_tern_steering(&mut self, ifaces: &Published<IfTable>, xdp: &mut crate::afxdp::XdpDevices) {
+        self.host.steer.sync(ifaces, |a| xdp.add_tern_local(a));
+    }
+
     /// Puts back the kernel settings of the devices tern silenced.
     pub(crate) fn restore_kernel(&mut self) {
         for q in self.host.quiet.drain(..) {

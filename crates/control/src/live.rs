@@ -489,6 +489,7 @@ impl Router {
         self.shared.params.publish(p);
         let f = self.plan.config.dataplane.fast_paths;
         let punt = self.plan.config.dataplane.punt.rates();
+        self.lanes.xdp_mut().set_punt_rates(&punt);
         if let Some(lane) = self.xdp_lane_mut() {
             if let Err(e) = lane.set_fast_paths(&f) {
                 log::warn!("XDP lane: fast paths not switched: {e}");

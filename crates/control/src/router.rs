@@ -293,6 +293,7 @@ impl Router {
 
         let mut host = HostState::default();
         let mut xdp = crate::afxdp::XdpDevices::default();
+        xdp.set_punt_rates(&plan.config.dataplane.punt.rates());
         let linux_mode = plan.config.linux.linux_mode();
         // The TAP exception path: tern owns the devices (the kernel is
         // silenced there as in standalone mode) and the kernel's side of
@@ -522,6 +523,10 @@ impl Router {
             // The kernel keeps the router's own traffic: its addresses
             // (also those `ip addr` adds later) pass the XDP program.
             self.interfaces.sync_steering(&self.shared.ifaces, self.lanes.xdp_mut());
+        } else if !self.plan.config.linux.linux_mode() && self.lanes.xdp().has_steering() {
+            // Standalone: tern's own traffic, policed in the steering
+            // programs (control traffic first).
+            self.interfaces.sync_tern_steering(&self.shared.ifaces, self.lanes.xdp_mut());
         }
         if changed {
             self.shared.bump_neigh_gen();

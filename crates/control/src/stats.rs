@@ -85,7 +85,8 @@ pub struct LaneCounts {
     pub ports: HashMap<u16, PortCounters>,
     /// The kernel programs' own outcomes, which no worker node counts: the
     /// XDP lane's forwards, punts and passes to Linux (node `xdp-lane`)
-    /// and the AF_XDP steering programs' passes (node `xdp-steer`).
+    /// and the AF_XDP steering programs' passes and policer sheds (node
+    /// `xdp-steer`).
     pub own: Vec<LaneOwn>,
 }
 
@@ -118,7 +119,9 @@ impl LaneOwn {
 pub fn lane_counts(router: &Router) -> LaneCounts {
     let mut out = LaneCounts::default();
     for (error, help, count) in router.xdp_steer_passes() {
-        out.own.push(LaneOwn { node: "xdp-steer", error, kind: "pass", help, count });
+        // (The class policers' sheds are drops; the rest passes.)
+        let kind = if error.starts_with("punt-shed-") { "drop" } else { "pass" };
+        out.own.push(LaneOwn { node: "xdp-steer", error, kind, help, count });
     }
     let Some(lane) = router.xdp_lane() else { return out };
     for c in lane.counters() {

@@ -27,6 +27,8 @@ use tern_testkit::netns::{Netns, Veth, on_path, wait_until};
 /// How long any one step may take on a loaded 2-vCPU machine.
 const STEP: Duration = Duration::from_secs(60);
 const VMAC_LAN: &str = "00:00:5e:00:01:0a";
+/// The IPv6 group's virtual MAC (RFC 5798 7.3: 00-00-5E-00-02-{VRID}).
+const VMAC_LAN6: &str = "00:00:5e:00:02:0a";
 
 /// What forwards between the LAN and the server: tern in Linux mode with
 /// this lane (`driver`/`lane` line); with `tap`, the TAP exception path
@@ -46,6 +48,9 @@ const TAP: Fwd = Fwd { lane: "driver = \"afpacket\"", tap: true };
 struct Pair {
     fwd: Fwd,
     advert_int: &'static str,
+    /// An IPv6 group on the LAN too (VRID 10, fd00:1::254; the routers at
+    /// fd00:1::1 and ::3, the host at ::2), in keepalived's sync group.
+    v6: bool,
     sw: Netns,
     h: Netns,
     /// The server's namespace, held for the pair's life.
@@ -72,6 +77,10 @@ fn skip() -> bool {
 
 impl Pair {
     fn new(tag: &str, fwd: Fwd, advert_int: &'static str) -> Pair {
+        Pair::with_v6(tag, fwd, advert_int, false)
+    }
+
+    fn with_v6(tag: &str, fwd: Fwd, advert_int: &'static str, v6: bool) -> Pair {
         let ns = |role: &str| Netns::unique(&format!("vrl{tag}{role}"));
         let (sw, h, s) = (ns("sw"), ns("h"), ns("s"));
         let r = [ns("r1"), ns("r2")];
@@ -79,6 +88,9 @@ impl Pair {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch directory");
         for n in [&sw, &h, &s] {
+            if v6 && n.name == h.name {
+                continue;
+            }
             n.sysctl("net.ipv6.conf.all.disable_ipv6", "1");
             n.sysctl("net.ipv6.conf.default.disable_ipv6", "1");
         }
@@ -103,9 +115,12 @@ impl Pair {
         }
         h.ip(&["addr", "add", "10.1.0.2/24", "dev", "eth0"]);
         h.ip(&["route", "add", "default", "via", "10.1.0.254"]);
+        if v6 {
+            h.ip(&["addr", "add", "fd00:1::2/64", "dev", "eth0", "nodad"]);
+        }
         s.ip(&["addr", "add", "10.2.0.2/24", "dev", "eth0"]);
         s.ip(&["route", "add", "10.1.0.0/24", "via", "10.2.0.254"]);
-        let mut p = Pair { fwd, advert_int, sw, h, _s: s, r, dir, tern: [None, None], ka: [None, None] };
+        let mut p = Pair { fwd, advert_int, v6, sw, h, _s: s, r, dir, tern: [None, None], ka: [None, None] };
         for i in 0..2 {
             p.start_tern(i, fwd.lane, fwd.tap);
         }
@@ -144,6 +159,7 @@ impl Pair {
     fn start_tern(&mut self, i: usize, lane: &str, tap: bool) {
         let a = if i == 0 { 1 } else { 3 };
         let exception = if tap { "exception = \"tap\"" } else { "" };
+        let lan6 = if self.v6 { format!(", \"fd00:1::{a}/64\"") } else { String::new() };
         let cfg = format!(
             r#"
 [dataplane]
@@ -153,7 +169,7 @@ workers = 1
 name = "lan0"
 device = "lan0"
 {lane}
-addresses = ["10.1.0.{a}/24"]
+addresses = ["10.1.0.{a}/24"{lan6}]
 
 [[interface]]
 name = "wan0"
@@ -217,9 +233,17 @@ socket = "{}"
                 notify.display()
             )
         };
+        // The IPv6 group: VRID 10 too (IPv4 and IPv6 groups are apart,
+        // RFC 5798 5.2.3), its own macvlan and virtual MAC.
+        let (lan6, member6) = if self.v6 {
+            let i6 = instance("LAN6", &self.kdev("lan0"), 10, "fd00:1::254/64").replace("vrrp.10", "vrrp6.10");
+            (i6, "    LAN6\n")
+        } else {
+            (String::new(), "")
+        };
         let conf = format!(
             "global_defs {{\n  router_id r{n}\n  script_user root\n  vrrp_version 3\n  vrrp_garp_master_delay 1\n}}\n\
-             vrrp_sync_group G {{\n  group {{\n    LAN\n    WAN\n  }}\n}}\n{}{}",
+             vrrp_sync_group G {{\n  group {{\n    LAN\n    WAN\n{member6}  }}\n}}\n{}{}{lan6}",
             instance("LAN", &self.kdev("lan0"), 10, "10.1.0.254/24"),
             instance("WAN", &self.kdev("wan0"), 20, "10.2.0.254/24"),
             n = i + 1
@@ -280,8 +304,9 @@ socket = "{}"
     /// other, if its keepalived runs, BACKUP of both).
     fn await_roles(&self, master: usize) {
         let other = 1 - master;
+        let insts: &[&str] = if self.v6 { &["LAN", "WAN", "LAN6"] } else { &["LAN", "WAN"] };
         let ok = wait_until(STEP, || {
-            ["LAN", "WAN"].iter().all(|inst| {
+            insts.iter().all(|inst| {
                 self.state(master, inst) == "MASTER"
                     && (self.ka[other].is_none() || self.state(other, inst) != "MASTER")
             })
@@ -301,10 +326,15 @@ socket = "{}"
 
     /// The bridge port the LAN switch sends the virtual MAC to.
     fn vmac_port(&self) -> String {
+        self.port_of(VMAC_LAN)
+    }
+
+    /// The bridge port the LAN switch sends `mac` to.
+    fn port_of(&self, mac: &str) -> String {
         let out = self.sw.try_exec(&["bridge", "fdb", "show", "br", "br0"]).map(|o| o.stdout).unwrap_or_default();
         String::from_utf8_lossy(&out)
             .lines()
-            .find(|l| l.starts_with(VMAC_LAN))
+            .find(|l| l.starts_with(mac))
             .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
             .unwrap_or_default()
     }
@@ -337,6 +367,31 @@ socket = "{}"
         // base device would have given).
         let neigh = self.h.ip(&["neigh", "show", "10.1.0.254"]);
         assert!(neigh.contains(VMAC_LAN), "{what}: the host's gateway: {neigh}");
+    }
+}
+
+impl Pair {
+    /// Waits until the host reaches the IPv6 virtual address, which
+    /// router `via` answers from the IPv6 virtual MAC (the host's
+    /// neighbour entry, and the switch's port for that MAC).
+    fn await_v6_via(&self, via: usize, what: &str) {
+        let port = format!("l{}", via + 1);
+        let ping6 = || self.h.exec_ok(&["ping", "-6", "-c", "1", "-W", "1", "fd00:1::254"]);
+        let ok = wait_until(STEP, || ping6() && self.port_of(VMAC_LAN6) == port);
+        assert!(
+            ok,
+            "{what}: fd00:1::254 not answered through r{} (IPv6 virtual MAC at {:?}):\nr{} tern:\n{}\nkeepalived:\n{}",
+            via + 1,
+            self.port_of(VMAC_LAN6),
+            via + 1,
+            self.log(via, "tern"),
+            self.log(via, "keepalived")
+        );
+        for n in 0..5 {
+            assert!(ping6(), "{what}: ping6 {n} after the move failed");
+        }
+        let neigh = self.h.ip(&["-6", "neigh", "show", "fd00:1::254"]);
+        assert!(neigh.contains(VMAC_LAN6), "{what}: the host's neighbour entry: {neigh}");
     }
 }
 
@@ -430,4 +485,27 @@ fn keepalived_pair_fails_over_on_the_xdp_lane() {
 #[test]
 fn keepalived_pair_fails_over_on_the_tap_exception_path() {
     failover("t", TAP);
+}
+
+/// An IPv6 virtual address (keepalived's IPv6 group, `use_vmac`: its own
+/// macvlan with 00:00:5e:00:02:0a) over tern in Linux mode on the XDP
+/// lane: the host pings it through the master; the master's keepalived
+/// killed, the backup answers from the same virtual MAC; back on r1 once
+/// it returns and preempts.
+#[test]
+fn keepalived_ipv6_virtual_address_fails_over_on_the_xdp_lane() {
+    if skip() {
+        return;
+    }
+    let mut p = Pair::with_v6("6", XDP, "0.1", true);
+    p.await_v6_via(0, "start");
+    let kernel_vmac = format!("{VMAC_LAN6} (kernel)");
+    assert!(p.vmacs(0).contains(&kernel_vmac), "r1's lan0 takes the IPv6 virtual MAC: {}", p.vmacs(0));
+    p.stop_keepalived(0, "KILL");
+    let ok = wait_until(STEP, || p.state(1, "LAN6") == "MASTER");
+    assert!(ok, "r2 did not take the IPv6 group over:\n{}", p.log(1, "keepalived"));
+    p.await_v6_via(1, "r1's keepalived killed");
+    p.start_keepalived(0);
+    p.await_roles(0);
+    p.await_v6_via(0, "r1's keepalived back");
 }

@@ -9,14 +9,23 @@
 // (crates/xdp/src/steer.rs) fills the maps; the indices of `verdicts` must
 // match `Verdict` there.
 //
-// Nothing is ever dropped here: a malformed frame goes to tern, which
-// counts its drop; what neither handles goes to the kernel.
+// Nothing is ever dropped here but what a policer sheds: a malformed frame
+// goes to tern, which counts its drop; what neither handles goes to the
+// kernel. Control traffic first (lib/class.h, as in the XDP lane): what
+// goes to Linux or to tern for the router itself (pass-local,
+// pass-neighbor, pass-multicast, ARP/ND, VRRP and IKE sent to tern, and in
+// standalone mode what is for tern's addresses, `tern_local4/6`) is
+// classed and policed per class and CPU (tern_punt_rate, tern_punt_tat);
+// a frame over its class's rate is dropped and counted under
+// V_SHED_NEIGH + class. No rates set: nothing policed.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+
+#include "lib/class.h"
 
 #define MAX_QUEUES 256
 #define MAX_LOCAL_ADDRS 1024
@@ -43,7 +52,11 @@ enum verdict {
 	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
 	V_REDIRECT_IPSEC = 7, // ESP or ESP in UDP 4500 for the router sent to tern
 	V_REDIRECT_VRRP = 8,  // VRRP advertisements sent to tern (standalone mode)
-	V_MAX = 9,
+	V_REDIRECT_LOCAL = 9, // for the router's addresses, sent to tern (standalone mode)
+	// Shed by the class's policer, one per class in PC_* order (lane.h):
+	// neighbor, bgp, ospf, vrrp, ike, bfd, local.
+	V_SHED_NEIGH = 10,
+	V_MAX = V_SHED_NEIGH + PC_MAX,
 };
 
 struct {
@@ -85,6 +98,24 @@ struct {
 	__type(value, __u64);
 } tern_verdicts SEC(".maps");
 
+// Per class (PC_*): [2c] the cost of one packet in ns (0: not policed),
+// [2c + 1] the burst tolerance in ns (crates/xdp/src/steer.rs fills it as
+// the lane's lane_punt_rate).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * PC_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} tern_punt_rate SEC(".maps");
+
+// Per CPU and class: the policer's virtual time (gcra_admit).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PC_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} tern_punt_tat SEC(".maps");
+
 static __always_inline int count(__u32 v, int action)
 {
 	__u64 *c = bpf_map_lookup_elem(&tern_verdicts, &v);
@@ -93,8 +124,44 @@ static __always_inline int count(__u32 v, int action)
 	return action;
 }
 
+// 1: the frame (for the router itself) may go on; 0: its class is over
+// its rate, counted as shed (the caller drops it). Verified apart.
+__noinline int steer_police(struct xdp_md *ctx)
+{
+	if (!ctx)
+		return 1;
+	const __u8 *data = (const __u8 *)(long)ctx->data;
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	__u32 c = punt_class(data, end);
+	if (c >= PC_MAX)
+		return 1;
+	__u32 k = 2 * c;
+	__u64 *cost = bpf_map_lookup_elem(&tern_punt_rate, &k);
+	k += 1;
+	__u64 *tol = bpf_map_lookup_elem(&tern_punt_rate, &k);
+	__u64 *t = bpf_map_lookup_elem(&tern_punt_tat, &c);
+	if (!cost || !tol || !t || *cost == 0)
+		return 1;
+	if (gcra_admit(*cost, *tol, t))
+		return 1;
+	count(V_SHED_NEIGH + c, 0);
+	return 0;
+}
+
+// To Linux, for the router itself: policed.
+static __always_inline int pass_policed(struct xdp_md *ctx, __u32 v)
+{
+	if (!steer_police(ctx))
+		return XDP_DROP;
+	return count(v, XDP_PASS);
+}
+
 static __always_inline int to_xsk(struct xdp_md *ctx, __u32 v)
 {
+	// For the router itself (ARP/ND, VRRP, IPsec's IKE, in standalone
+	// mode anything for its addresses): policed; ESP is not classed (data).
+	if (v != V_REDIRECT && !steer_police(ctx))
+		return XDP_DROP;
 	// The flags argument is the action when the queue has no socket.
 	int act = bpf_redirect_map(&tern_xsks, ctx->rx_queue_index, XDP_PASS);
 	if (act == XDP_REDIRECT)
@@ -202,7 +269,7 @@ int tern_steer(struct xdp_md *ctx)
 	if (proto == bpf_htons(ETH_P_ARP)) {
 		if (cfg & CFG_NEIGH_TO_TERN)
 			return to_xsk(ctx, V_REDIRECT_NEIGH);
-		return count(V_PASS_NEIGH, XDP_PASS);
+		return pass_policed(ctx, V_PASS_NEIGH);
 	}
 
 	if (proto == bpf_htons(ETH_P_IP)) {
@@ -215,7 +282,10 @@ int tern_steer(struct xdp_md *ctx)
 			if ((cfg & CFG_IPSEC_TO_TERN) && (ip->frag & bpf_htons(0x1fff)) == 0 &&
 			    is_ipsec(ip->proto, (__u8 *)ip + (ip->ver_ihl & 0x0f) * 4, end))
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
-			return count(V_PASS_LOCAL, XDP_PASS);
+			// Standalone mode: tern's own (ip4-local), policed.
+			if (cfg & CFG_NEIGH_TO_TERN)
+				return to_xsk(ctx, V_REDIRECT_LOCAL);
+			return pass_policed(ctx, V_PASS_LOCAL);
 		}
 		// In standalone mode tern runs VRRP itself: its advertisements
 		// (protocol 112 to 224.0.0.18, RFC 5798 5.1.1.2) go to tern.
@@ -224,7 +294,7 @@ int tern_steer(struct xdp_md *ctx)
 		// 224.0.0.0/4 multicast (OSPF, VRRP, IGMP...) and limited broadcast:
 		// control traffic, never forwarded by tern.
 		if ((dst & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || dst == 0xffffffff)
-			return count(V_PASS_MCAST, XDP_PASS);
+			return pass_policed(ctx, V_PASS_MCAST);
 		return to_xsk(ctx, V_REDIRECT);
 	}
 
@@ -239,7 +309,7 @@ int tern_steer(struct xdp_md *ctx)
 			if ((void *)(type + 1) <= end && *type >= ICMPV6_ND_FIRST && *type <= ICMPV6_ND_LAST) {
 				if (cfg & CFG_NEIGH_TO_TERN)
 					return to_xsk(ctx, V_REDIRECT_NEIGH);
-				return count(V_PASS_NEIGH, XDP_PASS);
+				return pass_policed(ctx, V_PASS_NEIGH);
 			}
 		}
 		struct in6_key key;
@@ -248,14 +318,16 @@ int tern_steer(struct xdp_md *ctx)
 			// (Extension headers before ESP or UDP are not walked.)
 			if ((cfg & CFG_IPSEC_TO_TERN) && is_ipsec(ip6->nexthdr, (__u8 *)(ip6 + 1), end))
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
-			return count(V_PASS_LOCAL, XDP_PASS);
+			if (cfg & CFG_NEIGH_TO_TERN)
+				return to_xsk(ctx, V_REDIRECT_LOCAL);
+			return pass_policed(ctx, V_PASS_LOCAL);
 		}
 		// VRRP for IPv6 (next header 112 to ff02::12) in standalone mode.
 		if ((cfg & CFG_NEIGH_TO_TERN) && ip6->nexthdr == IPPROTO_VRRP_ && is_ff02_12(ip6->daddr))
 			return to_xsk(ctx, V_REDIRECT_VRRP);
 		// ff00::/8 multicast (OSPFv3, MLD, DHCPv6...).
 		if (ip6->daddr[0] == 0xff)
-			return count(V_PASS_MCAST, XDP_PASS);
+			return pass_policed(ctx, V_PASS_MCAST);
 		return to_xsk(ctx, V_REDIRECT);
 	}
 

@@ -8,10 +8,12 @@
 //! crashed netlink-attached loader (or another tool) left behind.
 
 use crate::error::{Unavailable, XdpError};
+use crate::lane::PUNT_CLASSES;
+use crate::lane::program::{punt_words, xdp_md};
 use crate::netlink::{self, AttachMode};
 use crate::port::XskPort;
 use crate::sys;
-use aya::maps::{Array, HashMap, MapData, PerCpuArray, XskMap};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, XskMap};
 use aya::programs::XdpMode;
 use aya::{Ebpf, EbpfLoader};
 use std::net::IpAddr;
@@ -55,14 +57,33 @@ pub struct Verdicts {
     /// VRRP advertisements (224.0.0.18 / ff02::12) sent to tern
     /// (standalone mode: tern runs VRRP).
     pub redirect_vrrp: u64,
+    /// For the router's addresses, sent to tern (standalone mode, where
+    /// [`SteeringProgram::add_local`] names tern's own addresses): policed.
+    pub redirect_local: u64,
+    /// Frames for the router shed by their class's policer, per class in
+    /// [`PUNT_CLASSES`] order ([`SteeringProgram::set_punt_rates`]).
+    pub shed: [u64; PUNT_CLASSES.len()],
 }
+
+/// `tern stats` names of the steering program's shed counters, in
+/// [`PUNT_CLASSES`] order (as the XDP lane's `punt-shed-CLASS`).
+const SHED_NAMES: [(&str, &str); PUNT_CLASSES.len()] = [
+    ("punt-shed-neighbor", "ARP/ND for the router over its class's rate: dropped"),
+    ("punt-shed-bgp", "BGP (TCP port 179) for the router over its class's rate: dropped"),
+    ("punt-shed-ospf", "OSPF for the router over its class's rate: dropped"),
+    ("punt-shed-vrrp", "VRRP advertisements over their class's rate: dropped"),
+    ("punt-shed-ike", "IKE for the router over its class's rate: dropped"),
+    ("punt-shed-bfd", "BFD for the router over its class's rate: dropped"),
+    ("punt-shed-local", "other traffic for the router (ping, UDP to a closed port...) over its class's rate: dropped"),
+];
 
 impl Verdicts {
     /// What the program passed to Linux, by reason, and the router's
     /// IPsec it sent to tern (`tern stats` names: node `xdp-steer`), with
     /// each reason's meaning.
-    pub fn passes(&self) -> [(&'static str, &'static str, u64); 7] {
-        [
+    /// Then what the class policers shed, by class.
+    pub fn passes(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut v = vec![
             (
                 "vrrp-to-tern",
                 "VRRP advertisements (224.0.0.18, ff02::12): sent to tern's own VRRP (standalone mode), not Linux",
@@ -73,6 +94,11 @@ impl Verdicts {
                 "ESP or ESP in UDP 4500 for the router's addresses: sent to tern (IPsec), not Linux",
                 self.redirect_ipsec,
             ),
+            (
+                "local-to-tern",
+                "for the router's addresses: sent to tern (standalone mode), policed per class",
+                self.redirect_local,
+            ),
             ("pass-local", "for the router's addresses: passed to Linux", self.pass_local),
             ("pass-neighbor", "ARP/ND passed to Linux (Linux mode)", self.pass_neigh),
             ("pass-multicast", "IP multicast or broadcast: passed to Linux", self.pass_mcast),
@@ -82,11 +108,15 @@ impl Verdicts {
                 "EtherType tern does not handle (Linux mode) or steering paused: passed to Linux",
                 self.pass_other,
             ),
-        ]
+        ];
+        v.extend(SHED_NAMES.iter().zip(self.shed).map(|(&(name, help), n)| (name, help, n)));
+        v
     }
 }
 
-const N_VERDICTS: u32 = 9;
+/// The program's `enum verdict`: the ten verdicts, then one shed counter
+/// per class.
+const N_VERDICTS: u32 = 10 + PUNT_CLASSES.len() as u32;
 
 /// How to attach the steering program.
 #[derive(Clone, Copy, Debug)]
@@ -172,12 +202,15 @@ pub struct SteeringProgram {
     local6: HashMap<MapData, u128, u8>,
     config: Array<MapData, u32>,
     verdicts: PerCpuArray<MapData, u64>,
+    punt_rate: Array<MapData, u64>,
+    punt_tat: PerCpuArray<MapData, u64>,
+    punt_words: Vec<u64>,
     cfg: u32,
     ifname: String,
     ifindex: u32,
     mode: AttachMode,
     // Last: dropping it detaches the program (after the maps are released).
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
 }
 
 impl SteeringProgram {
@@ -192,11 +225,14 @@ impl SteeringProgram {
             local6: take(&mut ebpf, "tern_local6")?,
             config: take(&mut ebpf, "tern_config")?,
             verdicts: take(&mut ebpf, "tern_verdicts")?,
+            punt_rate: take(&mut ebpf, "tern_punt_rate")?,
+            punt_tat: take(&mut ebpf, "tern_punt_tat")?,
+            punt_words: Vec::new(),
             cfg: 0,
             ifname: ifname.to_string(),
             ifindex,
             mode,
-            _ebpf: ebpf,
+            ebpf,
         };
         sp.set_flag(CFG_NEIGH_TO_TERN, opts.neigh_to_tern)?;
         log::info!("{ifname}: XDP steering attached in {mode:?} mode");
@@ -230,6 +266,55 @@ impl SteeringProgram {
         self.set_flag(CFG_IPSEC_TO_TERN, on)
     }
 
+    /// Control traffic first: the policers of what the program hands to
+    /// Linux or to tern for the router itself (pass-local, pass-neighbor,
+    /// pass-multicast, ARP/ND, VRRP and IKE to tern), `(packets per
+    /// second, burst)` per class in [`PUNT_CLASSES`] order, per CPU, as
+    /// the XDP lane's ([`crate::lane::LaneProgram::set_punt_rates`]); a
+    /// rate of 0 polices nothing (the default). New rates start with a
+    /// full burst on every CPU; the same rates again change nothing.
+    pub fn set_punt_rates(&mut self, punt: &[(u32, u32)]) -> Result<(), XdpError> {
+        if punt.len() > PUNT_CLASSES.len() {
+            return Err(XdpError::Config(format!(
+                "{} punt classes, the program has {}",
+                punt.len(),
+                PUNT_CLASSES.len()
+            )));
+        }
+        let words = punt_words(punt);
+        if words == self.punt_words {
+            return Ok(());
+        }
+        for (i, &w) in words.iter().enumerate() {
+            self.punt_rate.set(i as u32, w, 0).map_err(|e| prog_err("tern_punt_rate", e))?;
+        }
+        let cpus = aya::util::nr_cpus().map_err(|(what, e)| prog_err(what, e))?;
+        for c in 0..punt.len() as u32 {
+            let zero = PerCpuValues::try_from(vec![0u64; cpus]).map_err(|e| prog_err("tern_punt_tat", e))?;
+            self.punt_tat.set(c, zero, 0).map_err(|e| prog_err("tern_punt_tat", e))?;
+        }
+        self.punt_words = words;
+        Ok(())
+    }
+
+    /// Runs the program once on `frame` as received on this device's
+    /// queue `queue` (BPF_PROG_TEST_RUN; nothing is sent, counters and
+    /// policers count it). Returns the XDP action.
+    pub fn test_run(&self, frame: &[u8], queue: u32) -> Result<u32, XdpError> {
+        use aya::programs::{TestRun, TestRunOptions, Xdp};
+        let p: &Xdp = self
+            .ebpf
+            .program(STEER_PROG_NAME)
+            .ok_or_else(|| prog_err("object", "no program tern_steer"))?
+            .try_into()
+            .map_err(|e| prog_err("program type", e))?;
+        let ctx = xdp_md(frame.len(), self.ifindex, queue);
+        let r = p
+            .test_run(TestRunOptions { data_in: Some(frame), ctx_in: Some(&ctx), ..TestRunOptions::default() })
+            .map_err(|e| prog_err("BPF_PROG_TEST_RUN", format!("{e:?}")))?;
+        Ok(r.return_value)
+    }
+
     /// Pass everything to Linux (steering paused).
     pub fn set_pass_all(&mut self, on: bool) -> Result<(), XdpError> {
         self.set_flag(CFG_PASS_ALL, on)
@@ -248,8 +333,10 @@ impl SteeringProgram {
         self.xsks.unset(queue).map_err(|e| prog_err("tern_xsks", e))
     }
 
-    /// An address of the router: packets to it go to Linux. Add every
-    /// address of the router, not only this device's.
+    /// An address of the router: packets to it go to Linux (Linux mode),
+    /// or to tern, policed per class (standalone mode, `local-to-tern`;
+    /// without it they go with the transit, unpoliced). Add every address
+    /// of the router, not only this device's.
     pub fn add_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
         match addr {
             IpAddr::V4(a) => self.local4.insert(u32::from_ne_bytes(a.octets()), 1, 0),
@@ -283,6 +370,8 @@ impl SteeringProgram {
             pass_other,
             redirect_ipsec,
             redirect_vrrp,
+            redirect_local,
+            shed @ ..,
         ] = v;
         Ok(Verdicts {
             redirect,
@@ -294,6 +383,8 @@ impl SteeringProgram {
             pass_other,
             redirect_ipsec,
             redirect_vrrp,
+            redirect_local,
+            shed,
         })
     }
 }

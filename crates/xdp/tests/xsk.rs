@@ -650,3 +650,84 @@ fn attach_and_open_on_a_missing_interface_say_why() {
     });
     drop(pool);
 }
+
+/// Control traffic first in the steering program (`bpf/steer.c`, the
+/// lane's classes and policers of `bpf/lib/class.h`): what it hands to
+/// Linux or to tern for the router itself is policed per class; a flood
+/// of pings at the router's address is shed under `punt-shed-local` while
+/// BGP and ARP pass, transit is never policed, the counters add up, and
+/// rate 0 polices nothing. Both modes: Linux (the router's traffic to
+/// Linux) and standalone (to tern, `local-to-tern`, ARP to tern).
+#[test]
+fn steering_polices_what_it_hands_over_for_the_router_per_class() {
+    use tern_testkit::packet::{ArpOperation, Frame};
+    if !privileged() {
+        return;
+    }
+    const XDP_DROP: u32 = 1;
+    const XDP_PASS: u32 = 2;
+    let rig = Rig2::new(1);
+    rig.rtr.run(|| {
+        for standalone in [false, true] {
+            let opts = SteerOptions { neigh_to_tern: standalone, ..SteerOptions::default() };
+            let mut steer = SteeringProgram::attach("r0", opts).expect("attach");
+            steer.add_local(IpAddr::V4(R0_IP)).expect("local");
+            let (g, r) = (mac(MAC_G0), mac(MAC_R0));
+            let ping = Frame::eth(g, r).ipv4(G0_IP, R0_IP).icmp_echo(1, 1).build();
+            let bgp = Frame::eth(g, r).ipv4(G0_IP, R0_IP).tcp(40000, 179, 0x10).build();
+            let arp = Frame::eth(g, [0xff; 6]).arp(ArpOperation(1), g, G0_IP, [0; 6], R0_IP).build();
+            let transit = udp_frame(g, r, G0_IP, S0_IP, 5000, b"transit");
+            // Every class generous but `local`: 1/s with a burst of 20.
+            let mut rates = [(1_000_000, 1000); 7];
+            rates[6] = (1, 20);
+            steer.set_punt_rates(&rates).expect("rates");
+            let before = steer.verdicts().expect("verdicts");
+            let t0 = std::time::Instant::now();
+            let (mut passed, mut control) = (0u64, 0u64);
+            for i in 0..1000 {
+                passed += u64::from(steer.test_run(&ping, 0).expect("run") == XDP_PASS);
+                if i % 50 == 0 {
+                    for f in [&bgp, &arp] {
+                        // (ARP to tern with no socket on the queue: passed.)
+                        assert_eq!(steer.test_run(f, 0).expect("run"), XDP_PASS, "control traffic in the flood");
+                        control += 1;
+                    }
+                    assert_eq!(steer.test_run(&transit, 0).expect("run"), XDP_PASS, "transit: no socket, passed");
+                }
+            }
+            let secs = t0.elapsed().as_secs() + 1;
+            assert!((20..=20 + secs).contains(&passed), "{passed} pings passed in about {secs} s");
+            let v = steer.verdicts().expect("verdicts");
+            assert_eq!(v.shed[6] - before.shed[6], 1000 - passed, "every shed ping counted: {v:?}");
+            for c in 0..6 {
+                assert_eq!(v.shed[c], before.shed[c], "class {c} shed nothing: {v:?}");
+            }
+            // Linux mode: pings and BGP passed to Linux, ARP too. Standalone:
+            // all three for tern, which with no socket on the queue are
+            // counted with the transit as pass-no-xsk.
+            let d = |a: u64, b: u64| a - b;
+            if standalone {
+                assert_eq!(d(v.pass_local, before.pass_local), 0, "{v:?}");
+                assert_eq!(d(v.pass_no_xsk, before.pass_no_xsk), passed + 3 * control / 2, "{v:?}");
+            } else {
+                assert_eq!(d(v.pass_local, before.pass_local), passed + control / 2, "{v:?}");
+                assert_eq!(d(v.pass_neigh, before.pass_neigh), control / 2, "{v:?}");
+            }
+            let shed = v.passes().into_iter().find(|p| p.0 == "punt-shed-local").expect("named").2;
+            assert_eq!(shed, v.shed[6]);
+
+            // A class at 1/s with a burst of 1: ARP's second is shed.
+            steer.set_punt_rates(&[(1, 1); 7]).expect("rates");
+            assert_eq!(steer.test_run(&arp, 0).expect("run"), XDP_PASS);
+            assert_eq!(steer.test_run(&arp, 0).expect("run"), XDP_DROP);
+            assert_eq!(steer.verdicts().expect("verdicts").shed[0], v.shed[0] + 1);
+
+            // Rate 0: nothing policed.
+            steer.set_punt_rates(&[(0, 0); 7]).expect("rates");
+            for _ in 0..100 {
+                assert_eq!(steer.test_run(&ping, 0).expect("run"), XDP_PASS);
+            }
+            drop(steer);
+        }
+    });
+}

@@ -8,7 +8,7 @@
 //! ```text
 //! tern-bench gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
 //!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N] [--srcs N] \
-//!     [--src IPV4 --dst IPV4] [--sports N]
+//!     [--src IPV4 --dst IPV4] [--sports N] [--via bpf|afxdp|afpacket [--rate PPS]]
 //! ```
 //! `--dsts N`: every stream to N destinations in turn (198.18.0.1 on, the
 //! scenario's ports), e.g. frame-sizes with `--dsts 4096` for 4096 flows
@@ -19,9 +19,16 @@
 //! `--src`, `--dst`: every stream's first IPv4 source and destination
 //! (a rig with addresses of its own). `--sports N`: N UDP source ports
 //! from 10000, in turn.
+//! `--via afxdp|afpacket`: the same frames built in user space and sent
+//! through an AF_XDP socket (queue 0, copy mode) or an AF_PACKET socket
+//! (the tester's fallbacks, for kernels that refuse live frames, e.g. a
+//! root without CAP_SYS_RESOURCE), as fast as they go or at `--rate`;
+//! then the line also says `refused=N` (frames the device refused,
+//! counted as sent) and `via=`.
 //! Prints `gen pkts=N seconds=S mpps=M` (frames offered, not delivered).
 
-use crate::bpf::Generator;
+use crate::bpf::{Generator, MAX_PACED_PPS};
+use crate::pktgen::PacketGen;
 use crate::scenario::ScenarioName;
 use crate::traffic::TrafficProfile;
 use clap::ValueEnum;
@@ -86,6 +93,26 @@ fn run(args: &[String]) -> Result<(), String> {
     let profile = TrafficProfile { streams: scenario.streams.clone(), size, vlan: None, src_mac, dst_mac };
     let slots = profile.slots().map_err(|e| e.to_string())?;
     let flows: Vec<_> = scenario.streams.iter().map(|s| s.flows).collect();
+    // From user space where the kernel refuses live frames (or asked to).
+    match arg(args, "--via").unwrap_or("bpf") {
+        "bpf" => {}
+        via @ ("afxdp" | "afpacket") => {
+            let mut g = if via == "afxdp" { PacketGen::af_xdp() } else { PacketGen::af_packet() };
+            g.configure(&slots, &flows).map_err(|e| e.to_string())?;
+            let rate = num("--rate", MAX_PACED_PPS)?;
+            let t0 = Instant::now();
+            let (p, st) = g.run_here(dev, rate, u64::MAX, 64, secs).map_err(|e| e.to_string())?;
+            let dt = t0.elapsed().as_secs_f64();
+            println!(
+                "gen pkts={} seconds={dt:.3} mpps={:.3} refused={} via={via}",
+                p.sent,
+                p.sent as f64 / dt / 1e6,
+                st.refused
+            );
+            return Ok(());
+        }
+        via => return Err(format!("--via {via}: bpf, afxdp or afpacket")),
+    }
     let mut g = Generator::load().map_err(|e| e.to_string())?;
     g.anchor(&format!("tlanegen{}", std::process::id())).map_err(|e| e.to_string())?;
     g.configure(&slots, &flows).map_err(|e| e.to_string())?;

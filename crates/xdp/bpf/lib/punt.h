@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0 OR MIT
 //
 // Control traffic first: the class of a frame handed to Linux or to the
-// engine for the router itself (punt_class, mirrored by crates/nodes'
-// linux::class::classify, which the engine applies and the crate's tests
-// check), and a policer per class and CPU (punt_police), so a flood of
-// one class (pings or UDP to a closed port at the router's address, ARP)
+// engine for the router itself (punt_class in class.h, mirrored by
+// crates/nodes' linux::class::classify, which the engine applies and the
+// crate's tests check), and a policer per class and CPU (punt_police),
+// so a flood of one class (pings or UDP to a closed port at the router's address, ARP)
 // cannot take the place of another (BGP keepalives, OSPF hellos, VRRP
 // advertisements) in the kernel's backlog or the engine's socket. Maps:
 // lane_punt_rate, lane_punt_tat; counters SHED_* (one per class). Transit
@@ -15,82 +15,8 @@
 #define TERN_LANE_LIB_PUNT_H
 
 #include "bytes.h"
+#include "class.h"
 #include "counters.h"
-
-#define BFD_CTL 3784
-#define BFD_ECHO 3785
-#define BFD_MHOP 4784
-
-// The class (PC_*) of the frame [p, end).
-static __always_inline __u32 punt_class(const __u8 *p, const __u8 *end)
-{
-	if (p + 14 > end)
-		return PC_LOCAL;
-	__u16 et = rd16(p + 12);
-	const __u8 *ip = p + 14;
-	if (et == ETH_P_8021Q_ || et == 0x88a8) {
-		if (p + 18 > end)
-			return PC_LOCAL;
-		et = rd16(p + 16);
-		ip = p + 18;
-	}
-	if (et == 0x0806)
-		return PC_NEIGH;
-	const __u8 *l4;
-	__u8 proto;
-	if (et == 0x0800) {
-		if (ip + 20 > end)
-			return PC_LOCAL;
-		proto = ip[9];
-		__u32 ihl = (ip[0] & 0x0f) * 4;
-		// A later fragment has no ports: the bulk's.
-		if (rd16(ip + 6) & 0x1fff)
-			return proto == 89 ? PC_OSPF : proto == 112 ? PC_VRRP : proto == 50 ? PC_MAX : PC_LOCAL;
-		if (ihl < 20)
-			return PC_LOCAL;
-		l4 = ip + (ihl & 0x3c);
-	} else if (et == 0x86dd) {
-		if (ip + 40 > end)
-			return PC_LOCAL;
-		proto = ip[6];
-		l4 = ip + 40;
-	} else {
-		return PC_MAX;
-	}
-	if (proto == 89)
-		return PC_OSPF;
-	if (proto == 112)
-		return PC_VRRP;
-	if (proto == 50)
-		return PC_MAX;
-	if (proto == 58) {
-		if (l4 + 1 > end)
-			return PC_LOCAL;
-		return (l4[0] >= 133 && l4[0] <= 137) ? PC_NEIGH : PC_LOCAL;
-	}
-	if (proto != 6 && proto != 17)
-		return PC_LOCAL;
-	if (l4 + 4 > end)
-		return PC_LOCAL;
-	__u16 sport = rd16(l4);
-	__u16 dport = rd16(l4 + 2);
-	if (proto == 6)
-		return (sport == 179 || dport == 179) ? PC_BGP : PC_LOCAL;
-	if (dport == BFD_CTL || dport == BFD_ECHO || dport == BFD_MHOP)
-		return PC_BFD;
-	if (dport == 500 || sport == 500)
-		return PC_IKE;
-	if (dport == 4500 || sport == 4500) {
-		// RFC 3948: a one-byte 0xff is a NAT keepalive, four zero bytes
-		// the non-ESP marker (IKE); anything else is ESP: data.
-		if (l4 + 9 <= end && rd16(l4 + 4) == 9 && l4[8] == 0xff)
-			return PC_IKE;
-		if (l4 + 12 > end)
-			return PC_LOCAL;
-		return (l4[8] | l4[9] | l4[10] | l4[11]) == 0 ? PC_IKE : PC_MAX;
-	}
-	return PC_LOCAL;
-}
 
 // 1: the frame may go on; 0: its class is over its rate (counted under
 // the class's SHED_* counter; the caller drops it). Verified apart.
@@ -110,17 +36,10 @@ __noinline int punt_police(struct xdp_md *ctx)
 	__u64 *t = bpf_map_lookup_elem(&lane_punt_tat, &c);
 	if (!cost || !tol || !t || *cost == 0)
 		return 1;
-	// GCRA: `t` runs behind the clock by at most the burst tolerance and
-	// moves one packet's cost per packet let through.
-	__u64 now = bpf_ktime_get_ns();
-	__u64 v = *t;
-	if (now > *tol && v < now - *tol)
-		v = now - *tol;
-	if (v + *cost > now) {
+	if (!gcra_admit(*cost, *tol, t)) {
 		ctr_add(C_SHED_NEIGH + c, 1);
 		return 0;
 	}
-	*t = v + *cost;
 	return 1;
 }
 

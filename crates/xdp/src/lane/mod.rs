@@ -21,7 +21,7 @@ pub mod counters;
 pub mod features;
 mod fib;
 mod layout;
-mod program;
+pub(crate) mod program;
 mod shm;
 pub mod trace;
 

@@ -80,7 +80,7 @@ pub const PUNT_CLASSES: [&str; 7] = ["neighbor", "bgp", "ospf", "vrrp", "ike", "
 
 /// `lane_punt_rate`'s words for `punt`: per class the cost of a packet and
 /// the burst tolerance, in nanoseconds (0: not policed).
-fn punt_words(punt: &[(u32, u32)]) -> Vec<u64> {
+pub(crate) fn punt_words(punt: &[(u32, u32)]) -> Vec<u64> {
     let mut w = Vec::with_capacity(punt.len() * 2);
     for &(rate, burst) in punt {
         let cost = if rate == 0 { 0 } else { (1_000_000_000 / u64::from(rate)).max(1) };
@@ -1134,7 +1134,7 @@ impl Drop for LaneProgram {
 /// A `struct xdp_md` for BPF_PROG_TEST_RUN (data, data_end, data_meta,
 /// ingress_ifindex, rx_queue_index, egress_ifindex): a frame of `len`
 /// bytes received on kernel device `kifindex`, queue `queue`.
-fn xdp_md(len: usize, kifindex: u32, queue: u32) -> [u8; 24] {
+pub(crate) fn xdp_md(len: usize, kifindex: u32, queue: u32) -> [u8; 24] {
     let mut ctx = [0u8; 24];
     ctx[4..8].copy_from_slice(&(len as u32).to_ne_bytes());
     ctx[12..16].copy_from_slice(&kifindex.to_ne_bytes());
