@@ -72,3 +72,86 @@ pub struct Chosen {
     pub dh: Option<DhGroup>,
     pub esn: bool,
 }
+
+impl Encr {
+    /// The ESP data plane's cipher.
+    pub fn esp_cipher(self) -> Option<tern_ipsec::Cipher> {
+        todo!("ike-wire")
+    }
+
+    /// Key length in bytes (GCM: with its 4-byte salt).
+    pub fn key_len(self) -> usize {
+        todo!("ike-wire")
+    }
+}
+
+impl Integ {
+    /// The ESP data plane's integrity algorithm; `None` for HMAC-SHA-384,
+    /// which tern_ipsec lacks: ESP proposals with it are neither offered
+    /// nor accepted.
+    pub fn esp_integ(self) -> Option<tern_ipsec::Integ> {
+        todo!("ike-wire")
+    }
+
+    pub fn key_len(self) -> usize {
+        todo!("ike-wire")
+    }
+
+    pub fn icv_len(self) -> usize {
+        todo!("ike-wire")
+    }
+}
+
+impl Proposal {
+    /// Parses strongSwan's syntax (`aes128gcm16-prfsha256-x25519`).
+    pub fn parse(s: &str, protocol: Protocol) -> Result<Proposal, String> {
+        let _ = (s, protocol);
+        todo!("ike-wire")
+    }
+
+    /// The proposal as an SA payload carries it.
+    pub fn to_wire(&self, number: u8, protocol: Protocol, spi: Vec<u8>) -> crate::wire::WireProposal {
+        let _ = (number, protocol, spi);
+        todo!("ike-wire")
+    }
+}
+
+impl Chosen {
+    /// The responder's single-transform answer.
+    pub fn to_wire(&self, number: u8, protocol: Protocol, spi: Vec<u8>) -> crate::wire::WireProposal {
+        let _ = (number, protocol, spi);
+        todo!("ike-wire")
+    }
+
+    /// The responder's answer as the initiator reads it: exactly one
+    /// transform of each type.
+    pub fn from_wire(p: &crate::wire::WireProposal) -> Result<Chosen, String> {
+        let _ = p;
+        todo!("ike-wire")
+    }
+
+    /// Whether one of `ours` offered this choice.
+    pub fn offered_by(&self, ours: &[Proposal]) -> bool {
+        let _ = ours;
+        todo!("ike-wire")
+    }
+}
+
+impl std::fmt::Display for Chosen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let _ = f;
+        todo!("ike-wire")
+    }
+}
+
+/// Responder selection (RFC 7296 2.7): the first of THEIR proposals that
+/// one of ours accepts. Returns their proposal number, the choice and
+/// their SPI.
+pub fn select(
+    ours: &[Proposal],
+    theirs: &[crate::wire::WireProposal],
+    protocol: Protocol,
+) -> Option<(u8, Chosen, Vec<u8>)> {
+    let _ = (ours, theirs, protocol);
+    todo!("ike-wire")
+}

@@ -1,0 +1,1 @@
+//! Traffic selectors (RFC 7296 3.13.1).
