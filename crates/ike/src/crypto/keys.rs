@@ -22,7 +22,14 @@ pub struct IkeKeys {
 impl IkeKeys {
     /// SKEYSEED = prf(Ni | Nr, g^ir) (for GCM nonces without... per 2.14:
     /// the PRF key is Ni | Nr), then prf+(SKEYSEED, Ni | Nr | SPIi | SPIr).
-    pub fn derive(chosen: &Chosen, shared: &[u8], ni: &[u8], nr: &[u8], spi_i: u64, spi_r: u64) -> IkeKeys {
+    pub fn derive(
+        chosen: &Chosen,
+        shared: &[u8],
+        ni: &[u8],
+        nr: &[u8],
+        spi_i: u64,
+        spi_r: u64,
+    ) -> IkeKeys {
         let _ = (chosen, shared, ni, nr, spi_i, spi_r);
         todo!("ike-crypto")
     }
