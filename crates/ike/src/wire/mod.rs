@@ -216,3 +216,6 @@ pub mod payload_kind {
     pub const EAP: u8 = 48;
     pub const SKF: u8 = 53;
 }
+
+#[cfg(test)]
+mod tests;
