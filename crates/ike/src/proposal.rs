@@ -344,6 +344,9 @@ impl Proposal {
                 "proposal {s:?} mixes AEAD (aes*gcm16) and classic ciphers, which one proposal cannot: make two proposals"
             ));
         }
+        if !aead && p.integ.is_empty() {
+            return Err(format!("proposal {s:?}: {} needs an integrity algorithm (e.g. sha256)", p.encr_names()));
+        }
         match protocol {
             Protocol::Ike => {
                 if p.prf.is_empty() {
@@ -373,8 +376,6 @@ impl Proposal {
         }
         if aead {
             p.integ.clear();
-        } else if p.integ.is_empty() {
-            return Err(format!("proposal {s:?}: {} needs an integrity algorithm (e.g. sha256)", p.encr_names()));
         }
         Ok(p)
     }
@@ -472,7 +473,8 @@ fn refused(group: u8) -> String {
 }
 
 /// strongSwan's syntax, every algorithm listed (what [`Proposal::parse`]
-/// reads back to the same proposal).
+/// reads back to the same proposal); `noesn` alone, the default, is left
+/// out.
 impl std::fmt::Display for Proposal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names = self
@@ -482,7 +484,7 @@ impl std::fmt::Display for Proposal {
             .chain(self.integ.iter().map(|i| i.name()))
             .chain(self.prf.iter().map(|p| p.name()))
             .chain(self.dh.iter().map(|g| g.name()))
-            .chain(self.esn.iter().map(|&e| if e { "esn" } else { "noesn" }));
+            .chain(self.esn.iter().map(|&e| if e { "esn" } else { "noesn" }).filter(|_| self.esn != [false]));
         f.write_str(&names.collect::<Vec<_>>().join("-"))
     }
 }
@@ -602,4 +604,271 @@ impl std::fmt::Display for Chosen {
 /// SPI. Their proposals of another protocol are skipped.
 pub fn select(ours: &[Proposal], theirs: &[WireProposal], protocol: Protocol) -> Option<(u8, Chosen, Vec<u8>)> {
     theirs.iter().find_map(|w| ours.iter().find_map(|p| p.accept(w, protocol)).map(|c| (w.number, c, w.spi.clone())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ike(s: &str) -> Proposal {
+        Proposal::parse(s, Protocol::Ike).unwrap()
+    }
+
+    fn esp(s: &str) -> Proposal {
+        Proposal::parse(s, Protocol::Esp).unwrap()
+    }
+
+    #[test]
+    fn every_token() {
+        let p = ike(
+            "aes128-aes256-sha1-sha256-sha384-sha512-prfsha1-prfsha256-prfsha384-prfsha512-modp2048-modp3072-modp4096-ecp256-ecp384-x25519",
+        );
+        assert_eq!(p.encr, vec![Encr::AesCbc { bits: 128 }, Encr::AesCbc { bits: 256 }]);
+        assert_eq!(p.integ, Integ::ALL.to_vec());
+        assert_eq!(p.prf, Prf::ALL.to_vec());
+        assert_eq!(p.dh, DhGroup::ALL.to_vec());
+        assert!(p.esn.is_empty());
+        let p = ike("aes128gcm16-aes256gcm16-aes128gcm128-aes256gcm128-prfsha256-curve25519");
+        assert_eq!(p.encr, vec![Encr::AesGcm16 { bits: 128 }, Encr::AesGcm16 { bits: 256 }]);
+        assert_eq!(p.dh, vec![DhGroup::Curve25519]);
+        assert!(p.integ.is_empty());
+        let p = esp("AES256-SHA512-esn-noesn");
+        assert_eq!(p.esn, vec![true, false]);
+        assert_eq!(p.integ, vec![Integ::HmacSha2_512_256]);
+        assert!(p.prf.is_empty() && p.dh.is_empty());
+    }
+
+    #[test]
+    fn strongswan_rules() {
+        // IKE: the PRF follows the integrity algorithms unless given.
+        let p = ike("aes256-sha256-sha1-modp3072");
+        assert_eq!(p.prf, vec![Prf::HmacSha2_256, Prf::HmacSha1]);
+        assert_eq!(ike("aes256-sha256-prfsha512-ecp384").prf, vec![Prf::HmacSha2_512]);
+        // IKE with AEAD: an integrity algorithm names the PRF and is dropped.
+        let p = ike("aes128gcm16-sha384-x25519");
+        assert_eq!((p.prf, p.integ), (vec![Prf::HmacSha2_384], vec![]));
+        // ESP: noesn by default, AEAD drops integrity, a DH group is PFS.
+        let p = esp("aes128gcm16-sha256-x25519");
+        assert_eq!((p.integ.clone(), p.esn.clone(), p.dh.clone()), (vec![], vec![false], vec![DhGroup::Curve25519]));
+        assert_eq!(esp("aes128-sha256").esn, vec![false]);
+    }
+
+    #[test]
+    fn refusals() {
+        let err = |s, proto| Proposal::parse(s, proto).unwrap_err();
+        let e = err("aes128-sha256-modp1024", Protocol::Ike);
+        assert!(e.contains("modp1024 (DH group 2) is broken and refused: use x25519 or ecp256"), "{e}");
+        assert!(err("aes128-sha256-modp768", Protocol::Esp).contains("modp768 (DH group 1) is broken"));
+        let e = err("aes128-sha256-3des-x25519", Protocol::Ike);
+        assert!(e.contains("\"3des\""), "{e}");
+        assert!(err("aes192-sha256-x25519", Protocol::Ike).contains("\"aes192\""));
+        assert!(err("aes128--sha256-x25519", Protocol::Ike).contains("empty"));
+        assert!(err("aes128gcm16-x25519", Protocol::Ike).contains("needs a PRF"));
+        assert!(err("aes128-sha256", Protocol::Ike).contains("needs a DH group"));
+        assert!(err("sha256-x25519", Protocol::Ike).contains("no encryption"));
+        assert!(err("aes128-x25519", Protocol::Ike).contains("integrity"));
+        assert!(err("aes128-prfsha256-x25519", Protocol::Ike).contains("integrity"));
+        assert!(err("aes128-x25519", Protocol::Esp).contains("integrity"));
+        assert!(err("aes128gcm16-aes128-sha256-x25519", Protocol::Ike).contains("two proposals"));
+        assert!(err("aes128-sha256-x25519-esn", Protocol::Ike).contains("ESP proposals only"));
+        assert!(err("aes128gcm16-prfsha256", Protocol::Esp).contains("IKE proposals only"));
+        assert!(err("aes256-sha384", Protocol::Esp).contains("no HMAC-SHA-384"));
+        // AEAD makes sha384 moot for ESP.
+        assert!(Proposal::parse("aes256gcm16-sha384", Protocol::Esp).is_ok());
+        assert!(err("", Protocol::Esp).contains("empty"));
+    }
+
+    #[test]
+    fn esp_mapping_and_lengths() {
+        assert_eq!(Encr::AesGcm16 { bits: 128 }.esp_cipher(), Some(tern_ipsec::Cipher::Aes128Gcm));
+        assert_eq!(Encr::AesGcm16 { bits: 256 }.esp_cipher(), Some(tern_ipsec::Cipher::Aes256Gcm));
+        assert_eq!(Encr::AesCbc { bits: 128 }.esp_cipher(), Some(tern_ipsec::Cipher::Aes128Cbc));
+        assert_eq!(Encr::AesCbc { bits: 256 }.esp_cipher(), Some(tern_ipsec::Cipher::Aes256Cbc));
+        assert_eq!(Encr::AesCbc { bits: 192 }.esp_cipher(), None);
+        assert_eq!(Integ::HmacSha1_96.esp_integ(), Some(tern_ipsec::Integ::HmacSha1_96));
+        assert_eq!(Integ::HmacSha2_256_128.esp_integ(), Some(tern_ipsec::Integ::HmacSha256_128));
+        assert_eq!(Integ::HmacSha2_384_192.esp_integ(), None);
+        assert_eq!(Integ::HmacSha2_512_256.esp_integ(), Some(tern_ipsec::Integ::HmacSha512_256));
+        assert_eq!(Encr::AesGcm16 { bits: 128 }.key_len(), 20);
+        assert_eq!(Encr::AesGcm16 { bits: 256 }.key_len(), 36);
+        assert_eq!(Encr::AesCbc { bits: 256 }.key_len(), 32);
+        let lens: Vec<_> = Integ::ALL.iter().map(|i| (i.key_len(), i.icv_len())).collect();
+        assert_eq!(lens, vec![(20, 12), (32, 16), (48, 24), (64, 32)]);
+        // An ESP proposal built by hand with sha384 does not offer it.
+        let p = Proposal { integ: vec![Integ::HmacSha2_384_192, Integ::HmacSha2_256_128], ..esp("aes128-sha256") };
+        let w = p.to_wire(1, Protocol::Esp, vec![0, 0, 0, 1]);
+        assert_eq!(w.transforms, vec![(1, 12, Some(128)), (3, 12, None), (5, 0, None)]);
+        // ... and does not accept it.
+        let theirs = Proposal { integ: vec![Integ::HmacSha2_384_192], ..p.clone() }.to_wire(1, Protocol::Ike, vec![]);
+        let theirs = WireProposal { protocol: Protocol::Esp, ..theirs };
+        assert_eq!(select(&[p], &[theirs], Protocol::Esp), None);
+    }
+
+    #[test]
+    fn to_wire_transforms() {
+        let w = ike("aes128gcm16-prfsha256-x25519-ecp256").to_wire(1, Protocol::Ike, vec![]);
+        assert_eq!(w.transforms, vec![(1, 20, Some(128)), (2, 5, None), (4, 31, None), (4, 19, None)]);
+        let w = esp("aes256-sha256-modp3072-esn").to_wire(2, Protocol::Esp, vec![1, 2, 3, 4]);
+        assert_eq!((w.number, w.spi.clone()), (2, vec![1, 2, 3, 4]));
+        assert_eq!(w.transforms, vec![(1, 12, Some(256)), (3, 12, None), (4, 15, None), (5, 1, None)]);
+    }
+
+    #[test]
+    fn selection() {
+        let ours = [ike("aes256gcm16-prfsha384-ecp384"), ike("aes128gcm16-prfsha256-x25519")];
+        let theirs = [
+            ike("aes128-sha256-modp2048").to_wire(1, Protocol::Ike, vec![]),
+            ike("aes128gcm16-aes256gcm16-prfsha256-prfsha384-x25519-ecp384").to_wire(2, Protocol::Ike, vec![]),
+            ike("aes256gcm16-prfsha384-ecp384").to_wire(3, Protocol::Ike, vec![]),
+        ];
+        // Their order of proposals wins; within one, our order of algorithms.
+        let (n, c, spi) = select(&ours, &theirs, Protocol::Ike).unwrap();
+        assert_eq!((n, spi), (2, vec![]));
+        assert_eq!(c.to_string(), "aes256gcm16-prfsha384-ecp384");
+        let (n, c, _) = select(&ours[1..], &theirs, Protocol::Ike).unwrap();
+        assert_eq!((n, c.to_string().as_str()), (2, "aes128gcm16-prfsha256-x25519"));
+        // Nothing in common.
+        assert_eq!(select(&ours, &theirs[..1], Protocol::Ike), None);
+        // A proposal of the other protocol is not considered.
+        assert_eq!(select(&ours, &theirs, Protocol::Esp), None);
+        // A transform type tern does not know makes their proposal unacceptable.
+        let mut odd = theirs[2].clone();
+        odd.transforms.push((6, 1, None));
+        assert_eq!(select(&ours, &[odd], Protocol::Ike), None);
+        // ESN: theirs esn only, ours noesn: none; ours both: esn.
+        let their_esp = [esp("aes128gcm16-esn").to_wire(1, Protocol::Esp, vec![9, 9, 9, 9])];
+        assert_eq!(select(&[esp("aes128gcm16")], &their_esp, Protocol::Esp), None);
+        let (_, c, spi) = select(&[esp("aes128gcm16-noesn-esn")], &their_esp, Protocol::Esp).unwrap();
+        assert_eq!((c.to_string().as_str(), spi), ("aes128gcm16-esn", vec![9, 9, 9, 9]));
+        // PFS: ours wants a group, theirs has none (and the reverse).
+        let no_pfs = [esp("aes128-sha256").to_wire(1, Protocol::Esp, vec![1, 1, 1, 1])];
+        assert_eq!(select(&[esp("aes128-sha256-x25519")], &no_pfs, Protocol::Esp), None);
+        let pfs = [esp("aes128-sha256-x25519").to_wire(1, Protocol::Esp, vec![1, 1, 1, 1])];
+        assert_eq!(select(&[esp("aes128-sha256")], &pfs, Protocol::Esp), None);
+        let (_, c, _) = select(&[esp("aes128-sha256-x25519").without_dh()], &no_pfs, Protocol::Esp).unwrap();
+        assert_eq!(c.to_string(), "aes128-sha256");
+        let (_, c, _) = select(&[esp("aes128-sha512-sha256-ecp256-x25519")], &pfs, Protocol::Esp).unwrap();
+        assert_eq!(c.to_string(), "aes128-sha256-x25519");
+        // AEAD with an integrity transform other than NONE is not accepted.
+        let mut bad = esp("aes128gcm16").to_wire(1, Protocol::Esp, vec![1, 1, 1, 1]);
+        bad.transforms.push((3, 12, None));
+        assert_eq!(select(&[esp("aes128gcm16")], &[bad.clone()], Protocol::Esp), None);
+        bad.transforms.pop();
+        bad.transforms.push((3, 0, None));
+        assert!(select(&[esp("aes128gcm16")], &[bad], Protocol::Esp).is_some());
+        // The key length matters.
+        let w = [ike("aes256-sha256-x25519").to_wire(1, Protocol::Ike, vec![])];
+        assert_eq!(select(&[ike("aes128-sha256-x25519")], &w, Protocol::Ike), None);
+    }
+
+    #[test]
+    fn answers() {
+        let ours = [ike("aes128gcm16-prfsha256-x25519"), ike("aes256-sha256-modp3072")];
+        let c = Chosen {
+            encr: Encr::AesCbc { bits: 256 },
+            prf: Some(Prf::HmacSha2_256),
+            integ: Some(Integ::HmacSha2_256_128),
+            dh: Some(DhGroup::Modp3072),
+            esn: false,
+        };
+        let w = c.to_wire(2, Protocol::Ike, vec![]);
+        assert_eq!(w.transforms, vec![(1, 12, Some(256)), (2, 5, None), (3, 12, None), (4, 15, None)]);
+        assert_eq!(Chosen::from_wire(&w).unwrap(), c);
+        assert!(c.offered_by(&ours));
+        assert!(!Chosen { dh: Some(DhGroup::Curve25519), ..c }.offered_by(&ours));
+        assert!(!Chosen { integ: None, ..c }.offered_by(&ours));
+        assert_eq!(c.to_string(), "aes256-sha256-prfsha256-modp3072");
+
+        // Two transforms of a type, a missing one, unknown ones.
+        let mut two = w.clone();
+        two.transforms.push((4, 31, None));
+        assert!(Chosen::from_wire(&two).unwrap_err().contains("more than one DH group"));
+        let mut none = w.clone();
+        none.transforms.retain(|t| t.0 != 2);
+        assert!(Chosen::from_wire(&none).unwrap_err().contains("no PRF"));
+        let mut unknown = w.clone();
+        unknown.transforms[3] = (4, 2, None);
+        assert!(Chosen::from_wire(&unknown).unwrap_err().contains("DH group 2"));
+        let mut esn_in_ike = w.clone();
+        esn_in_ike.transforms.push((5, 0, None));
+        assert!(Chosen::from_wire(&esn_in_ike).is_err());
+        let mut gcm_integ = Chosen { encr: Encr::AesGcm16 { bits: 128 }, ..c }.to_wire(1, Protocol::Ike, vec![]);
+        assert!(Chosen::from_wire(&gcm_integ).unwrap_err().contains("pairs"));
+        gcm_integ.transforms.retain(|t| t.0 != 3);
+        assert!(Chosen::from_wire(&gcm_integ).is_ok());
+
+        // ESP: esn, no PFS.
+        let e = Chosen { encr: Encr::AesGcm16 { bits: 256 }, prf: None, integ: None, dh: None, esn: true };
+        let w = e.to_wire(1, Protocol::Esp, vec![1, 2, 3, 4]);
+        assert_eq!(w.transforms, vec![(1, 20, Some(256)), (5, 1, None)]);
+        assert_eq!(Chosen::from_wire(&w).unwrap(), e);
+        assert_eq!(e.to_string(), "aes256gcm16-esn");
+        assert!(e.offered_by(&[esp("aes256gcm16-esn")]));
+        assert!(!e.offered_by(&[esp("aes256gcm16")]));
+        assert!(!e.offered_by(&[esp("aes256gcm16-esn-x25519")]));
+        let mut prf_in_esp = w.clone();
+        prf_in_esp.transforms.push((2, 5, None));
+        assert!(Chosen::from_wire(&prf_in_esp).is_err());
+    }
+
+    fn chosen_strategy() -> impl Strategy<Value = (Proposal, Protocol)> {
+        let encr = prop_oneof![
+            Just(Encr::AesCbc { bits: 128 }),
+            Just(Encr::AesCbc { bits: 256 }),
+            Just(Encr::AesGcm16 { bits: 128 }),
+            Just(Encr::AesGcm16 { bits: 256 })
+        ];
+        let sub = |n: usize| proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=n).prop_shuffle();
+        (encr, sub(4), sub(4), sub(6), proptest::sample::subsequence(vec![false, true], 1..=2), any::<bool>()).prop_map(
+            |(e, prf, integ, dh, esn, is_ike)| {
+                let protocol = if is_ike { Protocol::Ike } else { Protocol::Esp };
+                let mut p = Proposal {
+                    encr: vec![e],
+                    prf: prf.iter().map(|&i| Prf::ALL[i]).collect(),
+                    integ: integ.iter().map(|&i| Integ::ALL[i]).collect(),
+                    dh: dh.iter().map(|&i| DhGroup::ALL[i]).collect(),
+                    esn,
+                };
+                if e.is_aead() {
+                    p.integ.clear();
+                }
+                if !is_ike {
+                    p.prf.clear();
+                    p.integ.retain(|i| i.esp_integ().is_some());
+                    if p.integ.is_empty() && !e.is_aead() {
+                        p.integ.push(Integ::HmacSha2_256_128);
+                    }
+                } else {
+                    p.esn.clear();
+                }
+                (p, protocol)
+            },
+        )
+    }
+
+    proptest! {
+        /// A proposal shown and parsed back is itself; offered to a peer
+        /// with the same configuration it is accepted, and the answer reads
+        /// back as a choice the proposal offered.
+        #[test]
+        fn display_parse_select_answer((p, protocol) in chosen_strategy()) {
+            prop_assert_eq!(&Proposal::parse(&p.to_string(), protocol).unwrap(), &p);
+            let w = p.to_wire(7, protocol, vec![1, 2, 3, 4]);
+            let (n, c, spi) = select(std::slice::from_ref(&p), &[w], protocol).unwrap();
+            prop_assert_eq!((n, spi), (7, vec![1, 2, 3, 4]));
+            prop_assert!(c.offered_by(std::slice::from_ref(&p)));
+            prop_assert_eq!(Chosen::from_wire(&c.to_wire(7, protocol, vec![])).unwrap(), c);
+            prop_assert_eq!(Proposal::parse(&c.to_string(), protocol).unwrap().to_string(), c.to_string());
+            // Our first choice of each.
+            prop_assert_eq!(Some(&c.encr), p.encr.first());
+            prop_assert_eq!(c.dh.as_ref(), p.dh.first());
+        }
+
+        /// Proposal strings of random tokens: an error or a proposal, no panic.
+        #[test]
+        fn random_strings(s in "[a-z0-9-]{0,40}", ike in any::<bool>()) {
+            let _ = Proposal::parse(&s, if ike { Protocol::Ike } else { Protocol::Esp });
+        }
+    }
 }
