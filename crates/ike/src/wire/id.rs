@@ -250,6 +250,9 @@ impl Identity {
         if s.is_empty() {
             return Err("empty identity".into());
         }
+        if s.eq_ignore_ascii_case("%any") {
+            return Err("%any is not an identity: leave the identity out to accept any".into());
+        }
         if let Ok(a) = s.parse::<IpAddr>() {
             return Ok(Identity::Ip(a));
         }

@@ -474,6 +474,7 @@ fn identity_parse() {
     assert!(Identity::parse("keyid:abc").unwrap_err().contains("hex"));
     assert!(Identity::parse("").is_err());
     assert!(Identity::parse("@").is_err());
+    assert!(Identity::parse("%any").unwrap_err().contains("leave the identity out"));
 
     let moon = Identity::parse("C=CH, O=strongSwan, CN=moon").unwrap();
     assert_eq!(moon, Identity::Dn(MOON_DN.to_vec()));
