@@ -21,6 +21,12 @@ pub const ID_KEY_ID: u8 = 11;
 /// The ID payload's body after the generic header: ID type, 3 reserved
 /// bytes, data (what AUTH's prf(SK_p, IDx') covers).
 pub fn id_body(id: &Identity) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_id(id, &mut out);
+    out
+}
+
+pub(super) fn encode_id(id: &Identity, out: &mut Vec<u8>) {
     let (kind, data): (u8, &[u8]) = match id {
         Identity::Ip(IpAddr::V4(a)) => (ID_IPV4_ADDR, &a.octets()[..]),
         Identity::Ip(IpAddr::V6(a)) => (ID_IPV6_ADDR, &a.octets()[..]),
@@ -29,10 +35,8 @@ pub fn id_body(id: &Identity) -> Vec<u8> {
         Identity::Dn(d) => (ID_DER_ASN1_DN, d),
         Identity::KeyId(k) => (ID_KEY_ID, k),
     };
-    let mut out = Vec::with_capacity(4 + data.len());
     out.extend_from_slice(&[kind, 0, 0, 0]);
     out.extend_from_slice(data);
-    out
 }
 
 pub(super) fn decode_id(kind: u8, body: &[u8]) -> Result<Identity, WireError> {
