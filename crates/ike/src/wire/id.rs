@@ -111,14 +111,20 @@ fn is_printable(s: &str) -> bool {
 /// `C=CH, O=strongSwan, CN=moon` to the DER of an X.509 Name.
 fn parse_dn(s: &str) -> Result<Vec<u8>, String> {
     let mut rdns = Vec::new();
-    // Split on unescaped commas; "\," is a literal comma.
+    // Split on unescaped commas ("\," is a literal comma), or on slashes if
+    // the DN starts with one (OpenSSL's "/C=CH/O=strongSwan/CN=moon"), as
+    // strongSwan does.
+    let (sep, body) = match s.strip_prefix('/') {
+        Some(rest) => ('/', rest),
+        None => (',', s),
+    };
     let mut parts = Vec::new();
     let mut cur = String::new();
-    let mut chars = s.chars();
+    let mut chars = body.chars();
     while let Some(c) = chars.next() {
         match c {
             '\\' => cur.push(chars.next().ok_or_else(|| format!("DN {s:?} ends in a backslash"))?),
-            ',' => parts.push(std::mem::take(&mut cur)),
+            c if c == sep => parts.push(std::mem::take(&mut cur)),
             c => cur.push(c),
         }
     }
