@@ -289,12 +289,15 @@ impl Identity {
 
 /// As strongSwan shows identities: the address, the name, the DN as
 /// `C=CH, O=strongSwan, CN=moon`; a key ID as `keyid:hex` (which
-/// [`Identity::parse`] reads back).
+/// [`Identity::parse`] reads back). Control characters a peer put in its
+/// ID show as `?` (they would forge log lines otherwise).
 impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Identity::Ip(a) => write!(f, "{a}"),
-            Identity::Fqdn(s) | Identity::Email(s) => f.write_str(s),
+            Identity::Fqdn(s) | Identity::Email(s) => {
+                s.chars().try_for_each(|c| std::fmt::Write::write_char(f, if c.is_control() { '?' } else { c }))
+            }
             Identity::Dn(d) => match dn_text(d) {
                 Some(t) => f.write_str(&t),
                 None => write!(f, "(invalid DN {})", hex(d)),

@@ -498,6 +498,9 @@ fn identity_parse() {
     assert!(Identity::parse("C=CH, CN=").unwrap_err().contains("no value"));
     assert!(Identity::parse("C=CH, moon").is_err());
 
+    // A peer's control characters do not reach the logs.
+    assert_eq!(Identity::Fqdn("a\nb\x1b[31m".into()).to_string(), "a?b?[31m");
+    assert_eq!(Identity::Email("x@y\r".into()).to_string(), "x@y?");
     // Invalid DER still displays.
     assert_eq!(Identity::Dn(vec![0x30, 0x05, 1]).to_string(), "(invalid DN 300501)");
     // An attribute tern has no name for: its dotted OID.
