@@ -87,8 +87,6 @@ const ATTRIBUTES: &[(&[&str], &[u8], bool)] = &[
     // charon's own IDs show.
     (&["SN", "surname"], &[0x55, 0x04, 0x04], false),
     (&["serialNumber"], &[0x55, 0x04, 0x05], false),
-    (&["GN", "givenName"], &[0x55, 0x04, 0x2a], false),
-    (&["T", "title"], &[0x55, 0x04, 0x0c], false),
     (&["DC"], &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19], false),
     (&["UID"], &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01], false),
     (&["E", "emailAddress", "Email"], &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01], true),
@@ -143,7 +141,7 @@ fn parse_dn(s: &str) -> Result<Vec<u8>, String> {
             ATTRIBUTES.iter().find(|(names, _, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
         else {
             return Err(format!(
-                "DN {s:?}: unknown attribute {name:?} (known: C, ST, L, O, OU, CN, SN, serialNumber, GN, T, DC, UID, E)"
+                "DN {s:?}: unknown attribute {name:?} (known: C, ST, L, O, OU, CN, SN, serialNumber, DC, UID, E)"
             ));
         };
         if value.is_empty() {
