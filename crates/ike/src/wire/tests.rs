@@ -689,3 +689,39 @@ mod strongswan {
         assert!(matches!(&info.payloads[..], [Payload::Sk { first: 0, .. }]));
     }
 }
+
+#[test]
+fn identities_match_as_strongswan_compares_them() {
+    let moon = Identity::Dn(MOON_DN.to_vec());
+    // The same name with UTF8Strings (what OpenSSL puts in certificates).
+    let mut utf8 = MOON_DN.to_vec();
+    for at in [24, 45] {
+        assert_eq!(utf8[at], 0x13);
+        utf8[at] = 0x0c;
+    }
+    let utf8 = Identity::Dn(utf8);
+    assert_ne!(moon, utf8);
+    assert!(moon.matches(&utf8) && utf8.matches(&moon));
+    assert_eq!(utf8.to_string(), moon.to_string());
+    // PrintableStrings compare without regard to case; UTF8Strings do not.
+    let lower = Identity::parse("c=ch, o=STRONGSWAN, cn=Moon").unwrap();
+    assert!(moon.matches(&lower));
+    assert!(!utf8.matches(&lower));
+    // Another value, another order, another attribute, one more: no.
+    for other in [
+        "C=CH, O=strongSwan, CN=sun",
+        "O=strongSwan, C=CH, CN=moon",
+        "C=CH, OU=strongSwan, CN=moon",
+        "C=CH, O=strongSwan, CN=moon, E=a@b",
+    ] {
+        assert!(!moon.matches(&Identity::parse(other).unwrap()), "{other}");
+    }
+    // Unparseable DER matches only itself.
+    let junk = Identity::Dn(vec![0x30, 0x03, 1, 2]);
+    assert!(junk.matches(&junk.clone()) && !junk.matches(&moon));
+    assert!(Identity::Fqdn("Moon.Example".into()).matches(&Identity::Fqdn("moon.example".into())));
+    assert!(Identity::Email("Ops@Example.net".into()).matches(&Identity::Email("ops@example.net".into())));
+    assert!(!Identity::Fqdn("moon.example".into()).matches(&Identity::Email("moon.example".into())));
+    let ip = Identity::parse("10.0.0.1").unwrap();
+    assert!(ip.matches(&ip.clone()) && !ip.matches(&Identity::parse("10.0.0.2").unwrap()));
+}
