@@ -6,6 +6,8 @@
 //!
 //! Owner: helper "ike-wire".
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::config::{Identity, TrafficSelector};
 use crate::proposal::Protocol;
 
@@ -171,7 +173,7 @@ pub struct Message {
 }
 
 /// Why a message did not decode.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WireError {
     #[error("message too short")]
     Truncated,
@@ -214,3 +216,6 @@ pub mod payload_kind {
     pub const EAP: u8 = 48;
     pub const SKF: u8 = 53;
 }
+
+#[cfg(test)]
+mod tests;
