@@ -96,6 +96,9 @@ pub struct Ike {
     pub(crate) pools: HashMap<String, Pool>,
     pub(crate) next_id: u64,
     pub(crate) rng: SystemRandom,
+    /// Peers (by name) this side asks a virtual IP of when initiating:
+    /// `true` for IPv6.
+    pub(crate) vip_requests: HashMap<String, bool>,
 }
 
 impl Ike {
@@ -122,6 +125,7 @@ impl Ike {
             pools: HashMap::new(),
             next_id: 1,
             rng,
+            vip_requests: HashMap::new(),
         }
     }
 
@@ -213,6 +217,22 @@ impl Ike {
     pub fn initiate(&mut self, now: Instant, peer: &str) -> Result<u64, String> {
         let cfg = self.peers.iter().find(|p| p.name == peer).cloned().ok_or_else(|| format!("no peer {peer:?}"))?;
         self.initiate_sa(now, cfg)
+    }
+
+    /// As a remote-access client: ask `peer` for a virtual IP (IPv6 if
+    /// `v6`) in the IKE_AUTH of the next IKE SAs initiated with it
+    /// (a configuration payload, RFC 7296 3.15); `None` stops asking. The
+    /// child SA then carries the address in `ChildSa::virtual_ip` and its
+    /// selectors are narrowed to it.
+    pub fn request_virtual_ip(&mut self, peer: &str, v6: Option<bool>) {
+        match v6 {
+            Some(v6) => {
+                self.vip_requests.insert(peer.to_string(), v6);
+            }
+            None => {
+                self.vip_requests.remove(peer);
+            }
+        }
     }
 
     /// Deletes the peer's IKE SAs (INFORMATIONAL delete), or one by id.

@@ -102,6 +102,11 @@ impl Ike {
             payloads.push(Payload::IdR(rid.clone()));
         }
         payloads.push(auth);
+        let vip = self.vip_requests.get(&cfg.name).copied();
+        if let Some(v6) = vip {
+            let kind = if v6 { INTERNAL_IP6_ADDRESS } else { INTERNAL_IP4_ADDRESS };
+            payloads.push(Payload::Cp { kind: CFG_REQUEST, attributes: vec![CpAttribute { kind, value: Vec::new() }] });
+        }
         let esp = without_dh(&cfg.esp_proposals);
         payloads.push(Payload::Sa(
             esp.iter()
@@ -111,7 +116,10 @@ impl Ike {
                 })
                 .collect(),
         ));
-        payloads.push(Payload::TsI(or_any(&cfg.local_ts)));
+        payloads.push(Payload::TsI(match vip {
+            Some(v6) => vec![TrafficSelector::any(v6)],
+            None => or_any(&cfg.local_ts),
+        }));
         payloads.push(Payload::TsR(or_any(&cfg.remote_ts)));
         sa.state = State::AuthSent;
         self.send_request(sa, now, wire::IKE_AUTH, &payloads, Req::Auth);
@@ -319,7 +327,8 @@ impl Ike {
         }
         let spi_in = self.alloc_child_spi();
         let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return Err(notify::INVALID_SYNTAX) };
-        let (i2r, r2i) = child_keys(keys.prf, &keys.sk_d, &chosen, None, &half.ni, &half.nr, spi_in, their_spi);
+        let (i2r, r2i) = child_keys(keys.prf, &keys.sk_d, &chosen, None, &half.ni, &half.nr, spi_in, their_spi)
+            .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
         extra.push(Payload::Sa(vec![chosen.to_wire(number, Protocol::Esp, spi_in.to_be_bytes().to_vec())]));
         extra.push(Payload::TsI(ts_i.clone()));
         extra.push(Payload::TsR(ts_r.clone()));
@@ -428,7 +437,8 @@ impl Ike {
             }
         }
         let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return Err("internal") };
-        let (i2r, r2i) = child_keys(keys.prf, &keys.sk_d, &chosen, None, &half.ni, &half.nr, spi_out, half.child_spi);
+        let (i2r, r2i) = child_keys(keys.prf, &keys.sk_d, &chosen, None, &half.ni, &half.nr, spi_out, half.child_spi)
+            .map_err(|_| "no-proposal-chosen")?;
         let child = new_child(self.new_id(), half.child_spi, spi_out, chosen, tsi, tsr);
         Ok((child, r2i, i2r))
     }

@@ -145,7 +145,8 @@ impl Ike {
             };
             let keys = sa.keys.as_ref().ok_or("internal")?;
             let (i2r, r2i) =
-                child_keys(keys.prf, &keys.sk_d, &chosen, shared.as_deref().map(|s| &s[..]), &ni, &nr, spi_out, spi_in);
+                child_keys(keys.prf, &keys.sk_d, &chosen, shared.as_deref().map(|s| &s[..]), &ni, &nr, spi_out, spi_in)
+                    .map_err(|_| "no-proposal-chosen")?;
             Ok((chosen, spi_out, nr, tsi, tsr, i2r, r2i))
         })();
         let (chosen, spi_out, nr, tsi, tsr, i2r, r2i) = match result {
@@ -275,7 +276,8 @@ impl Ike {
         let keys = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
         // The exchange's initiator is the peer: i->r is what we receive.
         let (i2r, r2i) =
-            child_keys(keys.prf, &keys.sk_d, &chosen, shared.as_deref().map(|s| &s[..]), &ni, &nr, spi_in, their_spi);
+            child_keys(keys.prf, &keys.sk_d, &chosen, shared.as_deref().map(|s| &s[..]), &ni, &nr, spi_in, their_spi)
+                .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
         let mut resp = vec![
             Payload::Sa(vec![chosen.to_wire(number, Protocol::Esp, spi_in.to_be_bytes().to_vec())]),
             Payload::Nonce(nr.clone()),
@@ -352,7 +354,8 @@ impl Ike {
             }
             let shared = dh.agree(&kd).map_err(|_| "invalid-ke")?;
             let old = sa.keys.as_ref().ok_or("internal")?;
-            let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, spi, their);
+            let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, spi, their)
+                .map_err(|_| "no-proposal-chosen")?;
             Ok((chosen, keys, their))
         })();
         match result {
@@ -398,7 +401,8 @@ impl Ike {
         let spi = self.alloc_ike_spi();
         let nr = self.nonce();
         let old = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
-        let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, their, spi);
+        let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, their, spi)
+            .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
         let resp = [
             Payload::Sa(vec![chosen.to_wire(number, Protocol::Ike, spi.to_be_bytes().to_vec())]),
             Payload::Nonce(nr),

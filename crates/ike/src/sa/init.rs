@@ -282,7 +282,15 @@ impl Ike {
         };
         let spi_r = self.alloc_ike_spi();
         let nr = self.nonce();
-        let keys = IkeKeys::derive(&chosen, &shared, &ni, &nr, h.spi_i, spi_r);
+        let keys = match IkeKeys::derive(&chosen, &shared, &ni, &nr, h.spi_i, spi_r) {
+            Ok(k) => k,
+            Err(e) => {
+                log::warn!("ike: peer {} ({remote}): {e}", cfg.name);
+                self.fail("no-proposal-chosen");
+                self.answer_init_stateless(local, remote, h.spi_i, notify::NO_PROPOSAL_CHOSEN, Vec::new());
+                return;
+            }
+        };
         drop(shared);
         let nat_remote = !nat_src.is_empty() && !nat_src.iter().any(|x| *x == nat_hash(h.spi_i, 0, remote));
         let nat_local = nat_dst.is_some_and(|d| d != nat_hash(h.spi_i, 0, local));
@@ -444,7 +452,14 @@ impl Ike {
             }
         };
         sa.spi_r = h.spi_r;
-        let keys = IkeKeys::derive(&chosen, &shared, &half.ni, &nr, sa.spi_i, sa.spi_r);
+        let keys = match IkeKeys::derive(&chosen, &shared, &half.ni, &nr, sa.spi_i, sa.spi_r) {
+            Ok(k) => k,
+            Err(e) => {
+                log::warn!("ike: peer {who}: {e}");
+                self.init_failed(sa, "no-proposal-chosen");
+                return;
+            }
+        };
         drop(shared);
         half.nr = nr;
         half.init_resp = data.to_vec();
