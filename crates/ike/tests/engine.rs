@@ -822,3 +822,74 @@ fn timers_are_not_walked() {
     assert_eq!(n.i.stats().dpd_sent, 50);
     assert_eq!(n.r.stats().ike_sas, 50);
 }
+
+fn cert_auth(cert: &str, key: &str) -> AuthConfig {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
+    let c = tern_ike::auth::Credentials::load(&dir.join(cert), &dir.join(key), &[dir.join("ca.pem")])
+        .unwrap_or_else(|e| panic!("{cert}: {e}"));
+    AuthConfig::Pubkey(std::sync::Arc::new(c))
+}
+
+fn cert_pair(i_cert: (&str, &str, &str), r_cert: (&str, &str, &str)) -> (PeerConfig, PeerConfig) {
+    let (mut a, mut b) = pair_configs();
+    a.auth = cert_auth(i_cert.0, i_cert.1);
+    a.local_id = Identity::Fqdn(i_cert.2.into());
+    a.remote_id = Some(Identity::Fqdn(r_cert.2.into()));
+    b.auth = cert_auth(r_cert.0, r_cert.1);
+    b.local_id = Identity::Fqdn(r_cert.2.into());
+    b.remote_id = Some(Identity::Fqdn(i_cert.2.into()));
+    (a, b)
+}
+
+#[test]
+fn certificates_establish_and_big_ike_auth_is_fragmented() {
+    const VENUS: (&str, &str, &str) = ("venus-chain.pem", "venus.key", "venus.tern.test");
+    const MOON: (&str, &str, &str) = ("moon.pem", "moon.key", "moon.tern.test");
+    for fragment_size in [1280, 576] {
+        let (a, b) = cert_pair(VENUS, MOON);
+        let mut n = Net::new(Settings { fragment_size, ..Settings::default() }, a, vec![b]);
+        establish(&mut n);
+        assert_child_pair(&installs(&n.i_events)[0], &installs(&n.r_events)[0]);
+        assert_eq!(n.r.ike_sas()[0].remote_id, "venus.tern.test");
+        let auth_reqs: Vec<_> =
+            n.sent.iter().filter(|s| s.0 && wire::Header::decode(&s.3).unwrap().exchange == wire::IKE_AUTH).collect();
+        // The RSA chain (two certificates) does not fit 1280 bytes either.
+        assert!(auth_reqs.len() > 1, "{fragment_size}: {} datagrams", auth_reqs.len());
+        for (_, _, remote, d) in &auth_reqs {
+            assert!(d.len() + 28 <= fragment_size, "{} bytes to {remote}", d.len());
+            assert_eq!(wire::Header::decode(d).unwrap().next_payload, wire::payload_kind::SKF);
+        }
+    }
+}
+
+#[test]
+fn lost_fragment_is_recovered_by_retransmission() {
+    let (a, b) =
+        cert_pair(("venus-chain.pem", "venus.key", "venus.tern.test"), ("moon.pem", "moon.key", "moon.tern.test"));
+    let mut n = Net::new(Settings { fragment_size: 576, ..Settings::default() }, a, vec![b]);
+    let mut seen = 0;
+    n.loss = Some(Box::new(move |from_i, data| {
+        let h = wire::Header::decode(data).unwrap();
+        if from_i && h.exchange == wire::IKE_AUTH {
+            seen += 1;
+            return seen == 2; // the second fragment, once
+        }
+        false
+    }));
+    n.connect();
+    assert!(n.run_until(Duration::from_secs(10), |n| ups(&n.i_events) == 1));
+    assert_eq!(n.i.stats().retransmits, 1);
+    assert_eq!(n.r.stats().setups, 1);
+}
+
+#[test]
+fn untrusted_or_expired_certificates_fail() {
+    for bad in [("evil.pem", "evil.key", "evil.tern.test"), ("expired.pem", "expired.key", "expired.tern.test")] {
+        let (a, b) = cert_pair(bad, ("moon.pem", "moon.key", "moon.tern.test"));
+        let mut n = Net::new(Settings::default(), a, vec![b]);
+        n.connect();
+        assert_eq!(ups(&n.r_events), 0, "{}", bad.0);
+        assert_eq!(failures(&n.r, "authentication-failed"), 1);
+        assert_eq!(downs(&n.i_events), vec!["authentication-failed"]);
+    }
+}
