@@ -99,7 +99,19 @@ pub struct Ike {
     /// Peers (by name) this side asks a virtual IP of when initiating:
     /// `true` for IPv6.
     pub(crate) vip_requests: HashMap<String, bool>,
+    /// Peers with `start` to initiate again at a time (their IKE SA failed
+    /// or died), by name.
+    pub(crate) restarts: Vec<(Instant, String)>,
+    /// The latest `now` the caller gave (for `ike_sas`'s ages).
+    pub(crate) clock: Option<Instant>,
+    /// IKE SAs (our SPI) the peer rekeyed while our own rekey of them was
+    /// under way: the peer's new SA (our SPI) and its exchange's lowest
+    /// nonce (RFC 7296 2.8.2).
+    pub(crate) rekey_collisions: HashMap<u64, (u64, Box<[u8]>)>,
 }
+
+/// A `start` peer whose IKE SA failed or died is initiated again after this.
+pub(crate) const RESTART_DELAY: Duration = Duration::from_secs(10);
 
 impl Ike {
     pub fn new(settings: Settings) -> Ike {
@@ -126,6 +138,9 @@ impl Ike {
             next_id: 1,
             rng,
             vip_requests: HashMap::new(),
+            restarts: Vec::new(),
+            clock: None,
+            rekey_collisions: HashMap::new(),
         }
     }
 
@@ -170,6 +185,7 @@ impl Ike {
     /// non-ESP marker already stripped). `wall` is the wall clock
     /// (certificates' validity).
     pub fn handle(&mut self, now: Instant, wall: SystemTime, local: SocketAddr, remote: SocketAddr, data: &[u8]) {
+        self.clock = Some(now);
         let header = match Header::decode(data) {
             Ok(h) => h,
             Err(e) => {
@@ -215,6 +231,7 @@ impl Ike {
 
     /// Starts an IKE SA (and its first child SA) with the named peer.
     pub fn initiate(&mut self, now: Instant, peer: &str) -> Result<u64, String> {
+        self.clock = Some(now);
         let cfg = self.peers.iter().find(|p| p.name == peer).cloned().ok_or_else(|| format!("no peer {peer:?}"))?;
         self.initiate_sa(now, cfg)
     }
@@ -276,6 +293,22 @@ impl Ike {
     /// Runs what is due (retransmissions, rekeys, liveness checks,
     /// half-open expiry).
     pub fn poll(&mut self, now: Instant) {
+        self.clock = Some(now);
+        if self.restarts.iter().any(|(t, _)| *t <= now) {
+            let (due, later): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.restarts).into_iter().partition(|(t, _)| *t <= now);
+            self.restarts = later;
+            for (_, name) in due {
+                let wanted = self.peers.iter().any(|p| p.name == name && p.start);
+                let running = self.sas.values().any(|sa| sa.peer.name == name && sa.state != State::Deleting);
+                if wanted
+                    && !running
+                    && let Err(e) = self.initiate(now, &name)
+                {
+                    log::warn!("ike: peer {name}: cannot initiate again: {e}");
+                }
+            }
+        }
         if self.cookie.rotate_at.is_none_or(|t| t <= now) {
             self.rotate_cookie_secret(now);
         }
@@ -301,10 +334,7 @@ impl Ike {
     /// When [`Ike::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         let t = self.timers.peek().map(|Reverse((t, _))| *t);
-        match (t, self.cookie.rotate_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min()].into_iter().flatten().min()
     }
 
     /// What to do, in order; the caller drains it after every call.
@@ -321,7 +351,7 @@ impl Ike {
     }
 
     pub fn ike_sas(&self) -> Vec<IkeSaInfo> {
-        let now = Instant::now();
+        let now = self.clock;
         let mut v: Vec<IkeSaInfo> = self
             .sas
             .values()
@@ -341,7 +371,10 @@ impl Ike {
                     state: if rekeying && sa.state == State::Established { "rekeying" } else { sa.state.name() },
                     proposal: sa.chosen.map(|c| c.to_string()).unwrap_or_default(),
                     remote_id: sa.remote_id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
-                    established_secs: sa.established_at.map_or(0, |t| now.saturating_duration_since(t).as_secs()),
+                    established_secs: match (now, sa.established_at) {
+                        (Some(now), Some(t)) => now.saturating_duration_since(t).as_secs(),
+                        _ => 0,
+                    },
                     children: sa.children.iter().map(|c| (c.id, c.spi_in, c.spi_out, c.chosen.to_string())).collect(),
                     nat: sa.nat(),
                 }
@@ -402,6 +435,7 @@ impl Ike {
 
     /// Removes every index entry and count of a dead SA.
     fn forget(&mut self, sa: &mut IkeSa) {
+        self.rekey_collisions.remove(&sa.our_spi());
         self.unmark_half_open(sa);
         if sa.counted_established {
             sa.counted_established = false;
@@ -670,6 +704,17 @@ impl Ike {
                 inbound_spi: c.spi_in,
                 outbound_spi: c.spi_out,
             });
+        }
+        // A `start` peer's SA that failed or died (not one deleted on
+        // purpose) is initiated again.
+        let deliberate = matches!(reason, "deleted" | "deleted by peer" | "terminated" | "configuration changed");
+        if !sa.announced_down
+            && sa.initiator
+            && sa.peer.start
+            && !deliberate
+            && let Some(now) = self.clock
+        {
+            self.restarts.push((now + RESTART_DELAY, sa.peer.name.clone()));
         }
         if !sa.announced_down && (sa.announced_up || sa.initiator) {
             if sa.announced_up {

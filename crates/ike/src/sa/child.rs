@@ -356,15 +356,55 @@ impl Ike {
             let old = sa.keys.as_ref().ok_or("internal")?;
             let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, spi, their)
                 .map_err(|_| "no-proposal-chosen")?;
-            Ok((chosen, keys, their))
+            Ok((chosen, keys, their, nr))
         })();
         match result {
-            Ok((chosen, keys, their)) => {
-                let new = self.take_over(sa, now, true, spi, their, chosen, keys);
-                log::info!("ike: peer {who}: IKE SA {} rekeyed (SPIs {:#018x}/{:#018x})", new.id, new.spi_i, new.spi_r);
-                self.put_back(new, now);
-                // The initiator of the rekey deletes the old SA.
-                self.send_delete_ike(sa, now);
+            Ok((chosen, keys, their, nr)) => {
+                let collision = self.rekey_collisions.remove(&sa.our_spi());
+                let mut new = self.take_over(sa, now, true, spi, their, chosen, keys);
+                match collision {
+                    None => {
+                        log::info!("ike: peer {who}: IKE SA {} rekeyed", new.id);
+                        self.put_back(new, now);
+                        // The initiator of the rekey deletes the old SA.
+                        self.send_delete_ike(sa, now);
+                    }
+                    // RFC 7296 2.8.2: the peer rekeyed it too. The exchange
+                    // with the lowest nonce loses: its initiator deletes the
+                    // SA it made, the winner's initiator deletes the old one.
+                    Some((theirs_spi, their_min)) if min_nonce(&ni, &nr) < &their_min[..] => {
+                        log::info!("ike: peer {who}: simultaneous IKE SA rekey lost; deleting ours");
+                        self.stats.rekeys_ike -= 1;
+                        new.id = self.new_id();
+                        new.announced_down = true;
+                        let _ = theirs_spi;
+                        self.send_delete_ike(&mut new, now);
+                        self.put_back(new, now);
+                    }
+                    Some((theirs_spi, _)) => {
+                        log::info!("ike: peer {who}: simultaneous IKE SA rekey won");
+                        if let Some(mut other) = self.sas.remove(&theirs_spi) {
+                            new.id = other.id;
+                            new.children = std::mem::take(&mut other.children);
+                            new.virtual_ip = other.virtual_ip.take();
+                            new.counted_established = std::mem::take(&mut other.counted_established);
+                            new.queue = std::mem::take(&mut other.queue);
+                            other.id = self.new_id();
+                            other.announced_down = true;
+                            // Its initiator (the peer) deletes it.
+                            other.state = State::Deleting;
+                            other.expire_at = Some(now + self.settings.half_open_timeout);
+                            let ours = new.our_spi();
+                            for c in &new.children {
+                                self.child_index.insert(c.spi_in, ours);
+                            }
+                            self.stats.rekeys_ike -= 1;
+                            self.put_back(other, now);
+                        }
+                        self.put_back(new, now);
+                        self.send_delete_ike(sa, now);
+                    }
+                }
             }
             Err(reason) => {
                 log::warn!("ike: peer {who}: IKE SA rekey failed: {reason}");
@@ -403,12 +443,19 @@ impl Ike {
         let old = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
         let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, their, spi)
             .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
+        let nr_copy = nr.clone();
         let resp = [
             Payload::Sa(vec![chosen.to_wire(number, Protocol::Ike, spi.to_be_bytes().to_vec())]),
             Payload::Nonce(nr),
             Payload::Ke { group: group_id(g), data: public },
         ];
         self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
+        // Our own rekey of this SA is under way: a collision (2.8.2), decided
+        // when our answer comes.
+        if sa.pending.as_ref().is_some_and(|p| matches!(p.req, Req::RekeyIke { .. })) {
+            let min = min_nonce(&ni, &nr_copy).to_vec().into_boxed_slice();
+            self.rekey_collisions.insert(sa.our_spi(), (spi, min));
+        }
         let new = self.take_over(sa, now, false, their, spi, chosen, keys);
         log::info!("ike: peer {}: IKE SA {} rekeyed by the peer", sa.who(), new.id);
         self.put_back(new, now);

@@ -6,7 +6,7 @@ use super::init::notify_reason;
 use super::{IkeSa, Req, State};
 use crate::ike::Ike;
 use crate::output::Output;
-use crate::wire::{self, Payload};
+use crate::wire::{self, Payload, notify};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -94,6 +94,7 @@ impl Ike {
         let _ = now;
         let mut delete_ike = false;
         let mut gone = Vec::new();
+        let mut gone_quietly = Vec::new();
         for p in payloads {
             match p {
                 Payload::Delete { protocol: PROTO_IKE, .. } => delete_ike = true,
@@ -102,6 +103,17 @@ impl Ike {
                         if let Some(c) = sa.children.iter().find(|c| c.spi_out == spi) {
                             gone.push(c.id);
                         }
+                    }
+                }
+                // RFC 7296 3.10.1: ESP arrived for an SPI the peer does not
+                // know; the child is of no use any more.
+                Payload::Notify { kind: notify::INVALID_SPI, spi, data, .. } => {
+                    let bytes = if spi.len() == 4 { spi } else { data };
+                    let spi = <[u8; 4]>::try_from(bytes.as_slice()).map(u32::from_be_bytes).ok();
+                    log::warn!("ike: peer {}: INVALID_SPI {spi:08x?}", sa.who());
+                    self.fail("invalid-spi");
+                    if let Some(c) = spi.and_then(|s| sa.children.iter().find(|c| c.spi_out == s)) {
+                        gone_quietly.push(c.id);
                     }
                 }
                 Payload::Notify { kind, .. } if kind < 16384 => {
@@ -122,6 +134,7 @@ impl Ike {
         // (RFC 7296 1.4.1: both sides then delete it).
         let resp = if ours.is_empty() { Vec::new() } else { vec![Payload::Delete { protocol: PROTO_ESP, spis: ours }] };
         self.send_response(sa, wire::INFORMATIONAL, mid, &resp, local, remote);
+        gone.extend(gone_quietly);
         self.children_deleted(sa, &gone);
     }
 }
