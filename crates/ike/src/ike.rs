@@ -342,6 +342,12 @@ impl Ike {
         self.out.drain(..)
     }
 
+    /// Index sizes (SAs, half-open by initiator SPI, children, timer
+    /// entries), for tests and `tern ike` diagnostics.
+    pub fn table_sizes(&self) -> (usize, usize, usize, usize) {
+        (self.sas.len(), self.init_index.len(), self.child_index.len(), self.timers.len())
+    }
+
     pub fn stats(&self) -> IkeStats {
         let mut s = self.stats.clone();
         s.ike_sas = self.sas.values().filter(|sa| sa.state == State::Established).count() as u64;

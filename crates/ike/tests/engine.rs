@@ -701,6 +701,7 @@ fn nat_is_detected_and_ike_moves_to_4500() {
     assert_eq!(cr.udp_encap, Some((4500, 14500)));
     assert_eq!(cr.remote, ip(NAT_ADDR));
     assert!(n.i.ike_sas()[0].nat && n.r.ike_sas()[0].nat);
+    assert_eq!(n.r.table_sizes().1, 0, "no half-open index left behind");
 }
 
 #[test]

@@ -152,6 +152,9 @@ impl Ike {
             self.drop_invalid("unexpected-auth");
             return;
         }
+        // Half-open no more, whatever comes of it (and before the address
+        // changes: the half-open indexes are by the IKE_SA_INIT's).
+        self.unmark_half_open(sa);
         // The request's addresses (a NAT's mapping, port 4500) are the SA's.
         sa.local = local;
         sa.remote = remote;
