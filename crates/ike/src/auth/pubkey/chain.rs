@@ -112,22 +112,83 @@ fn check_extensions(cert: &X509Certificate, name: &str, issuer: bool) -> Result<
     Ok(())
 }
 
-fn check_signature(cert: &X509Certificate, name: &str, key: &PublicKey, issuer: &str) -> Result<(), AuthError> {
+/// Issuer signatures already checked, as strongSwan's cert_cache keeps
+/// them: a peer that reconnects or re-authenticates, or many tunnels from
+/// one certificate, cost one chain verification. Keyed by a SHA-256 over
+/// the signed data, the signature and the issuer's key, so a hit is the
+/// very check that passed; only successes are kept. Bounded: when full it
+/// is emptied (a few misses, no policy to get wrong).
+pub struct SignatureCache {
+    seen: std::sync::Mutex<std::collections::HashSet<[u8; 32]>>,
+    capacity: usize,
+}
+
+impl SignatureCache {
+    pub fn new(capacity: usize) -> SignatureCache {
+        SignatureCache { seen: std::sync::Mutex::new(std::collections::HashSet::new()), capacity }
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    fn key(cert: &X509Certificate, key: &PublicKey) -> [u8; 32] {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in [cert.tbs_certificate.as_ref(), &cert.signature_value.data, key.bytes()] {
+            ctx.update(&(part.len() as u64).to_be_bytes());
+            ctx.update(part);
+        }
+        let mut out = [0; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
+    }
+
+    // A poisoned lock (a panic elsewhere while holding it) only costs hits.
+    fn contains(&self, k: &[u8; 32]) -> bool {
+        self.capacity > 0 && self.seen.lock().is_ok_and(|s| s.contains(k))
+    }
+
+    fn insert(&self, k: [u8; 32]) {
+        if self.capacity == 0 {
+            return;
+        }
+        if let Ok(mut s) = self.seen.lock() {
+            if s.len() >= self.capacity {
+                s.clear();
+            }
+            s.insert(k);
+        }
+    }
+}
+
+fn check_signature(
+    cert: &X509Certificate,
+    name: &str,
+    key: &PublicKey,
+    issuer: &str,
+    cache: &SignatureCache,
+) -> Result<(), AuthError> {
     let (alg, alg_name) = verification_algorithm(&cert.signature_algorithm, key)
         .map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
     // Signatures are whole octets; unused bits would be a re-encoding.
     if cert.signature_value.unused_bits != 0 {
         return Err(AuthError::Certificate(format!("{name}: its signature BIT STRING has unused bits")));
     }
+    // After the checks above, which are cheap and not part of the key.
+    let cache_key = SignatureCache::key(cert, key);
+    if cache.contains(&cache_key) {
+        return Ok(());
+    }
     if !key.verify(alg, cert.tbs_certificate.as_ref(), &cert.signature_value.data) {
         return Err(AuthError::Untrusted(format!("the {alg_name} signature on {name} by {issuer} does not verify")));
     }
+    cache.insert(cache_key);
     Ok(())
 }
 
 /// Checks that `certs[0]` chains to one of `anchors` at `now` through
 /// `certs[1..]` (in any order; extra certificates are ignored).
-pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64) -> Result<(), AuthError> {
+pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &SignatureCache) -> Result<(), AuthError> {
     let Some(mut cur) = certs.first() else {
         return Err(AuthError::NoCertificate);
     };
@@ -142,7 +203,7 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64) -> Result<
         // A configured CA that signed it ends the path.
         let mut failed = None;
         for a in anchors.iter().filter(|a| a.subject == issuer) {
-            match check_signature(cur, &name, &a.key, &a.name) {
+            match check_signature(cur, &name, &a.key, &a.name, cache) {
                 Ok(()) => return check_validity(&a.name, a.not_before, a.not_after, now),
                 Err(e) => failed = Some(e),
             }
@@ -174,7 +235,7 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64) -> Result<
         }
         let key =
             PublicKey::from_spki(up.public_key()).map_err(|e| AuthError::Certificate(format!("{up_name}: {e}")))?;
-        check_signature(cur, &name, &key, &up_name)?;
+        check_signature(cur, &name, &key, &up_name, cache)?;
         used[i] = true;
         cur = up;
     }
@@ -193,7 +254,7 @@ pub fn names(cert: &X509Certificate, id: &Identity) -> Result<(), AuthError> {
     let ok = match id {
         Identity::Dn(der) => {
             der.as_slice() == subject.as_raw()
-                || matches!(X509Name::from_der(der), Ok((rest, n)) if rest.is_empty() && n.to_string() == subject.to_string())
+                || matches!(X509Name::from_der(der), Ok((rest, n)) if rest.is_empty() && same_name(&n, subject))
         }
         Identity::Fqdn(f) => {
             let f = f.trim_end_matches('.');
@@ -227,6 +288,29 @@ pub fn names(cert: &X509Certificate, id: &Identity) -> Result<(), AuthError> {
         Identity::KeyId(_) => "ID_KEY_ID".into(),
     };
     Err(AuthError::Identity(what))
+}
+
+/// Names equal but for their string types (PrintableString in one, UTF8String
+/// in the other): the same RDNs in the same order, each with the same
+/// attributes and values. Compared by structure, never by their text,
+/// which a value with ", CN=" in it could forge.
+fn same_name(a: &X509Name, b: &X509Name) -> bool {
+    let (ra, rb): (Vec<_>, Vec<_>) = (a.iter_rdn().collect(), b.iter_rdn().collect());
+    ra.len() == rb.len()
+        && ra.iter().zip(&rb).all(|(x, y)| {
+            let (xa, ya): (Vec<_>, Vec<_>) = (x.iter().collect(), y.iter().collect());
+            xa.len() == ya.len()
+                && xa.iter().zip(&ya).all(|(p, q)| {
+                    p.attr_type() == q.attr_type()
+                        && match (p.as_str(), q.as_str()) {
+                            (Ok(u), Ok(v)) => u == v,
+                            _ => {
+                                p.attr_value().data == q.attr_value().data
+                                    && p.attr_value().tag() == q.attr_value().tag()
+                            }
+                        }
+                })
+        })
 }
 
 fn list(sans: &[&GeneralName]) -> String {
