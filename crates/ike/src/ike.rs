@@ -588,6 +588,9 @@ impl Ike {
 
     /// The SA's due timers.
     fn sa_timers(&mut self, sa: &mut IkeSa, now: Instant) {
+        if sa.last_resp.as_ref().and_then(|r| r.until).is_some_and(|t| t <= now) {
+            sa.last_resp = None;
+        }
         if let Some(r) = &sa.reassembly
             && r.deadline <= now
         {

@@ -407,6 +407,17 @@ fn replayed_request_gets_the_same_response_and_older_ones_are_dropped() {
         o => panic!("{o:?}"),
     }
     assert_eq!(n.r.stats().setups, 1);
+    // Past the peer's retransmission schedule the cached answer is dropped
+    // (an idle SA keeps no datagram).
+    let replay = |n: &mut Net| {
+        n.r.handle(n.now, n.wall, auth_req.2, auth_req.1, &auth_req.3);
+        n.r.drain().count()
+    };
+    n.advance(Duration::from_secs(30));
+    assert_eq!(replay(&mut n), 1);
+    n.advance(Duration::from_secs(60));
+    assert_eq!(replay(&mut n), 0);
+    assert_eq!(n.r.stats().ike_sas, 1);
     // A liveness check moves the window on; IKE_AUTH is then too old.
     n.i.terminate(n.now, "nobody", None).unwrap_err();
     let dropped = n.r.stats().dropped_invalid;

@@ -129,6 +129,9 @@ pub struct CachedResponse {
     pub datagrams: Vec<Vec<u8>>,
     pub local: SocketAddr,
     pub remote: SocketAddr,
+    /// Dropped then: the peer's retransmissions of the request are over
+    /// by then, and an idle SA should not keep ~300 bytes for nothing.
+    pub until: Option<Instant>,
 }
 
 /// RFC 7383 reassembly of one message (bounded; dropped on timeout).
@@ -253,6 +256,7 @@ impl IkeSa {
         take(self.pending.as_ref().map(|p| p.deadline));
         take(self.expire_at);
         take(self.reassembly.as_ref().map(|r| r.deadline));
+        take(self.last_resp.as_ref().and_then(|r| r.until));
         if self.state == State::Established {
             take(self.dpd_at);
             take(self.rekey_at);
