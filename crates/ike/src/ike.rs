@@ -89,6 +89,8 @@ pub struct Ike {
     pub(crate) out: Vec<Output>,
     pub(crate) stats: IkeStats,
     pub(crate) half_open: usize,
+    /// IKE SAs established and not gone (a rekey moves the count along).
+    pub(crate) established: usize,
     pub(crate) half_open_per_peer: HashMap<IpAddr, u32>,
     pub(crate) established_per_peer: HashMap<IpAddr, u32>,
     pub(crate) cookie: CookieSecret,
@@ -131,6 +133,7 @@ impl Ike {
             out: Vec::new(),
             stats: IkeStats::default(),
             half_open: 0,
+            established: 0,
             half_open_per_peer: HashMap::new(),
             established_per_peer: HashMap::new(),
             cookie: CookieSecret { current, previous: Zeroizing::new([0u8; 32]), version: 0, rotate_at: None },
@@ -149,12 +152,17 @@ impl Ike {
     /// `start` are initiated.
     pub fn set_peers(&mut self, now: Instant, peers: Vec<PeerConfig>) {
         let new: Vec<Arc<PeerConfig>> = peers.into_iter().map(Arc::new).collect();
-        let stale: Vec<u64> = self
-            .sas
-            .iter()
-            .filter(|(_, sa)| !new.iter().any(|p| same_config(p, &sa.peer)))
-            .map(|(spi, _)| *spi)
-            .collect();
+        // Compared once per configuration object, not once per SA (a
+        // template may have a million SAs).
+        let mut kept: HashMap<*const PeerConfig, bool> = HashMap::new();
+        let mut stale = Vec::new();
+        for (spi, sa) in &self.sas {
+            let keep =
+                *kept.entry(Arc::as_ptr(&sa.peer)).or_insert_with(|| new.iter().any(|p| same_config(p, &sa.peer)));
+            if !keep {
+                stale.push(*spi);
+            }
+        }
         for spi in stale {
             self.with_sa(spi, now, |ike, sa| ike.delete_ike(sa, now, "configuration changed"));
         }
@@ -350,7 +358,7 @@ impl Ike {
 
     pub fn stats(&self) -> IkeStats {
         let mut s = self.stats.clone();
-        s.ike_sas = self.sas.values().filter(|sa| sa.state == State::Established).count() as u64;
+        s.ike_sas = self.established as u64;
         s.half_open = self.half_open as u64;
         s.child_sas = self.child_index.len() as u64;
         s
@@ -445,6 +453,7 @@ impl Ike {
         self.unmark_half_open(sa);
         if sa.counted_established {
             sa.counted_established = false;
+            self.established = self.established.saturating_sub(1);
             if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
@@ -462,6 +471,21 @@ impl Ike {
         {
             pool.free(vip);
         }
+    }
+
+    /// The peer's address changed (a NAT's new mapping): the per-address
+    /// count follows it.
+    pub(crate) fn moved(&mut self, sa: &mut IkeSa, remote: SocketAddr) {
+        if sa.counted_established && sa.remote.ip() != remote.ip() {
+            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.established_per_peer.remove(&sa.remote.ip());
+                }
+            }
+            *self.established_per_peer.entry(remote.ip()).or_insert(0) += 1;
+        }
+        sa.remote = remote;
     }
 
     pub(crate) fn mark_half_open(&mut self, sa: &mut IkeSa) {

@@ -80,6 +80,8 @@ struct Net {
     /// Returns true to lose a datagram (from the initiator?, data).
     loss: Option<Loss>,
     nat: bool,
+    /// The NAT's port mapping: private port + this.
+    nat_offset: u16,
 }
 
 impl Net {
@@ -99,6 +101,7 @@ impl Net {
             sent: vec![],
             loss: None,
             nat: false,
+            nat_offset: 10000,
         }
     }
 
@@ -110,11 +113,11 @@ impl Net {
     /// The NAT between them: the initiator's private address and port as
     /// the responder sees them.
     fn out_nat(&self, a: SocketAddr) -> SocketAddr {
-        if self.nat && a.ip() == ip(I_ADDR) { SocketAddr::new(ip(NAT_ADDR), a.port() + 10000) } else { a }
+        if self.nat && a.ip() == ip(I_ADDR) { SocketAddr::new(ip(NAT_ADDR), a.port() + self.nat_offset) } else { a }
     }
 
     fn in_nat(&self, a: SocketAddr) -> SocketAddr {
-        if self.nat && a.ip() == ip(NAT_ADDR) { SocketAddr::new(ip(I_ADDR), a.port() - 10000) } else { a }
+        if self.nat && a.ip() == ip(NAT_ADDR) { SocketAddr::new(ip(I_ADDR), a.port() - self.nat_offset) } else { a }
     }
 
     /// Delivers datagrams both ways until both sides are quiet.
@@ -713,6 +716,14 @@ fn nat_is_detected_and_ike_moves_to_4500() {
     assert_eq!(cr.remote, ip(NAT_ADDR));
     assert!(n.i.ike_sas()[0].nat && n.r.ike_sas()[0].nat);
     assert_eq!(n.r.table_sizes().1, 0, "no half-open index left behind");
+    // The NAT maps the client anew: its next request moves the SA there.
+    n.nat_offset = 20000;
+    n.i.child_expired(n.now, ci.inbound.spi, false);
+    n.pump();
+    assert_eq!(installs(&n.r_events).len(), 2);
+    assert_eq!(n.r.ike_sas()[0].remote, SocketAddr::new(ip(NAT_ADDR), 24500));
+    let last = n.sent.iter().rev().find(|s| !s.0).unwrap();
+    assert_eq!(last.2, SocketAddr::new(ip(NAT_ADDR), 24500));
 }
 
 #[test]

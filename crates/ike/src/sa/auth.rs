@@ -459,6 +459,7 @@ impl Ike {
         sa.rekey_at = jitter(self, now, sa.peer.ike_rekey);
         if !sa.counted_established {
             sa.counted_established = true;
+            self.established += 1;
             *self.established_per_peer.entry(sa.remote.ip()).or_insert(0) += 1;
         }
         self.stats.setups += 1;
