@@ -1058,3 +1058,20 @@ fn mutated_datagrams_never_panic() {
     assert_eq!(n.i.ike_sas()[0].children.len(), 1);
     assert_ne!(n.i.ike_sas()[0].children[0].1, c);
 }
+
+#[test]
+fn child_rekey_retries_with_the_pfs_group_the_peer_asks_for() {
+    let (mut a, mut b) = pair_configs();
+    a.esp_proposals = vec![esp("aes128gcm16-x25519-ecp256")];
+    b.esp_proposals = vec![esp("aes128gcm16-ecp256")];
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    let old = installs(&n.i_events)[0].clone();
+    n.i.child_expired(n.now, old.inbound.spi, false);
+    n.pump();
+    assert_eq!(failures(&n.r, "invalid-ke"), 1);
+    let (ni, nr) = (installs(&n.i_events), installs(&n.r_events));
+    assert_eq!((ni.len(), nr.len()), (2, 2));
+    assert_child_pair(&ni[1], &nr[1]);
+    assert_eq!(deletes(&n.i_events), vec![old.id]);
+}

@@ -544,5 +544,6 @@ pub(crate) fn new_child(
         rekeying: false,
         replaced: false,
         peer_rekey: None,
+        pfs_group: None,
     }
 }

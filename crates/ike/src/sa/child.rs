@@ -9,12 +9,12 @@
 use super::auth::{jitter, new_child};
 use super::info::PROTO_ESP;
 use super::init::{notify, notify_reason};
-use super::util::{first_group, group_from_id, group_id, narrow, or_any};
+use super::util::{first_group, group_from_id, group_id, narrow, offers_group, or_any};
 use super::{IkeSa, Req, Start, State};
 use crate::config::TrafficSelector;
 use crate::crypto::{DhPrivate, IkeKeys, child_keys};
 use crate::ike::Ike;
-use crate::proposal::{self, Chosen, Protocol};
+use crate::proposal::{self, Chosen, DhGroup, Protocol};
 use crate::wire::{self, Payload, WireProposal, notify};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -58,6 +58,16 @@ fn numbered(proposals: &[crate::proposal::Proposal], protocol: Protocol, spi: &[
         .collect()
 }
 
+/// Why a CREATE_CHILD_SA request is refused: the notify, and for
+/// INVALID_KE_PAYLOAD the group wanted.
+struct Refusal(u16, Option<DhGroup>);
+
+impl From<u16> for Refusal {
+    fn from(kind: u16) -> Refusal {
+        Refusal(kind, None)
+    }
+}
+
 fn min_nonce<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
     if a <= b { a } else { b }
 }
@@ -69,7 +79,7 @@ impl Ike {
         if c.rekeying || c.replaced {
             return;
         }
-        let (old_spi, local_ts, remote_ts) = (c.spi_in, c.local_ts.to_vec(), c.remote_ts.to_vec());
+        let (old_spi, local_ts, remote_ts, asked) = (c.spi_in, c.local_ts.to_vec(), c.remote_ts.to_vec(), c.pfs_group);
         let cfg = sa.peer.clone();
         let spi_in = self.alloc_child_spi();
         let ni = self.nonce();
@@ -84,7 +94,7 @@ impl Ike {
             Payload::Nonce(ni.clone()),
         ];
         let mut dh = None;
-        if let Some(group) = first_group(&cfg.esp_proposals) {
+        if let Some(group) = asked.or_else(|| first_group(&cfg.esp_proposals)) {
             match DhPrivate::generate(group) {
                 Ok((d, public)) => {
                     dh = Some(d);
@@ -122,6 +132,21 @@ impl Ike {
             c.rekeying = false;
         }
         let p = gather(payloads);
+        // INVALID_KE_PAYLOAD: again at once with the group asked for, if
+        // offered and not already the one used.
+        if let Some((notify::INVALID_KE_PAYLOAD, data)) = &p.error {
+            let asked = <[u8; 2]>::try_from(data.as_slice()).ok().and_then(|b| group_from_id(u16::from_be_bytes(b)));
+            let cfg = sa.peer.clone();
+            if let Some(g) = asked.filter(|g| offers_group(&cfg.esp_proposals, *g))
+                && let Some(c) = sa.child_mut(old)
+                && c.pfs_group != Some(g)
+            {
+                log::info!("ike: peer {who}: rekeying child SA {old} again with DH group {}", group_id(g));
+                c.pfs_group = Some(g);
+                self.enqueue(sa, now, Start::RekeyChild(old));
+                return;
+            }
+        }
         let result = (|| -> Result<_, &'static str> {
             if let Some((kind, _)) = p.error {
                 return Err(notify_reason(kind));
@@ -209,14 +234,8 @@ impl Ike {
         } else {
             self.child_request(sa, now, mid, local, remote, p)
         };
-        if let Err(kind) = result {
-            let data = match kind {
-                notify::INVALID_KE_PAYLOAD => {
-                    let g = if is_ike { first_group(&sa.peer.proposals) } else { first_group(&sa.peer.esp_proposals) };
-                    g.map(|g| group_id(g).to_be_bytes().to_vec()).unwrap_or_default()
-                }
-                _ => Vec::new(),
-            };
+        if let Err(Refusal(kind, group)) = result {
+            let data = group.map(|g| group_id(g).to_be_bytes().to_vec()).unwrap_or_default();
             log::warn!("ike: peer {}: CREATE_CHILD_SA refused: {}", sa.who(), notify_reason(kind));
             self.fail(notify_reason(kind));
             self.send_response(sa, wire::CREATE_CHILD_SA, mid, &[notify(kind, data)], local, remote);
@@ -231,9 +250,9 @@ impl Ike {
         local: SocketAddr,
         remote: SocketAddr,
         p: ChildPayloads,
-    ) -> Result<(), u16> {
+    ) -> Result<(), Refusal> {
         let (Some(sa_p), Some(ni), Some(tsi), Some(tsr)) = (p.sa, p.nonce, p.tsi, p.tsr) else {
-            return Err(notify::INVALID_SYNTAX);
+            return Err(notify::INVALID_SYNTAX.into());
         };
         // The old child: the SPI in REKEY_SA is the peer's inbound, ours out.
         let old = match &p.rekey {
@@ -254,7 +273,7 @@ impl Ike {
         let shared = match chosen.dh {
             Some(g) => {
                 let Some((kg, kd)) = p.ke.filter(|(kg, _)| group_from_id(*kg) == Some(g)) else {
-                    return Err(notify::INVALID_KE_PAYLOAD);
+                    return Err(Refusal(notify::INVALID_KE_PAYLOAD, Some(g)));
                 };
                 let _ = kg;
                 let (dh, public) = DhPrivate::generate(g).map_err(|_| notify::TEMPORARY_FAILURE)?;
@@ -270,7 +289,7 @@ impl Ike {
         let ts_i = narrow(&tsi, &remote_cfg);
         let ts_r = narrow(&tsr, &or_any(&cfg.local_ts));
         if ts_i.is_empty() || ts_r.is_empty() {
-            return Err(notify::TS_UNACCEPTABLE);
+            return Err(notify::TS_UNACCEPTABLE.into());
         }
         let spi_in = self.alloc_child_spi();
         let keys = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
@@ -303,7 +322,8 @@ impl Ike {
     /// Starts rekeying the IKE SA.
     pub(crate) fn start_ike_rekey(&mut self, sa: &mut IkeSa, now: Instant) {
         let cfg = sa.peer.clone();
-        let Some(group) = first_group(&cfg.proposals) else { return };
+        // The group this IKE SA agreed on first (the peer took it once).
+        let Some(group) = sa.chosen.and_then(|c| c.dh).or_else(|| first_group(&cfg.proposals)) else { return };
         let (dh, public) = match DhPrivate::generate(group) {
             Ok(x) => x,
             Err(e) => {
@@ -422,19 +442,21 @@ impl Ike {
         local: SocketAddr,
         remote: SocketAddr,
         p: ChildPayloads,
-    ) -> Result<(), u16> {
-        let (Some(sa_p), Some(ni), Some((kg, kd))) = (p.sa, p.nonce, p.ke) else { return Err(notify::INVALID_SYNTAX) };
+    ) -> Result<(), Refusal> {
+        let (Some(sa_p), Some(ni), Some((kg, kd))) = (p.sa, p.nonce, p.ke) else {
+            return Err(notify::INVALID_SYNTAX.into());
+        };
         let cfg = sa.peer.clone();
         let (number, chosen, their) =
             proposal::select(&cfg.proposals, &sa_p, Protocol::Ike).ok_or(notify::NO_PROPOSAL_CHOSEN)?;
         let g = chosen.dh.ok_or(notify::NO_PROPOSAL_CHOSEN)?;
         if group_from_id(kg) != Some(g) {
-            return Err(notify::INVALID_KE_PAYLOAD);
+            return Err(Refusal(notify::INVALID_KE_PAYLOAD, Some(g)));
         }
         let their =
             <[u8; 8]>::try_from(their.as_slice()).map(u64::from_be_bytes).map_err(|_| notify::INVALID_SYNTAX)?;
         if their == 0 {
-            return Err(notify::INVALID_SYNTAX);
+            return Err(notify::INVALID_SYNTAX.into());
         }
         let (dh, public) = DhPrivate::generate(g).map_err(|_| notify::TEMPORARY_FAILURE)?;
         let shared = dh.agree(&kd).map_err(|_| notify::INVALID_KE_PAYLOAD)?;

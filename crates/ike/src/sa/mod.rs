@@ -90,6 +90,8 @@ pub struct Child {
     /// The peer rekeyed it too (simultaneous rekey, RFC 7296 2.8.1): the
     /// new child's id and the lowest nonce of that exchange.
     pub peer_rekey: Option<(u64, Box<[u8]>)>,
+    /// The PFS group the peer asked for (INVALID_KE_PAYLOAD) in a rekey.
+    pub pfs_group: Option<DhGroup>,
 }
 
 /// A request to make once the one outstanding is answered (window 1).
