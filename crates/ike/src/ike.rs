@@ -110,6 +110,10 @@ pub struct Ike {
     /// under way: the peer's new SA (our SPI) and its exchange's lowest
     /// nonce (RFC 7296 2.8.2).
     pub(crate) rekey_collisions: HashMap<u64, (u64, Box<[u8]>)>,
+    /// Peers this engine has initiated an IKE SA with: only the first one
+    /// carries INITIAL_CONTACT (RFC 7296 2.4), or a second SA to the same
+    /// peer would make it drop the first.
+    pub(crate) contacted: std::collections::HashSet<String>,
 }
 
 /// A `start` peer whose IKE SA failed or died is initiated again after this.
@@ -144,6 +148,7 @@ impl Ike {
             restarts: Vec::new(),
             clock: None,
             rekey_collisions: HashMap::new(),
+            contacted: std::collections::HashSet::new(),
         }
     }
 

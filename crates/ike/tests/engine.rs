@@ -1075,3 +1075,19 @@ fn child_rekey_retries_with_the_pfs_group_the_peer_asks_for() {
     assert_child_pair(&ni[1], &nr[1]);
     assert_eq!(deletes(&n.i_events), vec![old.id]);
 }
+
+#[test]
+fn initial_contact_replaces_a_restarted_peers_old_sa() {
+    let mut n = Net::default_pair();
+    establish(&mut n);
+    let old = installs(&n.r_events)[0].clone();
+    // The initiator restarts: a fresh engine, the same configuration.
+    n.i = Ike::new(Settings::default());
+    n.i.set_peers(n.now, vec![pair_configs().0]);
+    n.connect();
+    assert_eq!(ups(&n.r_events), 2);
+    assert_eq!(downs(&n.r_events), vec!["replaced (INITIAL_CONTACT)"]);
+    assert_eq!(deletes(&n.r_events), vec![old.id]);
+    assert_eq!(n.r.ike_sas().len(), 1);
+    assert_eq!(n.r.stats().child_sas, 1);
+}

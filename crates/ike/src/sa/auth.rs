@@ -35,6 +35,7 @@ struct AuthPayloads {
     tsr: Option<Vec<TrafficSelector>>,
     cp: Option<(u8, Vec<CpAttribute>)>,
     error: Option<u16>,
+    initial_contact: bool,
 }
 
 fn gather(payloads: Vec<Payload>) -> AuthPayloads {
@@ -49,6 +50,7 @@ fn gather(payloads: Vec<Payload>) -> AuthPayloads {
             Payload::TsI(t) => a.tsi = Some(t),
             Payload::TsR(t) => a.tsr = Some(t),
             Payload::Cp { kind, attributes } => a.cp = Some((kind, attributes)),
+            Payload::Notify { kind: notify::INITIAL_CONTACT, .. } => a.initial_contact = true,
             Payload::Notify { kind, .. } if kind < 16384 => a.error = a.error.or(Some(kind)),
             _ => {}
         }
@@ -97,7 +99,9 @@ impl Ike {
                 }
             }
         };
-        payloads.push(notify(notify::INITIAL_CONTACT, Vec::new()));
+        if self.contacted.insert(cfg.name.clone()) {
+            payloads.push(notify(notify::INITIAL_CONTACT, Vec::new()));
+        }
         if let Some(rid) = &cfg.remote_id {
             payloads.push(Payload::IdR(rid.clone()));
         }
@@ -271,6 +275,9 @@ impl Ike {
         };
         self.send_response(sa, wire::IKE_AUTH, mid, &resp, local, remote);
         self.established(sa, now);
+        if a.initial_contact && cfg.remote.is_some() {
+            self.initial_contact(sa);
+        }
         if let Some((child, inbound, outbound)) = child {
             self.install_child(sa, now, child, inbound, outbound, false);
         }
@@ -444,6 +451,26 @@ impl Ike {
             .map_err(|_| "no-proposal-chosen")?;
         let child = new_child(self.new_id(), half.child_spi, spi_out, chosen, tsi, tsr);
         Ok((child, r2i, i2r))
+    }
+
+    /// RFC 7296 2.4: INITIAL_CONTACT says the peer lost its other IKE SAs
+    /// with us (it restarted): they go, without a delete. For site-to-site
+    /// peers only (a configured address): a template's clients each have
+    /// their own identity, and a scan per client would cost a million SAs
+    /// a million times.
+    fn initial_contact(&mut self, sa: &IkeSa) {
+        let stale: Vec<u64> = self
+            .sas
+            .iter()
+            .filter(|(_, o)| o.peer.name == sa.peer.name && o.remote_id == sa.remote_id && o.id != sa.id)
+            .map(|(spi, _)| *spi)
+            .collect();
+        for spi in stale {
+            self.with_sa(spi, sa.last_rx, |ike, old| {
+                log::info!("ike: peer {}: IKE SA {} replaced (INITIAL_CONTACT)", old.who(), old.id);
+                ike.sa_down(old, "replaced (INITIAL_CONTACT)", false);
+            });
+        }
     }
 
     /// The IKE SA is up: forget the half-open state, start its timers,
