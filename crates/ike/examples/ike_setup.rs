@@ -5,9 +5,10 @@
 //! responder core does; the heap is counted by a global allocator and the
 //! initiator dropped before the responder's live bytes are read.
 //!
-//! `cargo run --release -p tern-ike --example ike_setup -- [N] [batch]`
+//! `cargo run --release -p tern-ike --example ike_setup -- [N] [batch] [psk|ecdsa]`
 //! (N IKE SAs, default 100000; `batch` IKE SAs in flight at once, default
-//! 1000).
+//! 1000; `ecdsa`: certificates, ECDSA P-256, from tests/certs, instead of
+//! the pre-shared key).
 
 // The counting allocator is the one unsafe thing here: GlobalAlloc is an
 // unsafe trait.
@@ -69,14 +70,22 @@ fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
 
-fn peer(name: &str, local: &str, remote: Option<&str>, id: &str, remote_id: Option<&str>) -> PeerConfig {
+fn peer(name: &str, local: &str, remote: Option<&str>, id: &str, remote_id: Option<&str>, ecdsa: bool) -> PeerConfig {
+    let auth = if ecdsa {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
+        let c = tern_ike::auth::Credentials::load(&dir.join("moon.pem"), &dir.join("moon.key"), &[dir.join("ca.pem")])
+            .expect("tests/certs/moon.pem");
+        AuthConfig::Pubkey(std::sync::Arc::new(c))
+    } else {
+        AuthConfig::Psk(Zeroizing::new(b"a pre-shared key of some length".to_vec()))
+    };
     PeerConfig {
         name: name.into(),
         local: local.parse().unwrap(),
         remote: remote.map(|r| r.parse().unwrap()),
         local_id: Identity::Fqdn(id.into()),
         remote_id: remote_id.map(|r| Identity::Fqdn(r.into())),
-        auth: AuthConfig::Psk(Zeroizing::new(b"a pre-shared key of some length".to_vec())),
+        auth,
         proposals: vec![Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap()],
         esp_proposals: vec![Proposal::parse("aes128gcm16", Protocol::Esp).unwrap()],
         encap: false,
@@ -95,8 +104,12 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let batch: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000).max(1);
+    let ecdsa = args.next().as_deref() == Some("ecdsa");
+    let id = if ecdsa { "moon.tern.test" } else { "client.example" };
+    let gw_id = if ecdsa { "moon.tern.test" } else { "gw.example" };
     let now = Instant::now();
-    let wall = SystemTime::now();
+    // Inside the test certificates' validity (as tests/pubkey.rs).
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let settings = Settings {
         cookie_threshold: usize::MAX,
         max_half_open: usize::MAX,
@@ -104,10 +117,10 @@ fn main() {
         ..Settings::default()
     };
     let mut i = Ike::new(settings.clone());
-    i.set_peers(now, vec![peer("gw", "10.0.0.1", Some("10.0.0.2"), "client.example", None)]);
+    i.set_peers(now, vec![peer("gw", "10.0.0.1", Some("10.0.0.2"), id, None, ecdsa)]);
     let mut r = Ike::new(settings);
     // A template: every client is one more IKE SA of it.
-    r.set_peers(now, vec![peer("clients", "10.0.0.2", None, "gw.example", None)]);
+    r.set_peers(now, vec![peer("clients", "10.0.0.2", None, gw_id, None, ecdsa)]);
     // Warm up (lazy statics, the first allocations of every table).
     i.initiate(now, "gw").unwrap();
     let (mut w1, mut w2) = (Duration::ZERO, Duration::ZERO);
@@ -121,7 +134,8 @@ fn main() {
     let mut marks = vec![10_000usize, 40_000, 100_000, 400_000, 1_000_000];
     marks.retain(|&m| m <= n);
     let mut last = (0usize, Duration::ZERO);
-    println!("IKE SA setups, x25519 + PSK + aes128gcm16-prfsha256, responder CPU only, batches of {batch}");
+    let auth = if ecdsa { "ECDSA P-256 certificates" } else { "PSK" };
+    println!("IKE SA setups, x25519 + {auth} + aes128gcm16-prfsha256, responder CPU only, batches of {batch}");
     while done < n {
         let k = batch.min(n - done);
         let t = cpu();

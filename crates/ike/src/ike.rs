@@ -756,7 +756,12 @@ impl Ike {
         }
         if !sa.announced_down && (sa.announced_up || sa.initiator) {
             if sa.announced_up {
-                log::info!("ike: peer {}: IKE SA {} down: {reason}", sa.who(), sa.id);
+                log::info!(
+                    "ike: peer {}: IKE SA {} ({}) down: {reason}",
+                    sa.who(),
+                    sa.id,
+                    sa.chosen.map(|c| c.to_string()).unwrap_or_default()
+                );
             }
             self.out.push(Output::IkeSaDown { peer: sa.peer.name.clone(), ike_sa: sa.id, reason: reason.to_string() });
         }
@@ -827,4 +832,55 @@ fn same_config(a: &PeerConfig, b: &PeerConfig) -> bool {
         _ => false,
     };
     auth_same && format!("{a:?}") == format!("{b:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_survive_one_rotation_only() {
+        let mut ike = Ike::new(Settings::default());
+        let t = Instant::now();
+        ike.poll(t);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let ni = [7u8; 32];
+        let c = ike.make_cookie(&ni, ip, 42);
+        assert_eq!(c.len(), 33);
+        assert!(ike.cookie_valid(&c, &ni, ip, 42));
+        assert!(!ike.cookie_valid(&c, &ni, ip, 43));
+        assert!(!ike.cookie_valid(&c, &ni, "192.0.2.8".parse().unwrap(), 42));
+        assert!(!ike.cookie_valid(&c, &[8u8; 32], ip, 42));
+        assert!(!ike.cookie_valid(&c[..32], &ni, ip, 42));
+        assert!(!ike.cookie_valid(&[], &ni, ip, 42));
+        ike.poll(t + COOKIE_ROTATION);
+        assert!(ike.cookie_valid(&c, &ni, ip, 42), "the previous secret still counts");
+        assert_ne!(ike.make_cookie(&ni, ip, 42), c);
+        ike.poll(t + 2 * COOKIE_ROTATION);
+        assert!(!ike.cookie_valid(&c, &ni, ip, 42), "two rotations later it does not");
+    }
+
+    #[test]
+    fn spis_belong_to_their_shard() {
+        let ike = Ike::new(Settings { shard: 2, shards: 5, ..Settings::default() });
+        for _ in 0..1000 {
+            let spi = ike.alloc_ike_spi();
+            assert_ne!(spi, 0);
+            assert_eq!(spi % 5, 2);
+            assert!(ike.alloc_child_spi() >= 256);
+        }
+    }
+
+    #[test]
+    fn nothing_due_without_sas_but_the_cookie_secret() {
+        let mut ike = Ike::new(Settings::default());
+        let t = Instant::now();
+        ike.poll(t);
+        assert_eq!(ike.next_deadline(), Some(t + COOKIE_ROTATION));
+        assert_eq!(ike.drain().count(), 0);
+        assert!(ike.initiate(t, "nobody").is_err());
+        assert!(ike.terminate(t, "nobody", None).is_err());
+        ike.child_expired(t, 1234, true);
+        assert_eq!(ike.drain().count(), 0);
+    }
 }
