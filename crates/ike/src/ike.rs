@@ -835,6 +835,7 @@ fn same_config(a: &PeerConfig, b: &PeerConfig) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
