@@ -1091,3 +1091,54 @@ fn initial_contact_replaces_a_restarted_peers_old_sa() {
     assert_eq!(n.r.ike_sas().len(), 1);
     assert_eq!(n.r.stats().child_sas, 1);
 }
+
+#[test]
+fn incomplete_fragments_are_dropped_on_timeout() {
+    let (a, b) =
+        cert_pair(("venus-chain.pem", "venus.key", "venus.tern.test"), ("moon.pem", "moon.key", "moon.tern.test"));
+    let mut n = Net::new(Settings { fragment_size: 576, ..Settings::default() }, a, vec![b]);
+    // Only the first fragment of each IKE_AUTH request ever arrives.
+    n.loss = Some(Box::new(|from_i, data| {
+        let m = wire::Message::decode(data).unwrap();
+        from_i && matches!(m.payloads.last(), Some(wire::Payload::Skf { number, .. }) if *number != 1)
+    }));
+    n.connect();
+    assert!(n.run_until(Duration::from_secs(120), |n| !downs(&n.i_events).is_empty()));
+    assert_eq!(downs(&n.i_events), vec!["timeout"]);
+    assert!(failures(&n.r, "fragment-timeout") >= 1);
+    assert_eq!(n.r.stats().setups, 0);
+    // The responder's half-open SA goes too.
+    n.advance(Duration::from_secs(60));
+    assert_eq!(n.r.table_sizes().0, 0);
+    assert_eq!(n.r.stats().half_open, 0);
+}
+
+#[test]
+fn ike_sas_per_peer_address_are_limited() {
+    let (a, b) = pair_configs();
+    let mut n = Net::new(Settings { max_sas_per_peer: 2, ..Settings::default() }, a, vec![b]);
+    for _ in 0..3 {
+        n.connect();
+    }
+    assert_eq!(n.r.stats().ike_sas, 2);
+    assert_eq!(failures(&n.r, "sa-limit"), 1);
+    assert_eq!(downs(&n.i_events), vec!["no-additional-sas"]);
+    // One goes: room for another.
+    n.i.terminate(n.now, "hq", Some(n.i.ike_sas()[0].id)).unwrap();
+    n.pump();
+    n.connect();
+    assert_eq!(n.r.stats().ike_sas, 2);
+    assert_eq!(failures(&n.r, "sa-limit"), 1);
+}
+
+#[test]
+fn liveness_checks_from_the_responder_keep_a_live_sa() {
+    let (a, mut b) = pair_configs();
+    b.dpd = Some(Duration::from_secs(5));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    n.advance(Duration::from_secs(60));
+    assert!(n.r.stats().dpd_sent >= 10);
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    assert_eq!(n.i.stats().retransmits + n.r.stats().retransmits, 0);
+}
