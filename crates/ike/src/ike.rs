@@ -374,7 +374,8 @@ impl Ike {
         let mut v: Vec<IkeSaInfo> = self
             .sas
             .values()
-            .filter(|sa| sa.state != State::Dead)
+            // Not the old SAs a rekey replaced (they go silently).
+            .filter(|sa| sa.state != State::Dead && !sa.announced_down)
             .map(|sa| {
                 let rekeying = sa.pending.as_ref().is_some_and(|p| {
                     matches!(p.req, crate::sa::Req::RekeyIke { .. } | crate::sa::Req::RekeyChild { .. })
