@@ -325,10 +325,14 @@ impl Ike {
         if self.cookie.rotate_at.is_none_or(|t| t <= now) {
             self.rotate_cookie_secret(now);
         }
+        // Each entry due now is handled once per poll; one that comes due
+        // again at once waits for the next poll (no loop can spin here).
+        let mut budget = self.timers.len();
         while let Some(Reverse((t, spi))) = self.timers.peek().copied() {
-            if t > now {
+            if t > now || budget == 0 {
                 break;
             }
+            budget -= 1;
             self.timers.pop();
             let Some(sa) = self.sas.get_mut(&spi) else { continue };
             if sa.scheduled != Some(t) {
