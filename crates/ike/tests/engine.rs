@@ -874,9 +874,9 @@ fn cert_pair(i_cert: (&str, &str, &str), r_cert: (&str, &str, &str)) -> (PeerCon
 #[test]
 fn certificates_establish_and_big_ike_auth_is_fragmented() {
     const VENUS: (&str, &str, &str) = ("venus-chain.pem", "venus.key", "venus.tern.test");
-    const MOON: (&str, &str, &str) = ("moon.pem", "moon.key", "moon.tern.test");
+    const SUN: (&str, &str, &str) = ("sun-chain.pem", "sun.key", "sun.tern.test");
     for fragment_size in [1280, 576] {
-        let (a, b) = cert_pair(VENUS, MOON);
+        let (a, b) = cert_pair(VENUS, SUN);
         let mut n = Net::new(Settings { fragment_size, ..Settings::default() }, a, vec![b]);
         establish(&mut n);
         assert_child_pair(&installs(&n.i_events)[0], &installs(&n.r_events)[0]);
@@ -889,6 +889,16 @@ fn certificates_establish_and_big_ike_auth_is_fragmented() {
             assert!(d.len() + 28 <= fragment_size, "{} bytes to {remote}", d.len());
             assert_eq!(wire::Header::decode(d).unwrap().next_payload, wire::payload_kind::SKF);
         }
+        // The responder's answer (a P-384 chain) too, at 576 bytes.
+        let auth_resps: Vec<_> =
+            n.sent.iter().filter(|s| !s.0 && wire::Header::decode(&s.3).unwrap().exchange == wire::IKE_AUTH).collect();
+        if fragment_size == 576 {
+            assert!(auth_resps.len() > 1);
+        }
+        for (_, _, _, d) in &auth_resps {
+            assert!(d.len() + 28 <= fragment_size);
+        }
+        assert_eq!(n.i.ike_sas()[0].remote_id, "sun.tern.test");
     }
 }
 
@@ -1141,4 +1151,22 @@ fn liveness_checks_from_the_responder_keep_a_live_sa() {
     assert!(n.r.stats().dpd_sent >= 10);
     assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
     assert_eq!(n.i.stats().retransmits + n.r.stats().retransmits, 0);
+}
+
+#[test]
+fn ipv6_establishes_and_detects_nat_by_v6_hashes() {
+    let (mut a, mut b) = pair_configs();
+    a.local = ip("2001:db8::1");
+    a.remote = Some(ip("2001:db8::2"));
+    b.local = ip("2001:db8::2");
+    b.remote = Some(ip("2001:db8::1"));
+    a.local_ts = vec![TrafficSelector::any(true)];
+    a.remote_ts = vec![TrafficSelector::any(true)];
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    let (ci, cr) = (installs(&n.i_events)[0].clone(), installs(&n.r_events)[0].clone());
+    assert_child_pair(&ci, &cr);
+    assert_eq!(ci.udp_encap, None);
+    assert_eq!(cr.remote, ip("2001:db8::1"));
+    assert_eq!(cr.local_ts, vec![TrafficSelector::any(true)], "narrowed to the initiator's v6 only");
 }
