@@ -21,6 +21,12 @@ pub const ID_KEY_ID: u8 = 11;
 /// The ID payload's body after the generic header: ID type, 3 reserved
 /// bytes, data (what AUTH's prf(SK_p, IDx') covers).
 pub fn id_body(id: &Identity) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_id(id, &mut out);
+    out
+}
+
+pub(super) fn encode_id(id: &Identity, out: &mut Vec<u8>) {
     let (kind, data): (u8, &[u8]) = match id {
         Identity::Ip(IpAddr::V4(a)) => (ID_IPV4_ADDR, &a.octets()[..]),
         Identity::Ip(IpAddr::V6(a)) => (ID_IPV6_ADDR, &a.octets()[..]),
@@ -29,10 +35,8 @@ pub fn id_body(id: &Identity) -> Vec<u8> {
         Identity::Dn(d) => (ID_DER_ASN1_DN, d),
         Identity::KeyId(k) => (ID_KEY_ID, k),
     };
-    let mut out = Vec::with_capacity(4 + data.len());
     out.extend_from_slice(&[kind, 0, 0, 0]);
     out.extend_from_slice(data);
-    out
 }
 
 pub(super) fn decode_id(kind: u8, body: &[u8]) -> Result<Identity, WireError> {
@@ -107,14 +111,20 @@ fn is_printable(s: &str) -> bool {
 /// `C=CH, O=strongSwan, CN=moon` to the DER of an X.509 Name.
 fn parse_dn(s: &str) -> Result<Vec<u8>, String> {
     let mut rdns = Vec::new();
-    // Split on unescaped commas; "\," is a literal comma.
+    // Split on unescaped commas ("\," is a literal comma), or on slashes if
+    // the DN starts with one (OpenSSL's "/C=CH/O=strongSwan/CN=moon"), as
+    // strongSwan does.
+    let (sep, body) = match s.strip_prefix('/') {
+        Some(rest) => ('/', rest),
+        None => (',', s),
+    };
     let mut parts = Vec::new();
     let mut cur = String::new();
-    let mut chars = s.chars();
+    let mut chars = body.chars();
     while let Some(c) = chars.next() {
         match c {
             '\\' => cur.push(chars.next().ok_or_else(|| format!("DN {s:?} ends in a backslash"))?),
-            ',' => parts.push(std::mem::take(&mut cur)),
+            c if c == sep => parts.push(std::mem::take(&mut cur)),
             c => cur.push(c),
         }
     }
@@ -249,6 +259,9 @@ impl Identity {
         let s = s.trim();
         if s.is_empty() {
             return Err("empty identity".into());
+        }
+        if s.eq_ignore_ascii_case("%any") {
+            return Err("%any is not an identity: leave the identity out to accept any".into());
         }
         if let Ok(a) = s.parse::<IpAddr>() {
             return Ok(Identity::Ip(a));

@@ -474,11 +474,13 @@ fn identity_parse() {
     assert!(Identity::parse("keyid:abc").unwrap_err().contains("hex"));
     assert!(Identity::parse("").is_err());
     assert!(Identity::parse("@").is_err());
+    assert!(Identity::parse("%any").unwrap_err().contains("leave the identity out"));
 
     let moon = Identity::parse("C=CH, O=strongSwan, CN=moon").unwrap();
     assert_eq!(moon, Identity::Dn(MOON_DN.to_vec()));
     assert_eq!(moon.to_string(), "C=CH, O=strongSwan, CN=moon");
     assert_eq!(Identity::parse(" c = CH ,o=strongSwan,  cn=moon ").unwrap(), moon);
+    assert_eq!(Identity::parse("/C=CH/O=strongSwan/CN=moon").unwrap(), moon);
     // x509-parser reads the same name.
     let (_, name) = x509_parser::x509::X509Name::from_der(MOON_DN).unwrap();
     assert_eq!(name.to_string(), "C=CH, O=strongSwan, CN=moon");
