@@ -724,14 +724,37 @@ fn pubkey_signature_cache() {
 }
 
 #[test]
-fn pubkey_extensions_tern_cannot_honour() {
+fn pubkey_critical_extensions_and_name_constraints() {
     let checker = creds("moon.pem", "moon.key");
     let critical = creds("critical.pem", "critical.key");
     let (m, data) = critical.sign(MSG).unwrap();
     let err = checker.verify(&critical.certs(), &fqdn("critical.tern.test"), NOW, m, &data, MSG).unwrap_err();
     assert!(matches!(&err, AuthError::Certificate(m) if m.contains("critical extension 1.3.6.1.4.1.99999.1")), "{err}");
+    // Name constraints on the intermediate (the same verdicts as openssl
+    // verify gives): nc-ee keeps to them.
     let nc = creds("nc-ee-chain.pem", "nc-ee.key");
     let (m, data) = nc.sign(MSG).unwrap();
-    let err = checker.verify(&nc.certs(), &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap_err();
-    assert!(matches!(&err, AuthError::Certificate(m) if m.contains("name constraints")), "{err}");
+    checker.verify(&nc.certs(), &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    for (name, words) in [
+        ("nc-out", "DNS:nc-out.example is not within the permitted names"),
+        ("nc-bad", "DNS:x.bad.tern.test is excluded by DNS:bad.tern.test"),
+        ("nc-ip", "IP:198.51.100.1 is not within the permitted names"),
+    ] {
+        let me = creds(&format!("{name}-chain.pem"), &format!("{name}.key"));
+        let (m, data) = me.sign(MSG).unwrap();
+        let err = checker.verify(&me.certs(), &fqdn(&format!("{name}.tern.test")), NOW, m, &data, MSG).unwrap_err();
+        assert!(
+            matches!(&err, AuthError::Untrusted(m) if m.contains(words) && m.contains("name constraints of O=tern, CN=tern Test Name Constraints")),
+            "{name}: {err}"
+        );
+    }
+    // The same constraints on a configured CA (a trust anchor) hold too.
+    let anchored =
+        Credentials::load(&dir().join("moon.pem"), &dir().join("moon.key"), &[dir().join("nc-int.pem")]).unwrap();
+    let out = creds("nc-out-chain.pem", "nc-out.key");
+    let (m, data) = out.sign(MSG).unwrap();
+    let err = anchored.verify(&out.certs()[..1], &fqdn("nc-out.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("not within the permitted names")), "{err}");
+    let (m, data) = nc.sign(MSG).unwrap();
+    anchored.verify(&nc.certs()[..1], &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
 }

@@ -5,7 +5,7 @@
 //! - `keyfile`: certificate and private key files (PEM/DER; PKCS#8, SEC1,
 //!   PKCS#1).
 //! - `chain`: the peer's chain against the configured CAs, and its
-//!   identity.
+//!   identity; `constraints`: the CAs' name constraints.
 //!
 //! Signing: ECDSA P-256 with SHA-256, P-384 with SHA-384 (the signature
 //! in DER, as RFC 7427 says), RSA with SHA-256 in PKCS#1 v1.5 or, with
@@ -16,6 +16,7 @@
 
 mod algorithm;
 mod chain;
+mod constraints;
 mod keyfile;
 
 pub use algorithm::{RSA_MAX_BITS, RSA_MIN_BITS};

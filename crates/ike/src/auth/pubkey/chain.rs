@@ -2,10 +2,12 @@
 //! entity up through the intermediates the peer sent to one of the
 //! configured CAs, by issuer/subject and signature; each certificate valid
 //! at `now`; issuers are CAs; at most [`MAX_DEPTH`] certificates below the
-//! CA. And whether the end entity names the peer's identity (RFC 4945
+//! CA; their name constraints on the end entity's names. And whether
+//! the end entity names the peer's identity (RFC 4945
 //! 3.1: the ID is the subject DN or a subjectAltName of the same kind).
 
 use super::algorithm::{PublicKey, verification_algorithm};
+use super::constraints;
 use crate::auth::AuthError;
 use crate::config::Identity;
 use x509_parser::asn1_rs::{Any, Class, Tag};
@@ -21,6 +23,9 @@ pub const MAX_DEPTH: usize = 4;
 /// A configured CA, parsed once at load.
 #[derive(Clone, Debug)]
 pub struct Anchor {
+    /// Kept for its name constraints, parsed when a path ends here.
+    pub der: Vec<u8>,
+    pub constrains: bool,
     /// The subject Name's DER, which issuers are matched by.
     pub subject: Vec<u8>,
     pub name: String,
@@ -41,6 +46,8 @@ impl Anchor {
         }
         let key = PublicKey::from_spki(cert.public_key()).map_err(|e| format!("{name}: {e}"))?;
         Ok(Anchor {
+            der: der.to_vec(),
+            constrains: constraints::of(&cert).is_some(),
             subject: cert.subject().as_raw().to_vec(),
             name,
             key,
@@ -89,11 +96,6 @@ fn check_validity(name: &str, not_before: i64, not_after: i64, now: i64) -> Resu
 fn check_extensions(cert: &X509Certificate, name: &str, issuer: bool) -> Result<(), AuthError> {
     for ext in cert.extensions() {
         match ext.parsed_extension() {
-            ParsedExtension::NameConstraints(_) if issuer => {
-                return Err(AuthError::Certificate(format!(
-                    "{name} has name constraints, which tern does not enforce"
-                )));
-            }
             ParsedExtension::UnsupportedExtension { .. } | ParsedExtension::ParseError { .. } if ext.critical => {
                 return Err(AuthError::Certificate(format!(
                     "{name} has a critical extension {} tern does not understand",
@@ -194,6 +196,7 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &Si
     };
     let mut used = vec![false; certs.len()];
     used[0] = true;
+    let ee_name = cur.subject().to_string();
     for depth in 0..MAX_DEPTH {
         let name = cur.subject().to_string();
         let v = cur.validity();
@@ -204,7 +207,16 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &Si
         let mut failed = None;
         for a in anchors.iter().filter(|a| a.subject == issuer) {
             match check_signature(cur, &name, &a.key, &a.name, cache) {
-                Ok(()) => return check_validity(&a.name, a.not_before, a.not_after, now),
+                Ok(()) => {
+                    check_validity(&a.name, a.not_before, a.not_after, now)?;
+                    if a.constrains
+                        && let Ok((_, ca)) = X509Certificate::from_der(&a.der)
+                        && let Some(nc) = constraints::of(&ca)
+                    {
+                        constraints::check(&certs[0], &ee_name, nc, &a.name)?;
+                    }
+                    return Ok(());
+                }
                 Err(e) => failed = Some(e),
             }
         }
@@ -236,6 +248,9 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &Si
         let key =
             PublicKey::from_spki(up.public_key()).map_err(|e| AuthError::Certificate(format!("{up_name}: {e}")))?;
         check_signature(cur, &name, &key, &up_name, cache)?;
+        if let Some(nc) = constraints::of(up) {
+            constraints::check(&certs[0], &ee_name, nc, &up_name)?;
+        }
         used[i] = true;
         cur = up;
     }
@@ -317,19 +332,7 @@ fn list(sans: &[&GeneralName]) -> String {
     if sans.is_empty() {
         return "none".into();
     }
-    let names: Vec<String> = sans
-        .iter()
-        .map(|g| match g {
-            GeneralName::DNSName(d) => format!("DNS:{d}"),
-            GeneralName::RFC822Name(m) => format!("email:{m}"),
-            GeneralName::IPAddress(b) => match b.len() {
-                4 => format!("IP:{}", std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).unwrap_or_default())),
-                16 => format!("IP:{}", std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*b).unwrap_or_default())),
-                _ => "IP:?".into(),
-            },
-            other => format!("{other}"),
-        })
-        .collect();
+    let names: Vec<String> = sans.iter().map(|g| constraints::show(g)).collect();
     names.join(", ")
 }
 
