@@ -867,6 +867,13 @@ mod tests {
     }
 
     #[test]
+    fn the_engine_moves_to_its_thread() {
+        fn send<T: Send>() {}
+        send::<Ike>();
+        send::<Output>();
+    }
+
+    #[test]
     fn spis_belong_to_their_shard() {
         let ike = Ike::new(Settings { shard: 2, shards: 5, ..Settings::default() });
         for _ in 0..1000 {
