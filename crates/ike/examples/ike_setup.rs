@@ -9,6 +9,17 @@
 //! (N IKE SAs, default 100000; `batch` IKE SAs in flight at once, default
 //! 1000; `ecdsa`: certificates, ECDSA P-256, from tests/certs, instead of
 //! the pre-shared key).
+//!
+//! Measured 2026-12-07 on the 2-vCPU AMD EPYC development VM (shared with
+//! other builds; thread CPU time, so waiting for a CPU does not count),
+//! `ike_setup 1000000`: 12,781 / 11,907 / 11,871 / 11,798 / 11,946
+//! setups/s over 0-10k / 10k-40k / 40k-100k / 100k-400k / 400k-1M SAs
+//! (84 us of responder CPU each, about 70 % of the whole in X25519);
+//! 1,344 bytes of heap per established responder SA with its child SA
+//! (3,074 for both engines while the IKE_AUTH answers are cached);
+//! `ike_setup 10000 1000 ecdsa`: 6,229 setups/s (one certificate for every
+//! client, so its chain check is cached: the AUTH signature and its check
+//! remain).
 
 // The counting allocator is the one unsafe thing here: GlobalAlloc is an
 // unsafe trait.
