@@ -749,11 +749,13 @@ impl Ike {
             });
         }
         // A `start` peer's SA that failed or died (not one deleted on
-        // purpose) is initiated again.
+        // purpose) is initiated again, whichever side initiated it (a
+        // rekey by the peer makes the peer the initiator).
         let deliberate = matches!(reason, "deleted" | "deleted by peer" | "terminated" | "configuration changed");
         if !sa.announced_down
-            && sa.initiator
+            && (sa.initiator || sa.announced_up)
             && sa.peer.start
+            && sa.peer.remote.is_some()
             && !deliberate
             && let Some(now) = self.clock
         {

@@ -1170,3 +1170,107 @@ fn ipv6_establishes_and_detects_nat_by_v6_hashes() {
     assert_eq!(cr.remote, ip("2001:db8::1"));
     assert_eq!(cr.local_ts, vec![TrafficSelector::any(true)], "narrowed to the initiator's v6 only");
 }
+
+/// Whole lives over a lossy wire (a quarter of the datagrams lost, both
+/// ways): rekeys, liveness checks, failures and restarts. Once the loss
+/// stops and things settle, both sides hold the same IKE SAs with the same
+/// child SAs, whatever happened on the way.
+/// Seeds of the loss pattern (the nonces and jitter vary run to run too).
+const LOSSY_SEEDS: u64 = 24;
+
+#[test]
+fn lossy_lives_end_consistent() {
+    for seed in 1..=LOSSY_SEEDS {
+        let (mut a, mut b) = pair_configs();
+        a.start = true;
+        for c in [&mut a, &mut b] {
+            c.child_rekey = Some(Duration::from_secs(40));
+            c.ike_rekey = Some(Duration::from_secs(90));
+            c.dpd = Some(Duration::from_secs(15));
+            c.esp_proposals = vec![esp("aes128gcm16-x25519")];
+        }
+        let mut n = Net::new(Settings::default(), a, vec![b]);
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        n.loss = Some(Box::new(move |_, _| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 4 == 0
+        }));
+        n.pump();
+        n.advance(Duration::from_secs(400));
+        n.loss = None;
+        n.advance(Duration::from_secs(300));
+        let (si, sr) = (n.i.ike_sas(), n.r.ike_sas());
+        if std::env::var("IKE_TRACE").is_ok()
+            && (si.len() != 1 || sr.len() != 1 || si[0].children.len() != 1 || sr[0].children.len() != 1)
+        {
+            for (from_i, _, _, d) in &n.sent {
+                let h = wire::Header::decode(d).unwrap();
+                let m = wire::Message::decode(d).map(|m| m.payloads.len()).unwrap_or(0);
+                eprintln!(
+                    "{} x{} r{} mid{} {:016x}/{:016x} p{}",
+                    if *from_i { "i>" } else { "<r" },
+                    h.exchange,
+                    h.flags & 0x20 != 0,
+                    h.message_id,
+                    h.spi_i,
+                    h.spi_r,
+                    m
+                );
+            }
+            eprintln!(
+                "I: {:#?}",
+                n.i_events
+                    .iter()
+                    .filter(|o| !matches!(o, Output::Send { .. }))
+                    .map(|o| match o {
+                        Output::InstallChild(c) =>
+                            format!("install {} in {:x} out {:x} sa {}", c.id, c.inbound.spi, c.outbound.spi, c.ike_sa),
+                        o => format!("{o:?}"),
+                    })
+                    .collect::<Vec<_>>()
+            );
+            eprintln!(
+                "R: {:#?}",
+                n.r_events
+                    .iter()
+                    .filter(|o| !matches!(o, Output::Send { .. }))
+                    .map(|o| match o {
+                        Output::InstallChild(c) =>
+                            format!("install {} in {:x} out {:x} sa {}", c.id, c.inbound.spi, c.outbound.spi, c.ike_sa),
+                        o => format!("{o:?}"),
+                    })
+                    .collect::<Vec<_>>()
+            );
+            eprintln!("si {si:#?} sr {sr:#?}");
+        }
+        assert_eq!(
+            si.len(),
+            1,
+            "seed {seed}: {si:#?} i: {:?} {:?} r: {:?} {:?}",
+            downs(&n.i_events),
+            n.i.stats().failures,
+            downs(&n.r_events),
+            n.r.stats().failures
+        );
+        assert_eq!(sr.len(), 1, "seed {seed}: {sr:#?}");
+        assert_eq!((si[0].spi_i, si[0].spi_r), (sr[0].spi_i, sr[0].spi_r), "seed {seed}");
+        let mut ci: Vec<(u32, u32)> = si[0].children.iter().map(|c| (c.1, c.2)).collect();
+        let mut cr: Vec<(u32, u32)> = sr[0].children.iter().map(|c| (c.2, c.1)).collect();
+        ci.sort();
+        cr.sort();
+        assert_eq!(ci, cr, "seed {seed}");
+        assert_eq!(ci.len(), 1, "seed {seed}");
+        assert_eq!(n.i.stats().child_sas, 1);
+        assert_eq!(n.r.stats().child_sas, 1);
+        // What the data plane was told adds up to the same.
+        let live = |ev: &[Output]| {
+            let mut v: Vec<u64> = installs(ev).iter().map(|c| c.id).collect();
+            v.retain(|id| !deletes(ev).contains(id));
+            v.len()
+        };
+        assert_eq!(live(&n.i_events), 1, "seed {seed}");
+        assert_eq!(live(&n.r_events), 1, "seed {seed}");
+    }
+}

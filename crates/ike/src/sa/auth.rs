@@ -570,7 +570,6 @@ pub(crate) fn new_child(
         rekey_at: None,
         rekeying: false,
         replaced: false,
-        peer_rekey: None,
         pfs_group: None,
     }
 }

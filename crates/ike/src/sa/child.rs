@@ -10,7 +10,7 @@ use super::auth::{jitter, new_child};
 use super::info::PROTO_ESP;
 use super::init::{notify, notify_reason};
 use super::util::{first_group, group_from_id, group_id, narrow, offers_group, or_any};
-use super::{IkeSa, Req, Start, State};
+use super::{IkeSa, RekeyNote, Req, Start, State};
 use crate::config::TrafficSelector;
 use crate::crypto::{DhPrivate, IkeKeys, child_keys};
 use crate::ike::Ike;
@@ -191,12 +191,10 @@ impl Ike {
         // RFC 7296 2.8.1: with a simultaneous rekey by the peer, the
         // exchange holding the lowest of the four nonces loses and its
         // initiator deletes what it created; the winner deletes the old.
-        let ours_min = min_nonce(&ni, &nr).to_vec();
-        let lost = sa
-            .child(old)
-            .and_then(|c| c.peer_rekey.as_ref())
-            .is_some_and(|(_, theirs)| ours_min.as_slice() < &theirs[..]);
+        let mine = RekeyNote { old, new: new_id, min_nonce: min_nonce(&ni, &nr).into(), ours: true };
+        let lost = sa.note_rekey(mine.clone()).is_some_and(|theirs| mine.min_nonce < theirs.min_nonce);
         if lost {
+            log::info!("ike: peer {who}: simultaneous rekey of child SA {old} lost; deleting ours");
             self.enqueue(sa, now, Start::DeleteChildren(vec![new_id]));
         } else if let Some(c) = sa.child_mut(old) {
             c.replaced = true;
@@ -308,13 +306,22 @@ impl Ike {
         let new_id = self.new_id();
         let child = new_child(new_id, spi_in, their_spi, chosen, ts_r, ts_i);
         self.install_child(sa, now, child, i2r, r2i, old.is_some());
-        if let Some(old) = old
-            && let Some(c) = sa.child_mut(old)
-        {
-            // The peer deletes the old one; if we are rekeying it too, the
-            // nonces decide when our answer comes.
-            c.peer_rekey = Some((new_id, min_nonce(&ni, &nr).to_vec().into_boxed_slice()));
-            c.rekey_at = None;
+        if let Some(old) = old {
+            // The peer deletes the old one. If we rekeyed it too and our
+            // exchange is done, the nonces decide now: if ours lost, we
+            // delete what we made (if ours is still under way, its answer
+            // decides).
+            if let Some(c) = sa.child_mut(old) {
+                c.rekey_at = None;
+            }
+            let theirs = RekeyNote { old, new: new_id, min_nonce: min_nonce(&ni, &nr).into(), ours: false };
+            if let Some(mine) = sa.note_rekey(theirs.clone())
+                && mine.min_nonce < theirs.min_nonce
+                && sa.child(mine.new).is_some()
+            {
+                log::info!("ike: peer {}: simultaneous rekey of child SA {old} lost; deleting ours", sa.who());
+                self.enqueue(sa, now, Start::DeleteChildren(vec![mine.new]));
+            }
         }
         Ok(())
     }
@@ -443,6 +450,12 @@ impl Ike {
         remote: SocketAddr,
         p: ChildPayloads,
     ) -> Result<(), Refusal> {
+        // RFC 7296 2.25: our own request on this SA (other than a rekey of
+        // it, a collision settled by nonces) must finish on it first, or
+        // what it changes would land on an SA that is going.
+        if sa.pending.as_ref().is_some_and(|p| !matches!(p.req, Req::RekeyIke { .. })) {
+            return Err(notify::TEMPORARY_FAILURE.into());
+        }
         let (Some(sa_p), Some(ni), Some((kg, kd))) = (p.sa, p.nonce, p.ke) else {
             return Err(notify::INVALID_SYNTAX.into());
         };
@@ -507,6 +520,7 @@ impl Ike {
         new.chosen = Some(chosen);
         new.keys = Some(keys);
         new.children = std::mem::take(&mut sa.children);
+        new.rekey_notes = std::mem::take(&mut sa.rekey_notes);
         new.remote_id = sa.remote_id.clone();
         new.virtual_ip = sa.virtual_ip.take();
         new.nat_local = sa.nat_local;

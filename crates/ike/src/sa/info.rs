@@ -81,6 +81,34 @@ impl Ike {
         }
     }
 
+    /// RFC 7296 2.8.2: the peer deletes the IKE SA it made by rekeying ours
+    /// while our own rekey of it is still unanswered: its rekey lost, and
+    /// ours will take over. The SA's handle and children go back to the
+    /// old SA (live again until our answer comes) instead of going down.
+    fn collision_loser_deleted(&mut self, sa: &mut IkeSa) -> bool {
+        let ours = sa.our_spi();
+        let Some(old_spi) = self.rekey_collisions.iter().find(|(_, (s, _))| *s == ours).map(|(o, _)| *o) else {
+            return false;
+        };
+        let Some(old) = self.sas.get_mut(&old_spi) else { return false };
+        old.id = sa.id;
+        old.children = std::mem::take(&mut sa.children);
+        old.virtual_ip = sa.virtual_ip.take();
+        old.counted_established = std::mem::take(&mut sa.counted_established);
+        old.queue = std::mem::take(&mut sa.queue);
+        old.state = State::Established;
+        old.expire_at = None;
+        old.announced_down = false;
+        let spis: Vec<u32> = old.children.iter().map(|c| c.spi_in).collect();
+        for spi in spis {
+            self.child_index.insert(spi, old_spi);
+        }
+        sa.id = self.new_id();
+        sa.announced_down = true;
+        log::info!("ike: peer {}: the peer's simultaneous IKE SA rekey lost; ours goes on", sa.who());
+        true
+    }
+
     /// An INFORMATIONAL request from the peer.
     pub(crate) fn informational(
         &mut self,
@@ -125,6 +153,10 @@ impl Ike {
         }
         if delete_ike {
             self.send_response(sa, wire::INFORMATIONAL, mid, &[], local, remote);
+            if self.collision_loser_deleted(sa) {
+                self.sa_down(sa, "deleted by peer", false);
+                return;
+            }
             log::info!("ike: peer {}: the peer deleted IKE SA {}", sa.who(), sa.id);
             self.sa_down(sa, "deleted by peer", false);
             return;

@@ -87,12 +87,25 @@ pub struct Child {
     /// this one waits for its delete).
     pub rekeying: bool,
     pub replaced: bool,
-    /// The peer rekeyed it too (simultaneous rekey, RFC 7296 2.8.1): the
-    /// new child's id and the lowest nonce of that exchange.
-    pub peer_rekey: Option<(u64, Box<[u8]>)>,
     /// The PFS group the peer asked for (INVALID_KE_PAYLOAD) in a rekey.
     pub pfs_group: Option<DhGroup>,
 }
+
+/// A child rekey that happened (ours or the peer's), kept a while so a
+/// simultaneous rekey of the same child (RFC 7296 2.8.1) is settled the
+/// same way on both sides whatever order the messages came in.
+#[derive(Clone, Debug)]
+pub struct RekeyNote {
+    pub old: u64,
+    pub new: u64,
+    /// The lowest nonce of that exchange.
+    pub min_nonce: Box<[u8]>,
+    /// This side initiated it.
+    pub ours: bool,
+}
+
+/// At most this many notes per IKE SA (the oldest go).
+pub const REKEY_NOTES: usize = 8;
 
 /// A request to make once the one outstanding is answered (window 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,6 +203,8 @@ pub struct IkeSa {
     pub announced_down: bool,
     /// Set when `IkeSaUp` was sent.
     pub announced_up: bool,
+    /// Recent child rekeys (empty, unallocated, but around collisions).
+    pub rekey_notes: Vec<RekeyNote>,
 }
 
 impl IkeSa {
@@ -235,6 +250,7 @@ impl IkeSa {
             counted_established: false,
             announced_down: false,
             announced_up: false,
+            rekey_notes: Vec::new(),
         }
     }
 
@@ -267,6 +283,17 @@ impl IkeSa {
             }
         }
         d
+    }
+
+    /// Notes a child rekey; returns the note of the other side's rekey of
+    /// the same child, if there was one.
+    pub fn note_rekey(&mut self, note: RekeyNote) -> Option<RekeyNote> {
+        let other = self.rekey_notes.iter().find(|n| n.old == note.old && n.ours != note.ours).cloned();
+        if self.rekey_notes.len() >= REKEY_NOTES {
+            self.rekey_notes.remove(0);
+        }
+        self.rekey_notes.push(note);
+        other
     }
 
     pub fn child(&self, id: u64) -> Option<&Child> {
