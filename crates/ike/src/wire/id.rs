@@ -83,7 +83,10 @@ const ATTRIBUTES: &[(&[&str], &[u8], bool)] = &[
     (&["O"], &[0x55, 0x04, 0x0a], false),
     (&["OU"], &[0x55, 0x04, 0x0b], false),
     (&["CN"], &[0x55, 0x04, 0x03], false),
-    (&["SN", "serialNumber"], &[0x55, 0x04, 0x05], false),
+    // strongSwan 5.9 reads and shows SN as the surname (RFC 4519), as
+    // charon's own IDs show.
+    (&["SN", "surname"], &[0x55, 0x04, 0x04], false),
+    (&["serialNumber"], &[0x55, 0x04, 0x05], false),
     (&["DC"], &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19], false),
     (&["UID"], &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01], false),
     (&["E", "emailAddress", "Email"], &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01], true),
@@ -138,7 +141,7 @@ fn parse_dn(s: &str) -> Result<Vec<u8>, String> {
             ATTRIBUTES.iter().find(|(names, _, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
         else {
             return Err(format!(
-                "DN {s:?}: unknown attribute {name:?} (known: C, ST, L, O, OU, CN, SN, DC, UID, E/emailAddress)"
+                "DN {s:?}: unknown attribute {name:?} (known: C, ST, L, O, OU, CN, SN, serialNumber, DC, UID, E)"
             ));
         };
         if value.is_empty() {
@@ -203,15 +206,18 @@ fn oid_text(oid: &[u8]) -> String {
     out
 }
 
-/// The DER of a Name as text (`C=CH, O=strongSwan, CN=moon`), or `None` if
-/// it does not parse.
-fn dn_text(der: &[u8]) -> Option<String> {
+/// One attribute of a Name: (OID, string tag, value).
+type Attribute<'a> = (&'a [u8], u8, &'a [u8]);
+
+/// A Name's attributes in order, RDN sets flattened, or `None` if the DER
+/// does not parse.
+fn dn_attributes(der: &[u8]) -> Option<Vec<Attribute<'_>>> {
     let mut r = Reader::new(der);
     let (SEQUENCE, rdns) = tlv(&mut r)? else { return None };
     if !r.is_empty() {
         return None;
     }
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut sets = Reader::new(rdns);
     while !sets.is_empty() {
         let (SET, set) = tlv(&mut sets)? else { return None };
@@ -220,17 +226,48 @@ fn dn_text(der: &[u8]) -> Option<String> {
             let (SEQUENCE, atv) = tlv(&mut atvs)? else { return None };
             let mut atv = Reader::new(atv);
             let (OID, oid) = tlv(&mut atv)? else { return None };
-            let (_, value) = tlv(&mut atv)?;
-            if !out.is_empty() {
-                out.push_str(", ");
-            }
-            match ATTRIBUTES.iter().find(|(_, o, _)| *o == oid) {
-                Some((names, _, _)) => out.push_str(names.first().copied().unwrap_or("?")),
-                None => out.push_str(&oid_text(oid)),
-            }
-            out.push('=');
-            out.extend(String::from_utf8_lossy(value).chars().map(|c| if c.is_control() { '?' } else { c }));
+            let (tag, value) = tlv(&mut atv)?;
+            out.push((oid, tag, value));
         }
+    }
+    Some(out)
+}
+
+/// strongSwan's DN equality (`compare_dn`): the same attributes in the
+/// same order with the same values, whatever their string types;
+/// PrintableStrings (and emailAddress IA5Strings) of the same type compared
+/// without regard to case.
+fn same_dn(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(x), Some(y)) = (dn_attributes(a), dn_attributes(b)) else { return false };
+    const EMAIL: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01];
+    x.len() == y.len()
+        && x.iter().zip(&y).all(|(&(oa, ta, va), &(ob, tb, vb))| {
+            oa == ob
+                && if ta == tb && (ta == PRINTABLE_STRING || (ta == IA5_STRING && oa == EMAIL)) {
+                    va.eq_ignore_ascii_case(vb)
+                } else {
+                    va == vb
+                }
+        })
+}
+
+/// The DER of a Name as text (`C=CH, O=strongSwan, CN=moon`), or `None` if
+/// it does not parse.
+fn dn_text(der: &[u8]) -> Option<String> {
+    let mut out = String::new();
+    for (oid, _, value) in dn_attributes(der)? {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        match ATTRIBUTES.iter().find(|(_, o, _)| *o == oid) {
+            Some((names, _, _)) => out.push_str(names.first().copied().unwrap_or("?")),
+            None => out.push_str(&oid_text(oid)),
+        }
+        out.push('=');
+        out.extend(String::from_utf8_lossy(value).chars().map(|c| if c.is_control() { '?' } else { c }));
     }
     Some(out)
 }
@@ -251,6 +288,21 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Identity {
+    /// Whether a peer's identity is the configured one, as strongSwan
+    /// compares them: DNs by attributes and values whatever their string
+    /// types (a certificate made by OpenSSL has UTF8Strings where a
+    /// configured DN has PrintableStrings), FQDNs and email addresses
+    /// without regard to case, addresses and key IDs exactly.
+    pub fn matches(&self, other: &Identity) -> bool {
+        match (self, other) {
+            (Identity::Dn(a), Identity::Dn(b)) => same_dn(a, b),
+            (Identity::Fqdn(a), Identity::Fqdn(b)) | (Identity::Email(a), Identity::Email(b)) => {
+                a.eq_ignore_ascii_case(b)
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// Parses a configured identity as strongSwan reads one: an IP address;
     /// `keyid:hex` (or strongSwan's `@#hex`) a key ID; `C=.., O=.., CN=..`
     /// a DN; `@name` an FQDN (the `@` dropped: strongSwan's way to force
@@ -289,12 +341,15 @@ impl Identity {
 
 /// As strongSwan shows identities: the address, the name, the DN as
 /// `C=CH, O=strongSwan, CN=moon`; a key ID as `keyid:hex` (which
-/// [`Identity::parse`] reads back).
+/// [`Identity::parse`] reads back). Control characters a peer put in its
+/// ID show as `?` (they would forge log lines otherwise).
 impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Identity::Ip(a) => write!(f, "{a}"),
-            Identity::Fqdn(s) | Identity::Email(s) => f.write_str(s),
+            Identity::Fqdn(s) | Identity::Email(s) => {
+                s.chars().try_for_each(|c| std::fmt::Write::write_char(f, if c.is_control() { '?' } else { c }))
+            }
             Identity::Dn(d) => match dn_text(d) {
                 Some(t) => f.write_str(&t),
                 None => write!(f, "(invalid DN {})", hex(d)),

@@ -498,11 +498,14 @@ fn identity_parse() {
     assert!(Identity::parse("C=CH, CN=").unwrap_err().contains("no value"));
     assert!(Identity::parse("C=CH, moon").is_err());
 
+    // A peer's control characters do not reach the logs.
+    assert_eq!(Identity::Fqdn("a\nb\x1b[31m".into()).to_string(), "a?b?[31m");
+    assert_eq!(Identity::Email("x@y\r".into()).to_string(), "x@y?");
     // Invalid DER still displays.
     assert_eq!(Identity::Dn(vec![0x30, 0x05, 1]).to_string(), "(invalid DN 300501)");
     // An attribute tern has no name for: its dotted OID.
-    let mut odd = vec![0x30, 0x0c, 0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x0c, 0x13, 0x01, b'x'];
-    assert_eq!(Identity::Dn(odd.clone()).to_string(), "2.5.4.12=x");
+    let mut odd = vec![0x30, 0x0c, 0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x11, 0x13, 0x01, b'x'];
+    assert_eq!(Identity::Dn(odd.clone()).to_string(), "2.5.4.17=x");
     odd[1] = 0x0d;
     assert!(Identity::Dn(odd).to_string().starts_with("(invalid DN"));
 }
@@ -537,6 +540,28 @@ mod strongswan {
 
     fn notify_kinds(payloads: &[Payload]) -> Vec<u16> {
         payloads.iter().filter_map(|p| if let Payload::Notify { kind, .. } = p { Some(*kind) } else { None }).collect()
+    }
+
+    /// The IKE_AUTH request's plaintext of a second run with DN identities
+    /// (PSK): the ID payloads are charon's own DER, which tern's parser must
+    /// reproduce byte for byte (strongSwan compares DNs in binary first),
+    /// and tern shows them as charon's log does.
+    #[test]
+    fn dn_identities_as_charon_encodes_them() {
+        const DN_AUTH_REQ_PLAIN: &[u8] = include_bytes!("testdata/strongswan-dn-auth-req-plain.bin");
+        let moon = "C=CH, ST=Zurich, O=strongSwan & Co, OU=Test, CN=moon_1, E=moon@example.org";
+        let sun = "C=CH, L=Rapperswil, O=strongSwan, SN=42, CN=sun.example.org";
+        let inner = decode_payloads(pk::IDI, DN_AUTH_REQ_PLAIN).unwrap();
+        let Payload::IdI(idi) = &inner[0] else { panic!("{:?}", inner[0]) };
+        let Payload::IdR(idr) = &inner[2] else { panic!("{:?}", inner[2]) };
+        assert_eq!(idi, &Identity::parse(moon).unwrap());
+        assert_eq!(idr, &Identity::parse(sun).unwrap());
+        assert_eq!((idi.to_string(), idr.to_string()), (moon.to_string(), sun.to_string()));
+        // "&" and "_" are not PrintableString: charon, and tern, use UTF8String.
+        let Identity::Dn(der) = idi else { panic!() };
+        assert!(der.windows(14).any(|w| w == b"\x0c\x0fstrongSwan &"));
+        assert!(der.windows(8).any(|w| w == b"\x0c\x06moon_1"));
+        assert_eq!(encode_payloads(&inner), (pk::IDI, DN_AUTH_REQ_PLAIN.to_vec()));
     }
 
     #[test]
@@ -663,4 +688,40 @@ mod strongswan {
         let info = Message::decode(INFO_RESP).unwrap();
         assert!(matches!(&info.payloads[..], [Payload::Sk { first: 0, .. }]));
     }
+}
+
+#[test]
+fn identities_match_as_strongswan_compares_them() {
+    let moon = Identity::Dn(MOON_DN.to_vec());
+    // The same name with UTF8Strings (what OpenSSL puts in certificates).
+    let mut utf8 = MOON_DN.to_vec();
+    for at in [24, 45] {
+        assert_eq!(utf8[at], 0x13);
+        utf8[at] = 0x0c;
+    }
+    let utf8 = Identity::Dn(utf8);
+    assert_ne!(moon, utf8);
+    assert!(moon.matches(&utf8) && utf8.matches(&moon));
+    assert_eq!(utf8.to_string(), moon.to_string());
+    // PrintableStrings compare without regard to case; UTF8Strings do not.
+    let lower = Identity::parse("c=ch, o=STRONGSWAN, cn=Moon").unwrap();
+    assert!(moon.matches(&lower));
+    assert!(!utf8.matches(&lower));
+    // Another value, another order, another attribute, one more: no.
+    for other in [
+        "C=CH, O=strongSwan, CN=sun",
+        "O=strongSwan, C=CH, CN=moon",
+        "C=CH, OU=strongSwan, CN=moon",
+        "C=CH, O=strongSwan, CN=moon, E=a@b",
+    ] {
+        assert!(!moon.matches(&Identity::parse(other).unwrap()), "{other}");
+    }
+    // Unparseable DER matches only itself.
+    let junk = Identity::Dn(vec![0x30, 0x03, 1, 2]);
+    assert!(junk.matches(&junk.clone()) && !junk.matches(&moon));
+    assert!(Identity::Fqdn("Moon.Example".into()).matches(&Identity::Fqdn("moon.example".into())));
+    assert!(Identity::Email("Ops@Example.net".into()).matches(&Identity::Email("ops@example.net".into())));
+    assert!(!Identity::Fqdn("moon.example".into()).matches(&Identity::Email("moon.example".into())));
+    let ip = Identity::parse("10.0.0.1").unwrap();
+    assert!(ip.matches(&ip.clone()) && !ip.matches(&Identity::parse("10.0.0.2").unwrap()));
 }
