@@ -2,14 +2,30 @@
 //! established: SPIs, keys, message IDs, the peer's address, its child
 //! SAs) and the exchanges, as `impl Ike` blocks per exchange so they can
 //! reach the engine's indexes (SPI allocation, pools, timers):
-//! - [`init`]: IKE_SA_INIT, both roles, cookies, INVALID_KE_PAYLOAD;
-//! - [`auth`]: IKE_AUTH (PSK, certificates), the first child SA, the
+//! - `init`: IKE_SA_INIT, both roles, cookies, INVALID_KE_PAYLOAD;
+//! - `auth`: IKE_AUTH (PSK, certificates), the first child SA, the
 //!   remote-access configuration payload;
-//! - [`info`]: INFORMATIONAL (deletes, liveness checks, notifies);
-//! - [`child`]: CREATE_CHILD_SA (child and IKE SA rekeying);
-//! - [`frame`]: sealing and opening encrypted messages, RFC 7383
+//! - `info`: INFORMATIONAL (deletes, liveness checks, notifies);
+//! - `child`: CREATE_CHILD_SA (child and IKE SA rekeying);
+//! - `frame`: sealing and opening encrypted messages, RFC 7383
 //!   fragmentation and reassembly;
-//! - [`util`]: NAT detection hashes, traffic selector narrowing, pools.
+//! - `util`: NAT detection hashes, traffic selector narrowing, pools.
+//!
+//! Notes on behaviour:
+//! - Message IDs: window 1 each way; the last response is cached for a
+//!   retransmitted request (byte-identical) for twice the peer's
+//!   retransmission schedule, then dropped (an idle SA keeps no datagram).
+//! - An established SA keeps SPIs, SK_d and the two SK ciphers, message
+//!   IDs, the peer's address and identity, its children (SPIs, algorithms,
+//!   selectors) and its timers; DH, nonces, SK_pi/SK_pr and the
+//!   IKE_SA_INIT messages go at authentication (`IkeSa::forget_half_open`).
+//! - A rekeyed IKE SA keeps the engine's handle (`IkeSa::id`): the new SA
+//!   takes it over with the children; the old one gets a throwaway handle
+//!   and goes silently, so the control side sees no down/up for a rekey.
+//! - Collisions (RFC 7296 2.8, 2.25): simultaneous child or IKE rekeys are
+//!   settled by the lowest nonce, the same way on both sides whatever
+//!   order the messages arrive in; an IKE rekey request meeting another
+//!   outstanding request of ours gets TEMPORARY_FAILURE.
 
 #![deny(clippy::indexing_slicing)]
 
