@@ -4,7 +4,7 @@
 //! (3.15: a virtual IP from the template's pool).
 
 use super::init::{notify, notify_reason};
-use super::util::{narrow, or_any, without_dh};
+use super::util::{intersect, narrow, or_any, without_dh};
 use super::{Child, IkeSa, Req, State};
 use crate::auth::{AUTH_SHARED_KEY, AuthError, psk};
 use crate::config::{AuthConfig, Identity, PeerConfig, TrafficSelector};
@@ -425,7 +425,15 @@ impl Ike {
             }
             _ => return Err("no-proposal-chosen"),
         };
-        if tsi.is_empty() || tsr.is_empty() {
+        // The responder may only narrow what we proposed (RFC 7296 2.9).
+        let proposed_i = match self.vip_requests.get(&cfg.name) {
+            Some(v6) => vec![TrafficSelector::any(*v6)],
+            None => or_any(&cfg.local_ts),
+        };
+        let within = |got: &[TrafficSelector], ours: &[TrafficSelector]| {
+            got.iter().all(|t| ours.iter().any(|o| intersect(t, o) == Some(*t)))
+        };
+        if tsi.is_empty() || tsr.is_empty() || !within(&tsi, &proposed_i) || !within(&tsr, &or_any(&cfg.remote_ts)) {
             return Err("ts-unacceptable");
         }
         if let Some((CFG_REPLY, attrs)) = cp {
