@@ -1274,3 +1274,12 @@ fn lossy_lives_end_consistent() {
         assert_eq!(live(&n.r_events), 1, "seed {seed}");
     }
 }
+
+#[test]
+fn identities_compare_as_strongswan_does() {
+    // An FQDN configured in another case still names the peer.
+    let (a, mut b) = pair_configs();
+    b.remote_id = Some(Identity::Fqdn("Branch.Example".into()));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+}

@@ -134,7 +134,7 @@ impl Ike {
     fn template_for(&self, id: &Identity, fallback: &Arc<PeerConfig>) -> Arc<PeerConfig> {
         let templates = || self.peers.iter().filter(|p| p.remote.is_none());
         templates()
-            .find(|p| p.remote_id.as_ref() == Some(id))
+            .find(|p| p.remote_id.as_ref().is_some_and(|r| r.matches(id)))
             .or_else(|| templates().find(|p| p.remote_id.is_none()))
             .cloned()
             .unwrap_or_else(|| fallback.clone())
@@ -177,7 +177,7 @@ impl Ike {
         let verified = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
             let signed = psk::signed_octets(keys.prf, &half.init_req, &half.nr, &keys.sk_pi, &wire::id_body(&idi));
-            if cfg.remote_id.as_ref().is_some_and(|r| *r != idi) {
+            if cfg.remote_id.as_ref().is_some_and(|r| !r.matches(&idi)) {
                 Err(AuthError::Identity(idi.to_string()))
             } else {
                 match &cfg.auth {
@@ -368,7 +368,7 @@ impl Ike {
         let verified = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
             let signed = psk::signed_octets(keys.prf, &half.init_resp, &half.ni, &keys.sk_pr, &wire::id_body(&idr));
-            if cfg.remote_id.as_ref().is_some_and(|r| *r != idr) {
+            if cfg.remote_id.as_ref().is_some_and(|r| !r.matches(&idr)) {
                 Err(AuthError::Identity(idr.to_string()))
             } else {
                 match &cfg.auth {
