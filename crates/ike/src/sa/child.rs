@@ -186,7 +186,9 @@ impl Ike {
             }
         };
         let new_id = self.new_id();
-        let child = new_child(new_id, spi_in, spi_out, chosen, tsi, tsr);
+        let mut child = new_child(new_id, spi_in, spi_out, chosen, tsi, tsr);
+        // The PFS group the peer asked for last time stays the one to use.
+        child.pfs_group = sa.child(old).and_then(|c| c.pfs_group);
         self.install_child(sa, now, child, r2i, i2r, true);
         // RFC 7296 2.8.1: with a simultaneous rekey by the peer, the
         // exchange holding the lowest of the four nonces loses and its
@@ -412,7 +414,7 @@ impl Ike {
                         log::info!("ike: peer {who}: simultaneous IKE SA rekey won");
                         if let Some(mut other) = self.sas.remove(&theirs_spi) {
                             new.id = other.id;
-                            new.children = std::mem::take(&mut other.children);
+                            new.children.extend(std::mem::take(&mut other.children));
                             new.virtual_ip = other.virtual_ip.take();
                             new.counted_established = std::mem::take(&mut other.counted_established);
                             new.queue = std::mem::take(&mut other.queue);
