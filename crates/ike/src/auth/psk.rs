@@ -1,5 +1,5 @@
 //! Pre-shared key authentication (RFC 7296 2.15):
-//! AUTH = prf(prf(Shared Secret, "Key Pad for IKEv2"), <SignedOctets>).
+//! AUTH = prf(prf(Shared Secret, "Key Pad for IKEv2"), `<SignedOctets>`).
 //! Owner: helper "ike-crypto".
 
 use super::AuthError;
