@@ -554,6 +554,12 @@ impl IkeService {
         m
     }
 
+    /// The data plane's (inbound, outbound) SA ids of `peer`'s child SA
+    /// with inbound SPI `in_spi`.
+    pub fn sa_ids(&self, peer: &str, in_spi: u32) -> Option<(u32, u32)> {
+        self.children.values().find(|c| c.in_spi == in_spi && c.peer == peer).map(|c| (c.in_id, c.out_id))
+    }
+
     /// The child SAs installed: (peer, tunnel, inbound SA id, outbound SA id).
     pub fn children(&self) -> Vec<(String, Option<String>, u32, u32)> {
         let mut v: Vec<_> =
