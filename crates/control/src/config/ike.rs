@@ -170,6 +170,10 @@ impl Default for IkeServiceCfg {
 }
 
 impl IkeServiceCfg {
+    pub fn is_default(&self) -> bool {
+        *self == IkeServiceCfg::default()
+    }
+
     /// The engine settings of shard `shard`.
     pub fn settings(&self, shard: u32) -> tern_ike::Settings {
         tern_ike::Settings {
