@@ -93,6 +93,7 @@ fn pubkey_sign_verify_round_trips() {
         assert_eq!(peer.der, me.certs()[0]);
         let Identity::Dn(subject) = me.identity() else { panic!("{name}: identity is not a DN") };
         assert_eq!(peer.subject, subject);
+        assert_eq!(peer.subject_name(), format!("O=tern, CN={id}"));
         // The identity as a DN verifies too.
         checker.verify(&me.certs(), &me.identity(), NOW, method, &data, MSG).unwrap();
         // Other octets do not.
@@ -478,4 +479,282 @@ mod fuzz {
             prop_assert!(checker.verify(&moon, &fqdn("moon.tern.test"), NOW, method, &auth, MSG).is_err());
         }
     }
+}
+
+#[test]
+fn pubkey_chain_depth_and_path_length() {
+    let checker = creds("moon.pem", "moon.key");
+    // The end entity and three intermediates: as deep as tern goes.
+    let ok = creds("deep4-ee-chain.pem", "deep4-ee.key");
+    let (m, data) = ok.sign(MSG).unwrap();
+    assert_eq!(ok.certs().len(), 4);
+    checker.verify(&ok.certs(), &fqdn("deep4-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    // In any order after the end entity.
+    let mut shuffled = ok.certs();
+    shuffled[1..].reverse();
+    checker.verify(&shuffled, &fqdn("deep4-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    // Four intermediates: one too many.
+    let deep = creds("deep5-chain.pem", "deep5.key");
+    let (m, data) = deep.sign(MSG).unwrap();
+    let err = checker.verify(&deep.certs(), &fqdn("deep5.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("within 4 certificates")), "{err}");
+    // A CA below one with pathlen:0.
+    let plen = creds("plen-ee-chain.pem", "plen-ee.key");
+    let (m, data) = plen.sign(MSG).unwrap();
+    let err = checker.verify(&plen.certs(), &fqdn("plen-ee.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("Path Length 0 allows 0 intermediates")), "{err}");
+}
+
+#[test]
+fn pubkey_ca_directory() {
+    let tmp = std::env::temp_dir().join(format!("tern-ike-cadir-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let load = || Credentials::load(&dir().join("moon.pem"), &dir().join("moon.key"), std::slice::from_ref(&tmp));
+    let err = load().unwrap_err();
+    assert!(matches!(&err, AuthError::Config(m) if m.contains("no certificate files")), "{err}");
+    std::fs::write(tmp.join("README"), "not a certificate").unwrap();
+    std::fs::copy(dir().join("ca.pem"), tmp.join("root.crt")).unwrap();
+    std::fs::copy(dir().join("evil-ca.pem"), tmp.join("evil.pem")).unwrap();
+    let two = load().unwrap();
+    assert_eq!(two.certreq().len(), 40, "both CAs of the directory, not the README");
+    let (moon, data) = moon_auth();
+    two.verify(&moon.certs(), &fqdn("moon.tern.test"), NOW, 14, &data, MSG).unwrap();
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// A DER Name of one-attribute RDNs: (attribute OID's last arc under
+/// 2.5.4, string tag, value).
+fn dn(rdns: &[(u8, u8, &str)]) -> Vec<u8> {
+    let mut seq = Vec::new();
+    for &(arc, tag, value) in rdns {
+        let atv = [tlv(0x06, &[0x55, 0x04, arc]), tlv(tag, value.as_bytes())].concat();
+        seq.extend(tlv(0x31, &tlv(0x30, &atv)));
+    }
+    tlv(0x30, &seq)
+}
+
+#[test]
+fn pubkey_dn_identity_by_structure() {
+    const O: u8 = 10;
+    const CN: u8 = 3;
+    const UTF8: u8 = 0x0c;
+    const PRINTABLE: u8 = 0x13;
+    let checker = creds("moon.pem", "moon.key");
+    let (moon, data) = moon_auth();
+    let verify = |id: Vec<u8>| checker.verify(&moon.certs(), &Identity::Dn(id), NOW, 14, &data, MSG);
+    // The subject's own DER (openssl wrote UTF8Strings).
+    let same = dn(&[(O, UTF8, "tern"), (CN, UTF8, "moon.tern.test")]);
+    assert_eq!(Identity::Dn(same.clone()), moon.identity());
+    verify(same).unwrap();
+    // The same name in PrintableStrings.
+    verify(dn(&[(O, PRINTABLE, "tern"), (CN, PRINTABLE, "moon.tern.test")])).unwrap();
+    // Reads the same as text ("O=tern, CN=moon.tern.test") but is one
+    // attribute: refused.
+    let forged = dn(&[(O, UTF8, "tern, CN=moon.tern.test")]);
+    {
+        use x509_parser::prelude::FromDer;
+        let (_, name) = x509_parser::x509::X509Name::from_der(&forged).unwrap();
+        assert_eq!(name.to_string(), "O=tern, CN=moon.tern.test", "the forgery reads like the subject");
+    }
+    let err = verify(forged).unwrap_err();
+    assert!(matches!(err, AuthError::Identity(_)), "{err}");
+    // Other order, other value, one more RDN.
+    for id in [
+        dn(&[(CN, UTF8, "moon.tern.test"), (O, UTF8, "tern")]),
+        dn(&[(O, UTF8, "tern"), (CN, UTF8, "MOON.tern.test")]),
+        dn(&[(O, UTF8, "tern"), (CN, UTF8, "moon.tern.test"), (CN, UTF8, "x")]),
+    ] {
+        assert!(matches!(verify(id), Err(AuthError::Identity(_))));
+    }
+}
+
+/// A short-form DER element.
+fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+    assert!(body.len() < 128);
+    let mut v = vec![tag, body.len() as u8];
+    v.extend_from_slice(body);
+    v
+}
+
+/// RSASSA-PSS's AlgorithmIdentifier: the hash (last arc under
+/// 2.16.840.1.101.3.4.2: 1 SHA-256, 2 SHA-384, 3 SHA-512) for the digest
+/// and MGF1, and the salt length.
+fn pss(hash_arc: u8, salt: u8) -> Vec<u8> {
+    const PSS: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0a];
+    const MGF1: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x08];
+    let hash =
+        tlv(0x30, &[tlv(0x06, &[0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, hash_arc]), vec![0x05, 0x00]].concat());
+    let mgf = tlv(0x30, &[tlv(0x06, MGF1), hash.clone()].concat());
+    let params = tlv(0x30, &[tlv(0xa0, &hash), tlv(0xa1, &mgf), tlv(0xa2, &tlv(0x02, &[salt]))].concat());
+    tlv(0x30, &[tlv(0x06, PSS), params].concat())
+}
+
+#[test]
+fn pubkey_verifies_other_hashes_openssl_made() {
+    let checker = creds("moon.pem", "moon.key");
+    let msg = file("msg.bin");
+    let ecdsa_sha384 = ALG_ECDSA_SHA384.to_vec();
+    let rsa_sha512 = [&ALG_RSA_SHA256[..12], &[0x0d, 0x05, 0x00]].concat();
+    let cases = [
+        ("moon-sha384", "moon.pem", "moon", ecdsa_sha384),
+        ("venus-sha512", "venus-chain.pem", "venus", rsa_sha512),
+        ("mars-sha512", "mars-chain.pem", "mars", pss(3, 64)),
+        // The RFC 7427 example's form with SHA-256 (built, not copied).
+        ("mars", "mars-chain.pem", "mars", pss(1, 32)),
+    ];
+    for (sig, cert, name, alg) in cases {
+        let auth = auth_data(&alg, &file(&format!("msg.{sig}.sig")));
+        checker
+            .verify(&ders(cert), &fqdn(&format!("{name}.tern.test")), NOW, 14, &auth, &msg)
+            .unwrap_or_else(|e| panic!("{sig}: {e}"));
+    }
+    // A PSS salt other than the hash's length: refused by name, whether
+    // the signature was made with it or not.
+    for sig in ["mars-salt20", "mars"] {
+        let auth = auth_data(&pss(1, 20), &file(&format!("msg.{sig}.sig")));
+        let err = checker.verify(&ders("mars-chain.pem"), &fqdn("mars.tern.test"), NOW, 14, &auth, &msg).unwrap_err();
+        assert!(matches!(&err, AuthError::Signature(m) if m.contains("20-byte salt")), "{err}");
+    }
+    // MGF1 over another hash than the digest's.
+    let mut mixed = pss(1, 32);
+    let at = mixed.len() - 8; // the MGF1 hash OID's last arc, before NULL and [2]
+    assert_eq!(mixed[at], 0x01);
+    mixed[at] = 0x03;
+    let auth = auth_data(&mixed, &file("msg.mars.sig"));
+    let err = checker.verify(&ders("mars-chain.pem"), &fqdn("mars.tern.test"), NOW, 14, &auth, &msg).unwrap_err();
+    assert!(matches!(&err, AuthError::Signature(m) if m.contains("mask generation")), "{err}");
+}
+
+#[test]
+fn pubkey_credentials_are_shared_across_engine_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Credentials>();
+    let moon = std::sync::Arc::new(creds("moon.pem", "moon.key"));
+    let (_, data) = moon.sign(MSG).unwrap();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (moon, data) = (moon.clone(), data.clone());
+            std::thread::spawn(move || moon.verify(&moon.certs(), &fqdn("moon.tern.test"), NOW, 14, &data, MSG).is_ok())
+        })
+        .collect();
+    for t in threads {
+        assert!(t.join().unwrap());
+    }
+}
+
+#[test]
+fn pubkey_der_files() {
+    // strongSwan's pki writes DER by default: certificates, SEC1 EC keys,
+    // PKCS#1 RSA keys. The fixtures' PEM bodies are those DERs.
+    let tmp = std::env::temp_dir().join(format!("tern-ike-der-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let der = |pem: &str| {
+        let path = tmp.join(format!("{pem}.der"));
+        let body = x509_parser::pem::Pem::iter_from_buffer(&file(pem)).next().unwrap().unwrap().contents;
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let ca = der("ca.pem");
+    let checker = creds("moon.pem", "moon.key");
+    for (cert, key, id) in [
+        ("moon.pem", "moon.key", "moon.tern.test"),
+        ("moon.pem", "moon.sec1.key", "moon.tern.test"),
+        ("pluto.pem", "pluto.key", "pluto.tern.test"),
+        ("venus.pem", "venus.pkcs1.key", "venus.tern.test"),
+        ("venus.pem", "venus.key", "venus.tern.test"),
+    ] {
+        let me = Credentials::load(&der(cert), &der(key), std::slice::from_ref(&ca))
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        let (m, data) = me.sign(MSG).unwrap();
+        // pluto and venus need their intermediates, which the DER file
+        // (one certificate) cannot hold: sent along here.
+        let mut certs = me.certs();
+        if cert != "moon.pem" {
+            certs.extend(ders(&format!("{}-chain.pem", cert.trim_end_matches(".pem")))[1..].to_vec());
+        }
+        checker.verify(&certs, &fqdn(id), NOW, m, &data, MSG).unwrap_or_else(|e| panic!("{key}: {e}"));
+    }
+    // A DER key of the wrong type for the certificate.
+    let err = Credentials::load(&der("moon.pem"), &der("venus.key"), std::slice::from_ref(&ca)).unwrap_err();
+    assert!(matches!(&err, AuthError::Config(m) if m.contains("venus.key.der") && m.contains("ECDSA P-256")), "{err}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn pubkey_signature_cache() {
+    let checker = creds("moon.pem", "moon.key");
+    assert_eq!(checker.cached_signatures(), 0);
+    let (moon, data) = moon_auth();
+    let id = fqdn("moon.tern.test");
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 1, "root -> moon");
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 1, "the same signature again");
+    // With moon's signature cached, no changed byte of its certificate
+    // passes (the cache is keyed by the signed data, signature and key).
+    let der = moon.certs()[0].clone();
+    for i in 0..der.len() {
+        let mut bad = der.clone();
+        bad[i] ^= 0x01;
+        assert!(checker.verify(&[bad], &id, NOW, 14, &data, MSG).is_err(), "byte {i}");
+    }
+    // Validity is still checked on a hit.
+    let err = checker.verify(&moon.certs(), &id, 1_000_000_000, 14, &data, MSG).unwrap_err();
+    assert!(matches!(err, AuthError::Expired { .. }), "{err}");
+    // So are the identity and the AUTH signature.
+    assert!(matches!(
+        checker.verify(&moon.certs(), &fqdn("x.tern.test"), NOW, 14, &data, MSG),
+        Err(AuthError::Identity(_))
+    ));
+    assert!(matches!(checker.verify(&moon.certs(), &id, NOW, 14, &data, b"other"), Err(AuthError::Signature(_))));
+    // Two more for sun's chain (intermediate -> sun, root -> intermediate).
+    let sun = creds("sun-chain.pem", "sun.key");
+    let (_, sdata) = sun.sign(MSG).unwrap();
+    checker.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 3);
+    // Off, and bounded.
+    let off = creds("moon.pem", "moon.key").with_signature_cache(0);
+    off.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(off.cached_signatures(), 0);
+    let one = creds("moon.pem", "moon.key").with_signature_cache(1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    one.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(one.cached_signatures(), 1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+}
+
+#[test]
+fn pubkey_critical_extensions_and_name_constraints() {
+    let checker = creds("moon.pem", "moon.key");
+    let critical = creds("critical.pem", "critical.key");
+    let (m, data) = critical.sign(MSG).unwrap();
+    let err = checker.verify(&critical.certs(), &fqdn("critical.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Certificate(m) if m.contains("critical extension 1.3.6.1.4.1.99999.1")), "{err}");
+    // Name constraints on the intermediate (the same verdicts as openssl
+    // verify gives): nc-ee keeps to them.
+    let nc = creds("nc-ee-chain.pem", "nc-ee.key");
+    let (m, data) = nc.sign(MSG).unwrap();
+    checker.verify(&nc.certs(), &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    for (name, words) in [
+        ("nc-out", "DNS:nc-out.example is not within the permitted names"),
+        ("nc-bad", "DNS:x.bad.tern.test is excluded by DNS:bad.tern.test"),
+        ("nc-ip", "IP:198.51.100.1 is not within the permitted names"),
+    ] {
+        let me = creds(&format!("{name}-chain.pem"), &format!("{name}.key"));
+        let (m, data) = me.sign(MSG).unwrap();
+        let err = checker.verify(&me.certs(), &fqdn(&format!("{name}.tern.test")), NOW, m, &data, MSG).unwrap_err();
+        assert!(
+            matches!(&err, AuthError::Untrusted(m) if m.contains(words) && m.contains("name constraints of O=tern, CN=tern Test Name Constraints")),
+            "{name}: {err}"
+        );
+    }
+    // The same constraints on a configured CA (a trust anchor) hold too.
+    let anchored =
+        Credentials::load(&dir().join("moon.pem"), &dir().join("moon.key"), &[dir().join("nc-int.pem")]).unwrap();
+    let out = creds("nc-out-chain.pem", "nc-out.key");
+    let (m, data) = out.sign(MSG).unwrap();
+    let err = anchored.verify(&out.certs()[..1], &fqdn("nc-out.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("not within the permitted names")), "{err}");
+    let (m, data) = nc.sign(MSG).unwrap();
+    anchored.verify(&nc.certs()[..1], &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
 }

@@ -5,7 +5,7 @@
 //! - `keyfile`: certificate and private key files (PEM/DER; PKCS#8, SEC1,
 //!   PKCS#1).
 //! - `chain`: the peer's chain against the configured CAs, and its
-//!   identity.
+//!   identity; `constraints`: the CAs' name constraints.
 //!
 //! Signing: ECDSA P-256 with SHA-256, P-384 with SHA-384 (the signature
 //! in DER, as RFC 7427 says), RSA with SHA-256 in PKCS#1 v1.5 or, with
@@ -16,9 +16,10 @@
 
 mod algorithm;
 mod chain;
+mod constraints;
 mod keyfile;
 
-pub use algorithm::RSA_MIN_BITS;
+pub use algorithm::{RSA_MAX_BITS, RSA_MIN_BITS};
 pub use chain::MAX_DEPTH;
 
 use super::{AUTH_DIGITAL_SIGNATURE, AuthError};
@@ -54,7 +55,11 @@ pub struct Credentials {
     rsa_pss: bool,
     cas: Vec<Anchor>,
     rng: SystemRandom,
+    signatures: chain::SignatureCache,
 }
+
+/// Issuer signatures remembered by default (a few hundred kB at most).
+pub const SIGNATURE_CACHE: usize = 4096;
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,26 +80,71 @@ pub struct PeerCert {
     pub subject: Vec<u8>,
 }
 
+impl PeerCert {
+    /// The subject DN as text ("O=tern, CN=moon.tern.test"), for logs and
+    /// `tern ike sa show`.
+    pub fn subject_name(&self) -> String {
+        match x509_parser::x509::X509Name::from_der(&self.subject) {
+            Ok((_, name)) => name.to_string(),
+            Err(_) => format!("<a DN of {} bytes that does not parse>", self.subject.len()),
+        }
+    }
+}
+
 fn read(path: &std::path::Path) -> Result<Vec<u8>, AuthError> {
     std::fs::read(path).map_err(|e| AuthError::Config(format!("{}: {e}", path.display())))
+}
+
+/// The certificate files of a CA directory, sorted; none is an error.
+fn ca_directory(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, AuthError> {
+    let failed = |e: std::io::Error| AuthError::Config(format!("{}: {e}", dir.display()));
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let path = entry.map_err(failed)?.path();
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if path.is_file() && matches!(ext.as_deref(), Some("pem" | "crt" | "cer" | "der")) {
+            files.push(path);
+        }
+    }
+    if files.is_empty() {
+        return Err(AuthError::Config(format!(
+            "{}: no certificate files (.pem, .crt, .cer, .der) in it",
+            dir.display()
+        )));
+    }
+    files.sort();
+    Ok(files)
 }
 
 impl Credentials {
     /// Loads `cert` (PEM/DER, the end-entity first, then any
     /// intermediates), `key` (PKCS#8 or SEC1/PKCS#1 PEM: ECDSA P-256/P-384,
     /// RSA >= 2048, Ed25519) and the `cas` (PEM/DER files). Errors name the
-    /// file and what is wrong with it.
+    /// file and what is wrong with it. A CA path that is a directory (as
+    /// strongSwan's `x509ca`) stands for its `.pem`, `.crt`, `.cer` and
+    /// `.der` files. DER keys: PKCS#8, SEC1 or PKCS#1 as the certificate's
+    /// key type says.
     pub fn load(
         cert: &std::path::Path,
         key: &std::path::Path,
         cas: &[std::path::PathBuf],
     ) -> Result<Credentials, AuthError> {
-        let ca_data = cas.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
-        let ca_names: Vec<String> = cas.iter().map(|p| p.display().to_string()).collect();
+        let mut ca_files = Vec::new();
+        for path in cas {
+            if path.is_dir() {
+                ca_files.extend(ca_directory(path)?);
+            } else {
+                ca_files.push(path.clone());
+            }
+        }
+        let ca_data = ca_files.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
+        let ca_names: Vec<String> = ca_files.iter().map(|p| p.display().to_string()).collect();
+        let cas: Vec<(&str, &[u8])> =
+            ca_names.iter().map(String::as_str).zip(ca_data.iter().map(Vec::as_slice)).collect();
         Credentials::from_bytes(
             (&cert.display().to_string(), &read(cert)?),
             (&key.display().to_string(), &read(key)?),
-            &ca_names.iter().map(String::as_str).zip(ca_data.iter().map(Vec::as_slice)).collect::<Vec<_>>(),
+            &cas,
         )
     }
 
@@ -135,6 +185,7 @@ impl Credentials {
             rsa_pss: false,
             cas: anchors,
             rng: SystemRandom::new(),
+            signatures: chain::SignatureCache::new(SIGNATURE_CACHE),
         })
     }
 
@@ -144,6 +195,18 @@ impl Credentials {
     pub fn with_rsa_pss(mut self, pss: bool) -> Credentials {
         self.rsa_pss = pss;
         self
+    }
+
+    /// How many verified issuer signatures (on the peers' certificates) to
+    /// remember; 0: check every chain in full. Default [`SIGNATURE_CACHE`].
+    pub fn with_signature_cache(mut self, entries: usize) -> Credentials {
+        self.signatures = chain::SignatureCache::new(entries);
+        self
+    }
+
+    /// Issuer signatures remembered now (for metrics and tests).
+    pub fn cached_signatures(&self) -> usize {
+        self.signatures.len()
     }
 
     /// The subject DN of this side's certificate, as text ("O=tern,
@@ -257,7 +320,7 @@ impl Credentials {
         let ee = &parsed[0];
         let name = ee.subject().to_string();
         let key = PublicKey::from_spki(ee.public_key()).map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
-        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX))?;
+        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX), &self.signatures)?;
         chain::names(ee, id)?;
         let (alg, alg_name, signature) = match method {
             AUTH_DIGITAL_SIGNATURE => {

@@ -20,9 +20,16 @@ pub struct DhPrivate {
     key: Private,
 }
 
+/// The group only: the private value is never printed.
+impl std::fmt::Debug for DhPrivate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DhPrivate").field("group", &self.group).finish_non_exhaustive()
+    }
+}
+
 enum Private {
-    /// ring's ephemeral key (ring keeps it opaque; it is consumed by the
-    /// agreement).
+    /// ring's ephemeral key: opaque, consumed by the agreement (ring does
+    /// not wipe its memory; it lives only for one exchange).
     Ecdh(agreement::EphemeralPrivateKey),
     /// The private exponent x, big-endian. Kept as bytes because a
     /// `BigUint` cannot be zeroized in place (its limbs are private and
@@ -301,6 +308,19 @@ mod tests {
         }] {
             let (a, _) = DhPrivate::generate(DhGroup::Curve25519).expect("generate");
             assert_eq!(a.agree(&bad), Err(CryptoError::BadPublic(DhGroup::Curve25519)));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Random bytes of the right length are (almost never) a point on
+        /// P-256/P-384: refused, never a panic.
+        #[test]
+        fn random_ecp_values_refused(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 96)) {
+            for g in [DhGroup::Ecp256, DhGroup::Ecp384] {
+                let (a, _) = DhPrivate::generate(g).expect("generate");
+                proptest::prop_assert_eq!(a.agree(&bytes[..public_len(g)]), Err(CryptoError::BadPublic(g)));
+            }
         }
     }
 

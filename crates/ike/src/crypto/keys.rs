@@ -23,6 +23,17 @@ pub struct IkeKeys {
     pub responder: SkCipher,
 }
 
+/// The PRF and ciphers only: keys are never printed.
+impl std::fmt::Debug for IkeKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IkeKeys")
+            .field("prf", &self.prf)
+            .field("initiator", &self.initiator)
+            .field("responder", &self.responder)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Takes consecutive slices off key material, refusing to run short.
 struct Cursor<'a> {
     rest: &'a [u8],
@@ -166,43 +177,120 @@ mod tests {
         Chosen { encr, prf, integ, dh: Some(DhGroup::Curve25519), esn: false }
     }
 
-    // NIST CAVP's IKEv2 KDF samples (SP 800-135, HMAC-SHA-256), as NSS's
-    // gtests carry them (ike-sha256-vectors.h: tests 6, 7 and 8).
-    const G_IR: &str = "0f4d257d7a58fc4545c7d7a88119eee5d5c9690c5b4c989171d3abbfd99d1d29";
-    const NI: &str = "3f302be1abcb28e1";
-    const NR: &str = "8c332ee006064c9b";
-    const SPI_I: u64 = 0x40dac39e1e1a8640;
-    const SPI_R: u64 = 0x8619a1cf9a6e4c07;
-    const SKEYSEED: &str = "5f00d1bd2c58ec224b1e6b71fa0f19a1faa7a193952c444411b47c1a9d8ba6fe";
-    /// prf+(SKEYSEED, Ni | Nr | SPIi | SPIr), 132 bytes.
-    const DKM: &str = "0b137d669b0947d7d026d593f0305ad401ff0c471357d695778a9c7f4b4869ece98aca531\
-        188d16041b3bb936d2dbb3b4993a6e768a809160de45d0283f273a6cdf6854379e31be72b\
-        8d3d1fa990cf9c5b015ca9f918a7df6253c958114a09d4e1c19bdcd4db14b29d98db1a74a\
-        d405c588662c14a04d0d36aa4ab55e90f8986d12d4aad";
-    /// The rekey's SKEYSEED: prf(SK_d, g^ir (new) | Ni | Nr).
-    const G_IR_NEW: &str = "25f3b12d6f282739256e39bf54eda53b60ffcf379bb7bcc90c27b4c4c578616c";
-    const SKEYSEED_REKEY: &str = "2d63f6debc92048b4fef3889c4c99ca67d6496e0fac14a2bca9a2d6566ff2398";
+    /// One of NIST CAVP's IKEv2 KDF samples (SP 800-135), as NSS's gtests
+    /// carry them (ike-sha{1,256,384}-vectors.h, tests 6, 7 and 8):
+    /// SKEYSEED = prf(Ni | Nr, g^ir); DKM = prf+(SKEYSEED, Ni | Nr | SPIi |
+    /// SPIr), 132 bytes; the rekey's SKEYSEED = prf(SK_d, g^ir (new) | Ni |
+    /// Nr) with SK_d the DKM's first PRF-length bytes.
+    struct Cavp {
+        prf: Prf,
+        g_ir: &'static str,
+        ni: &'static str,
+        nr: &'static str,
+        skeyseed: &'static str,
+        spi_i: u64,
+        spi_r: u64,
+        dkm: &'static str,
+        g_ir_new: &'static str,
+        skeyseed_rekey: &'static str,
+        /// An IKE proposal with this PRF, to split the DKM into keys.
+        chosen: Chosen,
+    }
+
+    fn cavp() -> [Cavp; 3] {
+        [
+            Cavp {
+                prf: Prf::HmacSha1,
+                g_ir: "4b2c1f971981a8ad8d0abeafabf38cf75fc8349c148142465ed9c8b516b8be52",
+                ni: "32b50d5f4a3763f3",
+                nr: "9206a04b26564cb1",
+                skeyseed: "a9a7b222b59f8f48645f28a1db5b5f5d7479cba7",
+                spi_i: 0x34c9e7c188868785,
+                spi_r: 0x3ff77d760d2b2199,
+                dkm: "a14293677cc80ff8f9cc0eee30d895da9d8f405666e30ef0dfcb63c634a46002a2a63080e\
+                      514a062768b76606f9fa5e992204fc5a670bde3f10d6b027113936a5c55b648a194ae587b\
+                      0088d52204b702c979fa280870d2ed41efa9c549fd11198af1670b143d384bd275c5f594c\
+                      f266b05ebadca855e4249520a441a81157435a7a56cc4",
+                g_ir_new: "863f3c9d06efd39d2b907b97f8699e5dd5251ef64a2a176f36ee40c87d4f9330",
+                skeyseed_rekey: "63e81194946ebd05df7df5ebf5d8750056bf1f1d",
+                // 20 + 2 x 20 + 2 x 16 + 2 x 20 = 132: the whole DKM.
+                chosen: chosen(Encr::AesCbc { bits: 128 }, Some(Prf::HmacSha1), Some(Integ::HmacSha1_96)),
+            },
+            Cavp {
+                prf: Prf::HmacSha2_256,
+                g_ir: "0f4d257d7a58fc4545c7d7a88119eee5d5c9690c5b4c989171d3abbfd99d1d29",
+                ni: "3f302be1abcb28e1",
+                nr: "8c332ee006064c9b",
+                skeyseed: "5f00d1bd2c58ec224b1e6b71fa0f19a1faa7a193952c444411b47c1a9d8ba6fe",
+                spi_i: 0x40dac39e1e1a8640,
+                spi_r: 0x8619a1cf9a6e4c07,
+                dkm: "0b137d669b0947d7d026d593f0305ad401ff0c471357d695778a9c7f4b4869ece98aca531\
+                      188d16041b3bb936d2dbb3b4993a6e768a809160de45d0283f273a6cdf6854379e31be72b\
+                      8d3d1fa990cf9c5b015ca9f918a7df6253c958114a09d4e1c19bdcd4db14b29d98db1a74a\
+                      d405c588662c14a04d0d36aa4ab55e90f8986d12d4aad",
+                g_ir_new: "25f3b12d6f282739256e39bf54eda53b60ffcf379bb7bcc90c27b4c4c578616c",
+                skeyseed_rekey: "2d63f6debc92048b4fef3889c4c99ca67d6496e0fac14a2bca9a2d6566ff2398",
+                // 32 + 2 x 20 (with salts) + 32 + 32: all but SK_pr's last 4.
+                chosen: chosen(Encr::AesGcm16 { bits: 128 }, Some(Prf::HmacSha2_256), None),
+            },
+            Cavp {
+                prf: Prf::HmacSha2_384,
+                g_ir: "d3288cd87565101e88fe3bad918f31939d8dd26ff1071f8b2d7f447524e58d7c",
+                ni: "fd1b572a8e735591",
+                nr: "6013b0ef88dacd3d",
+                skeyseed: "69fe7a1ac94adaeb711295f5fe004b1a8d6a0b65d05692758ce8ad2f7a45f59d\
+                           7d0b596f51f7dfcf3330061888f6a94f",
+                spi_i: 0x2116ad07ce61f749,
+                spi_r: 0x24880e55f11a65b7,
+                dkm: "4f904c2025c90c817ea5ff9b662a6fdb445a73b57cdf09eacd379b95e1f03cacb04cd6dee\
+                      da4f952191dd9bc1f7a9502471a648d74dc06d38112de48a42501f6b1a3ad55c2099cd9a6\
+                      48e5f17e5bf3e34bf9b5953decb768a34f875fe2b78dca0c2fcca81ec1a412006dfaed38f\
+                      a06882e61f4c148105fb8e231fdb33c4d484c001721d4",
+                g_ir_new: "3358f620539473aee8d07e779764c4c6a9aabddc79a28e136b3bac021dbde44a",
+                skeyseed_rekey: "e0548c1682e13bce454026b3b1bdf42985b24e4e7408095a7c529de38c3d1fcb\
+                                 04c9fe6868042a34c9614c6c99e3fcea",
+                // 48 + 2 x 48 + ...: SK_d, SK_ai and most of SK_ar.
+                chosen: chosen(Encr::AesCbc { bits: 256 }, Some(Prf::HmacSha2_384), Some(Integ::HmacSha2_384_192)),
+            },
+        ]
+    }
+
+    /// SK_d | SK_ai | SK_ar | SK_ei | SK_er | SK_pi | SK_pr, as derived.
+    fn all_keys(k: &IkeKeys) -> Vec<u8> {
+        let (ei, ai) = k.initiator.keys();
+        let (er, ar) = k.responder.keys();
+        [&k.sk_d[..], ai, ar, ei, er, &k.sk_pi, &k.sk_pr].concat()
+    }
 
     #[test]
-    fn nist_cavp_ikev2_sha256() {
-        let (ni, nr, dkm) = (unhex(NI), unhex(NR), unhex(DKM));
-        assert_eq!(dkm.len(), 132);
-        assert_eq!(*prf(Prf::HmacSha2_256, &concat(&[&ni, &nr]), &unhex(G_IR)), unhex(SKEYSEED));
-        // AES-128-GCM: SK_d 32 | SK_ei 20 | SK_er 20 | SK_pi 32 | SK_pr 32
-        // (the sample's 132 bytes cover all but SK_pr's last 4).
-        let c = chosen(Encr::AesGcm16 { bits: 128 }, Some(Prf::HmacSha2_256), None);
-        let k = IkeKeys::derive(&c, &unhex(G_IR), &ni, &nr, SPI_I, SPI_R).expect("derive");
-        assert_eq!(k.prf, Prf::HmacSha2_256);
-        assert_eq!(*k.sk_d, dkm[..32]);
-        assert_eq!(k.initiator.keys(), (&dkm[32..52], &[][..]));
-        assert_eq!(k.responder.keys(), (&dkm[52..72], &[][..]));
-        assert_eq!(*k.sk_pi, dkm[72..104]);
-        assert_eq!(k.sk_pr.len(), 32);
-        assert_eq!(k.sk_pr[..28], dkm[104..132]);
-        // The rekey's SKEYSEED from the sample's SK_d.
-        let sk_d = &dkm[..32];
-        let seed = skeyseed_rekey(Prf::HmacSha2_256, sk_d, &unhex(G_IR_NEW), &ni, &nr);
-        assert_eq!(*seed, unhex(SKEYSEED_REKEY));
+    fn nist_cavp_ikev2() {
+        for v in cavp() {
+            let (ni, nr, dkm) = (unhex(v.ni), unhex(v.nr), unhex(v.dkm));
+            assert_eq!(dkm.len(), 132);
+            assert_eq!(*prf(v.prf, &concat(&[&ni, &nr]), &unhex(v.g_ir)), unhex(v.skeyseed), "{:?}", v.prf);
+            let k = IkeKeys::derive(&v.chosen, &unhex(v.g_ir), &ni, &nr, v.spi_i, v.spi_r).expect("derive");
+            assert_eq!(k.prf, v.prf);
+            let keys = all_keys(&k);
+            let n = keys.len().min(dkm.len());
+            assert_eq!(keys[..n], dkm[..n], "{:?}", v.prf);
+            // The rekey: SKEYSEED from the sample's SK_d and new g^ir.
+            let p = prf_len(v.prf);
+            let sk_d = &dkm[..p];
+            let seed = skeyseed_rekey(v.prf, sk_d, &unhex(v.g_ir_new), &ni, &nr);
+            assert_eq!(*seed, unhex(v.skeyseed_rekey), "{:?}", v.prf);
+            let r = IkeKeys::derive_rekey(sk_d, v.prf, &v.chosen, &unhex(v.g_ir_new), &ni, &nr, v.spi_i, v.spi_r)
+                .expect("rekey");
+            let spis = concat(&[&ni, &nr, &v.spi_i.to_be_bytes(), &v.spi_r.to_be_bytes()]);
+            let km = prf_plus(v.prf, &seed, &spis, all_keys(&r).len());
+            assert_eq!(all_keys(&r), *km);
+        }
+        // Keys never show in Debug.
+        let v = &cavp()[1];
+        let k =
+            IkeKeys::derive(&v.chosen, &unhex(v.g_ir), &unhex(v.ni), &unhex(v.nr), v.spi_i, v.spi_r).expect("derive");
+        let shown = format!("{k:?}");
+        assert!(!shown.contains("11, 19") && !shown.contains("0b13"), "{shown}");
+        assert!(shown.contains("AesGcm16"), "{shown}");
     }
 
     #[test]
@@ -258,6 +346,16 @@ mod tests {
         // Not the same as a fresh IKE SA's from the same values.
         let fresh = IkeKeys::derive(&c, b"new g^ir", b"ni", b"nr", 3, 4).expect("derive");
         assert_ne!(*fresh.sk_d, *k.sk_d);
+    }
+
+    /// The engine moves IKE SAs between threads (shards) and may share
+    /// ciphers: everything here is Send and Sync.
+    #[test]
+    fn keys_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<IkeKeys>();
+        check::<SkCipher>();
+        check::<crate::crypto::DhPrivate>();
     }
 
     #[test]

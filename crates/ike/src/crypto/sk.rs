@@ -232,6 +232,13 @@ impl SkCipher {
     }
 }
 
+/// The algorithms only: keys are never printed.
+impl std::fmt::Debug for SkCipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkCipher").field("encr", &self.encr).field("integ", &self.integ).finish_non_exhaustive()
+    }
+}
+
 /// AES-CBC in place over whole blocks (`buf` is aligned by the caller).
 fn cbc_encrypt(key: &[u8], iv: &[u8], buf: &mut [u8]) -> Result<(), CryptoError> {
     let len = buf.len();
@@ -449,6 +456,18 @@ mod tests {
                 matches!(SkCipher::new(encr, integ, &vec![0; ek], &vec![0; ik]), Err(CryptoError::Unsupported(_))),
                 "{encr:?} {integ:?} {ek} {ik}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bodies never panic and never pass (the ICV or tag of
+        /// random bytes matches with negligible probability).
+        #[test]
+        fn arbitrary_bodies_are_refused(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+                                        aad in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            for c in all_ciphers() {
+                proptest::prop_assert!(c.open(&aad, &body).is_err());
+            }
         }
     }
 

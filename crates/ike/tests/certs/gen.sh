@@ -111,6 +111,51 @@ openssl req -new -key expired.key -subj "/O=tern/CN=expired.tern.test" -out "$T/
 openssl ca -batch -config "$T/ca.cnf" -cert ca.pem -keyfile ca.key -in "$T/expired.csr" \
 	-startdate 20200101000000Z -enddate 20210101000000Z -notext -out expired.pem 2>/dev/null
 
+# Depth: deep1..deep4 are CAs in a line below the root; deep5 (an end
+# entity under four intermediates) is one too deep, deep4-ee (under
+# three) is not. Path length: plen allows no CA below it, plen-sub is one.
+prev=ca
+for i in 1 2 3 4; do
+	key deep$i p256
+	issue deep$i "/O=tern/CN=tern Test Deep $i" $prev "$ca_ext" -sha256
+	prev=deep$i
+done
+key deep5 p256
+issue deep5 "/O=tern/CN=deep5.tern.test" deep4 "$(ee_ext deep5 8)" -sha256
+key deep4-ee p256
+issue deep4-ee "/O=tern/CN=deep4-ee.tern.test" deep3 "$(ee_ext deep4-ee 9)" -sha256
+cat deep5.pem deep4.pem deep3.pem deep2.pem deep1.pem >deep5-chain.pem
+cat deep4-ee.pem deep3.pem deep2.pem deep1.pem >deep4-ee-chain.pem
+key plen p256
+issue plen "/O=tern/CN=tern Test Path Length 0" ca "$ca_ext
+basicConstraints=critical,CA:TRUE,pathlen:0" -sha256
+key plen-sub p256
+issue plen-sub "/O=tern/CN=tern Test Below Path Length 0" plen "$ca_ext" -sha256
+key plen-ee p256
+issue plen-ee "/O=tern/CN=plen-ee.tern.test" plen-sub "$(ee_ext plen-ee 10)" -sha256
+cat plen-ee.pem plen-sub.pem plen.pem >plen-ee-chain.pem
+
+# Extensions: an unknown critical one (refused); name constraints on an
+# intermediate, which nc-ee keeps to and nc-out (DNS outside), nc-bad
+# (DNS excluded) and nc-ip (an address outside) do not.
+key critical p256
+issue critical "/O=tern/CN=critical.tern.test" ca "$(ee_ext critical 11)
+1.3.6.1.4.1.99999.1=critical,ASN1:UTF8String:must be understood" -sha256
+key nc-int p256
+issue nc-int "/O=tern/CN=tern Test Name Constraints" ca "$ca_ext
+nameConstraints=critical,permitted;DNS:.tern.test,permitted;email:tern.test,permitted;IP:192.0.2.0/255.255.255.0,permitted;IP:2001:db8::/ffff:ffff::,excluded;DNS:bad.tern.test" -sha256
+nc_ee() { # name SAN
+	key "$1" p256
+	issue "$1" "/O=tern/CN=$1.tern.test" nc-int "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature
+subjectAltName=$2" -sha256
+	cat "$1.pem" nc-int.pem >"$1-chain.pem"
+}
+nc_ee nc-ee "DNS:nc-ee.tern.test,email:nc-ee@tern.test,IP:192.0.2.12,IP:2001:db8::12"
+nc_ee nc-out "DNS:nc-out.example,email:nc-out@tern.test"
+nc_ee nc-bad "DNS:x.bad.tern.test"
+nc_ee nc-ip "DNS:nc-ip.tern.test,IP:198.51.100.1"
+
 # Other key encodings: SEC1 ("EC PRIVATE KEY") and PKCS#1 ("RSA PRIVATE KEY").
 openssl ec -in moon.key -out moon.sec1.key 2>/dev/null
 openssl rsa -in venus.key -traditional -out venus.pkcs1.key 2>/dev/null
@@ -131,6 +176,13 @@ openssl dgst -sha256 -sign venus.key -out msg.venus.sig msg.bin
 openssl dgst -sha256 -sign mars.key -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:digest \
 	-sigopt rsa_mgf1_md:sha256 -out msg.mars.sig msg.bin
 openssl pkeyutl -sign -rawin -inkey pluto.key -in msg.bin -out msg.pluto.sig
+# Other hashes a peer may pick from tern's SIGNATURE_HASH_ALGORITHMS.
+openssl dgst -sha384 -sign moon.key -out msg.moon-sha384.sig msg.bin
+openssl dgst -sha512 -sign venus.key -out msg.venus-sha512.sig msg.bin
+openssl dgst -sha512 -sign mars.key -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:digest \
+	-sigopt rsa_mgf1_md:sha512 -out msg.mars-sha512.sig msg.bin
+openssl dgst -sha256 -sign mars.key -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:20 \
+	-sigopt rsa_mgf1_md:sha256 -out msg.mars-salt20.sig msg.bin
 
 rm -f ./*.srl
 echo "certificates written to $(pwd)"

@@ -15,6 +15,8 @@ use x509_parser::x509::{AlgorithmIdentifier, SubjectPublicKeyInfo};
 
 /// RSA moduli below this are refused (RFC 8247 2.4: 2048 is the minimum).
 pub const RSA_MIN_BITS: usize = 2048;
+/// And above this (`ring` verifies up to 8192 bits).
+pub const RSA_MAX_BITS: usize = 8192;
 
 /// The DER AlgorithmIdentifiers of RFC 7427 Appendix A that tern signs
 /// with (ECDSA and Ed25519 without parameters, RSA PKCS#1 v1.5 with NULL,
@@ -69,6 +71,9 @@ impl PublicKey {
             let bits = modulus_bits(rsa.modulus);
             if bits < RSA_MIN_BITS {
                 return Err(format!("its RSA key has {bits} bits; tern requires at least {RSA_MIN_BITS}"));
+            }
+            if bits > RSA_MAX_BITS {
+                return Err(format!("its RSA key has {bits} bits; tern verifies at most {RSA_MAX_BITS}"));
             }
             Ok(PublicKey::Rsa { der: data, bits })
         } else if *alg == OID_KEY_TYPE_EC_PUBLIC_KEY {
