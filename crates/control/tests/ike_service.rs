@@ -1,4 +1,5 @@
-//! tern against tern over IKEv2 (issue 40), in Linux mode: two routers,
+//! tern against tern over IKEv2 (issue 40), in Linux mode (kernel sockets)
+//! and in standalone mode (IKE through the engine): two routers,
 //! each in its own network namespace with a host behind it, keyed by
 //! `[[ike]]` (PSK) over a veth pair, set up their route-based tunnel and
 //! carry pings between the hosts; `ike_sa_show` lists the IKE SA and its
@@ -21,16 +22,14 @@ use tern_testkit::netns::{Netns, Veth, privileged};
 
 const PSK: &str = "tern-ike-service-test-psk";
 
-fn config(me: char, dir: &Path, with_peer: bool) -> String {
+fn config(me: char, dir: &Path, with_peer: bool, linux: bool) -> String {
     let (wan, peer, lan, far, start) = match me {
         'a' => ("10.2.0.1", "10.2.0.9", "10.0.1.1/24", "10.0.2.0/24", true),
         _ => ("10.2.0.9", "10.2.0.1", "10.0.2.1/24", "10.0.1.0/24", false),
     };
-    let mut c = format!(
+    let mut c = if linux { "[linux]\nmode = \"linux\"\n".to_string() } else { String::new() };
+    c += &format!(
         r#"
-[linux]
-mode = "linux"
-
 [[interface]]
 name = "lan0"
 device = "lan0"
@@ -177,15 +176,26 @@ fn established(t: &Tern) -> Option<tern_control::api::types::IkeSaView> {
     t.ike_sas().into_iter().find(|s| s.state == "established" && s.children.iter().any(|c| c.sa_in.is_some()))
 }
 
+/// Linux mode: IKE on kernel sockets.
 #[test]
-fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
+fn two_terns_key_a_tunnel_with_ike_in_linux_mode() {
+    two_terns(true, "l");
+}
+
+/// Standalone mode: IKE through the engine (`ike_local::EngineUdp`).
+#[test]
+fn two_terns_key_a_tunnel_with_ike_in_standalone_mode() {
+    two_terns(false, "s");
+}
+
+fn two_terns(linux: bool, tag: &str) {
     if !privileged("the IKE service test (network namespaces)") {
         return;
     }
-    let ha = Netns::unique("ikesvcha");
-    let ra = Netns::unique("ikesvcra");
-    let rb = Netns::unique("ikesvcrb");
-    let hb = Netns::unique("ikesvchb");
+    let ha = Netns::unique(&format!("ikesvc{tag}ha"));
+    let ra = Netns::unique(&format!("ikesvc{tag}ra"));
+    let rb = Netns::unique(&format!("ikesvc{tag}rb"));
+    let hb = Netns::unique(&format!("ikesvc{tag}hb"));
     Veth::new(&ha, "eth0", &ra, "lan0").tx_offload_off().create();
     Veth::new(&ra, "wan0", &rb, "wan0").tx_offload_off().create();
     Veth::new(&hb, "eth0", &rb, "lan0").tx_offload_off().create();
@@ -198,11 +208,11 @@ fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
         r.ip(&["link", "set", "lan0", "up"]);
         r.ip(&["link", "set", "wan0", "up"]);
     }
-    let dir = std::env::temp_dir().join(format!("ikesvc-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ikesvc{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let (pa, pb) = (dir.join("a.toml"), dir.join("b.toml"));
-    std::fs::write(&pa, config('a', &dir, true)).expect("config a");
-    std::fs::write(&pb, config('b', &dir, true)).expect("config b");
+    std::fs::write(&pa, config('a', &dir, true, linux)).expect("config a");
+    std::fs::write(&pb, config('b', &dir, true, linux)).expect("config b");
     let b = Tern::start(&rb, pb.clone());
     let a = Tern::start(&ra, pa.clone());
 
@@ -271,12 +281,12 @@ fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
 
     // A reload without the peer (and its tunnel) removes its SAs; with
     // them again, the tunnel comes back.
-    std::fs::write(&pa, config('a', &dir, false)).expect("config a");
+    std::fs::write(&pa, config('a', &dir, false, linux)).expect("config a");
     let r = a.call(Command::ConfigReload {}).expect("reload");
     assert!(format!("{r:?}").contains("ike peers changed"), "{r:?}");
     until("SAs gone with the peer", 30, || a.sa_ids().is_empty());
     assert!(a.ike_sas().is_empty());
-    std::fs::write(&pa, config('a', &dir, true)).expect("config a");
+    std::fs::write(&pa, config('a', &dir, true, linux)).expect("config a");
     a.call(Command::ConfigReload {}).expect("reload");
     until("the peer back", 30, || established(&a).is_some());
     until("pings after the reload", 30, || ping(&ha, "10.0.2.2"));
