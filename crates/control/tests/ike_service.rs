@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tern_control::api::{Command, IkeInitiateArgs, IkeTerminateArgs, IpsecSaShowArgs, Reply};
+use tern_control::api::{Command, IkeInitiateArgs, IkeTerminateArgs, InterfaceSetArgs, IpsecSaShowArgs, Reply};
 use tern_control::commands::{self, OpsState};
 use tern_control::router::Router;
 use tern_testkit::netns::{Netns, Veth, privileged};
@@ -249,6 +249,13 @@ fn two_terns(linux: bool, tag: &str) {
     let t = tunnels.iter().find(|t| t.name == "ipsec0").expect("ipsec0");
     assert_eq!(t.sa_out, out_id);
     assert!(t.tx_packets >= 3 && t.rx_packets >= 3, "{t:?}");
+    // An IKE-keyed tunnel's MTU is set live within what any algorithm IKE
+    // may choose leaves room for.
+    a.call(Command::InterfaceSet(InterfaceSetArgs { name: "ipsec0".into(), up: None, mtu: Some(1400) })).expect("mtu");
+    let e = a
+        .call(Command::InterfaceSet(InterfaceSetArgs { name: "ipsec0".into(), up: None, mtu: Some(1990) }))
+        .expect_err("too large");
+    assert!(e.contains("MTU 1990"), "{e}");
     // The key shows nowhere.
     match a.call(Command::ConfigShow {}) {
         Ok(Reply::Text { text }) => assert!(!text.contains(PSK), "config show leaks the PSK"),
