@@ -23,6 +23,10 @@ use tern_testkit::netns::{Netns, Veth, privileged};
 const PSK: &str = "tern-ike-service-test-psk";
 
 fn config(me: char, dir: &Path, with_peer: bool, linux: bool) -> String {
+    config_rekey(me, dir, with_peer, linux, 3600)
+}
+
+fn config_rekey(me: char, dir: &Path, with_peer: bool, linux: bool, child_rekey: u64) -> String {
     let (wan, peer, lan, far, start) = match me {
         'a' => ("10.2.0.1", "10.2.0.9", "10.0.1.1/24", "10.0.2.0/24", true),
         _ => ("10.2.0.9", "10.2.0.1", "10.0.2.1/24", "10.0.1.0/24", false),
@@ -76,6 +80,7 @@ proposals = ["aes128gcm16-prfsha256-x25519"]
 esp_proposals = ["aes128gcm16"]
 tunnel = "ipsec0"
 start = {start}
+child_rekey_secs = {child_rekey}
 "#,
             other = if me == 'a' { 'b' } else { 'a' },
             n = if me == 'a' { 1 } else { 2 },
@@ -298,6 +303,58 @@ fn two_terns(linux: bool, tag: &str) {
     until("the peer back", 30, || established(&a).is_some());
     until("pings after the reload", 30, || ping(&ha, "10.0.2.2"));
 
+    drop(a);
+    drop(b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Child SAs rekeyed every 5 s under a ping every 50 ms: no ping lost
+/// across two rekeys (the new SAs are installed and bound before the old
+/// ones go), and the tunnel's SAs are new ones afterwards.
+#[test]
+fn child_sas_rekey_under_traffic_without_loss() {
+    if !privileged("the IKE rekey test (network namespaces)") {
+        return;
+    }
+    let ha = Netns::unique("ikesvcrha");
+    let ra = Netns::unique("ikesvcrra");
+    let rb = Netns::unique("ikesvcrrb");
+    let hb = Netns::unique("ikesvcrhb");
+    Veth::new(&ha, "eth0", &ra, "lan0").tx_offload_off().create();
+    Veth::new(&ra, "wan0", &rb, "wan0").tx_offload_off().create();
+    Veth::new(&hb, "eth0", &rb, "lan0").tx_offload_off().create();
+    for (h, n) in [(&ha, 1), (&hb, 2)] {
+        h.ip(&["link", "set", "eth0", "up"]);
+        h.ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
+        h.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")]);
+    }
+    for r in [&ra, &rb] {
+        r.ip(&["link", "set", "lan0", "up"]);
+        r.ip(&["link", "set", "wan0", "up"]);
+    }
+    let dir = std::env::temp_dir().join(format!("ikesvcr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (pa, pb) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(&pa, config_rekey('a', &dir, true, true, 5)).expect("config a");
+    std::fs::write(&pb, config_rekey('b', &dir, true, true, 5)).expect("config b");
+    let b = Tern::start(&rb, pb);
+    let a = Tern::start(&ra, pa);
+    until("ha reaches its router", 30, || ping(&ha, "10.0.1.1"));
+    until("hb reaches its router", 30, || ping(&hb, "10.0.2.1"));
+    until("the tunnel", 30, || ping(&ha, "10.0.2.2"));
+    let first = established(&a).expect("IKE SA").children[0].sa_out.expect("installed");
+    // 12 s of pings: at least two rekeys of the 5 s child SAs.
+    let out = ha.exec(&["ping", "-c", "240", "-i", "0.05", "-W", "1", "10.0.2.2"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("240 received"), "pings lost across rekeys:\n{}", text.lines().last().unwrap_or(""));
+    let now = established(&a).expect("IKE SA");
+    let out_id = now.children.iter().filter_map(|c| c.sa_out).max().expect("installed");
+    assert!(out_id > first, "the child SA was rekeyed: {first} -> {out_id}");
+    // The old SAs went: a few at most overlap (the newest pair and the
+    // one being replaced).
+    let ids = a.sa_ids();
+    assert!(!ids.contains(&first), "the first SA was removed: {ids:?}");
+    assert!(ids.len() <= 4, "{ids:?}");
     drop(a);
     drop(b);
     let _ = std::fs::remove_dir_all(&dir);

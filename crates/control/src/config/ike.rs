@@ -25,6 +25,9 @@ pub fn ike_esp_overhead(outer_v6: bool) -> usize {
     (if outer_v6 { 40 } else { 20 }) + 8 + 8 + 16 + 15 + 2 + 32
 }
 
+/// The shortest rekey interval accepted (seconds).
+pub const MIN_REKEY_SECS: u64 = 5;
+
 /// The shortest pre-shared key accepted, and the length below which one
 /// is warned about.
 pub const PSK_MIN: usize = 8;
@@ -482,11 +485,10 @@ pub(super) fn ike(
             None => None,
         };
         let secs = |n: u64| (n > 0).then(|| Duration::from_secs(n));
-        if c.child_rekey_secs > 0 && c.ike_rekey_secs > 0 && c.child_rekey_secs < 60 {
-            return Err(bad(p("child_rekey_secs"), format!("{}: at least 60 (0: never)", c.child_rekey_secs)));
-        }
-        if c.ike_rekey_secs > 0 && c.ike_rekey_secs < 60 {
-            return Err(bad(p("ike_rekey_secs"), format!("{}: at least 60 (0: never)", c.ike_rekey_secs)));
+        for (key, v) in [("child_rekey_secs", c.child_rekey_secs), ("ike_rekey_secs", c.ike_rekey_secs)] {
+            if v > 0 && v < MIN_REKEY_SECS {
+                return Err(bad(p(key), format!("{v}: at least {MIN_REKEY_SECS} (0: never)")));
+            }
         }
         peers.push(IkePeerPlan {
             peer: PeerConfig {
@@ -645,7 +647,7 @@ tunnel = "ipsec0"
             ),
             ("remote_id = \"branch.example\"", "remote_id = \"@\"", "ike[0].remote_id", "empty"),
             ("encap = false", "local_ts = [\"10.0.0.0\"]", "ike[0].local_ts[0]", "CIDR"),
-            ("encap = false", "ike_rekey_secs = 5", "ike[0].ike_rekey_secs", "at least 60"),
+            ("encap = false", "ike_rekey_secs = 4", "ike[0].ike_rekey_secs", "at least 5"),
             (
                 "addresses = [\"172.16.1.1/30\"]",
                 "addresses = [\"172.16.1.1/30\"]\nsa_out = 1",
