@@ -31,7 +31,12 @@ fn config_rekey(me: char, dir: &Path, with_peer: bool, linux: bool, child_rekey:
         'a' => ("10.2.0.1", "10.2.0.9", "10.0.1.1/24", "10.0.2.0/24", true),
         _ => ("10.2.0.9", "10.2.0.1", "10.0.2.1/24", "10.0.1.0/24", false),
     };
-    let mut c = if linux { "[linux]\nmode = \"linux\"\n".to_string() } else { String::new() };
+    // Linux mode runs two IKE threads (shards), standalone one.
+    let mut c = if linux {
+        "[linux]\nmode = \"linux\"\n\n[ike_service]\nthreads = 2\n".to_string()
+    } else {
+        String::new()
+    };
     c += &format!(
         r#"
 [[interface]]
@@ -181,7 +186,7 @@ fn established(t: &Tern) -> Option<tern_control::api::types::IkeSaView> {
     t.ike_sas().into_iter().find(|s| s.state == "established" && s.children.iter().any(|c| c.sa_in.is_some()))
 }
 
-/// Linux mode: IKE on kernel sockets.
+/// Linux mode: IKE on kernel sockets, two engine threads a side.
 #[test]
 fn two_terns_key_a_tunnel_with_ike_in_linux_mode() {
     two_terns(true, "l");
