@@ -32,11 +32,8 @@ fn config_rekey(me: char, dir: &Path, with_peer: bool, linux: bool, child_rekey:
         _ => ("10.2.0.9", "10.2.0.1", "10.0.2.1/24", "10.0.1.0/24", false),
     };
     // Linux mode runs two IKE threads (shards), standalone one.
-    let mut c = if linux {
-        "[linux]\nmode = \"linux\"\n\n[ike_service]\nthreads = 2\n".to_string()
-    } else {
-        String::new()
-    };
+    let mut c =
+        if linux { "[linux]\nmode = \"linux\"\n\n[ike_service]\nthreads = 2\n".to_string() } else { String::new() };
     c += &format!(
         r#"
 [[interface]]

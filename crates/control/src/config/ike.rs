@@ -721,4 +721,24 @@ tunnel = "ipsec0"
         assert!(e.message.contains("IKE's"), "{e}");
         parse(&format!("{t}{}", sa.replace("2147483648", "2147483647"))).expect("below 2^31");
     }
+
+    /// auth = "pubkey" loads the certificate, key and CAs (h-ikecert's test
+    /// certificates); local_id defaults to the certificate's subject; a
+    /// file that is not what it should be is an error at the entry's keys.
+    #[test]
+    fn pubkey_peers_load_their_certificates() {
+        let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ike/tests/certs");
+        let base = "[[interface]]\nname = \"wan0\"\ndevice = \"veth1\"\naddresses = [\"10.2.0.1/24\"]\n\n[[ike]]\nname = \"moon\"\nlocal = \"10.2.0.1\"\nremote = \"10.2.0.9\"\nauth = \"pubkey\"\ncertificate = \"moon.pem\"\nprivate_key = \"moon.key\"\nca = [\"ca.pem\"]\n";
+        let plan = crate::config::parse(base, "t.toml", &certs).expect("pubkey peer");
+        let p = &plan.ike.peers[0].peer;
+        assert!(matches!(p.auth, AuthConfig::Pubkey(_)));
+        assert!(matches!(p.local_id, Identity::Dn(_)), "the certificate's subject: {:?}", p.local_id);
+        let e = crate::config::parse(&base.replace("moon.key", "mars.key"), "t.toml", &certs).expect_err("wrong key");
+        assert_eq!(e.key.as_deref(), Some("ike[0].certificate"), "{e}");
+        let e = crate::config::parse(&base.replace("ca = [\"ca.pem\"]\n", ""), "t.toml", &certs).expect_err("no CA");
+        assert!(e.message.contains("needs ca"), "{e}");
+        let e =
+            crate::config::parse(&format!("{base}psk = \"0123456789abcdef\"\n"), "t.toml", &certs).expect_err("psk");
+        assert_eq!(e.key.as_deref(), Some("ike[0].psk"), "{e}");
+    }
 }
