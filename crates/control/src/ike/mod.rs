@@ -71,7 +71,16 @@ struct Running {
 }
 
 impl Running {
-    fn stop(mut self) {
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// The threads end with the service, also when the router is dropped
+/// without `shutdown` (the readers hold the shards' channels: they are
+/// stopped by the flag).
+impl Drop for Running {
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for s in &self.shards {
             let _ = s.send(Cmd::Stop);
