@@ -603,6 +603,14 @@ impl Ike {
         if sa.queue.contains(&what) {
             return;
         }
+        // Children about to be deleted are neither rekeyed by us nor by
+        // the peer any more.
+        if let Start::DeleteChildren(ids) = &what {
+            for c in sa.children.iter_mut().filter(|c| ids.contains(&c.id)) {
+                c.replaced = true;
+                c.rekey_at = None;
+            }
+        }
         if sa.pending.is_none() {
             self.start(sa, now, what);
         } else {

@@ -263,6 +263,11 @@ impl Ike {
             }
             None => None,
         };
+        // A child we already replaced or are deleting is not rekeyed again
+        // (its replacement, or nothing, is what both sides keep).
+        if old.and_then(|id| sa.child(id)).is_some_and(|c| c.replaced) {
+            return Err(notify::TEMPORARY_FAILURE.into());
+        }
         let cfg = sa.peer.clone();
         let (number, chosen, their_spi) =
             proposal::select(&cfg.esp_proposals, &sa_p, Protocol::Esp).ok_or(notify::NO_PROPOSAL_CHOSEN)?;
