@@ -564,13 +564,18 @@ impl Ike {
         }
     }
 
-    /// A fresh inbound ESP SPI (>= 256, unused in this engine).
+    /// A fresh inbound ESP SPI (>= 256, unused in this engine) of this
+    /// shard (`spi % shards == shard`): engines of other threads never pick
+    /// the same one, so the data plane never sees two inbound SAs of tern's
+    /// own with one SPI.
     pub(crate) fn alloc_child_spi(&self) -> u32 {
+        let shards = self.settings.shards.max(1);
         loop {
             let mut b = [0u8; 4];
             self.random(&mut b);
-            let spi = u32::from_be_bytes(b);
-            if spi >= 256 && !self.child_index.contains_key(&spi) {
+            let r = u32::from_be_bytes(b);
+            let spi = (r - r % shards).wrapping_add(self.settings.shard % shards);
+            if spi >= 256 && spi % shards == self.settings.shard % shards && !self.child_index.contains_key(&spi) {
                 return spi;
             }
         }
@@ -890,7 +895,9 @@ mod tests {
             let spi = ike.alloc_ike_spi();
             assert_ne!(spi, 0);
             assert_eq!(spi % 5, 2);
-            assert!(ike.alloc_child_spi() >= 256);
+            let child = ike.alloc_child_spi();
+            assert!(child >= 256);
+            assert_eq!(child % 5, 2, "ESP SPIs too: two threads never install the same inbound SPI");
         }
     }
 
