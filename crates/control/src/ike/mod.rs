@@ -194,7 +194,9 @@ impl IkeService {
             }
             log::info!("ike: {} peer(s) configured on {n} thread(s)", plan.peers.len());
         }
-        if !linux {
+        // The first plan without peers leaves the engine's switch alone
+        // (off unless someone who drives `EngineUdp` directly set it).
+        if !linux && (self.applied.is_some() || !plan.peers.is_empty()) {
             router.set_ike_local(!plan.peers.is_empty());
         }
         self.applied = Some(plan);
