@@ -6,6 +6,8 @@
 //!
 //! Owner: helper "ike-wire".
 
+#![deny(clippy::indexing_slicing)]
+
 use crate::config::{Identity, TrafficSelector};
 use crate::proposal::Protocol;
 
@@ -98,22 +100,42 @@ pub enum Payload {
     /// 33
     Sa(Vec<WireProposal>),
     /// 34: DH group number, public value.
-    Ke { group: u16, data: Vec<u8> },
+    Ke {
+        group: u16,
+        data: Vec<u8>,
+    },
     /// 35 (initiator's) / 36 (responder's)
     IdI(Identity),
     IdR(Identity),
     /// 37: encoding, data.
-    Cert { encoding: u8, data: Vec<u8> },
+    Cert {
+        encoding: u8,
+        data: Vec<u8>,
+    },
     /// 38
-    CertReq { encoding: u8, data: Vec<u8> },
+    CertReq {
+        encoding: u8,
+        data: Vec<u8>,
+    },
     /// 39: method, data.
-    Auth { method: u8, data: Vec<u8> },
+    Auth {
+        method: u8,
+        data: Vec<u8>,
+    },
     /// 40
     Nonce(Vec<u8>),
     /// 41: protocol (0: none), SPI, type, data.
-    Notify { protocol: u8, spi: Vec<u8>, kind: u16, data: Vec<u8> },
+    Notify {
+        protocol: u8,
+        spi: Vec<u8>,
+        kind: u16,
+        data: Vec<u8>,
+    },
     /// 42: protocol, SPIs (4 bytes each for ESP; none for IKE).
-    Delete { protocol: u8, spis: Vec<u32> },
+    Delete {
+        protocol: u8,
+        spis: Vec<u32>,
+    },
     /// 43
     VendorId(Vec<u8>),
     /// 44 / 45
@@ -121,12 +143,26 @@ pub enum Payload {
     TsR(Vec<TrafficSelector>),
     /// 46: the encrypted payload; `first` is the first inner payload's
     /// type, `body` is IV | ciphertext | ICV (see `crypto::SkCipher`).
-    Sk { first: u8, body: Vec<u8> },
+    Sk {
+        first: u8,
+        body: Vec<u8>,
+    },
     /// 47: configuration (CFG_REQUEST 1, CFG_REPLY 2, ...).
-    Cp { kind: u8, attributes: Vec<CpAttribute> },
+    Cp {
+        kind: u8,
+        attributes: Vec<CpAttribute>,
+    },
     /// 53: an encrypted fragment (RFC 7383).
-    Skf { first: u8, number: u16, total: u16, body: Vec<u8> },
-    Unknown { kind: u8, data: Vec<u8> },
+    Skf {
+        first: u8,
+        number: u16,
+        total: u16,
+        body: Vec<u8>,
+    },
+    Unknown {
+        kind: u8,
+        data: Vec<u8>,
+    },
 }
 
 /// A decoded message.
@@ -137,7 +173,7 @@ pub struct Message {
 }
 
 /// Why a message did not decode.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WireError {
     #[error("message too short")]
     Truncated,
@@ -150,3 +186,36 @@ pub enum WireError {
     #[error("unsupported critical payload {0}")]
     UnsupportedCritical(u8),
 }
+
+mod header;
+mod id;
+mod payload;
+mod ts;
+
+pub use id::id_body;
+pub use payload::{decode_payloads, encode_payloads, payload_type, sk_aad, skf_aad};
+
+/// Payload types (RFC 7296 3.2, RFC 7383 2.5).
+pub mod payload_kind {
+    pub const NONE: u8 = 0;
+    pub const SA: u8 = 33;
+    pub const KE: u8 = 34;
+    pub const IDI: u8 = 35;
+    pub const IDR: u8 = 36;
+    pub const CERT: u8 = 37;
+    pub const CERTREQ: u8 = 38;
+    pub const AUTH: u8 = 39;
+    pub const NONCE: u8 = 40;
+    pub const NOTIFY: u8 = 41;
+    pub const DELETE: u8 = 42;
+    pub const VENDOR_ID: u8 = 43;
+    pub const TSI: u8 = 44;
+    pub const TSR: u8 = 45;
+    pub const SK: u8 = 46;
+    pub const CP: u8 = 47;
+    pub const EAP: u8 = 48;
+    pub const SKF: u8 = 53;
+}
+
+#[cfg(test)]
+mod tests;
