@@ -5,6 +5,7 @@
 //! Owner: helper "ike-crypto". Secrets are zeroized when dropped; MACs are
 //! compared in constant time.
 
+mod algs;
 pub mod dh;
 pub mod keys;
 pub mod prf;
@@ -26,4 +27,17 @@ pub enum CryptoError {
     Malformed(&'static str),
     #[error("the system's random number generator failed")]
     Random,
+    /// An algorithm combination or key this code cannot use (an IKE
+    /// proposal without a PRF, AES-GCM with an integrity algorithm, a key
+    /// of the wrong length, an ESP integrity algorithm the data plane
+    /// lacks): the proposal selection should have refused it.
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+}
+
+/// Hex to bytes, for the tests' vectors.
+#[cfg(test)]
+pub(crate) fn unhex(s: &str) -> Vec<u8> {
+    let s: Vec<u8> = s.bytes().filter(|c| c.is_ascii_hexdigit()).collect();
+    s.chunks(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap_or("zz"), 16).unwrap_or(0)).collect()
 }
