@@ -26,8 +26,10 @@ pub enum AuthError {
     NoCertificate,
     #[error("certificate: {0}")]
     Certificate(String),
-    #[error("the certificate is not valid now (not before {not_before}, not after {not_after})")]
-    Expired { not_before: String, not_after: String },
+    /// `subject`: the certificate's subject DN ("O=tern, CN=moon"), so the
+    /// log line names which certificate of the chain it is.
+    #[error("certificate {subject} is not valid now (not before {not_before}, not after {not_after})")]
+    Expired { subject: String, not_before: String, not_after: String },
     #[error("the certificate does not chain to a configured CA: {0}")]
     Untrusted(String),
     #[error("the certificate does not name the identity {0}")]

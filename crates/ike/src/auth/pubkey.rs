@@ -1,13 +1,70 @@
-//! Certificates and signatures. Owner: helper "ike-cert".
+//! Certificates and signatures (RFC 7296 2.15, RFC 7427, RFC 8420).
+//! Owner: helper "ike-cert".
+//!
+//! - `algorithm`: public keys and the RFC 7427 AlgorithmIdentifiers.
+//! - `keyfile`: certificate and private key files (PEM/DER; PKCS#8, SEC1,
+//!   PKCS#1).
+//! - `chain`: the peer's chain against the configured CAs, and its
+//!   identity.
+//!
+//! Signing: ECDSA P-256 with SHA-256, P-384 with SHA-384 (the signature
+//! in DER, as RFC 7427 says), RSA with SHA-256 in PKCS#1 v1.5 or, with
+//! [`Credentials::with_rsa_pss`], RSASSA-PSS (strongSwan's `rsa/pss`),
+//! Ed25519 over the octets themselves (RFC 8420). Verifying: those, RSA
+//! and ECDSA with SHA-384/512 where `ring` has them, and the classic ECDSA
+//! methods 9 and 10 (RFC 4754); SHA-1 is refused.
 
-use super::AuthError;
+mod algorithm;
+mod chain;
+mod keyfile;
+
+pub use algorithm::{RSA_MAX_BITS, RSA_MIN_BITS};
+pub use chain::MAX_DEPTH;
+
+use super::{AUTH_DIGITAL_SIGNATURE, AuthError};
 use crate::config::Identity;
+use algorithm::PublicKey;
+use chain::Anchor;
+use keyfile::SigningKey;
+use ring::rand::SystemRandom;
+use x509_parser::certificate::X509Certificate;
+use x509_parser::prelude::FromDer;
+use x509_parser::x509::AlgorithmIdentifier;
+
+/// The hash algorithms (RFC 7427 4, IANA "IKEv2 Hash Algorithms") tern
+/// verifies signatures with: the SIGNATURE_HASH_ALGORITHMS notify's data,
+/// each as a 16-bit number. 2 SHA2-256, 3 SHA2-384, 4 SHA2-512,
+/// 5 Identity (Ed25519, RFC 8420).
+pub fn hash_algorithms() -> Vec<u16> {
+    vec![2, 3, 4, 5]
+}
+
+/// Peers send an end entity and a few intermediates; more is refused
+/// before any signature is checked.
+const MAX_PEER_CERTS: usize = 8;
 
 /// This side's certificate (and chain), its private key, and the CAs the
 /// peer's certificate must chain to. Loaded once from PEM or DER files.
 pub struct Credentials {
-    // filled in by ike-cert
-    _private: (),
+    /// End entity first, then intermediates (DER).
+    chain: Vec<Vec<u8>>,
+    subject: Vec<u8>,
+    subject_name: String,
+    key: SigningKey,
+    rsa_pss: bool,
+    cas: Vec<Anchor>,
+    rng: SystemRandom,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("subject", &self.subject_name)
+            .field("certs", &self.chain.len())
+            .field("rsa_pss", &self.rsa_pss)
+            .field("cas", &self.cas.iter().map(|c| c.name.as_str()).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A peer's end-entity certificate (DER), after it was checked.
@@ -16,6 +73,42 @@ pub struct PeerCert {
     pub der: Vec<u8>,
     /// The subject DN (DER), for ID_DER_ASN1_DN matches and logs.
     pub subject: Vec<u8>,
+}
+
+impl PeerCert {
+    /// The subject DN as text ("O=tern, CN=moon.tern.test"), for logs and
+    /// `tern ike sa show`.
+    pub fn subject_name(&self) -> String {
+        match x509_parser::x509::X509Name::from_der(&self.subject) {
+            Ok((_, name)) => name.to_string(),
+            Err(_) => format!("<a DN of {} bytes that does not parse>", self.subject.len()),
+        }
+    }
+}
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, AuthError> {
+    std::fs::read(path).map_err(|e| AuthError::Config(format!("{}: {e}", path.display())))
+}
+
+/// The certificate files of a CA directory, sorted; none is an error.
+fn ca_directory(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>, AuthError> {
+    let failed = |e: std::io::Error| AuthError::Config(format!("{}: {e}", dir.display()));
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let path = entry.map_err(failed)?.path();
+        let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if path.is_file() && matches!(ext.as_deref(), Some("pem" | "crt" | "cer" | "der")) {
+            files.push(path);
+        }
+    }
+    if files.is_empty() {
+        return Err(AuthError::Config(format!(
+            "{}: no certificate files (.pem, .crt, .cer, .der) in it",
+            dir.display()
+        )));
+    }
+    files.sort();
+    Ok(files)
 }
 
 impl Credentials {
@@ -28,34 +121,131 @@ impl Credentials {
         key: &std::path::Path,
         cas: &[std::path::PathBuf],
     ) -> Result<Credentials, AuthError> {
-        let _ = (cert, key, cas);
-        todo!("ike-cert")
+        let mut ca_files = Vec::new();
+        for path in cas {
+            if path.is_dir() {
+                ca_files.extend(ca_directory(path)?);
+            } else {
+                ca_files.push(path.clone());
+            }
+        }
+        let ca_data = ca_files.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
+        let ca_names: Vec<String> = ca_files.iter().map(|p| p.display().to_string()).collect();
+        let cas: Vec<(&str, &[u8])> =
+            ca_names.iter().map(String::as_str).zip(ca_data.iter().map(Vec::as_slice)).collect();
+        Credentials::from_bytes(
+            (&cert.display().to_string(), &read(cert)?),
+            (&key.display().to_string(), &read(key)?),
+            &cas,
+        )
+    }
+
+    /// [`Credentials::load`] from the files' contents, each with the name
+    /// errors call it by.
+    pub fn from_bytes(
+        cert: (&str, &[u8]),
+        key: (&str, &[u8]),
+        cas: &[(&str, &[u8])],
+    ) -> Result<Credentials, AuthError> {
+        let bad = |file: &str, why: String| AuthError::Config(format!("{file}: {why}"));
+        let chain = keyfile::certificates(cert.1).map_err(|e| bad(cert.0, e))?;
+        let (_, ee) = X509Certificate::from_der(&chain[0])
+            .map_err(|e| bad(cert.0, format!("the certificate does not parse ({e})")))?;
+        for (i, der) in chain.iter().enumerate().skip(1) {
+            X509Certificate::from_der(der)
+                .map_err(|e| bad(cert.0, format!("certificate {} does not parse ({e})", i + 1)))?;
+        }
+        let subject_name = ee.subject().to_string();
+        let public = PublicKey::from_spki(ee.public_key()).map_err(|e| bad(cert.0, format!("{subject_name}: {e}")))?;
+        let key_pair = keyfile::private_key(key.1, &public).map_err(|e| bad(key.0, e))?;
+        let mut anchors = Vec::new();
+        for (file, data) in cas {
+            for der in keyfile::certificates(data).map_err(|e| bad(file, e))? {
+                anchors.push(Anchor::new(&der).map_err(|e| bad(file, e))?);
+            }
+        }
+        if anchors.is_empty() {
+            return Err(AuthError::Config(
+                "no CA certificate configured: the peer's certificate could not be checked".into(),
+            ));
+        }
+        Ok(Credentials {
+            subject: ee.subject().as_raw().to_vec(),
+            subject_name,
+            chain,
+            key: key_pair,
+            rsa_pss: false,
+            cas: anchors,
+            rng: SystemRandom::new(),
+        })
+    }
+
+    /// Sign with RSASSA-PSS instead of PKCS#1 v1.5 (an RSA key only;
+    /// strongSwan's `charon.rsa_pss`). Off by default: PKCS#1 v1.5 is what
+    /// every peer verifies.
+    pub fn with_rsa_pss(mut self, pss: bool) -> Credentials {
+        self.rsa_pss = pss;
+        self
+    }
+
+    /// The subject DN of this side's certificate, as text ("O=tern,
+    /// CN=moon.tern.test"), for logs.
+    pub fn subject_name(&self) -> &str {
+        &self.subject_name
     }
 
     /// The CERT payloads to send (X.509 Certificate - Signature, encoding
     /// 4): the end-entity's DER first, then intermediates.
     pub fn certs(&self) -> Vec<Vec<u8>> {
-        todo!("ike-cert")
+        self.chain.clone()
     }
 
     /// The CERTREQ payload's data (encoding 4): SHA-1 hashes of the CAs'
     /// SubjectPublicKeyInfo, concatenated.
     pub fn certreq(&self) -> Vec<u8> {
-        todo!("ike-cert")
+        let mut out = Vec::with_capacity(20 * self.cas.len());
+        for ca in &self.cas {
+            out.extend_from_slice(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &ca.spki).as_ref());
+        }
+        out
     }
 
     /// This side's identity as its certificate states it (the subject DN),
     /// for `local_id` left unset.
     pub fn identity(&self) -> Identity {
-        todo!("ike-cert")
+        Identity::Dn(self.subject.clone())
     }
 
     /// The AUTH payload for `signed_octets`: (auth method, data). Method 14
     /// (RFC 7427) with the ASN.1 AlgorithmIdentifier prefix; the hash is
     /// SHA-256 (SHA-384 for P-384; Ed25519 signs the octets themselves).
     pub fn sign(&self, signed_octets: &[u8]) -> Result<(u8, Vec<u8>), AuthError> {
-        let _ = signed_octets;
-        todo!("ike-cert")
+        let failed = |_| AuthError::Signature("signing failed (the system's random number generator?)".into());
+        let (alg, signature): (&[u8], Vec<u8>) = match &self.key {
+            SigningKey::P256(k) => {
+                (algorithm::ALG_ECDSA_SHA256, k.sign(&self.rng, signed_octets).map_err(failed)?.as_ref().to_vec())
+            }
+            SigningKey::P384(k) => {
+                (algorithm::ALG_ECDSA_SHA384, k.sign(&self.rng, signed_octets).map_err(failed)?.as_ref().to_vec())
+            }
+            SigningKey::Rsa(k) => {
+                let (alg, padding): (_, &'static dyn ring::signature::RsaEncoding) = if self.rsa_pss {
+                    (algorithm::ALG_RSA_PSS_SHA256, &ring::signature::RSA_PSS_SHA256)
+                } else {
+                    (algorithm::ALG_RSA_SHA256, &ring::signature::RSA_PKCS1_SHA256)
+                };
+                let mut signature = vec![0; k.public().modulus_len()];
+                k.sign(padding, &self.rng, signed_octets, &mut signature).map_err(failed)?;
+                (alg, signature)
+            }
+            SigningKey::Ed25519(k) => (algorithm::ALG_ED25519, k.sign(signed_octets).as_ref().to_vec()),
+        };
+        let mut data = Vec::with_capacity(1 + alg.len() + signature.len());
+        // Every AlgorithmIdentifier above is shorter than 256 bytes.
+        data.push(alg.len() as u8);
+        data.extend_from_slice(alg);
+        data.extend_from_slice(&signature);
+        Ok((AUTH_DIGITAL_SIGNATURE, data))
     }
 
     /// Checks the peer's chain (`certs`: end-entity first, as received)
@@ -74,7 +264,81 @@ impl Credentials {
         auth: &[u8],
         signed_octets: &[u8],
     ) -> Result<PeerCert, AuthError> {
-        let _ = (certs, id, now, method, auth, signed_octets);
-        todo!("ike-cert")
+        if certs.is_empty() {
+            return Err(AuthError::NoCertificate);
+        }
+        if certs.len() > MAX_PEER_CERTS {
+            return Err(AuthError::Certificate(format!(
+                "the peer sent {} certificates; tern takes at most {MAX_PEER_CERTS}",
+                certs.len()
+            )));
+        }
+        let mut parsed = Vec::with_capacity(certs.len());
+        for (i, der) in certs.iter().enumerate() {
+            match X509Certificate::from_der(der) {
+                Ok(([], c)) => {
+                    if !chain::algorithms_agree(der) {
+                        return Err(AuthError::Certificate(format!(
+                            "the peer's certificate {} has a signatureAlgorithm unlike its tbsCertificate's",
+                            i + 1
+                        )));
+                    }
+                    parsed.push(c)
+                }
+                Ok(_) => {
+                    return Err(AuthError::Certificate(format!("the peer's certificate {} has trailing bytes", i + 1)));
+                }
+                Err(e) => {
+                    return Err(AuthError::Certificate(format!(
+                        "the peer's certificate {} does not parse ({e})",
+                        i + 1
+                    )));
+                }
+            }
+        }
+        let ee = &parsed[0];
+        let name = ee.subject().to_string();
+        let key = PublicKey::from_spki(ee.public_key()).map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
+        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX))?;
+        chain::names(ee, id)?;
+        let (alg, alg_name, signature) = match method {
+            AUTH_DIGITAL_SIGNATURE => {
+                let (alg_der, signature) = split_rfc7427(auth)?;
+                let alg_id = match AlgorithmIdentifier::from_der(alg_der) {
+                    Ok((rest, a)) if rest.is_empty() && chain::strict_algorithm_identifier(alg_der) => a,
+                    _ => {
+                        return Err(AuthError::Signature("the AUTH data's AlgorithmIdentifier does not parse".into()));
+                    }
+                };
+                let (alg, alg_name) = algorithm::verification_algorithm(&alg_id, &key)
+                    .map_err(|e| AuthError::Signature(format!("{name}: {e}")))?;
+                (alg, alg_name, signature)
+            }
+            1 | 9 | 10 | 11 => {
+                let (alg, alg_name) = algorithm::classic_algorithm(method, &key)
+                    .map_err(|e| AuthError::Signature(format!("{name}: {e}")))?;
+                (alg, alg_name, auth)
+            }
+            other => return Err(AuthError::Method(other, AUTH_DIGITAL_SIGNATURE)),
+        };
+        if !key.verify(alg, signed_octets, signature) {
+            return Err(AuthError::Signature(format!(
+                "the {alg_name} signature by {name} ({}) does not verify",
+                key.describe()
+            )));
+        }
+        Ok(PeerCert { der: certs[0].clone(), subject: ee.subject().as_raw().to_vec() })
     }
+}
+
+/// RFC 7427 3: the AUTH data is the AlgorithmIdentifier's length (one
+/// byte), the AlgorithmIdentifier (DER), then the signature.
+fn split_rfc7427(auth: &[u8]) -> Result<(&[u8], &[u8]), AuthError> {
+    let truncated = || AuthError::Signature(format!("the AUTH data ({} bytes) is truncated", auth.len()));
+    let (&len, rest) = auth.split_first().ok_or_else(truncated)?;
+    let len = usize::from(len);
+    if len == 0 || rest.len() <= len {
+        return Err(truncated());
+    }
+    Ok(rest.split_at(len))
 }
