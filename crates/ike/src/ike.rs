@@ -1,11 +1,25 @@
 //! The engine: every IKE SA of one shard, by SPI; cookies and half-open
 //! limits; timers; the entry points the control side calls.
-//! Owner: helper "ike-sa".
+//!
+//! Timers are a binary heap of (deadline, SPI) with lazy deletion: an SA
+//! remembers the deadline the heap holds for it (`IkeSa::scheduled`) and
+//! an entry that no longer matches is skipped when it comes up, so a
+//! million SAs with liveness checks cost one heap entry each, never a walk.
 
-use crate::config::{PeerConfig, Settings};
+#![deny(clippy::indexing_slicing)]
+
+use crate::config::{AuthConfig, PeerConfig, Settings};
 use crate::output::Output;
-use std::net::SocketAddr;
-use std::time::{Instant, SystemTime};
+use crate::sa::util::Pool;
+use crate::sa::{IkeSa, Start, State};
+use crate::wire::{self, FLAG_INITIATOR, FLAG_RESPONSE, Header};
+use ring::rand::{SecureRandom, SystemRandom};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use zeroize::Zeroizing;
 
 /// Counters for /metrics (cumulative).
 #[derive(Clone, Debug, Default)]
@@ -48,82 +62,686 @@ pub struct IkeSaInfo {
     pub nat: bool,
 }
 
+/// The cookie secret (RFC 7296 2.6), rotated; the previous one is still
+/// accepted so a cookie handed out just before a rotation works.
+pub(crate) struct CookieSecret {
+    pub current: Zeroizing<[u8; 32]>,
+    pub previous: Zeroizing<[u8; 32]>,
+    pub version: u8,
+    pub rotate_at: Option<Instant>,
+}
+
+/// How often the cookie secret changes.
+pub(crate) const COOKIE_ROTATION: Duration = Duration::from_secs(120);
+
 /// One shard's IKE engine.
 pub struct Ike {
-    _settings: Settings,
+    pub(crate) settings: Settings,
+    pub(crate) peers: Vec<Arc<PeerConfig>>,
+    /// IKE SAs by the SPI this side chose.
+    pub(crate) sas: HashMap<u64, Box<IkeSa>>,
+    /// Responder half-open SAs by (peer, initiator SPI): a retransmitted
+    /// IKE_SA_INIT finds its SA.
+    pub(crate) init_index: HashMap<(SocketAddr, u64), u64>,
+    /// Child SAs' inbound SPIs -> the IKE SA's (our) SPI.
+    pub(crate) child_index: HashMap<u32, u64>,
+    pub(crate) timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    pub(crate) out: Vec<Output>,
+    pub(crate) stats: IkeStats,
+    pub(crate) half_open: usize,
+    pub(crate) half_open_per_peer: HashMap<IpAddr, u32>,
+    pub(crate) established_per_peer: HashMap<IpAddr, u32>,
+    pub(crate) cookie: CookieSecret,
+    /// Virtual IP pools by peer configuration name.
+    pub(crate) pools: HashMap<String, Pool>,
+    pub(crate) next_id: u64,
+    pub(crate) rng: SystemRandom,
+    /// Peers (by name) this side asks a virtual IP of when initiating:
+    /// `true` for IPv6.
+    pub(crate) vip_requests: HashMap<String, bool>,
 }
 
 impl Ike {
     pub fn new(settings: Settings) -> Ike {
-        Ike { _settings: settings }
+        let rng = SystemRandom::new();
+        let mut current = Zeroizing::new([0u8; 32]);
+        let _ = rng.fill(&mut current[..]);
+        let mut settings = settings;
+        settings.shards = settings.shards.max(1);
+        settings.shard %= settings.shards;
+        Ike {
+            settings,
+            peers: Vec::new(),
+            sas: HashMap::new(),
+            init_index: HashMap::new(),
+            child_index: HashMap::new(),
+            timers: BinaryHeap::new(),
+            out: Vec::new(),
+            stats: IkeStats::default(),
+            half_open: 0,
+            half_open_per_peer: HashMap::new(),
+            established_per_peer: HashMap::new(),
+            cookie: CookieSecret { current, previous: Zeroizing::new([0u8; 32]), version: 0, rotate_at: None },
+            pools: HashMap::new(),
+            next_id: 1,
+            rng,
+            vip_requests: HashMap::new(),
+        }
     }
 
     /// Replaces the peer configurations. IKE SAs of peers that went or
     /// changed are deleted (announced with `Output`s); new peers with
     /// `start` are initiated.
     pub fn set_peers(&mut self, now: Instant, peers: Vec<PeerConfig>) {
-        let _ = (now, peers);
-        todo!("ike-sa")
+        let new: Vec<Arc<PeerConfig>> = peers.into_iter().map(Arc::new).collect();
+        let stale: Vec<u64> = self
+            .sas
+            .iter()
+            .filter(|(_, sa)| !new.iter().any(|p| same_config(p, &sa.peer)))
+            .map(|(spi, _)| *spi)
+            .collect();
+        for spi in stale {
+            self.with_sa(spi, now, |ike, sa| ike.delete_ike(sa, now, "configuration changed"));
+        }
+        // Pools: keep the ones whose range did not change (addresses in use
+        // stay taken).
+        self.pools.retain(|name, pool| new.iter().any(|p| &p.name == name && p.pool == Some((pool.first, pool.last))));
+        for p in &new {
+            if let Some((first, last)) = p.pool {
+                self.pools.entry(p.name.clone()).or_insert_with(|| Pool::new(first, last));
+            }
+        }
+        self.peers = new;
+        let starts: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|p| p.start && p.remote.is_some())
+            .filter(|p| !self.sas.values().any(|sa| sa.peer.name == p.name && sa.state != State::Deleting))
+            .map(|p| p.name.clone())
+            .collect();
+        for name in starts {
+            if let Err(e) = self.initiate(now, &name) {
+                log::warn!("ike: peer {name}: cannot initiate: {e}");
+            }
+        }
     }
 
     /// A datagram received on `local` from `remote` (for port 4500 the
     /// non-ESP marker already stripped). `wall` is the wall clock
     /// (certificates' validity).
     pub fn handle(&mut self, now: Instant, wall: SystemTime, local: SocketAddr, remote: SocketAddr, data: &[u8]) {
-        let _ = (now, wall, local, remote, data);
-        todo!("ike-sa")
+        let header = match Header::decode(data) {
+            Ok(h) => h,
+            Err(e) => {
+                log::debug!("ike: from {remote}: undecodable header: {e}");
+                self.drop_invalid("invalid-syntax");
+                return;
+            }
+        };
+        let response = header.flags & FLAG_RESPONSE != 0;
+        if header.exchange == wire::IKE_SA_INIT && !response {
+            if header.spi_r != 0 {
+                self.drop_invalid("invalid-syntax");
+                return;
+            }
+            if let Some(&spi) = self.init_index.get(&(remote, header.spi_i)) {
+                self.with_sa(spi, now, |ike, sa| ike.resend_response(sa, header.message_id, None));
+                return;
+            }
+            self.responder_init(now, local, remote, data);
+            return;
+        }
+        let from_initiator = header.flags & FLAG_INITIATOR != 0;
+        let ours = if from_initiator { header.spi_r } else { header.spi_i };
+        let Some(sa) = self.sas.get(&ours) else {
+            log::debug!("ike: from {remote}: no IKE SA with SPI {ours:#018x}");
+            self.drop_invalid("unknown-spi");
+            return;
+        };
+        // The sender's role must be the other one, and its SPI the one we
+        // know (but an IKE_SA_INIT response tells it the first time).
+        let theirs_ok = if sa.initiator {
+            !from_initiator
+                && (header.spi_r == sa.spi_r || (sa.state == State::InitSent && header.exchange == wire::IKE_SA_INIT))
+        } else {
+            from_initiator && header.spi_i == sa.spi_i
+        };
+        if !theirs_ok {
+            self.drop_invalid("unknown-spi");
+            return;
+        }
+        self.with_sa(ours, now, |ike, sa| ike.dispatch(sa, now, wall, local, remote, header, data));
     }
 
     /// Starts an IKE SA (and its first child SA) with the named peer.
     pub fn initiate(&mut self, now: Instant, peer: &str) -> Result<u64, String> {
-        let _ = (now, peer);
-        todo!("ike-sa")
+        let cfg = self.peers.iter().find(|p| p.name == peer).cloned().ok_or_else(|| format!("no peer {peer:?}"))?;
+        self.initiate_sa(now, cfg)
+    }
+
+    /// As a remote-access client: ask `peer` for a virtual IP (IPv6 if
+    /// `v6`) in the IKE_AUTH of the next IKE SAs initiated with it
+    /// (a configuration payload, RFC 7296 3.15); `None` stops asking. The
+    /// child SA then carries the address in `ChildSa::virtual_ip` and its
+    /// selectors are narrowed to it.
+    pub fn request_virtual_ip(&mut self, peer: &str, v6: Option<bool>) {
+        match v6 {
+            Some(v6) => {
+                self.vip_requests.insert(peer.to_string(), v6);
+            }
+            None => {
+                self.vip_requests.remove(peer);
+            }
+        }
     }
 
     /// Deletes the peer's IKE SAs (INFORMATIONAL delete), or one by id.
     pub fn terminate(&mut self, now: Instant, peer: &str, id: Option<u64>) -> Result<usize, String> {
-        let _ = (now, peer, id);
-        todo!("ike-sa")
+        let spis: Vec<u64> = self
+            .sas
+            .iter()
+            .filter(|(_, sa)| sa.peer.name == peer && id.is_none_or(|id| sa.id == id) && sa.state != State::Deleting)
+            .map(|(spi, _)| *spi)
+            .collect();
+        if spis.is_empty() {
+            return Err(match id {
+                Some(id) => format!("peer {peer:?} has no IKE SA {id}"),
+                None => format!("peer {peer:?} has no IKE SA"),
+            });
+        }
+        for spi in &spis {
+            self.with_sa(*spi, now, |ike, sa| ike.delete_ike(sa, now, "terminated"));
+        }
+        Ok(spis.len())
     }
 
     /// The data plane says a child SA (by its inbound SPI) reached its soft
     /// (rekey) or hard (delete) lifetime.
     pub fn child_expired(&mut self, now: Instant, inbound_spi: u32, hard: bool) {
-        let _ = (now, inbound_spi, hard);
-        todo!("ike-sa")
+        let Some(&spi) = self.child_index.get(&inbound_spi) else {
+            log::debug!("ike: child SA {inbound_spi:#010x} expired but is unknown");
+            return;
+        };
+        self.with_sa(spi, now, |ike, sa| {
+            let Some(c) = sa.children.iter().find(|c| c.spi_in == inbound_spi) else { return };
+            let id = c.id;
+            if hard {
+                ike.enqueue(sa, now, Start::DeleteChildren(vec![id]));
+            } else if !c.rekeying && !c.replaced {
+                ike.enqueue(sa, now, Start::RekeyChild(id));
+            }
+        });
     }
 
     /// Runs what is due (retransmissions, rekeys, liveness checks,
     /// half-open expiry).
     pub fn poll(&mut self, now: Instant) {
-        let _ = now;
-        todo!("ike-sa")
+        if self.cookie.rotate_at.is_none_or(|t| t <= now) {
+            self.rotate_cookie_secret(now);
+        }
+        while let Some(Reverse((t, spi))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(sa) = self.sas.get_mut(&spi) else { continue };
+            if sa.scheduled != Some(t) {
+                continue; // stale entry
+            }
+            sa.scheduled = None;
+            self.with_sa(spi, now, |ike, sa| ike.sa_timers(sa, now));
+        }
+        // Lazy deletion leaves stale entries behind: rebuild when they
+        // dominate.
+        if self.timers.len() > 4 * self.sas.len() + 1024 {
+            self.timers = self.sas.iter().filter_map(|(spi, sa)| sa.scheduled.map(|t| Reverse((t, *spi)))).collect();
+        }
     }
 
     /// When [`Ike::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
-        todo!("ike-sa")
+        let t = self.timers.peek().map(|Reverse((t, _))| *t);
+        match (t, self.cookie.rotate_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// What to do, in order; the caller drains it after every call.
     pub fn drain(&mut self) -> std::vec::Drain<'_, Output> {
-        todo!("ike-sa")
+        self.out.drain(..)
     }
 
     pub fn stats(&self) -> IkeStats {
-        todo!("ike-sa")
+        let mut s = self.stats.clone();
+        s.ike_sas = self.sas.values().filter(|sa| sa.state == State::Established).count() as u64;
+        s.half_open = self.half_open as u64;
+        s.child_sas = self.child_index.len() as u64;
+        s
     }
 
     pub fn ike_sas(&self) -> Vec<IkeSaInfo> {
-        todo!("ike-sa")
+        let now = Instant::now();
+        let mut v: Vec<IkeSaInfo> = self
+            .sas
+            .values()
+            .filter(|sa| sa.state != State::Dead)
+            .map(|sa| {
+                let rekeying = sa.pending.as_ref().is_some_and(|p| {
+                    matches!(p.req, crate::sa::Req::RekeyIke { .. } | crate::sa::Req::RekeyChild { .. })
+                });
+                IkeSaInfo {
+                    id: sa.id,
+                    peer: sa.peer.name.clone(),
+                    local: sa.local,
+                    remote: sa.remote,
+                    spi_i: sa.spi_i,
+                    spi_r: sa.spi_r,
+                    initiator: sa.initiator,
+                    state: if rekeying && sa.state == State::Established { "rekeying" } else { sa.state.name() },
+                    proposal: sa.chosen.map(|c| c.to_string()).unwrap_or_default(),
+                    remote_id: sa.remote_id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
+                    established_secs: sa.established_at.map_or(0, |t| now.saturating_duration_since(t).as_secs()),
+                    children: sa.children.iter().map(|c| (c.id, c.spi_in, c.spi_out, c.chosen.to_string())).collect(),
+                    nat: sa.nat(),
+                }
+            })
+            .collect();
+        v.sort_by_key(|i| i.id);
+        v
     }
 
-    /// Which shard owns a datagram: by the responder SPI if set, else the
-    /// initiator SPI if this shard initiated... (the control side's
-    /// dispatch; see `Settings::shard`). Returns `None` for a new
-    /// IKE_SA_INIT request (any shard may take it: hash the source).
+    /// Which shard owns a datagram: by the SPI the receiving side chose
+    /// (the responder SPI of a message from the original initiator, else
+    /// the initiator SPI), `spi % shards`. Returns `None` for a new
+    /// IKE_SA_INIT request (any shard may take it: hash the source) and
+    /// for a datagram too short to say.
     pub fn shard_of(data: &[u8], shards: u32) -> Option<u32> {
-        let _ = (data, shards);
-        todo!("ike-sa")
+        let h = Header::decode(data).ok()?;
+        let shards = u64::from(shards.max(1));
+        let ours = if h.flags & FLAG_INITIATOR != 0 { h.spi_r } else { h.spi_i };
+        if ours == 0 {
+            return None;
+        }
+        u32::try_from(ours % shards).ok()
     }
+
+    // ---- internals shared by the exchanges (crate::sa::*) ----
+
+    /// Takes the SA out of the table, runs `f`, puts it back (or removes it
+    /// for good when it died) and reschedules its timer.
+    pub(crate) fn with_sa(&mut self, spi: u64, now: Instant, f: impl FnOnce(&mut Ike, &mut IkeSa)) {
+        let Some(mut sa) = self.sas.remove(&spi) else { return };
+        f(self, &mut sa);
+        self.put_back(sa, now);
+    }
+
+    pub(crate) fn put_back(&mut self, mut sa: Box<IkeSa>, now: Instant) {
+        if sa.state == State::Dead {
+            self.forget(&mut sa);
+            return;
+        }
+        // A request waiting behind none: start it.
+        if sa.pending.is_none() && !sa.queue.is_empty() && sa.state == State::Established {
+            let next = sa.queue.remove(0);
+            self.start(&mut sa, now, next);
+            if sa.state == State::Dead {
+                self.forget(&mut sa);
+                return;
+            }
+        }
+        let d = sa.deadline();
+        if d != sa.scheduled {
+            if let Some(t) = d {
+                self.timers.push(Reverse((t, sa.our_spi())));
+            }
+            sa.scheduled = d;
+        }
+        self.sas.insert(sa.our_spi(), sa);
+    }
+
+    /// Removes every index entry and count of a dead SA.
+    fn forget(&mut self, sa: &mut IkeSa) {
+        self.unmark_half_open(sa);
+        if sa.counted_established {
+            sa.counted_established = false;
+            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.established_per_peer.remove(&sa.remote.ip());
+                }
+            }
+        }
+        for c in &sa.children {
+            if self.child_index.get(&c.spi_in) == Some(&sa.our_spi()) {
+                self.child_index.remove(&c.spi_in);
+            }
+        }
+        if let Some(vip) = sa.virtual_ip.take()
+            && let Some(pool) = self.pools.get_mut(&sa.peer.name)
+        {
+            pool.free(vip);
+        }
+    }
+
+    pub(crate) fn mark_half_open(&mut self, sa: &mut IkeSa) {
+        if !sa.counted_half_open {
+            sa.counted_half_open = true;
+            self.half_open += 1;
+            *self.half_open_per_peer.entry(sa.remote.ip()).or_insert(0) += 1;
+        }
+    }
+
+    pub(crate) fn unmark_half_open(&mut self, sa: &mut IkeSa) {
+        if sa.counted_half_open {
+            sa.counted_half_open = false;
+            self.half_open = self.half_open.saturating_sub(1);
+            let ip = sa.remote.ip();
+            if let Some(n) = self.half_open_per_peer.get_mut(&ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.half_open_per_peer.remove(&ip);
+                }
+            }
+            if !sa.initiator {
+                self.init_index.remove(&(sa.remote, sa.spi_i));
+            }
+        }
+    }
+
+    pub(crate) fn fail(&mut self, reason: &'static str) {
+        if let Some(e) = self.stats.failures.iter_mut().find(|(r, _)| *r == reason) {
+            e.1 += 1;
+        } else {
+            self.stats.failures.push((reason, 1));
+        }
+    }
+
+    pub(crate) fn drop_invalid(&mut self, reason: &'static str) {
+        self.stats.dropped_invalid += 1;
+        self.fail(reason);
+    }
+
+    pub(crate) fn random(&self, buf: &mut [u8]) {
+        // SystemRandom fails only if the OS has no randomness at all: then
+        // zeroes would be a security hole, so abort loudly instead.
+        if self.rng.fill(buf).is_err() {
+            panic!("ike: the system's random number generator failed");
+        }
+    }
+
+    pub(crate) fn nonce(&self) -> Vec<u8> {
+        let mut n = vec![0u8; 32];
+        self.random(&mut n);
+        n
+    }
+
+    /// A fresh IKE SPI of this shard (`spi % shards == shard`), unused.
+    pub(crate) fn alloc_ike_spi(&self) -> u64 {
+        let shards = u64::from(self.settings.shards);
+        loop {
+            let mut b = [0u8; 8];
+            self.random(&mut b);
+            let r = u64::from_be_bytes(b);
+            let spi = (r - r % shards).wrapping_add(u64::from(self.settings.shard));
+            if spi != 0 && spi % shards == u64::from(self.settings.shard) && !self.sas.contains_key(&spi) {
+                return spi;
+            }
+        }
+    }
+
+    /// A fresh inbound ESP SPI (>= 256, unused in this engine).
+    pub(crate) fn alloc_child_spi(&self) -> u32 {
+        loop {
+            let mut b = [0u8; 4];
+            self.random(&mut b);
+            let spi = u32::from_be_bytes(b);
+            if spi >= 256 && !self.child_index.contains_key(&spi) {
+                return spi;
+            }
+        }
+    }
+
+    pub(crate) fn new_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn rotate_cookie_secret(&mut self, now: Instant) {
+        self.cookie.previous = self.cookie.current.clone();
+        let mut fresh = Zeroizing::new([0u8; 32]);
+        self.random(&mut fresh[..]);
+        self.cookie.current = fresh;
+        self.cookie.version = self.cookie.version.wrapping_add(1);
+        self.cookie.rotate_at = Some(now + COOKIE_ROTATION);
+    }
+
+    /// Queues a request (sent now if none is outstanding).
+    pub(crate) fn enqueue(&mut self, sa: &mut IkeSa, now: Instant, what: Start) {
+        if sa.state != State::Established {
+            if what == Start::DeleteIke {
+                // Not up yet: just give up.
+                self.sa_down(sa, "terminated", false);
+            }
+            return;
+        }
+        if sa.queue.contains(&what) {
+            return;
+        }
+        if sa.pending.is_none() {
+            self.start(sa, now, what);
+        } else {
+            sa.queue.push(what);
+        }
+    }
+
+    fn start(&mut self, sa: &mut IkeSa, now: Instant, what: Start) {
+        match what {
+            Start::Dpd => self.send_dpd(sa, now),
+            Start::DeleteIke => self.send_delete_ike(sa, now),
+            Start::DeleteChildren(ids) => self.send_delete_children(sa, now, ids),
+            Start::RekeyChild(id) => self.start_child_rekey(sa, now, id),
+            Start::RekeyIke => self.start_ike_rekey(sa, now),
+        }
+    }
+
+    /// The SA's due timers.
+    fn sa_timers(&mut self, sa: &mut IkeSa, now: Instant) {
+        if let Some(r) = &sa.reassembly
+            && r.deadline <= now
+        {
+            sa.reassembly = None;
+            self.fail("fragment-timeout");
+        }
+        if let Some(t) = sa.expire_at
+            && t <= now
+        {
+            sa.expire_at = None;
+            match sa.state {
+                State::InitDone | State::InitSent | State::AuthSent => {
+                    log::warn!("ike: peer {}: half-open IKE SA expired", sa.who());
+                    self.fail("half-open-timeout");
+                    self.sa_down(sa, "timeout", false);
+                    return;
+                }
+                State::Deleting => {
+                    self.sa_down(sa, "deleted", false);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if let Some(p) = sa.pending.as_mut()
+            && p.deadline <= now
+        {
+            if p.tries < self.settings.retransmit_tries {
+                p.tries += 1;
+                let wait = self.settings.retransmit_base.saturating_mul(1u32 << p.tries.min(16));
+                p.deadline = now + wait;
+                for d in &p.datagrams {
+                    self.out.push(Output::Send { local: sa.local, remote: sa.remote, data: d.clone() });
+                }
+                self.stats.retransmits += 1;
+            } else {
+                self.exchange_timed_out(sa, now);
+                return;
+            }
+        }
+        if sa.state != State::Established {
+            return;
+        }
+        if let Some(t) = sa.dpd_at
+            && t <= now
+        {
+            let dpd = sa.peer.dpd.unwrap_or(Duration::from_secs(30));
+            let idle_until = sa.last_rx + dpd;
+            if idle_until <= now {
+                sa.dpd_at = Some(now + dpd);
+                if sa.pending.is_none() {
+                    self.enqueue(sa, now, Start::Dpd);
+                }
+            } else {
+                sa.dpd_at = Some(idle_until);
+            }
+        }
+        if let Some(t) = sa.rekey_at
+            && t <= now
+        {
+            sa.rekey_at = None;
+            self.enqueue(sa, now, Start::RekeyIke);
+        }
+        let due: Vec<u64> = sa
+            .children
+            .iter()
+            .filter(|c| c.rekey_at.is_some_and(|t| t <= now) && !c.rekeying && !c.replaced)
+            .map(|c| c.id)
+            .collect();
+        for c in sa.children.iter_mut() {
+            if c.rekey_at.is_some_and(|t| t <= now) {
+                c.rekey_at = None;
+            }
+        }
+        for id in due {
+            self.enqueue(sa, now, Start::RekeyChild(id));
+        }
+    }
+
+    /// Retransmissions exhausted.
+    fn exchange_timed_out(&mut self, sa: &mut IkeSa, now: Instant) {
+        let Some(p) = sa.pending.take() else { return };
+        match p.req {
+            crate::sa::Req::DeleteIke => {
+                self.sa_down(sa, "deleted", false);
+            }
+            crate::sa::Req::Dpd => {
+                log::warn!("ike: peer {}: no answer to liveness checks: peer dead", sa.who());
+                self.fail("dead-peer");
+                self.sa_down(sa, "dead peer", false);
+            }
+            _ => {
+                log::warn!("ike: peer {}: no answer after {} retransmissions", sa.who(), p.tries);
+                self.fail("timeout");
+                self.sa_down(sa, "timeout", false);
+            }
+        }
+        let _ = now;
+    }
+
+    /// The IKE SA goes: its children are announced deleted, then the SA
+    /// down (if it was up or we initiated it). `send_delete`: tell the
+    /// peer (without waiting for its answer).
+    pub(crate) fn sa_down(&mut self, sa: &mut IkeSa, reason: &str, send_delete: bool) {
+        if send_delete && sa.keys.is_some() && sa.state == State::Established {
+            let mid = sa.send_mid;
+            sa.send_mid = sa.send_mid.wrapping_add(1);
+            let inner = [wire::Payload::Delete { protocol: 1, spis: Vec::new() }];
+            if let Ok(ds) = self.seal(sa, wire::INFORMATIONAL, false, mid, &inner) {
+                for d in ds {
+                    self.out.push(Output::Send { local: sa.local, remote: sa.remote, data: d });
+                }
+            }
+        }
+        for c in std::mem::take(&mut sa.children) {
+            self.child_index.remove(&c.spi_in);
+            self.out.push(Output::DeleteChild {
+                peer: sa.peer.name.clone(),
+                id: c.id,
+                inbound_spi: c.spi_in,
+                outbound_spi: c.spi_out,
+            });
+        }
+        if !sa.announced_down && (sa.announced_up || sa.initiator) {
+            if sa.announced_up {
+                log::info!("ike: peer {}: IKE SA {} down: {reason}", sa.who(), sa.id);
+            }
+            self.out.push(Output::IkeSaDown { peer: sa.peer.name.clone(), ike_sa: sa.id, reason: reason.to_string() });
+        }
+        sa.announced_down = true;
+        sa.pending = None;
+        sa.queue.clear();
+        sa.state = State::Dead;
+    }
+
+    /// Resends the cached response to a retransmitted request.
+    pub(crate) fn resend_response(&mut self, sa: &mut IkeSa, mid: u32, fragment: Option<u16>) {
+        if fragment.is_some_and(|n| n != 1) {
+            return; // RFC 7383 2.6.1: answer the first fragment only
+        }
+        let Some(c) = sa.last_resp.as_ref() else { return };
+        if c.mid != mid {
+            self.drop_invalid("invalid-message-id");
+            return;
+        }
+        for d in &c.datagrams {
+            self.out.push(Output::Send { local: c.local, remote: c.remote, data: d.clone() });
+        }
+    }
+
+    /// Whether `cookie` is what this engine would hand out now (or before
+    /// the last rotation) for this initiator; compared in constant time.
+    pub(crate) fn cookie_valid(&self, cookie: &[u8], ni: &[u8], ip: IpAddr, spi_i: u64) -> bool {
+        use subtle::ConstantTimeEq;
+        let Some((&v, _)) = cookie.split_first() else { return false };
+        let secret = if v == self.cookie.version {
+            &self.cookie.current
+        } else if v == self.cookie.version.wrapping_sub(1) {
+            &self.cookie.previous
+        } else {
+            return false;
+        };
+        let want = cookie_for(v, secret, ni, ip, spi_i);
+        want.len() == cookie.len() && bool::from(want.ct_eq(cookie))
+    }
+
+    pub(crate) fn make_cookie(&self, ni: &[u8], ip: IpAddr, spi_i: u64) -> Vec<u8> {
+        cookie_for(self.cookie.version, &self.cookie.current, ni, ip, spi_i)
+    }
+}
+
+/// RFC 7296 2.6: Cookie = <VersionIDofSecret> | Hash(Ni | IPi | SPIi | <secret>).
+fn cookie_for(version: u8, secret: &[u8; 32], ni: &[u8], ip: IpAddr, spi_i: u64) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(ni);
+    match ip {
+        IpAddr::V4(a) => h.update(a.octets()),
+        IpAddr::V6(a) => h.update(a.octets()),
+    }
+    h.update(spi_i.to_be_bytes());
+    h.update(secret);
+    let mut c = Vec::with_capacity(33);
+    c.push(version);
+    c.extend_from_slice(&h.finalize());
+    c
+}
+
+/// Whether a configuration is unchanged (its SAs may stay).
+fn same_config(a: &PeerConfig, b: &PeerConfig) -> bool {
+    let auth_same = match (&a.auth, &b.auth) {
+        (AuthConfig::Psk(x), AuthConfig::Psk(y)) => x[..] == y[..],
+        (AuthConfig::Pubkey(x), AuthConfig::Pubkey(y)) => Arc::ptr_eq(x, y),
+        _ => false,
+    };
+    auth_same && format!("{a:?}") == format!("{b:?}")
 }

@@ -1,1 +1,0 @@
-//! One IKE SA's state machine. Owner: helper "ike-sa".

@@ -1,0 +1,463 @@
+//! CREATE_CHILD_SA (RFC 7296 1.3): rekeying a child SA (REKEY_SA, new
+//! SPIs, PFS when the ESP proposal has a DH group; the new one installed
+//! before the old one is deleted, so the data plane never lacks an inbound
+//! SA), a new child SA, and rekeying the IKE SA (2.18: new SPIs and keys,
+//! the children moved, the old SA deleted). Simultaneous child rekeys
+//! (2.8.1): the exchange with the lowest nonce loses; its initiator deletes
+//! the child it created.
+
+use super::auth::{jitter, new_child};
+use super::info::PROTO_ESP;
+use super::init::{notify, notify_reason};
+use super::util::{first_group, group_from_id, group_id, narrow, or_any};
+use super::{IkeSa, Req, Start, State};
+use crate::config::TrafficSelector;
+use crate::crypto::{DhPrivate, IkeKeys, child_keys};
+use crate::ike::Ike;
+use crate::proposal::{self, Chosen, Protocol};
+use crate::wire::{self, Payload, WireProposal, notify};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// A failed rekey is tried again after this.
+const REKEY_RETRY: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct ChildPayloads {
+    sa: Option<Vec<WireProposal>>,
+    nonce: Option<Vec<u8>>,
+    ke: Option<(u16, Vec<u8>)>,
+    tsi: Option<Vec<TrafficSelector>>,
+    tsr: Option<Vec<TrafficSelector>>,
+    rekey: Option<(u8, Vec<u8>)>,
+    error: Option<(u16, Vec<u8>)>,
+}
+
+fn gather(payloads: Vec<Payload>) -> ChildPayloads {
+    let mut c = ChildPayloads::default();
+    for p in payloads {
+        match p {
+            Payload::Sa(v) => c.sa = Some(v),
+            Payload::Nonce(n) => c.nonce = Some(n),
+            Payload::Ke { group, data } => c.ke = Some((group, data)),
+            Payload::TsI(t) => c.tsi = Some(t),
+            Payload::TsR(t) => c.tsr = Some(t),
+            Payload::Notify { kind: notify::REKEY_SA, protocol, spi, .. } => c.rekey = Some((protocol, spi)),
+            Payload::Notify { kind, data, .. } if kind < 16384 => c.error = c.error.take().or(Some((kind, data))),
+            _ => {}
+        }
+    }
+    c
+}
+
+fn numbered(proposals: &[crate::proposal::Proposal], protocol: Protocol, spi: &[u8]) -> Vec<WireProposal> {
+    proposals
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.to_wire(u8::try_from(i + 1).unwrap_or(u8::MAX), protocol, spi.to_vec()))
+        .collect()
+}
+
+fn min_nonce<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
+    if a <= b { a } else { b }
+}
+
+impl Ike {
+    /// Starts rekeying child `id`.
+    pub(crate) fn start_child_rekey(&mut self, sa: &mut IkeSa, now: Instant, id: u64) {
+        let Some(c) = sa.child(id) else { return };
+        if c.rekeying || c.replaced {
+            return;
+        }
+        let (old_spi, local_ts, remote_ts) = (c.spi_in, c.local_ts.to_vec(), c.remote_ts.to_vec());
+        let cfg = sa.peer.clone();
+        let spi_in = self.alloc_child_spi();
+        let ni = self.nonce();
+        let mut payloads = vec![
+            Payload::Notify {
+                protocol: PROTO_ESP,
+                spi: old_spi.to_be_bytes().to_vec(),
+                kind: notify::REKEY_SA,
+                data: Vec::new(),
+            },
+            Payload::Sa(numbered(&cfg.esp_proposals, Protocol::Esp, &spi_in.to_be_bytes())),
+            Payload::Nonce(ni.clone()),
+        ];
+        let mut dh = None;
+        if let Some(group) = first_group(&cfg.esp_proposals) {
+            match DhPrivate::generate(group) {
+                Ok((d, public)) => {
+                    dh = Some(d);
+                    payloads.push(Payload::Ke { group: group_id(group), data: public });
+                }
+                Err(e) => {
+                    log::warn!("ike: peer {}: {e}", sa.who());
+                    self.fail("crypto");
+                    return;
+                }
+            }
+        }
+        payloads.push(Payload::TsI(local_ts));
+        payloads.push(Payload::TsR(remote_ts));
+        if let Some(c) = sa.child_mut(id) {
+            c.rekeying = true;
+        }
+        self.send_request(sa, now, wire::CREATE_CHILD_SA, &payloads, Req::RekeyChild { old: id, spi_in, ni, dh });
+    }
+
+    /// The answer to our child rekey.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn child_rekey_response(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        old: u64,
+        spi_in: u32,
+        ni: Vec<u8>,
+        dh: Option<DhPrivate>,
+        payloads: Vec<Payload>,
+    ) {
+        let who = sa.who();
+        if let Some(c) = sa.child_mut(old) {
+            c.rekeying = false;
+        }
+        let p = gather(payloads);
+        let result = (|| -> Result<_, &'static str> {
+            if let Some((kind, _)) = p.error {
+                return Err(notify_reason(kind));
+            }
+            let (Some(sa_p), Some(nr), Some(tsi), Some(tsr)) = (p.sa, p.nonce, p.tsi, p.tsr) else {
+                return Err("invalid-syntax");
+            };
+            let [wp] = sa_p.as_slice() else { return Err("no-proposal-chosen") };
+            let chosen = Chosen::from_wire(wp).map_err(|_| "no-proposal-chosen")?;
+            if !chosen.offered_by(&sa.peer.esp_proposals) {
+                return Err("no-proposal-chosen");
+            }
+            let spi_out =
+                <[u8; 4]>::try_from(wp.spi.as_slice()).map(u32::from_be_bytes).map_err(|_| "invalid-syntax")?;
+            let shared = match (dh, chosen.dh, p.ke) {
+                (Some(dh), Some(g), Some((kg, kd))) if dh.group() == g && group_from_id(kg) == Some(g) => {
+                    Some(dh.agree(&kd).map_err(|_| "invalid-ke")?)
+                }
+                (_, None, _) => None,
+                _ => return Err("invalid-ke"),
+            };
+            let keys = sa.keys.as_ref().ok_or("internal")?;
+            let (i2r, r2i) =
+                child_keys(keys.prf, &keys.sk_d, &chosen, shared.as_deref().map(|s| &s[..]), &ni, &nr, spi_out, spi_in)
+                    .map_err(|_| "no-proposal-chosen")?;
+            Ok((chosen, spi_out, nr, tsi, tsr, i2r, r2i))
+        })();
+        let (chosen, spi_out, nr, tsi, tsr, i2r, r2i) = match result {
+            Ok(x) => x,
+            Err(reason) => {
+                log::warn!("ike: peer {who}: child SA rekey failed: {reason}");
+                self.fail("rekey-failed");
+                if let Some(c) = sa.child_mut(old) {
+                    c.rekey_at = Some(now + REKEY_RETRY);
+                }
+                return;
+            }
+        };
+        let new_id = self.new_id();
+        let child = new_child(new_id, spi_in, spi_out, chosen, tsi, tsr);
+        self.install_child(sa, now, child, r2i, i2r, true);
+        // RFC 7296 2.8.1: with a simultaneous rekey by the peer, the
+        // exchange holding the lowest of the four nonces loses and its
+        // initiator deletes what it created; the winner deletes the old.
+        let ours_min = min_nonce(&ni, &nr).to_vec();
+        let lost = sa
+            .child(old)
+            .and_then(|c| c.peer_rekey.as_ref())
+            .is_some_and(|(_, theirs)| ours_min.as_slice() < &theirs[..]);
+        if lost {
+            self.enqueue(sa, now, Start::DeleteChildren(vec![new_id]));
+        } else if let Some(c) = sa.child_mut(old) {
+            c.replaced = true;
+            c.rekey_at = None;
+            self.enqueue(sa, now, Start::DeleteChildren(vec![old]));
+        }
+    }
+
+    /// A CREATE_CHILD_SA request: a child rekey, a new child, or an IKE SA
+    /// rekey.
+    pub(crate) fn create_child_request(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        mid: u32,
+        payloads: Vec<Payload>,
+    ) {
+        let p = gather(payloads);
+        if sa.state != State::Established {
+            self.send_response(
+                sa,
+                wire::CREATE_CHILD_SA,
+                mid,
+                &[notify(notify::TEMPORARY_FAILURE, Vec::new())],
+                local,
+                remote,
+            );
+            return;
+        }
+        let is_ike = p.sa.as_ref().and_then(|v| v.first()).is_some_and(|w| w.protocol == Protocol::Ike);
+        let result = if is_ike {
+            self.ike_rekey_request(sa, now, mid, local, remote, p)
+        } else {
+            self.child_request(sa, now, mid, local, remote, p)
+        };
+        if let Err(kind) = result {
+            let data = match kind {
+                notify::INVALID_KE_PAYLOAD => {
+                    let g = if is_ike { first_group(&sa.peer.proposals) } else { first_group(&sa.peer.esp_proposals) };
+                    g.map(|g| group_id(g).to_be_bytes().to_vec()).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            log::warn!("ike: peer {}: CREATE_CHILD_SA refused: {}", sa.who(), notify_reason(kind));
+            self.fail(notify_reason(kind));
+            self.send_response(sa, wire::CREATE_CHILD_SA, mid, &[notify(kind, data)], local, remote);
+        }
+    }
+
+    fn child_request(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        mid: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        p: ChildPayloads,
+    ) -> Result<(), u16> {
+        let (Some(sa_p), Some(ni), Some(tsi), Some(tsr)) = (p.sa, p.nonce, p.tsi, p.tsr) else {
+            return Err(notify::INVALID_SYNTAX);
+        };
+        // The old child: the SPI in REKEY_SA is the peer's inbound, ours out.
+        let old = match &p.rekey {
+            Some((_, spi)) => {
+                let spi =
+                    <[u8; 4]>::try_from(spi.as_slice()).map(u32::from_be_bytes).map_err(|_| notify::INVALID_SYNTAX)?;
+                Some(sa.children.iter().find(|c| c.spi_out == spi).map(|c| c.id).ok_or(notify::CHILD_SA_NOT_FOUND)?)
+            }
+            None => None,
+        };
+        let cfg = sa.peer.clone();
+        let (number, chosen, their_spi) =
+            proposal::select(&cfg.esp_proposals, &sa_p, Protocol::Esp).ok_or(notify::NO_PROPOSAL_CHOSEN)?;
+        let their_spi =
+            <[u8; 4]>::try_from(their_spi.as_slice()).map(u32::from_be_bytes).map_err(|_| notify::INVALID_SYNTAX)?;
+        let nr = self.nonce();
+        let mut resp_ke = None;
+        let shared = match chosen.dh {
+            Some(g) => {
+                let Some((kg, kd)) = p.ke.filter(|(kg, _)| group_from_id(*kg) == Some(g)) else {
+                    return Err(notify::INVALID_KE_PAYLOAD);
+                };
+                let _ = kg;
+                let (dh, public) = DhPrivate::generate(g).map_err(|_| notify::TEMPORARY_FAILURE)?;
+                resp_ke = Some(Payload::Ke { group: group_id(g), data: public });
+                Some(dh.agree(&kd).map_err(|_| notify::INVALID_KE_PAYLOAD)?)
+            }
+            None => None,
+        };
+        let remote_cfg = match sa.virtual_ip {
+            Some(v) => vec![TrafficSelector::host(v)],
+            None => or_any(&cfg.remote_ts),
+        };
+        let ts_i = narrow(&tsi, &remote_cfg);
+        let ts_r = narrow(&tsr, &or_any(&cfg.local_ts));
+        if ts_i.is_empty() || ts_r.is_empty() {
+            return Err(notify::TS_UNACCEPTABLE);
+        }
+        let spi_in = self.alloc_child_spi();
+        let keys = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
+        // The exchange's initiator is the peer: i->r is what we receive.
+        let (i2r, r2i) =
+            child_keys(keys.prf, &keys.sk_d, &chosen, shared.as_deref().map(|s| &s[..]), &ni, &nr, spi_in, their_spi)
+                .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
+        let mut resp = vec![
+            Payload::Sa(vec![chosen.to_wire(number, Protocol::Esp, spi_in.to_be_bytes().to_vec())]),
+            Payload::Nonce(nr.clone()),
+        ];
+        resp.extend(resp_ke);
+        resp.push(Payload::TsI(ts_i.clone()));
+        resp.push(Payload::TsR(ts_r.clone()));
+        self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
+        let new_id = self.new_id();
+        let child = new_child(new_id, spi_in, their_spi, chosen, ts_r, ts_i);
+        self.install_child(sa, now, child, i2r, r2i, old.is_some());
+        if let Some(old) = old
+            && let Some(c) = sa.child_mut(old)
+        {
+            // The peer deletes the old one; if we are rekeying it too, the
+            // nonces decide when our answer comes.
+            c.peer_rekey = Some((new_id, min_nonce(&ni, &nr).to_vec().into_boxed_slice()));
+            c.rekey_at = None;
+        }
+        Ok(())
+    }
+
+    /// Starts rekeying the IKE SA.
+    pub(crate) fn start_ike_rekey(&mut self, sa: &mut IkeSa, now: Instant) {
+        let cfg = sa.peer.clone();
+        let Some(group) = first_group(&cfg.proposals) else { return };
+        let (dh, public) = match DhPrivate::generate(group) {
+            Ok(x) => x,
+            Err(e) => {
+                log::warn!("ike: peer {}: {e}", sa.who());
+                self.fail("crypto");
+                return;
+            }
+        };
+        let spi = self.alloc_ike_spi();
+        let ni = self.nonce();
+        let payloads = [
+            Payload::Sa(numbered(&cfg.proposals, Protocol::Ike, &spi.to_be_bytes())),
+            Payload::Nonce(ni.clone()),
+            Payload::Ke { group: group_id(group), data: public },
+        ];
+        self.send_request(sa, now, wire::CREATE_CHILD_SA, &payloads, Req::RekeyIke { spi, ni, dh: Some(dh) });
+    }
+
+    /// The answer to our IKE SA rekey: the new SA takes over.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ike_rekey_response(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        spi: u64,
+        ni: Vec<u8>,
+        dh: Option<DhPrivate>,
+        payloads: Vec<Payload>,
+    ) {
+        let who = sa.who();
+        let p = gather(payloads);
+        let result = (|| -> Result<_, &'static str> {
+            if let Some((kind, _)) = p.error {
+                return Err(notify_reason(kind));
+            }
+            let (Some(sa_p), Some(nr), Some((kg, kd)), Some(dh)) = (p.sa, p.nonce, p.ke, dh) else {
+                return Err("invalid-syntax");
+            };
+            let [wp] = sa_p.as_slice() else { return Err("no-proposal-chosen") };
+            let chosen = Chosen::from_wire(wp).map_err(|_| "no-proposal-chosen")?;
+            if !chosen.offered_by(&sa.peer.proposals) || chosen.dh != Some(dh.group()) || group_from_id(kg) != chosen.dh
+            {
+                return Err("no-proposal-chosen");
+            }
+            let their = <[u8; 8]>::try_from(wp.spi.as_slice()).map(u64::from_be_bytes).map_err(|_| "invalid-syntax")?;
+            if their == 0 {
+                return Err("invalid-syntax");
+            }
+            let shared = dh.agree(&kd).map_err(|_| "invalid-ke")?;
+            let old = sa.keys.as_ref().ok_or("internal")?;
+            let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, spi, their)
+                .map_err(|_| "no-proposal-chosen")?;
+            Ok((chosen, keys, their))
+        })();
+        match result {
+            Ok((chosen, keys, their)) => {
+                let new = self.take_over(sa, now, true, spi, their, chosen, keys);
+                log::info!("ike: peer {who}: IKE SA {} rekeyed (SPIs {:#018x}/{:#018x})", new.id, new.spi_i, new.spi_r);
+                self.put_back(new, now);
+                // The initiator of the rekey deletes the old SA.
+                self.send_delete_ike(sa, now);
+            }
+            Err(reason) => {
+                log::warn!("ike: peer {who}: IKE SA rekey failed: {reason}");
+                self.fail("rekey-failed");
+                sa.rekey_at = Some(now + REKEY_RETRY);
+            }
+        }
+    }
+
+    fn ike_rekey_request(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        mid: u32,
+        local: SocketAddr,
+        remote: SocketAddr,
+        p: ChildPayloads,
+    ) -> Result<(), u16> {
+        let (Some(sa_p), Some(ni), Some((kg, kd))) = (p.sa, p.nonce, p.ke) else { return Err(notify::INVALID_SYNTAX) };
+        let cfg = sa.peer.clone();
+        let (number, chosen, their) =
+            proposal::select(&cfg.proposals, &sa_p, Protocol::Ike).ok_or(notify::NO_PROPOSAL_CHOSEN)?;
+        let g = chosen.dh.ok_or(notify::NO_PROPOSAL_CHOSEN)?;
+        if group_from_id(kg) != Some(g) {
+            return Err(notify::INVALID_KE_PAYLOAD);
+        }
+        let their =
+            <[u8; 8]>::try_from(their.as_slice()).map(u64::from_be_bytes).map_err(|_| notify::INVALID_SYNTAX)?;
+        if their == 0 {
+            return Err(notify::INVALID_SYNTAX);
+        }
+        let (dh, public) = DhPrivate::generate(g).map_err(|_| notify::TEMPORARY_FAILURE)?;
+        let shared = dh.agree(&kd).map_err(|_| notify::INVALID_KE_PAYLOAD)?;
+        let spi = self.alloc_ike_spi();
+        let nr = self.nonce();
+        let old = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
+        let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, their, spi)
+            .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
+        let resp = [
+            Payload::Sa(vec![chosen.to_wire(number, Protocol::Ike, spi.to_be_bytes().to_vec())]),
+            Payload::Nonce(nr),
+            Payload::Ke { group: group_id(g), data: public },
+        ];
+        self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
+        let new = self.take_over(sa, now, false, their, spi, chosen, keys);
+        log::info!("ike: peer {}: IKE SA {} rekeyed by the peer", sa.who(), new.id);
+        self.put_back(new, now);
+        // The peer deletes the old SA; if it never does, it goes anyway.
+        sa.state = State::Deleting;
+        sa.expire_at = Some(now + self.settings.half_open_timeout);
+        Ok(())
+    }
+
+    /// A new IKE SA (2.18) takes over the old one's handle, children and
+    /// state; the old one keeps a fresh internal id and goes silently.
+    #[allow(clippy::too_many_arguments)]
+    fn take_over(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        initiator: bool,
+        spi_i: u64,
+        spi_r: u64,
+        chosen: Chosen,
+        keys: IkeKeys,
+    ) -> Box<IkeSa> {
+        let mut new = Box::new(IkeSa::new(sa.id, sa.peer.clone(), initiator, sa.local, sa.remote, now));
+        new.spi_i = spi_i;
+        new.spi_r = spi_r;
+        new.state = State::Established;
+        new.chosen = Some(chosen);
+        new.keys = Some(keys);
+        new.children = std::mem::take(&mut sa.children);
+        new.remote_id = sa.remote_id.clone();
+        new.virtual_ip = sa.virtual_ip.take();
+        new.nat_local = sa.nat_local;
+        new.nat_remote = sa.nat_remote;
+        new.frag = sa.frag;
+        new.established_at = sa.established_at;
+        new.last_rx = now;
+        new.dpd_at = sa.peer.dpd.map(|d| now + d);
+        new.rekey_at = jitter(self, now, sa.peer.ike_rekey);
+        new.counted_established = std::mem::take(&mut sa.counted_established);
+        new.announced_up = true;
+        // The old SA's queued work moves with the children.
+        new.queue = std::mem::take(&mut sa.queue).into_iter().filter(|s| *s != Start::RekeyIke).collect();
+        let our = new.our_spi();
+        for c in &new.children {
+            self.child_index.insert(c.spi_in, our);
+        }
+        sa.id = self.new_id();
+        sa.announced_down = true;
+        self.stats.rekeys_ike += 1;
+        new
+    }
+}

@@ -1,0 +1,102 @@
+//! A message for an existing IKE SA: responses continue the outstanding
+//! request; requests are checked against the message-ID window (size 1:
+//! the one expected is processed, the previous one gets the cached
+//! response again, anything else is dropped) and then handled.
+
+use super::frame::Opened;
+use super::{IkeSa, Req};
+use crate::ike::Ike;
+use crate::wire::{self, FLAG_RESPONSE, Header, Message, Payload};
+use std::net::SocketAddr;
+use std::time::{Instant, SystemTime};
+
+impl Ike {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dispatch(
+        &mut self,
+        sa: &mut IkeSa,
+        now: Instant,
+        wall: SystemTime,
+        local: SocketAddr,
+        remote: SocketAddr,
+        header: Header,
+        data: &[u8],
+    ) {
+        let msg = match Message::decode(data) {
+            Ok(m) => m,
+            Err(e) => {
+                log::debug!("ike: peer {}: undecodable message: {e}", sa.who());
+                self.drop_invalid("invalid-syntax");
+                return;
+            }
+        };
+        if header.flags & FLAG_RESPONSE != 0 {
+            let expected =
+                sa.pending.as_ref().is_some_and(|p| p.mid == header.message_id && p.exchange == header.exchange);
+            if !expected {
+                self.drop_invalid("unexpected-response");
+                return;
+            }
+            if header.exchange == wire::IKE_SA_INIT {
+                self.initiator_init_response(sa, now, msg, data);
+                return;
+            }
+            let payloads = match self.open(sa, now, data, msg) {
+                Opened::Payloads(p) => p,
+                Opened::Partial => return,
+                Opened::Failed(reason) => {
+                    log::debug!("ike: peer {}: response dropped: {reason}", sa.who());
+                    self.drop_invalid(reason);
+                    return;
+                }
+            };
+            sa.last_rx = now;
+            let Some(pending) = sa.pending.take() else { return };
+            match pending.req {
+                Req::Init => {}
+                Req::Auth => self.initiator_auth_response(sa, now, wall, payloads),
+                Req::Dpd => {}
+                Req::DeleteIke => self.sa_down(sa, "deleted", false),
+                Req::DeleteChildren(ids) => self.children_deleted(sa, &ids),
+                Req::RekeyChild { old, spi_in, ni, dh } => {
+                    self.child_rekey_response(sa, now, old, spi_in, ni, dh, payloads)
+                }
+                Req::RekeyIke { spi, ni, dh } => self.ike_rekey_response(sa, now, spi, ni, dh, payloads),
+            }
+            return;
+        }
+        let mid = header.message_id;
+        let fragment = match msg.payloads.last() {
+            Some(Payload::Skf { number, .. }) => Some(*number),
+            _ => None,
+        };
+        if sa.recv_mid != 0 && mid == sa.recv_mid.wrapping_sub(1) {
+            self.resend_response(sa, mid, fragment);
+            return;
+        }
+        if mid != sa.recv_mid || header.exchange == wire::IKE_SA_INIT {
+            self.drop_invalid("invalid-message-id");
+            return;
+        }
+        let payloads = match self.open(sa, now, data, msg) {
+            Opened::Payloads(p) => p,
+            Opened::Partial => return,
+            Opened::Failed(reason) => {
+                log::debug!("ike: peer {}: request dropped: {reason}", sa.who());
+                self.drop_invalid(reason);
+                return;
+            }
+        };
+        sa.recv_mid = sa.recv_mid.wrapping_add(1);
+        sa.last_rx = now;
+        match header.exchange {
+            wire::IKE_AUTH => self.responder_auth(sa, now, wall, local, remote, mid, payloads),
+            wire::INFORMATIONAL => self.informational(sa, now, local, remote, mid, payloads),
+            wire::CREATE_CHILD_SA => self.create_child_request(sa, now, local, remote, mid, payloads),
+            other => {
+                log::debug!("ike: peer {}: exchange {other} not supported", sa.who());
+                self.drop_invalid("unsupported-exchange");
+            }
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! One IKE SA's state machine: what an IKE SA holds (small once
+//! established: SPIs, keys, message IDs, the peer's address, its child
+//! SAs) and the exchanges, as `impl Ike` blocks per exchange so they can
+//! reach the engine's indexes (SPI allocation, pools, timers):
+//! - [`init`]: IKE_SA_INIT, both roles, cookies, INVALID_KE_PAYLOAD;
+//! - [`auth`]: IKE_AUTH (PSK, certificates), the first child SA, the
+//!   remote-access configuration payload;
+//! - [`info`]: INFORMATIONAL (deletes, liveness checks, notifies);
+//! - [`child`]: CREATE_CHILD_SA (child and IKE SA rekeying);
+//! - [`frame`]: sealing and opening encrypted messages, RFC 7383
+//!   fragmentation and reassembly;
+//! - [`util`]: NAT detection hashes, traffic selector narrowing, pools.
+
+#![deny(clippy::indexing_slicing)]
+
+pub(crate) mod auth;
+pub(crate) mod child;
+pub(crate) mod dispatch;
+pub(crate) mod frame;
+pub(crate) mod info;
+pub(crate) mod init;
+pub(crate) mod util;
+
+use crate::config::{Identity, PeerConfig, TrafficSelector};
+use crate::crypto::{DhPrivate, IkeKeys};
+use crate::proposal::{Chosen, DhGroup};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where an IKE SA is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Initiator: IKE_SA_INIT sent.
+    InitSent,
+    /// Responder: IKE_SA_INIT answered, waiting for IKE_AUTH (half-open).
+    InitDone,
+    /// Initiator: IKE_AUTH sent.
+    AuthSent,
+    Established,
+    /// Our delete was sent (or the SA was rekeyed and the old one is being
+    /// deleted).
+    Deleting,
+    /// Gone: the engine removes it.
+    Dead,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::InitSent | State::InitDone | State::AuthSent => "connecting",
+            State::Established => "established",
+            State::Deleting | State::Dead => "deleting",
+        }
+    }
+}
+
+/// What only a half-open IKE SA needs (dropped once authenticated).
+pub struct HalfOpen {
+    pub dh: Option<DhPrivate>,
+    pub group: DhGroup,
+    pub ni: Vec<u8>,
+    pub nr: Vec<u8>,
+    /// The IKE_SA_INIT request and response as sent (the AUTH payloads
+    /// sign them).
+    pub init_req: Vec<u8>,
+    pub init_resp: Vec<u8>,
+    /// The responder's cookie, echoed in the retried request.
+    pub cookie: Option<Vec<u8>>,
+    /// Initiator: the inbound SPI proposed for the first child SA.
+    pub child_spi: u32,
+    /// INVALID_KE / cookie retries so far (bounded).
+    pub retries: u8,
+}
+
+/// A child SA as the IKE SA keeps it.
+#[derive(Clone, Debug)]
+pub struct Child {
+    pub id: u64,
+    pub spi_in: u32,
+    pub spi_out: u32,
+    pub chosen: Chosen,
+    pub local_ts: Box<[TrafficSelector]>,
+    pub remote_ts: Box<[TrafficSelector]>,
+    pub rekey_at: Option<Instant>,
+    /// A rekey of it is under way (ours) or done (the new one installed,
+    /// this one waits for its delete).
+    pub rekeying: bool,
+    pub replaced: bool,
+    /// The peer rekeyed it too (simultaneous rekey, RFC 7296 2.8.1): the
+    /// new child's id and the lowest nonce of that exchange.
+    pub peer_rekey: Option<(u64, Box<[u8]>)>,
+}
+
+/// A request to make once the one outstanding is answered (window 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    Dpd,
+    DeleteIke,
+    DeleteChildren(Vec<u64>),
+    RekeyChild(u64),
+    RekeyIke,
+}
+
+/// The outstanding request and what its answer continues.
+pub struct Pending {
+    pub mid: u32,
+    pub exchange: u8,
+    pub datagrams: Vec<Vec<u8>>,
+    pub tries: u32,
+    pub deadline: Instant,
+    pub req: Req,
+}
+
+pub enum Req {
+    Init,
+    Auth,
+    Dpd,
+    DeleteIke,
+    DeleteChildren(Vec<u64>),
+    RekeyChild { old: u64, spi_in: u32, ni: Vec<u8>, dh: Option<DhPrivate> },
+    RekeyIke { spi: u64, ni: Vec<u8>, dh: Option<DhPrivate> },
+}
+
+/// The last response sent (a retransmitted request gets it again,
+/// byte-identical).
+pub struct CachedResponse {
+    pub mid: u32,
+    pub datagrams: Vec<Vec<u8>>,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+}
+
+/// RFC 7383 reassembly of one message (bounded; dropped on timeout).
+pub struct Reassembly {
+    pub mid: u32,
+    pub response: bool,
+    pub first: u8,
+    pub parts: Vec<Option<Vec<u8>>>,
+    pub bytes: usize,
+    pub deadline: Instant,
+}
+
+/// One IKE SA.
+pub struct IkeSa {
+    /// The engine's handle (stays when the IKE SA is rekeyed).
+    pub id: u64,
+    pub spi_i: u64,
+    pub spi_r: u64,
+    /// This side is the IKE SA's original initiator.
+    pub initiator: bool,
+    pub state: State,
+    pub peer: Arc<PeerConfig>,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub chosen: Option<Chosen>,
+    pub keys: Option<IkeKeys>,
+    pub half: Option<Box<HalfOpen>>,
+    /// The next request's message ID / the next request expected.
+    pub send_mid: u32,
+    pub recv_mid: u32,
+    pub pending: Option<Box<Pending>>,
+    pub queue: Vec<Start>,
+    pub last_resp: Option<Box<CachedResponse>>,
+    pub children: Vec<Child>,
+    pub last_rx: Instant,
+    pub dpd_at: Option<Instant>,
+    pub rekey_at: Option<Instant>,
+    /// Half-open expiry, and a deleting SA's end.
+    pub expire_at: Option<Instant>,
+    pub established_at: Option<Instant>,
+    pub nat_local: bool,
+    pub nat_remote: bool,
+    /// The peer supports RFC 7383 fragmentation.
+    pub frag: bool,
+    pub remote_id: Option<Identity>,
+    pub virtual_ip: Option<IpAddr>,
+    pub reassembly: Option<Box<Reassembly>>,
+    /// The deadline the engine's timer heap holds for it.
+    pub scheduled: Option<Instant>,
+    /// Counted in the engine's half-open totals.
+    pub counted_half_open: bool,
+    pub counted_established: bool,
+    /// This SA's down was announced (or is not to be).
+    pub announced_down: bool,
+    /// Set when `IkeSaUp` was sent.
+    pub announced_up: bool,
+}
+
+impl IkeSa {
+    pub fn new(
+        id: u64,
+        peer: Arc<PeerConfig>,
+        initiator: bool,
+        local: SocketAddr,
+        remote: SocketAddr,
+        now: Instant,
+    ) -> IkeSa {
+        IkeSa {
+            id,
+            spi_i: 0,
+            spi_r: 0,
+            initiator,
+            state: if initiator { State::InitSent } else { State::InitDone },
+            peer,
+            local,
+            remote,
+            chosen: None,
+            keys: None,
+            half: None,
+            send_mid: 0,
+            recv_mid: 0,
+            pending: None,
+            queue: Vec::new(),
+            last_resp: None,
+            children: Vec::new(),
+            last_rx: now,
+            dpd_at: None,
+            rekey_at: None,
+            expire_at: None,
+            established_at: None,
+            nat_local: false,
+            nat_remote: false,
+            frag: false,
+            remote_id: None,
+            virtual_ip: None,
+            reassembly: None,
+            scheduled: None,
+            counted_half_open: false,
+            counted_established: false,
+            announced_down: false,
+            announced_up: false,
+        }
+    }
+
+    /// The SPI this side chose (the engine's key for it).
+    pub fn our_spi(&self) -> u64 {
+        if self.initiator { self.spi_i } else { self.spi_r }
+    }
+
+    pub fn nat(&self) -> bool {
+        self.nat_local || self.nat_remote || self.peer.encap
+    }
+
+    /// The earliest time something is due.
+    pub fn deadline(&self) -> Option<Instant> {
+        let mut d: Option<Instant> = None;
+        let mut take = |t: Option<Instant>| {
+            if let Some(t) = t {
+                d = Some(d.map_or(t, |d| d.min(t)));
+            }
+        };
+        take(self.pending.as_ref().map(|p| p.deadline));
+        take(self.expire_at);
+        take(self.reassembly.as_ref().map(|r| r.deadline));
+        if self.state == State::Established {
+            take(self.dpd_at);
+            take(self.rekey_at);
+            for c in &self.children {
+                take(c.rekey_at);
+            }
+        }
+        d
+    }
+
+    pub fn child(&self, id: u64) -> Option<&Child> {
+        self.children.iter().find(|c| c.id == id)
+    }
+
+    pub fn child_mut(&mut self, id: u64) -> Option<&mut Child> {
+        self.children.iter_mut().find(|c| c.id == id)
+    }
+
+    /// The peer's description for logs: "name (address)".
+    pub fn who(&self) -> String {
+        format!("{} ({})", self.peer.name, self.remote)
+    }
+
+    /// Drops what only authentication needed (DH, nonces, the
+    /// IKE_SA_INIT messages, SK_pi/SK_pr): an established SA stays small.
+    pub fn forget_half_open(&mut self) {
+        self.half = None;
+        if let Some(k) = self.keys.as_mut() {
+            k.sk_pi = zeroize::Zeroizing::new(Vec::new());
+            k.sk_pr = zeroize::Zeroizing::new(Vec::new());
+        }
+    }
+}
