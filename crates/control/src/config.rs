@@ -19,10 +19,12 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use tern_fib::Prefix;
 
+mod ike;
 mod ipsec;
 mod schema;
 mod validate;
 
+pub use ike::*;
 pub use ipsec::*;
 pub use schema::*;
 use validate::validate;
@@ -273,6 +275,8 @@ pub struct Plan {
     pub static_neighbors: Vec<(u16, IpAddr, [u8; 6])>,
     /// The `[[ipsec_sa]]` entries, in file order.
     pub sas: Vec<SaPlan>,
+    /// `[ike_service]` and the `[[ike]]` peers.
+    pub ike: IkePlan,
 }
 
 impl Plan {

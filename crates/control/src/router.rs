@@ -601,6 +601,25 @@ impl Router {
     pub fn shared(&self) -> &Shared {
         &self.shared
     }
+    /// The IKE service's UDP through the engine (standalone mode; see
+    /// [`crate::ike_local`]).
+    pub fn engine_udp(&self) -> crate::ike_local::EngineUdp {
+        crate::ike_local::EngineUdp::new(&self.shared, self.lanes.first().map(Arc::clone))
+    }
+    /// Whether IKE runs on the router's addresses through the engine:
+    /// the IKE service sets it when `[[ike]]` exists (at start and on
+    /// every reload). Ignored in Linux mode, where the kernel's sockets
+    /// take IKE. Off, UDP 500 to the router is answered with ICMP port
+    /// unreachable and IKE on 4500 dropped, as without IKE.
+    pub fn set_ike_local(&mut self, on: bool) {
+        let on = on && !self.plan.config.linux.linux_mode();
+        let mut p = (*self.shared.params.load()).clone();
+        if p.ike_local != on {
+            p.ike_local = on;
+            self.shared.params.publish(p);
+            self.lanes.wake_all();
+        }
+    }
     /// The workers and the XDP lane.
     pub fn lanes(&self) -> &Lanes {
         &self.lanes

@@ -16,6 +16,8 @@
 //! ```
 //!  IPsec: ip4/ip6-rewrite ─> gre-encap ─> esp-encrypt ─> ip4/ip6-lookup;
 //!         ip4/ip6-local (ESP, UDP 4500) ─> esp-decrypt ─> ip4/ip6-input
+//!  IKE (standalone): ip4/ip6-local, esp-decrypt ─> Shared::ike_rx;
+//!         ip-inject (Shared::ip_inject) ─> ip4/ip6-lookup
 //! Every node documents itself (synopsis, next nodes, counters) in its
 //! module. Nodes read shared state through [`state::Shared`]: the interface
 //! table and parameters (snapshots refreshed once per batch) and the FIB
@@ -32,6 +34,7 @@ pub mod arp;
 pub mod eth;
 pub mod gre;
 pub mod icmp;
+pub mod ike;
 pub mod ip4;
 pub mod ip6;
 pub mod ipsec;
@@ -64,6 +67,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     let ifs = || shared.ifaces.snapshot();
     let mut b = GraphBuilder::new();
     b.add(output::ControlInject::new(inject));
+    b.add(ike::IpInject::new(Arc::clone(&shared.ip_inject)));
     b.add(linux::TapInput::new(ifs()));
     b.add(eth::EthernetInput::new(ifs(), shared.params.snapshot()));
     b.add(arp::ArpInput::new(shared));

@@ -3,9 +3,10 @@
 
 use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 use tern_fib::FibReader;
 use tern_ipsec::SaReader;
 use tern_rcu::Published;
@@ -494,6 +495,11 @@ pub struct Params {
     /// solicitations for, with their virtual MAC (tern's own VRRP while
     /// master, `[[vrrp]]`; RFC 5798 6.4.3). Empty without VRRP.
     pub virtual_addrs: Vec<VirtualAddr>,
+    /// Standalone mode with tern's own IKE (`[[ike]]`): UDP to port 500
+    /// and UDP 4500 with the non-ESP marker addressed to the router go to
+    /// [`Shared::ike_rx`] instead of ICMP port unreachable / a drop. Off,
+    /// and always in Linux mode (the kernel's sockets take IKE there).
+    pub ike_local: bool,
 }
 
 /// A VRRP virtual address on an interface and the virtual MAC it is
@@ -588,6 +594,7 @@ impl Default for Params {
             punt_classes: DEFAULT_PUNT_CLASSES,
             fast_paths: FastPaths::ALL,
             virtual_addrs: Vec::new(),
+            ike_local: false,
         }
     }
 }
@@ -635,6 +642,105 @@ pub struct Inject {
     pub frame: Vec<u8>,
 }
 
+/// An IKE message addressed to the router (standalone mode,
+/// [`Params::ike_local`]): UDP to port 500, or UDP 4500 with the non-ESP
+/// marker (RFC 3948 2.2), which `message` no longer carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IkeDatagram {
+    /// The router's address and port it was sent to.
+    pub local: SocketAddr,
+    /// The peer's address and port.
+    pub remote: SocketAddr,
+    /// The interface it arrived on.
+    pub ifindex: u16,
+    /// The IKE message (RFC 7296 header first).
+    pub message: Vec<u8>,
+}
+
+/// Default bound of [`Shared::ike_rx`] and [`Shared::ip_inject`].
+pub const IKE_QUEUE: usize = 8192;
+
+/// A wake-up the IKE threads park on and the nodes ring, at most once per
+/// batch: ringing costs one atomic load while no thread waits, a lock and
+/// a condvar notification when one does.
+#[derive(Debug, Default)]
+pub struct Doorbell {
+    parked: AtomicUsize,
+    lock: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Doorbell {
+    /// Wakes the threads parked in [`Doorbell::wait`] (call after pushing
+    /// what they wait for).
+    pub fn ring(&self) {
+        // Pairs with the fence in `wait`: either this load sees the
+        // waiter, or the waiter's check sees what was pushed before.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut g = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *g = g.wrapping_add(1);
+        self.cv.notify_all();
+    }
+
+    /// Parks until [`Doorbell::ring`] or `timeout`, unless `ready` (the
+    /// queue's "not empty") already holds. May return early.
+    pub fn wait(&self, timeout: Duration, ready: impl Fn() -> bool) {
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let g = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !ready() {
+            let seen = *g;
+            let _ = self.cv.wait_timeout_while(g, timeout, |n| *n == seen);
+        }
+        self.parked.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// IP packets the control side originates, for `ip-inject`, with a flag
+/// that spares the sender a wake-up per packet: [`InjectQueue::push`]
+/// says when the workers must be woken (the first packet since a worker
+/// last looked), and `ip-inject` clears the flag before it drains.
+#[derive(Debug)]
+pub struct InjectQueue {
+    queue: ArrayQueue<Vec<u8>>,
+    kick: std::sync::atomic::AtomicBool,
+}
+
+impl InjectQueue {
+    pub fn new(capacity: usize) -> InjectQueue {
+        InjectQueue { queue: ArrayQueue::new(capacity), kick: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    /// Queues `packet` (an IPv4 or IPv6 packet, header first). `Err` when
+    /// full; `Ok(true)` when the caller must wake a worker.
+    pub fn push(&self, packet: Vec<u8>) -> Result<bool, Vec<u8>> {
+        self.queue.push(packet)?;
+        Ok(!self.kick.swap(true, Ordering::SeqCst))
+    }
+
+    /// The next packet. Call [`InjectQueue::start`] before a run of pops.
+    pub fn pop(&self) -> Option<Vec<u8>> {
+        self.queue.pop()
+    }
+
+    /// Before draining: whether a packet was pushed since the last drain
+    /// (and then clears the flag, so that a push after this wakes again).
+    pub fn start(&self) -> bool {
+        self.kick.load(Ordering::Relaxed) && self.kick.swap(false, Ordering::SeqCst)
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
 /// Everything the nodes share with the control thread.
 #[derive(Clone)]
 pub struct Shared {
@@ -652,6 +758,17 @@ pub struct Shared {
     /// control side sets it to its `SaDb::reader()` before building the
     /// graphs.
     pub sas: SaReader,
+    /// IKE messages for the router (standalone mode with
+    /// [`Params::ike_local`]), from `ip4-local`, `ip6-local` and
+    /// `esp-decrypt`; bounded ([`IKE_QUEUE`]), the excess counted as
+    /// `ike-queue-full`.
+    pub ike_rx: Arc<ArrayQueue<IkeDatagram>>,
+    /// Rung once per batch that pushed to `ike_rx`.
+    pub ike_bell: Arc<Doorbell>,
+    /// IPv4/IPv6 packets tern originates (IKE's datagrams, built whole,
+    /// checksums included): `ip-inject` sends them through `ip4-lookup` /
+    /// `ip6-lookup`. Every worker polls it.
+    pub ip_inject: Arc<InjectQueue>,
 }
 
 impl Shared {
@@ -665,6 +782,9 @@ impl Shared {
             control_rx: Arc::new(ArrayQueue::new(256)),
             neigh_gen: Arc::new(AtomicU64::new(0)),
             sas: SaReader::empty(),
+            ike_rx: Arc::new(ArrayQueue::new(IKE_QUEUE)),
+            ike_bell: Arc::new(Doorbell::default()),
+            ip_inject: Arc::new(InjectQueue::new(IKE_QUEUE)),
         }
     }
 

@@ -130,6 +130,9 @@ pub fn sa_plan(c: &IpsecSaCfg) -> Result<SaPlan, (&'static str, String)> {
     if c.id == 0 {
         return Err(("id", "SA ids start at 1".into()));
     }
+    if c.id >= super::IKE_SA_ID_BASE {
+        return Err(("id", format!("{}: ids from 2^31 ({}) up are IKE's", c.id, super::IKE_SA_ID_BASE)));
+    }
     let spi = c.spi.value().map_err(|m| ("spi", m))?;
     let cipher = *CIPHERS
         .iter()

@@ -38,6 +38,12 @@ pub struct Config {
     /// tern's own VRRPv3 groups (standalone mode, RFC 5798).
     #[serde(default)]
     pub vrrp: Vec<VrrpCfg>,
+    /// IKEv2 peers (`[[ike]]`, `config/ike.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ike: Vec<super::IkeCfg>,
+    /// The IKE engine's threads and limits.
+    #[serde(default)]
+    pub ike_service: super::IkeServiceCfg,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ pub(super) struct Interfaces<'a> {
     /// Interface and tunnel names (one namespace).
     names: HashSet<&'a str>,
     /// Every address configured so far.
-    all_addrs: HashSet<IpAddr>,
+    pub(super) all_addrs: HashSet<IpAddr>,
     /// Where each interface is in the file (section, index), for errors
     /// found across them.
     origin: Vec<(&'static str, usize)>,
@@ -179,6 +179,7 @@ pub(super) fn tunnels<'a>(
     config: &'a Config,
     acl_names: &HashSet<&str>,
     sas: &[SaPlan],
+    ike_keyed: &HashSet<&str>,
     ifs: &mut Interfaces<'a>,
 ) -> Result<(), Problem> {
     let Interfaces { ifaces, names, all_addrs, origin } = ifs;
@@ -235,8 +236,21 @@ pub(super) fn tunnels<'a>(
         }
         let sa_of = |id: u32| sas.iter().find(|s| s.id == id);
         let mut out_sa = None;
-        if ipsec {
-            let id = t.sa_out.ok_or_else(|| bad(p("type"), "an ipsec tunnel needs sa_out (an [[ipsec_sa]] id)"))?;
+        // Keyed by an [[ike]] peer: its SAs come from IKE (none until the
+        // first child SA; what is routed in meanwhile is dropped as
+        // `esp-encrypt/no-sa`).
+        let by_ike = ipsec && ike_keyed.contains(t.name.as_str());
+        if by_ike {
+            if t.sa_out.is_some() {
+                return Err(bad(p("sa_out"), "this tunnel is keyed by an [[ike]] peer: its SAs come from IKE"));
+            }
+            if !t.sa_in.is_empty() {
+                return Err(bad(p("sa_in"), "this tunnel is keyed by an [[ike]] peer: its SAs come from IKE"));
+            }
+        } else if ipsec {
+            let id = t.sa_out.ok_or_else(|| {
+                bad(p("type"), "an ipsec tunnel needs sa_out (an [[ipsec_sa]] id), or an [[ike]] peer keying it")
+            })?;
             out_sa = Some(sa_of(id).ok_or_else(|| bad(p("sa_out"), format!("no [[ipsec_sa]] with id {id}")))?);
             if t.sa_in.is_empty() {
                 return Err(bad(p("type"), "an ipsec tunnel needs sa_in (a list of [[ipsec_sa]] ids)"));
@@ -275,6 +289,19 @@ pub(super) fn tunnels<'a>(
         }
         if let Some(mtu) = t.mtu {
             match out_sa {
+                None if by_ike => {
+                    // Any algorithm IKE may choose: the worst case.
+                    let overhead = crate::config::ike_esp_overhead(remote.is_ipv6());
+                    let most = ipsec_mtu_limit(overhead);
+                    if !(68..=most).contains(&mtu) {
+                        return Err(bad(
+                            p("mtu"),
+                            format!(
+                                "MTU {mtu}: need 68..={most} (ESP adds up to {overhead} bytes with the algorithms IKE may choose)"
+                            ),
+                        ));
+                    }
+                }
                 Some(sa) => {
                     let overhead = esp_overhead(remote.is_ipv6(), sa);
                     let most = ipsec_mtu_limit(overhead);
@@ -299,6 +326,7 @@ pub(super) fn tunnels<'a>(
             name: t.name.clone(),
             kind: match out_sa {
                 Some(sa) => IfacePlanKind::Ipsec { local, remote, sa_out: sa.id, sa_in: t.sa_in.clone(), ttl: t.ttl },
+                None if by_ike => IfacePlanKind::Ipsec { local, remote, sa_out: 0, sa_in: Vec::new(), ttl: t.ttl },
                 None => IfacePlanKind::Gre { local, remote, key: t.key, ttl: t.ttl },
             },
             v4,

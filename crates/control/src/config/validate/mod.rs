@@ -23,7 +23,9 @@ pub(super) fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let tap = settings::linux(&config.linux)?;
     let mut ifs = interfaces::interfaces(&config, tap, &acl_names)?;
     let sas = ipsec::sas(&config)?;
-    interfaces::tunnels(&config, &acl_names, &sas, &mut ifs)?;
+    let ike_keyed = super::ike::keyed_tunnels(&config.ike);
+    interfaces::tunnels(&config, &acl_names, &sas, &ike_keyed, &mut ifs)?;
+    let ike = super::ike::ike(&config, base, &ifs.all_addrs, config.linux.linux_mode())?;
     interfaces::no_shared_subnet(&config, &ifs)?;
     let ifaces = ifs.ifaces;
     // Fewer than NO_IF of them (checked above): every index fits a u16.
@@ -37,5 +39,5 @@ pub(super) fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     let acls = config.acl.clone();
     let static_neighbors = routes::static_neighbors(&config.static_neighbors, &ifaces, &index_of)?;
     vrrp::groups(&config.vrrp, &ifaces, &index_of, config.linux.linux_mode())?;
-    Ok(Plan { config, ifaces, routes, route_files, acls, static_neighbors, sas })
+    Ok(Plan { config, ifaces, routes, route_files, acls, static_neighbors, sas, ike })
 }
