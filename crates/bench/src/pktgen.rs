@@ -352,6 +352,25 @@ impl PacketGen {
             .ok_or_else(|| BenchError::Config("user-space generator not configured".into()))
     }
 
+    /// [`PacketGen::run`] on the calling thread, in the namespace it is in
+    /// (`tern-bench gen`, started by `ip netns exec`, pinned by its caller).
+    pub fn run_here(
+        &mut self,
+        dev: &str,
+        rate_pps: f64,
+        total: u64,
+        depth: u64,
+        deadline: Duration,
+    ) -> Result<(PaceProgress, PacketGenStats)> {
+        if !(rate_pps.is_finite() && (1.0..=MAX_PACED_PPS).contains(&rate_pps)) {
+            return Err(BenchError::Config(format!("paced rate {rate_pps} frames/s")));
+        }
+        let xdp = self.xdp;
+        let builder = self.builder()?;
+        let pace = Pace::new(rate_pps.round() as u64, total, depth, mono_ns());
+        if xdp { run_xdp(builder, dev, pace, deadline, 0) } else { run_packet(builder, dev, pace, deadline, 0) }
+    }
+
     /// Sends at `rate_pps` until `total` frames are sent or skipped (a
     /// token bucket `depth` frames deep, as the XDP program's), or the
     /// deadline passes, from device `dev` of `ns`, on a thread pinned to
@@ -391,36 +410,47 @@ impl PacketGen {
                 ns.enter_current_thread()?;
                 pin_current_thread(cpu)?;
                 set_fifo(current_tid(), rt, false)?;
-                let port = open_tx(dev)?;
-                let mut st = PacketGenStats::default();
-                let mut buf = Vec::with_capacity(2048);
-                let wall = Instant::now();
-                let mut pace = Pace::new(rate, total, depth, mono_ns());
-                loop {
-                    match pace.due(mono_ns()) {
-                        Due::Send(n) => {
-                            for _ in 0..n.min(MAX_BURST) {
-                                builder.next_frame(mono_ns() as u32, &mut buf);
-                                if !send(&port, &buf, &mut st, wall, deadline)? {
-                                    // The socket stayed full to the deadline.
-                                    builder.retract();
-                                    return Ok((pace.progress, st));
-                                }
-                                pace.sent(mono_ns());
-                            }
-                        }
-                        Due::Done => return Ok((pace.progress, st)),
-                        Due::Wait(ns) => wait(ns, rt),
-                    }
-                    if wall.elapsed() > deadline {
-                        // The generator could not keep up.
-                        return Ok((pace.progress, st));
-                    }
-                }
+                run_packet(builder, dev, Pace::new(rate, total, depth, mono_ns()), deadline, rt)
             })
             .join()
             .map_err(|_| BenchError::Bpf("AF_PACKET generator thread panicked".into()))?
         })
+    }
+}
+
+/// The AF_PACKET sender's loop, on the calling thread (in the generator's
+/// namespace): one send(2) per frame as it comes due.
+fn run_packet(
+    builder: &mut FrameBuilder,
+    dev: &str,
+    mut pace: Pace,
+    deadline: Duration,
+    rt: u8,
+) -> Result<(PaceProgress, PacketGenStats)> {
+    let port = open_tx(dev)?;
+    let mut st = PacketGenStats::default();
+    let mut buf = Vec::with_capacity(2048);
+    let wall = Instant::now();
+    loop {
+        match pace.due(mono_ns()) {
+            Due::Send(n) => {
+                for _ in 0..n.min(MAX_BURST) {
+                    builder.next_frame(mono_ns() as u32, &mut buf);
+                    if !send(&port, &buf, &mut st, wall, deadline)? {
+                        // The socket stayed full to the deadline.
+                        builder.retract();
+                        return Ok((pace.progress, st));
+                    }
+                    pace.sent(mono_ns());
+                }
+            }
+            Due::Done => return Ok((pace.progress, st)),
+            Due::Wait(ns) => wait(ns, rt),
+        }
+        if wall.elapsed() > deadline {
+            // The generator could not keep up.
+            return Ok((pace.progress, st));
+        }
     }
 }
 
