@@ -19,6 +19,7 @@ use tern_nodes::state::{IfKind, IfTable};
 
 mod acl;
 mod capture;
+mod ike;
 mod interface;
 mod ipsec;
 mod stats;
@@ -27,6 +28,7 @@ mod trace;
 pub use crate::stats::*;
 pub use acl::*;
 pub use capture::*;
+pub use ike::*;
 pub use interface::*;
 pub use ipsec::*;
 pub use stats::*;
@@ -289,6 +291,10 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::IpsecSaDel(a) => Reply::done(ipsec_sa_del(router, &a.ids)?),
         Command::IpsecSaShow(a) => Reply::IpsecSas(ipsec_sa_show(router, &a)?),
         Command::IpsecTunnelShow {} => Reply::IpsecTunnels(ipsec_tunnel_show(router)),
+        Command::IkeSaShow {} => Reply::IkeSas(ike_sa_show(router)),
+        Command::IkePeerShow {} => Reply::IkePeers(ike_peer_show(router)),
+        Command::IkeInitiate(a) => Reply::done(ike_initiate(router, &a.peer)?),
+        Command::IkeTerminate(a) => Reply::done(ike_terminate(router, &a.peer, a.id)?),
     })
 }
 

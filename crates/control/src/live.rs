@@ -242,6 +242,21 @@ impl Router {
         self.publish_ifaces();
     }
 
+    /// Several ipsec tunnels' SAs at once (IKE's batch of child SAs): one
+    /// interface-table publication. (index, sa_out, sa_in); sa_out 0 is
+    /// none (what is routed in is dropped as `esp-encrypt/no-sa`).
+    pub(crate) fn set_ipsec_bindings(&mut self, bindings: Vec<(u16, u32, Vec<u32>)>) {
+        for (index, sa_out, sa_in) in bindings {
+            if let Some(p) = self.plan.ifaces.get_mut(usize::from(index))
+                && let IfacePlanKind::Ipsec { sa_out: o, sa_in: i, .. } = &mut p.kind
+            {
+                *o = sa_out;
+                *i = sa_in;
+            }
+        }
+        self.publish_ifaces();
+    }
+
     /// An ipsec tunnel's inner MTU: within what ESP with its outbound SA
     /// leaves room for (the file's check).
     fn ipsec_mtu_check(&self, sa_out: u32, outer_v6: bool, mtu: u16) -> Result<(), String> {

@@ -47,6 +47,8 @@ pub struct ControlFacts {
     pub vrrp: Vec<crate::router::vrrp::VrrpInfo>,
     /// IPsec SAs: per-SA counters of the first ones, totals of all.
     pub ipsec: crate::ipsec::IpsecMetrics,
+    /// The IKE service's counters (every thread's summed).
+    pub ike: crate::ike::IkeMetrics,
 }
 
 /// Everything the endpoint reads.
@@ -448,7 +450,44 @@ pub fn render(src: &MetricsSource) -> String {
         }
     }
     ipsec_metrics(&mut s, &facts.ipsec);
+    ike_metrics(&mut s, &facts.ike);
     s
+}
+
+/// The IKE families (`tern_ike_*`), while the IKE service runs.
+fn ike_metrics(s: &mut String, m: &crate::ike::IkeMetrics) {
+    if !m.running {
+        return;
+    }
+    let st = &m.stats;
+    for (name, kind, help, v) in [
+        ("tern_ike_sas", "gauge", "IKE SAs established.", st.ike_sas),
+        ("tern_ike_half_open", "gauge", "IKE SAs half open (IKE_SA_INIT answered, IKE_AUTH not yet).", st.half_open),
+        ("tern_ike_child_sas", "gauge", "Child SAs the IKE SAs hold.", st.child_sas),
+        ("tern_ike_setups_total", "counter", "IKE SAs established.", st.setups),
+        ("tern_ike_child_setups_total", "counter", "Child SAs established.", st.child_setups),
+        ("tern_ike_retransmits_total", "counter", "IKE requests retransmitted.", st.retransmits),
+        ("tern_ike_cookies_sent_total", "counter", "COOKIE notifications sent (RFC 7296 2.6).", st.cookies_sent),
+        ("tern_ike_dpd_sent_total", "counter", "Liveness checks sent.", st.dpd_sent),
+        ("tern_ike_dropped_invalid_total", "counter", "IKE messages dropped as invalid.", st.dropped_invalid),
+        (
+            "tern_ike_esp_on_ike_socket_total",
+            "counter",
+            "UDP 4500 without the non-ESP marker on IKE's kernel socket (ESP, the engine's), dropped.",
+            m.esp_dropped,
+        ),
+        ("tern_ike_send_failures_total", "counter", "IKE datagrams that could not be sent.", m.send_failed),
+        ("tern_ike_install_failures_total", "counter", "Child SAs the data plane refused.", m.install_failed),
+    ] {
+        family(s, name, kind, help).sample(name, &[], v);
+    }
+    let mut f = family(s, "tern_ike_rekeys_total", "counter", "Rekeys completed, by kind.");
+    f.sample("tern_ike_rekeys_total", &[("kind", "ike")], st.rekeys_ike);
+    f.sample("tern_ike_rekeys_total", &[("kind", "child")], st.rekeys_child);
+    let mut f = family(s, "tern_ike_failures_total", "counter", "IKE exchanges failed, by reason.");
+    for (reason, n) in &st.failures {
+        f.sample("tern_ike_failures_total", &[("reason", reason)], n);
+    }
 }
 
 /// The IPsec families: SAs installed, every SA's counters summed, and
@@ -882,6 +921,40 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn ike_series_are_the_shards_sums() {
+        let stats = tern_ike::IkeStats {
+            ike_sas: 4,
+            setups: 7,
+            rekeys_child: 2,
+            failures: vec![("authentication-failed", 3), ("timeout", 1)],
+            ..Default::default()
+        };
+        let ike = crate::ike::IkeMetrics { running: true, stats, esp_dropped: 5, ..Default::default() };
+        let src = MetricsSource {
+            workers: Vec::new(),
+            ifaces: Published::new(IfTable::new(Vec::new())),
+            facts: Published::new(ControlFacts { ike, ..ControlFacts::default() }),
+        };
+        let text = render(&src);
+        check_format(&text);
+        for line in [
+            "tern_ike_sas 4",
+            "tern_ike_half_open 0",
+            "tern_ike_setups_total 7",
+            "tern_ike_rekeys_total{kind=\"child\"} 2",
+            "tern_ike_failures_total{reason=\"authentication-failed\"} 3",
+            "tern_ike_failures_total{reason=\"timeout\"} 1",
+            "tern_ike_cookies_sent_total 0",
+            "tern_ike_esp_on_ike_socket_total 5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        // Without [[ike]], no tern_ike_ series at all.
+        let src = MetricsSource { facts: Published::new(ControlFacts::default()), ..src };
+        assert!(!render(&src).contains("tern_ike_"));
     }
 
     #[test]

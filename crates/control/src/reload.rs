@@ -353,7 +353,8 @@ pub fn reload(router: &mut Router, path: &Path) -> Result<ReloadReport, ApiError
     let text = std::fs::read_to_string(path).map_err(|e| ApiError::invalid(format!("{file}: cannot read: {e}")))?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let new = config::parse(&text, &file, &base).map_err(|e| ApiError::invalid(e.to_string()))?;
-    let new = align(router.plan(), new);
+    let mut new = align(router.plan(), new);
+    crate::ike::keep_bindings(router.plan(), &mut new);
     let changes = diff(router.plan(), &new).map_err(|r| {
         let at = config::locate(&text, &r.path).map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
         let k = path_string(&r.path);
@@ -558,6 +559,11 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
         // The control loop's next round reconciles the groups
         // (`router/vrrp.rs`).
         report.changes.push("vrrp groups changed".into());
+    }
+    if router.plan().ike != new.ike {
+        // The control loop's next round gives the IKE engines the peers
+        // (`crate::ike`).
+        report.changes.push("ike peers changed".into());
     }
     router.set_plan(new);
     if interfaces_changed {

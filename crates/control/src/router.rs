@@ -78,6 +78,8 @@ pub struct Router {
     vrrp: vrrp::VrrpService,
     /// The SA database the ESP nodes read (`shared.sas`).
     ipsec: crate::ipsec::Ipsec,
+    /// IKEv2 (`crate::ike`): idle without `[[ike]]`.
+    ike: crate::ike::IkeService,
     started_ns: u64,
 }
 
@@ -449,6 +451,7 @@ impl Router {
             routes: Routes::new(fib, sources),
             vrrp: vrrp::VrrpService::default(),
             ipsec,
+            ike: crate::ike::IkeService::default(),
             started_ns,
         };
         if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
@@ -509,6 +512,7 @@ impl Router {
         changed |= self.routes.poll_sources(now, &ifs, &self.shared.ifaces);
         did |= self.poll_links();
         did |= self.poll_vrrp();
+        did |= crate::ike::poll(self);
         let capturing = self.lanes.capturing();
         if let Some(lane) = self.lanes.lane_mut() {
             // A capture that ended (stopped, done, expired) gives its port
@@ -545,6 +549,7 @@ impl Router {
     /// Stops the workers and restores host settings.
     pub fn shutdown(mut self) {
         self.stop_vrrp();
+        self.ike.shutdown();
         self.lanes.stop_workers();
         self.interfaces.restore_kernel();
         log::info!("stopped");
@@ -573,6 +578,15 @@ impl Router {
 
     pub fn ipsec_mut(&mut self) -> &mut crate::ipsec::Ipsec {
         &mut self.ipsec
+    }
+
+    /// The IKE service (its SAs, peers, counters).
+    pub fn ike(&self) -> &crate::ike::IkeService {
+        &self.ike
+    }
+
+    pub(crate) fn ike_service_mut(&mut self) -> &mut crate::ike::IkeService {
+        &mut self.ike
     }
 
     /// The configuration's SAs taken from the running plan's to `new`'s,

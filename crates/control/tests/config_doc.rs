@@ -64,6 +64,8 @@ const SECTIONS: &[(&str, &str)] = &[
     ("[metrics]", "[metrics]\nZZZ"),
     ("[linux]", "[linux]\nZZZ"),
     ("[[vrrp]]", "[[vrrp]]\nZZZ"),
+    ("[[ike]]", "[[ike]]\nZZZ"),
+    ("[ike_service]", "[ike_service]\nZZZ"),
 ];
 
 #[test]

@@ -91,6 +91,7 @@ impl Daemon {
             sources: router.route_sources(),
             vrrp: router.vrrp_show(),
             ipsec: router.ipsec().metrics().clone(),
+            ike: router.ike().metrics(),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
         self.stale = false;

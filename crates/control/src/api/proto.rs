@@ -162,6 +162,29 @@ pub enum Command {
     IpsecSaShow(IpsecSaShowArgs),
     /// The ipsec tunnels and their SAs.
     IpsecTunnelShow {},
+    /// IKE SAs (every thread's) with their child SAs.
+    IkeSaShow {},
+    /// The `[[ike]]` peers: configuration (no keys) and state.
+    IkePeerShow {},
+    /// Starts an IKE SA with a peer.
+    IkeInitiate(IkeInitiateArgs),
+    /// Deletes a peer's IKE SAs (INFORMATIONAL delete), or one by id.
+    IkeTerminate(IkeTerminateArgs),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IkeInitiateArgs {
+    pub peer: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IkeTerminateArgs {
+    pub peer: String,
+    /// One IKE SA (`ike_sa_show`'s id); all of the peer's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
 }
 
 /// `ipsec_sa_add`: the SAs, as `[[ipsec_sa]]` entries.
@@ -222,6 +245,8 @@ impl Command {
                 | Command::FastPathsSet(_)
                 | Command::IpsecSaAdd(_)
                 | Command::IpsecSaDel(_)
+                | Command::IkeInitiate(_)
+                | Command::IkeTerminate(_)
         )
     }
 }
@@ -415,6 +440,8 @@ pub enum Reply {
     TopSample(TopSample),
     IpsecSas(IpsecSaList),
     IpsecTunnels(Vec<IpsecTunnelView>),
+    IkeSas(Vec<IkeSaView>),
+    IkePeers(Vec<IkePeerView>),
 }
 
 impl Reply {

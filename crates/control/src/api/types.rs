@@ -586,6 +586,66 @@ pub struct IpsecTunnelView {
     pub rx_bytes: u64,
 }
 
+/// One IKE SA as `ike_sa_show` tells it (no keys).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeSaView {
+    /// Unique across the IKE threads; `ike_terminate` takes it.
+    pub id: u64,
+    pub peer: String,
+    pub local: String,
+    pub remote: String,
+    /// SPIs in hex.
+    pub spi_i: String,
+    pub spi_r: String,
+    pub initiator: bool,
+    /// "connecting", "established", "rekeying", "deleting".
+    pub state: String,
+    pub proposal: String,
+    pub remote_id: String,
+    pub established_secs: u64,
+    pub nat: bool,
+    pub children: Vec<IkeChildView>,
+}
+
+/// A child SA of an IKE SA.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeChildView {
+    pub id: u64,
+    pub spi_in: u32,
+    pub spi_out: u32,
+    pub proposal: String,
+    /// The data plane's SA ids (`ipsec_sa_show`), when installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sa_in: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sa_out: Option<u32>,
+}
+
+/// One `[[ike]]` peer as `ike_peer_show` tells it: its configuration
+/// (no key) and state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkePeerView {
+    pub name: String,
+    pub local: String,
+    /// An address or "any".
+    pub remote: String,
+    pub local_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_id: Option<String>,
+    /// "psk" or "pubkey".
+    pub auth: String,
+    pub proposals: Vec<String>,
+    pub esp_proposals: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
+    pub start: bool,
+    pub encap: bool,
+    /// IKE SAs established and connecting, child SAs installed.
+    pub ike_sas: usize,
+    pub connecting: usize,
+    pub child_sas: usize,
+}
+
 /// Lowercase hex of bytes.
 pub fn to_hex(b: &[u8]) -> String {
     const D: &[u8; 16] = b"0123456789abcdef";

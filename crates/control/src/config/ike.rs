@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tern_ike::proposal::{DhGroup, Encr, Integ, Prf, Proposal, Protocol};
+use tern_ike::proposal::{Proposal, Protocol};
 use tern_ike::{AuthConfig, Identity, PeerConfig, TrafficSelector};
 
 /// SA ids from here up are IKE's (`crate::ike` allocates them); the
@@ -170,6 +170,10 @@ impl Default for IkeServiceCfg {
 }
 
 impl IkeServiceCfg {
+    pub fn is_default(&self) -> bool {
+        *self == IkeServiceCfg::default()
+    }
+
     /// The engine settings of shard `shard`.
     pub fn settings(&self, shard: u32) -> tern_ike::Settings {
         tern_ike::Settings {
@@ -225,112 +229,6 @@ impl IkePlan {
 /// checked: their `sa_out` / `sa_in` may then be left out).
 pub(super) fn keyed_tunnels(ikes: &[IkeCfg]) -> HashSet<&str> {
     ikes.iter().filter_map(|c| c.tunnel.as_deref()).collect()
-}
-
-/// An IKE proposal or an ESP one in strongSwan's syntax
-/// (`aes128gcm16-prfsha256-x25519`, `aes256-sha256-modp3072`,
-/// `aes128-sha256-esn`): every listed algorithm of each kind acceptable.
-/// Errors name the token.
-pub fn parse_proposal(s: &str, proto: Protocol) -> Result<Proposal, String> {
-    let mut p = Proposal::default();
-    let mut hashes: Vec<(Integ, Prf)> = Vec::new();
-    if s.trim().is_empty() {
-        return Err("an empty proposal".into());
-    }
-    for tok in s.trim().split('-') {
-        let t = tok.to_ascii_lowercase();
-        let hash = |name: &str| -> Option<(Integ, Prf)> {
-            Some(match name {
-                "sha1" | "sha" => (Integ::HmacSha1_96, Prf::HmacSha1),
-                "sha256" | "sha2_256" => (Integ::HmacSha2_256_128, Prf::HmacSha2_256),
-                "sha384" | "sha2_384" => (Integ::HmacSha2_384_192, Prf::HmacSha2_384),
-                "sha512" | "sha2_512" => (Integ::HmacSha2_512_256, Prf::HmacSha2_512),
-                _ => return None,
-            })
-        };
-        match t.as_str() {
-            "aes128" | "aes" => p.encr.push(Encr::AesCbc { bits: 128 }),
-            "aes256" => p.encr.push(Encr::AesCbc { bits: 256 }),
-            "aes128gcm16" | "aes128gcm128" => p.encr.push(Encr::AesGcm16 { bits: 128 }),
-            "aes256gcm16" | "aes256gcm128" => p.encr.push(Encr::AesGcm16 { bits: 256 }),
-            "x25519" | "curve25519" => p.dh.push(DhGroup::Curve25519),
-            "ecp256" => p.dh.push(DhGroup::Ecp256),
-            "ecp384" => p.dh.push(DhGroup::Ecp384),
-            "modp2048" => p.dh.push(DhGroup::Modp2048),
-            "modp3072" => p.dh.push(DhGroup::Modp3072),
-            "modp4096" => p.dh.push(DhGroup::Modp4096),
-            "modp768" | "modp1024" => {
-                return Err(format!("{}: DH groups 1 and 2 are broken and refused", quote(tok)));
-            }
-            "esn" if proto == Protocol::Esp => p.esn.push(true),
-            "noesn" if proto == Protocol::Esp => p.esn.push(false),
-            x if x.starts_with("prf") && proto == Protocol::Ike => match hash(&x[3..]) {
-                Some((_, prf)) => p.prf.push(prf),
-                None => return Err(format!("{}: not a PRF tern has", quote(tok))),
-            },
-            x => match hash(x) {
-                Some(h) => hashes.push(h),
-                None => return Err(format!("{}: not an algorithm tern has", quote(tok))),
-            },
-        }
-    }
-    let aead = p.encr.iter().any(|e| matches!(e, Encr::AesGcm16 { .. }));
-    let cbc = p.encr.iter().any(|e| matches!(e, Encr::AesCbc { .. }));
-    if p.encr.is_empty() {
-        return Err(format!("{}: no encryption algorithm", quote(s)));
-    }
-    if aead && cbc {
-        return Err(format!("{}: AES-GCM and AES-CBC cannot share a proposal", quote(s)));
-    }
-    if aead && !hashes.is_empty() && proto == Protocol::Esp {
-        return Err(format!("{}: AES-GCM authenticates itself: no integrity algorithm", quote(s)));
-    }
-    if !aead {
-        p.integ = hashes.iter().map(|h| h.0).collect();
-        if p.integ.is_empty() {
-            return Err(format!("{}: AES-CBC needs an integrity algorithm", quote(s)));
-        }
-    }
-    if proto == Protocol::Ike {
-        if p.prf.is_empty() {
-            // strongSwan: the integrity algorithms' hashes are the PRFs.
-            p.prf = hashes.iter().map(|h| h.1).collect();
-        }
-        if p.prf.is_empty() {
-            return Err(format!("{}: no PRF (add e.g. prfsha256)", quote(s)));
-        }
-        if p.dh.is_empty() {
-            return Err(format!("{}: an IKE proposal needs a DH group (e.g. x25519)", quote(s)));
-        }
-    } else if p.esn.is_empty() {
-        p.esn.push(false);
-    }
-    Ok(p)
-}
-
-/// An identity as strongSwan writes it: an address, "@fqdn" or a bare
-/// name (FQDN), "user@domain" (email), "C=.., O=.., CN=.." (a DN).
-pub fn parse_identity(s: &str) -> Result<Identity, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("an empty identity".into());
-    }
-    if let Ok(a) = s.parse::<IpAddr>() {
-        return Ok(Identity::Ip(a));
-    }
-    if let Some(f) = s.strip_prefix('@') {
-        if f.is_empty() || f.starts_with('#') {
-            return Err(format!("{}: key ids are not supported", quote(s)));
-        }
-        return Ok(Identity::Fqdn(f.to_string()));
-    }
-    if s.contains('=') {
-        return Err(format!("{}: DN identities are not supported yet (use the certificate's, or an FQDN)", quote(s)));
-    }
-    if s.contains('@') {
-        return Ok(Identity::Email(s.to_string()));
-    }
-    Ok(Identity::Fqdn(s.to_string()))
 }
 
 /// A CIDR as a traffic selector.
@@ -442,7 +340,7 @@ pub(super) fn ike(
             return Err(bad(p("start"), "a responder template (remote = \"any\") cannot initiate"));
         }
         let remote_id = match &c.remote_id {
-            Some(s) => Some(parse_identity(s).map_err(|m| bad(p("remote_id"), m))?),
+            Some(s) => Some(Identity::parse(s).map_err(|m| bad(p("remote_id"), m))?),
             None => None,
         };
         let auth = match c.auth.as_str() {
@@ -518,7 +416,7 @@ pub(super) fn ike(
             other => return Err(bad(p("auth"), format!("{}: \"psk\" or \"pubkey\"", quote(other)))),
         };
         let local_id = match (&c.local_id, &auth) {
-            (Some(s), _) => parse_identity(s).map_err(|m| bad(p("local_id"), m))?,
+            (Some(s), _) => Identity::parse(s).map_err(|m| bad(p("local_id"), m))?,
             (None, AuthConfig::Pubkey(creds)) => creds.identity(),
             (None, AuthConfig::Psk(_)) => Identity::Ip(local),
         };
@@ -532,7 +430,7 @@ pub(super) fn ike(
                 return Err(bad(p(key), "at least one proposal"));
             }
             for (j, s) in list.iter().enumerate() {
-                let prop = parse_proposal(s, proto)
+                let prop = Proposal::parse(s, proto)
                     .map_err(|m| bad(vec![k("ike"), Seg::Index(i), k(key), Seg::Index(j)], m))?;
                 out.push(prop);
             }
@@ -619,38 +517,10 @@ pub(super) fn ike(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_ike::proposal::DhGroup;
 
     #[test]
-    fn proposals_in_strongswans_syntax() {
-        let p = parse_proposal("aes128gcm16-prfsha256-x25519", Protocol::Ike).expect("valid");
-        assert_eq!(p.encr, [Encr::AesGcm16 { bits: 128 }]);
-        assert_eq!(p.prf, [Prf::HmacSha2_256]);
-        assert!(p.integ.is_empty());
-        assert_eq!(p.dh, [DhGroup::Curve25519]);
-        let p = parse_proposal("aes256-sha256-modp3072", Protocol::Ike).expect("valid");
-        assert_eq!((p.integ[0], p.prf[0]), (Integ::HmacSha2_256_128, Prf::HmacSha2_256));
-        let p = parse_proposal("aes128-sha256-esn", Protocol::Esp).expect("valid");
-        assert_eq!(p.esn, [true]);
-        assert!(p.prf.is_empty());
-        for (s, proto, msg) in [
-            ("aes128-sha256-modp1024", Protocol::Ike, "\"modp1024\": DH groups 1 and 2 are broken"),
-            ("aes128-sha256-x25519-des", Protocol::Ike, "\"des\": not an algorithm"),
-            ("aes128-x25519", Protocol::Ike, "integrity"),
-            ("aes128gcm16-sha256", Protocol::Esp, "authenticates itself"),
-            ("aes128-sha256", Protocol::Ike, "DH group"),
-            ("sha256-x25519", Protocol::Ike, "no encryption"),
-        ] {
-            let e = parse_proposal(s, proto).expect_err(s);
-            assert!(e.contains(msg), "{s}: {e}");
-        }
-    }
-
-    #[test]
-    fn identities_and_pools() {
-        assert_eq!(parse_identity("10.2.0.1"), Ok(Identity::Ip("10.2.0.1".parse().unwrap())));
-        assert_eq!(parse_identity("tern.example"), Ok(Identity::Fqdn("tern.example".into())));
-        assert_eq!(parse_identity("@tern.example"), Ok(Identity::Fqdn("tern.example".into())));
-        assert_eq!(parse_identity("ops@example.net"), Ok(Identity::Email("ops@example.net".into())));
+    fn pools_and_selectors() {
         assert_eq!(
             parse_pool("10.3.0.10-10.3.0.250"),
             Ok(("10.3.0.10".parse().unwrap(), "10.3.0.250".parse().unwrap()))
@@ -747,7 +617,12 @@ tunnel = "ipsec0"
             ("psk = \"correct horse battery staple\"", "", "ike[0]", "needs psk or psk_file"),
             ("encap = false", "psk_file = \"/nonexistent/psk\"", "ike[0].psk_file", "psk or psk_file, not both"),
             ("encap = false", "certificate = \"c.pem\"", "ike[0].certificate", "pubkey"),
-            ("[\"aes128-sha256-x25519\"]", "[\"aes128-sha256-modp1024\"]", "ike[0].proposals[0]", "\"modp1024\""),
+            (
+                "[\"aes128-sha256-x25519\"]",
+                "[\"aes128-sha256-modp1024\"]",
+                "ike[0].proposals[0]",
+                "modp1024 (DH group 2) is broken",
+            ),
             (
                 "[\"aes128gcm16-x25519\"]",
                 "[\"aes128gcm16-x25519\", \"blowfish\"]",
@@ -768,7 +643,7 @@ tunnel = "ipsec0"
                 "ike[0].start",
                 "cannot initiate",
             ),
-            ("remote_id = \"branch.example\"", "remote_id = \"CN=x\"", "ike[0].remote_id", "DN"),
+            ("remote_id = \"branch.example\"", "remote_id = \"@\"", "ike[0].remote_id", "empty"),
             ("encap = false", "local_ts = [\"10.0.0.0\"]", "ike[0].local_ts[0]", "CIDR"),
             ("encap = false", "ike_rekey_secs = 5", "ike[0].ike_rekey_secs", "at least 60"),
             (

@@ -42,7 +42,7 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ike: Vec<super::IkeCfg>,
     /// The IKE engine's threads and limits.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "super::IkeServiceCfg::is_default")]
     pub ike_service: super::IkeServiceCfg,
 }
 

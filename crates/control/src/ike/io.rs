@@ -1,0 +1,232 @@
+//! How IKE's datagrams come and go: kernel UDP sockets on 500 and 4500
+//! of each `[[ike]]` local address (Linux mode, where the kernel owns the
+//! router's addresses), or the engine's queues (`crate::ike_local`,
+//! standalone mode). Either is a [`Transport`]: a receiving loop that
+//! hands each IKE message (non-ESP marker stripped) to a callback, and a
+//! `send` that adds the marker on 4500.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// IKE's two ports (RFC 7296 2, RFC 3948).
+pub const IKE_PORT: u16 = 500;
+pub const NAT_T_PORT: u16 = 4500;
+
+/// What the I/O counted (all threads together).
+#[derive(Default, Debug)]
+pub struct IoCounters {
+    pub received: AtomicU64,
+    pub sent: AtomicU64,
+    /// Sends that failed (no socket for the local address, a full queue,
+    /// the kernel's error).
+    pub send_failed: AtomicU64,
+    /// UDP 4500 without the non-ESP marker: ESP, which the engine's
+    /// `esp-decrypt` takes; the kernel's copy is dropped here.
+    pub esp_dropped: AtomicU64,
+    /// NAT keep-alives (one 0xff byte, RFC 3948 2.3): nothing to do.
+    pub keepalives: AtomicU64,
+    /// Shorter than an IKE header.
+    pub runts: AtomicU64,
+}
+
+/// One received IKE message.
+pub type Datagram = (SocketAddr, SocketAddr, Vec<u8>);
+
+/// Sends IKE messages (the shards share one).
+pub trait Transport: Send + Sync {
+    /// Sends `data` (an IKE message) from `local` to `remote`; on port
+    /// 4500 with the non-ESP marker in front. False if it could not.
+    fn send(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) -> bool;
+}
+
+/// What a datagram received on `local_port` is: the IKE message in it, or
+/// `None` (counted) for ESP on 4500, a NAT keep-alive or a runt.
+pub fn ike_payload(local_port: u16, d: &[u8], c: &IoCounters) -> Option<std::ops::Range<usize>> {
+    let start = if local_port == NAT_T_PORT {
+        if d == [0xff] {
+            c.keepalives.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if d.len() < 4 || d[..4] != [0, 0, 0, 0] {
+            c.esp_dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        4
+    } else {
+        0
+    };
+    if d.len() < start + tern_ike::wire::HEADER_LEN {
+        c.runts.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    Some(start..d.len())
+}
+
+/// Kernel sockets: one per (address, port), each read by a thread of its
+/// own (there are two per `[[ike]]` local address).
+pub struct KernelUdp {
+    sockets: HashMap<SocketAddr, Arc<UdpSocket>>,
+    counters: Arc<IoCounters>,
+}
+
+impl KernelUdp {
+    /// Binds 500 and 4500 of every address in `locals`. IP_FREEBIND lets
+    /// a socket bind an address the kernel does not have yet (Linux mode:
+    /// it may come with the interface later).
+    pub fn bind(locals: &[std::net::IpAddr], counters: Arc<IoCounters>) -> Result<KernelUdp, String> {
+        let mut sockets = HashMap::new();
+        for &ip in locals {
+            for port in [IKE_PORT, NAT_T_PORT] {
+                let at = SocketAddr::new(ip, port);
+                if sockets.contains_key(&at) {
+                    continue;
+                }
+                let s = bind_one(at).map_err(|e| format!("IKE: cannot bind UDP {at}: {e}"))?;
+                sockets.insert(at, Arc::new(s));
+            }
+        }
+        Ok(KernelUdp { sockets, counters })
+    }
+
+    /// Starts a reading thread per socket; each hands what it reads to
+    /// `deliver` until `stop`.
+    pub fn spawn_readers(
+        &self,
+        stop: &Arc<AtomicBool>,
+        deliver: Arc<dyn Fn(Datagram) + Send + Sync>,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        let mut threads = Vec::new();
+        for (&local, sock) in &self.sockets {
+            let (sock, stop, deliver, c) =
+                (Arc::clone(sock), Arc::clone(stop), Arc::clone(&deliver), Arc::clone(&self.counters));
+            let t = std::thread::Builder::new().name(format!("ike-udp-{}", local.port())).spawn(move || {
+                // The stop flag is seen within this.
+                let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+                let mut buf = vec![0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((n, remote)) = sock.recv_from(&mut buf) else { continue };
+                    let d = &buf[..n];
+                    if let Some(r) = ike_payload(local.port(), d, &c) {
+                        c.received.fetch_add(1, Ordering::Relaxed);
+                        deliver((local, remote, d[r].to_vec()));
+                    }
+                }
+            });
+            match t {
+                Ok(t) => threads.push(t),
+                Err(e) => log::error!("IKE: cannot start the reader of {local}: {e}"),
+            }
+        }
+        threads
+    }
+}
+
+fn bind_one(at: SocketAddr) -> std::io::Result<UdpSocket> {
+    use rustix::net::{AddressFamily, SocketType, ipproto, socket};
+    let family = if at.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+    let fd = socket(family, SocketType::DGRAM, Some(ipproto::UDP))?;
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
+    if at.is_ipv4() {
+        rustix::net::sockopt::set_ip_freebind(&fd, true)?;
+    } else {
+        rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
+        rustix::net::sockopt::set_ipv6_freebind(&fd, true)?;
+    }
+    rustix::net::bind(&fd, &at)?;
+    Ok(UdpSocket::from(fd))
+}
+
+impl Transport for KernelUdp {
+    fn send(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) -> bool {
+        let Some(sock) = self.sockets.get(&local) else {
+            self.counters.send_failed.fetch_add(1, Ordering::Relaxed);
+            log::debug!("IKE: no socket on {local} to send to {remote}");
+            return false;
+        };
+        let r = if local.port() == NAT_T_PORT {
+            let mut m = Vec::with_capacity(4 + data.len());
+            m.extend_from_slice(&[0, 0, 0, 0]);
+            m.extend_from_slice(data);
+            sock.send_to(&m, remote)
+        } else {
+            sock.send_to(data, remote)
+        };
+        match r {
+            Ok(_) => {
+                self.counters.sent.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.counters.send_failed.fetch_add(1, Ordering::Relaxed);
+                log::debug!("IKE: send {local} -> {remote}: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// The engine's queues (standalone mode): `crate::ike_local::EngineUdp`.
+pub struct EngineTransport {
+    pub udp: crate::ike_local::EngineUdp,
+    pub counters: Arc<IoCounters>,
+}
+
+impl Transport for EngineTransport {
+    fn send(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) -> bool {
+        let ok = self.udp.send(local, remote, data);
+        let c = if ok { &self.counters.sent } else { &self.counters.send_failed };
+        c.fetch_add(1, Ordering::Relaxed);
+        ok
+    }
+}
+
+impl EngineTransport {
+    /// The reading thread: what the engine queued, to `deliver`, until
+    /// `stop`.
+    pub fn spawn_reader(
+        &self,
+        stop: &Arc<AtomicBool>,
+        deliver: Arc<dyn Fn(Datagram) + Send + Sync>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let (udp, stop, c) = (self.udp.clone(), Arc::clone(stop), Arc::clone(&self.counters));
+        std::thread::Builder::new().name("ike-engine-udp".into()).spawn(move || {
+            let mut out = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                udp.recv_timeout(&mut out, Duration::from_millis(100));
+                for (local, remote, m) in out.drain(..) {
+                    if m.len() < tern_ike::wire::HEADER_LEN {
+                        c.runts.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    c.received.fetch_add(1, Ordering::Relaxed);
+                    deliver((local, remote, m));
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_4500_takes_only_marked_ike() {
+        let c = IoCounters::default();
+        let ike = [0u8; 28];
+        assert_eq!(ike_payload(500, &ike, &c), Some(0..28));
+        let mut marked = vec![0, 0, 0, 0];
+        marked.extend_from_slice(&ike);
+        assert_eq!(ike_payload(4500, &marked, &c), Some(4..32));
+        assert_eq!(ike_payload(4500, &[0xff], &c), None);
+        assert_eq!(ike_payload(4500, &[0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], &c), None, "ESP");
+        assert_eq!(ike_payload(500, &[1, 2, 3], &c), None, "runt");
+        assert_eq!(ike_payload(4500, &[0, 0, 0, 0, 1], &c), None, "a marked runt");
+        assert_eq!(c.keepalives.load(Ordering::Relaxed), 1);
+        assert_eq!(c.esp_dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(c.runts.load(Ordering::Relaxed), 2);
+    }
+}

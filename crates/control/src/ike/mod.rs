@@ -1,0 +1,658 @@
+//! The IKE service: tern's IKEv2 (`tern_ike`, sans-IO) run in threads of
+//! the control side, its child SAs installed in the ESP data plane.
+//!
+//! - **Threads.** `[ike_service] threads` engines (`tern_ike::Ike`, one
+//!   per thread, shard `i` of `n`: the SPIs an engine picks are `i` mod
+//!   `n`), each fed by a channel ([`shard`]). A datagram goes to the shard
+//!   `Ike::shard_of` names, a new IKE_SA_INIT to one chosen by a hash of
+//!   its source. A peer with `start` is initiated by one shard (by a hash
+//!   of its name), the others know it as a responder.
+//! - **Datagrams** ([`io`]): in Linux mode kernel UDP sockets on 500 and
+//!   4500 of each `[[ike]]` local address (the non-ESP marker stripped
+//!   and added on 4500; ESP there is the engine's, the kernel's copy is
+//!   dropped and counted; NAT keep-alives ignored); in standalone mode
+//!   the engine's queues (`crate::ike_local::EngineUdp`).
+//! - **SAs.** A shard's `InstallChild` / `DeleteChild` reach the control
+//!   thread through a channel drained on its loop ([`poll`]): every child
+//!   SA drained in one round is installed with ONE `Ipsec::add` (one
+//!   publication), both directions, with SA ids from
+//!   [`crate::config::IKE_SA_ID_BASE`] up; the peer's tunnel is then
+//!   bound (sa_out the new outbound SA, sa_in the current ones and the new
+//!   inbound) in one interface-table publication. A delete unbinds, then
+//!   removes. Soft and hard lifetime events from `Ipsec::subscribe` go
+//!   back to the owning shard (`Ike::child_expired`): a soft one rekeys.
+//! - **Configuration.** Each round compares the running plan's
+//!   [`crate::config::IkePlan`] with the one applied; a change (start,
+//!   reload) is `Ike::set_peers` on every shard, which tears down the SAs
+//!   of peers that went or changed and initiates new ones. The thread
+//!   count or the set of local addresses changing restarts the service.
+
+pub mod io;
+pub mod shard;
+
+use crate::config::{IKE_SA_ID_BASE, IfacePlanKind, IkePlan};
+use crate::router::Router;
+use io::{IoCounters, Transport};
+use shard::{Cmd, Event, Shard};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tern_ike::{ChildSa, IkeSaInfo, IkeStats, Output};
+use tern_ipsec::{Lifetime, SaConfig, SaEvent, SaEventKind, UdpEncap};
+
+/// A child SA the data plane holds for IKE.
+#[derive(Clone, Debug)]
+struct Child {
+    peer: String,
+    tunnel: Option<String>,
+    in_id: u32,
+    out_id: u32,
+    in_spi: u32,
+}
+
+struct Running {
+    shards: Vec<Sender<Cmd>>,
+    stats: Vec<Arc<Mutex<IkeStats>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    events: Receiver<Event>,
+    threads_n: u32,
+    locals: Vec<IpAddr>,
+    linux: bool,
+}
+
+impl Running {
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for s in &self.shards {
+            let _ = s.send(Cmd::Stop);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What /metrics shows of IKE.
+#[derive(Clone, Debug, Default)]
+pub struct IkeMetrics {
+    pub running: bool,
+    /// Every shard's counters summed.
+    pub stats: IkeStats,
+    pub esp_dropped: u64,
+    pub keepalives: u64,
+    pub send_failed: u64,
+    pub install_failed: u64,
+}
+
+/// The service (see the module). Idle without `[[ike]]`.
+#[derive(Default)]
+pub struct IkeService {
+    running: Option<Running>,
+    /// The plan last given to the shards.
+    applied: Option<IkePlan>,
+    /// (shard, child id) -> the SAs installed for it.
+    children: HashMap<(u32, u64), Child>,
+    /// SA id -> (shard, child id).
+    by_sa: HashMap<u32, (u32, u64)>,
+    next_id: u32,
+    sa_events: Option<Receiver<SaEvent>>,
+    counters: Arc<IoCounters>,
+    install_failed: u64,
+}
+
+fn hash_of(x: impl Hash) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    x.hash(&mut h);
+    h.finish()
+}
+
+/// The shard that initiates `peer`.
+fn owner(peer: &str, n: u32) -> u32 {
+    (hash_of(peer) % u64::from(n.max(1))) as u32
+}
+
+/// One round on the control thread: the configuration applied, the
+/// shards' SAs installed or removed, lifetime events handed back.
+/// Returns whether it did something.
+pub fn poll(router: &mut Router) -> bool {
+    let mut svc = std::mem::take(router.ike_service_mut());
+    let did = svc.round(router);
+    *router.ike_service_mut() = svc;
+    did
+}
+
+impl IkeService {
+    fn round(&mut self, router: &mut Router) -> bool {
+        let mut did = self.reconcile(router);
+        did |= self.drain(router);
+        did |= self.expiries();
+        did
+    }
+
+    /// The running plan's `[[ike]]` to the shards.
+    fn reconcile(&mut self, router: &mut Router) -> bool {
+        let plan = &router.plan().ike;
+        if self.applied.as_ref() == Some(plan) {
+            return false;
+        }
+        let plan = plan.clone();
+        let linux = router.plan().config.linux.linux_mode();
+        let mut locals: Vec<IpAddr> = plan.peers.iter().map(|p| p.peer.local).collect();
+        locals.sort();
+        locals.dedup();
+        let restart = self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.threads_n != plan.service.threads || r.locals != locals || r.linux != linux);
+        if restart {
+            log::info!("ike: threads or local addresses changed: restarting the IKE service");
+            self.stop(router);
+        }
+        if self.running.is_none() && !plan.peers.is_empty() {
+            match self.start(router, &plan, locals, linux) {
+                Ok(r) => self.running = Some(r),
+                Err(e) => {
+                    // Applied all the same: retried on the next change.
+                    log::error!("ike: {e}");
+                    self.applied = Some(plan);
+                    return true;
+                }
+            }
+        }
+        if let Some(r) = &self.running {
+            let n = r.threads_n;
+            for (i, s) in r.shards.iter().enumerate() {
+                let peers = plan
+                    .peers
+                    .iter()
+                    .map(|p| {
+                        let mut c = p.peer.clone();
+                        c.start &= owner(&c.name, n) == i as u32;
+                        c
+                    })
+                    .collect();
+                let _ = s.send(Cmd::SetPeers(peers));
+            }
+            log::info!("ike: {} peer(s) configured on {n} thread(s)", plan.peers.len());
+        }
+        if !linux {
+            router.set_ike_local(!plan.peers.is_empty());
+        }
+        self.applied = Some(plan);
+        true
+    }
+
+    fn start(
+        &mut self,
+        router: &mut Router,
+        plan: &IkePlan,
+        locals: Vec<IpAddr>,
+        linux: bool,
+    ) -> Result<Running, String> {
+        let n = plan.service.threads.max(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ev_tx, ev_rx) = mpsc::channel();
+        let mut shard_tx = Vec::new();
+        let mut shard_rx = Vec::new();
+        for _ in 0..n {
+            let (tx, rx) = mpsc::channel();
+            shard_tx.push(tx);
+            shard_rx.push(rx);
+        }
+        let deliver: Arc<dyn Fn(io::Datagram) + Send + Sync> = {
+            let shards = shard_tx.clone();
+            Arc::new(move |(local, remote, data): io::Datagram| {
+                let i = tern_ike::Ike::shard_of(&data, n).unwrap_or_else(|| (hash_of(remote) % u64::from(n)) as u32);
+                if let Some(s) = shards.get(i as usize) {
+                    let _ = s.send(Cmd::Datagram(local, remote, data));
+                }
+            })
+        };
+        let mut threads = Vec::new();
+        let transport: Arc<dyn Transport> = if linux {
+            let k = io::KernelUdp::bind(&locals, Arc::clone(&self.counters))?;
+            threads.extend(k.spawn_readers(&stop, deliver));
+            Arc::new(k)
+        } else {
+            let t = io::EngineTransport { udp: router.engine_udp(), counters: Arc::clone(&self.counters) };
+            threads.push(t.spawn_reader(&stop, deliver).map_err(|e| format!("cannot start a thread: {e}"))?);
+            Arc::new(t)
+        };
+        let mut stats = Vec::new();
+        for (i, rx) in shard_rx.into_iter().enumerate() {
+            let st = Arc::new(Mutex::new(IkeStats::default()));
+            stats.push(Arc::clone(&st));
+            let s = Shard {
+                id: i as u32,
+                ike: tern_ike::Ike::new(plan.service.settings(i as u32)),
+                rx,
+                events: ev_tx.clone(),
+                transport: Arc::clone(&transport),
+                stats: st,
+                wake: Arc::new(|| {}),
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("ike-{i}"))
+                .spawn(move || s.run())
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
+            threads.push(t);
+        }
+        if self.sa_events.is_none() {
+            self.sa_events = Some(router.ipsec_mut().subscribe());
+        }
+        if self.next_id < IKE_SA_ID_BASE {
+            self.next_id = IKE_SA_ID_BASE;
+        }
+        let how = if linux { "kernel sockets" } else { "the engine" };
+        log::info!("ike: started, {n} thread(s), UDP 500/4500 of {locals:?} through {how}");
+        Ok(Running { shards: shard_tx, stats, threads, stop, events: ev_rx, threads_n: n, locals, linux })
+    }
+
+    /// Stops the threads and removes every SA they installed.
+    fn stop(&mut self, router: &mut Router) {
+        if let Some(r) = self.running.take() {
+            r.stop();
+        }
+        let keys: Vec<(u32, u64)> = self.children.keys().copied().collect();
+        self.delete(router, &keys);
+    }
+
+    /// At shutdown: the threads stop (the SAs go with the router).
+    pub fn shutdown(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop();
+        }
+    }
+
+    /// The shards' outputs, in order; installs batched.
+    fn drain(&mut self, router: &mut Router) -> bool {
+        let Some(r) = &self.running else { return false };
+        let n = r.threads_n;
+        let events: Vec<Event> = r.events.try_iter().collect();
+        if events.is_empty() {
+            return false;
+        }
+        let mut installs: Vec<(u32, Box<ChildSa>)> = Vec::new();
+        for (shard, o) in events {
+            match o {
+                Output::InstallChild(c) => installs.push((shard, c)),
+                Output::DeleteChild { peer, id, .. } => {
+                    if installs.iter().any(|(s, c)| *s == shard && c.id == id) {
+                        self.install(router, std::mem::take(&mut installs));
+                    }
+                    if !self.children.contains_key(&(shard, id)) {
+                        log::debug!("ike {peer}: child SA {id} to delete was not installed");
+                    }
+                    self.delete(router, &[(shard, id)]);
+                }
+                Output::IkeSaUp { peer, ike_sa, remote } => {
+                    log::info!("ike {peer}: IKE SA {} established with {remote}", global_id(ike_sa, shard, n));
+                }
+                Output::IkeSaDown { peer, ike_sa, reason } => {
+                    log::info!("ike {peer}: IKE SA {} down: {reason}", global_id(ike_sa, shard, n));
+                }
+                Output::Send { .. } => {}
+            }
+        }
+        self.install(router, installs);
+        true
+    }
+
+    fn alloc_id(&mut self, router: &Router) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = if self.next_id == u32::MAX { IKE_SA_ID_BASE } else { self.next_id + 1 };
+            if !self.by_sa.contains_key(&id) && router.ipsec().info(id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// Installs child SAs: one `Ipsec::add` for all of them, then the
+    /// tunnels' bindings in one publication.
+    fn install(&mut self, router: &mut Router, batch: Vec<(u32, Box<ChildSa>)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut cfgs = Vec::with_capacity(2 * batch.len());
+        let mut made = Vec::with_capacity(batch.len());
+        for (shard, c) in batch {
+            let (in_id, out_id) = (self.alloc_id(router), self.alloc_id(router));
+            // Reserved until installed (alloc_id skips them).
+            self.by_sa.insert(in_id, (shard, c.id));
+            self.by_sa.insert(out_id, (shard, c.id));
+            let (i, o) = sa_configs(&c, in_id, out_id);
+            cfgs.push(i);
+            cfgs.push(o);
+            made.push((shard, c, in_id, out_id));
+        }
+        if let Err(e) = router.ipsec_mut().add(cfgs.clone()) {
+            // One bad SA (an SPI taken) must not cost the others theirs:
+            // one by one, each pair in its own publication.
+            log::warn!("ike: installing {} child SA(s) at once failed ({e}); one by one", made.len());
+            let mut ok = Vec::new();
+            for ((shard, c, in_id, out_id), pair) in made.into_iter().zip(cfgs.chunks(2)) {
+                match router.ipsec_mut().add(pair.to_vec()) {
+                    Ok(_) => ok.push((shard, c, in_id, out_id)),
+                    Err(e) => {
+                        self.install_failed += 1;
+                        self.by_sa.remove(&in_id);
+                        self.by_sa.remove(&out_id);
+                        log::error!(
+                            "ike {}: child SA {} (SPIs in {:#x}, out {:#x}) not installed: {e}",
+                            c.peer,
+                            c.id,
+                            c.inbound.spi,
+                            c.outbound.spi
+                        );
+                    }
+                }
+            }
+            made = ok;
+        }
+        let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
+        for (shard, c, in_id, out_id) in made {
+            if let Some(t) = &c.tunnel {
+                match router.plan().iface_index(t) {
+                    Some(index) => {
+                        let cur = bindings.iter().position(|b| b.0 == index);
+                        let (_, sa_out, sa_in) = match cur {
+                            Some(k) => bindings[k].clone(),
+                            None => match &router.plan().ifaces[usize::from(index)].kind {
+                                IfacePlanKind::Ipsec { sa_out, sa_in, .. } => (index, *sa_out, sa_in.clone()),
+                                _ => (index, 0, Vec::new()),
+                            },
+                        };
+                        let _ = sa_out;
+                        let mut sa_in: Vec<u32> = sa_in.into_iter().filter(|&s| s != 0).collect();
+                        sa_in.push(in_id);
+                        let b = (index, out_id, sa_in);
+                        match cur {
+                            Some(k) => bindings[k] = b,
+                            None => bindings.push(b),
+                        }
+                        if let IfacePlanKind::Ipsec { remote, .. } = router.plan().ifaces[usize::from(index)].kind
+                            && remote != c.remote
+                        {
+                            log::warn!(
+                                "ike {}: the peer is at {} but tunnel {t}'s remote is {remote}: its ESP will not match the tunnel (NAT changing the peer's address is not supported yet)",
+                                c.peer,
+                                c.remote
+                            );
+                        }
+                    }
+                    None => {
+                        log::warn!("ike {}: tunnel {t} is not configured: child SA {} installed unbound", c.peer, c.id)
+                    }
+                }
+            }
+            log::info!(
+                "ike {}: child SA {} installed as SAs {in_id} (in, SPI {:#x}) and {out_id} (out, SPI {:#x}){}",
+                c.peer,
+                c.id,
+                c.inbound.spi,
+                c.outbound.spi,
+                c.tunnel.as_deref().map(|t| format!(" on {t}")).unwrap_or_default()
+            );
+            self.children.insert(
+                (shard, c.id),
+                Child { peer: c.peer.clone(), tunnel: c.tunnel.clone(), in_id, out_id, in_spi: c.inbound.spi },
+            );
+        }
+        if !bindings.is_empty() {
+            router.set_ipsec_bindings(bindings);
+        }
+    }
+
+    /// Unbinds and removes child SAs (one publication each).
+    fn delete(&mut self, router: &mut Router, keys: &[(u32, u64)]) {
+        let gone: Vec<Child> = keys.iter().filter_map(|k| self.children.remove(k)).collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
+        for c in &gone {
+            let Some(index) = c.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
+            let cur = bindings.iter().position(|b| b.0 == index);
+            let (sa_out, sa_in) = match cur {
+                Some(k) => (bindings[k].1, bindings[k].2.clone()),
+                None => match &router.plan().ifaces[usize::from(index)].kind {
+                    IfacePlanKind::Ipsec { sa_out, sa_in, .. } => (*sa_out, sa_in.clone()),
+                    _ => continue,
+                },
+            };
+            let sa_out = if sa_out == c.out_id { 0 } else { sa_out };
+            let sa_in: Vec<u32> = sa_in.into_iter().filter(|&s| s != c.in_id).collect();
+            match cur {
+                Some(k) => bindings[k] = (index, sa_out, sa_in),
+                None => bindings.push((index, sa_out, sa_in)),
+            }
+        }
+        if !bindings.is_empty() {
+            router.set_ipsec_bindings(bindings);
+        }
+        let ids: Vec<u32> =
+            gone.iter().flat_map(|c| [c.in_id, c.out_id]).filter(|&id| router.ipsec().info(id).is_some()).collect();
+        for c in &gone {
+            self.by_sa.remove(&c.in_id);
+            self.by_sa.remove(&c.out_id);
+            log::info!("ike {}: child SA removed (SAs {} and {})", c.peer, c.in_id, c.out_id);
+        }
+        if !ids.is_empty()
+            && let Err(e) = router.ipsec_mut().del(&ids, |_| None)
+        {
+            log::error!("ike: removing SAs {ids:?}: {e}");
+        }
+    }
+
+    /// Lifetime events of IKE's SAs back to their shards.
+    fn expiries(&mut self) -> bool {
+        let (Some(rx), Some(r)) = (&self.sa_events, &self.running) else { return false };
+        let mut did = false;
+        for e in rx.try_iter() {
+            let Some(&(shard, id)) = self.by_sa.get(&e.id) else { continue };
+            let Some(c) = self.children.get(&(shard, id)) else { continue };
+            let hard = match e.kind {
+                SaEventKind::SoftExpired(_) => false,
+                SaEventKind::HardExpired(_) | SaEventKind::SeqExhausted => true,
+            };
+            if let Some(s) = r.shards.get(shard as usize) {
+                let _ = s.send(Cmd::ChildExpired { inbound_spi: c.in_spi, hard });
+                did = true;
+            }
+        }
+        did
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Every shard's IKE SAs (ids made unique across shards), by id.
+    pub fn sas(&self) -> Vec<IkeSaInfo> {
+        let Some(r) = &self.running else { return Vec::new() };
+        let mut waits = Vec::new();
+        for s in &r.shards {
+            let (tx, rx) = mpsc::channel();
+            if s.send(Cmd::Show(tx)).is_ok() {
+                waits.push(rx);
+            }
+        }
+        let mut out = Vec::new();
+        for (shard, rx) in waits.into_iter().enumerate() {
+            if let Ok(list) = rx.recv_timeout(Duration::from_secs(2)) {
+                out.extend(list.into_iter().map(|mut i| {
+                    i.id = global_id(i.id, shard as u32, r.threads_n);
+                    i
+                }));
+            }
+        }
+        out.sort_by_key(|i| i.id);
+        out
+    }
+
+    /// Initiates an IKE SA with `peer` (on the shard that owns it).
+    pub fn initiate(&self, peer: &str) -> Result<u64, String> {
+        let r = self.running.as_ref().ok_or("IKE is not running (no [[ike]] peers)")?;
+        let shard = owner(peer, r.threads_n);
+        let (tx, rx) = mpsc::channel();
+        r.shards[shard as usize].send(Cmd::Initiate(peer.to_string(), tx)).map_err(|_| "the IKE thread is gone")?;
+        let id = rx.recv_timeout(Duration::from_secs(5)).map_err(|_| "the IKE thread did not answer")??;
+        Ok(global_id(id, shard, r.threads_n))
+    }
+
+    /// Deletes `peer`'s IKE SAs, or the one with (global) id `id`.
+    pub fn terminate(&self, peer: &str, id: Option<u64>) -> Result<usize, String> {
+        let r = self.running.as_ref().ok_or("IKE is not running (no [[ike]] peers)")?;
+        let n = u64::from(r.threads_n);
+        let mut total = 0;
+        let mut last_err = None;
+        for (i, s) in r.shards.iter().enumerate() {
+            let local = match id {
+                Some(g) if g % n != i as u64 => continue,
+                Some(g) => Some(g / n),
+                None => None,
+            };
+            let (tx, rx) = mpsc::channel();
+            if s.send(Cmd::Terminate(peer.to_string(), local, tx)).is_err() {
+                continue;
+            }
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(Ok(k)) => total += k,
+                Ok(Err(e)) => last_err = Some(e),
+                Err(_) => last_err = Some("the IKE thread did not answer".into()),
+            }
+        }
+        if total == 0 {
+            return Err(last_err.unwrap_or_else(|| format!("peer {peer:?} has no IKE SA")));
+        }
+        Ok(total)
+    }
+
+    /// The counters for /metrics.
+    pub fn metrics(&self) -> IkeMetrics {
+        let mut m = IkeMetrics {
+            running: self.running.is_some(),
+            esp_dropped: self.counters.esp_dropped.load(Ordering::Relaxed),
+            keepalives: self.counters.keepalives.load(Ordering::Relaxed),
+            send_failed: self.counters.send_failed.load(Ordering::Relaxed),
+            install_failed: self.install_failed,
+            ..IkeMetrics::default()
+        };
+        if let Some(r) = &self.running {
+            for st in &r.stats {
+                if let Ok(s) = st.lock() {
+                    add_stats(&mut m.stats, &s);
+                }
+            }
+        }
+        m
+    }
+
+    /// The data plane's (inbound, outbound) SA ids of `peer`'s child SA
+    /// with inbound SPI `in_spi`.
+    pub fn sa_ids(&self, peer: &str, in_spi: u32) -> Option<(u32, u32)> {
+        self.children.values().find(|c| c.in_spi == in_spi && c.peer == peer).map(|c| (c.in_id, c.out_id))
+    }
+
+    /// The child SAs installed: (peer, tunnel, inbound SA id, outbound SA id).
+    pub fn children(&self) -> Vec<(String, Option<String>, u32, u32)> {
+        let mut v: Vec<_> =
+            self.children.values().map(|c| (c.peer.clone(), c.tunnel.clone(), c.in_id, c.out_id)).collect();
+        v.sort_by_key(|c| c.2);
+        v
+    }
+}
+
+/// An IKE SA id unique across shards (the engines count from 1 each).
+fn global_id(id: u64, shard: u32, n: u32) -> u64 {
+    id * u64::from(n.max(1)) + u64::from(shard)
+}
+
+fn add_stats(to: &mut IkeStats, s: &IkeStats) {
+    to.ike_sas += s.ike_sas;
+    to.half_open += s.half_open;
+    to.child_sas += s.child_sas;
+    to.setups += s.setups;
+    to.child_setups += s.child_setups;
+    to.rekeys_ike += s.rekeys_ike;
+    to.rekeys_child += s.rekeys_child;
+    to.retransmits += s.retransmits;
+    to.cookies_sent += s.cookies_sent;
+    to.dpd_sent += s.dpd_sent;
+    to.dropped_invalid += s.dropped_invalid;
+    for (reason, n) in &s.failures {
+        match to.failures.iter_mut().find(|(r, _)| r == reason) {
+            Some(f) => f.1 += n,
+            None => to.failures.push((reason, *n)),
+        }
+    }
+}
+
+/// A child SA's two directions as the ESP data plane takes them.
+fn sa_configs(c: &ChildSa, in_id: u32, out_id: u32) -> (SaConfig, SaConfig) {
+    let life = Lifetime { packets: None, bytes: None, secs: None };
+    let soft = Lifetime { secs: c.soft_secs, ..life };
+    let hard = Lifetime { secs: c.hard_secs, ..life };
+    let encap = c.udp_encap.map(|(local, remote)| UdpEncap { src_port: local, dst_port: remote });
+    let one = |id: u32, k: &tern_ike::EspKeys| SaConfig {
+        id,
+        spi: k.spi,
+        cipher: k.cipher,
+        integ: k.integ,
+        key: k.key.clone(),
+        integ_key: k.integ_key.clone(),
+        esn: c.esn,
+        replay_window: crate::config::DEFAULT_REPLAY_WINDOW,
+        udp_encap: encap,
+        soft,
+        hard,
+    };
+    (one(in_id, &c.inbound), one(out_id, &c.outbound))
+}
+
+/// Reload: an IKE-keyed tunnel keeps the SAs IKE bound to it (the file
+/// has none for it); the IKE service changes them when the peer's SAs
+/// change.
+pub(crate) fn keep_bindings(old: &crate::config::Plan, new: &mut crate::config::Plan) {
+    for (i, n) in new.ifaces.iter_mut().enumerate() {
+        if new.ike.peer_of_tunnel(&n.name).is_none() || old.ike.peer_of_tunnel(&n.name).is_none() {
+            continue;
+        }
+        let Some(o) = old.ifaces.get(i).filter(|o| o.name == n.name) else { continue };
+        if let (
+            IfacePlanKind::Ipsec { local: l1, remote: r1, sa_out: o1, sa_in: i1, .. },
+            IfacePlanKind::Ipsec { local: l2, remote: r2, sa_out: o2, sa_in: i2, .. },
+        ) = (&o.kind, &mut n.kind)
+            && (l1, r1) == (&*l2, &*r2)
+        {
+            *o2 = *o1;
+            *i2 = i1.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_across_shards_and_owners_spread() {
+        let mut seen = std::collections::HashSet::new();
+        for shard in 0..4 {
+            for id in 1..100 {
+                assert!(seen.insert(global_id(id, shard, 4)), "{id} on {shard}");
+                let g = global_id(id, shard, 4);
+                assert_eq!((g % 4, g / 4), (u64::from(shard), id), "terminate finds it again");
+            }
+        }
+        assert_eq!(global_id(7, 0, 1), 7, "one thread: the engine's own ids");
+        let owners: std::collections::HashSet<u32> = (0..64).map(|i| owner(&format!("peer{i}"), 4)).collect();
+        assert_eq!(owners.len(), 4, "peers spread over the shards");
+    }
+}
