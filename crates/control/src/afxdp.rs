@@ -35,7 +35,7 @@ pub struct XdpDevices {
     /// The addresses given to [`XdpDevices::add_local`], for a steering
     /// program attached later (a device that returned).
     locals: Vec<std::net::IpAddr>,
-    /// tern terminates IPsec: ESP and UDP 500/4500 for the router's
+    /// tern terminates IPsec: ESP and ESP in UDP 4500 for the router's
     /// addresses go to tern in Linux mode ([`XdpDevices::set_ipsec_to_tern`]).
     ipsec: bool,
 }
@@ -199,9 +199,11 @@ impl XdpDevices {
     }
 
     /// tern terminates IPsec (an ipsec tunnel is configured): the steering
-    /// programs and the lane send ESP and UDP to ports 500/4500 for the
-    /// router's addresses to tern instead of Linux (Linux mode; in
-    /// standalone mode they are tern's anyway).
+    /// programs and the lane send ESP and ESP in UDP 4500 for the
+    /// router's addresses to tern instead of Linux (Linux mode: IKE, UDP
+    /// 500 and 4500 with the non-ESP marker, stays the kernel's, whose
+    /// sockets the IKE service binds; in standalone mode all of it is
+    /// tern's anyway).
     pub fn set_ipsec_to_tern(&mut self, on: bool) {
         self.ipsec = on;
         for (dev, p) in &mut self.progs {

@@ -455,9 +455,9 @@ impl Router {
             started_ns,
         };
         if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
-            // Linux mode: ESP and UDP 500/4500 for the router reach tern
-            // (`set_plan` follows reloads that add or remove the last
-            // ipsec tunnel).
+            // Linux mode: ESP and ESP in UDP 4500 for the router reach
+            // tern, IKE stays the kernel's (`set_plan` follows reloads
+            // that add or remove the last ipsec tunnel).
             router.lanes.xdp_mut().set_ipsec_to_tern(true);
         }
         let t0 = std::time::Instant::now();
@@ -565,8 +565,8 @@ impl Router {
         let has = plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. }));
         self.plan = plan;
         if has != had {
-            // Linux mode: ESP and UDP 500/4500 for the router's addresses
-            // reach tern while it terminates IPsec.
+            // Linux mode: ESP and ESP in UDP 4500 for the router's
+            // addresses reach tern while it terminates IPsec.
             self.lanes.xdp_mut().set_ipsec_to_tern(has);
         }
     }

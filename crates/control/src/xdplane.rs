@@ -249,7 +249,8 @@ impl XdpLane {
         self.prog.add_local(addr)
     }
 
-    /// ESP and UDP 500/4500 for the router to tern's engine (Linux mode).
+    /// ESP and ESP in UDP 4500 for the router to tern's engine (Linux
+    /// mode; IKE stays the kernel's).
     pub fn set_ipsec(&mut self, on: bool) -> Result<(), XdpError> {
         self.prog.set_ipsec(on)
     }

@@ -318,6 +318,22 @@ pub(crate) struct Batches {
 }
 
 impl Batches {
+    /// One round of the polling nodes (`control-inject`, `ip-inject`):
+    /// what they emit waits in the graph for the next [`Batches::run`].
+    pub(crate) fn poll(&mut self, now_ns: u64) {
+        let mut tx = vec![Vec::new(); self.ports];
+        let mut env = Env {
+            pool: &mut self.pool,
+            stats: &self.stats,
+            tx: &mut tx,
+            tracer: &mut self.tracer,
+            now_ns,
+            worker: 0,
+            capture_node: None,
+        };
+        self.graph.poll(&mut env);
+    }
+
     pub(crate) fn new(graph: Graph, input: NodeId, pool: PacketPool, ports: usize) -> Batches {
         let info = graph.info().clone();
         let stats = WorkerStats::new(info.nodes.len(), info.errors.len(), ports);

@@ -49,6 +49,9 @@ pub mod util;
 #[allow(clippy::indexing_slicing)]
 mod direct_tests;
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod ike_tests;
+#[cfg(test)]
 mod wire_tests;
 
 use crossbeam_queue::ArrayQueue;
@@ -84,7 +87,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
     b.add(gre::GreEncap::new(ifs(), shared.fib.clone(), shared.params.snapshot()));
     b.add(ipsec::EspEncrypt::new(ifs(), shared.fib.clone(), shared.params.snapshot(), &shared.sas));
-    b.add(ipsec::EspDecrypt::new(ifs(), &shared.sas));
+    b.add(ipsec::EspDecrypt::new(ifs(), &shared.sas).with_ike(shared));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));
     b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));

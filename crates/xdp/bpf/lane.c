@@ -69,15 +69,22 @@
 
 // IPsec for the router: ESP, or UDP to IKE's port 500 or NAT-T's 4500
 // (RFC 7296, RFC 3948), `l4` the transport header (ports read only when
-// they are in the frame).
-static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end)
+// they are in the frame). In Linux mode (`linux`) only ESP and ESP in UDP
+// 4500: IKE stays the kernel's, whose sockets the IKE service binds (UDP
+// 500; on 4500 the non-ESP marker, four zero bytes where ESP's SPI would
+// be, and NAT keep-alives, one 0xff byte).
+static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end, int linux)
 {
 	if (proto == IPPROTO_ESP_)
 		return 1;
 	if (proto != 17 || (void *)(l4 + 4) > end)
 		return 0;
 	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
-	return dport == NAT_T_PORT || dport == IKE_PORT;
+	if (!linux)
+		return dport == NAT_T_PORT || dport == IKE_PORT;
+	if (dport != NAT_T_PORT || (void *)(l4 + 12) > end)
+		return 0;
+	return (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
 }
 
 // IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
@@ -220,11 +227,12 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 		return PUNT(PUNT_NO_ROUTE);
 	}
 	// ip4-local: only GRE of tern's tunnels is handled here; IPsec goes
-	// to the engine (ESP decapsulation, IKE later).
+	// to the engine (ESP decapsulation; IKE in standalone mode, which
+	// ip4-local hands to the IKE service).
 local:
 	if (proto != IPPROTO_GRE_) {
 		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) && (frag & 0x1fff) == 0 &&
-		    is_ipsec(proto, ip + 20, end))
+		    is_ipsec(proto, ip + 20, end, s->flags & LCFG_LINUX_MODE))
 			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	}
@@ -380,7 +388,8 @@ local:
 	if (proto != IPPROTO_GRE_) {
 		// As in ip4 (extension headers before ESP are not walked: such a
 		// packet goes as any other for the router).
-		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) && is_ipsec(proto, ip + 40, end))
+		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) &&
+		    is_ipsec(proto, ip + 40, end, s->flags & LCFG_LINUX_MODE))
 			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	}
@@ -499,7 +508,7 @@ int tern_lane(struct xdp_md *ctx)
 		// GRE, which may belong to one of tern's tunnels, and IPsec when
 		// tern terminates it (ip4 punts it to the engine).
 		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) &&
-		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && is_ipsec(ip[9], ip + 20, end)) &&
+		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && is_ipsec(ip[9], ip + 20, end, 1)) &&
 		    bpf_map_lookup_elem(&lane_local4, &dst))
 			return pass_s(ctx, s, C_PASS_LOCAL);
 		// Multicast is Linux's, but for VRRP advertisements in standalone
@@ -521,7 +530,7 @@ int tern_lane(struct xdp_md *ctx)
 			}
 		}
 		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6) &&
-		    !((s->flags & LCFG_IPSEC) && is_ipsec(ip[6], ip + 40, end))) {
+		    !((s->flags & LCFG_IPSEC) && is_ipsec(ip[6], ip + 40, end, 1))) {
 			struct in6_key key;
 			__builtin_memcpy(key.b, ip + 24, 16);
 			if (bpf_map_lookup_elem(&lane_local6, &key))

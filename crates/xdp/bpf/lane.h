@@ -48,9 +48,10 @@
 // the whole path).
 #define LCFG_NO_FWD_MEMO (1u << 7)
 // tern terminates IPsec (an ipsec tunnel is configured): in Linux mode ESP
-// and UDP to ports 500/4500 for the router's addresses go to tern's engine
-// instead of Linux (standalone mode hands every local packet to the engine
-// anyway; it is then counted as punt-ipsec).
+// and ESP in UDP 4500 for the router's addresses go to tern's engine
+// instead of Linux, IKE (UDP 500, 4500 with the non-ESP marker) staying
+// the kernel's (standalone mode hands every local packet to the engine
+// anyway, ESP and UDP 500/4500 counted as punt-ipsec).
 #define LCFG_IPSEC (1u << 8)
 
 struct lane_cfg {

@@ -28,8 +28,9 @@
 #define CFG_NEIGH_TO_TERN (1u << 0)
 // Pass everything to Linux (steering paused, e.g. while tern restarts).
 #define CFG_PASS_ALL (1u << 1)
-// tern terminates IPsec: ESP and UDP to ports 500 (IKE) and 4500 (NAT-T)
-// for the router's addresses go to tern, not Linux.
+// tern terminates IPsec: ESP and ESP in UDP 4500 (NAT-T) for the router's
+// addresses go to tern, not Linux; IKE (UDP 500, and 4500 with the
+// non-ESP marker) stays Linux's.
 #define CFG_IPSEC_TO_TERN (1u << 2)
 
 enum verdict {
@@ -40,7 +41,7 @@ enum verdict {
 	V_PASS_MCAST = 4,     // link-layer or IP multicast/broadcast control traffic
 	V_PASS_NO_XSK = 5,    // no socket on this queue: passed to Linux
 	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
-	V_REDIRECT_IPSEC = 7, // ESP or UDP 500/4500 for the router sent to tern
+	V_REDIRECT_IPSEC = 7, // ESP or ESP in UDP 4500 for the router sent to tern
 	V_REDIRECT_VRRP = 8,  // VRRP advertisements sent to tern (standalone mode)
 	V_MAX = 9,
 };
@@ -146,16 +147,20 @@ static __always_inline int is_ff02_12(const __u8 *a)
 }
 #define IPPROTO_ESP_ 50
 
-// ESP, or UDP to IKE's port 500 or NAT-T's 4500, with the transport
-// header at `l4` (ports read only when they are in the frame).
+// ESP, or ESP in UDP on NAT-T's port 4500 (RFC 3948), with the transport
+// header at `l4`: what tern's esp-decrypt takes in Linux mode (the only
+// mode with local addresses here). IKE stays the kernel's, whose sockets
+// the IKE service binds: UDP 500, and on 4500 the non-ESP marker (four
+// zero bytes where ESP's SPI would be) and NAT keep-alives (one 0xff
+// byte), both too short or zero in those four bytes.
 static __always_inline int is_ipsec(__u8 proto, __u8 *l4, void *end)
 {
 	if (proto == IPPROTO_ESP_)
 		return 1;
-	if (proto != IPPROTO_UDP || (void *)(l4 + 4) > end)
+	if (proto != IPPROTO_UDP || (void *)(l4 + 12) > end)
 		return 0;
 	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
-	return dport == 4500 || dport == 500;
+	return dport == 4500 && (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
 }
 
 SEC("xdp")

@@ -49,8 +49,8 @@ pub struct Verdicts {
     pub pass_no_xsk: u64,
     /// Not IP/ARP in Linux mode, or steering paused: passed to Linux.
     pub pass_other: u64,
-    /// ESP or UDP to ports 500/4500 for the router's addresses, sent to
-    /// tern (it terminates IPsec).
+    /// ESP or ESP in UDP 4500 for the router's addresses, sent to tern
+    /// (it terminates IPsec; IKE stays Linux's).
     pub redirect_ipsec: u64,
     /// VRRP advertisements (224.0.0.18 / ff02::12) sent to tern
     /// (standalone mode: tern runs VRRP).
@@ -70,7 +70,7 @@ impl Verdicts {
             ),
             (
                 "ipsec-to-tern",
-                "ESP or UDP 500/4500 for the router's addresses: sent to tern (IPsec), not Linux",
+                "ESP or ESP in UDP 4500 for the router's addresses: sent to tern (IPsec), not Linux",
                 self.redirect_ipsec,
             ),
             ("pass-local", "for the router's addresses: passed to Linux", self.pass_local),
@@ -223,8 +223,9 @@ impl SteeringProgram {
         self.set_flag(CFG_NEIGH_TO_TERN, on)
     }
 
-    /// tern terminates IPsec: ESP and UDP to ports 500/4500 for the
-    /// router's addresses go to tern, not Linux.
+    /// tern terminates IPsec: ESP and ESP in UDP 4500 for the router's
+    /// addresses go to tern, not Linux; IKE (UDP 500, UDP 4500 with the
+    /// non-ESP marker, NAT keep-alives) stays Linux's.
     pub fn set_ipsec_to_tern(&mut self, on: bool) -> Result<(), XdpError> {
         self.set_flag(CFG_IPSEC_TO_TERN, on)
     }

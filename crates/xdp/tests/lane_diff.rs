@@ -2351,8 +2351,10 @@ fn ipsec_for_the_router_is_punted_and_transit_esp_forwarded() {
 }
 
 /// Linux mode: the router's traffic is Linux's, IPsec too until tern
-/// terminates it (an ipsec tunnel: `set_ipsec`); then ESP and UDP
-/// 500/4500 go to the engine and the rest still to Linux.
+/// terminates it (an ipsec tunnel: `set_ipsec`); then ESP and ESP in UDP
+/// 4500 go to the engine, and the rest still to Linux: IKE too (UDP 500,
+/// 4500 with the non-ESP marker, NAT keep-alives), which the kernel's
+/// sockets of the IKE service take.
 #[test]
 fn linux_mode_hands_ipsec_to_the_engine_when_tern_terminates_it() {
     with_linux_mode_lane(|d| {
@@ -2360,17 +2362,23 @@ fn linux_mode_hands_ipsec_to_the_engine_when_tern_terminates_it() {
         d.lane.add_local(IpAddr::V4(v4("10.0.2.1"))).expect("local");
         d.lane.add_local(IpAddr::V6("2001:db8:2::1".parse().expect("a"))).expect("local");
         let esp = eth(R_WAN, HOST_B, 0x0800, &esp4("10.0.2.2", "10.0.2.1"));
-        let natt = eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 4500, b"x"));
+        let natt =
+            eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 4500, &[0, 0, 0x10, 1, 0, 0, 0, 1]));
+        let natt6 = eth(R_WAN, HOST_B, 0x86dd, &udp6("2001:db8:2::2", "2001:db8:2::1", 64, 4500, 4500));
+        let ike_natt = eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 4500, &[0, 0, 0, 0, 1, 2]));
+        let keepalive = eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 4500, &[0xff]));
         let ike6 = eth(R_WAN, HOST_B, 0x86dd, &udp6("2001:db8:2::2", "2001:db8:2::1", 64, 500, 500));
         let dns = eth(R_WAN, HOST_B, 0x0800, &udp4("10.0.2.2", "10.0.2.1", 64, 4500, 53, b"x"));
-        for f in [&esp, &natt, &ike6, &dns] {
+        for f in [&esp, &natt, &natt6, &ike_natt, &keepalive, &ike6, &dns] {
             assert_eq!(d.run(WAN, f), Pass("xdp-lane/pass-local".into()));
         }
         d.lane.set_ipsec(true).expect("flag");
-        for f in [&esp, &natt, &ike6] {
+        for f in [&esp, &natt, &natt6] {
             assert_eq!(d.run(WAN, f), Punt("xdp-lane/punt-ipsec".into()));
         }
-        assert_eq!(d.run(WAN, &dns), Pass("xdp-lane/pass-local".into()));
+        for f in [&ike_natt, &keepalive, &ike6, &dns] {
+            assert_eq!(d.run(WAN, f), Pass("xdp-lane/pass-local".into()));
+        }
         d.lane.set_ipsec(false).expect("flag");
         assert_eq!(d.run(WAN, &esp), Pass("xdp-lane/pass-local".into()));
     });

@@ -7,7 +7,10 @@
 //! tunnels; ESP and UDP to port 4500 (ESP in UDP, RFC 3948) go to
 //! `esp-decrypt`. VRRP advertisements (protocol 112, from `ip4-input` when
 //! sent to 224.0.0.18) go to the control thread's queue
-//! (`Shared::control_rx`), where tern's own VRRP reads them.
+//! (`Shared::control_rx`), where tern's own VRRP reads them. With tern's
+//! own IKE (`Params::ike_local`, standalone mode), UDP to port 500 goes to
+//! the IKE service's queue (`Shared::ike_rx`, see [`crate::ike`]) instead
+//! of ICMP port unreachable; IKE on 4500 is handed over by `esp-decrypt`.
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel received its own
 //! copy of the frame and answers it (ping, BGP, SSH, ...): tern drops its
@@ -38,12 +41,26 @@ use tern_wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet};
 pub struct Ip4Local {
     params: Snapshot<crate::state::Params>,
     control_rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::Punted>>,
+    ike_rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::IkeDatagram>>,
+    ike_bell: std::sync::Arc<crate::state::Doorbell>,
 }
 
 impl Ip4Local {
     pub fn new(shared: &crate::state::Shared) -> Self {
-        Ip4Local { params: shared.params.snapshot(), control_rx: shared.control_rx.clone() }
+        Ip4Local {
+            params: shared.params.snapshot(),
+            control_rx: shared.control_rx.clone(),
+            ike_rx: shared.ike_rx.clone(),
+            ike_bell: shared.ike_bell.clone(),
+        }
     }
+}
+
+/// Where `local4` hands IKE datagrams (standalone mode with
+/// `Params::ike_local`; `None` otherwise), and whether it did this batch.
+struct Ike<'a> {
+    rx: Option<&'a crossbeam_queue::ArrayQueue<crate::state::IkeDatagram>>,
+    pushed: bool,
 }
 
 tern_engine::errors! {
@@ -59,6 +76,8 @@ tern_engine::errors! {
         Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
         Vrrp = drop("vrrp-to-control", "VRRP advertisements handed to the control thread (consumed here)"),
         VrrpFull = drop("vrrp-queue-full", "VRRP advertisements dropped: the control thread's queue was full"),
+        IkeToControl = info("ike-to-control", "IKE (UDP 500) handed to the IKE service (standalone mode, [[ike]])"),
+        IkeFull = drop("ike-queue-full", "IKE (UDP 500) dropped: the IKE service's queue was full"),
     }
 }
 
@@ -89,8 +108,12 @@ impl Node for Ip4Local {
         self.params.refresh();
         let params = self.params.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
+        let mut ike = Ike { rx: (params.ike_local && !linux).then_some(&*self.ike_rx), pushed: false };
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = local4(cx, p, linux, punt, &self.control_rx);
+            *o = local4(cx, p, linux, punt, &self.control_rx, &mut ike);
+        }
+        if ike.pushed {
+            self.ike_bell.ring();
         }
     }
 }
@@ -101,6 +124,7 @@ fn local4(
     linux: bool,
     punt: bool,
     control_rx: &crossbeam_queue::ArrayQueue<crate::state::Punted>,
+    ike: &mut Ike<'_>,
 ) -> u16 {
     let (m, d) = cx.pool.pkt_mut(p);
     // ip4-input validated the header against the frame; a packet that
@@ -152,6 +176,18 @@ fn local4(
             cx.drop(p, Ip4LocalError::Vrrp)
         }
         IpProtocol::UDP => {
+            // (A UDP header cut short is answered as any UDP.)
+            if let Some(rx) = ike.rx
+                && ip.payload().get(2..4) == Some(&crate::ike::IKE_PORT.to_be_bytes()[..])
+                && let Some(d) =
+                    crate::ike::datagram(ip.dst_addr().into(), ip.src_addr().into(), m.rx_if, ip.payload(), 0)
+            {
+                if rx.push(d).is_err() {
+                    return cx.drop(p, Ip4LocalError::IkeFull);
+                }
+                ike.pushed = true;
+                return cx.drop(p, Ip4LocalError::IkeToControl);
+            }
             m.aux = icmp_aux(ICMP_DEST_UNREACH, UNREACH_PORT, 0);
             cx.count(Ip4LocalError::Udp, 1);
             Ip4LocalNext::Icmp as u16

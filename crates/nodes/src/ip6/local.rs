@@ -2,7 +2,10 @@
 //! Neighbour Discovery (RFC 4861: answers solicitations for its addresses,
 //! learns from solicitations and advertisements, validating hop limit 255
 //! and code 0 as section 7.1.1/7.1.2 require), and ICMPv6 port unreachable
-//! for UDP it does not serve.
+//! for UDP it does not serve. With tern's own IKE (`Params::ike_local`,
+//! standalone mode), UDP to port 500 goes to the IKE service's queue
+//! (`Shared::ike_rx`, see [`crate::ike`]); IKE on 4500 is handed over by
+//! `esp-decrypt`.
 //!
 //! In Linux mode (`Params::linux_owns_local`) the kernel answers echo,
 //! solicitations and everything else for the router (it saw the frame
@@ -67,6 +70,8 @@ tern_engine::errors! {
         Linux = drop("left-to-linux", "for the router in Linux mode: the kernel got its own copy and answers it"),
         Vrrp = drop("vrrp-to-control", "VRRP advertisements handed to the control thread (consumed here)"),
         VrrpFull = drop("vrrp-queue-full", "VRRP advertisements dropped: the control thread's queue was full"),
+        IkeToControl = info("ike-to-control", "IKE (UDP 500) handed to the IKE service (standalone mode, [[ike]])"),
+        IkeFull = drop("ike-queue-full", "IKE (UDP 500) dropped: the IKE service's queue was full"),
     }
 }
 
@@ -106,9 +111,14 @@ impl Node for Ip6Local {
         } else {
             Linux::No
         };
+        let ike = params.ike_local && linux == Linux::No;
+        let mut pushed = false;
         for (o, &p) in next.iter_mut().zip(pkts) {
             let ifs = self.ifs.current();
-            *o = local6(cx, ifs, &self.shared, p, linux, params);
+            *o = local6(cx, ifs, &self.shared, p, linux, params, (ike, &mut pushed));
+        }
+        if pushed {
+            self.shared.ike_bell.ring();
         }
     }
 }
@@ -143,6 +153,7 @@ fn local6(
     p: PktIdx,
     linux: Linux,
     params: &crate::state::Params,
+    (ike, pushed): (bool, &mut bool),
 ) -> u16 {
     let m = *cx.pool.meta(p);
     let Some(iface) = ifs.get(m.rx_if) else { return cx.drop(p, Ip6LocalError::NoIf) };
@@ -187,6 +198,18 @@ fn local6(
             return cx.drop(p, Ip6LocalError::Vrrp);
         }
         IpProtocol::UDP => {
+            let udp = l3.get(up..(40 + usize::from(ip.payload_len())).min(l3.len())).unwrap_or_default();
+            // (A UDP header cut short is answered as any UDP.)
+            if ike
+                && udp.get(2..4) == Some(&crate::ike::IKE_PORT.to_be_bytes()[..])
+                && let Some(d) = crate::ike::datagram(dst.into(), src.into(), iface.index, udp, 0)
+            {
+                if shared.ike_rx.push(d).is_err() {
+                    return cx.drop(p, Ip6LocalError::IkeFull);
+                }
+                *pushed = true;
+                return cx.drop(p, Ip6LocalError::IkeToControl);
+            }
             cx.pool.meta_mut(p).aux = icmp_aux(ICMP6_DEST_UNREACH, U6_PORT, 0);
             cx.count(Ip6LocalError::Udp, 1);
             return Ip6LocalNext::Icmp as u16;

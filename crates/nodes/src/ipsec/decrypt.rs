@@ -11,8 +11,11 @@
 //! ICV and decryption, the window's update (after the ICV verified),
 //! padding and next header; the outer headers and ESP framing are then
 //! stripped and the packet's `rx_if` is the tunnel. UDP 4500 with the
-//! non-ESP marker is IKE, NAT keep-alives (one 0xff byte, RFC 3948 2.3)
-//! are for no one here: both counted and dropped until an IKE node exists.
+//! non-ESP marker is IKE: handed to the IKE service's queue
+//! (`Shared::ike_rx`, marker stripped, `ike-to-control`) with tern's own
+//! IKE in standalone mode (`Params::ike_local`), else dropped as
+//! `ike-not-handled`; NAT keep-alives (one 0xff byte, RFC 3948 2.3) are
+//! counted and dropped (`nat-keepalive`).
 //!
 //! The SA's counters are added once per run of packets on one SA.
 //!
@@ -38,11 +41,29 @@ pub struct EspDecrypt {
     ifs: Snapshot<IfTable>,
     sas: Snapshot<SaTable>,
     index: InIndex,
+    /// Where IKE on 4500 goes with `Params::ike_local` ([`EspDecrypt::with_ike`]).
+    ike: Option<IkeOut>,
+}
+
+/// The IKE service's queue and the parameters that say whether it runs.
+struct IkeOut {
+    params: Snapshot<crate::state::Params>,
+    rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::IkeDatagram>>,
+    bell: std::sync::Arc<crate::state::Doorbell>,
 }
 
 impl EspDecrypt {
     pub fn new(ifs: Snapshot<IfTable>, sas: &SaReader) -> Self {
-        EspDecrypt { ifs, sas: sas.snapshot(), index: InIndex::default() }
+        EspDecrypt { ifs, sas: sas.snapshot(), index: InIndex::default(), ike: None }
+    }
+
+    /// Hands IKE on 4500 (the non-ESP marker) to `shared.ike_rx` while
+    /// `Params::ike_local` is on in standalone mode; without this, or off,
+    /// it is dropped as `ike-not-handled`.
+    pub fn with_ike(mut self, shared: &crate::state::Shared) -> Self {
+        self.ike =
+            Some(IkeOut { params: shared.params.snapshot(), rx: shared.ike_rx.clone(), bell: shared.ike_bell.clone() });
+        self
     }
 }
 
@@ -50,7 +71,9 @@ tern_engine::errors! {
     /// `esp-decrypt`'s counters.
     pub enum EspDecryptError {
         BadHeader = drop("bad-header", "outer IP or UDP header truncated, or a fragment (no reassembly)"),
-        Ike = drop("ike-not-handled", "UDP 4500 with the non-ESP marker: IKE, which tern does not run yet"),
+        Ike = drop("ike-not-handled", "UDP 4500 with the non-ESP marker: IKE, while tern runs none ([[ike]])"),
+        IkeToControl = info("ike-to-control", "IKE (UDP 4500, non-ESP marker) handed to the IKE service, marker stripped"),
+        IkeFull = drop("ike-queue-full", "IKE (UDP 4500) dropped: the IKE service's queue was full"),
         Keepalive = drop("nat-keepalive", "NAT keep-alive (RFC 3948 2.3)"),
         UnknownSpi = drop("unknown-spi", "no SA with this SPI"),
         NoTunnel = drop("no-tunnel", "the SA is listed by no tunnel with these outer addresses"),
@@ -90,16 +113,26 @@ impl Node for EspDecrypt {
         self.ifs.refresh();
         self.sas.refresh();
         self.index.refresh(&self.ifs);
+        if let Some(k) = self.ike.as_mut() {
+            k.params.refresh();
+        }
+        let ike = self.ike.as_ref().filter(|k| {
+            let p = k.params.current();
+            p.ike_local && !p.linux_owns_local
+        });
+        let ike = ike.map(|k| (&*k.rx, &*k.bell));
         let (ifs, sas, index) = (self.ifs.current(), self.sas.current(), &self.index);
         let mut run: Option<Run<'_>> = None;
         let mut last: Option<Found<'_>> = None;
         let mut ok = 0;
+        let mut pushed = false;
         for (o, &p) in next.iter_mut().zip(pkts) {
             *o = match decrypt_one(cx, p, (ifs, sas, index), &mut last, &mut run) {
                 Ok(n) => {
                     ok += 1;
                     n
                 }
+                Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => to_ike(cx, p, rx, &mut pushed),
                 Err(e) => cx.drop(p, e),
             };
         }
@@ -107,6 +140,56 @@ impl Node for EspDecrypt {
             r.flush(cx.worker);
         }
         cx.count(EspDecryptError::Decrypted, ok);
+        if pushed && let Some((_, bell)) = ike {
+            bell.ring();
+        }
+    }
+}
+
+/// Hands IKE on port 4500 (`parse_outer` saw the non-ESP marker) to the
+/// IKE service, marker stripped.
+#[cold]
+#[inline(never)]
+fn to_ike(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    rx: &crossbeam_queue::ArrayQueue<crate::state::IkeDatagram>,
+    pushed: &mut bool,
+) -> u16 {
+    let m = *cx.pool.meta(p);
+    let d = cx.pool.data(p);
+    let Some(udp) = udp_of(d, usize::from(m.l3_off)) else { return cx.drop(p, EspDecryptError::BadHeader) };
+    let Some(dg) = crate::ike::datagram(udp.local, udp.remote, m.rx_if, udp.bytes, 4) else {
+        return cx.drop(p, EspDecryptError::BadHeader);
+    };
+    if rx.push(dg).is_err() {
+        return cx.drop(p, EspDecryptError::IkeFull);
+    }
+    *pushed = true;
+    cx.drop(p, EspDecryptError::IkeToControl)
+}
+
+/// A UDP datagram's addresses and bytes (header and payload).
+struct Udp<'a> {
+    local: IpAddr,
+    remote: IpAddr,
+    bytes: &'a [u8],
+}
+
+/// The UDP datagram of the IP packet at `l3` (`parse_outer` validated it).
+fn udp_of(d: &[u8], l3: usize) -> Option<Udp<'_>> {
+    let ip = d.get(l3..)?;
+    if ip.first().is_some_and(|b| b >> 4 == 4) {
+        let v4 = Ipv4Packet::new_checked(ip).ok()?;
+        let end = usize::from(v4.total_len()).min(ip.len());
+        let bytes = ip.get(usize::from(v4.header_len())..end)?;
+        Some(Udp { local: IpAddr::V4(v4.dst_addr()), remote: IpAddr::V4(v4.src_addr()), bytes })
+    } else {
+        let v6 = ip.get(..40).map(Ipv6Packet::new_unchecked)?;
+        let end = (40 + usize::from(v6.payload_len())).min(ip.len());
+        let w = tern_wire::ipv6ext::walk(v6.next_header(), ip.get(40..end)?).ok()?;
+        let bytes = ip.get(40 + w.upper_offset..end)?;
+        Some(Udp { local: IpAddr::V6(v6.dst_addr()), remote: IpAddr::V6(v6.src_addr()), bytes })
     }
 }
 

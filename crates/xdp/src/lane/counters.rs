@@ -77,7 +77,9 @@ impl CounterDesc {
             "forwarded" => "forwarded by the XDP lane",
             "punt-neighbor" => "ARP/ND handed to tern's engine",
             "punt-local" => "for the router: handed to tern's engine",
-            "punt-ipsec" => "ESP or UDP 500/4500 for the router: handed to tern's engine (IPsec)",
+            "punt-ipsec" => {
+                "ESP or UDP 500/4500 for the router (Linux mode: ESP and ESP in UDP only): handed to tern's engine (IPsec)"
+            }
             "punt-icmp-route" => "no route (ICMP error): handed to tern's engine",
             "punt-ttl" => "TTL / hop limit expiring: handed to tern's engine",
             "punt-too-big" => "larger than the egress MTU: handed to tern's engine",
