@@ -71,6 +71,12 @@ pub enum OpCmd {
         after_help = "Examples:\n  tern ipsec sa show\n  tern ipsec sa show 10\n  tern ipsec sa add --file sas.toml\n  tern ipsec sa add id 30 spi 0x3001 crypto aes-128-gcm key 0x... esn\n  tern ipsec sa del 30 31\n  tern ipsec tunnel show"
     )]
     Ipsec(NounArgs<IpsecCmd>),
+    /// IKEv2: the IKE SAs and their child SAs, the `[[ike]]` peers;
+    /// initiate and terminate.
+    #[command(
+        after_help = "Examples:\n  tern ike sa show\n  tern ike peer show\n  tern ike initiate branch\n  tern ike terminate branch\n  tern ike terminate branch 3"
+    )]
+    Ike(NounArgs<IkeCmd>),
     /// An interactive shell with completion and history.
     Shell,
 }
@@ -293,6 +299,18 @@ pub enum IpsecCmd {
     Sa(NounArgs<IpsecSaCmd>),
     /// The ipsec tunnels, their SAs and traffic.
     Tunnel(NounArgs<ShowOnly>),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum IkeCmd {
+    /// The IKE SAs (every engine thread's) with their child SAs.
+    Sa(NounArgs<ShowOnly>),
+    /// The `[[ike]]` peers: configuration (no keys) and SA counts.
+    Peer(NounArgs<ShowOnly>),
+    /// Starts an IKE SA (and its child SA) with a peer.
+    Initiate { peer: String },
+    /// Deletes a peer's IKE SAs and their child SAs, or one IKE SA by id.
+    Terminate { peer: String, id: Option<u64> },
 }
 
 #[derive(Subcommand, Debug, Clone)]

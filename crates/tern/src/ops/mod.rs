@@ -205,6 +205,14 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             }
             Some(IpsecCmd::Tunnel(_)) => Command::IpsecTunnelShow {},
         },
+        OpCmd::Ike(n) => match &n.verb {
+            None | Some(IkeCmd::Sa(_)) => Command::IkeSaShow {},
+            Some(IkeCmd::Peer(_)) => Command::IkePeerShow {},
+            Some(IkeCmd::Initiate { peer }) => Command::IkeInitiate(IkeInitiateArgs { peer: peer.clone() }),
+            Some(IkeCmd::Terminate { peer, id }) => {
+                Command::IkeTerminate(IkeTerminateArgs { peer: peer.clone(), id: *id })
+            }
+        },
         OpCmd::Capture(_) | OpCmd::Shell => return Ok(None),
     }))
 }

@@ -67,6 +67,8 @@ pub fn human(cmd: &OpCmd, reply: &Reply) -> String {
         Reply::Status(s) => status(s),
         Reply::IpsecSas(l) => ipsec_sas(l),
         Reply::IpsecTunnels(v) => ipsec_tunnels(v),
+        Reply::IkeSas(v) => ike_sas(v),
+        Reply::IkePeers(v) => ike_peers(v),
         Reply::Interfaces(v) => {
             let only = match cmd {
                 OpCmd::Interface(NounArgs { verb: Some(InterfaceCmd::Show { name: Some(n) }) }) => Some(n.as_str()),
@@ -634,6 +636,75 @@ fn ipsec_sas(l: &IpsecSaList) -> String {
         out.push_str(&format!("({} of {} SAs)\n", l.sas.len(), l.total));
     }
     out
+}
+
+/// `ike sa show`: one line per IKE SA, one indented line per child SA.
+fn ike_sas(v: &[IkeSaView]) -> String {
+    if v.is_empty() {
+        return "no IKE SAs\n".into();
+    }
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for s in v {
+        rows.push(vec![
+            s.id.to_string(),
+            s.peer.clone(),
+            s.state.clone(),
+            format!("{} {} {}", s.local, if s.initiator { "->" } else { "<-" }, s.remote),
+            format!("{}/{}", s.spi_i, s.spi_r),
+            s.proposal.clone(),
+            s.remote_id.clone(),
+            if s.nat { "nat" } else { "-" }.into(),
+            s.established_secs.to_string(),
+        ]);
+        for c in &s.children {
+            let ids = match (c.sa_in, c.sa_out) {
+                (Some(i), Some(o)) => format!("sa {i} in, {o} out"),
+                _ => "not installed".into(),
+            };
+            rows.push(vec![
+                String::new(),
+                format!("  child {}", c.id),
+                ids,
+                format!("spi in {:#010x} out {:#010x}", c.spi_in, c.spi_out),
+                String::new(),
+                c.proposal.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    table(&["id", "peer", "state", "endpoints", "spi-i/spi-r", "proposal", "remote-id", "nat", "age-s"], &rows, &[0, 8])
+}
+
+/// `ike peer show`.
+fn ike_peers(v: &[IkePeerView]) -> String {
+    if v.is_empty() {
+        return "no [[ike]] peers\n".into();
+    }
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                format!("{} -> {}", p.local, p.remote),
+                p.auth.clone(),
+                format!("{} -> {}", p.local_id, p.remote_id.as_deref().unwrap_or("any")),
+                p.tunnel.clone().unwrap_or_else(|| "-".into()),
+                if p.start { "start" } else { "respond" }.into(),
+                p.ike_sas.to_string(),
+                p.connecting.to_string(),
+                p.child_sas.to_string(),
+                p.proposals.join(","),
+                p.esp_proposals.join(","),
+            ]
+        })
+        .collect();
+    table(
+        &["peer", "endpoints", "auth", "ids", "tunnel", "mode", "ike-sas", "connecting", "child-sas", "ike", "esp"],
+        &rows,
+        &[6, 7, 8],
+    )
 }
 
 /// `ipsec tunnel show`.
