@@ -166,11 +166,11 @@ fn peer(a: &IkeArgs, remote: Option<IpAddr>) -> Result<PeerConfig, String> {
     })
 }
 
-/// The two sockets and a channel their reader threads feed: (local port
-/// index 0 = 500 / 1 = 4500, from, the IKE message without the marker).
+/// The two sockets (ports 500 and 4500) and a channel their reader
+/// threads feed: (the local address it came to, from, the IKE message
+/// without the non-ESP marker).
 struct Net {
     socks: [Arc<UdpSocket>; 2],
-    local: [SocketAddr; 2],
     rx: mpsc::Receiver<(SocketAddr, SocketAddr, Vec<u8>)>,
     sent: u64,
 }
@@ -179,7 +179,6 @@ impl Net {
     fn open(local: IpAddr) -> Result<Net, String> {
         let (tx, rx) = mpsc::channel();
         let mut socks = Vec::new();
-        let mut addrs = Vec::new();
         for port in [500u16, 4500] {
             let addr = SocketAddr::new(local, port);
             let s = Arc::new(UdpSocket::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?);
@@ -205,10 +204,9 @@ impl Net {
                 }
             });
             socks.push(s);
-            addrs.push(addr);
         }
         let socks: [Arc<UdpSocket>; 2] = socks.try_into().map_err(|_| "two sockets".to_string())?;
-        Ok(Net { socks, local: [addrs[0], addrs[1]], rx, sent: 0 })
+        Ok(Net { socks, rx, sent: 0 })
     }
 
     fn send(&mut self, local: SocketAddr, remote: SocketAddr, data: &[u8]) {
@@ -270,7 +268,6 @@ pub fn initiate(a: &IkeArgs) -> Result<IkeReport, String> {
     let now = Instant::now();
     ike.set_peers(now, vec![peer(a, Some(responder))?]);
     let mut net = Net::open(a.local)?;
-    let _ = net.local;
     let mut t = Tally::default();
     let cpu0 = cpu_time();
     let t0 = Instant::now();
