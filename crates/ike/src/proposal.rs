@@ -298,9 +298,9 @@ impl Proposal {
     /// algorithm (sha256 -> prfsha256), and without either is refused (so
     /// an AEAD-only IKE proposal names its PRF); AEAD proposals drop
     /// integrity algorithms; AEAD and classic ciphers do not mix in one
-    /// proposal; an ESP proposal without `esn` is `noesn`. MODP-768/1024
-    /// are refused: they are broken. sha384 is refused for ESP (tern's ESP
-    /// data plane has no HMAC-SHA-384).
+    /// proposal; an ESP proposal drops PRFs and without `esn` is `noesn`.
+    /// MODP-768/1024 are refused: they are broken. sha384 is refused for
+    /// ESP (tern's ESP data plane has no HMAC-SHA-384).
     pub fn parse(s: &str, protocol: Protocol) -> Result<Proposal, String> {
         let mut p = Proposal::default();
         for tok in s.trim().split('-') {
@@ -361,9 +361,9 @@ impl Proposal {
                 }
             }
             Protocol::Esp => {
-                if !p.prf.is_empty() {
-                    return Err(format!("proposal {s:?}: PRFs apply to IKE proposals only"));
-                }
+                // strongSwan drops them too: an IKE proposal pasted into
+                // esp_proposals still works.
+                p.prf.clear();
                 if !aead && p.integ.contains(&Integ::HmacSha2_384_192) {
                     return Err(format!(
                         "proposal {s:?}: sha384 is not available for ESP (tern's ESP data plane has no HMAC-SHA-384): use sha256 or sha512"
@@ -672,7 +672,8 @@ mod tests {
         assert!(err("aes128-x25519", Protocol::Esp).contains("integrity"));
         assert!(err("aes128gcm16-aes128-sha256-x25519", Protocol::Ike).contains("two proposals"));
         assert!(err("aes128-sha256-x25519-esn", Protocol::Ike).contains("ESP proposals only"));
-        assert!(err("aes128gcm16-prfsha256", Protocol::Esp).contains("IKE proposals only"));
+        // PRFs in ESP proposals are dropped, as strongSwan does.
+        assert_eq!(esp("aes128gcm16-prfsha256-x25519"), esp("aes128gcm16-x25519"));
         assert!(err("aes256-sha384", Protocol::Esp).contains("no HMAC-SHA-384"));
         // AEAD makes sha384 moot for ESP.
         assert!(Proposal::parse("aes256gcm16-sha384", Protocol::Esp).is_ok());

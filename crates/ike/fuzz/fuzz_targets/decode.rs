@@ -3,10 +3,11 @@
 //! Nothing may panic, and whatever decodes must re-encode to bytes that
 //! decode to the same payloads and are a fixed point of decode/encode.
 //! Decoded SA payloads go through proposal selection and the initiator's
-//! answer check; decoded identities are displayed.
+//! answer check; decoded identities are displayed and compared.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use tern_ike::Identity;
 use tern_ike::proposal::{Chosen, Proposal, Protocol, select};
 use tern_ike::wire::{Header, Message, Payload, decode_payloads, encode_payloads};
 
@@ -28,6 +29,9 @@ fn exercise(payloads: &[Payload], ours: &[(Vec<Proposal>, Protocol)]) {
             }
             Payload::IdI(id) | Payload::IdR(id) => {
                 let _ = id.to_string();
+                assert!(id.matches(id), "{id} does not match itself");
+                let moon = Identity::parse("C=CH, O=strongSwan, CN=moon").unwrap();
+                assert_eq!(id.matches(&moon), moon.matches(id));
             }
             _ => {}
         }

@@ -21,6 +21,12 @@ pub const ID_KEY_ID: u8 = 11;
 /// The ID payload's body after the generic header: ID type, 3 reserved
 /// bytes, data (what AUTH's prf(SK_p, IDx') covers).
 pub fn id_body(id: &Identity) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_id(id, &mut out);
+    out
+}
+
+pub(super) fn encode_id(id: &Identity, out: &mut Vec<u8>) {
     let (kind, data): (u8, &[u8]) = match id {
         Identity::Ip(IpAddr::V4(a)) => (ID_IPV4_ADDR, &a.octets()[..]),
         Identity::Ip(IpAddr::V6(a)) => (ID_IPV6_ADDR, &a.octets()[..]),
@@ -29,10 +35,8 @@ pub fn id_body(id: &Identity) -> Vec<u8> {
         Identity::Dn(d) => (ID_DER_ASN1_DN, d),
         Identity::KeyId(k) => (ID_KEY_ID, k),
     };
-    let mut out = Vec::with_capacity(4 + data.len());
     out.extend_from_slice(&[kind, 0, 0, 0]);
     out.extend_from_slice(data);
-    out
 }
 
 pub(super) fn decode_id(kind: u8, body: &[u8]) -> Result<Identity, WireError> {
@@ -79,7 +83,10 @@ const ATTRIBUTES: &[(&[&str], &[u8], bool)] = &[
     (&["O"], &[0x55, 0x04, 0x0a], false),
     (&["OU"], &[0x55, 0x04, 0x0b], false),
     (&["CN"], &[0x55, 0x04, 0x03], false),
-    (&["SN", "serialNumber"], &[0x55, 0x04, 0x05], false),
+    // strongSwan 5.9 reads and shows SN as the surname (RFC 4519), as
+    // charon's own IDs show.
+    (&["SN", "surname"], &[0x55, 0x04, 0x04], false),
+    (&["serialNumber"], &[0x55, 0x04, 0x05], false),
     (&["DC"], &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x19], false),
     (&["UID"], &[0x09, 0x92, 0x26, 0x89, 0x93, 0xf2, 0x2c, 0x64, 0x01, 0x01], false),
     (&["E", "emailAddress", "Email"], &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01], true),
@@ -107,14 +114,20 @@ fn is_printable(s: &str) -> bool {
 /// `C=CH, O=strongSwan, CN=moon` to the DER of an X.509 Name.
 fn parse_dn(s: &str) -> Result<Vec<u8>, String> {
     let mut rdns = Vec::new();
-    // Split on unescaped commas; "\," is a literal comma.
+    // Split on unescaped commas ("\," is a literal comma), or on slashes if
+    // the DN starts with one (OpenSSL's "/C=CH/O=strongSwan/CN=moon"), as
+    // strongSwan does.
+    let (sep, body) = match s.strip_prefix('/') {
+        Some(rest) => ('/', rest),
+        None => (',', s),
+    };
     let mut parts = Vec::new();
     let mut cur = String::new();
-    let mut chars = s.chars();
+    let mut chars = body.chars();
     while let Some(c) = chars.next() {
         match c {
             '\\' => cur.push(chars.next().ok_or_else(|| format!("DN {s:?} ends in a backslash"))?),
-            ',' => parts.push(std::mem::take(&mut cur)),
+            c if c == sep => parts.push(std::mem::take(&mut cur)),
             c => cur.push(c),
         }
     }
@@ -128,7 +141,7 @@ fn parse_dn(s: &str) -> Result<Vec<u8>, String> {
             ATTRIBUTES.iter().find(|(names, _, _)| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
         else {
             return Err(format!(
-                "DN {s:?}: unknown attribute {name:?} (known: C, ST, L, O, OU, CN, SN, DC, UID, E/emailAddress)"
+                "DN {s:?}: unknown attribute {name:?} (known: C, ST, L, O, OU, CN, SN, serialNumber, DC, UID, E)"
             ));
         };
         if value.is_empty() {
@@ -193,15 +206,18 @@ fn oid_text(oid: &[u8]) -> String {
     out
 }
 
-/// The DER of a Name as text (`C=CH, O=strongSwan, CN=moon`), or `None` if
-/// it does not parse.
-fn dn_text(der: &[u8]) -> Option<String> {
+/// One attribute of a Name: (OID, string tag, value).
+type Attribute<'a> = (&'a [u8], u8, &'a [u8]);
+
+/// A Name's attributes in order, RDN sets flattened, or `None` if the DER
+/// does not parse.
+fn dn_attributes(der: &[u8]) -> Option<Vec<Attribute<'_>>> {
     let mut r = Reader::new(der);
     let (SEQUENCE, rdns) = tlv(&mut r)? else { return None };
     if !r.is_empty() {
         return None;
     }
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut sets = Reader::new(rdns);
     while !sets.is_empty() {
         let (SET, set) = tlv(&mut sets)? else { return None };
@@ -210,17 +226,48 @@ fn dn_text(der: &[u8]) -> Option<String> {
             let (SEQUENCE, atv) = tlv(&mut atvs)? else { return None };
             let mut atv = Reader::new(atv);
             let (OID, oid) = tlv(&mut atv)? else { return None };
-            let (_, value) = tlv(&mut atv)?;
-            if !out.is_empty() {
-                out.push_str(", ");
-            }
-            match ATTRIBUTES.iter().find(|(_, o, _)| *o == oid) {
-                Some((names, _, _)) => out.push_str(names.first().copied().unwrap_or("?")),
-                None => out.push_str(&oid_text(oid)),
-            }
-            out.push('=');
-            out.extend(String::from_utf8_lossy(value).chars().map(|c| if c.is_control() { '?' } else { c }));
+            let (tag, value) = tlv(&mut atv)?;
+            out.push((oid, tag, value));
         }
+    }
+    Some(out)
+}
+
+/// strongSwan's DN equality (`compare_dn`): the same attributes in the
+/// same order with the same values, whatever their string types;
+/// PrintableStrings (and emailAddress IA5Strings) of the same type compared
+/// without regard to case.
+fn same_dn(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(x), Some(y)) = (dn_attributes(a), dn_attributes(b)) else { return false };
+    const EMAIL: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01];
+    x.len() == y.len()
+        && x.iter().zip(&y).all(|(&(oa, ta, va), &(ob, tb, vb))| {
+            oa == ob
+                && if ta == tb && (ta == PRINTABLE_STRING || (ta == IA5_STRING && oa == EMAIL)) {
+                    va.eq_ignore_ascii_case(vb)
+                } else {
+                    va == vb
+                }
+        })
+}
+
+/// The DER of a Name as text (`C=CH, O=strongSwan, CN=moon`), or `None` if
+/// it does not parse.
+fn dn_text(der: &[u8]) -> Option<String> {
+    let mut out = String::new();
+    for (oid, _, value) in dn_attributes(der)? {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        match ATTRIBUTES.iter().find(|(_, o, _)| *o == oid) {
+            Some((names, _, _)) => out.push_str(names.first().copied().unwrap_or("?")),
+            None => out.push_str(&oid_text(oid)),
+        }
+        out.push('=');
+        out.extend(String::from_utf8_lossy(value).chars().map(|c| if c.is_control() { '?' } else { c }));
     }
     Some(out)
 }
@@ -241,6 +288,21 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Identity {
+    /// Whether a peer's identity is the configured one, as strongSwan
+    /// compares them: DNs by attributes and values whatever their string
+    /// types (a certificate made by OpenSSL has UTF8Strings where a
+    /// configured DN has PrintableStrings), FQDNs and email addresses
+    /// without regard to case, addresses and key IDs exactly.
+    pub fn matches(&self, other: &Identity) -> bool {
+        match (self, other) {
+            (Identity::Dn(a), Identity::Dn(b)) => same_dn(a, b),
+            (Identity::Fqdn(a), Identity::Fqdn(b)) | (Identity::Email(a), Identity::Email(b)) => {
+                a.eq_ignore_ascii_case(b)
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// Parses a configured identity as strongSwan reads one: an IP address;
     /// `keyid:hex` (or strongSwan's `@#hex`) a key ID; `C=.., O=.., CN=..`
     /// a DN; `@name` an FQDN (the `@` dropped: strongSwan's way to force
@@ -249,6 +311,9 @@ impl Identity {
         let s = s.trim();
         if s.is_empty() {
             return Err("empty identity".into());
+        }
+        if s.eq_ignore_ascii_case("%any") {
+            return Err("%any is not an identity: leave the identity out to accept any".into());
         }
         if let Ok(a) = s.parse::<IpAddr>() {
             return Ok(Identity::Ip(a));
@@ -276,12 +341,15 @@ impl Identity {
 
 /// As strongSwan shows identities: the address, the name, the DN as
 /// `C=CH, O=strongSwan, CN=moon`; a key ID as `keyid:hex` (which
-/// [`Identity::parse`] reads back).
+/// [`Identity::parse`] reads back). Control characters a peer put in its
+/// ID show as `?` (they would forge log lines otherwise).
 impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Identity::Ip(a) => write!(f, "{a}"),
-            Identity::Fqdn(s) | Identity::Email(s) => f.write_str(s),
+            Identity::Fqdn(s) | Identity::Email(s) => {
+                s.chars().try_for_each(|c| std::fmt::Write::write_char(f, if c.is_control() { '?' } else { c }))
+            }
             Identity::Dn(d) => match dn_text(d) {
                 Some(t) => f.write_str(&t),
                 None => write!(f, "(invalid DN {})", hex(d)),

@@ -4,6 +4,11 @@
 //! are framed here; their bodies are sealed and opened by
 //! [`crate::crypto::SkCipher`].
 //!
+//! Files: `header.rs` (the fixed header), `payload.rs` (the chain, every
+//! payload body, SK/SKF framing and AAD), `id.rs` (ID payloads,
+//! [`Identity::parse`] and its `Display`, DN encoding), `ts.rs` (traffic
+//! selectors), `tests.rs` (with a strongSwan exchange in `testdata/`).
+//!
 //! Owner: helper "ike-wire".
 
 #![deny(clippy::indexing_slicing)]
@@ -192,8 +197,9 @@ mod id;
 mod payload;
 mod ts;
 
-pub use id::id_body;
+pub use id::{ID_DER_ASN1_DN, ID_FQDN, ID_IPV4_ADDR, ID_IPV6_ADDR, ID_KEY_ID, ID_RFC822_ADDR, id_body};
 pub use payload::{decode_payloads, encode_payloads, payload_type, sk_aad, skf_aad};
+pub use ts::{TS_IPV4_ADDR_RANGE, TS_IPV6_ADDR_RANGE};
 
 /// Payload types (RFC 7296 3.2, RFC 7383 2.5).
 pub mod payload_kind {

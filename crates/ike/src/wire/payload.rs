@@ -84,15 +84,16 @@ impl Message {
     /// and every payload's next payload and length (an SK / SKF payload's
     /// next payload is its `first`: put it last).
     pub fn encode(&self) -> Vec<u8> {
-        let (first, body) = encode_payloads(&self.payloads);
-        let header = Header {
-            next_payload: first,
-            length: u32::try_from(HEADER_LEN + body.len()).unwrap_or(u32::MAX),
-            ..self.header
-        };
-        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-        header.encode(&mut out);
-        out.extend_from_slice(&body);
+        let mut out = Vec::with_capacity(512);
+        self.header.encode(&mut out);
+        let first = encode_chain(&self.payloads, &mut out);
+        let length = u32::try_from(out.len()).unwrap_or(u32::MAX).to_be_bytes();
+        if let Some(slot) = out.get_mut(16) {
+            *slot = first;
+        }
+        if let Some(slot) = out.get_mut(24..HEADER_LEN) {
+            slot.copy_from_slice(&length);
+        }
         out
     }
 }
@@ -123,8 +124,13 @@ pub fn payload_type(p: &Payload) -> u8 {
 /// A payload chain without header (the plaintext inside SK): the first
 /// payload's type (0 if none) and the bytes.
 pub fn encode_payloads(payloads: &[Payload]) -> (u8, Vec<u8>) {
-    let first = payloads.first().map_or(pk::NONE, payload_type);
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(512);
+    let first = encode_chain(payloads, &mut out);
+    (first, out)
+}
+
+/// Appends the chain to `out`; returns the first payload's type.
+fn encode_chain(payloads: &[Payload], out: &mut Vec<u8>) -> u8 {
     let mut iter = payloads.iter().peekable();
     while let Some(p) = iter.next() {
         let next = match p {
@@ -133,10 +139,10 @@ pub fn encode_payloads(payloads: &[Payload]) -> (u8, Vec<u8>) {
         };
         let start = out.len();
         out.extend_from_slice(&[next, 0, 0, 0]);
-        encode_body(p, &mut out);
-        patch_len(&mut out, start + 2, start);
+        encode_body(p, out);
+        patch_len(out, start + 2, start);
     }
-    (first, out)
+    payloads.first().map_or(pk::NONE, payload_type)
 }
 
 /// Decodes a payload chain whose first payload has type `first`: it must
@@ -383,7 +389,7 @@ fn encode_body(p: &Payload, out: &mut Vec<u8>) {
             out.extend_from_slice(&[0, 0]);
             out.extend_from_slice(data);
         }
-        Payload::IdI(id) | Payload::IdR(id) => out.extend_from_slice(&super::id::id_body(id)),
+        Payload::IdI(id) | Payload::IdR(id) => super::id::encode_id(id, out),
         Payload::Cert { encoding, data } | Payload::CertReq { encoding, data } => {
             out.push(*encoding);
             out.extend_from_slice(data);

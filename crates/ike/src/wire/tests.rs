@@ -474,11 +474,13 @@ fn identity_parse() {
     assert!(Identity::parse("keyid:abc").unwrap_err().contains("hex"));
     assert!(Identity::parse("").is_err());
     assert!(Identity::parse("@").is_err());
+    assert!(Identity::parse("%any").unwrap_err().contains("leave the identity out"));
 
     let moon = Identity::parse("C=CH, O=strongSwan, CN=moon").unwrap();
     assert_eq!(moon, Identity::Dn(MOON_DN.to_vec()));
     assert_eq!(moon.to_string(), "C=CH, O=strongSwan, CN=moon");
     assert_eq!(Identity::parse(" c = CH ,o=strongSwan,  cn=moon ").unwrap(), moon);
+    assert_eq!(Identity::parse("/C=CH/O=strongSwan/CN=moon").unwrap(), moon);
     // x509-parser reads the same name.
     let (_, name) = x509_parser::x509::X509Name::from_der(MOON_DN).unwrap();
     assert_eq!(name.to_string(), "C=CH, O=strongSwan, CN=moon");
@@ -496,11 +498,230 @@ fn identity_parse() {
     assert!(Identity::parse("C=CH, CN=").unwrap_err().contains("no value"));
     assert!(Identity::parse("C=CH, moon").is_err());
 
+    // A peer's control characters do not reach the logs.
+    assert_eq!(Identity::Fqdn("a\nb\x1b[31m".into()).to_string(), "a?b?[31m");
+    assert_eq!(Identity::Email("x@y\r".into()).to_string(), "x@y?");
     // Invalid DER still displays.
     assert_eq!(Identity::Dn(vec![0x30, 0x05, 1]).to_string(), "(invalid DN 300501)");
     // An attribute tern has no name for: its dotted OID.
-    let mut odd = vec![0x30, 0x0c, 0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x0c, 0x13, 0x01, b'x'];
-    assert_eq!(Identity::Dn(odd.clone()).to_string(), "2.5.4.12=x");
+    let mut odd = vec![0x30, 0x0c, 0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x11, 0x13, 0x01, b'x'];
+    assert_eq!(Identity::Dn(odd.clone()).to_string(), "2.5.4.17=x");
     odd[1] = 0x0d;
     assert!(Identity::Dn(odd).to_string().starts_with("(invalid DN"));
+}
+
+/// One exchange captured from strongSwan 5.9.8 (charon initiating to
+/// charon, PSK, proposals `aes128gcm16-prfsha256-x25519,
+/// aes256-sha256-modp3072`, ESP `aes128gcm16-esn-noesn, aes256-sha256`;
+/// IKE_AUTH on port 4500, non-ESP marker stripped), with the plaintext of
+/// the encrypted payloads and their AAD from charon's `enc` log at level 4.
+mod strongswan {
+    use super::*;
+    use crate::proposal::{Chosen, Proposal, select};
+
+    const INIT_REQ: &[u8] = include_bytes!("testdata/strongswan-init-req.bin");
+    const INIT_RESP: &[u8] = include_bytes!("testdata/strongswan-init-resp.bin");
+    const AUTH_REQ: &[u8] = include_bytes!("testdata/strongswan-auth-req.bin");
+    const AUTH_RESP: &[u8] = include_bytes!("testdata/strongswan-auth-resp.bin");
+    const INFO_REQ: &[u8] = include_bytes!("testdata/strongswan-info-req.bin");
+    const INFO_RESP: &[u8] = include_bytes!("testdata/strongswan-info-resp.bin");
+    const AUTH_REQ_PLAIN: &[u8] = include_bytes!("testdata/strongswan-auth-req-plain.bin");
+    const AUTH_RESP_PLAIN: &[u8] = include_bytes!("testdata/strongswan-auth-resp-plain.bin");
+    const INFO_REQ_PLAIN: &[u8] = include_bytes!("testdata/strongswan-info-req-plain.bin");
+    /// charon's "assoc" (the AAD) of the IKE_AUTH request and response.
+    const AUTH_REQ_AAD: &str = "076969d8d6d8bc1ae8dd8c546dcaff612e202308000000010000013c23000120";
+    const AUTH_RESP_AAD: &str = "076969d8d6d8bc1ae8dd8c546dcaff612e202320000000010000008c24000070";
+    const SPI_I: u64 = 0x0769_69d8_d6d8_bc1a;
+    const SPI_R: u64 = 0xe8dd_8c54_6dca_ff61;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    fn notify_kinds(payloads: &[Payload]) -> Vec<u16> {
+        payloads.iter().filter_map(|p| if let Payload::Notify { kind, .. } = p { Some(*kind) } else { None }).collect()
+    }
+
+    /// The IKE_AUTH request's plaintext of a second run with DN identities
+    /// (PSK): the ID payloads are charon's own DER, which tern's parser must
+    /// reproduce byte for byte (strongSwan compares DNs in binary first),
+    /// and tern shows them as charon's log does.
+    #[test]
+    fn dn_identities_as_charon_encodes_them() {
+        const DN_AUTH_REQ_PLAIN: &[u8] = include_bytes!("testdata/strongswan-dn-auth-req-plain.bin");
+        let moon = "C=CH, ST=Zurich, O=strongSwan & Co, OU=Test, CN=moon_1, E=moon@example.org";
+        let sun = "C=CH, L=Rapperswil, O=strongSwan, SN=42, CN=sun.example.org";
+        let inner = decode_payloads(pk::IDI, DN_AUTH_REQ_PLAIN).unwrap();
+        let Payload::IdI(idi) = &inner[0] else { panic!("{:?}", inner[0]) };
+        let Payload::IdR(idr) = &inner[2] else { panic!("{:?}", inner[2]) };
+        assert_eq!(idi, &Identity::parse(moon).unwrap());
+        assert_eq!(idr, &Identity::parse(sun).unwrap());
+        assert_eq!((idi.to_string(), idr.to_string()), (moon.to_string(), sun.to_string()));
+        // "&" and "_" are not PrintableString: charon, and tern, use UTF8String.
+        let Identity::Dn(der) = idi else { panic!() };
+        assert!(der.windows(14).any(|w| w == b"\x0c\x0fstrongSwan &"));
+        assert!(der.windows(8).any(|w| w == b"\x0c\x06moon_1"));
+        assert_eq!(encode_payloads(&inner), (pk::IDI, DN_AUTH_REQ_PLAIN.to_vec()));
+    }
+
+    #[test]
+    fn every_message_re_encodes_byte_for_byte() {
+        for d in [INIT_REQ, INIT_RESP, AUTH_REQ, AUTH_RESP, INFO_REQ, INFO_RESP] {
+            assert_eq!(Message::decode(d).unwrap().encode(), d);
+        }
+        for (first, d) in [(pk::IDI, AUTH_REQ_PLAIN), (pk::IDR, AUTH_RESP_PLAIN), (pk::DELETE, INFO_REQ_PLAIN)] {
+            assert_eq!(encode_payloads(&decode_payloads(first, d).unwrap()), (first, d.to_vec()));
+        }
+    }
+
+    #[test]
+    fn ike_sa_init() {
+        let req = Message::decode(INIT_REQ).unwrap();
+        assert_eq!(
+            req.header,
+            Header {
+                spi_i: SPI_I,
+                spi_r: 0,
+                next_payload: pk::SA,
+                version: 0x20,
+                exchange: IKE_SA_INIT,
+                flags: FLAG_INITIATOR,
+                message_id: 0,
+                length: 276
+            }
+        );
+        let Payload::Sa(theirs) = &req.payloads[0] else { panic!("{:?}", req.payloads[0]) };
+        assert_eq!(
+            theirs,
+            &vec![
+                WireProposal {
+                    number: 1,
+                    protocol: Protocol::Ike,
+                    spi: vec![],
+                    transforms: vec![(1, 20, Some(128)), (2, 5, None), (4, 31, None)]
+                },
+                WireProposal {
+                    number: 2,
+                    protocol: Protocol::Ike,
+                    spi: vec![],
+                    transforms: vec![(1, 12, Some(256)), (3, 12, None), (2, 5, None), (4, 15, None)]
+                },
+            ]
+        );
+        assert!(matches!(&req.payloads[1], Payload::Ke { group: 31, data } if data.len() == 32));
+        assert!(matches!(&req.payloads[2], Payload::Nonce(n) if n.len() == 32));
+        assert_eq!(
+            notify_kinds(&req.payloads),
+            [
+                notify::NAT_DETECTION_SOURCE_IP,
+                notify::NAT_DETECTION_DESTINATION_IP,
+                notify::IKEV2_FRAGMENTATION_SUPPORTED,
+                notify::SIGNATURE_HASH_ALGORITHMS,
+                16406 // REDIRECT_SUPPORTED
+            ]
+        );
+        // tern as the responder, preferring CBC: strongSwan's first proposal still wins.
+        let ours = [
+            Proposal::parse("aes256-sha256-modp3072", Protocol::Ike).unwrap(),
+            Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap(),
+        ];
+        let (n, chosen, spi) = select(&ours, theirs, Protocol::Ike).unwrap();
+        assert_eq!((n, chosen.to_string().as_str(), spi), (1, "aes128gcm16-prfsha256-x25519", vec![]));
+        // strongSwan's answer is what tern would have said.
+        let resp = Message::decode(INIT_RESP).unwrap();
+        assert_eq!((resp.header.spi_r, resp.header.flags), (SPI_R, FLAG_RESPONSE));
+        let Payload::Sa(answer) = &resp.payloads[0] else { panic!() };
+        assert_eq!(answer, &vec![chosen.to_wire(1, Protocol::Ike, vec![])]);
+        assert_eq!(Chosen::from_wire(&answer[0]).unwrap(), chosen);
+        assert!(chosen.offered_by(&ours));
+    }
+
+    #[test]
+    fn ike_auth() {
+        let req = Message::decode(AUTH_REQ).unwrap();
+        assert_eq!((req.header.exchange, req.header.message_id, req.header.length), (IKE_AUTH, 1, 316));
+        let [Payload::Sk { first, body }] = &req.payloads[..] else { panic!("{:?}", req.payloads) };
+        assert_eq!(*first, pk::IDI);
+        // The AAD tern builds is charon's, and the datagram's first bytes.
+        let aad = sk_aad(&req.header, *first, body.len());
+        assert_eq!(aad, unhex(AUTH_REQ_AAD));
+        assert_eq!(&AUTH_REQ[..aad.len()], &aad[..]);
+        let resp = Message::decode(AUTH_RESP).unwrap();
+        let [Payload::Sk { first, body }] = &resp.payloads[..] else { panic!() };
+        assert_eq!(sk_aad(&resp.header, *first, body.len()), unhex(AUTH_RESP_AAD));
+
+        let inner = decode_payloads(pk::IDI, AUTH_REQ_PLAIN).unwrap();
+        assert_eq!(inner[0], Payload::IdI(Identity::Fqdn("moon.example".into())));
+        assert_eq!(inner[2], Payload::IdR(Identity::Fqdn("sun.example".into())));
+        assert!(matches!(&inner[3], Payload::Auth { method: 2, data } if data.len() == 32));
+        let Payload::Sa(esp) = &inner[4] else { panic!("{:?}", inner[4]) };
+        assert_eq!(esp.len(), 2);
+        assert_eq!((esp[0].protocol, esp[0].spi.len()), (Protocol::Esp, 4));
+        assert_eq!(esp[0].transforms, vec![(1, 20, Some(128)), (5, 1, None), (5, 0, None)]);
+        assert_eq!(esp[1].transforms, vec![(1, 12, Some(256)), (3, 12, None), (5, 0, None)]);
+        let ts = |a: &str, b: &str| TrafficSelector {
+            start: a.parse().unwrap(),
+            end: b.parse().unwrap(),
+            protocol: 0,
+            start_port: 0,
+            end_port: 65535,
+        };
+        assert_eq!(inner[5], Payload::TsI(vec![ts("10.1.0.0", "10.1.255.255")]));
+        assert_eq!(inner[6], Payload::TsR(vec![ts("10.2.0.0", "10.2.255.255")]));
+        assert_eq!(
+            notify_kinds(&inner),
+            [notify::INITIAL_CONTACT, notify::MOBIKE_SUPPORTED, 16399, 16404, 16417, 16420]
+        );
+        // tern as the responder with PFS configured: in IKE_AUTH without the group.
+        let ours = [Proposal::parse("aes256-sha256-x25519", Protocol::Esp).unwrap().without_dh()];
+        let (n, chosen, spi) = select(&ours, esp, Protocol::Esp).unwrap();
+        assert_eq!((n, chosen.to_string().as_str(), spi), (2, "aes256-sha256", esp[1].spi.clone()));
+
+        let inner = decode_payloads(pk::IDR, AUTH_RESP_PLAIN).unwrap();
+        assert_eq!(inner[0], Payload::IdR(Identity::Fqdn("sun.example".into())));
+        assert_eq!(notify_kinds(&inner), [notify::MOBIKE_SUPPORTED, 16399, notify::NO_PROPOSAL_CHOSEN]);
+        assert_eq!(
+            decode_payloads(pk::DELETE, INFO_REQ_PLAIN).unwrap(),
+            [Payload::Delete { protocol: 1, spis: vec![] }]
+        );
+        // The INFORMATIONAL response is empty: SK with no inner payload.
+        let info = Message::decode(INFO_RESP).unwrap();
+        assert!(matches!(&info.payloads[..], [Payload::Sk { first: 0, .. }]));
+    }
+}
+
+#[test]
+fn identities_match_as_strongswan_compares_them() {
+    let moon = Identity::Dn(MOON_DN.to_vec());
+    // The same name with UTF8Strings (what OpenSSL puts in certificates).
+    let mut utf8 = MOON_DN.to_vec();
+    for at in [24, 45] {
+        assert_eq!(utf8[at], 0x13);
+        utf8[at] = 0x0c;
+    }
+    let utf8 = Identity::Dn(utf8);
+    assert_ne!(moon, utf8);
+    assert!(moon.matches(&utf8) && utf8.matches(&moon));
+    assert_eq!(utf8.to_string(), moon.to_string());
+    // PrintableStrings compare without regard to case; UTF8Strings do not.
+    let lower = Identity::parse("c=ch, o=STRONGSWAN, cn=Moon").unwrap();
+    assert!(moon.matches(&lower));
+    assert!(!utf8.matches(&lower));
+    // Another value, another order, another attribute, one more: no.
+    for other in [
+        "C=CH, O=strongSwan, CN=sun",
+        "O=strongSwan, C=CH, CN=moon",
+        "C=CH, OU=strongSwan, CN=moon",
+        "C=CH, O=strongSwan, CN=moon, E=a@b",
+    ] {
+        assert!(!moon.matches(&Identity::parse(other).unwrap()), "{other}");
+    }
+    // Unparseable DER matches only itself.
+    let junk = Identity::Dn(vec![0x30, 0x03, 1, 2]);
+    assert!(junk.matches(&junk.clone()) && !junk.matches(&moon));
+    assert!(Identity::Fqdn("Moon.Example".into()).matches(&Identity::Fqdn("moon.example".into())));
+    assert!(Identity::Email("Ops@Example.net".into()).matches(&Identity::Email("ops@example.net".into())));
+    assert!(!Identity::Fqdn("moon.example".into()).matches(&Identity::Email("moon.example".into())));
+    let ip = Identity::parse("10.0.0.1").unwrap();
+    assert!(ip.matches(&ip.clone()) && !ip.matches(&Identity::parse("10.0.0.2").unwrap()));
 }
