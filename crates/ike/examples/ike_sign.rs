@@ -1,11 +1,12 @@
 //! What IKE_AUTH's public-key work costs, per algorithm: signing the
 //! AUTH payload, checking the peer's chain (parse, issuer signatures,
-//! validity, identity) and the whole verify (chain and AUTH signature).
+//! validity, identity) and the whole verify (chain and AUTH signature),
+//! without and with the issuer signatures cached (a peer seen before).
 //! Median of 5 runs, in CPU time of this thread (from
 //! /proc/thread-self/schedstat, so that other processes sharing the CPUs
 //! do not inflate it; wall time where that file is missing).
 //!
-//! `cargo run --release -p tern-ike --example ike_sign [iterations]`
+//! `cargo run --release -p tern-ike --example ike_sign`
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -26,17 +27,27 @@ fn cpu_time() -> Option<Duration> {
     Some(Duration::from_nanos(s.split_whitespace().next()?.parse().ok()?))
 }
 
-/// Per-operation time of `f`, median of 5 runs of `n` operations.
-fn time(n: u32, mut f: impl FnMut()) -> Duration {
+/// Per-operation time of `f`, median of 5 runs, each at least 200 ms of
+/// CPU: the scheduler accounts a thread's time by ticks, so shorter runs
+/// would be mostly rounding.
+fn time(mut f: impl FnMut()) -> Duration {
+    const RUN: Duration = Duration::from_millis(200);
     let runs = (0..5)
         .map(|_| {
             let (wall, cpu) = (Instant::now(), cpu_time());
-            for _ in 0..n {
-                f();
-            }
-            match (cpu, cpu_time()) {
-                (Some(a), Some(b)) => b.saturating_sub(a) / n,
-                _ => wall.elapsed() / n,
+            let mut n = 0u32;
+            loop {
+                for _ in 0..16 {
+                    f();
+                }
+                n += 16;
+                let spent = match (cpu, cpu_time()) {
+                    (Some(a), Some(b)) => b.saturating_sub(a),
+                    _ => wall.elapsed(),
+                };
+                if spent >= RUN {
+                    return spent / n;
+                }
             }
         })
         .collect();
@@ -44,13 +55,17 @@ fn time(n: u32, mut f: impl FnMut()) -> Duration {
 }
 
 fn main() -> Result<(), AuthError> {
-    let n: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
     let ca = [dir.join("ca.pem")];
     let load = |c: &str, k: &str| Credentials::load(&dir.join(c), &dir.join(k), &ca);
-    let checker = load("moon.pem", "moon.key")?;
+    let cold = load("moon.pem", "moon.key")?.with_signature_cache(0);
+    let warm = load("moon.pem", "moon.key")?;
     let octets = vec![0x5a_u8; 400];
-    println!("{:<28} {:>10} {:>14} {:>12} {:>8}", "algorithm (chain)", "sign us", "chain+id us", "verify us", "levels");
+    println!(
+        "{:<26} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7}",
+        "algorithm", "levels", "sign us", "chain us", "verify us", "chain us", "verify us"
+    );
+    println!("{:<26} {:>8} {:>8} {:>21} {:>21}", "", "", "", "(uncached)", "(cached)");
     for (name, cert, key, pss, levels) in [
         ("ECDSA P-256 SHA-256", "moon.pem", "moon.key", false, 2),
         ("ECDSA P-384 SHA-384", "sun-chain.pem", "sun.key", false, 3),
@@ -62,24 +77,31 @@ fn main() -> Result<(), AuthError> {
         let certs = me.certs();
         let id = Identity::Fqdn(format!("{}.tern.test", cert.split(['.', '-']).next().unwrap_or("")));
         let (method, auth) = me.sign(&octets)?;
-        checker.verify(&certs, &id, NOW, method, &auth, &octets)?;
-        let sign = time(n, || {
+        warm.verify(&certs, &id, NOW, method, &auth, &octets)?;
+        let sign = time(|| {
             std::hint::black_box(me.sign(&octets).ok());
         });
         // Auth method 2 is refused after the chain and identity checks and
         // before any AUTH signature: the chain's cost alone.
-        let chain = time(n, || {
-            let r = checker.verify(&certs, &id, NOW, 2, &auth, &octets);
-            assert!(matches!(r, Err(AuthError::Method(2, 14))));
-        });
-        let verify = time(n, || {
-            std::hint::black_box(checker.verify(&certs, &id, NOW, method, &auth, &octets).ok());
-        });
+        let chain = |c: &Credentials| {
+            time(|| {
+                let r = c.verify(&certs, &id, NOW, 2, &auth, &octets);
+                assert!(matches!(r, Err(AuthError::Method(2, 14))));
+            })
+        };
+        let verify = |c: &Credentials| {
+            time(|| {
+                std::hint::black_box(c.verify(&certs, &id, NOW, method, &auth, &octets).ok());
+            })
+        };
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
         println!(
-            "{name:<28} {:>10.1} {:>14.1} {:>12.1} {levels:>8}",
-            sign.as_secs_f64() * 1e6,
-            chain.as_secs_f64() * 1e6,
-            verify.as_secs_f64() * 1e6
+            "{name:<26} {levels:>8} {:>8.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            us(sign),
+            us(chain(&cold)),
+            us(verify(&cold)),
+            us(chain(&warm)),
+            us(verify(&warm))
         );
     }
     Ok(())

@@ -679,3 +679,82 @@ fn pubkey_der_files() {
     assert!(matches!(&err, AuthError::Config(m) if m.contains("venus.key.der") && m.contains("ECDSA P-256")), "{err}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+#[test]
+fn pubkey_signature_cache() {
+    let checker = creds("moon.pem", "moon.key");
+    assert_eq!(checker.cached_signatures(), 0);
+    let (moon, data) = moon_auth();
+    let id = fqdn("moon.tern.test");
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 1, "root -> moon");
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 1, "the same signature again");
+    // With moon's signature cached, no changed byte of its certificate
+    // passes (the cache is keyed by the signed data, signature and key).
+    let der = moon.certs()[0].clone();
+    for i in 0..der.len() {
+        let mut bad = der.clone();
+        bad[i] ^= 0x01;
+        assert!(checker.verify(&[bad], &id, NOW, 14, &data, MSG).is_err(), "byte {i}");
+    }
+    // Validity is still checked on a hit.
+    let err = checker.verify(&moon.certs(), &id, 1_000_000_000, 14, &data, MSG).unwrap_err();
+    assert!(matches!(err, AuthError::Expired { .. }), "{err}");
+    // So are the identity and the AUTH signature.
+    assert!(matches!(
+        checker.verify(&moon.certs(), &fqdn("x.tern.test"), NOW, 14, &data, MSG),
+        Err(AuthError::Identity(_))
+    ));
+    assert!(matches!(checker.verify(&moon.certs(), &id, NOW, 14, &data, b"other"), Err(AuthError::Signature(_))));
+    // Two more for sun's chain (intermediate -> sun, root -> intermediate).
+    let sun = creds("sun-chain.pem", "sun.key");
+    let (_, sdata) = sun.sign(MSG).unwrap();
+    checker.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(checker.cached_signatures(), 3);
+    // Off, and bounded.
+    let off = creds("moon.pem", "moon.key").with_signature_cache(0);
+    off.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(off.cached_signatures(), 0);
+    let one = creds("moon.pem", "moon.key").with_signature_cache(1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    one.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(one.cached_signatures(), 1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+}
+
+#[test]
+fn pubkey_critical_extensions_and_name_constraints() {
+    let checker = creds("moon.pem", "moon.key");
+    let critical = creds("critical.pem", "critical.key");
+    let (m, data) = critical.sign(MSG).unwrap();
+    let err = checker.verify(&critical.certs(), &fqdn("critical.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Certificate(m) if m.contains("critical extension 1.3.6.1.4.1.99999.1")), "{err}");
+    // Name constraints on the intermediate (the same verdicts as openssl
+    // verify gives): nc-ee keeps to them.
+    let nc = creds("nc-ee-chain.pem", "nc-ee.key");
+    let (m, data) = nc.sign(MSG).unwrap();
+    checker.verify(&nc.certs(), &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+    for (name, words) in [
+        ("nc-out", "DNS:nc-out.example is not within the permitted names"),
+        ("nc-bad", "DNS:x.bad.tern.test is excluded by DNS:bad.tern.test"),
+        ("nc-ip", "IP:198.51.100.1 is not within the permitted names"),
+    ] {
+        let me = creds(&format!("{name}-chain.pem"), &format!("{name}.key"));
+        let (m, data) = me.sign(MSG).unwrap();
+        let err = checker.verify(&me.certs(), &fqdn(&format!("{name}.tern.test")), NOW, m, &data, MSG).unwrap_err();
+        assert!(
+            matches!(&err, AuthError::Untrusted(m) if m.contains(words) && m.contains("name constraints of O=tern, CN=tern Test Name Constraints")),
+            "{name}: {err}"
+        );
+    }
+    // The same constraints on a configured CA (a trust anchor) hold too.
+    let anchored =
+        Credentials::load(&dir().join("moon.pem"), &dir().join("moon.key"), &[dir().join("nc-int.pem")]).unwrap();
+    let out = creds("nc-out-chain.pem", "nc-out.key");
+    let (m, data) = out.sign(MSG).unwrap();
+    let err = anchored.verify(&out.certs()[..1], &fqdn("nc-out.tern.test"), NOW, m, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Untrusted(m) if m.contains("not within the permitted names")), "{err}");
+    let (m, data) = nc.sign(MSG).unwrap();
+    anchored.verify(&nc.certs()[..1], &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
+}

@@ -5,7 +5,7 @@
 //! - `keyfile`: certificate and private key files (PEM/DER; PKCS#8, SEC1,
 //!   PKCS#1).
 //! - `chain`: the peer's chain against the configured CAs, and its
-//!   identity.
+//!   identity; `constraints`: the CAs' name constraints.
 //!
 //! Signing: ECDSA P-256 with SHA-256, P-384 with SHA-384 (the signature
 //! in DER, as RFC 7427 says), RSA with SHA-256 in PKCS#1 v1.5 or, with
@@ -16,6 +16,7 @@
 
 mod algorithm;
 mod chain;
+mod constraints;
 mod keyfile;
 
 pub use algorithm::{RSA_MAX_BITS, RSA_MIN_BITS};
@@ -54,7 +55,11 @@ pub struct Credentials {
     rsa_pss: bool,
     cas: Vec<Anchor>,
     rng: SystemRandom,
+    signatures: chain::SignatureCache,
 }
+
+/// Issuer signatures remembered by default (a few hundred kB at most).
+pub const SIGNATURE_CACHE: usize = 4096;
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,7 +120,10 @@ impl Credentials {
     /// Loads `cert` (PEM/DER, the end-entity first, then any
     /// intermediates), `key` (PKCS#8 or SEC1/PKCS#1 PEM: ECDSA P-256/P-384,
     /// RSA >= 2048, Ed25519) and the `cas` (PEM/DER files). Errors name the
-    /// file and what is wrong with it.
+    /// file and what is wrong with it. A CA path that is a directory (as
+    /// strongSwan's `x509ca`) stands for its `.pem`, `.crt`, `.cer` and
+    /// `.der` files. DER keys: PKCS#8, SEC1 or PKCS#1 as the certificate's
+    /// key type says.
     pub fn load(
         cert: &std::path::Path,
         key: &std::path::Path,
@@ -177,6 +185,7 @@ impl Credentials {
             rsa_pss: false,
             cas: anchors,
             rng: SystemRandom::new(),
+            signatures: chain::SignatureCache::new(SIGNATURE_CACHE),
         })
     }
 
@@ -186,6 +195,18 @@ impl Credentials {
     pub fn with_rsa_pss(mut self, pss: bool) -> Credentials {
         self.rsa_pss = pss;
         self
+    }
+
+    /// How many verified issuer signatures (on the peers' certificates) to
+    /// remember; 0: check every chain in full. Default [`SIGNATURE_CACHE`].
+    pub fn with_signature_cache(mut self, entries: usize) -> Credentials {
+        self.signatures = chain::SignatureCache::new(entries);
+        self
+    }
+
+    /// Issuer signatures remembered now (for metrics and tests).
+    pub fn cached_signatures(&self) -> usize {
+        self.signatures.len()
     }
 
     /// The subject DN of this side's certificate, as text ("O=tern,
@@ -299,7 +320,7 @@ impl Credentials {
         let ee = &parsed[0];
         let name = ee.subject().to_string();
         let key = PublicKey::from_spki(ee.public_key()).map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
-        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX))?;
+        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX), &self.signatures)?;
         chain::names(ee, id)?;
         let (alg, alg_name, signature) = match method {
             AUTH_DIGITAL_SIGNATURE => {

@@ -135,6 +135,27 @@ key plen-ee p256
 issue plen-ee "/O=tern/CN=plen-ee.tern.test" plen-sub "$(ee_ext plen-ee 10)" -sha256
 cat plen-ee.pem plen-sub.pem plen.pem >plen-ee-chain.pem
 
+# Extensions: an unknown critical one (refused); name constraints on an
+# intermediate, which nc-ee keeps to and nc-out (DNS outside), nc-bad
+# (DNS excluded) and nc-ip (an address outside) do not.
+key critical p256
+issue critical "/O=tern/CN=critical.tern.test" ca "$(ee_ext critical 11)
+1.3.6.1.4.1.99999.1=critical,ASN1:UTF8String:must be understood" -sha256
+key nc-int p256
+issue nc-int "/O=tern/CN=tern Test Name Constraints" ca "$ca_ext
+nameConstraints=critical,permitted;DNS:.tern.test,permitted;email:tern.test,permitted;IP:192.0.2.0/255.255.255.0,permitted;IP:2001:db8::/ffff:ffff::,excluded;DNS:bad.tern.test" -sha256
+nc_ee() { # name SAN
+	key "$1" p256
+	issue "$1" "/O=tern/CN=$1.tern.test" nc-int "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature
+subjectAltName=$2" -sha256
+	cat "$1.pem" nc-int.pem >"$1-chain.pem"
+}
+nc_ee nc-ee "DNS:nc-ee.tern.test,email:nc-ee@tern.test,IP:192.0.2.12,IP:2001:db8::12"
+nc_ee nc-out "DNS:nc-out.example,email:nc-out@tern.test"
+nc_ee nc-bad "DNS:x.bad.tern.test"
+nc_ee nc-ip "DNS:nc-ip.tern.test,IP:198.51.100.1"
+
 # Other key encodings: SEC1 ("EC PRIVATE KEY") and PKCS#1 ("RSA PRIVATE KEY").
 openssl ec -in moon.key -out moon.sec1.key 2>/dev/null
 openssl rsa -in venus.key -traditional -out venus.pkcs1.key 2>/dev/null

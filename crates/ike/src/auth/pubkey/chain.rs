@@ -2,10 +2,12 @@
 //! entity up through the intermediates the peer sent to one of the
 //! configured CAs, by issuer/subject and signature; each certificate valid
 //! at `now`; issuers are CAs; at most [`MAX_DEPTH`] certificates below the
-//! CA. And whether the end entity names the peer's identity (RFC 4945
+//! CA; their name constraints on the end entity's names. And whether
+//! the end entity names the peer's identity (RFC 4945
 //! 3.1: the ID is the subject DN or a subjectAltName of the same kind).
 
 use super::algorithm::{PublicKey, verification_algorithm};
+use super::constraints;
 use crate::auth::AuthError;
 use crate::config::Identity;
 use x509_parser::asn1_rs::{Any, Class, Tag};
@@ -21,6 +23,9 @@ pub const MAX_DEPTH: usize = 4;
 /// A configured CA, parsed once at load.
 #[derive(Clone, Debug)]
 pub struct Anchor {
+    /// Kept for its name constraints, parsed when a path ends here.
+    pub der: Vec<u8>,
+    pub constrains: bool,
     /// The subject Name's DER, which issuers are matched by.
     pub subject: Vec<u8>,
     pub name: String,
@@ -41,6 +46,8 @@ impl Anchor {
         }
         let key = PublicKey::from_spki(cert.public_key()).map_err(|e| format!("{name}: {e}"))?;
         Ok(Anchor {
+            der: der.to_vec(),
+            constrains: constraints::of(&cert).is_some(),
             subject: cert.subject().as_raw().to_vec(),
             name,
             key,
@@ -89,11 +96,6 @@ fn check_validity(name: &str, not_before: i64, not_after: i64, now: i64) -> Resu
 fn check_extensions(cert: &X509Certificate, name: &str, issuer: bool) -> Result<(), AuthError> {
     for ext in cert.extensions() {
         match ext.parsed_extension() {
-            ParsedExtension::NameConstraints(_) if issuer => {
-                return Err(AuthError::Certificate(format!(
-                    "{name} has name constraints, which tern does not enforce"
-                )));
-            }
             ParsedExtension::UnsupportedExtension { .. } | ParsedExtension::ParseError { .. } if ext.critical => {
                 return Err(AuthError::Certificate(format!(
                     "{name} has a critical extension {} tern does not understand",
@@ -112,27 +114,89 @@ fn check_extensions(cert: &X509Certificate, name: &str, issuer: bool) -> Result<
     Ok(())
 }
 
-fn check_signature(cert: &X509Certificate, name: &str, key: &PublicKey, issuer: &str) -> Result<(), AuthError> {
+/// Issuer signatures already checked, as strongSwan's cert_cache keeps
+/// them: a peer that reconnects or re-authenticates, or many tunnels from
+/// one certificate, cost one chain verification. Keyed by a SHA-256 over
+/// the signed data, the signature and the issuer's key, so a hit is the
+/// very check that passed; only successes are kept. Bounded: when full it
+/// is emptied (a few misses, no policy to get wrong).
+pub struct SignatureCache {
+    seen: std::sync::Mutex<std::collections::HashSet<[u8; 32]>>,
+    capacity: usize,
+}
+
+impl SignatureCache {
+    pub fn new(capacity: usize) -> SignatureCache {
+        SignatureCache { seen: std::sync::Mutex::new(std::collections::HashSet::new()), capacity }
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    fn key(cert: &X509Certificate, key: &PublicKey) -> [u8; 32] {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in [cert.tbs_certificate.as_ref(), &cert.signature_value.data, key.bytes()] {
+            ctx.update(&(part.len() as u64).to_be_bytes());
+            ctx.update(part);
+        }
+        let mut out = [0; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
+    }
+
+    // A poisoned lock (a panic elsewhere while holding it) only costs hits.
+    fn contains(&self, k: &[u8; 32]) -> bool {
+        self.capacity > 0 && self.seen.lock().is_ok_and(|s| s.contains(k))
+    }
+
+    fn insert(&self, k: [u8; 32]) {
+        if self.capacity == 0 {
+            return;
+        }
+        if let Ok(mut s) = self.seen.lock() {
+            if s.len() >= self.capacity {
+                s.clear();
+            }
+            s.insert(k);
+        }
+    }
+}
+
+fn check_signature(
+    cert: &X509Certificate,
+    name: &str,
+    key: &PublicKey,
+    issuer: &str,
+    cache: &SignatureCache,
+) -> Result<(), AuthError> {
     let (alg, alg_name) = verification_algorithm(&cert.signature_algorithm, key)
         .map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
     // Signatures are whole octets; unused bits would be a re-encoding.
     if cert.signature_value.unused_bits != 0 {
         return Err(AuthError::Certificate(format!("{name}: its signature BIT STRING has unused bits")));
     }
+    // After the checks above, which are cheap and not part of the key.
+    let cache_key = SignatureCache::key(cert, key);
+    if cache.contains(&cache_key) {
+        return Ok(());
+    }
     if !key.verify(alg, cert.tbs_certificate.as_ref(), &cert.signature_value.data) {
         return Err(AuthError::Untrusted(format!("the {alg_name} signature on {name} by {issuer} does not verify")));
     }
+    cache.insert(cache_key);
     Ok(())
 }
 
 /// Checks that `certs[0]` chains to one of `anchors` at `now` through
 /// `certs[1..]` (in any order; extra certificates are ignored).
-pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64) -> Result<(), AuthError> {
+pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &SignatureCache) -> Result<(), AuthError> {
     let Some(mut cur) = certs.first() else {
         return Err(AuthError::NoCertificate);
     };
     let mut used = vec![false; certs.len()];
     used[0] = true;
+    let ee_name = cur.subject().to_string();
     for depth in 0..MAX_DEPTH {
         let name = cur.subject().to_string();
         let v = cur.validity();
@@ -142,8 +206,17 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64) -> Result<
         // A configured CA that signed it ends the path.
         let mut failed = None;
         for a in anchors.iter().filter(|a| a.subject == issuer) {
-            match check_signature(cur, &name, &a.key, &a.name) {
-                Ok(()) => return check_validity(&a.name, a.not_before, a.not_after, now),
+            match check_signature(cur, &name, &a.key, &a.name, cache) {
+                Ok(()) => {
+                    check_validity(&a.name, a.not_before, a.not_after, now)?;
+                    if a.constrains
+                        && let Ok((_, ca)) = X509Certificate::from_der(&a.der)
+                        && let Some(nc) = constraints::of(&ca)
+                    {
+                        constraints::check(&certs[0], &ee_name, nc, &a.name)?;
+                    }
+                    return Ok(());
+                }
                 Err(e) => failed = Some(e),
             }
         }
@@ -174,7 +247,10 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64) -> Result<
         }
         let key =
             PublicKey::from_spki(up.public_key()).map_err(|e| AuthError::Certificate(format!("{up_name}: {e}")))?;
-        check_signature(cur, &name, &key, &up_name)?;
+        check_signature(cur, &name, &key, &up_name, cache)?;
+        if let Some(nc) = constraints::of(up) {
+            constraints::check(&certs[0], &ee_name, nc, &up_name)?;
+        }
         used[i] = true;
         cur = up;
     }
@@ -256,19 +332,7 @@ fn list(sans: &[&GeneralName]) -> String {
     if sans.is_empty() {
         return "none".into();
     }
-    let names: Vec<String> = sans
-        .iter()
-        .map(|g| match g {
-            GeneralName::DNSName(d) => format!("DNS:{d}"),
-            GeneralName::RFC822Name(m) => format!("email:{m}"),
-            GeneralName::IPAddress(b) => match b.len() {
-                4 => format!("IP:{}", std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).unwrap_or_default())),
-                16 => format!("IP:{}", std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*b).unwrap_or_default())),
-                _ => "IP:?".into(),
-            },
-            other => format!("{other}"),
-        })
-        .collect();
+    let names: Vec<String> = sans.iter().map(|g| constraints::show(g)).collect();
     names.join(", ")
 }
 
