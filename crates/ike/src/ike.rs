@@ -89,6 +89,8 @@ pub struct Ike {
     pub(crate) out: Vec<Output>,
     pub(crate) stats: IkeStats,
     pub(crate) half_open: usize,
+    /// IKE SAs established and not gone (a rekey moves the count along).
+    pub(crate) established: usize,
     pub(crate) half_open_per_peer: HashMap<IpAddr, u32>,
     pub(crate) established_per_peer: HashMap<IpAddr, u32>,
     pub(crate) cookie: CookieSecret,
@@ -99,7 +101,23 @@ pub struct Ike {
     /// Peers (by name) this side asks a virtual IP of when initiating:
     /// `true` for IPv6.
     pub(crate) vip_requests: HashMap<String, bool>,
+    /// Peers with `start` to initiate again at a time (their IKE SA failed
+    /// or died), by name.
+    pub(crate) restarts: Vec<(Instant, String)>,
+    /// The latest `now` the caller gave (for `ike_sas`'s ages).
+    pub(crate) clock: Option<Instant>,
+    /// IKE SAs (our SPI) the peer rekeyed while our own rekey of them was
+    /// under way: the peer's new SA (our SPI) and its exchange's lowest
+    /// nonce (RFC 7296 2.8.2).
+    pub(crate) rekey_collisions: HashMap<u64, (u64, Box<[u8]>)>,
+    /// Peers this engine has initiated an IKE SA with: only the first one
+    /// carries INITIAL_CONTACT (RFC 7296 2.4), or a second SA to the same
+    /// peer would make it drop the first.
+    pub(crate) contacted: std::collections::HashSet<String>,
 }
+
+/// A `start` peer whose IKE SA failed or died is initiated again after this.
+pub(crate) const RESTART_DELAY: Duration = Duration::from_secs(10);
 
 impl Ike {
     pub fn new(settings: Settings) -> Ike {
@@ -119,6 +137,7 @@ impl Ike {
             out: Vec::new(),
             stats: IkeStats::default(),
             half_open: 0,
+            established: 0,
             half_open_per_peer: HashMap::new(),
             established_per_peer: HashMap::new(),
             cookie: CookieSecret { current, previous: Zeroizing::new([0u8; 32]), version: 0, rotate_at: None },
@@ -126,6 +145,10 @@ impl Ike {
             next_id: 1,
             rng,
             vip_requests: HashMap::new(),
+            restarts: Vec::new(),
+            clock: None,
+            rekey_collisions: HashMap::new(),
+            contacted: std::collections::HashSet::new(),
         }
     }
 
@@ -134,12 +157,17 @@ impl Ike {
     /// `start` are initiated.
     pub fn set_peers(&mut self, now: Instant, peers: Vec<PeerConfig>) {
         let new: Vec<Arc<PeerConfig>> = peers.into_iter().map(Arc::new).collect();
-        let stale: Vec<u64> = self
-            .sas
-            .iter()
-            .filter(|(_, sa)| !new.iter().any(|p| same_config(p, &sa.peer)))
-            .map(|(spi, _)| *spi)
-            .collect();
+        // Compared once per configuration object, not once per SA (a
+        // template may have a million SAs).
+        let mut kept: HashMap<*const PeerConfig, bool> = HashMap::new();
+        let mut stale = Vec::new();
+        for (spi, sa) in &self.sas {
+            let keep =
+                *kept.entry(Arc::as_ptr(&sa.peer)).or_insert_with(|| new.iter().any(|p| same_config(p, &sa.peer)));
+            if !keep {
+                stale.push(*spi);
+            }
+        }
         for spi in stale {
             self.with_sa(spi, now, |ike, sa| ike.delete_ike(sa, now, "configuration changed"));
         }
@@ -170,6 +198,7 @@ impl Ike {
     /// non-ESP marker already stripped). `wall` is the wall clock
     /// (certificates' validity).
     pub fn handle(&mut self, now: Instant, wall: SystemTime, local: SocketAddr, remote: SocketAddr, data: &[u8]) {
+        self.clock = Some(now);
         let header = match Header::decode(data) {
             Ok(h) => h,
             Err(e) => {
@@ -215,6 +244,7 @@ impl Ike {
 
     /// Starts an IKE SA (and its first child SA) with the named peer.
     pub fn initiate(&mut self, now: Instant, peer: &str) -> Result<u64, String> {
+        self.clock = Some(now);
         let cfg = self.peers.iter().find(|p| p.name == peer).cloned().ok_or_else(|| format!("no peer {peer:?}"))?;
         self.initiate_sa(now, cfg)
     }
@@ -276,13 +306,33 @@ impl Ike {
     /// Runs what is due (retransmissions, rekeys, liveness checks,
     /// half-open expiry).
     pub fn poll(&mut self, now: Instant) {
+        self.clock = Some(now);
+        if self.restarts.iter().any(|(t, _)| *t <= now) {
+            let (due, later): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.restarts).into_iter().partition(|(t, _)| *t <= now);
+            self.restarts = later;
+            for (_, name) in due {
+                let wanted = self.peers.iter().any(|p| p.name == name && p.start);
+                let running = self.sas.values().any(|sa| sa.peer.name == name && sa.state != State::Deleting);
+                if wanted
+                    && !running
+                    && let Err(e) = self.initiate(now, &name)
+                {
+                    log::warn!("ike: peer {name}: cannot initiate again: {e}");
+                }
+            }
+        }
         if self.cookie.rotate_at.is_none_or(|t| t <= now) {
             self.rotate_cookie_secret(now);
         }
+        // Each entry due now is handled once per poll; one that comes due
+        // again at once waits for the next poll (no loop can spin here).
+        let mut budget = self.timers.len();
         while let Some(Reverse((t, spi))) = self.timers.peek().copied() {
-            if t > now {
+            if t > now || budget == 0 {
                 break;
             }
+            budget -= 1;
             self.timers.pop();
             let Some(sa) = self.sas.get_mut(&spi) else { continue };
             if sa.scheduled != Some(t) {
@@ -301,10 +351,7 @@ impl Ike {
     /// When [`Ike::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         let t = self.timers.peek().map(|Reverse((t, _))| *t);
-        match (t, self.cookie.rotate_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min()].into_iter().flatten().min()
     }
 
     /// What to do, in order; the caller drains it after every call.
@@ -312,20 +359,27 @@ impl Ike {
         self.out.drain(..)
     }
 
+    /// Index sizes (SAs, half-open by initiator SPI, children, timer
+    /// entries), for tests and `tern ike` diagnostics.
+    pub fn table_sizes(&self) -> (usize, usize, usize, usize) {
+        (self.sas.len(), self.init_index.len(), self.child_index.len(), self.timers.len())
+    }
+
     pub fn stats(&self) -> IkeStats {
         let mut s = self.stats.clone();
-        s.ike_sas = self.sas.values().filter(|sa| sa.state == State::Established).count() as u64;
+        s.ike_sas = self.established as u64;
         s.half_open = self.half_open as u64;
         s.child_sas = self.child_index.len() as u64;
         s
     }
 
     pub fn ike_sas(&self) -> Vec<IkeSaInfo> {
-        let now = Instant::now();
+        let now = self.clock;
         let mut v: Vec<IkeSaInfo> = self
             .sas
             .values()
-            .filter(|sa| sa.state != State::Dead)
+            // Not the old SAs a rekey replaced (they go silently).
+            .filter(|sa| sa.state != State::Dead && !sa.announced_down)
             .map(|sa| {
                 let rekeying = sa.pending.as_ref().is_some_and(|p| {
                     matches!(p.req, crate::sa::Req::RekeyIke { .. } | crate::sa::Req::RekeyChild { .. })
@@ -341,7 +395,10 @@ impl Ike {
                     state: if rekeying && sa.state == State::Established { "rekeying" } else { sa.state.name() },
                     proposal: sa.chosen.map(|c| c.to_string()).unwrap_or_default(),
                     remote_id: sa.remote_id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
-                    established_secs: sa.established_at.map_or(0, |t| now.saturating_duration_since(t).as_secs()),
+                    established_secs: match (now, sa.established_at) {
+                        (Some(now), Some(t)) => now.saturating_duration_since(t).as_secs(),
+                        _ => 0,
+                    },
                     children: sa.children.iter().map(|c| (c.id, c.spi_in, c.spi_out, c.chosen.to_string())).collect(),
                     nat: sa.nat(),
                 }
@@ -402,9 +459,11 @@ impl Ike {
 
     /// Removes every index entry and count of a dead SA.
     fn forget(&mut self, sa: &mut IkeSa) {
+        self.rekey_collisions.remove(&sa.our_spi());
         self.unmark_half_open(sa);
         if sa.counted_established {
             sa.counted_established = false;
+            self.established = self.established.saturating_sub(1);
             if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
@@ -422,6 +481,21 @@ impl Ike {
         {
             pool.free(vip);
         }
+    }
+
+    /// The peer's address changed (a NAT's new mapping): the per-address
+    /// count follows it.
+    pub(crate) fn moved(&mut self, sa: &mut IkeSa, remote: SocketAddr) {
+        if sa.counted_established && sa.remote.ip() != remote.ip() {
+            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.established_per_peer.remove(&sa.remote.ip());
+                }
+            }
+            *self.established_per_peer.entry(remote.ip()).or_insert(0) += 1;
+        }
+        sa.remote = remote;
     }
 
     pub(crate) fn mark_half_open(&mut self, sa: &mut IkeSa) {
@@ -529,6 +603,14 @@ impl Ike {
         if sa.queue.contains(&what) {
             return;
         }
+        // Children about to be deleted are neither rekeyed by us nor by
+        // the peer any more.
+        if let Start::DeleteChildren(ids) = &what {
+            for c in sa.children.iter_mut().filter(|c| ids.contains(&c.id)) {
+                c.replaced = true;
+                c.rekey_at = None;
+            }
+        }
         if sa.pending.is_none() {
             self.start(sa, now, what);
         } else {
@@ -548,6 +630,9 @@ impl Ike {
 
     /// The SA's due timers.
     fn sa_timers(&mut self, sa: &mut IkeSa, now: Instant) {
+        if sa.last_resp.as_ref().and_then(|r| r.until).is_some_and(|t| t <= now) {
+            sa.last_resp = None;
+        }
         if let Some(r) = &sa.reassembly
             && r.deadline <= now
         {
@@ -671,9 +756,27 @@ impl Ike {
                 outbound_spi: c.spi_out,
             });
         }
+        // A `start` peer's SA that failed or died (not one deleted on
+        // purpose) is initiated again, whichever side initiated it (a
+        // rekey by the peer makes the peer the initiator).
+        let deliberate = matches!(reason, "deleted" | "deleted by peer" | "terminated" | "configuration changed");
+        if !sa.announced_down
+            && (sa.initiator || sa.announced_up)
+            && sa.peer.start
+            && sa.peer.remote.is_some()
+            && !deliberate
+            && let Some(now) = self.clock
+        {
+            self.restarts.push((now + RESTART_DELAY, sa.peer.name.clone()));
+        }
         if !sa.announced_down && (sa.announced_up || sa.initiator) {
             if sa.announced_up {
-                log::info!("ike: peer {}: IKE SA {} down: {reason}", sa.who(), sa.id);
+                log::info!(
+                    "ike: peer {}: IKE SA {} ({}) down: {reason}",
+                    sa.who(),
+                    sa.id,
+                    sa.chosen.map(|c| c.to_string()).unwrap_or_default()
+                );
             }
             self.out.push(Output::IkeSaDown { peer: sa.peer.name.clone(), ike_sa: sa.id, reason: reason.to_string() });
         }
@@ -744,4 +847,63 @@ fn same_config(a: &PeerConfig, b: &PeerConfig) -> bool {
         _ => false,
     };
     auth_same && format!("{a:?}") == format!("{b:?}")
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_survive_one_rotation_only() {
+        let mut ike = Ike::new(Settings::default());
+        let t = Instant::now();
+        ike.poll(t);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let ni = [7u8; 32];
+        let c = ike.make_cookie(&ni, ip, 42);
+        assert_eq!(c.len(), 33);
+        assert!(ike.cookie_valid(&c, &ni, ip, 42));
+        assert!(!ike.cookie_valid(&c, &ni, ip, 43));
+        assert!(!ike.cookie_valid(&c, &ni, "192.0.2.8".parse().unwrap(), 42));
+        assert!(!ike.cookie_valid(&c, &[8u8; 32], ip, 42));
+        assert!(!ike.cookie_valid(&c[..32], &ni, ip, 42));
+        assert!(!ike.cookie_valid(&[], &ni, ip, 42));
+        ike.poll(t + COOKIE_ROTATION);
+        assert!(ike.cookie_valid(&c, &ni, ip, 42), "the previous secret still counts");
+        assert_ne!(ike.make_cookie(&ni, ip, 42), c);
+        ike.poll(t + 2 * COOKIE_ROTATION);
+        assert!(!ike.cookie_valid(&c, &ni, ip, 42), "two rotations later it does not");
+    }
+
+    #[test]
+    fn the_engine_moves_to_its_thread() {
+        fn send<T: Send>() {}
+        send::<Ike>();
+        send::<Output>();
+    }
+
+    #[test]
+    fn spis_belong_to_their_shard() {
+        let ike = Ike::new(Settings { shard: 2, shards: 5, ..Settings::default() });
+        for _ in 0..1000 {
+            let spi = ike.alloc_ike_spi();
+            assert_ne!(spi, 0);
+            assert_eq!(spi % 5, 2);
+            assert!(ike.alloc_child_spi() >= 256);
+        }
+    }
+
+    #[test]
+    fn nothing_due_without_sas_but_the_cookie_secret() {
+        let mut ike = Ike::new(Settings::default());
+        let t = Instant::now();
+        ike.poll(t);
+        assert_eq!(ike.next_deadline(), Some(t + COOKIE_ROTATION));
+        assert_eq!(ike.drain().count(), 0);
+        assert!(ike.initiate(t, "nobody").is_err());
+        assert!(ike.terminate(t, "nobody", None).is_err());
+        ike.child_expired(t, 1234, true);
+        assert_eq!(ike.drain().count(), 0);
+    }
 }

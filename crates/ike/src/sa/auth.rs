@@ -4,7 +4,7 @@
 //! (3.15: a virtual IP from the template's pool).
 
 use super::init::{notify, notify_reason};
-use super::util::{narrow, or_any, without_dh};
+use super::util::{intersect, narrow, or_any, without_dh};
 use super::{Child, IkeSa, Req, State};
 use crate::auth::{AUTH_SHARED_KEY, AuthError, psk};
 use crate::config::{AuthConfig, Identity, PeerConfig, TrafficSelector};
@@ -35,6 +35,7 @@ struct AuthPayloads {
     tsr: Option<Vec<TrafficSelector>>,
     cp: Option<(u8, Vec<CpAttribute>)>,
     error: Option<u16>,
+    initial_contact: bool,
 }
 
 fn gather(payloads: Vec<Payload>) -> AuthPayloads {
@@ -49,6 +50,7 @@ fn gather(payloads: Vec<Payload>) -> AuthPayloads {
             Payload::TsI(t) => a.tsi = Some(t),
             Payload::TsR(t) => a.tsr = Some(t),
             Payload::Cp { kind, attributes } => a.cp = Some((kind, attributes)),
+            Payload::Notify { kind: notify::INITIAL_CONTACT, .. } => a.initial_contact = true,
             Payload::Notify { kind, .. } if kind < 16384 => a.error = a.error.or(Some(kind)),
             _ => {}
         }
@@ -97,7 +99,9 @@ impl Ike {
                 }
             }
         };
-        payloads.push(notify(notify::INITIAL_CONTACT, Vec::new()));
+        if self.contacted.insert(cfg.name.clone()) {
+            payloads.push(notify(notify::INITIAL_CONTACT, Vec::new()));
+        }
         if let Some(rid) = &cfg.remote_id {
             payloads.push(Payload::IdR(rid.clone()));
         }
@@ -130,7 +134,7 @@ impl Ike {
     fn template_for(&self, id: &Identity, fallback: &Arc<PeerConfig>) -> Arc<PeerConfig> {
         let templates = || self.peers.iter().filter(|p| p.remote.is_none());
         templates()
-            .find(|p| p.remote_id.as_ref() == Some(id))
+            .find(|p| p.remote_id.as_ref().is_some_and(|r| r.matches(id)))
             .or_else(|| templates().find(|p| p.remote_id.is_none()))
             .cloned()
             .unwrap_or_else(|| fallback.clone())
@@ -152,6 +156,9 @@ impl Ike {
             self.drop_invalid("unexpected-auth");
             return;
         }
+        // Half-open no more, whatever comes of it (and before the address
+        // changes: the half-open indexes are by the IKE_SA_INIT's).
+        self.unmark_half_open(sa);
         // The request's addresses (a NAT's mapping, port 4500) are the SA's.
         sa.local = local;
         sa.remote = remote;
@@ -170,7 +177,7 @@ impl Ike {
         let verified = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
             let signed = psk::signed_octets(keys.prf, &half.init_req, &half.nr, &keys.sk_pi, &wire::id_body(&idi));
-            if cfg.remote_id.as_ref().is_some_and(|r| *r != idi) {
+            if cfg.remote_id.as_ref().is_some_and(|r| !r.matches(&idi)) {
                 Err(AuthError::Identity(idi.to_string()))
             } else {
                 match &cfg.auth {
@@ -268,6 +275,9 @@ impl Ike {
         };
         self.send_response(sa, wire::IKE_AUTH, mid, &resp, local, remote);
         self.established(sa, now);
+        if a.initial_contact && cfg.remote.is_some() {
+            self.initial_contact(sa);
+        }
         if let Some((child, inbound, outbound)) = child {
             self.install_child(sa, now, child, inbound, outbound, false);
         }
@@ -358,7 +368,7 @@ impl Ike {
         let verified = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
             let signed = psk::signed_octets(keys.prf, &half.init_resp, &half.ni, &keys.sk_pr, &wire::id_body(&idr));
-            if cfg.remote_id.as_ref().is_some_and(|r| *r != idr) {
+            if cfg.remote_id.as_ref().is_some_and(|r| !r.matches(&idr)) {
                 Err(AuthError::Identity(idr.to_string()))
             } else {
                 match &cfg.auth {
@@ -415,7 +425,15 @@ impl Ike {
             }
             _ => return Err("no-proposal-chosen"),
         };
-        if tsi.is_empty() || tsr.is_empty() {
+        // The responder may only narrow what we proposed (RFC 7296 2.9).
+        let proposed_i = match self.vip_requests.get(&cfg.name) {
+            Some(v6) => vec![TrafficSelector::any(*v6)],
+            None => or_any(&cfg.local_ts),
+        };
+        let within = |got: &[TrafficSelector], ours: &[TrafficSelector]| {
+            got.iter().all(|t| ours.iter().any(|o| intersect(t, o) == Some(*t)))
+        };
+        if tsi.is_empty() || tsr.is_empty() || !within(&tsi, &proposed_i) || !within(&tsr, &or_any(&cfg.remote_ts)) {
             return Err("ts-unacceptable");
         }
         if let Some((CFG_REPLY, attrs)) = cp {
@@ -443,6 +461,26 @@ impl Ike {
         Ok((child, r2i, i2r))
     }
 
+    /// RFC 7296 2.4: INITIAL_CONTACT says the peer lost its other IKE SAs
+    /// with us (it restarted): they go, without a delete. For site-to-site
+    /// peers only (a configured address): a template's clients each have
+    /// their own identity, and a scan per client would cost a million SAs
+    /// a million times.
+    fn initial_contact(&mut self, sa: &IkeSa) {
+        let stale: Vec<u64> = self
+            .sas
+            .iter()
+            .filter(|(_, o)| o.peer.name == sa.peer.name && o.remote_id == sa.remote_id && o.id != sa.id)
+            .map(|(spi, _)| *spi)
+            .collect();
+        for spi in stale {
+            self.with_sa(spi, sa.last_rx, |ike, old| {
+                log::info!("ike: peer {}: IKE SA {} replaced (INITIAL_CONTACT)", old.who(), old.id);
+                ike.sa_down(old, "replaced (INITIAL_CONTACT)", false);
+            });
+        }
+    }
+
     /// The IKE SA is up: forget the half-open state, start its timers,
     /// announce it.
     pub(crate) fn established(&mut self, sa: &mut IkeSa, now: Instant) {
@@ -456,6 +494,7 @@ impl Ike {
         sa.rekey_at = jitter(self, now, sa.peer.ike_rekey);
         if !sa.counted_established {
             sa.counted_established = true;
+            self.established += 1;
             *self.established_per_peer.entry(sa.remote.ip()).or_insert(0) += 1;
         }
         self.stats.setups += 1;
@@ -539,6 +578,6 @@ pub(crate) fn new_child(
         rekey_at: None,
         rekeying: false,
         replaced: false,
-        peer_rekey: None,
+        pfs_group: None,
     }
 }

@@ -9,12 +9,12 @@
 use super::auth::{jitter, new_child};
 use super::info::PROTO_ESP;
 use super::init::{notify, notify_reason};
-use super::util::{first_group, group_from_id, group_id, narrow, or_any};
-use super::{IkeSa, Req, Start, State};
+use super::util::{first_group, group_from_id, group_id, narrow, offers_group, or_any};
+use super::{IkeSa, RekeyNote, Req, Start, State};
 use crate::config::TrafficSelector;
 use crate::crypto::{DhPrivate, IkeKeys, child_keys};
 use crate::ike::Ike;
-use crate::proposal::{self, Chosen, Protocol};
+use crate::proposal::{self, Chosen, DhGroup, Protocol};
 use crate::wire::{self, Payload, WireProposal, notify};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -58,6 +58,16 @@ fn numbered(proposals: &[crate::proposal::Proposal], protocol: Protocol, spi: &[
         .collect()
 }
 
+/// Why a CREATE_CHILD_SA request is refused: the notify, and for
+/// INVALID_KE_PAYLOAD the group wanted.
+struct Refusal(u16, Option<DhGroup>);
+
+impl From<u16> for Refusal {
+    fn from(kind: u16) -> Refusal {
+        Refusal(kind, None)
+    }
+}
+
 fn min_nonce<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
     if a <= b { a } else { b }
 }
@@ -69,7 +79,7 @@ impl Ike {
         if c.rekeying || c.replaced {
             return;
         }
-        let (old_spi, local_ts, remote_ts) = (c.spi_in, c.local_ts.to_vec(), c.remote_ts.to_vec());
+        let (old_spi, local_ts, remote_ts, asked) = (c.spi_in, c.local_ts.to_vec(), c.remote_ts.to_vec(), c.pfs_group);
         let cfg = sa.peer.clone();
         let spi_in = self.alloc_child_spi();
         let ni = self.nonce();
@@ -84,7 +94,7 @@ impl Ike {
             Payload::Nonce(ni.clone()),
         ];
         let mut dh = None;
-        if let Some(group) = first_group(&cfg.esp_proposals) {
+        if let Some(group) = asked.or_else(|| first_group(&cfg.esp_proposals)) {
             match DhPrivate::generate(group) {
                 Ok((d, public)) => {
                     dh = Some(d);
@@ -122,6 +132,21 @@ impl Ike {
             c.rekeying = false;
         }
         let p = gather(payloads);
+        // INVALID_KE_PAYLOAD: again at once with the group asked for, if
+        // offered and not already the one used.
+        if let Some((notify::INVALID_KE_PAYLOAD, data)) = &p.error {
+            let asked = <[u8; 2]>::try_from(data.as_slice()).ok().and_then(|b| group_from_id(u16::from_be_bytes(b)));
+            let cfg = sa.peer.clone();
+            if let Some(g) = asked.filter(|g| offers_group(&cfg.esp_proposals, *g))
+                && let Some(c) = sa.child_mut(old)
+                && c.pfs_group != Some(g)
+            {
+                log::info!("ike: peer {who}: rekeying child SA {old} again with DH group {}", group_id(g));
+                c.pfs_group = Some(g);
+                self.enqueue(sa, now, Start::RekeyChild(old));
+                return;
+            }
+        }
         let result = (|| -> Result<_, &'static str> {
             if let Some((kind, _)) = p.error {
                 return Err(notify_reason(kind));
@@ -161,17 +186,17 @@ impl Ike {
             }
         };
         let new_id = self.new_id();
-        let child = new_child(new_id, spi_in, spi_out, chosen, tsi, tsr);
+        let mut child = new_child(new_id, spi_in, spi_out, chosen, tsi, tsr);
+        // The PFS group the peer asked for last time stays the one to use.
+        child.pfs_group = sa.child(old).and_then(|c| c.pfs_group);
         self.install_child(sa, now, child, r2i, i2r, true);
         // RFC 7296 2.8.1: with a simultaneous rekey by the peer, the
         // exchange holding the lowest of the four nonces loses and its
         // initiator deletes what it created; the winner deletes the old.
-        let ours_min = min_nonce(&ni, &nr).to_vec();
-        let lost = sa
-            .child(old)
-            .and_then(|c| c.peer_rekey.as_ref())
-            .is_some_and(|(_, theirs)| ours_min.as_slice() < &theirs[..]);
+        let mine = RekeyNote { old, new: new_id, min_nonce: min_nonce(&ni, &nr).into(), ours: true };
+        let lost = sa.note_rekey(mine.clone()).is_some_and(|theirs| mine.min_nonce < theirs.min_nonce);
         if lost {
+            log::info!("ike: peer {who}: simultaneous rekey of child SA {old} lost; deleting ours");
             self.enqueue(sa, now, Start::DeleteChildren(vec![new_id]));
         } else if let Some(c) = sa.child_mut(old) {
             c.replaced = true;
@@ -209,14 +234,8 @@ impl Ike {
         } else {
             self.child_request(sa, now, mid, local, remote, p)
         };
-        if let Err(kind) = result {
-            let data = match kind {
-                notify::INVALID_KE_PAYLOAD => {
-                    let g = if is_ike { first_group(&sa.peer.proposals) } else { first_group(&sa.peer.esp_proposals) };
-                    g.map(|g| group_id(g).to_be_bytes().to_vec()).unwrap_or_default()
-                }
-                _ => Vec::new(),
-            };
+        if let Err(Refusal(kind, group)) = result {
+            let data = group.map(|g| group_id(g).to_be_bytes().to_vec()).unwrap_or_default();
             log::warn!("ike: peer {}: CREATE_CHILD_SA refused: {}", sa.who(), notify_reason(kind));
             self.fail(notify_reason(kind));
             self.send_response(sa, wire::CREATE_CHILD_SA, mid, &[notify(kind, data)], local, remote);
@@ -231,9 +250,9 @@ impl Ike {
         local: SocketAddr,
         remote: SocketAddr,
         p: ChildPayloads,
-    ) -> Result<(), u16> {
+    ) -> Result<(), Refusal> {
         let (Some(sa_p), Some(ni), Some(tsi), Some(tsr)) = (p.sa, p.nonce, p.tsi, p.tsr) else {
-            return Err(notify::INVALID_SYNTAX);
+            return Err(notify::INVALID_SYNTAX.into());
         };
         // The old child: the SPI in REKEY_SA is the peer's inbound, ours out.
         let old = match &p.rekey {
@@ -244,6 +263,11 @@ impl Ike {
             }
             None => None,
         };
+        // A child we already replaced or are deleting is not rekeyed again
+        // (its replacement, or nothing, is what both sides keep).
+        if old.and_then(|id| sa.child(id)).is_some_and(|c| c.replaced) {
+            return Err(notify::TEMPORARY_FAILURE.into());
+        }
         let cfg = sa.peer.clone();
         let (number, chosen, their_spi) =
             proposal::select(&cfg.esp_proposals, &sa_p, Protocol::Esp).ok_or(notify::NO_PROPOSAL_CHOSEN)?;
@@ -254,7 +278,7 @@ impl Ike {
         let shared = match chosen.dh {
             Some(g) => {
                 let Some((kg, kd)) = p.ke.filter(|(kg, _)| group_from_id(*kg) == Some(g)) else {
-                    return Err(notify::INVALID_KE_PAYLOAD);
+                    return Err(Refusal(notify::INVALID_KE_PAYLOAD, Some(g)));
                 };
                 let _ = kg;
                 let (dh, public) = DhPrivate::generate(g).map_err(|_| notify::TEMPORARY_FAILURE)?;
@@ -270,7 +294,7 @@ impl Ike {
         let ts_i = narrow(&tsi, &remote_cfg);
         let ts_r = narrow(&tsr, &or_any(&cfg.local_ts));
         if ts_i.is_empty() || ts_r.is_empty() {
-            return Err(notify::TS_UNACCEPTABLE);
+            return Err(notify::TS_UNACCEPTABLE.into());
         }
         let spi_in = self.alloc_child_spi();
         let keys = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
@@ -289,13 +313,22 @@ impl Ike {
         let new_id = self.new_id();
         let child = new_child(new_id, spi_in, their_spi, chosen, ts_r, ts_i);
         self.install_child(sa, now, child, i2r, r2i, old.is_some());
-        if let Some(old) = old
-            && let Some(c) = sa.child_mut(old)
-        {
-            // The peer deletes the old one; if we are rekeying it too, the
-            // nonces decide when our answer comes.
-            c.peer_rekey = Some((new_id, min_nonce(&ni, &nr).to_vec().into_boxed_slice()));
-            c.rekey_at = None;
+        if let Some(old) = old {
+            // The peer deletes the old one. If we rekeyed it too and our
+            // exchange is done, the nonces decide now: if ours lost, we
+            // delete what we made (if ours is still under way, its answer
+            // decides).
+            if let Some(c) = sa.child_mut(old) {
+                c.rekey_at = None;
+            }
+            let theirs = RekeyNote { old, new: new_id, min_nonce: min_nonce(&ni, &nr).into(), ours: false };
+            if let Some(mine) = sa.note_rekey(theirs.clone())
+                && mine.min_nonce < theirs.min_nonce
+                && sa.child(mine.new).is_some()
+            {
+                log::info!("ike: peer {}: simultaneous rekey of child SA {old} lost; deleting ours", sa.who());
+                self.enqueue(sa, now, Start::DeleteChildren(vec![mine.new]));
+            }
         }
         Ok(())
     }
@@ -303,7 +336,8 @@ impl Ike {
     /// Starts rekeying the IKE SA.
     pub(crate) fn start_ike_rekey(&mut self, sa: &mut IkeSa, now: Instant) {
         let cfg = sa.peer.clone();
-        let Some(group) = first_group(&cfg.proposals) else { return };
+        // The group this IKE SA agreed on first (the peer took it once).
+        let Some(group) = sa.chosen.and_then(|c| c.dh).or_else(|| first_group(&cfg.proposals)) else { return };
         let (dh, public) = match DhPrivate::generate(group) {
             Ok(x) => x,
             Err(e) => {
@@ -356,15 +390,55 @@ impl Ike {
             let old = sa.keys.as_ref().ok_or("internal")?;
             let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, spi, their)
                 .map_err(|_| "no-proposal-chosen")?;
-            Ok((chosen, keys, their))
+            Ok((chosen, keys, their, nr))
         })();
         match result {
-            Ok((chosen, keys, their)) => {
-                let new = self.take_over(sa, now, true, spi, their, chosen, keys);
-                log::info!("ike: peer {who}: IKE SA {} rekeyed (SPIs {:#018x}/{:#018x})", new.id, new.spi_i, new.spi_r);
-                self.put_back(new, now);
-                // The initiator of the rekey deletes the old SA.
-                self.send_delete_ike(sa, now);
+            Ok((chosen, keys, their, nr)) => {
+                let collision = self.rekey_collisions.remove(&sa.our_spi());
+                let mut new = self.take_over(sa, now, true, spi, their, chosen, keys);
+                match collision {
+                    None => {
+                        log::info!("ike: peer {who}: IKE SA {} rekeyed", new.id);
+                        self.put_back(new, now);
+                        // The initiator of the rekey deletes the old SA.
+                        self.send_delete_ike(sa, now);
+                    }
+                    // RFC 7296 2.8.2: the peer rekeyed it too. The exchange
+                    // with the lowest nonce loses: its initiator deletes the
+                    // SA it made, the winner's initiator deletes the old one.
+                    Some((theirs_spi, their_min)) if min_nonce(&ni, &nr) < &their_min[..] => {
+                        log::info!("ike: peer {who}: simultaneous IKE SA rekey lost; deleting ours");
+                        self.stats.rekeys_ike -= 1;
+                        new.id = self.new_id();
+                        new.announced_down = true;
+                        let _ = theirs_spi;
+                        self.send_delete_ike(&mut new, now);
+                        self.put_back(new, now);
+                    }
+                    Some((theirs_spi, _)) => {
+                        log::info!("ike: peer {who}: simultaneous IKE SA rekey won");
+                        if let Some(mut other) = self.sas.remove(&theirs_spi) {
+                            new.id = other.id;
+                            new.children.extend(std::mem::take(&mut other.children));
+                            new.virtual_ip = other.virtual_ip.take();
+                            new.counted_established = std::mem::take(&mut other.counted_established);
+                            new.queue = std::mem::take(&mut other.queue);
+                            other.id = self.new_id();
+                            other.announced_down = true;
+                            // Its initiator (the peer) deletes it.
+                            other.state = State::Deleting;
+                            other.expire_at = Some(now + self.settings.half_open_timeout);
+                            let ours = new.our_spi();
+                            for c in &new.children {
+                                self.child_index.insert(c.spi_in, ours);
+                            }
+                            self.stats.rekeys_ike -= 1;
+                            self.put_back(other, now);
+                        }
+                        self.put_back(new, now);
+                        self.send_delete_ike(sa, now);
+                    }
+                }
             }
             Err(reason) => {
                 log::warn!("ike: peer {who}: IKE SA rekey failed: {reason}");
@@ -382,19 +456,27 @@ impl Ike {
         local: SocketAddr,
         remote: SocketAddr,
         p: ChildPayloads,
-    ) -> Result<(), u16> {
-        let (Some(sa_p), Some(ni), Some((kg, kd))) = (p.sa, p.nonce, p.ke) else { return Err(notify::INVALID_SYNTAX) };
+    ) -> Result<(), Refusal> {
+        // RFC 7296 2.25: our own request on this SA (other than a rekey of
+        // it, a collision settled by nonces) must finish on it first, or
+        // what it changes would land on an SA that is going.
+        if sa.pending.as_ref().is_some_and(|p| !matches!(p.req, Req::RekeyIke { .. })) {
+            return Err(notify::TEMPORARY_FAILURE.into());
+        }
+        let (Some(sa_p), Some(ni), Some((kg, kd))) = (p.sa, p.nonce, p.ke) else {
+            return Err(notify::INVALID_SYNTAX.into());
+        };
         let cfg = sa.peer.clone();
         let (number, chosen, their) =
             proposal::select(&cfg.proposals, &sa_p, Protocol::Ike).ok_or(notify::NO_PROPOSAL_CHOSEN)?;
         let g = chosen.dh.ok_or(notify::NO_PROPOSAL_CHOSEN)?;
         if group_from_id(kg) != Some(g) {
-            return Err(notify::INVALID_KE_PAYLOAD);
+            return Err(Refusal(notify::INVALID_KE_PAYLOAD, Some(g)));
         }
         let their =
             <[u8; 8]>::try_from(their.as_slice()).map(u64::from_be_bytes).map_err(|_| notify::INVALID_SYNTAX)?;
         if their == 0 {
-            return Err(notify::INVALID_SYNTAX);
+            return Err(notify::INVALID_SYNTAX.into());
         }
         let (dh, public) = DhPrivate::generate(g).map_err(|_| notify::TEMPORARY_FAILURE)?;
         let shared = dh.agree(&kd).map_err(|_| notify::INVALID_KE_PAYLOAD)?;
@@ -403,12 +485,19 @@ impl Ike {
         let old = sa.keys.as_ref().ok_or(notify::TEMPORARY_FAILURE)?;
         let keys = IkeKeys::derive_rekey(&old.sk_d, old.prf, &chosen, &shared, &ni, &nr, their, spi)
             .map_err(|_| notify::NO_PROPOSAL_CHOSEN)?;
+        let nr_copy = nr.clone();
         let resp = [
             Payload::Sa(vec![chosen.to_wire(number, Protocol::Ike, spi.to_be_bytes().to_vec())]),
             Payload::Nonce(nr),
             Payload::Ke { group: group_id(g), data: public },
         ];
         self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
+        // Our own rekey of this SA is under way: a collision (2.8.2), decided
+        // when our answer comes.
+        if sa.pending.as_ref().is_some_and(|p| matches!(p.req, Req::RekeyIke { .. })) {
+            let min = min_nonce(&ni, &nr_copy).to_vec().into_boxed_slice();
+            self.rekey_collisions.insert(sa.our_spi(), (spi, min));
+        }
         let new = self.take_over(sa, now, false, their, spi, chosen, keys);
         log::info!("ike: peer {}: IKE SA {} rekeyed by the peer", sa.who(), new.id);
         self.put_back(new, now);
@@ -438,6 +527,7 @@ impl Ike {
         new.chosen = Some(chosen);
         new.keys = Some(keys);
         new.children = std::mem::take(&mut sa.children);
+        new.rekey_notes = std::mem::take(&mut sa.rekey_notes);
         new.remote_id = sa.remote_id.clone();
         new.virtual_ip = sa.virtual_ip.take();
         new.nat_local = sa.nat_local;

@@ -89,6 +89,13 @@ impl Ike {
         };
         sa.recv_mid = sa.recv_mid.wrapping_add(1);
         sa.last_rx = now;
+        // RFC 7296 2.23: a peer behind a NAT is answered, and its SA's
+        // requests sent, where its authenticated requests come from (its
+        // NAT's mapping may change).
+        if sa.nat_remote && sa.state == super::State::Established && sa.remote != remote {
+            self.moved(sa, remote);
+            sa.local = local;
+        }
         match header.exchange {
             wire::IKE_AUTH => self.responder_auth(sa, now, wall, local, remote, mid, payloads),
             wire::INFORMATIONAL => self.informational(sa, now, local, remote, mid, payloads),

@@ -164,6 +164,14 @@ impl Ike {
         }
     }
 
+    /// How long a response is kept for retransmitted requests: the
+    /// peer's whole retransmission schedule if it is like ours (RFC 7296
+    /// 2.1), doubled.
+    pub(crate) fn response_cache_time(&self) -> Duration {
+        let tries = self.settings.retransmit_tries.min(16);
+        self.settings.retransmit_base.saturating_mul((1u32 << (tries + 1)).saturating_mul(2))
+    }
+
     /// Sends an encrypted request and keeps it for retransmission.
     pub(crate) fn send_request(&mut self, sa: &mut IkeSa, now: Instant, exchange: u8, inner: &[Payload], req: Req) {
         let mid = sa.send_mid;
@@ -211,6 +219,7 @@ impl Ike {
         for d in &datagrams {
             self.out.push(Output::Send { local, remote, data: d.clone() });
         }
-        sa.last_resp = Some(Box::new(CachedResponse { mid, datagrams, local, remote }));
+        let until = self.clock.map(|now| now + self.response_cache_time());
+        sa.last_resp = Some(Box::new(CachedResponse { mid, datagrams, local, remote, until }));
     }
 }

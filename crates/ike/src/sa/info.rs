@@ -6,7 +6,7 @@ use super::init::notify_reason;
 use super::{IkeSa, Req, State};
 use crate::ike::Ike;
 use crate::output::Output;
-use crate::wire::{self, Payload};
+use crate::wire::{self, Payload, notify};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -81,6 +81,34 @@ impl Ike {
         }
     }
 
+    /// RFC 7296 2.8.2: the peer deletes the IKE SA it made by rekeying ours
+    /// while our own rekey of it is still unanswered: its rekey lost, and
+    /// ours will take over. The SA's handle and children go back to the
+    /// old SA (live again until our answer comes) instead of going down.
+    fn collision_loser_deleted(&mut self, sa: &mut IkeSa) -> bool {
+        let ours = sa.our_spi();
+        let Some(old_spi) = self.rekey_collisions.iter().find(|(_, (s, _))| *s == ours).map(|(o, _)| *o) else {
+            return false;
+        };
+        let Some(old) = self.sas.get_mut(&old_spi) else { return false };
+        old.id = sa.id;
+        old.children = std::mem::take(&mut sa.children);
+        old.virtual_ip = sa.virtual_ip.take();
+        old.counted_established = std::mem::take(&mut sa.counted_established);
+        old.queue = std::mem::take(&mut sa.queue);
+        old.state = State::Established;
+        old.expire_at = None;
+        old.announced_down = false;
+        let spis: Vec<u32> = old.children.iter().map(|c| c.spi_in).collect();
+        for spi in spis {
+            self.child_index.insert(spi, old_spi);
+        }
+        sa.id = self.new_id();
+        sa.announced_down = true;
+        log::info!("ike: peer {}: the peer's simultaneous IKE SA rekey lost; ours goes on", sa.who());
+        true
+    }
+
     /// An INFORMATIONAL request from the peer.
     pub(crate) fn informational(
         &mut self,
@@ -94,6 +122,7 @@ impl Ike {
         let _ = now;
         let mut delete_ike = false;
         let mut gone = Vec::new();
+        let mut gone_quietly = Vec::new();
         for p in payloads {
             match p {
                 Payload::Delete { protocol: PROTO_IKE, .. } => delete_ike = true,
@@ -102,6 +131,17 @@ impl Ike {
                         if let Some(c) = sa.children.iter().find(|c| c.spi_out == spi) {
                             gone.push(c.id);
                         }
+                    }
+                }
+                // RFC 7296 3.10.1: ESP arrived for an SPI the peer does not
+                // know; the child is of no use any more.
+                Payload::Notify { kind: notify::INVALID_SPI, spi, data, .. } => {
+                    let bytes = if spi.len() == 4 { spi } else { data };
+                    let spi = <[u8; 4]>::try_from(bytes.as_slice()).map(u32::from_be_bytes).ok();
+                    log::warn!("ike: peer {}: INVALID_SPI {spi:08x?}", sa.who());
+                    self.fail("invalid-spi");
+                    if let Some(c) = spi.and_then(|s| sa.children.iter().find(|c| c.spi_out == s)) {
+                        gone_quietly.push(c.id);
                     }
                 }
                 Payload::Notify { kind, .. } if kind < 16384 => {
@@ -113,6 +153,10 @@ impl Ike {
         }
         if delete_ike {
             self.send_response(sa, wire::INFORMATIONAL, mid, &[], local, remote);
+            if self.collision_loser_deleted(sa) {
+                self.sa_down(sa, "deleted by peer", false);
+                return;
+            }
             log::info!("ike: peer {}: the peer deleted IKE SA {}", sa.who(), sa.id);
             self.sa_down(sa, "deleted by peer", false);
             return;
@@ -122,6 +166,7 @@ impl Ike {
         // (RFC 7296 1.4.1: both sides then delete it).
         let resp = if ours.is_empty() { Vec::new() } else { vec![Payload::Delete { protocol: PROTO_ESP, spis: ours }] };
         self.send_response(sa, wire::INFORMATIONAL, mid, &resp, local, remote);
+        gone.extend(gone_quietly);
         self.children_deleted(sa, &gone);
     }
 }

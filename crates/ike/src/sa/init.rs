@@ -344,7 +344,7 @@ impl Ike {
             retries: 0,
         }));
         self.out.push(Output::Send { local, remote, data: resp.clone() });
-        sa.last_resp = Some(Box::new(CachedResponse { mid: 0, datagrams: vec![resp], local, remote }));
+        sa.last_resp = Some(Box::new(CachedResponse { mid: 0, datagrams: vec![resp], local, remote, until: None }));
         self.mark_half_open(&mut sa);
         self.init_index.insert((remote, h.spi_i), spi_r);
         self.put_back(Box::new(sa), now);

@@ -2,14 +2,30 @@
 //! established: SPIs, keys, message IDs, the peer's address, its child
 //! SAs) and the exchanges, as `impl Ike` blocks per exchange so they can
 //! reach the engine's indexes (SPI allocation, pools, timers):
-//! - [`init`]: IKE_SA_INIT, both roles, cookies, INVALID_KE_PAYLOAD;
-//! - [`auth`]: IKE_AUTH (PSK, certificates), the first child SA, the
+//! - `init`: IKE_SA_INIT, both roles, cookies, INVALID_KE_PAYLOAD;
+//! - `auth`: IKE_AUTH (PSK, certificates), the first child SA, the
 //!   remote-access configuration payload;
-//! - [`info`]: INFORMATIONAL (deletes, liveness checks, notifies);
-//! - [`child`]: CREATE_CHILD_SA (child and IKE SA rekeying);
-//! - [`frame`]: sealing and opening encrypted messages, RFC 7383
+//! - `info`: INFORMATIONAL (deletes, liveness checks, notifies);
+//! - `child`: CREATE_CHILD_SA (child and IKE SA rekeying);
+//! - `frame`: sealing and opening encrypted messages, RFC 7383
 //!   fragmentation and reassembly;
-//! - [`util`]: NAT detection hashes, traffic selector narrowing, pools.
+//! - `util`: NAT detection hashes, traffic selector narrowing, pools.
+//!
+//! Notes on behaviour:
+//! - Message IDs: window 1 each way; the last response is cached for a
+//!   retransmitted request (byte-identical) for twice the peer's
+//!   retransmission schedule, then dropped (an idle SA keeps no datagram).
+//! - An established SA keeps SPIs, SK_d and the two SK ciphers, message
+//!   IDs, the peer's address and identity, its children (SPIs, algorithms,
+//!   selectors) and its timers; DH, nonces, SK_pi/SK_pr and the
+//!   IKE_SA_INIT messages go at authentication (`IkeSa::forget_half_open`).
+//! - A rekeyed IKE SA keeps the engine's handle (`IkeSa::id`): the new SA
+//!   takes it over with the children; the old one gets a throwaway handle
+//!   and goes silently, so the control side sees no down/up for a rekey.
+//! - Collisions (RFC 7296 2.8, 2.25): simultaneous child or IKE rekeys are
+//!   settled by the lowest nonce, the same way on both sides whatever
+//!   order the messages arrive in; an IKE rekey request meeting another
+//!   outstanding request of ours gets TEMPORARY_FAILURE.
 
 #![deny(clippy::indexing_slicing)]
 
@@ -87,10 +103,25 @@ pub struct Child {
     /// this one waits for its delete).
     pub rekeying: bool,
     pub replaced: bool,
-    /// The peer rekeyed it too (simultaneous rekey, RFC 7296 2.8.1): the
-    /// new child's id and the lowest nonce of that exchange.
-    pub peer_rekey: Option<(u64, Box<[u8]>)>,
+    /// The PFS group the peer asked for (INVALID_KE_PAYLOAD) in a rekey.
+    pub pfs_group: Option<DhGroup>,
 }
+
+/// A child rekey that happened (ours or the peer's), kept a while so a
+/// simultaneous rekey of the same child (RFC 7296 2.8.1) is settled the
+/// same way on both sides whatever order the messages came in.
+#[derive(Clone, Debug)]
+pub struct RekeyNote {
+    pub old: u64,
+    pub new: u64,
+    /// The lowest nonce of that exchange.
+    pub min_nonce: Box<[u8]>,
+    /// This side initiated it.
+    pub ours: bool,
+}
+
+/// At most this many notes per IKE SA (the oldest go).
+pub const REKEY_NOTES: usize = 8;
 
 /// A request to make once the one outstanding is answered (window 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +160,9 @@ pub struct CachedResponse {
     pub datagrams: Vec<Vec<u8>>,
     pub local: SocketAddr,
     pub remote: SocketAddr,
+    /// Dropped then: the peer's retransmissions of the request are over
+    /// by then, and an idle SA should not keep ~300 bytes for nothing.
+    pub until: Option<Instant>,
 }
 
 /// RFC 7383 reassembly of one message (bounded; dropped on timeout).
@@ -185,6 +219,8 @@ pub struct IkeSa {
     pub announced_down: bool,
     /// Set when `IkeSaUp` was sent.
     pub announced_up: bool,
+    /// Recent child rekeys (empty, unallocated, but around collisions).
+    pub rekey_notes: Vec<RekeyNote>,
 }
 
 impl IkeSa {
@@ -230,6 +266,7 @@ impl IkeSa {
             counted_established: false,
             announced_down: false,
             announced_up: false,
+            rekey_notes: Vec::new(),
         }
     }
 
@@ -253,6 +290,7 @@ impl IkeSa {
         take(self.pending.as_ref().map(|p| p.deadline));
         take(self.expire_at);
         take(self.reassembly.as_ref().map(|r| r.deadline));
+        take(self.last_resp.as_ref().and_then(|r| r.until));
         if self.state == State::Established {
             take(self.dpd_at);
             take(self.rekey_at);
@@ -261,6 +299,17 @@ impl IkeSa {
             }
         }
         d
+    }
+
+    /// Notes a child rekey; returns the note of the other side's rekey of
+    /// the same child, if there was one.
+    pub fn note_rekey(&mut self, note: RekeyNote) -> Option<RekeyNote> {
+        let other = self.rekey_notes.iter().find(|n| n.old == note.old && n.ours != note.ours).cloned();
+        if self.rekey_notes.len() >= REKEY_NOTES {
+            self.rekey_notes.remove(0);
+        }
+        self.rekey_notes.push(note);
+        other
     }
 
     pub fn child(&self, id: u64) -> Option<&Child> {
