@@ -260,8 +260,14 @@ impl Router {
     /// An ipsec tunnel's inner MTU: within what ESP with its outbound SA
     /// leaves room for (the file's check).
     fn ipsec_mtu_check(&self, sa_out: u32, outer_v6: bool, mtu: u16) -> Result<(), String> {
-        let sa = self.plan.sas.iter().find(|s| s.id == sa_out).ok_or_else(|| format!("no SA {sa_out}"))?;
-        let overhead = crate::config::esp_overhead(outer_v6, sa);
+        // An IKE-keyed tunnel's SAs are IKE's (none yet, or ids from
+        // 2^31): room for any algorithm IKE may choose, as the file's check.
+        let overhead = if sa_out == 0 || sa_out >= crate::config::IKE_SA_ID_BASE {
+            crate::config::ike_esp_overhead(outer_v6)
+        } else {
+            let sa = self.plan.sas.iter().find(|s| s.id == sa_out).ok_or_else(|| format!("no SA {sa_out}"))?;
+            crate::config::esp_overhead(outer_v6, sa)
+        };
         let most = crate::config::ipsec_mtu_limit(overhead);
         if !(68..=most).contains(&mtu) {
             return Err(format!("MTU {mtu}: need 68..={most} (ESP with SA {sa_out} adds up to {overhead} bytes)"));

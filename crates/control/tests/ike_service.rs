@@ -1,4 +1,5 @@
-//! tern against tern over IKEv2 (issue 40), in Linux mode: two routers,
+//! tern against tern over IKEv2 (issue 40), in Linux mode (kernel sockets)
+//! and in standalone mode (IKE through the engine): two routers,
 //! each in its own network namespace with a host behind it, keyed by
 //! `[[ike]]` (PSK) over a veth pair, set up their route-based tunnel and
 //! carry pings between the hosts; `ike_sa_show` lists the IKE SA and its
@@ -14,23 +15,27 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tern_control::api::{Command, IkeInitiateArgs, IkeTerminateArgs, IpsecSaShowArgs, Reply};
+use tern_control::api::{Command, IkeInitiateArgs, IkeTerminateArgs, InterfaceSetArgs, IpsecSaShowArgs, Reply};
 use tern_control::commands::{self, OpsState};
 use tern_control::router::Router;
 use tern_testkit::netns::{Netns, Veth, privileged};
 
 const PSK: &str = "tern-ike-service-test-psk";
 
-fn config(me: char, dir: &Path, with_peer: bool) -> String {
+fn config(me: char, dir: &Path, with_peer: bool, linux: bool) -> String {
+    config_rekey(me, dir, with_peer, linux, 3600)
+}
+
+fn config_rekey(me: char, dir: &Path, with_peer: bool, linux: bool, child_rekey: u64) -> String {
     let (wan, peer, lan, far, start) = match me {
         'a' => ("10.2.0.1", "10.2.0.9", "10.0.1.1/24", "10.0.2.0/24", true),
         _ => ("10.2.0.9", "10.2.0.1", "10.0.2.1/24", "10.0.1.0/24", false),
     };
-    let mut c = format!(
+    // Linux mode runs two IKE threads (shards), standalone one.
+    let mut c =
+        if linux { "[linux]\nmode = \"linux\"\n\n[ike_service]\nthreads = 2\n".to_string() } else { String::new() };
+    c += &format!(
         r#"
-[linux]
-mode = "linux"
-
 [[interface]]
 name = "lan0"
 device = "lan0"
@@ -77,6 +82,7 @@ proposals = ["aes128gcm16-prfsha256-x25519"]
 esp_proposals = ["aes128gcm16"]
 tunnel = "ipsec0"
 start = {start}
+child_rekey_secs = {child_rekey}
 "#,
             other = if me == 'a' { 'b' } else { 'a' },
             n = if me == 'a' { 1 } else { 2 },
@@ -177,15 +183,26 @@ fn established(t: &Tern) -> Option<tern_control::api::types::IkeSaView> {
     t.ike_sas().into_iter().find(|s| s.state == "established" && s.children.iter().any(|c| c.sa_in.is_some()))
 }
 
+/// Linux mode: IKE on kernel sockets, two engine threads a side.
 #[test]
-fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
+fn two_terns_key_a_tunnel_with_ike_in_linux_mode() {
+    two_terns(true, "l");
+}
+
+/// Standalone mode: IKE through the engine (`ike_local::EngineUdp`).
+#[test]
+fn two_terns_key_a_tunnel_with_ike_in_standalone_mode() {
+    two_terns(false, "s");
+}
+
+fn two_terns(linux: bool, tag: &str) {
     if !privileged("the IKE service test (network namespaces)") {
         return;
     }
-    let ha = Netns::unique("ikesvcha");
-    let ra = Netns::unique("ikesvcra");
-    let rb = Netns::unique("ikesvcrb");
-    let hb = Netns::unique("ikesvchb");
+    let ha = Netns::unique(&format!("ikesvc{tag}ha"));
+    let ra = Netns::unique(&format!("ikesvc{tag}ra"));
+    let rb = Netns::unique(&format!("ikesvc{tag}rb"));
+    let hb = Netns::unique(&format!("ikesvc{tag}hb"));
     Veth::new(&ha, "eth0", &ra, "lan0").tx_offload_off().create();
     Veth::new(&ra, "wan0", &rb, "wan0").tx_offload_off().create();
     Veth::new(&hb, "eth0", &rb, "lan0").tx_offload_off().create();
@@ -198,11 +215,11 @@ fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
         r.ip(&["link", "set", "lan0", "up"]);
         r.ip(&["link", "set", "wan0", "up"]);
     }
-    let dir = std::env::temp_dir().join(format!("ikesvc-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ikesvc{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let (pa, pb) = (dir.join("a.toml"), dir.join("b.toml"));
-    std::fs::write(&pa, config('a', &dir, true)).expect("config a");
-    std::fs::write(&pb, config('b', &dir, true)).expect("config b");
+    std::fs::write(&pa, config('a', &dir, true, linux)).expect("config a");
+    std::fs::write(&pb, config('b', &dir, true, linux)).expect("config b");
     let b = Tern::start(&rb, pb.clone());
     let a = Tern::start(&ra, pa.clone());
 
@@ -239,6 +256,13 @@ fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
     let t = tunnels.iter().find(|t| t.name == "ipsec0").expect("ipsec0");
     assert_eq!(t.sa_out, out_id);
     assert!(t.tx_packets >= 3 && t.rx_packets >= 3, "{t:?}");
+    // An IKE-keyed tunnel's MTU is set live within what any algorithm IKE
+    // may choose leaves room for.
+    a.call(Command::InterfaceSet(InterfaceSetArgs { name: "ipsec0".into(), up: None, mtu: Some(1400) })).expect("mtu");
+    let e = a
+        .call(Command::InterfaceSet(InterfaceSetArgs { name: "ipsec0".into(), up: None, mtu: Some(1990) }))
+        .expect_err("too large");
+    assert!(e.contains("MTU 1990"), "{e}");
     // The key shows nowhere.
     match a.call(Command::ConfigShow {}) {
         Ok(Reply::Text { text }) => assert!(!text.contains(PSK), "config show leaks the PSK"),
@@ -271,16 +295,68 @@ fn two_terns_key_a_tunnel_with_ike_and_carry_pings() {
 
     // A reload without the peer (and its tunnel) removes its SAs; with
     // them again, the tunnel comes back.
-    std::fs::write(&pa, config('a', &dir, false)).expect("config a");
+    std::fs::write(&pa, config('a', &dir, false, linux)).expect("config a");
     let r = a.call(Command::ConfigReload {}).expect("reload");
     assert!(format!("{r:?}").contains("ike peers changed"), "{r:?}");
     until("SAs gone with the peer", 30, || a.sa_ids().is_empty());
     assert!(a.ike_sas().is_empty());
-    std::fs::write(&pa, config('a', &dir, true)).expect("config a");
+    std::fs::write(&pa, config('a', &dir, true, linux)).expect("config a");
     a.call(Command::ConfigReload {}).expect("reload");
     until("the peer back", 30, || established(&a).is_some());
     until("pings after the reload", 30, || ping(&ha, "10.0.2.2"));
 
+    drop(a);
+    drop(b);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Child SAs rekeyed every 5 s under a ping every 50 ms: no ping lost
+/// across two rekeys (the new SAs are installed and bound before the old
+/// ones go), and the tunnel's SAs are new ones afterwards.
+#[test]
+fn child_sas_rekey_under_traffic_without_loss() {
+    if !privileged("the IKE rekey test (network namespaces)") {
+        return;
+    }
+    let ha = Netns::unique("ikesvcrha");
+    let ra = Netns::unique("ikesvcrra");
+    let rb = Netns::unique("ikesvcrrb");
+    let hb = Netns::unique("ikesvcrhb");
+    Veth::new(&ha, "eth0", &ra, "lan0").tx_offload_off().create();
+    Veth::new(&ra, "wan0", &rb, "wan0").tx_offload_off().create();
+    Veth::new(&hb, "eth0", &rb, "lan0").tx_offload_off().create();
+    for (h, n) in [(&ha, 1), (&hb, 2)] {
+        h.ip(&["link", "set", "eth0", "up"]);
+        h.ip(&["addr", "add", &format!("10.0.{n}.2/24"), "dev", "eth0"]);
+        h.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")]);
+    }
+    for r in [&ra, &rb] {
+        r.ip(&["link", "set", "lan0", "up"]);
+        r.ip(&["link", "set", "wan0", "up"]);
+    }
+    let dir = std::env::temp_dir().join(format!("ikesvcr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (pa, pb) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(&pa, config_rekey('a', &dir, true, true, 5)).expect("config a");
+    std::fs::write(&pb, config_rekey('b', &dir, true, true, 5)).expect("config b");
+    let b = Tern::start(&rb, pb);
+    let a = Tern::start(&ra, pa);
+    until("ha reaches its router", 30, || ping(&ha, "10.0.1.1"));
+    until("hb reaches its router", 30, || ping(&hb, "10.0.2.1"));
+    until("the tunnel", 30, || ping(&ha, "10.0.2.2"));
+    let first = established(&a).expect("IKE SA").children[0].sa_out.expect("installed");
+    // 12 s of pings: at least two rekeys of the 5 s child SAs.
+    let out = ha.exec(&["ping", "-c", "240", "-i", "0.05", "-W", "1", "10.0.2.2"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("240 received"), "pings lost across rekeys:\n{}", text.lines().last().unwrap_or(""));
+    let now = established(&a).expect("IKE SA");
+    let out_id = now.children.iter().filter_map(|c| c.sa_out).max().expect("installed");
+    assert!(out_id > first, "the child SA was rekeyed: {first} -> {out_id}");
+    // The old SAs went: a few at most overlap (the newest pair and the
+    // one being replaced).
+    let ids = a.sa_ids();
+    assert!(!ids.contains(&first), "the first SA was removed: {ids:?}");
+    assert!(ids.len() <= 4, "{ids:?}");
     drop(a);
     drop(b);
     let _ = std::fs::remove_dir_all(&dir);

@@ -25,6 +25,9 @@ pub fn ike_esp_overhead(outer_v6: bool) -> usize {
     (if outer_v6 { 40 } else { 20 }) + 8 + 8 + 16 + 15 + 2 + 32
 }
 
+/// The shortest rekey interval accepted (seconds).
+pub const MIN_REKEY_SECS: u64 = 5;
+
 /// The shortest pre-shared key accepted, and the length below which one
 /// is warned about.
 pub const PSK_MIN: usize = 8;
@@ -482,11 +485,10 @@ pub(super) fn ike(
             None => None,
         };
         let secs = |n: u64| (n > 0).then(|| Duration::from_secs(n));
-        if c.child_rekey_secs > 0 && c.ike_rekey_secs > 0 && c.child_rekey_secs < 60 {
-            return Err(bad(p("child_rekey_secs"), format!("{}: at least 60 (0: never)", c.child_rekey_secs)));
-        }
-        if c.ike_rekey_secs > 0 && c.ike_rekey_secs < 60 {
-            return Err(bad(p("ike_rekey_secs"), format!("{}: at least 60 (0: never)", c.ike_rekey_secs)));
+        for (key, v) in [("child_rekey_secs", c.child_rekey_secs), ("ike_rekey_secs", c.ike_rekey_secs)] {
+            if v > 0 && v < MIN_REKEY_SECS {
+                return Err(bad(p(key), format!("{v}: at least {MIN_REKEY_SECS} (0: never)")));
+            }
         }
         peers.push(IkePeerPlan {
             peer: PeerConfig {
@@ -645,7 +647,7 @@ tunnel = "ipsec0"
             ),
             ("remote_id = \"branch.example\"", "remote_id = \"@\"", "ike[0].remote_id", "empty"),
             ("encap = false", "local_ts = [\"10.0.0.0\"]", "ike[0].local_ts[0]", "CIDR"),
-            ("encap = false", "ike_rekey_secs = 5", "ike[0].ike_rekey_secs", "at least 60"),
+            ("encap = false", "ike_rekey_secs = 4", "ike[0].ike_rekey_secs", "at least 5"),
             (
                 "addresses = [\"172.16.1.1/30\"]",
                 "addresses = [\"172.16.1.1/30\"]\nsa_out = 1",
@@ -718,5 +720,25 @@ tunnel = "ipsec0"
         assert_eq!(e.key.as_deref(), Some("ipsec_sa[0].id"), "{e}");
         assert!(e.message.contains("IKE's"), "{e}");
         parse(&format!("{t}{}", sa.replace("2147483648", "2147483647"))).expect("below 2^31");
+    }
+
+    /// auth = "pubkey" loads the certificate, key and CAs (h-ikecert's test
+    /// certificates); local_id defaults to the certificate's subject; a
+    /// file that is not what it should be is an error at the entry's keys.
+    #[test]
+    fn pubkey_peers_load_their_certificates() {
+        let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ike/tests/certs");
+        let base = "[[interface]]\nname = \"wan0\"\ndevice = \"veth1\"\naddresses = [\"10.2.0.1/24\"]\n\n[[ike]]\nname = \"moon\"\nlocal = \"10.2.0.1\"\nremote = \"10.2.0.9\"\nauth = \"pubkey\"\ncertificate = \"moon.pem\"\nprivate_key = \"moon.key\"\nca = [\"ca.pem\"]\n";
+        let plan = crate::config::parse(base, "t.toml", &certs).expect("pubkey peer");
+        let p = &plan.ike.peers[0].peer;
+        assert!(matches!(p.auth, AuthConfig::Pubkey(_)));
+        assert!(matches!(p.local_id, Identity::Dn(_)), "the certificate's subject: {:?}", p.local_id);
+        let e = crate::config::parse(&base.replace("moon.key", "mars.key"), "t.toml", &certs).expect_err("wrong key");
+        assert_eq!(e.key.as_deref(), Some("ike[0].certificate"), "{e}");
+        let e = crate::config::parse(&base.replace("ca = [\"ca.pem\"]\n", ""), "t.toml", &certs).expect_err("no CA");
+        assert!(e.message.contains("needs ca"), "{e}");
+        let e =
+            crate::config::parse(&format!("{base}psk = \"0123456789abcdef\"\n"), "t.toml", &certs).expect_err("psk");
+        assert_eq!(e.key.as_deref(), Some("ike[0].psk"), "{e}");
     }
 }

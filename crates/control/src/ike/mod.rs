@@ -44,6 +44,11 @@ use std::time::Duration;
 use tern_ike::{ChildSa, IkeSaInfo, IkeStats, Output};
 use tern_ipsec::{Lifetime, SaConfig, SaEvent, SaEventKind, UdpEncap};
 
+/// The control loop's longest pause while IKE exchanges are in flight
+/// (half-open or connecting IKE SAs): child SAs wait at most this long
+/// for their installation.
+pub const BUSY_PAUSE: Duration = Duration::from_millis(2);
+
 /// A child SA the data plane holds for IKE.
 #[derive(Clone, Debug)]
 struct Child {
@@ -66,7 +71,16 @@ struct Running {
 }
 
 impl Running {
-    fn stop(mut self) {
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// The threads end with the service, also when the router is dropped
+/// without `shutdown` (the readers hold the shards' channels: they are
+/// stopped by the flag).
+impl Drop for Running {
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for s in &self.shards {
             let _ = s.send(Cmd::Stop);
@@ -467,6 +481,12 @@ impl IkeService {
             }
         }
         did
+    }
+
+    /// Whether IKE SAs are being set up (as the shards last published):
+    /// the control loop then keeps its pauses short.
+    pub fn in_flight(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| r.stats.iter().any(|s| s.lock().is_ok_and(|s| s.half_open > 0)))
     }
 
     pub fn is_running(&self) -> bool {
