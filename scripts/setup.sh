@@ -11,6 +11,11 @@ pkgs=(
   frr bird2 keepalived             # FRR (zebra, bgpd) and BIRD as BGP peers, keepalived as the VRRP daemon, for the Linux-mode tests
   tmux                             # a real terminal for `tern top`'s test (tests/top_tmux.rs)
   iputils-arping                   # ARP probes during the overload test (tests/netns_overload.rs)
+  # strongSwan as the IKEv2 / ESP peer (tern-testkit's strongswan rig, tests/netns_ike.rs,
+  # crates/bench/scripts/ipsec_vs_strongswan.sh): charon, swanctl, the kernel-libipsec
+  # data plane (libcharon-extra-plugins; this kernel has no xfrm) and the openssl plugin
+  # (X25519, ECP, MODP; the curve25519 plugin of libstrongswan-extra-plugins is not needed)
+  strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -34,6 +34,7 @@ pub mod error;
 pub mod failover;
 pub mod fib;
 pub mod html;
+pub mod ike;
 pub mod netns;
 pub mod opts;
 pub mod pcap;

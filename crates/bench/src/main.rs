@@ -62,6 +62,10 @@ enum BenchCmd {
     /// dies: keepalived over Linux and over tern (AF_PACKET and XDP lanes),
     /// tern's own VRRPv3; at 100 ms and 10 ms (root, keepalived).
     Failover(tern_bench::failover::FailoverArgs),
+    /// IKEv2 setup rate: many IKE SAs from tern's own initiator against a
+    /// responder (strongSwan's charon, or `--respond`: tern's engine as a
+    /// bare responder); setups/s, retransmissions, failures.
+    Ike(tern_bench::ike::IkeArgs),
 }
 
 /// A rig tool's options, passed on as they are (`--key value` words; see
@@ -177,6 +181,7 @@ fn run(b: BenchCmd) -> Res {
         BenchCmd::XskFwd(w) => Ok(tern_bench::rig::xsk_fwd::main(&w.args)),
         BenchCmd::Convergence(a) => tern_bench::convergence::run(&a).map(|()| ExitCode::SUCCESS),
         BenchCmd::Failover(a) => tern_bench::failover::run(&a).map(|()| ExitCode::SUCCESS),
+        BenchCmd::Ike(a) => tern_bench::ike::run(&a).map(|()| ExitCode::SUCCESS),
     }
 }
 

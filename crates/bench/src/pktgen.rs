@@ -352,6 +352,25 @@ impl PacketGen {
             .ok_or_else(|| BenchError::Config("user-space generator not configured".into()))
     }
 
+    /// [`PacketGen::run`] on the calling thread, in the namespace it is in
+    /// (`tern-bench gen`, started by `ip netns exec`, pinned by its caller).
+    pub fn run_here(
+        &mut self,
+        dev: &str,
+        rate_pps: f64,
+        total: u64,
+        depth: u64,
+        deadline: Duration,
+    ) -> Result<(PaceProgress, PacketGenStats)> {
+        if !(rate_pps.is_finite() && (1.0..=MAX_PACED_PPS).contains(&rate_pps)) {
+            return Err(BenchError::Config(format!("paced rate {rate_pps} frames/s")));
+        }
+        let xdp = self.xdp;
+        let builder = self.builder()?;
+        let pace = Pace::new(rate_pps.round() as u64, total, depth, mono_ns());
+        if xdp { run_xdp(builder, dev, pace, deadline, 0) } else { run_packet(builder, dev, pace, deadline, 0) }
+    }
+
     /// Sends at `rate_pps` until `total` frames are sent or skipped (a
     /// token bucket `depth` frames deep, as the XDP program's), or the
     /// deadline passes, from device `dev` of `ns`, on a thread pinned to
@@ -396,25 +415,6 @@ impl PacketGen {
             .join()
             .map_err(|_| BenchError::Bpf("AF_PACKET generator thread panicked".into()))?
         })
-    }
-
-    /// As [`PacketGen::run`], on the calling thread, in its namespace, at
-    /// its CPU and priority (`tern-bench gen --via`).
-    pub fn run_here(
-        &mut self,
-        dev: &str,
-        rate_pps: f64,
-        total: u64,
-        depth: u64,
-        deadline: Duration,
-    ) -> Result<(PaceProgress, PacketGenStats)> {
-        if !(rate_pps.is_finite() && (1.0..=MAX_PACED_PPS).contains(&rate_pps)) {
-            return Err(BenchError::Config(format!("paced rate {rate_pps} frames/s")));
-        }
-        let xdp = self.xdp;
-        let builder = self.builder()?;
-        let pace = Pace::new(rate_pps.round() as u64, total, depth, mono_ns());
-        if xdp { run_xdp(builder, dev, pace, deadline, 0) } else { run_packet(builder, dev, pace, deadline, 0) }
     }
 }
 

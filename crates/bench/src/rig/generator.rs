@@ -8,7 +8,7 @@
 //! ```text
 //! tern-bench gen --dev g0 --scenario drop-test --dst-mac 02:..:10 --src-mac 02:..:11 \
 //!     [--seconds 8] [--cpu 0] [--chunk 16384] [--batch 64] [--dsts N] [--srcs N] \
-//!     [--src IPV4 --dst IPV4] [--sports N] [--via bpf|afxdp|afpacket [--rate PPS]]
+//!     [--src IPV4 --dst IPV4] [--sports N] [--size BYTES] [--generator auto|bpf|afxdp|afpacket [--rate PPS]]
 //! ```
 //! `--dsts N`: every stream to N destinations in turn (198.18.0.1 on, the
 //! scenario's ports), e.g. frame-sizes with `--dsts 4096` for 4096 flows
@@ -18,19 +18,22 @@
 //! new key on every frame (more than the lane's verdict cache holds).
 //! `--src`, `--dst`: every stream's first IPv4 source and destination
 //! (a rig with addresses of its own). `--sports N`: N UDP source ports
-//! from 10000, in turn.
-//! `--via afxdp|afpacket`: the same frames built in user space and sent
-//! through an AF_XDP socket (queue 0, copy mode) or an AF_PACKET socket
-//! (the tester's fallbacks, for kernels that refuse live frames, e.g. a
-//! root without CAP_SYS_RESOURCE), as fast as they go or at `--rate`;
-//! then the line also says `refused=N` (frames the device refused,
-//! counted as sent) and `via=`.
-//! Prints `gen pkts=N seconds=S mpps=M` (frames offered, not delivered).
+//! from 10000, in turn. `--size`: every frame this size (FCS included)
+//! instead of the scenario's first. `--generator`: the XDP program
+//! (`bpf`), or the same frames built in user space and sent through an
+//! AF_XDP socket (`afxdp`, copy mode) or AF_PACKET (`afpacket`); `auto`
+//! (the default) falls back from bpf to afxdp to afpacket where the kernel
+//! refuses one (BPF_PROG_TEST_RUN's live frames need CAP_SYS_RESOURCE),
+//! saying so on stderr. `--via` is another name for `--generator`. `--rate`:
+//! the user-space generators' pace (as fast as they go by default); they
+//! also print `refused=N` (frames the device refused, counted as sent).
+//! Prints `gen pkts=N seconds=S mpps=M generator=KIND` (frames offered,
+//! not delivered).
 
 use crate::bpf::{Generator, MAX_PACED_PPS};
 use crate::pktgen::PacketGen;
 use crate::scenario::ScenarioName;
-use crate::traffic::TrafficProfile;
+use crate::traffic::{FrameSize, TrafficProfile};
 use clap::ValueEnum;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -89,33 +92,75 @@ fn run(args: &[String]) -> Result<(), String> {
     if let Some(a) = addr("--dst")? {
         scenario.streams.iter_mut().for_each(|st| st.dst4 = a);
     }
-    let size = *scenario.sizes.first().ok_or("scenario without frame sizes")?;
+    let size = match arg(args, "--size") {
+        Some(n) => FrameSize::Fixed {
+            size: n.parse::<u16>().ok().filter(|n| (64..=9018).contains(n)).ok_or(format!("--size {n}: 64..=9018"))?,
+            ipv6: false,
+        },
+        None => *scenario.sizes.first().ok_or("scenario without frame sizes")?,
+    };
     let profile = TrafficProfile { streams: scenario.streams.clone(), size, vlan: None, src_mac, dst_mac };
     let slots = profile.slots().map_err(|e| e.to_string())?;
     let flows: Vec<_> = scenario.streams.iter().map(|s| s.flows).collect();
-    // From user space where the kernel refuses live frames (or asked to).
-    match arg(args, "--via").unwrap_or("bpf") {
-        "bpf" => {}
-        via @ ("afxdp" | "afpacket") => {
-            let mut g = if via == "afxdp" { PacketGen::af_xdp() } else { PacketGen::af_packet() };
-            g.configure(&slots, &flows).map_err(|e| e.to_string())?;
-            let rate = num("--rate", MAX_PACED_PPS)?;
-            let t0 = Instant::now();
-            let (p, st) = g.run_here(dev, rate, u64::MAX, 64, secs).map_err(|e| e.to_string())?;
-            let dt = t0.elapsed().as_secs_f64();
-            println!(
-                "gen pkts={} seconds={dt:.3} mpps={:.3} refused={} via={via}",
-                p.sent,
-                p.sent as f64 / dt / 1e6,
-                st.refused
-            );
-            return Ok(());
+    let kind = arg(args, "--generator").or_else(|| arg(args, "--via")).unwrap_or("auto");
+    let rate = num("--rate", MAX_PACED_PPS)?;
+    let mut order: Vec<&str> = match kind {
+        "auto" => vec!["bpf", "afxdp", "afpacket"],
+        "bpf" | "afxdp" | "afpacket" => vec![kind],
+        _ => return Err(format!("--generator {kind}: auto, bpf, afxdp or afpacket")),
+    };
+    let mut last = String::new();
+    let mut refused = None;
+    for k in order.drain(..) {
+        let t0 = Instant::now();
+        let sent = match k {
+            "bpf" => send_bpf(dev, &slots, &flows, &profile, secs, chunk, batch),
+            _ => {
+                let mut g = if k == "afxdp" { PacketGen::af_xdp() } else { PacketGen::af_packet() };
+                g.configure(&slots, &flows).map_err(|e| e.to_string()).and_then(|()| {
+                    g.run_here(dev, rate, u64::MAX, 256, secs)
+                        .map(|(p, st)| {
+                            refused = Some(st.refused);
+                            p.sent
+                        })
+                        .map_err(|e| e.to_string())
+                })
+            }
+        };
+        match sent {
+            Ok(sent) => {
+                let dt = t0.elapsed().as_secs_f64();
+                let refused = refused.map(|r| format!(" refused={r}")).unwrap_or_default();
+                println!(
+                    "gen pkts={sent} seconds={dt:.3} mpps={:.3} generator={k} via={k}{refused}",
+                    sent as f64 / dt / 1e6
+                );
+                return Ok(());
+            }
+            Err(e) if kind == "auto" => {
+                eprintln!("tern-bench gen: the {k} generator failed ({e}); trying the next");
+                last = e;
+            }
+            Err(e) => return Err(e),
         }
-        via => return Err(format!("--via {via}: bpf, afxdp or afpacket")),
     }
+    Err(format!("no generator works here; the last: {last}"))
+}
+
+/// The XDP generator (BPF_PROG_TEST_RUN live frames) for `secs`: frames
+/// offered.
+fn send_bpf(
+    dev: &str,
+    slots: &[crate::traffic::Slot],
+    flows: &[crate::traffic::FlowSpec],
+    profile: &TrafficProfile,
+    secs: Duration,
+    chunk: u32,
+    batch: u32,
+) -> Result<u64, String> {
     let mut g = Generator::load().map_err(|e| e.to_string())?;
     g.anchor(&format!("tlanegen{}", std::process::id())).map_err(|e| e.to_string())?;
-    g.configure(&slots, &flows).map_err(|e| e.to_string())?;
+    g.configure(slots, flows).map_err(|e| e.to_string())?;
     let ifindex = tern_xdp::lane::device_ifindex(dev).map_err(|e| e.to_string())?;
     let buf = vec![0u8; profile.max_frame_len()];
     let t0 = Instant::now();
@@ -124,9 +169,7 @@ fn run(args: &[String]) -> Result<(), String> {
         g.send(ifindex, &buf, chunk, batch).map_err(|e| e.to_string())?;
         sent += u64::from(chunk);
     }
-    let dt = t0.elapsed().as_secs_f64();
-    println!("gen pkts={sent} seconds={dt:.3} mpps={:.3}", sent as f64 / dt / 1e6);
-    Ok(())
+    Ok(sent)
 }
 
 /// `tern-bench gen ARGS...` (the options above).
