@@ -3,6 +3,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -92,7 +93,10 @@ impl GreTunnel {
 }
 
 /// The endpoints and SAs of an IPsec tunnel (the SAs are the
-/// [`tern_ipsec::SaDb`]'s ids).
+/// [`tern_ipsec::SaDb`]'s ids). A `remote` of 0.0.0.0 or :: makes it
+/// multipoint (remote access, [`IpsecTunnel::is_multipoint`]): its
+/// clients and their SAs are in [`Shared::ipsec_clients`], `sa_out` and
+/// `sa_in` unused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct IpsecTunnel {
     pub local: IpAddr,
@@ -106,6 +110,13 @@ pub struct IpsecTunnel {
 }
 
 impl IpsecTunnel {
+    /// Many clients behind one tunnel (`remote = "any"`): `esp-encrypt`
+    /// picks the client by the inner destination, `esp-decrypt` takes the
+    /// clients' SAs from any outer source.
+    pub fn is_multipoint(&self) -> bool {
+        self.remote.is_unspecified()
+    }
+
     /// The most the encapsulation adds: outer IP header, UDP (RFC 3948),
     /// ESP header, a 16-byte IV, up to 15 bytes of padding, pad length and
     /// next header, a 32-byte ICV (the worst case of every algorithm; the
@@ -741,6 +752,39 @@ impl InjectQueue {
     }
 }
 
+/// One remote-access client of a multipoint IPsec tunnel: the SA its
+/// packets leave on and its outer address (the UDP ports, with NAT
+/// traversal, are the SA's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IpsecClient {
+    pub sa_out: u32,
+    pub remote: IpAddr,
+}
+
+/// The clients of every multipoint IPsec tunnel, as the control side
+/// publishes them (one publication per batch of IKE installs; each
+/// publication is a whole copy: fine for thousands of clients, a
+/// persistent map would spare the copy at 100,000).
+#[derive(Clone, Debug, Default)]
+pub struct IpsecClients {
+    /// (tunnel, virtual IP) -> the client.
+    pub by_ip: HashMap<(u16, IpAddr), IpsecClient>,
+    /// Inbound SA id -> (tunnel, the client's virtual IP): what the SA
+    /// may carry as inner source.
+    pub by_sa_in: HashMap<u32, (u16, IpAddr)>,
+}
+
+impl IpsecClients {
+    /// The client of tunnel `tunnel` with virtual IP `ip`.
+    pub fn client(&self, tunnel: u16, ip: IpAddr) -> Option<&IpsecClient> {
+        self.by_ip.get(&(tunnel, ip))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_ip.is_empty() && self.by_sa_in.is_empty()
+    }
+}
+
 /// Everything the nodes share with the control thread.
 #[derive(Clone)]
 pub struct Shared {
@@ -769,6 +813,8 @@ pub struct Shared {
     /// checksums included): `ip-inject` sends them through `ip4-lookup` /
     /// `ip6-lookup`. Every worker polls it.
     pub ip_inject: Arc<InjectQueue>,
+    /// The clients of multipoint IPsec tunnels (remote access).
+    pub ipsec_clients: Published<IpsecClients>,
 }
 
 impl Shared {
@@ -785,6 +831,7 @@ impl Shared {
             ike_rx: Arc::new(ArrayQueue::new(IKE_QUEUE)),
             ike_bell: Arc::new(Doorbell::default()),
             ip_inject: Arc::new(InjectQueue::new(IKE_QUEUE)),
+            ipsec_clients: Published::new(IpsecClients::default()),
         }
     }
 
