@@ -455,6 +455,15 @@ pub(super) fn ike(
                     format!("tunnel {}'s local is {}: IKE runs from the tunnel's address", quote(t), tcfg.local),
                 ));
             }
+            if remote.is_none() && tcfg.remote != "any" {
+                return Err(bad(
+                    p("tunnel"),
+                    format!(
+                        "a responder template (remote = \"any\") keys a multipoint tunnel: tunnel {}'s remote must be \"any\"",
+                        quote(t)
+                    ),
+                ));
+            }
             if let Some(r) = remote
                 && tcfg.remote.parse::<IpAddr>().ok() != Some(r)
             {
