@@ -9,6 +9,8 @@
 //!   in-process router polling its tests and measurement share;
 //! * [`pcap`]: pcap files in and out;
 //! * [`golden`]: the golden runner, blessed with `TERN_BLESS=1`;
+//! * [`strongswan`]: strongSwan's charon as a peer, one instance per
+//!   namespace with its own configuration, VICI socket and log;
 //! * [`config`]: router configurations (interfaces, routes, neighbours,
 //!   ACL rules) written as the TOML the daemon reads.
 
@@ -25,6 +27,8 @@ pub mod netns;
 pub mod packet;
 #[cfg(feature = "full")]
 pub mod pcap;
+#[cfg(feature = "full")]
+pub mod strongswan;
 
 /// The wire crate the builders use, for tests that read headers directly.
 #[cfg(feature = "full")]
