@@ -203,6 +203,18 @@ impl Rig {
         }
     }
 
+    /// The inbound SPIs of tern's child SAs of the client at `vip`.
+    fn tern_spis_of(&self, vip: &str) -> Vec<u64> {
+        let sas = self.api("ike_sa_show", serde_json::json!({})).unwrap_or_else(|e| panic!("ike_sa_show: {e}"));
+        sas.as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["children"].as_array().cloned().unwrap_or_default())
+            .filter(|c| c["virtual_ip"] == vip)
+            .filter_map(|c| c["spi_in"].as_u64())
+            .collect()
+    }
+
     /// The prefix tern routes `addr` by (`route_get`), as text.
     fn route_of(&self, addr: &str) -> String {
         let r =
@@ -258,6 +270,22 @@ fn two_remote_access_clients_get_virtual_ips_and_one_leaves() {
     for vip in &vips {
         assert!(text.contains(&format!("vip {vip}")), "ike sa show: {text}");
     }
+
+    // Client 1 rekeys its child SA: tern moves the client to the new SAs
+    // (the old ones deleted), the route stays, pings go on.
+    let old = r.tern_spis_of(&vips[1]);
+    r.client(1).rekey_child("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = r.tern_spis_of(&vips[1]);
+        if now.len() == 1 && !old.contains(&now[0]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rekey: tern's SPIs {now:x?} (were {old:x?}): {}", r.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(r.route_of(&vips[1]).contains(&format!("{}/32", vips[1])), "route kept across the rekey");
+    assert_eq!(r.ping_from(1, &vips[1]), 5, "pings after the rekey: {}", r.logs());
 
     // Client 0 leaves: its SAs and route go, client 1 keeps working.
     r.client(0).terminate_ike("tern").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
