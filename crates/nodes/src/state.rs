@@ -762,26 +762,99 @@ pub struct IpsecClient {
 }
 
 /// The clients of every multipoint IPsec tunnel, as the control side
-/// publishes them (one publication per batch of IKE installs; each
-/// publication is a whole copy: fine for thousands of clients, a
-/// persistent map would spare the copy at 100,000).
-#[derive(Clone, Debug, Default)]
+/// publishes them (one publication per batch of IKE installs). Split in
+/// [`CLIENT_SHARDS`] shards each behind an `Arc`: a publication clones
+/// the shard pointers, and a change copies only the shards it touches
+/// (`Arc::make_mut`), about 1/64th of the clients each: at 100,000
+/// clients a batch copies a few thousand entries, not all of them.
+#[derive(Clone, Debug)]
 pub struct IpsecClients {
-    /// (tunnel, virtual IP) -> the client.
-    pub by_ip: HashMap<(u16, IpAddr), IpsecClient>,
+    /// (tunnel, virtual IP) -> the client, sharded by address.
+    by_ip: Vec<Arc<HashMap<(u16, IpAddr), IpsecClient>>>,
     /// Inbound SA id -> (tunnel, the client's virtual IP): what the SA
-    /// may carry as inner source.
-    pub by_sa_in: HashMap<u32, (u16, IpAddr)>,
+    /// may carry as inner source; sharded by SA id.
+    by_sa_in: Vec<Arc<HashMap<u32, (u16, IpAddr)>>>,
+    clients: usize,
+    sas: usize,
+}
+
+/// How many shards [`IpsecClients`] splits its maps in.
+pub const CLIENT_SHARDS: usize = 64;
+
+impl Default for IpsecClients {
+    fn default() -> Self {
+        IpsecClients {
+            by_ip: (0..CLIENT_SHARDS).map(|_| Arc::default()).collect(),
+            by_sa_in: (0..CLIENT_SHARDS).map(|_| Arc::default()).collect(),
+            clients: 0,
+            sas: 0,
+        }
+    }
+}
+
+fn ip_shard(ip: IpAddr) -> usize {
+    let low = match ip {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => u128::from(a) as u32,
+    };
+    (low ^ (low >> 6) ^ (low >> 12)) as usize % CLIENT_SHARDS
 }
 
 impl IpsecClients {
     /// The client of tunnel `tunnel` with virtual IP `ip`.
     pub fn client(&self, tunnel: u16, ip: IpAddr) -> Option<&IpsecClient> {
-        self.by_ip.get(&(tunnel, ip))
+        self.by_ip.get(ip_shard(ip))?.get(&(tunnel, ip))
+    }
+
+    /// The (tunnel, virtual IP) whose inbound SA `sa` is.
+    pub fn of_sa(&self, sa: u32) -> Option<(u16, IpAddr)> {
+        self.by_sa_in.get(sa as usize % CLIENT_SHARDS)?.get(&sa).copied()
+    }
+
+    /// Adds or moves a client; the one it replaces.
+    pub fn insert_client(&mut self, tunnel: u16, ip: IpAddr, c: IpsecClient) -> Option<IpsecClient> {
+        let old = self.by_ip.get_mut(ip_shard(ip)).and_then(|m| Arc::make_mut(m).insert((tunnel, ip), c));
+        if old.is_none() {
+            self.clients += 1;
+        }
+        old
+    }
+
+    pub fn remove_client(&mut self, tunnel: u16, ip: IpAddr) -> Option<IpsecClient> {
+        let shard = self.by_ip.get_mut(ip_shard(ip))?;
+        if !shard.contains_key(&(tunnel, ip)) {
+            return None;
+        }
+        let old = Arc::make_mut(shard).remove(&(tunnel, ip));
+        self.clients -= usize::from(old.is_some());
+        old
+    }
+
+    /// Inbound SA `sa` carries the client (tunnel, ip).
+    pub fn insert_sa(&mut self, sa: u32, tunnel: u16, ip: IpAddr) {
+        if let Some(m) = self.by_sa_in.get_mut(sa as usize % CLIENT_SHARDS)
+            && Arc::make_mut(m).insert(sa, (tunnel, ip)).is_none()
+        {
+            self.sas += 1;
+        }
+    }
+
+    pub fn remove_sa(&mut self, sa: u32) {
+        if let Some(m) = self.by_sa_in.get_mut(sa as usize % CLIENT_SHARDS)
+            && m.contains_key(&sa)
+            && Arc::make_mut(m).remove(&sa).is_some()
+        {
+            self.sas -= 1;
+        }
+    }
+
+    /// How many clients.
+    pub fn len(&self) -> usize {
+        self.clients
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_ip.is_empty() && self.by_sa_in.is_empty()
+        self.clients == 0 && self.sas == 0
     }
 }
 
@@ -862,6 +935,37 @@ mod tests {
         assert_eq!(V4Net { addr: Ipv4Addr::UNSPECIFIED, len: 0 }.mask(), 0);
         let n6 = V6Net { addr: "2001:db8::1".parse().expect("a"), len: 64 };
         assert!(n6.contains("2001:db8::ffff".parse().expect("a")));
+    }
+
+    /// A change copies only its shard: the published copy keeps the old
+    /// contents, every other shard stays shared.
+    #[test]
+    fn ipsec_clients_copy_only_the_changed_shard() {
+        let ip = |i: u32| IpAddr::V4(Ipv4Addr::from(0x0a4d_0000 + i));
+        let mut c = IpsecClients::default();
+        for i in 0..10_000u32 {
+            assert!(c.insert_client(3, ip(i), IpsecClient { sa_out: i, remote: ip(1) }).is_none());
+            c.insert_sa(1_000_000 + i, 3, ip(i));
+        }
+        assert_eq!(c.len(), 10_000);
+        assert!(c.by_ip.iter().all(|m| m.len() > 10_000 / CLIENT_SHARDS / 2), "spread over the shards");
+        let published = c.clone();
+        let moved = c.insert_client(3, ip(77), IpsecClient { sa_out: 9, remote: ip(2) });
+        assert_eq!(moved.map(|m| m.sa_out), Some(77));
+        assert_eq!(c.len(), 10_000, "moved, not added");
+        c.remove_sa(1_000_077);
+        c.insert_sa(2_000_077, 3, ip(77));
+        let shared = c.by_ip.iter().zip(&published.by_ip).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert_eq!(shared, CLIENT_SHARDS - 1);
+        assert_eq!(published.client(3, ip(77)).map(|k| k.sa_out), Some(77), "the published copy unchanged");
+        assert_eq!(c.client(3, ip(77)).map(|k| k.sa_out), Some(9));
+        assert_eq!(c.of_sa(1_000_077), None);
+        assert_eq!(c.of_sa(2_000_077), Some((3, ip(77))));
+        assert_eq!(c.client(4, ip(77)), None, "per tunnel");
+        assert_eq!(c.remove_client(3, ip(77)).map(|k| k.sa_out), Some(9));
+        assert_eq!(c.remove_client(3, ip(77)), None);
+        assert_eq!(c.len(), 9_999);
+        assert!(!c.is_empty() && IpsecClients::default().is_empty());
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //!   "any"`) is a client: its virtual IP (or its one-address remote
 //!   selector) -> (outbound SA, outer address) goes into the tunnel's
 //!   client map (`Shared::ipsec_clients`, one publication per drained
-//!   batch, a whole copy each), its inbound SA as that address's, and a
+//!   batch, copying only the shards it changed), its inbound SA as that address's, and a
 //!   host route (vip/32 or /128, source `static`, connected to the tunnel)
 //!   into the FIB. A rekey moves the client to the new SAs (the route
 //!   stays); deleting the child that holds the client removes it and the
@@ -467,8 +467,8 @@ impl IkeService {
             return None;
         };
         let client = tern_nodes::state::IpsecClient { sa_out: out_id, remote: c.remote };
-        let moved = self.clients.by_ip.insert((index, ip), client).is_some();
-        self.clients.by_sa_in.insert(in_id, (index, ip));
+        let moved = self.clients.insert_client(index, ip, client).is_some();
+        self.clients.insert_sa(in_id, index, ip);
         if !moved {
             let len = if ip.is_ipv4() { 32 } else { 128 };
             let target = tern_fib::RouteTarget::Connected { ifindex: index };
@@ -496,9 +496,9 @@ impl IkeService {
     /// (not when a rekey moved it on). Whether the map changed.
     fn remove_client(&mut self, router: &mut Router, c: &Child) -> bool {
         let Some((index, ip)) = c.vip else { return false };
-        self.clients.by_sa_in.remove(&c.in_id);
-        if self.clients.by_ip.get(&(index, ip)).is_some_and(|k| k.sa_out == c.out_id) {
-            self.clients.by_ip.remove(&(index, ip));
+        self.clients.remove_sa(c.in_id);
+        if self.clients.client(index, ip).is_some_and(|k| k.sa_out == c.out_id) {
+            self.clients.remove_client(index, ip);
             let len = if ip.is_ipv4() { 32 } else { 128 };
             if let Err(e) = router.del_route(tern_fib::Source::Static, tern_fib::Prefix::host(ip)) {
                 log::warn!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);

@@ -303,7 +303,7 @@ fn find_client<'a>(
     o: &Outer,
 ) -> Result<Found<'a>, EspDecryptError> {
     for sa in cands {
-        if let Some(&(ti, vip)) = clients.by_sa_in.get(&sa.id)
+        if let Some((ti, vip)) = clients.of_sa(sa.id)
             && let Some(t) = ifs.get(ti)
             && let Some(x) = t.ipsec()
             && x.is_multipoint()

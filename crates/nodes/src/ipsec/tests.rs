@@ -724,11 +724,11 @@ fn ra_clients(with_a: bool) -> crate::state::IpsecClients {
     use crate::state::IpsecClient;
     let mut c = crate::state::IpsecClients::default();
     if with_a {
-        c.by_ip.insert((T_RA, a4("10.3.0.10")), IpsecClient { sa_out: 11, remote: a4("10.0.2.7") });
-        c.by_sa_in.insert(12, (T_RA, a4("10.3.0.10")));
+        c.insert_client(T_RA, a4("10.3.0.10"), IpsecClient { sa_out: 11, remote: a4("10.0.2.7") });
+        c.insert_sa(12, T_RA, a4("10.3.0.10"));
     }
-    c.by_ip.insert((T_RA, a4("10.3.0.11")), IpsecClient { sa_out: 13, remote: a4("10.0.2.8") });
-    c.by_sa_in.insert(14, (T_RA, a4("10.3.0.11")));
+    c.insert_client(T_RA, a4("10.3.0.11"), IpsecClient { sa_out: 13, remote: a4("10.0.2.8") });
+    c.insert_sa(14, T_RA, a4("10.3.0.11"));
     c
 }
 
