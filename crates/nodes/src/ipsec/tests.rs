@@ -729,28 +729,32 @@ fn ra_clients(with_a: bool) -> crate::state::IpsecClients {
     }
     c.insert_client(T_RA, a4("10.3.0.11"), IpsecClient { sa_out: 13, remote: a4("10.0.2.8") });
     c.insert_sa(14, T_RA, a4("10.3.0.11"));
+    // An IPv6 virtual address over IPv4 outside.
+    c.insert_client(T_RA, a6("2001:db8:77::10"), IpsecClient { sa_out: 15, remote: a4("10.0.2.9") });
+    c.insert_sa(16, T_RA, a6("2001:db8:77::10"));
     c
 }
 
-fn ra_rig() -> (Rig, [tern_ipsec::Sa; 4]) {
+fn ra_rig() -> (Rig, [tern_ipsec::Sa; 6]) {
     let extra = [
         sa_cfg(11, Cipher::Aes128Gcm, Integ::None, false),
         sa_cfg(12, Cipher::Aes128Gcm, Integ::None, false),
         sa_cfg(13, Cipher::Aes128Cbc, Integ::HmacSha256_128, true),
         sa_cfg(14, Cipher::Aes128Cbc, Integ::HmacSha256_128, true),
+        sa_cfg(15, Cipher::Aes256Gcm, Integ::None, false),
+        sa_cfg(16, Cipher::Aes256Gcm, Integ::None, false),
     ];
     let peers = extra.clone().map(|c| tern_ipsec::Sa::new(c, 1, Instant::now()).expect("sa"));
     let mut r = rig(256, 1400, sa_cfgs().into_iter().chain(extra).collect());
     let p = |s: &str| s.parse::<Prefix>().expect("prefix");
-    let report = r.fib.apply(vec![RouteOp::Add(
-        Source::Connected,
-        p("10.3.0.0/24"),
-        RouteTarget::Connected { ifindex: T_RA },
-        RouteAttrs::default(),
-    )]);
+    let conn = |pfx: &str| {
+        RouteOp::Add(Source::Connected, p(pfx), RouteTarget::Connected { ifindex: T_RA }, RouteAttrs::default())
+    };
+    let report = r.fib.apply(vec![conn("10.3.0.0/24"), conn("2001:db8:77::/64")]);
     assert_eq!(report.failed, 0);
     r.fib.set_neighbor(WAN, a4("10.0.2.7"), Some(MAC_PEER));
     r.fib.set_neighbor(WAN, a4("10.0.2.8"), Some(MAC_PEER));
+    r.fib.set_neighbor(WAN, a4("10.0.2.9"), Some(MAC_PEER));
     r.shared.ipsec_clients.publish(ra_clients(true));
     (r, peers)
 }
@@ -765,7 +769,7 @@ fn outer_dst(f: &[u8]) -> IpAddr {
 /// client is `no-client`; a client removed (a new publication) is gone.
 #[test]
 fn multipoint_tunnel_encrypts_to_the_client_of_the_inner_destination() {
-    let (mut r, [a_out, _, b_out, _]) = ra_rig();
+    let (mut r, [a_out, _, b_out, _, c_out, _]) = ra_rig();
     let to = |dst: &str, fill| eth(MAC_LAN, MAC_HOST, &ip4(v4("10.0.1.2"), v4(dst), 120, false, fill));
     let frames = vec![
         (to("10.3.0.10", 1), LAN),
@@ -795,6 +799,13 @@ fn multipoint_tunnel_encrypts_to_the_client_of_the_inner_destination() {
     assert_eq!(r.counter("esp-encrypt", "no-client"), 1);
     assert_eq!(r.counter("esp-encrypt", "encrypted"), 3);
     assert_eq!(r.db.info(11).expect("sa 11").counters.packets, 2);
+    // IPv6 inside, to the IPv6 client.
+    let v6pkt = ip6(v6("2001:db8:1::2"), v6("2001:db8:77::10"), 100, 7);
+    let sent = r.run(&[(eth(MAC_LAN, MAC_HOST, &v6pkt), LAN)]);
+    assert_eq!(sent[1].len(), 1, "{:?}", r.nonzero());
+    assert_eq!(outer_dst(&sent[1][0]), a4("10.0.2.9"));
+    let (_, inner) = peer_decrypt(&sent[1][0], &c_out);
+    assert_eq!(&inner[24..40], &v6("2001:db8:77::10").octets());
     // Client A goes: its packets are dropped, B's still leave.
     r.shared.ipsec_clients.publish(ra_clients(false));
     let sent = r.run(&[(to("10.3.0.10", 5), LAN), (to("10.3.0.11", 6), LAN)]);
@@ -809,7 +820,7 @@ fn multipoint_tunnel_encrypts_to_the_client_of_the_inner_destination() {
 /// removed client's SA is listed by no tunnel.
 #[test]
 fn multipoint_tunnel_decrypts_its_clients_and_checks_their_source() {
-    let (mut r, [_, a_in, _, b_in]) = ra_rig();
+    let (mut r, [_, a_in, _, b_in, _, c_in]) = ra_rig();
     let wan = |src: &str| (a4(src), a4("10.0.2.1"));
     let from = |src: &str, fill| ip4(v4(src), v4("10.0.1.2"), 100, false, fill);
     let frames = vec![
@@ -819,12 +830,23 @@ fn multipoint_tunnel_decrypts_its_clients_and_checks_their_source() {
         (esp_frame(&a_in, 2, &from("10.3.0.10", 3), wan("10.0.2.99"), None, None), WAN),
         // A claiming B's address.
         (esp_frame(&a_in, 3, &from("10.3.0.11", 4), wan("10.0.2.7"), None, None), WAN),
+        // The IPv6 client, from its address and from another.
+        (
+            esp_frame(&c_in, 1, &ip6(v6("2001:db8:77::10"), v6("2001:db8:1::2"), 90, 5), wan("10.0.2.9"), None, None),
+            WAN,
+        ),
+        (
+            esp_frame(&c_in, 2, &ip6(v6("2001:db8:77::11"), v6("2001:db8:1::2"), 90, 6), wan("10.0.2.9"), None, None),
+            WAN,
+        ),
     ];
     let sent = r.run(&frames);
-    let fills: Vec<u8> = sent[0].iter().map(|f| f[14 + 20]).collect();
-    assert_eq!(fills, vec![1, 2, 3], "{:?}", r.nonzero());
-    assert_eq!(r.counter("esp-decrypt", "decrypted"), 3);
-    assert_eq!(r.counter("esp-decrypt", "client-spoofed"), 1);
+    let mut fills: Vec<u8> =
+        sent[0].iter().map(|f| if f[14] >> 4 == 4 { f[14 + 20] } else { 10 + f[14 + 40] }).collect();
+    fills.sort();
+    assert_eq!(fills, vec![1, 2, 3, 15], "{:?}", r.nonzero());
+    assert_eq!(r.counter("esp-decrypt", "decrypted"), 4);
+    assert_eq!(r.counter("esp-decrypt", "client-spoofed"), 2);
     // Client A removed: its SA no longer enters.
     r.shared.ipsec_clients.publish(ra_clients(false));
     let sent = r.run(&[(esp_frame(&a_in, 9, &from("10.3.0.10", 9), wan("10.0.2.7"), None, None), WAN)]);
