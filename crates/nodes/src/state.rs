@@ -770,13 +770,53 @@ pub struct IpsecClient {
 #[derive(Clone, Debug)]
 pub struct IpsecClients {
     /// (tunnel, virtual IP) -> the client, sharded by address.
-    by_ip: Vec<Arc<HashMap<(u16, IpAddr), IpsecClient>>>,
+    by_ip: Vec<Arc<ClientMap<(u16, IpAddr), IpsecClient>>>,
     /// Inbound SA id -> (tunnel, the client's virtual IP): what the SA
     /// may carry as inner source; sharded by SA id.
-    by_sa_in: Vec<Arc<HashMap<u32, (u16, IpAddr)>>>,
+    by_sa_in: Vec<Arc<ClientMap<u32, (u16, IpAddr)>>>,
     clients: usize,
     sas: usize,
 }
+
+/// A cheap hasher for the client maps (a multiply-rotate per word, as
+/// FxHash): their keys are addresses from tern's own pools and SA ids it
+/// allocates, not chosen by whoever sends packets, and the lookup is per
+/// packet.
+#[derive(Clone, Copy, Default)]
+pub struct ClientHasher(u64);
+
+impl std::hash::Hasher for ClientHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w.get_mut(..c.len()).unwrap_or_default().copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        // The product's high bits are the mixed ones: fold them into the
+        // low bits, which pick the bucket (addresses differ in their
+        // last bytes, which a multiply leaves in the high half).
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+type ClientMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ClientHasher>>;
 
 /// How many shards [`IpsecClients`] splits its maps in.
 pub const CLIENT_SHARDS: usize = 64;
