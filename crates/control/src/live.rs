@@ -154,6 +154,11 @@ impl Router {
         let fib = self.routes.fib_mut();
         for (i, p) in self.plan.ifaces.iter().enumerate() {
             match p.kind {
+                // A multipoint tunnel's outer destination is per client:
+                // no stacked adjacency.
+                IfacePlanKind::Ipsec { remote, .. } if remote.is_unspecified() => {
+                    fib.tunnel_remove(i as u16);
+                }
                 IfacePlanKind::Gre { remote, .. } | IfacePlanKind::Ipsec { remote, .. } => {
                     fib.tunnel_set(i as u16, remote)
                 }
@@ -255,6 +260,12 @@ impl Router {
             }
         }
         self.publish_ifaces();
+    }
+
+    /// The multipoint ipsec tunnels' clients (IKE's remote access), one
+    /// publication.
+    pub(crate) fn set_ipsec_clients(&mut self, clients: tern_nodes::state::IpsecClients) {
+        self.shared.ipsec_clients.publish(clients);
     }
 
     /// An ipsec tunnel's inner MTU: within what ESP with its outbound SA

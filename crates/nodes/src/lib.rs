@@ -86,8 +86,14 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(ip4::Ip4Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
     b.add(ip6::Ip6Rewrite::new(shared.fib.clone(), ifs(), shared.acls.snapshot(), shared.params.snapshot()));
     b.add(gre::GreEncap::new(ifs(), shared.fib.clone(), shared.params.snapshot()));
-    b.add(ipsec::EspEncrypt::new(ifs(), shared.fib.clone(), shared.params.snapshot(), &shared.sas));
-    b.add(ipsec::EspDecrypt::new(ifs(), &shared.sas).with_ike(shared));
+    b.add(ipsec::EspEncrypt::new(
+        ifs(),
+        shared.fib.clone(),
+        shared.params.snapshot(),
+        &shared.sas,
+        shared.ipsec_clients.snapshot(),
+    ));
+    b.add(ipsec::EspDecrypt::new(ifs(), &shared.sas, shared.ipsec_clients.snapshot()).with_ike(shared));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), false, true));
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, true));
     b.add(icmp::Ip4IcmpError::new(ifs(), shared.params.snapshot()));

@@ -3,6 +3,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -92,7 +93,10 @@ impl GreTunnel {
 }
 
 /// The endpoints and SAs of an IPsec tunnel (the SAs are the
-/// [`tern_ipsec::SaDb`]'s ids).
+/// [`tern_ipsec::SaDb`]'s ids). A `remote` of 0.0.0.0 or :: makes it
+/// multipoint (remote access, [`IpsecTunnel::is_multipoint`]): its
+/// clients and their SAs are in [`Shared::ipsec_clients`], `sa_out` and
+/// `sa_in` unused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct IpsecTunnel {
     pub local: IpAddr,
@@ -106,6 +110,13 @@ pub struct IpsecTunnel {
 }
 
 impl IpsecTunnel {
+    /// Many clients behind one tunnel (`remote = "any"`): `esp-encrypt`
+    /// picks the client by the inner destination, `esp-decrypt` takes the
+    /// clients' SAs from any outer source.
+    pub fn is_multipoint(&self) -> bool {
+        self.remote.is_unspecified()
+    }
+
     /// The most the encapsulation adds: outer IP header, UDP (RFC 3948),
     /// ESP header, a 16-byte IV, up to 15 bytes of padding, pad length and
     /// next header, a 32-byte ICV (the worst case of every algorithm; the
@@ -741,6 +752,152 @@ impl InjectQueue {
     }
 }
 
+/// One remote-access client of a multipoint IPsec tunnel: the SA its
+/// packets leave on and its outer address (the UDP ports, with NAT
+/// traversal, are the SA's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IpsecClient {
+    pub sa_out: u32,
+    pub remote: IpAddr,
+}
+
+/// The clients of every multipoint IPsec tunnel, as the control side
+/// publishes them (one publication per batch of IKE installs). Split in
+/// [`CLIENT_SHARDS`] shards each behind an `Arc`: a publication clones
+/// the shard pointers, and a change copies only the shards it touches
+/// (`Arc::make_mut`), about 1/64th of the clients each: at 100,000
+/// clients a batch copies a few thousand entries, not all of them.
+#[derive(Clone, Debug)]
+pub struct IpsecClients {
+    /// (tunnel, virtual IP) -> the client, sharded by address.
+    by_ip: Vec<Arc<ClientMap<(u16, IpAddr), IpsecClient>>>,
+    /// Inbound SA id -> (tunnel, the client's virtual IP): what the SA
+    /// may carry as inner source; sharded by SA id.
+    by_sa_in: Vec<Arc<ClientMap<u32, (u16, IpAddr)>>>,
+    clients: usize,
+    sas: usize,
+}
+
+/// A cheap hasher for the client maps (a multiply-rotate per word, as
+/// FxHash): their keys are addresses from tern's own pools and SA ids it
+/// allocates, not chosen by whoever sends packets, and the lookup is per
+/// packet.
+#[derive(Clone, Copy, Default)]
+pub struct ClientHasher(u64);
+
+impl std::hash::Hasher for ClientHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w.get_mut(..c.len()).unwrap_or_default().copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        // The product's high bits are the mixed ones: fold them into the
+        // low bits, which pick the bucket (addresses differ in their
+        // last bytes, which a multiply leaves in the high half).
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+type ClientMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ClientHasher>>;
+
+/// How many shards [`IpsecClients`] splits its maps in.
+pub const CLIENT_SHARDS: usize = 64;
+
+impl Default for IpsecClients {
+    fn default() -> Self {
+        IpsecClients {
+            by_ip: (0..CLIENT_SHARDS).map(|_| Arc::default()).collect(),
+            by_sa_in: (0..CLIENT_SHARDS).map(|_| Arc::default()).collect(),
+            clients: 0,
+            sas: 0,
+        }
+    }
+}
+
+fn ip_shard(ip: IpAddr) -> usize {
+    let low = match ip {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => u128::from(a) as u32,
+    };
+    (low ^ (low >> 6) ^ (low >> 12)) as usize % CLIENT_SHARDS
+}
+
+impl IpsecClients {
+    /// The client of tunnel `tunnel` with virtual IP `ip`.
+    pub fn client(&self, tunnel: u16, ip: IpAddr) -> Option<&IpsecClient> {
+        self.by_ip.get(ip_shard(ip))?.get(&(tunnel, ip))
+    }
+
+    /// The (tunnel, virtual IP) whose inbound SA `sa` is.
+    pub fn of_sa(&self, sa: u32) -> Option<(u16, IpAddr)> {
+        self.by_sa_in.get(sa as usize % CLIENT_SHARDS)?.get(&sa).copied()
+    }
+
+    /// Adds or moves a client; the one it replaces.
+    pub fn insert_client(&mut self, tunnel: u16, ip: IpAddr, c: IpsecClient) -> Option<IpsecClient> {
+        let old = self.by_ip.get_mut(ip_shard(ip)).and_then(|m| Arc::make_mut(m).insert((tunnel, ip), c));
+        if old.is_none() {
+            self.clients += 1;
+        }
+        old
+    }
+
+    pub fn remove_client(&mut self, tunnel: u16, ip: IpAddr) -> Option<IpsecClient> {
+        let shard = self.by_ip.get_mut(ip_shard(ip))?;
+        if !shard.contains_key(&(tunnel, ip)) {
+            return None;
+        }
+        let old = Arc::make_mut(shard).remove(&(tunnel, ip));
+        self.clients -= usize::from(old.is_some());
+        old
+    }
+
+    /// Inbound SA `sa` carries the client (tunnel, ip).
+    pub fn insert_sa(&mut self, sa: u32, tunnel: u16, ip: IpAddr) {
+        if let Some(m) = self.by_sa_in.get_mut(sa as usize % CLIENT_SHARDS)
+            && Arc::make_mut(m).insert(sa, (tunnel, ip)).is_none()
+        {
+            self.sas += 1;
+        }
+    }
+
+    pub fn remove_sa(&mut self, sa: u32) {
+        if let Some(m) = self.by_sa_in.get_mut(sa as usize % CLIENT_SHARDS)
+            && m.contains_key(&sa)
+            && Arc::make_mut(m).remove(&sa).is_some()
+        {
+            self.sas -= 1;
+        }
+    }
+
+    /// How many clients.
+    pub fn len(&self) -> usize {
+        self.clients
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.clients == 0 && self.sas == 0
+    }
+}
+
 /// Everything the nodes share with the control thread.
 #[derive(Clone)]
 pub struct Shared {
@@ -769,6 +926,8 @@ pub struct Shared {
     /// checksums included): `ip-inject` sends them through `ip4-lookup` /
     /// `ip6-lookup`. Every worker polls it.
     pub ip_inject: Arc<InjectQueue>,
+    /// The clients of multipoint IPsec tunnels (remote access).
+    pub ipsec_clients: Published<IpsecClients>,
 }
 
 impl Shared {
@@ -785,6 +944,7 @@ impl Shared {
             ike_rx: Arc::new(ArrayQueue::new(IKE_QUEUE)),
             ike_bell: Arc::new(Doorbell::default()),
             ip_inject: Arc::new(InjectQueue::new(IKE_QUEUE)),
+            ipsec_clients: Published::new(IpsecClients::default()),
         }
     }
 
@@ -815,6 +975,37 @@ mod tests {
         assert_eq!(V4Net { addr: Ipv4Addr::UNSPECIFIED, len: 0 }.mask(), 0);
         let n6 = V6Net { addr: "2001:db8::1".parse().expect("a"), len: 64 };
         assert!(n6.contains("2001:db8::ffff".parse().expect("a")));
+    }
+
+    /// A change copies only its shard: the published copy keeps the old
+    /// contents, every other shard stays shared.
+    #[test]
+    fn ipsec_clients_copy_only_the_changed_shard() {
+        let ip = |i: u32| IpAddr::V4(Ipv4Addr::from(0x0a4d_0000 + i));
+        let mut c = IpsecClients::default();
+        for i in 0..10_000u32 {
+            assert!(c.insert_client(3, ip(i), IpsecClient { sa_out: i, remote: ip(1) }).is_none());
+            c.insert_sa(1_000_000 + i, 3, ip(i));
+        }
+        assert_eq!(c.len(), 10_000);
+        assert!(c.by_ip.iter().all(|m| m.len() > 10_000 / CLIENT_SHARDS / 2), "spread over the shards");
+        let published = c.clone();
+        let moved = c.insert_client(3, ip(77), IpsecClient { sa_out: 9, remote: ip(2) });
+        assert_eq!(moved.map(|m| m.sa_out), Some(77));
+        assert_eq!(c.len(), 10_000, "moved, not added");
+        c.remove_sa(1_000_077);
+        c.insert_sa(2_000_077, 3, ip(77));
+        let shared = c.by_ip.iter().zip(&published.by_ip).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert_eq!(shared, CLIENT_SHARDS - 1);
+        assert_eq!(published.client(3, ip(77)).map(|k| k.sa_out), Some(77), "the published copy unchanged");
+        assert_eq!(c.client(3, ip(77)).map(|k| k.sa_out), Some(9));
+        assert_eq!(c.of_sa(1_000_077), None);
+        assert_eq!(c.of_sa(2_000_077), Some((3, ip(77))));
+        assert_eq!(c.client(4, ip(77)), None, "per tunnel");
+        assert_eq!(c.remove_client(3, ip(77)).map(|k| k.sa_out), Some(9));
+        assert_eq!(c.remove_client(3, ip(77)), None);
+        assert_eq!(c.len(), 9_999);
+        assert!(!c.is_empty() && IpsecClients::default().is_empty());
     }
 
     #[test]

@@ -619,6 +619,9 @@ pub struct IkeChildView {
     pub sa_in: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sa_out: Option<u32>,
+    /// A remote-access client's virtual IP (a multipoint tunnel's child).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_ip: Option<String>,
 }
 
 /// One `[[ike]]` peer as `ike_peer_show` tells it: its configuration

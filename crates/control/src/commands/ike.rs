@@ -37,6 +37,7 @@ pub fn ike_sa_show(router: &Router) -> Vec<IkeSaView> {
                         proposal: proposal.clone(),
                         sa_in: ids.map(|x| x.0),
                         sa_out: ids.map(|x| x.1),
+                        virtual_ip: router.ike().virtual_ip(&i.peer, spi_in).map(|ip| ip.to_string()),
                     }
                 })
                 .collect(),

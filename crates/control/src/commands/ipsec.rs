@@ -111,7 +111,8 @@ pub fn ipsec_tunnel_show(router: &Router) -> Vec<IpsecTunnelView> {
             name: p.name.clone(),
             index,
             local: local.to_string(),
-            remote: remote.to_string(),
+            // A multipoint tunnel's clients: `ike sa show` (their vips).
+            remote: if remote.is_unspecified() { "any".into() } else { remote.to_string() },
             sa_out: *sa_out,
             sa_in: sa_in.clone(),
             ttl: *ttl,

@@ -455,6 +455,15 @@ pub(super) fn ike(
                     format!("tunnel {}'s local is {}: IKE runs from the tunnel's address", quote(t), tcfg.local),
                 ));
             }
+            if remote.is_none() && tcfg.remote != "any" {
+                return Err(bad(
+                    p("tunnel"),
+                    format!(
+                        "a responder template (remote = \"any\") keys a multipoint tunnel: tunnel {}'s remote must be \"any\"",
+                        quote(t)
+                    ),
+                ));
+            }
             if let Some(r) = remote
                 && tcfg.remote.parse::<IpAddr>().ok() != Some(r)
             {
@@ -720,6 +729,24 @@ tunnel = "ipsec0"
         assert_eq!(e.key.as_deref(), Some("ipsec_sa[0].id"), "{e}");
         assert!(e.message.contains("IKE's"), "{e}");
         parse(&format!("{t}{}", sa.replace("2147483648", "2147483647"))).expect("below 2^31");
+        // A multipoint tunnel (remote = "any") keyed by the template.
+        let ra = "\n[[tunnel]]\nname = \"ra0\"\ntype = \"ipsec\"\nlocal = \"10.2.0.1\"\nremote = \"any\"\naddresses = [\"10.3.0.1/24\"]\n";
+        let plan = parse(&format!("{t}tunnel = \"ra0\"\n{ra}")).expect("multipoint");
+        let ra0 = plan.ifaces.iter().find(|f| f.name == "ra0").expect("ra0");
+        assert!(
+            matches!(ra0.kind, crate::config::IfacePlanKind::Ipsec { remote, sa_out: 0, .. } if remote == "0.0.0.0".parse::<IpAddr>().unwrap())
+        );
+        // Not keyed by IKE, or keyed by a peer with an address: refused.
+        let e = parse(&format!("{t}{ra}")).expect_err("unkeyed");
+        assert_eq!(e.key.as_deref(), Some("tunnel[0].remote"), "{e}");
+        let gre = ra.replace("type = \"ipsec\"\n", "");
+        let e = parse(&format!("{t}tunnel = \"ra0\"\n{gre}")).expect_err("gre");
+        assert_eq!(e.key.as_deref(), Some("tunnel[0].remote"), "{e}");
+        // The template's tunnel must be multipoint.
+        let p2p = ra.replace("remote = \"any\"", "remote = \"10.2.0.9\"");
+        let e = parse(&format!("{t}tunnel = \"ra0\"\n{p2p}")).expect_err("point to point");
+        assert_eq!(e.key.as_deref(), Some("ike[0].tunnel"), "{e}");
+        assert!(e.message.contains("must be \"any\""), "{e}");
     }
 
     /// auth = "pubkey" loads the certificate, key and CAs (h-ikecert's test

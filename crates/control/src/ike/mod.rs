@@ -21,6 +21,15 @@
 //!   inbound) in one interface-table publication. A delete unbinds, then
 //!   removes. Soft and hard lifetime events from `Ipsec::subscribe` go
 //!   back to the owning shard (`Ike::child_expired`): a soft one rekeys.
+//! - **Remote access.** A child SA of a multipoint tunnel (`remote =
+//!   "any"`) is a client: its virtual IP (or its one-address remote
+//!   selector) -> (outbound SA, outer address) goes into the tunnel's
+//!   client map (`Shared::ipsec_clients`, one publication per drained
+//!   batch, copying only the shards it changed), its inbound SA as that address's, and a
+//!   host route (vip/32 or /128, source `static`, connected to the tunnel)
+//!   into the FIB. A rekey moves the client to the new SAs (the route
+//!   stays); deleting the child that holds the client removes it and the
+//!   route.
 //! - **Configuration.** Each round compares the running plan's
 //!   [`crate::config::IkePlan`] with the one applied; a change (start,
 //!   reload) is `Ike::set_peers` on every shard, which tears down the SAs
@@ -57,6 +66,8 @@ struct Child {
     in_id: u32,
     out_id: u32,
     in_spi: u32,
+    /// A remote-access client: (multipoint tunnel, virtual IP).
+    vip: Option<(u16, IpAddr)>,
 }
 
 struct Running {
@@ -117,6 +128,8 @@ pub struct IkeService {
     sa_events: Option<Receiver<SaEvent>>,
     counters: Arc<IoCounters>,
     install_failed: u64,
+    /// The multipoint tunnels' clients as last published.
+    clients: tern_nodes::state::IpsecClients,
 }
 
 fn hash_of(x: impl Hash) -> u64 {
@@ -372,9 +385,15 @@ impl IkeService {
             made = ok;
         }
         let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
+        let mut clients_changed = false;
         for (shard, c, in_id, out_id) in made {
+            let mut vip = None;
             if let Some(t) = &c.tunnel {
                 match router.plan().iface_index(t) {
+                    Some(index) if is_multipoint(router, index) => {
+                        vip = self.add_client(router, &c, index, in_id, out_id);
+                        clients_changed = true;
+                    }
                     Some(index) => {
                         let cur = bindings.iter().position(|b| b.0 == index);
                         let (_, sa_out, sa_in) = match cur {
@@ -417,12 +436,78 @@ impl IkeService {
             );
             self.children.insert(
                 (shard, c.id),
-                Child { peer: c.peer.clone(), tunnel: c.tunnel.clone(), in_id, out_id, in_spi: c.inbound.spi },
+                Child { peer: c.peer.clone(), tunnel: c.tunnel.clone(), in_id, out_id, in_spi: c.inbound.spi, vip },
             );
         }
         if !bindings.is_empty() {
             router.set_ipsec_bindings(bindings);
         }
+        if clients_changed {
+            router.set_ipsec_clients(self.clients.clone());
+        }
+    }
+
+    /// A remote-access client on multipoint tunnel `index`: its virtual
+    /// IP (or its one-address remote selector) to the new SAs, and its
+    /// host route unless a rekey's earlier SAs hold it already.
+    fn add_client(
+        &mut self,
+        router: &mut Router,
+        c: &ChildSa,
+        index: u16,
+        in_id: u32,
+        out_id: u32,
+    ) -> Option<(u16, IpAddr)> {
+        let single = c.remote_ts.iter().find(|ts| ts.start == ts.end).map(|ts| ts.start);
+        let Some(ip) = c.virtual_ip.or(single) else {
+            log::warn!(
+                "ike {}: child SA {} on multipoint tunnel {} has no virtual IP nor one-address selector: no traffic is routed to it",
+                c.peer,
+                c.id,
+                c.tunnel.as_deref().unwrap_or_default()
+            );
+            return None;
+        };
+        let client = tern_nodes::state::IpsecClient { sa_out: out_id, remote: c.remote };
+        let moved = self.clients.insert_client(index, ip, client).is_some();
+        self.clients.insert_sa(in_id, index, ip);
+        if !moved {
+            let len = if ip.is_ipv4() { 32 } else { 128 };
+            let target = tern_fib::RouteTarget::Connected { ifindex: index };
+            if let Err(e) = router.add_route(
+                tern_fib::Source::Static,
+                tern_fib::Prefix::host(ip),
+                target,
+                tern_fib::RouteAttrs::default(),
+            ) {
+                log::error!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
+            }
+        }
+        log::info!(
+            "ike {}: client {ip} at {} on {}{}",
+            c.peer,
+            c.remote,
+            c.tunnel.as_deref().unwrap_or_default(),
+            if moved { " (rekeyed)" } else { "" }
+        );
+        Some((index, ip))
+    }
+
+    /// A child SA of a remote-access client goes: its inbound SA from the
+    /// map, and the client with its host route when this child held it
+    /// (not when a rekey moved it on). Whether the map changed.
+    fn remove_client(&mut self, router: &mut Router, c: &Child) -> bool {
+        let Some((index, ip)) = c.vip else { return false };
+        self.clients.remove_sa(c.in_id);
+        if self.clients.client(index, ip).is_some_and(|k| k.sa_out == c.out_id) {
+            self.clients.remove_client(index, ip);
+            let len = if ip.is_ipv4() { 32 } else { 128 };
+            if let Err(e) = router.del_route(tern_fib::Source::Static, tern_fib::Prefix::host(ip)) {
+                log::warn!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
+            }
+            log::info!("ike {}: client {ip} gone", c.peer);
+        }
+        true
     }
 
     /// Unbinds and removes child SAs (one publication each).
@@ -432,7 +517,12 @@ impl IkeService {
             return;
         }
         let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
+        let mut clients_changed = false;
         for c in &gone {
+            if c.vip.is_some() {
+                clients_changed |= self.remove_client(router, c);
+                continue;
+            }
             let Some(index) = c.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
             let cur = bindings.iter().position(|b| b.0 == index);
             let (sa_out, sa_in) = match cur {
@@ -451,6 +541,9 @@ impl IkeService {
         }
         if !bindings.is_empty() {
             router.set_ipsec_bindings(bindings);
+        }
+        if clients_changed {
+            router.set_ipsec_clients(self.clients.clone());
         }
         let ids: Vec<u32> =
             gone.iter().flat_map(|c| [c.in_id, c.out_id]).filter(|&id| router.ipsec().info(id).is_some()).collect();
@@ -582,6 +675,12 @@ impl IkeService {
         self.children.values().find(|c| c.in_spi == in_spi && c.peer == peer).map(|c| (c.in_id, c.out_id))
     }
 
+    /// The virtual IP of `peer`'s child SA with inbound SPI `in_spi`, when
+    /// it is a remote-access client's.
+    pub fn virtual_ip(&self, peer: &str, in_spi: u32) -> Option<IpAddr> {
+        self.children.values().find(|c| c.in_spi == in_spi && c.peer == peer).and_then(|c| c.vip).map(|v| v.1)
+    }
+
     /// The child SAs installed: (peer, tunnel, inbound SA id, outbound SA id).
     pub fn children(&self) -> Vec<(String, Option<String>, u32, u32)> {
         let mut v: Vec<_> =
@@ -589,6 +688,12 @@ impl IkeService {
         v.sort_by_key(|c| c.2);
         v
     }
+}
+
+/// Whether interface `index` is a multipoint ipsec tunnel (remote access).
+fn is_multipoint(router: &Router, index: u16) -> bool {
+    matches!(router.plan().ifaces.get(usize::from(index)).map(|p| &p.kind),
+        Some(IfacePlanKind::Ipsec { remote, .. }) if remote.is_unspecified())
 }
 
 /// An IKE SA id unique across shards (the engines count from 1 each).

@@ -17,6 +17,14 @@
 //! `ike-not-handled`; NAT keep-alives (one 0xff byte, RFC 3948 2.3) are
 //! counted and dropped (`nat-keepalive`).
 //!
+//! Multipoint tunnels (remote access): an SA that `Shared::ipsec_clients`
+//! lists for a client of a multipoint tunnel whose local address is the
+//! outer destination is accepted from any outer source (NAT may move
+//! the client), and the inner source must be that client's virtual IP
+//! (checked after the ICV; else `client-spoofed`). Point-to-point
+//! tunnels are looked up first, and only when the SPI changes from one
+//! packet to the next.
+//!
 //! The SA's counters are added once per run of packets on one SA.
 //!
 //! Next nodes: `ip4-input`, `ip6-input` (by the next header), `drop`.
@@ -33,6 +41,7 @@
 #![deny(clippy::indexing_slicing)]
 
 use super::*;
+use crate::state::IpsecClients;
 use tern_ipsec::{EspError, NH_IPV4, NH_IPV6, NH_NONE, ReplayError, is_non_esp_marker, parse_header};
 use tern_wire::{IpProtocol, Ipv4Packet, Ipv6Packet};
 
@@ -41,6 +50,7 @@ pub struct EspDecrypt {
     ifs: Snapshot<IfTable>,
     sas: Snapshot<SaTable>,
     index: InIndex,
+    clients: Snapshot<IpsecClients>,
     /// Where IKE on 4500 goes with `Params::ike_local` ([`EspDecrypt::with_ike`]).
     ike: Option<IkeOut>,
 }
@@ -53,8 +63,8 @@ struct IkeOut {
 }
 
 impl EspDecrypt {
-    pub fn new(ifs: Snapshot<IfTable>, sas: &SaReader) -> Self {
-        EspDecrypt { ifs, sas: sas.snapshot(), index: InIndex::default(), ike: None }
+    pub fn new(ifs: Snapshot<IfTable>, sas: &SaReader, clients: Snapshot<IpsecClients>) -> Self {
+        EspDecrypt { ifs, sas: sas.snapshot(), index: InIndex::default(), clients, ike: None }
     }
 
     /// Hands IKE on 4500 (the non-ESP marker) to `shared.ike_rx` while
@@ -86,6 +96,7 @@ tern_engine::errors! {
         BadPadding = drop("bad-padding", "pad length or padding bytes wrong"),
         Dummy = drop("dummy-packet", "next header 59: a dummy packet (RFC 4303 2.6)"),
         InnerProto = drop("unsupported-payload", "next header other than IPv4 or IPv6"),
+        Spoofed = drop("client-spoofed", "multipoint tunnel: the inner source is not the client's virtual IP"),
         Decrypted = info("decrypted", "packets decrypted"),
     }
 }
@@ -113,6 +124,7 @@ impl Node for EspDecrypt {
         self.ifs.refresh();
         self.sas.refresh();
         self.index.refresh(&self.ifs);
+        self.clients.refresh();
         if let Some(k) = self.ike.as_mut() {
             k.params.refresh();
         }
@@ -122,12 +134,13 @@ impl Node for EspDecrypt {
         });
         let ike = ike.map(|k| (&*k.rx, &*k.bell));
         let (ifs, sas, index) = (self.ifs.current(), self.sas.current(), &self.index);
+        let clients = self.clients.current();
         let mut run: Option<Run<'_>> = None;
         let mut last: Option<Found<'_>> = None;
         let mut ok = 0;
         let mut pushed = false;
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = match decrypt_one(cx, p, (ifs, sas, index), &mut last, &mut run) {
+            *o = match decrypt_one(cx, p, (ifs, sas, index, clients), &mut last, &mut run) {
                 Ok(n) => {
                     ok += 1;
                     n
@@ -249,15 +262,14 @@ struct Found<'a> {
     remote: IpAddr,
     sa: &'a Sa,
     tunnel: &'a crate::state::Iface,
+    /// On a multipoint tunnel: the client's virtual IP, the only inner
+    /// source the SA may carry.
+    vip: Option<IpAddr>,
 }
 
 /// The SA with this SPI that a tunnel between these endpoints lists, and
 /// that tunnel.
-fn find<'a>(
-    (ifs, sas, index): (&'a IfTable, &'a SaTable, &InIndex),
-    spi: u32,
-    o: &Outer,
-) -> Result<Found<'a>, EspDecryptError> {
+fn find<'a>((ifs, sas, index, clients): Tables<'a, '_>, spi: u32, o: &Outer) -> Result<Found<'a>, EspDecryptError> {
     let cands = sas.by_spi(spi);
     if cands.is_empty() {
         return Err(EspDecryptError::UnknownSpi);
@@ -269,12 +281,42 @@ fn find<'a>(
                 && x.local == o.local
                 && x.remote == o.remote
             {
-                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t });
+                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: None });
             }
+        }
+    }
+    if !clients.is_empty() {
+        return find_client(ifs, clients, cands, spi, o);
+    }
+    Err(EspDecryptError::NoTunnel)
+}
+
+/// The SA with this SPI that a client of a multipoint tunnel with this
+/// local address holds, whatever the outer source.
+#[cold]
+#[inline(never)]
+fn find_client<'a>(
+    ifs: &'a IfTable,
+    clients: &IpsecClients,
+    cands: &'a [std::sync::Arc<Sa>],
+    spi: u32,
+    o: &Outer,
+) -> Result<Found<'a>, EspDecryptError> {
+    for sa in cands {
+        if let Some((ti, vip)) = clients.of_sa(sa.id)
+            && let Some(t) = ifs.get(ti)
+            && let Some(x) = t.ipsec()
+            && x.is_multipoint()
+            && x.local == o.local
+        {
+            return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: Some(vip) });
         }
     }
     Err(EspDecryptError::NoTunnel)
 }
+
+/// The tables a packet's lookup reads.
+type Tables<'a, 'b> = (&'a IfTable, &'a SaTable, &'b InIndex, &'b IpsecClients);
 
 /// Decrypts one packet: the next node, or why it is dropped. `last` is the
 /// previous packet's SA and tunnel; `run` holds the counters of the
@@ -282,7 +324,7 @@ fn find<'a>(
 fn decrypt_one<'a>(
     cx: &mut Cx<'_>,
     p: PktIdx,
-    tables: (&'a IfTable, &'a SaTable, &InIndex),
+    tables: Tables<'a, '_>,
     last: &mut Option<Found<'a>>,
     run: &mut Option<Run<'a>>,
 ) -> Result<u16, EspDecryptError> {
@@ -304,7 +346,7 @@ fn decrypt_one<'a>(
             f
         }
     };
-    let (sa, tunnel) = (f.sa, f.tunnel);
+    let (sa, tunnel, vip) = (f.sa, f.tunnel, f.vip);
     if !tunnel.up {
         return Err(TunnelDown);
     }
@@ -370,6 +412,11 @@ fn decrypt_one<'a>(
         NH_NONE => return Err(Dummy),
         _ => return Err(InnerProto),
     };
+    if let Some(v) = vip
+        && esp.get(dec.inner.clone()).and_then(|ip| super::encrypt::inner_addr(ip, true)) != Some(v)
+    {
+        return Err(Spoofed);
+    }
     let inner_len = dec.inner.len();
     r.delta.packets += 1;
     r.delta.bytes += inner_len as u64;

@@ -36,8 +36,15 @@
 //! `drop`.
 //! Counters: [`EspEncryptError::DESCS`].
 //!
+//! Multipoint tunnels (remote access, `remote` 0.0.0.0 or ::; one branch
+//! per run on the tunnel's kind): each packet's client is picked by its
+//! inner destination in `Shared::ipsec_clients` (the client's `sa_out`
+//! and outer address); none is dropped as `no-client`. No direct path
+//! there (the outer destination differs per client).
+//!
 //! Config: the tunnel interfaces (`IfKind::Ipsec`: endpoints, `sa_out`,
-//! TTL) and the SAs (`Shared::sas`).
+//! TTL), the SAs (`Shared::sas`) and the multipoint tunnels' clients
+//! (`Shared::ipsec_clients`).
 //!
 //! Example: a 100-byte IPv4 packet routed to `ipsec0` (local 10.0.2.1,
 //! remote 10.0.2.2, SA with AES-128-GCM) leaves for `ip4-lookup` as 10.0.2.1
@@ -47,7 +54,7 @@
 #![deny(clippy::indexing_slicing)]
 
 use super::*;
-use crate::state::Params;
+use crate::state::{IpsecClients, Params};
 use crate::util::{Adj, AdjState, ETH_P_IPV4, ETH_P_IPV6};
 use tern_fib::{FibReader, NhId, NhKind};
 use tern_ipsec::{NH_IPV4, NH_IPV6};
@@ -59,12 +66,19 @@ pub struct EspEncrypt {
     sas: Snapshot<SaTable>,
     fib: FibReader,
     params: Snapshot<Params>,
+    clients: Snapshot<IpsecClients>,
     ident: u16,
 }
 
 impl EspEncrypt {
-    pub fn new(ifs: Snapshot<IfTable>, fib: FibReader, params: Snapshot<Params>, sas: &SaReader) -> Self {
-        EspEncrypt { ifs, sas: sas.snapshot(), fib, params, ident: 0 }
+    pub fn new(
+        ifs: Snapshot<IfTable>,
+        fib: FibReader,
+        params: Snapshot<Params>,
+        sas: &SaReader,
+        clients: Snapshot<IpsecClients>,
+    ) -> Self {
+        EspEncrypt { ifs, sas: sas.snapshot(), fib, params, clients, ident: 0 }
     }
 }
 
@@ -114,6 +128,7 @@ tern_engine::errors! {
         Tailroom = drop("no-tailroom", "no room after the packet for padding, trailer and ICV"),
         Recursion = drop("recursive-encapsulation", "the tunnel's outer packet routed into a tunnel again"),
         Family = drop("mixed-endpoints", "the tunnel's local and remote addresses are of different families"),
+        NoClient = drop("no-client", "multipoint tunnel: no client has the inner destination as virtual IP"),
         Encrypted = info("encrypted", "packets encrypted"),
     }
 }
@@ -172,6 +187,9 @@ impl EspEncrypt {
             return drop_all(cx, next, EspEncryptError::NotTunnel);
         };
         let (src, dst) = (t.local, t.remote);
+        if t.is_multipoint() {
+            return self.run_multi(cx, tx_if, (src, t.ttl), pkts, next);
+        }
         if src.is_ipv4() != dst.is_ipv4() {
             return drop_all(cx, next, EspEncryptError::Family);
         }
@@ -223,6 +241,96 @@ impl EspEncrypt {
         }
         run.flush(cx.worker);
         ok
+    }
+}
+
+impl EspEncrypt {
+    /// Encrypts a run of packets into multipoint tunnel `tx_if`, each
+    /// with the SA of the client its inner destination names; how many.
+    #[inline(never)]
+    fn run_multi(
+        &mut self,
+        cx: &mut Cx<'_>,
+        tx_if: u16,
+        (src, ttl): (IpAddr, u8),
+        pkts: &[PktIdx],
+        next: &mut [u16],
+    ) -> u64 {
+        self.clients.refresh();
+        let (clients, sas) = (self.clients.current(), self.sas.current());
+        let mut ok = 0;
+        let mut run: Option<Run<'_>> = None;
+        for (o, &p) in next.iter_mut().zip(pkts) {
+            let m = cx.pool.meta(p);
+            let inner = cx.pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
+            let Some(c) = inner_addr(inner, false).and_then(|d| clients.client(tx_if, d)) else {
+                *o = cx.drop(p, EspEncryptError::NoClient);
+                continue;
+            };
+            let Some(sa) = sas.get(c.sa_out).map(|s| &**s) else {
+                *o = cx.drop(p, EspEncryptError::NoSa);
+                continue;
+            };
+            let r = match &mut run {
+                Some(r) if std::ptr::eq(r.sa, sa) => r,
+                slot => {
+                    if let Some(old) = slot.take() {
+                        old.flush(cx.worker);
+                    }
+                    slot.insert(Run { sa, delta: SaCounters::default() })
+                }
+            };
+            if !sa.usable() {
+                r.delta.expired_drops += 1;
+                *o = cx.drop(p, EspEncryptError::Expired);
+                continue;
+            }
+            let seqs = sa.reserve_seq(1);
+            if seqs.count == 0 {
+                *o = if seqs.exhausted {
+                    r.delta.seq_exhausted += 1;
+                    cx.drop(p, EspEncryptError::Exhausted)
+                } else {
+                    r.delta.expired_drops += 1;
+                    cx.drop(p, EspEncryptError::Expired)
+                };
+                continue;
+            }
+            self.ident = self.ident.wrapping_add(1);
+            *o = match encrypt_one(cx, p, sa, (src, c.remote, ttl), seqs.first, self.ident, None) {
+                Ok((next, inner_len)) => {
+                    r.delta.packets += 1;
+                    r.delta.bytes += inner_len as u64;
+                    ok += 1;
+                    if cx.tracing() {
+                        trace_esp(cx, p, sa.spi, seqs.first, "encrypted");
+                    }
+                    next
+                }
+                Err(e) => cx.drop(p, e),
+            };
+        }
+        if let Some(r) = run {
+            r.flush(cx.worker);
+        }
+        ok
+    }
+}
+
+/// The source (`src`) or destination address of the IP packet `ip`.
+pub(super) fn inner_addr(ip: &[u8], src: bool) -> Option<IpAddr> {
+    match ip.first()? >> 4 {
+        4 => {
+            let at = if src { 12 } else { 16 };
+            let b: [u8; 4] = ip.get(at..at + 4)?.try_into().ok()?;
+            Some(IpAddr::from(b))
+        }
+        6 => {
+            let at = if src { 8 } else { 24 };
+            let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
+            Some(IpAddr::from(b))
+        }
+        _ => None,
     }
 }
 

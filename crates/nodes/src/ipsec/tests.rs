@@ -21,6 +21,8 @@ const LAN: u16 = 0;
 const WAN: u16 = 1;
 const T4: u16 = 2;
 const T6: u16 = 3;
+/// The multipoint (remote access) tunnel `ra0`.
+const T_RA: u16 = 4;
 
 fn v4(s: &str) -> Ipv4Addr {
     s.parse().expect("v4")
@@ -146,6 +148,22 @@ fn rig(headroom: u16, tunnel_mtu: u16, sas: Vec<SaConfig>) -> Rig {
         port(WAN, "wan", MAC_WAN, "10.0.2.1", "2001:db8:2::1"),
         tunnel(T4, "ipsec4", "10.0.2.1", "10.0.2.2", 1, 2),
         tunnel(T6, "ipsec6", "2001:db8:2::1", "2001:db8:2::2", 3, 4),
+        Iface {
+            v4: vec![V4Net { addr: v4("10.3.0.1"), len: 24 }],
+            ..Iface::new(
+                T_RA,
+                "ra0",
+                IfKind::Ipsec(IpsecTunnel {
+                    local: a4("10.0.2.1"),
+                    remote: a4("0.0.0.0"),
+                    sa_out: 0,
+                    sa_in: vec![],
+                    ttl: 64,
+                }),
+                NO_IF,
+                [2, 0x65, 0x73, 0x70, 0, T_RA as u8],
+            )
+        },
     ];
     let mut shared = Shared::new(IfTable::new(ifs), reader);
     let mut db = SaDb::with_workers(1);
@@ -698,6 +716,142 @@ fn traces_note_spi_sequence_and_verdict() {
     assert!(notes.contains(&format!("spi {:#x} seq 9: decrypted", p2.spi)), "{notes:?}");
     assert!(notes.iter().any(|n| n.starts_with(&format!("spi {:#x} seq 9: replay", p2.spi))), "{notes:?}");
     assert!(notes.contains(&"spi 0x1000 seq 1: encrypted".to_string()), "{notes:?}");
+}
+
+/// A multipoint tunnel's clients: A (10.3.0.10 at 10.0.2.7, SAs 11 out /
+/// 12 in, plain ESP) and B (10.3.0.11 at 10.0.2.8, SAs 13 / 14, in UDP).
+fn ra_clients(with_a: bool) -> crate::state::IpsecClients {
+    use crate::state::IpsecClient;
+    let mut c = crate::state::IpsecClients::default();
+    if with_a {
+        c.insert_client(T_RA, a4("10.3.0.10"), IpsecClient { sa_out: 11, remote: a4("10.0.2.7") });
+        c.insert_sa(12, T_RA, a4("10.3.0.10"));
+    }
+    c.insert_client(T_RA, a4("10.3.0.11"), IpsecClient { sa_out: 13, remote: a4("10.0.2.8") });
+    c.insert_sa(14, T_RA, a4("10.3.0.11"));
+    // An IPv6 virtual address over IPv4 outside.
+    c.insert_client(T_RA, a6("2001:db8:77::10"), IpsecClient { sa_out: 15, remote: a4("10.0.2.9") });
+    c.insert_sa(16, T_RA, a6("2001:db8:77::10"));
+    c
+}
+
+fn ra_rig() -> (Rig, [tern_ipsec::Sa; 6]) {
+    let extra = [
+        sa_cfg(11, Cipher::Aes128Gcm, Integ::None, false),
+        sa_cfg(12, Cipher::Aes128Gcm, Integ::None, false),
+        sa_cfg(13, Cipher::Aes128Cbc, Integ::HmacSha256_128, true),
+        sa_cfg(14, Cipher::Aes128Cbc, Integ::HmacSha256_128, true),
+        sa_cfg(15, Cipher::Aes256Gcm, Integ::None, false),
+        sa_cfg(16, Cipher::Aes256Gcm, Integ::None, false),
+    ];
+    let peers = extra.clone().map(|c| tern_ipsec::Sa::new(c, 1, Instant::now()).expect("sa"));
+    let mut r = rig(256, 1400, sa_cfgs().into_iter().chain(extra).collect());
+    let p = |s: &str| s.parse::<Prefix>().expect("prefix");
+    let conn = |pfx: &str| {
+        RouteOp::Add(Source::Connected, p(pfx), RouteTarget::Connected { ifindex: T_RA }, RouteAttrs::default())
+    };
+    let report = r.fib.apply(vec![conn("10.3.0.0/24"), conn("2001:db8:77::/64")]);
+    assert_eq!(report.failed, 0);
+    r.fib.set_neighbor(WAN, a4("10.0.2.7"), Some(MAC_PEER));
+    r.fib.set_neighbor(WAN, a4("10.0.2.8"), Some(MAC_PEER));
+    r.fib.set_neighbor(WAN, a4("10.0.2.9"), Some(MAC_PEER));
+    r.shared.ipsec_clients.publish(ra_clients(true));
+    (r, peers)
+}
+
+/// The outer destination of a frame tern sent.
+fn outer_dst(f: &[u8]) -> IpAddr {
+    encrypt::inner_addr(&f[14..], false).expect("ip")
+}
+
+/// Outbound on a multipoint tunnel: each packet leaves with the SA and to
+/// the outer address of the client its inner destination names; no
+/// client is `no-client`; a client removed (a new publication) is gone.
+#[test]
+fn multipoint_tunnel_encrypts_to_the_client_of_the_inner_destination() {
+    let (mut r, [a_out, _, b_out, _, c_out, _]) = ra_rig();
+    let to = |dst: &str, fill| eth(MAC_LAN, MAC_HOST, &ip4(v4("10.0.1.2"), v4(dst), 120, false, fill));
+    let frames = vec![
+        (to("10.3.0.10", 1), LAN),
+        (to("10.3.0.11", 2), LAN),
+        (to("10.3.0.12", 3), LAN),
+        (to("10.3.0.10", 4), LAN),
+    ];
+    let sent = r.run(&frames);
+    assert_eq!(sent[1].len(), 3, "{:?}", r.nonzero());
+    let mut seen = Vec::new();
+    for f in &sent[1] {
+        let dst = outer_dst(f);
+        let sa = if dst == a4("10.0.2.7") { &a_out } else { &b_out };
+        assert!(dst == a4("10.0.2.7") || dst == a4("10.0.2.8"), "{dst}");
+        let (seq, inner) = peer_decrypt(f, sa);
+        seen.push((dst, seq, inner[16..20].to_vec(), inner[20]));
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            (a4("10.0.2.7"), 1, vec![10, 3, 0, 10], 1),
+            (a4("10.0.2.7"), 2, vec![10, 3, 0, 10], 4),
+            (a4("10.0.2.8"), 1, vec![10, 3, 0, 11], 2),
+        ]
+    );
+    assert_eq!(r.counter("esp-encrypt", "no-client"), 1);
+    assert_eq!(r.counter("esp-encrypt", "encrypted"), 3);
+    assert_eq!(r.db.info(11).expect("sa 11").counters.packets, 2);
+    // IPv6 inside, to the IPv6 client.
+    let v6pkt = ip6(v6("2001:db8:1::2"), v6("2001:db8:77::10"), 100, 7);
+    let sent = r.run(&[(eth(MAC_LAN, MAC_HOST, &v6pkt), LAN)]);
+    assert_eq!(sent[1].len(), 1, "{:?}", r.nonzero());
+    assert_eq!(outer_dst(&sent[1][0]), a4("10.0.2.9"));
+    let (_, inner) = peer_decrypt(&sent[1][0], &c_out);
+    assert_eq!(&inner[24..40], &v6("2001:db8:77::10").octets());
+    // Client A goes: its packets are dropped, B's still leave.
+    r.shared.ipsec_clients.publish(ra_clients(false));
+    let sent = r.run(&[(to("10.3.0.10", 5), LAN), (to("10.3.0.11", 6), LAN)]);
+    assert_eq!(sent[1].len(), 1);
+    assert_eq!(outer_dst(&sent[1][0]), a4("10.0.2.8"));
+    assert_eq!(r.counter("esp-encrypt", "no-client"), 2);
+}
+
+/// Inbound on a multipoint tunnel: a client's SA is accepted from any
+/// outer source (NAT may move it) and enters on the tunnel; an inner
+/// source other than the client's virtual IP is `client-spoofed`; a
+/// removed client's SA is listed by no tunnel.
+#[test]
+fn multipoint_tunnel_decrypts_its_clients_and_checks_their_source() {
+    let (mut r, [_, a_in, _, b_in, _, c_in]) = ra_rig();
+    let wan = |src: &str| (a4(src), a4("10.0.2.1"));
+    let from = |src: &str, fill| ip4(v4(src), v4("10.0.1.2"), 100, false, fill);
+    let frames = vec![
+        (esp_frame(&a_in, 1, &from("10.3.0.10", 1), wan("10.0.2.7"), None, None), WAN),
+        (esp_frame(&b_in, 1, &from("10.3.0.11", 2), wan("10.0.2.8"), None, None), WAN),
+        // A behind another NAT address: still A's SA.
+        (esp_frame(&a_in, 2, &from("10.3.0.10", 3), wan("10.0.2.99"), None, None), WAN),
+        // A claiming B's address.
+        (esp_frame(&a_in, 3, &from("10.3.0.11", 4), wan("10.0.2.7"), None, None), WAN),
+        // The IPv6 client, from its address and from another.
+        (
+            esp_frame(&c_in, 1, &ip6(v6("2001:db8:77::10"), v6("2001:db8:1::2"), 90, 5), wan("10.0.2.9"), None, None),
+            WAN,
+        ),
+        (
+            esp_frame(&c_in, 2, &ip6(v6("2001:db8:77::11"), v6("2001:db8:1::2"), 90, 6), wan("10.0.2.9"), None, None),
+            WAN,
+        ),
+    ];
+    let sent = r.run(&frames);
+    let mut fills: Vec<u8> =
+        sent[0].iter().map(|f| if f[14] >> 4 == 4 { f[14 + 20] } else { 10 + f[14 + 40] }).collect();
+    fills.sort();
+    assert_eq!(fills, vec![1, 2, 3, 15], "{:?}", r.nonzero());
+    assert_eq!(r.counter("esp-decrypt", "decrypted"), 4);
+    assert_eq!(r.counter("esp-decrypt", "client-spoofed"), 2);
+    // Client A removed: its SA no longer enters.
+    r.shared.ipsec_clients.publish(ra_clients(false));
+    let sent = r.run(&[(esp_frame(&a_in, 9, &from("10.3.0.10", 9), wan("10.0.2.7"), None, None), WAN)]);
+    assert!(sent[0].is_empty());
+    assert_eq!(r.counter("esp-decrypt", "no-tunnel"), 1);
 }
 
 /// The direct encapsulation (the FIB's stacked adjacency, link-layer

@@ -668,7 +668,7 @@ fn ike_sas(v: &[IkeSaView]) -> String {
                 format!("spi in {:#010x} out {:#010x}", c.spi_in, c.spi_out),
                 String::new(),
                 c.proposal.clone(),
-                String::new(),
+                c.virtual_ip.as_ref().map(|v| format!("vip {v}")).unwrap_or_default(),
                 String::new(),
                 String::new(),
             ]);

@@ -197,14 +197,32 @@ pub(super) fn tunnels<'a>(
         }
         let local =
             t.local.parse::<IpAddr>().map_err(|_| bad(p("local"), format!("invalid address {}", quote(&t.local))))?;
-        let remote = t
-            .remote
-            .parse::<IpAddr>()
-            .map_err(|_| bad(p("remote"), format!("invalid address {}", quote(&t.remote))))?;
+        // A multipoint tunnel (remote access): its clients come from an
+        // [[ike]] responder template (remote = "any"; checked there).
+        let multipoint = t.remote == "any";
+        if multipoint && (t.kind != TunnelType::Ipsec || !ike_keyed.contains(t.name.as_str())) {
+            return Err(bad(
+                p("remote"),
+                "remote = \"any\" is for a type = \"ipsec\" tunnel keyed by an [[ike]] with remote = \"any\"",
+            ));
+        }
+        let remote = if multipoint {
+            match local {
+                IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            }
+        } else {
+            t.remote
+                .parse::<IpAddr>()
+                .map_err(|_| bad(p("remote"), format!("invalid address {} (or \"any\")", quote(&t.remote))))?
+        };
         if local.is_ipv4() != remote.is_ipv4() {
             return Err(bad(p("remote"), "local and remote must be of one address family"));
         }
         for (key, a) in [("local", local), ("remote", remote)] {
+            if key == "remote" && multipoint {
+                continue;
+            }
             if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
                 return Err(bad(p(key), format!("{a} cannot be a tunnel endpoint")));
             }
