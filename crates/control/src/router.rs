@@ -80,6 +80,9 @@ pub struct Router {
     ipsec: crate::ipsec::Ipsec,
     /// IKEv2 (`crate::ike`): idle without `[[ike]]`.
     ike: crate::ike::IkeService,
+    /// Rung by threads that hand the control loop work (the IKE shards'
+    /// child SAs), so it does not wait out its idle pause.
+    bell: Arc<ControlBell>,
     started_ns: u64,
 }
 
@@ -453,6 +456,7 @@ impl Router {
             vrrp: vrrp::VrrpService::default(),
             ipsec,
             ike: crate::ike::IkeService::default(),
+            bell: Arc::new(ControlBell::default()),
             started_ns,
         };
         if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
@@ -543,10 +547,11 @@ impl Router {
     pub fn run(&mut self, stop: &std::sync::atomic::AtomicBool) {
         let mut pause = IdlePause::default();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            self.bell.rung.store(false, std::sync::atomic::Ordering::SeqCst);
             let busy = self.poll();
             let wait = self.bound_pause(pause.next(busy));
             if !busy {
-                std::thread::sleep(wait);
+                self.bell.wait(wait);
             }
         }
     }
@@ -586,6 +591,11 @@ impl Router {
     }
 
     /// The IKE service (its SAs, peers, counters).
+    /// What wakes [`Router::run`]'s loop before its pause ends.
+    pub fn bell(&self) -> Arc<ControlBell> {
+        Arc::clone(&self.bell)
+    }
+
     pub fn ike(&self) -> &crate::ike::IkeService {
         &self.ike
     }
@@ -783,5 +793,25 @@ mod cpu_tests {
         } else {
             assert_eq!(after, before[..before.len() - 1], "every CPU but the worker's");
         }
+    }
+}
+
+/// Wakes the control loop ([`Router::run`]) from another thread: the loop
+/// clears `rung` before it polls and parks only while it is still clear,
+/// so a ring between the poll and the park is not lost.
+#[derive(Debug, Default)]
+pub struct ControlBell {
+    rung: std::sync::atomic::AtomicBool,
+    bell: tern_nodes::state::Doorbell,
+}
+
+impl ControlBell {
+    pub fn ring(&self) {
+        self.rung.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.bell.ring();
+    }
+
+    fn wait(&self, timeout: std::time::Duration) {
+        self.bell.wait(timeout, || self.rung.load(std::sync::atomic::Ordering::SeqCst));
     }
 }

@@ -1284,3 +1284,49 @@ fn identities_compare_as_strongswan_does() {
     let mut n = Net::new(Settings::default(), a, vec![b]);
     establish(&mut n);
 }
+
+/// The responder's child SA comes out before its answer, in the same
+/// drain: the peer sends on the SA as soon as it has the answer, and the
+/// service installs what precedes a datagram before sending it (strongSwan
+/// lost a packet to `unknown-spi` on every rekey when the answer went
+/// first).
+#[test]
+fn the_responder_installs_a_child_before_it_answers() {
+    fn exchange(n: &mut Net, from_i: bool) -> Vec<Output> {
+        // One request from one side, the other's whole answer in one drain.
+        let (a, b) = if from_i { (&mut n.i, &mut n.r) } else { (&mut n.r, &mut n.i) };
+        let reqs: Vec<Output> = a.drain().collect();
+        for o in reqs {
+            if let Output::Send { local, remote, data } = o {
+                b.handle(n.now, n.wall, remote, local, &data);
+            }
+        }
+        b.drain().collect()
+    }
+    fn assert_installed_first(out: &[Output]) {
+        let install = out.iter().position(|o| matches!(o, Output::InstallChild(_)));
+        let send = out.iter().position(|o| matches!(o, Output::Send { .. }));
+        assert!(install.is_some() && send.is_some(), "{out:?}");
+        assert!(install < send, "InstallChild before the answer: {out:?}");
+    }
+    let mut n = Net::default_pair();
+    n.i.initiate(n.now, "hq").unwrap();
+    let init = exchange(&mut n, true); // IKE_SA_INIT answered
+    for o in init {
+        if let Output::Send { local, remote, data } = o {
+            n.i.handle(n.now, n.wall, remote, local, &data);
+        }
+    }
+    let auth = exchange(&mut n, true); // IKE_AUTH
+    assert_installed_first(&auth);
+    for o in auth {
+        match o {
+            Output::Send { local, remote, data } => n.i.handle(n.now, n.wall, remote, local, &data),
+            other => n.r_events.push(other),
+        }
+    }
+    n.pump();
+    let child = installs(&n.i_events)[0].clone();
+    n.i.child_expired(n.now, child.inbound.spi, false);
+    assert_installed_first(&exchange(&mut n, true)); // CREATE_CHILD_SA
+}

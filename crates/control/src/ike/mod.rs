@@ -79,6 +79,9 @@ struct Running {
     threads_n: u32,
     locals: Vec<IpAddr>,
     linux: bool,
+    /// Where the datagrams a shard held back behind a child SA go once the
+    /// SA is installed.
+    transport: Arc<dyn Transport>,
 }
 
 impl Running {
@@ -263,7 +266,10 @@ impl IkeService {
                 events: ev_tx.clone(),
                 transport: Arc::clone(&transport),
                 stats: st,
-                wake: Arc::new(|| {}),
+                wake: {
+                    let bell = router.bell();
+                    Arc::new(move || bell.ring())
+                },
             };
             let t = std::thread::Builder::new()
                 .name(format!("ike-{i}"))
@@ -279,7 +285,7 @@ impl IkeService {
         }
         let how = if linux { "kernel sockets" } else { "the engine" };
         log::info!("ike: started, {n} thread(s), UDP 500/4500 of {locals:?} through {how}");
-        Ok(Running { shards: shard_tx, stats, threads, stop, events: ev_rx, threads_n: n, locals, linux })
+        Ok(Running { shards: shard_tx, stats, threads, stop, events: ev_rx, threads_n: n, locals, linux, transport })
     }
 
     /// Stops the threads and removes every SA they installed.
@@ -307,6 +313,7 @@ impl IkeService {
             return false;
         }
         let mut installs: Vec<(u32, Box<ChildSa>)> = Vec::new();
+        let mut held = Vec::new();
         for (shard, o) in events {
             match o {
                 Output::InstallChild(c) => installs.push((shard, c)),
@@ -325,10 +332,17 @@ impl IkeService {
                 Output::IkeSaDown { peer, ike_sa, reason } => {
                     log::info!("ike {peer}: IKE SA {} down: {reason}", global_id(ike_sa, shard, n));
                 }
-                Output::Send { .. } => {}
+                // Held back by the shard behind a child SA of the same
+                // drain (see `shard::Shard::flush`): sent once it is in.
+                Output::Send { local, remote, data } => held.push((local, remote, data)),
             }
         }
         self.install(router, installs);
+        if let Some(r) = &self.running {
+            for (local, remote, data) in held {
+                r.transport.send(local, remote, &data);
+            }
+        }
         true
     }
 

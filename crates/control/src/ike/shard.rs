@@ -100,13 +100,28 @@ impl Shard {
         false
     }
 
+    /// Sends the engine's datagrams and hands the rest to the control
+    /// thread, in order. A datagram that follows a new child SA (the
+    /// responder's IKE_AUTH or CREATE_CHILD_SA answer) goes through the
+    /// control thread too, which sends it once the SA is installed: the
+    /// peer starts sending on the SA when it has the answer, and the data
+    /// plane must know the SA by then (else its first packets are dropped
+    /// as `unknown-spi`).
     fn flush(&mut self) {
         let mut told = false;
+        let mut behind_child = false;
         let outs: Vec<Output> = self.ike.drain().collect();
         for o in outs {
             match o {
-                Output::Send { local, remote, data } => {
+                Output::Send { local, remote, data } if !behind_child => {
                     self.transport.send(local, remote, &data);
+                }
+                Output::InstallChild(c) => {
+                    behind_child = true;
+                    told = true;
+                    if self.events.send((self.id, Output::InstallChild(c))).is_err() {
+                        return;
+                    }
                 }
                 other => {
                     told = true;

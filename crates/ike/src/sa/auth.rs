@@ -273,14 +273,17 @@ impl Ike {
                 None
             }
         };
-        self.send_response(sa, wire::IKE_AUTH, mid, &resp, local, remote);
         self.established(sa, now);
         if a.initial_contact && cfg.remote.is_some() {
             self.initial_contact(sa);
         }
+        // The child SA before the answer: the peer sends on it as soon as
+        // it has the answer, so the data plane must have it first (the
+        // service sends what follows an InstallChild once it is in).
         if let Some((child, inbound, outbound)) = child {
             self.install_child(sa, now, child, inbound, outbound, false);
         }
+        self.send_response(sa, wire::IKE_AUTH, mid, &resp, local, remote);
     }
 
     /// Negotiates the responder's first child SA: the child, its keys, and

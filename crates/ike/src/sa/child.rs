@@ -309,10 +309,12 @@ impl Ike {
         resp.extend(resp_ke);
         resp.push(Payload::TsI(ts_i.clone()));
         resp.push(Payload::TsR(ts_r.clone()));
-        self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
+        // Installed before the answer goes: the peer sends on the new SA
+        // as soon as it has the answer (see auth.rs).
         let new_id = self.new_id();
         let child = new_child(new_id, spi_in, their_spi, chosen, ts_r, ts_i);
         self.install_child(sa, now, child, i2r, r2i, old.is_some());
+        self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
         if let Some(old) = old {
             // The peer deletes the old one. If we rekeyed it too and our
             // exchange is done, the nonces decide now: if ours lost, we
