@@ -142,6 +142,10 @@ struct EngineArgs {
     /// Frames at 2048-byte strides (the AF_XDP UMEM layout) instead of padded by a cache line.
     #[arg(long)]
     unpadded_pool: bool,
+    /// The IPsec scenarios install this many more SAs beside the two they
+    /// use (e.g. 2000000: the tables of a million tunnels).
+    #[arg(long, default_value_t = 0)]
+    extra_sas: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -230,6 +234,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         packets: a.packets,
         workers: usize::from(a.workers),
         pad_frames: !a.unpadded_pool,
+        extra_sas: a.extra_sas,
     };
     let mut report = tern_bench::engine::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
