@@ -1087,6 +1087,66 @@ fn child_rekey_retries_with_the_pfs_group_the_peer_asks_for() {
 }
 
 #[test]
+fn ike_rekey_retries_with_the_group_the_peer_asks_for() {
+    // The responder prefers ecp256: the first IKE_SA_INIT is answered
+    // with INVALID_KE and the SA agrees on ecp256. When the responder
+    // rekeys the IKE SA with that group, the original initiator (which
+    // prefers x25519) answers INVALID_KE(31): the rekey is tried once
+    // more with x25519 and succeeds.
+    let (mut a, mut b) = pair_configs();
+    a.proposals = vec![ike("aes128gcm16-prfsha256-x25519-ecp256")];
+    b.proposals = vec![ike("aes128gcm16-prfsha256-ecp256-x25519")];
+    b.ike_rekey = Some(Duration::from_secs(60));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    assert_eq!(n.r.ike_sas()[0].proposal, "aes128gcm16-prfsha256-ecp256");
+    assert_eq!(failures(&n.r, "invalid-ke"), 1, "the first IKE_SA_INIT");
+    let before = n.r.ike_sas()[0].clone();
+    assert!(n.run_until(Duration::from_secs(61), |n| n.r.stats().rekeys_ike == 1));
+    n.pump();
+    assert_eq!(failures(&n.i, "invalid-ke"), 1, "the rekey's first KE refused");
+    assert_eq!(failures(&n.r, "rekey-failed"), 0);
+    let (ri, ii) = (n.r.ike_sas(), n.i.ike_sas());
+    assert_eq!((ri.len(), ii.len()), (1, 1));
+    assert_eq!(ri[0].proposal, "aes128gcm16-prfsha256-x25519");
+    assert_eq!(ii[0].proposal, "aes128gcm16-prfsha256-x25519");
+    assert_eq!((ri[0].spi_i, ri[0].spi_r), (ii[0].spi_i, ii[0].spi_r));
+    assert_ne!(ri[0].spi_r, before.spi_r);
+    assert_eq!(ri[0].children, before.children);
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    // The new SA carries exchanges.
+    let spi = installs(&n.i_events)[0].inbound.spi;
+    n.i.child_expired(n.now, spi, false);
+    n.pump();
+    assert_child_pair(&installs(&n.i_events)[1], &installs(&n.r_events)[1]);
+}
+
+#[test]
+fn child_rekey_pfs_group_is_asked_of_the_responder_too() {
+    // The same the other way: the responder rekeys the child with its
+    // preferred PFS group, the initiator asks for its own.
+    let (mut a, mut b) = pair_configs();
+    a.esp_proposals = vec![esp("aes128gcm16-x25519-ecp256")];
+    b.esp_proposals = vec![esp("aes128gcm16-ecp256-x25519")];
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    let old = installs(&n.r_events)[0].clone();
+    n.r.child_expired(n.now, old.inbound.spi, false);
+    n.pump();
+    assert_eq!(failures(&n.i, "invalid-ke"), 1);
+    assert_eq!(failures(&n.r, "rekey-failed"), 0);
+    let (ni, nr) = (installs(&n.i_events), installs(&n.r_events));
+    assert_eq!((ni.len(), nr.len()), (2, 2));
+    assert_child_pair(&ni[1], &nr[1]);
+    assert_eq!(deletes(&n.r_events), vec![old.id]);
+    // The group asked for stays: the next rekey needs no retry.
+    n.r.child_expired(n.now, nr[1].inbound.spi, false);
+    n.pump();
+    assert_eq!(failures(&n.i, "invalid-ke"), 1);
+    assert_eq!(installs(&n.r_events).len(), 3);
+}
+
+#[test]
 fn initial_contact_replaces_a_restarted_peers_old_sa() {
     let mut n = Net::default_pair();
     establish(&mut n);

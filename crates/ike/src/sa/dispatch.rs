@@ -58,10 +58,12 @@ impl Ike {
                 Req::Dpd => {}
                 Req::DeleteIke => self.sa_down(sa, "deleted", false),
                 Req::DeleteChildren(ids) => self.children_deleted(sa, &ids),
-                Req::RekeyChild { old, spi_in, ni, dh } => {
-                    self.child_rekey_response(sa, now, old, spi_in, ni, dh, payloads)
+                Req::RekeyChild { old, spi_in, ni, dh, retried } => {
+                    self.child_rekey_response(sa, now, old, spi_in, ni, dh, retried, payloads)
                 }
-                Req::RekeyIke { spi, ni, dh } => self.ike_rekey_response(sa, now, spi, ni, dh, payloads),
+                Req::RekeyIke { spi, ni, dh, retried } => {
+                    self.ike_rekey_response(sa, now, spi, ni, dh, retried, payloads)
+                }
             }
             return;
         }

@@ -149,8 +149,20 @@ pub enum Req {
     Dpd,
     DeleteIke,
     DeleteChildren(Vec<u64>),
-    RekeyChild { old: u64, spi_in: u32, ni: Vec<u8>, dh: Option<DhPrivate> },
-    RekeyIke { spi: u64, ni: Vec<u8>, dh: Option<DhPrivate> },
+    /// `retried`: this is the one retry after INVALID_KE_PAYLOAD.
+    RekeyChild {
+        old: u64,
+        spi_in: u32,
+        ni: Vec<u8>,
+        dh: Option<DhPrivate>,
+        retried: bool,
+    },
+    RekeyIke {
+        spi: u64,
+        ni: Vec<u8>,
+        dh: Option<DhPrivate>,
+        retried: bool,
+    },
 }
 
 /// The last response sent (a retransmitted request gets it again,
