@@ -35,6 +35,9 @@ pub struct IkeStats {
     pub cookies_sent: u64,
     pub dpd_sent: u64,
     pub dropped_invalid: u64,
+    /// Peers behind a NAT seen at a new address or port (RFC 7296 2.23):
+    /// their child SAs were rekeyed to follow.
+    pub nat_moves: u64,
     /// (reason, count): "no-proposal-chosen", "authentication-failed",
     /// "ts-unacceptable", "timeout", "invalid-ke", "invalid-syntax",
     /// "half-open-limit", "decrypt-failed", "peer-unknown", ...

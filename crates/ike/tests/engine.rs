@@ -727,6 +727,39 @@ fn nat_is_detected_and_ike_moves_to_4500() {
 }
 
 #[test]
+fn child_sas_follow_a_nat_mapping_change() {
+    let (mut a, mut b) = pair_configs();
+    a.dpd = Some(Duration::from_secs(10));
+    b.remote = Some(ip(NAT_ADDR));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    n.nat = true;
+    establish(&mut n);
+    let (ci, cr) = (installs(&n.i_events)[0].clone(), installs(&n.r_events)[0].clone());
+    assert_eq!((cr.remote, cr.udp_encap), (ip(NAT_ADDR), Some((4500, 14500))));
+    // The NAT maps the client anew; its next message is a liveness check
+    // (INFORMATIONAL): the responder moves the IKE SA and rekeys the child
+    // so that its ESP goes to the new mapping.
+    n.nat_offset = 20000;
+    assert!(n.run_until(Duration::from_secs(30), |n| installs(&n.r_events).len() == 2));
+    n.pump();
+    assert_eq!(n.r.stats().nat_moves, 1);
+    assert_eq!(n.i.stats().nat_moves, 0);
+    let (ni, nr) = (installs(&n.i_events), installs(&n.r_events));
+    assert_eq!((ni.len(), nr.len()), (2, 2));
+    assert_child_pair(&ni[1], &nr[1]);
+    assert_eq!((nr[1].remote, nr[1].udp_encap), (ip(NAT_ADDR), Some((4500, 24500))));
+    assert_eq!(ni[1].udp_encap, Some((4500, 4500)));
+    assert_eq!(deletes(&n.r_events), vec![cr.id]);
+    assert_eq!(deletes(&n.i_events), vec![ci.id]);
+    assert_eq!(n.r.ike_sas()[0].children.len(), 1);
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    // Once moved, nothing more happens.
+    n.advance(Duration::from_secs(60));
+    assert_eq!(n.r.stats().nat_moves, 1);
+    assert_eq!(installs(&n.r_events).len(), 2);
+}
+
+#[test]
 fn encap_forces_udp_encapsulation() {
     let (mut a, b) = pair_configs();
     a.encap = true;
