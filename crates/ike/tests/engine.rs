@@ -866,6 +866,50 @@ fn set_peers_deletes_changed_and_starts_new() {
 }
 
 #[test]
+fn new_credentials_keep_established_sas_and_serve_new_ones() {
+    let (a, b) = pair_configs();
+    let mut n = Net::new(Settings::default(), a.clone(), vec![b.clone()]);
+    establish(&mut n);
+    let (first_i, first_r) = (n.i.ike_sas()[0].clone(), n.r.ike_sas()[0].clone());
+    // Both sides get a new PSK (a reload of a changed psk_file): the SA
+    // up stays, no delete, no child touched.
+    let new_key = |mut p: PeerConfig| {
+        p.auth = AuthConfig::Psk(Zeroizing::new(b"the new secret".to_vec()));
+        p
+    };
+    n.i.set_peers(n.now, vec![new_key(a.clone())]);
+    n.r.set_peers(n.now, vec![new_key(b.clone())]);
+    n.pump();
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    assert!(deletes(&n.i_events).is_empty() && deletes(&n.r_events).is_empty());
+    assert_eq!(n.i.ike_sas()[0].spi_i, first_i.spi_i);
+    assert_eq!(n.r.ike_sas()[0].spi_r, first_r.spi_r);
+    // It still rekeys its child (no authentication again).
+    let spi = installs(&n.i_events)[0].inbound.spi;
+    n.i.child_expired(n.now, spi, false);
+    n.pump();
+    assert_eq!(installs(&n.r_events).len(), 2);
+    // A new IKE SA authenticates with the new key.
+    n.connect();
+    assert_eq!(ups(&n.i_events), 2, "{:?}", n.i_events);
+    assert_eq!(n.i.ike_sas().len(), 2);
+    // Only the responder's key changed now: a new SA fails, the others stay.
+    n.r.set_peers(n.now, vec![b]);
+    n.pump();
+    n.connect();
+    assert_eq!(failures(&n.r, "authentication-failed"), 1);
+    assert_eq!(n.i.ike_sas().iter().filter(|s| s.state == "established").count(), 2);
+    // The kind of authentication changing does take them down.
+    let (pa, _) = cert_pair(("moon.pem", "moon.key", "ca.pem"), ("sun.pem", "sun.key", "ca.pem"));
+    let mut switched = a;
+    switched.auth = pa.auth;
+    n.i.set_peers(n.now, vec![switched]);
+    n.pump();
+    assert_eq!(downs(&n.i_events), ["authentication-failed", "deleted", "deleted"]);
+    assert!(n.i.ike_sas().is_empty());
+}
+
+#[test]
 fn timers_are_not_walked() {
     // Many SAs with liveness checks: next_deadline is the earliest and a
     // poll before it does nothing.

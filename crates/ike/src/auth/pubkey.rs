@@ -56,6 +56,8 @@ pub struct Credentials {
     cas: Vec<Anchor>,
     rng: SystemRandom,
     signatures: chain::SignatureCache,
+    /// SHA-256 of what it was loaded from (a reload compares it).
+    fingerprint: [u8; 32],
 }
 
 /// Issuer signatures remembered by default (a few hundred kB at most).
@@ -177,7 +179,15 @@ impl Credentials {
                 "no CA certificate configured: the peer's certificate could not be checked".into(),
             ));
         }
+        let mut h = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in std::iter::once(cert.1).chain(std::iter::once(key.1)).chain(cas.iter().map(|c| c.1)) {
+            h.update(&(part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+        let mut fingerprint = [0u8; 32];
+        fingerprint.copy_from_slice(h.finish().as_ref());
         Ok(Credentials {
+            fingerprint,
             subject: ee.subject().as_raw().to_vec(),
             subject_name,
             chain,
@@ -202,6 +212,13 @@ impl Credentials {
     pub fn with_signature_cache(mut self, entries: usize) -> Credentials {
         self.signatures = chain::SignatureCache::new(entries);
         self
+    }
+
+    /// SHA-256 over the certificate, key and CA files' contents as loaded
+    /// (length-prefixed, in order): equal fingerprints, same credentials.
+    /// A reload compares it to notice files changed under the same names.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
     }
 
     /// Issuer signatures remembered now (for metrics and tests).
