@@ -979,6 +979,50 @@ fn certificates_establish_and_big_ike_auth_is_fragmented() {
     }
 }
 
+/// Engines that do not announce RFC 7427 (as old peers): ECDSA signs
+/// with the classic methods and they establish, in either direction; an
+/// RSA responder whose initiator did not announce SHA2-256 refuses to sign
+/// with SHA-1 (counted, the reason logged) and nothing is established.
+#[test]
+fn peers_without_rfc7427_get_classic_ecdsa_signatures() {
+    const MOON: (&str, &str, &str) = ("moon.pem", "moon.key", "moon.tern.test");
+    const SUN: (&str, &str, &str) = ("sun-chain.pem", "sun.key", "sun.tern.test");
+    const VENUS: (&str, &str, &str) = ("venus-chain.pem", "venus.key", "venus.tern.test");
+    let old = Settings { signature_hashes: false, ..Settings::default() };
+    for (i_old, r_old) in [(true, false), (false, true), (true, true)] {
+        let (a, b) = cert_pair(MOON, SUN);
+        let mut n = Net::new(Settings::default(), a.clone(), vec![b.clone()]);
+        if i_old {
+            n.i = Ike::new(old.clone());
+            n.i.set_peers(n.now, vec![a]);
+        }
+        if r_old {
+            n.r = Ike::new(old.clone());
+            n.r.set_peers(n.now, vec![b]);
+        }
+        establish(&mut n);
+        assert_child_pair(&installs(&n.i_events)[0], &installs(&n.r_events)[0]);
+        let init_notes = |from_i: bool| {
+            n.sent
+                .iter()
+                .filter(|s| s.0 == from_i)
+                .map(|s| wire::Message::decode(&s.3).unwrap())
+                .filter(|m| m.header.exchange == wire::IKE_SA_INIT)
+                .flat_map(|m| m.payloads)
+                .any(|p| matches!(p, wire::Payload::Notify { kind: wire::notify::SIGNATURE_HASH_ALGORITHMS, .. }))
+        };
+        assert_eq!((init_notes(true), init_notes(false)), (!i_old, !r_old));
+    }
+    let (a, b) = cert_pair(MOON, VENUS);
+    let mut n = Net::new(Settings::default(), a.clone(), vec![b]);
+    n.i = Ike::new(old);
+    n.i.set_peers(n.now, vec![a]);
+    n.connect();
+    n.advance(Duration::from_secs(60));
+    assert_eq!(ups(&n.i_events) + ups(&n.r_events), 0);
+    assert_eq!(failures(&n.r, "sign-failed"), 1);
+}
+
 #[test]
 fn lost_fragment_is_recovered_by_retransmission() {
     let (a, b) =

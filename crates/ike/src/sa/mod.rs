@@ -87,6 +87,10 @@ pub struct HalfOpen {
     pub child_spi: u32,
     /// INVALID_KE / cookie retries so far (bounded).
     pub retries: u8,
+    /// The RFC 7427 hash algorithms the peer announced in its
+    /// IKE_SA_INIT (`auth::pubkey::hash_mask`; 0: none, sign the classic
+    /// way).
+    pub peer_hashes: u8,
 }
 
 /// A child SA as the IKE SA keeps it.
