@@ -1,0 +1,250 @@
+//! tern's IKEv2 against strongSwan, behaviour beyond `netns_ike.rs`: a
+//! site-to-site peer behind a NAT whose mapping changes (RFC 7296 2.23).
+//!
+//! ```text
+//! h1 10.0.1.2 -- lan0 [tern 10.0.1.1 | 10.0.2.1] wan0 -- eth0 [nat 10.0.2.2, 10.0.2.3] lan0 10.4.0.1 -- eth0 [charon 10.4.0.2]
+//! ```
+//! charon (tern-testkit's rig, kernel-libipsec: ESP in UDP 4500) sits
+//! behind an nftables source NAT that maps its UDP 4500 to 10.0.2.2:40000.
+//! h1 pings charon's address through the tunnel; then the NAT maps it to
+//! 10.0.2.3:41000 instead (the rule replaced, the NAT's connection table
+//! flushed over netlink). tern's ESP to the old mapping is lost, charon's
+//! liveness check (DPD) arrives from the new one, and tern follows: the
+//! IKE SA moves, the child SA is rekeyed with the new address and port,
+//! the tunnel's remote becomes 10.0.2.3, and the pings come back, on the
+//! same IKE SA.
+//!
+//! Needs root, iproute2, ping, nft, python3 and strongSwan (see
+//! scripts/setup.sh); says why and passes without.
+
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Lab, log_of, run_tern};
+use tern_testkit::netns::{Netns, Veth};
+use tern_testkit::strongswan::{Charon, CharonSpec, psk_secret, tail};
+
+const PSK: &str = "nat-move-psk-0123456789";
+const TERN_ID: &str = "tern.example";
+const SWAN_ID: &str = "swan.example";
+
+/// Flushes the namespace's connection tracking table (what `conntrack -F`
+/// does, without the conntrack tool): IPCTNL_MSG_CT_DELETE with no
+/// attributes over NETLINK_NETFILTER. Prints the error code of the ack.
+const CT_FLUSH: &str = "import socket,struct\n\
+s=socket.socket(socket.AF_NETLINK,socket.SOCK_RAW,12)\n\
+s.sendto(struct.pack('=IHHII',20,(1<<8)|2,1|4,1,0)+struct.pack('=BBH',2,0,0),(0,0))\n\
+r=s.recv(4096)\n\
+print(struct.unpack('=i',r[16:20])[0])\n";
+
+/// The source NAT: charon's IKE and ESP (UDP 500 and 4500) to `addr`,
+/// ports `port + 500` and `port`.
+fn nat_rules(addr: &str, port: u16) -> String {
+    format!(
+        "flush ruleset\ntable ip nat {{\n  chain post {{\n    type nat hook postrouting priority 100;\n    \
+         oifname \"eth0\" ip saddr 10.4.0.2 udp sport 4500 snat to {addr}:{port}\n    \
+         oifname \"eth0\" ip saddr 10.4.0.2 udp sport 500 snat to {addr}:{}\n  }}\n}}\n",
+        port + 500
+    )
+}
+
+struct Rig {
+    /// First, so that it stops before its namespace goes.
+    charon: Option<Charon>,
+    lab: Lab,
+    swan: Netns,
+}
+
+fn rig(tag: &str) -> Option<Rig> {
+    if let Some(why) = common::lab_missing() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    if let Some(why) = tern_testkit::strongswan::missing() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    for tool in ["nft", "/usr/bin/python3"] {
+        if std::process::Command::new(tool).arg("--version").output().is_err() {
+            eprintln!("skipped: {tool} is not installed");
+            return None;
+        }
+    }
+    let base = format!("ikefix{}{tag}", std::process::id() % 100_000);
+    let lab = Lab::two_hosts(&base);
+    let nat = &lab.netns[2];
+    let swan = Netns::named(&format!("{base}sw"));
+    Veth::new(nat, "lan0", &swan, "eth0").create();
+    nat.ip(&["addr", "add", "10.4.0.1/24", "dev", "lan0"]);
+    nat.ip(&["addr", "add", "10.0.2.3/24", "dev", "eth0"]);
+    nat.sysctl("net.ipv4.ip_forward", "1");
+    swan.ip(&["addr", "add", "10.4.0.2/24", "dev", "eth0"]);
+    swan.ip(&["route", "add", "default", "via", "10.4.0.1"]);
+    Some(Rig { charon: None, lab, swan })
+}
+
+fn tern_config(lab: &Lab) -> String {
+    format!(
+        r#"
+[[interface]]
+name = "lan0"
+device = "lan0"
+driver = "afpacket"
+addresses = ["10.0.1.1/24"]
+
+[[interface]]
+name = "wan0"
+device = "wan0"
+driver = "afpacket"
+addresses = ["10.0.2.1/24"]
+
+[api]
+socket = "{}"
+
+[metrics]
+listen = ""
+
+[[tunnel]]
+name = "ipsec0"
+type = "ipsec"
+local = "10.0.2.1"
+remote = "10.0.2.2"
+addresses = ["172.16.1.1/30"]
+
+[[route]]
+prefix = "10.4.0.2/32"
+interface = "ipsec0"
+
+[[ike]]
+name = "swan"
+local = "10.0.2.1"
+remote = "10.0.2.2"
+tunnel = "ipsec0"
+local_id = "{TERN_ID}"
+remote_id = "{SWAN_ID}"
+auth = "psk"
+psk = "{PSK}"
+proposals = ["aes128gcm16-prfsha256-x25519"]
+esp_proposals = ["aes128gcm16"]
+local_ts = ["10.0.1.0/24"]
+start = false
+"#,
+        lab.socket()
+    )
+}
+
+/// charon's connection: its own address against h1's network, a liveness
+/// check after 2 s without a word from tern.
+fn swan_conf() -> String {
+    format!(
+        "connections {{\n  tern {{\n    local_addrs = 10.4.0.2\n    remote_addrs = 10.0.2.1\n    \
+         proposals = aes128gcm16-prfsha256-x25519\n    dpd_delay = 2s\n    local {{\n      auth = psk\n      \
+         id = {SWAN_ID}\n    }}\n    remote {{\n      auth = psk\n      id = {TERN_ID}\n    }}\n    children {{\n      \
+         net {{\n        remote_ts = 10.0.1.0/24\n        esp_proposals = aes128gcm16\n        start_action = none\n      \
+         }}\n    }}\n  }}\n}}\nsecrets {{\n{}}}\n",
+        psk_secret("t", TERN_ID, SWAN_ID, PSK)
+    )
+}
+
+impl Rig {
+    fn api(&self, op: &str, args: serde_json::Value) -> Result<serde_json::Value, String> {
+        use std::io::{BufRead, Write};
+        let sock = self.lab.0.socket();
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| format!("{sock}: {e}"))?;
+        let req = serde_json::json!({"version": 1, "op": op, "args": args});
+        writeln!(s, "{req}").map_err(|e| e.to_string())?;
+        let mut line = String::new();
+        std::io::BufReader::new(s).read_line(&mut line).map_err(|e| e.to_string())?;
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
+        if v["ok"] == true {
+            Ok(v["result"]["data"].clone())
+        } else {
+            Err(v["error"]["message"].as_str().unwrap_or(&line).to_string())
+        }
+    }
+
+    /// tern's established IKE SA with `swan` (with a child), if any.
+    fn tern_sa(&self) -> Option<serde_json::Value> {
+        let Ok(serde_json::Value::Array(a)) = self.api("ike_sa_show", serde_json::json!({})) else { return None };
+        a.into_iter().find(|s| {
+            s["peer"] == "swan"
+                && s["state"] == "established"
+                && s["children"].as_array().is_some_and(|c| !c.is_empty())
+        })
+    }
+
+    fn tunnel_remote(&self) -> String {
+        match self.api("ipsec_tunnel_show", serde_json::json!({})) {
+            Ok(serde_json::Value::Array(a)) => a
+                .iter()
+                .find(|t| t["name"] == "ipsec0")
+                .map(|t| t["remote"].as_str().unwrap_or_default().to_string())
+                .unwrap_or_default(),
+            other => panic!("ipsec_tunnel_show: {other:?}"),
+        }
+    }
+
+    /// One ping from h1 to charon's address through the tunnel.
+    fn ping(&self) -> bool {
+        self.lab.netns[0].exec_ok(&["ping", "-q", "-c", "1", "-W", "1", "10.4.0.2"])
+    }
+
+    fn logs(&self) -> String {
+        let swan = self.charon.as_ref().map(|c| tail(&c.log(), 40)).unwrap_or_default();
+        format!("\n--- tern log:\n{}\n--- charon log:\n{swan}", tail(&log_of(&self.lab), 40))
+    }
+
+    fn nat(&self, addr: &str, port: u16) {
+        let nat = &self.lab.netns[2];
+        let rules = self.lab.dir.join("nat.nft");
+        std::fs::write(&rules, nat_rules(addr, port)).expect("rules");
+        nat.exec_must(&["nft", "-f", &rules.display().to_string()]);
+    }
+}
+
+fn wait(what: &str, secs: u64, r: &Rig, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}: {}", r.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_peer_behind_a_nat_whose_mapping_changes_keeps_its_tunnel() {
+    let Some(mut r) = rig("n") else { return };
+    r.nat("10.0.2.2", 40000);
+    let path = r.lab.dir.join("tern.toml");
+    std::fs::write(&path, tern_config(&r.lab)).expect("config");
+    run_tern(&mut r.lab, &path);
+    let dir = r.lab.dir.join("charon");
+    let spec = CharonSpec { charon_extra: String::new(), swanctl_conf: swan_conf() };
+    let c = Charon::start(&r.swan.name, &dir, &spec).unwrap_or_else(|e| panic!("{e}"));
+    c.load_all().unwrap_or_else(|e| panic!("{e}"));
+    r.charon = Some(c);
+    r.charon.as_ref().expect("charon").initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+    wait("tern's IKE SA", 30, &r, || r.tern_sa().is_some());
+    let before = r.tern_sa().expect("IKE SA");
+    assert_eq!(before["remote"], "10.0.2.2:40000", "{before}");
+    assert_eq!(before["nat"], true);
+    wait("pings through the tunnel", 20, &r, || r.ping());
+    let first_child = before["children"][0]["spi_in"].clone();
+
+    // The NAT maps charon anew: another address and port.
+    r.nat("10.0.2.3", 41000);
+    let out = r.lab.netns[2].exec(&["/usr/bin/python3", "-c", CT_FLUSH]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "conntrack flush: {out:?}");
+
+    // tern follows at charon's next liveness check (2 s without a word).
+    wait("pings through the tunnel again", 60, &r, || r.ping());
+    let after = r.tern_sa().expect("IKE SA");
+    assert_eq!(after["remote"], "10.0.2.3:41000", "{after}");
+    assert_eq!((&after["spi_i"], &after["spi_r"]), (&before["spi_i"], &before["spi_r"]), "the same IKE SA");
+    assert_ne!(after["children"][0]["spi_in"], first_child, "the child SA was rekeyed to follow");
+    assert_eq!(after["children"].as_array().map(Vec::len), Some(1), "the old child SA deleted: {after}");
+    assert_eq!(r.tunnel_remote(), "10.0.2.3");
+    assert!(log_of(&r.lab).contains("moved from 10.0.2.2:40000"), "{}", r.logs());
+    for _ in 0..5 {
+        assert!(r.ping(), "pings keep going: {}", r.logs());
+    }
+}
