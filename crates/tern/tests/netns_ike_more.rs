@@ -1,5 +1,6 @@
 //! tern's IKEv2 against strongSwan, behaviour beyond `netns_ike.rs`: a
-//! site-to-site peer behind a NAT whose mapping changes (RFC 7296 2.23).
+//! site-to-site peer behind a NAT whose mapping changes (RFC 7296 2.23),
+//! and a reload after the `psk_file` changed.
 //!
 //! ```text
 //! h1 10.0.1.2 -- lan0 [tern 10.0.1.1 | 10.0.2.1] wan0 -- eth0 [nat 10.0.2.2, 10.0.2.3] lan0 10.4.0.1 -- eth0 [charon 10.4.0.2]
@@ -13,6 +14,11 @@
 //! IKE SA moves, the child SA is rekeyed with the new address and port,
 //! the tunnel's remote becomes 10.0.2.3, and the pings come back, on the
 //! same IKE SA.
+//!
+//! The reload: tern's key is in a `psk_file`; the file gets a new key and
+//! `config_reload` notices it although the configuration text is the
+//! same: the established IKE SA stays (pings go on), and once charon has
+//! the new key too, a new IKE SA authenticates with it.
 //!
 //! Needs root, iproute2, ping, nft, python3 and strongSwan (see
 //! scripts/setup.sh); says why and passes without.
@@ -83,7 +89,8 @@ fn rig(tag: &str) -> Option<Rig> {
     Some(Rig { charon: None, lab, swan })
 }
 
-fn tern_config(lab: &Lab) -> String {
+/// With `auth` the `[[ike]]` key line (`psk = ...` or `psk_file = ...`).
+fn tern_config_auth(lab: &Lab, auth: &str) -> String {
     format!(
         r#"
 [[interface]]
@@ -123,7 +130,7 @@ tunnel = "ipsec0"
 local_id = "{TERN_ID}"
 remote_id = "{SWAN_ID}"
 auth = "psk"
-psk = "{PSK}"
+{auth}
 proposals = ["aes128gcm16-prfsha256-x25519"]
 esp_proposals = ["aes128gcm16"]
 local_ts = ["10.0.1.0/24"]
@@ -135,14 +142,14 @@ start = false
 
 /// charon's connection: its own address against h1's network, a liveness
 /// check after 2 s without a word from tern.
-fn swan_conf() -> String {
+fn swan_conf_psk(psk: &str) -> String {
     format!(
         "connections {{\n  tern {{\n    local_addrs = 10.4.0.2\n    remote_addrs = 10.0.2.1\n    \
          proposals = aes128gcm16-prfsha256-x25519\n    dpd_delay = 2s\n    local {{\n      auth = psk\n      \
          id = {SWAN_ID}\n    }}\n    remote {{\n      auth = psk\n      id = {TERN_ID}\n    }}\n    children {{\n      \
          net {{\n        remote_ts = 10.0.1.0/24\n        esp_proposals = aes128gcm16\n        start_action = none\n      \
          }}\n    }}\n  }}\n}}\nsecrets {{\n{}}}\n",
-        psk_secret("t", TERN_ID, SWAN_ID, PSK)
+        psk_secret("t", TERN_ID, SWAN_ID, psk)
     )
 }
 
@@ -202,6 +209,26 @@ impl Rig {
     }
 }
 
+impl Rig {
+    /// tern with `auth` and charon with the key `psk`; charon initiates and
+    /// pings go through.
+    fn up(&mut self, auth: &str, psk: &str) -> serde_json::Value {
+        self.nat("10.0.2.2", 40000);
+        let path = self.lab.dir.join("tern.toml");
+        std::fs::write(&path, tern_config_auth(&self.lab, auth)).expect("config");
+        run_tern(&mut self.lab, &path);
+        let dir = self.lab.dir.join("charon");
+        let spec = CharonSpec { charon_extra: String::new(), swanctl_conf: swan_conf_psk(psk) };
+        let c = Charon::start(&self.swan.name, &dir, &spec).unwrap_or_else(|e| panic!("{e}"));
+        c.load_all().unwrap_or_else(|e| panic!("{e}"));
+        self.charon = Some(c);
+        self.charon.as_ref().expect("charon").initiate("net").unwrap_or_else(|e| panic!("{e}{}", self.logs()));
+        wait("tern's IKE SA", 30, self, || self.tern_sa().is_some());
+        wait("pings through the tunnel", 20, self, || self.ping());
+        self.tern_sa().expect("IKE SA")
+    }
+}
+
 fn wait(what: &str, secs: u64, r: &Rig, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !f() {
@@ -213,21 +240,9 @@ fn wait(what: &str, secs: u64, r: &Rig, mut f: impl FnMut() -> bool) {
 #[test]
 fn a_peer_behind_a_nat_whose_mapping_changes_keeps_its_tunnel() {
     let Some(mut r) = rig("n") else { return };
-    r.nat("10.0.2.2", 40000);
-    let path = r.lab.dir.join("tern.toml");
-    std::fs::write(&path, tern_config(&r.lab)).expect("config");
-    run_tern(&mut r.lab, &path);
-    let dir = r.lab.dir.join("charon");
-    let spec = CharonSpec { charon_extra: String::new(), swanctl_conf: swan_conf() };
-    let c = Charon::start(&r.swan.name, &dir, &spec).unwrap_or_else(|e| panic!("{e}"));
-    c.load_all().unwrap_or_else(|e| panic!("{e}"));
-    r.charon = Some(c);
-    r.charon.as_ref().expect("charon").initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
-    wait("tern's IKE SA", 30, &r, || r.tern_sa().is_some());
-    let before = r.tern_sa().expect("IKE SA");
+    let before = r.up(&format!("psk = \"{PSK}\""), PSK);
     assert_eq!(before["remote"], "10.0.2.2:40000", "{before}");
     assert_eq!(before["nat"], true);
-    wait("pings through the tunnel", 20, &r, || r.ping());
     let first_child = before["children"][0]["spi_in"].clone();
 
     // The NAT maps charon anew: another address and port.
@@ -247,4 +262,32 @@ fn a_peer_behind_a_nat_whose_mapping_changes_keeps_its_tunnel() {
     for _ in 0..5 {
         assert!(r.ping(), "pings keep going: {}", r.logs());
     }
+}
+
+#[test]
+fn reload_notices_a_new_psk_file_and_keeps_the_established_sa() {
+    const NEW: &str = "the-new-psk-from-the-file-9876543210";
+    let Some(mut r) = rig("p") else { return };
+    let key = r.lab.dir.join("swan.psk");
+    std::fs::write(&key, format!("{PSK}\n")).expect("psk file");
+    let before = r.up(&format!("psk_file = \"{}\"", key.display()), PSK);
+    // The same configuration text, another key in the file.
+    std::fs::write(&key, format!("{NEW}\n")).expect("psk file");
+    let report = r.api("config_reload", serde_json::json!({})).unwrap_or_else(|e| panic!("reload: {e}"));
+    assert!(report.to_string().contains("ike peers changed"), "{report}");
+    // The IKE SA up stays and carries traffic.
+    let kept = r.tern_sa().expect("the IKE SA stays");
+    assert_eq!((&kept["spi_i"], &kept["spi_r"]), (&before["spi_i"], &before["spi_r"]));
+    for _ in 0..3 {
+        assert!(r.ping(), "pings after the reload: {}", r.logs());
+    }
+    // charon gets the new key and sets up a new IKE SA: tern checks it
+    // with the file's new key.
+    let c = r.charon.as_ref().expect("charon");
+    c.write_swanctl_conf(&swan_conf_psk(NEW)).expect("conf");
+    c.load_all().unwrap_or_else(|e| panic!("{e}"));
+    c.terminate_ike("tern").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+    c.initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+    wait("a new IKE SA with the new key", 30, &r, || r.tern_sa().is_some_and(|s| s["spi_i"] != before["spi_i"]));
+    wait("pings through the new SA", 20, &r, || r.ping());
 }
