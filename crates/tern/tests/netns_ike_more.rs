@@ -1,6 +1,7 @@
 //! tern's IKEv2 against strongSwan, behaviour beyond `netns_ike.rs`: a
 //! site-to-site peer behind a NAT whose mapping changes (RFC 7296 2.23),
-//! and a reload after the `psk_file` changed.
+//! a reload after the `psk_file` changed, and certificates with a charon
+//! that announces no RFC 7427 signatures.
 //!
 //! ```text
 //! h1 10.0.1.2 -- lan0 [tern 10.0.1.1 | 10.0.2.1] wan0 -- eth0 [nat 10.0.2.2, 10.0.2.3] lan0 10.4.0.1 -- eth0 [charon 10.4.0.2]
@@ -20,7 +21,12 @@
 //! same: the established IKE SA stays (pings go on), and once charon has
 //! the new key too, a new IKE SA authenticates with it.
 //!
-//! Needs root, iproute2, ping, nft, python3 and strongSwan (see
+//! Classic signatures: charon with `signature_authentication = no` sends
+//! no SIGNATURE_HASH_ALGORITHMS and signs with ECDSA-256 (auth method 9);
+//! tern then signs with method 9 too, which charon checks ("with
+//! ECDSA-256 signature successful" in its log), and pings go through.
+//!
+//! Needs root, iproute2, ping, nft, python3, openssl and strongSwan (see
 //! scripts/setup.sh); says why and passes without.
 
 use std::time::{Duration, Instant};
@@ -89,7 +95,7 @@ fn rig(tag: &str) -> Option<Rig> {
     Some(Rig { charon: None, lab, swan })
 }
 
-/// With `auth` the `[[ike]]` key line (`psk = ...` or `psk_file = ...`).
+/// With `auth` the `[[ike]]` authentication lines (`auth = ...` and its keys).
 fn tern_config_auth(lab: &Lab, auth: &str) -> String {
     format!(
         r#"
@@ -129,7 +135,6 @@ remote = "10.0.2.2"
 tunnel = "ipsec0"
 local_id = "{TERN_ID}"
 remote_id = "{SWAN_ID}"
-auth = "psk"
 {auth}
 proposals = ["aes128gcm16-prfsha256-x25519"]
 esp_proposals = ["aes128gcm16"]
@@ -143,13 +148,17 @@ start = false
 /// charon's connection: its own address against h1's network, a liveness
 /// check after 2 s without a word from tern.
 fn swan_conf_psk(psk: &str) -> String {
+    swan_conf_auth(&format!("auth = psk\n      id = {SWAN_ID}"), "auth = psk", &psk_secret("t", TERN_ID, SWAN_ID, psk))
+}
+
+/// charon's connection with `local` / `remote` auth lines and `secrets`.
+fn swan_conf_auth(local: &str, remote: &str, secrets: &str) -> String {
     format!(
         "connections {{\n  tern {{\n    local_addrs = 10.4.0.2\n    remote_addrs = 10.0.2.1\n    \
-         proposals = aes128gcm16-prfsha256-x25519\n    dpd_delay = 2s\n    local {{\n      auth = psk\n      \
-         id = {SWAN_ID}\n    }}\n    remote {{\n      auth = psk\n      id = {TERN_ID}\n    }}\n    children {{\n      \
+         proposals = aes128gcm16-prfsha256-x25519\n    dpd_delay = 2s\n    local {{\n      {local}\n    }}\n    \
+         remote {{\n      {remote}\n      id = {TERN_ID}\n    }}\n    children {{\n      \
          net {{\n        remote_ts = 10.0.1.0/24\n        esp_proposals = aes128gcm16\n        start_action = none\n      \
-         }}\n    }}\n  }}\n}}\nsecrets {{\n{}}}\n",
-        psk_secret("t", TERN_ID, SWAN_ID, psk)
+         }}\n    }}\n  }}\n}}\nsecrets {{\n{secrets}}}\n"
     )
 }
 
@@ -240,7 +249,7 @@ fn wait(what: &str, secs: u64, r: &Rig, mut f: impl FnMut() -> bool) {
 #[test]
 fn a_peer_behind_a_nat_whose_mapping_changes_keeps_its_tunnel() {
     let Some(mut r) = rig("n") else { return };
-    let before = r.up(&format!("psk = \"{PSK}\""), PSK);
+    let before = r.up(&format!("auth = \"psk\"\npsk = \"{PSK}\""), PSK);
     assert_eq!(before["remote"], "10.0.2.2:40000", "{before}");
     assert_eq!(before["nat"], true);
     let first_child = before["children"][0]["spi_in"].clone();
@@ -270,7 +279,7 @@ fn reload_notices_a_new_psk_file_and_keeps_the_established_sa() {
     let Some(mut r) = rig("p") else { return };
     let key = r.lab.dir.join("swan.psk");
     std::fs::write(&key, format!("{PSK}\n")).expect("psk file");
-    let before = r.up(&format!("psk_file = \"{}\"", key.display()), PSK);
+    let before = r.up(&format!("auth = \"psk\"\npsk_file = \"{}\"", key.display()), PSK);
     // The same configuration text, another key in the file.
     std::fs::write(&key, format!("{NEW}\n")).expect("psk file");
     let report = r.api("config_reload", serde_json::json!({})).unwrap_or_else(|e| panic!("reload: {e}"));
@@ -290,4 +299,121 @@ fn reload_notices_a_new_psk_file_and_keeps_the_established_sa() {
     c.initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
     wait("a new IKE SA with the new key", 30, &r, || r.tern_sa().is_some_and(|s| s["spi_i"] != before["spi_i"]));
     wait("pings through the new SA", 20, &r, || r.ping());
+}
+
+/// A CA and ECDSA P-256 certificates for tern and charon (subjectAltName
+/// DNS = their identities), made with openssl in `dir`.
+fn make_certs(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let ossl = |args: &[&str]| -> Result<(), String> {
+        let o = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("openssl: {e}"))?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(format!("openssl {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr)))
+        }
+    };
+    ossl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key"])?;
+    ossl(&[
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "ca.key",
+        "-subj",
+        "/O=tern/CN=Classic CA",
+        "-days",
+        "30",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-out",
+        "ca.pem",
+    ])?;
+    for (name, id) in [("tern", TERN_ID), ("swan", SWAN_ID)] {
+        ossl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &format!("{name}.ec.key")])?;
+        ossl(&["pkcs8", "-topk8", "-nocrypt", "-in", &format!("{name}.ec.key"), "-out", &format!("{name}.key")])?;
+        ossl(&[
+            "req",
+            "-new",
+            "-key",
+            &format!("{name}.key"),
+            "-subj",
+            &format!("/O=tern/CN={id}"),
+            "-out",
+            &format!("{name}.csr"),
+        ])?;
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("subjectAltName=DNS:{id}\nbasicConstraints=CA:FALSE\n"),
+        )
+        .map_err(|e| e.to_string())?;
+        ossl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.pem"),
+        ])?;
+    }
+    Ok(())
+}
+
+#[test]
+fn certificates_with_a_peer_without_rfc7427_use_classic_ecdsa() {
+    let Some(mut r) = rig("c") else { return };
+    if std::process::Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    let certs = r.lab.dir.join("certs");
+    make_certs(&certs).unwrap_or_else(|e| panic!("{e}"));
+    let p = |f: &str| certs.join(f).display().to_string();
+    let auth = format!(
+        "auth = \"pubkey\"\ncertificate = \"{}\"\nprivate_key = \"{}\"\nca = [\"{}\"]",
+        p("tern.pem"),
+        p("tern.key"),
+        p("ca.pem")
+    );
+    r.nat("10.0.2.2", 40000);
+    let path = r.lab.dir.join("tern.toml");
+    std::fs::write(&path, tern_config_auth(&r.lab, &auth)).expect("config");
+    run_tern(&mut r.lab, &path);
+    let dir = r.lab.dir.join("charon");
+    for (from, to) in [("swan.pem", "x509/swan.pem"), ("swan.key", "private/swan.key"), ("ca.pem", "x509ca/ca.pem")] {
+        std::fs::create_dir_all(dir.join(to).parent().expect("dir")).expect("dir");
+        std::fs::copy(certs.join(from), dir.join(to)).unwrap_or_else(|e| panic!("{from}: {e}"));
+    }
+    let conf =
+        swan_conf_auth(&format!("auth = pubkey\n      certs = swan.pem\n      id = {SWAN_ID}"), "auth = pubkey", "");
+    let spec = CharonSpec { charon_extra: "  signature_authentication = no\n".into(), swanctl_conf: conf };
+    let c = Charon::start(&r.swan.name, &dir, &spec).unwrap_or_else(|e| panic!("{e}"));
+    c.load_all().unwrap_or_else(|e| panic!("{e}"));
+    r.charon = Some(c);
+    r.charon.as_ref().expect("charon").initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+    wait("tern's IKE SA", 30, &r, || r.tern_sa().is_some());
+    let log = r.charon.as_ref().expect("charon").log();
+    assert!(
+        log.contains(&format!("authentication of '{TERN_ID}' with ECDSA-256 signature successful")),
+        "charon checked tern's classic (method 9) signature: {}",
+        r.logs()
+    );
+    let init = log.lines().find(|l| l.contains("generating IKE_SA_INIT request")).unwrap_or_default();
+    assert!(init.contains("N(NATD_S_IP)") && !init.contains("HASH_ALG"), "charon announced no RFC 7427: {init}");
+    wait("pings through the tunnel", 20, &r, || r.ping());
 }
