@@ -195,6 +195,7 @@ impl Router {
             {
                 t.sa_out = *sa_out;
                 t.sa_in = sa_in.clone();
+                t.remote = *remote;
                 // Without a configured MTU: what the (new) outbound SA
                 // leaves room for.
                 if p.mtu.is_none()
@@ -260,6 +261,24 @@ impl Router {
             }
         }
         self.publish_ifaces();
+    }
+
+    /// An IKE-keyed ipsec tunnel's peer moved (a NAT's new mapping): its
+    /// outer destination follows (the FIB stacks the tunnel on the route
+    /// there), published with the next [`Router::set_ipsec_bindings`].
+    /// Whether it changed (never to another address family).
+    pub(crate) fn set_ipsec_remote(&mut self, index: u16, to: IpAddr) -> bool {
+        if let Some(p) = self.plan.ifaces.get_mut(usize::from(index))
+            && let IfacePlanKind::Ipsec { remote, .. } = &mut p.kind
+            && !remote.is_unspecified()
+            && *remote != to
+            && remote.is_ipv4() == to.is_ipv4()
+        {
+            *remote = to;
+            self.routes.fib_mut().tunnel_set(index, to);
+            return true;
+        }
+        false
     }
 
     /// The multipoint ipsec tunnels' clients (IKE's remote access), one

@@ -471,6 +471,12 @@ fn ike_metrics(s: &mut String, m: &crate::ike::IkeMetrics) {
         ("tern_ike_dpd_sent_total", "counter", "Liveness checks sent.", st.dpd_sent),
         ("tern_ike_dropped_invalid_total", "counter", "IKE messages dropped as invalid.", st.dropped_invalid),
         (
+            "tern_ike_nat_moves_total",
+            "counter",
+            "Peers behind a NAT seen at a new address or port; their child SAs rekeyed to follow.",
+            st.nat_moves,
+        ),
+        (
             "tern_ike_esp_on_ike_socket_total",
             "counter",
             "UDP 4500 without the non-ESP marker on IKE's kernel socket (ESP, the engine's), dropped.",

@@ -95,10 +95,12 @@ pub enum Source {
     Fpm,
     Api,
     Neighbor,
+    /// Host routes of IKE remote-access clients (their virtual IPs).
+    Ike,
 }
 
 impl Source {
-    pub const ALL: [Source; 8] = [
+    pub const ALL: [Source; 9] = [
         Source::Connected,
         Source::Local,
         Source::Static,
@@ -107,6 +109,7 @@ impl Source {
         Source::Fpm,
         Source::Api,
         Source::Neighbor,
+        Source::Ike,
     ];
 
     pub(crate) fn index(self) -> usize {
@@ -118,7 +121,7 @@ impl Source {
     pub fn default_distance(self) -> u8 {
         match self {
             Source::Connected | Source::Local => 0,
-            Source::Static | Source::Config | Source::Api => 1,
+            Source::Static | Source::Config | Source::Api | Source::Ike => 1,
             Source::Fpm => 20,
             Source::Kernel => 100,
             Source::Neighbor => 250,
@@ -137,6 +140,7 @@ impl fmt::Display for Source {
             Source::Fpm => "fpm",
             Source::Api => "api",
             Source::Neighbor => "neighbor",
+            Source::Ike => "ike",
         };
         f.write_str(s)
     }

@@ -93,7 +93,7 @@ pub struct FibWriter {
     /// Routes whose gateway is resolved through the connected routes, by
     /// gateway, so a connected change re-resolves only those.
     via_deps: HashMap<IpAddr, HashSet<(Prefix, Source), FxBuildHasher>, FxBuildHasher>,
-    epochs: [u16; 8],
+    epochs: [u16; Source::ALL.len()],
     stats: FibStats,
     reclaimed: Vec<Garbage>,
     /// The tunnels readers find stacked adjacencies for (`tunnel.rs`).
@@ -126,7 +126,7 @@ impl FibWriter {
             reclaim,
             connected: Vec::new(),
             via_deps: HashMap::default(),
-            epochs: [0; 8],
+            epochs: [0; Source::ALL.len()],
             stats: FibStats::default(),
             reclaimed: Vec::new(),
             tunnels: Vec::new(),

@@ -150,6 +150,10 @@ pub struct Settings {
     /// Messages larger than this (the IP datagram) are fragmented
     /// (RFC 7383) when the peer supports it.
     pub fragment_size: usize,
+    /// Announce RFC 7427 signatures (SIGNATURE_HASH_ALGORITHMS) when
+    /// authenticating with a certificate. Off: as an old peer without
+    /// them (the other side then signs with the classic methods).
+    pub signature_hashes: bool,
 }
 
 impl Default for Settings {
@@ -165,6 +169,7 @@ impl Default for Settings {
             retransmit_tries: 5,
             half_open_timeout: Duration::from_secs(30),
             fragment_size: 1280,
+            signature_hashes: true,
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct IkeStats {
     pub cookies_sent: u64,
     pub dpd_sent: u64,
     pub dropped_invalid: u64,
+    /// Peers behind a NAT seen at a new address or port (RFC 7296 2.23):
+    /// their child SAs were rekeyed to follow.
+    pub nat_moves: u64,
     /// (reason, count): "no-proposal-chosen", "authentication-failed",
     /// "ts-unacceptable", "timeout", "invalid-ke", "invalid-syntax",
     /// "half-open-limit", "decrypt-failed", "peer-unknown", ...
@@ -153,8 +156,9 @@ impl Ike {
     }
 
     /// Replaces the peer configurations. IKE SAs of peers that went or
-    /// changed are deleted (announced with `Output`s); new peers with
-    /// `start` are initiated.
+    /// changed are deleted (announced with `Output`s), but not for new
+    /// credentials alone (a PSK, certificate, key or CAs: new IKE SAs use
+    /// them, established ones stay); new peers with `start` are initiated.
     pub fn set_peers(&mut self, now: Instant, peers: Vec<PeerConfig>) {
         let new: Vec<Arc<PeerConfig>> = peers.into_iter().map(Arc::new).collect();
         // Compared once per configuration object, not once per SA (a
@@ -844,14 +848,18 @@ fn cookie_for(version: u8, secret: &[u8; 32], ni: &[u8], ip: IpAddr, spi_i: u64)
     c
 }
 
-/// Whether a configuration is unchanged (its SAs may stay).
+/// Whether a configuration's SAs may stay: everything but the credentials'
+/// contents unchanged. New credentials (a PSK, certificate, key or CAs
+/// replaced) are for new IKE SAs; the established ones stay (their
+/// authentication is done; a rekey does not repeat it). The kind of
+/// authentication changing, or an identity, takes them down.
 fn same_config(a: &PeerConfig, b: &PeerConfig) -> bool {
-    let auth_same = match (&a.auth, &b.auth) {
-        (AuthConfig::Psk(x), AuthConfig::Psk(y)) => x[..] == y[..],
-        (AuthConfig::Pubkey(x), AuthConfig::Pubkey(y)) => Arc::ptr_eq(x, y),
-        _ => false,
-    };
-    auth_same && format!("{a:?}") == format!("{b:?}")
+    let kind_same = matches!(
+        (&a.auth, &b.auth),
+        (AuthConfig::Psk(_), AuthConfig::Psk(_)) | (AuthConfig::Pubkey(_), AuthConfig::Pubkey(_))
+    );
+    // (Debug shows the kind of `auth`, never its contents.)
+    kind_same && format!("{a:?}") == format!("{b:?}")
 }
 
 #[cfg(test)]

@@ -727,6 +727,39 @@ fn nat_is_detected_and_ike_moves_to_4500() {
 }
 
 #[test]
+fn child_sas_follow_a_nat_mapping_change() {
+    let (mut a, mut b) = pair_configs();
+    a.dpd = Some(Duration::from_secs(10));
+    b.remote = Some(ip(NAT_ADDR));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    n.nat = true;
+    establish(&mut n);
+    let (ci, cr) = (installs(&n.i_events)[0].clone(), installs(&n.r_events)[0].clone());
+    assert_eq!((cr.remote, cr.udp_encap), (ip(NAT_ADDR), Some((4500, 14500))));
+    // The NAT maps the client anew; its next message is a liveness check
+    // (INFORMATIONAL): the responder moves the IKE SA and rekeys the child
+    // so that its ESP goes to the new mapping.
+    n.nat_offset = 20000;
+    assert!(n.run_until(Duration::from_secs(30), |n| installs(&n.r_events).len() == 2));
+    n.pump();
+    assert_eq!(n.r.stats().nat_moves, 1);
+    assert_eq!(n.i.stats().nat_moves, 0);
+    let (ni, nr) = (installs(&n.i_events), installs(&n.r_events));
+    assert_eq!((ni.len(), nr.len()), (2, 2));
+    assert_child_pair(&ni[1], &nr[1]);
+    assert_eq!((nr[1].remote, nr[1].udp_encap), (ip(NAT_ADDR), Some((4500, 24500))));
+    assert_eq!(ni[1].udp_encap, Some((4500, 4500)));
+    assert_eq!(deletes(&n.r_events), vec![cr.id]);
+    assert_eq!(deletes(&n.i_events), vec![ci.id]);
+    assert_eq!(n.r.ike_sas()[0].children.len(), 1);
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    // Once moved, nothing more happens.
+    n.advance(Duration::from_secs(60));
+    assert_eq!(n.r.stats().nat_moves, 1);
+    assert_eq!(installs(&n.r_events).len(), 2);
+}
+
+#[test]
 fn encap_forces_udp_encapsulation() {
     let (mut a, b) = pair_configs();
     a.encap = true;
@@ -833,6 +866,50 @@ fn set_peers_deletes_changed_and_starts_new() {
 }
 
 #[test]
+fn new_credentials_keep_established_sas_and_serve_new_ones() {
+    let (a, b) = pair_configs();
+    let mut n = Net::new(Settings::default(), a.clone(), vec![b.clone()]);
+    establish(&mut n);
+    let (first_i, first_r) = (n.i.ike_sas()[0].clone(), n.r.ike_sas()[0].clone());
+    // Both sides get a new PSK (a reload of a changed psk_file): the SA
+    // up stays, no delete, no child touched.
+    let new_key = |mut p: PeerConfig| {
+        p.auth = AuthConfig::Psk(Zeroizing::new(b"the new secret".to_vec()));
+        p
+    };
+    n.i.set_peers(n.now, vec![new_key(a.clone())]);
+    n.r.set_peers(n.now, vec![new_key(b.clone())]);
+    n.pump();
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    assert!(deletes(&n.i_events).is_empty() && deletes(&n.r_events).is_empty());
+    assert_eq!(n.i.ike_sas()[0].spi_i, first_i.spi_i);
+    assert_eq!(n.r.ike_sas()[0].spi_r, first_r.spi_r);
+    // It still rekeys its child (no authentication again).
+    let spi = installs(&n.i_events)[0].inbound.spi;
+    n.i.child_expired(n.now, spi, false);
+    n.pump();
+    assert_eq!(installs(&n.r_events).len(), 2);
+    // A new IKE SA authenticates with the new key.
+    n.connect();
+    assert_eq!(ups(&n.i_events), 2, "{:?}", n.i_events);
+    assert_eq!(n.i.ike_sas().len(), 2);
+    // Only the responder's key changed now: a new SA fails, the others stay.
+    n.r.set_peers(n.now, vec![b]);
+    n.pump();
+    n.connect();
+    assert_eq!(failures(&n.r, "authentication-failed"), 1);
+    assert_eq!(n.i.ike_sas().iter().filter(|s| s.state == "established").count(), 2);
+    // The kind of authentication changing does take them down.
+    let (pa, _) = cert_pair(("moon.pem", "moon.key", "ca.pem"), ("sun.pem", "sun.key", "ca.pem"));
+    let mut switched = a;
+    switched.auth = pa.auth;
+    n.i.set_peers(n.now, vec![switched]);
+    n.pump();
+    assert_eq!(downs(&n.i_events), ["authentication-failed", "deleted", "deleted"]);
+    assert!(n.i.ike_sas().is_empty());
+}
+
+#[test]
 fn timers_are_not_walked() {
     // Many SAs with liveness checks: next_deadline is the earliest and a
     // poll before it does nothing.
@@ -900,6 +977,50 @@ fn certificates_establish_and_big_ike_auth_is_fragmented() {
         }
         assert_eq!(n.i.ike_sas()[0].remote_id, "sun.tern.test");
     }
+}
+
+/// Engines that do not announce RFC 7427 (as old peers): ECDSA signs
+/// with the classic methods and they establish, in either direction; an
+/// RSA responder whose initiator did not announce SHA2-256 refuses to sign
+/// with SHA-1 (counted, the reason logged) and nothing is established.
+#[test]
+fn peers_without_rfc7427_get_classic_ecdsa_signatures() {
+    const MOON: (&str, &str, &str) = ("moon.pem", "moon.key", "moon.tern.test");
+    const SUN: (&str, &str, &str) = ("sun-chain.pem", "sun.key", "sun.tern.test");
+    const VENUS: (&str, &str, &str) = ("venus-chain.pem", "venus.key", "venus.tern.test");
+    let old = Settings { signature_hashes: false, ..Settings::default() };
+    for (i_old, r_old) in [(true, false), (false, true), (true, true)] {
+        let (a, b) = cert_pair(MOON, SUN);
+        let mut n = Net::new(Settings::default(), a.clone(), vec![b.clone()]);
+        if i_old {
+            n.i = Ike::new(old.clone());
+            n.i.set_peers(n.now, vec![a]);
+        }
+        if r_old {
+            n.r = Ike::new(old.clone());
+            n.r.set_peers(n.now, vec![b]);
+        }
+        establish(&mut n);
+        assert_child_pair(&installs(&n.i_events)[0], &installs(&n.r_events)[0]);
+        let init_notes = |from_i: bool| {
+            n.sent
+                .iter()
+                .filter(|s| s.0 == from_i)
+                .map(|s| wire::Message::decode(&s.3).unwrap())
+                .filter(|m| m.header.exchange == wire::IKE_SA_INIT)
+                .flat_map(|m| m.payloads)
+                .any(|p| matches!(p, wire::Payload::Notify { kind: wire::notify::SIGNATURE_HASH_ALGORITHMS, .. }))
+        };
+        assert_eq!((init_notes(true), init_notes(false)), (!i_old, !r_old));
+    }
+    let (a, b) = cert_pair(MOON, VENUS);
+    let mut n = Net::new(Settings::default(), a.clone(), vec![b]);
+    n.i = Ike::new(old);
+    n.i.set_peers(n.now, vec![a]);
+    n.connect();
+    n.advance(Duration::from_secs(60));
+    assert_eq!(ups(&n.i_events) + ups(&n.r_events), 0);
+    assert_eq!(failures(&n.r, "sign-failed"), 1);
 }
 
 #[test]
@@ -1084,6 +1205,66 @@ fn child_rekey_retries_with_the_pfs_group_the_peer_asks_for() {
     assert_eq!((ni.len(), nr.len()), (2, 2));
     assert_child_pair(&ni[1], &nr[1]);
     assert_eq!(deletes(&n.i_events), vec![old.id]);
+}
+
+#[test]
+fn ike_rekey_retries_with_the_group_the_peer_asks_for() {
+    // The responder prefers ecp256: the first IKE_SA_INIT is answered
+    // with INVALID_KE and the SA agrees on ecp256. When the responder
+    // rekeys the IKE SA with that group, the original initiator (which
+    // prefers x25519) answers INVALID_KE(31): the rekey is tried once
+    // more with x25519 and succeeds.
+    let (mut a, mut b) = pair_configs();
+    a.proposals = vec![ike("aes128gcm16-prfsha256-x25519-ecp256")];
+    b.proposals = vec![ike("aes128gcm16-prfsha256-ecp256-x25519")];
+    b.ike_rekey = Some(Duration::from_secs(60));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    assert_eq!(n.r.ike_sas()[0].proposal, "aes128gcm16-prfsha256-ecp256");
+    assert_eq!(failures(&n.r, "invalid-ke"), 1, "the first IKE_SA_INIT");
+    let before = n.r.ike_sas()[0].clone();
+    assert!(n.run_until(Duration::from_secs(61), |n| n.r.stats().rekeys_ike == 1));
+    n.pump();
+    assert_eq!(failures(&n.i, "invalid-ke"), 1, "the rekey's first KE refused");
+    assert_eq!(failures(&n.r, "rekey-failed"), 0);
+    let (ri, ii) = (n.r.ike_sas(), n.i.ike_sas());
+    assert_eq!((ri.len(), ii.len()), (1, 1));
+    assert_eq!(ri[0].proposal, "aes128gcm16-prfsha256-x25519");
+    assert_eq!(ii[0].proposal, "aes128gcm16-prfsha256-x25519");
+    assert_eq!((ri[0].spi_i, ri[0].spi_r), (ii[0].spi_i, ii[0].spi_r));
+    assert_ne!(ri[0].spi_r, before.spi_r);
+    assert_eq!(ri[0].children, before.children);
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+    // The new SA carries exchanges.
+    let spi = installs(&n.i_events)[0].inbound.spi;
+    n.i.child_expired(n.now, spi, false);
+    n.pump();
+    assert_child_pair(&installs(&n.i_events)[1], &installs(&n.r_events)[1]);
+}
+
+#[test]
+fn child_rekey_pfs_group_is_asked_of_the_responder_too() {
+    // The same the other way: the responder rekeys the child with its
+    // preferred PFS group, the initiator asks for its own.
+    let (mut a, mut b) = pair_configs();
+    a.esp_proposals = vec![esp("aes128gcm16-x25519-ecp256")];
+    b.esp_proposals = vec![esp("aes128gcm16-ecp256-x25519")];
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    establish(&mut n);
+    let old = installs(&n.r_events)[0].clone();
+    n.r.child_expired(n.now, old.inbound.spi, false);
+    n.pump();
+    assert_eq!(failures(&n.i, "invalid-ke"), 1);
+    assert_eq!(failures(&n.r, "rekey-failed"), 0);
+    let (ni, nr) = (installs(&n.i_events), installs(&n.r_events));
+    assert_eq!((ni.len(), nr.len()), (2, 2));
+    assert_child_pair(&ni[1], &nr[1]);
+    assert_eq!(deletes(&n.r_events), vec![old.id]);
+    // The group asked for stays: the next rekey needs no retry.
+    n.r.child_expired(n.now, nr[1].inbound.spi, false);
+    n.pump();
+    assert_eq!(failures(&n.i, "invalid-ke"), 1);
+    assert_eq!(installs(&n.r_events).len(), 3);
 }
 
 #[test]

@@ -215,6 +215,51 @@ fn pubkey_classic_ecdsa_methods() {
     assert_eq!(checker.verify(&certs, &id, NOW, 2, sig.as_ref(), MSG).unwrap_err(), AuthError::Method(2, 14));
 }
 
+/// A peer that announced no RFC 7427 hashes (or not the one a key signs
+/// with) gets the classic methods: ECDSA P-256 / SHA-256 as method 9,
+/// P-384 / SHA-384 as 10, r | s fixed width (RFC 4754), which the
+/// verifying side checks with ring's fixed-format algorithms. RSA (whose
+/// method 1 is SHA-1) and Ed25519 (no classic method) are refused with the
+/// reason; with the hash announced, RFC 7427 as before.
+#[test]
+fn pubkey_signs_classic_methods_for_peers_without_rfc7427() {
+    use tern_ike::auth::pubkey::{HASH_IDENTITY, HASH_SHA256, HASH_SHA384, HASH_SHA512, hash_mask};
+    let bit = |h: u8| 1u8 << h;
+    assert_eq!(hash_mask(&[0, 2, 0, 3, 0, 4, 0, 5]), bit(2) | bit(3) | bit(4) | bit(5));
+    assert_eq!(hash_mask(&[0, 2, 1, 0, 0]), bit(2), "unknown numbers and an odd byte left out");
+    assert_eq!(hash_mask(&[]), 0);
+    for &(name, cert, key, id, _, pss) in ENTITIES {
+        let me = creds(cert, key).with_rsa_pss(pss);
+        let (certs, id) = (ders(cert), fqdn(id));
+        let all = bit(HASH_SHA256) | bit(HASH_SHA384) | bit(HASH_SHA512) | bit(HASH_IDENTITY);
+        let (method, data) = me.sign_for(MSG, all).unwrap();
+        assert_eq!(method, 14, "{name}: RFC 7427 when announced");
+        me.verify(&certs, &id, NOW, method, &data, MSG).unwrap();
+        for mask in [0, bit(HASH_SHA512)] {
+            match (name, me.sign_for(MSG, mask)) {
+                ("moon", Ok((method, sig))) => {
+                    assert_eq!((method, sig.len()), (9, 64), "{name}");
+                    me.verify(&certs, &id, NOW, 9, &sig, MSG).unwrap();
+                    assert!(me.verify(&certs, &id, NOW, 9, &sig, b"another message").is_err());
+                }
+                ("sun", Ok((method, sig))) => {
+                    assert_eq!((method, sig.len()), (10, 96), "{name}");
+                    me.verify(&certs, &id, NOW, 10, &sig, MSG).unwrap();
+                }
+                ("venus" | "mars", Err(AuthError::Signature(m))) => {
+                    assert!(m.contains("SHA-1") && m.contains("RFC 8247"), "{name}: {m}")
+                }
+                ("pluto", Err(AuthError::Signature(m))) => assert!(m.contains("RFC 8420"), "{name}: {m}"),
+                (_, other) => panic!("{name} with hashes {mask:#x}: {other:?}"),
+            }
+        }
+    }
+    // P-384 announced only SHA2-256: not its hash, the classic method.
+    let sun = creds("sun-chain.pem", "sun.key");
+    assert_eq!(sun.sign_for(MSG, bit(HASH_SHA256)).unwrap().0, 10);
+    assert_eq!(sun.sign_for(MSG, bit(HASH_SHA384)).unwrap().0, 14);
+}
+
 fn moon_auth() -> (Credentials, Vec<u8>) {
     let moon = creds("moon.pem", "moon.key");
     let (_, data) = moon.sign(MSG).unwrap();

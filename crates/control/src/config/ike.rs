@@ -198,13 +198,16 @@ pub struct IkePeerPlan {
     pub source: IkeCfg,
 }
 
+/// The keys and certificates count, not only the text: a reload notices
+/// a `psk_file`, certificate, key or CA file whose contents changed.
 impl PartialEq for IkePeerPlan {
     fn eq(&self, other: &Self) -> bool {
-        let key = |p: &IkePeerPlan| match &p.peer.auth {
-            AuthConfig::Psk(k) => Some(k.clone()),
-            AuthConfig::Pubkey(_) => None,
+        let same_auth = match (&self.peer.auth, &other.peer.auth) {
+            (AuthConfig::Psk(a), AuthConfig::Psk(b)) => a[..] == b[..],
+            (AuthConfig::Pubkey(a), AuthConfig::Pubkey(b)) => a.fingerprint() == b.fingerprint(),
+            _ => false,
         };
-        self.source == other.source && key(self) == key(other)
+        self.source == other.source && same_auth
     }
 }
 
@@ -747,6 +750,43 @@ tunnel = "ipsec0"
         let e = parse(&format!("{t}tunnel = \"ra0\"\n{p2p}")).expect_err("point to point");
         assert_eq!(e.key.as_deref(), Some("ike[0].tunnel"), "{e}");
         assert!(e.message.contains("must be \"any\""), "{e}");
+    }
+
+    /// A reload compares what the files hold, not only their names: a
+    /// certificate, key, CA or psk_file rewritten in place makes the plan
+    /// differ (the IKE service then gives the engines the new credentials).
+    #[test]
+    fn plans_differ_when_credential_files_change() {
+        let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ike/tests/certs");
+        let dir = std::env::temp_dir().join(format!("tern-ike-creds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let copy = |from: &str, to: &str| std::fs::copy(certs.join(from), dir.join(to)).expect("copy");
+        copy("moon.pem", "me.pem");
+        copy("moon.key", "me.key");
+        copy("ca.pem", "ca.pem");
+        std::fs::write(dir.join("branch.psk"), "0123456789abcdef\n").expect("psk");
+        let text = "[[interface]]\nname = \"wan0\"\ndevice = \"veth1\"\naddresses = [\"10.2.0.1/24\"]\n\n[[ike]]\nname = \"moon\"\nlocal = \"10.2.0.1\"\nremote = \"10.2.0.9\"\nlocal_id = \"moon.tern.test\"\nauth = \"pubkey\"\ncertificate = \"me.pem\"\nprivate_key = \"me.key\"\nca = [\"ca.pem\"]\n\n[[ike]]\nname = \"branch\"\nlocal = \"10.2.0.1\"\nremote = \"10.2.0.8\"\npsk_file = \"branch.psk\"\n";
+        let load = || crate::config::parse(text, "t.toml", &dir).expect("valid").ike;
+        let first = load();
+        assert_eq!(load(), first, "the same files: the same plan");
+        // Another certificate and key under the same names.
+        copy("sun.pem", "me.pem");
+        copy("sun.key", "me.key");
+        let second = load();
+        assert!(second.peers[0] != first.peers[0] && second.peers[1] == first.peers[1]);
+        // Another CA file.
+        std::fs::write(
+            dir.join("ca.pem"),
+            [std::fs::read(certs.join("ca.pem")).unwrap(), std::fs::read(certs.join("evil-ca.pem")).unwrap()].concat(),
+        )
+        .expect("ca");
+        let third = load();
+        assert!(third.peers[0] != second.peers[0] && third.peers[1] == second.peers[1]);
+        // Another key in the psk_file.
+        std::fs::write(dir.join("branch.psk"), "fedcba9876543210\n").expect("psk");
+        let fourth = load();
+        assert!(fourth.peers[0] == third.peers[0] && fourth.peers[1] != third.peers[1]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// auth = "pubkey" loads the certificate, key and CAs (h-ikecert's test

@@ -26,7 +26,7 @@
 //!   selector) -> (outbound SA, outer address) goes into the tunnel's
 //!   client map (`Shared::ipsec_clients`, one publication per drained
 //!   batch, copying only the shards it changed), its inbound SA as that address's, and a
-//!   host route (vip/32 or /128, source `static`, connected to the tunnel)
+//!   host route (vip/32 or /128, source `ike`, connected to the tunnel)
 //!   into the FIB. A rekey moves the client to the new SAs (the route
 //!   stays); deleting the child that holds the client removes it and the
 //!   route.
@@ -425,14 +425,25 @@ impl IkeService {
                             Some(k) => bindings[k] = b,
                             None => bindings.push(b),
                         }
+                        // The peer is where IKE last saw it (behind a NAT
+                        // whose mapping changed, elsewhere than the file
+                        // says): the tunnel's outer destination follows.
                         if let IfacePlanKind::Ipsec { remote, .. } = router.plan().ifaces[usize::from(index)].kind
                             && remote != c.remote
                         {
-                            log::warn!(
-                                "ike {}: the peer is at {} but tunnel {t}'s remote is {remote}: its ESP will not match the tunnel (NAT changing the peer's address is not supported yet)",
-                                c.peer,
-                                c.remote
-                            );
+                            if router.set_ipsec_remote(index, c.remote) {
+                                log::info!(
+                                    "ike {}: tunnel {t}'s remote {remote} -> {} (the peer moved)",
+                                    c.peer,
+                                    c.remote
+                                );
+                            } else {
+                                log::warn!(
+                                    "ike {}: the peer is at {} but tunnel {t}'s remote is {remote}: its ESP will not match the tunnel",
+                                    c.peer,
+                                    c.remote
+                                );
+                            }
                         }
                     }
                     None => {
@@ -489,7 +500,7 @@ impl IkeService {
             let len = if ip.is_ipv4() { 32 } else { 128 };
             let target = tern_fib::RouteTarget::Connected { ifindex: index };
             if let Err(e) = router.add_route(
-                tern_fib::Source::Static,
+                tern_fib::Source::Ike,
                 tern_fib::Prefix::host(ip),
                 target,
                 tern_fib::RouteAttrs::default(),
@@ -516,7 +527,7 @@ impl IkeService {
         if self.clients.client(index, ip).is_some_and(|k| k.sa_out == c.out_id) {
             self.clients.remove_client(index, ip);
             let len = if ip.is_ipv4() { 32 } else { 128 };
-            if let Err(e) = router.del_route(tern_fib::Source::Static, tern_fib::Prefix::host(ip)) {
+            if let Err(e) = router.del_route(tern_fib::Source::Ike, tern_fib::Prefix::host(ip)) {
                 log::warn!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
             }
             log::info!("ike {}: client {ip} gone", c.peer);
@@ -727,6 +738,7 @@ fn add_stats(to: &mut IkeStats, s: &IkeStats) {
     to.cookies_sent += s.cookies_sent;
     to.dpd_sent += s.dpd_sent;
     to.dropped_invalid += s.dropped_invalid;
+    to.nat_moves += s.nat_moves;
     for (reason, n) in &s.failures {
         match to.failures.iter_mut().find(|(r, _)| r == reason) {
             Some(f) => f.1 += n,
@@ -759,19 +771,23 @@ fn sa_configs(c: &ChildSa, in_id: u32, out_id: u32) -> (SaConfig, SaConfig) {
 
 /// Reload: an IKE-keyed tunnel keeps the SAs IKE bound to it (the file
 /// has none for it); the IKE service changes them when the peer's SAs
-/// change.
+/// change. Its remote too, when IKE moved it (a NAT's new mapping) and
+/// the peer's configuration is unchanged (so are its SAs).
 pub(crate) fn keep_bindings(old: &crate::config::Plan, new: &mut crate::config::Plan) {
     for (i, n) in new.ifaces.iter_mut().enumerate() {
-        if new.ike.peer_of_tunnel(&n.name).is_none() || old.ike.peer_of_tunnel(&n.name).is_none() {
+        let (Some(np), Some(op)) = (new.ike.peer_of_tunnel(&n.name), old.ike.peer_of_tunnel(&n.name)) else {
             continue;
-        }
+        };
+        let same_peer = np == op;
         let Some(o) = old.ifaces.get(i).filter(|o| o.name == n.name) else { continue };
         if let (
             IfacePlanKind::Ipsec { local: l1, remote: r1, sa_out: o1, sa_in: i1, .. },
             IfacePlanKind::Ipsec { local: l2, remote: r2, sa_out: o2, sa_in: i2, .. },
         ) = (&o.kind, &mut n.kind)
-            && (l1, r1) == (&*l2, &*r2)
+            && l1 == l2
+            && (r1 == r2 || (same_peer && !r2.is_unspecified() && r1.is_ipv4() == r2.is_ipv4()))
         {
+            *r2 = *r1;
             *o2 = *o1;
             *i2 = i1.clone();
         }
@@ -781,6 +797,157 @@ pub(crate) fn keep_bindings(old: &crate::config::Plan, new: &mut crate::config::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tern_fib::{Prefix, Source};
+    use tern_ipsec::{Cipher, Integ, Key};
+
+    const ROUTER: &str = r#"
+[[interface]]
+name = "wan"
+driver = "memory"
+mac = "02:00:00:00:02:01"
+addresses = ["192.0.2.1/24"]
+
+[[tunnel]]
+name = "ipsec0"
+type = "ipsec"
+local = "192.0.2.1"
+remote = "192.0.2.7"
+addresses = ["172.16.1.1/30"]
+
+[[tunnel]]
+name = "ra0"
+type = "ipsec"
+local = "192.0.2.1"
+remote = "any"
+addresses = ["10.3.0.1/24"]
+
+[[route]]
+prefix = "10.3.0.7/32"
+interface = "ra0"
+
+[[ike]]
+name = "site"
+local = "192.0.2.1"
+remote = "192.0.2.7"
+psk = "0123456789abcdef"
+tunnel = "ipsec0"
+
+[[ike]]
+name = "ra"
+local = "192.0.2.1"
+remote = "any"
+psk = "0123456789abcdef"
+pool = "10.3.0.5-10.3.0.9"
+tunnel = "ra0"
+"#;
+
+    fn keys(spi: u32) -> tern_ike::EspKeys {
+        tern_ike::EspKeys {
+            spi,
+            cipher: Cipher::Aes128Gcm,
+            integ: Integ::None,
+            key: Key::new(vec![spi as u8; 20]),
+            integ_key: Key::new(Vec::new()),
+        }
+    }
+
+    fn child(peer: &str, tunnel: &str, id: u64, remote: &str, encap: Option<(u16, u16)>, vip: Option<&str>) -> ChildSa {
+        ChildSa {
+            peer: peer.into(),
+            tunnel: Some(tunnel.into()),
+            ike_sa: 1,
+            id,
+            inbound: keys(0x1000 + id as u32),
+            outbound: keys(0x2000 + id as u32),
+            esn: false,
+            local: "192.0.2.1".parse().unwrap(),
+            remote: remote.parse().unwrap(),
+            udp_encap: encap,
+            local_ts: vec![],
+            remote_ts: vec![],
+            virtual_ip: vip.map(|v| v.parse().unwrap()),
+            soft_secs: None,
+            hard_secs: None,
+        }
+    }
+
+    fn router(dir: &std::path::Path) -> (Router, std::path::PathBuf) {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("tern.toml");
+        std::fs::write(&path, ROUTER).unwrap();
+        let plan = crate::config::load(&path).expect("config");
+        (Router::start(plan).expect("router"), path)
+    }
+
+    fn remote_of(r: &Router, name: &str) -> (IpAddr, u32) {
+        let i = r.plan().iface_index(name).unwrap();
+        let IfacePlanKind::Ipsec { remote, sa_out, .. } = r.plan().ifaces[usize::from(i)].kind else { panic!() };
+        let live = r.shared().ifaces.load();
+        let tern_nodes::state::IfKind::Ipsec(t) = &live.ifs[usize::from(i)].kind else { panic!() };
+        assert_eq!((t.remote, t.sa_out), (remote, sa_out), "published as planned");
+        (remote, sa_out)
+    }
+
+    /// A site-to-site peer behind a NAT moved: the child SA that follows it
+    /// (the engine rekeys it, see tern-ike) takes the tunnel's outer
+    /// destination along, in the same publication as its binding; a
+    /// reload of the unchanged file keeps both.
+    #[test]
+    fn a_moved_peer_takes_its_tunnel_along() {
+        let dir = std::env::temp_dir().join(format!("tern-ike-moved-{}", std::process::id()));
+        let (mut r, path) = router(&dir);
+        let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+        svc.install(&mut r, vec![(0, Box::new(child("site", "ipsec0", 1, "192.0.2.7", None, None)))]);
+        let (remote, first_out) = remote_of(&r, "ipsec0");
+        assert_eq!(remote, "192.0.2.7".parse::<IpAddr>().unwrap());
+        // The NAT's new mapping: a new address and port.
+        let moved = child("site", "ipsec0", 2, "198.51.100.9", Some((4500, 24500)), None);
+        svc.install(&mut r, vec![(0, Box::new(moved))]);
+        let (remote, out) = remote_of(&r, "ipsec0");
+        assert_eq!(remote, "198.51.100.9".parse::<IpAddr>().unwrap());
+        assert_ne!(out, first_out);
+        let sa = r.ipsec().info(out).expect("the new outbound SA");
+        assert_eq!(sa.udp_encap.map(|u| (u.src_port, u.dst_port)), Some((4500, 24500)));
+        svc.delete(&mut r, &[(0, 1)]);
+        assert!(r.ipsec().info(first_out).is_none());
+        assert_eq!(remote_of(&r, "ipsec0"), (remote, out));
+        // The file still says 192.0.2.7: a reload neither refuses (the
+        // endpoint "changed") nor takes the tunnel back there.
+        crate::reload::reload(&mut r, &path).expect("reload");
+        assert_eq!(remote_of(&r, "ipsec0"), (remote, out));
+        r.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Remote-access clients' host routes are the FIB's `ike` source: a
+    /// configured static route to a client's address is neither replaced
+    /// nor removed when the client leaves.
+    #[test]
+    fn client_routes_are_ikes_own() {
+        let dir = std::env::temp_dir().join(format!("tern-ike-routes-{}", std::process::id()));
+        let (mut r, _) = router(&dir);
+        let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+        let (five, seven) = (Prefix::host("10.3.0.5".parse().unwrap()), Prefix::host("10.3.0.7".parse().unwrap()));
+        assert!(r.fib().has_route(Source::Static, seven));
+        let c5 = child("ra", "ra0", 5, "192.0.2.50", None, Some("10.3.0.5"));
+        let c7 = child("ra", "ra0", 7, "192.0.2.70", None, Some("10.3.0.7"));
+        svc.install(&mut r, vec![(0, Box::new(c5)), (0, Box::new(c7))]);
+        for p in [five, seven] {
+            assert!(r.fib().has_route(Source::Ike, p), "{p}");
+        }
+        assert!(!r.fib().has_route(Source::Static, five));
+        assert!(r.fib().has_route(Source::Static, seven), "the configured route stays beside");
+        // As `tern route show` / the API list them.
+        let args = crate::api::RouteListArgs { source: Some("ike".into()), ..Default::default() };
+        let shown = crate::commands::route_list(&r, &args).expect("route list");
+        let ike: Vec<(&str, &str)> = shown.routes.iter().map(|i| (i.prefix.as_str(), i.source.as_str())).collect();
+        assert_eq!(ike, [("10.3.0.5/32", "ike"), ("10.3.0.7/32", "ike")]);
+        svc.delete(&mut r, &[(0, 5), (0, 7)]);
+        assert!(!r.fib().has_route(Source::Ike, five) && !r.fib().has_route(Source::Ike, seven));
+        assert!(r.fib().has_route(Source::Static, seven), "a client leaving keeps the configured route");
+        r.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn ids_are_unique_across_shards_and_owners_spread() {

@@ -1,7 +1,10 @@
 //! Authentication (RFC 7296 2.15): pre-shared keys, and certificates with
 //! digital signatures (RFC 7427: ECDSA P-256/P-384, RSA PKCS#1 v1.5 and
 //! RSASSA-PSS >= 2048 bits, Ed25519 per RFC 8420), the peer's chain
-//! checked against configured CAs and its identity.
+//! checked against configured CAs and its identity. A peer that announced
+//! no RFC 7427 hash tern signs with (SIGNATURE_HASH_ALGORITHMS) gets the
+//! classic ECDSA methods 9/10 (RFC 4754); RSA (whose classic method is
+//! SHA-1) and Ed25519 then refuse to sign, with the reason.
 //!
 //! Owner: helper "ike-cert" (everything under `auth/` but `psk`, which is
 //! "ike-crypto"'s).

@@ -56,6 +56,8 @@ pub struct Credentials {
     cas: Vec<Anchor>,
     rng: SystemRandom,
     signatures: chain::SignatureCache,
+    /// SHA-256 of what it was loaded from (a reload compares it).
+    fingerprint: [u8; 32],
 }
 
 /// Issuer signatures remembered by default (a few hundred kB at most).
@@ -177,7 +179,15 @@ impl Credentials {
                 "no CA certificate configured: the peer's certificate could not be checked".into(),
             ));
         }
+        let mut h = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in std::iter::once(cert.1).chain(std::iter::once(key.1)).chain(cas.iter().map(|c| c.1)) {
+            h.update(&(part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+        let mut fingerprint = [0u8; 32];
+        fingerprint.copy_from_slice(h.finish().as_ref());
         Ok(Credentials {
+            fingerprint,
             subject: ee.subject().as_raw().to_vec(),
             subject_name,
             chain,
@@ -202,6 +212,13 @@ impl Credentials {
     pub fn with_signature_cache(mut self, entries: usize) -> Credentials {
         self.signatures = chain::SignatureCache::new(entries);
         self
+    }
+
+    /// SHA-256 over the certificate, key and CA files' contents as loaded
+    /// (length-prefixed, in order): equal fingerprints, same credentials.
+    /// A reload compares it to notice files changed under the same names.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
     }
 
     /// Issuer signatures remembered now (for metrics and tests).
@@ -267,6 +284,46 @@ impl Credentials {
         data.extend_from_slice(alg);
         data.extend_from_slice(&signature);
         Ok((AUTH_DIGITAL_SIGNATURE, data))
+    }
+
+    /// The AUTH payload for a peer that announced the RFC 7427 hashes in
+    /// `peer_hashes` (bit n: hash algorithm n of its
+    /// SIGNATURE_HASH_ALGORITHMS; 0: it sent none). With the hash this
+    /// key signs with among them, [`Credentials::sign`] (method 14);
+    /// otherwise the classic methods (RFC 7296 3.8, RFC 4754): ECDSA P-256
+    /// with SHA-256 (9), P-384 with SHA-384 (10). RSA's classic method (1)
+    /// hashes with SHA-1, which RFC 8247 forbids for signing, and Ed25519
+    /// has none (RFC 8420): both are refused with the reason.
+    pub fn sign_for(&self, signed_octets: &[u8], peer_hashes: u8) -> Result<(u8, Vec<u8>), AuthError> {
+        let hash = match &self.key {
+            SigningKey::P256(_) | SigningKey::Rsa(_) => HASH_SHA256,
+            SigningKey::P384(_) => HASH_SHA384,
+            SigningKey::Ed25519(_) => HASH_IDENTITY,
+        };
+        if peer_hashes & (1 << hash) != 0 {
+            return self.sign(signed_octets);
+        }
+        let failed = |_| AuthError::Signature("signing failed (the system's random number generator?)".into());
+        let (method, der, width) = match &self.key {
+            SigningKey::P256(k) => (9, k.sign(&self.rng, signed_octets).map_err(failed)?, 32),
+            SigningKey::P384(k) => (10, k.sign(&self.rng, signed_octets).map_err(failed)?, 48),
+            SigningKey::Rsa(_) => {
+                return Err(AuthError::Signature(format!(
+                    "the peer does not take RFC 7427 signatures with SHA2-256 ({}), and RSA's classic auth method (1) signs with SHA-1, which RFC 8247 forbids: enable RFC 7427 on the peer (strongSwan does by default) or use an ECDSA certificate",
+                    announced(peer_hashes)
+                )));
+            }
+            SigningKey::Ed25519(_) => {
+                return Err(AuthError::Signature(format!(
+                    "the peer does not take RFC 7427 signatures with the identity hash ({}), the only way Ed25519 signs (RFC 8420): enable RFC 7427 on the peer or use an ECDSA certificate",
+                    announced(peer_hashes)
+                )));
+            }
+        };
+        let fixed = ecdsa_fixed(der.as_ref(), width).ok_or_else(|| {
+            AuthError::Signature("the ECDSA signature is not the DER SEQUENCE of two integers".into())
+        })?;
+        Ok((method, fixed))
     }
 
     /// Checks the peer's chain (`certs`: end-entity first, as received)
@@ -350,6 +407,74 @@ impl Credentials {
         }
         Ok(PeerCert { der: certs[0].clone(), subject: ee.subject().as_raw().to_vec() })
     }
+}
+
+/// RFC 7427 hash algorithm numbers (IANA "IKEv2 Hash Algorithms").
+pub const HASH_SHA256: u8 = 2;
+pub const HASH_SHA384: u8 = 3;
+pub const HASH_SHA512: u8 = 4;
+pub const HASH_IDENTITY: u8 = 5;
+
+/// The hash algorithms a SIGNATURE_HASH_ALGORITHMS notify's data lists
+/// (16-bit numbers), as a bit mask (bit n: number n; numbers above 7 are
+/// none tern signs with and are left out).
+pub fn hash_mask(data: &[u8]) -> u8 {
+    data.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).filter(|&n| n < 8).fold(0, |m, n| m | 1 << n)
+}
+
+fn announced(mask: u8) -> String {
+    if mask == 0 {
+        return "it sent no SIGNATURE_HASH_ALGORITHMS".into();
+    }
+    let names: Vec<String> = (0..8u8)
+        .filter(|n| mask & (1 << n) != 0)
+        .map(|n| match n {
+            HASH_SHA256 => "SHA2-256".into(),
+            HASH_SHA384 => "SHA2-384".into(),
+            HASH_SHA512 => "SHA2-512".into(),
+            HASH_IDENTITY => "identity".into(),
+            other => format!("hash {other}"),
+        })
+        .collect();
+    format!("it announced {}", names.join(", "))
+}
+
+/// An ECDSA signature from its DER form (SEQUENCE of INTEGER r, s) to the
+/// fixed r | s of RFC 4754, each `width` bytes.
+fn ecdsa_fixed(der: &[u8], width: usize) -> Option<Vec<u8>> {
+    fn int(b: &[u8]) -> Option<(&[u8], &[u8])> {
+        let (&tag, rest) = b.split_first()?;
+        let (&len, rest) = rest.split_first()?;
+        let len = usize::from(len);
+        if tag != 0x02 || len > 0x7f || rest.len() < len {
+            return None;
+        }
+        let (v, rest) = rest.split_at(len);
+        Some((v, rest))
+    }
+    let (&tag, rest) = der.split_first()?;
+    let (len, body) = match rest.split_first()? {
+        (&0x81, r) => (usize::from(*r.first()?), r.get(1..)?),
+        (&l, r) if l < 0x80 => (usize::from(l), r),
+        _ => return None,
+    };
+    if tag != 0x30 || body.len() != len {
+        return None;
+    }
+    let (r, rest) = int(body)?;
+    let (s, rest) = int(rest)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let mut out = vec![0u8; 2 * width];
+    for (i, v) in [r, s].into_iter().enumerate() {
+        let v = v.strip_prefix(&[0]).unwrap_or(v);
+        if v.len() > width {
+            return None;
+        }
+        out.get_mut(i * width + width - v.len()..(i + 1) * width)?.copy_from_slice(v);
+    }
+    Some(out)
 }
 
 /// RFC 7427 3: the AUTH data is the AlgorithmIdentifier's length (one

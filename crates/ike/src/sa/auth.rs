@@ -88,7 +88,7 @@ impl Ike {
                     payloads.push(Payload::Cert { encoding: 4, data: der });
                 }
                 payloads.push(Payload::CertReq { encoding: 4, data: c.certreq() });
-                match c.sign(&signed) {
+                match c.sign_for(&signed, half.peer_hashes) {
                     Ok((method, data)) => Payload::Auth { method, data },
                     Err(e) => {
                         log::warn!("ike: peer {}: cannot sign: {e}", sa.who());
@@ -233,7 +233,7 @@ impl Ike {
                 psk::signed_octets(keys.prf, &half.init_resp, &half.ni, &keys.sk_pr, &wire::id_body(&cfg.local_id));
             match &cfg.auth {
                 AuthConfig::Psk(k) => Ok((AUTH_SHARED_KEY, psk::psk_auth(keys.prf, k, &signed))),
-                AuthConfig::Pubkey(c) => c.sign(&signed),
+                AuthConfig::Pubkey(c) => c.sign_for(&signed, half.peer_hashes),
             }
         };
         let (method, data) = match our_auth {

@@ -68,6 +68,34 @@ impl From<u16> for Refusal {
     }
 }
 
+/// The group to retry a rekey with after INVALID_KE_PAYLOAD (`data`: the
+/// group the peer wants), or why not: a group we do not support or do not
+/// offer, the one we sent already, or a second refusal.
+fn retry_group(
+    data: &[u8],
+    ours: &[proposal::Proposal],
+    sent: Option<DhGroup>,
+    retried: bool,
+) -> Result<DhGroup, String> {
+    let Ok(id) = <[u8; 2]>::try_from(data) else {
+        return Err(format!("its data is {} bytes, not a DH group number", data.len()));
+    };
+    let id = u16::from_be_bytes(id);
+    let Some(g) = group_from_id(id) else {
+        return Err(format!("the peer asks for DH group {id}, which tern does not support"));
+    };
+    if !offers_group(ours, g) {
+        return Err(format!("the peer asks for DH group {id}, which our proposals do not offer"));
+    }
+    if sent == Some(g) {
+        return Err(format!("the peer asks for DH group {id}, the one we sent"));
+    }
+    if retried {
+        return Err(format!("the peer asks for DH group {id} after refusing our retry"));
+    }
+    Ok(g)
+}
+
 fn min_nonce<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
     if a <= b { a } else { b }
 }
@@ -75,6 +103,12 @@ fn min_nonce<'a>(a: &'a [u8], b: &'a [u8]) -> &'a [u8] {
 impl Ike {
     /// Starts rekeying child `id`.
     pub(crate) fn start_child_rekey(&mut self, sa: &mut IkeSa, now: Instant, id: u64) {
+        self.rekey_child_try(sa, now, id, false);
+    }
+
+    /// A child rekey request; `retried`: the one retry after
+    /// INVALID_KE_PAYLOAD (with the group asked for in `pfs_group`).
+    fn rekey_child_try(&mut self, sa: &mut IkeSa, now: Instant, id: u64, retried: bool) {
         let Some(c) = sa.child(id) else { return };
         if c.rekeying || c.replaced {
             return;
@@ -112,7 +146,13 @@ impl Ike {
         if let Some(c) = sa.child_mut(id) {
             c.rekeying = true;
         }
-        self.send_request(sa, now, wire::CREATE_CHILD_SA, &payloads, Req::RekeyChild { old: id, spi_in, ni, dh });
+        self.send_request(
+            sa,
+            now,
+            wire::CREATE_CHILD_SA,
+            &payloads,
+            Req::RekeyChild { old: id, spi_in, ni, dh, retried },
+        );
     }
 
     /// The answer to our child rekey.
@@ -125,6 +165,7 @@ impl Ike {
         spi_in: u32,
         ni: Vec<u8>,
         dh: Option<DhPrivate>,
+        retried: bool,
         payloads: Vec<Payload>,
     ) {
         let who = sa.who();
@@ -132,19 +173,22 @@ impl Ike {
             c.rekeying = false;
         }
         let p = gather(payloads);
-        // INVALID_KE_PAYLOAD: again at once with the group asked for, if
-        // offered and not already the one used.
+        // INVALID_KE_PAYLOAD (RFC 7296 1.3, 2.7): once again at once with
+        // the group asked for, if our ESP proposals offer it.
         if let Some((notify::INVALID_KE_PAYLOAD, data)) = &p.error {
-            let asked = <[u8; 2]>::try_from(data.as_slice()).ok().and_then(|b| group_from_id(u16::from_be_bytes(b)));
-            let cfg = sa.peer.clone();
-            if let Some(g) = asked.filter(|g| offers_group(&cfg.esp_proposals, *g))
-                && let Some(c) = sa.child_mut(old)
-                && c.pfs_group != Some(g)
-            {
-                log::info!("ike: peer {who}: rekeying child SA {old} again with DH group {}", group_id(g));
-                c.pfs_group = Some(g);
-                self.enqueue(sa, now, Start::RekeyChild(old));
-                return;
+            let sent = dh.as_ref().map(|d| d.group());
+            match retry_group(data, &sa.peer.esp_proposals, sent, retried) {
+                Ok(g) => {
+                    if let Some(c) = sa.child_mut(old) {
+                        log::info!("ike: peer {who}: rekeying child SA {old} again with DH group {}", group_id(g));
+                        c.pfs_group = Some(g);
+                        self.rekey_child_try(sa, now, old, true);
+                        return;
+                    }
+                }
+                Err(why) => {
+                    log::warn!("ike: peer {who}: INVALID_KE_PAYLOAD answering the rekey of child SA {old}: {why}")
+                }
             }
         }
         let result = (|| -> Result<_, &'static str> {
@@ -337,9 +381,15 @@ impl Ike {
 
     /// Starts rekeying the IKE SA.
     pub(crate) fn start_ike_rekey(&mut self, sa: &mut IkeSa, now: Instant) {
-        let cfg = sa.peer.clone();
         // The group this IKE SA agreed on first (the peer took it once).
-        let Some(group) = sa.chosen.and_then(|c| c.dh).or_else(|| first_group(&cfg.proposals)) else { return };
+        let Some(group) = sa.chosen.and_then(|c| c.dh).or_else(|| first_group(&sa.peer.proposals)) else { return };
+        self.rekey_ike_try(sa, now, group, false);
+    }
+
+    /// An IKE SA rekey request with a KE of `group`; `retried`: the one
+    /// retry after INVALID_KE_PAYLOAD.
+    fn rekey_ike_try(&mut self, sa: &mut IkeSa, now: Instant, group: DhGroup, retried: bool) {
+        let cfg = sa.peer.clone();
         let (dh, public) = match DhPrivate::generate(group) {
             Ok(x) => x,
             Err(e) => {
@@ -355,7 +405,7 @@ impl Ike {
             Payload::Nonce(ni.clone()),
             Payload::Ke { group: group_id(group), data: public },
         ];
-        self.send_request(sa, now, wire::CREATE_CHILD_SA, &payloads, Req::RekeyIke { spi, ni, dh: Some(dh) });
+        self.send_request(sa, now, wire::CREATE_CHILD_SA, &payloads, Req::RekeyIke { spi, ni, dh: Some(dh), retried });
     }
 
     /// The answer to our IKE SA rekey: the new SA takes over.
@@ -367,10 +417,24 @@ impl Ike {
         spi: u64,
         ni: Vec<u8>,
         dh: Option<DhPrivate>,
+        retried: bool,
         payloads: Vec<Payload>,
     ) {
         let who = sa.who();
         let p = gather(payloads);
+        // INVALID_KE_PAYLOAD (RFC 7296 1.3, 2.7): once again at once with
+        // the group asked for, if our IKE proposals offer it.
+        if let Some((notify::INVALID_KE_PAYLOAD, data)) = &p.error {
+            let sent = dh.as_ref().map(|d| d.group());
+            match retry_group(data, &sa.peer.proposals, sent, retried) {
+                Ok(g) => {
+                    log::info!("ike: peer {who}: rekeying the IKE SA again with DH group {}", group_id(g));
+                    self.rekey_ike_try(sa, now, g, true);
+                    return;
+                }
+                Err(why) => log::warn!("ike: peer {who}: INVALID_KE_PAYLOAD answering the IKE SA rekey: {why}"),
+            }
+        }
         let result = (|| -> Result<_, &'static str> {
             if let Some((kind, _)) = p.error {
                 return Err(notify_reason(kind));
@@ -551,5 +615,83 @@ impl Ike {
         sa.announced_down = true;
         self.stats.rekeys_ike += 1;
         new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AuthConfig, Identity, PeerConfig, Settings};
+    use crate::output::Output;
+    use crate::proposal::Proposal;
+    use std::sync::Arc;
+
+    fn ike(s: &str) -> Proposal {
+        Proposal::parse(s, Protocol::Ike).unwrap()
+    }
+
+    #[test]
+    fn retry_groups_are_offered_new_and_once() {
+        let ours = [ike("aes128gcm16-prfsha256-x25519-ecp256")];
+        let x = Some(DhGroup::Curve25519);
+        assert_eq!(retry_group(&19u16.to_be_bytes(), &ours, x, false), Ok(DhGroup::Ecp256));
+        let e = retry_group(&20u16.to_be_bytes(), &ours, x, false).unwrap_err();
+        assert!(e.contains("group 20, which our proposals do not offer"), "{e}");
+        let e = retry_group(&2u16.to_be_bytes(), &ours, x, false).unwrap_err();
+        assert!(e.contains("group 2, which tern does not support"), "{e}");
+        let e = retry_group(&31u16.to_be_bytes(), &ours, x, false).unwrap_err();
+        assert!(e.contains("the one we sent"), "{e}");
+        let e = retry_group(&19u16.to_be_bytes(), &ours, x, true).unwrap_err();
+        assert!(e.contains("after refusing our retry"), "{e}");
+        assert!(retry_group(&[0, 19, 0], &ours, x, false).unwrap_err().contains("3 bytes"));
+    }
+
+    /// An INVALID_KE answer to our IKE rekey asking for a group we do not
+    /// offer fails the rekey (counted, tried again later), sends nothing.
+    #[test]
+    fn ike_rekey_refused_for_a_group_not_offered_fails_without_retry() {
+        let cfg = PeerConfig {
+            name: "peer".into(),
+            local: "10.0.0.1".parse().unwrap(),
+            remote: Some("10.0.0.2".parse().unwrap()),
+            local_id: Identity::Fqdn("a".into()),
+            remote_id: None,
+            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"k".to_vec())),
+            proposals: vec![ike("aes128gcm16-prfsha256-x25519")],
+            esp_proposals: vec![],
+            encap: false,
+            tunnel: None,
+            local_ts: vec![],
+            remote_ts: vec![],
+            pool: None,
+            start: false,
+            ike_rekey: None,
+            child_rekey: None,
+            dpd: None,
+        };
+        let now = Instant::now();
+        let mut engine = Ike::new(Settings::default());
+        let (a, b) = ("10.0.0.1:500".parse().unwrap(), "10.0.0.2:500".parse().unwrap());
+        let mut sa = IkeSa::new(1, Arc::new(cfg), true, a, b, now);
+        sa.state = State::Established;
+        // Not offered; the group we sent; a second refusal.
+        let cases =
+            [(20u16, DhGroup::Curve25519, false), (31, DhGroup::Curve25519, false), (31, DhGroup::Ecp256, true)];
+        for (group, sent, retried) in cases {
+            let (dh, _) = DhPrivate::generate(sent).unwrap();
+            let refusal = Payload::Notify {
+                protocol: 0,
+                spi: vec![],
+                kind: notify::INVALID_KE_PAYLOAD,
+                data: group.to_be_bytes().to_vec(),
+            };
+            sa.rekey_at = None;
+            engine.ike_rekey_response(&mut sa, now, 7, vec![1; 32], Some(dh), retried, vec![refusal]);
+            assert!(sa.pending.is_none(), "no new request for group {group}");
+            assert_eq!(sa.rekey_at, Some(now + REKEY_RETRY));
+            assert!(engine.drain().all(|o| !matches!(o, Output::Send { .. })));
+        }
+        let failed = engine.stats().failures.iter().find(|f| f.0 == "rekey-failed").map(|f| f.1);
+        assert_eq!(failed, Some(3));
     }
 }

@@ -4,7 +4,7 @@
 //! response again, anything else is dropped) and then handled.
 
 use super::frame::Opened;
-use super::{IkeSa, Req};
+use super::{IkeSa, Req, Start, State};
 use crate::ike::Ike;
 use crate::wire::{self, FLAG_RESPONSE, Header, Message, Payload};
 use std::net::SocketAddr;
@@ -58,10 +58,12 @@ impl Ike {
                 Req::Dpd => {}
                 Req::DeleteIke => self.sa_down(sa, "deleted", false),
                 Req::DeleteChildren(ids) => self.children_deleted(sa, &ids),
-                Req::RekeyChild { old, spi_in, ni, dh } => {
-                    self.child_rekey_response(sa, now, old, spi_in, ni, dh, payloads)
+                Req::RekeyChild { old, spi_in, ni, dh, retried } => {
+                    self.child_rekey_response(sa, now, old, spi_in, ni, dh, retried, payloads)
                 }
-                Req::RekeyIke { spi, ni, dh } => self.ike_rekey_response(sa, now, spi, ni, dh, payloads),
+                Req::RekeyIke { spi, ni, dh, retried } => {
+                    self.ike_rekey_response(sa, now, spi, ni, dh, retried, payloads)
+                }
             }
             return;
         }
@@ -92,10 +94,13 @@ impl Ike {
         // RFC 7296 2.23: a peer behind a NAT is answered, and its SA's
         // requests sent, where its authenticated requests come from (its
         // NAT's mapping may change).
-        if sa.nat_remote && sa.state == super::State::Established && sa.remote != remote {
+        let moved_from = (sa.nat_remote && sa.state == State::Established && sa.remote != remote).then(|| {
+            let from = sa.remote;
             self.moved(sa, remote);
             sa.local = local;
-        }
+            // The children installed with the old address and ports.
+            (from, sa.children.iter().map(|c| c.id).collect::<Vec<u64>>())
+        });
         match header.exchange {
             wire::IKE_AUTH => self.responder_auth(sa, now, wall, local, remote, mid, payloads),
             wire::INFORMATIONAL => self.informational(sa, now, local, remote, mid, payloads),
@@ -104,6 +109,42 @@ impl Ike {
                 log::debug!("ike: peer {}: exchange {other} not supported", sa.who());
                 self.drop_invalid("unsupported-exchange");
             }
+        }
+        if let Some((from, ids)) = moved_from {
+            self.children_follow(sa, now, from, &ids);
+        }
+    }
+}
+
+impl Ike {
+    /// The peer moved (its NAT's mapping changed): the installed child SAs
+    /// carry the old address and UDP ports, which the data plane's SAs
+    /// hold fixed (and an outbound SA's sequence numbers must never be
+    /// reused by a copy of it). Each child is rekeyed: the new SAs are
+    /// installed with the new address and ports (and the tunnel's remote
+    /// follows, see the control side), the old ones deleted, as any rekey
+    /// (no packet of the new mapping lost once installed).
+    /// Not the ones the peer's own request rekeyed or deleted (its new
+    /// ones have the new address already).
+    fn children_follow(&mut self, sa: &mut IkeSa, now: Instant, from: SocketAddr, before: &[u64]) {
+        if sa.state != State::Established {
+            return;
+        }
+        let ids: Vec<u64> = sa
+            .children
+            .iter()
+            .filter(|c| before.contains(&c.id) && !c.rekeying && !c.replaced)
+            .filter(|c| !sa.rekey_notes.iter().any(|n| n.old == c.id))
+            .map(|c| c.id)
+            .collect();
+        log::info!(
+            "ike: peer {}: moved from {from} (its NAT mapping changed): rekeying {} child SA(s) to follow",
+            sa.who(),
+            ids.len()
+        );
+        self.stats.nat_moves += 1;
+        for id in ids {
+            self.enqueue(sa, now, Start::RekeyChild(id));
         }
     }
 }

@@ -74,6 +74,7 @@ impl Ike {
             cookie: None,
             child_spi: 0,
             retries: 0,
+            peer_hashes: 0,
         }));
         if let Err(e) = self.send_init(&mut sa, now) {
             return Err(format!("peer {}: {e}", sa.peer.name));
@@ -114,7 +115,7 @@ impl Ike {
         payloads.push(notify(notify::NAT_DETECTION_SOURCE_IP, src));
         payloads.push(notify(notify::NAT_DETECTION_DESTINATION_IP, nat_hash(sa.spi_i, 0, sa.remote)));
         payloads.push(notify(notify::IKEV2_FRAGMENTATION_SUPPORTED, Vec::new()));
-        if pubkey {
+        if pubkey && self.settings.signature_hashes {
             payloads.push(notify(notify::SIGNATURE_HASH_ALGORITHMS, SIGNATURE_HASHES.to_vec()));
         }
         let msg = Message {
@@ -211,6 +212,7 @@ impl Ike {
         let mut nat_src = Vec::new();
         let mut nat_dst = None;
         let mut frag = false;
+        let mut peer_hashes = 0;
         for p in msg.payloads {
             match p {
                 Payload::Sa(v) => sa_p = Some(v),
@@ -220,6 +222,9 @@ impl Ike {
                 Payload::Notify { kind: notify::NAT_DETECTION_SOURCE_IP, data, .. } => nat_src.push(data),
                 Payload::Notify { kind: notify::NAT_DETECTION_DESTINATION_IP, data, .. } => nat_dst = Some(data),
                 Payload::Notify { kind: notify::IKEV2_FRAGMENTATION_SUPPORTED, .. } => frag = true,
+                Payload::Notify { kind: notify::SIGNATURE_HASH_ALGORITHMS, data, .. } => {
+                    peer_hashes = crate::auth::pubkey::hash_mask(&data)
+                }
                 _ => {}
             }
         }
@@ -305,7 +310,9 @@ impl Ike {
         ];
         if let AuthConfig::Pubkey(c) = &cfg.auth {
             payloads.push(Payload::CertReq { encoding: 4, data: c.certreq() });
-            payloads.push(notify(notify::SIGNATURE_HASH_ALGORITHMS, SIGNATURE_HASHES.to_vec()));
+            if self.settings.signature_hashes {
+                payloads.push(notify(notify::SIGNATURE_HASH_ALGORITHMS, SIGNATURE_HASHES.to_vec()));
+            }
         }
         let resp = Message {
             header: Header {
@@ -342,6 +349,7 @@ impl Ike {
             cookie: None,
             child_spi: 0,
             retries: 0,
+            peer_hashes,
         }));
         self.out.push(Output::Send { local, remote, data: resp.clone() });
         sa.last_resp = Some(Box::new(CachedResponse { mid: 0, datagrams: vec![resp], local, remote, until: None }));
@@ -359,6 +367,7 @@ impl Ike {
         let mut nat_src = Vec::new();
         let mut nat_dst = None;
         let mut frag = false;
+        let mut peer_hashes = 0;
         let mut cookie = None;
         let mut invalid_ke = None;
         let mut error = None;
@@ -372,6 +381,9 @@ impl Ike {
                 Payload::Notify { kind: notify::NAT_DETECTION_SOURCE_IP, data, .. } => nat_src.push(data),
                 Payload::Notify { kind: notify::NAT_DETECTION_DESTINATION_IP, data, .. } => nat_dst = Some(data),
                 Payload::Notify { kind: notify::IKEV2_FRAGMENTATION_SUPPORTED, .. } => frag = true,
+                Payload::Notify { kind: notify::SIGNATURE_HASH_ALGORITHMS, data, .. } => {
+                    peer_hashes = crate::auth::pubkey::hash_mask(&data)
+                }
                 Payload::Notify { kind, .. } if kind < 16384 => error = Some(kind),
                 _ => {}
             }
@@ -463,6 +475,7 @@ impl Ike {
         drop(shared);
         half.nr = nr;
         half.init_resp = data.to_vec();
+        half.peer_hashes = peer_hashes;
         sa.nat_local = nat_dst.is_some_and(|d| d != nat_hash(sa.spi_i, sa.spi_r, sa.local));
         sa.nat_remote = !nat_src.is_empty() && !nat_src.iter().any(|x| *x == nat_hash(sa.spi_i, sa.spi_r, sa.remote));
         sa.frag = frag;

@@ -87,6 +87,10 @@ pub struct HalfOpen {
     pub child_spi: u32,
     /// INVALID_KE / cookie retries so far (bounded).
     pub retries: u8,
+    /// The RFC 7427 hash algorithms the peer announced in its
+    /// IKE_SA_INIT (`auth::pubkey::hash_mask`; 0: none, sign the classic
+    /// way).
+    pub peer_hashes: u8,
 }
 
 /// A child SA as the IKE SA keeps it.
@@ -149,8 +153,20 @@ pub enum Req {
     Dpd,
     DeleteIke,
     DeleteChildren(Vec<u64>),
-    RekeyChild { old: u64, spi_in: u32, ni: Vec<u8>, dh: Option<DhPrivate> },
-    RekeyIke { spi: u64, ni: Vec<u8>, dh: Option<DhPrivate> },
+    /// `retried`: this is the one retry after INVALID_KE_PAYLOAD.
+    RekeyChild {
+        old: u64,
+        spi_in: u32,
+        ni: Vec<u8>,
+        dh: Option<DhPrivate>,
+        retried: bool,
+    },
+    RekeyIke {
+        spi: u64,
+        ni: Vec<u8>,
+        dh: Option<DhPrivate>,
+        retried: bool,
+    },
 }
 
 /// The last response sent (a retransmitted request gets it again,

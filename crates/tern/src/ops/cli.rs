@@ -136,7 +136,7 @@ pub enum RouteCmd {
         /// Only routes inside this prefix.
         prefix: Option<String>,
         /// Only routes of this source (connected, local, static, config,
-        /// kernel, fpm, api, neighbor).
+        /// kernel, fpm, api, neighbor, ike).
         #[arg(long)]
         source: Option<String>,
         /// At most this many routes.
