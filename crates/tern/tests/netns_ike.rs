@@ -225,7 +225,34 @@ impl Rig {
         while self.ping(1, "0.2") == 0 {
             assert!(Instant::now() < deadline, "no ping through the tunnel: {}", self.logs());
         }
-        assert_eq!(self.ping(5, "0.05"), 5, "5 pings through the tunnel: {}", self.logs());
+        assert_eq!(self.ping(5, "0.05"), 5, "5 pings through the tunnel: {}{}", self.counters(), self.logs());
+    }
+
+    /// tern's non-zero counters and charon's child SAs, for a failure's
+    /// message: where a lost packet went.
+    fn counters(&self) -> String {
+        let errors = common::cli(&self.lab, &["stats", "show", "errors"]);
+        let sas = self.charon.as_ref().and_then(|c| c.list_sas().ok()).unwrap_or_default();
+        let children: Vec<String> = sas
+            .iter()
+            .flat_map(|s| &s.children)
+            .map(|c| {
+                format!(
+                    "{} {} in {:x?} {} packets, out {:x?} {} packets",
+                    c.name,
+                    c.state(),
+                    c.spi_in(),
+                    c.count("packets-in"),
+                    c.spi_out(),
+                    c.count("packets-out")
+                )
+            })
+            .collect();
+        format!(
+            "\n--- tern's counters:\n{}--- charon's child SAs:\n{}",
+            String::from_utf8_lossy(&errors.stdout),
+            children.join("\n")
+        )
     }
 
     /// One call of tern's control API (one JSON line each way): the
@@ -361,7 +388,21 @@ impl Rig {
     }
 
     fn logs(&self) -> String {
-        let swan = self.charon.as_ref().map(|c| tail(&c.log(), 40)).unwrap_or_default();
+        // Without the per-packet lines of charon's socket threads (ESP
+        // in UDP comes through them too), which would fill the tail.
+        let quiet = |c: &Charon| {
+            let log = c.log();
+            let kept: Vec<&str> = log
+                .lines()
+                .filter(|l| {
+                    !(l.contains("waiting for data on sockets")
+                        || (l.contains("[NET] sending packet") || l.contains("[NET] received packet"))
+                            && !l.ends_with(" bytes)"))
+                })
+                .collect();
+            tail(&kept.join("\n"), 40)
+        };
+        let swan = self.charon.as_ref().map(quiet).unwrap_or_default();
         format!("\n--- tern log:\n{}\n--- charon log:\n{swan}", tail(&log_of(&self.lab), 40))
     }
 }
@@ -694,14 +735,7 @@ fn rekey_case(tag: &str, lane: Lane, how: Rekey) {
             .unwrap_or_else(|e| panic!("child rekey: {e}{}", r.logs()));
         }
         let out = pinger.join().expect("pinger");
-        let errors = common::cli(&r.lab, &["stats", "show", "errors"]);
-        assert_eq!(
-            received(&out),
-            count,
-            "no ping lost across the rekey: {out}\n--- tern's error counters:\n{}{}",
-            String::from_utf8_lossy(&errors.stdout),
-            r.logs()
-        );
+        assert_eq!(received(&out), count, "no ping lost across the rekey: {out}{}{}", r.counters(), r.logs());
     });
     r.ping_through();
     let t = r.tern_established();
