@@ -375,13 +375,14 @@ impl Rig {
                     }
                 }
             }
-            Lane::Linux => {
+            Lane::Linux | Lane::LinuxXdpLane => {
                 assert_eq!(to_control, 0, "{what}: none through tern's nodes in Linux mode");
                 assert_eq!(self.kernel_udp_in(), ike, "{what}: the kernel's UDP InDatagrams");
-                let steered = counter(&self.lab, "xdp-steer/ipsec-to-tern");
+                let name = if self.lane == Lane::Linux { "xdp-steer/ipsec-to-tern" } else { "xdp-lane/punt-ipsec" };
+                let steered = counter(&self.lab, name);
                 match esp_sent {
-                    Some(e) => assert_eq!(steered, e, "{what}: {e} ESP, xdp-steer/ipsec-to-tern"),
-                    None => assert!(steered > 0, "{what}: xdp-steer/ipsec-to-tern {steered}"),
+                    Some(e) => assert_eq!(steered, e, "{what}: {e} ESP, {name}"),
+                    None => assert!(steered > 0, "{what}: {name} {steered}"),
                 }
             }
         }
@@ -1026,4 +1027,19 @@ fn a_failed_start_leaves_no_namespace_or_process() {
     let list = common::must("ip", &["netns", "list"]);
     assert!(!list.contains(&base), "the rig's namespaces went: {list}");
     assert!(!std::env::temp_dir().join(&base).exists(), "its directory went");
+}
+
+/// Linux mode on the XDP lane: the lane passes IKE to the kernel and
+/// punts ESP to tern.
+#[test]
+fn linux_mode_on_the_xdp_lane_psk_x25519_both_ways() {
+    let (ike, esp) = ("aes128gcm16-prfsha256-x25519", "aes128gcm16");
+    let want = "AES_GCM_16-128/PRF_HMAC_SHA2_256/CURVE_25519";
+    psk_case("a", Lane::LinuxXdpLane, ike, esp, ike, esp, true, want);
+    psk_case("b", Lane::LinuxXdpLane, ike, esp, ike, esp, false, want);
+}
+
+#[test]
+fn linux_mode_on_the_xdp_lane_rekeying_child_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("j", Lane::LinuxXdpLane, Rekey::CharonChild);
 }

@@ -240,9 +240,10 @@ impl Rig {
         let to_control =
             counter(&self.lab, "ip4-local/ike-to-control") + counter(&self.lab, "esp-decrypt/ike-to-control");
         let what = format!("{:?}", self.lane);
-        if self.lane == Lane::Linux {
+        if self.lane.linux() {
             assert_eq!(to_control, 0, "{what}: IKE through tern's nodes");
-            assert!(counter(&self.lab, "xdp-steer/ipsec-to-tern") >= 10, "{what}: ESP steered to tern");
+            let name = if self.lane == Lane::Linux { "xdp-steer/ipsec-to-tern" } else { "xdp-lane/punt-ipsec" };
+            assert!(counter(&self.lab, name) >= 10, "{what}: ESP to tern, {name}");
         } else {
             // Two clients, at least IKE_SA_INIT and IKE_AUTH each.
             assert!(to_control >= 4, "{what}: ike-to-control {to_control}");
@@ -283,6 +284,11 @@ fn two_remote_access_clients_in_linux_mode() {
     two_clients("a", Lane::Linux);
 }
 
+#[test]
+fn two_remote_access_clients_in_linux_mode_on_the_xdp_lane() {
+    two_clients("a", Lane::LinuxXdpLane);
+}
+
 fn two_clients(tag: &str, lane: Lane) {
     let Some(mut r) = rig(tag, lane) else { return };
     let path = r.lab.dir.join("tern.toml");
@@ -292,7 +298,7 @@ fn two_clients(tag: &str, lane: Lane) {
     for k in 0..2 {
         r.start_client(k);
         let c = r.client(k);
-        if lane == Lane::Linux && k == 0 {
+        if lane.linux() && k == 0 {
             // The kernel owns routing in Linux mode: IKE's answers leave
             // from its sockets by its table, which `[[route]]` does not
             // fill (the mirror goes from the kernel to tern). Without the

@@ -83,24 +83,27 @@ pub enum Lane {
     /// sends only ESP (and ESP in UDP 4500) to tern
     /// (`xdp-steer/ipsec-to-tern`).
     Linux,
+    /// Linux mode with the XDP lane: as [`Lane::Linux`], the lane passing
+    /// IKE to the kernel and punting ESP to tern (`xdp-lane/punt-ipsec`).
+    LinuxXdpLane,
 }
 
 impl Lane {
     /// Every lane, AF_PACKET first.
-    pub const ALL: [Lane; 3] = [Lane::AfPacket, Lane::AfXdpWithXdpLane, Lane::Linux];
+    pub const ALL: [Lane; 4] = [Lane::AfPacket, Lane::AfXdpWithXdpLane, Lane::Linux, Lane::LinuxXdpLane];
 
     /// The `driver` of its `[[interface]]` tables.
     pub fn driver(self) -> &'static str {
         match self {
             Lane::AfPacket => "afpacket",
-            Lane::AfXdpWithXdpLane => "xdp",
+            Lane::AfXdpWithXdpLane | Lane::LinuxXdpLane => "xdp",
             Lane::Linux => "afxdp",
         }
     }
 
     /// Whether tern runs in Linux mode.
     pub fn linux(self) -> bool {
-        self == Lane::Linux
+        matches!(self, Lane::Linux | Lane::LinuxXdpLane)
     }
 
     /// A short tag for namespace names.
@@ -109,6 +112,7 @@ impl Lane {
             Lane::AfPacket => "p",
             Lane::AfXdpWithXdpLane => "x",
             Lane::Linux => "l",
+            Lane::LinuxXdpLane => "y",
         }
     }
 
