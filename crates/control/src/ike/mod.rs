@@ -22,8 +22,9 @@
 //!   removes. When the peer rekeyed (`ChildSa::replaces`), sa_out stays
 //!   on the old SA until the peer deletes it (the peer takes the new
 //!   inbound SA only once it has our answer; a packet on it before that
-//!   is lost), then moves to the new one. Soft and hard lifetime events from `Ipsec::subscribe` go
-//!   back to the owning shard (`Ike::child_expired`): a soft one rekeys.
+//!   is lost), then moves to the new one. Soft and hard lifetime events
+//!   from `Ipsec::subscribe` go back to the owning shard
+//!   (`Ike::child_expired`): a soft one rekeys.
 //! - **Remote access.** A child SA of a multipoint tunnel (`remote =
 //!   "any"`) is a client: its virtual IP (or its one-address remote
 //!   selector) -> (outbound SA, outer address) goes into the tunnel's
