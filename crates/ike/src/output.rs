@@ -44,6 +44,13 @@ pub struct ChildSa {
     /// Soft and hard lifetimes to give the data plane, in seconds.
     pub soft_secs: Option<u64>,
     pub hard_secs: Option<u64>,
+    /// The child SA (by id) this one replaces when the peer rekeyed it and
+    /// we answered: encrypt with the old one until the peer deletes it,
+    /// since the peer installs the new inbound SA only once it has our
+    /// answer (RFC 7296 2.8; strongSwan's responder waits the same way).
+    /// `None` for a new child and for our own rekeys (the peer installed
+    /// the new SA before it answered).
+    pub replaces: Option<u64>,
 }
 
 /// Something the control side does for the engine, in order.

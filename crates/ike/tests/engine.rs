@@ -529,6 +529,10 @@ fn rekey_child(pfs: bool) {
     let (new_i, new_r) = (installs(&n.i_events), installs(&n.r_events));
     assert_eq!((new_i.len(), new_r.len()), (1, 1), "{:?}", n.i_events);
     assert_child_pair(&new_i[0], &new_r[0]);
+    // The responder keeps encrypting with the old child until the
+    // initiator deletes it; the initiator switches at once.
+    assert_eq!((new_i[0].replaces, new_r[0].replaces), (None, Some(old_r.id)));
+    assert_eq!((old_i.replaces, old_r.replaces), (None, None), "a first child replaces none");
     assert_ne!(new_i[0].inbound.spi, old_i.inbound.spi);
     assert_ne!(new_i[0].inbound.key, old_i.inbound.key);
     // New before old goes, on both sides.
@@ -548,6 +552,7 @@ fn rekey_child(pfs: bool) {
     n.r.child_expired(n.now, new_r[0].inbound.spi, false);
     n.pump();
     assert_child_pair(&installs(&n.i_events)[0], &installs(&n.r_events)[0]);
+    assert_eq!(installs(&n.i_events)[0].replaces, Some(new_i[0].id), "now the first side answered");
     assert_eq!(deletes(&n.i_events), vec![new_i[0].id]);
 }
 

@@ -16,28 +16,62 @@
 //! negatives: wrong PSK, proposal mismatch, untrusted certificate. Every
 //! tunnel is checked with pings from h1 to h3 through it.
 //!
+//! Each runs on a [`Lane`]: all of them standalone on AF_PACKET, and a
+//! focused set (PSK both ways, NAT-T, a child rekey by charon under
+//! traffic, deletes, remote access) on the XDP lane and in Linux mode
+//! too. There each checks where IKE and ESP went ([`Rig::assert_paths`]):
+//! every IKE datagram charon sent is counted once, by `ike-to-control`
+//! (standalone) or by the router's kernel UDP (Linux mode), and every ESP
+//! packet once by `xdp-lane/punt-ipsec` or `xdp-steer/ipsec-to-tern`.
+//!
+//! The rig cleans up on any failure (its `Drop` runs while a panic
+//! unwinds): charon and tern stopped, whatever is left in its namespaces
+//! killed, the namespaces deleted; namespaces of killed earlier runs are
+//! removed when the next starts.
+//!
 //! Needs root, iproute2, ping, ethtool, openssl and strongSwan (see
 //! scripts/setup.sh); says why and passes without.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, log_of, run_tern};
-use tern_testkit::netns::{Netns, Veth};
-use tern_testkit::strongswan::{Charon, CharonSpec, psk_secret, tail};
+use common::{Lab, counter, log_of};
+use tern_testkit::netns::{Netns, Veth, remove_stale};
+use tern_testkit::strongswan::{Charon, CharonSpec, Lane, kill_pids_in, psk_secret, tail};
 
 const PSK: &str = "interop-psk-0123456789";
 const TERN_ID: &str = "tern.example";
 const SWAN_ID: &str = "swan.example";
 
+/// The prefix of the rig's namespaces: `{PREFIX}{pid}-{lane}{tag}...`.
+const PREFIX: &str = "swike";
+
 /// The lab plus h3 behind charon's gateway (the lab's h2).
 struct Rig {
+    lane: Lane,
     /// First, so that it stops before its namespace goes.
     charon: Option<Charon>,
     lab: Lab,
     /// Kept for its lifetime: the namespace goes when the rig drops.
-    _h3: Netns,
+    h3: Netns,
+}
+
+/// Runs on success and while a panic unwinds alike: charon and tern
+/// stopped, then anything still running in the rig's namespaces killed
+/// (a ping, a tern that ignored SIGTERM), before the fields drop and the
+/// namespaces and the scratch directory go.
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.charon.take() {
+            c.stop(Duration::from_secs(5));
+        }
+        self.lab.stop_daemon(Duration::from_secs(5));
+        for ns in self.lab.ns.iter().chain(std::iter::once(&self.h3.name)) {
+            kill_pids_in(ns);
+        }
+    }
 }
 
 /// Why this machine cannot run the interop tests, if so.
@@ -48,12 +82,19 @@ fn missing() -> Option<String> {
     tern_testkit::strongswan::missing()
 }
 
-fn rig(tag: &str) -> Option<Rig> {
+/// The namespaces' base name of the rig `tag` on `lane`.
+fn base_name(lane: Lane, tag: &str) -> String {
+    format!("{PREFIX}{}-{}{tag}", std::process::id(), lane.tag())
+}
+
+fn rig(tag: &str, lane: Lane) -> Option<Rig> {
     if let Some(why) = missing() {
         eprintln!("skipped: {why}");
         return None;
     }
-    let base = format!("swike{}{tag}", std::process::id() % 100_000);
+    // Namespaces of earlier runs killed before their rigs dropped.
+    remove_stale(PREFIX);
+    let base = base_name(lane, tag);
     let lab = Lab::two_hosts(&base);
     let gw = &lab.netns[2];
     let h3 = Netns::named(&format!("{base}h3"));
@@ -62,27 +103,15 @@ fn rig(tag: &str) -> Option<Rig> {
     gw.sysctl("net.ipv4.ip_forward", "1");
     h3.ip(&["addr", "add", "10.3.0.2/24", "dev", "eth0"]);
     h3.ip(&["route", "add", "default", "via", "10.3.0.1"]);
-    Some(Rig { charon: None, lab, _h3: h3 })
+    Some(Rig { lane, charon: None, lab, h3 })
 }
 
-/// tern's side: both interfaces on AF_PACKET, the ipsec tunnel keyed by
-/// the `[[ike]]` peer, and h3's network routed into it. `ike` is the
+/// tern's side: both interfaces on `lane`, the ipsec tunnel keyed by the
+/// `[[ike]]` peer, and h3's network routed into it. `ike` is the
 /// `[[ike]]` table's body after `name`.
-fn tern_config(lab: &Lab, ike: &str) -> String {
+fn tern_config(lane: Lane, lab: &Lab, ike: &str) -> String {
     format!(
-        r#"
-[[interface]]
-name = "lan0"
-device = "lan0"
-driver = "afpacket"
-addresses = ["10.0.1.1/24"]
-
-[[interface]]
-name = "wan0"
-device = "wan0"
-driver = "afpacket"
-addresses = ["10.0.2.1/24"]
-
+        r#"{}
 [api]
 socket = "{}"
 
@@ -107,6 +136,7 @@ remote = "10.0.2.2"
 tunnel = "ipsec0"
 {ike}
 "#,
+        lane.interfaces(&[("lan0", "10.0.1.1/24"), ("wan0", "10.0.2.1/24")]),
         lab.socket()
     )
 }
@@ -138,9 +168,32 @@ fn swan_conf(ike: &str, esp: &str, auth: &str, secrets: &str, extra: &str) -> St
 
 impl Rig {
     fn start_tern(&mut self, ike: &str) {
+        self.start_tern_with(&tern_config(self.lane, &self.lab, ike));
+    }
+
+    /// Runs `tern run` with this configuration in the router's namespace
+    /// and waits until its API answers; panics at once, with its log, if
+    /// it exits instead (a refused configuration).
+    fn start_tern_with(&mut self, conf: &str) {
         let path = self.lab.dir.join("tern.toml");
-        std::fs::write(&path, tern_config(&self.lab, ike)).expect("config");
-        run_tern(&mut self.lab, &path);
+        std::fs::write(&path, conf).expect("config");
+        let log = std::fs::File::create(self.lab.dir.join("tern.log")).expect("log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.lab.ns[1], common::TERN, "run", "--config"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tern run");
+        self.lab.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !common::cli(&self.lab, &["status"]).status.success() {
+            if let Some(st) = self.lab.daemon.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("tern exited ({st}) on {:?}: {}", self.lane, log_of(&self.lab));
+            }
+            assert!(Instant::now() < deadline, "tern did not come up: {}", log_of(&self.lab));
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Starts charon in the gateway namespace and loads its configuration.
@@ -172,7 +225,34 @@ impl Rig {
         while self.ping(1, "0.2") == 0 {
             assert!(Instant::now() < deadline, "no ping through the tunnel: {}", self.logs());
         }
-        assert_eq!(self.ping(5, "0.05"), 5, "5 pings through the tunnel: {}", self.logs());
+        assert_eq!(self.ping(5, "0.05"), 5, "5 pings through the tunnel: {}{}", self.counters(), self.logs());
+    }
+
+    /// tern's non-zero counters and charon's child SAs, for a failure's
+    /// message: where a lost packet went.
+    fn counters(&self) -> String {
+        let errors = common::cli(&self.lab, &["stats", "show", "errors"]);
+        let sas = self.charon.as_ref().and_then(|c| c.list_sas().ok()).unwrap_or_default();
+        let children: Vec<String> = sas
+            .iter()
+            .flat_map(|s| &s.children)
+            .map(|c| {
+                format!(
+                    "{} {} in {:x?} {} packets, out {:x?} {} packets",
+                    c.name,
+                    c.state(),
+                    c.spi_in(),
+                    c.count("packets-in"),
+                    c.spi_out(),
+                    c.count("packets-out")
+                )
+            })
+            .collect();
+        format!(
+            "\n--- tern's counters:\n{}--- charon's child SAs:\n{}",
+            String::from_utf8_lossy(&errors.stdout),
+            children.join("\n")
+        )
     }
 
     /// One call of tern's control API (one JSON line each way): the
@@ -239,8 +319,91 @@ impl Rig {
         }
     }
 
+    /// IKE datagrams charon sent to tern so far, retransmissions
+    /// included (its log's `sending packet` lines, net level 2).
+    fn charon_ike_sent(&self) -> u64 {
+        self.charon()
+            .log()
+            .lines()
+            // The IKE task's line ends with the size; the sender thread's
+            // own line (no size) comes for ESP too (libipsec's sockets).
+            .filter(|l| {
+                l.contains("sending packet: from 10.0.2.2[") && l.contains(" to 10.0.2.1[") && l.ends_with(" bytes)")
+            })
+            .count() as u64
+    }
+
+    /// ESP packets charon sent on its current child SAs.
+    fn charon_esp_sent(&self) -> u64 {
+        let sas = self.charon().list_sas().unwrap_or_else(|e| panic!("{e}"));
+        sas.iter().flat_map(|s| &s.children).map(|c| c.count("packets-out")).sum()
+    }
+
+    /// UDP datagrams the router's kernel delivered to its sockets
+    /// (`Udp: InDatagrams` of /proc/net/snmp in tern's namespace).
+    fn kernel_udp_in(&self) -> u64 {
+        let o = self.lab.netns[1].exec(&["cat", "/proc/net/snmp"]);
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+        let (Some(names), Some(values)) = (udp.next(), udp.next()) else { panic!("no Udp lines: {text}") };
+        let at = names.split_whitespace().position(|n| n == "InDatagrams").expect("InDatagrams");
+        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("InDatagrams value")
+    }
+
+    /// Where IKE and ESP went on this lane, once traffic has stopped:
+    /// every IKE datagram charon sent counted exactly once, standalone by
+    /// `ike-to-control` (ip4-local for 500, esp-decrypt for 4500), in
+    /// Linux mode by the kernel's UDP (and none by tern's nodes); with
+    /// `esp`, every ESP packet charon sent on its current child SAs
+    /// counted once by the XDP lane's or the steering program's IPsec
+    /// punt (so nothing else reached the router on those paths).
+    fn assert_paths(&self, esp: bool) {
+        let ike = self.charon_ike_sent();
+        assert!(ike >= 2, "charon's log shows its IKE datagrams: {}", self.logs());
+        let to_control =
+            counter(&self.lab, "ip4-local/ike-to-control") + counter(&self.lab, "esp-decrypt/ike-to-control");
+        let what = format!("{:?}: charon sent {ike} IKE datagrams", self.lane);
+        let esp_sent = if esp { Some(self.charon_esp_sent()) } else { None };
+        match self.lane {
+            Lane::AfPacket | Lane::AfXdpWithXdpLane => {
+                assert_eq!(to_control, ike, "{what}: ike-to-control{}", self.logs());
+                if self.lane == Lane::AfXdpWithXdpLane {
+                    let punted = counter(&self.lab, "xdp-lane/punt-ipsec");
+                    match esp_sent {
+                        Some(e) => assert_eq!(punted, ike + e, "{what} and {e} ESP: xdp-lane/punt-ipsec"),
+                        None => assert!(punted >= ike, "{what}: xdp-lane/punt-ipsec {punted}"),
+                    }
+                }
+            }
+            Lane::Linux | Lane::LinuxXdpLane => {
+                assert_eq!(to_control, 0, "{what}: none through tern's nodes in Linux mode");
+                assert_eq!(self.kernel_udp_in(), ike, "{what}: the kernel's UDP InDatagrams");
+                let name = if self.lane == Lane::Linux { "xdp-steer/ipsec-to-tern" } else { "xdp-lane/punt-ipsec" };
+                let steered = counter(&self.lab, name);
+                match esp_sent {
+                    Some(e) => assert_eq!(steered, e, "{what}: {e} ESP, {name}"),
+                    None => assert!(steered > 0, "{what}: {name} {steered}"),
+                }
+            }
+        }
+    }
+
     fn logs(&self) -> String {
-        let swan = self.charon.as_ref().map(|c| tail(&c.log(), 40)).unwrap_or_default();
+        // Without the per-packet lines of charon's socket threads (ESP
+        // in UDP comes through them too), which would fill the tail.
+        let quiet = |c: &Charon| {
+            let log = c.log();
+            let kept: Vec<&str> = log
+                .lines()
+                .filter(|l| {
+                    !(l.contains("waiting for data on sockets")
+                        || (l.contains("[NET] sending packet") || l.contains("[NET] received packet"))
+                            && !l.ends_with(" bytes)"))
+                })
+                .collect();
+            tail(&kept.join("\n"), 40)
+        };
+        let swan = self.charon.as_ref().map(quiet).unwrap_or_default();
         format!("\n--- tern log:\n{}\n--- charon log:\n{swan}", tail(&log_of(&self.lab), 40))
     }
 }
@@ -253,8 +416,18 @@ fn received(text: &str) -> u32 {
 /// One PSK tunnel with the given proposals, initiated by tern or by
 /// charon; both sides agree on the proposal and the SPIs, and pings go
 /// through.
-fn psk_case(tag: &str, tern_ike: &str, tern_esp: &str, swan_ike: &str, swan_esp: &str, tern_starts: bool, want: &str) {
-    let Some(mut r) = rig(tag) else { return };
+#[allow(clippy::too_many_arguments)]
+fn psk_case(
+    tag: &str,
+    lane: Lane,
+    tern_ike: &str,
+    tern_esp: &str,
+    swan_ike: &str,
+    swan_esp: &str,
+    tern_starts: bool,
+    want: &str,
+) {
+    let Some(mut r) = rig(tag, lane) else { return };
     r.start_charon(swan_conf(swan_ike, swan_esp, "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""), "");
     // An [[ike]] peer with an address starts by itself (`start`).
     r.start_tern(&tern_psk(PSK, tern_ike, tern_esp, if tern_starts { "" } else { "start = false\n" }));
@@ -282,12 +455,14 @@ fn psk_case(tag: &str, tern_ike: &str, tern_esp: &str, swan_ike: &str, swan_esp:
     let after = r.charon().list_sas().expect("list");
     let c = &after.iter().find(|s| s.name == "tern").expect("sa").children[0];
     assert!(c.count("packets-in") >= 5 && c.count("packets-out") >= 5, "the pings went through the SA: {c:?}");
+    r.assert_paths(true);
 }
 
 #[test]
 fn psk_aes128gcm16_x25519_tern_initiates() {
     psk_case(
         "a",
+        Lane::AfPacket,
         "aes128gcm16-prfsha256-x25519",
         "aes128gcm16",
         "aes128gcm16-prfsha256-x25519",
@@ -301,6 +476,7 @@ fn psk_aes128gcm16_x25519_tern_initiates() {
 fn psk_aes128gcm16_x25519_charon_initiates() {
     psk_case(
         "b",
+        Lane::AfPacket,
         "aes128gcm16-prfsha256-x25519",
         "aes128gcm16",
         "aes128gcm16-prfsha256-x25519",
@@ -314,6 +490,7 @@ fn psk_aes128gcm16_x25519_charon_initiates() {
 fn psk_aes256_sha256_modp3072_tern_initiates() {
     psk_case(
         "c",
+        Lane::AfPacket,
         "aes256-sha256-modp3072",
         "aes256-sha256",
         "aes256-sha256-modp3072",
@@ -327,6 +504,7 @@ fn psk_aes256_sha256_modp3072_tern_initiates() {
 fn psk_aes256_sha256_modp3072_charon_initiates() {
     psk_case(
         "d",
+        Lane::AfPacket,
         "aes256-sha256-modp3072",
         "aes256-sha256",
         "aes256-sha256-modp3072",
@@ -339,8 +517,17 @@ fn psk_aes256_sha256_modp3072_charon_initiates() {
 #[test]
 fn psk_aes128_sha1_ecp256_both_ways() {
     let want = "AES_CBC-128/HMAC_SHA1_96/PRF_HMAC_SHA1/ECP_256";
-    psk_case("e", "aes128-sha1-ecp256", "aes128-sha1", "aes128-sha1-ecp256", "aes128-sha1", true, want);
-    psk_case("f", "aes128-sha1-ecp256", "aes128-sha1", "aes128-sha1-ecp256", "aes128-sha1", false, want);
+    psk_case("e", Lane::AfPacket, "aes128-sha1-ecp256", "aes128-sha1", "aes128-sha1-ecp256", "aes128-sha1", true, want);
+    psk_case(
+        "f",
+        Lane::AfPacket,
+        "aes128-sha1-ecp256",
+        "aes128-sha1",
+        "aes128-sha1-ecp256",
+        "aes128-sha1",
+        false,
+        want,
+    );
 }
 
 /// A CA and ECDSA P-256 certificates for tern and charon (subjectAltName
@@ -438,7 +625,7 @@ fn tern_pubkey(certs: &Path, cert: &str) -> String {
 }
 
 fn cert_case(tag: &str, tern_starts: bool) {
-    let Some(mut r) = rig(tag) else { return };
+    let Some(mut r) = rig(tag, Lane::AfPacket) else { return };
     let certs = r.lab.dir.join("certs");
     make_certs(&certs).unwrap_or_else(|e| panic!("{e}"));
     let conf = swan_conf("aes128gcm16-prfsha256-ecp256", "aes128gcm16", "pubkey", "", "");
@@ -473,7 +660,11 @@ fn certificates_ecdsa_p256_charon_initiates() {
 /// both sides move to port 4500 and ESP in UDP; tern's SA says NAT.
 #[test]
 fn nat_traversal_forced_with_encap() {
-    let Some(mut r) = rig("i") else { return };
+    nat_case("i", Lane::AfPacket);
+}
+
+fn nat_case(tag: &str, lane: Lane) {
+    let Some(mut r) = rig(tag, lane) else { return };
     r.start_charon(
         swan_conf("aes128gcm16-prfsha256-x25519", "aes128gcm16", "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""),
         "",
@@ -486,6 +677,7 @@ fn nat_traversal_forced_with_encap() {
     let t = r.tern_established();
     assert_eq!(t["nat"], true, "{t}");
     r.ping_through();
+    r.assert_paths(true);
 }
 
 /// Which rekey [`rekey_case`] does under traffic.
@@ -501,8 +693,8 @@ enum Rekey {
 
 /// A rekey while h1 pings h3 100 times a second: every ping answered,
 /// new SPIs after it, one child SA left on tern's side.
-fn rekey_case(tag: &str, how: Rekey) {
-    let Some(mut r) = rig(tag) else { return };
+fn rekey_case(tag: &str, lane: Lane, how: Rekey) {
+    let Some(mut r) = rig(tag, lane) else { return };
     let (ike, esp) = ("aes128gcm16-prfsha256-x25519", "aes128gcm16-x25519");
     r.start_charon(swan_conf(ike, esp, "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""), "");
     // tern rekeys its child SA every 5 s (the least it takes; jittered
@@ -544,40 +736,38 @@ fn rekey_case(tag: &str, how: Rekey) {
             .unwrap_or_else(|e| panic!("child rekey: {e}{}", r.logs()));
         }
         let out = pinger.join().expect("pinger");
-        let errors = common::cli(&r.lab, &["stats", "show", "errors"]);
-        assert_eq!(
-            received(&out),
-            count,
-            "no ping lost across the rekey: {out}\n--- tern's error counters:\n{}{}",
-            String::from_utf8_lossy(&errors.stdout),
-            r.logs()
-        );
+        assert_eq!(received(&out), count, "no ping lost across the rekey: {out}{}{}", r.counters(), r.logs());
     });
     r.ping_through();
     let t = r.tern_established();
     assert!(t["children"].as_array().is_some_and(|c| c.len() == 1), "the old child SA went: {t}");
+    r.assert_paths(false);
 }
 
 #[test]
 fn rekeying_child_sa_by_charon_under_traffic_loses_nothing() {
-    rekey_case("j", Rekey::CharonChild);
+    rekey_case("j", Lane::AfPacket, Rekey::CharonChild);
 }
 
 #[test]
 fn rekeying_ike_sa_by_charon_under_traffic_loses_nothing() {
-    rekey_case("s", Rekey::CharonIke);
+    rekey_case("s", Lane::AfPacket, Rekey::CharonIke);
 }
 
 #[test]
 fn rekeying_child_sa_by_tern_under_traffic_loses_nothing() {
-    rekey_case("t", Rekey::TernChild);
+    rekey_case("t", Lane::AfPacket, Rekey::TernChild);
 }
 
 /// A delete from either side takes the SA down on the other; no ping
 /// goes through afterwards.
 #[test]
 fn delete_from_either_side() {
-    let Some(mut r) = rig("k") else { return };
+    delete_case("k", Lane::AfPacket);
+}
+
+fn delete_case(tag: &str, lane: Lane) {
+    let Some(mut r) = rig(tag, lane) else { return };
     // Not started by tern, which would bring it back after a delete.
     r.start_tern(&tern_psk(PSK, "aes128gcm16-prfsha256-x25519", "aes128gcm16", "start = false\n"));
     r.start_charon(
@@ -599,13 +789,14 @@ fn delete_from_either_side() {
     r.charon().wait_gone("tern", Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}{}", r.logs()));
     assert!(r.tern_gone(Duration::from_secs(5)));
     assert_eq!(r.ping(2, "0.1"), 0, "no tunnel, no pings");
+    r.assert_paths(false);
 }
 
 /// charon dies without a word: tern's liveness checks go unanswered and
 /// it declares the peer dead, taking the SAs down.
 #[test]
 fn dead_peer_detection_when_charon_is_killed() {
-    let Some(mut r) = rig("l") else { return };
+    let Some(mut r) = rig("l", Lane::AfPacket) else { return };
     r.start_tern(&tern_psk(PSK, "aes128gcm16-prfsha256-x25519", "aes128gcm16", "start = false\ndpd_secs = 1\n"));
     r.start_charon(
         swan_conf("aes128gcm16-prfsha256-x25519", "aes128gcm16", "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""),
@@ -627,11 +818,14 @@ fn dead_peer_detection_when_charon_is_killed() {
 /// address from the pool and reaches h1 from it.
 #[test]
 fn remote_access_client_gets_a_virtual_ip() {
-    let Some(mut r) = rig("m") else { return };
-    let path = r.lab.dir.join("tern.toml");
+    remote_access_case("m", Lane::AfPacket);
+}
+
+fn remote_access_case(tag: &str, lane: Lane) {
+    let Some(mut r) = rig(tag, lane) else { return };
     // A multipoint tunnel (remote "any") the remote-access template keys:
     // a host route per client to its SA (netns_ike_ra.rs has two clients).
-    let conf = tern_config(&r.lab, "")
+    let conf = tern_config(lane, &r.lab, "")
         .replace(
             "[[tunnel]]\nname = \"ipsec0\"\ntype = \"ipsec\"\nlocal = \"10.0.2.1\"\nremote = \"10.0.2.2\"\naddresses = [\"172.16.1.1/30\"]\n\n[[route]]\nprefix = \"10.3.0.0/24\"\ninterface = \"ipsec0\"\n",
             "[[tunnel]]\nname = \"ipsec0\"\ntype = \"ipsec\"\nlocal = \"10.0.2.1\"\nremote = \"any\"\naddresses = [\"10.77.0.1/24\"]\n",
@@ -644,8 +838,7 @@ fn remote_access_client_gets_a_virtual_ip() {
              pool = \"10.77.0.10-10.77.0.20\"\n"
         ),
     );
-    std::fs::write(&path, conf).expect("config");
-    run_tern(&mut r.lab, &path);
+    r.start_tern_with(&conf);
     let swan = format!(
         "connections {{\n  tern {{\n    local_addrs = 10.0.2.2\n    remote_addrs = 10.0.2.1\n    vips = 0.0.0.0\n    \
          proposals = aes128gcm16-prfsha256-x25519\n    local {{\n      auth = psk\n      id = {SWAN_ID}\n    }}\n    \
@@ -666,6 +859,7 @@ fn remote_access_client_gets_a_virtual_ip() {
     let gw = &r.lab.netns[2];
     let ping = gw.exec(&["ping", "-c", "3", "-i", "0.1", "-W", "2", "-I", &vip, "10.0.1.2"]);
     assert!(ping.status.success(), "ping from {vip}: {}{}", String::from_utf8_lossy(&ping.stdout), r.logs());
+    r.assert_paths(true);
 }
 
 /// A refusal: no IKE SA on either side, the reason in tern's log. tern
@@ -696,7 +890,7 @@ fn refused(r: &Rig, tern_starts: bool, reason: &str) {
 #[test]
 fn wrong_psk_is_refused_both_ways() {
     for (tag, tern_starts) in [("n", true), ("o", false)] {
-        let Some(mut r) = rig(tag) else { return };
+        let Some(mut r) = rig(tag, Lane::AfPacket) else { return };
         r.start_charon(
             swan_conf(
                 "aes128gcm16-prfsha256-x25519",
@@ -716,7 +910,7 @@ fn wrong_psk_is_refused_both_ways() {
 #[test]
 fn proposal_mismatch_is_refused_both_ways() {
     for (tag, tern_starts) in [("p", true), ("q", false)] {
-        let Some(mut r) = rig(tag) else { return };
+        let Some(mut r) = rig(tag, Lane::AfPacket) else { return };
         r.start_charon(
             swan_conf("aes256-sha512-modp4096", "aes256-sha512", "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""),
             "",
@@ -732,7 +926,7 @@ fn proposal_mismatch_is_refused_both_ways() {
 /// other CA.
 #[test]
 fn untrusted_certificate_is_refused() {
-    let Some(mut r) = rig("r") else { return };
+    let Some(mut r) = rig("r", Lane::AfPacket) else { return };
     let certs = r.lab.dir.join("certs");
     make_certs(&certs).unwrap_or_else(|e| panic!("{e}"));
     let tern = tern_pubkey(&certs, "evil")
@@ -754,4 +948,98 @@ fn ping_summary_is_read() {
     assert_eq!(received(text), 598);
     assert_eq!(received("2 packets transmitted, 0 received, +2 errors, 100% packet loss"), 0);
     assert_eq!(received(""), 0);
+}
+
+// ------------------------------------------------- the XDP lane and Linux mode
+
+/// The focused set on the XDP lane: PSK with X25519 both ways.
+#[test]
+fn xdp_lane_psk_x25519_both_ways() {
+    let (ike, esp) = ("aes128gcm16-prfsha256-x25519", "aes128gcm16");
+    let want = "AES_GCM_16-128/PRF_HMAC_SHA2_256/CURVE_25519";
+    psk_case("a", Lane::AfXdpWithXdpLane, ike, esp, ike, esp, true, want);
+    psk_case("b", Lane::AfXdpWithXdpLane, ike, esp, ike, esp, false, want);
+}
+
+#[test]
+fn xdp_lane_nat_traversal_forced_with_encap() {
+    nat_case("i", Lane::AfXdpWithXdpLane);
+}
+
+#[test]
+fn xdp_lane_rekeying_child_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("j", Lane::AfXdpWithXdpLane, Rekey::CharonChild);
+}
+
+#[test]
+fn xdp_lane_delete_from_either_side() {
+    delete_case("k", Lane::AfXdpWithXdpLane);
+}
+
+/// Linux mode: IKE on the kernel's sockets, ESP steered to tern.
+#[test]
+fn linux_mode_psk_x25519_both_ways() {
+    let (ike, esp) = ("aes128gcm16-prfsha256-x25519", "aes128gcm16");
+    let want = "AES_GCM_16-128/PRF_HMAC_SHA2_256/CURVE_25519";
+    psk_case("a", Lane::Linux, ike, esp, ike, esp, true, want);
+    psk_case("b", Lane::Linux, ike, esp, ike, esp, false, want);
+}
+
+#[test]
+fn linux_mode_nat_traversal_forced_with_encap() {
+    nat_case("i", Lane::Linux);
+}
+
+#[test]
+fn linux_mode_rekeying_child_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("j", Lane::Linux, Rekey::CharonChild);
+}
+
+#[test]
+fn linux_mode_delete_from_either_side() {
+    delete_case("k", Lane::Linux);
+}
+
+#[test]
+fn linux_mode_remote_access_client_gets_a_virtual_ip() {
+    remote_access_case("m", Lane::Linux);
+}
+
+/// A test that fails inside `start_tern` (tern refuses its configuration)
+/// leaves nothing behind: charon stopped, no process in the rig's
+/// namespaces, the namespaces gone.
+#[test]
+fn a_failed_start_leaves_no_namespace_or_process() {
+    if missing().is_some() {
+        return;
+    }
+    let pid = std::sync::Mutex::new(None);
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let Some(mut r) = rig("z", Lane::AfPacket) else { return };
+        r.start_charon(swan_conf("aes128gcm16-prfsha256-x25519", "aes128gcm16", "psk", "", ""), "");
+        *pid.lock().expect("pid") = r.charon().pid();
+        r.start_tern("no_such_key = 1\n");
+    }));
+    assert!(failed.is_err(), "tern refused the configuration");
+    let charon = pid.lock().expect("pid").expect("charon ran");
+    assert!(!Path::new(&format!("/proc/{charon}")).exists(), "charon {charon} stopped");
+    let base = base_name(Lane::AfPacket, "z");
+    let list = common::must("ip", &["netns", "list"]);
+    assert!(!list.contains(&base), "the rig's namespaces went: {list}");
+    assert!(!std::env::temp_dir().join(&base).exists(), "its directory went");
+}
+
+/// Linux mode on the XDP lane: the lane passes IKE to the kernel and
+/// punts ESP to tern.
+#[test]
+fn linux_mode_on_the_xdp_lane_psk_x25519_both_ways() {
+    let (ike, esp) = ("aes128gcm16-prfsha256-x25519", "aes128gcm16");
+    let want = "AES_GCM_16-128/PRF_HMAC_SHA2_256/CURVE_25519";
+    psk_case("a", Lane::LinuxXdpLane, ike, esp, ike, esp, true, want);
+    psk_case("b", Lane::LinuxXdpLane, ike, esp, ike, esp, false, want);
+}
+
+#[test]
+fn linux_mode_on_the_xdp_lane_rekeying_child_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("j", Lane::LinuxXdpLane, Rekey::CharonChild);
 }

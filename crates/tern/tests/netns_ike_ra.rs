@@ -15,6 +15,10 @@
 //! its route and SAs go (h1's packets to its address are then dropped as
 //! `esp-encrypt/no-client`) and the other keeps working.
 //!
+//! On each [`Lane`]: standalone on AF_PACKET, on the XDP lane, and in
+//! Linux mode (IKE on the kernel's sockets, ESP steered to tern). The rig
+//! cleans up on a failure as netns_ike's does.
+//!
 //! Needs root, iproute2, ping and strongSwan (see scripts/setup.sh); says
 //! why and passes without.
 
@@ -22,13 +26,14 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{Lab, counter, log_of, run_tern};
-use tern_testkit::netns::{Netns, Veth};
-use tern_testkit::strongswan::{Charon, CharonSpec, psk_secret, tail};
+use tern_testkit::netns::{Netns, Veth, remove_stale};
+use tern_testkit::strongswan::{Charon, CharonSpec, Lane, kill_pids_in, psk_secret, tail};
 
 const PSK: &str = "remote-access-psk-0123456789";
 const TERN_ID: &str = "tern.example";
 
 struct Rig {
+    lane: Lane,
     /// First, so that they stop before their namespaces go.
     clients: Vec<Option<Charon>>,
     lab: Lab,
@@ -36,7 +41,23 @@ struct Rig {
     cns: Vec<Netns>,
 }
 
-fn rig(tag: &str) -> Option<Rig> {
+/// On success and while a panic unwinds: the charons and tern stopped,
+/// whatever is left in the namespaces killed, before they go.
+impl Drop for Rig {
+    fn drop(&mut self) {
+        for c in self.clients.iter_mut().filter_map(Option::as_mut) {
+            c.stop(Duration::from_secs(5));
+        }
+        self.lab.stop_daemon(Duration::from_secs(5));
+        for ns in self.lab.ns.iter().chain(self.cns.iter().map(|n| &n.name)) {
+            kill_pids_in(ns);
+        }
+    }
+}
+
+const PREFIX: &str = "ikera";
+
+fn rig(tag: &str, lane: Lane) -> Option<Rig> {
     if let Some(why) = common::lab_missing() {
         eprintln!("skipped: {why}");
         return None;
@@ -45,7 +66,8 @@ fn rig(tag: &str) -> Option<Rig> {
         eprintln!("skipped: {why}");
         return None;
     }
-    let base = format!("ikera{}{tag}", std::process::id() % 100_000);
+    remove_stale(PREFIX);
+    let base = format!("{PREFIX}{}-{}{tag}", std::process::id(), lane.tag());
     let lab = Lab::two_hosts(&base);
     let h2 = &lab.netns[2];
     h2.sysctl("net.ipv4.ip_forward", "1");
@@ -59,24 +81,12 @@ fn rig(tag: &str) -> Option<Rig> {
         c.ip(&["route", "add", "default", "via", &format!("10.0.{n}.1")]);
         cns.push(c);
     }
-    Some(Rig { clients: Vec::new(), lab, cns })
+    Some(Rig { lane, clients: Vec::new(), lab, cns })
 }
 
-fn tern_config(lab: &Lab) -> String {
+fn tern_config(lane: Lane, lab: &Lab) -> String {
     format!(
-        r#"
-[[interface]]
-name = "lan0"
-device = "lan0"
-driver = "afpacket"
-addresses = ["10.0.1.1/24"]
-
-[[interface]]
-name = "wan0"
-device = "wan0"
-driver = "afpacket"
-addresses = ["10.0.2.1/24"]
-
+        r#"{}
 [api]
 socket = "{}"
 
@@ -107,6 +117,7 @@ esp_proposals = ["aes128gcm16"]
 pool = "10.77.0.10-10.77.0.20"
 local_ts = ["10.0.1.0/24"]
 "#,
+        lane.interfaces(&[("lan0", "10.0.1.1/24"), ("wan0", "10.0.2.1/24")]),
         lab.socket()
     )
 }
@@ -222,6 +233,26 @@ impl Rig {
         r.to_string()
     }
 
+    /// Where the clients' IKE went on this lane: tern's nodes queued it
+    /// for the IKE service (standalone), or they saw none and the kernel
+    /// took it (Linux mode, where the steering program sent tern the ESP).
+    fn assert_paths(&self) {
+        let to_control =
+            counter(&self.lab, "ip4-local/ike-to-control") + counter(&self.lab, "esp-decrypt/ike-to-control");
+        let what = format!("{:?}", self.lane);
+        if self.lane.linux() {
+            assert_eq!(to_control, 0, "{what}: IKE through tern's nodes");
+            let name = if self.lane == Lane::Linux { "xdp-steer/ipsec-to-tern" } else { "xdp-lane/punt-ipsec" };
+            assert!(counter(&self.lab, name) >= 10, "{what}: ESP to tern, {name}");
+        } else {
+            // Two clients, at least IKE_SA_INIT and IKE_AUTH each.
+            assert!(to_control >= 4, "{what}: ike-to-control {to_control}");
+        }
+        if self.lane == Lane::AfXdpWithXdpLane {
+            assert!(counter(&self.lab, "xdp-lane/punt-ipsec") >= to_control + 10, "{what}: xdp-lane/punt-ipsec");
+        }
+    }
+
     fn logs(&self) -> String {
         let mut s = format!("\n--- tern log:\n{}", tail(&log_of(&self.lab), 60));
         for (k, c) in self.clients.iter().enumerate() {
@@ -240,15 +271,52 @@ fn received(text: &str) -> u32 {
 
 #[test]
 fn two_remote_access_clients_get_virtual_ips_and_one_leaves() {
-    let Some(mut r) = rig("a") else { return };
+    two_clients("a", Lane::AfPacket);
+}
+
+#[test]
+fn two_remote_access_clients_on_the_xdp_lane() {
+    two_clients("a", Lane::AfXdpWithXdpLane);
+}
+
+#[test]
+fn two_remote_access_clients_in_linux_mode() {
+    two_clients("a", Lane::Linux);
+}
+
+#[test]
+fn two_remote_access_clients_in_linux_mode_on_the_xdp_lane() {
+    two_clients("a", Lane::LinuxXdpLane);
+}
+
+fn two_clients(tag: &str, lane: Lane) {
+    let Some(mut r) = rig(tag, lane) else { return };
     let path = r.lab.dir.join("tern.toml");
-    std::fs::write(&path, tern_config(&r.lab)).expect("config");
+    std::fs::write(&path, tern_config(lane, &r.lab)).expect("config");
     run_tern(&mut r.lab, &path);
     let mut vips = Vec::new();
     for k in 0..2 {
         r.start_client(k);
         let c = r.client(k);
-        c.initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+        if lane.linux() && k == 0 {
+            // The kernel owns routing in Linux mode: IKE's answers leave
+            // from its sockets by its table, which `[[route]]` does not
+            // fill (the mirror goes from the kernel to tern). Without the
+            // route tern says it cannot answer; with it, charon's
+            // retransmission gets through.
+            std::thread::scope(|s| {
+                let initiate = s.spawn(|| c.initiate("net"));
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while !log_of(&r.lab).contains("IKE: cannot send 10.0.2.1:500 -> 10.0.4.2:500") {
+                    assert!(Instant::now() < deadline, "tern's log names the failed answer: {}", r.logs());
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                r.lab.netns[1].ip(&["route", "add", "10.0.4.0/22", "via", "10.0.2.2", "dev", "wan0"]);
+                initiate.join().expect("initiate").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+            });
+        } else {
+            c.initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
+        }
         let sa = c.wait_established("tern", Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}{}", r.logs()));
         let vip = sa.local_vips.first().cloned().unwrap_or_else(|| panic!("no virtual IP: {sa:?}"));
         let a: std::net::Ipv4Addr = vip.parse().expect("IPv4");
@@ -264,6 +332,7 @@ fn two_remote_access_clients_get_virtual_ips_and_one_leaves() {
         assert!(r.route_of(vip).contains(&format!("{vip}/32")), "host route to {vip}: {}", r.route_of(vip));
         assert_eq!(r.ping_from(k, vip), 5, "pings from client {k} at {vip}: {}", r.logs());
     }
+    r.assert_paths();
     // The CLI shows them too.
     let shown = common::cli(&r.lab, &["ike", "sa", "show"]);
     let text = String::from_utf8_lossy(&shown.stdout);

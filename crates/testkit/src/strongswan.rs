@@ -65,6 +65,88 @@ pub fn missing() -> Option<String> {
     None
 }
 
+/// Where tern runs against charon in the interop tests (issue 40: IKE on
+/// UDP 500 and 4500 of the router's addresses in both lanes and in Linux
+/// mode). Each says how its IKE and ESP reach tern:
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Standalone on AF_PACKET: `ip4-local` (UDP 500) and `esp-decrypt`
+    /// (4500 with the non-ESP marker) queue IKE for the IKE service
+    /// (`ike-to-control`).
+    AfPacket,
+    /// Standalone with the XDP lane (`driver = "xdp"`, AF_XDP beside it):
+    /// the lane punts ESP and UDP 500/4500 for the router's addresses to
+    /// the engine (`xdp-lane/punt-ipsec`), then as on AF_PACKET.
+    AfXdpWithXdpLane,
+    /// Linux mode over AF_XDP: the kernel owns the router's addresses and
+    /// IKE reaches the IKE service's kernel sockets; the steering program
+    /// sends only ESP (and ESP in UDP 4500) to tern
+    /// (`xdp-steer/ipsec-to-tern`).
+    Linux,
+    /// Linux mode with the XDP lane: as [`Lane::Linux`], the lane passing
+    /// IKE to the kernel and punting ESP to tern (`xdp-lane/punt-ipsec`).
+    LinuxXdpLane,
+}
+
+impl Lane {
+    /// Every lane, AF_PACKET first.
+    pub const ALL: [Lane; 4] = [Lane::AfPacket, Lane::AfXdpWithXdpLane, Lane::Linux, Lane::LinuxXdpLane];
+
+    /// The `driver` of its `[[interface]]` tables.
+    pub fn driver(self) -> &'static str {
+        match self {
+            Lane::AfPacket => "afpacket",
+            Lane::AfXdpWithXdpLane | Lane::LinuxXdpLane => "xdp",
+            Lane::Linux => "afxdp",
+        }
+    }
+
+    /// Whether tern runs in Linux mode.
+    pub fn linux(self) -> bool {
+        matches!(self, Lane::Linux | Lane::LinuxXdpLane)
+    }
+
+    /// A short tag for namespace names.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Lane::AfPacket => "p",
+            Lane::AfXdpWithXdpLane => "x",
+            Lane::Linux => "l",
+            Lane::LinuxXdpLane => "y",
+        }
+    }
+
+    /// The head of tern's configuration: `[linux]` if so, and one
+    /// `[[interface]]` per (name = device, address/prefix).
+    pub fn interfaces(self, ifs: &[(&str, &str)]) -> String {
+        let mut s = if self.linux() { "[linux]\nmode = \"linux\"\n".to_string() } else { String::new() };
+        for (name, addr) in ifs {
+            let _ = write!(
+                s,
+                "\n[[interface]]\nname = \"{name}\"\ndevice = \"{name}\"\ndriver = \"{}\"\naddresses = [\"{addr}\"]\n",
+                self.driver()
+            );
+        }
+        s
+    }
+}
+
+/// Kills (SIGKILL) every process still in network namespace `ns` (`ip
+/// netns pids`) and reaps none: the rigs' last step before the namespace
+/// goes, so that a failed test leaves no charon, tern or ping behind.
+/// How many it signalled.
+pub fn kill_pids_in(ns: &str) -> usize {
+    let Ok(out) = crate::netns::output("ip", &["netns", "pids", ns]) else { return 0 };
+    let mut n = 0;
+    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        if pid.parse::<u32>().is_ok() && crate::netns::output("kill", &["-KILL", pid]).is_ok_and(|o| o.status.success())
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// How to start one charon (see [`Charon::start`]).
 #[derive(Clone, Debug, Default)]
 pub struct CharonSpec {

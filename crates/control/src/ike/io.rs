@@ -160,8 +160,15 @@ impl Transport for KernelUdp {
                 true
             }
             Err(e) => {
-                self.counters.send_failed.fetch_add(1, Ordering::Relaxed);
-                log::debug!("IKE: send {local} -> {remote}: {e}");
+                let n = self.counters.send_failed.fetch_add(1, Ordering::Relaxed) + 1;
+                // Said once and then at every power of two: a peer the
+                // kernel has no route to (Linux mode: these sockets follow
+                // the kernel's table, not `[[route]]`) fails every send.
+                if n.is_power_of_two() {
+                    log::warn!("IKE: cannot send {local} -> {remote}: {e} ({n} send(s) failed so far)");
+                } else {
+                    log::debug!("IKE: send {local} -> {remote}: {e}");
+                }
                 false
             }
         }

@@ -19,8 +19,12 @@
 //!   [`crate::config::IKE_SA_ID_BASE`] up; the peer's tunnel is then
 //!   bound (sa_out the new outbound SA, sa_in the current ones and the new
 //!   inbound) in one interface-table publication. A delete unbinds, then
-//!   removes. Soft and hard lifetime events from `Ipsec::subscribe` go
-//!   back to the owning shard (`Ike::child_expired`): a soft one rekeys.
+//!   removes. When the peer rekeyed (`ChildSa::replaces`), sa_out stays
+//!   on the old SA until the peer deletes it (the peer takes the new
+//!   inbound SA only once it has our answer; a packet on it before that
+//!   is lost), then moves to the new one. Soft and hard lifetime events
+//!   from `Ipsec::subscribe` go back to the owning shard
+//!   (`Ike::child_expired`): a soft one rekeys.
 //! - **Remote access.** A child SA of a multipoint tunnel (`remote =
 //!   "any"`) is a client: its virtual IP (or its one-address remote
 //!   selector) -> (outbound SA, outer address) goes into the tunnel's
@@ -125,6 +129,9 @@ pub struct IkeService {
     applied: Option<IkePlan>,
     /// (shard, child id) -> the SAs installed for it.
     children: HashMap<(u32, u64), Child>,
+    /// Rekeys by the peer: (shard, old child id) -> (new child id, new
+    /// outbound SA), which takes over encrypting when the old one goes.
+    held_out: HashMap<(u32, u64), (u64, u32)>,
     /// SA id -> (shard, child id).
     by_sa: HashMap<u32, (u32, u64)>,
     next_id: u32,
@@ -405,7 +412,8 @@ impl IkeService {
             if let Some(t) = &c.tunnel {
                 match router.plan().iface_index(t) {
                     Some(index) if is_multipoint(router, index) => {
-                        vip = self.add_client(router, &c, index, in_id, out_id);
+                        let hold = self.hold_out(shard, &c, out_id);
+                        vip = self.add_client(router, &c, index, in_id, out_id, hold);
                         clients_changed = true;
                     }
                     Some(index) => {
@@ -417,10 +425,13 @@ impl IkeService {
                                 _ => (index, 0, Vec::new()),
                             },
                         };
-                        let _ = sa_out;
                         let mut sa_in: Vec<u32> = sa_in.into_iter().filter(|&s| s != 0).collect();
                         sa_in.push(in_id);
-                        let b = (index, out_id, sa_in);
+                        let out = match self.hold_out(shard, &c, out_id) {
+                            Some(old_out) if old_out == sa_out => sa_out,
+                            _ => out_id,
+                        };
+                        let b = (index, out, sa_in);
                         match cur {
                             Some(k) => bindings[k] = b,
                             None => bindings.push(b),
@@ -472,6 +483,16 @@ impl IkeService {
         }
     }
 
+    /// A rekey by the peer whose old child SA is still installed: records
+    /// that `out_id` takes over when the old one goes; the old outbound SA
+    /// (what stays in use until then).
+    fn hold_out(&mut self, shard: u32, c: &ChildSa, out_id: u32) -> Option<u32> {
+        let old = c.replaces?;
+        let old_out = self.children.get(&(shard, old))?.out_id;
+        self.held_out.insert((shard, old), (c.id, out_id));
+        Some(old_out)
+    }
+
     /// A remote-access client on multipoint tunnel `index`: its virtual
     /// IP (or its one-address remote selector) to the new SAs, and its
     /// host route unless a rekey's earlier SAs hold it already.
@@ -482,6 +503,7 @@ impl IkeService {
         index: u16,
         in_id: u32,
         out_id: u32,
+        hold: Option<u32>,
     ) -> Option<(u16, IpAddr)> {
         let single = c.remote_ts.iter().find(|ts| ts.start == ts.end).map(|ts| ts.start);
         let Some(ip) = c.virtual_ip.or(single) else {
@@ -493,9 +515,13 @@ impl IkeService {
             );
             return None;
         };
+        self.clients.insert_sa(in_id, index, ip);
+        // A rekey by the client: it keeps the old outbound SA for now.
+        if hold.is_some() && self.clients.client(index, ip).is_some_and(|k| Some(k.sa_out) == hold) {
+            return Some((index, ip));
+        }
         let client = tern_nodes::state::IpsecClient { sa_out: out_id, remote: c.remote };
         let moved = self.clients.insert_client(index, ip, client).is_some();
-        self.clients.insert_sa(in_id, index, ip);
         if !moved {
             let len = if ip.is_ipv4() { 32 } else { 128 };
             let target = tern_fib::RouteTarget::Connected { ifindex: index };
@@ -521,10 +547,16 @@ impl IkeService {
     /// A child SA of a remote-access client goes: its inbound SA from the
     /// map, and the client with its host route when this child held it
     /// (not when a rekey moved it on). Whether the map changed.
-    fn remove_client(&mut self, router: &mut Router, c: &Child) -> bool {
+    fn remove_client(&mut self, router: &mut Router, c: &Child, next_out: Option<u32>) -> bool {
         let Some((index, ip)) = c.vip else { return false };
         self.clients.remove_sa(c.in_id);
-        if self.clients.client(index, ip).is_some_and(|k| k.sa_out == c.out_id) {
+        let holder = self.clients.client(index, ip).filter(|k| k.sa_out == c.out_id).cloned();
+        if let (Some(k), Some(out)) = (&holder, next_out) {
+            // The peer's rekey is complete: the client moves to its SA.
+            self.clients.insert_client(index, ip, tern_nodes::state::IpsecClient { sa_out: out, remote: k.remote });
+            return true;
+        }
+        if holder.is_some() {
             self.clients.remove_client(index, ip);
             let len = if ip.is_ipv4() { 32 } else { 128 };
             if let Err(e) = router.del_route(tern_fib::Source::Ike, tern_fib::Prefix::host(ip)) {
@@ -537,15 +569,21 @@ impl IkeService {
 
     /// Unbinds and removes child SAs (one publication each).
     fn delete(&mut self, router: &mut Router, keys: &[(u32, u64)]) {
-        let gone: Vec<Child> = keys.iter().filter_map(|k| self.children.remove(k)).collect();
+        let gone: Vec<((u32, u64), Child)> =
+            keys.iter().filter_map(|k| self.children.remove(k).map(|c| (*k, c))).collect();
         if gone.is_empty() {
             return;
         }
         let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
         let mut clients_changed = false;
-        for c in &gone {
+        for (key, c) in &gone {
+            // The old child of a rekey by the peer: its successor's
+            // outbound SA takes over. A successor deleted itself (a lost
+            // simultaneous rekey) takes over nothing.
+            let next_out = self.held_out.remove(key).map(|(_, out)| out);
+            self.held_out.retain(|(shard, _), (new, _)| !(*shard == key.0 && *new == key.1));
             if c.vip.is_some() {
-                clients_changed |= self.remove_client(router, c);
+                clients_changed |= self.remove_client(router, c, next_out);
                 continue;
             }
             let Some(index) = c.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
@@ -557,7 +595,7 @@ impl IkeService {
                     _ => continue,
                 },
             };
-            let sa_out = if sa_out == c.out_id { 0 } else { sa_out };
+            let sa_out = if sa_out == c.out_id { next_out.unwrap_or(0) } else { sa_out };
             let sa_in: Vec<u32> = sa_in.into_iter().filter(|&s| s != c.in_id).collect();
             match cur {
                 Some(k) => bindings[k] = (index, sa_out, sa_in),
@@ -570,9 +608,12 @@ impl IkeService {
         if clients_changed {
             router.set_ipsec_clients(self.clients.clone());
         }
-        let ids: Vec<u32> =
-            gone.iter().flat_map(|c| [c.in_id, c.out_id]).filter(|&id| router.ipsec().info(id).is_some()).collect();
-        for c in &gone {
+        let ids: Vec<u32> = gone
+            .iter()
+            .flat_map(|(_, c)| [c.in_id, c.out_id])
+            .filter(|&id| router.ipsec().info(id).is_some())
+            .collect();
+        for (_, c) in &gone {
             self.by_sa.remove(&c.in_id);
             self.by_sa.remove(&c.out_id);
             log::info!("ike {}: child SA removed (SAs {} and {})", c.peer, c.in_id, c.out_id);

@@ -542,6 +542,7 @@ impl Ike {
             virtual_ip: sa.virtual_ip,
             soft_secs: None,
             hard_secs: hard,
+            replaces: None,
         };
         log::info!(
             "ike: peer {}: child SA {} {} ({}, in {:#010x}, out {:#010x})",

@@ -358,6 +358,10 @@ impl Ike {
         let new_id = self.new_id();
         let child = new_child(new_id, spi_in, their_spi, chosen, ts_r, ts_i);
         self.install_child(sa, now, child, i2r, r2i, old.is_some());
+        // Our outbound stays on the old child until the peer deletes it.
+        if let Some(crate::Output::InstallChild(c)) = self.out.last_mut() {
+            c.replaces = old;
+        }
         self.send_response(sa, wire::CREATE_CHILD_SA, mid, &resp, local, remote);
         if let Some(old) = old {
             // The peer deletes the old one. If we rekeyed it too and our
