@@ -909,6 +909,7 @@ tunnel = "ra0"
             virtual_ip: vip.map(|v| v.parse().unwrap()),
             soft_secs: None,
             hard_secs: None,
+            replaces: None,
         }
     }
 
