@@ -207,6 +207,9 @@ pub struct Run {
     pub packets: u64,
     pub forwarded: u64,
     pub mpps: f64,
+    /// Packets per second of the workers' own CPU time (Mpps): what a core
+    /// of their own would do, when other processes share the machine.
+    pub mpps_per_cpu: f64,
     /// CPU time per packet: wall time x workers / packets.
     pub ns_per_packet: f64,
     /// This setup's ns/packet over plain forwarding's, same run.
@@ -247,20 +250,21 @@ impl fmt::Display for EngineBenchReport {
         )?;
         writeln!(
             f,
-            "{:<18} {:>7} {:>9} {:>6} {:>9} {:>8} {:>10}",
-            "scenario", "flows", "routes", "rules", "Mpps", "ns/pkt", "vs plain"
+            "{:<18} {:>7} {:>9} {:>6} {:>9} {:>8} {:>10} {:>10}",
+            "scenario", "flows", "routes", "rules", "Mpps", "ns/pkt", "vs plain", "Mpps/cpu"
         )?;
         for r in &self.runs {
             writeln!(
                 f,
-                "{:<18} {:>7} {:>9} {:>6} {:>9.2} {:>8.1} {:>9.2}x",
+                "{:<18} {:>7} {:>9} {:>6} {:>9.2} {:>8.1} {:>9.2}x {:>10.2}",
                 r.scenario.name(),
                 r.flows,
                 r.routes_v4,
                 r.acl_rules,
                 r.mpps,
                 r.ns_per_packet,
-                r.cost_vs_plain
+                r.cost_vs_plain,
+                r.mpps_per_cpu
             )?;
         }
         for r in self.runs.iter().filter(|r| r.spread > 0) {
@@ -840,6 +844,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let packets: u64 = outcome.iter().map(|o| o.packets).sum();
     let forwarded: u64 = outcome.iter().map(|o| o.forwarded).sum();
     let per_worker_mpps = outcome.iter().map(|o| o.packets as f64 / o.secs / 1e6).collect();
+    let cpu_secs: f64 = outcome.iter().map(|o| o.cpu_secs).sum();
     let (nodes, drops) = (outcome[0].nodes.clone(), outcome[0].drops.clone());
     let rule_hits = shared
         .acls
@@ -860,6 +865,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         packets,
         forwarded,
         mpps: packets as f64 / secs / 1e6,
+        mpps_per_cpu: if cpu_secs > 0.0 { packets as f64 / cpu_secs / 1e6 } else { 0.0 },
         ns_per_packet: secs * 1e9 * workers as f64 / packets.max(1) as f64,
         cost_vs_plain: 1.0,
         nodes,
@@ -876,6 +882,9 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
 /// What one worker measured.
 struct WorkerOutcome {
     secs: f64,
+    /// The worker thread's own CPU time over `secs` (less than `secs` when
+    /// other processes took the core).
+    cpu_secs: f64,
     packets: u64,
     forwarded: u64,
     nodes: Vec<NodeRow>,
@@ -923,6 +932,7 @@ fn run_worker(
     }
     let before = shared_w.stats.snapshot();
     let t0 = Instant::now();
+    let cpu0 = thread_cpu_secs();
     match opts.packets {
         Some(n) => {
             let start = before.ports[0].rx_packets;
@@ -940,6 +950,7 @@ fn run_worker(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    let cpu_secs = thread_cpu_secs() - cpu0;
     let after = shared_w.stats.snapshot();
     let packets = after.ports[0].rx_packets - before.ports[0].rx_packets;
     let forwarded = after.ports[1].tx_packets - before.ports[1].tx_packets;
@@ -970,7 +981,7 @@ fn run_worker(
         })
         .map(|(e, (a, b))| (format!("{}/{}", e.node, e.name), a - b))
         .collect();
-    Ok(WorkerOutcome { secs, packets, forwarded, nodes, drops })
+    Ok(WorkerOutcome { secs, cpu_secs, packets, forwarded, nodes, drops })
 }
 
 pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
@@ -1002,6 +1013,12 @@ pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
         tsc_ghz: tern_intrin::tsc_per_ns(),
         runs,
     })
+}
+
+/// The calling thread's CPU time (user + system), in seconds.
+fn thread_cpu_secs() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 fn rustix_cpuset(cpu: usize) -> rustix::thread::CpuSet {
@@ -1106,6 +1123,7 @@ mod tests {
             assert_eq!(n, run.packets, "{}: every packet through {node}", sc.name());
             assert_eq!(run.sas_installed, 20_002, "{}", sc.name());
             assert_eq!(run.spread_sas_used, 5000, "{}: every spread SA carried packets", sc.name());
+            assert!(run.mpps_per_cpu > 0.0, "{}: the worker's CPU time was read", sc.name());
         }
     }
 
