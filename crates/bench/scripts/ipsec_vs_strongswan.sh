@@ -29,6 +29,17 @@
 # encrypting side has a CPU of its own); the sink runs in s0's softirq.
 # Medians of RUNS; Gbps counts the inner IP packets' bytes (frame - 14).
 #
+# CPU-normalised figure: on 2 shared vCPUs the generator bounds Mpps, so
+# beside it each run reports the packets delivered per CPU-second of the
+# two gateways: user + system time (/proc/PID/stat utime + stime, every
+# thread) of every process in each gateway's session (the two `tern run`,
+# or the two charons with their libipsec threads), sampled when the sink
+# starts counting and MEASURE seconds later. Softirq work is charged to
+# whatever task a tick interrupts (CONFIG_IRQ_TIME_ACCOUNTING off here): a
+# veth's receive processing mostly lands on the sender (the generator, or
+# the other gateway), for both cases alike. The last lines give tern's
+# ratio to strongSwan in both figures.
+#
 # Usage: sudo crates/bench/scripts/ipsec_vs_strongswan.sh [RUNS]
 #   env: CASES ("tern-udp tern-esp swan"), ALGS ("gcm cbc"), SIZES
 #        ("64 1436"), WARMUP (s, 2), MEASURE (s, 5), TERN, BENCH (binaries;
@@ -82,6 +93,15 @@ trap cleanup EXIT
 
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 calc() { awk "BEGIN { print $1 }"; }
+HZ=$(getconf CLK_TCK)
+# CPU ticks (utime + stime) of every process in session $1 (a gateway
+# started with setsid): /proc/PID/stat after the ")" that ends comm has
+# state, ppid, pgrp, session ... utime (12th), stime (13th).
+session_ticks() {
+	# Processes come and go while cat reads: its failures are not ours
+	# (pipefail would end the script).
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v s="$1" '{ sub(/^.*\) /, ""); if ($4 == s) t += $12 + $13 } END { print t + 0 }'
+}
 field() { sed -n "s/.*\b$1=\([0-9.a-z]*\).*/\1/p" "$2" | head -1; }
 
 setup() {
@@ -321,17 +341,27 @@ one_run() { # $1 case, $2 alg, $3 size; prints "case alg size mpps gbps gen_mpps
 		--seconds "$(calc "$WARMUP + $MEASURE + 1")" >"$out/gen" 2>"$out/gen.err" &
 	local genpid=$!
 	sleep "$WARMUP"
+	# The gateways' CPU over the sink's window (PIDS[0], PIDS[1]: the
+	# session leaders of A and B).
+	local a0 b0 a1 b1 t0 t1
+	a0=$(session_ticks "${PIDS[0]}"); b0=$(session_ticks "${PIDS[1]}"); t0=$(date +%s.%N)
 	touch "$out/go"
+	sleep "$MEASURE"
+	a1=$(session_ticks "${PIDS[0]}"); b1=$(session_ticks "${PIDS[1]}"); t1=$(date +%s.%N)
 	wait $sinkpid || true
 	wait $genpid || true
-	local pk by secs gm gk
+	local pk by secs gm gk cpu
 	pk=$(field pkts "$out/sink"); by=$(field bytes "$out/sink"); secs=$(field seconds "$out/sink")
 	gm=$(field mpps "$out/gen"); gk=$(field generator "$out/gen")
+	# CPU-seconds of both gateways, scaled to the sink's window.
+	cpu=$(calc "($a1 - $a0 + $b1 - $b0) / $HZ * ${secs:-1} / ($t1 - $t0)")
 	if [ -z "$pk" ] || [ -z "$secs" ]; then
-		echo "$c $alg $size error error ${gm:-?} ${gk:-?}"
+		echo "$c $alg $size error error ${gm:-?} ${gk:-?} ? ?"
 		echo "  sink: $(cat "$out/sink" "$out/sink.err" | tail -3)" >&2
 	else
-		echo "$c $alg $size $(calc "$pk / $secs / 1e6") $(calc "$pk * ($size - 18) * 8 / $secs / 1e9") ${gm:-?} ${gk:-?}"
+		echo "$c $alg $size $(calc "$pk / $secs / 1e6") $(calc "$pk * ($size - 18) * 8 / $secs / 1e9") ${gm:-?} ${gk:-?}" \
+			"$(calc "($a1 - $a0) / $HZ / ($t1 - $t0)")/$(calc "($b1 - $b0) / $HZ / ($t1 - $t0)")" \
+			"$(calc "($cpu > 0) ? $pk / $cpu / 1e3 : 0")"
 	fi
 	[ -n "${KEEP:-}" ] && cp -r "$out" "$WORK/keep-$c-$alg-$size-$RANDOM"
 	stop_pids
@@ -341,7 +371,9 @@ one_run() { # $1 case, $2 alg, $3 size; prints "case alg size mpps gbps gen_mpps
 
 setup
 echo "# ipsec_vs_strongswan: RUNS=$RUNS MEASURE=${MEASURE}s cases: ${CASES[*]}"
-echo "# case alg frame_size mpps gbps(inner IP) gen_mpps generator"
+echo "# case alg frame_size mpps gbps(inner IP) gen_mpps generator gw_cpu(A/B, CPUs busy) kpkts_per_gw_cpu_s"
+echo "#   (mpps is the median run's; kpkts_per_gw_cpu_s the median of the runs' own)"
+: >"$WORK/medians"
 for size in "${SIZES[@]}"; do
 	for alg in "${ALGS[@]}"; do
 		for c in "${CASES[@]}"; do
@@ -350,7 +382,16 @@ for size in "${SIZES[@]}"; do
 			# subshell would lose (and leave them running).
 			for _ in $(seq "$RUNS"); do one_run "$c" "$alg" "$size" >>"$WORK/res"; done
 			sed 's/^/  run: /' "$WORK/res" >&2
-			sort -k4 -g "$WORK/res" | awk -v n="$RUNS" 'NR == int((n + 1) / 2) { print }'
+			per_cpu=$(awk '{ print $9 }' "$WORK/res" | sort -g | awk -v n="$RUNS" 'NR == int((n + 1) / 2) { print }')
+			sort -k4 -g "$WORK/res" | awk -v n="$RUNS" -v pc="$per_cpu" 'NR == int((n + 1) / 2) { $9 = pc; print }' |
+				tee -a "$WORK/medians"
 		done
 	done
 done
+# tern against strongSwan, in Mpps and per gateway CPU-second.
+echo "# ratio alg frame_size case/swan mpps_ratio per_cpu_ratio"
+awk '$1 == "swan" { m[$2 " " $3] = $4; p[$2 " " $3] = $9 }
+	{ r[NR] = $0 }
+	END { for (i = 1; i <= NR; i++) { split(r[i], f, " "); k = f[2] " " f[3]
+		if (f[1] != "swan" && (k in m) && m[k] > 0 && p[k] > 0)
+			printf "ratio %s %s %s/swan %.1f %.1f\n", f[2], f[3], f[1], f[4] / m[k], f[9] / p[k] } }' "$WORK/medians"

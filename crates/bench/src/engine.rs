@@ -152,6 +152,15 @@ pub struct EngineBenchOpts {
     /// (distinct SPIs and keys, bound to no tunnel): the SA tables at the
     /// scale of a million tunnels, the packets still on SAs 1 and 2.
     pub extra_sas: u32,
+    /// The IPsec scenarios spread their packets over this many SAs (0: the
+    /// one tunnel's SA 1 or 2): one frame per SA in a shuffled order, each
+    /// the traffic of one remote-access client of a multipoint tunnel
+    /// (virtual IPs from 100.64.0.0/10; `esp-encrypt` picks each packet's
+    /// SA by inner destination, `esp-decrypt` by SPI and checks the inner
+    /// source), so every packet's SA lookup, key schedule and counters are
+    /// likely cold at large spreads. The SAs are the first of the
+    /// `extra_sas` (raised to at least this many).
+    pub spread: u32,
 }
 
 impl Default for EngineBenchOpts {
@@ -167,6 +176,7 @@ impl Default for EngineBenchOpts {
             workers: 1,
             pad_frames: true,
             extra_sas: 0,
+            spread: 0,
         }
     }
 }
@@ -197,6 +207,9 @@ pub struct Run {
     pub packets: u64,
     pub forwarded: u64,
     pub mpps: f64,
+    /// Packets per second of the workers' own CPU time (Mpps): what a core
+    /// of their own would do, when other processes share the machine.
+    pub mpps_per_cpu: f64,
     /// CPU time per packet: wall time x workers / packets.
     pub ns_per_packet: f64,
     /// This setup's ns/packet over plain forwarding's, same run.
@@ -207,6 +220,12 @@ pub struct Run {
     pub rule_hits: u64,
     /// Drop counters other than the firewall's intended ones.
     pub drops: Vec<(String, u64)>,
+    /// IPsec scenarios: the SAs installed, those the traffic was spread
+    /// over (0: the tunnel's one SA) and how many of those counted at
+    /// least one packet (every one, when the run covered the frames once).
+    pub sas_installed: usize,
+    pub spread: u32,
+    pub spread_sas_used: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -231,20 +250,31 @@ impl fmt::Display for EngineBenchReport {
         )?;
         writeln!(
             f,
-            "{:<18} {:>7} {:>9} {:>6} {:>9} {:>8} {:>10}",
-            "scenario", "flows", "routes", "rules", "Mpps", "ns/pkt", "vs plain"
+            "{:<18} {:>7} {:>9} {:>6} {:>9} {:>8} {:>10} {:>10}",
+            "scenario", "flows", "routes", "rules", "Mpps", "ns/pkt", "vs plain", "Mpps/cpu"
         )?;
         for r in &self.runs {
             writeln!(
                 f,
-                "{:<18} {:>7} {:>9} {:>6} {:>9.2} {:>8.1} {:>9.2}x",
+                "{:<18} {:>7} {:>9} {:>6} {:>9.2} {:>8.1} {:>9.2}x {:>10.2}",
                 r.scenario.name(),
                 r.flows,
                 r.routes_v4,
                 r.acl_rules,
                 r.mpps,
                 r.ns_per_packet,
-                r.cost_vs_plain
+                r.cost_vs_plain,
+                r.mpps_per_cpu
+            )?;
+        }
+        for r in self.runs.iter().filter(|r| r.spread > 0) {
+            writeln!(
+                f,
+                "{:<18} spread over {} SAs of {} installed (multipoint tunnel): {} of them carried packets",
+                r.scenario.name(),
+                r.spread,
+                r.sas_installed,
+                r.spread_sas_used
             )?;
         }
         if self.workers > 1 {
@@ -352,6 +382,9 @@ struct Setup {
     /// An IPsec tunnel (interface 2, SA 1 out, SA 2 in): (CBC + HMAC-SHA1
     /// rather than GCM, traffic to decrypt rather than to encrypt).
     ipsec: Option<(bool, bool)>,
+    /// IPsec: the multipoint tunnel's clients the frames are spread over
+    /// (0: the point-to-point tunnel), see [`EngineBenchOpts::spread`].
+    spread: u32,
 }
 
 /// The benchmark's SAs: id 1 encrypts, id 2 decrypts (anti-replay off).
@@ -376,10 +409,40 @@ fn bench_sa(id: u32, cbc: bool) -> Result<tern_ipsec::SaConfig, String> {
     })
 }
 
+/// SA `id` beyond the first two (`--extra-sas`): its own SPI and key.
+fn extra_sa(id: u32, cbc: bool) -> Result<tern_ipsec::SaConfig, String> {
+    let mut c = bench_sa(id, cbc)?;
+    c.key = tern_ipsec::Key::new(id.to_be_bytes().iter().cycle().take(c.key.len()).copied().collect());
+    Ok(c)
+}
+
+/// The first spread SA's id (the extra SAs start after SAs 1 and 2).
+const SPREAD_FIRST_SA: u32 = 3;
+
+/// Spread client `i`'s virtual IP (100.64.0.0/10: room for 4M clients).
+fn spread_vip(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 0)) + (i & 0x3f_ffff))
+}
+
+/// `0..n` shuffled (Fisher-Yates): the spread frames' order, so that
+/// consecutive packets' SAs are not neighbours in memory.
+fn shuffled(n: u32, rng: &mut Rng) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..n).collect();
+    for i in (1..v.len()).rev() {
+        v.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
 /// ESP from the tunnel's remote (10.0.2.2) to 10.0.2.1 carrying `inner`
 /// (an IPv4 packet), encrypted on SA 2 with sequence number `seq`.
 fn esp_frame(cbc: bool, inner: &[u8], seq: u64) -> Result<Vec<u8>, String> {
-    let sa = tern_ipsec::Sa::new(bench_sa(2, cbc)?, 1, Instant::now()).map_err(|e| e.to_string())?;
+    esp_frame_on(bench_sa(2, cbc)?, inner, seq)
+}
+
+/// ESP from 10.0.2.2 to 10.0.2.1 carrying `inner` on the SA of `cfg`.
+fn esp_frame_on(cfg: tern_ipsec::SaConfig, inner: &[u8], seq: u64) -> Result<Vec<u8>, String> {
+    let sa = tern_ipsec::Sa::new(cfg, 1, Instant::now()).map_err(|e| e.to_string())?;
     let h = sa.header_len();
     let mut esp = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
     esp.get_mut(h..h + inner.len()).ok_or("room")?.copy_from_slice(inner);
@@ -458,7 +521,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                     .map(|(i, d)| frame(d, 1024 + (i % 50000) as u16, 5001))
                     .collect()
             };
-            Setup { scenario: sc, frames, routes, acl: None, gre: false, ipsec: None }
+            Setup { scenario: sc, frames, routes, acl: None, gre: false, ipsec: None, spread: 0 }
         }
         Scenario::Plain6 | Scenario::SingleFlow6_50fw | Scenario::SingleFlow6_50fwOut => Setup {
             scenario: sc,
@@ -473,6 +536,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: if sc == Scenario::Plain6 { None } else { Some(tern_acl::scenario_50_drop_rules_v6()) },
             gre: false,
             ipsec: None,
+            spread: 0,
         },
         Scenario::MultiFlow6_50fw => Setup {
             scenario: sc,
@@ -491,6 +555,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: Some(tern_acl::scenario_50_drop_rules_v6()),
             gre: false,
             ipsec: None,
+            spread: 0,
         },
         Scenario::SingleFlow50fw | Scenario::SingleFlow50fwOut => Setup {
             scenario: sc,
@@ -499,6 +564,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: fifty,
             gre: false,
             ipsec: None,
+            spread: 0,
         },
         Scenario::GreMultiFlow => Setup {
             scenario: sc,
@@ -515,6 +581,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: fifty,
             gre: true,
             ipsec: None,
+            spread: 0,
         },
         Scenario::Gre => Setup {
             scenario: sc,
@@ -523,26 +590,46 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: None,
             gre: true,
             ipsec: None,
+            spread: 0,
         },
         Scenario::IpsecEncryptGcm | Scenario::IpsecEncryptCbc => Setup {
             scenario: sc,
-            frames: vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)],
+            frames: if opts.spread == 0 {
+                vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)]
+            } else {
+                // One frame to each client's virtual IP.
+                shuffled(opts.spread, &mut rng).into_iter().map(|i| frame(spread_vip(i), 1024, 5001)).collect()
+            },
             routes: Vec::new(),
             acl: None,
             gre: false,
             ipsec: Some((sc == Scenario::IpsecEncryptCbc, false)),
+            spread: opts.spread,
         },
         Scenario::IpsecDecryptGcm | Scenario::IpsecDecryptCbc => {
             let cbc = sc == Scenario::IpsecDecryptCbc;
             // The inner packet from the far side to the bench network.
-            let inner = udp_frame(MAC_IN, Ipv4Addr::new(10, 9, 0, 5), Ipv4Addr::new(198, 18, 0, 1), 1024, 5001, len);
+            let inner_from = |src| udp_frame(MAC_IN, src, Ipv4Addr::new(198, 18, 0, 1), 1024, 5001, len);
+            let frames = if opts.spread == 0 {
+                vec![esp_frame(cbc, inner_from(Ipv4Addr::new(10, 9, 0, 5)).get(14..).ok_or("frame")?, 1)?]
+            } else {
+                // One frame on each client's inbound SA, from its virtual IP.
+                shuffled(opts.spread, &mut rng)
+                    .into_iter()
+                    .map(|i| {
+                        let inner = inner_from(spread_vip(i));
+                        esp_frame_on(extra_sa(SPREAD_FIRST_SA + i, cbc)?, inner.get(14..).ok_or("frame")?, 1)
+                    })
+                    .collect::<Result<Vec<_>, String>>()?
+            };
             Setup {
                 scenario: sc,
-                frames: vec![esp_frame(cbc, inner.get(14..).ok_or("frame")?, 1)?],
+                frames,
                 routes: Vec::new(),
                 acl: None,
                 gre: false,
                 ipsec: Some((cbc, true)),
+                spread: opts.spread,
             }
         }
         Scenario::Routes900k50fw => {
@@ -561,7 +648,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                     )
                 })
                 .collect();
-            Setup { scenario: sc, frames, routes, acl: fifty, gre: false, ipsec: None }
+            Setup { scenario: sc, frames, routes, acl: fifty, gre: false, ipsec: None, spread: 0 }
         }
         Scenario::DropTest => Setup {
             scenario: sc,
@@ -572,6 +659,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             acl: Some(tern_acl::scenario_drop_test()),
             gre: false,
             ipsec: None,
+            spread: 0,
         },
         Scenario::Acl10k => {
             let mut set = tern_acl::synth::classbench(10_000, 7, false);
@@ -590,6 +678,7 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
                 acl: Some(set),
                 gre: false,
                 ipsec: None,
+                spread: 0,
             }
         }
     })
@@ -619,6 +708,8 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         ),
         RouteOp::Add(Source::Local, p("10.0.2.1/32")?, RouteTarget::Local { ifindex: 1 }, RouteAttrs::default()),
         RouteOp::Add(Source::Static, p("198.18.0.0/15")?, bench_net, RouteAttrs::default()),
+        // The spread clients' virtual IPs: into the (multipoint) tunnel.
+        RouteOp::Add(Source::Static, p("100.64.0.0/10")?, RouteTarget::Connected { ifindex: 2 }, RouteAttrs::default()),
         RouteOp::Add(
             Source::Connected,
             p("2001:db8:2::/64")?,
@@ -678,28 +769,35 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     }
     // The SA database lives as long as the run (the workers read it).
     let mut sadb = tern_ipsec::SaDb::with_workers(opts.workers.max(1));
+    let mut spread_clients = None;
     if let Some((cbc, _)) = su.ipsec {
         sadb.add_batch(vec![bench_sa(1, cbc)?, bench_sa(2, cbc)?]).map_err(|e| e.to_string())?;
         sadb.publish();
         // The rest of a large table, 100,000 a publication (as the API).
-        let mut next = 3u32;
-        let end = 3u32.saturating_add(opts.extra_sas);
+        let mut next = SPREAD_FIRST_SA;
+        let end = SPREAD_FIRST_SA.saturating_add(opts.extra_sas.max(su.spread));
         while next < end {
             let upto = end.min(next.saturating_add(100_000));
-            let batch = (next..upto)
-                .map(|id| {
-                    let mut c = bench_sa(id, cbc)?;
-                    c.key = tern_ipsec::Key::new(id.to_be_bytes().iter().cycle().take(c.key.len()).copied().collect());
-                    Ok(c)
-                })
-                .collect::<Result<Vec<_>, String>>()?;
+            let batch = (next..upto).map(|id| extra_sa(id, cbc)).collect::<Result<Vec<_>, String>>()?;
             sadb.add_batch(batch).map_err(|e| e.to_string())?;
             sadb.publish();
             next = upto;
         }
+        // Spread: a multipoint tunnel whose client i has virtual IP
+        // spread_vip(i), outer address the gateway, SA 3 + i both ways
+        // (each run uses one direction).
+        if su.spread > 0 {
+            let mut clients = tern_nodes::state::IpsecClients::default();
+            for i in 0..su.spread {
+                let (vip, sa) = (IpAddr::V4(spread_vip(i)), SPREAD_FIRST_SA + i);
+                clients.insert_client(2, vip, tern_nodes::state::IpsecClient { sa_out: sa, remote: gw });
+                clients.insert_sa(sa, 2, vip);
+            }
+            spread_clients = Some(clients);
+        }
         let t = tern_nodes::state::IpsecTunnel {
             local: "10.0.2.1".parse().map_err(|_| "a")?,
-            remote: gw,
+            remote: if su.spread > 0 { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { gw },
             sa_out: 1,
             sa_in: vec![2],
             ttl: 64,
@@ -713,6 +811,9 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     }
     let mut shared = Shared::new(IfTable::new(ifs), reader);
     shared.sas = sadb.reader();
+    if let Some(c) = spread_clients {
+        shared.ipsec_clients.publish(c);
+    }
     shared.acls.publish(acl_table);
 
     let workers = opts.workers.max(1);
@@ -743,6 +844,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
     let packets: u64 = outcome.iter().map(|o| o.packets).sum();
     let forwarded: u64 = outcome.iter().map(|o| o.forwarded).sum();
     let per_worker_mpps = outcome.iter().map(|o| o.packets as f64 / o.secs / 1e6).collect();
+    let cpu_secs: f64 = outcome.iter().map(|o| o.cpu_secs).sum();
     let (nodes, drops) = (outcome[0].nodes.clone(), outcome[0].drops.clone());
     let rule_hits = shared
         .acls
@@ -763,17 +865,26 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         packets,
         forwarded,
         mpps: packets as f64 / secs / 1e6,
+        mpps_per_cpu: if cpu_secs > 0.0 { packets as f64 / cpu_secs / 1e6 } else { 0.0 },
         ns_per_packet: secs * 1e9 * workers as f64 / packets.max(1) as f64,
         cost_vs_plain: 1.0,
         nodes,
         rule_hits,
         drops,
+        sas_installed: sadb.len(),
+        spread: su.spread,
+        spread_sas_used: (SPREAD_FIRST_SA..SPREAD_FIRST_SA.saturating_add(su.spread))
+            .filter(|&id| sadb.get(id).is_some_and(|sa| sa.counters().packets > 0))
+            .count() as u32,
     })
 }
 
 /// What one worker measured.
 struct WorkerOutcome {
     secs: f64,
+    /// The worker thread's own CPU time over `secs` (less than `secs` when
+    /// other processes took the core).
+    cpu_secs: f64,
     packets: u64,
     forwarded: u64,
     nodes: Vec<NodeRow>,
@@ -821,6 +932,7 @@ fn run_worker(
     }
     let before = shared_w.stats.snapshot();
     let t0 = Instant::now();
+    let cpu0 = thread_cpu_secs();
     match opts.packets {
         Some(n) => {
             let start = before.ports[0].rx_packets;
@@ -838,6 +950,7 @@ fn run_worker(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    let cpu_secs = thread_cpu_secs() - cpu0;
     let after = shared_w.stats.snapshot();
     let packets = after.ports[0].rx_packets - before.ports[0].rx_packets;
     let forwarded = after.ports[1].tx_packets - before.ports[1].tx_packets;
@@ -868,7 +981,7 @@ fn run_worker(
         })
         .map(|(e, (a, b))| (format!("{}/{}", e.node, e.name), a - b))
         .collect();
-    Ok(WorkerOutcome { secs, packets, forwarded, nodes, drops })
+    Ok(WorkerOutcome { secs, cpu_secs, packets, forwarded, nodes, drops })
 }
 
 pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
@@ -900,6 +1013,12 @@ pub fn run(opts: &EngineBenchOpts) -> Result<EngineBenchReport, String> {
         tsc_ghz: tern_intrin::tsc_per_ns(),
         runs,
     })
+}
+
+/// The calling thread's CPU time (user + system), in seconds.
+fn thread_cpu_secs() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 fn rustix_cpuset(cpu: usize) -> rustix::thread::CpuSet {
@@ -978,6 +1097,33 @@ mod tests {
             assert_eq!(run.forwarded, run.packets, "{}: all forwarded ({:?})", sc.name(), run.drops);
             let n = run.nodes.iter().find(|n| n.name == node).map_or(0, |n| n.packets);
             assert_eq!(n, run.packets, "{}: every packet through {node}", sc.name());
+        }
+    }
+
+    /// Spread over 5,000 SAs of a multipoint tunnel (`--spread`) among
+    /// 20,000 installed: every packet is encrypted or decrypted (none is
+    /// dropped as no-client, no-sa, unknown-spi or client-spoofed) and each
+    /// of the 5,000 SAs counted packets, so each frame found its own SA.
+    #[test]
+    fn ipsec_scenarios_spread_over_many_sas_find_every_sa() {
+        let opts = EngineBenchOpts { packets: Some(12_000), extra_sas: 20_000, spread: 5000, ..Default::default() };
+        for (sc, node) in [
+            (Scenario::IpsecEncryptGcm, "esp-encrypt"),
+            (Scenario::IpsecEncryptCbc, "esp-encrypt"),
+            (Scenario::IpsecDecryptGcm, "esp-decrypt"),
+            (Scenario::IpsecDecryptCbc, "esp-decrypt"),
+        ] {
+            let su = setup(sc, &opts, &mut None).expect("setup");
+            assert_eq!(su.frames.len(), 5000, "{}: a frame per SA", sc.name());
+            let run = measure(&su, &opts).expect("run");
+            assert!(run.packets >= 12_000, "{}: {} packets", sc.name(), run.packets);
+            assert!(run.drops.is_empty(), "{}: drops {:?}", sc.name(), run.drops);
+            assert_eq!(run.forwarded, run.packets, "{}: all forwarded", sc.name());
+            let n = run.nodes.iter().find(|n| n.name == node).map_or(0, |n| n.packets);
+            assert_eq!(n, run.packets, "{}: every packet through {node}", sc.name());
+            assert_eq!(run.sas_installed, 20_002, "{}", sc.name());
+            assert_eq!(run.spread_sas_used, 5000, "{}: every spread SA carried packets", sc.name());
+            assert!(run.mpps_per_cpu > 0.0, "{}: the worker's CPU time was read", sc.name());
         }
     }
 

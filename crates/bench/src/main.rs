@@ -146,6 +146,11 @@ struct EngineArgs {
     /// use (e.g. 2000000: the tables of a million tunnels).
     #[arg(long, default_value_t = 0)]
     extra_sas: u32,
+    /// The IPsec scenarios spread their packets over this many SAs (remote-access clients of a
+    /// multipoint tunnel, one frame each, shuffled), the first of --extra-sas (raised to at least
+    /// this many); 0: the one tunnel's SA.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=4_000_000))]
+    spread: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -235,6 +240,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         workers: usize::from(a.workers),
         pad_frames: !a.unpadded_pool,
         extra_sas: a.extra_sas,
+        spread: a.spread,
     };
     let mut report = tern_bench::engine::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");

@@ -11,13 +11,16 @@
 //! polled on the control thread's tick, logged, and sent to every
 //! subscriber ([`Ipsec::subscribe`]): the hook the IKE side rekeys on.
 
-use crate::config::SaPlan;
+use crate::config::{IfacePlanKind, Plan, SaPlan};
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tern_fib::{FibReader, NhKind};
 use tern_ipsec::{
     Key, Lifetime, SaConfig, SaCounters, SaDb, SaError, SaEvent, SaEventKind, SaInfo, SaReader, UdpEncap,
 };
+use tern_nodes::state::{IfKind, Iface};
 
 /// How often lifetimes are checked (the byte and time limits, and the
 /// inbound packet limit, act at this granularity).
@@ -40,6 +43,9 @@ pub struct IpsecMetrics {
 
 pub struct Ipsec {
     db: SaDb,
+    /// When the tunnels' derived MTUs were last checked against their
+    /// outer routes ([`Ipsec::mtu_check_due`]).
+    mtus_at: Option<Instant>,
     /// The ids the configuration installed.
     from_config: HashSet<u32>,
     subscribers: Vec<mpsc::Sender<SaEvent>>,
@@ -81,11 +87,94 @@ pub fn sa_config(p: &SaPlan) -> Result<SaConfig, SaError> {
     })
 }
 
+/// How often the control loop looks at the tunnels' outer
+/// routes (an interface's MTU change applies at once; a route that moves
+/// a tunnel's remote to another interface within this).
+pub const MTU_POLL: Duration = Duration::from_millis(500);
+
+/// The inner MTU of an IPsec tunnel without a configured `mtu`: what the
+/// outer packet's interface carries (`outer_mtu`, within the lanes'
+/// limit), less the most ESP with the outbound SA adds (`overhead`: outer
+/// IP header, UDP when encapsulated, ESP header and IV, padding, trailer,
+/// ICV); at least IPv4's 68.
+pub fn tunnel_mtu(outer_mtu: u16, overhead: usize) -> u16 {
+    let outer = outer_mtu.min(crate::config::lane_mtu_limit(false));
+    let overhead = u16::try_from(overhead).unwrap_or(u16::MAX);
+    outer.saturating_sub(overhead).max(68)
+}
+
+/// The MTU of the interface a tunnel's outer packets leave by: the FIB's
+/// route to `remote` (an ECMP route's first member), or for a multipoint
+/// tunnel (whose remotes vary) the interface that holds `local`. `None`
+/// when neither is known (no route yet, a route into a tunnel): the caller
+/// keeps 1500. tern's routes carry no MTU of their own, so the interface's
+/// is the route's.
+pub fn outer_mtu(fib: &FibReader, ifs: &[Iface], local: IpAddr, remote: IpAddr) -> Option<u16> {
+    if remote.is_unspecified() {
+        let holds = |f: &&Iface| match local {
+            IpAddr::V4(a) => f.v4.iter().any(|n| n.addr == a),
+            IpAddr::V6(a) => f.v6.iter().any(|n| n.addr == a),
+        };
+        return ifs.iter().filter(|f| !f.is_tunnel()).find(holds).map(|f| f.mtu);
+    }
+    let id = match remote {
+        IpAddr::V4(a) => fib.lookup_v4(u32::from(a)),
+        IpAddr::V6(a) => fib.lookup_v6(u128::from(a)),
+    };
+    let nh = fib.nexthop(fib.ecmp_pick(id, 0));
+    if !matches!(nh.kind, NhKind::Unicast | NhKind::Glean) {
+        return None;
+    }
+    ifs.get(usize::from(nh.ifindex)).filter(|f| !f.is_tunnel()).map(|f| f.mtu)
+}
+
+/// Sets each IPsec tunnel's MTU in `ifs` (a table about to be published)
+/// from its outer interface ([`outer_mtu`], through `fib`) and outbound SA
+/// ([`esp_overhead`]), unless the configuration gives the tunnel an `mtu`.
+/// Whether any changed.
+pub(crate) fn derive_tunnel_mtus(plan: &Plan, ipsec: &Ipsec, fib: &FibReader, ifs: &mut [Iface]) -> bool {
+    let derived: Vec<(usize, u16)> = ifs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let p = plan.ifaces.get(i)?;
+            let IfacePlanKind::Ipsec { local, remote, sa_out, .. } = &p.kind else { return None };
+            if p.mtu.is_some() || !matches!(f.kind, IfKind::Ipsec(_)) {
+                return None;
+            }
+            let outer = outer_mtu(fib, ifs, *local, *remote).unwrap_or(1500);
+            Some((i, tunnel_mtu(outer, esp_overhead(plan, ipsec, *sa_out, remote.is_ipv6()))))
+        })
+        .collect();
+    let mut changed = false;
+    for (i, mtu) in derived {
+        if let Some(f) = ifs.get_mut(i) {
+            changed |= f.mtu != mtu;
+            f.mtu = mtu;
+        }
+    }
+    changed
+}
+
+/// The most ESP with SA `sa_out` adds over an IPv4/IPv6 outer header:
+/// the configuration's SA, else the installed one (IKE's), else room for
+/// any algorithm IKE may choose.
+pub(crate) fn esp_overhead(plan: &Plan, ipsec: &Ipsec, sa_out: u32, outer_v6: bool) -> usize {
+    if let Some(sa) = plan.sas.iter().find(|s| s.id == sa_out) {
+        return crate::config::esp_overhead(outer_v6, sa);
+    }
+    match ipsec.db.get(sa_out) {
+        Some(sa) => (if outer_v6 { 40 } else { 20 }) + if sa.udp_encap.is_some() { 8 } else { 0 } + sa.max_overhead(),
+        None => crate::config::ike_esp_overhead(outer_v6),
+    }
+}
+
 impl Ipsec {
     /// An empty database with a counter slot per worker.
     pub fn new(workers: usize) -> Ipsec {
         Ipsec {
             db: SaDb::with_workers(workers),
+            mtus_at: None,
             from_config: HashSet::new(),
             subscribers: Vec::new(),
             last_poll: None,
@@ -93,6 +182,16 @@ impl Ipsec {
             metrics_on: true,
             metrics_at: None,
         }
+    }
+
+    /// Whether the tunnels' derived MTUs are due a look ([`MTU_POLL`]);
+    /// if so, the next one is due a period from `now`.
+    pub(crate) fn mtu_check_due(&mut self, now: Instant) -> bool {
+        if self.mtus_at.is_some_and(|t| now.duration_since(t) < MTU_POLL) {
+            return false;
+        }
+        self.mtus_at = Some(now);
+        true
     }
 
     /// What the workers' shared state holds.
@@ -283,6 +382,22 @@ impl Ipsec {
 mod tests {
     use super::*;
     use crate::config::{IpsecSaCfg, SecretHex, SpiValue, sa_plan};
+
+    /// The tunnel MTU is the outer interface's (within what the lanes
+    /// carry: an outer MTU of 9000 counts as 1778) less the SA's overhead,
+    /// never below 68.
+    #[test]
+    fn tunnel_mtu_is_the_outer_mtu_less_esp() {
+        let gcm = plan(1, None, None, "0x00112233445566778899aabbccddeeff01020304");
+        // AES-GCM over IPv4: 20 + 8 + 8 + 3 + 2 + 16; over IPv6 20 more.
+        assert_eq!(crate::config::esp_overhead(false, &gcm), 57);
+        assert_eq!(tunnel_mtu(1400, 57), 1343);
+        assert_eq!(tunnel_mtu(1500, 57), 1443);
+        assert_eq!(tunnel_mtu(9000, 57), crate::config::lane_mtu_limit(false) - 57);
+        assert_eq!(tunnel_mtu(9000, crate::config::esp_overhead(true, &gcm)), 1778 - 77);
+        assert_eq!(tunnel_mtu(100, 57), 68);
+        assert_eq!(tunnel_mtu(1400, usize::MAX), 68);
+    }
 
     fn plan(id: u32, soft_secs: Option<u64>, hard_secs: Option<u64>, key: &str) -> SaPlan {
         let c = IpsecSaCfg {

@@ -196,13 +196,6 @@ impl Router {
                 t.sa_out = *sa_out;
                 t.sa_in = sa_in.clone();
                 t.remote = *remote;
-                // Without a configured MTU: what the (new) outbound SA
-                // leaves room for.
-                if p.mtu.is_none()
-                    && let Some(sa) = self.plan.sas.iter().find(|s| s.id == *sa_out)
-                {
-                    f.mtu = 1500u16.saturating_sub(crate::config::esp_overhead(remote.is_ipv6(), sa) as u16);
-                }
             }
             if let Some(m) = p.mtu {
                 f.mtu = m;
@@ -213,8 +206,32 @@ impl Router {
             f.acl_in = acl(&p.acl_in);
             f.acl_out = acl(&p.acl_out);
         }
+        // Without a configured MTU: what the outer interface carries less
+        // what the (new) outbound SA adds.
+        crate::ipsec::derive_tunnel_mtus(&self.plan, &self.ipsec, &self.shared.fib, &mut ifs);
         self.shared.ifaces.publish(IfTable::new(ifs));
         self.lanes.wake_all();
+    }
+
+    /// Every `crate::ipsec::MTU_POLL`: republishes the interface table if
+    /// an IPsec tunnel's derived MTU no longer matches its outer route
+    /// (the route to its remote moved to another interface, an IKE child
+    /// SA with other algorithms came). Whether it did.
+    pub(crate) fn refresh_ipsec_mtus(&mut self, now: std::time::Instant) -> bool {
+        let old = self.shared.ifaces.load();
+        if !self.ipsec.mtu_check_due(now) || !old.ifs.iter().any(|f| f.ipsec().is_some()) {
+            return false;
+        }
+        let mut ifs = old.ifs.clone();
+        if !crate::ipsec::derive_tunnel_mtus(&self.plan, &self.ipsec, &self.shared.fib, &mut ifs) {
+            return false;
+        }
+        for (f, was) in ifs.iter().zip(&old.ifs).filter(|(f, was)| f.mtu != was.mtu) {
+            log::info!("interface {}: MTU {} (was {}), from its outer route and SA", f.name, f.mtu, was.mtu);
+        }
+        self.shared.ifaces.publish(IfTable::new(ifs));
+        self.lanes.wake_all();
+        true
     }
 
     /// Sets an interface administratively up or down. Packets received on

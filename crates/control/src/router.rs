@@ -495,6 +495,7 @@ impl Router {
         let now = tern_engine::clock::now_ns();
         let mut changed = false;
         let mut did = self.ipsec.poll(std::time::Instant::now()) > 0;
+        did |= self.refresh_ipsec_mtus(std::time::Instant::now());
         while let Some(ev) = self.shared.events.pop() {
             did = true;
             match ev {

@@ -373,3 +373,65 @@ fn capture_on_the_tunnel_shows_inner_packets() {
     assert_eq!(rx.data, fake_eth + &hex(&back), "the inner packet as decrypted");
     r.shutdown();
 }
+
+/// The ICMP error tern answers on the lan for `big` (sent there with
+/// DF): a destination unreachable's code and next-hop MTU.
+fn icmp_for(r: &mut Router, big: &[u8]) -> Option<(u8, u16)> {
+    assert!(r.mem_ports("lan").expect("lan")[0].inject(&eth(TERN_LAN, HOST_A, 0x0800, big)));
+    let out = sent(r, "lan", 1);
+    let v = parse_v4(out.first().expect("an ICMP error on the lan")).expect("IPv4");
+    match parse_icmp4(&v.l4)? {
+        Icmpv4Repr::DstUnreachable { code, next_hop_mtu, .. } => Some((code, next_hop_mtu)),
+        _ => None,
+    }
+}
+
+/// A tunnel without a configured `mtu` takes its outer interface's (the
+/// route to the remote leaves by `wan`) less what ESP with its outbound SA
+/// adds, follows that interface's MTU when it changes, and says so in
+/// "fragmentation needed"; a configured `mtu` wins.
+#[test]
+fn tunnel_mtu_follows_the_outer_interface() {
+    // wan at 1400: 1400 - 57 (AES-GCM: outer 20, ESP 8, IV 8, padding 3,
+    // trailer 2, ICV 16).
+    let text = config().replace("addresses = [\"192.0.2.1/24\"]", "addresses = [\"192.0.2.1/24\"]\nmtu = 1400");
+    let plan = config::parse(&text, "test.toml", Path::new(".")).expect("config");
+    let (wan, tunnel) = (plan.iface_index("wan").expect("wan"), plan.iface_index("ipsec0").expect("ipsec0"));
+    let mut r = Router::start(plan).expect("router");
+    let mtu = |r: &Router| commands::ipsec_tunnel_show(r)[0].mtu;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while mtu(&r) != 1343 && Instant::now() < deadline {
+        r.poll();
+    }
+    assert_eq!(mtu(&r), 1343, "1400 - 57");
+    let big = |len: usize| {
+        let mut p =
+            ipv4(a4("10.0.1.2"), a4("10.9.0.5"), 17, 64, &udp4(a4("10.0.1.2"), a4("10.9.0.5"), 7, 9, &vec![1u8; len]));
+        p[6] = 0x40; // DF
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = csum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p
+    };
+    // 1344 bytes with DF: one too many.
+    let e = icmp_for(&mut r, &big(1344 - 28));
+    assert_eq!(e, Some((4, 1343)), "fragmentation needed, MTU 1343");
+    // 1343 bytes fit: encrypted to the peer.
+    assert!(r.mem_ports("lan").expect("lan")[0].inject(&eth(TERN_LAN, HOST_A, 0x0800, &big(1343 - 28))));
+    assert_eq!(sent(&mut r, "wan", 1).len(), 1, "a 1343-byte packet leaves encrypted");
+
+    // The outer interface grows to the most the lanes carry (a device of
+    // 9000 is refused at start; the interface tops out at 1778): the
+    // tunnel follows at once.
+    assert!(r.set_interface_mtu(wan, 1778).expect("wan mtu"));
+    assert_eq!(mtu(&r), 1778 - 57);
+    let e = icmp_for(&mut r, &big(1778 - 57 + 1 - 28));
+    assert_eq!(e, Some((4, 1721)), "fragmentation needed, MTU 1721");
+
+    // A configured MTU wins, whatever the outer interface does.
+    assert!(r.set_interface_mtu(tunnel, 1200).expect("tunnel mtu"));
+    assert!(r.set_interface_mtu(wan, 1500).expect("wan mtu"));
+    r.poll();
+    assert_eq!(mtu(&r), 1200);
+    r.shutdown();
+}

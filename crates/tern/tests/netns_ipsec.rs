@@ -430,3 +430,145 @@ fn scapy_interop_over_the_xdp_lane() {
 fn scapy_interop_in_linux_mode_over_af_xdp() {
     interop("afxdp", true, "l");
 }
+
+// ------------------------------------------ IPv6 extension headers
+
+const EXT_KEY_IN: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+const EXT_KEY_OUT: &str = "0x1112131415161718191a1b1c1d1e1f2021222324";
+
+/// Two IPv6 tunnels to host2 (AES-128-GCM inbound SPIs 0x3001 plain ESP
+/// and 0x3002 ESP in UDP 4500).
+fn ext_config(lab: &Lab, driver: &str, linux: bool) -> String {
+    let mut c = if linux { "[linux]\nmode = \"linux\"\n".to_string() } else { String::new() };
+    c += &format!(
+        r#"
+[[interface]]
+name = "lan0"
+device = "lan0"
+driver = "{driver}"
+addresses = ["10.0.1.1/24"]
+
+[[interface]]
+name = "wan0"
+device = "wan0"
+driver = "{driver}"
+addresses = ["10.0.2.1/24", "2001:db8:2::1/64"]
+
+[api]
+socket = "{}"
+
+[metrics]
+listen = ""
+"#,
+        lab.socket()
+    );
+    for (k, udp) in [(0u32, false), (1, true)] {
+        for (id, spi, key) in [(10 + k, 0x3001 + k, EXT_KEY_IN), (20 + k, 0x4001 + k, EXT_KEY_OUT)] {
+            c += &format!(
+                "\n[[ipsec_sa]]\nid = {id}\nspi = {spi}\ncrypto = \"aes-128-gcm\"\nkey = \"{key}\"\nudp_encap = {udp}\n"
+            );
+        }
+        c += &format!(
+            "\n[[tunnel]]\nname = \"ips6x{k}\"\ntype = \"ipsec\"\nlocal = \"2001:db8:2::1\"\nremote = \"2001:db8:2::2\"\nsa_out = {}\nsa_in = [{}]\naddresses = [\"172.17.{k}.1/30\"]\n\n[[route]]\nprefix = \"10.9.{}.0/24\"\ninterface = \"ips6x{k}\"\n",
+            20 + k,
+            10 + k,
+            50 + k
+        );
+    }
+    c
+}
+
+/// Host2: for each SA (plain ESP, ESP in UDP) and each chain of extension
+/// headers, one packet for host1 encrypted by scapy, the chain put between
+/// the outer IPv6 header and ESP (or UDP), sent whole through a raw socket.
+const PY_EXT_SOURCE: &str = r#"
+import socket, time
+from scapy.layers.ipsec import SecurityAssociation, ESP
+from scapy.all import IP, IPv6, UDP, Raw, IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment
+key = bytes.fromhex(sys.argv[1][2:])
+raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+chains = {
+    'hbh': [lambda nh: IPv6ExtHdrHopByHop(nh=nh)],
+    'rt': [lambda nh: IPv6ExtHdrRouting(nh=nh, type=253, segleft=0)],
+    'dst': [lambda nh: IPv6ExtHdrDestOpt(nh=nh)],
+    'frag': [lambda nh: IPv6ExtHdrFragment(nh=nh, offset=0, m=0, id=7)],
+    'all': [lambda nh: IPv6ExtHdrHopByHop(nh=43), lambda nh: IPv6ExtHdrRouting(nh=60, type=253, segleft=0),
+            lambda nh: IPv6ExtHdrDestOpt(nh=44), lambda nh: IPv6ExtHdrFragment(nh=nh, offset=0, m=0, id=8)],
+}
+for k, udp in ((0, False), (1, True)):
+    a = SecurityAssociation(ESP, spi=0x3001 + k, crypt_algo='AES-GCM', crypt_key=key,
+        tunnel_header=IPv6(src='2001:db8:2::2', dst='2001:db8:2::1'),
+        nat_t_header=UDP(sport=4500, dport=4500) if udp else None)
+    for n, (name, chain) in enumerate(chains.items()):
+        inner = IP(src='10.9.%d.5' % (50 + k), dst='10.0.1.2') / UDP(sport=7000, dport=5000) / Raw(b'x6-%s-%d' % (name.encode(), k))
+        p = IPv6(bytes(a.encrypt(inner, seq_num=n + 1)))
+        upper, body = p.nh, bytes(p.payload)
+        pkt = IPv6(src='2001:db8:2::2', dst='2001:db8:2::1')
+        for make in chain:
+            pkt = pkt / make(upper)
+        pkt = pkt / Raw(body)
+        raw.sendto(bytes(pkt), ('2001:db8:2::1', 0))
+        time.sleep(0.002)
+"#;
+
+/// ESP and ESP in UDP 4500 over IPv6 behind extension headers (hop-by-hop,
+/// routing, destination options, an atomic fragment, all four), built by
+/// scapy on host2 and sent through the veth to tern's address: every one
+/// is decrypted and reaches host1, on the lane `driver` (and in Linux mode
+/// through the steering program).
+fn ext_headers(driver: &str, linux: bool, tag: &str) {
+    if let Some(why) = common::lab_missing().or_else(scapy_missing) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("espext{}{tag}", std::process::id()));
+    let r = lab.ns[1].clone();
+    must("ip", &["-n", &r, "link", "set", "lan0", "up"]);
+    must("ip", &["-n", &r, "link", "set", "wan0", "up"]);
+    let path = lab.dir.join("tern.toml");
+    std::fs::write(&path, ext_config(&lab, driver, linux)).expect("config");
+    run_tern(&mut lab, &path);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (ns, dst) in [(0, "10.0.1.1"), (2, "2001:db8:2::1")] {
+        while !common::sh("ip", &["netns", "exec", &lab.ns[ns], "ping", "-c", "1", "-W", "1", dst]).status.success() {
+            assert!(Instant::now() < deadline, "ping {dst}; tern log:\n{}", log_of(&lab));
+        }
+    }
+    let ready = lab.dir.join("host.ready");
+    let host = py(&lab, 0, "host.py", PY_HOST, "", &["5", &ready.display().to_string()]);
+    wait_file(&ready);
+    let src = py(&lab, 2, "ext.py", PY_EXT_SOURCE, "", &[EXT_KEY_IN]);
+    let out = src.wait_with_output().expect("source");
+    assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<String> = lines(host).iter().filter_map(|r| r["udp"].as_str().map(String::from)).collect();
+    for k in 0..2 {
+        for chain in ["hbh", "rt", "dst", "frag", "all"] {
+            let want = format!("x6-{chain}-{k}");
+            assert!(got.contains(&want), "{driver}: {want} not on host1 (got {got:?})\ntern log:\n{}", log_of(&lab));
+        }
+        assert_eq!(sa_counter(&lab, 10 + k, "packets"), 5, "{driver}: SA {}", 10 + k);
+    }
+    assert_eq!(counter(&lab, "esp-decrypt/decrypted"), 10, "{driver}");
+    if driver == "xdp" {
+        assert!(counter(&lab, "xdp-lane/punt-ipsec") >= 10, "xdp-lane/punt-ipsec");
+    }
+    if linux {
+        let n = counter(&lab, "xdp-steer/ipsec-to-tern");
+        assert!(n >= 10, "xdp-steer/ipsec-to-tern: {n}");
+    }
+}
+
+#[test]
+fn esp_behind_ipv6_extension_headers_over_af_packet() {
+    ext_headers("afpacket", false, "p");
+}
+
+#[test]
+fn esp_behind_ipv6_extension_headers_over_the_xdp_lane() {
+    ext_headers("xdp", false, "x");
+}
+
+#[test]
+fn esp_behind_ipv6_extension_headers_in_linux_mode_over_af_xdp() {
+    ext_headers("afxdp", true, "l");
+}

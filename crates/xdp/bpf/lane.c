@@ -62,6 +62,7 @@
 #include "lib/gre.h"
 #include "lib/trace.h"
 #include "lib/xmit.h"
+#include "lib/ip6ext.h"
 
 #define IPPROTO_ESP_ 50
 #define IKE_PORT 500
@@ -90,7 +91,16 @@ static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end, int l
 // IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
 static __always_inline int is_ext(__u8 nh)
 {
-	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60;
+	return ip6_is_ext(nh);
+}
+
+// IPsec for the router over IPv6 (`is_ipsec`), also behind extension
+// headers (`ip6_skip_ext`: hop-by-hop, routing, destination options, a
+// first fragment, AH); `l4` just after the fixed header.
+static __always_inline int is_ipsec6(__u8 nh, const __u8 *l4, void *end, int linux)
+{
+	l4 = ip6_skip_ext(l4, &nh, end);
+	return l4 && is_ipsec(nh, l4, end, linux);
 }
 
 // ip4-input, ip4-acl-in, ip4-lookup and what follows, for the header at
@@ -386,10 +396,9 @@ __noinline int ip6(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	}
 local:
 	if (proto != IPPROTO_GRE_) {
-		// As in ip4 (extension headers before ESP are not walked: such a
-		// packet goes as any other for the router).
+		// As in ip4, also behind extension headers.
 		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) &&
-		    is_ipsec(proto, ip + 40, end, s->flags & LCFG_LINUX_MODE))
+		    is_ipsec6(proto, ip + 40, end, s->flags & LCFG_LINUX_MODE))
 			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	}
@@ -530,7 +539,7 @@ int tern_lane(struct xdp_md *ctx)
 			}
 		}
 		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6) &&
-		    !((s->flags & LCFG_IPSEC) && is_ipsec(ip[6], ip + 40, end, 1))) {
+		    !((s->flags & LCFG_IPSEC) && is_ipsec6(ip[6], ip + 40, end, 1))) {
 			struct in6_key key;
 			__builtin_memcpy(key.b, ip + 24, 16);
 			if (bpf_map_lookup_elem(&lane_local6, &key))

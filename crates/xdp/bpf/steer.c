@@ -26,6 +26,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "lib/class.h"
+#include "lib/ip6ext.h"
 
 #define MAX_QUEUES 256
 #define MAX_LOCAL_ADDRS 1024
@@ -315,9 +316,14 @@ int tern_steer(struct xdp_md *ctx)
 		struct in6_key key;
 		__builtin_memcpy(key.b, ip6->daddr, 16);
 		if (bpf_map_lookup_elem(&tern_local6, &key)) {
-			// (Extension headers before ESP or UDP are not walked.)
-			if ((cfg & CFG_IPSEC_TO_TERN) && is_ipsec(ip6->nexthdr, (__u8 *)(ip6 + 1), end))
-				return to_xsk(ctx, V_REDIRECT_IPSEC);
+			// ESP or UDP 4500 also behind extension headers (hop-by-hop,
+			// routing, destination options, a first fragment, AH).
+			if (cfg & CFG_IPSEC_TO_TERN) {
+				__u8 nh = ip6->nexthdr;
+				const __u8 *l4 = ip6_skip_ext((__u8 *)(ip6 + 1), &nh, end);
+				if (l4 && is_ipsec(nh, (__u8 *)l4, end))
+					return to_xsk(ctx, V_REDIRECT_IPSEC);
+			}
 			if (cfg & CFG_NEIGH_TO_TERN)
 				return to_xsk(ctx, V_REDIRECT_LOCAL);
 			return pass_policed(ctx, V_PASS_LOCAL);

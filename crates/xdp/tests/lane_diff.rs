@@ -2350,6 +2350,64 @@ fn ipsec_for_the_router_is_punted_and_transit_esp_forwarded() {
     });
 }
 
+/// `ip` (an IPv6 packet) with extension headers of types `exts` after
+/// its fixed header: hop-by-hop 0 and destination options 60 with a PadN,
+/// a routing header 43 of experimental type 253 with no segments left, a
+/// fragment header 44 whose offset-and-M field is `frag`.
+fn ext6(ip: &[u8], exts: &[u8], frag: u16) -> Vec<u8> {
+    let (fixed, payload) = ip.split_at(40);
+    let mut fixed = fixed.to_vec();
+    let mut chain = Vec::new();
+    for (i, &t) in exts.iter().enumerate() {
+        let next = exts.get(i + 1).copied().unwrap_or(fixed[6]);
+        let [f0, f1] = frag.to_be_bytes();
+        chain.extend_from_slice(&match t {
+            43 => [next, 0, 253, 0, 0, 0, 0, 0],
+            44 => [next, 0, f0, f1, 0, 0, 0x12, 0x34],
+            _ => [next, 0, 1, 4, 0, 0, 0, 0],
+        });
+    }
+    fixed[6] = exts[0];
+    let plen = u16::from_be_bytes([fixed[4], fixed[5]]) + chain.len() as u16;
+    fixed[4..6].copy_from_slice(&plen.to_be_bytes());
+    [fixed, chain, payload.to_vec()].concat()
+}
+
+/// ESP and ESP in UDP 4500 for the router behind IPv6 extension headers
+/// (hop-by-hop, routing, destination options, a first fragment, all four)
+/// go to the engine as without them, in both modes (Linux mode once tern
+/// terminates IPsec); a later fragment (no SPI, no ports) and a chain
+/// longer than the lane walks stay where any packet for the router goes.
+#[test]
+fn ipsec_behind_ipv6_extension_headers_is_punted() {
+    let esp = [0, 0, 0x10, 0x01, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8];
+    let esp6 = ipv6(v6("2001:db8:2::2"), v6("2001:db8:2::1"), 50, 64, &esp);
+    let natt6 = udp6("2001:db8:2::2", "2001:db8:2::1", 64, 4500, 4500);
+    let chains: [&[u8]; 5] = [&[0], &[43], &[60], &[44], &[0, 43, 60, 44]];
+    let wan6 = |l3: Vec<u8>| eth(R_WAN, HOST_B, 0x86dd, &l3);
+    let check = |d: &mut Diff, other: &str| {
+        use Verdict::*;
+        for c in chains {
+            for ip in [&esp6, &natt6] {
+                assert_eq!(d.run(WAN, &wan6(ext6(ip, c, 0))), Punt("xdp-lane/punt-ipsec".into()), "{c:?}");
+            }
+        }
+        // The first of several fragments holds the SPI and the ports.
+        assert_eq!(d.run(WAN, &wan6(ext6(&esp6, &[44], 1))), Punt("xdp-lane/punt-ipsec".into()));
+        // A later fragment (offset 8), and five headers (the lane walks four).
+        for f in [ext6(&esp6, &[44], 8), ext6(&natt6, &[0, 43, 60, 60, 60], 0)] {
+            let v = d.run(WAN, &wan6(f));
+            assert!(v == Pass(other.into()) || v == Punt(other.into()), "{v:?}, want {other}");
+        }
+    };
+    with_linux_mode_lane(|d| {
+        d.lane.add_local(IpAddr::V6("2001:db8:2::1".parse().expect("a"))).expect("local");
+        d.lane.set_ipsec(true).expect("flag");
+        check(d, "xdp-lane/pass-local");
+    });
+    with_lab(|d, _| check(d, "xdp-lane/punt-local"));
+}
+
 /// Linux mode: the router's traffic is Linux's, IPsec too until tern
 /// terminates it (an ipsec tunnel: `set_ipsec`); then ESP and ESP in UDP
 /// 4500 go to the engine, and the rest still to Linux: IKE too (UDP 500,

@@ -731,3 +731,63 @@ fn steering_polices_what_it_hands_over_for_the_router_per_class() {
         }
     });
 }
+
+/// Linux mode with tern terminating IPsec (`set_ipsec_to_tern`): ESP and
+/// ESP in UDP 4500 for the router's IPv6 address go to tern also behind
+/// extension headers (hop-by-hop, routing, destination options, a first
+/// fragment, all four: with no socket on the queue, counted as
+/// pass-no-xsk), while a later fragment and UDP to another port behind
+/// them are the router's traffic for Linux (pass-local).
+#[test]
+fn steering_finds_ipsec_behind_ipv6_extension_headers() {
+    use tern_testkit::packet::{eth, ipv6, udp6};
+    if !privileged() {
+        return;
+    }
+    const XDP_PASS: u32 = 2;
+    let rig = Rig2::new(1);
+    rig.rtr.run(|| {
+        let mut steer = SteeringProgram::attach("r0", SteerOptions::default()).expect("attach");
+        let (us, peer): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+            ("2001:db8:2::1".parse().expect("a"), "2001:db8:2::2".parse().expect("a"));
+        steer.add_local(IpAddr::V6(us)).expect("local");
+        steer.set_ipsec_to_tern(true).expect("ipsec");
+        // `ip` with extension headers of types `exts` (PadN options, a
+        // routing header of type 253 with no segments left, a fragment
+        // header whose offset-and-M field is `frag`).
+        let ext6 = |next: u8, l4: &[u8], exts: &[u8], frag: u16| {
+            let mut chain = Vec::new();
+            for (i, &t) in exts.iter().enumerate() {
+                let n = exts.get(i + 1).copied().unwrap_or(next);
+                let [f0, f1] = frag.to_be_bytes();
+                chain.extend_from_slice(&match t {
+                    43 => [n, 0, 253, 0, 0, 0, 0, 0],
+                    44 => [n, 0, f0, f1, 0, 0, 0x12, 0x34],
+                    _ => [n, 0, 1, 4, 0, 0, 0, 0],
+                });
+            }
+            chain.extend_from_slice(l4);
+            eth(mac(MAC_R0), mac(MAC_G0), 0x86dd, &ipv6(peer, us, exts[0], 64, &chain))
+        };
+        let esp = [0u8, 0, 0x10, 0x01, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4];
+        let natt = udp6(peer, us, 4500, 4500, &esp);
+        let dns = udp6(peer, us, 4500, 53, b"query");
+        let chains: [&[u8]; 5] = [&[0], &[43], &[60], &[44], &[0, 43, 60, 44]];
+        let before = steer.verdicts().expect("verdicts");
+        let mut to_tern = 0;
+        for c in chains {
+            for (next, l4) in [(50, &esp[..]), (17, &natt[..])] {
+                assert_eq!(steer.test_run(&ext6(next, l4, c, 0), 0).expect("run"), XDP_PASS);
+                to_tern += 1;
+            }
+        }
+        let v = steer.verdicts().expect("verdicts");
+        assert_eq!(v.pass_no_xsk - before.pass_no_xsk, to_tern, "{v:?}");
+        assert_eq!(v.pass_local, before.pass_local, "{v:?}");
+        for f in [ext6(50, &esp, &[44], 8), ext6(17, &dns, &[0, 60], 0)] {
+            assert_eq!(steer.test_run(&f, 0).expect("run"), XDP_PASS);
+        }
+        let w = steer.verdicts().expect("verdicts");
+        assert_eq!((w.pass_local - v.pass_local, w.pass_no_xsk), (2, v.pass_no_xsk), "{w:?}");
+    });
+}

@@ -167,7 +167,8 @@ fn local6(
         Ok(w) => w,
         Err(_) => return cx.drop(p, Ip6LocalError::BadExt),
     };
-    if walk.fragment_offset.is_some() {
+    // An atomic fragment (offset 0, no more) is a whole packet (RFC 6946).
+    if walk.fragment_offset.is_some_and(|f| !crate::ipsec::is_atomic_fragment(l3.get(40..).unwrap_or_default(), f)) {
         // Linux reassembles what it is given.
         return if linux == Linux::Punt { Ip6LocalNext::Punt as u16 } else { cx.drop(p, Ip6LocalError::Fragment) };
     }

@@ -230,7 +230,10 @@ fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
         let end = (40 + usize::from(v6.payload_len())).min(ip.len());
         let after = ip.get(40..end).unwrap_or_default();
         let w = tern_wire::ipv6ext::walk(v6.next_header(), after).map_err(|_| BadHeader)?;
-        if w.fragment_offset.is_some() {
+        // Extension headers are stepped over; an atomic fragment (RFC
+        // 6946) is the whole packet; a fragment tern cannot decrypt (it
+        // does not reassemble, and ip6-local keeps those from here).
+        if w.fragment_offset.is_some_and(|f| !super::is_atomic_fragment(after, f)) {
             return Err(BadHeader);
         }
         (40 + w.upper_offset, end, w.upper_protocol, IpAddr::V6(v6.dst_addr()), IpAddr::V6(v6.src_addr()))

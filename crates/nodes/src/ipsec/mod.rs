@@ -49,6 +49,16 @@ pub fn is_udp_encap_esp(proto: tern_wire::IpProtocol, l4: &[u8], linux: bool) ->
         && !(linux && l4.get(8..).is_some_and(|u| tern_ipsec::is_non_esp_marker(u) || u == [0xff]))
 }
 
+/// Whether the IPv6 fragment header at `frag` (from the walk's
+/// `fragment_offset`, within `ext`, the bytes after the fixed header) makes
+/// an atomic fragment: offset 0 and no more fragments, which RFC 6946
+/// section 4 says to process as the whole packet it is.
+pub fn is_atomic_fragment(ext: &[u8], frag: usize) -> bool {
+    ext.get(frag..)
+        .and_then(|h| tern_wire::ipv6ext::Ipv6FragmentHeader::new_checked(h).ok())
+        .is_some_and(|h| h.frag_offset() == 0 && !h.more_frags())
+}
+
 /// The SA-to-tunnel index the decryption uses, rebuilt when the interface
 /// table changes: for each inbound SA id, the tunnels that list it.
 #[derive(Default)]

@@ -919,3 +919,59 @@ fn direct_encapsulation_is_the_second_pass() {
         }
     }
 }
+
+/// `frame` (Ethernet + IPv6) with extension headers of the given types
+/// inserted after the fixed header (hop-by-hop 0 and destination options
+/// 60 with a PadN, a routing header 43 of experimental type 253 with no
+/// segments left, a fragment header 44 with this offset-and-M field).
+fn with_ext6(frame: &[u8], exts: &[u8], frag: u16) -> Vec<u8> {
+    let (head, payload) = frame.split_at(14 + 40);
+    let mut ip = head.to_vec();
+    let upper = ip[14 + 6];
+    let mut chain = Vec::new();
+    for (i, &t) in exts.iter().enumerate() {
+        let next = exts.get(i + 1).copied().unwrap_or(upper);
+        let [f0, f1] = frag.to_be_bytes();
+        chain.extend_from_slice(&match t {
+            43 => [next, 0, 253, 0, 0, 0, 0, 0],
+            44 => [next, 0, f0, f1, 0, 0, 0x12, 0x34],
+            _ => [next, 0, 1, 4, 0, 0, 0, 0],
+        });
+    }
+    ip[14 + 6] = exts[0];
+    let plen = u16::from_be_bytes([ip[14 + 4], ip[14 + 5]]) + chain.len() as u16;
+    ip[14 + 4..14 + 6].copy_from_slice(&plen.to_be_bytes());
+    [ip, chain, payload.to_vec()].concat()
+}
+
+/// ESP in UDP 4500 over IPv6 behind extension headers (hop-by-hop,
+/// routing, destination options, an atomic fragment, and all four) is
+/// decrypted like without them; a fragment (the first of several, or a
+/// later one) is a counted `ip6-local/fragment`: tern does not reassemble.
+#[test]
+fn decrypts_esp_behind_ipv6_extension_headers() {
+    let mut r = rig(256, 1400, sa_cfgs());
+    let p4 = peer_sa(4);
+    let inner = ip6(v6("2001:db8:18::9"), v6("2001:db8:1::2"), 100, 3);
+    let from = (a6("2001:db8:2::2"), a6("2001:db8:2::1"));
+    let chains: [&[u8]; 5] = [&[0], &[43], &[60], &[44], &[0, 43, 60, 44]];
+    let frames: Vec<(Vec<u8>, u16)> = chains
+        .iter()
+        .zip(1u64..)
+        .map(|(c, seq)| (with_ext6(&esp_frame(&p4, seq, &inner, from, None, None), c, 0), WAN))
+        .collect();
+    let sent = r.run(&frames);
+    assert_eq!(sent[0].len(), chains.len(), "{:?}", r.nonzero());
+    for f in &sent[0] {
+        assert_eq!(&f[14 + 40..], &inner[40..], "the inner packet");
+    }
+    assert_eq!(r.counter("esp-decrypt", "decrypted"), chains.len() as u64);
+    assert_eq!(r.db.info(4).expect("sa 4").counters.packets, chains.len() as u64);
+    // The first of several fragments (M set), and a later one (offset 8).
+    let first = with_ext6(&esp_frame(&p4, 10, &inner, from, None, None), &[44], 1);
+    let later = with_ext6(&esp_frame(&p4, 11, &inner, from, None, None), &[44], 8);
+    let sent = r.run(&[(first, WAN), (later, WAN)]);
+    assert!(sent[0].is_empty());
+    assert_eq!(r.counter("ip6-local", "fragment"), 2, "{:?}", r.nonzero());
+    assert_eq!(r.counter("esp-decrypt", "decrypted"), chains.len() as u64);
+}
