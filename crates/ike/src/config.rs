@@ -150,6 +150,15 @@ pub struct Settings {
     /// Messages larger than this (the IP datagram) are fragmented
     /// (RFC 7383) when the peer supports it.
     pub fragment_size: usize,
+    /// A responder answers IKE_SA_INITs with one Diffie-Hellman value (per
+    /// group) for this long, at most `dh_reuse_uses` times, as RFC 7296
+    /// 2.12 allows; then it is wiped and a fresh one made. Zero (the
+    /// default): a fresh value for every exchange. The cost: the IKE SAs
+    /// set up with one value lose perfect forward secrecy between each
+    /// other until it is wiped (whoever takes the value from memory can
+    /// recompute all their keys).
+    pub dh_reuse: Duration,
+    pub dh_reuse_uses: u32,
 }
 
 impl Default for Settings {
@@ -165,6 +174,8 @@ impl Default for Settings {
             retransmit_tries: 5,
             half_open_timeout: Duration::from_secs(30),
             fragment_size: 1280,
+            dh_reuse: Duration::ZERO,
+            dh_reuse_uses: 1000,
         }
     }
 }

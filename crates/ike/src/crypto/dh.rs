@@ -12,12 +12,14 @@
 use super::CryptoError;
 use crate::proposal::DhGroup;
 use aws_lc_rs::agreement;
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use num_bigint::BigUint;
-use ring::rand::{SecureRandom, SystemRandom};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use zeroize::Zeroizing;
 
-/// This side's ephemeral private value for one exchange.
+/// This side's private value for one exchange (or, shared with
+/// [`DhPrivate::share`], for several: RFC 7296 2.12). The key's memory is
+/// wiped when its last holder drops it.
 pub struct DhPrivate {
     group: DhGroup,
     key: Private,
@@ -32,13 +34,13 @@ impl std::fmt::Debug for DhPrivate {
 
 enum Private {
     /// aws-lc-rs's key: opaque, cleansed by AWS-LC when it is freed.
-    Ecdh(agreement::PrivateKey),
+    Ecdh(Arc<agreement::PrivateKey>),
     /// The private exponent x, big-endian. Kept as bytes because a
     /// `BigUint` cannot be zeroized in place (its limbs are private and
     /// may be reallocated); it is converted for each use, and those
     /// temporaries (and the shared secret's before padding) are not
     /// zeroized: a limit of num-bigint.
-    Modp(Zeroizing<Vec<u8>>),
+    Modp(Arc<Zeroizing<Vec<u8>>>),
 }
 
 impl DhPrivate {
@@ -59,12 +61,23 @@ impl DhPrivate {
             if public.len() != public_len(group) {
                 return Err(CryptoError::Unsupported("aws-lc-rs's public value has an unexpected length"));
             }
-            return Ok((DhPrivate { group, key: Private::Ecdh(key) }, public));
+            return Ok((DhPrivate { group, key: Private::Ecdh(Arc::new(key)) }, public));
         }
         let mut x = Zeroizing::new(vec![0u8; modp_exponent_len(group)]);
         rng.fill(&mut x).map_err(|_| CryptoError::Random)?;
         let public = modp_public(group, &x);
-        Ok((DhPrivate { group, key: Private::Modp(x) }, public))
+        Ok((DhPrivate { group, key: Private::Modp(Arc::new(x)) }, public))
+    }
+
+    /// Another holder of the same private value, for a responder that
+    /// reuses it for several exchanges (RFC 7296 2.12); the value is wiped
+    /// when the last holder is dropped.
+    pub fn share(&self) -> DhPrivate {
+        let key = match &self.key {
+            Private::Ecdh(k) => Private::Ecdh(Arc::clone(k)),
+            Private::Modp(x) => Private::Modp(Arc::clone(x)),
+        };
+        DhPrivate { group: self.group, key }
     }
 
     pub fn group(&self) -> DhGroup {
@@ -89,7 +102,7 @@ impl DhPrivate {
                 }
                 point.extend_from_slice(peer);
                 let peer = agreement::UnparsedPublicKey::new(alg, point);
-                agreement::agree(&key, peer, CryptoError::BadPublic(group), |s| Ok(Zeroizing::new(s.to_vec())))
+                agreement::agree(&*key, peer, CryptoError::BadPublic(group), |s| Ok(Zeroizing::new(s.to_vec())))
             }
             Private::Modp(x) => modp_agree(group, &x, peer),
         }
@@ -275,7 +288,7 @@ mod tests {
         for (private, public, peer) in [(alice, alice_pub, bob_pub), (bob, bob_pub, alice_pub)] {
             let key = agreement::PrivateKey::from_private_key(&agreement::X25519, &unhex(private)).expect("key");
             assert_eq!(hex(key.compute_public_key().expect("public").as_ref()), public);
-            let d = DhPrivate { group: DhGroup::Curve25519, key: Private::Ecdh(key) };
+            let d = DhPrivate { group: DhGroup::Curve25519, key: Private::Ecdh(Arc::new(key)) };
             assert_eq!(hex(&d.agree(&unhex(peer)).expect("agree")), shared);
         }
     }
