@@ -578,11 +578,12 @@ impl Ike {
         if self.settings.dh_reuse.is_zero() || uses <= 1 {
             return DhPrivate::generate(group);
         }
-        if let Some(d) = self.reused_dh.iter_mut().find(|d| d.key.group() == group) {
-            if d.until > now && d.uses_left > 0 {
-                d.uses_left -= 1;
-                return Ok((d.key.share(), d.public.clone()));
-            }
+        if let Some(d) = self.reused_dh.iter_mut().find(|d| d.key.group() == group)
+            && d.until > now
+            && d.uses_left > 0
+        {
+            d.uses_left -= 1;
+            return Ok((d.key.share(), d.public.clone()));
         }
         // None yet, or this one is spent: dropping it wipes it.
         self.reused_dh.retain(|d| d.key.group() != group);

@@ -102,7 +102,7 @@ impl DhPrivate {
                 }
                 point.extend_from_slice(peer);
                 let peer = agreement::UnparsedPublicKey::new(alg, point);
-                agreement::agree(&*key, peer, CryptoError::BadPublic(group), |s| Ok(Zeroizing::new(s.to_vec())))
+                agreement::agree(&key, peer, CryptoError::BadPublic(group), |s| Ok(Zeroizing::new(s.to_vec())))
             }
             Private::Modp(x) => modp_agree(group, &x, peer),
         }
