@@ -22,6 +22,12 @@
 //! `ike_setup 10000 1000 ecdsa`: 6,229 setups/s (one certificate for every
 //! client, so its chain check is cached: the AUTH signature and its check
 //! remain).
+//!
+//! Later the same day, X25519 from aws-lc-rs (33 us a key pair and shared
+//! secret, ring's 60), `ike_setup 20000`: 18,312 setups/s (54.6 us), and
+//! 21,678 (46.1 us) with `dh-reuse`; medians of 3. Of the 55 us, 41 are
+//! X25519 (perf); the rest is SHA-256 (PSK AUTH over both IKE_SA_INIT
+//! messages, SKEYSEED, prf+), malloc/free and copies, AES-GCM.
 
 // The counting allocator is the one unsafe thing here: GlobalAlloc is an
 // unsafe trait.
