@@ -25,7 +25,7 @@
 //!
 //! Later the same day, X25519 from aws-lc-rs (33 us a key pair and shared
 //! secret, ring's 60), `ike_setup 20000`: 18,312 setups/s (54.6 us), and
-//! 21,678 (46.1 us) with `dh-reuse`; medians of 3. Of the 55 us, 41 are
+//! 21,678 (46.1 us) with `dh-reuse`; medians of 3. Of the 55 us, 33 are
 //! X25519 (perf); the rest is SHA-256 (PSK AUTH over both IKE_SA_INIT
 //! messages, SKEYSEED, prf+), malloc/free and copies, AES-GCM.
 
