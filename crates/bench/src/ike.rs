@@ -171,6 +171,8 @@ fn peer(a: &IkeArgs, remote: Option<IpAddr>) -> Result<PeerConfig, String> {
 /// without the non-ESP marker).
 struct Net {
     socks: [Arc<UdpSocket>; 2],
+    /// The sockets' addresses (500, 4500), known without a system call.
+    locals: [SocketAddr; 2],
     rx: mpsc::Receiver<(SocketAddr, SocketAddr, Vec<u8>)>,
     sent: u64,
 }
@@ -214,7 +216,8 @@ impl Net {
             socks.push(s);
         }
         let socks: [Arc<UdpSocket>; 2] = socks.try_into().map_err(|_| "two sockets".to_string())?;
-        Ok(Net { socks, rx, sent: 0 })
+        let locals = [SocketAddr::new(local, 500), SocketAddr::new(local, 4500)];
+        Ok(Net { socks, locals, rx, sent: 0 })
     }
 
     /// The responder's receive: waits up to `wait` for either socket to
@@ -228,8 +231,7 @@ impl Net {
         if poll(&mut fds, Some(&timeout)).unwrap_or(0) == 0 {
             return;
         }
-        for s in &self.socks {
-            let Ok(local) = s.local_addr() else { continue };
+        for (s, &local) in self.socks.iter().zip(&self.locals) {
             while let Ok((n, from)) = s.recv_from(buf) {
                 let Some(d) = buf.get(..n) else { continue };
                 let msg = if local.port() == 4500 {
