@@ -231,7 +231,10 @@ impl Net {
         if poll(&mut fds, Some(&timeout)).unwrap_or(0) == 0 {
             return;
         }
-        for (s, &local) in self.socks.iter().zip(&self.locals) {
+        // Only the readable ones: a read that would block is a wasted
+        // system call.
+        let ready = fds.map(|f| !f.revents().is_empty());
+        for ((s, &local), _) in self.socks.iter().zip(&self.locals).zip(ready).filter(|(_, r)| *r) {
             while let Ok((n, from)) = s.recv_from(buf) {
                 let Some(d) = buf.get(..n) else { continue };
                 let msg = if local.port() == 4500 {
