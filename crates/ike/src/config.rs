@@ -154,6 +154,15 @@ pub struct Settings {
     /// authenticating with a certificate. Off: as an old peer without
     /// them (the other side then signs with the classic methods).
     pub signature_hashes: bool,
+    /// A responder answers IKE_SA_INITs with one Diffie-Hellman value (per
+    /// group) for this long, at most `dh_reuse_uses` times, as RFC 7296
+    /// 2.12 allows; then it is wiped and a fresh one made. Zero (the
+    /// default): a fresh value for every exchange. The cost: the IKE SAs
+    /// set up with one value lose perfect forward secrecy between each
+    /// other until it is wiped (whoever takes the value from memory can
+    /// recompute all their keys).
+    pub dh_reuse: Duration,
+    pub dh_reuse_uses: u32,
 }
 
 impl Default for Settings {
@@ -170,6 +179,8 @@ impl Default for Settings {
             half_open_timeout: Duration::from_secs(30),
             fragment_size: 1280,
             signature_hashes: true,
+            dh_reuse: Duration::ZERO,
+            dh_reuse_uses: 1000,
         }
     }
 }

@@ -9,11 +9,13 @@
 #![deny(clippy::indexing_slicing)]
 
 use crate::config::{AuthConfig, PeerConfig, Settings};
+use crate::crypto::{CryptoError, DhPrivate};
 use crate::output::Output;
+use crate::proposal::DhGroup;
 use crate::sa::util::Pool;
 use crate::sa::{IkeSa, Start, State};
 use crate::wire::{self, FLAG_INITIATOR, FLAG_RESPONSE, Header};
-use ring::rand::{SecureRandom, SystemRandom};
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
@@ -74,6 +76,14 @@ pub(crate) struct CookieSecret {
     pub rotate_at: Option<Instant>,
 }
 
+/// The responder's Diffie-Hellman value in reuse (`Settings::dh_reuse`).
+pub(crate) struct ReusedDh {
+    key: DhPrivate,
+    public: Vec<u8>,
+    until: Instant,
+    uses_left: u32,
+}
+
 /// How often the cookie secret changes.
 pub(crate) const COOKIE_ROTATION: Duration = Duration::from_secs(120);
 
@@ -117,6 +127,9 @@ pub struct Ike {
     /// carries INITIAL_CONTACT (RFC 7296 2.4), or a second SA to the same
     /// peer would make it drop the first.
     pub(crate) contacted: std::collections::HashSet<String>,
+    /// At most one reused DH value per group (empty unless
+    /// `Settings::dh_reuse`).
+    pub(crate) reused_dh: Vec<ReusedDh>,
 }
 
 /// A `start` peer whose IKE SA failed or died is initiated again after this.
@@ -152,6 +165,7 @@ impl Ike {
             clock: None,
             rekey_collisions: HashMap::new(),
             contacted: std::collections::HashSet::new(),
+            reused_dh: Vec::new(),
         }
     }
 
@@ -329,6 +343,8 @@ impl Ike {
         if self.cookie.rotate_at.is_none_or(|t| t <= now) {
             self.rotate_cookie_secret(now);
         }
+        // A reused DH value is wiped when its time is up, used or not.
+        self.reused_dh.retain(|d| d.until > now);
         // Each entry due now is handled once per poll; one that comes due
         // again at once waits for the next poll (no loop can spin here).
         let mut budget = self.timers.len();
@@ -355,7 +371,8 @@ impl Ike {
     /// When [`Ike::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         let t = self.timers.peek().map(|Reverse((t, _))| *t);
-        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min()].into_iter().flatten().min()
+        let dh = self.reused_dh.iter().map(|d| d.until).min();
+        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min(), dh].into_iter().flatten().min()
     }
 
     /// What to do, in order; the caller drains it after every call.
@@ -541,8 +558,10 @@ impl Ike {
     }
 
     pub(crate) fn random(&self, buf: &mut [u8]) {
-        // SystemRandom fails only if the OS has no randomness at all: then
-        // zeroes would be a security hole, so abort loudly instead.
+        // aws-lc-rs's SystemRandom: AWS-LC's per-thread DRBG, seeded and
+        // reseeded from the OS (no system call per nonce or SPI, as ring's
+        // getrandom(2) was). It fails only if the OS has no randomness at
+        // all: then zeroes would be a security hole, so abort loudly.
         if self.rng.fill(buf).is_err() {
             panic!("ike: the system's random number generator failed");
         }
@@ -552,6 +571,30 @@ impl Ike {
         let mut n = vec![0u8; 32];
         self.random(&mut n);
         n
+    }
+
+    /// The responder's DH value for an IKE_SA_INIT and its public value:
+    /// fresh, or with `Settings::dh_reuse` the group's current one while
+    /// it has time and uses left (RFC 7296 2.12: "an implementation MAY
+    /// reuse [its DH exponential] for several exchanges").
+    pub(crate) fn responder_dh(&mut self, group: DhGroup, now: Instant) -> Result<(DhPrivate, Vec<u8>), CryptoError> {
+        let uses = self.settings.dh_reuse_uses;
+        if self.settings.dh_reuse.is_zero() || uses <= 1 {
+            return DhPrivate::generate(group);
+        }
+        if let Some(d) = self.reused_dh.iter_mut().find(|d| d.key.group() == group)
+            && d.until > now
+            && d.uses_left > 0
+        {
+            d.uses_left -= 1;
+            return Ok((d.key.share(), d.public.clone()));
+        }
+        // None yet, or this one is spent: dropping it wipes it.
+        self.reused_dh.retain(|d| d.key.group() != group);
+        let (key, public) = DhPrivate::generate(group)?;
+        let until = now + self.settings.dh_reuse;
+        self.reused_dh.push(ReusedDh { key: key.share(), public: public.clone(), until, uses_left: uses - 1 });
+        Ok((key, public))
     }
 
     /// A fresh IKE SPI of this shard (`spi % shards == shard`), unused.

@@ -39,16 +39,35 @@ pub fn prf_plus_max(alg: Prf) -> usize {
 /// prf+(key, seed) truncated to `len` bytes (T1 | T2 | ...; at most 255
 /// blocks). T1 = prf(K, S | 0x01), Tn = prf(K, Tn-1 | S | n). A `len`
 /// beyond [`prf_plus_max`] is cut to it (RFC 7296 2.13 defines no more;
-/// tern never asks for more than a few hundred bytes).
+/// tern never asks for more than a few hundred bytes). The key is set up
+/// once (HMAC's inner and outer pads hashed) and the keyed state copied
+/// for each block, not keyed again per block.
 pub fn prf_plus(alg: Prf, key: &[u8], seed: &[u8], len: usize) -> Zeroizing<Vec<u8>> {
+    fn run<M: Mac + hmac::digest::KeyInit + Clone>(key: &[u8], seed: &[u8], len: usize, out: &mut Vec<u8>) {
+        // `KeyInit::new_from_slice` for HMAC accepts every length.
+        let Ok(keyed) = <M as hmac::digest::KeyInit>::new_from_slice(key) else {
+            return;
+        };
+        let mut last = 0..0;
+        let mut n: u8 = 1;
+        while out.len() < len {
+            let mut m = keyed.clone();
+            m.update(out.get(last.clone()).unwrap_or_default());
+            m.update(seed);
+            m.update(&[n]);
+            let start = out.len();
+            out.extend_from_slice(&m.finalize().into_bytes());
+            last = start..out.len();
+            n = n.wrapping_add(1);
+        }
+    }
     let len = len.min(prf_plus_max(alg));
     let mut out = Zeroizing::new(Vec::with_capacity(len + prf_len(alg)));
-    let mut last: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::new());
-    let mut n: u8 = 1;
-    while out.len() < len {
-        last = hmac_parts(alg, key, &[&last, seed, &[n]]);
-        out.extend_from_slice(&last);
-        n = n.wrapping_add(1);
+    match alg {
+        Prf::HmacSha1 => run::<Hmac<sha1::Sha1>>(key, seed, len, &mut out),
+        Prf::HmacSha2_256 => run::<Hmac<sha2::Sha256>>(key, seed, len, &mut out),
+        Prf::HmacSha2_384 => run::<Hmac<sha2::Sha384>>(key, seed, len, &mut out),
+        Prf::HmacSha2_512 => run::<Hmac<sha2::Sha512>>(key, seed, len, &mut out),
     }
     out.truncate(len);
     out

@@ -269,7 +269,7 @@ impl Ike {
             self.answer_init_stateless(local, remote, h.spi_i, notify::INVALID_KE_PAYLOAD, g);
             return;
         }
-        let (dh, public) = match DhPrivate::generate(group) {
+        let (dh, public) = match self.responder_dh(group, now) {
             Ok(x) => x,
             Err(e) => {
                 log::warn!("ike: peer {} ({remote}): {e}", cfg.name);
