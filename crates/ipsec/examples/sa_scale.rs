@@ -9,6 +9,15 @@
 //! table and used.
 //!
 //!     cargo run --release -p tern-ipsec --example sa_scale [-- COUNT [PER_PUBLISH [WORKERS]]]
+//!
+//! Measured 2026-12-07 (1,000,000 SAs, 2 workers' slots, AES-128-GCM):
+//! 259 bytes per idle SA with its database entries (152 the struct, 20 its
+//! key bytes, 71 the indexes, 16 Arc's counts), against 1,383 before the
+//! SA's state was made by use (832 the struct with GCM's expanded key
+//! inline, 256 counter slots and replay window, 279 two copies of the
+//! indexes); +668 once it encrypted (expanded key ~540, counter slots
+//! 128), +176 once it received (replay window of 1024). CBC + HMAC-SHA1:
+//! 275 idle, +1,948 once expanded.
 
 // The counting allocator is the one unsafe thing here: GlobalAlloc is an
 // unsafe trait.
