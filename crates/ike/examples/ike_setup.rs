@@ -21,6 +21,10 @@
 //! `ike_setup 10000 1000 ecdsa`: 6,229 setups/s (one certificate for every
 //! client, so its chain check is cached: the AUTH signature and its check
 //! remain).
+//! After the SA's lists lost their spare capacity and its keys became boxed
+//! slices (2026-12-07, same machine, loaded): 976 bytes per established
+//! responder SA at 1M (967 at 100K), 2,338 for both engines while the
+//! answers are cached; IkeSa 528 bytes, IkeKeys 152; 11,461 setups/s.
 
 // The counting allocator is the one unsafe thing here: GlobalAlloc is an
 // unsafe trait.
