@@ -468,6 +468,7 @@ impl Ike {
                 return;
             }
         }
+        sa.trim();
         let d = sa.deadline();
         if d != sa.scheduled {
             if let Some(t) = d {

@@ -16,6 +16,13 @@
 //! entry copies per SA, not a thousand. When the delta outgrows a bound
 //! (64 * sqrt(SAs), see `rebuild_at`) the base is rebuilt (O(SAs)).
 //!
+//! The owner keeps no copy of its own: its view is the base and the
+//! changes staged since (what the next delta publishes), so a million SAs
+//! are indexed once, not twice (a rebuild holds two bases until readers
+//! move to the new one). The base's SPI index holds one SA per SPI (16
+//! bytes an entry); SPIs shared by several SAs sit in a side map, looked
+//! at only when an SPI is not in the first.
+//!
 //! An SA removed is freed, and its AES-CBC key schedules zeroized, when
 //! the last snapshot that held it is dropped.
 
@@ -70,11 +77,45 @@ enum BySpi {
     Many(Vec<Arc<Sa>>),
 }
 
-/// One level of a published table.
-#[derive(Clone, Default)]
+impl BySpi {
+    fn of(mut v: Vec<Arc<Sa>>) -> Option<BySpi> {
+        match v.len() {
+            0 => None,
+            1 => v.pop().map(BySpi::One),
+            _ => Some(BySpi::Many(v)),
+        }
+    }
+
+    fn as_slice(&self) -> &[Arc<Sa>] {
+        match self {
+            BySpi::One(sa) => std::slice::from_ref(sa),
+            BySpi::Many(v) => v,
+        }
+    }
+}
+
+/// The base of published tables.
+#[derive(Default)]
 struct Level {
     by_id: Map<Arc<Sa>>,
-    by_spi: Map<BySpi>,
+    /// SPIs of one SA (almost all).
+    by_spi: Map<Arc<Sa>>,
+    /// SPIs several SAs share.
+    shared_spi: Map<Vec<Arc<Sa>>>,
+}
+
+impl Level {
+    fn spi(&self, spi: u32) -> &[Arc<Sa>] {
+        if let Some(sa) = self.by_spi.get(&spi) {
+            return std::slice::from_ref(sa);
+        }
+        if !self.shared_spi.is_empty()
+            && let Some(v) = self.shared_spi.get(&spi)
+        {
+            return v;
+        }
+        &[]
+    }
 }
 
 /// The ids and SPIs changed since the base: the current entry, or `None`
@@ -110,18 +151,12 @@ impl SaTable {
     /// tunnel lists).
     #[inline]
     pub fn by_spi(&self, spi: u32) -> &[Arc<Sa>] {
-        let e = if !self.delta.by_spi.is_empty()
+        if !self.delta.by_spi.is_empty()
             && let Some(e) = self.delta.by_spi.get(&spi)
         {
-            e.as_ref()
-        } else {
-            self.base.by_spi.get(&spi)
-        };
-        match e {
-            Some(BySpi::One(sa)) => std::slice::from_ref(sa),
-            Some(BySpi::Many(v)) => v,
-            None => &[],
+            return e.as_ref().map_or(&[], BySpi::as_slice);
         }
+        self.base.spi(spi)
     }
 
     pub fn len(&self) -> usize {
@@ -209,13 +244,13 @@ pub struct SaEvent {
 /// The control side's SA database (one owner).
 pub struct SaDb {
     slots: usize,
-    by_id: Map<Arc<Sa>>,
-    by_spi: Map<BySpi>,
     /// The base of the tables published since it was built, and the ids
-    /// and SPIs changed since (what a publication's delta holds).
+    /// and SPIs changed since with what they hold now (what a
+    /// publication's delta holds): together, the owner's view.
     base: Arc<Level>,
-    dirty_ids: Map<()>,
-    dirty_spis: Map<()>,
+    ids: Map<Option<Arc<Sa>>>,
+    spis: Map<Option<BySpi>>,
+    len: usize,
     /// SAs with a lifetime (soft or hard), which `poll_events` checks on
     /// every call, and where its sweep of the others goes on.
     timed: Map<()>,
@@ -240,11 +275,10 @@ impl SaDb {
     pub fn with_workers(workers: usize) -> SaDb {
         SaDb {
             slots: workers.max(1),
-            by_id: Map::default(),
-            by_spi: Map::default(),
             base: Arc::default(),
-            dirty_ids: Map::default(),
-            dirty_spis: Map::default(),
+            ids: Map::default(),
+            spis: Map::default(),
+            len: 0,
             timed: Map::default(),
             sweep: 0,
             published: Arc::new(Published::new(SaTable::default())),
@@ -258,16 +292,30 @@ impl SaDb {
 
     /// Number of SAs (published or not).
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.len == 0
+    }
+
+    /// The SAs with this SPI now (staged or published).
+    fn spi_now(&self, spi: u32) -> Vec<Arc<Sa>> {
+        match self.spis.get(&spi) {
+            Some(e) => e.as_ref().map_or(&[][..], BySpi::as_slice).to_vec(),
+            None => self.base.spi(spi).to_vec(),
+        }
+    }
+
+    /// Every SA (staged or published).
+    fn iter(&self) -> impl Iterator<Item = &Arc<Sa>> {
+        let base = self.base.by_id.iter().filter(|(id, _)| !self.ids.contains_key(id)).map(|(_, sa)| sa);
+        base.chain(self.ids.values().flatten())
     }
 
     /// Stages a new SA (visible to workers at the next [`publish`](Self::publish)).
     pub fn add(&mut self, cfg: SaConfig) -> Result<(), SaError> {
-        if self.by_id.contains_key(&cfg.id) {
+        if self.get(cfg.id).is_some() {
             return Err(SaError::Exists(cfg.id));
         }
         let sa = Arc::new(Sa::new(cfg, self.slots, Instant::now())?);
@@ -282,7 +330,7 @@ impl SaDb {
         let mut ids = Map::<()>::default();
         ids.reserve(cfgs.len());
         for c in &cfgs {
-            if self.by_id.contains_key(&c.id) {
+            if self.get(c.id).is_some() {
                 return Err(SaError::Exists(c.id));
             }
             if ids.insert(c.id, ()).is_some() {
@@ -295,8 +343,8 @@ impl SaDb {
             built
                 .push(Arc::new(Sa::new(c, self.slots, now).map_err(|e| SaError::InBatch { id, source: Box::new(e) })?));
         }
-        self.by_id.reserve(built.len());
-        self.by_spi.reserve(built.len());
+        self.ids.reserve(built.len());
+        self.spis.reserve(built.len());
         for sa in built {
             self.insert(sa);
         }
@@ -304,49 +352,25 @@ impl SaDb {
     }
 
     fn insert(&mut self, sa: Arc<Sa>) {
-        if has_lifetime(&sa.soft) || has_lifetime(&sa.hard) {
+        if has_lifetime(&sa.soft()) || has_lifetime(&sa.hard()) {
             self.timed.insert(sa.id, ());
         }
-        self.dirty_ids.insert(sa.id, ());
-        self.dirty_spis.insert(sa.spi, ());
-        match self.by_spi.remove(&sa.spi) {
-            None => {
-                self.by_spi.insert(sa.spi, BySpi::One(sa.clone()));
-            }
-            Some(BySpi::One(o)) => {
-                self.by_spi.insert(sa.spi, BySpi::Many(vec![o, sa.clone()]));
-            }
-            Some(BySpi::Many(mut v)) => {
-                v.push(sa.clone());
-                self.by_spi.insert(sa.spi, BySpi::Many(v));
-            }
-        }
-        self.by_id.insert(sa.id, sa);
+        let mut v = self.spi_now(sa.spi);
+        v.push(sa.clone());
+        self.spis.insert(sa.spi, BySpi::of(v));
+        self.ids.insert(sa.id, Some(sa));
+        self.len += 1;
     }
 
     /// Stages the removal of an SA.
     pub fn del(&mut self, id: u32) -> Result<(), SaError> {
-        let sa = self.by_id.remove(&id).ok_or(SaError::NotFound(id))?;
+        let spi = self.get(id).ok_or(SaError::NotFound(id))?.spi;
         self.timed.remove(&id);
-        self.dirty_ids.insert(id, ());
-        self.dirty_spis.insert(sa.spi, ());
-        match self.by_spi.remove(&sa.spi) {
-            Some(BySpi::Many(mut v)) => {
-                v.retain(|o| o.id != id);
-                match v.len() {
-                    0 => {}
-                    1 => {
-                        if let Some(o) = v.pop() {
-                            self.by_spi.insert(sa.spi, BySpi::One(o));
-                        }
-                    }
-                    _ => {
-                        self.by_spi.insert(sa.spi, BySpi::Many(v));
-                    }
-                }
-            }
-            Some(BySpi::One(_)) | None => {}
-        }
+        self.ids.insert(id, None);
+        let mut v = self.spi_now(spi);
+        v.retain(|o| o.id != id);
+        self.spis.insert(spi, BySpi::of(v));
+        self.len -= 1;
         Ok(())
     }
 
@@ -354,38 +378,59 @@ impl SaDb {
     /// once. Costs O(changes since the base was built); rebuilds the base
     /// (O(SAs)) when those outgrow a quarter of it.
     pub fn publish(&mut self) {
-        let changed = self.dirty_ids.len().max(self.dirty_spis.len());
+        let changed = self.ids.len().max(self.spis.len());
         if changed > rebuild_at(self.base.by_id.len()) {
-            self.base = Arc::new(Level { by_id: self.by_id.clone(), by_spi: self.by_spi.clone() });
-            self.dirty_ids.clear();
-            self.dirty_spis.clear();
+            self.base = Arc::new(self.merged());
+            // New maps: the old ones' capacity (a rebuild's worth of
+            // changes) goes.
+            self.ids = Map::default();
+            self.spis = Map::default();
         }
-        let mut delta = Delta::default();
-        delta.by_id.reserve(self.dirty_ids.len());
-        for &id in self.dirty_ids.keys() {
-            delta.by_id.insert(id, self.by_id.get(&id).cloned());
+        let delta = Delta { by_id: self.ids.clone(), by_spi: self.spis.clone() };
+        self.published.publish(SaTable { base: Arc::clone(&self.base), delta, len: self.len });
+    }
+
+    /// The base with the staged changes applied (a new base).
+    fn merged(&self) -> Level {
+        let mut l = Level::default();
+        l.by_id.reserve(self.len);
+        l.by_id.extend(self.iter().map(|sa| (sa.id, sa.clone())));
+        let (spis, base) = (&self.spis, &self.base);
+        l.by_spi.reserve(base.by_spi.len() + spis.len());
+        l.by_spi.extend(base.by_spi.iter().filter(|(s, _)| !spis.contains_key(s)).map(|(s, sa)| (*s, sa.clone())));
+        l.shared_spi
+            .extend(base.shared_spi.iter().filter(|(s, _)| !spis.contains_key(s)).map(|(s, v)| (*s, v.clone())));
+        for (&spi, e) in spis {
+            match e {
+                Some(BySpi::One(sa)) => {
+                    l.by_spi.insert(spi, sa.clone());
+                }
+                Some(BySpi::Many(v)) => {
+                    l.shared_spi.insert(spi, v.clone());
+                }
+                None => {}
+            }
         }
-        delta.by_spi.reserve(self.dirty_spis.len());
-        for &spi in self.dirty_spis.keys() {
-            delta.by_spi.insert(spi, self.by_spi.get(&spi).cloned());
-        }
-        self.published.publish(SaTable { base: Arc::clone(&self.base), delta, len: self.by_id.len() });
+        l
     }
 
     /// The SA's runtime object (published or staged).
     pub fn get(&self, id: u32) -> Option<&Arc<Sa>> {
-        self.by_id.get(&id)
+        match self.ids.get(&id) {
+            Some(e) => e.as_ref(),
+            None => self.base.by_id.get(&id),
+        }
     }
 
     /// What `show` tells of one SA.
     pub fn info(&self, id: u32) -> Option<SaInfo> {
-        self.by_id.get(&id).map(|sa| info(sa, Instant::now()))
+        self.get(id).map(|sa| info(sa, Instant::now()))
     }
 
     /// Every SA, by id.
     pub fn list(&self) -> Vec<SaInfo> {
         let now = Instant::now();
-        let mut v: Vec<SaInfo> = self.by_id.values().map(|sa| info(sa, now)).collect();
+        let mut v: Vec<SaInfo> = self.iter().map(|sa| info(sa, now)).collect();
         v.sort_unstable_by_key(|i| i.id);
         v
     }
@@ -402,7 +447,7 @@ impl SaDb {
         let mut ev = Vec::new();
         // SAs with lifetimes: every call.
         for id in self.timed.keys() {
-            if let Some(sa) = self.by_id.get(id) {
+            if let Some(sa) = self.get(*id) {
                 check(sa, now, &mut ev);
             }
         }
@@ -410,11 +455,11 @@ impl SaDb {
         // 2^64 packets): a slice of them per call, so that a million SAs
         // do not cost a walk of a million every second. Small tables are
         // walked whole each call.
-        let n = self.by_id.len();
+        let n = self.len;
         let chunk = SWEEP.min(n);
         let start = if self.sweep >= n { 0 } else { self.sweep };
-        let tail = self.by_id.values().skip(start).take(chunk);
-        let wrap = self.by_id.values().take(chunk.saturating_sub(n - start));
+        let tail = self.iter().skip(start).take(chunk);
+        let wrap = self.iter().take(chunk.saturating_sub(n - start));
         for sa in tail.chain(wrap) {
             if !self.timed.contains_key(&sa.id) {
                 check(sa, now, &mut ev);
@@ -451,7 +496,7 @@ fn check(sa: &Sa, now: Instant, ev: &mut Vec<SaEvent>) {
             None
         }
     };
-    let mut hard = passed(&sa.hard);
+    let mut hard = passed(&sa.hard());
     if hard.is_none() && flags & F_HARD_PACKETS != 0 {
         hard = Some(Reason::Packets);
     }
@@ -465,7 +510,7 @@ fn check(sa: &Sa, now: Instant, ev: &mut Vec<SaEvent>) {
             sa.flags.fetch_or(F_EV_HARD, Ordering::Relaxed);
             ev.push(SaEvent { id: sa.id, kind: SaEventKind::HardExpired(r) });
         }
-    } else if let Some(r) = passed(&sa.soft) {
+    } else if let Some(r) = passed(&sa.soft()) {
         sa.set_state(SaState::SoftExpired);
         if flags & F_EV_SOFT == 0 {
             sa.flags.fetch_or(F_EV_SOFT, Ordering::Relaxed);
@@ -483,8 +528,8 @@ fn info(sa: &Sa, now: Instant) -> SaInfo {
         esn: sa.esn,
         replay_window: sa.replay_window,
         udp_encap: sa.udp_encap,
-        soft: sa.soft,
-        hard: sa.hard,
+        soft: sa.soft(),
+        hard: sa.hard(),
         counters: sa.counters(),
         state: sa.state(),
         seq_out: sa.seq_out(),

@@ -57,6 +57,9 @@ pub enum EspError {
     TooBig,
     #[error("SPI 0 (reserved; in UDP it marks IKE)")]
     ZeroSpi,
+    /// Never seen: the keys are checked when the SA is made.
+    #[error("the SA's keys could not be expanded")]
+    Keys,
 }
 
 /// A decapsulated packet: where the inner packet lies in the buffer and
@@ -96,18 +99,44 @@ pub(crate) enum HmacKey {
     Sha512(Hmac<sha2::Sha512>),
 }
 
-/// An SA's prepared keys (GCM inline: the hot case; CBC's larger
-/// schedules boxed).
+/// An SA's expanded keys (built on its first packet: see `sa`; the SA
+/// boxes them, GCM's inline in the box, CBC's larger schedules boxed).
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Crypto {
-    Gcm { key: aead::LessSafeKey, salt: [u8; 4] },
-    Cbc { key: Box<CbcKey>, mac: Box<HmacKey> },
+    Gcm {
+        key: aead::LessSafeKey,
+        salt: [u8; 4],
+    },
+    Cbc {
+        key: Box<CbcKey>,
+        mac: Box<HmacKey>,
+    },
+    /// The build failed (cannot happen: `check` passed): every packet is
+    /// refused.
+    Unusable,
 }
 
 impl Crypto {
-    pub(crate) fn new(cipher: Cipher, integ: Integ, key: &Key, integ_key: &Key) -> Result<Crypto, SaError> {
+    /// What `new` would refuse, without expanding anything.
+    pub(crate) fn check(cipher: Cipher, integ: Integ, key: &Key, integ_key: &Key) -> Result<(), SaError> {
         let bad = |what: &'static str, expected: usize, got: usize| SaError::KeyLength { what, expected, got };
-        let k = key.as_bytes();
+        if key.len() != cipher.key_len() {
+            return Err(bad(cipher.name(), cipher.key_len(), key.len()));
+        }
+        if !cipher.is_aead() {
+            if integ == Integ::None {
+                return Err(SaError::CbcWithoutInteg(cipher));
+            }
+            if integ_key.len() != integ.key_len() {
+                return Err(bad(integ.name(), integ.key_len(), integ_key.len()));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn new(cipher: Cipher, integ: Integ, key: &[u8], integ_key: &[u8]) -> Result<Crypto, SaError> {
+        let bad = |what: &'static str, expected: usize, got: usize| SaError::KeyLength { what, expected, got };
+        let k = key;
         if k.len() != cipher.key_len() {
             return Err(bad(cipher.name(), cipher.key_len(), k.len()));
         }
@@ -128,7 +157,7 @@ impl Crypto {
                     }
                     _ => CbcKey::A256(aes::Aes256::new_from_slice(k).map_err(|_| bad(cipher.name(), 32, k.len()))?),
                 };
-                let ik = integ_key.as_bytes();
+                let ik = integ_key;
                 let e = |_| bad(integ.name(), integ.key_len(), ik.len());
                 if ik.len() != integ.key_len() {
                     return Err(bad(integ.name(), integ.key_len(), ik.len()));
@@ -284,7 +313,7 @@ impl Sa {
         head.get_mut(..4).ok_or(EspError::Truncated)?.copy_from_slice(&spi);
         head.get_mut(4..8).ok_or(EspError::Truncated)?.copy_from_slice(&seq_lo);
         let tag_out = tail.get_mut(..icv).ok_or(EspError::NoTailroom)?;
-        match &self.crypto {
+        match self.crypto().ok_or(EspError::Keys)? {
             Crypto::Gcm { key, salt } => {
                 let iv = seq.to_be_bytes();
                 head.get_mut(8..16).ok_or(EspError::Truncated)?.copy_from_slice(&iv);
@@ -306,6 +335,7 @@ impl Sa {
                 let hi: &[u8] = if self.esn { &seq_hi } else { &[] };
                 hmac_into(mac, &[head, body, hi], tag_out);
             }
+            Crypto::Unusable => return Err(EspError::Keys),
         }
         Ok(total)
     }
@@ -324,7 +354,7 @@ impl Sa {
         }
         let ct_len = len - h - icv;
         let seq_hi = ((seq >> 32) as u32).to_be_bytes();
-        match &self.crypto {
+        match self.crypto().ok_or(EspError::Keys)? {
             Crypto::Gcm { key, salt } => {
                 let (head, rest) = esp.split_at_mut(h);
                 let (spi, seq_lo, iv) = match head.first_chunk::<16>() {
@@ -355,6 +385,7 @@ impl Sa {
                 };
                 cbc_decrypt(key, &iv, body)?;
             }
+            Crypto::Unusable => return Err(EspError::Keys),
         }
         let body = esp.get(h..h + ct_len).ok_or(EspError::Truncated)?;
         let [.., pl, nh] = *body else { return Err(EspError::Truncated) };

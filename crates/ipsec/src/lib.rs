@@ -13,10 +13,13 @@
 //!
 //! Crypto: AES-GCM from ring 0.17 (the fastest measured here), AES-CBC and
 //! the HMACs from RustCrypto (`aes`, `cbc`, `hmac`, `sha1`, `sha2`; AES-NI
-//! and SHA-NI when present). Known limit: ring's expanded GCM keys and the
-//! HMAC states are freed, not zeroized, when an SA goes (those crates offer
-//! no hook); the configured key bytes and the AES-CBC schedules are
-//! zeroized.
+//! and SHA-NI when present). Keys are expanded on an SA's first packet
+//! (until then the SA holds its key bytes, zeroizing; [`key_builds`]
+//! counts expansions), and an SA's replay window and counter slots are
+//! made by its first use: an idle SA holds about 200 bytes (see [`sa`]).
+//! Known limit: ring's expanded GCM keys and the HMAC states are freed,
+//! not zeroized, when an SA goes (those crates offer no hook); the
+//! configured key bytes and the AES-CBC schedules are zeroized.
 //!
 //! Which module says what: [`sa`] (sequence-number ownership, replay
 //! sharing, counters), [`esp`] (the packet format and crypto), [`replay`]
@@ -33,4 +36,4 @@ pub use config::{Cipher, Integ, Key, Lifetime, MAX_REPLAY_WINDOW, SaConfig, SaEr
 pub use db::{Reason, SaDb, SaEvent, SaEventKind, SaInfo, SaReader, SaTable};
 pub use esp::{Decap, EspError, NH_IPV4, NH_IPV6, NH_NONE, icv, is_non_esp_marker, parse_header};
 pub use replay::{ReplayError, ReplayWindow};
-pub use sa::{Sa, SaCounters, SaState, SeqRange};
+pub use sa::{Sa, SaCounters, SaState, SeqRange, key_builds};

@@ -7,13 +7,16 @@
 //! Every packet sent on an SA needs a sequence number used once and never
 //! wrapped. VPP binds each SA to one worker and hands other workers'
 //! packets to it through a queue; here the owner is one atomic counter per
-//! SA (`seq_out`, on its own cache line) from which a worker reserves the
+//! SA (`seq_out`) from which a worker reserves the
 //! numbers of all of its batch's packets for that SA with one
 //! compare-and-swap ([`Sa::reserve_seq`]). Why: no queue, no second pass
 //! through another worker's graph, no reordering between workers beyond
 //! what RSS already does, and the cost is one atomic per SA per batch,
 //! uncontended unless several workers send on one SA at once (then one
-//! cache line bounces once per batch, still cheaper than a handoff). The
+//! cache line bounces once per batch, still cheaper than a handoff; the
+//! counter is not padded to a line of its own: an inbound SA never writes
+//! it, and an outbound one used by several workers bounces its line
+//! anyway). The
 //! counter saturates at its limit (2^32 - 1 without ESN, 2^64 - 1 with,
 //! or the hard packet lifetime if lower): a batch that would pass it gets
 //! only the numbers left, the rest of its packets are dropped and counted
@@ -32,23 +35,51 @@
 //!
 //! One cache-line slot of counters per worker index (`worker % slots`),
 //! added to with relaxed atomics once per batch by the worker that owns
-//! the slot and summed by [`crate::SaDb::info`]/`list`.
+//! the slot and summed by [`crate::SaDb::info`]/`list`. The slots are
+//! allocated when the SA first counts something: an idle SA (a million
+//! tunnels, most of them quiet) holds a pointer, not a cache line per
+//! worker.
+//!
+//! ## Memory: what an idle SA holds
+//!
+//! An SA is built for a million of them, most idle: the state each
+//! direction needs is made when the first packet needs it. The replay
+//! window is allocated by the first inbound check (an outbound SA never
+//! has one); the sequence counter is one inline atomic (an inbound SA
+//! never writes it); counters as above; lifetimes boxed, and only when
+//! set. About 150 bytes and the key bytes until the first packet.
 //!
 //! ## Keys
 //!
-//! The configured key bytes ([`crate::Key`]) are zeroized as soon as the
-//! SA's contexts are built from them; the AES-CBC key schedules (RustCrypto,
-//! `zeroize` feature) are zeroized when the SA is dropped. ring's
-//! AES-GCM key and the HMAC states offer no zeroization hook: their memory
-//! is freed, not wiped (said in the crate's docs as a known limit).
+//! The configured key bytes ([`crate::Key`]) are kept, zeroizing, until
+//! the first packet on the SA expands them (ring's AES-GCM key with its
+//! GHASH table is ~0.5 KB, CBC's AES schedules and HMAC states more): the
+//! first worker to need them builds them once ([`std::sync::OnceLock`];
+//! another worker arriving meanwhile waits for that build), the raw bytes
+//! are then zeroized and dropped, and [`key_builds`] counts the builds.
+//! The AES-CBC key schedules (RustCrypto, `zeroize` feature) are zeroized
+//! when the SA is dropped. ring's AES-GCM key and the HMAC states offer
+//! no zeroization hook: their memory is freed, not wiped (said in the
+//! crate's docs as a known limit).
 
 use crate::config::{Cipher, Integ, Lifetime, SaConfig, SaError, UdpEncap};
 use crate::esp::Crypto;
 use crate::replay::{ReplayError, ReplayWindow};
 use serde::Serialize;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
+use zeroize::Zeroizing;
+
+/// Key expansions done by the data path (one per SA that saw a packet),
+/// process-wide.
+static KEY_BUILDS: AtomicU64 = AtomicU64::new(0);
+
+/// How many SAs' keys were expanded (each once, on its first packet),
+/// in this process.
+pub fn key_builds() -> u64 {
+    KEY_BUILDS.load(Ordering::Relaxed)
+}
 
 /// What an SA's counters say (summed over workers).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -123,9 +154,26 @@ pub(crate) const F_EV_SOFT: u8 = 4;
 pub(crate) const F_EV_HARD: u8 = 8;
 pub(crate) const F_EV_EXHAUSTED: u8 = 16;
 
-/// The outbound counter on its own cache line.
-#[repr(align(64))]
-struct SeqOut(AtomicU64);
+/// An SA's keys: the raw bytes until the first packet, then the expanded
+/// contexts (see the module).
+struct LazyKeys {
+    built: OnceLock<Box<Crypto>>,
+    /// The cipher key then the integrity key; taken (and zeroized) by the
+    /// build.
+    raw: Mutex<Option<Zeroizing<Box<[u8]>>>>,
+}
+
+impl LazyKeys {
+    fn new(key: &[u8], integ_key: &[u8]) -> LazyKeys {
+        let raw: Box<[u8]> = [key, integ_key].concat().into_boxed_slice();
+        LazyKeys { built: OnceLock::new(), raw: Mutex::new(Some(Zeroizing::new(raw))) }
+    }
+
+    fn raw(&self) -> std::sync::MutexGuard<'_, Option<Zeroizing<Box<[u8]>>>> {
+        // Nothing done under the lock can panic half-way.
+        self.raw.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// Sequence numbers reserved for a batch: `first..first + count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,19 +193,23 @@ pub struct Sa {
     pub cipher: Cipher,
     pub integ: Integ,
     pub esn: bool,
-    pub replay_window: u32,
-    pub udp_encap: Option<UdpEncap>,
-    pub soft: Lifetime,
-    pub hard: Lifetime,
-    pub(crate) crypto: Crypto,
-    seq_out: SeqOut,
-    /// The highest outbound number allowed.
-    seq_cap: u64,
-    replay: Mutex<ReplayWindow>,
     state: AtomicU8,
     pub(crate) flags: AtomicU8,
+    pub replay_window: u32,
+    pub udp_encap: Option<UdpEncap>,
+    /// Counter slots (workers), allocated on first count.
+    nslots: u16,
+    /// The last outbound number used.
+    seq_out: AtomicU64,
+    /// The highest outbound number allowed.
+    seq_cap: u64,
+    keys: LazyKeys,
+    /// Made by the first inbound check.
+    replay: OnceLock<Box<Mutex<ReplayWindow>>>,
+    slots: OnceLock<Box<[Slot]>>,
+    /// Soft and hard, when either limits something.
+    lifetimes: Option<Box<[Lifetime; 2]>>,
     pub(crate) added: Instant,
-    slots: Box<[Slot]>,
 }
 
 impl std::fmt::Debug for Sa {
@@ -176,30 +228,82 @@ impl Sa {
     /// Builds an SA from a configuration (validated here), with `slots`
     /// counter slots (workers), installed at `now`. The configuration's
     /// keys are consumed and zeroized.
+    ///
+    /// Nothing is expanded yet: the keys are checked (lengths, pairs) and
+    /// kept as bytes until the first packet (see the module).
     pub fn new(cfg: SaConfig, slots: usize, now: Instant) -> Result<Sa, SaError> {
         cfg.validate()?;
-        let crypto = Crypto::new(cfg.cipher, cfg.integ, &cfg.key, &cfg.integ_key)?;
+        Crypto::check(cfg.cipher, cfg.integ, &cfg.key, &cfg.integ_key)?;
         let seq_max = if cfg.esn { u64::MAX } else { u64::from(u32::MAX) };
         let seq_cap = cfg.hard.packets.map_or(seq_max, |p| p.min(seq_max));
+        let timed = [&cfg.soft, &cfg.hard].iter().any(|l| l.packets.is_some() || l.bytes.is_some() || l.secs.is_some());
         Ok(Sa {
             id: cfg.id,
             spi: cfg.spi,
             cipher: cfg.cipher,
             integ: cfg.integ,
             esn: cfg.esn,
-            replay_window: cfg.replay_window,
-            udp_encap: cfg.udp_encap,
-            soft: cfg.soft,
-            hard: cfg.hard,
-            crypto,
-            seq_out: SeqOut(AtomicU64::new(0)),
-            seq_cap,
-            replay: Mutex::new(ReplayWindow::new(cfg.replay_window, cfg.esn)),
             state: AtomicU8::new(ST_ACTIVE),
             flags: AtomicU8::new(0),
+            replay_window: cfg.replay_window,
+            udp_encap: cfg.udp_encap,
+            nslots: slots.clamp(1, usize::from(u16::MAX)) as u16,
+            seq_out: AtomicU64::new(0),
+            seq_cap,
+            keys: LazyKeys::new(cfg.key.as_bytes(), cfg.integ_key.as_bytes()),
+            replay: OnceLock::new(),
+            slots: OnceLock::new(),
+            lifetimes: timed.then(|| Box::new([cfg.soft, cfg.hard])),
             added: now,
-            slots: (0..slots.max(1)).map(|_| Slot::default()).collect(),
         })
+    }
+
+    /// The soft lifetime (rekey).
+    pub fn soft(&self) -> Lifetime {
+        self.lifetimes.as_ref().map_or_else(Lifetime::default, |l| l[0])
+    }
+
+    /// The hard lifetime (the SA stops).
+    pub fn hard(&self) -> Lifetime {
+        self.lifetimes.as_ref().map_or_else(Lifetime::default, |l| l[1])
+    }
+
+    /// The expanded keys, built by the first caller (see the module).
+    #[inline]
+    pub(crate) fn crypto(&self) -> Option<&Crypto> {
+        if let Some(c) = self.keys.built.get() {
+            return Some(c);
+        }
+        self.crypto_cold()
+    }
+
+    #[cold]
+    fn crypto_cold(&self) -> Option<&Crypto> {
+        let c = self.keys.built.get_or_init(|| {
+            // Only one caller runs this; the others wait for it.
+            let raw = self.keys.raw().take();
+            let built = raw.as_ref().and_then(|r| {
+                let (k, ik) = r.split_at(self.cipher.key_len().min(r.len()));
+                Crypto::new(self.cipher, self.integ, k, ik).ok()
+            });
+            KEY_BUILDS.fetch_add(1, Ordering::Relaxed);
+            // `raw` (zeroizing) is dropped here, the key bytes wiped.
+            Box::new(built.unwrap_or(Crypto::Unusable))
+        });
+        match **c {
+            Crypto::Unusable => None,
+            _ => Some(c),
+        }
+    }
+
+    /// The keys are expanded (the SA saw a packet).
+    pub fn keys_built(&self) -> bool {
+        self.keys.built.get().is_some()
+    }
+
+    /// The raw key bytes are still held (not yet expanded; for tests).
+    pub fn raw_keys_held(&self) -> bool {
+        self.keys.raw().is_some()
     }
 
     /// The state (one relaxed load: read once per batch).
@@ -235,7 +339,7 @@ impl Sa {
     pub fn reserve_seq(&self, n: usize) -> SeqRange {
         let n64 = n as u64;
         let cap = self.seq_cap;
-        let prev = match self.seq_out.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+        let prev = match self.seq_out.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
             (cur < cap).then(|| cur.saturating_add(n64).min(cap))
         }) {
             Ok(prev) => prev,
@@ -252,24 +356,30 @@ impl Sa {
 
     /// The last outbound sequence number used.
     pub fn seq_out(&self) -> u64 {
-        self.seq_out.0.load(Ordering::Relaxed)
+        self.seq_out.load(Ordering::Relaxed)
     }
 
     /// Sets the last outbound sequence number used (tests of exhaustion;
     /// restoring an SA's position).
     pub fn set_seq_out(&self, seq: u64) {
-        self.seq_out.0.store(seq.min(self.seq_cap), Ordering::Relaxed);
+        self.seq_out.store(seq.min(self.seq_cap), Ordering::Relaxed);
     }
 
     /// The highest inbound sequence number authenticated.
     pub fn seq_in(&self) -> u64 {
-        self.window().top()
+        self.replay.get().map_or(0, |w| lock(w).top())
     }
 
+    /// The window, made on first use (an SA that never receives has none).
+    #[inline]
     fn window(&self) -> std::sync::MutexGuard<'_, ReplayWindow> {
-        // A worker that panicked while holding it left a consistent window
-        // (no operation on it can panic half-way): keep using it.
-        self.replay.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(self.replay.get_or_init(|| Box::new(Mutex::new(ReplayWindow::new(self.replay_window, self.esn)))))
+    }
+
+    /// The replay window exists (the SA was checked inbound; for tests
+    /// and memory accounting).
+    pub fn has_replay_window(&self) -> bool {
+        self.replay.get().is_some()
     }
 
     /// Anti-replay before decryption: the full sequence number of a packet
@@ -295,7 +405,11 @@ impl Sa {
     /// Adds `delta` to worker `worker`'s counters (once per batch).
     #[inline]
     pub fn count(&self, worker: u16, delta: &SaCounters) {
-        let Some(slot) = self.slots.get(usize::from(worker) % self.slots.len()) else { return };
+        if delta.is_zero() {
+            return;
+        }
+        let slots = self.slots.get_or_init(|| (0..self.nslots.max(1)).map(|_| Slot::default()).collect());
+        let Some(slot) = slots.get(usize::from(worker) % slots.len()) else { return };
         for (c, d) in slot.0.iter().zip(delta.to_array()) {
             if d != 0 {
                 c.fetch_add(d, Ordering::Relaxed);
@@ -306,7 +420,7 @@ impl Sa {
     /// The counters summed over workers.
     pub fn counters(&self) -> SaCounters {
         let mut a = [0u64; NCOUNTERS];
-        for s in self.slots.iter() {
+        for s in self.slots.get().map_or(&[][..], |s| &s[..]) {
             for (t, c) in a.iter_mut().zip(s.0.iter()) {
                 *t = t.wrapping_add(c.load(Ordering::Relaxed));
             }
@@ -335,10 +449,21 @@ impl Sa {
         if self.cipher.is_aead() { 16 } else { self.integ.icv_len() }
     }
 
+    /// Counter slots allocated (the SA counted something).
+    pub fn has_counters(&self) -> bool {
+        self.slots.get().is_some()
+    }
+
     /// The most an encapsulation adds to an inner packet (ESP header, IV,
     /// padding, trailer, ICV; not the outer IP/UDP header): for the tunnel
     /// MTU.
     pub fn max_overhead(&self) -> usize {
         self.header_len() + self.cipher.align() - 1 + 2 + self.icv_len()
     }
+}
+
+fn lock(w: &Mutex<ReplayWindow>) -> std::sync::MutexGuard<'_, ReplayWindow> {
+    // A worker that panicked while holding it left a consistent window
+    // (no operation on it can panic half-way): keep using it.
+    w.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

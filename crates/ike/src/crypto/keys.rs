@@ -10,14 +10,17 @@ use crate::proposal::{Chosen, Prf};
 use tern_ipsec::Key;
 use zeroize::Zeroizing;
 
-/// An IKE SA's keys after IKE_SA_INIT.
+/// An IKE SA's keys after IKE_SA_INIT. Kept as bytes (boxed slices, not
+/// vectors: a million SAs hold them): the SK ciphers expand theirs per
+/// message (see `SkCipher`).
 pub struct IkeKeys {
     pub prf: crate::proposal::Prf,
     /// SK_d: child SAs' keys derive from it.
-    pub sk_d: Zeroizing<Vec<u8>>,
-    /// SK_pi, SK_pr: the AUTH payload's MACed ID.
-    pub sk_pi: Zeroizing<Vec<u8>>,
-    pub sk_pr: Zeroizing<Vec<u8>>,
+    pub sk_d: Zeroizing<Box<[u8]>>,
+    /// SK_pi, SK_pr: the AUTH payload's MACed ID (emptied once the SA is
+    /// authenticated: `IkeSa::forget_half_open`).
+    pub sk_pi: Zeroizing<Box<[u8]>>,
+    pub sk_pr: Zeroizing<Box<[u8]>>,
     /// Protects what the initiator sends (SK_ai + SK_ei) / the responder.
     pub initiator: SkCipher,
     pub responder: SkCipher,
@@ -108,11 +111,11 @@ impl IkeKeys {
         let seed = concat(&[ni, nr, &spi_i.to_be_bytes(), &spi_r.to_be_bytes()]);
         let keymat = prf_plus(alg, skeyseed, &seed, 3 * p + 2 * a + 2 * e);
         let mut c = Cursor { rest: &keymat };
-        let sk_d = Zeroizing::new(c.take(p)?.to_vec());
+        let sk_d = Zeroizing::new(Box::from(c.take(p)?));
         let (sk_ai, sk_ar) = (c.take(a)?, c.take(a)?);
         let (sk_ei, sk_er) = (c.take(e)?, c.take(e)?);
-        let sk_pi = Zeroizing::new(c.take(p)?.to_vec());
-        let sk_pr = Zeroizing::new(c.take(p)?.to_vec());
+        let sk_pi = Zeroizing::new(Box::from(c.take(p)?));
+        let sk_pr = Zeroizing::new(Box::from(c.take(p)?));
         Ok(IkeKeys {
             prf: alg,
             sk_d,
@@ -315,12 +318,12 @@ mod tests {
                 o += n;
                 km[o - n..o].to_vec()
             };
-            assert_eq!(*k.sk_d, next(p));
+            assert_eq!(k.sk_d[..], next(p)[..]);
             let (ai, ar, ei, er) = (next(a), next(a), next(e), next(e));
             assert_eq!(k.initiator.keys(), (&ei[..], &ai[..]));
             assert_eq!(k.responder.keys(), (&er[..], &ar[..]));
-            assert_eq!(*k.sk_pi, next(p));
-            assert_eq!(*k.sk_pr, next(p));
+            assert_eq!(k.sk_pi[..], next(p)[..]);
+            assert_eq!(k.sk_pr[..], next(p)[..]);
             // Both sides derive the same: what one seals the other opens.
             let mut body = Vec::new();
             k.initiator.seal(b"hdr", b"payloads", &mut body).expect("seal");
@@ -342,7 +345,7 @@ mod tests {
         s.extend_from_slice(&4u64.to_be_bytes());
         let km = prf_plus(Prf::HmacSha2_512, &seed, &s, 64);
         assert_eq!(k.prf, Prf::HmacSha2_512);
-        assert_eq!(*k.sk_d, *km);
+        assert_eq!(k.sk_d[..], km[..]);
         // Not the same as a fresh IKE SA's from the same values.
         let fresh = IkeKeys::derive(&c, b"new g^ir", b"ni", b"nr", 3, 4).expect("derive");
         assert_ne!(*fresh.sk_d, *k.sk_d);

@@ -33,8 +33,8 @@ const GCM_SALT: usize = 4;
 pub struct SkCipher {
     encr: Encr,
     integ: Option<Integ>,
-    enc_key: Zeroizing<Vec<u8>>,
-    integ_key: Zeroizing<Vec<u8>>,
+    enc_key: Zeroizing<Box<[u8]>>,
+    integ_key: Zeroizing<Box<[u8]>>,
     /// AES-GCM's next explicit IV: a per-key counter (RFC 5282 3.1: the IV
     /// must never repeat under one key) from a random start, so that even
     /// two instances built from the same key by mistake would not collide
@@ -60,8 +60,8 @@ impl SkCipher {
         Ok(SkCipher {
             encr,
             integ,
-            enc_key: Zeroizing::new(enc_key.to_vec()),
-            integ_key: Zeroizing::new(integ_key.to_vec()),
+            enc_key: Zeroizing::new(Box::from(enc_key)),
+            integ_key: Zeroizing::new(Box::from(integ_key)),
             gcm_iv: AtomicU64::new(u64::from_be_bytes(start)),
         })
     }

@@ -1,0 +1,236 @@
+//! What an SA holds before and after its first packets (keys expanded
+//! once, lazily; replay window only inbound; counters allocated on first
+//! count, still summed right), and the database's single index kept right
+//! across base rebuilds.
+
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
+use tern_ipsec::*;
+
+/// `key_builds` is process-wide: the tests that expand keys take turns so
+/// that one can count exactly.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn cfg(id: u32, cipher: Cipher, integ: Integ) -> SaConfig {
+    SaConfig {
+        id,
+        spi: 0x1000 + id,
+        cipher,
+        integ,
+        key: Key::new((0..cipher.key_len()).map(|i| (i as u8).wrapping_mul(7) ^ id as u8).collect()),
+        integ_key: Key::new(vec![0x5a ^ id as u8; integ.key_len()]),
+        esn: false,
+        replay_window: 64,
+        udp_encap: None,
+        soft: Lifetime::default(),
+        hard: Lifetime::default(),
+    }
+}
+
+fn seal(sa: &Sa, inner: &[u8], seq: u64) -> Vec<u8> {
+    let h = sa.header_len();
+    let mut buf = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
+    buf[h..h + inner.len()].copy_from_slice(inner);
+    let n = sa.encrypt(&mut buf, inner.len(), NH_IPV4, seq).expect("encrypt");
+    buf.truncate(n);
+    buf
+}
+
+/// Two workers send the first packets of a fresh SA at the same moment:
+/// the keys are expanded once, both packets are sealed with them (the
+/// receiver opens both), and the raw key bytes are gone afterwards.
+#[test]
+fn first_packets_from_two_workers_expand_the_keys_once() {
+    let _g = serial();
+    for (cipher, integ) in [(Cipher::Aes128Gcm, Integ::None), (Cipher::Aes256Cbc, Integ::HmacSha256_128)] {
+        for _ in 0..20 {
+            let now = Instant::now();
+            let tx = Arc::new(Sa::new(cfg(1, cipher, integ), 2, now).expect("sa"));
+            let rx = Sa::new(cfg(1, cipher, integ), 2, now).expect("sa");
+            assert!(!tx.keys_built() && tx.raw_keys_held(), "nothing expanded before a packet");
+            let before = key_builds();
+            let go = Arc::new(Barrier::new(2));
+            let workers: Vec<_> = (0..2u16)
+                .map(|w| {
+                    let (tx, go) = (tx.clone(), go.clone());
+                    std::thread::spawn(move || {
+                        let r = tx.reserve_seq(1);
+                        let inner = [w as u8 + 1; 40];
+                        go.wait();
+                        let p = seal(&tx, &inner, r.first);
+                        tx.count(w, &SaCounters { packets: 1, bytes: 40, ..SaCounters::default() });
+                        (r.first, inner, p)
+                    })
+                })
+                .collect();
+            let sent: Vec<_> = workers.into_iter().map(|h| h.join().expect("worker")).collect();
+            assert_eq!(key_builds() - before, 1, "{cipher}: one expansion for two first packets");
+            assert!(tx.keys_built() && !tx.raw_keys_held(), "raw key bytes dropped (zeroized) once expanded");
+            for (seq, inner, mut p) in sent {
+                let s = rx.replay_check(seq as u32).expect("fresh");
+                let d = rx.decrypt(&mut p, s).expect("the receiver opens what either worker sealed");
+                assert_eq!(&p[d.inner], &inner[..]);
+                rx.replay_update(s).expect("update");
+            }
+            assert_eq!(key_builds() - before, 2, "the receiver's own expansion, once for both packets");
+            assert_eq!(tx.counters().packets, 2);
+            assert_eq!(rx.seq_in(), 2);
+        }
+    }
+}
+
+/// An outbound SA never gets a replay window, an inbound one gets it at
+/// its first check; neither holds counter slots until it counts, nor
+/// expanded keys until a packet; a refused packet still expands the keys
+/// once (it was checked with them) and is counted as the caller says.
+#[test]
+fn direction_state_is_made_by_use() {
+    let _g = serial();
+    let now = Instant::now();
+    let out = Sa::new(cfg(2, Cipher::Aes128Gcm, Integ::None), 4, now).expect("sa");
+    let inb = Sa::new(cfg(2, Cipher::Aes128Gcm, Integ::None), 4, now).expect("sa");
+    for sa in [&out, &inb] {
+        assert!(!sa.has_replay_window() && !sa.has_counters() && !sa.keys_built());
+        assert_eq!(sa.counters(), SaCounters::default());
+        assert_eq!((sa.seq_in(), sa.seq_out()), (0, 0));
+    }
+    let r = out.reserve_seq(3);
+    let mut pkts: Vec<Vec<u8>> = (0..3).map(|i| seal(&out, &[9; 20], r.first + i)).collect();
+    assert!(out.keys_built() && !out.has_replay_window(), "sending makes no replay window");
+    assert_eq!(out.seq_out(), 3);
+    // Counting nothing allocates nothing.
+    out.count(0, &SaCounters::default());
+    assert!(!out.has_counters());
+    // Inbound: a forged packet is refused, and the window made by the
+    // check does not move.
+    let mut forged = pkts[2].clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    let s = inb.replay_check(3).expect("check");
+    assert!(inb.has_replay_window());
+    assert_eq!(inb.decrypt(&mut forged, s), Err(EspError::Integrity));
+    assert_eq!(inb.seq_in(), 0);
+    for (i, p) in pkts.iter_mut().enumerate() {
+        let s = inb.replay_check(i as u32 + 1).expect("check");
+        inb.decrypt(p, s).expect("decrypt");
+        inb.replay_update(s).expect("update");
+    }
+    assert_eq!(inb.seq_in(), 3);
+    assert_eq!(inb.replay_check(2), Err(ReplayError::Duplicate));
+    assert_eq!(inb.seq_out(), 0, "receiving uses no sequence number");
+    assert!(!inb.has_counters());
+}
+
+/// Counter slots come with the first count; workers beyond the slots
+/// share them; the sums are right whatever the order.
+#[test]
+fn counters_allocated_on_first_count_sum_right() {
+    let sa = Arc::new(Sa::new(cfg(3, Cipher::Aes128Gcm, Integ::None), 2, Instant::now()).expect("sa"));
+    assert!(!sa.has_counters());
+    let threads: Vec<_> = (0..5u16)
+        .map(|w| {
+            let sa = sa.clone();
+            std::thread::spawn(move || {
+                for _ in 0..1000 {
+                    sa.count(
+                        w,
+                        &SaCounters { packets: 2, bytes: 3 * u64::from(w + 1), replay_drops: 1, ..Default::default() },
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("worker");
+    }
+    assert!(sa.has_counters());
+    let c = sa.counters();
+    assert_eq!(c.packets, 5 * 2000);
+    assert_eq!(c.bytes, 3000 * (1 + 2 + 3 + 4 + 5));
+    assert_eq!(c.replay_drops, 5000);
+    assert_eq!(c.integrity_failures, 0);
+}
+
+/// Lifetimes are kept only when set, and read back as given.
+#[test]
+fn lifetimes_read_back() {
+    let now = Instant::now();
+    let plain = Sa::new(cfg(4, Cipher::Aes128Gcm, Integ::None), 1, now).expect("sa");
+    assert_eq!((plain.soft(), plain.hard()), (Lifetime::default(), Lifetime::default()));
+    let mut c = cfg(5, Cipher::Aes128Gcm, Integ::None);
+    c.soft.bytes = Some(1000);
+    c.hard.secs = Some(60);
+    let timed = Sa::new(c, 1, now).expect("sa");
+    assert_eq!(timed.soft(), Lifetime { bytes: Some(1000), ..Lifetime::default() });
+    assert_eq!(timed.hard(), Lifetime { secs: Some(60), ..Lifetime::default() });
+}
+
+/// Key lengths are still refused when the SA is made, not at the first
+/// packet.
+#[test]
+fn bad_keys_refused_at_once() {
+    let mut c = cfg(6, Cipher::Aes128Gcm, Integ::None);
+    c.key = Key::new(vec![1; 16]);
+    assert!(matches!(Sa::new(c, 1, Instant::now()), Err(SaError::KeyLength { .. })));
+    let mut c = cfg(7, Cipher::Aes128Cbc, Integ::HmacSha1_96);
+    c.integ_key = Key::new(vec![1; 19]);
+    assert!(matches!(Sa::new(c, 1, Instant::now()), Err(SaError::KeyLength { .. })));
+}
+
+/// The owner's view (no copy of its own: base + staged changes) and the
+/// workers' table agree with a model across base rebuilds, with SPIs of
+/// one SA (the first index) and shared ones (the side map), removals and
+/// re-adds.
+#[test]
+fn one_index_across_rebuilds() {
+    let mut db = SaDb::with_workers(1);
+    let reader = db.reader();
+    let mut model = std::collections::BTreeMap::new();
+    let mut next = 1u32;
+    for round in 0..6u32 {
+        // 6,000 adds (past the 4,096 changes that rebuild a small base),
+        // every tenth on a shared SPI.
+        let batch: Vec<SaConfig> = (0..6000)
+            .map(|i| {
+                let id = next + i;
+                let mut c = cfg(id, Cipher::Aes128Gcm, Integ::None);
+                c.spi = if id.is_multiple_of(10) { 0x100 + id % 7 } else { 0x10_0000 + id };
+                c
+            })
+            .collect();
+        for c in &batch {
+            model.insert(c.id, c.spi);
+        }
+        next += 6000;
+        db.add_batch(batch).expect("add");
+        // Remove a third of what is there (some published, some staged).
+        let gone: Vec<u32> = model.keys().copied().filter(|id| (id + round) % 3 == 0).collect();
+        for id in gone {
+            db.del(id).expect("del");
+            model.remove(&id);
+        }
+        assert_eq!(db.len(), model.len());
+        db.publish();
+        let t = reader.load();
+        assert_eq!(t.len(), model.len());
+        for id in (1..next).step_by(7) {
+            assert_eq!(db.get(id).map(|s| s.spi), model.get(&id).copied(), "owner: id {id}");
+            assert_eq!(t.get(id).map(|s| s.spi), model.get(&id).copied(), "table: id {id}");
+            let spi = if id.is_multiple_of(10) { 0x100 + id % 7 } else { 0x10_0000 + id };
+            let got = t.by_spi(spi).iter().any(|s| s.id == id);
+            assert_eq!(got, model.contains_key(&id), "spi {spi:#x} of id {id}");
+        }
+        for s in 0..7 {
+            let mut want: Vec<u32> = model.iter().filter(|e| *e.1 == 0x100 + s).map(|e| *e.0).collect();
+            let mut got: Vec<u32> = t.by_spi(0x100 + s).iter().map(|s| s.id).collect();
+            want.sort_unstable();
+            got.sort_unstable();
+            assert_eq!(got, want);
+        }
+        assert_eq!(db.list().iter().map(|i| i.id).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
+    }
+}
