@@ -33,7 +33,7 @@
 //! tern-bench ike --local 10.0.2.1 --responder 10.0.2.2 --tunnels 2000 [--rate 0] [--window 64]
 //!     [--auth psk|pubkey] [--psk SECRET] [--cert F --key F --ca F]
 //!     [--proposal aes128gcm16-prfsha256-x25519] [--esp-proposal aes128gcm16]
-//!     [--local-id bench.example] [--remote-id ID] [--vip] [--encap]
+//!     [--local-id bench.example | --ids N] [--remote-id ID] [--vip] [--encap]
 //!     [--verify | --verify-sample N] [--inner-dst 10.77.0.1] [--inner-src A]
 //!     [--milestones 10000,40000] [--stop] [--timeout 120] [--json]
 //! tern-bench ike --respond --local 10.0.2.2 [--seconds 60] [--pool A-B] [--verify] [--psk ...] [--proposal ...]
@@ -114,6 +114,12 @@ pub struct IkeArgs {
     /// The identity the responder must prove (default: any).
     #[arg(long)]
     pub remote_id: Option<String>,
+    /// Initiate as this many peers in turn, each with its own identity
+    /// (bench0.example, bench1.example, ...; PSK only): responders that
+    /// lease a virtual IP per identity (charon) then give each tunnel its
+    /// own.
+    #[arg(long, default_value_t = 1)]
+    pub ids: u32,
     /// Ask for a virtual IP in each IKE SA (initiator).
     #[arg(long)]
     pub vip: bool,
@@ -498,6 +504,17 @@ impl Gen<'_> {
     }
 }
 
+/// The initiator's peer configurations' names (`--ids`).
+fn peer_names(a: &IkeArgs) -> Result<Vec<String>, String> {
+    match a.ids {
+        0 => Err("--ids 0: one or more".into()),
+        1 => Ok(vec!["bench".into()]),
+        n if a.auth != "psk" => Err(format!("--ids {n}: PSK only (a certificate names one identity)")),
+        n if a.local_id.is_some() => Err(format!("--ids {n} makes the identities: no --local-id")),
+        n => Ok((0..n).map(|i| format!("bench{i}")).collect()),
+    }
+}
+
 /// Issue 40's stop criterion: a failure, or retransmissions above 0.1 %
 /// of the IKE messages sent (once there are enough to say).
 fn stop_reason(failed: u64, retransmits: u64, sent: u64) -> Option<String> {
@@ -518,10 +535,22 @@ pub fn initiate(a: &IkeArgs) -> Result<IkeReport, String> {
         (true, None) => return Err("--verify and --verify-sample need --inner-dst".into()),
         (_, d) => d.unwrap_or(Ipv4Addr::UNSPECIFIED),
     };
+    let names = peer_names(a)?;
     let mut ike = Ike::new(settings(a));
-    ike.set_peers(Instant::now(), vec![peer(a, Some(responder))?]);
+    let mut peers = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let mut p = peer(a, Some(responder))?;
+        if names.len() > 1 {
+            p.local_id = Identity::Fqdn(format!("bench{i}.example"));
+        }
+        p.name = name.clone();
+        peers.push(p);
+    }
+    ike.set_peers(Instant::now(), peers);
     if a.vip {
-        ike.request_virtual_ip("bench", Some(false));
+        for name in &names {
+            ike.request_virtual_ip(name, Some(false));
+        }
     }
     let net = Net::open(a.local, probing && !a.encap)?;
     let mut milestones: Vec<u64> = a.milestones.iter().copied().filter(|&m| m > 0 && m <= a.tunnels).collect();
@@ -559,7 +588,7 @@ pub fn initiate(a: &IkeArgs) -> Result<IkeReport, String> {
         // Initiations due: by the rate and the window.
         let by_rate = if a.rate > 0.0 { ((now - t0).as_secs_f64() * a.rate) as u64 + 1 } else { u64::MAX };
         while stopped_by.is_none() && started < a.tunnels && started < by_rate && started - g.done() < a.window.max(1) {
-            g.ike.initiate(now, "bench")?;
+            g.ike.initiate(now, &names[(started % names.len() as u64) as usize])?;
             started += 1;
         }
         g.drain();

@@ -17,6 +17,7 @@ fn args(local: &str) -> IkeArgs {
         esp_proposal: "aes128gcm16".into(),
         local_id: None,
         remote_id: None,
+        ids: 1,
         vip: false,
         pool: None,
         encap: false,
@@ -57,6 +58,13 @@ fn bad_options_are_errors_naming_the_option() {
     for bad in ["10.0.0.9-10.0.0.1", "10.0.0.1", "10.0.0.1-::1", "x-10.0.0.1"] {
         assert!(parse_pool(bad).expect_err(bad).starts_with("--pool"), "{bad}");
     }
+    let mut a = args("127.0.0.1");
+    a.ids = 3;
+    assert_eq!(peer_names(&a).expect("names"), ["bench0", "bench1", "bench2"]);
+    a.auth = "pubkey".into();
+    assert!(peer_names(&a).expect_err("pubkey").contains("PSK only"));
+    a.ids = 0;
+    assert!(peer_names(&a).is_err());
     assert_eq!(parse_pool("10.0.0.1-10.0.0.9").expect("pool").1, "10.0.0.9".parse::<IpAddr>().expect("addr"));
 }
 
@@ -139,6 +147,8 @@ fn verified_against_the_bare_responder(n: u8, encap: bool) {
     g.responder = Some(resp_addr.parse().expect("addr"));
     g.tunnels = 40;
     g.window = 8;
+    // Four identities in turn (as against charon) on one of the two.
+    g.ids = if encap { 4 } else { 1 };
     g.vip = true;
     g.encap = encap;
     g.verify = true;
