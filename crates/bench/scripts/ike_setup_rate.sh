@@ -27,7 +27,11 @@
 #            forwarding (tern-bench gen -> tern -> sink, AF_PACKET, FWD_SECS)
 #            before any tunnel and after all are up.
 # AUTH: psk, or pubkey (ECDSA P-256 certificates from a CA the script makes
-# with openssl; every responder trusts it).
+# with openssl; every responder trusts it). charon leases one virtual IP
+# per identity: with PSK the generator takes one identity per tunnel
+# (--ids), but its certificate names one, so with pubkey every charon
+# tunnel gets the same address and only one can answer: run charon with
+# certificates at VERIFY=0.
 # VERIFY=1: a tunnel counts only when an ICMP echo through it comes back
 # (see tern-bench ike --verify); SAMPLE=N: after all are up, N tunnels
 # picked at random are probed. STOP=1: end a run at issue 40's criterion
@@ -351,6 +355,9 @@ one_run() {
 	ternrun)
 		start_ternrun "$out"
 		rpid=${PIDS[-1]}
+		# Neighbours resolved first (a first IKE_SA_INIT lost to ARP
+		# would cost a 1 s retransmission).
+		ip netns exec $CLI ping -c 2 -i 0.2 -W 1 10.0.2.2 >/dev/null || true
 		[ "$FWD" = 1 ] && fwd0=$(forwarding)
 		;;
 	esac
@@ -372,6 +379,11 @@ one_run() {
 	resp_us=$(calc "($t1 - $t0) / $hz * 1e6 / (${counted:-0} > 0 ? ${counted:-1} : 1)")
 	[ "${up:-0}" -gt 0 ] && rss_per=$(calc "int(($rss1 - $rss0) * 1024 / $up)")
 	if [ "$c" = ternrun ]; then
+		# The IKE gauges are sampled: wait until they show every tunnel.
+		for _ in $(seq 50); do
+			[ "$(metric tern_ike_sas)" -ge "${up:-0}" ] 2>/dev/null && [ "$(metric tern_ipsec_sas)" -ge $((2 * ${up:-0})) ] 2>/dev/null && break
+			sleep 0.1
+		done
 		echo "    ternrun metrics: tern_ike_sas=$(metric tern_ike_sas) tern_ike_child_sas=$(metric tern_ike_child_sas)" \
 			"tern_ipsec_sas=$(metric tern_ipsec_sas) tern_ike_retransmits_total=$(metric tern_ike_retransmits_total)" \
 			"rss ${rss0} kB -> ${rss1} kB" >&2
