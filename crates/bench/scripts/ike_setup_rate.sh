@@ -22,6 +22,8 @@
 #            child SA is installed in the data plane with a host route to
 #            its virtual IP; the echoes go to the tunnel's address
 #            (10.64.0.1) and tern's workers answer them through the SAs.
+#            dpd_secs = 0 as charon (its default of 30 s sends a liveness
+#            check to every tunnel idle that long, mid-run).
 #            Also reports tern's RSS growth per tunnel and its metrics
 #            (tern_ike_sas, tern_ipsec_sas); FWD=1 measures transit
 #            forwarding (tern-bench gen -> tern -> sink, AF_PACKET, FWD_SECS)
@@ -298,6 +300,9 @@ addresses = ["10.0.4.1/24"]'
 		proposals = ["$PROPOSAL"]
 		esp_proposals = ["$ESP"]
 		pool = "$POOL_FIRST-$POOL_LAST"
+		# As charon here: no liveness checks (tern's default, 30 s, would
+		# have it check every idle tunnel during the run).
+		dpd_secs = 0
 	EOF
 	setsid ip netns exec $RSP "$TERN" run --config "$d/tern.toml" >"$d/tern.log" 2>&1 &
 	PIDS+=("$!")
@@ -386,6 +391,8 @@ one_run() {
 		done
 		echo "    ternrun metrics: tern_ike_sas=$(metric tern_ike_sas) tern_ike_child_sas=$(metric tern_ike_child_sas)" \
 			"tern_ipsec_sas=$(metric tern_ipsec_sas) tern_ike_retransmits_total=$(metric tern_ike_retransmits_total)" \
+			"tern_ike_cookies_sent_total=$(metric tern_ike_cookies_sent_total) tern_ike_half_open=$(metric tern_ike_half_open)" \
+			"tern_ike_dropped_invalid_total=$(metric tern_ike_dropped_invalid_total)" \
 			"rss ${rss0} kB -> ${rss1} kB" >&2
 		if [ "$FWD" = 1 ]; then
 			fwd1=$(forwarding)
