@@ -47,7 +47,7 @@
 #   env: CASES ("swan tern ternrun"), TUNNELS (2000), WINDOW (64), AUTH (psk),
 #        PROPOSAL (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16),
 #        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
-#        FWD_SECS (5), THREADS (charon's, 16), BENCH, TERN (default: cargo
+#        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16), BENCH, TERN (default: cargo
 #        build --release), KEEP (keep the work directory)
 # Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
 set -euo pipefail
@@ -374,7 +374,7 @@ one_run() {
 	t0=$(ticks "$rpid")
 	ip netns exec $CLI taskset -c 0 "$BENCH" ike --local 10.0.2.1 --responder 10.0.2.2 --tunnels "$TUNNELS" \
 		--window "$WINDOW" "${GEN_AUTH[@]}" --proposal "$PROPOSAL" --esp-proposal "$ESP" --vip \
-		--inner-dst $inner "${gen_flags[@]}" --timeout $((TUNNELS / 500 + 300)) >"$out/gen" 2>&1 || true
+		--inner-dst $inner "${gen_flags[@]}" --timeout "${TIMEOUT:-$((TUNNELS / 500 + 300))}" >"$out/gen" 2>&1 || true
 	t1=$(ticks "$rpid")
 	rss1=$(rss_kb "$rpid")
 	local up counted
