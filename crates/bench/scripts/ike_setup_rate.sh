@@ -1,48 +1,85 @@
 #!/usr/bin/env bash
-# IKEv2 setup rate (issue 40's figure): `tern-bench ike` (tern's own
+# IKEv2 setup rate (issue 40's figures): `tern-bench ike` (tern's own
 # initiator, one engine) sets up TUNNELS tunnels (an IKE SA and its first
-# child SA each; PSK, X25519, AES-GCM) against a responder, in one run:
+# child SA each) against a responder, in one run:
 #
 #   cli ns [c0] 10.0.2.1 ---- 10.0.2.2 [r0] resp ns
+#                      (ternrun, FWD=1: tg ns [g0] 10.0.4.2 -- t2 [tern] t1 -- 10.0.3.2 [s0] sink ns)
 #
-# Responders:
-#   swan   strongSwan's charon (Debian 5.9.8) with kernel-libipsec (this
-#          kernel has no xfrm: the child SAs go into libipsec), one
-#          connection taking any identity, `unique = never`, no policies
-#          (every tunnel has the same selectors), DoS protection off (no
-#          cookies), log level 0
-#   tern   `tern-bench ike --respond`: tern's IKE engine as a bare
-#          responder on a UDP socket (child SAs counted, not installed)
+# Responders (CASES):
+#   swan     strongSwan's charon (Debian 5.9.8) with kernel-libipsec (this
+#            kernel has no xfrm: the child SAs go into libipsec), one
+#            connection taking any identity, `unique = never`, DoS
+#            protection off (no cookies), log level 0; no policies (every
+#            tunnel has the same selectors) unless VERIFY=1, which needs a
+#            virtual IP pool, policies and routes into libipsec's TUN
+#   tern     `tern-bench ike --respond`: tern's IKE engine as a bare
+#            responder on a UDP socket (with VERIFY=1 it keeps the child
+#            SAs in tern-ipsec and answers the echoes through them)
+#   ternrun  a whole `tern run`, standalone on AF_PACKET (one worker; every
+#            thread on CPU 1): `[[ike]] remote = "any"` with a virtual IP
+#            pool keying a multipoint `[[tunnel]] type = "ipsec"`; every
+#            child SA is installed in the data plane with a host route to
+#            its virtual IP; the echoes go to the tunnel's address
+#            (10.64.0.1) and tern's workers answer them through the SAs.
+#            dpd_secs = 0 as charon (its default of 30 s sends a liveness
+#            check to every tunnel idle that long, mid-run).
+#            Also reports tern's RSS growth per tunnel and its metrics
+#            (tern_ike_sas, tern_ipsec_sas); FWD=1 measures transit
+#            forwarding (tern-bench gen -> tern -> sink, AF_PACKET, FWD_SECS)
+#            before any tunnel and after all are up.
+# AUTH: psk, or pubkey (ECDSA P-256 certificates from a CA the script makes
+# with openssl; every responder trusts it). charon leases one virtual IP
+# per identity: with PSK the generator takes one identity per tunnel
+# (--ids), but its certificate names one, so with pubkey every charon
+# tunnel gets the same address and only one can answer: run charon with
+# certificates at VERIFY=0.
+# VERIFY=1: a tunnel counts only when an ICMP echo through it comes back
+# (see tern-bench ike --verify); SAMPLE=N: after all are up, N tunnels
+# picked at random are probed. STOP=1: end a run at issue 40's criterion
+# (a failure, or retransmissions above 0.1 %). MILESTONES: tunnel counts
+# at which the generator reports the rate of the segment before.
 # CPUs: the generator on CPU 0, the responder on CPU 1. The responder's CPU
-# time per tunnel is read from /proc (charon) or its own report (tern).
-# Medians of RUNS by setups/s.
+# time per tunnel is read from /proc (every thread of charon or tern) or
+# its own report. Medians of RUNS by setups/s.
 #
 # Usage: sudo crates/bench/scripts/ike_setup_rate.sh [RUNS]
-#   env: CASES ("swan tern"), TUNNELS (2000), WINDOW (64), PROPOSAL
-#        (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16), THREADS
-#        (charon's, 16), BENCH (tern-bench; default: cargo build --release)
-# Needs: root, iproute2, strongSwan (scripts/setup.sh). No python.
+#   env: CASES ("swan tern ternrun"), TUNNELS (2000), WINDOW (64), AUTH (psk),
+#        PROPOSAL (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16),
+#        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
+#        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16), BENCH, TERN (default: cargo
+#        build --release), KEEP (keep the work directory)
+# Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
 set -euo pipefail
 
 RUNS=${1:-3}
-read -r -a CASES <<<"${CASES:-swan tern}"
+read -r -a CASES <<<"${CASES:-swan tern ternrun}"
 TUNNELS=${TUNNELS:-2000}
 WINDOW=${WINDOW:-64}
+AUTH=${AUTH:-psk}
 PROPOSAL=${PROPOSAL:-aes128gcm16-prfsha256-x25519}
 ESP=${ESP:-aes128gcm16}
+VERIFY=${VERIFY:-1}
+SAMPLE=${SAMPLE:-0}
+STOP=${STOP:-0}
+MILESTONES=${MILESTONES:-}
+FWD=${FWD:-0}
+FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
-if [ -z "${BENCH:-}" ]; then
-	(cd "$ROOT" && cargo build -q --release -p tern-bench)
-	BENCH="$TGT/release/tern-bench"
+if [ -z "${BENCH:-}" ] || [ -z "${TERN:-}" ]; then
+	(cd "$ROOT" && cargo build -q --release -p tern-bench -p tern)
+	BENCH=${BENCH:-$TGT/release/tern-bench}
+	TERN=${TERN:-$TGT/release/tern}
 fi
 CHARON=/usr/lib/ipsec/charon
 WORK=$(mktemp -d /tmp/ike_setup_rate.XXXXXX)
 ID=$(($$ % 10000))
-CLI=tswanike$ID-cli RSP=tswanike$ID-rsp
+CLI=ikebench$ID-cli RSP=ikebench$ID-rsp TG=ikebench$ID-tg SINK=ikebench$ID-sink
 PSK=ike-setup-rate-psk
+POOL_FIRST=10.64.0.10 POOL_LAST=10.79.255.255
 PIDS=()
 
 stop_pids() {
@@ -53,33 +90,86 @@ stop_pids() {
 }
 cleanup() {
 	stop_pids
-	for n in $CLI $RSP; do ip netns del "$n" 2>/dev/null || true; done
+	for n in $CLI $RSP $TG $SINK; do ip netns del "$n" 2>/dev/null || true; done
 	[ -n "${KEEP:-}" ] && echo "kept $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
 field() { sed -n "s/.*\b$1=\([0-9.a-z_]*\).*/\1/p" "$2" | head -1; }
 calc() { awk "BEGIN { print $1 }"; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 for n in $CLI $RSP; do ip netns add "$n"; ip -n "$n" link set lo up; done
 ip -n $CLI link add c0 type veth peer name r0 netns $RSP
 ip -n $CLI addr add 10.0.2.1/24 dev c0
-ip -n $RSP addr add 10.0.2.2/24 dev r0
 ip -n $CLI link set c0 up
 ip -n $RSP link set r0 up
+if [ "$FWD" = 1 ]; then
+	for n in $TG $SINK; do ip netns add "$n"; ip -n "$n" link set lo up; done
+	ip -n $TG link add g0 type veth peer name t2 netns $RSP
+	ip -n $SINK link add s0 type veth peer name t1 netns $RSP
+	ip -n $TG addr add 10.0.4.2/24 dev g0
+	ip -n $SINK addr add 10.0.3.2/24 dev s0
+	ip -n $TG link set g0 up
+	ip -n $SINK link set s0 up
+	ip -n $RSP link set t1 up
+	ip -n $RSP link set t2 up
+fi
+
+# Certificates (AUTH=pubkey): a CA, the responders' (tern.example) and the
+# generator's (bench.example), ECDSA P-256.
+CERTS=$WORK/certs
+if [ "$AUTH" = pubkey ]; then
+	mkdir -p "$CERTS"
+	(
+		cd "$CERTS"
+		openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out ca.key 2>/dev/null
+		openssl req -x509 -new -key ca.key -subj "/CN=ike-bench CA" -days 30 -out ca.pem \
+			-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+		for who in tern bench; do
+			openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $who.key 2>/dev/null
+			openssl req -new -key $who.key -subj "/CN=$who.example" -out $who.csr 2>/dev/null
+			printf 'subjectAltName=DNS:%s.example\nbasicConstraints=CA:FALSE\n' $who >$who.ext
+			openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+				-extfile $who.ext -out $who.pem 2>/dev/null
+		done
+	)
+	GEN_AUTH=(--auth pubkey --cert "$CERTS/bench.pem" --key "$CERTS/bench.key" --ca "$CERTS/ca.pem")
+	RESP_AUTH=(--auth pubkey --cert "$CERTS/tern.pem" --key "$CERTS/tern.key" --ca "$CERTS/ca.pem")
+else
+	GEN_AUTH=(--auth psk --psk $PSK)
+	RESP_AUTH=(--auth psk --psk $PSK)
+fi
 
 start_charon() { # $1 dir
-	local d=$1
+	local d=$1 auth pools="" policies=no routes=no ts=""
 	mkdir -p "$d" "$d"/{x509,x509ca,x509ocsp,x509aa,x509ac,x509crl,pubkey,private,rsa,ecdsa,bliss,pkcs8,pkcs12}
+	if [ "$AUTH" = pubkey ]; then
+		cp "$CERTS/tern.pem" "$d/x509/"
+		cp "$CERTS/tern.key" "$d/private/"
+		cp "$CERTS/ca.pem" "$d/x509ca/"
+		auth="auth = pubkey
+		      certs = tern.pem
+		      id = tern.example"
+	else
+		auth="auth = psk
+		      id = tern.example"
+	fi
+	if [ "$VERIFY" = 1 ] || [ "$SAMPLE" != 0 ]; then
+		pools="pools = vip"
+		policies=yes
+		routes=yes
+		ts="local_ts = 10.0.2.2/32"
+	fi
 	cat >"$d/strongswan.conf" <<-EOF
 		charon {
-		  load = random nonce openssl pem pkcs1 pkcs8 x509 pubkey hmac sha1 sha2 kdf aes gcm socket-default vici kernel-libipsec kernel-netlink
+		  load = random nonce openssl pem pkcs1 pkcs8 x509 pubkey hmac sha1 sha2 kdf aes gcm socket-default vici kernel-libipsec kernel-netlink attr
 		  threads = $THREADS
 		  dos_protection = no
 		  init_limit_half_open = 0
 		  ikesa_table_size = 4096
 		  ikesa_table_segments = 16
-		  install_routes = no
+		  install_routes = $routes
 		  filelog {
 		    log {
 		      path = $d/charon.log
@@ -107,19 +197,25 @@ start_charon() { # $1 dir
 		    local_addrs = 10.0.2.2
 		    unique = never
 		    proposals = $PROPOSAL
+		    $pools
 		    local {
-		      auth = psk
-		      id = swan.example
+		      $auth
 		    }
 		    remote {
-		      auth = psk
+		      auth = ${AUTH}
 		    }
 		    children {
 		      net {
 		        esp_proposals = $ESP
-		        policies = no
+		        policies = $policies
+		        $ts
 		      }
 		    }
+		  }
+		}
+		pools {
+		  vip {
+		    addrs = $POOL_FIRST-$POOL_LAST
 		  }
 		}
 		secrets {
@@ -140,41 +236,188 @@ start_charon() { # $1 dir
 	return 1
 }
 
-one_run() { # $1 case; prints "case tunnels established setups_per_sec retransmit_pct gen_cpu_us resp_cpu_us"
-	local c=$1 out rpid t0 t1 hz resp_us
+start_ternrun() { # $1 dir
+	local d=$1 auth fwd=""
+	if [ "$AUTH" = pubkey ]; then
+		auth="auth = \"pubkey\"
+certificate = \"$CERTS/tern.pem\"
+private_key = \"$CERTS/tern.key\"
+ca = [\"$CERTS/ca.pem\"]"
+	else
+		auth="auth = \"psk\"
+psk = \"$PSK\""
+	fi
+	if [ "$FWD" = 1 ]; then
+		fwd='
+[[interface]]
+name = "t1"
+device = "t1"
+driver = "afpacket"
+addresses = ["10.0.3.1/24"]
+
+[[interface]]
+name = "t2"
+device = "t2"
+driver = "afpacket"
+addresses = ["10.0.4.1/24"]'
+	fi
+	cat >"$d/tern.toml" <<-EOF
+		[dataplane]
+		workers = 1
+		cpus = [1]
+		control_cpus = [1]
+
+		[[interface]]
+		name = "r0"
+		device = "r0"
+		driver = "afpacket"
+		addresses = ["10.0.2.2/24"]
+		$fwd
+
+		[api]
+		socket = "$d/tern.sock"
+
+		[metrics]
+		listen = "127.0.0.1:9456"
+
+		[ike_service]
+		threads = 1
+
+		[[tunnel]]
+		name = "ra0"
+		type = "ipsec"
+		local = "10.0.2.2"
+		remote = "any"
+		addresses = ["10.64.0.1/10"]
+
+		[[ike]]
+		name = "ra"
+		local = "10.0.2.2"
+		remote = "any"
+		tunnel = "ra0"
+		local_id = "tern.example"
+		$auth
+		proposals = ["$PROPOSAL"]
+		esp_proposals = ["$ESP"]
+		pool = "$POOL_FIRST-$POOL_LAST"
+		# As charon here: no liveness checks (tern's default, 30 s, would
+		# have it check every idle tunnel during the run).
+		dpd_secs = 0
+	EOF
+	setsid ip netns exec $RSP "$TERN" run --config "$d/tern.toml" >"$d/tern.log" 2>&1 &
+	PIDS+=("$!")
+	for _ in $(seq 600); do
+		"$TERN" --socket "$d/tern.sock" status >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "tern did not come up: $(tail -20 "$d/tern.log")" >&2
+	return 1
+}
+
+metric() { # $1 name: tern's metric (the first sample)
+	ip netns exec $RSP curl -s http://127.0.0.1:9456/metrics | awk -v m="$1" '$1 == m {print $2; exit}'
+}
+
+forwarding() { # prints "offered_mpps delivered_mpps" through tern, t2 -> t1
+	local dmac smac r0 r1 out
+	dmac=$(ip -n $RSP link show t2 | awk '/link\/ether/ {print $2}')
+	smac=$(ip -n $TG link show g0 | awk '/link\/ether/ {print $2}')
+	r0=$(ip netns exec $SINK cat /sys/class/net/s0/statistics/rx_packets)
+	out=$(ip netns exec $TG taskset -c 0 "$BENCH" gen --dev g0 --scenario single-flow-50fw --via afpacket \
+		--dst-mac "$dmac" --src-mac "$smac" --src 10.0.4.2 --dst 10.0.3.2 --seconds "$FWD_SECS" 2>/dev/null)
+	r1=$(ip netns exec $SINK cat /sys/class/net/s0/statistics/rx_packets)
+	echo "$(echo "$out" | sed -n 's/.*mpps=\([0-9.]*\).*/\1/p') $(calc "($r1 - $r0) / $FWD_SECS / 1e6")"
+}
+
+# Prints "case tunnels established verified setups_per_sec ike_setups_per_sec
+# retransmit_pct gen_cpu_us resp_cpu_us resp_rss_B_per_tunnel verify_p50_us
+# sample_ok/sample stop"; details on stderr.
+one_run() {
+	local c=$1 out rpid t0 t1 hz resp_us rss0=0 rss1=0 rss_per=- gen_flags=() fwd0="" fwd1="" inner=10.64.0.1
 	out=$(mktemp -d "$WORK/run.XXXX")
 	hz=$(getconf CLK_TCK)
+	# The kernel owns 10.0.2.2 for charon and the bare responder; a
+	# standalone tern owns it itself.
+	ip -n $RSP addr flush dev r0
+	[ "$c" = ternrun ] || ip -n $RSP addr add 10.0.2.2/24 dev r0
 	case $c in
 	swan)
 		start_charon "$out"
 		rpid=${PIDS[-1]}
+		inner=10.0.2.2
+		# charon leases a virtual IP per identity: one each, so that every
+		# tunnel's echo has its own route back (a certificate has one).
+		[ "$AUTH" = psk ] && [ "$VERIFY$SAMPLE" != 00 ] && gen_flags+=(--ids "$TUNNELS")
 		;;
 	tern)
-		setsid ip netns exec $RSP taskset -c 1 "$BENCH" ike --respond --local 10.0.2.2 --psk $PSK \
-			--proposal "$PROPOSAL" --esp-proposal "$ESP" --local-id tern.example --seconds 600 >"$out/resp" 2>&1 &
+		setsid ip netns exec $RSP taskset -c 1 "$BENCH" ike --respond --local 10.0.2.2 "${RESP_AUTH[@]}" \
+			--proposal "$PROPOSAL" --esp-proposal "$ESP" --local-id tern.example --pool "$POOL_FIRST-$POOL_LAST" \
+			$([ "$VERIFY" = 1 ] || [ "$SAMPLE" != 0 ] && echo --verify) --seconds 100000 >"$out/resp" 2>&1 &
 		rpid=$!
 		PIDS+=("$rpid")
-		for _ in $(seq 100); do ip netns exec $RSP ss -uln | grep -q ':500 ' && break; sleep 0.05; done
+		for _ in $(seq 100); do ip netns exec $RSP ss -uln | grep -q '10.0.2.2:500 ' && break; sleep 0.05; done
+		;;
+	ternrun)
+		start_ternrun "$out"
+		rpid=${PIDS[-1]}
+		# Neighbours resolved first (a first IKE_SA_INIT lost to ARP
+		# would cost a 1 s retransmission).
+		ip netns exec $CLI ping -c 2 -i 0.2 -W 1 10.0.2.2 >/dev/null || true
+		[ "$FWD" = 1 ] && fwd0=$(forwarding)
 		;;
 	esac
+	# charon has a pool only when verifying (else it refuses the request).
+	[ "$c" != swan ] || [ "$VERIFY$SAMPLE" != 00 ] && gen_flags+=(--vip)
+	[ "$VERIFY" = 1 ] && gen_flags+=(--verify)
+	[ "$SAMPLE" != 0 ] && gen_flags+=(--verify-sample "$SAMPLE")
+	[ "$STOP" = 1 ] && gen_flags+=(--stop)
+	[ -n "$MILESTONES" ] && gen_flags+=(--milestones "$MILESTONES")
+	rss0=$(rss_kb "$rpid")
 	t0=$(ticks "$rpid")
 	ip netns exec $CLI taskset -c 0 "$BENCH" ike --local 10.0.2.1 --responder 10.0.2.2 --tunnels "$TUNNELS" \
-		--window "$WINDOW" --psk $PSK --proposal "$PROPOSAL" --esp-proposal "$ESP" --timeout 300 >"$out/gen" 2>&1 || true
+		--window "$WINDOW" "${GEN_AUTH[@]}" --proposal "$PROPOSAL" --esp-proposal "$ESP" \
+		--inner-dst $inner "${gen_flags[@]}" --timeout "${TIMEOUT:-$((TUNNELS / 500 + 300))}" >"$out/gen" 2>&1 || true
 	t1=$(ticks "$rpid")
-	local up
+	rss1=$(rss_kb "$rpid")
+	local up counted
 	up=$(field established "$out/gen")
-	resp_us=$(calc "($t1 - $t0) / $hz * 1e6 / (${up:-0} > 0 ? ${up:-1} : 1)")
-	echo "$c $TUNNELS ${up:-?} $(field setups_per_sec "$out/gen") $(field retransmit_pct "$out/gen") $(field cpu_us_per_tunnel "$out/gen") $resp_us"
-	grep -q failure "$out/gen" && sed 's/^/    /' "$out/gen" | grep failure >&2
+	counted=$(sed -n 's/^verify .*\bverified=\([0-9]*\).*/\1/p' "$out/gen")
+	counted=${counted:-$up}
+	resp_us=$(calc "($t1 - $t0) / $hz * 1e6 / (${counted:-0} > 0 ? ${counted:-1} : 1)")
+	[ "${up:-0}" -gt 0 ] && rss_per=$(calc "int(($rss1 - $rss0) * 1024 / $up)")
+	if [ "$c" = ternrun ]; then
+		# The IKE gauges are sampled: wait until they show every tunnel.
+		for _ in $(seq 50); do
+			[ "$(metric tern_ike_sas)" -ge "${up:-0}" ] 2>/dev/null && [ "$(metric tern_ipsec_sas)" -ge $((2 * ${up:-0})) ] 2>/dev/null && break
+			sleep 0.1
+		done
+		echo "    ternrun metrics: tern_ike_sas=$(metric tern_ike_sas) tern_ike_child_sas=$(metric tern_ike_child_sas)" \
+			"tern_ipsec_sas=$(metric tern_ipsec_sas) tern_ike_retransmits_total=$(metric tern_ike_retransmits_total)" \
+			"tern_ike_cookies_sent_total=$(metric tern_ike_cookies_sent_total) tern_ike_half_open=$(metric tern_ike_half_open)" \
+			"tern_ike_dropped_invalid_total=$(metric tern_ike_dropped_invalid_total)" \
+			"rss ${rss0} kB -> ${rss1} kB" >&2
+		if [ "$FWD" = 1 ]; then
+			fwd1=$(forwarding)
+			echo "    forwarding (offered delivered Mpps): before the tunnels $fwd0, with $up tunnels $fwd1" >&2
+		fi
+	fi
+	grep -E '^(milestone|sample|verify|stopped_by)' "$out/gen" | sed 's/^/    /' >&2 || true
+	grep failure "$out/gen" | sed 's/^/    /' >&2 || true
+	local sample="-"
+	[ "$SAMPLE" != 0 ] && sample="$(sed -n 's/^sample .*\bverified=\([0-9]*\).*/\1/p' "$out/gen")/$SAMPLE"
+	echo "$c $TUNNELS ${up:-?} ${counted:-?} $(field setups_per_sec "$out/gen") $(field ike_setups_per_sec "$out/gen")" \
+		"$(field retransmit_pct "$out/gen") $(field cpu_us_per_tunnel "$out/gen") $resp_us $rss_per" \
+		"$(sed -n 's/^verify .*latency_us_p50=\([0-9]*\).*/\1/p' "$out/gen" | grep . || echo -)" "$sample" \
+		"$(grep -q '^stopped_by' "$out/gen" && echo stopped || echo -)"
 	stop_pids
 	true
 }
 
-echo "# ike_setup_rate: RUNS=$RUNS TUNNELS=$TUNNELS WINDOW=$WINDOW proposal $PROPOSAL / $ESP"
-echo "# responder tunnels established setups_per_sec retransmit_pct gen_cpu_us_per_tunnel resp_cpu_us_per_tunnel"
+echo "# ike_setup_rate: RUNS=$RUNS TUNNELS=$TUNNELS WINDOW=$WINDOW AUTH=$AUTH VERIFY=$VERIFY SAMPLE=$SAMPLE proposal $PROPOSAL / $ESP"
+echo "# responder tunnels established verified setups_per_sec ike_setups_per_sec retransmit_pct gen_cpu_us_per_tunnel resp_cpu_us_per_tunnel resp_rss_B_per_tunnel verify_p50_us sample stop"
 for c in "${CASES[@]}"; do
 	: >"$WORK/res"
 	for _ in $(seq "$RUNS"); do one_run "$c" >>"$WORK/res"; done
 	sed 's/^/  run: /' "$WORK/res" >&2
-	sort -k4 -g "$WORK/res" | awk -v n="$RUNS" 'NR == int((n + 1) / 2) { print }'
+	sort -k5 -g "$WORK/res" | awk -v n="$RUNS" 'NR == int((n + 1) / 2) { print }'
 done
