@@ -104,6 +104,7 @@ fn the_reservoir_keeps_k_of_all_it_saw_from_across_the_run() {
             virtual_ip: None,
             soft_secs: None,
             hard_secs: None,
+            replaces: None,
         })
     };
     for id in 0..10_000 {

@@ -382,6 +382,7 @@ mod tests {
             virtual_ip: Some("10.77.0.10".parse().expect("addr")),
             soft_secs: None,
             hard_secs: None,
+            replaces: None,
         }
     }
 
