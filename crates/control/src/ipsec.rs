@@ -313,21 +313,8 @@ impl Ipsec {
 
     /// Recomputes [`Ipsec::metrics`] now.
     pub fn refresh_metrics(&mut self) {
-        let list = self.db.list();
-        let mut m = IpsecMetrics { sas: list.len(), ..IpsecMetrics::default() };
-        for i in &list {
-            let c = &i.counters;
-            let t = &mut m.totals;
-            t.packets += c.packets;
-            t.bytes += c.bytes;
-            t.replay_drops += c.replay_drops;
-            t.integrity_failures += c.integrity_failures;
-            t.seq_exhausted += c.seq_exhausted;
-            t.expired_drops += c.expired_drops;
-            t.decrypt_errors += c.decrypt_errors;
-        }
-        m.per_sa = list.iter().take(METRICS_SA_SERIES).map(|i| (i.id, i.spi, i.counters)).collect();
-        self.metrics = m;
+        self.metrics =
+            IpsecMetrics { sas: self.db.len(), totals: self.db.totals(), per_sa: self.db.first(METRICS_SA_SERIES) };
     }
 
     /// Whether SA `id` came from the configuration.

@@ -11,10 +11,12 @@
 //! shared *base* (an `Arc`, the same for many publications) and a *delta*
 //! of the ids and SPIs changed since the base was built (a removal is an
 //! entry saying "none"), asked first. A publish copies only the delta, so
-//! it costs O(changes since the base), not O(SAs): an IKE daemon that
-//! installs a thousand SAs at a time into a million pays for about 48
-//! entry copies per SA, not a thousand. When the delta outgrows a bound
-//! (64 * sqrt(SAs), see `rebuild_at`) the base is rebuilt (O(SAs)).
+//! it costs O(changes since the base), not O(SAs). When the delta outgrows
+//! a bound the base is rebuilt (O(SAs)); the bound follows the changes a
+//! publication carries (`rebuild_at`: sqrt(2 x SAs x changes)), so an IKE
+//! daemon publishing every few setups into a million SAs pays about a
+//! thousand entry copies a change, and the API's calls of thousands about
+//! fifty.
 //!
 //! The owner keeps no copy of its own: its view is the base and the
 //! changes staged since (what the next delta publishes), so a million SAs
@@ -59,14 +61,18 @@ impl Hasher for U32Hasher {
 type Map<V> = HashMap<u32, V, BuildHasherDefault<U32Hasher>>;
 
 /// How many changes the delta over a base of `n` SAs may hold before the
-/// base is rebuilt. Each publication copies the delta (up to T entries) and
-/// each rebuild copies the table (n) once per T changes, so with b changes
-/// per publication a change costs about T/2b + n/T copies: T near
-/// sqrt(n * b) is best. Publications of ~1,000 changes (an IKE daemon's
-/// batches, the API's) into a million SAs give T = 64 * sqrt(n) = 64,000:
-/// about 48 copies a change. Small tables: at least 4,096.
-fn rebuild_at(n: usize) -> usize {
-    (64 * n.isqrt()).max(4096)
+/// base is rebuilt, when publications carry `b` changes on average. Each
+/// publication copies the delta (T/2 entries on average) and each rebuild
+/// copies the table (n) once per T changes, so a change costs about
+/// T/2b + n/T copies: T = sqrt(2 n b) is best. An IKE daemon publishes
+/// every few setups (b of 1-10: the answer that lets a peer use a child SA
+/// waits for its publication), the API in calls of thousands: with a fixed
+/// T tuned for the API (64 sqrt(n)), a million SAs cost 16,000 copies a
+/// change at b = 2 (tern-bench ike's `ternrun` at 400K tunnels spent 15 %
+/// of tern's CPU in publish); with T from b, about 1,000. Small tables: at
+/// least 256.
+fn rebuild_at(n: usize, b: usize) -> usize {
+    (2 * n).saturating_mul(b.max(1)).isqrt().max(256)
 }
 
 /// The SAs sharing one SPI (usually one; outbound SAs' SPIs are the
@@ -256,6 +262,10 @@ pub struct SaDb {
     timed: Map<()>,
     sweep: usize,
     published: Arc<Published<SaTable>>,
+    /// Changes staged since the last publication, and the average per
+    /// publication (scaled by 16, a moving average): `rebuild_at`'s b.
+    staged: usize,
+    per_publish16: usize,
 }
 
 impl Default for SaDb {
@@ -282,6 +292,8 @@ impl SaDb {
             timed: Map::default(),
             sweep: 0,
             published: Arc::new(Published::new(SaTable::default())),
+            staged: 0,
+            per_publish16: 16,
         }
     }
 
@@ -360,6 +372,7 @@ impl SaDb {
         self.spis.insert(sa.spi, BySpi::of(v));
         self.ids.insert(sa.id, Some(sa));
         self.len += 1;
+        self.staged += 1;
     }
 
     /// Stages the removal of an SA.
@@ -371,6 +384,7 @@ impl SaDb {
         v.retain(|o| o.id != id);
         self.spis.insert(spi, BySpi::of(v));
         self.len -= 1;
+        self.staged += 1;
         Ok(())
     }
 
@@ -378,8 +392,11 @@ impl SaDb {
     /// once. Costs O(changes since the base was built); rebuilds the base
     /// (O(SAs)) when those outgrow a quarter of it.
     pub fn publish(&mut self) {
+        // b: a moving average over about 16 publications.
+        self.per_publish16 = self.per_publish16 - self.per_publish16 / 16 + self.staged;
+        self.staged = 0;
         let changed = self.ids.len().max(self.spis.len());
-        if changed > rebuild_at(self.base.by_id.len()) {
+        if changed > rebuild_at(self.base.by_id.len(), self.per_publish16 / 16) {
             self.base = Arc::new(self.merged());
             // New maps: the old ones' capacity (a rebuild's worth of
             // changes) goes.
@@ -433,6 +450,43 @@ impl SaDb {
         let mut v: Vec<SaInfo> = self.iter().map(|sa| info(sa, now)).collect();
         v.sort_unstable_by_key(|i| i.id);
         v
+    }
+
+    /// The counters summed over every SA (what /metrics totals: no list
+    /// and no sort of a million SAs).
+    pub fn totals(&self) -> SaCounters {
+        let mut t = [0u64; 7];
+        for sa in self.iter() {
+            let c = sa.counters();
+            for (x, v) in t.iter_mut().zip([
+                c.packets,
+                c.bytes,
+                c.replay_drops,
+                c.integrity_failures,
+                c.seq_exhausted,
+                c.expired_drops,
+                c.decrypt_errors,
+            ]) {
+                *x = x.wrapping_add(v);
+            }
+        }
+        let [packets, bytes, replay_drops, integrity_failures, seq_exhausted, expired_drops, decrypt_errors] = t;
+        SaCounters { packets, bytes, replay_drops, integrity_failures, seq_exhausted, expired_drops, decrypt_errors }
+    }
+
+    /// The `k` SAs of lowest id, by id: (id, SPI, counters). A selection,
+    /// not a sort of every SA.
+    pub fn first(&self, k: usize) -> Vec<(u32, u32, SaCounters)> {
+        let mut ids: Vec<u32> = self.iter().map(|sa| sa.id).collect();
+        if ids.len() > k {
+            if k == 0 {
+                return Vec::new();
+            }
+            ids.select_nth_unstable(k - 1);
+            ids.truncate(k);
+        }
+        ids.sort_unstable();
+        ids.into_iter().filter_map(|id| self.get(id).map(|sa| (id, sa.spi, sa.counters()))).collect()
     }
 
     /// Checks the lifetimes of every SA that has one at `now` (time counted

@@ -234,3 +234,51 @@ fn one_index_across_rebuilds() {
         assert_eq!(db.list().iter().map(|i| i.id).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
     }
 }
+
+/// An IKE daemon's pattern: one or two changes a publication (the base is
+/// then rebuilt at a bound that follows the publication size), and the
+/// views /metrics takes (the totals, the first SAs by id) agree with a
+/// model.
+#[test]
+fn small_publications_and_the_metrics_views() {
+    let db_workers = 2;
+    let mut db = SaDb::with_workers(db_workers);
+    let reader = db.reader();
+    let mut model = std::collections::BTreeMap::new();
+    for id in 1..=3000u32 {
+        db.add(cfg(id, Cipher::Aes128Gcm, Integ::None)).expect("add");
+        model.insert(id, 0x1000 + id);
+        if id % 5 == 0 {
+            db.del(id - 3).expect("del");
+            model.remove(&(id - 3));
+        }
+        db.publish();
+    }
+    let t = reader.load();
+    assert_eq!(t.len(), model.len());
+    for id in 1..=3000u32 {
+        assert_eq!(t.get(id).map(|s| s.spi), model.get(&id).copied(), "table: id {id}");
+        let by_spi = t.by_spi(0x1000 + id).iter().any(|s| s.id == id);
+        assert_eq!(by_spi, model.contains_key(&id), "spi of id {id}");
+    }
+    // Counters on some SAs, from both workers.
+    let mut want = SaCounters::default();
+    for (i, id) in model.keys().copied().enumerate().filter(|(i, _)| i % 7 == 0) {
+        let c = SaCounters { packets: 1 + i as u64, bytes: 100 * id as u64, replay_drops: 1, ..SaCounters::default() };
+        db.get(id).expect("sa").count((i % 2) as u16, &c);
+        want.packets += c.packets;
+        want.bytes += c.bytes;
+        want.replay_drops += 1;
+    }
+    assert_eq!(db.totals(), want);
+    let first: Vec<(u32, u32, SaCounters)> = db.first(5);
+    let ids: Vec<u32> = model.keys().copied().take(5).collect();
+    assert_eq!(first.iter().map(|f| f.0).collect::<Vec<_>>(), ids);
+    for (id, spi, c) in &first {
+        assert_eq!(*spi, model[id]);
+        assert_eq!(*c, db.get(*id).expect("sa").counters());
+    }
+    assert!(db.first(0).is_empty());
+    assert_eq!(db.first(usize::MAX).len(), model.len());
+    assert_eq!(db.first(usize::MAX).iter().map(|f| f.0).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
+}
