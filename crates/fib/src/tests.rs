@@ -999,3 +999,31 @@ fn many_host_routes_under_one_prefix_match_a_model() {
         assert_eq!(w.connected_interface(IpAddr::V4(Ipv4Addr::from(a))), None);
     }
 }
+
+/// A neighbour's host route follows the connected subnets of its
+/// interface when those are host routes to tunnels: it exists exactly
+/// while some connected prefix of its interface holds its address.
+#[test]
+fn neighbor_route_follows_connected_host_routes() {
+    let (mut w, _r) = fib();
+    let mac = Some([2, 0, 0, 0, 0, 1]);
+    let pool = p("10.128.0.0/22");
+    w.add_route(Source::Connected, pool, RouteTarget::Connected { ifindex: 7 }, A).expect("pool");
+    let (a5, a6) = (ip("10.128.0.5"), ip("10.128.0.6"));
+    w.set_neighbor(100, a5, mac);
+    w.set_neighbor(7, a6, mac);
+    let has = |w: &FibWriter, a: IpAddr| w.route(Source::Neighbor, Prefix::host(a)).is_some();
+    assert!(!has(&w, a5), "no subnet of if 100 holds .5");
+    assert!(has(&w, a6), "the pool on if 7 holds .6");
+    let tgt = RouteTarget::Connected { ifindex: 100 };
+    w.add_route(Source::Static, Prefix::host(a5), tgt.clone(), A).expect("host .5");
+    w.add_route(Source::Static, Prefix::host(a6), tgt, A).expect("host .6");
+    assert!(has(&w, a5), "the host route on if 100 holds .5");
+    assert!(has(&w, a6), "the pool still holds .6 on if 7");
+    w.del_route(Source::Static, Prefix::host(a5)).expect("del .5");
+    assert!(!has(&w, a5));
+    w.del_route(Source::Connected, pool).expect("del pool");
+    assert!(!has(&w, a6), "nothing of if 7 holds .6");
+    w.del_route(Source::Static, Prefix::host(a6)).expect("del .6");
+    assert!(!has(&w, a6));
+}

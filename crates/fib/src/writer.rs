@@ -719,12 +719,12 @@ impl FibWriter {
             res = r;
         }
         if st.conn != st.old_conn {
-            self.connected_changed(p, st.conn);
+            self.connected_changed(p, st.old_conn, st.conn);
         }
         res
     }
 
-    fn connected_changed(&mut self, p: Prefix, conn: Option<u16>) {
+    fn connected_changed(&mut self, p: Prefix, old_conn: Option<u16>, conn: Option<u16>) {
         self.connected.set(p, conn);
         // A host prefix holds one address: a hash probe, not a scan of
         // every gateway (one host route per remote-access client).
@@ -736,7 +736,15 @@ impl FibWriter {
         for (q, s) in affected {
             self.reresolve(q, s);
         }
-        let neighbors: Vec<(u16, IpAddr)> = self.nh.neighbors().filter(|(_, ip)| p.contains(*ip)).collect();
+        // Only `p` changed, from `old_conn` to `conn`: a neighbour's host
+        // route can only come or go on those two interfaces. For a host
+        // prefix that is two hash probes, not a scan of every neighbour.
+        let neighbors: Vec<(u16, IpAddr)> = if p.len() == p.max_len() {
+            let ip = p.addr();
+            [old_conn, conn].into_iter().flatten().filter(|&i| self.nh.has_neighbor(i, ip)).map(|i| (i, ip)).collect()
+        } else {
+            self.nh.neighbors().filter(|(_, ip)| p.contains(*ip)).collect()
+        };
         for (ifindex, ip) in neighbors {
             self.sync_neighbor_route(ifindex, ip, true);
         }
