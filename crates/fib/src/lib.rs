@@ -58,6 +58,7 @@
 #![forbid(unsafe_code)]
 
 mod changes;
+mod connected;
 mod keyhash;
 mod lpm;
 mod nexthop;

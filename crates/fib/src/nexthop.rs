@@ -439,6 +439,11 @@ impl NhAlloc {
         self.neighbors.keys().copied()
     }
 
+    /// True if the neighbour (ifindex, ip) has a MAC recorded.
+    pub(crate) fn has_neighbor(&self, ifindex: u16, ip: IpAddr) -> bool {
+        self.neighbors.contains_key(&(ifindex, ip))
+    }
+
     /// The member ids of a group (empty for a single next hop).
     pub(crate) fn members(&self, id: NhId) -> &[NhId] {
         match self.slots.get(id as usize).and_then(|s| s.key.as_ref()) {

@@ -928,3 +928,102 @@ mod tunnels_against_fresh_lookups {
         }
     }
 }
+
+/// Remote-access clients: many /32 host routes to tunnels under one pool
+/// route, added and removed in a scattered order, against a model of
+/// which address has a host route to which interface. Every address of
+/// the pool (and one past each end) is looked up in the FIB and resolved
+/// through the connected subnets; a gateway route through one client
+/// follows its host route as it comes and goes (the writer's
+/// gateway re-resolution of a host prefix).
+#[test]
+fn many_host_routes_under_one_prefix_match_a_model() {
+    use std::collections::HashMap;
+    use std::net::Ipv4Addr;
+    const POOL_IF: u16 = 7;
+    let (mut w, r) = fib();
+    let base = v4("10.128.0.0");
+    let pool = p("10.128.0.0/22");
+    w.add_route(Source::Connected, pool, RouteTarget::Connected { ifindex: POOL_IF }, A).expect("pool");
+    // A gateway route through client .3 (to be): resolved by the pool now.
+    let gw = IpAddr::V4(Ipv4Addr::from(base + 3));
+    let remote = p("198.51.100.0/24");
+    w.add_route(Source::Static, remote, RouteTarget::Via { gw, ifindex: None }, A).expect("via client");
+    let mut model: HashMap<u32, u16> = HashMap::new();
+    let check = |w: &FibWriter, model: &HashMap<u32, u16>, pool_on: bool| {
+        for a in base.wrapping_sub(1)..=base + 1024 {
+            let want = model.get(&a).copied().or((pool_on && (base..base + 1024).contains(&a)).then_some(POOL_IF));
+            let nh = r.lookup_v4(a);
+            let got = (nh != NH_NONE).then(|| r.nexthop(nh).ifindex);
+            assert_eq!(got, want, "lookup {}", Ipv4Addr::from(a));
+            assert_eq!(w.connected_interface(IpAddr::V4(Ipv4Addr::from(a))), want, "connected {}", Ipv4Addr::from(a));
+        }
+        let via = r.nexthop(r.lookup_v4(v4("198.51.100.1")));
+        assert_eq!(Some(via.ifindex), model.get(&(base + 3)).copied().or(Some(POOL_IF)), "via the client");
+    };
+    // 1000 clients, in the scattered order 1, 1+389, ... (389 is odd, so
+    // i * 389 mod 1024 visits each address once).
+    let order: Vec<u32> = (0..1000u32).map(|i| (1 + i * 389) % 1024).collect();
+    for (k, &off) in order.iter().enumerate() {
+        let ifindex = 100 + (k % 3) as u16;
+        let host = Prefix::host(IpAddr::V4(Ipv4Addr::from(base + off)));
+        w.add_route(Source::Static, host, RouteTarget::Connected { ifindex }, A).expect("host route");
+        model.insert(base + off, ifindex);
+        if k % 250 == 0 {
+            check(&w, &model, true);
+        }
+    }
+    check(&w, &model, true);
+    // Re-adding one to another tunnel moves it.
+    let host = Prefix::host(IpAddr::V4(Ipv4Addr::from(base + order[0])));
+    w.add_route(Source::Static, host, RouteTarget::Connected { ifindex: 200 }, A).expect("move");
+    model.insert(base + order[0], 200);
+    check(&w, &model, true);
+    // Remove every other, in reverse, then the rest.
+    for pass in [0, 1] {
+        for (k, &off) in order.iter().enumerate().rev().filter(|(k, _)| k % 2 == pass) {
+            let host = Prefix::host(IpAddr::V4(Ipv4Addr::from(base + off)));
+            w.del_route(Source::Static, host).expect("del host route");
+            model.remove(&(base + off));
+            if k % 200 == 1 {
+                check(&w, &model, true);
+            }
+        }
+        check(&w, &model, true);
+        assert!(w.del_route(Source::Static, Prefix::host(IpAddr::V4(Ipv4Addr::from(base + order[pass])))).is_err());
+    }
+    assert!(model.is_empty());
+    w.del_route(Source::Connected, pool).expect("del pool");
+    for a in base..base + 1024 {
+        assert_eq!(r.lookup_v4(a), NH_NONE);
+        assert_eq!(w.connected_interface(IpAddr::V4(Ipv4Addr::from(a))), None);
+    }
+}
+
+/// A neighbour's host route follows the connected subnets of its
+/// interface when those are host routes to tunnels: it exists exactly
+/// while some connected prefix of its interface holds its address.
+#[test]
+fn neighbor_route_follows_connected_host_routes() {
+    let (mut w, _r) = fib();
+    let mac = Some([2, 0, 0, 0, 0, 1]);
+    let pool = p("10.128.0.0/22");
+    w.add_route(Source::Connected, pool, RouteTarget::Connected { ifindex: 7 }, A).expect("pool");
+    let (a5, a6) = (ip("10.128.0.5"), ip("10.128.0.6"));
+    w.set_neighbor(100, a5, mac);
+    w.set_neighbor(7, a6, mac);
+    let has = |w: &FibWriter, a: IpAddr| w.route(Source::Neighbor, Prefix::host(a)).is_some();
+    assert!(!has(&w, a5), "no subnet of if 100 holds .5");
+    assert!(has(&w, a6), "the pool on if 7 holds .6");
+    let tgt = RouteTarget::Connected { ifindex: 100 };
+    w.add_route(Source::Static, Prefix::host(a5), tgt.clone(), A).expect("host .5");
+    w.add_route(Source::Static, Prefix::host(a6), tgt, A).expect("host .6");
+    assert!(has(&w, a5), "the host route on if 100 holds .5");
+    assert!(has(&w, a6), "the pool still holds .6 on if 7");
+    w.del_route(Source::Static, Prefix::host(a5)).expect("del .5");
+    assert!(!has(&w, a5));
+    w.del_route(Source::Connected, pool).expect("del pool");
+    assert!(!has(&w, a6), "nothing of if 7 holds .6");
+    w.del_route(Source::Static, Prefix::host(a6)).expect("del .6");
+    assert!(!has(&w, a6));
+}

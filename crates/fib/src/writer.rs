@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rustc_hash::FxBuildHasher;
 
 use crate::changes::FibChanges;
+use crate::connected::Connected;
 use crate::lpm::multibit::Walk;
 use crate::lpm::{V4_TOP, V4Writer, V6_TOP, V6Writer};
 use crate::nexthop::NhAlloc;
@@ -88,8 +89,8 @@ pub struct FibWriter {
     v4: V4Writer,
     v6: V6Writer,
     reclaim: Reclaimer,
-    /// Connected subnets (prefix, ifindex), longest first.
-    connected: Vec<(Prefix, u16)>,
+    /// Connected subnets (prefix -> ifindex), tunnel host routes included.
+    connected: Connected,
     /// Routes whose gateway is resolved through the connected routes, by
     /// gateway, so a connected change re-resolves only those.
     via_deps: HashMap<IpAddr, HashSet<(Prefix, Source), FxBuildHasher>, FxBuildHasher>,
@@ -124,7 +125,7 @@ impl FibWriter {
             v4,
             v6,
             reclaim,
-            connected: Vec::new(),
+            connected: Connected::default(),
             via_deps: HashMap::default(),
             epochs: [0; Source::ALL.len()],
             stats: FibStats::default(),
@@ -718,23 +719,32 @@ impl FibWriter {
             res = r;
         }
         if st.conn != st.old_conn {
-            self.connected_changed(p, st.conn);
+            self.connected_changed(p, st.old_conn, st.conn);
         }
         res
     }
 
-    fn connected_changed(&mut self, p: Prefix, conn: Option<u16>) {
-        self.connected.retain(|(c, _)| *c != p);
-        if let Some(i) = conn {
-            self.connected.push((p, i));
-            self.connected.sort_by_key(|(c, _)| std::cmp::Reverse(c.len()));
-        }
-        let affected: Vec<(Prefix, Source)> =
-            self.via_deps.iter().filter(|(gw, _)| p.contains(**gw)).flat_map(|(_, set)| set.iter().copied()).collect();
+    fn connected_changed(&mut self, p: Prefix, old_conn: Option<u16>, conn: Option<u16>) {
+        self.connected.set(p, conn);
+        // A host prefix holds one address: a hash probe, not a scan of
+        // every gateway (one host route per remote-access client).
+        let affected: Vec<(Prefix, Source)> = if p.len() == p.max_len() {
+            self.via_deps.get(&p.addr()).map(|set| set.iter().copied().collect()).unwrap_or_default()
+        } else {
+            self.via_deps.iter().filter(|(gw, _)| p.contains(**gw)).flat_map(|(_, set)| set.iter().copied()).collect()
+        };
         for (q, s) in affected {
             self.reresolve(q, s);
         }
-        let neighbors: Vec<(u16, IpAddr)> = self.nh.neighbors().filter(|(_, ip)| p.contains(*ip)).collect();
+        // Only `p` changed, from `old_conn` to `conn`: a neighbour's host
+        // route can only come or go on those two interfaces. For a host
+        // prefix that is two hash probes, not a scan of every neighbour.
+        let neighbors: Vec<(u16, IpAddr)> = if p.len() == p.max_len() {
+            let ip = p.addr();
+            [old_conn, conn].into_iter().flatten().filter(|&i| self.nh.has_neighbor(i, ip)).map(|i| (i, ip)).collect()
+        } else {
+            self.nh.neighbors().filter(|(_, ip)| p.contains(*ip)).collect()
+        };
         for (ifindex, ip) in neighbors {
             self.sync_neighbor_route(ifindex, ip, true);
         }
@@ -769,7 +779,7 @@ impl FibWriter {
     fn sync_neighbor_route(&mut self, ifindex: u16, ip: IpAddr, resolved: bool) {
         let host = Prefix::host(ip);
         let target = RouteTarget::Via { gw: ip, ifindex: Some(ifindex) };
-        let want = resolved && self.connected.iter().any(|(c, i)| *i == ifindex && c.contains(ip));
+        let want = resolved && self.connected.on_interface(ip, ifindex);
         let have = self
             .rib
             .get(&host)
@@ -791,7 +801,7 @@ impl FibWriter {
     }
 
     fn conn_lookup(&self, gw: IpAddr) -> Option<u16> {
-        self.connected.iter().find(|(c, _)| c.contains(gw)).map(|(_, i)| *i)
+        self.connected.lookup(gw)
     }
 
     fn resolve_gw(&mut self, gw: IpAddr, ifindex: Option<u16>) -> Result<NhId, FibError> {
