@@ -282,3 +282,49 @@ fn small_publications_and_the_metrics_views() {
     assert_eq!(db.first(usize::MAX).len(), model.len());
     assert_eq!(db.first(usize::MAX).iter().map(|f| f.0).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
 }
+
+/// Time lifetimes come due from a heap of deadlines: each SA's events at
+/// its own time, none for an SA deleted before, and an id used again
+/// keeps only the new SA's lifetimes.
+#[test]
+fn time_lifetimes_come_due_in_order() {
+    use std::time::Duration;
+    let mut db = SaDb::with_workers(1);
+    let t0 = Instant::now();
+    for id in 1..=200u32 {
+        let mut c = cfg(id, Cipher::Aes128Gcm, Integ::None);
+        c.soft.secs = Some(u64::from(id));
+        c.hard.secs = Some(1000 + u64::from(id));
+        db.add(c).expect("add");
+    }
+    db.del(50).expect("del");
+    // Id 60 again, with a longer life than the first one had.
+    db.del(60).expect("del");
+    let mut c = cfg(60, Cipher::Aes128Gcm, Integ::None);
+    c.soft.secs = Some(500);
+    db.add(c).expect("add");
+    db.publish();
+    let soft = |ev: Vec<SaEvent>| -> Vec<u32> {
+        ev.iter().filter(|e| matches!(e.kind, SaEventKind::SoftExpired(Reason::Time))).map(|e| e.id).collect()
+    };
+    assert_eq!(soft(db.poll_events(t0)), Vec::<u32>::new());
+    let got = soft(db.poll_events(t0 + Duration::from_secs(100) + Duration::from_millis(500)));
+    let want: Vec<u32> = (1..=100).filter(|&i| i != 50 && i != 60).collect();
+    assert_eq!(got, want, "the first hundred, less the deleted and the replaced");
+    assert_eq!(
+        soft(db.poll_events(t0 + Duration::from_secs(150) + Duration::from_millis(500))),
+        (101..=150).collect::<Vec<u32>>()
+    );
+    assert_eq!(soft(db.poll_events(t0 + Duration::from_secs(600))), {
+        let mut v: Vec<u32> = (151..=200).collect();
+        v.insert(0, 60);
+        v
+    });
+    let hard: Vec<u32> = db
+        .poll_events(t0 + Duration::from_secs(1300))
+        .iter()
+        .filter(|e| matches!(e.kind, SaEventKind::HardExpired(Reason::Time)))
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(hard, (1..=200).filter(|&i| i != 50 && i != 60).collect::<Vec<u32>>());
+}
