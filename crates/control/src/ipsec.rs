@@ -30,6 +30,9 @@ pub const EVENT_POLL: Duration = Duration::from_secs(1);
 /// cover every SA. A million SAs would be 7 million series.
 pub const METRICS_SA_SERIES: usize = 1000;
 
+/// Up to this many SAs, a change recomputes the metrics at once.
+const METRICS_AT_ONCE: usize = 1_000;
+
 /// What /metrics tells of IPsec, refreshed with the events (once per
 /// [`EVENT_POLL`]).
 #[derive(Clone, Debug, Default)]
@@ -242,7 +245,7 @@ impl Ipsec {
             }
             return Err(format!("ipsec_sa: {e}"));
         }
-        self.db.publish();
+        self.published();
         let mut report = Vec::new();
         for g in &gone {
             self.from_config.remove(&g.id);
@@ -268,7 +271,7 @@ impl Ipsec {
             c.validate().map_err(|e| SaError::InBatch { id: c.id, source: Box::new(e) })?;
         }
         self.db.add_batch(cfgs)?;
-        self.db.publish();
+        self.published();
         log::info!("ipsec: {n} SA(s) added through the API ({} in all)", self.db.len());
         Ok(n)
     }
@@ -288,7 +291,7 @@ impl Ipsec {
             self.db.del(id).map_err(|e| e.to_string())?;
             self.from_config.remove(&id);
         }
-        self.db.publish();
+        self.published();
         log::info!("ipsec: {} SA(s) deleted through the API", ids.len());
         Ok(ids.len())
     }
@@ -309,6 +312,17 @@ impl Ipsec {
     /// What /metrics shows (as of the last poll).
     pub fn metrics(&self) -> &IpsecMetrics {
         &self.metrics
+    }
+
+    /// After a publication: the SAs' metrics follow at once while the
+    /// table is small (a scrape right after start or an API call sees the
+    /// SAs), a large one at the next [`Ipsec::poll`] that is due.
+    fn published(&mut self) {
+        self.db.publish();
+        if self.metrics_on && self.db.len() <= METRICS_AT_ONCE {
+            self.metrics_at = Some(Instant::now());
+            self.refresh_metrics();
+        }
     }
 
     /// Recomputes [`Ipsec::metrics`] now.
