@@ -41,6 +41,11 @@
 # load of ~20, a tern worker waited up to 33 ms (perf sched) and the
 # AF_XDP rings (1024 frames) overflowed: half the frames were lost there
 # (the veths' rx_queue_0_drops), and strongSwan lost two thirds.
+# The layout matters to strongSwan's cost: with each gateway on a CPU of
+# its own (CPU_SINK=1 CPU_B=0) its two charons took 25 k packets per
+# CPU-second at 64 B, on one CPU together 18.7 k; tern about 200-240 k
+# either way (docs/perf/results/ipsec/swan3.txt..swan6.txt), so tern's
+# ratio is ~8x in the one layout and 11-12.7x in the other.
 #
 # CPU-normalised figure: each run also reports the packets delivered per
 # CPU-second of the two gateways: user + system time (/proc/PID/stat
