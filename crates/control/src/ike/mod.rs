@@ -142,7 +142,12 @@ pub struct IkeService {
     counters: Arc<IoCounters>,
     install_failed: u64,
     /// The multipoint tunnels' clients as last published.
-    clients: tern_nodes::state::IpsecClients,
+    /// Made at the first client: `poll` moves the service out of the
+    /// router and back each round, leaving a default in its place, and an
+    /// empty map is 2,048 shard allocations (they, made and freed every
+    /// round, were half of the control thread's CPU while setting up
+    /// tunnels).
+    clients: Option<tern_nodes::state::IpsecClients>,
 }
 
 fn hash_of(x: impl Hash) -> u64 {
@@ -493,8 +498,13 @@ impl IkeService {
             router.set_ipsec_bindings(bindings);
         }
         if clients_changed {
-            router.set_ipsec_clients(self.clients.clone());
+            router.set_ipsec_clients(self.clients().clone());
         }
+    }
+
+    /// The clients of the multipoint tunnels (made at the first use).
+    fn clients(&mut self) -> &mut tern_nodes::state::IpsecClients {
+        self.clients.get_or_insert_with(Default::default)
     }
 
     /// A rekey by the peer whose old child SA is still installed: records
@@ -529,13 +539,13 @@ impl IkeService {
             );
             return None;
         };
-        self.clients.insert_sa(in_id, index, ip);
+        self.clients().insert_sa(in_id, index, ip);
         // A rekey by the client: it keeps the old outbound SA for now.
-        if hold.is_some() && self.clients.client(index, ip).is_some_and(|k| Some(k.sa_out) == hold) {
+        if hold.is_some() && self.clients().client(index, ip).is_some_and(|k| Some(k.sa_out) == hold) {
             return Some((index, ip));
         }
         let client = tern_nodes::state::IpsecClient { sa_out: out_id, remote: c.remote };
-        let moved = self.clients.insert_client(index, ip, client).is_some();
+        let moved = self.clients().insert_client(index, ip, client).is_some();
         if !moved {
             let len = if ip.is_ipv4() { 32 } else { 128 };
             let target = tern_fib::RouteTarget::Connected { ifindex: index };
@@ -563,15 +573,15 @@ impl IkeService {
     /// (not when a rekey moved it on). Whether the map changed.
     fn remove_client(&mut self, router: &mut Router, c: &Child, next_out: Option<u32>) -> bool {
         let Some((index, ip)) = c.vip else { return false };
-        self.clients.remove_sa(c.in_id);
-        let holder = self.clients.client(index, ip).filter(|k| k.sa_out == c.out_id).cloned();
+        self.clients().remove_sa(c.in_id);
+        let holder = self.clients().client(index, ip).filter(|k| k.sa_out == c.out_id).cloned();
         if let (Some(k), Some(out)) = (&holder, next_out) {
             // The peer's rekey is complete: the client moves to its SA.
-            self.clients.insert_client(index, ip, tern_nodes::state::IpsecClient { sa_out: out, remote: k.remote });
+            self.clients().insert_client(index, ip, tern_nodes::state::IpsecClient { sa_out: out, remote: k.remote });
             return true;
         }
         if holder.is_some() {
-            self.clients.remove_client(index, ip);
+            self.clients().remove_client(index, ip);
             let len = if ip.is_ipv4() { 32 } else { 128 };
             if let Err(e) = router.del_route(tern_fib::Source::Ike, tern_fib::Prefix::host(ip)) {
                 log::warn!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
@@ -620,7 +630,7 @@ impl IkeService {
             router.set_ipsec_bindings(bindings);
         }
         if clients_changed {
-            router.set_ipsec_clients(self.clients.clone());
+            router.set_ipsec_clients(self.clients().clone());
         }
         let ids: Vec<u32> = gone
             .iter()
