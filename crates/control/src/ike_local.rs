@@ -76,11 +76,29 @@ impl EngineUdp {
     /// address, remote address, IKE message without the non-ESP marker).
     /// Never blocks.
     pub fn recv(&self, out: &mut Vec<(SocketAddr, SocketAddr, Vec<u8>)>) {
+        self.recv_up_to(out, usize::MAX);
+    }
+
+    /// [`EngineUdp::recv`], at most `max` datagrams.
+    pub fn recv_up_to(&self, out: &mut Vec<(SocketAddr, SocketAddr, Vec<u8>)>, max: usize) {
         let start = out.len();
-        while let Some(d) = self.rx.pop() {
+        while out.len() - start < max
+            && let Some(d) = self.rx.pop()
+        {
             out.push((d.local, d.remote, d.message));
         }
         self.stats.received.fetch_add((out.len() - start) as u64, Ordering::Relaxed);
+    }
+
+    /// Whether a datagram waits.
+    pub fn pending(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    /// The doorbell the workers ring when they queued datagrams: a thread
+    /// that reads the queue parks on it (and is woken through it).
+    pub fn bell(&self) -> &Arc<Doorbell> {
+        &self.bell
     }
 
     /// [`EngineUdp::recv`], first waiting up to `timeout` for a datagram

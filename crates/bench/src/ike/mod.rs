@@ -58,7 +58,6 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 use tern_ike::proposal::{Proposal, Protocol};
 use tern_ike::{AuthConfig, ChildSa, Identity, Ike, Output, PeerConfig, Settings, TrafficSelector};
@@ -417,6 +416,8 @@ struct Gen<'a> {
     sample: Option<Verifier>,
     reservoir: Reservoir,
     last_verify_poll: Instant,
+    /// What `net` reads into.
+    buf: Vec<u8>,
 }
 
 impl Gen<'_> {
@@ -436,7 +437,7 @@ impl Gen<'_> {
         let outs: Vec<Output> = self.ike.drain().collect();
         for o in outs {
             match o {
-                Output::Send { local, remote, data } => self.net.send(local, remote, &data),
+                Output::Send { local, remote, data } => self.net.send(local, remote, data),
                 Output::InstallChild(c) => {
                     self.up += 1;
                     let now = Instant::now();
@@ -463,34 +464,32 @@ impl Gen<'_> {
     fn datagram(&mut self, d: Datagram) {
         match d {
             Datagram::Ike { local, from, msg } => {
-                self.ike.handle(Instant::now(), SystemTime::now(), local, from, &msg);
+                self.ike.handle(Instant::now(), SystemTime::now(), local, from, msg);
                 self.drain();
             }
-            Datagram::Esp { mut esp, .. } => {
+            Datagram::Esp { esp, .. } => {
                 let v = match (&mut self.sample, &mut self.each) {
                     (Some(v), _) | (None, Some(v)) => v,
                     (None, None) => return,
                 };
-                if v.answer(&mut esp) && self.sample.is_none() {
+                if v.answer(esp) && self.sample.is_none() {
                     self.last_counted = Some(Instant::now());
                 }
             }
         }
     }
 
-    /// One turn: wait up to `wait` for datagrams, take them all, run the
-    /// timers.
+    /// One turn: send what is queued, wait up to `wait` for datagrams,
+    /// take up to [`RECV_BATCH`] of them, run the timers.
     fn step(&mut self, wait: Duration) -> Result<(), String> {
-        match self.net.rx.recv_timeout(wait) {
-            Ok(d) => {
+        let mut buf = std::mem::take(&mut self.buf);
+        if self.net.wait(wait) {
+            for _ in 0..RECV_BATCH {
+                let Some(d) = self.net.recv(&mut buf) else { break };
                 self.datagram(d);
-                while let Ok(d) = self.net.rx.try_recv() {
-                    self.datagram(d);
-                }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the sockets' readers stopped".into()),
         }
+        self.buf = buf;
         let now = Instant::now();
         self.ike.poll(now);
         self.drain();
@@ -569,6 +568,7 @@ pub fn initiate(a: &IkeArgs) -> Result<IkeReport, String> {
         sample: None,
         reservoir: Reservoir::new(a.verify_sample),
         last_verify_poll: Instant::now(),
+        buf: net::buffer(),
     };
     let mut marks = Vec::new();
     let mut stopped_by = None;
@@ -672,74 +672,81 @@ pub fn initiate(a: &IkeArgs) -> Result<IkeReport, String> {
     })
 }
 
+/// Datagrams taken in one turn before the engine's timers run and its
+/// answers go out.
+const RECV_BATCH: usize = 64;
+
+/// What the bare responder counted.
+#[derive(Default)]
+struct Responded {
+    up: u64,
+    failed: u64,
+    failures: BTreeMap<String, u64>,
+    first: Option<Instant>,
+    last_up: Option<Instant>,
+}
+
 /// Runs the responder for `--seconds`: the report (the time is from the
-/// first to the last tunnel).
+/// first datagram to the last tunnel).
+///
+/// One thread: the sockets polled together ([`Net::wait`]) until one is
+/// readable or the engine's next deadline, up to [`RECV_BATCH`] datagrams
+/// handed to the engine, its timers run, its answers queued and sent
+/// together at the next wait.
 pub fn respond(a: &IkeArgs) -> Result<IkeReport, String> {
     let mut ike = Ike::new(settings(a));
     ike.set_peers(Instant::now(), vec![peer(a, None)?]);
     let mut net = Net::open(a.local, a.verify)?;
     let mut answerer = a.verify.then(Answerer::default);
-    let (mut up, mut failed, mut failures) = (0u64, 0u64, BTreeMap::<String, u64>::new());
-    let mut last_up = None;
+    let mut buf = net::buffer();
+    let mut r = Responded::default();
     let cpu0 = cpu_time();
     let end = Instant::now() + Duration::from_secs_f64(a.seconds);
-    let mut first: Option<Instant> = None;
-    while Instant::now() < end {
-        match net.rx.recv_timeout(Duration::from_millis(10)) {
-            Ok(Datagram::Ike { local, from, msg }) => {
-                first.get_or_insert_with(Instant::now);
-                ike.handle(Instant::now(), SystemTime::now(), local, from, &msg);
-            }
-            Ok(Datagram::Esp { mut esp, .. }) => {
-                if let Some(ans) = &mut answerer {
-                    ans.answer(&mut net, &mut esp);
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        let wait = ike.next_deadline().map_or(Duration::from_millis(100), |d| d.saturating_duration_since(now));
+        if net.wait(wait.min(end - now).min(Duration::from_millis(100))) {
+            for _ in 0..RECV_BATCH {
+                match net.recv(&mut buf) {
+                    None => break,
+                    Some(Datagram::Ike { local, from, msg }) => {
+                        let now = Instant::now();
+                        r.first.get_or_insert(now);
+                        ike.handle(now, SystemTime::now(), local, from, msg);
+                    }
+                    Some(Datagram::Esp { esp, .. }) => {
+                        if let Some(ans) = &mut answerer {
+                            ans.answer(&mut net, esp);
+                        }
+                    }
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("the sockets' readers stopped".into()),
         }
         ike.poll(Instant::now());
-        let outs: Vec<Output> = ike.drain().collect();
-        for o in outs {
-            match o {
-                Output::Send { local, remote, data } => net.send(local, remote, &data),
-                Output::InstallChild(c) => {
-                    up += 1;
-                    last_up = Some(Instant::now());
-                    if let Some(ans) = &mut answerer
-                        && let Err(e) = ans.install(&c)
-                    {
-                        *failures.entry(format!("install: {e}")).or_default() += 1;
-                    }
-                }
-                Output::DeleteChild { inbound_spi, .. } => {
-                    if let Some(ans) = &mut answerer {
-                        ans.remove(inbound_spi);
-                    }
-                }
-                Output::IkeSaDown { reason, .. } if !reason.contains("delete") => {
-                    failed += 1;
-                    *failures.entry(reason).or_default() += 1;
-                }
-                _ => {}
-            }
+        for o in ike.drain() {
+            responder_output(o, &mut net, &mut answerer, &mut r);
         }
     }
+    net.flush();
     let cpu = cpu_time().saturating_sub(cpu0);
-    let secs = match (first, last_up) {
+    let secs = match (r.first, r.last_up) {
         (Some(f), Some(l)) => (l - f).as_secs_f64(),
         _ => 0.0,
     };
     let st = ike.stats();
     let (esp_answered, esp_dropped) = answerer.map_or((0, 0), |a| (a.answered, a.dropped));
+    let up = r.up;
     Ok(IkeReport {
         mode: "responder",
         auth: a.auth.clone(),
         proposal: a.proposal.clone(),
         tunnels: up,
         established: up,
-        failed,
-        failures,
+        failed: r.failed,
+        failures: r.failures,
         seconds: secs,
         setups_per_sec: if secs > 0.0 { up as f64 / secs } else { 0.0 },
         ike_setups_per_sec: if secs > 0.0 { up as f64 / secs } else { 0.0 },
@@ -751,6 +758,32 @@ pub fn respond(a: &IkeArgs) -> Result<IkeReport, String> {
         esp_dropped,
         ..IkeReport::default()
     })
+}
+
+/// One of the responder engine's outputs.
+fn responder_output(o: Output, net: &mut Net, answerer: &mut Option<Answerer>, r: &mut Responded) {
+    match o {
+        Output::Send { local, remote, data } => net.send(local, remote, data),
+        Output::InstallChild(c) => {
+            r.up += 1;
+            r.last_up = Some(Instant::now());
+            if let Some(ans) = answerer
+                && let Err(e) = ans.install(&c)
+            {
+                *r.failures.entry(format!("install: {e}")).or_default() += 1;
+            }
+        }
+        Output::DeleteChild { inbound_spi, .. } => {
+            if let Some(ans) = answerer {
+                ans.remove(inbound_spi);
+            }
+        }
+        Output::IkeSaDown { reason, .. } if !reason.contains("delete") => {
+            r.failed += 1;
+            *r.failures.entry(reason).or_default() += 1;
+        }
+        _ => {}
+    }
 }
 
 /// `tern-bench ike`: runs and prints.

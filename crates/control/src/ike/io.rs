@@ -1,14 +1,16 @@
 //! How IKE's datagrams come and go: kernel UDP sockets on 500 and 4500
 //! of each `[[ike]]` local address (Linux mode, where the kernel owns the
 //! router's addresses), or the engine's queues (`crate::ike_local`,
-//! standalone mode). Either is a [`Transport`]: a receiving loop that
-//! hands each IKE message (non-ESP marker stripped) to a callback, and a
-//! `send` that adds the marker on 4500.
+//! standalone mode). Either is read by the shards themselves
+//! ([`super::shard`]): `read` takes what waits without blocking (IKE
+//! messages, the non-ESP marker stripped), and either is a [`Transport`],
+//! whose `send` adds the marker on 4500.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// IKE's two ports (RFC 7296 2, RFC 3948).
@@ -30,6 +32,8 @@ pub struct IoCounters {
     pub keepalives: AtomicU64,
     /// Shorter than an IKE header.
     pub runts: AtomicU64,
+    /// Datagrams a shard read for another (handed over through its inbox).
+    pub forwarded: AtomicU64,
 }
 
 /// One received IKE message.
@@ -65,10 +69,13 @@ pub fn ike_payload(local_port: u16, d: &[u8], c: &IoCounters) -> Option<std::ops
     Some(start..d.len())
 }
 
-/// Kernel sockets: one per (address, port), each read by a thread of its
-/// own (there are two per `[[ike]]` local address).
+/// Kernel sockets: one per (address, port), read by every shard (one
+/// poll(2) on all of them and the shard's eventfd, then `MSG_DONTWAIT`
+/// reads).
 pub struct KernelUdp {
     sockets: HashMap<SocketAddr, Arc<UdpSocket>>,
+    /// The same, in a fixed order, for poll(2).
+    order: Vec<(SocketAddr, Arc<UdpSocket>)>,
     counters: Arc<IoCounters>,
 }
 
@@ -78,49 +85,55 @@ impl KernelUdp {
     /// it may come with the interface later).
     pub fn bind(locals: &[std::net::IpAddr], counters: Arc<IoCounters>) -> Result<KernelUdp, String> {
         let mut sockets = HashMap::new();
+        let mut order = Vec::new();
         for &ip in locals {
             for port in [IKE_PORT, NAT_T_PORT] {
                 let at = SocketAddr::new(ip, port);
                 if sockets.contains_key(&at) {
                     continue;
                 }
-                let s = bind_one(at).map_err(|e| format!("IKE: cannot bind UDP {at}: {e}"))?;
-                sockets.insert(at, Arc::new(s));
+                let s = Arc::new(bind_one(at).map_err(|e| format!("IKE: cannot bind UDP {at}: {e}"))?);
+                order.push((at, Arc::clone(&s)));
+                sockets.insert(at, s);
             }
         }
-        Ok(KernelUdp { sockets, counters })
+        Ok(KernelUdp { sockets, order, counters })
     }
 
-    /// Starts a reading thread per socket; each hands what it reads to
-    /// `deliver` until `stop`.
-    pub fn spawn_readers(
-        &self,
-        stop: &Arc<AtomicBool>,
-        deliver: Arc<dyn Fn(Datagram) + Send + Sync>,
-    ) -> Vec<std::thread::JoinHandle<()>> {
-        let mut threads = Vec::new();
-        for (&local, sock) in &self.sockets {
-            let (sock, stop, deliver, c) =
-                (Arc::clone(sock), Arc::clone(stop), Arc::clone(&deliver), Arc::clone(&self.counters));
-            let t = std::thread::Builder::new().name(format!("ike-udp-{}", local.port())).spawn(move || {
-                // The stop flag is seen within this.
-                let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
-                let mut buf = vec![0u8; 65536];
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok((n, remote)) = sock.recv_from(&mut buf) else { continue };
-                    let d = &buf[..n];
-                    if let Some(r) = ike_payload(local.port(), d, &c) {
-                        c.received.fetch_add(1, Ordering::Relaxed);
-                        deliver((local, remote, d[r].to_vec()));
-                    }
+    /// Parks until a socket or `event` is readable, or `timeout`.
+    pub fn wait(&self, event: Option<&OwnedFd>, timeout: Duration) {
+        use rustix::event::{PollFd, PollFlags};
+        let mut fds: Vec<PollFd<'_>> = self.order.iter().map(|(_, s)| PollFd::new(&**s, PollFlags::IN)).collect();
+        if let Some(e) = event {
+            fds.push(PollFd::new(e, PollFlags::IN));
+        }
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        // EINTR: the caller's loop comes round again.
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
+    }
+
+    /// Appends the IKE messages waiting on the sockets, up to `max`,
+    /// without blocking, read through `buf` (64 KiB holds any); the rest
+    /// is counted ([`ike_payload`]).
+    pub fn read(&self, out: &mut Vec<Datagram>, max: usize, buf: &mut [u8]) {
+        let start = out.len();
+        for (local, sock) in &self.order {
+            while out.len() - start < max {
+                let Ok((n, _, from)) = rustix::net::recvfrom(&**sock, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
+                else {
+                    break;
+                };
+                let Some(remote) = from.and_then(|a| SocketAddr::try_from(a).ok()) else { continue };
+                let d = &buf[..n.min(buf.len())];
+                if let Some(r) = ike_payload(local.port(), d, &self.counters) {
+                    self.counters.received.fetch_add(1, Ordering::Relaxed);
+                    out.push((*local, remote, d[r].to_vec()));
                 }
-            });
-            match t {
-                Ok(t) => threads.push(t),
-                Err(e) => log::error!("IKE: cannot start the reader of {local}: {e}"),
             }
         }
-        threads
     }
 }
 
@@ -191,28 +204,28 @@ impl Transport for EngineTransport {
 }
 
 impl EngineTransport {
-    /// The reading thread: what the engine queued, to `deliver`, until
-    /// `stop`.
-    pub fn spawn_reader(
-        &self,
-        stop: &Arc<AtomicBool>,
-        deliver: Arc<dyn Fn(Datagram) + Send + Sync>,
-    ) -> std::io::Result<std::thread::JoinHandle<()>> {
-        let (udp, stop, c) = (self.udp.clone(), Arc::clone(stop), Arc::clone(&self.counters));
-        std::thread::Builder::new().name("ike-engine-udp".into()).spawn(move || {
-            let mut out = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                udp.recv_timeout(&mut out, Duration::from_millis(100));
-                for (local, remote, m) in out.drain(..) {
-                    if m.len() < tern_ike::wire::HEADER_LEN {
-                        c.runts.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    c.received.fetch_add(1, Ordering::Relaxed);
-                    deliver((local, remote, m));
-                }
+    /// Whether a datagram waits in the engine's queue.
+    pub fn pending(&self) -> bool {
+        self.udp.pending()
+    }
+
+    /// Appends what the engine queued, up to `max`, without blocking;
+    /// runts counted and dropped.
+    pub fn read(&self, out: &mut Vec<Datagram>, max: usize) {
+        let start = out.len();
+        self.udp.recv_up_to(out, max);
+        let c = &self.counters;
+        let mut k = start;
+        for i in start..out.len() {
+            if out[i].2.len() < tern_ike::wire::HEADER_LEN {
+                c.runts.fetch_add(1, Ordering::Relaxed);
+                continue;
             }
-        })
+            out.swap(k, i);
+            k += 1;
+        }
+        out.truncate(k);
+        c.received.fetch_add((k - start) as u64, Ordering::Relaxed);
     }
 }
 

@@ -3,10 +3,12 @@
 //!
 //! - **Threads.** `[ike_service] threads` engines (`tern_ike::Ike`, one
 //!   per thread, shard `i` of `n`: the SPIs an engine picks are `i` mod
-//!   `n`), each fed by a channel ([`shard`]). A datagram goes to the shard
-//!   `Ike::shard_of` names, a new IKE_SA_INIT to one chosen by a hash of
-//!   its source. A peer with `start` is initiated by one shard (by a hash
-//!   of its name), the others know it as a responder.
+//!   `n`), each reading the datagrams itself and taking commands from an
+//!   inbox ([`shard`]). A datagram goes to the shard `Ike::shard_of`
+//!   names, a new IKE_SA_INIT to one chosen by a hash of its source (the
+//!   shard that read it hands it over when it is another's). A peer with
+//!   `start` is initiated by one shard (by a hash of its name), the
+//!   others know it as a responder.
 //! - **Datagrams** ([`io`]): in Linux mode kernel UDP sockets on 500 and
 //!   4500 of each `[[ike]]` local address (the non-ESP marker stripped
 //!   and added on 4500; ESP there is the engine's, the kernel's copy is
@@ -18,7 +20,11 @@
 //!   publication), both directions, with SA ids from
 //!   [`crate::config::IKE_SA_ID_BASE`] up; the peer's tunnel is then
 //!   bound (sa_out the new outbound SA, sa_in the current ones and the new
-//!   inbound) in one interface-table publication. A delete unbinds, then
+//!   inbound) in one interface-table publication. The log says each IKE SA
+//!   up and down at info (peer, id, address, reason); what was installed
+//!   or removed for it is at debug (a log line is a write(2) to stderr, and
+//!   three a tunnel cost more than a tenth of a setup at a thousand
+//!   tunnels a second). A delete unbinds, then
 //!   removes. When the peer rekeyed (`ChildSa::replaces`), sa_out stays
 //!   on the old SA until the peer deletes it (the peer takes the new
 //!   inbound SA only once it has our answer; a packet on it before that
@@ -46,12 +52,12 @@ pub mod shard;
 use crate::config::{IKE_SA_ID_BASE, IfacePlanKind, IkePlan};
 use crate::router::Router;
 use io::{IoCounters, Transport};
-use shard::{Cmd, Event, Shard};
+use shard::{Cmd, Event, Inbox, Input, Shard, Waker};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tern_ike::{ChildSa, IkeSaInfo, IkeStats, Output};
@@ -75,10 +81,9 @@ struct Child {
 }
 
 struct Running {
-    shards: Vec<Sender<Cmd>>,
+    shards: Arc<Vec<Arc<Inbox>>>,
     stats: Vec<Arc<Mutex<IkeStats>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
     events: Receiver<Event>,
     threads_n: u32,
     locals: Vec<IpAddr>,
@@ -95,13 +100,11 @@ impl Running {
 }
 
 /// The threads end with the service, also when the router is dropped
-/// without `shutdown` (the readers hold the shards' channels: they are
-/// stopped by the flag).
+/// without `shutdown`.
 impl Drop for Running {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for s in &self.shards {
-            let _ = s.send(Cmd::Stop);
+        for s in self.shards.iter() {
+            s.send(Cmd::Stop);
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -139,7 +142,12 @@ pub struct IkeService {
     counters: Arc<IoCounters>,
     install_failed: u64,
     /// The multipoint tunnels' clients as last published.
-    clients: tern_nodes::state::IpsecClients,
+    /// Made at the first client: `poll` moves the service out of the
+    /// router and back each round, leaving a default in its place, and an
+    /// empty map is 2,048 shard allocations (they, made and freed every
+    /// round, were half of the control thread's CPU while setting up
+    /// tunnels).
+    clients: Option<tern_nodes::state::IpsecClients>,
 }
 
 fn hash_of(x: impl Hash) -> u64 {
@@ -213,7 +221,7 @@ impl IkeService {
                         c
                     })
                     .collect();
-                let _ = s.send(Cmd::SetPeers(peers));
+                s.send(Cmd::SetPeers(peers));
             }
             log::info!("ike: {} peer(s) configured on {n} thread(s)", plan.peers.len());
         }
@@ -234,49 +242,59 @@ impl IkeService {
         linux: bool,
     ) -> Result<Running, String> {
         let n = plan.service.threads.max(1);
-        let stop = Arc::new(AtomicBool::new(false));
         let (ev_tx, ev_rx) = mpsc::channel();
-        let mut shard_tx = Vec::new();
-        let mut shard_rx = Vec::new();
+        // Where the shards read and what wakes them: the kernel's sockets
+        // and an eventfd each, or the engine's queue and its doorbell.
+        let kernel =
+            if linux { Some(Arc::new(io::KernelUdp::bind(&locals, Arc::clone(&self.counters))?)) } else { None };
+        let engine = io::EngineTransport { udp: router.engine_udp(), counters: Arc::clone(&self.counters) };
+        let mut events_fds = Vec::new();
+        let mut inboxes = Vec::new();
         for _ in 0..n {
-            let (tx, rx) = mpsc::channel();
-            shard_tx.push(tx);
-            shard_rx.push(rx);
+            let waker = if linux {
+                let fd = rustix::event::eventfd(
+                    0,
+                    rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+                )
+                .map_err(|e| format!("IKE: eventfd: {e}"))?;
+                let fd = Arc::new(fd);
+                events_fds.push(Arc::clone(&fd));
+                Waker::EventFd(fd)
+            } else {
+                Waker::Bell(Arc::clone(engine.udp.bell()))
+            };
+            inboxes.push(Arc::new(Inbox::new(waker)));
         }
-        let deliver: Arc<dyn Fn(io::Datagram) + Send + Sync> = {
-            let shards = shard_tx.clone();
-            Arc::new(move |(local, remote, data): io::Datagram| {
-                let i = tern_ike::Ike::shard_of(&data, n).unwrap_or_else(|| (hash_of(remote) % u64::from(n)) as u32);
-                if let Some(s) = shards.get(i as usize) {
-                    let _ = s.send(Cmd::Datagram(local, remote, data));
-                }
-            })
+        let inboxes = Arc::new(inboxes);
+        let transport: Arc<dyn Transport> = match &kernel {
+            Some(k) => Arc::clone(k) as Arc<dyn Transport>,
+            None => Arc::new(io::EngineTransport { udp: engine.udp.clone(), counters: Arc::clone(&self.counters) }),
         };
         let mut threads = Vec::new();
-        let transport: Arc<dyn Transport> = if linux {
-            let k = io::KernelUdp::bind(&locals, Arc::clone(&self.counters))?;
-            threads.extend(k.spawn_readers(&stop, deliver));
-            Arc::new(k)
-        } else {
-            let t = io::EngineTransport { udp: router.engine_udp(), counters: Arc::clone(&self.counters) };
-            threads.push(t.spawn_reader(&stop, deliver).map_err(|e| format!("cannot start a thread: {e}"))?);
-            Arc::new(t)
-        };
         let mut stats = Vec::new();
-        for (i, rx) in shard_rx.into_iter().enumerate() {
+        for i in 0..n {
             let st = Arc::new(Mutex::new(IkeStats::default()));
             stats.push(Arc::clone(&st));
+            let input = match &kernel {
+                Some(k) => Input::Kernel { udp: Arc::clone(k), event: Arc::clone(&events_fds[i as usize]) },
+                None => {
+                    Input::Engine(io::EngineTransport { udp: engine.udp.clone(), counters: Arc::clone(&self.counters) })
+                }
+            };
             let s = Shard {
-                id: i as u32,
-                ike: tern_ike::Ike::new(plan.service.settings(i as u32)),
-                rx,
+                id: i,
+                ike: tern_ike::Ike::new(plan.service.settings(i)),
+                input,
+                inboxes: Arc::clone(&inboxes),
                 events: ev_tx.clone(),
                 transport: Arc::clone(&transport),
+                counters: Arc::clone(&self.counters),
                 stats: st,
                 wake: {
                     let bell = router.bell();
                     Arc::new(move || bell.ring())
                 },
+                buf: Vec::new(),
             };
             let t = std::thread::Builder::new()
                 .name(format!("ike-{i}"))
@@ -292,7 +310,7 @@ impl IkeService {
         }
         let how = if linux { "kernel sockets" } else { "the engine" };
         log::info!("ike: started, {n} thread(s), UDP 500/4500 of {locals:?} through {how}");
-        Ok(Running { shards: shard_tx, stats, threads, stop, events: ev_rx, threads_n: n, locals, linux, transport })
+        Ok(Running { shards: inboxes, stats, threads, events: ev_rx, threads_n: n, locals, linux, transport })
     }
 
     /// Stops the threads and removes every SA they installed.
@@ -381,13 +399,14 @@ impl IkeService {
             cfgs.push(o);
             made.push((shard, c, in_id, out_id));
         }
-        if let Err(e) = router.ipsec_mut().add(cfgs.clone()) {
+        if let Err(e) = router.ipsec_mut().add(cfgs) {
             // One bad SA (an SPI taken) must not cost the others theirs:
             // one by one, each pair in its own publication.
             log::warn!("ike: installing {} child SA(s) at once failed ({e}); one by one", made.len());
             let mut ok = Vec::new();
-            for ((shard, c, in_id, out_id), pair) in made.into_iter().zip(cfgs.chunks(2)) {
-                match router.ipsec_mut().add(pair.to_vec()) {
+            for (shard, c, in_id, out_id) in made {
+                let (i, o) = sa_configs(&c, in_id, out_id);
+                match router.ipsec_mut().add(vec![i, o]) {
                     Ok(_) => ok.push((shard, c, in_id, out_id)),
                     Err(e) => {
                         self.install_failed += 1;
@@ -462,7 +481,7 @@ impl IkeService {
                     }
                 }
             }
-            log::info!(
+            log::debug!(
                 "ike {}: child SA {} installed as SAs {in_id} (in, SPI {:#x}) and {out_id} (out, SPI {:#x}){}",
                 c.peer,
                 c.id,
@@ -479,8 +498,13 @@ impl IkeService {
             router.set_ipsec_bindings(bindings);
         }
         if clients_changed {
-            router.set_ipsec_clients(self.clients.clone());
+            router.set_ipsec_clients(self.clients().clone());
         }
+    }
+
+    /// The clients of the multipoint tunnels (made at the first use).
+    fn clients(&mut self) -> &mut tern_nodes::state::IpsecClients {
+        self.clients.get_or_insert_with(Default::default)
     }
 
     /// A rekey by the peer whose old child SA is still installed: records
@@ -515,13 +539,13 @@ impl IkeService {
             );
             return None;
         };
-        self.clients.insert_sa(in_id, index, ip);
+        self.clients().insert_sa(in_id, index, ip);
         // A rekey by the client: it keeps the old outbound SA for now.
-        if hold.is_some() && self.clients.client(index, ip).is_some_and(|k| Some(k.sa_out) == hold) {
+        if hold.is_some() && self.clients().client(index, ip).is_some_and(|k| Some(k.sa_out) == hold) {
             return Some((index, ip));
         }
         let client = tern_nodes::state::IpsecClient { sa_out: out_id, remote: c.remote };
-        let moved = self.clients.insert_client(index, ip, client).is_some();
+        let moved = self.clients().insert_client(index, ip, client).is_some();
         if !moved {
             let len = if ip.is_ipv4() { 32 } else { 128 };
             let target = tern_fib::RouteTarget::Connected { ifindex: index };
@@ -534,7 +558,7 @@ impl IkeService {
                 log::error!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
             }
         }
-        log::info!(
+        log::debug!(
             "ike {}: client {ip} at {} on {}{}",
             c.peer,
             c.remote,
@@ -549,20 +573,20 @@ impl IkeService {
     /// (not when a rekey moved it on). Whether the map changed.
     fn remove_client(&mut self, router: &mut Router, c: &Child, next_out: Option<u32>) -> bool {
         let Some((index, ip)) = c.vip else { return false };
-        self.clients.remove_sa(c.in_id);
-        let holder = self.clients.client(index, ip).filter(|k| k.sa_out == c.out_id).cloned();
+        self.clients().remove_sa(c.in_id);
+        let holder = self.clients().client(index, ip).filter(|k| k.sa_out == c.out_id).cloned();
         if let (Some(k), Some(out)) = (&holder, next_out) {
             // The peer's rekey is complete: the client moves to its SA.
-            self.clients.insert_client(index, ip, tern_nodes::state::IpsecClient { sa_out: out, remote: k.remote });
+            self.clients().insert_client(index, ip, tern_nodes::state::IpsecClient { sa_out: out, remote: k.remote });
             return true;
         }
         if holder.is_some() {
-            self.clients.remove_client(index, ip);
+            self.clients().remove_client(index, ip);
             let len = if ip.is_ipv4() { 32 } else { 128 };
             if let Err(e) = router.del_route(tern_fib::Source::Ike, tern_fib::Prefix::host(ip)) {
                 log::warn!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
             }
-            log::info!("ike {}: client {ip} gone", c.peer);
+            log::debug!("ike {}: client {ip} gone", c.peer);
         }
         true
     }
@@ -606,7 +630,7 @@ impl IkeService {
             router.set_ipsec_bindings(bindings);
         }
         if clients_changed {
-            router.set_ipsec_clients(self.clients.clone());
+            router.set_ipsec_clients(self.clients().clone());
         }
         let ids: Vec<u32> = gone
             .iter()
@@ -616,7 +640,7 @@ impl IkeService {
         for (_, c) in &gone {
             self.by_sa.remove(&c.in_id);
             self.by_sa.remove(&c.out_id);
-            log::info!("ike {}: child SA removed (SAs {} and {})", c.peer, c.in_id, c.out_id);
+            log::debug!("ike {}: child SA removed (SAs {} and {})", c.peer, c.in_id, c.out_id);
         }
         if !ids.is_empty()
             && let Err(e) = router.ipsec_mut().del(&ids, |_| None)
@@ -637,7 +661,7 @@ impl IkeService {
                 SaEventKind::HardExpired(_) | SaEventKind::SeqExhausted => true,
             };
             if let Some(s) = r.shards.get(shard as usize) {
-                let _ = s.send(Cmd::ChildExpired { inbound_spi: c.in_spi, hard });
+                s.send(Cmd::ChildExpired { inbound_spi: c.in_spi, hard });
                 did = true;
             }
         }
@@ -658,11 +682,10 @@ impl IkeService {
     pub fn sas(&self) -> Vec<IkeSaInfo> {
         let Some(r) = &self.running else { return Vec::new() };
         let mut waits = Vec::new();
-        for s in &r.shards {
+        for s in r.shards.iter() {
             let (tx, rx) = mpsc::channel();
-            if s.send(Cmd::Show(tx)).is_ok() {
-                waits.push(rx);
-            }
+            s.send(Cmd::Show(tx));
+            waits.push(rx);
         }
         let mut out = Vec::new();
         for (shard, rx) in waits.into_iter().enumerate() {
@@ -682,7 +705,7 @@ impl IkeService {
         let r = self.running.as_ref().ok_or("IKE is not running (no [[ike]] peers)")?;
         let shard = owner(peer, r.threads_n);
         let (tx, rx) = mpsc::channel();
-        r.shards[shard as usize].send(Cmd::Initiate(peer.to_string(), tx)).map_err(|_| "the IKE thread is gone")?;
+        r.shards.get(shard as usize).ok_or("no such IKE thread")?.send(Cmd::Initiate(peer.to_string(), tx));
         let id = rx.recv_timeout(Duration::from_secs(5)).map_err(|_| "the IKE thread did not answer")??;
         Ok(global_id(id, shard, r.threads_n))
     }
@@ -700,9 +723,7 @@ impl IkeService {
                 None => None,
             };
             let (tx, rx) = mpsc::channel();
-            if s.send(Cmd::Terminate(peer.to_string(), local, tx)).is_err() {
-                continue;
-            }
+            s.send(Cmd::Terminate(peer.to_string(), local, tx));
             match rx.recv_timeout(Duration::from_secs(5)) {
                 Ok(Ok(k)) => total += k,
                 Ok(Err(e)) => last_err = Some(e),
