@@ -19,59 +19,13 @@
 //! 128), +176 once it received (replay window of 1024). CBC + HMAC-SHA1:
 //! 275 idle, +1,948 once expanded.
 
-// The counting allocator is the one unsafe thing here: GlobalAlloc is an
-// unsafe trait.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 use tern_ipsec::*;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded to the system allocator with the same
-// layout and pointer; the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for alloc.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for dealloc; `new_size` is the caller's, unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tern_alloc_count::Counting = tern_alloc_count::Counting;
 
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
-
-fn rss_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = s.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
-    pages * 4096
-}
+use tern_alloc_count::{live, rss_bytes};
 
 fn config(i: u32, cipher: Cipher, integ: Integ) -> SaConfig {
     SaConfig {
