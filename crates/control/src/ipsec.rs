@@ -59,6 +59,9 @@ pub struct Ipsec {
     metrics_on: bool,
     /// When the metrics were last refreshed.
     metrics_at: Option<Instant>,
+    /// Whether a publication happened since the last [`Ipsec::poll`] (if
+    /// not, the database's spare base is dropped: see `SaDb::drop_spare`).
+    changed: bool,
 }
 
 /// How often /metrics' IPsec figures are refreshed: once per
@@ -184,6 +187,7 @@ impl Ipsec {
             metrics: IpsecMetrics::default(),
             metrics_on: true,
             metrics_at: None,
+            changed: false,
         }
     }
 
@@ -300,6 +304,11 @@ impl Ipsec {
         self.db.info(id)
     }
 
+    /// Whether SA `id` is installed (cheaper than [`Ipsec::info`]).
+    pub fn contains(&self, id: u32) -> bool {
+        self.db.get(id).is_some()
+    }
+
     pub fn list(&self) -> Vec<SaInfo> {
         self.db.list()
     }
@@ -319,6 +328,7 @@ impl Ipsec {
     /// SAs), a large one at the next [`Ipsec::poll`] that is due.
     fn published(&mut self) {
         self.db.publish();
+        self.changed = true;
         if self.metrics_on && self.db.len() <= METRICS_AT_ONCE {
             self.metrics_at = Some(Instant::now());
             self.refresh_metrics();
@@ -353,6 +363,11 @@ impl Ipsec {
             return 0;
         }
         self.last_poll = Some(now);
+        // A second without changes: the spare copy of the SA indexes goes
+        // (about 70 bytes an SA), the next change rebuilds it once.
+        if !std::mem::take(&mut self.changed) {
+            self.db.drop_spare();
+        }
         if self.metrics_on
             && self.metrics_at.is_none_or(|t| now.saturating_duration_since(t) >= metrics_interval(self.len()))
         {

@@ -15,49 +15,11 @@
 //! (connected.rs), added / removed: 100K 0.04 / 0.02 s, 300K 0.21 /
 //! 0.09 s, 1M 0.54 / 0.34 s; 1M /128 1.1 / 0.3 s.
 
-// The counting allocator is the one unsafe thing here: GlobalAlloc is an
-// unsafe trait.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use tern_fib::{FibConfig, Prefix, RouteAttrs, RouteTarget, Source};
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded to the system allocator with the same
-// layout and pointer; the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for alloc.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for dealloc; `new_size` is the caller's, unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tern_alloc_count::Counting = tern_alloc_count::Counting;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -70,7 +32,7 @@ fn main() {
         .expect("pool route");
     // Changes are drained as the router does after each batch.
     let _ = w.take_changes();
-    let base = LIVE.load(Ordering::Relaxed);
+    let base = tern_alloc_count::live();
     let t = std::time::Instant::now();
     let addr = |i: u32| -> IpAddr {
         if v6 {
@@ -96,7 +58,7 @@ fn main() {
     }
     let _ = w.take_changes();
     let added = t.elapsed().as_secs_f64();
-    let heap = LIVE.load(Ordering::Relaxed) - base;
+    let heap = tern_alloc_count::live() - base;
     let probe = addr(n / 2);
     let nh = match probe {
         IpAddr::V4(a) => r.nexthop(r.lookup_v4(u32::from(a))),

@@ -34,64 +34,23 @@
 //! responder SA at 1M (967 at 100K), 2,338 for both engines while the
 //! answers are cached; IkeSa 528 bytes, IkeKeys 152; 11,461 setups/s.
 
-// The counting allocator is the one unsafe thing here: GlobalAlloc is an
-// unsafe trait.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
+use tern_alloc_count::{live, rss_bytes as rss};
 use tern_ike::Ike;
 use tern_ike::config::{AuthConfig, Identity, PeerConfig, Settings};
 use tern_ike::output::Output;
 use tern_ike::proposal::{Proposal, Protocol};
 use zeroize::Zeroizing;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded to the system allocator with the same
-// layout and pointer; the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for dealloc; `new_size` is the caller's, unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tern_alloc_count::Counting = tern_alloc_count::Counting;
 
 /// This thread's CPU time (the first field of schedstat: ns on a CPU), so
 /// time the thread waited for a CPU shared with other work is not counted.
 fn cpu() -> Duration {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
     Duration::from_nanos(s.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0))
-}
-
-/// Resident set size in bytes (/proc/self/statm, 4 KiB pages).
-fn rss() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    s.split_whitespace().nth(1).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) * 4096
-}
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
 }
 
 fn peer(name: &str, local: &str, remote: Option<&str>, id: &str, remote_id: Option<&str>, ecdsa: bool) -> PeerConfig {

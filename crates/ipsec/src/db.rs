@@ -11,12 +11,24 @@
 //! shared *base* (an `Arc`, the same for many publications) and a *delta*
 //! of the ids and SPIs changed since the base was built (a removal is an
 //! entry saying "none"), asked first. A publish copies only the delta, so
-//! it costs O(changes since the base), not O(SAs). When the delta outgrows
-//! a bound the base is rebuilt (O(SAs)); the bound follows the changes a
-//! publication carries (`rebuild_at`: sqrt(2 x SAs x changes)), so an IKE
-//! daemon publishing every few setups into a million SAs pays about a
-//! thousand entry copies a change, and the API's calls of thousands about
-//! fifty.
+//! it costs O(changes since the base), not O(SAs).
+//!
+//! The delta is folded into a base by double buffering: the owner keeps
+//! the previous base (the *spare*) with the changes the current one has
+//! over it. Once the delta passes [`swap_at`] entries and no published
+//! table holds the spare any more (the workers moved on: `Arc::get_mut`),
+//! both sets of changes are applied to the spare in place, which becomes
+//! the base of the next publication with an empty delta; the old base is
+//! the new spare. Each change is thus applied twice, whatever the number
+//! of SAs: a million SAs cost what a thousand do (a rebuild of the whole
+//! base at a bound of sqrt(2 x SAs x changes a publication) cost an IKE
+//! daemon about a thousand entry copies a change at a million SAs, and its
+//! setup rate fell with the tunnels held). The spare costs a second copy
+//! of the indexes (about 70 bytes an SA) while SAs change; it is dropped
+//! when they stop ([`SaDb::drop_spare`], the control side's idle tick),
+//! and built again by one rebuild (O(SAs)) when they start again, or when
+//! a worker that did not refresh its snapshot still holds it (the delta
+//! then grows to the old bound, `rebuild_at`, and the base is rebuilt).
 //!
 //! The owner keeps no copy of its own: its view is the base and the
 //! changes staged since (what the next delta publishes), so a million SAs
@@ -75,6 +87,14 @@ fn rebuild_at(n: usize, b: usize) -> usize {
     (2 * n).saturating_mul(b.max(1)).isqrt().max(256)
 }
 
+/// How many changes the delta holds before it is folded into the spare
+/// (when the spare is free): each publication copies the delta (T/2 on
+/// average, b changes each), each change is applied twice to the bases, so
+/// T of about 8 b keeps the copies near 4 a change; at least 64.
+fn swap_at(b: usize) -> usize {
+    b.saturating_mul(8).clamp(64, 1 << 16)
+}
+
 /// The SAs sharing one SPI (usually one; outbound SAs' SPIs are the
 /// peers' choice and may collide).
 #[derive(Clone)]
@@ -111,6 +131,40 @@ struct Level {
 }
 
 impl Level {
+    /// Applies changes (each id's and SPI's current entry) in place.
+    fn apply(
+        &mut self,
+        ids: impl Iterator<Item = (u32, Option<Arc<Sa>>)>,
+        spis: impl Iterator<Item = (u32, Option<BySpi>)>,
+    ) {
+        for (id, e) in ids {
+            match e {
+                Some(sa) => self.by_id.insert(id, sa),
+                None => self.by_id.remove(&id),
+            };
+        }
+        for (spi, e) in spis {
+            match e {
+                Some(BySpi::One(sa)) => {
+                    if !self.shared_spi.is_empty() {
+                        self.shared_spi.remove(&spi);
+                    }
+                    self.by_spi.insert(spi, sa);
+                }
+                Some(BySpi::Many(v)) => {
+                    self.by_spi.remove(&spi);
+                    self.shared_spi.insert(spi, v);
+                }
+                None => {
+                    self.by_spi.remove(&spi);
+                    if !self.shared_spi.is_empty() {
+                        self.shared_spi.remove(&spi);
+                    }
+                }
+            }
+        }
+    }
+
     fn spi(&self, spi: u32) -> &[Arc<Sa>] {
         if let Some(sa) = self.by_spi.get(&spi) {
             return std::slice::from_ref(sa);
@@ -171,6 +225,11 @@ impl SaTable {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// How many ids and SPIs the delta holds (what a publication copied).
+    pub fn delta_len(&self) -> usize {
+        self.delta.by_id.len().max(self.delta.by_spi.len())
     }
 }
 
@@ -247,6 +306,13 @@ pub struct SaEvent {
     pub kind: SaEventKind,
 }
 
+/// A base no longer published, and what the current base changed over it.
+struct Spare {
+    level: Arc<Level>,
+    ids: Map<Option<Arc<Sa>>>,
+    spis: Map<Option<BySpi>>,
+}
+
 /// The control side's SA database (one owner).
 pub struct SaDb {
     slots: usize,
@@ -256,6 +322,9 @@ pub struct SaDb {
     base: Arc<Level>,
     ids: Map<Option<Arc<Sa>>>,
     spis: Map<Option<BySpi>>,
+    /// The previous base and the changes `base` has over it (see the
+    /// module doc).
+    spare: Option<Spare>,
     len: usize,
     /// SAs with a lifetime (soft or hard), which `poll_events` checks on
     /// every call, and where its sweep of the others goes on.
@@ -264,8 +333,10 @@ pub struct SaDb {
     /// come due, not by walking every SA with a lifetime at every call
     /// (IKE's child SAs all have one: a million of them cost 15 % of the
     /// control thread). Entries of SAs deleted since are dropped as they
-    /// come up.
-    deadlines: std::collections::BinaryHeap<std::cmp::Reverse<(Instant, u32)>>,
+    /// come up. (milliseconds from `epoch`, rounded up; SA id): 16 bytes
+    /// an entry, two an IKE child SA.
+    deadlines: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    epoch: Instant,
     sweep: usize,
     published: Arc<Published<SaTable>>,
     /// Changes staged since the last publication, and the average per
@@ -294,9 +365,11 @@ impl SaDb {
             base: Arc::default(),
             ids: Map::default(),
             spis: Map::default(),
+            spare: None,
             len: 0,
             timed: Map::default(),
             deadlines: std::collections::BinaryHeap::new(),
+            epoch: Instant::now(),
             sweep: 0,
             published: Arc::new(Published::new(SaTable::default())),
             staged: 0,
@@ -375,9 +448,10 @@ impl SaDb {
             self.timed.insert(sa.id, ());
         }
         for secs in [sa.soft().secs, sa.hard().secs].into_iter().flatten() {
-            let at = sa.added.checked_add(std::time::Duration::from_secs(secs));
-            // A lifetime past what Instant can hold never comes.
-            if let Some(at) = at {
+            let at = sa.added.saturating_duration_since(self.epoch).checked_add(std::time::Duration::from_secs(secs));
+            // A lifetime past what u64 milliseconds hold never comes.
+            let ms = at.and_then(|d| u64::try_from(d.as_millis()).ok().map(|m| (m, d.subsec_nanos() % 1_000_000)));
+            if let Some(at) = ms.and_then(|(m, rest)| m.checked_add(u64::from(rest > 0))) {
                 self.deadlines.push(std::cmp::Reverse((at, sa.id)));
             }
         }
@@ -403,22 +477,55 @@ impl SaDb {
     }
 
     /// Makes every change since the last publish visible to workers at
-    /// once. Costs O(changes since the base was built); rebuilds the base
-    /// (O(SAs)) when those outgrow a quarter of it.
+    /// once. Costs O(changes since the base); folds them into the spare
+    /// base (O(changes)) when it is free, else rebuilds the base (O(SAs))
+    /// when they pass `rebuild_at` (see the module doc).
     pub fn publish(&mut self) {
         // b: a moving average over about 16 publications.
         self.per_publish16 = self.per_publish16 - self.per_publish16 / 16 + self.staged;
         self.staged = 0;
+        let b = self.per_publish16 / 16;
         let changed = self.ids.len().max(self.spis.len());
-        if changed > rebuild_at(self.base.by_id.len(), self.per_publish16 / 16) {
-            self.base = Arc::new(self.merged());
-            // New maps: the old ones' capacity (a rebuild's worth of
-            // changes) goes.
-            self.ids = Map::default();
-            self.spis = Map::default();
+        if changed > swap_at(b) && !self.swap() && changed > rebuild_at(self.base.by_id.len(), b) {
+            let level = Arc::new(self.merged());
+            let old = std::mem::replace(&mut self.base, level);
+            // The old base is the spare, behind by what was staged.
+            let (ids, spis) = (std::mem::take(&mut self.ids), std::mem::take(&mut self.spis));
+            self.spare = Some(Spare { level: old, ids, spis });
         }
         let delta = Delta { by_id: self.ids.clone(), by_spi: self.spis.clone() };
         self.published.publish(SaTable { base: Arc::clone(&self.base), delta, len: self.len });
+    }
+
+    /// Folds the staged changes into the spare base if no table holds it
+    /// any more: it becomes the base (the delta empties), the base the
+    /// spare. Whether it did.
+    fn swap(&mut self) -> bool {
+        let Some(mut spare) = self.spare.take() else { return false };
+        let Some(level) = Arc::get_mut(&mut spare.level) else {
+            self.spare = Some(spare);
+            return false;
+        };
+        // What the base has over the spare, then what was staged since.
+        level.apply(spare.ids.into_iter(), spare.spis.into_iter());
+        level
+            .apply(self.ids.iter().map(|(id, e)| (*id, e.clone())), self.spis.iter().map(|(spi, e)| (*spi, e.clone())));
+        let old = std::mem::replace(&mut self.base, spare.level);
+        let (ids, spis) = (std::mem::take(&mut self.ids), std::mem::take(&mut self.spis));
+        self.spare = Some(Spare { level: old, ids, spis });
+        true
+    }
+
+    /// Drops the spare base (a second copy of the indexes) while the SAs
+    /// do not change: the control side calls it when idle. The next burst
+    /// of changes starts with one rebuild.
+    pub fn drop_spare(&mut self) {
+        self.spare = None;
+    }
+
+    /// Whether a spare base is held (tests, memory figures).
+    pub fn has_spare(&self) -> bool {
+        self.spare.is_some()
     }
 
     /// The base with the staged changes applied (a new base).
@@ -522,8 +629,9 @@ impl SaDb {
             }
         }
         // Time lifetimes come due in order.
+        let now_ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
         while let Some(std::cmp::Reverse((at, id))) = self.deadlines.peek().copied()
-            && at <= now
+            && at <= now_ms
         {
             self.deadlines.pop();
             if let Some(sa) = self.get(id) {

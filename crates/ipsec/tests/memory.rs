@@ -167,6 +167,17 @@ fn lifetimes_read_back() {
     let timed = Sa::new(c, 1, now).expect("sa");
     assert_eq!(timed.soft(), Lifetime { bytes: Some(1000), ..Lifetime::default() });
     assert_eq!(timed.hard(), Lifetime { secs: Some(60), ..Lifetime::default() });
+    // Seconds only (IKE's child SAs: held inline), at the edges of u32.
+    for (soft, hard) in
+        [(Some(3600), Some(3960)), (None, Some(60)), (Some(0), None), (Some(u64::from(u32::MAX) - 1), Some(1 << 40))]
+    {
+        let mut c = cfg(6, Cipher::Aes128Gcm, Integ::None);
+        c.soft.secs = soft;
+        c.hard.secs = hard;
+        let sa = Sa::new(c, 1, now).expect("sa");
+        assert_eq!((sa.soft().secs, sa.hard().secs), (soft, hard));
+        assert_eq!((sa.soft().packets, sa.hard().bytes), (None, None));
+    }
 }
 
 /// Key lengths are still refused when the SA is made, not at the first
@@ -233,6 +244,80 @@ fn one_index_across_rebuilds() {
         }
         assert_eq!(db.list().iter().map(|i| i.id).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
     }
+}
+
+/// Double-buffered bases: with no old table held, small publications
+/// fold into the spare base in place, so the delta each publication copies
+/// stays small whatever the number of SAs, and the workers' table agrees
+/// with a model after every swap (shared SPIs, removals). A table a
+/// reader keeps holds its base: the delta then grows until the base is
+/// rebuilt, and swaps resume once it is let go. Dropping the spare (the
+/// idle tick) changes nothing anyone sees.
+#[test]
+fn the_spare_base_takes_changes_in_place() {
+    let mut db = SaDb::with_workers(1);
+    let reader = db.reader();
+    let mut model = std::collections::BTreeMap::new();
+    let spi_of = |id: u32| if id.is_multiple_of(7) { 0x7777 } else { 0x10_0000 + id };
+    let agree = |t: &SaTable, model: &std::collections::BTreeMap<u32, u32>, upto: u32| {
+        assert_eq!(t.len(), model.len());
+        for id in 1..=upto {
+            assert_eq!(t.get(id).map(|s| s.spi), model.get(&id).copied(), "table: id {id}");
+            assert_eq!(t.by_spi(spi_of(id)).iter().any(|s| s.id == id), model.contains_key(&id), "spi of id {id}");
+        }
+    };
+    let mut most_delta = 0;
+    for id in 1..=6000u32 {
+        let mut c = cfg(id, Cipher::Aes128Gcm, Integ::None);
+        c.spi = spi_of(id);
+        db.add(c).expect("add");
+        model.insert(id, spi_of(id));
+        if id % 3 == 0 {
+            db.del(id - 2).expect("del");
+            model.remove(&(id - 2));
+        }
+        db.publish();
+        let t = reader.load();
+        if id > 1000 {
+            most_delta = most_delta.max(t.delta_len());
+        }
+        if id % 1000 == 0 {
+            agree(&t, &model, id);
+        }
+    }
+    assert!(db.has_spare());
+    // About 1.7 changes a publication: folded at 64, never near the
+    // rebuild bound (sqrt(2 n b), over 100 here).
+    assert!(most_delta <= 70, "the delta reached {most_delta}");
+    // A reader keeps a table: its base cannot be written.
+    let held = reader.load();
+    let mut grew = 0;
+    for id in 6001..=7000u32 {
+        let mut c = cfg(id, Cipher::Aes128Gcm, Integ::None);
+        c.spi = spi_of(id);
+        db.add(c).expect("add");
+        model.insert(id, spi_of(id));
+        db.publish();
+        grew = grew.max(reader.load().delta_len());
+    }
+    assert!(grew > 70, "the delta grew to a rebuild ({grew})");
+    agree(&reader.load(), &model, 7000);
+    agree(&held, &model.iter().filter(|e| *e.0 <= 6000).map(|(k, v)| (*k, *v)).collect(), 6000);
+    drop(held);
+    db.drop_spare();
+    assert!(!db.has_spare());
+    agree(&reader.load(), &model, 7000);
+    for id in 7001..=9000u32 {
+        let mut c = cfg(id, Cipher::Aes128Gcm, Integ::None);
+        c.spi = spi_of(id);
+        db.add(c).expect("add");
+        model.insert(id, spi_of(id));
+        db.publish();
+    }
+    assert!(db.has_spare(), "built again by one rebuild");
+    assert!(reader.load().delta_len() <= 70);
+    agree(&reader.load(), &model, 9000);
+    assert_eq!(db.list().iter().map(|i| i.id).collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
 }
 
 /// An IKE daemon's pattern: one or two changes a publication (the base is

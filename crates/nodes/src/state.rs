@@ -763,21 +763,55 @@ pub struct IpsecClient {
 
 /// The clients of every multipoint IPsec tunnel, as the control side
 /// publishes them (one publication per batch of IKE installs). Split in
-/// [`CLIENT_SHARDS`] shards each behind an `Arc`: a publication clones
-/// the shard pointers, and a change copies only the shards it touches
-/// (`Arc::make_mut`), about 1/1024th of the clients each: at 1,000,000
-/// clients a change copies about a thousand entries, and a publication
-/// 2,048 shard pointers. (64 shards made a change copy 15,000 entries at a
-/// million: the largest cost of setting up tunnels past 300K.)
+/// [`CLIENT_SHARDS`] shards, in [`CLIENT_GROUPS`] groups, each behind an
+/// `Arc`: a publication clones the group pointers, and a change copies the
+/// shard pointers of one group and the entries of one shard
+/// (`Arc::make_mut`), about 1/4096th of the clients: at 1,000,000 clients
+/// a change copies about 250 entries and 64 pointers, a publication 128
+/// pointers. (64 shards made a change copy 15,000 entries at a million;
+/// 1,024 shards in one level made each publication clone 2,048 pointers,
+/// each a cache miss on a shard far from the others.)
 #[derive(Clone, Debug)]
 pub struct IpsecClients {
     /// (tunnel, virtual IP) -> the client, sharded by address.
-    by_ip: Vec<Arc<ClientMap<(u16, IpAddr), IpsecClient>>>,
+    by_ip: Sharded<(u16, IpAddr), IpsecClient>,
     /// Inbound SA id -> (tunnel, the client's virtual IP): what the SA
     /// may carry as inner source; sharded by SA id.
-    by_sa_in: Vec<Arc<ClientMap<u32, (u16, IpAddr)>>>,
+    by_sa_in: Sharded<u32, (u16, IpAddr)>,
     clients: usize,
     sas: usize,
+}
+
+/// A map in [`CLIENT_SHARDS`] shards, two levels of `Arc` (see
+/// [`IpsecClients`]).
+#[derive(Clone, Debug)]
+struct Sharded<K, V> {
+    groups: Vec<Arc<Vec<Arc<ClientMap<K, V>>>>>,
+}
+
+impl<K: Clone + Eq + std::hash::Hash, V: Clone> Sharded<K, V> {
+    fn new() -> Self {
+        let group = || Arc::new((0..CLIENT_SHARDS / CLIENT_GROUPS).map(|_| Arc::default()).collect());
+        Sharded { groups: (0..CLIENT_GROUPS).map(|_| group()).collect() }
+    }
+
+    fn shard(&self, i: usize) -> Option<&ClientMap<K, V>> {
+        let per = CLIENT_SHARDS / CLIENT_GROUPS;
+        self.groups.get(i / per)?.get(i % per).map(|m| &**m)
+    }
+
+    /// Shard `i` to change: copied (with its group's pointers) if a
+    /// publication shares it.
+    fn shard_mut(&mut self, i: usize) -> Option<&mut ClientMap<K, V>> {
+        let per = CLIENT_SHARDS / CLIENT_GROUPS;
+        let group = Arc::make_mut(self.groups.get_mut(i / per)?);
+        group.get_mut(i % per).map(Arc::make_mut)
+    }
+
+    #[cfg(test)]
+    fn shards(&self) -> impl Iterator<Item = &Arc<ClientMap<K, V>>> {
+        self.groups.iter().flat_map(|g| g.iter())
+    }
 }
 
 /// A cheap hasher for the client maps (a multiply-rotate per word, as
@@ -821,16 +855,13 @@ impl std::hash::Hasher for ClientHasher {
 type ClientMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ClientHasher>>;
 
 /// How many shards [`IpsecClients`] splits its maps in.
-pub const CLIENT_SHARDS: usize = 1024;
+pub const CLIENT_SHARDS: usize = 4096;
+/// In how many groups of shards.
+pub const CLIENT_GROUPS: usize = 64;
 
 impl Default for IpsecClients {
     fn default() -> Self {
-        IpsecClients {
-            by_ip: (0..CLIENT_SHARDS).map(|_| Arc::default()).collect(),
-            by_sa_in: (0..CLIENT_SHARDS).map(|_| Arc::default()).collect(),
-            clients: 0,
-            sas: 0,
-        }
+        IpsecClients { by_ip: Sharded::new(), by_sa_in: Sharded::new(), clients: 0, sas: 0 }
     }
 }
 
@@ -842,20 +873,26 @@ fn ip_shard(ip: IpAddr) -> usize {
     (low ^ (low >> 6) ^ (low >> 12)) as usize % CLIENT_SHARDS
 }
 
+/// SA ids come in pairs (IKE's inbound ids are all even): the shard is
+/// taken from a product's high bits, not the id's low ones.
+fn sa_shard(sa: u32) -> usize {
+    (sa.wrapping_mul(0x9e37_79b1) >> 20) as usize % CLIENT_SHARDS
+}
+
 impl IpsecClients {
     /// The client of tunnel `tunnel` with virtual IP `ip`.
     pub fn client(&self, tunnel: u16, ip: IpAddr) -> Option<&IpsecClient> {
-        self.by_ip.get(ip_shard(ip))?.get(&(tunnel, ip))
+        self.by_ip.shard(ip_shard(ip))?.get(&(tunnel, ip))
     }
 
     /// The (tunnel, virtual IP) whose inbound SA `sa` is.
     pub fn of_sa(&self, sa: u32) -> Option<(u16, IpAddr)> {
-        self.by_sa_in.get(sa as usize % CLIENT_SHARDS)?.get(&sa).copied()
+        self.by_sa_in.shard(sa_shard(sa))?.get(&sa).copied()
     }
 
     /// Adds or moves a client; the one it replaces.
     pub fn insert_client(&mut self, tunnel: u16, ip: IpAddr, c: IpsecClient) -> Option<IpsecClient> {
-        let old = self.by_ip.get_mut(ip_shard(ip)).and_then(|m| Arc::make_mut(m).insert((tunnel, ip), c));
+        let old = self.by_ip.shard_mut(ip_shard(ip)).and_then(|m| m.insert((tunnel, ip), c));
         if old.is_none() {
             self.clients += 1;
         }
@@ -863,28 +900,27 @@ impl IpsecClients {
     }
 
     pub fn remove_client(&mut self, tunnel: u16, ip: IpAddr) -> Option<IpsecClient> {
-        let shard = self.by_ip.get_mut(ip_shard(ip))?;
-        if !shard.contains_key(&(tunnel, ip)) {
+        if !self.by_ip.shard(ip_shard(ip))?.contains_key(&(tunnel, ip)) {
             return None;
         }
-        let old = Arc::make_mut(shard).remove(&(tunnel, ip));
+        let old = self.by_ip.shard_mut(ip_shard(ip))?.remove(&(tunnel, ip));
         self.clients -= usize::from(old.is_some());
         old
     }
 
     /// Inbound SA `sa` carries the client (tunnel, ip).
     pub fn insert_sa(&mut self, sa: u32, tunnel: u16, ip: IpAddr) {
-        if let Some(m) = self.by_sa_in.get_mut(sa as usize % CLIENT_SHARDS)
-            && Arc::make_mut(m).insert(sa, (tunnel, ip)).is_none()
+        if let Some(m) = self.by_sa_in.shard_mut(sa_shard(sa))
+            && m.insert(sa, (tunnel, ip)).is_none()
         {
             self.sas += 1;
         }
     }
 
     pub fn remove_sa(&mut self, sa: u32) {
-        if let Some(m) = self.by_sa_in.get_mut(sa as usize % CLIENT_SHARDS)
-            && m.contains_key(&sa)
-            && Arc::make_mut(m).remove(&sa).is_some()
+        if self.by_sa_in.shard(sa_shard(sa)).is_some_and(|m| m.contains_key(&sa))
+            && let Some(m) = self.by_sa_in.shard_mut(sa_shard(sa))
+            && m.remove(&sa).is_some()
         {
             self.sas -= 1;
         }
@@ -985,28 +1021,33 @@ mod tests {
     fn ipsec_clients_copy_only_the_changed_shard() {
         let ip = |i: u32| IpAddr::V4(Ipv4Addr::from(0x0a4d_0000 + i));
         let mut c = IpsecClients::default();
-        for i in 0..10_000u32 {
+        for i in 0..40_000u32 {
             assert!(c.insert_client(3, ip(i), IpsecClient { sa_out: i, remote: ip(1) }).is_none());
-            c.insert_sa(1_000_000 + i, 3, ip(i));
+            // Inbound SA ids as IKE hands them out: even.
+            c.insert_sa(1_000_000 + 2 * i, 3, ip(i));
         }
-        assert_eq!(c.len(), 10_000);
-        assert!(c.by_ip.iter().all(|m| m.len() > 10_000 / CLIENT_SHARDS / 2), "spread over the shards");
+        assert_eq!(c.len(), 40_000);
+        assert!(c.by_ip.shards().all(|m| m.len() > 40_000 / CLIENT_SHARDS / 2), "addresses spread over the shards");
+        assert!(c.by_sa_in.shards().all(|m| m.len() > 40_000 / CLIENT_SHARDS / 2), "even SA ids spread too");
         let published = c.clone();
         let moved = c.insert_client(3, ip(77), IpsecClient { sa_out: 9, remote: ip(2) });
         assert_eq!(moved.map(|m| m.sa_out), Some(77));
-        assert_eq!(c.len(), 10_000, "moved, not added");
-        c.remove_sa(1_000_077);
+        assert_eq!(c.len(), 40_000, "moved, not added");
+        c.remove_sa(1_000_154);
         c.insert_sa(2_000_077, 3, ip(77));
-        let shared = c.by_ip.iter().zip(&published.by_ip).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        let shared = c.by_ip.shards().zip(published.by_ip.shards()).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
         assert_eq!(shared, CLIENT_SHARDS - 1);
+        let groups = c.by_ip.groups.iter().zip(&published.by_ip.groups).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert_eq!(groups, CLIENT_GROUPS - 1, "one group's pointers copied");
         assert_eq!(published.client(3, ip(77)).map(|k| k.sa_out), Some(77), "the published copy unchanged");
         assert_eq!(c.client(3, ip(77)).map(|k| k.sa_out), Some(9));
-        assert_eq!(c.of_sa(1_000_077), None);
+        assert_eq!(c.of_sa(1_000_154), None);
+        assert_eq!(published.of_sa(1_000_154), Some((3, ip(77))));
         assert_eq!(c.of_sa(2_000_077), Some((3, ip(77))));
         assert_eq!(c.client(4, ip(77)), None, "per tunnel");
         assert_eq!(c.remove_client(3, ip(77)).map(|k| k.sa_out), Some(9));
         assert_eq!(c.remove_client(3, ip(77)), None);
-        assert_eq!(c.len(), 9_999);
+        assert_eq!(c.len(), 39_999);
         assert!(!c.is_empty() && IpsecClients::default().is_empty());
     }
 

@@ -68,16 +68,32 @@ use tern_ipsec::{Lifetime, SaConfig, SaEvent, SaEventKind, UdpEncap};
 /// for their installation.
 pub const BUSY_PAUSE: Duration = Duration::from_millis(2);
 
-/// A child SA the data plane holds for IKE.
+/// A child SA the data plane holds for IKE: one per tunnel, a million of
+/// them on a remote-access responder, so kept small (40 bytes): the names
+/// are shared by every child of the peer, and the outbound SA id is the
+/// inbound one's successor (ids are handed out in pairs).
 #[derive(Clone, Debug)]
 struct Child {
-    peer: String,
-    tunnel: Option<String>,
+    names: Arc<Names>,
+    /// The inbound SA's id (even); the outbound SA's is `in_id + 1`.
     in_id: u32,
-    out_id: u32,
     in_spi: u32,
     /// A remote-access client: (multipoint tunnel, virtual IP).
     vip: Option<(u16, IpAddr)>,
+}
+
+impl Child {
+    fn out_id(&self) -> u32 {
+        self.in_id + 1
+    }
+}
+
+/// The peer and tunnel a child SA belongs to, one allocation per peer
+/// (not two Strings per child).
+#[derive(Debug)]
+struct Names {
+    peer: Box<str>,
+    tunnel: Option<Box<str>>,
 }
 
 struct Running {
@@ -132,10 +148,15 @@ pub struct IkeService {
     applied: Option<IkePlan>,
     /// (shard, child id) -> the SAs installed for it.
     children: HashMap<(u32, u64), Child>,
+    /// The children's names by peer (see [`Names`]), and the size at
+    /// which those no child holds are next forgotten.
+    names: HashMap<Box<str>, Arc<Names>>,
+    names_prune_at: usize,
     /// Rekeys by the peer: (shard, old child id) -> (new child id, new
     /// outbound SA), which takes over encrypting when the old one goes.
     held_out: HashMap<(u32, u64), (u64, u32)>,
-    /// SA id -> (shard, child id).
+    /// A pair's inbound SA id (even; the outbound one is the next) ->
+    /// (shard, child id).
     by_sa: HashMap<u32, (u32, u64)>,
     next_id: u32,
     sa_events: Option<Receiver<SaEvent>>,
@@ -371,12 +392,36 @@ impl IkeService {
         true
     }
 
-    fn alloc_id(&mut self, router: &Router) -> u32 {
+    /// Two free SA ids, `id` (even: inbound) and `id + 1` (outbound).
+    fn alloc_pair(&mut self, router: &Router) -> u32 {
         loop {
-            let id = self.next_id;
-            self.next_id = if self.next_id == u32::MAX { IKE_SA_ID_BASE } else { self.next_id + 1 };
-            if !self.by_sa.contains_key(&id) && router.ipsec().info(id).is_none() {
+            let id = self.next_id & !1;
+            self.next_id = id.checked_add(2).filter(|&n| n < u32::MAX).unwrap_or(IKE_SA_ID_BASE);
+            if !self.by_sa.contains_key(&id) && !router.ipsec().contains(id) && !router.ipsec().contains(id + 1) {
                 return id;
+            }
+        }
+    }
+
+    /// The (shard, child id) whose SAs `sa` is one of.
+    fn child_of_sa(&self, sa: u32) -> Option<(u32, u64)> {
+        self.by_sa.get(&(sa & !1)).copied()
+    }
+
+    /// The shared names of `c`'s peer and tunnel.
+    fn names(&mut self, c: &ChildSa) -> Arc<Names> {
+        match self.names.get(c.peer.as_str()) {
+            Some(n) if n.tunnel.as_deref() == c.tunnel.as_deref() => Arc::clone(n),
+            _ => {
+                // Peers whose children are all gone are forgotten (when
+                // the map doubled: O(1) a new peer).
+                if self.names.len() >= self.names_prune_at {
+                    self.names.retain(|_, n| Arc::strong_count(n) > 1);
+                    self.names_prune_at = (2 * self.names.len()).max(64);
+                }
+                let n = Arc::new(Names { peer: c.peer.as_str().into(), tunnel: c.tunnel.as_deref().map(Into::into) });
+                self.names.insert(c.peer.as_str().into(), Arc::clone(&n));
+                n
             }
         }
     }
@@ -390,10 +435,10 @@ impl IkeService {
         let mut cfgs = Vec::with_capacity(2 * batch.len());
         let mut made = Vec::with_capacity(batch.len());
         for (shard, c) in batch {
-            let (in_id, out_id) = (self.alloc_id(router), self.alloc_id(router));
-            // Reserved until installed (alloc_id skips them).
+            let in_id = self.alloc_pair(router);
+            let out_id = in_id + 1;
+            // Reserved until installed (alloc_pair skips them).
             self.by_sa.insert(in_id, (shard, c.id));
-            self.by_sa.insert(out_id, (shard, c.id));
             let (i, o) = sa_configs(&c, in_id, out_id);
             cfgs.push(i);
             cfgs.push(o);
@@ -411,7 +456,6 @@ impl IkeService {
                     Err(e) => {
                         self.install_failed += 1;
                         self.by_sa.remove(&in_id);
-                        self.by_sa.remove(&out_id);
                         log::error!(
                             "ike {}: child SA {} (SPIs in {:#x}, out {:#x}) not installed: {e}",
                             c.peer,
@@ -489,10 +533,8 @@ impl IkeService {
                 c.outbound.spi,
                 c.tunnel.as_deref().map(|t| format!(" on {t}")).unwrap_or_default()
             );
-            self.children.insert(
-                (shard, c.id),
-                Child { peer: c.peer.clone(), tunnel: c.tunnel.clone(), in_id, out_id, in_spi: c.inbound.spi, vip },
-            );
+            let names = self.names(&c);
+            self.children.insert((shard, c.id), Child { names, in_id, in_spi: c.inbound.spi, vip });
         }
         if !bindings.is_empty() {
             router.set_ipsec_bindings(bindings);
@@ -512,7 +554,7 @@ impl IkeService {
     /// (what stays in use until then).
     fn hold_out(&mut self, shard: u32, c: &ChildSa, out_id: u32) -> Option<u32> {
         let old = c.replaces?;
-        let old_out = self.children.get(&(shard, old))?.out_id;
+        let old_out = self.children.get(&(shard, old))?.out_id();
         self.held_out.insert((shard, old), (c.id, out_id));
         Some(old_out)
     }
@@ -574,7 +616,7 @@ impl IkeService {
     fn remove_client(&mut self, router: &mut Router, c: &Child, next_out: Option<u32>) -> bool {
         let Some((index, ip)) = c.vip else { return false };
         self.clients().remove_sa(c.in_id);
-        let holder = self.clients().client(index, ip).filter(|k| k.sa_out == c.out_id).cloned();
+        let holder = self.clients().client(index, ip).filter(|k| k.sa_out == c.out_id()).cloned();
         if let (Some(k), Some(out)) = (&holder, next_out) {
             // The peer's rekey is complete: the client moves to its SA.
             self.clients().insert_client(index, ip, tern_nodes::state::IpsecClient { sa_out: out, remote: k.remote });
@@ -584,9 +626,9 @@ impl IkeService {
             self.clients().remove_client(index, ip);
             let len = if ip.is_ipv4() { 32 } else { 128 };
             if let Err(e) = router.del_route(tern_fib::Source::Ike, tern_fib::Prefix::host(ip)) {
-                log::warn!("ike {}: host route to {ip}/{len}: {}", c.peer, e.message);
+                log::warn!("ike {}: host route to {ip}/{len}: {}", c.names.peer, e.message);
             }
-            log::debug!("ike {}: client {ip} gone", c.peer);
+            log::debug!("ike {}: client {ip} gone", c.names.peer);
         }
         true
     }
@@ -610,7 +652,7 @@ impl IkeService {
                 clients_changed |= self.remove_client(router, c, next_out);
                 continue;
             }
-            let Some(index) = c.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
+            let Some(index) = c.names.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
             let cur = bindings.iter().position(|b| b.0 == index);
             let (sa_out, sa_in) = match cur {
                 Some(k) => (bindings[k].1, bindings[k].2.clone()),
@@ -619,7 +661,7 @@ impl IkeService {
                     _ => continue,
                 },
             };
-            let sa_out = if sa_out == c.out_id { next_out.unwrap_or(0) } else { sa_out };
+            let sa_out = if sa_out == c.out_id() { next_out.unwrap_or(0) } else { sa_out };
             let sa_in: Vec<u32> = sa_in.into_iter().filter(|&s| s != c.in_id).collect();
             match cur {
                 Some(k) => bindings[k] = (index, sa_out, sa_in),
@@ -634,13 +676,12 @@ impl IkeService {
         }
         let ids: Vec<u32> = gone
             .iter()
-            .flat_map(|(_, c)| [c.in_id, c.out_id])
+            .flat_map(|(_, c)| [c.in_id, c.out_id()])
             .filter(|&id| router.ipsec().info(id).is_some())
             .collect();
         for (_, c) in &gone {
             self.by_sa.remove(&c.in_id);
-            self.by_sa.remove(&c.out_id);
-            log::debug!("ike {}: child SA removed (SAs {} and {})", c.peer, c.in_id, c.out_id);
+            log::debug!("ike {}: child SA removed (SAs {} and {})", c.names.peer, c.in_id, c.out_id());
         }
         if !ids.is_empty()
             && let Err(e) = router.ipsec_mut().del(&ids, |_| None)
@@ -654,7 +695,7 @@ impl IkeService {
         let (Some(rx), Some(r)) = (&self.sa_events, &self.running) else { return false };
         let mut did = false;
         for e in rx.try_iter() {
-            let Some(&(shard, id)) = self.by_sa.get(&e.id) else { continue };
+            let Some((shard, id)) = self.child_of_sa(e.id) else { continue };
             let Some(c) = self.children.get(&(shard, id)) else { continue };
             let hard = match e.kind {
                 SaEventKind::SoftExpired(_) => false,
@@ -759,19 +800,22 @@ impl IkeService {
     /// The data plane's (inbound, outbound) SA ids of `peer`'s child SA
     /// with inbound SPI `in_spi`.
     pub fn sa_ids(&self, peer: &str, in_spi: u32) -> Option<(u32, u32)> {
-        self.children.values().find(|c| c.in_spi == in_spi && c.peer == peer).map(|c| (c.in_id, c.out_id))
+        self.children.values().find(|c| c.in_spi == in_spi && *c.names.peer == *peer).map(|c| (c.in_id, c.out_id()))
     }
 
     /// The virtual IP of `peer`'s child SA with inbound SPI `in_spi`, when
     /// it is a remote-access client's.
     pub fn virtual_ip(&self, peer: &str, in_spi: u32) -> Option<IpAddr> {
-        self.children.values().find(|c| c.in_spi == in_spi && c.peer == peer).and_then(|c| c.vip).map(|v| v.1)
+        self.children.values().find(|c| c.in_spi == in_spi && *c.names.peer == *peer).and_then(|c| c.vip).map(|v| v.1)
     }
 
     /// The child SAs installed: (peer, tunnel, inbound SA id, outbound SA id).
     pub fn children(&self) -> Vec<(String, Option<String>, u32, u32)> {
-        let mut v: Vec<_> =
-            self.children.values().map(|c| (c.peer.clone(), c.tunnel.clone(), c.in_id, c.out_id)).collect();
+        let mut v: Vec<_> = self
+            .children
+            .values()
+            .map(|c| (c.names.peer.to_string(), c.names.tunnel.as_deref().map(String::from), c.in_id, c.out_id()))
+            .collect();
         v.sort_by_key(|c| c.2);
         v
     }
@@ -1008,6 +1052,43 @@ tunnel = "ra0"
         svc.delete(&mut r, &[(0, 5), (0, 7)]);
         assert!(!r.fib().has_route(Source::Ike, five) && !r.fib().has_route(Source::Ike, seven));
         assert!(r.fib().has_route(Source::Static, seven), "a client leaving keeps the configured route");
+        r.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A child's record is small: its two SA ids are a pair (inbound
+    /// even, outbound the next), found again from either; its names are
+    /// shared with the peer's other children; an id taken by someone else
+    /// is skipped, and the ids wrap to IKE's base at the top.
+    #[test]
+    fn child_records_are_compact_pairs_with_shared_names() {
+        assert!(std::mem::size_of::<Child>() <= 40, "{}", std::mem::size_of::<Child>());
+        let dir = std::env::temp_dir().join(format!("tern-ike-pairs-{}", std::process::id()));
+        let (mut r, _) = router(&dir);
+        let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+        let c5 = child("ra", "ra0", 5, "192.0.2.50", None, Some("10.3.0.5"));
+        let c7 = child("ra", "ra0", 7, "192.0.2.70", None, Some("10.3.0.7"));
+        svc.install(&mut r, vec![(0, Box::new(c5)), (1, Box::new(c7))]);
+        let (a, b) = (&svc.children[&(0, 5)], &svc.children[&(1, 7)]);
+        assert_eq!((a.in_id, b.in_id), (IKE_SA_ID_BASE, IKE_SA_ID_BASE + 2));
+        assert!(Arc::ptr_eq(&a.names, &b.names), "one allocation for the peer's names");
+        assert_eq!((&*a.names.peer, a.names.tunnel.as_deref()), ("ra", Some("ra0")));
+        for (sa, child) in [(0, (0, 5)), (1, (0, 5)), (2, (1, 7)), (3, (1, 7))] {
+            assert_eq!(svc.child_of_sa(IKE_SA_ID_BASE + sa), Some(child), "SA {sa}");
+            assert!(r.ipsec().contains(IKE_SA_ID_BASE + sa));
+        }
+        assert_eq!(svc.child_of_sa(IKE_SA_ID_BASE + 4), None);
+        assert_eq!(svc.sa_ids("ra", 0x1000 + 7), Some((IKE_SA_ID_BASE + 2, IKE_SA_ID_BASE + 3)));
+        // Taken ids are skipped: the next pair after 0 and 2 (in use) is 4.
+        svc.next_id = IKE_SA_ID_BASE;
+        assert_eq!(svc.alloc_pair(&r), IKE_SA_ID_BASE + 4);
+        // The last pair, then back to the base's first free one.
+        svc.next_id = u32::MAX - 1;
+        assert_eq!(svc.alloc_pair(&r), u32::MAX - 1);
+        assert_eq!(svc.alloc_pair(&r), IKE_SA_ID_BASE + 4);
+        svc.delete(&mut r, &[(0, 5), (1, 7)]);
+        assert!(svc.by_sa.is_empty() && svc.children.is_empty());
+        assert!(!r.ipsec().contains(IKE_SA_ID_BASE) && !r.ipsec().contains(IKE_SA_ID_BASE + 3));
         r.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
     }
