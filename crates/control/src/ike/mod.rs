@@ -20,9 +20,10 @@
 //!   bound (sa_out the new outbound SA, sa_in the current ones and the new
 //!   inbound) in one interface-table publication. A delete unbinds, then
 //!   removes. When the peer rekeyed (`ChildSa::replaces`), sa_out stays
-//!   on the old SA until the peer deletes it (the peer takes the new
-//!   inbound SA only once it has our answer; a packet on it before that
-//!   is lost), then moves to the new one. Soft and hard lifetime events
+//!   on the old SA (the peer takes the new inbound SA only once it has
+//!   our answer; a packet on it before that is lost) until the peer
+//!   deletes it, sends on the new SA, or [`HOLD_OUT_MAX`] passes,
+//!   whichever comes first, then moves to the new one. Soft and hard lifetime events
 //!   from `Ipsec::subscribe` go back to the owning shard
 //!   (`Ike::child_expired`): a soft one rekeys.
 //! - **Remote access.** A child SA of a multipoint tunnel (`remote =
@@ -61,6 +62,24 @@ use tern_ipsec::{Lifetime, SaConfig, SaEvent, SaEventKind, UdpEncap};
 /// (half-open or connecting IKE SAs): child SAs wait at most this long
 /// for their installation.
 pub const BUSY_PAUSE: Duration = Duration::from_millis(2);
+
+/// How long a peer's rekey may keep tern encrypting on the old child SA
+/// when the peer neither deletes it nor sends on the new one: the peer
+/// installed the new inbound SA when our answer reached it, within a
+/// round trip (its retransmissions of the request, answered from the
+/// cache, take longer only when our answer is lost; then the old SA
+/// still works). A peer that never deletes the old SA (a lost delete, a
+/// peer that waits for our delete) would otherwise keep us on it until
+/// its hard lifetime.
+pub const HOLD_OUT_MAX: Duration = Duration::from_secs(3);
+
+/// A new child SA from a rekey by the peer, its outbound SA held back.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    new: u64,
+    out: u32,
+    since: std::time::Instant,
+}
 
 /// A child SA the data plane holds for IKE.
 #[derive(Clone, Debug)]
@@ -129,9 +148,10 @@ pub struct IkeService {
     applied: Option<IkePlan>,
     /// (shard, child id) -> the SAs installed for it.
     children: HashMap<(u32, u64), Child>,
-    /// Rekeys by the peer: (shard, old child id) -> (new child id, new
-    /// outbound SA), which takes over encrypting when the old one goes.
-    held_out: HashMap<(u32, u64), (u64, u32)>,
+    /// Rekeys by the peer: (shard, old child id) -> the new child, whose
+    /// outbound SA takes over encrypting when the old one goes, the first
+    /// packet arrives on the new inbound SA, or [`HOLD_OUT_MAX`] passes.
+    held_out: HashMap<(u32, u64), Held>,
     /// SA id -> (shard, child id).
     by_sa: HashMap<u32, (u32, u64)>,
     next_id: u32,
@@ -168,6 +188,7 @@ impl IkeService {
         let mut did = self.reconcile(router);
         did |= self.drain(router);
         did |= self.expiries();
+        did |= self.release_held(router, std::time::Instant::now());
         did
     }
 
@@ -489,8 +510,61 @@ impl IkeService {
     fn hold_out(&mut self, shard: u32, c: &ChildSa, out_id: u32) -> Option<u32> {
         let old = c.replaces?;
         let old_out = self.children.get(&(shard, old))?.out_id;
-        self.held_out.insert((shard, old), (c.id, out_id));
+        self.held_out.insert((shard, old), Held { new: c.id, out: out_id, since: std::time::Instant::now() });
         Some(old_out)
+    }
+
+    /// Held outbound SAs (see [`Held`]) switched to the new one when the
+    /// peer sends on its new inbound SA (so it has our answer and decrypts
+    /// the new SA) or after [`HOLD_OUT_MAX`], whichever comes first: a
+    /// peer that never deletes the old child no longer keeps us on it.
+    /// Whether something changed.
+    fn release_held(&mut self, router: &mut Router, now: std::time::Instant) -> bool {
+        if self.held_out.is_empty() {
+            return false;
+        }
+        let used = |new: &Child| router.ipsec().info(new.in_id).is_some_and(|i| i.counters.packets > 0);
+        let due: Vec<((u32, u64), bool)> = self
+            .held_out
+            .iter()
+            .filter_map(|(&(shard, old), h)| {
+                let used = self.children.get(&(shard, h.new)).is_some_and(used);
+                (used || now.saturating_duration_since(h.since) >= HOLD_OUT_MAX).then_some(((shard, old), used))
+            })
+            .collect();
+        let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
+        let mut clients_changed = false;
+        for (key, used) in &due {
+            let (Some(h), Some(old)) = (self.held_out.remove(key), self.children.get(key)) else { continue };
+            let why = if *used {
+                "the peer sends on the new SA".to_string()
+            } else {
+                format!("the peer kept the old one {} s", HOLD_OUT_MAX.as_secs())
+            };
+            log::info!("ike {}: child SA {} takes over encrypting (SA {}): {why}", old.peer, h.new, h.out);
+            if let Some((index, ip)) = old.vip {
+                if let Some(k) = self.clients.client(index, ip).filter(|k| k.sa_out == old.out_id).cloned() {
+                    let client = tern_nodes::state::IpsecClient { sa_out: h.out, remote: k.remote };
+                    self.clients.insert_client(index, ip, client);
+                    clients_changed = true;
+                }
+                continue;
+            }
+            let Some(index) = old.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
+            let IfacePlanKind::Ipsec { sa_out, sa_in, .. } = &router.plan().ifaces[usize::from(index)].kind else {
+                continue;
+            };
+            if *sa_out == old.out_id {
+                bindings.push((index, h.out, sa_in.clone()));
+            }
+        }
+        if !bindings.is_empty() {
+            router.set_ipsec_bindings(bindings);
+        }
+        if clients_changed {
+            router.set_ipsec_clients(self.clients.clone());
+        }
+        !due.is_empty()
     }
 
     /// A remote-access client on multipoint tunnel `index`: its virtual
@@ -580,8 +654,8 @@ impl IkeService {
             // The old child of a rekey by the peer: its successor's
             // outbound SA takes over. A successor deleted itself (a lost
             // simultaneous rekey) takes over nothing.
-            let next_out = self.held_out.remove(key).map(|(_, out)| out);
-            self.held_out.retain(|(shard, _), (new, _)| !(*shard == key.0 && *new == key.1));
+            let next_out = self.held_out.remove(key).map(|h| h.out);
+            self.held_out.retain(|(shard, _), h| !(*shard == key.0 && h.new == key.1));
             if c.vip.is_some() {
                 clients_changed |= self.remove_client(router, c, next_out);
                 continue;
@@ -989,6 +1063,80 @@ tunnel = "ra0"
         assert!(r.fib().has_route(Source::Static, seven), "a client leaving keeps the configured route");
         r.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A rekey by the peer: child 2 replaces child 1; sa_out stays on
+    /// child 1's outbound SA (the site-to-site tunnel's binding, or the
+    /// remote-access client's entry).
+    fn held(r: &mut Router, svc: &mut IkeService, site: bool) -> (u32, u32, u32) {
+        let (peer, t, vip) = if site { ("site", "ipsec0", None) } else { ("ra", "ra0", Some("10.3.0.5")) };
+        svc.install(r, vec![(0, Box::new(child(peer, t, 1, "192.0.2.7", None, vip)))]);
+        let mut new = child(peer, t, 2, "192.0.2.7", None, vip);
+        new.replaces = Some(1);
+        svc.install(r, vec![(0, Box::new(new))]);
+        let (old, new) = (svc.children[&(0, 1)].clone(), svc.children[&(0, 2)].clone());
+        assert_eq!(out_of(r, site), old.out_id, "held on the old SA");
+        (old.out_id, new.out_id, new.in_id)
+    }
+
+    /// The SA encrypting for the site tunnel, or for client 10.3.0.5.
+    fn out_of(r: &Router, site: bool) -> u32 {
+        if site {
+            return remote_of(r, "ipsec0").1;
+        }
+        let ra = r.plan().iface_index("ra0").unwrap();
+        let live = r.shared().ipsec_clients.load();
+        live.client(ra, "10.3.0.5".parse().unwrap()).expect("client").sa_out
+    }
+
+    /// A held outbound SA moves to the new one at the first packet on the
+    /// new inbound SA (the peer has our answer), before any timer.
+    #[test]
+    fn a_held_outbound_sa_moves_at_the_first_packet_on_the_new_one() {
+        for site in [true, false] {
+            let dir = std::env::temp_dir().join(format!("tern-ike-held-pkt-{}-{site}", std::process::id()));
+            let (mut r, _) = router(&dir);
+            let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+            let (old_out, new_out, new_in) = held(&mut r, &mut svc, site);
+            let now = std::time::Instant::now();
+            assert!(!svc.release_held(&mut r, now), "nothing on the new SA yet");
+            assert_eq!(out_of(&r, site), old_out);
+            // The data plane decrypts one packet on the new inbound SA.
+            let sa = r.ipsec().reader().load().get(new_in).cloned().expect("new inbound SA");
+            sa.count(0, &tern_ipsec::SaCounters { packets: 1, bytes: 84, ..Default::default() });
+            assert!(svc.release_held(&mut r, now));
+            assert_eq!(out_of(&r, site), new_out, "site {site}");
+            assert!(svc.held_out.is_empty());
+            // The peer's delete of the old child later changes nothing.
+            svc.delete(&mut r, &[(0, 1)]);
+            assert_eq!(out_of(&r, site), new_out);
+            r.shutdown();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// A peer that neither deletes the old child nor sends on the new one:
+    /// the held outbound SA moves after HOLD_OUT_MAX.
+    #[test]
+    fn a_held_outbound_sa_moves_after_its_timer() {
+        for site in [true, false] {
+            let dir = std::env::temp_dir().join(format!("tern-ike-held-timer-{}-{site}", std::process::id()));
+            let (mut r, _) = router(&dir);
+            let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+            let (old_out, new_out, _) = held(&mut r, &mut svc, site);
+            let since = svc.held_out[&(0, 1)].since;
+            assert!(!svc.release_held(&mut r, since + HOLD_OUT_MAX - Duration::from_millis(1)));
+            assert_eq!(out_of(&r, site), old_out, "still held just before the timer");
+            assert!(svc.release_held(&mut r, since + HOLD_OUT_MAX));
+            assert_eq!(out_of(&r, site), new_out, "site {site}");
+            // Both SAs stay installed until the peer deletes the old one.
+            assert!(r.ipsec().info(old_out).is_some());
+            svc.delete(&mut r, &[(0, 1)]);
+            assert_eq!(out_of(&r, site), new_out);
+            assert!(r.ipsec().info(old_out).is_none());
+            r.shutdown();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     #[test]
