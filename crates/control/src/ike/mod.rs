@@ -160,6 +160,9 @@ pub struct IkeService {
     install_failed: u64,
     /// The multipoint tunnels' clients as last published.
     clients: tern_nodes::state::IpsecClients,
+    /// Inbound SA id -> the new source of its authenticated ESP last
+    /// handed to its shard (each worker reports a move once).
+    moved: HashMap<u32, std::net::SocketAddr>,
 }
 
 fn hash_of(x: impl Hash) -> u64 {
@@ -688,6 +691,7 @@ impl IkeService {
             .filter(|&id| router.ipsec().info(id).is_some())
             .collect();
         for (_, c) in &gone {
+            self.moved.remove(&c.in_id);
             self.by_sa.remove(&c.in_id);
             self.by_sa.remove(&c.out_id);
             log::info!("ike {}: child SA removed (SAs {} and {})", c.peer, c.in_id, c.out_id);
@@ -696,6 +700,24 @@ impl IkeService {
             && let Err(e) = router.ipsec_mut().del(&ids, |_| None)
         {
             log::error!("ike: removing SAs {ids:?}: {e}");
+        }
+    }
+
+    /// The data plane saw authenticated ESP in UDP on inbound SA `sa` from
+    /// `remote`, not where its tunnel or client has the peer
+    /// (`Event::EspMoved`): handed to the shard of its IKE SA, which
+    /// follows a peer behind a NAT (`tern_ike::Ike::esp_moved`).
+    pub fn esp_moved(&mut self, sa: u32, remote: std::net::SocketAddr) {
+        let Some(r) = &self.running else { return };
+        let Some(&(shard, id)) = self.by_sa.get(&sa) else { return };
+        let Some(c) = self.children.get(&(shard, id)).filter(|c| c.in_id == sa) else { return };
+        if self.moved.get(&sa) == Some(&remote) {
+            return;
+        }
+        self.moved.insert(sa, remote);
+        log::info!("ike {}: authenticated ESP on child SA {id} (SA {sa}) from {remote}: a new NAT mapping?", c.peer);
+        if let Some(s) = r.shards.get(shard as usize) {
+            let _ = s.send(Cmd::EspMoved { inbound_spi: c.in_spi, remote });
         }
     }
 
@@ -854,6 +876,7 @@ fn add_stats(to: &mut IkeStats, s: &IkeStats) {
     to.dpd_sent += s.dpd_sent;
     to.dropped_invalid += s.dropped_invalid;
     to.nat_moves += s.nat_moves;
+    to.esp_moves += s.esp_moves;
     for (reason, n) in &s.failures {
         match to.failures.iter_mut().find(|(r, _)| r == reason) {
             Some(f) => f.1 += n,
