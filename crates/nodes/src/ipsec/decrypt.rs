@@ -29,8 +29,11 @@
 //!
 //! A peer's NAT mapping that changed: authenticated ESP in UDP (after the
 //! ICV and the window's update) whose outer source port is not the SA's
-//! `udp_encap` destination port, or whose outer source is not a
-//! multipoint client's recorded address, is decrypted as usual and
+//! `udp_encap` destination port, or whose outer source is not the
+//! tunnel's remote (an SA with `udp_encap` is looked for among the
+//! tunnels with the outer destination as local address when no tunnel has
+//! the outer source as remote) or a multipoint client's recorded address,
+//! is decrypted as usual and
 //! reported to the control thread (`Event::EspMoved` on `Shared::events`,
 //! counted as `peer-moved`), once per SA and new address per node (the
 //! IKE side follows a peer behind a NAT and rekeys the SA onto the new
@@ -348,8 +351,43 @@ fn find<'a>((ifs, sas, index, clients): Tables<'a, '_>, spi: u32, o: &Outer) -> 
             }
         }
     }
-    if !clients.is_empty() {
-        return find_client(ifs, clients, cands, spi, o);
+    if !clients.is_empty()
+        && let Ok(f) = find_client(ifs, clients, cands, spi, o)
+    {
+        return Ok(f);
+    }
+    if o.udp {
+        return find_moved(ifs, index, cands, spi, o);
+    }
+    Err(EspDecryptError::NoTunnel)
+}
+
+/// ESP in UDP from another address than the tunnel's remote: the peer's
+/// NAT may have moved it (RFC 3948, RFC 7296 2.23). The SA with this SPI
+/// that a tunnel with this local address lists and that has `udp_encap`
+/// is tried; once authenticated the packet is taken and the new address
+/// reported (see the module), as Linux looks ESP in UDP up by
+/// destination and SPI only.
+#[cold]
+#[inline(never)]
+fn find_moved<'a>(
+    ifs: &'a IfTable,
+    index: &InIndex,
+    cands: &'a [std::sync::Arc<Sa>],
+    spi: u32,
+    o: &Outer,
+) -> Result<Found<'a>, EspDecryptError> {
+    for sa in cands.iter().filter(|sa| sa.udp_encap.is_some()) {
+        for &ti in index.by_sa.get(&sa.id).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(t) = ifs.get(ti)
+                && let Some(x) = t.ipsec()
+                && x.local == o.local
+                && !x.is_multipoint()
+                && x.remote.is_ipv4() == o.remote.is_ipv4()
+            {
+                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: None, peer: x.remote });
+            }
+        }
     }
     Err(EspDecryptError::NoTunnel)
 }

@@ -1024,4 +1024,15 @@ fn authenticated_esp_from_a_new_port_is_reported_once() {
     let sent = r.run(&[(esp_from_port(&p4, 6, &inner(6), addrs, 4600), WAN)]);
     assert_eq!(sent[0].len(), 1);
     assert!(moves(&r).is_empty(), "reported once");
+    // A new address too: the tunnel's SA is found by its local address,
+    // the packet taken once authenticated and the address reported; plain
+    // ESP (SA 2, no udp_encap) from elsewhere is still no tunnel's.
+    let moved = (a6("2001:db8:2::9"), a6("2001:db8:2::1"));
+    let sent = r.run(&[(esp_from_port(&p4, 7, &inner(7), moved, 4600), WAN)]);
+    assert_eq!(sent[0].len(), 1, "{:?}", r.nonzero());
+    assert_eq!(moves(&r), [crate::state::Event::EspMoved { sa: 4, remote: a6("2001:db8:2::9"), port: 4600 }]);
+    let plain = ip4(v4("198.18.0.9"), v4("10.0.1.2"), 60, false, 1);
+    let sent = r.run(&[(esp_frame(&peer_sa(2), 1, &plain, (a4("10.0.2.9"), a4("10.0.2.1")), None, None), WAN)]);
+    assert!(sent[0].is_empty());
+    assert_eq!(r.counter("esp-decrypt", "no-tunnel"), 1);
 }
