@@ -95,7 +95,8 @@ fn rig(tag: &str) -> Option<Rig> {
             return None;
         }
     }
-    let base = format!("{PREFIX}{}{tag}", std::process::id() % 100_000);
+    // `{PREFIX}{pid}-`: what `remove_stale` reads to spare live runs.
+    let base = format!("{PREFIX}{}-{tag}", std::process::id());
     let lab = Lab::two_hosts(&base);
     let nat = &lab.netns[2];
     let swan = Netns::named(&format!("{base}sw"));
