@@ -937,9 +937,9 @@ fn linux_mode_on_the_xdp_lane_rekeying_child_sa_by_charon_under_traffic_loses_no
 /// On each of the other lanes, the cases with the most to lose there:
 /// certificates (the largest IKE_AUTH messages, through the lane's punt
 /// or the kernel's sockets), an IKE SA rekey by charon under traffic
-/// (CREATE_CHILD_SA on 4500 beside ESP), and liveness checks with AES-CBC
-/// + HMAC-SHA-256 ESP and MODP-3072 (tern's own requests leaving through
-/// the lane, the CBC data path, the largest KE).
+/// (CREATE_CHILD_SA on 4500 beside ESP), and liveness checks with
+/// AES-CBC and HMAC-SHA-256 ESP and MODP-3072 (tern's own requests
+/// leaving through the lane, the CBC data path, the largest KE).
 #[test]
 fn xdp_lane_certificates_ecdsa_p256() {
     cert_case("g", Lane::AfXdpWithXdpLane, true);
