@@ -477,6 +477,12 @@ fn ike_metrics(s: &mut String, m: &crate::ike::IkeMetrics) {
             st.nat_moves,
         ),
         (
+            "tern_ike_esp_moves_total",
+            "counter",
+            "Of those, moves seen first in authenticated ESP in UDP from the new mapping (no IKE message from it yet).",
+            st.esp_moves,
+        ),
+        (
             "tern_ike_esp_on_ike_socket_total",
             "counter",
             "UDP 4500 without the non-ESP marker on IKE's kernel socket (ESP, the engine's), dropped.",

@@ -502,6 +502,7 @@ impl Router {
                 Event::Neighbor { ifindex, ip, mac, how } => {
                     changed |= self.routes.heard(ifindex, ip, mac, how, now);
                 }
+                Event::EspMoved { sa, remote, port } => self.ike.esp_moved(sa, std::net::SocketAddr::new(remote, port)),
             }
         }
         // In Linux mode the kernel owns neighbour state (the kernel mirror

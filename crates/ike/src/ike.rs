@@ -40,6 +40,9 @@ pub struct IkeStats {
     /// Peers behind a NAT seen at a new address or port (RFC 7296 2.23):
     /// their child SAs were rekeyed to follow.
     pub nat_moves: u64,
+    /// Of those, the ones seen in authenticated ESP in UDP before any IKE
+    /// message came from the new mapping ([`Ike::esp_moved`]).
+    pub esp_moves: u64,
     /// (reason, count): "no-proposal-chosen", "authentication-failed",
     /// "ts-unacceptable", "timeout", "invalid-ke", "invalid-syntax",
     /// "half-open-limit", "decrypt-failed", "peer-unknown", ...

@@ -764,6 +764,51 @@ fn child_sas_follow_a_nat_mapping_change() {
     assert_eq!(installs(&n.r_events).len(), 2);
 }
 
+/// The NAT maps the client anew and only its ESP says so (no IKE message
+/// from the new mapping): the responder (the side not behind the NAT)
+/// moves the IKE SA where the authenticated ESP came from and rekeys the
+/// child onto the new port at once; the initiator (behind the NAT) never
+/// follows ESP; an unknown SPI, the same address again or another family
+/// change nothing.
+#[test]
+fn authenticated_esp_from_a_new_mapping_moves_a_peer_behind_a_nat() {
+    let (a, mut b) = pair_configs();
+    b.remote = Some(ip(NAT_ADDR));
+    let mut n = Net::new(Settings::default(), a, vec![b]);
+    n.nat = true;
+    establish(&mut n);
+    let (ci, cr) = (installs(&n.i_events)[0].clone(), installs(&n.r_events)[0].clone());
+    assert_eq!(cr.udp_encap, Some((4500, 14500)));
+    let moved = SocketAddr::new(ip(NAT_ADDR), 24500);
+    // Not for an unknown SA, nor the address it has, nor another family.
+    assert!(!n.r.esp_moved(n.now, 0x0bad_0bad, moved));
+    assert!(!n.r.esp_moved(n.now, cr.inbound.spi, SocketAddr::new(ip(NAT_ADDR), 14500)));
+    assert!(!n.r.esp_moved(n.now, cr.inbound.spi, "[2001:db8::9]:4500".parse().unwrap()));
+    // The initiator is the one behind the NAT: it does not follow ESP.
+    assert!(!n.i.esp_moved(n.now, ci.inbound.spi, SocketAddr::new(ip(R_ADDR), 4600)));
+    assert_eq!(n.i.ike_sas()[0].remote, SocketAddr::new(ip(R_ADDR), 4500));
+    n.nat_offset = 20000;
+    assert!(n.r.esp_moved(n.now, cr.inbound.spi, moved));
+    assert_eq!(n.r.ike_sas()[0].remote, moved, "moved before any IKE message from there");
+    assert_eq!((n.r.stats().esp_moves, n.r.stats().nat_moves), (1, 1));
+    n.pump();
+    let (ni, nr) = (installs(&n.i_events), installs(&n.r_events));
+    assert_eq!((ni.len(), nr.len()), (2, 2), "the child rekeyed onto the new mapping");
+    assert_child_pair(&ni[1], &nr[1]);
+    assert_eq!((nr[1].remote, nr[1].udp_encap), (ip(NAT_ADDR), Some((4500, 24500))));
+    assert_eq!(nr[1].replaces, None, "our own rekey: its outbound SA is used at once");
+    assert_eq!(deletes(&n.r_events), vec![cr.id]);
+    // The rekey's request went to the new mapping.
+    let first = n.sent.iter().find(|s| !s.0 && s.2 == moved);
+    assert!(first.is_some(), "the responder's request reached {moved}");
+    // Reported again (another worker): nothing more.
+    assert!(!n.r.esp_moved(n.now, nr[1].inbound.spi, moved));
+    n.advance(Duration::from_secs(30));
+    assert_eq!(installs(&n.r_events).len(), 2);
+    assert_eq!(n.r.stats().esp_moves, 1);
+    assert!(downs(&n.i_events).is_empty() && downs(&n.r_events).is_empty());
+}
+
 #[test]
 fn encap_forces_udp_encapsulation() {
     let (mut a, b) = pair_configs();

@@ -618,6 +618,12 @@ pub enum Event {
     /// `mac` is `None` for an NA without a target link-layer address
     /// option (RFC 4861 7.2.4 allows it in answers to unicast probes).
     Neighbor { ifindex: u16, ip: IpAddr, mac: Option<[u8; 6]>, how: Heard },
+    /// Authenticated ESP in UDP (its ICV verified, the anti-replay window
+    /// took it) on inbound SA `sa` came from `remote`:`port`, not from
+    /// where the SA's tunnel or client has the peer (`esp-decrypt`,
+    /// `peer-moved`): the peer's NAT mapping changed. The IKE side
+    /// follows a peer behind a NAT (RFC 7296 2.23).
+    EspMoved { sa: u32, remote: IpAddr, port: u16 },
 }
 
 /// How a neighbour was heard from.

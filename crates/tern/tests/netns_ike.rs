@@ -18,8 +18,9 @@
 //!
 //! Each runs on a [`Lane`]: all of them standalone on AF_PACKET, and a
 //! focused set (PSK both ways, NAT-T, a child rekey by charon under
-//! traffic, deletes, remote access) on the XDP lane and in Linux mode
-//! too. There each checks where IKE and ESP went ([`Rig::assert_paths`]):
+//! traffic, deletes, remote access; certificates, an IKE SA rekey by
+//! charon under traffic, liveness checks and dead-peer detection with
+//! AES-CBC and MODP-3072) on the XDP lane and in Linux mode too. There each checks where IKE and ESP went ([`Rig::assert_paths`]):
 //! every IKE datagram charon sent is counted once, by `ike-to-control`
 //! (standalone) or by the router's kernel UDP (Linux mode), and every ESP
 //! packet once by `xdp-lane/punt-ipsec` or `xdp-steer/ipsec-to-tern`.
@@ -37,13 +38,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+mod ike_common;
 use common::{Lab, counter, log_of};
-use tern_testkit::netns::{Netns, Veth, remove_stale};
-use tern_testkit::strongswan::{Charon, CharonSpec, Lane, kill_pids_in, psk_secret, tail};
+use ike_common::{SWAN_ID, TERN_ID, charon_creds, make_certs, received};
+use tern_testkit::netns::{Netns, Veth};
+use tern_testkit::strongswan::{Charon, CharonSpec, Lane, psk_secret};
 
 const PSK: &str = "interop-psk-0123456789";
-const TERN_ID: &str = "tern.example";
-const SWAN_ID: &str = "swan.example";
 
 /// The prefix of the rig's namespaces: `{PREFIX}{pid}-{lane}{tag}...`.
 const PREFIX: &str = "swike";
@@ -64,22 +65,13 @@ struct Rig {
 /// namespaces and the scratch directory go.
 impl Drop for Rig {
     fn drop(&mut self) {
-        if let Some(mut c) = self.charon.take() {
-            c.stop(Duration::from_secs(5));
-        }
-        self.lab.stop_daemon(Duration::from_secs(5));
-        for ns in self.lab.ns.iter().chain(std::iter::once(&self.h3.name)) {
-            kill_pids_in(ns);
-        }
+        ike_common::stop_all(self.charon.as_mut(), &mut self.lab, &[&self.h3.name]);
     }
 }
 
 /// Why this machine cannot run the interop tests, if so.
 fn missing() -> Option<String> {
-    if let Some(why) = common::lab_missing() {
-        return Some(why.to_string());
-    }
-    tern_testkit::strongswan::missing()
+    ike_common::missing(PREFIX)
 }
 
 /// The namespaces' base name of the rig `tag` on `lane`.
@@ -88,12 +80,12 @@ fn base_name(lane: Lane, tag: &str) -> String {
 }
 
 fn rig(tag: &str, lane: Lane) -> Option<Rig> {
+    // Also removes namespaces of earlier runs killed before their rigs
+    // dropped.
     if let Some(why) = missing() {
         eprintln!("skipped: {why}");
         return None;
     }
-    // Namespaces of earlier runs killed before their rigs dropped.
-    remove_stale(PREFIX);
     let base = base_name(lane, tag);
     let lab = Lab::two_hosts(&base);
     let gw = &lab.netns[2];
@@ -258,19 +250,7 @@ impl Rig {
     /// One call of tern's control API (one JSON line each way): the
     /// answer's `result.data`, or the error message.
     fn api(&self, op: &str, args: serde_json::Value) -> Result<serde_json::Value, String> {
-        use std::io::{BufRead, Write};
-        let sock = self.lab.0.socket();
-        let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| format!("{sock}: {e}"))?;
-        let req = serde_json::json!({"version": 1, "op": op, "args": args});
-        writeln!(s, "{req}").map_err(|e| e.to_string())?;
-        let mut line = String::new();
-        std::io::BufReader::new(s).read_line(&mut line).map_err(|e| e.to_string())?;
-        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
-        if v["ok"] == true {
-            Ok(v["result"]["data"].clone())
-        } else {
-            Err(v["error"]["message"].as_str().unwrap_or(&line).to_string())
-        }
+        ike_common::api(&self.lab, op, args)
     }
 
     /// tern's IKE SAs (the API's `ike_sa_show`).
@@ -389,28 +369,8 @@ impl Rig {
     }
 
     fn logs(&self) -> String {
-        // Without the per-packet lines of charon's socket threads (ESP
-        // in UDP comes through them too), which would fill the tail.
-        let quiet = |c: &Charon| {
-            let log = c.log();
-            let kept: Vec<&str> = log
-                .lines()
-                .filter(|l| {
-                    !(l.contains("waiting for data on sockets")
-                        || (l.contains("[NET] sending packet") || l.contains("[NET] received packet"))
-                            && !l.ends_with(" bytes)"))
-                })
-                .collect();
-            tail(&kept.join("\n"), 40)
-        };
-        let swan = self.charon.as_ref().map(quiet).unwrap_or_default();
-        format!("\n--- tern log:\n{}\n--- charon log:\n{swan}", tail(&log_of(&self.lab), 40))
+        ike_common::logs(&self.lab, self.charon.as_ref().map(|c| ("charon".to_string(), c)))
     }
-}
-
-/// "N received" of ping's summary.
-fn received(text: &str) -> u32 {
-    text.split(',').find_map(|p| p.trim().strip_suffix(" received").and_then(|n| n.trim().parse().ok())).unwrap_or(0)
 }
 
 /// One PSK tunnel with the given proposals, initiated by tern or by
@@ -530,89 +490,6 @@ fn psk_aes128_sha1_ecp256_both_ways() {
     );
 }
 
-/// A CA and ECDSA P-256 certificates for tern and charon (subjectAltName
-/// DNS = their identities), and an untrusted CA's certificate for tern;
-/// made with openssl in `dir`.
-fn make_certs(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let ossl = |args: &[&str]| -> Result<(), String> {
-        let o = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .map_err(|e| format!("openssl: {e}"))?;
-        if o.status.success() {
-            Ok(())
-        } else {
-            Err(format!("openssl {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr)))
-        }
-    };
-    for (ca, cn) in [("ca", "Interop CA"), ("evilca", "Evil CA")] {
-        ossl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &format!("{ca}.key")])?;
-        ossl(&[
-            "req",
-            "-x509",
-            "-new",
-            "-key",
-            &format!("{ca}.key"),
-            "-subj",
-            &format!("/O=tern/CN={cn}"),
-            "-days",
-            "30",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            "-out",
-            &format!("{ca}.pem"),
-        ])?;
-    }
-    for (name, id, ca) in [("tern", TERN_ID, "ca"), ("swan", SWAN_ID, "ca"), ("evil", TERN_ID, "evilca")] {
-        ossl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &format!("{name}.ec.key")])?;
-        ossl(&["pkcs8", "-topk8", "-nocrypt", "-in", &format!("{name}.ec.key"), "-out", &format!("{name}.key")])?;
-        ossl(&[
-            "req",
-            "-new",
-            "-key",
-            &format!("{name}.key"),
-            "-subj",
-            &format!("/O=tern/CN={id}"),
-            "-out",
-            &format!("{name}.csr"),
-        ])?;
-        std::fs::write(
-            dir.join(format!("{name}.ext")),
-            format!("subjectAltName=DNS:{id}\nbasicConstraints=CA:FALSE\n"),
-        )
-        .map_err(|e| e.to_string())?;
-        ossl(&[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "30",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.pem"),
-        ])?;
-    }
-    Ok(())
-}
-
-/// Puts charon's certificate, key and CA into its swanctl folders.
-fn charon_creds(charon_dir: &Path, certs: &Path) {
-    for (from, to) in [("swan.pem", "x509/swan.pem"), ("swan.key", "private/swan.key"), ("ca.pem", "x509ca/ca.pem")] {
-        std::fs::copy(certs.join(from), charon_dir.join(to)).unwrap_or_else(|e| panic!("{from}: {e}"));
-    }
-}
-
 fn tern_pubkey(certs: &Path, cert: &str) -> String {
     let p = |f: &str| certs.join(f).display().to_string();
     format!(
@@ -624,8 +501,8 @@ fn tern_pubkey(certs: &Path, cert: &str) -> String {
     )
 }
 
-fn cert_case(tag: &str, tern_starts: bool) {
-    let Some(mut r) = rig(tag, Lane::AfPacket) else { return };
+fn cert_case(tag: &str, lane: Lane, tern_starts: bool) {
+    let Some(mut r) = rig(tag, lane) else { return };
     let certs = r.lab.dir.join("certs");
     make_certs(&certs).unwrap_or_else(|e| panic!("{e}"));
     let conf = swan_conf("aes128gcm16-prfsha256-ecp256", "aes128gcm16", "pubkey", "", "");
@@ -644,16 +521,17 @@ fn cert_case(tag: &str, tern_starts: bool) {
     assert!(r.charon().log().contains("with ECDSA"), "charon checked an ECDSA signature: {}", r.logs());
     r.tern_established();
     r.ping_through();
+    r.assert_paths(true);
 }
 
 #[test]
 fn certificates_ecdsa_p256_tern_initiates() {
-    cert_case("g", true);
+    cert_case("g", Lane::AfPacket, true);
 }
 
 #[test]
 fn certificates_ecdsa_p256_charon_initiates() {
-    cert_case("h", false);
+    cert_case("h", Lane::AfPacket, false);
 }
 
 /// `encap = true`: tern says there is a NAT whatever the addresses, so
@@ -796,16 +674,26 @@ fn delete_case(tag: &str, lane: Lane) {
 /// it declares the peer dead, taking the SAs down.
 #[test]
 fn dead_peer_detection_when_charon_is_killed() {
-    let Some(mut r) = rig("l", Lane::AfPacket) else { return };
-    r.start_tern(&tern_psk(PSK, "aes128gcm16-prfsha256-x25519", "aes128gcm16", "start = false\ndpd_secs = 1\n"));
-    r.start_charon(
-        swan_conf("aes128gcm16-prfsha256-x25519", "aes128gcm16", "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""),
-        "",
-    );
+    dpd_case("l", Lane::AfPacket, "aes128gcm16-prfsha256-x25519", "aes128gcm16");
+}
+
+/// With these proposals: pings through, tern's liveness checks answered
+/// while charon lives (seen in charon's log: an empty INFORMATIONAL
+/// request), then charon killed and the peer declared dead.
+fn dpd_case(tag: &str, lane: Lane, ike: &str, esp: &str) {
+    let Some(mut r) = rig(tag, lane) else { return };
+    r.start_tern(&tern_psk(PSK, ike, esp, "start = false\ndpd_secs = 1\n"));
+    r.start_charon(swan_conf(ike, esp, "psk", &psk_secret("t", TERN_ID, SWAN_ID, PSK), ""), "");
     let c = r.charon();
     c.initiate("net").unwrap_or_else(|e| panic!("{e}{}", r.logs()));
     r.tern_established();
     r.ping_through();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !r.charon().log().contains("parsed INFORMATIONAL request") {
+        assert!(Instant::now() < deadline, "charon answers tern's liveness checks: {}", r.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(r.tern_sas().iter().any(|s| s["peer"] == "swan"), "answered checks keep the SA: {}", r.logs());
     r.charon.as_mut().expect("charon").kill();
     // 1 s of silence, then the check and its retransmissions (0.5 s
     // doubling, 5 tries by default): well within 60 s.
@@ -1042,4 +930,57 @@ fn linux_mode_on_the_xdp_lane_psk_x25519_both_ways() {
 #[test]
 fn linux_mode_on_the_xdp_lane_rekeying_child_sa_by_charon_under_traffic_loses_nothing() {
     rekey_case("j", Lane::LinuxXdpLane, Rekey::CharonChild);
+}
+
+// ------------- certificates, CBC with MODP-3072, IKE rekey and DPD on the other lanes
+
+/// On each of the other lanes, the cases with the most to lose there:
+/// certificates (the largest IKE_AUTH messages, through the lane's punt
+/// or the kernel's sockets), an IKE SA rekey by charon under traffic
+/// (CREATE_CHILD_SA on 4500 beside ESP), and liveness checks with
+/// AES-CBC and HMAC-SHA-256 ESP and MODP-3072 (tern's own requests
+/// leaving through the lane, the CBC data path, the largest KE).
+#[test]
+fn xdp_lane_certificates_ecdsa_p256() {
+    cert_case("g", Lane::AfXdpWithXdpLane, true);
+}
+
+#[test]
+fn xdp_lane_rekeying_ike_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("s", Lane::AfXdpWithXdpLane, Rekey::CharonIke);
+}
+
+#[test]
+fn xdp_lane_dead_peer_detection_with_aes256_sha256_modp3072() {
+    dpd_case("l", Lane::AfXdpWithXdpLane, "aes256-sha256-modp3072", "aes256-sha256");
+}
+
+#[test]
+fn linux_mode_certificates_ecdsa_p256() {
+    cert_case("g", Lane::Linux, false);
+}
+
+#[test]
+fn linux_mode_rekeying_ike_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("s", Lane::Linux, Rekey::CharonIke);
+}
+
+#[test]
+fn linux_mode_dead_peer_detection_with_aes256_sha256_modp3072() {
+    dpd_case("l", Lane::Linux, "aes256-sha256-modp3072", "aes256-sha256");
+}
+
+#[test]
+fn linux_mode_on_the_xdp_lane_certificates_ecdsa_p256() {
+    cert_case("g", Lane::LinuxXdpLane, true);
+}
+
+#[test]
+fn linux_mode_on_the_xdp_lane_rekeying_ike_sa_by_charon_under_traffic_loses_nothing() {
+    rekey_case("s", Lane::LinuxXdpLane, Rekey::CharonIke);
+}
+
+#[test]
+fn linux_mode_on_the_xdp_lane_dead_peer_detection_with_aes256_sha256_modp3072() {
+    dpd_case("l", Lane::LinuxXdpLane, "aes256-sha256-modp3072", "aes256-sha256");
 }

@@ -25,12 +25,13 @@
 use std::time::{Duration, Instant};
 
 mod common;
+mod ike_common;
 use common::{Lab, counter, log_of, run_tern};
-use tern_testkit::netns::{Netns, Veth, remove_stale};
-use tern_testkit::strongswan::{Charon, CharonSpec, Lane, kill_pids_in, psk_secret, tail};
+use ike_common::{TERN_ID, received};
+use tern_testkit::netns::{Netns, Veth};
+use tern_testkit::strongswan::{Charon, CharonSpec, Lane, psk_secret};
 
 const PSK: &str = "remote-access-psk-0123456789";
-const TERN_ID: &str = "tern.example";
 
 struct Rig {
     lane: Lane,
@@ -45,28 +46,18 @@ struct Rig {
 /// whatever is left in the namespaces killed, before they go.
 impl Drop for Rig {
     fn drop(&mut self) {
-        for c in self.clients.iter_mut().filter_map(Option::as_mut) {
-            c.stop(Duration::from_secs(5));
-        }
-        self.lab.stop_daemon(Duration::from_secs(5));
-        for ns in self.lab.ns.iter().chain(self.cns.iter().map(|n| &n.name)) {
-            kill_pids_in(ns);
-        }
+        let cns: Vec<&str> = self.cns.iter().map(|n| n.name.as_str()).collect();
+        ike_common::stop_all(self.clients.iter_mut().filter_map(Option::as_mut), &mut self.lab, &cns);
     }
 }
 
 const PREFIX: &str = "ikera";
 
 fn rig(tag: &str, lane: Lane) -> Option<Rig> {
-    if let Some(why) = common::lab_missing() {
+    if let Some(why) = ike_common::missing(PREFIX) {
         eprintln!("skipped: {why}");
         return None;
     }
-    if let Some(why) = tern_testkit::strongswan::missing() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
-    remove_stale(PREFIX);
     let base = format!("{PREFIX}{}-{}{tag}", std::process::id(), lane.tag());
     let lab = Lab::two_hosts(&base);
     let h2 = &lab.netns[2];
@@ -171,19 +162,7 @@ impl Rig {
 
     /// One call of tern's control API: the answer's `result.data`.
     fn api(&self, op: &str, args: serde_json::Value) -> Result<serde_json::Value, String> {
-        use std::io::{BufRead, Write};
-        let sock = self.lab.0.socket();
-        let mut s = std::os::unix::net::UnixStream::connect(&sock).map_err(|e| format!("{sock}: {e}"))?;
-        let req = serde_json::json!({"version": 1, "op": op, "args": args});
-        writeln!(s, "{req}").map_err(|e| e.to_string())?;
-        let mut line = String::new();
-        std::io::BufReader::new(s).read_line(&mut line).map_err(|e| e.to_string())?;
-        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
-        if v["ok"] == true {
-            Ok(v["result"]["data"].clone())
-        } else {
-            Err(v["error"]["message"].as_str().unwrap_or(&line).to_string())
-        }
+        ike_common::api(&self.lab, op, args)
     }
 
     /// The virtual IPs of tern's installed child SAs (`ike_sa_show`).
@@ -254,19 +233,10 @@ impl Rig {
     }
 
     fn logs(&self) -> String {
-        let mut s = format!("\n--- tern log:\n{}", tail(&log_of(&self.lab), 60));
-        for (k, c) in self.clients.iter().enumerate() {
-            if let Some(c) = c {
-                s += &format!("\n--- charon c{}:\n{}", 4 + k, tail(&c.log(), 30));
-            }
-        }
-        s
+        let charons =
+            self.clients.iter().enumerate().filter_map(|(k, c)| c.as_ref().map(|c| (format!("charon c{}", 4 + k), c)));
+        ike_common::logs(&self.lab, charons)
     }
-}
-
-/// "N received" of ping's summary.
-fn received(text: &str) -> u32 {
-    text.split(',').find_map(|p| p.trim().strip_suffix(" received").and_then(|n| n.trim().parse().ok())).unwrap_or(0)
 }
 
 #[test]

@@ -26,9 +26,10 @@
 //!   three a tunnel cost more than a tenth of a setup at a thousand
 //!   tunnels a second). A delete unbinds, then
 //!   removes. When the peer rekeyed (`ChildSa::replaces`), sa_out stays
-//!   on the old SA until the peer deletes it (the peer takes the new
-//!   inbound SA only once it has our answer; a packet on it before that
-//!   is lost), then moves to the new one. Soft and hard lifetime events
+//!   on the old SA (the peer takes the new inbound SA only once it has
+//!   our answer; a packet on it before that is lost) until the peer
+//!   deletes it, sends on the new SA, or [`HOLD_OUT_MAX`] passes,
+//!   whichever comes first, then moves to the new one. Soft and hard lifetime events
 //!   from `Ipsec::subscribe` go back to the owning shard
 //!   (`Ike::child_expired`): a soft one rekeys.
 //! - **Remote access.** A child SA of a multipoint tunnel (`remote =
@@ -67,6 +68,24 @@ use tern_ipsec::{Lifetime, SaConfig, SaEvent, SaEventKind, UdpEncap};
 /// (half-open or connecting IKE SAs): child SAs wait at most this long
 /// for their installation.
 pub const BUSY_PAUSE: Duration = Duration::from_millis(2);
+
+/// How long a peer's rekey may keep tern encrypting on the old child SA
+/// when the peer neither deletes it nor sends on the new one: the peer
+/// installed the new inbound SA when our answer reached it, within a
+/// round trip (its retransmissions of the request, answered from the
+/// cache, take longer only when our answer is lost; then the old SA
+/// still works). A peer that never deletes the old SA (a lost delete, a
+/// peer that waits for our delete) would otherwise keep us on it until
+/// its hard lifetime.
+pub const HOLD_OUT_MAX: Duration = Duration::from_secs(3);
+
+/// A new child SA from a rekey by the peer, its outbound SA held back.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    new: u64,
+    out: u32,
+    since: std::time::Instant,
+}
 
 /// A child SA the data plane holds for IKE: one per tunnel, a million of
 /// them on a remote-access responder, so kept small (40 bytes): the names
@@ -152,9 +171,10 @@ pub struct IkeService {
     /// which those no child holds are next forgotten.
     names: HashMap<Box<str>, Arc<Names>>,
     names_prune_at: usize,
-    /// Rekeys by the peer: (shard, old child id) -> (new child id, new
-    /// outbound SA), which takes over encrypting when the old one goes.
-    held_out: HashMap<(u32, u64), (u64, u32)>,
+    /// Rekeys by the peer: (shard, old child id) -> the new child, whose
+    /// outbound SA takes over encrypting when the old one goes, the first
+    /// packet arrives on the new inbound SA, or [`HOLD_OUT_MAX`] passes.
+    held_out: HashMap<(u32, u64), Held>,
     /// A pair's inbound SA id (even; the outbound one is the next) ->
     /// (shard, child id).
     by_sa: HashMap<u32, (u32, u64)>,
@@ -169,6 +189,9 @@ pub struct IkeService {
     /// round, were half of the control thread's CPU while setting up
     /// tunnels).
     clients: Option<tern_nodes::state::IpsecClients>,
+    /// Inbound SA id -> the new source of its authenticated ESP last
+    /// handed to its shard (each worker reports a move once).
+    moved: HashMap<u32, std::net::SocketAddr>,
 }
 
 fn hash_of(x: impl Hash) -> u64 {
@@ -197,6 +220,7 @@ impl IkeService {
         let mut did = self.reconcile(router);
         did |= self.drain(router);
         did |= self.expiries();
+        did |= self.release_held(router, std::time::Instant::now());
         did
     }
 
@@ -555,8 +579,61 @@ impl IkeService {
     fn hold_out(&mut self, shard: u32, c: &ChildSa, out_id: u32) -> Option<u32> {
         let old = c.replaces?;
         let old_out = self.children.get(&(shard, old))?.out_id();
-        self.held_out.insert((shard, old), (c.id, out_id));
+        self.held_out.insert((shard, old), Held { new: c.id, out: out_id, since: std::time::Instant::now() });
         Some(old_out)
+    }
+
+    /// Held outbound SAs (see [`Held`]) switched to the new one when the
+    /// peer sends on its new inbound SA (so it has our answer and decrypts
+    /// the new SA) or after [`HOLD_OUT_MAX`], whichever comes first: a
+    /// peer that never deletes the old child no longer keeps us on it.
+    /// Whether something changed.
+    fn release_held(&mut self, router: &mut Router, now: std::time::Instant) -> bool {
+        if self.held_out.is_empty() {
+            return false;
+        }
+        let used = |new: &Child| router.ipsec().info(new.in_id).is_some_and(|i| i.counters.packets > 0);
+        let due: Vec<((u32, u64), bool)> = self
+            .held_out
+            .iter()
+            .filter_map(|(&(shard, old), h)| {
+                let used = self.children.get(&(shard, h.new)).is_some_and(used);
+                (used || now.saturating_duration_since(h.since) >= HOLD_OUT_MAX).then_some(((shard, old), used))
+            })
+            .collect();
+        let mut bindings: Vec<(u16, u32, Vec<u32>)> = Vec::new();
+        let mut clients_changed = false;
+        for (key, used) in &due {
+            let (Some(h), Some(old)) = (self.held_out.remove(key), self.children.get(key).cloned()) else { continue };
+            let why = if *used {
+                "the peer sends on the new SA".to_string()
+            } else {
+                format!("the peer kept the old one {} s", HOLD_OUT_MAX.as_secs())
+            };
+            log::info!("ike {}: child SA {} takes over encrypting (SA {}): {why}", old.names.peer, h.new, h.out);
+            if let Some((index, ip)) = old.vip {
+                if let Some(k) = self.clients().client(index, ip).filter(|k| k.sa_out == old.out_id()).cloned() {
+                    let client = tern_nodes::state::IpsecClient { sa_out: h.out, remote: k.remote };
+                    self.clients().insert_client(index, ip, client);
+                    clients_changed = true;
+                }
+                continue;
+            }
+            let Some(index) = old.names.tunnel.as_deref().and_then(|t| router.plan().iface_index(t)) else { continue };
+            let IfacePlanKind::Ipsec { sa_out, sa_in, .. } = &router.plan().ifaces[usize::from(index)].kind else {
+                continue;
+            };
+            if *sa_out == old.out_id() {
+                bindings.push((index, h.out, sa_in.clone()));
+            }
+        }
+        if !bindings.is_empty() {
+            router.set_ipsec_bindings(bindings);
+        }
+        if clients_changed {
+            router.set_ipsec_clients(self.clients().clone());
+        }
+        !due.is_empty()
     }
 
     /// A remote-access client on multipoint tunnel `index`: its virtual
@@ -646,8 +723,8 @@ impl IkeService {
             // The old child of a rekey by the peer: its successor's
             // outbound SA takes over. A successor deleted itself (a lost
             // simultaneous rekey) takes over nothing.
-            let next_out = self.held_out.remove(key).map(|(_, out)| out);
-            self.held_out.retain(|(shard, _), (new, _)| !(*shard == key.0 && *new == key.1));
+            let next_out = self.held_out.remove(key).map(|h| h.out);
+            self.held_out.retain(|(shard, _), h| !(*shard == key.0 && h.new == key.1));
             if c.vip.is_some() {
                 clients_changed |= self.remove_client(router, c, next_out);
                 continue;
@@ -680,6 +757,7 @@ impl IkeService {
             .filter(|&id| router.ipsec().info(id).is_some())
             .collect();
         for (_, c) in &gone {
+            self.moved.remove(&c.in_id);
             self.by_sa.remove(&c.in_id);
             log::debug!("ike {}: child SA removed (SAs {} and {})", c.names.peer, c.in_id, c.out_id());
         }
@@ -687,6 +765,24 @@ impl IkeService {
             && let Err(e) = router.ipsec_mut().del(&ids, |_| None)
         {
             log::error!("ike: removing SAs {ids:?}: {e}");
+        }
+    }
+
+    /// The data plane saw authenticated ESP in UDP on inbound SA `sa` from
+    /// `remote`, not where its tunnel or client has the peer
+    /// (`Event::EspMoved`): handed to the shard of its IKE SA, which
+    /// follows a peer behind a NAT (`tern_ike::Ike::esp_moved`).
+    pub fn esp_moved(&mut self, sa: u32, remote: std::net::SocketAddr) {
+        let Some(r) = &self.running else { return };
+        let Some(&(shard, id)) = self.by_sa.get(&sa) else { return };
+        let Some(c) = self.children.get(&(shard, id)).filter(|c| c.in_id == sa) else { return };
+        if self.moved.get(&sa) == Some(&remote) {
+            return;
+        }
+        self.moved.insert(sa, remote);
+        log::info!("ike {}: authenticated ESP on child SA {id} (SA {sa}) from {remote}: a new NAT mapping?", c.names.peer);
+        if let Some(s) = r.shards.get(shard as usize) {
+            let _ = s.send(Cmd::EspMoved { inbound_spi: c.in_spi, remote });
         }
     }
 
@@ -845,6 +941,7 @@ fn add_stats(to: &mut IkeStats, s: &IkeStats) {
     to.dpd_sent += s.dpd_sent;
     to.dropped_invalid += s.dropped_invalid;
     to.nat_moves += s.nat_moves;
+    to.esp_moves += s.esp_moves;
     for (reason, n) in &s.failures {
         match to.failures.iter_mut().find(|(r, _)| r == reason) {
             Some(f) => f.1 += n,
@@ -1091,6 +1188,80 @@ tunnel = "ra0"
         assert!(!r.ipsec().contains(IKE_SA_ID_BASE) && !r.ipsec().contains(IKE_SA_ID_BASE + 3));
         r.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A rekey by the peer: child 2 replaces child 1; sa_out stays on
+    /// child 1's outbound SA (the site-to-site tunnel's binding, or the
+    /// remote-access client's entry).
+    fn held(r: &mut Router, svc: &mut IkeService, site: bool) -> (u32, u32, u32) {
+        let (peer, t, vip) = if site { ("site", "ipsec0", None) } else { ("ra", "ra0", Some("10.3.0.5")) };
+        svc.install(r, vec![(0, Box::new(child(peer, t, 1, "192.0.2.7", None, vip)))]);
+        let mut new = child(peer, t, 2, "192.0.2.7", None, vip);
+        new.replaces = Some(1);
+        svc.install(r, vec![(0, Box::new(new))]);
+        let (old, new) = (svc.children[&(0, 1)].clone(), svc.children[&(0, 2)].clone());
+        assert_eq!(out_of(r, site), old.out_id(), "held on the old SA");
+        (old.out_id(), new.out_id(), new.in_id)
+    }
+
+    /// The SA encrypting for the site tunnel, or for client 10.3.0.5.
+    fn out_of(r: &Router, site: bool) -> u32 {
+        if site {
+            return remote_of(r, "ipsec0").1;
+        }
+        let ra = r.plan().iface_index("ra0").unwrap();
+        let live = r.shared().ipsec_clients.load();
+        live.client(ra, "10.3.0.5".parse().unwrap()).expect("client").sa_out
+    }
+
+    /// A held outbound SA moves to the new one at the first packet on the
+    /// new inbound SA (the peer has our answer), before any timer.
+    #[test]
+    fn a_held_outbound_sa_moves_at_the_first_packet_on_the_new_one() {
+        for site in [true, false] {
+            let dir = std::env::temp_dir().join(format!("tern-ike-held-pkt-{}-{site}", std::process::id()));
+            let (mut r, _) = router(&dir);
+            let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+            let (old_out, new_out, new_in) = held(&mut r, &mut svc, site);
+            let now = std::time::Instant::now();
+            assert!(!svc.release_held(&mut r, now), "nothing on the new SA yet");
+            assert_eq!(out_of(&r, site), old_out);
+            // The data plane decrypts one packet on the new inbound SA.
+            let sa = r.ipsec().reader().load().get(new_in).cloned().expect("new inbound SA");
+            sa.count(0, &tern_ipsec::SaCounters { packets: 1, bytes: 84, ..Default::default() });
+            assert!(svc.release_held(&mut r, now));
+            assert_eq!(out_of(&r, site), new_out, "site {site}");
+            assert!(svc.held_out.is_empty());
+            // The peer's delete of the old child later changes nothing.
+            svc.delete(&mut r, &[(0, 1)]);
+            assert_eq!(out_of(&r, site), new_out);
+            r.shutdown();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// A peer that neither deletes the old child nor sends on the new one:
+    /// the held outbound SA moves after HOLD_OUT_MAX.
+    #[test]
+    fn a_held_outbound_sa_moves_after_its_timer() {
+        for site in [true, false] {
+            let dir = std::env::temp_dir().join(format!("tern-ike-held-timer-{}-{site}", std::process::id()));
+            let (mut r, _) = router(&dir);
+            let mut svc = IkeService { next_id: IKE_SA_ID_BASE, ..IkeService::default() };
+            let (old_out, new_out, _) = held(&mut r, &mut svc, site);
+            let since = svc.held_out[&(0, 1)].since;
+            assert!(!svc.release_held(&mut r, since + HOLD_OUT_MAX - Duration::from_millis(1)));
+            assert_eq!(out_of(&r, site), old_out, "still held just before the timer");
+            assert!(svc.release_held(&mut r, since + HOLD_OUT_MAX));
+            assert_eq!(out_of(&r, site), new_out, "site {site}");
+            // Both SAs stay installed until the peer deletes the old one.
+            assert!(r.ipsec().info(old_out).is_some());
+            svc.delete(&mut r, &[(0, 1)]);
+            assert_eq!(out_of(&r, site), new_out);
+            assert!(r.ipsec().info(old_out).is_none());
+            r.shutdown();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     #[test]

@@ -36,7 +36,16 @@ pub enum Cmd {
     SetPeers(Vec<PeerConfig>),
     Initiate(String, Sender<Result<u64, String>>),
     Terminate(String, Option<u64>, Sender<Result<usize, String>>),
-    ChildExpired { inbound_spi: u32, hard: bool },
+    ChildExpired {
+        inbound_spi: u32,
+        hard: bool,
+    },
+    /// Authenticated ESP in UDP on a child SA from a new address or port
+    /// (`Ike::esp_moved`).
+    EspMoved {
+        inbound_spi: u32,
+        remote: SocketAddr,
+    },
     Show(Sender<Vec<IkeSaInfo>>),
     Stop,
 }
@@ -221,6 +230,9 @@ impl Shard {
                 let _ = reply.send(self.ike.terminate(now, &peer, id));
             }
             Cmd::ChildExpired { inbound_spi, hard } => self.ike.child_expired(now, inbound_spi, hard),
+            Cmd::EspMoved { inbound_spi, remote } => {
+                self.ike.esp_moved(now, inbound_spi, remote);
+            }
             Cmd::Show(reply) => {
                 let _ = reply.send(self.ike.ike_sas());
             }

@@ -117,6 +117,51 @@ impl Ike {
 }
 
 impl Ike {
+    /// Authenticated ESP in UDP on child SA `inbound_spi` (the data plane
+    /// saw it after its ICV verified and the anti-replay window took it)
+    /// came from `remote`, not from where the IKE SA has the peer.
+    ///
+    /// RFC 7296 2.23: the side not behind a NAT sends to where the peer's
+    /// last authenticated packet came from; RFC 3948's ESP in UDP leaves
+    /// the peer's port 4500 through the same NAT mapping as its IKE, so
+    /// its authenticated ESP says as much as an IKE message would. As
+    /// strongSwan and Linux do with ESP-in-UDP mapping changes, only a
+    /// peer behind a NAT is followed (not when only this side is behind
+    /// one, nor without a NAT): the IKE SA moves there at once and its
+    /// child SAs are rekeyed to follow ([`Ike::children_follow`]), so
+    /// tern's outbound ESP reaches the new mapping without waiting for
+    /// the peer's next IKE request. Returns whether the IKE SA moved.
+    pub fn esp_moved(&mut self, now: Instant, inbound_spi: u32, remote: SocketAddr) -> bool {
+        let Some(&spi) = self.child_index.get(&inbound_spi) else {
+            log::debug!("ike: ESP of child SA {inbound_spi:#010x} from {remote}, which is unknown");
+            return false;
+        };
+        let mut moved = false;
+        self.with_sa(spi, now, |ike, sa| {
+            if sa.state != State::Established || sa.remote == remote || sa.remote.is_ipv4() != remote.is_ipv4() {
+                return;
+            }
+            if !sa.nat_remote {
+                log::debug!(
+                    "ike: peer {}: ESP of child SA {inbound_spi:#010x} from {remote}: not followed, the peer is not behind a NAT",
+                    sa.who()
+                );
+                return;
+            }
+            let from = sa.remote;
+            log::info!(
+                "ike: peer {}: authenticated ESP of child SA {inbound_spi:#010x} from {remote}: its NAT's mapping changed",
+                sa.who()
+            );
+            ike.moved(sa, remote);
+            ike.stats.esp_moves += 1;
+            let ids: Vec<u64> = sa.children.iter().map(|c| c.id).collect();
+            ike.children_follow(sa, now, from, &ids);
+            moved = true;
+        });
+        moved
+    }
+
     /// The peer moved (its NAT's mapping changed): the installed child SAs
     /// carry the old address and UDP ports, which the data plane's SAs
     /// hold fixed (and an outbound SA's sequence numbers must never be

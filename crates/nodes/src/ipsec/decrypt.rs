@@ -27,6 +27,19 @@
 //!
 //! The SA's counters are added once per run of packets on one SA.
 //!
+//! A peer's NAT mapping that changed: authenticated ESP in UDP (after the
+//! ICV and the window's update) whose outer source port is not the SA's
+//! `udp_encap` destination port, or whose outer source is not the
+//! tunnel's remote (an SA with `udp_encap` is looked for among the
+//! tunnels with the outer destination as local address when no tunnel has
+//! the outer source as remote) or a multipoint client's recorded address,
+//! is decrypted as usual and
+//! reported to the control thread (`Event::EspMoved` on `Shared::events`,
+//! counted as `peer-moved`), once per SA and new address per node (the
+//! IKE side follows a peer behind a NAT and rekeys the SA onto the new
+//! ports, RFC 7296 2.23; a full queue is counted as `peer-moved-lost` and
+//! reported again by a later packet).
+//!
 //! Next nodes: `ip4-input`, `ip6-input` (by the next header), `drop`.
 //! Counters: [`EspDecryptError::DESCS`].
 //!
@@ -53,6 +66,10 @@ pub struct EspDecrypt {
     clients: Snapshot<IpsecClients>,
     /// Where IKE on 4500 goes with `Params::ike_local` ([`EspDecrypt::with_ike`]).
     ike: Option<IkeOut>,
+    /// Where a peer's new NAT mapping is reported ([`EspDecrypt::with_ike`]).
+    events: Option<std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::Event>>>,
+    /// The last one reported: (SA id, source address, port).
+    reported: Option<(u32, IpAddr, u16)>,
 }
 
 /// The IKE service's queue and the parameters that say whether it runs.
@@ -64,15 +81,25 @@ struct IkeOut {
 
 impl EspDecrypt {
     pub fn new(ifs: Snapshot<IfTable>, sas: &SaReader, clients: Snapshot<IpsecClients>) -> Self {
-        EspDecrypt { ifs, sas: sas.snapshot(), index: InIndex::default(), clients, ike: None }
+        EspDecrypt {
+            ifs,
+            sas: sas.snapshot(),
+            index: InIndex::default(),
+            clients,
+            ike: None,
+            events: None,
+            reported: None,
+        }
     }
 
     /// Hands IKE on 4500 (the non-ESP marker) to `shared.ike_rx` while
     /// `Params::ike_local` is on in standalone mode; without this, or off,
-    /// it is dropped as `ike-not-handled`.
+    /// it is dropped as `ike-not-handled`. Also reports peers' new NAT
+    /// mappings on `shared.events` (see the module).
     pub fn with_ike(mut self, shared: &crate::state::Shared) -> Self {
         self.ike =
             Some(IkeOut { params: shared.params.snapshot(), rx: shared.ike_rx.clone(), bell: shared.ike_bell.clone() });
+        self.events = Some(shared.events.clone());
         self
     }
 }
@@ -98,6 +125,8 @@ tern_engine::errors! {
         InnerProto = drop("unsupported-payload", "next header other than IPv4 or IPv6"),
         Spoofed = drop("client-spoofed", "multipoint tunnel: the inner source is not the client's virtual IP"),
         Decrypted = info("decrypted", "packets decrypted"),
+        Moved = info("peer-moved", "authenticated ESP in UDP from a new address or port for its SA (a NAT's new mapping): reported to the IKE side"),
+        MovedLost = info("peer-moved-lost", "a new NAT mapping not reported: the control thread's event queue was full"),
     }
 }
 
@@ -141,8 +170,13 @@ impl Node for EspDecrypt {
         let mut pushed = false;
         for (o, &p) in next.iter_mut().zip(pkts) {
             *o = match decrypt_one(cx, p, (ifs, sas, index, clients), &mut last, &mut run) {
-                Ok(n) => {
+                Ok((n, None)) => {
                     ok += 1;
+                    n
+                }
+                Ok((n, Some(moved))) => {
+                    ok += 1;
+                    report_moved(cx, self.events.as_deref(), &mut self.reported, moved);
                     n
                 }
                 Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => to_ike(cx, p, rx, &mut pushed),
@@ -182,6 +216,29 @@ fn to_ike(
     cx.drop(p, EspDecryptError::IkeToControl)
 }
 
+/// Reports a peer's new NAT mapping (see the module), once per SA and
+/// source while they stay the same.
+#[cold]
+#[inline(never)]
+fn report_moved(
+    cx: &mut Cx<'_>,
+    events: Option<&crossbeam_queue::ArrayQueue<crate::state::Event>>,
+    reported: &mut Option<(u32, IpAddr, u16)>,
+    moved: (u32, IpAddr, u16),
+) {
+    let Some(q) = events else { return };
+    if *reported == Some(moved) {
+        return;
+    }
+    let (sa, remote, port) = moved;
+    if q.push(crate::state::Event::EspMoved { sa, remote, port }).is_ok() {
+        *reported = Some(moved);
+        cx.count(EspDecryptError::Moved, 1);
+    } else {
+        cx.count(EspDecryptError::MovedLost, 1);
+    }
+}
+
 /// A UDP datagram's addresses and bytes (header and payload).
 struct Udp<'a> {
     local: IpAddr,
@@ -213,6 +270,8 @@ struct Outer {
     local: IpAddr,
     remote: IpAddr,
     udp: bool,
+    /// ESP in UDP: the source port.
+    sport: u16,
 }
 
 fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
@@ -241,7 +300,7 @@ fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
     if upper > end {
         return Err(BadHeader);
     }
-    let (start, udp) = if proto == IpProtocol::UDP {
+    let (start, udp, sport) = if proto == IpProtocol::UDP {
         let payload = ip.get(upper + 8..end).ok_or(BadHeader)?;
         if payload == [0xff] {
             return Err(Keepalive);
@@ -249,11 +308,12 @@ fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
         if is_non_esp_marker(payload) {
             return Err(Ike);
         }
-        (upper + 8, true)
+        let sport = ip.get(upper..upper + 2).and_then(|b| <[u8; 2]>::try_from(b).ok()).map_or(0, u16::from_be_bytes);
+        (upper + 8, true, sport)
     } else {
-        (upper, false)
+        (upper, false, 0)
     };
-    Ok(Outer { esp: (l3 + start, l3 + end), local, remote, udp })
+    Ok(Outer { esp: (l3 + start, l3 + end), local, remote, udp, sport })
 }
 
 /// The SA and tunnel the last packet's SPI and outer addresses picked
@@ -268,6 +328,9 @@ struct Found<'a> {
     /// On a multipoint tunnel: the client's virtual IP, the only inner
     /// source the SA may carry.
     vip: Option<IpAddr>,
+    /// Where the peer is as the tables say (the tunnel's remote, or the
+    /// client's recorded address): ESP from elsewhere is reported.
+    peer: IpAddr,
 }
 
 /// The SA with this SPI that a tunnel between these endpoints lists, and
@@ -284,12 +347,47 @@ fn find<'a>((ifs, sas, index, clients): Tables<'a, '_>, spi: u32, o: &Outer) -> 
                 && x.local == o.local
                 && x.remote == o.remote
             {
-                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: None });
+                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: None, peer: x.remote });
             }
         }
     }
-    if !clients.is_empty() {
-        return find_client(ifs, clients, cands, spi, o);
+    if !clients.is_empty()
+        && let Ok(f) = find_client(ifs, clients, cands, spi, o)
+    {
+        return Ok(f);
+    }
+    if o.udp {
+        return find_moved(ifs, index, cands, spi, o);
+    }
+    Err(EspDecryptError::NoTunnel)
+}
+
+/// ESP in UDP from another address than the tunnel's remote: the peer's
+/// NAT may have moved it (RFC 3948, RFC 7296 2.23). The SA with this SPI
+/// that a tunnel with this local address lists and that has `udp_encap`
+/// is tried; once authenticated the packet is taken and the new address
+/// reported (see the module), as Linux looks ESP in UDP up by
+/// destination and SPI only.
+#[cold]
+#[inline(never)]
+fn find_moved<'a>(
+    ifs: &'a IfTable,
+    index: &InIndex,
+    cands: &'a [std::sync::Arc<Sa>],
+    spi: u32,
+    o: &Outer,
+) -> Result<Found<'a>, EspDecryptError> {
+    for sa in cands.iter().filter(|sa| sa.udp_encap.is_some()) {
+        for &ti in index.by_sa.get(&sa.id).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(t) = ifs.get(ti)
+                && let Some(x) = t.ipsec()
+                && x.local == o.local
+                && !x.is_multipoint()
+                && x.remote.is_ipv4() == o.remote.is_ipv4()
+            {
+                return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: None, peer: x.remote });
+            }
+        }
     }
     Err(EspDecryptError::NoTunnel)
 }
@@ -312,7 +410,8 @@ fn find_client<'a>(
             && x.is_multipoint()
             && x.local == o.local
         {
-            return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: Some(vip) });
+            let peer = clients.client(ti, vip).map_or(o.remote, |c| c.remote);
+            return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: Some(vip), peer });
         }
     }
     Err(EspDecryptError::NoTunnel)
@@ -321,16 +420,20 @@ fn find_client<'a>(
 /// The tables a packet's lookup reads.
 type Tables<'a, 'b> = (&'a IfTable, &'a SaTable, &'b InIndex, &'b IpsecClients);
 
-/// Decrypts one packet: the next node, or why it is dropped. `last` is the
-/// previous packet's SA and tunnel; `run` holds the counters of the
-/// current SA's run of packets.
+/// A peer's new source for an inbound SA: (SA id, address, port).
+type Moved = (u32, IpAddr, u16);
+
+/// Decrypts one packet: the next node (and the peer's new source when
+/// authenticated ESP in UDP came from elsewhere than its SA and tunnel
+/// say), or why it is dropped. `last` is the previous packet's SA and
+/// tunnel; `run` holds the counters of the current SA's run of packets.
 fn decrypt_one<'a>(
     cx: &mut Cx<'_>,
     p: PktIdx,
     tables: Tables<'a, '_>,
     last: &mut Option<Found<'a>>,
     run: &mut Option<Run<'a>>,
-) -> Result<u16, EspDecryptError> {
+) -> Result<(u16, Option<Moved>), EspDecryptError> {
     use EspDecryptError::*;
     let m = *cx.pool.meta(p);
     let d = cx.pool.data(p);
@@ -438,7 +541,12 @@ fn decrypt_one<'a>(
     if cx.tracing() {
         trace_esp(cx, p, spi, seq, "decrypted");
     }
-    Ok(next)
+    // Authenticated and new: where it came from is the peer's.
+    let moved = match sa.udp_encap {
+        Some(e) if e.dst_port != o.sport || f.peer != o.remote => Some((sa.id, o.remote, o.sport)),
+        _ => None,
+    };
+    Ok((next, moved))
 }
 
 #[cold]

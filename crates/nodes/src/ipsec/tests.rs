@@ -975,3 +975,64 @@ fn decrypts_esp_behind_ipv6_extension_headers() {
     assert_eq!(r.counter("ip6-local", "fragment"), 2, "{:?}", r.nonzero());
     assert_eq!(r.counter("esp-decrypt", "decrypted"), chains.len() as u64);
 }
+
+/// The peer's ESP in UDP on SA `sa` from UDP port `sport`.
+fn esp_from_port(sa: &tern_ipsec::Sa, seq: u64, inner: &[u8], addrs: (IpAddr, IpAddr), sport: u16) -> Vec<u8> {
+    let h = sa.header_len();
+    let mut buf = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
+    buf[h..h + inner.len()].copy_from_slice(inner);
+    let nh = if inner[0] >> 4 == 6 { 41 } else { 4 };
+    let n = sa.encrypt(&mut buf, inner.len(), nh, seq).expect("encrypt");
+    buf.truncate(n);
+    outer(buf, addrs, Some((sport, 4500)))
+}
+
+/// The peers' new NAT mappings reported on `shared.events`.
+fn moves(r: &Rig) -> Vec<crate::state::Event> {
+    std::iter::from_fn(|| r.shared.events.pop()).filter(|e| matches!(e, crate::state::Event::EspMoved { .. })).collect()
+}
+
+/// ESP in UDP from a new source port (the peer's NAT mapped it anew) is
+/// decrypted as before and, once authenticated, reported once to the
+/// control thread; a forged or replayed packet from another port is not.
+#[test]
+fn authenticated_esp_from_a_new_port_is_reported_once() {
+    let mut r = rig(256, 1400, sa_cfgs());
+    let p4 = peer_sa(4);
+    let addrs = (a6("2001:db8:2::2"), a6("2001:db8:2::1"));
+    let inner = |k: u8| ip6(v6("2001:db8:18::9"), v6("2001:db8:1::2"), 120, k);
+    // From the port the SA has: nothing to report.
+    let sent = r.run(&[(esp_from_port(&p4, 1, &inner(1), addrs, 4500), WAN)]);
+    assert_eq!(sent[0].len(), 1, "{:?}", r.nonzero());
+    assert!(moves(&r).is_empty());
+    // A forged packet (bad ICV) and a replay from other ports: dropped,
+    // not reported.
+    let mut forged = esp_from_port(&p4, 2, &inner(2), addrs, 4700);
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    let replay = esp_from_port(&p4, 1, &inner(1), addrs, 4800);
+    let sent = r.run(&[(forged, WAN), (replay, WAN)]);
+    assert!(sent[0].is_empty());
+    assert_eq!((r.counter("esp-decrypt", "integrity"), r.counter("esp-decrypt", "replay")), (1, 1));
+    assert!(moves(&r).is_empty(), "only authenticated ESP counts");
+    // Three packets from the new mapping: all decrypted, one report.
+    let frames: Vec<_> = (3..6).map(|s| (esp_from_port(&p4, s, &inner(s as u8), addrs, 4600), WAN)).collect();
+    let sent = r.run(&frames);
+    assert_eq!(sent[0].len(), 3, "{:?}", r.nonzero());
+    assert_eq!(moves(&r), [crate::state::Event::EspMoved { sa: 4, remote: a6("2001:db8:2::2"), port: 4600 }]);
+    assert_eq!(r.counter("esp-decrypt", "peer-moved"), 1);
+    let sent = r.run(&[(esp_from_port(&p4, 6, &inner(6), addrs, 4600), WAN)]);
+    assert_eq!(sent[0].len(), 1);
+    assert!(moves(&r).is_empty(), "reported once");
+    // A new address too: the tunnel's SA is found by its local address,
+    // the packet taken once authenticated and the address reported; plain
+    // ESP (SA 2, no udp_encap) from elsewhere is still no tunnel's.
+    let moved = (a6("2001:db8:2::9"), a6("2001:db8:2::1"));
+    let sent = r.run(&[(esp_from_port(&p4, 7, &inner(7), moved, 4600), WAN)]);
+    assert_eq!(sent[0].len(), 1, "{:?}", r.nonzero());
+    assert_eq!(moves(&r), [crate::state::Event::EspMoved { sa: 4, remote: a6("2001:db8:2::9"), port: 4600 }]);
+    let plain = ip4(v4("198.18.0.9"), v4("10.0.1.2"), 60, false, 1);
+    let sent = r.run(&[(esp_frame(&peer_sa(2), 1, &plain, (a4("10.0.2.9"), a4("10.0.2.1")), None, None), WAN)]);
+    assert!(sent[0].is_empty());
+    assert_eq!(r.counter("esp-decrypt", "no-tunnel"), 1);
+}
