@@ -41,6 +41,7 @@ pub mod ipsec;
 pub mod linux;
 pub mod neighbor;
 pub mod output;
+pub mod reass;
 mod shortcut;
 pub mod state;
 pub mod util;

@@ -1,0 +1,2 @@
+//! Reassembly of IP fragments addressed to the router.
+pub mod table;
