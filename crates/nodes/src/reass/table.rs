@@ -104,7 +104,7 @@ pub struct Frag<'a> {
 /// An IPv4 header's fragment fields: a fragment when MF is set or the
 /// offset is not zero.
 pub fn is_fragment_v4(l3: &[u8]) -> bool {
-    l3.get(6..8).is_some_and(|f| u16::from_be_bytes([f[0], f[1]]) & 0x3fff != 0)
+    l3.get(6..8).and_then(|f| f.first_chunk::<2>()).is_some_and(|f| u16::from_be_bytes(*f) & 0x3fff != 0)
 }
 
 /// The fragment in the IPv4 packet `l3` (header validated or not: `None`
@@ -147,12 +147,10 @@ pub fn parse_v6(l3: &[u8]) -> Option<Frag<'_>> {
     for _ in 0..8 {
         match nh {
             44 => {
-                let f = l3.get(at..at + 8)?;
+                let f = l3.get(at..)?.first_chunk::<8>()?;
                 let fo = u16::from_be_bytes([f[2], f[3]]);
-                let mut src = [0u8; 16];
-                let mut dst = [0u8; 16];
-                src.copy_from_slice(&h[8..24]);
-                dst.copy_from_slice(&h[24..40]);
+                let src: [u8; 16] = h.get(8..24)?.try_into().ok()?;
+                let dst: [u8; 16] = h.get(24..40)?.try_into().ok()?;
                 let id = u32::from_be_bytes([f[4], f[5], f[6], f[7]]);
                 return Some(Frag {
                     key: Key { src, dst, id, proto: 0 },
@@ -275,7 +273,9 @@ impl Table {
     }
 
     fn count(&mut self, r: Reason, n: u32) {
-        self.counts[r as usize] += u64::from(n);
+        if let Some(c) = self.counts.get_mut(r as usize) {
+            *c += u64::from(n);
+        }
     }
 
     fn buffer(&mut self) -> Vec<u8> {
@@ -349,7 +349,7 @@ impl Table {
     pub fn add(&mut self, f: &Frag<'_>, now_ns: u64) -> Option<Datagram> {
         self.expire(now_ns);
         let len = f.payload.len();
-        if len == 0 || (f.more && len % 8 != 0) {
+        if len == 0 || (f.more && !len.is_multiple_of(8)) {
             self.count(Reason::Bad, 1);
             return None;
         }
@@ -364,7 +364,7 @@ impl Table {
             return None;
         }
         let max_frags = self.limits.max_frags;
-        let Some(e) = self.map.get_mut(&key) else { return None };
+        let e = self.map.get_mut(&key)?;
         let (start, end) = (f.offset as u32, end as u32);
         let verdict = if e.dead {
             Some(Reason::Overlap)
@@ -490,7 +490,7 @@ impl Table {
             return true;
         }
         let Ok(total) = u16::try_from(total) else { return false };
-        let Some(b) = h.get_mut(..20) else { return false };
+        let Some(b) = h.first_chunk_mut::<20>() else { return false };
         b[2..4].copy_from_slice(&total.to_be_bytes());
         // Keep DF; MF and the offset go.
         b[6] &= 0x40;
@@ -508,11 +508,11 @@ impl Table {
 /// RFC 1071 sum of `data`, folded (not complemented).
 fn checksum(data: &[u8]) -> u16 {
     let mut s: u32 = 0;
-    let mut it = data.chunks_exact(2);
-    for w in &mut it {
-        s += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    let (words, rest) = data.as_chunks::<2>();
+    for w in words {
+        s += u32::from(u16::from_be_bytes(*w));
     }
-    if let [b] = it.remainder() {
+    if let [b] = rest {
         s += u32::from(*b) << 8;
     }
     while s > 0xffff {
