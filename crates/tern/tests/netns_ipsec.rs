@@ -596,9 +596,10 @@ for k, (v6, udp) in enumerate(((False, False), (False, True), (True, False), (Tr
         p = a.encrypt(inner, seq_num=n + 1)
         if v6:
             p = IPv6(bytes(p))
-            body = p.payload
+            upper, body = p.nh, p.payload
             p.remove_payload()
-            p = p / IPv6ExtHdrFragment(id=0x1000 + 10 * k + n) / body
+            p.nh, p.plen = 44, None
+            p = p / IPv6ExtHdrFragment(nh=upper, id=0x1000 + 10 * k + n) / body
             frags = fragment6(p, 600)
             dst = ('2001:db8:2::1', 0)
             raw = raw6
