@@ -968,38 +968,6 @@ fn decrypts_esp_behind_ipv6_extension_headers() {
     assert_eq!(r.db.info(4).expect("sa 4").counters.packets, chains.len() as u64);
 }
 
-/// The Ethernet frame `frame` (IPv4 or IPv6, no extension headers) cut
-/// in two fragments at payload byte `cut` (a multiple of 8), IPv6 with a
-/// fragment header of identification `id`.
-fn fragment(frame: &[u8], cut: usize, id: u32) -> [Vec<u8>; 2] {
-    let (l2, ip) = frame.split_at(14);
-    let v6 = ip[0] >> 4 == 6;
-    let hl = if v6 { 40 } else { 20 };
-    let (head, payload) = ip.split_at(hl);
-    let piece = |from: usize, to: usize| {
-        let more = to < payload.len();
-        let mut h = head.to_vec();
-        let part = &payload[from..to];
-        if v6 {
-            let nh = h[6];
-            h[6] = 44;
-            h[4..6].copy_from_slice(&((8 + part.len()) as u16).to_be_bytes());
-            let fo = from as u16 | u16::from(more);
-            let [a, b] = fo.to_be_bytes();
-            let [i0, i1, i2, i3] = id.to_be_bytes();
-            h.extend_from_slice(&[nh, 0, a, b, i0, i1, i2, i3]);
-        } else {
-            h[2..4].copy_from_slice(&((20 + part.len()) as u16).to_be_bytes());
-            let fl = (from / 8) as u16 | if more { 0x2000 } else { 0 };
-            h[6..8].copy_from_slice(&fl.to_be_bytes());
-            h[4..6].copy_from_slice(&(id as u16).to_be_bytes());
-            csum_fix4(&mut h);
-        }
-        [l2, &h, part].concat()
-    };
-    [piece(0, cut), piece(cut, payload.len())]
-}
-
 /// ESP over IPv4 and ESP in UDP 4500 over IPv6 that arrive in fragments,
 /// in either order, are reassembled (`ip4-reassembly`, `ip6-reassembly`)
 /// and decrypted; each fragment is counted once, as `reassembled`.
@@ -1009,10 +977,11 @@ fn decrypts_fragmented_esp() {
     let (p2, p4) = (peer_sa(2), peer_sa(4));
     let inner4 = ip4(v4("198.18.0.9"), v4("10.0.1.2"), 1000, false, 7);
     let inner6 = ip6(v6("2001:db8:18::9"), v6("2001:db8:1::2"), 1100, 8);
-    let f4 = fragment(&esp_frame(&p2, 1, &inner4, (a4("10.0.2.2"), a4("10.0.2.1")), None, None), 512, 77);
-    let f6 = fragment(&esp_frame(&p4, 1, &inner6, (a6("2001:db8:2::2"), a6("2001:db8:2::1")), None, None), 256, 78);
-    let [a4_, b4] = f4;
-    let [a6_, b6] = f6;
+    let fragment = crate::reass::testing::fragment;
+    let f4 = fragment(&esp_frame(&p2, 1, &inner4, (a4("10.0.2.2"), a4("10.0.2.1")), None, None), &[512], 77);
+    let f6 = fragment(&esp_frame(&p4, 1, &inner6, (a6("2001:db8:2::2"), a6("2001:db8:2::1")), None, None), &[256], 78);
+    let [a4_, b4] = <[Vec<u8>; 2]>::try_from(f4).expect("two");
+    let [a6_, b6] = <[Vec<u8>; 2]>::try_from(f6).expect("two");
     let sent = r.run(&[(b4, WAN), (a6_, WAN), (a4_, WAN), (b6, WAN)]);
     assert_eq!(sent[0].len(), 2, "{:?}", r.nonzero());
     let mut got: Vec<&[u8]> = sent[0].iter().map(|f| &f[14..]).collect();
@@ -1025,8 +994,8 @@ fn decrypts_fragmented_esp() {
         assert_eq!(r.counter(node, "datagrams"), 1, "{node}");
     }
     // One fragment alone is held, and counted nothing yet.
-    let [a, _] = fragment(&esp_frame(&p2, 2, &inner4, (a4("10.0.2.2"), a4("10.0.2.1")), None, None), 512, 79);
-    assert!(r.run(&[(a, WAN)])[0].is_empty());
+    let a = fragment(&esp_frame(&p2, 2, &inner4, (a4("10.0.2.2"), a4("10.0.2.1")), None, None), &[512], 79);
+    assert!(r.run(&[(a[0].clone(), WAN)])[0].is_empty());
     let drops: Vec<_> = r.nonzero().into_iter().filter(|(n, _)| n.contains("reassembly")).collect();
     assert_eq!(drops.len(), 4, "{drops:?}");
 }

@@ -284,3 +284,47 @@ fn last_next_header(h: &[u8]) -> Option<u8> {
     }
     Some(nh)
 }
+
+/// Test helpers shared by the nodes' tests.
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+pub(crate) mod testing {
+    /// The Ethernet frame `frame` (IPv4 or IPv6, no extension headers)
+    /// cut into fragments at the payload offsets `cuts` (multiples of 8),
+    /// with identification `id` (IPv6: in a fragment header).
+    pub(crate) fn fragment(frame: &[u8], cuts: &[usize], id: u32) -> Vec<Vec<u8>> {
+        let (l2, ip) = frame.split_at(14);
+        let v6 = ip[0] >> 4 == 6;
+        let (head, payload) = ip.split_at(if v6 { 40 } else { 20 });
+        let mut bounds = vec![0];
+        bounds.extend_from_slice(cuts);
+        bounds.push(payload.len());
+        bounds
+            .windows(2)
+            .map(|w| {
+                let (from, to) = (w[0], w[1]);
+                let more = to < payload.len();
+                let mut h = head.to_vec();
+                let part = &payload[from..to];
+                if v6 {
+                    let nh = h[6];
+                    h[6] = 44;
+                    h[4..6].copy_from_slice(&((8 + part.len()) as u16).to_be_bytes());
+                    let fo = from as u16 | u16::from(more);
+                    let [a, b] = fo.to_be_bytes();
+                    let [i0, i1, i2, i3] = id.to_be_bytes();
+                    h.extend_from_slice(&[nh, 0, a, b, i0, i1, i2, i3]);
+                } else {
+                    h[2..4].copy_from_slice(&((20 + part.len()) as u16).to_be_bytes());
+                    let fl = (from / 8) as u16 | if more { 0x2000 } else { 0 };
+                    h[6..8].copy_from_slice(&fl.to_be_bytes());
+                    h[4..6].copy_from_slice(&(id as u16).to_be_bytes());
+                    h[10..12].fill(0);
+                    let c = !tern_wire::checksum::data(&h);
+                    h[10..12].copy_from_slice(&c.to_be_bytes());
+                }
+                [l2, &h, part].concat()
+            })
+            .collect()
+    }
+}
