@@ -302,3 +302,41 @@ fn ip_inject_without_a_route_is_dropped_not_answered() {
     // reply's would: no loop.
     assert_eq!(r.counter("ip4-local", "icmp-consumed"), 1, "{:?}", r.nonzero());
 }
+
+/// IKE that arrives in fragments (IKE_AUTH with certificates from a peer
+/// without RFC 7383) is reassembled before it is handed over: one that
+/// fits a buffer through `ip4-local`/`ip6-local`, one larger than a
+/// buffer (4,000 bytes) straight from `ip4-reassembly`/`ip6-reassembly`;
+/// other UDP that large is `too-big-for-buffer`.
+#[test]
+fn fragmented_ike_is_reassembled_and_handed_over() {
+    use crate::reass::testing::fragment;
+    let mut r = rig(ike_on());
+    let big: Vec<u8> = (0..4000u32).map(|i| (i * 13) as u8).collect();
+    let small = &big[..1000];
+    let mut frames = Vec::new();
+    frames.extend(fragment(&udp_frame("10.0.1.2:500", "10.0.1.1:500", small), &[504], 1));
+    let mut f = fragment(&udp_frame("10.0.1.2:4500", "10.0.1.1:4500", &marked(&big)), &[1400, 2800], 2);
+    f.reverse();
+    frames.extend(f);
+    frames.extend(fragment(&udp_frame("[2001:db8:1::2]:500", "[2001:db8:1::1]:500", &big), &[1400, 2800], 3));
+    frames.extend(fragment(&udp_frame("10.0.1.2:53", "10.0.1.1:53", &big), &[1400, 2800], 4));
+    r.run(&frames);
+    let got = r.take_ike();
+    // (In the order the nodes ran: those too big for a buffer first.)
+    let mut msgs: Vec<(SocketAddr, usize)> = got.iter().map(|d| (d.local, d.message.len())).collect();
+    msgs.sort();
+    assert_eq!(
+        msgs,
+        [(sa("10.0.1.1:500"), 1000), (sa("10.0.1.1:4500"), 4000), (sa("[2001:db8:1::1]:500"), 4000)],
+        "{:?}",
+        r.nonzero()
+    );
+    assert!(got.iter().all(|d| big.starts_with(&d.message)), "the messages whole");
+    assert_eq!(r.counter("ip4-local", "ike-to-control"), 1);
+    assert_eq!(r.counter("ip4-reassembly", "ike-to-control"), 1);
+    assert_eq!(r.counter("ip6-reassembly", "ike-to-control"), 1);
+    assert_eq!(r.counter("ip4-reassembly", "reassembled"), 5);
+    assert_eq!(r.counter("ip6-reassembly", "reassembled"), 3);
+    assert_eq!(r.counter("ip4-reassembly", "too-big-for-buffer"), 3);
+}

@@ -14,6 +14,7 @@
 //!  ─> linux-punt ─> the interface's TAP;
 //!  TAP rx ─> tap-input ─> interface-output
 //! ```
+//!  Fragments for the router: ip4/ip6-local ─> ip4/ip6-reassembly ─> ip4/ip6-local
 //!  IPsec: ip4/ip6-rewrite ─> gre-encap ─> esp-encrypt ─> ip4/ip6-lookup;
 //!         ip4/ip6-local (ESP, UDP 4500) ─> esp-decrypt ─> ip4/ip6-input
 //!  IKE (standalone): ip4/ip6-local, esp-decrypt ─> Shared::ike_rx;
@@ -41,6 +42,7 @@ pub mod ipsec;
 pub mod linux;
 pub mod neighbor;
 pub mod output;
+pub mod reass;
 mod shortcut;
 pub mod state;
 pub mod util;
@@ -80,6 +82,8 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     b.add(acl::AclNode::new(ifs(), shared.acls.snapshot(), true, false));
     b.add(ip4::Ip4Local::new(shared));
     b.add(ip6::Ip6Local::new(shared));
+    b.add(reass::Reassembly::new(shared, false));
+    b.add(reass::Reassembly::new(shared, true));
     b.add(gre::GreInput::new(ifs()));
     b.add(ip4::Ip4Lookup::new(shared.fib.clone(), shared.params.snapshot()));
     b.add(ip6::Ip6Lookup::new(shared.fib.clone(), shared.params.snapshot()));

@@ -572,3 +572,145 @@ fn esp_behind_ipv6_extension_headers_over_the_xdp_lane() {
 fn esp_behind_ipv6_extension_headers_in_linux_mode_over_af_xdp() {
     ext_headers("afxdp", true, "l");
 }
+
+// ------------------------------------------ fragments
+
+/// Host2: for each SA (IPv4 plain ESP and in UDP 4500, IPv6 the same),
+/// three packets for host1 encrypted by scapy, each ESP packet then cut by
+/// scapy into fragments of at most 600 bytes (`fragment`, `fragment6`),
+/// sent in order, reversed, and in order again, through a raw socket.
+const PY_FRAG_SOURCE: &str = r#"
+import socket, time
+from scapy.layers.ipsec import SecurityAssociation, ESP
+from scapy.all import IP, IPv6, UDP, Raw, IPv6ExtHdrFragment, fragment, fragment6
+key = bytes.fromhex(sys.argv[1][2:])
+raw4 = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+raw6 = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for k, (v6, udp) in enumerate(((False, False), (False, True), (True, False), (True, True))):
+    outer = IPv6(src='2001:db8:2::2', dst='2001:db8:2::1') if v6 else IP(src='10.0.2.2', dst='10.0.2.1')
+    a = SecurityAssociation(ESP, spi=0x3001 + k, crypt_algo='AES-GCM', crypt_key=key, tunnel_header=outer,
+        nat_t_header=UDP(sport=4500, dport=4500) if udp else None)
+    for n in range(3):
+        inner = IP(src='10.9.%d.5' % (50 + k), dst='10.0.1.2') / UDP(sport=7000, dport=5000) / \
+            Raw(b'fr-%d-%d-' % (k, n) + b'.' * 1100)
+        p = a.encrypt(inner, seq_num=n + 1)
+        if v6:
+            p = IPv6(bytes(p))
+            upper, body = p.nh, p.payload
+            p.remove_payload()
+            p.nh, p.plen = 44, None
+            p = p / IPv6ExtHdrFragment(nh=upper, id=0x1000 + 10 * k + n) / body
+            frags = fragment6(p, 600)
+            dst = ('2001:db8:2::1', 0)
+            raw = raw6
+        else:
+            p = IP(bytes(p))
+            p.id = 0x1000 + 10 * k + n
+            frags = fragment(p, 576)
+            dst = ('10.0.2.1', 0)
+            raw = raw4
+        assert len(frags) >= 2, len(frags)
+        if n == 1:
+            frags = frags[::-1]
+        for f in frags:
+            raw.sendto(bytes(f), dst)
+        time.sleep(0.002)
+"#;
+
+/// Tunnels 0-1 over IPv4 to 10.0.2.2 and 2-3 over IPv6 to 2001:db8:2::2
+/// (plain ESP, then ESP in UDP 4500), inbound SPIs 0x3001-0x3004.
+fn frag_config(lab: &Lab, driver: &str, linux: bool) -> String {
+    let mut c = ext_config(lab, driver, linux);
+    // ext_config's two IPv6 tunnels become 2-3: drop them and write all four.
+    c.truncate(c.find("\n[[ipsec_sa]]").expect("sa"));
+    for (k, udp) in [(0u32, false), (1, true), (2, false), (3, true)] {
+        for (id, spi, key) in [(10 + k, 0x3001 + k, EXT_KEY_IN), (20 + k, 0x4001 + k, EXT_KEY_OUT)] {
+            c += &format!(
+                "\n[[ipsec_sa]]\nid = {id}\nspi = {spi}\ncrypto = \"aes-128-gcm\"\nkey = \"{key}\"\nudp_encap = {udp}\n"
+            );
+        }
+        let (local, remote) = if k < 2 { ("10.0.2.1", "10.0.2.2") } else { ("2001:db8:2::1", "2001:db8:2::2") };
+        c += &format!(
+            "\n[[tunnel]]\nname = \"ipsfr{k}\"\ntype = \"ipsec\"\nlocal = \"{local}\"\nremote = \"{remote}\"\nsa_out = {}\nsa_in = [{}]\naddresses = [\"172.17.{k}.1/30\"]\n\n[[route]]\nprefix = \"10.9.{}.0/24\"\ninterface = \"ipsfr{k}\"\n",
+            20 + k,
+            10 + k,
+            50 + k
+        );
+    }
+    c
+}
+
+/// ESP and ESP in UDP 4500, over IPv4 and IPv6, that scapy encrypted and
+/// then cut into fragments (in order and reversed), sent through the veth
+/// to tern's address: tern reassembles (`ip4-reassembly`,
+/// `ip6-reassembly`) and decrypts every one, and the inner packets reach
+/// host1; on the lane `driver` (in Linux mode the steering program sends
+/// every fragment of ESP to tern, and ESP in UDP's fragments to Linux).
+fn fragments(driver: &str, linux: bool, tag: &str) {
+    if let Some(why) = common::lab_missing().or_else(scapy_missing) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("fragesp{}{tag}", std::process::id()));
+    let r = lab.ns[1].clone();
+    must("ip", &["-n", &r, "link", "set", "lan0", "up"]);
+    must("ip", &["-n", &r, "link", "set", "wan0", "up"]);
+    let path = lab.dir.join("tern.toml");
+    std::fs::write(&path, frag_config(&lab, driver, linux)).expect("config");
+    run_tern(&mut lab, &path);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (ns, dst) in [(0, "10.0.1.1"), (2, "10.0.2.1"), (2, "2001:db8:2::1")] {
+        while !common::sh("ip", &["netns", "exec", &lab.ns[ns], "ping", "-c", "1", "-W", "1", dst]).status.success() {
+            assert!(Instant::now() < deadline, "ping {dst}; tern log:\n{}", log_of(&lab));
+        }
+    }
+    let ready = lab.dir.join("host.ready");
+    let host = py(&lab, 0, "host.py", PY_HOST, "", &["5", &ready.display().to_string()]);
+    wait_file(&ready);
+    let src = py(&lab, 2, "frag.py", PY_FRAG_SOURCE, "", &[EXT_KEY_IN]);
+    let out = src.wait_with_output().expect("source");
+    assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<String> =
+        lines(host).iter().filter_map(|r| r["udp"].as_str().map(|u| u.trim_end_matches('.').to_string())).collect();
+    // In Linux mode ESP in UDP's fragments are the kernel's (it has no
+    // ESP): tern sees them not.
+    let ks: &[u32] = if linux { &[0, 2] } else { &[0, 1, 2, 3] };
+    for &k in ks {
+        for n in 0..3 {
+            let want = format!("fr-{k}-{n}-");
+            assert!(got.contains(&want), "{driver}: {want} not on host1 (got {got:?})\ntern log:\n{}", log_of(&lab));
+        }
+        assert_eq!(sa_counter(&lab, 10 + k as usize, "packets"), 3, "{driver}: SA {}", 10 + k);
+    }
+    let n = ks.len() as u64 * 3;
+    assert_eq!(counter(&lab, "esp-decrypt/decrypted"), n, "{driver}");
+    let datagrams = counter(&lab, "ip4-reassembly/datagrams") + counter(&lab, "ip6-reassembly/datagrams");
+    assert_eq!(datagrams, n, "{driver}: datagrams reassembled");
+    for node in ["ip4-reassembly", "ip6-reassembly"] {
+        for drop in ["timeout", "overlap", "evicted", "too-big-for-buffer", "bad-fragment"] {
+            assert_eq!(counter(&lab, &format!("{node}/{drop}")), 0, "{driver}: {node}/{drop}");
+        }
+    }
+    if driver == "xdp" {
+        assert!(counter(&lab, "xdp-lane/punt-ipsec") + counter(&lab, "xdp-lane/punt-local") >= 2 * n, "xdp-lane punts");
+    }
+    if linux {
+        let f = counter(&lab, "xdp-steer/ipsec-to-tern");
+        assert!(f >= 2 * n, "xdp-steer/ipsec-to-tern: {f}");
+    }
+}
+
+#[test]
+fn fragmented_esp_over_af_packet() {
+    fragments("afpacket", false, "p");
+}
+
+#[test]
+fn fragmented_esp_over_the_xdp_lane() {
+    fragments("xdp", false, "x");
+}
+
+#[test]
+fn fragmented_esp_in_linux_mode_over_af_xdp() {
+    fragments("afxdp", true, "l");
+}

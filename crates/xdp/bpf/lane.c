@@ -97,8 +97,15 @@ static __always_inline int is_ext(__u8 nh)
 // IPsec for the router over IPv6 (`is_ipsec`), also behind extension
 // headers (`ip6_skip_ext`: hop-by-hop, routing, destination options, a
 // first fragment, AH); `l4` just after the fixed header.
+// A fragment is IPsec when it is ESP's (`ip6_frag_nh`), in every
+// fragment alike; UDP's ports are in the first only, so UDP fragments are
+// not (Linux's in Linux mode, which reassembles them: IKE; ip4-local's
+// reassembly in standalone mode).
 static __always_inline int is_ipsec6(__u8 nh, const __u8 *l4, void *end, int linux)
 {
+	int f = ip6_frag_nh(l4, nh, end);
+	if (f >= 0)
+		return f == IPPROTO_ESP_;
 	l4 = ip6_skip_ext(l4, &nh, end);
 	return l4 && is_ipsec(nh, l4, end, linux);
 }
@@ -241,7 +248,11 @@ __noinline int ip4(struct xdp_md *ctx, struct st *s, __u32 off, __u32 wire)
 	// ip4-local hands to the IKE service).
 local:
 	if (proto != IPPROTO_GRE_) {
-		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) && (frag & 0x1fff) == 0 &&
+		// ESP's fragments too (each carries the protocol), for the
+		// engine's ip4-reassembly; UDP's as a UDP fragment's later ones,
+		// whose ports are not there (as in is_ipsec6).
+		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) &&
+		    (proto == IPPROTO_ESP_ || (frag & 0x3fff) == 0) &&
 		    is_ipsec(proto, ip + 20, end, s->flags & LCFG_LINUX_MODE))
 			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
@@ -517,7 +528,8 @@ int tern_lane(struct xdp_md *ctx)
 		// GRE, which may belong to one of tern's tunnels, and IPsec when
 		// tern terminates it (ip4 punts it to the engine).
 		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) &&
-		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && is_ipsec(ip[9], ip + 20, end, 1)) &&
+		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && (ip[9] == IPPROTO_ESP_ || !(rd16(ip + 6) & 0x3fff)) &&
+		      is_ipsec(ip[9], ip + 20, end, 1)) &&
 		    bpf_map_lookup_elem(&lane_local4, &dst))
 			return pass_s(ctx, s, C_PASS_LOCAL);
 		// Multicast is Linux's, but for VRRP advertisements in standalone

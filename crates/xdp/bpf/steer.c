@@ -279,8 +279,13 @@ int tern_steer(struct xdp_md *ctx)
 			return to_xsk(ctx, V_REDIRECT);
 		__u32 dst = ip->daddr;
 		if (bpf_map_lookup_elem(&tern_local4, &dst)) {
-			// Not a fragment after the first: its ports are not there.
-			if ((cfg & CFG_IPSEC_TO_TERN) && (ip->frag & bpf_htons(0x1fff)) == 0 &&
+			// ESP, every fragment of it too (the kernel does not
+			// reassemble before XDP: tern's ip4-reassembly does); UDP
+			// 4500 unfragmented only: a UDP fragment's ports are in the
+			// first alone, so all of them go to Linux, which
+			// reassembles them (IKE with certificates).
+			if ((cfg & CFG_IPSEC_TO_TERN) &&
+			    (ip->proto == IPPROTO_ESP_ || (ip->frag & bpf_htons(0x3fff)) == 0) &&
 			    is_ipsec(ip->proto, (__u8 *)ip + (ip->ver_ihl & 0x0f) * 4, end))
 				return to_xsk(ctx, V_REDIRECT_IPSEC);
 			// Standalone mode: tern's own (ip4-local), policed.
@@ -319,9 +324,13 @@ int tern_steer(struct xdp_md *ctx)
 			// ESP or UDP 4500 also behind extension headers (hop-by-hop,
 			// routing, destination options, a first fragment, AH).
 			if (cfg & CFG_IPSEC_TO_TERN) {
+				// A fragment: ESP's to tern, UDP's to Linux (as in IPv4).
+				int f = ip6_frag_nh((__u8 *)(ip6 + 1), ip6->nexthdr, end);
+				if (f == IPPROTO_ESP_)
+					return to_xsk(ctx, V_REDIRECT_IPSEC);
 				__u8 nh = ip6->nexthdr;
 				const __u8 *l4 = ip6_skip_ext((__u8 *)(ip6 + 1), &nh, end);
-				if (l4 && is_ipsec(nh, (__u8 *)l4, end))
+				if (f < 0 && l4 && is_ipsec(nh, (__u8 *)l4, end))
 					return to_xsk(ctx, V_REDIRECT_IPSEC);
 			}
 			if (cfg & CFG_NEIGH_TO_TERN)

@@ -20,8 +20,12 @@
 //! path (`Params::punt_to_tap`) the kernel has no copy: the packet goes
 //! to `linux-punt` instead.
 //!
+//! Fragments go to `ip4-reassembly` (see [`crate::reass`]), which sends
+//! the datagram back here: all of them in standalone mode, those of ESP
+//! and GRE in Linux mode (the others are the kernel's).
+//!
 //! Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
-//! `gre-input`, `esp-decrypt`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
+//! `gre-input`, `esp-decrypt`, `ip4-reassembly`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
 //!
 //! Config: `Params::linux_owns_local` and `Params::punt_to_tap`.
 //!
@@ -66,7 +70,6 @@ struct Ike<'a> {
 tern_engine::errors! {
     /// `ip4-local`'s counters.
     pub enum Ip4LocalError {
-        Fragment = drop("fragment", "fragment addressed to the router (no reassembly)"),
         BadIcmp = drop("bad-icmp", "ICMP message too short or with a bad checksum"),
         Echo = info("echo-reply-sent", "echo requests answered"),
         IcmpOther = drop("icmp-consumed", "ICMP message for the router other than echo request"),
@@ -91,6 +94,8 @@ tern_engine::edges! {
         Gre = "gre-input",
         Punt = "linux-punt",
         Esp = "esp-decrypt",
+        /// Fragments (see [`crate::reass`]).
+        Reass = "ip4-reassembly",
     }
 }
 
@@ -134,14 +139,18 @@ fn local4(
         return NEXT_DROP;
     };
     let proto = ip.protocol();
-    if proto.0 == crate::ipsec::IPPROTO_ESP || crate::ipsec::is_udp_encap_esp(proto, ip.payload(), linux) {
-        return if ip.is_fragment() { cx.drop(p, Ip4LocalError::Fragment) } else { Ip4LocalNext::Esp as u16 };
+    // Fragments are put back together first: all in standalone mode; in
+    // Linux mode ESP's and GRE's (tern's), the rest being the kernel's.
+    if ip.is_fragment() && (!linux || proto.0 == crate::ipsec::IPPROTO_ESP || proto == IpProtocol::GRE) {
+        return Ip4LocalNext::Reass as u16;
+    }
+    if !ip.is_fragment()
+        && (proto.0 == crate::ipsec::IPPROTO_ESP || crate::ipsec::is_udp_encap_esp(proto, ip.payload(), linux))
+    {
+        return Ip4LocalNext::Esp as u16;
     }
     if linux && proto != IpProtocol::GRE {
         return if punt { Ip4LocalNext::Punt as u16 } else { cx.drop(p, Ip4LocalError::Linux) };
-    }
-    if ip.is_fragment() {
-        return cx.drop(p, Ip4LocalError::Fragment);
     }
     match proto {
         IpProtocol::ICMP => {

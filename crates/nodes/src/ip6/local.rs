@@ -19,7 +19,8 @@
 //! `interface-output` (ND answers and replies to link-local sources, sent
 //! straight back on the link), `ip6-icmp-error`, `gre-input`,
 //! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode),
-//! `linux-punt`, `drop`.
+//! `ip6-reassembly` (fragments: all in standalone mode, ESP's and GRE's in
+//! Linux mode; see [`crate::reass`]), `linux-punt`, `drop`.
 //! Counters: [`Ip6LocalError::DESCS`].
 //!
 //! Config: the interfaces' addresses, `Params::linux_owns_local` and
@@ -52,7 +53,6 @@ tern_engine::errors! {
     /// `ip6-local`'s counters.
     pub enum Ip6LocalError {
         BadExt = drop("bad-extension-header", "extension header chain malformed or too long"),
-        Fragment = drop("fragment", "fragment addressed to the router (no reassembly)"),
         BadIcmp = drop("bad-icmp", "ICMPv6 message too short or with a bad checksum"),
         Echo = info("echo-reply-sent", "echo requests answered"),
         McastEcho = drop("multicast-echo", "echo request to a multicast group (not answered)"),
@@ -87,6 +87,8 @@ tern_engine::edges! {
         Gre = "gre-input",
         Punt = "linux-punt",
         Esp = "esp-decrypt",
+        /// Fragments (see [`crate::reass`]).
+        Reass = "ip6-reassembly",
     }
 }
 
@@ -169,8 +171,14 @@ fn local6(
     };
     // An atomic fragment (offset 0, no more) is a whole packet (RFC 6946).
     if walk.fragment_offset.is_some_and(|f| !crate::ipsec::is_atomic_fragment(l3.get(40..).unwrap_or_default(), f)) {
-        // Linux reassembles what it is given.
-        return if linux == Linux::Punt { Ip6LocalNext::Punt as u16 } else { cx.drop(p, Ip6LocalError::Fragment) };
+        // Put back together: all in standalone mode; in Linux mode ESP's
+        // and GRE's (tern's; the fragment header's next header, which a
+        // later fragment's walk reports), the rest being the kernel's.
+        let ours = matches!(walk.upper_protocol.0, crate::ipsec::IPPROTO_ESP | 47);
+        if linux == Linux::No || ours {
+            return Ip6LocalNext::Reass as u16;
+        }
+        return linux.leave(cx, p).unwrap_or(NEXT_DROP);
     }
     let up = 40 + walk.upper_offset;
     let (src, dst, hop) = (ip.src_addr(), ip.dst_addr(), ip.hop_limit());

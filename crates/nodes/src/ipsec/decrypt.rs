@@ -107,7 +107,7 @@ impl EspDecrypt {
 tern_engine::errors! {
     /// `esp-decrypt`'s counters.
     pub enum EspDecryptError {
-        BadHeader = drop("bad-header", "outer IP or UDP header truncated, or a fragment (no reassembly)"),
+        BadHeader = drop("bad-header", "outer IP or UDP header truncated, or a fragment (ip4/ip6-reassembly comes first)"),
         Ike = drop("ike-not-handled", "UDP 4500 with the non-ESP marker: IKE, while tern runs none ([[ike]])"),
         IkeToControl = info("ike-to-control", "IKE (UDP 4500, non-ESP marker) handed to the IKE service, marker stripped"),
         IkeFull = drop("ike-queue-full", "IKE (UDP 4500) dropped: the IKE service's queue was full"),

@@ -946,8 +946,7 @@ fn with_ext6(frame: &[u8], exts: &[u8], frag: u16) -> Vec<u8> {
 
 /// ESP in UDP 4500 over IPv6 behind extension headers (hop-by-hop,
 /// routing, destination options, an atomic fragment, and all four) is
-/// decrypted like without them; a fragment (the first of several, or a
-/// later one) is a counted `ip6-local/fragment`: tern does not reassemble.
+/// decrypted like without them.
 #[test]
 fn decrypts_esp_behind_ipv6_extension_headers() {
     let mut r = rig(256, 1400, sa_cfgs());
@@ -967,13 +966,38 @@ fn decrypts_esp_behind_ipv6_extension_headers() {
     }
     assert_eq!(r.counter("esp-decrypt", "decrypted"), chains.len() as u64);
     assert_eq!(r.db.info(4).expect("sa 4").counters.packets, chains.len() as u64);
-    // The first of several fragments (M set), and a later one (offset 8).
-    let first = with_ext6(&esp_frame(&p4, 10, &inner, from, None, None), &[44], 1);
-    let later = with_ext6(&esp_frame(&p4, 11, &inner, from, None, None), &[44], 8);
-    let sent = r.run(&[(first, WAN), (later, WAN)]);
-    assert!(sent[0].is_empty());
-    assert_eq!(r.counter("ip6-local", "fragment"), 2, "{:?}", r.nonzero());
-    assert_eq!(r.counter("esp-decrypt", "decrypted"), chains.len() as u64);
+}
+
+/// ESP over IPv4 and ESP in UDP 4500 over IPv6 that arrive in fragments,
+/// in either order, are reassembled (`ip4-reassembly`, `ip6-reassembly`)
+/// and decrypted; each fragment is counted once, as `reassembled`.
+#[test]
+fn decrypts_fragmented_esp() {
+    let mut r = rig(256, 1400, sa_cfgs());
+    let (p2, p4) = (peer_sa(2), peer_sa(4));
+    let inner4 = ip4(v4("198.18.0.9"), v4("10.0.1.2"), 1000, false, 7);
+    let inner6 = ip6(v6("2001:db8:18::9"), v6("2001:db8:1::2"), 1100, 8);
+    let fragment = crate::reass::testing::fragment;
+    let f4 = fragment(&esp_frame(&p2, 1, &inner4, (a4("10.0.2.2"), a4("10.0.2.1")), None, None), &[512], 77);
+    let f6 = fragment(&esp_frame(&p4, 1, &inner6, (a6("2001:db8:2::2"), a6("2001:db8:2::1")), None, None), &[256], 78);
+    let [a4_, b4] = <[Vec<u8>; 2]>::try_from(f4).expect("two");
+    let [a6_, b6] = <[Vec<u8>; 2]>::try_from(f6).expect("two");
+    let sent = r.run(&[(b4, WAN), (a6_, WAN), (a4_, WAN), (b6, WAN)]);
+    assert_eq!(sent[0].len(), 2, "{:?}", r.nonzero());
+    let mut got: Vec<&[u8]> = sent[0].iter().map(|f| &f[14..]).collect();
+    got.sort_by_key(|g| g[0] >> 4);
+    assert_eq!(got[0][20..], inner4[20..], "the inner IPv4 packet");
+    assert_eq!(got[1][40..], inner6[40..], "the inner IPv6 packet");
+    assert_eq!(r.counter("esp-decrypt", "decrypted"), 2);
+    for node in ["ip4-reassembly", "ip6-reassembly"] {
+        assert_eq!(r.counter(node, "reassembled"), 2, "{node}");
+        assert_eq!(r.counter(node, "datagrams"), 1, "{node}");
+    }
+    // One fragment alone is held, and counted nothing yet.
+    let a = fragment(&esp_frame(&p2, 2, &inner4, (a4("10.0.2.2"), a4("10.0.2.1")), None, None), &[512], 79);
+    assert!(r.run(&[(a[0].clone(), WAN)])[0].is_empty());
+    let drops: Vec<_> = r.nonzero().into_iter().filter(|(n, _)| n.contains("reassembly")).collect();
+    assert_eq!(drops.len(), 4, "{drops:?}");
 }
 
 /// The peer's ESP in UDP on SA `sa` from UDP port `sport`.

@@ -53,4 +53,25 @@ static __always_inline const __u8 *ip6_skip_ext(const __u8 *p, __u8 *nh, void *e
 	return p;
 }
 
+// The next header of the fragment header among the extension headers at
+// `p` (the first announced by `nh`) when the packet is a fragment (offset
+// or M set; not an atomic fragment, RFC 6946): every fragment carries it,
+// so the first and the later ones go the same way (ESP's fragments to
+// tern, for its reassembly). -1 when it is not a fragment, or the chain
+// runs past the frame or IP6_EXT_MAX headers first.
+static __always_inline int ip6_frag_nh(const __u8 *p, __u8 nh, void *end)
+{
+	__u8 n = nh;
+	for (int i = 0; i < IP6_EXT_MAX; i++) {
+		if (!ip6_is_ext(n) || (void *)(p + 8) > end)
+			return -1;
+		if (n == 44)
+			return (((p[2] << 8) | p[3]) & 0xfff9) ? p[0] : -1;
+		__u32 len = n == 51 ? ((__u32)p[1] + 2) * 4 : ((__u32)p[1] + 1) * 8;
+		n = p[0];
+		p += len;
+	}
+	return -1;
+}
+
 #endif
