@@ -47,7 +47,8 @@
 #   env: CASES ("swan tern ternrun"), TUNNELS (2000), WINDOW (64), AUTH (psk),
 #        PROPOSAL (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16),
 #        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
-#        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16), BENCH, TERN (default: cargo
+#        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16),
+#        SWAN_TABLE (charon's ikesa_table_size, 65536), BENCH, TERN (default: cargo
 #        build --release), KEEP (keep the work directory)
 # Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
 set -euo pipefail
@@ -66,6 +67,7 @@ MILESTONES=${MILESTONES:-}
 FWD=${FWD:-0}
 FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
+SWAN_TABLE=${SWAN_TABLE:-65536}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -165,9 +167,16 @@ start_charon() { # $1 dir
 		charon {
 		  load = random nonce openssl pem pkcs1 pkcs8 x509 pubkey hmac sha1 sha2 kdf aes gcm socket-default vici kernel-libipsec kernel-netlink attr
 		  threads = $THREADS
+		  # A load test's settings: no cookies, no per-IP block (every
+		  # tunnel comes from one address; dos_protection = no turns off
+		  # cookie_threshold and block_threshold), no half-open or job-load
+		  # limit, and an IKE SA hash table of SWAN_TABLE buckets (the
+		  # default is one list): 1.5 SAs a bucket at 100K, 15 at 1M, as
+		  # strongSwan's "Tuning IKE SA Lookup" advises (5 to 20).
 		  dos_protection = no
 		  init_limit_half_open = 0
-		  ikesa_table_size = 4096
+		  init_limit_job_load = 0
+		  ikesa_table_size = $SWAN_TABLE
 		  ikesa_table_segments = 16
 		  install_routes = $routes
 		  filelog {
@@ -314,6 +323,35 @@ addresses = ["10.0.4.1/24"]'
 	return 1
 }
 
+sample_responder() { # $1 pid: "seconds ticks rss_kB" each second until stopped
+	local s0
+	s0=$(date +%s.%N)
+	while [ -r "/proc/$1/stat" ]; do
+		echo "$(calc "$(date +%s.%N) - $s0") $(ticks "$1") $(rss_kb "$1")"
+		sleep 1
+	done
+}
+
+# Per milestone segment: the responder's CPU per tunnel (ticks between the
+# samples nearest the segment's ends), its RSS growth per tunnel held, and
+# the segment's retransmissions. $1 the generator's output, $2 the samples,
+# $3 CLK_TCK, $4 the RSS (kB) before the run.
+by_milestone() {
+	awk -v hz="$3" -v rss0="$4" '
+		FNR == NR { t[NR] = $1; k[NR] = $2; r[NR] = $3; n = NR; if (NR == 1) pk = $2; next }
+		/^milestone / {
+			for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+			best = 1
+			for (j = 1; j <= n; j++) if ((t[j] - f["at_seconds"])^2 < (t[best] - f["at_seconds"])^2) best = j
+			dn = f["tunnels"] - pn
+			dm = f["messages"] - pm
+			printf "milestone tunnels=%d responder_cpu_us_per_tunnel=%.0f rss_B_per_tunnel=%.0f segment_retransmit_pct=%.3f (sample at %.0f s of %.1f s)\n",
+				f["tunnels"], (dn > 0 ? (k[best] - pk) / hz * 1e6 / dn : 0), (r[best] - rss0) * 1024 / f["tunnels"],
+				(dm > 0 ? (f["retransmits"] - pr) * 100 / dm : 0), t[best], f["at_seconds"]
+			pn = f["tunnels"]; pm = f["messages"]; pr = f["retransmits"]; pk = k[best]
+		}' "$2" "$1"
+}
+
 metric() { # $1 name: tern's metric (the first sample)
 	ip netns exec $RSP curl -s http://127.0.0.1:9456/metrics | awk -v m="$1" '$1 == m {print $2; exit}'
 }
@@ -374,11 +412,22 @@ one_run() {
 	[ -n "$MILESTONES" ] && gen_flags+=(--milestones "$MILESTONES")
 	rss0=$(rss_kb "$rpid")
 	t0=$(ticks "$rpid")
+	# The machine is shared: the load beside each run (the responder's CPU
+	# per tunnel is the fairer figure when it is high).
+	echo "    $c load before: $(uptime | sed 's/.*load/load/')" >&2
+	# The responder's CPU ticks and RSS each second, to split them by
+	# milestone (the generator reports a milestone's time since its start).
+	sample_responder "$rpid" >"$out/samples" &
+	local sampler=$!
 	ip netns exec $CLI taskset -c 0 "$BENCH" ike --local 10.0.2.1 --responder 10.0.2.2 --tunnels "$TUNNELS" \
 		--window "$WINDOW" "${GEN_AUTH[@]}" --proposal "$PROPOSAL" --esp-proposal "$ESP" \
 		--inner-dst $inner "${gen_flags[@]}" --timeout "${TIMEOUT:-$((TUNNELS / 500 + 300))}" >"$out/gen" 2>&1 || true
 	t1=$(ticks "$rpid")
 	rss1=$(rss_kb "$rpid")
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
+	echo "    $c load after: $(uptime | sed 's/.*load/load/'); responder RSS ${rss0} kB -> ${rss1} kB" \
+		"$([ "$c" = swan ] && echo "; charon.log $(stat -c %s "$out/charon.log" 2>/dev/null || echo 0) B")" >&2
 	local up counted
 	up=$(field established "$out/gen")
 	counted=$(sed -n 's/^verify .*\bverified=\([0-9]*\).*/\1/p' "$out/gen")
@@ -402,6 +451,7 @@ one_run() {
 		fi
 	fi
 	grep -E '^(milestone|sample|verify|stopped_by)' "$out/gen" | sed 's/^/    /' >&2 || true
+	by_milestone "$out/gen" "$out/samples" "$hz" "$rss0" | sed 's/^/    /' >&2 || true
 	grep failure "$out/gen" | sed 's/^/    /' >&2 || true
 	local sample="-"
 	[ "$SAMPLE" != 0 ] && sample="$(sed -n 's/^sample .*\bverified=\([0-9]*\).*/\1/p' "$out/gen")/$SAMPLE"
