@@ -87,7 +87,16 @@ PIDS=()
 stop_pids() {
 	local p
 	for p in "${PIDS[@]}"; do kill -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	# charon deletes every SA as it stops, and kernel-libipsec finds each
+	# in a list: minutes at 100K. Five seconds, then SIGKILL.
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 50); do
+			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || echo Z)" = Z ] && break
+			sleep 0.1
+		done
+		kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 	PIDS=()
 }
 cleanup() {
