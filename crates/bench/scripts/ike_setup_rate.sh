@@ -48,7 +48,8 @@
 #        PROPOSAL (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16),
 #        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
 #        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16),
-#        SWAN_TABLE (charon's ikesa_table_size, 65536), BENCH, TERN (default: cargo
+#        SWAN_TABLE (charon's ikesa_table_size, 65536), SWAN_IDS (1: an
+#        identity per tunnel with PSK), BENCH, TERN (default: cargo
 #        build --release), KEEP (keep the work directory)
 # Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
 set -euo pipefail
@@ -68,6 +69,7 @@ FWD=${FWD:-0}
 FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
 SWAN_TABLE=${SWAN_TABLE:-65536}
+SWAN_IDS=${SWAN_IDS:-1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -392,9 +394,12 @@ one_run() {
 		start_charon "$out"
 		rpid=${PIDS[-1]}
 		inner=10.0.2.2
-		# charon leases a virtual IP per identity: one each, so that every
-		# tunnel's echo has its own route back (a certificate has one).
-		[ "$AUTH" = psk ] && [ "$VERIFY$SAMPLE" != 00 ] && gen_flags+=(--ids "$TUNNELS")
+		# One identity per tunnel, as real clients (a certificate names
+		# one): charon leases a virtual IP per identity, so every tunnel's
+		# echo has its own route back; and it keeps a list of the IKE SAs
+		# of each identity pair, which one shared identity makes a walk
+		# of every tunnel held at each setup. SWAN_IDS=0: one identity.
+		[ "$AUTH" = psk ] && { [ "$SWAN_IDS" = 1 ] || [ "$VERIFY$SAMPLE" != 00 ]; } && gen_flags+=(--ids "$TUNNELS")
 		;;
 	tern)
 		setsid ip netns exec $RSP taskset -c 1 "$BENCH" ike --respond --local 10.0.2.2 "${RESP_AUTH[@]}" \
