@@ -49,7 +49,8 @@
 #        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
 #        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16),
 #        SWAN_TABLE (charon's ikesa_table_size, 65536), SWAN_IDS (1: an
-#        identity per tunnel with PSK), BENCH, TERN (default: cargo
+#        identity per tunnel with PSK), SWAN_SAD (libipsec, or none: see
+#        nullsad below), BENCH, TERN (default: cargo
 #        build --release), KEEP (keep the work directory)
 # Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
 set -euo pipefail
@@ -70,6 +71,11 @@ FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
 SWAN_TABLE=${SWAN_TABLE:-65536}
 SWAN_IDS=${SWAN_IDS:-1}
+SWAN_SAD=${SWAN_SAD:-libipsec}
+if [ "$SWAN_SAD" = none ] && [ "$VERIFY$SAMPLE" != 00 ]; then
+	echo "SWAN_SAD=none keeps no SA: VERIFY=0 SAMPLE=0 only" >&2
+	exit 2
+fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -153,6 +159,79 @@ else
 	GEN_AUTH=(--auth psk --psk $PSK)
 	RESP_AUTH=(--auth psk --psk $PSK)
 fi
+
+# SWAN_SAD=none: kernel-libipsec keeps no SA (a shim in charon in place of
+# libipsec's SA manager; the SPIs still come from it). libipsec's SAD is a
+# linked list that every install walks, so with it charon's cost grows with
+# the tunnels held (64-73 % of charon's CPU at 10K-16K, by perf); charon on
+# a kernel with xfrm installs into the kernel's hash tables instead. Only
+# with VERIFY=0: the tunnels then carry nothing.
+nullsad() { # prints the path of the shim, built once
+	local so=$WORK/nullsad.so
+	if [ ! -e "$so" ]; then
+		cat >"$WORK/nullsad.c" <<-'EOF'
+			/* libipsec's SA manager without a SAD, for charon load tests (LD_PRELOAD):
+			 * add/update/delete succeed and keep nothing; SPIs still come from the real
+			 * manager. Layout: strongSwan 5.x src/libipsec/ipsec_sa_mgr.h (ten methods). */
+			#define _GNU_SOURCE
+			#include <dlfcn.h>
+			#include <stdlib.h>
+
+			typedef int status_t; /* SUCCESS = 0, FAILED = 1 */
+			typedef struct mgr mgr_t;
+			struct mgr {
+				status_t (*get_spi)(mgr_t *, void *, void *, unsigned long, void *, void *);
+				status_t (*add_sa)(void);
+				status_t (*update_sa)(void);
+				status_t (*query_sa)(void);
+				status_t (*del_sa)(void);
+				status_t (*flush_sas)(mgr_t *);
+				void *(*checkout_by_spi)(mgr_t *, unsigned long, void *);
+				void *(*checkout_by_reqid)(mgr_t *, unsigned long, unsigned long);
+				void (*checkin)(mgr_t *, void *);
+				void (*destroy)(mgr_t *);
+			};
+			struct wrap {
+				struct mgr pub;
+				mgr_t *real;
+			};
+
+			static status_t ok(void) { return 0; }
+			static status_t failed(void) { return 1; }
+			/* Five register arguments after this: either get_spi signature of 5.x. */
+			static status_t get_spi(mgr_t *this, void *a, void *b, unsigned long c, void *d, void *e)
+			{
+				mgr_t *real = ((struct wrap *)this)->real;
+				return real->get_spi(real, a, b, c, d, e);
+			}
+			static status_t flush_sas(mgr_t *this) { (void)this; return 0; }
+			static void *checkout_by_spi(mgr_t *this, unsigned long spi, void *dst) { (void)this; (void)spi; (void)dst; return NULL; }
+			static void *checkout_by_reqid(mgr_t *this, unsigned long r, unsigned long in) { (void)this; (void)r; (void)in; return NULL; }
+			static void checkin(mgr_t *this, void *sa) { (void)this; (void)sa; }
+			static void destroy(mgr_t *this)
+			{
+				mgr_t *real = ((struct wrap *)this)->real;
+				real->destroy(real);
+				free(this);
+			}
+
+			mgr_t *ipsec_sa_mgr_create(void)
+			{
+			/* libipsec came with kernel-libipsec (dlopen, local): not RTLD_NEXT. */
+			void *lib = dlopen("libipsec.so.0", RTLD_LAZY | RTLD_NOLOAD);
+			mgr_t *(*create)(void) = lib ? (mgr_t * (*)(void)) dlsym(lib, "ipsec_sa_mgr_create") : NULL;
+			struct wrap *w = calloc(1, sizeof(*w));
+				if (!create || !w)
+					abort();
+				w->real = create();
+				w->pub = (struct mgr){ get_spi, ok, ok, failed, ok, flush_sas, checkout_by_spi, checkout_by_reqid, checkin, destroy };
+				return &w->pub;
+			}
+		EOF
+		cc -O2 -Wall -shared -fPIC -o "$so" "$WORK/nullsad.c" -ldl >&2
+	fi
+	echo "$so"
+}
 
 start_charon() { # $1 dir
 	local d=$1 auth pools="" policies=no routes=no ts=""
@@ -244,8 +323,10 @@ start_charon() { # $1 dir
 		  }
 		}
 	EOF
+	local preload=""
+	[ "$SWAN_SAD" = none ] && preload="env LD_PRELOAD=$(nullsad)"
 	STRONGSWAN_CONF=$d/strongswan.conf setsid ip netns exec $RSP taskset -c 1 unshare --mount --propagation private \
-		sh -c "mount -t tmpfs tmpfs /run && exec $CHARON" >"$d/charon.out" 2>&1 &
+		sh -c "mount -t tmpfs tmpfs /run && exec $preload $CHARON" >"$d/charon.out" 2>&1 &
 	PIDS+=("$!")
 	for _ in $(seq 200); do
 		STRONGSWAN_CONF=$d/strongswan.conf swanctl --load-all --file "$d/swanctl.conf" --uri "unix://$d/charon.vici" \
