@@ -52,7 +52,8 @@
 #        identities at VERIFY=0, 1000), SWAN_SAD (libipsec, or none: see
 #        nullsad below), RETRANSMIT_MS (the generator's, 1000), BENCH, TERN (default: cargo
 #        build --release), KEEP (keep the work directory)
-# Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
+# Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl; a C
+# compiler for SWAN_SAD=none. No python.
 set -euo pipefail
 
 RUNS=${1:-3}
@@ -218,10 +219,10 @@ nullsad() { # prints the path of the shim, built once
 
 			mgr_t *ipsec_sa_mgr_create(void)
 			{
-			/* libipsec came with kernel-libipsec (dlopen, local): not RTLD_NEXT. */
-			void *lib = dlopen("libipsec.so.0", RTLD_LAZY | RTLD_NOLOAD);
-			mgr_t *(*create)(void) = lib ? (mgr_t * (*)(void)) dlsym(lib, "ipsec_sa_mgr_create") : NULL;
-			struct wrap *w = calloc(1, sizeof(*w));
+				/* libipsec came with kernel-libipsec (dlopen, local): not RTLD_NEXT. */
+				void *lib = dlopen("libipsec.so.0", RTLD_LAZY | RTLD_NOLOAD);
+				mgr_t *(*create)(void) = lib ? (mgr_t * (*)(void)) dlsym(lib, "ipsec_sa_mgr_create") : NULL;
+				struct wrap *w = calloc(1, sizeof(*w));
 				if (!create || !w)
 					abort();
 				w->real = create();
