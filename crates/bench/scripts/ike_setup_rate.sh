@@ -47,9 +47,13 @@
 #   env: CASES ("swan tern ternrun"), TUNNELS (2000), WINDOW (64), AUTH (psk),
 #        PROPOSAL (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16),
 #        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
-#        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16), BENCH, TERN (default: cargo
+#        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16),
+#        SWAN_TABLE (charon's ikesa_table_size, 65536), SWAN_IDS (PSK
+#        identities at VERIFY=0, 1000), SWAN_SAD (libipsec, or none: see
+#        nullsad below), RETRANSMIT_MS (the generator's, 1000), BENCH, TERN (default: cargo
 #        build --release), KEEP (keep the work directory)
-# Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl. No python.
+# Needs: root, iproute2, openssl, strongSwan (scripts/setup.sh), curl; a C
+# compiler for SWAN_SAD=none. No python.
 set -euo pipefail
 
 RUNS=${1:-3}
@@ -66,6 +70,14 @@ MILESTONES=${MILESTONES:-}
 FWD=${FWD:-0}
 FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
+SWAN_TABLE=${SWAN_TABLE:-65536}
+SWAN_IDS=${SWAN_IDS:-1000}
+SWAN_SAD=${SWAN_SAD:-libipsec}
+RETRANSMIT_MS=${RETRANSMIT_MS:-}
+if [ "$SWAN_SAD" = none ] && [ "$VERIFY$SAMPLE" != 00 ]; then
+	echo "SWAN_SAD=none keeps no SA: VERIFY=0 SAMPLE=0 only" >&2
+	exit 2
+fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -85,7 +97,16 @@ PIDS=()
 stop_pids() {
 	local p
 	for p in "${PIDS[@]}"; do kill -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	# charon deletes every SA as it stops, and kernel-libipsec finds each
+	# in a list: minutes at 100K. Five seconds, then SIGKILL.
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 50); do
+			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || echo Z)" = Z ] && break
+			sleep 0.1
+		done
+		kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 	PIDS=()
 }
 cleanup() {
@@ -141,6 +162,79 @@ else
 	RESP_AUTH=(--auth psk --psk $PSK)
 fi
 
+# SWAN_SAD=none: kernel-libipsec keeps no SA (a shim in charon in place of
+# libipsec's SA manager; the SPIs still come from it). libipsec's SAD is a
+# linked list that every install walks, so with it charon's cost grows with
+# the tunnels held (64-73 % of charon's CPU at 10K-16K, by perf); charon on
+# a kernel with xfrm installs into the kernel's hash tables instead. Only
+# with VERIFY=0: the tunnels then carry nothing.
+nullsad() { # prints the path of the shim, built once
+	local so=$WORK/nullsad.so
+	if [ ! -e "$so" ]; then
+		cat >"$WORK/nullsad.c" <<-'EOF'
+			/* libipsec's SA manager without a SAD, for charon load tests (LD_PRELOAD):
+			 * add/update/delete succeed and keep nothing; SPIs still come from the real
+			 * manager. Layout: strongSwan 5.x src/libipsec/ipsec_sa_mgr.h (ten methods). */
+			#define _GNU_SOURCE
+			#include <dlfcn.h>
+			#include <stdlib.h>
+
+			typedef int status_t; /* SUCCESS = 0, FAILED = 1 */
+			typedef struct mgr mgr_t;
+			struct mgr {
+				status_t (*get_spi)(mgr_t *, void *, void *, unsigned long, void *, void *);
+				status_t (*add_sa)(void);
+				status_t (*update_sa)(void);
+				status_t (*query_sa)(void);
+				status_t (*del_sa)(void);
+				status_t (*flush_sas)(mgr_t *);
+				void *(*checkout_by_spi)(mgr_t *, unsigned long, void *);
+				void *(*checkout_by_reqid)(mgr_t *, unsigned long, unsigned long);
+				void (*checkin)(mgr_t *, void *);
+				void (*destroy)(mgr_t *);
+			};
+			struct wrap {
+				struct mgr pub;
+				mgr_t *real;
+			};
+
+			static status_t ok(void) { return 0; }
+			static status_t failed(void) { return 1; }
+			/* Five register arguments after this: either get_spi signature of 5.x. */
+			static status_t get_spi(mgr_t *this, void *a, void *b, unsigned long c, void *d, void *e)
+			{
+				mgr_t *real = ((struct wrap *)this)->real;
+				return real->get_spi(real, a, b, c, d, e);
+			}
+			static status_t flush_sas(mgr_t *this) { (void)this; return 0; }
+			static void *checkout_by_spi(mgr_t *this, unsigned long spi, void *dst) { (void)this; (void)spi; (void)dst; return NULL; }
+			static void *checkout_by_reqid(mgr_t *this, unsigned long r, unsigned long in) { (void)this; (void)r; (void)in; return NULL; }
+			static void checkin(mgr_t *this, void *sa) { (void)this; (void)sa; }
+			static void destroy(mgr_t *this)
+			{
+				mgr_t *real = ((struct wrap *)this)->real;
+				real->destroy(real);
+				free(this);
+			}
+
+			mgr_t *ipsec_sa_mgr_create(void)
+			{
+				/* libipsec came with kernel-libipsec (dlopen, local): not RTLD_NEXT. */
+				void *lib = dlopen("libipsec.so.0", RTLD_LAZY | RTLD_NOLOAD);
+				mgr_t *(*create)(void) = lib ? (mgr_t * (*)(void)) dlsym(lib, "ipsec_sa_mgr_create") : NULL;
+				struct wrap *w = calloc(1, sizeof(*w));
+				if (!create || !w)
+					abort();
+				w->real = create();
+				w->pub = (struct mgr){ get_spi, ok, ok, failed, ok, flush_sas, checkout_by_spi, checkout_by_reqid, checkin, destroy };
+				return &w->pub;
+			}
+		EOF
+		cc -O2 -Wall -shared -fPIC -o "$so" "$WORK/nullsad.c" -ldl >&2
+	fi
+	echo "$so"
+}
+
 start_charon() { # $1 dir
 	local d=$1 auth pools="" policies=no routes=no ts=""
 	mkdir -p "$d" "$d"/{x509,x509ca,x509ocsp,x509aa,x509ac,x509crl,pubkey,private,rsa,ecdsa,bliss,pkcs8,pkcs12}
@@ -165,9 +259,16 @@ start_charon() { # $1 dir
 		charon {
 		  load = random nonce openssl pem pkcs1 pkcs8 x509 pubkey hmac sha1 sha2 kdf aes gcm socket-default vici kernel-libipsec kernel-netlink attr
 		  threads = $THREADS
+		  # A load test's settings: no cookies, no per-IP block (every
+		  # tunnel comes from one address; dos_protection = no turns off
+		  # cookie_threshold and block_threshold), no half-open or job-load
+		  # limit, and an IKE SA hash table of SWAN_TABLE buckets (the
+		  # default is one list): 1.5 SAs a bucket at 100K, 15 at 1M, as
+		  # strongSwan's "Tuning IKE SA Lookup" advises (5 to 20).
 		  dos_protection = no
 		  init_limit_half_open = 0
-		  ikesa_table_size = 4096
+		  init_limit_job_load = 0
+		  ikesa_table_size = $SWAN_TABLE
 		  ikesa_table_segments = 16
 		  install_routes = $routes
 		  filelog {
@@ -224,8 +325,10 @@ start_charon() { # $1 dir
 		  }
 		}
 	EOF
+	local preload=""
+	[ "$SWAN_SAD" = none ] && preload="env LD_PRELOAD=$(nullsad)"
 	STRONGSWAN_CONF=$d/strongswan.conf setsid ip netns exec $RSP taskset -c 1 unshare --mount --propagation private \
-		sh -c "mount -t tmpfs tmpfs /run && exec $CHARON" >"$d/charon.out" 2>&1 &
+		sh -c "mount -t tmpfs tmpfs /run && exec $preload $CHARON" >"$d/charon.out" 2>&1 &
 	PIDS+=("$!")
 	for _ in $(seq 200); do
 		STRONGSWAN_CONF=$d/strongswan.conf swanctl --load-all --file "$d/swanctl.conf" --uri "unix://$d/charon.vici" \
@@ -314,6 +417,35 @@ addresses = ["10.0.4.1/24"]'
 	return 1
 }
 
+sample_responder() { # $1 pid: "seconds ticks rss_kB" each second until stopped
+	local s0
+	s0=$(date +%s.%N)
+	while [ -r "/proc/$1/stat" ]; do
+		echo "$(calc "$(date +%s.%N) - $s0") $(ticks "$1") $(rss_kb "$1")"
+		sleep 1
+	done
+}
+
+# Per milestone segment: the responder's CPU per tunnel (ticks between the
+# samples nearest the segment's ends), its RSS growth per tunnel held, and
+# the segment's retransmissions. $1 the generator's output, $2 the samples,
+# $3 CLK_TCK, $4 the RSS (kB) before the run.
+by_milestone() {
+	awk -v hz="$3" -v rss0="$4" '
+		FNR == NR { t[NR] = $1; k[NR] = $2; r[NR] = $3; n = NR; if (NR == 1) pk = $2; next }
+		/^milestone / {
+			for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+			best = 1
+			for (j = 1; j <= n; j++) if ((t[j] - f["at_seconds"])^2 < (t[best] - f["at_seconds"])^2) best = j
+			dn = f["tunnels"] - pn
+			dm = f["messages"] - pm
+			printf "milestone tunnels=%d responder_cpu_us_per_tunnel=%.0f rss_B_per_tunnel=%.0f segment_retransmit_pct=%.3f (sample at %.0f s of %.1f s)\n",
+				f["tunnels"], (dn > 0 ? (k[best] - pk) / hz * 1e6 / dn : 0), (r[best] - rss0) * 1024 / f["tunnels"],
+				(dm > 0 ? (f["retransmits"] - pr) * 100 / dm : 0), t[best], f["at_seconds"]
+			pn = f["tunnels"]; pm = f["messages"]; pr = f["retransmits"]; pk = k[best]
+		}' "$2" "$1"
+}
+
 metric() { # $1 name: tern's metric (the first sample)
 	ip netns exec $RSP curl -s http://127.0.0.1:9456/metrics | awk -v m="$1" '$1 == m {print $2; exit}'
 }
@@ -345,9 +477,21 @@ one_run() {
 		start_charon "$out"
 		rpid=${PIDS[-1]}
 		inner=10.0.2.2
-		# charon leases a virtual IP per identity: one each, so that every
-		# tunnel's echo has its own route back (a certificate has one).
-		[ "$AUTH" = psk ] && [ "$VERIFY$SAMPLE" != 00 ] && gen_flags+=(--ids "$TUNNELS")
+		# Identities (PSK; a certificate names one). charon leases a
+		# virtual IP per identity, so when verifying every tunnel has its
+		# own (its echo needs its own route back). Otherwise tunnel i is
+		# identity i mod SWAN_IDS: charon keeps a list of the IKE SAs of
+		# each identity pair and walks it at each setup (one identity: a
+		# walk of every tunnel held), and tern-ike's initiate() finds its
+		# peer by name in a list (an identity per tunnel: the generator
+		# then costs 1.2 ms a tunnel at 54K). 1,000 keeps both short.
+		if [ "$AUTH" = psk ]; then
+			if [ "$VERIFY$SAMPLE" != 00 ]; then
+				gen_flags+=(--ids "$TUNNELS")
+			elif [ "$SWAN_IDS" -gt 1 ]; then
+				gen_flags+=(--ids "$((SWAN_IDS < TUNNELS ? SWAN_IDS : TUNNELS))")
+			fi
+		fi
 		;;
 	tern)
 		setsid ip netns exec $RSP taskset -c 1 "$BENCH" ike --respond --local 10.0.2.2 "${RESP_AUTH[@]}" \
@@ -371,14 +515,29 @@ one_run() {
 	[ "$VERIFY" = 1 ] && gen_flags+=(--verify)
 	[ "$SAMPLE" != 0 ] && gen_flags+=(--verify-sample "$SAMPLE")
 	[ "$STOP" = 1 ] && gen_flags+=(--stop)
+	# The generator's first retransmission timeout (doubled after): on a
+	# loaded shared host a 1 s stall of the responder retransmits the whole
+	# window at once, 64 of ~45K messages at 20K tunnels, over the 0.1 % rule.
+	[ -n "$RETRANSMIT_MS" ] && gen_flags+=(--retransmit-ms "$RETRANSMIT_MS")
 	[ -n "$MILESTONES" ] && gen_flags+=(--milestones "$MILESTONES")
 	rss0=$(rss_kb "$rpid")
 	t0=$(ticks "$rpid")
+	# The machine is shared: the load beside each run (the responder's CPU
+	# per tunnel is the fairer figure when it is high).
+	echo "    $c load before: $(uptime | sed 's/.*load/load/')" >&2
+	# The responder's CPU ticks and RSS each second, to split them by
+	# milestone (the generator reports a milestone's time since its start).
+	sample_responder "$rpid" >"$out/samples" &
+	local sampler=$!
 	ip netns exec $CLI taskset -c 0 "$BENCH" ike --local 10.0.2.1 --responder 10.0.2.2 --tunnels "$TUNNELS" \
 		--window "$WINDOW" "${GEN_AUTH[@]}" --proposal "$PROPOSAL" --esp-proposal "$ESP" \
 		--inner-dst $inner "${gen_flags[@]}" --timeout "${TIMEOUT:-$((TUNNELS / 500 + 300))}" >"$out/gen" 2>&1 || true
 	t1=$(ticks "$rpid")
 	rss1=$(rss_kb "$rpid")
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
+	echo "    $c load after: $(uptime | sed 's/.*load/load/'); responder RSS ${rss0} kB -> ${rss1} kB" \
+		"$([ "$c" = swan ] && echo "; charon.log $(stat -c %s "$out/charon.log" 2>/dev/null || echo 0) B")" >&2
 	local up counted
 	up=$(field established "$out/gen")
 	counted=$(sed -n 's/^verify .*\bverified=\([0-9]*\).*/\1/p' "$out/gen")
@@ -402,6 +561,7 @@ one_run() {
 		fi
 	fi
 	grep -E '^(milestone|sample|verify|stopped_by)' "$out/gen" | sed 's/^/    /' >&2 || true
+	by_milestone "$out/gen" "$out/samples" "$hz" "$rss0" | sed 's/^/    /' >&2 || true
 	grep failure "$out/gen" | sed 's/^/    /' >&2 || true
 	local sample="-"
 	[ "$SAMPLE" != 0 ] && sample="$(sed -n 's/^sample .*\bverified=\([0-9]*\).*/\1/p' "$out/gen")/$SAMPLE"
