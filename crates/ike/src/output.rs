@@ -47,7 +47,9 @@ pub struct ChildSa {
     /// The child SA (by id) this one replaces when the peer rekeyed it and
     /// we answered: encrypt with the old one until the peer deletes it,
     /// since the peer installs the new inbound SA only once it has our
-    /// answer (RFC 7296 2.8; strongSwan's responder waits the same way).
+    /// answer (RFC 7296 2.8; strongSwan's responder waits the same way),
+    /// or until a packet arrives on the new inbound SA or a few seconds
+    /// pass (the control side's fallback for a peer that never deletes).
     /// `None` for a new child and for our own rekeys (the peer installed
     /// the new SA before it answered).
     pub replaces: Option<u64>,

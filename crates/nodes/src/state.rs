@@ -792,8 +792,11 @@ pub struct IpsecClients {
 /// [`IpsecClients`]).
 #[derive(Clone, Debug)]
 struct Sharded<K, V> {
-    groups: Vec<Arc<Vec<Arc<ClientMap<K, V>>>>>,
+    groups: Vec<Arc<ShardGroup<K, V>>>,
 }
+
+/// One group's shards.
+type ShardGroup<K, V> = Vec<Arc<ClientMap<K, V>>>;
 
 impl<K: Clone + Eq + std::hash::Hash, V: Clone> Sharded<K, V> {
     fn new() -> Self {
