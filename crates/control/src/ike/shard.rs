@@ -332,8 +332,9 @@ mod tests {
         (inboxes, counters, std::thread::spawn(move || s.run()))
     }
 
-    /// A round trip through shard 0's inbox: once it answers, it has
-    /// finished the turns that saw anything queued before.
+    /// Two round trips through shard 0's inbox: once it answers both, it
+    /// has handled every command queued before (datagrams it reads in the
+    /// same turn may still be in hand: await their counters first).
     fn barrier(inboxes: &[Arc<Inbox>]) {
         for _ in 0..2 {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -365,6 +366,14 @@ mod tests {
             IkeDatagram { local: at("10.0.0.1:500"), remote: at("10.0.0.2:500"), ifindex: 0, message: vec![1; 5] };
         assert!(sh.ike_rx.push(runt).is_ok());
         sh.ike_bell.ring();
+        // Until the shard has read all four (a barrier alone can be
+        // answered twice in one turn, before that turn reads the queue).
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while counters.received.load(Ordering::Relaxed) + counters.runts.load(Ordering::Relaxed) < 4
+            && std::time::Instant::now() < until
+        {
+            std::thread::yield_now();
+        }
         barrier(&inboxes);
         assert_eq!(counters.received.load(Ordering::Relaxed), 3);
         assert_eq!(counters.runts.load(Ordering::Relaxed), 1);
