@@ -780,9 +780,12 @@ impl IkeService {
             return;
         }
         self.moved.insert(sa, remote);
-        log::info!("ike {}: authenticated ESP on child SA {id} (SA {sa}) from {remote}: a new NAT mapping?", c.names.peer);
+        log::info!(
+            "ike {}: authenticated ESP on child SA {id} (SA {sa}) from {remote}: a new NAT mapping?",
+            c.names.peer
+        );
         if let Some(s) = r.shards.get(shard as usize) {
-            let _ = s.send(Cmd::EspMoved { inbound_spi: c.in_spi, remote });
+            s.send(Cmd::EspMoved { inbound_spi: c.in_spi, remote });
         }
     }
 
