@@ -18,27 +18,12 @@ fn v4(src: u8, id: u16, payload: &[u8]) -> Vec<u8> {
     h
 }
 
-/// `pkt` (from [`v4`]) cut at the payload offsets `cuts` (multiples of 8).
+/// `pkt` (from [`v4`]) cut at the payload offsets `cuts` (multiples of 8),
+/// its identification kept: the nodes' fragmenter, without the frame.
 fn frag4(pkt: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let payload = &pkt[20..];
-    let mut bounds = vec![0];
-    bounds.extend_from_slice(cuts);
-    bounds.push(payload.len());
-    bounds
-        .windows(2)
-        .map(|w| {
-            let mut h = pkt[..20].to_vec();
-            let more = w[1] != payload.len();
-            let fl = (w[0] / 8) as u16 | if more { 0x2000 } else { 0 };
-            h[2..4].copy_from_slice(&((20 + w[1] - w[0]) as u16).to_be_bytes());
-            h[6..8].copy_from_slice(&fl.to_be_bytes());
-            h[10..12].fill(0);
-            let c = !checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
-            h.extend_from_slice(&payload[w[0]..w[1]]);
-            h
-        })
-        .collect()
+    let frame = [&[0u8; 14][..], pkt].concat();
+    let id = u32::from(u16::from_be_bytes([pkt[4], pkt[5]]));
+    crate::reass::testing::fragment(&frame, cuts, id).into_iter().map(|f| f[14..].to_vec()).collect()
 }
 
 /// An IPv6 packet from 2001:db8::`src` to 2001:db8::1, next header 50,
