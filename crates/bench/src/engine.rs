@@ -158,9 +158,16 @@ pub struct EngineBenchOpts {
     /// (virtual IPs from 100.64.0.0/10; `esp-encrypt` picks each packet's
     /// SA by inner destination, `esp-decrypt` by SPI and checks the inner
     /// source), so every packet's SA lookup, key schedule and counters are
-    /// likely cold at large spreads. The SAs are the first of the
-    /// `extra_sas` (raised to at least this many).
+    /// likely cold at large spreads. Every one of the `extra_sas` (raised
+    /// to at least `spread`) is a client of that tunnel, in its client map,
+    /// and the `spread` SAs carrying traffic are a sample spaced evenly over
+    /// them: `--extra-sas 0` against `--extra-sas 1000000` with the same
+    /// `--spread K` compares K SAs' traffic with only those K installed and
+    /// with a million.
     pub spread: u32,
+    /// IPsec spread: frames in a row on each SA before the next (a
+    /// tunnel's burst; 1: every packet on another SA, the worst case).
+    pub burst: u32,
 }
 
 impl Default for EngineBenchOpts {
@@ -177,6 +184,7 @@ impl Default for EngineBenchOpts {
             pad_frames: true,
             extra_sas: 0,
             spread: 0,
+            burst: 1,
         }
     }
 }
@@ -225,6 +233,8 @@ pub struct Run {
     /// least one packet (every one, when the run covered the frames once).
     pub sas_installed: usize,
     pub spread: u32,
+    /// IPsec spread: frames in a row on each SA.
+    pub burst: u32,
     pub spread_sas_used: u32,
 }
 
@@ -270,10 +280,12 @@ impl fmt::Display for EngineBenchReport {
         for r in self.runs.iter().filter(|r| r.spread > 0) {
             writeln!(
                 f,
-                "{:<18} spread over {} SAs of {} installed (multipoint tunnel): {} of them carried packets",
+                "{:<18} spread over {} SAs of {} installed (clients of a multipoint tunnel), {} packet{} a burst: {} of them carried packets",
                 r.scenario.name(),
                 r.spread,
                 r.sas_installed,
+                r.burst,
+                if r.burst == 1 { "" } else { "s" },
                 r.spread_sas_used
             )?;
         }
@@ -432,6 +444,23 @@ fn shuffled(n: u32, rng: &mut Rng) -> Vec<u32> {
         v.swap(i, (rng.next() % (i as u64 + 1)) as usize);
     }
     v
+}
+
+/// The multipoint tunnel's clients under `--spread`: every extra SA.
+fn spread_client_count(opts: &EngineBenchOpts) -> u32 {
+    opts.extra_sas.max(opts.spread)
+}
+
+/// The clients carrying traffic: `opts.spread` of [`spread_client_count`],
+/// spaced evenly (client `j * clients / spread`), in a shuffled order, each
+/// `opts.burst` times in a row.
+fn spread_sample(opts: &EngineBenchOpts, rng: &mut Rng) -> Vec<u32> {
+    let (n, k) = (u64::from(spread_client_count(opts)), u64::from(opts.spread.max(1)));
+    let burst = opts.burst.max(1) as usize;
+    shuffled(opts.spread, rng)
+        .into_iter()
+        .flat_map(|j| std::iter::repeat_n((u64::from(j) * n / k) as u32, burst))
+        .collect()
 }
 
 /// ESP from the tunnel's remote (10.0.2.2) to 10.0.2.1 carrying `inner`
@@ -597,8 +626,8 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             frames: if opts.spread == 0 {
                 vec![frame(Ipv4Addr::new(198, 18, 0, 1), 1024, 5001)]
             } else {
-                // One frame to each client's virtual IP.
-                shuffled(opts.spread, &mut rng).into_iter().map(|i| frame(spread_vip(i), 1024, 5001)).collect()
+                // Frames to each sampled client's virtual IP.
+                spread_sample(opts, &mut rng).into_iter().map(|i| frame(spread_vip(i), 1024, 5001)).collect()
             },
             routes: Vec::new(),
             acl: None,
@@ -613,14 +642,23 @@ fn setup(sc: Scenario, opts: &EngineBenchOpts, table: &mut Option<Vec<(u32, u8)>
             let frames = if opts.spread == 0 {
                 vec![esp_frame(cbc, inner_from(Ipv4Addr::new(10, 9, 0, 5)).get(14..).ok_or("frame")?, 1)?]
             } else {
-                // One frame on each client's inbound SA, from its virtual IP.
-                shuffled(opts.spread, &mut rng)
-                    .into_iter()
-                    .map(|i| {
-                        let inner = inner_from(spread_vip(i));
-                        esp_frame_on(extra_sa(SPREAD_FIRST_SA + i, cbc)?, inner.get(14..).ok_or("frame")?, 1)
-                    })
-                    .collect::<Result<Vec<_>, String>>()?
+                // Frames on each sampled client's inbound SA, from its
+                // virtual IP (a burst: the same frame again, anti-replay
+                // is off).
+                let mut frames: Vec<Vec<u8>> = Vec::new();
+                let mut last = None;
+                for i in spread_sample(opts, &mut rng) {
+                    let f = match frames.last() {
+                        Some(f) if last == Some(i) => f.clone(),
+                        _ => {
+                            let inner = inner_from(spread_vip(i));
+                            esp_frame_on(extra_sa(SPREAD_FIRST_SA + i, cbc)?, inner.get(14..).ok_or("frame")?, 1)?
+                        }
+                    };
+                    frames.push(f);
+                    last = Some(i);
+                }
+                frames
             };
             Setup {
                 scenario: sc,
@@ -785,10 +823,10 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         }
         // Spread: a multipoint tunnel whose client i has virtual IP
         // spread_vip(i), outer address the gateway, SA 3 + i both ways
-        // (each run uses one direction).
+        // (each run uses one direction); every extra SA is a client.
         if su.spread > 0 {
             let mut clients = tern_nodes::state::IpsecClients::default();
-            for i in 0..su.spread {
+            for i in 0..spread_client_count(opts) {
                 let (vip, sa) = (IpAddr::V4(spread_vip(i)), SPREAD_FIRST_SA + i);
                 clients.insert_client(2, vip, tern_nodes::state::IpsecClient { sa_out: sa, remote: gw });
                 clients.insert_sa(sa, 2, vip);
@@ -873,9 +911,14 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
         drops,
         sas_installed: sadb.len(),
         spread: su.spread,
-        spread_sas_used: (SPREAD_FIRST_SA..SPREAD_FIRST_SA.saturating_add(su.spread))
-            .filter(|&id| sadb.get(id).is_some_and(|sa| sa.counters().packets > 0))
-            .count() as u32,
+        burst: if su.spread > 0 { opts.burst.max(1) } else { 1 },
+        spread_sas_used: {
+            let (n, k) = (u64::from(spread_client_count(opts)), u64::from(su.spread.max(1)));
+            (0..u64::from(su.spread))
+                .map(|j| SPREAD_FIRST_SA.saturating_add((j * n / k) as u32))
+                .filter(|&id| sadb.get(id).is_some_and(|sa| sa.counters().packets > 0))
+                .count() as u32
+        },
     })
 }
 
@@ -1124,6 +1167,29 @@ mod tests {
             assert_eq!(run.sas_installed, 20_002, "{}", sc.name());
             assert_eq!(run.spread_sas_used, 5000, "{}: every spread SA carried packets", sc.name());
             assert!(run.mpps_per_cpu > 0.0, "{}: the worker's CPU time was read", sc.name());
+        }
+    }
+
+    /// `--burst` sends each sampled SA's frame several times in a row, and
+    /// the sample is spaced over every installed client (4 of 1,000: SAs
+    /// 3, 253, 503 and 753 carry the traffic, each counted).
+    #[test]
+    fn ipsec_spread_sample_is_spaced_over_the_clients_in_bursts() {
+        let opts =
+            EngineBenchOpts { packets: Some(600), extra_sas: 1000, spread: 4, burst: 3, ..EngineBenchOpts::default() };
+        for (sc, node) in [(Scenario::IpsecEncryptGcm, "esp-encrypt"), (Scenario::IpsecDecryptGcm, "esp-decrypt")] {
+            let su = setup(sc, &opts, &mut None).expect("setup");
+            assert_eq!(su.frames.len(), 12, "{}: 4 SAs, 3 frames each", sc.name());
+            let bursts: Vec<&[Vec<u8>]> = su.frames.chunks(3).collect();
+            for (i, b) in bursts.iter().enumerate() {
+                assert!(b.iter().all(|f| *f == b[0]), "{}: burst {i} is one SA's frame", sc.name());
+                assert!(bursts.iter().skip(i + 1).all(|o| o[0] != b[0]), "{}: burst {i} is its own SA", sc.name());
+            }
+            let run = measure(&su, &opts).expect("run");
+            assert!(run.drops.is_empty(), "{}: drops {:?}", sc.name(), run.drops);
+            let n = run.nodes.iter().find(|n| n.name == node).map_or(0, |n| n.packets);
+            assert_eq!(n, run.packets, "{}: every packet through {node}", sc.name());
+            assert_eq!((run.sas_installed, run.burst, run.spread_sas_used), (1002, 3, 4), "{}", sc.name());
         }
     }
 

@@ -147,10 +147,15 @@ struct EngineArgs {
     #[arg(long, default_value_t = 0)]
     extra_sas: u32,
     /// The IPsec scenarios spread their packets over this many SAs (remote-access clients of a
-    /// multipoint tunnel, one frame each, shuffled), the first of --extra-sas (raised to at least
-    /// this many); 0: the one tunnel's SA.
+    /// multipoint tunnel, shuffled): a sample spaced evenly over --extra-sas (raised to at least
+    /// this many), every one of which is a client; 0: the one tunnel's SA. --extra-sas 0 against
+    /// --extra-sas 1000000 with the same --spread: K SAs' traffic with K or a million installed.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=4_000_000))]
     spread: u32,
+    /// With --spread: frames in a row on each SA before the next (a tunnel's burst; 1: every
+    /// packet on another SA).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    burst: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -241,6 +246,7 @@ fn bench_engine(a: EngineArgs) -> Res {
         pad_frames: !a.unpadded_pool,
         extra_sas: a.extra_sas,
         spread: a.spread,
+        burst: a.burst,
     };
     let mut report = tern_bench::engine::run(&opts)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");

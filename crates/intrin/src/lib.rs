@@ -50,6 +50,38 @@ pub fn prefetch<T: ?Sized>(r: &T) {
     }
 }
 
+/// Hints the CPU to fetch every cache line of `*r` (at most `max_lines`
+/// of them): for an object larger than a line that the next step reads
+/// whole, such as an expanded key schedule.
+#[inline(always)]
+pub fn prefetch_lines<T: ?Sized>(r: &T, max_lines: usize) {
+    let start = (r as *const T).cast::<u8>();
+    let first = start as usize & !63;
+    let end = start as usize + core::mem::size_of_val(r);
+    let lines = end.saturating_sub(first).div_ceil(64).min(max_lines);
+    for i in 0..lines {
+        // Pointer arithmetic without a dereference: no unsafe needed, and
+        // the hint never faults even past the object.
+        let line = start.wrapping_sub(start as usize - first).wrapping_add(i * 64);
+        prefetch_ptr(line);
+    }
+}
+
+#[inline(always)]
+fn prefetch_ptr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    {
+        // SAFETY: PREFETCHT0 never faults and never changes memory, whatever
+        // the address; SSE is part of the x86_64 baseline.
+        unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>()) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = p;
+    }
+}
+
 /// Hints the CPU to fetch the line at `index` of `slice`, if it exists.
 #[inline(always)]
 pub fn prefetch_index<T>(slice: &[T], index: usize) {

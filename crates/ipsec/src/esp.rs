@@ -117,6 +117,21 @@ pub(crate) enum Crypto {
 }
 
 impl Crypto {
+    /// Hints the CPU to fetch the expanded keys (ring's AES-GCM key with
+    /// its GHASH table is about nine lines; CBC's schedules and HMAC
+    /// states are boxed apart).
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        match self {
+            Crypto::Gcm { .. } => tern_intrin::prefetch_lines(self, 16),
+            Crypto::Cbc { key, mac } => {
+                tern_intrin::prefetch_lines(&**key, 8);
+                tern_intrin::prefetch_lines(&**mac, 8);
+            }
+            Crypto::Unusable => {}
+        }
+    }
+
     /// What `new` would refuse, without expanding anything.
     pub(crate) fn check(cipher: Cipher, integ: Integ, key: &Key, integ_key: &Key) -> Result<(), SaError> {
         let bad = |what: &'static str, expected: usize, got: usize| SaError::KeyLength { what, expected, got };

@@ -303,6 +303,33 @@ impl Sa {
         self.lifetimes.get()[1]
     }
 
+    /// Hints the CPU to fetch the SA itself (its few lines), for the first
+    /// pass over a batch whose packets are on many SAs: the lookups of the
+    /// whole batch first, each SA prefetched, then
+    /// [`Sa::prefetch_state`], then the packets (see `tern_nodes::ipsec`).
+    #[inline]
+    pub fn prefetch(&self) {
+        tern_intrin::prefetch_lines(self, 4);
+    }
+
+    /// Hints the CPU to fetch what a packet on the SA reads beyond the SA:
+    /// the expanded keys (once built), worker `worker`'s counter slot and
+    /// the replay window (once made). Reads the SA (see [`Sa::prefetch`]).
+    #[inline]
+    pub fn prefetch_state(&self, worker: u16) {
+        if let Some(c) = self.keys.built.get() {
+            c.prefetch();
+        }
+        if let Some(s) = self.slots.get()
+            && let Some(slot) = s.get(usize::from(worker) % s.len().max(1))
+        {
+            tern_intrin::prefetch(slot);
+        }
+        if let Some(w) = self.replay.get() {
+            tern_intrin::prefetch(&**w);
+        }
+    }
+
     /// The expanded keys, built by the first caller (see the module).
     #[inline]
     pub(crate) fn crypto(&self) -> Option<&Crypto> {

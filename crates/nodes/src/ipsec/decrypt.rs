@@ -168,20 +168,40 @@ impl Node for EspDecrypt {
         let mut last: Option<Found<'_>> = None;
         let mut ok = 0;
         let mut pushed = false;
-        for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = match decrypt_one(cx, p, (ifs, sas, index, clients), &mut last, &mut run) {
-                Ok((n, None)) => {
-                    ok += 1;
-                    n
+        // In passes over LOOKAHEAD packets (see `run_multi` in `encrypt`):
+        // every packet's SA and tunnel, each SA prefetched; each SA's keys,
+        // counters and window prefetched; then the packets.
+        for (pkts, next) in pkts.chunks(LOOKAHEAD).zip(next.chunks_mut(LOOKAHEAD)) {
+            let mut found: [Option<(Found<'_>, Outer, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
+            for ((f, o), &p) in found.iter_mut().zip(next.iter_mut()).zip(pkts) {
+                match lookup(cx, p, (ifs, sas, index, clients), &mut last) {
+                    Ok(x) => *f = Some(x),
+                    Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => *o = to_ike(cx, p, rx, &mut pushed),
+                    Err(e) => *o = cx.drop(p, e),
                 }
-                Ok((n, Some(moved))) => {
-                    ok += 1;
-                    report_moved(cx, self.events.as_deref(), &mut self.reported, moved);
-                    n
+            }
+            let mut prev: Option<&Sa> = None;
+            for (f, _, _) in found.iter().flatten() {
+                if !prev.is_some_and(|p| std::ptr::eq(p, f.sa)) {
+                    f.sa.prefetch_state(cx.worker);
+                    prev = Some(f.sa);
                 }
-                Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => to_ike(cx, p, rx, &mut pushed),
-                Err(e) => cx.drop(p, e),
-            };
+            }
+            for ((f, o), &p) in found.iter().zip(next.iter_mut()).zip(pkts) {
+                let Some((f, outer, lo)) = f else { continue };
+                *o = match decrypt_one(cx, p, f, outer, *lo, &mut run) {
+                    Ok((n, None)) => {
+                        ok += 1;
+                        n
+                    }
+                    Ok((n, Some(moved))) => {
+                        ok += 1;
+                        report_moved(cx, self.events.as_deref(), &mut self.reported, moved);
+                        n
+                    }
+                    Err(e) => cx.drop(p, e),
+                };
+            }
         }
         if let Some(r) = run {
             r.flush(cx.worker);
@@ -264,6 +284,7 @@ fn udp_of(d: &[u8], l3: usize) -> Option<Udp<'_>> {
 }
 
 /// Where the ESP packet lies and what the outer header said.
+#[derive(Clone, Copy)]
 struct Outer {
     /// ESP's first byte and one past its last, from the data's start.
     esp: (usize, usize),
@@ -410,7 +431,12 @@ fn find_client<'a>(
             && x.is_multipoint()
             && x.local == o.local
         {
-            let peer = clients.client(ti, vip).map_or(o.remote, |c| c.remote);
+            // Only ESP in UDP compares the source with it (another lookup
+            // in the client map, skipped for plain ESP).
+            let peer = match sa.udp_encap {
+                Some(_) => clients.client(ti, vip).map_or(o.remote, |c| c.remote),
+                None => o.remote,
+            };
             return Ok(Found { spi, local: o.local, remote: o.remote, sa, tunnel: t, vip: Some(vip), peer });
         }
     }
@@ -423,35 +449,51 @@ type Tables<'a, 'b> = (&'a IfTable, &'a SaTable, &'b InIndex, &'b IpsecClients);
 /// A peer's new source for an inbound SA: (SA id, address, port).
 type Moved = (u32, IpAddr, u16);
 
-/// Decrypts one packet: the next node (and the peer's new source when
-/// authenticated ESP in UDP came from elsewhere than its SA and tunnel
-/// say), or why it is dropped. `last` is the previous packet's SA and
-/// tunnel; `run` holds the counters of the current SA's run of packets.
-fn decrypt_one<'a>(
-    cx: &mut Cx<'_>,
+/// The first pass over a packet: its outer headers, SPI and sequence
+/// number's low bits, and the SA and tunnel they pick (prefetched), or
+/// why it is dropped. `last` is the previous packet's SA and tunnel.
+fn lookup<'a>(
+    cx: &Cx<'_>,
     p: PktIdx,
     tables: Tables<'a, '_>,
     last: &mut Option<Found<'a>>,
-    run: &mut Option<Run<'a>>,
-) -> Result<(u16, Option<Moved>), EspDecryptError> {
-    use EspDecryptError::*;
-    let m = *cx.pool.meta(p);
+) -> Result<(Found<'a>, Outer, u32), EspDecryptError> {
+    let m = cx.pool.meta(p);
     let d = cx.pool.data(p);
     let o = parse_outer(d, usize::from(m.l3_off))?;
     let (spi, lo) = match parse_header(d.get(o.esp.0..o.esp.1).unwrap_or_default()) {
         Ok(h) => h,
         // SPI 0 is not ESP (RFC 4303 2.1); in UDP the marker was seen above.
-        Err(EspError::ZeroSpi) => return Err(UnknownSpi),
-        Err(_) => return Err(Truncated),
+        Err(EspError::ZeroSpi) => return Err(EspDecryptError::UnknownSpi),
+        Err(_) => return Err(EspDecryptError::Truncated),
     };
     let f = match *last {
         Some(f) if f.spi == spi && f.local == o.local && f.remote == o.remote => f,
         _ => {
             let f = find(tables, spi, &o)?;
+            f.sa.prefetch();
             *last = Some(f);
             f
         }
     };
+    Ok((f, o, lo))
+}
+
+/// Decrypts one packet that [`lookup`] found the SA and tunnel `f` of:
+/// the next node (and the peer's new source when authenticated ESP in UDP
+/// came from elsewhere than its SA and tunnel say), or why it is dropped.
+/// `run` holds the counters of the current SA's run of packets.
+fn decrypt_one<'a>(
+    cx: &mut Cx<'_>,
+    p: PktIdx,
+    f: &Found<'a>,
+    o: &Outer,
+    lo: u32,
+    run: &mut Option<Run<'a>>,
+) -> Result<(u16, Option<Moved>), EspDecryptError> {
+    use EspDecryptError::*;
+    let m = *cx.pool.meta(p);
+    let spi = f.spi;
     let (sa, tunnel, vip) = (f.sa, f.tunnel, f.vip);
     if !tunnel.up {
         return Err(TunnelDown);

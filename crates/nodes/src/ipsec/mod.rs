@@ -59,6 +59,13 @@ pub fn is_atomic_fragment(ext: &[u8], frag: usize) -> bool {
         .is_some_and(|h| h.frag_offset() == 0 && !h.more_frags())
 }
 
+/// Packets whose SAs `esp-decrypt` and a multipoint tunnel's
+/// `esp-encrypt` look up (and prefetch) before processing any of them:
+/// enough lookups in flight to overlap their cache misses, few enough
+/// that what they prefetch (an SA, its ~9 lines of keys, its counters)
+/// is still in the L1/L2 cache when its packet comes.
+const LOOKAHEAD: usize = 32;
+
 /// The SA-to-tunnel index the decryption uses, rebuilt when the interface
 /// table changes: for each inbound SA id, the tunnels that list it.
 #[derive(Default)]
