@@ -311,6 +311,7 @@ pub fn status(router: &Router, st: &OpsState) -> StatusInfo {
         sources: router.route_sources(),
         warnings: lane_warnings(router),
         fast_paths: router.plan().config.dataplane.fast_paths,
+        reassembly: router.plan().config.reassembly,
     }
 }
 

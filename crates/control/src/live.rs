@@ -110,7 +110,19 @@ pub(crate) fn params_of(current: &Params, cfg: &crate::config::Config) -> Params
     let f = d.fast_paths;
     p.fast_paths =
         tern_nodes::state::FastPaths { direct: f.direct, acl_shortcut: f.acl_shortcut, gre_direct: f.gre_direct };
+    p.reass = reass_limits(&cfg.reassembly);
     p
+}
+
+/// `[reassembly]` as the reassembly nodes take it.
+pub(crate) fn reass_limits(r: &crate::config::ReassemblyCfg) -> tern_nodes::reass::table::Limits {
+    tern_nodes::reass::table::Limits {
+        datagrams: r.max_datagrams,
+        per_source: r.max_per_source,
+        max_size: r.max_size,
+        max_frags: r.max_fragments,
+        timeout_ns: r.timeout_ms.saturating_mul(1_000_000),
+    }
 }
 
 /// `[dataplane.fast_paths]` as `tern status` and the API say it.
@@ -537,7 +549,7 @@ impl Router {
     }
 
     /// Takes the live knobs of configuration `cfg` (ICMP rate, fast
-    /// paths, neighbour and Linux settings) into the running one and
+    /// paths, neighbour, reassembly and Linux settings) into the running one and
     /// publishes them to the nodes.
     pub(crate) fn take_params(&mut self, cfg: &crate::config::Config) {
         let run = &mut self.plan.config;
@@ -546,6 +558,7 @@ impl Router {
         run.dataplane.fast_paths = cfg.dataplane.fast_paths;
         run.dataplane.punt = cfg.dataplane.punt;
         run.neighbor = cfg.neighbor.clone();
+        run.reassembly = cfg.reassembly;
         run.linux = cfg.linux.clone();
         self.publish_params();
     }

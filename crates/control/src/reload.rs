@@ -219,6 +219,7 @@ fn diff(old: &Plan, new: &Plan) -> Result<Vec<Change>, Refusal> {
         || od.fast_paths != nd.fast_paths
         || od.punt != nd.punt
         || old.config.neighbor != new.config.neighbor
+        || old.config.reassembly != new.config.reassembly
         || old.config.linux != new.config.linux
     {
         changes.push(Change::Params);
@@ -486,7 +487,9 @@ fn apply(router: &mut Router, new: Plan, changes: Vec<Change>, read: ReadAhead) 
         match c {
             Change::Params => {
                 router.take_params(&new.config);
-                report.changes.push("dataplane ICMP rate, fast paths, punt rate and neighbour settings updated".into());
+                report.changes.push(
+                    "dataplane ICMP rate, fast paths, punt rate, neighbour and reassembly settings updated".into(),
+                );
             }
             Change::Acls => {
                 router.publish_rule_sets(new.acls.clone())?;

@@ -292,6 +292,9 @@ impl Router {
         let mut ipsec = crate::ipsec::Ipsec::new(usize::from(plan.config.dataplane.workers));
         ipsec.set_metrics_on(!plan.config.metrics.listen.is_empty());
         shared.sas = ipsec.reader();
+        // Fragments of one datagram that land on different workers go to
+        // the one that owns it (`tern_nodes::reass::handoff`).
+        shared.reass_handoff = Arc::new(tern_nodes::reass::Handoff::new(usize::from(plan.config.dataplane.workers)));
         let linux_owns_local = plan.config.linux.linux_mode();
         shared.params.publish(Params { linux_owns_local, ..Params::default() });
         shared.acls.publish(acls);
@@ -428,6 +431,15 @@ impl Router {
             workers.push((worker.spawn().map_err(|e| err(format!("worker {w}: {e}")))?, inject));
         }
         log::info!("{} interface(s), {} worker(s) running", plan.ifaces.len(), workers.len());
+        shared.reass_handoff.set_wakers(
+            workers
+                .iter()
+                .map(|(w, _)| {
+                    let ws = Arc::clone(&w.shared);
+                    Box::new(move || ws.wake()) as tern_nodes::reass::handoff::Wake
+                })
+                .collect(),
+        );
         let sources = crate::linux::sources(&target).map_err(err)?;
         let watched: Vec<(u16, String)> = ports
             .iter()

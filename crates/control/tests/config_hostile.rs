@@ -767,6 +767,15 @@ fn check_plan(p: &Plan) -> Result<(), String> {
     if n.queue_per_dest > n.queue_total || n.queue_total > d.pool_frames as usize {
         return Err(format!("neighbour queues larger than their bounds accepted: {n:?}"));
     }
+    let r = &p.config.reassembly;
+    if !(1..=config::REASS_MAX_DATAGRAMS).contains(&r.max_datagrams)
+        || !(1..=r.max_datagrams).contains(&r.max_per_source)
+        || !(1..=65535).contains(&r.max_size)
+        || !(1..=r.max_size.div_ceil(8).min(config::REASS_MAX_FRAGMENTS)).contains(&r.max_fragments)
+        || !(1..=config::REASS_MAX_TIMEOUT_MS).contains(&r.timeout_ms)
+    {
+        return Err(format!("a reassembly bound out of range accepted: {r:?}"));
+    }
     if p.config.api.socket.is_empty() {
         return Err("an empty API socket path accepted".into());
     }
@@ -1211,6 +1220,19 @@ fn invalid_values_are_refused_where_they_are() {
     refused(d, ("queue_per_dest = 16", "queue_per_dest = 2000"), "queue_per_dest =", nq, "queue_total");
     refused(d, ("queue_total = 1024", "queue_total = 20000"), "queue_total = 20000", nt, "pool_frames");
     refused(d, ("idle = \"sleep\"", "idle = \"nap\""), "\"nap\"", Some("dataplane.idle"), "nap");
+    // Reassembly bounds.
+    let rk = |k: &str| Some(format!("reassembly.{k}"));
+    let reass = |from: &str, to: &str, key: &str, says: &str| refused(d, (from, to), to, rk(key).as_deref(), says);
+    reass("max_datagrams = 1024", "max_datagrams = 0", "max_datagrams", "0: need 1..=1048576");
+    reass("max_datagrams = 1024", "max_datagrams = 1048577", "max_datagrams", "need 1..=1048576");
+    reass("max_per_source = 64", "max_per_source = 1025", "max_per_source", "(max_datagrams)");
+    reass("max_size = 16384", "max_size = 65536", "max_size", "65535");
+    reass("max_size = 16384", "max_size = 0", "max_size", "need 1..=65535");
+    reass("max_fragments = 64", "max_fragments = 0", "max_fragments", "need 1..=8192");
+    let small = ("max_size = 16384", "max_size = 256");
+    refused(d, small, "max_fragments = 64", rk("max_fragments").as_deref(), "8-byte fragments");
+    reass("timeout_ms = 2000", "timeout_ms = 60001", "timeout_ms", "need 1..=60000");
+    reass("timeout_ms = 2000", "timeout_ms = 0", "timeout_ms", "need 1..=60000");
     // Interface addresses.
     let lan = "\"10.0.1.1/24\"";
     let k0 = Some("interface[0].addresses[0]");

@@ -511,6 +511,10 @@ pub struct Params {
     /// [`Shared::ike_rx`] instead of ICMP port unreachable / a drop. Off,
     /// and always in Linux mode (the kernel's sockets take IKE there).
     pub ike_local: bool,
+    /// The bounds of each worker's reassembly tables (`[reassembly]`,
+    /// [`crate::reass`]).
+    #[serde(skip)]
+    pub reass: crate::reass::table::Limits,
 }
 
 /// A VRRP virtual address on an interface and the virtual MAC it is
@@ -606,6 +610,7 @@ impl Default for Params {
             fast_paths: FastPaths::ALL,
             virtual_addrs: Vec::new(),
             ike_local: false,
+            reass: crate::reass::table::Limits::default(),
         }
     }
 }
@@ -975,6 +980,10 @@ pub struct Shared {
     pub ip_inject: Arc<InjectQueue>,
     /// The clients of multipoint IPsec tunnels (remote access).
     pub ipsec_clients: Published<IpsecClients>,
+    /// Fragments a worker hands to the worker that owns their datagram
+    /// (`ip4-reassembly`, `ip6-reassembly`): one worker unless the
+    /// control side sets it for its workers before building the graphs.
+    pub reass_handoff: Arc<crate::reass::Handoff>,
 }
 
 impl Shared {
@@ -992,6 +1001,7 @@ impl Shared {
             ike_bell: Arc::new(Doorbell::default()),
             ip_inject: Arc::new(InjectQueue::new(IKE_QUEUE)),
             ipsec_clients: Published::new(IpsecClients::default()),
+            reass_handoff: Arc::new(crate::reass::Handoff::new(1)),
         }
     }
 

@@ -26,6 +26,9 @@ pub struct StatusInfo {
     /// Which of the nodes' fast paths are on (`[dataplane.fast_paths]`).
     #[serde(default)]
     pub fast_paths: crate::config::FastPathsCfg,
+    /// The bounds of reassembly (`[reassembly]`, per worker and family).
+    #[serde(default)]
+    pub reassembly: crate::config::ReassemblyCfg,
 }
 
 /// What a netlink route source (kernel mirror, FPM server) did with the

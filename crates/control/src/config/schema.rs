@@ -11,6 +11,10 @@ pub struct Config {
     pub dataplane: Dataplane,
     #[serde(default)]
     pub neighbor: NeighborCfg,
+    /// The bounds of each worker's reassembly of fragments addressed to
+    /// the router.
+    #[serde(default)]
+    pub reassembly: ReassemblyCfg,
     #[serde(default, rename = "interface")]
     pub interfaces: Vec<InterfaceCfg>,
     #[serde(default, rename = "tunnel")]
@@ -174,6 +178,40 @@ pub struct NeighborCfg {
     /// Packets held per unresolved neighbour, and in total per worker.
     pub queue_per_dest: usize,
     pub queue_total: usize,
+}
+
+/// `[reassembly]`: the bounds of each worker's reassembly tables (one
+/// per family), for fragments addressed to the router (ESP, ESP in UDP,
+/// IKE with certificates, ICMP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReassemblyCfg {
+    /// Datagrams in reassembly at once, per worker and family: a new one
+    /// past that evicts the oldest.
+    pub max_datagrams: usize,
+    /// Of those, from one source (an IPv4 address, an IPv6 /64).
+    pub max_per_source: usize,
+    /// Bytes of one reassembled datagram's payload (at most 65535).
+    pub max_size: usize,
+    /// Fragments of one datagram.
+    pub max_fragments: usize,
+    /// From a datagram's first fragment to its last (ms).
+    pub timeout_ms: u64,
+}
+
+/// The most datagrams `max_datagrams` allows (per worker and family; at
+/// `max_size` each, 1M x 16 KiB would be 16 GiB of buffers).
+pub const REASS_MAX_DATAGRAMS: usize = 1 << 20;
+/// The most fragments of one datagram (65535 bytes in 8-byte pieces).
+pub const REASS_MAX_FRAGMENTS: usize = 8192;
+/// The longest `timeout_ms` (RFC 791 suggests 15 s for its timer, RFC
+/// 8200 60 s: a minute).
+pub const REASS_MAX_TIMEOUT_MS: u64 = 60_000;
+
+impl Default for ReassemblyCfg {
+    fn default() -> Self {
+        ReassemblyCfg { max_datagrams: 1024, max_per_source: 64, max_size: 16384, max_fragments: 64, timeout_ms: 2000 }
+    }
 }
 
 /// The largest `reachable_ms`, `delay_ms` and `retry_ms` (RFC 4861 6.2.1

@@ -1,7 +1,8 @@
 //! The reassembly table (`tern_nodes::reass::table`) under any sequence
 //! of fragments: raw bytes parsed as IPv4/IPv6, and fragments built from
 //! the input (few sources and identifications, so that they meet), with
-//! time moving. Checks that nothing panics, that every fragment ends in
+//! time moving, and new limits now and then (a reload). Checks that
+//! nothing panics, that every fragment ends in
 //! exactly one counter or datagram, and that the table stays within its
 //! bounds.
 #![no_main]
@@ -41,7 +42,7 @@ fn v6(src: u8, id: u8, off8: u16, len: usize, more: bool, fill: u8) -> Vec<u8> {
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, mut rest)) = data.split_first() else { return };
     let v6_ = mode & 1 != 0;
-    let limits = Limits {
+    let mut limits = Limits {
         datagrams: 1 + usize::from(mode >> 1 & 7),
         per_source: 1 + usize::from(mode >> 4 & 3),
         max_size: 4096,
@@ -50,8 +51,23 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut t = Table::new(limits, v6_);
     let (mut now, mut sent, mut out) = (0u64, 0u64, 0u64);
+    // A datagram under way when max_size shrinks may finish at the old one.
+    let mut size_bound = limits.max_size;
     while let Some((op, r)) = rest.split_first_chunk::<6>() {
         rest = r;
+        if op[0] & 0xf0 == 0x70 {
+            limits = Limits {
+                datagrams: 1 + usize::from(op[1] & 7),
+                per_source: 1 + usize::from(op[2] & 3),
+                max_size: 8 + usize::from(op[3]) * 16,
+                max_frags: 1 + usize::from(op[4] & 15),
+                timeout_ns: 100 + u64::from(op[5]) * 10,
+            };
+            size_bound = size_bound.max(limits.max_size);
+            t.set_limits(limits);
+            assert!(t.len() <= limits.datagrams, "a smaller table evicts down to its size");
+            continue;
+        }
         now += u64::from(op[0] & 0x0f) * 100;
         let pkt = if op[0] & 0x80 != 0 {
             // Raw bytes: as many as op[1] says, whatever they are.
@@ -70,7 +86,7 @@ fuzz_target!(|data: &[u8]| {
         let Some(f) = f else { continue };
         sent += 1;
         if let Some(d) = t.add(&f, now) {
-            assert!(d.payload.len() <= limits.max_size);
+            assert!(d.payload.len() <= size_bound);
             out += u64::from(d.frags);
             t.recycle(d);
         }

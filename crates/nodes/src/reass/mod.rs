@@ -19,21 +19,29 @@
 //! the IKE service's queue with tern's own IKE in standalone mode
 //! (`ike-to-control`), anything else is dropped as `too-big-for-buffer`.
 //!
-//! Bounds (per worker and family, [`table::Limits`] defaults): 1,024
-//! datagrams at once, the oldest evicted for a new one; 64 of them per
-//! source (IPv4 address or IPv6 /64); 16 KiB of payload; 64 fragments; 2 s
-//! from the first fragment to the last (checked each batch and each
-//! worker loop while a datagram waits). The fragments of one datagram
-//! must reach the same worker: receive-side scaling hashes fragments by
-//! their addresses only.
+//! Bounds (per worker and family, [`Params::reass`], `[reassembly]`;
+//! [`table::Limits`] defaults): 1,024 datagrams at once, the oldest
+//! evicted for a new one; 64 of them per source (IPv4 address or IPv6
+//! /64); 16 KiB of payload; 64 fragments; 2 s from the first fragment to
+//! the last (checked each batch and each worker loop while a datagram
+//! waits). New bounds are taken at the next batch, the datagrams held
+//! kept ([`Table::set_limits`]).
 //!
-//! Every fragment ends in exactly one counter: `reassembled` (the
-//! fragments of datagrams passed on or handed to IKE) or one of the drops.
+//! With several workers each datagram has an owner ([`handoff`]): a
+//! fragment that another worker receives is copied to the owner's queue
+//! (`handed-off`) and freed; the owner takes it in its `poll`, into a
+//! buffer of its own, and the datagram leaves from there.
+//!
+//! Every fragment ends in exactly one counter of the worker that owns its
+//! datagram: `reassembled` (the fragments of datagrams passed on or handed
+//! to IKE) or one of the drops; `handed-off` (info) counts it once more on
+//! the worker that received it, `handoff-full` instead when it could not.
 //!
 //! Next nodes: `ip4-local`/`ip6-local`, `drop`. Counters:
 //! [`ReassError::DESCS`].
 //!
-//! Config: none (the defaults above).
+//! Config: `[reassembly]` `max_datagrams`, `max_per_source`, `max_size`,
+//! `max_fragments`, `timeout_ms` (docs/CONFIG.md).
 //!
 //! Example: ESP from 10.0.2.2 to tern's 10.0.2.1 in two fragments (0..1480
 //! with MF, 1480..1600): the first is held and freed; the second leaves
@@ -44,10 +52,14 @@
 
 #![deny(clippy::indexing_slicing)]
 
+pub mod handoff;
 pub mod table;
+
+pub use handoff::Handoff;
 
 use crate::state::{Doorbell, IkeDatagram, Params};
 use crossbeam_queue::ArrayQueue;
+use handoff::{HANDOFF_QUEUE, Handed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use table::{Datagram, Limits, REASONS, Reason, Table};
@@ -67,13 +79,16 @@ tern_engine::errors! {
         Duplicate = drop("duplicate", "an exact copy of a fragment held"),
         Overlap = drop("overlap", "overlapping fragments: the whole datagram, and its later fragments (RFC 5722)"),
         Inconsistent = drop("inconsistent", "two last fragments, or data past the last one: the whole datagram"),
-        TooBig = drop("too-big", "datagram larger than the limit (16 KiB): the whole datagram"),
-        TooManyFrags = drop("too-many-fragments", "more than 64 fragments: the whole datagram"),
-        SourceLimit = drop("source-limit", "a new datagram from a source with 64 in reassembly"),
-        Evicted = drop("evicted", "held by the oldest datagram, evicted for a new one (table full)"),
-        Timeout = drop("timeout", "held by a datagram not complete within 2 s"),
+        TooBig = drop("too-big", "datagram larger than max_size: the whole datagram"),
+        TooManyFrags = drop("too-many-fragments", "more than max_fragments: the whole datagram"),
+        SourceLimit = drop("source-limit", "a new datagram from a source with max_per_source in reassembly"),
+        Evicted = drop("evicted", "held by the oldest datagram, evicted for a new one (max_datagrams held)"),
+        Timeout = drop("timeout", "held by a datagram not complete within timeout_ms"),
         NoBuffer = drop("too-big-for-buffer", "datagram larger than a packet buffer, and not IKE"),
         IkeFull = drop("ike-queue-full", "IKE larger than a buffer dropped: the IKE service's queue was full"),
+        HandedOff = info("handed-off", "fragments handed to the worker that owns their datagram (counted again there)"),
+        HandoffFull = drop("handoff-full", "a fragment for another worker, whose hand-off queue was full"),
+        HandoffNoBuffer = drop("handoff-no-buffer", "fragments handed here and lost: no free buffer to take them in"),
     }
 }
 
@@ -117,7 +132,6 @@ const _: () = assert!(Reass6Next::Local as u16 == LOCAL);
 
 /// Where IKE too large for a buffer goes.
 struct Ike {
-    params: Snapshot<Params>,
     rx: Arc<ArrayQueue<IkeDatagram>>,
     bell: Arc<Doorbell>,
 }
@@ -126,24 +140,53 @@ struct Ike {
 pub struct Reassembly {
     v6: bool,
     table: Table,
+    /// The limits (`[reassembly]`) and whether IKE is tern's (none in
+    /// tests and the engine benchmark: the limits given stay).
+    params: Option<Snapshot<Params>>,
     ike: Option<Ike>,
+    handoff: Option<Arc<Handoff>>,
 }
 
 impl Reassembly {
-    /// The node of one family, with the default limits.
+    /// The node of one family, with the limits of `shared.params`.
     pub fn new(shared: &crate::state::Shared, v6: bool) -> Self {
-        Self::with_limits(v6, Limits::default()).with_ike(shared)
+        let params = shared.params.snapshot();
+        let limits = params.current().reass;
+        Reassembly {
+            params: Some(params),
+            ike: Some(Ike { rx: shared.ike_rx.clone(), bell: shared.ike_bell.clone() }),
+            handoff: Some(shared.reass_handoff.clone()),
+            ..Self::with_limits(v6, limits)
+        }
     }
 
-    /// Without an IKE service (tests, the engine benchmark).
+    /// Without an IKE service, parameters or other workers (tests, the
+    /// engine benchmark).
     pub fn with_limits(v6: bool, limits: Limits) -> Self {
-        Reassembly { v6, table: Table::new(limits, v6), ike: None }
+        Reassembly { v6, table: Table::new(limits, v6), params: None, ike: None, handoff: None }
     }
 
-    fn with_ike(mut self, shared: &crate::state::Shared) -> Self {
-        self.ike =
-            Some(Ike { params: shared.params.snapshot(), rx: shared.ike_rx.clone(), bell: shared.ike_bell.clone() });
+    /// With `handoff`'s workers (tests).
+    pub fn with_handoff(mut self, handoff: Arc<Handoff>) -> Self {
+        self.handoff = Some(handoff);
         self
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.table.limits()
+    }
+
+    /// Picks up a new configuration (once per batch); whether IKE too
+    /// large for a buffer goes to tern's IKE service.
+    fn refresh(&mut self) -> bool {
+        let Some(params) = self.params.as_mut() else { return false };
+        params.refresh();
+        let p = params.current();
+        if p.reass != self.table.limits() {
+            self.table.set_limits(p.reass);
+        }
+        p.ike_local && !p.linux_owns_local
     }
 
     fn flush_counts(&mut self, cx: &Cx<'_>) {
@@ -152,6 +195,40 @@ impl Reassembly {
                 cx.count(e, n);
             }
         }
+    }
+
+    /// Takes in the fragment `p`: its next index (`NEXT_TAKEN` when held,
+    /// handed to its owner or handed to IKE). `handoff`: the workers a
+    /// fragment received here may go to (none for those handed here).
+    fn one(&mut self, cx: &mut Cx<'_>, p: PktIdx, handoff: Option<&Handoff>, ike: bool, rang: &mut bool) -> u16 {
+        let m = *cx.pool.meta(p);
+        let l3off = usize::from(m.l3_off);
+        let l3 = cx.pool.data(p).get(l3off..).unwrap_or_default();
+        let frag = if self.v6 { table::parse_v6(l3) } else { table::parse_v4(l3) };
+        let Some(frag) = frag else {
+            return cx.drop(p, ReassError::NotFragment);
+        };
+        if let Some(h) = handoff
+            && let Some(owner) = h.elsewhere(&frag.key, cx.worker)
+        {
+            let mut meta = m;
+            meta.flags &= !tern_packet::flags::TRACED;
+            let handed = Handed { meta, frame: cx.pool.data(p).to_vec() };
+            if h.push(owner, self.v6, handed).is_err() {
+                return cx.drop(p, ReassError::HandoffFull);
+            }
+            cx.count(ReassError::HandedOff, 1);
+            cx.pool.free(p);
+            return NEXT_TAKEN;
+        }
+        let Some(d) = self.table.add(&frag, cx.now_ns) else {
+            cx.pool.free(p);
+            return NEXT_TAKEN;
+        };
+        let ike = if ike { self.ike.as_ref() } else { None };
+        let next = deliver(cx, p, l3off, &d, ike, rang);
+        self.table.recycle(d);
+        next
     }
 }
 
@@ -166,30 +243,13 @@ impl Node for Reassembly {
         ReassError::DESCS
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
-        let ike = self.ike.as_mut().and_then(|k| {
-            k.params.refresh();
-            let p = k.params.current();
-            (p.ike_local && !p.linux_owns_local).then_some(&*k)
-        });
+        let ike = self.refresh();
+        let handoff = self.handoff.clone();
         let mut rang = false;
         for (o, &p) in next.iter_mut().zip(pkts) {
-            let m = *cx.pool.meta(p);
-            let l3off = usize::from(m.l3_off);
-            let l3 = cx.pool.data(p).get(l3off..).unwrap_or_default();
-            let frag = if self.v6 { table::parse_v6(l3) } else { table::parse_v4(l3) };
-            let Some(frag) = frag else {
-                *o = cx.drop(p, ReassError::NotFragment);
-                continue;
-            };
-            let Some(d) = self.table.add(&frag, cx.now_ns) else {
-                cx.pool.free(p);
-                *o = NEXT_TAKEN;
-                continue;
-            };
-            *o = deliver(cx, p, l3off, &d, ike, &mut rang);
-            self.table.recycle(d);
+            *o = self.one(cx, p, handoff.as_deref(), ike, &mut rang);
         }
-        if rang && let Some(k) = ike {
+        if rang && let Some(k) = &self.ike {
             k.bell.ring();
         }
         self.flush_counts(cx);
@@ -197,11 +257,34 @@ impl Node for Reassembly {
     fn wants_poll(&self) -> bool {
         true
     }
-    fn poll(&mut self, cx: &mut Cx<'_>, _emit: &mut Emit) {
+    fn poll(&mut self, cx: &mut Cx<'_>, emit: &mut Emit) {
+        if let Some(h) = self.handoff.clone()
+            && h.start(cx.worker, self.v6)
+        {
+            let ike = self.refresh();
+            let mut rang = false;
+            // At most a queue's worth: what comes meanwhile waits for the
+            // next loop (the flag cleared above wakes it).
+            for _ in 0..HANDOFF_QUEUE {
+                let Some(f) = h.pop(cx.worker, self.v6) else { break };
+                let Some(p) = cx.pool.alloc_from(&f.frame) else {
+                    cx.count(ReassError::HandoffNoBuffer, 1);
+                    continue;
+                };
+                let m = cx.pool.meta_mut(p);
+                let (off, len) = (m.off, m.len);
+                *m = tern_packet::Meta { off, len, ..f.meta };
+                let next = self.one(cx, p, None, ike, &mut rang);
+                emit.push(p, next);
+            }
+            if rang && let Some(k) = &self.ike {
+                k.bell.ring();
+            }
+        }
         if self.table.next_deadline().is_some_and(|d| d <= cx.now_ns) {
             self.table.expire(cx.now_ns);
-            self.flush_counts(cx);
         }
+        self.flush_counts(cx);
     }
     fn timers_pending(&self) -> bool {
         !self.table.is_empty()
@@ -284,6 +367,11 @@ fn last_next_header(h: &[u8]) -> Option<u8> {
     }
     Some(nh)
 }
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+#[path = "node_tests.rs"]
+mod node_tests;
 
 /// Test helpers shared by the nodes' tests.
 #[cfg(test)]

@@ -247,6 +247,22 @@ impl Table {
         self.limits
     }
 
+    /// Takes new bounds (a reload), keeping the datagrams held: a smaller
+    /// table evicts its oldest datagrams down to `datagrams` at once; the
+    /// other bounds apply to the fragments that come next (a source over
+    /// a smaller share starts no new datagram until it is back under it;
+    /// a datagram keeps the deadline it started with).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        while self.map.len() > limits.datagrams {
+            let before = self.map.len();
+            self.evict_oldest();
+            if self.map.len() == before {
+                break;
+            }
+        }
+    }
+
     /// Datagrams in reassembly (dead ones included until their timeout).
     pub fn len(&self) -> usize {
         self.map.len()

@@ -186,6 +186,12 @@ fn status(s: &StatusInfo) -> String {
         on(f.acl_shortcut),
         on(f.gre_direct)
     );
+    let r = &s.reassembly;
+    let _ = writeln!(
+        o,
+        "reassembly  {} datagrams a worker, {} a source, {} bytes, {} fragments, {} ms",
+        r.max_datagrams, r.max_per_source, r.max_size, r.max_fragments, r.timeout_ms
+    );
     for src in &s.sources {
         let skipped: Vec<String> =
             src.skipped.iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{} {n}", r.replace('_', "-"))).collect();

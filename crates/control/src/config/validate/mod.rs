@@ -17,6 +17,7 @@ use std::path::Path;
 pub(super) fn validate(config: Config, base: &Path) -> Result<Plan, Problem> {
     settings::dataplane(&config.dataplane)?;
     settings::neighbor(&config.neighbor, &config.dataplane)?;
+    settings::reassembly(&config.reassembly)?;
     settings::metrics(&config.metrics)?;
     settings::api(&config.api)?;
     let acl_names = acl::rule_sets(&config.acl)?;

@@ -1,9 +1,9 @@
 //! The sections that configure no object: `[dataplane]`, `[neighbor]`,
-//! `[metrics]`, `[api]` and `[linux]`.
+//! `[reassembly]`, `[metrics]`, `[api]` and `[linux]`.
 
 use crate::config::{
-    ApiCfg, Dataplane, MAX_CPU, MetricsCfg, NEIGHBOR_MAX_MS, NEIGHBOR_MAX_PROBES, NeighborCfg, Problem, Seg, bad, k,
-    quote,
+    ApiCfg, Dataplane, MAX_CPU, MetricsCfg, NEIGHBOR_MAX_MS, NEIGHBOR_MAX_PROBES, NeighborCfg, Problem,
+    REASS_MAX_DATAGRAMS, REASS_MAX_FRAGMENTS, REASS_MAX_TIMEOUT_MS, ReassemblyCfg, Seg, bad, k, quote,
 };
 
 /// The largest rate and burst of a `[dataplane.punt]` class (packets per
@@ -71,6 +71,32 @@ pub(super) fn neighbor(n: &NeighborCfg, d: &Dataplane) -> Result<(), Problem> {
                 "{} is more than the buffers a worker has (dataplane.pool_frames {})",
                 n.queue_total, d.pool_frames
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// `[reassembly]`: every bound positive and within its range.
+pub(super) fn reassembly(r: &ReassemblyCfg) -> Result<(), Problem> {
+    let key = |name: &str| vec![k("reassembly"), k(name)];
+    let bounds: [(&str, u64, u64, &str); 5] = [
+        ("max_datagrams", r.max_datagrams as u64, REASS_MAX_DATAGRAMS as u64, "datagrams"),
+        ("max_per_source", r.max_per_source as u64, r.max_datagrams as u64, "datagrams (max_datagrams)"),
+        ("max_size", r.max_size as u64, 65535, "bytes (an IP datagram's largest payload)"),
+        ("max_fragments", r.max_fragments as u64, REASS_MAX_FRAGMENTS as u64, "fragments"),
+        ("timeout_ms", r.timeout_ms, REASS_MAX_TIMEOUT_MS, "ms"),
+    ];
+    for (name, v, max, unit) in bounds {
+        if v == 0 || v > max {
+            return Err(bad(key(name), format!("{v}: need 1..={max} {unit}")));
+        }
+    }
+    // The smallest fragment carries 8 bytes: more fragments than that
+    // could never make a datagram within max_size.
+    if r.max_fragments > r.max_size.div_ceil(8) {
+        return Err(bad(
+            key("max_fragments"),
+            format!("{}: more than max_size ({}) holds in 8-byte fragments", r.max_fragments, r.max_size),
         ));
     }
     Ok(())
