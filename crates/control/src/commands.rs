@@ -291,7 +291,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::IpsecSaDel(a) => Reply::done(ipsec_sa_del(router, &a.ids)?),
         Command::IpsecSaShow(a) => Reply::IpsecSas(ipsec_sa_show(router, &a)?),
         Command::IpsecTunnelShow {} => Reply::IpsecTunnels(ipsec_tunnel_show(router)),
-        Command::IkeSaShow {} => Reply::IkeSas(ike_sa_show(router)),
+        Command::IkeSaShow(a) => Reply::IkeSas(ike_sa_show(router, &a)),
         Command::IkePeerShow {} => Reply::IkePeers(ike_peer_show(router)),
         Command::IkeInitiate(a) => Reply::done(ike_initiate(router, &a.peer)?),
         Command::IkeTerminate(a) => Reply::done(ike_terminate(router, &a.peer, a.id)?),

@@ -15,7 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tern_control::api::{Command, IkeInitiateArgs, IkeTerminateArgs, InterfaceSetArgs, IpsecSaShowArgs, Reply};
+use tern_control::api::{
+    Command, IkeInitiateArgs, IkeSaShowArgs, IkeTerminateArgs, InterfaceSetArgs, IpsecSaShowArgs, Reply,
+};
 use tern_control::commands::{self, OpsState};
 use tern_control::router::Router;
 use tern_testkit::netns::{Netns, Veth, privileged};
@@ -142,7 +144,12 @@ impl Tern {
     }
 
     fn ike_sas(&self) -> Vec<tern_control::api::types::IkeSaView> {
-        match self.call(Command::IkeSaShow {}) {
+        self.ike_sa_page(None, None)
+    }
+
+    /// A page of `ike_sa_show`.
+    fn ike_sa_page(&self, after: Option<u64>, limit: Option<usize>) -> Vec<tern_control::api::types::IkeSaView> {
+        match self.call(Command::IkeSaShow(IkeSaShowArgs { after, limit })) {
             Ok(Reply::IkeSas(v)) => v,
             other => panic!("ike_sa_show: {other:?}"),
         }
@@ -276,6 +283,17 @@ fn two_terns(linux: bool, tag: &str) {
         }
         other => panic!("{other:?}"),
     }
+
+    // Pages of `ike_sa_show`: after an id, at most a number.
+    let all = a.ike_sas();
+    assert!(all.iter().any(|s| s.id == sa_a.id), "{all:?}");
+    let first = all.first().map(|s| s.id).expect("an SA");
+    assert_eq!(a.ike_sa_page(None, Some(1)).iter().map(|s| s.id).collect::<Vec<_>>(), [first]);
+    assert!(a.ike_sa_page(None, Some(0)).is_empty());
+    let rest: Vec<u64> = a.ike_sa_page(Some(first), None).iter().map(|s| s.id).collect();
+    assert_eq!(rest, all.iter().skip(1).map(|s| s.id).collect::<Vec<_>>());
+    let last = all.last().map(|s| s.id).expect("an SA");
+    assert!(a.ike_sa_page(Some(last), None).is_empty(), "nothing after the last");
 
     // Terminate: the SAs leave the data plane on both sides.
     let e = a.call(Command::IkeTerminate(IkeTerminateArgs { peer: "nobody".into(), id: None })).expect_err("no peer");

@@ -11,6 +11,7 @@
 use crate::config::{AuthConfig, PeerConfig, Settings};
 use crate::crypto::{CryptoError, DhPrivate};
 use crate::output::Output;
+use crate::peers::Peers;
 use crate::proposal::DhGroup;
 use crate::sa::util::Pool;
 use crate::sa::{IkeSa, Start, State};
@@ -93,7 +94,7 @@ pub(crate) const COOKIE_ROTATION: Duration = Duration::from_secs(120);
 /// One shard's IKE engine.
 pub struct Ike {
     pub(crate) settings: Settings,
-    pub(crate) peers: Vec<Arc<PeerConfig>>,
+    pub(crate) peers: Peers,
     /// IKE SAs by the SPI this side chose.
     pub(crate) sas: HashMap<u64, Box<IkeSa>>,
     /// Responder half-open SAs by (peer, initiator SPI): a retransmitted
@@ -148,7 +149,7 @@ impl Ike {
         settings.shard %= settings.shards;
         Ike {
             settings,
-            peers: Vec::new(),
+            peers: Peers::default(),
             sas: HashMap::new(),
             init_index: HashMap::new(),
             child_index: HashMap::new(),
@@ -180,13 +181,22 @@ impl Ike {
         let new: Vec<Arc<PeerConfig>> = peers.into_iter().map(Arc::new).collect();
         // Compared once per configuration object, not once per SA (a
         // template may have a million SAs).
+        // and against the new peers of its name only (the name is part
+        // of the configuration compared).
         let mut kept: HashMap<*const PeerConfig, bool> = HashMap::new();
         let mut stale = Vec::new();
-        for (spi, sa) in &self.sas {
-            let keep =
-                *kept.entry(Arc::as_ptr(&sa.peer)).or_insert_with(|| new.iter().any(|p| same_config(p, &sa.peer)));
-            if !keep {
-                stale.push(*spi);
+        {
+            let mut named: HashMap<&str, Vec<&PeerConfig>> = HashMap::with_capacity(new.len());
+            for p in &new {
+                named.entry(p.name.as_str()).or_default().push(p);
+            }
+            for (spi, sa) in &self.sas {
+                let keep = *kept.entry(Arc::as_ptr(&sa.peer)).or_insert_with(|| {
+                    named.get(sa.peer.name.as_str()).is_some_and(|v| v.iter().any(|p| same_config(p, &sa.peer)))
+                });
+                if !keep {
+                    stale.push(*spi);
+                }
             }
         }
         for spi in stale {
@@ -200,12 +210,14 @@ impl Ike {
                 self.pools.entry(p.name.clone()).or_insert_with(|| Pool::new(first, last));
             }
         }
-        self.peers = new;
+        self.peers = Peers::new(new);
+        // One walk of the SAs, not one per peer to start.
+        let running: std::collections::HashSet<&str> =
+            self.sas.values().filter(|sa| sa.state != State::Deleting).map(|sa| sa.peer.name.as_str()).collect();
         let starts: Vec<String> = self
             .peers
             .iter()
-            .filter(|p| p.start && p.remote.is_some())
-            .filter(|p| !self.sas.values().any(|sa| sa.peer.name == p.name && sa.state != State::Deleting))
+            .filter(|p| p.start && p.remote.is_some() && !running.contains(p.name.as_str()))
             .map(|p| p.name.clone())
             .collect();
         for name in starts {
@@ -266,7 +278,7 @@ impl Ike {
     /// Starts an IKE SA (and its first child SA) with the named peer.
     pub fn initiate(&mut self, now: Instant, peer: &str) -> Result<u64, String> {
         self.clock = Some(now);
-        let cfg = self.peers.iter().find(|p| p.name == peer).cloned().ok_or_else(|| format!("no peer {peer:?}"))?;
+        let cfg = self.peers.by_name(peer).cloned().ok_or_else(|| format!("no peer {peer:?}"))?;
         self.initiate_sa(now, cfg)
     }
 
@@ -332,9 +344,12 @@ impl Ike {
             let (due, later): (Vec<_>, Vec<_>) =
                 std::mem::take(&mut self.restarts).into_iter().partition(|(t, _)| *t <= now);
             self.restarts = later;
+            // One walk of the SAs for every restart due.
+            let running: std::collections::HashSet<String> =
+                self.sas.values().filter(|sa| sa.state != State::Deleting).map(|sa| sa.peer.name.clone()).collect();
             for (_, name) in due {
-                let wanted = self.peers.iter().any(|p| p.name == name && p.start);
-                let running = self.sas.values().any(|sa| sa.peer.name == name && sa.state != State::Deleting);
+                let wanted = self.peers.by_name(&name).is_some_and(|p| p.start);
+                let running = running.contains(&name);
                 if wanted
                     && !running
                     && let Err(e) = self.initiate(now, &name)

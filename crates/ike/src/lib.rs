@@ -26,6 +26,7 @@ pub mod config;
 pub mod crypto;
 pub mod ike;
 pub mod output;
+mod peers;
 pub mod proposal;
 pub mod sa;
 pub mod wire;

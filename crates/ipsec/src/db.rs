@@ -72,6 +72,59 @@ impl Hasher for U32Hasher {
 
 type Map<V> = HashMap<u32, V, BuildHasherDefault<U32Hasher>>;
 
+/// How many maps a base's indexes are split in, by a hash of the key.
+/// Each grows on its own: a doubling rehashes 1/256th of the SAs (one
+/// map of a million SAs doubling at once stopped the owner for tens of
+/// milliseconds, while workers and peers waited for the next
+/// publication), and `poll_events` sweeps whole shards from where it
+/// stopped instead of skipping an iterator to its place (a walk of every
+/// SA a second at a million).
+const SHARDS: usize = 256;
+
+/// The shard of a key: the high byte of a product whose factor is not
+/// [`U32Hasher`]'s (the map's control bytes come from the top of that
+/// product: the same factor would give every key in a shard the same
+/// ones).
+#[inline]
+fn shard_of(key: u32) -> usize {
+    usize::from((key.wrapping_mul(0x85eb_ca6b) >> 24) as u8)
+}
+
+/// A map split in [`SHARDS`] maps.
+#[derive(Clone)]
+struct Sharded<V> {
+    maps: Box<[Map<V>; SHARDS]>,
+}
+
+impl<V> Default for Sharded<V> {
+    fn default() -> Self {
+        Sharded { maps: Box::new(std::array::from_fn(|_| Map::default())) }
+    }
+}
+
+impl<V> Sharded<V> {
+    #[inline]
+    fn get(&self, key: u32) -> Option<&V> {
+        self.maps[shard_of(key)].get(&key)
+    }
+
+    fn insert(&mut self, key: u32, v: V) -> Option<V> {
+        self.maps[shard_of(key)].insert(key, v)
+    }
+
+    fn remove(&mut self, key: u32) -> Option<V> {
+        self.maps[shard_of(key)].remove(&key)
+    }
+
+    fn len(&self) -> usize {
+        self.maps.iter().map(|m| m.len()).sum()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&u32, &V)> {
+        self.maps.iter().flat_map(|m| m.iter())
+    }
+}
+
 /// How many changes the delta over a base of `n` SAs may hold before the
 /// base is rebuilt, when publications carry `b` changes on average. Each
 /// publication copies the delta (T/2 entries on average) and each rebuild
@@ -121,11 +174,11 @@ impl BySpi {
 }
 
 /// The base of published tables.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Level {
-    by_id: Map<Arc<Sa>>,
+    by_id: Sharded<Arc<Sa>>,
     /// SPIs of one SA (almost all).
-    by_spi: Map<Arc<Sa>>,
+    by_spi: Sharded<Arc<Sa>>,
     /// SPIs several SAs share.
     shared_spi: Map<Vec<Arc<Sa>>>,
 }
@@ -140,7 +193,7 @@ impl Level {
         for (id, e) in ids {
             match e {
                 Some(sa) => self.by_id.insert(id, sa),
-                None => self.by_id.remove(&id),
+                None => self.by_id.remove(id),
             };
         }
         for (spi, e) in spis {
@@ -152,11 +205,11 @@ impl Level {
                     self.by_spi.insert(spi, sa);
                 }
                 Some(BySpi::Many(v)) => {
-                    self.by_spi.remove(&spi);
+                    self.by_spi.remove(spi);
                     self.shared_spi.insert(spi, v);
                 }
                 None => {
-                    self.by_spi.remove(&spi);
+                    self.by_spi.remove(spi);
                     if !self.shared_spi.is_empty() {
                         self.shared_spi.remove(&spi);
                     }
@@ -166,7 +219,7 @@ impl Level {
     }
 
     fn spi(&self, spi: u32) -> &[Arc<Sa>] {
-        if let Some(sa) = self.by_spi.get(&spi) {
+        if let Some(sa) = self.by_spi.get(spi) {
             return std::slice::from_ref(sa);
         }
         if !self.shared_spi.is_empty()
@@ -204,7 +257,7 @@ impl SaTable {
         {
             return e.as_ref();
         }
-        self.base.by_id.get(&id)
+        self.base.by_id.get(id)
     }
 
     /// The SAs with this SPI (inbound lookup; the caller picks the one its
@@ -326,8 +379,8 @@ pub struct SaDb {
     /// module doc).
     spare: Option<Spare>,
     len: usize,
-    /// SAs with a lifetime (soft or hard), which `poll_events` checks on
-    /// every call, and where its sweep of the others goes on.
+    /// SAs with a packet or byte lifetime, which `poll_events` checks on
+    /// every call.
     timed: Map<()>,
     /// When an SA's time lifetimes (soft, hard) pass: checked as they
     /// come due, not by walking every SA with a lifetime at every call
@@ -337,6 +390,7 @@ pub struct SaDb {
     /// an entry, two an IKE child SA.
     deadlines: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
     epoch: Instant,
+    /// The next shard of the base `poll_events` sweeps.
     sweep: usize,
     published: Arc<Published<SaTable>>,
     /// Changes staged since the last publication, and the average per
@@ -530,25 +584,8 @@ impl SaDb {
 
     /// The base with the staged changes applied (a new base).
     fn merged(&self) -> Level {
-        let mut l = Level::default();
-        l.by_id.reserve(self.len);
-        l.by_id.extend(self.iter().map(|sa| (sa.id, sa.clone())));
-        let (spis, base) = (&self.spis, &self.base);
-        l.by_spi.reserve(base.by_spi.len() + spis.len());
-        l.by_spi.extend(base.by_spi.iter().filter(|(s, _)| !spis.contains_key(s)).map(|(s, sa)| (*s, sa.clone())));
-        l.shared_spi
-            .extend(base.shared_spi.iter().filter(|(s, _)| !spis.contains_key(s)).map(|(s, v)| (*s, v.clone())));
-        for (&spi, e) in spis {
-            match e {
-                Some(BySpi::One(sa)) => {
-                    l.by_spi.insert(spi, sa.clone());
-                }
-                Some(BySpi::Many(v)) => {
-                    l.shared_spi.insert(spi, v.clone());
-                }
-                None => {}
-            }
-        }
+        let mut l = (*self.base).clone();
+        l.apply(self.ids.iter().map(|(id, e)| (*id, e.clone())), self.spis.iter().map(|(spi, e)| (*spi, e.clone())));
         l
     }
 
@@ -556,7 +593,7 @@ impl SaDb {
     pub fn get(&self, id: u32) -> Option<&Arc<Sa>> {
         match self.ids.get(&id) {
             Some(e) => e.as_ref(),
-            None => self.base.by_id.get(&id),
+            None => self.base.by_id.get(id),
         }
     }
 
@@ -639,20 +676,30 @@ impl SaDb {
             }
         }
         // The others can only run out of sequence numbers (at 2^32 or
-        // 2^64 packets): a slice of them per call, so that a million SAs
-        // do not cost a walk of a million every second. Small tables are
-        // walked whole each call.
-        let n = self.len;
-        let chunk = SWEEP.min(n);
-        let start = if self.sweep >= n { 0 } else { self.sweep };
-        let tail = self.iter().skip(start).take(chunk);
-        let wrap = self.iter().take(chunk.saturating_sub(n - start));
-        for sa in tail.chain(wrap) {
+        // 2^64 packets): a slice of them per call, whole shards of the
+        // base from where the last call stopped, so that a million SAs do
+        // not cost a walk of a million every second (small tables are
+        // walked whole each call); the SAs staged since the base, few,
+        // every call.
+        let mut looked = 0;
+        for _ in 0..SHARDS {
+            if looked >= SWEEP {
+                break;
+            }
+            let shard = &self.base.by_id.maps[self.sweep % SHARDS];
+            self.sweep = (self.sweep + 1) % SHARDS;
+            looked += shard.len();
+            for (id, sa) in shard {
+                if !self.timed.contains_key(id) && !self.ids.contains_key(id) {
+                    check(sa, now, &mut ev);
+                }
+            }
+        }
+        for sa in self.ids.values().flatten() {
             if !self.timed.contains_key(&sa.id) {
                 check(sa, now, &mut ev);
             }
         }
-        self.sweep = start + chunk;
         ev.sort_unstable_by_key(|e| e.id);
         ev.dedup();
         ev

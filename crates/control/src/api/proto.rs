@@ -162,8 +162,9 @@ pub enum Command {
     IpsecSaShow(IpsecSaShowArgs),
     /// The ipsec tunnels and their SAs.
     IpsecTunnelShow {},
-    /// IKE SAs (every thread's) with their child SAs.
-    IkeSaShow {},
+    /// IKE SAs (every thread's) with their child SAs, by id; a page of
+    /// them with `after` / `limit`.
+    IkeSaShow(IkeSaShowArgs),
     /// The `[[ike]]` peers: configuration (no keys) and state.
     IkePeerShow {},
     /// Starts an IKE SA with a peer.
@@ -198,6 +199,18 @@ pub struct IpsecSaAddArgs {
 #[serde(deny_unknown_fields)]
 pub struct IpsecSaDelArgs {
     pub ids: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IkeSaShowArgs {
+    /// Only the IKE SAs with a larger id (the last id of the previous
+    /// page); from the first when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// At most this many; all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

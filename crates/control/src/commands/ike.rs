@@ -1,20 +1,25 @@
 //! `ike_sa_show`, `ike_peer_show`, `ike_initiate`, `ike_terminate`: the IKE
 //! service (`crate::ike`) through the API. Answers never carry keys.
 
-use crate::api::ApiError;
 use crate::api::types::{IkeChildView, IkePeerView, IkeSaView};
+use crate::api::{ApiError, IkeSaShowArgs};
 use crate::router::Router;
+use std::collections::HashMap;
 use tern_ike::AuthConfig;
 
-/// Every IKE SA, by id, with its child SAs and their data-plane SA ids.
-pub fn ike_sa_show(router: &Router) -> Vec<IkeSaView> {
-    router
-        .ike()
-        .sas()
+/// Every IKE SA, by id, with its child SAs and their data-plane SA ids,
+/// or the page after `a.after` of at most `a.limit`: linear in the SAs
+/// (the children are looked up in one index; a page's views only are
+/// made).
+pub fn ike_sa_show(router: &Router, a: &IkeSaShowArgs) -> Vec<IkeSaView> {
+    let ike = router.ike();
+    let children = ike.child_index();
+    ike.sas()
         .into_iter()
+        .filter(|i| a.after.is_none_or(|after| i.id > after))
+        .take(a.limit.unwrap_or(usize::MAX))
         .map(|i| IkeSaView {
             id: i.id,
-            peer: i.peer.clone(),
             local: i.local.to_string(),
             remote: i.remote.to_string(),
             spi_i: format!("{:016x}", i.spi_i),
@@ -29,26 +34,39 @@ pub fn ike_sa_show(router: &Router) -> Vec<IkeSaView> {
                 .children
                 .iter()
                 .map(|&(id, spi_in, spi_out, ref proposal)| {
-                    let ids = router.ike().sa_ids(&i.peer, spi_in);
+                    let c = children.get(&(i.peer.as_str(), spi_in));
                     IkeChildView {
                         id,
                         spi_in,
                         spi_out,
                         proposal: proposal.clone(),
-                        sa_in: ids.map(|x| x.0),
-                        sa_out: ids.map(|x| x.1),
-                        virtual_ip: router.ike().virtual_ip(&i.peer, spi_in).map(|ip| ip.to_string()),
+                        sa_in: c.map(|x| x.0),
+                        sa_out: c.map(|x| x.1),
+                        virtual_ip: c.and_then(|x| x.2).map(|ip| ip.to_string()),
                     }
                 })
                 .collect(),
+            peer: i.peer,
         })
         .collect()
 }
 
-/// The configured peers and how many SAs each has.
+/// The configured peers and how many SAs each has (one walk of the SAs
+/// and of the children, not one per peer).
 pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
-    let sas = router.ike().sas();
-    let children = router.ike().children();
+    // Per peer: (established or rekeying, connecting, child SAs).
+    let mut counts: HashMap<String, (usize, usize, usize)> = HashMap::new();
+    for s in router.ike().sas() {
+        let e = counts.entry(s.peer).or_default();
+        match s.state {
+            "established" | "rekeying" => e.0 += 1,
+            "connecting" => e.1 += 1,
+            _ => {}
+        }
+    }
+    for ch in router.ike().children() {
+        counts.entry(ch.0).or_default().2 += 1;
+    }
     router
         .plan()
         .ike
@@ -56,7 +74,7 @@ pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
         .iter()
         .map(|p| {
             let c = &p.source;
-            let mine = sas.iter().filter(|s| s.peer == c.name);
+            let (ike_sas, connecting, child_sas) = counts.get(&c.name).copied().unwrap_or_default();
             IkePeerView {
                 name: c.name.clone(),
                 local: c.local.clone(),
@@ -72,9 +90,9 @@ pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
                 tunnel: c.tunnel.clone(),
                 start: p.peer.start,
                 encap: c.encap,
-                ike_sas: mine.clone().filter(|s| s.state == "established" || s.state == "rekeying").count(),
-                connecting: mine.filter(|s| s.state == "connecting").count(),
-                child_sas: children.iter().filter(|ch| ch.0 == c.name).count(),
+                ike_sas,
+                connecting,
+                child_sas,
             }
         })
         .collect()

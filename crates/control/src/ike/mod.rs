@@ -908,6 +908,16 @@ impl IkeService {
         self.children.values().find(|c| c.in_spi == in_spi && *c.names.peer == *peer).and_then(|c| c.vip).map(|v| v.1)
     }
 
+    /// Every installed child SA by (peer, inbound SPI): (inbound SA id,
+    /// outbound SA id, virtual IP). One walk, for `ike_sa_show` (a
+    /// [`IkeService::sa_ids`] per child was a walk per child).
+    pub fn child_index(&self) -> HashMap<(&str, u32), (u32, u32, Option<IpAddr>)> {
+        self.children
+            .values()
+            .map(|c| ((&*c.names.peer, c.in_spi), (c.in_id, c.out_id(), c.vip.map(|v| v.1))))
+            .collect()
+    }
+
     /// The child SAs installed: (peer, tunnel, inbound SA id, outbound SA id).
     pub fn children(&self) -> Vec<(String, Option<String>, u32, u32)> {
         let mut v: Vec<_> = self

@@ -132,7 +132,7 @@ impl Ike {
     /// The template an authenticated identity uses (`remote: None`): one
     /// naming this identity first, then one accepting any.
     fn template_for(&self, id: &Identity, fallback: &Arc<PeerConfig>) -> Arc<PeerConfig> {
-        let templates = || self.peers.iter().filter(|p| p.remote.is_none());
+        let templates = || self.peers.templates();
         templates()
             .find(|p| p.remote_id.as_ref().is_some_and(|r| r.matches(id)))
             .or_else(|| templates().find(|p| p.remote_id.is_none()))

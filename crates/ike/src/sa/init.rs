@@ -172,12 +172,9 @@ impl Ike {
     /// on this address; IKE_AUTH may pick another template by identity.
     pub(crate) fn responder_config(&self, local: IpAddr, remote: IpAddr) -> Option<Arc<PeerConfig>> {
         self.peers
-            .iter()
-            .find(|p| p.remote == Some(remote))
-            .or_else(|| {
-                self.peers.iter().find(|p| p.remote.is_none() && (p.local == local || p.local.is_unspecified()))
-            })
-            .or_else(|| self.peers.iter().find(|p| p.remote.is_none()))
+            .by_remote(remote)
+            .or_else(|| self.peers.templates().find(|p| p.local == local || p.local.is_unspecified()))
+            .or_else(|| self.peers.templates().next())
             .cloned()
     }
 

@@ -206,7 +206,7 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             Some(IpsecCmd::Tunnel(_)) => Command::IpsecTunnelShow {},
         },
         OpCmd::Ike(n) => match &n.verb {
-            None | Some(IkeCmd::Sa(_)) => Command::IkeSaShow {},
+            None | Some(IkeCmd::Sa(_)) => Command::IkeSaShow(IkeSaShowArgs::default()),
             Some(IkeCmd::Peer(_)) => Command::IkePeerShow {},
             Some(IkeCmd::Initiate { peer }) => Command::IkeInitiate(IkeInitiateArgs { peer: peer.clone() }),
             Some(IkeCmd::Terminate { peer, id }) => {
