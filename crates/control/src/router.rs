@@ -404,20 +404,16 @@ impl Router {
                     bindings.push(PortBinding { input: Some(tap_input), ..PortBinding::new(Box::new(q), *ifindex) });
                 }
             }
-            let cpu = plan.config.dataplane.cpus.get(usize::from(w)).copied();
             let idle = match plan.config.dataplane.idle {
-                // A worker pinned to one of the control threads' CPUs
-                // sleeps at its first empty loop: what its spins wait for
-                // (the IKE threads' answers, the control thread's
-                // installs) is made on that CPU, so spinning only delays
-                // it (a tenth of a whole `tern run`'s CPU per IKE setup).
-                IdleMode::Sleep if cpu.is_some_and(|c| plan.config.dataplane.control_cpus.contains(&c)) => {
-                    IdlePolicy::Sleep { spins: 1, timeout_ms: 10, long_timeout_ms: 1000 }
-                }
                 IdleMode::Sleep => IdlePolicy::default(),
                 IdleMode::Spin => IdlePolicy::Spin,
             };
-            let cfg = WorkerConfig { id: w, cpu, idle, input_node: built.input };
+            let cfg = WorkerConfig {
+                id: w,
+                cpu: plan.config.dataplane.cpus.get(usize::from(w)).copied(),
+                idle,
+                input_node: built.input,
+            };
             let spare = if tap { SPARE_TAP_PORTS } else { 0 };
             let worker = Worker::with_spare_ports(
                 cfg,
