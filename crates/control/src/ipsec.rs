@@ -14,7 +14,7 @@
 use crate::config::{IfacePlanKind, Plan, SaPlan};
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 use tern_fib::{FibReader, NhKind};
 use tern_ipsec::{
@@ -30,11 +30,16 @@ pub const EVENT_POLL: Duration = Duration::from_secs(1);
 /// cover every SA. A million SAs would be 7 million series.
 pub const METRICS_SA_SERIES: usize = 1000;
 
-/// Up to this many SAs, a change recomputes the metrics at once.
+/// Up to this many SAs, a scrape walks them every time; above, at most
+/// once per [`metrics_interval`].
 const METRICS_AT_ONCE: usize = 1_000;
 
-/// What /metrics tells of IPsec, refreshed with the events (once per
-/// [`EVENT_POLL`]).
+/// What /metrics tells of IPsec. A running router's carries `live`, the
+/// workers' table, which the scrape reads itself ([`IpsecMetrics::current`]):
+/// the control thread keeps only the count current and never walks the
+/// SAs for metrics (its walk every second, totals and the first SAs, was
+/// about 2 % of a whole `tern run`'s CPU while tunnels were set up, and
+/// grew with the SAs).
 #[derive(Clone, Debug, Default)]
 pub struct IpsecMetrics {
     pub sas: usize,
@@ -42,6 +47,87 @@ pub struct IpsecMetrics {
     pub per_sa: Vec<(u32, u32, SaCounters)>,
     /// Every SA's counters summed.
     pub totals: SaCounters,
+    pub live: Option<LiveSas>,
+}
+
+impl IpsecMetrics {
+    /// The figures to show now: walked from `live` (at most once per
+    /// [`metrics_interval`] above [`METRICS_AT_ONCE`] SAs), else as stored.
+    pub fn current(&self) -> IpsecMetrics {
+        match &self.live {
+            Some(l) => l.figures(),
+            None => IpsecMetrics { live: None, ..self.clone() },
+        }
+    }
+}
+
+/// The SAs as the workers see them, for a scrape, with the last walk's
+/// figures (shared by every clone).
+#[derive(Clone)]
+pub struct LiveSas {
+    reader: SaReader,
+    last: Arc<Mutex<Option<(Instant, IpsecMetrics)>>>,
+}
+
+impl std::fmt::Debug for LiveSas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSas").field("sas", &self.reader.load().len()).finish_non_exhaustive()
+    }
+}
+
+impl LiveSas {
+    pub fn new(reader: SaReader) -> LiveSas {
+        LiveSas { reader, last: Arc::default() }
+    }
+
+    /// The count now; totals and the first SAs walked now, or as of the
+    /// last walk when that was within [`metrics_interval`] and the table
+    /// is large (a million SAs is a walk of tens of milliseconds).
+    fn figures(&self) -> IpsecMetrics {
+        let table = self.reader.load();
+        let sas = table.len();
+        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sas > METRICS_AT_ONCE
+            && let Some((at, m)) = &*last
+            && at.elapsed() < metrics_interval(sas)
+        {
+            return IpsecMetrics { sas, ..m.clone() };
+        }
+        let m = IpsecMetrics { sas, totals: sum(table.iter()), per_sa: first(&table, METRICS_SA_SERIES), live: None };
+        *last = Some((Instant::now(), m.clone()));
+        m
+    }
+}
+
+/// Every SA's counters summed.
+fn sum<'a>(sas: impl Iterator<Item = &'a Arc<tern_ipsec::Sa>>) -> SaCounters {
+    let mut t = SaCounters::default();
+    for sa in sas {
+        let c = sa.counters();
+        t.packets = t.packets.wrapping_add(c.packets);
+        t.bytes = t.bytes.wrapping_add(c.bytes);
+        t.replay_drops = t.replay_drops.wrapping_add(c.replay_drops);
+        t.integrity_failures = t.integrity_failures.wrapping_add(c.integrity_failures);
+        t.seq_exhausted = t.seq_exhausted.wrapping_add(c.seq_exhausted);
+        t.expired_drops = t.expired_drops.wrapping_add(c.expired_drops);
+        t.decrypt_errors = t.decrypt_errors.wrapping_add(c.decrypt_errors);
+    }
+    t
+}
+
+/// The `k` SAs of lowest id, by id: (id, SPI, counters). A selection,
+/// not a sort of every SA.
+fn first(table: &tern_ipsec::SaTable, k: usize) -> Vec<(u32, u32, SaCounters)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut ids: Vec<u32> = table.iter().map(|sa| sa.id).collect();
+    if ids.len() > k {
+        ids.select_nth_unstable(k - 1);
+        ids.truncate(k);
+    }
+    ids.sort_unstable();
+    ids.into_iter().filter_map(|id| table.get(id).map(|sa| (id, sa.spi, sa.counters()))).collect()
 }
 
 pub struct Ipsec {
@@ -53,21 +139,17 @@ pub struct Ipsec {
     from_config: HashSet<u32>,
     subscribers: Vec<mpsc::Sender<SaEvent>>,
     last_poll: Option<Instant>,
+    /// The count, and the live table when /metrics is served.
     metrics: IpsecMetrics,
-    /// Whether /metrics is served (else [`Ipsec::metrics`] is not kept up
-    /// to date: with a million SAs it is a walk of all of them).
-    metrics_on: bool,
-    /// When the metrics were last refreshed.
-    metrics_at: Option<Instant>,
     /// Whether a publication happened since the last [`Ipsec::poll`] (if
     /// not, the database's spare base is dropped: see `SaDb::drop_spare`).
     changed: bool,
 }
 
-/// How often /metrics' IPsec figures are refreshed: once per
-/// [`EVENT_POLL`] up to 100,000 SAs, then once per this many seconds per
-/// 100,000 (a walk of a million SAs every second would take the control
-/// thread from the API).
+/// How often /metrics' IPsec totals and first SAs are walked at most
+/// (over [`METRICS_AT_ONCE`] SAs): once per [`EVENT_POLL`] up to 100,000
+/// SAs, then once per this many seconds per 100,000 (a scraper asking
+/// every second would otherwise keep a core walking a million SAs).
 fn metrics_interval(sas: usize) -> Duration {
     EVENT_POLL * (sas / 100_000).max(1) as u32
 }
@@ -178,15 +260,15 @@ pub(crate) fn esp_overhead(plan: &Plan, ipsec: &Ipsec, sa_out: u32, outer_v6: bo
 impl Ipsec {
     /// An empty database with a counter slot per worker.
     pub fn new(workers: usize) -> Ipsec {
+        let db = SaDb::with_workers(workers);
+        let metrics = IpsecMetrics { live: Some(LiveSas::new(db.reader())), ..IpsecMetrics::default() };
         Ipsec {
-            db: SaDb::with_workers(workers),
+            db,
             mtus_at: None,
             from_config: HashSet::new(),
             subscribers: Vec::new(),
             last_poll: None,
-            metrics: IpsecMetrics::default(),
-            metrics_on: true,
-            metrics_at: None,
+            metrics,
             changed: false,
         }
     }
@@ -270,19 +352,35 @@ impl Ipsec {
 
     /// Installs SAs all or nothing, published once (the API).
     pub fn add(&mut self, cfgs: Vec<SaConfig>) -> Result<usize, SaError> {
+        let n = self.install(cfgs)?;
+        log::info!("ipsec: {n} SA(s) added through the API ({} in all)", self.db.len());
+        Ok(n)
+    }
+
+    /// [`Ipsec::add`] without its log line: IKE's batches of child SAs,
+    /// which the IKE service logs itself (at debug: a line per batch was
+    /// a write(2) every control round while tunnels are set up).
+    pub fn install(&mut self, cfgs: Vec<SaConfig>) -> Result<usize, SaError> {
         let n = cfgs.len();
         for c in &cfgs {
             c.validate().map_err(|e| SaError::InBatch { id: c.id, source: Box::new(e) })?;
         }
         self.db.add_batch(cfgs)?;
         self.published();
-        log::info!("ipsec: {n} SA(s) added through the API ({} in all)", self.db.len());
         Ok(n)
     }
 
     /// Removes SAs (all must exist), published once. `in_use` says which
     /// tunnel uses an SA, if one does: such an SA is refused.
     pub fn del(&mut self, ids: &[u32], in_use: impl Fn(u32) -> Option<String>) -> Result<usize, String> {
+        let n = self.remove(ids, in_use)?;
+        log::info!("ipsec: {n} SA(s) deleted through the API");
+        Ok(n)
+    }
+
+    /// [`Ipsec::del`] without its log line (IKE's deletes, see
+    /// [`Ipsec::install`]).
+    pub fn remove(&mut self, ids: &[u32], in_use: impl Fn(u32) -> Option<String>) -> Result<usize, String> {
         for &id in ids {
             if self.db.get(id).is_none() {
                 return Err(SaError::NotFound(id).to_string());
@@ -296,7 +394,6 @@ impl Ipsec {
             self.from_config.remove(&id);
         }
         self.published();
-        log::info!("ipsec: {} SA(s) deleted through the API", ids.len());
         Ok(ids.len())
     }
 
@@ -313,32 +410,35 @@ impl Ipsec {
         self.db.list()
     }
 
-    /// Whether /metrics is served (the router says so at start).
+    /// Whether /metrics is served (the router says so at start): if so,
+    /// [`Ipsec::metrics`] carries the live table.
     pub fn set_metrics_on(&mut self, on: bool) {
-        self.metrics_on = on;
+        self.metrics.live = on.then(|| LiveSas::new(self.db.reader()));
     }
 
-    /// What /metrics shows (as of the last poll).
+    /// What /metrics shows: [`IpsecMetrics::current`] reads the SAs.
     pub fn metrics(&self) -> &IpsecMetrics {
         &self.metrics
     }
 
-    /// After a publication: the SAs' metrics follow at once while the
-    /// table is small (a scrape right after start or an API call sees the
-    /// SAs), a large one at the next [`Ipsec::poll`] that is due.
+    /// After a publication: the count follows (the rest is read at the
+    /// scrape, from the table just published).
     fn published(&mut self) {
         self.db.publish();
         self.changed = true;
-        if self.metrics_on && self.db.len() <= METRICS_AT_ONCE {
-            self.metrics_at = Some(Instant::now());
-            self.refresh_metrics();
-        }
+        self.metrics.sas = self.db.len();
     }
 
-    /// Recomputes [`Ipsec::metrics`] now.
+    /// Walks the SAs into [`Ipsec::metrics`]'s stored figures now (what a
+    /// scrape without the live table shows).
     pub fn refresh_metrics(&mut self) {
-        self.metrics =
-            IpsecMetrics { sas: self.db.len(), totals: self.db.totals(), per_sa: self.db.first(METRICS_SA_SERIES) };
+        let live = self.metrics.live.take();
+        self.metrics = IpsecMetrics {
+            sas: self.db.len(),
+            totals: self.db.totals(),
+            per_sa: self.db.first(METRICS_SA_SERIES),
+            live,
+        };
     }
 
     /// Whether SA `id` came from the configuration.
@@ -367,12 +467,6 @@ impl Ipsec {
         // (about 70 bytes an SA), the next change rebuilds it once.
         if !std::mem::take(&mut self.changed) {
             self.db.drop_spare();
-        }
-        if self.metrics_on
-            && self.metrics_at.is_none_or(|t| now.saturating_duration_since(t) >= metrics_interval(self.len()))
-        {
-            self.metrics_at = Some(now);
-            self.refresh_metrics();
         }
         if self.db.is_empty() {
             return 0;
@@ -462,6 +556,35 @@ mod tests {
         assert_eq!(ip.poll(t0 + Duration::from_secs(21)), 1);
         assert_eq!(rx.try_recv().expect("hard").kind, SaEventKind::HardExpired(tern_ipsec::Reason::Time));
         assert_eq!(ip.info(1).expect("sa").state, tern_ipsec::SaState::Expired);
+    }
+
+    /// /metrics reads the SAs at the scrape: an SA added and counted shows
+    /// without a poll, the control thread stores no walk; above
+    /// METRICS_AT_ONCE SAs a walk serves the scrapes of its interval (the
+    /// count stays current).
+    #[test]
+    fn metrics_are_read_at_the_scrape() {
+        let mut ip = Ipsec::new(1);
+        assert_eq!(ip.metrics().current().sas, 0);
+        ip.apply_config(&[], &[plan(1, None, None, K1), plan(2, None, None, K1)]).expect("apply");
+        let sa = ip.reader().load().get(1).cloned().expect("SA 1");
+        sa.count(0, &SaCounters { packets: 3, bytes: 300, ..Default::default() });
+        let m = ip.metrics().current();
+        assert_eq!((m.sas, m.totals.packets, m.totals.bytes), (2, 3, 300));
+        let per: Vec<(u32, u64)> = m.per_sa.iter().map(|p| (p.0, p.2.packets)).collect();
+        assert_eq!(per, [(1, 3), (2, 0)]);
+        assert_eq!((ip.metrics().totals.packets, ip.metrics().per_sa.len()), (0, 0), "nothing walked");
+        let many: Vec<SaConfig> =
+            (0..METRICS_AT_ONCE as u32).map(|i| sa_config(&plan(100 + i, None, None, K1)).expect("cfg")).collect();
+        ip.add(many).expect("add");
+        let m = ip.metrics().current();
+        assert_eq!((m.sas, m.totals.packets), (METRICS_AT_ONCE + 2, 3));
+        sa.count(0, &SaCounters { packets: 4, ..Default::default() });
+        assert_eq!(ip.metrics().current().totals.packets, 3, "the last walk, within its interval");
+        ip.del(&[2], |_| None).expect("del");
+        assert_eq!(ip.metrics().current().sas, METRICS_AT_ONCE + 1, "the count is current");
+        ip.set_metrics_on(false);
+        assert!(ip.metrics().current().per_sa.is_empty());
     }
 
     /// A configuration change is one publication: changed SAs replaced,

@@ -449,7 +449,9 @@ pub fn render(src: &MetricsSource) -> String {
             }
         }
     }
-    ipsec_metrics(&mut s, &facts.ipsec);
+    // The SAs' figures are read here, at the scrape, not by the control
+    // thread (`IpsecMetrics::current`).
+    ipsec_metrics(&mut s, &facts.ipsec.current());
     ike_metrics(&mut s, &facts.ike);
     s
 }
@@ -917,6 +919,7 @@ mod tests {
             sas: 3,
             per_sa: vec![(10, 0x1001, c), (20, 0x2001, c)],
             totals: tern_ipsec::SaCounters { packets: 10, bytes: 1000, replay_drops: 2, ..Default::default() },
+            live: None,
         };
         let src = MetricsSource {
             workers: Vec::new(),

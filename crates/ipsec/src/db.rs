@@ -280,6 +280,14 @@ impl SaTable {
         self.len == 0
     }
 
+    /// Every SA of this version (the base's the delta does not shadow,
+    /// then the delta's): a scrape of /metrics walks it off the control
+    /// thread.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Sa>> {
+        let base = self.base.by_id.iter().filter(|(id, _)| !self.delta.by_id.contains_key(id)).map(|(_, sa)| sa);
+        base.chain(self.delta.by_id.values().flatten())
+    }
+
     /// How many ids and SPIs the delta holds (what a publication copied).
     pub fn delta_len(&self) -> usize {
         self.delta.by_id.len().max(self.delta.by_spi.len())

@@ -16,15 +16,16 @@
 //!   the engine's queues (`crate::ike_local::EngineUdp`).
 //! - **SAs.** A shard's `InstallChild` / `DeleteChild` reach the control
 //!   thread through a channel drained on its loop ([`poll`]): every child
-//!   SA drained in one round is installed with ONE `Ipsec::add` (one
+//!   SA drained in one round is installed with ONE `Ipsec::install` (one
 //!   publication), both directions, with SA ids from
 //!   [`crate::config::IKE_SA_ID_BASE`] up; the peer's tunnel is then
 //!   bound (sa_out the new outbound SA, sa_in the current ones and the new
-//!   inbound) in one interface-table publication. The log says each IKE SA
-//!   up and down at info (peer, id, address, reason); what was installed
-//!   or removed for it is at debug (a log line is a write(2) to stderr, and
-//!   three a tunnel cost more than a tenth of a setup at a thousand
-//!   tunnels a second). A delete unbinds, then
+//!   inbound) in one interface-table publication. The engine logs each IKE
+//!   SA up and down at info (peer, id, proposal, identity, reason); what
+//!   was installed or removed for it, and the id unique across shards, is
+//!   at debug here (a log line is a write(2) to stderr, and three a tunnel
+//!   cost more than a tenth of a setup at a thousand tunnels a second;
+//!   nor does a batch of installs log at info). A delete unbinds, then
 //!   removes. When the peer rekeyed (`ChildSa::replaces`), sa_out stays
 //!   on the old SA (the peer takes the new inbound SA only once it has
 //!   our answer; a packet on it before that is lost) until the peer
@@ -396,11 +397,17 @@ impl IkeService {
                     }
                     self.delete(router, &[(shard, id)]);
                 }
+                // The engine logs each at info already (with the
+                // proposal and the peer's identity); here the id unique
+                // across shards, at debug: one line an IKE SA, not two.
                 Output::IkeSaUp { peer, ike_sa, remote } => {
-                    log::info!("ike {peer}: IKE SA {} established with {remote}", global_id(ike_sa, shard, n));
+                    log::debug!(
+                        "ike {peer}: IKE SA {} (shard {shard}) established with {remote}",
+                        global_id(ike_sa, shard, n)
+                    );
                 }
                 Output::IkeSaDown { peer, ike_sa, reason } => {
-                    log::info!("ike {peer}: IKE SA {} down: {reason}", global_id(ike_sa, shard, n));
+                    log::debug!("ike {peer}: IKE SA {} (shard {shard}) down: {reason}", global_id(ike_sa, shard, n));
                 }
                 // Held back by the shard behind a child SA of the same
                 // drain (see `shard::Shard::flush`): sent once it is in.
@@ -468,14 +475,14 @@ impl IkeService {
             cfgs.push(o);
             made.push((shard, c, in_id, out_id));
         }
-        if let Err(e) = router.ipsec_mut().add(cfgs) {
+        if let Err(e) = router.ipsec_mut().install(cfgs) {
             // One bad SA (an SPI taken) must not cost the others theirs:
             // one by one, each pair in its own publication.
             log::warn!("ike: installing {} child SA(s) at once failed ({e}); one by one", made.len());
             let mut ok = Vec::new();
             for (shard, c, in_id, out_id) in made {
                 let (i, o) = sa_configs(&c, in_id, out_id);
-                match router.ipsec_mut().add(vec![i, o]) {
+                match router.ipsec_mut().install(vec![i, o]) {
                     Ok(_) => ok.push((shard, c, in_id, out_id)),
                     Err(e) => {
                         self.install_failed += 1;
@@ -762,7 +769,7 @@ impl IkeService {
             log::debug!("ike {}: child SA removed (SAs {} and {})", c.names.peer, c.in_id, c.out_id());
         }
         if !ids.is_empty()
-            && let Err(e) = router.ipsec_mut().del(&ids, |_| None)
+            && let Err(e) = router.ipsec_mut().remove(&ids, |_| None)
         {
             log::error!("ike: removing SAs {ids:?}: {e}");
         }
