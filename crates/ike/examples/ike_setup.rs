@@ -5,10 +5,12 @@
 //! responder core does; the heap is counted by a global allocator and the
 //! initiator dropped before the responder's live bytes are read.
 //!
-//! `cargo run --release -p tern-ike --example ike_setup -- [N] [batch] [psk|ecdsa] [dh-reuse]`
+//! `cargo run --release -p tern-ike --example ike_setup -- [N] [batch] [psk|ecdsa|rsa|ed25519] [dh-reuse]`
 //! (N IKE SAs, default 100000; `batch` IKE SAs in flight at once, default
-//! 1000; `ecdsa`: certificates, ECDSA P-256, from tests/certs, instead of
-//! the pre-shared key; `dh-reuse`: the responder reuses its DH value for
+//! 1000; `ecdsa` (or `pubkey`): certificates, ECDSA P-256, from
+//! tests/certs, instead of the pre-shared key; `rsa`: RSA-2048 (PKCS#1
+//! v1.5), `ed25519`: Ed25519, each below an intermediate; one certificate
+//! for every client; `dh-reuse`: the responder reuses its DH value for
 //! up to 1000 setups or 10 s, `Settings::dh_reuse`).
 //!
 //! Measured 2026-12-07 on the 2-vCPU AMD EPYC development VM (shared with
@@ -53,11 +55,22 @@ fn cpu() -> Duration {
     Duration::from_nanos(s.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0))
 }
 
-fn peer(name: &str, local: &str, remote: Option<&str>, id: &str, remote_id: Option<&str>, ecdsa: bool) -> PeerConfig {
-    let auth = if ecdsa {
+/// A certificate of tests/certs (the file as sent, its key, the identity
+/// it names).
+type Cert = (&'static str, &'static str, &'static str);
+
+fn peer(
+    name: &str,
+    local: &str,
+    remote: Option<&str>,
+    id: &str,
+    remote_id: Option<&str>,
+    cert: Option<Cert>,
+) -> PeerConfig {
+    let auth = if let Some((pem, key, _)) = cert {
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
-        let c = tern_ike::auth::Credentials::load(&dir.join("moon.pem"), &dir.join("moon.key"), &[dir.join("ca.pem")])
-            .expect("tests/certs/moon.pem");
+        let c = tern_ike::auth::Credentials::load(&dir.join(pem), &dir.join(key), &[dir.join("ca.pem")])
+            .expect("a certificate of tests/certs");
         AuthConfig::Pubkey(std::sync::Arc::new(c))
     } else {
         AuthConfig::Psk(Zeroizing::new(b"a pre-shared key of some length".to_vec()))
@@ -87,10 +100,15 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let batch: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000).max(1);
-    let ecdsa = args.next().as_deref() == Some("ecdsa");
+    let (cert, auth): (Option<Cert>, &str) = match args.next().as_deref() {
+        Some("ecdsa" | "pubkey") => (Some(("moon.pem", "moon.key", "moon.tern.test")), "ECDSA P-256 certificates"),
+        Some("rsa") => (Some(("venus-chain.pem", "venus.key", "venus.tern.test")), "RSA-2048 certificates"),
+        Some("ed25519") => (Some(("pluto-chain.pem", "pluto.key", "pluto.tern.test")), "Ed25519 certificates"),
+        _ => (None, "PSK"),
+    };
     let dh_reuse = args.next().as_deref() == Some("dh-reuse");
-    let id = if ecdsa { "moon.tern.test" } else { "client.example" };
-    let gw_id = if ecdsa { "moon.tern.test" } else { "gw.example" };
+    let id = cert.map_or("client.example", |c| c.2);
+    let gw_id = cert.map_or("gw.example", |c| c.2);
     let now = Instant::now();
     // Inside the test certificates' validity (as tests/pubkey.rs).
     let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
@@ -101,14 +119,14 @@ fn main() {
         ..Settings::default()
     };
     let mut i = Ike::new(settings.clone());
-    i.set_peers(now, vec![peer("gw", "10.0.0.1", Some("10.0.0.2"), id, None, ecdsa)]);
+    i.set_peers(now, vec![peer("gw", "10.0.0.1", Some("10.0.0.2"), id, None, cert)]);
     let mut r = Ike::new(if dh_reuse {
         Settings { dh_reuse: Duration::from_secs(10), dh_reuse_uses: 1000, ..settings }
     } else {
         settings
     });
     // A template: every client is one more IKE SA of it.
-    r.set_peers(now, vec![peer("clients", "10.0.0.2", None, gw_id, None, ecdsa)]);
+    r.set_peers(now, vec![peer("clients", "10.0.0.2", None, gw_id, None, cert)]);
     // Warm up (lazy statics, the first allocations of every table).
     i.initiate(now, "gw").unwrap();
     let (mut w1, mut w2) = (Duration::ZERO, Duration::ZERO);
@@ -122,7 +140,6 @@ fn main() {
     let mut marks = vec![10_000usize, 40_000, 100_000, 400_000, 1_000_000];
     marks.retain(|&m| m <= n);
     let mut last = (0usize, Duration::ZERO);
-    let auth = if ecdsa { "ECDSA P-256 certificates" } else { "PSK" };
     let reuse = if dh_reuse { ", the responder's DH value reused (10 s, 1000 uses)" } else { "" };
     println!("IKE SA setups, x25519 + {auth} + aes128gcm16-prfsha256, responder CPU only, batches of {batch}{reuse}");
     while done < n {

@@ -1,7 +1,8 @@
 //! What IKE_AUTH's public-key work costs, per algorithm: signing the
 //! AUTH payload, checking the peer's chain (parse, issuer signatures,
 //! validity, identity) and the whole verify (chain and AUTH signature),
-//! without and with the issuer signatures cached (a peer seen before).
+//! without and with the caches (issuer signatures and checked chains: a
+//! peer seen before).
 //! Median of 5 runs, in CPU time of this thread (from
 //! /proc/thread-self/schedstat, so that other processes sharing the CPUs
 //! do not inflate it; wall time where that file is missing).

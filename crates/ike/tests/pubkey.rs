@@ -768,6 +768,90 @@ fn pubkey_signature_cache() {
     one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
 }
 
+/// notBefore and notAfter (Unix seconds) of a PEM file's first certificate.
+fn validity(name: &str) -> (u64, u64) {
+    use x509_parser::prelude::FromDer;
+    let der = &ders(name)[0];
+    let (_, c) = x509_parser::certificate::X509Certificate::from_der(der).expect("parses");
+    let v = c.validity();
+    (v.not_before.timestamp() as u64, v.not_after.timestamp() as u64)
+}
+
+#[test]
+fn pubkey_chain_cache() {
+    let checker = creds("moon.pem", "moon.key");
+    let (moon, data) = moon_auth();
+    let id = fqdn("moon.tern.test");
+    assert_eq!(checker.cached_chains(), 0);
+    checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_chains(), 1);
+    let peer = checker.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_chains(), 1, "a hit");
+    assert_eq!(peer.subject_name(), "O=tern, CN=moon.tern.test");
+    // On a hit the AUTH signature is still checked, every time.
+    let err = checker.verify(&moon.certs(), &id, NOW, 14, &data, b"another message").unwrap_err();
+    assert!(matches!(&err, AuthError::Signature(m) if m.contains("does not verify")), "{err}");
+    let mut bad = data.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    assert!(matches!(checker.verify(&moon.certs(), &id, NOW, 14, &bad, MSG), Err(AuthError::Signature(_))));
+    // And the identity.
+    let err = checker.verify(&moon.certs(), &fqdn("sun.tern.test"), NOW, 14, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Identity(m) if m.contains("FQDN sun.tern.test")), "{err}");
+    // The window of the path is every certificate's, the CA's included:
+    // moon is valid a second longer than the root CA, and at that second
+    // the cached chain is not used and the CA named.
+    let (ca_from, ca_until) = validity("ca.pem");
+    let (moon_from, moon_until) = validity("moon.pem");
+    assert!(moon_from > ca_from && moon_until > ca_until, "the fixtures' dates");
+    checker.verify(&moon.certs(), &id, ca_until, 14, &data, MSG).unwrap();
+    checker.verify(&moon.certs(), &id, moon_from, 14, &data, MSG).unwrap();
+    let err = checker.verify(&moon.certs(), &id, moon_until, 14, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Expired { subject, .. } if subject == "O=tern, CN=tern Test Root CA"), "{err}");
+    let err = checker.verify(&moon.certs(), &id, moon_from - 1, 14, &data, MSG).unwrap_err();
+    assert!(matches!(&err, AuthError::Expired { subject, .. } if subject.contains("moon.tern.test")), "{err}");
+    assert_eq!(checker.cached_chains(), 1, "failures are not kept");
+    // An expired certificate never enters, and stays refused.
+    let expired = creds("expired.pem", "expired.key");
+    let (_, edata) = expired.sign(MSG).unwrap();
+    for _ in 0..2 {
+        let err = checker.verify(&expired.certs(), &fqdn("expired.tern.test"), NOW, 14, &edata, MSG).unwrap_err();
+        assert!(matches!(err, AuthError::Expired { .. }), "{err}");
+    }
+    // Untrusted: the same subject and names as moon from another CA, with
+    // moon's chain cached; and that CA sent along.
+    let evil =
+        Credentials::load(&dir().join("evil.pem"), &dir().join("evil.key"), &[dir().join("evil-ca.pem")]).unwrap();
+    let (_, vdata) = evil.sign(MSG).unwrap();
+    let mut with_ca = evil.certs();
+    with_ca.extend(ders("evil-ca.pem"));
+    for certs in [evil.certs(), with_ca] {
+        for _ in 0..2 {
+            let err = checker.verify(&certs, &id, NOW, 14, &vdata, MSG).unwrap_err();
+            assert!(matches!(err, AuthError::Untrusted(_)), "{err}");
+        }
+    }
+    // moon's own chain with an extra certificate is another entry.
+    let mut extra = moon.certs();
+    extra.extend(ders("ecdsa-int.pem"));
+    checker.verify(&extra, &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(checker.cached_chains(), 2);
+    // The cache is the checker's: one trusting only the evil CA does not
+    // take moon, however often moon was accepted elsewhere.
+    let err = evil.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap_err();
+    assert!(matches!(err, AuthError::Untrusted(_)), "{err}");
+    // Off, and bounded (emptied when full).
+    let off = creds("moon.pem", "moon.key").with_signature_cache(0);
+    off.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    assert_eq!(off.cached_chains(), 0);
+    let sun = creds("sun-chain.pem", "sun.key");
+    let (_, sdata) = sun.sign(MSG).unwrap();
+    let one = creds("moon.pem", "moon.key").with_signature_cache(1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+    one.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    assert_eq!(one.cached_chains(), 1);
+    one.verify(&moon.certs(), &id, NOW, 14, &data, MSG).unwrap();
+}
+
 #[test]
 fn pubkey_critical_extensions_and_name_constraints() {
     let checker = creds("moon.pem", "moon.key");

@@ -6,6 +6,9 @@
 //!   PKCS#1).
 //! - `chain`: the peer's chain against the configured CAs, and its
 //!   identity; `constraints`: the CAs' name constraints.
+//! - `cache`: peers' chains already checked (per [`Credentials`], bounded,
+//!   still checked for validity at each use): a setup from a certificate
+//!   seen before costs the AUTH signature and the identity match only.
 //!
 //! Signing: ECDSA P-256 with SHA-256, P-384 with SHA-384 (the signature
 //! in DER, as RFC 7427 says), RSA with SHA-256 in PKCS#1 v1.5 or, with
@@ -15,6 +18,7 @@
 //! methods 9 and 10 (RFC 4754); SHA-1 is refused.
 
 mod algorithm;
+mod cache;
 mod chain;
 mod constraints;
 mod keyfile;
@@ -25,9 +29,11 @@ pub use chain::MAX_DEPTH;
 use super::{AUTH_DIGITAL_SIGNATURE, AuthError};
 use crate::config::Identity;
 use algorithm::PublicKey;
-use chain::Anchor;
+use cache::{ChainCache, Checked};
+use chain::{Anchor, Names};
 use keyfile::SigningKey;
 use ring::rand::SystemRandom;
+use std::sync::Arc;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
 use x509_parser::x509::AlgorithmIdentifier;
@@ -54,13 +60,17 @@ pub struct Credentials {
     key: SigningKey,
     rsa_pss: bool,
     cas: Vec<Anchor>,
+    /// The CERTREQ payload's data, computed once.
+    certreq: Vec<u8>,
     rng: SystemRandom,
     signatures: chain::SignatureCache,
+    chains: ChainCache,
     /// SHA-256 of what it was loaded from (a reload compares it).
     fingerprint: [u8; 32],
 }
 
-/// Issuer signatures remembered by default (a few hundred kB at most).
+/// Issuer signatures, and peers' checked chains, remembered by default
+/// (a few hundred kB, and about 2 MB, at most).
 pub const SIGNATURE_CACHE: usize = 4096;
 
 impl std::fmt::Debug for Credentials {
@@ -186,6 +196,10 @@ impl Credentials {
         }
         let mut fingerprint = [0u8; 32];
         fingerprint.copy_from_slice(h.finish().as_ref());
+        let mut certreq = Vec::with_capacity(20 * anchors.len());
+        for ca in &anchors {
+            certreq.extend_from_slice(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &ca.spki).as_ref());
+        }
         Ok(Credentials {
             fingerprint,
             subject: ee.subject().as_raw().to_vec(),
@@ -194,8 +208,10 @@ impl Credentials {
             key: key_pair,
             rsa_pss: false,
             cas: anchors,
+            certreq,
             rng: SystemRandom::new(),
             signatures: chain::SignatureCache::new(SIGNATURE_CACHE),
+            chains: ChainCache::new(SIGNATURE_CACHE),
         })
     }
 
@@ -207,10 +223,12 @@ impl Credentials {
         self
     }
 
-    /// How many verified issuer signatures (on the peers' certificates) to
-    /// remember; 0: check every chain in full. Default [`SIGNATURE_CACHE`].
+    /// How many verified issuer signatures (on the peers' certificates),
+    /// and how many checked chains, to remember; 0: check every chain in
+    /// full. Default [`SIGNATURE_CACHE`].
     pub fn with_signature_cache(mut self, entries: usize) -> Credentials {
         self.signatures = chain::SignatureCache::new(entries);
+        self.chains = ChainCache::new(entries);
         self
     }
 
@@ -224,6 +242,11 @@ impl Credentials {
     /// Issuer signatures remembered now (for metrics and tests).
     pub fn cached_signatures(&self) -> usize {
         self.signatures.len()
+    }
+
+    /// Peers' checked chains remembered now (for metrics and tests).
+    pub fn cached_chains(&self) -> usize {
+        self.chains.len()
     }
 
     /// The subject DN of this side's certificate, as text ("O=tern,
@@ -241,11 +264,7 @@ impl Credentials {
     /// The CERTREQ payload's data (encoding 4): SHA-1 hashes of the CAs'
     /// SubjectPublicKeyInfo, concatenated.
     pub fn certreq(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(20 * self.cas.len());
-        for ca in &self.cas {
-            out.extend_from_slice(ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, &ca.spki).as_ref());
-        }
-        out
+        self.certreq.clone()
     }
 
     /// This side's identity as its certificate states it (the subject DN),
@@ -351,6 +370,51 @@ impl Credentials {
                 certs.len()
             )));
         }
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        // A chain checked before and valid now (see `cache`); else the full
+        // check, which also says which certificate is not valid now.
+        let cache_key = ChainCache::key(certs);
+        let checked = match self.chains.get(&cache_key, now) {
+            Some(c) => c,
+            None => {
+                let c = Arc::new(self.check_chain(certs, now)?);
+                self.chains.insert(cache_key, c.clone());
+                c
+            }
+        };
+        checked.names.check(id)?;
+        let (key, name) = (&checked.key, &checked.name);
+        let (alg, alg_name, signature) = match method {
+            AUTH_DIGITAL_SIGNATURE => {
+                let (alg_der, signature) = split_rfc7427(auth)?;
+                let alg_id = match AlgorithmIdentifier::from_der(alg_der) {
+                    Ok((rest, a)) if rest.is_empty() && chain::strict_algorithm_identifier(alg_der) => a,
+                    _ => {
+                        return Err(AuthError::Signature("the AUTH data's AlgorithmIdentifier does not parse".into()));
+                    }
+                };
+                let (alg, alg_name) = algorithm::verification_algorithm(&alg_id, key)
+                    .map_err(|e| AuthError::Signature(format!("{name}: {e}")))?;
+                (alg, alg_name, signature)
+            }
+            1 | 9 | 10 | 11 => {
+                let (alg, alg_name) = algorithm::classic_algorithm(method, key)
+                    .map_err(|e| AuthError::Signature(format!("{name}: {e}")))?;
+                (alg, alg_name, auth)
+            }
+            other => return Err(AuthError::Method(other, AUTH_DIGITAL_SIGNATURE)),
+        };
+        if !key.verify(alg, signed_octets, signature) {
+            return Err(AuthError::Signature(format!(
+                "the {alg_name} signature by {name} ({}) does not verify",
+                key.describe()
+            )));
+        }
+        Ok(PeerCert { der: certs[0].clone(), subject: checked.names.subject.clone() })
+    }
+
+    /// The peer's chain checked in full (parsed, against the CAs at `now`).
+    fn check_chain(&self, certs: &[Vec<u8>], now: i64) -> Result<Checked, AuthError> {
         let mut parsed = Vec::with_capacity(certs.len());
         for (i, der) in certs.iter().enumerate() {
             match X509Certificate::from_der(der) {
@@ -377,35 +441,8 @@ impl Credentials {
         let ee = &parsed[0];
         let name = ee.subject().to_string();
         let key = PublicKey::from_spki(ee.public_key()).map_err(|e| AuthError::Certificate(format!("{name}: {e}")))?;
-        chain::check(&parsed, &self.cas, i64::try_from(now).unwrap_or(i64::MAX), &self.signatures)?;
-        chain::names(ee, id)?;
-        let (alg, alg_name, signature) = match method {
-            AUTH_DIGITAL_SIGNATURE => {
-                let (alg_der, signature) = split_rfc7427(auth)?;
-                let alg_id = match AlgorithmIdentifier::from_der(alg_der) {
-                    Ok((rest, a)) if rest.is_empty() && chain::strict_algorithm_identifier(alg_der) => a,
-                    _ => {
-                        return Err(AuthError::Signature("the AUTH data's AlgorithmIdentifier does not parse".into()));
-                    }
-                };
-                let (alg, alg_name) = algorithm::verification_algorithm(&alg_id, &key)
-                    .map_err(|e| AuthError::Signature(format!("{name}: {e}")))?;
-                (alg, alg_name, signature)
-            }
-            1 | 9 | 10 | 11 => {
-                let (alg, alg_name) = algorithm::classic_algorithm(method, &key)
-                    .map_err(|e| AuthError::Signature(format!("{name}: {e}")))?;
-                (alg, alg_name, auth)
-            }
-            other => return Err(AuthError::Method(other, AUTH_DIGITAL_SIGNATURE)),
-        };
-        if !key.verify(alg, signed_octets, signature) {
-            return Err(AuthError::Signature(format!(
-                "the {alg_name} signature by {name} ({}) does not verify",
-                key.describe()
-            )));
-        }
-        Ok(PeerCert { der: certs[0].clone(), subject: ee.subject().as_raw().to_vec() })
+        let window = chain::check(&parsed, &self.cas, now, &self.signatures)?;
+        Ok(Checked { key, names: Names::of(ee), name, window })
     }
 }
 

@@ -188,19 +188,48 @@ fn check_signature(
     Ok(())
 }
 
+/// When a checked path holds: the latest notBefore and the earliest
+/// notAfter of its certificates and its CA (Unix seconds, inclusive).
+/// Which path [`check`] takes does not depend on the time, so the same
+/// certificates succeed exactly when the time is within this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Window {
+    pub fn contains(&self, now: i64) -> bool {
+        self.not_before <= now && now <= self.not_after
+    }
+
+    fn narrow(&mut self, not_before: i64, not_after: i64) {
+        self.not_before = self.not_before.max(not_before);
+        self.not_after = self.not_after.min(not_after);
+    }
+}
+
 /// Checks that `certs[0]` chains to one of `anchors` at `now` through
-/// `certs[1..]` (in any order; extra certificates are ignored).
-pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &SignatureCache) -> Result<(), AuthError> {
+/// `certs[1..]` (in any order; extra certificates are ignored), and
+/// returns the [`Window`] of the path it found.
+pub fn check(
+    certs: &[X509Certificate],
+    anchors: &[Anchor],
+    now: i64,
+    cache: &SignatureCache,
+) -> Result<Window, AuthError> {
     let Some(mut cur) = certs.first() else {
         return Err(AuthError::NoCertificate);
     };
     let mut used = vec![false; certs.len()];
     used[0] = true;
     let ee_name = cur.subject().to_string();
+    let mut window = Window { not_before: i64::MIN, not_after: i64::MAX };
     for depth in 0..MAX_DEPTH {
         let name = cur.subject().to_string();
         let v = cur.validity();
         check_validity(&name, v.not_before.timestamp(), v.not_after.timestamp(), now)?;
+        window.narrow(v.not_before.timestamp(), v.not_after.timestamp());
         check_extensions(cur, &name, depth > 0)?;
         let issuer = cur.issuer().as_raw();
         // A configured CA that signed it ends the path.
@@ -209,13 +238,14 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &Si
             match check_signature(cur, &name, &a.key, &a.name, cache) {
                 Ok(()) => {
                     check_validity(&a.name, a.not_before, a.not_after, now)?;
+                    window.narrow(a.not_before, a.not_after);
                     if a.constrains
                         && let Ok((_, ca)) = X509Certificate::from_der(&a.der)
                         && let Some(nc) = constraints::of(&ca)
                     {
                         constraints::check(&certs[0], &ee_name, nc, &a.name)?;
                     }
-                    return Ok(());
+                    return Ok(window);
                 }
                 Err(e) => failed = Some(e),
             }
@@ -257,52 +287,95 @@ pub fn check(certs: &[X509Certificate], anchors: &[Anchor], now: i64, cache: &Si
     Err(AuthError::Untrusted(format!("no configured CA within {MAX_DEPTH} certificates of the end entity")))
 }
 
-/// Whether `cert` names `id`: the subject DN (ID_DER_ASN1_DN) or a
-/// subjectAltName of the ID's kind (dNSName for ID_FQDN, case-insensitive;
-/// rfc822Name for ID_RFC822_ADDR; iPAddress for ID_IPV4/6_ADDR).
-pub fn names(cert: &X509Certificate, id: &Identity) -> Result<(), AuthError> {
-    let subject = cert.subject();
-    let sans: Vec<&GeneralName> = match cert.subject_alternative_name() {
-        Ok(Some(san)) => san.value.general_names.iter().collect(),
-        _ => Vec::new(),
-    };
-    let ok = match id {
-        Identity::Dn(der) => {
-            der.as_slice() == subject.as_raw()
-                || matches!(X509Name::from_der(der), Ok((rest, n)) if rest.is_empty() && same_name(&n, subject))
-        }
-        Identity::Fqdn(f) => {
-            let f = f.trim_end_matches('.');
-            sans.iter().any(|g| matches!(g, GeneralName::DNSName(d) if d.trim_end_matches('.').eq_ignore_ascii_case(f)))
-        }
-        Identity::Email(e) => sans.iter().any(|g| matches!(g, GeneralName::RFC822Name(m) if m.eq_ignore_ascii_case(e))),
-        Identity::Ip(ip) => {
-            let octets = match ip {
-                std::net::IpAddr::V4(a) => a.octets().to_vec(),
-                std::net::IpAddr::V6(a) => a.octets().to_vec(),
-            };
-            sans.iter().any(|g| matches!(g, GeneralName::IPAddress(b) if *b == octets.as_slice()))
-        }
-        Identity::KeyId(_) => {
-            return Err(AuthError::Identity(
-                "ID_KEY_ID (a key id cannot be checked against a certificate; use a DN, FQDN, email or IP)".into(),
-            ));
-        }
-    };
-    if ok {
-        return Ok(());
+/// What an end entity names, for matching the peer's identity (RFC 4945
+/// 3.1): the subject DN and the subjectAltNames of the kinds IKE IDs take.
+/// Owned, so a checked chain can be remembered without its certificates.
+#[derive(Clone, Debug)]
+pub struct Names {
+    /// The subject Name's DER.
+    pub subject: Vec<u8>,
+    /// Those an identity can match.
+    sans: Vec<San>,
+    /// Every subjectAltName as openssl prints them, for messages.
+    shown: String,
+}
+
+#[derive(Clone, Debug)]
+enum San {
+    Dns(String),
+    Email(String),
+    Ip(Vec<u8>),
+}
+
+impl Names {
+    pub fn of(cert: &X509Certificate) -> Names {
+        let general: Vec<&GeneralName> = match cert.subject_alternative_name() {
+            Ok(Some(san)) => san.value.general_names.iter().collect(),
+            _ => Vec::new(),
+        };
+        let sans = general
+            .iter()
+            .filter_map(|g| match g {
+                GeneralName::DNSName(d) => Some(San::Dns((*d).to_string())),
+                GeneralName::RFC822Name(m) => Some(San::Email((*m).to_string())),
+                GeneralName::IPAddress(b) => Some(San::Ip(b.to_vec())),
+                _ => None,
+            })
+            .collect();
+        Names { subject: cert.subject().as_raw().to_vec(), sans, shown: list(&general) }
     }
-    let what = match id {
-        Identity::Dn(der) => match X509Name::from_der(der) {
-            Ok((_, n)) => format!("DN \"{n}\" (the subject is \"{subject}\")"),
-            Err(_) => format!("DN of {} bytes that do not parse (the subject is \"{subject}\")", der.len()),
-        },
-        Identity::Fqdn(f) => format!("FQDN {f} (its subjectAltNames: {})", list(&sans)),
-        Identity::Email(e) => format!("email {e} (its subjectAltNames: {})", list(&sans)),
-        Identity::Ip(ip) => format!("IP {ip} (its subjectAltNames: {})", list(&sans)),
-        Identity::KeyId(_) => "ID_KEY_ID".into(),
-    };
-    Err(AuthError::Identity(what))
+
+    /// Whether these name `id`: the subject DN (ID_DER_ASN1_DN) or a
+    /// subjectAltName of the ID's kind (dNSName for ID_FQDN,
+    /// case-insensitive; rfc822Name for ID_RFC822_ADDR; iPAddress for
+    /// ID_IPV4/6_ADDR).
+    pub fn check(&self, id: &Identity) -> Result<(), AuthError> {
+        let ok = match id {
+            Identity::Dn(der) => {
+                *der == self.subject
+                    || matches!(
+                        (X509Name::from_der(der), X509Name::from_der(&self.subject)),
+                        (Ok((rest, n)), Ok((_, subject))) if rest.is_empty() && same_name(&n, &subject)
+                    )
+            }
+            Identity::Fqdn(f) => {
+                let f = f.trim_end_matches('.');
+                self.sans.iter().any(|g| matches!(g, San::Dns(d) if d.trim_end_matches('.').eq_ignore_ascii_case(f)))
+            }
+            Identity::Email(e) => self.sans.iter().any(|g| matches!(g, San::Email(m) if m.eq_ignore_ascii_case(e))),
+            Identity::Ip(ip) => {
+                let octets = match ip {
+                    std::net::IpAddr::V4(a) => a.octets().to_vec(),
+                    std::net::IpAddr::V6(a) => a.octets().to_vec(),
+                };
+                self.sans.iter().any(|g| matches!(g, San::Ip(b) if *b == octets))
+            }
+            Identity::KeyId(_) => {
+                return Err(AuthError::Identity(
+                    "ID_KEY_ID (a key id cannot be checked against a certificate; use a DN, FQDN, email or IP)".into(),
+                ));
+            }
+        };
+        if ok {
+            return Ok(());
+        }
+        let subject = match X509Name::from_der(&self.subject) {
+            Ok((_, n)) => n.to_string(),
+            Err(_) => format!("<a DN of {} bytes that does not parse>", self.subject.len()),
+        };
+        let sans = &self.shown;
+        let what = match id {
+            Identity::Dn(der) => match X509Name::from_der(der) {
+                Ok((_, n)) => format!("DN \"{n}\" (the subject is \"{subject}\")"),
+                Err(_) => format!("DN of {} bytes that do not parse (the subject is \"{subject}\")", der.len()),
+            },
+            Identity::Fqdn(f) => format!("FQDN {f} (its subjectAltNames: {sans})"),
+            Identity::Email(e) => format!("email {e} (its subjectAltNames: {sans})"),
+            Identity::Ip(ip) => format!("IP {ip} (its subjectAltNames: {sans})"),
+            Identity::KeyId(_) => "ID_KEY_ID".into(),
+        };
+        Err(AuthError::Identity(what))
+    }
 }
 
 /// Names equal but for their string types (PrintableString in one, UTF8String
