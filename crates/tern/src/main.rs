@@ -14,6 +14,13 @@ macro_rules! println {
     ($($t:tt)*) => { $crate::stdout_fmt(format_args!("{}\n", format_args!($($t)*))) };
 }
 
+/// mimalloc rather than glibc's malloc: with a million tunnels held,
+/// glibc's per-chunk header and 16-byte rounding, and its per-thread arenas,
+/// cost RSS per idle tunnel that mimalloc's size-class pages do not
+/// (docs/ARCHITECTURE.md, "Libraries").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod lab;
 mod ops;
 

@@ -17,10 +17,10 @@ pub struct IkeKeys {
     pub prf: crate::proposal::Prf,
     /// SK_d: child SAs' keys derive from it.
     pub sk_d: Zeroizing<Box<[u8]>>,
-    /// SK_pi, SK_pr: the AUTH payload's MACed ID (emptied once the SA is
-    /// authenticated: `IkeSa::forget_half_open`).
-    pub sk_pi: Zeroizing<Box<[u8]>>,
-    pub sk_pr: Zeroizing<Box<[u8]>>,
+    /// SK_pi | SK_pr (each PRF-length): the AUTH payload's MACed ID, in
+    /// one allocation, emptied once the SA is authenticated
+    /// (`IkeSa::forget_half_open`).
+    pub sk_p: Zeroizing<Box<[u8]>>,
     /// Protects what the initiator sends (SK_ai + SK_ei) / the responder.
     pub initiator: SkCipher,
     pub responder: SkCipher,
@@ -62,6 +62,16 @@ fn concat(parts: &[&[u8]]) -> Zeroizing<Vec<u8>> {
 }
 
 impl IkeKeys {
+    /// SK_pi (empty once the SA is authenticated).
+    pub fn sk_pi(&self) -> &[u8] {
+        self.sk_p.get(..self.sk_p.len() / 2).unwrap_or_default()
+    }
+
+    /// SK_pr (empty once the SA is authenticated).
+    pub fn sk_pr(&self) -> &[u8] {
+        self.sk_p.get(self.sk_p.len() / 2..).unwrap_or_default()
+    }
+
     /// SKEYSEED = prf(Ni | Nr, g^ir) (2.14: the PRF key is Ni | Nr), then
     /// {SK_d | SK_ai | SK_ar | SK_ei | SK_er | SK_pi | SK_pr} =
     /// prf+(SKEYSEED, Ni | Nr | SPIi | SPIr).
@@ -114,13 +124,11 @@ impl IkeKeys {
         let sk_d = Zeroizing::new(Box::from(c.take(p)?));
         let (sk_ai, sk_ar) = (c.take(a)?, c.take(a)?);
         let (sk_ei, sk_er) = (c.take(e)?, c.take(e)?);
-        let sk_pi = Zeroizing::new(Box::from(c.take(p)?));
-        let sk_pr = Zeroizing::new(Box::from(c.take(p)?));
+        let sk_p = Zeroizing::new(Box::from(c.take(2 * p)?));
         Ok(IkeKeys {
             prf: alg,
             sk_d,
-            sk_pi,
-            sk_pr,
+            sk_p,
             initiator: SkCipher::new(chosen.encr, chosen.integ, sk_ei, sk_ai)?,
             responder: SkCipher::new(chosen.encr, chosen.integ, sk_er, sk_ar)?,
         })
@@ -262,7 +270,7 @@ mod tests {
     fn all_keys(k: &IkeKeys) -> Vec<u8> {
         let (ei, ai) = k.initiator.keys();
         let (er, ar) = k.responder.keys();
-        [&k.sk_d[..], ai, ar, ei, er, &k.sk_pi, &k.sk_pr].concat()
+        [&k.sk_d[..], ai, ar, ei, er, k.sk_pi(), k.sk_pr()].concat()
     }
 
     #[test]
@@ -322,8 +330,8 @@ mod tests {
             let (ai, ar, ei, er) = (next(a), next(a), next(e), next(e));
             assert_eq!(k.initiator.keys(), (&ei[..], &ai[..]));
             assert_eq!(k.responder.keys(), (&er[..], &ar[..]));
-            assert_eq!(k.sk_pi[..], next(p)[..]);
-            assert_eq!(k.sk_pr[..], next(p)[..]);
+            assert_eq!(k.sk_pi(), &next(p)[..]);
+            assert_eq!(k.sk_pr(), &next(p)[..]);
             // Both sides derive the same: what one seals the other opens.
             let mut body = Vec::new();
             k.initiator.seal(b"hdr", b"payloads", &mut body).expect("seal");

@@ -79,7 +79,8 @@ impl Ike {
         let child_spi = self.alloc_child_spi();
         let (Some(half), Some(keys)) = (sa.half.as_mut(), sa.keys.as_ref()) else { return };
         half.child_spi = child_spi;
-        let signed = psk::signed_octets(keys.prf, &half.init_req, &half.nr, &keys.sk_pi, &wire::id_body(&cfg.local_id));
+        let signed =
+            psk::signed_octets(keys.prf, &half.init_req, &half.nr, keys.sk_pi(), &wire::id_body(&cfg.local_id));
         let mut payloads = vec![Payload::IdI(cfg.local_id.clone())];
         let auth = match &cfg.auth {
             AuthConfig::Psk(k) => Payload::Auth { method: AUTH_SHARED_KEY, data: psk::psk_auth(keys.prf, k, &signed) },
@@ -176,7 +177,7 @@ impl Ike {
         let wall_secs = wall.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let verified = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
-            let signed = psk::signed_octets(keys.prf, &half.init_req, &half.nr, &keys.sk_pi, &wire::id_body(&idi));
+            let signed = psk::signed_octets(keys.prf, &half.init_req, &half.nr, keys.sk_pi(), &wire::id_body(&idi));
             if cfg.remote_id.as_ref().is_some_and(|r| !r.matches(&idi)) {
                 Err(AuthError::Identity(idi.to_string()))
             } else {
@@ -230,7 +231,7 @@ impl Ike {
         let our_auth = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
             let signed =
-                psk::signed_octets(keys.prf, &half.init_resp, &half.ni, &keys.sk_pr, &wire::id_body(&cfg.local_id));
+                psk::signed_octets(keys.prf, &half.init_resp, &half.ni, keys.sk_pr(), &wire::id_body(&cfg.local_id));
             match &cfg.auth {
                 AuthConfig::Psk(k) => Ok((AUTH_SHARED_KEY, psk::psk_auth(keys.prf, k, &signed))),
                 AuthConfig::Pubkey(c) => c.sign_for(&signed, half.peer_hashes),
@@ -370,7 +371,7 @@ impl Ike {
         let wall_secs = wall.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let verified = {
             let (Some(half), Some(keys)) = (sa.half.as_ref(), sa.keys.as_ref()) else { return };
-            let signed = psk::signed_octets(keys.prf, &half.init_resp, &half.ni, &keys.sk_pr, &wire::id_body(&idr));
+            let signed = psk::signed_octets(keys.prf, &half.init_resp, &half.ni, keys.sk_pr(), &wire::id_body(&idr));
             if cfg.remote_id.as_ref().is_some_and(|r| !r.matches(&idr)) {
                 Err(AuthError::Identity(idr.to_string()))
             } else {
@@ -577,8 +578,8 @@ pub(crate) fn new_child(
         spi_in,
         spi_out,
         chosen,
-        local_ts: local_ts.into_boxed_slice(),
-        remote_ts: remote_ts.into_boxed_slice(),
+        local_ts: local_ts.into(),
+        remote_ts: remote_ts.into(),
         rekey_at: None,
         rekeying: false,
         replaced: false,

@@ -61,6 +61,10 @@ impl Ike {
         if !(sa.frag && whole > self.settings.fragment_size && exchange != wire::IKE_SA_INIT) {
             let mut out = wire::sk_aad(&header, first, body_len);
             let aad = out.clone();
+            // The datagram's exact size: grown by doubling it would hold
+            // about twice its length, and a response is cached (64 s with
+            // the default retransmissions) with every tunnel set up.
+            out.reserve_exact(body_len);
             ours.seal(&aad, &plain, &mut out)?;
             return Ok(vec![out]);
         }
@@ -80,6 +84,7 @@ impl Ike {
             let body_len = part.len() + ours.overhead(part.len());
             let mut d = wire::skf_aad(&header, if i == 0 { first } else { 0 }, number, total16, body_len);
             let aad = d.clone();
+            d.reserve_exact(body_len);
             ours.seal(&aad, part, &mut d)?;
             out.push(d);
         }

@@ -4,7 +4,6 @@
 use crate::config::TrafficSelector;
 use crate::proposal::{DhGroup, Proposal};
 use sha1::{Digest, Sha1};
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// IANA transform ID of a DH group.
@@ -104,13 +103,29 @@ pub fn or_any(ts: &[TrafficSelector]) -> Vec<TrafficSelector> {
     if ts.is_empty() { vec![TrafficSelector::any(false), TrafficSelector::any(true)] } else { ts.to_vec() }
 }
 
-/// A virtual IP pool (first..=last): addresses handed out, a cursor.
+/// The most addresses a pool hands out (its first ones): 2^24, a bitmap of
+/// at most 2 MiB. A larger range (an IPv6 /64) is more than a responder
+/// holds tunnels.
+pub const POOL_MAX: u64 = 1 << 24;
+
+/// A virtual IP pool (first..=last): the addresses handed out, one bit
+/// each by their offset from `first`, and a cursor that goes round the
+/// range so an address just freed is not handed out again at once.
+///
+/// The bitmap grows with the highest offset handed out (past its end all
+/// are free): a million clients of a /10 cost 128 KiB, where a set of
+/// addresses cost 36 bytes each.
 #[derive(Debug)]
 pub struct Pool {
     pub first: IpAddr,
     pub last: IpAddr,
-    pub used: HashSet<IpAddr>,
-    cursor: u128,
+    used: Vec<u64>,
+    /// Addresses handed out and not freed.
+    in_use: u64,
+    /// The next offset to try (below `size`).
+    cursor: u64,
+    /// Addresses it hands out (0: an unusable range).
+    size: u64,
 }
 
 fn to_u128(a: IpAddr) -> u128 {
@@ -126,33 +141,82 @@ fn from_u128(v6: bool, v: u128) -> IpAddr {
 
 impl Pool {
     pub fn new(first: IpAddr, last: IpAddr) -> Pool {
-        Pool { first, last, used: HashSet::new(), cursor: 0 }
+        let (f, l) = (to_u128(first), to_u128(last));
+        let size = if l < f || first.is_ipv6() != last.is_ipv6() {
+            0
+        } else {
+            u64::try_from(l - f).map_or(POOL_MAX, |d| d.saturating_add(1).min(POOL_MAX))
+        };
+        Pool { first, last, used: Vec::new(), in_use: 0, cursor: 0, size }
     }
 
     pub fn v6(&self) -> bool {
         self.first.is_ipv6()
     }
 
+    fn word(&self, off: u64) -> u64 {
+        usize::try_from(off / 64).ok().and_then(|w| self.used.get(w)).copied().unwrap_or(0)
+    }
+
+    /// Sets or clears one offset's bit (below `size`, so its word index
+    /// fits: at most 2^18).
+    fn set(&mut self, off: u64, on: bool) {
+        let Ok(w) = usize::try_from(off / 64) else { return };
+        if self.used.len() <= w {
+            if !on {
+                return;
+            }
+            self.used.resize(w + 1, 0);
+        }
+        if let Some(word) = self.used.get_mut(w) {
+            let bit = 1u64 << (off % 64);
+            if on { *word |= bit } else { *word &= !bit }
+        }
+    }
+
     /// A free address, or `None` when all are taken.
     pub fn allocate(&mut self) -> Option<IpAddr> {
-        let (f, l) = (to_u128(self.first), to_u128(self.last));
-        if l < f || self.first.is_ipv6() != self.last.is_ipv6() {
+        if self.in_use >= self.size {
             return None;
         }
-        let size = l - f + 1;
-        // Bounded: a full pool is found out after `used.len()` probes.
-        for _ in 0..=self.used.len().min(usize::try_from(size).unwrap_or(usize::MAX)) {
-            let a = from_u128(self.v6(), f + self.cursor % size);
-            self.cursor = (self.cursor + 1) % size;
-            if self.used.insert(a) {
-                return Some(a);
+        // A free offset exists: from the cursor to the end of the range,
+        // then from 0, each word looked at once (the loop's bound).
+        let words = self.size.div_ceil(64);
+        let mut off = self.cursor;
+        for _ in 0..=words + 1 {
+            // The bits below `off` in its word count as taken.
+            let below = (1u64 << (off % 64)) - 1;
+            let free = !(self.word(off) | below);
+            if free != 0 {
+                let at = off - off % 64 + u64::from(free.trailing_zeros());
+                if at < self.size {
+                    self.set(at, true);
+                    self.in_use += 1;
+                    self.cursor = (at + 1) % self.size;
+                    return Some(from_u128(self.v6(), to_u128(self.first) + u128::from(at)));
+                }
+            }
+            off = off - off % 64 + 64;
+            if off >= self.size {
+                off = 0;
             }
         }
         None
     }
 
+    /// Gives an address back (one not handed out, or not of this pool, is
+    /// ignored).
     pub fn free(&mut self, a: IpAddr) {
-        self.used.remove(&a);
+        if a.is_ipv6() != self.v6() {
+            return;
+        }
+        let Some(off) = to_u128(a).checked_sub(to_u128(self.first)).and_then(|d| u64::try_from(d).ok()) else {
+            return;
+        };
+        if off < self.size && self.word(off) & (1u64 << (off % 64)) != 0 {
+            self.set(off, false);
+            self.in_use -= 1;
+        }
     }
 }
 
@@ -193,6 +257,51 @@ mod tests {
         assert_eq!(p.allocate(), None);
         p.free(a);
         assert_eq!(p.allocate(), Some(a));
+    }
+
+    /// Every address once, in order, across bitmap words; none when all
+    /// are taken; a freed one comes back only after the cursor went round;
+    /// what is not the pool's is ignored.
+    #[test]
+    fn pool_bitmap_hands_out_each_address_once() {
+        let mut p = Pool::new("10.9.0.0".parse().unwrap(), "10.9.0.199".parse().unwrap());
+        let got: Vec<IpAddr> = std::iter::from_fn(|| p.allocate()).collect();
+        assert_eq!(got.len(), 200);
+        assert_eq!(got.first(), Some(&"10.9.0.0".parse().unwrap()));
+        assert_eq!(got.last(), Some(&"10.9.0.199".parse().unwrap()));
+        let set: std::collections::HashSet<IpAddr> = got.iter().copied().collect();
+        assert_eq!(set.len(), 200);
+        assert_eq!(p.in_use, 200);
+        p.free("10.9.0.130".parse().unwrap());
+        p.free("10.9.0.130".parse().unwrap());
+        p.free("10.9.1.0".parse().unwrap());
+        p.free("::1".parse().unwrap());
+        assert_eq!(p.in_use, 199);
+        assert_eq!(p.allocate(), Some("10.9.0.130".parse().unwrap()));
+        assert_eq!(p.allocate(), None);
+        // Round robin: with room, the cursor goes on before reusing.
+        p.free("10.9.0.5".parse().unwrap());
+        p.free("10.9.0.150".parse().unwrap());
+        assert_eq!(p.allocate(), Some("10.9.0.150".parse().unwrap()));
+        assert_eq!(p.allocate(), Some("10.9.0.5".parse().unwrap()));
+    }
+
+    /// An IPv6 /64 is capped, its bitmap grows with what is handed out, and
+    /// unusable ranges hand out nothing.
+    #[test]
+    fn pool_bitmap_large_and_unusable_ranges() {
+        let mut p = Pool::new("fd00::1".parse().unwrap(), "fd00::ffff:ffff:ffff:ffff".parse().unwrap());
+        for _ in 0..1000 {
+            assert!(p.allocate().is_some_and(|a| a.is_ipv6()));
+        }
+        assert_eq!(p.allocate(), Some("fd00::3e9".parse().unwrap()));
+        assert!(p.used.len() <= 16, "{} words for 1,001 addresses", p.used.len());
+        assert_eq!(p.size, POOL_MAX);
+        assert_eq!(Pool::new("10.0.0.2".parse().unwrap(), "10.0.0.1".parse().unwrap()).allocate(), None);
+        assert_eq!(Pool::new("10.0.0.1".parse().unwrap(), "::2".parse().unwrap()).allocate(), None);
+        let mut one = Pool::new("10.0.0.1".parse().unwrap(), "10.0.0.1".parse().unwrap());
+        assert_eq!(one.allocate(), Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(one.allocate(), None);
     }
 
     #[test]
