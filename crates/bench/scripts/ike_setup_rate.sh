@@ -47,6 +47,7 @@
 #   env: CASES ("swan tern ternrun"), TUNNELS (2000), WINDOW (64), AUTH (psk),
 #        PROPOSAL (aes128gcm16-prfsha256-x25519), ESP (aes128gcm16),
 #        VERIFY (1), SAMPLE (0), STOP (0), MILESTONES (""), FWD (0),
+#        IDLE_SECS (ternrun: read the RSS again after that long idle, 0),
 #        FWD_SECS (5), TIMEOUT (the generator's, s: TUNNELS/500 + 300), THREADS (charon's, 16),
 #        SWAN_TABLE (charon's ikesa_table_size, 65536), SWAN_IDS (PSK
 #        identities at VERIFY=0, 1000), SWAN_SAD (libipsec, or none: see
@@ -68,6 +69,7 @@ SAMPLE=${SAMPLE:-0}
 STOP=${STOP:-0}
 MILESTONES=${MILESTONES:-}
 FWD=${FWD:-0}
+IDLE_SECS=${IDLE_SECS:-0}
 FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
 SWAN_TABLE=${SWAN_TABLE:-65536}
@@ -555,6 +557,15 @@ one_run() {
 			"tern_ike_cookies_sent_total=$(metric tern_ike_cookies_sent_total) tern_ike_half_open=$(metric tern_ike_half_open)" \
 			"tern_ike_dropped_invalid_total=$(metric tern_ike_dropped_invalid_total)" \
 			"rss ${rss0} kB -> ${rss1} kB" >&2
+		if [ "$IDLE_SECS" -gt 0 ] && [ "${up:-0}" -gt 0 ]; then
+			# Idle memory: each tunnel's cached IKE_AUTH response (kept for
+			# retransmitted requests) goes after 64 s; the RSS right after
+			# the last setup still holds those of the last minute's tunnels.
+			sleep "$IDLE_SECS"
+			local rss2
+			rss2=$(rss_kb "$rpid")
+			echo "    ternrun idle: after ${IDLE_SECS} s, RSS ${rss2} kB, $(calc "int(($rss2 - $rss0) * 1024 / $up)") B per tunnel" >&2
+		fi
 		if [ "$FWD" = 1 ]; then
 			fwd1=$(forwarding)
 			echo "    forwarding (offered delivered Mpps): before the tunnels $fwd0, with $up tunnels $fwd1" >&2
