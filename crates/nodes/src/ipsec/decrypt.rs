@@ -502,15 +502,7 @@ fn decrypt_one<'a>(
         return Err(Encap);
     }
     // The SA's run: its counters are added when another SA comes.
-    let r = match run {
-        Some(r) if std::ptr::eq(r.sa, sa) => r,
-        slot => {
-            if let Some(old) = slot.take() {
-                old.flush(cx.worker);
-            }
-            slot.insert(Run { sa, delta: SaCounters::default() })
-        }
-    };
+    let r = Run::of(run, sa, cx.worker);
     if !sa.usable() {
         r.delta.expired_drops += 1;
         return Err(Expired);

@@ -338,15 +338,7 @@ fn encrypt_on<'a>(
     next: &mut [u16],
     run: &mut Option<Run<'a>>,
 ) -> u64 {
-    let r = match run {
-        Some(r) if std::ptr::eq(r.sa, sa) => r,
-        slot => {
-            if let Some(old) = slot.take() {
-                old.flush(cx.worker);
-            }
-            slot.insert(Run { sa, delta: SaCounters::default() })
-        }
-    };
+    let r = Run::of(run, sa, cx.worker);
     if !sa.usable() {
         r.delta.expired_drops += pkts.len() as u64;
         for (o, &p) in next.iter_mut().zip(pkts) {

@@ -99,6 +99,19 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    /// `sa`'s run in `slot`: the one there if it is `sa`'s, else a new
+    /// one, after the previous SA's counters are added to it.
+    fn of<'s>(slot: &'s mut Option<Run<'a>>, sa: &'a Sa, worker: u16) -> &'s mut Run<'a> {
+        if slot.as_ref().is_some_and(|r| std::ptr::eq(r.sa, sa)) {
+            // Checked just above; `get_or_insert_with` never inserts here.
+            return slot.get_or_insert_with(|| Run { sa, delta: SaCounters::default() });
+        }
+        if let Some(old) = slot.take() {
+            old.flush(worker);
+        }
+        slot.insert(Run { sa, delta: SaCounters::default() })
+    }
+
     fn flush(self, worker: u16) {
         if !self.delta.is_zero() {
             self.sa.count(worker, &self.delta);
