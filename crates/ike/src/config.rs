@@ -123,6 +123,33 @@ pub struct PeerConfig {
     pub dpd: Option<Duration>,
 }
 
+#[cfg(test)]
+impl PeerConfig {
+    /// A PSK peer named `name` on `local` with nothing else set, for unit
+    /// tests to change with struct-update syntax.
+    pub(crate) fn psk_for_tests(name: &str, local: IpAddr) -> PeerConfig {
+        PeerConfig {
+            name: name.into(),
+            local,
+            remote: None,
+            local_id: Identity::Fqdn("a.example".into()),
+            remote_id: None,
+            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"k".to_vec())),
+            proposals: vec![],
+            esp_proposals: vec![],
+            encap: false,
+            tunnel: None,
+            local_ts: vec![],
+            remote_ts: vec![],
+            pool: None,
+            start: false,
+            ike_rekey: None,
+            child_rekey: None,
+            dpd: None,
+        }
+    }
+}
+
 /// Engine-wide settings.
 #[derive(Clone, Debug)]
 pub struct Settings {

@@ -61,27 +61,12 @@ impl Peers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{AuthConfig, Identity, PeerConfig};
+    use crate::config::PeerConfig;
 
     fn peer(name: &str, remote: Option<&str>) -> Arc<PeerConfig> {
         Arc::new(PeerConfig {
-            name: name.into(),
-            local: IpAddr::from([10, 0, 0, 254]),
             remote: remote.and_then(|r| r.parse().ok()),
-            local_id: Identity::Fqdn("a.example".into()),
-            remote_id: None,
-            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"k".to_vec())),
-            proposals: vec![],
-            esp_proposals: vec![],
-            encap: false,
-            tunnel: None,
-            local_ts: vec![],
-            remote_ts: vec![],
-            pool: None,
-            start: false,
-            ike_rekey: None,
-            child_rekey: None,
-            dpd: None,
+            ..PeerConfig::psk_for_tests(name, IpAddr::from([10, 0, 0, 254]))
         })
     }
 

@@ -625,9 +625,10 @@ impl Ike {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{AuthConfig, Identity, PeerConfig, Settings};
+    use crate::config::{Identity, PeerConfig, Settings};
     use crate::output::Output;
     use crate::proposal::Proposal;
+    use std::net::IpAddr;
     use std::sync::Arc;
 
     fn ike(s: &str) -> Proposal {
@@ -655,23 +656,10 @@ mod tests {
     #[test]
     fn ike_rekey_refused_for_a_group_not_offered_fails_without_retry() {
         let cfg = PeerConfig {
-            name: "peer".into(),
-            local: "10.0.0.1".parse().unwrap(),
-            remote: Some("10.0.0.2".parse().unwrap()),
+            remote: Some(IpAddr::from([10, 0, 0, 2])),
             local_id: Identity::Fqdn("a".into()),
-            remote_id: None,
-            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"k".to_vec())),
             proposals: vec![ike("aes128gcm16-prfsha256-x25519")],
-            esp_proposals: vec![],
-            encap: false,
-            tunnel: None,
-            local_ts: vec![],
-            remote_ts: vec![],
-            pool: None,
-            start: false,
-            ike_rekey: None,
-            child_rekey: None,
-            dpd: None,
+            ..PeerConfig::psk_for_tests("peer", IpAddr::from([10, 0, 0, 1]))
         };
         let now = Instant::now();
         let mut engine = Ike::new(Settings::default());

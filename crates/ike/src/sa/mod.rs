@@ -409,28 +409,12 @@ impl IkeSa {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::AuthConfig;
     use crate::proposal::{Proposal, Protocol};
 
     fn sa() -> IkeSa {
         let peer = PeerConfig {
-            name: "p".into(),
-            local: "10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
-            remote: None,
-            local_id: Identity::Fqdn("a.example".into()),
-            remote_id: None,
-            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"k".to_vec())),
             proposals: Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).into_iter().collect(),
-            esp_proposals: vec![],
-            encap: false,
-            tunnel: None,
-            local_ts: vec![],
-            remote_ts: vec![],
-            pool: None,
-            start: false,
-            ike_rekey: None,
-            child_rekey: None,
-            dpd: None,
+            ..PeerConfig::psk_for_tests("p", IpAddr::from([10, 0, 0, 1]))
         };
         let a = SocketAddr::from(([10, 0, 0, 1], 500));
         IkeSa::new(1, Arc::new(peer), false, a, a, Instant::now())
