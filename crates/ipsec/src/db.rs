@@ -510,7 +510,7 @@ impl SaDb {
             self.timed.insert(sa.id, ());
         }
         for secs in [sa.soft().secs, sa.hard().secs].into_iter().flatten() {
-            let at = sa.added.saturating_duration_since(self.epoch).checked_add(std::time::Duration::from_secs(secs));
+            let at = sa.added().saturating_duration_since(self.epoch).checked_add(std::time::Duration::from_secs(secs));
             // A lifetime past what u64 milliseconds hold never comes.
             let ms = at.and_then(|d| u64::try_from(d.as_millis()).ok().map(|m| (m, d.subsec_nanos() % 1_000_000)));
             if let Some(at) = ms.and_then(|(m, rest)| m.checked_add(u64::from(rest > 0))) {
@@ -728,7 +728,7 @@ const SWEEP: usize = 65_536;
 fn check(sa: &Sa, now: Instant, ev: &mut Vec<SaEvent>) {
     let flags = sa.flags.load(Ordering::Relaxed);
     let c = sa.counters();
-    let age = now.saturating_duration_since(sa.added).as_secs();
+    let age = now.saturating_duration_since(sa.added()).as_secs();
     let passed = |l: &Lifetime| {
         if l.packets.is_some_and(|p| c.packets >= p) {
             Some(Reason::Packets)
@@ -778,6 +778,6 @@ fn info(sa: &Sa, now: Instant) -> SaInfo {
         state: sa.state(),
         seq_out: sa.seq_out(),
         seq_in: sa.seq_in(),
-        age_secs: now.saturating_duration_since(sa.added).as_secs(),
+        age_secs: now.saturating_duration_since(sa.added()).as_secs(),
     }
 }
