@@ -221,7 +221,12 @@ impl IkeService {
         let mut did = self.reconcile(router);
         did |= self.drain(router);
         did |= self.expiries();
-        did |= self.release_held(router, std::time::Instant::now());
+        let now = std::time::Instant::now();
+        did |= self.release_held(router, now);
+        // The client maps' spare copy goes a second after their last change.
+        if let Some(c) = &mut self.clients {
+            c.settle(now);
+        }
         did
     }
 
