@@ -49,6 +49,7 @@
 //!   count or the set of local addresses changing restarts the service.
 
 pub mod io;
+pub mod paging;
 pub mod shard;
 
 use crate::config::{IKE_SA_ID_BASE, IfacePlanKind, IkePlan};
@@ -158,6 +159,8 @@ pub struct IkeMetrics {
     pub keepalives: u64,
     pub send_failed: u64,
     pub install_failed: u64,
+    /// The pubkey peers' chain caches summed (`paging`).
+    pub chain_cache: tern_ike::auth::ChainCacheStats,
 }
 
 /// The service (see the module). Idle without `[[ike]]`.
@@ -891,6 +894,7 @@ impl IkeService {
             keepalives: self.counters.keepalives.load(Ordering::Relaxed),
             send_failed: self.counters.send_failed.load(Ordering::Relaxed),
             install_failed: self.install_failed,
+            chain_cache: self.chain_cache_stats(),
             ..IkeMetrics::default()
         };
         if let Some(r) = &self.running {
