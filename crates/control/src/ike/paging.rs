@@ -205,3 +205,245 @@ mod tests {
         }
     }
 }
+
+/// The service as `tern run` has it (shards on their threads): pages
+/// through the API merge every shard's, each SA once; a reload's chain
+/// cache: kept when nothing of IKE changed, a new empty one when a CA
+/// changed (a cached chain never outlives the trust that validated it),
+/// resized without touching the SAs.
+#[cfg(test)]
+mod service_tests {
+    use crate::api::IkeSaShowArgs;
+    use crate::router::Router;
+    use std::net::{IpAddr, SocketAddr};
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+    use tern_ike::config::{AuthConfig, Identity, PeerConfig};
+    use tern_ike::proposal::{Proposal, Protocol};
+
+    const TERN: &str = "192.0.2.1";
+
+    fn config(extra: &str, peer: &str) -> String {
+        format!(
+            r#"
+[[interface]]
+name = "wan"
+driver = "memory"
+mac = "02:00:00:00:02:01"
+addresses = ["{TERN}/24"]
+
+[[tunnel]]
+name = "ra0"
+type = "ipsec"
+local = "{TERN}"
+remote = "any"
+addresses = ["10.3.0.1/24"]
+
+[ike_service]
+threads = 3
+{extra}
+
+[[ike]]
+name = "ra"
+local = "{TERN}"
+remote = "any"
+pool = "10.3.0.0/24"
+tunnel = "ra0"
+proposals = ["aes128gcm16-prfsha256-x25519"]
+esp_proposals = ["aes128gcm16"]
+{peer}
+"#
+        )
+    }
+
+    fn start(dir: &Path, text: &str) -> (Router, PathBuf) {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("tern.toml");
+        std::fs::write(&path, text).unwrap();
+        let plan = crate::config::load(&path).expect("config");
+        let mut r = Router::start(plan).expect("router");
+        super::super::poll(&mut r);
+        assert!(r.ike().is_running());
+        (r, path)
+    }
+
+    /// `n` IKE_SA_INITs from as many sources, handed to the shards in
+    /// turn (each takes a new one it is given).
+    fn flood(r: &Router, n: u32) {
+        let now = Instant::now();
+        let mut src = tern_ike::Ike::new(tern_ike::Settings::default());
+        let client = PeerConfig {
+            name: "tern".into(),
+            local: "198.51.100.1".parse().unwrap(),
+            remote: Some(TERN.parse().unwrap()),
+            local_id: Identity::Fqdn("client.example".into()),
+            remote_id: None,
+            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"0123456789abcdef".to_vec())),
+            proposals: vec![Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap()],
+            esp_proposals: vec![Proposal::parse("aes128gcm16", Protocol::Esp).unwrap()],
+            encap: false,
+            tunnel: None,
+            local_ts: vec![],
+            remote_ts: vec![],
+            pool: None,
+            start: false,
+            ike_rekey: None,
+            child_rekey: None,
+            dpd: None,
+        };
+        src.set_peers(now, vec![client]);
+        let shards = &r.ike().running.as_ref().expect("running").shards;
+        for k in 0..n {
+            src.initiate(now, "tern").unwrap();
+            for o in src.drain() {
+                if let tern_ike::Output::Send { remote, data, .. } = o {
+                    let from = SocketAddr::new(IpAddr::V4((0xC633_6400u32 + k).into()), 500);
+                    shards[k as usize % shards.len()].send(super::Cmd::Datagram(remote, from, data));
+                }
+            }
+        }
+    }
+
+    /// Waits (without sleeping: each summary is a round trip to every
+    /// shard) until the shards hold `n` IKE SAs.
+    fn until_total(r: &Router, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while r.ike().sa_summary().all.total() != n {
+            assert!(Instant::now() < deadline, "{:?}", r.ike().sa_summary());
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn pages_through_three_shards_list_each_sa_once() {
+        let dir = std::env::temp_dir().join(format!("tern-ike-pages-{}", std::process::id()));
+        let (mut r, _) = start(&dir, &config("", "psk = \"0123456789abcdef\""));
+        flood(&r, 250);
+        until_total(&r, 250);
+        let s = crate::commands::ike_sa_summary(&r);
+        assert_eq!((s.all.total, s.all.connecting, s.peers.len()), (250, 250, 1));
+        let all: Vec<u64> =
+            crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
+        assert_eq!(all.len(), 250);
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "by id");
+        assert_eq!(all.iter().map(|id| id % 3).collect::<std::collections::HashSet<_>>().len(), 3, "every shard's");
+        let mut seen = Vec::new();
+        let mut after = None;
+        let mut pages = 0;
+        loop {
+            let a = IkeSaShowArgs { after, limit: Some(64), ..Default::default() };
+            let page = crate::commands::ike_sa_show(&r, &a).unwrap();
+            let Some(last) = page.last() else { break };
+            assert!(page.len() <= 64);
+            after = Some(last.id);
+            seen.extend(page.iter().map(|s| s.id));
+            pages += 1;
+        }
+        assert_eq!((seen, pages), (all.clone(), 4));
+        // Filters: by remote address, by a peer with none.
+        let a = IkeSaShowArgs { remote: Some("198.51.100.7".into()), ..Default::default() };
+        let one = crate::commands::ike_sa_show(&r, &a).unwrap();
+        assert_eq!(one.len(), 1);
+        assert!(one[0].remote.starts_with("198.51.100.7:"), "{}", one[0].remote);
+        let a = IkeSaShowArgs { peer: Some("site".into()), ..Default::default() };
+        assert!(crate::commands::ike_sa_show(&r, &a).unwrap().is_empty());
+        let a = IkeSaShowArgs { virtual_ip: Some("10.3.0.999".into()), ..Default::default() };
+        assert!(crate::commands::ike_sa_show(&r, &a).is_err(), "not an address");
+        r.ike_service_mut().shutdown();
+        r.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn certs() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ike/tests/certs")
+    }
+
+    /// A chain checked with moon's credentials (moon signs, the cache
+    /// checks), at the fixtures' "now".
+    fn check(creds: &tern_ike::auth::Credentials) -> Result<(), tern_ike::auth::AuthError> {
+        const MSG: &[u8] = b"signed octets";
+        let moon = tern_ike::auth::Credentials::load(
+            &certs().join("moon.pem"),
+            &certs().join("moon.key"),
+            &[certs().join("ca.pem")],
+        )
+        .unwrap();
+        let (_, data) = moon.sign(MSG).unwrap();
+        creds.verify(&moon.certs(), &Identity::Fqdn("moon.tern.test".into()), 1_800_000_000, 14, &data, MSG).map(|_| ())
+    }
+
+    #[test]
+    fn a_reload_keeps_resizes_or_drops_the_chain_cache() {
+        let dir = std::env::temp_dir().join(format!("tern-ike-certcache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["moon.pem", "moon.key", "ca.pem"] {
+            std::fs::copy(certs().join(f), dir.join(f)).unwrap();
+        }
+        let peer = "auth = \"pubkey\"\ncertificate = \"moon.pem\"\nprivate_key = \"moon.key\"\nca = [\"ca.pem\"]";
+        let (mut r, path) = start(&dir, &config("", peer));
+        let first = r.ike().credentials_of("ra").expect("pubkey");
+        check(&first).unwrap();
+        check(&first).unwrap();
+        let s = first.chain_cache_stats();
+        assert_eq!((s.entries, s.capacity, s.hits, s.misses), (1, 4096, 1, 1));
+        let m = r.ike().metrics().chain_cache;
+        assert_eq!((m.entries, m.hits, m.misses), (1, 1, 1), "in /metrics");
+        let view = crate::commands::ike_peer_show(&r);
+        assert_eq!(view[0].chain_cache.as_ref().map(|c| (c.entries, c.hits)), Some((1, 1)));
+        // Some SAs, to see that a resize leaves them alone.
+        flood(&r, 5);
+        until_total(&r, 5);
+        let ids: Vec<u64> =
+            crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
+
+        // The same file: the running credentials and their cache stay.
+        crate::reload::reload(&mut r, &path).expect("reload");
+        super::super::poll(&mut r);
+        let same = r.ike().credentials_of("ra").unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &same));
+        assert_eq!(same.chain_cache_stats().entries, 1);
+
+        // Another size: applied, the SAs stay.
+        std::fs::write(&path, config("cert_cache_entries = 8", peer)).unwrap();
+        crate::reload::reload(&mut r, &path).expect("reload");
+        super::super::poll(&mut r);
+        let resized = r.ike().credentials_of("ra").unwrap();
+        assert_eq!(resized.chain_cache_stats().capacity, 8);
+        until_total(&r, 5);
+        let after: Vec<u64> =
+            crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
+        assert_eq!(after, ids, "the SAs were not dropped");
+        check(&resized).unwrap();
+        assert_eq!(resized.chain_cache_stats().entries, 1);
+
+        // The CA file now holds another CA: the chain cached under the
+        // old one is gone with it, and moon is refused.
+        std::fs::copy(certs().join("evil-ca.pem"), dir.join("ca.pem")).unwrap();
+        crate::reload::reload(&mut r, &path).expect("reload");
+        super::super::poll(&mut r);
+        let changed = r.ike().credentials_of("ra").unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&resized, &changed));
+        assert_eq!(changed.chain_cache_stats().entries, 0, "a new trust, an empty cache");
+        let e = check(&changed).expect_err("moon's CA is no longer trusted");
+        assert!(matches!(e, tern_ike::auth::AuthError::Untrusted(_)), "{e}");
+        assert_eq!(changed.chain_cache_stats().entries, 0);
+
+        // 0: off.
+        std::fs::copy(certs().join("ca.pem"), dir.join("ca.pem")).unwrap();
+        std::fs::write(&path, config("cert_cache_entries = 0", peer)).unwrap();
+        crate::reload::reload(&mut r, &path).expect("reload");
+        super::super::poll(&mut r);
+        let off = r.ike().credentials_of("ra").unwrap();
+        check(&off).unwrap();
+        check(&off).unwrap();
+        let s = off.chain_cache_stats();
+        assert_eq!((s.entries, s.capacity, s.hits, s.misses), (0, 0, 0, 2));
+        // Out of range: refused, naming the key.
+        std::fs::write(&path, config("cert_cache_entries = 2000000", peer)).unwrap();
+        let e = crate::reload::reload(&mut r, &path).expect_err("too large");
+        assert!(e.message.contains("cert_cache_entries"), "{}", e.message);
+        r.ike_service_mut().shutdown();
+        r.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
