@@ -279,6 +279,9 @@ impl IkeService {
         if !linux && (self.applied.is_some() || !plan.peers.is_empty()) {
             router.set_ike_local(!plan.peers.is_empty());
         }
+        if let Some(old) = &self.applied {
+            paging::flush_replaced_chains(old, &plan);
+        }
         self.applied = Some(plan);
         true
     }

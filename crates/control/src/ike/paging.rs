@@ -46,6 +46,29 @@ pub fn merge_pages<T>(pages: Vec<Vec<T>>, limit: usize, key: impl Fn(&T) -> u64)
     out
 }
 
+/// Empties the chain caches of the credentials `old` had and `new` no
+/// longer has (a reload that changed a CA, a certificate, a key or the
+/// cache's size): IKE SAs set up before keep the old configuration (and
+/// never authenticate again), so nothing would otherwise free those
+/// entries, and no chain checked against a trust that is gone is kept.
+pub(crate) fn flush_replaced_chains(old: &crate::config::IkePlan, new: &crate::config::IkePlan) {
+    let kept: std::collections::HashSet<*const tern_ike::auth::Credentials> = new
+        .peers
+        .iter()
+        .filter_map(|p| match &p.peer.auth {
+            tern_ike::AuthConfig::Pubkey(c) => Some(std::sync::Arc::as_ptr(c)),
+            tern_ike::AuthConfig::Psk(_) => None,
+        })
+        .collect();
+    for p in &old.peers {
+        if let tern_ike::AuthConfig::Pubkey(c) = &p.peer.auth
+            && !kept.contains(&std::sync::Arc::as_ptr(c))
+        {
+            c.flush_chain_cache();
+        }
+    }
+}
+
 impl IkeService {
     /// At most `limit` IKE SAs (ids unique across shards) above global id
     /// `after`, in id order, that `filter` matches. A shard that does not
@@ -409,6 +432,7 @@ esp_proposals = ["aes128gcm16"]
         super::super::poll(&mut r);
         let resized = r.ike().credentials_of("ra").unwrap();
         assert_eq!(resized.chain_cache_stats().capacity, 8);
+        assert_eq!(first.chain_cache_stats().entries, 0, "the replaced credentials' cache is emptied");
         until_total(&r, 5);
         let after: Vec<u64> =
             crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
@@ -424,6 +448,7 @@ esp_proposals = ["aes128gcm16"]
         let changed = r.ike().credentials_of("ra").unwrap();
         assert!(!std::sync::Arc::ptr_eq(&resized, &changed));
         assert_eq!(changed.chain_cache_stats().entries, 0, "a new trust, an empty cache");
+        assert_eq!(resized.chain_cache_stats().entries, 0, "and the old one's emptied");
         let e = check(&changed).expect_err("moon's CA is no longer trusted");
         assert!(matches!(e, tern_ike::auth::AuthError::Untrusted(_)), "{e}");
         assert_eq!(changed.chain_cache_stats().entries, 0);

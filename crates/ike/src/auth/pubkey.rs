@@ -250,6 +250,12 @@ impl Credentials {
         self.chains.len()
     }
 
+    /// Forgets the peers' chains checked so far (a reload replaced these
+    /// credentials: their CAs may no longer be trusted).
+    pub fn flush_chain_cache(&self) {
+        self.chains.flush();
+    }
+
     /// The chain cache's entries, size, hits, misses and evictions.
     pub fn chain_cache_stats(&self) -> ChainCacheStats {
         self.chains.stats()

@@ -132,6 +132,14 @@ impl ChainCache {
         }
     }
 
+    /// Forgets every chain (the trust they were checked against is gone).
+    pub fn flush(&self) {
+        if let Ok(mut s) = self.seen.lock() {
+            s.clear();
+            s.shrink_to_fit();
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.seen.lock().map(|s| s.len()).unwrap_or(0)
     }
