@@ -292,7 +292,7 @@ fn dispatch(router: &mut Router, st: &mut OpsState, cmd: Command) -> Result<Repl
         Command::IpsecSaShow(a) => Reply::IpsecSas(ipsec_sa_show(router, &a)?),
         Command::IpsecTunnelShow {} => Reply::IpsecTunnels(ipsec_tunnel_show(router)),
         Command::IkeSaShow(a) => Reply::IkeSas(ike_sa_show(router, &a)?),
-        Command::IkeSaSummary {} => Reply::IkeSaSummary(ike_sa_summary(router)),
+        Command::IkeSaSummary(a) => Reply::IkeSaSummary(ike_sa_summary(router, a.quick)),
         Command::IkePeerShow {} => Reply::IkePeers(ike_peer_show(router)),
         Command::IkeInitiate(a) => Reply::done(ike_initiate(router, &a.peer)?),
         Command::IkeTerminate(a) => Reply::done(ike_terminate(router, &a.peer, a.id)?),

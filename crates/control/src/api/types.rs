@@ -641,6 +641,9 @@ impl From<&tern_ike::StateCounts> for IkeSaCounts {
 pub struct IkeSaSummaryView {
     #[serde(flatten)]
     pub all: IkeSaCounts,
+    /// Counted by a walk of every SA (false: the threads' counters,
+    /// `quick`).
+    pub exact: bool,
     pub peers: Vec<IkePeerSaCounts>,
 }
 

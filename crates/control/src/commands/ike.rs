@@ -67,11 +67,19 @@ pub fn ike_sa_show(router: &Router, a: &IkeSaShowArgs) -> Result<Vec<IkeSaView>,
         .collect())
 }
 
-/// Every IKE SA counted by state, in all and per peer.
-pub fn ike_sa_summary(router: &Router) -> IkeSaSummaryView {
+/// Every IKE SA counted by state, in all and per peer (a walk of every
+/// SA, in each engine thread), or, `quick`, from the threads' published
+/// counters (no walk, no round trip: what a page's header line shows).
+pub fn ike_sa_summary(router: &Router, quick: bool) -> IkeSaSummaryView {
+    if quick {
+        let st = router.ike().metrics().stats;
+        let all = tern_ike::StateCounts { established: st.ike_sas, connecting: st.half_open, ..Default::default() };
+        return IkeSaSummaryView { all: (&all).into(), exact: false, peers: Vec::new() };
+    }
     let s = router.ike().sa_summary();
     IkeSaSummaryView {
         all: (&s.all).into(),
+        exact: true,
         peers: s.by_peer.iter().map(|(peer, c)| IkePeerSaCounts { peer: peer.clone(), counts: c.into() }).collect(),
     }
 }

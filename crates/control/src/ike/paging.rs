@@ -343,8 +343,8 @@ esp_proposals = ["aes128gcm16"]
         let (mut r, _) = start(&dir, &config("", "psk = \"0123456789abcdef\""));
         flood(&r, 250);
         until_total(&r, 250);
-        let s = crate::commands::ike_sa_summary(&r);
-        assert_eq!((s.all.total, s.all.connecting, s.peers.len()), (250, 250, 1));
+        let s = crate::commands::ike_sa_summary(&r, false);
+        assert_eq!((s.all.total, s.all.connecting, s.peers.len(), s.exact), (250, 250, 1, true));
         let all: Vec<u64> =
             crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
         assert_eq!(all.len(), 250);

@@ -210,7 +210,9 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
                 Command::IkeSaShow(ike_sa_args(&IkeSaShowOpts { limit: IKE_SA_PAGE, ..Default::default() }))
             }
             Some(IkeCmd::Sa(NounArgs { verb: Some(IkeSaCmd::Show(o)) })) => Command::IkeSaShow(ike_sa_args(o)),
-            Some(IkeCmd::Sa(NounArgs { verb: Some(IkeSaCmd::Summary) })) => Command::IkeSaSummary {},
+            Some(IkeCmd::Sa(NounArgs { verb: Some(IkeSaCmd::Summary) })) => {
+                Command::IkeSaSummary(IkeSaSummaryArgs::default())
+            }
             Some(IkeCmd::Peer(_)) => Command::IkePeerShow {},
             Some(IkeCmd::Initiate { peer }) => Command::IkeInitiate(IkeInitiateArgs { peer: peer.clone() }),
             Some(IkeCmd::Terminate { peer, id }) => {
@@ -350,11 +352,12 @@ fn ike_sa_args(o: &IkeSaShowOpts) -> IkeSaShowArgs {
     }
 }
 
-/// `ike sa show`: the counts by state (`ike_sa_summary`), then a page
+/// `ike sa show`: the engine threads' counters (`ike_sa_summary` quick:
+/// no walk of the SAs, so a page costs the page), then a page
 /// (one more SA asked than shown, to know whether there is a next page),
 /// then how to get the next page.
 fn ike_sa_show(ctx: &mut Ctx, o: &IkeSaShowOpts, json: bool) -> Result<String, String> {
-    let summary = match ctx.call(&Command::IkeSaSummary {})? {
+    let summary = match ctx.call(&Command::IkeSaSummary(IkeSaSummaryArgs { quick: true }))? {
         Reply::IkeSaSummary(s) => s,
         other => return Err(format!("unexpected answer {other:?}")),
     };

@@ -685,9 +685,16 @@ fn ike_sas(v: &[IkeSaView]) -> String {
 }
 
 /// One line of counts by state: "1000000 IKE SAs: 999990 established,
-/// 5 rekeying, 5 connecting, 0 deleting".
+/// 5 rekeying, 5 connecting, 0 deleting"; from the threads' counters
+/// (`quick`): "1000000 IKE SAs: 999995 established, 5 half-open".
 pub fn ike_sa_summary_line(s: &IkeSaSummaryView) -> String {
     let c = &s.all;
+    if !s.exact {
+        return format!(
+            "{} IKE SAs: {} established, {} half-open (`tern ike sa summary`: by state and peer)\n",
+            c.total, c.established, c.connecting
+        );
+    }
     format!(
         "{} IKE SAs: {} established, {} rekeying, {} connecting, {} deleting\n",
         c.total, c.established, c.rekeying, c.connecting, c.deleting
