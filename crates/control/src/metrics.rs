@@ -487,7 +487,7 @@ fn ike_metrics(s: &mut String, m: &crate::ike::IkeMetrics) {
         (
             "tern_ike_esp_on_ike_socket_total",
             "counter",
-            "UDP 4500 without the non-ESP marker on IKE's kernel socket (ESP, the engine's), dropped.",
+            "ESP on IKE's kernel UDP 4500 socket not handed to the engine: the kernel's copy of frames tern took itself (AF_PACKET), or the engine's queue full.",
             m.esp_dropped,
         ),
         ("tern_ike_send_failures_total", "counter", "IKE datagrams that could not be sent.", m.send_failed),

@@ -978,6 +978,10 @@ pub struct Shared {
     /// checksums included): `ip-inject` sends them through `ip4-lookup` /
     /// `ip6-lookup`. Every worker polls it.
     pub ip_inject: Arc<InjectQueue>,
+    /// ESP in UDP the kernel reassembled and received on a UDP 4500
+    /// socket in Linux mode, rebuilt whole by the control side:
+    /// `esp-from-kernel` sends it to `esp-decrypt`. Every worker polls it.
+    pub esp_from_kernel: Arc<InjectQueue>,
     /// The clients of multipoint IPsec tunnels (remote access).
     pub ipsec_clients: Published<IpsecClients>,
     /// Fragments a worker hands to the worker that owns their datagram
@@ -1000,6 +1004,7 @@ impl Shared {
             ike_rx: Arc::new(ArrayQueue::new(IKE_QUEUE)),
             ike_bell: Arc::new(Doorbell::default()),
             ip_inject: Arc::new(InjectQueue::new(IKE_QUEUE)),
+            esp_from_kernel: Arc::new(InjectQueue::new(IKE_QUEUE)),
             ipsec_clients: Published::new(IpsecClients::default()),
             reass_handoff: Arc::new(crate::reass::Handoff::new(1)),
         }

@@ -291,8 +291,10 @@ impl IkeService {
         let (ev_tx, ev_rx) = mpsc::channel();
         // Where the shards read and what wakes them: the kernel's sockets
         // and an eventfd each, or the engine's queue and its doorbell.
+        // ESP in UDP the kernel reassembled goes to the engine.
+        let esp = Some(Arc::clone(router.kernel_esp()));
         let kernel =
-            if linux { Some(Arc::new(io::KernelUdp::bind(&locals, Arc::clone(&self.counters))?)) } else { None };
+            if linux { Some(Arc::new(io::KernelUdp::bind(&locals, Arc::clone(&self.counters), esp)?)) } else { None };
         let engine = io::EngineTransport { udp: router.engine_udp(), counters: Arc::clone(&self.counters) };
         let mut events_fds = Vec::new();
         let mut inboxes = Vec::new();
