@@ -6,6 +6,7 @@ pub mod afxdp;
 pub mod api;
 pub mod commands;
 pub mod config;
+pub mod esp_kernel;
 pub mod ike;
 pub mod ike_local;
 pub mod interfaces;

@@ -487,11 +487,35 @@ fn ike_metrics(s: &mut String, m: &crate::ike::IkeMetrics) {
         (
             "tern_ike_esp_on_ike_socket_total",
             "counter",
-            "UDP 4500 without the non-ESP marker on IKE's kernel socket (ESP, the engine's), dropped.",
+            "ESP on IKE's kernel UDP 4500 socket not handed to the engine: the kernel's copy of frames tern took itself (AF_PACKET), or the engine's queue full.",
             m.esp_dropped,
         ),
         ("tern_ike_send_failures_total", "counter", "IKE datagrams that could not be sent.", m.send_failed),
         ("tern_ike_install_failures_total", "counter", "Child SAs the data plane refused.", m.install_failed),
+        (
+            "tern_ike_cert_cache_entries",
+            "gauge",
+            "Peers' certificate chains kept checked (every pubkey peer's cache; [ike_service] cert_cache_entries each).",
+            m.chain_cache.entries,
+        ),
+        (
+            "tern_ike_cert_cache_hits_total",
+            "counter",
+            "Peer certificate chains found checked and valid in the cache (no chain check).",
+            m.chain_cache.hits,
+        ),
+        (
+            "tern_ike_cert_cache_misses_total",
+            "counter",
+            "Peer certificate chains checked in full (not cached, outside their validity, or the cache off).",
+            m.chain_cache.misses,
+        ),
+        (
+            "tern_ike_cert_cache_evictions_total",
+            "counter",
+            "Cached chains dropped to make room (a full cache is emptied). Counters restart when a reload changes credentials.",
+            m.chain_cache.evictions,
+        ),
     ] {
         family(s, name, kind, help).sample(name, &[], v);
     }
@@ -947,7 +971,9 @@ mod tests {
             failures: vec![("authentication-failed", 3), ("timeout", 1)],
             ..Default::default()
         };
-        let ike = crate::ike::IkeMetrics { running: true, stats, esp_dropped: 5, ..Default::default() };
+        let chain_cache =
+            tern_ike::auth::ChainCacheStats { entries: 3, capacity: 4096, hits: 40, misses: 3, evictions: 0 };
+        let ike = crate::ike::IkeMetrics { running: true, stats, esp_dropped: 5, chain_cache, ..Default::default() };
         let src = MetricsSource {
             workers: Vec::new(),
             ifaces: Published::new(IfTable::new(Vec::new())),
@@ -964,6 +990,10 @@ mod tests {
             "tern_ike_failures_total{reason=\"timeout\"} 1",
             "tern_ike_cookies_sent_total 0",
             "tern_ike_esp_on_ike_socket_total 5",
+            "tern_ike_cert_cache_entries 3",
+            "tern_ike_cert_cache_hits_total 40",
+            "tern_ike_cert_cache_misses_total 3",
+            "tern_ike_cert_cache_evictions_total 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

@@ -84,6 +84,11 @@ pub struct Router {
     /// child SAs), so it does not wait out its idle pause.
     bell: Arc<ControlBell>,
     started_ns: u64,
+    /// Linux mode: ESP in UDP the kernel received (reassembled) on UDP
+    /// 4500, for the engine (`crate::esp_kernel`), and the wildcard
+    /// sockets bound while an ipsec tunnel exists.
+    kernel_esp: Arc<crate::esp_kernel::KernelEsp>,
+    esp_sockets: Option<crate::esp_kernel::EspSockets>,
 }
 
 /// Port numbers each worker keeps for the TAPs of sub-interfaces a
@@ -459,6 +464,7 @@ impl Router {
         for (iface, handle) in mem {
             lanes.add_mem_port(&iface, handle);
         }
+        let kernel_esp = Arc::new(crate::esp_kernel::KernelEsp::new(&shared, lanes.first().map(Arc::clone)));
         let mut router = Router {
             plan,
             shared,
@@ -470,12 +476,21 @@ impl Router {
             ike: crate::ike::IkeService::default(),
             bell: Arc::new(ControlBell::default()),
             started_ns,
+            kernel_esp,
+            esp_sockets: None,
         };
+        if router.plan.config.linux.linux_mode() && !router.plan.config.linux.tap_exception() {
+            // The kernel sees every frame of an AF_PACKET device: ESP in
+            // UDP its sockets get from one is a copy of tern's.
+            let copies = router.lanes.xdp().opened.iter().filter(|(_, how)| **how == "afpacket");
+            router.kernel_esp.set_copy_devices(copies.map(|(dev, _)| dev.clone()));
+        }
         if router.plan.ifaces.iter().any(|p| matches!(p.kind, IfacePlanKind::Ipsec { .. })) {
             // Linux mode: ESP and ESP in UDP 4500 for the router reach
             // tern, IKE stays the kernel's (`set_plan` follows reloads
             // that add or remove the last ipsec tunnel).
             router.lanes.xdp_mut().set_ipsec_to_tern(true);
+            router.set_esp_sockets(true);
         }
         let t0 = std::time::Instant::now();
         match crate::reload::converge(&mut router, target) {
@@ -574,6 +589,7 @@ impl Router {
     pub fn shutdown(mut self) {
         self.stop_vrrp();
         self.ike.shutdown();
+        self.esp_sockets = None;
         self.lanes.stop_workers();
         self.interfaces.restore_kernel();
         log::info!("stopped");
@@ -592,7 +608,31 @@ impl Router {
             // Linux mode: ESP and ESP in UDP 4500 for the router's
             // addresses reach tern while it terminates IPsec.
             self.lanes.xdp_mut().set_ipsec_to_tern(has);
+            self.set_esp_sockets(has);
         }
+    }
+
+    /// Linux mode: binds (or closes) the wildcard UDP 4500 sockets that
+    /// take fragmented ESP in UDP the kernel reassembled
+    /// (`crate::esp_kernel`). A bind that fails is logged: only
+    /// fragmented ESP in UDP to addresses without `[[ike]]` is lost.
+    fn set_esp_sockets(&mut self, on: bool) {
+        if !on || !self.plan.config.linux.linux_mode() {
+            self.esp_sockets = None;
+            return;
+        }
+        if self.esp_sockets.is_none() {
+            match crate::esp_kernel::EspSockets::start(Arc::clone(&self.kernel_esp)) {
+                Ok(s) => self.esp_sockets = Some(s),
+                Err(e) => log::warn!("{e}"),
+            }
+        }
+    }
+
+    /// Where ESP in UDP the kernel received goes (Linux mode; the IKE
+    /// service's sockets hand theirs here too).
+    pub fn kernel_esp(&self) -> &Arc<crate::esp_kernel::KernelEsp> {
+        &self.kernel_esp
     }
 
     /// The IPsec service (SA database, events).

@@ -149,7 +149,7 @@ impl Tern {
 
     /// A page of `ike_sa_show`.
     fn ike_sa_page(&self, after: Option<u64>, limit: Option<usize>) -> Vec<tern_control::api::types::IkeSaView> {
-        match self.call(Command::IkeSaShow(IkeSaShowArgs { after, limit })) {
+        match self.call(Command::IkeSaShow(IkeSaShowArgs { after, limit, ..Default::default() })) {
             Ok(Reply::IkeSas(v)) => v,
             other => panic!("ike_sa_show: {other:?}"),
         }

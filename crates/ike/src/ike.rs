@@ -18,7 +18,7 @@ use crate::sa::{IkeSa, Start, State};
 use crate::wire::{self, FLAG_INITIATOR, FLAG_RESPONSE, Header};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -69,6 +69,8 @@ pub struct IkeSaInfo {
     /// (child id, inbound SPI, outbound SPI, proposal).
     pub children: Vec<(u64, u32, u32, String)>,
     pub nat: bool,
+    /// The virtual IP handed out to (or received from) the peer.
+    pub virtual_ip: Option<IpAddr>,
 }
 
 /// The cookie secret (RFC 7296 2.6), rotated; the previous one is still
@@ -97,6 +99,10 @@ pub struct Ike {
     pub(crate) peers: Peers,
     /// IKE SAs by the SPI this side chose.
     pub(crate) sas: HashMap<u64, Box<IkeSa>>,
+    /// The same SAs by id -> our SPI, in id order: `ike sa show` pages
+    /// (`crate::listing`) cost the page, not the table. Kept by
+    /// `put_back`, `forget` and `reindex` (about 30 bytes an SA).
+    pub(crate) by_id: BTreeMap<u64, u64>,
     /// Responder half-open SAs by (peer, initiator SPI): a retransmitted
     /// IKE_SA_INIT finds its SA.
     pub(crate) init_index: HashMap<(SocketAddr, u64), u64>,
@@ -151,6 +157,7 @@ impl Ike {
             settings,
             peers: Peers::default(),
             sas: HashMap::new(),
+            by_id: BTreeMap::new(),
             init_index: HashMap::new(),
             child_index: HashMap::new(),
             timers: BinaryHeap::new(),
@@ -420,39 +427,9 @@ impl Ike {
         s
     }
 
+    /// Every IKE SA, by id (`crate::listing` pages them).
     pub fn ike_sas(&self) -> Vec<IkeSaInfo> {
-        let now = self.clock;
-        let mut v: Vec<IkeSaInfo> = self
-            .sas
-            .values()
-            // Not the old SAs a rekey replaced (they go silently).
-            .filter(|sa| sa.state != State::Dead && !sa.announced_down)
-            .map(|sa| {
-                let rekeying = sa.pending.as_ref().is_some_and(|p| {
-                    matches!(p.req, crate::sa::Req::RekeyIke { .. } | crate::sa::Req::RekeyChild { .. })
-                });
-                IkeSaInfo {
-                    id: sa.id,
-                    peer: sa.peer.name.clone(),
-                    local: sa.local,
-                    remote: sa.remote,
-                    spi_i: sa.spi_i,
-                    spi_r: sa.spi_r,
-                    initiator: sa.initiator,
-                    state: if rekeying && sa.state == State::Established { "rekeying" } else { sa.state.name() },
-                    proposal: sa.chosen.map(|c| c.to_string()).unwrap_or_default(),
-                    remote_id: sa.remote_id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
-                    established_secs: match (now, sa.established_at) {
-                        (Some(now), Some(t)) => now.saturating_duration_since(t).as_secs(),
-                        _ => 0,
-                    },
-                    children: sa.children.iter().map(|c| (c.id, c.spi_in, c.spi_out, c.chosen.to_string())).collect(),
-                    nat: sa.nat(),
-                }
-            })
-            .collect();
-        v.sort_by_key(|i| i.id);
-        v
+        self.ike_sa_page(None, usize::MAX, &crate::listing::SaFilter::default())
     }
 
     /// Which shard owns a datagram: by the SPI the receiving side chose
@@ -494,6 +471,12 @@ impl Ike {
                 return;
             }
         }
+        // One B-tree look-up per put-back (an id changes only when a
+        // rekey hands it to the new SA, which then overwrites the entry).
+        let spi = sa.our_spi();
+        if self.by_id.get(&sa.id) != Some(&spi) {
+            self.by_id.insert(sa.id, spi);
+        }
         sa.trim();
         let d = sa.deadline();
         if d != sa.scheduled {
@@ -505,8 +488,22 @@ impl Ike {
         self.sas.insert(sa.our_spi(), sa);
     }
 
+    /// The SA in the table under `spi` took over id `id` from another
+    /// (a lost rekey collision gives the old SA its handle back): `by_id`
+    /// follows, and its previous id `prev`, given up, goes.
+    pub(crate) fn reindex(&mut self, spi: u64, prev: u64) {
+        let Some(id) = self.sas.get(&spi).map(|sa| sa.id) else { return };
+        if prev != id && self.by_id.get(&prev) == Some(&spi) {
+            self.by_id.remove(&prev);
+        }
+        self.by_id.insert(id, spi);
+    }
+
     /// Removes every index entry and count of a dead SA.
     fn forget(&mut self, sa: &mut IkeSa) {
+        if self.by_id.get(&sa.id) == Some(&sa.our_spi()) {
+            self.by_id.remove(&sa.id);
+        }
         self.rekey_collisions.remove(&sa.our_spi());
         self.unmark_half_open(sa);
         if sa.counted_established {

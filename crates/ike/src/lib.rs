@@ -25,6 +25,7 @@ pub mod auth;
 pub mod config;
 pub mod crypto;
 pub mod ike;
+pub mod listing;
 pub mod output;
 mod peers;
 pub mod proposal;
@@ -33,4 +34,5 @@ pub mod wire;
 
 pub use config::{AuthConfig, Identity, PeerConfig, Settings, TrafficSelector};
 pub use ike::{Ike, IkeSaInfo, IkeStats};
+pub use listing::{SaFilter, SaSummary, StateCounts};
 pub use output::{ChildSa, EspKeys, Output};

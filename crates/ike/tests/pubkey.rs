@@ -887,3 +887,32 @@ fn pubkey_critical_extensions_and_name_constraints() {
     let (m, data) = nc.sign(MSG).unwrap();
     anchored.verify(&nc.certs()[..1], &fqdn("nc-ee.tern.test"), NOW, m, &data, MSG).unwrap();
 }
+
+/// The chain cache's counters: a miss then hits; when full it is emptied
+/// and the entries dropped count as evictions; size 0 keeps nothing and
+/// checks every chain in full (misses).
+#[test]
+fn pubkey_chain_cache_counts() {
+    let (moon, mdata) = moon_auth();
+    let sun = creds("sun-chain.pem", "sun.key");
+    let (_, sdata) = sun.sign(MSG).unwrap();
+    let checker = creds("moon.pem", "moon.key").with_signature_cache(1);
+    let verify = |c: &Credentials| {
+        c.verify(&moon.certs(), &fqdn("moon.tern.test"), NOW, 14, &mdata, MSG).unwrap();
+    };
+    verify(&checker);
+    verify(&checker);
+    verify(&checker);
+    let s = checker.chain_cache_stats();
+    assert_eq!((s.entries, s.capacity, s.hits, s.misses, s.evictions), (1, 1, 2, 1, 0));
+    checker.verify(&sun.certs(), &fqdn("sun.tern.test"), NOW, 14, &sdata, MSG).unwrap();
+    let s = checker.chain_cache_stats();
+    assert_eq!((s.entries, s.hits, s.misses, s.evictions), (1, 2, 2, 1), "moon's entry made room for sun's");
+    verify(&checker);
+    assert_eq!(checker.chain_cache_stats().misses, 3, "moon was evicted");
+    let off = creds("moon.pem", "moon.key").with_signature_cache(0);
+    verify(&off);
+    verify(&off);
+    let s = off.chain_cache_stats();
+    assert_eq!((s.entries, s.capacity, s.hits, s.misses), (0, 0, 0, 2));
+}

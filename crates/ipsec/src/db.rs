@@ -394,9 +394,11 @@ pub struct SaDb {
     /// come due, not by walking every SA with a lifetime at every call
     /// (IKE's child SAs all have one: a million of them cost 15 % of the
     /// control thread). Entries of SAs deleted since are dropped as they
-    /// come up. (milliseconds from `epoch`, rounded up; SA id): 16 bytes
-    /// an entry, two an IKE child SA.
-    deadlines: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+    /// come up. One entry an SA, its next deadline (the soft one's check
+    /// pushes the hard one): (milliseconds from `epoch`, rounded up, in
+    /// two halves; SA id), 12 bytes (two entries of 16, one for each
+    /// lifetime, were 32 bytes an IKE child SA, 64 a tunnel).
+    deadlines: std::collections::BinaryHeap<std::cmp::Reverse<Deadline>>,
     epoch: Instant,
     /// The next shard of the base `poll_events` sweeps.
     sweep: usize,
@@ -509,13 +511,8 @@ impl SaDb {
         if counts_life(&sa.soft()) || counts_life(&sa.hard()) {
             self.timed.insert(sa.id, ());
         }
-        for secs in [sa.soft().secs, sa.hard().secs].into_iter().flatten() {
-            let at = sa.added.saturating_duration_since(self.epoch).checked_add(std::time::Duration::from_secs(secs));
-            // A lifetime past what u64 milliseconds hold never comes.
-            let ms = at.and_then(|d| u64::try_from(d.as_millis()).ok().map(|m| (m, d.subsec_nanos() % 1_000_000)));
-            if let Some(at) = ms.and_then(|(m, rest)| m.checked_add(u64::from(rest > 0))) {
-                self.deadlines.push(std::cmp::Reverse((at, sa.id)));
-            }
+        if let Some(at) = next_deadline(&sa, self.epoch, None) {
+            self.deadlines.push(std::cmp::Reverse(deadline(at, sa.id)));
         }
         let mut v = self.spi_now(sa.spi);
         v.push(sa.clone());
@@ -675,12 +672,16 @@ impl SaDb {
         }
         // Time lifetimes come due in order.
         let now_ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
-        while let Some(std::cmp::Reverse((at, id))) = self.deadlines.peek().copied()
-            && at <= now_ms
+        while let Some(std::cmp::Reverse((hi, lo, id))) = self.deadlines.peek().copied()
+            && ms_of(hi, lo) <= now_ms
         {
             self.deadlines.pop();
             if let Some(sa) = self.get(id) {
                 check(sa, now, &mut ev);
+                // The hard lifetime after the soft one.
+                if let Some(next) = next_deadline(sa, self.epoch, Some(ms_of(hi, lo))) {
+                    self.deadlines.push(std::cmp::Reverse(deadline(next, id)));
+                }
             }
         }
         // The others can only run out of sequence numbers (at 2^32 or
@@ -714,6 +715,34 @@ impl SaDb {
     }
 }
 
+/// A deadline in the heap: milliseconds (high and low halves: 12 bytes
+/// with the id where a u64 would make 16), SA id.
+type Deadline = (u32, u32, u32);
+
+fn deadline(ms: u64, id: u32) -> Deadline {
+    ((ms >> 32) as u32, ms as u32, id)
+}
+
+fn ms_of(hi: u32, lo: u32) -> u64 {
+    u64::from(hi) << 32 | u64::from(lo)
+}
+
+/// The first of `sa`'s time lifetimes (soft, hard) to pass (after
+/// `after` milliseconds from `epoch`, if given): when, in milliseconds from `epoch`, rounded
+/// up. A lifetime past what u64 milliseconds hold never comes.
+fn next_deadline(sa: &Sa, epoch: Instant, after: Option<u64>) -> Option<u64> {
+    let added = sa.added().saturating_duration_since(epoch);
+    [sa.soft().secs, sa.hard().secs]
+        .into_iter()
+        .flatten()
+        .filter_map(|secs| {
+            let d = added.checked_add(std::time::Duration::from_secs(secs))?;
+            u64::try_from(d.as_millis()).ok()?.checked_add(u64::from(d.subsec_nanos() % 1_000_000 > 0))
+        })
+        .filter(|&at| after.is_none_or(|a| at > a))
+        .min()
+}
+
 /// A lifetime in packets or bytes (looked at every call: the counters
 /// move without telling).
 fn counts_life(l: &Lifetime) -> bool {
@@ -728,7 +757,7 @@ const SWEEP: usize = 65_536;
 fn check(sa: &Sa, now: Instant, ev: &mut Vec<SaEvent>) {
     let flags = sa.flags.load(Ordering::Relaxed);
     let c = sa.counters();
-    let age = now.saturating_duration_since(sa.added).as_secs();
+    let age = now.saturating_duration_since(sa.added()).as_secs();
     let passed = |l: &Lifetime| {
         if l.packets.is_some_and(|p| c.packets >= p) {
             Some(Reason::Packets)
@@ -778,6 +807,6 @@ fn info(sa: &Sa, now: Instant) -> SaInfo {
         state: sa.state(),
         seq_out: sa.seq_out(),
         seq_in: sa.seq_in(),
-        age_secs: now.saturating_duration_since(sa.added).as_secs(),
+        age_secs: now.saturating_duration_since(sa.added()).as_secs(),
     }
 }

@@ -16,7 +16,8 @@
 //! and SHA-NI when present). Keys are expanded on an SA's first packet
 //! (until then the SA holds its key bytes, zeroizing; [`key_builds`]
 //! counts expansions), and an SA's replay window and counter slots are
-//! made by its first use: an idle SA holds about 200 bytes (see [`sa`]).
+//! made by its first use: an idle SA is one 128-byte allocation with its
+//! `Arc` and its key bytes (see [`sa`]).
 //! Known limit: ring's expanded GCM keys and the HMAC states are freed,
 //! not zeroized, when an SA goes (those crates offer no hook); the
 //! configured key bytes and the AES-CBC schedules are zeroized.

@@ -43,18 +43,22 @@
 //! ## Memory: what an idle SA holds
 //!
 //! An SA is built for a million of them, most idle: the state each
-//! direction needs is made when the first packet needs it. The replay
-//! window is allocated by the first inbound check (an outbound SA never
-//! has one); the sequence counter is one inline atomic (an inbound SA
-//! never writes it); counters as above; lifetimes in seconds only (what
-//! IKE sets) inline, others boxed, and only when set. About 150 bytes and
-//! the key bytes until the first packet (an IKE child SA's two lifetimes
-//! boxed were 96 bytes more, and malloc's 16).
+//! direction needs is made when the first packet needs it, behind one
+//! pointer (`Live`: the expanded keys, then the counter slots at the
+//! first count and the replay window at the first inbound check; an
+//! outbound SA never has one); the sequence counter is one inline atomic
+//! (an inbound SA never writes it); lifetimes in seconds only (what IKE
+//! sets) inline, others boxed, and only when set; the install time as
+//! nanoseconds from the first SA's (8 bytes, an `Instant` takes 16). The
+//! struct is 112 bytes, 128 with the `Arc`'s counts (a size class of
+//! mimalloc's; it was 160 + 16, which mimalloc rounds to 192: the
+//! expanded keys, counter slots and replay window each had their own
+//! `OnceLock`), plus the key bytes until the first packet.
 //!
 //! ## Keys
 //!
 //! The configured key bytes ([`crate::Key`]) are kept, zeroizing, until
-//! the first packet on the SA expands them (ring's AES-GCM key with its
+//! the first use of the SA expands them (ring's AES-GCM key with its
 //! GHASH table is ~0.5 KB, CBC's AES schedules and HMAC states more): the
 //! first worker to need them builds them once ([`std::sync::OnceLock`];
 //! another worker arriving meanwhile waits for that build), the raw bytes
@@ -156,25 +160,39 @@ pub(crate) const F_EV_SOFT: u8 = 4;
 pub(crate) const F_EV_HARD: u8 = 8;
 pub(crate) const F_EV_EXHAUSTED: u8 = 16;
 
-/// An SA's keys: the raw bytes until the first packet, then the expanded
-/// contexts (see the module).
-struct LazyKeys {
-    built: OnceLock<Box<Crypto>>,
-    /// The cipher key then the integrity key; taken (and zeroized) by the
-    /// build.
-    raw: Mutex<Option<Zeroizing<Box<[u8]>>>>,
+/// What an SA makes at its first use (any packet, or a count): the
+/// expanded keys, and beside them, each made when first needed, the
+/// counter slots and the replay window. One pointer in the SA for the
+/// three (an idle SA of a million pays 16 bytes, not 56).
+struct Live {
+    crypto: Crypto,
+    slots: OnceLock<Box<[Slot]>>,
+    /// Made by the first inbound check (an outbound SA has none).
+    replay: OnceLock<Box<Mutex<ReplayWindow>>>,
 }
 
-impl LazyKeys {
-    fn new(key: &[u8], integ_key: &[u8]) -> LazyKeys {
-        let raw: Box<[u8]> = [key, integ_key].concat().into_boxed_slice();
-        LazyKeys { built: OnceLock::new(), raw: Mutex::new(Some(Zeroizing::new(raw))) }
-    }
+/// The cipher key then the integrity key, held until the first use
+/// expands them; taken (and zeroized) by the build.
+type RawKeys = Mutex<Option<Zeroizing<Box<[u8]>>>>;
 
-    fn raw(&self) -> std::sync::MutexGuard<'_, Option<Zeroizing<Box<[u8]>>>> {
-        // Nothing done under the lock can panic half-way.
-        self.raw.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Where [`Sa::added`] counts from (the first SA made).
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+/// `t` as signed nanoseconds from [`EPOCH`] (8 bytes where an `Instant`
+/// takes 16; 292 years either way).
+fn to_nanos(t: Instant) -> i64 {
+    let e = *EPOCH;
+    match t.checked_duration_since(e) {
+        Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        None => i64::try_from(e.saturating_duration_since(t).as_nanos()).map_or(i64::MIN, |n| -n),
     }
+}
+
+fn from_nanos(n: i64) -> Instant {
+    let e = *EPOCH;
+    let d = std::time::Duration::from_nanos(n.unsigned_abs());
+    let t = if n >= 0 { e.checked_add(d) } else { e.checked_sub(d) };
+    t.unwrap_or(e)
 }
 
 /// Sequence numbers reserved for a batch: `first..first + count`.
@@ -205,13 +223,14 @@ pub struct Sa {
     seq_out: AtomicU64,
     /// The highest outbound number allowed.
     seq_cap: u64,
-    keys: LazyKeys,
-    /// Made by the first inbound check.
-    replay: OnceLock<Box<Mutex<ReplayWindow>>>,
-    slots: OnceLock<Box<[Slot]>>,
+    /// Until the first use.
+    raw: RawKeys,
+    /// Made by the first use.
+    live: OnceLock<Box<Live>>,
     /// Soft and hard, when either limits something.
     lifetimes: Lifetimes,
-    pub(crate) added: Instant,
+    /// When it was installed: nanoseconds from [`EPOCH`].
+    added: i64,
 }
 
 /// An SA's soft and hard lifetimes, as small as they can be held: none;
@@ -285,11 +304,10 @@ impl Sa {
             nslots: slots.clamp(1, usize::from(u16::MAX)) as u16,
             seq_out: AtomicU64::new(0),
             seq_cap,
-            keys: LazyKeys::new(cfg.key.as_bytes(), cfg.integ_key.as_bytes()),
-            replay: OnceLock::new(),
-            slots: OnceLock::new(),
+            raw: Mutex::new(Some(Zeroizing::new([cfg.key.as_bytes(), cfg.integ_key.as_bytes()].concat().into()))),
+            live: OnceLock::new(),
             lifetimes: if timed { Lifetimes::of(cfg.soft, cfg.hard) } else { Lifetimes::None },
-            added: now,
+            added: to_nanos(now),
         })
     }
 
@@ -317,15 +335,14 @@ impl Sa {
     /// the replay window (once made). Reads the SA (see [`Sa::prefetch`]).
     #[inline]
     pub fn prefetch_state(&self, worker: u16) {
-        if let Some(c) = self.keys.built.get() {
-            c.prefetch();
-        }
-        if let Some(s) = self.slots.get()
+        let Some(live) = self.live.get() else { return };
+        live.crypto.prefetch();
+        if let Some(s) = live.slots.get()
             && let Some(slot) = s.get(usize::from(worker) % s.len().max(1))
         {
             tern_intrin::prefetch(slot);
         }
-        if let Some(w) = self.replay.get() {
+        if let Some(w) = live.replay.get() {
             tern_intrin::prefetch(&**w);
         }
     }
@@ -333,39 +350,58 @@ impl Sa {
     /// The expanded keys, built by the first caller (see the module).
     #[inline]
     pub(crate) fn crypto(&self) -> Option<&Crypto> {
-        if let Some(c) = self.keys.built.get() {
-            return Some(c);
+        match self.live().crypto {
+            Crypto::Unusable => None,
+            ref c => Some(c),
         }
-        self.crypto_cold()
+    }
+
+    /// What the first use makes (keys expanded; see [`Live`]).
+    #[inline]
+    fn live(&self) -> &Live {
+        match self.live.get() {
+            Some(l) => l,
+            None => self.live_cold(),
+        }
     }
 
     #[cold]
-    fn crypto_cold(&self) -> Option<&Crypto> {
-        let c = self.keys.built.get_or_init(|| {
+    fn live_cold(&self) -> &Live {
+        self.live.get_or_init(|| {
             // Only one caller runs this; the others wait for it.
-            let raw = self.keys.raw().take();
+            let raw = self.raw().take();
             let built = raw.as_ref().and_then(|r| {
                 let (k, ik) = r.split_at(self.cipher.key_len().min(r.len()));
                 Crypto::new(self.cipher, self.integ, k, ik).ok()
             });
             KEY_BUILDS.fetch_add(1, Ordering::Relaxed);
             // `raw` (zeroizing) is dropped here, the key bytes wiped.
-            Box::new(built.unwrap_or(Crypto::Unusable))
-        });
-        match **c {
-            Crypto::Unusable => None,
-            _ => Some(c),
-        }
+            Box::new(Live {
+                crypto: built.unwrap_or(Crypto::Unusable),
+                slots: OnceLock::new(),
+                replay: OnceLock::new(),
+            })
+        })
+    }
+
+    fn raw(&self) -> std::sync::MutexGuard<'_, Option<Zeroizing<Box<[u8]>>>> {
+        // Nothing done under the lock can panic half-way.
+        self.raw.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The keys are expanded (the SA saw a packet).
     pub fn keys_built(&self) -> bool {
-        self.keys.built.get().is_some()
+        self.live.get().is_some()
     }
 
     /// The raw key bytes are still held (not yet expanded; for tests).
     pub fn raw_keys_held(&self) -> bool {
-        self.keys.raw().is_some()
+        self.raw().is_some()
+    }
+
+    /// When the SA was installed (the `now` given to [`Sa::new`]).
+    pub fn added(&self) -> Instant {
+        from_nanos(self.added)
     }
 
     /// The state (one relaxed load: read once per batch).
@@ -429,19 +465,19 @@ impl Sa {
 
     /// The highest inbound sequence number authenticated.
     pub fn seq_in(&self) -> u64 {
-        self.replay.get().map_or(0, |w| lock(w).top())
+        self.live.get().and_then(|l| l.replay.get()).map_or(0, |w| lock(w).top())
     }
 
     /// The window, made on first use (an SA that never receives has none).
     #[inline]
     fn window(&self) -> std::sync::MutexGuard<'_, ReplayWindow> {
-        lock(self.replay.get_or_init(|| Box::new(Mutex::new(ReplayWindow::new(self.replay_window, self.esn)))))
+        lock(self.live().replay.get_or_init(|| Box::new(Mutex::new(ReplayWindow::new(self.replay_window, self.esn)))))
     }
 
     /// The replay window exists (the SA was checked inbound; for tests
     /// and memory accounting).
     pub fn has_replay_window(&self) -> bool {
-        self.replay.get().is_some()
+        self.live.get().is_some_and(|l| l.replay.get().is_some())
     }
 
     /// Anti-replay before decryption: the full sequence number of a packet
@@ -470,7 +506,7 @@ impl Sa {
         if delta.is_zero() {
             return;
         }
-        let slots = self.slots.get_or_init(|| (0..self.nslots.max(1)).map(|_| Slot::default()).collect());
+        let slots = self.live().slots.get_or_init(|| (0..self.nslots.max(1)).map(|_| Slot::default()).collect());
         let Some(slot) = slots.get(usize::from(worker) % slots.len()) else { return };
         for (c, d) in slot.0.iter().zip(delta.to_array()) {
             if d != 0 {
@@ -482,7 +518,7 @@ impl Sa {
     /// The counters summed over workers.
     pub fn counters(&self) -> SaCounters {
         let mut a = [0u64; NCOUNTERS];
-        for s in self.slots.get().map_or(&[][..], |s| &s[..]) {
+        for s in self.live.get().and_then(|l| l.slots.get()).map_or(&[][..], |s| &s[..]) {
             for (t, c) in a.iter_mut().zip(s.0.iter()) {
                 *t = t.wrapping_add(c.load(Ordering::Relaxed));
             }
@@ -513,7 +549,7 @@ impl Sa {
 
     /// Counter slots allocated (the SA counted something).
     pub fn has_counters(&self) -> bool {
-        self.slots.get().is_some()
+        self.live.get().is_some_and(|l| l.slots.get().is_some())
     }
 
     /// The most an encapsulation adds to an inner packet (ESP header, IV,

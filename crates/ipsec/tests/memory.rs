@@ -413,3 +413,17 @@ fn time_lifetimes_come_due_in_order() {
         .collect();
     assert_eq!(hard, (1..=200).filter(|&i| i != 50 && i != 60).collect::<Vec<u32>>());
 }
+
+/// An idle SA is one 128-byte allocation with its `Arc` counts (a
+/// size class of mimalloc and of glibc alike), and `added` reads back the
+/// instant given, before or after the process's first SA.
+#[test]
+fn an_idle_sa_fits_128_bytes_with_its_arc() {
+    assert!(std::mem::size_of::<Sa>() + 16 <= 128, "Sa is {} bytes", std::mem::size_of::<Sa>());
+    let t = Instant::now();
+    let later = Sa::new(cfg(5, Cipher::Aes128Gcm, Integ::None), 2, t).expect("sa");
+    assert_eq!(later.added(), t);
+    let earlier_t = t.checked_sub(std::time::Duration::from_millis(1500)).unwrap_or(t);
+    let earlier = Sa::new(cfg(6, Cipher::Aes128Gcm, Integ::None), 2, earlier_t).expect("sa");
+    assert_eq!(earlier.added(), earlier_t);
+}

@@ -16,7 +16,9 @@
 //! ```
 //!  Fragments for the router: ip4/ip6-local ─> ip4/ip6-reassembly ─> ip4/ip6-local
 //!  IPsec: ip4/ip6-rewrite ─> gre-encap ─> esp-encrypt ─> ip4/ip6-lookup;
-//!         ip4/ip6-local (ESP, UDP 4500) ─> esp-decrypt ─> ip4/ip6-input
+//!         ip4/ip6-local (ESP, UDP 4500) ─> esp-decrypt ─> ip4/ip6-input;
+//!         Linux mode: esp-from-kernel (Shared::esp_from_kernel, ESP in UDP
+//!         the kernel reassembled) ─> esp-decrypt
 //!  IKE (standalone): ip4/ip6-local, esp-decrypt ─> Shared::ike_rx;
 //!         ip-inject (Shared::ip_inject) ─> ip4/ip6-lookup
 //! Every node documents itself (synopsis, next nodes, counters) in its
@@ -73,6 +75,7 @@ pub fn build_graph(shared: &Shared, inject: Arc<ArrayQueue<Inject>>) -> Result<B
     let mut b = GraphBuilder::new();
     b.add(output::ControlInject::new(inject));
     b.add(ike::IpInject::new(Arc::clone(&shared.ip_inject)));
+    b.add(ipsec::EspFromKernel::new(Arc::clone(&shared.esp_from_kernel)));
     b.add(linux::TapInput::new(ifs()));
     b.add(eth::EthernetInput::new(ifs(), shared.params.snapshot()));
     b.add(arp::ArpInput::new(shared));

@@ -579,6 +579,10 @@ fn esp_behind_ipv6_extension_headers_in_linux_mode_over_af_xdp() {
 /// three packets for host1 encrypted by scapy, each ESP packet then cut by
 /// scapy into fragments of at most 600 bytes (`fragment`, `fragment6`),
 /// sent in order, reversed, and in order again, through a raw socket.
+/// scapy's NAT-T header carries UDP length 8 (Linux trims the datagram
+/// to it: an empty payload) and checksum 0, which IPv6 forbids (RFC 8200
+/// 8.1; Linux counts `Udp6InCsumErrors`): both are computed over the whole
+/// datagram before `fragment`/`fragment6` cut it.
 const PY_FRAG_SOURCE: &str = r#"
 import socket, time
 from scapy.layers.ipsec import SecurityAssociation, ESP
@@ -599,13 +603,22 @@ for k, (v6, udp) in enumerate(((False, False), (False, True), (True, False), (Tr
             upper, body = p.nh, p.payload
             p.remove_payload()
             p.nh, p.plen = 44, None
+            if udp:
+                body[UDP].len, body[UDP].chksum = None, None
             p = p / IPv6ExtHdrFragment(nh=upper, id=0x1000 + 10 * k + n) / body
             frags = fragment6(p, 600)
             dst = ('2001:db8:2::1', 0)
             raw = raw6
         else:
-            p = IP(bytes(p))
+            b = bytearray(bytes(p))
+            if udp:
+                # Parsed with length 8, the ESP would be the UDP's padding.
+                ihl = (b[0] & 15) * 4
+                b[ihl + 4:ihl + 6] = (len(b) - ihl).to_bytes(2, 'big')
+            p = IP(bytes(b))
             p.id = 0x1000 + 10 * k + n
+            if udp:
+                p[UDP].chksum = None
             frags = fragment(p, 576)
             dst = ('10.0.2.1', 0)
             raw = raw4
@@ -644,8 +657,11 @@ fn frag_config(lab: &Lab, driver: &str, linux: bool) -> String {
 /// then cut into fragments (in order and reversed), sent through the veth
 /// to tern's address: tern reassembles (`ip4-reassembly`,
 /// `ip6-reassembly`) and decrypts every one, and the inner packets reach
-/// host1; on the lane `driver` (in Linux mode the steering program sends
-/// every fragment of ESP to tern, and ESP in UDP's fragments to Linux).
+/// host1; on the lane `driver`. In Linux mode over AF_XDP the steering
+/// program sends every fragment of ESP to tern, and ESP in UDP's
+/// fragments to Linux, whose reassembled datagram tern's UDP 4500 socket
+/// hands to the engine (`esp-from-kernel`); over AF_PACKET tern
+/// reassembles UDP fragments itself and the kernel's copy is dropped.
 fn fragments(driver: &str, linux: bool, tag: &str) {
     fragments_with(driver, linux, tag, 1);
 }
@@ -655,6 +671,35 @@ fn fragments(driver: &str, linux: bool, tag: &str) {
 /// it (`handed-off`); the `[reassembly]` section given is in force
 /// (`tern status`).
 fn fragments_with(driver: &str, linux: bool, tag: &str, workers: u16) {
+    fragments_ike(driver, linux, tag, workers, false);
+}
+
+/// An `[[ike]]` peer on 10.0.2.1 that never starts (its own tunnel): the
+/// IKE service binds UDP 500 and 4500 of that address in Linux mode.
+const IDLE_IKE_PEER: &str = r#"
+[[tunnel]]
+name = "ikefr"
+type = "ipsec"
+local = "10.0.2.1"
+remote = "10.0.2.99"
+addresses = ["172.18.0.1/30"]
+
+[[ike]]
+name = "idle"
+local = "10.0.2.1"
+remote = "10.0.2.99"
+tunnel = "ikefr"
+start = false
+auth = "psk"
+psk = "an idle peer's psk 0123456789"
+proposals = ["aes128-sha256-x25519"]
+esp_proposals = ["aes128gcm16"]
+"#;
+
+/// [`fragments_with`], with [`IDLE_IKE_PEER`] when `ike`: IPv4's ESP in
+/// UDP then reaches the IKE service's socket on 10.0.2.1:4500 (IPv6's the
+/// wildcard socket), which hands it to the engine all the same.
+fn fragments_ike(driver: &str, linux: bool, tag: &str, workers: u16, ike: bool) {
     if let Some(why) = common::lab_missing().or_else(scapy_missing) {
         eprintln!("skipped: {why}");
         return;
@@ -669,6 +714,9 @@ fn fragments_with(driver: &str, linux: bool, tag: &str, workers: u16) {
         config = format!(
             "[dataplane]\nworkers = {workers}\n\n[reassembly]\nmax_datagrams = 512\ntimeout_ms = 3000\n\n{config}"
         );
+    }
+    if ike {
+        config += IDLE_IKE_PEER;
     }
     std::fs::write(&path, config).expect("config");
     run_tern(&mut lab, &path);
@@ -686,47 +734,56 @@ fn fragments_with(driver: &str, linux: bool, tag: &str, workers: u16) {
     assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
     let got: Vec<String> =
         lines(host).iter().filter_map(|r| r["udp"].as_str().map(|u| u.trim_end_matches('.').to_string())).collect();
-    // In Linux mode ESP in UDP's fragments are the kernel's (it has no
-    // ESP): tern sees them not.
-    let ks: &[u32] = if linux { &[0, 2] } else { &[0, 1, 2, 3] };
-    for &k in ks {
+    for k in 0..4u32 {
         for n in 0..3 {
             let want = format!("fr-{k}-{n}-");
             assert!(got.contains(&want), "{driver}: {want} not on host1 (got {got:?})\ntern log:\n{}", log_of(&lab));
         }
         assert_eq!(sa_counter(&lab, 10 + k as usize, "packets"), 3, "{driver}: SA {}", 10 + k);
     }
-    let n = ks.len() as u64 * 3;
-    assert_eq!(counter(&lab, "esp-decrypt/decrypted"), n, "{driver}");
+    assert_eq!(counter(&lab, "esp-decrypt/decrypted"), 12, "{driver}");
+    // Over AF_XDP in Linux mode the kernel reassembled ESP in UDP (six
+    // datagrams) and tern's socket handed each to the engine once.
+    let from_kernel = counter(&lab, "esp-from-kernel/from-kernel");
+    let by_kernel = if linux && driver == "afxdp" { 6 } else { 0 };
+    assert_eq!(from_kernel, by_kernel, "{driver}: esp-from-kernel/from-kernel");
     let datagrams = counter(&lab, "ip4-reassembly/datagrams") + counter(&lab, "ip6-reassembly/datagrams");
-    assert_eq!(datagrams, n, "{driver}: datagrams reassembled");
+    assert_eq!(datagrams, 12 - by_kernel, "{driver}: datagrams reassembled by tern");
     for node in ["ip4-reassembly", "ip6-reassembly"] {
         for drop in ["timeout", "overlap", "evicted", "too-big-for-buffer", "bad-fragment"] {
             assert_eq!(counter(&lab, &format!("{node}/{drop}")), 0, "{driver}: {node}/{drop}");
         }
     }
+    for drop in ["too-big-for-buffer", "bad-packet"] {
+        assert_eq!(counter(&lab, &format!("esp-from-kernel/{drop}")), 0, "{driver}: esp-from-kernel/{drop}");
+    }
     if driver == "xdp" {
-        assert!(counter(&lab, "xdp-lane/punt-ipsec") + counter(&lab, "xdp-lane/punt-local") >= 2 * n, "xdp-lane punts");
+        assert!(counter(&lab, "xdp-lane/punt-ipsec") + counter(&lab, "xdp-lane/punt-local") >= 24, "xdp-lane punts");
     }
     if linux {
-        let f = counter(&lab, "xdp-steer/ipsec-to-tern");
-        assert!(f >= 2 * n, "xdp-steer/ipsec-to-tern: {f}");
-        // ESP in UDP's fragments went to the kernel, which put the six
-        // datagrams back together and found no UDP 4500 socket: lost,
-        // counted by the kernel only (an IKE daemon's encapsulation
-        // socket would hand them to XFRM, which has no SA either).
+        // tern's UDP 4500 sockets: the wildcards, and with `[[ike]]` the
+        // IKE service's on its address (which the kernel prefers).
+        let ss = String::from_utf8_lossy(&common::sh("ip", &["netns", "exec", &r, "ss", "-Huln"]).stdout).into_owned();
+        assert!(ss.contains("0.0.0.0:4500") && ss.contains("[::]:4500"), "wildcard UDP 4500 sockets: {ss}");
+        assert_eq!(ike, ss.contains("10.0.2.1:4500"), "the IKE service's socket: {ss}");
         let snmp = |file: &str, key: &str| kernel_counter(&r, file, key);
         let (reasm4, reasm6) = (snmp("snmp", "Ip:ReasmOKs"), snmp("snmp6", "Ip6ReasmOKs"));
         let (noports4, noports6) = (snmp("snmp", "Udp:NoPorts"), snmp("snmp6", "Udp6NoPorts"));
-        let (err6, csum6) = (snmp("snmp6", "Udp6InErrors"), snmp("snmp6", "Udp6InCsumErrors"));
+        let csum6 = snmp("snmp6", "Udp6InCsumErrors");
         eprintln!(
-            "linux mode, ESP in UDP fragments: kernel ReasmOKs {reasm4}+{reasm6}, UDP NoPorts {noports4}+{noports6}, Udp6InErrors {err6}, Udp6InCsumErrors {csum6}"
+            "{driver} linux mode, ESP in UDP fragments: kernel ReasmOKs {reasm4}+{reasm6}, UDP NoPorts {noports4}+{noports6}, Udp6InCsumErrors {csum6}"
         );
+        // The kernel put ESP in UDP back together too (its copy, over
+        // AF_PACKET) and found tern's socket: no port unreachable.
         assert!(reasm4 >= 3 && reasm6 >= 3, "the kernel reassembled ESP in UDP: {reasm4} {reasm6}");
-        // IPv6: reassembled, then refused for its UDP checksum (the
-        // script's, which tern does not check) before any socket lookup.
-        assert!(noports4 >= 3, "and found no socket (IPv4): {noports4}");
-        assert!(csum6 >= 3, "IPv6: {csum6} checksum errors");
+        assert_eq!((noports4, noports6, csum6), (0, 0, 0), "{driver}: the kernel's UDP found tern's socket");
+        if driver == "afxdp" {
+            // Plain ESP's fragments were sent to tern (the six datagrams'),
+            // ESP in UDP's passed to Linux as the router's own traffic.
+            let f = counter(&lab, "xdp-steer/ipsec-to-tern");
+            assert!(f >= 12, "xdp-steer/ipsec-to-tern: {f}");
+            assert!(counter(&lab, "xdp-steer/pass-local") >= 12, "xdp-steer/pass-local");
+        }
     }
     if workers > 1 {
         // A datagram is owned by the worker that received it with odds of
@@ -785,4 +842,19 @@ fn fragmented_esp_with_two_workers_over_af_packet() {
 #[test]
 fn fragmented_esp_in_linux_mode_over_af_xdp() {
     fragments("afxdp", true, "l");
+}
+
+/// Linux mode over AF_PACKET: the kernel sees every frame beside tern, so
+/// tern reassembles UDP fragments itself and its UDP 4500 socket drops
+/// the kernel's copy.
+#[test]
+fn fragmented_esp_in_linux_mode_over_af_packet() {
+    fragments("afpacket", true, "q");
+}
+
+/// Linux mode over AF_XDP with `[[ike]]` on 10.0.2.1: the IKE service's
+/// socket takes IPv4's reassembled ESP in UDP and hands it to the engine.
+#[test]
+fn fragmented_esp_in_linux_mode_over_af_xdp_with_ike() {
+    fragments_ike("afxdp", true, "i", 1, true);
 }

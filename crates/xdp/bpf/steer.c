@@ -283,7 +283,9 @@ int tern_steer(struct xdp_md *ctx)
 			// reassemble before XDP: tern's ip4-reassembly does); UDP
 			// 4500 unfragmented only: a UDP fragment's ports are in the
 			// first alone, so all of them go to Linux, which
-			// reassembles them (IKE with certificates).
+			// reassembles them (IKE with certificates; ESP in UDP,
+			// which tern's UDP 4500 sockets then hand to the engine's
+			// esp-from-kernel: crates/control/src/esp_kernel.rs).
 			if ((cfg & CFG_IPSEC_TO_TERN) &&
 			    (ip->proto == IPPROTO_ESP_ || (ip->frag & bpf_htons(0x3fff)) == 0) &&
 			    is_ipsec(ip->proto, (__u8 *)ip + (ip->ver_ihl & 0x0f) * 4, end))
@@ -324,7 +326,8 @@ int tern_steer(struct xdp_md *ctx)
 			// ESP or UDP 4500 also behind extension headers (hop-by-hop,
 			// routing, destination options, a first fragment, AH).
 			if (cfg & CFG_IPSEC_TO_TERN) {
-				// A fragment: ESP's to tern, UDP's to Linux (as in IPv4).
+				// A fragment: ESP's to tern, UDP's to Linux (as in IPv4:
+				// ESP in UDP comes back to tern through its socket).
 				int f = ip6_frag_nh((__u8 *)(ip6 + 1), ip6->nexthdr, end);
 				if (f == IPPROTO_ESP_)
 					return to_xsk(ctx, V_REDIRECT_IPSEC);

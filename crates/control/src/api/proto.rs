@@ -163,8 +163,13 @@ pub enum Command {
     /// The ipsec tunnels and their SAs.
     IpsecTunnelShow {},
     /// IKE SAs (every thread's) with their child SAs, by id; a page of
-    /// them with `after` / `limit`.
+    /// them with `after` / `limit` (a page costs the page, not the SAs),
+    /// filtered by `peer`, `remote`, `virtual_ip`.
     IkeSaShow(IkeSaShowArgs),
+    /// Every IKE SA counted by state, in all and per peer (one walk of
+    /// each thread's SAs), or, `quick`, the threads' published counters
+    /// only (no walk: established and half-open).
+    IkeSaSummary(IkeSaSummaryArgs),
     /// The `[[ike]]` peers: configuration (no keys) and state.
     IkePeerShow {},
     /// Starts an IKE SA with a peer.
@@ -211,6 +216,25 @@ pub struct IkeSaShowArgs {
     /// At most this many; all when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Only this `[[ike]]` peer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// Only those with this remote (peer) address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// Only the one that holds this virtual IP (remote access).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_ip: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IkeSaSummaryArgs {
+    /// The engine threads' counters (refreshed at least every 200 ms) in
+    /// place of a walk of every SA: `established` and `connecting` (half
+    /// open) only, `exact` false, no `peers`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quick: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -454,6 +478,7 @@ pub enum Reply {
     IpsecSas(IpsecSaList),
     IpsecTunnels(Vec<IpsecTunnelView>),
     IkeSas(Vec<IkeSaView>),
+    IkeSaSummary(IkeSaSummaryView),
     IkePeers(Vec<IkePeerView>),
 }
 

@@ -607,7 +607,62 @@ pub struct IkeSaView {
     pub remote_id: String,
     pub established_secs: u64,
     pub nat: bool,
+    /// The virtual IP handed out to (or received from) the peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_ip: Option<String>,
     pub children: Vec<IkeChildView>,
+}
+
+/// IKE SAs counted by state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeSaCounts {
+    pub total: u64,
+    pub connecting: u64,
+    pub established: u64,
+    pub rekeying: u64,
+    pub deleting: u64,
+}
+
+impl From<&tern_ike::StateCounts> for IkeSaCounts {
+    fn from(c: &tern_ike::StateCounts) -> Self {
+        IkeSaCounts {
+            total: c.total(),
+            connecting: c.connecting,
+            established: c.established,
+            rekeying: c.rekeying,
+            deleting: c.deleting,
+        }
+    }
+}
+
+/// `ike_sa_summary`: every IKE SA counted by state, in all and per peer
+/// (sorted by name).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeSaSummaryView {
+    #[serde(flatten)]
+    pub all: IkeSaCounts,
+    /// Counted by a walk of every SA (false: the threads' counters,
+    /// `quick`).
+    pub exact: bool,
+    pub peers: Vec<IkePeerSaCounts>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkePeerSaCounts {
+    pub peer: String,
+    #[serde(flatten)]
+    pub counts: IkeSaCounts,
+}
+
+/// A pubkey peer's cache of checked certificate chains
+/// (`[ike_service] cert_cache_entries`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainCacheView {
+    pub entries: u64,
+    pub capacity: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
 }
 
 /// A child SA of an IKE SA.
@@ -650,6 +705,9 @@ pub struct IkePeerView {
     pub ike_sas: usize,
     pub connecting: usize,
     pub child_sas: usize,
+    /// auth = "pubkey": the cache of the peers' checked chains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_cache: Option<ChainCacheView>,
 }
 
 /// Lowercase hex of bytes.

@@ -1,23 +1,38 @@
 //! `ike_sa_show`, `ike_peer_show`, `ike_initiate`, `ike_terminate`: the IKE
 //! service (`crate::ike`) through the API. Answers never carry keys.
 
-use crate::api::types::{IkeChildView, IkePeerView, IkeSaView};
+use crate::api::types::{ChainCacheView, IkeChildView, IkePeerSaCounts, IkePeerView, IkeSaSummaryView, IkeSaView};
 use crate::api::{ApiError, IkeSaShowArgs};
 use crate::router::Router;
-use std::collections::HashMap;
-use tern_ike::AuthConfig;
+use std::net::IpAddr;
+use tern_ike::{AuthConfig, SaFilter};
 
-/// Every IKE SA, by id, with its child SAs and their data-plane SA ids,
-/// or the page after `a.after` of at most `a.limit`: linear in the SAs
-/// (the children are looked up in one index; a page's views only are
-/// made).
-pub fn ike_sa_show(router: &Router, a: &IkeSaShowArgs) -> Vec<IkeSaView> {
+fn address(key: &str, s: &Option<String>) -> Result<Option<IpAddr>, ApiError> {
+    s.as_deref()
+        .map(|a| {
+            a.parse().map_err(|_| ApiError::invalid(format!("{key}: {} is not an IP address", crate::config::quote(a))))
+        })
+        .transpose()
+}
+
+/// The IKE SAs by id, with their child SAs and their data-plane SA ids:
+/// the page after `a.after` of at most `a.limit` (all when absent) that
+/// the filters match. Each engine thread answers its own page from its
+/// id index and the pages are merged (`crate::ike::paging`): a page costs
+/// O(limit), not O(SAs); a filter costs what it walks until the page is
+/// full. The children's data-plane ids come from one walk of the
+/// installed children only when the page has any.
+pub fn ike_sa_show(router: &Router, a: &IkeSaShowArgs) -> Result<Vec<IkeSaView>, ApiError> {
+    let filter = SaFilter {
+        peer: a.peer.clone(),
+        remote: address("remote", &a.remote)?,
+        virtual_ip: address("virtual_ip", &a.virtual_ip)?,
+    };
     let ike = router.ike();
-    let children = ike.child_index();
-    ike.sas()
+    let page = ike.sa_page(a.after, a.limit.unwrap_or(usize::MAX), &filter);
+    let children = if page.iter().any(|i| !i.children.is_empty()) { ike.child_index() } else { Default::default() };
+    Ok(page
         .into_iter()
-        .filter(|i| a.after.is_none_or(|after| i.id > after))
-        .take(a.limit.unwrap_or(usize::MAX))
         .map(|i| IkeSaView {
             id: i.id,
             local: i.local.to_string(),
@@ -30,6 +45,7 @@ pub fn ike_sa_show(router: &Router, a: &IkeSaShowArgs) -> Vec<IkeSaView> {
             remote_id: i.remote_id.clone(),
             established_secs: i.established_secs,
             nat: i.nat,
+            virtual_ip: i.virtual_ip.map(|v| v.to_string()),
             children: i
                 .children
                 .iter()
@@ -48,25 +64,31 @@ pub fn ike_sa_show(router: &Router, a: &IkeSaShowArgs) -> Vec<IkeSaView> {
                 .collect(),
             peer: i.peer,
         })
-        .collect()
+        .collect())
 }
 
-/// The configured peers and how many SAs each has (one walk of the SAs
-/// and of the children, not one per peer).
+/// Every IKE SA counted by state, in all and per peer (a walk of every
+/// SA, in each engine thread), or, `quick`, from the threads' published
+/// counters (no walk, no round trip: what a page's header line shows).
+pub fn ike_sa_summary(router: &Router, quick: bool) -> IkeSaSummaryView {
+    if quick {
+        let st = router.ike().metrics().stats;
+        let all = tern_ike::StateCounts { established: st.ike_sas, connecting: st.half_open, ..Default::default() };
+        return IkeSaSummaryView { all: (&all).into(), exact: false, peers: Vec::new() };
+    }
+    let s = router.ike().sa_summary();
+    IkeSaSummaryView {
+        all: (&s.all).into(),
+        exact: true,
+        peers: s.by_peer.iter().map(|(peer, c)| IkePeerSaCounts { peer: peer.clone(), counts: c.into() }).collect(),
+    }
+}
+
+/// The configured peers and how many SAs each has (the shards' counts
+/// and one walk of the children, no list of the SAs).
 pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
-    // Per peer: (established or rekeying, connecting, child SAs).
-    let mut counts: HashMap<String, (usize, usize, usize)> = HashMap::new();
-    for s in router.ike().sas() {
-        let e = counts.entry(s.peer).or_default();
-        match s.state {
-            "established" | "rekeying" => e.0 += 1,
-            "connecting" => e.1 += 1,
-            _ => {}
-        }
-    }
-    for ch in router.ike().children() {
-        counts.entry(ch.0).or_default().2 += 1;
-    }
+    let summary = router.ike().sa_summary();
+    let children = router.ike().child_counts();
     router
         .plan()
         .ike
@@ -74,7 +96,7 @@ pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
         .iter()
         .map(|p| {
             let c = &p.source;
-            let (ike_sas, connecting, child_sas) = counts.get(&c.name).copied().unwrap_or_default();
+            let counts = summary.by_peer.iter().find(|(n, _)| *n == c.name).map(|x| x.1.clone()).unwrap_or_default();
             IkePeerView {
                 name: c.name.clone(),
                 local: c.local.clone(),
@@ -90,9 +112,22 @@ pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
                 tunnel: c.tunnel.clone(),
                 start: p.peer.start,
                 encap: c.encap,
-                ike_sas,
-                connecting,
-                child_sas,
+                ike_sas: (counts.established + counts.rekeying) as usize,
+                connecting: counts.connecting as usize,
+                child_sas: children.get(c.name.as_str()).copied().unwrap_or(0),
+                chain_cache: match &router.ike().credentials_of(&c.name) {
+                    Some(creds) => {
+                        let s = creds.chain_cache_stats();
+                        Some(ChainCacheView {
+                            entries: s.entries,
+                            capacity: s.capacity,
+                            hits: s.hits,
+                            misses: s.misses,
+                            evictions: s.evictions,
+                        })
+                    }
+                    None => None,
+                },
             }
         })
         .collect()

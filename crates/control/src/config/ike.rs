@@ -165,7 +165,14 @@ pub struct IkeServiceCfg {
     /// one value until it is wiped (docs/CONFIG.md).
     pub dh_reuse_secs: u64,
     pub dh_reuse_uses: u32,
+    /// Peers' certificate chains kept checked, per pubkey peer (and as
+    /// many issuer signatures); 0: every chain checked in full
+    /// (docs/CONFIG.md).
+    pub cert_cache_entries: usize,
 }
+
+/// The largest `cert_cache_entries` (an entry is about 400 bytes).
+pub const CERT_CACHE_MAX: usize = 1 << 20;
 
 impl Default for IkeServiceCfg {
     fn default() -> Self {
@@ -177,6 +184,7 @@ impl Default for IkeServiceCfg {
             max_half_open_per_peer: s.max_half_open_per_peer,
             dh_reuse_secs: s.dh_reuse.as_secs(),
             dh_reuse_uses: s.dh_reuse_uses,
+            cert_cache_entries: tern_ike::auth::pubkey::SIGNATURE_CACHE,
         }
     }
 }
@@ -325,6 +333,12 @@ pub(super) fn ike(
     if svc.dh_reuse_secs > 0 && svc.dh_reuse_uses < 2 {
         return Err(bad(vec![k("ike_service"), k("dh_reuse_uses")], "need 2 or more to reuse a value"));
     }
+    if svc.cert_cache_entries > CERT_CACHE_MAX {
+        return Err(bad(
+            vec![k("ike_service"), k("cert_cache_entries")],
+            format!("{}: need 0..={CERT_CACHE_MAX} (0: off)", svc.cert_cache_entries),
+        ));
+    }
     let mut names: HashMap<&str, usize> = HashMap::new();
     let mut tunnels: HashMap<&str, usize> = HashMap::new();
     let mut peers = Vec::with_capacity(config.ike.len());
@@ -434,7 +448,8 @@ pub(super) fn ike(
                 }
                 let cas: Vec<std::path::PathBuf> = c.ca.iter().map(|f| base.join(f)).collect();
                 let creds = tern_ike::auth::Credentials::load(&base.join(cert), &base.join(key), &cas)
-                    .map_err(|e| bad(p("certificate"), e.to_string()))?;
+                    .map_err(|e| bad(p("certificate"), e.to_string()))?
+                    .with_signature_cache(svc.cert_cache_entries);
                 AuthConfig::Pubkey(Arc::new(creds))
             }
             other => return Err(bad(p("auth"), format!("{}: \"psk\" or \"pubkey\"", quote(other)))),

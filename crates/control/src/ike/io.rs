@@ -5,6 +5,11 @@
 //! ([`super::shard`]): `read` takes what waits without blocking (IKE
 //! messages, the non-ESP marker stripped), and either is a [`Transport`],
 //! whose `send` adds the marker on 4500.
+//!
+//! ESP in UDP reaching a kernel socket on 4500 (Linux mode: fragmented on
+//! the wire, so the kernel, not the steering program, had it) goes to
+//! [`crate::esp_kernel::KernelEsp`], which hands it to the engine unless
+//! it is the kernel's copy of frames tern received itself (AF_PACKET).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -26,7 +31,9 @@ pub struct IoCounters {
     /// the kernel's error).
     pub send_failed: AtomicU64,
     /// UDP 4500 without the non-ESP marker: ESP, which the engine's
-    /// `esp-decrypt` takes; the kernel's copy is dropped here.
+    /// `esp-decrypt` takes; dropped here when it is the kernel's copy of
+    /// frames tern received itself (AF_PACKET), or the engine's queue is
+    /// full (what is handed over is counted by `crate::esp_kernel`).
     pub esp_dropped: AtomicU64,
     /// NAT keep-alives (one 0xff byte, RFC 3948 2.3): nothing to do.
     pub keepalives: AtomicU64,
@@ -77,13 +84,19 @@ pub struct KernelUdp {
     /// The same, in a fixed order, for poll(2).
     order: Vec<(SocketAddr, Arc<UdpSocket>)>,
     counters: Arc<IoCounters>,
+    /// Where ESP on 4500 goes (None: dropped, counted `esp_dropped`).
+    esp: Option<Arc<crate::esp_kernel::KernelEsp>>,
 }
 
 impl KernelUdp {
     /// Binds 500 and 4500 of every address in `locals`. IP_FREEBIND lets
     /// a socket bind an address the kernel does not have yet (Linux mode:
-    /// it may come with the interface later).
-    pub fn bind(locals: &[std::net::IpAddr], counters: Arc<IoCounters>) -> Result<KernelUdp, String> {
+    /// it may come with the interface later). ESP on 4500 goes to `esp`.
+    pub fn bind(
+        locals: &[std::net::IpAddr],
+        counters: Arc<IoCounters>,
+        esp: Option<Arc<crate::esp_kernel::KernelEsp>>,
+    ) -> Result<KernelUdp, String> {
         let mut sockets = HashMap::new();
         let mut order = Vec::new();
         for &ip in locals {
@@ -97,7 +110,7 @@ impl KernelUdp {
                 sockets.insert(at, s);
             }
         }
-        Ok(KernelUdp { sockets, order, counters })
+        Ok(KernelUdp { sockets, order, counters, esp })
     }
 
     /// Parks until a socket or `event` is readable, or `timeout`.
@@ -122,12 +135,18 @@ impl KernelUdp {
         let start = out.len();
         for (local, sock) in &self.order {
             while out.len() - start < max {
-                let Ok((n, _, from)) = rustix::net::recvfrom(&**sock, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
-                else {
-                    break;
-                };
-                let Some(remote) = from.and_then(|a| SocketAddr::try_from(a).ok()) else { continue };
-                let d = &buf[..n.min(buf.len())];
+                let Some(rx) = crate::esp_kernel::recv_info(sock, local.ip(), &mut *buf) else { break };
+                let remote = rx.remote;
+                let d = &buf[..rx.len.min(buf.len())];
+                if local.port() == NAT_T_PORT
+                    && let Some(esp) = &self.esp
+                    && is_esp(d)
+                {
+                    if !esp.take(*local, remote, rx.ifindex, d) {
+                        self.counters.esp_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 if let Some(r) = ike_payload(local.port(), d, &self.counters) {
                     self.counters.received.fetch_add(1, Ordering::Relaxed);
                     out.push((*local, remote, d[r].to_vec()));
@@ -135,6 +154,12 @@ impl KernelUdp {
             }
         }
     }
+}
+
+/// ESP on port 4500: neither a keep-alive nor marked IKE, and as long as
+/// ESP's SPI and sequence number.
+fn is_esp(d: &[u8]) -> bool {
+    d.len() >= 8 && d.get(..4) != Some(&[0, 0, 0, 0][..])
 }
 
 fn bind_one(at: SocketAddr) -> std::io::Result<UdpSocket> {
@@ -148,6 +173,7 @@ fn bind_one(at: SocketAddr) -> std::io::Result<UdpSocket> {
         rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
         rustix::net::sockopt::set_ipv6_freebind(&fd, true)?;
     }
+    crate::esp_kernel::want_pktinfo(&fd, at.is_ipv6())?;
     rustix::net::bind(&fd, &at)?;
     Ok(UdpSocket::from(fd))
 }

@@ -49,6 +49,7 @@
 //!   count or the set of local addresses changing restarts the service.
 
 pub mod io;
+pub mod paging;
 pub mod shard;
 
 use crate::config::{IKE_SA_ID_BASE, IfacePlanKind, IkePlan};
@@ -158,6 +159,8 @@ pub struct IkeMetrics {
     pub keepalives: u64,
     pub send_failed: u64,
     pub install_failed: u64,
+    /// The pubkey peers' chain caches summed (`paging`).
+    pub chain_cache: tern_ike::auth::ChainCacheStats,
 }
 
 /// The service (see the module). Idle without `[[ike]]`.
@@ -221,7 +224,12 @@ impl IkeService {
         let mut did = self.reconcile(router);
         did |= self.drain(router);
         did |= self.expiries();
-        did |= self.release_held(router, std::time::Instant::now());
+        let now = std::time::Instant::now();
+        did |= self.release_held(router, now);
+        // The client maps' spare copy goes a second after their last change.
+        if let Some(c) = &mut self.clients {
+            c.settle(now);
+        }
         did
     }
 
@@ -276,6 +284,9 @@ impl IkeService {
         if !linux && (self.applied.is_some() || !plan.peers.is_empty()) {
             router.set_ike_local(!plan.peers.is_empty());
         }
+        if let Some(old) = &self.applied {
+            paging::flush_replaced_chains(old, &plan);
+        }
         self.applied = Some(plan);
         true
     }
@@ -291,8 +302,10 @@ impl IkeService {
         let (ev_tx, ev_rx) = mpsc::channel();
         // Where the shards read and what wakes them: the kernel's sockets
         // and an eventfd each, or the engine's queue and its doorbell.
+        // ESP in UDP the kernel reassembled goes to the engine.
+        let esp = Some(Arc::clone(router.kernel_esp()));
         let kernel =
-            if linux { Some(Arc::new(io::KernelUdp::bind(&locals, Arc::clone(&self.counters))?)) } else { None };
+            if linux { Some(Arc::new(io::KernelUdp::bind(&locals, Arc::clone(&self.counters), esp)?)) } else { None };
         let engine = io::EngineTransport { udp: router.engine_udp(), counters: Arc::clone(&self.counters) };
         let mut events_fds = Vec::new();
         let mut inboxes = Vec::new();
@@ -891,6 +904,7 @@ impl IkeService {
             keepalives: self.counters.keepalives.load(Ordering::Relaxed),
             send_failed: self.counters.send_failed.load(Ordering::Relaxed),
             install_failed: self.install_failed,
+            chain_cache: self.chain_cache_stats(),
             ..IkeMetrics::default()
         };
         if let Some(r) = &self.running {

@@ -47,6 +47,16 @@ pub enum Cmd {
         remote: SocketAddr,
     },
     Show(Sender<Vec<IkeSaInfo>>),
+    /// A page of the shard's IKE SAs (`super::paging`): at most `limit`
+    /// after the shard's own id `after` that `filter` matches.
+    Page {
+        after: Option<u64>,
+        limit: usize,
+        filter: tern_ike::SaFilter,
+        reply: Sender<Vec<IkeSaInfo>>,
+    },
+    /// The shard's IKE SAs counted by state and peer.
+    Summary(Sender<tern_ike::SaSummary>),
     Stop,
 }
 
@@ -235,6 +245,12 @@ impl Shard {
             }
             Cmd::Show(reply) => {
                 let _ = reply.send(self.ike.ike_sas());
+            }
+            Cmd::Page { after, limit, filter, reply } => {
+                let _ = reply.send(self.ike.ike_sa_page(after, limit, &filter));
+            }
+            Cmd::Summary(reply) => {
+                let _ = reply.send(self.ike.ike_sa_summary());
             }
             Cmd::Stop => return true,
         }

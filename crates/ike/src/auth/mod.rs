@@ -12,7 +12,7 @@
 pub mod psk;
 pub mod pubkey;
 
-pub use pubkey::{Credentials, PeerCert};
+pub use pubkey::{ChainCacheStats, Credentials, PeerCert};
 
 /// The AUTH payload's method numbers tern uses (RFC 7296 3.8, RFC 7427).
 pub const AUTH_SHARED_KEY: u8 = 2;

@@ -29,6 +29,7 @@ pub use chain::MAX_DEPTH;
 use super::{AUTH_DIGITAL_SIGNATURE, AuthError};
 use crate::config::Identity;
 use algorithm::PublicKey;
+pub use cache::ChainCacheStats;
 use cache::{ChainCache, Checked};
 use chain::{Anchor, Names};
 use keyfile::SigningKey;
@@ -247,6 +248,17 @@ impl Credentials {
     /// Peers' checked chains remembered now (for metrics and tests).
     pub fn cached_chains(&self) -> usize {
         self.chains.len()
+    }
+
+    /// Forgets the peers' chains checked so far (a reload replaced these
+    /// credentials: their CAs may no longer be trusted).
+    pub fn flush_chain_cache(&self) {
+        self.chains.flush();
+    }
+
+    /// The chain cache's entries, size, hits, misses and evictions.
+    pub fn chain_cache_stats(&self) -> ChainCacheStats {
+        self.chains.stats()
     }
 
     /// The subject DN of this side's certificate, as text ("O=tern,

@@ -91,6 +91,7 @@ impl Ike {
             return false;
         };
         let Some(old) = self.sas.get_mut(&old_spi) else { return false };
+        let prev = old.id;
         old.id = sa.id;
         old.children = std::mem::take(&mut sa.children);
         old.virtual_ip = sa.virtual_ip.take();
@@ -103,6 +104,7 @@ impl Ike {
         for spi in spis {
             self.child_index.insert(spi, old_spi);
         }
+        self.reindex(old_spi, prev);
         sa.id = self.new_id();
         sa.announced_down = true;
         log::info!("ike: peer {}: the peer's simultaneous IKE SA rekey lost; ours goes on", sa.who());

@@ -22,7 +22,9 @@
 //!
 //! Fragments go to `ip4-reassembly` (see [`crate::reass`]), which sends
 //! the datagram back here: all of them in standalone mode, those of ESP
-//! and GRE in Linux mode (the others are the kernel's).
+//! and GRE in Linux mode, and UDP's where the kernel has its own copy
+//! (AF_PACKET, for ESP in UDP; the rest is then `left-to-linux`); the
+//! others are the kernel's.
 //!
 //! Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
 //! `gre-input`, `esp-decrypt`, `ip4-reassembly`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
@@ -140,8 +142,15 @@ fn local4(
     };
     let proto = ip.protocol();
     // Fragments are put back together first: all in standalone mode; in
-    // Linux mode ESP's and GRE's (tern's), the rest being the kernel's.
-    if ip.is_fragment() && (!linux || proto.0 == crate::ipsec::IPPROTO_ESP || proto == IpProtocol::GRE) {
+    // Linux mode ESP's and GRE's (tern's), and UDP's where the kernel has
+    // its own copy (not through a TAP): ESP in UDP is tern's, the rest
+    // left to Linux once whole; the rest being the kernel's.
+    if ip.is_fragment()
+        && (!linux
+            || proto.0 == crate::ipsec::IPPROTO_ESP
+            || proto == IpProtocol::GRE
+            || (proto == IpProtocol::UDP && !punt))
+    {
         return Ip4LocalNext::Reass as u16;
     }
     if !ip.is_fragment()

@@ -20,7 +20,8 @@
 //! straight back on the link), `ip6-icmp-error`, `gre-input`,
 //! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode),
 //! `ip6-reassembly` (fragments: all in standalone mode, ESP's and GRE's in
-//! Linux mode; see [`crate::reass`]), `linux-punt`, `drop`.
+//! Linux mode, and UDP's where the kernel has its own copy, for ESP in
+//! UDP; see [`crate::reass`]), `linux-punt`, `drop`.
 //! Counters: [`Ip6LocalError::DESCS`].
 //!
 //! Config: the interfaces' addresses, `Params::linux_owns_local` and
@@ -173,8 +174,11 @@ fn local6(
     if walk.fragment_offset.is_some_and(|f| !crate::ipsec::is_atomic_fragment(l3.get(40..).unwrap_or_default(), f)) {
         // Put back together: all in standalone mode; in Linux mode ESP's
         // and GRE's (tern's; the fragment header's next header, which a
-        // later fragment's walk reports), the rest being the kernel's.
-        let ours = matches!(walk.upper_protocol.0, crate::ipsec::IPPROTO_ESP | 47);
+        // later fragment's walk reports), and UDP's where the kernel has
+        // its own copy (AF_PACKET: ESP in UDP is tern's, the rest is left
+        // to Linux once whole); the rest is the kernel's.
+        let ours = matches!(walk.upper_protocol.0, crate::ipsec::IPPROTO_ESP | 47)
+            || (walk.upper_protocol == IpProtocol::UDP && linux == Linux::HasCopy);
         if linux == Linux::No || ours {
             return Ip6LocalNext::Reass as u16;
         }

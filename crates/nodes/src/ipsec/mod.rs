@@ -17,7 +17,8 @@
 //! check, its ICV, the window update, loses its outer headers and ESP
 //! framing and enters `ip4-input`/`ip6-input` as received on the tunnel.
 //!
-//! One node a file: [`encrypt`] and [`decrypt`].
+//! One node a file: [`encrypt`], [`decrypt`] and [`from_kernel`] (Linux
+//! mode: ESP in UDP the kernel reassembled).
 
 use crate::state::IfTable;
 use std::collections::HashMap;
@@ -30,9 +31,11 @@ use tern_wire::checksum;
 
 pub mod decrypt;
 pub mod encrypt;
+pub mod from_kernel;
 
 pub use decrypt::{EspDecrypt, EspDecryptError, EspDecryptNext};
 pub use encrypt::{EspEncrypt, EspEncryptError, EspEncryptNext};
+pub use from_kernel::{EspFromKernel, EspFromKernelError, EspFromKernelNext};
 
 /// IP protocol number of ESP.
 pub const IPPROTO_ESP: u8 = 50;

@@ -304,7 +304,7 @@ pub enum IpsecCmd {
 #[derive(Subcommand, Debug, Clone)]
 pub enum IkeCmd {
     /// The IKE SAs (every engine thread's) with their child SAs.
-    Sa(NounArgs<ShowOnly>),
+    Sa(NounArgs<IkeSaCmd>),
     /// The `[[ike]]` peers: configuration (no keys) and SA counts.
     Peer(NounArgs<ShowOnly>),
     /// Starts an IKE SA (and its child SA) with a peer.
@@ -312,6 +312,38 @@ pub enum IkeCmd {
     /// Deletes a peer's IKE SAs and their child SAs, or one IKE SA by id.
     Terminate { peer: String, id: Option<u64> },
 }
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum IkeSaCmd {
+    /// The counts by state, then a page of IKE SAs by id (the next page:
+    /// `--after` the last id shown, as the last line says).
+    #[command(visible_aliases = ["list", "ls"])]
+    Show(IkeSaShowOpts),
+    /// Every IKE SA counted by state, in all and per peer.
+    Summary,
+}
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct IkeSaShowOpts {
+    /// Only IKE SAs with a larger id (the last id of the previous page).
+    #[arg(long)]
+    pub after: Option<u64>,
+    /// At most this many (0: all, which at a million SAs is a lot).
+    #[arg(long, default_value_t = IKE_SA_PAGE)]
+    pub limit: usize,
+    /// Only this `[[ike]]` peer's.
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// Only those with this remote (peer) address.
+    #[arg(long)]
+    pub remote: Option<String>,
+    /// Only the one holding this virtual IP (remote access).
+    #[arg(long, visible_alias = "virtual-ip")]
+    pub vip: Option<String>,
+}
+
+/// IKE SAs a page of `tern ike sa show` lists unless told.
+pub const IKE_SA_PAGE: usize = 100;
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum IpsecSaCmd {

@@ -206,7 +206,13 @@ pub fn request(cmd: &OpCmd) -> Result<Option<Command>, String> {
             Some(IpsecCmd::Tunnel(_)) => Command::IpsecTunnelShow {},
         },
         OpCmd::Ike(n) => match &n.verb {
-            None | Some(IkeCmd::Sa(_)) => Command::IkeSaShow(IkeSaShowArgs::default()),
+            None | Some(IkeCmd::Sa(NounArgs { verb: None })) => {
+                Command::IkeSaShow(ike_sa_args(&IkeSaShowOpts { limit: IKE_SA_PAGE, ..Default::default() }))
+            }
+            Some(IkeCmd::Sa(NounArgs { verb: Some(IkeSaCmd::Show(o)) })) => Command::IkeSaShow(ike_sa_args(o)),
+            Some(IkeCmd::Sa(NounArgs { verb: Some(IkeSaCmd::Summary) })) => {
+                Command::IkeSaSummary(IkeSaSummaryArgs::default())
+            }
             Some(IkeCmd::Peer(_)) => Command::IkePeerShow {},
             Some(IkeCmd::Initiate { peer }) => Command::IkeInitiate(IkeInitiateArgs { peer: peer.clone() }),
             Some(IkeCmd::Terminate { peer, id }) => {
@@ -319,6 +325,12 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
             verb: Some(IpsecCmd::Sa(NounArgs { verb: Some(IpsecSaCmd::Add { file: Some(f), .. }) })),
         }) => return ipsec_sa_file(ctx, f),
         OpCmd::Shell => return Err("already in the shell".into()),
+        OpCmd::Ike(NounArgs { verb: None | Some(IkeCmd::Sa(NounArgs { verb: None })) }) => {
+            return ike_sa_show(ctx, &IkeSaShowOpts { limit: IKE_SA_PAGE, ..Default::default() }, json);
+        }
+        OpCmd::Ike(NounArgs { verb: Some(IkeCmd::Sa(NounArgs { verb: Some(IkeSaCmd::Show(o)) })) }) => {
+            return ike_sa_show(ctx, o, json);
+        }
         _ => {}
     }
     let Some(req) = request(cmd)? else { return Ok(String::new()) };
@@ -327,6 +339,53 @@ pub fn execute(ctx: &mut Ctx, cmd: &OpCmd, json: bool) -> Result<String, String>
         return render::json(&reply);
     }
     Ok(render::human(cmd, &reply))
+}
+
+/// The API's `ike_sa_show` arguments of `ike sa show`'s options.
+fn ike_sa_args(o: &IkeSaShowOpts) -> IkeSaShowArgs {
+    IkeSaShowArgs {
+        after: o.after,
+        limit: (o.limit > 0).then_some(o.limit),
+        peer: o.peer.clone(),
+        remote: o.remote.clone(),
+        virtual_ip: o.vip.clone(),
+    }
+}
+
+/// `ike sa show`: the engine threads' counters (`ike_sa_summary` quick:
+/// no walk of the SAs, so a page costs the page), then a page
+/// (one more SA asked than shown, to know whether there is a next page),
+/// then how to get the next page.
+fn ike_sa_show(ctx: &mut Ctx, o: &IkeSaShowOpts, json: bool) -> Result<String, String> {
+    let summary = match ctx.call(&Command::IkeSaSummary(IkeSaSummaryArgs { quick: true }))? {
+        Reply::IkeSaSummary(s) => s,
+        other => return Err(format!("unexpected answer {other:?}")),
+    };
+    let mut args = ike_sa_args(o);
+    args.limit = args.limit.map(|l| l.saturating_add(1));
+    let mut sas = match ctx.call(&Command::IkeSaShow(args))? {
+        Reply::IkeSas(v) => v,
+        other => return Err(format!("unexpected answer {other:?}")),
+    };
+    let more = o.limit > 0 && sas.len() > o.limit;
+    sas.truncate(if o.limit > 0 { o.limit } else { sas.len() });
+    let next_after = if more { sas.last().map(|s| s.id) } else { None };
+    if json {
+        let v = serde_json::json!({ "summary": summary, "sas": sas, "next_after": next_after });
+        return json_text(&v);
+    }
+    let mut out = render::ike_sa_summary_line(&summary);
+    out.push_str(&render::human(&OpCmd::Status, &Reply::IkeSas(sas)));
+    if let Some(last) = next_after {
+        let mut next = format!("tern ike sa show --after {last} --limit {}", o.limit);
+        for (flag, v) in [("--peer", &o.peer), ("--remote", &o.remote), ("--vip", &o.vip)] {
+            if let Some(v) = v {
+                next.push_str(&format!(" {flag} {v}"));
+            }
+        }
+        out.push_str(&format!("more: {next}\n"));
+    }
+    Ok(out)
 }
 
 /// Routes per `route_batch` request from a file, at most: each request

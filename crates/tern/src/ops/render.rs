@@ -68,6 +68,7 @@ pub fn human(cmd: &OpCmd, reply: &Reply) -> String {
         Reply::IpsecSas(l) => ipsec_sas(l),
         Reply::IpsecTunnels(v) => ipsec_tunnels(v),
         Reply::IkeSas(v) => ike_sas(v),
+        Reply::IkeSaSummary(s) => ike_sa_summary(s),
         Reply::IkePeers(v) => ike_peers(v),
         Reply::Interfaces(v) => {
             let only = match cmd {
@@ -683,6 +684,51 @@ fn ike_sas(v: &[IkeSaView]) -> String {
     table(&["id", "peer", "state", "endpoints", "spi-i/spi-r", "proposal", "remote-id", "nat", "age-s"], &rows, &[0, 8])
 }
 
+/// One line of counts by state: "1000000 IKE SAs: 999990 established,
+/// 5 rekeying, 5 connecting, 0 deleting"; from the threads' counters
+/// (`quick`): "1000000 IKE SAs: 999995 established, 5 half-open".
+pub fn ike_sa_summary_line(s: &IkeSaSummaryView) -> String {
+    let c = &s.all;
+    if !s.exact {
+        return format!(
+            "{} IKE SAs: {} established, {} half-open (`tern ike sa summary`: by state and peer)\n",
+            c.total, c.established, c.connecting
+        );
+    }
+    format!(
+        "{} IKE SAs: {} established, {} rekeying, {} connecting, {} deleting\n",
+        c.total, c.established, c.rekeying, c.connecting, c.deleting
+    )
+}
+
+/// `ike sa summary`: the counts, then per peer.
+fn ike_sa_summary(s: &IkeSaSummaryView) -> String {
+    let mut out = ike_sa_summary_line(s);
+    if s.peers.is_empty() {
+        return out;
+    }
+    let rows: Vec<Vec<String>> = s
+        .peers
+        .iter()
+        .map(|p| {
+            let c = &p.counts;
+            [c.total, c.established, c.rekeying, c.connecting, c.deleting].iter().map(u64::to_string).fold(
+                vec![p.peer.clone()],
+                |mut v, x| {
+                    v.push(x);
+                    v
+                },
+            )
+        })
+        .collect();
+    out.push_str(&table(
+        &["peer", "total", "established", "rekeying", "connecting", "deleting"],
+        &rows,
+        &[1, 2, 3, 4, 5],
+    ));
+    out
+}
+
 /// `ike peer show`.
 fn ike_peers(v: &[IkePeerView]) -> String {
     if v.is_empty() {
@@ -703,11 +749,28 @@ fn ike_peers(v: &[IkePeerView]) -> String {
                 p.child_sas.to_string(),
                 p.proposals.join(","),
                 p.esp_proposals.join(","),
+                match &p.chain_cache {
+                    Some(c) => format!("{}/{} hits {} misses {}", c.entries, c.capacity, c.hits, c.misses),
+                    None => "-".into(),
+                },
             ]
         })
         .collect();
     table(
-        &["peer", "endpoints", "auth", "ids", "tunnel", "mode", "ike-sas", "connecting", "child-sas", "ike", "esp"],
+        &[
+            "peer",
+            "endpoints",
+            "auth",
+            "ids",
+            "tunnel",
+            "mode",
+            "ike-sas",
+            "connecting",
+            "child-sas",
+            "ike",
+            "esp",
+            "cert-cache",
+        ],
         &rows,
         &[6, 7, 8],
     )
