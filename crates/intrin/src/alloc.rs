@@ -9,8 +9,9 @@
 //! `MADV_HUGEPAGE` (its `allow_thp` option, on by default), so with THP in
 //! `madvise` or `always` mode the kernel backs them with 2 MiB pages as
 //! they are first touched. A million SAs, their key schedules and the
-//! client map's entries are 1.5 GB of small objects: on 4 KiB pages, one
-//! packet per SA through a sample of them takes a TLB miss (a page walk)
+//! client map's entries are most of the 0.7 GB RSS of `tern-bench engine
+//! --extra-sas 1000000`, small objects (0.57 GB of it on huge pages): on
+//! 4 KiB pages, one packet per SA through a sample of them takes a TLB miss (a page walk)
 //! on each, on huge pages one TLB entry covers 512 times as much.
 //! `MIMALLOC_ALLOW_THP=0` in the environment switches this off for the
 //! process (mimalloc then also sets `PR_SET_THP_DISABLE`); docs/CONFIG.md.
