@@ -236,6 +236,11 @@ pub struct Run {
     /// IPsec spread: frames in a row on each SA.
     pub burst: u32,
     pub spread_sas_used: u32,
+    /// The process's memory on transparent huge pages after the run
+    /// (`AnonHugePages`; None where /proc does not say): the heap that
+    /// holds the SAs is on them when the allocator advised it and the
+    /// kernel found the pages (`tern_intrin::alloc`).
+    pub huge_page_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -280,13 +285,14 @@ impl fmt::Display for EngineBenchReport {
         for r in self.runs.iter().filter(|r| r.spread > 0) {
             writeln!(
                 f,
-                "{:<18} spread over {} SAs of {} installed (clients of a multipoint tunnel), {} packet{} a burst: {} of them carried packets",
+                "{:<18} spread over {} SAs of {} installed (clients of a multipoint tunnel), {} packet{} a burst: {} of them carried packets; {} on huge pages",
                 r.scenario.name(),
                 r.spread,
                 r.sas_installed,
                 r.burst,
                 if r.burst == 1 { "" } else { "s" },
-                r.spread_sas_used
+                r.spread_sas_used,
+                r.huge_page_bytes.map_or_else(|| "unknown".to_owned(), |b| format!("{} MiB", b >> 20))
             )?;
         }
         if self.workers > 1 {
@@ -919,6 +925,7 @@ fn measure(su: &Setup, opts: &EngineBenchOpts) -> Result<Run, String> {
                 .filter(|&id| sadb.get(id).is_some_and(|sa| sa.counters().packets > 0))
                 .count() as u32
         },
+        huge_page_bytes: tern_intrin::alloc::huge_page_bytes(),
     })
 }
 

@@ -5,6 +5,10 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+// The router's global allocator (`tern_intrin::alloc`), so that
+// `tern-bench engine` measures the product's heap (mimalloc on huge pages).
+tern_intrin::global_allocator!();
+
 type Res = Result<ExitCode, String>;
 
 /// tern's laboratory: benchmarks and the RFC 2544 tester.

@@ -6,6 +6,8 @@
 //! (a monotonic clock instead of the TSC, no prefetch).
 #![deny(unsafe_code)]
 
+#[cfg(feature = "alloc")]
+pub mod alloc;
 mod simd;
 
 pub use simd::Bytes16;

@@ -14,12 +14,9 @@ macro_rules! println {
     ($($t:tt)*) => { $crate::stdout_fmt(format_args!("{}\n", format_args!($($t)*))) };
 }
 
-/// mimalloc rather than glibc's malloc: with a million tunnels held,
-/// glibc's per-chunk header and 16-byte rounding, and its per-thread arenas,
-/// cost RSS per idle tunnel that mimalloc's size-class pages do not
-/// (docs/ARCHITECTURE.md, "Libraries").
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// mimalloc rather than glibc's malloc, its heap on transparent huge pages:
+// the same declaration as tern-bench's (`tern_intrin::alloc`: why).
+tern_intrin::global_allocator!();
 
 mod lab;
 mod ops;
