@@ -412,16 +412,24 @@ impl Router {
                     bindings.push(PortBinding { input: Some(tap_input), ..PortBinding::new(Box::new(q), *ifindex) });
                 }
             }
+            let cpu = plan.config.dataplane.cpus.get(usize::from(w)).copied();
             let idle = match plan.config.dataplane.idle {
+                // A worker pinned to one of `control_cpus` shares its CPU
+                // with the control side's threads (the IKE engines among
+                // them): its empty loops before a sleep would only delay
+                // them, so it sleeps at the first.
+                IdleMode::Sleep if cpu.is_some_and(|c| plan.config.dataplane.control_cpus.contains(&c)) => {
+                    match IdlePolicy::default() {
+                        IdlePolicy::Sleep { timeout_ms, long_timeout_ms, .. } => {
+                            IdlePolicy::Sleep { spins: 1, timeout_ms, long_timeout_ms }
+                        }
+                        spin => spin,
+                    }
+                }
                 IdleMode::Sleep => IdlePolicy::default(),
                 IdleMode::Spin => IdlePolicy::Spin,
             };
-            let cfg = WorkerConfig {
-                id: w,
-                cpu: plan.config.dataplane.cpus.get(usize::from(w)).copied(),
-                idle,
-                input_node: built.input,
-            };
+            let cfg = WorkerConfig { id: w, cpu, idle, input_node: built.input };
             let spare = if tap { SPARE_TAP_PORTS } else { 0 };
             let worker = Worker::with_spare_ports(
                 cfg,
@@ -576,7 +584,7 @@ impl Router {
     pub fn run(&mut self, stop: &std::sync::atomic::AtomicBool) {
         let mut pause = IdlePause::default();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            self.bell.rung.store(false, std::sync::atomic::Ordering::SeqCst);
+            self.bell.clear();
             let busy = self.poll();
             let wait = self.bound_pause(pause.next(busy));
             if !busy {
@@ -865,7 +873,20 @@ impl ControlBell {
         self.bell.ring();
     }
 
-    fn wait(&self, timeout: std::time::Duration) {
-        self.bell.wait(timeout, || self.rung.load(std::sync::atomic::Ordering::SeqCst));
+    /// Forgets the rings so far: call before a round that looks at
+    /// everything they may have announced.
+    pub fn clear(&self) {
+        self.rung.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether it rang since the last [`ControlBell::clear`].
+    pub fn is_rung(&self) -> bool {
+        self.rung.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Parks until a ring since the last [`ControlBell::clear`], or
+    /// `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        self.bell.wait(timeout, || self.is_rung());
     }
 }

@@ -686,9 +686,8 @@ impl super::Router {
     /// 10 ms advertisement interval needs the loop within about a
     /// millisecond of it, not after its 20 ms idle pause).
     pub fn bound_pause(&self, pause: Duration) -> Duration {
-        // IKE exchanges in flight: their child SAs are installed within
-        // the short pause, not the idle one (`crate::ike`).
-        let pause = if self.ike().in_flight() { pause.min(crate::ike::BUSY_PAUSE) } else { pause };
+        // (IKE needs no short pause while exchanges are in flight: a
+        // shard rings the loop's bell when it hands over child SAs.)
         match self.vrrp.next_deadline() {
             Some(d) => pause.min(d.saturating_duration_since(Instant::now())),
             None => pause,

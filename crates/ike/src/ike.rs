@@ -140,6 +140,8 @@ pub struct Ike {
     /// At most one reused DH value per group (empty unless
     /// `Settings::dh_reuse`).
     pub(crate) reused_dh: Vec<ReusedDh>,
+    /// IKE SAs up and down, logged one by one up to a rate, then summed.
+    pub(crate) event_log: crate::eventlog::EventLog,
 }
 
 /// A `start` peer whose IKE SA failed or died is initiated again after this.
@@ -177,6 +179,7 @@ impl Ike {
             rekey_collisions: HashMap::new(),
             contacted: std::collections::HashSet::new(),
             reused_dh: Vec::new(),
+            event_log: crate::eventlog::EventLog::default(),
         }
     }
 
@@ -347,6 +350,7 @@ impl Ike {
     /// half-open expiry).
     pub fn poll(&mut self, now: Instant) {
         self.clock = Some(now);
+        self.event_log.flush(now);
         if self.restarts.iter().any(|(t, _)| *t <= now) {
             let (due, later): (Vec<_>, Vec<_>) =
                 std::mem::take(&mut self.restarts).into_iter().partition(|(t, _)| *t <= now);
@@ -405,7 +409,8 @@ impl Ike {
     pub fn next_deadline(&self) -> Option<Instant> {
         let t = self.timers.peek().map(|Reverse((t, _))| *t);
         let dh = self.reused_dh.iter().map(|d| d.until).min();
-        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min(), dh].into_iter().flatten().min()
+        let log = self.event_log.deadline();
+        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min(), dh, log].into_iter().flatten().min()
     }
 
     /// What to do, in order; the caller drains it after every call.
@@ -846,7 +851,10 @@ impl Ike {
             self.restarts.push((now + RESTART_DELAY, sa.peer.name.clone()));
         }
         if !sa.announced_down && (sa.announced_up || sa.initiator) {
-            if sa.announced_up {
+            if sa.announced_up
+                && log::log_enabled!(log::Level::Info)
+                && self.event_log.allow(self.clock.unwrap_or_else(Instant::now), crate::eventlog::Routine::Down)
+            {
                 log::info!(
                     "ike: peer {}: IKE SA {} ({}) down: {reason}",
                     sa.who(),

@@ -24,6 +24,7 @@
 pub mod auth;
 pub mod config;
 pub mod crypto;
+mod eventlog;
 pub mod ike;
 pub mod listing;
 pub mod output;

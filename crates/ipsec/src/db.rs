@@ -402,6 +402,11 @@ pub struct SaDb {
     epoch: Instant,
     /// The next shard of the base `poll_events` sweeps.
     sweep: usize,
+    /// `sa::exhaustions()` when `poll_events` last looked, and the shards
+    /// of the base left to sweep for the events of SAs that ran out since
+    /// (none to sweep while no SA runs out).
+    exhaustions_seen: u64,
+    sweep_left: usize,
     published: Arc<Published<SaTable>>,
     /// Changes staged since the last publication, and the average per
     /// publication (scaled by 16, a moving average): `rebuild_at`'s b.
@@ -435,6 +440,8 @@ impl SaDb {
             deadlines: std::collections::BinaryHeap::new(),
             epoch: Instant::now(),
             sweep: 0,
+            exhaustions_seen: 0,
+            sweep_left: 0,
             published: Arc::new(Published::new(SaTable::default())),
             staged: 0,
             per_publish16: 16,
@@ -658,10 +665,11 @@ impl SaDb {
     /// limits, and inbound packet limits, take effect then; the outbound
     /// packet limit is exact (the sequence counter stops at it). SAs with
     /// packet or byte lifetimes are looked at every call, time lifetimes
-    /// as they come due (a heap of deadlines), and every SA without a
-    /// packet or byte lifetime 65,536 a call, for sequence numbers run out
+    /// as they come due (a heap of deadlines), and, once the data path
+    /// has found an SA out of sequence numbers (`sa::exhaustions`), every
+    /// SA without a packet or byte lifetime, 65,536 a call, for that event
     /// (the SA itself stops at once; only the event may come that many
-    /// calls later).
+    /// calls later). Without one, nothing is swept.
     pub fn poll_events(&mut self, now: Instant) -> Vec<SaEvent> {
         let mut ev = Vec::new();
         // SAs with packet or byte lifetimes: every call.
@@ -690,13 +698,19 @@ impl SaDb {
         // not cost a walk of a million every second (small tables are
         // walked whole each call); the SAs staged since the base, few,
         // every call.
+        // Only after an SA ran out: a whole sweep from then (a new one if
+        // another runs out meanwhile).
+        let exhaustions = crate::sa::exhaustions();
+        if exhaustions != self.exhaustions_seen {
+            self.exhaustions_seen = exhaustions;
+            self.sweep_left = SHARDS;
+        }
         let mut looked = 0;
-        for _ in 0..SHARDS {
-            if looked >= SWEEP {
-                break;
-            }
+        let sweeping = self.sweep_left > 0;
+        while self.sweep_left > 0 && looked < SWEEP {
             let shard = &self.base.by_id.maps[self.sweep % SHARDS];
             self.sweep = (self.sweep + 1) % SHARDS;
+            self.sweep_left -= 1;
             looked += shard.len();
             for (id, sa) in shard {
                 if !self.timed.contains_key(id) && !self.ids.contains_key(id) {
@@ -704,9 +718,11 @@ impl SaDb {
                 }
             }
         }
-        for sa in self.ids.values().flatten() {
-            if !self.timed.contains_key(&sa.id) {
-                check(sa, now, &mut ev);
+        if sweeping {
+            for sa in self.ids.values().flatten() {
+                if !self.timed.contains_key(&sa.id) {
+                    check(sa, now, &mut ev);
+                }
             }
         }
         ev.sort_unstable_by_key(|e| e.id);

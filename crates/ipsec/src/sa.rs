@@ -160,6 +160,17 @@ pub(crate) const F_EV_SOFT: u8 = 4;
 pub(crate) const F_EV_HARD: u8 = 8;
 pub(crate) const F_EV_EXHAUSTED: u8 = 16;
 
+/// SAs (of every database in the process) whose sequence numbers ran out,
+/// each counted once when the data path finds it: `SaDb::poll_events`
+/// looks for their event only when this moved, instead of walking a slice
+/// of every SA at every call.
+static EXHAUSTIONS: AtomicU64 = AtomicU64::new(0);
+
+/// See [`EXHAUSTIONS`].
+pub(crate) fn exhaustions() -> u64 {
+    EXHAUSTIONS.load(Ordering::Acquire)
+}
+
 /// What an SA makes at its first use (any packet, or a count): the
 /// expanded keys, and beside them, each made when first needed, the
 /// counter slots and the replay window. One pointer in the SA for the
@@ -446,7 +457,11 @@ impl Sa {
         let count = cap.saturating_sub(prev).min(n64) as usize;
         let exhausted = cap == if self.esn { u64::MAX } else { u64::from(u32::MAX) };
         if count < n {
-            let _ = self.flags.fetch_or(if exhausted { F_EXHAUSTED } else { F_HARD_PACKETS }, Ordering::Relaxed);
+            let was = self.flags.fetch_or(if exhausted { F_EXHAUSTED } else { F_HARD_PACKETS }, Ordering::Relaxed);
+            if exhausted && was & F_EXHAUSTED == 0 {
+                // Release: a `poll_events` that sees the count sees the flag.
+                EXHAUSTIONS.fetch_add(1, Ordering::Release);
+            }
             self.set_state(SaState::Expired);
         }
         SeqRange { first: prev + 1, count, exhausted }

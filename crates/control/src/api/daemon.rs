@@ -45,7 +45,7 @@ impl Daemon {
             mode: cfg.api.mode().map_err(|e| format!("[api] socket_mode: {e}"))?,
             idle: std::time::Duration::from_millis(cfg.api.idle_timeout_ms),
         };
-        let api = ApiServer::bind(&socket, &sock_opts).map_err(|e| format!("API socket: {e}"))?;
+        let api = ApiServer::bind_waking(&socket, &sock_opts, router.bell()).map_err(|e| format!("API socket: {e}"))?;
         let facts = Published::new(ControlFacts::default());
         let listen = opts.metrics.unwrap_or_else(|| cfg.metrics.listen.clone());
         let metrics = if listen.is_empty() {
@@ -131,13 +131,18 @@ impl Daemon {
     /// Runs the control loop until `stop`; `hup` asks for a reload.
     pub fn run(&mut self, router: &mut Router, stop: &AtomicBool, hup: &AtomicBool) {
         let mut pause = crate::router::IdlePause::default();
+        let bell = router.bell();
         while !stop.load(Ordering::Relaxed) {
             if hup.swap(false, Ordering::Relaxed) {
                 self.reload(router);
             }
+            // Rings from here on wake the pause below (the round may
+            // miss what they announce).
+            bell.clear();
             let busy = router.poll() | self.poll(router);
             // Idle: pause (2 ms, 20 ms once quiet), but wake for an API
-            // request.
+            // request or for the IKE service's child SAs (the router's
+            // bell, which both ring).
             let wait = router.bound_pause(pause.next(busy));
             if !busy && self.api.wait(router, &mut self.state, wait) {
                 pause.reset();

@@ -16,7 +16,7 @@
 use super::proto::*;
 use super::slots::{Policy, Slots};
 use crate::commands::{self, OpsState};
-use crate::router::Router;
+use crate::router::{ControlBell, Router};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -53,6 +53,26 @@ struct Job {
     reply: SyncSender<Response>,
 }
 
+/// Where connections hand their requests: the queue, and the bell that
+/// wakes the control loop parked in [`ApiServer::wait`] (the same bell
+/// the IKE service rings when it hands the loop child SAs to install).
+#[derive(Clone)]
+struct Submit {
+    tx: SyncSender<Job>,
+    bell: Arc<ControlBell>,
+}
+
+impl Submit {
+    fn try_send(&self, job: Job) -> Result<(), TrySendError<()>> {
+        self.tx.try_send(job).map_err(|e| match e {
+            TrySendError::Full(_) => TrySendError::Full(()),
+            TrySendError::Disconnected(_) => TrySendError::Disconnected(()),
+        })?;
+        self.bell.ring();
+        Ok(())
+    }
+}
+
 /// The daemon's end of the API socket.
 pub struct ApiServer {
     path: PathBuf,
@@ -64,6 +84,7 @@ pub struct ApiServer {
     /// is gone (a connect to the path would not).
     listener: UnixListener,
     thread: Option<JoinHandle<()>>,
+    bell: Arc<ControlBell>,
 }
 
 /// Resolves a group name (or number) through /etc/group.
@@ -148,6 +169,16 @@ fn bind(path: &Path, group: Option<&str>, mode: Option<u32>) -> io::Result<UnixL
 impl ApiServer {
     /// Listens on `path`.
     pub fn bind(path: impl Into<PathBuf>, opts: &SocketOptions) -> io::Result<ApiServer> {
+        ApiServer::bind_waking(path, opts, Arc::default())
+    }
+
+    /// Listens on `path`; a request rings `bell` (the router's: its
+    /// control loop parks on it in [`ApiServer::wait`]).
+    pub fn bind_waking(
+        path: impl Into<PathBuf>,
+        opts: &SocketOptions,
+        bell: Arc<ControlBell>,
+    ) -> io::Result<ApiServer> {
         let path = path.into();
         let listener = bind(&path, opts.group.as_deref(), opts.mode)?;
         let owner = std::fs::metadata(&path)?.uid();
@@ -159,11 +190,12 @@ impl ApiServer {
             per_client: PER_UID,
             evict_any: false,
         }));
+        let tx = Submit { tx, bell: Arc::clone(&bell) };
         let a = Accept { tx, stop: Arc::clone(&stop), slots: Arc::clone(&slots), owner, idle: opts.idle };
         let waker = listener.try_clone()?;
         let thread = std::thread::Builder::new().name("tern-api".into()).spawn(move || a.run(listener))?;
         log::info!("API listening on {}", path.display());
-        Ok(ApiServer { path, jobs, stop, slots, listener: waker, thread: Some(thread) })
+        Ok(ApiServer { path, jobs, stop, slots, listener: waker, thread: Some(thread), bell })
     }
 
     pub fn path(&self) -> &Path {
@@ -182,17 +214,16 @@ impl ApiServer {
         n > 0
     }
 
-    /// An idle control loop's pause: waits at most `timeout` for a request
-    /// and runs it at once (so a request does not wait out the pause).
+    /// An idle control loop's pause: waits at most `timeout` for the bell
+    /// (a request, or whatever else rings it: the IKE service's child SAs)
+    /// and runs the requests that came at once (so a request does not
+    /// wait out the pause). Returns true if it ran any. The bell's rings
+    /// are forgotten when it returns: the caller's next round looks at
+    /// what they announced.
     pub fn wait(&mut self, router: &mut Router, st: &mut OpsState, timeout: Duration) -> bool {
-        match self.jobs.recv_timeout(timeout) {
-            Ok(job) => {
-                Self::answer(router, st, job);
-                self.poll(router, st);
-                true
-            }
-            Err(_) => false,
-        }
+        self.bell.wait(timeout);
+        self.bell.clear();
+        self.poll(router, st)
     }
 
     fn answer(router: &mut Router, st: &mut OpsState, job: Job) {
@@ -220,7 +251,7 @@ impl Drop for ApiServer {
 
 /// The accepting thread's state.
 struct Accept {
-    tx: SyncSender<Job>,
+    tx: Submit,
     stop: Arc<AtomicBool>,
     slots: Arc<Slots<u32>>,
     /// The socket's owner: as privileged as root.
@@ -343,7 +374,7 @@ fn read_line(r: &mut BufReader<UnixStream>, buf: &mut Vec<u8>, idle: Duration) -
     }
 }
 
-fn serve(stream: UnixStream, tx: &SyncSender<Job>, place: &super::slots::Place<'_, u32>, idle: Duration) {
+fn serve(stream: UnixStream, tx: &Submit, place: &super::slots::Place<'_, u32>, idle: Duration) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
     let Ok(mut out) = stream.try_clone() else { return };
     let mut r = BufReader::new(stream);
@@ -384,7 +415,7 @@ fn serve(stream: UnixStream, tx: &SyncSender<Job>, place: &super::slots::Place<'
 }
 
 /// Hands a request to the control thread and waits for its answer.
-fn run(req: Request, tx: &SyncSender<Job>) -> Response {
+fn run(req: Request, tx: &Submit) -> Response {
     let id = req.id;
     let (rtx, rrx) = mpsc::sync_channel(1);
     match tx.try_send(Job { req, reply: rtx }) {
@@ -450,6 +481,30 @@ mod tests {
         });
         // A deadline on a hang, not a speed check.
         assert!(rx.recv_timeout(Duration::from_secs(30)).is_ok(), "dropping the server returned");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A request rings the control loop's bell once it is queued: the
+    /// loop, parked on that bell (which the IKE service rings too), runs
+    /// it without waiting out its pause.
+    #[test]
+    fn a_request_rings_the_control_bell() {
+        let dir = scratch("bell");
+        let path = dir.join("tern.sock");
+        let bell = Arc::new(ControlBell::default());
+        let server = ApiServer::bind_waking(&path, &SocketOptions::default(), Arc::clone(&bell)).expect("bind");
+        let mut c = UnixStream::connect(&path).expect("connect");
+        c.write_all(encode_request(Some(1), &Command::Status {}).as_bytes()).expect("send");
+        // A deadline on a hang, not a speed check.
+        let until = Instant::now() + Duration::from_secs(60);
+        while !bell.is_rung() && Instant::now() < until {
+            bell.wait(Duration::from_secs(1));
+        }
+        assert!(bell.is_rung(), "the request rang the bell");
+        assert!(server.jobs.try_recv().is_ok(), "queued before the ring");
+        bell.clear();
+        assert!(!bell.is_rung());
+        drop(server);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

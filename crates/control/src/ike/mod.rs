@@ -66,11 +66,6 @@ use std::time::Duration;
 use tern_ike::{ChildSa, IkeSaInfo, IkeStats, Output};
 use tern_ipsec::{Lifetime, SaConfig, SaEvent, SaEventKind, UdpEncap};
 
-/// The control loop's longest pause while IKE exchanges are in flight
-/// (half-open or connecting IKE SAs): child SAs wait at most this long
-/// for their installation.
-pub const BUSY_PAUSE: Duration = Duration::from_millis(2);
-
 /// How long a peer's rekey may keep tern encrypting on the old child SA
 /// when the peer neither deletes it nor sends on the new one: the peer
 /// installed the new inbound SA when our answer reached it, within a
@@ -354,6 +349,7 @@ impl IkeService {
                     Arc::new(move || bell.ring())
                 },
                 buf: Vec::new(),
+                told: false,
             };
             let t = std::thread::Builder::new()
                 .name(format!("ike-{i}"))
@@ -826,12 +822,6 @@ impl IkeService {
             }
         }
         did
-    }
-
-    /// Whether IKE SAs are being set up (as the shards last published):
-    /// the control loop then keeps its pauses short.
-    pub fn in_flight(&self) -> bool {
-        self.running.as_ref().is_some_and(|r| r.stats.iter().any(|s| s.lock().is_ok_and(|s| s.half_open > 0)))
     }
 
     pub fn is_running(&self) -> bool {

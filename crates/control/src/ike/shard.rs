@@ -136,10 +136,15 @@ pub struct Shard {
     pub transport: Arc<dyn Transport>,
     pub counters: Arc<IoCounters>,
     pub stats: Arc<Mutex<IkeStats>>,
-    /// Rung after events were sent (wakes the control thread).
+    /// Rung after events were sent (wakes the control thread), once per
+    /// turn of the loop: the control thread then installs the turn's
+    /// child SAs in one publication (a ring per child SA woke it, on a
+    /// shared CPU, for each).
     pub wake: Arc<dyn Fn() + Send + Sync>,
     /// What kernel sockets are read into (allocated at the first read).
     pub buf: Vec<u8>,
+    /// Events went to the control thread since it was last woken.
+    pub told: bool,
 }
 
 impl Shard {
@@ -161,6 +166,9 @@ impl Shard {
             }
             self.ike.poll(Instant::now());
             self.flush();
+            if std::mem::take(&mut self.told) {
+                (self.wake)();
+            }
             let now = Instant::now();
             if now.saturating_duration_since(stats_at) >= Duration::from_millis(100) || stop {
                 stats_at = now;
@@ -289,9 +297,7 @@ impl Shard {
                 }
             }
         }
-        if told {
-            (self.wake)();
-        }
+        self.told |= told;
     }
 }
 
@@ -344,6 +350,7 @@ mod tests {
             stats: Arc::default(),
             wake: Arc::new(|| {}),
             buf: Vec::new(),
+            told: false,
         };
         (inboxes, counters, std::thread::spawn(move || s.run()))
     }

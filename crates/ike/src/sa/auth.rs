@@ -503,15 +503,17 @@ impl Ike {
         }
         self.stats.setups += 1;
         sa.announced_up = true;
-        log::info!(
-            "ike: peer {}: IKE SA {} up ({}, {}, {}{})",
-            sa.who(),
-            sa.id,
-            if sa.initiator { "initiator" } else { "responder" },
-            sa.chosen.map(|c| c.to_string()).unwrap_or_default(),
-            sa.remote_id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
-            if sa.nat() { ", NAT" } else { "" }
-        );
+        if log::log_enabled!(log::Level::Info) && self.event_log.allow(now, crate::eventlog::Routine::Up) {
+            log::info!(
+                "ike: peer {}: IKE SA {} up ({}, {}, {}{})",
+                sa.who(),
+                sa.id,
+                if sa.initiator { "initiator" } else { "responder" },
+                sa.chosen.map(|c| c.to_string()).unwrap_or_default(),
+                sa.remote_id.as_ref().map(|i| i.to_string()).unwrap_or_default(),
+                if sa.nat() { ", NAT" } else { "" }
+            );
+        }
         self.out.push(Output::IkeSaUp { peer: sa.peer.name.clone(), ike_sa: sa.id, remote: sa.remote });
     }
 
