@@ -19,7 +19,7 @@
 //! builds), 200,000 SAs: the whole list 230.6 ms, a page of 100 after the
 //! middle id 42.0 us (5,500 times less), filtered by peer 41.3 us, the
 //! summary 79.5 ms; the id index 18.2 bytes of heap per SA
-//! (docs/perf/results/ike-sa-page-stop52.txt).
+//! (docs/perf/results/ike/sa-page-stop52.txt).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};

@@ -183,6 +183,20 @@ impl Ike {
         }
     }
 
+    /// Applies new limits and responder settings to the running engine
+    /// (a reload): what decides on the next IKE_SA_INIT or exchange changes,
+    /// established and half-open SAs stay. The shard and shard count are
+    /// kept (changing those moves SPIs: the control side restarts for it).
+    /// A changed Diffie-Hellman reuse wipes the value held for reuse.
+    pub fn set_settings(&mut self, settings: Settings) {
+        let (shard, shards) = (self.settings.shard, self.settings.shards);
+        if settings.dh_reuse != self.settings.dh_reuse || settings.dh_reuse_uses != self.settings.dh_reuse_uses {
+            // Dropping a value wipes it.
+            self.reused_dh.clear();
+        }
+        self.settings = Settings { shard, shards, ..settings };
+    }
+
     /// Replaces the peer configurations. IKE SAs of peers that went or
     /// changed are deleted (announced with `Output`s), but not for new
     /// credentials alone (a PSK, certificate, key or CAs: new IKE SAs use

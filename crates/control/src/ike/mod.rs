@@ -46,7 +46,8 @@
 //!   [`crate::config::IkePlan`] with the one applied; a change (start,
 //!   reload) is `Ike::set_peers` on every shard, which tears down the SAs
 //!   of peers that went or changed and initiates new ones. The thread
-//!   count or the set of local addresses changing restarts the service.
+//!   count or the set of local addresses changing restarts the service;
+//!   other `[ike_service]` keys are `Ike::set_settings` on every shard.
 
 pub mod io;
 pub mod paging;
@@ -260,6 +261,14 @@ impl IkeService {
         }
         if let Some(r) = &self.running {
             let n = r.threads_n;
+            // Limits and DH reuse changed by a reload reach the running
+            // engines (a new thread count restarted them above).
+            if !restart && self.applied.as_ref().is_some_and(|old| old.service != plan.service) {
+                for (i, s) in r.shards.iter().enumerate() {
+                    s.send(Cmd::SetSettings(plan.service.settings(i as u32)));
+                }
+                log::info!("ike: [ike_service] limits applied to {n} thread(s)");
+            }
             for (i, s) in r.shards.iter().enumerate() {
                 let peers = plan
                     .peers

@@ -377,6 +377,33 @@ esp_proposals = ["aes128gcm16"]
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn a_reload_applies_new_limits_to_the_running_threads() {
+        let dir = std::env::temp_dir().join(format!("tern-ike-limits-{}", std::process::id()));
+        let psk = "psk = \"0123456789abcdef\"";
+        // One half-open SA per thread (3 threads): 9 IKE_SA_INITs, 3 kept.
+        let (mut r, path) = start(&dir, &config("max_half_open = 1", psk));
+        flood(&r, 9);
+        // Each summary is a round trip behind the datagrams already queued.
+        until_total(&r, 3);
+        let ids: Vec<u64> =
+            crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
+        assert_eq!(r.ike().sa_summary().all.total(), 3, "the limit held");
+
+        // A higher limit, same threads: no restart, the 3 stay, 9 more fit.
+        std::fs::write(&path, config("max_half_open = 10", psk)).unwrap();
+        crate::reload::reload(&mut r, &path).expect("reload");
+        super::super::poll(&mut r);
+        flood(&r, 9);
+        until_total(&r, 12);
+        let after: Vec<u64> =
+            crate::commands::ike_sa_show(&r, &IkeSaShowArgs::default()).unwrap().iter().map(|s| s.id).collect();
+        assert!(ids.iter().all(|id| after.contains(id)), "the first SAs stay: {ids:?} in {after:?}");
+        r.ike_service_mut().shutdown();
+        r.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn certs() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ike/tests/certs")
     }

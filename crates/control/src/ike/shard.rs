@@ -34,6 +34,8 @@ use tern_nodes::state::Doorbell;
 pub enum Cmd {
     Datagram(SocketAddr, SocketAddr, Vec<u8>),
     SetPeers(Vec<PeerConfig>),
+    /// `[ike_service]` limits changed by a reload (`Ike::set_settings`).
+    SetSettings(tern_ike::Settings),
     Initiate(String, Sender<Result<u64, String>>),
     Terminate(String, Option<u64>, Sender<Result<usize, String>>),
     ChildExpired {
@@ -241,6 +243,7 @@ impl Shard {
         match c {
             Cmd::Datagram(local, remote, data) => self.ike.handle(now, SystemTime::now(), local, remote, &data),
             Cmd::SetPeers(p) => self.ike.set_peers(now, p),
+            Cmd::SetSettings(st) => self.ike.set_settings(st),
             Cmd::Initiate(peer, reply) => {
                 let _ = reply.send(self.ike.initiate(now, &peer));
             }
