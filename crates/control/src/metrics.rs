@@ -49,6 +49,9 @@ pub struct ControlFacts {
     pub ipsec: crate::ipsec::IpsecMetrics,
     /// The IKE service's counters (every thread's summed).
     pub ike: crate::ike::IkeMetrics,
+    /// Linux mode: ESP in UDP the kernel reassembled and gave tern's UDP
+    /// 4500 sockets (`crate::esp_kernel`); None in standalone mode.
+    pub kernel_esp: Option<crate::esp_kernel::KernelEspStats>,
 }
 
 /// Everything the endpoint reads.
@@ -453,6 +456,25 @@ pub fn render(src: &MetricsSource) -> String {
     // thread (`IpsecMetrics::current`).
     ipsec_metrics(&mut s, &facts.ipsec.current());
     ike_metrics(&mut s, &facts.ike);
+    if let Some(k) = &facts.kernel_esp {
+        let name = "tern_ipsec_kernel_esp_total";
+        let mut f = family(
+            &mut s,
+            name,
+            "counter",
+            "Linux mode: datagrams on tern's kernel UDP 4500 sockets (ESP in UDP the kernel reassembled), by outcome: to-engine (queued for esp-decrypt), copy (the kernel's copy of frames tern took itself, dropped), queue-full, ike-unserved (IKE to an address without [[ike]]), keepalive, runt.",
+        );
+        for (outcome, v) in [
+            ("to-engine", k.to_engine),
+            ("copy", k.copies),
+            ("queue-full", k.queue_full),
+            ("ike-unserved", k.ike_unserved),
+            ("keepalive", k.keepalives),
+            ("runt", k.runts),
+        ] {
+            f.sample(name, &[("outcome", outcome)], v);
+        }
+    }
     s
 }
 
@@ -994,6 +1016,19 @@ mod tests {
             "tern_ike_cert_cache_hits_total 40",
             "tern_ike_cert_cache_misses_total 3",
             "tern_ike_cert_cache_evictions_total 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(!text.contains("tern_ipsec_kernel_esp_total"), "standalone: no kernel sockets");
+        let kernel_esp = Some(crate::esp_kernel::KernelEspStats { to_engine: 6, copies: 2, ..Default::default() });
+        let src =
+            MetricsSource { facts: Published::new(ControlFacts { kernel_esp, ..ControlFacts::default() }), ..src };
+        let text = render(&src);
+        check_format(&text);
+        for line in [
+            "tern_ipsec_kernel_esp_total{outcome=\"to-engine\"} 6",
+            "tern_ipsec_kernel_esp_total{outcome=\"copy\"} 2",
+            "tern_ipsec_kernel_esp_total{outcome=\"runt\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

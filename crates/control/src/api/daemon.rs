@@ -92,6 +92,7 @@ impl Daemon {
             vrrp: router.vrrp_show(),
             ipsec: router.ipsec().metrics().clone(),
             ike: router.ike().metrics(),
+            kernel_esp: router.plan().config.linux.linux_mode().then(|| router.kernel_esp().stats()),
         });
         self.last_facts_ns = tern_engine::clock::now_ns();
         self.stale = false;
