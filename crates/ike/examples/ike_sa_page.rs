@@ -24,10 +24,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 use tern_alloc_count::live;
-use tern_ike::config::{AuthConfig, Identity, PeerConfig, Settings};
+use tern_ike::config::{Identity, PeerConfig, Settings};
 use tern_ike::proposal::{Proposal, Protocol};
 use tern_ike::{Ike, Output, SaFilter};
-use zeroize::Zeroizing;
 
 #[global_allocator]
 static GLOBAL: tern_alloc_count::Counting = tern_alloc_count::Counting;
@@ -40,23 +39,11 @@ fn cpu() -> Duration {
 
 fn peer(name: &str, local: &str, remote: Option<&str>) -> PeerConfig {
     PeerConfig {
-        name: name.into(),
-        local: local.parse().unwrap(),
         remote: remote.map(|r| r.parse().unwrap()),
         local_id: Identity::Fqdn(format!("{name}.example")),
-        remote_id: None,
-        auth: AuthConfig::Psk(Zeroizing::new(b"0123456789abcdef".to_vec())),
         proposals: vec![Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap()],
         esp_proposals: vec![Proposal::parse("aes128gcm16", Protocol::Esp).unwrap()],
-        encap: false,
-        tunnel: None,
-        local_ts: vec![],
-        remote_ts: vec![],
-        pool: None,
-        start: false,
-        ike_rekey: None,
-        child_rekey: None,
-        dpd: None,
+        ..PeerConfig::with_psk(name, local.parse().unwrap(), b"0123456789abcdef")
     }
 }
 

@@ -123,18 +123,18 @@ pub struct PeerConfig {
     pub dpd: Option<Duration>,
 }
 
-#[cfg(test)]
 impl PeerConfig {
-    /// A PSK peer named `name` on `local` with nothing else set, for unit
-    /// tests to change with struct-update syntax.
-    pub(crate) fn psk_for_tests(name: &str, local: IpAddr) -> PeerConfig {
+    /// A PSK peer named `name` on `local`, identified by that address,
+    /// with nothing else set (no remote: a responder template; no
+    /// proposals): callers set the rest with struct-update syntax.
+    pub fn with_psk(name: &str, local: IpAddr, psk: &[u8]) -> PeerConfig {
         PeerConfig {
             name: name.into(),
             local,
             remote: None,
-            local_id: Identity::Fqdn("a.example".into()),
+            local_id: Identity::Ip(local),
             remote_id: None,
-            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"k".to_vec())),
+            auth: AuthConfig::Psk(zeroize::Zeroizing::new(psk.to_vec())),
             proposals: vec![],
             esp_proposals: vec![],
             encap: false,
@@ -147,6 +147,12 @@ impl PeerConfig {
             child_rekey: None,
             dpd: None,
         }
+    }
+
+    /// [`PeerConfig::with_psk`] as the unit tests know it.
+    #[cfg(test)]
+    pub(crate) fn psk_for_tests(name: &str, local: IpAddr) -> PeerConfig {
+        PeerConfig { local_id: Identity::Fqdn("a.example".into()), ..PeerConfig::with_psk(name, local, b"k") }
     }
 }
 

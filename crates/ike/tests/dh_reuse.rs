@@ -5,31 +5,18 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
 use tern_ike::Ike;
-use tern_ike::config::{AuthConfig, Identity, PeerConfig, Settings};
+use tern_ike::config::{Identity, PeerConfig, Settings};
 use tern_ike::output::Output;
 use tern_ike::proposal::{Proposal, Protocol};
 use tern_ike::wire::{self, Message, Payload};
-use zeroize::Zeroizing;
 
 fn peer(name: &str, local: &str, remote: Option<&str>, id: &str) -> PeerConfig {
     PeerConfig {
-        name: name.into(),
-        local: local.parse().unwrap(),
         remote: remote.map(|r| r.parse().unwrap()),
         local_id: Identity::Fqdn(id.into()),
-        remote_id: None,
-        auth: AuthConfig::Psk(Zeroizing::new(b"a pre-shared key".to_vec())),
         proposals: vec![Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap()],
         esp_proposals: vec![Proposal::parse("aes128gcm16", Protocol::Esp).unwrap()],
-        encap: false,
-        tunnel: None,
-        local_ts: vec![],
-        remote_ts: vec![],
-        pool: None,
-        start: false,
-        ike_rekey: None,
-        child_rekey: None,
-        dpd: None,
+        ..PeerConfig::with_psk(name, local.parse().unwrap(), b"a pre-shared key")
     }
 }
 

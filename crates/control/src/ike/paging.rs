@@ -241,7 +241,7 @@ mod service_tests {
     use std::net::{IpAddr, SocketAddr};
     use std::path::{Path, PathBuf};
     use std::time::{Duration, Instant};
-    use tern_ike::config::{AuthConfig, Identity, PeerConfig};
+    use tern_ike::config::{Identity, PeerConfig};
     use tern_ike::proposal::{Proposal, Protocol};
 
     const TERN: &str = "192.0.2.1";
@@ -296,23 +296,11 @@ esp_proposals = ["aes128gcm16"]
         let now = Instant::now();
         let mut src = tern_ike::Ike::new(tern_ike::Settings::default());
         let client = PeerConfig {
-            name: "tern".into(),
-            local: "198.51.100.1".parse().unwrap(),
             remote: Some(TERN.parse().unwrap()),
             local_id: Identity::Fqdn("client.example".into()),
-            remote_id: None,
-            auth: AuthConfig::Psk(zeroize::Zeroizing::new(b"0123456789abcdef".to_vec())),
             proposals: vec![Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap()],
             esp_proposals: vec![Proposal::parse("aes128gcm16", Protocol::Esp).unwrap()],
-            encap: false,
-            tunnel: None,
-            local_ts: vec![],
-            remote_ts: vec![],
-            pool: None,
-            start: false,
-            ike_rekey: None,
-            child_rekey: None,
-            dpd: None,
+            ..PeerConfig::with_psk("tern", "198.51.100.1".parse().unwrap(), b"0123456789abcdef")
         };
         src.set_peers(now, vec![client]);
         let shards = &r.ike().running.as_ref().expect("running").shards;
