@@ -245,7 +245,10 @@ addresses = ["172.16.1.1/30"]
         assert!(Instant::now() < deadline, "{T4} never became the kernel's");
         std::thread::sleep(Duration::from_millis(5));
     };
-    let k4500 = bind(4500).expect("bind 4500");
+    // SO_REUSEADDR as the IKE service binds its sockets: tern's wildcard
+    // UDP 4500 sockets (ESP in UDP the kernel reassembled) are bound while
+    // an ipsec tunnel exists, and the kernel prefers this exact address.
+    let k4500 = bind_reusing(sa(&format!("{T4}:4500"))).expect("bind 4500");
     router.set_ike_local(true);
     assert!(!router.shared().params.load().ike_local, "ignored in Linux mode");
 
@@ -272,6 +275,15 @@ addresses = ["172.16.1.1/30"]
     router.engine_udp().recv(&mut none);
     assert!(none.is_empty());
     router.shutdown();
+}
+
+/// A UDP socket bound with SO_REUSEADDR (IPv4).
+fn bind_reusing(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use rustix::net::{AddressFamily, SocketType};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::DGRAM, None)?;
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
+    rustix::net::bind(&fd, &addr)?;
+    Ok(UdpSocket::from(fd))
 }
 
 #[test]
