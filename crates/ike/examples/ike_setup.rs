@@ -76,23 +76,13 @@ fn peer(
         AuthConfig::Psk(Zeroizing::new(b"a pre-shared key of some length".to_vec()))
     };
     PeerConfig {
-        name: name.into(),
-        local: local.parse().unwrap(),
         remote: remote.map(|r| r.parse().unwrap()),
         local_id: Identity::Fqdn(id.into()),
         remote_id: remote_id.map(|r| Identity::Fqdn(r.into())),
         auth,
         proposals: vec![Proposal::parse("aes128gcm16-prfsha256-x25519", Protocol::Ike).unwrap()],
         esp_proposals: vec![Proposal::parse("aes128gcm16", Protocol::Esp).unwrap()],
-        encap: false,
-        tunnel: None,
-        local_ts: vec![],
-        remote_ts: vec![],
-        pool: None,
-        start: false,
-        ike_rekey: None,
-        child_rekey: None,
-        dpd: None,
+        ..PeerConfig::with_psk(name, local.parse().unwrap(), b"")
     }
 }
 

@@ -36,23 +36,13 @@ fn peer(
     psk: &str,
 ) -> PeerConfig {
     PeerConfig {
-        name: name.into(),
-        local: ip(local),
         remote: remote.map(ip),
         local_id: Identity::Fqdn(local_id.into()),
         remote_id: remote_id.map(|r| Identity::Fqdn(r.into())),
-        auth: AuthConfig::Psk(Zeroizing::new(psk.as_bytes().to_vec())),
         proposals: vec![ike("aes128gcm16-prfsha256-x25519")],
         esp_proposals: vec![esp("aes128gcm16")],
-        encap: false,
         tunnel: Some("ipsec0".into()),
-        local_ts: vec![],
-        remote_ts: vec![],
-        pool: None,
-        start: false,
-        ike_rekey: None,
-        child_rekey: None,
-        dpd: None,
+        ..PeerConfig::with_psk(name, ip(local), psk.as_bytes())
     }
 }
 
