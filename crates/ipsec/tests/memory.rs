@@ -7,8 +7,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 use tern_ipsec::*;
 
-/// `key_builds` is process-wide: the tests that expand keys take turns so
-/// that one can count exactly.
+/// `key_builds` is process-wide and any packet or count may expand an SA's
+/// keys, so every test here takes its turn: one that counts expansions
+/// counts only its own.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -129,6 +130,7 @@ fn direction_state_is_made_by_use() {
 /// share them; the sums are right whatever the order.
 #[test]
 fn counters_allocated_on_first_count_sum_right() {
+    let _g = serial();
     let sa = Arc::new(Sa::new(cfg(3, Cipher::Aes128Gcm, Integ::None), 2, Instant::now()).expect("sa"));
     assert!(!sa.has_counters());
     let threads: Vec<_> = (0..5u16)
@@ -158,6 +160,7 @@ fn counters_allocated_on_first_count_sum_right() {
 /// Lifetimes are kept only when set, and read back as given.
 #[test]
 fn lifetimes_read_back() {
+    let _g = serial();
     let now = Instant::now();
     let plain = Sa::new(cfg(4, Cipher::Aes128Gcm, Integ::None), 1, now).expect("sa");
     assert_eq!((plain.soft(), plain.hard()), (Lifetime::default(), Lifetime::default()));
@@ -184,6 +187,7 @@ fn lifetimes_read_back() {
 /// packet.
 #[test]
 fn bad_keys_refused_at_once() {
+    let _g = serial();
     let mut c = cfg(6, Cipher::Aes128Gcm, Integ::None);
     c.key = Key::new(vec![1; 16]);
     assert!(matches!(Sa::new(c, 1, Instant::now()), Err(SaError::KeyLength { .. })));
@@ -198,6 +202,7 @@ fn bad_keys_refused_at_once() {
 /// re-adds.
 #[test]
 fn one_index_across_rebuilds() {
+    let _g = serial();
     let mut db = SaDb::with_workers(1);
     let reader = db.reader();
     let mut model = std::collections::BTreeMap::new();
@@ -255,6 +260,7 @@ fn one_index_across_rebuilds() {
 /// idle tick) changes nothing anyone sees.
 #[test]
 fn the_spare_base_takes_changes_in_place() {
+    let _g = serial();
     let mut db = SaDb::with_workers(1);
     let reader = db.reader();
     let mut model = std::collections::BTreeMap::new();
@@ -326,6 +332,7 @@ fn the_spare_base_takes_changes_in_place() {
 /// model.
 #[test]
 fn small_publications_and_the_metrics_views() {
+    let _g = serial();
     let db_workers = 2;
     let mut db = SaDb::with_workers(db_workers);
     let reader = db.reader();
@@ -373,6 +380,7 @@ fn small_publications_and_the_metrics_views() {
 /// keeps only the new SA's lifetimes.
 #[test]
 fn time_lifetimes_come_due_in_order() {
+    let _g = serial();
     use std::time::Duration;
     let mut db = SaDb::with_workers(1);
     let t0 = Instant::now();
@@ -419,6 +427,7 @@ fn time_lifetimes_come_due_in_order() {
 /// instant given, before or after the process's first SA.
 #[test]
 fn an_idle_sa_fits_128_bytes_with_its_arc() {
+    let _g = serial();
     assert!(std::mem::size_of::<Sa>() + 16 <= 128, "Sa is {} bytes", std::mem::size_of::<Sa>());
     let t = Instant::now();
     let later = Sa::new(cfg(5, Cipher::Aes128Gcm, Integ::None), 2, t).expect("sa");
