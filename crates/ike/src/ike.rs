@@ -116,6 +116,9 @@ pub struct Ike {
     pub(crate) established: usize,
     pub(crate) half_open_per_peer: HashMap<IpAddr, u32>,
     pub(crate) established_per_peer: HashMap<IpAddr, u32>,
+    /// The listed IKE SAs by peer and state, kept as they change
+    /// (`listing::recount`), so a summary costs the peers, not the SAs.
+    pub(crate) listed: HashMap<String, crate::listing::StateCounts>,
     pub(crate) cookie: CookieSecret,
     /// Virtual IP pools by peer configuration name.
     pub(crate) pools: HashMap<String, Pool>,
@@ -169,6 +172,7 @@ impl Ike {
             established: 0,
             half_open_per_peer: HashMap::new(),
             established_per_peer: HashMap::new(),
+            listed: HashMap::new(),
             cookie: CookieSecret { current, previous: Zeroizing::new([0u8; 32]), version: 0, rotate_at: None },
             pools: HashMap::new(),
             next_id: 1,
@@ -497,6 +501,7 @@ impl Ike {
             self.by_id.insert(sa.id, spi);
         }
         sa.trim();
+        self.recount(&mut sa);
         let d = sa.deadline();
         if d != sa.scheduled {
             if let Some(t) = d {
@@ -525,6 +530,7 @@ impl Ike {
         }
         self.rekey_collisions.remove(&sa.our_spi());
         self.unmark_half_open(sa);
+        self.uncount(sa);
         if sa.counted_established {
             sa.counted_established = false;
             self.established = self.established.saturating_sub(1);

@@ -225,6 +225,9 @@ impl Ike {
             self.sa_down(sa, "too many IKE SAs", false);
             return;
         }
+        // Counted under the template that took the SA until now; put
+        // back, it is counted under the one chosen.
+        self.uncount(sa);
         sa.peer = cfg.clone();
         sa.remote_id = Some(idi);
         // This side's AUTH.

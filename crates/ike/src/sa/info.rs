@@ -105,6 +105,7 @@ impl Ike {
             self.child_index.insert(spi, old_spi);
         }
         self.reindex(old_spi, prev);
+        self.recount_in_table(old_spi);
         sa.id = self.new_id();
         sa.announced_down = true;
         log::info!("ike: peer {}: the peer's simultaneous IKE SA rekey lost; ours goes on", sa.who());

@@ -274,6 +274,9 @@ pub struct IkeSa {
     pub announced_down: bool,
     /// Set when `IkeSaUp` was sent.
     pub announced_up: bool,
+    /// The state (`listing::Listed` as a number) this SA is counted
+    /// under in the engine's summary, none when it is not listed.
+    pub listed_as: Option<u8>,
     /// Recent child rekeys (empty, unallocated, but around collisions).
     pub rekey_notes: Vec<RekeyNote>,
 }
@@ -321,6 +324,7 @@ impl IkeSa {
             counted_established: false,
             announced_down: false,
             announced_up: false,
+            listed_as: None,
             rekey_notes: Vec::new(),
         }
     }
