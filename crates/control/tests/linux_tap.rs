@@ -243,14 +243,18 @@ exception = "tap"
     let plan = config::parse(&cfg("", ""), "tern.toml", &dir).expect("config");
     let mut router = Router::start(plan).expect("router");
     let up = |tap: &str| tern_io::netdev::flags(tap).expect("the TAP exists").up;
-    let settle = |router: &mut Router| {
-        let until = Instant::now() + Duration::from_millis(200);
-        while Instant::now() < until {
+    // Polls the router until `done` holds (20 s at most: a fixed 200 ms
+    // of polling is not enough when a loaded machine keeps this thread
+    // off its CPU).
+    let settle = |router: &mut Router, what: &str, done: &dyn Fn(&Router) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(router) {
+            assert!(Instant::now() < deadline, "{what}");
             router.poll();
             std::thread::sleep(Duration::from_millis(5));
         }
     };
-    settle(&mut router);
+    settle(&mut router, "the TAPs up", &|_| up("tern-lan") && up("tern-lan.7"));
     assert!(up("tern-lan") && up("tern-lan.7"));
 
     let reload = |router: &mut Router, text: &str| {
@@ -258,14 +262,22 @@ exception = "tap"
         tern_control::reload::reload(router, &path)
     };
     reload(&mut router, &cfg("up = false", "")).expect("reload: lan down");
-    settle(&mut router);
+    settle(&mut router, "the TAPs down", &|r| {
+        !up("tern-lan") && !up("tern-lan.7") && !r.iftable().ifs[0].up && !r.iftable().ifs[1].up
+    });
     assert!(!up("tern-lan"), "the TAP went down with its interface");
     assert!(!up("tern-lan.7"), "a sub-interface's TAP goes down with its parent");
     let ifs = router.iftable();
     assert!(!ifs.ifs[0].up && !ifs.ifs[1].up, "the kernel mirror agrees with tern");
 
     reload(&mut router, &cfg("mtu = 1400", "")).expect("reload: lan up, MTU 1400");
-    settle(&mut router);
+    settle(&mut router, "the TAPs up, MTU 1400", &|r| {
+        up("tern-lan")
+            && up("tern-lan.7")
+            && tern_io::netdev::mtu("tern-lan").ok() == Some(1400)
+            && r.iftable().ifs[0].mtu == 1400
+            && r.iftable().ifs[0].up
+    });
     assert!(up("tern-lan") && up("tern-lan.7"));
     assert_eq!(tern_io::netdev::mtu("tern-lan").expect("mtu"), 1400);
     assert_eq!(router.iftable().ifs[0].mtu, 1400);

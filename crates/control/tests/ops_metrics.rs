@@ -73,8 +73,9 @@ fn metrics_scraped_every_second_under_load_are_monotonic_and_match_the_traffic()
 
     let mut prev: Option<HashMap<String, f64>> = None;
     let mut scrapes = 0;
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(4) {
+    // Five scrapes a second apart, however long each takes on a loaded
+    // machine (a loop of 4 s ends after 3 when each takes half a second).
+    while scrapes < 5 {
         let m = scrape(addr);
         if let Some(p) = &prev {
             for (k, v) in &m {
@@ -93,7 +94,7 @@ fn metrics_scraped_every_second_under_load_are_monotonic_and_match_the_traffic()
     stop.store(true, Ordering::Relaxed);
     gen_thread.join().expect("generator");
     let sent = sent.load(Ordering::Relaxed);
-    assert!(scrapes >= 4 && sent > 1000, "{scrapes} scrapes, {sent} packets");
+    assert!(sent > 1000, "{scrapes} scrapes, {sent} packets");
 
     // Everything injected is received, forwarded and counted.
     let lan_rx = 1 + sent; // the first packet, then the load

@@ -8,7 +8,10 @@ use common::*;
 use tern_io::{AfPacketConfig, AfPacketPort, Fanout, FanoutMode, TpacketVersion, TxMode, netdev};
 use tern_packet::Port;
 
-const WAIT: Duration = Duration::from_secs(5);
+/// How long a test waits for frames that must come: generous, since a
+/// loaded machine can keep a softirq or this thread off a CPU for seconds;
+/// a passing test waits only as long as they take.
+const WAIT: Duration = Duration::from_secs(20);
 
 fn open(ns: &Netns, cfg: AfPacketConfig) -> AfPacketPort {
     ns.in_ns(move || AfPacketPort::open_with(&cfg).expect("open AF_PACKET port"))

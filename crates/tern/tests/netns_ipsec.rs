@@ -242,14 +242,19 @@ send(a.encrypt(inner(hostile, 3), seq_num=3))
 send(IP(src='10.0.2.2', dst='10.0.1.2', proto=50) / Raw(struct.pack('!II', 0x7777, 1) + b'transit-esp-payload!'))
 "#;
 
-/// Host1: UDP port 5000 and raw ESP, for `secs`, then one JSON line each.
+/// Host1: UDP port 5000 and raw ESP, one JSON line each, until `want`
+/// have come (then one more second, for any that should not have come:
+/// the caller compares the lines with what it wants), or for `secs` at
+/// most. Its clock starts before the sender's scapy has even loaded, which
+/// on a loaded machine takes seconds: `secs` is a generous deadline, not
+/// the time the test takes.
 const PY_HOST: &str = r#"
 import sys, socket, json, time, select
-secs, ready = float(sys.argv[1]), sys.argv[2]
+want, secs, ready = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 5000))
 e = socket.socket(socket.AF_INET, socket.SOCK_RAW, 50)
 open(ready, 'w').close()
-end = time.time() + secs
+n, end = 0, time.time() + secs
 while time.time() < end:
     r, _, _ = select.select([u, e], [], [], 0.1)
     for s in r:
@@ -258,7 +263,13 @@ while time.time() < end:
             print(json.dumps(dict(udp=d.decode(), src=a[0])), flush=True)
         else:
             print(json.dumps(dict(esp=d[20:].hex(), src=a[0])), flush=True)
+        n += 1
+        if n == want:
+            end = min(end, time.time() + 1)
 "#;
+
+/// [`PY_HOST`]'s deadline, in seconds.
+const HOST_SECS: &str = "60";
 
 fn py(lab: &Lab, ns: usize, name: &str, body: &str, sas: &str, args: &[&str]) -> Child {
     let path = lab.dir.join(name);
@@ -325,7 +336,8 @@ fn interop(driver: &str, linux: bool, tag: &str) {
 
     // (a) host1 -> tunnels -> ESP seen and decrypted by scapy on host2.
     let ready = lab.dir.join("sink.ready");
-    let sink = py(&lab, 2, "sink.py", PY_SINK, &sas, &[&(TUNNELS * 3).to_string(), "20", &ready.display().to_string()]);
+    let sink =
+        py(&lab, 2, "sink.py", PY_SINK, &sas, &[&(TUNNELS * 3).to_string(), HOST_SECS, &ready.display().to_string()]);
     wait_file(&ready);
     let send = (0..TUNNELS)
         .flat_map(|k| (1..=3).map(move |n| format!("s.sendto(b'out-{k}-{n}', ('10.9.{k}.5', 9)); time.sleep(0.002)")))
@@ -356,7 +368,9 @@ fn interop(driver: &str, linux: bool, tag: &str) {
         .map(|e| counter(&lab, &format!("esp-decrypt/{e}")))
         .collect();
     let ready = lab.dir.join("host.ready");
-    let host = py(&lab, 0, "host.py", PY_HOST, "", &["6", &ready.display().to_string()]);
+    // Two per tunnel, the hostile tunnel's third, the transit ESP.
+    let want = TUNNELS * 2 + 2;
+    let host = py(&lab, 0, "host.py", PY_HOST, "", &[&want.to_string(), HOST_SECS, &ready.display().to_string()]);
     wait_file(&ready);
     let src = py(&lab, 2, "source.py", PY_SOURCE, &sas, &[&HOSTILE.to_string()]);
     let src_out = src.wait_with_output().expect("source");
@@ -535,7 +549,7 @@ fn ext_headers(driver: &str, linux: bool, tag: &str) {
         }
     }
     let ready = lab.dir.join("host.ready");
-    let host = py(&lab, 0, "host.py", PY_HOST, "", &["5", &ready.display().to_string()]);
+    let host = py(&lab, 0, "host.py", PY_HOST, "", &["10", HOST_SECS, &ready.display().to_string()]);
     wait_file(&ready);
     let src = py(&lab, 2, "ext.py", PY_EXT_SOURCE, "", &[EXT_KEY_IN]);
     let out = src.wait_with_output().expect("source");
@@ -727,7 +741,7 @@ fn fragments_ike(driver: &str, linux: bool, tag: &str, workers: u16, ike: bool) 
         }
     }
     let ready = lab.dir.join("host.ready");
-    let host = py(&lab, 0, "host.py", PY_HOST, "", &["5", &ready.display().to_string()]);
+    let host = py(&lab, 0, "host.py", PY_HOST, "", &["12", HOST_SECS, &ready.display().to_string()]);
     wait_file(&ready);
     let src = py(&lab, 2, "frag.py", PY_FRAG_SOURCE, "", &[EXT_KEY_IN]);
     let out = src.wait_with_output().expect("source");

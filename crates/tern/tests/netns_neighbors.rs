@@ -144,9 +144,16 @@ impl Drop for Receiver {
     }
 }
 
+/// How many times at least the test looks at the neighbour table while
+/// the traffic flows.
+const LOOKS: u64 = 11;
+
 /// Sends bursts of 32 datagrams to each of host2's addresses every 20 ms
-/// from host1 for `TRAFFIC`; the datagrams sent per family.
-fn send_bursts(ns: &str) -> std::thread::JoinHandle<[u64; 2]> {
+/// from host1 for `TRAFFIC`, and on until the test has looked at the
+/// neighbour table `LOOKS` times (`looks`: on a loaded machine each look,
+/// a CLI process, can take a few hundred ms; 60 s at most); the datagrams
+/// sent per family.
+fn send_bursts(ns: &str, looks: Arc<AtomicU64>) -> std::thread::JoinHandle<[u64; 2]> {
     let ns = ns.to_string();
     std::thread::spawn(move || {
         tern_io::netdev::enter_netns(&ns).expect("netns");
@@ -157,7 +164,11 @@ fn send_bursts(ns: &str) -> std::thread::JoinHandle<[u64; 2]> {
         let mut sent = [0u64; 2];
         let start = Instant::now();
         let mut next = start;
-        while start.elapsed() < TRAFFIC {
+        let going = || {
+            let t = start.elapsed();
+            (t < TRAFFIC || looks.load(Ordering::Acquire) < LOOKS) && t < Duration::from_secs(60)
+        };
+        while going() {
             for _ in 0..32 {
                 if s4.send_to(b"nud v4", d4).is_ok() {
                     sent[0] += 1;
@@ -195,7 +206,8 @@ fn neighbours_in_use_stay(driver: &str, tag: &str) {
     let before = counters(&lab);
     let ns_before = snmp6(&lab);
     let started = Instant::now();
-    let sender = send_bursts(&lab.ns[0]);
+    let looked = Arc::new(AtomicU64::new(0));
+    let sender = send_bursts(&lab.ns[0], Arc::clone(&looked));
     // The entries must be there whenever we look, in whatever state.
     let mut missing = Vec::new();
     let mut looks = 0;
@@ -207,6 +219,7 @@ fn neighbours_in_use_stay(driver: &str, tag: &str) {
             }
         }
         looks += 1;
+        looked.store(looks, Ordering::Release);
         std::thread::sleep(Duration::from_millis(20));
     }
     let sent = sender.join().expect("sender");
@@ -224,7 +237,7 @@ fn neighbours_in_use_stay(driver: &str, tag: &str) {
             log_of(&lab)
         )
     };
-    assert!(looks > 10, "looked at the neighbour table {looks} times");
+    assert!(looks >= LOOKS, "looked at the neighbour table {looks} times");
     assert!(missing.is_empty(), "entries gone while in use: {missing:?}; {}", report());
     assert_eq!(before, after, "no resolution from scratch, no drops while waiting; {}", report());
     assert_eq!(got, sent, "every datagram arrived; {}", report());

@@ -11,6 +11,10 @@
 //! * [`golden`]: the golden runner, blessed with `TERN_BLESS=1`;
 //! * [`strongswan`]: strongSwan's charon as a peer, one instance per
 //!   namespace with its own configuration, VICI socket and log;
+//! * [`cpu`]: pinning a test's thread to one CPU (per-CPU dataplane
+//!   state);
+//! * [`ping`]: ICMP echo that waits for every answer (iputils' `ping -c`
+//!   calls a late answer lost);
 //! * [`config`]: router configurations (interfaces, routes, neighbours,
 //!   ACL rules) written as the TOML the daemon reads.
 
@@ -18,6 +22,8 @@
 
 #[cfg(feature = "full")]
 pub mod config;
+#[cfg(feature = "full")]
+pub mod cpu;
 #[cfg(feature = "full")]
 pub mod frr;
 #[cfg(feature = "full")]
@@ -27,6 +33,8 @@ pub mod netns;
 pub mod packet;
 #[cfg(feature = "full")]
 pub mod pcap;
+#[cfg(feature = "full")]
+pub mod ping;
 #[cfg(feature = "full")]
 pub mod strongswan;
 

@@ -11,6 +11,12 @@ use std::time::Duration;
 use tern_packet::{PacketPool, PoolConfig, Port};
 use tern_xdp::*;
 
+/// How long a test waits for what must come (frames, a state): generous,
+/// since on a loaded machine (CI shares 2 vCPUs with builds) a softirq or
+/// the test's own thread can wait seconds for a CPU; a passing test
+/// waits only as long as it takes.
+const WAIT: Duration = Duration::from_secs(20);
+
 fn pool(frames: u32) -> PacketPool {
     PacketPool::new(PoolConfig { frames, ..PoolConfig::default() }).expect("pool")
 }
@@ -49,7 +55,7 @@ fn transit_packets_reach_the_xsk_with_their_bytes() {
         let mut frames = Vec::new();
         let mut batch = Vec::with_capacity(64);
         let mut seen = Vec::new();
-        wait_until(Duration::from_secs(5), || {
+        wait_until(WAIT, || {
             batch.clear();
             port.rx_burst(&mut pool, &mut batch, 64);
             for &i in &batch {
@@ -105,7 +111,7 @@ fn a_dropped_ports_frames_return_and_an_unfilled_port_fills_and_receives() {
         // The kernel frees the old socket's queue in deferred work: wait
         // for the queue to take a socket again.
         let mut opened = None;
-        wait_until(Duration::from_secs(5), || {
+        wait_until(WAIT, || {
             opened = XskPort::open_unfilled(&umem, &cfg("r0", 0)).ok();
             opened.is_some()
         });
@@ -120,7 +126,7 @@ fn a_dropped_ports_frames_return_and_an_unfilled_port_fills_and_receives() {
 
         rig.gen_ns.run(|| send_udp(SocketAddr::new(S0_IP.into(), 5000), 4101, "refilled", 20));
         let mut seen = 0;
-        wait_until(Duration::from_secs(5), || {
+        wait_until(WAIT, || {
             batch.clear();
             port.rx_burst(&mut pool, &mut batch, 64);
             seen += batch.iter().filter(|&&i| udp_payload(pool.data(i)).is_some()).count();
@@ -179,7 +185,7 @@ fn neighbour_discovery_goes_to_tern_in_standalone_mode() {
         assert!(!rig.gen_ns.exec_ok(&["ping", "-c", "1", "-W", "1", "10.77.1.1"]));
         let mut batch = Vec::new();
         let mut arp = 0;
-        wait_until(Duration::from_secs(3), || {
+        wait_until(WAIT, || {
             batch.clear();
             port.rx_burst(&mut pool, &mut batch, 64);
             for &i in &batch {
@@ -205,7 +211,7 @@ fn tx_frames_arrive_at_the_peer() {
     let mut pool = pool(4096);
     let start = pool.available();
     let rx = rig.gen_ns.run(|| UdpSocket::bind((G0_IP, 7777)).expect("bind receiver"));
-    rx.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
+    rx.set_read_timeout(Some(WAIT)).expect("timeout");
     rig.rtr.run(|| {
         let umem = Umem::new(&pool).expect("umem");
         let mut port = XskPort::open(&umem, &cfg("r0", 0), &mut pool).expect("open");
@@ -222,7 +228,7 @@ fn tx_frames_arrive_at_the_peer() {
             sent += out.sent;
         }
         assert_eq!(sent, 100);
-        assert!(wait_until(Duration::from_secs(3), || {
+        assert!(wait_until(WAIT, || {
             port.service(&mut pool);
             port.frames_lent() == 1024
         }));
@@ -305,13 +311,13 @@ fn tx_on_a_down_link_is_counted_as_refused_not_sent() {
         assert_eq!((s.tx_packets, s.tx_dropped), (128, 128));
         peer("up");
         assert!(
-            wait_until(Duration::from_secs(5), || {
+            wait_until(WAIT, || {
                 let pkts = frames(&mut pool, "again", 1);
                 port.tx_burst(&mut pool, &pkts).sent == 1
             }),
             "frames leave once the link is back"
         );
-        assert!(wait_until(Duration::from_secs(3), || {
+        assert!(wait_until(WAIT, || {
             port.service(&mut pool);
             port.frames_lent() == 1024
         }));
@@ -386,7 +392,7 @@ fn two_ports_share_a_umem_forward_thousands_and_leak_nothing() {
         });
         // (If the forwarder failed, the sends below just go nowhere and the
         // final assertion reports it.)
-        wait_until(Duration::from_secs(10), || ready.load(Ordering::Relaxed));
+        wait_until(WAIT, || ready.load(Ordering::Relaxed));
         rig.gen_ns.run(|| {
             let s = UdpSocket::bind(("0.0.0.0", 4200)).expect("sender");
             let dst = SocketAddr::new(S0_IP.into(), 6000);
@@ -405,7 +411,7 @@ fn two_ports_share_a_umem_forward_thousands_and_leak_nothing() {
                 }
             }
         });
-        wait_until(Duration::from_secs(5), || received.load(Ordering::Relaxed) >= N);
+        wait_until(WAIT, || received.load(Ordering::Relaxed) >= N);
         stop.store(true, Ordering::Relaxed);
         let _ = sink_thread.join();
         fwd.join().expect("forwarder")
@@ -444,7 +450,7 @@ fn one_socket_per_queue_on_a_multiqueue_veth() {
         let mut counts = [0usize; 2];
         let mut payloads = BTreeSet::new();
         let mut batch = Vec::new();
-        wait_until(Duration::from_secs(5), || {
+        wait_until(WAIT, || {
             for (q, p) in ports.iter_mut().enumerate() {
                 batch.clear();
                 p.rx_burst(&mut pool, &mut batch, 64);
@@ -485,7 +491,7 @@ fn engaged_port(rig: &Rig2, pool: &mut PacketPool, policy: BusyPoll) -> (Steerin
     assert!(port.wait_fd().is_some(), "not spinning before it engages");
     rig.gen_ns.run(|| send_udp(SocketAddr::new(R0_IP.into(), 9), 4400, "probe", 5));
     assert!(
-        wait_until(Duration::from_secs(3), || {
+        wait_until(WAIT, || {
             port.service(pool);
             !matches!(port.busy_poll_state(), BusyPollState::Learning)
         }),
@@ -501,7 +507,7 @@ fn engaged_port(rig: &Rig2, pool: &mut PacketPool, policy: BusyPoll) -> (Steerin
 fn receive_udp(port: &mut XskPort, pool: &mut PacketPool, dport: u16, want: usize) -> bool {
     let mut n = 0;
     let mut batch = Vec::new();
-    wait_until(Duration::from_secs(3), || {
+    wait_until(WAIT, || {
         batch.clear();
         port.rx_burst(pool, &mut batch, 64);
         n += batch.iter().filter(|&&i| udp_payload(pool.data(i)).is_some_and(|p| p.2 == dport)).count();
@@ -539,7 +545,7 @@ fn adaptive_busy_polling_parks_while_the_worker_sleeps() {
     rig.rtr.run(|| {
         let (_steer, mut port) = engaged_port(&rig, &mut pool, BusyPoll::Adaptive);
         // It parks once its queue has been quiet for PARK_AFTER.
-        assert!(wait_until(Duration::from_secs(3), || port.prepare_sleep()), "parks when quiet");
+        assert!(wait_until(WAIT, || port.prepare_sleep()), "parks when quiet");
         assert!(port.busy_poll_parked());
         // Parked, the kernel's softirq delivers: the XSK turns readable
         // without anyone busy polling, as in interrupt mode.
