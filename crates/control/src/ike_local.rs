@@ -15,14 +15,19 @@
 //! every worker's `ip-inject` node sends through `ip4-lookup` /
 //! `ip6-lookup`: routing and neighbour resolution apply as to any packet
 //! tern originates. A worker is woken only for the first packet since one
-//! last drained the queue.
+//! last drained the queue. The IKE service sends a turn's answers with
+//! [`EngineUdp::send_deferred`] and wakes the worker once with
+//! [`EngineUdp::kick`] when the turn is done: on a CPU it shares with the
+//! IKE threads, a worker woken at the first answer preempted the sender,
+//! sent that one packet and slept again, a round of two context switches
+//! per answer.
 //!
 //! In Linux mode none of this runs: the kernel owns the router's
 //! addresses and the IKE service binds kernel sockets.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use tern_engine::WorkerShared;
 use tern_nodes::state::{Doorbell, IkeDatagram, InjectQueue, Shared};
@@ -46,7 +51,19 @@ struct Stats {
     sent: AtomicU64,
     refused: AtomicU64,
     received: AtomicU64,
+    /// A deferred send found the workers asleep: the next
+    /// [`EngineUdp::kick`] wakes one.
+    owed: AtomicBool,
+    /// Deferred sends since the last kick (one is forced at
+    /// [`DEFER_MAX`]).
+    deferred: AtomicU32,
+    wakes: AtomicU64,
 }
+
+/// Deferred sends after which the worker is woken without waiting for the
+/// sender's [`EngineUdp::kick`]: a long turn still streams its answers,
+/// a wake-up per this many instead of one per answer.
+pub const DEFER_MAX: u32 = 32;
 
 /// What an [`EngineUdp`] counted (all its clones together).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,6 +74,8 @@ pub struct EngineUdpStats {
     pub refused: u64,
     /// Datagrams `recv` returned.
     pub received: u64,
+    /// Times a worker was woken for the datagrams queued.
+    pub wakes: u64,
 }
 
 impl EngineUdp {
@@ -115,6 +134,49 @@ impl EngineUdp {
     /// either port is 4500. False when the workers' queue is full or the
     /// packet cannot be built (mixed families, over 64 KiB).
     pub fn send(&self, local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> bool {
+        match self.queue(local, remote, ike) {
+            Some(wake) => {
+                if wake {
+                    self.wake_worker();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`EngineUdp::send`] without waking a worker: the caller owes a
+    /// [`EngineUdp::kick`] once its batch of sends is done (or every
+    /// [`DEFER_MAX`] deferred sends wake one here).
+    pub fn send_deferred(&self, local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> bool {
+        let Some(wake) = self.queue(local, remote, ike) else { return false };
+        if wake {
+            self.stats.owed.store(true, Ordering::SeqCst);
+        }
+        if self.stats.deferred.fetch_add(1, Ordering::Relaxed) + 1 >= DEFER_MAX {
+            self.kick();
+        }
+        true
+    }
+
+    /// Wakes a worker if a deferred send found them asleep.
+    pub fn kick(&self) {
+        self.stats.deferred.store(0, Ordering::Relaxed);
+        if self.stats.owed.load(Ordering::Relaxed) && self.stats.owed.swap(false, Ordering::SeqCst) {
+            self.wake_worker();
+        }
+    }
+
+    fn wake_worker(&self) {
+        self.stats.wakes.fetch_add(1, Ordering::Relaxed);
+        if let Some(w) = &self.worker {
+            w.wake();
+        }
+    }
+
+    /// Builds and queues the packet: whether a worker must be woken, or
+    /// `None` (counted) when it cannot be built or the queue is full.
+    fn queue(&self, local: SocketAddr, remote: SocketAddr, ike: &[u8]) -> Option<bool> {
         let id = self.stats.ipv4_id.fetch_add(1, Ordering::Relaxed);
         let marked;
         let payload = if local.port() == tern_nodes::ike::NAT_T_PORT || remote.port() == tern_nodes::ike::NAT_T_PORT {
@@ -128,19 +190,16 @@ impl EngineUdp {
         };
         let Some(pkt) = tern_nodes::ike::udp_packet(local, remote, payload, id) else {
             self.stats.refused.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return None;
         };
         match self.tx.push(pkt) {
             Ok(wake) => {
-                if wake && let Some(w) = &self.worker {
-                    w.wake();
-                }
                 self.stats.sent.fetch_add(1, Ordering::Relaxed);
-                true
+                Some(wake)
             }
             Err(_) => {
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                false
+                None
             }
         }
     }
@@ -151,6 +210,7 @@ impl EngineUdp {
             sent: self.stats.sent.load(Ordering::Relaxed),
             refused: self.stats.refused.load(Ordering::Relaxed),
             received: self.stats.received.load(Ordering::Relaxed),
+            wakes: self.stats.wakes.load(Ordering::Relaxed),
         }
     }
 }
@@ -179,7 +239,61 @@ mod tests {
         let p4500 = sh.ip_inject.pop().expect("queued");
         assert_eq!(&p4500[28..], b"\0\0\0\0ike", "the non-ESP marker on 4500");
         assert!(!u.send(sa("10.0.1.1:500"), sa("[2001:db8::2]:500"), b"ike"), "mixed families");
-        assert_eq!(u.stats(), EngineUdpStats { sent: 2, refused: 1, received: 0 });
+        assert_eq!(u.stats(), EngineUdpStats { sent: 2, refused: 1, received: 0, wakes: 1 });
+    }
+
+    /// What `ip-inject` does: clears the wake-up flag, takes every packet.
+    fn drain(sh: &Shared) -> usize {
+        sh.ip_inject.start();
+        std::iter::from_fn(|| sh.ip_inject.pop()).count()
+    }
+
+    #[test]
+    fn deferred_sends_wake_the_worker_once_at_the_kick() {
+        let sh = shared();
+        let u = EngineUdp::new(&sh, None);
+        let (a, b) = (sa("10.0.1.1:500"), sa("10.0.1.2:500"));
+        for _ in 0..3 {
+            assert!(u.send_deferred(a, b, b"ike"));
+        }
+        assert_eq!(u.stats().wakes, 0, "no wake-up before the kick");
+        u.kick();
+        assert_eq!(u.stats().wakes, 1, "one for the three");
+        u.kick();
+        assert_eq!(u.stats().wakes, 1, "nothing owed any more");
+        assert_eq!(drain(&sh), 3);
+        // A worker that drained the queue is asleep again: the next turn
+        // owes it one wake-up, however many sends.
+        assert!(u.send_deferred(a, b, b"ike"));
+        assert!(u.send_deferred(a, b, b"ike"));
+        u.kick();
+        assert_eq!(u.stats().wakes, 2);
+        // Sends while a worker has not drained yet owe nothing more.
+        assert!(u.send_deferred(a, b, b"ike"));
+        u.kick();
+        assert_eq!(u.stats().wakes, 2, "the worker still has the last wake-up's packets to take");
+        assert_eq!(drain(&sh), 3);
+        // A clone (another thread's handle) pays what this one owes.
+        assert!(u.send_deferred(a, b, b"ike"));
+        u.clone().kick();
+        assert_eq!(u.stats().wakes, 3);
+        assert_eq!(u.stats().sent, 7);
+    }
+
+    #[test]
+    fn a_long_run_of_deferred_sends_wakes_every_defer_max() {
+        let sh = shared();
+        let u = EngineUdp::new(&sh, None);
+        let (a, b) = (sa("10.0.1.1:500"), sa("10.0.1.2:500"));
+        for i in 1..=3 * DEFER_MAX {
+            assert!(u.send_deferred(a, b, b"ike"));
+            // The worker drains each packet as it comes (it is awake).
+            if i % DEFER_MAX != 0 {
+                assert_eq!(u.stats().wakes, u64::from(i / DEFER_MAX), "after {i} sends");
+            }
+            drain(&sh);
+        }
+        assert_eq!(u.stats().wakes, 3, "one every {DEFER_MAX}, without a kick");
     }
 
     #[test]

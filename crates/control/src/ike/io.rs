@@ -51,6 +51,11 @@ pub trait Transport: Send + Sync {
     /// Sends `data` (an IKE message) from `local` to `remote`; on port
     /// 4500 with the non-ESP marker in front. False if it could not.
     fn send(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) -> bool;
+
+    /// What `send` queued goes out now: the sender calls it once its
+    /// batch of sends is done (the engine's queues wake a worker once for
+    /// the batch; kernel sockets sent each at once).
+    fn flush(&self) {}
 }
 
 /// What a datagram received on `local_port` is: the IKE message in it, or
@@ -222,10 +227,14 @@ pub struct EngineTransport {
 
 impl Transport for EngineTransport {
     fn send(&self, local: SocketAddr, remote: SocketAddr, data: &[u8]) -> bool {
-        let ok = self.udp.send(local, remote, data);
+        let ok = self.udp.send_deferred(local, remote, data);
         let c = if ok { &self.counters.sent } else { &self.counters.send_failed };
         c.fetch_add(1, Ordering::Relaxed);
         ok
+    }
+
+    fn flush(&self) {
+        self.udp.kick();
     }
 }
 

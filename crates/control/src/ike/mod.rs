@@ -437,6 +437,7 @@ impl IkeService {
             for (local, remote, data) in held {
                 r.transport.send(local, remote, &data);
             }
+            r.transport.flush();
         }
         true
     }

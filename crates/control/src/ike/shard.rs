@@ -168,6 +168,8 @@ impl Shard {
             }
             self.ike.poll(Instant::now());
             self.flush();
+            // The turn's answers go out together (one worker wake-up).
+            self.transport.flush();
             if std::mem::take(&mut self.told) {
                 (self.wake)();
             }

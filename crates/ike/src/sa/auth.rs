@@ -550,15 +550,18 @@ impl Ike {
             hard_secs: hard,
             replaces: None,
         };
-        log::info!(
-            "ike: peer {}: child SA {} {} ({}, in {:#010x}, out {:#010x})",
-            sa.who(),
-            child.id,
-            if rekey { "rekeyed" } else { "up" },
-            child.chosen,
-            child.spi_in,
-            child.spi_out
-        );
+        // Routine: through the event log, as the IKE SA's line.
+        if log::log_enabled!(log::Level::Info) && self.event_log.allow(now, crate::eventlog::Routine::Child) {
+            log::info!(
+                "ike: peer {}: child SA {} {} ({}, in {:#010x}, out {:#010x})",
+                sa.who(),
+                child.id,
+                if rekey { "rekeyed" } else { "up" },
+                child.chosen,
+                child.spi_in,
+                child.spi_out
+            );
+        }
         if rekey {
             self.stats.rekeys_child += 1;
         } else {
