@@ -68,12 +68,21 @@
 #define IKE_PORT 500
 #define NAT_T_PORT 4500
 
-// IPsec for the router: ESP, or UDP to IKE's port 500 or NAT-T's 4500
-// (RFC 7296, RFC 3948), `l4` the transport header (ports read only when
-// they are in the frame). In Linux mode (`linux`) only ESP and ESP in UDP
-// 4500: IKE stays the kernel's, whose sockets the IKE service binds (UDP
-// 500; on 4500 the non-ESP marker, four zero bytes where ESP's SPI would
-// be, and NAT keep-alives, one 0xff byte).
+// UDP to a port an SA uses locally for ESP in UDP other than 4500
+// (`lane_encap_ports`, never IKE's 500): no IKE runs there, all of it
+// is the engine's esp-decrypt's.
+static __always_inline int is_encap_port(__u16 dport)
+{
+	return dport != IKE_PORT && bpf_map_lookup_elem(&lane_encap_ports, &dport) != 0;
+}
+
+// IPsec for the router: ESP, or UDP to IKE's port 500, NAT-T's 4500 or
+// an SA's own ESP-in-UDP port (RFC 7296, RFC 3948), `l4` the transport
+// header (ports read only when they are in the frame). In Linux mode
+// (`linux`) only ESP and ESP in UDP: IKE stays the kernel's, whose
+// sockets the IKE service binds (UDP 500; on 4500 the non-ESP marker,
+// four zero bytes where ESP's SPI would be, and NAT keep-alives, one 0xff
+// byte).
 static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end, int linux)
 {
 	if (proto == IPPROTO_ESP_)
@@ -81,11 +90,11 @@ static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end, int l
 	if (proto != 17 || (void *)(l4 + 4) > end)
 		return 0;
 	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
-	if (!linux)
-		return dport == NAT_T_PORT || dport == IKE_PORT;
-	if (dport != NAT_T_PORT || (void *)(l4 + 12) > end)
-		return 0;
-	return (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
+	if (dport == NAT_T_PORT)
+		return !linux || ((void *)(l4 + 12) <= end && (l4[8] | l4[9] | l4[10] | l4[11]) != 0);
+	if (!linux && dport == IKE_PORT)
+		return 1;
+	return is_encap_port(dport);
 }
 
 // IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
@@ -527,10 +536,10 @@ int tern_lane(struct xdp_md *ctx)
 		// Packets for the router's addresses in Linux mode: Linux's, except
 		// GRE, which may belong to one of tern's tunnels, and IPsec when
 		// tern terminates it (ip4 punts it to the engine).
-		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) &&
+		// (The address first: the IPsec test may look a port up.)
+		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) && bpf_map_lookup_elem(&lane_local4, &dst) &&
 		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && (ip[9] == IPPROTO_ESP_ || !(rd16(ip + 6) & 0x3fff)) &&
-		      is_ipsec(ip[9], ip + 20, end, 1)) &&
-		    bpf_map_lookup_elem(&lane_local4, &dst))
+		      is_ipsec(ip[9], ip + 20, end, 1)))
 			return pass_s(ctx, s, C_PASS_LOCAL);
 		// Multicast is Linux's, but for VRRP advertisements in standalone
 		// mode, which tern's own VRRP takes (ip4 punts them).
@@ -550,11 +559,11 @@ int tern_lane(struct xdp_md *ctx)
 				return pass_s(ctx, s, C_PASS_NEIGH);
 			}
 		}
-		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6) &&
-		    !((s->flags & LCFG_IPSEC) && is_ipsec6(ip[6], ip + 40, end, 1))) {
+		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6)) {
 			struct in6_key key;
 			__builtin_memcpy(key.b, ip + 24, 16);
-			if (bpf_map_lookup_elem(&lane_local6, &key))
+			if (bpf_map_lookup_elem(&lane_local6, &key) &&
+			    !((s->flags & LCFG_IPSEC) && is_ipsec6(ip[6], ip + 40, end, 1)))
 				return pass_s(ctx, s, C_PASS_LOCAL);
 		}
 		if (ip[24] == 0xff &&
