@@ -163,18 +163,20 @@ for r in got:
     print(json.dumps(r))
 "#;
 
-/// Host1: UDP port 5000 for `secs`, one JSON line a datagram.
+/// Host1: UDP port 5000 for `want` datagrams (or `secs`), one JSON line
+/// each.
 const PY_HOST: &str = r#"
 import sys, socket, json, time, select
-secs, ready = float(sys.argv[1]), sys.argv[2]
+secs, ready, want = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 5000))
 open(ready, 'w').close()
-end = time.time() + secs
-while time.time() < end:
+end, n = time.time() + secs, 0
+while time.time() < end and n < want:
     r, _, _ = select.select([u], [], [], 0.1)
     if r:
         d, a = u.recvfrom(65535)
         print(json.dumps(dict(udp=d.decode(errors='replace'), src=a[0])), flush=True)
+        n += 1
 "#;
 
 fn py(lab: &Lab, ns: usize, name: &str, body: &str, args: &[&str]) -> Child {
@@ -215,8 +217,7 @@ fn scapy_missing() -> Option<&'static str> {
 fn sa_counter(lab: &Lab, id: usize, what: &str) -> u64 {
     let v = json(lab, &["ipsec", "sa", "show", &id.to_string()]);
     let sas = v.pointer("/sas").or_else(|| v.pointer("/data/sas")).cloned().unwrap_or_default();
-    let sa = sas.as_array().and_then(|a| a.first()).cloned().unwrap_or(v);
-    sa.pointer(&format!("/counters/{what}")).and_then(serde_json::Value::as_u64).unwrap_or(0)
+    sas.get(0).and_then(|s| s.get(what)).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
 
 fn own_ports(driver: &str, linux: bool, tag: &str) {
@@ -256,10 +257,10 @@ fn own_ports(driver: &str, linux: bool, tag: &str) {
         assert!(cli(&lab, &["trace", "start", "32"]).status.success());
     }
     let ready = lab.dir.join("host.ready");
-    let host = py(&lab, 0, "host.py", PY_HOST, &["6", &ready.display().to_string()]);
+    let host = py(&lab, 0, "host.py", PY_HOST, &["60", &ready.display().to_string(), "5"]);
     wait_file(&ready);
     let sink_ready = lab.dir.join("sink.ready");
-    let sink = py(&lab, 2, "sink.py", PY_SINK, &[KEY_IN, KEY_OUT, "2", "15", &sink_ready.display().to_string()]);
+    let sink = py(&lab, 2, "sink.py", PY_SINK, &[KEY_IN, KEY_OUT, "2", "60", &sink_ready.display().to_string()]);
     wait_file(&sink_ready);
     let src = py(&lab, 2, "source.py", PY_SOURCE, &[KEY_IN, KEY_OUT]);
     let out = src.wait_with_output().expect("source");

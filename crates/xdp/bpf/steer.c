@@ -78,7 +78,8 @@ struct in6_key {
 	__u8 b[16];
 };
 
-// The local UDP ports of ESP in UDP other than 4500 (host byte order):
+// The local UDP ports of ESP in UDP other than 4500 (network byte order:
+// the key is the packet's own two bytes):
 // every SA's `udp_encap` source port, kept by tern's control thread
 // (SteeringProgram::set_encap_ports). No IKE runs on them.
 #define MAX_ENCAP_PORTS 256
@@ -243,7 +244,7 @@ static __always_inline int is_ipsec(__u8 proto, __u8 *l4, void *end)
 	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
 	if (dport == 4500)
 		return (void *)(l4 + 12) <= end && (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
-	return dport != 500 && bpf_map_lookup_elem(&tern_encap_ports, &dport) != 0;
+	return dport != 500 && bpf_map_lookup_elem(&tern_encap_ports, l4 + 2) != 0;
 }
 
 SEC("xdp")

@@ -358,7 +358,8 @@ impl SteeringProgram {
     pub fn set_encap_ports(&mut self, ports: &[u16]) -> Result<(), XdpError> {
         let map = &mut self.encap_ports;
         sync_port_set(&mut self.encap_set, ports, |p, on| {
-            if on { map.insert(p, 1, 0) } else { map.remove(&p) }.map_err(|e| prog_err("tern_encap_ports", e))
+            let key = u16::from_ne_bytes(p.to_be_bytes());
+            if on { map.insert(key, 1, 0) } else { map.remove(&key) }.map_err(|e| prog_err("tern_encap_ports", e))
         })
     }
 

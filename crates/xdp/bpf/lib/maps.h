@@ -51,8 +51,9 @@ struct {
 	__type(value, __u16);
 } lane_vlans SEC(".maps");
 
-// The local UDP ports of ESP in UDP other than 4500, host byte order
-// (the SAs' `udp_encap` source ports; LaneProgram::set_encap_ports).
+// The local UDP ports of ESP in UDP other than 4500, network byte order
+// (the key is the packet's own two bytes), the SAs' `udp_encap` source
+// ports (LaneProgram::set_encap_ports).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);

@@ -712,9 +712,14 @@ impl LaneProgram {
     /// whatever it carries. The map follows `ports` (at most 256).
     pub fn set_encap_ports(&mut self, ports: &[u16]) -> Result<(), XdpError> {
         let map = &mut self.encap_ports;
-        crate::steer::sync_port_set(&mut self.encap_set, ports, |p, on| {
-            if on { map.insert(p, 1, 0) } else { map.remove(&p) }.map_err(|e| prog_err("lane_encap_ports", e))
-        })
+        let r = crate::steer::sync_port_set(&mut self.encap_set, ports, |p, on| {
+            let key = u16::from_ne_bytes(p.to_be_bytes());
+            if on { map.insert(key, 1, 0) } else { map.remove(&key) }.map_err(|e| prog_err("lane_encap_ports", e))
+        });
+        // The flag follows what the map holds (packets look ports up only
+        // while it is set).
+        self.set_flag(LCFG_ENCAP_PORTS, !self.encap_set.is_empty())?;
+        r
     }
 
     pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
