@@ -51,7 +51,7 @@ pub struct Verdicts {
     pub pass_no_xsk: u64,
     /// Not IP/ARP in Linux mode, or steering paused: passed to Linux.
     pub pass_other: u64,
-    /// ESP or ESP in UDP 4500 for the router's addresses, sent to tern
+    /// ESP or ESP in UDP (4500, an SA's own port) for the router's addresses, sent to tern
     /// (it terminates IPsec; IKE stays Linux's).
     pub redirect_ipsec: u64,
     /// VRRP advertisements (224.0.0.18 / ff02::12) sent to tern
@@ -91,7 +91,7 @@ impl Verdicts {
             ),
             (
                 "ipsec-to-tern",
-                "ESP or ESP in UDP 4500 for the router's addresses: sent to tern (IPsec), not Linux",
+                "ESP or ESP in UDP (4500, an SA's own port) for the router's addresses: sent to tern (IPsec), not Linux",
                 self.redirect_ipsec,
             ),
             (

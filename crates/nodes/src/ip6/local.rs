@@ -18,7 +18,7 @@
 //! Next nodes: `ip6-lookup` (echo replies to global addresses),
 //! `interface-output` (ND answers and replies to link-local sources, sent
 //! straight back on the link), `ip6-icmp-error`, `gre-input`,
-//! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode),
+//! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode, and UDP to an SA's other local `udp_encap` port),
 //! `ip6-reassembly` (fragments: all in standalone mode, ESP's and GRE's in
 //! Linux mode, and UDP's where the kernel has its own copy, for ESP in
 //! UDP; see [`crate::reass`]), `linux-punt`, `drop`.
