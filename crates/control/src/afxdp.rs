@@ -38,6 +38,8 @@ pub struct XdpDevices {
     /// tern terminates IPsec: ESP and ESP in UDP 4500 for the router's
     /// addresses go to tern in Linux mode ([`XdpDevices::set_ipsec_to_tern`]).
     ipsec: bool,
+    /// The SAs' local ESP-in-UDP ports ([`XdpDevices::set_encap_ports`]).
+    encap_ports: Vec<u16>,
     /// The steering programs' punt policers, per class
     /// ([`XdpDevices::set_punt_rates`]); none set: nothing policed.
     punt: Option<[(u32, u32); 7]>,
@@ -152,6 +154,9 @@ impl XdpDevices {
             if self.ipsec {
                 prog.set_ipsec_to_tern(true).map_err(|e| (format!("IPsec steering: {e}"), false))?;
             }
+            if !self.encap_ports.is_empty() {
+                prog.set_encap_ports(&self.encap_ports).map_err(|e| (format!("ESP-in-UDP ports: {e}"), false))?;
+            }
             if let Some(punt) = &self.punt {
                 prog.set_punt_rates(punt).map_err(|e| (format!("punt policers: {e}"), false))?;
             }
@@ -235,6 +240,25 @@ impl XdpDevices {
             && let Err(e) = l.set_ipsec(on)
         {
             log::warn!("XDP lane: IPsec steering: {e}");
+        }
+    }
+
+    /// The local ports of ESP in UDP besides 4500 (the SAs' `udp_encap`
+    /// source ports, `tern_ipsec::SaTable::encap_ports`): the steering
+    /// programs and the lane treat UDP to them for the router's addresses
+    /// as ESP in UDP (to tern with IPsec on; no IKE there). Also for
+    /// programs attached later.
+    pub fn set_encap_ports(&mut self, ports: &[u16]) {
+        self.encap_ports = ports.to_vec();
+        for (dev, p) in &mut self.progs {
+            if let Err(e) = p.set_encap_ports(ports) {
+                log::warn!("device {dev}: ESP-in-UDP ports: {e}");
+            }
+        }
+        if let Some(l) = &mut self.lane
+            && let Err(e) = l.set_encap_ports(ports)
+        {
+            log::warn!("XDP lane: ESP-in-UDP ports: {e}");
         }
     }
 

@@ -26,7 +26,15 @@
 //! in one counter: one of [`KernelEspStats`] or the node's.
 //!
 //! IKE reaching the wildcard sockets (the non-ESP marker, to an address
-//! without `[[ike]]`) and NAT keep-alives are counted and dropped.
+//! without `[[ike]]`, or on a port other than 4500, where no IKE runs)
+//! and NAT keep-alives are counted and dropped.
+//!
+//! SAs may carry ESP in UDP on other local ports than 4500 (`udp_encap`'s
+//! `src_port`): the steering programs send those ports to tern as they
+//! do 4500, and [`EncapPorts`] binds wildcard sockets on them too while
+//! an SA uses them and an ipsec tunnel exists, closing them when none
+//! does (the SA table's [`tern_ipsec::SaTable::encap_ports`], followed by
+//! the control loop).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -165,7 +173,7 @@ impl KernelEsp {
         let c = &self.counters;
         if d == [0xff] {
             c.keepalives.fetch_add(1, Ordering::Relaxed);
-        } else if d.len() >= 4 && d.get(..4) == Some(&[0, 0, 0, 0][..]) {
+        } else if d.get(..4) == Some(&[0, 0, 0, 0][..]) {
             c.ike_unserved.fetch_add(1, Ordering::Relaxed);
         } else if d.len() < 8 {
             c.runts.fetch_add(1, Ordering::Relaxed);
@@ -185,6 +193,59 @@ impl KernelEsp {
             keepalives: l(&c.keepalives),
             runts: l(&c.runts),
         }
+    }
+}
+
+/// Linux mode: the wildcard sockets on the SAs' local ESP-in-UDP ports
+/// other than 4500 (see the module), following the SA table.
+#[derive(Default)]
+pub struct EncapPorts {
+    /// The table's port list last seen (one `Arc` while it does not
+    /// change), the ports besides 500 and 4500 in it, and their sockets.
+    seen: Option<Arc<[u16]>>,
+    ports: Vec<u16>,
+    sockets: Option<EspSockets>,
+}
+
+impl EncapPorts {
+    /// The SAs' local ESP-in-UDP ports besides 500 and 4500 when they
+    /// changed since the last call (the first call: when there are any).
+    pub fn changed(&mut self, sas: &tern_ipsec::SaTable) -> Option<&[u16]> {
+        let now = sas.encap_ports();
+        if self.seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, now)) {
+            return None;
+        }
+        self.seen = Some(Arc::clone(now));
+        let ports: Vec<u16> = now.iter().copied().filter(|&p| p != NAT_T_PORT && p != 500).collect();
+        if ports == self.ports {
+            return None;
+        }
+        self.ports = ports;
+        Some(&self.ports)
+    }
+
+    /// The ports [`EncapPorts::changed`] last reported.
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    /// Binds the wildcard sockets of [`EncapPorts::ports`] (`on`: Linux
+    /// mode with an ipsec tunnel), anew when they changed, or closes them.
+    /// A bind that fails is logged (only fragmented ESP in UDP on that
+    /// port is lost).
+    pub fn bind(&mut self, esp: &Arc<KernelEsp>, on: bool) {
+        self.sockets = None;
+        if on && !self.ports.is_empty() {
+            match EspSockets::start_on(Arc::clone(esp), &self.ports) {
+                Ok(s) => self.sockets = Some(s),
+                Err(e) => log::warn!("{e}"),
+            }
+        }
+    }
+
+    /// Whether sockets are bound.
+    pub fn bound(&self) -> bool {
+        self.sockets.is_some()
     }
 }
 
@@ -245,7 +306,8 @@ pub fn recv_info(sock: &UdpSocket, bound: IpAddr, buf: &mut [u8]) -> Option<Rece
     Some(Received { len: m.bytes, remote, local, ifindex })
 }
 
-/// The wildcard UDP 4500 sockets and the thread that reads them (see the
+/// The wildcard UDP 4500 sockets (or those of other ports,
+/// [`EspSockets::start_on`]) and the thread that reads them (see the
 /// module): bound while the router terminates IPsec in Linux mode,
 /// closed when dropped.
 pub struct EspSockets {
@@ -258,12 +320,21 @@ impl EspSockets {
     /// service's sockets, which keep their addresses) and starts reading.
     /// An address family the kernel lacks is skipped; neither: an error.
     pub fn start(esp: Arc<KernelEsp>) -> Result<EspSockets, String> {
+        EspSockets::start_on(esp, &[NAT_T_PORT])
+    }
+
+    /// The same on each of `ports` (both families); a port that cannot be
+    /// bound is logged and skipped; none bound at all: an error.
+    pub fn start_on(esp: Arc<KernelEsp>, ports: &[u16]) -> Result<EspSockets, String> {
         let mut socks = Vec::new();
         let mut errors = Vec::new();
-        for ip in [IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V6(Ipv6Addr::UNSPECIFIED)] {
-            match bind_wildcard(ip) {
-                Ok(s) => socks.push((ip, s)),
-                Err(e) => errors.push(format!("UDP {}: {e}", SocketAddr::new(ip, NAT_T_PORT))),
+        for &port in ports {
+            for ip in [IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V6(Ipv6Addr::UNSPECIFIED)] {
+                let at = SocketAddr::new(ip, port);
+                match bind_wildcard(at) {
+                    Ok(s) => socks.push((at, s)),
+                    Err(e) => errors.push(format!("UDP {at}: {e}")),
+                }
             }
         }
         if socks.is_empty() {
@@ -294,9 +365,9 @@ impl Drop for EspSockets {
     }
 }
 
-fn bind_wildcard(ip: IpAddr) -> std::io::Result<UdpSocket> {
+fn bind_wildcard(at: SocketAddr) -> std::io::Result<UdpSocket> {
     use rustix::net::{AddressFamily, SocketType, ipproto, socket};
-    let v6 = ip.is_ipv6();
+    let v6 = at.is_ipv6();
     let fd =
         socket(if v6 { AddressFamily::INET6 } else { AddressFamily::INET }, SocketType::DGRAM, Some(ipproto::UDP))?;
     rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
@@ -304,12 +375,12 @@ fn bind_wildcard(ip: IpAddr) -> std::io::Result<UdpSocket> {
         rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
     }
     want_pktinfo(&fd, v6)?;
-    rustix::net::bind(&fd, &SocketAddr::new(ip, NAT_T_PORT))?;
+    rustix::net::bind(&fd, &at)?;
     Ok(UdpSocket::from(fd))
 }
 
 /// Parks in poll(2) on the sockets and `stop`; drains what arrived.
-fn read_loop(socks: &[(IpAddr, UdpSocket)], stop: &OwnedFd, esp: &KernelEsp) {
+fn read_loop(socks: &[(SocketAddr, UdpSocket)], stop: &OwnedFd, esp: &KernelEsp) {
     use rustix::event::{PollFd, PollFlags};
     let mut buf = vec![0u8; 65536];
     loop {
@@ -323,9 +394,9 @@ fn read_loop(socks: &[(IpAddr, UdpSocket)], stop: &OwnedFd, esp: &KernelEsp) {
         for (bound, s) in socks {
             // A bounded run per socket, then the others and `stop`.
             for _ in 0..1024 {
-                let Some(r) = recv_info(s, *bound, &mut buf) else { break };
+                let Some(r) = recv_info(s, bound.ip(), &mut buf) else { break };
                 let d = buf.get(..r.len).unwrap_or_default();
-                esp.take_any(SocketAddr::new(r.local, NAT_T_PORT), r.remote, r.ifindex, d);
+                esp.take_any(SocketAddr::new(r.local, bound.port()), r.remote, r.ifindex, d);
             }
         }
     }

@@ -89,6 +89,9 @@ pub struct Router {
     /// sockets bound while an ipsec tunnel exists.
     kernel_esp: Arc<crate::esp_kernel::KernelEsp>,
     esp_sockets: Option<crate::esp_kernel::EspSockets>,
+    /// The SAs' ESP-in-UDP ports besides 4500: in the XDP programs, and
+    /// their wildcard sockets in Linux mode ([`Router::sync_encap_ports`]).
+    encap_ports: crate::esp_kernel::EncapPorts,
 }
 
 /// Port numbers each worker keeps for the TAPs of sub-interfaces a
@@ -486,6 +489,7 @@ impl Router {
             started_ns,
             kernel_esp,
             esp_sockets: None,
+            encap_ports: Default::default(),
         };
         if router.plan.config.linux.linux_mode() && !router.plan.config.linux.tap_exception() {
             // The kernel sees every frame of an AF_PACKET device: ESP in
@@ -531,6 +535,7 @@ impl Router {
         let mut changed = false;
         let mut did = self.ipsec.poll(std::time::Instant::now()) > 0;
         did |= self.refresh_ipsec_mtus(std::time::Instant::now());
+        did |= self.sync_encap_ports();
         while let Some(ev) = self.shared.events.pop() {
             did = true;
             match ev {
@@ -627,6 +632,7 @@ impl Router {
     fn set_esp_sockets(&mut self, on: bool) {
         if !on || !self.plan.config.linux.linux_mode() {
             self.esp_sockets = None;
+            self.encap_ports.bind(&self.kernel_esp, false);
             return;
         }
         if self.esp_sockets.is_none() {
@@ -635,6 +641,23 @@ impl Router {
                 Err(e) => log::warn!("{e}"),
             }
         }
+        if !self.encap_ports.bound() {
+            self.encap_ports.bind(&self.kernel_esp, true);
+        }
+    }
+
+    /// The SAs' local ESP-in-UDP ports besides 4500, when they changed
+    /// (an SA added or removed): to the XDP programs and, in Linux mode
+    /// while the 4500 sockets are bound, their own wildcard sockets
+    /// (`crate::esp_kernel`). Whether they changed.
+    fn sync_encap_ports(&mut self) -> bool {
+        let sas = self.shared.sas.load();
+        let Some(ports) = self.encap_ports.changed(&sas) else { return false };
+        log::info!("ESP in UDP on local ports {ports:?} besides 4500");
+        self.lanes.xdp_mut().set_encap_ports(ports);
+        let on = self.esp_sockets.is_some();
+        self.encap_ports.bind(&self.kernel_esp, on);
+        true
     }
 
     /// Where ESP in UDP the kernel received goes (Linux mode; the IKE

@@ -255,6 +255,12 @@ impl XdpLane {
         self.prog.set_ipsec(on)
     }
 
+    /// The SAs' local ESP-in-UDP ports besides 4500 (see
+    /// `LaneProgram::set_encap_ports`).
+    pub fn set_encap_ports(&mut self, ports: &[u16]) -> Result<(), XdpError> {
+        self.prog.set_encap_ports(ports)
+    }
+
     /// Writes the interface table and rule sets as a new generation.
     pub fn publish(&mut self, shared: &Shared) -> Result<(), XdpError> {
         let ifs = shared.ifaces.load();

@@ -39,6 +39,13 @@
 //!
 //! An SA removed is freed, and its AES-CBC key schedules zeroized, when
 //! the last snapshot that held it is dropped.
+//!
+//! Each table also carries the local UDP ports of ESP in UDP
+//! ([`SaTable::encap_ports`]: every SA's `udp_encap` source port, ours on
+//! the wire both ways), sorted: `ip4-local`/`ip6-local` send UDP to them
+//! to `esp-decrypt`, and the control side mirrors them into the XDP
+//! programs and Linux mode's sockets. The owner counts the SAs per port
+//! and builds a new list only when a port comes or goes.
 
 use crate::config::{Cipher, Integ, Lifetime, SaConfig, SaError, UdpEncap};
 use crate::sa::{F_EV_EXHAUSTED, F_EV_HARD, F_EV_SOFT, F_EXHAUSTED, F_HARD_PACKETS, Sa, SaCounters, SaState};
@@ -246,6 +253,7 @@ pub struct SaTable {
     base: Arc<Level>,
     delta: Delta,
     len: usize,
+    encap_ports: Arc<[u16]>,
 }
 
 impl SaTable {
@@ -291,6 +299,19 @@ impl SaTable {
     /// How many ids and SPIs the delta holds (what a publication copied).
     pub fn delta_len(&self) -> usize {
         self.delta.by_id.len().max(self.delta.by_spi.len())
+    }
+
+    /// The local UDP ports of the SAs with `udp_encap` (their
+    /// `src_port`), sorted, each once (see the module). The same `Arc`
+    /// from one publication to the next while the ports do not change.
+    pub fn encap_ports(&self) -> &Arc<[u16]> {
+        &self.encap_ports
+    }
+
+    /// Whether an SA uses `port` as its local ESP-in-UDP port.
+    #[inline]
+    pub fn is_encap_port(&self, port: u16) -> bool {
+        !self.encap_ports.is_empty() && self.encap_ports.binary_search(&port).is_ok()
     }
 }
 
@@ -408,6 +429,11 @@ pub struct SaDb {
     exhaustions_seen: u64,
     sweep_left: usize,
     published: Arc<Published<SaTable>>,
+    /// SAs per local ESP-in-UDP port (see the module), and the list the
+    /// next publication carries (rebuilt when a port came or went).
+    ports: std::collections::BTreeMap<u16, u32>,
+    encap_ports: Arc<[u16]>,
+    ports_changed: bool,
     /// Changes staged since the last publication, and the average per
     /// publication (scaled by 16, a moving average): `rebuild_at`'s b.
     staged: usize,
@@ -443,6 +469,9 @@ impl SaDb {
             exhaustions_seen: 0,
             sweep_left: 0,
             published: Arc::new(Published::new(SaTable::default())),
+            ports: std::collections::BTreeMap::new(),
+            encap_ports: Arc::from(Vec::new()),
+            ports_changed: false,
             staged: 0,
             per_publish16: 16,
         }
@@ -521,6 +550,11 @@ impl SaDb {
         if let Some(at) = next_deadline(&sa, self.epoch, None) {
             self.deadlines.push(std::cmp::Reverse(deadline(at, sa.id)));
         }
+        if let Some(e) = sa.udp_encap {
+            let n = self.ports.entry(e.src_port).or_insert(0);
+            self.ports_changed |= *n == 0;
+            *n += 1;
+        }
         let mut v = self.spi_now(sa.spi);
         v.push(sa.clone());
         self.spis.insert(sa.spi, BySpi::of(v));
@@ -531,7 +565,17 @@ impl SaDb {
 
     /// Stages the removal of an SA.
     pub fn del(&mut self, id: u32) -> Result<(), SaError> {
-        let spi = self.get(id).ok_or(SaError::NotFound(id))?.spi;
+        let sa = self.get(id).ok_or(SaError::NotFound(id))?;
+        let (spi, encap) = (sa.spi, sa.udp_encap);
+        if let Some(e) = encap
+            && let std::collections::btree_map::Entry::Occupied(mut n) = self.ports.entry(e.src_port)
+        {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+                self.ports_changed = true;
+            }
+        }
         self.timed.remove(&id);
         self.ids.insert(id, None);
         let mut v = self.spi_now(spi);
@@ -560,7 +604,11 @@ impl SaDb {
             self.spare = Some(Spare { level: old, ids, spis });
         }
         let delta = Delta { by_id: self.ids.clone(), by_spi: self.spis.clone() };
-        self.published.publish(SaTable { base: Arc::clone(&self.base), delta, len: self.len });
+        if std::mem::take(&mut self.ports_changed) {
+            self.encap_ports = self.ports.keys().copied().collect();
+        }
+        let encap_ports = Arc::clone(&self.encap_ports);
+        self.published.publish(SaTable { base: Arc::clone(&self.base), delta, len: self.len, encap_ports });
     }
 
     /// Folds the staged changes into the spare base if no table holds it
@@ -824,5 +872,59 @@ fn info(sa: &Sa, now: Instant) -> SaInfo {
         seq_out: sa.seq_out(),
         seq_in: sa.seq_in(),
         age_secs: now.saturating_duration_since(sa.added()).as_secs(),
+    }
+}
+
+#[cfg(test)]
+mod encap_port_tests {
+    use super::*;
+    use crate::config::Key;
+
+    fn sa(id: u32, ports: Option<(u16, u16)>) -> SaConfig {
+        SaConfig {
+            id,
+            spi: 0x1000 + id,
+            cipher: Cipher::Aes128Gcm,
+            integ: Integ::None,
+            key: Key::new(vec![id as u8; 20]),
+            integ_key: Key::new(Vec::new()),
+            esn: false,
+            replay_window: 64,
+            udp_encap: ports.map(|(src_port, dst_port)| UdpEncap { src_port, dst_port }),
+            soft: Lifetime::default(),
+            hard: Lifetime::default(),
+        }
+    }
+
+    /// The published ports follow the SAs: sorted, each once, a port
+    /// gone with the last SA that used it, the same list (one `Arc`)
+    /// while no port comes or goes.
+    #[test]
+    fn encap_ports_follow_the_sas() {
+        let mut db = SaDb::with_workers(1);
+        let r = db.reader();
+        assert!(r.load().encap_ports().is_empty());
+        db.add(sa(1, Some((4600, 4500)))).expect("add");
+        db.add(sa(2, Some((4500, 4500)))).expect("add");
+        db.add(sa(3, None)).expect("add");
+        db.add(sa(4, Some((4600, 4601)))).expect("add");
+        assert!(r.load().encap_ports().is_empty(), "staged only");
+        db.publish();
+        let t = r.load();
+        assert_eq!(&t.encap_ports()[..], &[4500, 4600]);
+        assert!(t.is_encap_port(4600) && t.is_encap_port(4500) && !t.is_encap_port(4601));
+        db.del(3).expect("del");
+        db.publish();
+        assert!(Arc::ptr_eq(r.load().encap_ports(), t.encap_ports()), "no port changed: the same list");
+        db.del(1).expect("del");
+        db.publish();
+        assert_eq!(&r.load().encap_ports()[..], &[4500, 4600], "SA 4 still uses 4600");
+        db.del(4).expect("del");
+        db.publish();
+        assert_eq!(&r.load().encap_ports()[..], &[4500]);
+        assert!(!r.load().is_encap_port(4600));
+        db.del(2).expect("del");
+        db.publish();
+        assert!(r.load().encap_ports().is_empty());
     }
 }

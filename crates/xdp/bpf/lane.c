@@ -68,24 +68,37 @@
 #define IKE_PORT 500
 #define NAT_T_PORT 4500
 
-// IPsec for the router: ESP, or UDP to IKE's port 500 or NAT-T's 4500
-// (RFC 7296, RFC 3948), `l4` the transport header (ports read only when
-// they are in the frame). In Linux mode (`linux`) only ESP and ESP in UDP
-// 4500: IKE stays the kernel's, whose sockets the IKE service binds (UDP
-// 500; on 4500 the non-ESP marker, four zero bytes where ESP's SPI would
-// be, and NAT keep-alives, one 0xff byte).
-static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end, int linux)
+// UDP to a port an SA uses locally for ESP in UDP other than 4500
+// (`lane_encap_ports`, never IKE's 500): no IKE runs there, all of it
+// is the engine's esp-decrypt's. `dp`: the destination port in the
+// packet, the key as it is (network byte order; no stack: ip4's frame
+// is at the verifier's 512-byte limit with its callers').
+static __always_inline int is_encap_port(const __u8 *dp)
 {
+	return bpf_map_lookup_elem(&lane_encap_ports, (void *)dp) != 0;
+}
+
+// IPsec for the router: ESP, or UDP to IKE's port 500, NAT-T's 4500 or
+// an SA's own ESP-in-UDP port (RFC 7296, RFC 3948), `l4` the transport
+// header (ports read only when they are in the frame). In Linux mode
+// (`flags` with LCFG_LINUX_MODE) only ESP and ESP in UDP: IKE stays the
+// kernel's, whose sockets the IKE service binds (UDP 500; on 4500 the
+// non-ESP marker, four zero bytes where ESP's SPI would be, and NAT
+// keep-alives, one 0xff byte). The SAs' other ports are looked up only
+// with LCFG_ENCAP_PORTS.
+static __always_inline int is_ipsec(__u8 proto, const __u8 *l4, void *end, __u32 flags)
+{
+	int linux = flags & LCFG_LINUX_MODE;
 	if (proto == IPPROTO_ESP_)
 		return 1;
 	if (proto != 17 || (void *)(l4 + 4) > end)
 		return 0;
 	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
-	if (!linux)
-		return dport == NAT_T_PORT || dport == IKE_PORT;
-	if (dport != NAT_T_PORT || (void *)(l4 + 12) > end)
-		return 0;
-	return (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
+	if (dport == NAT_T_PORT)
+		return !linux || ((void *)(l4 + 12) <= end && (l4[8] | l4[9] | l4[10] | l4[11]) != 0);
+	if (dport == IKE_PORT)
+		return !linux;
+	return (flags & LCFG_ENCAP_PORTS) && is_encap_port(l4 + 2);
 }
 
 // IPv6 extension headers (tern_wire IpProtocol::is_ipv6_ext_header).
@@ -101,13 +114,13 @@ static __always_inline int is_ext(__u8 nh)
 // fragment alike; UDP's ports are in the first only, so UDP fragments are
 // not (Linux's in Linux mode, which reassembles them: IKE; ip4-local's
 // reassembly in standalone mode).
-static __always_inline int is_ipsec6(__u8 nh, const __u8 *l4, void *end, int linux)
+static __always_inline int is_ipsec6(__u8 nh, const __u8 *l4, void *end, __u32 flags)
 {
 	int f = ip6_frag_nh(l4, nh, end);
 	if (f >= 0)
 		return f == IPPROTO_ESP_;
 	l4 = ip6_skip_ext(l4, &nh, end);
-	return l4 && is_ipsec(nh, l4, end, linux);
+	return l4 && is_ipsec(nh, l4, end, flags);
 }
 
 // ip4-input, ip4-acl-in, ip4-lookup and what follows, for the header at
@@ -253,7 +266,7 @@ local:
 		// whose ports are not there (as in is_ipsec6).
 		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) &&
 		    (proto == IPPROTO_ESP_ || (frag & 0x3fff) == 0) &&
-		    is_ipsec(proto, ip + 20, end, s->flags & LCFG_LINUX_MODE))
+		    is_ipsec(proto, ip + 20, end, s->flags))
 			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	}
@@ -409,7 +422,7 @@ local:
 	if (proto != IPPROTO_GRE_) {
 		// As in ip4, also behind extension headers.
 		if ((!(s->flags & LCFG_LINUX_MODE) || (s->flags & LCFG_IPSEC)) &&
-		    is_ipsec6(proto, ip + 40, end, s->flags & LCFG_LINUX_MODE))
+		    is_ipsec6(proto, ip + 40, end, s->flags))
 			return PUNT(PUNT_IPSEC);
 		return (s->flags & LCFG_LINUX_MODE) ? PASS(PASS_LOCAL) : PUNT(PUNT_LOCAL);
 	}
@@ -527,9 +540,12 @@ int tern_lane(struct xdp_md *ctx)
 		// Packets for the router's addresses in Linux mode: Linux's, except
 		// GRE, which may belong to one of tern's tunnels, and IPsec when
 		// tern terminates it (ip4 punts it to the engine).
+		// (LCFG_ENCAP_PORTS as a constant here: reading the flag costs
+		// tern_lane 8 bytes of stack, over the verifier's 512 with ip4's
+		// call chain; UDP transit looks the ports up while IPsec is on.)
 		if (ip[9] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL4) &&
 		    !((s->flags & LCFG_IPSEC) && (ip[0] & 0x0f) == 5 && (ip[9] == IPPROTO_ESP_ || !(rd16(ip + 6) & 0x3fff)) &&
-		      is_ipsec(ip[9], ip + 20, end, 1)) &&
+		      is_ipsec(ip[9], ip + 20, end, LCFG_LINUX_MODE | LCFG_ENCAP_PORTS)) &&
 		    bpf_map_lookup_elem(&lane_local4, &dst))
 			return pass_s(ctx, s, C_PASS_LOCAL);
 		// Multicast is Linux's, but for VRRP advertisements in standalone
@@ -551,7 +567,7 @@ int tern_lane(struct xdp_md *ctx)
 			}
 		}
 		if (ip[6] != IPPROTO_GRE_ && (s->flags & LCFG_LOCAL6) &&
-		    !((s->flags & LCFG_IPSEC) && is_ipsec6(ip[6], ip + 40, end, 1))) {
+		    !((s->flags & LCFG_IPSEC) && is_ipsec6(ip[6], ip + 40, end, LCFG_LINUX_MODE | LCFG_ENCAP_PORTS))) {
 			struct in6_key key;
 			__builtin_memcpy(key.b, ip + 24, 16);
 			if (bpf_map_lookup_elem(&lane_local6, &key))

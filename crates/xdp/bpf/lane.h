@@ -53,6 +53,9 @@
 // the kernel's (standalone mode hands every local packet to the engine
 // anyway, ESP and UDP 500/4500 counted as punt-ipsec).
 #define LCFG_IPSEC (1u << 8)
+// Some SA uses a local ESP-in-UDP port other than 4500: lane_encap_ports
+// holds them (without it no packet looks one up).
+#define LCFG_ENCAP_PORTS (1u << 9)
 
 struct lane_cfg {
 	// Publication sequence: bit 0 says which half of the double-buffered

@@ -38,8 +38,8 @@
 #define CFG_NEIGH_TO_TERN (1u << 0)
 // Pass everything to Linux (steering paused, e.g. while tern restarts).
 #define CFG_PASS_ALL (1u << 1)
-// tern terminates IPsec: ESP and ESP in UDP 4500 (NAT-T) for the router's
-// addresses go to tern, not Linux; IKE (UDP 500, and 4500 with the
+// tern terminates IPsec: ESP and ESP in UDP 4500 (NAT-T, or an SA's own
+// port: tern_encap_ports) for the router's addresses go to tern, not Linux; IKE (UDP 500, and 4500 with the
 // non-ESP marker) stays Linux's.
 #define CFG_IPSEC_TO_TERN (1u << 2)
 
@@ -51,7 +51,7 @@ enum verdict {
 	V_PASS_MCAST = 4,     // link-layer or IP multicast/broadcast control traffic
 	V_PASS_NO_XSK = 5,    // no socket on this queue: passed to Linux
 	V_PASS_OTHER = 6,     // not IP/ARP in Linux mode, or steering paused
-	V_REDIRECT_IPSEC = 7, // ESP or ESP in UDP 4500 for the router sent to tern
+	V_REDIRECT_IPSEC = 7, // ESP or ESP in UDP (4500, an SA's port) for the router sent to tern
 	V_REDIRECT_VRRP = 8,  // VRRP advertisements sent to tern (standalone mode)
 	V_REDIRECT_LOCAL = 9, // for the router's addresses, sent to tern (standalone mode)
 	// Shed by the class's policer, one per class in PC_* order (lane.h):
@@ -77,6 +77,18 @@ struct {
 struct in6_key {
 	__u8 b[16];
 };
+
+// The local UDP ports of ESP in UDP other than 4500 (network byte order:
+// the key is the packet's own two bytes):
+// every SA's `udp_encap` source port, kept by tern's control thread
+// (SteeringProgram::set_encap_ports). No IKE runs on them.
+#define MAX_ENCAP_PORTS 256
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_ENCAP_PORTS);
+	__type(key, __u16);
+	__type(value, __u8);
+} tern_encap_ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -215,20 +227,24 @@ static __always_inline int is_ff02_12(const __u8 *a)
 }
 #define IPPROTO_ESP_ 50
 
-// ESP, or ESP in UDP on NAT-T's port 4500 (RFC 3948), with the transport
-// header at `l4`: what tern's esp-decrypt takes in Linux mode (the only
-// mode with local addresses here). IKE stays the kernel's, whose sockets
-// the IKE service binds: UDP 500, and on 4500 the non-ESP marker (four
-// zero bytes where ESP's SPI would be) and NAT keep-alives (one 0xff
-// byte), both too short or zero in those four bytes.
+// ESP, or ESP in UDP on NAT-T's port 4500 (RFC 3948) or on another port
+// an SA uses locally (`tern_encap_ports`), with the transport header at
+// `l4`: what tern's esp-decrypt takes in Linux mode (the only mode with
+// local addresses here). IKE stays the kernel's, whose sockets the IKE
+// service binds: UDP 500, and on 4500 the non-ESP marker (four zero
+// bytes where ESP's SPI would be) and NAT keep-alives (one 0xff byte),
+// both too short or zero in those four bytes. On the SAs' other ports
+// everything is tern's (esp-decrypt counts what is not ESP).
 static __always_inline int is_ipsec(__u8 proto, __u8 *l4, void *end)
 {
 	if (proto == IPPROTO_ESP_)
 		return 1;
-	if (proto != IPPROTO_UDP || (void *)(l4 + 12) > end)
+	if (proto != IPPROTO_UDP || (void *)(l4 + 4) > end)
 		return 0;
 	__u16 dport = ((__u16)l4[2] << 8) | l4[3];
-	return dport == 4500 && (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
+	if (dport == 4500)
+		return (void *)(l4 + 12) <= end && (l4[8] | l4[9] | l4[10] | l4[11]) != 0;
+	return dport != 500 && bpf_map_lookup_elem(&tern_encap_ports, l4 + 2) != 0;
 }
 
 SEC("xdp")

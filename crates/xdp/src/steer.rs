@@ -51,7 +51,7 @@ pub struct Verdicts {
     pub pass_no_xsk: u64,
     /// Not IP/ARP in Linux mode, or steering paused: passed to Linux.
     pub pass_other: u64,
-    /// ESP or ESP in UDP 4500 for the router's addresses, sent to tern
+    /// ESP or ESP in UDP (4500, an SA's own port) for the router's addresses, sent to tern
     /// (it terminates IPsec; IKE stays Linux's).
     pub redirect_ipsec: u64,
     /// VRRP advertisements (224.0.0.18 / ff02::12) sent to tern
@@ -91,7 +91,7 @@ impl Verdicts {
             ),
             (
                 "ipsec-to-tern",
-                "ESP or ESP in UDP 4500 for the router's addresses: sent to tern (IPsec), not Linux",
+                "ESP or ESP in UDP (4500, an SA's own port) for the router's addresses: sent to tern (IPsec), not Linux",
                 self.redirect_ipsec,
             ),
             (
@@ -200,6 +200,9 @@ pub struct SteeringProgram {
     xsks: XskMap<MapData>,
     local4: HashMap<MapData, u32, u8>,
     local6: HashMap<MapData, u128, u8>,
+    encap_ports: HashMap<MapData, u16, u8>,
+    /// What `encap_ports` holds ([`SteeringProgram::set_encap_ports`]).
+    encap_set: Vec<u16>,
     config: Array<MapData, u32>,
     verdicts: PerCpuArray<MapData, u64>,
     punt_rate: Array<MapData, u64>,
@@ -223,6 +226,8 @@ impl SteeringProgram {
             xsks: take(&mut ebpf, "tern_xsks")?,
             local4: take(&mut ebpf, "tern_local4")?,
             local6: take(&mut ebpf, "tern_local6")?,
+            encap_ports: take(&mut ebpf, "tern_encap_ports")?,
+            encap_set: Vec::new(),
             config: take(&mut ebpf, "tern_config")?,
             verdicts: take(&mut ebpf, "tern_verdicts")?,
             punt_rate: take(&mut ebpf, "tern_punt_rate")?,
@@ -345,6 +350,19 @@ impl SteeringProgram {
         .map_err(|e| prog_err("local address maps", e))
     }
 
+    /// The local UDP ports of ESP in UDP other than 4500 (the SAs'
+    /// `udp_encap` source ports; 500 and 4500 are ignored, keeping their
+    /// meaning): with IPsec to tern, UDP to them for the router's
+    /// addresses goes to tern whatever it carries. The map follows
+    /// `ports` (at most 256 of them; the rest are left out, an error).
+    pub fn set_encap_ports(&mut self, ports: &[u16]) -> Result<(), XdpError> {
+        let map = &mut self.encap_ports;
+        sync_port_set(&mut self.encap_set, ports, |p, on| {
+            let key = u16::from_ne_bytes(p.to_be_bytes());
+            if on { map.insert(key, 1, 0) } else { map.remove(&key) }.map_err(|e| prog_err("tern_encap_ports", e))
+        })
+    }
+
     pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
         match addr {
             IpAddr::V4(a) => self.local4.remove(&u32::from_ne_bytes(a.octets())),
@@ -431,4 +449,82 @@ pub fn remove_stale(ifname: &str, force: bool) -> Result<Vec<u32>, XdpError> {
         removed.push(id);
     }
     Ok(removed)
+}
+
+/// Brings a BPF map of ports that `held` mirrors to `want` (500 and 4500
+/// left out: they keep their own meaning), one `set(port, on)` per port
+/// that comes or goes, at most `MAX_ENCAP_PORTS`. The first error stops
+/// it: `held` stays what the map holds.
+pub(crate) fn sync_port_set(
+    held: &mut Vec<u16>,
+    want: &[u16],
+    mut set: impl FnMut(u16, bool) -> Result<(), XdpError>,
+) -> Result<(), XdpError> {
+    let mut want: Vec<u16> = want.iter().copied().filter(|&p| p != 500 && p != 4500).collect();
+    want.sort_unstable();
+    want.dedup();
+    let over = want.len() > MAX_ENCAP_PORTS;
+    want.truncate(MAX_ENCAP_PORTS);
+    let gone: Vec<u16> = held.iter().copied().filter(|p| want.binary_search(p).is_err()).collect();
+    for p in gone {
+        set(p, false)?;
+        held.retain(|&h| h != p);
+    }
+    for &p in &want {
+        if let Err(i) = held.binary_search(&p) {
+            set(p, true)?;
+            held.insert(i, p);
+        }
+    }
+    if over {
+        return Err(prog_err(
+            "encap ports",
+            format!("more than {MAX_ENCAP_PORTS} ESP-in-UDP ports; the rest are Linux's"),
+        ));
+    }
+    Ok(())
+}
+
+/// The ports `tern_encap_ports`/`lane_encap_ports` hold at most.
+pub const MAX_ENCAP_PORTS: usize = 256;
+
+#[cfg(test)]
+mod port_set_tests {
+    use super::*;
+
+    /// The map follows the list: each port added or removed once, 500 and
+    /// 4500 never, duplicates once; an error leaves `held` as the map is.
+    #[test]
+    fn sync_port_set_adds_and_removes_what_changed() {
+        let mut map = std::collections::BTreeSet::new();
+        let mut calls = Vec::new();
+        let mut held = Vec::new();
+        let mut apply = |held: &mut Vec<u16>, want: &[u16], calls: &mut Vec<(u16, bool)>, fail: Option<u16>| {
+            sync_port_set(held, want, |p, on| {
+                if Some(p) == fail {
+                    return Err(prog_err("test", "refused"));
+                }
+                calls.push((p, on));
+                if on {
+                    map.insert(p)
+                } else {
+                    map.remove(&p)
+                };
+                Ok(())
+            })
+        };
+        apply(&mut held, &[4600, 4500, 500, 4601, 4600], &mut calls, None).expect("sync");
+        assert_eq!(held, [4600, 4601]);
+        assert_eq!(calls, [(4600, true), (4601, true)]);
+        calls.clear();
+        apply(&mut held, &[4601, 4700], &mut calls, None).expect("sync");
+        assert_eq!(held, [4601, 4700]);
+        assert_eq!(calls, [(4600, false), (4700, true)]);
+        calls.clear();
+        assert!(apply(&mut held, &[4601, 4700, 4800], &mut calls, Some(4800)).is_err());
+        assert_eq!(held, [4601, 4700], "what the map holds");
+        let many: Vec<u16> = (5000..5000 + MAX_ENCAP_PORTS as u16 + 3).collect();
+        assert!(apply(&mut held, &many, &mut calls, None).is_err(), "over the map's size");
+        assert_eq!(held.len(), MAX_ENCAP_PORTS);
+    }
 }

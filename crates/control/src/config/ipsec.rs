@@ -184,6 +184,9 @@ pub fn sa_plan(c: &IpsecSaCfg) -> Result<SaPlan, (&'static str, String)> {
             if p == 0 {
                 return Err((key, "port 0 cannot be used".into()));
             }
+            if key == "udp_src_port" && p == 500 {
+                return Err((key, "port 500 is IKE's: ESP in UDP cannot be received there".into()));
+            }
         }
         Some((src, dst))
     } else {

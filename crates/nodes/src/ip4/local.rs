@@ -5,7 +5,9 @@
 //!
 //! GRE packets go to `gre-input`, which decapsulates those of configured
 //! tunnels; ESP and UDP to port 4500 (ESP in UDP, RFC 3948) go to
-//! `esp-decrypt`. VRRP advertisements (protocol 112, from `ip4-input` when
+//! `esp-decrypt`, as does UDP to another port an SA uses as its local
+//! ESP-in-UDP port (`udp_encap`'s `src_port`, [`tern_ipsec::SaTable::encap_ports`]);
+//! UDP to any other port is answered as below. VRRP advertisements (protocol 112, from `ip4-input` when
 //! sent to 224.0.0.18) go to the control thread's queue
 //! (`Shared::control_rx`), where tern's own VRRP reads them. With tern's
 //! own IKE (`Params::ike_local`, standalone mode), UDP to port 500 goes to
@@ -29,7 +31,8 @@
 //! Next nodes: `ip4-lookup` (the echo reply), `ip4-icmp-error`,
 //! `gre-input`, `esp-decrypt`, `ip4-reassembly`, `linux-punt`, `drop`. Counters: [`Ip4LocalError::DESCS`].
 //!
-//! Config: `Params::linux_owns_local` and `Params::punt_to_tap`.
+//! Config: `Params::linux_owns_local`, `Params::punt_to_tap`, the SAs'
+//! `udp_encap` ports.
 //!
 //! Example: an echo request to 10.0.1.1 (tern's address on `lan`) becomes
 //! the echo reply, addresses swapped, and leaves for `ip4-lookup`, counted
@@ -46,6 +49,8 @@ use tern_wire::{Icmpv4Packet, Icmpv4Type, IpProtocol, Ipv4Packet};
 /// The `ip4-local` node (see the module).
 pub struct Ip4Local {
     params: Snapshot<crate::state::Params>,
+    /// The SAs' local ESP-in-UDP ports ([`crate::ipsec::is_udp_encap_esp`]).
+    sas: Snapshot<tern_ipsec::SaTable>,
     control_rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::Punted>>,
     ike_rx: std::sync::Arc<crossbeam_queue::ArrayQueue<crate::state::IkeDatagram>>,
     ike_bell: std::sync::Arc<crate::state::Doorbell>,
@@ -55,6 +60,7 @@ impl Ip4Local {
     pub fn new(shared: &crate::state::Shared) -> Self {
         Ip4Local {
             params: shared.params.snapshot(),
+            sas: shared.sas.snapshot(),
             control_rx: shared.control_rx.clone(),
             ike_rx: shared.ike_rx.clone(),
             ike_bell: shared.ike_bell.clone(),
@@ -113,11 +119,13 @@ impl Node for Ip4Local {
     }
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.params.refresh();
+        self.sas.refresh();
         let params = self.params.current();
+        let sas = self.sas.current();
         let (linux, punt) = (params.linux_owns_local, params.punt_to_tap());
         let mut ike = Ike { rx: (params.ike_local && !linux).then_some(&*self.ike_rx), pushed: false };
         for (o, &p) in next.iter_mut().zip(pkts) {
-            *o = local4(cx, p, linux, punt, &self.control_rx, &mut ike);
+            *o = local4(cx, p, (linux, punt), sas, &self.control_rx, &mut ike);
         }
         if ike.pushed {
             self.ike_bell.ring();
@@ -128,8 +136,8 @@ impl Node for Ip4Local {
 fn local4(
     cx: &mut Cx<'_>,
     p: PktIdx,
-    linux: bool,
-    punt: bool,
+    (linux, punt): (bool, bool),
+    sas: &tern_ipsec::SaTable,
     control_rx: &crossbeam_queue::ArrayQueue<crate::state::Punted>,
     ike: &mut Ike<'_>,
 ) -> u16 {
@@ -154,7 +162,7 @@ fn local4(
         return Ip4LocalNext::Reass as u16;
     }
     if !ip.is_fragment()
-        && (proto.0 == crate::ipsec::IPPROTO_ESP || crate::ipsec::is_udp_encap_esp(proto, ip.payload(), linux))
+        && (proto.0 == crate::ipsec::IPPROTO_ESP || crate::ipsec::is_udp_encap_esp(proto, ip.payload(), linux, sas))
     {
         return Ip4LocalNext::Esp as u16;
     }

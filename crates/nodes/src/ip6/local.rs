@@ -18,7 +18,7 @@
 //! Next nodes: `ip6-lookup` (echo replies to global addresses),
 //! `interface-output` (ND answers and replies to link-local sources, sent
 //! straight back on the link), `ip6-icmp-error`, `gre-input`,
-//! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode),
+//! `esp-decrypt` (ESP and UDP 4500, in both modes but IKE in Linux mode, and UDP to an SA's other local `udp_encap` port),
 //! `ip6-reassembly` (fragments: all in standalone mode, ESP's and GRE's in
 //! Linux mode, and UDP's where the kernel has its own copy, for ESP in
 //! UDP; see [`crate::reass`]), `linux-punt`, `drop`.
@@ -41,12 +41,19 @@ use tern_wire::{Icmpv6Packet, Icmpv6Type, Ipv6Packet};
 pub struct Ip6Local {
     ifs: Snapshot<IfTable>,
     params: Snapshot<crate::state::Params>,
+    /// The SAs' local ESP-in-UDP ports ([`crate::ipsec::is_udp_encap_esp`]).
+    sas: Snapshot<tern_ipsec::SaTable>,
     shared: Shared,
 }
 
 impl Ip6Local {
     pub fn new(shared: &Shared) -> Self {
-        Ip6Local { ifs: shared.ifaces.snapshot(), params: shared.params.snapshot(), shared: shared.clone() }
+        Ip6Local {
+            ifs: shared.ifaces.snapshot(),
+            params: shared.params.snapshot(),
+            sas: shared.sas.snapshot(),
+            shared: shared.clone(),
+        }
     }
 }
 
@@ -106,7 +113,9 @@ impl Node for Ip6Local {
     fn process(&mut self, cx: &mut Cx<'_>, pkts: &[PktIdx], next: &mut [u16]) {
         self.ifs.refresh();
         self.params.refresh();
+        self.sas.refresh();
         let params = self.params.current();
+        let sas = self.sas.current();
         let linux = if params.punt_to_tap() {
             Linux::Punt
         } else if params.linux_owns_local {
@@ -118,7 +127,7 @@ impl Node for Ip6Local {
         let mut pushed = false;
         for (o, &p) in next.iter_mut().zip(pkts) {
             let ifs = self.ifs.current();
-            *o = local6(cx, ifs, &self.shared, p, linux, params, (ike, &mut pushed));
+            *o = local6(cx, (ifs, sas), &self.shared, p, linux, params, (ike, &mut pushed));
         }
         if pushed {
             self.shared.ike_bell.ring();
@@ -151,7 +160,7 @@ impl Linux {
 
 fn local6(
     cx: &mut Cx<'_>,
-    ifs: &IfTable,
+    (ifs, sas): (&IfTable, &tern_ipsec::SaTable),
     shared: &Shared,
     p: PktIdx,
     linux: Linux,
@@ -196,6 +205,7 @@ fn local6(
                 walk.upper_protocol,
                 l3.get(up..).unwrap_or_default(),
                 linux != Linux::No,
+                sas,
             ) =>
         {
             return Ip6LocalNext::Esp as u16;

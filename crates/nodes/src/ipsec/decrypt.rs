@@ -1,8 +1,10 @@
 //! `esp-decrypt`: decrypts ESP addressed to tern and hands the inner
 //! packet to `ip4-input`/`ip6-input` as received on its tunnel.
 //!
-//! `ip4-local`/`ip6-local` send ESP (protocol 50) and UDP to port 4500
-//! here (their outer header validated by `ip4-input`/`ip6-input`). Per
+//! `ip4-local`/`ip6-local` send ESP (protocol 50) and UDP to port 4500 or
+//! to another SA's local ESP-in-UDP port (`udp_encap`'s `src_port`,
+//! [`crate::ipsec::is_udp_encap_esp`]) here (their outer header validated
+//! by `ip4-input`/`ip6-input`). Per
 //! packet, in the order RFC 4303 section 3.4 asks: SPI lookup (the SAs
 //! with that SPI, then the one a tunnel lists in `sa_in` whose endpoints
 //! are the outer addresses: outer source = remote, destination = local),
@@ -14,8 +16,10 @@
 //! non-ESP marker is IKE: handed to the IKE service's queue
 //! (`Shared::ike_rx`, marker stripped, `ike-to-control`) with tern's own
 //! IKE in standalone mode (`Params::ike_local`), else dropped as
-//! `ike-not-handled`; NAT keep-alives (one 0xff byte, RFC 3948 2.3) are
-//! counted and dropped (`nat-keepalive`).
+//! `ike-not-handled`; the non-ESP marker on any other port is dropped as
+//! `non-esp-marker` (IKE runs on 4500 alone); NAT keep-alives (one 0xff
+//! byte, RFC 3948 2.3) are counted and dropped (`nat-keepalive`) on
+//! every port. A traced packet's note names its UDP ports.
 //!
 //! Multipoint tunnels (remote access): an SA that `Shared::ipsec_clients`
 //! lists for a client of a multipoint tunnel whose local address is the
@@ -112,6 +116,7 @@ tern_engine::errors! {
         IkeToControl = info("ike-to-control", "IKE (UDP 4500, non-ESP marker) handed to the IKE service, marker stripped"),
         IkeFull = drop("ike-queue-full", "IKE (UDP 4500) dropped: the IKE service's queue was full"),
         Keepalive = drop("nat-keepalive", "NAT keep-alive (RFC 3948 2.3)"),
+        NonEspMarker = drop("non-esp-marker", "the non-ESP marker (IKE) on an ESP-in-UDP port other than 4500: no IKE there"),
         UnknownSpi = drop("unknown-spi", "no SA with this SPI"),
         NoTunnel = drop("no-tunnel", "the SA is listed by no tunnel with these outer addresses"),
         TunnelDown = drop("tunnel-down", "the tunnel interface is down"),
@@ -291,8 +296,9 @@ struct Outer {
     local: IpAddr,
     remote: IpAddr,
     udp: bool,
-    /// ESP in UDP: the source port.
+    /// ESP in UDP: the source and destination ports.
     sport: u16,
+    dport: u16,
 }
 
 fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
@@ -321,20 +327,24 @@ fn parse_outer(d: &[u8], l3: usize) -> Result<Outer, EspDecryptError> {
     if upper > end {
         return Err(BadHeader);
     }
-    let (start, udp, sport) = if proto == IpProtocol::UDP {
+    let (start, udp, sport, dport) = if proto == IpProtocol::UDP {
         let payload = ip.get(upper + 8..end).ok_or(BadHeader)?;
+        let port =
+            |at: usize| ip.get(at..at + 2).and_then(|b| <[u8; 2]>::try_from(b).ok()).map_or(0, u16::from_be_bytes);
+        let (sport, dport) = (port(upper), port(upper + 2));
         if payload == [0xff] {
             return Err(Keepalive);
         }
         if is_non_esp_marker(payload) {
-            return Err(Ike);
+            // IKE runs on 4500 only (RFC 7296 2.23); ip4-local/ip6-local
+            // send another port here only for an SA's ESP in UDP.
+            return Err(if dport == super::UDP_ENCAP_PORT { Ike } else { NonEspMarker });
         }
-        let sport = ip.get(upper..upper + 2).and_then(|b| <[u8; 2]>::try_from(b).ok()).map_or(0, u16::from_be_bytes);
-        (upper + 8, true, sport)
+        (upper + 8, true, sport, dport)
     } else {
-        (upper, false, 0)
+        (upper, false, 0, 0)
     };
-    Ok(Outer { esp: (l3 + start, l3 + end), local, remote, udp, sport })
+    Ok(Outer { esp: (l3 + start, l3 + end), local, remote, udp, sport, dport })
 }
 
 /// The SA and tunnel the last packet's SPI and outer addresses picked
@@ -573,7 +583,11 @@ fn decrypt_one<'a>(
         mm.flags |= flags::IPV6;
     }
     if cx.tracing() {
-        trace_esp(cx, p, spi, seq, "decrypted");
+        if o.udp {
+            trace_esp(cx, p, spi, seq, &format!("decrypted (udp {} -> {})", o.sport, o.dport));
+        } else {
+            trace_esp(cx, p, spi, seq, "decrypted");
+        }
     }
     // Authenticated and new: where it came from is the peer's.
     let moved = match sa.udp_encap {

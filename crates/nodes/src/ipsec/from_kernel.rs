@@ -1,12 +1,14 @@
 //! `esp-from-kernel`: ESP in UDP that the kernel received on a UDP 4500
-//! socket (Linux mode), handed to `esp-decrypt` as received on that port.
+//! socket, or on one of the SAs' other local ESP-in-UDP ports (Linux
+//! mode), handed to `esp-decrypt` as received on that port.
 //!
 //! In Linux mode the kernel reassembles fragments for the router before
 //! tern could tell ESP in UDP from any other UDP (only the first fragment
 //! carries the ports, and the AF_XDP steering program decides frame by
 //! frame, before reassembly), so fragmented ESP in UDP reaches a kernel
 //! socket on port 4500 whole: the IKE service's (`[[ike]]` local
-//! addresses) or the IPsec service's own (the other addresses). Where the
+//! addresses) or the IPsec service's own (the other addresses, and every
+//! other port an SA's `udp_encap` uses locally). Where the
 //! kernel saw the frames only because tern passed them (AF_XDP steering,
 //! the XDP lane, the TAP exception path), the control side rebuilds the
 //! datagram as an IPv4/IPv6 + UDP packet (the addresses and ports it was
@@ -55,7 +57,7 @@ tern_engine::edges! {
 tern_engine::errors! {
     /// `esp-from-kernel`'s counters.
     pub enum EspFromKernelError {
-        FromKernel = info("from-kernel", "ESP in UDP the kernel reassembled and received on UDP 4500 (Linux mode), sent to esp-decrypt"),
+        FromKernel = info("from-kernel", "ESP in UDP the kernel reassembled and received on UDP 4500 or an SA's other port (Linux mode), sent to esp-decrypt"),
         TooBig = drop("too-big-for-buffer", "ESP in UDP from the kernel's socket larger than a buffer (or no buffer free)"),
         Bad = drop("bad-packet", "queued packet neither IPv4 nor IPv6"),
     }

@@ -12,7 +12,8 @@
 //! packet through `ip4-lookup`/`ip6-lookup` like a packet tern originated.
 //!
 //! Decryption: `ip4-local`/`ip6-local` send ESP (protocol 50) and UDP to
-//! port 4500 addressed to tern here; a packet on an SA that a tunnel lists
+//! port 4500 or to another SA's local ESP-in-UDP port
+//! ([`is_udp_encap_esp`]) addressed to tern here; a packet on an SA that a tunnel lists
 //! in `sa_in`, between that tunnel's endpoints, passes the anti-replay
 //! check, its ICV, the window update, loses its outer headers and ESP
 //! framing and enters `ip4-input`/`ip6-input` as received on the tunnel.
@@ -42,14 +43,25 @@ pub const IPPROTO_ESP: u8 = 50;
 /// The UDP port of ESP in UDP and IKE with NAT traversal (RFC 3948).
 pub const UDP_ENCAP_PORT: u16 = 4500;
 
-/// UDP to port 4500 for `esp-decrypt` (`l4`: the UDP header and
-/// payload): ESP in UDP (RFC 3948), and in standalone mode also IKE
-/// (which `esp-decrypt` counts); in Linux mode IKE (the non-ESP marker)
-/// and NAT keep-alives are the kernel's.
-pub fn is_udp_encap_esp(proto: tern_wire::IpProtocol, l4: &[u8], linux: bool) -> bool {
-    proto == tern_wire::IpProtocol::UDP
-        && l4.get(2..4) == Some(&UDP_ENCAP_PORT.to_be_bytes()[..])
-        && !(linux && l4.get(8..).is_some_and(|u| tern_ipsec::is_non_esp_marker(u) || u == [0xff]))
+/// UDP for `esp-decrypt` (`l4`: the UDP header and payload). To port
+/// 4500: ESP in UDP (RFC 3948), and in standalone mode also IKE (which
+/// `esp-decrypt` counts); in Linux mode IKE (the non-ESP marker) and NAT
+/// keep-alives are the kernel's. To another port that an SA of `sas`
+/// uses as its local ESP-in-UDP port ([`SaTable::is_encap_port`]; never
+/// IKE's 500): all of it, in both modes, as no IKE runs there
+/// (`esp-decrypt` counts the non-ESP marker as `non-esp-marker`). UDP to
+/// any other port is ordinary local UDP.
+#[inline]
+pub fn is_udp_encap_esp(proto: tern_wire::IpProtocol, l4: &[u8], linux: bool, sas: &SaTable) -> bool {
+    if proto != tern_wire::IpProtocol::UDP {
+        return false;
+    }
+    let Some(&[hi, lo]) = l4.get(2..4) else { return false };
+    match u16::from_be_bytes([hi, lo]) {
+        UDP_ENCAP_PORT => !(linux && l4.get(8..).is_some_and(|u| tern_ipsec::is_non_esp_marker(u) || u == [0xff])),
+        crate::ike::IKE_PORT => false,
+        port => sas.is_encap_port(port),
+    }
 }
 
 /// Whether the IPv6 fragment header at `frag` (from the walk's

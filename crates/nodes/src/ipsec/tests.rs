@@ -1272,3 +1272,93 @@ fn linux_mode_reassembles_udp_fragments_for_esp_in_udp() {
     assert_eq!(r.counter("ip6-reassembly", "datagrams"), 2);
     assert_eq!(r.counter("ip6-local", "left-to-linux"), 1, "the DNS datagram, once whole");
 }
+
+/// ESP in UDP on SA `sa` between the UDP ports `(sport, dport)`.
+fn esp_between_ports(
+    sa: &tern_ipsec::Sa,
+    seq: u64,
+    inner: &[u8],
+    addrs: (IpAddr, IpAddr),
+    ports: (u16, u16),
+) -> Vec<u8> {
+    let h = sa.header_len();
+    let mut buf = vec![0u8; h + inner.len() + sa.trailer_len(inner.len())];
+    buf[h..h + inner.len()].copy_from_slice(inner);
+    let nh = if inner[0] >> 4 == 6 { 41 } else { 4 };
+    let n = sa.encrypt(&mut buf, inner.len(), nh, seq).expect("encrypt");
+    buf.truncate(n);
+    outer(buf, addrs, Some(ports))
+}
+
+/// The SAs' own UDP ports instead of 4500 (`udp_encap = { src_port =
+/// 4600, dst_port = 4601 }` on `ipsec6`'s SAs): ESP in UDP to 4600 is
+/// decrypted, over IPv4 and IPv6 ip4-local/ip6-local send UDP 4600 to
+/// `esp-decrypt`, which drops the non-ESP marker there (no IKE but on
+/// 4500) and keep-alives, each frame in one counter; what tern encrypts
+/// leaves from 4600 to 4601; UDP to a port no SA uses (4700) is ordinary
+/// local UDP, and 4600 becomes one again once no SA uses it.
+#[test]
+fn esp_in_udp_on_the_sas_own_ports() {
+    let ports = Some(UdpEncap { src_port: 4600, dst_port: 4601 });
+    let cfgs: Vec<_> = sa_cfgs()
+        .into_iter()
+        .map(|c| if c.udp_encap.is_some() { SaConfig { udp_encap: ports, ..c } } else { c })
+        .collect();
+    let peer = |id: u32| {
+        let cfg = cfgs.iter().find(|c| c.id == id).expect("sa").clone();
+        tern_ipsec::Sa::new(cfg, 1, Instant::now()).expect("sa")
+    };
+    let (p3, p4) = (peer(3), peer(4));
+    let mut r = rig(256, 1400, cfgs.clone());
+    assert_eq!(&r.shared.sas.load().encap_ports()[..], &[4600]);
+    let addrs6 = (a6("2001:db8:2::2"), a6("2001:db8:2::1"));
+    let addrs4 = (a4("10.0.2.2"), a4("10.0.2.1"));
+    let inner = |k: u8| ip6(v6("2001:db8:18::9"), v6("2001:db8:1::2"), 120, k);
+    // ESP in UDP 4601 -> 4600 on SA 4: decrypted, to the lan, no move
+    // reported (the source port is the SA's dst_port).
+    let sent = r.run(&[(esp_between_ports(&p4, 1, &inner(1), addrs6, (4601, 4600)), WAN)]);
+    assert_eq!(sent[0].len(), 1, "{:?}", r.nonzero());
+    assert_eq!(r.counter("esp-decrypt", "decrypted"), 1);
+    assert!(moves(&r).is_empty());
+    // ip4-local sends UDP 4600 to esp-decrypt too (an SPI no SA has),
+    // 4700 (no SA's port) stays local UDP: port unreachable.
+    let bogus = vec![0, 0, 0x77, 0x77, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8];
+    let to4600 = outer(bogus.clone(), addrs4, Some((4601, 4600)));
+    let to4700 = outer(bogus.clone(), addrs4, Some((4601, 4700)));
+    r.run(&[(to4600.clone(), WAN), (to4700.clone(), WAN)]);
+    assert_eq!(r.counter("esp-decrypt", "unknown-spi"), 1, "{:?}", r.nonzero());
+    assert_eq!(r.counter("ip4-local", "udp-port-unreachable"), 1, "{:?}", r.nonzero());
+    // The non-ESP marker on 4600 over IPv4 and IPv6: no IKE there, its
+    // own counter (on 4500 it is still IKE's); a keep-alive on 4600.
+    let marker = vec![0, 0, 0, 0, 1, 2, 3, 4];
+    r.run(&[
+        (outer(marker.clone(), addrs4, Some((4601, 4600))), WAN),
+        (outer(marker.clone(), addrs6, Some((4601, 4600))), WAN),
+        (outer(marker.clone(), addrs4, Some((4500, 4500))), WAN),
+        (outer(vec![0xff], addrs4, Some((4601, 4600))), WAN),
+    ]);
+    assert_eq!(r.counter("esp-decrypt", "non-esp-marker"), 2, "{:?}", r.nonzero());
+    assert_eq!(r.counter("esp-decrypt", "ike-not-handled"), 1, "{:?}", r.nonzero());
+    assert_eq!(r.counter("esp-decrypt", "nat-keepalive"), 1, "{:?}", r.nonzero());
+    // What tern encrypts on SA 3 leaves from 4600 to 4601.
+    let pkt = ip4(v4("10.0.1.2"), v4("198.20.1.1"), 100, false, 3);
+    let sent = r.run(&[(eth(MAC_LAN, MAC_HOST, &pkt), LAN)]);
+    assert_eq!(sent[1].len(), 1, "{:?}", r.nonzero());
+    let l4 = &sent[1][0][14 + 40..];
+    assert_eq!((sent[1][0][14 + 6], &l4[..4]), (17, &[0x11, 0xf8, 0x11, 0xf9][..]), "UDP 4600 -> 4601");
+    let mut esp = l4[8..].to_vec();
+    let (spi, lo) = tern_ipsec::parse_header(&esp).expect("esp");
+    assert_eq!(spi, p3.spi);
+    let d = p3.decrypt(&mut esp, p3.replay_check(lo).expect("new")).expect("the peer decrypts it");
+    let got = &esp[d.inner];
+    assert_eq!((got[8], &got[12..]), (pkt[8] - 1, &pkt[12..]), "the inner packet, forwarded");
+    // No SA uses 4600 any more: ordinary local UDP again.
+    r.db.del(3).expect("del");
+    r.db.del(4).expect("del");
+    r.db.publish();
+    assert!(r.shared.sas.load().encap_ports().is_empty());
+    let before = r.counter("esp-decrypt", "unknown-spi");
+    r.run(&[(to4600, WAN)]);
+    assert_eq!(r.counter("esp-decrypt", "unknown-spi"), before);
+    assert_eq!(r.counter("ip4-local", "udp-port-unreachable"), 2, "{:?}", r.nonzero());
+}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 OR MIT
 //
-// The XDP lane's maps (29 of its 30: lane_scratch, the per-packet state,
+// The XDP lane's maps (30 of its 31: lane_scratch, the per-packet state,
 // is in state.h beside its struct) and the globals the loader sets before
 // loading (lane_acl_cache_mask, lane_fwd_flows_mask; the caches' on/off
 // switches are lane_cfg.flags, switched at run time). Value
@@ -50,6 +50,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u16);
 } lane_vlans SEC(".maps");
+
+// The local UDP ports of ESP in UDP other than 4500, network byte order
+// (the key is the packet's own two bytes), the SAs' `udp_encap` source
+// ports (LaneProgram::set_encap_ports).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u16);
+	__type(value, __u8);
+} lane_encap_ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -192,6 +192,7 @@ pub(crate) const LCFG_TRACE: u32 = 1 << 5;
 pub(crate) const LCFG_NO_ACL_CACHE: u32 = 1 << 6;
 pub(crate) const LCFG_NO_FWD_MEMO: u32 = 1 << 7;
 pub(crate) const LCFG_IPSEC: u32 = 1 << 8;
+pub(crate) const LCFG_ENCAP_PORTS: u32 = 1 << 9;
 
 const LIF_EXISTS: u8 = 1 << 0;
 const LIF_UP: u8 = 1 << 1;

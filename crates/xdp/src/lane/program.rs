@@ -201,6 +201,9 @@ pub struct LaneProgram {
     tunnels: HashMap<MapData, [u8; TUN_KEY_SIZE], u16>,
     local4: HashMap<MapData, u32, u8>,
     local6: HashMap<MapData, u128, u8>,
+    /// `lane_encap_ports` and what it holds ([`LaneProgram::set_encap_ports`]).
+    encap_ports: HashMap<MapData, u16, u8>,
+    encap_set: Vec<u16>,
     /// `lane_vmacs` (absent from builds before virtual MACs).
     vmacs: Option<HashMap<MapData, [u8; VMAC_KEY_SIZE], u8>>,
     /// The addresses in `local4` / `local6` (LCFG_LOCAL4/6 say whether
@@ -371,6 +374,8 @@ impl LaneProgram {
             tunnels: take(&mut ebpf, "lane_tunnels")?,
             local4: take(&mut ebpf, "lane_local4")?,
             local6: take(&mut ebpf, "lane_local6")?,
+            encap_ports: take(&mut ebpf, "lane_encap_ports")?,
+            encap_set: Vec::new(),
             vmacs: take_opt(&mut ebpf, "lane_vmacs")?,
             locals: Default::default(),
             acl_sets: take(&mut ebpf, "lane_acl_sets")?,
@@ -698,6 +703,23 @@ impl LaneProgram {
         .map_err(|e| prog_err("local address maps", e))?;
         self.locals.insert(addr);
         Ok(())
+    }
+
+    /// The local UDP ports of ESP in UDP other than 4500 (the SAs'
+    /// `udp_encap` source ports; 500 and 4500 are ignored): UDP to them
+    /// for the router's addresses is IPsec (punted to the engine as
+    /// `punt-ipsec`; in Linux mode only with [`LaneProgram::set_ipsec`])
+    /// whatever it carries. The map follows `ports` (at most 256).
+    pub fn set_encap_ports(&mut self, ports: &[u16]) -> Result<(), XdpError> {
+        let map = &mut self.encap_ports;
+        let r = crate::steer::sync_port_set(&mut self.encap_set, ports, |p, on| {
+            let key = u16::from_ne_bytes(p.to_be_bytes());
+            if on { map.insert(key, 1, 0) } else { map.remove(&key) }.map_err(|e| prog_err("lane_encap_ports", e))
+        });
+        // The flag follows what the map holds (packets look ports up only
+        // while it is set).
+        self.set_flag(LCFG_ENCAP_PORTS, !self.encap_set.is_empty())?;
+        r
     }
 
     pub fn remove_local(&mut self, addr: IpAddr) -> Result<(), XdpError> {
