@@ -32,6 +32,7 @@ pub mod db;
 pub mod esp;
 pub mod replay;
 pub mod sa;
+pub mod table;
 
 pub use config::{Cipher, Integ, Key, Lifetime, MAX_REPLAY_WINDOW, SaConfig, SaError, UdpEncap};
 pub use db::{Reason, SaDb, SaEvent, SaEventKind, SaInfo, SaReader, SaTable};

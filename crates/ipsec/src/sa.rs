@@ -341,6 +341,19 @@ impl Sa {
         tern_intrin::prefetch_lines(self, 4);
     }
 
+    /// Hints the CPU to fetch the first lines of the SA's live part (what
+    /// [`Sa::prefetch_state`] reads to find the keys, counters and window),
+    /// for a pass between [`Sa::prefetch`] and `prefetch_state`. Reads the
+    /// SA.
+    #[inline]
+    pub fn prefetch_live(&self) {
+        if let Some(live) = self.live.get() {
+            tern_intrin::prefetch(&live.crypto);
+            tern_intrin::prefetch(&live.slots);
+            tern_intrin::prefetch(&live.replay);
+        }
+    }
+
     /// Hints the CPU to fetch what a packet on the SA reads beyond the SA:
     /// the expanded keys (once built), worker `worker`'s counter slot and
     /// the replay window (once made). Reads the SA (see [`Sa::prefetch`]).

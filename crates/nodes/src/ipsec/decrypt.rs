@@ -173,15 +173,52 @@ impl Node for EspDecrypt {
         let mut last: Option<Found<'_>> = None;
         let mut ok = 0;
         let mut pushed = false;
-        // In passes over LOOKAHEAD packets (see `run_multi` in `encrypt`):
-        // every packet's SA and tunnel, each SA prefetched; each SA's keys,
-        // counters and window prefetched; then the packets.
+        // In passes over LOOKAHEAD packets (see `run_multi` in `encrypt`),
+        // each reading what the one before prefetched: every packet's
+        // outer headers and SPI, the SPI's slot in the SA table
+        // prefetched; the SPI's SA, prefetched; the SA's slot in the
+        // client map (multipoint tunnels' SAs are found there) and its
+        // live part; the SA and tunnel; each SA's keys, counters and
+        // window; then the packets.
         for (pkts, next) in pkts.chunks(LOOKAHEAD).zip(next.chunks_mut(LOOKAHEAD)) {
-            let mut found: [Option<(Found<'_>, Outer, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
-            for ((f, o), &p) in found.iter_mut().zip(next.iter_mut()).zip(pkts) {
-                match lookup(cx, p, (ifs, sas, index, clients), &mut last) {
-                    Ok(x) => *f = Some(x),
+            let mut parsed: [Option<(Outer, u32, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
+            let mut prev_spi = last.map(|f| f.spi);
+            for ((x, o), &p) in parsed.iter_mut().zip(next.iter_mut()).zip(pkts) {
+                match parse(cx, p) {
+                    Ok((outer, spi, lo)) => {
+                        if prev_spi != Some(spi) {
+                            sas.prefetch_spi(spi);
+                            prev_spi = Some(spi);
+                        }
+                        *x = Some((outer, spi, lo));
+                    }
                     Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => *o = to_ike(cx, p, rx, &mut pushed),
+                    Err(e) => *o = cx.drop(p, e),
+                }
+            }
+            let mut prev_spi = last.map(|f| f.spi);
+            let mut first: [Option<&Sa>; LOOKAHEAD] = [None; LOOKAHEAD];
+            for (f, (_, spi, _)) in first.iter_mut().zip(&parsed).filter_map(|(f, x)| Some((f, x.as_ref()?))) {
+                if prev_spi != Some(*spi) {
+                    *f = sas.by_spi(*spi).first().map(|s| &**s);
+                    if let Some(sa) = *f {
+                        sa.prefetch();
+                    }
+                    prev_spi = Some(*spi);
+                }
+            }
+            let multipoint = !clients.is_empty();
+            for sa in first.iter().flatten() {
+                if multipoint {
+                    clients.prefetch_sa(sa.id);
+                }
+                sa.prefetch_live();
+            }
+            let mut found: [Option<(Found<'_>, Outer, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
+            for (((f, x), o), &p) in found.iter_mut().zip(&parsed).zip(next.iter_mut()).zip(pkts) {
+                let Some((outer, spi, lo)) = *x else { continue };
+                match resolve((ifs, sas, index, clients), spi, outer, &mut last) {
+                    Ok(r) => *f = Some((r, outer, lo)),
                     Err(e) => *o = cx.drop(p, e),
                 }
             }
@@ -460,36 +497,38 @@ type Tables<'a, 'b> = (&'a IfTable, &'a SaTable, &'b InIndex, &'b IpsecClients);
 type Moved = (u32, IpAddr, u16);
 
 /// The first pass over a packet: its outer headers, SPI and sequence
-/// number's low bits, and the SA and tunnel they pick (prefetched), or
-/// why it is dropped. `last` is the previous packet's SA and tunnel.
-fn lookup<'a>(
-    cx: &Cx<'_>,
-    p: PktIdx,
-    tables: Tables<'a, '_>,
-    last: &mut Option<Found<'a>>,
-) -> Result<(Found<'a>, Outer, u32), EspDecryptError> {
+/// number's low bits, or why it is dropped.
+fn parse(cx: &Cx<'_>, p: PktIdx) -> Result<(Outer, u32, u32), EspDecryptError> {
     let m = cx.pool.meta(p);
     let d = cx.pool.data(p);
     let o = parse_outer(d, usize::from(m.l3_off))?;
-    let (spi, lo) = match parse_header(d.get(o.esp.0..o.esp.1).unwrap_or_default()) {
-        Ok(h) => h,
+    match parse_header(d.get(o.esp.0..o.esp.1).unwrap_or_default()) {
+        Ok((spi, lo)) => Ok((o, spi, lo)),
         // SPI 0 is not ESP (RFC 4303 2.1); in UDP the marker was seen above.
-        Err(EspError::ZeroSpi) => return Err(EspDecryptError::UnknownSpi),
-        Err(_) => return Err(EspDecryptError::Truncated),
-    };
-    let f = match *last {
-        Some(f) if f.spi == spi && f.local == o.local && f.remote == o.remote => f,
-        _ => {
-            let f = find(tables, spi, &o)?;
-            f.sa.prefetch();
-            *last = Some(f);
-            f
-        }
-    };
-    Ok((f, o, lo))
+        Err(EspError::ZeroSpi) => Err(EspDecryptError::UnknownSpi),
+        Err(_) => Err(EspDecryptError::Truncated),
+    }
 }
 
-/// Decrypts one packet that [`lookup`] found the SA and tunnel `f` of:
+/// The SA and tunnel a packet's SPI and outer addresses pick, or why it
+/// is dropped. `last` is the previous packet's SA and tunnel.
+fn resolve<'a>(
+    tables: Tables<'a, '_>,
+    spi: u32,
+    o: Outer,
+    last: &mut Option<Found<'a>>,
+) -> Result<Found<'a>, EspDecryptError> {
+    match *last {
+        Some(f) if f.spi == spi && f.local == o.local && f.remote == o.remote => Ok(f),
+        _ => {
+            let f = find(tables, spi, &o)?;
+            *last = Some(f);
+            Ok(f)
+        }
+    }
+}
+
+/// Decrypts one packet that [`resolve`] found the SA and tunnel `f` of:
 /// the next node (and the peer's new source when authenticated ESP in UDP
 /// came from elsewhere than its SA and tunnel say), or why it is dropped.
 /// `run` holds the counters of the current SA's run of packets.

@@ -233,14 +233,19 @@ impl EspEncrypt {
     /// with the SA of the client its inner destination names; how many.
     ///
     /// In passes over [`LOOKAHEAD`] packets at a time, as VPP's nodes
-    /// do: every packet's client and SA first (lookups independent of one
-    /// another, so their cache misses overlap; a packet to the previous
-    /// one's destination reuses its answer), each SA prefetched; then each
-    /// SA's keys, counters prefetched; then the packets, each run of
-    /// consecutive packets on one SA with one reservation of sequence
-    /// numbers and one addition to its counters (a tunnel's burst).
-    /// Measured with `tern-bench engine --spread K --burst B` (the
-    /// figures: docs/PERFORMANCE.md, "IPsec ESP").
+    /// do, each pass reading what the previous one prefetched, so that the
+    /// cache misses of the batch's packets overlap instead of following
+    /// one another: (1) each packet's inner destination, its slot in the
+    /// client map prefetched; (2) its client, the slot of the client's SA
+    /// in the SA table prefetched; (3) the SA, prefetched; (4) the SA's
+    /// live part; (5) its keys, counters and window ([`Sa::prefetch_state`]);
+    /// then the packets, each run of consecutive packets on one SA with
+    /// one reservation of sequence numbers and one addition to its
+    /// counters (a tunnel's burst). A packet to the previous one's
+    /// destination reuses its answer. Measured with `tern-bench engine
+    /// --spread K --extra-sas 1000000 --burst B` (the figures:
+    /// docs/PERFORMANCE.md, "IPsec ESP"; raw:
+    /// docs/perf/results/ipsec/spread-prefetch-stop53.txt).
     #[inline(never)]
     fn run_multi(
         &mut self,
@@ -260,34 +265,71 @@ impl EspEncrypt {
         // the same next hop: one FIB lookup a run of clients).
         let mut routed: Option<(IpAddr, Option<Direct>)> = None;
         for (pkts, next) in pkts.chunks(LOOKAHEAD).zip(next.chunks_mut(LOOKAHEAD)) {
-            // Pass 1: each packet's SA and outer destination (None: dropped).
-            let mut to: [Option<(&Sa, IpAddr)>; LOOKAHEAD] = [None; LOOKAHEAD];
-            for ((t, o), &p) in to.iter_mut().zip(next.iter_mut()).zip(pkts) {
+            // Pass 1: each packet's inner destination (None: dropped), its
+            // client's slot prefetched.
+            let mut dst: [Option<IpAddr>; LOOKAHEAD] = [None; LOOKAHEAD];
+            let mut prev: Option<IpAddr> = last.map(|(d, _, _)| d);
+            for ((t, o), &p) in dst.iter_mut().zip(next.iter_mut()).zip(pkts) {
                 let m = cx.pool.meta(p);
                 let inner = cx.pool.data(p).get(usize::from(m.l3_off)..).unwrap_or_default();
                 let Some(d) = inner_addr(inner, false) else {
                     *o = cx.drop(p, EspEncryptError::NoClient);
                     continue;
                 };
-                if let Some((ld, sa, remote)) = last
-                    && ld == d
+                if prev != Some(d) {
+                    clients.prefetch_client(tx_if, d);
+                    prev = Some(d);
+                }
+                *t = Some(d);
+            }
+            // Pass 2: each client, its SA's slot in the SA table prefetched
+            // (None: dropped; the address: a destination seen just before).
+            let mut client: [Option<(u32, IpAddr)>; LOOKAHEAD] = [None; LOOKAHEAD];
+            let mut prev: Option<(IpAddr, u32, IpAddr)> = last.map(|(d, sa, r)| (d, sa.id, r));
+            for (((c, d), o), &p) in client.iter_mut().zip(&dst).zip(next.iter_mut()).zip(pkts) {
+                let Some(d) = *d else { continue };
+                if let Some((pd, sa, remote)) = prev
+                    && pd == d
                 {
-                    *t = Some((sa, remote));
+                    *c = Some((sa, remote));
                     continue;
                 }
-                let Some(c) = clients.client(tx_if, d) else {
+                let Some(x) = clients.client(tx_if, d) else {
                     *o = cx.drop(p, EspEncryptError::NoClient);
                     continue;
                 };
-                let Some(sa) = sas.get(c.sa_out).map(|s| &**s) else {
+                sas.prefetch(x.sa_out);
+                prev = Some((d, x.sa_out, x.remote));
+                *c = Some((x.sa_out, x.remote));
+            }
+            // Pass 3: each SA, prefetched (None: dropped).
+            let mut to: [Option<(&Sa, IpAddr)>; LOOKAHEAD] = [None; LOOKAHEAD];
+            for ((((t, c), d), o), &p) in to.iter_mut().zip(&client).zip(&dst).zip(next.iter_mut()).zip(pkts) {
+                let (Some((id, remote)), Some(d)) = (*c, *d) else { continue };
+                if let Some((ld, sa, lr)) = last
+                    && ld == d
+                    && sa.id == id
+                {
+                    *t = Some((sa, lr));
+                    continue;
+                }
+                let Some(sa) = sas.get(id).map(|s| &**s) else {
                     *o = cx.drop(p, EspEncryptError::NoSa);
                     continue;
                 };
                 sa.prefetch();
-                last = Some((d, sa, c.remote));
-                *t = Some((sa, c.remote));
+                last = Some((d, sa, remote));
+                *t = Some((sa, remote));
             }
-            // Pass 2: what encrypting on each SA reads besides the SA.
+            // Pass 4: each SA's live part; pass 5: what encrypting on each
+            // SA reads besides the SA.
+            let mut prev: Option<&Sa> = None;
+            for &(sa, _) in to.iter().flatten() {
+                if !prev.is_some_and(|p| std::ptr::eq(p, sa)) {
+                    sa.prefetch_live();
+                    prev = Some(sa);
+                }
+            }
             let mut prev: Option<&Sa> = None;
             for &(sa, _) in to.iter().flatten() {
                 if !prev.is_some_and(|p| std::ptr::eq(p, sa)) {
@@ -295,7 +337,7 @@ impl EspEncrypt {
                     prev = Some(sa);
                 }
             }
-            // Pass 3: the packets, a run of one SA (and outer address) at a time.
+            // Then the packets, a run of one SA (and outer address) at a time.
             let mut k = 0;
             while let Some(&t) = to.get(k).filter(|_| k < pkts.len()) {
                 let Some((sa, remote)) = t else {

@@ -1111,6 +1111,56 @@ fn multipoint_batches_keep_each_sas_sequence_across_passes() {
     assert_eq!(peer_decrypt(&sent[1][0], &a_out).0, want_a.len() as u64 + 1);
 }
 
+/// The passes of `esp-encrypt` (destination, client, SA, each resolved
+/// in its own pass over the batch) decide each packet on its own: in a
+/// batch of 70 (A A C C B X B, ten times: C a client whose SA is not
+/// installed, X a destination with no client), A's and B's packets leave
+/// numbered in order, each of the others is `no-sa` or `no-client`.
+#[test]
+fn multipoint_passes_decide_each_packet_on_its_own() {
+    use crate::state::IpsecClient;
+    let (mut r, [a_out, _, b_out, _, _, _]) = ra_rig();
+    let mut c = ra_clients(true);
+    c.insert_client(T_RA, a4("10.3.0.12"), IpsecClient { sa_out: 99, remote: a4("10.0.2.7") });
+    r.shared.ipsec_clients.publish(c);
+    let to = |dst: &str, fill| eth(MAC_LAN, MAC_HOST, &ip4(v4("10.0.1.2"), v4(dst), 60, false, fill));
+    let (mut frames, mut want_a, mut want_b, mut no_sa, mut nobody) = (Vec::new(), Vec::new(), Vec::new(), 0, 0);
+    for i in 0..70u8 {
+        let dst = match i % 7 {
+            0 | 1 => {
+                want_a.push(i);
+                "10.3.0.10"
+            }
+            2 | 3 => {
+                no_sa += 1;
+                "10.3.0.12"
+            }
+            4 | 6 => {
+                want_b.push(i);
+                "10.3.0.11"
+            }
+            _ => {
+                nobody += 1;
+                "10.3.0.99"
+            }
+        };
+        frames.push((to(dst, i), LAN));
+    }
+    let sent = r.run(&frames);
+    assert_eq!(sent[1].len(), want_a.len() + want_b.len(), "{:?}", r.nonzero());
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    for f in &sent[1] {
+        let (sa, got) = if outer_dst(f) == a4("10.0.2.7") { (&a_out, &mut got_a) } else { (&b_out, &mut got_b) };
+        let (seq, inner) = peer_decrypt(f, sa);
+        got.push((seq, inner[20]));
+    }
+    let numbered = |fills: &[u8]| fills.iter().enumerate().map(|(i, &f)| (i as u64 + 1, f)).collect::<Vec<_>>();
+    assert_eq!(got_a, numbered(&want_a));
+    assert_eq!(got_b, numbered(&want_b));
+    assert_eq!(r.counter("esp-encrypt", "no-sa"), no_sa);
+    assert_eq!(r.counter("esp-encrypt", "no-client"), nobody);
+}
+
 /// A batch of 90 ESP packets on two clients' SAs (more than one
 /// `LOOKAHEAD` pass), interleaved, with an unknown SPI, a replayed packet
 /// and a forged one among them: each is decided on its own, the good ones

@@ -27,13 +27,16 @@
 //! The base is [`SHARDS`] hash maps, by a hash of the key the caller
 //! gives ([`ShardKey`]): each doubles on its own, so a rehash moves
 //! 1/256th of the map, not a million entries at once on the control
-//! thread.
+//! thread. They are `tern_ipsec::table::Table`s, whose slot for a key is
+//! known before the lookup: a node with a batch of keys prefetches them
+//! all ([`Layered::prefetch`]) and looks them up after.
 
 use super::ClientHasher;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tern_ipsec::table::{Table, TableKey};
 
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<ClientHasher>>;
 
@@ -58,24 +61,31 @@ pub(crate) fn rebuild_at(n: usize) -> usize {
 }
 
 /// A key that says which of the base's maps holds it.
-pub(crate) trait ShardKey: Copy + Eq + Hash {
+pub(crate) trait ShardKey: TableKey + Hash {
     fn shard(&self) -> usize;
 }
 
 /// The base: [`SHARDS`] maps.
 #[derive(Clone, Debug)]
 struct Base<K, V> {
-    maps: Box<[Map<K, V>]>,
+    maps: Box<[Table<K, V>]>,
 }
 
 impl<K: ShardKey, V: Clone> Base<K, V> {
     fn new() -> Self {
-        Base { maps: (0..SHARDS).map(|_| Map::default()).collect() }
+        Base { maps: (0..SHARDS).map(|_| Table::new()).collect() }
     }
 
     #[inline]
     fn get(&self, k: &K) -> Option<&V> {
         self.maps.get(k.shard() % SHARDS)?.get(k)
+    }
+
+    #[inline]
+    fn prefetch(&self, k: &K) {
+        if let Some(m) = self.maps.get(k.shard() % SHARDS) {
+            m.prefetch(k);
+        }
     }
 
     /// Applies changes (each key's current entry) in place.
@@ -150,6 +160,13 @@ impl<K: ShardKey, V: Clone> Layered<K, V> {
             return e.as_ref();
         }
         self.base.get(k)
+    }
+
+    /// Hints the CPU to fetch where [`Layered::get`]`(k)` looks in the
+    /// base (the delta is small and warm).
+    #[inline]
+    pub(crate) fn prefetch(&self, k: &K) {
+        self.base.prefetch(k);
     }
 
     pub(crate) fn len(&self) -> usize {
