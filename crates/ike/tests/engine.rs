@@ -1632,3 +1632,83 @@ fn sa_pages_follow_an_ike_rekey() {
     assert_ne!(after[0].spi_i, before[0].spi_i);
     assert!(n.i.ike_sa_page(Some(after[0].id), 10, &SaFilter::default()).is_empty());
 }
+
+/// The responder's datagrams of IKE SA `spi_i`'s exchange `exchange`: the
+/// initiator's request and the responder's answer.
+fn exchange_of(n: &Net, spi_i: u64, exchange: u8) -> ((SocketAddr, SocketAddr, Vec<u8>), Vec<u8>) {
+    let of = |from_i: bool| {
+        n.sent
+            .iter()
+            .find(|s| {
+                let h = wire::Header::decode(&s.3).unwrap();
+                s.0 == from_i && h.spi_i == spi_i && h.exchange == exchange
+            })
+            .cloned()
+            .unwrap()
+    };
+    let req = of(true);
+    (((req.2), req.1, req.3), of(false).3)
+}
+
+/// A retransmitted IKE_AUTH gets its answer byte for byte after many other
+/// SAs' responses were cached and went (their SAs deleted), their chunks
+/// freed around the one that holds it.
+#[test]
+fn a_retransmission_after_many_other_responses_came_and_went() {
+    let mut n = Net::default_pair();
+    establish(&mut n);
+    let a = n.i.ike_sas()[0].clone();
+    let ((local, remote, req), resp) = exchange_of(&n, a.spi_i, wire::IKE_AUTH);
+    assert_eq!(n.r.response_cache().0, 1);
+    let (_, _, one_chunk) = n.r.response_cache();
+    // ~700 bytes of responses an SA (IKE_SA_INIT, IKE_AUTH, delete):
+    // several chunks' worth.
+    let others = 3 * one_chunk / 700;
+    for _ in 0..others {
+        let id = n.connect();
+        assert_eq!(n.i.terminate(n.now, "hq", Some(id)), Ok(1));
+        n.pump();
+    }
+    assert_eq!(n.r.stats().setups, 1 + others as u64);
+    assert_eq!(n.r.ike_sas().len(), 1);
+    let (entries, chunks, bytes) = n.r.response_cache();
+    assert_eq!(entries, 1, "only the first SA's answer is wanted");
+    assert!(chunks <= 2, "its chunk and the one being filled: {chunks}");
+    assert!(bytes <= 2 * one_chunk);
+    n.r.handle(n.now, n.wall, local, remote, &req);
+    let out: Vec<Output> = n.r.drain().collect();
+    assert_eq!(out.len(), 1);
+    match &out[0] {
+        Output::Send { data, remote: to, local: from } => {
+            assert_eq!(data, &resp, "byte-identical");
+            assert_eq!((*to, *from), (remote, local));
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+/// A response past its time is not sent again and its memory goes with
+/// its chunk; the SA needs no timer for it.
+#[test]
+fn an_expired_response_is_gone_and_so_is_its_memory() {
+    let mut n = Net::default_pair();
+    establish(&mut n);
+    let a = n.i.ike_sas()[0].clone();
+    let ((local, remote, req), _) = exchange_of(&n, a.spi_i, wire::IKE_AUTH);
+    let (init_req, init_resp) = exchange_of(&n, a.spi_i, wire::IKE_SA_INIT);
+    let (entries, chunks, _) = n.r.response_cache();
+    assert_eq!((entries, chunks), (1, 1), "the IKE_AUTH answer replaced the IKE_SA_INIT one");
+    // A retransmitted IKE_SA_INIT is now for an old message ID: no answer
+    // (its SA is found by the initiator's SPI) but the IKE_AUTH one.
+    n.r.handle(n.now, n.wall, init_req.0, init_req.1, &init_req.2);
+    let out: Vec<Output> = n.r.drain().collect();
+    assert!(out.iter().all(|o| !matches!(o, Output::Send { data, .. } if *data == init_resp)));
+    let expiry = n.r.next_deadline().unwrap();
+    assert!(expiry <= n.now + Duration::from_secs(64) + Duration::from_millis(1));
+    n.advance(Duration::from_secs(65));
+    assert_eq!(n.r.response_cache(), (0, 0, 0));
+    n.r.handle(n.now, n.wall, local, remote, &req);
+    assert_eq!(n.r.drain().count(), 0);
+    assert_eq!(n.r.stats().ike_sas, 1);
+    assert_eq!(n.r.table_sizes().3, 0, "no timer entry left for an idle SA");
+}
