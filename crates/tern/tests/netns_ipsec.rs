@@ -17,12 +17,11 @@
 //! Needs root, iproute2, ping, ethtool and scapy; says why and passes
 //! without.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, cli, counter, json, log_of, must, run_tern};
+use common::{Lab, cli, counter, json_lines, log_of, must, python_in, run_tern, sa_counter, scapy_missing, wait_file};
 
 /// (crypto, integ, key bytes, integ key bytes, scapy's crypt and auth names).
 const ALGOS: [(&str, &str, usize, usize, &str, &str); 8] = [
@@ -274,42 +273,7 @@ const HOST_SECS: &str = "60";
 fn py(lab: &Lab, ns: usize, name: &str, body: &str, sas: &str, args: &[&str]) -> Child {
     let path = lab.dir.join(name);
     std::fs::write(&path, format!("{}{sas}{body}", if name == "host.py" { "" } else { PY_COMMON })).expect("script");
-    let mut v = vec!["netns", "exec", lab.ns[ns].as_str(), "/usr/bin/python3"];
-    let p = path.display().to_string();
-    v.push(&p);
-    v.extend_from_slice(args);
-    Command::new("ip").args(&v).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python")
-}
-
-fn wait_file(p: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !p.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn lines(child: Child) -> Vec<serde_json::Value> {
-    let out = child.wait_with_output().expect("python");
-    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
-}
-
-fn scapy_missing() -> Option<&'static str> {
-    let ok = Command::new("/usr/bin/python3")
-        .args(["-c", "from scapy.layers.ipsec import SecurityAssociation"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok { None } else { Some("no scapy with scapy.layers.ipsec in /usr/bin/python3") }
-}
-
-/// An SA's counters as `tern ipsec sa show ID --json` tells them.
-fn sa_counter(lab: &Lab, id: usize, what: &str) -> u64 {
-    let v = json(lab, &["ipsec", "sa", "show", &id.to_string()]);
-    let sas = v.pointer("/sas").or_else(|| v.pointer("/data/sas")).cloned().unwrap_or_default();
-    sas.get(0).and_then(|s| s.get(what)).and_then(serde_json::Value::as_u64).unwrap_or(0)
+    python_in(lab, ns, &path, args)
 }
 
 fn interop(driver: &str, linux: bool, tag: &str) {
@@ -346,7 +310,7 @@ fn interop(driver: &str, linux: bool, tag: &str) {
     let script = format!("import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n{send}\n");
     let out = common::sh("ip", &["netns", "exec", &lab.ns[0], "/usr/bin/python3", "-c", &script]);
     assert!(out.status.success(), "host1 send: {}", String::from_utf8_lossy(&out.stderr));
-    let seen = lines(sink);
+    let seen = json_lines(sink);
     for t in &ts {
         let mine: Vec<&serde_json::Value> =
             seen.iter().filter(|r| r["spi"].as_u64() == Some(0x1000 + t.k as u64)).collect();
@@ -375,7 +339,7 @@ fn interop(driver: &str, linux: bool, tag: &str) {
     let src = py(&lab, 2, "source.py", PY_SOURCE, &sas, &[&HOSTILE.to_string()]);
     let src_out = src.wait_with_output().expect("source");
     assert!(src_out.status.success(), "scapy source: {}", String::from_utf8_lossy(&src_out.stderr));
-    let got = lines(host);
+    let got = json_lines(host);
     for t in &ts {
         let want: Vec<String> = if t.k == HOSTILE { vec![1, 2, 3] } else { vec![1, 2] }
             .into_iter()
@@ -554,7 +518,7 @@ fn ext_headers(driver: &str, linux: bool, tag: &str) {
     let src = py(&lab, 2, "ext.py", PY_EXT_SOURCE, "", &[EXT_KEY_IN]);
     let out = src.wait_with_output().expect("source");
     assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
-    let got: Vec<String> = lines(host).iter().filter_map(|r| r["udp"].as_str().map(String::from)).collect();
+    let got: Vec<String> = json_lines(host).iter().filter_map(|r| r["udp"].as_str().map(String::from)).collect();
     for k in 0..2 {
         for chain in ["hbh", "rt", "dst", "frag", "all"] {
             let want = format!("x6-{chain}-{k}");
@@ -746,8 +710,10 @@ fn fragments_ike(driver: &str, linux: bool, tag: &str, workers: u16, ike: bool) 
     let src = py(&lab, 2, "frag.py", PY_FRAG_SOURCE, "", &[EXT_KEY_IN]);
     let out = src.wait_with_output().expect("source");
     assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
-    let got: Vec<String> =
-        lines(host).iter().filter_map(|r| r["udp"].as_str().map(|u| u.trim_end_matches('.').to_string())).collect();
+    let got: Vec<String> = json_lines(host)
+        .iter()
+        .filter_map(|r| r["udp"].as_str().map(|u| u.trim_end_matches('.').to_string()))
+        .collect();
     for k in 0..4u32 {
         for n in 0..3 {
             let want = format!("fr-{k}-{n}-");

@@ -19,12 +19,11 @@
 //! Needs root, iproute2, ping, ethtool and scapy; says why and passes
 //! without.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Lab, cli, counter, json, log_of, must, run_tern};
+use common::{Lab, cli, counter, json_lines, log_of, must, python_in, run_tern, sa_counter, scapy_missing, wait_file};
 
 const KEY_IN: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
 const KEY_OUT: &str = "0x1112131415161718191a1b1c1d1e1f2021222324";
@@ -183,41 +182,7 @@ fn py(lab: &Lab, ns: usize, name: &str, body: &str, args: &[&str]) -> Child {
     let path = lab.dir.join(name);
     let common = if name == "host.py" { "" } else { PY_COMMON };
     std::fs::write(&path, format!("{common}{body}")).expect("script");
-    let p = path.display().to_string();
-    let mut v = vec!["netns", "exec", lab.ns[ns].as_str(), "/usr/bin/python3", p.as_str()];
-    v.extend_from_slice(args);
-    Command::new("ip").args(&v).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python")
-}
-
-fn wait_file(p: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !p.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn lines(child: Child) -> Vec<serde_json::Value> {
-    let out = child.wait_with_output().expect("python");
-    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
-}
-
-fn scapy_missing() -> Option<&'static str> {
-    let ok = Command::new("/usr/bin/python3")
-        .args(["-c", "from scapy.layers.ipsec import SecurityAssociation"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok { None } else { Some("no scapy with scapy.layers.ipsec in /usr/bin/python3") }
-}
-
-/// An SA's counter as `tern ipsec sa show ID --json` tells it.
-fn sa_counter(lab: &Lab, id: usize, what: &str) -> u64 {
-    let v = json(lab, &["ipsec", "sa", "show", &id.to_string()]);
-    let sas = v.pointer("/sas").or_else(|| v.pointer("/data/sas")).cloned().unwrap_or_default();
-    sas.get(0).and_then(|s| s.get(what)).and_then(serde_json::Value::as_u64).unwrap_or(0)
+    python_in(lab, ns, &path, args)
 }
 
 fn own_ports(driver: &str, linux: bool, tag: &str) {
@@ -268,8 +233,8 @@ fn own_ports(driver: &str, linux: bool, tag: &str) {
     // Into the tunnels from host1: encrypted from 4600 to 4601.
     let send = "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nfor k in (0, 1):\n    s.sendto(b'out-%d' % k, ('10.9.%d.5' % (60 + k), 5000))\n";
     must("ip", &["netns", "exec", &lab.ns[0], "/usr/bin/python3", "-c", send]);
-    let sent = lines(sink);
-    let got: Vec<String> = lines(host).iter().filter_map(|r| r["udp"].as_str().map(String::from)).collect();
+    let sent = json_lines(sink);
+    let got: Vec<String> = json_lines(host).iter().filter_map(|r| r["udp"].as_str().map(String::from)).collect();
     let log = log_of(&lab);
     for want in ["pt-0-1", "pt-0-2", "pt-1-1", "pt-1-2"] {
         assert!(got.iter().any(|g| g == want), "{driver}: {want} not on host1 (got {got:?})\ntern log:\n{log}");

@@ -3,7 +3,7 @@
 #![allow(dead_code, unused_imports)]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 pub use tern_testkit::netns::{is_root, lab_missing, metric, must, netns_exec, scrape_in, sh, stop};
 
@@ -101,4 +101,47 @@ impl std::ops::DerefMut for Lab {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.0
     }
+}
+
+/// Runs the Python script at `path` in namespace `ns` with scapy's
+/// Python (`/usr/bin/python3`), its output piped.
+pub fn python_in(lab: &Lab, ns: usize, path: &Path, args: &[&str]) -> Child {
+    let p = path.display().to_string();
+    let mut v = vec!["netns", "exec", lab.ns[ns].as_str(), "/usr/bin/python3", p.as_str()];
+    v.extend_from_slice(args);
+    Command::new("ip").args(&v).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python")
+}
+
+/// Waits (30 s at most) for a file a script writes when it is ready.
+pub fn wait_file(p: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !p.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The JSON lines a script printed (it must have succeeded).
+pub fn json_lines(child: Child) -> Vec<serde_json::Value> {
+    let out = child.wait_with_output().expect("python");
+    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// Why the ESP tests cannot run here: no scapy with its IPsec layer.
+pub fn scapy_missing() -> Option<&'static str> {
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-c", "from scapy.layers.ipsec import SecurityAssociation"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok { None } else { Some("no scapy with scapy.layers.ipsec in /usr/bin/python3") }
+}
+
+/// An SA's counter as `tern ipsec sa show ID --json` tells it.
+pub fn sa_counter(lab: &Lab, id: usize, what: &str) -> u64 {
+    let v = json(lab, &["ipsec", "sa", "show", &id.to_string()]);
+    let sas = v.pointer("/sas").or_else(|| v.pointer("/data/sas")).cloned().unwrap_or_default();
+    sas.get(0).and_then(|s| s.get(what)).and_then(serde_json::Value::as_u64).unwrap_or(0)
 }
