@@ -13,7 +13,6 @@ use crate::crypto::{CryptoError, DhPrivate};
 use crate::output::Output;
 use crate::peers::Peers;
 use crate::proposal::DhGroup;
-use crate::sa::responses::ResponseStore;
 use crate::sa::util::Pool;
 use crate::sa::{IkeSa, Start, State};
 use crate::wire::{self, FLAG_INITIATOR, FLAG_RESPONSE, Header};
@@ -146,9 +145,6 @@ pub struct Ike {
     pub(crate) reused_dh: Vec<ReusedDh>,
     /// IKE SAs up and down, logged one by one up to a rate, then summed.
     pub(crate) event_log: crate::eventlog::EventLog,
-    /// Every SA's last response, for retransmitted requests
-    /// (`crate::sa::responses`: off the general heap).
-    pub(crate) responses: ResponseStore,
 }
 
 /// A `start` peer whose IKE SA failed or died is initiated again after this.
@@ -188,7 +184,6 @@ impl Ike {
             contacted: std::collections::HashSet::new(),
             reused_dh: Vec::new(),
             event_log: crate::eventlog::EventLog::default(),
-            responses: ResponseStore::default(),
         }
     }
 
@@ -397,7 +392,6 @@ impl Ike {
         }
         // A reused DH value is wiped when its time is up, used or not.
         self.reused_dh.retain(|d| d.until > now);
-        self.responses.expire(now);
         // Each entry due now is handled once per poll; one that comes due
         // again at once waits for the next poll (no loop can spin here).
         let mut budget = self.timers.len();
@@ -434,11 +428,7 @@ impl Ike {
         let t = self.timers.peek().map(|Reverse((t, _))| *t);
         let dh = self.reused_dh.iter().map(|d| d.until).min();
         let log = self.event_log.deadline();
-        let responses = self.responses.next_expiry();
-        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min(), dh, log, responses]
-            .into_iter()
-            .flatten()
-            .min()
+        [t, self.cookie.rotate_at, self.restarts.iter().map(|(t, _)| *t).min(), dh, log].into_iter().flatten().min()
     }
 
     /// What to do, in order; the caller drains it after every call.
@@ -450,12 +440,6 @@ impl Ike {
     /// entries), for tests and `tern ike` diagnostics.
     pub fn table_sizes(&self) -> (usize, usize, usize, usize) {
         (self.sas.len(), self.init_index.len(), self.child_index.len(), self.timers.len())
-    }
-
-    /// The responses kept for retransmitted requests: (entries, chunks,
-    /// bytes held), for tests and `tern ike` diagnostics.
-    pub fn response_cache(&self) -> (usize, usize, usize) {
-        self.responses.usage()
     }
 
     pub fn stats(&self) -> IkeStats {
@@ -545,9 +529,6 @@ impl Ike {
             self.by_id.remove(&sa.id);
         }
         self.rekey_collisions.remove(&sa.our_spi());
-        if let Some(h) = sa.last_resp.take() {
-            self.responses.release(h);
-        }
         self.unmark_half_open(sa);
         self.uncount(sa);
         if sa.counted_established {
@@ -750,6 +731,9 @@ impl Ike {
 
     /// The SA's due timers.
     fn sa_timers(&mut self, sa: &mut IkeSa, now: Instant) {
+        if sa.last_resp.as_ref().and_then(|r| r.until).is_some_and(|t| t <= now) {
+            sa.last_resp = None;
+        }
         if let Some(r) = &sa.reassembly
             && r.deadline <= now
         {
@@ -911,16 +895,13 @@ impl Ike {
         if fragment.is_some_and(|n| n != 1) {
             return; // RFC 7383 2.6.1: answer the first fragment only
         }
-        // Gone once the peer's retransmissions are over (the store's
-        // entries expire by themselves: the SA has no timer for it).
-        let now = self.clock.unwrap_or_else(Instant::now);
-        let Some(c) = sa.last_resp.and_then(|h| self.responses.get(h, sa.our_spi(), now)) else { return };
+        let Some(c) = sa.last_resp.as_ref() else { return };
         if c.mid != mid {
             self.drop_invalid("invalid-message-id");
             return;
         }
-        for d in c.datagrams() {
-            self.out.push(Output::Send { local: c.local, remote: c.remote, data: d.to_vec() });
+        for d in &c.datagrams {
+            self.out.push(Output::Send { local: c.local, remote: c.remote, data: d.clone() });
         }
     }
 

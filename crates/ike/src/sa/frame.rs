@@ -2,7 +2,7 @@
 //! supports it and the datagram would exceed `Settings::fragment_size`),
 //! opening (with bounded reassembly), sending requests and responses.
 
-use super::{IkeSa, Pending, Reassembly, Req};
+use super::{CachedResponse, IkeSa, Pending, Reassembly, Req};
 use crate::crypto::{CryptoError, SkCipher};
 use crate::ike::Ike;
 use crate::output::Output;
@@ -221,31 +221,10 @@ impl Ike {
                 return;
             }
         };
-        let now = self.clock.unwrap_or_else(Instant::now);
-        let until = now + self.response_cache_time();
-        self.cache_response(sa, now, until, mid, local, remote, &datagrams);
-        for data in datagrams {
-            self.out.push(Output::Send { local, remote, data });
+        for d in &datagrams {
+            self.out.push(Output::Send { local, remote, data: d.clone() });
         }
-    }
-
-    /// Keeps `datagrams` as the SA's last response (answered again to a
-    /// retransmitted request) until `until`, in the engine's store of
-    /// responses (`super::responses`), in place of the one it had.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn cache_response(
-        &mut self,
-        sa: &mut IkeSa,
-        now: Instant,
-        until: Instant,
-        mid: u32,
-        local: SocketAddr,
-        remote: SocketAddr,
-        datagrams: &[Vec<u8>],
-    ) {
-        if let Some(h) = sa.last_resp.take() {
-            self.responses.release(h);
-        }
-        sa.last_resp = self.responses.put(sa.our_spi(), now, until, mid, local, remote, datagrams);
+        let until = self.clock.map(|now| now + self.response_cache_time());
+        sa.last_resp = Some(Box::new(CachedResponse { mid, datagrams, local, remote, until }));
     }
 }

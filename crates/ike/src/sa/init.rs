@@ -4,7 +4,7 @@
 //! (2.23).
 
 use super::util::{first_group, group_from_id, group_id, nat_hash, offers_group};
-use super::{HalfOpen, IkeSa, Pending, Req, State};
+use super::{CachedResponse, HalfOpen, IkeSa, Pending, Req, State};
 use crate::config::AuthConfig;
 use crate::config::PeerConfig;
 use crate::crypto::{DhPrivate, IkeKeys};
@@ -348,11 +348,8 @@ impl Ike {
             retries: 0,
             peer_hashes,
         }));
-        // Kept while the SA is half-open (it expires then), replaced by
-        // the IKE_AUTH response.
-        let until = now + self.settings.half_open_timeout;
-        self.cache_response(&mut sa, now, until, 0, local, remote, std::slice::from_ref(&resp));
-        self.out.push(Output::Send { local, remote, data: resp });
+        self.out.push(Output::Send { local, remote, data: resp.clone() });
+        sa.last_resp = Some(Box::new(CachedResponse { mid: 0, datagrams: vec![resp], local, remote, until: None }));
         self.mark_half_open(&mut sa);
         self.init_index.insert((remote, h.spi_i), spi_r);
         self.put_back(Box::new(sa), now);

@@ -35,7 +35,6 @@ pub(crate) mod dispatch;
 pub(crate) mod frame;
 pub(crate) mod info;
 pub(crate) mod init;
-pub(crate) mod responses;
 pub(crate) mod util;
 
 use crate::config::{Identity, PeerConfig, TrafficSelector};
@@ -209,6 +208,18 @@ pub enum Req {
     },
 }
 
+/// The last response sent (a retransmitted request gets it again,
+/// byte-identical).
+pub struct CachedResponse {
+    pub mid: u32,
+    pub datagrams: Vec<Vec<u8>>,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// Dropped then: the peer's retransmissions of the request are over
+    /// by then, and an idle SA should not keep ~300 bytes for nothing.
+    pub until: Option<Instant>,
+}
+
 /// RFC 7383 reassembly of one message (bounded; dropped on timeout).
 pub struct Reassembly {
     pub mid: u32,
@@ -239,11 +250,7 @@ pub struct IkeSa {
     pub recv_mid: u32,
     pub pending: Option<Box<Pending>>,
     pub queue: Vec<Start>,
-    /// The last response sent (a retransmitted request gets it again,
-    /// byte-identical), in the engine's `responses` store, which drops it
-    /// once the peer's retransmissions of the request are over: an idle
-    /// SA keeps no datagram.
-    pub last_resp: Option<responses::ResponseHandle>,
+    pub last_resp: Option<Box<CachedResponse>>,
     pub children: Vec<Child>,
     pub last_rx: Instant,
     pub dpd_at: Option<Instant>,
@@ -342,6 +349,7 @@ impl IkeSa {
         take(self.pending.as_ref().map(|p| p.deadline));
         take(self.expire_at);
         take(self.reassembly.as_ref().map(|r| r.deadline));
+        take(self.last_resp.as_ref().and_then(|r| r.until));
         if self.state == State::Established {
             take(self.dpd_at);
             take(self.rekey_at);
