@@ -93,6 +93,14 @@ impl<P: Port, W: Write + Send> Port for CapturePort<P, W> {
         self.inner.service(pool);
     }
 
+    fn prepare_sleep(&mut self) -> bool {
+        self.inner.prepare_sleep()
+    }
+
+    fn poll_error(&mut self) {
+        self.inner.poll_error();
+    }
+
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.inner.wait_fd()
     }

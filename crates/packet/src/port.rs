@@ -57,6 +57,11 @@ pub trait Port: Send {
         true
     }
 
+    /// poll(2) reported an error condition on [`Self::wait_fd`]: a socket
+    /// takes its pending error here (until it is read, poll reports it at
+    /// once, and the worker would wake and find nothing at 100 % CPU).
+    fn poll_error(&mut self) {}
+
     /// A descriptor that becomes readable when packets arrive, for idle
     /// workers that sleep in poll(2). `None`: the worker must spin.
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {

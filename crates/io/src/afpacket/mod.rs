@@ -486,16 +486,16 @@ impl Port for AfPacketPort {
         }
     }
 
-    /// Takes the socket's pending error before the worker sleeps: the
+    /// Takes the socket's pending error when poll(2) reports one: the
     /// kernel sets ENETDOWN on the socket when the device goes down or is
     /// deleted, and until it is read poll(2) reports POLLERR at once, so
     /// the worker would wake, find nothing and poll again at 100 % CPU.
-    /// (One getsockopt per sleep, none while traffic flows.)
-    fn prepare_sleep(&mut self) -> bool {
+    /// (A getsockopt only then: one before every sleep was a cost of its
+    /// own to a worker that sleeps between every few packets.)
+    fn poll_error(&mut self) {
         if self.take_error().is_some() {
             self.detail.socket_errors += 1;
         }
-        true
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
