@@ -42,6 +42,12 @@
 # CPUs: the generator on CPU 0, the responder on CPU 1. The responder's CPU
 # time per tunnel is read from /proc (every thread of charon or tern) or
 # its own report. Medians of RUNS by setups/s.
+# NAPI=1: each side's veth receives in a NAPI thread of its own (GRO on,
+# `threaded`), pinned to that side's CPU, as a NIC's interrupts would be.
+# By default veth runs the receiver's whole path (IP, UDP, the socket's
+# wake-up) inside the sender's transmit, so each side's CPU carries the
+# other's receive; with NAPI=1 the responder's CPU is its threads plus its
+# own receive thread (napi/r0-*), and the generator's receive is its own.
 #
 # Usage: sudo crates/bench/scripts/ike_setup_rate.sh [RUNS]
 #   env: CASES ("swan tern ternrun"), TUNNELS (2000), WINDOW (64), AUTH (psk),
@@ -69,6 +75,7 @@ SAMPLE=${SAMPLE:-0}
 STOP=${STOP:-0}
 MILESTONES=${MILESTONES:-}
 FWD=${FWD:-0}
+NAPI=${NAPI:-0}
 IDLE_SECS=${IDLE_SECS:-0}
 FWD_SECS=${FWD_SECS:-5}
 THREADS=${THREADS:-16}
@@ -120,6 +127,13 @@ trap cleanup EXIT
 field() { sed -n "s/.*\b$1=\([0-9.a-z_]*\).*/\1/p" "$2" | head -1; }
 calc() { awk "BEGIN { print $1 }"; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The responder's ticks: its process, and with NAPI=1 its receive thread.
+resp_ticks() {
+	local t
+	t=$(ticks "$1")
+	[ -z "$RX_PID" ] || t=$((t + $(ticks "$RX_PID")))
+	echo "$t"
+}
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 for n in $CLI $RSP; do ip netns add "$n"; ip -n "$n" link set lo up; done
@@ -127,6 +141,30 @@ ip -n $CLI link add c0 type veth peer name r0 netns $RSP
 ip -n $CLI addr add 10.0.2.1/24 dev c0
 ip -n $CLI link set c0 up
 ip -n $RSP link set r0 up
+# NAPI=1: the receive threads' pids ("napi/<dev>-<id>", kernel threads).
+napi_pid() { # $1 dev name
+	local f
+	for f in /proc/[0-9]*/comm; do
+		case "$(cat "$f" 2>/dev/null)" in "napi/$1-"*) f=${f%/comm}; echo "${f#/proc/}"; return 0 ;; esac
+	done
+	return 1
+}
+RX_PID=""
+# Called once the responder is up (a device going down and up, as tern
+# may do as it opens its port, gets new receive threads). veth receives
+# in NAPI only with GRO on the receiver and TSO off on the sender.
+napi_setup() {
+	[ "$NAPI" = 1 ] || return 0
+	local ns dev ns_dev
+	for ns_dev in "$CLI c0" "$RSP r0"; do
+		read -r ns dev <<<"$ns_dev"
+		ip netns exec "$ns" ethtool -K "$dev" gro on tso off >/dev/null
+		ip netns exec "$ns" sh -c "echo 1 > /sys/class/net/$dev/threaded"
+	done
+	taskset -pc 0 "$(napi_pid c0)" >/dev/null
+	RX_PID=$(napi_pid r0)
+	taskset -pc 1 "$RX_PID" >/dev/null
+}
 if [ "$FWD" = 1 ]; then
 	for n in $TG $SINK; do ip netns add "$n"; ip -n "$n" link set lo up; done
 	ip -n $TG link add g0 type veth peer name t2 netns $RSP
@@ -423,7 +461,7 @@ sample_responder() { # $1 pid: "seconds ticks rss_kB" each second until stopped
 	local s0
 	s0=$(date +%s.%N)
 	while [ -r "/proc/$1/stat" ]; do
-		echo "$(calc "$(date +%s.%N) - $s0") $(ticks "$1") $(rss_kb "$1")"
+		echo "$(calc "$(date +%s.%N) - $s0") $(resp_ticks "$1") $(rss_kb "$1")"
 		sleep 1
 	done
 }
@@ -467,7 +505,7 @@ forwarding() { # prints "offered_mpps delivered_mpps" through tern, t2 -> t1
 # retransmit_pct gen_cpu_us resp_cpu_us resp_rss_B_per_tunnel verify_p50_us
 # sample_ok/sample stop"; details on stderr.
 one_run() {
-	local c=$1 out rpid t0 t1 hz resp_us rss0=0 rss1=0 rss_per=- gen_flags=() fwd0="" fwd1="" inner=10.64.0.1
+	local c=$1 out rpid t0 t1 rx0=0 hz resp_us rss0=0 rss1=0 rss_per=- gen_flags=() fwd0="" fwd1="" inner=10.64.0.1
 	out=$(mktemp -d "$WORK/run.XXXX")
 	hz=$(getconf CLK_TCK)
 	# The kernel owns 10.0.2.2 for charon and the bare responder; a
@@ -522,8 +560,10 @@ one_run() {
 	# window at once, 64 of ~45K messages at 20K tunnels, over the 0.1 % rule.
 	[ -n "$RETRANSMIT_MS" ] && gen_flags+=(--retransmit-ms "$RETRANSMIT_MS")
 	[ -n "$MILESTONES" ] && gen_flags+=(--milestones "$MILESTONES")
+	napi_setup
 	rss0=$(rss_kb "$rpid")
-	t0=$(ticks "$rpid")
+	t0=$(resp_ticks "$rpid")
+	[ -z "$RX_PID" ] || rx0=$(ticks "$RX_PID")
 	# The machine is shared: the load beside each run (the responder's CPU
 	# per tunnel is the fairer figure when it is high).
 	echo "    $c load before: $(uptime | sed 's/.*load/load/')" >&2
@@ -534,7 +574,8 @@ one_run() {
 	ip netns exec $CLI taskset -c 0 "$BENCH" ike --local 10.0.2.1 --responder 10.0.2.2 --tunnels "$TUNNELS" \
 		--window "$WINDOW" "${GEN_AUTH[@]}" --proposal "$PROPOSAL" --esp-proposal "$ESP" \
 		--inner-dst $inner "${gen_flags[@]}" --timeout "${TIMEOUT:-$((TUNNELS / 500 + 300))}" >"$out/gen" 2>&1 || true
-	t1=$(ticks "$rpid")
+	t1=$(resp_ticks "$rpid")
+	[ -z "$RX_PID" ] || echo "    $c receive thread (napi/r0): $(calc "($(ticks "$RX_PID") - $rx0) * 100 / ($t1 - $t0 > 0 ? $t1 - $t0 : 1)") % of the responder's ticks" >&2
 	rss1=$(rss_kb "$rpid")
 	kill "$sampler" 2>/dev/null || true
 	wait "$sampler" 2>/dev/null || true

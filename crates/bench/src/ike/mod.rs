@@ -615,14 +615,25 @@ pub fn initiate(a: &IkeArgs) -> Result<IkeReport, String> {
     let st = g.ike.stats();
     // The sample: after all are up, through tunnels picked at random.
     if a.verify_sample > 0 {
-        let mut v = Verifier::new(inner_dst);
+        // At most a window of probes in flight, as the setups were: a
+        // thousand at once overflowed receive buffers on either side and
+        // showed as a second of latency.
         let kept = std::mem::take(&mut g.reservoir.kept);
-        for c in &kept {
-            v.start(&mut g.net, c, a.inner_src);
-        }
-        g.sample = Some(v);
-        let end = Instant::now() + Duration::from_secs(10);
-        while g.sample.as_ref().is_some_and(|v| v.in_flight() > 0) && Instant::now() < end {
+        let mut next = kept.iter();
+        g.sample = Some(Verifier::new(inner_dst));
+        let end = Instant::now() + Duration::from_secs(10 + kept.len() as u64 / 100);
+        while let Some(v) = g.sample.as_mut() {
+            while v.in_flight() < usize::try_from(a.window).unwrap_or(usize::MAX).max(1) {
+                let Some(c) = next.next() else { break };
+                v.start(&mut g.net, c, a.inner_src);
+            }
+            if v.in_flight() == 0 {
+                break;
+            }
+            if Instant::now() >= end {
+                v.give_up(next.len());
+                break;
+            }
             g.step(Duration::from_millis(5))?;
         }
     }

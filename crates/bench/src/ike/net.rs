@@ -94,6 +94,16 @@ fn classify(port: u16, d: &[u8]) -> Option<(std::ops::Range<usize>, bool)> {
     }
 }
 
+/// A receive buffer for bursts: a window of answers, or a sample's probes
+/// answered at once (about 270 small datagrams fit the default 208 KiB:
+/// the rest were dropped and each cost its probe a 1 s retry).
+fn big_receive_buffer(fd: impl rustix::fd::AsFd) {
+    const BYTES: usize = 8 << 20;
+    if rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, BYTES).is_err() {
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&fd, BYTES);
+    }
+}
+
 impl Net {
     /// Binds 500 and 4500 on `local`; with `esp`, also a raw ESP socket.
     pub fn open(local: IpAddr, esp: bool) -> Result<Net, String> {
@@ -102,6 +112,9 @@ impl Net {
             UdpSocket::bind(addr).map_err(|e| format!("bind {addr}: {e}"))
         };
         let socks = [bind(500)?, bind(4500)?];
+        for s in &socks {
+            big_receive_buffer(s);
+        }
         let raw = if esp {
             let af = if local.is_ipv6() { AddressFamily::INET6 } else { AddressFamily::INET };
             let fd = rustix::net::socket(af, SocketType::RAW, Some(ipproto::ESP))
@@ -109,6 +122,7 @@ impl Net {
             // Bound: only ESP to this address (another generator or
             // responder in the namespace keeps its own).
             rustix::net::bind(&fd, &SocketAddr::new(local, 0)).map_err(|e| format!("bind ESP on {local}: {e}"))?;
+            big_receive_buffer(&fd);
             Some(fd)
         } else {
             None

@@ -296,6 +296,17 @@ impl Verifier {
         n
     }
 
+    /// Time is up: what is still in flight, and `not_started` probes
+    /// never sent, count as failed.
+    pub fn give_up(&mut self, not_started: usize) {
+        for _ in 0..std::mem::take(&mut self.pending).len() {
+            self.fail("verify: no answer before the end".into());
+        }
+        for _ in 0..not_started {
+            self.fail("verify: not probed before the end".into());
+        }
+    }
+
     /// (median, 99th percentile, maximum) verify latency in microseconds.
     pub fn latency(&mut self) -> (u32, u32, u32) {
         let v = &mut self.latencies_us;
