@@ -1,5 +1,5 @@
 //! The info lines of routine events (an IKE SA up, an IKE SA down, a
-//! child SA up or rekeyed), at most [`PER_WINDOW`] one by one per
+//! child SA up or rekeyed, a child SA deleted), at most [`PER_WINDOW`] one by one per
 //! [`WINDOW`], the rest summed in one line when the window ends.
 //!
 //! A log line is a write(2) to stderr: one per IKE SA set up was a few
@@ -24,10 +24,11 @@ pub(crate) struct EventLog {
     /// Lines logged one by one in the window.
     logged: u32,
     /// Events counted, not logged, in the window: IKE SAs up, down;
-    /// child SAs up or rekeyed.
+    /// child SAs up or rekeyed, deleted.
     up: u64,
     down: u64,
     children: u64,
+    children_down: u64,
 }
 
 /// What an event is.
@@ -37,6 +38,8 @@ pub(crate) enum Routine {
     Down,
     /// A child SA up or rekeyed.
     Child,
+    /// A child SA deleted (by us, the peer, or after its rekey).
+    ChildDown,
 }
 
 impl EventLog {
@@ -53,6 +56,7 @@ impl EventLog {
             Routine::Up => self.up += 1,
             Routine::Down => self.down += 1,
             Routine::Child => self.children += 1,
+            Routine::ChildDown => self.children_down += 1,
         }
         false
     }
@@ -76,7 +80,7 @@ impl EventLog {
     }
 
     fn counted(&self) -> u64 {
-        self.up + self.down + self.children
+        self.up + self.down + self.children + self.children_down
     }
 
     fn summary(&self) -> Option<String> {
@@ -84,10 +88,11 @@ impl EventLog {
             return None;
         }
         Some(format!(
-            "ike: {} more IKE SA(s) up and {} down, {} child SA(s) up or rekeyed, in the last {} s (not logged one by one; {} lines a second are)",
+            "ike: {} more IKE SA(s) up and {} down, {} child SA(s) up or rekeyed and {} deleted, in the last {} s (not logged one by one; {} lines a second are)",
             self.up,
             self.down,
             self.children,
+            self.children_down,
             WINDOW.as_secs(),
             PER_WINDOW
         ))
@@ -115,10 +120,13 @@ mod tests {
         assert!(line.contains("2 more IKE SA(s) up and 1 down, 0 child SA(s)"), "{line}");
         assert!(!l.allow(t0 + Duration::from_millis(800), Routine::Child));
         let line = l.summary().expect("a summary");
-        assert!(line.contains("1 down, 1 child SA(s) up or rekeyed"), "{line}");
+        assert!(line.contains("1 down, 1 child SA(s) up or rekeyed and 0 deleted"), "{line}");
+        assert!(!l.allow(t0 + Duration::from_millis(850), Routine::ChildDown));
+        let line = l.summary().expect("a summary");
+        assert!(line.contains("1 child SA(s) up or rekeyed and 1 deleted"), "{line}");
         // Not before the window ends.
         l.flush(t0 + WINDOW - Duration::from_millis(1));
-        assert_eq!(l.counted(), 4);
+        assert_eq!(l.counted(), 5);
         // After it, a new window: its first lines pass again.
         l.flush(t0 + WINDOW);
         assert_eq!((l.counted(), l.logged, l.deadline()), (0, 0, None));

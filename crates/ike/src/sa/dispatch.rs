@@ -57,7 +57,7 @@ impl Ike {
                 Req::Auth => self.initiator_auth_response(sa, now, wall, payloads),
                 Req::Dpd => {}
                 Req::DeleteIke => self.sa_down(sa, "deleted", false),
-                Req::DeleteChildren(ids) => self.children_deleted(sa, &ids),
+                Req::DeleteChildren(ids) => self.children_deleted(sa, now, &ids),
                 Req::RekeyChild { old, spi_in, ni, dh, retried } => {
                     self.child_rekey_response(sa, now, old, spi_in, ni, dh, retried, payloads)
                 }

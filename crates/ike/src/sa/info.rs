@@ -65,13 +65,16 @@ impl Ike {
     }
 
     /// Our delete of child SAs was answered: they go.
-    pub(crate) fn children_deleted(&mut self, sa: &mut IkeSa, ids: &[u64]) {
+    pub(crate) fn children_deleted(&mut self, sa: &mut IkeSa, now: Instant, ids: &[u64]) {
         let (gone, keep): (Vec<_>, Vec<_>) =
             std::mem::take(&mut sa.children).into_iter().partition(|c| ids.contains(&c.id));
         sa.children = keep;
         for c in gone {
             self.child_index.remove(&c.spi_in);
-            log::info!("ike: peer {}: child SA {} deleted", sa.who(), c.id);
+            // Routine (every child rekey ends in one): through the event log.
+            if log::log_enabled!(log::Level::Info) && self.event_log.allow(now, crate::eventlog::Routine::ChildDown) {
+                log::info!("ike: peer {}: child SA {} deleted", sa.who(), c.id);
+            }
             self.out.push(Output::DeleteChild {
                 peer: sa.peer.name.clone(),
                 id: c.id,
@@ -122,7 +125,6 @@ impl Ike {
         mid: u32,
         payloads: Vec<Payload>,
     ) {
-        let _ = now;
         let mut delete_ike = false;
         let mut gone = Vec::new();
         let mut gone_quietly = Vec::new();
@@ -170,6 +172,6 @@ impl Ike {
         let resp = if ours.is_empty() { Vec::new() } else { vec![Payload::Delete { protocol: PROTO_ESP, spis: ours }] };
         self.send_response(sa, wire::INFORMATIONAL, mid, &resp, local, remote);
         gone.extend(gone_quietly);
-        self.children_deleted(sa, &gone);
+        self.children_deleted(sa, now, &gone);
     }
 }
