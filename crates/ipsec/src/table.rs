@@ -155,6 +155,13 @@ impl<K: TableKey, V> Table<K, V> {
         self.slots.get(i)?.as_ref().map(|(_, v)| v)
     }
 
+    /// The value of `k`, to change in place.
+    #[inline]
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        let i = self.find(k)?;
+        self.slots.get_mut(i)?.as_mut().map(|(_, v)| v)
+    }
+
     pub fn contains_key(&self, k: &K) -> bool {
         self.find(k).is_some()
     }
@@ -222,6 +229,11 @@ impl<K: TableKey, V> Table<K, V> {
     /// Every entry, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.slots.iter().flatten().map(|(k, v)| (k, v))
+    }
+
+    /// Every value, in slot order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().flatten().map(|(_, v)| v)
     }
 
     /// The slots a table of `n` grows to: twice while small (8 at
@@ -403,5 +415,10 @@ mod tests {
         assert_eq!(t.insert(5u64 << 32 | 9, 'b'), Some('a'));
         assert_eq!(t.len(), 1);
         assert_eq!(t.get(&(5u64 << 32 | 9)), Some(&'b'));
+        if let Some(v) = t.get_mut(&(5u64 << 32 | 9)) {
+            *v = 'c';
+        }
+        assert_eq!(t.get(&(5u64 << 32 | 9)), Some(&'c'));
+        assert_eq!(t.get_mut(&7), None);
     }
 }

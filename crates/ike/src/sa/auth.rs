@@ -567,7 +567,7 @@ impl Ike {
         } else {
             self.stats.child_setups += 1;
         }
-        self.child_index.insert(child.spi_in, sa.our_spi());
+        self.index_child(child.spi_in, sa.our_spi());
         sa.children.push(child);
         self.out.push(Output::InstallChild(Box::new(out)));
     }
