@@ -173,6 +173,12 @@ impl<K: ShardKey, V: Clone> Layered<K, V> {
         self.len
     }
 
+    /// Bytes of the base's slots (memory figures).
+    #[cfg(test)]
+    pub(crate) fn base_bytes(&self) -> usize {
+        self.base.maps.iter().map(Table::capacity).sum::<usize>() * std::mem::size_of::<Option<(K, V)>>()
+    }
+
     /// Sets `k` to `v`; the entry it replaces.
     pub(crate) fn insert(&mut self, k: K, v: V) -> Option<V> {
         let old = self.get(&k).cloned();
