@@ -121,7 +121,8 @@ pub struct Ike {
     /// IKE SAs established and not gone (a rekey moves the count along).
     pub(crate) established: usize,
     pub(crate) half_open_per_peer: HashMap<IpAddr, u32>,
-    pub(crate) established_per_peer: HashMap<IpAddr, u32>,
+    /// Established IKE SAs by peer address (`addr_counts`).
+    pub(crate) established_per_peer: crate::addr_counts::AddrCounts,
     /// The listed IKE SAs by peer and state, kept as they change
     /// (`listing::recount`), so a summary costs the peers, not the SAs.
     pub(crate) listed: HashMap<String, crate::listing::StateCounts>,
@@ -177,7 +178,7 @@ impl Ike {
             half_open: 0,
             established: 0,
             half_open_per_peer: HashMap::new(),
-            established_per_peer: HashMap::new(),
+            established_per_peer: Default::default(),
             listed: HashMap::new(),
             cookie: CookieSecret { current, previous: Zeroizing::new([0u8; 32]), version: 0, rotate_at: None },
             pools: HashMap::new(),
@@ -540,12 +541,7 @@ impl Ike {
         if sa.counted_established {
             sa.counted_established = false;
             self.established = self.established.saturating_sub(1);
-            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.established_per_peer.remove(&sa.remote.ip());
-                }
-            }
+            self.established_per_peer.sub(sa.remote.ip());
         }
         for c in &sa.children {
             if self.child_index.get(&c.spi_in).map(|s| s.get()) == Some(sa.our_spi()) {
@@ -563,13 +559,8 @@ impl Ike {
     /// count follows it.
     pub(crate) fn moved(&mut self, sa: &mut IkeSa, remote: SocketAddr) {
         if sa.counted_established && sa.remote.ip() != remote.ip() {
-            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.established_per_peer.remove(&sa.remote.ip());
-                }
-            }
-            *self.established_per_peer.entry(remote.ip()).or_insert(0) += 1;
+            self.established_per_peer.sub(sa.remote.ip());
+            self.established_per_peer.add(remote.ip());
         }
         sa.remote = remote;
     }
