@@ -241,12 +241,31 @@ impl<K: TableKey, V> Table<K, V> {
     /// than 60 % full (doubling left it at 37.5 % just after, and a
     /// million entries in 2^20 x 256 shards at 48 %).
     fn grown(n: usize) -> usize {
-        if n < 64 { (n * 2).max(8) } else { n + n / 4 }
+        if n < 64 { (n * 2).max(8) } else { n.saturating_add(n / 4) }
+    }
+
+    /// Room for `additional` more entries without growing on the way: the
+    /// size incremental growth would reach, in one rehash (a bulk load,
+    /// where growing by a quarter would place every entry about five
+    /// times).
+    pub fn reserve(&mut self, additional: usize) {
+        let want = self.len.saturating_add(additional).saturating_mul(4);
+        let mut n = self.slots.len();
+        while want > n.saturating_mul(3) && n < usize::MAX / 4 {
+            n = Self::grown(n);
+        }
+        if n != self.slots.len() {
+            self.rehash(n);
+        }
     }
 
     /// More slots ([`Table::grown`]), every entry placed again.
     fn grow(&mut self) {
-        let n = Self::grown(self.slots.len());
+        self.rehash(Self::grown(self.slots.len()));
+    }
+
+    /// `n` slots, every entry placed again.
+    fn rehash(&mut self, n: usize) {
         let old = std::mem::replace(&mut self.slots, (0..n).map(|_| None).collect());
         for (k, v) in old.into_vec().into_iter().flatten() {
             let mut i = self.home(&k);
@@ -396,6 +415,26 @@ mod tests {
         println!("2M keys in 256 shards: {slots} slots ({load:.3} full), {} bytes", slots * 16);
         assert!((0.6..=0.75).contains(&load), "{load}");
         assert_eq!(std::mem::size_of::<Option<(u32, std::sync::Arc<u8>)>>(), 16);
+    }
+
+    /// A reserve reaches the size growth would have, in one step, and
+    /// holds what it reserved without growing again.
+    #[test]
+    fn reserve_sizes_as_growth_does() {
+        let mut grown: Table<u32, u32> = Table::new();
+        let mut reserved: Table<u32, u32> = Table::new();
+        reserved.insert(0, 0);
+        reserved.reserve(9_999);
+        let cap = reserved.capacity();
+        for k in 0..10_000 {
+            grown.insert(k, k);
+            reserved.insert(k, k);
+        }
+        assert_eq!(reserved.capacity(), cap, "no growth after the reserve");
+        assert_eq!(grown.capacity(), cap);
+        assert_eq!((0..10_000).filter(|k| reserved.get(k) == Some(k)).count(), 10_000);
+        reserved.reserve(0);
+        assert_eq!(reserved.capacity(), cap);
     }
 
     #[test]
