@@ -20,8 +20,10 @@ use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use tern_ipsec::table::Table;
 use zeroize::Zeroizing;
 
 /// Counters for /metrics (cumulative).
@@ -97,8 +99,11 @@ pub(crate) const COOKIE_ROTATION: Duration = Duration::from_secs(120);
 pub struct Ike {
     pub(crate) settings: Settings,
     pub(crate) peers: Peers,
-    /// IKE SAs by the SPI this side chose.
-    pub(crate) sas: HashMap<u64, Box<IkeSa>>,
+    /// IKE SAs by the SPI this side chose (never 0). `Table`s, not `std`
+    /// maps, for this and `child_index`: 60-75 % full once large, where a
+    /// million SAs had just doubled hashbrown to 2^21 buckets, 48 % full
+    /// (`tests::indexes_at_a_million`); the keys are ours, random.
+    pub(crate) sas: Table<u64, Box<IkeSa>>,
     /// The same SAs by id -> our SPI, in id order: `ike sa show` pages
     /// (`crate::listing`) cost the page, not the table. Kept by
     /// `put_back`, `forget` and `reindex` (about 30 bytes an SA).
@@ -106,8 +111,9 @@ pub struct Ike {
     /// Responder half-open SAs by (peer, initiator SPI): a retransmitted
     /// IKE_SA_INIT finds its SA.
     pub(crate) init_index: HashMap<(SocketAddr, u64), u64>,
-    /// Child SAs' inbound SPIs -> the IKE SA's (our) SPI.
-    pub(crate) child_index: HashMap<u32, u64>,
+    /// Child SAs' inbound SPIs -> the IKE SA's (our) SPI: never 0, so a
+    /// slot is 16 bytes.
+    pub(crate) child_index: Table<u32, NonZeroU64>,
     pub(crate) timers: BinaryHeap<Reverse<(Instant, u64)>>,
     pub(crate) out: Vec<Output>,
     pub(crate) stats: IkeStats,
@@ -115,7 +121,8 @@ pub struct Ike {
     /// IKE SAs established and not gone (a rekey moves the count along).
     pub(crate) established: usize,
     pub(crate) half_open_per_peer: HashMap<IpAddr, u32>,
-    pub(crate) established_per_peer: HashMap<IpAddr, u32>,
+    /// Established IKE SAs by peer address (`addr_counts`).
+    pub(crate) established_per_peer: crate::addr_counts::AddrCounts,
     /// The listed IKE SAs by peer and state, kept as they change
     /// (`listing::recount`), so a summary costs the peers, not the SAs.
     pub(crate) listed: HashMap<String, crate::listing::StateCounts>,
@@ -161,17 +168,17 @@ impl Ike {
         Ike {
             settings,
             peers: Peers::default(),
-            sas: HashMap::new(),
+            sas: Table::new(),
             by_id: BTreeMap::new(),
             init_index: HashMap::new(),
-            child_index: HashMap::new(),
+            child_index: Table::new(),
             timers: BinaryHeap::new(),
             out: Vec::new(),
             stats: IkeStats::default(),
             half_open: 0,
             established: 0,
             half_open_per_peer: HashMap::new(),
-            established_per_peer: HashMap::new(),
+            established_per_peer: Default::default(),
             listed: HashMap::new(),
             cookie: CookieSecret { current, previous: Zeroizing::new([0u8; 32]), version: 0, rotate_at: None },
             pools: HashMap::new(),
@@ -218,7 +225,7 @@ impl Ike {
             for p in &new {
                 named.entry(p.name.as_str()).or_default().push(p);
             }
-            for (spi, sa) in &self.sas {
+            for (spi, sa) in self.sas.iter() {
                 let keep = *kept.entry(Arc::as_ptr(&sa.peer)).or_insert_with(|| {
                     named.get(sa.peer.name.as_str()).is_some_and(|v| v.iter().any(|p| same_config(p, &sa.peer)))
                 });
@@ -349,7 +356,7 @@ impl Ike {
     /// The data plane says a child SA (by its inbound SPI) reached its soft
     /// (rekey) or hard (delete) lifetime.
     pub fn child_expired(&mut self, now: Instant, inbound_spi: u32, hard: bool) {
-        let Some(&spi) = self.child_index.get(&inbound_spi) else {
+        let Some(spi) = self.child_index.get(&inbound_spi).map(|s| s.get()) else {
             log::debug!("ike: child SA {inbound_spi:#010x} expired but is unknown");
             return;
         };
@@ -534,15 +541,10 @@ impl Ike {
         if sa.counted_established {
             sa.counted_established = false;
             self.established = self.established.saturating_sub(1);
-            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.established_per_peer.remove(&sa.remote.ip());
-                }
-            }
+            self.established_per_peer.sub(sa.remote.ip());
         }
         for c in &sa.children {
-            if self.child_index.get(&c.spi_in) == Some(&sa.our_spi()) {
+            if self.child_index.get(&c.spi_in).map(|s| s.get()) == Some(sa.our_spi()) {
                 self.child_index.remove(&c.spi_in);
             }
         }
@@ -557,13 +559,8 @@ impl Ike {
     /// count follows it.
     pub(crate) fn moved(&mut self, sa: &mut IkeSa, remote: SocketAddr) {
         if sa.counted_established && sa.remote.ip() != remote.ip() {
-            if let Some(n) = self.established_per_peer.get_mut(&sa.remote.ip()) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.established_per_peer.remove(&sa.remote.ip());
-                }
-            }
-            *self.established_per_peer.entry(remote.ip()).or_insert(0) += 1;
+            self.established_per_peer.sub(sa.remote.ip());
+            self.established_per_peer.add(remote.ip());
         }
         sa.remote = remote;
     }
@@ -674,6 +671,14 @@ impl Ike {
             if spi >= 256 && spi % shards == self.settings.shard % shards && !self.child_index.contains_key(&spi) {
                 return spi;
             }
+        }
+    }
+
+    /// Child SA `spi_in` (inbound) belongs to the IKE SA whose SPI (ours,
+    /// never 0: `alloc_ike_spi`) is `ike_spi`.
+    pub(crate) fn index_child(&mut self, spi_in: u32, ike_spi: u64) {
+        if let Some(s) = NonZeroU64::new(ike_spi) {
+            self.child_index.insert(spi_in, s);
         }
     }
 
@@ -961,6 +966,32 @@ fn same_config(a: &PeerConfig, b: &PeerConfig) -> bool {
 #[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    /// The engine's two indexes a tunnel at a million (one IKE SA with one
+    /// child each): 16-byte slots, 60-75 % full, against hashbrown's 2^21
+    /// buckets of 16 bytes and a control byte each (48 % full).
+    #[test]
+    fn indexes_at_a_million() {
+        assert_eq!(std::mem::size_of::<Option<(u64, Box<IkeSa>)>>(), 16);
+        assert_eq!(std::mem::size_of::<Option<(u32, NonZeroU64)>>(), 16);
+        let n = 1_000_000u64;
+        let mut sas: Table<u64, NonZeroU64> = Table::new();
+        let mut children: Table<u32, NonZeroU64> = Table::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 1..=n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let Some(spi) = NonZeroU64::new(x) else { continue };
+            sas.insert(x, spi);
+            children.insert(i as u32 * 2 + 256, spi);
+        }
+        let bytes = (sas.capacity() + children.capacity()) * 16;
+        let per = bytes as f64 / n as f64;
+        let hashbrown = (2 * (1usize << 21) * 17) as f64 / n as f64;
+        println!("engine indexes at 1M: {per:.1} B a tunnel (hashbrown: {hashbrown:.1})");
+        assert!(per <= 54.0 && hashbrown - per >= 17.0, "{per} vs {hashbrown}");
+    }
 
     #[test]
     fn cookies_survive_one_rotation_only() {

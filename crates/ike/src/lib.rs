@@ -21,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+mod addr_counts;
 pub mod auth;
 pub mod config;
 pub mod crypto;

@@ -232,6 +232,34 @@ impl Level {
         }
     }
 
+    /// Room in each shard for what `ids` and `spis` may add: a rebuild
+    /// applies up to all the SAs at once, and tables that grow by a
+    /// quarter would otherwise place each entry about five times.
+    fn reserve_for(&mut self, ids: &Map<Option<Arc<Sa>>>, spis: &Map<Option<BySpi>>) {
+        let mut by_id = [0usize; SHARDS];
+        let mut by_spi = [0usize; SHARDS];
+        for (id, e) in ids {
+            if e.is_some()
+                && let Some(n) = by_id.get_mut(shard_of(*id))
+            {
+                *n += 1;
+            }
+        }
+        for (spi, e) in spis {
+            if matches!(e, Some(BySpi::One(_)))
+                && let Some(n) = by_spi.get_mut(shard_of(*spi))
+            {
+                *n += 1;
+            }
+        }
+        for (m, n) in self.by_id.maps.iter_mut().zip(by_id) {
+            m.reserve(n);
+        }
+        for (m, n) in self.by_spi.maps.iter_mut().zip(by_spi) {
+            m.reserve(n);
+        }
+    }
+
     fn spi(&self, spi: u32) -> &[Arc<Sa>] {
         if let Some(sa) = self.by_spi.get(spi) {
             return std::slice::from_ref(sa);
@@ -667,6 +695,7 @@ impl SaDb {
     /// The base with the staged changes applied (a new base).
     fn merged(&self) -> Level {
         let mut l = (*self.base).clone();
+        l.reserve_for(&self.ids, &self.spis);
         l.apply(self.ids.iter().map(|(id, e)| (*id, e.clone())), self.spis.iter().map(|(spi, e)| (*spi, e.clone())));
         l
     }

@@ -8,13 +8,19 @@
 //! same with their bihash buckets). `std`'s map says nowhere where an
 //! entry sits, so it cannot be prefetched.
 //!
-//! A key's home slot is the top bits of its [`TableKey::hash64`]; a key
-//! sits at its home or after it, with no empty slot between (deletion
-//! shifts the entries after the hole back, so there are no tombstones).
-//! The table doubles past 3/4 full: a lookup reads 1.5 slots on average
-//! when it finds its key (2.5 at 3/4 full), 8.5 in the worst case when
-//! it does not; the entries of the maps here are 16-32 bytes, so that is
-//! one cache line, rarely two.
+//! A key's home slot is its [`TableKey::hash64`] scaled to the number of
+//! slots (the top 64 bits of hash x slots, so any number of slots will
+//! do); a key sits at its home or after it (wrapping round), with no empty
+//! slot between (deletion shifts the entries after the hole back, so
+//! there are no tombstones). Past 3/4 full the table grows by a quarter
+//! (doubling while small), so a large one is 60-75 % full: a lookup reads
+//! 2-2.5 slots on average when it finds its key, 3-8.5 when it does not;
+//! the entries of the maps here are 16-48 bytes, so that is one cache
+//! line, rarely two. (It doubled, as `std`'s map does: a map split in 256
+//! shards at 1M or 2M entries, the SA database's and the client maps',
+//! had just doubled and was 48 % full, 16 bytes a slot: growing by a
+//! quarter holds an index of 2M SAs in 44 MB instead of 67 MB,
+//! `tests::sizes_at_a_million`.)
 //!
 //! Keys are chosen by tern's control plane (SA ids, inbound SPIs,
 //! addresses from its pools), not by whoever sends packets, as for the
@@ -67,10 +73,8 @@ impl TableKey for (u16, Ipv6Addr) {
 /// The map (see the module).
 #[derive(Clone, Debug)]
 pub struct Table<K, V> {
-    /// A power of two of slots (none while empty).
+    /// The slots (none while empty).
     slots: Box<[Option<(K, V)>]>,
-    /// 64 - log2(slots): the shift that leaves a hash's slot.
-    shift: u32,
     len: usize,
 }
 
@@ -82,7 +86,7 @@ impl<K: TableKey, V> Default for Table<K, V> {
 
 impl<K: TableKey, V> Table<K, V> {
     pub fn new() -> Self {
-        Table { slots: Box::new([]), shift: 64, len: 0 }
+        Table { slots: Box::new([]), len: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -100,13 +104,21 @@ impl<K: TableKey, V> Table<K, V> {
 
     #[inline]
     fn home(&self, k: &K) -> usize {
-        // With no slots the shift is 64: `checked_shr` gives None, 0.
-        k.hash64().checked_shr(self.shift).unwrap_or(0) as usize
+        // Below the number of slots (0 with none): hash / 2^64 x slots.
+        ((u128::from(k.hash64()) * self.slots.len() as u128) >> 64) as usize
     }
 
+    /// The slot after `i`, wrapping round.
     #[inline]
-    fn mask(&self) -> usize {
-        self.slots.len().wrapping_sub(1)
+    fn next(&self, i: usize) -> usize {
+        let j = i + 1;
+        if j >= self.slots.len() { 0 } else { j }
+    }
+
+    /// How many slots forward from `from` to `to` (wrapping round).
+    #[inline]
+    fn dist(&self, from: usize, to: usize) -> usize {
+        if to >= from { to - from } else { to + self.slots.len() - from }
     }
 
     /// Hints the CPU to fetch the cache lines `get(k)` reads first (the
@@ -124,13 +136,12 @@ impl<K: TableKey, V> Table<K, V> {
         if self.len == 0 {
             return None;
         }
-        let mask = self.mask();
         let mut i = self.home(k);
         // The table is never full (at most 3/4): an empty slot ends the probe.
         for _ in 0..self.slots.len() {
             match self.slots.get(i)? {
                 Some((key, _)) if key == k => return Some(i),
-                Some(_) => i = (i + 1) & mask,
+                Some(_) => i = self.next(i),
                 None => return None,
             }
         }
@@ -142,6 +153,13 @@ impl<K: TableKey, V> Table<K, V> {
     pub fn get(&self, k: &K) -> Option<&V> {
         let i = self.find(k)?;
         self.slots.get(i)?.as_ref().map(|(_, v)| v)
+    }
+
+    /// The value of `k`, to change in place.
+    #[inline]
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        let i = self.find(k)?;
+        self.slots.get_mut(i)?.as_mut().map(|(_, v)| v)
     }
 
     pub fn contains_key(&self, k: &K) -> bool {
@@ -157,7 +175,6 @@ impl<K: TableKey, V> Table<K, V> {
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
-        let mask = self.mask();
         let mut i = self.home(&k);
         loop {
             let s = self.slots.get_mut(i)?;
@@ -166,7 +183,7 @@ impl<K: TableKey, V> Table<K, V> {
                 self.len += 1;
                 return None;
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
     }
 
@@ -178,15 +195,14 @@ impl<K: TableKey, V> Table<K, V> {
         // Backward shift: each entry after the hole, up to the next empty
         // slot, moves into the hole if the hole lies between its home and
         // where it is (else a lookup from its home would stop at the hole).
-        let mask = self.mask();
         let mut j = hole;
         loop {
-            j = (j + 1) & mask;
+            j = self.next(j);
             let home = match self.slots.get(j) {
                 Some(Some((key, _))) => self.home(key),
                 _ => break,
             };
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+            if self.dist(home, j) >= self.dist(hole, j) {
                 let moved = self.slots.get_mut(j).and_then(Option::take);
                 if let Some(h) = self.slots.get_mut(hole) {
                     *h = moved;
@@ -201,12 +217,11 @@ impl<K: TableKey, V> Table<K, V> {
     /// figures: a lookup that finds its key reads this many slots past
     /// its home).
     pub fn mean_displacement(&self) -> f64 {
-        let mask = self.mask();
         let total: usize = self
             .slots
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|(k, _)| i.wrapping_sub(self.home(k)) & mask))
+            .filter_map(|(i, s)| s.as_ref().map(|(k, _)| self.dist(self.home(k), i)))
             .sum();
         total as f64 / self.len.max(1) as f64
     }
@@ -216,16 +231,46 @@ impl<K: TableKey, V> Table<K, V> {
         self.slots.iter().flatten().map(|(k, v)| (k, v))
     }
 
-    /// Twice the slots (8 at first), every entry placed again.
+    /// Every value, in slot order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().flatten().map(|(_, v)| v)
+    }
+
+    /// The slots a table of `n` grows to: twice while small (8 at
+    /// first), then a quarter more, so that a large table is never less
+    /// than 60 % full (doubling left it at 37.5 % just after, and a
+    /// million entries in 2^20 x 256 shards at 48 %).
+    fn grown(n: usize) -> usize {
+        if n < 64 { (n * 2).max(8) } else { n.saturating_add(n / 4) }
+    }
+
+    /// Room for `additional` more entries without growing on the way: the
+    /// size incremental growth would reach, in one rehash (a bulk load,
+    /// where growing by a quarter would place every entry about five
+    /// times).
+    pub fn reserve(&mut self, additional: usize) {
+        let want = self.len.saturating_add(additional).saturating_mul(4);
+        let mut n = self.slots.len();
+        while want > n.saturating_mul(3) && n < usize::MAX / 4 {
+            n = Self::grown(n);
+        }
+        if n != self.slots.len() {
+            self.rehash(n);
+        }
+    }
+
+    /// More slots ([`Table::grown`]), every entry placed again.
     fn grow(&mut self) {
-        let n = (self.slots.len() * 2).max(8);
+        self.rehash(Self::grown(self.slots.len()));
+    }
+
+    /// `n` slots, every entry placed again.
+    fn rehash(&mut self, n: usize) {
         let old = std::mem::replace(&mut self.slots, (0..n).map(|_| None).collect());
-        self.shift = 64 - n.trailing_zeros();
-        let mask = n - 1;
         for (k, v) in old.into_vec().into_iter().flatten() {
             let mut i = self.home(&k);
             while let Some(Some(_)) = self.slots.get(i) {
-                i = (i + 1) & mask;
+                i = self.next(i);
             }
             if let Some(s) = self.slots.get_mut(i) {
                 *s = Some((k, v));
@@ -321,6 +366,77 @@ mod tests {
         assert!(t.mean_displacement() < 2.0, "{}", t.mean_displacement());
     }
 
+    /// A table of slots that are not a power of two wraps round at its
+    /// end and keeps its runs whole through removals there.
+    #[test]
+    fn wraps_round_a_table_that_is_not_a_power_of_two() {
+        let mut t: Table<Home, u16> = Table::new();
+        // Spread keys to grow it past 64 slots: 0x00-0x3f's homes.
+        for i in 0..55u16 {
+            t.insert(Home((i * 4) as u8, 1000 + i), i);
+        }
+        assert_eq!(t.capacity(), 80);
+        // 0xff's home is the last slot (255 x 80 / 256 = 79): a run of
+        // five wraps to the first slots, after the keys already there.
+        for i in 0..5 {
+            t.insert(Home(0xff, i), 100 + i);
+        }
+        assert_eq!(t.capacity(), 80);
+        for i in 0..5 {
+            assert_eq!(t.get(&Home(0xff, i)), Some(&(100 + i)));
+        }
+        assert_eq!(t.remove(&Home(0xff, 0)), Some(100));
+        assert_eq!(t.remove(&Home(0x00, 1000)), Some(0));
+        for i in 1..5 {
+            assert_eq!(t.get(&Home(0xff, i)), Some(&(100 + i)), "key {i} lost by a shift");
+        }
+        for i in 1..55u16 {
+            assert_eq!(t.get(&Home((i * 4) as u8, 1000 + i)), Some(&i));
+        }
+        assert_eq!(t.len(), 58);
+    }
+
+    /// The memory of the SA database's indexes at a million tunnels: 2M
+    /// SAs in 256 shards (by `db::shard_of`'s hash), 16-byte slots. They
+    /// grew by doubling to 16,384 slots a shard, 48 % full (67 MB an
+    /// index); growing by a quarter, 60-75 % full.
+    #[test]
+    fn sizes_at_a_million() {
+        let mut shards: Vec<Table<u32, u64>> = (0..256).map(|_| Table::new()).collect();
+        let base = 1u32 << 31;
+        for id in base..base + 2_000_000 {
+            let s = usize::from((id.wrapping_mul(0x85eb_ca6b) >> 24) as u8);
+            shards[s].insert(id, 0);
+        }
+        let slots: usize = shards.iter().map(Table::capacity).sum();
+        let len: usize = shards.iter().map(Table::len).sum();
+        assert_eq!(len, 2_000_000);
+        let load = len as f64 / slots as f64;
+        println!("2M keys in 256 shards: {slots} slots ({load:.3} full), {} bytes", slots * 16);
+        assert!((0.6..=0.75).contains(&load), "{load}");
+        assert_eq!(std::mem::size_of::<Option<(u32, std::sync::Arc<u8>)>>(), 16);
+    }
+
+    /// A reserve reaches the size growth would have, in one step, and
+    /// holds what it reserved without growing again.
+    #[test]
+    fn reserve_sizes_as_growth_does() {
+        let mut grown: Table<u32, u32> = Table::new();
+        let mut reserved: Table<u32, u32> = Table::new();
+        reserved.insert(0, 0);
+        reserved.reserve(9_999);
+        let cap = reserved.capacity();
+        for k in 0..10_000 {
+            grown.insert(k, k);
+            reserved.insert(k, k);
+        }
+        assert_eq!(reserved.capacity(), cap, "no growth after the reserve");
+        assert_eq!(grown.capacity(), cap);
+        assert_eq!((0..10_000).filter(|k| reserved.get(k) == Some(k)).count(), 10_000);
+        reserved.reserve(0);
+        assert_eq!(reserved.capacity(), cap);
+    }
+
     #[test]
     fn empty_table_answers_and_prefetches_nothing() {
         let t: Table<u64, u8> = Table::new();
@@ -338,5 +454,10 @@ mod tests {
         assert_eq!(t.insert(5u64 << 32 | 9, 'b'), Some('a'));
         assert_eq!(t.len(), 1);
         assert_eq!(t.get(&(5u64 << 32 | 9)), Some(&'b'));
+        if let Some(v) = t.get_mut(&(5u64 << 32 | 9)) {
+            *v = 'c';
+        }
+        assert_eq!(t.get(&(5u64 << 32 | 9)), Some(&'c'));
+        assert_eq!(t.get_mut(&7), None);
     }
 }

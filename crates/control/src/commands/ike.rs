@@ -85,7 +85,8 @@ pub fn ike_sa_summary(router: &Router, quick: bool) -> IkeSaSummaryView {
 }
 
 /// The configured peers and how many SAs each has (the shards' counts
-/// and one walk of the children, no list of the SAs).
+/// and the control side's children per peer, kept counts: no walk of
+/// the SAs nor of the children).
 pub fn ike_peer_show(router: &Router) -> Vec<IkePeerView> {
     let summary = router.ike().sa_summary();
     let children = router.ike().child_counts();

@@ -49,6 +49,7 @@
 //!   count or the set of local addresses changing restarts the service;
 //!   other `[ike_service]` keys are `Ike::set_settings` on every shard.
 
+mod children;
 pub mod io;
 pub mod paging;
 pub mod shard;
@@ -165,8 +166,10 @@ pub struct IkeService {
     running: Option<Running>,
     /// The plan last given to the shards.
     applied: Option<IkePlan>,
-    /// (shard, child id) -> the SAs installed for it.
-    children: HashMap<(u32, u64), Child>,
+    /// (shard, child id) -> the SAs installed for it; a pair's inbound SA
+    /// id (even; the outbound one is the next) -> (shard, child id); the
+    /// children per peer.
+    children: children::Children,
     /// The children's names by peer (see [`Names`]), and the size at
     /// which those no child holds are next forgotten.
     names: HashMap<Box<str>, Arc<Names>>,
@@ -175,9 +178,6 @@ pub struct IkeService {
     /// outbound SA takes over encrypting when the old one goes, the first
     /// packet arrives on the new inbound SA, or [`HOLD_OUT_MAX`] passes.
     held_out: HashMap<(u32, u64), Held>,
-    /// A pair's inbound SA id (even; the outbound one is the next) ->
-    /// (shard, child id).
-    by_sa: HashMap<u32, (u32, u64)>,
     next_id: u32,
     sa_events: Option<Receiver<SaEvent>>,
     counters: Arc<IoCounters>,
@@ -382,7 +382,7 @@ impl IkeService {
         if let Some(r) = self.running.take() {
             r.stop();
         }
-        let keys: Vec<(u32, u64)> = self.children.keys().copied().collect();
+        let keys: Vec<(u32, u64)> = self.children.keys().collect();
         self.delete(router, &keys);
     }
 
@@ -447,7 +447,7 @@ impl IkeService {
         loop {
             let id = self.next_id & !1;
             self.next_id = id.checked_add(2).filter(|&n| n < u32::MAX).unwrap_or(IKE_SA_ID_BASE);
-            if !self.by_sa.contains_key(&id) && !router.ipsec().contains(id) && !router.ipsec().contains(id + 1) {
+            if !self.children.sa_reserved(id) && !router.ipsec().contains(id) && !router.ipsec().contains(id + 1) {
                 return id;
             }
         }
@@ -455,7 +455,7 @@ impl IkeService {
 
     /// The (shard, child id) whose SAs `sa` is one of.
     fn child_of_sa(&self, sa: u32) -> Option<(u32, u64)> {
-        self.by_sa.get(&(sa & !1)).copied()
+        self.children.of_sa(sa & !1)
     }
 
     /// The shared names of `c`'s peer and tunnel.
@@ -488,7 +488,7 @@ impl IkeService {
             let in_id = self.alloc_pair(router);
             let out_id = in_id + 1;
             // Reserved until installed (alloc_pair skips them).
-            self.by_sa.insert(in_id, (shard, c.id));
+            self.children.reserve_sa(in_id, (shard, c.id));
             let (i, o) = sa_configs(&c, in_id, out_id);
             cfgs.push(i);
             cfgs.push(o);
@@ -505,7 +505,7 @@ impl IkeService {
                     Ok(_) => ok.push((shard, c, in_id, out_id)),
                     Err(e) => {
                         self.install_failed += 1;
-                        self.by_sa.remove(&in_id);
+                        self.children.release_sa(in_id);
                         log::error!(
                             "ike {}: child SA {} (SPIs in {:#x}, out {:#x}) not installed: {e}",
                             c.peer,
@@ -784,7 +784,7 @@ impl IkeService {
             .collect();
         for (_, c) in &gone {
             self.moved.remove(&c.in_id);
-            self.by_sa.remove(&c.in_id);
+            self.children.release_sa(c.in_id);
             log::debug!("ike {}: child SA removed (SAs {} and {})", c.names.peer, c.in_id, c.out_id());
         }
         if !ids.is_empty()
@@ -800,7 +800,7 @@ impl IkeService {
     /// follows a peer behind a NAT (`tern_ike::Ike::esp_moved`).
     pub fn esp_moved(&mut self, sa: u32, remote: std::net::SocketAddr) {
         let Some(r) = &self.running else { return };
-        let Some(&(shard, id)) = self.by_sa.get(&sa) else { return };
+        let Some((shard, id)) = self.children.of_sa(sa) else { return };
         let Some(c) = self.children.get(&(shard, id)).filter(|c| c.in_id == sa) else { return };
         if self.moved.get(&sa) == Some(&remote) {
             return;
@@ -1200,6 +1200,10 @@ tunnel = "ra0"
         let c5 = child("ra", "ra0", 5, "192.0.2.50", None, Some("10.3.0.5"));
         let c7 = child("ra", "ra0", 7, "192.0.2.70", None, Some("10.3.0.7"));
         svc.install(&mut r, vec![(0, Box::new(c5)), (1, Box::new(c7))]);
+        // `ike peer show`'s children per peer: counts kept as children
+        // come and go, equal to a walk.
+        assert_eq!(svc.child_counts().get("ra"), Some(&2));
+        assert_eq!(svc.child_counts(), &svc.child_counts_by_walk());
         let (a, b) = (&svc.children[&(0, 5)], &svc.children[&(1, 7)]);
         assert_eq!((a.in_id, b.in_id), (IKE_SA_ID_BASE, IKE_SA_ID_BASE + 2));
         assert!(Arc::ptr_eq(&a.names, &b.names), "one allocation for the peer's names");
@@ -1218,7 +1222,8 @@ tunnel = "ra0"
         assert_eq!(svc.alloc_pair(&r), u32::MAX - 1);
         assert_eq!(svc.alloc_pair(&r), IKE_SA_ID_BASE + 4);
         svc.delete(&mut r, &[(0, 5), (1, 7)]);
-        assert!(svc.by_sa.is_empty() && svc.children.is_empty());
+        assert!(svc.children.sas_reserved() == 0 && svc.children.is_empty());
+        assert!(svc.child_counts().is_empty() && svc.child_counts_by_walk().is_empty());
         assert!(!r.ipsec().contains(IKE_SA_ID_BASE) && !r.ipsec().contains(IKE_SA_ID_BASE + 3));
         r.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
@@ -1266,8 +1271,11 @@ tunnel = "ra0"
             assert!(svc.release_held(&mut r, now));
             assert_eq!(out_of(&r, site), new_out, "site {site}");
             assert!(svc.held_out.is_empty());
+            assert_eq!(svc.child_counts().values().sum::<usize>(), 2);
             // The peer's delete of the old child later changes nothing.
             svc.delete(&mut r, &[(0, 1)]);
+            assert_eq!(svc.child_counts(), &svc.child_counts_by_walk());
+            assert_eq!(svc.child_counts().values().sum::<usize>(), 1);
             assert_eq!(out_of(&r, site), new_out);
             r.shutdown();
             let _ = std::fs::remove_dir_all(&dir);

@@ -144,13 +144,15 @@ impl IkeService {
         sum
     }
 
-    /// Child SAs installed, by peer (one walk, no allocation per child).
-    pub fn child_counts(&self) -> HashMap<&str, usize> {
-        let mut m: HashMap<&str, usize> = HashMap::new();
-        for c in self.children.values() {
-            *m.entry(&*c.names.peer).or_default() += 1;
-        }
-        m
+    /// Child SAs installed, by peer: counts kept as children come and go
+    /// (no walk; `child_counts_by_walk` is what they must equal).
+    pub fn child_counts(&self) -> &HashMap<Box<str>, usize> {
+        self.children.per_peer()
+    }
+
+    /// The same counts by a walk of the children (tests).
+    pub fn child_counts_by_walk(&self) -> HashMap<Box<str>, usize> {
+        self.children.per_peer_by_walk()
     }
 }
 

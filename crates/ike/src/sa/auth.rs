@@ -207,10 +207,7 @@ impl Ike {
             return;
         }
         if self.settings.max_sas_per_peer > 0
-            && self
-                .established_per_peer
-                .get(&remote.ip())
-                .is_some_and(|&n| n as usize >= self.settings.max_sas_per_peer)
+            && self.established_per_peer.get(remote.ip()) as usize >= self.settings.max_sas_per_peer
         {
             log::warn!("ike: peer {} ({remote}): too many IKE SAs from this address", cfg.name);
             self.fail("sa-limit");
@@ -502,7 +499,7 @@ impl Ike {
         if !sa.counted_established {
             sa.counted_established = true;
             self.established += 1;
-            *self.established_per_peer.entry(sa.remote.ip()).or_insert(0) += 1;
+            self.established_per_peer.add(sa.remote.ip());
         }
         self.stats.setups += 1;
         sa.announced_up = true;
@@ -567,7 +564,7 @@ impl Ike {
         } else {
             self.stats.child_setups += 1;
         }
-        self.child_index.insert(child.spi_in, sa.our_spi());
+        self.index_child(child.spi_in, sa.our_spi());
         sa.children.push(child);
         self.out.push(Output::InstallChild(Box::new(out)));
     }

@@ -500,7 +500,7 @@ impl Ike {
                             other.expire_at = Some(now + self.settings.half_open_timeout);
                             let ours = new.our_spi();
                             for c in &new.children {
-                                self.child_index.insert(c.spi_in, ours);
+                                self.index_child(c.spi_in, ours);
                             }
                             self.stats.rekeys_ike -= 1;
                             self.put_back(other, now);
@@ -613,7 +613,7 @@ impl Ike {
         new.queue = std::mem::take(&mut sa.queue).into_iter().filter(|s| *s != Start::RekeyIke).collect();
         let our = new.our_spi();
         for c in &new.children {
-            self.child_index.insert(c.spi_in, our);
+            self.index_child(c.spi_in, our);
         }
         sa.id = self.new_id();
         sa.announced_down = true;

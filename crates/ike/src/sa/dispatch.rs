@@ -132,7 +132,7 @@ impl Ike {
     /// tern's outbound ESP reaches the new mapping without waiting for
     /// the peer's next IKE request. Returns whether the IKE SA moved.
     pub fn esp_moved(&mut self, now: Instant, inbound_spi: u32, remote: SocketAddr) -> bool {
-        let Some(&spi) = self.child_index.get(&inbound_spi) else {
+        let Some(spi) = self.child_index.get(&inbound_spi).map(|s| s.get()) else {
             log::debug!("ike: ESP of child SA {inbound_spi:#010x} from {remote}, which is unknown");
             return false;
         };

@@ -105,7 +105,7 @@ impl Ike {
         old.announced_down = false;
         let spis: Vec<u32> = old.children.iter().map(|c| c.spi_in).collect();
         for spi in spis {
-            self.child_index.insert(spi, old_spi);
+            self.index_child(spi, old_spi);
         }
         self.reindex(old_spi, prev);
         self.recount_in_table(old_spi);

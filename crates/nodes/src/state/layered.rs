@@ -25,7 +25,7 @@
 //! starts with one rebuild.
 //!
 //! The base is [`SHARDS`] hash maps, by a hash of the key the caller
-//! gives ([`ShardKey`]): each doubles on its own, so a rehash moves
+//! gives ([`ShardKey`]): each grows on its own, so a rehash moves
 //! 1/256th of the map, not a million entries at once on the control
 //! thread. They are `tern_ipsec::table::Table`s, whose slot for a key is
 //! known before the lookup: a node with a batch of keys prefetches them
@@ -171,6 +171,12 @@ impl<K: ShardKey, V: Clone> Layered<K, V> {
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Bytes of the base's slots (memory figures).
+    #[cfg(test)]
+    pub(crate) fn base_bytes(&self) -> usize {
+        self.base.maps.iter().map(Table::capacity).sum::<usize>() * std::mem::size_of::<Option<(K, V)>>()
     }
 
     /// Sets `k` to `v`; the entry it replaces.
