@@ -253,6 +253,18 @@ impl Node for EspDecrypt {
                         }
                         sa.prefetch_live();
                     }
+                    // A multipoint client's ESP in UDP: `find_client`
+                    // compares the source with the client's recorded one, a
+                    // second lookup in the client map (by tunnel and
+                    // virtual IP), its slot prefetched here from the SA's
+                    // entry the pass above fetched.
+                    if multipoint {
+                        for sa in first.iter().flatten().filter(|sa| sa.udp_encap.is_some()) {
+                            if let Some((ti, vip)) = clients.of_sa(sa.id) {
+                                clients.prefetch_client(ti, vip);
+                            }
+                        }
+                    }
                     for (((f, x), o), &p) in found.iter_mut().zip(&parsed).zip(next.iter_mut()).zip(pkts) {
                         let Some((outer, spi, lo)) = *x else { continue };
                         match resolve((ifs, sas, index, clients), spi, outer, &mut last) {
