@@ -197,14 +197,18 @@ impl KernelEsp {
 }
 
 /// Linux mode: the wildcard sockets on the SAs' local ESP-in-UDP ports
-/// other than 4500 (see the module), following the SA table.
+/// other than 4500 (see the module), following the SA table. Each port
+/// has its own sockets: a change binds the new ports before it closes
+/// those no SA uses any more, and leaves the sockets of the ports that
+/// stay as they are, so that no datagram to a port that stays finds it
+/// unbound (or is lost unread in a closed socket).
 #[derive(Default)]
 pub struct EncapPorts {
     /// The table's port list last seen (one `Arc` while it does not
     /// change), the ports besides 500 and 4500 in it, and their sockets.
     seen: Option<Arc<[u16]>>,
     ports: Vec<u16>,
-    sockets: Option<EspSockets>,
+    sockets: std::collections::BTreeMap<u16, EspSockets>,
 }
 
 impl EncapPorts {
@@ -217,11 +221,16 @@ impl EncapPorts {
         }
         self.seen = Some(Arc::clone(now));
         let ports: Vec<u16> = now.iter().copied().filter(|&p| p != NAT_T_PORT && p != 500).collect();
+        self.set_ports(ports).then_some(&self.ports[..])
+    }
+
+    /// Sets the ports; whether they changed.
+    fn set_ports(&mut self, ports: Vec<u16>) -> bool {
         if ports == self.ports {
-            return None;
+            return false;
         }
         self.ports = ports;
-        Some(&self.ports)
+        true
     }
 
     /// The ports [`EncapPorts::changed`] last reported.
@@ -230,22 +239,31 @@ impl EncapPorts {
     }
 
     /// Binds the wildcard sockets of [`EncapPorts::ports`] (`on`: Linux
-    /// mode with an ipsec tunnel), anew when they changed, or closes them.
-    /// A bind that fails is logged (only fragmented ESP in UDP on that
-    /// port is lost).
+    /// mode with an ipsec tunnel) that are not bound yet, then closes
+    /// those of ports no longer listed; not `on`: closes them all. A
+    /// bind that fails is logged (only fragmented ESP in UDP on that
+    /// port is lost) and tried again at the next call.
     pub fn bind(&mut self, esp: &Arc<KernelEsp>, on: bool) {
-        self.sockets = None;
-        if on && !self.ports.is_empty() {
-            match EspSockets::start_on(Arc::clone(esp), &self.ports) {
-                Ok(s) => self.sockets = Some(s),
-                Err(e) => log::warn!("{e}"),
+        if on {
+            for &port in &self.ports {
+                if self.sockets.contains_key(&port) {
+                    continue;
+                }
+                match EspSockets::start_on(Arc::clone(esp), &[port]) {
+                    Ok(s) => {
+                        self.sockets.insert(port, s);
+                    }
+                    Err(e) => log::warn!("{e}"),
+                }
             }
         }
+        let ports = &self.ports;
+        self.sockets.retain(|p, _| on && ports.contains(p));
     }
 
-    /// Whether sockets are bound.
+    /// Whether sockets are bound (for every port listed).
     pub fn bound(&self) -> bool {
-        self.sockets.is_some()
+        !self.sockets.is_empty() && self.ports.iter().all(|p| self.sockets.contains_key(p))
     }
 }
 
@@ -449,6 +467,63 @@ mod tests {
         assert_eq!((s.copies, s.to_engine), (1, 1));
         k.set_copy_devices([]);
         assert!(k.take(sa("[2001:db8::1]:4500"), sa("[2001:db8::2]:4500"), lo, &esp));
+    }
+
+    /// Three ports nobody holds now (the kernel's picks for port 0).
+    fn free_ports() -> (u16, u16, u16) {
+        let s: Vec<UdpSocket> = (0..3).map(|_| UdpSocket::bind("0.0.0.0:0").expect("a free port")).collect();
+        let p = |i: usize| s[i].local_addr().expect("addr").port();
+        (p(0), p(1), p(2))
+    }
+
+    /// Whether something holds UDP `port` on the IPv4 wildcard (a bind
+    /// without SO_REUSEADDR fails then).
+    fn held(port: u16) -> bool {
+        UdpSocket::bind(("0.0.0.0", port)).is_err()
+    }
+
+    /// The port set changes five times while datagrams to port `a`, which
+    /// stays, wait unread in its socket: each reaches the engine's queue
+    /// (a rebind would close the socket holding them, and leave the port
+    /// unbound for a moment); the ports that come are bound, those that
+    /// go released.
+    #[test]
+    fn a_port_set_change_loses_nothing_on_the_ports_that_stay() {
+        let sh = shared();
+        let k = Arc::new(KernelEsp::new(&sh, None));
+        let (a, b, c) = free_ports();
+        let mut e = EncapPorts::default();
+        assert!(e.set_ports(vec![a, c]));
+        e.bind(&k, true);
+        assert!(e.bound() && held(a) && held(c) && !held(b));
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let esp = [0, 0, 0x30, 0x02, 0, 0, 0, 1];
+        let mut sent = 0u64;
+        for ports in [vec![a, b], vec![a], vec![a, c], vec![a, b, c], vec![a]] {
+            for _ in 0..40 {
+                tx.send_to(&esp, ("127.0.0.1", a)).expect("send");
+                sent += 1;
+            }
+            assert!(e.set_ports(ports.clone()));
+            e.bind(&k, true);
+            assert!(e.bound(), "{ports:?}");
+            for p in [b, c] {
+                assert_eq!(held(p), ports.contains(&p), "port {p} in {ports:?}");
+            }
+        }
+        assert!(!e.set_ports(vec![a]), "the same set is no change");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut queued = 0u64;
+        while queued < sent && std::time::Instant::now() < deadline {
+            match sh.esp_from_kernel.pop() {
+                Some(_) => queued += 1,
+                None => std::thread::yield_now(),
+            }
+        }
+        let s = k.stats();
+        assert_eq!((queued, s.to_engine, s.queue_full, s.runts), (sent, sent, 0, 0));
+        e.bind(&k, false);
+        assert!(!e.bound() && !held(a), "off: every socket closed");
     }
 
     /// Through a real socket: a datagram to 127.0.0.1 on a socket asking

@@ -294,3 +294,142 @@ fn esp_in_udp_on_own_ports_in_linux_mode_over_af_xdp() {
 fn esp_in_udp_on_own_ports_in_linux_mode_over_the_xdp_lane() {
     own_ports("xdp", true, "m");
 }
+
+/// Host2: datagrams of tern's inbound SA 10 to UDP 4600, each cut into
+/// fragments (so that Linux reassembles it and tern's wildcard socket on
+/// 4600 reads it), `gap` seconds apart, until the stop file appears; the
+/// ready file once the first is out; then how many, as JSON.
+const PY_STREAM: &str = r#"
+gap, ready, stop = float(sys.argv[3]), sys.argv[4], sys.argv[5]
+import os
+raw4 = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+a = sa(0, False)
+i = 0
+while not os.path.exists(stop) and i < 60000:
+    i += 1
+    inner = IP(src='10.9.60.5', dst='10.0.1.2') / UDP(sport=7000, dport=5000) / Raw(b'st-%d.' % i + b'.' * 900)
+    p = a.encrypt(inner, seq_num=i)
+    b = bytearray(bytes(p))
+    off = (b[0] & 15) * 4
+    b[off + 4:off + 6] = (len(b) - off).to_bytes(2, 'big')
+    b[off + 6:off + 8] = b'\0\0'
+    q = IP(bytes(b))
+    q[UDP].chksum = None
+    q.id = i & 0xffff
+    for f in fragment(q, 400):
+        raw4.sendto(bytes(f), ('10.0.2.1', 0))
+    if i == 1:
+        open(ready, 'w').close()
+    time.sleep(gap)
+print(json.dumps(dict(sent=i)))
+"#;
+
+/// The wildcard UDP sockets `ss` lists in tern's namespace.
+fn udp_listening(lab: &Lab) -> String {
+    String::from_utf8_lossy(&common::sh("ip", &["netns", "exec", &lab.ns[1], "ss", "-Huln"]).stdout).into_owned()
+}
+
+/// Waits until UDP `port`'s IPv4 wildcard socket is (or is not) bound.
+fn wait_bound(lab: &Lab, port: u16, bound: bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let want = format!("0.0.0.0:{port} ");
+    loop {
+        let ss = udp_listening(lab);
+        if ss.contains(&want) == bound {
+            return;
+        }
+        assert!(Instant::now() < deadline, "UDP {port} bound: want {bound}: {ss}\n{}", log_of(lab));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Linux mode (AF_XDP): while scapy keeps sending fragmented ESP in UDP to
+/// port 4600 (which the kernel reassembles for tern's wildcard socket on
+/// 4600), an SA on port 4700 comes, one on 4800 goes, and both again:
+/// every datagram is decrypted, none lost while the port set changes
+/// (4600's socket is never rebound).
+#[test]
+fn esp_in_udp_port_set_changes_lose_nothing_in_linux_mode() {
+    if let Some(why) = common::lab_missing().or_else(scapy_missing) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = Lab::two_hosts(&format!("espchg{}", std::process::id()));
+    let r = lab.ns[1].clone();
+    must("ip", &["-n", &r, "link", "set", "lan0", "up"]);
+    must("ip", &["-n", &r, "link", "set", "wan0", "up"]);
+    let path = lab.dir.join("tern.toml");
+    let sa4800 = |id: u32| {
+        format!(
+            "\n[[ipsec_sa]]\nid = {id}\nspi = {}\ncrypto = \"aes-128-gcm\"\nkey = \"{KEY_IN}\"\nudp_encap = true\nudp_src_port = 4800\nudp_dst_port = 4801\n",
+            0x5000 + id
+        )
+    };
+    std::fs::write(&path, config(&lab, "afxdp", true) + &sa4800(40)).expect("config");
+    run_tern(&mut lab, &path);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (ns, dst) in [(0, "10.0.1.1"), (2, "10.0.2.1")] {
+        while !common::sh("ip", &["netns", "exec", &lab.ns[ns], "ping", "-c", "1", "-W", "1", dst]).status.success() {
+            assert!(Instant::now() < deadline, "ping {dst}; tern log:\n{}", log_of(&lab));
+        }
+    }
+    wait_bound(&lab, 4600, true);
+    wait_bound(&lab, 4800, true);
+    let (ready, stop) = (lab.dir.join("stream.ready"), lab.dir.join("stream.stop"));
+    let (r, st) = (ready.display().to_string(), stop.display().to_string());
+    let stream = py(&lab, 2, "stream.py", PY_STREAM, &[KEY_IN, KEY_OUT, "0", &r, &st]);
+    wait_file(&ready);
+    let add = |id: u32, port: u16| {
+        let (id, spi, port) = (id.to_string(), format!("{:#x}", 0x5000 + id), port.to_string());
+        let words = [
+            "ipsec",
+            "sa",
+            "add",
+            "id",
+            &id,
+            "spi",
+            &spi,
+            "crypto",
+            "aes-128-gcm",
+            "key",
+            KEY_IN,
+            "udp_encap",
+            "udp_src_port",
+            &port,
+            "udp_dst_port",
+            "4801",
+        ];
+        let o = cli(&lab, &words);
+        assert!(o.status.success(), "sa add {id}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let del = |id: u32| {
+        let o = cli(&lab, &["ipsec", "sa", "del", &id.to_string()]);
+        assert!(o.status.success(), "sa del {id}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let mut changes = 0;
+    for _ in 0..2 {
+        add(41, 4700);
+        wait_bound(&lab, 4700, true);
+        del(40);
+        wait_bound(&lab, 4800, false);
+        add(40, 4800);
+        wait_bound(&lab, 4800, true);
+        del(41);
+        wait_bound(&lab, 4700, false);
+        changes += 4;
+    }
+    std::fs::write(&stop, "").expect("stop file");
+    let n = json_lines(stream).first().and_then(|v| v["sent"].as_u64()).expect("how many scapy sent");
+    assert!(n > 1, "scapy sent {n}");
+    // Every datagram: reassembled by Linux, read on 4600, decrypted.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sa_counter(&lab, 10, "packets") < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = log_of(&lab);
+    assert_eq!(sa_counter(&lab, 10, "packets"), n, "{changes} port-set changes\n{log}");
+    assert_eq!(counter(&lab, "esp-from-kernel/from-kernel"), n, "{log}");
+    assert_eq!(counter(&lab, "esp-decrypt/decrypted"), n, "{log}");
+    assert!(udp_listening(&lab).contains("0.0.0.0:4600 "), "4600 still bound");
+    eprintln!("{n} datagrams across {changes} port-set changes, each decrypted");
+}

@@ -269,11 +269,14 @@ struct Case {
     /// Timed on xdp-fwd (in-kernel XDP forwarding with bpf_fib_lookup)
     /// instead of the lane.
     xdp_fwd: bool,
+    /// A lane in Linux mode with the router's addresses (in0's and out0's)
+    /// as local: (tern terminates IPsec, the SAs' ESP-in-UDP ports).
+    linux: Option<(bool, &'static [u16])>,
 }
 
 impl Case {
     fn new(name: &'static str, acl: Option<RuleSet>, gre: bool, frames: Vec<Vec<u8>>, repeat: u32) -> Case {
-        Case { name, acl, gre, frames, repeat, trace: false, vs: None, xdp_fwd: false }
+        Case { name, acl, gre, frames, repeat, trace: false, vs: None, xdp_fwd: false, linux: None }
     }
 }
 
@@ -445,6 +448,20 @@ fn bench(
             ..Case::new("ipv6 single-flow-50fw", Some(fw50_v6()), false, single6, 250)
         },
         Case::new("ipv6 no rules, 65536 flows, 1 run/call", None, false, flows6.clone(), 1),
+        // Transit UDP (not to 500/4500) in Linux mode: while tern
+        // terminates IPsec the lane looks its port up in
+        // `lane_encap_ports` (empty, or holding an SA's port).
+        Case { linux: Some((false, &[])), ..Case::new("linux mode, transit udp", None, false, single.clone(), 250) },
+        Case {
+            linux: Some((true, &[])),
+            vs: Some("linux mode, transit udp"),
+            ..Case::new("linux mode + ipsec, transit udp, no encap port", None, false, single.clone(), 250)
+        },
+        Case {
+            linux: Some((true, &[4600])),
+            vs: Some("linux mode, transit udp"),
+            ..Case::new("linux mode + ipsec, transit udp, encap port 4600", None, false, single.clone(), 250)
+        },
         Case {
             vs: Some("ipv6 no rules, 65536 flows, 1 run/call"),
             ..Case::new("ipv6 50fw, 65536 flows, 1 run/call", Some(fw50_v6()), false, flows6, 1)
@@ -517,8 +534,16 @@ fn bench(
                 lanes.push(prog);
                 continue;
             }
-            let (mut lane, w, r) = setup(routes, false, c.gre, acl_cache_buckets, kif0, kif1, &objects[o])?;
+            let (mut lane, w, r) =
+                setup(routes, false, (c.gre, c.linux.is_some()), acl_cache_buckets, kif0, kif1, &objects[o])?;
             lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
+            if let Some((ipsec, ports)) = c.linux {
+                for a in ["10.10.1.1", "10.10.2.1"] {
+                    lane.add_local(a.parse().map_err(|_| "addr")?).map_err(|e| e.to_string())?;
+                }
+                lane.set_ipsec(ipsec).map_err(|e| e.to_string())?;
+                lane.set_encap_ports(ports).map_err(|e| e.to_string())?;
+            }
             // Untimed: every flow WARM_PASSES times when the memos can
             // hold them all, so that the timed calls see the steady state:
             // after a burst of new flows the memos fill one packet in 16
@@ -644,7 +669,7 @@ fn full_table(
             frame(Ipv4Addr::from(0x0a40_0000 + i + 1), Ipv4Addr::from(u32::from(a) | 1), 1024, 4000)
         })
         .collect();
-    let (mut lane, w, r) = setup(Some(path), true, c.gre, acl_cache_buckets, kif0, kif1, object)?;
+    let (mut lane, w, r) = setup(Some(path), true, (c.gre, false), acl_cache_buckets, kif0, kif1, object)?;
     lane.publish(&tables(c.acl.as_ref())?).map_err(|e| e.to_string())?;
     let mut progs = vec![Prog::Lane { lane: Box::new(lane), _fib: Box::new((w, r)) }];
     if xdp_fwd {
@@ -743,7 +768,8 @@ fn tables(acl: Option<&RuleSet>) -> Result<tern_xdp::lane::LaneTables, String> {
 fn setup(
     routes: Option<&str>,
     full: bool,
-    gre: bool,
+    // Routes into gre0; a lane in Linux mode.
+    (gre, linux_mode): (bool, bool),
     acl_cache_buckets: u32,
     kif0: u32,
     kif1: u32,
@@ -793,7 +819,7 @@ fn setup(
     add(&mut w, "2001:db8:ff00::/40", RouteTarget::Via { gw: sink6, ifindex: None })?;
     w.set_neighbor(1, sink6, Some(next_hop_mac));
     let fwd_memo = FWD_MEMO.load(std::sync::atomic::Ordering::Relaxed);
-    let mut cfg = LaneConfig { acl_cache_buckets, fwd_memo, ..LaneConfig::default() };
+    let mut cfg = LaneConfig { acl_cache_buckets, fwd_memo, linux_mode, ..LaneConfig::default() };
     match FWD_BUCKETS.load(std::sync::atomic::Ordering::Relaxed) {
         0 => {}
         n => cfg.fwd_buckets = n,

@@ -181,47 +181,100 @@ impl Node for EspDecrypt {
         // live part; the SA and tunnel; each SA's keys, counters and
         // window; then the packets.
         for (pkts, next) in pkts.chunks(LOOKAHEAD).zip(next.chunks_mut(LOOKAHEAD)) {
-            let mut parsed: [Option<(Outer, u32, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
-            let mut prev_spi = last.map(|f| f.spi);
-            for ((x, o), &p) in parsed.iter_mut().zip(next.iter_mut()).zip(pkts) {
-                match parse(cx, p) {
-                    Ok((outer, spi, lo)) => {
-                        if prev_spi != Some(spi) {
-                            sas.prefetch_spi(spi);
-                            prev_spi = Some(spi);
+            // The comparison build (feature `esp-plain-lookup`, for
+            // docs/perf/results/ipsec/callgrind-single-sa-stop54.txt): each
+            // packet parsed and its SA found in one pass, nothing prefetched
+            // but the SA's state, as before the passes.
+            #[cfg(feature = "esp-plain-lookup")]
+            let found = {
+                let mut found: [Option<(Found<'_>, Outer, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
+                for ((f, o), &p) in found.iter_mut().zip(next.iter_mut()).zip(pkts) {
+                    match parse(cx, p) {
+                        Ok((outer, spi, lo)) => match resolve((ifs, sas, index, clients), spi, outer, &mut last) {
+                            Ok(r) => *f = Some((r, outer, lo)),
+                            Err(e) => *o = cx.drop(p, e),
+                        },
+                        Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => *o = to_ike(cx, p, rx, &mut pushed),
+                        Err(e) => *o = cx.drop(p, e),
+                    }
+                }
+                found
+            };
+            #[cfg(not(feature = "esp-plain-lookup"))]
+            let found = {
+                // A packet of the SA and tunnel the last one resolved (one
+                // tunnel's traffic: every packet after the first) is found
+                // here; the others go through the passes, which are
+                // skipped when there are none (the one-SA case pays no
+                // more than a plain lookup:
+                // docs/perf/results/ipsec/callgrind-single-sa-stop54.txt).
+                let mut found: [Option<(Found<'_>, Outer, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
+                let mut parsed: [Option<(Outer, u32, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
+                let mut others = false;
+                let mut prev_spi = last.map(|f| f.spi);
+                for (((f, x), o), &p) in found.iter_mut().zip(parsed.iter_mut()).zip(next.iter_mut()).zip(pkts) {
+                    match parse(cx, p) {
+                        Ok((outer, spi, lo)) => {
+                            if let Some(l) = last
+                                && l.spi == spi
+                                && l.local == outer.local
+                                && l.remote == outer.remote
+                            {
+                                *f = Some((l, outer, lo));
+                                continue;
+                            }
+                            if prev_spi != Some(spi) {
+                                sas.prefetch_spi(spi);
+                                prev_spi = Some(spi);
+                            }
+                            *x = Some((outer, spi, lo));
+                            others = true;
                         }
-                        *x = Some((outer, spi, lo));
+                        Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => *o = to_ike(cx, p, rx, &mut pushed),
+                        Err(e) => *o = cx.drop(p, e),
                     }
-                    Err(EspDecryptError::Ike) if let Some((rx, _)) = ike => *o = to_ike(cx, p, rx, &mut pushed),
-                    Err(e) => *o = cx.drop(p, e),
                 }
-            }
-            let mut prev_spi = last.map(|f| f.spi);
-            let mut first: [Option<&Sa>; LOOKAHEAD] = [None; LOOKAHEAD];
-            for (f, (_, spi, _)) in first.iter_mut().zip(&parsed).filter_map(|(f, x)| Some((f, x.as_ref()?))) {
-                if prev_spi != Some(*spi) {
-                    *f = sas.by_spi(*spi).first().map(|s| &**s);
-                    if let Some(sa) = *f {
-                        sa.prefetch();
+                if others {
+                    let mut prev_spi = last.map(|f| f.spi);
+                    let mut first: [Option<&Sa>; LOOKAHEAD] = [None; LOOKAHEAD];
+                    for (f, (_, spi, _)) in first.iter_mut().zip(&parsed).filter_map(|(f, x)| Some((f, x.as_ref()?))) {
+                        if prev_spi != Some(*spi) {
+                            *f = sas.by_spi(*spi).first().map(|s| &**s);
+                            if let Some(sa) = *f {
+                                sa.prefetch();
+                            }
+                            prev_spi = Some(*spi);
+                        }
                     }
-                    prev_spi = Some(*spi);
+                    let multipoint = !clients.is_empty();
+                    for sa in first.iter().flatten() {
+                        if multipoint {
+                            clients.prefetch_sa(sa.id);
+                        }
+                        sa.prefetch_live();
+                    }
+                    // A multipoint client's ESP in UDP: `find_client`
+                    // compares the source with the client's recorded one, a
+                    // second lookup in the client map (by tunnel and
+                    // virtual IP), its slot prefetched here from the SA's
+                    // entry the pass above fetched.
+                    if multipoint {
+                        for sa in first.iter().flatten().filter(|sa| sa.udp_encap.is_some()) {
+                            if let Some((ti, vip)) = clients.of_sa(sa.id) {
+                                clients.prefetch_client(ti, vip);
+                            }
+                        }
+                    }
+                    for (((f, x), o), &p) in found.iter_mut().zip(&parsed).zip(next.iter_mut()).zip(pkts) {
+                        let Some((outer, spi, lo)) = *x else { continue };
+                        match resolve((ifs, sas, index, clients), spi, outer, &mut last) {
+                            Ok(r) => *f = Some((r, outer, lo)),
+                            Err(e) => *o = cx.drop(p, e),
+                        }
+                    }
                 }
-            }
-            let multipoint = !clients.is_empty();
-            for sa in first.iter().flatten() {
-                if multipoint {
-                    clients.prefetch_sa(sa.id);
-                }
-                sa.prefetch_live();
-            }
-            let mut found: [Option<(Found<'_>, Outer, u32)>; LOOKAHEAD] = [None; LOOKAHEAD];
-            for (((f, x), o), &p) in found.iter_mut().zip(&parsed).zip(next.iter_mut()).zip(pkts) {
-                let Some((outer, spi, lo)) = *x else { continue };
-                match resolve((ifs, sas, index, clients), spi, outer, &mut last) {
-                    Ok(r) => *f = Some((r, outer, lo)),
-                    Err(e) => *o = cx.drop(p, e),
-                }
-            }
+                found
+            };
             let mut prev: Option<&Sa> = None;
             for (f, _, _) in found.iter().flatten() {
                 if !prev.is_some_and(|p| std::ptr::eq(p, f.sa)) {
